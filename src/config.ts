@@ -1,0 +1,49 @@
+import path from 'node:path';
+
+/** Process configuration, read once from the environment (README "Configuration"). */
+export interface Config {
+  host: string;
+  port: number;
+  /** External PostgreSQL; when absent an embedded server is started in `dataDir`. */
+  databaseUrl: string | undefined;
+  dataDir: string;
+  role: 'all' | 'api' | 'worker';
+  accessTokenTtlSeconds: number;
+  passwordMinLength: number;
+  adminPassword: string | undefined;
+  logLevel: string;
+  loginMaxFailures: number;
+  loginFailureWindowSeconds: number;
+  bodyLimitBytes: number;
+}
+
+function integer(env: NodeJS.ProcessEnv, name: string, fallback: number, min = 0): number {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const value = Number(raw);
+  if (!Number.isInteger(value) || value < min) {
+    throw new Error(`${name} must be an integer >= ${min}, got "${raw}"`);
+  }
+  return value;
+}
+
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const role = env.ATRIUM_ROLE ?? 'all';
+  if (role !== 'all' && role !== 'api' && role !== 'worker') {
+    throw new Error(`ATRIUM_ROLE must be "api", "worker" or unset, got "${role}"`);
+  }
+  return {
+    host: env.HOST || '127.0.0.1',
+    port: integer(env, 'PORT', 3000),
+    databaseUrl: env.DATABASE_URL || undefined,
+    dataDir: path.resolve(env.DATA_DIR || '.data'),
+    role,
+    accessTokenTtlSeconds: integer(env, 'ACCESS_TOKEN_TTL', 12 * 3600, 60),
+    passwordMinLength: integer(env, 'PASSWORD_MIN_LENGTH', 10, 1),
+    adminPassword: env.ATRIUM_ADMIN_PASSWORD || undefined,
+    logLevel: env.LOG_LEVEL || 'info',
+    loginMaxFailures: integer(env, 'LOGIN_MAX_FAILURES', 10, 1),
+    loginFailureWindowSeconds: integer(env, 'LOGIN_FAILURE_WINDOW', 900, 1),
+    bodyLimitBytes: integer(env, 'BODY_LIMIT', 1024 * 1024, 1024),
+  };
+}

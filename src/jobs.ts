@@ -1,0 +1,5 @@
+/** Every background job. Workers start for all of them (ATRIUM_ROLE worker or all). */
+import { purgeExpiredTokens } from './platform/auth/purge-expired-tokens.job.ts';
+import type { JobDefinition } from './platform/jobs/jobs.ts';
+
+export const jobDefinitions: JobDefinition<never>[] = [purgeExpiredTokens as JobDefinition<never>];

@@ -1,0 +1,87 @@
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { sql } from 'drizzle-orm';
+import { drizzle, type PostgresJsDatabase } from 'drizzle-orm/postgres-js';
+import { migrate } from 'drizzle-orm/postgres-js/migrator';
+import postgres from 'postgres';
+import * as schema from './schema.ts';
+
+export type Schema = typeof schema;
+export type Db = PostgresJsDatabase<Schema>;
+/** A transaction whose tenant is set: every row-level security policy is in force. */
+export type Tx = Parameters<Parameters<Db['transaction']>[0]>[0];
+
+export const APP_ROLE = 'atrium_app';
+const migrationsFolder = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../drizzle');
+/** Arbitrary constant: serialises concurrent `migrate` runs (several processes starting). */
+const MIGRATION_LOCK = 720_431_977;
+const migrationCount = (
+  JSON.parse(readFileSync(path.join(migrationsFolder, 'meta/_journal.json'), 'utf8')) as { entries: unknown[] }
+).entries.length;
+
+export interface DatabaseOptions {
+  poolSize?: number;
+}
+
+/**
+ * Two pools over one server: `owner` (the role in DATABASE_URL: migrations, tenant
+ * creation, the job queue) and `app`, whose connections run as `atrium_app`, which cannot
+ * bypass row-level security. Requests only ever use `app`, through `tenant()`.
+ */
+export class Database {
+  readonly ownerSql: postgres.Sql;
+  readonly appSql: postgres.Sql;
+  readonly owner: Db;
+  readonly app: Db;
+  /** Statements sent on the app pool; tests use it to prove query counts are constant. */
+  queryCount = 0;
+
+  constructor(readonly url: string, options: DatabaseOptions = {}) {
+    this.ownerSql = postgres(url, { max: 4, onnotice: () => {} });
+    this.appSql = postgres(url, {
+      max: options.poolSize ?? 10,
+      onnotice: () => {},
+      connection: { options: `-c role=${APP_ROLE}`, application_name: 'atrium' },
+      debug: () => {
+        this.queryCount++;
+      },
+    });
+    this.owner = drizzle(this.ownerSql, { schema });
+    this.app = drizzle(this.appSql, { schema });
+  }
+
+  /** Runs `fn` in one transaction scoped to `tenantId` (row-level security). */
+  tenant<T>(tenantId: number, fn: (tx: Tx) => Promise<T>): Promise<T> {
+    return this.app.transaction(async (tx) => {
+      await tx.execute(sql`select set_config('atrium.tenant_id', ${String(tenantId)}, true)`);
+      return fn(tx);
+    });
+  }
+
+  async migrate(): Promise<void> {
+    // One connection, so the session-level advisory lock covers the whole migration.
+    const connection = postgres(this.url, { max: 1, onnotice: () => {} });
+    try {
+      await connection`select pg_advisory_lock(${MIGRATION_LOCK})`;
+      await migrate(drizzle(connection, { schema }), { migrationsFolder });
+    } finally {
+      await connection.end({ timeout: 5 });
+    }
+  }
+
+  /** Ready = reachable and every migration of this build applied. */
+  async isReady(): Promise<boolean> {
+    try {
+      const [row] = await this.ownerSql<{ count: number }[]>`
+        select count(*)::int as count from drizzle.__drizzle_migrations`;
+      return (row?.count ?? 0) >= migrationCount;
+    } catch {
+      return false;
+    }
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([this.appSql.end({ timeout: 5 }), this.ownerSql.end({ timeout: 5 })]);
+  }
+}

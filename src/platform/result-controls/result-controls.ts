@@ -1,0 +1,130 @@
+/**
+ * Result controls of decisions §4, once for every resource: `selects` (comma list of
+ * visible fields), `relations` (pipe list), `limit`, and `filter[key]`. A resource
+ * describes itself with `defineView`; handlers call `readControls` on the query and
+ * `present` on the rows. Relations load with one query each, whatever the row count.
+ */
+import { and, type SQL } from 'drizzle-orm';
+import type { Tx } from '../database/database.ts';
+import { invalid } from '../http/problem.ts';
+
+export type Visibility = 'public' | 'personal' | 'administrative';
+
+export interface FieldDefinition<Row> {
+  visibility?: Visibility;
+  /** Value of the field; default `row[name]`. */
+  value?: (row: Row) => unknown;
+  /** Returned only when named in `selects` (e.g. login-token `id`, user `url`). */
+  onlyWhenSelected?: boolean;
+}
+
+export interface RelationDefinition<Row, Viewer> {
+  /** One query for all rows; the map is keyed by the row's key. */
+  load(tx: Tx, rows: Row[], viewer: Viewer): Promise<Map<unknown, unknown>>;
+  /** Value for rows the loader returned nothing for (null for to-one, [] for to-many). */
+  empty: null | [];
+}
+
+export interface ViewDefinition<Row, Viewer, FilterKey extends string> {
+  key: (row: Row) => unknown;
+  fields: Record<string, FieldDefinition<Row>>;
+  relations?: Record<string, RelationDefinition<Row, Viewer>>;
+  /** `filter[key]` → SQL condition; the spec has already validated each value's type. */
+  filters?: Record<FilterKey, (value: never) => SQL | undefined>;
+  /** Which kinds of fields `viewer` may see on `row` (or, without a row, in general). */
+  visible: (viewer: Viewer, visibility: Visibility, row?: Row) => boolean;
+}
+
+export type View<Row, Viewer, FilterKey extends string = never> = ViewDefinition<Row, Viewer, FilterKey>;
+
+export const defineView = <Row, Viewer, FilterKey extends string = never>(definition: ViewDefinition<Row, Viewer, FilterKey>) => definition;
+
+export interface ControlsQuery {
+  selects?: string;
+  relations?: string;
+  limit?: number;
+  filter?: Record<string, unknown>;
+}
+
+export interface Controls {
+  /** Explicitly selected fields, or null for "every visible field". */
+  selects: string[] | null;
+  relations: string[];
+  limit: number | undefined;
+  where: SQL | undefined;
+}
+
+function splitList(raw: string | undefined, separator: string): string[] {
+  if (raw === undefined) return [];
+  return raw
+    .split(separator)
+    .map((part) => part.trim())
+    .filter((part) => part.length > 0);
+}
+
+/** Validates the controls against the view for this viewer; 422 names what is allowed. */
+export function readControls<Row, Viewer, FilterKey extends string>(
+  view: View<Row, Viewer, FilterKey>,
+  query: ControlsQuery,
+  viewer: Viewer,
+  options: { defaultRelations?: string[]; subject?: Row } = {},
+): Controls {
+  const errors: Record<string, string[]> = {};
+  const allowedFields = Object.entries(view.fields)
+    .filter(([, field]) => view.visible(viewer, field.visibility ?? 'public', options.subject))
+    .map(([name]) => name);
+  let selects: string[] | null = null;
+  if (query.selects !== undefined) {
+    selects = [...new Set(splitList(query.selects, ','))];
+    const unknown = selects.filter((name) => !allowedFields.includes(name));
+    if (selects.length === 0) errors.selects = [`must name at least one field; allowed: ${allowedFields.join(', ')}`];
+    else if (unknown.length > 0) errors.selects = [`unknown or not visible: ${unknown.join(', ')}; allowed: ${allowedFields.join(', ')}`];
+  }
+  const allowedRelations = Object.keys(view.relations ?? {});
+  const relations = query.relations !== undefined ? [...new Set(splitList(query.relations, '|'))] : (options.defaultRelations ?? []);
+  const unknownRelations = relations.filter((name) => !allowedRelations.includes(name));
+  if (unknownRelations.length > 0) {
+    errors.relations = [`unknown: ${unknownRelations.join(', ')}; allowed: ${allowedRelations.join(', ') || '(none)'}`];
+  }
+  const conditions: SQL[] = [];
+  for (const [key, value] of Object.entries(query.filter ?? {})) {
+    const filter = (view.filters as Record<string, ((value: unknown) => SQL | undefined) | undefined> | undefined)?.[key];
+    if (!filter) {
+      errors[`filter.${key}`] = [`is not a known filter; allowed: ${Object.keys(view.filters ?? {}).join(', ') || '(none)'}`];
+      continue;
+    }
+    const condition = filter(value);
+    if (condition) conditions.push(condition);
+  }
+  if (Object.keys(errors).length > 0) throw invalid(errors, 'The result controls are invalid.');
+  return { selects, relations, limit: query.limit, where: conditions.length > 0 ? and(...conditions) : undefined };
+}
+
+/** Shapes rows into answers: only visible (and selected) fields, plus requested relations. */
+export async function present<Row, Viewer, FilterKey extends string>(
+  view: View<Row, Viewer, FilterKey>,
+  tx: Tx,
+  rows: Row[],
+  controls: Pick<Controls, 'selects' | 'relations'>,
+  viewer: Viewer,
+): Promise<Record<string, unknown>[]> {
+  const loaded = new Map<string, Map<unknown, unknown>>();
+  for (const name of controls.relations) {
+    const relation = view.relations?.[name];
+    if (relation && rows.length > 0) loaded.set(name, await relation.load(tx, rows, viewer));
+  }
+  const entries = Object.entries(view.fields);
+  return rows.map((row) => {
+    const out: Record<string, unknown> = {};
+    for (const [name, field] of entries) {
+      const wanted = controls.selects ? controls.selects.includes(name) : !field.onlyWhenSelected;
+      if (!wanted || !view.visible(viewer, field.visibility ?? 'public', row)) continue;
+      out[name] = field.value ? field.value(row) : (row as Record<string, unknown>)[name];
+    }
+    for (const name of controls.relations) {
+      const value = loaded.get(name)?.get(view.key(row));
+      out[name] = value === undefined ? (view.relations?.[name]?.empty ?? null) : value;
+    }
+    return out;
+  });
+}

@@ -1,0 +1,10 @@
+import type { Config } from '../config.ts';
+import type { Database } from './database/database.ts';
+import type { Jobs } from './jobs/jobs.ts';
+
+/** What handlers and jobs are given; built once per process in src/server.ts. */
+export interface Services {
+  config: Config;
+  db: Database;
+  jobs: Jobs;
+}

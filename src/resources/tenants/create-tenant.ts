@@ -1,0 +1,88 @@
+import { randomBytes } from 'node:crypto';
+import { sql } from 'drizzle-orm';
+import type { Database } from '../../platform/database/database.ts';
+import { hashPassword } from '../../platform/auth/passwords.ts';
+import { languages } from '../languages/table.ts';
+import { notificationSettings } from '../notification-settings/table.ts';
+import { PERMISSIONS } from '../roles/permissions.ts';
+import { roles } from '../roles/table.ts';
+import { users } from '../users/table.ts';
+import { tenants } from './table.ts';
+
+export const SLUG = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
+
+/** Keys of the seed's Events section plus those the producing resources use. */
+export const DEFAULT_NOTIFICATION_SETTINGS = [
+  'infoboard_post_created',
+  'infoboard_post_updated',
+  'infoboard_post_reading_confirmation_required',
+  'manual_entry_updated',
+  'custom_notification',
+];
+
+export interface NewTenant {
+  slug: string;
+  name: string;
+  adminUsername: string;
+  adminPassword: string;
+}
+
+export class TenantExistsError extends Error {}
+
+/**
+ * A tenant with its languages, the seeded roles (`Administrator`: all permissions,
+ * `Employee`: none), notification settings and one administrator. Runs as the owner
+ * role in one transaction: all or nothing.
+ */
+export async function createTenant(db: Database, input: NewTenant) {
+  if (!SLUG.test(input.slug)) throw new Error(`Tenant slug "${input.slug}" must be lower-case letters, digits and dashes.`);
+  const passwordHash = await hashPassword(input.adminPassword);
+  return db.owner.transaction(async (tx) => {
+    const [tenant] = await tx
+      .insert(tenants)
+      .values({ slug: input.slug, name: input.name })
+      .onConflictDoNothing()
+      .returning({ id: tenants.id });
+    if (!tenant) throw new TenantExistsError(`Tenant "${input.slug}" exists already.`);
+    const tenantId = tenant.id;
+    await tx.insert(languages).values([
+      { tenantId, id: 'en-US', name: 'English (US)', isSystem: true },
+      { tenantId, id: 'de-DE', name: 'Deutsch' },
+    ]);
+    const [administrator] = await tx
+      .insert(roles)
+      .values([
+        { tenantId, name: 'Administrator', permissions: [...PERMISSIONS] },
+        { tenantId, name: 'Employee', permissions: [] },
+      ])
+      .returning({ id: roles.id });
+    await tx.insert(notificationSettings).values(DEFAULT_NOTIFICATION_SETTINGS.map((key, i) => ({ tenantId, key, sortNumber: i + 1 })));
+    const [admin] = await tx
+      .insert(users)
+      .values({
+        tenantId,
+        username: input.adminUsername,
+        passwordHash,
+        firstName: 'Atrium',
+        lastName: 'Administrator',
+        roleId: administrator!.id,
+        langId: 'en-US',
+      })
+      .returning({ id: users.id });
+    return { tenantId, adminUserId: admin!.id };
+  });
+}
+
+/** First start on an empty database: tenant `demo` with administrator `admin` (decisions §1). */
+export async function seedDemoTenant(db: Database, adminPassword: string | undefined): Promise<{ generatedPassword?: string } | null> {
+  const [row] = await db.owner.execute<{ any: boolean }>(sql`select exists (select 1 from tenants) as any`);
+  if (row?.any) return null;
+  const password = adminPassword ?? randomBytes(12).toString('base64url');
+  try {
+    await createTenant(db, { slug: 'demo', name: 'Demo', adminUsername: 'admin', adminPassword: password });
+  } catch (error) {
+    if (error instanceof TenantExistsError) return null; // another process seeded it first
+    throw error;
+  }
+  return adminPassword ? {} : { generatedPassword: password };
+}

@@ -1,0 +1,54 @@
+import { sql } from 'drizzle-orm';
+import { bigint, boolean, check, date, foreignKey, index, pgTable, text, timestamp, unique } from 'drizzle-orm/pg-core';
+import { tenantIdColumn, tenantIsolation } from '../../platform/database/tenancy.ts';
+import { languages } from '../languages/table.ts';
+import { roles } from '../roles/table.ts';
+
+export const GENDERS = ['female', 'male', 'diverse'] as const;
+
+/** Column names follow the interface's field names (seed "Users", decisions §5–§6). */
+export const users = pgTable(
+  'users',
+  {
+    id: bigint('id', { mode: 'number' }).primaryKey().generatedAlwaysAsIdentity(),
+    tenantId: tenantIdColumn(),
+    username: text('username').notNull(),
+    passwordHash: text('password_hash'),
+    firstName: text('first_name'),
+    lastName: text('last_name'),
+    roleId: bigint('role_id', { mode: 'number' }).notNull(),
+    langId: text('lang_id'),
+    active: boolean('active').notNull().default(true),
+    groupAccount: boolean('group_account').notNull().default(false),
+    requestPasswordChange: boolean('request_password_change').notNull().default(false),
+    email: text('email'),
+    phone: text('phone'),
+    street: text('street'),
+    zipcode: text('zipcode'),
+    city: text('city'),
+    staffNumber: text('staff_number'),
+    birthdate: date('birthdate', { mode: 'string' }),
+    enteringDate: date('entering_date', { mode: 'string' }),
+    leavingDate: date('leaving_date', { mode: 'string' }),
+    gender: text('gender', { enum: GENDERS }),
+    wantsEmailNotifications: boolean('wants_email_notifications').notNull().default(false),
+    defaultRoute: text('default_route'),
+    preventLogout: boolean('prevent_logout').notNull().default(false),
+    lastLoginAt: timestamp('last_login_at', { withTimezone: true, mode: 'date' }),
+    /** Access tokens issued before this instant are rejected (POST /api/users/logout/{user}). */
+    logoutMarkedAt: timestamp('logout_marked_at', { withTimezone: true, mode: 'date' }),
+    blackedOutAt: timestamp('blacked_out_at', { withTimezone: true, mode: 'date' }),
+    deletedAt: timestamp('deleted_at', { withTimezone: true, mode: 'date' }),
+    createdAt: timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow(),
+    updatedAt: timestamp('updated_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow(),
+  },
+  (t) => [
+    unique('users_tenant_id_id_key').on(t.tenantId, t.id),
+    unique('users_tenant_id_username_key').on(t.tenantId, t.username),
+    foreignKey({ name: 'users_role_fk', columns: [t.tenantId, t.roleId], foreignColumns: [roles.tenantId, roles.id] }),
+    foreignKey({ name: 'users_language_fk', columns: [t.tenantId, t.langId], foreignColumns: [languages.tenantId, languages.id] }),
+    index('users_tenant_name_order_idx').on(t.tenantId, t.lastName, t.firstName, t.id),
+    check('users_gender_known', sql`${t.gender} IS NULL OR ${t.gender} IN ('female', 'male', 'diverse')`),
+    tenantIsolation('users'),
+  ],
+).enableRLS();

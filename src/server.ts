@@ -1,0 +1,64 @@
+import type { FastifyInstance } from 'fastify';
+import pino, { type Logger } from 'pino';
+import { buildApp, loggerOptions } from './app.ts';
+import type { Config } from './config.ts';
+import { jobDefinitions } from './jobs.ts';
+import { Database } from './platform/database/database.ts';
+import { startEmbeddedPostgres } from './platform/database/embedded.ts';
+import { Jobs } from './platform/jobs/jobs.ts';
+import type { Services } from './platform/services.ts';
+import { seedDemoTenant } from './resources/tenants/create-tenant.ts';
+
+/** The database server: DATABASE_URL when set, otherwise the embedded one in DATA_DIR. */
+export async function openDatabaseServer(config: Config, logger: Logger): Promise<{ url: string; stop(): Promise<void> }> {
+  if (config.databaseUrl) return { url: config.databaseUrl, stop: async () => {} };
+  logger.info({ dataDir: config.dataDir }, 'starting embedded PostgreSQL');
+  return startEmbeddedPostgres(config.dataDir, (line) => logger.debug({ postgres: line }));
+}
+
+export interface Atrium {
+  services: Services;
+  app: FastifyInstance | null;
+  logger: Logger;
+  stop(): Promise<void>;
+}
+
+/**
+ * Everything one process runs: migrations, first-start seed, the job queue (workers unless
+ * ATRIUM_ROLE=api) and the HTTP API (unless ATRIUM_ROLE=worker). `stop()` shuts down in
+ * order: stop accepting and finish in-flight requests, stop workers, close the pools, stop
+ * the embedded database.
+ */
+export async function createAtrium(config: Config, options: { logger?: Logger; onAdminPassword?: (password: string) => void } = {}): Promise<Atrium> {
+  const logger = options.logger ?? pino(loggerOptions(config.logLevel) as pino.LoggerOptions);
+  const server = await openDatabaseServer(config, logger);
+  const db = new Database(server.url);
+  try {
+    await db.migrate();
+    const seeded = await seedDemoTenant(db, config.adminPassword);
+    if (seeded) logger.info({ tenant: 'demo', username: 'admin' }, 'created the demo tenant');
+    if (seeded?.generatedPassword) options.onAdminPassword?.(seeded.generatedPassword);
+  } catch (error) {
+    await db.close();
+    await server.stop();
+    throw error;
+  }
+  const jobs = await Jobs.start(server.url, jobDefinitions, logger, { schedule: config.role !== 'api' });
+  const services: Services = { config, db, jobs };
+  if (config.role !== 'api') await jobs.work(jobDefinitions, services);
+  const app = config.role !== 'worker' ? await buildApp(services, { logger }) : null;
+
+  let stopping: Promise<void> | undefined;
+  return {
+    services,
+    app,
+    logger,
+    stop: () =>
+      (stopping ??= (async () => {
+        await app?.close();
+        await jobs.stop();
+        await db.close();
+        await server.stop();
+      })()),
+  };
+}
