@@ -1,4 +1,3 @@
-import { sql } from 'drizzle-orm';
 import type { Config } from '../../config.ts';
 import type { Database } from '../database/database.ts';
 
@@ -35,16 +34,16 @@ export async function loginRetryAfter(db: Database, config: Config, keys: LimitK
 
 export async function recordLoginFailure(db: Database, config: Config, keys: LimitKey[]): Promise<void> {
   const window = config.loginFailureWindowSeconds;
-  await db.app.execute(sql`
+  await db.appSql`
     insert into login_failures (key, failures, window_started_at)
     select unnest(${keys.map((k) => k.key)}::text[]), 1, now()
     on conflict (key) do update set
       failures = case when login_failures.window_started_at < now() - make_interval(secs => ${window})
                       then 1 else login_failures.failures + 1 end,
       window_started_at = case when login_failures.window_started_at < now() - make_interval(secs => ${window})
-                      then now() else login_failures.window_started_at end`);
+                      then now() else login_failures.window_started_at end`;
 }
 
 export async function clearLoginFailures(db: Database, key: LimitKey): Promise<void> {
-  await db.app.execute(sql`delete from login_failures where key = ${key.key}`);
+  await db.appSql`delete from login_failures where key = ${key.key}`;
 }

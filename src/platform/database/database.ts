@@ -13,6 +13,34 @@ export type Db = PostgresJsDatabase<Schema>;
 export type Tx = Parameters<Parameters<Db['transaction']>[0]>[0];
 
 export const APP_ROLE = 'atrium_app';
+
+/**
+ * drizzle sends every query that is not explicitly `.prepare()`d with `prepare: false`,
+ * so PostgreSQL plans it anew each time (≈0.3 ms with row-level security, more than the
+ * query itself). postgres.js caches prepared statements per connection by query text;
+ * this wrapper turns that on for every query, inside transactions too.
+ */
+function preparing(client: postgres.Sql, onQuery: () => void): postgres.Sql {
+  return new Proxy(client, {
+    get(target, property, receiver) {
+      if (property === 'unsafe') {
+        return (query: string, params?: unknown[], options?: postgres.UnsafeQueryOptions) => {
+          onQuery();
+          return target.unsafe(query, params as never, { ...options, prepare: true });
+        };
+      }
+      if (property === 'begin') {
+        return (...args: unknown[]) => {
+          const callback = args.pop() as (tx: postgres.TransactionSql) => unknown;
+          return (target.begin as (...a: unknown[]) => unknown)(...args, (tx: postgres.TransactionSql) =>
+            callback(preparing(tx as unknown as postgres.Sql, onQuery) as unknown as postgres.TransactionSql),
+          );
+        };
+      }
+      return Reflect.get(target, property, receiver);
+    },
+  });
+}
 const migrationsFolder = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../drizzle');
 /** Arbitrary constant: serialises concurrent `migrate` runs (several processes starting). */
 const MIGRATION_LOCK = 720_431_977;
@@ -34,7 +62,7 @@ export class Database {
   readonly appSql: postgres.Sql;
   readonly owner: Db;
   readonly app: Db;
-  /** Statements sent on the app pool; tests use it to prove query counts are constant. */
+  /** Statements sent through drizzle on the app pool; tests use it to prove query counts are constant. */
   queryCount = 0;
 
   constructor(readonly url: string, options: DatabaseOptions = {}) {
@@ -43,12 +71,14 @@ export class Database {
       max: options.poolSize ?? 10,
       onnotice: () => {},
       connection: { options: `-c role=${APP_ROLE}`, application_name: 'atrium' },
-      debug: () => {
-        this.queryCount++;
-      },
     });
     this.owner = drizzle(this.ownerSql, { schema });
-    this.app = drizzle(this.appSql, { schema });
+    this.app = drizzle(
+      preparing(this.appSql, () => {
+        this.queryCount++;
+      }),
+      { schema },
+    );
   }
 
   /** Runs `fn` in one transaction scoped to `tenantId` (row-level security). */

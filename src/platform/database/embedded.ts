@@ -91,7 +91,7 @@ export async function startEmbeddedPostgres(dataDir: string, log: (line: string)
   const secretFile = path.join(dataDir, 'superuser-password');
   // 0711: the postgres user may pass through to pgdata/ but not list or read our files.
   await mkdir(dataDir, { recursive: true, mode: 0o711 });
-  assertTraversableByOthers(path.join(pgdata, 'x'), 'the data directory');
+  assertTraversableByOthers(pgdata, 'the data directory');
   assertTraversableByOthers(path.join(binaries, 'x'), 'the PostgreSQL binaries in node_modules');
   const fresh = !existsSync(path.join(pgdata, 'PG_VERSION'));
   if (fresh && !existsSync(secretFile)) {

@@ -1,0 +1,149 @@
+/**
+ * A running Atrium for one test file: its own database, migrations, demo seed, workers,
+ * and an HTTP client that checks every response against the spec.
+ */
+import { and, eq } from 'drizzle-orm';
+import pino from 'pino';
+import qs from 'qs';
+import type { Test } from 'tap';
+import { operations, type OperationId } from '../../generated/operations.ts';
+import { loadConfig, type Config } from '../../src/config.ts';
+import type { Database } from '../../src/platform/database/database.ts';
+import { issueAccessToken } from '../../src/resources/auth/handlers.ts';
+import type { Permission } from '../../src/resources/roles/permissions.ts';
+import { roles } from '../../src/resources/roles/table.ts';
+import { createTenant } from '../../src/resources/tenants/create-tenant.ts';
+import { users } from '../../src/resources/users/table.ts';
+import { hashPassword } from '../../src/platform/auth/passwords.ts';
+import { createAtrium, type Atrium } from '../../src/server.ts';
+import { contractViolations } from './contract.ts';
+import { createTestDatabase } from './database.ts';
+
+export const DEMO_PASSWORD = 'demo-admin-password';
+
+export interface CallOptions {
+  params?: Record<string, string | number>;
+  query?: Record<string, unknown>;
+  body?: unknown;
+  /** Raw request body (sent as is, with `contentType`). */
+  payload?: string | Buffer;
+  contentType?: string;
+  token?: string | null;
+  headers?: Record<string, string>;
+}
+
+export interface CallResult<T = any> {
+  status: number;
+  headers: Record<string, string | string[] | number | undefined>;
+  body: T;
+  text: string;
+}
+
+export interface TestTenant {
+  tenantId: number;
+  slug: string;
+  adminUserId: number;
+  adminToken: string;
+}
+
+export interface TestApi {
+  atrium: Atrium;
+  db: Database;
+  config: Config;
+  call<T = any>(t: Test, operationId: OperationId, options?: CallOptions): Promise<CallResult<T>>;
+  createTenant(slug: string): Promise<TestTenant>;
+  createUser(
+    tenantId: number,
+    options?: { username?: string; permissions?: Permission[]; password?: string; values?: Partial<typeof users.$inferInsert> },
+  ): Promise<{ id: number; token: string; username: string; password: string }>;
+  tokenFor(tenantId: number, userId: number): Promise<string>;
+}
+
+let userCounter = 0;
+
+export async function startTestApi(t: Test, overrides: Partial<Config> = {}): Promise<TestApi> {
+  const database = await createTestDatabase();
+  const config: Config = {
+    ...loadConfig({}),
+    databaseUrl: database.url,
+    logLevel: process.env.TEST_LOG_LEVEL ?? 'silent',
+    adminPassword: DEMO_PASSWORD,
+    ...overrides,
+  };
+  const atrium = await createAtrium(config, { logger: pino({ level: config.logLevel }, pino.destination(2)) });
+  t.teardown(async () => {
+    await atrium.stop();
+    await database.drop();
+  });
+  const db = atrium.services.db;
+  const app = atrium.app!;
+
+  const api: TestApi = {
+    atrium,
+    db,
+    config,
+    async call(t, operationId, options = {}) {
+      const meta = operations[operationId];
+      const url = meta.path.replace(/\{(\w+)\}/g, (_, name: string) => {
+        const value = options.params?.[name];
+        if (value === undefined) throw new Error(`${operationId}: missing path parameter ${name}`);
+        return encodeURIComponent(String(value));
+      });
+      const query = options.query ? qs.stringify(options.query, { encodeValuesOnly: true }) : '';
+      const headers: Record<string, string> = { ...options.headers };
+      if (options.token) headers.authorization = `Bearer ${options.token}`;
+      let payload: string | Buffer | undefined = options.payload;
+      if (options.body !== undefined) {
+        payload = JSON.stringify(options.body);
+        headers['content-type'] = 'application/json';
+      }
+      if (options.contentType) headers['content-type'] = options.contentType;
+      const response = await app.inject({ method: meta.method, url: query ? `${url}?${query}` : url, headers, payload });
+      const contentType = String(response.headers['content-type'] ?? '');
+      const body = /json/.test(contentType) && response.body.length > 0 ? response.json() : response.body;
+      const violations = contractViolations(operationId, response.statusCode, contentType, body === '' ? undefined : body);
+      t.strictSame(violations, [], `${operationId} → ${response.statusCode} honours the spec`);
+      return { status: response.statusCode, headers: response.headers, body, text: response.body };
+    },
+
+    async createTenant(slug) {
+      const created = await createTenant(db, { slug, name: slug.toUpperCase(), adminUsername: 'admin', adminPassword: DEMO_PASSWORD });
+      return { ...created, slug, adminToken: await api.tokenFor(created.tenantId, created.adminUserId) };
+    },
+
+    async createUser(tenantId, options = {}) {
+      const username = options.username ?? `user${++userCounter}`;
+      const password = options.password ?? 'correct horse battery';
+      const roleName = `role-${username}`;
+      const [role] = await db.owner
+        .insert(roles)
+        .values({ tenantId, name: roleName, permissions: options.permissions ?? [] })
+        .returning({ id: roles.id });
+      const [user] = await db.owner
+        .insert(users)
+        .values({
+          tenantId,
+          username,
+          passwordHash: await hashPassword(password),
+          firstName: 'Test',
+          lastName: username,
+          roleId: role!.id,
+          ...options.values,
+        })
+        .returning({ id: users.id });
+      return { id: user!.id, token: await api.tokenFor(tenantId, user!.id), username, password };
+    },
+
+    async tokenFor(tenantId, userId) {
+      const answer = await db.tenant(tenantId, (tx) => issueAccessToken(tx, tenantId, userId, 3600));
+      return answer.access_token;
+    },
+  };
+  return api;
+}
+
+/** Looks a user row up as the owner (bypassing tenancy), for assertions. */
+export async function ownerUser(db: Database, tenantId: number, userId: number) {
+  const [row] = await db.owner.select().from(users).where(and(eq(users.tenantId, tenantId), eq(users.id, userId)));
+  return row;
+}

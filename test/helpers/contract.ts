@@ -1,0 +1,52 @@
+/**
+ * Contract checks: a response is compared with what the spec declares for its operation
+ * and status (OpenAPI 3.1 schemas are JSON Schema 2020-12). Undeclared 4xx answers must
+ * still be problem documents; an undeclared 2xx/5xx is a contract failure.
+ */
+import { Ajv2020 } from 'ajv/dist/2020.js';
+import addFormatsModule from 'ajv-formats';
+import { loadSpecification } from '../../src/platform/http/operations.ts';
+import { operations, type OperationId } from '../../generated/operations.ts';
+
+const addFormats = addFormatsModule as unknown as typeof addFormatsModule.default;
+export const spec = loadSpecification() as {
+  paths: Record<string, Record<string, { responses: Record<string, unknown> }>>;
+  components: { responses: Record<string, unknown>; schemas: Record<string, unknown> };
+};
+
+const ajv = new Ajv2020({ strict: false, allErrors: true });
+addFormats(ajv);
+ajv.addSchema(spec as object, 'spec');
+
+const escape = (segment: string) => segment.replace(/~/g, '~0').replace(/\//g, '~1');
+
+function responseObject(operationId: OperationId, status: number): { pointer: string; content?: Record<string, unknown> } | null {
+  const meta = operations[operationId];
+  const responses = spec.paths[meta.path]?.[meta.method.toLowerCase()]?.responses ?? {};
+  const declared = responses[String(status)] as { $ref?: string; content?: Record<string, unknown> } | undefined;
+  if (!declared) return null;
+  if (declared.$ref) {
+    const name = declared.$ref.split('/').pop()!;
+    return { pointer: `#/components/responses/${escape(name)}`, content: (spec.components.responses[name] as { content?: Record<string, unknown> }).content };
+  }
+  return { pointer: `#/paths/${escape(meta.path)}/${meta.method.toLowerCase()}/responses/${status}`, content: declared.content };
+}
+
+/** Returns a list of contract violations (empty when the response honours the spec). */
+export function contractViolations(operationId: OperationId, status: number, contentType: string | undefined, body: unknown): string[] {
+  const declared = responseObject(operationId, status);
+  const mediaType = (contentType ?? '').split(';')[0]!.trim();
+  if (!declared) {
+    if (status >= 400 && status < 500) {
+      const validate = ajv.getSchema('spec#/components/schemas/Problem')!;
+      if (mediaType !== 'application/problem+json') return [`undeclared ${status} is ${mediaType || 'untyped'}, not a problem document`];
+      return validate(body) ? [] : [`undeclared ${status} is not a problem document: ${ajv.errorsText(validate.errors)}`];
+    }
+    return [`${operationId} does not declare status ${status}`];
+  }
+  if (!declared.content) return body === undefined || body === '' ? [] : [`${status} declares no body but one was sent`];
+  if (!(mediaType in declared.content)) return [`${status} answered ${mediaType}, spec declares ${Object.keys(declared.content).join(', ')}`];
+  const validate = ajv.getSchema(`spec${declared.pointer}/content/${escape(mediaType)}/schema`);
+  if (!validate) return [`no schema for ${status} ${mediaType}`];
+  return validate(body) ? [] : [`${status} body does not match the spec: ${ajv.errorsText(validate.errors)}`];
+}

@@ -1,0 +1,71 @@
+import { readFileSync } from 'node:fs';
+import t from 'tap';
+import Fastify from 'fastify';
+import { registerErrorHandling } from '../../src/platform/http/error-handler.ts';
+import { ProblemError } from '../../src/platform/http/problem.ts';
+import { startTestApi } from '../helpers/atrium.ts';
+
+const api = await startTestApi(t);
+const app = api.atrium.app!;
+
+t.test('health probes', async (t) => {
+  const live = await api.call(t, 'getLiveness');
+  t.strictSame([live.status, live.body], [200, { status: 'ok' }]);
+  const ready = await api.call(t, 'getReadiness');
+  t.strictSame([ready.status, ready.body], [200, { status: 'ok', database: true }]);
+});
+
+t.test('the bundled spec and the interactive reference are served', async (t) => {
+  const spec = await app.inject({ method: 'GET', url: '/api/openapi.json' });
+  t.equal(spec.statusCode, 200);
+  t.strictSame(spec.json(), JSON.parse(readFileSync('generated/openapi.json', 'utf8')));
+  const docs = await app.inject({ method: 'GET', url: '/docs' });
+  t.equal(docs.statusCode, 200);
+  t.match(docs.body, /<html/);
+  t.match(docs.body, /swagger-ui/i);
+  const served = await app.inject({ method: 'GET', url: '/docs/json' });
+  t.equal(served.json().info.title, 'Atrium API', 'the reference reads our spec');
+});
+
+t.test('unknown routes are problem documents', async (t) => {
+  const res = await app.inject({ method: 'GET', url: '/api/nothing-here?x=1' });
+  t.equal(res.statusCode, 404);
+  t.equal(res.headers['content-type'], 'application/problem+json; charset=utf-8');
+  t.match(res.json(), { type: /problems\/not-found/, title: 'Not Found', status: 404, detail: 'No route GET /api/nothing-here.' });
+});
+
+t.test('uncaught errors are logged and answered 500 without internals', async (t) => {
+  const logged: string[] = [];
+  const bare = Fastify({
+    logger: { level: 'error', stream: { write: (line: string) => logged.push(line) } },
+  });
+  registerErrorHandling(bare);
+  bare.get('/boom', async () => {
+    throw new Error('secret internal detail: connection string postgres://x');
+  });
+  bare.get('/problem', async () => {
+    throw new ProblemError(409, 'Conflicting.', { errors: { name: ['taken'] } });
+  });
+  const res = await bare.inject({ method: 'GET', url: '/boom' });
+  t.equal(res.statusCode, 500);
+  t.equal(res.headers['content-type'], 'application/problem+json; charset=utf-8');
+  t.notMatch(res.body, /secret|postgres/);
+  t.match(res.json(), { status: 500, title: 'Internal Server Error' });
+  t.ok(logged.some((line) => line.includes('secret internal detail')), 'the cause is in the log');
+  const problem = await bare.inject({ method: 'GET', url: '/problem' });
+  t.strictSame(problem.json(), {
+    type: 'https://atrium.dev/problems/conflict',
+    title: 'Conflict',
+    status: 409,
+    detail: 'Conflicting.',
+    errors: { name: ['taken'] },
+  });
+});
+
+t.test('query strings with nested filters parse with depth 2, deeper nesting is rejected', async (t) => {
+  const res = await api.call(t, 'listNotificationSettings', {
+    token: (await api.createTenant('qs')).adminToken,
+    query: { filter: { a: { b: { c: 1 } } } },
+  });
+  t.equal(res.status, 422);
+});
