@@ -15,6 +15,8 @@ export interface Config {
   loginMaxFailures: number;
   loginFailureWindowSeconds: number;
   bodyLimitBytes: number;
+  /** Base64 32-byte master key; generated and stored in the database when unset. */
+  secretKey: string | undefined;
 }
 
 function integer(env: NodeJS.ProcessEnv, name: string, fallback: number, min = 0): number {
@@ -45,5 +47,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     loginMaxFailures: integer(env, 'LOGIN_MAX_FAILURES', 10, 1),
     loginFailureWindowSeconds: integer(env, 'LOGIN_FAILURE_WINDOW', 900, 1),
     bodyLimitBytes: integer(env, 'BODY_LIMIT', 1024 * 1024, 1024),
+    secretKey: env.ATRIUM_SECRET_KEY || undefined,
   };
 }

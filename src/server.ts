@@ -6,6 +6,7 @@ import { jobDefinitions } from './jobs.ts';
 import { Database } from './platform/database/database.ts';
 import { startEmbeddedPostgres } from './platform/database/embedded.ts';
 import { Jobs } from './platform/jobs/jobs.ts';
+import { Secrets } from './platform/secrets/secrets.ts';
 import type { Services } from './platform/services.ts';
 import { seedDemoTenant } from './resources/tenants/create-tenant.ts';
 
@@ -43,8 +44,9 @@ export async function createAtrium(config: Config, options: { logger?: Logger; o
     await server.stop();
     throw error;
   }
+  const secrets = await Secrets.load(db, config.secretKey);
   const jobs = await Jobs.start(server.url, jobDefinitions, logger, { schedule: config.role !== 'api' });
-  const services: Services = { config, db, jobs };
+  const services: Services = { config, db, jobs, secrets };
   if (config.role !== 'api') await jobs.work(jobDefinitions, services);
   const app = config.role !== 'worker' ? await buildApp(services, { logger }) : null;
 

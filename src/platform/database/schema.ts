@@ -4,4 +4,5 @@ export { languages } from '../../resources/languages/table.ts';
 export { roles } from '../../resources/roles/table.ts';
 export { users } from '../../resources/users/table.ts';
 export { accessTokens, loginFailures } from '../auth/tables.ts';
+export { instanceSecrets } from '../secrets/table.ts';
 export { notificationSettings } from '../../resources/notification-settings/table.ts';

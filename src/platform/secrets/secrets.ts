@@ -1,0 +1,68 @@
+import { createCipheriv, createDecipheriv, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { sql } from 'drizzle-orm';
+import type { Database } from '../database/database.ts';
+import { instanceSecrets } from './table.ts';
+
+/**
+ * The value stored under `name`, created with `generate()` the first time. Concurrent
+ * first calls from several processes agree on one value (insert … on conflict do nothing,
+ * then read).
+ */
+export async function instanceSecret(db: Database, name: string, generate: () => string | Promise<string>): Promise<string> {
+  const [existing] = await db.owner.select().from(instanceSecrets).where(sql`${instanceSecrets.name} = ${name}`);
+  if (existing) return existing.value;
+  await db.owner.insert(instanceSecrets).values({ name, value: await generate() }).onConflictDoNothing();
+  const [stored] = await db.owner.select().from(instanceSecrets).where(sql`${instanceSecrets.name} = ${name}`);
+  return stored!.value;
+}
+
+/**
+ * The installation's master key: `ATRIUM_SECRET_KEY` (base64, 32 bytes) when set,
+ * otherwise generated once and kept in the database. Sub-keys for each purpose are
+ * derived from it, so one key rotates everything.
+ */
+export class Secrets {
+  private constructor(private readonly master: Buffer) {}
+
+  static async load(db: Database, configured: string | undefined): Promise<Secrets> {
+    if (configured) {
+      const key = Buffer.from(configured, 'base64');
+      if (key.length !== 32) throw new Error('ATRIUM_SECRET_KEY must be 32 bytes, base64 encoded');
+      return new Secrets(key);
+    }
+    const stored = await instanceSecret(db, 'master-key', () => randomBytes(32).toString('base64'));
+    return new Secrets(Buffer.from(stored, 'base64'));
+  }
+
+  /** A 32-byte key for one purpose (e.g. `picture-url`, `webhook-secrets`). */
+  key(purpose: string): Buffer {
+    return createHmac('sha256', this.master).update(`atrium:${purpose}`).digest();
+  }
+
+  /** base64url HMAC-SHA256 of `message` under the purpose's key. */
+  sign(purpose: string, message: string): string {
+    return createHmac('sha256', this.key(purpose)).update(message).digest('base64url');
+  }
+
+  verify(purpose: string, message: string, signature: string): boolean {
+    const expected = Buffer.from(this.sign(purpose, message));
+    const given = Buffer.from(signature);
+    return expected.length === given.length && timingSafeEqual(expected, given);
+  }
+
+  /** AES-256-GCM; the result is `v1.<iv>.<tag>.<ciphertext>` in base64url. */
+  encrypt(purpose: string, plaintext: string): string {
+    const iv = randomBytes(12);
+    const cipher = createCipheriv('aes-256-gcm', this.key(purpose), iv);
+    const data = Buffer.concat([cipher.update(plaintext, 'utf8'), cipher.final()]);
+    return ['v1', iv, cipher.getAuthTag(), data].map((part) => (typeof part === 'string' ? part : part.toString('base64url'))).join('.');
+  }
+
+  decrypt(purpose: string, sealed: string): string {
+    const [version, iv, tag, data] = sealed.split('.');
+    if (version !== 'v1' || !iv || !tag || data === undefined) throw new Error('not an encrypted value');
+    const decipher = createDecipheriv('aes-256-gcm', this.key(purpose), Buffer.from(iv, 'base64url'));
+    decipher.setAuthTag(Buffer.from(tag, 'base64url'));
+    return Buffer.concat([decipher.update(Buffer.from(data, 'base64url')), decipher.final()]).toString('utf8');
+  }
+}
