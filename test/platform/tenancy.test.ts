@@ -8,7 +8,7 @@ const a = await api.createTenant('alpha');
 const b = await api.createTenant('beta');
 await api.createUser(a.tenantId, { username: 'only-in-alpha' });
 
-const TENANT_TABLES = ['users', 'roles', 'languages', 'access_tokens', 'notification_settings'];
+const TENANT_TABLES = ['users', 'roles', 'languages', 'access_tokens', 'notification_settings', 'departments', 'department_users', 'entity_permissions'];
 
 t.test('the application role cannot bypass row-level security', async (t) => {
   const [role] = await api.db.appSql<{ current_user: string; rolsuper: boolean; rolbypassrls: boolean }[]>`

@@ -4,5 +4,7 @@ export { languages } from '../../resources/languages/table.ts';
 export { roles } from '../../resources/roles/table.ts';
 export { users } from '../../resources/users/table.ts';
 export { accessTokens, loginFailures } from '../auth/tables.ts';
+export { departments, departmentUsers } from '../../resources/departments/table.ts';
+export { entityPermissions } from '../entity-permissions/table.ts';
 export { instanceSecrets } from '../secrets/table.ts';
 export { notificationSettings } from '../../resources/notification-settings/table.ts';
