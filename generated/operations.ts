@@ -5,6 +5,10 @@ export const operations = {
   login: { method: 'POST', path: '/api/auth/login', secured: false, permission: null, extension: true },
   logout: { method: 'POST', path: '/api/auth/logout', secured: true, permission: null, extension: true },
   getCurrentUser: { method: 'GET', path: '/api/users/current', secured: true, permission: null, extension: false },
+  listRoles: { method: 'GET', path: '/api/roles', secured: true, permission: null, extension: true },
+  getRole: { method: 'GET', path: '/api/roles/{role}', secured: true, permission: null, extension: true },
+  createRole: { method: 'POST', path: '/api/administration/roles', secured: true, permission: 'users.administer', extension: true },
+  updateRole: { method: 'PUT', path: '/api/administration/roles/{role}', secured: true, permission: 'users.administer', extension: true },
   listNotificationSettings: { method: 'GET', path: '/api/notification-settings', secured: true, permission: null, extension: false },
   getNotificationSetting: { method: 'GET', path: '/api/notification-settings/{notificationSetting}', secured: true, permission: null, extension: false },
 } as const;

@@ -2,6 +2,7 @@
 import type { Handlers } from './platform/http/handler.ts';
 import { authHandlers } from './resources/auth/handlers.ts';
 import { healthHandlers } from './resources/health/handlers.ts';
+import { roleHandlers } from './resources/roles/handlers.ts';
 import { notificationSettingHandlers } from './resources/notification-settings/handlers.ts';
 import { userHandlers } from './resources/users/handlers.ts';
 
@@ -9,5 +10,6 @@ export const handlers: Handlers = {
   ...healthHandlers,
   ...authHandlers,
   ...userHandlers,
+  ...roleHandlers,
   ...notificationSettingHandlers,
 };

@@ -13,6 +13,33 @@ const CLIENT_ERRORS: Record<string, [number, string]> = {
   FST_ERR_CTP_INVALID_JSON_BODY: [400, 'The request body is not valid JSON.'],
 };
 
+interface PostgresError {
+  code?: string;
+  constraint_name?: string;
+  table_name?: string;
+}
+
+/** `users_tenant_id_username_key` → `username`: our unique rules are named `<table>_tenant_id_<field>_key`. */
+function constraintField(error: PostgresError): string {
+  const name = error.constraint_name ?? '';
+  const field = name
+    .replace(new RegExp(`^${error.table_name ?? ''}_`), '')
+    .replace(/^tenant_id_/, '')
+    .replace(/_(key|unique|fk|pkey)$/, '');
+  return field || 'body';
+}
+
+/**
+ * Races that pass a handler's own check end in a constraint violation: a duplicate is a
+ * 422 on the field, never a 500 (decisions §3: unique and exists rules are 422).
+ */
+function constraintProblem(error: FastifyError): ProblemDocument | null {
+  const pg = ((error as { cause?: PostgresError }).cause ?? error) as PostgresError;
+  if (pg.code === '23505') return problemDocument(422, 'The request is invalid.', { [constraintField(pg)]: ['is already taken'] });
+  if (pg.code === '23503') return problemDocument(422, 'The request is invalid.', { [constraintField(pg)]: ['refers to a record that does not exist'] });
+  return null;
+}
+
 function toProblem(error: FastifyError): { problem: ProblemDocument; headers: Record<string, string> } | null {
   if (error instanceof ProblemError) return { problem: error.toDocument(), headers: error.headers };
   if (error.validation) {
@@ -22,6 +49,8 @@ function toProblem(error: FastifyError): { problem: ProblemDocument; headers: Re
       headers: {},
     };
   }
+  const constraint = constraintProblem(error);
+  if (constraint) return { problem: constraint, headers: {} };
   const known = error.code ? CLIENT_ERRORS[error.code] : undefined;
   if (known) return { problem: problemDocument(known[0], known[1]), headers: {} };
   if (error instanceof SyntaxError || (error.statusCode === 400 && /JSON/i.test(error.message))) {

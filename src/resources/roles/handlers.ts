@@ -1,0 +1,121 @@
+import { and, asc, eq, ne, sql } from 'drizzle-orm';
+import type { Auth } from '../../platform/auth/auth.ts';
+import type { Tx } from '../../platform/database/database.ts';
+import { rfc3339 } from '../../platform/http/datetime.ts';
+import type { Handlers } from '../../platform/http/handler.ts';
+import { invalid, notFound } from '../../platform/http/problem.ts';
+import { defineView, present, readControls } from '../../platform/result-controls/result-controls.ts';
+import { users } from '../users/table.ts';
+import type { Permission } from './permissions.ts';
+import { roles } from './table.ts';
+
+type RoleRow = typeof roles.$inferSelect;
+
+export const roleView = defineView<RoleRow, Auth, 'active'>({
+  key: (row) => row.id,
+  visible: () => true,
+  fields: {
+    id: {},
+    name: {},
+    active: {},
+    permissions: {},
+    created_at: { value: (row) => rfc3339(row.createdAt) },
+    updated_at: { value: (row) => rfc3339(row.updatedAt) },
+  },
+  filters: {
+    active: (value: boolean) => eq(roles.active, value),
+  },
+});
+
+/**
+ * A caller may grant or revoke only permissions they hold (no escalation through role
+ * administration), and may not lock themselves out by deactivating their own role or
+ * removing `users.administer` from it.
+ */
+export function roleChangeErrors(
+  auth: Auth,
+  before: Pick<RoleRow, 'permissions' | 'active'> & { ownRole: boolean },
+  after: { permissions: string[]; active: boolean },
+): Record<string, string[]> {
+  const errors: Record<string, string[]> = {};
+  const changed = [
+    ...after.permissions.filter((p) => !before.permissions.includes(p)),
+    ...before.permissions.filter((p) => !after.permissions.includes(p)),
+  ];
+  const notHeld = changed.filter((p) => !auth.permissions.has(p as Permission));
+  if (notHeld.length > 0) errors.permissions = [`you cannot grant or revoke permissions you do not hold: ${notHeld.join(', ')}`];
+  if (before.ownRole && !after.active) errors.active = ['you cannot deactivate your own role'];
+  if (before.ownRole && !after.permissions.includes('users.administer')) {
+    (errors.permissions ??= []).push('you cannot remove users.administer from your own role');
+  }
+  return errors;
+}
+
+async function assertNameFree(tx: Tx, name: string, exceptId?: number): Promise<void> {
+  const [taken] = await tx
+    .select({ id: roles.id })
+    .from(roles)
+    .where(exceptId ? and(eq(roles.name, name), ne(roles.id, exceptId)) : eq(roles.name, name));
+  if (taken) throw invalid({ name: ['is already taken'] });
+}
+
+async function callerRoleId(tx: Tx, auth: Auth): Promise<number | undefined> {
+  const [row] = await tx.select({ roleId: users.roleId }).from(users).where(eq(users.id, auth.userId));
+  return row?.roleId;
+}
+
+export const roleHandlers = {
+  async listRoles({ auth, query, services: { db } }) {
+    const controls = readControls(roleView, query, auth);
+    const body = await db.tenant(auth.tenantId, async (tx) => {
+      const base = tx.select().from(roles).where(controls.where).orderBy(asc(roles.name), asc(roles.id));
+      const rows = controls.limit ? await base.limit(controls.limit) : await base;
+      return present(roleView, tx, rows, controls, auth);
+    });
+    return { status: 200, body };
+  },
+
+  async getRole({ auth, query, params, services: { db } }) {
+    const controls = readControls(roleView, query, auth);
+    const [body] = await db.tenant(auth.tenantId, async (tx) => {
+      const rows = await tx.select().from(roles).where(eq(roles.id, params.role));
+      if (rows.length === 0) throw notFound('The role');
+      return present(roleView, tx, rows, controls, auth);
+    });
+    return { status: 200, body: body! };
+  },
+
+  async createRole({ auth, body, services: { db } }) {
+    const permissions = body.permissions ?? [];
+    const errors = roleChangeErrors(auth, { permissions: [], active: true, ownRole: false }, { permissions, active: body.active ?? true });
+    if (Object.keys(errors).length > 0) throw invalid(errors);
+    const [created] = await db.tenant(auth.tenantId, async (tx) => {
+      await assertNameFree(tx, body.name);
+      const rows = await tx
+        .insert(roles)
+        .values({ tenantId: auth.tenantId, name: body.name, active: body.active ?? true, permissions })
+        .returning();
+      return present(roleView, tx, rows, { selects: null, relations: [] }, auth);
+    });
+    return { status: 201, body: created! };
+  },
+
+  async updateRole({ auth, params, body, services: { db } }) {
+    const [updated] = await db.tenant(auth.tenantId, async (tx) => {
+      const [role] = await tx.select().from(roles).where(eq(roles.id, params.role)).for('update');
+      if (!role) throw notFound('The role');
+      const next = { name: body.name ?? role.name, active: body.active ?? role.active, permissions: body.permissions ?? role.permissions };
+      const ownRole = (await callerRoleId(tx, auth)) === role.id;
+      const errors = roleChangeErrors(auth, { ...role, ownRole }, next);
+      if (Object.keys(errors).length > 0) throw invalid(errors);
+      if (next.name !== role.name) await assertNameFree(tx, next.name, role.id);
+      const rows = await tx
+        .update(roles)
+        .set({ ...next, updatedAt: sql`now()` })
+        .where(eq(roles.id, role.id))
+        .returning();
+      return present(roleView, tx, rows, { selects: null, relations: [] }, auth);
+    });
+    return { status: 200, body: updated! };
+  },
+} satisfies Partial<Handlers>;
