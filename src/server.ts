@@ -57,7 +57,12 @@ export async function createAtrium(config: Config, options: { logger?: Logger; o
     logger,
     stop: () =>
       (stopping ??= (async () => {
-        await app?.close();
+        if (app) {
+          // Connections whose last request finishes during shutdown turn idle only then;
+          // close them as they do, instead of waiting out the keep-alive timeout.
+          const sweep = setInterval(() => app.server.closeIdleConnections(), 100);
+          await app.close().finally(() => clearInterval(sweep));
+        }
         await jobs.stop();
         await db.close();
         await server.stop();
