@@ -69,3 +69,8 @@ t.test('query strings with nested filters parse with depth 2, deeper nesting is 
   });
   t.equal(res.status, 422);
 });
+
+t.test('a problem document is not accepted as a request body (415)', async (t) => {
+  const res = await api.call(t, 'login', { payload: '{"tenant":"demo"}', contentType: 'application/problem+json' });
+  t.equal(res.status, 415);
+});

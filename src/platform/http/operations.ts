@@ -9,6 +9,29 @@ import type { Permission } from '../../resources/roles/permissions.ts';
 import type { Services } from '../services.ts';
 import type { Context, Handlers } from './handler.ts';
 
+/**
+ * Media types the spec only answers with (problem+json, images, CSV) are not accepted as
+ * request bodies: say so with a 415, explicitly (glue also warns about any type that has
+ * no parser).
+ */
+function refuseResponseOnlyMediaTypes(app: FastifyInstance, specification: Record<string, unknown>): void {
+  const types = new Set<string>();
+  const paths = (specification.paths ?? {}) as Record<string, Record<string, { responses?: Record<string, { content?: object }> }>>;
+  const responses = ((specification.components as { responses?: Record<string, { content?: object }> } | undefined)?.responses ?? {});
+  for (const response of Object.values(responses)) for (const type of Object.keys(response.content ?? {})) types.add(type);
+  for (const item of Object.values(paths)) {
+    for (const operation of Object.values(item)) {
+      for (const response of Object.values(operation.responses ?? {})) for (const type of Object.keys(response.content ?? {})) types.add(type);
+    }
+  }
+  for (const type of types) {
+    if (app.hasContentTypeParser(type)) continue;
+    app.addContentTypeParser(type, (_request, _payload, done) =>
+      done(Object.assign(new Error(`${type} is not accepted as a request body`), { statusCode: 415, code: 'FST_ERR_CTP_INVALID_MEDIA_TYPE' }), undefined),
+    );
+  }
+}
+
 const specPath = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../generated/openapi.json');
 
 /** The bundled OpenAPI document (generated/openapi.json). */
@@ -24,8 +47,10 @@ export function loadSpecification(): Record<string, unknown> {
  */
 export async function registerOperations(app: FastifyInstance, handlers: Handlers, services: Services): Promise<void> {
   app.decorateRequest('auth', null);
+  const specification = loadSpecification();
+  refuseResponseOnlyMediaTypes(app, specification);
   await app.register(openapiGlue, {
-    specification: loadSpecification(),
+    specification,
     operationResolver: ((operationId: string): Partial<RouteOptions> => {
       const meta = operations[operationId as OperationId];
       const handler = handlers[operationId as OperationId] as unknown as (ctx: Context<OperationId>) => Promise<{
