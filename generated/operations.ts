@@ -4,7 +4,13 @@ export const operations = {
   getReadiness: { method: 'GET', path: '/health/ready', secured: false, permission: null, extension: true },
   login: { method: 'POST', path: '/api/auth/login', secured: false, permission: null, extension: true },
   logout: { method: 'POST', path: '/api/auth/logout', secured: true, permission: null, extension: true },
+  loginWithToken: { method: 'POST', path: '/api/auth/login-token', secured: false, permission: null, extension: true },
   getCurrentUser: { method: 'GET', path: '/api/users/current', secured: true, permission: null, extension: false },
+  listUserLoginTokens: { method: 'GET', path: '/api/administration/users/login-tokens', secured: true, permission: 'login-tokens.administer', extension: false },
+  createUserLoginToken: { method: 'POST', path: '/api/administration/users/login-tokens', secured: true, permission: 'login-tokens.administer', extension: false },
+  createUserLoginTokenForEmail: { method: 'POST', path: '/api/administration/users/login-tokens/email', secured: true, permission: 'login-tokens.administer', extension: false },
+  getUserLoginToken: { method: 'GET', path: '/api/administration/users/login-tokens/{userLoginToken}', secured: true, permission: 'login-tokens.administer', extension: false },
+  deleteUserLoginToken: { method: 'DELETE', path: '/api/administration/users/login-tokens/{userLoginToken}', secured: true, permission: 'login-tokens.administer', extension: false },
   listNotificationSettings: { method: 'GET', path: '/api/notification-settings', secured: true, permission: null, extension: false },
   getNotificationSetting: { method: 'GET', path: '/api/notification-settings/{notificationSetting}', secured: true, permission: null, extension: false },
 } as const;

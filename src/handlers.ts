@@ -2,6 +2,7 @@
 import type { Handlers } from './platform/http/handler.ts';
 import { authHandlers } from './resources/auth/handlers.ts';
 import { healthHandlers } from './resources/health/handlers.ts';
+import { loginTokenHandlers } from './resources/login-tokens/handlers.ts';
 import { notificationSettingHandlers } from './resources/notification-settings/handlers.ts';
 import { userHandlers } from './resources/users/handlers.ts';
 
@@ -10,4 +11,5 @@ export const handlers: Handlers = {
   ...authHandlers,
   ...userHandlers,
   ...notificationSettingHandlers,
+  ...loginTokenHandlers,
 };
