@@ -11,6 +11,13 @@ export const operations = {
   createUserLoginTokenForEmail: { method: 'POST', path: '/api/administration/users/login-tokens/email', secured: true, permission: 'login-tokens.administer', extension: false },
   getUserLoginToken: { method: 'GET', path: '/api/administration/users/login-tokens/{userLoginToken}', secured: true, permission: 'login-tokens.administer', extension: false },
   deleteUserLoginToken: { method: 'DELETE', path: '/api/administration/users/login-tokens/{userLoginToken}', secured: true, permission: 'login-tokens.administer', extension: false },
+  listMenuItems: { method: 'GET', path: '/api/menu/items', secured: true, permission: null, extension: false },
+  getMenuItem: { method: 'GET', path: '/api/menu/items/{menuItem}', secured: true, permission: null, extension: false },
+  listAdministeredMenuItems: { method: 'GET', path: '/api/administration/menu/items', secured: true, permission: 'menu-items.administer', extension: false },
+  createMenuItem: { method: 'POST', path: '/api/administration/menu/items', secured: true, permission: 'menu-items.administer', extension: false },
+  getAdministeredMenuItem: { method: 'GET', path: '/api/administration/menu/items/{menuItem}', secured: true, permission: 'menu-items.administer', extension: false },
+  updateMenuItem: { method: 'PUT', path: '/api/administration/menu/items/{menuItem}', secured: true, permission: 'menu-items.administer', extension: false },
+  deleteMenuItem: { method: 'DELETE', path: '/api/administration/menu/items/{menuItem}', secured: true, permission: 'menu-items.administer', extension: false },
   listNotificationSettings: { method: 'GET', path: '/api/notification-settings', secured: true, permission: null, extension: false },
   getNotificationSetting: { method: 'GET', path: '/api/notification-settings/{notificationSetting}', secured: true, permission: null, extension: false },
 } as const;

@@ -3,6 +3,7 @@ import type { Handlers } from './platform/http/handler.ts';
 import { authHandlers } from './resources/auth/handlers.ts';
 import { healthHandlers } from './resources/health/handlers.ts';
 import { loginTokenHandlers } from './resources/login-tokens/handlers.ts';
+import { menuItemHandlers } from './resources/menu-items/handlers.ts';
 import { notificationSettingHandlers } from './resources/notification-settings/handlers.ts';
 import { userHandlers } from './resources/users/handlers.ts';
 
@@ -12,4 +13,5 @@ export const handlers: Handlers = {
   ...userHandlers,
   ...notificationSettingHandlers,
   ...loginTokenHandlers,
+  ...menuItemHandlers,
 };
