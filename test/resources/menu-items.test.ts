@@ -1,5 +1,5 @@
 import t from 'tap';
-import { sql } from 'drizzle-orm';
+import { sql, type SQL } from 'drizzle-orm';
 import { startTestApi } from '../helpers/atrium.ts';
 
 const api = await startTestApi(t);
@@ -11,9 +11,10 @@ type Tt = Parameters<typeof api.call>[0];
 const base = { icon_id: 3, menu_identifier: 'main', type: 'link', title: 'Wiki', link: 'https://wiki.example.com/' };
 const create = (tt: Tt, body: Record<string, unknown>, token = admin) =>
   api.call(tt, 'createMenuItem', { token, body: { ...base, ...body } });
-const itemCount = async () => (await api.db.owner.execute<{ n: number }>(sql`select count(*)::int as n from menu_items`))[0]!.n;
-const permissionCount = async () =>
-  (await api.db.owner.execute<{ n: number }>(sql`select count(*)::int as n from entity_permissions`))[0]!.n;
+/** One integer from the database as the owner (assertions bypass tenancy). */
+const scalar = async (query: SQL) => (await api.db.owner.execute<{ value: number }>(query))[0]!.value;
+const itemCount = () => scalar(sql`select count(*)::int as value from menu_items`);
+const permissionCount = () => scalar(sql`select count(*)::int as value from entity_permissions`);
 const ids = (rows: { id: number }[]) => rows.map((row) => row.id);
 
 async function createDepartment(tenantId: number, name: string, memberIds: number[]): Promise<number> {
@@ -28,7 +29,7 @@ async function createDepartment(tenantId: number, name: string, memberIds: numbe
 
 t.test('bad create input is a 422 naming the field, and nothing is stored', async (t) => {
   const foreignUser = await api.createUser(other.tenantId);
-  const [{ id: foreignRole }] = await api.db.owner.execute<{ id: number }>(sql`select id::int from roles where tenant_id = ${other.tenantId} limit 1`) as unknown as { id: number }[];
+  const foreignRole = await scalar(sql`select id::int as value from roles where tenant_id = ${other.tenantId} limit 1`);
   const foreignDepartment = await createDepartment(other.tenantId, 'elsewhere', []);
   const beforeItems = await itemCount();
   const beforePermissions = await permissionCount();
@@ -154,7 +155,7 @@ t.test('visibility follows entity permissions: user, role or department; unrestr
   const roleHolder = await api.createUser(tenant.tenantId);
   const member = await api.createUser(tenant.tenantId);
   const outsider = await api.createUser(tenant.tenantId);
-  const [{ role_id: roleId }] = (await api.db.owner.execute(sql`select role_id::int from users where id = ${roleHolder.id}`)) as unknown as { role_id: number }[];
+  const roleId = await scalar(sql`select role_id::int as value from users where id = ${roleHolder.id}`);
   const department = await createDepartment(tenant.tenantId, 'visibility', [member.id]);
 
   const open = await create(t, { menu_identifier: 'visibility' });
@@ -220,8 +221,7 @@ t.test('update: absent keys keep their value; entity_permissions replaces the re
   t.strictSame(renamed.body.entity_permissions.user_ids, [someone.id], 'kept when not sent');
   const opened = await api.call(t, 'updateMenuItem', { token: admin, params, body: { entity_permissions: {} } });
   t.strictSame(opened.body.entity_permissions, { user_ids: [], role_ids: [], department_ids: [] }, 'cleared');
-  const [{ n }] = (await api.db.owner.execute(sql`select count(*)::int as n from entity_permissions where entity_type = 'menuItem' and entity_id = ${item.body.id}`)) as unknown as { n: number }[];
-  t.equal(n, 0);
+  t.equal(await scalar(sql`select count(*)::int as value from entity_permissions where entity_type = 'menuItem' and entity_id = ${item.body.id}`), 0);
   const changedType = await api.call(t, 'updateMenuItem', { token: admin, params, body: { type: 'route' } });
   t.equal(changedType.status, 422, 'the stored https link does not suit a route');
   t.ok(changedType.body.errors.link);
