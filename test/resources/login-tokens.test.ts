@@ -51,6 +51,15 @@ t.test('bad creation input is a 422 and stores nothing', async (t) => {
   t.equal(await tokenCount(), before, 'nothing stored');
 });
 
+t.test('expires_in accepts exactly 1 through 86400 seconds', async (t) => {
+  for (const seconds of [1, 86400]) {
+    const res = await create(t, { expires_in: seconds });
+    t.equal(res.status, 201, String(seconds));
+    const lifetime = Date.parse(res.body.expires_at) - Date.parse(res.body.created_at);
+    t.ok(Math.abs(lifetime - seconds * 1000) < 1000, `lives ${seconds} s`);
+  }
+});
+
 t.test('every login-token route needs login-tokens.administer', async (t) => {
   const plain = await api.createUser(tenant.tenantId, { permissions: ['users.administer'] });
   const uuid = '00000000-0000-4000-8000-000000000000';
