@@ -3,6 +3,8 @@ import type { Handlers } from './platform/http/handler.ts';
 import { authHandlers } from './resources/auth/handlers.ts';
 import { healthHandlers } from './resources/health/handlers.ts';
 import { roleHandlers } from './resources/roles/handlers.ts';
+import { loginTokenHandlers } from './resources/login-tokens/handlers.ts';
+import { menuItemHandlers } from './resources/menu-items/handlers.ts';
 import { notificationSettingHandlers } from './resources/notification-settings/handlers.ts';
 import { userHandlers } from './resources/users/handlers.ts';
 
@@ -12,4 +14,6 @@ export const handlers: Handlers = {
   ...userHandlers,
   ...roleHandlers,
   ...notificationSettingHandlers,
+  ...loginTokenHandlers,
+  ...menuItemHandlers,
 };

@@ -11,10 +11,12 @@ export interface LimitKey {
 }
 
 export function loginLimitKeys(config: Config, tenant: string, username: string, ip: string): LimitKey[] {
-  return [
-    { key: `account:${tenant.toLowerCase()}/${username.toLowerCase()}`, max: config.loginMaxFailures },
-    { key: `ip:${ip}`, max: config.loginMaxFailures * 5 },
-  ];
+  return [{ key: `account:${tenant.toLowerCase()}/${username.toLowerCase()}`, max: config.loginMaxFailures }, clientAddressLimitKey(config, ip)];
+}
+
+/** The per-client-address count, shared by every way of signing in (password, login token). */
+export function clientAddressLimitKey(config: Config, ip: string): LimitKey {
+  return { key: `ip:${ip}`, max: config.loginMaxFailures * 5 };
 }
 
 /** Seconds until the caller may try again, or 0. */

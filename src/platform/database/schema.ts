@@ -8,3 +8,5 @@ export { departments, departmentUsers } from '../../resources/departments/table.
 export { entityPermissions } from '../entity-permissions/table.ts';
 export { instanceSecrets } from '../secrets/table.ts';
 export { notificationSettings } from '../../resources/notification-settings/table.ts';
+export { userLoginTokens } from '../../resources/login-tokens/table.ts';
+export { menuItems } from '../../resources/menu-items/table.ts';

@@ -1,0 +1,179 @@
+import { and, asc, eq, isNull, sql } from 'drizzle-orm';
+import type { Auth } from '../../platform/auth/auth.ts';
+import type { Tx } from '../../platform/database/database.ts';
+import { missingSubjects, replaceSubjectLists, type SubjectLists } from '../../platform/entity-permissions/subject-lists.ts';
+import type { Handlers } from '../../platform/http/handler.ts';
+import { invalid, notFound, type FieldErrors } from '../../platform/http/problem.ts';
+import { present, readControls } from '../../platform/result-controls/result-controls.ts';
+import { languages } from '../languages/table.ts';
+import { findUser } from '../users/view.ts';
+import { iframeAccess, linkProblems } from './link.ts';
+import { MENU_ITEM_ENTITY_TYPE, menuItems, type MenuItemType } from './table.ts';
+import { findMenuItem, forAdministration, forCaller, menuItemView, visibleMenuItems, type MenuItemRow, type MenuItemViewer } from './view.ts';
+
+const userScope = (auth: Auth): MenuItemViewer => ({ auth, scope: 'user' });
+const administrationScope = (auth: Auth): MenuItemViewer => ({ auth, scope: 'administration' });
+const allFields = { selects: null, relations: [] };
+
+interface MenuItemDraft {
+  type: MenuItemType;
+  link: string;
+  /** Undefined: the tenant's system language. */
+  langId: string | undefined;
+  entityPermissions: Partial<SubjectLists> | undefined;
+}
+
+/**
+ * Checks what the schema cannot: the link suits the type, the language exists (or the
+ * tenant has a system language to default to), the entity-permission IDs exist. All
+ * problems at once, as one 422. Returns the language to store.
+ */
+async function validateDraft(tx: Tx, draft: MenuItemDraft): Promise<string> {
+  const errors: FieldErrors = {};
+  const linkErrors = linkProblems(draft.link, draft.type);
+  if (linkErrors.length > 0) errors.link = linkErrors;
+  const [language] = await tx
+    .select({ id: languages.id })
+    .from(languages)
+    .where(draft.langId === undefined ? eq(languages.isSystem, true) : eq(languages.id, draft.langId))
+    .limit(1);
+  if (!language) errors.lang_id = [draft.langId === undefined ? 'is required: the tenant has no system language' : `no language "${draft.langId}" exists`];
+  if (draft.entityPermissions) Object.assign(errors, await missingSubjects(tx, draft.entityPermissions, 'entity_permissions'));
+  if (Object.keys(errors).length > 0) throw invalid(errors);
+  return language!.id;
+}
+
+/** "Last + 1 within the tenant"; the lock keeps two concurrent creates from taking one number. */
+async function nextSortNumber(tx: Tx, tenantId: number): Promise<number> {
+  await tx.execute(sql`select pg_advisory_xact_lock(hashtextextended(${`menu_items.sort_number:${tenantId}`}, 0))`);
+  const [row] = await tx.select({ next: sql<number>`coalesce(max(${menuItems.sortNumber}), 0)::int + 1` }).from(menuItems);
+  return row!.next;
+}
+
+async function presentForAdministration(tx: Tx, auth: Auth, row: MenuItemRow) {
+  const [record] = await present(menuItemView, tx, await forAdministration(tx, [row]), allFields, administrationScope(auth));
+  return record!;
+}
+
+export const menuItemHandlers = {
+  async listMenuItems({ auth, query, services: { db } }) {
+    const viewer = userScope(auth);
+    const controls = readControls(menuItemView, query, viewer);
+    const body = await db.tenant(auth.tenantId, async (tx) => {
+      const caller = await findUser(tx, auth.userId);
+      if (!caller) throw notFound('The user');
+      const base = tx
+        .select()
+        .from(menuItems)
+        .where(and(visibleMenuItems(auth.userId), controls.where))
+        .orderBy(asc(menuItems.sortNumber), asc(menuItems.id));
+      const rows = controls.limit ? await base.limit(controls.limit) : await base;
+      return present(menuItemView, tx, forCaller(rows, caller), controls, viewer);
+    });
+    return { status: 200, body };
+  },
+
+  async getMenuItem({ auth, query, params, services: { db } }) {
+    const viewer = userScope(auth);
+    const controls = readControls(menuItemView, query, viewer);
+    const [body] = await db.tenant(auth.tenantId, async (tx) => {
+      const caller = await findUser(tx, auth.userId);
+      const row = await findMenuItem(tx, params.menuItem, visibleMenuItems(auth.userId));
+      if (!caller || !row) throw notFound('The menu item');
+      return present(menuItemView, tx, forCaller([row], caller), controls, viewer);
+    });
+    return { status: 200, body: body! };
+  },
+
+  async listAdministeredMenuItems({ auth, query, services: { db } }) {
+    const viewer = administrationScope(auth);
+    const controls = readControls(menuItemView, query, viewer);
+    const body = await db.tenant(auth.tenantId, async (tx) => {
+      const base = tx.select().from(menuItems).where(controls.where).orderBy(asc(menuItems.sortNumber), asc(menuItems.id));
+      const rows = controls.limit ? await base.limit(controls.limit) : await base;
+      return present(menuItemView, tx, await forAdministration(tx, rows), controls, viewer);
+    });
+    return { status: 200, body };
+  },
+
+  async getAdministeredMenuItem({ auth, query, params, services: { db } }) {
+    const viewer = administrationScope(auth);
+    const controls = readControls(menuItemView, query, viewer);
+    const [body] = await db.tenant(auth.tenantId, async (tx) => {
+      const row = await findMenuItem(tx, params.menuItem);
+      if (!row) throw notFound('The menu item');
+      return present(menuItemView, tx, await forAdministration(tx, [row]), controls, viewer);
+    });
+    return { status: 200, body: body! };
+  },
+
+  async createMenuItem({ auth, body, services: { db } }) {
+    const created = await db.tenant(auth.tenantId, async (tx) => {
+      const langId = await validateDraft(tx, { type: body.type, link: body.link, langId: body.lang_id, entityPermissions: body.entity_permissions });
+      const allowIframeAccess = body.allow_iframe_access ?? true;
+      const [row] = await tx
+        .insert(menuItems)
+        .values({
+          tenantId: auth.tenantId,
+          langId,
+          iconId: body.icon_id,
+          menuIdentifier: body.menu_identifier,
+          type: body.type,
+          title: body.title,
+          link: body.link,
+          allowIframeAccess,
+          iframeAccess: iframeAccess(allowIframeAccess, body.link),
+          userConfirmationRequired: body.user_confirmation_required ?? false,
+          sortNumber: body.sort_number ?? (await nextSortNumber(tx, auth.tenantId)),
+        })
+        .returning();
+      if (body.entity_permissions) await replaceSubjectLists(tx, auth.tenantId, MENU_ITEM_ENTITY_TYPE, row!.id, body.entity_permissions);
+      return presentForAdministration(tx, auth, row!);
+    });
+    return { status: 201, body: created };
+  },
+
+  async updateMenuItem({ auth, params, body, services: { db } }) {
+    const updated = await db.tenant(auth.tenantId, async (tx) => {
+      const current = await findMenuItem(tx, params.menuItem, isNull(menuItems.deletedAt));
+      if (!current) throw notFound('The menu item');
+      const type = body.type ?? current.type;
+      const link = body.link ?? current.link;
+      const allowIframeAccess = body.allow_iframe_access ?? current.allowIframeAccess;
+      const langId = await validateDraft(tx, { type, link, langId: body.lang_id ?? current.langId, entityPermissions: body.entity_permissions });
+      const [row] = await tx
+        .update(menuItems)
+        .set({
+          langId,
+          iconId: body.icon_id ?? current.iconId,
+          menuIdentifier: body.menu_identifier ?? current.menuIdentifier,
+          type,
+          title: body.title ?? current.title,
+          link,
+          allowIframeAccess,
+          // Seed: recalculated whenever the link or the iframe preference changes.
+          iframeAccess: iframeAccess(allowIframeAccess, link),
+          userConfirmationRequired: body.user_confirmation_required ?? current.userConfirmationRequired,
+          sortNumber: body.sort_number ?? current.sortNumber,
+          updatedAt: sql`now()`,
+        })
+        .where(eq(menuItems.id, current.id))
+        .returning();
+      if (body.entity_permissions) await replaceSubjectLists(tx, auth.tenantId, MENU_ITEM_ENTITY_TYPE, current.id, body.entity_permissions);
+      return presentForAdministration(tx, auth, row!);
+    });
+    return { status: 200, body: updated };
+  },
+
+  async deleteMenuItem({ auth, params, services: { db } }) {
+    await db.tenant(auth.tenantId, async (tx) => {
+      const [row] = await tx
+        .update(menuItems)
+        .set({ deletedAt: sql`now()`, updatedAt: sql`now()` })
+        .where(and(eq(menuItems.id, params.menuItem), isNull(menuItems.deletedAt)))
+        .returning({ id: menuItems.id });
+      if (!row) throw notFound('The menu item');
+    });
+    return { status: 204 };
+  },
+} satisfies Partial<Handlers>;

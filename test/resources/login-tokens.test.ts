@@ -1,0 +1,307 @@
+import t from 'tap';
+import { sql } from 'drizzle-orm';
+import { PERMISSIONS } from '../../src/resources/roles/permissions.ts';
+import { newLoginTokenValue } from '../../src/resources/login-tokens/token-value.ts';
+import { startTestApi } from '../helpers/atrium.ts';
+
+const api = await startTestApi(t);
+const tenant = await api.createTenant('tokens');
+const other = await api.createTenant('tokens-other');
+const admin = tenant.adminToken;
+
+type Tt = Parameters<typeof api.call>[0];
+const tokenCount = async () =>
+  (await api.db.owner.execute<{ n: number }>(sql`select count(*)::int as n from user_login_tokens`))[0]!.n;
+const tokenRow = async (uuid: string) =>
+  (await api.db.owner.execute<{ used_at: Date | null; deleted_at: Date | null; expires_at: Date; token_hash: Buffer }>(
+    sql`select used_at, deleted_at, expires_at, token_hash from user_login_tokens where uuid = ${uuid}`,
+  ))[0];
+const create = (tt: Tt, body: unknown, token = admin) => api.call(tt, 'createUserLoginToken', { token, body });
+const signIn = (tt: Tt, value: unknown) => api.call(tt, 'loginWithToken', { body: { token: value } });
+
+t.test('bad creation input is a 422 and stores nothing', async (t) => {
+  const before = await tokenCount();
+  const bodies: unknown[] = [
+    {},
+    { expires_in: 0 },
+    { expires_in: 86401 },
+    { expires_in: -5 },
+    { expires_in: 1.5 },
+    { expires_in: '60' },
+    { expires_in: null },
+    { expires_in: 60, login_user_id: 1 },
+  ];
+  for (const body of bodies) {
+    const res = await create(t, body);
+    t.equal(res.status, 422, JSON.stringify(body));
+    t.ok(res.body.errors, 'names the field');
+  }
+  const emailBodies: unknown[] = [
+    { expires_in: 60 },
+    { email: 'a@example.com' },
+    { expires_in: 86401, email: 'a@example.com' },
+    { expires_in: 60, email: 'not an address' },
+    { expires_in: 60, email: 'nobody@example.com' },
+  ];
+  for (const body of emailBodies) {
+    const res = await api.call(t, 'createUserLoginTokenForEmail', { token: admin, body });
+    t.equal(res.status, 422, JSON.stringify(body));
+  }
+  t.equal((await api.call(t, 'createUserLoginToken', { token: admin, payload: '{"expires_in":', contentType: 'application/json' })).status, 400);
+  t.equal(await tokenCount(), before, 'nothing stored');
+});
+
+t.test('expires_in accepts exactly 1 through 86400 seconds', async (t) => {
+  for (const seconds of [1, 86400]) {
+    const res = await create(t, { expires_in: seconds });
+    t.equal(res.status, 201, String(seconds));
+    const lifetime = Date.parse(res.body.expires_at) - Date.parse(res.body.created_at);
+    t.ok(Math.abs(lifetime - seconds * 1000) < 1000, `lives ${seconds} s`);
+  }
+});
+
+t.test('every login-token route needs login-tokens.administer', async (t) => {
+  const plain = await api.createUser(tenant.tenantId, { permissions: ['users.administer'] });
+  const uuid = '00000000-0000-4000-8000-000000000000';
+  t.equal((await api.call(t, 'listUserLoginTokens', { token: plain.token })).status, 403);
+  t.equal((await api.call(t, 'getUserLoginToken', { token: plain.token, params: { userLoginToken: uuid } })).status, 403);
+  t.equal((await create(t, { expires_in: 60 }, plain.token)).status, 403);
+  t.equal((await api.call(t, 'createUserLoginTokenForEmail', { token: plain.token, body: { expires_in: 60, email: 'x@example.com' } })).status, 403);
+  t.equal((await api.call(t, 'deleteUserLoginToken', { token: plain.token, params: { userLoginToken: uuid } })).status, 403);
+  t.equal((await api.call(t, 'listUserLoginTokens', {})).status, 401);
+});
+
+t.test('the plain create signs in the caller, ignores a body user_id and returns the value once', async (t) => {
+  const res = await create(t, { expires_in: 600, user_id: 999999 });
+  t.equal(res.status, 201);
+  t.equal(res.body.user_id, tenant.adminUserId);
+  t.equal(res.body.login_user_id, tenant.adminUserId);
+  t.equal(res.body.state, 'active');
+  t.notOk('id' in res.body, 'no internal id by default');
+  t.match(res.body.token, /^alt_[A-Za-z0-9_-]{43}\.[A-Za-z0-9_-]{43}$/);
+  const expiresIn = Date.parse(res.body.expires_at) - Date.parse(res.body.created_at);
+  t.ok(Math.abs(expiresIn - 600_000) < 1000, 'expires_at = created_at + expires_in');
+
+  const row = await tokenRow(res.body.uuid);
+  t.ok(row, 'stored');
+  t.notOk(row!.token_hash.toString('utf8').includes(res.body.token), 'only a hash is stored');
+  const leaks = await api.db.owner.execute<{ n: number }>(
+    sql`select count(*)::int as n from user_login_tokens where row_to_json(user_login_tokens)::text like ${'%' + res.body.token.slice(4, 30) + '%'}`,
+  );
+  t.equal(leaks[0]!.n, 0, 'the value is nowhere in the table');
+
+  const shown = await api.call(t, 'getUserLoginToken', { token: admin, params: { userLoginToken: res.body.uuid } });
+  t.equal(shown.status, 200);
+  t.notOk('token' in shown.body, 'show never returns the value');
+  t.notOk('id' in shown.body);
+  const listed = await api.call(t, 'listUserLoginTokens', { token: admin });
+  t.ok(listed.body.some((row: { uuid: string }) => row.uuid === res.body.uuid));
+  t.notOk(listed.text.includes(res.body.token), 'list never returns the value');
+});
+
+t.test('selects can ask for the internal id; relations name creator and login user', async (t) => {
+  const created = await create(t, { expires_in: 60 });
+  const res = await api.call(t, 'getUserLoginToken', {
+    token: admin,
+    params: { userLoginToken: created.body.uuid },
+    query: { selects: 'id,uuid', relations: 'user|loginUser' },
+  });
+  t.equal(res.status, 200);
+  t.strictSame(Object.keys(res.body).sort(), ['id', 'loginUser', 'user', 'uuid']);
+  t.type(res.body.id, 'number');
+  t.equal(res.body.user.id, tenant.adminUserId);
+  t.equal(res.body.loginUser.username, 'admin');
+  const bad = await api.call(t, 'listUserLoginTokens', { token: admin, query: { selects: 'token' } });
+  t.equal(bad.status, 422, 'the value is not selectable');
+  t.equal((await api.call(t, 'listUserLoginTokens', { token: admin, query: { relations: 'tenant' } })).status, 422);
+});
+
+t.test('a list costs a constant number of queries, whatever the number of tokens', async (t) => {
+  const count = async () => {
+    const before = api.db.queryCount;
+    const res = await api.call(t, 'listUserLoginTokens', { token: admin, query: { relations: 'user|loginUser' } });
+    t.equal(res.status, 200);
+    return api.db.queryCount - before;
+  };
+  const few = await count();
+  for (let i = 0; i < 5; i++) await create(t, { expires_in: 60 });
+  t.equal(await count(), few);
+});
+
+t.test('a login token signs its user in once; the used token stays listed as used', async (t) => {
+  const created = await create(t, { expires_in: 600 });
+  const res = await signIn(t, created.body.token);
+  t.equal(res.status, 200);
+  t.equal(res.body.token_type, 'Bearer');
+  const me = await api.call(t, 'getCurrentUser', { token: res.body.access_token });
+  t.equal(me.status, 200);
+  t.equal(me.body.id, tenant.adminUserId);
+  t.ok(me.body.last_login_at, 'last_login_at stamped');
+
+  const replay = await signIn(t, created.body.token);
+  t.equal(replay.status, 401, 'a replay is refused');
+  const row = await tokenRow(created.body.uuid);
+  t.ok(row!.used_at && row!.deleted_at, 'soft-deleted on use');
+  const shown = await api.call(t, 'getUserLoginToken', { token: admin, params: { userLoginToken: created.body.uuid } });
+  t.equal(shown.body.state, 'used');
+  t.ok(shown.body.deleted_at);
+});
+
+t.test('two concurrent uses of one token give exactly one success', async (t) => {
+  for (let round = 0; round < 3; round++) {
+    const created = await create(t, { expires_in: 600 });
+    const before = (await api.db.owner.execute<{ n: number }>(sql`select count(*)::int as n from access_tokens`))[0]!.n;
+    const answers = await Promise.all([signIn(t, created.body.token), signIn(t, created.body.token)]);
+    t.strictSame(answers.map((a) => a.status).sort(), [200, 401], `round ${round}`);
+    const after = (await api.db.owner.execute<{ n: number }>(sql`select count(*)::int as n from access_tokens`))[0]!.n;
+    t.equal(after - before, 1, 'one access token issued');
+  }
+});
+
+t.test('deleted, expired, forged and unknown tokens are refused with the same 401 and nothing changes', async (t) => {
+  const deleted = await create(t, { expires_in: 600 });
+  t.equal((await api.call(t, 'deleteUserLoginToken', { token: admin, params: { userLoginToken: deleted.body.uuid } })).status, 204);
+  const expired = await create(t, { expires_in: 600 });
+  await api.db.owner.execute(sql`update user_login_tokens set expires_at = now() - interval '1 second' where uuid = ${expired.body.uuid}`);
+  const valid = await create(t, { expires_in: 600 });
+  const value: string = valid.body.token;
+  const flipped = value.slice(0, -1) + (value.endsWith('A') ? 'B' : 'A');
+  const candidates = [
+    deleted.body.token,
+    expired.body.token,
+    flipped, // broken signature
+    value.slice(0, 20), // truncated
+    'alt_' + 'A'.repeat(43) + '.' + 'A'.repeat(43), // another instance's or made-up signature
+    newLoginTokenValue(api.atrium.services.secrets), // well signed, never stored
+    '',
+  ];
+  const bodies = new Set<string>();
+  for (const candidate of candidates) {
+    const res = await signIn(t, candidate);
+    if (candidate === '') {
+      t.equal(res.status, 422, 'empty value');
+      continue;
+    }
+    t.equal(res.status, 401);
+    bodies.add(res.text);
+  }
+  t.equal(bodies.size, 1, 'one and the same answer');
+  t.equal((await tokenRow(valid.body.uuid))!.used_at, null, 'the genuine token is untouched');
+  t.equal((await tokenRow(expired.body.uuid))!.deleted_at, null, 'expired stays as it was');
+  const state = await api.call(t, 'getUserLoginToken', { token: admin, params: { userLoginToken: expired.body.uuid } });
+  t.equal(state.body.state, 'expired');
+  t.equal((await signIn(t, value)).status, 200, 'the genuine token still works');
+});
+
+t.test('a token whose user became inactive or deleted signs nobody in and stays unused', async (t) => {
+  const employee = await api.createUser(tenant.tenantId, { values: { email: 'soon-inactive@example.com' } });
+  const created = await api.call(t, 'createUserLoginTokenForEmail', { token: admin, body: { expires_in: 600, email: 'soon-inactive@example.com' } });
+  t.equal(created.status, 201);
+  await api.db.owner.execute(sql`update users set active = false where id = ${employee.id}`);
+  t.equal((await signIn(t, created.body.token)).status, 401);
+  t.equal((await tokenRow(created.body.uuid))!.used_at, null);
+  await api.db.owner.execute(sql`update users set active = true where id = ${employee.id}`);
+  const res = await signIn(t, created.body.token);
+  t.equal(res.status, 200, 'usable again once reactivated');
+});
+
+t.test('the e-mail create resolves the address (case-insensitively) to login_user_id', async (t) => {
+  const employee = await api.createUser(tenant.tenantId, { values: { email: 'Jane.Doe@Example.com' } });
+  const res = await api.call(t, 'createUserLoginTokenForEmail', {
+    token: admin,
+    body: { expires_in: 120, email: 'jane.doe@example.com', user_id: employee.id },
+  });
+  t.equal(res.status, 201);
+  t.equal(res.body.login_user_id, employee.id);
+  t.equal(res.body.user_id, tenant.adminUserId, 'the creator, whatever the body says');
+  const signedIn = await signIn(t, res.body.token);
+  t.equal(signedIn.status, 200);
+  const me = await api.call(t, 'getCurrentUser', { token: signedIn.body.access_token });
+  t.equal(me.body.id, employee.id);
+});
+
+t.test('an e-mail of a deleted or inactive user, or of another tenant, is a 422', async (t) => {
+  await api.createUser(tenant.tenantId, { values: { email: 'gone@example.com', deletedAt: new Date() } });
+  await api.createUser(tenant.tenantId, { values: { email: 'idle@example.com', active: false } });
+  await api.createUser(other.tenantId, { values: { email: 'elsewhere@example.com' } });
+  const before = await tokenCount();
+  for (const email of ['gone@example.com', 'idle@example.com', 'elsewhere@example.com']) {
+    const res = await api.call(t, 'createUserLoginTokenForEmail', { token: admin, body: { expires_in: 60, email } });
+    t.equal(res.status, 422, email);
+    t.ok(res.body.errors.email);
+  }
+  t.equal(await tokenCount(), before);
+});
+
+t.test('no token for a user holding a permission the creator lacks (decisions §6)', async (t) => {
+  const creator = await api.createUser(tenant.tenantId, { permissions: ['login-tokens.administer', 'users.view'] });
+  await api.createUser(tenant.tenantId, { permissions: [...PERMISSIONS], values: { email: 'mighty@example.com' } });
+  await api.createUser(tenant.tenantId, { permissions: ['users.view'], values: { email: 'peer@example.com' } });
+  const before = await tokenCount();
+  const refused = await api.call(t, 'createUserLoginTokenForEmail', { token: creator.token, body: { expires_in: 60, email: 'mighty@example.com' } });
+  t.equal(refused.status, 422);
+  t.match(refused.body.errors.email[0], /users\.administer/);
+  t.equal(await tokenCount(), before, 'nothing stored');
+  const allowed = await api.call(t, 'createUserLoginTokenForEmail', { token: creator.token, body: { expires_in: 60, email: 'peer@example.com' } });
+  t.equal(allowed.status, 201, 'a subset of the creator’s permissions is fine');
+  const self = await create(t, { expires_in: 60 }, creator.token);
+  t.equal(self.status, 201, 'oneself is always allowed');
+});
+
+t.test('malformed UUIDs are 422 and missing ones 404, never 500', async (t) => {
+  for (const bad of ['not-a-uuid', '123', "'; drop table users; --"]) {
+    t.equal((await api.call(t, 'getUserLoginToken', { token: admin, params: { userLoginToken: bad } })).status, 422, bad);
+    t.equal((await api.call(t, 'deleteUserLoginToken', { token: admin, params: { userLoginToken: bad } })).status, 422, bad);
+  }
+  const missing = '7b0c2a3e-1f6d-4c1e-9a53-2a1f0b6c9d10';
+  t.equal((await api.call(t, 'getUserLoginToken', { token: admin, params: { userLoginToken: missing } })).status, 404);
+  t.equal((await api.call(t, 'deleteUserLoginToken', { token: admin, params: { userLoginToken: missing } })).status, 404);
+});
+
+t.test('another tenant’s token is answered like a missing one and cannot be deleted', async (t) => {
+  const foreign = await create(t, { expires_in: 600 }, other.adminToken);
+  t.equal(foreign.status, 201);
+  const params = { userLoginToken: foreign.body.uuid };
+  t.equal((await api.call(t, 'getUserLoginToken', { token: admin, params })).status, 404);
+  t.equal((await api.call(t, 'deleteUserLoginToken', { token: admin, params })).status, 404);
+  const listed = await api.call(t, 'listUserLoginTokens', { token: admin });
+  t.notOk(listed.body.some((row: { uuid: string }) => row.uuid === foreign.body.uuid));
+  t.equal((await tokenRow(foreign.body.uuid))!.deleted_at, null, 'untouched');
+  // It signs in its own tenant's user, in its own tenant only.
+  const res = await signIn(t, foreign.body.token);
+  t.equal(res.status, 200);
+  const me = await api.call(t, 'getCurrentUser', { token: res.body.access_token });
+  t.equal(me.body.id, other.adminUserId);
+});
+
+t.test('DELETE soft-deletes; the token stays listed and a second DELETE changes nothing', async (t) => {
+  const created = await create(t, { expires_in: 600 });
+  const params = { userLoginToken: created.body.uuid };
+  t.equal((await api.call(t, 'deleteUserLoginToken', { token: admin, params })).status, 204);
+  const first = (await tokenRow(created.body.uuid))!.deleted_at;
+  t.ok(first);
+  t.equal((await api.call(t, 'deleteUserLoginToken', { token: admin, params })).status, 204);
+  t.strictSame((await tokenRow(created.body.uuid))!.deleted_at, first, 'deletion time kept');
+  const listed = await api.call(t, 'listUserLoginTokens', { token: admin });
+  const row = listed.body.find((r: { uuid: string }) => r.uuid === created.body.uuid);
+  t.equal(row.state, 'deleted');
+  t.ok(row.deleted_at);
+  t.equal(row.used_at, null);
+});
+
+t.test('failed token sign-ins count towards the client-address limit (429 with Retry-After)', async (t) => {
+  const created = await create(t, { expires_in: 600 });
+  await api.db.owner.execute(sql`
+    insert into login_failures (key, failures, window_started_at) values ('ip:127.0.0.1', 1000, now())
+    on conflict (key) do update set failures = 1000, window_started_at = now()`);
+  const limited = await signIn(t, created.body.token);
+  t.equal(limited.status, 429);
+  t.ok(Number(limited.headers['retry-after']) > 0);
+  t.equal((await tokenRow(created.body.uuid))!.used_at, null, 'not consumed while limited');
+  await api.db.owner.execute(sql`delete from login_failures where key = 'ip:127.0.0.1'`);
+  const before = await signIn(t, 'alt_' + 'B'.repeat(43) + '.' + 'B'.repeat(43));
+  t.equal(before.status, 401);
+  const [row] = await api.db.owner.execute<{ failures: number }>(sql`select failures from login_failures where key = 'ip:127.0.0.1'`);
+  t.equal(row!.failures, 1, 'the failure was counted');
+  t.equal((await signIn(t, created.body.token)).status, 200);
+});
