@@ -8,3 +8,5 @@ export { departments, departmentUsers } from '../../resources/departments/table.
 export { entityPermissions } from '../entity-permissions/table.ts';
 export { instanceSecrets } from '../secrets/table.ts';
 export { notificationSettings } from '../../resources/notification-settings/table.ts';
+export { forms, taskTemplates, formFields, taskExecutions, formSubmissions } from '../../resources/forms/table.ts';
+export { defaultValueSources } from '../../resources/default-value-sources/table.ts';
