@@ -75,5 +75,4 @@ export const PENDING: Record<string, string[]> = {
     (r) => /departments|\/notifications/.test(r) && !/notification-settings/.test(r),
   ),
   'issue 5 (menu items, login tokens)': SEED_ROUTES.filter((r) => /menu\/items|login-tokens/.test(r)),
-  'issue 6 (default value sources)': SEED_ROUTES.filter((r) => /tasks-2/.test(r)),
 };
