@@ -583,20 +583,6 @@ export interface components {
         };
         /** @description A `formFieldValue` source has no options (yet); its source field is `source_entity_id`. */
         FormFieldValueConfig: Record<string, never>;
-        /** formFieldValue source */
-        FormFieldValueSourceCreate: {
-            config: components["schemas"]["FormFieldValueConfig"];
-            form_field_id: components["schemas"]["Id"];
-            sort_number?: components["schemas"]["SortNumber"];
-            source_entity_id: number | null;
-            /** @description Must be `formField`. */
-            source_entity_type: string | null;
-            /**
-             * @description discriminator enum property added by openapi-typescript
-             * @enum {string}
-             */
-            type: "FormFieldValueSourceCreate";
-        };
         Id: number;
         Language: {
             /** @example en-US */
@@ -696,7 +682,10 @@ export interface components {
         SortNumber: number;
         /** @description A task field default value source. */
         Source: {
-            config?: Record<string, never>;
+            /** @description `{}` for `formFieldValue`, `{variable}` for `systemVariable`. */
+            config?: {
+                [key: string]: unknown;
+            };
             /** Format: date-time */
             created_at?: string;
             /** @description The target field (a field of a task template). */
@@ -714,7 +703,28 @@ export interface components {
          *     field `form_field_id` (a field of a task template) is required on create, too.
          *     `sort_number` defaults to one more than the highest of the target field's sources.
          */
-        SourceCreate: components["schemas"]["FormFieldValueSourceCreate"] | components["schemas"]["SystemVariableSourceCreate"];
+        SourceCreate: {
+            /** @description Optional; `{}`. */
+            config?: components["schemas"]["FormFieldValueConfig"];
+            form_field_id: components["schemas"]["Id"];
+            sort_number?: components["schemas"]["SortNumber"];
+            /** @description The source field's ID (required for this type). */
+            source_entity_id?: number | null;
+            /** @description Must be `formField` (required for this type). */
+            source_entity_type?: string | null;
+            /** @constant */
+            type: "formFieldValue";
+        } | {
+            config: components["schemas"]["SystemVariableConfig"];
+            form_field_id: components["schemas"]["Id"];
+            sort_number?: components["schemas"]["SortNumber"];
+            /** @description Must be null or absent. */
+            source_entity_id?: number | null;
+            /** @description A system variable has no source entity; must be null or absent. */
+            source_entity_type?: string | null;
+            /** @constant */
+            type: "systemVariable";
+        };
         /**
          * @description `formFieldValue`: copies the value of another field (the source entity,
          *     `source_entity_type: formField`) from the latest submission of that field's form or
@@ -770,21 +780,6 @@ export interface components {
         SystemVariable: "username" | "first_name" | "last_name" | "full_name" | "email" | "staff_number" | "language" | "department_names" | "current_date" | "current_datetime" | "tenant_name";
         SystemVariableConfig: {
             variable: components["schemas"]["SystemVariable"];
-        };
-        /** systemVariable source */
-        SystemVariableSourceCreate: {
-            config: components["schemas"]["SystemVariableConfig"];
-            form_field_id: components["schemas"]["Id"];
-            sort_number?: components["schemas"]["SortNumber"];
-            /** @description Must be null or absent. */
-            source_entity_id?: number | null;
-            /** @description A system variable has no source entity; must be null or absent. */
-            source_entity_type?: string | null;
-            /**
-             * @description discriminator enum property added by openapi-typescript
-             * @enum {string}
-             */
-            type: "SystemVariableSourceCreate";
         };
         TaskExecution: {
             /** Format: date-time */

@@ -1,6 +1,8 @@
 /** Every operation of the spec and its handler. A missing or mistyped one fails `tsc`. */
 import type { Handlers } from './platform/http/handler.ts';
 import { authHandlers } from './resources/auth/handlers.ts';
+import { defaultValueSourceHandlers } from './resources/default-value-sources/handlers.ts';
+import { formHandlers } from './resources/forms/handlers.ts';
 import { healthHandlers } from './resources/health/handlers.ts';
 import { notificationSettingHandlers } from './resources/notification-settings/handlers.ts';
 import { userHandlers } from './resources/users/handlers.ts';
@@ -10,4 +12,6 @@ export const handlers: Handlers = {
   ...authHandlers,
   ...userHandlers,
   ...notificationSettingHandlers,
+  ...formHandlers,
+  ...defaultValueSourceHandlers,
 };
