@@ -202,3 +202,158 @@ t.test('only those who can administer the target template manage its sources', a
   t.equal(notTheirs.status, 422, 'the source field must belong to a form the caller administers');
   await api.db.owner.execute(sql`delete from default_value_sources`);
 });
+
+// ---- source-field preview, its filters and their options ----
+
+let roleForm: any, departmentForm: any;
+
+t.test('setup: forms administrable through the role and a department', async (t) => {
+  const [role] = await api.db.owner.execute<{ role_id: number }>(sql`select role_id::int from users where id = ${employee.id}`);
+  roleForm = (
+    await api.call(t, 'createForm', {
+      token: admin,
+      body: { title: 'Role form', form_type: 'survey', fields: [{ name: 'Role text', field_type: 'text' }], entity_permissions: { role_ids: [role!.role_id] } },
+    })
+  ).body;
+  const [department] = await api.db.owner.insert(departments).values({ tenantId: tenant.tenantId, name: 'Ops' }).returning();
+  await api.db.owner.insert(departmentUsers).values({ tenantId: tenant.tenantId, departmentId: department!.id, userId: employee.id });
+  departmentForm = (
+    await api.call(t, 'createForm', {
+      token: admin,
+      body: {
+        title: 'Department form',
+        form_type: 'checklist',
+        fields: [{ name: 'Dept date', field_type: 'date' }, { name: 'Dept text', field_type: 'text' }],
+        entity_permissions: { department_ids: [department!.id] },
+      },
+    })
+  ).body;
+  t.equal(roleForm.fields.length + departmentForm.fields.length, 3);
+});
+
+const preview = (body: unknown, token = employee.token) => api.call(t, 'previewFormFieldValueSourceFields', { token, body });
+
+t.test('bad pages and unknown filters are 422', async (t) => {
+  for (const body of [{ page: 0 }, { page: 10001 }, { per_page: 0 }, { per_page: 101 }, { page: '1' }, { filter: { colour: 'red' } }, { filter: { form_id: 'x' } }]) {
+    const res = await preview(body);
+    t.equal(res.status, 422, JSON.stringify(body));
+  }
+  const options = await api.call(t, 'listFormFieldValueSourceFieldFilterOptions', { token: employee.token, params: { filterKey: 'text' }, body: {} });
+  t.equal(options.status, 422, 'text is not a multi-select filter');
+  const badPage = await api.call(t, 'listFormFieldValueSourceFieldFilterOptions', { token: employee.token, params: { filterKey: 'form_id' }, body: { per_page: 1000 } });
+  t.equal(badPage.status, 422);
+});
+
+t.test('the preview holds only fields of forms and templates the caller can administer, labelled in their language', async (t) => {
+  const res = await preview({ per_page: 100 });
+  t.equal(res.status, 200);
+  t.equal(res.body.total, null);
+  t.equal(res.body.current_page, 1);
+  t.equal(res.body.per_page, 100);
+  t.equal(res.body.has_more, false);
+  t.strictSame(
+    res.body.data.map((e: { title: string; sub_title: string; description: string }) => [e.description, e.sub_title, e.title]),
+    [
+      ['Department form', 'Formular', 'Dept date'],
+      ['Department form', 'Formular', 'Dept text'],
+      ['Profile', 'Formular', 'Full name'],
+      ['Profile', 'Formular', 'Age'],
+      ['Profile', 'Formular', 'Birthday'],
+      ['Profile', 'Formular', 'Shirt'],
+      ['Role form', 'Formular', 'Role text'],
+      ...['Name', 'Count', 'Start', 'Flag', 'Size', 'Note'].map((name) => ['Onboarding task', 'Aufgabenvorlage', name]),
+    ],
+    'by user, role and department; not the checklist, not the other tenant, not deleted fields',
+  );
+  t.match(res.body.data[2], { id: P['Full name'], source_entity_type: 'formField', source_entity_id: P['Full name'], parent_type: 'form', parent_id: profile.id, field_type: 'text' });
+  const english = await preview({ filter: { form_id: [checklist.id] } }, admin);
+  t.strictSame(english.body.data.map((e: { sub_title: string; title: string }) => [e.sub_title, e.title]), [['Form', 'Done'], ['Form', 'Comment']]);
+  const none = await preview({}, outsider.token);
+  t.strictSame(none.body.data, [], 'a user without rights sees nothing');
+});
+
+t.test('count-less pagination walks the whole list without a total', async (t) => {
+  const all = (await preview({ per_page: 100 })).body.data.map((e: { id: number }) => e.id);
+  const seen: number[] = [];
+  for (let page = 1; ; page++) {
+    const res = await preview({ page, per_page: 5 });
+    t.equal(res.body.total, null);
+    seen.push(...res.body.data.map((e: { id: number }) => e.id));
+    if (!res.body.has_more) break;
+    t.equal(res.body.data.length, 5);
+  }
+  t.strictSame(seen, all);
+  const beyond = await preview({ page: 100, per_page: 5 });
+  t.strictSame([beyond.status, beyond.body.data, beyond.body.has_more], [200, [], false]);
+  const defaults = await preview(undefined);
+  t.equal(defaults.body.per_page, 15, 'per_page defaults to 15');
+});
+
+t.test('preview filters: form_type, text, ids, parent and field type, compatibility', async (t) => {
+  const titles = async (filter: Record<string, unknown>) => (await preview({ filter, per_page: 100 })).body.data.map((e: { title: string }) => e.title);
+  t.strictSame(await titles({ form_type: ['checklist'] }), ['Dept date', 'Dept text'], 'form_type (the checklist itself is not administrable)');
+  t.strictSame(await titles({ form_type: ['survey'], field_type: ['text'] }), ['Full name', 'Role text']);
+  t.strictSame(await titles({ text: 'dEPT' }), ['Dept date', 'Dept text'], 'text matches field names case-insensitively');
+  t.strictSame(await titles({ text: 'onboarding' }), ['Name', 'Count', 'Start', 'Flag', 'Size', 'Note'], 'and parent titles');
+  t.strictSame(await titles({ text: '%' }), [], 'LIKE wildcards are literal');
+  t.strictSame(await titles({ form_id: [roleForm.id], task_template_id: [] }), ['Role text'], 'an empty multi-select is no filter');
+  t.strictSame(await titles({ parent_type: ['taskTemplate'], field_type: ['date', 'boolean'] }), ['Start', 'Flag']);
+  t.strictSame(await titles({ compatible_with_form_field_id: T.Note }), ['Dept text', 'Full name', 'Shirt', 'Role text', 'Name', 'Size'], 'text ← text or select, never itself');
+});
+
+t.test('the filters endpoint lists every filter with its kind, labelled in the caller’s language', async (t) => {
+  const res = await api.call(t, 'listFormFieldValueSourceFieldFilters', { token: employee.token });
+  t.equal(res.status, 200);
+  t.strictSame(
+    res.body.data.map((f: { key: string; kind: string }) => [f.key, f.kind]),
+    [
+      ['text', 'text'],
+      ['form_type', 'multiSelect'],
+      ['form_id', 'multiSelect'],
+      ['task_template_id', 'multiSelect'],
+      ['parent_type', 'multiSelect'],
+      ['field_type', 'multiSelect'],
+      ['compatible_with_form_field_id', 'number'],
+    ],
+  );
+  t.equal(res.body.data[1].title, 'Formulartyp');
+});
+
+t.test('filter options: paged, with the other filters applied first and their own left out', async (t) => {
+  const options = (filterKey: string, body: unknown, token = employee.token) =>
+    api.call(t, 'listFormFieldValueSourceFieldFilterOptions', { token, params: { filterKey }, body });
+  const forms = await options('form_id', { filter: { form_type: ['survey'], form_id: [roleForm.id] } });
+  t.equal(forms.status, 200);
+  t.strictSame(forms.body, {
+    data: [
+      { value: profile.id, label: 'Profile' },
+      { value: roleForm.id, label: 'Role form' },
+    ],
+    current_page: 1,
+    per_page: 15,
+    has_more: false,
+    total: null,
+  });
+  const paged = await options('form_id', { per_page: 2 });
+  t.strictSame(paged.body.data.map((o: { label: string }) => o.label), ['Department form', 'Profile']);
+  t.equal(paged.body.has_more, true);
+  const second = await options('form_id', { per_page: 2, page: 2 });
+  t.strictSame([second.body.data.map((o: { label: string }) => o.label), second.body.has_more], [['Role form'], false]);
+  const types = await options('form_type', { filter: { text: 'dept' } });
+  t.strictSame(types.body.data, [{ value: 'checklist', label: 'checklist' }]);
+  const parents = await options('parent_type', {});
+  t.strictSame(parents.body.data, [{ value: 'form', label: 'Formular' }, { value: 'taskTemplate', label: 'Aufgabenvorlage' }]);
+  const templates = await options('task_template_id', {}, outsider.token);
+  t.strictSame(templates.body.data, [], 'only what the caller can administer');
+  const fieldTypes = await options('field_type', { filter: { form_id: [profile.id] } });
+  t.strictSame(fieldTypes.body.data.map((o: { value: string }) => o.value), ['date', 'number', 'select', 'text']);
+});
+
+t.test('the preview costs the same number of queries for 2 or 15 entries', async (t) => {
+  const before = api.db.queryCount;
+  await preview({ per_page: 2 });
+  const small = api.db.queryCount - before;
+  const middle = api.db.queryCount;
+  await preview({ per_page: 15 });
+  t.equal(api.db.queryCount - middle, small);
+});
