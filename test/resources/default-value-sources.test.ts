@@ -357,3 +357,128 @@ t.test('the preview costs the same number of queries for 2 or 15 entries', async
   await preview({ per_page: 15 });
   t.equal(api.db.queryCount - middle, small);
 });
+
+// ---- resolution of an execution's default values ----
+
+const VARIABLES = [
+  'username',
+  'first_name',
+  'last_name',
+  'full_name',
+  'email',
+  'staff_number',
+  'language',
+  'department_names',
+  'current_date',
+  'current_datetime',
+  'tenant_name',
+];
+
+t.test('default values: sources in sort_number order, first non-null value wins', async (t) => {
+  await api.db.owner.execute(sql`delete from default_value_sources`);
+  const ffv = (target: number, source: number, sort_number?: number) =>
+    create({ type: 'formFieldValue', form_field_id: target, config: {}, source_entity_type: 'formField', source_entity_id: source, ...(sort_number ? { sort_number } : {}) });
+  const variable = (target: number, name: string, sort_number?: number) =>
+    create({ type: 'systemVariable', form_field_id: target, config: { variable: name }, ...(sort_number ? { sort_number } : {}) });
+  const nameFromVariable = await variable(T.Name, 'full_name', 2);
+  const nameFromForm = await ffv(T.Name, P['Full name'], 1);
+  const count = await ffv(T.Count, P.Age);
+  const start = await variable(T.Start, 'current_date');
+  const size = await ffv(T.Size, P.Shirt);
+  await variable(T.Note, 'email');
+  const note = await variable(T.Note, 'department_names');
+
+  // The employee's submissions: the latest one lacks Age. Someone else submitted later.
+  const submit = (token: string, values: Record<string, unknown>) =>
+    api.call(t, 'createSubmission', { token, body: { form_id: profile.id, values: Object.fromEntries(Object.entries(values).map(([k, v]) => [String(P[k]), v])) } });
+  t.equal((await submit(employee.token, { 'Full name': 'Old name', Age: 30, Shirt: 'S' })).status, 201);
+  t.equal((await submit(employee.token, { 'Full name': 'Ada Lovelace', Shirt: 'M' })).status, 201);
+  t.equal((await submit(admin, { 'Full name': 'Not the assignee', Age: 99, Shirt: 'S' })).status, 201);
+
+  const execution = await api.call(t, 'createTaskExecution', { token: admin, body: { task_template_id: template.id, user_id: employee.id } });
+  const res = await api.call(t, 'getTaskExecutionDefaultValues', { token: employee.token, params: { taskExecution: execution.body.id } });
+  t.equal(res.status, 200);
+  t.equal(res.body.task_execution_id, execution.body.id);
+  const today = new Date().toISOString().slice(0, 10);
+  t.strictSame(res.body.data, [
+    { form_field_id: T.Name, name: 'Name', field_type: 'text', value: 'Ada Lovelace', default_value_source_id: nameFromForm.body.id, type: 'formFieldValue' },
+    { form_field_id: T.Count, name: 'Count', field_type: 'number', value: null, default_value_source_id: null, type: null },
+    { form_field_id: T.Start, name: 'Start', field_type: 'date', value: today, default_value_source_id: start.body.id, type: 'systemVariable' },
+    { form_field_id: T.Flag, name: 'Flag', field_type: 'boolean', value: null, default_value_source_id: null, type: null },
+    { form_field_id: T.Size, name: 'Size', field_type: 'select', value: 'M', default_value_source_id: size.body.id, type: 'formFieldValue' },
+    { form_field_id: T.Note, name: 'Note', field_type: 'text', value: 'Ops', default_value_source_id: note.body.id, type: 'systemVariable' },
+  ]);
+  t.ok(count.body.id && nameFromVariable.body.id);
+
+  // Reordering makes the system variable win.
+  await api.call(t, 'updateDefaultValueSource', { token: admin, params: { defaultValueSource: nameFromVariable.body.id }, body: { sort_number: 0 } });
+  const again = await api.call(t, 'getTaskExecutionDefaultValues', { token: admin, params: { taskExecution: execution.body.id } });
+  t.match(again.body.data[0], { value: `Test ${employee.username}`, default_value_source_id: nameFromVariable.body.id });
+});
+
+t.test('default values: every system variable of the assignee, the tenant and the clock', async (t) => {
+  await api.db.owner.execute(sql`update users set email = 'ada@example.com', staff_number = 'S-17' where id = ${employee.id}`);
+  const [second] = await api.db.owner.insert(departments).values({ tenantId: tenant.tenantId, name: 'Accounting' }).returning();
+  await api.db.owner.insert(departmentUsers).values({ tenantId: tenant.tenantId, departmentId: second!.id, userId: employee.id });
+  const variables = await api.call(t, 'createTaskTemplate', {
+    token: admin,
+    body: { title: 'Variables', fields: VARIABLES.map((name) => ({ name, field_type: 'text' })) },
+  });
+  for (const field of variables.body.fields) {
+    t.equal((await create({ type: 'systemVariable', form_field_id: field.id, config: { variable: field.name } })).status, 201);
+  }
+  const execution = await api.call(t, 'createTaskExecution', { token: admin, body: { task_template_id: variables.body.id, user_id: employee.id } });
+  const before = Date.now();
+  const res = await api.call(t, 'getTaskExecutionDefaultValues', { token: employee.token, params: { taskExecution: execution.body.id } });
+  const values = Object.fromEntries(res.body.data.map((d: { name: string; value: unknown }) => [d.name, d.value]));
+  t.match(values, {
+    username: employee.username,
+    first_name: 'Test',
+    last_name: employee.username,
+    full_name: `Test ${employee.username}`,
+    email: 'ada@example.com',
+    staff_number: 'S-17',
+    language: 'de-DE',
+    department_names: 'Accounting, Ops',
+    current_date: new Date().toISOString().slice(0, 10),
+    tenant_name: 'DVS',
+  });
+  t.ok(Math.abs(Date.parse(values.current_datetime) - before) < 60_000, `current_datetime ${values.current_datetime} is now`);
+  t.match(values.current_datetime, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+});
+
+t.test('default values cost a constant number of queries, whatever the number of fields and sources', async (t) => {
+  const one = await api.call(t, 'createTaskTemplate', { token: admin, body: { title: 'One', fields: [{ name: 'only', field_type: 'text' }] } });
+  await create({ type: 'systemVariable', form_field_id: one.body.fields[0].id, config: { variable: 'username' } });
+  await create({ type: 'formFieldValue', form_field_id: one.body.fields[0].id, config: {}, source_entity_type: 'formField', source_entity_id: P['Full name'] });
+  const many = await api.call(t, 'createTaskTemplate', { token: admin, body: { title: 'Many', fields: Array.from({ length: 12 }, (_, i) => ({ name: `f${i}`, field_type: 'text' })) } });
+  for (const field of many.body.fields) {
+    await create({ type: 'formFieldValue', form_field_id: field.id, config: {}, source_entity_type: 'formField', source_entity_id: P['Full name'] });
+    await create({ type: 'formFieldValue', form_field_id: field.id, config: {}, source_entity_type: 'formField', source_entity_id: P.Shirt });
+    await create({ type: 'systemVariable', form_field_id: field.id, config: { variable: 'tenant_name' } });
+  }
+  const measure = async (templateId: number) => {
+    const execution = await api.call(t, 'createTaskExecution', { token: admin, body: { task_template_id: templateId, user_id: employee.id } });
+    const before = api.db.queryCount;
+    const res = await api.call(t, 'getTaskExecutionDefaultValues', { token: admin, params: { taskExecution: execution.body.id } });
+    t.equal(res.status, 200);
+    return { queries: api.db.queryCount - before, body: res.body };
+  };
+  const small = await measure(one.body.id);
+  const large = await measure(many.body.id);
+  t.equal(large.body.data.length, 12);
+  t.ok(large.body.data.every((d: { value: unknown }) => d.value === 'Ada Lovelace'));
+  t.equal(large.queries, small.queries, `${small.queries} queries either way`);
+});
+
+t.test('default values: for the assignee and template administrators; 403 for others, 404 across tenants', async (t) => {
+  const execution = await api.call(t, 'createTaskExecution', { token: admin, body: { task_template_id: template.id, user_id: outsider.id } });
+  t.equal((await api.call(t, 'getTaskExecutionDefaultValues', { token: outsider.token, params: { taskExecution: execution.body.id } })).status, 200);
+  t.equal((await api.call(t, 'getTaskExecutionDefaultValues', { token: employee.token, params: { taskExecution: execution.body.id } })).status, 200, 'the template names the employee');
+  const third = await api.createUser(tenant.tenantId);
+  t.equal((await api.call(t, 'getTaskExecutionDefaultValues', { token: third.token, params: { taskExecution: execution.body.id } })).status, 403);
+  const foreign = await api.call(t, 'getTaskExecutionDefaultValues', { token: other.adminToken, params: { taskExecution: execution.body.id } });
+  const missing = await api.call(t, 'getTaskExecutionDefaultValues', { token: other.adminToken, params: { taskExecution: 999999 } });
+  t.equal(foreign.status, 404);
+  t.strictSame(foreign.body, missing.body);
+});
