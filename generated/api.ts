@@ -581,6 +581,25 @@ export interface components {
             form_type: string;
             title: string;
         };
+        /**
+         * formFieldValue source
+         * @description A `formFieldValue` source (create body); the schema name is the discriminator value.
+         */
+        formFieldValue: {
+            /** @description Optional; `{}`. */
+            config?: components["schemas"]["FormFieldValueConfig"];
+            form_field_id: components["schemas"]["Id"];
+            sort_number?: components["schemas"]["SortNumber"];
+            /** @description The source field's ID (required for this type). */
+            source_entity_id?: number | null;
+            /** @description Must be `formField` (required for this type). */
+            source_entity_type?: string | null;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "formFieldValue";
+        };
         /** @description A `formFieldValue` source has no options (yet); its source field is `source_entity_id`. */
         FormFieldValueConfig: Record<string, never>;
         Id: number;
@@ -703,28 +722,7 @@ export interface components {
          *     field `form_field_id` (a field of a task template) is required on create, too.
          *     `sort_number` defaults to one more than the highest of the target field's sources.
          */
-        SourceCreate: {
-            /** @description Optional; `{}`. */
-            config?: components["schemas"]["FormFieldValueConfig"];
-            form_field_id: components["schemas"]["Id"];
-            sort_number?: components["schemas"]["SortNumber"];
-            /** @description The source field's ID (required for this type). */
-            source_entity_id?: number | null;
-            /** @description Must be `formField` (required for this type). */
-            source_entity_type?: string | null;
-            /** @constant */
-            type: "formFieldValue";
-        } | {
-            config: components["schemas"]["SystemVariableConfig"];
-            form_field_id: components["schemas"]["Id"];
-            sort_number?: components["schemas"]["SortNumber"];
-            /** @description Must be null or absent. */
-            source_entity_id?: number | null;
-            /** @description A system variable has no source entity; must be null or absent. */
-            source_entity_type?: string | null;
-            /** @constant */
-            type: "systemVariable";
-        };
+        SourceCreate: components["schemas"]["formFieldValue"] | components["schemas"]["systemVariable"];
         /**
          * @description `formFieldValue`: copies the value of another field (the source entity,
          *     `source_entity_type: formField`) from the latest submission of that field's form or
@@ -765,6 +763,24 @@ export interface components {
             values: {
                 [key: string]: components["schemas"]["FieldValue"];
             };
+        };
+        /**
+         * systemVariable source
+         * @description A `systemVariable` source (create body); the schema name is the discriminator value.
+         */
+        systemVariable: {
+            config: components["schemas"]["SystemVariableConfig"];
+            form_field_id: components["schemas"]["Id"];
+            sort_number?: components["schemas"]["SortNumber"];
+            /** @description Must be null or absent. */
+            source_entity_id?: number | null;
+            /** @description A system variable has no source entity; must be null or absent. */
+            source_entity_type?: string | null;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "systemVariable";
         };
         /**
          * @description Resolved for the execution's assignee at request time: `username`, `first_name`,

@@ -376,9 +376,9 @@ const VARIABLES = [
 
 t.test('default values: sources in sort_number order, first non-null value wins', async (t) => {
   await api.db.owner.execute(sql`delete from default_value_sources`);
-  const ffv = (target: number, source: number, sort_number?: number) =>
+  const ffv = (target: number | undefined, source: number | undefined, sort_number?: number) =>
     create({ type: 'formFieldValue', form_field_id: target, config: {}, source_entity_type: 'formField', source_entity_id: source, ...(sort_number ? { sort_number } : {}) });
-  const variable = (target: number, name: string, sort_number?: number) =>
+  const variable = (target: number | undefined, name: string, sort_number?: number) =>
     create({ type: 'systemVariable', form_field_id: target, config: { variable: name }, ...(sort_number ? { sort_number } : {}) });
   const nameFromVariable = await variable(T.Name, 'full_name', 2);
   const nameFromForm = await ffv(T.Name, P['Full name'], 1);
