@@ -655,7 +655,7 @@ export interface components {
          * @description All given filters must hold. `text`: case-insensitive match on the field name or the
          *     parent title. The others are multi-select (any of the listed values): `form_type`
          *     (only fields of forms of these types), `form_id`, `task_template_id`, `parent_type`,
-         *     `field_type`. `compatible_with_form_field_id`: only fields a `formFieldValue` source
+         *     `field_type`; an empty list filters nothing. `compatible_with_form_field_id`: only fields a `formFieldValue` source
          *     of that target field may point at (compatible type, not the field itself).
          */
         PreviewFilter: {

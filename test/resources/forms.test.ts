@@ -166,3 +166,18 @@ t.test('submissions: values must be fields of the form and fit their types', asy
   const list = await api.call(t, 'listSubmissions', { token: employee.token });
   t.strictSame(list.body.map((s: { id: number }) => s.id), [good.body.id]);
 });
+
+t.test('text the database cannot store (a NUL character) is 422, not a server error', async (t) => {
+  const before = await count('forms');
+  const title = await api.call(t, 'createForm', { token: admin, body: { title: 'a\u0000b', form_type: 'survey' } });
+  t.equal(title.status, 422);
+  const form = await api.call(t, 'createForm', { token: admin, body: { title: 'NUL', form_type: 'survey', fields: [{ name: 'T', field_type: 'text' }] } });
+  const value = await api.call(t, 'createSubmission', {
+    token: admin,
+    body: { form_id: form.body.id, values: { [String(form.body.fields[0].id)]: 'x\u0000' } },
+  });
+  t.equal(value.status, 422);
+  const search = await api.call(t, 'previewFormFieldValueSourceFields', { token: admin, body: { filter: { text: 'a\u0000' } } });
+  t.equal(search.status, 422);
+  t.equal(await count('forms'), before + 1, 'only the valid form was stored');
+});

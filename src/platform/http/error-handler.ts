@@ -13,6 +13,17 @@ const CLIENT_ERRORS: Record<string, [number, string]> = {
   FST_ERR_CTP_INVALID_JSON_BODY: [400, 'The request body is not valid JSON.'],
 };
 
+/**
+ * PostgreSQL refuses some client text outright (a NUL character in a string, or in a JSON
+ * value as `\u0000`): SQLSTATE 22021 / 22P05. That is bad input, not a server failure.
+ */
+const UNSTORABLE_TEXT = new Set(['22021', '22P05']);
+function databaseErrorCode(error: unknown): string | undefined {
+  const candidate = error as { code?: unknown; cause?: { code?: unknown } };
+  const code = candidate.cause?.code ?? candidate.code;
+  return typeof code === 'string' ? code : undefined;
+}
+
 function toProblem(error: FastifyError): { problem: ProblemDocument; headers: Record<string, string> } | null {
   if (error instanceof ProblemError) return { problem: error.toDocument(), headers: error.headers };
   if (error.validation) {
@@ -21,6 +32,9 @@ function toProblem(error: FastifyError): { problem: ProblemDocument; headers: Re
       problem: problemDocument(422, 'The request is invalid.', fieldErrors(error.validation as never, context)),
       headers: {},
     };
+  }
+  if (UNSTORABLE_TEXT.has(databaseErrorCode(error) ?? '')) {
+    return { problem: problemDocument(422, 'The request contains text that cannot be stored (such as a NUL character).'), headers: {} };
   }
   const known = error.code ? CLIENT_ERRORS[error.code] : undefined;
   if (known) return { problem: problemDocument(known[0], known[1]), headers: {} };
