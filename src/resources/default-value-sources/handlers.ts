@@ -126,6 +126,6 @@ export const defaultValueSourceHandlers = {
       if (!row.allowed) throw forbidden('This task execution is neither assigned to you nor of a template you administer.');
       return resolveDefaultValues(tx, row.execution);
     });
-    return { status: 200, body: body as never };
+    return { status: 200, body };
   },
 } satisfies Partial<Handlers>;

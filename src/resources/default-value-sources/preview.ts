@@ -108,9 +108,10 @@ export async function previewFields(tx: Tx, auth: Auth, request: PageRequest, la
 }
 
 /** How each multi-select filter's options are produced: value, label and order. */
-const OPTION_SOURCES: Record<MultiSelectKey, { value: SQL; label: SQL; order: SQL[] }> = {
-  form_id: { value: sql`${forms.id}`, label: sql`${forms.title}`, order: [sql`${forms.title}`, sql`${forms.id}`] },
+const OPTION_SOURCES: Record<MultiSelectKey, { value: SQL; label: SQL; order: SQL[]; isId?: true }> = {
+  form_id: { value: sql`${forms.id}`, label: sql`${forms.title}`, order: [sql`${forms.title}`, sql`${forms.id}`], isId: true },
   task_template_id: {
+    isId: true,
     value: sql`${taskTemplates.id}`,
     label: sql`${taskTemplates.title}`,
     order: [sql`${taskTemplates.title}`, sql`${taskTemplates.id}`],
@@ -138,7 +139,8 @@ export async function filterOptions(tx: Tx, auth: Auth, key: MultiSelectKey, req
     .limit(perPage + 1)
     .offset((page - 1) * perPage);
   const options = rows.map((row) => ({
-    value: typeof row.value === 'string' && /^\d+$/.test(row.value) && (key === 'form_id' || key === 'task_template_id') ? Number(row.value) : row.value,
+    // ids arrive as text from raw SQL (bigint); the options answer them as integers
+    value: source.isId ? Number(row.value) : row.value,
     label: key === 'parent_type' ? labels[row.label as ParentType] : row.label,
   }));
   return pageOf(options, page, perPage);

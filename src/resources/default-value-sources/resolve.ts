@@ -12,12 +12,14 @@ import { FORM_FIELD_ALIAS } from './rules.ts';
 import { defaultValueSources } from './table.ts';
 
 type SourceRow = typeof defaultValueSources.$inferSelect;
+/** A stored field value (submissions hold only these, see forms/field-values.ts). */
+type FieldValue = string | number | boolean | null;
 
 /** `source id → value` of every `formFieldValue` source: the latest submission of the source field's parent by `assigneeId`. */
-async function formFieldValues(tx: Tx, sources: SourceRow[], assigneeId: number): Promise<Map<number, unknown>> {
+async function formFieldValues(tx: Tx, sources: SourceRow[], assigneeId: number): Promise<Map<number, FieldValue>> {
   const ids = sources.filter((s) => s.type === 'formFieldValue' && s.sourceEntityType === FORM_FIELD_ALIAS && s.sourceEntityId !== null).map((s) => s.id);
   if (ids.length === 0) return new Map();
-  const rows = await tx.execute<{ source_id: string; value: unknown }>(sql`
+  const rows = await tx.execute<{ source_id: string; value: FieldValue }>(sql`
     select s.id as source_id, latest.value
     from default_value_sources s
     join form_fields sf on sf.id = s.source_entity_id and sf.deleted_at is null
@@ -83,10 +85,10 @@ export async function resolveDefaultValues(tx: Tx, execution: { id: number; task
   const copied = await formFieldValues(tx, sources, execution.userId);
   const variables = sources.some((s) => s.type === 'systemVariable') ? await systemVariables(tx, execution.userId) : null;
 
-  const valueOf = (source: SourceRow): unknown =>
+  const valueOf = (source: SourceRow): FieldValue =>
     source.type === 'formFieldValue' ? (copied.get(source.id) ?? null) : (variables?.[source.config.variable as SystemVariable] ?? null);
 
-  const byField = new Map<number, { form_field_id: number; name: string; field_type: FieldType; value: unknown; default_value_source_id: number | null; type: SourceRow['type'] | null }>();
+  const byField = new Map<number, { form_field_id: number; name: string; field_type: FieldType; value: FieldValue; default_value_source_id: number | null; type: SourceRow['type'] | null }>();
   for (const { field, source } of rows) {
     let entry = byField.get(field.id);
     if (!entry) {

@@ -233,7 +233,7 @@ export const formHandlers = {
         .returning();
       return present(submissionView, tx, rows, { selects: null, relations: [] }, auth);
     });
-    return { status: 201, body: created! as never };
+    return { status: 201, body: created! };
   },
 
   async listSubmissions({ auth, query, services: { db } }) {
@@ -243,7 +243,7 @@ export const formHandlers = {
       const rows = controls.limit ? await base.limit(controls.limit) : await base;
       return present(submissionView, tx, rows, controls, auth);
     });
-    return { status: 200, body: body as never };
+    return { status: 200, body };
   },
 
   async getSubmission({ auth, query, params, services: { db } }) {
@@ -256,6 +256,6 @@ export const formHandlers = {
       if (rows.length === 0) throw notFound('The submission');
       return present(submissionView, tx, rows, controls, auth);
     });
-    return { status: 200, body: body! as never };
+    return { status: 200, body: body! };
   },
 } satisfies Partial<Handlers>;
