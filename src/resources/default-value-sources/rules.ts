@@ -73,6 +73,9 @@ export function entityPairErrors(body: { source_entity_id?: number | null; sourc
  * `target`. One recursive query; `ignoreSourceId` leaves out the source being updated.
  */
 async function closesCycle(tx: Tx, target: number, source: number, ignoreSourceId: number | null): Promise<boolean> {
+  // Serialise field-to-field source writes per tenant: two concurrent writes could
+  // otherwise each pass this check and together close a cycle.
+  await tx.execute(sql`select pg_advisory_xact_lock(hashtextextended('atrium.default_value_sources.' || current_setting('atrium.tenant_id', true), 0))`);
   const [row] = await tx.execute<{ cycle: boolean }>(sql`
     with recursive reach(field_id) as (
       select ${source}::bigint
