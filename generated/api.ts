@@ -102,6 +102,227 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/administration/tasks-2/forms": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Forms the caller can administer
+         * @description Forms the caller can administer (holders of `tasks.administer`: all; others: those
+         *     whose entity permissions name them, their role or one of their departments),
+         *     ordered by title, then id. Relations: `fields`, `entity_permissions`.
+         */
+        get: operations["listForms"];
+        put?: never;
+        /**
+         * Create a form with its fields
+         * @description Answers the form with the relations `fields` and `entity_permissions`.
+         */
+        post: operations["createForm"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/administration/tasks-2/forms/{form}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * One form
+         * @description Default relations `fields` and `entity_permissions`. 403 when the caller cannot administer the form.
+         */
+        get: operations["getForm"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/administration/tasks-2/templates": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Task templates the caller can administer
+         * @description Like the form list: templates the caller can administer, ordered by title, then id.
+         *     Relations: `fields`, `entity_permissions`.
+         */
+        get: operations["listTaskTemplates"];
+        put?: never;
+        /**
+         * Create a task template with its fields
+         * @description Answers the template with the relations `fields` and `entity_permissions`.
+         */
+        post: operations["createTaskTemplate"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/administration/tasks-2/templates/{taskTemplate}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * One task template
+         * @description Default relations `fields` and `entity_permissions`. 403 when the caller cannot administer the template.
+         */
+        get: operations["getTaskTemplate"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/administration/tasks-2/templates/fields/default-value-sources": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Create a default value source for a task template field
+         * @description The caller must be able to administer the task template of `form_field_id`
+         *     (`tasks.administer` or the template's entity permissions), otherwise 403.
+         *     Validation (422): `form_field_id` must be a (not deleted) field of a task template;
+         *     `source_entity_id` needs `source_entity_type`; a `formFieldValue` source names a
+         *     `formField` (`source_entity_type: formField`, `source_entity_id`) that exists, is not
+         *     deleted, belongs to a form or task template the caller can administer, has a
+         *     compatible type (`text` ← `text`, `select`; `number` ← `number`; `date` ← `date`;
+         *     `boolean` ← `boolean`; `select` ← `select`), and is neither the target field itself
+         *     nor a field whose own default values (directly or through other fields) come from
+         *     the target (no cycles). A `systemVariable` source has no source entity and its
+         *     variable must fit the target field's type.
+         */
+        post: operations["createDefaultValueSource"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/administration/tasks-2/templates/fields/default-value-sources/{defaultValueSource}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                defaultValueSource: components["schemas"]["Id"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Update a default value source
+         * @description Same rules as create, checked on the source as it would be after the update. The
+         *     caller must be able to administer the template of the current and of a new
+         *     `form_field_id`.
+         */
+        put: operations["updateDefaultValueSource"];
+        post?: never;
+        /**
+         * Delete a default value source
+         * @description Permanently. The caller must be able to administer the target field's template.
+         */
+        delete: operations["deleteDefaultValueSource"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/administration/tasks-2/templates/fields/default-value-sources/form-field-value/form-fields": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Fields that can provide a formFieldValue default
+         * @description Stores nothing (200). Only (not deleted) fields whose parent form or task template
+         *     the caller can administer. `title` is the field name, `sub_title` the parent type in
+         *     the caller's language (`lang_id`; English when unset or unknown), `description` the
+         *     parent title. Ordered by parent type (forms first), parent title, parent id, field
+         *     `sort_number`, field id. Count-less pagination: `per_page` default 15, at most 100;
+         *     `page` 1 to 10000; `total` is always null.
+         */
+        post: operations["previewFormFieldValueSourceFields"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/administration/tasks-2/templates/fields/default-value-sources/form-field-value/form-fields/filters": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Filters of the source-field preview
+         * @description Stores nothing (200). Every key the preview's `filter` accepts, with its kind and a
+         *     label in the caller's language. The options of `multiSelect` filters are paged by
+         *     the options endpoint.
+         */
+        post: operations["listFormFieldValueSourceFieldFilters"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/administration/tasks-2/templates/fields/default-value-sources/form-field-value/form-fields/filters/{filterKey}/options": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Options of a multi-select filter of the source-field preview
+         * @description Stores nothing (200). The distinct values `filterKey` takes among the fields the
+         *     preview would show with `filter` applied, the filter of `filterKey` itself left
+         *     out. `form_id`/`task_template_id`: value = ID, label = title (ordered by title, ID);
+         *     `form_type`, `field_type`: value = label (alphabetical); `parent_type`: label in the
+         *     caller's language. Same count-less pagination as the preview. A key that is not a
+         *     multi-select filter → 422.
+         */
+        post: operations["listFormFieldValueSourceFieldFilterOptions"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/administration/users/login-tokens": {
         parameters: {
             query?: never;
@@ -367,6 +588,126 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/tasks-2/executions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Task executions assigned to the caller or of templates the caller administers
+         * @description Newest first (by id).
+         */
+        get: operations["listTaskExecutions"];
+        put?: never;
+        /**
+         * Assign an execution of a task template to a user
+         * @description Requires that the caller can administer the template (`tasks.administer` or the
+         *     template's entity permissions), otherwise 403. An unknown template or an unknown,
+         *     inactive or deleted assignee → 422.
+         */
+        post: operations["createTaskExecution"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/tasks-2/executions/{taskExecution}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * One task execution
+         * @description For its assignee and for those who can administer its template; 403 for others.
+         */
+        get: operations["getTaskExecution"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/tasks-2/executions/{taskExecution}/default-values": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Resolved default values of a task execution
+         * @description For each (not deleted) field of the execution's task template, its sources are
+         *     evaluated in `sort_number` order (then id) and the first non-null value wins;
+         *     without one, `value` and `default_value_source_id` are null. `formFieldValue`:
+         *     the value of the source field in the latest submission (by creation time, then id)
+         *     of that field's form or task template by the execution's assignee (null when that
+         *     submission lacks the field or the source field was deleted). `systemVariable`: see
+         *     the variables of `SystemVariable`, resolved for the assignee. For the assignee and
+         *     for those who can administer the template; 403 for others. Costs a constant number
+         *     of queries, whatever the number of fields and sources.
+         */
+        get: operations["getTaskExecutionDefaultValues"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/tasks-2/submissions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The caller's own submissions
+         * @description Newest first (by id).
+         */
+        get: operations["listSubmissions"];
+        put?: never;
+        /**
+         * Submit field values of a form or task template as the caller
+         * @description Any signed-in user may submit. Exactly one of `form_id` and `task_template_id`;
+         *     every key of `values` must be a (not deleted) field of it and every value must fit
+         *     the field's type, otherwise 422.
+         */
+        post: operations["createSubmission"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/tasks-2/submissions/{formSubmission}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * One of the caller's submissions
+         * @description Another user's submission is answered 404, like a missing one.
+         */
+        get: operations["getSubmission"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/users/current": {
         parameters: {
             query?: never;
@@ -449,6 +790,21 @@ export interface components {
              */
             token: string;
         };
+        DefaultValue: {
+            /** @description The source that produced `value`; null when no source yielded a value. */
+            default_value_source_id: number | null;
+            field_type: components["schemas"]["FieldType"];
+            form_field_id: number;
+            name: string;
+            /** @description That source's type, or null. */
+            type: components["schemas"]["SourceType"] | null;
+            value: components["schemas"]["FieldValue"];
+        };
+        DefaultValues: {
+            /** @description One entry per (not deleted) field of the execution's task template, in the fields' order. */
+            data: components["schemas"]["DefaultValue"][];
+            task_execution_id: number;
+        };
         /**
          * @description Access restriction (decisions §5). All lists empty (or the object absent) means
          *     unrestricted; otherwise the item is visible to users named in `user_ids`, holding a
@@ -461,8 +817,103 @@ export interface components {
             role_ids?: components["schemas"]["Id"][];
             user_ids?: components["schemas"]["Id"][];
         };
+        "EntityPermissions-2": {
+            department_ids?: number[];
+            role_ids?: number[];
+            user_ids?: number[];
+        };
+        /**
+         * @description Who may administer the form or task template besides holders of `tasks.administer`
+         *     (decisions §5): the named users, the users holding one of the roles, and the members
+         *     of one of the departments. Every ID must exist in the tenant.
+         */
+        EntityPermissionsInput: {
+            department_ids?: components["schemas"]["Id"][];
+            role_ids?: components["schemas"]["Id"][];
+            user_ids?: components["schemas"]["Id"][];
+        };
         /** @description Lifetime in seconds, 1 through 86400. */
         ExpiresIn: number;
+        /** @description A field of a form or task template (morph alias `formField`). */
+        Field: {
+            field_type?: components["schemas"]["FieldType"];
+            form_id?: number | null;
+            id?: number;
+            name?: string;
+            options?: string[] | null;
+            sort_number?: number;
+            task_template_id?: number | null;
+        };
+        FieldInput: {
+            field_type: components["schemas"]["FieldType"];
+            name: string;
+            /** @description Choices of a `select` field (required for it, refused for the other types). */
+            options?: string[];
+        };
+        /**
+         * @description Type of a field's value: `text` (string), `number` (JSON number), `date`
+         *     (`YYYY-MM-DD`), `boolean`, `select` (one of the field's `options`).
+         * @enum {string}
+         */
+        FieldType: "text" | "number" | "date" | "boolean" | "select";
+        /** @description A field value; its JSON type follows the field's `field_type`. */
+        FieldValue: string | number | boolean | null;
+        FilterDescription: {
+            key: string;
+            /**
+             * @description `text`: a string; `multiSelect`: an array of values whose options the options endpoint pages; `number`: one ID.
+             * @enum {string}
+             */
+            kind: "text" | "multiSelect" | "number";
+            /** @description Label in the caller's language. */
+            title: string;
+        };
+        FilterList: {
+            data: components["schemas"]["FilterDescription"][];
+        };
+        FilterOption: {
+            label: string;
+            value: string | number;
+        };
+        Form: {
+            /** Format: date-time */
+            created_at?: string;
+            entity_permissions?: components["schemas"]["EntityPermissions-2"];
+            fields?: components["schemas"]["Field"][];
+            form_type?: string;
+            id?: number;
+            title?: string;
+            /** Format: date-time */
+            updated_at?: string;
+        };
+        FormCreate: {
+            entity_permissions?: components["schemas"]["EntityPermissionsInput"];
+            fields?: components["schemas"]["FieldInput"][];
+            /** @description Free classification of the form (for example `survey`, `checklist`); the preview filters by it. */
+            form_type: string;
+            title: string;
+        };
+        /**
+         * formFieldValue source
+         * @description A `formFieldValue` source (create body); the schema name is the discriminator value.
+         */
+        formFieldValue: {
+            /** @description Optional; `{}`. */
+            config?: components["schemas"]["FormFieldValueConfig"];
+            form_field_id: components["schemas"]["Id"];
+            sort_number?: components["schemas"]["SortNumber-2"];
+            /** @description The source field's ID (required for this type). */
+            source_entity_id?: number | null;
+            /** @description Must be `formField` (required for this type). */
+            source_entity_type?: string | null;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "formFieldValue";
+        };
+        /** @description A `formFieldValue` source has no options (yet); its source field is `source_entity_id`. */
+        FormFieldValueConfig: Record<string, never>;
         IconId: number;
         Id: number;
         /** @description Ignored. The creator (`user_id`) is always the authenticated user. */
@@ -575,12 +1026,72 @@ export interface components {
             key?: string;
             sort_number?: number;
         };
+        OptionsPage: {
+            current_page: number;
+            data: components["schemas"]["FilterOption"][];
+            has_more: boolean;
+            per_page: number;
+            /** @description Always null (count-less pagination, decisions §4). */
+            total: null;
+        };
+        PageRequest: {
+            filter?: components["schemas"]["PreviewFilter"];
+            /** @default 1 */
+            page: number;
+            /** @default 15 */
+            per_page: number;
+        };
+        /** @enum {string} */
+        ParentType: "form" | "taskTemplate";
         /**
          * @description A permission key (decisions §5).
          * @enum {string}
          */
         Permission: "users.view" | "users.view-personal" | "users.view-administrative" | "users.administer" | "departments.manage" | "menu-items.administer" | "login-tokens.administer" | "notifications.send" | "notifications.administer" | "tasks.administer" | "automations.administer";
         PermissionList: components["schemas"]["Permission"][];
+        PreviewEntry: {
+            /** @description The parent's title. */
+            description: string;
+            field_type: components["schemas"]["FieldType"];
+            /** @description The field's ID. */
+            id: number;
+            parent_id: number;
+            parent_type: components["schemas"]["ParentType"];
+            source_entity_id: number;
+            /**
+             * @description What a `formFieldValue` source names as `source_entity_type` for this field.
+             * @constant
+             */
+            source_entity_type: "formField";
+            /** @description The parent's type, in the caller's language (`Form`/`Formular`, `Task template`/`Aufgabenvorlage`). */
+            sub_title: string;
+            /** @description The field's name. */
+            title: string;
+        };
+        /**
+         * @description All given filters must hold. `text`: case-insensitive match on the field name or the
+         *     parent title. The others are multi-select (any of the listed values): `form_type`
+         *     (only fields of forms of these types), `form_id`, `task_template_id`, `parent_type`,
+         *     `field_type`; an empty list filters nothing. `compatible_with_form_field_id`: only fields a `formFieldValue` source
+         *     of that target field may point at (compatible type, not the field itself).
+         */
+        PreviewFilter: {
+            compatible_with_form_field_id?: components["schemas"]["Id"];
+            field_type?: components["schemas"]["FieldType"][];
+            form_id?: components["schemas"]["Id"][];
+            form_type?: string[];
+            parent_type?: components["schemas"]["ParentType"][];
+            task_template_id?: components["schemas"]["Id"][];
+            text?: string;
+        };
+        PreviewPage: {
+            current_page: number;
+            data: components["schemas"]["PreviewEntry"][];
+            has_more: boolean;
+            per_page: number;
+            /** @description Always null (count-less pagination, decisions §4). */
+            total: null;
+        };
         /** @description RFC 9457 problem document. */
         Problem: {
             detail?: string;
@@ -628,6 +1139,133 @@ export interface components {
         };
         /** @description Default on create is automatic (the tenant's highest `sort_number` + 1). */
         SortNumber: number;
+        "SortNumber-2": number;
+        /** @description A task field default value source. */
+        Source: {
+            /** @description `{}` for `formFieldValue`, `{variable}` for `systemVariable`. */
+            config?: {
+                [key: string]: unknown;
+            };
+            /** Format: date-time */
+            created_at?: string;
+            /** @description The target field (a field of a task template). */
+            form_field_id?: number;
+            id?: number;
+            sort_number?: number;
+            source_entity_id?: number | null;
+            source_entity_type?: string | null;
+            type?: components["schemas"]["SourceType"];
+            /** Format: date-time */
+            updated_at?: string;
+        };
+        /**
+         * @description The source type is named by `type`; `config` follows that type's schema. The target
+         *     field `form_field_id` (a field of a task template) is required on create, too.
+         *     `sort_number` defaults to one more than the highest of the target field's sources.
+         */
+        SourceCreate: components["schemas"]["formFieldValue"] | components["schemas"]["systemVariable"];
+        /**
+         * @description `formFieldValue`: copies the value of another field (the source entity,
+         *     `source_entity_type: formField`) from the latest submission of that field's form or
+         *     task template by the execution's assignee. `systemVariable`: a value of the
+         *     assignee, the tenant or the clock, named by `config.variable`.
+         * @enum {string}
+         */
+        SourceType: "formFieldValue" | "systemVariable";
+        /**
+         * @description Every key is optional and defaults to the current value. The source type cannot
+         *     change; `config` must match the stored type. Moving a source to another
+         *     `form_field_id` without `sort_number` appends it there.
+         */
+        SourceUpdate: {
+            config?: components["schemas"]["FormFieldValueConfig"] | components["schemas"]["SystemVariableConfig"];
+            form_field_id?: components["schemas"]["Id"];
+            sort_number?: components["schemas"]["SortNumber-2"];
+            source_entity_id?: number | null;
+            source_entity_type?: string | null;
+        };
+        Submission: {
+            /** Format: date-time */
+            created_at?: string;
+            form_id?: number | null;
+            id?: number;
+            task_template_id?: number | null;
+            /** @description The submitting user. */
+            user_id?: number;
+            values?: {
+                [key: string]: components["schemas"]["FieldValue"];
+            };
+        };
+        /** @description Exactly one of `form_id` and `task_template_id`. */
+        SubmissionCreate: {
+            form_id?: components["schemas"]["Id"];
+            task_template_id?: components["schemas"]["Id"];
+            /** @description Field ID → value. Every key must be a field of the form or template; each value must fit its field type (null clears). */
+            values: {
+                [key: string]: components["schemas"]["FieldValue"];
+            };
+        };
+        /**
+         * systemVariable source
+         * @description A `systemVariable` source (create body); the schema name is the discriminator value.
+         */
+        systemVariable: {
+            config: components["schemas"]["SystemVariableConfig"];
+            form_field_id: components["schemas"]["Id"];
+            sort_number?: components["schemas"]["SortNumber-2"];
+            /** @description Must be null or absent. */
+            source_entity_id?: number | null;
+            /** @description A system variable has no source entity; must be null or absent. */
+            source_entity_type?: string | null;
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            type: "systemVariable";
+        };
+        /**
+         * @description Resolved for the execution's assignee at request time: `username`, `first_name`,
+         *     `last_name`, `full_name` (first and last name, space separated), `email`,
+         *     `staff_number`, `language` (the user's `lang_id`, e.g. `de-DE`), `department_names`
+         *     (the assignee's department names, sorted, joined by `, `), `current_date`
+         *     (`YYYY-MM-DD`, UTC), `current_datetime` (RFC 3339, UTC), `tenant_name`. A variable
+         *     without a value (no e-mail, no departments) is null, so the next source is tried.
+         *     `current_date` fills `date` and `text` fields; every other variable fills `text`
+         *     fields only.
+         * @enum {string}
+         */
+        SystemVariable: "username" | "first_name" | "last_name" | "full_name" | "email" | "staff_number" | "language" | "department_names" | "current_date" | "current_datetime" | "tenant_name";
+        SystemVariableConfig: {
+            variable: components["schemas"]["SystemVariable"];
+        };
+        TaskExecution: {
+            /** Format: date-time */
+            created_at?: string;
+            id?: number;
+            task_template_id?: number;
+            /** @description The assignee. */
+            user_id?: number;
+        };
+        TaskExecutionCreate: {
+            task_template_id: components["schemas"]["Id"];
+            /** @description The assignee; an active, not deleted user of the tenant. */
+            user_id: components["schemas"]["Id"];
+        };
+        TaskTemplate: {
+            /** Format: date-time */
+            created_at?: string;
+            entity_permissions?: components["schemas"]["EntityPermissions-2"];
+            fields?: components["schemas"]["Field"][];
+            id?: number;
+            title?: string;
+            /** Format: date-time */
+            updated_at?: string;
+        };
+        TaskTemplateCreate: {
+            entity_permissions?: components["schemas"]["EntityPermissionsInput"];
+            fields?: components["schemas"]["FieldInput"][];
+            title: string;
+        };
         Title: string;
         /**
          * @description A personal or group account. Fields absent from the answer were not selected or are
@@ -1000,6 +1638,342 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            422: components["responses"]["UnprocessableEntity"];
+        };
+    };
+    listForms: {
+        parameters: {
+            query?: {
+                /** @description Maximum number of records. Default no limit. */
+                limit?: components["parameters"]["Limit"];
+                /** @description Pipe-separated relation names to include. */
+                relations?: components["parameters"]["Relations"];
+                /** @description Comma-separated field names to return. Default all visible fields. */
+                selects?: components["parameters"]["Selects"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The forms. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Form"][];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            422: components["responses"]["UnprocessableEntity"];
+        };
+    };
+    createForm: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["FormCreate"];
+            };
+        };
+        responses: {
+            /** @description The created form. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Form"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            422: components["responses"]["UnprocessableEntity"];
+        };
+    };
+    getForm: {
+        parameters: {
+            query?: {
+                /** @description Pipe-separated relation names to include. */
+                relations?: components["parameters"]["Relations"];
+                /** @description Comma-separated field names to return. Default all visible fields. */
+                selects?: components["parameters"]["Selects"];
+            };
+            header?: never;
+            path: {
+                form: components["schemas"]["Id"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The form. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Form"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["UnprocessableEntity"];
+        };
+    };
+    listTaskTemplates: {
+        parameters: {
+            query?: {
+                /** @description Maximum number of records. Default no limit. */
+                limit?: components["parameters"]["Limit"];
+                /** @description Pipe-separated relation names to include. */
+                relations?: components["parameters"]["Relations"];
+                /** @description Comma-separated field names to return. Default all visible fields. */
+                selects?: components["parameters"]["Selects"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The task templates. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TaskTemplate"][];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            422: components["responses"]["UnprocessableEntity"];
+        };
+    };
+    createTaskTemplate: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["TaskTemplateCreate"];
+            };
+        };
+        responses: {
+            /** @description The created task template. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TaskTemplate"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            422: components["responses"]["UnprocessableEntity"];
+        };
+    };
+    getTaskTemplate: {
+        parameters: {
+            query?: {
+                /** @description Pipe-separated relation names to include. */
+                relations?: components["parameters"]["Relations"];
+                /** @description Comma-separated field names to return. Default all visible fields. */
+                selects?: components["parameters"]["Selects"];
+            };
+            header?: never;
+            path: {
+                taskTemplate: components["schemas"]["Id"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The task template. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TaskTemplate"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["UnprocessableEntity"];
+        };
+    };
+    createDefaultValueSource: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SourceCreate"];
+            };
+        };
+        responses: {
+            /** @description The created source. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Source"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            422: components["responses"]["UnprocessableEntity"];
+        };
+    };
+    updateDefaultValueSource: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                defaultValueSource: components["schemas"]["Id"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SourceUpdate"];
+            };
+        };
+        responses: {
+            /** @description The updated source. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Source"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["UnprocessableEntity"];
+        };
+    };
+    deleteDefaultValueSource: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                defaultValueSource: components["schemas"]["Id"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["UnprocessableEntity"];
+        };
+    };
+    previewFormFieldValueSourceFields: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["PageRequest"];
+            };
+        };
+        responses: {
+            /** @description One page of preview entries. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PreviewPage"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            422: components["responses"]["UnprocessableEntity"];
+        };
+    };
+    listFormFieldValueSourceFieldFilters: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The filters. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FilterList"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+        };
+    };
+    listFormFieldValueSourceFieldFilterOptions: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                filterKey: "form_type" | "form_id" | "task_template_id" | "parent_type" | "field_type";
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["PageRequest"];
+            };
+        };
+        responses: {
+            /** @description One page of options. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["OptionsPage"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
             422: components["responses"]["UnprocessableEntity"];
         };
     };
@@ -1408,6 +2382,206 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["RoleRecord"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["UnprocessableEntity"];
+        };
+    };
+    listTaskExecutions: {
+        parameters: {
+            query?: {
+                /** @description Maximum number of records. Default no limit. */
+                limit?: components["parameters"]["Limit"];
+                /** @description Pipe-separated relation names to include. */
+                relations?: components["parameters"]["Relations"];
+                /** @description Comma-separated field names to return. Default all visible fields. */
+                selects?: components["parameters"]["Selects"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The executions. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TaskExecution"][];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            422: components["responses"]["UnprocessableEntity"];
+        };
+    };
+    createTaskExecution: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["TaskExecutionCreate"];
+            };
+        };
+        responses: {
+            /** @description The created execution. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TaskExecution"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            422: components["responses"]["UnprocessableEntity"];
+        };
+    };
+    getTaskExecution: {
+        parameters: {
+            query?: {
+                /** @description Pipe-separated relation names to include. */
+                relations?: components["parameters"]["Relations"];
+                /** @description Comma-separated field names to return. Default all visible fields. */
+                selects?: components["parameters"]["Selects"];
+            };
+            header?: never;
+            path: {
+                taskExecution: components["schemas"]["Id"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The execution. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TaskExecution"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["UnprocessableEntity"];
+        };
+    };
+    getTaskExecutionDefaultValues: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                taskExecution: components["schemas"]["Id"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The resolved default values. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DefaultValues"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["UnprocessableEntity"];
+        };
+    };
+    listSubmissions: {
+        parameters: {
+            query?: {
+                /** @description Maximum number of records. Default no limit. */
+                limit?: components["parameters"]["Limit"];
+                /** @description Pipe-separated relation names to include. */
+                relations?: components["parameters"]["Relations"];
+                /** @description Comma-separated field names to return. Default all visible fields. */
+                selects?: components["parameters"]["Selects"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The submissions. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Submission"][];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            422: components["responses"]["UnprocessableEntity"];
+        };
+    };
+    createSubmission: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SubmissionCreate"];
+            };
+        };
+        responses: {
+            /** @description The stored submission. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Submission"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            422: components["responses"]["UnprocessableEntity"];
+        };
+    };
+    getSubmission: {
+        parameters: {
+            query?: {
+                /** @description Pipe-separated relation names to include. */
+                relations?: components["parameters"]["Relations"];
+                /** @description Comma-separated field names to return. Default all visible fields. */
+                selects?: components["parameters"]["Selects"];
+            };
+            header?: never;
+            path: {
+                formSubmission: components["schemas"]["Id"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The submission. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Submission"];
                 };
             };
             401: components["responses"]["Unauthorized"];

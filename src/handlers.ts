@@ -1,6 +1,8 @@
 /** Every operation of the spec and its handler. A missing or mistyped one fails `tsc`. */
 import type { Handlers } from './platform/http/handler.ts';
 import { authHandlers } from './resources/auth/handlers.ts';
+import { defaultValueSourceHandlers } from './resources/default-value-sources/handlers.ts';
+import { formHandlers } from './resources/forms/handlers.ts';
 import { healthHandlers } from './resources/health/handlers.ts';
 import { roleHandlers } from './resources/roles/handlers.ts';
 import { loginTokenHandlers } from './resources/login-tokens/handlers.ts';
@@ -16,4 +18,6 @@ export const handlers: Handlers = {
   ...notificationSettingHandlers,
   ...loginTokenHandlers,
   ...menuItemHandlers,
+  ...formHandlers,
+  ...defaultValueSourceHandlers,
 };

@@ -74,5 +74,4 @@ export const PENDING: Record<string, string[]> = {
   'issue 4 (departments, notifications)': SEED_ROUTES.filter(
     (r) => /departments|\/notifications/.test(r) && !/notification-settings/.test(r),
   ),
-  'issue 6 (default value sources)': SEED_ROUTES.filter((r) => /tasks-2/.test(r)),
 };

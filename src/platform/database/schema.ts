@@ -10,3 +10,5 @@ export { instanceSecrets } from '../secrets/table.ts';
 export { notificationSettings } from '../../resources/notification-settings/table.ts';
 export { userLoginTokens } from '../../resources/login-tokens/table.ts';
 export { menuItems } from '../../resources/menu-items/table.ts';
+export { forms, taskTemplates, formFields, taskExecutions, formSubmissions } from '../../resources/forms/table.ts';
+export { defaultValueSources } from '../../resources/default-value-sources/table.ts';

@@ -73,7 +73,7 @@ export function isRestricted(entityType: string, entityId: AnyColumn): SQL {
  * through one of the user's departments. A correlated EXISTS: one set-based query for any
  * number of entities.
  */
-export function namesUser(entityType: string, entityId: AnyColumn, userId: number): SQL {
+export function namesUser(entityType: string | SQL, entityId: AnyColumn | SQL, userId: number): SQL {
   return sql`exists (select 1 from entity_permissions p
     where p.entity_type = ${entityType} and p.entity_id = ${entityId}
       and ((p.subject_type = 'user' and p.subject_id = ${userId})

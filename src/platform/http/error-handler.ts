@@ -30,14 +30,24 @@ function constraintField(error: PostgresError): string {
 }
 
 /**
- * Races that pass a handler's own check end in a constraint violation: a duplicate is a
- * 422 on the field, never a 500 (decisions §3: unique and exists rules are 422).
+ * Database refusals caused by the client's input are 422s, never 500s (decisions §3):
+ * a race that passed a handler's own check ends in a unique (23505) or foreign-key
+ * (23503) violation, and PostgreSQL refuses some text outright (a NUL character in a
+ * string or JSON value: 22021, 22P05). drizzle wraps the driver's error as `cause`.
  */
-function constraintProblem(error: FastifyError): ProblemDocument | null {
+function databaseProblem(error: FastifyError): ProblemDocument | null {
   const pg = ((error as { cause?: PostgresError }).cause ?? error) as PostgresError;
-  if (pg.code === '23505') return problemDocument(422, 'The request is invalid.', { [constraintField(pg)]: ['is already taken'] });
-  if (pg.code === '23503') return problemDocument(422, 'The request is invalid.', { [constraintField(pg)]: ['refers to a record that does not exist'] });
-  return null;
+  switch (pg.code) {
+    case '23505':
+      return problemDocument(422, 'The request is invalid.', { [constraintField(pg)]: ['is already taken'] });
+    case '23503':
+      return problemDocument(422, 'The request is invalid.', { [constraintField(pg)]: ['refers to a record that does not exist'] });
+    case '22021':
+    case '22P05':
+      return problemDocument(422, 'The request contains text that cannot be stored (such as a NUL character).');
+    default:
+      return null;
+  }
 }
 
 function toProblem(error: FastifyError): { problem: ProblemDocument; headers: Record<string, string> } | null {
@@ -49,8 +59,8 @@ function toProblem(error: FastifyError): { problem: ProblemDocument; headers: Re
       headers: {},
     };
   }
-  const constraint = constraintProblem(error);
-  if (constraint) return { problem: constraint, headers: {} };
+  const database = databaseProblem(error);
+  if (database) return { problem: database, headers: {} };
   const known = error.code ? CLIENT_ERRORS[error.code] : undefined;
   if (known) return { problem: problemDocument(known[0], known[1]), headers: {} };
   if (error instanceof SyntaxError || (error.statusCode === 400 && /JSON/i.test(error.message))) {

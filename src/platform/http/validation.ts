@@ -48,6 +48,11 @@ export function fieldErrors(errors: ErrorObject[], context?: string): FieldError
       message = 'is not a known key';
     } else if (error.keyword === 'enum') {
       message = `must be one of: ${(error.params as { allowedValues: unknown[] }).allowedValues.map((v) => JSON.stringify(v)).join(', ')}`;
+    } else if (error.keyword === 'discriminator') {
+      // oneOf + discriminator: the error belongs to the tag property (e.g. a source's `type`)
+      const params = error.params as { error: string; tag: string };
+      segments.push(params.tag);
+      message = params.error === 'tag' ? 'is required and must be a string' : 'is not one of the documented values';
     } else if (error.keyword === 'if' || error.keyword === 'oneOf' || error.keyword === 'anyOf') {
       continue; // the branch errors say more
     }

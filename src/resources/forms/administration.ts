@@ -1,0 +1,38 @@
+import { sql, type SQL } from 'drizzle-orm';
+import { can, type Auth } from '../../platform/auth/auth.ts';
+import type { Tx } from '../../platform/database/database.ts';
+import { namesUser } from '../../platform/entity-permissions/subject-lists.ts';
+import { forbidden, notFound } from '../../platform/http/problem.ts';
+import { forms, taskTemplates } from './table.ts';
+
+/** Morph aliases of the parents of fields, as `entity_permissions.entity_type` names them. */
+export type ParentType = 'form' | 'taskTemplate';
+
+/**
+ * Who may administer a Form or TaskTemplate (decisions §5): holders of `tasks.administer`,
+ * and the users, roles or departments its entity permissions name. Returned as ONE
+ * set-based condition over the entity's type and id (SQL expressions of the outer query),
+ * so lists filter in the database instead of row by row.
+ */
+export function administrableBy(auth: Auth, entityType: SQL, entityId: SQL): SQL {
+  return can(auth, 'tasks.administer') ? sql`true` : namesUser(entityType, entityId, auth.userId);
+}
+
+const parentTable = { form: forms, taskTemplate: taskTemplates } as const;
+
+/** Whether `auth` may administer the form/template `id`; undefined when it does not exist (in this tenant). */
+export async function canAdminister(tx: Tx, auth: Auth, type: ParentType, id: number): Promise<boolean | undefined> {
+  const table = parentTable[type];
+  const [row] = await tx
+    .select({ allowed: sql<boolean>`${administrableBy(auth, sql`${type}`, sql`${table.id}`)}` })
+    .from(table)
+    .where(sql`${table.id} = ${id}`);
+  return row?.allowed;
+}
+
+/** 404 when missing, 403 when the caller may not administer it. */
+export async function requireAdministrable(tx: Tx, auth: Auth, type: ParentType, id: number, what: string): Promise<void> {
+  const allowed = await canAdminister(tx, auth, type, id);
+  if (allowed === undefined) throw notFound(what);
+  if (!allowed) throw forbidden(`You cannot administer this ${type === 'form' ? 'form' : 'task template'}.`);
+}
