@@ -7,6 +7,15 @@ export const operations = {
   getCurrentUser: { method: 'GET', path: '/api/users/current', secured: true, permission: null, extension: false },
   listNotificationSettings: { method: 'GET', path: '/api/notification-settings', secured: true, permission: null, extension: false },
   getNotificationSetting: { method: 'GET', path: '/api/notification-settings/{notificationSetting}', secured: true, permission: null, extension: false },
+  listAutomations: { method: 'GET', path: '/api/administration/automations', secured: true, permission: 'automations.administer', extension: true },
+  createAutomation: { method: 'POST', path: '/api/administration/automations', secured: true, permission: 'automations.administer', extension: true },
+  validateWebhookConfiguration: { method: 'POST', path: '/api/administration/automations/validate-webhook', secured: true, permission: 'automations.administer', extension: true },
+  getAutomation: { method: 'GET', path: '/api/administration/automations/{automation}', secured: true, permission: 'automations.administer', extension: true },
+  updateAutomation: { method: 'PUT', path: '/api/administration/automations/{automation}', secured: true, permission: 'automations.administer', extension: true },
+  deleteAutomation: { method: 'DELETE', path: '/api/administration/automations/{automation}', secured: true, permission: 'automations.administer', extension: true },
+  runAutomation: { method: 'POST', path: '/api/administration/automations/{automation}/run', secured: true, permission: 'automations.administer', extension: true },
+  listAutomationDeliveries: { method: 'GET', path: '/api/administration/automations/{automation}/deliveries', secured: true, permission: 'automations.administer', extension: true },
+  getWebhookJwks: { method: 'GET', path: '/.well-known/jwks.json', secured: false, permission: null, extension: true },
 } as const;
 
 export type OperationId = keyof typeof operations;

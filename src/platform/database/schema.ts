@@ -8,3 +8,4 @@ export { departments, departmentUsers } from '../../resources/departments/table.
 export { entityPermissions } from '../entity-permissions/table.ts';
 export { instanceSecrets } from '../secrets/table.ts';
 export { notificationSettings } from '../../resources/notification-settings/table.ts';
+export { automations, webhookDeliveries, webhookDeliveryAttempts } from '../../resources/automations/table.ts';
