@@ -450,6 +450,13 @@ export interface components {
          *     **Secrets.** `auth.basic.password`, `auth.header.value` and `auth.secret.secret` are
          *     stored encrypted and always answered as `"********"`. In an update, sending
          *     `"********"` for one of them keeps the stored value; any other value replaces it.
+         *     `"********"` where no value is stored (a create, or a newly chosen auth type) → 422.
+         *
+         *     **Requests.** `GET` requests carry no body; other methods send the `WebhookPayload`
+         *     JSON. Status 2xx is success. 5xx, 429, timeouts and network errors are retried with
+         *     exponential backoff (`WEBHOOK_RETRY_DELAY_MS` doubled per attempt, at most
+         *     `WEBHOOK_MAX_ATTEMPTS` attempts); other statuses (4xx, and 3xx: redirects are not
+         *     followed) and refused destinations fail at once.
          */
         WebhookConfiguration: {
             /** @description Authentication of the outbound request; null or `type` null means none. */
@@ -472,9 +479,9 @@ export interface components {
                 /**
                  * @description `basic`: `Authorization: Basic base64(username:password)`. `header`: the named
                  *     header with the value. `jwt`: `Authorization: Bearer <RS256 JWT>` with claims
-                 *     `iss` (this service's origin, `atrium`), `sub` (`automation:<id>`), `aud` (the
-                 *     target URL's origin), `iat`, `exp` (5 minutes later) and `jti` (the delivery's
-                 *     event id); verify it with the keys at `GET /.well-known/jwks.json`. `secret`:
+                 *     `iss` (`atrium`), `sub` (`automation:<id>`), `aud` (the target URL as
+                 *     configured), `iat`, `exp` (5 minutes later) and `jti` (unique per request);
+                 *     verify it with the keys at `GET /.well-known/jwks.json`. `secret`:
                  *     Standard Webhooks signature headers `webhook-id`, `webhook-timestamp`,
                  *     `webhook-signature: v1,<base64 HMAC-SHA256 of "id.timestamp.body">`; the HMAC
                  *     key is the base64-decoded part after `whsec_` of a `whsec_…` secret, otherwise

@@ -64,9 +64,10 @@ export function fieldErrors(errors: ErrorObject[], context?: string): FieldError
       }
       segments.push(missing);
       message = 'is required';
+    } else if (error.keyword === 'propertyNames') {
+      continue; // the error below it names the key
     } else if (error.propertyName !== undefined) {
       // A key that breaks `propertyNames` (e.g. a header name with a space).
-      if (error.keyword === 'propertyNames') continue;
       segments.push(error.propertyName);
       message = `is not an allowed name: ${message}`;
     } else if (error.keyword === 'additionalProperties') {
