@@ -454,8 +454,8 @@ export interface components {
          *
          *     **Requests.** `GET` requests carry no body; other methods send the `WebhookPayload`
          *     JSON. Status 2xx is success. 5xx, 429, timeouts and network errors are retried with
-         *     exponential backoff (`WEBHOOK_RETRY_DELAY_MS` doubled per attempt, at most
-         *     `WEBHOOK_MAX_ATTEMPTS` attempts); other statuses (4xx, and 3xx: redirects are not
+         *     exponential backoff (`WEBHOOK_RETRY_DELAY_MS` doubled per attempt, or the answer's
+         *     `Retry-After` when longer, at most one hour; at most `WEBHOOK_MAX_ATTEMPTS` attempts); other statuses (4xx, and 3xx: redirects are not
          *     followed) and refused destinations fail at once.
          */
         WebhookConfiguration: {

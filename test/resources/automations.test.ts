@@ -1,7 +1,8 @@
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { sql } from 'drizzle-orm';
 import { createLocalJWKSet, jwtVerify } from 'jose';
+import { judgeResponse, nextState, retryAfterMs } from '../../src/resources/automations/deliver-webhook.job.ts';
 import { startTestApi } from '../helpers/atrium.ts';
 import { eventually, startReceiver } from '../helpers/receiver.ts';
 
@@ -21,20 +22,20 @@ const PUBLIC_URL = 'http://93.184.215.14/hook'; // an IP literal: valid without 
 const countAutomations = async () =>
   (await api.db.owner.execute<{ n: number }>(sql`select count(*)::int as n from automations`))[0]!.n;
 
-async function createAutomation(config: Record<string, unknown>, name = 'hook') {
+async function createAutomation(t: Test, config: Record<string, unknown>, name = 'hook') {
   const res = await api.call(t, 'createAutomation', { token, body: { name, config } });
   if (res.status !== 201) throw new Error(`create failed: ${res.status} ${res.text}`);
   return res.body as { id: number; config: Record<string, any> };
 }
 
-async function run(automationId: number, context?: Record<string, unknown>) {
+async function run(t: Test, automationId: number, context?: Record<string, unknown>) {
   const res = await api.call(t, 'runAutomation', { token, params: { automation: automationId }, body: context ? { context } : {} });
   if (res.status !== 202) throw new Error(`run failed: ${res.status} ${res.text}`);
   return res.body as { id: number; event_id: string; status: string };
 }
 
 /** The delivery once it is final (succeeded or failed), with its attempt log. */
-async function settled(automationId: number, deliveryId: number) {
+async function settled(t: Test, automationId: number, deliveryId: number) {
   return eventually(
     async () => {
       const res = await api.call(t, 'listAutomationDeliveries', { token, params: { automation: automationId }, query: { relations: 'attempt_log' } });
@@ -126,7 +127,7 @@ t.test('the validate endpoint checks a configuration without storing it', async 
 });
 
 t.test('secrets are stored encrypted, answered masked, and a masked value keeps the stored one', async (t) => {
-  const created = await createAutomation({ url: PUBLIC_URL, headers: {}, auth: { type: 'basic', basic: { username: 'ann', password: 'pa55word' } } }, 'masked');
+  const created = await createAutomation(t, { url: PUBLIC_URL, headers: {}, auth: { type: 'basic', basic: { username: 'ann', password: 'pa55word' } } }, 'masked');
   t.equal(created.config.auth.basic.password, '********');
   t.equal(created.config.auth.basic.username, 'ann');
   const stored = async () =>
@@ -182,19 +183,19 @@ t.test('show, update and delete answer 404 for missing and other tenants’ auto
   const [row] = await api.db.owner.execute<{ name: string }>(sql`select name from automations where id = ${foreign.body.id}`);
   t.equal(row!.name, 'theirs', 'unchanged');
 
-  const own = await createAutomation({ url: PUBLIC_URL, headers: {} }, 'doomed');
+  const own = await createAutomation(t, { url: PUBLIC_URL, headers: {} }, 'doomed');
   t.equal((await api.call(t, 'deleteAutomation', { token, params: { automation: own.id } })).status, 204);
   t.equal((await api.call(t, 'getAutomation', { token, params: { automation: own.id } })).status, 404);
 });
 
 t.test('basic auth: POST by default, custom headers and {{…}} sent literally, the documented payload', async (t) => {
-  const automation = await createAutomation(
+  const automation = await createAutomation(t, 
     { url: receiver.url('/basic'), headers: { 'X-Custom': '{{user.email}}' }, auth: { type: 'basic', basic: { username: 'hook-user', password: 's3cret:with:colons' } } },
     'basic hook',
   );
-  const delivery = await run(automation.id, { order: 42 });
+  const delivery = await run(t, automation.id, { order: 42 });
   t.equal(delivery.status, 'pending');
-  const final = await settled(automation.id, delivery.id);
+  const final = await settled(t, automation.id, delivery.id);
   t.equal(final.status, 'succeeded');
   t.equal(final.attempts, 1);
   t.equal(final.response_status, 200);
@@ -215,8 +216,8 @@ t.test('basic auth: POST by default, custom headers and {{…}} sent literally, 
 });
 
 t.test('header auth sends the configured header; GET carries no body', async (t) => {
-  const automation = await createAutomation({ url: receiver.url('/header'), method: 'GET', headers: {}, auth: { type: 'header', header: { name: 'X-Api-Key', value: 'k-123' } } });
-  const final = await settled(automation.id, (await run(automation.id)).id);
+  const automation = await createAutomation(t, { url: receiver.url('/header'), method: 'GET', headers: {}, auth: { type: 'header', header: { name: 'X-Api-Key', value: 'k-123' } } });
+  const final = await settled(t, automation.id, (await run(t, automation.id)).id);
   t.equal(final.status, 'succeeded');
   const [request] = receiver.received('/header');
   t.equal(request!.method, 'GET');
@@ -225,8 +226,8 @@ t.test('header auth sends the configured header; GET carries no body', async (t)
 });
 
 t.test('jwt auth: the bearer token verifies against the served JWKS', async (t) => {
-  const automation = await createAutomation({ url: receiver.url('/jwt'), method: 'PUT', headers: {}, auth: { type: 'jwt' } });
-  const final = await settled(automation.id, (await run(automation.id)).id);
+  const automation = await createAutomation(t, { url: receiver.url('/jwt'), method: 'PUT', headers: {}, auth: { type: 'jwt' } });
+  const final = await settled(t, automation.id, (await run(t, automation.id)).id);
   t.equal(final.status, 'succeeded');
   const [request] = receiver.received('/jwt');
   t.equal(request!.method, 'PUT');
@@ -254,9 +255,9 @@ t.test('secret auth: the Standard Webhooks signature verifies independently', as
     ['/signed-whsec', `whsec_${Buffer.from('a 24-byte secret key!!!!').toString('base64')}`],
     ['/signed-plain', 'plain shared secret {{not a variable}}'],
   ] as const) {
-    const automation = await createAutomation({ url: receiver.url(path), headers: {}, auth: { type: 'secret', secret: { secret } } });
-    const delivery = await run(automation.id, { n: 1 });
-    const final = await settled(automation.id, delivery.id);
+    const automation = await createAutomation(t, { url: receiver.url(path), headers: {}, auth: { type: 'secret', secret: { secret } } });
+    const delivery = await run(t, automation.id, { n: 1 });
+    const final = await settled(t, automation.id, delivery.id);
     t.equal(final.status, 'succeeded', path);
     const [request] = receiver.received(path);
     t.equal(request!.headers['webhook-id'], delivery.event_id);
@@ -267,9 +268,9 @@ t.test('secret auth: the Standard Webhooks signature verifies independently', as
 
 t.test('500, 500, 200: three attempts, each recorded, the same event id', async (t) => {
   receiver.script('/flaky', [500, 500, 200]);
-  const automation = await createAutomation({ url: receiver.url('/flaky'), headers: {}, auth: { type: 'secret', secret: { secret: 'k' } } });
-  const delivery = await run(automation.id);
-  const final = await settled(automation.id, delivery.id);
+  const automation = await createAutomation(t, { url: receiver.url('/flaky'), headers: {}, auth: { type: 'secret', secret: { secret: 'k' } } });
+  const delivery = await run(t, automation.id);
+  const final = await settled(t, automation.id, delivery.id);
   t.equal(final.status, 'succeeded');
   t.equal(final.attempts, 3);
   t.equal(final.response_status, 200);
@@ -289,16 +290,16 @@ t.test('500, 500, 200: three attempts, each recorded, the same event id', async 
 
 t.test('a 4xx other than 429 is not retried; 429 is; the last failed attempt is final', async (t) => {
   receiver.script('/gone', [404]);
-  const gone = await createAutomation({ url: receiver.url('/gone'), headers: {} });
-  const goneFinal = await settled(gone.id, (await run(gone.id)).id);
+  const gone = await createAutomation(t, { url: receiver.url('/gone'), headers: {} });
+  const goneFinal = await settled(t, gone.id, (await run(t, gone.id)).id);
   t.equal(goneFinal.status, 'failed');
   t.equal(goneFinal.attempts, 1);
   t.equal(goneFinal.response_status, 404);
   t.equal(receiver.received('/gone').length, 1);
 
   receiver.script('/busy', [429, 503]);
-  const busy = await createAutomation({ url: receiver.url('/busy'), headers: {} });
-  const busyFinal = await settled(busy.id, (await run(busy.id)).id);
+  const busy = await createAutomation(t, { url: receiver.url('/busy'), headers: {} });
+  const busyFinal = await settled(t, busy.id, (await run(t, busy.id)).id);
   t.equal(busyFinal.status, 'failed', 'WEBHOOK_MAX_ATTEMPTS (3) exhausted');
   t.equal(busyFinal.attempts, 3);
   t.strictSame(
@@ -310,8 +311,8 @@ t.test('a 4xx other than 429 is not retried; 429 is; the last failed attempt is 
 
 t.test('redirects are not followed', async (t) => {
   receiver.script('/moved', ['redirect']);
-  const automation = await createAutomation({ url: receiver.url('/moved'), headers: {} });
-  const final = await settled(automation.id, (await run(automation.id)).id);
+  const automation = await createAutomation(t, { url: receiver.url('/moved'), headers: {} });
+  const final = await settled(t, automation.id, (await run(t, automation.id)).id);
   t.equal(final.status, 'failed');
   t.equal(final.response_status, 302);
   t.match(final.error, /redirects are not followed/);
@@ -320,8 +321,8 @@ t.test('redirects are not followed', async (t) => {
 
 t.test('a receiver that hangs is cut off by the timeout and retried', async (t) => {
   receiver.script('/slow', ['hang', 200]);
-  const automation = await createAutomation({ url: receiver.url('/slow'), headers: {} });
-  const final = await settled(automation.id, (await run(automation.id)).id);
+  const automation = await createAutomation(t, { url: receiver.url('/slow'), headers: {} });
+  const final = await settled(t, automation.id, (await run(t, automation.id)).id);
   t.equal(final.status, 'succeeded');
   t.equal(final.attempts, 2);
   const [first] = final.attempt_log;
@@ -331,16 +332,16 @@ t.test('a receiver that hangs is cut off by the timeout and retried', async (t) 
 });
 
 t.test('deliveries: newest first, filterable, no secrets, constant query count', async (t) => {
-  const automation = await createAutomation({ url: receiver.url('/many'), headers: { 'X-Token': 'header-secret' }, auth: { type: 'basic', basic: { username: 'u', password: 'basic-secret' } } });
-  const first = await run(automation.id);
-  await settled(automation.id, first.id);
+  const automation = await createAutomation(t, { url: receiver.url('/many'), headers: { 'X-Token': 'header-secret' }, auth: { type: 'basic', basic: { username: 'u', password: 'basic-secret' } } });
+  const first = await run(t, automation.id);
+  await settled(t, automation.id, first.id);
   const list = async () => {
     const before = api.db.queryCount;
     const res = await api.call(t, 'listAutomationDeliveries', { token, params: { automation: automation.id }, query: { relations: 'attempt_log' } });
     return { res, queries: api.db.queryCount - before };
   };
   const one = await list();
-  for (let i = 0; i < 3; i++) await settled(automation.id, (await run(automation.id)).id);
+  for (let i = 0; i < 3; i++) await settled(t, automation.id, (await run(t, automation.id)).id);
   const four = await list();
   t.equal(four.res.body.length, 4);
   t.equal(four.queries, one.queries, 'same number of queries for 1 and 4 deliveries');
@@ -359,10 +360,10 @@ t.test('deliveries: newest first, filterable, no secrets, constant query count',
 });
 
 t.test('run accepts no body at all, and refuses a context that is not an object', async (t) => {
-  const automation = await createAutomation({ url: receiver.url('/nobody'), headers: {} });
+  const automation = await createAutomation(t, { url: receiver.url('/nobody'), headers: {} });
   const bare = await api.call(t, 'runAutomation', { token, params: { automation: automation.id } });
   t.equal(bare.status, 202);
-  const final = await settled(automation.id, bare.body.id);
+  const final = await settled(t, automation.id, bare.body.id);
   t.strictSame(JSON.parse(receiver.received('/nobody')[0]!.body).context, {});
   t.equal(final.status, 'succeeded');
   const bad = await api.call(t, 'runAutomation', { token, params: { automation: automation.id }, body: { context: [1] } });
@@ -370,4 +371,23 @@ t.test('run accepts no body at all, and refuses a context that is not an object'
   t.ok(bad.body.errors.context);
   const count = await api.db.owner.execute<{ n: number }>(sql`select count(*)::int as n from webhook_deliveries where automation_id = ${automation.id}`);
   t.equal(count[0]!.n, 1, 'the refused run queued nothing');
+});
+
+t.test('retry rules: which statuses retry, exponential backoff, Retry-After, final state', async (t) => {
+  t.strictSame([200, 204, 302, 400, 401, 404, 410, 429, 500, 503].map(judgeResponse), [
+    'succeeded', 'succeeded', 'failed', 'failed', 'failed', 'failed', 'failed', 'retry', 'retry', 'retry',
+  ]);
+  const now = new Date('2026-01-01T00:00:00Z');
+  const policy = { maxAttempts: 4, retryDelayMs: 1000 };
+  const delays = [1, 2, 3].map((attempt) => nextState({ verdict: 'retry' }, attempt, policy, now).retryAt!.getTime() - now.getTime());
+  t.strictSame(delays, [1000, 2000, 4000], 'doubles per attempt');
+  t.strictSame(nextState({ verdict: 'retry' }, 4, policy, now), { status: 'failed', retryAt: null }, 'the last attempt is final');
+  t.strictSame(nextState({ verdict: 'failed' }, 1, policy, now), { status: 'failed', retryAt: null });
+  t.strictSame(nextState({ verdict: 'succeeded' }, 2, policy, now), { status: 'succeeded', retryAt: null });
+  t.equal(nextState({ verdict: 'retry', retryAfterMs: 60_000 }, 1, policy, now).retryAt!.getTime() - now.getTime(), 60_000, 'Retry-After when longer');
+  t.equal(retryAfterMs('120', now), 120_000);
+  t.equal(retryAfterMs('Thu, 01 Jan 2026 00:00:30 GMT', now), 30_000);
+  t.equal(retryAfterMs('999999', now), 3_600_000, 'capped at an hour');
+  t.equal(retryAfterMs('soon', now), undefined);
+  t.equal(retryAfterMs(undefined, now), undefined);
 });

@@ -10,7 +10,7 @@ import { OutboundError } from '../../platform/outbound/client.ts';
 import type { Services } from '../../platform/services.ts';
 import { signWebhookJwt } from './jwt-keys.ts';
 import { automations, webhookDeliveries, webhookDeliveryAttempts, type DeliveryStatus } from './table.ts';
-import { unsealSecrets } from './webhook-configuration.ts';
+import { unsealSecrets, type WebhookConfiguration } from './webhook-configuration.ts';
 import { buildWebhookRequest } from './webhook-request.ts';
 
 export interface DeliverWebhookData {
@@ -23,6 +23,19 @@ export interface AttemptOutcome {
   durationMs: number | null;
   error: string | null;
   verdict: 'succeeded' | 'retry' | 'failed';
+  /** The receiver's `Retry-After`, in milliseconds, when it sent one. */
+  retryAfterMs?: number;
+}
+
+/** Longest wait a receiver's `Retry-After` can impose. */
+const MAX_RETRY_AFTER_MS = 3_600_000;
+
+/** `Retry-After` as seconds or an HTTP date → milliseconds from `now` (undefined when absent or unreadable). */
+export function retryAfterMs(header: string | string[] | undefined, now: Date): number | undefined {
+  const value = Array.isArray(header) ? header[0] : header;
+  if (!value) return undefined;
+  const ms = /^\d+$/.test(value.trim()) ? Number(value.trim()) * 1000 : Date.parse(value) - now.getTime();
+  return Number.isFinite(ms) && ms > 0 ? Math.min(ms, MAX_RETRY_AFTER_MS) : undefined;
 }
 
 /** What an HTTP status means for the delivery. */
@@ -38,16 +51,20 @@ function responseError(status: number): string | null {
   return `HTTP ${status}`;
 }
 
-/** The delivery's state after attempt number `attempt`, and when to try again. */
+/**
+ * The delivery's state after attempt number `attempt`, and when to try again: the base
+ * delay doubled per attempt, or the receiver's `Retry-After` when that is longer.
+ */
 export function nextState(
-  verdict: AttemptOutcome['verdict'],
+  outcome: Pick<AttemptOutcome, 'verdict' | 'retryAfterMs'>,
   attempt: number,
   policy: { maxAttempts: number; retryDelayMs: number },
   now: Date,
 ): { status: DeliveryStatus; retryAt: Date | null } {
-  if (verdict === 'succeeded') return { status: 'succeeded', retryAt: null };
-  if (verdict === 'retry' && attempt < policy.maxAttempts) {
-    return { status: 'retrying', retryAt: new Date(now.getTime() + policy.retryDelayMs * 2 ** (attempt - 1)) };
+  if (outcome.verdict === 'succeeded') return { status: 'succeeded', retryAt: null };
+  if (outcome.verdict === 'retry' && attempt < policy.maxAttempts) {
+    const delay = Math.max(policy.retryDelayMs * 2 ** (attempt - 1), outcome.retryAfterMs ?? 0);
+    return { status: 'retrying', retryAt: new Date(now.getTime() + delay) };
   }
   return { status: 'failed', retryAt: null };
 }
@@ -81,7 +98,7 @@ async function attemptDelivery(services: Services, { tenantId, deliveryId }: Del
   const startedAt = new Date();
 
   let outcome: AttemptOutcome;
-  let plain;
+  let plain: WebhookConfiguration | null;
   try {
     plain = unsealSecrets(automation.config, secrets);
   } catch {
@@ -103,6 +120,7 @@ async function attemptDelivery(services: Services, { tenantId, deliveryId }: Del
         durationMs: response.durationMs,
         error: responseError(response.status),
         verdict: judgeResponse(response.status),
+        retryAfterMs: retryAfterMs(response.headers['retry-after'], new Date()),
       };
     } catch (error) {
       if (!(error instanceof OutboundError)) throw error;
@@ -116,7 +134,7 @@ async function attemptDelivery(services: Services, { tenantId, deliveryId }: Del
   }
 
   const finishedAt = new Date();
-  const next = nextState(outcome.verdict, attempt, { maxAttempts: config.webhookMaxAttempts, retryDelayMs: config.webhookRetryDelayMs }, finishedAt);
+  const next = nextState(outcome, attempt, { maxAttempts: config.webhookMaxAttempts, retryDelayMs: config.webhookRetryDelayMs }, finishedAt);
   await db.tenant(tenantId, async (tx) => {
     await tx.insert(webhookDeliveryAttempts).values({
       tenantId,
