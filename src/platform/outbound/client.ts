@@ -105,14 +105,30 @@ export class OutboundClient {
     let addresses: string[];
     if (literal !== null) addresses = [literal];
     else {
-      try {
-        addresses = (await dnsLookupAsync(parsed.hostname, { all: true })).map((entry) => entry.address);
-      } catch {
-        return `host ${parsed.hostname} does not resolve`;
-      }
+      const resolved = await this.resolveWithin(parsed.hostname, this.options.connectTimeoutMs);
+      if (resolved === 'timeout') return `host ${parsed.hostname} did not resolve within ${this.options.connectTimeoutMs} ms`;
+      if (resolved === null) return `host ${parsed.hostname} does not resolve`;
+      addresses = resolved;
     }
     const refused = addresses.find((address) => !this.policy.permits(address));
     return refused === undefined ? null : `host ${parsed.hostname}: ${this.policy.refusal(refused)}`;
+  }
+
+  /** The host's addresses, null when it does not resolve, 'timeout' when the resolver is too slow. */
+  private async resolveWithin(hostname: string, ms: number): Promise<string[] | null | 'timeout'> {
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<'timeout'>((resolve) => {
+      timer = setTimeout(() => resolve('timeout'), ms);
+    });
+    const lookup = dnsLookupAsync(hostname, { all: true }).then(
+      (entries) => entries.map((entry) => entry.address),
+      () => null,
+    );
+    try {
+      return await Promise.race([lookup, timeout]);
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   /** Sends one request. Resolves with any HTTP response; rejects only with OutboundError. */
