@@ -1,7 +1,7 @@
 /**
  * A real HTTP peer on loopback for outbound-request tests: records every request and
  * answers per path from a script of statuses (the last one repeats). `'hang'` never
- * answers; `'redirect'` answers 302 to `/redirected`.
+ * answers; `'redirect'` answers 302 to `/redirected`; `{status, body}` answers that body.
  */
 import http from 'node:http';
 import type { Test } from 'tap';
@@ -13,7 +13,7 @@ export interface ReceivedRequest {
   body: string;
 }
 
-export type Scripted = number | 'hang' | 'redirect';
+export type Scripted = number | 'hang' | 'redirect' | { status: number; body: string };
 
 export interface Receiver {
   url(path: string): string;
@@ -36,6 +36,10 @@ export async function startReceiver(t: Test): Promise<Receiver> {
       if (answer === 'hang') return;
       if (answer === 'redirect') {
         res.writeHead(302, { location: '/redirected' }).end();
+        return;
+      }
+      if (typeof answer === 'object') {
+        res.writeHead(answer.status, { 'content-type': 'text/plain' }).end(answer.body);
         return;
       }
       res.writeHead(answer, { 'content-type': 'text/plain' }).end(`status ${answer}`);

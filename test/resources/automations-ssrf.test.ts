@@ -75,7 +75,7 @@ t.test('at send time a private address is refused, recorded, and not retried', a
     t.equal(delivery.status, 'failed', url);
     t.equal(delivery.attempts, 1, 'a refusal is final');
     t.equal(delivery.response_status, null);
-    t.match(delivery.error, /^refused: .*127\.0\.0\.1 \(loopback\) is refused/);
+    t.match(delivery.error, /^refused: .*(127\.0\.0\.1|::1) \(loopback\) is refused/);
     t.equal(delivery.attempt_log.length, 1, 'the attempt is recorded');
   }
   t.equal(receiver.received().length, 0, 'the receiver never saw a request');

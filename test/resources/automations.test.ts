@@ -96,6 +96,10 @@ t.test('invalid configurations are 422 naming the exact key, and nothing is stor
     t.equal(res.status, 422, label);
     t.strictSame(Object.keys(res.body.errors ?? {}).sort(), [...paths].sort(), `${label}: ${JSON.stringify(res.body.errors)}`);
   }
+  const nulls = await api.call(t, 'validateWebhookConfiguration', { token, body: { url: PUBLIC_URL, method: null, headers: {}, auth: null } });
+  t.equal(nulls.status, 200, 'method and auth may be null');
+  const typeNull = await api.call(t, 'validateWebhookConfiguration', { token, body: { url: PUBLIC_URL, headers: {}, auth: { type: null } } });
+  t.equal(typeNull.status, 200, 'auth.type may be null');
   const noName = await api.call(t, 'createAutomation', { token, body: { config: { url: PUBLIC_URL, headers: {} } } });
   t.equal(noName.status, 422);
   t.ok(noName.body.errors.name);
