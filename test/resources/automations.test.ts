@@ -103,6 +103,9 @@ t.test('invalid configurations are 422 naming the exact key, and nothing is stor
   const noName = await api.call(t, 'createAutomation', { token, body: { config: { url: PUBLIC_URL, headers: {} } } });
   t.equal(noName.status, 422);
   t.ok(noName.body.errors.name);
+  const noConfig = await api.call(t, 'createAutomation', { token, body: { name: 'x' } });
+  t.equal(noConfig.status, 422);
+  t.strictSame(Object.keys(noConfig.body.errors), ['config'], 'an unconditionally required object keeps its own path');
   t.equal(await countAutomations(), 0, 'nothing stored');
 });
 

@@ -42,10 +42,12 @@ function requiredKeys(schema: unknown): string[] {
 }
 
 /**
- * Ajv errors → `errors` of a problem document, keyed by dotted field path. A missing
- * object whose own keys are required (a conditional `then: {required: [basic],
- * properties: {basic: {required: [username, password]}}}`) is reported as its missing
- * keys, `auth.basic.username` and `auth.basic.password`, the exact paths to fill in.
+ * Ajv errors → `errors` of a problem document, keyed by dotted field path. An object that
+ * a condition makes required and whose own keys are required (`if: {type: basic}, then:
+ * {required: [basic], properties: {basic: {required: [username, password]}}}`) is reported
+ * as its missing keys, `auth.basic.username` and `auth.basic.password`: the exact paths
+ * the condition asks for (decisions §3 "conditional keys"). Unconditional required
+ * objects keep their own path.
  */
 export function fieldErrors(errors: ErrorObject[], context?: string): FieldErrors {
   const result: FieldErrors = {};
@@ -57,7 +59,10 @@ export function fieldErrors(errors: ErrorObject[], context?: string): FieldError
     let message = error.message ?? 'is invalid';
     if (error.keyword === 'required') {
       const missing = String((error.params as { missingProperty: string }).missingProperty);
-      const nested = requiredKeys((error.parentSchema as { properties?: Record<string, unknown> } | undefined)?.properties?.[missing]);
+      const conditional = error.schemaPath.endsWith('/then/required');
+      const nested = conditional
+        ? requiredKeys((error.parentSchema as { properties?: Record<string, unknown> } | undefined)?.properties?.[missing])
+        : [];
       if (nested.length > 0) {
         for (const key of nested) add([...segments, missing, key].join('.'), 'is required');
         continue;
