@@ -84,6 +84,8 @@ t.test('invalid configurations are 422 naming the exact key, and nothing is stor
     ['header value not a string', { url: PUBLIC_URL, headers: { 'X-Count': 3 } }, ['config.headers.X-Count']],
     ['header name invalid', { url: PUBLIC_URL, headers: { 'Bad Name': 'x' } }, ['config.headers.Bad Name']],
     ['framing header', { url: PUBLIC_URL, headers: { Host: 'example.com' } }, ['config.headers.Host']],
+    ['header value with a line break', { url: PUBLIC_URL, headers: { 'X-A': 'a\r\nX-Injected: 1' } }, ['config.headers.X-A']],
+    ['auth header named like a framing header', { url: PUBLIC_URL, headers: {}, auth: { type: 'header', header: { name: 'Content-Length', value: '1' } } }, ['config.auth.header.name']],
     ['unknown key', { url: PUBLIC_URL, headers: {}, extra: true }, ['config.extra']],
     ['not a URL', { url: 'not a url', headers: {} }, ['config.url']],
     ['not http(s)', { url: 'ftp://93.184.215.14/x', headers: {} }, ['config.url']],
