@@ -43,6 +43,15 @@ export const operations = {
   listFormFieldValueSourceFieldFilters: { method: 'POST', path: '/api/administration/tasks-2/templates/fields/default-value-sources/form-field-value/form-fields/filters', secured: true, permission: null, extension: false },
   listFormFieldValueSourceFieldFilterOptions: { method: 'POST', path: '/api/administration/tasks-2/templates/fields/default-value-sources/form-field-value/form-fields/filters/{filterKey}/options', secured: true, permission: null, extension: false },
   getTaskExecutionDefaultValues: { method: 'GET', path: '/api/tasks-2/executions/{taskExecution}/default-values', secured: true, permission: null, extension: false },
+  listAutomations: { method: 'GET', path: '/api/administration/automations', secured: true, permission: 'automations.administer', extension: true },
+  createAutomation: { method: 'POST', path: '/api/administration/automations', secured: true, permission: 'automations.administer', extension: true },
+  validateWebhookConfiguration: { method: 'POST', path: '/api/administration/automations/validate-webhook', secured: true, permission: 'automations.administer', extension: true },
+  getAutomation: { method: 'GET', path: '/api/administration/automations/{automation}', secured: true, permission: 'automations.administer', extension: true },
+  updateAutomation: { method: 'PUT', path: '/api/administration/automations/{automation}', secured: true, permission: 'automations.administer', extension: true },
+  deleteAutomation: { method: 'DELETE', path: '/api/administration/automations/{automation}', secured: true, permission: 'automations.administer', extension: true },
+  runAutomation: { method: 'POST', path: '/api/administration/automations/{automation}/run', secured: true, permission: 'automations.administer', extension: true },
+  listAutomationDeliveries: { method: 'GET', path: '/api/administration/automations/{automation}/deliveries', secured: true, permission: 'automations.administer', extension: true },
+  getWebhookJwks: { method: 'GET', path: '/.well-known/jwks.json', secured: false, permission: null, extension: true },
 } as const;
 
 export type OperationId = keyof typeof operations;

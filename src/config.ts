@@ -17,6 +17,21 @@ export interface Config {
   bodyLimitBytes: number;
   /** Base64 32-byte master key; generated and stored in the database when unset. */
   secretKey: string | undefined;
+  /** CIDRs that outbound requests may reach although they are not public (decisions §6). */
+  webhookAllowedCidrs: string[];
+  /** Outbound HTTP: time to establish a connection (DNS and TLS included), and for the whole exchange. */
+  outboundConnectTimeoutMs: number;
+  outboundTimeoutMs: number;
+  /** Webhook deliveries: attempts in all, and the delay before the first retry (doubled each time). */
+  webhookMaxAttempts: number;
+  webhookRetryDelayMs: number;
+}
+
+function list(env: NodeJS.ProcessEnv, name: string): string[] {
+  return (env[name] ?? '')
+    .split(',')
+    .map((part) => part.trim())
+    .filter((part) => part.length > 0);
 }
 
 function integer(env: NodeJS.ProcessEnv, name: string, fallback: number, min = 0): number {
@@ -48,5 +63,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     loginFailureWindowSeconds: integer(env, 'LOGIN_FAILURE_WINDOW', 900, 1),
     bodyLimitBytes: integer(env, 'BODY_LIMIT', 1024 * 1024, 1024),
     secretKey: env.ATRIUM_SECRET_KEY || undefined,
+    webhookAllowedCidrs: list(env, 'WEBHOOK_ALLOWED_CIDRS'),
+    outboundConnectTimeoutMs: integer(env, 'OUTBOUND_CONNECT_TIMEOUT_MS', 5_000, 1),
+    outboundTimeoutMs: integer(env, 'OUTBOUND_TIMEOUT_MS', 15_000, 1),
+    webhookMaxAttempts: integer(env, 'WEBHOOK_MAX_ATTEMPTS', 6, 1),
+    webhookRetryDelayMs: integer(env, 'WEBHOOK_RETRY_DELAY_MS', 30_000, 0),
   };
 }

@@ -3,6 +3,7 @@ import type { Handlers } from './platform/http/handler.ts';
 import { authHandlers } from './resources/auth/handlers.ts';
 import { defaultValueSourceHandlers } from './resources/default-value-sources/handlers.ts';
 import { formHandlers } from './resources/forms/handlers.ts';
+import { automationHandlers } from './resources/automations/handlers.ts';
 import { healthHandlers } from './resources/health/handlers.ts';
 import { roleHandlers } from './resources/roles/handlers.ts';
 import { loginTokenHandlers } from './resources/login-tokens/handlers.ts';
@@ -20,4 +21,5 @@ export const handlers: Handlers = {
   ...menuItemHandlers,
   ...formHandlers,
   ...defaultValueSourceHandlers,
+  ...automationHandlers,
 };

@@ -6,6 +6,7 @@ import { jobDefinitions } from './jobs.ts';
 import { Database } from './platform/database/database.ts';
 import { startEmbeddedPostgres } from './platform/database/embedded.ts';
 import { Jobs } from './platform/jobs/jobs.ts';
+import { OutboundClient } from './platform/outbound/client.ts';
 import { Secrets } from './platform/secrets/secrets.ts';
 import type { Services } from './platform/services.ts';
 import { seedDemoTenant } from './resources/tenants/create-tenant.ts';
@@ -32,6 +33,12 @@ export interface Atrium {
  */
 export async function createAtrium(config: Config, options: { logger?: Logger; onAdminPassword?: (password: string) => void } = {}): Promise<Atrium> {
   const logger = options.logger ?? pino(loggerOptions(config.logLevel) as pino.LoggerOptions);
+  // First: a malformed WEBHOOK_ALLOWED_CIDRS stops start-up before anything is opened.
+  const outbound = new OutboundClient({
+    allowedCidrs: config.webhookAllowedCidrs,
+    connectTimeoutMs: config.outboundConnectTimeoutMs,
+    timeoutMs: config.outboundTimeoutMs,
+  });
   const server = await openDatabaseServer(config, logger);
   const db = new Database(server.url);
   try {
@@ -46,7 +53,7 @@ export async function createAtrium(config: Config, options: { logger?: Logger; o
   }
   const secrets = await Secrets.load(db, config.secretKey);
   const jobs = await Jobs.start(server.url, jobDefinitions, logger, { schedule: config.role !== 'api' });
-  const services: Services = { config, db, jobs, secrets };
+  const services: Services = { config, db, jobs, secrets, outbound };
   if (config.role !== 'api') await jobs.work(jobDefinitions, services);
   const app = config.role !== 'worker' ? await buildApp(services, { logger }) : null;
 
@@ -64,6 +71,7 @@ export async function createAtrium(config: Config, options: { logger?: Logger; o
           await app.close().finally(() => clearInterval(sweep));
         }
         await jobs.stop();
+        await outbound.close();
         await db.close();
         await server.stop();
       })()),

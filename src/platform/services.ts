@@ -1,6 +1,7 @@
 import type { Config } from '../config.ts';
 import type { Database } from './database/database.ts';
 import type { Jobs } from './jobs/jobs.ts';
+import type { OutboundClient } from './outbound/client.ts';
 import type { Secrets } from './secrets/secrets.ts';
 
 /** What handlers and jobs are given; built once per process in src/server.ts. */
@@ -9,4 +10,6 @@ export interface Services {
   db: Database;
   jobs: Jobs;
   secrets: Secrets;
+  /** HTTP requests to user-configured addresses (webhooks): timeouts and the SSRF guard. */
+  outbound: OutboundClient;
 }

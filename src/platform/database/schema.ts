@@ -12,3 +12,4 @@ export { userLoginTokens } from '../../resources/login-tokens/table.ts';
 export { menuItems } from '../../resources/menu-items/table.ts';
 export { forms, taskTemplates, formFields, taskExecutions, formSubmissions } from '../../resources/forms/table.ts';
 export { defaultValueSources } from '../../resources/default-value-sources/table.ts';
+export { automations, webhookDeliveries, webhookDeliveryAttempts } from '../../resources/automations/table.ts';

@@ -17,6 +17,7 @@ function makeAjv(options: Options): Ajv {
     strictRequired: false,
     strictTuples: false,
     discriminator: true,
+    verbose: true, // errors carry their schema: `fieldErrors` names nested required keys from it
     ...options,
   });
   addFormats(ajv);
@@ -34,15 +35,46 @@ export const validatorCompiler: FastifySchemaCompiler<unknown> = ({ schema, http
   return ajv.compile(schema as object) as never;
 };
 
-/** Ajv errors → `errors` of a problem document, keyed by dotted field path. */
+/** The keys an object schema requires (none for anything else). */
+function requiredKeys(schema: unknown): string[] {
+  const required = (schema as { required?: unknown } | undefined)?.required;
+  return Array.isArray(required) ? required.filter((key): key is string => typeof key === 'string') : [];
+}
+
+/**
+ * Ajv errors → `errors` of a problem document, keyed by dotted field path. An object that
+ * a condition makes required and whose own keys are required (`if: {type: basic}, then:
+ * {required: [basic], properties: {basic: {required: [username, password]}}}`) is reported
+ * as its missing keys, `auth.basic.username` and `auth.basic.password`: the exact paths
+ * the condition asks for (decisions §3 "conditional keys"). Unconditional required
+ * objects keep their own path.
+ */
 export function fieldErrors(errors: ErrorObject[], context?: string): FieldErrors {
   const result: FieldErrors = {};
+  const add = (key: string, message: string) => {
+    (result[key] ??= []).includes(message) || result[key].push(message);
+  };
   for (const error of errors) {
     const segments = error.instancePath.split('/').slice(1).map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'));
     let message = error.message ?? 'is invalid';
     if (error.keyword === 'required') {
-      segments.push(String((error.params as { missingProperty: string }).missingProperty));
+      const missing = String((error.params as { missingProperty: string }).missingProperty);
+      const conditional = error.schemaPath.endsWith('/then/required');
+      const nested = conditional
+        ? requiredKeys((error.parentSchema as { properties?: Record<string, unknown> } | undefined)?.properties?.[missing])
+        : [];
+      if (nested.length > 0) {
+        for (const key of nested) add([...segments, missing, key].join('.'), 'is required');
+        continue;
+      }
+      segments.push(missing);
       message = 'is required';
+    } else if (error.keyword === 'propertyNames') {
+      continue; // the error below it names the key
+    } else if (error.propertyName !== undefined) {
+      // A key that breaks `propertyNames` (e.g. a header name with a space).
+      segments.push(error.propertyName);
+      message = `is not an allowed name: ${message}`;
     } else if (error.keyword === 'additionalProperties') {
       segments.push(String((error.params as { additionalProperty: string }).additionalProperty));
       message = 'is not a known key';
@@ -56,8 +88,7 @@ export function fieldErrors(errors: ErrorObject[], context?: string): FieldError
     } else if (error.keyword === 'if' || error.keyword === 'oneOf' || error.keyword === 'anyOf') {
       continue; // the branch errors say more
     }
-    const key = segments.length > 0 ? segments.join('.') : (context === 'body' || !context ? 'body' : context);
-    (result[key] ??= []).includes(message) || result[key].push(message);
+    add(segments.length > 0 ? segments.join('.') : context === 'body' || !context ? 'body' : context, message);
   }
   return result;
 }

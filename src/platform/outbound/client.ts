@@ -1,0 +1,194 @@
+/**
+ * The one way Atrium makes HTTP requests to addresses users configure (webhooks, later
+ * push endpoints). Every request gets a connect timeout (DNS and TLS included) and a total
+ * timeout, redirects are never followed (a 3xx is returned as it is), the response body
+ * is read up to a cap, and the address policy is applied to the address actually
+ * connected to: the connector resolves the host itself and refuses before connecting,
+ * so a name that resolved to a public address when it was validated and to a private
+ * one now (DNS rebinding) is still refused.
+ */
+import { lookup as dnsLookup, type LookupAddress, type LookupOptions } from 'node:dns';
+import { lookup as dnsLookupAsync } from 'node:dns/promises';
+import { Agent, buildConnector, request } from 'undici';
+import { AddressPolicy, ipLiteral } from './address-policy.ts';
+
+export type OutboundFailure = 'refused' | 'timeout' | 'network';
+
+/** A request that produced no HTTP response; `kind` tells whether retrying can help. */
+export class OutboundError extends Error {
+  constructor(
+    readonly kind: OutboundFailure,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'OutboundError';
+  }
+}
+
+export interface OutboundOptions {
+  allowedCidrs: readonly string[];
+  connectTimeoutMs: number;
+  timeoutMs: number;
+  /** Response bytes kept; the rest is discarded and the connection closed. Default 64 KiB. */
+  maxResponseBytes?: number;
+}
+
+export interface OutboundRequest {
+  url: string;
+  method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+  headers: Record<string, string>;
+  body?: string;
+}
+
+export interface OutboundResponse {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  body: Buffer;
+  /** True when the body was longer than the cap. */
+  truncated: boolean;
+  durationMs: number;
+}
+
+type LookupCallback = (error: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void;
+
+export class OutboundClient {
+  readonly policy: AddressPolicy;
+  private readonly agent: Agent;
+  private readonly maxResponseBytes: number;
+
+  constructor(private readonly options: OutboundOptions) {
+    this.policy = new AddressPolicy(options.allowedCidrs);
+    this.maxResponseBytes = options.maxResponseBytes ?? 64 * 1024;
+    const connectResolved = buildConnector({ timeout: options.connectTimeoutMs, lookup: this.guardedLookup as never });
+    this.agent = new Agent({
+      // An IP literal never reaches `lookup` (net.connect skips resolution), so check it here.
+      connect: (connectOptions, callback) => {
+        const literal = ipLiteral(connectOptions.hostname);
+        if (literal !== null && !this.policy.permits(literal)) {
+          callback(new OutboundError('refused', this.policy.refusal(literal)), null);
+          return;
+        }
+        connectResolved(connectOptions, callback);
+      },
+      headersTimeout: options.timeoutMs,
+      bodyTimeout: options.timeoutMs,
+      connections: 32,
+    });
+  }
+
+  /** DNS resolution for net/tls.connect that refuses any non-permitted address. */
+  private readonly guardedLookup = (hostname: string, lookupOptions: LookupOptions, callback: LookupCallback): void => {
+    dnsLookup(hostname, { ...lookupOptions, all: true }, (error, addresses) => {
+      if (error) return callback(error, []);
+      const refused = addresses.find((entry) => !this.policy.permits(entry.address));
+      if (refused) return callback(new OutboundError('refused', `${hostname}: ${this.policy.refusal(refused.address)}`) as never, []);
+      if (lookupOptions.all) return callback(null, addresses);
+      callback(null, addresses[0]!.address, addresses[0]!.family);
+    });
+  };
+
+  /**
+   * Why `url` cannot be a destination (null when it can): http or https only, no
+   * credentials in the URL, a host that resolves, and only to permitted addresses.
+   * Used when a configuration is validated; `send` checks again at connect time.
+   */
+  async destinationProblem(url: string): Promise<string | null> {
+    let parsed: URL;
+    try {
+      parsed = new URL(url);
+    } catch {
+      return 'must be an absolute http or https URL';
+    }
+    if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') return 'must be an http or https URL';
+    if (parsed.username || parsed.password) return 'must not contain credentials; use auth instead';
+    const literal = ipLiteral(parsed.hostname);
+    let addresses: string[];
+    if (literal !== null) addresses = [literal];
+    else {
+      const resolved = await this.resolveWithin(parsed.hostname, this.options.connectTimeoutMs);
+      if (resolved === 'timeout') return `host ${parsed.hostname} did not resolve within ${this.options.connectTimeoutMs} ms`;
+      if (resolved === null) return `host ${parsed.hostname} does not resolve`;
+      addresses = resolved;
+    }
+    const refused = addresses.find((address) => !this.policy.permits(address));
+    return refused === undefined ? null : `host ${parsed.hostname}: ${this.policy.refusal(refused)}`;
+  }
+
+  /** The host's addresses, null when it does not resolve, 'timeout' when the resolver is too slow. */
+  private async resolveWithin(hostname: string, ms: number): Promise<string[] | null | 'timeout'> {
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<'timeout'>((resolve) => {
+      timer = setTimeout(() => resolve('timeout'), ms);
+    });
+    const lookup = dnsLookupAsync(hostname, { all: true }).then(
+      (entries) => entries.map((entry) => entry.address),
+      () => null,
+    );
+    try {
+      return await Promise.race([lookup, timeout]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** Sends one request. Resolves with any HTTP response; rejects only with OutboundError. */
+  async send(outbound: OutboundRequest): Promise<OutboundResponse> {
+    const started = performance.now();
+    const abort = new AbortController();
+    const timer = setTimeout(
+      () => abort.abort(new OutboundError('timeout', `no complete response within ${this.options.timeoutMs} ms`)),
+      this.options.timeoutMs,
+    );
+    try {
+      const response = await request(outbound.url, {
+        dispatcher: this.agent,
+        method: outbound.method,
+        headers: outbound.headers,
+        body: outbound.body,
+        signal: abort.signal,
+      });
+      const chunks: Buffer[] = [];
+      let size = 0;
+      let truncated = false;
+      for await (const chunk of response.body) {
+        const buffer = chunk as Buffer;
+        if (size + buffer.length > this.maxResponseBytes) {
+          chunks.push(buffer.subarray(0, this.maxResponseBytes - size));
+          truncated = true;
+          response.body.destroy();
+          break;
+        }
+        chunks.push(buffer);
+        size += buffer.length;
+      }
+      return {
+        status: response.statusCode,
+        headers: response.headers,
+        body: Buffer.concat(chunks),
+        truncated,
+        durationMs: Math.round(performance.now() - started),
+      };
+    } catch (error) {
+      throw toOutboundError(abort.signal.aborted ? abort.signal.reason : error);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.agent.close();
+  }
+}
+
+const TIMEOUT_CODES = new Set(['UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT', 'ETIMEDOUT']);
+
+/** Any failure → OutboundError with a message fit for a delivery record (no request data). */
+function toOutboundError(error: unknown): OutboundError {
+  if (error instanceof OutboundError) return error;
+  const cause = (error as { cause?: unknown }).cause;
+  if (cause instanceof OutboundError) return cause;
+  const code = (error as { code?: string }).code ?? '';
+  const message = error instanceof Error ? error.message : String(error);
+  if (TIMEOUT_CODES.has(code)) return new OutboundError('timeout', `${code}: ${message}`);
+  return new OutboundError('network', code ? `${code}: ${message}` : message);
+}

@@ -1,0 +1,80 @@
+/**
+ * The webhook action's configuration (seed "Webhook action configuration", decisions §6):
+ * the rules the schema cannot express, and how its secrets are stored and shown.
+ */
+import type { components } from '../../../generated/api.ts';
+import type { FieldErrors } from '../../platform/http/problem.ts';
+import type { OutboundClient } from '../../platform/outbound/client.ts';
+import type { Secrets } from '../../platform/secrets/secrets.ts';
+
+export type WebhookConfiguration = components['schemas']['WebhookConfiguration'];
+/** As stored: the same shape, with every secret replaced by its ciphertext. */
+export type StoredWebhookConfiguration = WebhookConfiguration;
+
+/** What the API answers in place of a stored secret; sent back in an update it means "keep". */
+export const MASK = '********';
+const PURPOSE = 'webhook-secrets';
+
+/** The secret keys of the configuration, by auth type. */
+const SECRET_KEYS = { basic: 'password', header: 'value', secret: 'secret' } as const;
+type SecretHolder = keyof typeof SECRET_KEYS;
+
+function eachSecret(config: WebhookConfiguration, fn: (holder: SecretHolder, value: string) => string): WebhookConfiguration {
+  if (!config.auth) return config;
+  const auth: Record<string, unknown> = { ...config.auth };
+  for (const holder of Object.keys(SECRET_KEYS) as SecretHolder[]) {
+    const part = auth[holder] as Record<string, string> | undefined;
+    const key = SECRET_KEYS[holder];
+    if (part && typeof part[key] === 'string') auth[holder] = { ...part, [key]: fn(holder, part[key]) };
+  }
+  return { ...config, auth: auth as WebhookConfiguration['auth'] };
+}
+
+/** The configuration as answered: secrets masked. */
+export const maskSecrets = (stored: StoredWebhookConfiguration): WebhookConfiguration => eachSecret(stored, () => MASK);
+
+/**
+ * The configuration to store: secrets encrypted; a masked secret keeps the value stored
+ * under the same key (`previous`), and is an error where none is stored.
+ */
+export function sealSecrets(
+  config: WebhookConfiguration,
+  previous: StoredWebhookConfiguration | null,
+  secrets: Secrets,
+  errorPrefix: string,
+): { stored: StoredWebhookConfiguration; errors: FieldErrors } {
+  const errors: FieldErrors = {};
+  const stored = eachSecret(config, (holder, value) => {
+    if (value !== MASK) return secrets.encrypt(PURPOSE, value);
+    const kept = (previous?.auth?.[holder] as Record<string, string> | undefined)?.[SECRET_KEYS[holder]];
+    if (kept === undefined) errors[`${errorPrefix}auth.${holder}.${SECRET_KEYS[holder]}`] = ['is masked, but no value is stored to keep'];
+    return kept ?? '';
+  });
+  return { stored, errors };
+}
+
+/** The configuration with its secrets in plain text, for sending. */
+export const unsealSecrets = (stored: StoredWebhookConfiguration, secrets: Secrets): WebhookConfiguration =>
+  eachSecret(stored, (_, value) => secrets.decrypt(PURPOSE, value));
+
+/** Headers Atrium frames itself; a configured value would corrupt or smuggle requests. */
+const RESERVED_HEADERS = new Set(['host', 'content-length', 'transfer-encoding', 'connection', 'keep-alive', 'upgrade', 'te', 'trailer', 'expect']);
+export const isReservedHeader = (name: string) => RESERVED_HEADERS.has(name.toLowerCase()) || name.toLowerCase().startsWith('proxy-');
+
+/**
+ * The rules beyond the schema: `url` must be a valid active URL (http/https, host resolves
+ * to reachable addresses), and custom headers may not be framing headers. Paths are
+ * prefixed with `prefix` (`config.` when the configuration is nested).
+ */
+export async function configurationErrors(config: WebhookConfiguration, outbound: OutboundClient, prefix = ''): Promise<FieldErrors> {
+  const errors: FieldErrors = {};
+  const urlProblem = await outbound.destinationProblem(config.url);
+  if (urlProblem) errors[`${prefix}url`] = [urlProblem];
+  for (const name of Object.keys(config.headers)) {
+    if (isReservedHeader(name)) errors[`${prefix}headers.${name}`] = ['is set by Atrium and cannot be configured'];
+  }
+  if (config.auth?.type === 'header' && config.auth.header && isReservedHeader(config.auth.header.name)) {
+    errors[`${prefix}auth.header.name`] = ['is set by Atrium and cannot be configured'];
+  }
+  return errors;
+}

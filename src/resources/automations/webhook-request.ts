@@ -1,0 +1,77 @@
+/**
+ * One webhook request from a configuration and a delivery (decisions §6): method, custom
+ * headers, the JSON payload, and the auth type's headers. Values are used as given:
+ * `{{…}}` is sent literally.
+ */
+import { createHmac, randomUUID } from 'node:crypto';
+import type { OutboundRequest } from '../../platform/outbound/client.ts';
+import type { WebhookConfiguration } from './webhook-configuration.ts';
+
+export const USER_AGENT = 'Atrium-Webhooks/1';
+
+/**
+ * Standard Webhooks signature: `v1,` + base64 HMAC-SHA256 of `id.timestamp.body`; the key
+ * is the base64 part of a `whsec_…` secret, otherwise the secret's UTF-8 bytes.
+ */
+export function standardWebhookSignature(secret: string, id: string, timestamp: number, body: string): string {
+  const key = secret.startsWith('whsec_') ? Buffer.from(secret.slice('whsec_'.length), 'base64') : Buffer.from(secret, 'utf8');
+  return `v1,${createHmac('sha256', key).update(`${id}.${timestamp}.${body}`).digest('base64')}`;
+}
+
+export interface WebhookDeliveryInput {
+  automationId: number;
+  eventId: string;
+  payload: string;
+}
+
+/** Header names are case-insensitive: later sources replace earlier same-named ones. */
+class HeaderSet {
+  private readonly entries = new Map<string, [string, string]>();
+  set(name: string, value: string): void {
+    this.entries.set(name.toLowerCase(), [name, value]);
+  }
+  toObject(): Record<string, string> {
+    return Object.fromEntries(this.entries.values());
+  }
+}
+
+export async function buildWebhookRequest(
+  config: WebhookConfiguration,
+  delivery: WebhookDeliveryInput,
+  signJwt: (claims: { subject: string; audience: string; jti: string }) => Promise<string>,
+  now = new Date(),
+): Promise<OutboundRequest> {
+  const method = config.method ?? 'POST';
+  // A GET carries no body (many servers reject one); every other method sends the payload.
+  const body = method === 'GET' ? '' : delivery.payload;
+  const headers = new HeaderSet();
+  headers.set('User-Agent', USER_AGENT);
+  if (body !== '') headers.set('Content-Type', 'application/json');
+  for (const [name, value] of Object.entries(config.headers)) headers.set(name, value);
+
+  const auth = config.auth;
+  switch (auth?.type) {
+    case 'basic':
+      headers.set('Authorization', `Basic ${Buffer.from(`${auth.basic!.username}:${auth.basic!.password}`, 'utf8').toString('base64')}`);
+      break;
+    case 'header':
+      headers.set(auth.header!.name, auth.header!.value);
+      break;
+    case 'jwt':
+      headers.set(
+        'Authorization',
+        `Bearer ${await signJwt({ subject: `automation:${delivery.automationId}`, audience: config.url, jti: randomUUID() })}`,
+      );
+      break;
+    case 'secret': {
+      const timestamp = Math.floor(now.getTime() / 1000);
+      headers.set('webhook-id', delivery.eventId);
+      headers.set('webhook-timestamp', String(timestamp));
+      headers.set('webhook-signature', standardWebhookSignature(auth.secret!.secret, delivery.eventId, timestamp, body));
+      break;
+    }
+    default:
+      break;
+  }
+  return { url: config.url, method, headers: headers.toObject(), ...(body !== '' ? { body } : {}) };
+}

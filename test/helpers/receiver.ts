@@ -1,0 +1,70 @@
+/**
+ * A real HTTP peer on loopback for outbound-request tests: records every request and
+ * answers per path from a script of statuses (the last one repeats). `'hang'` never
+ * answers; `'redirect'` answers 302 to `/redirected`; `{status, body}` answers that body.
+ */
+import http from 'node:http';
+import type { Test } from 'tap';
+
+export interface ReceivedRequest {
+  method: string;
+  path: string;
+  headers: http.IncomingHttpHeaders;
+  body: string;
+}
+
+export type Scripted = number | 'hang' | 'redirect' | { status: number; body: string };
+
+export interface Receiver {
+  url(path: string): string;
+  port: number;
+  received(path?: string): ReceivedRequest[];
+  script(path: string, answers: Scripted[]): void;
+}
+
+export async function startReceiver(t: Test): Promise<Receiver> {
+  const requests: ReceivedRequest[] = [];
+  const scripts = new Map<string, Scripted[]>();
+  const server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', () => {
+      const path = (req.url ?? '/').split('?')[0]!;
+      requests.push({ method: req.method ?? '', path, headers: req.headers, body: Buffer.concat(chunks).toString('utf8') });
+      const script = scripts.get(path) ?? [200];
+      const answer = script.length > 1 ? script.shift()! : script[0]!;
+      if (answer === 'hang') return;
+      if (answer === 'redirect') {
+        res.writeHead(302, { location: '/redirected' }).end();
+        return;
+      }
+      if (typeof answer === 'object') {
+        res.writeHead(answer.status, { 'content-type': 'text/plain' }).end(answer.body);
+        return;
+      }
+      res.writeHead(answer, { 'content-type': 'text/plain' }).end(`status ${answer}`);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => {
+    server.closeAllConnections();
+    server.close();
+  });
+  const port = (server.address() as { port: number }).port;
+  return {
+    port,
+    url: (path) => `http://127.0.0.1:${port}${path}`,
+    received: (path) => requests.filter((request) => path === undefined || request.path === path),
+    script: (path, answers) => scripts.set(path, [...answers]),
+  };
+}
+
+/** Polls `probe` until `done` holds (or the deadline passes) and returns the last value. */
+export async function eventually<T>(probe: () => Promise<T>, done: (value: T) => boolean, timeoutMs = 20_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (done(value) || Date.now() > deadline) return value;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
