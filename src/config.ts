@@ -17,6 +17,10 @@ export interface Config {
   bodyLimitBytes: number;
   /** Base64 32-byte master key; generated and stored in the database when unset. */
   secretKey: string | undefined;
+  /** SMTP server for e-mail copies of notifications (`smtp://user:pass@host:port`); unset = no e-mail. */
+  smtpUrl: string | undefined;
+  /** Sender address of those e-mails. */
+  smtpFrom: string;
 }
 
 function integer(env: NodeJS.ProcessEnv, name: string, fallback: number, min = 0): number {
@@ -48,5 +52,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     loginFailureWindowSeconds: integer(env, 'LOGIN_FAILURE_WINDOW', 900, 1),
     bodyLimitBytes: integer(env, 'BODY_LIMIT', 1024 * 1024, 1024),
     secretKey: env.ATRIUM_SECRET_KEY || undefined,
+    smtpUrl: env.SMTP_URL || undefined,
+    smtpFrom: env.SMTP_FROM || 'Atrium <no-reply@atrium.invalid>',
   };
 }

@@ -1,7 +1,10 @@
 /** Every operation of the spec and its handler. A missing or mistyped one fails `tsc`. */
 import type { Handlers } from './platform/http/handler.ts';
+import { attributeSetHandlers } from './resources/attribute-sets/handlers.ts';
 import { authHandlers } from './resources/auth/handlers.ts';
+import { departmentHandlers } from './resources/departments/handlers.ts';
 import { healthHandlers } from './resources/health/handlers.ts';
+import { notificationHandlers } from './resources/notifications/handlers.ts';
 import { notificationSettingHandlers } from './resources/notification-settings/handlers.ts';
 import { userHandlers } from './resources/users/handlers.ts';
 
@@ -10,4 +13,7 @@ export const handlers: Handlers = {
   ...authHandlers,
   ...userHandlers,
   ...notificationSettingHandlers,
+  ...departmentHandlers,
+  ...attributeSetHandlers,
+  ...notificationHandlers,
 };

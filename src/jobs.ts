@@ -1,5 +1,11 @@
 /** Every background job. Workers start for all of them (ATRIUM_ROLE worker or all). */
 import { purgeExpiredTokens } from './platform/auth/purge-expired-tokens.job.ts';
 import type { JobDefinition } from './platform/jobs/jobs.ts';
+import { deliverNotifications, deliverPendingNotifications, emailNotifications } from './resources/notifications/jobs.ts';
 
-export const jobDefinitions: JobDefinition<never>[] = [purgeExpiredTokens as JobDefinition<never>];
+export const jobDefinitions: JobDefinition<never>[] = [
+  purgeExpiredTokens as JobDefinition<never>,
+  deliverNotifications as JobDefinition<never>,
+  emailNotifications as JobDefinition<never>,
+  deliverPendingNotifications as JobDefinition<never>,
+];

@@ -71,9 +71,6 @@ export const SEED_ROUTES = [
  */
 export const PENDING: Record<string, string[]> = {
   'issue 3 (users)': SEED_ROUTES.filter((r) => /\/users(\/|$)/.test(r) && !/login-tokens|current/.test(r)),
-  'issue 4 (departments, notifications)': SEED_ROUTES.filter(
-    (r) => /departments|\/notifications/.test(r) && !/notification-settings/.test(r),
-  ),
   'issue 5 (menu items, login tokens)': SEED_ROUTES.filter((r) => /menu\/items|login-tokens/.test(r)),
   'issue 6 (default value sources)': SEED_ROUTES.filter((r) => /tasks-2/.test(r)),
 };
