@@ -40,7 +40,13 @@ export function fieldErrors(errors: ErrorObject[], context?: string): FieldError
   for (const error of errors) {
     const segments = error.instancePath.split('/').slice(1).map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'));
     let message = error.message ?? 'is invalid';
-    if (error.keyword === 'required') {
+    const propertyName = (error as { propertyName?: string }).propertyName;
+    if (error.keyword === 'propertyNames') continue; // the failing name's own error says which
+    if (propertyName !== undefined) {
+      // A key whose name fails `propertyNames` (bodies with free keys): keyed by that name.
+      segments.push(propertyName);
+      message = `is not an allowed key name (${message})`;
+    } else if (error.keyword === 'required') {
       segments.push(String((error.params as { missingProperty: string }).missingProperty));
       message = 'is required';
     } else if (error.keyword === 'additionalProperties') {
