@@ -77,7 +77,7 @@ ALTER TABLE "notifications" ADD CONSTRAINT "notifications_notifiable_fk" FOREIGN
 CREATE INDEX "department_attribute_sets_set_idx" ON "department_attribute_sets" USING btree ("tenant_id","attribute_set_id");--> statement-breakpoint
 CREATE INDEX "notification_dispatches_pending_idx" ON "notification_dispatches" USING btree ("created_at") WHERE "notification_dispatches"."delivered_at" IS NULL;--> statement-breakpoint
 CREATE INDEX "notifications_recipient_created_idx" ON "notifications" USING btree ("tenant_id","notifiable_id","created_at" DESC NULLS FIRST,"id" DESC NULLS FIRST);--> statement-breakpoint
-CREATE INDEX "notifications_unread_idx" ON "notifications" USING btree ("tenant_id","notifiable_id") WHERE "notifications"."read_at" IS NULL;--> statement-breakpoint
+CREATE INDEX "notifications_unread_idx" ON "notifications" USING btree ("tenant_id","notifiable_type","notifiable_id") WHERE "notifications"."read_at" IS NULL;--> statement-breakpoint
 CREATE INDEX "notifications_recipient_target_idx" ON "notifications" USING btree ("tenant_id","notifiable_id","targetable_type","targetable_id");--> statement-breakpoint
 CREATE INDEX "departments_tags_idx" ON "departments" USING gin ("tags");--> statement-breakpoint
 CREATE POLICY "attribute_sets_tenant_isolation" ON "attribute_sets" AS PERMISSIVE FOR ALL TO public USING (tenant_id = nullif(current_setting('atrium.tenant_id', true), '')::bigint) WITH CHECK (tenant_id = nullif(current_setting('atrium.tenant_id', true), '')::bigint);--> statement-breakpoint

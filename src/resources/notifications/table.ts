@@ -62,8 +62,9 @@ export const notifications = pgTable(
     foreignKey({ name: 'notifications_notifiable_fk', columns: [t.tenantId, t.notifiableId], foreignColumns: [users.tenantId, users.id] }).onDelete('cascade'),
     // The caller's list, newest first.
     index('notifications_recipient_created_idx').on(t.tenantId, t.notifiableId, t.createdAt.desc().nullsFirst(), t.id.desc().nullsFirst()),
-    // GET /api/notifications/count: only unread rows are in this index.
-    index('notifications_unread_idx').on(t.tenantId, t.notifiableId).where(sql`${t.readAt} IS NULL`),
+    // GET /api/notifications/count: only unread rows are in this index, and it covers the
+    // whole condition, so the count is an index-only scan.
+    index('notifications_unread_idx').on(t.tenantId, t.notifiableType, t.notifiableId).where(sql`${t.readAt} IS NULL`),
     index('notifications_recipient_target_idx').on(t.tenantId, t.notifiableId, t.targetableType, t.targetableId),
     tenantIsolation('notifications'),
   ],
