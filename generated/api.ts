@@ -338,6 +338,7 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
+                /** @description The target's id; targets are stored with integer ids, so other text is a 422. */
                 targetableId: components["parameters"]["TargetableId"];
                 targetableType: components["parameters"]["TargetableType"];
             };
@@ -822,6 +823,7 @@ export interface components {
         Relations: string;
         /** @description Comma-separated field names to return. Default all visible fields. */
         Selects: string;
+        /** @description The target's id; targets are stored with integer ids, so other text is a 422. */
         TargetableId: components["schemas"]["Id"];
         TargetableType: components["schemas"]["TargetableType"];
     };
@@ -1473,6 +1475,7 @@ export interface operations {
             };
             header?: never;
             path: {
+                /** @description The target's id; targets are stored with integer ids, so other text is a 422. */
                 targetableId: components["parameters"]["TargetableId"];
                 targetableType: components["parameters"]["TargetableType"];
             };
@@ -1490,6 +1493,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
+                /** @description The target's id; targets are stored with integer ids, so other text is a 422. */
                 targetableId: components["parameters"]["TargetableId"];
                 targetableType: components["parameters"]["TargetableType"];
             };

@@ -50,6 +50,14 @@ const plan = await db.tenant(tenantId, (tx) =>
 );
 console.log('count plan (as the application role, under row-level security):');
 for (const row of plan) console.log(`  ${row['QUERY PLAN']}`);
+const listPlan = await db.tenant(tenantId, (tx) =>
+  tx.execute<{ 'QUERY PLAN': string }>(
+    sql`explain analyze select * from notifications where notifiable_type = 'user' and notifiable_id = ${admin!.id}
+        order by created_at desc, id desc limit 50`,
+  ),
+);
+console.log('list plan (limit 50):');
+for (const row of listPlan) console.log(`  ${row['QUERY PLAN']}`);
 
 const address = await app.listen({ host: '127.0.0.1', port: 0 });
 const headers = { authorization: `Bearer ${token}` };

@@ -2,8 +2,8 @@ import t, { type Test } from 'tap';
 import { randomUUID } from 'node:crypto';
 import { and, desc, eq, sql } from 'drizzle-orm';
 import { departmentUsers, departments } from '../../src/resources/departments/table.ts';
-import { deliverDispatch } from '../../src/resources/notifications/jobs.ts';
-import { findDispatch, storeNotificationBatch } from '../../src/resources/notifications/notify.ts';
+import { deliverDispatch, deliverPendingNotifications } from '../../src/resources/notifications/jobs.ts';
+import { findDispatch, notify, storeNotificationBatch } from '../../src/resources/notifications/notify.ts';
 import { notificationDispatches, notifications } from '../../src/resources/notifications/table.ts';
 import { startTestApi } from '../helpers/atrium.ts';
 import { eventually } from '../helpers/eventually.ts';
@@ -223,6 +223,32 @@ t.test('count is a bare integer of the caller’s unread notifications matching 
   const text = plan.map((row) => row['QUERY PLAN']).join('\n');
   t.match(text, /notifications_unread_idx/, text);
   await api.db.owner.execute(sql`delete from notifications where tenant_id = ${tenant.tenantId} and data->>'title' = 't'`);
+});
+
+t.test('a list costs the same number of queries whatever its length', async (t) => {
+  const measure = async (token: string) => {
+    const before = api.db.queryCount;
+    const res = await api.call(t, 'listNotifications', { token, query: { relations: 'notifiable|targetable' } });
+    t.equal(res.status, 200);
+    return { queries: api.db.queryCount - before, rows: res.body.length };
+  };
+  const few = await measure(bob.token);
+  const many = await measure(alice.token);
+  t.ok(many.rows > few.rows);
+  t.equal(many.queries, few.queries);
+});
+
+t.test('a dispatch whose delivery job was lost is delivered by deliver-pending', async (t) => {
+  const lost = await api.createUser(tenant.tenantId);
+  // notify() without queueDelivery(): as if the process died right after the commit.
+  const dispatch = await api.db.tenant(tenant.tenantId, (tx) =>
+    notify(tx, { recipients: { userIds: [lost.id] }, type: 'customNotification', data: { title: 'Lost', body: 'b', url: '/' } }),
+  );
+  await api.db.owner.execute(sql`update notification_dispatches set created_at = now() - interval '5 minutes' where id = ${dispatch.dispatchId}`);
+  await deliverPendingNotifications.run([], api.atrium.services);
+  await waitForDelivery(t);
+  const rows = await api.db.owner.select().from(notifications).where(eq(notifications.dispatchId, dispatch.dispatchId));
+  t.strictSame(rows.map((r) => r.notifiableId), [lost.id]);
 });
 
 t.test("show answers the caller's notification; another user's or tenant's is a 404 like a missing one", async (t) => {
