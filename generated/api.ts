@@ -122,8 +122,8 @@ export interface paths {
         /**
          * Departments of the tenant
          * @description Every signed-in user sees every department of the tenant (departments are used for
-         *     targeting and membership everywhere). Ordered by name, then id. Relation `users`
-         *     lists the members. `filter[text]`: every word must match; a word starting with `#`
+         *     targeting and membership everywhere). Ordered by name, then id. Relations: `users`
+         *     (the members), `notification_settings`, `attribute_sets`. `filter[text]`: every word must match; a word starting with `#`
          *     matches a tag (case-insensitive, whole tag), any other word a part of the name
          *     (case-insensitive).
          */
@@ -513,6 +513,8 @@ export interface components {
         Department: {
             /** @description Attached attribute sets, ordered by their `sort_number`. */
             attribute_set_ids?: number[];
+            /** @description Relation `attribute_sets` (the attached sets with their fields, by sort number). */
+            attribute_sets?: components["schemas"]["AttributeSet"][];
             /** @description Field key → value, for the fields of the attached attribute sets. */
             attributes?: {
                 [key: string]: unknown;
@@ -522,6 +524,8 @@ export interface components {
             id?: number;
             name?: string;
             notification_setting_ids?: number[];
+            /** @description Relation `notification_settings` (the assigned settings, by sort number). */
+            notification_settings?: components["schemas"]["NotificationSetting"][];
             /** @description Free tags; `filter[text]=#tag` matches them. */
             tags?: string[];
             /** Format: date-time */

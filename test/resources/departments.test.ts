@@ -220,6 +220,22 @@ t.test('relation users lists members with a constant number of queries', async (
   t.equal(unknown.status, 422);
 });
 
+t.test('relations notification_settings and attribute_sets show the assigned records in order', async (t) => {
+  const [s1, s2] = await settingIds(tenant.tenantId);
+  const first = await createSet(t, 'First', [{ key: 'first_field', type: 'string' }]);
+  const second = await createSet(t, 'Second', [{ key: 'second_field', type: 'integer' }]);
+  const created = await create(t, { name: 'Related', notification_setting_ids: [s2, s1], attribute_set_ids: [second, first] });
+  const res = await api.call(t, 'getDepartment', {
+    token: employee.token,
+    params: { department: created.body.id },
+    query: { relations: 'notification_settings|attribute_sets', selects: 'id' },
+  });
+  t.equal(res.status, 200);
+  t.strictSame(res.body.notification_settings.map((s: { id: number }) => s.id), [s1, s2]);
+  t.strictSame(res.body.attribute_sets.map((s: { id: number }) => s.id), [second, first]);
+  t.strictSame(res.body.attribute_sets[0].fields, [{ key: 'second_field', type: 'integer' }]);
+});
+
 t.test('availability reports count, limit and remaining; creating beyond the limit is 422', async (t) => {
   const limited = await api.createTenant('departments-limited');
   const unlimited = await api.call(t, 'getDepartmentAvailability', { token: limited.adminToken });

@@ -1,28 +1,18 @@
 import { asc, count, eq, sql } from 'drizzle-orm';
 import type { Auth } from '../../platform/auth/auth.ts';
-import { isUniqueViolation } from '../../platform/database/errors.ts';
+import { uniqueAs422 } from '../../platform/database/errors.ts';
 import type { Tx } from '../../platform/database/database.ts';
 import type { Body, Handlers } from '../../platform/http/handler.ts';
-import { rfc3339 } from '../../platform/http/datetime.ts';
 import { invalid, notFound, type FieldErrors } from '../../platform/http/problem.ts';
-import { defineView, present, readControls } from '../../platform/result-controls/result-controls.ts';
+import { present, readControls } from '../../platform/result-controls/result-controls.ts';
 import { departmentAttributeSets } from '../departments/table.ts';
 import { DEPARTMENT_KEYS } from './attributes.ts';
 import { attributeSets } from './table.ts';
+import { attributeSetView, type AttributeSetRow } from './view.ts';
 
-type AttributeSetRow = typeof attributeSets.$inferSelect;
+/** The unique rule can still be hit by a concurrent request after the check: same 422. */
+const nameTaken = <T>(work: Promise<T>) => uniqueAs422(work, 'attribute_sets_tenant_id_name_key', 'name');
 
-export const attributeSetView = defineView<AttributeSetRow, Auth>({
-  key: (row) => row.id,
-  visible: () => true,
-  fields: {
-    id: {},
-    name: {},
-    fields: {},
-    created_at: { value: (r) => rfc3339(r.createdAt) },
-    updated_at: { value: (r) => rfc3339(r.updatedAt) },
-  },
-});
 
 /** Field keys are unique in a set and may not shadow a department field. */
 function checkFields(body: Body<'createAttributeSet'>): void {
@@ -37,14 +27,6 @@ function checkFields(body: Body<'createAttributeSet'>): void {
   if (Object.keys(errors).length > 0) throw invalid(errors);
 }
 
-async function nameTakenAs422<T>(work: Promise<T>): Promise<T> {
-  try {
-    return await work;
-  } catch (error) {
-    if (isUniqueViolation(error, 'attribute_sets_tenant_id_name_key')) throw invalid({ name: ['has already been taken'] });
-    throw error;
-  }
-}
 
 async function findSet(tx: Tx, id: number): Promise<AttributeSetRow> {
   const [row] = await tx.select().from(attributeSets).where(eq(attributeSets.id, id));
@@ -72,7 +54,7 @@ export const attributeSetHandlers = {
 
   async createAttributeSet({ auth, body, services: { db } }) {
     checkFields(body);
-    const [created] = await nameTakenAs422(
+    const [created] = await nameTaken(
       db.tenant(auth.tenantId, async (tx) => {
         const rows = await tx.insert(attributeSets).values({ tenantId: auth.tenantId, name: body.name.trim(), fields: body.fields }).returning();
         return present(attributeSetView, tx, rows, all, auth);
@@ -83,7 +65,7 @@ export const attributeSetHandlers = {
 
   async updateAttributeSet({ auth, body, params, services: { db } }) {
     checkFields(body);
-    const [updated] = await nameTakenAs422(
+    const [updated] = await nameTaken(
       db.tenant(auth.tenantId, async (tx) => {
         const rows = await tx
           .update(attributeSets)

@@ -4,7 +4,7 @@ import type { Tx } from '../../platform/database/database.ts';
 import type { Body, Handlers } from '../../platform/http/handler.ts';
 import { invalid, notFound, type FieldErrors } from '../../platform/http/problem.ts';
 import { present, readControls } from '../../platform/result-controls/result-controls.ts';
-import { isUniqueViolation } from '../../platform/database/errors.ts';
+import { uniqueAs422 } from '../../platform/database/errors.ts';
 import { entityPermissions } from '../../platform/entity-permissions/table.ts';
 import { attributeFieldTypes, DEPARTMENT_KEYS, mergeAttributeValues } from '../attribute-sets/attributes.ts';
 import { attributeSets } from '../attribute-sets/table.ts';
@@ -12,6 +12,9 @@ import { notificationSettings } from '../notification-settings/table.ts';
 import { tenants } from '../tenants/table.ts';
 import { departmentAttributeSets, departmentNotificationSettings, departments } from './table.ts';
 import { departmentView, selectDepartments, type DepartmentRow } from './view.ts';
+
+/** The unique rule can still be hit by a concurrent request after the check: same 422. */
+const nameTaken = <T>(work: Promise<T>) => uniqueAs422(work, 'departments_tenant_id_name_key', 'name');
 
 type DepartmentInput = Body<'createDepartment'>;
 
@@ -115,15 +118,6 @@ async function saveDepartment(tx: Tx, auth: Auth, body: DepartmentInput, current
   return id;
 }
 
-/** The unique rule can still be hit by a concurrent request after the check: same 422. */
-async function nameTakenAs422<T>(work: Promise<T>): Promise<T> {
-  try {
-    return await work;
-  } catch (error) {
-    if (isUniqueViolation(error, 'departments_tenant_id_name_key')) throw invalid({ name: ['has already been taken'] });
-    throw error;
-  }
-}
 
 async function findDepartment(tx: Tx, id: number): Promise<DepartmentRow> {
   const [row] = await selectDepartments(tx, eq(departments.id, id));
@@ -160,7 +154,7 @@ export const departmentHandlers = {
   },
 
   async createDepartment({ auth, body, services: { db } }) {
-    const created = await nameTakenAs422(db.tenant(auth.tenantId, async (tx) => {
+    const created = await nameTaken(db.tenant(auth.tenantId, async (tx) => {
       await tx.execute(sql`select pg_advisory_xact_lock(${DEPARTMENT_LIMIT_LOCK}, ${auth.tenantId}::int)`);
       const availability = await departmentAvailability(tx);
       if (availability.remaining === 0) {
@@ -172,7 +166,7 @@ export const departmentHandlers = {
   },
 
   async updateDepartment({ auth, body, params, services: { db } }) {
-    const updated = await nameTakenAs422(db.tenant(auth.tenantId, async (tx) => {
+    const updated = await nameTaken(db.tenant(auth.tenantId, async (tx) => {
       const current = await findDepartment(tx, params.department);
       return presentOne(tx, auth, await saveDepartment(tx, auth, body, current));
     }));

@@ -3,6 +3,10 @@ import type { Auth } from '../../platform/auth/auth.ts';
 import type { Tx } from '../../platform/database/database.ts';
 import { rfc3339 } from '../../platform/http/datetime.ts';
 import { defineView, present } from '../../platform/result-controls/result-controls.ts';
+import { attributeSetView } from '../attribute-sets/view.ts';
+import { attributeSets } from '../attribute-sets/table.ts';
+import { notificationSettingView } from '../notification-settings/handlers.ts';
+import { notificationSettings } from '../notification-settings/table.ts';
 import { users } from '../users/table.ts';
 import { userView, type UserRow } from '../users/view.ts';
 import { departmentAttributeSets, departmentNotificationSettings, departmentUsers, departments } from './table.ts';
@@ -75,14 +79,44 @@ export const departmentView = defineView<DepartmentRow, Auth, 'text'>({
           .where(and(inArray(departmentUsers.departmentId, rows.map((r) => r.id)), isNull(users.deletedAt)))
           .orderBy(asc(users.lastName), asc(users.firstName), asc(users.id));
         const presented = await present(userView, tx, found.map((f) => f.user as UserRow), { selects: null, relations: [] }, viewer);
-        const byDepartment = new Map<unknown, unknown[]>();
-        found.forEach((f, i) => {
-          const list = byDepartment.get(f.departmentId) ?? [];
-          list.push(presented[i]);
-          byDepartment.set(f.departmentId, list);
-        });
-        return byDepartment;
+        return groupBy(found.map((f, i) => [f.departmentId, presented[i]]));
+      },
+    },
+    notification_settings: {
+      empty: [],
+      async load(tx, rows, viewer) {
+        const found = await tx
+          .select({ departmentId: departmentNotificationSettings.departmentId, setting: notificationSettings })
+          .from(departmentNotificationSettings)
+          .innerJoin(notificationSettings, eq(notificationSettings.id, departmentNotificationSettings.notificationSettingId))
+          .where(inArray(departmentNotificationSettings.departmentId, rows.map((r) => r.id)))
+          .orderBy(asc(notificationSettings.sortNumber), asc(notificationSettings.id));
+        const presented = await present(notificationSettingView, tx, found.map((f) => f.setting), { selects: null, relations: [] }, viewer);
+        return groupBy(found.map((f, i) => [f.departmentId, presented[i]]));
+      },
+    },
+    attribute_sets: {
+      empty: [],
+      async load(tx, rows, viewer) {
+        const found = await tx
+          .select({ departmentId: departmentAttributeSets.departmentId, set: attributeSets })
+          .from(departmentAttributeSets)
+          .innerJoin(attributeSets, eq(attributeSets.id, departmentAttributeSets.attributeSetId))
+          .where(inArray(departmentAttributeSets.departmentId, rows.map((r) => r.id)))
+          .orderBy(asc(departmentAttributeSets.sortNumber), asc(attributeSets.id));
+        const presented = await present(attributeSetView, tx, found.map((f) => f.set), { selects: null, relations: [] }, viewer);
+        return groupBy(found.map((f, i) => [f.departmentId, presented[i]]));
       },
     },
   },
 });
+
+function groupBy(pairs: [unknown, unknown][]): Map<unknown, unknown[]> {
+  const groups = new Map<unknown, unknown[]>();
+  for (const [key, value] of pairs) {
+    const list = groups.get(key) ?? [];
+    list.push(value);
+    groups.set(key, list);
+  }
+  return groups;
+}
