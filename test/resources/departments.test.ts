@@ -37,6 +37,8 @@ t.test('bad department input is a 422 problem and stores nothing', async (t) => 
     [{ name: 'X', attribute_set_ids: [999999] }, 'attribute_set_ids.0'],
     [{ name: 'X', attribute_set_ids: [{ id: 1, extra: 1 }] }, 'attribute_set_ids.0.extra'],
     [{ name: 'X', cost_center: 'A1' }, 'cost_center'],
+    [{ name: 'X', user_id: employee.id }, 'user_id'],
+    [{ name: 'X', created_at: '2020-01-01' }, 'created_at'],
     [{ name: 'X', 'Bad Key': 'A1' }, 'Bad Key'],
     [{ name: 'X', nested: { a: 1 } }, 'nested'],
     [{ name: 'X', tags: ['#hash'] }, 'tags.0'],

@@ -6,7 +6,7 @@ import { invalid, notFound, type FieldErrors } from '../../platform/http/problem
 import { present, readControls } from '../../platform/result-controls/result-controls.ts';
 import { uniqueAs422 } from '../../platform/database/errors.ts';
 import { entityPermissions } from '../../platform/entity-permissions/table.ts';
-import { attributeFieldTypes, DEPARTMENT_KEYS, mergeAttributeValues } from '../attribute-sets/attributes.ts';
+import { attributeFieldTypes, mergeAttributeValues } from '../attribute-sets/attributes.ts';
 import { attributeSets } from '../attribute-sets/table.ts';
 import { notificationSettings } from '../notification-settings/table.ts';
 import { tenants } from '../tenants/table.ts';
@@ -50,8 +50,10 @@ function missingIds(key: string, ids: number[], existing: Set<number>, errors: F
   });
 }
 
+/** The body's keys beyond the declared ones: attribute values (read-only fields like `user_id` fail as unknown). */
+const INPUT_KEYS = ['name', 'tags', 'notification_setting_ids', 'attribute_set_ids'];
 const extraKeys = (body: DepartmentInput): Record<string, unknown> =>
-  Object.fromEntries(Object.entries(body).filter(([key]) => !(DEPARTMENT_KEYS as readonly string[]).includes(key)));
+  Object.fromEntries(Object.entries(body).filter(([key]) => !INPUT_KEYS.includes(key)));
 
 /**
  * Validates a create/update body against the tenant's data and writes the department
