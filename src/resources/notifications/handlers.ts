@@ -12,6 +12,8 @@ import { notificationView, ownNotifications } from './view.ts';
 /** The document's envelope of notification write endpoints (decisions §3). */
 const envelope = <T>(data: T) => ({ status: 'success' as const, data });
 
+// The bodies' schemas say "user_ids or department_ids" with `anyOf: [{required}]`, which
+// openapi-typescript types as `unknown`; Ajv has validated them against these shapes.
 interface RecipientsInput {
   user_ids?: number[];
   department_ids?: number[];
@@ -140,7 +142,7 @@ export const notificationHandlers = {
       return listOwn(tx, auth, eq(notifications.id, params.notification), { selects: null, relations: [], limit: undefined });
     });
     if (!updated) throw notFound('The notification');
-    return { status: 200, body: envelope(updated as never) };
+    return { status: 200, body: envelope(updated) };
   },
 
   /** Seed rule 4: every notification of the tenant (and pending deliveries); settings stay. */
