@@ -28,7 +28,9 @@ export async function deliverDispatch(services: Services, dispatch: Dispatch, ba
   await db.tenant(dispatch.tenantId, (tx) =>
     tx.update(notificationDispatches).set({ deliveredAt: sql`now()` }).where(eq(notificationDispatches.id, found.id)),
   );
-  if (services.config.smtpUrl) await services.jobs.send(emailNotifications, dispatch);
+  if (services.config.smtpUrl) {
+    await services.jobs.send(emailNotifications, { tenantId: dispatch.tenantId, dispatchId: dispatch.dispatchId }, { singletonKey: dispatch.dispatchId });
+  }
   return stored;
 }
 
@@ -106,7 +108,9 @@ export async function emailDispatch(services: Services, dispatch: Dispatch): Pro
 
 export const emailNotifications = defineJob<Dispatch>({
   name: 'notifications.email',
-  queue: { retryLimit: 5, retryDelay: 30, retryBackoff: true },
+  // One active job per dispatch (singleton key = dispatch id): a second job for the same
+  // dispatch (re-delivery) waits, then finds every copy marked sent.
+  queue: { policy: 'singleton', retryLimit: 5, retryDelay: 30, retryBackoff: true },
   work: { batchSize: 1, pollingIntervalSeconds: 1 },
   async run(jobs, services) {
     for (const job of jobs) await emailDispatch(services, job.data);
