@@ -2,6 +2,7 @@ import t, { type Test } from 'tap';
 import { eq, sql } from 'drizzle-orm';
 import { departmentUsers, departments } from '../../src/resources/departments/table.ts';
 import { tenants } from '../../src/resources/tenants/table.ts';
+import { entityPermissions } from '../../src/platform/entity-permissions/table.ts';
 import { startTestApi } from '../helpers/atrium.ts';
 
 const api = await startTestApi(t);
@@ -257,6 +258,9 @@ t.test("delete removes the department and its memberships; another tenant's is a
   const created = await create(t, { name: 'Temporary' });
   const member = await api.createUser(tenant.tenantId);
   await api.db.owner.insert(departmentUsers).values({ tenantId: tenant.tenantId, departmentId: created.body.id, userId: member.id });
+  await api.db.owner
+    .insert(entityPermissions)
+    .values({ tenantId: tenant.tenantId, entityType: 'menuItem', entityId: 1, subjectType: 'department', subjectId: created.body.id });
   const foreign = await api.call(t, 'deleteDepartment', { token: other.adminToken, params: { department: created.body.id } });
   const missing = await api.call(t, 'deleteDepartment', { token: other.adminToken, params: { department: 999999 } });
   t.equal(foreign.status, 404);
@@ -271,5 +275,7 @@ t.test("delete removes the department and its memberships; another tenant's is a
   t.equal((await api.call(t, 'getDepartment', { token: manager.token, params: { department: created.body.id } })).status, 404);
   const memberships = await api.db.owner.select().from(departmentUsers).where(eq(departmentUsers.departmentId, created.body.id));
   t.equal(memberships.length, 0);
+  const grants = await api.db.owner.select().from(entityPermissions).where(eq(entityPermissions.subjectId, created.body.id));
+  t.equal(grants.length, 0, 'entity permissions naming the department are gone');
   t.equal((await api.call(t, 'getDepartment', { token: manager.token, params: { department: 'abc' } })).status, 422);
 });
