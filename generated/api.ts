@@ -538,7 +538,8 @@ export interface components {
         /** @description Departments whose members are notified (required when `user_ids` is absent). */
         department_ids: components["schemas"]["Id"][];
         /**
-         * @description `name` is required and unique in the tenant. `notification_setting_ids` and
+         * @description `name` is required and unique in the tenant (case-sensitive, surrounding blanks
+         *     trimmed). `notification_setting_ids` and
          *     `attribute_set_ids` keep their current values when omitted on update (none on
          *     create); every id must exist in the tenant. Any other key is a value for a field of
          *     an attached attribute set and must match that field's type (`string`, `integer`,
