@@ -21,6 +21,58 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/administration/attribute-sets": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Attribute sets of the tenant
+         * @description Ordered by name, then id.
+         */
+        get: operations["listAttributeSets"];
+        put?: never;
+        /**
+         * Create an attribute set
+         * @description Names are unique in the tenant; field keys unique within the set.
+         */
+        post: operations["createAttributeSet"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/administration/attribute-sets/{attributeSet}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                attributeSet: components["schemas"]["Id"];
+            };
+            cookie?: never;
+        };
+        /** One attribute set */
+        get: operations["getAttributeSet"];
+        /**
+         * Replace an attribute set's name and fields
+         * @description Values that departments hold for fields the set no longer defines (or whose type
+         *     changed) stay stored until that department is next updated, and are validated then.
+         */
+        put: operations["updateAttributeSet"];
+        post?: never;
+        /**
+         * Delete an attribute set
+         * @description Refused (422) while a department has the set attached.
+         */
+        delete: operations["deleteAttributeSet"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/administration/automations": {
         parameters: {
             query?: never;
@@ -194,6 +246,26 @@ export interface paths {
          *     `deleted_at`. An already deleted item is answered 404.
          */
         delete: operations["deleteMenuItem"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/administration/notifications/reset": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Delete every notification of the tenant
+         * @description Permanently deletes every notification (and pending delivery) of the caller's tenant; notification settings stay.
+         */
+        delete: operations["resetNotifications"];
         options?: never;
         head?: never;
         patch?: never;
@@ -612,6 +684,84 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/departments": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Departments of the tenant
+         * @description Every signed-in user sees every department of the tenant (departments are used for
+         *     targeting and membership everywhere). Ordered by name, then id. Relations: `users`
+         *     (the members), `notification_settings`, `attribute_sets`. `filter[text]`: every word must match; a word starting with `#`
+         *     matches a tag (case-insensitive, whole tag), any other word a part of the name
+         *     (case-insensitive).
+         */
+        get: operations["listDepartments"];
+        put?: never;
+        /**
+         * Create a department
+         * @description `user_id` is set to the caller. Creating beyond the tenant's department limit
+         *     (see `availability-information`) is a 422.
+         */
+        post: operations["createDepartment"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/departments/{department}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                department: components["schemas"]["Id"];
+            };
+            cookie?: never;
+        };
+        /** One department */
+        get: operations["getDepartment"];
+        /**
+         * Update a department
+         * @description Same keys as create; `name` is required. Omitted id lists and tags keep their current values.
+         */
+        put: operations["updateDepartment"];
+        post?: never;
+        /**
+         * Delete a department
+         * @description Hard delete: the department, its memberships, its notification-setting and
+         *     attribute-set assignments and the entity permissions that name it are removed.
+         *     Notifications already delivered through it stay.
+         */
+        delete: operations["deleteDepartment"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/departments/availability-information": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Department count and limit
+         * @description Open to every signed-in user.
+         */
+        get: operations["getDepartmentAvailability"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/menu/items": {
         parameters: {
             query?: never;
@@ -686,6 +836,159 @@ export interface paths {
         get: operations["getNotificationSetting"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/notifications": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The caller's notifications
+         * @description Only the caller's own notifications, newest first (`created_at`, then `id`). Relations `notifiable`, `targetable`.
+         */
+        get: operations["listNotifications"];
+        /**
+         * Mark the caller's unread notifications seen or read
+         * @description Changes only the caller's unread notifications, narrowed by `filter`: with
+         *     `read_at` every unread one (and `seen_at` where not yet seen); with `seen_at` only
+         *     the unread ones not yet seen. `data` is the number changed.
+         */
+        put: operations["updateNotifications"];
+        /**
+         * Send a generic notification
+         * @description Every `user_ids`/`department_ids` entry must exist in the tenant (422 naming the
+         *     entry, e.g. `user_ids.3`); at least one id must be given. Answers 202 at once; a
+         *     background job then stores one `customNotification` per recipient: the members of
+         *     the departments and the direct users, each once, skipping group accounts and
+         *     inactive or deleted users. Recipients with `wants_email_notifications` and an
+         *     e-mail address also get an e-mail copy.
+         */
+        post: operations["createNotification"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/notifications/{notification}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                notification: components["parameters"]["Notification"];
+            };
+            cookie?: never;
+        };
+        /**
+         * One of the caller's notifications
+         * @description Another user's notification is answered 404, like a missing one.
+         */
+        get: operations["getNotification"];
+        /**
+         * Mark one of the caller's notifications seen or read
+         * @description `read_at` sets `read_at` (and `seen_at` when not yet seen, to `seen_at` if sent,
+         *     else to `read_at`); `seen_at` alone sets `seen_at` when not yet seen. Another
+         *     user's notification is answered 404.
+         */
+        put: operations["updateNotification"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/notifications/count": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Count the caller's unread notifications
+         * @description A bare JSON integer; the caller's unread notifications matching `filter`.
+         */
+        get: operations["countNotifications"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/notifications/type/{targetableType}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                targetableType: components["parameters"]["TargetableType"];
+            };
+            cookie?: never;
+        };
+        /** The caller's notifications about one kind of target */
+        get: operations["listNotificationsByType"];
+        /**
+         * Mark the caller's unread notifications about one kind of target
+         * @description As `PUT /api/notifications`, narrowed to `targetable_type`.
+         */
+        put: operations["updateNotificationsByType"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/notifications/type/{targetableType}/{targetableId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The target's id; targets are stored with integer ids, so other text is a 422. */
+                targetableId: components["parameters"]["TargetableId"];
+                targetableType: components["parameters"]["TargetableType"];
+            };
+            cookie?: never;
+        };
+        /** The caller's notifications about one target */
+        get: operations["listNotificationsByTarget"];
+        /**
+         * Mark the caller's unread notifications about one target
+         * @description As `PUT /api/notifications`, narrowed to `targetable_type` and `targetable_id`.
+         */
+        put: operations["updateNotificationsByTarget"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/notifications/typed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Send a typed notification for a target resource
+         * @description For producing services (the seed's Events section): like `POST
+         *     /api/notifications` (same recipient rules and 202), with a `type` and the
+         *     target's id; `targetable_type` follows from the type.
+         */
+        post: operations["createTypedNotification"];
         delete?: never;
         options?: never;
         head?: never;
@@ -923,6 +1226,26 @@ export interface components {
             /** @constant */
             token_type: "Bearer";
         };
+        AttributeField: {
+            /** @description The department key that carries the value; must not be a department field name. */
+            key: string;
+            label?: string;
+            /** @enum {string} */
+            type: "string" | "integer" | "number" | "boolean" | "date";
+        };
+        AttributeSet: {
+            /** Format: date-time */
+            created_at?: string;
+            fields?: components["schemas"]["AttributeField"][];
+            id?: number;
+            name?: string;
+            /** Format: date-time */
+            updated_at?: string;
+        };
+        AttributeSetInput: {
+            fields: components["schemas"]["AttributeField"][];
+            name: string;
+        };
         /** @description An automation holding one webhook action. */
         Automation: {
             /**
@@ -961,6 +1284,32 @@ export interface components {
             config?: components["schemas"]["WebhookConfiguration"];
             name?: string;
         };
+        /** @description How many departments exist and how many more may be created. */
+        Availability: {
+            /** @description Departments of the tenant. */
+            count: number;
+            /** @description The tenant's department limit; null = unlimited. */
+            limit: number | null;
+            /** @description `max(limit - count, 0)`; null when unlimited. */
+            remaining: number | null;
+        };
+        /** @description HTML; stored sanitized (script elements and event-handler attributes removed). */
+        Body: string;
+        /**
+         * @description As `ReadState`, plus `filter` (the keys of the list filter) narrowing the unread
+         *     notifications that are changed.
+         */
+        BulkReadState: {
+            filter?: components["schemas"]["NotificationFilter"];
+            read_at?: components["schemas"]["Datetime"];
+            seen_at?: components["schemas"]["Datetime"];
+        } | unknown | unknown;
+        CountEnvelope: {
+            /** @description Number of notifications changed. */
+            data: number;
+            /** @enum {string} */
+            status: "success";
+        };
         /** @description The created token record plus the signed value, returned only here. */
         CreatedUserLoginToken: components["schemas"]["UserLoginToken"] & {
             /**
@@ -969,6 +1318,11 @@ export interface components {
              */
             token: string;
         };
+        /**
+         * @description `YYYY-MM-DD HH:MM:SS`, UTC (seed convention 9).
+         * @example 2026-01-31 14:05:00
+         */
+        Datetime: string;
         DefaultValue: {
             /** @description The source that produced `value`; null when no source yielded a value. */
             default_value_source_id: number | null;
@@ -983,6 +1337,66 @@ export interface components {
             /** @description One entry per (not deleted) field of the execution's task template, in the fields' order. */
             data: components["schemas"]["DefaultValue"][];
             task_execution_id: number;
+        };
+        /**
+         * @description An organisational unit. `attributes` holds the values of the fields of the attached
+         *     attribute sets (the interface's "additional attribute keys"; they are sent as
+         *     top-level keys and returned under `attributes`).
+         */
+        Department: {
+            /** @description Attached attribute sets, ordered by their `sort_number`. */
+            attribute_set_ids?: number[];
+            /** @description Relation `attribute_sets` (the attached sets with their fields, by sort number). */
+            attribute_sets?: components["schemas"]["AttributeSet"][];
+            /** @description Field key → value, for the fields of the attached attribute sets. */
+            attributes?: {
+                [key: string]: unknown;
+            };
+            /** Format: date-time */
+            created_at?: string;
+            id?: number;
+            name?: string;
+            notification_setting_ids?: number[];
+            /** @description Relation `notification_settings` (the assigned settings, by sort number). */
+            notification_settings?: components["schemas"]["NotificationSetting"][];
+            /** @description Free tags; `filter[text]=#tag` matches them. */
+            tags?: string[];
+            /** Format: date-time */
+            updated_at?: string;
+            /** @description The user who created the department. */
+            user_id?: number | null;
+            /** @description Relation `users` (the members; user fields as the caller may see them). */
+            users?: components["schemas"]["User"][];
+        };
+        /** @description Departments whose members are notified (required when `user_ids` is absent). */
+        department_ids: components["schemas"]["Id"][];
+        /**
+         * @description `name` is required and unique in the tenant (case-sensitive, surrounding blanks
+         *     trimmed). `notification_setting_ids` and
+         *     `attribute_set_ids` keep their current values when omitted on update (none on
+         *     create); every id must exist in the tenant. Any other key is a value for a field of
+         *     an attached attribute set and must match that field's type (`string`, `integer`,
+         *     `number`, `boolean`, `date` as `YYYY-MM-DD`; `null` clears it); a key no attached set
+         *     defines is rejected (422 naming the key). On update, values not sent are kept, and
+         *     values of fields whose set is detached are dropped.
+         */
+        DepartmentInput: {
+            /** @description Ids, or records `{id, sort_number}`; without `sort_number` the position in the list orders them. */
+            attribute_set_ids?: (components["schemas"]["Id"] | {
+                id: components["schemas"]["Id"];
+                sort_number?: number;
+            })[];
+            name: string;
+            notification_setting_ids?: components["schemas"]["Id"][];
+            /** @description Replaces the tags; kept when omitted on update. */
+            tags?: string[];
+        } & {
+            [key: string]: string | number | boolean | null;
+        };
+        Dispatched: {
+            data: null;
+            /** @enum {string} */
+            status: "success";
         };
         /**
          * @description Access restriction (decisions §5). All lists empty (or the object absent) means
@@ -1093,6 +1507,13 @@ export interface components {
         };
         /** @description A `formFieldValue` source has no options (yet); its source field is `source_entity_id`. */
         FormFieldValueConfig: Record<string, never>;
+        GenericNotificationInput: {
+            body: components["schemas"]["Body"];
+            department_ids?: components["schemas"]["department_ids"];
+            title: components["schemas"]["Title"];
+            url: components["schemas"]["Url"];
+            user_ids?: components["schemas"]["user_ids"];
+        } | unknown | unknown;
         IconId: number;
         Id: number;
         /** @description Ignored. The creator (`user_id`) is always the authenticated user. */
@@ -1208,6 +1629,59 @@ export interface components {
             type?: components["schemas"]["MenuItemType"];
             user_confirmation_required?: boolean;
         };
+        /** @description A notification of the caller. Datetimes are `YYYY-MM-DD HH:MM:SS` (UTC). */
+        Notification: {
+            created_at?: components["schemas"]["Datetime"];
+            data?: components["schemas"]["NotificationData"];
+            /** Format: uuid */
+            id?: string;
+            /** @description Relation `notifiable` (the recipient, the caller). */
+            notifiable?: components["schemas"]["User"];
+            notifiable_id?: number;
+            /** @enum {string} */
+            notifiable_type?: "user";
+            read_at?: components["schemas"]["NullableDatetime"];
+            seen_at?: components["schemas"]["NullableDatetime"];
+            /**
+             * @description Relation `targetable`: `{type, id}` of the target (the target resources
+             *     `infoboardPost` and `manualEntry` live in the producing services, not here);
+             *     null without a target.
+             */
+            targetable?: {
+                id?: number;
+                type?: string;
+            } | null;
+            targetable_id?: number | null;
+            targetable_type?: string | null;
+            /** @description `customNotification` for generic ones; typed producers: `infoboardPostCreated`, `infoboardPostUpdated`, `infoboardPostReadingConfirmationRequired`, `manualEntryUpdated`. */
+            type?: string;
+            updated_at?: components["schemas"]["Datetime"];
+        };
+        NotificationData: {
+            /** @description Rich-text HTML, sanitized when stored (no scripts, no event-handler attributes). */
+            body?: string;
+            title?: string;
+            url?: string;
+        };
+        NotificationEnvelope: {
+            data: components["schemas"]["Notification"];
+            /** @enum {string} */
+            status: "success";
+        };
+        /**
+         * @description `unread`/`unseen`: true → only unread/unseen, false → only read/seen; `type`,
+         *     `targetable_type`, `targetable_id`: equality; `created_from`/`created_to`:
+         *     inclusive bounds of `created_at`.
+         */
+        NotificationFilter: {
+            created_from?: components["schemas"]["Datetime"];
+            created_to?: components["schemas"]["Datetime"];
+            targetable_id?: components["schemas"]["Id"];
+            targetable_type?: string;
+            type?: string;
+            unread?: boolean;
+            unseen?: boolean;
+        };
         /** @description A selectable delivery category that departments reference. */
         NotificationSetting: {
             id?: number;
@@ -1215,6 +1689,8 @@ export interface components {
             key?: string;
             sort_number?: number;
         };
+        /** @description `YYYY-MM-DD HH:MM:SS`, UTC, or null. */
+        NullableDatetime: string | null;
         OptionsPage: {
             current_page: number;
             data: components["schemas"]["FilterOption"][];
@@ -1298,6 +1774,15 @@ export interface components {
             /** @enum {string} */
             status: "ok" | "unavailable";
         };
+        /**
+         * @description `seen_at` (required without `read_at`), `read_at` (required without `seen_at`; also
+         *     supplies `seen_at` when that is omitted). A `seen_at` already stored is kept (first
+         *     sight wins).
+         */
+        ReadState: {
+            read_at?: components["schemas"]["Datetime"];
+            seen_at?: components["schemas"]["Datetime"];
+        } | unknown | unknown;
         Role: {
             active: boolean;
             id: number;
@@ -1427,6 +1912,8 @@ export interface components {
         SystemVariableConfig: {
             variable: components["schemas"]["SystemVariable"];
         };
+        /** @description Alias of the target resource as returned in `targetable_type` (e.g. `infoboardPost`, `manualEntry`). */
+        TargetableType: string;
         TaskExecution: {
             /** Format: date-time */
             created_at?: string;
@@ -1456,6 +1943,21 @@ export interface components {
             title: string;
         };
         Title: string;
+        TypedNotificationInput: {
+            body: components["schemas"]["Body"];
+            department_ids?: components["schemas"]["department_ids"];
+            targetable_id: components["schemas"]["Id"];
+            title: components["schemas"]["Title"];
+            /**
+             * @description The type fixes `targetable_type` (`infoboardPost…` → `infoboardPost`, `manualEntryUpdated` → `manualEntry`).
+             * @enum {string}
+             */
+            type: "infoboardPostCreated" | "infoboardPostUpdated" | "infoboardPostReadingConfirmationRequired" | "manualEntryUpdated";
+            url: components["schemas"]["Url"];
+            user_ids?: components["schemas"]["user_ids"];
+        } | unknown | unknown;
+        /** @description An absolute http(s) URL or a path starting with `/`. */
+        Url: string;
         /**
          * @description A personal or group account. Fields absent from the answer were not selected or are
          *     not visible to the caller. Personal fields (`email`, `phone`, `street`, `zipcode`,
@@ -1507,6 +2009,8 @@ export interface components {
             wants_email_notifications?: boolean;
             zipcode?: string | null;
         };
+        /** @description Users to notify (required when `department_ids` is absent). */
+        user_ids: components["schemas"]["Id"][];
         /**
          * @description A one-time credential that signs `login_user_id` in without a password
          *     (`POST /api/auth/login-token`). The signed token value is never part of this record:
@@ -1705,6 +2209,15 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
+        /** @description The number of unread notifications changed. */
+        CountAnswer: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["CountEnvelope"];
+            };
+        };
         /** @description Authenticated but not permitted. */
         Forbidden: {
             headers: {
@@ -1712,6 +2225,15 @@ export interface components {
             };
             content: {
                 "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /** @description The caller's notifications, newest first. */
+        List: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/json": components["schemas"]["Notification"][];
             };
         };
         /** @description No such record in the caller's tenant. */
@@ -1753,16 +2275,27 @@ export interface components {
         };
     };
     parameters: {
+        Filter: components["schemas"]["NotificationFilter"];
         /** @description Maximum number of records. Default no limit. */
         Limit: number;
         MenuItemParameter: components["schemas"]["Id"];
+        Notification: string;
         /** @description Pipe-separated relation names to include. */
         Relations: string;
         RoleParameter: components["schemas"]["Id"];
         /** @description Comma-separated field names to return. Default all visible fields. */
         Selects: string;
+        /** @description The target's id; targets are stored with integer ids, so other text is a 422. */
+        TargetableId: components["schemas"]["Id"];
+        TargetableType: components["schemas"]["TargetableType"];
     };
-    requestBodies: never;
+    requestBodies: {
+        ReadStateBody: {
+            content: {
+                "application/json": components["schemas"]["ReadState"];
+            };
+        };
+    };
     headers: never;
     pathItems: never;
 }
@@ -1786,6 +2319,146 @@ export interface operations {
                     "application/json": components["schemas"]["Jwks"];
                 };
             };
+        };
+    };
+    listAttributeSets: {
+        parameters: {
+            query?: {
+                /** @description Maximum number of records. Default no limit. */
+                limit?: components["parameters"]["Limit"];
+                /** @description Comma-separated field names to return. Default all visible fields. */
+                selects?: components["parameters"]["Selects"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The attribute sets. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AttributeSet"][];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            422: components["responses"]["UnprocessableEntity"];
+        };
+    };
+    createAttributeSet: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AttributeSetInput"];
+            };
+        };
+        responses: {
+            /** @description The created set. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AttributeSet"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            422: components["responses"]["UnprocessableEntity"];
+        };
+    };
+    getAttributeSet: {
+        parameters: {
+            query?: {
+                /** @description Comma-separated field names to return. Default all visible fields. */
+                selects?: components["parameters"]["Selects"];
+            };
+            header?: never;
+            path: {
+                attributeSet: components["schemas"]["Id"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The set. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AttributeSet"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["UnprocessableEntity"];
+        };
+    };
+    updateAttributeSet: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                attributeSet: components["schemas"]["Id"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AttributeSetInput"];
+            };
+        };
+        responses: {
+            /** @description The updated set. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AttributeSet"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["UnprocessableEntity"];
+        };
+    };
+    deleteAttributeSet: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                attributeSet: components["schemas"]["Id"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["UnprocessableEntity"];
         };
     };
     listAutomations: {
@@ -2172,6 +2845,28 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             422: components["responses"]["UnprocessableEntity"];
+        };
+    };
+    resetNotifications: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Dispatched"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
         };
     };
     createRole: {
@@ -2801,6 +3496,173 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
         };
     };
+    listDepartments: {
+        parameters: {
+            query?: {
+                filter?: {
+                    text?: string;
+                };
+                /** @description Maximum number of records. Default no limit. */
+                limit?: components["parameters"]["Limit"];
+                /** @description Pipe-separated relation names to include. */
+                relations?: components["parameters"]["Relations"];
+                /** @description Comma-separated field names to return. Default all visible fields. */
+                selects?: components["parameters"]["Selects"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The departments. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Department"][];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            422: components["responses"]["UnprocessableEntity"];
+        };
+    };
+    createDepartment: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DepartmentInput"];
+            };
+        };
+        responses: {
+            /** @description The created department. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Department"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            422: components["responses"]["UnprocessableEntity"];
+        };
+    };
+    getDepartment: {
+        parameters: {
+            query?: {
+                /** @description Pipe-separated relation names to include. */
+                relations?: components["parameters"]["Relations"];
+                /** @description Comma-separated field names to return. Default all visible fields. */
+                selects?: components["parameters"]["Selects"];
+            };
+            header?: never;
+            path: {
+                department: components["schemas"]["Id"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The department. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Department"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["UnprocessableEntity"];
+        };
+    };
+    updateDepartment: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                department: components["schemas"]["Id"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["DepartmentInput"];
+            };
+        };
+        responses: {
+            /** @description The updated department. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Department"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["UnprocessableEntity"];
+        };
+    };
+    deleteDepartment: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                department: components["schemas"]["Id"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["UnprocessableEntity"];
+        };
+    };
+    getDepartmentAvailability: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Count, limit and remaining. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Availability"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+        };
+    };
     listMenuItems: {
         parameters: {
             query?: {
@@ -2916,6 +3778,263 @@ export interface operations {
             };
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
+            422: components["responses"]["UnprocessableEntity"];
+        };
+    };
+    listNotifications: {
+        parameters: {
+            query?: {
+                filter?: components["parameters"]["Filter"];
+                /** @description Maximum number of records. Default no limit. */
+                limit?: components["parameters"]["Limit"];
+                /** @description Pipe-separated relation names to include. */
+                relations?: components["parameters"]["Relations"];
+                /** @description Comma-separated field names to return. Default all visible fields. */
+                selects?: components["parameters"]["Selects"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: components["responses"]["List"];
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            422: components["responses"]["UnprocessableEntity"];
+        };
+    };
+    updateNotifications: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BulkReadState"];
+            };
+        };
+        responses: {
+            200: components["responses"]["CountAnswer"];
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            422: components["responses"]["UnprocessableEntity"];
+        };
+    };
+    createNotification: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["GenericNotificationInput"];
+            };
+        };
+        responses: {
+            /** @description Delivery is dispatched. */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Dispatched"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            422: components["responses"]["UnprocessableEntity"];
+        };
+    };
+    getNotification: {
+        parameters: {
+            query?: {
+                /** @description Pipe-separated relation names to include. */
+                relations?: components["parameters"]["Relations"];
+                /** @description Comma-separated field names to return. Default all visible fields. */
+                selects?: components["parameters"]["Selects"];
+            };
+            header?: never;
+            path: {
+                notification: components["parameters"]["Notification"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The notification. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Notification"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["UnprocessableEntity"];
+        };
+    };
+    updateNotification: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                notification: components["parameters"]["Notification"];
+            };
+            cookie?: never;
+        };
+        requestBody: components["requestBodies"]["ReadStateBody"];
+        responses: {
+            /** @description The notification after the change. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotificationEnvelope"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["UnprocessableEntity"];
+        };
+    };
+    countNotifications: {
+        parameters: {
+            query?: {
+                filter?: components["parameters"]["Filter"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The count. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": number;
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            422: components["responses"]["UnprocessableEntity"];
+        };
+    };
+    listNotificationsByType: {
+        parameters: {
+            query?: {
+                /** @description Maximum number of records. Default no limit. */
+                limit?: components["parameters"]["Limit"];
+                /** @description Comma-separated field names to return. Default all visible fields. */
+                selects?: components["parameters"]["Selects"];
+            };
+            header?: never;
+            path: {
+                targetableType: components["parameters"]["TargetableType"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: components["responses"]["List"];
+            401: components["responses"]["Unauthorized"];
+            422: components["responses"]["UnprocessableEntity"];
+        };
+    };
+    updateNotificationsByType: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                targetableType: components["parameters"]["TargetableType"];
+            };
+            cookie?: never;
+        };
+        requestBody: components["requestBodies"]["ReadStateBody"];
+        responses: {
+            200: components["responses"]["CountAnswer"];
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            422: components["responses"]["UnprocessableEntity"];
+        };
+    };
+    listNotificationsByTarget: {
+        parameters: {
+            query?: {
+                /** @description Comma-separated field names to return. Default all visible fields. */
+                selects?: components["parameters"]["Selects"];
+            };
+            header?: never;
+            path: {
+                /** @description The target's id; targets are stored with integer ids, so other text is a 422. */
+                targetableId: components["parameters"]["TargetableId"];
+                targetableType: components["parameters"]["TargetableType"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: components["responses"]["List"];
+            401: components["responses"]["Unauthorized"];
+            422: components["responses"]["UnprocessableEntity"];
+        };
+    };
+    updateNotificationsByTarget: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The target's id; targets are stored with integer ids, so other text is a 422. */
+                targetableId: components["parameters"]["TargetableId"];
+                targetableType: components["parameters"]["TargetableType"];
+            };
+            cookie?: never;
+        };
+        requestBody: components["requestBodies"]["ReadStateBody"];
+        responses: {
+            200: components["responses"]["CountAnswer"];
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            422: components["responses"]["UnprocessableEntity"];
+        };
+    };
+    createTypedNotification: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["TypedNotificationInput"];
+            };
+        };
+        responses: {
+            /** @description Delivery is dispatched. */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Dispatched"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
             422: components["responses"]["UnprocessableEntity"];
         };
     };

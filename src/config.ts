@@ -25,6 +25,10 @@ export interface Config {
   /** Webhook deliveries: attempts in all, and the delay before the first retry (doubled each time). */
   webhookMaxAttempts: number;
   webhookRetryDelayMs: number;
+  /** SMTP server for e-mail copies of notifications (`smtp://user:pass@host:port`); unset = no e-mail. */
+  smtpUrl: string | undefined;
+  /** Sender address of those e-mails. */
+  smtpFrom: string;
 }
 
 function list(env: NodeJS.ProcessEnv, name: string): string[] {
@@ -68,5 +72,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     outboundTimeoutMs: integer(env, 'OUTBOUND_TIMEOUT_MS', 15_000, 1),
     webhookMaxAttempts: integer(env, 'WEBHOOK_MAX_ATTEMPTS', 6, 1),
     webhookRetryDelayMs: integer(env, 'WEBHOOK_RETRY_DELAY_MS', 30_000, 0),
+    smtpUrl: env.SMTP_URL || undefined,
+    smtpFrom: env.SMTP_FROM || 'Atrium <no-reply@atrium.invalid>',
   };
 }

@@ -1,5 +1,6 @@
 /** Every operation of the spec and its handler. A missing or mistyped one fails `tsc`. */
 import type { Handlers } from './platform/http/handler.ts';
+import { attributeSetHandlers } from './resources/attribute-sets/handlers.ts';
 import { authHandlers } from './resources/auth/handlers.ts';
 import { defaultValueSourceHandlers } from './resources/default-value-sources/handlers.ts';
 import { formHandlers } from './resources/forms/handlers.ts';
@@ -8,6 +9,8 @@ import { healthHandlers } from './resources/health/handlers.ts';
 import { roleHandlers } from './resources/roles/handlers.ts';
 import { loginTokenHandlers } from './resources/login-tokens/handlers.ts';
 import { menuItemHandlers } from './resources/menu-items/handlers.ts';
+import { departmentHandlers } from './resources/departments/handlers.ts';
+import { notificationHandlers } from './resources/notifications/handlers.ts';
 import { notificationSettingHandlers } from './resources/notification-settings/handlers.ts';
 import { userHandlers } from './resources/users/handlers.ts';
 
@@ -22,4 +25,7 @@ export const handlers: Handlers = {
   ...formHandlers,
   ...defaultValueSourceHandlers,
   ...automationHandlers,
+  ...departmentHandlers,
+  ...attributeSetHandlers,
+  ...notificationHandlers,
 };

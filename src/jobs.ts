@@ -2,5 +2,12 @@
 import { purgeExpiredTokens } from './platform/auth/purge-expired-tokens.job.ts';
 import type { JobDefinition } from './platform/jobs/jobs.ts';
 import { deliverWebhook } from './resources/automations/deliver-webhook.job.ts';
+import { deliverNotifications, deliverPendingNotifications, emailNotifications } from './resources/notifications/jobs.ts';
 
-export const jobDefinitions: JobDefinition<never>[] = [purgeExpiredTokens as JobDefinition<never>, deliverWebhook as JobDefinition<never>];
+export const jobDefinitions: JobDefinition<never>[] = [
+  purgeExpiredTokens as JobDefinition<never>,
+  deliverWebhook as JobDefinition<never>,
+  deliverNotifications as JobDefinition<never>,
+  emailNotifications as JobDefinition<never>,
+  deliverPendingNotifications as JobDefinition<never>,
+];

@@ -59,12 +59,3 @@ export async function startReceiver(t: Test): Promise<Receiver> {
   };
 }
 
-/** Polls `probe` until `done` holds (or the deadline passes) and returns the last value. */
-export async function eventually<T>(probe: () => Promise<T>, done: (value: T) => boolean, timeoutMs = 20_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (done(value) || Date.now() > deadline) return value;
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
-}

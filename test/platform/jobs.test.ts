@@ -2,17 +2,10 @@ import t from 'tap';
 import { sql } from 'drizzle-orm';
 import { purgeExpiredTokens } from '../../src/platform/auth/purge-expired-tokens.job.ts';
 import { startTestApi } from '../helpers/atrium.ts';
+import { eventually } from '../helpers/eventually.ts';
 
 const api = await startTestApi(t);
 
-async function eventually<T>(probe: () => Promise<T>, done: (value: T) => boolean, timeoutMs = 15_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await probe();
-    if (done(value) || Date.now() > deadline) return value;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
 
 t.test('the job queue runs a job: expired access tokens are purged', async (t) => {
   const tenant = await api.createTenant('jobs');

@@ -8,7 +8,8 @@ import { AddressPolicy } from '../../src/platform/outbound/address-policy.ts';
 import { OutboundClient, OutboundError } from '../../src/platform/outbound/client.ts';
 import { automations } from '../../src/resources/automations/table.ts';
 import { startTestApi } from '../helpers/atrium.ts';
-import { eventually, startReceiver } from '../helpers/receiver.ts';
+import { startReceiver } from '../helpers/receiver.ts';
+import { eventually } from '../helpers/eventually.ts';
 
 const api = await startTestApi(t, { webhookAllowedCidrs: [], webhookRetryDelayMs: 50, webhookMaxAttempts: 3 });
 const receiver = await startReceiver(t);

@@ -4,7 +4,8 @@ import { sql } from 'drizzle-orm';
 import { createLocalJWKSet, jwtVerify } from 'jose';
 import { judgeResponse, nextState, retryAfterMs } from '../../src/resources/automations/deliver-webhook.job.ts';
 import { startTestApi } from '../helpers/atrium.ts';
-import { eventually, startReceiver } from '../helpers/receiver.ts';
+import { startReceiver } from '../helpers/receiver.ts';
+import { eventually } from '../helpers/eventually.ts';
 
 // The receiver runs on loopback, which only the operator allow-list admits (decisions §6).
 const api = await startTestApi(t, {

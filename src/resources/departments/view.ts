@@ -1,0 +1,122 @@
+import { and, asc, eq, getTableColumns, inArray, isNull, sql, type SQL } from 'drizzle-orm';
+import type { Auth } from '../../platform/auth/auth.ts';
+import type { Tx } from '../../platform/database/database.ts';
+import { rfc3339 } from '../../platform/http/datetime.ts';
+import { defineView, present } from '../../platform/result-controls/result-controls.ts';
+import { attributeSetView } from '../attribute-sets/view.ts';
+import { attributeSets } from '../attribute-sets/table.ts';
+import { notificationSettingView } from '../notification-settings/handlers.ts';
+import { notificationSettings } from '../notification-settings/table.ts';
+import { users } from '../users/table.ts';
+import { userView, type UserRow } from '../users/view.ts';
+import { departmentAttributeSets, departmentNotificationSettings, departmentUsers, departments } from './table.ts';
+
+/** A department row with its assigned id lists (loaded in the same query). */
+export type DepartmentRow = typeof departments.$inferSelect & { notificationSettingIds: number[]; attributeSetIds: number[] };
+
+const toNumbers = (value: unknown) => ((value as (string | number)[] | null) ?? []).map(Number);
+
+/** Departments matching `where`, ordered by name and id, with their id lists: one query. */
+export async function selectDepartments(tx: Tx, where: SQL | undefined, limit?: number): Promise<DepartmentRow[]> {
+  const query = tx
+    .select({
+      ...getTableColumns(departments),
+      notificationSettingIds: sql`coalesce((
+        select array_agg(s.notification_setting_id order by s.notification_setting_id)
+        from ${departmentNotificationSettings} s where s.department_id = ${departments.id}), '{}')`.mapWith(toNumbers),
+      attributeSetIds: sql`coalesce((
+        select array_agg(a.attribute_set_id order by a.sort_number, a.attribute_set_id)
+        from ${departmentAttributeSets} a where a.department_id = ${departments.id}), '{}')`.mapWith(toNumbers),
+    })
+    .from(departments)
+    .where(where)
+    .orderBy(asc(departments.name), asc(departments.id));
+  return (limit ? await query.limit(limit) : await query) as DepartmentRow[];
+}
+
+const escapeLike = (text: string) => text.replace(/[\\%_]/g, '\\$&');
+
+/**
+ * `filter[text]` (decisions §4): every word must match; `#word` matches a tag exactly
+ * (case-insensitive), any other word a part of the name.
+ */
+export function departmentTextFilter(text: string): SQL | undefined {
+  const words = text.split(/\s+/).filter((word) => word.length > 0 && word !== '#');
+  const conditions = words.map((word) =>
+    word.startsWith('#')
+      ? sql`exists (select 1 from unnest(${departments.tags}) as tag where lower(tag) = lower(${word.slice(1)}))`
+      : sql`${departments.name} ilike ${`%${escapeLike(word)}%`}`,
+  );
+  return conditions.length > 0 ? and(...conditions) : undefined;
+}
+
+export const departmentView = defineView<DepartmentRow, Auth, 'text'>({
+  key: (row) => row.id,
+  visible: () => true,
+  fields: {
+    id: {},
+    name: {},
+    user_id: { value: (r) => r.userId },
+    tags: {},
+    notification_setting_ids: { value: (r) => r.notificationSettingIds },
+    attribute_set_ids: { value: (r) => r.attributeSetIds },
+    attributes: {},
+    created_at: { value: (r) => rfc3339(r.createdAt) },
+    updated_at: { value: (r) => rfc3339(r.updatedAt) },
+  },
+  filters: {
+    text: (value: string) => departmentTextFilter(value),
+  },
+  relations: {
+    users: {
+      empty: [],
+      // The members (not deleted), in the users' list order, shown as the caller may see users.
+      async load(tx, rows, viewer) {
+        const found = await tx
+          .select({ departmentId: departmentUsers.departmentId, user: users })
+          .from(departmentUsers)
+          .innerJoin(users, and(eq(users.tenantId, departmentUsers.tenantId), eq(users.id, departmentUsers.userId)))
+          .where(and(inArray(departmentUsers.departmentId, rows.map((r) => r.id)), isNull(users.deletedAt)))
+          .orderBy(asc(users.lastName), asc(users.firstName), asc(users.id));
+        const presented = await present(userView, tx, found.map((f) => f.user as UserRow), { selects: null, relations: [] }, viewer);
+        return groupBy(found.map((f, i) => [f.departmentId, presented[i]]));
+      },
+    },
+    notification_settings: {
+      empty: [],
+      async load(tx, rows, viewer) {
+        const found = await tx
+          .select({ departmentId: departmentNotificationSettings.departmentId, setting: notificationSettings })
+          .from(departmentNotificationSettings)
+          .innerJoin(notificationSettings, eq(notificationSettings.id, departmentNotificationSettings.notificationSettingId))
+          .where(inArray(departmentNotificationSettings.departmentId, rows.map((r) => r.id)))
+          .orderBy(asc(notificationSettings.sortNumber), asc(notificationSettings.id));
+        const presented = await present(notificationSettingView, tx, found.map((f) => f.setting), { selects: null, relations: [] }, viewer);
+        return groupBy(found.map((f, i) => [f.departmentId, presented[i]]));
+      },
+    },
+    attribute_sets: {
+      empty: [],
+      async load(tx, rows, viewer) {
+        const found = await tx
+          .select({ departmentId: departmentAttributeSets.departmentId, set: attributeSets })
+          .from(departmentAttributeSets)
+          .innerJoin(attributeSets, eq(attributeSets.id, departmentAttributeSets.attributeSetId))
+          .where(inArray(departmentAttributeSets.departmentId, rows.map((r) => r.id)))
+          .orderBy(asc(departmentAttributeSets.sortNumber), asc(attributeSets.id));
+        const presented = await present(attributeSetView, tx, found.map((f) => f.set), { selects: null, relations: [] }, viewer);
+        return groupBy(found.map((f, i) => [f.departmentId, presented[i]]));
+      },
+    },
+  },
+});
+
+function groupBy(pairs: [unknown, unknown][]): Map<unknown, unknown[]> {
+  const groups = new Map<unknown, unknown[]>();
+  for (const [key, value] of pairs) {
+    const list = groups.get(key) ?? [];
+    list.push(value);
+    groups.set(key, list);
+  }
+  return groups;
+}

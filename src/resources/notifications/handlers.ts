@@ -1,0 +1,156 @@
+import { and, count, desc, eq, isNull, type SQL } from 'drizzle-orm';
+import type { Auth } from '../../platform/auth/auth.ts';
+import type { Tx } from '../../platform/database/database.ts';
+import type { Handlers } from '../../platform/http/handler.ts';
+import { notFound } from '../../platform/http/problem.ts';
+import { present, readControls, type Controls } from '../../platform/result-controls/result-controls.ts';
+import { CUSTOM_NOTIFICATION, notify, queueDelivery, TYPED_NOTIFICATIONS } from './notify.ts';
+import { markNotifications, readState, readStateChange, type ReadStateInput } from './read-state.ts';
+import { notificationDispatches, notifications } from './table.ts';
+import { notificationView, ownNotifications } from './view.ts';
+
+/** The document's envelope of notification write endpoints (decisions §3). */
+const envelope = <T>(data: T) => ({ status: 'success' as const, data });
+
+// The bodies' schemas say "user_ids or department_ids" with `anyOf: [{required}]`, which
+// openapi-typescript types as `unknown`; Ajv has validated them against these shapes.
+interface RecipientsInput {
+  user_ids?: number[];
+  department_ids?: number[];
+}
+interface GenericInput extends RecipientsInput {
+  title: string;
+  body: string;
+  url: string;
+}
+interface TypedInput extends GenericInput {
+  type: keyof typeof TYPED_NOTIFICATIONS;
+  targetable_id: number;
+}
+interface BulkInput extends ReadStateInput {
+  filter?: Record<string, unknown>;
+}
+
+/** The caller's notifications matching `where`, newest first, shaped by the controls. */
+async function listOwn(tx: Tx, auth: Auth, where: SQL | undefined, controls: Pick<Controls, 'selects' | 'relations' | 'limit'>) {
+  const base = tx
+    .select()
+    .from(notifications)
+    .where(and(ownNotifications(auth), where))
+    .orderBy(desc(notifications.createdAt), desc(notifications.id));
+  const rows = controls.limit ? await base.limit(controls.limit) : await base;
+  return present(notificationView, tx, rows, controls, auth);
+}
+
+const byType = (targetableType: string) => eq(notifications.targetableType, targetableType);
+const byTarget = (targetableType: string, targetableId: number) =>
+  and(eq(notifications.targetableType, targetableType), eq(notifications.targetableId, targetableId));
+
+export const notificationHandlers = {
+  async listNotifications({ auth, query, services: { db } }) {
+    const controls = readControls(notificationView, query, auth);
+    return { status: 200, body: await db.tenant(auth.tenantId, (tx) => listOwn(tx, auth, controls.where, controls)) };
+  },
+
+  /** Served by the partial index on unread notifications (see table.ts and the benchmark). */
+  async countNotifications({ auth, query, services: { db } }) {
+    const controls = readControls(notificationView, { filter: query.filter }, auth);
+    const [row] = await db.tenant(auth.tenantId, (tx) =>
+      tx
+        .select({ n: count() })
+        .from(notifications)
+        .where(and(ownNotifications(auth), isNull(notifications.readAt), controls.where)),
+    );
+    return { status: 200, body: row?.n ?? 0 };
+  },
+
+  async listNotificationsByType({ auth, query, params, services: { db } }) {
+    const controls = readControls(notificationView, query, auth);
+    return { status: 200, body: await db.tenant(auth.tenantId, (tx) => listOwn(tx, auth, byType(params.targetableType), controls)) };
+  },
+
+  async listNotificationsByTarget({ auth, query, params, services: { db } }) {
+    const controls = readControls(notificationView, query, auth);
+    const where = byTarget(params.targetableType, params.targetableId);
+    return { status: 200, body: await db.tenant(auth.tenantId, (tx) => listOwn(tx, auth, where, controls)) };
+  },
+
+  async getNotification({ auth, query, params, services: { db } }) {
+    const controls = readControls(notificationView, query, auth);
+    const [body] = await db.tenant(auth.tenantId, (tx) => listOwn(tx, auth, eq(notifications.id, params.notification), controls));
+    if (!body) throw notFound('The notification');
+    return { status: 200, body };
+  },
+
+  async createNotification({ auth, body, services: { db, jobs } }) {
+    const input = body as GenericInput;
+    const dispatch = await db.tenant(auth.tenantId, (tx) =>
+      notify(tx, {
+        recipients: { userIds: input.user_ids, departmentIds: input.department_ids },
+        type: CUSTOM_NOTIFICATION,
+        data: { title: input.title, body: input.body, url: input.url },
+        createdBy: auth.userId,
+      }),
+    );
+    await queueDelivery(jobs, dispatch);
+    return { status: 202, body: envelope(null) };
+  },
+
+  async createTypedNotification({ auth, body, services: { db, jobs } }) {
+    const input = body as TypedInput;
+    const dispatch = await db.tenant(auth.tenantId, (tx) =>
+      notify(tx, {
+        recipients: { userIds: input.user_ids, departmentIds: input.department_ids },
+        type: input.type,
+        targetable: { type: TYPED_NOTIFICATIONS[input.type], id: input.targetable_id },
+        data: { title: input.title, body: input.body, url: input.url },
+        createdBy: auth.userId,
+      }),
+    );
+    await queueDelivery(jobs, dispatch);
+    return { status: 202, body: envelope(null) };
+  },
+
+  async updateNotifications({ auth, body, services: { db } }) {
+    const input = body as BulkInput;
+    const state = readState(input);
+    const controls = readControls(notificationView, { filter: input.filter }, auth);
+    const changed = await db.tenant(auth.tenantId, (tx) => markNotifications(tx, and(ownNotifications(auth), controls.where), state));
+    return { status: 200, body: envelope(changed) };
+  },
+
+  async updateNotificationsByType({ auth, body, params, services: { db } }) {
+    const state = readState(body as ReadStateInput);
+    const where = and(ownNotifications(auth), byType(params.targetableType));
+    return { status: 200, body: envelope(await db.tenant(auth.tenantId, (tx) => markNotifications(tx, where, state))) };
+  },
+
+  async updateNotificationsByTarget({ auth, body, params, services: { db } }) {
+    const state = readState(body as ReadStateInput);
+    const where = and(ownNotifications(auth), byTarget(params.targetableType, params.targetableId));
+    return { status: 200, body: envelope(await db.tenant(auth.tenantId, (tx) => markNotifications(tx, where, state))) };
+  },
+
+  async updateNotification({ auth, body, params, services: { db } }) {
+    const change = readStateChange(readState(body as ReadStateInput));
+    const [updated] = await db.tenant(auth.tenantId, async (tx) => {
+      // An already read (or seen) record keeps its times; the answer is the record either way.
+      await tx
+        .update(notifications)
+        .set(change.set)
+        .where(and(ownNotifications(auth), eq(notifications.id, params.notification), change.changes));
+      return listOwn(tx, auth, eq(notifications.id, params.notification), { selects: null, relations: [], limit: undefined });
+    });
+    if (!updated) throw notFound('The notification');
+    return { status: 200, body: envelope(updated) };
+  },
+
+  /** Seed rule 4: every notification of the tenant (and pending deliveries); settings stay. */
+  async resetNotifications({ auth, services: { db } }) {
+    await db.tenant(auth.tenantId, async (tx) => {
+      await tx.delete(notifications);
+      await tx.delete(notificationDispatches);
+    });
+    return { status: 200, body: envelope(null) };
+  },
+} satisfies Partial<Handlers>;

@@ -1,0 +1,142 @@
+/**
+ * The notification module's internal API. Producers call `notify(tx, …)` inside their
+ * own transaction (it validates the recipients and records the dispatch), and after the
+ * commit `queueDelivery(jobs, dispatch)`; the `notifications.deliver` job then expands the
+ * dispatch into one notification per recipient with `storeNotificationBatch`, the ONE
+ * place notifications are inserted (push delivery hooks in there).
+ */
+import { and, eq, inArray, isNull, sql } from 'drizzle-orm';
+import sanitizeHtml from 'sanitize-html';
+import type { Tx } from '../../platform/database/database.ts';
+import { invalid, type FieldErrors } from '../../platform/http/problem.ts';
+import type { Jobs } from '../../platform/jobs/jobs.ts';
+import { deliverNotifications } from './jobs.ts';
+import { departments } from '../departments/table.ts';
+import { users } from '../users/table.ts';
+import { notificationDispatches, notifications, type NotificationData } from './table.ts';
+
+/** Decisions §6: the generic notification's type; it has no target. */
+export const CUSTOM_NOTIFICATION = 'customNotification';
+
+/** Typed notifications of the seed's Events section: type → target alias. */
+export const TYPED_NOTIFICATIONS = {
+  infoboardPostCreated: 'infoboardPost',
+  infoboardPostUpdated: 'infoboardPost',
+  infoboardPostReadingConfirmationRequired: 'infoboardPost',
+  manualEntryUpdated: 'manualEntry',
+} as const;
+
+export interface NotifyInput {
+  recipients: { userIds?: number[]; departmentIds?: number[] };
+  type: string;
+  targetable?: { type: string; id: number } | null;
+  data: NotificationData;
+  /** The requesting user, if any (kept on the dispatch for auditing). */
+  createdBy?: number | null;
+}
+
+export interface Dispatch {
+  tenantId: number;
+  dispatchId: string;
+}
+
+/** Rich text stays, scripts and event-handler attributes go (sanitize-html's allow-list). */
+export function sanitizeBody(html: string): string {
+  return sanitizeHtml(html, {
+    allowedTags: [...sanitizeHtml.defaults.allowedTags, 'img'],
+    allowedAttributes: { ...sanitizeHtml.defaults.allowedAttributes, img: ['src', 'alt', 'title', 'width', 'height'] },
+  });
+}
+
+/** 422 `key.N` for every id that is not (or no longer) a record of the tenant. */
+function reportMissing(key: string, ids: number[], found: Set<number>, errors: FieldErrors) {
+  ids.forEach((id, index) => {
+    if (!found.has(id)) errors[`${key}.${index}`] = ['does not exist'];
+  });
+}
+
+/**
+ * Validates the recipients (every id exists in the transaction's tenant; users not
+ * deleted) and records the dispatch. Nothing is delivered until `queueDelivery`.
+ */
+export async function notify(tx: Tx, input: NotifyInput): Promise<Dispatch> {
+  const userIds = input.recipients.userIds ?? [];
+  const departmentIds = input.recipients.departmentIds ?? [];
+  const errors: FieldErrors = {};
+  if (userIds.length === 0 && departmentIds.length === 0) {
+    throw invalid({ user_ids: ['at least one user or department is required'], department_ids: ['at least one user or department is required'] });
+  }
+  const [foundUsers, foundDepartments] = await Promise.all([
+    userIds.length ? tx.select({ id: users.id }).from(users).where(and(inArray(users.id, userIds), isNull(users.deletedAt))) : [],
+    departmentIds.length ? tx.select({ id: departments.id }).from(departments).where(inArray(departments.id, departmentIds)) : [],
+  ]);
+  reportMissing('user_ids', userIds, new Set(foundUsers.map((u) => u.id)), errors);
+  reportMissing('department_ids', departmentIds, new Set(foundDepartments.map((d) => d.id)), errors);
+  if (Object.keys(errors).length > 0) throw invalid(errors);
+
+  const [dispatch] = await tx
+    .insert(notificationDispatches)
+    .values({
+      tenantId: sql`current_setting('atrium.tenant_id')::bigint`,
+      type: input.type,
+      targetableType: input.targetable?.type ?? null,
+      targetableId: input.targetable?.id ?? null,
+      data: { title: input.data.title, body: sanitizeBody(input.data.body), url: input.data.url },
+      userIds: [...new Set(userIds)],
+      departmentIds: [...new Set(departmentIds)],
+      createdBy: input.createdBy ?? null,
+    })
+    .returning({ id: notificationDispatches.id, tenantId: notificationDispatches.tenantId });
+  return { tenantId: dispatch!.tenantId, dispatchId: dispatch!.id };
+}
+
+/**
+ * Queues the delivery job; call after the transaction that ran `notify` committed. (A
+ * dispatch whose job never got queued is picked up by `notifications.deliver-pending`.)
+ */
+export async function queueDelivery(jobs: Jobs, dispatch: Dispatch): Promise<void> {
+  await jobs.send(deliverNotifications, dispatch);
+}
+
+const idArray = (ids: number[]) => `{${ids.map((id) => Math.trunc(id)).join(',')}}`;
+
+/**
+ * Stores the next batch of a dispatch's notifications: recipients (direct users ∪
+ * department members, each once; group accounts, inactive and deleted users skipped)
+ * with an id above `after`, at most `batchSize`, in ONE `INSERT … SELECT`. The unique key
+ * (tenant, dispatch, recipient) makes a retried batch store nothing twice. Returns the
+ * highest recipient id of the batch (null when none is left) and how many were stored.
+ */
+export async function storeNotificationBatch(
+  tx: Tx,
+  dispatch: typeof notificationDispatches.$inferSelect,
+  after: number,
+  batchSize: number,
+): Promise<{ last: number | null; stored: number }> {
+  const [row] = await tx.execute<{ last: string | null; stored: number }>(sql`
+    with recipients as (
+      select u.id from ${users} u
+      where u.id > ${after}
+        and u.active and u.deleted_at is null and not u.group_account
+        and (u.id = any(${idArray(dispatch.userIds)}::bigint[])
+             or exists (select 1 from department_users du
+                        where du.tenant_id = u.tenant_id and du.user_id = u.id
+                          and du.department_id = any(${idArray(dispatch.departmentIds)}::bigint[])))
+      order by u.id
+      limit ${batchSize}
+    ), stored as (
+      insert into ${notifications} (tenant_id, dispatch_id, type, notifiable_type, notifiable_id, targetable_type, targetable_id, data)
+      select ${dispatch.tenantId}, ${dispatch.id}::uuid, ${dispatch.type}, 'user', r.id, ${dispatch.targetableType}, ${dispatch.targetableId}::bigint,
+             ${JSON.stringify(dispatch.data)}::jsonb
+      from recipients r
+      on conflict (tenant_id, dispatch_id, notifiable_id) do nothing
+      returning 1
+    )
+    select (select max(id) from recipients) as last, (select count(*)::int from stored) as stored`);
+  return { last: row?.last === null || row?.last === undefined ? null : Number(row.last), stored: row?.stored ?? 0 };
+}
+
+export async function findDispatch(tx: Tx, dispatchId: string) {
+  const [dispatch] = await tx.select().from(notificationDispatches).where(eq(notificationDispatches.id, dispatchId));
+  return dispatch;
+}

@@ -1,0 +1,71 @@
+import { sql } from 'drizzle-orm';
+import { bigint, foreignKey, index, jsonb, pgTable, text, timestamp, unique, uuid } from 'drizzle-orm/pg-core';
+import { tenantIdColumn, tenantIsolation } from '../../platform/database/tenancy.ts';
+import { users } from '../users/table.ts';
+
+export interface NotificationData {
+  title: string;
+  body: string;
+  url: string;
+}
+
+/**
+ * One requested delivery (`POST /api/notifications`, a typed producer, or `notify()`):
+ * stored in the caller's transaction, then expanded by the delivery job into one
+ * notification per recipient. `delivered_at` is set once every batch is stored.
+ */
+export const notificationDispatches = pgTable(
+  'notification_dispatches',
+  {
+    id: uuid('id').primaryKey().defaultRandom(),
+    tenantId: tenantIdColumn(),
+    type: text('type').notNull(),
+    targetableType: text('targetable_type'),
+    targetableId: bigint('targetable_id', { mode: 'number' }),
+    data: jsonb('data').$type<NotificationData>().notNull(),
+    userIds: bigint('user_ids', { mode: 'number' }).array().notNull().default(sql`'{}'::bigint[]`),
+    departmentIds: bigint('department_ids', { mode: 'number' }).array().notNull().default(sql`'{}'::bigint[]`),
+    createdBy: bigint('created_by', { mode: 'number' }),
+    createdAt: timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow(),
+    deliveredAt: timestamp('delivered_at', { withTimezone: true, mode: 'date' }),
+  },
+  (t) => [
+    unique('notification_dispatches_tenant_id_id_key').on(t.tenantId, t.id),
+    index('notification_dispatches_pending_idx').on(t.createdAt).where(sql`${t.deliveredAt} IS NULL`),
+    tenantIsolation('notification_dispatches'),
+  ],
+).enableRLS();
+
+/** Per-user notifications (seed "Notification"). */
+export const notifications = pgTable(
+  'notifications',
+  {
+    id: uuid('id').primaryKey().defaultRandom(),
+    tenantId: tenantIdColumn(),
+    dispatchId: uuid('dispatch_id').notNull(),
+    type: text('type').notNull(),
+    notifiableType: text('notifiable_type').notNull().default('user'),
+    notifiableId: bigint('notifiable_id', { mode: 'number' }).notNull(),
+    targetableType: text('targetable_type'),
+    targetableId: bigint('targetable_id', { mode: 'number' }),
+    data: jsonb('data').$type<NotificationData>().notNull(),
+    seenAt: timestamp('seen_at', { withTimezone: true, mode: 'date' }),
+    readAt: timestamp('read_at', { withTimezone: true, mode: 'date' }),
+    /** When the e-mail copy went out (internal; the e-mail job skips those already sent). */
+    emailedAt: timestamp('emailed_at', { withTimezone: true, mode: 'date' }),
+    createdAt: timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow(),
+    updatedAt: timestamp('updated_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow(),
+  },
+  (t) => [
+    // A retried or duplicated delivery job stores no second copy.
+    unique('notifications_dispatch_recipient_key').on(t.tenantId, t.dispatchId, t.notifiableId),
+    foreignKey({ name: 'notifications_notifiable_fk', columns: [t.tenantId, t.notifiableId], foreignColumns: [users.tenantId, users.id] }).onDelete('cascade'),
+    // The caller's list, newest first.
+    index('notifications_recipient_created_idx').on(t.tenantId, t.notifiableId, t.createdAt.desc().nullsFirst(), t.id.desc().nullsFirst()),
+    // GET /api/notifications/count: only unread rows are in this index, and it covers the
+    // whole condition, so the count is an index-only scan.
+    index('notifications_unread_idx').on(t.tenantId, t.notifiableType, t.notifiableId).where(sql`${t.readAt} IS NULL`),
+    index('notifications_recipient_target_idx').on(t.tenantId, t.notifiableId, t.targetableType, t.targetableId),
+    tenantIsolation('notifications'),
+  ],
+).enableRLS();

@@ -1,0 +1,67 @@
+import { and, eq, gte, inArray, isNotNull, isNull, lt, type SQL } from 'drizzle-orm';
+import type { Auth } from '../../platform/auth/auth.ts';
+import { notificationDatetime } from '../../platform/http/datetime.ts';
+import { defineView, present } from '../../platform/result-controls/result-controls.ts';
+import { users } from '../users/table.ts';
+import { userView } from '../users/view.ts';
+import { parseNotificationDatetime } from './read-state.ts';
+import { notifications } from './table.ts';
+
+export type NotificationRow = typeof notifications.$inferSelect;
+
+type FilterKey = 'unread' | 'unseen' | 'type' | 'targetable_type' | 'targetable_id' | 'created_from' | 'created_to';
+
+/** Only the caller's own notifications (seed rule 1). */
+export const ownNotifications = (auth: Auth): SQL =>
+  and(eq(notifications.notifiableType, 'user'), eq(notifications.notifiableId, auth.userId))!;
+
+export const notificationView = defineView<NotificationRow, Auth, FilterKey>({
+  key: (row) => row.id,
+  visible: () => true,
+  fields: {
+    id: {},
+    type: {},
+    notifiable_type: { value: (r) => r.notifiableType },
+    notifiable_id: { value: (r) => r.notifiableId },
+    targetable_type: { value: (r) => r.targetableType },
+    targetable_id: { value: (r) => r.targetableId },
+    data: {},
+    seen_at: { value: (r) => notificationDatetime(r.seenAt) },
+    read_at: { value: (r) => notificationDatetime(r.readAt) },
+    created_at: { value: (r) => notificationDatetime(r.createdAt) },
+    updated_at: { value: (r) => notificationDatetime(r.updatedAt) },
+  },
+  // Decisions §4.
+  filters: {
+    unread: (value: boolean) => (value ? isNull(notifications.readAt) : isNotNull(notifications.readAt)),
+    unseen: (value: boolean) => (value ? isNull(notifications.seenAt) : isNotNull(notifications.seenAt)),
+    type: (value: string) => eq(notifications.type, value),
+    targetable_type: (value: string) => eq(notifications.targetableType, value),
+    targetable_id: (value: number) => eq(notifications.targetableId, value),
+    created_from: (value: string) => gte(notifications.createdAt, parseNotificationDatetime(value, 'filter.created_from')),
+    // Inclusive to the second: everything before the next second.
+    created_to: (value: string) =>
+      lt(notifications.createdAt, new Date(parseNotificationDatetime(value, 'filter.created_to').getTime() + 1000)),
+  },
+  relations: {
+    notifiable: {
+      empty: null,
+      async load(tx, rows, viewer) {
+        const ids = [...new Set(rows.map((r) => r.notifiableId))];
+        const found = await tx.select().from(users).where(inArray(users.id, ids));
+        const presented = await present(userView, tx, found, { selects: null, relations: [] }, viewer);
+        const byId = new Map(found.map((user, i) => [user.id, presented[i]]));
+        return new Map(rows.map((r) => [r.id, byId.get(r.notifiableId)]));
+      },
+    },
+    // The targets (infoboard posts, manual entries) live in the producing services: a reference.
+    targetable: {
+      empty: null,
+      async load(_tx, rows) {
+        return new Map(
+          rows.map((r) => [r.id, r.targetableType && r.targetableId !== null ? { type: r.targetableType, id: r.targetableId } : undefined]),
+        );
+      },
+    },
+  },
+});

@@ -1,0 +1,281 @@
+import t, { type Test } from 'tap';
+import { eq, sql } from 'drizzle-orm';
+import { departmentUsers, departments } from '../../src/resources/departments/table.ts';
+import { tenants } from '../../src/resources/tenants/table.ts';
+import { entityPermissions } from '../../src/platform/entity-permissions/table.ts';
+import { startTestApi } from '../helpers/atrium.ts';
+
+const api = await startTestApi(t);
+const tenant = await api.createTenant('departments');
+const other = await api.createTenant('departments-other');
+const manager = await api.createUser(tenant.tenantId, { permissions: ['departments.manage'] });
+const employee = await api.createUser(tenant.tenantId);
+
+const departmentCount = async (tenantId = tenant.tenantId) =>
+  (await api.db.owner.execute<{ n: number }>(sql`select count(*)::int as n from departments where tenant_id = ${tenantId}`))[0]!.n;
+const settingIds = async (tenantId: number) =>
+  (await api.db.owner.execute<{ id: number }>(sql`select id::int from notification_settings where tenant_id = ${tenantId} order by sort_number`)).map(
+    (r) => r.id,
+  );
+const create = (t: Test, body: unknown, token = manager.token) => api.call(t, 'createDepartment', { token, body });
+const createSet = async (t: Test, name: string, fields: unknown[], token = tenant.adminToken) => {
+  const res = await api.call(t, 'createAttributeSet', { token, body: { name, fields } });
+  t.equal(res.status, 201);
+  return res.body.id as number;
+};
+
+t.test('bad department input is a 422 problem and stores nothing', async (t) => {
+  const foreignSetting = (await settingIds(other.tenantId))[0]!;
+  const before = await departmentCount();
+  const cases: [unknown, string][] = [
+    [{}, 'name'],
+    [{ name: '' }, 'name'],
+    [{ name: '   ' }, 'name'],
+    [{ name: 5 }, 'name'],
+    [{ name: 'X', notification_setting_ids: [999999] }, 'notification_setting_ids.0'],
+    [{ name: 'X', notification_setting_ids: [foreignSetting] }, 'notification_setting_ids.0'],
+    [{ name: 'X', notification_setting_ids: ['1'] }, 'notification_setting_ids.0'],
+    [{ name: 'X', attribute_set_ids: [999999] }, 'attribute_set_ids.0'],
+    [{ name: 'X', attribute_set_ids: [{ id: 1, extra: 1 }] }, 'attribute_set_ids.0.extra'],
+    [{ name: 'X', cost_center: 'A1' }, 'cost_center'],
+    [{ name: 'X', user_id: employee.id }, 'user_id'],
+    [{ name: 'X', created_at: '2020-01-01' }, 'created_at'],
+    [{ name: 'X', 'Bad Key': 'A1' }, 'Bad Key'],
+    [{ name: 'X', nested: { a: 1 } }, 'nested'],
+    [{ name: 'X', tags: ['#hash'] }, 'tags.0'],
+  ];
+  for (const [body, field] of cases) {
+    const res = await create(t, body);
+    t.equal(res.status, 422, JSON.stringify(body));
+    t.ok(Object.keys(res.body.errors ?? {}).some((key) => key.startsWith(field)), `errors name ${field}: ${JSON.stringify(res.body.errors)}`);
+  }
+  const malformed = await api.call(t, 'createDepartment', { token: manager.token, payload: '{"name":', contentType: 'application/json' });
+  t.equal(malformed.status, 400);
+  t.equal(await departmentCount(), before, 'nothing was stored');
+});
+
+t.test('writing needs departments.manage; reading needs only a signed-in user', async (t) => {
+  const denied = await create(t, { name: 'Denied' }, employee.token);
+  t.equal(denied.status, 403);
+  const anonymous = await api.call(t, 'createDepartment', { body: { name: 'Anonymous' } });
+  t.equal(anonymous.status, 401);
+  t.equal((await api.call(t, 'listDepartments', {})).status, 401);
+  t.equal(await departmentCount(), 0);
+  const list = await api.call(t, 'listDepartments', { token: employee.token });
+  t.equal(list.status, 200);
+});
+
+t.test('create sets user_id to the caller and assigns nothing by default', async (t) => {
+  const res = await create(t, { name: 'Sales', tags: ['north', 'Field'] });
+  t.equal(res.status, 201);
+  t.match(res.body, { name: 'Sales', user_id: manager.id, tags: ['north', 'Field'], notification_setting_ids: [], attribute_set_ids: [], attributes: {} });
+  const shown = await api.call(t, 'getDepartment', { token: employee.token, params: { department: res.body.id } });
+  t.strictSame(shown.body, res.body);
+});
+
+t.test('names are unique per tenant, not across tenants', async (t) => {
+  const first = await create(t, { name: 'Unique' });
+  t.equal(first.status, 201);
+  const again = await create(t, { name: 'Unique' });
+  t.equal(again.status, 422);
+  t.ok(again.body.errors.name);
+  const elsewhere = await api.call(t, 'createDepartment', { token: other.adminToken, body: { name: 'Unique' } });
+  t.equal(elsewhere.status, 201);
+  const renamed = await api.call(t, 'updateDepartment', { token: manager.token, params: { department: first.body.id }, body: { name: 'Sales' } });
+  t.equal(renamed.status, 422, 'renaming onto a taken name');
+  const same = await api.call(t, 'updateDepartment', { token: manager.token, params: { department: first.body.id }, body: { name: 'Unique' } });
+  t.equal(same.status, 200, 'keeping its own name');
+});
+
+t.test('update: id lists default to the current values; sent lists replace them', async (t) => {
+  const [s1, s2, s3] = await settingIds(tenant.tenantId);
+  const created = await create(t, { name: 'Support', notification_setting_ids: [s2, s1, s1] });
+  t.strictSame(created.body.notification_setting_ids, [s1, s2].sort((a, b) => a! - b!));
+  const department = created.body.id;
+  const kept = await api.call(t, 'updateDepartment', { token: manager.token, params: { department }, body: { name: 'Support desk' } });
+  t.equal(kept.status, 200);
+  t.strictSame(kept.body.notification_setting_ids, created.body.notification_setting_ids, 'omitted → current values');
+  t.strictSame(kept.body.tags, []);
+  const replaced = await api.call(t, 'updateDepartment', { token: manager.token, params: { department }, body: { name: 'Support desk', notification_setting_ids: [s3] } });
+  t.strictSame(replaced.body.notification_setting_ids, [s3]);
+  const cleared = await api.call(t, 'updateDepartment', { token: manager.token, params: { department }, body: { name: 'Support desk', notification_setting_ids: [] } });
+  t.strictSame(cleared.body.notification_setting_ids, []);
+  const missingName = await api.call(t, 'updateDepartment', { token: manager.token, params: { department }, body: { tags: ['x'] } });
+  t.equal(missingName.status, 422, 'name is required on update');
+  const [row] = await api.db.owner.select().from(departments).where(eq(departments.id, department));
+  t.strictSame(row!.tags, [], 'the refused update changed nothing');
+});
+
+t.test('attribute sets define which extra keys a department takes, validated by type', async (t) => {
+  const profile = await createSet(t, 'Profile', [
+    { key: 'cost_center', type: 'string' },
+    { key: 'head_count', type: 'integer' },
+    { key: 'remote', type: 'boolean' },
+    { key: 'founded', type: 'date' },
+  ]);
+  const budget = await createSet(t, 'Budget', [{ key: 'budget', type: 'number' }]);
+  const created = await create(t, {
+    name: 'Engineering',
+    attribute_set_ids: [{ id: budget, sort_number: 2 }, { id: profile, sort_number: 1 }],
+    cost_center: 'ENG-1',
+    head_count: 12,
+    remote: true,
+    founded: '2020-02-29',
+    budget: 1.5,
+  });
+  t.equal(created.status, 201);
+  t.strictSame(created.body.attribute_set_ids, [profile, budget], 'ordered by sort_number');
+  t.strictSame(created.body.attributes, { cost_center: 'ENG-1', head_count: 12, remote: true, founded: '2020-02-29', budget: 1.5 });
+  const department = created.body.id;
+
+  const bad: [Record<string, unknown>, string][] = [
+    [{ head_count: 1.5 }, 'head_count'],
+    [{ head_count: '12' }, 'head_count'],
+    [{ remote: 'yes' }, 'remote'],
+    [{ founded: '2021-02-29' }, 'founded'],
+    [{ founded: '29.02.2020' }, 'founded'],
+    [{ cost_center: 7 }, 'cost_center'],
+    [{ unknown_key: 1 }, 'unknown_key'],
+  ];
+  for (const [extra, key] of bad) {
+    const res = await api.call(t, 'updateDepartment', { token: manager.token, params: { department }, body: { name: 'Engineering', ...extra } });
+    t.equal(res.status, 422, JSON.stringify(extra));
+    t.ok(res.body.errors[key], `error keyed ${key}`);
+  }
+  const kept = await api.call(t, 'updateDepartment', { token: manager.token, params: { department }, body: { name: 'Engineering', head_count: null, remote: false } });
+  t.equal(kept.status, 200);
+  t.strictSame(kept.body.attributes, { cost_center: 'ENG-1', remote: false, founded: '2020-02-29', budget: 1.5 }, 'null clears, unsent values stay');
+  const detached = await api.call(t, 'updateDepartment', { token: manager.token, params: { department }, body: { name: 'Engineering', attribute_set_ids: [budget] } });
+  t.strictSame(detached.body.attributes, { budget: 1.5 }, "a detached set's values go");
+  const notAttached = await api.call(t, 'updateDepartment', { token: manager.token, params: { department }, body: { name: 'Engineering', cost_center: 'X' } });
+  t.equal(notAttached.status, 422, 'a key of a detached set is refused');
+
+  const inUse = await api.call(t, 'deleteAttributeSet', { token: tenant.adminToken, params: { attributeSet: budget } });
+  t.equal(inUse.status, 422, 'an attached set cannot be deleted');
+  const unused = await api.call(t, 'deleteAttributeSet', { token: tenant.adminToken, params: { attributeSet: profile } });
+  t.equal(unused.status, 204);
+});
+
+t.test('attribute set administration validates fields and needs departments.manage', async (t) => {
+  const denied = await api.call(t, 'createAttributeSet', { token: employee.token, body: { name: 'S', fields: [] } });
+  t.equal(denied.status, 403);
+  for (const fields of [[{ key: 'name', type: 'string' }], [{ key: 'a', type: 'string' }, { key: 'a', type: 'integer' }], [{ key: 'a', type: 'money' }], [{ key: 'A b', type: 'string' }]]) {
+    const res = await api.call(t, 'createAttributeSet', { token: manager.token, body: { name: 'Bad', fields } });
+    t.equal(res.status, 422, JSON.stringify(fields));
+  }
+  const id = await createSet(t, 'Location', [{ key: 'city', type: 'string', label: 'City' }], manager.token);
+  const dup = await api.call(t, 'createAttributeSet', { token: manager.token, body: { name: 'Location', fields: [] } });
+  t.equal(dup.status, 422);
+  const updated = await api.call(t, 'updateAttributeSet', { token: manager.token, params: { attributeSet: id }, body: { name: 'Place', fields: [] } });
+  t.match(updated.body, { id, name: 'Place', fields: [] });
+  const list = await api.call(t, 'listAttributeSets', { token: manager.token, query: { selects: 'name' } });
+  t.ok(list.body.some((s: { name: string }) => s.name === 'Place'));
+  const foreign = await api.call(t, 'getAttributeSet', { token: other.adminToken, params: { attributeSet: id } });
+  t.equal(foreign.status, 404);
+  const conflicting = await createSet(t, 'Conflict', [{ key: 'budget', type: 'string' }], manager.token);
+  const budgetSet = (await api.call(t, 'listAttributeSets', { token: manager.token })).body.find((s: { name: string }) => s.name === 'Budget').id;
+  const clash = await create(t, { name: 'Clash', attribute_set_ids: [budgetSet, conflicting] });
+  t.equal(clash.status, 422, 'two sets defining one key with different types');
+  t.ok(clash.body.errors.attribute_set_ids);
+});
+
+t.test('the text filter matches name parts and #tags; unknown filters are 422', async (t) => {
+  await create(t, { name: 'Logistics North', tags: ['Warehouse', 'night'] });
+  await create(t, { name: 'Logistics South', tags: ['warehouse'] });
+  const names = async (text: string) =>
+    (await api.call(t, 'listDepartments', { token: employee.token, query: { filter: { text }, selects: 'name' } })).body.map((d: { name: string }) => d.name);
+  t.strictSame(await names('logistics'), ['Logistics North', 'Logistics South']);
+  t.strictSame(await names('#WAREHOUSE'), ['Logistics North', 'Logistics South'], 'tags match case-insensitively');
+  t.strictSame(await names('#night logist'), ['Logistics North'], 'every word must match');
+  t.strictSame(await names('#ware'), [], 'a tag matches whole');
+  t.strictSame(await names('100%'), [], 'LIKE wildcards are literal');
+  const unknown = await api.call(t, 'listDepartments', { token: employee.token, query: { filter: { name: 'x' } } });
+  t.equal(unknown.status, 422);
+  t.ok(unknown.body.errors['filter.name']);
+  const selects = await api.call(t, 'listDepartments', { token: employee.token, query: { selects: 'name,secret' } });
+  t.equal(selects.status, 422);
+  const limited = await api.call(t, 'listDepartments', { token: employee.token, query: { limit: 1, selects: 'id' } });
+  t.equal(limited.body.length, 1);
+});
+
+t.test('relation users lists members with a constant number of queries', async (t) => {
+  const a = await create(t, { name: 'Members A' });
+  const b = await create(t, { name: 'Members B' });
+  const members = await Promise.all([1, 2, 3].map(() => api.createUser(tenant.tenantId)));
+  const gone = await api.createUser(tenant.tenantId, { values: { deletedAt: new Date() } });
+  await api.db.owner.insert(departmentUsers).values([
+    ...members.map((m) => ({ tenantId: tenant.tenantId, departmentId: a.body.id, userId: m.id })),
+    { tenantId: tenant.tenantId, departmentId: b.body.id, userId: members[0]!.id },
+    { tenantId: tenant.tenantId, departmentId: a.body.id, userId: gone.id },
+  ]);
+  const before = api.db.queryCount;
+  const res = await api.call(t, 'listDepartments', { token: employee.token, query: { relations: 'users', filter: { text: 'Members' } } });
+  const queries = api.db.queryCount - before;
+  t.equal(res.status, 200);
+  const byName = Object.fromEntries(res.body.map((d: { name: string; users: { id: number }[] }) => [d.name, d.users.map((u) => u.id).sort()]));
+  t.strictSame(byName['Members A'], members.map((m) => m.id).sort(), 'deleted members are left out');
+  t.strictSame(byName['Members B'], [members[0]!.id]);
+  t.notOk('email' in res.body[0].users[0], 'user fields as the caller may see them');
+  const all = api.db.queryCount;
+  await api.call(t, 'listDepartments', { token: employee.token, query: { relations: 'users' } });
+  t.equal(api.db.queryCount - all, queries, 'same number of queries for more departments');
+  const unknown = await api.call(t, 'listDepartments', { token: employee.token, query: { relations: 'owners' } });
+  t.equal(unknown.status, 422);
+});
+
+t.test('relations notification_settings and attribute_sets show the assigned records in order', async (t) => {
+  const [s1, s2] = await settingIds(tenant.tenantId);
+  const first = await createSet(t, 'First', [{ key: 'first_field', type: 'string' }]);
+  const second = await createSet(t, 'Second', [{ key: 'second_field', type: 'integer' }]);
+  const created = await create(t, { name: 'Related', notification_setting_ids: [s2, s1], attribute_set_ids: [second, first] });
+  const res = await api.call(t, 'getDepartment', {
+    token: employee.token,
+    params: { department: created.body.id },
+    query: { relations: 'notification_settings|attribute_sets', selects: 'id' },
+  });
+  t.equal(res.status, 200);
+  t.strictSame(res.body.notification_settings.map((s: { id: number }) => s.id), [s1, s2]);
+  t.strictSame(res.body.attribute_sets.map((s: { id: number }) => s.id), [second, first]);
+  t.strictSame(res.body.attribute_sets[0].fields, [{ key: 'second_field', type: 'integer' }]);
+});
+
+t.test('availability reports count, limit and remaining; creating beyond the limit is 422', async (t) => {
+  const limited = await api.createTenant('departments-limited');
+  const unlimited = await api.call(t, 'getDepartmentAvailability', { token: limited.adminToken });
+  t.strictSame(unlimited.body, { count: 0, limit: null, remaining: null });
+  await api.db.owner.update(tenants).set({ departmentLimit: 2 }).where(eq(tenants.id, limited.tenantId));
+  t.equal((await api.call(t, 'createDepartment', { token: limited.adminToken, body: { name: 'One' } })).status, 201);
+  const one = await api.call(t, 'getDepartmentAvailability', { token: limited.adminToken });
+  t.strictSame(one.body, { count: 1, limit: 2, remaining: 1 });
+  const results = await Promise.all(['Two', 'Three'].map((name) => api.call(t, 'createDepartment', { token: limited.adminToken, body: { name } })));
+  t.strictSame(results.map((r) => r.status).sort(), [201, 422], 'concurrent creates cannot both take the last slot');
+  t.equal(await departmentCount(limited.tenantId), 2);
+  const full = await api.call(t, 'getDepartmentAvailability', { token: limited.adminToken });
+  t.strictSame(full.body, { count: 2, limit: 2, remaining: 0 });
+});
+
+t.test("delete removes the department and its memberships; another tenant's is a 404 like a missing one", async (t) => {
+  const created = await create(t, { name: 'Temporary' });
+  const member = await api.createUser(tenant.tenantId);
+  await api.db.owner.insert(departmentUsers).values({ tenantId: tenant.tenantId, departmentId: created.body.id, userId: member.id });
+  await api.db.owner
+    .insert(entityPermissions)
+    .values({ tenantId: tenant.tenantId, entityType: 'menuItem', entityId: 1, subjectType: 'department', subjectId: created.body.id });
+  const foreign = await api.call(t, 'deleteDepartment', { token: other.adminToken, params: { department: created.body.id } });
+  const missing = await api.call(t, 'deleteDepartment', { token: other.adminToken, params: { department: 999999 } });
+  t.equal(foreign.status, 404);
+  t.strictSame(foreign.body, missing.body);
+  const shownElsewhere = await api.call(t, 'getDepartment', { token: other.adminToken, params: { department: created.body.id } });
+  t.equal(shownElsewhere.status, 404);
+  const updatedElsewhere = await api.call(t, 'updateDepartment', { token: other.adminToken, params: { department: created.body.id }, body: { name: 'Hijack' } });
+  t.equal(updatedElsewhere.status, 404);
+  t.equal((await api.call(t, 'deleteDepartment', { token: employee.token, params: { department: created.body.id } })).status, 403);
+  const deleted = await api.call(t, 'deleteDepartment', { token: manager.token, params: { department: created.body.id } });
+  t.equal(deleted.status, 204);
+  t.equal((await api.call(t, 'getDepartment', { token: manager.token, params: { department: created.body.id } })).status, 404);
+  const memberships = await api.db.owner.select().from(departmentUsers).where(eq(departmentUsers.departmentId, created.body.id));
+  t.equal(memberships.length, 0);
+  const grants = await api.db.owner.select().from(entityPermissions).where(eq(entityPermissions.subjectId, created.body.id));
+  t.equal(grants.length, 0, 'entity permissions naming the department are gone');
+  t.equal((await api.call(t, 'getDepartment', { token: manager.token, params: { department: 'abc' } })).status, 422);
+});
