@@ -16,6 +16,8 @@ export interface Upload {
 declare module 'fastify' {
   interface FastifyRequest {
     uploads: Record<string, Upload> | null;
+    /** Set once the body was read and validated: later failures are not the body's fault. */
+    bodyAccepted: boolean;
   }
 }
 
@@ -24,6 +26,10 @@ export const UPLOAD_MAX_BYTES = 20 * 1024 * 1024;
 
 export async function registerMultipart(app: FastifyInstance): Promise<void> {
   app.decorateRequest('uploads', null);
+  app.decorateRequest('bodyAccepted', false);
+  app.addHook('preHandler', async (request) => {
+    request.bodyAccepted = true;
+  });
   await app.register(multipart, {
     attachFieldsToBody: 'keyValues',
     limits: { fileSize: UPLOAD_MAX_BYTES, files: 5, fields: 100, parts: 105, fieldSize: 64 * 1024 },
@@ -36,3 +42,11 @@ export async function registerMultipart(app: FastifyInstance): Promise<void> {
 }
 
 export const uploadOf = (request: FastifyRequest, field: string): Upload | undefined => request.uploads?.[field];
+
+/**
+ * busboy reports a truncated or garbled multipart body with plain errors (no status):
+ * raised while the body is read, they are the client's fault (400).
+ */
+export function isMalformedMultipart(request: FastifyRequest, error: { statusCode?: number }): boolean {
+  return !request.bodyAccepted && request.isMultipart() && (error.statusCode === undefined || error.statusCode >= 500);
+}

@@ -8,12 +8,31 @@ import { authenticateRequest, requirePermission } from '../auth/auth.ts';
 import type { Permission } from '../../resources/roles/permissions.ts';
 import type { Services } from '../services.ts';
 import type { Context, Handlers } from './handler.ts';
+import { ProblemError } from './problem.ts';
 
 const specPath = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../generated/openapi.json');
 
 /** The bundled OpenAPI document (generated/openapi.json). */
 export function loadSpecification(): Record<string, unknown> {
   return JSON.parse(readFileSync(specPath, 'utf8')) as Record<string, unknown>;
+}
+
+type SpecPaths = Record<string, Record<string, { requestBody?: { content?: Record<string, unknown> } }>>;
+
+/** Media types an operation's request body may have, or null when it declares no body. */
+function declaredBodyMediaTypes(specification: Record<string, unknown>, path: string, method: string): string[] | null {
+  const content = (specification.paths as SpecPaths)[path]?.[method.toLowerCase()]?.requestBody?.content;
+  return content ? Object.keys(content) : null;
+}
+
+/** A body of a media type the operation does not declare is 415, not a validation failure. */
+function assertDeclaredMediaType(request: FastifyRequest, mediaTypes: string[]): void {
+  const header = request.headers['content-type'];
+  if (!header) return;
+  const mediaType = header.split(';')[0]!.trim().toLowerCase();
+  if (!mediaTypes.includes(mediaType)) {
+    throw new ProblemError(415, `The request body must be ${mediaTypes.join(' or ')}.`);
+  }
 }
 
 /**
@@ -24,8 +43,9 @@ export function loadSpecification(): Record<string, unknown> {
  */
 export async function registerOperations(app: FastifyInstance, handlers: Handlers, services: Services): Promise<void> {
   app.decorateRequest('auth', null);
+  const specification = loadSpecification();
   await app.register(openapiGlue, {
-    specification: loadSpecification(),
+    specification,
     operationResolver: ((operationId: string): Partial<RouteOptions> => {
       const meta = operations[operationId as OperationId];
       const handler = handlers[operationId as OperationId] as unknown as (ctx: Context<OperationId>) => Promise<{
@@ -35,13 +55,20 @@ export async function registerOperations(app: FastifyInstance, handlers: Handler
       }>;
       if (!meta || !handler) throw new Error(`Operation ${operationId} has no handler`);
       const permission = meta.permission as Permission | null;
+      const mediaTypes = declaredBodyMediaTypes(specification, meta.path, meta.method);
+      const checks = [
+        ...(meta.secured
+          ? [
+              async (request: FastifyRequest) => {
+                request.auth = await authenticateRequest(services.db, request);
+                if (permission) requirePermission(request.auth, permission);
+              },
+            ]
+          : []),
+        ...(mediaTypes ? [async (request: FastifyRequest) => assertDeclaredMediaType(request, mediaTypes)] : []),
+      ];
       return {
-        onRequest: meta.secured
-          ? async (request: FastifyRequest) => {
-              request.auth = await authenticateRequest(services.db, request);
-              if (permission) requirePermission(request.auth, permission);
-            }
-          : [],
+        onRequest: checks,
         handler: async (request: FastifyRequest, reply: FastifyReply) => {
           const result = await handler({
             request,
