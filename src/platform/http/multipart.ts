@@ -48,5 +48,6 @@ export const uploadOf = (request: FastifyRequest, field: string): Upload | undef
  * raised while the body is read, they are the client's fault (400).
  */
 export function isMalformedMultipart(request: FastifyRequest, error: { statusCode?: number }): boolean {
-  return !request.bodyAccepted && request.isMultipart() && (error.statusCode === undefined || error.statusCode >= 500);
+  // Apps without the multipart plugin (tests of the error handler) have no isMultipart.
+  return !request.bodyAccepted && typeof request.isMultipart === 'function' && request.isMultipart() && (error.statusCode === undefined || error.statusCode >= 500);
 }
