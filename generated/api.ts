@@ -145,7 +145,7 @@ export interface paths {
         /**
          * Soft-delete a user
          * @description Soft-deletes the user (restorable). Deleting oneself is refused with 403. The
-         *     user's access tokens stop working at once.
+         *     user's access tokens stop working at once and stay invalid after a restore.
          */
         delete: operations["deleteUser"];
         options?: never;
@@ -245,7 +245,8 @@ export interface paths {
         };
         /**
          * Soft-deleted users
-         * @description Soft-deleted (including blacked-out) users, ordered like `GET /api/users`.
+         * @description Soft-deleted (including blacked-out) users, ordered like `GET /api/users`, with the
+         *     same relations and filters.
          */
         get: operations["listDeletedUsers"];
         put?: never;
@@ -618,7 +619,10 @@ export interface components {
             leaving_date?: string | null;
             phone?: string | null;
             prevent_logout?: boolean;
-            /** @description Signed, expiring URL of the picture route, when a picture exists. */
+            /**
+             * @description Signed, expiring URL of the picture route (relative to the service's base URL,
+             *     valid for one to two hours), when a picture exists; null otherwise.
+             */
             profile_picture_url?: string | null;
             request_password_change?: boolean;
             /** @description Relation (administrative; shown with `users.view-administrative` or on one's own record). */
@@ -678,7 +682,7 @@ export interface components {
             role_id: number;
             staff_number?: string | null;
             street?: string | null;
-            /** @description Unique per tenant; no leading or trailing whitespace. */
+            /** @description Unique per tenant; no leading or trailing whitespace. `deleted-user-<number>` is reserved for blacked-out accounts (422). */
             username: string;
             wants_email_notifications?: boolean;
             zipcode?: string | null;
@@ -722,7 +726,7 @@ export interface components {
             role_id?: number;
             staff_number?: string | null;
             street?: string | null;
-            /** @description Unique per tenant; no leading or trailing whitespace. */
+            /** @description Unique per tenant; no leading or trailing whitespace. `deleted-user-<number>` is reserved for blacked-out accounts (422). */
             username?: string;
             wants_email_notifications?: boolean;
             zipcode?: string | null;
@@ -1172,6 +1176,8 @@ export interface operations {
     listDeletedUsers: {
         parameters: {
             query?: {
+                /** @description `filter[key]=value`; keys: text, role_id, active, group_account, department_id. */
+                filter?: components["parameters"]["UserFilter"];
                 /** @description Maximum number of records. Default no limit. */
                 limit?: components["parameters"]["Limit"];
                 /** @description Pipe-separated relation names to include. */

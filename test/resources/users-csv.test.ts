@@ -76,6 +76,17 @@ t.test('groups: new, unchanged, update and delete users, invalid rows with line 
   t.strictSame(await snapshot(), before, 'nothing persisted');
 });
 
+t.test('row rules: reserved usernames, names of personal accounts on update, overlong cells', async (t) => {
+  const res = await importCsv(t, `username,last_name,city\ndeleted-user-3,X,\nanna,,\nneo,Y,${'x'.repeat(300)}\n`, { update_users: 'true' });
+  t.equal(res.status, 200);
+  const invalid = res.body.invalid_rows as { line: number; errors: Record<string, string[]> }[];
+  t.strictSame(invalid.map((row) => [row.line, Object.keys(row.errors).sort()]), [
+    [2, ['first_name', 'password', 'role_id', 'username']],
+    [3, ['last_name']],
+    [4, ['city', 'first_name', 'password', 'role_id']],
+  ]);
+});
+
 t.test('without update_users matching users are unchanged; without delete_users none are listed', async (t) => {
   const res = await importCsv(t, 'username,city\nanna,Berlin\n');
   t.equal(res.status, 200);

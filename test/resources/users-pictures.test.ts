@@ -3,6 +3,7 @@ import t from 'tap';
 import { startTestApi } from '../helpers/atrium.ts';
 import { GIF_1X1, PNG_1X1, multipart } from '../helpers/multipart.ts';
 import { roles } from '../../src/resources/roles/table.ts';
+import { departments, departmentUsers } from '../../src/resources/departments/table.ts';
 import { userProfilePictures, users } from '../../src/resources/users/table.ts';
 
 const api = await startTestApi(t);
@@ -79,6 +80,15 @@ t.test('create with a picture (multipart): type detected from bytes, served with
   const cached = await api.call(t, 'getProfilePicture', { params: { user }, query, headers: { 'if-none-match': etag } });
   t.equal(cached.status, 304);
   t.equal(cached.raw.length, 0);
+});
+
+t.test('multipart: repeated fields are arrays (department_ids)', async (t) => {
+  const [a, b] = await api.db.owner.insert(departments).values([{ tenantId: tenant.tenantId, name: 'A' }, { tenantId: tenant.tenantId, name: 'B' }]).returning();
+  const form = await multipart({ ...createFields(), department_ids: [String(a!.id), String(b!.id)] });
+  const res = await api.call(t, 'createUser', { token: admin, ...form, query: { relations: 'departments' } });
+  t.equal(res.status, 201);
+  const members = await api.db.owner.select().from(departmentUsers).where(eq(departmentUsers.userId, res.body.id));
+  t.strictSame(members.map((m) => m.departmentId).sort(), [a!.id, b!.id].sort());
 });
 
 t.test('picture access: signature or Bearer token; otherwise refused', async (t) => {

@@ -53,6 +53,9 @@ t.test('create: bad inputs are 4xx problem documents and store nothing', async (
     ['unknown key', newUserBody({ is_admin: true }), 422, 'is_admin'],
     ['taken username', newUserBody({ username: 'employee' }), 422, 'username'],
     ['a picture as a JSON string', newUserBody({ profile_picture: 'aGVsbG8=' }), 422, 'profile_picture'],
+    ['a blackout username', newUserBody({ username: 'deleted-user-77' }), 422, 'username'],
+    ['an empty language', newUserBody({ lang_id: '' }), 422, 'lang_id'],
+    ['a department twice', newUserBody({ department_ids: [department!.id, department!.id] }), 422, 'department_ids'],
   ];
   for (const [name, body, status, field] of cases) {
     const res = await api.call(t, 'createUser', { token: admin.token, body });
@@ -337,6 +340,16 @@ t.test('restore: role must be an active role; replaces the role when sent', asyn
   t.equal(again.status, 204);
   const keep = await api.call(t, 'restoreUser', { token: admin.token, params: { user: id } });
   t.equal(keep.body.role_id, administrator!.id, 'role kept when not sent');
+});
+
+t.test('restore does not revive the sessions a delete ended', async (t) => {
+  const user = await api.createUser(tenant.tenantId, { username: 'revived' });
+  await api.call(t, 'deleteUser', { token: admin.token, params: { user: user.id } });
+  t.equal((await api.call(t, 'restoreUser', { token: admin.token, params: { user: user.id } })).status, 200);
+  t.equal((await api.call(t, 'getCurrentUser', { token: user.token })).status, 401, 'old token');
+  t.equal((await api.call(t, 'getCurrentUser', { token: await api.tokenFor(tenant.tenantId, user.id) })).status, 200, 'new token');
+  const listed = await api.call(t, 'listDeletedUsers', { token: admin.token, query: { filter: { text: 'revived' } } });
+  t.strictSame(listed.body, [], 'no longer in the deleted list');
 });
 
 t.test('blackout: anonymises irreversibly, keeps the id, refuses restore', async (t) => {

@@ -11,10 +11,11 @@ import type { Tx } from '../../platform/database/database.ts';
 import { invalid, type FieldErrors } from '../../platform/http/problem.ts';
 import { languages } from '../languages/table.ts';
 import { roles } from '../roles/table.ts';
+import { isReservedUsername } from './rules.ts';
 import { fullName } from './view.ts';
 import { GENDERS, users } from './table.ts';
 
-type Kind = 'username' | 'password' | 'text' | 'boolean' | 'integer' | 'date' | 'gender' | 'email';
+type Kind = 'username' | 'password' | 'text' | 'reference' | 'boolean' | 'integer' | 'date' | 'gender' | 'email';
 
 /** Importable keys (the create keys without the picture), their cell type and column. */
 const IMPORTABLE = {
@@ -23,7 +24,7 @@ const IMPORTABLE = {
   first_name: { kind: 'text', column: 'firstName' },
   last_name: { kind: 'text', column: 'lastName' },
   role_id: { kind: 'integer', column: 'roleId' },
-  lang_id: { kind: 'text', column: 'langId' },
+  lang_id: { kind: 'reference', column: 'langId' },
   active: { kind: 'boolean', column: 'active' },
   group_account: { kind: 'boolean', column: 'groupAccount' },
   request_password_change: { kind: 'boolean', column: 'requestPasswordChange' },
@@ -72,13 +73,19 @@ const EMAIL = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
 /** One cell → its value, or an error message. */
 function parseCell(kind: Kind, raw: string, whitespaceToNull: boolean): { value: Value } | { error: string } {
   const text = raw.trim();
+  // The create keys' limit (default_route allows more, but 255 is plenty for a CSV cell).
+  if (kind !== 'password' && text.length > 255) return { error: 'must be at most 255 characters long' };
   switch (kind) {
     case 'username':
-      return text ? { value: text } : { error: 'is required' };
+      if (!text) return { error: 'is required' };
+      return isReservedUsername(text) ? { error: 'is reserved for blacked-out accounts' } : { value: text };
     case 'password':
+      if (raw.length > 1024) return { error: 'must be at most 1024 characters long' };
       return { value: raw === '' ? null : raw };
     case 'text':
       return { value: text === '' && whitespaceToNull ? null : text };
+    case 'reference':
+      return { value: text === '' ? null : text };
     case 'email':
       if (text === '') return { value: whitespaceToNull ? null : '' };
       return EMAIL.test(text) ? { value: text } : { error: 'must be an e-mail address' };
@@ -186,6 +193,11 @@ export async function previewCsvImport(tx: Tx, content: Buffer, options: CsvImpo
         if (values.group_account !== true) {
           if (!values.first_name) errors.first_name ??= ['is required for personal accounts'];
           if (!values.last_name) errors.last_name ??= ['is required for personal accounts'];
+        }
+      } else if (options.updateUsers && (values.group_account ?? user.groupAccount) !== true) {
+        // An update may not leave a personal account without its names.
+        for (const key of ['first_name', 'last_name'] as const) {
+          if (key in values && !values[key]) errors[key] ??= ['is required for personal accounts'];
         }
       }
       if (Object.keys(errors).length > 0) {

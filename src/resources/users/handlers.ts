@@ -13,7 +13,7 @@ import { languages } from '../languages/table.ts';
 import { roles } from '../roles/table.ts';
 import { importTemplate, previewCsvImport, type CsvImportOptions } from './csv-import.ts';
 import { acceptPicture, inlineDisposition, pictureSignatureValid, type StoredPicture } from './profile-picture.ts';
-import { assertMayMarkForLogout, assertNotSelf, blackoutValues, deriveActive, selfUpdateIgnoredKeys } from './rules.ts';
+import { assertMayMarkForLogout, assertNotSelf, blackoutValues, deriveActive, isReservedUsername, selfUpdateIgnoredKeys } from './rules.ts';
 import { userProfilePictures, users } from './table.ts';
 import { DEFAULT_USER_RELATIONS, findUser, findUsers, userView, userViewer, type UserRow, type UserViewer } from './view.ts';
 
@@ -116,7 +116,7 @@ async function checkReferences(tx: Tx, input: UserInput, errors: FieldErrors, us
     const [role] = await tx.select({ id: roles.id }).from(roles).where(eq(roles.id, input.role_id));
     if (!role) errors.role_id = ['does not name a role'];
   }
-  if (input.lang_id) {
+  if (input.lang_id !== undefined && input.lang_id !== null) {
     const [language] = await tx.select({ id: languages.id }).from(languages).where(eq(languages.id, input.lang_id));
     if (!language) errors.lang_id = ['does not name a language'];
   }
@@ -128,6 +128,10 @@ async function checkReferences(tx: Tx, input: UserInput, errors: FieldErrors, us
     });
   }
   if (input.username !== undefined) {
+    if (isReservedUsername(input.username)) {
+      errors.username = ['is reserved for blacked-out accounts'];
+      return;
+    }
     const taken = await tx
       .select({ id: users.id })
       .from(users)
@@ -329,7 +333,8 @@ export const userHandlers = {
     await db.tenant(auth.tenantId, async (tx) => {
       const deleted = await tx
         .update(users)
-        .set({ deletedAt: sql`clock_timestamp()` as never, updatedAt: sql`now()` as never })
+        // Marked for logout too, so a later restore does not revive old sessions.
+        .set({ deletedAt: sql`clock_timestamp()` as never, logoutMarkedAt: sql`clock_timestamp()` as never, updatedAt: sql`now()` as never })
         .where(and(eq(users.id, params.user), isNull(users.deletedAt)))
         .returning({ id: users.id });
       if (deleted.length === 0) throw notFound('The user');

@@ -50,6 +50,11 @@ export function assertMayMarkForLogout(auth: Auth, target: { id: number; prevent
   if (!can(auth, 'users.administer')) throw forbidden('This requires the permission "users.administer".');
 }
 
+const BLACKED_OUT_USERNAME = /^deleted-user-\d+$/;
+
+/** Blackout renames accounts `deleted-user-<id>`; no one else may take such a name. */
+export const isReservedUsername = (username: string) => BLACKED_OUT_USERNAME.test(username);
+
 /**
  * Blackout (decisions §6): the values that replace an account irreversibly. Names,
  * personal and administrative fields and the password are cleared; the id stays so
