@@ -1348,6 +1348,8 @@ export interface operations {
                 expires?: number;
                 signature?: string;
                 tenant?: components["schemas"]["Id"];
+                /** @description Version of the picture (cache key in `profile_picture_url`); ignored. */
+                v?: string;
             };
             header?: never;
             path: {
@@ -1387,6 +1389,8 @@ export interface operations {
                 expires?: number;
                 signature?: string;
                 tenant?: components["schemas"]["Id"];
+                /** @description Version of the picture (cache key in `profile_picture_url`); ignored. */
+                v?: string;
             };
             header?: never;
             path: {

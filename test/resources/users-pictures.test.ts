@@ -117,12 +117,14 @@ t.test('update: upload replaces, profile_picture null removes', async (t) => {
   t.type(updated.body.profile_picture_url, 'string');
   const replaced = await api.call(t, 'updateUser', { token: admin, params: { user: id }, ...(await multipart({ profile_picture: { content: GIF_1X1, fileName: 'p.gif' } })) });
   t.match(replaced.body.profile_picture_url, /p\.gif/);
+  const sameName = await api.call(t, 'updateUser', { token: admin, params: { user: id }, ...(await multipart({ profile_picture: { content: Buffer.concat([GIF_1X1, Buffer.from([0])]), fileName: 'p.gif' } })) });
+  t.not(sameName.body.profile_picture_url, replaced.body.profile_picture_url, 'new bytes, new URL (cache key), even with the same name');
   const [stored] = await api.db.owner.select().from(userProfilePictures).where(eq(userProfilePictures.userId, id));
   t.equal(stored!.mediaType, 'image/gif');
   const removed = await api.call(t, 'updateUser', { token: admin, params: { user: id }, body: { profile_picture: null } });
   t.equal(removed.body.profile_picture_url, null);
   t.equal((await api.db.owner.select().from(userProfilePictures).where(eq(userProfilePictures.userId, id))).length, 0);
-  const { user, query } = parseUrl(replaced.body.profile_picture_url);
+  const { user, query } = parseUrl(sameName.body.profile_picture_url);
   t.equal((await api.call(t, 'getProfilePicture', { params: { user }, query })).status, 404, 'gone');
 });
 

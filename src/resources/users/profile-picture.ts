@@ -48,11 +48,15 @@ export async function acceptPicture(content: Buffer, originalName: string | unde
 
 const signedMessage = (tenantId: number, userId: number, expires: number) => `${tenantId}.${userId}.${expires}`;
 
-/** Relative (to the service's base URL) signed picture URL, as `profile_picture_url`. */
-export function signedPictureUrl(secrets: Secrets, tenantId: number, userId: number, fileName: string, now = Date.now()): string {
+/**
+ * Relative (to the service's base URL) signed picture URL, as `profile_picture_url`.
+ * `v` (the picture's ETag) changes the URL when the picture changes, so caches keyed by
+ * URL never show an old picture; it is not part of the signature.
+ */
+export function signedPictureUrl(secrets: Secrets, tenantId: number, userId: number, fileName: string, version: string, now = Date.now()): string {
   const expires = (Math.floor(now / 1000 / URL_WINDOW_SECONDS) + 2) * URL_WINDOW_SECONDS;
   const signature = secrets.sign(SIGNING_PURPOSE, signedMessage(tenantId, userId, expires));
-  return `/users/${userId}/profile-picture/${encodeURIComponent(fileName)}?tenant=${tenantId}&expires=${expires}&signature=${signature}`;
+  return `/users/${userId}/profile-picture/${encodeURIComponent(fileName)}?tenant=${tenantId}&expires=${expires}&signature=${signature}&v=${version.slice(0, 12)}`;
 }
 
 /** True when the signature was made for this tenant and user and has not expired. */

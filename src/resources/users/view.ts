@@ -13,7 +13,7 @@ import { userProfilePictures, users } from './table.ts';
 import { signedPictureUrl } from './profile-picture.ts';
 
 /** A user row plus the stored picture's file name (never its bytes). */
-export type UserRow = typeof users.$inferSelect & { pictureFileName: string | null };
+export type UserRow = typeof users.$inferSelect & { pictureFileName: string | null; pictureEtag: string | null };
 
 /** The caller, plus what computed fields need (signing picture URLs). */
 export interface UserViewer extends Auth {
@@ -52,7 +52,7 @@ export const userView = defineView<UserRow, UserViewer, 'text' | 'role_id' | 'ac
     lang_id: { value: (r) => r.langId },
     group_account: { value: (r) => r.groupAccount },
     profile_picture_url: {
-      value: (r, viewer) => (r.pictureFileName ? signedPictureUrl(viewer.secrets, viewer.tenantId, r.id, r.pictureFileName) : null),
+      value: (r, viewer) => (r.pictureFileName ? signedPictureUrl(viewer.secrets, viewer.tenantId, r.id, r.pictureFileName, r.pictureEtag ?? '') : null),
     },
     email: personal,
     phone: personal,
@@ -165,10 +165,10 @@ function groupBy<T, K, V>(items: T[], key: (item: T) => K, value: (item: T) => V
   return map;
 }
 
-/** Users with their picture's file name, in the transaction's tenant. */
+/** Users with their picture's file name and ETag (not its bytes), in the transaction's tenant. */
 export function selectUsers(tx: Tx) {
   return tx
-    .select({ ...getTableColumns(users), pictureFileName: userProfilePictures.fileName })
+    .select({ ...getTableColumns(users), pictureFileName: userProfilePictures.fileName, pictureEtag: userProfilePictures.etag })
     .from(users)
     .leftJoin(userProfilePictures, eq(userProfilePictures.userId, users.id));
 }
