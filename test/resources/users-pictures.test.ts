@@ -51,6 +51,9 @@ t.test('bad uploads: non-image, oversized, malformed multipart; nothing is store
   const noBoundary = await api.call(t, 'createUser', { token: admin, payload: 'garbage', contentType: 'multipart/form-data' });
   t.ok(noBoundary.status >= 400 && noBoundary.status < 500, 'no boundary is a 4xx');
 
+  const upload = await multipart({ profile_picture: { content: PNG_1X1, fileName: 'x.png' } });
+  t.equal((await api.call(t, 'deleteUser', { token: admin, params: { user: viewer.id }, ...upload })).status, 415, 'no uploads where none is expected');
+  t.equal((await api.call(t, 'restoreUser', { token: admin, params: { user: viewer.id }, ...upload })).status, 415, 'JSON-only operation');
   const badField = await multipart({ ...createFields(), role_id: 'abc' });
   t.equal((await api.call(t, 'createUser', { token: admin, ...badField })).status, 422, 'multipart values are validated');
   t.equal(await userCount(), users, 'no user stored');

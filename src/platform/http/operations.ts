@@ -25,13 +25,17 @@ function declaredBodyMediaTypes(specification: Record<string, unknown>, path: st
   return content ? Object.keys(content) : null;
 }
 
-/** A body of a media type the operation does not declare is 415, not a validation failure. */
-function assertDeclaredMediaType(request: FastifyRequest, mediaTypes: string[]): void {
+/**
+ * A body of a media type the operation does not declare is 415, not a validation
+ * failure. Operations without a body ignore one, except uploads: those are never read
+ * (buffered) where no operation expects them.
+ */
+function assertDeclaredMediaType(request: FastifyRequest, mediaTypes: string[] | null): void {
   const header = request.headers['content-type'];
   if (!header) return;
   const mediaType = header.split(';')[0]!.trim().toLowerCase();
-  if (!mediaTypes.includes(mediaType)) {
-    throw new ProblemError(415, `The request body must be ${mediaTypes.join(' or ')}.`);
+  if (mediaTypes ? !mediaTypes.includes(mediaType) : mediaType === 'multipart/form-data') {
+    throw new ProblemError(415, mediaTypes ? `The request body must be ${mediaTypes.join(' or ')}.` : 'This operation takes no request body.');
   }
 }
 
@@ -65,7 +69,7 @@ export async function registerOperations(app: FastifyInstance, handlers: Handler
               },
             ]
           : []),
-        ...(mediaTypes ? [async (request: FastifyRequest) => assertDeclaredMediaType(request, mediaTypes)] : []),
+        async (request: FastifyRequest) => assertDeclaredMediaType(request, mediaTypes),
       ];
       return {
         onRequest: checks,
