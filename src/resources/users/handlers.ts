@@ -3,7 +3,7 @@ import { accessTokens } from '../../platform/auth/tables.ts';
 import { authenticateRequest, can, requirePermission, type Auth } from '../../platform/auth/auth.ts';
 import { hashPassword, verifyPassword } from '../../platform/auth/passwords.ts';
 import type { Tx } from '../../platform/database/database.ts';
-import type { Context, Handlers } from '../../platform/http/handler.ts';
+import type { Body, Context, Handlers } from '../../platform/http/handler.ts';
 import { uploadOf } from '../../platform/http/multipart.ts';
 import { forbidden, invalid, notFound, unauthorized, type FieldErrors } from '../../platform/http/problem.ts';
 import { present, readControls, type ControlsQuery } from '../../platform/result-controls/result-controls.ts';
@@ -17,34 +17,11 @@ import { assertMayMarkForLogout, assertNotSelf, blackoutValues, deriveActive, is
 import { userProfilePictures, users } from './table.ts';
 import { DEFAULT_USER_RELATIONS, findUser, findUsers, userView, userViewer, type UserRow, type UserViewer } from './view.ts';
 
-/** A create or update request body (JSON or multipart, already validated by the spec). */
-interface UserInput {
-  username?: string;
-  password?: string;
-  old_password?: string;
-  first_name?: string | null;
-  last_name?: string | null;
-  role_id?: number;
-  lang_id?: string | null;
-  active?: boolean;
-  group_account?: boolean;
-  request_password_change?: boolean;
-  profile_picture?: string | null;
-  street?: string | null;
-  zipcode?: string | null;
-  city?: string | null;
-  phone?: string | null;
-  staff_number?: string | null;
-  email?: string | null;
-  birthdate?: string | null;
-  entering_date?: string | null;
-  leaving_date?: string | null;
-  gender?: 'female' | 'male' | 'diverse' | null;
-  wants_email_notifications?: boolean;
-  default_route?: string | null;
-  prevent_logout?: boolean;
-  department_ids?: number[];
-}
+/**
+ * A create or update request body (JSON or multipart, already validated by the spec):
+ * the update schema, which is every create key made optional plus `old_password`.
+ */
+type UserInput = Body<'updateUser'>;
 
 type UserColumns = Partial<typeof users.$inferInsert>;
 
