@@ -1152,6 +1152,145 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/users": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Users of the tenant
+         * @description Active (not soft-deleted) users, ordered by last name, first name, id. Default
+         *     relations: `role` and `language`. Filters (decisions §4): `text` (case-insensitive
+         *     substring of username, first and last name, e-mail and staff number), `role_id`,
+         *     `active`, `group_account`, `department_id`. Filtering by the administrative fields
+         *     `role_id` or `active` needs `users.view-administrative` (422 otherwise), so hidden
+         *     fields cannot be probed through filters.
+         */
+        get: operations["listUsers"];
+        put?: never;
+        /**
+         * Create a user
+         * @description Creates a personal or group account. `first_name` and `last_name` are required for
+         *     personal accounts (`group_account` false). `active`, when not sent, is derived from
+         *     the dates: true unless `entering_date` lies in the future or `leaving_date` lies in
+         *     the past (UTC). The password is hashed with Argon2id and never returned.
+         *     `department_ids` must name departments of the tenant. Send `multipart/form-data`
+         *     to upload `profile_picture` (JPEG, PNG, WebP or GIF detected from the bytes, at most
+         *     5 MiB; other content → 422, larger → 413); multipart values are text and are
+         *     converted to the declared types.
+         */
+        post: operations["createUser"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/users/{user}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description User ID. `GET` also resolves soft-deleted users (`{userWithTrashed}`). */
+                user: components["schemas"]["Id"];
+            };
+            cookie?: never;
+        };
+        /**
+         * One user (deleted users included)
+         * @description Needs `users.view`, except for the caller's own record. Soft-deleted users are
+         *     included (seed `{userWithTrashed}`). Default relations: `role` and `language`.
+         */
+        get: operations["getUser"];
+        /**
+         * Update a user
+         * @description Every create key is optional (default: the current value), plus `old_password`.
+         *     Updating another user needs `users.administer`; every user may update their own
+         *     record, where `role_id`, `active` and `prevent_logout` are ignored (even for
+         *     administrators), and `department_ids` is ignored without `users.administer`.
+         *     Changing one's own password without `users.administer` requires the current one in
+         *     `old_password` (422 when missing or wrong). `profile_picture: null` removes the
+         *     picture; a picture is uploaded with `multipart/form-data` (see `POST /api/users`).
+         *     Soft-deleted users are not found (404).
+         */
+        put: operations["updateUser"];
+        post?: never;
+        /**
+         * Soft-delete a user
+         * @description Soft-deletes the user (restorable). Deleting oneself is refused with 403. The
+         *     user's access tokens stop working at once and stay invalid after a restore.
+         */
+        delete: operations["deleteUser"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/users/blackout/{user}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Anonymise a user irreversibly
+         * @description Active or soft-deleted users (seed `{userWithTrashed}`), decisions §6: the username
+         *     becomes `deleted-user-<id>`; names, personal and administrative fields, the
+         *     password and the picture are cleared; access tokens are deleted; the user is
+         *     soft-deleted and can never be restored. Records the user authored keep pointing at
+         *     the id. Blacking out oneself is refused (403); repeating it is harmless (204).
+         */
+        delete: operations["blackoutUser"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/users/csv": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Preview a CSV import
+         * @description Compares a CSV of users with the tenant's users and answers the proposed changes,
+         *     grouped; nothing is written (decisions §6). Rows are matched to users by
+         *     `username`. The separator (`,` or `;`) is taken from the header row; a UTF-8 BOM is
+         *     accepted; the file must be UTF-8. A multipart value named like an importable key
+         *     names the CSV header that holds that key (e.g. `username=Login`).
+         *
+         *     Groups: `new_users` (no user with that username), `update_users` (only with
+         *     `update_users=true`: active users whose values differ), `unchanged_users` (matching
+         *     users without differences, or all matching users without `update_users`),
+         *     `delete_users` (only with `delete_users=true`: active users absent from the CSV,
+         *     never the caller), `invalid_rows` (1-based CSV line and errors by key). Passwords
+         *     are applied to new users only and never shown.
+         *
+         *     Cell values: booleans `true/false/1/0/yes/no`; dates `YYYY-MM-DD`; an empty cell of
+         *     a date, number or boolean key is null/default. With `whitespace_to_null` a blank
+         *     text cell of a nullable key is null instead of an empty string.
+         *
+         *     The whole file is refused (422) for: not UTF-8, unknown or duplicate headers, no
+         *     `username` column, rows with a different number of cells than the header, no data
+         *     rows, a username on more than one row.
+         */
+        post: operations["importUsersCsv"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/users/current": {
         parameters: {
             query?: never;
@@ -1166,6 +1305,93 @@ export interface paths {
         get: operations["getCurrentUser"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/users/deleted": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Soft-deleted users
+         * @description Soft-deleted (including blacked-out) users, ordered like `GET /api/users`, with the
+         *     same relations and filters.
+         */
+        get: operations["listDeletedUsers"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/users/import-template": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * CSV import template
+         * @description A CSV file (comma separated, UTF-8) holding one header row of the importable user
+         *     keys in English. A query parameter named like a key replaces that column's header
+         *     (e.g. `?username=Login`).
+         */
+        get: operations["getUserImportTemplate"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/users/logout/{user}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Mark a user for logout
+         * @description Every access token issued before this call stops working at its next request
+         *     (401). Marking another user needs `users.administer`; a user may mark themselves
+         *     unless `prevent_logout` protects them (403).
+         */
+        post: operations["markUserForLogout"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/users/restore/{user}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Restore a soft-deleted user
+         * @description Restores a soft-deleted user (seed `{userWithTrashed}`). `role_id`, when sent,
+         *     replaces the role and must name an active role of the tenant (422). A user that is
+         *     not deleted, or that was blacked out, cannot be restored (422).
+         */
+        post: operations["restoreUser"];
         delete?: never;
         options?: never;
         head?: never;
@@ -1204,6 +1430,56 @@ export interface paths {
          * @description 200 when the database is reachable and every migration is applied, else 503.
          */
         get: operations["getReadiness"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/users/{user}/profile-picture": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Profile picture (stored file name)
+         * @description The stored picture bytes with their detected media type. Access: either a valid
+         *     signature (`tenant`, `expires`, `signature` as in the user's `profile_picture_url`,
+         *     which stays valid for one to two hours) or a Bearer token of the caller's own
+         *     account or of a holder of `users.view`. Otherwise 401 (403 for a Bearer token
+         *     without permission). `ETag` and `If-None-Match` (304) allow caching
+         *     (`Cache-Control: private`). `{fileName}` only names the download.
+         */
+        get: operations["getProfilePicture"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/users/{user}/profile-picture/{fileName}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Profile picture (named)
+         * @description The stored picture bytes with their detected media type. Access: either a valid
+         *     signature (`tenant`, `expires`, `signature` as in the user's `profile_picture_url`,
+         *     which stays valid for one to two hours) or a Bearer token of the caller's own
+         *     account or of a holder of `users.view`. Otherwise 401 (403 for a Bearer token
+         *     without permission). `ETag` and `If-None-Match` (304) allow caching
+         *     (`Cache-Control: private`). `{fileName}` only names the download.
+         */
+        get: operations["getProfilePictureNamed"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1317,6 +1593,80 @@ export interface components {
              *     only in this answer; the server keeps only its hash.
              */
             token: string;
+        };
+        CsvImportRequest: {
+            active?: string;
+            birthdate?: string;
+            city?: string;
+            default_route?: string;
+            /** @default false */
+            delete_users: boolean;
+            email?: string;
+            entering_date?: string;
+            first_name?: string;
+            gender?: string;
+            group_account?: string;
+            lang_id?: string;
+            last_name?: string;
+            leaving_date?: string;
+            password?: string;
+            phone?: string;
+            prevent_logout?: string;
+            request_password_change?: string;
+            role_id?: string;
+            staff_number?: string;
+            street?: string;
+            /** @default false */
+            update_users: boolean;
+            /**
+             * Format: binary
+             * @description The CSV file (at most 20 MiB).
+             */
+            user_data_csv: string;
+            username?: string;
+            wants_email_notifications?: string;
+            /** @default false */
+            whitespace_to_null: boolean;
+            zipcode?: string;
+        };
+        CsvImportResult: {
+            delete_users: {
+                full_name: string;
+                id: number;
+                username: string;
+            }[];
+            invalid_rows: {
+                errors: {
+                    [key: string]: string[];
+                };
+                line: number;
+                username?: string | null;
+            }[];
+            new_users: {
+                line: number;
+                user: components["schemas"]["CsvUserValues"];
+            }[];
+            unchanged_users: {
+                id: number;
+                line: number;
+                username: string;
+            }[];
+            update_users: {
+                /** @description Key → `{from, to}`. */
+                changes: {
+                    [key: string]: {
+                        from: unknown;
+                        to: unknown;
+                    };
+                };
+                id: number;
+                line: number;
+                username: string;
+            }[];
+        };
+        /** @description Importable keys with their parsed values (never the password). */
+        CsvUserValues: {
+            [key: string]: unknown;
         };
         /**
          * @description `YYYY-MM-DD HH:MM:SS`, UTC (seed convention 9).
@@ -1518,6 +1868,31 @@ export interface components {
         Id: number;
         /** @description Ignored. The creator (`user_id`) is always the authenticated user. */
         IgnoredUserId: unknown;
+        /** @description Importable user key → header text in the CSV. */
+        ImportableKeyMap: {
+            active?: string;
+            birthdate?: string;
+            city?: string;
+            default_route?: string;
+            email?: string;
+            entering_date?: string;
+            first_name?: string;
+            gender?: string;
+            group_account?: string;
+            lang_id?: string;
+            last_name?: string;
+            leaving_date?: string;
+            password?: string;
+            phone?: string;
+            prevent_logout?: string;
+            request_password_change?: string;
+            role_id?: string;
+            staff_number?: string;
+            street?: string;
+            username?: string;
+            wants_email_notifications?: string;
+            zipcode?: string;
+        };
         Jwks: {
             keys: {
                 alg: string;
@@ -1968,6 +2343,14 @@ export interface components {
          *     sees every field of their own record. The password is never returned.
          */
         User: {
+            /** @description Relation (administrative); the terms of use the user accepted. */
+            acceptedPolicies?: {
+                /** Format: date-time */
+                accepted_at: string;
+                id: number;
+                title: string;
+                version?: string | null;
+            }[];
             active?: boolean;
             /** Format: date */
             birthdate?: string | null;
@@ -1977,9 +2360,20 @@ export interface components {
             default_route?: string | null;
             /** Format: date-time */
             deleted_at?: string | null;
+            /** @description Relation; the departments the user belongs to, by name. */
+            departments?: {
+                id: number;
+                name: string;
+            }[];
             email?: string | null;
             /** Format: date */
             entering_date?: string | null;
+            /** @description Relation (administrative); entity permissions that name this user as subject. */
+            entityPermissions?: {
+                entity_id: number;
+                entity_type: string;
+                id: number;
+            }[];
             first_name?: string | null;
             /** @description First and last name joined by a space (computed). */
             full_name?: string;
@@ -1996,21 +2390,76 @@ export interface components {
             leaving_date?: string | null;
             phone?: string | null;
             prevent_logout?: boolean;
-            /** @description Signed, expiring URL of the picture route, when a picture exists. */
+            /**
+             * @description Signed, expiring URL of the picture route (relative to the service's base URL,
+             *     valid for one to two hours), when a picture exists; null otherwise.
+             */
             profile_picture_url?: string | null;
             request_password_change?: boolean;
-            role?: components["schemas"]["Role"];
+            /** @description Relation (administrative; shown with `users.view-administrative` or on one's own record). */
+            role?: components["schemas"]["Role"] | null;
             role_id?: number;
             staff_number?: string | null;
+            /** @description Only when selected. The client route of the user without tenant-specific parts (`/users/{id}`). */
+            static_url?: string;
             street?: string | null;
             /** Format: date-time */
             updated_at?: string;
+            /** @description Only when selected. The client route of the user (`/users/{id}`), resolved by the client in its tenant. */
+            url?: string;
+            /** @description Only when selected. The context the URL resolves to, for access checks: `{type: user, id}`. */
+            url_context?: {
+                id: number;
+                /** @constant */
+                type: "user";
+            };
             username?: string;
             wants_email_notifications?: boolean;
             zipcode?: string | null;
         };
         /** @description Users to notify (required when `department_ids` is absent). */
         user_ids: components["schemas"]["Id"][];
+        /**
+         * @description Create keys of the interface. `first_name` and `last_name` are required unless
+         *     `group_account` is true (422).
+         */
+        UserCreate: {
+            active?: boolean;
+            /** Format: date */
+            birthdate?: string | null;
+            city?: string | null;
+            default_route?: string | null;
+            department_ids?: number[];
+            /** Format: email */
+            email?: string | null;
+            /** Format: date */
+            entering_date?: string | null;
+            first_name?: string | null;
+            /** @enum {string|null} */
+            gender?: "female" | "male" | "diverse" | null;
+            group_account?: boolean;
+            lang_id?: string | null;
+            last_name?: string | null;
+            /** Format: date */
+            leaving_date?: string | null;
+            /** @description At least `PASSWORD_MIN_LENGTH` (default 10) characters. Never returned. */
+            password: string;
+            phone?: string | null;
+            prevent_logout?: boolean;
+            /**
+             * Format: binary
+             * @description An image file part (multipart only); JSON may only send null (no picture / remove it).
+             */
+            profile_picture?: string | null;
+            request_password_change?: boolean;
+            role_id: number;
+            staff_number?: string | null;
+            street?: string | null;
+            /** @description Unique per tenant; no leading or trailing whitespace. `deleted-user-<number>` is reserved for blacked-out accounts (422). */
+            username: string;
+            wants_email_notifications?: boolean;
+            zipcode?: string | null;
+        };
         /**
          * @description A one-time credential that signs `login_user_id` in without a password
          *     (`POST /api/auth/login-token`). The signed token value is never part of this record:
@@ -2056,6 +2505,50 @@ export interface components {
              * @description Route key of the token.
              */
             uuid?: string;
+        };
+        UserRestore: {
+            /** @description Replaces the role; must be an active role of the tenant. */
+            role_id?: number;
+        };
+        /** @description Any create key (optional) plus `old_password`. */
+        UserUpdate: {
+            active?: boolean;
+            /** Format: date */
+            birthdate?: string | null;
+            city?: string | null;
+            default_route?: string | null;
+            department_ids?: number[];
+            /** Format: email */
+            email?: string | null;
+            /** Format: date */
+            entering_date?: string | null;
+            first_name?: string | null;
+            /** @enum {string|null} */
+            gender?: "female" | "male" | "diverse" | null;
+            group_account?: boolean;
+            lang_id?: string | null;
+            last_name?: string | null;
+            /** Format: date */
+            leaving_date?: string | null;
+            /** @description The current password; required to change one's own password without `users.administer`. */
+            old_password?: string;
+            /** @description At least `PASSWORD_MIN_LENGTH` (default 10) characters. Never returned. */
+            password?: string;
+            phone?: string | null;
+            prevent_logout?: boolean;
+            /**
+             * Format: binary
+             * @description An image file part (multipart only); JSON may only send null (no picture / remove it).
+             */
+            profile_picture?: string | null;
+            request_password_change?: boolean;
+            role_id?: number;
+            staff_number?: string | null;
+            street?: string | null;
+            /** @description Unique per tenant; no leading or trailing whitespace. `deleted-user-<number>` is reserved for blacked-out accounts (422). */
+            username?: string;
+            wants_email_notifications?: boolean;
+            zipcode?: string | null;
         };
         /**
          * Webhook action configuration (type key `webhook`)
@@ -2209,6 +2702,15 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
+        /** @description The request body or an uploaded file is too large. */
+        ContentTooLarge: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
         /** @description The number of unread notifications changed. */
         CountAnswer: {
             headers: {
@@ -2273,9 +2775,20 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
+        /** @description The request body has an unsupported media type. */
+        UnsupportedMediaType: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
     };
     parameters: {
         Filter: components["schemas"]["NotificationFilter"];
+        /** @description Each key is an importable user key; its value replaces that column's header. */
+        ImportHeaders: components["schemas"]["ImportableKeyMap"];
         /** @description Maximum number of records. Default no limit. */
         Limit: number;
         MenuItemParameter: components["schemas"]["Id"];
@@ -2288,6 +2801,14 @@ export interface components {
         /** @description The target's id; targets are stored with integer ids, so other text is a 422. */
         TargetableId: components["schemas"]["Id"];
         TargetableType: components["schemas"]["TargetableType"];
+        /** @description `filter[key]=value`; keys: text, role_id, active, group_account, department_id. */
+        UserFilter: {
+            active?: boolean;
+            department_id?: number;
+            group_account?: boolean;
+            role_id?: number;
+            text?: string;
+        };
     };
     requestBodies: {
         ReadStateBody: {
@@ -4300,6 +4821,217 @@ export interface operations {
             422: components["responses"]["UnprocessableEntity"];
         };
     };
+    listUsers: {
+        parameters: {
+            query?: {
+                /** @description `filter[key]=value`; keys: text, role_id, active, group_account, department_id. */
+                filter?: components["parameters"]["UserFilter"];
+                /** @description Maximum number of records. Default no limit. */
+                limit?: components["parameters"]["Limit"];
+                /** @description Pipe-separated relation names to include. */
+                relations?: components["parameters"]["Relations"];
+                /** @description Comma-separated field names to return. Default all visible fields. */
+                selects?: components["parameters"]["Selects"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The users. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["User"][];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            422: components["responses"]["UnprocessableEntity"];
+        };
+    };
+    createUser: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UserCreate"];
+                "multipart/form-data": components["schemas"]["UserCreate"];
+            };
+        };
+        responses: {
+            /** @description The created user. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["User"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["ContentTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableEntity"];
+        };
+    };
+    getUser: {
+        parameters: {
+            query?: {
+                /** @description Pipe-separated relation names to include. */
+                relations?: components["parameters"]["Relations"];
+                /** @description Comma-separated field names to return. Default all visible fields. */
+                selects?: components["parameters"]["Selects"];
+            };
+            header?: never;
+            path: {
+                /** @description User ID. `GET` also resolves soft-deleted users (`{userWithTrashed}`). */
+                user: components["schemas"]["Id"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The user. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["User"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["UnprocessableEntity"];
+        };
+    };
+    updateUser: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description User ID. `GET` also resolves soft-deleted users (`{userWithTrashed}`). */
+                user: components["schemas"]["Id"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UserUpdate"];
+                "multipart/form-data": components["schemas"]["UserUpdate"];
+            };
+        };
+        responses: {
+            /** @description The updated user. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["User"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["ContentTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableEntity"];
+        };
+    };
+    deleteUser: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description User ID. `GET` also resolves soft-deleted users (`{userWithTrashed}`). */
+                user: components["schemas"]["Id"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["UnprocessableEntity"];
+        };
+    };
+    blackoutUser: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                user: components["schemas"]["Id"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Anonymised. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["UnprocessableEntity"];
+        };
+    };
+    importUsersCsv: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "multipart/form-data": components["schemas"]["CsvImportRequest"];
+            };
+        };
+        responses: {
+            /** @description The proposed changes. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CsvImportResult"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["ContentTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableEntity"];
+        };
+    };
     getCurrentUser: {
         parameters: {
             query?: never;
@@ -4319,6 +5051,122 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
+        };
+    };
+    listDeletedUsers: {
+        parameters: {
+            query?: {
+                /** @description `filter[key]=value`; keys: text, role_id, active, group_account, department_id. */
+                filter?: components["parameters"]["UserFilter"];
+                /** @description Maximum number of records. Default no limit. */
+                limit?: components["parameters"]["Limit"];
+                /** @description Pipe-separated relation names to include. */
+                relations?: components["parameters"]["Relations"];
+                /** @description Comma-separated field names to return. Default all visible fields. */
+                selects?: components["parameters"]["Selects"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The soft-deleted users. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["User"][];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            422: components["responses"]["UnprocessableEntity"];
+        };
+    };
+    getUserImportTemplate: {
+        parameters: {
+            query?: {
+                /** @description Each key is an importable user key; its value replaces that column's header. */
+                headers?: components["parameters"]["ImportHeaders"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The template. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/csv": string;
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            422: components["responses"]["UnprocessableEntity"];
+        };
+    };
+    markUserForLogout: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                user: components["schemas"]["Id"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Marked. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["UnprocessableEntity"];
+        };
+    };
+    restoreUser: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                user: components["schemas"]["Id"];
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["UserRestore"];
+            };
+        };
+        responses: {
+            /** @description The restored user. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["User"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableEntity"];
         };
     };
     getLiveness: {
@@ -4371,6 +5219,90 @@ export interface operations {
                     "application/json": components["schemas"]["Readiness"];
                 };
             };
+        };
+    };
+    getProfilePicture: {
+        parameters: {
+            query?: {
+                /** @description Unix time (seconds) until which the signature is valid. */
+                expires?: number;
+                signature?: string;
+                tenant?: components["schemas"]["Id"];
+                /** @description Version of the picture (cache key in `profile_picture_url`); ignored. */
+                v?: string;
+            };
+            header?: never;
+            path: {
+                user: components["schemas"]["Id"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The picture. */
+            200: {
+                headers: {
+                    ETag?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "image/*": string;
+                };
+            };
+            /** @description Not modified (`If-None-Match` matched the `ETag`). */
+            304: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["UnprocessableEntity"];
+        };
+    };
+    getProfilePictureNamed: {
+        parameters: {
+            query?: {
+                expires?: number;
+                signature?: string;
+                tenant?: components["schemas"]["Id"];
+                /** @description Version of the picture (cache key in `profile_picture_url`); ignored. */
+                v?: string;
+            };
+            header?: never;
+            path: {
+                fileName: string;
+                user: components["schemas"]["Id"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The picture. */
+            200: {
+                headers: {
+                    ETag?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "image/*": string;
+                };
+            };
+            /** @description Not modified (`If-None-Match` matched the `ETag`). */
+            304: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["UnprocessableEntity"];
         };
     };
 }

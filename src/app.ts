@@ -4,6 +4,7 @@ import swaggerUi from '@fastify/swagger-ui';
 import qs from 'qs';
 import { handlers } from './handlers.ts';
 import { registerErrorHandling } from './platform/http/error-handler.ts';
+import { registerMultipart } from './platform/http/multipart.ts';
 import { loadSpecification, registerOperations } from './platform/http/operations.ts';
 import { validatorCompiler } from './platform/http/validation.ts';
 import type { Services } from './platform/services.ts';
@@ -49,6 +50,8 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   await app.register(swaggerUi, { routePrefix: '/docs' });
   app.get('/api/openapi.json', { schema: { hide: true } }, async () => specification);
 
+  // Before the operations: its content-type parser and body hook must cover their routes.
+  await registerMultipart(app);
   await registerOperations(app, handlers, services);
   return app;
 }

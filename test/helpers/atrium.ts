@@ -37,6 +37,8 @@ export interface CallResult<T = any> {
   headers: Record<string, string | string[] | number | undefined>;
   body: T;
   text: string;
+  /** The response bytes as sent (binary answers such as pictures). */
+  raw: Buffer;
 }
 
 export interface TestTenant {
@@ -103,7 +105,7 @@ export async function startTestApi(t: Test, overrides: Partial<Config> = {}): Pr
       const body = /json/.test(contentType) && response.body.length > 0 ? response.json() : response.body;
       const violations = contractViolations(operationId, response.statusCode, contentType, body === '' ? undefined : body);
       t.strictSame(violations, [], `${operationId} → ${response.statusCode} honours the spec`);
-      return { status: response.statusCode, headers: response.headers, body, text: response.body };
+      return { status: response.statusCode, headers: response.headers, body, text: response.body, raw: response.rawPayload };
     },
 
     async createTenant(slug) {

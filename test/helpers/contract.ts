@@ -45,8 +45,10 @@ export function contractViolations(operationId: OperationId, status: number, con
     return [`${operationId} does not declare status ${status}`];
   }
   if (!declared.content) return body === undefined || body === '' ? [] : [`${status} declares no body but one was sent`];
-  if (!(mediaType in declared.content)) return [`${status} answered ${mediaType}, spec declares ${Object.keys(declared.content).join(', ')}`];
-  const validate = ajv.getSchema(`spec${declared.pointer}/content/${escape(mediaType)}/schema`);
+  // A declared range such as `image/*` covers every subtype.
+  const declaredType = mediaType in declared.content ? mediaType : `${mediaType.split('/')[0]}/*`;
+  if (!(declaredType in declared.content)) return [`${status} answered ${mediaType}, spec declares ${Object.keys(declared.content).join(', ')}`];
+  const validate = ajv.getSchema(`spec${declared.pointer}/content/${escape(declaredType)}/schema`);
   if (!validate) return [`no schema for ${status} ${mediaType}`];
   return validate(body) ? [] : [`${status} body does not match the spec: ${ajv.errorsText(validate.errors)}`];
 }

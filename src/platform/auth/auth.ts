@@ -1,5 +1,6 @@
 import type { FastifyRequest } from 'fastify';
 import type { Database } from '../database/database.ts';
+import type { Secrets } from '../secrets/secrets.ts';
 import { type Permission } from '../../resources/roles/permissions.ts';
 import { forbidden, unauthorized } from '../http/problem.ts';
 import { hashToken } from './tokens.ts';
@@ -10,6 +11,8 @@ export interface Auth {
   userId: number;
   tokenId: number;
   permissions: ReadonlySet<Permission>;
+  /** The installation's keys, for what answers to this caller must sign (picture URLs). */
+  secrets: Secrets;
 }
 
 declare module 'fastify' {
@@ -29,7 +32,7 @@ export function requirePermission(auth: Auth, permission: Permission): void {
 }
 
 /** Bearer token → Auth, in one query through the security-definer `atrium_authenticate`. */
-export async function authenticateRequest(db: Database, request: FastifyRequest): Promise<Auth> {
+export async function authenticateRequest(db: Database, secrets: Secrets, request: FastifyRequest): Promise<Auth> {
   const match = BEARER.exec(request.headers.authorization ?? '');
   if (!match?.[1]) throw unauthorized();
   const [row] = await db.appSql<{ tenant_id: string; user_id: string; token_id: string; permissions: Permission[] }[]>`
@@ -40,5 +43,6 @@ export async function authenticateRequest(db: Database, request: FastifyRequest)
     userId: Number(row.user_id),
     tokenId: Number(row.token_id),
     permissions: new Set(row.permissions),
+    secrets,
   };
 }

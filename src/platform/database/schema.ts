@@ -2,7 +2,8 @@
 export { tenants } from '../../resources/tenants/table.ts';
 export { languages } from '../../resources/languages/table.ts';
 export { roles } from '../../resources/roles/table.ts';
-export { users } from '../../resources/users/table.ts';
+export { users, userProfilePictures } from '../../resources/users/table.ts';
+export { termsOfUse, acceptedPolicies } from '../../resources/terms-of-use/table.ts';
 export { accessTokens, loginFailures } from '../auth/tables.ts';
 export { departments, departmentUsers, departmentNotificationSettings, departmentAttributeSets } from '../../resources/departments/table.ts';
 export { attributeSets } from '../../resources/attribute-sets/table.ts';

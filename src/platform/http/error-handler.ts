@@ -1,4 +1,5 @@
 import type { FastifyError, FastifyInstance } from 'fastify';
+import { isMalformedMultipart } from './multipart.ts';
 import { ProblemError, problemDocument, type ProblemDocument } from './problem.ts';
 import { fieldErrors } from './validation.ts';
 
@@ -74,7 +75,9 @@ function toProblem(error: FastifyError): { problem: ProblemDocument; headers: Re
 /** Every failure leaves as an RFC 9457 problem document; internals are logged, never sent. */
 export function registerErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((error: FastifyError, request, reply) => {
-    const known = toProblem(error);
+    const known =
+      toProblem(error) ??
+      (isMalformedMultipart(request, error) ? { problem: problemDocument(400, 'The multipart body is malformed.'), headers: {} } : null);
     if (known) {
       if (known.problem.status >= 500) request.log.error({ err: error }, 'request failed');
       return reply.code(known.problem.status).headers(known.headers).type(PROBLEM).send(known.problem);

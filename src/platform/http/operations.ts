@@ -8,6 +8,7 @@ import { authenticateRequest, requirePermission } from '../auth/auth.ts';
 import type { Permission } from '../../resources/roles/permissions.ts';
 import type { Services } from '../services.ts';
 import type { Context, Handlers } from './handler.ts';
+import { ProblemError } from './problem.ts';
 
 /**
  * Media types the spec only answers with (problem+json, images, CSV) are not accepted as
@@ -39,6 +40,28 @@ export function loadSpecification(): Record<string, unknown> {
   return JSON.parse(readFileSync(specPath, 'utf8')) as Record<string, unknown>;
 }
 
+type SpecPaths = Record<string, Record<string, { requestBody?: { content?: Record<string, unknown> } }>>;
+
+/** Media types an operation's request body may have, or null when it declares no body. */
+function declaredBodyMediaTypes(specification: Record<string, unknown>, path: string, method: string): string[] | null {
+  const content = (specification.paths as SpecPaths)[path]?.[method.toLowerCase()]?.requestBody?.content;
+  return content ? Object.keys(content) : null;
+}
+
+/**
+ * A body of a media type the operation does not declare is 415, not a validation
+ * failure. Operations without a body ignore one, except uploads: those are never read
+ * (buffered) where no operation expects them.
+ */
+function assertDeclaredMediaType(request: FastifyRequest, mediaTypes: string[] | null): void {
+  const header = request.headers['content-type'];
+  if (!header) return;
+  const mediaType = header.split(';')[0]!.trim().toLowerCase();
+  if (mediaTypes ? !mediaTypes.includes(mediaType) : mediaType === 'multipart/form-data') {
+    throw new ProblemError(415, mediaTypes ? `The request body must be ${mediaTypes.join(' or ')}.` : 'This operation takes no request body.');
+  }
+}
+
 /**
  * Binds every operation of the spec (fastify-openapi-glue builds the routes, request
  * validation and response serialization from it). Authentication and the operation's
@@ -60,13 +83,20 @@ export async function registerOperations(app: FastifyInstance, handlers: Handler
       }>;
       if (!meta || !handler) throw new Error(`Operation ${operationId} has no handler`);
       const permission = meta.permission as Permission | null;
+      const mediaTypes = declaredBodyMediaTypes(specification, meta.path, meta.method);
+      const checks = [
+        ...(meta.secured
+          ? [
+              async (request: FastifyRequest) => {
+                request.auth = await authenticateRequest(services.db, services.secrets, request);
+                if (permission) requirePermission(request.auth, permission);
+              },
+            ]
+          : []),
+        async (request: FastifyRequest) => assertDeclaredMediaType(request, mediaTypes),
+      ];
       return {
-        onRequest: meta.secured
-          ? async (request: FastifyRequest) => {
-              request.auth = await authenticateRequest(services.db, request);
-              if (permission) requirePermission(request.auth, permission);
-            }
-          : [],
+        onRequest: checks,
         handler: async (request: FastifyRequest, reply: FastifyReply) => {
           const result = await handler({
             request,

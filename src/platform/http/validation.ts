@@ -26,12 +26,15 @@ function makeAjv(options: Options): Ajv {
   return ajv;
 }
 
-/** JSON bodies are taken as sent ("1" is not 1); query strings and paths are text and coerced. */
+/**
+ * JSON bodies are taken as sent ("1" is not 1); query strings, paths and multipart
+ * fields are text and coerced.
+ */
 const bodyAjv = makeAjv({ coerceTypes: false });
 const textAjv = makeAjv({ coerceTypes: 'array' });
 
-export const validatorCompiler: FastifySchemaCompiler<unknown> = ({ schema, httpPart }) => {
-  const ajv = httpPart === 'body' ? bodyAjv : textAjv;
+export const validatorCompiler: FastifySchemaCompiler<unknown> = ({ schema, httpPart, contentType }) => {
+  const ajv = httpPart === 'body' && contentType !== 'multipart/form-data' ? bodyAjv : textAjv;
   return ajv.compile(schema as object) as never;
 };
 

@@ -10,15 +10,17 @@ import { invalid } from '../http/problem.ts';
 
 export type Visibility = 'public' | 'personal' | 'administrative';
 
-export interface FieldDefinition<Row> {
+export interface FieldDefinition<Row, Viewer = unknown> {
   visibility?: Visibility;
-  /** Value of the field; default `row[name]`. */
-  value?: (row: Row) => unknown;
+  /** Value of the field; default `row[name]`. The viewer is there for computed fields (e.g. signed URLs). */
+  value?: (row: Row, viewer: Viewer) => unknown;
   /** Returned only when named in `selects` (e.g. login-token `id`, user `url`). */
   onlyWhenSelected?: boolean;
 }
 
 export interface RelationDefinition<Row, Viewer> {
+  /** Like a field's: a relation exposing hidden data needs the same permission (default public). */
+  visibility?: Visibility;
   /** One query for all rows; the map is keyed by the row's key. */
   load(tx: Tx, rows: Row[], viewer: Viewer): Promise<Map<unknown, unknown>>;
   /** Value for rows the loader returned nothing for (null for to-one, [] for to-many). */
@@ -27,7 +29,7 @@ export interface RelationDefinition<Row, Viewer> {
 
 export interface ViewDefinition<Row, Viewer, FilterKey extends string> {
   key: (row: Row) => unknown;
-  fields: Record<string, FieldDefinition<Row>>;
+  fields: Record<string, FieldDefinition<Row, Viewer>>;
   relations?: Record<string, RelationDefinition<Row, Viewer>>;
   /** `filter[key]` → SQL condition; the spec has already validated each value's type. */
   filters?: Record<FilterKey, (value: never) => SQL | undefined>;
@@ -80,11 +82,14 @@ export function readControls<Row, Viewer, FilterKey extends string>(
     if (selects.length === 0) errors.selects = [`must name at least one field; allowed: ${allowedFields.join(', ')}`];
     else if (unknown.length > 0) errors.selects = [`unknown or not visible: ${unknown.join(', ')}; allowed: ${allowedFields.join(', ')}`];
   }
-  const allowedRelations = Object.keys(view.relations ?? {});
+  const allowedRelations = Object.entries(view.relations ?? {})
+    .filter(([, relation]) => view.visible(viewer, relation.visibility ?? 'public', options.subject))
+    .map(([name]) => name);
+  // Default relations are shown row by row where visible; named ones must be visible.
   const relations = query.relations !== undefined ? [...new Set(splitList(query.relations, '|'))] : (options.defaultRelations ?? []);
-  const unknownRelations = relations.filter((name) => !allowedRelations.includes(name));
+  const unknownRelations = query.relations !== undefined ? relations.filter((name) => !allowedRelations.includes(name)) : [];
   if (unknownRelations.length > 0) {
-    errors.relations = [`unknown: ${unknownRelations.join(', ')}; allowed: ${allowedRelations.join(', ') || '(none)'}`];
+    errors.relations = [`unknown or not visible: ${unknownRelations.join(', ')}; allowed: ${allowedRelations.join(', ') || '(none)'}`];
   }
   const conditions: SQL[] = [];
   for (const [key, value] of Object.entries(query.filter ?? {})) {
@@ -119,9 +124,10 @@ export async function present<Row, Viewer, FilterKey extends string>(
     for (const [name, field] of entries) {
       const wanted = controls.selects ? controls.selects.includes(name) : !field.onlyWhenSelected;
       if (!wanted || !view.visible(viewer, field.visibility ?? 'public', row)) continue;
-      out[name] = field.value ? field.value(row) : (row as Record<string, unknown>)[name];
+      out[name] = field.value ? field.value(row, viewer) : (row as Record<string, unknown>)[name];
     }
     for (const name of controls.relations) {
+      if (!view.visible(viewer, view.relations?.[name]?.visibility ?? 'public', row)) continue;
       const value = loaded.get(name)?.get(view.key(row));
       out[name] = value === undefined ? (view.relations?.[name]?.empty ?? null) : value;
     }

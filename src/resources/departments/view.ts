@@ -8,7 +8,7 @@ import { attributeSets } from '../attribute-sets/table.ts';
 import { notificationSettingView } from '../notification-settings/handlers.ts';
 import { notificationSettings } from '../notification-settings/table.ts';
 import { users } from '../users/table.ts';
-import { userView, type UserRow } from '../users/view.ts';
+import { findUsers, userView } from '../users/view.ts';
 import { departmentAttributeSets, departmentNotificationSettings, departmentUsers, departments } from './table.ts';
 
 /** A department row with its assigned id lists (loaded in the same query). */
@@ -72,14 +72,19 @@ export const departmentView = defineView<DepartmentRow, Auth, 'text'>({
       empty: [],
       // The members (not deleted), in the users' list order, shown as the caller may see users.
       async load(tx, rows, viewer) {
-        const found = await tx
-          .select({ departmentId: departmentUsers.departmentId, user: users })
+        const memberships = await tx
+          .select({ departmentId: departmentUsers.departmentId, userId: departmentUsers.userId })
           .from(departmentUsers)
-          .innerJoin(users, and(eq(users.tenantId, departmentUsers.tenantId), eq(users.id, departmentUsers.userId)))
-          .where(and(inArray(departmentUsers.departmentId, rows.map((r) => r.id)), isNull(users.deletedAt)))
-          .orderBy(asc(users.lastName), asc(users.firstName), asc(users.id));
-        const presented = await present(userView, tx, found.map((f) => f.user as UserRow), { selects: null, relations: [] }, viewer);
-        return groupBy(found.map((f, i) => [f.departmentId, presented[i]]));
+          .where(inArray(departmentUsers.departmentId, rows.map((r) => r.id)));
+        const members = await findUsers(tx, and(inArray(users.id, [...new Set(memberships.map((m) => m.userId))]), isNull(users.deletedAt)));
+        const presented = new Map(
+          (await present(userView, tx, members, { selects: null, relations: [] }, viewer)).map((user, i) => [members[i]!.id, user]),
+        );
+        const position = new Map(members.map((member, i) => [member.id, i]));
+        const ordered = memberships
+          .filter((m) => presented.has(m.userId))
+          .sort((a, b) => position.get(a.userId)! - position.get(b.userId)!);
+        return groupBy(ordered.map((m) => [m.departmentId, presented.get(m.userId)]));
       },
     },
     notification_settings: {

@@ -4,7 +4,7 @@ import type { Tx } from '../../platform/database/database.ts';
 import { rfc3339 } from '../../platform/http/datetime.ts';
 import { defineView, present } from '../../platform/result-controls/result-controls.ts';
 import { users } from '../users/table.ts';
-import { userView } from '../users/view.ts';
+import { findUsers, userView } from '../users/view.ts';
 import { userLoginTokens } from './table.ts';
 
 export type LoginTokenRow = typeof userLoginTokens.$inferSelect;
@@ -23,7 +23,7 @@ function userRelation(column: 'userId' | 'loginUserId') {
     empty: null,
     async load(tx: Tx, rows: LoginTokenRow[], viewer: Auth) {
       const ids = [...new Set(rows.map((row) => row[column]))];
-      const found = await tx.select().from(users).where(inArray(users.id, ids));
+      const found = await findUsers(tx, inArray(users.id, ids));
       const shown = await present(userView, tx, found, { selects: null, relations: [] }, viewer);
       const byId = new Map(found.map((user, i) => [user.id, shown[i]]));
       return new Map(rows.map((row) => [row.id, byId.get(row[column])]));

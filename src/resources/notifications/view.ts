@@ -3,7 +3,7 @@ import type { Auth } from '../../platform/auth/auth.ts';
 import { notificationDatetime } from '../../platform/http/datetime.ts';
 import { defineView, present } from '../../platform/result-controls/result-controls.ts';
 import { users } from '../users/table.ts';
-import { userView } from '../users/view.ts';
+import { findUsers, userView } from '../users/view.ts';
 import { parseNotificationDatetime } from './read-state.ts';
 import { notifications } from './table.ts';
 
@@ -48,7 +48,7 @@ export const notificationView = defineView<NotificationRow, Auth, FilterKey>({
       empty: null,
       async load(tx, rows, viewer) {
         const ids = [...new Set(rows.map((r) => r.notifiableId))];
-        const found = await tx.select().from(users).where(inArray(users.id, ids));
+        const found = await findUsers(tx, inArray(users.id, ids));
         const presented = await present(userView, tx, found, { selects: null, relations: [] }, viewer);
         const byId = new Map(found.map((user, i) => [user.id, presented[i]]));
         return new Map(rows.map((r) => [r.id, byId.get(r.notifiableId)]));

@@ -1,15 +1,397 @@
-import type { Handlers } from '../../platform/http/handler.ts';
-import { notFound } from '../../platform/http/problem.ts';
-import { present } from '../../platform/result-controls/result-controls.ts';
-import { findUser, userView } from './view.ts';
+import { and, eq, inArray, isNotNull, isNull, ne, sql } from 'drizzle-orm';
+import { accessTokens } from '../../platform/auth/tables.ts';
+import { authenticateRequest, can, requirePermission, type Auth } from '../../platform/auth/auth.ts';
+import { hashPassword, verifyPassword } from '../../platform/auth/passwords.ts';
+import type { Tx } from '../../platform/database/database.ts';
+import type { Body, Context, Handlers } from '../../platform/http/handler.ts';
+import { uploadOf } from '../../platform/http/multipart.ts';
+import { forbidden, invalid, notFound, unauthorized, type FieldErrors } from '../../platform/http/problem.ts';
+import { present, readControls, type ControlsQuery } from '../../platform/result-controls/result-controls.ts';
+import type { Services } from '../../platform/services.ts';
+import { departments, departmentUsers } from '../departments/table.ts';
+import { languages } from '../languages/table.ts';
+import { roles } from '../roles/table.ts';
+import { importTemplate, previewCsvImport, type CsvImportOptions } from './csv-import.ts';
+import { acceptPicture, inlineDisposition, pictureSignatureValid, type StoredPicture } from './profile-picture.ts';
+import { assertMayMarkForLogout, assertNotSelf, blackoutValues, deriveActive, isReservedUsername, selfUpdateIgnoredKeys } from './rules.ts';
+import { userProfilePictures, users } from './table.ts';
+import { DEFAULT_USER_RELATIONS, findUser, findUsers, userView, type UserRow, type UserViewer } from './view.ts';
+
+/**
+ * A create or update request body (JSON or multipart, already validated by the spec):
+ * the update schema, which is every create key made optional plus `old_password`.
+ */
+type UserInput = Body<'updateUser'>;
+
+type UserColumns = Partial<typeof users.$inferInsert>;
+
+/** Interface keys → columns, for the keys that are stored as they are sent. */
+const PLAIN_KEYS = {
+  username: 'username',
+  first_name: 'firstName',
+  last_name: 'lastName',
+  role_id: 'roleId',
+  lang_id: 'langId',
+  active: 'active',
+  group_account: 'groupAccount',
+  request_password_change: 'requestPasswordChange',
+  street: 'street',
+  zipcode: 'zipcode',
+  city: 'city',
+  phone: 'phone',
+  staff_number: 'staffNumber',
+  email: 'email',
+  birthdate: 'birthdate',
+  entering_date: 'enteringDate',
+  leaving_date: 'leavingDate',
+  gender: 'gender',
+  wants_email_notifications: 'wantsEmailNotifications',
+  default_route: 'defaultRoute',
+  prevent_logout: 'preventLogout',
+} as const satisfies Record<string, keyof UserColumns>;
+
+function columnsOf(input: UserInput): UserColumns {
+  const values: Record<string, unknown> = {};
+  for (const [key, column] of Object.entries(PLAIN_KEYS)) {
+    const value = input[key as keyof UserInput];
+    if (value !== undefined) values[column] = value;
+  }
+  return values as UserColumns;
+}
+
+/** The picture part of a request: a new image, `null` (remove), or undefined (untouched). */
+async function pictureOf(ctx: Context<'createUser' | 'updateUser'>, input: UserInput): Promise<StoredPicture | null | undefined> {
+  if (input.profile_picture === undefined) return undefined;
+  const upload = uploadOf(ctx.request, 'profile_picture');
+  if (!upload) {
+    if (input.profile_picture === null || input.profile_picture === '') return null;
+    throw invalid({ profile_picture: ['must be an image file part of a multipart/form-data request, or null'] });
+  }
+  return acceptPicture(upload.content, upload.fileName);
+}
+
+function checkPassword(services: Services, password: string | undefined, errors: FieldErrors): void {
+  if (password !== undefined && [...password].length < services.config.passwordMinLength) {
+    errors.password = [`must be at least ${services.config.passwordMinLength} characters long`];
+  }
+}
+
+/** Names are required for personal accounts (seed create keys). */
+function checkNames(values: { groupAccount: boolean; firstName: string | null | undefined; lastName: string | null | undefined }, errors: FieldErrors): void {
+  if (values.groupAccount) return;
+  if (!values.firstName?.trim()) errors.first_name = ['is required for personal accounts'];
+  if (!values.lastName?.trim()) errors.last_name = ['is required for personal accounts'];
+}
+
+function checkDates(entering: string | null | undefined, leaving: string | null | undefined, errors: FieldErrors): void {
+  if (entering && leaving && leaving < entering) errors.leaving_date = ['must not be before entering_date'];
+}
+
+/** Role, language, departments and username must exist (or be free) in the caller's tenant. */
+async function checkReferences(tx: Tx, input: UserInput, errors: FieldErrors, userId?: number): Promise<void> {
+  if (input.role_id !== undefined) {
+    const [role] = await tx.select({ id: roles.id }).from(roles).where(eq(roles.id, input.role_id));
+    if (!role) errors.role_id = ['does not name a role'];
+  }
+  if (input.lang_id !== undefined && input.lang_id !== null) {
+    const [language] = await tx.select({ id: languages.id }).from(languages).where(eq(languages.id, input.lang_id));
+    if (!language) errors.lang_id = ['does not name a language'];
+  }
+  if (input.department_ids && input.department_ids.length > 0) {
+    const found = await tx.select({ id: departments.id }).from(departments).where(inArray(departments.id, input.department_ids));
+    const known = new Set(found.map((d) => d.id));
+    input.department_ids.forEach((id, index) => {
+      if (!known.has(id)) errors[`department_ids.${index}`] = ['does not name a department'];
+    });
+  }
+  if (input.username !== undefined) {
+    if (isReservedUsername(input.username)) {
+      errors.username = ['is reserved for blacked-out accounts'];
+      return;
+    }
+    const taken = await tx
+      .select({ id: users.id })
+      .from(users)
+      .where(and(eq(users.username, input.username), userId === undefined ? undefined : ne(users.id, userId)));
+    if (taken.length > 0) errors.username = ['is already taken'];
+  }
+}
+
+async function replaceDepartments(tx: Tx, tenantId: number, userId: number, departmentIds: number[] | undefined): Promise<void> {
+  if (departmentIds === undefined) return;
+  await tx.delete(departmentUsers).where(eq(departmentUsers.userId, userId));
+  if (departmentIds.length > 0) {
+    await tx.insert(departmentUsers).values(departmentIds.map((departmentId) => ({ tenantId, departmentId, userId })));
+  }
+}
+
+async function replacePicture(tx: Tx, tenantId: number, userId: number, picture: StoredPicture | null | undefined): Promise<void> {
+  if (picture === undefined) return;
+  if (picture === null) {
+    await tx.delete(userProfilePictures).where(eq(userProfilePictures.userId, userId));
+    return;
+  }
+  const values = { ...picture, updatedAt: sql`now()` as never };
+  await tx
+    .insert(userProfilePictures)
+    .values({ tenantId, userId, ...values })
+    .onConflictDoUpdate({ target: [userProfilePictures.tenantId, userProfilePictures.userId], set: values });
+}
+
+/** A concurrent insert of the same username still ends as a 422, never a 500. */
+async function uniqueUsername<T>(work: () => Promise<T>): Promise<T> {
+  try {
+    return await work();
+  } catch (error) {
+    const code = (error as { cause?: { code?: string }; code?: string }).cause?.code ?? (error as { code?: string }).code;
+    if (code === '23505') throw invalid({ username: ['is already taken'] });
+    throw error;
+  }
+}
+
+async function presentOne(tx: Tx, viewer: UserViewer, userId: number, query: ControlsQuery = {}) {
+  const row = await findUser(tx, userId, true);
+  if (!row) throw notFound('The user');
+  const controls = readControls(userView, query, viewer, { defaultRelations: DEFAULT_USER_RELATIONS, subject: row });
+  const [body] = await present(userView, tx, [row], controls, viewer);
+  return body!;
+}
+
+/** Filtering by administrative fields would reveal them: it needs their permission. */
+function checkFilterVisibility(viewer: Auth, filter: Record<string, unknown> | undefined): void {
+  const hidden = ['role_id', 'active'].filter((key) => filter?.[key] !== undefined);
+  if (hidden.length > 0 && !can(viewer, 'users.view-administrative')) {
+    throw invalid(Object.fromEntries(hidden.map((key) => [`filter.${key}`, ['needs the permission "users.view-administrative"']])));
+  }
+}
+
+async function listWhere(ctx: Context<'listUsers'> | Context<'listDeletedUsers'>, deleted: boolean) {
+  const viewer = ctx.auth;
+  const query = ctx.query as ControlsQuery;
+  checkFilterVisibility(viewer, query.filter);
+  const controls = readControls(userView, query, viewer, { defaultRelations: DEFAULT_USER_RELATIONS });
+  return ctx.services.db.tenant(ctx.auth.tenantId, async (tx) => {
+    const rows: UserRow[] = await findUsers(tx, and(deleted ? isNotNull(users.deletedAt) : isNull(users.deletedAt), controls.where), controls.limit);
+    return present(userView, tx, rows, controls, viewer);
+  });
+}
+
+async function servePicture(ctx: Context<'getProfilePicture'> | Context<'getProfilePictureNamed'>, requestedName: string | undefined) {
+  const { request, params, query, services } = ctx;
+  let tenantId: number;
+  if (pictureSignatureValid(services.secrets, query, params.user)) {
+    tenantId = query.tenant;
+  } else {
+    if (query.signature !== undefined && !request.headers.authorization) throw unauthorized('The signature is invalid or has expired.');
+    const auth = await authenticateRequest(services.db, services.secrets, request);
+    if (auth.userId !== params.user) requirePermission(auth, 'users.view');
+    tenantId = auth.tenantId;
+  }
+  const picture = await services.db.tenant(tenantId, async (tx) => {
+    const [row] = await tx
+      .select({ mediaType: userProfilePictures.mediaType, fileName: userProfilePictures.fileName, etag: userProfilePictures.etag, content: userProfilePictures.content })
+      .from(userProfilePictures)
+      .innerJoin(users, eq(users.id, userProfilePictures.userId))
+      .where(and(eq(userProfilePictures.userId, params.user), isNull(users.deletedAt)));
+    return row;
+  });
+  if (!picture) throw notFound('The profile picture');
+  const etag = `"${picture.etag}"`;
+  const caching = { etag, 'cache-control': 'private, max-age=3600' };
+  const ifNoneMatch = request.headers['if-none-match'];
+  if (ifNoneMatch && ifNoneMatch.split(',').some((tag) => tag.trim().replace(/^W\//, '') === etag || tag.trim() === '*')) {
+    return { status: 304 as const, headers: caching };
+  }
+  return {
+    status: 200 as const,
+    body: picture.content,
+    headers: { ...caching, 'content-type': picture.mediaType, 'content-disposition': inlineDisposition(requestedName ?? picture.fileName), 'x-content-type-options': 'nosniff' },
+  };
+}
 
 export const userHandlers = {
-  async getCurrentUser({ auth, services: { db } }) {
-    const [user] = await db.tenant(auth.tenantId, async (tx) => {
-      const row = await findUser(tx, auth.userId);
-      if (!row) throw notFound('The user');
-      return present(userView, tx, [row], { selects: null, relations: ['role', 'language'] }, auth);
+  async getCurrentUser({ auth, services: { db, secrets } }) {
+    const viewer = auth;
+    const body = await db.tenant(auth.tenantId, (tx) => presentOne(tx, viewer, auth.userId));
+    return { status: 200, body };
+  },
+
+  async listUsers(ctx) {
+    return { status: 200, body: await listWhere(ctx, false) };
+  },
+
+  async listDeletedUsers(ctx) {
+    return { status: 200, body: await listWhere(ctx, true) };
+  },
+
+  async getUser({ auth, params, query, services: { db, secrets } }) {
+    if (params.user !== auth.userId) requirePermission(auth, 'users.view');
+    const body = await db.tenant(auth.tenantId, (tx) => presentOne(tx, auth, params.user, query as ControlsQuery));
+    return { status: 200, body };
+  },
+
+  async createUser(ctx) {
+    const { auth, services } = ctx;
+    const input = ctx.body as UserInput;
+    const errors: FieldErrors = {};
+    checkPassword(services, input.password, errors);
+    checkNames({ groupAccount: input.group_account ?? false, firstName: input.first_name, lastName: input.last_name }, errors);
+    checkDates(input.entering_date, input.leaving_date, errors);
+    const picture = await pictureOf(ctx, input);
+    const passwordHash = Object.keys(errors).length === 0 ? await hashPassword(input.password!) : null;
+    const body = await services.db.tenant(auth.tenantId, async (tx) => {
+      await checkReferences(tx, input, errors);
+      if (Object.keys(errors).length > 0) throw invalid(errors);
+      const [created] = await uniqueUsername(() =>
+        tx
+          .insert(users)
+          .values({
+            ...columnsOf(input),
+            tenantId: auth.tenantId,
+            username: input.username!,
+            roleId: input.role_id!,
+            passwordHash,
+            active: input.active ?? deriveActive(input.entering_date, input.leaving_date),
+          })
+          .returning({ id: users.id }),
+      );
+      await replaceDepartments(tx, auth.tenantId, created!.id, input.department_ids);
+      await replacePicture(tx, auth.tenantId, created!.id, picture);
+      return presentOne(tx, auth, created!.id);
     });
-    return { status: 200, body: user! };
+    return { status: 201, body };
+  },
+
+  async updateUser(ctx) {
+    const { auth, params, services } = ctx;
+    const self = params.user === auth.userId;
+    const administer = can(auth, 'users.administer');
+    if (!self && !administer) throw forbidden('Updating another user requires the permission "users.administer".');
+    const input = { ...(ctx.body as UserInput) };
+    if (self) for (const key of selfUpdateIgnoredKeys(auth)) delete input[key as keyof UserInput];
+    const errors: FieldErrors = {};
+    checkPassword(services, input.password, errors);
+    const needsOldPassword = input.password !== undefined && self && !administer;
+    if (needsOldPassword && input.old_password === undefined) errors.old_password = ['is required to change your own password'];
+    const picture = await pictureOf(ctx, input);
+    const passwordHash = input.password !== undefined && Object.keys(errors).length === 0 ? await hashPassword(input.password) : undefined;
+    const body = await services.db.tenant(auth.tenantId, async (tx) => {
+      const current = await findUser(tx, params.user);
+      if (!current) throw notFound('The user');
+      if (needsOldPassword && input.old_password !== undefined && !(await verifyPassword(current.passwordHash, input.old_password))) {
+        errors.old_password = ['does not match your current password'];
+      }
+      checkNames(
+        {
+          groupAccount: input.group_account ?? current.groupAccount,
+          firstName: input.first_name !== undefined ? input.first_name : current.firstName,
+          lastName: input.last_name !== undefined ? input.last_name : current.lastName,
+        },
+        errors,
+      );
+      checkDates(
+        input.entering_date !== undefined ? input.entering_date : current.enteringDate,
+        input.leaving_date !== undefined ? input.leaving_date : current.leavingDate,
+        errors,
+      );
+      await checkReferences(tx, input, errors, current.id);
+      if (Object.keys(errors).length > 0) throw invalid(errors);
+      const values: UserColumns = { ...columnsOf(input), ...(passwordHash ? { passwordHash } : {}), updatedAt: sql`now()` as never };
+      await uniqueUsername(() => tx.update(users).set(values).where(eq(users.id, current.id)));
+      await replaceDepartments(tx, auth.tenantId, current.id, input.department_ids);
+      await replacePicture(tx, auth.tenantId, current.id, picture);
+      return presentOne(tx, auth, current.id);
+    });
+    return { status: 200, body };
+  },
+
+  async deleteUser({ auth, params, services: { db } }) {
+    assertNotSelf(auth, params.user, 'delete');
+    await db.tenant(auth.tenantId, async (tx) => {
+      const deleted = await tx
+        .update(users)
+        // Marked for logout too, so a later restore does not revive old sessions.
+        .set({ deletedAt: sql`clock_timestamp()` as never, logoutMarkedAt: sql`clock_timestamp()` as never, updatedAt: sql`now()` as never })
+        .where(and(eq(users.id, params.user), isNull(users.deletedAt)))
+        .returning({ id: users.id });
+      if (deleted.length === 0) throw notFound('The user');
+    });
+    return { status: 204 };
+  },
+
+  async restoreUser({ auth, params, body, services: { db, secrets } }) {
+    const roleId = (body as { role_id?: number } | undefined)?.role_id;
+    const restored = await db.tenant(auth.tenantId, async (tx) => {
+      const user = await findUser(tx, params.user, true);
+      if (!user) throw notFound('The user');
+      if (user.blackedOutAt) throw invalid({ user: ['was blacked out and cannot be restored'] });
+      if (!user.deletedAt) throw invalid({ user: ['is not deleted'] });
+      if (roleId !== undefined) {
+        const [role] = await tx.select({ id: roles.id }).from(roles).where(and(eq(roles.id, roleId), eq(roles.active, true)));
+        if (!role) throw invalid({ role_id: ['must name an active role'] });
+      }
+      await tx
+        .update(users)
+        .set({ deletedAt: null, updatedAt: sql`now()` as never, ...(roleId !== undefined ? { roleId } : {}) })
+        .where(eq(users.id, user.id));
+      return presentOne(tx, auth, user.id);
+    });
+    return { status: 200, body: restored };
+  },
+
+  async blackoutUser({ auth, params, services: { db } }) {
+    assertNotSelf(auth, params.user, 'black out');
+    await db.tenant(auth.tenantId, async (tx) => {
+      const [user] = await tx.update(users).set(blackoutValues(params.user)).where(eq(users.id, params.user)).returning({ id: users.id });
+      if (!user) throw notFound('The user');
+      await tx.delete(userProfilePictures).where(eq(userProfilePictures.userId, user.id));
+      await tx.delete(accessTokens).where(eq(accessTokens.userId, user.id));
+    });
+    return { status: 204 };
+  },
+
+  async markUserForLogout({ auth, params, services: { db } }) {
+    if (params.user !== auth.userId && !can(auth, 'users.administer')) {
+      throw forbidden('Marking another user for logout requires the permission "users.administer".');
+    }
+    await db.tenant(auth.tenantId, async (tx) => {
+      const user = await findUser(tx, params.user);
+      if (!user) throw notFound('The user');
+      assertMayMarkForLogout(auth, user);
+      await tx.update(users).set({ logoutMarkedAt: sql`clock_timestamp()` as never }).where(eq(users.id, user.id));
+    });
+    return { status: 204 };
+  },
+
+  async getProfilePicture(ctx) {
+    return servePicture(ctx, undefined);
+  },
+
+  async getProfilePictureNamed(ctx) {
+    return servePicture(ctx, ctx.params.fileName);
+  },
+
+  async getUserImportTemplate({ query }) {
+    return {
+      status: 200,
+      body: importTemplate(query as Record<string, string>),
+      headers: { 'content-type': 'text/csv; charset=utf-8', 'content-disposition': 'attachment; filename="users-import-template.csv"' },
+    };
+  },
+
+  async importUsersCsv({ auth, request, body, services: { db, config } }) {
+    const upload = uploadOf(request, 'user_data_csv');
+    if (!upload) throw invalid({ user_data_csv: ['must be a file part'] });
+    const { update_users, delete_users, whitespace_to_null, user_data_csv: _file, ...headers } = body as unknown as Record<string, unknown>;
+    const options: CsvImportOptions = {
+      updateUsers: update_users === true,
+      deleteUsers: delete_users === true,
+      whitespaceToNull: whitespace_to_null === true,
+      headers: headers as Record<string, string>,
+      callerId: auth.userId,
+      passwordMinLength: config.passwordMinLength,
+    };
+    const result = await db.tenant(auth.tenantId, (tx) => previewCsvImport(tx, upload.content, options));
+    return { status: 200, body: result };
   },
 } satisfies Partial<Handlers>;

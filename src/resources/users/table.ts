@@ -1,8 +1,10 @@
 import { sql } from 'drizzle-orm';
-import { bigint, boolean, check, date, foreignKey, index, pgTable, text, timestamp, unique } from 'drizzle-orm/pg-core';
+import { bigint, boolean, check, customType, date, foreignKey, index, pgTable, primaryKey, text, timestamp, unique } from 'drizzle-orm/pg-core';
 import { tenantIdColumn, tenantIsolation } from '../../platform/database/tenancy.ts';
 import { languages } from '../languages/table.ts';
 import { roles } from '../roles/table.ts';
+
+const bytea = customType<{ data: Buffer; driverData: Buffer }>({ dataType: () => 'bytea' });
 
 export const GENDERS = ['female', 'male', 'diverse'] as const;
 
@@ -50,5 +52,29 @@ export const users = pgTable(
     index('users_tenant_name_order_idx').on(t.tenantId, t.lastName, t.firstName, t.id),
     check('users_gender_known', sql`${t.gender} IS NULL OR ${t.gender} IN ('female', 'male', 'diverse')`),
     tenantIsolation('users'),
+  ],
+).enableRLS();
+
+/**
+ * Profile pictures (decisions §6: stored in PostgreSQL), one per user, apart from `users`
+ * so that user lists never read the bytes.
+ */
+export const userProfilePictures = pgTable(
+  'user_profile_pictures',
+  {
+    tenantId: tenantIdColumn(),
+    userId: bigint('user_id', { mode: 'number' }).notNull(),
+    /** Detected from the bytes: image/jpeg, image/png, image/webp or image/gif. */
+    mediaType: text('media_type').notNull(),
+    fileName: text('file_name').notNull(),
+    content: bytea('content').notNull(),
+    /** SHA-256 of the bytes (base64url), the HTTP ETag. */
+    etag: text('etag').notNull(),
+    updatedAt: timestamp('updated_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow(),
+  },
+  (t) => [
+    primaryKey({ columns: [t.tenantId, t.userId] }),
+    foreignKey({ name: 'user_profile_pictures_user_fk', columns: [t.tenantId, t.userId], foreignColumns: [users.tenantId, users.id] }).onDelete('cascade'),
+    tenantIsolation('user_profile_pictures'),
   ],
 ).enableRLS();

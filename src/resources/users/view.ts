@@ -1,13 +1,22 @@
-import { eq, inArray } from 'drizzle-orm';
+import { and, asc, eq, getTableColumns, inArray, sql, type SQL } from 'drizzle-orm';
 import type { Tx } from '../../platform/database/database.ts';
 import { can, type Auth } from '../../platform/auth/auth.ts';
+import { entityPermissions } from '../../platform/entity-permissions/table.ts';
 import { rfc3339 } from '../../platform/http/datetime.ts';
 import { defineView, type Visibility } from '../../platform/result-controls/result-controls.ts';
+import type { Secrets } from '../../platform/secrets/secrets.ts';
+import { departments, departmentUsers } from '../departments/table.ts';
 import { languages } from '../languages/table.ts';
 import { roles } from '../roles/table.ts';
-import { users } from './table.ts';
+import { acceptedPolicies, termsOfUse } from '../terms-of-use/table.ts';
+import { userProfilePictures, users } from './table.ts';
+import { signedPictureUrl } from './profile-picture.ts';
 
-export type UserRow = typeof users.$inferSelect;
+/** A user row plus the stored picture's file name (never its bytes). */
+export type UserRow = typeof users.$inferSelect & { pictureFileName: string | null; pictureEtag: string | null };
+
+/** Whoever users are presented to: the caller, whose `secrets` sign picture URLs. */
+export type UserViewer = Auth;
 
 /** Personal and administrative fields need their permission; one's own record shows all (decisions §5). */
 export function userFieldVisible(viewer: Auth, visibility: Visibility, row?: Pick<UserRow, 'id'>): boolean {
@@ -18,10 +27,16 @@ export function userFieldVisible(viewer: Auth, visibility: Visibility, row?: Pic
 export const fullName = (row: Pick<UserRow, 'firstName' | 'lastName'>) =>
   [row.firstName, row.lastName].filter((part) => part !== null && part !== '').join(' ');
 
+/** Client route of a user (URL context capability); the same in every tenant. */
+const userRoute = (row: Pick<UserRow, 'id'>) => `/users/${row.id}`;
+
 const personal = { visibility: 'personal' } as const;
 const administrative = { visibility: 'administrative' } as const;
 
-export const userView = defineView<UserRow, Auth>({
+/** Relations shown when `relations` is not sent. */
+export const DEFAULT_USER_RELATIONS = ['role', 'language'];
+
+export const userView = defineView<UserRow, UserViewer, 'text' | 'role_id' | 'active' | 'group_account' | 'department_id'>({
   key: (row) => row.id,
   visible: userFieldVisible,
   fields: {
@@ -32,7 +47,9 @@ export const userView = defineView<UserRow, Auth>({
     full_name: { value: fullName },
     lang_id: { value: (r) => r.langId },
     group_account: { value: (r) => r.groupAccount },
-    profile_picture_url: { value: () => null },
+    profile_picture_url: {
+      value: (r, viewer) => (r.pictureFileName ? signedPictureUrl(viewer.secrets, viewer.tenantId, r.id, r.pictureFileName, r.pictureEtag ?? '') : null),
+    },
     email: personal,
     phone: personal,
     street: personal,
@@ -53,9 +70,13 @@ export const userView = defineView<UserRow, Auth>({
     created_at: { value: (r) => rfc3339(r.createdAt) },
     updated_at: { value: (r) => rfc3339(r.updatedAt) },
     deleted_at: { value: (r) => rfc3339(r.deletedAt) },
+    static_url: { onlyWhenSelected: true, value: userRoute },
+    url: { onlyWhenSelected: true, value: userRoute },
+    url_context: { onlyWhenSelected: true, value: (r) => ({ type: 'user', id: r.id }) },
   },
   relations: {
     role: {
+      visibility: 'administrative',
       empty: null,
       async load(tx, rows) {
         const ids = [...new Set(rows.map((r) => r.roleId))];
@@ -77,12 +98,88 @@ export const userView = defineView<UserRow, Auth>({
         return new Map(rows.map((r) => [r.id, r.langId ? byId.get(r.langId) : undefined]));
       },
     },
+    departments: {
+      empty: [],
+      async load(tx, rows) {
+        const found = await tx
+          .select({ userId: departmentUsers.userId, id: departments.id, name: departments.name })
+          .from(departmentUsers)
+          .innerJoin(departments, eq(departments.id, departmentUsers.departmentId))
+          .where(inArray(departmentUsers.userId, rows.map((r) => r.id)))
+          .orderBy(asc(departments.name), asc(departments.id));
+        return groupBy(found, (f) => f.userId, ({ id, name }) => ({ id, name }));
+      },
+    },
+    acceptedPolicies: {
+      visibility: 'administrative',
+      empty: [],
+      async load(tx, rows) {
+        const found = await tx
+          .select({ userId: acceptedPolicies.userId, id: termsOfUse.id, title: termsOfUse.title, version: termsOfUse.version, acceptedAt: acceptedPolicies.acceptedAt })
+          .from(acceptedPolicies)
+          .innerJoin(termsOfUse, eq(termsOfUse.id, acceptedPolicies.termsOfUseId))
+          .where(inArray(acceptedPolicies.userId, rows.map((r) => r.id)))
+          .orderBy(asc(acceptedPolicies.acceptedAt), asc(termsOfUse.id));
+        return groupBy(found, (f) => f.userId, (f) => ({ id: f.id, title: f.title, version: f.version, accepted_at: rfc3339(f.acceptedAt) }));
+      },
+    },
+    entityPermissions: {
+      visibility: 'administrative',
+      empty: [],
+      async load(tx, rows) {
+        const found = await tx
+          .select({ id: entityPermissions.id, subjectId: entityPermissions.subjectId, entityType: entityPermissions.entityType, entityId: entityPermissions.entityId })
+          .from(entityPermissions)
+          .where(and(eq(entityPermissions.subjectType, 'user'), inArray(entityPermissions.subjectId, rows.map((r) => r.id))))
+          .orderBy(asc(entityPermissions.id));
+        return groupBy(found, (f) => f.subjectId, (f) => ({ id: f.id, entity_type: f.entityType, entity_id: f.entityId }));
+      },
+    },
+  },
+  filters: {
+    text: (value: string) => {
+      const pattern = `%${value.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+      return sql`(${users.username} ilike ${pattern} or ${users.firstName} ilike ${pattern} or ${users.lastName} ilike ${pattern}
+        or ${users.email} ilike ${pattern} or ${users.staffNumber} ilike ${pattern})`;
+    },
+    role_id: (value: number) => eq(users.roleId, value),
+    active: (value: boolean) => eq(users.active, value),
+    group_account: (value: boolean) => eq(users.groupAccount, value),
+    department_id: (value: number) =>
+      sql`exists (select 1 from ${departmentUsers} where ${departmentUsers.userId} = ${users.id} and ${departmentUsers.departmentId} = ${value})`,
   },
 });
 
+function groupBy<T, K, V>(items: T[], key: (item: T) => K, value: (item: T) => V): Map<unknown, V[]> {
+  const map = new Map<unknown, V[]>();
+  for (const item of items) {
+    const k = key(item);
+    const list = map.get(k);
+    if (list) list.push(value(item));
+    else map.set(k, [value(item)]);
+  }
+  return map;
+}
+
+/** Users with their picture's file name and ETag (not its bytes), in the transaction's tenant. */
+export function selectUsers(tx: Tx) {
+  return tx
+    .select({ ...getTableColumns(users), pictureFileName: userProfilePictures.fileName, pictureEtag: userProfilePictures.etag })
+    .from(users)
+    .leftJoin(userProfilePictures, eq(userProfilePictures.userId, users.id));
+}
+
+/** Users ordered as decisions §4 says: last name, first name, id. */
+export const USER_ORDER = [asc(users.lastName), asc(users.firstName), asc(users.id)];
+
+export async function findUsers(tx: Tx, where: SQL | undefined, limit?: number): Promise<UserRow[]> {
+  const query = selectUsers(tx).where(where).orderBy(...USER_ORDER);
+  return limit ? query.limit(limit) : query;
+}
+
 /** The user with `id` in the transaction's tenant; soft-deleted ones only when `withTrashed`. */
 export async function findUser(tx: Tx, id: number, withTrashed = false): Promise<UserRow | undefined> {
-  const [row] = await tx.select().from(users).where(eq(users.id, id));
+  const [row] = await selectUsers(tx).where(eq(users.id, id));
   if (!row || (!withTrashed && row.deletedAt)) return undefined;
   return row;
 }

@@ -1,0 +1,240 @@
+/**
+ * CSV import of users (seed "CSV keys", decisions §6): a preview of what an import would
+ * change, grouped; nothing is written. The file is parsed as a stream of records
+ * (csv-parse), compared with the tenant's users loaded once, so 50,000 rows cost a
+ * handful of queries and memory proportional to the answer.
+ */
+import { isUtf8 } from 'node:buffer';
+import { Readable } from 'node:stream';
+import { parse, CsvError } from 'csv-parse';
+import type { Tx } from '../../platform/database/database.ts';
+import { invalid, type FieldErrors } from '../../platform/http/problem.ts';
+import { languages } from '../languages/table.ts';
+import { roles } from '../roles/table.ts';
+import { isReservedUsername } from './rules.ts';
+import { fullName } from './view.ts';
+import { GENDERS, users } from './table.ts';
+
+type Kind = 'username' | 'password' | 'text' | 'reference' | 'boolean' | 'integer' | 'date' | 'gender' | 'email';
+
+/** Importable keys (the create keys without the picture), their cell type and column. */
+const IMPORTABLE = {
+  username: { kind: 'username', column: 'username' },
+  password: { kind: 'password', column: null },
+  first_name: { kind: 'text', column: 'firstName' },
+  last_name: { kind: 'text', column: 'lastName' },
+  role_id: { kind: 'integer', column: 'roleId' },
+  lang_id: { kind: 'reference', column: 'langId' },
+  active: { kind: 'boolean', column: 'active' },
+  group_account: { kind: 'boolean', column: 'groupAccount' },
+  request_password_change: { kind: 'boolean', column: 'requestPasswordChange' },
+  street: { kind: 'text', column: 'street' },
+  zipcode: { kind: 'text', column: 'zipcode' },
+  city: { kind: 'text', column: 'city' },
+  phone: { kind: 'text', column: 'phone' },
+  staff_number: { kind: 'text', column: 'staffNumber' },
+  email: { kind: 'email', column: 'email' },
+  birthdate: { kind: 'date', column: 'birthdate' },
+  entering_date: { kind: 'date', column: 'enteringDate' },
+  leaving_date: { kind: 'date', column: 'leavingDate' },
+  gender: { kind: 'gender', column: 'gender' },
+  wants_email_notifications: { kind: 'boolean', column: 'wantsEmailNotifications' },
+  default_route: { kind: 'text', column: 'defaultRoute' },
+  prevent_logout: { kind: 'boolean', column: 'preventLogout' },
+} as const satisfies Record<string, { kind: Kind; column: keyof typeof users.$inferSelect | null }>;
+
+export type ImportableKey = keyof typeof IMPORTABLE;
+export const IMPORTABLE_KEYS = Object.keys(IMPORTABLE) as ImportableKey[];
+
+const csvCell = (value: string) => (/[",;\r\n]/.test(value) ? `"${value.replace(/"/g, '""')}"` : value);
+
+/** The template: one header row of the importable keys, each replaceable by `headers[key]`. */
+export function importTemplate(headers: Partial<Record<string, string>>): string {
+  return IMPORTABLE_KEYS.map((key) => csvCell(headers[key] ?? key)).join(',') + '\r\n';
+}
+
+export interface CsvImportOptions {
+  updateUsers: boolean;
+  deleteUsers: boolean;
+  whitespaceToNull: boolean;
+  /** Importable key → the CSV header that holds it (multipart values). */
+  headers: Partial<Record<string, string>>;
+  callerId: number;
+  passwordMinLength: number;
+}
+
+type Value = string | number | boolean | null;
+type ParsedRow = Partial<Record<ImportableKey, Value>>;
+
+const BOOLEANS: Record<string, boolean> = { true: true, '1': true, yes: true, false: false, '0': false, no: false };
+const DATE = /^\d{4}-\d{2}-\d{2}$/;
+const EMAIL = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
+
+/** One cell → its value, or an error message. */
+function parseCell(kind: Kind, raw: string, whitespaceToNull: boolean): { value: Value } | { error: string } {
+  const text = raw.trim();
+  // The create keys' limit (default_route allows more, but 255 is plenty for a CSV cell).
+  if (kind !== 'password' && text.length > 255) return { error: 'must be at most 255 characters long' };
+  switch (kind) {
+    case 'username':
+      if (!text) return { error: 'is required' };
+      return isReservedUsername(text) ? { error: 'is reserved for blacked-out accounts' } : { value: text };
+    case 'password':
+      if (raw.length > 1024) return { error: 'must be at most 1024 characters long' };
+      return { value: raw === '' ? null : raw };
+    case 'text':
+      return { value: text === '' && whitespaceToNull ? null : text };
+    case 'reference':
+      return { value: text === '' ? null : text };
+    case 'email':
+      if (text === '') return { value: whitespaceToNull ? null : '' };
+      return EMAIL.test(text) ? { value: text } : { error: 'must be an e-mail address' };
+    case 'boolean': {
+      if (text === '') return { value: null };
+      const value = BOOLEANS[text.toLowerCase()];
+      return value === undefined ? { error: 'must be true, false, 1, 0, yes or no' } : { value };
+    }
+    case 'integer':
+      if (text === '') return { value: null };
+      return /^\d{1,15}$/.test(text) ? { value: Number(text) } : { error: 'must be a whole number' };
+    case 'date':
+      if (text === '') return { value: null };
+      return DATE.test(text) && !Number.isNaN(Date.parse(text)) ? { value: text } : { error: 'must be a date YYYY-MM-DD' };
+    case 'gender':
+      if (text === '') return { value: null };
+      return (GENDERS as readonly string[]).includes(text) ? { value: text } : { error: `must be one of: ${GENDERS.join(', ')}` };
+  }
+}
+
+/** The header row → the importable key of each column; 422 for unknown, duplicate or missing ones. */
+function mapHeader(header: string[], remap: CsvImportOptions['headers']): ImportableKey[] {
+  const byHeader = new Map(IMPORTABLE_KEYS.map((key) => [remap[key] ?? key, key]));
+  const keys: ImportableKey[] = [];
+  const problems: string[] = [];
+  header.forEach((cell, index) => {
+    const key = byHeader.get(cell.trim());
+    if (!key) problems.push(`column ${index + 1} "${cell}" is not an importable key`);
+    else if (keys.includes(key)) problems.push(`column ${index + 1} "${cell}" repeats ${key}`);
+    keys.push(key as ImportableKey);
+  });
+  if (!keys.includes('username')) problems.push(`no column holds username (header "${remap.username ?? 'username'}")`);
+  if (problems.length > 0) throw invalid({ user_data_csv: problems }, 'The CSV header is invalid.');
+  return keys;
+}
+
+/** `,` or `;`, whichever the header line uses more. */
+function detectDelimiter(content: Buffer): string {
+  const end = content.indexOf(0x0a);
+  const firstLine = content.subarray(0, end === -1 ? Math.min(content.length, 65536) : end).toString('utf8');
+  return (firstLine.match(/;/g)?.length ?? 0) > (firstLine.match(/,/g)?.length ?? 0) ? ';' : ',';
+}
+
+/** Feeds the buffer to the parser in chunks, so records flow one by one. */
+function* chunks(content: Buffer, size = 64 * 1024): Generator<Buffer> {
+  for (let offset = 0; offset < content.length; offset += size) yield content.subarray(offset, offset + size);
+}
+
+export async function previewCsvImport(tx: Tx, content: Buffer, options: CsvImportOptions) {
+  if (!isUtf8(content)) throw invalid({ user_data_csv: ['must be UTF-8 encoded'] }, 'The CSV file is not UTF-8.');
+
+  const existing = await tx.select().from(users);
+  const byUsername = new Map(existing.map((user) => [user.username, user]));
+  const roleIds = new Set((await tx.select({ id: roles.id }).from(roles)).map((role) => role.id));
+  const languageIds = new Set((await tx.select({ id: languages.id }).from(languages)).map((l) => l.id));
+
+  const result = {
+    new_users: [] as { line: number; user: ParsedRow }[],
+    update_users: [] as { line: number; id: number; username: string; changes: Record<string, { from: Value; to: Value }> }[],
+    unchanged_users: [] as { line: number; id: number; username: string }[],
+    delete_users: [] as { id: number; username: string; full_name: string }[],
+    invalid_rows: [] as { line: number; username: string | null; errors: FieldErrors }[],
+  };
+  const seen = new Map<string, number>();
+  let keys: ImportableKey[] | null = null;
+  let rows = 0;
+
+  const parser = Readable.from(chunks(content)).pipe(
+    parse({ bom: true, delimiter: detectDelimiter(content), info: true, skip_empty_lines: true, relax_quotes: false }),
+  );
+  try {
+    for await (const { record, info } of parser as AsyncIterable<{ record: string[]; info: { lines: number } }>) {
+      if (!keys) {
+        keys = mapHeader(record, options.headers);
+        continue;
+      }
+      rows++;
+      const line = info.lines;
+      const values: ParsedRow = {};
+      const errors: FieldErrors = {};
+      keys.forEach((key, index) => {
+        const parsed = parseCell(IMPORTABLE[key].kind, record[index] ?? '', options.whitespaceToNull);
+        if ('error' in parsed) errors[key] = [parsed.error];
+        else values[key] = parsed.value;
+      });
+      const username = typeof values.username === 'string' ? values.username : null;
+      if (username !== null) {
+        const earlier = seen.get(username);
+        if (earlier !== undefined) {
+          throw invalid({ user_data_csv: [`username "${username}" appears on line ${earlier} and line ${line}`] }, 'The CSV names a user twice.');
+        }
+        seen.set(username, line);
+      }
+      if (typeof values.role_id === 'number' && !roleIds.has(values.role_id)) errors.role_id = ['does not name a role'];
+      if (typeof values.lang_id === 'string' && values.lang_id !== '' && !languageIds.has(values.lang_id)) errors.lang_id = ['does not name a language'];
+      const user = username !== null ? byUsername.get(username) : undefined;
+      if (user?.deletedAt) errors.username = ['belongs to a deleted user'];
+
+      if (!user) {
+        if (values.password === undefined || values.password === null) errors.password = ['is required for new users'];
+        else if ([...String(values.password)].length < options.passwordMinLength) {
+          errors.password = [`must be at least ${options.passwordMinLength} characters long`];
+        }
+        if (values.role_id === undefined || values.role_id === null) errors.role_id ??= ['is required for new users'];
+        if (values.group_account !== true) {
+          if (!values.first_name) errors.first_name ??= ['is required for personal accounts'];
+          if (!values.last_name) errors.last_name ??= ['is required for personal accounts'];
+        }
+      } else if (options.updateUsers && (values.group_account ?? user.groupAccount) !== true) {
+        // An update may not leave a personal account without its names.
+        for (const key of ['first_name', 'last_name'] as const) {
+          if (key in values && !values[key]) errors[key] ??= ['is required for personal accounts'];
+        }
+      }
+      if (Object.keys(errors).length > 0) {
+        result.invalid_rows.push({ line, username, errors });
+        continue;
+      }
+      const { password: _password, ...shown } = values;
+      if (!user) {
+        result.new_users.push({ line, user: shown });
+        continue;
+      }
+      const changes: Record<string, { from: Value; to: Value }> = {};
+      if (options.updateUsers) {
+        for (const [key, to] of Object.entries(shown) as [ImportableKey, Value][]) {
+          const column = IMPORTABLE[key].column;
+          // An empty boolean or role cell keeps the current value (they cannot be null).
+          if (!column || key === 'username' || (to === null && (IMPORTABLE[key].kind === 'boolean' || key === 'role_id'))) continue;
+          const from = user[column] as Value | Date;
+          if (from instanceof Date) continue;
+          if (from !== to) changes[key] = { from, to };
+        }
+      }
+      if (Object.keys(changes).length > 0) result.update_users.push({ line, id: user.id, username: user.username, changes });
+      else result.unchanged_users.push({ line, id: user.id, username: user.username });
+    }
+  } catch (error) {
+    if (error instanceof CsvError) throw invalid({ user_data_csv: [error.message] }, 'The CSV file is malformed.');
+    throw error;
+  }
+  if (!keys) throw invalid({ user_data_csv: ['is empty'] }, 'The CSV file is empty.');
+  if (rows === 0) throw invalid({ user_data_csv: ['has no data rows'] }, 'The CSV file has no data rows.');
+
+  if (options.deleteUsers) {
+    for (const user of existing) {
+      if (user.deletedAt || seen.has(user.username) || user.id === options.callerId) continue;
+      result.delete_users.push({ id: user.id, username: user.username, full_name: fullName(user) });
+    }
+  }
+  return result;
+}

@@ -1,0 +1,78 @@
+/**
+ * Profile pictures (decisions §6): JPEG, PNG, WebP or GIF detected from the bytes, at
+ * most 5 MiB, stored in PostgreSQL, served by `/users/{user}/profile-picture/{fileName?}`
+ * to a signed, expiring URL or a Bearer token.
+ */
+import { createHash } from 'node:crypto';
+import { fileTypeFromBuffer } from 'file-type';
+import { ProblemError, invalid } from '../../platform/http/problem.ts';
+import type { Secrets } from '../../platform/secrets/secrets.ts';
+
+export const PICTURE_MAX_BYTES = 5 * 1024 * 1024;
+const PICTURE_TYPES: Record<string, string> = { 'image/jpeg': 'jpg', 'image/png': 'png', 'image/webp': 'webp', 'image/gif': 'gif' };
+const SIGNING_PURPOSE = 'profile-picture';
+/** URLs are valid until the end of the next full hour: stable for caching, 1–2 h long. */
+const URL_WINDOW_SECONDS = 3600;
+
+export interface StoredPicture {
+  mediaType: string;
+  fileName: string;
+  content: Buffer;
+  etag: string;
+}
+
+/** A file name safe for paths and headers: letters, digits, dot, dash, underscore. */
+function safeFileName(original: string | undefined, extension: string): string {
+  const base = (original ?? '')
+    .replace(/\.[^.]*$/, '')
+    .normalize('NFKD')
+    .replace(/[^A-Za-z0-9_-]+/g, '-')
+    .replace(/^-+|-+$/g, '')
+    .slice(0, 100);
+  return `${base || 'profile-picture'}.${extension}`;
+}
+
+/** Checks an upload and prepares it for storage; 413 when too large, 422 when not an allowed image. */
+export async function acceptPicture(content: Buffer, originalName: string | undefined): Promise<StoredPicture> {
+  if (content.length > PICTURE_MAX_BYTES) throw new ProblemError(413, 'The profile picture is larger than 5 MiB.');
+  const detected = await fileTypeFromBuffer(content);
+  const extension = detected ? PICTURE_TYPES[detected.mime] : undefined;
+  if (!detected || !extension) throw invalid({ profile_picture: ['must be a JPEG, PNG, WebP or GIF image'] });
+  return {
+    mediaType: detected.mime,
+    fileName: safeFileName(originalName, extension),
+    content,
+    etag: createHash('sha256').update(content).digest('base64url').slice(0, 32),
+  };
+}
+
+const signedMessage = (tenantId: number, userId: number, expires: number) => `${tenantId}.${userId}.${expires}`;
+
+/**
+ * Relative (to the service's base URL) signed picture URL, as `profile_picture_url`.
+ * `v` (the picture's ETag) changes the URL when the picture changes, so caches keyed by
+ * URL never show an old picture; it is not part of the signature.
+ */
+export function signedPictureUrl(secrets: Secrets, tenantId: number, userId: number, fileName: string, version: string, now = Date.now()): string {
+  const expires = (Math.floor(now / 1000 / URL_WINDOW_SECONDS) + 2) * URL_WINDOW_SECONDS;
+  const signature = secrets.sign(SIGNING_PURPOSE, signedMessage(tenantId, userId, expires));
+  return `/users/${userId}/profile-picture/${encodeURIComponent(fileName)}?tenant=${tenantId}&expires=${expires}&signature=${signature}&v=${version.slice(0, 12)}`;
+}
+
+/** True when the signature was made for this tenant and user and has not expired. */
+export function pictureSignatureValid(
+  secrets: Secrets,
+  query: { tenant?: number; expires?: number; signature?: string },
+  userId: number,
+  now = Date.now(),
+): query is { tenant: number; expires: number; signature: string } {
+  if (query.tenant === undefined || query.expires === undefined || query.signature === undefined) return false;
+  if (query.expires * 1000 <= now) return false;
+  return secrets.verify(SIGNING_PURPOSE, signedMessage(query.tenant, userId, query.expires), query.signature);
+}
+
+/** `Content-Disposition` naming the download; RFC 6266/5987 encoded. */
+export function inlineDisposition(fileName: string): string {
+  const ascii = fileName.replace(/[^\x20-\x7e]|["\\]/g, '_');
+  return `inline; filename="${ascii}"; filename*=UTF-8''${encodeURIComponent(fileName)}`;
+}

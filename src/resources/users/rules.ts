@@ -1,0 +1,91 @@
+/** Business rules of users (seed "Users", "States and transitions"; decisions §3, §5, §6). */
+import { sql } from 'drizzle-orm';
+import { can, type Auth } from '../../platform/auth/auth.ts';
+import { forbidden } from '../../platform/http/problem.ts';
+import type { users } from './table.ts';
+
+type UserUpdate = Partial<typeof users.$inferInsert>;
+
+/** Today's date (UTC) as `YYYY-MM-DD`. */
+export const todayUtc = (now = new Date()) => now.toISOString().slice(0, 10);
+
+/**
+ * `active` when a create does not send it: a user who has not entered yet (entering
+ * date in the future) or has left (leaving date in the past) cannot log in; otherwise
+ * true. The leaving date itself is still a working day.
+ */
+export function deriveActive(enteringDate: string | null | undefined, leavingDate: string | null | undefined, today = todayUtc()): boolean {
+  if (enteringDate && enteringDate > today) return false;
+  if (leavingDate && leavingDate < today) return false;
+  return true;
+}
+
+/**
+ * Keys a user's update of their own record ignores (seed "Update rules", decisions §5):
+ * `prevent_logout` always, and their own `role_id` and `active`, even for administrators
+ * (no one locks themselves out or raises their own role). Without `users.administer`
+ * their department membership too.
+ */
+export function selfUpdateIgnoredKeys(auth: Auth): string[] {
+  const keys = ['role_id', 'active', 'prevent_logout'];
+  if (!can(auth, 'users.administer')) keys.push('department_ids');
+  return keys;
+}
+
+/** Deleting (or blacking out) one's own account is refused (decisions §3). */
+export function assertNotSelf(auth: Auth, userId: number, action: string): void {
+  if (auth.userId === userId) throw forbidden(`You cannot ${action} your own account.`);
+}
+
+/**
+ * Logout marking (seed "States and transitions"): a user may mark themselves unless
+ * `prevent_logout` protects them; marking someone else needs `users.administer`, and
+ * then works on protected accounts too.
+ */
+export function assertMayMarkForLogout(auth: Auth, target: { id: number; preventLogout: boolean }): void {
+  if (target.id === auth.userId) {
+    if (target.preventLogout) throw forbidden('Your account is protected from logout (prevent_logout).');
+    return;
+  }
+  if (!can(auth, 'users.administer')) throw forbidden('This requires the permission "users.administer".');
+}
+
+const BLACKED_OUT_USERNAME = /^deleted-user-\d+$/;
+
+/** Blackout renames accounts `deleted-user-<id>`; no one else may take such a name. */
+export const isReservedUsername = (username: string) => BLACKED_OUT_USERNAME.test(username);
+
+/**
+ * Blackout (decisions §6): the values that replace an account irreversibly. Names,
+ * personal and administrative fields and the password are cleared; the id stays so
+ * authored records remain linked. The role stays (it is required and not personal).
+ */
+export function blackoutValues(userId: number): UserUpdate {
+  const now = sql`clock_timestamp()`;
+  return {
+    username: `deleted-user-${userId}`,
+    passwordHash: null,
+    firstName: null,
+    lastName: null,
+    email: null,
+    phone: null,
+    street: null,
+    zipcode: null,
+    city: null,
+    birthdate: null,
+    gender: null,
+    staffNumber: null,
+    enteringDate: null,
+    leavingDate: null,
+    active: false,
+    requestPasswordChange: false,
+    preventLogout: false,
+    wantsEmailNotifications: false,
+    defaultRoute: null,
+    lastLoginAt: null,
+    logoutMarkedAt: now as never,
+    blackedOutAt: now as never,
+    deletedAt: sql`coalesce(deleted_at, clock_timestamp())` as never,
+    updatedAt: now as never,
+  };
+}
