@@ -15,6 +15,8 @@ export interface Config {
   loginMaxFailures: number;
   loginFailureWindowSeconds: number;
   bodyLimitBytes: number;
+  /** Login of the application pool (a role without BYPASSRLS, member of atrium_app). */
+  appDatabaseUrl: string | undefined;
   /** Base64 32-byte master key; generated and stored in the database when unset. */
   secretKey: string | undefined;
   /** CIDRs that outbound requests may reach although they are not public (decisions §6). */
@@ -67,6 +69,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     loginFailureWindowSeconds: integer(env, 'LOGIN_FAILURE_WINDOW', 900, 1),
     bodyLimitBytes: integer(env, 'BODY_LIMIT', 1024 * 1024, 1024),
     secretKey: env.ATRIUM_SECRET_KEY || undefined,
+    appDatabaseUrl: env.ATRIUM_APP_DATABASE_URL || undefined,
     webhookAllowedCidrs: list(env, 'WEBHOOK_ALLOWED_CIDRS'),
     outboundConnectTimeoutMs: integer(env, 'OUTBOUND_CONNECT_TIMEOUT_MS', 5_000, 1),
     outboundTimeoutMs: integer(env, 'OUTBOUND_TIMEOUT_MS', 15_000, 1),

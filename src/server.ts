@@ -12,10 +12,27 @@ import type { Services } from './platform/services.ts';
 import { seedDemoTenant } from './resources/tenants/create-tenant.ts';
 
 /** The database server: DATABASE_URL when set, otherwise the embedded one in DATA_DIR. */
-export async function openDatabaseServer(config: Config, logger: Logger): Promise<{ url: string; stop(): Promise<void> }> {
+export interface DatabaseServer {
+  url: string;
+  /** The embedded server's password for the application role's own login. */
+  appPassword?: string;
+  stop(): Promise<void>;
+}
+
+export async function openDatabaseServer(config: Config, logger: Logger): Promise<DatabaseServer> {
   if (config.databaseUrl) return { url: config.databaseUrl, stop: async () => {} };
   logger.info({ dataDir: config.dataDir }, 'starting embedded PostgreSQL');
   return startEmbeddedPostgres(config.dataDir, (line) => logger.debug({ postgres: line }));
+}
+
+/** The application pool's login: configured, or `atrium_app` itself on the embedded server. */
+function appLoginUrl(config: Config, server: DatabaseServer): string | undefined {
+  if (config.appDatabaseUrl) return config.appDatabaseUrl;
+  if (!server.appPassword) return undefined;
+  const url = new URL(server.url);
+  url.username = 'atrium_app';
+  url.password = server.appPassword;
+  return url.toString();
 }
 
 export interface Atrium {
@@ -40,9 +57,14 @@ export async function createAtrium(config: Config, options: { logger?: Logger; o
     timeoutMs: config.outboundTimeoutMs,
   });
   const server = await openDatabaseServer(config, logger);
-  const db = new Database(server.url);
+  const db = new Database(server.url, { appUrl: appLoginUrl(config, server) });
   try {
     await db.migrate();
+    if (server.appPassword && !config.appDatabaseUrl) await db.enableAppLogin(server.appPassword);
+    await db.verifyAppRole();
+    if (!db.dedicatedAppLogin) {
+      logger.warn('the application pool logs in as the DATABASE_URL role and switches to atrium_app; set ATRIUM_APP_DATABASE_URL to log in as a role of its own');
+    }
     const seeded = await seedDemoTenant(db, config.adminPassword);
     if (seeded) logger.info({ tenant: 'demo', username: 'admin' }, 'created the demo tenant');
     if (seeded?.generatedPassword) options.onAdminPassword?.(seeded.generatedPassword);

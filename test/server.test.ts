@@ -4,15 +4,29 @@
  */
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import postgres from 'postgres';
 import t from 'tap';
 import { freePort } from '../src/platform/database/embedded.ts';
 
 const dataDir = path.join(os.tmpdir(), `atrium-server-test-${randomBytes(4).toString('hex')}`);
 t.teardown(() => rm(dataDir, { recursive: true, force: true }));
+
+/** Which roles the API pool's connections logged in as, read from the embedded server. */
+async function applicationLogins(): Promise<string> {
+  const pgPort = readFileSync(path.join(dataDir, 'pgdata', 'postmaster.pid'), 'utf8').split('\n')[3];
+  const password = readFileSync(path.join(dataDir, 'superuser-password'), 'utf8').trim();
+  const sql = postgres(`postgres://postgres:${password}@127.0.0.1:${pgPort}/postgres`, { max: 1, onnotice: () => {} });
+  try {
+    const rows = await sql<{ usename: string }[]>`select distinct usename from pg_stat_activity where application_name = 'atrium'`;
+    return rows.map((r) => r.usename).join(',');
+  } finally {
+    await sql.end({ timeout: 1 });
+  }
+}
 
 function start(port: number, password?: string) {
   const env: NodeJS.ProcessEnv = { ...process.env, DATA_DIR: dataDir, PORT: String(port), LOG_LEVEL: 'info' };
@@ -52,6 +66,7 @@ t.test('first start seeds demo, prints the generated password once, and serves t
   const base = `http://127.0.0.1:${port}`;
   const ready = await fetch(`${base}/health/ready`);
   t.equal(ready.status, 200);
+  t.equal(await applicationLogins(), 'atrium_app', 'the API pool logs in as atrium_app itself (decisions §2)');
   const login = fetch(`${base}/api/auth/login`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },

@@ -50,6 +50,13 @@ const migrationCount = (
 
 export interface DatabaseOptions {
   poolSize?: number;
+  /**
+   * How the application pool logs in: a role that cannot bypass row-level security
+   * (`atrium_app`, or a login role that is a member of it). Without it the pool logs in
+   * as the owner and switches to `atrium_app` at connection start (weaker: code able to
+   * run arbitrary SQL could switch back).
+   */
+  appUrl?: string;
 }
 
 /**
@@ -65,12 +72,18 @@ export class Database {
   /** Statements sent through drizzle on the app pool; tests use it to prove query counts are constant. */
   queryCount = 0;
 
+  /** Whether the application pool logs in as its own role (see `DatabaseOptions.appUrl`). */
+  readonly dedicatedAppLogin: boolean;
+
   constructor(readonly url: string, options: DatabaseOptions = {}) {
     this.ownerSql = postgres(url, { max: 4, onnotice: () => {} });
-    this.appSql = postgres(url, {
+    this.dedicatedAppLogin = options.appUrl !== undefined;
+    this.appSql = postgres(options.appUrl ?? url, {
       max: options.poolSize ?? 10,
       onnotice: () => {},
-      connection: { options: `-c role=${APP_ROLE}`, application_name: 'atrium' },
+      connection: options.appUrl
+        ? { application_name: 'atrium' }
+        : { options: `-c role=${APP_ROLE}`, application_name: 'atrium' },
     });
     this.owner = drizzle(this.ownerSql, { schema });
     this.app = drizzle(
@@ -98,6 +111,27 @@ export class Database {
     } finally {
       await connection.end({ timeout: 5 });
     }
+  }
+
+  /**
+   * Refuses an application role that could see past row-level security: superuser,
+   * BYPASSRLS, or not a member of `atrium_app` (whose grants the policies assume).
+   */
+  async verifyAppRole(): Promise<void> {
+    const [role] = await this.appSql<{ name: string; rolsuper: boolean; rolbypassrls: boolean; member: boolean }[]>`
+      select r.rolname as name, r.rolsuper, r.rolbypassrls, pg_has_role(current_user, ${APP_ROLE}, 'MEMBER') as member
+      from pg_roles r where r.rolname = current_user`;
+    if (!role || role.rolsuper || role.rolbypassrls || !role.member) {
+      throw new Error(
+        `The application database role "${role?.name ?? '?'}" must not be a superuser or have BYPASSRLS, and must be a member of ${APP_ROLE} ` +
+          '(see ATRIUM_APP_DATABASE_URL in the README).',
+      );
+    }
+  }
+
+  /** Gives `atrium_app` a login (embedded server: the cluster belongs to this installation). */
+  async enableAppLogin(password: string): Promise<void> {
+    await this.ownerSql.unsafe(`alter role ${APP_ROLE} with login password '${password.replace(/'/g, "''")}'`);
   }
 
   /** Ready = reachable and every migration of this build applied. */

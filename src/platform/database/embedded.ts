@@ -12,6 +12,8 @@ export interface EmbeddedDatabase {
   url: string;
   /** False when an already running server on the same data dir was reused. */
   owned: boolean;
+  /** Password for the application role's own login (kept in the data dir). */
+  appPassword: string;
   stop(): Promise<void>;
 }
 
@@ -98,6 +100,9 @@ export async function startEmbeddedPostgres(dataDir: string, log: (line: string)
     await writeFile(secretFile, randomBytes(24).toString('hex'), { mode: 0o600 });
   }
   const password = (await readFile(secretFile, 'utf8')).trim();
+  const appSecretFile = path.join(dataDir, 'app-password');
+  if (!existsSync(appSecretFile)) await writeFile(appSecretFile, randomBytes(24).toString('hex'), { mode: 0o600 });
+  const appPassword = (await readFile(appSecretFile, 'utf8')).trim();
   const port = await freePort();
   const recent: string[] = [];
   const pg = new EmbeddedPostgres({
@@ -123,7 +128,7 @@ export async function startEmbeddedPostgres(dataDir: string, log: (line: string)
     // behind by a killed process): use it rather than fight over its lock.
     const runningPort = runningPostmasterPort(pgdata);
     const runningUrl = runningPort ? urlFor(password, runningPort) : null;
-    if (runningUrl && (await answers(runningUrl))) return { url: runningUrl, owned: false, stop: async () => {} };
+    if (runningUrl && (await answers(runningUrl))) return { url: runningUrl, owned: false, appPassword, stop: async () => {} };
   }
   try {
     await pg.start();
@@ -134,6 +139,7 @@ export async function startEmbeddedPostgres(dataDir: string, log: (line: string)
   return {
     url: urlFor(password, port),
     owned: true,
+    appPassword,
     async stop() {
       if (stopped) return;
       stopped = true;
