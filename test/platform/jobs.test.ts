@@ -25,3 +25,16 @@ t.test('the job queue runs a job: expired access tokens are purged', async (t) =
   t.equal(await count(stale.id), 0, 'the expired token is gone');
   t.equal(await count(fresh.id), 1, 'a valid token stays');
 });
+
+t.test('failed-sign-in counts whose window ended are purged, current ones stay', async (t) => {
+  await api.db.owner.execute(sql`
+    insert into login_failures (key, failures, window_started_at) values
+      ('account:old/x', 3, now() - interval '2 days'), ('account:new/x', 3, now())`);
+  const id = await api.atrium.services.jobs.send(purgeExpiredTokens, {});
+  await eventually(
+    async () => (await api.atrium.services.jobs.getJob(purgeExpiredTokens.name, id))?.state,
+    (s) => s === 'completed' || s === 'failed',
+  );
+  const rows = await api.db.owner.execute<{ key: string }>(sql`select key from login_failures order by key`);
+  t.strictSame(rows.map((r) => r.key), ['account:new/x']);
+});

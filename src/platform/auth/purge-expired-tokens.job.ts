@@ -1,16 +1,22 @@
 import { sql } from 'drizzle-orm';
 import { defineJob } from '../jobs/jobs.ts';
 
-/** Access tokens past expiry or revoked a day ago are useless: remove them (hourly). */
+/**
+ * Hourly sign-in housekeeping: access tokens past expiry or revoked a day ago are useless,
+ * and so are failed-sign-in counts whose window ended (login-rate-limit.ts).
+ */
 export const purgeExpiredTokens = defineJob<{ olderThanSeconds?: number }>({
   name: 'auth.purge-expired-tokens',
   cron: '17 * * * *',
-  async run(jobs, { db }) {
+  async run(jobs, { db, config }) {
     const olderThan = Math.min(...jobs.map((job) => job.data?.olderThanSeconds ?? 86_400));
     // Maintenance across every tenant: the owner role, not a tenant transaction.
     await db.owner.execute(sql`
       delete from access_tokens
       where expires_at < now() - make_interval(secs => ${olderThan})
          or revoked_at < now() - make_interval(secs => ${olderThan})`);
+    await db.owner.execute(sql`
+      delete from login_failures
+      where window_started_at < now() - make_interval(secs => ${config.loginFailureWindowSeconds})`);
   },
 });
