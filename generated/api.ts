@@ -304,7 +304,9 @@ export interface paths {
         /**
          * Update a role (name, active, permissions)
          * @description Every key is optional (default: the current value). Permissions the caller lacks
-         *     may be neither added nor removed (422). The caller's own role cannot be deactivated
+         *     may be neither added nor removed (422). `active` may be changed only by a caller
+         *     holding every permission of the role (422 on `active`): deactivating or
+         *     re-activating changes what the role grants. The caller's own role cannot be deactivated
          *     or lose `users.administer` (422): that would lock the caller out.
          */
         put: operations["updateRole"];
@@ -695,7 +697,8 @@ export interface paths {
          * Departments of the tenant
          * @description Every signed-in user sees every department of the tenant (departments are used for
          *     targeting and membership everywhere). Ordered by name, then id. Relations: `users`
-         *     (the members), `notification_settings`, `attribute_sets`. `filter[text]`: every word must match; a word starting with `#`
+         *     (the members, shown as the caller may see users; needs `users.view`, 422 when
+         *     named without it), `notification_settings`, `attribute_sets`. `filter[text]`: every word must match; a word starting with `#`
          *     matches a tag (case-insensitive, whole tag), any other word a part of the name
          *     (case-insensitive).
          */
@@ -1163,7 +1166,9 @@ export interface paths {
          * Users of the tenant
          * @description Active (not soft-deleted) users, ordered by last name, first name, id. Default
          *     relations: `role` and `language`. Filters (decisions §4): `text` (case-insensitive
-         *     substring of username, first and last name, e-mail and staff number), `role_id`,
+         *     substring of username, first and last name, of e-mail only for callers with
+         *     `users.view-personal` and of staff number only for callers with
+         *     `users.view-administrative`, so hidden fields cannot be probed), `role_id`,
          *     `active`, `group_account`, `department_id`. Filtering by the administrative fields
          *     `role_id` or `active` needs `users.view-administrative` (422 otherwise), so hidden
          *     fields cannot be probed through filters.
@@ -1180,6 +1185,9 @@ export interface paths {
          *     to upload `profile_picture` (JPEG, PNG, WebP or GIF detected from the bytes, at most
          *     5 MiB; other content → 422, larger → 413); multipart values are text and are
          *     converted to the declared types.
+         *     No escalation (one rule with role administration and login tokens): `role_id` must
+         *     name a role whose permissions (none while the role is inactive) the caller all
+         *     holds (422 on `role_id` otherwise).
          */
         post: operations["createUser"];
         delete?: never;
@@ -1214,6 +1222,11 @@ export interface paths {
          *     `old_password` (422 when missing or wrong). `profile_picture: null` removes the
          *     picture; a picture is uploaded with `multipart/form-data` (see `POST /api/users`).
          *     Soft-deleted users are not found (404).
+         *     No escalation (one rule with role administration and login tokens): `role_id` must
+         *     name a role whose permissions (none while the role is inactive) the caller all
+         *     holds (422 on `role_id` otherwise).
+         *     Updating ANOTHER user (any key, the password included) whose current role grants a
+         *     permission the caller lacks is refused (403): no account takeover.
          */
         put: operations["updateUser"];
         post?: never;
@@ -1221,6 +1234,8 @@ export interface paths {
          * Soft-delete a user
          * @description Soft-deletes the user (restorable). Deleting oneself is refused with 403. The
          *     user's access tokens stop working at once and stay invalid after a restore.
+         *     Deleting a user whose current role grants a permission the caller lacks is
+         *     refused (403).
          */
         delete: operations["deleteUser"];
         options?: never;
@@ -1245,6 +1260,8 @@ export interface paths {
          *     password and the picture are cleared; access tokens are deleted; the user is
          *     soft-deleted and can never be restored. Records the user authored keep pointing at
          *     the id. Blacking out oneself is refused (403); repeating it is harmless (204).
+         *     Blacking out a user whose current role grants a permission the caller lacks is
+         *     refused (403).
          */
         delete: operations["blackoutUser"];
         options?: never;
@@ -1389,7 +1406,10 @@ export interface paths {
          * Restore a soft-deleted user
          * @description Restores a soft-deleted user (seed `{userWithTrashed}`). `role_id`, when sent,
          *     replaces the role and must name an active role of the tenant (422). A user that is
-         *     not deleted, or that was blacked out, cannot be restored (422).
+         *     not deleted, or that was blacked out, cannot be restored (422). No escalation:
+         *     restoring a user whose current role grants a permission the caller lacks is refused
+         *     (403), and a sent `role_id` must name a role whose permissions the caller all holds
+         *     (422 on `role_id`).
          */
         post: operations["restoreUser"];
         delete?: never;

@@ -10,6 +10,7 @@ const tenant = await api.createTenant('departments');
 const other = await api.createTenant('departments-other');
 const manager = await api.createUser(tenant.tenantId, { permissions: ['departments.manage'] });
 const employee = await api.createUser(tenant.tenantId);
+const userViewer = await api.createUser(tenant.tenantId, { permissions: ['users.view'] });
 
 const departmentCount = async (tenantId = tenant.tenantId) =>
   (await api.db.owner.execute<{ n: number }>(sql`select count(*)::int as n from departments where tenant_id = ${tenantId}`))[0]!.n;
@@ -209,7 +210,7 @@ t.test('relation users lists members with a constant number of queries', async (
     { tenantId: tenant.tenantId, departmentId: a.body.id, userId: gone.id },
   ]);
   const before = api.db.queryCount;
-  const res = await api.call(t, 'listDepartments', { token: employee.token, query: { relations: 'users', filter: { text: 'Members' } } });
+  const res = await api.call(t, 'listDepartments', { token: userViewer.token, query: { relations: 'users', filter: { text: 'Members' } } });
   const queries = api.db.queryCount - before;
   t.equal(res.status, 200);
   const byName = Object.fromEntries(res.body.map((d: { name: string; users: { id: number }[] }) => [d.name, d.users.map((u) => u.id).sort()]));
@@ -217,10 +218,26 @@ t.test('relation users lists members with a constant number of queries', async (
   t.strictSame(byName['Members B'], [members[0]!.id]);
   t.notOk('email' in res.body[0].users[0], 'user fields as the caller may see them');
   const all = api.db.queryCount;
-  await api.call(t, 'listDepartments', { token: employee.token, query: { relations: 'users' } });
+  await api.call(t, 'listDepartments', { token: userViewer.token, query: { relations: 'users' } });
   t.equal(api.db.queryCount - all, queries, 'same number of queries for more departments');
-  const unknown = await api.call(t, 'listDepartments', { token: employee.token, query: { relations: 'owners' } });
+  const unknown = await api.call(t, 'listDepartments', { token: userViewer.token, query: { relations: 'owners' } });
   t.equal(unknown.status, 422);
+});
+
+t.test('relation users needs users.view: named without it is 422, never shown to such callers', async (t) => {
+  const dep = await create(t, { name: 'Hidden members' });
+  const member = await api.createUser(tenant.tenantId, { values: { email: 'member@example.com' } });
+  await api.db.owner.insert(departmentUsers).values({ tenantId: tenant.tenantId, departmentId: dep.body.id, userId: member.id });
+  const named = await api.call(t, 'listDepartments', { token: employee.token, query: { relations: 'users' } });
+  t.equal(named.status, 422);
+  t.match(named.body.errors?.relations?.[0], /users/);
+  const one = await api.call(t, 'getDepartment', { token: employee.token, params: { department: dep.body.id }, query: { relations: 'users' } });
+  t.equal(one.status, 422, 'the same for one department');
+  const plain = await api.call(t, 'listDepartments', { token: employee.token });
+  t.equal(plain.status, 200);
+  t.ok(plain.body.every((d: Record<string, unknown>) => !('users' in d)), 'not shown by default');
+  const allowed = await api.call(t, 'listDepartments', { token: userViewer.token, query: { relations: 'users', filter: { text: 'Hidden' } } });
+  t.strictSame(allowed.body[0].users.map((u: { id: number }) => u.id), [member.id], 'shown with users.view');
 });
 
 t.test('relations notification_settings and attribute_sets show the assigned records in order', async (t) => {

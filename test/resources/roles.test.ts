@@ -67,6 +67,29 @@ t.test('a role cannot grant what its creator lacks, nor lock its editor out', as
   t.strictSame(still, { active: true, permissions: ['users.administer', 'users.view'] }, 'unchanged');
 });
 
+t.test('changing active needs every permission of the role: deactivating or re-activating changes what it grants', async (t) => {
+  const [admin] = await api.db.owner.execute<{ id: number }>(sql`select id::int from roles where tenant_id = ${tenant.tenantId} and name = 'Administrator'`);
+  const off = await api.call(t, 'updateRole', { token: delegate.token, params: { role: admin!.id }, body: { active: false } });
+  t.equal(off.status, 422);
+  t.match(off.body.errors?.active?.[0], /automations\.administer/);
+  const [still] = await api.db.owner.execute<{ active: boolean }>(sql`select active from roles where id = ${admin!.id}`);
+  t.equal(still!.active, true, 'the Administrator role is still active');
+  t.equal((await api.call(t, 'listAutomations', { token: tenant.adminToken })).status, 200, 'the administrator keeps their rights');
+  const [retired] = await api.db.owner.execute<{ id: number }>(
+    sql`insert into roles (tenant_id, name, active, permissions) values (${tenant.tenantId}, 'Retired admins', false, '{users.administer,automations.administer}') returning id::int`,
+  );
+  const on = await api.call(t, 'updateRole', { token: delegate.token, params: { role: retired!.id }, body: { active: true } });
+  t.equal(on.status, 422, 're-activating is refused too');
+  t.ok(on.body.errors?.active);
+  const rename = await api.call(t, 'updateRole', { token: delegate.token, params: { role: retired!.id }, body: { name: 'Former admins', active: false } });
+  t.equal(rename.status, 200, 'sending the unchanged active value is no change');
+  const [subset] = await api.db.owner.execute<{ id: number }>(
+    sql`insert into roles (tenant_id, name, permissions) values (${tenant.tenantId}, 'Viewers only', '{users.view}') returning id::int`,
+  );
+  const mine = await api.call(t, 'updateRole', { token: delegate.token, params: { role: subset!.id }, body: { active: false } });
+  t.equal(mine.status, 200, 'a role within the caller\'s permissions may be deactivated');
+});
+
 t.test('bad input is a 422 problem and changes nothing', async (t) => {
   const before = await count();
   const cases: [unknown, string][] = [

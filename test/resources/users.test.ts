@@ -69,6 +69,15 @@ t.test('create: bad inputs are 4xx problem documents and store nothing', async (
   t.equal(await userCount(), before, 'no user was stored');
 });
 
+t.test('concurrent creates of one username give one 201 and 422s on username, never a 500', async (t) => {
+  const [racers] = await api.db.owner.insert(roles).values({ tenantId: tenant.tenantId, name: 'Racers' }).returning();
+  const body = newUserBody({ username: 'racer', role_id: racers!.id });
+  const results = await Promise.all([1, 2, 3, 4].map(() => api.call(t, 'createUser', { token: admin.token, body })));
+  const statuses = results.map((r) => r.status).sort();
+  t.strictSame(statuses, [201, 422, 422, 422]);
+  for (const refused of results.filter((r) => r.status === 422)) t.strictSame(refused.body.errors, { username: ['is already taken'] });
+});
+
 t.test('create needs users.administer; no token is 401', async (t) => {
   t.equal((await api.call(t, 'createUser', { token: viewer.token, body: newUserBody() })).status, 403);
   t.equal((await api.call(t, 'createUser', { body: newUserBody() })).status, 401);

@@ -5,6 +5,7 @@
  * `present` on the rows. Relations load with one query each, whatever the row count.
  */
 import { and, type SQL } from 'drizzle-orm';
+import type { Permission } from '../../resources/roles/permissions.ts';
 import type { Tx } from '../database/database.ts';
 import { invalid } from '../http/problem.ts';
 
@@ -21,6 +22,12 @@ export interface FieldDefinition<Row, Viewer = unknown> {
 export interface RelationDefinition<Row, Viewer> {
   /** Like a field's: a relation exposing hidden data needs the same permission (default public). */
   visibility?: Visibility;
+  /**
+   * A permission the viewer must hold for the relation at all (e.g. a department's `users`
+   * need `users.view`): named without it → 422, never shown by default. The viewer is then
+   * expected to carry its `permissions` (as `Auth` does).
+   */
+  permission?: Permission;
   /** One query for all rows; the map is keyed by the row's key. */
   load(tx: Tx, rows: Row[], viewer: Viewer): Promise<Map<unknown, unknown>>;
   /** Value for rows the loader returned nothing for (null for to-one, [] for to-many). */
@@ -31,8 +38,11 @@ export interface ViewDefinition<Row, Viewer, FilterKey extends string> {
   key: (row: Row) => unknown;
   fields: Record<string, FieldDefinition<Row, Viewer>>;
   relations?: Record<string, RelationDefinition<Row, Viewer>>;
-  /** `filter[key]` → SQL condition; the spec has already validated each value's type. */
-  filters?: Record<FilterKey, (value: never) => SQL | undefined>;
+  /**
+   * `filter[key]` → SQL condition; the spec has already validated each value's type. The
+   * viewer is there so a filter never matches on what the viewer may not see.
+   */
+  filters?: Record<FilterKey, (value: never, viewer: Viewer) => SQL | undefined>;
   /** Which kinds of fields `viewer` may see on `row` (or, without a row, in general). */
   visible: (viewer: Viewer, visibility: Visibility, row?: Row) => boolean;
 }
@@ -54,6 +64,13 @@ export interface Controls {
   relations: string[];
   limit: number | undefined;
   where: SQL | undefined;
+}
+
+/** Whether `viewer` may use the relation at all (its `permission`), before any row-wise visibility. */
+function relationPermitted(relation: { permission?: Permission } | undefined, viewer: unknown): boolean {
+  if (!relation?.permission) return true;
+  const permissions = (viewer as { permissions?: ReadonlySet<string> } | null)?.permissions;
+  return permissions?.has(relation.permission) === true;
 }
 
 function splitList(raw: string | undefined, separator: string): string[] {
@@ -83,22 +100,25 @@ export function readControls<Row, Viewer, FilterKey extends string>(
     else if (unknown.length > 0) errors.selects = [`unknown or not visible: ${unknown.join(', ')}; allowed: ${allowedFields.join(', ')}`];
   }
   const allowedRelations = Object.entries(view.relations ?? {})
-    .filter(([, relation]) => view.visible(viewer, relation.visibility ?? 'public', options.subject))
+    .filter(([, relation]) => relationPermitted(relation, viewer) && view.visible(viewer, relation.visibility ?? 'public', options.subject))
     .map(([name]) => name);
   // Default relations are shown row by row where visible; named ones must be visible.
-  const relations = query.relations !== undefined ? [...new Set(splitList(query.relations, '|'))] : (options.defaultRelations ?? []);
+  const relations =
+    query.relations !== undefined
+      ? [...new Set(splitList(query.relations, '|'))]
+      : (options.defaultRelations ?? []).filter((name) => relationPermitted(view.relations?.[name], viewer));
   const unknownRelations = query.relations !== undefined ? relations.filter((name) => !allowedRelations.includes(name)) : [];
   if (unknownRelations.length > 0) {
     errors.relations = [`unknown or not visible: ${unknownRelations.join(', ')}; allowed: ${allowedRelations.join(', ') || '(none)'}`];
   }
   const conditions: SQL[] = [];
   for (const [key, value] of Object.entries(query.filter ?? {})) {
-    const filter = (view.filters as Record<string, ((value: unknown) => SQL | undefined) | undefined> | undefined)?.[key];
+    const filter = (view.filters as Record<string, ((value: unknown, viewer: Viewer) => SQL | undefined) | undefined> | undefined)?.[key];
     if (!filter) {
       errors[`filter.${key}`] = [`is not a known filter; allowed: ${Object.keys(view.filters ?? {}).join(', ') || '(none)'}`];
       continue;
     }
-    const condition = filter(value);
+    const condition = filter(value, viewer);
     if (condition) conditions.push(condition);
   }
   if (Object.keys(errors).length > 0) throw invalid(errors, 'The result controls are invalid.');
@@ -114,7 +134,9 @@ export async function present<Row, Viewer, FilterKey extends string>(
   viewer: Viewer,
 ): Promise<Record<string, unknown>[]> {
   const loaded = new Map<string, Map<unknown, unknown>>();
-  for (const name of controls.relations) {
+  // Relations the viewer lacks the permission for are skipped, whoever built the controls.
+  const relations = controls.relations.filter((name) => relationPermitted(view.relations?.[name], viewer));
+  for (const name of relations) {
     const relation = view.relations?.[name];
     if (relation && rows.length > 0) loaded.set(name, await relation.load(tx, rows, viewer));
   }
@@ -126,7 +148,7 @@ export async function present<Row, Viewer, FilterKey extends string>(
       if (!wanted || !view.visible(viewer, field.visibility ?? 'public', row)) continue;
       out[name] = field.value ? field.value(row, viewer) : (row as Record<string, unknown>)[name];
     }
-    for (const name of controls.relations) {
+    for (const name of relations) {
       if (!view.visible(viewer, view.relations?.[name]?.visibility ?? 'public', row)) continue;
       const value = loaded.get(name)?.get(view.key(row));
       out[name] = value === undefined ? (view.relations?.[name]?.empty ?? null) : value;

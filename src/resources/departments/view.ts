@@ -69,6 +69,8 @@ export const departmentView = defineView<DepartmentRow, Auth, 'text'>({
   },
   relations: {
     users: {
+      // Members are users: listing them needs what listing users needs.
+      permission: 'users.view',
       empty: [],
       // The members (not deleted), in the users' list order, shown as the caller may see users.
       async load(tx, rows, viewer) {

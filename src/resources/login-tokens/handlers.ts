@@ -8,6 +8,7 @@ import { invalid, notFound, ProblemError, unauthorized } from '../../platform/ht
 import { present, readControls } from '../../platform/result-controls/result-controls.ts';
 import type { Services } from '../../platform/services.ts';
 import { issueAccessToken } from '../auth/handlers.ts';
+import { permissionsLacking } from '../roles/permissions.ts';
 import { roles } from '../roles/table.ts';
 import { users } from '../users/table.ts';
 import { userLoginTokens } from './table.ts';
@@ -35,14 +36,6 @@ function targets(tx: Tx, where: SQL) {
     .where(where);
 }
 
-/**
- * Decisions §6: a token may not sign in a user holding a permission its creator lacks
- * (otherwise a login token would be a way to gain privileges). Returns what is missing.
- */
-export function permissionsBeyondCreator(creator: Auth, target: Pick<TokenTarget, 'permissions'>): string[] {
-  return target.permissions.filter((permission) => !creator.permissions.has(permission as never));
-}
-
 /** The one active user with `email` (case-insensitive), or the reason there is none. */
 function resolveEmail(candidates: TokenTarget[]): TokenTarget | string {
   if (candidates.length === 0) return 'no user has this e-mail address';
@@ -54,7 +47,9 @@ function resolveEmail(candidates: TokenTarget[]): TokenTarget | string {
 
 /** Stores a new token for `target` (hash only) and answers the record plus the value, once. */
 async function createLoginToken(tx: Tx, auth: Auth, services: Services, target: TokenTarget, field: string, expiresIn: number) {
-  const beyond = permissionsBeyondCreator(auth, target);
+  // Decisions §6: a token may not sign in a user holding a permission its creator lacks
+  // (otherwise a login token would be a way to gain privileges).
+  const beyond = permissionsLacking(auth, target.permissions);
   if (beyond.length > 0) {
     throw invalid({ [field]: [`the user holds permissions you lack: ${beyond.join(', ')}`] }, 'The token would grant more than you hold.');
   }

@@ -6,7 +6,7 @@ import type { Handlers } from '../../platform/http/handler.ts';
 import { invalid, notFound } from '../../platform/http/problem.ts';
 import { defineView, present, readControls } from '../../platform/result-controls/result-controls.ts';
 import { users } from '../users/table.ts';
-import type { Permission } from './permissions.ts';
+import { permissionsLacking } from './permissions.ts';
 import { roles } from './table.ts';
 
 type RoleRow = typeof roles.$inferSelect;
@@ -28,9 +28,11 @@ export const roleView = defineView<RoleRow, Auth, 'active'>({
 });
 
 /**
- * A caller may grant or revoke only permissions they hold (no escalation through role
- * administration), and may not lock themselves out by deactivating their own role or
- * removing `users.administer` from it.
+ * No escalation through role administration (the shared rule `permissionsLacking`): a
+ * caller may grant or revoke only permissions they hold, and may change `active` only of a
+ * role whose permissions they all hold (deactivating or re-activating changes what the
+ * role grants its users). Nor may they lock themselves out by deactivating their own role
+ * or removing `users.administer` from it.
  */
 export function roleChangeErrors(
   auth: Auth,
@@ -42,9 +44,15 @@ export function roleChangeErrors(
     ...after.permissions.filter((p) => !before.permissions.includes(p)),
     ...before.permissions.filter((p) => !after.permissions.includes(p)),
   ];
-  const notHeld = changed.filter((p) => !auth.permissions.has(p as Permission));
+  const notHeld = permissionsLacking(auth, changed);
   if (notHeld.length > 0) errors.permissions = [`you cannot grant or revoke permissions you do not hold: ${notHeld.join(', ')}`];
-  if (before.ownRole && !after.active) errors.active = ['you cannot deactivate your own role'];
+  if (before.active !== after.active) {
+    const notHeldOfRole = permissionsLacking(auth, [...before.permissions, ...after.permissions]);
+    if (notHeldOfRole.length > 0) {
+      errors.active = [`you cannot activate or deactivate a role granting permissions you do not hold: ${notHeldOfRole.join(', ')}`];
+    }
+  }
+  if (before.ownRole && !after.active) (errors.active ??= []).push('you cannot deactivate your own role');
   if (before.ownRole && !after.permissions.includes('users.administer')) {
     (errors.permissions ??= []).push('you cannot remove users.administer from your own role');
   }

@@ -18,3 +18,20 @@ export type Permission = (typeof PERMISSIONS)[number];
 export function isPermission(value: string): value is Permission {
   return (PERMISSIONS as readonly string[]).includes(value);
 }
+
+/** What a role grants: its permissions while active, nothing while inactive. */
+export function grantedPermissions(role: { active: boolean; permissions: readonly string[] }): string[] {
+  return role.active ? [...role.permissions] : [];
+}
+
+/**
+ * THE no-escalation rule, shared by every place that hands out or takes over permissions:
+ * of `permissions`, those `holder` does not hold. A caller may only grant, revoke, assign
+ * or act on behalf of permissions they hold themselves — role administration (granting,
+ * revoking, (de)activating), user administration (assigning a role, administering a user
+ * who holds more) and login tokens (signing in a user who holds more, decisions §6).
+ */
+export function permissionsLacking(holder: { permissions: ReadonlySet<Permission> }, permissions: readonly string[]): string[] {
+  const held = holder.permissions as ReadonlySet<string>;
+  return [...new Set(permissions)].filter((permission) => !held.has(permission));
+}

@@ -10,10 +10,11 @@ import { present, readControls, type ControlsQuery } from '../../platform/result
 import type { Services } from '../../platform/services.ts';
 import { departments, departmentUsers } from '../departments/table.ts';
 import { languages } from '../languages/table.ts';
+import { grantedPermissions } from '../roles/permissions.ts';
 import { roles } from '../roles/table.ts';
 import { importTemplate, previewCsvImport, type CsvImportOptions } from './csv-import.ts';
 import { acceptPicture, inlineDisposition, pictureSignatureValid, type StoredPicture } from './profile-picture.ts';
-import { assertMayMarkForLogout, assertNotSelf, blackoutValues, deriveActive, isReservedUsername, selfUpdateIgnoredKeys } from './rules.ts';
+import { assertMayAdminister, assertMayMarkForLogout, assertNotSelf, blackoutValues, deriveActive, isReservedUsername, roleAssignmentError, selfUpdateIgnoredKeys } from './rules.ts';
 import { userProfilePictures, users } from './table.ts';
 import { DEFAULT_USER_RELATIONS, findUser, findUsers, userView, type UserRow, type UserViewer } from './view.ts';
 
@@ -87,11 +88,28 @@ function checkDates(entering: string | null | undefined, leaving: string | null 
   if (entering && leaving && leaving < entering) errors.leaving_date = ['must not be before entering_date'];
 }
 
-/** Role, language, departments and username must exist (or be free) in the caller's tenant. */
-async function checkReferences(tx: Tx, input: UserInput, errors: FieldErrors, userId?: number): Promise<void> {
+/** What the role `roleId` grants (nothing while inactive); undefined when the tenant has no such role. */
+async function roleGrants(tx: Tx, roleId: number): Promise<string[] | undefined> {
+  const [role] = await tx.select({ active: roles.active, permissions: roles.permissions }).from(roles).where(eq(roles.id, roleId));
+  return role ? grantedPermissions(role) : undefined;
+}
+
+/** Rule (b) of `assertMayAdminister`, for a user as stored (their current role). */
+async function assertMayAdministerUser(tx: Tx, auth: Auth, user: Pick<UserRow, 'id' | 'roleId'>): Promise<void> {
+  if (user.id === auth.userId) return;
+  assertMayAdminister(auth, { id: user.id, granted: (await roleGrants(tx, user.roleId)) ?? [] });
+}
+
+/**
+ * Role, language, departments and username must exist (or be free) in the caller's
+ * tenant, and the role may grant only permissions the caller holds (`roleAssignmentError`).
+ */
+async function checkReferences(tx: Tx, auth: Auth, input: UserInput, errors: FieldErrors, userId?: number): Promise<void> {
   if (input.role_id !== undefined) {
-    const [role] = await tx.select({ id: roles.id }).from(roles).where(eq(roles.id, input.role_id));
-    if (!role) errors.role_id = ['does not name a role'];
+    const granted = await roleGrants(tx, input.role_id);
+    const escalation = granted && roleAssignmentError(auth, granted);
+    if (!granted) errors.role_id = ['does not name a role'];
+    else if (escalation) errors.role_id = escalation;
   }
   if (input.lang_id !== undefined && input.lang_id !== null) {
     const [language] = await tx.select({ id: languages.id }).from(languages).where(eq(languages.id, input.lang_id));
@@ -136,17 +154,6 @@ async function replacePicture(tx: Tx, tenantId: number, userId: number, picture:
     .insert(userProfilePictures)
     .values({ tenantId, userId, ...values })
     .onConflictDoUpdate({ target: [userProfilePictures.tenantId, userProfilePictures.userId], set: values });
-}
-
-/** A concurrent insert of the same username still ends as a 422, never a 500. */
-async function uniqueUsername<T>(work: () => Promise<T>): Promise<T> {
-  try {
-    return await work();
-  } catch (error) {
-    const code = (error as { cause?: { code?: string }; code?: string }).cause?.code ?? (error as { code?: string }).code;
-    if (code === '23505') throw invalid({ username: ['is already taken'] });
-    throw error;
-  }
 }
 
 async function presentOne(tx: Tx, viewer: UserViewer, userId: number, query: ControlsQuery = {}) {
@@ -240,21 +247,21 @@ export const userHandlers = {
     const picture = await pictureOf(ctx, input);
     const passwordHash = Object.keys(errors).length === 0 ? await hashPassword(input.password!) : null;
     const body = await services.db.tenant(auth.tenantId, async (tx) => {
-      await checkReferences(tx, input, errors);
+      await checkReferences(tx, auth, input, errors);
       if (Object.keys(errors).length > 0) throw invalid(errors);
-      const [created] = await uniqueUsername(() =>
-        tx
-          .insert(users)
-          .values({
-            ...columnsOf(input),
-            tenantId: auth.tenantId,
-            username: input.username!,
-            roleId: input.role_id!,
-            passwordHash,
-            active: input.active ?? deriveActive(input.entering_date, input.leaving_date),
-          })
-          .returning({ id: users.id }),
-      );
+      // A concurrent insert of the same username ends in the unique violation, which the
+      // error handler answers as a 422 on `username` (users_tenant_id_username_key).
+      const [created] = await tx
+        .insert(users)
+        .values({
+          ...columnsOf(input),
+          tenantId: auth.tenantId,
+          username: input.username!,
+          roleId: input.role_id!,
+          passwordHash,
+          active: input.active ?? deriveActive(input.entering_date, input.leaving_date),
+        })
+        .returning({ id: users.id });
       await replaceDepartments(tx, auth.tenantId, created!.id, input.department_ids);
       await replacePicture(tx, auth.tenantId, created!.id, picture);
       return presentOne(tx, auth, created!.id);
@@ -278,6 +285,7 @@ export const userHandlers = {
     const body = await services.db.tenant(auth.tenantId, async (tx) => {
       const current = await findUser(tx, params.user);
       if (!current) throw notFound('The user');
+      await assertMayAdministerUser(tx, auth, current);
       if (needsOldPassword && input.old_password !== undefined && !(await verifyPassword(current.passwordHash, input.old_password))) {
         errors.old_password = ['does not match your current password'];
       }
@@ -294,10 +302,10 @@ export const userHandlers = {
         input.leaving_date !== undefined ? input.leaving_date : current.leavingDate,
         errors,
       );
-      await checkReferences(tx, input, errors, current.id);
+      await checkReferences(tx, auth, input, errors, current.id);
       if (Object.keys(errors).length > 0) throw invalid(errors);
       const values: UserColumns = { ...columnsOf(input), ...(passwordHash ? { passwordHash } : {}), updatedAt: sql`now()` as never };
-      await uniqueUsername(() => tx.update(users).set(values).where(eq(users.id, current.id)));
+      await tx.update(users).set(values).where(eq(users.id, current.id));
       await replaceDepartments(tx, auth.tenantId, current.id, input.department_ids);
       await replacePicture(tx, auth.tenantId, current.id, picture);
       return presentOne(tx, auth, current.id);
@@ -308,6 +316,9 @@ export const userHandlers = {
   async deleteUser({ auth, params, services: { db } }) {
     assertNotSelf(auth, params.user, 'delete');
     await db.tenant(auth.tenantId, async (tx) => {
+      const user = await findUser(tx, params.user);
+      if (!user) throw notFound('The user');
+      await assertMayAdministerUser(tx, auth, user);
       const deleted = await tx
         .update(users)
         // Marked for logout too, so a later restore does not revive old sessions.
@@ -324,11 +335,14 @@ export const userHandlers = {
     const restored = await db.tenant(auth.tenantId, async (tx) => {
       const user = await findUser(tx, params.user, true);
       if (!user) throw notFound('The user');
+      await assertMayAdministerUser(tx, auth, user);
       if (user.blackedOutAt) throw invalid({ user: ['was blacked out and cannot be restored'] });
       if (!user.deletedAt) throw invalid({ user: ['is not deleted'] });
       if (roleId !== undefined) {
-        const [role] = await tx.select({ id: roles.id }).from(roles).where(and(eq(roles.id, roleId), eq(roles.active, true)));
-        if (!role) throw invalid({ role_id: ['must name an active role'] });
+        const [role] = await tx.select({ active: roles.active, permissions: roles.permissions }).from(roles).where(eq(roles.id, roleId));
+        if (!role?.active) throw invalid({ role_id: ['must name an active role'] });
+        const escalation = roleAssignmentError(auth, grantedPermissions(role));
+        if (escalation) throw invalid({ role_id: escalation });
       }
       await tx
         .update(users)
@@ -342,6 +356,9 @@ export const userHandlers = {
   async blackoutUser({ auth, params, services: { db } }) {
     assertNotSelf(auth, params.user, 'black out');
     await db.tenant(auth.tenantId, async (tx) => {
+      const target = await findUser(tx, params.user, true);
+      if (!target) throw notFound('The user');
+      await assertMayAdministerUser(tx, auth, target);
       const [user] = await tx.update(users).set(blackoutValues(params.user)).where(eq(users.id, params.user)).returning({ id: users.id });
       if (!user) throw notFound('The user');
       await tx.delete(userProfilePictures).where(eq(userProfilePictures.userId, user.id));

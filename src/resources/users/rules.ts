@@ -2,6 +2,7 @@
 import { sql } from 'drizzle-orm';
 import { can, type Auth } from '../../platform/auth/auth.ts';
 import { forbidden } from '../../platform/http/problem.ts';
+import { permissionsLacking } from '../roles/permissions.ts';
 import type { users } from './table.ts';
 
 type UserUpdate = Partial<typeof users.$inferInsert>;
@@ -48,6 +49,29 @@ export function assertMayMarkForLogout(auth: Auth, target: { id: number; prevent
     return;
   }
   if (!can(auth, 'users.administer')) throw forbidden('This requires the permission "users.administer".');
+}
+
+/**
+ * No escalation through user administration (the shared rule `permissionsLacking`):
+ * (a) a role may be assigned (create, update, restore) only if the caller holds every
+ * permission it grants (an inactive role grants none). Returns the error for `role_id`.
+ */
+export function roleAssignmentError(auth: Auth, granted: readonly string[]): string[] | undefined {
+  const lacking = permissionsLacking(auth, granted);
+  return lacking.length > 0 ? [`grants permissions you do not hold: ${lacking.join(', ')}`] : undefined;
+}
+
+/**
+ * (b) Updating (password included), deleting, blacking out or restoring ANOTHER user is
+ * refused (403) while that user's current role grants a permission the caller lacks:
+ * otherwise a delegate could take over an administrator's account.
+ */
+export function assertMayAdminister(auth: Auth, target: { id: number; granted: readonly string[] }): void {
+  if (target.id === auth.userId) return;
+  const lacking = permissionsLacking(auth, target.granted);
+  if (lacking.length > 0) {
+    throw forbidden(`This user holds permissions you do not hold (${lacking.join(', ')}); you cannot administer them.`);
+  }
 }
 
 const BLACKED_OUT_USERNAME = /^deleted-user-\d+$/;

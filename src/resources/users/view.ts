@@ -1,4 +1,5 @@
 import { and, asc, eq, getTableColumns, inArray, sql, type SQL } from 'drizzle-orm';
+import type { AnyPgColumn } from 'drizzle-orm/pg-core';
 import type { Tx } from '../../platform/database/database.ts';
 import { can, type Auth } from '../../platform/auth/auth.ts';
 import { entityPermissions } from '../../platform/entity-permissions/table.ts';
@@ -35,6 +36,21 @@ const administrative = { visibility: 'administrative' } as const;
 
 /** Relations shown when `relations` is not sent. */
 export const DEFAULT_USER_RELATIONS = ['role', 'language'];
+
+/**
+ * `filter[text]`: a part of username, first or last name, and of e-mail and staff number
+ * only where the viewer may see those fields (otherwise the filter would reveal them).
+ */
+export function userTextFilter(value: string, viewer: Auth): SQL {
+  const pattern = `%${value.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+  const columns: AnyPgColumn[] = [users.username, users.firstName, users.lastName];
+  if (userFieldVisible(viewer, 'personal')) columns.push(users.email);
+  if (userFieldVisible(viewer, 'administrative')) columns.push(users.staffNumber);
+  return sql`(${sql.join(
+    columns.map((column) => sql`${column} ilike ${pattern}`),
+    sql` or `,
+  )})`;
+}
 
 export const userView = defineView<UserRow, UserViewer, 'text' | 'role_id' | 'active' | 'group_account' | 'department_id'>({
   key: (row) => row.id,
@@ -137,11 +153,7 @@ export const userView = defineView<UserRow, UserViewer, 'text' | 'role_id' | 'ac
     },
   },
   filters: {
-    text: (value: string) => {
-      const pattern = `%${value.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
-      return sql`(${users.username} ilike ${pattern} or ${users.firstName} ilike ${pattern} or ${users.lastName} ilike ${pattern}
-        or ${users.email} ilike ${pattern} or ${users.staffNumber} ilike ${pattern})`;
-    },
+    text: (value: string, viewer) => userTextFilter(value, viewer),
     role_id: (value: number) => eq(users.roleId, value),
     active: (value: boolean) => eq(users.active, value),
     group_account: (value: boolean) => eq(users.groupAccount, value),
