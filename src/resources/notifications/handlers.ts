@@ -7,7 +7,7 @@ import { present, readControls, type Controls } from '../../platform/result-cont
 import { CUSTOM_NOTIFICATION, notify, queueDelivery, TYPED_NOTIFICATIONS } from './notify.ts';
 import { markNotifications, readState, readStateChange, type ReadStateInput } from './read-state.ts';
 import { notificationDispatches, notifications } from './table.ts';
-import { notificationView, ownNotifications } from './view.ts';
+import { notificationView, ownNotifications, unreadNotifications } from './view.ts';
 
 /** The document's envelope of notification write endpoints (decisions §3). */
 const envelope = <T>(data: T) => ({ status: 'success' as const, data });
@@ -59,7 +59,7 @@ export const notificationHandlers = {
       tx
         .select({ n: count() })
         .from(notifications)
-        .where(and(ownNotifications(auth), isNull(notifications.readAt), controls.where)),
+        .where(and(ownNotifications(auth), unreadNotifications(), controls.where)),
     );
     return { status: 200, body: row?.n ?? 0 };
   },
@@ -143,6 +143,14 @@ export const notificationHandlers = {
     });
     if (!updated) throw notFound('The notification');
     return { status: 200, body: envelope(updated) };
+  },
+
+  /** Issue 8: Server-Sent Events of the caller's new notifications and unread count (stream.ts). */
+  async streamNotifications({ auth, request, reply, services: { notificationStreams } }) {
+    const lastEventId = request.headers['last-event-id'];
+    await notificationStreams.open(auth, reply, typeof lastEventId === 'string' ? lastEventId : undefined);
+    // The reply is hijacked: the platform sends nothing for it (see registerOperations).
+    return { status: 200, body: '' };
   },
 
   /** Seed rule 4: every notification of the tenant (and pending deliveries); settings stay. */

@@ -2,7 +2,9 @@ import { and, eq, isNull, lt, ne, sql } from 'drizzle-orm';
 import nodemailer from 'nodemailer';
 import { defineJob } from '../../platform/jobs/jobs.ts';
 import type { Services } from '../../platform/services.ts';
+import { sendPushJob } from '../push/send-push.job.ts';
 import { users } from '../users/table.ts';
+import { plainText } from './plain-text.ts';
 import { findDispatch, storeNotificationBatch, type Dispatch } from './notify.ts';
 import { notificationDispatches, notifications, type NotificationData } from './table.ts';
 
@@ -23,6 +25,11 @@ export async function deliverDispatch(services: Services, dispatch: Dispatch, ba
     const batch = await db.tenant(dispatch.tenantId, (tx) => storeNotificationBatch(tx, found, after, batchSize));
     stored += batch.stored;
     if (batch.last === null) break;
+    // Push copies of what this batch stored: one job, whose one query finds every
+    // subscription of these recipients. A re-run batch that stored nothing pushes nothing.
+    if (batch.stored > 0) {
+      await services.jobs.send(sendPushJob, { tenantId: dispatch.tenantId, dispatchId: found.id, afterUserId: after, lastUserId: batch.last });
+    }
     after = batch.last;
   }
   await db.tenant(dispatch.tenantId, (tx) =>
@@ -45,18 +52,6 @@ export const deliverNotifications = defineJob<Dispatch & { batchSize?: number }>
 
 const escapeHtml = (text: string) => text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 
-/** Plain text of the stored (sanitized) HTML body for the text part. */
-const plainText = (html: string) =>
-  html
-    .replace(/<br\s*\/?>|<\/p>|<\/li>|<\/h\d>/gi, '\n')
-    .replace(/<[^>]*>/g, '')
-    .replace(/&nbsp;/g, ' ')
-    .replace(/&lt;/g, '<')
-    .replace(/&gt;/g, '>')
-    .replace(/&quot;/g, '"')
-    .replace(/&#39;/g, "'")
-    .replace(/&amp;/g, '&')
-    .trim();
 
 /**
  * E-mail copies of a dispatch (decisions §6): to recipients with
