@@ -37,6 +37,8 @@ export interface Config {
   /** Web Push: attempts per message in all (429, 5xx, timeouts), and the delay before the first retry (doubled each time). */
   pushMaxAttempts: number;
   pushRetryDelayMs: number;
+  /** Live notification streams: interval of the keep-alive comment. */
+  streamHeartbeatMs: number;
 }
 
 function list(env: NodeJS.ProcessEnv, name: string): string[] {
@@ -96,5 +98,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     vapidSubject: env.VAPID_SUBJECT || 'mailto:no-reply@atrium.invalid',
     pushMaxAttempts: integer(env, 'PUSH_MAX_ATTEMPTS', 5, 1),
     pushRetryDelayMs: integer(env, 'PUSH_RETRY_DELAY_MS', 30_000, 0),
+    streamHeartbeatMs: integer(env, 'STREAM_HEARTBEAT_MS', 15_000, 100),
   };
 }

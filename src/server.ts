@@ -54,7 +54,7 @@ export async function createAtrium(config: Config, options: { logger?: Logger; o
   }
   const secrets = await Secrets.load(db, config.secretKey);
   const jobs = await Jobs.start(server.url, jobDefinitions, logger, { schedule: config.role !== 'api' });
-  const notificationStreams = new NotificationStreams(db, logger);
+  const notificationStreams = new NotificationStreams(db, logger, config.streamHeartbeatMs);
   const services: Services = { config, db, jobs, secrets, outbound, notificationStreams };
   if (config.role !== 'api') await jobs.work(jobDefinitions, services);
   const app = config.role !== 'worker' ? await buildApp(services, { logger }) : null;

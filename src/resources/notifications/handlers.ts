@@ -2,9 +2,10 @@ import { and, count, desc, eq, isNull, type SQL } from 'drizzle-orm';
 import type { Auth } from '../../platform/auth/auth.ts';
 import type { Tx } from '../../platform/database/database.ts';
 import type { Handlers } from '../../platform/http/handler.ts';
-import { notFound } from '../../platform/http/problem.ts';
+import { notFound, ProblemError } from '../../platform/http/problem.ts';
 import { present, readControls, type Controls } from '../../platform/result-controls/result-controls.ts';
 import { CUSTOM_NOTIFICATION, notify, queueDelivery, TYPED_NOTIFICATIONS } from './notify.ts';
+import { isEventId } from './stream.ts';
 import { markNotifications, readState, readStateChange, type ReadStateInput } from './read-state.ts';
 import { notificationDispatches, notifications } from './table.ts';
 import { notificationView, ownNotifications, unreadNotifications } from './view.ts';
@@ -148,7 +149,10 @@ export const notificationHandlers = {
   /** Issue 8: Server-Sent Events of the caller's new notifications and unread count (stream.ts). */
   async streamNotifications({ auth, request, reply, services: { notificationStreams } }) {
     const lastEventId = request.headers['last-event-id'];
-    await notificationStreams.open(auth, reply, typeof lastEventId === 'string' ? lastEventId : undefined);
+    if (lastEventId !== undefined && (typeof lastEventId !== 'string' || !isEventId(lastEventId))) {
+      throw new ProblemError(400, 'Last-Event-ID must be the id of an event of this stream.');
+    }
+    await notificationStreams.open(auth, reply, lastEventId);
     // The reply is hijacked: the platform sends nothing for it (see registerOperations).
     return { status: 200, body: '' };
   },

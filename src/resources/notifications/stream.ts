@@ -20,7 +20,6 @@ import { NOTIFICATIONS_CHANNEL, type StoredBatch } from './notify.ts';
 import { notifications } from './table.ts';
 import { notificationView, ownNotifications, unreadNotifications, type NotificationRow } from './view.ts';
 
-export const HEARTBEAT_MS = 15_000;
 /** Most notifications a reconnect replays; older ones are in `GET /api/notifications`. */
 const REPLAY_LIMIT = 1000;
 
@@ -41,6 +40,9 @@ type StreamRow = NotificationRow & { eventId: string };
 
 /** `<created_at in µs since the epoch>-<uuid>`, computed exactly by PostgreSQL. */
 const eventIdColumn = sql<string>`((extract(epoch from ${notifications.createdAt}) * 1000000)::bigint)::text || '-' || ${notifications.id}::text`;
+
+/** Whether `value` has the shape of this stream's event ids. */
+export const isEventId = (value: string) => /^\d{1,16}-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(value);
 
 /** Orders event ids like (created_at, id). */
 function compareEventIds(a: string, b: string): number {
@@ -89,7 +91,7 @@ export class NotificationStreams {
   constructor(
     private readonly db: Database,
     private readonly log: Logger,
-    private readonly heartbeatMs = HEARTBEAT_MS,
+    private readonly heartbeatMs: number,
   ) {}
 
   /** Takes the request over (hijack) and keeps it open as an event stream. */
