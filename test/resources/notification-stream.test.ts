@@ -127,6 +127,23 @@ t.test('reconnecting with Last-Event-ID replays what was missed, oldest first', 
   resumed.close();
 });
 
+t.test('reading notifications sends the new unread count to the reader’s streams', async (t) => {
+  const stream = await openSse(t, urlB, bearer(alice.token));
+  const initial = await stream.next((e) => e.event === 'count', 2000);
+  t.ok(JSON.parse(initial.data) > 0, 'alice has unread notifications');
+  const from = stream.events.length;
+  const [newest] = (await api.call(t, 'listNotifications', { token: alice.token, query: { limit: 1 } })).body;
+  const now = new Date().toISOString().slice(0, 19).replace('T', ' ');
+  t.equal((await api.call(t, 'updateNotification', { token: alice.token, params: { notification: newest.id }, body: { read_at: now } })).status, 200);
+  const afterOne = await stream.next((e) => e.event === 'count', 2000, from);
+  t.equal(JSON.parse(afterOne.data), JSON.parse(initial.data) - 1, 'one fewer (marked in process A, streamed by B)');
+  const from2 = stream.events.length;
+  t.equal((await api.call(t, 'updateNotifications', { token: alice.token, body: { read_at: now } })).status, 200);
+  const afterAll = await stream.next((e) => e.event === 'count', 2000, from2);
+  t.equal(JSON.parse(afterAll.data), 0, 'none after marking all read');
+  stream.close();
+});
+
 t.test('shutting a process down ends its open streams', async (t) => {
   const stream = await openSse(t, urlB, bearer(alice.token));
   await stream.next((e) => e.event === 'count', 2000);

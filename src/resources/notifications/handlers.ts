@@ -5,7 +5,7 @@ import type { Handlers } from '../../platform/http/handler.ts';
 import { notFound, ProblemError } from '../../platform/http/problem.ts';
 import { present, readControls, type Controls } from '../../platform/result-controls/result-controls.ts';
 import { CUSTOM_NOTIFICATION, notify, queueDelivery, TYPED_NOTIFICATIONS } from './notify.ts';
-import { isEventId } from './stream.ts';
+import { announceUnreadChange, isEventId } from './stream.ts';
 import { markNotifications, readState, readStateChange, type ReadStateInput } from './read-state.ts';
 import { notificationDispatches, notifications } from './table.ts';
 import { notificationView, ownNotifications, unreadNotifications } from './view.ts';
@@ -41,6 +41,13 @@ async function listOwn(tx: Tx, auth: Auth, where: SQL | undefined, controls: Pic
     .orderBy(desc(notifications.createdAt), desc(notifications.id));
   const rows = controls.limit ? await base.limit(controls.limit) : await base;
   return present(notificationView, tx, rows, controls, auth);
+}
+
+/** Marks the caller's notifications; when some became read, the caller's streams get the new count. */
+async function markOwn(tx: Tx, auth: Auth, where: SQL | undefined, state: ReturnType<typeof readState>): Promise<number> {
+  const changed = await markNotifications(tx, where, state);
+  if (changed > 0 && state.readAt) await announceUnreadChange(tx, auth);
+  return changed;
 }
 
 const byType = (targetableType: string) => eq(notifications.targetableType, targetableType);
@@ -116,30 +123,32 @@ export const notificationHandlers = {
     const input = body as BulkInput;
     const state = readState(input);
     const controls = readControls(notificationView, { filter: input.filter }, auth);
-    const changed = await db.tenant(auth.tenantId, (tx) => markNotifications(tx, and(ownNotifications(auth), controls.where), state));
+    const changed = await db.tenant(auth.tenantId, (tx) => markOwn(tx, auth, and(ownNotifications(auth), controls.where), state));
     return { status: 200, body: envelope(changed) };
   },
 
   async updateNotificationsByType({ auth, body, params, services: { db } }) {
     const state = readState(body as ReadStateInput);
     const where = and(ownNotifications(auth), byType(params.targetableType));
-    return { status: 200, body: envelope(await db.tenant(auth.tenantId, (tx) => markNotifications(tx, where, state))) };
+    return { status: 200, body: envelope(await db.tenant(auth.tenantId, (tx) => markOwn(tx, auth, where, state))) };
   },
 
   async updateNotificationsByTarget({ auth, body, params, services: { db } }) {
     const state = readState(body as ReadStateInput);
     const where = and(ownNotifications(auth), byTarget(params.targetableType, params.targetableId));
-    return { status: 200, body: envelope(await db.tenant(auth.tenantId, (tx) => markNotifications(tx, where, state))) };
+    return { status: 200, body: envelope(await db.tenant(auth.tenantId, (tx) => markOwn(tx, auth, where, state))) };
   },
 
   async updateNotification({ auth, body, params, services: { db } }) {
     const change = readStateChange(readState(body as ReadStateInput));
     const [updated] = await db.tenant(auth.tenantId, async (tx) => {
       // An already read (or seen) record keeps its times; the answer is the record either way.
-      await tx
+      const changed = await tx
         .update(notifications)
         .set(change.set)
-        .where(and(ownNotifications(auth), eq(notifications.id, params.notification), change.changes));
+        .where(and(ownNotifications(auth), eq(notifications.id, params.notification), change.changes))
+        .returning({ id: notifications.id });
+      if (changed.length > 0 && 'readAt' in change.set) await announceUnreadChange(tx, auth);
       return listOwn(tx, auth, eq(notifications.id, params.notification), { selects: null, relations: [], limit: undefined });
     });
     if (!updated) throw notFound('The notification');

@@ -143,13 +143,20 @@ export async function storeNotificationBatch(
   return { last, stored: row?.stored ?? 0 };
 }
 
-/** The channel `storeNotificationBatch` notifies on, and its payload: recipients `(after, last]` of a dispatch. */
+/**
+ * The channel of live streams (stream.ts). Payloads: a stored batch (recipients
+ * `(after, last]` of a dispatch), or a user whose unread count changed otherwise (read).
+ */
 export const NOTIFICATIONS_CHANNEL = 'atrium_notifications';
 export interface StoredBatch {
   tenant_id: number;
   dispatch_id: string;
   after: number;
   last: number;
+}
+export interface UnreadChange {
+  tenant_id: number;
+  user_id: number;
 }
 
 export async function findDispatch(tx: Tx, dispatchId: string) {

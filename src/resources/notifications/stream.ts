@@ -16,7 +16,7 @@ import type { FastifyReply } from 'fastify';
 import type { Auth } from '../../platform/auth/auth.ts';
 import type { Database, Tx } from '../../platform/database/database.ts';
 import { present } from '../../platform/result-controls/result-controls.ts';
-import { NOTIFICATIONS_CHANNEL, type StoredBatch } from './notify.ts';
+import { NOTIFICATIONS_CHANNEL, type StoredBatch, type UnreadChange } from './notify.ts';
 import { notifications } from './table.ts';
 import { notificationView, ownNotifications, unreadNotifications, type NotificationRow } from './view.ts';
 
@@ -40,6 +40,12 @@ type StreamRow = NotificationRow & { eventId: string };
 
 /** `<created_at in µs since the epoch>-<uuid>`, computed exactly by PostgreSQL. */
 const eventIdColumn = sql<string>`((extract(epoch from ${notifications.createdAt}) * 1000000)::bigint)::text || '-' || ${notifications.id}::text`;
+
+/** Tells the user's streams (every process) that their unread count changed, on commit. */
+export async function announceUnreadChange(tx: Tx, auth: Pick<Auth, 'tenantId' | 'userId'>): Promise<void> {
+  const change: UnreadChange = { tenant_id: auth.tenantId, user_id: auth.userId };
+  await tx.execute(sql`select pg_notify(${NOTIFICATIONS_CHANNEL}, ${JSON.stringify(change)})`);
+}
 
 /** Whether `value` has the shape of this stream's event ids. */
 export const isEventId = (value: string) => /^\d{1,16}-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(value);
@@ -158,8 +164,9 @@ export class NotificationStreams {
       this.listening = this.db.ownerSql.listen(
         NOTIFICATIONS_CHANNEL,
         (payload) => {
-          void this.onBatch(JSON.parse(payload) as StoredBatch).catch((error: unknown) =>
-            this.log.error({ err: error }, 'notification stream: delivering a batch failed'),
+          const notice = JSON.parse(payload) as StoredBatch | UnreadChange;
+          void ('dispatch_id' in notice ? this.onBatch(notice) : this.onUnreadChange(notice)).catch((error: unknown) =>
+            this.log.error({ err: error }, 'notification stream: delivering a notice failed'),
           );
         },
         () => {
@@ -213,6 +220,14 @@ export class NotificationStreams {
       if (own.length === 0) continue;
       for (const client of users.get(userId) ?? []) this.enqueue(client, () => this.write(client, own, counts.get(userId) ?? 0));
     }
+  }
+
+  /** Notifications were read elsewhere: the user's streams here get the new count. */
+  private async onUnreadChange(change: UnreadChange): Promise<void> {
+    const clients = this.clients.get(change.tenant_id)?.get(change.user_id);
+    if (!clients) return;
+    const counts = await this.db.tenant(change.tenant_id, (tx) => unreadCounts(tx, [change.user_id]));
+    for (const client of clients) this.enqueue(client, () => this.write(client, [], counts.get(change.user_id) ?? 0));
   }
 
   /** The client's new notifications (each once, in order), then its unread count. */
