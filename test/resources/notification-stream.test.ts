@@ -144,6 +144,15 @@ t.test('reading notifications sends the new unread count to the reader’s strea
   stream.close();
 });
 
+t.test('a stream ends soon after its token is revoked', async (t) => {
+  const token = await api.tokenFor(tenant.tenantId, bob.id);
+  const stream = await openSse(t, urlA, bearer(token));
+  await stream.next((e) => e.event === 'count', 2000);
+  t.equal((await api.call(t, 'logout', { token })).status, 204);
+  const ended = await Promise.race([stream.ended.then(() => true), new Promise((resolve) => setTimeout(() => resolve(false), 2000))]);
+  t.ok(ended, 'ended at the next heartbeat');
+});
+
 t.test('shutting a process down ends its open streams', async (t) => {
   const stream = await openSse(t, urlB, bearer(alice.token));
   await stream.next((e) => e.event === 'count', 2000);

@@ -1,5 +1,5 @@
 import { and, count, desc, eq, isNull, type SQL } from 'drizzle-orm';
-import type { Auth } from '../../platform/auth/auth.ts';
+import { presentedTokenHash, type Auth } from '../../platform/auth/auth.ts';
 import type { Tx } from '../../platform/database/database.ts';
 import type { Handlers } from '../../platform/http/handler.ts';
 import { notFound, ProblemError } from '../../platform/http/problem.ts';
@@ -161,7 +161,8 @@ export const notificationHandlers = {
     if (lastEventId !== undefined && (typeof lastEventId !== 'string' || !isEventId(lastEventId))) {
       throw new ProblemError(400, 'Last-Event-ID must be the id of an event of this stream.');
     }
-    await notificationStreams.open(auth, reply, lastEventId);
+    // Authenticated, so the header holds a bearer token.
+    await notificationStreams.open(auth, presentedTokenHash(request)!, reply, lastEventId);
     // The reply is hijacked: the platform sends nothing for it (see registerOperations).
     return { status: 200, body: '' };
   },

@@ -13,7 +13,7 @@
 import type { ServerResponse } from 'node:http';
 import { and, asc, count, eq, getTableColumns, inArray, sql, type SQL } from 'drizzle-orm';
 import type { FastifyReply } from 'fastify';
-import type { Auth } from '../../platform/auth/auth.ts';
+import { stillAuthenticated, type Auth } from '../../platform/auth/auth.ts';
 import type { Database, Tx } from '../../platform/database/database.ts';
 import { present } from '../../platform/result-controls/result-controls.ts';
 import { NOTIFICATIONS_CHANNEL, type StoredBatch, type UnreadChange } from './notify.ts';
@@ -25,6 +25,8 @@ const REPLAY_LIMIT = 1000;
 
 interface StreamClient {
   auth: Auth;
+  /** The presented access token's hash: re-checked at every heartbeat. */
+  tokenHash: string;
   response: ServerResponse;
   /** The last notification event written (`<µs>-<id>`), or null. */
   lastEventId: string | null;
@@ -101,7 +103,7 @@ export class NotificationStreams {
   ) {}
 
   /** Takes the request over (hijack) and keeps it open as an event stream. */
-  async open(auth: Auth, reply: FastifyReply, lastEventId: string | undefined): Promise<void> {
+  async open(auth: Auth, tokenHash: Buffer, reply: FastifyReply, lastEventId: string | undefined): Promise<void> {
     await this.listen();
     reply.hijack();
     const response = reply.raw;
@@ -112,7 +114,7 @@ export class NotificationStreams {
       'x-accel-buffering': 'no',
     });
     response.write('retry: 3000\n\n');
-    const client: StreamClient = { auth, response, lastEventId: lastEventId ?? null, chain: Promise.resolve() };
+    const client: StreamClient = { auth, tokenHash: tokenHash.toString('hex'), response, lastEventId: lastEventId ?? null, chain: Promise.resolve() };
     this.add(client);
     response.on('close', () => this.remove(client));
     if (this.closed) {
@@ -180,10 +182,22 @@ export class NotificationStreams {
       });
       this.heartbeat = setInterval(() => {
         for (const client of this.allClients()) client.response.write(': heartbeat\n\n');
+        void this.endRevoked().catch((error: unknown) => this.log.error({ err: error }, 'notification stream: token check failed'));
       }, this.heartbeatMs);
       this.heartbeat.unref();
     }
     return this.listening;
+  }
+
+  /**
+   * A stream lives longer than its token may: streams whose token was revoked (logout),
+   * expired, or whose user was deactivated, deleted or marked for logout are ended.
+   */
+  private async endRevoked(): Promise<void> {
+    const clients = [...this.allClients()];
+    if (clients.length === 0) return;
+    const valid = await stillAuthenticated(this.db, [...new Set(clients.map((client) => client.tokenHash))].map((hash) => Buffer.from(hash, 'hex')));
+    for (const client of clients) if (!valid.has(client.tokenHash)) client.response.end();
   }
 
   private *allClients(): Generator<StreamClient> {
