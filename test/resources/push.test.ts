@@ -1,7 +1,7 @@
 import t, { type Test } from 'tap';
 import { randomBytes } from 'node:crypto';
 import { eq, sql } from 'drizzle-orm';
-import { sendPushes } from '../../src/resources/push/send-push.job.ts';
+import { PUSH_MESSAGE_MAX_BYTES, pushPayload, sendPushes } from '../../src/resources/push/send-push.job.ts';
 import { pushSubscriptions } from '../../src/resources/push/table.ts';
 import { startTestApi } from '../helpers/atrium.ts';
 import { eventually } from '../helpers/eventually.ts';
@@ -216,4 +216,14 @@ t.test('pushes for a batch cost the same number of queries for 2 or 40 recipient
   t.equal(few.sent, 2);
   t.equal(many.sent, 40);
   t.equal(many.queries, few.queries, `constant: ${few.queries} queries`);
+});
+
+t.test('a long body is shortened so the message fits a push', async (t) => {
+  const long = pushPayload('00000000-0000-0000-0000-000000000000', { title: 'T', body: `<p>${'ä'.repeat(5000)}</p>`, url: '/u' });
+  t.ok(Buffer.byteLength(long) <= PUSH_MESSAGE_MAX_BYTES, `${Buffer.byteLength(long)} bytes`);
+  const message = JSON.parse(long);
+  t.match(message.body, /^ä+…$/);
+  t.equal(message.title, 'T');
+  const short = JSON.parse(pushPayload('00000000-0000-0000-0000-000000000000', { title: 'T', body: '<p>a &lt; b</p>', url: '/u' }));
+  t.equal(short.body, 'a < b', 'short bodies stay whole, entities decoded');
 });

@@ -55,9 +55,26 @@ interface PushMessage {
 
 type Outcome = { kind: 'sent' } | { kind: 'gone' } | { kind: 'retry'; status: number | null; error: string; retryAfterMs?: number } | { kind: 'failed'; status: number | null; error: string };
 
+/**
+ * Push services accept about 4 KB of payload (RFC 8291 §4: 4078 bytes of plaintext in one
+ * record; some services less), and a notification shows a few lines anyway: the body is
+ * shortened until the whole message fits in PUSH_MESSAGE_MAX_BYTES.
+ */
+export const PUSH_MESSAGE_MAX_BYTES = 3072;
+
 /** Decisions §6: the push message is `{id, title, body, url}`, body as plain text. */
 export function pushPayload(notificationId: string, data: NotificationData): string {
-  return JSON.stringify({ id: notificationId, title: data.title, body: plainText(data.body), url: data.url });
+  const message = (body: string) => JSON.stringify({ id: notificationId, title: data.title, body, url: data.url });
+  const text = plainText(data.body);
+  let json = message(text);
+  const characters = [...text];
+  let keep = characters.length;
+  // Shrink in proportion to the excess (characters take 1–4 bytes, more when escaped).
+  while (Buffer.byteLength(json) > PUSH_MESSAGE_MAX_BYTES && keep > 0) {
+    keep = Math.min(keep - 1, Math.floor((keep * PUSH_MESSAGE_MAX_BYTES) / Buffer.byteLength(json)));
+    json = message(keep > 0 ? `${characters.slice(0, keep).join('')}…` : '');
+  }
+  return json;
 }
 
 /** What the push service's answer means (RFC 8030 §5–§7). */
