@@ -1,6 +1,8 @@
 import t, { type Test } from 'tap';
 import { randomBytes } from 'node:crypto';
 import { eq, sql } from 'drizzle-orm';
+import { deliverDispatch } from '../../src/resources/notifications/jobs.ts';
+import { findDispatch, notify, storeNotificationBatch } from '../../src/resources/notifications/notify.ts';
 import { PUSH_MESSAGE_MAX_BYTES, pushPayload, sendPushes } from '../../src/resources/push/send-push.job.ts';
 import { pushSubscriptions } from '../../src/resources/push/table.ts';
 import { startTestApi } from '../helpers/atrium.ts';
@@ -226,4 +228,23 @@ t.test('a long body is shortened so the message fits a push', async (t) => {
   t.equal(message.title, 'T');
   const short = JSON.parse(pushPayload('00000000-0000-0000-0000-000000000000', { title: 'T', body: '<p>a &lt; b</p>', url: '/u' }));
   t.equal(short.body, 'a < b', 'short bodies stay whole, entities decoded');
+});
+
+t.test('a delivery resumed after a crash pushes the batches whose push was lost, and none twice', async (t) => {
+  await api.db.owner.delete(pushSubscriptions);
+  const path = pushPath();
+  pushService.script(path, [201]);
+  const subscriber = await api.createUser(tenant.tenantId);
+  await register(t, subscriber.token, { endpoint: pushService.url(path), keys: browserSubscription().keys });
+  const dispatch = await api.db.tenant(tenant.tenantId, (tx) =>
+    notify(tx, { recipients: { userIds: [subscriber.id] }, type: 'customNotification', data: { title: 'Resumed', body: 'B', url: '/' } }),
+  );
+  // The "crashed" run: the batch is stored, but the process died before queueing its push.
+  await api.db.tenant(tenant.tenantId, async (tx) => storeNotificationBatch(tx, (await findDispatch(tx, dispatch.dispatchId))!, 0, 100));
+  await deliverDispatch(api.atrium.services, dispatch);
+  await eventually(async () => pushService.received(path), (r) => r.length >= 1);
+  await deliverDispatch(api.atrium.services, dispatch);
+  // Give a wrongly queued second push the time to arrive.
+  await new Promise((resolve) => setTimeout(resolve, 1500));
+  t.equal(pushService.received(path).length, 1, 'exactly one push');
 });

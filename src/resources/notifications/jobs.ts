@@ -25,11 +25,7 @@ export async function deliverDispatch(services: Services, dispatch: Dispatch, ba
     const batch = await db.tenant(dispatch.tenantId, (tx) => storeNotificationBatch(tx, found, after, batchSize));
     stored += batch.stored;
     if (batch.last === null) break;
-    // Push copies of what this batch stored: one job, whose one query finds every
-    // subscription of these recipients. A re-run batch that stored nothing pushes nothing.
-    if (batch.stored > 0) {
-      await services.jobs.send(sendPushJob, { tenantId: dispatch.tenantId, dispatchId: found.id, afterUserId: after, lastUserId: batch.last });
-    }
+    await queuePushes(services, found, after, batch.last);
     after = batch.last;
   }
   await db.tenant(dispatch.tenantId, (tx) =>
@@ -39,6 +35,26 @@ export async function deliverDispatch(services: Services, dispatch: Dispatch, ba
     await services.jobs.send(emailNotifications, { tenantId: dispatch.tenantId, dispatchId: dispatch.dispatchId }, { singletonKey: dispatch.dispatchId });
   }
   return stored;
+}
+
+/**
+ * Push copies of the batch of recipients `(after, last]`: one job, whose one query finds
+ * every subscription of these recipients. `pushed_through` remembers how far pushes are
+ * queued, so a delivery re-run after a crash queues the batches whose push was lost and
+ * none twice (except the one batch between the send and the update: at least once).
+ */
+async function queuePushes(services: Services, dispatch: typeof notificationDispatches.$inferSelect, after: number, last: number): Promise<void> {
+  if (last <= dispatch.pushedThrough) return;
+  await services.jobs.send(sendPushJob, {
+    tenantId: dispatch.tenantId,
+    dispatchId: dispatch.id,
+    afterUserId: Math.max(after, dispatch.pushedThrough),
+    lastUserId: last,
+  });
+  await services.db.tenant(dispatch.tenantId, (tx) =>
+    tx.update(notificationDispatches).set({ pushedThrough: last }).where(eq(notificationDispatches.id, dispatch.id)),
+  );
+  dispatch.pushedThrough = last;
 }
 
 export const deliverNotifications = defineJob<Dispatch & { batchSize?: number }>({
