@@ -11,7 +11,7 @@
  * chain, and a notification at or before the client's last id is not written twice.
  */
 import type { ServerResponse } from 'node:http';
-import { and, asc, count, eq, getTableColumns, inArray, sql, type SQL } from 'drizzle-orm';
+import { and, asc, count, desc, eq, getTableColumns, inArray, sql, type SQL } from 'drizzle-orm';
 import type { FastifyReply } from 'fastify';
 import { stillAuthenticated, type Auth } from '../../platform/auth/auth.ts';
 import type { Database, Tx } from '../../platform/database/database.ts';
@@ -22,14 +22,18 @@ import { notificationView, ownNotifications, unreadNotifications, type Notificat
 
 /** Most notifications a reconnect replays; older ones are in `GET /api/notifications`. */
 const REPLAY_LIMIT = 1000;
+/** Ids remembered per stream to skip duplicates (more than a replay can hold). */
+const SENT_MEMORY = 2 * REPLAY_LIMIT;
 
 interface StreamClient {
   auth: Auth;
   /** The presented access token's hash: re-checked at every heartbeat. */
   tokenHash: string;
   response: ServerResponse;
-  /** The last notification event written (`<µs>-<id>`), or null. */
+  /** The latest notification event written (`<µs>-<id>`), or null: where a replay starts. */
   lastEventId: string | null;
+  /** Ids of the notifications written recently: none is written twice (replay and live overlap). */
+  sent: Set<string>;
   /** Writes in order: replay first, then live events. */
   chain: Promise<void>;
 }
@@ -104,7 +108,7 @@ export class NotificationStreams {
 
   /** Takes the request over (hijack) and keeps it open as an event stream. */
   async open(auth: Auth, tokenHash: Buffer, reply: FastifyReply, lastEventId: string | undefined): Promise<void> {
-    await this.listen();
+    if (!this.closed) await this.listen();
     reply.hijack();
     const response = reply.raw;
     response.writeHead(200, {
@@ -114,13 +118,14 @@ export class NotificationStreams {
       'x-accel-buffering': 'no',
     });
     response.write('retry: 3000\n\n');
-    const client: StreamClient = { auth, tokenHash: tokenHash.toString('hex'), response, lastEventId: lastEventId ?? null, chain: Promise.resolve() };
-    this.add(client);
-    response.on('close', () => this.remove(client));
+    const client: StreamClient = { auth, tokenHash: tokenHash.toString('hex'), response, lastEventId: lastEventId ?? null, sent: new Set(), chain: Promise.resolve() };
+    // Shutting down: end at once; the client reconnects to another process.
     if (this.closed) {
       response.end();
       return;
     }
+    this.add(client);
+    response.on('close', () => this.remove(client));
     this.enqueue(client, () => this.catchUp(client));
   }
 
@@ -180,6 +185,8 @@ export class NotificationStreams {
       this.listening.catch(() => {
         this.listening = null;
       });
+    }
+    if (!this.heartbeat) {
       this.heartbeat = setInterval(() => {
         for (const client of this.allClients()) client.response.write(': heartbeat\n\n');
         void this.endRevoked().catch((error: unknown) => this.log.error({ err: error }, 'notification stream: token check failed'));
@@ -204,15 +211,29 @@ export class NotificationStreams {
     for (const users of this.clients.values()) for (const set of users.values()) yield* set;
   }
 
-  /** On connect (or listener reconnect): what was stored after the client's last id, then the count. */
+  /**
+   * On connect (or listener reconnect): what was stored after the client's last id, then
+   * the count. A client without one starts from its newest notification, so that a
+   * listener reconnect can replay what it missed.
+   */
   private async catchUp(client: StreamClient): Promise<void> {
     const { auth } = client;
-    const { rows, counts } = await this.db.tenant(auth.tenantId, async (tx) => ({
-      rows: client.lastEventId
-        ? await selectStreamRows(tx, and(ownNotifications(auth), after(client.lastEventId))).limit(REPLAY_LIMIT)
-        : [],
-      counts: await unreadCounts(tx, [auth.userId]),
-    }));
+    const { rows, counts } = await this.db.tenant(auth.tenantId, async (tx) => {
+      if (client.lastEventId === null) {
+        const [newest] = await tx
+          .select({ eventId: eventIdColumn })
+          .from(notifications)
+          .where(ownNotifications(auth))
+          .orderBy(desc(notifications.createdAt), desc(notifications.id))
+          .limit(1);
+        client.lastEventId = newest?.eventId ?? '0-00000000-0000-0000-0000-000000000000';
+        return { rows: [], counts: await unreadCounts(tx, [auth.userId]) };
+      }
+      return {
+        rows: await selectStreamRows(tx, and(ownNotifications(auth), after(client.lastEventId))).limit(REPLAY_LIMIT),
+        counts: await unreadCounts(tx, [auth.userId]),
+      };
+    });
     await this.write(client, rows, counts.get(auth.userId) ?? 0);
   }
 
@@ -244,17 +265,26 @@ export class NotificationStreams {
     for (const client of clients) this.enqueue(client, () => this.write(client, [], counts.get(change.user_id) ?? 0));
   }
 
-  /** The client's new notifications (each once, in order), then its unread count. */
+  /**
+   * The client's new notifications (each once, in order), then its unread count. Live
+   * notices are not filtered by time: a batch whose transaction began earlier may commit
+   * after a later one, and must still be shown.
+   */
   private async write(client: StreamClient, rows: StreamRow[], unread: number): Promise<void> {
     if (client.response.writableEnded) return;
-    const fresh = rows.filter((row) => client.lastEventId === null || compareEventIds(row.eventId, client.lastEventId) > 0);
+    const fresh = rows.filter((row) => !client.sent.has(row.id));
     if (fresh.length > 0) {
       // No relations, so presenting runs no query; the record is what the notifications view answers.
       const presented = await present(notificationView, null as never, fresh, { selects: null, relations: [] }, client.auth);
       fresh.forEach((row, index) => {
         client.response.write(event('notification', presented[index], row.eventId));
-        client.lastEventId = row.eventId;
+        client.sent.add(row.id);
+        if (client.lastEventId === null || compareEventIds(row.eventId, client.lastEventId) > 0) client.lastEventId = row.eventId;
       });
+      for (const id of client.sent) {
+        if (client.sent.size <= SENT_MEMORY) break;
+        client.sent.delete(id);
+      }
     }
     client.response.write(event('count', unread));
   }
