@@ -66,6 +66,8 @@ t.test('bad subscriptions are refused with a problem document and store nothing'
 t.test('group accounts cannot register a subscription', async (t) => {
   const answer = await register(t, group.token, { endpoint: pushService.url(pushPath()), keys: browserSubscription().keys });
   t.equal(answer.status, 403);
+  const badInput = await register(t, group.token, { endpoint: 'not a url', keys: browserSubscription().keys });
+  t.equal(badInput.status, 403, 'refused before the input is judged');
   t.equal(await subscriptionCount(), 0);
 });
 

@@ -27,13 +27,15 @@ export const pushHandlers = {
 
   async createPushSubscription({ auth, body, request, services: { db, outbound } }) {
     const input = body as SubscriptionInput;
+    // Group accounts receive no notifications (decisions §6), so no pushes either; refused
+    // before the input is judged, like a permission.
+    const [caller] = await db.tenant(auth.tenantId, (tx) => tx.select({ groupAccount: users.groupAccount }).from(users).where(eq(users.id, auth.userId)));
+    if (!caller || caller.groupAccount) throw forbidden('Group accounts cannot receive push notifications.');
+    // Outside the transaction: judging the endpoint may wait for DNS.
     const errors = await subscriptionErrors(outbound, input);
     if (Object.keys(errors).length > 0) throw invalid(errors);
     const userAgent = request.headers['user-agent']?.slice(0, MAX_USER_AGENT) ?? null;
     const [created] = await db.tenant(auth.tenantId, async (tx) => {
-      const [caller] = await tx.select({ groupAccount: users.groupAccount }).from(users).where(eq(users.id, auth.userId));
-      // Group accounts receive no notifications (decisions §6), so no pushes either.
-      if (!caller || caller.groupAccount) throw forbidden('Group accounts cannot receive push notifications.');
       const rows = await tx
         .insert(pushSubscriptions)
         .values({
