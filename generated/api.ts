@@ -928,6 +928,38 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/notifications/stream": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Live stream of the caller's new notifications (Server-Sent Events)
+         * @description A `text/event-stream` that stays open. Each notification stored for the caller
+         *     arrives as event `notification` (data: the notification record as
+         *     `GET /api/notifications/{notification}` answers it), followed by event `count` (data:
+         *     the caller's unread count, as `GET /api/notifications/count` answers it). On connect
+         *     the stream first sends `count`. A comment line (`: heartbeat`) is sent every 15
+         *     seconds so proxies keep the connection open. Works across several API processes
+         *     (PostgreSQL LISTEN/NOTIFY).
+         *
+         *     Every `notification` event has an `id` (`<created_at in microseconds>-<notification
+         *     id>`, ordered like the notifications). A client reconnecting with `Last-Event-ID`
+         *     (browsers' `EventSource` do so by themselves) first receives, oldest first, the
+         *     notifications stored after that event (at most 1000), then `count`, then new ones.
+         *     The stream ends when the server shuts down; clients reconnect.
+         */
+        get: operations["streamNotifications"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/notifications/type/{targetableType}": {
         parameters: {
             query?: never;
@@ -992,6 +1024,78 @@ export interface paths {
          *     target's id; `targetable_type` follows from the type.
          */
         post: operations["createTypedNotification"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/push/subscriptions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The caller's push subscriptions
+         * @description Only the caller's own, ordered by `id`.
+         */
+        get: operations["listPushSubscriptions"];
+        put?: never;
+        /**
+         * Register a push subscription of the caller
+         * @description Personal accounts only (group accounts receive no notifications: 403). A user may
+         *     hold several subscriptions (one per browser or device). Registering an endpoint that
+         *     is already stored updates that record (keys, user agent, and owner: an endpoint is
+         *     one browser profile, and it now belongs to whoever registered it last) and answers
+         *     it with 201 again; no duplicate is created. Every new notification stored for the
+         *     user is then pushed to each subscription as the JSON message
+         *     `{id, title, body, url}` (`body` as plain text). A subscription the push service
+         *     answers with 404 or 410 is deleted.
+         */
+        post: operations["createPushSubscription"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/push/subscriptions/{subscription}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Delete one of the caller's push subscriptions
+         * @description Another user's subscription is answered like a missing one (404).
+         */
+        delete: operations["deletePushSubscription"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/push/vapid-public-key": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The VAPID public key for subscribing
+         * @description From `VAPID_PUBLIC_KEY` when configured; otherwise the key pair generated on first use
+         *     and kept in the database, so every process and restart serves the same key.
+         */
+        get: operations["getVapidPublicKey"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -2164,6 +2268,42 @@ export interface components {
             /** @description URI reference identifying the problem type. */
             type: string;
         };
+        /** @description One of the caller's push subscriptions. The keys are never answered. */
+        PushSubscription: {
+            /** Format: date-time */
+            created_at?: string;
+            endpoint?: string;
+            id?: number;
+            last_failure?: string | null;
+            /** Format: date-time */
+            last_failure_at?: string | null;
+            /** @description HTTP status of the last push the push service refused for good (a 4xx other than 404/410, or retries exhausted), null when none. */
+            last_failure_status?: number | null;
+            /** Format: date-time */
+            updated_at?: string;
+            /** @description The `User-Agent` header of the registering request. */
+            user_agent?: string | null;
+        };
+        /**
+         * @description What `PushSubscription.toJSON()` gives in a browser (`expirationTime` may be sent too
+         *     and is ignored).
+         */
+        PushSubscriptionCreate: {
+            /**
+             * @description The push service URL. Must be `https`; `http` only for hosts whose every address the
+             *     operator allow-list `WEBHOOK_ALLOWED_CIDRS` admits. The host must resolve to
+             *     addresses outbound requests may reach (no loopback, private or link-local address
+             *     unless allow-listed). A malformed or refused endpoint is a 422 on `endpoint`.
+             */
+            endpoint: string;
+            expirationTime?: number | null;
+            keys: {
+                /** @description base64url of the subscription's 16-byte authentication secret; otherwise 422 on `keys.auth`. */
+                auth: string;
+                /** @description base64url of the subscription's 65-byte uncompressed P-256 public key (a point on the curve); otherwise 422 on `keys.p256dh`. */
+                p256dh: string;
+            };
+        };
         Readiness: {
             database: boolean;
             /** @enum {string} */
@@ -2569,6 +2709,14 @@ export interface components {
             username?: string;
             wants_email_notifications?: boolean;
             zipcode?: string | null;
+        };
+        VapidPublicKey: {
+            /**
+             * @description The VAPID application server key (RFC 8292): the uncompressed P-256 public key,
+             *     base64url without padding. Pass it as `applicationServerKey` to
+             *     `PushManager.subscribe()`.
+             */
+            public_key: string;
         };
         /**
          * Webhook action configuration (type key `webhook`)
@@ -4473,6 +4621,31 @@ export interface operations {
             422: components["responses"]["UnprocessableEntity"];
         };
     };
+    streamNotifications: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description The `id` of the last `notification` event received; a malformed one is a 400. */
+                "Last-Event-ID"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The event stream. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": string;
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+        };
+    };
     listNotificationsByType: {
         parameters: {
             query?: {
@@ -4577,6 +4750,100 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             422: components["responses"]["UnprocessableEntity"];
+        };
+    };
+    listPushSubscriptions: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The subscriptions. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PushSubscription"][];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+        };
+    };
+    createPushSubscription: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PushSubscriptionCreate"];
+            };
+        };
+        responses: {
+            /** @description The stored subscription. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PushSubscription"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            422: components["responses"]["UnprocessableEntity"];
+        };
+    };
+    deletePushSubscription: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                subscription: components["schemas"]["Id"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["UnprocessableEntity"];
+        };
+    };
+    getVapidPublicKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The application server key. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["VapidPublicKey"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
         };
     };
     listRoles: {

@@ -31,6 +31,16 @@ export interface Config {
   smtpUrl: string | undefined;
   /** Sender address of those e-mails. */
   smtpFrom: string;
+  /** VAPID key pair (base64url, as `web-push generate-vapid-keys` prints); generated and stored in the database when unset. */
+  vapidPublicKey: string | undefined;
+  vapidPrivateKey: string | undefined;
+  /** VAPID `sub` claim: a `mailto:` or `https:` contact for push services. */
+  vapidSubject: string;
+  /** Web Push: attempts per message in all (429, 5xx, timeouts), and the delay before the first retry (doubled each time). */
+  pushMaxAttempts: number;
+  pushRetryDelayMs: number;
+  /** Live notification streams: interval of the keep-alive comment. */
+  streamHeartbeatMs: number;
 }
 
 function list(env: NodeJS.ProcessEnv, name: string): string[] {
@@ -48,6 +58,16 @@ function integer(env: NodeJS.ProcessEnv, name: string, fallback: number, min = 0
     throw new Error(`${name} must be an integer >= ${min}, got "${raw}"`);
   }
   return value;
+}
+
+/** Both VAPID keys or neither: a lone one is a configuration mistake, not a reason to generate. */
+function vapidKeys(env: NodeJS.ProcessEnv): Pick<Config, 'vapidPublicKey' | 'vapidPrivateKey'> {
+  const vapidPublicKey = env.VAPID_PUBLIC_KEY || undefined;
+  const vapidPrivateKey = env.VAPID_PRIVATE_KEY || undefined;
+  if ((vapidPublicKey === undefined) !== (vapidPrivateKey === undefined)) {
+    throw new Error('VAPID_PUBLIC_KEY and VAPID_PRIVATE_KEY must be set together (or both left unset)');
+  }
+  return { vapidPublicKey, vapidPrivateKey };
 }
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
@@ -77,5 +97,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     webhookRetryDelayMs: integer(env, 'WEBHOOK_RETRY_DELAY_MS', 30_000, 0),
     smtpUrl: env.SMTP_URL || undefined,
     smtpFrom: env.SMTP_FROM || 'Atrium <no-reply@atrium.invalid>',
+    ...vapidKeys(env),
+    vapidSubject: env.VAPID_SUBJECT || 'mailto:no-reply@atrium.invalid',
+    pushMaxAttempts: integer(env, 'PUSH_MAX_ATTEMPTS', 5, 1),
+    pushRetryDelayMs: integer(env, 'PUSH_RETRY_DELAY_MS', 30_000, 0),
+    streamHeartbeatMs: integer(env, 'STREAM_HEARTBEAT_MS', 15_000, 100),
   };
 }

@@ -2,6 +2,7 @@
 import { purgeExpiredTokens } from './platform/auth/purge-expired-tokens.job.ts';
 import type { JobDefinition } from './platform/jobs/jobs.ts';
 import { deliverWebhook } from './resources/automations/deliver-webhook.job.ts';
+import { sendPushJob } from './resources/push/send-push.job.ts';
 import { deliverNotifications, deliverPendingNotifications, emailNotifications } from './resources/notifications/jobs.ts';
 
 export const jobDefinitions: JobDefinition<never>[] = [
@@ -10,4 +11,5 @@ export const jobDefinitions: JobDefinition<never>[] = [
   deliverNotifications as JobDefinition<never>,
   emailNotifications as JobDefinition<never>,
   deliverPendingNotifications as JobDefinition<never>,
+  sendPushJob as JobDefinition<never>,
 ];

@@ -9,6 +9,7 @@ import { Jobs } from './platform/jobs/jobs.ts';
 import { OutboundClient } from './platform/outbound/client.ts';
 import { Secrets } from './platform/secrets/secrets.ts';
 import type { Services } from './platform/services.ts';
+import { NotificationStreams } from './resources/notifications/stream.ts';
 import { seedDemoTenant } from './resources/tenants/create-tenant.ts';
 
 /** The database server: DATABASE_URL when set, otherwise the embedded one in DATA_DIR. */
@@ -75,7 +76,8 @@ export async function createAtrium(config: Config, options: { logger?: Logger; o
   }
   const secrets = await Secrets.load(db, config.secretKey);
   const jobs = await Jobs.start(server.url, jobDefinitions, logger, { schedule: config.role !== 'api' });
-  const services: Services = { config, db, jobs, secrets, outbound };
+  const notificationStreams = new NotificationStreams(db, logger, config.streamHeartbeatMs);
+  const services: Services = { config, db, jobs, secrets, outbound, notificationStreams };
   if (config.role !== 'api') await jobs.work(jobDefinitions, services);
   const app = config.role !== 'worker' ? await buildApp(services, { logger }) : null;
 
@@ -86,6 +88,8 @@ export async function createAtrium(config: Config, options: { logger?: Logger; o
     logger,
     stop: () =>
       (stopping ??= (async () => {
+        // Open event streams never finish by themselves: end them, or closing waits forever.
+        await notificationStreams.close();
         if (app) {
           // Connections whose last request finishes during shutdown turn idle only then;
           // close them as they do, instead of waiting out the keep-alive timeout.

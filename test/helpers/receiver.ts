@@ -1,7 +1,8 @@
 /**
  * A real HTTP peer on loopback for outbound-request tests: records every request and
  * answers per path from a script of statuses (the last one repeats). `'hang'` never
- * answers; `'redirect'` answers 302 to `/redirected`; `{status, body}` answers that body.
+ * answers; `'redirect'` answers 302 to `/redirected`; `{status, body, headers}` answers
+ * that body (and headers).
  */
 import http from 'node:http';
 import type { Test } from 'tap';
@@ -11,9 +12,13 @@ export interface ReceivedRequest {
   path: string;
   headers: http.IncomingHttpHeaders;
   body: string;
+  /** The body's bytes (binary payloads such as encrypted push messages). */
+  raw: Buffer;
+  /** When the request arrived (Date.now()). */
+  at: number;
 }
 
-export type Scripted = number | 'hang' | 'redirect' | { status: number; body: string };
+export type Scripted = number | 'hang' | 'redirect' | { status: number; body: string; headers?: Record<string, string> };
 
 export interface Receiver {
   url(path: string): string;
@@ -30,7 +35,8 @@ export async function startReceiver(t: Test): Promise<Receiver> {
     req.on('data', (chunk: Buffer) => chunks.push(chunk));
     req.on('end', () => {
       const path = (req.url ?? '/').split('?')[0]!;
-      requests.push({ method: req.method ?? '', path, headers: req.headers, body: Buffer.concat(chunks).toString('utf8') });
+      const raw = Buffer.concat(chunks);
+      requests.push({ method: req.method ?? '', path, headers: req.headers, body: raw.toString('utf8'), raw, at: Date.now() });
       const script = scripts.get(path) ?? [200];
       const answer = script.length > 1 ? script.shift()! : script[0]!;
       if (answer === 'hang') return;
@@ -39,7 +45,7 @@ export async function startReceiver(t: Test): Promise<Receiver> {
         return;
       }
       if (typeof answer === 'object') {
-        res.writeHead(answer.status, { 'content-type': 'text/plain' }).end(answer.body);
+        res.writeHead(answer.status, { 'content-type': 'text/plain', ...answer.headers }).end(answer.body);
         return;
       }
       res.writeHead(answer, { 'content-type': 'text/plain' }).end(`status ${answer}`);

@@ -46,3 +46,21 @@ export async function authenticateRequest(db: Database, secrets: Secrets, reques
     secrets,
   };
 }
+
+/** The hash of the bearer token `request` presents (long-lived requests re-check it with `stillAuthenticated`). */
+export function presentedTokenHash(request: FastifyRequest): Buffer | null {
+  const match = BEARER.exec(request.headers.authorization ?? '');
+  return match?.[1] ? hashToken(match[1]) : null;
+}
+
+/**
+ * Which of the token hashes still authenticate (not revoked or expired, user active, not
+ * deleted, not marked for logout since), in ONE query, as hex strings.
+ */
+export async function stillAuthenticated(db: Database, tokenHashes: Buffer[]): Promise<Set<string>> {
+  if (tokenHashes.length === 0) return new Set();
+  const rows = await db.appSql<{ hash: string }[]>`
+    select hash from unnest(${tokenHashes.map((h) => h.toString('hex'))}::text[]) as hash
+    where exists (select 1 from atrium_authenticate(decode(hash, 'hex')))`;
+  return new Set(rows.map((row) => row.hash));
+}

@@ -16,3 +16,4 @@ export { forms, taskTemplates, formFields, taskExecutions, formSubmissions } fro
 export { defaultValueSources } from '../../resources/default-value-sources/table.ts';
 export { automations, webhookDeliveries, webhookDeliveryAttempts } from '../../resources/automations/table.ts';
 export { notificationDispatches, notifications } from '../../resources/notifications/table.ts';
+export { pushSubscriptions } from '../../resources/push/table.ts';

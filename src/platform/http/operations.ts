@@ -107,6 +107,8 @@ export async function registerOperations(app: FastifyInstance, handlers: Handler
             auth: request.auth as never,
             services,
           });
+          // A handler that took the connection over (event streams) answers by itself.
+          if (reply.sent) return reply;
           if (result.headers) reply.headers(result.headers);
           reply.code(result.status);
           return result.body === undefined ? reply.send() : result.body;

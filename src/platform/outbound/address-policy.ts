@@ -27,9 +27,15 @@ export class AddressPolicy {
   /** Whether `ip` (an IP literal) may be connected to; a non-IP string never may. */
   permits(ip: string): boolean {
     if (!ipaddr.isValid(ip)) return false;
+    if (this.allowListed(ip)) return true;
+    return normalise(ipaddr.parse(ip)).range() === 'unicast';
+  }
+
+  /** Whether the operator's allow-list itself admits `ip` (not merely its being public). */
+  allowListed(ip: string): boolean {
+    if (!ipaddr.isValid(ip)) return false;
     const address = normalise(ipaddr.parse(ip));
-    if (this.allowed.some(([range, bits]) => range.kind() === address.kind() && address.match(range, bits))) return true;
-    return address.range() === 'unicast';
+    return this.allowed.some(([range, bits]) => range.kind() === address.kind() && address.match(range, bits));
   }
 
   /** Why `ip` is refused, for delivery records and validation messages. */

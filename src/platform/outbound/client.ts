@@ -37,7 +37,7 @@ export interface OutboundRequest {
   url: string;
   method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
   headers: Record<string, string>;
-  body?: string;
+  body?: string | Buffer;
 }
 
 export interface OutboundResponse {
@@ -91,8 +91,10 @@ export class OutboundClient {
    * Why `url` cannot be a destination (null when it can): http or https only, no
    * credentials in the URL, a host that resolves, and only to permitted addresses.
    * Used when a configuration is validated; `send` checks again at connect time.
+   * `allowListedOnly`: every address must be one the operator allow-list admits (push
+   * endpoints over plain http).
    */
-  async destinationProblem(url: string): Promise<string | null> {
+  async destinationProblem(url: string, options: { allowListedOnly?: boolean } = {}): Promise<string | null> {
     let parsed: URL;
     try {
       parsed = new URL(url);
@@ -109,6 +111,10 @@ export class OutboundClient {
       if (resolved === 'timeout') return `host ${parsed.hostname} did not resolve within ${this.options.connectTimeoutMs} ms`;
       if (resolved === null) return `host ${parsed.hostname} does not resolve`;
       addresses = resolved;
+    }
+    if (options.allowListedOnly) {
+      const outside = addresses.find((address) => !this.policy.allowListed(address));
+      return outside === undefined ? null : `host ${parsed.hostname}: address ${outside} is not admitted by WEBHOOK_ALLOWED_CIDRS`;
     }
     const refused = addresses.find((address) => !this.policy.permits(address));
     return refused === undefined ? null : `host ${parsed.hostname}: ${this.policy.refusal(refused)}`;

@@ -1,13 +1,14 @@
 import { and, count, desc, eq, isNull, type SQL } from 'drizzle-orm';
-import type { Auth } from '../../platform/auth/auth.ts';
+import { presentedTokenHash, type Auth } from '../../platform/auth/auth.ts';
 import type { Tx } from '../../platform/database/database.ts';
 import type { Handlers } from '../../platform/http/handler.ts';
-import { notFound } from '../../platform/http/problem.ts';
+import { notFound, ProblemError } from '../../platform/http/problem.ts';
 import { present, readControls, type Controls } from '../../platform/result-controls/result-controls.ts';
 import { CUSTOM_NOTIFICATION, notify, queueDelivery, TYPED_NOTIFICATIONS } from './notify.ts';
+import { announceUnreadChange, isEventId } from './stream.ts';
 import { markNotifications, readState, readStateChange, type ReadStateInput } from './read-state.ts';
 import { notificationDispatches, notifications } from './table.ts';
-import { notificationView, ownNotifications } from './view.ts';
+import { notificationView, ownNotifications, unreadNotifications } from './view.ts';
 
 /** The document's envelope of notification write endpoints (decisions §3). */
 const envelope = <T>(data: T) => ({ status: 'success' as const, data });
@@ -42,6 +43,13 @@ async function listOwn(tx: Tx, auth: Auth, where: SQL | undefined, controls: Pic
   return present(notificationView, tx, rows, controls, auth);
 }
 
+/** Marks the caller's notifications; when some became read, the caller's streams get the new count. */
+async function markOwn(tx: Tx, auth: Auth, where: SQL | undefined, state: ReturnType<typeof readState>): Promise<number> {
+  const changed = await markNotifications(tx, where, state);
+  if (changed > 0 && state.readAt) await announceUnreadChange(tx, auth);
+  return changed;
+}
+
 const byType = (targetableType: string) => eq(notifications.targetableType, targetableType);
 const byTarget = (targetableType: string, targetableId: number) =>
   and(eq(notifications.targetableType, targetableType), eq(notifications.targetableId, targetableId));
@@ -59,7 +67,7 @@ export const notificationHandlers = {
       tx
         .select({ n: count() })
         .from(notifications)
-        .where(and(ownNotifications(auth), isNull(notifications.readAt), controls.where)),
+        .where(and(ownNotifications(auth), unreadNotifications(), controls.where)),
     );
     return { status: 200, body: row?.n ?? 0 };
   },
@@ -115,34 +123,48 @@ export const notificationHandlers = {
     const input = body as BulkInput;
     const state = readState(input);
     const controls = readControls(notificationView, { filter: input.filter }, auth);
-    const changed = await db.tenant(auth.tenantId, (tx) => markNotifications(tx, and(ownNotifications(auth), controls.where), state));
+    const changed = await db.tenant(auth.tenantId, (tx) => markOwn(tx, auth, and(ownNotifications(auth), controls.where), state));
     return { status: 200, body: envelope(changed) };
   },
 
   async updateNotificationsByType({ auth, body, params, services: { db } }) {
     const state = readState(body as ReadStateInput);
     const where = and(ownNotifications(auth), byType(params.targetableType));
-    return { status: 200, body: envelope(await db.tenant(auth.tenantId, (tx) => markNotifications(tx, where, state))) };
+    return { status: 200, body: envelope(await db.tenant(auth.tenantId, (tx) => markOwn(tx, auth, where, state))) };
   },
 
   async updateNotificationsByTarget({ auth, body, params, services: { db } }) {
     const state = readState(body as ReadStateInput);
     const where = and(ownNotifications(auth), byTarget(params.targetableType, params.targetableId));
-    return { status: 200, body: envelope(await db.tenant(auth.tenantId, (tx) => markNotifications(tx, where, state))) };
+    return { status: 200, body: envelope(await db.tenant(auth.tenantId, (tx) => markOwn(tx, auth, where, state))) };
   },
 
   async updateNotification({ auth, body, params, services: { db } }) {
     const change = readStateChange(readState(body as ReadStateInput));
     const [updated] = await db.tenant(auth.tenantId, async (tx) => {
       // An already read (or seen) record keeps its times; the answer is the record either way.
-      await tx
+      const changed = await tx
         .update(notifications)
         .set(change.set)
-        .where(and(ownNotifications(auth), eq(notifications.id, params.notification), change.changes));
+        .where(and(ownNotifications(auth), eq(notifications.id, params.notification), change.changes))
+        .returning({ id: notifications.id });
+      if (changed.length > 0 && 'readAt' in change.set) await announceUnreadChange(tx, auth);
       return listOwn(tx, auth, eq(notifications.id, params.notification), { selects: null, relations: [], limit: undefined });
     });
     if (!updated) throw notFound('The notification');
     return { status: 200, body: envelope(updated) };
+  },
+
+  /** Issue 8: Server-Sent Events of the caller's new notifications and unread count (stream.ts). */
+  async streamNotifications({ auth, request, reply, services: { notificationStreams } }) {
+    const lastEventId = request.headers['last-event-id'];
+    if (lastEventId !== undefined && (typeof lastEventId !== 'string' || !isEventId(lastEventId))) {
+      throw new ProblemError(400, 'Last-Event-ID must be the id of an event of this stream.');
+    }
+    // Authenticated, so the header holds a bearer token.
+    await notificationStreams.open(auth, presentedTokenHash(request)!, reply, lastEventId);
+    // The reply is hijacked: the platform sends nothing for it (see registerOperations).
+    return { status: 200, body: '' };
   },
 
   /** Seed rule 4: every notification of the tenant (and pending deliveries); settings stay. */

@@ -2,7 +2,9 @@ import { and, eq, isNull, lt, ne, sql } from 'drizzle-orm';
 import nodemailer from 'nodemailer';
 import { defineJob } from '../../platform/jobs/jobs.ts';
 import type { Services } from '../../platform/services.ts';
+import { sendPushJob } from '../push/send-push.job.ts';
 import { users } from '../users/table.ts';
+import { plainText } from './plain-text.ts';
 import { findDispatch, storeNotificationBatch, type Dispatch } from './notify.ts';
 import { notificationDispatches, notifications, type NotificationData } from './table.ts';
 
@@ -23,6 +25,7 @@ export async function deliverDispatch(services: Services, dispatch: Dispatch, ba
     const batch = await db.tenant(dispatch.tenantId, (tx) => storeNotificationBatch(tx, found, after, batchSize));
     stored += batch.stored;
     if (batch.last === null) break;
+    await queuePushes(services, found, after, batch.last);
     after = batch.last;
   }
   await db.tenant(dispatch.tenantId, (tx) =>
@@ -32,6 +35,26 @@ export async function deliverDispatch(services: Services, dispatch: Dispatch, ba
     await services.jobs.send(emailNotifications, { tenantId: dispatch.tenantId, dispatchId: dispatch.dispatchId }, { singletonKey: dispatch.dispatchId });
   }
   return stored;
+}
+
+/**
+ * Push copies of the batch of recipients `(after, last]`: one job, whose one query finds
+ * every subscription of these recipients. `pushed_through` remembers how far pushes are
+ * queued, so a delivery re-run after a crash queues the batches whose push was lost and
+ * none twice (except the one batch between the send and the update: at least once).
+ */
+async function queuePushes(services: Services, dispatch: typeof notificationDispatches.$inferSelect, after: number, last: number): Promise<void> {
+  if (last <= dispatch.pushedThrough) return;
+  await services.jobs.send(sendPushJob, {
+    tenantId: dispatch.tenantId,
+    dispatchId: dispatch.id,
+    afterUserId: Math.max(after, dispatch.pushedThrough),
+    lastUserId: last,
+  });
+  await services.db.tenant(dispatch.tenantId, (tx) =>
+    tx.update(notificationDispatches).set({ pushedThrough: last }).where(eq(notificationDispatches.id, dispatch.id)),
+  );
+  dispatch.pushedThrough = last;
 }
 
 export const deliverNotifications = defineJob<Dispatch & { batchSize?: number }>({
@@ -45,18 +68,6 @@ export const deliverNotifications = defineJob<Dispatch & { batchSize?: number }>
 
 const escapeHtml = (text: string) => text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 
-/** Plain text of the stored (sanitized) HTML body for the text part. */
-const plainText = (html: string) =>
-  html
-    .replace(/<br\s*\/?>|<\/p>|<\/li>|<\/h\d>/gi, '\n')
-    .replace(/<[^>]*>/g, '')
-    .replace(/&nbsp;/g, ' ')
-    .replace(/&lt;/g, '<')
-    .replace(/&gt;/g, '>')
-    .replace(/&quot;/g, '"')
-    .replace(/&#39;/g, "'")
-    .replace(/&amp;/g, '&')
-    .trim();
 
 /**
  * E-mail copies of a dispatch (decisions §6): to recipients with

@@ -104,7 +104,8 @@ const idArray = (ids: number[]) => `{${ids.map((id) => Math.trunc(id)).join(',')
  * Stores the next batch of a dispatch's notifications: recipients (direct users ∪
  * department members, each once; group accounts, inactive and deleted users skipped)
  * with an id above `after`, at most `batchSize`, in ONE `INSERT … SELECT`. The unique key
- * (tenant, dispatch, recipient) makes a retried batch store nothing twice. Returns the
+ * (tenant, dispatch, recipient) makes a retried batch store nothing twice. When it stored
+ * any, it notifies NOTIFICATIONS_CHANNEL (live streams). Returns the
  * highest recipient id of the batch (null when none is left) and how many were stored.
  */
 export async function storeNotificationBatch(
@@ -133,7 +134,29 @@ export async function storeNotificationBatch(
       returning 1
     )
     select (select max(id) from recipients) as last, (select count(*)::int from stored) as stored`);
-  return { last: row?.last === null || row?.last === undefined ? null : Number(row.last), stored: row?.stored ?? 0 };
+  const last = row?.last === null || row?.last === undefined ? null : Number(row.last);
+  if (last !== null && (row?.stored ?? 0) > 0) {
+    // Live streams (stream.ts) of every API process hear of the batch when this
+    // transaction commits (NOTIFY is transactional); the payload names the batch only.
+    await tx.execute(sql`select pg_notify(${NOTIFICATIONS_CHANNEL}, ${JSON.stringify({ tenant_id: dispatch.tenantId, dispatch_id: dispatch.id, after, last } satisfies StoredBatch)})`);
+  }
+  return { last, stored: row?.stored ?? 0 };
+}
+
+/**
+ * The channel of live streams (stream.ts). Payloads: a stored batch (recipients
+ * `(after, last]` of a dispatch), or a user whose unread count changed otherwise (read).
+ */
+export const NOTIFICATIONS_CHANNEL = 'atrium_notifications';
+export interface StoredBatch {
+  tenant_id: number;
+  dispatch_id: string;
+  after: number;
+  last: number;
+}
+export interface UnreadChange {
+  tenant_id: number;
+  user_id: number;
 }
 
 export async function findDispatch(tx: Tx, dispatchId: string) {

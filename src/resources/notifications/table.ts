@@ -28,6 +28,11 @@ export const notificationDispatches = pgTable(
     createdBy: bigint('created_by', { mode: 'number' }),
     createdAt: timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow(),
     deliveredAt: timestamp('delivered_at', { withTimezone: true, mode: 'date' }),
+    /**
+     * Recipients up to this user id have their push job queued (issue 8). A delivery
+     * resumed after a crash queues pushes for batches stored but not yet pushed.
+     */
+    pushedThrough: bigint('pushed_through', { mode: 'number' }).notNull().default(0),
   },
   (t) => [
     unique('notification_dispatches_tenant_id_id_key').on(t.tenantId, t.id),

@@ -15,6 +15,9 @@ type FilterKey = 'unread' | 'unseen' | 'type' | 'targetable_type' | 'targetable_
 export const ownNotifications = (auth: Auth): SQL =>
   and(eq(notifications.notifiableType, 'user'), eq(notifications.notifiableId, auth.userId))!;
 
+/** Unread: not yet read (the condition of `GET /api/notifications/count` and the stream's `count`). */
+export const unreadNotifications = (): SQL => isNull(notifications.readAt);
+
 export const notificationView = defineView<NotificationRow, Auth, FilterKey>({
   key: (row) => row.id,
   visible: () => true,
@@ -33,7 +36,7 @@ export const notificationView = defineView<NotificationRow, Auth, FilterKey>({
   },
   // Decisions §4.
   filters: {
-    unread: (value: boolean) => (value ? isNull(notifications.readAt) : isNotNull(notifications.readAt)),
+    unread: (value: boolean) => (value ? unreadNotifications() : isNotNull(notifications.readAt)),
     unseen: (value: boolean) => (value ? isNull(notifications.seenAt) : isNotNull(notifications.seenAt)),
     type: (value: string) => eq(notifications.type, value),
     targetable_type: (value: string) => eq(notifications.targetableType, value),
