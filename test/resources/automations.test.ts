@@ -178,6 +178,49 @@ t.test('secrets are stored encrypted, answered masked, and a masked value keeps 
   t.equal(await decrypt(), 'n3w', 'unchanged by the refused update');
 });
 
+t.test('a masked secret is kept only while url and auth type stay the same; otherwise it must be sent again (422)', async (t) => {
+  const created = await createAutomation(
+    t,
+    { url: PUBLIC_URL, headers: {}, auth: { type: 'basic', basic: { username: 'ann', password: 'do-not-leak' }, header: { name: 'X-Key', value: 'key-value' } } },
+    'exfiltration',
+  );
+  const stored = async () => (await api.db.owner.execute<{ config: any }>(sql`select config from automations where id = ${created.id}`))[0]!.config;
+  const before = JSON.stringify(await stored());
+  const cases: [string, Record<string, unknown>, string][] = [
+    ['url changed', { url: 'http://93.184.215.15/attacker', headers: {}, auth: { type: 'basic', basic: { username: 'ann', password: '********' } } }, 'config.auth.basic.password'],
+    ['auth type changed', { url: PUBLIC_URL, headers: {}, auth: { type: 'header', header: { name: 'X-Key', value: '********' } } }, 'config.auth.header.value'],
+  ];
+  for (const [label, config, key] of cases) {
+    const res = await api.call(t, 'updateAutomation', { token, params: { automation: created.id }, body: { config } });
+    t.equal(res.status, 422, label);
+    t.ok(res.body.errors?.[key], `${label}: names ${key}`);
+  }
+  t.equal(JSON.stringify(await stored()), before, 'nothing changed');
+  const resent = await api.call(t, 'updateAutomation', {
+    token,
+    params: { automation: created.id },
+    body: { config: { url: 'http://93.184.215.15/new', headers: {}, auth: { type: 'basic', basic: { username: 'ann', password: 'fresh' } } } },
+  });
+  t.equal(resent.status, 200, 'sending the secret again with the new url is accepted');
+  t.equal(api.atrium.services.secrets.decrypt('webhook-secrets', (await stored()).auth.basic.password), 'fresh');
+});
+
+t.test('an update reads and writes the automation in one transaction: a concurrent secret change is not lost', async (t) => {
+  const created = await createAutomation(t, { url: PUBLIC_URL, headers: {}, auth: { type: 'basic', basic: { username: 'ann', password: 'old' } } }, 'concurrent');
+  const secrets = api.atrium.services.secrets;
+  let update: Promise<{ status: number }> | undefined;
+  await api.db.owner.transaction(async (tx) => {
+    // Another writer changes the password and holds its row lock while the API update starts.
+    await tx.execute(sql`update automations set config = jsonb_set(config, '{auth,basic,password}', to_jsonb(${secrets.encrypt('webhook-secrets', 'concurrent-new')}::text)) where id = ${created.id}`);
+    update = api.call(t, 'updateAutomation', { token, params: { automation: created.id }, body: { name: 'renamed', config: created.config } });
+    await new Promise((resolve) => setTimeout(resolve, 400));
+  });
+  t.equal((await update!).status, 200);
+  const [row] = await api.db.owner.execute<{ name: string; config: any }>(sql`select name, config from automations where id = ${created.id}`);
+  t.equal(row!.name, 'renamed');
+  t.equal(secrets.decrypt('webhook-secrets', row!.config.auth.basic.password), 'concurrent-new', 'the masked secret kept the value committed first');
+});
+
 t.test('show, update and delete answer 404 for missing and other tenants’ automations alike', async (t) => {
   const foreign = await api.call(t, 'createAutomation', { token: other.adminToken, body: { name: 'theirs', config: { url: PUBLIC_URL, headers: {} } } });
   t.equal(foreign.status, 201);

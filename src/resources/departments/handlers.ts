@@ -1,4 +1,4 @@
-import { count, eq, inArray, sql } from 'drizzle-orm';
+import { and, count, eq, inArray, sql } from 'drizzle-orm';
 import type { Auth } from '../../platform/auth/auth.ts';
 import type { Tx } from '../../platform/database/database.ts';
 import type { Body, Handlers } from '../../platform/http/handler.ts';
@@ -118,6 +118,20 @@ async function saveDepartment(tx: Tx, auth: Auth, body: DepartmentInput, current
   return id;
 }
 
+/** Decisions §5: an entity whose last restriction row vanished would become unrestricted, so such a delete is refused. */
+async function refuseWhileEntityPermissionsNameIt(tx: Tx, departmentId: number) {
+  const naming = await tx
+    .select({ entityType: entityPermissions.entityType, entityId: entityPermissions.entityId })
+    .from(entityPermissions)
+    .where(and(eq(entityPermissions.subjectType, 'department'), eq(entityPermissions.subjectId, departmentId)))
+    .limit(5);
+  if (naming.length === 0) return;
+  const named = naming.map((row) => `${row.entityType} ${row.entityId}`).join(', ');
+  throw invalid(
+    { department: [`is named by entity permissions (${named}${naming.length === 5 ? ', …' : ''}); remove it from them first`] },
+    'The department is still used by entity permissions.',
+  );
+}
 
 async function findDepartment(tx: Tx, id: number): Promise<DepartmentRow> {
   const [row] = await selectDepartments(tx, eq(departments.id, id));
@@ -173,14 +187,18 @@ export const departmentHandlers = {
     return { status: 200, body: updated };
   },
 
-  /** Hard delete (see the spec): memberships and assignments cascade; entity permissions naming it go too. */
+  /**
+   * Hard delete (see the spec): memberships and assignments cascade. Refused (422) while an
+   * entity permission names the department: removing the last restriction row of a menu
+   * item, form or task template would make it unrestricted.
+   */
   async deleteDepartment({ auth, params, services: { db } }) {
     await db.tenant(auth.tenantId, async (tx) => {
-      const deleted = await tx.delete(departments).where(eq(departments.id, params.department)).returning({ id: departments.id });
-      if (deleted.length === 0) throw notFound('The department');
-      await tx
-        .delete(entityPermissions)
-        .where(sql`${entityPermissions.subjectType} = 'department' and ${entityPermissions.subjectId} = ${params.department}`);
+      // The row lock keeps a concurrent delete of the same department from racing the check.
+      const [locked] = await tx.select({ id: departments.id }).from(departments).where(eq(departments.id, params.department)).for('update');
+      if (!locked) throw notFound('The department');
+      await refuseWhileEntityPermissionsNameIt(tx, params.department);
+      await tx.delete(departments).where(eq(departments.id, params.department));
     });
     return { status: 204 };
   },
