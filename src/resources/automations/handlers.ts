@@ -123,7 +123,7 @@ export const automationHandlers = {
       const [presented] = await present(deliveryView, tx, rows, { selects: null, relations: [] }, auth);
       return [rows[0]!, presented!] as const;
     });
-    await jobs.send(deliverWebhook, { tenantId: auth.tenantId, deliveryId: delivery.id });
+    await jobs.send(deliverWebhook, { tenantId: auth.tenantId, deliveryId: delivery.id, attempt: 1 });
     return { status: 202, body: answer };
   },
 
