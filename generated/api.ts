@@ -2722,7 +2722,7 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description The request body or an uploaded file is too large. */
+        /** @description The request body or an uploaded file is too large, or a multipart body carries more than one file. */
         ContentTooLarge: {
             headers: {
                 [name: string]: unknown;

@@ -93,6 +93,21 @@ t.test('database errors are logged without their query parameters or row details
   t.match(line, /violates not-null constraint/, "the driver's message is logged");
 });
 
+t.test('a multipart request carries at most one file: a second file part is a 413 problem', async (t) => {
+  const tenant = await api.createTenant('multipart-files');
+  const form = new FormData();
+  form.append('user_data_csv', new Blob(['username\nfirst\n'], { type: 'text/csv' }), 'one.csv');
+  form.append('user_data_csv', new Blob(['username\nsecond\n'], { type: 'text/csv' }), 'two.csv');
+  const body = new Response(form);
+  const res = await api.call(t, 'importUsersCsv', {
+    token: tenant.adminToken,
+    payload: Buffer.from(await body.arrayBuffer()),
+    contentType: body.headers.get('content-type')!,
+  });
+  t.equal(res.status, 413);
+  t.match(res.body, { status: 413, detail: /one file/ });
+});
+
 t.test('query strings with nested filters parse with depth 2, deeper nesting is rejected', async (t) => {
   const res = await api.call(t, 'listNotificationSettings', {
     token: (await api.createTenant('qs')).adminToken,

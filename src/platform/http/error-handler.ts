@@ -13,6 +13,7 @@ const CLIENT_ERRORS: Record<string, [number, string]> = {
   FST_ERR_CTP_EMPTY_JSON_BODY: [400, 'The request declares a JSON body but sends none.'],
   FST_ERR_CTP_INVALID_CONTENT_LENGTH: [400, 'The Content-Length header does not match the body.'],
   FST_ERR_CTP_INVALID_JSON_BODY: [400, 'The request body is not valid JSON.'],
+  FST_FILES_LIMIT: [413, 'The request carries more than one file; each operation takes one file.'],
 };
 
 interface PostgresError {
