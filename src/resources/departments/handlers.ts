@@ -1,6 +1,7 @@
 import { and, count, eq, inArray, sql } from 'drizzle-orm';
 import type { Auth } from '../../platform/auth/auth.ts';
 import type { Tx } from '../../platform/database/database.ts';
+import { lockTenantScope } from '../../platform/database/locks.ts';
 import type { Body, Handlers } from '../../platform/http/handler.ts';
 import { invalid, notFound, type FieldErrors } from '../../platform/http/problem.ts';
 import { present, readControls } from '../../platform/result-controls/result-controls.ts';
@@ -16,8 +17,6 @@ import { departmentView, selectDepartments, type DepartmentRow } from './view.ts
 
 type DepartmentInput = Body<'createDepartment'>;
 
-/** Serialises department creation per tenant, so two requests cannot both take the last free slot. */
-const DEPARTMENT_LIMIT_LOCK = 0x64657074; // "dept"
 
 /** Decisions §6: `{count, limit, remaining}`; `limit` null = unlimited. */
 export async function departmentAvailability(tx: Tx) {
@@ -169,7 +168,8 @@ export const departmentHandlers = {
 
   async createDepartment({ auth, body, services: { db } }) {
     const created = await db.tenant(auth.tenantId, async (tx) => {
-      await tx.execute(sql`select pg_advisory_xact_lock(${DEPARTMENT_LIMIT_LOCK}, ${auth.tenantId}::int)`);
+      // Serialised per tenant, so two requests cannot both take the last free slot.
+      await lockTenantScope(tx, 'departments.limit');
       const availability = await departmentAvailability(tx);
       if (availability.remaining === 0) {
         throw invalid({ name: [`the tenant's limit of ${availability.limit} departments is reached`] }, 'The department limit is reached.');
