@@ -2656,7 +2656,8 @@ export interface components {
          *     a duplicated job cannot send twice. While an attempt is in flight, `attempts` already
          *     counts it and `next_attempt_at` is the time after which it is considered lost. A
          *     delivery still pending or retrying a minute past its due time (its job was lost) is
-         *     queued again by a scheduled sweep.
+         *     queued again by a scheduled sweep; when the lost attempt was the last allowed one, the
+         *     delivery fails instead.
          */
         WebhookDelivery: {
             /** @description Relation `attempt_log` (`relations=attempt_log`), oldest first. */

@@ -458,8 +458,14 @@ t.test('the sweeper re-queues deliveries stuck past their due time, and only tho
   // Not stuck: created just now, or its retry is not due yet.
   const fresh = await insert('evt_fresh', 'pending', 0, null, 0);
   const notDue = await insert('evt_not_due', 'retrying', 1, new Date(Date.now() + 3_600_000).toISOString(), 10);
+  // Its last allowed attempt (3) was claimed and then lost with its process: no fourth request.
+  const exhausted = await insert('evt_exhausted', 'retrying', 3, new Date(Date.now() - 5 * 60_000).toISOString(), 10);
   const queued = await requeueStuckDeliveries(api.atrium.services);
   t.equal(queued, 2, 'two deliveries re-queued');
+  const [exhaustedRow] = await api.db.owner.execute<{ status: string; attempts: number; error: string }>(
+    sql`select status, attempts, error from webhook_deliveries where id = ${exhausted}`,
+  );
+  t.match(exhaustedRow, { status: 'failed', attempts: 3, error: /interrupted/ }, 'a delivery out of attempts fails instead');
   const lostPendingDone = await settled(t, automation.id, lostPending);
   const lostRetryDone = await settled(t, automation.id, lostRetry);
   t.equal(lostPendingDone.status, 'succeeded');
@@ -468,6 +474,7 @@ t.test('the sweeper re-queues deliveries stuck past their due time, and only tho
     sql`select status, attempts from webhook_deliveries where id in (${fresh}, ${notDue}) order by id`,
   );
   t.strictSame([freshRow!.attempts, notDueRow!.attempts], [0, 1], 'the others were left alone');
+  t.equal(receiver.received('/stuck').length, 2, 'one request for each re-queued delivery, none for the exhausted one');
   t.equal(deliverPendingWebhooks.name, 'automations.deliver-pending');
   t.ok(deliverPendingWebhooks.cron, 'runs on a schedule');
 });
