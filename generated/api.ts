@@ -735,9 +735,12 @@ export interface paths {
         post?: never;
         /**
          * Delete a department
-         * @description Hard delete: the department, its memberships, its notification-setting and
-         *     attribute-set assignments and the entity permissions that name it are removed.
-         *     Notifications already delivered through it stay.
+         * @description Hard delete: the department, its memberships and its notification-setting and
+         *     attribute-set assignments are removed. Notifications already delivered through it stay.
+         *     While an entity permission (of a menu item, form or task template) names the
+         *     department, the delete is refused with 422 (error key `department`): removing the
+         *     last restriction would make a restricted entity unrestricted. Remove the department
+         *     from those entity permissions first.
          */
         delete: operations["deleteDepartment"];
         options?: never;
@@ -1200,7 +1203,10 @@ export interface paths {
          *     the value of the source field in the latest submission (by creation time, then id)
          *     of that field's form or task template by the execution's assignee (null when that
          *     submission lacks the field or the source field was deleted). `systemVariable`: see
-         *     the variables of `SystemVariable`, resolved for the assignee. For the assignee and
+         *     the variables of `SystemVariable`, resolved for the assignee; `email` (a personal
+         *     field) and `staff_number` (an administrative field) resolve to null unless the
+         *     caller is the assignee or holds `users.view-personal` / `users.view-administrative`
+         *     respectively, as when reading the user. For the assignee and
          *     for those who can administer the template; 403 for others. Costs a constant number
          *     of queries, whatever the number of fields and sources.
          */
@@ -2491,7 +2497,11 @@ export interface components {
             url: components["schemas"]["Url"];
             user_ids?: components["schemas"]["user_ids"];
         } | unknown | unknown;
-        /** @description An absolute http(s) URL or a path starting with `/`. */
+        /**
+         * @description An absolute http(s) URL or a same-origin path starting with a single `/`. Paths
+         *     starting with `//` or `/\` (which browsers read as another host) and control
+         *     characters (which browsers strip, turning `/<TAB>/host` into `//host`) → 422.
+         */
         Url: string;
         /**
          * @description A personal or group account. Fields absent from the answer were not selected or are
@@ -2742,6 +2752,10 @@ export interface components {
          *     stored encrypted and always answered as `"********"`. In an update, sending
          *     `"********"` for one of them keeps the stored value; any other value replaces it.
          *     `"********"` where no value is stored (a create, or a newly chosen auth type) → 422.
+         *     A mask is kept only while the update leaves `url`, `auth.type` and `auth.header.name`
+         *     unchanged; an update changing any of them must send every secret it carries again
+         *     (`"********"` → 422 on that secret's key), so a stored secret cannot be redirected to
+         *     another destination.
          *
          *     **Requests.** `GET` requests carry no body; other methods send the `WebhookPayload`
          *     JSON. Status 2xx is success. 5xx, 429, timeouts and network errors are retried with
@@ -2805,6 +2819,13 @@ export interface components {
          *     `next_attempt_at` with exponential backoff), `succeeded` (a 2xx answer), `failed`
          *     (final: a refused destination, another status such as a 4xx or an unfollowed 3xx, or
          *     the last allowed attempt failed).
+         *
+         *     Each attempt is made once: it is claimed by its number before the request is sent, so
+         *     a duplicated job cannot send twice. While an attempt is in flight, `attempts` already
+         *     counts it and `next_attempt_at` is the time after which it is considered lost. A
+         *     delivery still pending or retrying a minute past its due time (its job was lost) is
+         *     queued again by a scheduled sweep; when the lost attempt was the last allowed one, the
+         *     delivery fails instead.
          */
         WebhookDelivery: {
             /** @description Relation `attempt_log` (`relations=attempt_log`), oldest first. */
@@ -2870,7 +2891,7 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description The request body or an uploaded file is too large. */
+        /** @description The request body or an uploaded file is too large, or a multipart body carries more than one file. */
         ContentTooLarge: {
             headers: {
                 [name: string]: unknown;

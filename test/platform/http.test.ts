@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import t from 'tap';
 import Fastify from 'fastify';
+import { DrizzleQueryError } from 'drizzle-orm';
 import { registerErrorHandling } from '../../src/platform/http/error-handler.ts';
 import { ProblemError } from '../../src/platform/http/problem.ts';
 import { startTestApi } from '../helpers/atrium.ts';
@@ -60,6 +61,51 @@ t.test('uncaught errors are logged and answered 500 without internals', async (t
     detail: 'Conflicting.',
     errors: { name: ['taken'] },
   });
+});
+
+t.test('database errors are logged without their query parameters or row details', async (t) => {
+  const logged: string[] = [];
+  const bare = Fastify({
+    logger: { level: 'error', stream: { write: (line: string) => logged.push(line) } },
+  });
+  registerErrorHandling(bare);
+  const query = 'insert into "users" ("tenant_id", "username", "password") values ($1, $2, $3)';
+  bare.get('/database', async () => {
+    // As postgres.js rejects and drizzle wraps: the driver error carries the row in `detail`.
+    const cause = Object.assign(new Error('null value in column "email" violates not-null constraint'), {
+      name: 'PostgresError',
+      severity: 'ERROR',
+      code: '23502',
+      detail: 'Failing row contains (1, ann, $argon2id$v=19$leaked-hash).',
+      table_name: 'users',
+      column_name: 'email',
+      constraint_name: undefined,
+    });
+    throw new DrizzleQueryError(query, [1, 'ann', '$argon2id$v=19$leaked-hash'], cause);
+  });
+  const res = await bare.inject({ method: 'GET', url: '/database' });
+  t.equal(res.statusCode, 500);
+  t.notMatch(res.body, /leaked-hash|insert into/);
+  const line = logged.join('\n');
+  t.notMatch(line, /leaked-hash/, 'no parameter or row value in the log');
+  t.match(line, /insert into \\"users\\"/, 'the query text is logged');
+  t.match(line, /23502/, 'the driver code is logged');
+  t.match(line, /violates not-null constraint/, "the driver's message is logged");
+});
+
+t.test('a multipart request carries at most one file: a second file part is a 413 problem', async (t) => {
+  const tenant = await api.createTenant('multipart-files');
+  const form = new FormData();
+  form.append('user_data_csv', new Blob(['username\nfirst\n'], { type: 'text/csv' }), 'one.csv');
+  form.append('user_data_csv', new Blob(['username\nsecond\n'], { type: 'text/csv' }), 'two.csv');
+  const body = new Response(form);
+  const res = await api.call(t, 'importUsersCsv', {
+    token: tenant.adminToken,
+    payload: Buffer.from(await body.arrayBuffer()),
+    contentType: body.headers.get('content-type')!,
+  });
+  t.equal(res.status, 413);
+  t.match(res.body, { status: 413, detail: /one file/ });
 });
 
 t.test('query strings with nested filters parse with depth 2, deeper nesting is rejected', async (t) => {

@@ -2,7 +2,7 @@ import t, { type Test } from 'tap';
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { sql } from 'drizzle-orm';
 import { createLocalJWKSet, jwtVerify } from 'jose';
-import { judgeResponse, nextState, retryAfterMs } from '../../src/resources/automations/deliver-webhook.job.ts';
+import { deliverPendingWebhooks, deliverWebhook, judgeResponse, nextState, requeueStuckDeliveries, retryAfterMs } from '../../src/resources/automations/deliver-webhook.job.ts';
 import { startTestApi } from '../helpers/atrium.ts';
 import { startReceiver } from '../helpers/receiver.ts';
 import { eventually } from '../helpers/eventually.ts';
@@ -176,6 +176,49 @@ t.test('secrets are stored encrypted, answered masked, and a masked value keeps 
   t.equal(switched.status, 422, 'a mask where nothing is stored under that key');
   t.ok(switched.body.errors['config.auth.header.value']);
   t.equal(await decrypt(), 'n3w', 'unchanged by the refused update');
+});
+
+t.test('a masked secret is kept only while url and auth type stay the same; otherwise it must be sent again (422)', async (t) => {
+  const created = await createAutomation(
+    t,
+    { url: PUBLIC_URL, headers: {}, auth: { type: 'basic', basic: { username: 'ann', password: 'do-not-leak' }, header: { name: 'X-Key', value: 'key-value' } } },
+    'exfiltration',
+  );
+  const stored = async () => (await api.db.owner.execute<{ config: any }>(sql`select config from automations where id = ${created.id}`))[0]!.config;
+  const before = JSON.stringify(await stored());
+  const cases: [string, Record<string, unknown>, string][] = [
+    ['url changed', { url: 'http://93.184.215.15/attacker', headers: {}, auth: { type: 'basic', basic: { username: 'ann', password: '********' } } }, 'config.auth.basic.password'],
+    ['auth type changed', { url: PUBLIC_URL, headers: {}, auth: { type: 'header', header: { name: 'X-Key', value: '********' } } }, 'config.auth.header.value'],
+  ];
+  for (const [label, config, key] of cases) {
+    const res = await api.call(t, 'updateAutomation', { token, params: { automation: created.id }, body: { config } });
+    t.equal(res.status, 422, label);
+    t.ok(res.body.errors?.[key], `${label}: names ${key}`);
+  }
+  t.equal(JSON.stringify(await stored()), before, 'nothing changed');
+  const resent = await api.call(t, 'updateAutomation', {
+    token,
+    params: { automation: created.id },
+    body: { config: { url: 'http://93.184.215.15/new', headers: {}, auth: { type: 'basic', basic: { username: 'ann', password: 'fresh' } } } },
+  });
+  t.equal(resent.status, 200, 'sending the secret again with the new url is accepted');
+  t.equal(api.atrium.services.secrets.decrypt('webhook-secrets', (await stored()).auth.basic.password), 'fresh');
+});
+
+t.test('an update reads and writes the automation in one transaction: a concurrent secret change is not lost', async (t) => {
+  const created = await createAutomation(t, { url: PUBLIC_URL, headers: {}, auth: { type: 'basic', basic: { username: 'ann', password: 'old' } } }, 'concurrent');
+  const secrets = api.atrium.services.secrets;
+  let update: Promise<{ status: number }> | undefined;
+  await api.db.owner.transaction(async (tx) => {
+    // Another writer changes the password and holds its row lock while the API update starts.
+    await tx.execute(sql`update automations set config = jsonb_set(config, '{auth,basic,password}', to_jsonb(${secrets.encrypt('webhook-secrets', 'concurrent-new')}::text)) where id = ${created.id}`);
+    update = api.call(t, 'updateAutomation', { token, params: { automation: created.id }, body: { name: 'renamed', config: created.config } });
+    await new Promise((resolve) => setTimeout(resolve, 400));
+  });
+  t.equal((await update!).status, 200);
+  const [row] = await api.db.owner.execute<{ name: string; config: any }>(sql`select name, config from automations where id = ${created.id}`);
+  t.equal(row!.name, 'renamed');
+  t.equal(secrets.decrypt('webhook-secrets', row!.config.auth.basic.password), 'concurrent-new', 'the masked secret kept the value committed first');
 });
 
 t.test('show, update and delete answer 404 for missing and other tenants’ automations alike', async (t) => {
@@ -381,6 +424,59 @@ t.test('run accepts no body at all, and refuses a context that is not an object'
   t.ok(bad.body.errors.context);
   const count = await api.db.owner.execute<{ n: number }>(sql`select count(*)::int as n from webhook_deliveries where automation_id = ${automation.id}`);
   t.equal(count[0]!.n, 1, 'the refused run queued nothing');
+});
+
+t.test('a duplicated delivery job sends once: each attempt is claimed by its number', async (t) => {
+  const automation = await createAutomation(t, { url: receiver.url('/duplicated'), headers: {} }, 'duplicated');
+  receiver.script('/duplicated', ['hang']); // the run's own job hangs until the timeout: attempt 1 is in flight
+  const delivery = await run(t, automation.id);
+  await eventually(async () => receiver.received('/duplicated').length, (n) => n === 1);
+  // The same job twice more (as pg-boss re-running a batch would): attempt 1 is taken.
+  await Promise.all([
+    api.atrium.services.jobs.send(deliverWebhook, { tenantId: tenant.tenantId, deliveryId: delivery.id, attempt: 1 }),
+    api.atrium.services.jobs.send(deliverWebhook, { tenantId: tenant.tenantId, deliveryId: delivery.id, attempt: 1 }),
+  ]);
+  receiver.script('/duplicated', [200]);
+  const done = await settled(t, automation.id, delivery.id);
+  t.equal(done.status, 'succeeded');
+  t.strictSame(done.attempt_log.map((a: { number: number }) => a.number), [1, 2], 'the timed-out attempt and its retry, nothing twice');
+  await new Promise((resolve) => setTimeout(resolve, 500));
+  t.equal(receiver.received('/duplicated').length, 2, 'two requests: no duplicate send');
+});
+
+t.test('the sweeper re-queues deliveries stuck past their due time, and only those', async (t) => {
+  const automation = await createAutomation(t, { url: receiver.url('/stuck'), headers: {} }, 'stuck');
+  const insert = async (eventId: string, status: string, attempts: number, nextAttemptAt: string | null, ageMinutes: number) =>
+    (
+      await api.db.owner.execute<{ id: number }>(sql`insert into webhook_deliveries (tenant_id, automation_id, event_id, payload, status, attempts, next_attempt_at, created_at)
+        values (${tenant.tenantId}, ${automation.id}, ${eventId}, '{}', ${status}, ${attempts}, ${nextAttemptAt}::timestamptz, now() - make_interval(mins => ${ageMinutes}))
+        returning id::int`)
+    )[0]!.id;
+  // Lost jobs: a pending delivery whose job was never queued, a retry whose job vanished.
+  const lostPending = await insert('evt_lost_pending', 'pending', 0, null, 10);
+  const lostRetry = await insert('evt_lost_retry', 'retrying', 1, new Date(Date.now() - 5 * 60_000).toISOString(), 10);
+  // Not stuck: created just now, or its retry is not due yet.
+  const fresh = await insert('evt_fresh', 'pending', 0, null, 0);
+  const notDue = await insert('evt_not_due', 'retrying', 1, new Date(Date.now() + 3_600_000).toISOString(), 10);
+  // Its last allowed attempt (3) was claimed and then lost with its process: no fourth request.
+  const exhausted = await insert('evt_exhausted', 'retrying', 3, new Date(Date.now() - 5 * 60_000).toISOString(), 10);
+  const queued = await requeueStuckDeliveries(api.atrium.services);
+  t.equal(queued, 2, 'two deliveries re-queued');
+  const [exhaustedRow] = await api.db.owner.execute<{ status: string; attempts: number; error: string }>(
+    sql`select status, attempts, error from webhook_deliveries where id = ${exhausted}`,
+  );
+  t.match(exhaustedRow, { status: 'failed', attempts: 3, error: /interrupted/ }, 'a delivery out of attempts fails instead');
+  const lostPendingDone = await settled(t, automation.id, lostPending);
+  const lostRetryDone = await settled(t, automation.id, lostRetry);
+  t.equal(lostPendingDone.status, 'succeeded');
+  t.strictSame(lostRetryDone.attempt_log.map((a: { number: number }) => a.number), [2], 'the retry continues with attempt 2');
+  const [freshRow, notDueRow] = await api.db.owner.execute<{ status: string; attempts: number }>(
+    sql`select status, attempts from webhook_deliveries where id in (${fresh}, ${notDue}) order by id`,
+  );
+  t.strictSame([freshRow!.attempts, notDueRow!.attempts], [0, 1], 'the others were left alone');
+  t.equal(receiver.received('/stuck').length, 2, 'one request for each re-queued delivery, none for the exhausted one');
+  t.equal(deliverPendingWebhooks.name, 'automations.deliver-pending');
+  t.ok(deliverPendingWebhooks.cron, 'runs on a schedule');
 });
 
 t.test('retry rules: which statuses retry, exponential backoff, Retry-After, final state', async (t) => {

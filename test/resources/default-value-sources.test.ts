@@ -447,6 +447,30 @@ t.test('default values: every system variable of the assignee, the tenant and th
   t.match(values.current_datetime, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
 });
 
+t.test('default values: email and staff_number of another user resolve only with users.view-personal / users.view-administrative', async (t) => {
+  const assignee = await api.createUser(tenant.tenantId, { values: { email: 'hidden@example.com', staffNumber: 'S-99' } });
+  const templateAdmin = await api.createUser(tenant.tenantId);
+  const viewers = await api.createUser(tenant.tenantId, { permissions: ['users.view-personal', 'users.view-administrative'] });
+  const names = ['username', 'email', 'staff_number'];
+  const created = await api.call(t, 'createTaskTemplate', {
+    token: admin,
+    body: { title: 'Visibility', fields: names.map((name) => ({ name, field_type: 'text' })), entity_permissions: { user_ids: [templateAdmin.id, viewers.id] } },
+  });
+  for (const field of created.body.fields) {
+    t.equal((await create({ type: 'systemVariable', form_field_id: field.id, config: { variable: field.name } })).status, 201);
+  }
+  const execution = await api.call(t, 'createTaskExecution', { token: admin, body: { task_template_id: created.body.id, user_id: assignee.id } });
+  const valuesFor = async (token: string) => {
+    const res = await api.call(t, 'getTaskExecutionDefaultValues', { token, params: { taskExecution: execution.body.id } });
+    t.equal(res.status, 200);
+    return Object.fromEntries(res.body.data.map((d: { name: string; value: unknown }) => [d.name, d.value]));
+  };
+  t.strictSame(await valuesFor(templateAdmin.token), { username: assignee.username, email: null, staff_number: null }, 'a template administrator without the permissions');
+  t.notMatch(JSON.stringify(await valuesFor(templateAdmin.token)), /hidden@example\.com|S-99/);
+  t.strictSame(await valuesFor(viewers.token), { username: assignee.username, email: 'hidden@example.com', staff_number: 'S-99' }, 'with both permissions');
+  t.strictSame(await valuesFor(assignee.token), { username: assignee.username, email: 'hidden@example.com', staff_number: 'S-99' }, 'the assignee sees their own');
+});
+
 t.test('default values cost a constant number of queries, whatever the number of fields and sources', async (t) => {
   const one = await api.call(t, 'createTaskTemplate', { token: admin, body: { title: 'One', fields: [{ name: 'only', field_type: 'text' }] } });
   await create({ type: 'systemVariable', form_field_id: one.body.fields[0].id, config: { variable: 'username' } });

@@ -275,9 +275,6 @@ t.test("delete removes the department and its memberships; another tenant's is a
   const created = await create(t, { name: 'Temporary' });
   const member = await api.createUser(tenant.tenantId);
   await api.db.owner.insert(departmentUsers).values({ tenantId: tenant.tenantId, departmentId: created.body.id, userId: member.id });
-  await api.db.owner
-    .insert(entityPermissions)
-    .values({ tenantId: tenant.tenantId, entityType: 'menuItem', entityId: 1, subjectType: 'department', subjectId: created.body.id });
   const foreign = await api.call(t, 'deleteDepartment', { token: other.adminToken, params: { department: created.body.id } });
   const missing = await api.call(t, 'deleteDepartment', { token: other.adminToken, params: { department: 999999 } });
   t.equal(foreign.status, 404);
@@ -292,7 +289,24 @@ t.test("delete removes the department and its memberships; another tenant's is a
   t.equal((await api.call(t, 'getDepartment', { token: manager.token, params: { department: created.body.id } })).status, 404);
   const memberships = await api.db.owner.select().from(departmentUsers).where(eq(departmentUsers.departmentId, created.body.id));
   t.equal(memberships.length, 0);
-  const grants = await api.db.owner.select().from(entityPermissions).where(eq(entityPermissions.subjectId, created.body.id));
-  t.equal(grants.length, 0, 'entity permissions naming the department are gone');
   t.equal((await api.call(t, 'getDepartment', { token: manager.token, params: { department: 'abc' } })).status, 422);
+});
+
+t.test('a department that entity permissions name cannot be deleted (422); restricted items stay restricted', async (t) => {
+  const outsider = await api.createUser(tenant.tenantId);
+  const department = await create(t, { name: 'Restricted HR' });
+  const item = await api.call(t, 'createMenuItem', {
+    token: tenant.adminToken,
+    body: { icon_id: 1, menu_identifier: 'main', type: 'link', title: 'Salaries', link: 'https://hr.example/salaries', entity_permissions: { department_ids: [department.body.id] } },
+  });
+  t.equal(item.status, 201);
+  const titles = async () => (await api.call(t, 'listMenuItems', { token: outsider.token })).body.map((i: { title: string }) => i.title);
+  t.notOk((await titles()).includes('Salaries'), 'the outsider does not see the restricted item');
+  const refused = await api.call(t, 'deleteDepartment', { token: manager.token, params: { department: department.body.id } });
+  t.equal(refused.status, 422);
+  t.ok(refused.body.errors?.department, 'the problem names the department');
+  t.equal((await api.call(t, 'getDepartment', { token: manager.token, params: { department: department.body.id } })).status, 200, 'still there');
+  t.notOk((await titles()).includes('Salaries'), 'the outsider still sees nothing after the refused delete');
+  const grants = await api.db.owner.select().from(entityPermissions).where(eq(entityPermissions.subjectId, department.body.id));
+  t.equal(grants.length, 1, 'the restriction row is kept');
 });

@@ -92,6 +92,15 @@ t.test('bad generic notification input is a 4xx problem and stores nothing', asy
   t.equal(await storedCount(), 0, 'no notification stored');
 });
 
+t.test('url: protocol-relative and backslash paths (open redirects) and control characters are 422', async (t) => {
+  for (const url of ['//evil.example/x', '/\\evil.example/x', '/\t/evil.example', 'https:evil.example', '']) {
+    const res = await send(t, { ...message, url, user_ids: [alice.id] });
+    t.equal(res.status, 422, JSON.stringify(url));
+    t.ok(res.body.errors?.url, `errors name url for ${JSON.stringify(url)}`);
+  }
+  t.equal(await dispatchCount(), 0, 'no dispatch recorded');
+});
+
 t.test('POST answers 202 and the job delivers one notification per recipient', async (t) => {
   const member1 = await api.createUser(tenant.tenantId);
   const member2 = await api.createUser(tenant.tenantId);

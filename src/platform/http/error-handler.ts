@@ -1,3 +1,4 @@
+import { DrizzleQueryError } from 'drizzle-orm';
 import type { FastifyError, FastifyInstance } from 'fastify';
 import { isMalformedMultipart } from './multipart.ts';
 import { ProblemError, problemDocument, type ProblemDocument } from './problem.ts';
@@ -12,6 +13,7 @@ const CLIENT_ERRORS: Record<string, [number, string]> = {
   FST_ERR_CTP_EMPTY_JSON_BODY: [400, 'The request declares a JSON body but sends none.'],
   FST_ERR_CTP_INVALID_CONTENT_LENGTH: [400, 'The Content-Length header does not match the body.'],
   FST_ERR_CTP_INVALID_JSON_BODY: [400, 'The request body is not valid JSON.'],
+  FST_FILES_LIMIT: [413, 'The request carries more than one file; each operation takes one file.'],
 };
 
 interface PostgresError {
@@ -72,6 +74,42 @@ function toProblem(error: FastifyError): { problem: ProblemDocument; headers: Re
   return null;
 }
 
+/** Only the call sites of a stack: its first line repeats the message, which may hold values. */
+const stackFrames = (error: Error) => (error.stack ?? '').split('\n').filter((line) => /^\s+at /.test(line)).join('\n');
+
+/** A driver (postgres.js) error: `detail`, `where` and non-enumerable `parameters` may hold row values. */
+const isDriverError = (error: unknown): error is Error & PostgresError & { severity?: string; column_name?: string } =>
+  error instanceof Error && (error.name === 'PostgresError' || typeof (error as { severity?: unknown }).severity === 'string');
+
+/**
+ * What the log may keep of an error. Database errors lose their values: drizzle's
+ * DrizzleQueryError carries the query parameters in its message and `params` (password
+ * hashes, sealed secrets, personal data), and the driver's `detail` quotes rows. Kept: the
+ * query text, the driver's message, code, constraint, table and column, and the call sites.
+ * Answers the log line's fields: `err` for other errors, `databaseError` for these.
+ */
+export function errorLogFields(error: unknown): Record<string, unknown> {
+  const driver = (candidate: unknown) =>
+    isDriverError(candidate)
+      ? {
+          type: candidate.name,
+          message: candidate.message,
+          code: candidate.code,
+          constraint: candidate.constraint_name,
+          table: candidate.table_name,
+          column: candidate.column_name,
+          stack: stackFrames(candidate),
+        }
+      : undefined;
+  if (error instanceof DrizzleQueryError) {
+    const cause = error.cause instanceof Error ? (driver(error.cause) ?? { type: error.cause.name, stack: stackFrames(error.cause) }) : undefined;
+    return { databaseError: { type: 'DrizzleQueryError', query: error.query, cause, stack: stackFrames(error) } };
+  }
+  const own = driver(error);
+  // Not under `err`: pino's error serializer would fold the messages and lose the fields.
+  return own ? { databaseError: own } : { err: error };
+}
+
 /** Every failure leaves as an RFC 9457 problem document; internals are logged, never sent. */
 export function registerErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((error: FastifyError, request, reply) => {
@@ -79,10 +117,10 @@ export function registerErrorHandling(app: FastifyInstance): void {
       toProblem(error) ??
       (isMalformedMultipart(request, error) ? { problem: problemDocument(400, 'The multipart body is malformed.'), headers: {} } : null);
     if (known) {
-      if (known.problem.status >= 500) request.log.error({ err: error }, 'request failed');
+      if (known.problem.status >= 500) request.log.error(errorLogFields(error), 'request failed');
       return reply.code(known.problem.status).headers(known.headers).type(PROBLEM).send(known.problem);
     }
-    request.log.error({ err: error }, 'unhandled error');
+    request.log.error(errorLogFields(error), 'unhandled error');
     return reply.code(500).type(PROBLEM).send(problemDocument(500, 'An unexpected error occurred.'));
   });
   app.setNotFoundHandler((request, reply) =>

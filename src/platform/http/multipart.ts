@@ -24,6 +24,9 @@ declare module 'fastify' {
 /** Largest file part accepted (the CSV import); pictures have their own, smaller limit. */
 export const UPLOAD_MAX_BYTES = 20 * 1024 * 1024;
 
+/** File parts per request: each multipart operation takes exactly one file. */
+export const MAX_FILES = 1;
+
 export async function registerMultipart(app: FastifyInstance): Promise<void> {
   app.decorateRequest('uploads', null);
   app.decorateRequest('bodyAccepted', false);
@@ -32,7 +35,8 @@ export async function registerMultipart(app: FastifyInstance): Promise<void> {
   });
   await app.register(multipart, {
     attachFieldsToBody: 'keyValues',
-    limits: { fileSize: UPLOAD_MAX_BYTES, files: 5, fields: 100, parts: 105, fieldSize: 64 * 1024 },
+    // Every operation takes one file: a second file part is refused (413) rather than buffered.
+    limits: { fileSize: UPLOAD_MAX_BYTES, files: MAX_FILES, fields: 100, parts: 100 + MAX_FILES, fieldSize: 64 * 1024 },
     async onFile(this: FastifyRequest, part) {
       const content = await part.toBuffer();
       this.uploads = { ...this.uploads, [part.fieldname]: { content, fileName: part.filename, mimeType: part.mimetype } };

@@ -2,6 +2,7 @@ import { inArray } from 'drizzle-orm';
 import type { Tx } from '../../platform/database/database.ts';
 import type { FieldErrors } from '../../platform/http/problem.ts';
 import { attributeSets, type AttributeType } from './table.ts';
+import { isCalendarDate } from '../../platform/http/dates.ts';
 
 /** Department keys that are not attribute values; attribute fields may not use them. */
 export const DEPARTMENT_KEYS = [
@@ -17,14 +18,6 @@ export const DEPARTMENT_KEYS = [
   'users',
 ] as const;
 
-const DATE = /^(\d{4})-(\d{2})-(\d{2})$/;
-
-function isCalendarDate(value: string): boolean {
-  const match = DATE.exec(value);
-  if (!match) return false;
-  const date = new Date(Date.UTC(Number(match[1]), Number(match[2]) - 1, Number(match[3])));
-  return date.toISOString().slice(0, 10) === value;
-}
 
 /** Does `value` fit a field of `type`? (null always fits: it clears the value.) */
 export function fitsAttributeType(type: AttributeType, value: unknown): boolean {

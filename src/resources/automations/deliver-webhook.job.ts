@@ -4,7 +4,7 @@
  * exponential backoff until `WEBHOOK_MAX_ATTEMPTS`; anything else (other 4xx, an unfollowed
  * 3xx, a refused destination) → failed at once. Every attempt is recorded.
  */
-import { and, eq, sql } from 'drizzle-orm';
+import { and, eq, inArray, sql } from 'drizzle-orm';
 import { defineJob } from '../../platform/jobs/jobs.ts';
 import { OutboundError } from '../../platform/outbound/client.ts';
 import type { Services } from '../../platform/services.ts';
@@ -16,6 +16,8 @@ import { buildWebhookRequest } from './webhook-request.ts';
 export interface DeliverWebhookData {
   tenantId: number;
   deliveryId: number;
+  /** The attempt this job makes; a job whose attempt was already claimed does nothing. */
+  attempt: number;
 }
 
 export interface AttemptOutcome {
@@ -72,18 +74,90 @@ export function nextState(
 export const deliverWebhook = defineJob<DeliverWebhookData>({
   name: 'automations.deliver-webhook',
   // pg-boss retries only cover failures of Atrium itself (database down); HTTP outcomes
-  // are attempts of their own, scheduled below with millisecond backoff.
+  // are attempts of their own, scheduled below with millisecond backoff. One job per fetch:
+  // a failing job must not make pg-boss re-run the others of a batch.
   queue: { retryLimit: 3, retryDelay: 5, retryBackoff: true },
-  work: { batchSize: 4, pollingIntervalSeconds: 1 },
+  work: { batchSize: 1, pollingIntervalSeconds: 1 },
   async run(jobs, services) {
-    const results = await Promise.allSettled(jobs.map((job) => attemptDelivery(services, job.data)));
-    const failure = results.find((result): result is PromiseRejectedResult => result.status === 'rejected');
-    if (failure) throw failure.reason;
+    for (const job of jobs) await attemptDelivery(services, job.data);
   },
 });
 
-async function attemptDelivery(services: Services, { tenantId, deliveryId }: DeliverWebhookData): Promise<void> {
+/** Grace after a delivery's due time before the sweeper considers its job lost. */
+const STUCK_AFTER = sql`interval '1 minute'`;
+
+/**
+ * Deliveries still pending or retrying a minute past their due time (the job was never
+ * queued, or was lost with its process) are queued again for their next attempt; one
+ * whose last allowed attempt was lost fails. A job that is merely late is harmless: the
+ * attempt claim lets only one of the two send. Returns how many were queued.
+ */
+export async function requeueStuckDeliveries(services: Services): Promise<number> {
+  // Maintenance across every tenant: the owner role, not a tenant transaction.
+  const stuck = await services.db.owner
+    .select({ tenantId: webhookDeliveries.tenantId, deliveryId: webhookDeliveries.id, attempts: webhookDeliveries.attempts })
+    .from(webhookDeliveries)
+    .where(
+      and(
+        inArray(webhookDeliveries.status, ['pending', 'retrying']),
+        sql`coalesce(${webhookDeliveries.nextAttemptAt}, ${webhookDeliveries.createdAt}) < now() - ${STUCK_AFTER}`,
+      ),
+    )
+    .limit(100);
+  let queued = 0;
+  for (const delivery of stuck) {
+    if (delivery.attempts >= services.config.webhookMaxAttempts) {
+      // Its last allowed attempt was claimed and never reported (the process died): final.
+      await services.db.owner
+        .update(webhookDeliveries)
+        .set({ status: 'failed', error: `attempt ${delivery.attempts} was interrupted`, nextAttemptAt: null, completedAt: sql`now()` })
+        .where(and(eq(webhookDeliveries.id, delivery.deliveryId), eq(webhookDeliveries.attempts, delivery.attempts), inArray(webhookDeliveries.status, ['pending', 'retrying'])));
+      continue;
+    }
+    await services.jobs.send(deliverWebhook, { tenantId: delivery.tenantId, deliveryId: delivery.deliveryId, attempt: delivery.attempts + 1 });
+    queued += 1;
+  }
+  return queued;
+}
+
+export const deliverPendingWebhooks = defineJob<object>({
+  name: 'automations.deliver-pending',
+  cron: '* * * * *',
+  async run(_jobs, services) {
+    await requeueStuckDeliveries(services);
+  },
+});
+
+/**
+ * Claims attempt number `attempt` of a delivery: only when it is still open, due, and its
+ * recorded attempt count is `attempt - 1`, so a duplicated or late job cannot send twice.
+ * The claim counts the attempt and moves `next_attempt_at` past the longest the request
+ * can take, which keeps the sweeper and other jobs off it while it is in flight.
+ */
+async function claimAttempt(services: Services, { tenantId, deliveryId, attempt }: DeliverWebhookData): Promise<boolean> {
+  const leaseSeconds = Math.ceil(services.config.outboundTimeoutMs / 1000) + 60;
+  const claimed = await services.db.tenant(tenantId, (tx) =>
+    tx
+      .update(webhookDeliveries)
+      .set({ attempts: attempt, nextAttemptAt: sql`now() + make_interval(secs => ${leaseSeconds})` })
+      .where(
+        and(
+          eq(webhookDeliveries.id, deliveryId),
+          eq(webhookDeliveries.attempts, attempt - 1),
+          inArray(webhookDeliveries.status, ['pending', 'retrying']),
+          sql`coalesce(${webhookDeliveries.nextAttemptAt}, ${webhookDeliveries.createdAt}) <= now()`,
+        ),
+      )
+      .returning({ id: webhookDeliveries.id }),
+  );
+  return claimed.length > 0;
+}
+
+async function attemptDelivery(services: Services, data: DeliverWebhookData): Promise<void> {
   const { db, secrets, outbound, config, jobs } = services;
+  const { tenantId, deliveryId, attempt } = data;
+  // Already made or being made (a duplicated job), already final, or deleted: nothing to do.
+  if (!(await claimAttempt(services, data))) return;
   const [found] = await db.tenant(tenantId, (tx) =>
     tx
       .select({ delivery: webhookDeliveries, automation: automations })
@@ -91,10 +165,8 @@ async function attemptDelivery(services: Services, { tenantId, deliveryId }: Del
       .innerJoin(automations, and(eq(automations.tenantId, webhookDeliveries.tenantId), eq(automations.id, webhookDeliveries.automationId)))
       .where(eq(webhookDeliveries.id, deliveryId)),
   );
-  // Deleted with its automation, or already final (a job delivered twice): nothing to do.
-  if (!found || found.delivery.status === 'succeeded' || found.delivery.status === 'failed') return;
+  if (!found) return; // deleted with its automation meanwhile
   const { delivery, automation } = found;
-  const attempt = delivery.attempts + 1;
   const startedAt = new Date();
 
   let outcome: AttemptOutcome;
@@ -158,5 +230,5 @@ async function attemptDelivery(services: Services, { tenantId, deliveryId }: Del
       })
       .where(eq(webhookDeliveries.id, deliveryId));
   });
-  if (next.retryAt) await jobs.send(deliverWebhook, { tenantId, deliveryId }, { startAfter: next.retryAt });
+  if (next.retryAt) await jobs.send(deliverWebhook, { tenantId, deliveryId, attempt: attempt + 1 }, { startAfter: next.retryAt });
 }

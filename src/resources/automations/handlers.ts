@@ -19,18 +19,19 @@ async function findAutomation(tx: Tx, id: number): Promise<AutomationRow> {
 }
 
 /**
- * A configuration checked (beyond the schema) and ready to store, or 422 naming every bad
- * path under `config.`. DNS is resolved here, outside any transaction.
+ * The rules of a configuration beyond the schema that need no stored state, or 422 naming
+ * every bad path under `config.` (with `sealed`'s errors). DNS is resolved here, so this
+ * runs outside any transaction.
  */
-async function storableConfiguration(
-  config: WebhookConfiguration,
-  previous: StoredWebhookConfiguration | null,
-  services: Services,
-): Promise<StoredWebhookConfiguration> {
-  const errors: FieldErrors = await configurationErrors(config, services.outbound, 'config.');
-  const sealed = sealSecrets(config, previous, services.secrets, 'config.');
-  Object.assign(errors, sealed.errors);
+async function checkConfiguration(config: WebhookConfiguration, services: Services, more: FieldErrors = {}): Promise<void> {
+  const errors: FieldErrors = { ...(await configurationErrors(config, services.outbound, 'config.')), ...more };
   if (Object.keys(errors).length > 0) throw invalid(errors, 'The webhook configuration is invalid.');
+}
+
+/** The configuration ready to store, its secrets sealed against `previous` (422 on a bad mask). */
+function storableConfiguration(config: WebhookConfiguration, previous: StoredWebhookConfiguration | null, services: Services): StoredWebhookConfiguration {
+  const sealed = sealSecrets(config, previous, services.secrets, 'config.');
+  if (Object.keys(sealed.errors).length > 0) throw invalid(sealed.errors, 'The webhook configuration is invalid.');
   return sealed.stored;
 }
 
@@ -65,7 +66,9 @@ export const automationHandlers = {
   },
 
   async createAutomation({ auth, body, services }) {
-    const config = await storableConfiguration(body.config, null, services);
+    const sealed = sealSecrets(body.config, null, services.secrets, 'config.');
+    await checkConfiguration(body.config, services, sealed.errors);
+    const config = sealed.stored;
     const [answer] = await services.db.tenant(auth.tenantId, async (tx) => {
       const rows = await tx.insert(automations).values({ tenantId: auth.tenantId, name: body.name, actionType: 'webhook', config }).returning();
       return present(automationView, tx, rows, { selects: null, relations: [] }, auth);
@@ -75,9 +78,13 @@ export const automationHandlers = {
 
   async updateAutomation({ auth, params, body, services }) {
     const { db } = services;
-    const existing = await db.tenant(auth.tenantId, (tx) => findAutomation(tx, params.automation));
-    const config = body.config ? await storableConfiguration(body.config, existing.config, services) : undefined;
+    if (body.config) await checkConfiguration(body.config, services);
+    // One transaction with the row locked: the masked secrets are sealed against the value
+    // this update overwrites, so a concurrent update cannot be lost.
     const [answer] = await db.tenant(auth.tenantId, async (tx) => {
+      const [existing] = await tx.select().from(automations).where(eq(automations.id, params.automation)).for('update');
+      if (!existing) throw notFound('The automation');
+      const config = body.config ? storableConfiguration(body.config, existing.config, services) : undefined;
       const rows = await tx
         .update(automations)
         .set({
@@ -87,7 +94,6 @@ export const automationHandlers = {
         })
         .where(eq(automations.id, params.automation))
         .returning();
-      if (rows.length === 0) throw notFound('The automation');
       return present(automationView, tx, rows, { selects: null, relations: [] }, auth);
     });
     return { status: 200, body: answer! };
@@ -117,7 +123,7 @@ export const automationHandlers = {
       const [presented] = await present(deliveryView, tx, rows, { selects: null, relations: [] }, auth);
       return [rows[0]!, presented!] as const;
     });
-    await jobs.send(deliverWebhook, { tenantId: auth.tenantId, deliveryId: delivery.id });
+    await jobs.send(deliverWebhook, { tenantId: auth.tenantId, deliveryId: delivery.id, attempt: 1 });
     return { status: 202, body: answer };
   },
 

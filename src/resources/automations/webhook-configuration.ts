@@ -34,8 +34,22 @@ function eachSecret(config: WebhookConfiguration, fn: (holder: SecretHolder, val
 export const maskSecrets = (stored: StoredWebhookConfiguration): WebhookConfiguration => eachSecret(stored, () => MASK);
 
 /**
+ * Whether a masked secret may keep the stored one: only while the request still goes where
+ * the secret was meant to go. A changed `url`, auth type or header name would let whoever
+ * may edit automations send a stored password to a host (or header) of their choosing.
+ */
+function secretsMayBeKept(config: WebhookConfiguration, previous: StoredWebhookConfiguration): boolean {
+  return (
+    config.url === previous.url &&
+    (config.auth?.type ?? null) === (previous.auth?.type ?? null) &&
+    (config.auth?.header?.name ?? null) === (previous.auth?.header?.name ?? null)
+  );
+}
+
+/**
  * The configuration to store: secrets encrypted; a masked secret keeps the value stored
- * under the same key (`previous`), and is an error where none is stored.
+ * under the same key (`previous`). It is an error where none is stored, and where the url,
+ * auth type or header name changes (the secret must be sent again then).
  */
 export function sealSecrets(
   config: WebhookConfiguration,
@@ -46,8 +60,10 @@ export function sealSecrets(
   const errors: FieldErrors = {};
   const stored = eachSecret(config, (holder, value) => {
     if (value !== MASK) return secrets.encrypt(PURPOSE, value);
+    const path = `${errorPrefix}auth.${holder}.${SECRET_KEYS[holder]}`;
     const kept = (previous?.auth?.[holder] as Record<string, string> | undefined)?.[SECRET_KEYS[holder]];
-    if (kept === undefined) errors[`${errorPrefix}auth.${holder}.${SECRET_KEYS[holder]}`] = ['is masked, but no value is stored to keep'];
+    if (kept === undefined) errors[path] = ['is masked, but no value is stored to keep'];
+    else if (!secretsMayBeKept(config, previous!)) errors[path] = ['must be sent again when url, auth type or header name changes'];
     return kept ?? '';
   });
   return { stored, errors };

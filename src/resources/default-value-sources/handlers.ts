@@ -124,7 +124,7 @@ export const defaultValueSourceHandlers = {
         .where(eq(taskExecutions.id, params.taskExecution));
       if (!row) throw notFound('The task execution');
       if (!row.allowed) throw forbidden('This task execution is neither assigned to you nor of a template you administer.');
-      return resolveDefaultValues(tx, row.execution);
+      return resolveDefaultValues(tx, auth, row.execution);
     });
     return { status: 200, body };
   },

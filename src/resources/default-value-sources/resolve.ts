@@ -5,7 +5,9 @@
  */
 import { and, asc, eq, isNull, sql } from 'drizzle-orm';
 import type { Tx } from '../../platform/database/database.ts';
-import { fullName } from '../users/view.ts';
+import type { Auth } from '../../platform/auth/auth.ts';
+import type { Visibility } from '../../platform/result-controls/result-controls.ts';
+import { fullName, userFieldVisible } from '../users/view.ts';
 import { formFields, type FieldType } from '../forms/table.ts';
 import type { SystemVariable } from './rules.ts';
 import { FORM_FIELD_ALIAS } from './rules.ts';
@@ -74,7 +76,21 @@ async function systemVariables(tx: Tx, assigneeId: number): Promise<Record<Syste
   };
 }
 
-export async function resolveDefaultValues(tx: Tx, execution: { id: number; taskTemplateId: number; userId: number }) {
+/**
+ * System variables that show a user field which is not public: they resolve to null unless
+ * the caller may see that field of the assignee (their own record, or the permission), as
+ * in GET /api/users/{user}. A template administrator is not thereby a user administrator.
+ */
+const VARIABLE_VISIBILITY: Partial<Record<SystemVariable, Visibility>> = { email: 'personal', staff_number: 'administrative' };
+
+function hideInvisibleVariables(variables: Record<SystemVariable, string | null>, viewer: Auth, assigneeId: number) {
+  for (const [variable, visibility] of Object.entries(VARIABLE_VISIBILITY) as [SystemVariable, Visibility][]) {
+    if (!userFieldVisible(viewer, visibility, { id: assigneeId })) variables[variable] = null;
+  }
+  return variables;
+}
+
+export async function resolveDefaultValues(tx: Tx, viewer: Auth, execution: { id: number; taskTemplateId: number; userId: number }) {
   const rows = await tx
     .select({ field: formFields, source: defaultValueSources })
     .from(formFields)
@@ -83,7 +99,9 @@ export async function resolveDefaultValues(tx: Tx, execution: { id: number; task
     .orderBy(asc(formFields.sortNumber), asc(formFields.id), asc(defaultValueSources.sortNumber), asc(defaultValueSources.id));
   const sources = rows.map((r) => r.source).filter((s): s is SourceRow => s !== null);
   const copied = await formFieldValues(tx, sources, execution.userId);
-  const variables = sources.some((s) => s.type === 'systemVariable') ? await systemVariables(tx, execution.userId) : null;
+  const variables = sources.some((s) => s.type === 'systemVariable')
+    ? hideInvisibleVariables(await systemVariables(tx, execution.userId), viewer, execution.userId)
+    : null;
 
   const valueOf = (source: SourceRow): FieldValue =>
     source.type === 'formFieldValue' ? (copied.get(source.id) ?? null) : (variables?.[source.config.variable as SystemVariable] ?? null);

@@ -1,6 +1,7 @@
 import { and, eq, isNull, sql } from 'drizzle-orm';
 import type { Auth } from '../../platform/auth/auth.ts';
 import type { Tx } from '../../platform/database/database.ts';
+import { lockTenantScope } from '../../platform/database/locks.ts';
 import { forbidden, invalid, type FieldErrors } from '../../platform/http/problem.ts';
 import { administrableBy } from '../forms/administration.ts';
 import { formFields, type FieldType } from '../forms/table.ts';
@@ -75,7 +76,7 @@ export function entityPairErrors(body: { source_entity_id?: number | null; sourc
 async function closesCycle(tx: Tx, target: number, source: number, ignoreSourceId: number | null): Promise<boolean> {
   // Serialise field-to-field source writes per tenant: two concurrent writes could
   // otherwise each pass this check and together close a cycle.
-  await tx.execute(sql`select pg_advisory_xact_lock(hashtextextended('atrium.default_value_sources.' || current_setting('atrium.tenant_id', true), 0))`);
+  await lockTenantScope(tx, 'default_value_sources.cycles');
   const [row] = await tx.execute<{ cycle: boolean }>(sql`
     with recursive reach(field_id) as (
       select ${source}::bigint

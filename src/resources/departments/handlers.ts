@@ -1,6 +1,7 @@
-import { count, eq, inArray, sql } from 'drizzle-orm';
+import { and, count, eq, inArray, sql } from 'drizzle-orm';
 import type { Auth } from '../../platform/auth/auth.ts';
 import type { Tx } from '../../platform/database/database.ts';
+import { lockTenantScope } from '../../platform/database/locks.ts';
 import type { Body, Handlers } from '../../platform/http/handler.ts';
 import { invalid, notFound, type FieldErrors } from '../../platform/http/problem.ts';
 import { present, readControls } from '../../platform/result-controls/result-controls.ts';
@@ -16,8 +17,6 @@ import { departmentView, selectDepartments, type DepartmentRow } from './view.ts
 
 type DepartmentInput = Body<'createDepartment'>;
 
-/** Serialises department creation per tenant, so two requests cannot both take the last free slot. */
-const DEPARTMENT_LIMIT_LOCK = 0x64657074; // "dept"
 
 /** Decisions §6: `{count, limit, remaining}`; `limit` null = unlimited. */
 export async function departmentAvailability(tx: Tx) {
@@ -118,6 +117,20 @@ async function saveDepartment(tx: Tx, auth: Auth, body: DepartmentInput, current
   return id;
 }
 
+/** Decisions §5: an entity whose last restriction row vanished would become unrestricted, so such a delete is refused. */
+async function refuseWhileEntityPermissionsNameIt(tx: Tx, departmentId: number) {
+  const naming = await tx
+    .select({ entityType: entityPermissions.entityType, entityId: entityPermissions.entityId })
+    .from(entityPermissions)
+    .where(and(eq(entityPermissions.subjectType, 'department'), eq(entityPermissions.subjectId, departmentId)))
+    .limit(5);
+  if (naming.length === 0) return;
+  const named = naming.map((row) => `${row.entityType} ${row.entityId}`).join(', ');
+  throw invalid(
+    { department: [`is named by entity permissions (${named}${naming.length === 5 ? ', …' : ''}); remove it from them first`] },
+    'The department is still used by entity permissions.',
+  );
+}
 
 async function findDepartment(tx: Tx, id: number): Promise<DepartmentRow> {
   const [row] = await selectDepartments(tx, eq(departments.id, id));
@@ -155,7 +168,8 @@ export const departmentHandlers = {
 
   async createDepartment({ auth, body, services: { db } }) {
     const created = await db.tenant(auth.tenantId, async (tx) => {
-      await tx.execute(sql`select pg_advisory_xact_lock(${DEPARTMENT_LIMIT_LOCK}, ${auth.tenantId}::int)`);
+      // Serialised per tenant, so two requests cannot both take the last free slot.
+      await lockTenantScope(tx, 'departments.limit');
       const availability = await departmentAvailability(tx);
       if (availability.remaining === 0) {
         throw invalid({ name: [`the tenant's limit of ${availability.limit} departments is reached`] }, 'The department limit is reached.');
@@ -173,14 +187,18 @@ export const departmentHandlers = {
     return { status: 200, body: updated };
   },
 
-  /** Hard delete (see the spec): memberships and assignments cascade; entity permissions naming it go too. */
+  /**
+   * Hard delete (see the spec): memberships and assignments cascade. Refused (422) while an
+   * entity permission names the department: removing the last restriction row of a menu
+   * item, form or task template would make it unrestricted.
+   */
   async deleteDepartment({ auth, params, services: { db } }) {
     await db.tenant(auth.tenantId, async (tx) => {
-      const deleted = await tx.delete(departments).where(eq(departments.id, params.department)).returning({ id: departments.id });
-      if (deleted.length === 0) throw notFound('The department');
-      await tx
-        .delete(entityPermissions)
-        .where(sql`${entityPermissions.subjectType} = 'department' and ${entityPermissions.subjectId} = ${params.department}`);
+      // The row lock keeps a concurrent delete of the same department from racing the check.
+      const [locked] = await tx.select({ id: departments.id }).from(departments).where(eq(departments.id, params.department)).for('update');
+      if (!locked) throw notFound('The department');
+      await refuseWhileEntityPermissionsNameIt(tx, params.department);
+      await tx.delete(departments).where(eq(departments.id, params.department));
     });
     return { status: 204 };
   },

@@ -1,6 +1,7 @@
 import { and, asc, eq, isNull, sql } from 'drizzle-orm';
 import type { Auth } from '../../platform/auth/auth.ts';
 import type { Tx } from '../../platform/database/database.ts';
+import { lockTenantScope } from '../../platform/database/locks.ts';
 import { missingSubjects, replaceSubjectLists, type SubjectLists } from '../../platform/entity-permissions/subject-lists.ts';
 import type { Handlers } from '../../platform/http/handler.ts';
 import { invalid, notFound, type FieldErrors } from '../../platform/http/problem.ts';
@@ -45,7 +46,7 @@ async function validateDraft(tx: Tx, draft: MenuItemDraft): Promise<string> {
 
 /** "Last + 1 within the tenant"; the lock keeps two concurrent creates from taking one number. */
 async function nextSortNumber(tx: Tx, tenantId: number): Promise<number> {
-  await tx.execute(sql`select pg_advisory_xact_lock(hashtextextended(${`menu_items.sort_number:${tenantId}`}, 0))`);
+  await lockTenantScope(tx, 'menu_items.sort_number');
   const [row] = await tx.select({ next: sql<number>`coalesce(max(${menuItems.sortNumber}), 0)::int + 1` }).from(menuItems);
   return row!.next;
 }

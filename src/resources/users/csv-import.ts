@@ -8,6 +8,7 @@ import { isUtf8 } from 'node:buffer';
 import { Readable } from 'node:stream';
 import { parse, CsvError } from 'csv-parse';
 import type { Tx } from '../../platform/database/database.ts';
+import { isCalendarDate } from '../../platform/http/dates.ts';
 import { invalid, type FieldErrors } from '../../platform/http/problem.ts';
 import { languages } from '../languages/table.ts';
 import { roles } from '../roles/table.ts';
@@ -67,7 +68,6 @@ type Value = string | number | boolean | null;
 type ParsedRow = Partial<Record<ImportableKey, Value>>;
 
 const BOOLEANS: Record<string, boolean> = { true: true, '1': true, yes: true, false: false, '0': false, no: false };
-const DATE = /^\d{4}-\d{2}-\d{2}$/;
 const EMAIL = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
 
 /** One cell → its value, or an error message. */
@@ -99,7 +99,7 @@ function parseCell(kind: Kind, raw: string, whitespaceToNull: boolean): { value:
       return /^\d{1,15}$/.test(text) ? { value: Number(text) } : { error: 'must be a whole number' };
     case 'date':
       if (text === '') return { value: null };
-      return DATE.test(text) && !Number.isNaN(Date.parse(text)) ? { value: text } : { error: 'must be a date YYYY-MM-DD' };
+      return isCalendarDate(text) ? { value: text } : { error: 'must be a date YYYY-MM-DD' };
     case 'gender':
       if (text === '') return { value: null };
       return (GENDERS as readonly string[]).includes(text) ? { value: text } : { error: `must be one of: ${GENDERS.join(', ')}` };
