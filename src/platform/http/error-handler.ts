@@ -45,6 +45,9 @@ function databaseProblem(error: FastifyError): ProblemDocument | null {
       return problemDocument(422, 'The request is invalid.', { [constraintField(pg)]: ['is already taken'] });
     case '23503':
       return problemDocument(422, 'The request is invalid.', { [constraintField(pg)]: ['refers to a record that does not exist'] });
+    case '22007': // invalid_datetime_format
+    case '22008': // datetime_field_overflow
+      return problemDocument(422, 'The request contains a date or time outside the supported range.');
     case '22021':
     case '22P05':
       return problemDocument(422, 'The request contains text that cannot be stored (such as a NUL character).');

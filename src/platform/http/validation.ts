@@ -2,6 +2,7 @@ import { Ajv, type Options } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import type { FastifySchemaCompiler } from 'fastify';
 import type { ErrorObject } from 'ajv';
+import { isCalendarDate } from './dates.ts';
 import type { FieldErrors } from './problem.ts';
 
 // ajv-formats is CommonJS: its default import is the plugin function itself.
@@ -21,6 +22,8 @@ function makeAjv(options: Options): Ajv {
     ...options,
   });
   addFormats(ajv);
+  // The one calendar-date rule (no 2023-02-30, no year 0000, which PostgreSQL refuses).
+  ajv.addFormat('date', isCalendarDate);
   ajv.addFormat('binary', true);
   ajv.addKeyword({ keyword: 'example' });
   return ajv;

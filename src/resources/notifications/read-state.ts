@@ -10,7 +10,8 @@ import { notifications } from './table.ts';
  */
 export function parseNotificationDatetime(value: string, field: string): Date {
   const date = new Date(`${value.replace(' ', 'T')}Z`);
-  if (Number.isNaN(date.getTime()) || notificationDatetime(date) !== value) {
+  // Years 0001–9999: PostgreSQL has no year 0.
+  if (Number.isNaN(date.getTime()) || date.getUTCFullYear() < 1 || notificationDatetime(date) !== value) {
     throw invalid({ [field]: ['must be a valid datetime in the form YYYY-MM-DD HH:MM:SS'] });
   }
   return date;

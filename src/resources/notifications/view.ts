@@ -1,4 +1,4 @@
-import { and, eq, gte, inArray, isNotNull, isNull, lt, type SQL } from 'drizzle-orm';
+import { and, eq, gte, inArray, isNotNull, isNull, lt, sql, type SQL } from 'drizzle-orm';
 import type { Auth } from '../../platform/auth/auth.ts';
 import { notificationDatetime } from '../../platform/http/datetime.ts';
 import { defineView, present } from '../../platform/result-controls/result-controls.ts';
@@ -44,7 +44,7 @@ export const notificationView = defineView<NotificationRow, Auth, FilterKey>({
     created_from: (value: string) => gte(notifications.createdAt, parseNotificationDatetime(value, 'filter.created_from')),
     // Inclusive to the second: everything before the next second.
     created_to: (value: string) =>
-      lt(notifications.createdAt, new Date(parseNotificationDatetime(value, 'filter.created_to').getTime() + 1000)),
+      lt(notifications.createdAt, sql`${parseNotificationDatetime(value, 'filter.created_to').toISOString()}::timestamptz + interval '1 second'`),
   },
   relations: {
     notifiable: {
