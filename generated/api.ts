@@ -263,7 +263,7 @@ export interface paths {
         post?: never;
         /**
          * Delete every notification of the tenant
-         * @description Permanently deletes every notification (and pending delivery) of the caller's tenant; notification settings stay.
+         * @description Permanently deletes every notification (and pending delivery) of the caller's tenant; notification settings stay. Every open live stream of the tenant (`GET /api/notifications/stream`) receives its new `count` (0).
          */
         delete: operations["resetNotifications"];
         options?: never;
@@ -952,7 +952,15 @@ export interface paths {
          *     id>`, ordered like the notifications). A client reconnecting with `Last-Event-ID`
          *     (browsers' `EventSource` do so by themselves) first receives, oldest first, the
          *     notifications stored after that event (at most 1000), then `count`, then new ones.
-         *     The stream ends when the server shuts down; clients reconnect.
+         *     The stream ends when the server shuts down, or when its access token is revoked or
+         *     expires (checked at every heartbeat); clients reconnect. A reset of the tenant's
+         *     notifications (`DELETE /api/administration/notifications/reset`) sends every open
+         *     stream of the tenant its new `count`.
+         *
+         *     A user holds at most 10 open streams per API process (tabs, devices); one more is
+         *     refused with 429 until one of them closes (browsers' `EventSource` do not retry a
+         *     429, so a page should close streams it no longer shows). `HEAD` answers the stream's
+         *     headers without opening one.
          */
         get: operations["streamNotifications"];
         put?: never;
@@ -4665,6 +4673,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            429: components["responses"]["TooManyRequests"];
         };
     };
     listNotificationsByType: {
