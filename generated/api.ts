@@ -1057,10 +1057,13 @@ export interface paths {
         /**
          * Register a push subscription of the caller
          * @description Personal accounts only (group accounts receive no notifications: 403). A user may
-         *     hold several subscriptions (one per browser or device). Registering an endpoint that
-         *     is already stored updates that record (keys, user agent, and owner: an endpoint is
-         *     one browser profile, and it now belongs to whoever registered it last) and answers
-         *     it with 201 again; no duplicate is created. Every new notification stored for the
+         *     hold several subscriptions (one per browser or device), at most 20: registering a
+         *     21st endpoint is a 422 (`errors.endpoint`) until one is deleted. Registering an
+         *     endpoint the caller already holds updates that record (keys, user agent) and answers
+         *     it with 201 again; no duplicate is created. An endpoint another user of the tenant
+         *     holds is a 422 (`errors.endpoint`) and that record stays unchanged: it must be
+         *     deleted by its owner first (a browser profile shared by two accounts is registered by
+         *     the first of them). Every new notification stored for the
          *     user is then pushed to each subscription as the JSON message
          *     `{id, title, body, url}` (`body` as plain text). A subscription the push service
          *     answers with 404 or 410 is deleted.

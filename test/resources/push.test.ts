@@ -103,6 +103,38 @@ t.test('registering the same endpoint again updates the one subscription', async
   await api.db.owner.delete(pushSubscriptions);
 });
 
+t.test('an endpoint registered by another user of the tenant is refused and stays theirs', async (t) => {
+  const endpoint = pushService.url(pushPath());
+  const alices = await register(t, alice.token, { endpoint, keys: browserSubscription().keys });
+  t.equal(alices.status, 201);
+  const [before] = await api.db.owner.select().from(pushSubscriptions).where(eq(pushSubscriptions.id, alices.body.id));
+  const taken = await register(t, bob.token, { endpoint, keys: browserSubscription().keys });
+  t.equal(taken.status, 422);
+  t.ok(taken.body.errors?.endpoint, 'names the endpoint');
+  const [after] = await api.db.owner.select().from(pushSubscriptions).where(eq(pushSubscriptions.id, alices.body.id));
+  t.same(after, before, 'owner and keys unchanged');
+  t.same((await api.call(t, 'listPushSubscriptions', { token: bob.token })).body, []);
+  // The same endpoint in another tenant is another subscription.
+  const stranger = await api.createUser(other.tenantId);
+  t.equal((await register(t, stranger.token, { endpoint, keys: browserSubscription().keys })).status, 201);
+  t.equal(await subscriptionCount(), 2);
+  await api.db.owner.delete(pushSubscriptions);
+});
+
+t.test('a user holds at most 20 subscriptions; re-registering one of them still works', async (t) => {
+  const carol = await api.createUser(tenant.tenantId);
+  const endpoints = Array.from({ length: 20 }, () => pushService.url(pushPath()));
+  for (const endpoint of endpoints) t.equal((await register(t, carol.token, { endpoint, keys: browserSubscription().keys })).status, 201);
+  const refused = await register(t, carol.token, { endpoint: pushService.url(pushPath()), keys: browserSubscription().keys });
+  t.equal(refused.status, 422);
+  t.ok(refused.body.errors?.endpoint, 'names the endpoint');
+  t.equal(await subscriptionCount(), 20, 'nothing stored');
+  t.equal((await register(t, carol.token, { endpoint: endpoints[3], keys: browserSubscription().keys })).status, 201, 'an own endpoint is updated');
+  t.equal((await register(t, bob.token, { endpoint: pushService.url(pushPath()), keys: browserSubscription().keys })).status, 201, 'the cap is per user');
+  t.equal(await subscriptionCount(), 21);
+  await api.db.owner.delete(pushSubscriptions);
+});
+
 t.test('another user’s or tenant’s subscription is answered like a missing one', async (t) => {
   const created = await register(t, alice.token, { endpoint: pushService.url(pushPath()), keys: browserSubscription().keys });
   const stranger = await api.createUser(other.tenantId);
