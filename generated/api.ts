@@ -2310,7 +2310,10 @@ export interface components {
              * @description The push service URL. Must be `https`; `http` only for hosts whose every address the
              *     operator allow-list `WEBHOOK_ALLOWED_CIDRS` admits. The host must resolve to
              *     addresses outbound requests may reach (no loopback, private or link-local address
-             *     unless allow-listed). A malformed or refused endpoint is a 422 on `endpoint`.
+             *     unless allow-listed). A malformed or refused endpoint is a 422 on `endpoint`. Both
+             *     rules are checked again on every send, on the address actually connected to: an
+             *     `http` endpoint whose host now resolves outside the allow-list is not sent to (the
+             *     refusal is recorded in `last_failure`).
              */
             endpoint: string;
             expirationTime?: number | null;

@@ -282,3 +282,25 @@ t.test('a delivery resumed after a crash pushes the batches whose push was lost,
   await new Promise((resolve) => setTimeout(resolve, 1500));
   t.equal(pushService.received(path).length, 1, 'exactly one push');
 });
+
+t.test('a plain-http endpoint is sent to only when the allow-list admits the address connected to', async (t) => {
+  await api.db.owner.delete(pushSubscriptions);
+  const dave = await api.createUser(tenant.tenantId);
+  await notifyUsers(t, [dave.id]);
+  const [notification] = await eventually(
+    async () => api.db.owner.execute<{ id: string }>(sql`select id from notifications where notifiable_id = ${dave.id}`),
+    (rows) => rows.length === 1,
+  );
+  // Stored directly, as if it had been registered while its host name resolved to an
+  // allow-listed address and now resolves to a public one (1.1.1.1 is public, not allow-listed).
+  const [subscription] = await api.db.owner
+    .insert(pushSubscriptions)
+    .values({ tenantId: tenant.tenantId, userId: dave.id, endpoint: 'http://1.1.1.1:9/push', ...browserSubscription().keys })
+    .returning();
+  const tally = await sendPushes(api.atrium.services, { tenantId: tenant.tenantId, attempt: 1, deliveries: [{ subscriptionId: subscription!.id, notificationId: notification!.id }] });
+  t.same(tally, { sent: 0, gone: 0, retried: 0, failed: 1 }, 'refused, not retried');
+  const [row] = await api.db.owner.select().from(pushSubscriptions).where(eq(pushSubscriptions.id, subscription!.id));
+  t.match(row!.lastFailure, /refused.*WEBHOOK_ALLOWED_CIDRS/, 'the refusal is recorded');
+  t.equal(row!.lastFailureStatus, null);
+  await api.db.owner.delete(pushSubscriptions);
+});

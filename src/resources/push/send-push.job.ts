@@ -131,7 +131,12 @@ async function sendOne(services: Services, keys: VapidKeys, message: PushMessage
   }
   const headers = Object.fromEntries(Object.entries(details.headers).map(([name, value]) => [name, String(value)]));
   try {
-    const response = await services.outbound.send({ url: details.endpoint, method: 'POST', headers, body: details.body ?? undefined });
+    // Plain http is admitted only inside the operator allow-list (subscription-input.ts), and
+    // checked again here on the address connected to: a name may resolve elsewhere by now.
+    const response = await services.outbound.send(
+      { url: details.endpoint, method: 'POST', headers, body: details.body ?? undefined },
+      { allowListedOnly: new URL(details.endpoint).protocol === 'http:' },
+    );
     const verdict = judgePushResponse(response.status);
     if (verdict === 'sent' || verdict === 'gone') return { kind: verdict };
     const error = `HTTP ${response.status}${response.status >= 300 && response.status < 400 ? ': redirects are not followed' : ''}`;
