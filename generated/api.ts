@@ -952,6 +952,10 @@ export interface paths {
          *     id>`, ordered like the notifications). A client reconnecting with `Last-Event-ID`
          *     (browsers' `EventSource` do so by themselves) first receives, oldest first, the
          *     notifications stored after that event (at most 1000), then `count`, then new ones.
+         *     Known limit: ids follow the time the storing transaction began, so a notification
+         *     committed while the client was disconnected, but stored by a transaction that began
+         *     before the client's last event, is not replayed (it is in `GET /api/notifications`,
+         *     and `count` is right).
          *     The stream ends when the server shuts down, or when its access token is revoked or
          *     expires (checked at every heartbeat); clients reconnect. A reset of the tenant's
          *     notifications (`DELETE /api/administration/notifications/reset`) sends every open
@@ -1066,7 +1070,9 @@ export interface paths {
          *     the first of them). Every new notification stored for the
          *     user is then pushed to each subscription as the JSON message
          *     `{id, title, body, url}` (`body` as plain text). A subscription the push service
-         *     answers with 404 or 410 is deleted.
+         *     answers with 404 or 410 is deleted. Delivery is at least once: if sending a batch
+         *     fails inside Atrium after messages went out (database unavailable), the batch is sent
+         *     again and a device may receive a message twice (same `id`).
          */
         post: operations["createPushSubscription"];
         delete?: never;

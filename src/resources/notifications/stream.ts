@@ -9,6 +9,14 @@
  * Event ids are `<created_at µs>-<id>`, the list's order, so a reconnecting client's
  * `Last-Event-ID` replays what it missed. Each client's writes run in order on its own
  * chain, and a notification at or before the client's last id is not written twice.
+ *
+ * Known limit of the replay: `created_at` is the storing transaction's start, so a batch
+ * whose transaction began before, but committed after, the client's last event has ids
+ * below it. A client connected at its commit gets it live; a client that reconnects
+ * after that commit with a later `Last-Event-ID` does not get it replayed (it is in
+ * `GET /api/notifications`, and the `count` event is right). Replaying a margin before
+ * the last id would instead repeat events the client already has, since a new
+ * connection does not know what the old one sent.
  */
 import type { ServerResponse } from 'node:http';
 import { and, asc, count, desc, eq, getTableColumns, inArray, sql, type SQL } from 'drizzle-orm';

@@ -216,7 +216,12 @@ export async function sendPushes(services: Services, data: PushJobData): Promise
 export const sendPushJob = defineJob<PushJobData>({
   name: 'push.send',
   // pg-boss retries only cover failures of Atrium itself (database down); push-service
-  // answers are handled above with their own backoff.
+  // answers are handled above with their own backoff. Known limit: there is no per-message
+  // progress record, so a job that fails after sending (recording the outcomes or
+  // queueing the retries fails, or the process dies mid-batch) is run again by pg-boss and
+  // sends the batch's messages again: delivery is at least once, and a device may show a
+  // notification twice (a service worker that uses the message `id` as the notification
+  // `tag` makes the browser replace it instead).
   queue: { retryLimit: 3, retryDelay: 5, retryBackoff: true },
   work: { batchSize: 1, pollingIntervalSeconds: 1 },
   async run(jobs, services) {
