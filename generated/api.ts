@@ -263,7 +263,7 @@ export interface paths {
         post?: never;
         /**
          * Delete every notification of the tenant
-         * @description Permanently deletes every notification (and pending delivery) of the caller's tenant; notification settings stay.
+         * @description Permanently deletes every notification (and pending delivery) of the caller's tenant; notification settings stay. Every open live stream of the tenant (`GET /api/notifications/stream`) receives its new `count` (0).
          */
         delete: operations["resetNotifications"];
         options?: never;
@@ -952,7 +952,19 @@ export interface paths {
          *     id>`, ordered like the notifications). A client reconnecting with `Last-Event-ID`
          *     (browsers' `EventSource` do so by themselves) first receives, oldest first, the
          *     notifications stored after that event (at most 1000), then `count`, then new ones.
-         *     The stream ends when the server shuts down; clients reconnect.
+         *     Known limit: ids follow the time the storing transaction began, so a notification
+         *     committed while the client was disconnected, but stored by a transaction that began
+         *     before the client's last event, is not replayed (it is in `GET /api/notifications`,
+         *     and `count` is right).
+         *     The stream ends when the server shuts down, or when its access token is revoked or
+         *     expires (checked at every heartbeat); clients reconnect. A reset of the tenant's
+         *     notifications (`DELETE /api/administration/notifications/reset`) sends every open
+         *     stream of the tenant its new `count`.
+         *
+         *     A user holds at most 10 open streams per API process (tabs, devices); one more is
+         *     refused with 429 until one of them closes (browsers' `EventSource` do not retry a
+         *     429, so a page should close streams it no longer shows). `HEAD` answers the stream's
+         *     headers without opening one.
          */
         get: operations["streamNotifications"];
         put?: never;
@@ -1049,13 +1061,18 @@ export interface paths {
         /**
          * Register a push subscription of the caller
          * @description Personal accounts only (group accounts receive no notifications: 403). A user may
-         *     hold several subscriptions (one per browser or device). Registering an endpoint that
-         *     is already stored updates that record (keys, user agent, and owner: an endpoint is
-         *     one browser profile, and it now belongs to whoever registered it last) and answers
-         *     it with 201 again; no duplicate is created. Every new notification stored for the
+         *     hold several subscriptions (one per browser or device), at most 20: registering a
+         *     21st endpoint is a 422 (`errors.endpoint`) until one is deleted. Registering an
+         *     endpoint the caller already holds updates that record (keys, user agent) and answers
+         *     it with 201 again; no duplicate is created. An endpoint another user of the tenant
+         *     holds is a 422 (`errors.endpoint`) and that record stays unchanged: it must be
+         *     deleted by its owner first (a browser profile shared by two accounts is registered by
+         *     the first of them). Every new notification stored for the
          *     user is then pushed to each subscription as the JSON message
          *     `{id, title, body, url}` (`body` as plain text). A subscription the push service
-         *     answers with 404 or 410 is deleted.
+         *     answers with 404 or 410 is deleted. Delivery is at least once: if sending a batch
+         *     fails inside Atrium after messages went out (database unavailable), the batch is sent
+         *     again and a device may receive a message twice (same `id`).
          */
         post: operations["createPushSubscription"];
         delete?: never;
@@ -2299,7 +2316,10 @@ export interface components {
              * @description The push service URL. Must be `https`; `http` only for hosts whose every address the
              *     operator allow-list `WEBHOOK_ALLOWED_CIDRS` admits. The host must resolve to
              *     addresses outbound requests may reach (no loopback, private or link-local address
-             *     unless allow-listed). A malformed or refused endpoint is a 422 on `endpoint`.
+             *     unless allow-listed). A malformed or refused endpoint is a 422 on `endpoint`. Both
+             *     rules are checked again on every send, on the address actually connected to: an
+             *     `http` endpoint whose host now resolves outside the allow-list is not sent to (the
+             *     refusal is recorded in `last_failure`).
              */
             endpoint: string;
             expirationTime?: number | null;
@@ -4665,6 +4685,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            429: components["responses"]["TooManyRequests"];
         };
     };
     listNotificationsByType: {

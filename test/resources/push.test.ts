@@ -103,6 +103,38 @@ t.test('registering the same endpoint again updates the one subscription', async
   await api.db.owner.delete(pushSubscriptions);
 });
 
+t.test('an endpoint registered by another user of the tenant is refused and stays theirs', async (t) => {
+  const endpoint = pushService.url(pushPath());
+  const alices = await register(t, alice.token, { endpoint, keys: browserSubscription().keys });
+  t.equal(alices.status, 201);
+  const [before] = await api.db.owner.select().from(pushSubscriptions).where(eq(pushSubscriptions.id, alices.body.id));
+  const taken = await register(t, bob.token, { endpoint, keys: browserSubscription().keys });
+  t.equal(taken.status, 422);
+  t.ok(taken.body.errors?.endpoint, 'names the endpoint');
+  const [after] = await api.db.owner.select().from(pushSubscriptions).where(eq(pushSubscriptions.id, alices.body.id));
+  t.same(after, before, 'owner and keys unchanged');
+  t.same((await api.call(t, 'listPushSubscriptions', { token: bob.token })).body, []);
+  // The same endpoint in another tenant is another subscription.
+  const stranger = await api.createUser(other.tenantId);
+  t.equal((await register(t, stranger.token, { endpoint, keys: browserSubscription().keys })).status, 201);
+  t.equal(await subscriptionCount(), 2);
+  await api.db.owner.delete(pushSubscriptions);
+});
+
+t.test('a user holds at most 20 subscriptions; re-registering one of them still works', async (t) => {
+  const carol = await api.createUser(tenant.tenantId);
+  const endpoints = Array.from({ length: 20 }, () => pushService.url(pushPath()));
+  for (const endpoint of endpoints) t.equal((await register(t, carol.token, { endpoint, keys: browserSubscription().keys })).status, 201);
+  const refused = await register(t, carol.token, { endpoint: pushService.url(pushPath()), keys: browserSubscription().keys });
+  t.equal(refused.status, 422);
+  t.ok(refused.body.errors?.endpoint, 'names the endpoint');
+  t.equal(await subscriptionCount(), 20, 'nothing stored');
+  t.equal((await register(t, carol.token, { endpoint: endpoints[3], keys: browserSubscription().keys })).status, 201, 'an own endpoint is updated');
+  t.equal((await register(t, bob.token, { endpoint: pushService.url(pushPath()), keys: browserSubscription().keys })).status, 201, 'the cap is per user');
+  t.equal(await subscriptionCount(), 21);
+  await api.db.owner.delete(pushSubscriptions);
+});
+
 t.test('another user’s or tenant’s subscription is answered like a missing one', async (t) => {
   const created = await register(t, alice.token, { endpoint: pushService.url(pushPath()), keys: browserSubscription().keys });
   const stranger = await api.createUser(other.tenantId);
@@ -249,4 +281,26 @@ t.test('a delivery resumed after a crash pushes the batches whose push was lost,
   // Give a wrongly queued second push the time to arrive.
   await new Promise((resolve) => setTimeout(resolve, 1500));
   t.equal(pushService.received(path).length, 1, 'exactly one push');
+});
+
+t.test('a plain-http endpoint is sent to only when the allow-list admits the address connected to', async (t) => {
+  await api.db.owner.delete(pushSubscriptions);
+  const dave = await api.createUser(tenant.tenantId);
+  await notifyUsers(t, [dave.id]);
+  const [notification] = await eventually(
+    async () => api.db.owner.execute<{ id: string }>(sql`select id from notifications where notifiable_id = ${dave.id}`),
+    (rows) => rows.length === 1,
+  );
+  // Stored directly, as if it had been registered while its host name resolved to an
+  // allow-listed address and now resolves to a public one (1.1.1.1 is public, not allow-listed).
+  const [subscription] = await api.db.owner
+    .insert(pushSubscriptions)
+    .values({ tenantId: tenant.tenantId, userId: dave.id, endpoint: 'http://1.1.1.1:9/push', ...browserSubscription().keys })
+    .returning();
+  const tally = await sendPushes(api.atrium.services, { tenantId: tenant.tenantId, attempt: 1, deliveries: [{ subscriptionId: subscription!.id, notificationId: notification!.id }] });
+  t.same(tally, { sent: 0, gone: 0, retried: 0, failed: 1 }, 'refused, not retried');
+  const [row] = await api.db.owner.select().from(pushSubscriptions).where(eq(pushSubscriptions.id, subscription!.id));
+  t.match(row!.lastFailure, /refused.*WEBHOOK_ALLOWED_CIDRS/, 'the refusal is recorded');
+  t.equal(row!.lastFailureStatus, null);
+  await api.db.owner.delete(pushSubscriptions);
 });

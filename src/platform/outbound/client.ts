@@ -54,38 +54,41 @@ type LookupCallback = (error: NodeJS.ErrnoException | null, address: string | Lo
 export class OutboundClient {
   readonly policy: AddressPolicy;
   private readonly agent: Agent;
+  /** Connects only to addresses the operator allow-list admits (`send`'s `allowListedOnly`). */
+  private readonly allowListedAgent: Agent;
   private readonly maxResponseBytes: number;
 
   constructor(private readonly options: OutboundOptions) {
     this.policy = new AddressPolicy(options.allowedCidrs);
     this.maxResponseBytes = options.maxResponseBytes ?? 64 * 1024;
-    const connectResolved = buildConnector({ timeout: options.connectTimeoutMs, lookup: this.guardedLookup as never });
-    this.agent = new Agent({
+    this.agent = this.guardedAgent(
+      (ip) => this.policy.permits(ip),
+      (ip) => this.policy.refusal(ip),
+    );
+    this.allowListedAgent = this.guardedAgent(
+      (ip) => this.policy.allowListed(ip),
+      (ip) => `address ${ip} is refused: it is not admitted by WEBHOOK_ALLOWED_CIDRS`,
+    );
+  }
+
+  /** An agent that refuses, before connecting, any address `admits` rejects. */
+  private guardedAgent(admits: (ip: string) => boolean, refusal: (ip: string) => string): Agent {
+    const connectResolved = buildConnector({ timeout: this.options.connectTimeoutMs, lookup: guardedLookup(admits, refusal) as never });
+    return new Agent({
       // An IP literal never reaches `lookup` (net.connect skips resolution), so check it here.
       connect: (connectOptions, callback) => {
         const literal = ipLiteral(connectOptions.hostname);
-        if (literal !== null && !this.policy.permits(literal)) {
-          callback(new OutboundError('refused', this.policy.refusal(literal)), null);
+        if (literal !== null && !admits(literal)) {
+          callback(new OutboundError('refused', refusal(literal)), null);
           return;
         }
         connectResolved(connectOptions, callback);
       },
-      headersTimeout: options.timeoutMs,
-      bodyTimeout: options.timeoutMs,
+      headersTimeout: this.options.timeoutMs,
+      bodyTimeout: this.options.timeoutMs,
       connections: 32,
     });
   }
-
-  /** DNS resolution for net/tls.connect that refuses any non-permitted address. */
-  private readonly guardedLookup = (hostname: string, lookupOptions: LookupOptions, callback: LookupCallback): void => {
-    dnsLookup(hostname, { ...lookupOptions, all: true }, (error, addresses) => {
-      if (error) return callback(error, []);
-      const refused = addresses.find((entry) => !this.policy.permits(entry.address));
-      if (refused) return callback(new OutboundError('refused', `${hostname}: ${this.policy.refusal(refused.address)}`) as never, []);
-      if (lookupOptions.all) return callback(null, addresses);
-      callback(null, addresses[0]!.address, addresses[0]!.family);
-    });
-  };
 
   /**
    * Why `url` cannot be a destination (null when it can): http or https only, no
@@ -137,8 +140,12 @@ export class OutboundClient {
     }
   }
 
-  /** Sends one request. Resolves with any HTTP response; rejects only with OutboundError. */
-  async send(outbound: OutboundRequest): Promise<OutboundResponse> {
+  /**
+   * Sends one request. Resolves with any HTTP response; rejects only with OutboundError.
+   * `allowListedOnly`: connect only to addresses the operator allow-list admits (push
+   * endpoints over plain http), checked on the address actually connected to.
+   */
+  async send(outbound: OutboundRequest, options: { allowListedOnly?: boolean } = {}): Promise<OutboundResponse> {
     const started = performance.now();
     const abort = new AbortController();
     const timer = setTimeout(
@@ -147,7 +154,7 @@ export class OutboundClient {
     );
     try {
       const response = await request(outbound.url, {
-        dispatcher: this.agent,
+        dispatcher: options.allowListedOnly ? this.allowListedAgent : this.agent,
         method: outbound.method,
         headers: outbound.headers,
         body: outbound.body,
@@ -182,8 +189,21 @@ export class OutboundClient {
   }
 
   async close(): Promise<void> {
-    await this.agent.close();
+    await Promise.all([this.agent.close(), this.allowListedAgent.close()]);
   }
+}
+
+/** DNS resolution for net/tls.connect that refuses any address `admits` rejects. */
+function guardedLookup(admits: (ip: string) => boolean, refusal: (ip: string) => string) {
+  return (hostname: string, lookupOptions: LookupOptions, callback: LookupCallback): void => {
+    dnsLookup(hostname, { ...lookupOptions, all: true }, (error, addresses) => {
+      if (error) return callback(error, []);
+      const refused = addresses.find((entry) => !admits(entry.address));
+      if (refused) return callback(new OutboundError('refused', `${hostname}: ${refusal(refused.address)}`) as never, []);
+      if (lookupOptions.all) return callback(null, addresses);
+      callback(null, addresses[0]!.address, addresses[0]!.family);
+    });
+  };
 }
 
 const TIMEOUT_CODES = new Set(['UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT', 'ETIMEDOUT']);

@@ -5,7 +5,7 @@ import type { Handlers } from '../../platform/http/handler.ts';
 import { notFound, ProblemError } from '../../platform/http/problem.ts';
 import { present, readControls, type Controls } from '../../platform/result-controls/result-controls.ts';
 import { CUSTOM_NOTIFICATION, notify, queueDelivery, TYPED_NOTIFICATIONS } from './notify.ts';
-import { announceUnreadChange, isEventId } from './stream.ts';
+import { announceTenantUnreadChange, announceUnreadChange, isEventId } from './stream.ts';
 import { markNotifications, readState, readStateChange, type ReadStateInput } from './read-state.ts';
 import { notificationDispatches, notifications } from './table.ts';
 import { notificationView, ownNotifications, unreadNotifications } from './view.ts';
@@ -157,6 +157,8 @@ export const notificationHandlers = {
 
   /** Issue 8: Server-Sent Events of the caller's new notifications and unread count (stream.ts). */
   async streamNotifications({ auth, request, reply, services: { notificationStreams } }) {
+    // Fastify answers HEAD with the GET handler: the headers of a stream, but no stream is opened.
+    if (request.method === 'HEAD') return { status: 200, headers: { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache, no-transform' }, body: '' };
     const lastEventId = request.headers['last-event-id'];
     if (lastEventId !== undefined && (typeof lastEventId !== 'string' || !isEventId(lastEventId))) {
       throw new ProblemError(400, 'Last-Event-ID must be the id of an event of this stream.');
@@ -172,6 +174,8 @@ export const notificationHandlers = {
     await db.tenant(auth.tenantId, async (tx) => {
       await tx.delete(notifications);
       await tx.delete(notificationDispatches);
+      // Open streams of the tenant learn their count is now 0.
+      await announceTenantUnreadChange(tx, auth.tenantId);
     });
     return { status: 200, body: envelope(null) };
   },

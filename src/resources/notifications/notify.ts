@@ -156,7 +156,8 @@ export interface StoredBatch {
 }
 export interface UnreadChange {
   tenant_id: number;
-  user_id: number;
+  /** null: every user of the tenant (a reset). */
+  user_id: number | null;
 }
 
 export async function findDispatch(tx: Tx, dispatchId: string) {

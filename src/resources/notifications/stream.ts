@@ -9,12 +9,21 @@
  * Event ids are `<created_at µs>-<id>`, the list's order, so a reconnecting client's
  * `Last-Event-ID` replays what it missed. Each client's writes run in order on its own
  * chain, and a notification at or before the client's last id is not written twice.
+ *
+ * Known limit of the replay: `created_at` is the storing transaction's start, so a batch
+ * whose transaction began before, but committed after, the client's last event has ids
+ * below it. A client connected at its commit gets it live; a client that reconnects
+ * after that commit with a later `Last-Event-ID` does not get it replayed (it is in
+ * `GET /api/notifications`, and the `count` event is right). Replaying a margin before
+ * the last id would instead repeat events the client already has, since a new
+ * connection does not know what the old one sent.
  */
 import type { ServerResponse } from 'node:http';
 import { and, asc, count, desc, eq, getTableColumns, inArray, sql, type SQL } from 'drizzle-orm';
 import type { FastifyReply } from 'fastify';
 import { stillAuthenticated, type Auth } from '../../platform/auth/auth.ts';
 import type { Database, Tx } from '../../platform/database/database.ts';
+import { ProblemError } from '../../platform/http/problem.ts';
 import { present } from '../../platform/result-controls/result-controls.ts';
 import { NOTIFICATIONS_CHANNEL, type StoredBatch, type UnreadChange } from './notify.ts';
 import { notifications } from './table.ts';
@@ -50,6 +59,12 @@ const eventIdColumn = sql<string>`((extract(epoch from ${notifications.createdAt
 /** Tells the user's streams (every process) that their unread count changed, on commit. */
 export async function announceUnreadChange(tx: Tx, auth: Pick<Auth, 'tenantId' | 'userId'>): Promise<void> {
   const change: UnreadChange = { tenant_id: auth.tenantId, user_id: auth.userId };
+  await tx.execute(sql`select pg_notify(${NOTIFICATIONS_CHANNEL}, ${JSON.stringify(change)})`);
+}
+
+/** Tells every stream of the tenant (every process) that unread counts changed, on commit (reset). */
+export async function announceTenantUnreadChange(tx: Tx, tenantId: number): Promise<void> {
+  const change: UnreadChange = { tenant_id: tenantId, user_id: null };
   await tx.execute(sql`select pg_notify(${NOTIFICATIONS_CHANNEL}, ${JSON.stringify(change)})`);
 }
 
@@ -91,6 +106,21 @@ async function unreadCounts(tx: Tx, userIds: number[]): Promise<Map<number, numb
   return new Map(rows.map((row) => [row.userId, row.n]));
 }
 
+/** Streams one user may hold open in one process; more are refused with 429 (see the spec). */
+export const MAX_STREAMS_PER_USER = 10;
+
+const EVENT_STREAM_HEADERS = {
+  'content-type': 'text/event-stream; charset=utf-8',
+  'cache-control': 'no-cache, no-transform',
+  connection: 'keep-alive',
+  'x-accel-buffering': 'no',
+};
+
+/** Whether nothing can be written to the client any more (it left, or the stream was ended). */
+function isGone(response: ServerResponse): boolean {
+  return response.writableEnded || response.destroyed || !response.socket || response.socket.destroyed;
+}
+
 const event = (name: string, data: unknown, id?: string) => `${id ? `id: ${id}\n` : ''}event: ${name}\ndata: ${JSON.stringify(data)}\n\n`;
 
 export class NotificationStreams {
@@ -106,27 +136,49 @@ export class NotificationStreams {
     private readonly heartbeatMs: number,
   ) {}
 
-  /** Takes the request over (hijack) and keeps it open as an event stream. */
+  /**
+   * Takes the request over (hijack) and keeps it open as an event stream. The close
+   * listener is attached before any wait, and every wait is followed by a check that the
+   * client is still there: a client gone meanwhile is never registered.
+   */
   async open(auth: Auth, tokenHash: Buffer, reply: FastifyReply, lastEventId: string | undefined): Promise<void> {
-    if (!this.closed) await this.listen();
-    reply.hijack();
     const response = reply.raw;
-    response.writeHead(200, {
-      'content-type': 'text/event-stream; charset=utf-8',
-      'cache-control': 'no-cache, no-transform',
-      connection: 'keep-alive',
-      'x-accel-buffering': 'no',
-    });
-    response.write('retry: 3000\n\n');
     const client: StreamClient = { auth, tokenHash: tokenHash.toString('hex'), response, lastEventId: lastEventId ?? null, sent: new Set(), chain: Promise.resolve() };
+    response.once('close', () => this.remove(client));
+    if (!this.closed) await this.listen();
+    // Gone while authenticating or waiting for the listener: nothing to answer, nothing to register.
+    if (isGone(response)) {
+      reply.hijack();
+      return;
+    }
     // Shutting down: end at once; the client reconnects to another process.
     if (this.closed) {
+      this.startEventStream(reply);
       response.end();
       return;
     }
+    // Checked and registered without a wait in between, so concurrent opens cannot exceed it.
+    if (this.streamsOf(auth).size >= MAX_STREAMS_PER_USER) {
+      throw new ProblemError(429, `At most ${MAX_STREAMS_PER_USER} notification streams per user are open at a time; close one first.`, {
+        headers: { 'retry-after': '3' },
+      });
+    }
+    this.startEventStream(reply);
     this.add(client);
-    response.on('close', () => this.remove(client));
     this.enqueue(client, () => this.catchUp(client));
+  }
+
+  private startEventStream(reply: FastifyReply): void {
+    reply.hijack();
+    reply.raw.writeHead(200, EVENT_STREAM_HEADERS);
+    reply.raw.write('retry: 3000\n\n');
+  }
+
+  /** How many streams are registered in this process (tests, diagnostics). */
+  openStreams(): number {
+    let open = 0;
+    for (const users of this.clients.values()) for (const set of users.values()) open += set.size;
+    return open;
   }
 
   /** Ends every stream (server shutdown) and stops listening. */
@@ -140,6 +192,10 @@ export class NotificationStreams {
     if (listening) await listening.then((meta) => meta.unlisten()).catch(() => {});
   }
 
+  private streamsOf(auth: Pick<Auth, 'tenantId' | 'userId'>): ReadonlySet<StreamClient> {
+    return this.clients.get(auth.tenantId)?.get(auth.userId) ?? new Set();
+  }
+
   private add(client: StreamClient): void {
     const { tenantId, userId } = client.auth;
     let users = this.clients.get(tenantId);
@@ -147,6 +203,12 @@ export class NotificationStreams {
     let set = users.get(userId);
     if (!set) users.set(userId, (set = new Set()));
     set.add(client);
+  }
+
+  /** Ends the stream and forgets it (its close event may never come once the socket is gone). */
+  private end(client: StreamClient): void {
+    this.remove(client);
+    if (!client.response.writableEnded) client.response.end();
   }
 
   private remove(client: StreamClient): void {
@@ -160,7 +222,7 @@ export class NotificationStreams {
   private enqueue(client: StreamClient, task: () => Promise<void>): void {
     client.chain = client.chain.then(task).catch((error: unknown) => {
       this.log.error({ err: error }, 'notification stream: write failed');
-      client.response.end();
+      this.end(client);
     });
   }
 
@@ -188,7 +250,10 @@ export class NotificationStreams {
     }
     if (!this.heartbeat) {
       this.heartbeat = setInterval(() => {
-        for (const client of this.allClients()) client.response.write(': heartbeat\n\n');
+        for (const client of [...this.allClients()]) {
+          if (isGone(client.response)) this.end(client);
+          else client.response.write(': heartbeat\n\n');
+        }
         void this.endRevoked().catch((error: unknown) => this.log.error({ err: error }, 'notification stream: token check failed'));
       }, this.heartbeatMs);
       this.heartbeat.unref();
@@ -204,7 +269,7 @@ export class NotificationStreams {
     const clients = [...this.allClients()];
     if (clients.length === 0) return;
     const valid = await stillAuthenticated(this.db, [...new Set(clients.map((client) => client.tokenHash))].map((hash) => Buffer.from(hash, 'hex')));
-    for (const client of clients) if (!valid.has(client.tokenHash)) client.response.end();
+    for (const client of clients) if (!valid.has(client.tokenHash) || isGone(client.response)) this.end(client);
   }
 
   private *allClients(): Generator<StreamClient> {
@@ -257,12 +322,16 @@ export class NotificationStreams {
     }
   }
 
-  /** Notifications were read elsewhere: the user's streams here get the new count. */
+  /** Notifications were read elsewhere (or reset): the concerned streams here get the new count. */
   private async onUnreadChange(change: UnreadChange): Promise<void> {
-    const clients = this.clients.get(change.tenant_id)?.get(change.user_id);
-    if (!clients) return;
-    const counts = await this.db.tenant(change.tenant_id, (tx) => unreadCounts(tx, [change.user_id]));
-    for (const client of clients) this.enqueue(client, () => this.write(client, [], counts.get(change.user_id) ?? 0));
+    const users = this.clients.get(change.tenant_id);
+    if (!users) return;
+    const userIds = change.user_id === null ? [...users.keys()] : users.has(change.user_id) ? [change.user_id] : [];
+    if (userIds.length === 0) return;
+    const counts = await this.db.tenant(change.tenant_id, (tx) => unreadCounts(tx, userIds));
+    for (const userId of userIds) {
+      for (const client of users.get(userId) ?? []) this.enqueue(client, () => this.write(client, [], counts.get(userId) ?? 0));
+    }
   }
 
   /**
@@ -271,7 +340,7 @@ export class NotificationStreams {
    * after a later one, and must still be shown.
    */
   private async write(client: StreamClient, rows: StreamRow[], unread: number): Promise<void> {
-    if (client.response.writableEnded) return;
+    if (isGone(client.response)) return;
     const fresh = rows.filter((row) => !client.sent.has(row.id));
     if (fresh.length > 0) {
       // No relations, so presenting runs no query; the record is what the notifications view answers.

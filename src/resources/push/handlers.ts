@@ -1,4 +1,4 @@
-import { and, asc, eq, sql } from 'drizzle-orm';
+import { and, asc, count, eq, sql } from 'drizzle-orm';
 import type { Handlers } from '../../platform/http/handler.ts';
 import { forbidden, invalid, notFound } from '../../platform/http/problem.ts';
 import { present } from '../../platform/result-controls/result-controls.ts';
@@ -10,6 +10,8 @@ import { pushSubscriptionView } from './view.ts';
 
 const ALL_FIELDS = { selects: null, relations: [] };
 const MAX_USER_AGENT = 512;
+/** Subscriptions one user may hold (browsers and devices); more are a 422 (see the spec). */
+export const MAX_SUBSCRIPTIONS_PER_USER = 20;
 
 export const pushHandlers = {
   async getVapidPublicKey({ services: { config, db } }) {
@@ -36,6 +38,15 @@ export const pushHandlers = {
     if (Object.keys(errors).length > 0) throw invalid(errors);
     const userAgent = request.headers['user-agent']?.slice(0, MAX_USER_AGENT) ?? null;
     const [created] = await db.tenant(auth.tenantId, async (tx) => {
+      // Serializes the caller's registrations, so concurrent ones cannot pass the cap together.
+      await tx.select({ id: users.id }).from(users).where(eq(users.id, auth.userId)).for('update');
+      const [held] = await tx
+        .select({ n: count(), own: sql<boolean>`coalesce(bool_or(${pushSubscriptions.endpoint} = ${input.endpoint}), false)` })
+        .from(pushSubscriptions)
+        .where(eq(pushSubscriptions.userId, auth.userId));
+      if (!held!.own && held!.n >= MAX_SUBSCRIPTIONS_PER_USER) {
+        throw invalid({ endpoint: [`at most ${MAX_SUBSCRIPTIONS_PER_USER} push subscriptions per user; delete one first`] });
+      }
       const rows = await tx
         .insert(pushSubscriptions)
         .values({
@@ -49,7 +60,6 @@ export const pushHandlers = {
         .onConflictDoUpdate({
           target: [pushSubscriptions.tenantId, pushSubscriptions.endpoint],
           set: {
-            userId: auth.userId,
             p256dh: input.keys.p256dh,
             auth: input.keys.auth,
             userAgent,
@@ -58,8 +68,11 @@ export const pushHandlers = {
             lastFailureAt: null,
             updatedAt: sql`now()`,
           },
+          // Only the caller's own record is updated; another user's is left as it is.
+          setWhere: eq(pushSubscriptions.userId, auth.userId),
         })
         .returning();
+      if (rows.length === 0) throw invalid({ endpoint: ['is registered by another user; it must be deleted by that user first'] });
       return present(pushSubscriptionView, tx, rows, ALL_FIELDS, auth);
     });
     return { status: 201, body: created! };

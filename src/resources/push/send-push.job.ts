@@ -131,7 +131,12 @@ async function sendOne(services: Services, keys: VapidKeys, message: PushMessage
   }
   const headers = Object.fromEntries(Object.entries(details.headers).map(([name, value]) => [name, String(value)]));
   try {
-    const response = await services.outbound.send({ url: details.endpoint, method: 'POST', headers, body: details.body ?? undefined });
+    // Plain http is admitted only inside the operator allow-list (subscription-input.ts), and
+    // checked again here on the address connected to: a name may resolve elsewhere by now.
+    const response = await services.outbound.send(
+      { url: details.endpoint, method: 'POST', headers, body: details.body ?? undefined },
+      { allowListedOnly: new URL(details.endpoint).protocol === 'http:' },
+    );
     const verdict = judgePushResponse(response.status);
     if (verdict === 'sent' || verdict === 'gone') return { kind: verdict };
     const error = `HTTP ${response.status}${response.status >= 300 && response.status < 400 ? ': redirects are not followed' : ''}`;
@@ -211,7 +216,12 @@ export async function sendPushes(services: Services, data: PushJobData): Promise
 export const sendPushJob = defineJob<PushJobData>({
   name: 'push.send',
   // pg-boss retries only cover failures of Atrium itself (database down); push-service
-  // answers are handled above with their own backoff.
+  // answers are handled above with their own backoff. Known limit: there is no per-message
+  // progress record, so a job that fails after sending (recording the outcomes or
+  // queueing the retries fails, or the process dies mid-batch) is run again by pg-boss and
+  // sends the batch's messages again: delivery is at least once, and a device may show a
+  // notification twice (a service worker that uses the message `id` as the notification
+  // `tag` makes the browser replace it instead).
   queue: { retryLimit: 3, retryDelay: 5, retryBackoff: true },
   work: { batchSize: 1, pollingIntervalSeconds: 1 },
   async run(jobs, services) {
