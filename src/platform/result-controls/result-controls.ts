@@ -156,3 +156,15 @@ export async function present<Row, Viewer, FilterKey extends string>(
     return out;
   });
 }
+
+/** Groups rows for a to-many relation: `key` → the `value`s of its rows, in row order. */
+export function groupBy<T, V>(items: T[], key: (item: T) => unknown, value: (item: T) => V): Map<unknown, V[]> {
+  const groups = new Map<unknown, V[]>();
+  for (const item of items) {
+    const k = key(item);
+    const list = groups.get(k);
+    if (list) list.push(value(item));
+    else groups.set(k, [value(item)]);
+  }
+  return groups;
+}

@@ -3,6 +3,7 @@
  * (seed "Task field default value sources"; decisions §4 count-less pagination, §5 who
  * may administer a form or task template).
  */
+import { containsPattern } from '../../platform/database/text-search.ts';
 import { and, asc, eq, ilike, inArray, isNotNull, isNull, or, sql, type SQL } from 'drizzle-orm';
 import type { Auth } from '../../platform/auth/auth.ts';
 import type { Tx } from '../../platform/database/database.ts';
@@ -33,7 +34,6 @@ const parentTitle = sql<string>`coalesce(${forms.title}, ${taskTemplates.title})
 const parentType = sql<ParentType>`case when ${formFields.formId} is not null then 'form' else 'taskTemplate' end`;
 const parentId = sql<number>`coalesce(${formFields.formId}, ${formFields.taskTemplateId})`;
 
-const escapeLike = (text: string) => text.replace(/[\\%_]/g, (c) => `\\${c}`);
 const selected = <T>(values: T[] | undefined): values is T[] => values !== undefined && values.length > 0;
 
 /** Fields a `formFieldValue` source of `targetId` may copy from: compatible type, not the target. */
@@ -53,7 +53,7 @@ function previewConditions(auth: Auth, filter: PreviewFilter, omit?: FilterKey):
   const f = { ...filter };
   if (omit) delete f[omit];
   if (f.text !== undefined && f.text.trim() !== '') {
-    const pattern = `%${escapeLike(f.text.trim())}%`;
+    const pattern = containsPattern(f.text.trim());
     conditions.push(or(ilike(formFields.name, pattern), ilike(parentTitle, pattern)));
   }
   if (selected(f.form_type)) conditions.push(inArray(forms.formType, f.form_type));

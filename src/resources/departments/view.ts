@@ -2,7 +2,8 @@ import { and, asc, eq, getTableColumns, inArray, isNull, sql, type SQL } from 'd
 import type { Auth } from '../../platform/auth/auth.ts';
 import type { Tx } from '../../platform/database/database.ts';
 import { rfc3339 } from '../../platform/http/datetime.ts';
-import { defineView, present } from '../../platform/result-controls/result-controls.ts';
+import { containsPattern } from '../../platform/database/text-search.ts';
+import { defineView, groupBy, present } from '../../platform/result-controls/result-controls.ts';
 import { attributeSetView } from '../attribute-sets/view.ts';
 import { attributeSets } from '../attribute-sets/table.ts';
 import { notificationSettingView } from '../notification-settings/handlers.ts';
@@ -34,7 +35,6 @@ export async function selectDepartments(tx: Tx, where: SQL | undefined, limit?: 
   return (limit ? await query.limit(limit) : await query) as DepartmentRow[];
 }
 
-const escapeLike = (text: string) => text.replace(/[\\%_]/g, '\\$&');
 
 /**
  * `filter[text]` (decisions §4): every word must match; `#word` matches a tag exactly
@@ -45,7 +45,7 @@ export function departmentTextFilter(text: string): SQL | undefined {
   const conditions = words.map((word) =>
     word.startsWith('#')
       ? sql`exists (select 1 from unnest(${departments.tags}) as tag where lower(tag) = lower(${word.slice(1)}))`
-      : sql`${departments.name} ilike ${`%${escapeLike(word)}%`}`,
+      : sql`${departments.name} ilike ${containsPattern(word)}`,
   );
   return conditions.length > 0 ? and(...conditions) : undefined;
 }
@@ -86,7 +86,7 @@ export const departmentView = defineView<DepartmentRow, Auth, 'text'>({
         const ordered = memberships
           .filter((m) => presented.has(m.userId))
           .sort((a, b) => position.get(a.userId)! - position.get(b.userId)!);
-        return groupBy(ordered.map((m) => [m.departmentId, presented.get(m.userId)]));
+        return groupBy(ordered, (m) => m.departmentId, (m) => presented.get(m.userId));
       },
     },
     notification_settings: {
@@ -99,7 +99,7 @@ export const departmentView = defineView<DepartmentRow, Auth, 'text'>({
           .where(inArray(departmentNotificationSettings.departmentId, rows.map((r) => r.id)))
           .orderBy(asc(notificationSettings.sortNumber), asc(notificationSettings.id));
         const presented = await present(notificationSettingView, tx, found.map((f) => f.setting), { selects: null, relations: [] }, viewer);
-        return groupBy(found.map((f, i) => [f.departmentId, presented[i]]));
+        return groupBy(found.map((f, i) => [f.departmentId, presented[i]] as const), ([id]) => id, ([, shown]) => shown);
       },
     },
     attribute_sets: {
@@ -112,18 +112,9 @@ export const departmentView = defineView<DepartmentRow, Auth, 'text'>({
           .where(inArray(departmentAttributeSets.departmentId, rows.map((r) => r.id)))
           .orderBy(asc(departmentAttributeSets.sortNumber), asc(attributeSets.id));
         const presented = await present(attributeSetView, tx, found.map((f) => f.set), { selects: null, relations: [] }, viewer);
-        return groupBy(found.map((f, i) => [f.departmentId, presented[i]]));
+        return groupBy(found.map((f, i) => [f.departmentId, presented[i]] as const), ([id]) => id, ([, shown]) => shown);
       },
     },
   },
 });
 
-function groupBy(pairs: [unknown, unknown][]): Map<unknown, unknown[]> {
-  const groups = new Map<unknown, unknown[]>();
-  for (const [key, value] of pairs) {
-    const list = groups.get(key) ?? [];
-    list.push(value);
-    groups.set(key, list);
-  }
-  return groups;
-}

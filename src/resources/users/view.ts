@@ -4,7 +4,8 @@ import type { Tx } from '../../platform/database/database.ts';
 import { can, type Auth } from '../../platform/auth/auth.ts';
 import { entityPermissions } from '../../platform/entity-permissions/table.ts';
 import { rfc3339 } from '../../platform/http/datetime.ts';
-import { defineView, type Visibility } from '../../platform/result-controls/result-controls.ts';
+import { containsPattern } from '../../platform/database/text-search.ts';
+import { defineView, groupBy, type Visibility } from '../../platform/result-controls/result-controls.ts';
 import type { Secrets } from '../../platform/secrets/secrets.ts';
 import { departments, departmentUsers } from '../departments/table.ts';
 import { languages } from '../languages/table.ts';
@@ -42,7 +43,7 @@ export const DEFAULT_USER_RELATIONS = ['role', 'language'];
  * only where the viewer may see those fields (otherwise the filter would reveal them).
  */
 export function userTextFilter(value: string, viewer: Auth): SQL {
-  const pattern = `%${value.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+  const pattern = containsPattern(value);
   const columns: AnyPgColumn[] = [users.username, users.firstName, users.lastName];
   if (userFieldVisible(viewer, 'personal')) columns.push(users.email);
   if (userFieldVisible(viewer, 'administrative')) columns.push(users.staffNumber);
@@ -162,16 +163,6 @@ export const userView = defineView<UserRow, UserViewer, 'text' | 'role_id' | 'ac
   },
 });
 
-function groupBy<T, K, V>(items: T[], key: (item: T) => K, value: (item: T) => V): Map<unknown, V[]> {
-  const map = new Map<unknown, V[]>();
-  for (const item of items) {
-    const k = key(item);
-    const list = map.get(k);
-    if (list) list.push(value(item));
-    else map.set(k, [value(item)]);
-  }
-  return map;
-}
 
 /** Users with their picture's file name and ETag (not its bytes), in the transaction's tenant. */
 export function selectUsers(tx: Tx) {
