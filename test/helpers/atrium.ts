@@ -68,6 +68,7 @@ export async function startTestApi(t: Test, overrides: Partial<Config> = {}): Pr
   const config: Config = {
     ...loadConfig({}),
     databaseUrl: database.url,
+    appDatabaseUrl: database.appUrl,
     logLevel: process.env.TEST_LOG_LEVEL ?? 'silent',
     adminPassword: DEMO_PASSWORD,
     ...overrides,

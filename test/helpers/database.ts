@@ -1,7 +1,9 @@
 /**
  * One isolated PostgreSQL database per test file, so tap can run files in parallel:
- * with DATABASE_URL, a fresh database on that server (dropped afterwards); without it, a
- * fresh embedded cluster under os.tmpdir() (stopped and removed afterwards).
+ * - under `npm test` (scripts/test.ts), a copy of the run's migrated template database on
+ *   the run's one server, dropped afterwards;
+ * - with DATABASE_URL (a file run by `npx tap` directly), a fresh database on that server;
+ * - otherwise a fresh embedded cluster under os.tmpdir(), stopped and removed afterwards.
  */
 import { randomBytes } from 'node:crypto';
 import { rm } from 'node:fs/promises';
@@ -10,27 +12,58 @@ import path from 'node:path';
 import postgres from 'postgres';
 import { startEmbeddedPostgres } from '../../src/platform/database/embedded.ts';
 
+/** Set by scripts/test.ts: the run's server and template (JSON of `TestCluster`). */
+export const TEST_CLUSTER_ENV = 'ATRIUM_TEST_CLUSTER';
+
+export interface TestCluster {
+  /** Superuser connection string of the run's server. */
+  url: string;
+  /** A database with every migration applied, to copy. */
+  template: string;
+  /** Password of `atrium_app`'s own login, when the server is the run's embedded one. */
+  appPassword?: string;
+}
+
 export interface TestDatabase {
   url: string;
+  /** The application role's own login, where the server provides one (as the embedded server does). */
+  appUrl?: string;
   drop(): Promise<void>;
 }
 
-export async function createTestDatabase(): Promise<TestDatabase> {
-  const external = process.env.DATABASE_URL;
-  if (external) {
-    const name = `atrium_test_${process.pid}_${randomBytes(4).toString('hex')}`;
-    const admin = postgres(external, { max: 1, onnotice: () => {} });
-    await admin.unsafe(`create database "${name}"`);
-    const url = new URL(external);
-    url.pathname = `/${name}`;
-    return {
-      url: url.toString(),
-      async drop() {
-        await admin.unsafe(`drop database if exists "${name}" with (force)`);
-        await admin.end({ timeout: 5 });
-      },
-    };
+const withDatabase = (url: string, name: string) => {
+  const copy = new URL(url);
+  copy.pathname = `/${name}`;
+  return copy;
+};
+
+async function databaseOnServer(serverUrl: string, template?: string, appPassword?: string): Promise<TestDatabase> {
+  const name = `atrium_test_${process.pid}_${randomBytes(4).toString('hex')}`;
+  const admin = postgres(serverUrl, { max: 1, onnotice: () => {} });
+  await admin.unsafe(template ? `create database "${name}" template "${template}"` : `create database "${name}"`);
+  const appUrl = appPassword ? withDatabase(serverUrl, name) : undefined;
+  if (appUrl) {
+    appUrl.username = 'atrium_app';
+    appUrl.password = appPassword!;
   }
+  return {
+    url: withDatabase(serverUrl, name).toString(),
+    appUrl: appUrl?.toString(),
+    async drop() {
+      await admin.unsafe(`drop database if exists "${name}" with (force)`);
+      await admin.end({ timeout: 5 });
+    },
+  };
+}
+
+export async function createTestDatabase(): Promise<TestDatabase> {
+  const cluster = process.env[TEST_CLUSTER_ENV];
+  if (cluster) {
+    const { url, template, appPassword } = JSON.parse(cluster) as TestCluster;
+    return databaseOnServer(url, template, appPassword);
+  }
+  const external = process.env.DATABASE_URL;
+  if (external) return databaseOnServer(external);
   const dataDir = path.join(os.tmpdir(), `atrium-test-${process.pid}-${randomBytes(4).toString('hex')}`);
   const server = await startEmbeddedPostgres(dataDir);
   return {
