@@ -1,10 +1,10 @@
 import { and, desc, eq, sql, type SQL } from 'drizzle-orm';
 import type { Auth } from '../../platform/auth/auth.ts';
-import { clientAddressLimitKey, loginRetryAfter, recordLoginFailure } from '../../platform/auth/login-rate-limit.ts';
+import { admitLoginAttempt, clientAddressLimitKey, withdrawLoginAttempt } from '../../platform/auth/login-rate-limit.ts';
 import { hashToken } from '../../platform/auth/tokens.ts';
 import type { Database, Tx } from '../../platform/database/database.ts';
 import type { Handlers } from '../../platform/http/handler.ts';
-import { invalid, notFound, ProblemError, unauthorized } from '../../platform/http/problem.ts';
+import { invalid, notFound, unauthorized } from '../../platform/http/problem.ts';
 import { present, readControls } from '../../platform/result-controls/result-controls.ts';
 import type { Services } from '../../platform/services.ts';
 import { issueAccessToken } from '../auth/handlers.ts';
@@ -143,18 +143,14 @@ export const loginTokenHandlers = {
 
   async loginWithToken({ body, request, services: { db, config, secrets } }) {
     const addressKey = clientAddressLimitKey(config, request.ip);
-    const retryAfter = await loginRetryAfter(db, config, [addressKey]);
-    if (retryAfter > 0) {
-      throw new ProblemError(429, 'Too many failed sign-ins. Try again later.', { headers: { 'Retry-After': String(retryAfter) } });
-    }
+    // Counted before the token is looked at (429 beyond the limit); a success withdraws it.
+    const attempt = await admitLoginAttempt(db, config, [addressKey]);
     // A value without this instance's signature never reaches the database.
     const answer = isSignedLoginTokenValue(secrets, body.token)
       ? await consumeLoginToken(db, hashToken(body.token), config.accessTokenTtlSeconds)
       : null;
-    if (!answer) {
-      await recordLoginFailure(db, config, [addressKey]);
-      throw unauthorized('The login token is invalid, expired or already used.');
-    }
+    if (!answer) throw unauthorized('The login token is invalid, expired or already used.');
+    await withdrawLoginAttempt(db, attempt);
     return { status: 200, body: answer };
   },
 } satisfies Partial<Handlers>;
