@@ -556,9 +556,11 @@ export interface paths {
         put?: never;
         /**
          * Create a login token that signs in the caller
-         * @description `user_id` and `login_user_id` are both the authenticated user (decisions §6); a
-         *     `user_id` in the body is ignored. The answer carries the signed value as `token`,
-         *     the only time it is returned.
+         * @description `user_id` and `login_user_id` are both the authenticated user; a `user_id` in the
+         *     body is ignored. The answer carries the signed value as `token`, the only time it
+         *     is returned. The token stops working if the caller later loses
+         *     `login-tokens.administer`, is deactivated or deleted, or is marked for logout
+         *     (see `POST /api/auth/login-token`).
          */
         post: operations["createUserLoginToken"];
         delete?: never;
@@ -607,11 +609,24 @@ export interface paths {
         /**
          * Create a login token for the user with an e-mail address
          * @description `email` (compared case-insensitively) is resolved to `login_user_id`; `user_id` is
-         *     the authenticated user (a `user_id` in the body is ignored). 422 when no user has
-         *     the address, when it belongs only to deleted or inactive users, when several
-         *     active users share it, or when the user holds a permission the caller lacks
-         *     (decisions §6). The answer carries the signed value as `token`, the only time it
-         *     is returned.
+         *     the authenticated user (a `user_id` in the body is ignored). The answer carries
+         *     the signed value as `token`, the only time it is returned.
+         *
+         *     Resolving an address to a user reads a personal field, so this operation also
+         *     needs `users.view-personal` (403 otherwise, before any lookup: the answer is the
+         *     same whether or not the address exists).
+         *
+         *     The address must belong to exactly one active, not deleted user of the tenant
+         *     who holds no permission the caller lacks (no escalation: a token may not sign in
+         *     someone who can do more than its creator). Every address that fails this — no
+         *     user has it, only inactive or deleted users have it, several users share it, or
+         *     its user holds a permission the caller lacks — gets one and the same 422 on
+         *     `email`, which says neither which of these applies nor which permissions are
+         *     involved.
+         *
+         *     The token stops working if its creator later loses the authority to create it
+         *     (deactivated, deleted, `login-tokens.administer` or one of the user's permissions
+         *     lost) or its user is marked for logout (see `POST /api/auth/login-token`).
          */
         post: operations["createUserLoginTokenForEmail"];
         delete?: never;
@@ -633,8 +648,23 @@ export interface paths {
          * Sign in with tenant, username and password
          * @description Issues an opaque access token (lifetime `ACCESS_TOKEN_TTL`, default 12 h).
          *     An unknown tenant, unknown user, wrong password, or an inactive or deleted user
-         *     all get the same 401. Repeated failures for one account or from one client
-         *     address are answered 429 with `Retry-After` (checked before the password).
+         *     all get the same 401.
+         *
+         *     Rate limit: every attempt is counted before the password is checked, per account
+         *     (`LOGIN_MAX_FAILURES`, default 10, per `LOGIN_FAILURE_WINDOW`, default 900 s) and
+         *     per client address (five times as many; the address is the connection's, or the
+         *     one the trusted proxies of `TRUST_PROXY` report). An attempt beyond either limit
+         *     is answered 429 with `Retry-After` (seconds until the window ends) without checking
+         *     the password, even a right one; so of any number of concurrent attempts at most the
+         *     limit are checked. Failed checks stay counted; a successful sign-in clears the
+         *     account's count and does not count against the address. Wrong `old_password`
+         *     values of `PUT /api/users/{user}` count towards the same account limit.
+         *
+         *     When `password_change_required` is true, the session is restricted until the
+         *     password is changed: it may only change its own password (`PUT /api/users/{user}`
+         *     on oneself), read its own user (`GET /api/users/current`, `GET /api/users/{user}`
+         *     and the profile picture routes for oneself) and sign out (`POST /api/auth/logout`).
+         *     Every other operation answers 403 saying so.
          */
         post: operations["login"];
         delete?: never;
@@ -657,10 +687,19 @@ export interface paths {
          * @description Consumes a login token created under `/api/administration/users/login-tokens`
          *     and answers exactly like `POST /api/auth/login`, for the token's `login_user_id`
          *     in the token's tenant. A token signs in once: the first use soft-deletes it
-         *     (`used_at`, `deleted_at`), so of two concurrent uses exactly one succeeds. Used,
-         *     deleted, expired, forged or unknown tokens, and tokens whose user is now inactive
-         *     or deleted, all get the same 401. Failures count towards the per-client-address
-         *     sign-in limit (429 with `Retry-After`, checked first).
+         *     (`used_at`, `deleted_at`), so of two concurrent uses exactly one succeeds.
+         *
+         *     A token lives only as long as the authority that issued it. Besides used, deleted,
+         *     expired, forged or unknown tokens, these all get the same 401 (and stay unused):
+         *     a token whose user is now inactive or deleted, or was marked for logout
+         *     (`POST /api/users/logout/{user}`) after the token was created; and a token whose
+         *     creator (`user_id`) is now inactive or deleted, no longer holds
+         *     `login-tokens.administer`, or no longer holds every permission the user it signs
+         *     in holds (an inactive role grants none).
+         *
+         *     Every attempt counts towards the per-client-address sign-in limit before the token
+         *     is looked at (see `POST /api/auth/login`): beyond it, 429 with `Retry-After`, and
+         *     the token is not consumed. A successful sign-in does not count.
          */
         post: operations["loginWithToken"];
         delete?: never;
@@ -678,7 +717,11 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Revoke the presented access token */
+        /**
+         * Revoke the presented access token
+         * @description Revokes the token the request presents; the user's other sessions are untouched.
+         *     Allowed also while the user must change their password.
+         */
         post: operations["logout"];
         delete?: never;
         options?: never;
@@ -1346,7 +1389,13 @@ export interface paths {
          *     record, where `role_id`, `active` and `prevent_logout` are ignored (even for
          *     administrators), and `department_ids` is ignored without `users.administer`.
          *     Changing one's own password without `users.administer` requires the current one in
-         *     `old_password` (422 when missing or wrong). `profile_picture: null` removes the
+         *     `old_password` (422 when missing or wrong). Each `old_password` checked counts
+         *     towards the account's sign-in failure limit (see `POST /api/auth/login`), counted
+         *     before it is checked: beyond the limit the update answers 429 with `Retry-After`
+         *     without checking it. A password change ends sessions: changing one's own password
+         *     revokes every other access token of the user (the one used for the change keeps
+         *     working) and clears `request_password_change`; setting another user's password
+         *     revokes all of that user's access tokens. `profile_picture: null` removes the
          *     picture; a picture is uploaded with `multipart/form-data` (see `POST /api/users`).
          *     Soft-deleted users are not found (404).
          *     No escalation (one rule with role administration and login tokens): `role_id` must
@@ -1644,7 +1693,11 @@ export interface components {
             access_token: string;
             /** Format: date-time */
             expires_at: string;
-            /** @description The user's `request_password_change` flag. */
+            /**
+             * @description The user's `request_password_change` flag. While it is set, this session may only
+             *     change its own password, read its own user and sign out; every other operation
+             *     answers 403 (see `POST /api/auth/login`). Changing the password clears it.
+             */
             password_change_required: boolean;
             /** @constant */
             token_type: "Bearer";
@@ -2652,8 +2705,13 @@ export interface components {
         };
         /**
          * @description A one-time credential that signs `login_user_id` in without a password
-         *     (`POST /api/auth/login-token`). The signed token value is never part of this record:
-         *     it is returned once, as `token`, by the create operations and stored only as a hash.
+         *     (`POST /api/auth/login-token`), until it is used, deleted or expired, and only while
+         *     the authority behind it stands: its creator active, not deleted and still holding
+         *     `login-tokens.administer` and every permission of the user it signs in, and that
+         *     user active, not deleted and not marked for logout since the token was created
+         *     (`state` does not reflect these conditions). The signed token value is never part
+         *     of this record: it is returned once, as `token`, by the create operations and stored
+         *     only as a hash.
          *     The internal `id` is returned only when named in `selects`; `uuid` is the route key.
          */
         UserLoginToken: {
@@ -5280,6 +5338,7 @@ export interface operations {
             413: components["responses"]["ContentTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests"];
         };
     };
     deleteUser: {

@@ -2,6 +2,7 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyServ
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import qs from 'qs';
+import { fastifyTrustProxy } from './config.ts';
 import { handlers } from './handlers.ts';
 import { registerErrorHandling } from './platform/http/error-handler.ts';
 import { registerMultipart } from './platform/http/multipart.ts';
@@ -35,7 +36,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   const app = Fastify({
     ...(options.logger ? { loggerInstance: options.logger } : { logger: loggerOptions(services.config.logLevel) }),
     bodyLimit: services.config.bodyLimitBytes,
-    trustProxy: process.env.TRUST_PROXY === 'true',
+    trustProxy: fastifyTrustProxy(services.config.trustProxy),
     forceCloseConnections: 'idle',
     routerOptions: {
       // `filter[text]=…` → { filter: { text: … } }; no `comma` option: `selects` stays one string.

@@ -1,4 +1,6 @@
 import path from 'node:path';
+import { isIP } from 'node:net';
+import ipaddr from 'ipaddr.js';
 
 /** Process configuration, read once from the environment (README "Configuration"). */
 export interface Config {
@@ -15,6 +17,12 @@ export interface Config {
   loginMaxFailures: number;
   loginFailureWindowSeconds: number;
   bodyLimitBytes: number;
+  /**
+   * Which reverse proxies' `X-Forwarded-For` entries are believed (Fastify `trustProxy`):
+   * false (none; the client address is the connection's), the number of proxy hops in
+   * front of Atrium, or the proxies' addresses and CIDRs. Never "every hop".
+   */
+  trustProxy: false | number | string[];
   /** Login of the application pool (a role without BYPASSRLS, member of atrium_app). */
   appDatabaseUrl: string | undefined;
   /** Base64 32-byte master key; generated and stored in the database when unset. */
@@ -60,6 +68,43 @@ function integer(env: NodeJS.ProcessEnv, name: string, fallback: number, min = 0
   return value;
 }
 
+/**
+ * `TRUST_PROXY`: unset, empty or `false` → none; an integer → that many hops; otherwise a
+ * comma-separated list of proxy addresses or CIDRs. `true` (trust every hop, so any client
+ * could choose its own address) and anything else stop start-up.
+ */
+function trustProxy(env: NodeJS.ProcessEnv): Config['trustProxy'] {
+  const raw = (env.TRUST_PROXY ?? '').trim();
+  if (raw === '' || raw === 'false') return false;
+  if (/^\d+$/.test(raw)) {
+    const hops = Number(raw);
+    if (hops > 100) throw new Error(`TRUST_PROXY must be a hop count from 0 to 100 or a list of proxy addresses, got "${raw}"`);
+    return hops === 0 ? false : hops;
+  }
+  const entries = list(env, 'TRUST_PROXY');
+  for (const entry of entries) {
+    // Strict literals only (no `1.5` or `0x7f.1` shorthand): what the operator wrote is what is trusted.
+    const address = entry.split('/')[0]!;
+    const valid = isIP(address) !== 0 && (!entry.includes('/') || ipaddr.isValidCIDR(entry));
+    if (!valid) {
+      throw new Error(
+        `TRUST_PROXY must be the number of proxy hops in front of Atrium (e.g. 1) or a comma-separated list of proxy addresses or CIDRs (e.g. 10.0.0.1,10.1.0.0/16); "${entry}" is neither`,
+      );
+    }
+  }
+  return entries.length > 0 ? entries : false;
+}
+
+/**
+ * `Config.trustProxy` as Fastify's option. Fastify no longer honours a bare hop count (it
+ * cannot tell a proxy from a client that connects directly), so the count becomes a trust
+ * function: the connection's peer and the entries it appended, up to `hops` in all. Only
+ * sound when Atrium is reachable solely through those proxies (README).
+ */
+export function fastifyTrustProxy(value: Config['trustProxy']): false | string[] | ((address: string, hop: number) => boolean) {
+  return typeof value === 'number' ? (_address: string, hop: number) => hop < value : value;
+}
+
 /** Both VAPID keys or neither: a lone one is a configuration mistake, not a reason to generate. */
 function vapidKeys(env: NodeJS.ProcessEnv): Pick<Config, 'vapidPublicKey' | 'vapidPrivateKey'> {
   const vapidPublicKey = env.VAPID_PUBLIC_KEY || undefined;
@@ -88,6 +133,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     loginMaxFailures: integer(env, 'LOGIN_MAX_FAILURES', 10, 1),
     loginFailureWindowSeconds: integer(env, 'LOGIN_FAILURE_WINDOW', 900, 1),
     bodyLimitBytes: integer(env, 'BODY_LIMIT', 1024 * 1024, 1024),
+    trustProxy: trustProxy(env),
     secretKey: env.ATRIUM_SECRET_KEY || undefined,
     appDatabaseUrl: env.ATRIUM_APP_DATABASE_URL || undefined,
     webhookAllowedCidrs: list(env, 'WEBHOOK_ALLOWED_CIDRS'),

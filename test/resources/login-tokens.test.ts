@@ -220,32 +220,111 @@ t.test('the e-mail create resolves the address (case-insensitively) to login_use
   t.equal(me.body.id, employee.id);
 });
 
-t.test('an e-mail of a deleted or inactive user, or of another tenant, is a 422', async (t) => {
+t.test('every unusable address gets one and the same 422: nothing tells whether it exists or what its user may do', async (t) => {
+  const creator = await api.createUser(tenant.tenantId, { permissions: ['login-tokens.administer', 'users.view', 'users.view-personal'] });
   await api.createUser(tenant.tenantId, { values: { email: 'gone@example.com', deletedAt: new Date() } });
   await api.createUser(tenant.tenantId, { values: { email: 'idle@example.com', active: false } });
+  await api.createUser(tenant.tenantId, { values: { email: 'twice@example.com' } });
+  await api.createUser(tenant.tenantId, { values: { email: 'TWICE@example.com' } });
+  await api.createUser(tenant.tenantId, { permissions: [...PERMISSIONS], values: { email: 'mighty@example.com' } });
   await api.createUser(other.tenantId, { values: { email: 'elsewhere@example.com' } });
   const before = await tokenCount();
-  for (const email of ['gone@example.com', 'idle@example.com', 'elsewhere@example.com']) {
-    const res = await api.call(t, 'createUserLoginTokenForEmail', { token: admin, body: { expires_in: 60, email } });
+  const bodies = new Set<string>();
+  for (const email of ['nobody@example.com', 'gone@example.com', 'idle@example.com', 'twice@example.com', 'mighty@example.com', 'elsewhere@example.com']) {
+    const res = await api.call(t, 'createUserLoginTokenForEmail', { token: creator.token, body: { expires_in: 60, email } });
     t.equal(res.status, 422, email);
     t.ok(res.body.errors.email);
+    t.notMatch(res.text, /(users|tasks|notifications|automations|departments|menu-items)\.[a-z]/, 'names no permission');
+    bodies.add(res.text);
   }
-  t.equal(await tokenCount(), before);
+  t.equal(bodies.size, 1, 'identical answers');
+  t.equal(await tokenCount(), before, 'nothing stored');
 });
 
-t.test('no token for a user holding a permission the creator lacks (decisions §6)', async (t) => {
-  const creator = await api.createUser(tenant.tenantId, { permissions: ['login-tokens.administer', 'users.view'] });
-  await api.createUser(tenant.tenantId, { permissions: [...PERMISSIONS], values: { email: 'mighty@example.com' } });
+t.test('the e-mail create needs users.view-personal: without it nothing is looked up', async (t) => {
+  const blind = await api.createUser(tenant.tenantId, { permissions: ['login-tokens.administer', 'users.view'] });
+  await api.createUser(tenant.tenantId, { values: { email: 'known@example.com' } });
+  const before = await tokenCount();
+  const answers = [];
+  for (const email of ['known@example.com', 'unknown@example.com']) {
+    const res = await api.call(t, 'createUserLoginTokenForEmail', { token: blind.token, body: { expires_in: 60, email } });
+    t.equal(res.status, 403, email);
+    t.match(res.body.detail, /users\.view-personal/);
+    answers.push(res.text);
+  }
+  t.equal(answers[0], answers[1], 'an existing and an unknown address get the same answer');
+  t.equal(await tokenCount(), before);
+  t.equal((await create(t, { expires_in: 60 }, blind.token)).status, 201, 'a token for oneself needs no more');
+});
+
+t.test('no token for a user holding a permission the creator lacks', async (t) => {
+  const creator = await api.createUser(tenant.tenantId, { permissions: ['login-tokens.administer', 'users.view', 'users.view-personal'] });
+  await api.createUser(tenant.tenantId, { permissions: ['users.administer'], values: { email: 'above@example.com' } });
   await api.createUser(tenant.tenantId, { permissions: ['users.view'], values: { email: 'peer@example.com' } });
   const before = await tokenCount();
-  const refused = await api.call(t, 'createUserLoginTokenForEmail', { token: creator.token, body: { expires_in: 60, email: 'mighty@example.com' } });
+  const refused = await api.call(t, 'createUserLoginTokenForEmail', { token: creator.token, body: { expires_in: 60, email: 'above@example.com' } });
   t.equal(refused.status, 422);
-  t.match(refused.body.errors.email[0], /users\.administer/);
+  t.ok(refused.body.errors.email);
   t.equal(await tokenCount(), before, 'nothing stored');
   const allowed = await api.call(t, 'createUserLoginTokenForEmail', { token: creator.token, body: { expires_in: 60, email: 'peer@example.com' } });
   t.equal(allowed.status, 201, 'a subset of the creator’s permissions is fine');
   const self = await create(t, { expires_in: 60 }, creator.token);
   t.equal(self.status, 201, 'oneself is always allowed');
+});
+
+t.test('a token dies with its creator’s authority: creator deleted, deactivated or stripped of a needed permission', async (t) => {
+  let n = 0;
+  /** A creator, a token it made for an employee holding `users.view`, and the creator's role id. */
+  const setUp = async () => {
+    const creator = await api.createUser(tenant.tenantId, { permissions: ['login-tokens.administer', 'users.view', 'users.view-personal'] });
+    const email = `target-${++n}@example.com`;
+    const target = await api.createUser(tenant.tenantId, { permissions: ['users.view'], values: { email } });
+    const created = await api.call(t, 'createUserLoginTokenForEmail', { token: creator.token, body: { expires_in: 600, email } });
+    t.equal(created.status, 201);
+    const [row] = await api.db.owner.execute<{ role_id: number }>(sql`select role_id from users where id = ${creator.id}`);
+    return { creator, target, value: created.body.token as string, uuid: created.body.uuid as string, roleId: row!.role_id };
+  };
+  const refusedBody = (await signIn(t, newLoginTokenValue(api.atrium.services.secrets))).text;
+
+  const deleted = await setUp();
+  t.equal((await api.call(t, 'deleteUser', { token: admin, params: { user: deleted.creator.id } })).status, 204);
+  const res = await signIn(t, deleted.value);
+  t.equal(res.status, 401, 'creator deleted');
+  t.equal(res.text, refusedBody, 'answered like any invalid token');
+
+  const deactivated = await setUp();
+  t.equal((await api.call(t, 'updateUser', { token: admin, params: { user: deactivated.creator.id }, body: { active: false } })).status, 200);
+  t.equal((await signIn(t, deactivated.value)).status, 401, 'creator deactivated');
+
+  const demoted = await setUp();
+  await api.db.owner.execute(sql`update roles set permissions = array['users.view', 'users.view-personal'] where id = ${demoted.roleId}`);
+  t.equal((await signIn(t, demoted.value)).status, 401, 'creator lost login-tokens.administer');
+
+  const outranked = await setUp();
+  await api.db.owner.execute(sql`update roles set permissions = array['login-tokens.administer'] where id = ${outranked.roleId}`);
+  t.equal((await signIn(t, outranked.value)).status, 401, 'the user holds a permission (users.view) the creator no longer holds');
+
+  const roleOff = await setUp();
+  await api.db.owner.execute(sql`update roles set active = false where id = ${roleOff.roleId}`);
+  t.equal((await signIn(t, roleOff.value)).status, 401, 'the creator’s role was deactivated (it grants nothing)');
+
+  for (const refused of [deleted, deactivated, demoted, outranked, roleOff]) {
+    t.equal((await tokenRow(refused.uuid))!.used_at, null, 'left unused');
+  }
+  const intact = await setUp();
+  const ok = await signIn(t, intact.value);
+  t.equal(ok.status, 200, 'a creator who still holds it all signs the user in');
+  t.equal((await api.call(t, 'getCurrentUser', { token: ok.body.access_token })).body.id, intact.target.id);
+});
+
+t.test('a token dies when its user is marked for logout after it was created', async (t) => {
+  const employee = await api.createUser(tenant.tenantId, { values: { email: 'marked@example.com' } });
+  const before = await api.call(t, 'createUserLoginTokenForEmail', { token: admin, body: { expires_in: 600, email: 'marked@example.com' } });
+  t.equal(before.status, 201);
+  t.equal((await api.call(t, 'markUserForLogout', { token: admin, params: { user: employee.id } })).status, 204);
+  t.equal((await signIn(t, before.body.token)).status, 401, 'created before the mark');
+  const after = await api.call(t, 'createUserLoginTokenForEmail', { token: admin, body: { expires_in: 600, email: 'marked@example.com' } });
+  t.equal((await signIn(t, after.body.token)).status, 200, 'created after the mark');
 });
 
 t.test('malformed UUIDs are 422 and missing ones 404, never 500', async (t) => {

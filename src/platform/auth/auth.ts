@@ -5,12 +5,14 @@ import { type Permission } from '../../resources/roles/permissions.ts';
 import { forbidden, unauthorized } from '../http/problem.ts';
 import { hashToken } from './tokens.ts';
 
-/** Who is calling: resolved from the bearer token alone (decisions §2). */
+/** Who is calling: resolved from the bearer token alone. */
 export interface Auth {
   tenantId: number;
   userId: number;
   tokenId: number;
   permissions: ReadonlySet<Permission>;
+  /** The user must change their password (`request_password_change`): the session is restricted until then. */
+  passwordChangeRequired: boolean;
   /** The installation's keys, for what answers to this caller must sign (picture URLs). */
   secrets: Secrets;
 }
@@ -18,6 +20,10 @@ export interface Auth {
 declare module 'fastify' {
   interface FastifyRequest {
     auth: Auth | null;
+  }
+  interface FastifyContextConfig {
+    /** The spec operation a route serves (set by the operation binding). */
+    operationId?: string;
   }
 }
 
@@ -31,20 +37,53 @@ export function requirePermission(auth: Auth, permission: Permission): void {
   if (!can(auth, permission)) throw forbidden(`This requires the permission "${permission}".`);
 }
 
-/** Bearer token → Auth, in one query through the security-definer `atrium_authenticate`. */
+/**
+ * What a session may still do while its user must change their password: change it
+ * (`updateUser` on oneself), read oneself, sign out. `self` operations only on the
+ * caller's own `{user}`.
+ */
+const WHILE_PASSWORD_CHANGE_REQUIRED: Record<string, 'any' | 'self'> = {
+  logout: 'any',
+  getCurrentUser: 'any',
+  getUser: 'self',
+  updateUser: 'self',
+  getProfilePicture: 'self',
+  getProfilePictureNamed: 'self',
+};
+
+/** Refuses (403) every operation but those above while `auth`'s user must change their password. */
+function assertSessionMayUse(auth: Auth, request: FastifyRequest): void {
+  if (!auth.passwordChangeRequired) return;
+  const allowed = WHILE_PASSWORD_CHANGE_REQUIRED[request.routeOptions.config?.operationId ?? ''];
+  const target = (request.params as Record<string, unknown> | undefined)?.user;
+  if (allowed === 'any' || (allowed === 'self' && String(target) === String(auth.userId))) return;
+  throw forbidden(
+    'Your password must be changed first: until then this session may only change your own password ' +
+      '(PUT /api/users/{your id} with password and old_password), read your own user and sign out.',
+  );
+}
+
+/**
+ * Bearer token → Auth, in one query through the security-definer `atrium_authenticate`,
+ * which also says whether the user must change their password; such a session is
+ * restricted here, for every operation (`assertSessionMayUse`).
+ */
 export async function authenticateRequest(db: Database, secrets: Secrets, request: FastifyRequest): Promise<Auth> {
   const match = BEARER.exec(request.headers.authorization ?? '');
   if (!match?.[1]) throw unauthorized();
-  const [row] = await db.appSql<{ tenant_id: string; user_id: string; token_id: string; permissions: Permission[] }[]>`
-    select tenant_id, user_id, token_id, permissions from atrium_authenticate(${hashToken(match[1])})`;
+  const [row] = await db.appSql<{ tenant_id: string; user_id: string; token_id: string; permissions: Permission[]; password_change_required: boolean }[]>`
+    select tenant_id, user_id, token_id, permissions, password_change_required from atrium_authenticate(${hashToken(match[1])})`;
   if (!row) throw unauthorized('The access token is invalid, expired or revoked.');
-  return {
+  const auth: Auth = {
     tenantId: Number(row.tenant_id),
     userId: Number(row.user_id),
     tokenId: Number(row.token_id),
     permissions: new Set(row.permissions),
+    passwordChangeRequired: row.password_change_required,
     secrets,
   };
+  assertSessionMayUse(auth, request);
+  return auth;
 }
 
 /** The hash of the bearer token `request` presents (long-lived requests re-check it with `stillAuthenticated`). */

@@ -1,17 +1,29 @@
 import type { Config } from '../../config.ts';
 import type { Database } from '../database/database.ts';
+import { ProblemError } from '../http/problem.ts';
 
 /**
- * Failed sign-ins are counted per account and per client address in PostgreSQL, so every
- * API process sees the same counts (decisions §2: repeated failures → 429 + Retry-After).
+ * Sign-in attempts are counted per account and per client address in PostgreSQL, so every
+ * API process sees the same counts (repeated failures → 429 + Retry-After).
+ *
+ * An attempt is counted BEFORE the credential is checked, in one statement over all its
+ * keys that also answers the new counts: of any number of concurrent attempts, at most
+ * `max` per key are admitted to a check in a window, the rest are refused with 429 without
+ * one. What is left counted are the failed checks: a refused attempt withdraws its count,
+ * a successful one withdraws it (client address) or clears the account's count.
  */
 export interface LimitKey {
   key: string;
   max: number;
 }
 
+/** The per-account count, shared by every check of the account's password (sign-in, `old_password`). */
+export function accountLimitKey(config: Config, tenant: string, username: string): LimitKey {
+  return { key: `account:${tenant.toLowerCase()}/${username.toLowerCase()}`, max: config.loginMaxFailures };
+}
+
 export function loginLimitKeys(config: Config, tenant: string, username: string, ip: string): LimitKey[] {
-  return [{ key: `account:${tenant.toLowerCase()}/${username.toLowerCase()}`, max: config.loginMaxFailures }, clientAddressLimitKey(config, ip)];
+  return [accountLimitKey(config, tenant, username), clientAddressLimitKey(config, ip)];
 }
 
 /** The per-client-address count, shared by every way of signing in (password, login token). */
@@ -19,33 +31,59 @@ export function clientAddressLimitKey(config: Config, ip: string): LimitKey {
   return { key: `ip:${ip}`, max: config.loginMaxFailures * 5 };
 }
 
-/** Seconds until the caller may try again, or 0. */
-export async function loginRetryAfter(db: Database, config: Config, keys: LimitKey[]): Promise<number> {
-  const rows = await db.appSql<{ key: string; failures: number; remaining: number }[]>`
-    select key, failures,
-           ceil(extract(epoch from window_started_at + make_interval(secs => ${config.loginFailureWindowSeconds}) - now()))::int as remaining
-    from login_failures
-    where key = any(${keys.map((k) => k.key)}::text[])`;
+/** An admitted attempt: the window each key was counted in, to withdraw exactly that count. */
+export interface LoginAttempt {
+  counted: { key: string; window: string }[];
+}
+
+interface CountedRow {
+  key: string;
+  failures: number;
+  remaining: number;
+  window_id: string;
+}
+
+/**
+ * Counts one attempt on every key, atomically (one INSERT … ON CONFLICT DO UPDATE: the row
+ * lock orders concurrent attempts), and throws 429 with `Retry-After` when any key is now
+ * over its limit (withdrawing this attempt's counts first). Otherwise the caller checks the
+ * credential and, on success, withdraws or clears the count.
+ */
+export async function admitLoginAttempt(db: Database, config: Config, keys: LimitKey[]): Promise<LoginAttempt> {
+  const window = config.loginFailureWindowSeconds;
+  const rows = await db.appSql<CountedRow[]>`
+    insert into login_failures as f (key, failures, window_started_at)
+    select key, 1, now() from unnest(${keys.map((k) => k.key)}::text[]) with ordinality as k(key, n) order by n
+    on conflict (key) do update set
+      failures = case when f.window_started_at + make_interval(secs => ${window}) <= now() then 1 else f.failures + 1 end,
+      window_started_at = case when f.window_started_at + make_interval(secs => ${window}) <= now() then now() else f.window_started_at end
+    returning f.key, f.failures,
+      ceil(extract(epoch from f.window_started_at + make_interval(secs => ${window}) - now()))::int as remaining,
+      (extract(epoch from f.window_started_at) * 1000000)::bigint::text as window_id`;
+  const attempt: LoginAttempt = { counted: rows.map((row) => ({ key: row.key, window: row.window_id })) };
   let wait = 0;
   for (const row of rows) {
-    const limit = keys.find((k) => k.key === row.key)?.max ?? Infinity;
-    if (row.failures >= limit && row.remaining > 0) wait = Math.max(wait, row.remaining);
+    const max = keys.find((k) => k.key === row.key)?.max ?? Infinity;
+    if (row.failures > max) wait = Math.max(wait, row.remaining, 1);
   }
-  return wait;
+  if (wait > 0) {
+    await withdrawLoginAttempt(db, attempt);
+    throw new ProblemError(429, 'Too many failed sign-ins. Try again later.', { headers: { 'Retry-After': String(wait) } });
+  }
+  return attempt;
 }
 
-export async function recordLoginFailure(db: Database, config: Config, keys: LimitKey[]): Promise<void> {
-  const window = config.loginFailureWindowSeconds;
+/** Takes the attempt's count back from `keys` (default: all it was counted on), if their window is still the same. */
+export async function withdrawLoginAttempt(db: Database, attempt: LoginAttempt, keys?: LimitKey[]): Promise<void> {
+  const counted = keys ? attempt.counted.filter((c) => keys.some((k) => k.key === c.key)) : attempt.counted;
+  if (counted.length === 0) return;
   await db.appSql`
-    insert into login_failures (key, failures, window_started_at)
-    select unnest(${keys.map((k) => k.key)}::text[]), 1, now()
-    on conflict (key) do update set
-      failures = case when login_failures.window_started_at < now() - make_interval(secs => ${window})
-                      then 1 else login_failures.failures + 1 end,
-      window_started_at = case when login_failures.window_started_at < now() - make_interval(secs => ${window})
-                      then now() else login_failures.window_started_at end`;
+    update login_failures as f set failures = f.failures - 1
+    from unnest(${counted.map((c) => c.key)}::text[], ${counted.map((c) => c.window)}::bigint[]) as c(key, window_id)
+    where f.key = c.key and (extract(epoch from f.window_started_at) * 1000000)::bigint = c.window_id and f.failures > 0`;
 }
 
+/** A successful sign-in: the account's count starts over. */
 export async function clearLoginFailures(db: Database, key: LimitKey): Promise<void> {
   await db.appSql`delete from login_failures where key = ${key.key}`;
 }

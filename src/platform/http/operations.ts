@@ -66,7 +66,8 @@ function assertDeclaredMediaType(request: FastifyRequest, mediaTypes: string[] |
  * Binds every operation of the spec (fastify-openapi-glue builds the routes, request
  * validation and response serialization from it). Authentication and the operation's
  * `x-permission` run in `onRequest`, so a missing token is a 401 before the body is even
- * parsed, let alone validated.
+ * parsed, let alone validated. Authentication also confines a session whose user must
+ * change their password to the few operations that allows (403 otherwise).
  */
 export async function registerOperations(app: FastifyInstance, handlers: Handlers, services: Services): Promise<void> {
   app.decorateRequest('auth', null);
@@ -96,6 +97,8 @@ export async function registerOperations(app: FastifyInstance, handlers: Handler
         async (request: FastifyRequest) => assertDeclaredMediaType(request, mediaTypes),
       ];
       return {
+        // Authentication restricts some sessions to some operations (auth.ts): it reads this.
+        config: { operationId },
         onRequest: checks,
         handler: async (request: FastifyRequest, reply: FastifyReply) => {
           const result = await handler({

@@ -1,11 +1,11 @@
 import { and, eq, isNull, sql } from 'drizzle-orm';
 import { accessTokens } from '../../platform/auth/tables.ts';
-import { clearLoginFailures, loginLimitKeys, loginRetryAfter, recordLoginFailure } from '../../platform/auth/login-rate-limit.ts';
+import { admitLoginAttempt, clearLoginFailures, loginLimitKeys, withdrawLoginAttempt } from '../../platform/auth/login-rate-limit.ts';
 import { verifyPassword } from '../../platform/auth/passwords.ts';
 import { hashToken, newAccessToken } from '../../platform/auth/tokens.ts';
 import type { Database, Tx } from '../../platform/database/database.ts';
 import type { Handlers } from '../../platform/http/handler.ts';
-import { ProblemError, unauthorized } from '../../platform/http/problem.ts';
+import { unauthorized } from '../../platform/http/problem.ts';
 import { users } from '../users/table.ts';
 
 export async function findTenantId(db: Database, slug: string): Promise<number | null> {
@@ -34,10 +34,8 @@ export async function issueAccessToken(tx: Tx, tenantId: number, userId: number,
 export const authHandlers = {
   async login({ body, request, services: { db, config } }) {
     const keys = loginLimitKeys(config, body.tenant, body.username, request.ip);
-    const retryAfter = await loginRetryAfter(db, config, keys);
-    if (retryAfter > 0) {
-      throw new ProblemError(429, 'Too many failed sign-ins. Try again later.', { headers: { 'Retry-After': String(retryAfter) } });
-    }
+    // Counted before the password is checked: a burst gets no more checks than the limit.
+    const attempt = await admitLoginAttempt(db, config, keys);
     const tenantId = await findTenantId(db, body.tenant);
     const user = tenantId
       ? await db.tenant(tenantId, async (tx) => {
@@ -50,11 +48,10 @@ export const authHandlers = {
       : undefined;
     // Always verify (against a dummy hash when there is no user): same answer, same time.
     const passwordOk = await verifyPassword(user?.passwordHash, body.password);
-    if (!tenantId || !user || !passwordOk || !user.active) {
-      await recordLoginFailure(db, config, keys);
-      throw unauthorized('The tenant, username or password is wrong.');
-    }
+    // A failure stays counted on both keys.
+    if (!tenantId || !user || !passwordOk || !user.active) throw unauthorized('The tenant, username or password is wrong.');
     await clearLoginFailures(db, keys[0]!);
+    await withdrawLoginAttempt(db, attempt, [keys[1]!]);
     const answer = await db.tenant(tenantId, (tx) => issueAccessToken(tx, tenantId, user.id, config.accessTokenTtlSeconds));
     return { status: 200, body: answer };
   },

@@ -1,10 +1,10 @@
 import { and, desc, eq, sql, type SQL } from 'drizzle-orm';
-import type { Auth } from '../../platform/auth/auth.ts';
-import { clientAddressLimitKey, loginRetryAfter, recordLoginFailure } from '../../platform/auth/login-rate-limit.ts';
+import { requirePermission, type Auth } from '../../platform/auth/auth.ts';
+import { admitLoginAttempt, clientAddressLimitKey, withdrawLoginAttempt } from '../../platform/auth/login-rate-limit.ts';
 import { hashToken } from '../../platform/auth/tokens.ts';
 import type { Database, Tx } from '../../platform/database/database.ts';
 import type { Handlers } from '../../platform/http/handler.ts';
-import { invalid, notFound, ProblemError, unauthorized } from '../../platform/http/problem.ts';
+import { invalid, notFound, unauthorized } from '../../platform/http/problem.ts';
 import { present, readControls } from '../../platform/result-controls/result-controls.ts';
 import type { Services } from '../../platform/services.ts';
 import { issueAccessToken } from '../auth/handlers.ts';
@@ -36,22 +36,26 @@ function targets(tx: Tx, where: SQL) {
     .where(where);
 }
 
-/** The one active user with `email` (case-insensitive), or the reason there is none. */
-function resolveEmail(candidates: TokenTarget[]): TokenTarget | string {
-  if (candidates.length === 0) return 'no user has this e-mail address';
+/** The one active, not deleted user among `candidates`, or null (none, or several). */
+function soleActiveUser(candidates: TokenTarget[]): TokenTarget | null {
   const usable = candidates.filter((user) => user.active && !user.deletedAt);
-  if (usable.length === 0) return 'the user with this e-mail address is inactive or deleted';
-  if (usable.length > 1) return 'several users share this e-mail address';
-  return usable[0]!;
+  return usable.length === 1 ? usable[0]! : null;
 }
+
+/**
+ * The e-mail create refuses every unusable address with this one answer, whatever the
+ * reason (no such address, inactive, deleted or shared by several users, or a user holding
+ * a permission the caller lacks): it reveals neither whether the address exists nor what
+ * its owner may do.
+ */
+const UNUSABLE_EMAIL = 'does not name exactly one active user whose every permission you hold';
 
 /** Stores a new token for `target` (hash only) and answers the record plus the value, once. */
 async function createLoginToken(tx: Tx, auth: Auth, services: Services, target: TokenTarget, field: string, expiresIn: number) {
-  // Decisions §6: a token may not sign in a user holding a permission its creator lacks
-  // (otherwise a login token would be a way to gain privileges).
-  const beyond = permissionsLacking(auth, target.permissions);
-  if (beyond.length > 0) {
-    throw invalid({ [field]: [`the user holds permissions you lack: ${beyond.join(', ')}`] }, 'The token would grant more than you hold.');
+  // No escalation: a token may not sign in a user holding a permission its creator lacks
+  // (checked again when the token is used, see `atrium_consume_login_token`).
+  if (permissionsLacking(auth, target.permissions).length > 0) {
+    throw invalid({ [field]: [UNUSABLE_EMAIL] }, 'No login token can be created for this user.');
   }
   const token = newLoginTokenValue(services.secrets);
   const [row] = await tx
@@ -110,7 +114,7 @@ export const loginTokenHandlers = {
   },
 
   async createUserLoginToken({ auth, body, services }) {
-    // Decisions §6: the non-e-mail create signs in the creator; a body `user_id` is ignored.
+    // The non-e-mail create signs in the creator; a body `user_id` is ignored.
     const created = await services.db.tenant(auth.tenantId, async (tx) => {
       const [self] = await targets(tx, eq(users.id, auth.userId));
       if (!self) throw notFound('The user');
@@ -120,9 +124,12 @@ export const loginTokenHandlers = {
   },
 
   async createUserLoginTokenForEmail({ auth, body, services }) {
+    // Resolving an address to a user reads a personal field: without the permission to see
+    // e-mail addresses, even a 201 would tell whose address it is.
+    requirePermission(auth, 'users.view-personal');
     const created = await services.db.tenant(auth.tenantId, async (tx) => {
-      const target = resolveEmail(await targets(tx, sql`lower(${users.email}) = lower(${body.email})`));
-      if (typeof target === 'string') throw invalid({ email: [target] });
+      const target = soleActiveUser(await targets(tx, sql`lower(${users.email}) = lower(${body.email})`));
+      if (!target) throw invalid({ email: [UNUSABLE_EMAIL] }, 'No login token can be created for this user.');
       return createLoginToken(tx, auth, services, target, 'email', body.expires_in);
     });
     return { status: 201, body: created };
@@ -143,18 +150,14 @@ export const loginTokenHandlers = {
 
   async loginWithToken({ body, request, services: { db, config, secrets } }) {
     const addressKey = clientAddressLimitKey(config, request.ip);
-    const retryAfter = await loginRetryAfter(db, config, [addressKey]);
-    if (retryAfter > 0) {
-      throw new ProblemError(429, 'Too many failed sign-ins. Try again later.', { headers: { 'Retry-After': String(retryAfter) } });
-    }
+    // Counted before the token is looked at (429 beyond the limit); a success withdraws it.
+    const attempt = await admitLoginAttempt(db, config, [addressKey]);
     // A value without this instance's signature never reaches the database.
     const answer = isSignedLoginTokenValue(secrets, body.token)
       ? await consumeLoginToken(db, hashToken(body.token), config.accessTokenTtlSeconds)
       : null;
-    if (!answer) {
-      await recordLoginFailure(db, config, [addressKey]);
-      throw unauthorized('The login token is invalid, expired or already used.');
-    }
+    if (!answer) throw unauthorized('The login token is invalid, expired or already used.');
+    await withdrawLoginAttempt(db, attempt);
     return { status: 200, body: answer };
   },
 } satisfies Partial<Handlers>;

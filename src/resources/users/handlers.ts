@@ -1,7 +1,8 @@
 import { and, eq, inArray, isNotNull, isNull, ne, sql } from 'drizzle-orm';
 import { accessTokens } from '../../platform/auth/tables.ts';
 import { authenticateRequest, can, requirePermission, type Auth } from '../../platform/auth/auth.ts';
-import { hashPassword, verifyPassword } from '../../platform/auth/passwords.ts';
+import { endSessionsAfterPasswordChange, verifyOwnPassword } from '../../platform/auth/credentials.ts';
+import { hashPassword } from '../../platform/auth/passwords.ts';
 import type { Tx } from '../../platform/database/database.ts';
 import type { Body, Context, Handlers } from '../../platform/http/handler.ts';
 import { uploadOf } from '../../platform/http/multipart.ts';
@@ -280,15 +281,16 @@ export const userHandlers = {
     checkPassword(services, input.password, errors);
     const needsOldPassword = input.password !== undefined && self && !administer;
     if (needsOldPassword && input.old_password === undefined) errors.old_password = ['is required to change your own password'];
+    // Counted on the account's sign-in failure limit before it is checked (429 beyond it).
+    else if (needsOldPassword && !(await verifyOwnPassword(services.db, services.config, auth, input.old_password!))) {
+      errors.old_password = ['does not match your current password'];
+    }
     const picture = await pictureOf(ctx, input);
     const passwordHash = input.password !== undefined && Object.keys(errors).length === 0 ? await hashPassword(input.password) : undefined;
     const body = await services.db.tenant(auth.tenantId, async (tx) => {
       const current = await findUser(tx, params.user);
       if (!current) throw notFound('The user');
       await assertMayAdministerUser(tx, auth, current);
-      if (needsOldPassword && input.old_password !== undefined && !(await verifyPassword(current.passwordHash, input.old_password))) {
-        errors.old_password = ['does not match your current password'];
-      }
       checkNames(
         {
           groupAccount: input.group_account ?? current.groupAccount,
@@ -306,6 +308,7 @@ export const userHandlers = {
       if (Object.keys(errors).length > 0) throw invalid(errors);
       const values: UserColumns = { ...columnsOf(input), ...(passwordHash ? { passwordHash } : {}), updatedAt: sql`now()` as never };
       await tx.update(users).set(values).where(eq(users.id, current.id));
+      if (passwordHash) await endSessionsAfterPasswordChange(tx, auth, current.id);
       await replaceDepartments(tx, auth.tenantId, current.id, input.department_ids);
       await replacePicture(tx, auth.tenantId, current.id, picture);
       return presentOne(tx, auth, current.id);

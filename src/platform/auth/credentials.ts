@@ -1,0 +1,46 @@
+import { and, eq, isNull, ne, sql } from 'drizzle-orm';
+import type { Config } from '../../config.ts';
+import { tenants } from '../../resources/tenants/table.ts';
+import { users } from '../../resources/users/table.ts';
+import type { Database, Tx } from '../database/database.ts';
+import type { Auth } from './auth.ts';
+import { accountLimitKey, admitLoginAttempt, withdrawLoginAttempt } from './login-rate-limit.ts';
+import { verifyPassword } from './passwords.ts';
+import { accessTokens } from './tables.ts';
+
+/**
+ * Checks `password` against the caller's own stored password (`old_password` of a password
+ * change). Every check is a guess at the account's password, so it is counted like a
+ * sign-in on the account's failure count, before verifying: beyond the limit it throws 429
+ * with `Retry-After` (and sign-in is refused too); a correct password withdraws its count.
+ */
+export async function verifyOwnPassword(db: Database, config: Config, auth: Auth, password: string): Promise<boolean> {
+  const account = await db.tenant(auth.tenantId, async (tx) => {
+    const [row] = await tx
+      .select({ username: users.username, passwordHash: users.passwordHash, tenant: tenants.slug })
+      .from(users)
+      .innerJoin(tenants, eq(tenants.id, users.tenantId))
+      .where(eq(users.id, auth.userId));
+    return row;
+  });
+  if (!account) return false;
+  const attempt = await admitLoginAttempt(db, config, [accountLimitKey(config, account.tenant, account.username)]);
+  const matches = await verifyPassword(account.passwordHash, password);
+  if (matches) await withdrawLoginAttempt(db, attempt);
+  return matches;
+}
+
+/**
+ * After `userId`'s password was changed in `tx`: a change of one's own password ends every
+ * other session of the user (the access token used for the change keeps working) and
+ * clears `request_password_change`; a reset of another user's password ends all of that
+ * user's sessions.
+ */
+export async function endSessionsAfterPasswordChange(tx: Tx, auth: Auth, userId: number): Promise<void> {
+  const own = userId === auth.userId;
+  await tx
+    .update(accessTokens)
+    .set({ revokedAt: sql`now()` })
+    .where(and(eq(accessTokens.userId, userId), isNull(accessTokens.revokedAt), own ? ne(accessTokens.id, auth.tokenId) : undefined));
+  if (own) await tx.update(users).set({ requestPasswordChange: false }).where(eq(users.id, userId));
+}
