@@ -303,11 +303,15 @@ export interface paths {
         get?: never;
         /**
          * Update a role (name, active, permissions)
-         * @description Every key is optional (default: the current value). Permissions the caller lacks
-         *     may be neither added nor removed (422). `active` may be changed only by a caller
-         *     holding every permission of the role (422 on `active`): deactivating or
-         *     re-activating changes what the role grants. The caller's own role cannot be deactivated
-         *     or lose `users.administer` (422): that would lock the caller out.
+         * @description Every key is optional (default: the current value). A role that lists a
+         *     permission the caller lacks (whether the role is active or not) cannot be changed
+         *     by that caller at all (403): not its name, not `active`, not its permissions, so a
+         *     delegated administrator can neither rename, deactivate nor strip the Administrator
+         *     role or any other role granting more than they hold. On a role the caller may
+         *     change, permissions the caller lacks may not be added (422 on `permissions`), and
+         *     `active` may be changed only while the role's new permissions are all the caller's
+         *     too (422 on `active`). The caller's own role cannot be deactivated or lose
+         *     `users.administer` (422): that would lock the caller out.
          */
         put: operations["updateRole"];
         post?: never;
@@ -1131,7 +1135,10 @@ export interface paths {
         };
         /**
          * Roles of the tenant
-         * @description Open to every signed-in user (clients need role names for display). Ordered by name, then id.
+         * @description Open to every signed-in user (clients need role names for display), with each
+         *     role's permissions: what a role grants is part of the tenant's permission model,
+         *     not a secret. Who holds which role is not revealed here: that is the administrative
+         *     user field `role_id`. Ordered by name, then id.
          */
         get: operations["listRoles"];
         put?: never;
