@@ -1226,11 +1226,18 @@ export interface paths {
          *     without one, `value` and `default_value_source_id` are null. `formFieldValue`:
          *     the value of the source field in the latest submission (by creation time, then id)
          *     of that field's form or task template by the execution's assignee (null when that
-         *     submission lacks the field or the source field was deleted). `systemVariable`: see
-         *     the variables of `SystemVariable`, resolved for the assignee; `email` (a personal
-         *     field) and `staff_number` (an administrative field) resolve to null unless the
-         *     caller is the assignee or holds `users.view-personal` / `users.view-administrative`
-         *     respectively, as when reading the user. For the assignee and
+         *     submission lacks the field or the source field was deleted). Submitted values are
+         *     shown only to the assignee and to callers who can administer the form or task
+         *     template the source field belongs to, judged at the time of the request; for any
+         *     other caller such a source has no value (null, and the next source may win), even
+         *     if whoever made the source could administer that form. `systemVariable`: see
+         *     the variables of `SystemVariable`, resolved for the assignee. The variables that
+         *     describe the assignee resolve to null unless the caller may read that field of the
+         *     assignee, as in `GET /api/users/{user}`: the assignee themselves, or a caller
+         *     holding `users.view` (`username`, `first_name`, `last_name`, `full_name`,
+         *     `language`, `department_names`) and in addition `users.view-personal` for `email`
+         *     and `users.view-administrative` for `staff_number`. Administering the template (and
+         *     assigning its executions) grants no right to read users. For the assignee and
          *     for those who can administer the template; 403 for others. Costs a constant number
          *     of queries, whatever the number of fields and sources.
          */
@@ -2267,7 +2274,8 @@ export interface components {
          *     parent title. The others are multi-select (any of the listed values): `form_type`
          *     (only fields of forms of these types), `form_id`, `task_template_id`, `parent_type`,
          *     `field_type`; an empty list filters nothing. `compatible_with_form_field_id`: only fields a `formFieldValue` source
-         *     of that target field may point at (compatible type, not the field itself).
+         *     of that target field may point at (compatible type, not the field itself); a target
+         *     field the caller cannot administer matches nothing, exactly like a missing one.
          */
         PreviewFilter: {
             compatible_with_form_field_id?: components["schemas"]["Id"];
