@@ -1182,8 +1182,12 @@ export interface paths {
         /**
          * Assign an execution of a task template to a user
          * @description Requires that the caller can administer the template (`tasks.administer` or the
-         *     template's entity permissions), otherwise 403. An unknown template or an unknown,
-         *     inactive or deleted assignee → 422.
+         *     template's entity permissions), otherwise 403. An unknown template or an unknown or
+         *     deleted assignee → 422 (one answer for both). Inactive users (for example ones who
+         *     have not entered yet) may be assigned: whether a user is active is an
+         *     administrative field, which the answer must not reveal to template administrators.
+         *     Assigning an execution grants the caller no right to read the assignee (see
+         *     `GET /api/tasks-2/executions/{taskExecution}/default-values`).
          */
         post: operations["createTaskExecution"];
         delete?: never;
