@@ -212,7 +212,12 @@ export interface paths {
          * @description `lang_id` defaults to the tenant's system language, `sort_number` to the tenant's
          *     highest + 1, `entity_permissions` to unrestricted. `iframe_access` is computed.
          *     Unknown `lang_id`, IDs in `entity_permissions` that do not exist in the tenant,
-         *     and links not allowed for `type` are 422.
+         *     and links not allowed for `type` are 422. A link resolves, for every reader, to that
+         *     reader's own values and takes them to a target the author chooses, so its
+         *     placeholders are limited to the user fields the caller may read of other users
+         *     (422 on `link` naming the permission lacking): `users.view` for every `user.…`
+         *     placeholder, plus `users.view-personal` for `user.email` and
+         *     `users.view-administrative` for `user.staff_number`.
          */
         post: operations["createMenuItem"];
         delete?: never;
@@ -236,7 +241,9 @@ export interface paths {
          * Update a menu item
          * @description Every key optional (default the current value). `iframe_access` is recomputed.
          *     `entity_permissions`, when sent, replaces the whole restriction. A soft-deleted
-         *     item is answered 404.
+         *     item is answered 404. A changed `link` is held to the placeholder rule of create
+         *     (the caller must be able to read every user field it carries); a link sent back
+         *     unchanged is not re-judged, so other keys of an item stay editable.
          */
         put: operations["updateMenuItem"];
         post?: never;
@@ -2090,7 +2097,9 @@ export interface components {
          *     `user.email`, `user.staff_number`, `user.lang_id`: the calling user's values,
          *     percent-encoded (an absent value becomes the empty string). The user routes
          *     (`/api/menu/items…`) answer the link resolved for the caller; the administration
-         *     routes answer the stored template.
+         *     routes answer the stored template. Since a resolved link hands the reader's values to
+         *     its target, an author may only use placeholders of user fields they may read of
+         *     other users (see `createMenuItem`).
          *
          *     **iframe_access** is computed by the server (on create, and whenever `link` or
          *     `allow_iframe_access` changes): true only when `allow_iframe_access` is true and the
