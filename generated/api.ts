@@ -967,8 +967,11 @@ export interface paths {
          *     committed while the client was disconnected, but stored by a transaction that began
          *     before the client's last event, is not replayed (it is in `GET /api/notifications`,
          *     and `count` is right).
-         *     The stream ends when the server shuts down, or when its access token is revoked or
-         *     expires (checked at every heartbeat); clients reconnect. A reset of the tenant's
+         *     The stream lives only as long as the session that opened it: its access token is
+         *     checked again before every event is written (and at every heartbeat), and a stream
+         *     whose token was revoked (sign-out, password change) or expired, or whose user was
+         *     marked for logout, deactivated or deleted, is ended without receiving that event.
+         *     It also ends when the server shuts down; clients reconnect. A reset of the tenant's
          *     notifications (`DELETE /api/administration/notifications/reset`) sends every open
          *     stream of the tenant its new `count`.
          *
