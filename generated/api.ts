@@ -969,7 +969,7 @@ export interface paths {
          *     and `count` is right).
          *     The stream lives only as long as the session that opened it: its access token is
          *     checked again before every event is written (and at every heartbeat), and a stream
-         *     whose token was revoked (sign-out, password change) or expired, or whose user was
+         *     whose token was revoked (for example by signing out) or expired, or whose user was
          *     marked for logout, deactivated or deleted, is ended without receiving that event.
          *     It also ends when the server shuts down; clients reconnect. A reset of the tenant's
          *     notifications (`DELETE /api/administration/notifications/reset`) sends every open
