@@ -751,7 +751,10 @@ export interface paths {
          *     While an entity permission (of a menu item, form or task template) names the
          *     department, the delete is refused with 422 (error key `department`): removing the
          *     last restriction would make a restricted entity unrestricted. Remove the department
-         *     from those entity permissions first.
+         *     from those entity permissions first. The refusal names (by type and id) only the
+         *     entities the caller may administer: menu items with `menu-items.administer`, forms
+         *     and task templates the caller can administer; any other is mentioned only as
+         *     "records you cannot administer", without type, id or number.
          */
         delete: operations["deleteDepartment"];
         options?: never;
