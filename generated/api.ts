@@ -212,7 +212,12 @@ export interface paths {
          * @description `lang_id` defaults to the tenant's system language, `sort_number` to the tenant's
          *     highest + 1, `entity_permissions` to unrestricted. `iframe_access` is computed.
          *     Unknown `lang_id`, IDs in `entity_permissions` that do not exist in the tenant,
-         *     and links not allowed for `type` are 422.
+         *     and links not allowed for `type` are 422. A link resolves, for every reader, to that
+         *     reader's own values and takes them to a target the author chooses, so its
+         *     placeholders are limited to the user fields the caller may read of other users
+         *     (422 on `link` naming the permission lacking): `users.view` for every `user.…`
+         *     placeholder, plus `users.view-personal` for `user.email` and
+         *     `users.view-administrative` for `user.staff_number`.
          */
         post: operations["createMenuItem"];
         delete?: never;
@@ -236,7 +241,9 @@ export interface paths {
          * Update a menu item
          * @description Every key optional (default the current value). `iframe_access` is recomputed.
          *     `entity_permissions`, when sent, replaces the whole restriction. A soft-deleted
-         *     item is answered 404.
+         *     item is answered 404. A changed `link` is held to the placeholder rule of create
+         *     (the caller must be able to read every user field it carries); a link sent back
+         *     unchanged is not re-judged, so other keys of an item stay editable.
          */
         put: operations["updateMenuItem"];
         post?: never;
@@ -303,11 +310,15 @@ export interface paths {
         get?: never;
         /**
          * Update a role (name, active, permissions)
-         * @description Every key is optional (default: the current value). Permissions the caller lacks
-         *     may be neither added nor removed (422). `active` may be changed only by a caller
-         *     holding every permission of the role (422 on `active`): deactivating or
-         *     re-activating changes what the role grants. The caller's own role cannot be deactivated
-         *     or lose `users.administer` (422): that would lock the caller out.
+         * @description Every key is optional (default: the current value). A role that lists a
+         *     permission the caller lacks (whether the role is active or not) cannot be changed
+         *     by that caller at all (403): not its name, not `active`, not its permissions, so a
+         *     delegated administrator can neither rename, deactivate nor strip the Administrator
+         *     role or any other role granting more than they hold. On a role the caller may
+         *     change, permissions the caller lacks may not be added (422 on `permissions`), and
+         *     `active` may be changed only while the role's new permissions are all the caller's
+         *     too (422 on `active`). The caller's own role cannot be deactivated or lose
+         *     `users.administer` (422): that would lock the caller out.
          */
         put: operations["updateRole"];
         post?: never;
@@ -783,7 +794,10 @@ export interface paths {
          *     While an entity permission (of a menu item, form or task template) names the
          *     department, the delete is refused with 422 (error key `department`): removing the
          *     last restriction would make a restricted entity unrestricted. Remove the department
-         *     from those entity permissions first.
+         *     from those entity permissions first. The refusal names (by type and id) only the
+         *     entities the caller may administer: menu items with `menu-items.administer`, forms
+         *     and task templates the caller can administer; any other is mentioned only as
+         *     "records you cannot administer", without type, id or number.
          */
         delete: operations["deleteDepartment"];
         options?: never;
@@ -999,8 +1013,11 @@ export interface paths {
          *     committed while the client was disconnected, but stored by a transaction that began
          *     before the client's last event, is not replayed (it is in `GET /api/notifications`,
          *     and `count` is right).
-         *     The stream ends when the server shuts down, or when its access token is revoked or
-         *     expires (checked at every heartbeat); clients reconnect. A reset of the tenant's
+         *     The stream lives only as long as the session that opened it: its access token is
+         *     checked again before every event is written (and at every heartbeat), and a stream
+         *     whose token was revoked (for example by signing out) or expired, or whose user was
+         *     marked for logout, deactivated or deleted, is ended without receiving that event.
+         *     It also ends when the server shuts down; clients reconnect. A reset of the tenant's
          *     notifications (`DELETE /api/administration/notifications/reset`) sends every open
          *     stream of the tenant its new `count`.
          *
@@ -1174,7 +1191,10 @@ export interface paths {
         };
         /**
          * Roles of the tenant
-         * @description Open to every signed-in user (clients need role names for display). Ordered by name, then id.
+         * @description Open to every signed-in user (clients need role names for display), with each
+         *     role's permissions: what a role grants is part of the tenant's permission model,
+         *     not a secret. Who holds which role is not revealed here: that is the administrative
+         *     user field `role_id`. Ordered by name, then id.
          */
         get: operations["listRoles"];
         put?: never;
@@ -1218,8 +1238,12 @@ export interface paths {
         /**
          * Assign an execution of a task template to a user
          * @description Requires that the caller can administer the template (`tasks.administer` or the
-         *     template's entity permissions), otherwise 403. An unknown template or an unknown,
-         *     inactive or deleted assignee → 422.
+         *     template's entity permissions), otherwise 403. An unknown template or an unknown or
+         *     deleted assignee → 422 (one answer for both). Inactive users (for example ones who
+         *     have not entered yet) may be assigned: whether a user is active is an
+         *     administrative field, which the answer must not reveal to template administrators.
+         *     Assigning an execution grants the caller no right to read the assignee (see
+         *     `GET /api/tasks-2/executions/{taskExecution}/default-values`).
          */
         post: operations["createTaskExecution"];
         delete?: never;
@@ -1262,11 +1286,18 @@ export interface paths {
          *     without one, `value` and `default_value_source_id` are null. `formFieldValue`:
          *     the value of the source field in the latest submission (by creation time, then id)
          *     of that field's form or task template by the execution's assignee (null when that
-         *     submission lacks the field or the source field was deleted). `systemVariable`: see
-         *     the variables of `SystemVariable`, resolved for the assignee; `email` (a personal
-         *     field) and `staff_number` (an administrative field) resolve to null unless the
-         *     caller is the assignee or holds `users.view-personal` / `users.view-administrative`
-         *     respectively, as when reading the user. For the assignee and
+         *     submission lacks the field or the source field was deleted). Submitted values are
+         *     shown only to the assignee and to callers who can administer the form or task
+         *     template the source field belongs to, judged at the time of the request; for any
+         *     other caller such a source has no value (null, and the next source may win), even
+         *     if whoever made the source could administer that form. `systemVariable`: see
+         *     the variables of `SystemVariable`, resolved for the assignee. The variables that
+         *     describe the assignee resolve to null unless the caller may read that field of the
+         *     assignee, as in `GET /api/users/{user}`: the assignee themselves, or a caller
+         *     holding `users.view` (`username`, `first_name`, `last_name`, `full_name`,
+         *     `language`, `department_names`) and in addition `users.view-personal` for `email`
+         *     and `users.view-administrative` for `staff_number`. Administering the template (and
+         *     assigning its executions) grants no right to read users. For the assignee and
          *     for those who can administer the template; 403 for others. Costs a constant number
          *     of queries, whatever the number of fields and sources.
          */
@@ -2125,7 +2156,9 @@ export interface components {
          *     `user.email`, `user.staff_number`, `user.lang_id`: the calling user's values,
          *     percent-encoded (an absent value becomes the empty string). The user routes
          *     (`/api/menu/items…`) answer the link resolved for the caller; the administration
-         *     routes answer the stored template.
+         *     routes answer the stored template. Since a resolved link hands the reader's values to
+         *     its target, an author may only use placeholders of user fields they may read of
+         *     other users (see `createMenuItem`).
          *
          *     **iframe_access** is computed by the server (on create, and whenever `link` or
          *     `allow_iframe_access` changes): true only when `allow_iframe_access` is true and the
@@ -2313,7 +2346,8 @@ export interface components {
          *     parent title. The others are multi-select (any of the listed values): `form_type`
          *     (only fields of forms of these types), `form_id`, `task_template_id`, `parent_type`,
          *     `field_type`; an empty list filters nothing. `compatible_with_form_field_id`: only fields a `formFieldValue` source
-         *     of that target field may point at (compatible type, not the field itself).
+         *     of that target field may point at (compatible type, not the field itself); a target
+         *     field the caller cannot administer matches nothing, exactly like a missing one.
          */
         PreviewFilter: {
             compatible_with_form_field_id?: components["schemas"]["Id"];

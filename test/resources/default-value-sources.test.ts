@@ -301,6 +301,23 @@ t.test('preview filters: form_type, text, ids, parent and field type, compatibil
   t.strictSame(await titles({ compatible_with_form_field_id: T.Note }), ['Dept text', 'Full name', 'Shirt', 'Role text', 'Name', 'Size'], 'text ← text or select, never itself');
 });
 
+t.test('compatible_with_form_field_id reveals nothing about a field the caller cannot administer', async (t) => {
+  const titles = async (filter: Record<string, unknown>) => (await preview({ filter, per_page: 100 })).body.data.map((e: { title: string }) => e.title);
+  // The checklist is administered by tasks.administer holders only: its field types are not the employee's to learn.
+  t.strictSame(await titles({ compatible_with_form_field_id: C.Done }), [], 'a hidden boolean field matches nothing');
+  t.strictSame(await titles({ compatible_with_form_field_id: C.Comment }), [], 'a hidden text field matches nothing');
+  t.strictSame(await titles({ compatible_with_form_field_id: 999999 }), [], 'like a missing one');
+  const options = await api.call(t, 'listFormFieldValueSourceFieldFilterOptions', {
+    token: employee.token,
+    params: { filterKey: 'field_type' },
+    body: { filter: { compatible_with_form_field_id: C.Done } },
+  });
+  t.strictSame(options.body.data, [], 'nor do the filter options');
+  t.strictSame(await titles({ compatible_with_form_field_id: C.Done }), await titles({ compatible_with_form_field_id: 999999 }));
+  const byAdmin = await preview({ filter: { compatible_with_form_field_id: C.Done, field_type: ['boolean'] }, per_page: 100 }, admin);
+  t.strictSame(byAdmin.body.data.map((e: { title: string }) => e.title), ['Flag'], 'an administrator of the checklist gets its compatible fields');
+});
+
 t.test('the filters endpoint lists every filter with its kind, labelled in the caller’s language', async (t) => {
   const res = await api.call(t, 'listFormFieldValueSourceFieldFilters', { token: employee.token });
   t.equal(res.status, 200);
@@ -447,28 +464,87 @@ t.test('default values: every system variable of the assignee, the tenant and th
   t.match(values.current_datetime, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
 });
 
-t.test('default values: email and staff_number of another user resolve only with users.view-personal / users.view-administrative', async (t) => {
-  const assignee = await api.createUser(tenant.tenantId, { values: { email: 'hidden@example.com', staffNumber: 'S-99' } });
+t.test('default values: variables describing another user resolve only as far as the caller may read that user', async (t) => {
+  const assignee = await api.createUser(tenant.tenantId, { values: { email: 'hidden@example.com', staffNumber: 'S-99', langId: 'de-DE' } });
   const templateAdmin = await api.createUser(tenant.tenantId);
-  const viewers = await api.createUser(tenant.tenantId, { permissions: ['users.view-personal', 'users.view-administrative'] });
-  const names = ['username', 'email', 'staff_number'];
+  const personalOnly = await api.createUser(tenant.tenantId, { permissions: ['users.view-personal', 'users.view-administrative'] });
+  const reader = await api.createUser(tenant.tenantId, { permissions: ['users.view'] });
+  const viewers = await api.createUser(tenant.tenantId, { permissions: ['users.view', 'users.view-personal', 'users.view-administrative'] });
+  const names = ['username', 'full_name', 'language', 'department_names', 'email', 'staff_number', 'tenant_name'];
   const created = await api.call(t, 'createTaskTemplate', {
     token: admin,
-    body: { title: 'Visibility', fields: names.map((name) => ({ name, field_type: 'text' })), entity_permissions: { user_ids: [templateAdmin.id, viewers.id] } },
+    body: {
+      title: 'Visibility',
+      fields: names.map((name) => ({ name, field_type: 'text' })),
+      entity_permissions: { user_ids: [templateAdmin.id, personalOnly.id, reader.id, viewers.id] },
+    },
   });
   for (const field of created.body.fields) {
     t.equal((await create({ type: 'systemVariable', form_field_id: field.id, config: { variable: field.name } })).status, 201);
   }
-  const execution = await api.call(t, 'createTaskExecution', { token: admin, body: { task_template_id: created.body.id, user_id: assignee.id } });
+  const [ops] = await api.db.owner.execute<{ id: number }>(sql`select id::int from departments where tenant_id = ${tenant.tenantId} and name = 'Ops'`);
+  await api.db.owner.insert(departmentUsers).values({ tenantId: tenant.tenantId, departmentId: ops!.id, userId: assignee.id });
+  // A template administrator may assign the execution themselves: that must not open the assignee's record to them.
+  const execution = await api.call(t, 'createTaskExecution', { token: templateAdmin.token, body: { task_template_id: created.body.id, user_id: assignee.id } });
+  t.equal(execution.status, 201);
   const valuesFor = async (token: string) => {
     const res = await api.call(t, 'getTaskExecutionDefaultValues', { token, params: { taskExecution: execution.body.id } });
     t.equal(res.status, 200);
     return Object.fromEntries(res.body.data.map((d: { name: string; value: unknown }) => [d.name, d.value]));
   };
-  t.strictSame(await valuesFor(templateAdmin.token), { username: assignee.username, email: null, staff_number: null }, 'a template administrator without the permissions');
-  t.notMatch(JSON.stringify(await valuesFor(templateAdmin.token)), /hidden@example\.com|S-99/);
-  t.strictSame(await valuesFor(viewers.token), { username: assignee.username, email: 'hidden@example.com', staff_number: 'S-99' }, 'with both permissions');
-  t.strictSame(await valuesFor(assignee.token), { username: assignee.username, email: 'hidden@example.com', staff_number: 'S-99' }, 'the assignee sees their own');
+  const everything = {
+    username: assignee.username,
+    full_name: `Test ${assignee.username}`,
+    language: 'de-DE',
+    department_names: 'Ops',
+    email: 'hidden@example.com',
+    staff_number: 'S-99',
+    tenant_name: 'DVS',
+  };
+  const nothing = { username: null, full_name: null, language: null, department_names: null, email: null, staff_number: null, tenant_name: 'DVS' };
+  t.strictSame(await valuesFor(templateAdmin.token), nothing, 'a template administrator who may not read users learns nothing of the assignee');
+  t.notMatch(JSON.stringify(await valuesFor(templateAdmin.token)), new RegExp(`hidden@example\\.com|S-99|${assignee.username}`));
+  t.strictSame(await valuesFor(personalOnly.token), nothing, 'personal and administrative permissions without users.view');
+  t.strictSame(await valuesFor(reader.token), { ...everything, email: null, staff_number: null }, 'users.view: the public fields');
+  t.strictSame(await valuesFor(viewers.token), everything, 'with every permission');
+  t.strictSame(await valuesFor(assignee.token), everything, 'the assignee sees their own');
+});
+
+t.test('default values: a value copied from a form shows only to the assignee and to those who may administer that form', async (t) => {
+  const victim = await api.createUser(tenant.tenantId);
+  const templateAdmin = await api.createUser(tenant.tenantId);
+  // Only tasks.administer holders administer this form; the template names templateAdmin.
+  const secret = await api.call(t, 'createForm', { token: admin, body: { title: 'Health', form_type: 'survey', fields: [{ name: 'Diagnosis', field_type: 'text' }] } });
+  const shared = await api.call(t, 'createForm', {
+    token: admin,
+    body: { title: 'Shared', form_type: 'survey', fields: [{ name: 'Team', field_type: 'text' }], entity_permissions: { user_ids: [templateAdmin.id] } },
+  });
+  const task = await api.call(t, 'createTaskTemplate', {
+    token: admin,
+    body: { title: 'Copies', fields: [{ name: 'Copied diagnosis', field_type: 'text' }, { name: 'Copied team', field_type: 'text' }], entity_permissions: { user_ids: [templateAdmin.id] } },
+  });
+  const [diagnosisField] = secret.body.fields;
+  const [teamField] = shared.body.fields;
+  const [copiedDiagnosis, copiedTeam] = task.body.fields;
+  for (const [target, source] of [[copiedDiagnosis.id, diagnosisField.id], [copiedTeam.id, teamField.id]]) {
+    t.equal((await create({ type: 'formFieldValue', form_field_id: target, config: {}, source_entity_type: 'formField', source_entity_id: source })).status, 201);
+  }
+  const submitted = await api.call(t, 'createSubmission', {
+    token: victim.token,
+    body: { form_id: secret.body.id, values: { [String(diagnosisField.id)]: 'private matter' } },
+  });
+  t.equal(submitted.status, 201);
+  t.equal((await api.call(t, 'createSubmission', { token: victim.token, body: { form_id: shared.body.id, values: { [String(teamField.id)]: 'Blue' } } })).status, 201);
+  const execution = await api.call(t, 'createTaskExecution', { token: templateAdmin.token, body: { task_template_id: task.body.id, user_id: victim.id } });
+  t.equal(execution.status, 201, 'the template administrator assigns the victim');
+  const valuesFor = async (token: string) => {
+    const res = await api.call(t, 'getTaskExecutionDefaultValues', { token, params: { taskExecution: execution.body.id } });
+    t.equal(res.status, 200);
+    return res.body.data.map((d: { value: unknown }) => d.value);
+  };
+  t.strictSame(await valuesFor(templateAdmin.token), [null, 'Blue'], 'not the values of a form the caller cannot administer');
+  t.strictSame(await valuesFor(victim.token), ['private matter', 'Blue'], 'the assignee sees their own');
+  t.strictSame(await valuesFor(admin), ['private matter', 'Blue'], 'holders of tasks.administer administer every form');
 });
 
 t.test('default values cost a constant number of queries, whatever the number of fields and sources', async (t) => {

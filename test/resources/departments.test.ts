@@ -310,3 +310,25 @@ t.test('a department that entity permissions name cannot be deleted (422); restr
   const grants = await api.db.owner.select().from(entityPermissions).where(eq(entityPermissions.subjectId, department.body.id));
   t.equal(grants.length, 1, 'the restriction row is kept');
 });
+
+t.test('the refused delete names only the records the caller may administer', async (t) => {
+  const department = await create(t, { name: 'Payroll' });
+  const item = await api.call(t, 'createMenuItem', {
+    token: tenant.adminToken,
+    body: { icon_id: 1, menu_identifier: 'main', type: 'link', title: 'Hidden', link: 'https://hr.example/x', entity_permissions: { department_ids: [department.body.id] } },
+  });
+  const form = await api.call(t, 'createForm', {
+    token: tenant.adminToken,
+    body: { title: 'Payroll survey', form_type: 'survey', entity_permissions: { department_ids: [department.body.id] } },
+  });
+  t.equal(item.status + form.status, 402);
+  const refused = await api.call(t, 'deleteDepartment', { token: manager.token, params: { department: department.body.id } });
+  t.equal(refused.status, 422);
+  const text = JSON.stringify(refused.body);
+  t.notMatch(text, new RegExp(`menuItem|form ${form.body.id}|\\b${item.body.id}\\b`), 'a departments manager learns no ids or kinds of records hidden from them');
+  t.match(refused.body.errors?.department?.[0], /records you cannot administer/);
+  const byAdmin = await api.call(t, 'deleteDepartment', { token: tenant.adminToken, params: { department: department.body.id } });
+  t.equal(byAdmin.status, 422);
+  t.match(byAdmin.body.errors?.department?.[0], new RegExp(`menuItem ${item.body.id}`), 'an administrator is told which ones');
+  t.match(byAdmin.body.errors?.department?.[0], new RegExp(`form ${form.body.id}`));
+});

@@ -121,6 +121,24 @@ t.test('executions: template administrators assign them; assignees and administr
   t.equal((await api.call(t, 'getTaskExecution', { token: other.adminToken, params: { taskExecution: created.body.id } })).status, 404);
 });
 
+t.test('assigning an execution does not tell whether the assignee is active (an administrative field)', async (t) => {
+  const planner = await api.createUser(tenant.tenantId, { permissions: ['users.view'] });
+  const template = await api.call(t, 'createTaskTemplate', { token: admin, body: { title: 'Onboarding', entity_permissions: { user_ids: [planner.id] } } });
+  const starter = await api.createUser(tenant.tenantId, { values: { active: false, enteringDate: '2999-01-01' } });
+  const present = await api.createUser(tenant.tenantId);
+  const deleted = await api.createUser(tenant.tenantId, { values: { deletedAt: new Date() } });
+  const assign = (userId: number) => api.call(t, 'createTaskExecution', { token: planner.token, body: { task_template_id: template.body.id, user_id: userId } });
+  const inactive = await assign(starter.id);
+  const active = await assign(present.id);
+  t.equal(inactive.status, 201, 'an inactive user (e.g. not entered yet) is assigned like any other');
+  t.equal(active.status, 201);
+  t.equal(inactive.body.user_id, starter.id);
+  const gone = await assign(deleted.id);
+  const missing = await assign(999999);
+  t.equal(gone.status, 422, 'a deleted user is not');
+  t.strictSame(gone.body, missing.body, 'answered exactly like a missing one');
+});
+
 t.test('submissions: values must be fields of the form and fit their types', async (t) => {
   const form = await api.call(t, 'createForm', {
     token: admin,

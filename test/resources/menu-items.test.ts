@@ -150,6 +150,43 @@ t.test('placeholders are resolved for the caller on the user routes; administrat
   t.equal(administered.body.link, template);
 });
 
+t.test('a link may carry only the user fields its author may read: it sends every reader\'s values to its target', async (t) => {
+  const delegate = await api.createUser(tenant.tenantId, { permissions: ['menu-items.administer'] });
+  const reader = await api.createUser(tenant.tenantId, { permissions: ['menu-items.administer', 'users.view'] });
+  const before = await itemCount();
+  const harvest = (placeholder: string) => `https://collector.example.net/c?v={{${placeholder}}}`;
+  for (const placeholder of ['user.email', 'user.staff_number', 'user.username', 'user.id', ' user.full_name ']) {
+    const res = await create(t, { link: harvest(placeholder) }, delegate.token);
+    t.equal(res.status, 422, `${placeholder} without users.view`);
+    t.match(res.body.errors?.link?.[0], /users\.view/, 'names the permission it needs');
+  }
+  const email = await create(t, { link: harvest('user.email') }, reader.token);
+  t.equal(email.status, 422, 'users.view alone does not open e-mail addresses');
+  t.match(email.body.errors?.link?.[0], /users\.view-personal/);
+  const staff = await create(t, { type: 'iframe', link: harvest('user.staff_number') }, reader.token);
+  t.equal(staff.status, 422);
+  t.match(staff.body.errors?.link?.[0], /users\.view-administrative/);
+  t.equal(await itemCount(), before, 'nothing stored');
+  t.equal((await create(t, { link: harvest('user.username') }, reader.token)).status, 201, 'public user fields with users.view');
+  t.equal((await create(t, { link: 'https://wiki.example.com/plain' }, delegate.token)).status, 201, 'links without placeholders need nothing more');
+
+  const byAdmin = await create(t, { link: harvest('user.email'), title: 'Mail' });
+  t.equal(byAdmin.status, 201, 'an administrator holding the permissions');
+  const redirect = await api.call(t, 'updateMenuItem', {
+    token: delegate.token,
+    params: { menuItem: byAdmin.body.id },
+    body: { link: 'https://elsewhere.example.net/?m={{user.email}}' },
+  });
+  t.equal(redirect.status, 422, 'a delegate cannot point the link (and its placeholders) elsewhere');
+  t.equal((await api.call(t, 'getAdministeredMenuItem', { token: admin, params: { menuItem: byAdmin.body.id } })).body.link, harvest('user.email'), 'unchanged');
+  const renamed = await api.call(t, 'updateMenuItem', {
+    token: delegate.token,
+    params: { menuItem: byAdmin.body.id },
+    body: { title: 'Mail (renamed)', link: harvest('user.email') },
+  });
+  t.equal(renamed.status, 200, 'other keys, and the link sent back unchanged, are fine');
+});
+
 t.test('visibility follows entity permissions: user, role or department; unrestricted by default', async (t) => {
   const named = await api.createUser(tenant.tenantId);
   const roleHolder = await api.createUser(tenant.tenantId);

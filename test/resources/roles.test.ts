@@ -67,27 +67,68 @@ t.test('a role cannot grant what its creator lacks, nor lock its editor out', as
   t.strictSame(still, { active: true, permissions: ['users.administer', 'users.view'] }, 'unchanged');
 });
 
-t.test('changing active needs every permission of the role: deactivating or re-activating changes what it grants', async (t) => {
-  const [admin] = await api.db.owner.execute<{ id: number }>(sql`select id::int from roles where tenant_id = ${tenant.tenantId} and name = 'Administrator'`);
-  const off = await api.call(t, 'updateRole', { token: delegate.token, params: { role: admin!.id }, body: { active: false } });
-  t.equal(off.status, 422);
-  t.match(off.body.errors?.active?.[0], /automations\.administer/);
-  const [still] = await api.db.owner.execute<{ active: boolean }>(sql`select active from roles where id = ${admin!.id}`);
-  t.equal(still!.active, true, 'the Administrator role is still active');
+t.test('a delegate cannot change a role granting more than it holds: not its name, active flag or permissions (403)', async (t) => {
+  const [admin] = await api.db.owner.execute<{ id: number; name: string; active: boolean; permissions: string[] }>(
+    sql`select id::int, name, active, permissions from roles where tenant_id = ${tenant.tenantId} and name = 'Administrator'`,
+  );
+  const attempts: [string, unknown][] = [
+    ['rename', { name: 'Powerless' }],
+    ['strip a permission the delegate holds', { permissions: admin!.permissions.filter((p) => p !== 'users.view') }],
+    ['strip permissions the delegate lacks', { permissions: ['users.view', 'users.administer'] }],
+    ['deactivate', { active: false }],
+    ['resend the current values', { name: admin!.name, active: true, permissions: admin!.permissions }],
+    ['empty update', {}],
+  ];
+  for (const [what, body] of attempts) {
+    const res = await api.call(t, 'updateRole', { token: delegate.token, params: { role: admin!.id }, body });
+    t.equal(res.status, 403, what);
+    t.match(res.body.detail, /automations\.administer/, `${what}: names what the delegate lacks`);
+  }
+  const [still] = await api.db.owner.execute<{ name: string; active: boolean; permissions: string[] }>(
+    sql`select name, active, permissions from roles where id = ${admin!.id}`,
+  );
+  t.strictSame(still, { name: admin!.name, active: admin!.active, permissions: admin!.permissions }, 'the Administrator role is unchanged');
   t.equal((await api.call(t, 'listAutomations', { token: tenant.adminToken })).status, 200, 'the administrator keeps their rights');
+});
+
+t.test('an inactive role is judged by its permissions too: a delegate may neither rename nor re-activate it', async (t) => {
   const [retired] = await api.db.owner.execute<{ id: number }>(
     sql`insert into roles (tenant_id, name, active, permissions) values (${tenant.tenantId}, 'Retired admins', false, '{users.administer,automations.administer}') returning id::int`,
   );
   const on = await api.call(t, 'updateRole', { token: delegate.token, params: { role: retired!.id }, body: { active: true } });
-  t.equal(on.status, 422, 're-activating is refused too');
-  t.ok(on.body.errors?.active);
-  const rename = await api.call(t, 'updateRole', { token: delegate.token, params: { role: retired!.id }, body: { name: 'Former admins', active: false } });
-  t.equal(rename.status, 200, 'sending the unchanged active value is no change');
+  t.equal(on.status, 403, 're-activating is refused');
+  const rename = await api.call(t, 'updateRole', { token: delegate.token, params: { role: retired!.id }, body: { name: 'Former admins' } });
+  t.equal(rename.status, 403, 'renaming is refused');
+  const [still] = await api.db.owner.execute<{ name: string; active: boolean }>(sql`select name, active from roles where id = ${retired!.id}`);
+  t.strictSame(still, { name: 'Retired admins', active: false });
+  const byAdmin = await api.call(t, 'updateRole', { token: tenant.adminToken, params: { role: retired!.id }, body: { name: 'Former admins' } });
+  t.equal(byAdmin.status, 200, 'an administrator holding every permission may');
+});
+
+t.test('a delegate edits a role within its own permissions', async (t) => {
   const [subset] = await api.db.owner.execute<{ id: number }>(
     sql`insert into roles (tenant_id, name, permissions) values (${tenant.tenantId}, 'Viewers only', '{users.view}') returning id::int`,
   );
-  const mine = await api.call(t, 'updateRole', { token: delegate.token, params: { role: subset!.id }, body: { active: false } });
-  t.equal(mine.status, 200, 'a role within the caller\'s permissions may be deactivated');
+  const renamed = await api.call(t, 'updateRole', {
+    token: delegate.token,
+    params: { role: subset!.id },
+    body: { name: 'Readers', permissions: ['users.view', 'users.administer'] },
+  });
+  t.equal(renamed.status, 200);
+  t.match(renamed.body, { name: 'Readers', active: true, permissions: ['users.view', 'users.administer'] });
+  const off = await api.call(t, 'updateRole', { token: delegate.token, params: { role: subset!.id }, body: { active: false } });
+  t.equal(off.status, 200, 'and may deactivate it');
+  const grant = await api.call(t, 'updateRole', {
+    token: delegate.token,
+    params: { role: subset!.id },
+    body: { permissions: ['users.view', 'automations.administer'] },
+  });
+  t.equal(grant.status, 422, 'but not grant what it lacks');
+  t.match(grant.body.errors?.permissions?.[0], /automations\.administer/);
+  const [still] = await api.db.owner.execute<{ name: string; active: boolean; permissions: string[] }>(
+    sql`select name, active, permissions from roles where id = ${subset!.id}`,
+  );
+  t.strictSame(still, { name: 'Readers', active: false, permissions: ['users.view', 'users.administer'] });
 });
 
 t.test('bad input is a 422 problem and changes nothing', async (t) => {

@@ -36,14 +36,23 @@ const parentId = sql<number>`coalesce(${formFields.formId}, ${formFields.taskTem
 
 const selected = <T>(values: T[] | undefined): values is T[] => values !== undefined && values.length > 0;
 
-/** Fields a `formFieldValue` source of `targetId` may copy from: compatible type, not the target. */
-function compatibleWith(targetId: number): SQL {
+/**
+ * Fields a `formFieldValue` source of `targetId` may copy from: compatible type, not the
+ * target. A target the caller cannot administer matches nothing, like a missing one, so
+ * the filter does not reveal the type (or existence) of fields hidden from the caller.
+ */
+function compatibleWith(auth: Auth, targetId: number): SQL {
   const pairs = Object.entries(COMPATIBLE_SOURCE_TYPES).flatMap(([target, sources]) =>
     sources.map((source) => sql`(${target}, ${source})`),
   );
+  const targetAdministrable = administrableBy(
+    auth,
+    sql`case when t.form_id is not null then 'form' else 'taskTemplate' end`,
+    sql`coalesce(t.form_id, t.task_template_id)`,
+  );
   return sql`(${formFields.id} <> ${targetId} and exists (
     select 1 from form_fields t
-    where t.id = ${targetId} and t.deleted_at is null
+    where t.id = ${targetId} and t.deleted_at is null and ${targetAdministrable}
       and (t.field_type, ${formFields.fieldType}::text) in (${sql.join(pairs, sql`, `)})))`;
 }
 
@@ -65,7 +74,7 @@ function previewConditions(auth: Auth, filter: PreviewFilter, omit?: FilterKey):
     );
   }
   if (selected(f.field_type)) conditions.push(inArray(formFields.fieldType, f.field_type));
-  if (f.compatible_with_form_field_id !== undefined) conditions.push(compatibleWith(f.compatible_with_form_field_id));
+  if (f.compatible_with_form_field_id !== undefined) conditions.push(compatibleWith(auth, f.compatible_with_form_field_id));
   return and(...conditions);
 }
 

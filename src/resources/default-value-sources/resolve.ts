@@ -5,9 +5,10 @@
  */
 import { and, asc, eq, isNull, sql } from 'drizzle-orm';
 import type { Tx } from '../../platform/database/database.ts';
-import type { Auth } from '../../platform/auth/auth.ts';
+import { can, type Auth } from '../../platform/auth/auth.ts';
 import type { Visibility } from '../../platform/result-controls/result-controls.ts';
 import { fullName, userFieldVisible } from '../users/view.ts';
+import { administrableBy } from '../forms/administration.ts';
 import { formFields, type FieldType } from '../forms/table.ts';
 import type { SystemVariable } from './rules.ts';
 import { FORM_FIELD_ALIAS } from './rules.ts';
@@ -17,10 +18,20 @@ type SourceRow = typeof defaultValueSources.$inferSelect;
 /** A stored field value (submissions hold only these, see forms/field-values.ts). */
 type FieldValue = string | number | boolean | null;
 
-/** `source id → value` of every `formFieldValue` source: the latest submission of the source field's parent by `assigneeId`. */
-async function formFieldValues(tx: Tx, sources: SourceRow[], assigneeId: number): Promise<Map<number, FieldValue>> {
+/**
+ * `source id → value` of every `formFieldValue` source: the latest submission of the source
+ * field's parent by `assigneeId`. Submitted values are the assignee's own, and otherwise
+ * readable only by those who may administer the form or task template they were submitted
+ * to: for any other viewer such a source has no value (judged now, not when the source was
+ * made, so a viewer who stopped administering the form stops seeing its values).
+ */
+async function formFieldValues(tx: Tx, viewer: Auth, sources: SourceRow[], assigneeId: number): Promise<Map<number, FieldValue>> {
   const ids = sources.filter((s) => s.type === 'formFieldValue' && s.sourceEntityType === FORM_FIELD_ALIAS && s.sourceEntityId !== null).map((s) => s.id);
   if (ids.length === 0) return new Map();
+  const readable =
+    viewer.userId === assigneeId
+      ? sql`true`
+      : administrableBy(viewer, sql`case when sf.form_id is not null then 'form' else 'taskTemplate' end`, sql`coalesce(sf.form_id, sf.task_template_id)`);
   const rows = await tx.execute<{ source_id: string; value: FieldValue }>(sql`
     select s.id as source_id, latest.value
     from default_value_sources s
@@ -34,7 +45,7 @@ async function formFieldValues(tx: Tx, sources: SourceRow[], assigneeId: number)
       order by sub.created_at desc, sub.id desc
       limit 1
     ) latest
-    where s.id in (${sql.join(ids.map((id) => sql`${id}`), sql`, `)})`);
+    where s.id in (${sql.join(ids.map((id) => sql`${id}`), sql`, `)}) and ${readable}`);
   return new Map(rows.map((row) => [Number(row.source_id), row.value ?? null]));
 }
 
@@ -77,15 +88,27 @@ async function systemVariables(tx: Tx, assigneeId: number): Promise<Record<Syste
 }
 
 /**
- * System variables that show a user field which is not public: they resolve to null unless
- * the caller may see that field of the assignee (their own record, or the permission), as
- * in GET /api/users/{user}. A template administrator is not thereby a user administrator.
+ * The system variables that describe the assignee, with the kind of user field each shows.
+ * They resolve to null unless the caller may read that field of the assignee as in
+ * GET /api/users/{user}: their own record, or `users.view` (any user at all) plus the
+ * field's permission for personal and administrative fields. A template administrator is
+ * not thereby a reader of users: assigning an execution opens nobody's record.
  */
-const VARIABLE_VISIBILITY: Partial<Record<SystemVariable, Visibility>> = { email: 'personal', staff_number: 'administrative' };
+const VARIABLE_VISIBILITY: Partial<Record<SystemVariable, Visibility>> = {
+  username: 'public',
+  first_name: 'public',
+  last_name: 'public',
+  full_name: 'public',
+  language: 'public',
+  department_names: 'public',
+  email: 'personal',
+  staff_number: 'administrative',
+};
 
 function hideInvisibleVariables(variables: Record<SystemVariable, string | null>, viewer: Auth, assigneeId: number) {
+  const mayReadUser = viewer.userId === assigneeId || can(viewer, 'users.view');
   for (const [variable, visibility] of Object.entries(VARIABLE_VISIBILITY) as [SystemVariable, Visibility][]) {
-    if (!userFieldVisible(viewer, visibility, { id: assigneeId })) variables[variable] = null;
+    if (!mayReadUser || !userFieldVisible(viewer, visibility, { id: assigneeId })) variables[variable] = null;
   }
   return variables;
 }
@@ -98,7 +121,7 @@ export async function resolveDefaultValues(tx: Tx, viewer: Auth, execution: { id
     .where(and(eq(formFields.taskTemplateId, execution.taskTemplateId), isNull(formFields.deletedAt)))
     .orderBy(asc(formFields.sortNumber), asc(formFields.id), asc(defaultValueSources.sortNumber), asc(defaultValueSources.id));
   const sources = rows.map((r) => r.source).filter((s): s is SourceRow => s !== null);
-  const copied = await formFieldValues(tx, sources, execution.userId);
+  const copied = await formFieldValues(tx, viewer, sources, execution.userId);
   const variables = sources.some((s) => s.type === 'systemVariable')
     ? hideInvisibleVariables(await systemVariables(tx, execution.userId), viewer, execution.userId)
     : null;

@@ -1,5 +1,5 @@
-import { and, count, eq, inArray, sql } from 'drizzle-orm';
-import type { Auth } from '../../platform/auth/auth.ts';
+import { and, asc, count, eq, inArray, not, sql } from 'drizzle-orm';
+import { can, type Auth } from '../../platform/auth/auth.ts';
 import type { Tx } from '../../platform/database/database.ts';
 import { lockTenantScope } from '../../platform/database/locks.ts';
 import type { Body, Handlers } from '../../platform/http/handler.ts';
@@ -8,6 +8,8 @@ import { present, readControls } from '../../platform/result-controls/result-con
 import { entityPermissions } from '../../platform/entity-permissions/table.ts';
 import { attributeFieldTypes, mergeAttributeValues } from '../attribute-sets/attributes.ts';
 import { attributeSets } from '../attribute-sets/table.ts';
+import { administrableBy } from '../forms/administration.ts';
+import { MENU_ITEM_ENTITY_TYPE } from '../menu-items/table.ts';
 import { notificationSettings } from '../notification-settings/table.ts';
 import { tenants } from '../tenants/table.ts';
 import { departmentAttributeSets, departmentNotificationSettings, departments } from './table.ts';
@@ -117,17 +119,34 @@ async function saveDepartment(tx: Tx, auth: Auth, body: DepartmentInput, current
   return id;
 }
 
-/** Decisions §5: an entity whose last restriction row vanished would become unrestricted, so such a delete is refused. */
-async function refuseWhileEntityPermissionsNameIt(tx: Tx, departmentId: number) {
-  const naming = await tx
-    .select({ entityType: entityPermissions.entityType, entityId: entityPermissions.entityId })
-    .from(entityPermissions)
-    .where(and(eq(entityPermissions.subjectType, 'department'), eq(entityPermissions.subjectId, departmentId)))
-    .limit(5);
-  if (naming.length === 0) return;
-  const named = naming.map((row) => `${row.entityType} ${row.entityId}`).join(', ');
+/**
+ * An entity whose last restriction row vanished would become unrestricted, so such a
+ * delete is refused. The refusal names only the entities the caller may administer (menu
+ * items with `menu-items.administer`, forms and task templates the caller administers);
+ * of the others it says only that there are some, so it reveals no hidden record.
+ */
+async function refuseWhileEntityPermissionsNameIt(tx: Tx, auth: Auth, departmentId: number) {
+  const naming = and(eq(entityPermissions.subjectType, 'department'), eq(entityPermissions.subjectId, departmentId));
+  const administrable = sql<boolean>`case
+    when ${entityPermissions.entityType} = ${MENU_ITEM_ENTITY_TYPE} then ${sql.raw(can(auth, 'menu-items.administer') ? 'true' : 'false')}
+    when ${entityPermissions.entityType} in ('form', 'taskTemplate')
+      then ${administrableBy(auth, sql`${entityPermissions.entityType}`, sql`${entityPermissions.entityId}`)}
+    else false end`;
+  const [shown, [hidden]] = await Promise.all([
+    tx
+      .select({ entityType: entityPermissions.entityType, entityId: entityPermissions.entityId })
+      .from(entityPermissions)
+      .where(and(naming, administrable))
+      .orderBy(asc(entityPermissions.entityType), asc(entityPermissions.entityId))
+      .limit(5),
+    tx.execute<{ any: boolean }>(sql`select exists (select 1 from ${entityPermissions} where ${and(naming, not(administrable))}) as any`),
+  ]);
+  if (shown.length === 0 && !hidden?.any) return;
+  const parts = shown.map((row) => `${row.entityType} ${row.entityId}`);
+  if (shown.length === 5) parts.push('…');
+  if (hidden?.any) parts.push('records you cannot administer');
   throw invalid(
-    { department: [`is named by entity permissions (${named}${naming.length === 5 ? ', …' : ''}); remove it from them first`] },
+    { department: [`is named by entity permissions (${parts.join(', ')}); remove it from them first`] },
     'The department is still used by entity permissions.',
   );
 }
@@ -197,7 +216,7 @@ export const departmentHandlers = {
       // The row lock keeps a concurrent delete of the same department from racing the check.
       const [locked] = await tx.select({ id: departments.id }).from(departments).where(eq(departments.id, params.department)).for('update');
       if (!locked) throw notFound('The department');
-      await refuseWhileEntityPermissionsNameIt(tx, params.department);
+      await refuseWhileEntityPermissionsNameIt(tx, auth, params.department);
       await tx.delete(departments).where(eq(departments.id, params.department));
     });
     return { status: 204 };

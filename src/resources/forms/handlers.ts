@@ -136,11 +136,13 @@ export const formHandlers = {
       const errors: FieldErrors = {};
       if (allowed === undefined) errors.task_template_id = ['does not exist'];
       else if (!allowed) throw forbidden('You cannot administer this task template.');
+      // Any user who is not deleted: whether a user is active is an administrative field,
+      // which refusing inactive assignees would reveal to template administrators.
       const [assignee] = await tx
         .select({ id: users.id })
         .from(users)
-        .where(and(eq(users.id, body.user_id), isNull(users.deletedAt), eq(users.active, true)));
-      if (!assignee) errors.user_id = ['must be an active user'];
+        .where(and(eq(users.id, body.user_id), isNull(users.deletedAt)));
+      if (!assignee) errors.user_id = ['does not name a user'];
       if (Object.keys(errors).length > 0) throw invalid(errors);
       const rows = await tx
         .insert(taskExecutions)

@@ -8,7 +8,8 @@ import { invalid, notFound, type FieldErrors } from '../../platform/http/problem
 import { present, readControls } from '../../platform/result-controls/result-controls.ts';
 import { languages } from '../languages/table.ts';
 import { findUser } from '../users/view.ts';
-import { iframeAccess, linkProblems } from './link.ts';
+import { permissionsLacking, type Permission } from '../roles/permissions.ts';
+import { iframeAccess, LINK_VARIABLES, linkProblems } from './link.ts';
 import { MENU_ITEM_ENTITY_TYPE, menuItems, type MenuItemType } from './table.ts';
 import { findMenuItem, forAdministration, forCaller, menuItemView, visibleMenuItems, type MenuItemRow, type MenuItemViewer } from './view.ts';
 
@@ -22,6 +23,38 @@ interface MenuItemDraft {
   /** Undefined: the tenant's system language. */
   langId: string | undefined;
   entityPermissions: Partial<SubjectLists> | undefined;
+  /** Whether the link is new (create, or changed by an update): its placeholders are then checked against the author. */
+  newLink: boolean;
+}
+
+const READ_USERS: Permission[] = ['users.view'];
+/**
+ * What the author of a link must hold for each placeholder. A link resolves, for every
+ * reader, to that reader's values and takes them to the link's target, which the author
+ * chooses: so it may carry only user fields the author may read of other users
+ * (`users.view`, plus the field's permission for personal and administrative fields).
+ */
+const PLACEHOLDER_PERMISSIONS: Record<string, Permission[]> = {
+  'user.id': READ_USERS,
+  'user.username': READ_USERS,
+  'user.first_name': READ_USERS,
+  'user.last_name': READ_USERS,
+  'user.full_name': READ_USERS,
+  'user.lang_id': READ_USERS,
+  'user.email': ['users.view', 'users.view-personal'],
+  'user.staff_number': ['users.view', 'users.view-administrative'],
+};
+const STRICTEST: Permission[] = ['users.view', 'users.view-personal', 'users.view-administrative'];
+
+/** The placeholders of `link` whose permissions `auth` lacks, with the permissions lacking. */
+function placeholderProblems(auth: Auth, link: string): string[] {
+  const problems: string[] = [];
+  for (const name of Object.keys(LINK_VARIABLES)) {
+    const used = new RegExp(`\\{\\{\\s*${name.replace(/\./g, '\\.')}\\s*\\}\\}`).test(link);
+    const lacking = used ? permissionsLacking(auth, PLACEHOLDER_PERMISSIONS[name] ?? STRICTEST) : [];
+    if (lacking.length > 0) problems.push(`the placeholder ${name} needs ${lacking.join(' and ')}: it sends each reader's value to the link's target`);
+  }
+  return problems;
 }
 
 /**
@@ -29,9 +62,10 @@ interface MenuItemDraft {
  * tenant has a system language to default to), the entity-permission IDs exist. All
  * problems at once, as one 422. Returns the language to store.
  */
-async function validateDraft(tx: Tx, draft: MenuItemDraft): Promise<string> {
+async function validateDraft(tx: Tx, auth: Auth, draft: MenuItemDraft): Promise<string> {
   const errors: FieldErrors = {};
   const linkErrors = linkProblems(draft.link, draft.type);
+  if (linkErrors.length === 0 && draft.newLink) linkErrors.push(...placeholderProblems(auth, draft.link));
   if (linkErrors.length > 0) errors.link = linkErrors;
   const [language] = await tx
     .select({ id: languages.id })
@@ -110,7 +144,7 @@ export const menuItemHandlers = {
 
   async createMenuItem({ auth, body, services: { db } }) {
     const created = await db.tenant(auth.tenantId, async (tx) => {
-      const langId = await validateDraft(tx, { type: body.type, link: body.link, langId: body.lang_id, entityPermissions: body.entity_permissions });
+      const langId = await validateDraft(tx, auth, { type: body.type, link: body.link, langId: body.lang_id, entityPermissions: body.entity_permissions, newLink: true });
       const allowIframeAccess = body.allow_iframe_access ?? true;
       const [row] = await tx
         .insert(menuItems)
@@ -141,7 +175,13 @@ export const menuItemHandlers = {
       const type = body.type ?? current.type;
       const link = body.link ?? current.link;
       const allowIframeAccess = body.allow_iframe_access ?? current.allowIframeAccess;
-      const langId = await validateDraft(tx, { type, link, langId: body.lang_id ?? current.langId, entityPermissions: body.entity_permissions });
+      const langId = await validateDraft(tx, auth, {
+        type,
+        link,
+        langId: body.lang_id ?? current.langId,
+        entityPermissions: body.entity_permissions,
+        newLink: link !== current.link,
+      });
       const [row] = await tx
         .update(menuItems)
         .set({

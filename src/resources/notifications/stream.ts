@@ -239,8 +239,15 @@ export class NotificationStreams {
           );
         },
         () => {
-          // After a reconnect, notices sent meanwhile are lost: replay from each client's last id.
-          if (connected) for (const client of this.allClients()) this.enqueue(client, () => this.catchUp(client));
+          // After a reconnect, notices sent meanwhile are lost: replay from each client's last
+          // id, to the streams whose sessions are still valid.
+          if (connected) {
+            void this.endRevoked()
+              .catch((error: unknown) => this.log.error({ err: error }, 'notification stream: token check failed'))
+              .finally(() => {
+                for (const client of this.allClients()) this.enqueue(client, () => this.catchUp(client));
+              });
+          }
           connected = true;
         },
       );
@@ -266,10 +273,24 @@ export class NotificationStreams {
    * expired, or whose user was deactivated, deleted or marked for logout are ended.
    */
   private async endRevoked(): Promise<void> {
-    const clients = [...this.allClients()];
-    if (clients.length === 0) return;
+    await this.stillValid([...this.allClients()]);
+  }
+
+  /**
+   * Of `clients`, those whose session still authenticates (one query); the others are
+   * ended. Run before anything is written to a stream, so a session that was signed out,
+   * marked for logout or whose user was deactivated or deleted receives nothing more,
+   * however far away the next heartbeat is.
+   */
+  private async stillValid(clients: StreamClient[]): Promise<Set<StreamClient>> {
+    if (clients.length === 0) return new Set();
     const valid = await stillAuthenticated(this.db, [...new Set(clients.map((client) => client.tokenHash))].map((hash) => Buffer.from(hash, 'hex')));
-    for (const client of clients) if (!valid.has(client.tokenHash) || isGone(client.response)) this.end(client);
+    const live = new Set<StreamClient>();
+    for (const client of clients) {
+      if (!valid.has(client.tokenHash) || isGone(client.response)) this.end(client);
+      else live.add(client);
+    }
+    return live;
   }
 
   private *allClients(): Generator<StreamClient> {
@@ -308,17 +329,22 @@ export class NotificationStreams {
     if (!users) return;
     const userIds = [...users.keys()].filter((id) => id > batch.after && id <= batch.last);
     if (userIds.length === 0) return;
-    const { rows, counts } = await this.db.tenant(batch.tenant_id, async (tx) => ({
-      rows: await selectStreamRows(
-        tx,
-        and(eq(notifications.dispatchId, batch.dispatch_id), eq(notifications.notifiableType, 'user'), inArray(notifications.notifiableId, userIds)),
-      ),
-      counts: await unreadCounts(tx, userIds),
-    }));
+    const [{ rows, counts }, live] = await Promise.all([
+      this.db.tenant(batch.tenant_id, async (tx) => ({
+        rows: await selectStreamRows(
+          tx,
+          and(eq(notifications.dispatchId, batch.dispatch_id), eq(notifications.notifiableType, 'user'), inArray(notifications.notifiableId, userIds)),
+        ),
+        counts: await unreadCounts(tx, userIds),
+      })),
+      this.stillValid(userIds.flatMap((userId) => [...(users.get(userId) ?? [])])),
+    ]);
     for (const userId of userIds) {
       const own = rows.filter((row) => row.notifiableId === userId);
       if (own.length === 0) continue;
-      for (const client of users.get(userId) ?? []) this.enqueue(client, () => this.write(client, own, counts.get(userId) ?? 0));
+      for (const client of users.get(userId) ?? []) {
+        if (live.has(client)) this.enqueue(client, () => this.write(client, own, counts.get(userId) ?? 0));
+      }
     }
   }
 
@@ -328,9 +354,12 @@ export class NotificationStreams {
     if (!users) return;
     const userIds = change.user_id === null ? [...users.keys()] : users.has(change.user_id) ? [change.user_id] : [];
     if (userIds.length === 0) return;
-    const counts = await this.db.tenant(change.tenant_id, (tx) => unreadCounts(tx, userIds));
+    const [counts, live] = await Promise.all([
+      this.db.tenant(change.tenant_id, (tx) => unreadCounts(tx, userIds)),
+      this.stillValid(userIds.flatMap((userId) => [...(users.get(userId) ?? [])])),
+    ]);
     for (const userId of userIds) {
-      for (const client of users.get(userId) ?? []) this.enqueue(client, () => this.write(client, [], counts.get(userId) ?? 0));
+      for (const client of users.get(userId) ?? []) if (live.has(client)) this.enqueue(client, () => this.write(client, [], counts.get(userId) ?? 0));
     }
   }
 

@@ -3,7 +3,7 @@ import type { Auth } from '../../platform/auth/auth.ts';
 import type { Tx } from '../../platform/database/database.ts';
 import { rfc3339 } from '../../platform/http/datetime.ts';
 import type { Handlers } from '../../platform/http/handler.ts';
-import { invalid, notFound } from '../../platform/http/problem.ts';
+import { forbidden, invalid, notFound } from '../../platform/http/problem.ts';
 import { defineView, present, readControls } from '../../platform/result-controls/result-controls.ts';
 import { users } from '../users/table.ts';
 import { permissionsLacking } from './permissions.ts';
@@ -26,6 +26,19 @@ export const roleView = defineView<RoleRow, Auth, 'active'>({
     active: (value: boolean) => eq(roles.active, value),
   },
 });
+
+/**
+ * A role is administered (updated in any way: name, `active`, permissions) only by a
+ * caller holding every permission it lists, active or not (403 otherwise, like
+ * administering a user who holds more): a delegate may neither rename, deactivate nor
+ * strip a role that grants more than they hold, such as the Administrator role.
+ */
+export function assertMayAdministerRole(auth: Auth, role: Pick<RoleRow, 'permissions'>): void {
+  const lacking = permissionsLacking(auth, role.permissions);
+  if (lacking.length > 0) {
+    throw forbidden(`This role grants permissions you do not hold (${lacking.join(', ')}); you cannot change it.`);
+  }
+}
 
 /**
  * No escalation through role administration (the shared rule `permissionsLacking`): a
@@ -112,6 +125,7 @@ export const roleHandlers = {
     const [updated] = await db.tenant(auth.tenantId, async (tx) => {
       const [role] = await tx.select().from(roles).where(eq(roles.id, params.role)).for('update');
       if (!role) throw notFound('The role');
+      assertMayAdministerRole(auth, role);
       const next = { name: body.name ?? role.name, active: body.active ?? role.active, permissions: body.permissions ?? role.permissions };
       const ownRole = (await callerRoleId(tx, auth)) === role.id;
       const errors = roleChangeErrors(auth, { ...role, ownRole }, next);
