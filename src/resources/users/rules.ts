@@ -39,9 +39,9 @@ export function assertNotSelf(auth: Auth, userId: number, action: string): void 
 }
 
 /**
- * Logout marking (seed "States and transitions"): a user may mark themselves unless
- * `prevent_logout` protects them; marking someone else needs `users.administer`, and
- * then works on protected accounts too.
+ * Logout marking: a user may mark themselves unless `prevent_logout` protects them;
+ * marking someone else needs `users.administer` (and, like every administration of
+ * another user, `assertMayAdminister`), and then works on protected accounts too.
  */
 export function assertMayMarkForLogout(auth: Auth, target: { id: number; preventLogout: boolean }): void {
   if (target.id === auth.userId) {
@@ -52,26 +52,42 @@ export function assertMayMarkForLogout(auth: Auth, target: { id: number; prevent
 }
 
 /**
- * No escalation through user administration (the shared rule `permissionsLacking`):
- * (a) a role may be assigned (create, update, restore) only if the caller holds every
- * permission it grants (an inactive role grants none). Returns the error for `role_id`.
+ * What a role could grant: every permission it lists, whether it is active or not. An
+ * inactive role grants its holders nothing at sign-in (`grantedPermissions`), but it can
+ * be reactivated at any moment and then grants all of them — so whoever assigns a role,
+ * or administers its holders, is judged against this, never against what it grants today.
  */
-export function roleAssignmentError(auth: Auth, granted: readonly string[]): string[] | undefined {
-  const lacking = permissionsLacking(auth, granted);
-  return lacking.length > 0 ? [`grants permissions you do not hold: ${lacking.join(', ')}`] : undefined;
+export function grantablePermissions(role: { permissions: readonly string[] }): string[] {
+  return [...role.permissions];
 }
 
 /**
- * (b) Updating (password included), deleting, blacking out or restoring ANOTHER user is
- * refused (403) while that user's current role grants a permission the caller lacks:
- * otherwise a delegate could take over an administrator's account.
+ * No escalation through user administration (the shared rule `permissionsLacking`):
+ * (a) a role may be assigned (create, update, restore, CSV import) only if the caller
+ * holds every permission it could grant (`grantablePermissions`, active or not).
+ * Returns the error for `role_id`.
  */
-export function assertMayAdminister(auth: Auth, target: { id: number; granted: readonly string[] }): void {
-  if (target.id === auth.userId) return;
-  const lacking = permissionsLacking(auth, target.granted);
-  if (lacking.length > 0) {
-    throw forbidden(`This user holds permissions you do not hold (${lacking.join(', ')}); you cannot administer them.`);
-  }
+export function roleAssignmentError(auth: Auth, grantable: readonly string[]): string[] | undefined {
+  const lacking = permissionsLacking(auth, grantable);
+  return lacking.length > 0 ? [`grants permissions you do not hold: ${lacking.join(', ')}`] : undefined;
+}
+
+/** Why `auth` may not administer `target` (another user whose role could grant more), or undefined. */
+export function administerRefusal(auth: Auth, target: { id: number; grantable: readonly string[] }): string | undefined {
+  if (target.id === auth.userId) return undefined;
+  const lacking = permissionsLacking(auth, target.grantable);
+  return lacking.length > 0 ? `This user holds permissions you do not hold (${lacking.join(', ')}); you cannot administer them.` : undefined;
+}
+
+/**
+ * (b) Updating (password included), deleting, blacking out, restoring or marking for
+ * logout ANOTHER user is refused (403) while that user's role could grant a permission
+ * the caller lacks (`grantablePermissions`, active or not): otherwise a delegate could
+ * take over — or sign out — an administrator's account.
+ */
+export function assertMayAdminister(auth: Auth, target: { id: number; grantable: readonly string[] }): void {
+  const refusal = administerRefusal(auth, target);
+  if (refusal) throw forbidden(refusal);
 }
 
 const BLACKED_OUT_USERNAME = /^deleted-user-\d+$/;
