@@ -201,6 +201,7 @@ t.test('users the caller may not administer are never offered for change or dele
   t.equal(row!.username, 'admin');
   t.strictSame(Object.keys(row!.errors), ['username']);
   t.match(row!.errors.username![0], /permissions you do not hold/);
+  t.notOk(JSON.stringify(row!.errors).includes('automations.administer'), 'without users.view-administrative the role stays hidden');
   t.notOk(res.body.update_users.some((u: { username: string }) => u.username === 'admin'));
   const boss = await api.createUser(tenant.tenantId, { username: 'boss', values: { roleId: administrator!.id } });
   const retired = await api.createUser(tenant.tenantId, { username: 'retired-boss', values: { roleId: retiredAdmins!.id } });

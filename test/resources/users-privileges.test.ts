@@ -130,6 +130,7 @@ t.test('a user whose role is inactive but would grant more than the delegate hol
 t.test('logout marking: a delegate cannot sign out a user whose role grants more (403); the administrator stays signed in', async (t) => {
   const res = await api.call(t, 'markUserForLogout', { token: delegate.token, params: { user: tenant.adminUserId } });
   t.equal(res.status, 403);
+  t.notOk(res.text.includes('automations.administer'), 'the refusal names none of the hidden role\'s permissions');
   t.equal((await ownerUser(api.db, tenant.tenantId, tenant.adminUserId))!.logoutMarkedAt, null, 'not marked');
   t.equal((await api.call(t, 'getCurrentUser', { token: tenant.adminToken })).status, 200, 'the administrator\'s session still works');
   const peer = await api.createUser(tenant.tenantId, { permissions: ['users.view'] });

@@ -72,11 +72,17 @@ export function roleAssignmentError(auth: Auth, grantable: readonly string[]): s
   return lacking.length > 0 ? [`grants permissions you do not hold: ${lacking.join(', ')}`] : undefined;
 }
 
-/** Why `auth` may not administer `target` (another user whose role could grant more), or undefined. */
+/**
+ * Why `auth` may not administer `target` (another user whose role could grant more), or
+ * undefined. The permissions are named only to callers who may see the user's role
+ * (`users.view-administrative`); to others the refusal tells nothing more about it.
+ */
 export function administerRefusal(auth: Auth, target: { id: number; grantable: readonly string[] }): string | undefined {
   if (target.id === auth.userId) return undefined;
   const lacking = permissionsLacking(auth, target.grantable);
-  return lacking.length > 0 ? `This user holds permissions you do not hold (${lacking.join(', ')}); you cannot administer them.` : undefined;
+  if (lacking.length === 0) return undefined;
+  const which = can(auth, 'users.view-administrative') ? ` (${lacking.join(', ')})` : '';
+  return `This user holds permissions you do not hold${which}; you cannot administer them.`;
 }
 
 /**
