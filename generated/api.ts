@@ -1292,7 +1292,7 @@ export interface paths {
         /**
          * Users of the tenant
          * @description Active (not soft-deleted) users, ordered by last name, first name, id. Default
-         *     relations: `role` and `language`. Filters (decisions §4): `text` (case-insensitive
+         *     relations: `role` and `language`. Filters: `text` (case-insensitive
          *     substring of username, first and last name, of e-mail only for callers with
          *     `users.view-personal` and of staff number only for callers with
          *     `users.view-administrative`, so hidden fields cannot be probed), `role_id`,
@@ -1344,7 +1344,7 @@ export interface paths {
         /**
          * One user (deleted users included)
          * @description Needs `users.view`, except for the caller's own record. Soft-deleted users are
-         *     included (seed `{userWithTrashed}`). Default relations: `role` and `language`.
+         *     included. Default relations: `role` and `language`.
          */
         get: operations["getUser"];
         /**
@@ -2275,7 +2275,7 @@ export interface components {
         /** @enum {string} */
         ParentType: "form" | "taskTemplate";
         /**
-         * @description A permission key (decisions §5).
+         * @description A permission key.
          * @enum {string}
          */
         Permission: "users.view" | "users.view-personal" | "users.view-administrative" | "users.administer" | "departments.manage" | "menu-items.administer" | "login-tokens.administer" | "notifications.send" | "notifications.administer" | "tasks.administer" | "automations.administer";

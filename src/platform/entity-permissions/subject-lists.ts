@@ -1,5 +1,5 @@
 /**
- * Entity permissions as the API shows them (decisions §5): per entity, the lists
+ * Entity permissions as the API shows them: per entity, the lists
  * `{user_ids, role_ids, department_ids}`. Generic over the entity's morph alias, so menu
  * items, forms and task templates share one implementation. Every function is set-based.
  */

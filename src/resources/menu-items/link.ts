@@ -57,7 +57,7 @@ export function embeddable(link: string): boolean {
   return form === 'https' || form === 'path';
 }
 
-/** The stored `iframe_access` (seed: recalculated whenever link or preference changes). */
+/** The stored `iframe_access`, recalculated whenever the link or the preference changes. */
 export function iframeAccess(allowIframeAccess: boolean, template: string): boolean {
   return allowIframeAccess && embeddable(sampleOf(template));
 }

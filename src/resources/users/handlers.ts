@@ -91,7 +91,7 @@ function checkPassword(services: Services, password: string | undefined, errors:
   }
 }
 
-/** Names are required for personal accounts (seed create keys). */
+/** Names are required for personal accounts. */
 function checkNames(values: { groupAccount: boolean; firstName: string | null | undefined; lastName: string | null | undefined }, errors: FieldErrors): void {
   if (values.groupAccount) return;
   if (!values.firstName?.trim()) errors.first_name = ['is required for personal accounts'];

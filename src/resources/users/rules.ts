@@ -1,4 +1,4 @@
-/** Business rules of users (seed "Users", "States and transitions"; decisions §3, §5, §6). */
+/** Business rules of users: self-service limits, no escalation, logout marking, blackout. */
 import { sql } from 'drizzle-orm';
 import { can, type Auth } from '../../platform/auth/auth.ts';
 import { forbidden } from '../../platform/http/problem.ts';
@@ -22,7 +22,7 @@ export function deriveActive(enteringDate: string | null | undefined, leavingDat
 }
 
 /**
- * Keys a user's update of their own record ignores (seed "Update rules", decisions §5):
+ * Keys a user's update of their own record ignores (see `PUT /api/users/{user}`):
  * `prevent_logout` always, and their own `role_id` and `active`, even for administrators
  * (no one locks themselves out or raises their own role). Without `users.administer`
  * their department membership too.
@@ -33,7 +33,7 @@ export function selfUpdateIgnoredKeys(auth: Auth): string[] {
   return keys;
 }
 
-/** Deleting (or blacking out) one's own account is refused (decisions §3). */
+/** Deleting (or blacking out) one's own account is refused. */
 export function assertNotSelf(auth: Auth, userId: number, action: string): void {
   if (auth.userId === userId) throw forbidden(`You cannot ${action} your own account.`);
 }
@@ -102,7 +102,7 @@ const BLACKED_OUT_USERNAME = /^deleted-user-\d+$/;
 export const isReservedUsername = (username: string) => BLACKED_OUT_USERNAME.test(username);
 
 /**
- * Blackout (decisions §6): the values that replace an account irreversibly. Names,
+ * Blackout: the values that replace an account irreversibly. Names,
  * personal and administrative fields and the password are cleared; the id stays so
  * authored records remain linked. The role stays (it is required and not personal).
  */
