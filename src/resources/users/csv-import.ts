@@ -236,7 +236,7 @@ export async function previewCsvImport(tx: Tx, content: Buffer, options: CsvImpo
           }
         }
         const refusal = administerRefusal(caller, { id: user.id, grantable: user.grantable });
-        if (refusal) errors.username = [refusal];
+        if (refusal) errors.username ??= [refusal];
         for (const key of keys) {
           if (key === 'password' || keepsCurrent(key, values[key] ?? null) || values[key] === undefined) continue;
           // Whatever the cell holds: "changed" or "unchanged" would tell the stored value.
