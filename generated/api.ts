@@ -1366,7 +1366,7 @@ export interface paths {
         /**
          * Users of the tenant
          * @description Active (not soft-deleted) users, ordered by last name, first name, id. Default
-         *     relations: `role` and `language`. Filters (decisions §4): `text` (case-insensitive
+         *     relations: `role` and `language`. Filters: `text` (case-insensitive
          *     substring of username, first and last name, of e-mail only for callers with
          *     `users.view-personal` and of staff number only for callers with
          *     `users.view-administrative`, so hidden fields cannot be probed), `role_id`,
@@ -1387,8 +1387,16 @@ export interface paths {
          *     5 MiB; other content → 422, larger → 413); multipart values are text and are
          *     converted to the declared types.
          *     No escalation (one rule with role administration and login tokens): `role_id` must
-         *     name a role whose permissions (none while the role is inactive) the caller all
-         *     holds (422 on `role_id` otherwise).
+         *     name a role whose permissions the caller all holds — an inactive role included,
+         *     judged by the permissions it lists, since reactivating it grants them all (422 on
+         *     `role_id` otherwise).
+         *     No entity rights the caller lacks: neither `role_id` nor `department_ids` may make
+         *     the user named by the entity permissions of a form, task template or menu item
+         *     that do not name the caller, unless the caller holds the permission administering
+         *     that kind of entity anyway (`tasks.administer` for forms and task templates,
+         *     `menu-items.administer` for menu items); 422 on `role_id` or `department_ids.<i>`
+         *     otherwise, without naming the entity.
+         *     `default_route` must be a same-origin path or an absolute http(s) URL (422).
          */
         post: operations["createUser"];
         delete?: never;
@@ -1410,7 +1418,7 @@ export interface paths {
         /**
          * One user (deleted users included)
          * @description Needs `users.view`, except for the caller's own record. Soft-deleted users are
-         *     included (seed `{userWithTrashed}`). Default relations: `role` and `language`.
+         *     included. Default relations: `role` and `language`.
          */
         get: operations["getUser"];
         /**
@@ -1430,19 +1438,27 @@ export interface paths {
          *     picture; a picture is uploaded with `multipart/form-data` (see `POST /api/users`).
          *     Soft-deleted users are not found (404).
          *     No escalation (one rule with role administration and login tokens): `role_id` must
-         *     name a role whose permissions (none while the role is inactive) the caller all
-         *     holds (422 on `role_id` otherwise).
-         *     Updating ANOTHER user (any key, the password included) whose current role grants a
-         *     permission the caller lacks is refused (403): no account takeover.
+         *     name a role whose permissions the caller all holds — an inactive role included,
+         *     judged by the permissions it lists (422 on `role_id` otherwise).
+         *     Updating ANOTHER user (any key, the password included) whose current role lists a
+         *     permission the caller lacks, active or not, is refused (403): no account takeover.
+         *     No entity rights the caller lacks, one's own memberships included: a new `role_id`
+         *     or new `department_ids` may not make the user named by the entity permissions of a
+         *     form, task template or menu item that do not name the caller, unless the caller
+         *     holds `tasks.administer` (forms, task templates) or `menu-items.administer` (menu
+         *     items); 422 on `role_id` or `department_ids.<i>`. Memberships through which the
+         *     user was already named, and removing memberships, are always allowed.
+         *     `default_route` must be a same-origin path or an absolute http(s) URL (422).
          */
         put: operations["updateUser"];
         post?: never;
         /**
          * Soft-delete a user
          * @description Soft-deletes the user (restorable). Deleting oneself is refused with 403. The
-         *     user's access tokens stop working at once and stay invalid after a restore.
-         *     Deleting a user whose current role grants a permission the caller lacks is
-         *     refused (403).
+         *     user's access tokens stop working at once and stay invalid after a restore; their
+         *     pending one-time login tokens are revoked (listed as `deleted`) and stay unusable
+         *     after a restore. Deleting a user whose current role lists a permission the caller
+         *     lacks (active or not) is refused (403).
          */
         delete: operations["deleteUser"];
         options?: never;
@@ -1462,13 +1478,17 @@ export interface paths {
         post?: never;
         /**
          * Anonymise a user irreversibly
-         * @description Active or soft-deleted users (seed `{userWithTrashed}`), decisions §6: the username
-         *     becomes `deleted-user-<id>`; names, personal and administrative fields, the
-         *     password and the picture are cleared; access tokens are deleted; the user is
-         *     soft-deleted and can never be restored. Records the user authored keep pointing at
-         *     the id. Blacking out oneself is refused (403); repeating it is harmless (204).
-         *     Blacking out a user whose current role grants a permission the caller lacks is
-         *     refused (403).
+         * @description Active or soft-deleted users: the username becomes `deleted-user-<id>`; names,
+         *     personal and administrative fields, the password and the picture are cleared;
+         *     access tokens are deleted, pending one-time login tokens revoked, and every push
+         *     subscription (browser or device) of the user deleted; the values the user
+         *     submitted in forms and task templates are emptied (the submissions stay, as made by
+         *     the anonymised account at that time, since their values may say anything about the
+         *     person). The user is soft-deleted and can never be restored. Records the user
+         *     authored keep pointing at the id. All of it happens in one transaction. Blacking
+         *     out oneself is refused (403); repeating it is harmless (204). Blacking out a user
+         *     whose current role lists a permission the caller lacks (active or not) is refused
+         *     (403).
          */
         delete: operations["blackoutUser"];
         options?: never;
@@ -1488,7 +1508,8 @@ export interface paths {
         /**
          * Preview a CSV import
          * @description Compares a CSV of users with the tenant's users and answers the proposed changes,
-         *     grouped; nothing is written (decisions §6). Rows are matched to users by
+         *     grouped; nothing is written. Needs `users.view` besides `users.administer` (403),
+         *     since the answer shows existing users. Rows are matched to users by
          *     `username`. The separator (`,` or `;`) is taken from the header row; a UTF-8 BOM is
          *     accepted; the file must be UTF-8. A multipart value named like an importable key
          *     names the CSV header that holds that key (e.g. `username=Login`).
@@ -1500,8 +1521,27 @@ export interface paths {
          *     never the caller), `invalid_rows` (1-based CSV line and errors by key). Passwords
          *     are applied to new users only and never shown.
          *
-         *     Cell values: booleans `true/false/1/0/yes/no`; dates `YYYY-MM-DD`; an empty cell of
-         *     a date, number or boolean key is null/default. With `whitespace_to_null` a blank
+         *     The preview offers only what the caller may see and do, as the other user
+         *     operations would:
+         *     - A hidden field (personal fields without `users.view-personal`, administrative
+         *       fields without `users.view-administrative`; one's own row shows every field)
+         *       cannot be changed through the import: with `update_users=true`, a row of an
+         *       existing user with a cell in such a column is invalid, with an error on that key
+         *       naming the permission — whatever the cell holds, so the answer never tells a
+         *       stored value, not even whether it equals the cell. Leave such columns out. An
+         *       empty boolean or `role_id` cell (keep the current value) is no change and
+         *       allowed.
+         *     - A user whose role lists a permission the caller lacks (active or not) is never
+         *       offered for change (their row is invalid, error on `username`) nor for deletion
+         *       (they are left out of `delete_users`).
+         *     - `role_id` of a new user, or a changed `role_id` of an existing one, obeys the rules
+         *       of `POST /api/users`: every permission the role lists must be held by the caller,
+         *       and it may not confer entity rights the caller lacks (error on `role_id`).
+         *     - On the caller's own row `role_id`, `active` and `prevent_logout` cannot change.
+         *
+         *     Cell values: booleans `true/false/1/0/yes/no`; dates `YYYY-MM-DD`; `default_route`
+         *     a same-origin path or an absolute http(s) URL; an empty cell of a date, number,
+         *     boolean or `default_route` key is null/default. With `whitespace_to_null` a blank
          *     text cell of a nullable key is null instead of an empty string.
          *
          *     The whole file is refused (422) for: not UTF-8, unknown or duplicate headers, no
@@ -1590,8 +1630,11 @@ export interface paths {
         /**
          * Mark a user for logout
          * @description Every access token issued before this call stops working at its next request
-         *     (401). Marking another user needs `users.administer`; a user may mark themselves
-         *     unless `prevent_logout` protects them (403).
+         *     (401), and the user's pending one-time login tokens are revoked (listed as
+         *     `deleted`); tokens created afterwards work. Marking another user needs
+         *     `users.administer` and, like updating or deleting them, is refused (403) while
+         *     their role lists a permission the caller lacks (active or not). A user may mark
+         *     themselves unless `prevent_logout` protects them (403).
          */
         post: operations["markUserForLogout"];
         delete?: never;
@@ -1611,12 +1654,13 @@ export interface paths {
         put?: never;
         /**
          * Restore a soft-deleted user
-         * @description Restores a soft-deleted user (seed `{userWithTrashed}`). `role_id`, when sent,
-         *     replaces the role and must name an active role of the tenant (422). A user that is
-         *     not deleted, or that was blacked out, cannot be restored (422). No escalation:
-         *     restoring a user whose current role grants a permission the caller lacks is refused
-         *     (403), and a sent `role_id` must name a role whose permissions the caller all holds
-         *     (422 on `role_id`).
+         * @description Restores a soft-deleted user. `role_id`, when sent, replaces the role and must name
+         *     an active role of the tenant (422). A user that is not deleted, or that was blacked
+         *     out, cannot be restored (422). No escalation: restoring a user whose current role
+         *     lists a permission the caller lacks (active or not) is refused (403), and a sent
+         *     `role_id` must name a role whose permissions the caller all holds and that confers
+         *     no entity rights the caller lacks (as on `PUT /api/users/{user}`; 422 on
+         *     `role_id`).
          */
         post: operations["restoreUser"];
         delete?: never;
@@ -2317,7 +2361,7 @@ export interface components {
         /** @enum {string} */
         ParentType: "form" | "taskTemplate";
         /**
-         * @description A permission key (decisions §5).
+         * @description A permission key.
          * @enum {string}
          */
         Permission: "users.view" | "users.view-personal" | "users.view-administrative" | "users.administer" | "departments.manage" | "menu-items.administer" | "login-tokens.administer" | "notifications.send" | "notifications.administer" | "tasks.administer" | "automations.administer";
@@ -2634,6 +2678,7 @@ export interface components {
             city?: string | null;
             /** Format: date-time */
             created_at?: string;
+            /** @description Where the client navigates after sign-in; a same-origin path or an absolute http(s) URL. */
             default_route?: string | null;
             /** Format: date-time */
             deleted_at?: string | null;
@@ -2705,6 +2750,14 @@ export interface components {
             /** Format: date */
             birthdate?: string | null;
             city?: string | null;
+            /**
+             * @description Where the client navigates after sign-in: null (none), a same-origin path
+             *     starting with a single `/` (e.g. `/tasks?tab=open`), or an absolute `https://` or
+             *     `http://` URL with a host. Anything else is refused with 422 — other schemes
+             *     (`javascript:`, `data:`, `vbscript:`, `mailto:`…), paths starting with `//` or
+             *     `/\` (another host), relative paths and the empty string, and any whitespace,
+             *     backslash or control character (browsers strip or reinterpret them).
+             */
             default_route?: string | null;
             department_ids?: number[];
             /** Format: email */
@@ -2789,7 +2842,10 @@ export interface components {
             uuid?: string;
         };
         UserRestore: {
-            /** @description Replaces the role; must be an active role of the tenant. */
+            /**
+             * @description Replaces the role; must be an active role of the tenant whose permissions the
+             *     caller all holds and that confers no entity rights the caller lacks.
+             */
             role_id?: number;
         };
         /** @description Any create key (optional) plus `old_password`. */
@@ -2798,6 +2854,14 @@ export interface components {
             /** Format: date */
             birthdate?: string | null;
             city?: string | null;
+            /**
+             * @description Where the client navigates after sign-in: null (none), a same-origin path
+             *     starting with a single `/` (e.g. `/tasks?tab=open`), or an absolute `https://` or
+             *     `http://` URL with a host. Anything else is refused with 422 — other schemes
+             *     (`javascript:`, `data:`, `vbscript:`, `mailto:`…), paths starting with `//` or
+             *     `/\` (another host), relative paths and the empty string, and any whitespace,
+             *     backslash or control character (browsers strip or reinterpret them).
+             */
             default_route?: string | null;
             department_ids?: number[];
             /** Format: email */

@@ -43,11 +43,31 @@ t.test('create: a role granting permissions the caller lacks is 422 on role_id a
   t.equal(login.status, 401, 'no account to sign in with');
 });
 
-t.test('create: a role within the caller\'s permissions, or an inactive one (it grants nothing), is accepted', async (t) => {
+t.test('create: a role within the caller\'s permissions is accepted; an administrator may assign any', async (t) => {
   const [subset] = await api.db.owner.insert(roles).values({ tenantId: tenant.tenantId, name: 'Viewers', permissions: ['users.view'] }).returning();
   t.equal((await api.call(t, 'createUser', { token: delegate.token, body: newUserBody({ role_id: subset!.id }) })).status, 201);
-  t.equal((await api.call(t, 'createUser', { token: delegate.token, body: newUserBody({ role_id: inactiveAdminLike!.id }) })).status, 201);
   t.equal((await api.call(t, 'createUser', { token: tenant.adminToken, body: newUserBody({ role_id: adminRole.id }) })).status, 201, 'an administrator may');
+  t.equal((await api.call(t, 'createUser', { token: tenant.adminToken, body: newUserBody({ role_id: inactiveAdminLike!.id }) })).status, 201, 'an inactive one too');
+});
+
+t.test('an inactive role is judged by the permissions it would grant once reactivated: create and update refuse it (422)', async (t) => {
+  const before = await userCount();
+  const puppet = newUserBody({ role_id: inactiveAdminLike!.id });
+  const create = await api.call(t, 'createUser', { token: delegate.token, body: puppet });
+  t.equal(create.status, 422);
+  t.match(create.body.errors?.role_id?.[0], /automations\.administer/);
+  t.equal(await userCount(), before, 'no user stored');
+  const employeeBefore = await ownerUser(api.db, tenant.tenantId, employee.id);
+  const update = await api.call(t, 'updateUser', { token: delegate.token, params: { user: employee.id }, body: { role_id: inactiveAdminLike!.id } });
+  t.equal(update.status, 422);
+  t.ok(update.body.errors?.role_id);
+  t.strictSame(await ownerUser(api.db, tenant.tenantId, employee.id), employeeBefore, 'the employee is unchanged');
+  // Reactivating the role must not hand the delegate's sock puppet administrator rights.
+  await api.db.owner.update(roles).set({ active: true }).where(eq(roles.id, inactiveAdminLike!.id));
+  const reactivated = await api.call(t, 'listUsers', { token: tenant.adminToken, query: { filter: { role_id: inactiveAdminLike!.id }, selects: 'id,username' } });
+  t.notOk(reactivated.body.some((u: { username: string }) => u.username === puppet.username), 'the delegate\'s sock puppet does not hold it');
+  t.notOk(reactivated.body.some((u: { id: number }) => u.id === employee.id), 'nor the employee');
+  await api.db.owner.update(roles).set({ active: false }).where(eq(roles.id, inactiveAdminLike!.id));
 });
 
 t.test('update: assigning a role granting permissions the caller lacks is 422 on role_id and changes nothing', async (t) => {
@@ -94,10 +114,28 @@ t.test('restore: assigning a role granting permissions the caller lacks is 422 o
   t.equal((await api.call(t, 'restoreUser', { token: delegate.token, params: { user: gone.id }, body: {} })).status, 200, 'a lesser user is restored');
 });
 
-t.test('a user whose role is inactive grants nothing, so a delegate may administer them', async (t) => {
+t.test('a user whose role is inactive but would grant more than the delegate holds cannot be administered by them (403)', async (t) => {
   const retired = await api.createUser(tenant.tenantId, { username: 'retired', values: { roleId: inactiveAdminLike!.id } });
-  const res = await api.call(t, 'updateUser', { token: delegate.token, params: { user: retired.id }, body: { first_name: 'Retired' } });
-  t.equal(res.status, 200);
+  const before = await ownerUser(api.db, tenant.tenantId, retired.id);
+  t.equal((await api.call(t, 'updateUser', { token: delegate.token, params: { user: retired.id }, body: { first_name: 'Retired' } })).status, 403, 'update');
+  t.equal((await api.call(t, 'deleteUser', { token: delegate.token, params: { user: retired.id } })).status, 403, 'delete');
+  t.equal((await api.call(t, 'blackoutUser', { token: delegate.token, params: { user: retired.id } })).status, 403, 'blackout');
+  t.equal((await api.call(t, 'markUserForLogout', { token: delegate.token, params: { user: retired.id } })).status, 403, 'logout marking');
+  t.strictSame(await ownerUser(api.db, tenant.tenantId, retired.id), before, 'unchanged');
+  const [lesser] = await api.db.owner.insert(roles).values({ tenantId: tenant.tenantId, name: 'Retired viewers', active: false, permissions: ['users.view'] }).returning();
+  const viewerRetired = await api.createUser(tenant.tenantId, { values: { roleId: lesser!.id } });
+  t.equal((await api.call(t, 'updateUser', { token: delegate.token, params: { user: viewerRetired.id }, body: { first_name: 'Fine' } })).status, 200, 'an inactive role within the delegate\'s permissions is fine');
+});
+
+t.test('logout marking: a delegate cannot sign out a user whose role grants more (403); the administrator stays signed in', async (t) => {
+  const res = await api.call(t, 'markUserForLogout', { token: delegate.token, params: { user: tenant.adminUserId } });
+  t.equal(res.status, 403);
+  t.notOk(res.text.includes('automations.administer'), 'the refusal names none of the hidden role\'s permissions');
+  t.equal((await ownerUser(api.db, tenant.tenantId, tenant.adminUserId))!.logoutMarkedAt, null, 'not marked');
+  t.equal((await api.call(t, 'getCurrentUser', { token: tenant.adminToken })).status, 200, 'the administrator\'s session still works');
+  const peer = await api.createUser(tenant.tenantId, { permissions: ['users.view'] });
+  t.equal((await api.call(t, 'markUserForLogout', { token: delegate.token, params: { user: peer.id } })).status, 204, 'a lesser user may be signed out');
+  t.equal((await api.call(t, 'getCurrentUser', { token: peer.token })).status, 401);
 });
 
 t.test('a delegate still updates their own record as before', async (t) => {

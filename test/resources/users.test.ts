@@ -112,6 +112,46 @@ t.test('update: bad inputs are 422 and change nothing', async (t) => {
   t.strictSame(await ownerUser(api.db, tenant.tenantId, employee.id), before);
 });
 
+t.test('default_route: javascript: and other non-navigation targets are 422 on create and update, and change nothing', async (t) => {
+  const unsafe = [
+    'javascript:alert(1)',
+    'JavaScript:alert(1)',
+    ' javascript:alert(1)',
+    'data:text/html,<script>alert(1)</script>',
+    'vbscript:msgbox(1)',
+    '//evil.example.com/',
+    '/\\evil.example.com/',
+    '/\t/evil.example.com/',
+    'https:evil.example.com',
+    'ftp://files.example.com/',
+    'mailto:a@example.com',
+    'dashboard',
+    '',
+  ];
+  const before = await userCount();
+  const self = await api.createUser(tenant.tenantId, { username: 'route-setter' });
+  const selfBefore = await ownerUser(api.db, tenant.tenantId, self.id);
+  const employeeBefore = await ownerUser(api.db, tenant.tenantId, employee.id);
+  for (const route of unsafe) {
+    const created = await api.call(t, 'createUser', { token: admin.token, body: newUserBody({ default_route: route }) });
+    t.equal(created.status, 422, `create ${JSON.stringify(route)}`);
+    t.ok(created.body.errors?.default_route, 'names default_route');
+    const updated = await api.call(t, 'updateUser', { token: admin.token, params: { user: employee.id }, body: { default_route: route } });
+    t.equal(updated.status, 422, `update ${JSON.stringify(route)}`);
+    t.ok(updated.body.errors?.default_route, 'names default_route');
+  }
+  const own = await api.call(t, 'updateUser', { token: self.token, params: { user: self.id }, body: { default_route: 'javascript:alert(1)' } });
+  t.equal(own.status, 422, 'on one\'s own record too');
+  t.equal(await userCount(), before + 1, 'no user stored');
+  t.strictSame(await ownerUser(api.db, tenant.tenantId, employee.id), employeeBefore);
+  t.strictSame(await ownerUser(api.db, tenant.tenantId, self.id), selfBefore);
+  for (const route of ['/dashboard', '/tasks?tab=open#top', 'https://intranet.example.com/start', 'http://legacy.example.com/', null]) {
+    const res = await api.call(t, 'updateUser', { token: self.token, params: { user: self.id }, body: { default_route: route } });
+    t.equal(res.status, 200, `accepts ${JSON.stringify(route)}`);
+    t.equal(res.body.default_route, route);
+  }
+});
+
 t.test('result controls: unknown or hidden selects, unknown relations and filters are 422', async (t) => {
   for (const [token, query, field] of [
     [admin.token, { selects: 'id,nope' }, 'selects'],

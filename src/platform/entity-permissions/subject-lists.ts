@@ -1,11 +1,13 @@
 /**
- * Entity permissions as the API shows them (decisions §5): per entity, the lists
+ * Entity permissions as the API shows them: per entity, the lists
  * `{user_ids, role_ids, department_ids}`. Generic over the entity's morph alias, so menu
  * items, forms and task templates share one implementation. Every function is set-based.
  */
 import { and, eq, inArray, isNull, sql, type AnyColumn, type SQL } from 'drizzle-orm';
 import type { Tx } from '../database/database.ts';
 import { departments } from '../../resources/departments/table.ts';
+import { MENU_ITEM_ENTITY_TYPE } from '../../resources/menu-items/table.ts';
+import type { Permission } from '../../resources/roles/permissions.ts';
 import { roles } from '../../resources/roles/table.ts';
 import { users } from '../../resources/users/table.ts';
 import { entityPermissions } from './table.ts';
@@ -71,12 +73,99 @@ export function isRestricted(entityType: string, entityId: AnyColumn): SQL {
 /**
  * True when the entity's permissions name `userId` directly, through the user's role, or
  * through one of the user's departments. A correlated EXISTS: one set-based query for any
- * number of entities.
+ * number of entities. (The subquery's alias is `p`: outer queries use another one.)
  */
-export function namesUser(entityType: string | SQL, entityId: AnyColumn | SQL, userId: number): SQL {
+export function namesUser(entityType: string | SQL, entityId: AnyColumn | SQL, userId: number | SQL): SQL {
   return sql`exists (select 1 from entity_permissions p
     where p.entity_type = ${entityType} and p.entity_id = ${entityId}
       and ((p.subject_type = 'user' and p.subject_id = ${userId})
         or (p.subject_type = 'role' and p.subject_id = (select u.role_id from users u where u.id = ${userId}))
         or (p.subject_type = 'department' and p.subject_id in (select du.department_id from department_users du where du.user_id = ${userId}))))`;
+}
+
+/**
+ * The permission that administers every entity of a type, whatever its entity permissions
+ * name: its holders have the rights the entity permissions confer anyway. Entity types
+ * not listed here have no such permission.
+ */
+export const ENTITY_TYPE_ADMINISTRATION: Readonly<Record<string, Permission>> = {
+  form: 'tasks.administer',
+  taskTemplate: 'tasks.administer',
+  [MENU_ITEM_ENTITY_TYPE]: 'menu-items.administer',
+};
+
+/** A proposed change of one user's memberships (only what changes is given). */
+export interface MembershipChange {
+  /** The user whose memberships change; null for a user still to be created. */
+  userId: number | null;
+  /** The new role, when it changes. */
+  roleId?: number;
+  /** The new departments, when they change. */
+  departmentIds?: readonly number[];
+}
+
+/** Of one change: whether the role, and which of the departments, confer rights the caller lacks. */
+export interface ConferredRights {
+  role: boolean;
+  departmentIds: number[];
+}
+
+/** The error for a membership that `membershipsConferringRights` refuses; it names no entity. */
+export const CONFERS_ENTITY_RIGHTS = 'would give access through entity permissions (of a form, task template or menu item) that you do not have yourself';
+
+const bigintArray = (ids: readonly (number | null)[]) => `{${ids.map((id) => (id === null ? 'NULL' : String(Math.trunc(id)))).join(',')}}`;
+
+/**
+ * No self-granted entity rights. A membership change must not give its user rights
+ * through entity permissions (being named, through a role or a department, by a form's,
+ * task template's or menu item's permissions) that the CALLER does not already have —
+ * the caller's own memberships included. The caller already has such a right when the
+ * entity's permissions name the caller, or when the caller holds the permission that
+ * administers that type of entity (`ENTITY_TYPE_ADMINISTRATION`).
+ *
+ * Only what the change adds counts: an entity that already names the user (directly, or
+ * through their current role or departments) confers nothing new, and removing a
+ * membership is always allowed. Answers, per change (same order), the offending role and
+ * departments; ONE query for any number of changes.
+ */
+export async function membershipsConferringRights(
+  tx: Tx,
+  caller: { userId: number; permissions: ReadonlySet<string> },
+  changes: readonly MembershipChange[],
+): Promise<ConferredRights[]> {
+  const result: ConferredRights[] = changes.map(() => ({ role: false, departmentIds: [] }));
+  const index: number[] = [];
+  const targets: (number | null)[] = [];
+  const roleIds: (number | null)[] = [];
+  const departmentIds: (number | null)[] = [];
+  changes.forEach((change, i) => {
+    const add = (roleId: number | null, departmentId: number | null) => {
+      index.push(i);
+      targets.push(change.userId);
+      roleIds.push(roleId);
+      departmentIds.push(departmentId);
+    };
+    if (change.roleId !== undefined) add(change.roleId, null);
+    for (const departmentId of new Set(change.departmentIds ?? [])) add(null, departmentId);
+  });
+  if (index.length === 0) return result;
+  const covered = Object.entries(ENTITY_TYPE_ADMINISTRATION)
+    .filter(([, permission]) => caller.permissions.has(permission))
+    .map(([entityType]) => entityType);
+  const rows = await tx.execute<{ i: number; role_id: string | null; department_id: string | null }>(sql`
+    select distinct c.i, c.role_id, c.department_id
+    from unnest(${bigintArray(index)}::int[], ${bigintArray(targets)}::bigint[], ${bigintArray(roleIds)}::bigint[], ${bigintArray(departmentIds)}::bigint[])
+      as c(i, user_id, role_id, department_id)
+    join entity_permissions e
+      on (e.subject_type = 'role' and e.subject_id = c.role_id)
+      or (e.subject_type = 'department' and e.subject_id = c.department_id)
+    where not (e.entity_type = any(${`{${covered.join(',')}}`}::text[]))
+      and not ${namesUser(sql`e.entity_type`, sql`e.entity_id`, caller.userId)}
+      and (c.user_id is null or not ${namesUser(sql`e.entity_type`, sql`e.entity_id`, sql`c.user_id`)})`);
+  for (const row of rows) {
+    const conferred = result[Number(row.i)]!;
+    if (row.role_id !== null) conferred.role = true;
+    else conferred.departmentIds.push(Number(row.department_id));
+  }
+  return result;
 }

@@ -5,7 +5,7 @@ import { tenantIdColumn, tenantIsolation } from '../database/tenancy.ts';
 export const ENTITY_PERMISSION_SUBJECTS = ['user', 'role', 'department'] as const;
 
 /**
- * Entity permissions (decisions §5): an entity (a menu item, a form, a task template…,
+ * Entity permissions: an entity (a menu item, a form, a task template…,
  * named by its morph alias and id) is made accessible to users, roles or departments.
  * Menu items: an item with none is unrestricted. Forms and task templates: the named
  * subjects may administer it besides holders of `tasks.administer`.

@@ -3,6 +3,7 @@
  * whether a link may be embedded (the rule behind `iframe_access`, documented in
  * openapi/components/menu-items.yaml#/MenuItem).
  */
+import { navigationUrlProblems, urlForm, type UrlForm } from '../../platform/http/navigation-url.ts';
 import type { UserRow } from '../users/view.ts';
 import { fullName } from '../users/view.ts';
 import type { MenuItemType } from './table.ts';
@@ -21,20 +22,10 @@ export const LINK_VARIABLES: Record<string, (user: UserRow) => string | number |
   'user.lang_id': (user) => user.langId,
 };
 
-type LinkForm = 'https' | 'http' | 'path' | 'mailto' | 'tel';
-
-const FORMS_BY_TYPE: Record<MenuItemType, LinkForm[]> = {
+const FORMS_BY_TYPE: Record<MenuItemType, UrlForm[]> = {
   link: ['https', 'http', 'path', 'mailto', 'tel'],
   iframe: ['https', 'http', 'path'],
   route: ['path'],
-};
-
-const FORM_NAMES: Record<LinkForm, string> = {
-  https: 'an https: URL',
-  http: 'an http: URL',
-  path: 'a same-origin path starting with a single /',
-  mailto: 'a mailto: address',
-  tel: 'a tel: number',
 };
 
 /** Substitutes the caller's values, percent-encoded so that they cannot change the link's structure. */
@@ -43,20 +34,6 @@ export function resolveLink(template: string, user: UserRow): string {
     const value = LINK_VARIABLES[name]?.(user);
     return encodeURIComponent(value === null || value === undefined ? '' : String(value));
   });
-}
-
-function formOf(link: string): LinkForm | null {
-  if (link.startsWith('/')) return link.startsWith('//') ? null : 'path';
-  let url: URL;
-  try {
-    url = new URL(link);
-  } catch {
-    return null;
-  }
-  if (url.protocol === 'https:' || url.protocol === 'http:') return url.hostname ? (url.protocol === 'https:' ? 'https' : 'http') : null;
-  if (url.protocol === 'mailto:') return 'mailto';
-  if (url.protocol === 'tel:') return 'tel';
-  return null;
 }
 
 /** The link as any caller would see it, structure-wise (placeholders stand for a neutral value). */
@@ -71,21 +48,16 @@ export function linkProblems(template: string, type: MenuItemType): string[] {
   if (/^\s*\{\{/.test(template)) return ['may not begin with a placeholder'];
   const sample = sampleOf(template);
   if (/\{\{|\}\}/.test(sample)) return ['contains a malformed placeholder'];
-  // Backslashes and blanks are read differently by browsers (`/\host` = `//host`).
-  if (/[\s\\\u0000-\u001f\u007f]/.test(sample)) return ['may not contain whitespace, backslashes or control characters'];
-  const form = formOf(sample);
-  const allowed = FORMS_BY_TYPE[type];
-  if (!form || !allowed.includes(form)) return [`a ${type} item needs ${allowed.map((f) => FORM_NAMES[f]).join(', or ')}`];
-  return [];
+  return navigationUrlProblems(sample, FORMS_BY_TYPE[type], `a ${type} item needs`);
 }
 
 /** "May be embedded": an https: URL or a same-origin path (http would be mixed content). */
 export function embeddable(link: string): boolean {
-  const form = formOf(link);
+  const form = urlForm(link);
   return form === 'https' || form === 'path';
 }
 
-/** The stored `iframe_access` (seed: recalculated whenever link or preference changes). */
+/** The stored `iframe_access`, recalculated whenever the link or the preference changes. */
 export function iframeAccess(allowIframeAccess: boolean, template: string): boolean {
   return allowIframeAccess && embeddable(sampleOf(template));
 }

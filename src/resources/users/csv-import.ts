@@ -1,22 +1,33 @@
 /**
- * CSV import of users (seed "CSV keys", decisions §6): a preview of what an import would
- * change, grouped; nothing is written. The file is parsed as a stream of records
- * (csv-parse), compared with the tenant's users loaded once, so 50,000 rows cost a
- * handful of queries and memory proportional to the answer.
+ * CSV import of users: a preview of what an import would change, grouped; nothing is
+ * written. The file is parsed as a stream of records (csv-parse), compared with the
+ * tenant's users loaded once, so 50,000 rows cost a handful of queries and memory
+ * proportional to the answer.
+ *
+ * The preview shows only what the caller may see, and offers only what the API would
+ * let the caller do (see the operation `importUsersCsv` in the spec): hidden fields of
+ * existing users cannot be changed (the row is invalid, whatever the cell holds, so the
+ * answer never confirms a stored value), users whose role could grant more than the
+ * caller holds are neither changed nor deleted, and roles obey `roleAssignmentError` and
+ * `membershipsConferringRights` like on `POST`/`PUT /api/users`.
  */
 import { isUtf8 } from 'node:buffer';
 import { Readable } from 'node:stream';
+import { eq, getTableColumns } from 'drizzle-orm';
 import { parse, CsvError } from 'csv-parse';
+import type { Auth } from '../../platform/auth/auth.ts';
 import type { Tx } from '../../platform/database/database.ts';
+import { CONFERS_ENTITY_RIGHTS, membershipsConferringRights } from '../../platform/entity-permissions/subject-lists.ts';
 import { isCalendarDate } from '../../platform/http/dates.ts';
+import { navigationUrlProblems, ROUTE_FORMS } from '../../platform/http/navigation-url.ts';
 import { invalid, type FieldErrors } from '../../platform/http/problem.ts';
 import { languages } from '../languages/table.ts';
 import { roles } from '../roles/table.ts';
-import { isReservedUsername } from './rules.ts';
-import { fullName } from './view.ts';
+import { administerRefusal, grantablePermissions, isReservedUsername, roleAssignmentError, selfUpdateIgnoredKeys } from './rules.ts';
+import { fullName, userFieldVisible, userView } from './view.ts';
 import { GENDERS, users } from './table.ts';
 
-type Kind = 'username' | 'password' | 'text' | 'reference' | 'boolean' | 'integer' | 'date' | 'gender' | 'email';
+type Kind = 'username' | 'password' | 'text' | 'reference' | 'boolean' | 'integer' | 'date' | 'gender' | 'email' | 'route';
 
 /** Importable keys (the create keys without the picture), their cell type and column. */
 const IMPORTABLE = {
@@ -40,7 +51,7 @@ const IMPORTABLE = {
   leaving_date: { kind: 'date', column: 'leavingDate' },
   gender: { kind: 'gender', column: 'gender' },
   wants_email_notifications: { kind: 'boolean', column: 'wantsEmailNotifications' },
-  default_route: { kind: 'text', column: 'defaultRoute' },
+  default_route: { kind: 'route', column: 'defaultRoute' },
   prevent_logout: { kind: 'boolean', column: 'preventLogout' },
 } as const satisfies Record<string, { kind: Kind; column: keyof typeof users.$inferSelect | null }>;
 
@@ -60,7 +71,8 @@ export interface CsvImportOptions {
   whitespaceToNull: boolean;
   /** Importable key → the CSV header that holds it (multipart values). */
   headers: Partial<Record<string, string>>;
-  callerId: number;
+  /** Who asks: what they may see, administer and assign. */
+  caller: Auth;
   passwordMinLength: number;
 }
 
@@ -103,8 +115,23 @@ function parseCell(kind: Kind, raw: string, whitespaceToNull: boolean): { value:
     case 'gender':
       if (text === '') return { value: null };
       return (GENDERS as readonly string[]).includes(text) ? { value: text } : { error: `must be one of: ${GENDERS.join(', ')}` };
+    case 'route': {
+      if (text === '') return { value: null };
+      const [problem] = navigationUrlProblems(text, ROUTE_FORMS);
+      return problem ? { error: problem } : { value: text };
+    }
   }
 }
+
+/** The permission a hidden importable key needs to be seen (and so changed), or null when it is public. */
+function hiddenKeyPermission(caller: Auth, key: ImportableKey, user: { id: number }): string | null {
+  const visibility = (userView.fields as Record<string, { visibility?: 'public' | 'personal' | 'administrative' }>)[key]?.visibility ?? 'public';
+  if (userFieldVisible(caller, visibility, user)) return null;
+  return visibility === 'personal' ? 'users.view-personal' : 'users.view-administrative';
+}
+
+/** A cell that leaves the stored value as it is: an empty boolean or role cell (they cannot be null). */
+const keepsCurrent = (key: ImportableKey, value: Value) => value === null && (IMPORTABLE[key].kind === 'boolean' || key === 'role_id');
 
 /** The header row → the importable key of each column; 422 for unknown, duplicate or missing ones. */
 function mapHeader(header: string[], remap: CsvImportOptions['headers']): ImportableKey[] {
@@ -137,9 +164,14 @@ function* chunks(content: Buffer, size = 64 * 1024): Generator<Buffer> {
 export async function previewCsvImport(tx: Tx, content: Buffer, options: CsvImportOptions) {
   if (!isUtf8(content)) throw invalid({ user_data_csv: ['must be UTF-8 encoded'] }, 'The CSV file is not UTF-8.');
 
-  const existing = await tx.select().from(users);
+  const { caller } = options;
+  const existing = await tx
+    .select({ ...getTableColumns(users), grantable: roles.permissions })
+    .from(users)
+    .innerJoin(roles, eq(roles.id, users.roleId));
   const byUsername = new Map(existing.map((user) => [user.username, user]));
-  const roleIds = new Set((await tx.select({ id: roles.id }).from(roles)).map((role) => role.id));
+  const roleGrantable = new Map((await tx.select({ id: roles.id, permissions: roles.permissions }).from(roles)).map((role) => [role.id, grantablePermissions(role)]));
+  const selfIgnored = new Set<string>(selfUpdateIgnoredKeys(caller));
   const languageIds = new Set((await tx.select({ id: languages.id }).from(languages)).map((l) => l.id));
 
   const result = {
@@ -150,6 +182,8 @@ export async function previewCsvImport(tx: Tx, content: Buffer, options: CsvImpo
     invalid_rows: [] as { line: number; username: string | null; errors: FieldErrors }[],
   };
   const seen = new Map<string, number>();
+  /** Rows that would assign a role: judged for entity rights together, after the file. */
+  const roleAssignments: { line: number; username: string | null; userId: number | null; roleId: number; entry: object }[] = [];
   let keys: ImportableKey[] | null = null;
   let rows = 0;
 
@@ -179,7 +213,7 @@ export async function previewCsvImport(tx: Tx, content: Buffer, options: CsvImpo
         }
         seen.set(username, line);
       }
-      if (typeof values.role_id === 'number' && !roleIds.has(values.role_id)) errors.role_id = ['does not name a role'];
+      if (typeof values.role_id === 'number' && !roleGrantable.has(values.role_id)) errors.role_id = ['does not name a role'];
       if (typeof values.lang_id === 'string' && values.lang_id !== '' && !languageIds.has(values.lang_id)) errors.lang_id = ['does not name a language'];
       const user = username !== null ? byUsername.get(username) : undefined;
       if (user?.deletedAt) errors.username = ['belongs to a deleted user'];
@@ -194,11 +228,29 @@ export async function previewCsvImport(tx: Tx, content: Buffer, options: CsvImpo
           if (!values.first_name) errors.first_name ??= ['is required for personal accounts'];
           if (!values.last_name) errors.last_name ??= ['is required for personal accounts'];
         }
-      } else if (options.updateUsers && (values.group_account ?? user.groupAccount) !== true) {
+      } else if (options.updateUsers) {
         // An update may not leave a personal account without its names.
-        for (const key of ['first_name', 'last_name'] as const) {
-          if (key in values && !values[key]) errors[key] ??= ['is required for personal accounts'];
+        if ((values.group_account ?? user.groupAccount) !== true) {
+          for (const key of ['first_name', 'last_name'] as const) {
+            if (key in values && !values[key]) errors[key] ??= ['is required for personal accounts'];
+          }
         }
+        const refusal = administerRefusal(caller, { id: user.id, grantable: user.grantable });
+        if (refusal) errors.username ??= [refusal];
+        for (const key of keys) {
+          if (key === 'password' || keepsCurrent(key, values[key] ?? null) || values[key] === undefined) continue;
+          // Whatever the cell holds: "changed" or "unchanged" would tell the stored value.
+          const permission = hiddenKeyPermission(caller, key, user);
+          if (permission) errors[key] = [`cannot be changed here: seeing it needs the permission "${permission}"`];
+          else if (user.id === caller.userId && selfIgnored.has(key) && values[key] !== user[IMPORTABLE[key].column!]) {
+            errors[key] = ['cannot be changed on your own account'];
+          }
+        }
+      }
+      const assignedRole = typeof values.role_id === 'number' && (!user || (options.updateUsers && values.role_id !== user.roleId)) ? values.role_id : null;
+      if (assignedRole !== null && !errors.role_id) {
+        const escalation = roleAssignmentError(caller, roleGrantable.get(assignedRole)!);
+        if (escalation) errors.role_id = escalation;
       }
       if (Object.keys(errors).length > 0) {
         result.invalid_rows.push({ line, username, errors });
@@ -206,22 +258,26 @@ export async function previewCsvImport(tx: Tx, content: Buffer, options: CsvImpo
       }
       const { password: _password, ...shown } = values;
       if (!user) {
-        result.new_users.push({ line, user: shown });
+        const entry = { line, user: shown };
+        result.new_users.push(entry);
+        if (assignedRole !== null) roleAssignments.push({ line, username, userId: null, roleId: assignedRole, entry });
         continue;
       }
       const changes: Record<string, { from: Value; to: Value }> = {};
       if (options.updateUsers) {
         for (const [key, to] of Object.entries(shown) as [ImportableKey, Value][]) {
           const column = IMPORTABLE[key].column;
-          // An empty boolean or role cell keeps the current value (they cannot be null).
-          if (!column || key === 'username' || (to === null && (IMPORTABLE[key].kind === 'boolean' || key === 'role_id'))) continue;
+          if (!column || key === 'username' || keepsCurrent(key, to)) continue;
           const from = user[column] as Value | Date;
           if (from instanceof Date) continue;
           if (from !== to) changes[key] = { from, to };
         }
       }
-      if (Object.keys(changes).length > 0) result.update_users.push({ line, id: user.id, username: user.username, changes });
-      else result.unchanged_users.push({ line, id: user.id, username: user.username });
+      if (Object.keys(changes).length > 0) {
+        const entry = { line, id: user.id, username: user.username, changes };
+        result.update_users.push(entry);
+        if (assignedRole !== null) roleAssignments.push({ line, username, userId: user.id, roleId: assignedRole, entry });
+      } else result.unchanged_users.push({ line, id: user.id, username: user.username });
     }
   } catch (error) {
     if (error instanceof CsvError) throw invalid({ user_data_csv: [error.message] }, 'The CSV file is malformed.');
@@ -230,9 +286,30 @@ export async function previewCsvImport(tx: Tx, content: Buffer, options: CsvImpo
   if (!keys) throw invalid({ user_data_csv: ['is empty'] }, 'The CSV file is empty.');
   if (rows === 0) throw invalid({ user_data_csv: ['has no data rows'] }, 'The CSV file has no data rows.');
 
+  if (roleAssignments.length > 0) {
+    // One query for every row that assigns a role: rows whose role would confer entity
+    // rights the caller lacks become invalid.
+    const conferred = await membershipsConferringRights(
+      tx,
+      caller,
+      roleAssignments.map((row) => ({ userId: row.userId, roleId: row.roleId })),
+    );
+    const refused = new Set(roleAssignments.filter((_, i) => conferred[i]!.role).map((row) => row.entry));
+    if (refused.size > 0) {
+      result.new_users = result.new_users.filter((entry) => !refused.has(entry));
+      result.update_users = result.update_users.filter((entry) => !refused.has(entry));
+      for (const row of roleAssignments) {
+        if (refused.has(row.entry)) result.invalid_rows.push({ line: row.line, username: row.username, errors: { role_id: [CONFERS_ENTITY_RIGHTS] } });
+      }
+      result.invalid_rows.sort((a, b) => a.line - b.line);
+    }
+  }
+
   if (options.deleteUsers) {
     for (const user of existing) {
-      if (user.deletedAt || seen.has(user.username) || user.id === options.callerId) continue;
+      if (user.deletedAt || seen.has(user.username) || user.id === caller.userId) continue;
+      // Never offered: a user the caller may not administer (their role could grant more).
+      if (administerRefusal(caller, { id: user.id, grantable: user.grantable })) continue;
       result.delete_users.push({ id: user.id, username: user.username, full_name: fullName(user) });
     }
   }

@@ -3,19 +3,33 @@ import { accessTokens } from '../../platform/auth/tables.ts';
 import { authenticateRequest, can, requirePermission, type Auth } from '../../platform/auth/auth.ts';
 import { endSessionsAfterPasswordChange, verifyOwnPassword } from '../../platform/auth/credentials.ts';
 import { hashPassword } from '../../platform/auth/passwords.ts';
+import { CONFERS_ENTITY_RIGHTS, membershipsConferringRights } from '../../platform/entity-permissions/subject-lists.ts';
 import type { Tx } from '../../platform/database/database.ts';
 import type { Body, Context, Handlers } from '../../platform/http/handler.ts';
 import { uploadOf } from '../../platform/http/multipart.ts';
+import { navigationUrlProblems, ROUTE_FORMS } from '../../platform/http/navigation-url.ts';
 import { forbidden, invalid, notFound, unauthorized, type FieldErrors } from '../../platform/http/problem.ts';
 import { present, readControls, type ControlsQuery } from '../../platform/result-controls/result-controls.ts';
 import type { Services } from '../../platform/services.ts';
 import { departments, departmentUsers } from '../departments/table.ts';
+import { formSubmissions } from '../forms/table.ts';
 import { languages } from '../languages/table.ts';
-import { grantedPermissions } from '../roles/permissions.ts';
+import { userLoginTokens } from '../login-tokens/table.ts';
+import { pushSubscriptions } from '../push/table.ts';
 import { roles } from '../roles/table.ts';
 import { importTemplate, previewCsvImport, type CsvImportOptions } from './csv-import.ts';
 import { acceptPicture, inlineDisposition, pictureSignatureValid, type StoredPicture } from './profile-picture.ts';
-import { assertMayAdminister, assertMayMarkForLogout, assertNotSelf, blackoutValues, deriveActive, isReservedUsername, roleAssignmentError, selfUpdateIgnoredKeys } from './rules.ts';
+import {
+  assertMayAdminister,
+  assertMayMarkForLogout,
+  assertNotSelf,
+  blackoutValues,
+  deriveActive,
+  grantablePermissions,
+  isReservedUsername,
+  roleAssignmentError,
+  selfUpdateIgnoredKeys,
+} from './rules.ts';
 import { userProfilePictures, users } from './table.ts';
 import { DEFAULT_USER_RELATIONS, findUser, findUsers, userView, type UserRow, type UserViewer } from './view.ts';
 
@@ -78,7 +92,7 @@ function checkPassword(services: Services, password: string | undefined, errors:
   }
 }
 
-/** Names are required for personal accounts (seed create keys). */
+/** Names are required for personal accounts. */
 function checkNames(values: { groupAccount: boolean; firstName: string | null | undefined; lastName: string | null | undefined }, errors: FieldErrors): void {
   if (values.groupAccount) return;
   if (!values.firstName?.trim()) errors.first_name = ['is required for personal accounts'];
@@ -89,29 +103,55 @@ function checkDates(entering: string | null | undefined, leaving: string | null 
   if (entering && leaving && leaving < entering) errors.leaving_date = ['must not be before entering_date'];
 }
 
-/** What the role `roleId` grants (nothing while inactive); undefined when the tenant has no such role. */
-async function roleGrants(tx: Tx, roleId: number): Promise<string[] | undefined> {
+/** The role `roleId` of the tenant (active or not), or undefined when there is none. */
+async function findRole(tx: Tx, roleId: number): Promise<{ active: boolean; permissions: string[] } | undefined> {
   const [role] = await tx.select({ active: roles.active, permissions: roles.permissions }).from(roles).where(eq(roles.id, roleId));
-  return role ? grantedPermissions(role) : undefined;
+  return role;
 }
 
-/** Rule (b) of `assertMayAdminister`, for a user as stored (their current role). */
+/** Rule (b) of `assertMayAdminister`, for a user as stored (their current role, active or not). */
 async function assertMayAdministerUser(tx: Tx, auth: Auth, user: Pick<UserRow, 'id' | 'roleId'>): Promise<void> {
   if (user.id === auth.userId) return;
-  assertMayAdminister(auth, { id: user.id, granted: (await roleGrants(tx, user.roleId)) ?? [] });
+  const role = await findRole(tx, user.roleId);
+  assertMayAdminister(auth, { id: user.id, grantable: role ? grantablePermissions(role) : [] });
+}
+
+/** `default_route`: a same-origin path or an absolute http(s) URL (null: none). */
+function checkDefaultRoute(route: string | null | undefined, errors: FieldErrors): void {
+  if (route === undefined || route === null) return;
+  const problems = navigationUrlProblems(route, ROUTE_FORMS);
+  if (problems.length > 0) errors.default_route = problems;
+}
+
+/**
+ * No self-granted entity rights (`membershipsConferringRights`): a new role or new
+ * departments of `userId` (null: a user to be created) must not make them named by entity
+ * permissions that do not already reach the caller. Errors on `role_id` / `department_ids.<i>`.
+ */
+async function checkConferredRights(tx: Tx, auth: Auth, userId: number | null, change: { roleId?: number; departmentIds?: readonly number[] }, errors: FieldErrors): Promise<void> {
+  if (change.roleId === undefined && change.departmentIds === undefined) return;
+  const [conferred] = await membershipsConferringRights(tx, auth, [{ userId, ...change }]);
+  if (conferred!.role) errors.role_id ??= [CONFERS_ENTITY_RIGHTS];
+  change.departmentIds?.forEach((id, index) => {
+    if (conferred!.departmentIds.includes(id)) errors[`department_ids.${index}`] ??= [CONFERS_ENTITY_RIGHTS];
+  });
 }
 
 /**
  * Role, language, departments and username must exist (or be free) in the caller's
- * tenant, and the role may grant only permissions the caller holds (`roleAssignmentError`).
+ * tenant; the role may grant only permissions the caller holds (`roleAssignmentError`,
+ * active or not), and neither role nor departments may confer entity rights the caller
+ * lacks (`checkConferredRights`).
  */
 async function checkReferences(tx: Tx, auth: Auth, input: UserInput, errors: FieldErrors, userId?: number): Promise<void> {
+  checkDefaultRoute(input.default_route, errors);
   if (input.role_id !== undefined) {
-    const granted = await roleGrants(tx, input.role_id);
-    const escalation = granted && roleAssignmentError(auth, granted);
-    if (!granted) errors.role_id = ['does not name a role'];
+    const role = await findRole(tx, input.role_id);
+    const escalation = role && roleAssignmentError(auth, grantablePermissions(role));
+    if (!role) errors.role_id = ['does not name a role'];
     else if (escalation) errors.role_id = escalation;
   }
+  await checkConferredRights(tx, auth, userId ?? null, { roleId: input.role_id, departmentIds: input.department_ids }, errors);
   if (input.lang_id !== undefined && input.lang_id !== null) {
     const [language] = await tx.select({ id: languages.id }).from(languages).where(eq(languages.id, input.lang_id));
     if (!language) errors.lang_id = ['does not name a language'];
@@ -155,6 +195,17 @@ async function replacePicture(tx: Tx, tenantId: number, userId: number, picture:
     .insert(userProfilePictures)
     .values({ tenantId, userId, ...values })
     .onConflictDoUpdate({ target: [userProfilePictures.tenantId, userProfilePictures.userId], set: values });
+}
+
+/**
+ * Revokes the one-time login tokens that would still sign `userId` in (deleted, so they
+ * show as such and can never be used); used and revoked ones stay as they are.
+ */
+async function revokePendingLoginTokens(tx: Tx, userId: number): Promise<void> {
+  await tx
+    .update(userLoginTokens)
+    .set({ deletedAt: sql`clock_timestamp()` as never })
+    .where(and(eq(userLoginTokens.loginUserId, userId), isNull(userLoginTokens.deletedAt)));
 }
 
 async function presentOne(tx: Tx, viewer: UserViewer, userId: number, query: ControlsQuery = {}) {
@@ -329,6 +380,7 @@ export const userHandlers = {
         .where(and(eq(users.id, params.user), isNull(users.deletedAt)))
         .returning({ id: users.id });
       if (deleted.length === 0) throw notFound('The user');
+      await revokePendingLoginTokens(tx, params.user);
     });
     return { status: 204 };
   },
@@ -342,10 +394,13 @@ export const userHandlers = {
       if (user.blackedOutAt) throw invalid({ user: ['was blacked out and cannot be restored'] });
       if (!user.deletedAt) throw invalid({ user: ['is not deleted'] });
       if (roleId !== undefined) {
-        const [role] = await tx.select({ active: roles.active, permissions: roles.permissions }).from(roles).where(eq(roles.id, roleId));
+        const role = await findRole(tx, roleId);
         if (!role?.active) throw invalid({ role_id: ['must name an active role'] });
-        const escalation = roleAssignmentError(auth, grantedPermissions(role));
+        const escalation = roleAssignmentError(auth, grantablePermissions(role));
         if (escalation) throw invalid({ role_id: escalation });
+        const errors: FieldErrors = {};
+        await checkConferredRights(tx, auth, user.id, { roleId }, errors);
+        if (Object.keys(errors).length > 0) throw invalid(errors);
       }
       await tx
         .update(users)
@@ -366,6 +421,11 @@ export const userHandlers = {
       if (!user) throw notFound('The user');
       await tx.delete(userProfilePictures).where(eq(userProfilePictures.userId, user.id));
       await tx.delete(accessTokens).where(eq(accessTokens.userId, user.id));
+      await revokePendingLoginTokens(tx, user.id);
+      await tx.delete(pushSubscriptions).where(eq(pushSubscriptions.userId, user.id));
+      // What they typed into forms and task templates may be about them; the submissions
+      // stay (as made by the anonymised account, at that time) with no values.
+      await tx.update(formSubmissions).set({ values: {} }).where(eq(formSubmissions.userId, user.id));
     });
     return { status: 204 };
   },
@@ -378,7 +438,9 @@ export const userHandlers = {
       const user = await findUser(tx, params.user);
       if (!user) throw notFound('The user');
       assertMayMarkForLogout(auth, user);
+      await assertMayAdministerUser(tx, auth, user);
       await tx.update(users).set({ logoutMarkedAt: sql`clock_timestamp()` as never }).where(eq(users.id, user.id));
+      await revokePendingLoginTokens(tx, user.id);
     });
     return { status: 204 };
   },
@@ -400,6 +462,8 @@ export const userHandlers = {
   },
 
   async importUsersCsv({ auth, request, body, services: { db, config } }) {
+    // The preview shows existing users (matches, proposed deletions): it needs users.view too.
+    requirePermission(auth, 'users.view');
     const upload = uploadOf(request, 'user_data_csv');
     if (!upload) throw invalid({ user_data_csv: ['must be a file part'] });
     const { update_users, delete_users, whitespace_to_null, user_data_csv: _file, ...headers } = body as unknown as Record<string, unknown>;
@@ -408,7 +472,7 @@ export const userHandlers = {
       deleteUsers: delete_users === true,
       whitespaceToNull: whitespace_to_null === true,
       headers: headers as Record<string, string>,
-      callerId: auth.userId,
+      caller: auth,
       passwordMinLength: config.passwordMinLength,
     };
     const result = await db.tenant(auth.tenantId, (tx) => previewCsvImport(tx, upload.content, options));

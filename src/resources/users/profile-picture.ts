@@ -1,5 +1,5 @@
 /**
- * Profile pictures (decisions §6): JPEG, PNG, WebP or GIF detected from the bytes, at
+ * Profile pictures: JPEG, PNG, WebP or GIF detected from the bytes, at
  * most 5 MiB, stored in PostgreSQL, served by `/users/{user}/profile-picture/{fileName?}`
  * to a signed, expiring URL or a Bearer token.
  */

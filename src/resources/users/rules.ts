@@ -1,4 +1,4 @@
-/** Business rules of users (seed "Users", "States and transitions"; decisions §3, §5, §6). */
+/** Business rules of users: self-service limits, no escalation, logout marking, blackout. */
 import { sql } from 'drizzle-orm';
 import { can, type Auth } from '../../platform/auth/auth.ts';
 import { forbidden } from '../../platform/http/problem.ts';
@@ -22,7 +22,7 @@ export function deriveActive(enteringDate: string | null | undefined, leavingDat
 }
 
 /**
- * Keys a user's update of their own record ignores (seed "Update rules", decisions §5):
+ * Keys a user's update of their own record ignores (see `PUT /api/users/{user}`):
  * `prevent_logout` always, and their own `role_id` and `active`, even for administrators
  * (no one locks themselves out or raises their own role). Without `users.administer`
  * their department membership too.
@@ -33,15 +33,15 @@ export function selfUpdateIgnoredKeys(auth: Auth): string[] {
   return keys;
 }
 
-/** Deleting (or blacking out) one's own account is refused (decisions §3). */
+/** Deleting (or blacking out) one's own account is refused. */
 export function assertNotSelf(auth: Auth, userId: number, action: string): void {
   if (auth.userId === userId) throw forbidden(`You cannot ${action} your own account.`);
 }
 
 /**
- * Logout marking (seed "States and transitions"): a user may mark themselves unless
- * `prevent_logout` protects them; marking someone else needs `users.administer`, and
- * then works on protected accounts too.
+ * Logout marking: a user may mark themselves unless `prevent_logout` protects them;
+ * marking someone else needs `users.administer` (and, like every administration of
+ * another user, `assertMayAdminister`), and then works on protected accounts too.
  */
 export function assertMayMarkForLogout(auth: Auth, target: { id: number; preventLogout: boolean }): void {
   if (target.id === auth.userId) {
@@ -52,26 +52,48 @@ export function assertMayMarkForLogout(auth: Auth, target: { id: number; prevent
 }
 
 /**
- * No escalation through user administration (the shared rule `permissionsLacking`):
- * (a) a role may be assigned (create, update, restore) only if the caller holds every
- * permission it grants (an inactive role grants none). Returns the error for `role_id`.
+ * What a role could grant: every permission it lists, whether it is active or not. An
+ * inactive role grants its holders nothing at sign-in (`grantedPermissions`), but it can
+ * be reactivated at any moment and then grants all of them — so whoever assigns a role,
+ * or administers its holders, is judged against this, never against what it grants today.
  */
-export function roleAssignmentError(auth: Auth, granted: readonly string[]): string[] | undefined {
-  const lacking = permissionsLacking(auth, granted);
+export function grantablePermissions(role: { permissions: readonly string[] }): string[] {
+  return [...role.permissions];
+}
+
+/**
+ * No escalation through user administration (the shared rule `permissionsLacking`):
+ * (a) a role may be assigned (create, update, restore, CSV import) only if the caller
+ * holds every permission it could grant (`grantablePermissions`, active or not).
+ * Returns the error for `role_id`.
+ */
+export function roleAssignmentError(auth: Auth, grantable: readonly string[]): string[] | undefined {
+  const lacking = permissionsLacking(auth, grantable);
   return lacking.length > 0 ? [`grants permissions you do not hold: ${lacking.join(', ')}`] : undefined;
 }
 
 /**
- * (b) Updating (password included), deleting, blacking out or restoring ANOTHER user is
- * refused (403) while that user's current role grants a permission the caller lacks:
- * otherwise a delegate could take over an administrator's account.
+ * Why `auth` may not administer `target` (another user whose role could grant more), or
+ * undefined. The permissions are named only to callers who may see the user's role
+ * (`users.view-administrative`); to others the refusal tells nothing more about it.
  */
-export function assertMayAdminister(auth: Auth, target: { id: number; granted: readonly string[] }): void {
-  if (target.id === auth.userId) return;
-  const lacking = permissionsLacking(auth, target.granted);
-  if (lacking.length > 0) {
-    throw forbidden(`This user holds permissions you do not hold (${lacking.join(', ')}); you cannot administer them.`);
-  }
+export function administerRefusal(auth: Auth, target: { id: number; grantable: readonly string[] }): string | undefined {
+  if (target.id === auth.userId) return undefined;
+  const lacking = permissionsLacking(auth, target.grantable);
+  if (lacking.length === 0) return undefined;
+  const which = can(auth, 'users.view-administrative') ? ` (${lacking.join(', ')})` : '';
+  return `This user holds permissions you do not hold${which}; you cannot administer them.`;
+}
+
+/**
+ * (b) Updating (password included), deleting, blacking out, restoring or marking for
+ * logout ANOTHER user is refused (403) while that user's role could grant a permission
+ * the caller lacks (`grantablePermissions`, active or not): otherwise a delegate could
+ * take over — or sign out — an administrator's account.
+ */
+export function assertMayAdminister(auth: Auth, target: { id: number; grantable: readonly string[] }): void {
+  const refusal = administerRefusal(auth, target);
+  if (refusal) throw forbidden(refusal);
 }
 
 const BLACKED_OUT_USERNAME = /^deleted-user-\d+$/;
@@ -80,7 +102,7 @@ const BLACKED_OUT_USERNAME = /^deleted-user-\d+$/;
 export const isReservedUsername = (username: string) => BLACKED_OUT_USERNAME.test(username);
 
 /**
- * Blackout (decisions §6): the values that replace an account irreversibly. Names,
+ * Blackout: the values that replace an account irreversibly. Names,
  * personal and administrative fields and the password are cleared; the id stays so
  * authored records remain linked. The role stays (it is required and not personal).
  */

@@ -8,7 +8,7 @@ const bytea = customType<{ data: Buffer; driverData: Buffer }>({ dataType: () =>
 
 export const GENDERS = ['female', 'male', 'diverse'] as const;
 
-/** Column names follow the interface's field names (seed "Users", decisions §5–§6). */
+/** Column names follow the API's field names (openapi/components/users.yaml#/User). */
 export const users = pgTable(
   'users',
   {
@@ -56,7 +56,7 @@ export const users = pgTable(
 ).enableRLS();
 
 /**
- * Profile pictures (decisions §6: stored in PostgreSQL), one per user, apart from `users`
+ * Profile pictures (stored in PostgreSQL), one per user, apart from `users`
  * so that user lists never read the bytes.
  */
 export const userProfilePictures = pgTable(

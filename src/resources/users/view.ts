@@ -20,7 +20,7 @@ export type UserRow = typeof users.$inferSelect & { pictureFileName: string | nu
 /** Whoever users are presented to: the caller, whose `secrets` sign picture URLs. */
 export type UserViewer = Auth;
 
-/** Personal and administrative fields need their permission; one's own record shows all (decisions §5). */
+/** Personal and administrative fields need their permission; one's own record shows all. */
 export function userFieldVisible(viewer: Auth, visibility: Visibility, row?: Pick<UserRow, 'id'>): boolean {
   if (visibility === 'public' || row?.id === viewer.userId) return true;
   return can(viewer, visibility === 'personal' ? 'users.view-personal' : 'users.view-administrative');
@@ -172,7 +172,7 @@ export function selectUsers(tx: Tx) {
     .leftJoin(userProfilePictures, eq(userProfilePictures.userId, users.id));
 }
 
-/** Users ordered as decisions §4 says: last name, first name, id. */
+/** Users ordered by last name, first name, id (as `GET /api/users` documents). */
 export const USER_ORDER = [asc(users.lastName), asc(users.firstName), asc(users.id)];
 
 export async function findUsers(tx: Tx, where: SQL | undefined, limit?: number): Promise<UserRow[]> {
