@@ -31,8 +31,8 @@ GRANT EXECUTE ON FUNCTION atrium_authenticate(bytea) TO atrium_app;
 --    still stands, judged at consumption as at creation:
 --    - the creator exists, is active, not deleted, and still holds `login-tokens.administer`
 --      (an inactive role grants nothing);
---    - the user it signs in holds no permission the creator lacks (the no-escalation rule
---      of token creation);
+--    - the user it signs in holds no permission the creator lacks, judged by what the
+--      user's role lists, active or not (an inactive role can be reactivated at any time);
 --    - the user it signs in is active, not deleted, and was not marked for logout after the
 --      token was created (a logout mark ends pending tokens like it ends sessions).
 --    A token failing any check is left untouched and yields nothing (401 to the caller).
@@ -60,6 +60,6 @@ LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = public, pg_temp AS $$
      AND c.deleted_at IS NULL
      AND cr.active
      AND 'login-tokens.administer' = ANY (cr.permissions)
-     AND (NOT ur.active OR ur.permissions <@ cr.permissions)
+     AND ur.permissions <@ cr.permissions
   RETURNING t.tenant_id, t.login_user_id
 $$;

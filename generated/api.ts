@@ -629,7 +629,9 @@ export interface paths {
          *
          *     The address must belong to exactly one active, not deleted user of the tenant
          *     who holds no permission the caller lacks (no escalation: a token may not sign in
-         *     someone who can do more than its creator). Every address that fails this — no
+         *     someone who can do more than its creator). A user's permissions here are all that
+         *     their role lists, even while the role is inactive: it can be reactivated at any
+         *     time. Every address that fails this — no
          *     user has it, only inactive or deleted users have it, several users share it, or
          *     its user holds a permission the caller lacks — gets one and the same 422 on
          *     `email`, which says neither which of these applies nor which permissions are
@@ -705,8 +707,9 @@ export interface paths {
          *     a token whose user is now inactive or deleted, or was marked for logout
          *     (`POST /api/users/logout/{user}`) after the token was created; and a token whose
          *     creator (`user_id`) is now inactive or deleted, no longer holds
-         *     `login-tokens.administer`, or no longer holds every permission the user it signs
-         *     in holds (an inactive role grants none).
+         *     `login-tokens.administer` (an inactive role grants the creator none), or no longer
+         *     holds every permission the user's role lists (active or not: an inactive role can
+         *     be reactivated at any time).
          *
          *     Every attempt counts towards the per-client-address sign-in limit before the token
          *     is looked at (see `POST /api/auth/login`): beyond it, 429 with `Retry-After`, and

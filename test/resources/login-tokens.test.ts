@@ -272,6 +272,23 @@ t.test('no token for a user holding a permission the creator lacks', async (t) =
   t.equal(self.status, 201, 'oneself is always allowed');
 });
 
+t.test('an inactive role is judged by what it lists: no token for its holder, and none is consumed once it is assigned', async (t) => {
+  const creator = await api.createUser(tenant.tenantId, { permissions: ['login-tokens.administer', 'users.view', 'users.view-personal'] });
+  const dormant = await api.createUser(tenant.tenantId, { permissions: ['users.administer'], values: { email: 'dormant@example.com' } });
+  await api.db.owner.execute(sql`update roles set active = false where id = (select role_id from users where id = ${dormant.id})`);
+  const before = await tokenCount();
+  const refused = await api.call(t, 'createUserLoginTokenForEmail', { token: creator.token, body: { expires_in: 60, email: 'dormant@example.com' } });
+  t.equal(refused.status, 422, 'the role grants nothing today, but users.administer once reactivated');
+  t.equal(await tokenCount(), before, 'nothing stored');
+
+  const employee = await api.createUser(tenant.tenantId, { permissions: ['users.view'], values: { email: 'soon-dormant@example.com' } });
+  const created = await api.call(t, 'createUserLoginTokenForEmail', { token: creator.token, body: { expires_in: 600, email: 'soon-dormant@example.com' } });
+  t.equal(created.status, 201);
+  await api.db.owner.execute(sql`update users set role_id = (select role_id from users where id = ${dormant.id}) where id = ${employee.id}`);
+  t.equal((await signIn(t, created.body.token)).status, 401, 'the user now holds an inactive role listing a permission the creator lacks');
+  t.equal((await tokenRow(created.body.uuid))!.used_at, null, 'left unused');
+});
+
 t.test('a token dies with its creator’s authority: creator deleted, deactivated or stripped of a needed permission', async (t) => {
   let n = 0;
   /** A creator, a token it made for an employee holding `users.view`, and the creator's role id. */

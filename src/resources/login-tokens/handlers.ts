@@ -22,14 +22,17 @@ interface TokenTarget {
   permissions: string[];
 }
 
-/** Users with their effective permissions (an inactive role grants none), by a condition. */
+/**
+ * Users with every permission their role lists, active or not (an inactive role can be
+ * reactivated at any time, and then grants all of them), by a condition.
+ */
 function targets(tx: Tx, where: SQL) {
   return tx
     .select({
       id: users.id,
       active: users.active,
       deletedAt: users.deletedAt,
-      permissions: sql<string[]>`case when ${roles.active} then ${roles.permissions} else '{}'::text[] end`,
+      permissions: roles.permissions,
     })
     .from(users)
     .innerJoin(roles, and(eq(roles.tenantId, users.tenantId), eq(roles.id, users.roleId)))

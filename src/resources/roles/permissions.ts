@@ -25,6 +25,16 @@ export function grantedPermissions(role: { active: boolean; permissions: readonl
 }
 
 /**
+ * What a role could grant: every permission it lists, whether it is active or not. An
+ * inactive role grants its holders nothing at sign-in (`grantedPermissions`), but it can
+ * be reactivated at any moment and then grants all of them — so whoever assigns a role,
+ * or administers its holders, is judged against this, never against what it grants today.
+ */
+export function grantablePermissions(role: { permissions: readonly string[] }): string[] {
+  return [...role.permissions];
+}
+
+/**
  * THE no-escalation rule, shared by every place that hands out or takes over permissions:
  * of `permissions`, those `holder` does not hold. A caller may only grant, revoke, assign
  * or act on behalf of permissions they hold themselves — role administration (granting,

@@ -23,7 +23,8 @@ import { navigationUrlProblems, ROUTE_FORMS } from '../../platform/http/navigati
 import { invalid, type FieldErrors } from '../../platform/http/problem.ts';
 import { languages } from '../languages/table.ts';
 import { roles } from '../roles/table.ts';
-import { administerRefusal, grantablePermissions, isReservedUsername, roleAssignmentError, selfUpdateIgnoredKeys } from './rules.ts';
+import { grantablePermissions } from '../roles/permissions.ts';
+import { administerRefusal, isReservedUsername, roleAssignmentError, selfUpdateIgnoredKeys } from './rules.ts';
 import { fullName, userFieldVisible, userView } from './view.ts';
 import { GENDERS, users } from './table.ts';
 

@@ -17,6 +17,7 @@ import { languages } from '../languages/table.ts';
 import { userLoginTokens } from '../login-tokens/table.ts';
 import { pushSubscriptions } from '../push/table.ts';
 import { roles } from '../roles/table.ts';
+import { grantablePermissions } from '../roles/permissions.ts';
 import { importTemplate, previewCsvImport, type CsvImportOptions } from './csv-import.ts';
 import { acceptPicture, inlineDisposition, pictureSignatureValid, type StoredPicture } from './profile-picture.ts';
 import {
@@ -25,7 +26,6 @@ import {
   assertNotSelf,
   blackoutValues,
   deriveActive,
-  grantablePermissions,
   isReservedUsername,
   roleAssignmentError,
   selfUpdateIgnoredKeys,

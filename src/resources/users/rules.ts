@@ -52,16 +52,6 @@ export function assertMayMarkForLogout(auth: Auth, target: { id: number; prevent
 }
 
 /**
- * What a role could grant: every permission it lists, whether it is active or not. An
- * inactive role grants its holders nothing at sign-in (`grantedPermissions`), but it can
- * be reactivated at any moment and then grants all of them — so whoever assigns a role,
- * or administers its holders, is judged against this, never against what it grants today.
- */
-export function grantablePermissions(role: { permissions: readonly string[] }): string[] {
-  return [...role.permissions];
-}
-
-/**
  * No escalation through user administration (the shared rule `permissionsLacking`):
  * (a) a role may be assigned (create, update, restore, CSV import) only if the caller
  * holds every permission it could grant (`grantablePermissions`, active or not).
