@@ -1437,7 +1437,9 @@ export interface paths {
          *     without checking it. A password change ends sessions: changing one's own password
          *     revokes every other access token of the user (the one used for the change keeps
          *     working) and clears `request_password_change`; setting another user's password
-         *     revokes all of that user's access tokens. `profile_picture: null` removes the
+         *     revokes all of that user's access tokens. Deactivating a user (`active` from true to
+         *     false) ends every session and pending login token of theirs, like a logout mark, so
+         *     reactivating them later revives none. `profile_picture: null` removes the
          *     picture; a picture is uploaded with `multipart/form-data` (see `POST /api/users`).
          *     Soft-deleted users are not found (404).
          *     No escalation (one rule with role administration and login tokens): `role_id` must

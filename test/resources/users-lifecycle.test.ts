@@ -101,3 +101,18 @@ t.test('a refused logout marking revokes nothing', async (t) => {
   t.equal(await pendingTokens(user.id), 1);
   t.equal((await signIn(t, token.token)).status, 200);
 });
+
+t.test('deactivating a user ends their sessions and pending login tokens: reactivation revives neither', async (t) => {
+  const user = await person(t);
+  const token = await loginTokenFor(t, user.email);
+  t.equal((await api.call(t, 'updateUser', { token: admin, params: { user: user.id }, body: { active: false } })).status, 200);
+  t.equal(await pendingTokens(user.id), 0, 'the login token is revoked');
+  t.equal((await api.call(t, 'updateUser', { token: admin, params: { user: user.id }, body: { active: true } })).status, 200);
+  t.equal((await api.call(t, 'getCurrentUser', { token: user.token })).status, 401, 'the session from before stays ended');
+  t.equal((await signIn(t, token.token)).status, 401, 'the login token stays dead');
+  const again = await api.call(t, 'login', { body: { tenant: 'lifecycle', username: user.username, password: user.password } });
+  t.equal(again.status, 200, 'signing in afresh works');
+  t.equal((await api.call(t, 'getCurrentUser', { token: again.body.access_token })).status, 200);
+  t.equal((await api.call(t, 'updateUser', { token: admin, params: { user: user.id }, body: { active: true } })).status, 200);
+  t.equal((await api.call(t, 'getCurrentUser', { token: again.body.access_token })).status, 200, 'an update that does not deactivate ends nothing');
+});

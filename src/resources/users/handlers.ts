@@ -208,6 +208,16 @@ async function revokePendingLoginTokens(tx: Tx, userId: number): Promise<void> {
     .where(and(eq(userLoginTokens.loginUserId, userId), isNull(userLoginTokens.deletedAt)));
 }
 
+/**
+ * Ends everything that signs `userId` in: sessions (a logout mark: tokens issued before it
+ * stop authenticating) and pending login tokens. Logout marking and deactivation use it,
+ * so a later reactivation revives nothing.
+ */
+async function endAllSessions(tx: Tx, userId: number): Promise<void> {
+  await tx.update(users).set({ logoutMarkedAt: sql`clock_timestamp()` as never }).where(eq(users.id, userId));
+  await revokePendingLoginTokens(tx, userId);
+}
+
 async function presentOne(tx: Tx, viewer: UserViewer, userId: number, query: ControlsQuery = {}) {
   const row = await findUser(tx, userId, true);
   if (!row) throw notFound('The user');
@@ -360,6 +370,7 @@ export const userHandlers = {
       const values: UserColumns = { ...columnsOf(input), ...(passwordHash ? { passwordHash } : {}), updatedAt: sql`now()` as never };
       await tx.update(users).set(values).where(eq(users.id, current.id));
       if (passwordHash) await endSessionsAfterPasswordChange(tx, auth, current.id);
+      if (current.active && input.active === false) await endAllSessions(tx, current.id);
       await replaceDepartments(tx, auth.tenantId, current.id, input.department_ids);
       await replacePicture(tx, auth.tenantId, current.id, picture);
       return presentOne(tx, auth, current.id);
@@ -439,8 +450,7 @@ export const userHandlers = {
       if (!user) throw notFound('The user');
       assertMayMarkForLogout(auth, user);
       await assertMayAdministerUser(tx, auth, user);
-      await tx.update(users).set({ logoutMarkedAt: sql`clock_timestamp()` as never }).where(eq(users.id, user.id));
-      await revokePendingLoginTokens(tx, user.id);
+      await endAllSessions(tx, user.id);
     });
     return { status: 204 };
   },
