@@ -1486,7 +1486,8 @@ export interface paths {
          * @description Active or soft-deleted users: the username becomes `deleted-user-<id>`; names,
          *     personal and administrative fields, the password and the picture are cleared;
          *     access tokens are deleted, pending one-time login tokens revoked, and every push
-         *     subscription (browser or device) of the user deleted; the values the user
+         *     subscription (browser or device) of the user deleted, and the failed sign-in count
+         *     kept under the old username forgotten; the values the user
          *     submitted in forms and task templates are emptied (the submissions stay, as made by
          *     the anonymised account at that time, since their values may say anything about the
          *     person). The user is soft-deleted and can never be restored. Records the user

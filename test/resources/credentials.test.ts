@@ -9,6 +9,7 @@ import { sql } from 'drizzle-orm';
 import { loadConfig } from '../../src/config.ts';
 import { newLoginTokenValue } from '../../src/resources/login-tokens/token-value.ts';
 import { verifyPassword } from '../../src/platform/auth/passwords.ts';
+import { clientOf } from '../../src/platform/auth/login-rate-limit.ts';
 import { ownerUser, startTestApi } from '../helpers/atrium.ts';
 
 // One proxy hop in front: the client address is the last X-Forwarded-For entry, so every
@@ -195,4 +196,17 @@ t.test('TRUST_PROXY takes a hop count or proxy addresses; "true" and the like st
   for (const value of ['true', 'TRUE', 'yes', '1.5', '-1', '10.0.0.0/33', 'proxy.internal', '10.0.0.1,loopback', '101']) {
     t.throws(() => loadConfig({ TRUST_PROXY: value }), /TRUST_PROXY/, value);
   }
+});
+
+t.test('an IPv6 client is counted by its /64: rotating addresses inside it does not escape the limit', async (t) => {
+  t.equal(clientOf('2001:db8:aa:bb:1:2:3:4'), '2001:db8:aa:bb::/64');
+  t.equal(clientOf('::ffff:192.0.2.5'), '192.0.2.5', 'IPv4-mapped addresses are IPv4 clients');
+  t.equal(clientOf('192.0.2.5'), '192.0.2.5');
+  for (let i = 1; i <= 3; i++) {
+    t.equal((await login(t, `nobody-v6-${i}`, 'whatever password', `2001:db8:aa:bb::${i}`)).status, 401);
+  }
+  t.equal(await failures('ip:2001:db8:aa:bb::/64'), 3, 'three addresses, one count');
+  await api.db.owner.execute(sql`update login_failures set failures = 50 where key = 'ip:2001:db8:aa:bb::/64'`);
+  t.equal((await login(t, 'nobody-v6', 'whatever password', '2001:db8:aa:bb:ffff::9')).status, 429, 'another address of the /64 is limited too');
+  t.equal((await login(t, 'nobody-v6', 'whatever password', '2001:db8:aa:bc::1')).status, 401, 'the next /64 has its own count');
 });

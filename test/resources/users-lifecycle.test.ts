@@ -54,8 +54,13 @@ t.test('blackout leaves no push subscription, no usable login token and no submi
     t.equal(res.status, 201, 'submission stored');
   }
 
+  for (const who of [user, other]) {
+    t.equal((await api.call(t, 'login', { body: { tenant: 'lifecycle', username: who.username, password: 'wrong password!' } })).status, 401);
+  }
   t.equal((await api.call(t, 'blackoutUser', { token: admin, params: { user: user.id } })).status, 204);
 
+  const counted = await api.db.owner.execute<{ key: string }>(sql`select key from login_failures where key like 'account:lifecycle/%' order by key`);
+  t.strictSame(counted.map((row) => row.key), [`account:lifecycle/${other.username}`], 'no sign-in count names the person any more');
   const subscriptions = await api.db.owner.select().from(pushSubscriptions).where(eq(pushSubscriptions.tenantId, tenant.tenantId));
   t.strictSame(subscriptions.map((s) => s.userId), [other.id], 'only the other user\'s subscription is left');
   t.equal(await pendingTokens(user.id), 0, 'no pending login token');

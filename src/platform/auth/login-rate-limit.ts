@@ -1,5 +1,8 @@
+import ipaddr from 'ipaddr.js';
 import type { Config } from '../../config.ts';
-import type { Database } from '../database/database.ts';
+import { sql } from 'drizzle-orm';
+import type { Database, Tx } from '../database/database.ts';
+import { currentTenant } from '../database/tenancy.ts';
 import { ProblemError } from '../http/problem.ts';
 
 /**
@@ -26,9 +29,22 @@ export function loginLimitKeys(config: Config, tenant: string, username: string,
   return [accountLimitKey(config, tenant, username), clientAddressLimitKey(config, ip)];
 }
 
+/**
+ * The client a per-address count belongs to: an IPv4 address (IPv4-mapped IPv6 included)
+ * as it is, an IPv6 address by its /64 network — one subscriber commonly holds a whole /64
+ * and could otherwise rotate through it, one address per attempt.
+ */
+export function clientOf(ip: string): string {
+  if (!ipaddr.isValid(ip)) return ip;
+  const address = ipaddr.process(ip);
+  if (address.kind() === 'ipv4') return address.toString();
+  const parts = (address as ipaddr.IPv6).parts.slice(0, 4);
+  return `${new ipaddr.IPv6([...parts, 0, 0, 0, 0]).toString()}/64`;
+}
+
 /** The per-client-address count, shared by every way of signing in (password, login token). */
 export function clientAddressLimitKey(config: Config, ip: string): LimitKey {
-  return { key: `ip:${ip}`, max: config.loginMaxFailures * 5 };
+  return { key: `ip:${clientOf(ip)}`, max: config.loginMaxFailures * 5 };
 }
 
 /** An admitted attempt: the window each key was counted in, to withdraw exactly that count. */
@@ -86,4 +102,13 @@ export async function withdrawLoginAttempt(db: Database, attempt: LoginAttempt, 
 /** A successful sign-in: the account's count starts over. */
 export async function clearLoginFailures(db: Database, key: LimitKey): Promise<void> {
   await db.appSql`delete from login_failures where key = ${key.key}`;
+}
+
+/**
+ * Forgets the sign-in count of a username in the transaction's tenant (its key holds the
+ * username: blackout leaves nothing that names the person).
+ */
+export async function forgetAccountFailures(tx: Tx, config: Config, username: string): Promise<void> {
+  const [tenant] = await tx.execute<{ slug: string }>(sql`select slug from tenants where id = ${currentTenant}`);
+  if (tenant) await tx.execute(sql`delete from login_failures where key = ${accountLimitKey(config, tenant.slug, username).key}`);
 }

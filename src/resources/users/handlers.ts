@@ -2,6 +2,7 @@ import { and, eq, inArray, isNotNull, isNull, ne, sql } from 'drizzle-orm';
 import { accessTokens } from '../../platform/auth/tables.ts';
 import { authenticateRequest, can, requirePermission, type Auth } from '../../platform/auth/auth.ts';
 import { endSessionsAfterPasswordChange, verifyOwnPassword } from '../../platform/auth/credentials.ts';
+import { forgetAccountFailures } from '../../platform/auth/login-rate-limit.ts';
 import { hashPassword } from '../../platform/auth/passwords.ts';
 import { CONFERS_ENTITY_RIGHTS, membershipsConferringRights } from '../../platform/entity-permissions/subject-lists.ts';
 import type { Tx } from '../../platform/database/database.ts';
@@ -422,7 +423,7 @@ export const userHandlers = {
     return { status: 200, body: restored };
   },
 
-  async blackoutUser({ auth, params, services: { db } }) {
+  async blackoutUser({ auth, params, services: { db, config } }) {
     assertNotSelf(auth, params.user, 'black out');
     await db.tenant(auth.tenantId, async (tx) => {
       const target = await findUser(tx, params.user, true);
@@ -434,6 +435,7 @@ export const userHandlers = {
       await tx.delete(accessTokens).where(eq(accessTokens.userId, user.id));
       await revokePendingLoginTokens(tx, user.id);
       await tx.delete(pushSubscriptions).where(eq(pushSubscriptions.userId, user.id));
+      await forgetAccountFailures(tx, config, target.username);
       // What they typed into forms and task templates may be about them; the submissions
       // stay (as made by the anonymised account, at that time) with no values.
       await tx.update(formSubmissions).set({ values: {} }).where(eq(formSubmissions.userId, user.id));
