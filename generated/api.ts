@@ -666,7 +666,8 @@ export interface paths {
          *     Rate limit: every attempt is counted before the password is checked, per account
          *     (`LOGIN_MAX_FAILURES`, default 10, per `LOGIN_FAILURE_WINDOW`, default 900 s) and
          *     per client address (five times as many; the address is the connection's, or the
-         *     one the trusted proxies of `TRUST_PROXY` report). An attempt beyond either limit
+         *     one the trusted proxies of `TRUST_PROXY` report; an IPv6 client counts by its /64
+         *     network). An attempt beyond either limit
          *     is answered 429 with `Retry-After` (seconds until the window ends) without checking
          *     the password, even a right one; so of any number of concurrent attempts at most the
          *     limit are checked. Failed checks stay counted; a successful sign-in clears the
