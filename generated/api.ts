@@ -1660,6 +1660,7 @@ export interface components {
             /** Format: date-time */
             created_at?: string;
             fields?: components["schemas"]["AttributeField"][];
+            /** Format: int64 */
             id?: number;
             name?: string;
             /** Format: date-time */
@@ -1679,6 +1680,7 @@ export interface components {
             config?: components["schemas"]["WebhookConfiguration"];
             /** Format: date-time */
             created_at?: string;
+            /** Format: int64 */
             id?: number;
             name?: string;
             /** Format: date-time */
@@ -1694,7 +1696,11 @@ export interface components {
             name: string;
         };
         AutomationRun: {
-            /** @description Any JSON object; sent as `context` in the payload. */
+            /**
+             * @description Any JSON object; sent as `context` in the payload. Like every JSON body, the
+             *     request may nest at most 64 levels deep (the body is level 1, `context` level 2);
+             *     a deeper one is a 400 and nothing is queued.
+             */
             context?: Record<string, never>;
         };
         /**
@@ -1709,11 +1715,20 @@ export interface components {
         };
         /** @description How many departments exist and how many more may be created. */
         Availability: {
-            /** @description Departments of the tenant. */
+            /**
+             * Format: int32
+             * @description Departments of the tenant.
+             */
             count: number;
-            /** @description The tenant's department limit; null = unlimited. */
+            /**
+             * Format: int32
+             * @description The tenant's department limit; null = unlimited.
+             */
             limit: number | null;
-            /** @description `max(limit - count, 0)`; null when unlimited. */
+            /**
+             * Format: int32
+             * @description `max(limit - count, 0)`; null when unlimited.
+             */
             remaining: number | null;
         };
         /** @description HTML; stored sanitized (script elements and event-handler attributes removed). */
@@ -1728,7 +1743,10 @@ export interface components {
             seen_at?: components["schemas"]["Datetime"];
         } | unknown | unknown;
         CountEnvelope: {
-            /** @description Number of notifications changed. */
+            /**
+             * Format: int32
+             * @description Number of notifications changed.
+             */
             data: number;
             /** @enum {string} */
             status: "success";
@@ -1779,6 +1797,7 @@ export interface components {
         CsvImportResult: {
             delete_users: {
                 full_name: string;
+                /** Format: int64 */
                 id: number;
                 username: string;
             }[];
@@ -1786,15 +1805,19 @@ export interface components {
                 errors: {
                     [key: string]: string[];
                 };
+                /** Format: int32 */
                 line: number;
                 username?: string | null;
             }[];
             new_users: {
+                /** Format: int32 */
                 line: number;
                 user: components["schemas"]["CsvUserValues"];
             }[];
             unchanged_users: {
+                /** Format: int64 */
                 id: number;
+                /** Format: int32 */
                 line: number;
                 username: string;
             }[];
@@ -1806,7 +1829,9 @@ export interface components {
                         to: unknown;
                     };
                 };
+                /** Format: int64 */
                 id: number;
+                /** Format: int32 */
                 line: number;
                 username: string;
             }[];
@@ -1821,9 +1846,13 @@ export interface components {
          */
         Datetime: string;
         DefaultValue: {
-            /** @description The source that produced `value`; null when no source yielded a value. */
+            /**
+             * Format: int64
+             * @description The source that produced `value`; null when no source yielded a value.
+             */
             default_value_source_id: number | null;
             field_type: components["schemas"]["FieldType"];
+            /** Format: int64 */
             form_field_id: number;
             name: string;
             /** @description That source's type, or null. */
@@ -1833,6 +1862,7 @@ export interface components {
         DefaultValues: {
             /** @description One entry per (not deleted) field of the execution's task template, in the fields' order. */
             data: components["schemas"]["DefaultValue"][];
+            /** Format: int64 */
             task_execution_id: number;
         };
         /**
@@ -1851,6 +1881,7 @@ export interface components {
             };
             /** Format: date-time */
             created_at?: string;
+            /** Format: int64 */
             id?: number;
             name?: string;
             notification_setting_ids?: number[];
@@ -1860,7 +1891,10 @@ export interface components {
             tags?: string[];
             /** Format: date-time */
             updated_at?: string;
-            /** @description The user who created the department. */
+            /**
+             * Format: int64
+             * @description The user who created the department.
+             */
             user_id?: number | null;
             /** @description Relation `users` (the members; user fields as the caller may see them). */
             users?: components["schemas"]["User"][];
@@ -1881,6 +1915,7 @@ export interface components {
             /** @description Ids, or records `{id, sort_number}`; without `sort_number` the position in the list orders them. */
             attribute_set_ids?: (components["schemas"]["Id"] | {
                 id: components["schemas"]["Id"];
+                /** Format: int32 */
                 sort_number?: number;
             })[];
             name: string;
@@ -1922,16 +1957,23 @@ export interface components {
             role_ids?: components["schemas"]["Id"][];
             user_ids?: components["schemas"]["Id"][];
         };
-        /** @description Lifetime in seconds, 1 through 86400. */
+        /**
+         * Format: int32
+         * @description Lifetime in seconds, 1 through 86400.
+         */
         ExpiresIn: number;
         /** @description A field of a form or task template (morph alias `formField`). */
         Field: {
             field_type?: components["schemas"]["FieldType"];
+            /** Format: int64 */
             form_id?: number | null;
+            /** Format: int64 */
             id?: number;
             name?: string;
             options?: string[] | null;
+            /** Format: int32 */
             sort_number?: number;
+            /** Format: int64 */
             task_template_id?: number | null;
         };
         FieldInput: {
@@ -1963,6 +2005,10 @@ export interface components {
         };
         FilterOption: {
             label: string;
+            /**
+             * Format: int64
+             * @description The option's value; an integer is a record ID.
+             */
             value: string | number;
         };
         Form: {
@@ -1971,6 +2017,7 @@ export interface components {
             entity_permissions?: components["schemas"]["EntityPermissions-2"];
             fields?: components["schemas"]["Field"][];
             form_type?: string;
+            /** Format: int64 */
             id?: number;
             title?: string;
             /** Format: date-time */
@@ -1992,7 +2039,10 @@ export interface components {
             config?: components["schemas"]["FormFieldValueConfig"];
             form_field_id: components["schemas"]["Id"];
             sort_number?: components["schemas"]["SortNumber-2"];
-            /** @description The source field's ID (required for this type). */
+            /**
+             * Format: int64
+             * @description The source field's ID (required for this type).
+             */
             source_entity_id?: number | null;
             /** @description Must be `formField` (required for this type). */
             source_entity_type?: string | null;
@@ -2011,7 +2061,14 @@ export interface components {
             url: components["schemas"]["Url"];
             user_ids?: components["schemas"]["user_ids"];
         } | unknown | unknown;
+        /** Format: int32 */
         IconId: number;
+        /**
+         * Format: int64
+         * @description A record ID: an integer from 1 through 9007199254740991 (2^53 - 1, the largest
+         *     integer a JSON number holds exactly). In a path or query string it is written in
+         *     plain decimal digits; anything else (`1e3`, `0x10`, `Infinity`, ` 1`, `2.5`) is a 422.
+         */
         Id: number;
         /** @description Ignored. The creator (`user_id`) is always the authenticated user. */
         IgnoredUserId: unknown;
@@ -2090,7 +2147,9 @@ export interface components {
              */
             deleted_at?: string | null;
             entity_permissions?: components["schemas"]["EntityPermissions"];
+            /** Format: int32 */
             icon_id?: number;
+            /** Format: int64 */
             id?: number;
             /** @description Computed; see the record description. */
             iframe_access?: boolean;
@@ -2105,7 +2164,10 @@ export interface components {
             link?: string;
             /** @description Stable client identifier (not required to be unique). */
             menu_identifier?: string;
-            /** @description Display order; lists are ordered by `sort_number`, then `id`. */
+            /**
+             * Format: int32
+             * @description Display order; lists are ordered by `sort_number`, then `id`.
+             */
             sort_number?: number;
             title?: string;
             type?: components["schemas"]["MenuItemType"];
@@ -2159,6 +2221,7 @@ export interface components {
             id?: string;
             /** @description Relation `notifiable` (the recipient, the caller). */
             notifiable?: components["schemas"]["User"];
+            /** Format: int64 */
             notifiable_id?: number;
             /** @enum {string} */
             notifiable_type?: "user";
@@ -2170,9 +2233,11 @@ export interface components {
              *     null without a target.
              */
             targetable?: {
+                /** Format: int64 */
                 id?: number;
                 type?: string;
             } | null;
+            /** Format: int64 */
             targetable_id?: number | null;
             targetable_type?: string | null;
             /** @description `customNotification` for generic ones; typed producers: `infoboardPostCreated`, `infoboardPostUpdated`, `infoboardPostReadingConfirmationRequired`, `manualEntryUpdated`. */
@@ -2206,26 +2271,36 @@ export interface components {
         };
         /** @description A selectable delivery category that departments reference. */
         NotificationSetting: {
+            /** Format: int64 */
             id?: number;
             /** @description snake_case identifier, e.g. `infoboard_post_created`. */
             key?: string;
+            /** Format: int32 */
             sort_number?: number;
         };
         /** @description `YYYY-MM-DD HH:MM:SS`, UTC, or null. */
         NullableDatetime: string | null;
         OptionsPage: {
+            /** Format: int32 */
             current_page: number;
             data: components["schemas"]["FilterOption"][];
             has_more: boolean;
+            /** Format: int32 */
             per_page: number;
             /** @description Always null (count-less pagination, decisions §4). */
             total: null;
         };
         PageRequest: {
             filter?: components["schemas"]["PreviewFilter"];
-            /** @default 1 */
+            /**
+             * Format: int32
+             * @default 1
+             */
             page: number;
-            /** @default 15 */
+            /**
+             * Format: int32
+             * @default 15
+             */
             per_page: number;
         };
         /** @enum {string} */
@@ -2240,10 +2315,15 @@ export interface components {
             /** @description The parent's title. */
             description: string;
             field_type: components["schemas"]["FieldType"];
-            /** @description The field's ID. */
+            /**
+             * Format: int64
+             * @description The field's ID.
+             */
             id: number;
+            /** Format: int64 */
             parent_id: number;
             parent_type: components["schemas"]["ParentType"];
+            /** Format: int64 */
             source_entity_id: number;
             /**
              * @description What a `formFieldValue` source names as `source_entity_type` for this field.
@@ -2272,9 +2352,11 @@ export interface components {
             text?: string;
         };
         PreviewPage: {
+            /** Format: int32 */
             current_page: number;
             data: components["schemas"]["PreviewEntry"][];
             has_more: boolean;
+            /** Format: int32 */
             per_page: number;
             /** @description Always null (count-less pagination, decisions §4). */
             total: null;
@@ -2286,6 +2368,7 @@ export interface components {
             errors?: {
                 [key: string]: string[];
             };
+            /** Format: int32 */
             status: number;
             title: string;
             /** @description URI reference identifying the problem type. */
@@ -2296,11 +2379,15 @@ export interface components {
             /** Format: date-time */
             created_at?: string;
             endpoint?: string;
+            /** Format: int64 */
             id?: number;
             last_failure?: string | null;
             /** Format: date-time */
             last_failure_at?: string | null;
-            /** @description HTTP status of the last push the push service refused for good (a 4xx other than 404/410, or retries exhausted), null when none. */
+            /**
+             * Format: int32
+             * @description HTTP status of the last push the push service refused for good (a 4xx other than 404/410, or retries exhausted), null when none.
+             */
             last_failure_status?: number | null;
             /** Format: date-time */
             updated_at?: string;
@@ -2346,6 +2433,7 @@ export interface components {
         } | unknown | unknown;
         Role: {
             active: boolean;
+            /** Format: int64 */
             id: number;
             name: string;
             permissions: components["schemas"]["Permission"][];
@@ -2361,6 +2449,7 @@ export interface components {
             active?: boolean;
             /** Format: date-time */
             created_at?: string;
+            /** Format: int64 */
             id?: number;
             name?: string;
             permissions?: components["schemas"]["PermissionList"];
@@ -2372,8 +2461,12 @@ export interface components {
             name?: string;
             permissions?: components["schemas"]["PermissionList"];
         };
-        /** @description Default on create is automatic (the tenant's highest `sort_number` + 1). */
+        /**
+         * Format: int32
+         * @description Default on create is automatic (the tenant's highest `sort_number` + 1).
+         */
         SortNumber: number;
+        /** Format: int32 */
         "SortNumber-2": number;
         /** @description A task field default value source. */
         Source: {
@@ -2383,10 +2476,16 @@ export interface components {
             };
             /** Format: date-time */
             created_at?: string;
-            /** @description The target field (a field of a task template). */
+            /**
+             * Format: int64
+             * @description The target field (a field of a task template).
+             */
             form_field_id?: number;
+            /** Format: int64 */
             id?: number;
+            /** Format: int32 */
             sort_number?: number;
+            /** Format: int64 */
             source_entity_id?: number | null;
             source_entity_type?: string | null;
             type?: components["schemas"]["SourceType"];
@@ -2416,16 +2515,23 @@ export interface components {
             config?: components["schemas"]["FormFieldValueConfig"] | components["schemas"]["SystemVariableConfig"];
             form_field_id?: components["schemas"]["Id"];
             sort_number?: components["schemas"]["SortNumber-2"];
+            /** Format: int64 */
             source_entity_id?: number | null;
             source_entity_type?: string | null;
         };
         Submission: {
             /** Format: date-time */
             created_at?: string;
+            /** Format: int64 */
             form_id?: number | null;
+            /** Format: int64 */
             id?: number;
+            /** Format: int64 */
             task_template_id?: number | null;
-            /** @description The submitting user. */
+            /**
+             * Format: int64
+             * @description The submitting user.
+             */
             user_id?: number;
             values?: {
                 [key: string]: components["schemas"]["FieldValue"];
@@ -2448,7 +2554,10 @@ export interface components {
             config: components["schemas"]["SystemVariableConfig"];
             form_field_id: components["schemas"]["Id"];
             sort_number?: components["schemas"]["SortNumber-2"];
-            /** @description Must be null or absent. */
+            /**
+             * Format: int64
+             * @description Must be null or absent.
+             */
             source_entity_id?: number | null;
             /** @description A system variable has no source entity; must be null or absent. */
             source_entity_type?: string | null;
@@ -2478,9 +2587,14 @@ export interface components {
         TaskExecution: {
             /** Format: date-time */
             created_at?: string;
+            /** Format: int64 */
             id?: number;
+            /** Format: int64 */
             task_template_id?: number;
-            /** @description The assignee. */
+            /**
+             * Format: int64
+             * @description The assignee.
+             */
             user_id?: number;
         };
         TaskExecutionCreate: {
@@ -2493,6 +2607,7 @@ export interface components {
             created_at?: string;
             entity_permissions?: components["schemas"]["EntityPermissions-2"];
             fields?: components["schemas"]["Field"][];
+            /** Format: int64 */
             id?: number;
             title?: string;
             /** Format: date-time */
@@ -2537,6 +2652,7 @@ export interface components {
             acceptedPolicies?: {
                 /** Format: date-time */
                 accepted_at: string;
+                /** Format: int64 */
                 id: number;
                 title: string;
                 version?: string | null;
@@ -2552,6 +2668,7 @@ export interface components {
             deleted_at?: string | null;
             /** @description Relation; the departments the user belongs to, by name. */
             departments?: {
+                /** Format: int64 */
                 id: number;
                 name: string;
             }[];
@@ -2560,8 +2677,10 @@ export interface components {
             entering_date?: string | null;
             /** @description Relation (administrative); entity permissions that name this user as subject. */
             entityPermissions?: {
+                /** Format: int64 */
                 entity_id: number;
                 entity_type: string;
+                /** Format: int64 */
                 id: number;
             }[];
             first_name?: string | null;
@@ -2570,6 +2689,7 @@ export interface components {
             /** @enum {string|null} */
             gender?: "female" | "male" | "diverse" | null;
             group_account?: boolean;
+            /** Format: int64 */
             id?: number;
             lang_id?: string | null;
             language?: components["schemas"]["Language"] | null;
@@ -2588,6 +2708,7 @@ export interface components {
             request_password_change?: boolean;
             /** @description Relation (administrative; shown with `users.view-administrative` or on one's own record). */
             role?: components["schemas"]["Role"] | null;
+            /** Format: int64 */
             role_id?: number;
             staff_number?: string | null;
             /** @description Only when selected. The client route of the user without tenant-specific parts (`/users/{id}`). */
@@ -2599,6 +2720,7 @@ export interface components {
             url?: string;
             /** @description Only when selected. The context the URL resolves to, for access checks: `{type: user, id}`. */
             url_context?: {
+                /** Format: int64 */
                 id: number;
                 /** @constant */
                 type: "user";
@@ -2642,6 +2764,7 @@ export interface components {
              */
             profile_picture?: string | null;
             request_password_change?: boolean;
+            /** Format: int64 */
             role_id: number;
             staff_number?: string | null;
             street?: string | null;
@@ -2669,9 +2792,15 @@ export interface components {
              * @description Creation time plus `expires_in` seconds.
              */
             expires_at?: string;
-            /** @description Internal ID; only returned when named in `selects`. */
+            /**
+             * Format: int64
+             * @description Internal ID; only returned when named in `selects`.
+             */
             id?: number;
-            /** @description The user the token signs in. */
+            /**
+             * Format: int64
+             * @description The user the token signs in.
+             */
             login_user_id?: number;
             /** @description Relation `loginUser` (the user the token signs in). */
             loginUser?: components["schemas"]["User"];
@@ -2688,7 +2817,10 @@ export interface components {
             used_at?: string | null;
             /** @description Relation `user` (the creator). */
             user?: components["schemas"]["User"];
-            /** @description The user who created the token (always the authenticated creator). */
+            /**
+             * Format: int64
+             * @description The user who created the token (always the authenticated creator).
+             */
             user_id?: number;
             /**
              * Format: uuid
@@ -2697,7 +2829,10 @@ export interface components {
             uuid?: string;
         };
         UserRestore: {
-            /** @description Replaces the role; must be an active role of the tenant. */
+            /**
+             * Format: int64
+             * @description Replaces the role; must be an active role of the tenant.
+             */
             role_id?: number;
         };
         /** @description Any create key (optional) plus `old_password`. */
@@ -2732,6 +2867,7 @@ export interface components {
              */
             profile_picture?: string | null;
             request_password_change?: boolean;
+            /** Format: int64 */
             role_id?: number;
             staff_number?: string | null;
             street?: string | null;
@@ -2850,31 +2986,45 @@ export interface components {
         WebhookDelivery: {
             /** @description Relation `attempt_log` (`relations=attempt_log`), oldest first. */
             attempt_log?: components["schemas"]["WebhookDeliveryAttempt"][];
-            /** @description Attempts made so far. */
+            /**
+             * Format: int32
+             * @description Attempts made so far.
+             */
             attempts?: number;
+            /** Format: int64 */
             automation_id?: number;
             /** Format: date-time */
             completed_at?: string | null;
             /** Format: date-time */
             created_at?: string;
-            /** @description Duration of the last attempt in milliseconds. */
+            /**
+             * Format: int32
+             * @description Duration of the last attempt in milliseconds.
+             */
             duration_ms?: number | null;
             /** @description Why the last attempt failed; null after success. */
             error?: string | null;
             /** @description The payload's `id` and the `webhook-id` header; the same for every attempt. */
             event_id?: string;
+            /** Format: int64 */
             id?: number;
             /** Format: date-time */
             next_attempt_at?: string | null;
-            /** @description HTTP status of the last attempt; null when it got no response. */
+            /**
+             * Format: int32
+             * @description HTTP status of the last attempt; null when it got no response.
+             */
             response_status?: number | null;
             /** @enum {string} */
             status?: "pending" | "retrying" | "succeeded" | "failed";
         };
         WebhookDeliveryAttempt: {
+            /** Format: int32 */
             duration_ms?: number | null;
             error?: string | null;
+            /** Format: int32 */
             number?: number;
+            /** Format: int32 */
             response_status?: number | null;
             /** Format: date-time */
             started_at?: string;
@@ -2885,6 +3035,7 @@ export interface components {
          */
         WebhookPayload: {
             automation: {
+                /** Format: int64 */
                 id: number;
                 name: string;
             };
@@ -2902,7 +3053,7 @@ export interface components {
         };
     };
     responses: {
-        /** @description Malformed request (JSON, query string or multipart). */
+        /** @description Malformed request (JSON, query string or multipart), or a JSON body nested more than 64 levels deep. */
         BadRequest: {
             headers: {
                 [name: string]: unknown;
@@ -3013,8 +3164,10 @@ export interface components {
         /** @description `filter[key]=value`; keys: text, role_id, active, group_account, department_id. */
         UserFilter: {
             active?: boolean;
+            /** Format: int64 */
             department_id?: number;
             group_account?: boolean;
+            /** Format: int64 */
             role_id?: number;
             text?: string;
         };
