@@ -3,7 +3,8 @@ import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import qs from 'qs';
 import { handlers } from './handlers.ts';
-import { registerErrorHandling } from './platform/http/error-handler.ts';
+import { answerClientError, answerRouterError, MAX_PATH_PARAMETER_LENGTH, registerErrorHandling } from './platform/http/error-handler.ts';
+import { registerJsonBodies } from './platform/http/json-body.ts';
 import { registerMultipart } from './platform/http/multipart.ts';
 import { loadSpecification, registerOperations } from './platform/http/operations.ts';
 import { validatorCompiler } from './platform/http/validation.ts';
@@ -40,10 +41,15 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     routerOptions: {
       // `filter[text]=…` → { filter: { text: … } }; no `comma` option: `selects` stays one string.
       querystringParser: (query: string) => qs.parse(query, { depth: 2, parameterLimit: 200, arrayLimit: 100 }),
+      maxParamLength: MAX_PATH_PARAMETER_LENGTH,
     },
+    // Refusals before any route runs are problem documents too.
+    frameworkErrors: answerRouterError,
+    clientErrorHandler: answerClientError,
   });
   app.setValidatorCompiler(validatorCompiler);
   registerErrorHandling(app);
+  registerJsonBodies(app);
 
   const specification = loadSpecification();
   await app.register(swagger, { mode: 'static', specification: { document: specification as never } });
