@@ -10,8 +10,54 @@ import { loadSpecification, registerOperations } from './platform/http/operation
 import { validatorCompiler } from './platform/http/validation.ts';
 import type { Services } from './platform/services.ts';
 
-/** Query values that are credentials (signed picture URLs) never reach the logs. */
-const SECRET_QUERY = /([?&](?:signature|token|access_token)=)[^&]*/gi;
+/**
+ * Query parameter names whose values are credentials (signed picture URLs carry
+ * `signature`), compared in lower case after percent-decoding and without a trailing
+ * `[]` or `[key]` (`signature[]=…` is the same parameter to the query parser).
+ */
+const SECRET_QUERY_NAMES = new Set([
+  'signature',
+  'sig',
+  'token',
+  'access_token',
+  'refresh_token',
+  'id_token',
+  'login_token',
+  'password',
+  'old_password',
+  'secret',
+  'client_secret',
+  'api_key',
+  'apikey',
+  'key',
+  'code',
+  'authorization',
+]);
+
+function decodeQueryName(name: string): string {
+  try {
+    return decodeURIComponent(name.replace(/\+/g, ' '));
+  } catch {
+    return name;
+  }
+}
+
+/** A request URL for the logs: values of credential query parameters are replaced. */
+export function redactUrl(url: string): string {
+  const start = url.indexOf('?');
+  if (start === -1) return url;
+  const query = url
+    .slice(start + 1)
+    .split('&')
+    .map((pair) => {
+      const equals = pair.indexOf('=');
+      const name = equals === -1 ? pair : pair.slice(0, equals);
+      const bare = decodeQueryName(name).trim().replace(/(\[[^\]]*\])+$/, '').toLowerCase();
+      return SECRET_QUERY_NAMES.has(bare) ? `${name}=[redacted]` : pair;
+    })
+    .join('&');
+  return `${url.slice(0, start)}?${query}`;
+}
 
 export function loggerOptions(level: string): FastifyServerOptions['logger'] {
   return {
@@ -20,7 +66,7 @@ export function loggerOptions(level: string): FastifyServerOptions['logger'] {
     serializers: {
       req: (req: { method: string; url: string; ip?: string }) => ({
         method: req.method,
-        url: req.url.replace(SECRET_QUERY, '$1[redacted]'),
+        url: redactUrl(req.url),
         remoteAddress: req.ip,
       }),
     },
