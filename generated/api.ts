@@ -184,7 +184,8 @@ export interface paths {
          * Check a webhook configuration without storing it
          * @description The body is a `WebhookConfiguration`. 200 when valid; 422 with `errors` keyed by the
          *     exact path (`url`, `auth.basic.password`, `headers.Host`) otherwise. Nothing is stored
-         *     and no request is sent to the URL (its host is only resolved).
+         *     and no request is sent to the URL (its host is only resolved). A refused `url` host
+         *     is one message whatever the reason (see `WebhookConfiguration`).
          */
         post: operations["validateWebhookConfiguration"];
         delete?: never;
@@ -2381,6 +2382,15 @@ export interface components {
             endpoint?: string;
             /** Format: int64 */
             id?: number;
+            /**
+             * @description Why the last push failed for good, null when none: `HTTP <status>` when the push
+             *     service answered, `the destination is not allowed` when the address connected to
+             *     is refused, `could not be delivered` for any other failure without a response
+             *     (connection refused or reset, timeout, DNS or TLS failure are deliberately not
+             *     told apart; the server log has the reason), `cannot encrypt for this
+             *     subscription: …` for unusable keys; retried failures end with `(gave up after N
+             *     attempts)`.
+             */
             last_failure?: string | null;
             /** Format: date-time */
             last_failure_at?: string | null;
@@ -2403,10 +2413,12 @@ export interface components {
              * @description The push service URL. Must be `https`; `http` only for hosts whose every address the
              *     operator allow-list `WEBHOOK_ALLOWED_CIDRS` admits. The host must resolve to
              *     addresses outbound requests may reach (no loopback, private or link-local address
-             *     unless allow-listed). A malformed or refused endpoint is a 422 on `endpoint`. Both
-             *     rules are checked again on every send, on the address actually connected to: an
-             *     `http` endpoint whose host now resolves outside the allow-list is not sent to (the
-             *     refusal is recorded in `last_failure`).
+             *     unless allow-listed; IPv6 forms carrying such an IPv4 address are refused as
+             *     described for webhook URLs). A malformed or refused endpoint is a 422 on
+             *     `endpoint`; the message for a refused host is the same whether it does not resolve
+             *     or resolves to a refused address, and names no address. Both rules are checked
+             *     again on every send, on the address actually connected to: an endpoint whose host
+             *     now resolves to a refused address is not sent to (recorded in `last_failure`).
              */
             endpoint: string;
             expirationTime?: number | null;
@@ -2892,7 +2904,14 @@ export interface components {
          *     - `url`: http or https, no credentials in it, and its host must resolve (DNS) to
          *       addresses Atrium may reach: public addresses, or ranges the operator admits with
          *       `WEBHOOK_ALLOWED_CIDRS`. The same check runs again on the address actually connected
-         *       to when a delivery is sent.
+         *       to when a delivery is sent. A host that does not resolve and one that resolves to a
+         *       refused address get the same 422 message on `url` ("is not an allowed
+         *       destination…"), which names neither the address nor its kind: the answer must not
+         *       map the network behind Atrium. IPv6 addresses that carry an IPv4 address are judged
+         *       by it (IPv4-mapped `::ffff:0:0/96`, NAT64 `64:ff9b::/96`) or refused outright
+         *       (IPv4-compatible `::/96`, IPv4-translated `::ffff:0:0:0/96`, local-use NAT64
+         *       `64:ff9b:1::/48`, 6to4 `2002::/16`, Teredo `2001::/32`); an ISATAP interface
+         *       identifier carrying a non-public IPv4 address is refused too.
          *     - `method`: null or omitted → `POST`.
          *     - `headers`: required key (may be `{}`); name → value. Framing and hop-by-hop headers
          *       (`Host`, `Content-Length`, `Transfer-Encoding`, `Connection`, `Keep-Alive`, `Upgrade`,
@@ -2999,10 +3018,17 @@ export interface components {
             created_at?: string;
             /**
              * Format: int32
-             * @description Duration of the last attempt in milliseconds.
+             * @description Duration of the last attempt in milliseconds; null when it got no response.
              */
             duration_ms?: number | null;
-            /** @description Why the last attempt failed; null after success. */
+            /**
+             * @description Why the last attempt failed; null after success. `HTTP <status>` (with
+             *     `: redirects are not followed` for a 3xx) when the receiver answered; `the
+             *     destination is not allowed` when the address connected to is refused; `could not
+             *     be delivered` for every other attempt without a response. Connection refusals,
+             *     resets, timeouts, DNS and TLS failures are deliberately not told apart (they
+             *     would reveal which hosts and ports exist); the server log has the reason.
+             */
             error?: string | null;
             /** @description The payload's `id` and the `webhook-id` header; the same for every attempt. */
             event_id?: string;
@@ -3019,8 +3045,12 @@ export interface components {
             status?: "pending" | "retrying" | "succeeded" | "failed";
         };
         WebhookDeliveryAttempt: {
-            /** Format: int32 */
+            /**
+             * Format: int32
+             * @description Null when the attempt got no response.
+             */
             duration_ms?: number | null;
+            /** @description As the delivery's `error`, for this attempt. */
             error?: string | null;
             /** Format: int32 */
             number?: number;
