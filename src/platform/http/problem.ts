@@ -1,4 +1,4 @@
-/** RFC 9457 problem documents (decisions §3). The one way a handler reports a failure. */
+/** RFC 9457 problem documents. The one way a handler reports a failure. */
 export type FieldErrors = Record<string, string[]>;
 
 export interface ProblemDocument {

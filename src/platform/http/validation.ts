@@ -11,7 +11,7 @@ const addFormats = addFormatsModule as unknown as typeof addFormatsModule.defaul
 function makeAjv(options: Options): Ajv {
   const ajv = new Ajv({
     allErrors: true,
-    removeAdditional: false, // unknown keys must fail, not vanish (stack.md)
+    removeAdditional: false, // unknown keys must fail, not vanish
     useDefaults: true,
     strict: true,
     strictTypes: false,
@@ -133,8 +133,7 @@ function requiredKeys(schema: unknown): string[] {
  * a condition makes required and whose own keys are required (`if: {type: basic}, then:
  * {required: [basic], properties: {basic: {required: [username, password]}}}`) is reported
  * as its missing keys, `auth.basic.username` and `auth.basic.password`: the exact paths
- * the condition asks for (decisions §3 "conditional keys"). Unconditional required
- * objects keep their own path.
+ * the condition asks for. Unconditional required objects keep their own path.
  */
 export function fieldErrors(errors: ErrorObject[], context?: string): FieldErrors {
   const result: FieldErrors = {};
