@@ -10,6 +10,7 @@ import Fastify from 'fastify';
 import { sql } from 'drizzle-orm';
 import { registerErrorHandling } from '../../src/platform/http/error-handler.ts';
 import { MAX_JSON_DEPTH } from '../../src/platform/http/json-body.ts';
+import { validatorCompiler } from '../../src/platform/http/validation.ts';
 import { webhookDeliveries } from '../../src/resources/automations/table.ts';
 import { startTestApi } from '../helpers/atrium.ts';
 import { startReceiver } from '../helpers/receiver.ts';
@@ -58,6 +59,39 @@ t.test('query integers (filter keys, limit, signed URL expiry) refuse the same t
   t.equal(repeated.status, 422, 'a repeated parameter is judged element by element');
   const ok = await api.call(t, 'listUsers', { token, query: { filter: { role_id: '1' }, limit: '5' } });
   t.equal(ok.status, 200, 'decimal values pass');
+});
+
+t.test('the validator enforces the int32 and int64 formats on text and JSON values alike', async (t) => {
+  const schema = {
+    type: 'object',
+    properties: { small: { type: 'integer', format: 'int32' }, large: { type: 'integer', format: 'int64' } },
+  };
+  const text = validatorCompiler({ schema, httpPart: 'querystring', method: 'GET', url: '/' } as never) as (data: unknown) => boolean;
+  const json = validatorCompiler({ schema, httpPart: 'body', method: 'POST', url: '/' } as never) as (data: unknown) => boolean;
+  for (const [data, valid] of [
+    [{ small: '2147483647', large: '9007199254740991' }, true],
+    [{ small: '-2147483648' }, true],
+    [{ small: '2147483648' }, false],
+    [{ large: '1e400' }, false],
+    [{ large: 'Infinity' }, false],
+    [{ large: '-Infinity' }, false],
+    [{ large: 'NaN' }, false],
+    [{ large: '2.5' }, false],
+    [{ large: '0x10' }, false],
+    [{ large: ' 1' }, false],
+  ] as const) {
+    t.equal(text({ ...data }), valid, `text ${JSON.stringify(data)}`);
+  }
+  for (const [data, valid] of [
+    [{ small: 2147483647, large: 9007199254740991 }, true],
+    [{ small: 2147483648 }, false],
+    [{ large: Infinity }, false],
+    [{ large: -Infinity }, false],
+    [{ large: NaN }, false],
+    [{ large: 2.5 }, false],
+  ] as const) {
+    t.equal(json({ ...data }), valid, `JSON ${JSON.stringify(data)}`);
+  }
 });
 
 t.test('JSON body integers: infinite, fractional or out-of-range numbers are 422', async (t) => {
