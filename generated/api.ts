@@ -184,7 +184,8 @@ export interface paths {
          * Check a webhook configuration without storing it
          * @description The body is a `WebhookConfiguration`. 200 when valid; 422 with `errors` keyed by the
          *     exact path (`url`, `auth.basic.password`, `headers.Host`) otherwise. Nothing is stored
-         *     and no request is sent to the URL (its host is only resolved).
+         *     and no request is sent to the URL (its host is only resolved). A refused `url` host
+         *     is one message whatever the reason (see `WebhookConfiguration`).
          */
         post: operations["validateWebhookConfiguration"];
         delete?: never;
@@ -1795,6 +1796,7 @@ export interface components {
             /** Format: date-time */
             created_at?: string;
             fields?: components["schemas"]["AttributeField"][];
+            /** Format: int64 */
             id?: number;
             name?: string;
             /** Format: date-time */
@@ -1814,6 +1816,7 @@ export interface components {
             config?: components["schemas"]["WebhookConfiguration"];
             /** Format: date-time */
             created_at?: string;
+            /** Format: int64 */
             id?: number;
             name?: string;
             /** Format: date-time */
@@ -1829,7 +1832,11 @@ export interface components {
             name: string;
         };
         AutomationRun: {
-            /** @description Any JSON object; sent as `context` in the payload. */
+            /**
+             * @description Any JSON object; sent as `context` in the payload. Like every JSON body, the
+             *     request may nest at most 64 levels deep (the body is level 1, `context` level 2);
+             *     a deeper one is a 400 and nothing is queued.
+             */
             context?: Record<string, never>;
         };
         /**
@@ -1844,11 +1851,20 @@ export interface components {
         };
         /** @description How many departments exist and how many more may be created. */
         Availability: {
-            /** @description Departments of the tenant. */
+            /**
+             * Format: int32
+             * @description Departments of the tenant.
+             */
             count: number;
-            /** @description The tenant's department limit; null = unlimited. */
+            /**
+             * Format: int32
+             * @description The tenant's department limit; null = unlimited.
+             */
             limit: number | null;
-            /** @description `max(limit - count, 0)`; null when unlimited. */
+            /**
+             * Format: int32
+             * @description `max(limit - count, 0)`; null when unlimited.
+             */
             remaining: number | null;
         };
         /** @description HTML; stored sanitized (script elements and event-handler attributes removed). */
@@ -1863,7 +1879,10 @@ export interface components {
             seen_at?: components["schemas"]["Datetime"];
         } | unknown | unknown;
         CountEnvelope: {
-            /** @description Number of notifications changed. */
+            /**
+             * Format: int32
+             * @description Number of notifications changed.
+             */
             data: number;
             /** @enum {string} */
             status: "success";
@@ -1914,6 +1933,7 @@ export interface components {
         CsvImportResult: {
             delete_users: {
                 full_name: string;
+                /** Format: int64 */
                 id: number;
                 username: string;
             }[];
@@ -1921,15 +1941,19 @@ export interface components {
                 errors: {
                     [key: string]: string[];
                 };
+                /** Format: int32 */
                 line: number;
                 username?: string | null;
             }[];
             new_users: {
+                /** Format: int32 */
                 line: number;
                 user: components["schemas"]["CsvUserValues"];
             }[];
             unchanged_users: {
+                /** Format: int64 */
                 id: number;
+                /** Format: int32 */
                 line: number;
                 username: string;
             }[];
@@ -1941,7 +1965,9 @@ export interface components {
                         to: unknown;
                     };
                 };
+                /** Format: int64 */
                 id: number;
+                /** Format: int32 */
                 line: number;
                 username: string;
             }[];
@@ -1956,9 +1982,13 @@ export interface components {
          */
         Datetime: string;
         DefaultValue: {
-            /** @description The source that produced `value`; null when no source yielded a value. */
+            /**
+             * Format: int64
+             * @description The source that produced `value`; null when no source yielded a value.
+             */
             default_value_source_id: number | null;
             field_type: components["schemas"]["FieldType"];
+            /** Format: int64 */
             form_field_id: number;
             name: string;
             /** @description That source's type, or null. */
@@ -1968,6 +1998,7 @@ export interface components {
         DefaultValues: {
             /** @description One entry per (not deleted) field of the execution's task template, in the fields' order. */
             data: components["schemas"]["DefaultValue"][];
+            /** Format: int64 */
             task_execution_id: number;
         };
         /**
@@ -1986,6 +2017,7 @@ export interface components {
             };
             /** Format: date-time */
             created_at?: string;
+            /** Format: int64 */
             id?: number;
             name?: string;
             notification_setting_ids?: number[];
@@ -1995,7 +2027,10 @@ export interface components {
             tags?: string[];
             /** Format: date-time */
             updated_at?: string;
-            /** @description The user who created the department. */
+            /**
+             * Format: int64
+             * @description The user who created the department.
+             */
             user_id?: number | null;
             /** @description Relation `users` (the members; user fields as the caller may see them). */
             users?: components["schemas"]["User"][];
@@ -2016,6 +2051,7 @@ export interface components {
             /** @description Ids, or records `{id, sort_number}`; without `sort_number` the position in the list orders them. */
             attribute_set_ids?: (components["schemas"]["Id"] | {
                 id: components["schemas"]["Id"];
+                /** Format: int32 */
                 sort_number?: number;
             })[];
             name: string;
@@ -2057,16 +2093,23 @@ export interface components {
             role_ids?: components["schemas"]["Id"][];
             user_ids?: components["schemas"]["Id"][];
         };
-        /** @description Lifetime in seconds, 1 through 86400. */
+        /**
+         * Format: int32
+         * @description Lifetime in seconds, 1 through 86400.
+         */
         ExpiresIn: number;
         /** @description A field of a form or task template (morph alias `formField`). */
         Field: {
             field_type?: components["schemas"]["FieldType"];
+            /** Format: int64 */
             form_id?: number | null;
+            /** Format: int64 */
             id?: number;
             name?: string;
             options?: string[] | null;
+            /** Format: int32 */
             sort_number?: number;
+            /** Format: int64 */
             task_template_id?: number | null;
         };
         FieldInput: {
@@ -2098,6 +2141,10 @@ export interface components {
         };
         FilterOption: {
             label: string;
+            /**
+             * Format: int64
+             * @description The option's value; an integer is a record ID.
+             */
             value: string | number;
         };
         Form: {
@@ -2106,6 +2153,7 @@ export interface components {
             entity_permissions?: components["schemas"]["EntityPermissions-2"];
             fields?: components["schemas"]["Field"][];
             form_type?: string;
+            /** Format: int64 */
             id?: number;
             title?: string;
             /** Format: date-time */
@@ -2127,7 +2175,10 @@ export interface components {
             config?: components["schemas"]["FormFieldValueConfig"];
             form_field_id: components["schemas"]["Id"];
             sort_number?: components["schemas"]["SortNumber-2"];
-            /** @description The source field's ID (required for this type). */
+            /**
+             * Format: int64
+             * @description The source field's ID (required for this type).
+             */
             source_entity_id?: number | null;
             /** @description Must be `formField` (required for this type). */
             source_entity_type?: string | null;
@@ -2146,7 +2197,14 @@ export interface components {
             url: components["schemas"]["Url"];
             user_ids?: components["schemas"]["user_ids"];
         } | unknown | unknown;
+        /** Format: int32 */
         IconId: number;
+        /**
+         * Format: int64
+         * @description A record ID: an integer from 1 through 9007199254740991 (2^53 - 1, the largest
+         *     integer a JSON number holds exactly). In a path or query string it is written in
+         *     plain decimal digits; anything else (`1e3`, `0x10`, `Infinity`, ` 1`, `2.5`) is a 422.
+         */
         Id: number;
         /** @description Ignored. The creator (`user_id`) is always the authenticated user. */
         IgnoredUserId: unknown;
@@ -2227,7 +2285,9 @@ export interface components {
              */
             deleted_at?: string | null;
             entity_permissions?: components["schemas"]["EntityPermissions"];
+            /** Format: int32 */
             icon_id?: number;
+            /** Format: int64 */
             id?: number;
             /** @description Computed; see the record description. */
             iframe_access?: boolean;
@@ -2242,7 +2302,10 @@ export interface components {
             link?: string;
             /** @description Stable client identifier (not required to be unique). */
             menu_identifier?: string;
-            /** @description Display order; lists are ordered by `sort_number`, then `id`. */
+            /**
+             * Format: int32
+             * @description Display order; lists are ordered by `sort_number`, then `id`.
+             */
             sort_number?: number;
             title?: string;
             type?: components["schemas"]["MenuItemType"];
@@ -2296,6 +2359,7 @@ export interface components {
             id?: string;
             /** @description Relation `notifiable` (the recipient, the caller). */
             notifiable?: components["schemas"]["User"];
+            /** Format: int64 */
             notifiable_id?: number;
             /** @enum {string} */
             notifiable_type?: "user";
@@ -2307,9 +2371,11 @@ export interface components {
              *     null without a target.
              */
             targetable?: {
+                /** Format: int64 */
                 id?: number;
                 type?: string;
             } | null;
+            /** Format: int64 */
             targetable_id?: number | null;
             targetable_type?: string | null;
             /** @description `customNotification` for generic ones; typed producers: `infoboardPostCreated`, `infoboardPostUpdated`, `infoboardPostReadingConfirmationRequired`, `manualEntryUpdated`. */
@@ -2343,26 +2409,36 @@ export interface components {
         };
         /** @description A selectable delivery category that departments reference. */
         NotificationSetting: {
+            /** Format: int64 */
             id?: number;
             /** @description snake_case identifier, e.g. `infoboard_post_created`. */
             key?: string;
+            /** Format: int32 */
             sort_number?: number;
         };
         /** @description `YYYY-MM-DD HH:MM:SS`, UTC, or null. */
         NullableDatetime: string | null;
         OptionsPage: {
+            /** Format: int32 */
             current_page: number;
             data: components["schemas"]["FilterOption"][];
             has_more: boolean;
+            /** Format: int32 */
             per_page: number;
             /** @description Always null (count-less pagination, decisions §4). */
             total: null;
         };
         PageRequest: {
             filter?: components["schemas"]["PreviewFilter"];
-            /** @default 1 */
+            /**
+             * Format: int32
+             * @default 1
+             */
             page: number;
-            /** @default 15 */
+            /**
+             * Format: int32
+             * @default 15
+             */
             per_page: number;
         };
         /** @enum {string} */
@@ -2377,10 +2453,15 @@ export interface components {
             /** @description The parent's title. */
             description: string;
             field_type: components["schemas"]["FieldType"];
-            /** @description The field's ID. */
+            /**
+             * Format: int64
+             * @description The field's ID.
+             */
             id: number;
+            /** Format: int64 */
             parent_id: number;
             parent_type: components["schemas"]["ParentType"];
+            /** Format: int64 */
             source_entity_id: number;
             /**
              * @description What a `formFieldValue` source names as `source_entity_type` for this field.
@@ -2410,9 +2491,11 @@ export interface components {
             text?: string;
         };
         PreviewPage: {
+            /** Format: int32 */
             current_page: number;
             data: components["schemas"]["PreviewEntry"][];
             has_more: boolean;
+            /** Format: int32 */
             per_page: number;
             /** @description Always null (count-less pagination, decisions §4). */
             total: null;
@@ -2424,6 +2507,7 @@ export interface components {
             errors?: {
                 [key: string]: string[];
             };
+            /** Format: int32 */
             status: number;
             title: string;
             /** @description URI reference identifying the problem type. */
@@ -2434,11 +2518,24 @@ export interface components {
             /** Format: date-time */
             created_at?: string;
             endpoint?: string;
+            /** Format: int64 */
             id?: number;
+            /**
+             * @description Why the last push failed for good, null when none: `HTTP <status>` when the push
+             *     service answered, `the destination is not allowed` when the address connected to
+             *     is refused, `could not be delivered` for any other failure without a response
+             *     (connection refused or reset, timeout, DNS or TLS failure are deliberately not
+             *     told apart; the server log has the reason), `cannot encrypt for this
+             *     subscription: …` for unusable keys; retried failures end with `(gave up after N
+             *     attempts)`.
+             */
             last_failure?: string | null;
             /** Format: date-time */
             last_failure_at?: string | null;
-            /** @description HTTP status of the last push the push service refused for good (a 4xx other than 404/410, or retries exhausted), null when none. */
+            /**
+             * Format: int32
+             * @description HTTP status of the last push the push service refused for good (a 4xx other than 404/410, or retries exhausted), null when none.
+             */
             last_failure_status?: number | null;
             /** Format: date-time */
             updated_at?: string;
@@ -2454,10 +2551,12 @@ export interface components {
              * @description The push service URL. Must be `https`; `http` only for hosts whose every address the
              *     operator allow-list `WEBHOOK_ALLOWED_CIDRS` admits. The host must resolve to
              *     addresses outbound requests may reach (no loopback, private or link-local address
-             *     unless allow-listed). A malformed or refused endpoint is a 422 on `endpoint`. Both
-             *     rules are checked again on every send, on the address actually connected to: an
-             *     `http` endpoint whose host now resolves outside the allow-list is not sent to (the
-             *     refusal is recorded in `last_failure`).
+             *     unless allow-listed; IPv6 forms carrying such an IPv4 address are refused as
+             *     described for webhook URLs). A malformed or refused endpoint is a 422 on
+             *     `endpoint`; the message for a refused host is the same whether it does not resolve
+             *     or resolves to a refused address, and names no address. Both rules are checked
+             *     again on every send, on the address actually connected to: an endpoint whose host
+             *     now resolves to a refused address is not sent to (recorded in `last_failure`).
              */
             endpoint: string;
             expirationTime?: number | null;
@@ -2484,6 +2583,7 @@ export interface components {
         } | unknown | unknown;
         Role: {
             active: boolean;
+            /** Format: int64 */
             id: number;
             name: string;
             permissions: components["schemas"]["Permission"][];
@@ -2499,6 +2599,7 @@ export interface components {
             active?: boolean;
             /** Format: date-time */
             created_at?: string;
+            /** Format: int64 */
             id?: number;
             name?: string;
             permissions?: components["schemas"]["PermissionList"];
@@ -2510,8 +2611,12 @@ export interface components {
             name?: string;
             permissions?: components["schemas"]["PermissionList"];
         };
-        /** @description Default on create is automatic (the tenant's highest `sort_number` + 1). */
+        /**
+         * Format: int32
+         * @description Default on create is automatic (the tenant's highest `sort_number` + 1).
+         */
         SortNumber: number;
+        /** Format: int32 */
         "SortNumber-2": number;
         /** @description A task field default value source. */
         Source: {
@@ -2521,10 +2626,16 @@ export interface components {
             };
             /** Format: date-time */
             created_at?: string;
-            /** @description The target field (a field of a task template). */
+            /**
+             * Format: int64
+             * @description The target field (a field of a task template).
+             */
             form_field_id?: number;
+            /** Format: int64 */
             id?: number;
+            /** Format: int32 */
             sort_number?: number;
+            /** Format: int64 */
             source_entity_id?: number | null;
             source_entity_type?: string | null;
             type?: components["schemas"]["SourceType"];
@@ -2554,16 +2665,23 @@ export interface components {
             config?: components["schemas"]["FormFieldValueConfig"] | components["schemas"]["SystemVariableConfig"];
             form_field_id?: components["schemas"]["Id"];
             sort_number?: components["schemas"]["SortNumber-2"];
+            /** Format: int64 */
             source_entity_id?: number | null;
             source_entity_type?: string | null;
         };
         Submission: {
             /** Format: date-time */
             created_at?: string;
+            /** Format: int64 */
             form_id?: number | null;
+            /** Format: int64 */
             id?: number;
+            /** Format: int64 */
             task_template_id?: number | null;
-            /** @description The submitting user. */
+            /**
+             * Format: int64
+             * @description The submitting user.
+             */
             user_id?: number;
             values?: {
                 [key: string]: components["schemas"]["FieldValue"];
@@ -2586,7 +2704,10 @@ export interface components {
             config: components["schemas"]["SystemVariableConfig"];
             form_field_id: components["schemas"]["Id"];
             sort_number?: components["schemas"]["SortNumber-2"];
-            /** @description Must be null or absent. */
+            /**
+             * Format: int64
+             * @description Must be null or absent.
+             */
             source_entity_id?: number | null;
             /** @description A system variable has no source entity; must be null or absent. */
             source_entity_type?: string | null;
@@ -2616,9 +2737,14 @@ export interface components {
         TaskExecution: {
             /** Format: date-time */
             created_at?: string;
+            /** Format: int64 */
             id?: number;
+            /** Format: int64 */
             task_template_id?: number;
-            /** @description The assignee. */
+            /**
+             * Format: int64
+             * @description The assignee.
+             */
             user_id?: number;
         };
         TaskExecutionCreate: {
@@ -2631,6 +2757,7 @@ export interface components {
             created_at?: string;
             entity_permissions?: components["schemas"]["EntityPermissions-2"];
             fields?: components["schemas"]["Field"][];
+            /** Format: int64 */
             id?: number;
             title?: string;
             /** Format: date-time */
@@ -2675,6 +2802,7 @@ export interface components {
             acceptedPolicies?: {
                 /** Format: date-time */
                 accepted_at: string;
+                /** Format: int64 */
                 id: number;
                 title: string;
                 version?: string | null;
@@ -2691,6 +2819,7 @@ export interface components {
             deleted_at?: string | null;
             /** @description Relation; the departments the user belongs to, by name. */
             departments?: {
+                /** Format: int64 */
                 id: number;
                 name: string;
             }[];
@@ -2699,8 +2828,10 @@ export interface components {
             entering_date?: string | null;
             /** @description Relation (administrative); entity permissions that name this user as subject. */
             entityPermissions?: {
+                /** Format: int64 */
                 entity_id: number;
                 entity_type: string;
+                /** Format: int64 */
                 id: number;
             }[];
             first_name?: string | null;
@@ -2709,6 +2840,7 @@ export interface components {
             /** @enum {string|null} */
             gender?: "female" | "male" | "diverse" | null;
             group_account?: boolean;
+            /** Format: int64 */
             id?: number;
             lang_id?: string | null;
             language?: components["schemas"]["Language"] | null;
@@ -2727,6 +2859,7 @@ export interface components {
             request_password_change?: boolean;
             /** @description Relation (administrative; shown with `users.view-administrative` or on one's own record). */
             role?: components["schemas"]["Role"] | null;
+            /** Format: int64 */
             role_id?: number;
             staff_number?: string | null;
             /** @description Only when selected. The client route of the user without tenant-specific parts (`/users/{id}`). */
@@ -2738,6 +2871,7 @@ export interface components {
             url?: string;
             /** @description Only when selected. The context the URL resolves to, for access checks: `{type: user, id}`. */
             url_context?: {
+                /** Format: int64 */
                 id: number;
                 /** @constant */
                 type: "user";
@@ -2789,6 +2923,7 @@ export interface components {
              */
             profile_picture?: string | null;
             request_password_change?: boolean;
+            /** Format: int64 */
             role_id: number;
             staff_number?: string | null;
             street?: string | null;
@@ -2821,9 +2956,15 @@ export interface components {
              * @description Creation time plus `expires_in` seconds.
              */
             expires_at?: string;
-            /** @description Internal ID; only returned when named in `selects`. */
+            /**
+             * Format: int64
+             * @description Internal ID; only returned when named in `selects`.
+             */
             id?: number;
-            /** @description The user the token signs in. */
+            /**
+             * Format: int64
+             * @description The user the token signs in.
+             */
             login_user_id?: number;
             /** @description Relation `loginUser` (the user the token signs in). */
             loginUser?: components["schemas"]["User"];
@@ -2840,7 +2981,10 @@ export interface components {
             used_at?: string | null;
             /** @description Relation `user` (the creator). */
             user?: components["schemas"]["User"];
-            /** @description The user who created the token (always the authenticated creator). */
+            /**
+             * Format: int64
+             * @description The user who created the token (always the authenticated creator).
+             */
             user_id?: number;
             /**
              * Format: uuid
@@ -2850,6 +2994,7 @@ export interface components {
         };
         UserRestore: {
             /**
+             * Format: int64
              * @description Replaces the role; must be an active role of the tenant whose permissions the
              *     caller all holds and that confers no entity rights the caller lacks.
              */
@@ -2895,6 +3040,7 @@ export interface components {
              */
             profile_picture?: string | null;
             request_password_change?: boolean;
+            /** Format: int64 */
             role_id?: number;
             staff_number?: string | null;
             street?: string | null;
@@ -2919,7 +3065,14 @@ export interface components {
          *     - `url`: http or https, no credentials in it, and its host must resolve (DNS) to
          *       addresses Atrium may reach: public addresses, or ranges the operator admits with
          *       `WEBHOOK_ALLOWED_CIDRS`. The same check runs again on the address actually connected
-         *       to when a delivery is sent.
+         *       to when a delivery is sent. A host that does not resolve and one that resolves to a
+         *       refused address get the same 422 message on `url` ("is not an allowed
+         *       destination…"), which names neither the address nor its kind: the answer must not
+         *       map the network behind Atrium. IPv6 addresses that carry an IPv4 address are judged
+         *       by it (IPv4-mapped `::ffff:0:0/96`, NAT64 `64:ff9b::/96`) or refused outright
+         *       (IPv4-compatible `::/96`, IPv4-translated `::ffff:0:0:0/96`, local-use NAT64
+         *       `64:ff9b:1::/48`, 6to4 `2002::/16`, Teredo `2001::/32`); an ISATAP interface
+         *       identifier carrying a non-public IPv4 address is refused too.
          *     - `method`: null or omitted → `POST`.
          *     - `headers`: required key (may be `{}`); name → value. Framing and hop-by-hop headers
          *       (`Host`, `Content-Length`, `Transfer-Encoding`, `Connection`, `Keep-Alive`, `Upgrade`,
@@ -3013,31 +3166,56 @@ export interface components {
         WebhookDelivery: {
             /** @description Relation `attempt_log` (`relations=attempt_log`), oldest first. */
             attempt_log?: components["schemas"]["WebhookDeliveryAttempt"][];
-            /** @description Attempts made so far. */
+            /**
+             * Format: int32
+             * @description Attempts made so far.
+             */
             attempts?: number;
+            /** Format: int64 */
             automation_id?: number;
             /** Format: date-time */
             completed_at?: string | null;
             /** Format: date-time */
             created_at?: string;
-            /** @description Duration of the last attempt in milliseconds. */
+            /**
+             * Format: int32
+             * @description Duration of the last attempt in milliseconds; null when it got no response.
+             */
             duration_ms?: number | null;
-            /** @description Why the last attempt failed; null after success. */
+            /**
+             * @description Why the last attempt failed; null after success. `HTTP <status>` (with
+             *     `: redirects are not followed` for a 3xx) when the receiver answered; `the
+             *     destination is not allowed` when the address connected to is refused; `could not
+             *     be delivered` for every other attempt without a response. Connection refusals,
+             *     resets, timeouts, DNS and TLS failures are deliberately not told apart (they
+             *     would reveal which hosts and ports exist); the server log has the reason.
+             */
             error?: string | null;
             /** @description The payload's `id` and the `webhook-id` header; the same for every attempt. */
             event_id?: string;
+            /** Format: int64 */
             id?: number;
             /** Format: date-time */
             next_attempt_at?: string | null;
-            /** @description HTTP status of the last attempt; null when it got no response. */
+            /**
+             * Format: int32
+             * @description HTTP status of the last attempt; null when it got no response.
+             */
             response_status?: number | null;
             /** @enum {string} */
             status?: "pending" | "retrying" | "succeeded" | "failed";
         };
         WebhookDeliveryAttempt: {
+            /**
+             * Format: int32
+             * @description Null when the attempt got no response.
+             */
             duration_ms?: number | null;
+            /** @description As the delivery's `error`, for this attempt. */
             error?: string | null;
+            /** Format: int32 */
             number?: number;
+            /** Format: int32 */
             response_status?: number | null;
             /** Format: date-time */
             started_at?: string;
@@ -3048,6 +3226,7 @@ export interface components {
          */
         WebhookPayload: {
             automation: {
+                /** Format: int64 */
                 id: number;
                 name: string;
             };
@@ -3065,7 +3244,7 @@ export interface components {
         };
     };
     responses: {
-        /** @description Malformed request (JSON, query string or multipart). */
+        /** @description Malformed request (JSON, query string or multipart), or a JSON body nested more than 64 levels deep. */
         BadRequest: {
             headers: {
                 [name: string]: unknown;
@@ -3176,8 +3355,10 @@ export interface components {
         /** @description `filter[key]=value`; keys: text, role_id, active, group_account, department_id. */
         UserFilter: {
             active?: boolean;
+            /** Format: int64 */
             department_id?: number;
             group_account?: boolean;
+            /** Format: int64 */
             role_id?: number;
             text?: string;
         };

@@ -4,14 +4,61 @@ import swaggerUi from '@fastify/swagger-ui';
 import qs from 'qs';
 import { fastifyTrustProxy } from './config.ts';
 import { handlers } from './handlers.ts';
-import { registerErrorHandling } from './platform/http/error-handler.ts';
+import { answerClientError, answerRouterError, MAX_PATH_PARAMETER_LENGTH, registerErrorHandling } from './platform/http/error-handler.ts';
+import { registerJsonBodies } from './platform/http/json-body.ts';
 import { registerMultipart } from './platform/http/multipart.ts';
 import { loadSpecification, registerOperations } from './platform/http/operations.ts';
 import { validatorCompiler } from './platform/http/validation.ts';
 import type { Services } from './platform/services.ts';
 
-/** Query values that are credentials (signed picture URLs) never reach the logs. */
-const SECRET_QUERY = /([?&](?:signature|token|access_token)=)[^&]*/gi;
+/**
+ * Query parameter names whose values are credentials (signed picture URLs carry
+ * `signature`), compared in lower case after percent-decoding and without a trailing
+ * `[]` or `[key]` (`signature[]=…` is the same parameter to the query parser).
+ */
+const SECRET_QUERY_NAMES = new Set([
+  'signature',
+  'sig',
+  'token',
+  'access_token',
+  'refresh_token',
+  'id_token',
+  'login_token',
+  'password',
+  'old_password',
+  'secret',
+  'client_secret',
+  'api_key',
+  'apikey',
+  'key',
+  'code',
+  'authorization',
+]);
+
+function decodeQueryName(name: string): string {
+  try {
+    return decodeURIComponent(name.replace(/\+/g, ' '));
+  } catch {
+    return name;
+  }
+}
+
+/** A request URL for the logs: values of credential query parameters are replaced. */
+export function redactUrl(url: string): string {
+  const start = url.indexOf('?');
+  if (start === -1) return url;
+  const query = url
+    .slice(start + 1)
+    .split('&')
+    .map((pair) => {
+      const equals = pair.indexOf('=');
+      const name = equals === -1 ? pair : pair.slice(0, equals);
+      const bare = decodeQueryName(name).trim().replace(/(\[[^\]]*\])+$/, '').toLowerCase();
+      return SECRET_QUERY_NAMES.has(bare) ? `${name}=[redacted]` : pair;
+    })
+    .join('&');
+  return `${url.slice(0, start)}?${query}`;
+}
 
 export function loggerOptions(level: string): FastifyServerOptions['logger'] {
   return {
@@ -20,7 +67,7 @@ export function loggerOptions(level: string): FastifyServerOptions['logger'] {
     serializers: {
       req: (req: { method: string; url: string; ip?: string }) => ({
         method: req.method,
-        url: req.url.replace(SECRET_QUERY, '$1[redacted]'),
+        url: redactUrl(req.url),
         remoteAddress: req.ip,
       }),
     },
@@ -41,10 +88,15 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     routerOptions: {
       // `filter[text]=…` → { filter: { text: … } }; no `comma` option: `selects` stays one string.
       querystringParser: (query: string) => qs.parse(query, { depth: 2, parameterLimit: 200, arrayLimit: 100 }),
+      maxParamLength: MAX_PATH_PARAMETER_LENGTH,
     },
+    // Refusals before any route runs are problem documents too.
+    frameworkErrors: answerRouterError,
+    clientErrorHandler: answerClientError,
   });
   app.setValidatorCompiler(validatorCompiler);
   registerErrorHandling(app);
+  registerJsonBodies(app);
 
   const specification = loadSpecification();
   await app.register(swagger, { mode: 'static', specification: { document: specification as never } });

@@ -56,6 +56,7 @@ export async function createAtrium(config: Config, options: { logger?: Logger; o
     allowedCidrs: config.webhookAllowedCidrs,
     connectTimeoutMs: config.outboundConnectTimeoutMs,
     timeoutMs: config.outboundTimeoutMs,
+    logger,
   });
   const server = await openDatabaseServer(config, logger);
   const db = new Database(server.url, { appUrl: appLoginUrl(config, server) });

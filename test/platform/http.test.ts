@@ -1,7 +1,10 @@
 import { readFileSync } from 'node:fs';
+import { Writable } from 'node:stream';
 import t from 'tap';
 import Fastify from 'fastify';
+import pino from 'pino';
 import { DrizzleQueryError } from 'drizzle-orm';
+import { buildApp, loggerOptions } from '../../src/app.ts';
 import { registerErrorHandling } from '../../src/platform/http/error-handler.ts';
 import { ProblemError } from '../../src/platform/http/problem.ts';
 import { startTestApi } from '../helpers/atrium.ts';
@@ -119,4 +122,41 @@ t.test('query strings with nested filters parse with depth 2, deeper nesting is 
 t.test('a problem document is not accepted as a request body (415)', async (t) => {
   const res = await api.call(t, 'login', { payload: '{"tenant":"demo"}', contentType: 'application/problem+json' });
   t.equal(res.status, 415);
+});
+
+t.test('credential query parameters are redacted from request logs in every spelling', async (t) => {
+  // The production logger (loggerOptions), writing to a stream this test reads.
+  const lines: string[] = [];
+  const stream = new Writable({
+    write(chunk, _encoding, done) {
+      lines.push(...chunk.toString().split('\n').filter(Boolean));
+      done();
+    },
+  });
+  const logged = await buildApp(api.atrium.services, { logger: pino(loggerOptions('info') as pino.LoggerOptions, stream) });
+  t.teardown(() => logged.close());
+  const tenant = await api.createTenant('redaction');
+  const secrets = [
+    'signature[]=SECRET-A',
+    'signature%5B%5D=SECRET-B',
+    'SIGNATURE=SECRET-C',
+    '%73ignature=SECRET-D',
+    'signature[0]=SECRET-E',
+    'signature[]=SECRET-F&signature[]=SECRET-G',
+    'access_token=SECRET-H',
+    'Token[x]=SECRET-I',
+    'signature=SECRET-J',
+  ];
+  for (const query of secrets) {
+    const res = await logged.inject({ method: 'GET', url: `/users/${tenant.adminUserId}/profile-picture?tenant=${tenant.tenantId}&expires=4102444800&${query}` });
+    t.ok(res.statusCode < 500, query);
+  }
+  const requests = lines.map((line) => JSON.parse(line)).filter((entry) => entry.req?.url?.includes('/profile-picture'));
+  t.equal(requests.length, secrets.length, 'every request was logged with its URL');
+  const text = lines.join('\n');
+  t.notMatch(text, /SECRET-/, 'no credential value in the log');
+  for (const entry of requests) {
+    t.match(entry.req.url, /expires=4102444800/, 'other parameters are kept');
+    t.match(entry.req.url, /=\[redacted\]/, 'the credential is marked as redacted');
+  }
 });

@@ -1,11 +1,12 @@
 /**
- * The SSRF guard of decisions §6 without an operator allow-list: private destinations are
- * refused when configured, and again at send time on the address actually resolved.
+ * The SSRF guard without an operator allow-list: private destinations are refused when
+ * configured, and again at send time on the address actually resolved. Refusals never
+ * say where a host name points.
  */
 import t from 'tap';
 import { sql } from 'drizzle-orm';
 import { AddressPolicy } from '../../src/platform/outbound/address-policy.ts';
-import { OutboundClient, OutboundError } from '../../src/platform/outbound/client.ts';
+import { DESTINATION_NOT_ALLOWED, NOT_AN_ALLOWED_DESTINATION, OutboundClient, OutboundError } from '../../src/platform/outbound/client.ts';
 import { automations } from '../../src/resources/automations/table.ts';
 import { startTestApi } from '../helpers/atrium.ts';
 import { startReceiver } from '../helpers/receiver.ts';
@@ -45,13 +46,20 @@ t.test('private destinations are refused when a configuration is validated or st
     'http://10.0.0.1/',
     'http://[::1]/',
     'http://[::ffff:7f00:1]/',
+    // IPv6 forms that carry a loopback or metadata IPv4 address.
+    `http://[::7f00:1]:${receiver.port}/x`,
+    'http://[::a9fe:a9fe]/latest/meta-data/',
+    `http://[64:ff9b::7f00:1]:${receiver.port}/x`,
+    `http://[2002:7f00:1::1]:${receiver.port}/x`,
+    `http://[2001:0:7f00:1::]:${receiver.port}/x`,
+    'http://no-such-host.invalid/',
   ]) {
     const validated = await api.call(t, 'validateWebhookConfiguration', { token, body: { url, headers: {} } });
     t.equal(validated.status, 422, url);
-    t.match(validated.body.errors?.url?.[0], /is refused/, url);
+    t.strictSame(validated.body.errors?.url, [NOT_AN_ALLOWED_DESTINATION], `${url}: the same answer, no address or range`);
     const created = await api.call(t, 'createAutomation', { token, body: { name: 'x', config: { url, headers: {} } } });
     t.equal(created.status, 422, url);
-    t.ok(created.body.errors['config.url'], url);
+    t.strictSame(created.body.errors['config.url'], [NOT_AN_ALLOWED_DESTINATION], url);
   }
   const [count] = await api.db.owner.execute<{ n: number }>(sql`select count(*)::int as n from automations`);
   t.equal(count!.n, 0, 'nothing stored');
@@ -61,7 +69,7 @@ t.test('private destinations are refused when a configuration is validated or st
 t.test('at send time a private address is refused, recorded, and not retried', async (t) => {
   // Stored directly: a host that resolved to a public address when it was validated and
   // resolves to loopback now (DNS rebinding) looks exactly like this to the sender.
-  for (const url of [receiver.url('/rebound'), `http://localhost:${receiver.port}/rebound`]) {
+  for (const url of [receiver.url('/rebound'), `http://localhost:${receiver.port}/rebound`, `http://[::7f00:1]:${receiver.port}/rebound`]) {
     const [automation] = await api.db.owner
       .insert(automations)
       .values({ tenantId: tenant.tenantId, name: 'rebound', config: { url, headers: {} } })
@@ -76,8 +84,13 @@ t.test('at send time a private address is refused, recorded, and not retried', a
     t.equal(delivery.status, 'failed', url);
     t.equal(delivery.attempts, 1, 'a refusal is final');
     t.equal(delivery.response_status, null);
-    t.match(delivery.error, /^refused: .*(127\.0\.0\.1|::1) \(loopback\) is refused/);
+    t.equal(delivery.error, DESTINATION_NOT_ALLOWED, 'recorded without the address or its range');
+    t.equal(delivery.duration_ms, null);
     t.equal(delivery.attempt_log.length, 1, 'the attempt is recorded');
+    t.strictSame(
+      delivery.attempt_log.map((a: any) => [a.error, a.duration_ms]),
+      [[DESTINATION_NOT_ALLOWED, null]],
+    );
   }
   t.equal(receiver.received().length, 0, 'the receiver never saw a request');
 });

@@ -131,7 +131,7 @@ t.test('the validate endpoint checks a configuration without storing it', async 
   });
   t.equal(unresolvable.status, 422);
   t.strictSame(Object.keys(unresolvable.body.errors).sort(), ['headers.Connection', 'url']);
-  t.match(unresolvable.body.errors.url[0], /does not resolve|did not resolve within/);
+  t.match(unresolvable.body.errors.url[0], /is not an allowed destination/);
   t.equal(await countAutomations(), 0, 'nothing stored');
   t.equal(receiver.received('/v').length, 0, 'nothing sent');
 });
@@ -380,8 +380,8 @@ t.test('a receiver that hangs is cut off by the timeout and retried', async (t) 
   t.equal(final.attempts, 2);
   const [first] = final.attempt_log;
   t.equal(first.response_status, null);
-  t.match(first.error, /^timeout: /);
-  t.ok(first.duration_ms >= 1400 && first.duration_ms < 5000, `cut off after ~1.5 s (${first.duration_ms} ms)`);
+  t.equal(first.error, 'could not be delivered', 'a timeout reads like any other failure without a response');
+  t.equal(first.duration_ms, null);
 });
 
 t.test('deliveries: newest first, filterable, no secrets, constant query count', async (t) => {

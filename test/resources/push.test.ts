@@ -1,10 +1,12 @@
 import t, { type Test } from 'tap';
 import { randomBytes } from 'node:crypto';
+import { createServer } from 'node:net';
 import { eq, sql } from 'drizzle-orm';
 import { deliverDispatch } from '../../src/resources/notifications/jobs.ts';
 import { findDispatch, notify, storeNotificationBatch } from '../../src/resources/notifications/notify.ts';
 import { PUSH_MESSAGE_MAX_BYTES, pushPayload, sendPushes } from '../../src/resources/push/send-push.job.ts';
 import { pushSubscriptions } from '../../src/resources/push/table.ts';
+import { DESTINATION_NOT_ALLOWED, NOT_AN_ALLOWED_DESTINATION, NOT_DELIVERED } from '../../src/platform/outbound/client.ts';
 import { startTestApi } from '../helpers/atrium.ts';
 import { eventually } from '../helpers/eventually.ts';
 import { browserSubscription, decryptPush, verifyVapid } from '../helpers/push-service.ts';
@@ -300,7 +302,61 @@ t.test('a plain-http endpoint is sent to only when the allow-list admits the add
   const tally = await sendPushes(api.atrium.services, { tenantId: tenant.tenantId, attempt: 1, deliveries: [{ subscriptionId: subscription!.id, notificationId: notification!.id }] });
   t.same(tally, { sent: 0, gone: 0, retried: 0, failed: 1 }, 'refused, not retried');
   const [row] = await api.db.owner.select().from(pushSubscriptions).where(eq(pushSubscriptions.id, subscription!.id));
-  t.match(row!.lastFailure, /refused.*WEBHOOK_ALLOWED_CIDRS/, 'the refusal is recorded');
+  t.equal(row!.lastFailure, DESTINATION_NOT_ALLOWED, 'the refusal is recorded, without the address');
   t.equal(row!.lastFailureStatus, null);
+  await api.db.owner.delete(pushSubscriptions);
+});
+
+t.test('a refused endpoint is answered without saying where its host points', async (t) => {
+  const keys = browserSubscription().keys;
+  const https = ['https://10.1.2.3/push', 'https://[::7f00:1]/push', 'https://[64:ff9b::a9fe:a9fe]/push', 'https://no-such-host.invalid/push'];
+  for (const endpoint of https) {
+    const answer = await register(t, alice.token, { endpoint, keys });
+    t.equal(answer.status, 422, endpoint);
+    t.strictSame(answer.body.errors?.endpoint, [NOT_AN_ALLOWED_DESTINATION], `${endpoint}: one answer for every refused host`);
+  }
+  for (const endpoint of ['http://127.0.0.2/push', 'http://[::ffff:7f00:2]/push', 'http://no-such-host.invalid/push']) {
+    const answer = await register(t, alice.token, { endpoint, keys });
+    t.equal(answer.status, 422, endpoint);
+    t.strictSame(answer.body.errors?.endpoint, ['must be an https URL (plain http only to destinations the operator admits)'], endpoint);
+  }
+});
+
+t.test('push failures without a response are recorded alike: no port-scan oracle', async (t) => {
+  await api.db.owner.delete(pushSubscriptions);
+  // A peer that accepts and resets every connection.
+  const resetter = createServer((socket) => socket.resetAndDestroy());
+  await new Promise<void>((resolve) => resetter.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => resetter.close());
+  const erin = await api.createUser(tenant.tenantId);
+  await notifyUsers(t, [erin.id]);
+  const [notification] = await eventually(
+    async () => api.db.owner.execute<{ id: string }>(sql`select id from notifications where notifiable_id = ${erin.id}`),
+    (rows) => rows.length === 1,
+  );
+  const endpoints = {
+    'connection refused': 'http://127.0.0.1:1/push',
+    'connection reset': `http://127.0.0.1:${(resetter.address() as { port: number }).port}/push`,
+    'TLS failure': `https://127.0.0.1:${pushService.port}/push`,
+    'DNS failure': 'https://no-such-host.invalid/push',
+  };
+  // Stored directly: each may have worked when it was registered.
+  const stored = await api.db.owner
+    .insert(pushSubscriptions)
+    .values(Object.values(endpoints).map((endpoint) => ({ tenantId: tenant.tenantId, userId: erin.id, endpoint, ...browserSubscription().keys })))
+    .returning({ id: pushSubscriptions.id, endpoint: pushSubscriptions.endpoint });
+  const tally = await sendPushes(api.atrium.services, {
+    tenantId: tenant.tenantId,
+    attempt: 3, // the last allowed attempt: each failure is recorded now
+    deliveries: stored.map((row) => ({ subscriptionId: row.id, notificationId: notification!.id })),
+  });
+  t.same(tally, { sent: 0, gone: 0, retried: 0, failed: 4 });
+  const listed = (await api.call(t, 'listPushSubscriptions', { token: erin.token })).body as { endpoint: string; last_failure: string; last_failure_status: null }[];
+  t.equal(listed.length, 4);
+  for (const [what, endpoint] of Object.entries(endpoints)) {
+    const subscription = listed.find((s) => s.endpoint === endpoint)!;
+    t.equal(subscription.last_failure, `${NOT_DELIVERED} (gave up after 3 attempts)`, what);
+    t.equal(subscription.last_failure_status, null, what);
+  }
   await api.db.owner.delete(pushSubscriptions);
 });

@@ -1,5 +1,7 @@
 import { DrizzleQueryError } from 'drizzle-orm';
-import type { FastifyError, FastifyInstance } from 'fastify';
+import { STATUS_CODES } from 'node:http';
+import type { Socket } from 'node:net';
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { isMalformedMultipart } from './multipart.ts';
 import { ProblemError, problemDocument, type ProblemDocument } from './problem.ts';
 import { fieldErrors } from './validation.ts';
@@ -33,13 +35,21 @@ function constraintField(error: PostgresError): string {
 }
 
 /**
- * Database refusals caused by the client's input are 422s, never 500s (decisions §3):
+ * Database refusals caused by the client's input are 422s, never 500s:
  * a race that passed a handler's own check ends in a unique (23505) or foreign-key
  * (23503) violation, and PostgreSQL refuses some text outright (a NUL character in a
- * string or JSON value: 22021, 22P05). drizzle wraps the driver's error as `cause`.
+ * string or JSON value: 22021, 22P05). A number out of a column's range (22003) or text
+ * that does not cast to a column's type (22P02) should have been refused by the spec's
+ * bounds already; should one slip through, it is still the input's fault (and logged, as
+ * a missing bound). drizzle wraps the driver's error as `cause`.
  */
+const driverError = (error: unknown): PostgresError => ((error as { cause?: PostgresError }).cause ?? error) as PostgresError;
+
+/** Database refusals of input that the spec's bounds should have caught first. */
+const UNCHECKED_INPUT = new Set(['22003', '22P02']);
+
 function databaseProblem(error: FastifyError): ProblemDocument | null {
-  const pg = ((error as { cause?: PostgresError }).cause ?? error) as PostgresError;
+  const pg = driverError(error);
   switch (pg.code) {
     case '23505':
       return problemDocument(422, 'The request is invalid.', { [constraintField(pg)]: ['is already taken'] });
@@ -51,6 +61,10 @@ function databaseProblem(error: FastifyError): ProblemDocument | null {
     case '22021':
     case '22P05':
       return problemDocument(422, 'The request contains text that cannot be stored (such as a NUL character).');
+    case '22003': // numeric_value_out_of_range
+      return problemDocument(422, 'The request contains a number outside the range that can be stored.');
+    case '22P02': // invalid_text_representation
+      return problemDocument(422, 'The request contains a value that is not of the expected type.');
     default:
       return null;
   }
@@ -121,6 +135,7 @@ export function registerErrorHandling(app: FastifyInstance): void {
       (isMalformedMultipart(request, error) ? { problem: problemDocument(400, 'The multipart body is malformed.'), headers: {} } : null);
     if (known) {
       if (known.problem.status >= 500) request.log.error(errorLogFields(error), 'request failed');
+      else if (UNCHECKED_INPUT.has(driverError(error).code ?? '')) request.log.warn(errorLogFields(error), 'input reached the database unchecked');
       return reply.code(known.problem.status).headers(known.headers).type(PROBLEM).send(known.problem);
     }
     request.log.error(errorLogFields(error), 'unhandled error');
@@ -129,4 +144,48 @@ export function registerErrorHandling(app: FastifyInstance): void {
   app.setNotFoundHandler((request, reply) =>
     reply.code(404).type(PROBLEM).send(problemDocument(404, `No route ${request.method} ${request.url.split('?')[0]}.`)),
   );
+}
+
+/** Maximum length of one path segment (a route parameter) before routing refuses the URL. */
+export const MAX_PATH_PARAMETER_LENGTH = 1024;
+
+/**
+ * Refusals of the router, before any route runs (Fastify's `frameworkErrors`): a path
+ * segment longer than MAX_PATH_PARAMETER_LENGTH (414) and malformed percent-encoding in
+ * the path (400). Answered as problem documents like every other failure.
+ */
+export function answerRouterError(error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
+  const [status, detail]: [number, string] =
+    error.code === 'FST_ERR_MAX_PARAM_LENGTH'
+      ? [414, `A path segment is longer than ${MAX_PATH_PARAMETER_LENGTH} characters.`]
+      : error.code === 'FST_ERR_BAD_URL'
+        ? [400, 'The request path is not valid (malformed percent-encoding).']
+        : [500, 'An unexpected error occurred.'];
+  if (status >= 500) request.log.error(errorLogFields(error), 'router error');
+  void reply.code(status).type(PROBLEM).send(problemDocument(status, detail));
+}
+
+/**
+ * Requests Node's HTTP parser refuses before Fastify sees them (Fastify's
+ * `clientErrorHandler`): headers too large (431), a request that is not sent in time
+ * (408), anything else unparseable (400). Written to the socket as a problem document;
+ * the connection is then closed.
+ */
+export function answerClientError(this: FastifyInstance, error: NodeJS.ErrnoException, socket: Socket): void {
+  if (error.code === 'ECONNRESET' || socket.destroyed) return;
+  const [status, detail]: [number, string] =
+    error.code === 'HPE_HEADER_OVERFLOW'
+      ? [431, 'The request headers are too large.']
+      : error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? [408, 'The request was not received in time.']
+        : [400, 'The request is not a well-formed HTTP request.'];
+  this.log.debug({ err: { code: error.code, message: error.message } }, 'client error');
+  if (socket.writable) {
+    const body = JSON.stringify(problemDocument(status, detail));
+    socket.write(
+      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: ${PROBLEM}; charset=utf-8\r\n` +
+        `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    );
+  }
+  socket.destroy(error);
 }

@@ -1,5 +1,5 @@
 /**
- * `multipart/form-data` bodies (stack.md "Multipart"): every file part is read into a
+ * `multipart/form-data` bodies: every file part is read into a
  * Buffer kept on `request.uploads[field]`, and the body field itself becomes the file's
  * name, so the spec's `format: binary` string validates and handlers see plain values.
  * Field values are text; the spec's types are applied by the coercing validator.

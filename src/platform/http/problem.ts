@@ -1,4 +1,4 @@
-/** RFC 9457 problem documents (decisions §3). The one way a handler reports a failure. */
+/** RFC 9457 problem documents. The one way a handler reports a failure. */
 export type FieldErrors = Record<string, string[]>;
 
 export interface ProblemDocument {
@@ -16,11 +16,14 @@ const TITLES: Record<number, string> = {
   404: 'Not Found',
   405: 'Method Not Allowed',
   406: 'Not Acceptable',
+  408: 'Request Timeout',
   409: 'Conflict',
   413: 'Content Too Large',
+  414: 'URI Too Long',
   415: 'Unsupported Media Type',
   422: 'Unprocessable Content',
   429: 'Too Many Requests',
+  431: 'Request Header Fields Too Large',
   500: 'Internal Server Error',
   503: 'Service Unavailable',
 };

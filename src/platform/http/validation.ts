@@ -11,7 +11,7 @@ const addFormats = addFormatsModule as unknown as typeof addFormatsModule.defaul
 function makeAjv(options: Options): Ajv {
   const ajv = new Ajv({
     allErrors: true,
-    removeAdditional: false, // unknown keys must fail, not vanish (stack.md)
+    removeAdditional: false, // unknown keys must fail, not vanish
     useDefaults: true,
     strict: true,
     strictTypes: false,
@@ -36,9 +36,90 @@ function makeAjv(options: Options): Ajv {
 const bodyAjv = makeAjv({ coerceTypes: false });
 const textAjv = makeAjv({ coerceTypes: 'array' });
 
+/**
+ * How numbers are written in text (paths, query strings, multipart fields): decimal
+ * digits, an optional minus sign and, for non-integers, a decimal fraction. At most 20
+ * digits before the point, so the value is always finite and the spec's bounds judge it.
+ */
+const TEXT_INTEGER = /^-?[0-9]{1,20}$/;
+const TEXT_NUMBER = /^-?[0-9]{1,20}(\.[0-9]{1,20})?$/;
+
+type SchemaNode = {
+  type?: string | string[];
+  allOf?: SchemaNode[];
+  items?: SchemaNode;
+  properties?: Record<string, SchemaNode>;
+  additionalProperties?: SchemaNode | boolean;
+};
+
+const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
+
+/**
+ * Numbers written in text other than in plain decimal: Ajv's coercion reads text with
+ * JavaScript's `Number()`, which takes `1e400` and `Infinity` (infinite values that then
+ * skip every bound, format and integer check), `0x10` and ` 1`. Each is refused as Ajv
+ * would refuse a wrong type, before Ajv coerces it. Walks the data along the schema (the
+ * shapes query strings and multipart bodies take: properties, items, allOf).
+ */
+export function textNumberErrors(schema: unknown, data: unknown, path = '', errors: ErrorObject[] = []): ErrorObject[] {
+  if (!isRecord(schema)) return errors;
+  const node = schema as SchemaNode;
+  for (const part of node.allOf ?? []) textNumberErrors(part, data, path, errors);
+  const types = Array.isArray(node.type) ? node.type : node.type ? [node.type] : [];
+  if (typeof data === 'string') {
+    if (!types.includes('string')) {
+      const integer = types.includes('integer');
+      if ((integer || types.includes('number')) && !(integer ? TEXT_INTEGER : TEXT_NUMBER).test(data)) {
+        errors.push({
+          instancePath: path,
+          schemaPath: '#/type',
+          keyword: 'type',
+          params: { type: integer ? 'integer' : 'number' },
+          message: integer ? 'must be an integer written in decimal digits' : 'must be a number written in decimal digits',
+        });
+        return errors;
+      }
+    }
+    // coerceTypes 'array': a single value stands for a one-element array.
+    if (types.includes('array') && node.items) textNumberErrors(node.items, data, path, errors);
+  } else if (Array.isArray(data)) {
+    const items = node.items;
+    if (types.includes('array')) {
+      if (items) data.forEach((item, index) => textNumberErrors(items, item, `${path}/${index}`, errors));
+    } else {
+      // An array where one value is expected (`?limit=1&limit=2`): the coercion unwraps one element.
+      data.forEach((item) => textNumberErrors(node, item, path, errors));
+    }
+  } else if (isRecord(data)) {
+    for (const [key, value] of Object.entries(data)) {
+      const property = node.properties?.[key] ?? (isRecord(node.additionalProperties) ? node.additionalProperties : undefined);
+      if (property) textNumberErrors(property, value, `${path}/${key.replace(/~/g, '~0').replace(/\//g, '~1')}`, errors);
+    }
+  }
+  return errors;
+}
+
+type Validate = ((data: unknown) => boolean) & { errors?: ErrorObject[] | null };
+
+/** A validator for text parts: numbers must be written in decimal (textNumberErrors), then Ajv. */
+function textValidator(schema: object): Validate {
+  const validate = textAjv.compile(schema);
+  const wrapped: Validate = (data: unknown) => {
+    const errors = textNumberErrors(schema, data);
+    if (errors.length > 0) {
+      wrapped.errors = errors;
+      return false;
+    }
+    const valid = validate(data);
+    wrapped.errors = validate.errors;
+    return valid;
+  };
+  return wrapped;
+}
+
 export const validatorCompiler: FastifySchemaCompiler<unknown> = ({ schema, httpPart, contentType }) => {
-  const ajv = httpPart === 'body' && contentType !== 'multipart/form-data' ? bodyAjv : textAjv;
-  return ajv.compile(schema as object) as never;
+  if (httpPart === 'body' && contentType !== 'multipart/form-data') return bodyAjv.compile(schema as object) as never;
+  return textValidator(schema as object) as never;
 };
 
 /** The keys an object schema requires (none for anything else). */
@@ -52,8 +133,7 @@ function requiredKeys(schema: unknown): string[] {
  * a condition makes required and whose own keys are required (`if: {type: basic}, then:
  * {required: [basic], properties: {basic: {required: [username, password]}}}`) is reported
  * as its missing keys, `auth.basic.username` and `auth.basic.password`: the exact paths
- * the condition asks for (decisions §3 "conditional keys"). Unconditional required
- * objects keep their own path.
+ * the condition asks for. Unconditional required objects keep their own path.
  */
 export function fieldErrors(errors: ErrorObject[], context?: string): FieldErrors {
   const result: FieldErrors = {};

@@ -14,15 +14,39 @@ import { AddressPolicy, ipLiteral } from './address-policy.ts';
 
 export type OutboundFailure = 'refused' | 'timeout' | 'network';
 
-/** A request that produced no HTTP response; `kind` tells whether retrying can help. */
+/**
+ * What a tenant user may be told about a request that got no HTTP response. Nothing
+ * more: the address a name resolved to, its kind of range, or whether the connection was
+ * refused, reset, timed out or failed in DNS or TLS would let them map the network
+ * behind Atrium (which hosts exist, which ports are open). The reason is logged.
+ */
+export const DESTINATION_NOT_ALLOWED = 'the destination is not allowed';
+export const NOT_DELIVERED = 'could not be delivered';
+
+/** A destination `destinationProblem` refuses, worded for a field error. */
+export const NOT_AN_ALLOWED_DESTINATION = 'is not an allowed destination: its host must resolve, and only to addresses outbound requests may reach';
+
+/**
+ * A request that produced no HTTP response; `kind` tells whether retrying can help.
+ * `message` is DESTINATION_NOT_ALLOWED or NOT_DELIVERED, fit for users; `detail` is the
+ * reason, for the server log only.
+ */
 export class OutboundError extends Error {
+  readonly detail: string;
+
   constructor(
     readonly kind: OutboundFailure,
-    message: string,
+    detail: string,
   ) {
-    super(message);
+    super(kind === 'refused' ? DESTINATION_NOT_ALLOWED : NOT_DELIVERED);
     this.name = 'OutboundError';
+    this.detail = detail;
   }
+}
+
+/** Where the client reports why a destination was refused or a request failed. */
+export interface OutboundLogger {
+  warn(fields: object, message: string): void;
 }
 
 export interface OutboundOptions {
@@ -31,6 +55,7 @@ export interface OutboundOptions {
   timeoutMs: number;
   /** Response bytes kept; the rest is discarded and the connection closed. Default 64 KiB. */
   maxResponseBytes?: number;
+  logger?: OutboundLogger;
 }
 
 export interface OutboundRequest {
@@ -63,11 +88,11 @@ export class OutboundClient {
     this.maxResponseBytes = options.maxResponseBytes ?? 64 * 1024;
     this.agent = this.guardedAgent(
       (ip) => this.policy.permits(ip),
-      (ip) => this.policy.refusal(ip),
+      (ip) => `address ${this.policy.describe(ip)} is not public and not admitted by WEBHOOK_ALLOWED_CIDRS`,
     );
     this.allowListedAgent = this.guardedAgent(
       (ip) => this.policy.allowListed(ip),
-      (ip) => `address ${ip} is refused: it is not admitted by WEBHOOK_ALLOWED_CIDRS`,
+      (ip) => `address ${this.policy.describe(ip)} is not admitted by WEBHOOK_ALLOWED_CIDRS (plain http)`,
     );
   }
 
@@ -95,7 +120,10 @@ export class OutboundClient {
    * credentials in the URL, a host that resolves, and only to permitted addresses.
    * Used when a configuration is validated; `send` checks again at connect time.
    * `allowListedOnly`: every address must be one the operator allow-list admits (push
-   * endpoints over plain http).
+   * endpoints over plain http). Every refusal of the host is the same
+   * NOT_AN_ALLOWED_DESTINATION, whether the name does not resolve or resolves to a
+   * refused address: the answer must not tell which names exist inside the network or
+   * where they point. The reason is logged.
    */
   async destinationProblem(url: string, options: { allowListedOnly?: boolean } = {}): Promise<string | null> {
     let parsed: URL;
@@ -106,21 +134,29 @@ export class OutboundClient {
     }
     if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') return 'must be an http or https URL';
     if (parsed.username || parsed.password) return 'must not contain credentials; use auth instead';
-    const literal = ipLiteral(parsed.hostname);
+    const reason = await this.hostProblem(parsed.hostname, options);
+    if (reason === null) return null;
+    this.options.logger?.warn({ outbound: { host: parsed.host, reason } }, 'outbound destination refused');
+    return NOT_AN_ALLOWED_DESTINATION;
+  }
+
+  /** Why a host cannot be reached (for the log), or null when it can. */
+  private async hostProblem(hostname: string, options: { allowListedOnly?: boolean }): Promise<string | null> {
+    const literal = ipLiteral(hostname);
     let addresses: string[];
     if (literal !== null) addresses = [literal];
     else {
-      const resolved = await this.resolveWithin(parsed.hostname, this.options.connectTimeoutMs);
-      if (resolved === 'timeout') return `host ${parsed.hostname} did not resolve within ${this.options.connectTimeoutMs} ms`;
-      if (resolved === null) return `host ${parsed.hostname} does not resolve`;
+      const resolved = await this.resolveWithin(hostname, this.options.connectTimeoutMs);
+      if (resolved === 'timeout') return `did not resolve within ${this.options.connectTimeoutMs} ms`;
+      if (resolved === null) return 'does not resolve';
       addresses = resolved;
     }
     if (options.allowListedOnly) {
       const outside = addresses.find((address) => !this.policy.allowListed(address));
-      return outside === undefined ? null : `host ${parsed.hostname}: address ${outside} is not admitted by WEBHOOK_ALLOWED_CIDRS`;
+      return outside === undefined ? null : `address ${this.policy.describe(outside)} is not admitted by WEBHOOK_ALLOWED_CIDRS (plain http)`;
     }
     const refused = addresses.find((address) => !this.policy.permits(address));
-    return refused === undefined ? null : `host ${parsed.hostname}: ${this.policy.refusal(refused)}`;
+    return refused === undefined ? null : `address ${this.policy.describe(refused)} is not public and not admitted by WEBHOOK_ALLOWED_CIDRS`;
   }
 
   /** The host's addresses, null when it does not resolve, 'timeout' when the resolver is too slow. */
@@ -182,7 +218,10 @@ export class OutboundClient {
         durationMs: Math.round(performance.now() - started),
       };
     } catch (error) {
-      throw toOutboundError(abort.signal.aborted ? abort.signal.reason : error);
+      const failure = toOutboundError(abort.signal.aborted ? abort.signal.reason : error);
+      // The host only: paths and query strings may carry credentials.
+      this.options.logger?.warn({ outbound: { host: hostOf(outbound.url), kind: failure.kind, reason: failure.detail } }, 'outbound request failed');
+      throw failure;
     } finally {
       clearTimeout(timer);
     }
@@ -199,7 +238,7 @@ function guardedLookup(admits: (ip: string) => boolean, refusal: (ip: string) =>
     dnsLookup(hostname, { ...lookupOptions, all: true }, (error, addresses) => {
       if (error) return callback(error, []);
       const refused = addresses.find((entry) => !admits(entry.address));
-      if (refused) return callback(new OutboundError('refused', `${hostname}: ${refusal(refused.address)}`) as never, []);
+      if (refused) return callback(new OutboundError('refused', refusal(refused.address)) as never, []);
       if (lookupOptions.all) return callback(null, addresses);
       callback(null, addresses[0]!.address, addresses[0]!.family);
     });
@@ -208,7 +247,15 @@ function guardedLookup(admits: (ip: string) => boolean, refusal: (ip: string) =>
 
 const TIMEOUT_CODES = new Set(['UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT', 'ETIMEDOUT']);
 
-/** Any failure → OutboundError with a message fit for a delivery record (no request data). */
+const hostOf = (url: string): string => {
+  try {
+    return new URL(url).host;
+  } catch {
+    return '(invalid URL)';
+  }
+};
+
+/** Any failure → OutboundError; its `detail` (for the log) names the cause, never request data. */
 function toOutboundError(error: unknown): OutboundError {
   if (error instanceof OutboundError) return error;
   const cause = (error as { cause?: unknown }).cause;

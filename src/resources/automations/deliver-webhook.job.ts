@@ -1,8 +1,11 @@
 /**
- * Delivery of an automation's webhook: one job run is one attempt. Outcomes (decisions §6,
- * issue 7): 2xx → succeeded; 5xx, 429, timeouts and network errors → retried with
- * exponential backoff until `WEBHOOK_MAX_ATTEMPTS`; anything else (other 4xx, an unfollowed
- * 3xx, a refused destination) → failed at once. Every attempt is recorded.
+ * Delivery of an automation's webhook: one job run is one attempt. Outcomes: 2xx →
+ * succeeded; 5xx, 429, timeouts and network errors → retried with exponential backoff
+ * until `WEBHOOK_MAX_ATTEMPTS`; anything else (other 4xx, an unfollowed 3xx, a refused
+ * destination) → failed at once. Every attempt is recorded. An attempt without an HTTP
+ * response records only "the destination is not allowed" or "could not be delivered"
+ * and no duration: which network failure it was (refused, reset, timeout, DNS, TLS)
+ * would map the network for the tenant (see `WebhookDelivery` in the spec).
  */
 import { and, eq, inArray, sql } from 'drizzle-orm';
 import { defineJob } from '../../platform/jobs/jobs.ts';
@@ -198,8 +201,8 @@ async function attemptDelivery(services: Services, data: DeliverWebhookData): Pr
       if (!(error instanceof OutboundError)) throw error;
       outcome = {
         responseStatus: null,
-        durationMs: Math.round(Date.now() - startedAt.getTime()),
-        error: `${error.kind}: ${error.message}`,
+        durationMs: null,
+        error: error.message,
         verdict: error.kind === 'refused' ? 'failed' : 'retry',
       };
     }

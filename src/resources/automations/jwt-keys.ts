@@ -1,5 +1,5 @@
 /**
- * The installation's RS256 key pair for webhook JWTs (auth.type `jwt`, decisions §6):
+ * The installation's RS256 key pair for webhook JWTs (auth.type `jwt`):
  * generated once, kept with the instance secrets, public half served at
  * `GET /.well-known/jwks.json`.
  */

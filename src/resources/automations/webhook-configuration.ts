@@ -1,5 +1,5 @@
 /**
- * The webhook action's configuration (seed "Webhook action configuration", decisions §6):
+ * The webhook action's configuration (`WebhookConfiguration` in the spec):
  * the rules the schema cannot express, and how its secrets are stored and shown.
  */
 import type { components } from '../../../generated/api.ts';

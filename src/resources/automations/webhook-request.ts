@@ -1,5 +1,5 @@
 /**
- * One webhook request from a configuration and a delivery (decisions §6): method, custom
+ * One webhook request from a configuration and a delivery: method, custom
  * headers, the JSON payload, and the auth type's headers. Values are used as given:
  * `{{…}}` is sent literally.
  */

@@ -1,5 +1,5 @@
 /**
- * Web Push delivery (issue 8): one job per stored notification batch sends the batch's
+ * Web Push delivery: one job per stored notification batch sends the batch's
  * notifications to every subscription of its recipients, loaded with ONE set-based query
  * (a 10,000-recipient fan-out is two batches, so two queries, never one per user).
  * Messages are encrypted (RFC 8291, aes128gcm) and signed (VAPID, RFC 8292) by
@@ -10,7 +10,10 @@
  * 429, 5xx, timeouts and network errors → retried (a job of its own) after the base delay
  * doubled per attempt or the service's `Retry-After` when longer, up to
  * `PUSH_MAX_ATTEMPTS`; any other answer (other 4xx, an unfollowed 3xx, a refused
- * address) → recorded on the subscription, not retried.
+ * address) → recorded on the subscription, not retried. A failure without an HTTP
+ * response is recorded only as "the destination is not allowed" or "could not be
+ * delivered": the subscriber must not learn which network failure it was (the server
+ * log has the reason).
  */
 import { sql } from 'drizzle-orm';
 import webPush from 'web-push';
@@ -62,7 +65,7 @@ type Outcome = { kind: 'sent' } | { kind: 'gone' } | { kind: 'retry'; status: nu
  */
 export const PUSH_MESSAGE_MAX_BYTES = 3072;
 
-/** Decisions §6: the push message is `{id, title, body, url}`, body as plain text. */
+/** The push message is `{id, title, body, url}`, body as plain text. */
 export function pushPayload(notificationId: string, data: NotificationData): string {
   const message = (body: string) => JSON.stringify({ id: notificationId, title: data.title, body, url: data.url });
   const text = plainText(data.body);
@@ -144,8 +147,7 @@ async function sendOne(services: Services, keys: VapidKeys, message: PushMessage
     return { kind: 'failed', status: response.status, error };
   } catch (error) {
     if (!(error instanceof OutboundError)) throw error;
-    const described = `${error.kind}: ${error.message}`;
-    return error.kind === 'refused' ? { kind: 'failed', status: null, error: described } : { kind: 'retry', status: null, error: described };
+    return error.kind === 'refused' ? { kind: 'failed', status: null, error: error.message } : { kind: 'retry', status: null, error: error.message };
   }
 }
 

@@ -1,7 +1,8 @@
 /**
- * Checks of a subscription registration beyond the spec's shapes (issue 8, "Bad input"):
- * keys that a push message can actually be encrypted for, and an endpoint outbound
- * requests may reach (decisions §6: https, or http to hosts the operator allow-list admits).
+ * Checks of a subscription registration beyond the spec's shapes: keys that a push
+ * message can actually be encrypted for, and an endpoint outbound requests may reach
+ * (https, or http to hosts the operator allow-list admits). A refused endpoint is told
+ * apart from a malformed one, never why its host was refused (see the outbound client).
  */
 import { createECDH } from 'node:crypto';
 import type { FieldErrors } from '../../platform/http/problem.ts';
@@ -52,7 +53,7 @@ export async function endpointProblem(outbound: OutboundClient, endpoint: string
   if (url.protocol === 'https:') return outbound.destinationProblem(endpoint);
   if (url.protocol === 'http:') {
     const problem = await outbound.destinationProblem(endpoint, { allowListedOnly: true });
-    return problem === null ? null : `must be an https URL (http only to hosts WEBHOOK_ALLOWED_CIDRS admits; ${problem})`;
+    return problem === null ? null : 'must be an https URL (plain http only to destinations the operator admits)';
   }
   return 'must be an https URL';
 }
