@@ -10,8 +10,6 @@ import postgres from 'postgres';
 export interface EmbeddedDatabase {
   /** Connection string of the superuser of the cluster. */
   url: string;
-  /** False when an already running server on the same data dir was reused. */
-  owned: boolean;
   /** Password for the application role's own login (kept in the data dir). */
   appPassword: string;
   stop(): Promise<void>;
@@ -128,7 +126,7 @@ export async function startEmbeddedPostgres(dataDir: string, log: (line: string)
     // behind by a killed process): use it rather than fight over its lock.
     const runningPort = runningPostmasterPort(pgdata);
     const runningUrl = runningPort ? urlFor(password, runningPort) : null;
-    if (runningUrl && (await answers(runningUrl))) return { url: runningUrl, owned: false, appPassword, stop: async () => {} };
+    if (runningUrl && (await answers(runningUrl))) return { url: runningUrl, appPassword, stop: async () => {} };
   }
   try {
     await pg.start();
@@ -138,7 +136,6 @@ export async function startEmbeddedPostgres(dataDir: string, log: (line: string)
   let stopped = false;
   return {
     url: urlFor(password, port),
-    owned: true,
     appPassword,
     async stop() {
       if (stopped) return;

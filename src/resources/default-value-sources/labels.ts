@@ -2,7 +2,6 @@ import { eq } from 'drizzle-orm';
 import type { Auth } from '../../platform/auth/auth.ts';
 import type { Tx } from '../../platform/database/database.ts';
 import { users } from '../users/table.ts';
-import type { ParentType } from '../forms/administration.ts';
 
 /** Labels in the caller's language (`users.lang_id`); English when unset or not translated. */
 const LABELS = {
@@ -38,5 +37,3 @@ export async function labelsFor(tx: Tx, auth: Auth): Promise<Labels> {
   const lang = row?.langId ?? 'en-US';
   return lang in LABELS ? LABELS[lang as keyof typeof LABELS] : LABELS['en-US'];
 }
-
-export const parentTypeLabel = (labels: Labels, type: ParentType) => labels[type];

@@ -15,10 +15,6 @@ export const PERMISSIONS = [
 
 export type Permission = (typeof PERMISSIONS)[number];
 
-export function isPermission(value: string): value is Permission {
-  return (PERMISSIONS as readonly string[]).includes(value);
-}
-
 /** What a role grants: its permissions while active, nothing while inactive. */
 export function grantedPermissions(role: { active: boolean; permissions: readonly string[] }): string[] {
   return role.active ? [...role.permissions] : [];
