@@ -82,8 +82,10 @@ t.test('wrong old_password attempts count towards the account limit; beyond it t
   t.ok(await verifyPassword((await ownerUser(api.db, tenant.tenantId, user.id))!.passwordHash, 'the first password'), 'unchanged');
   t.equal((await login(t, user.username, 'the first password', '198.51.100.40')).status, 429, 'sign-in shares the count');
   t.equal((await api.call(t, 'getCurrentUser', { token: user.token })).status, 200, 'the session itself is untouched');
-  // The window over: the right old password works and is not counted.
-  await api.db.owner.execute(sql`update login_failures set window_started_at = now() - interval '1 day' where key = ${`account:credentials/${user.username}`}`);
+  // The window over (under the name and the user id): the right old password works and is not counted.
+  await api.db.owner.execute(
+    sql`update login_failures set window_started_at = now() - interval '1 day' where key in (${`account:credentials/${user.username}`}, ${`user:${tenant.tenantId}/${user.id}`})`,
+  );
   t.equal((await change('the first password')).status, 200);
   t.equal(await failures(`account:credentials/${user.username}`), 0);
 });
@@ -129,7 +131,7 @@ t.test('an administrator’s reset of another user’s password ends every sessi
   t.equal((await api.call(t, 'getCurrentUser', { token: adminOther })).status, 200);
   // An update without a password ends nothing.
   const fresh = (await login(t, user.username, 'a reset password', '198.51.100.60')).body.access_token;
-  t.equal((await api.call(t, 'updateUser', { token: admin.token, params: { user: user.id }, body: { city: 'Elsewhere' } })).status, 200);
+  t.equal((await api.call(t, 'updateUser', { token: admin.token, params: { user: user.id }, body: { first_name: 'Elsewhere' } })).status, 200);
   t.equal((await api.call(t, 'getCurrentUser', { token: fresh })).status, 200);
 });
 
@@ -209,4 +211,84 @@ t.test('an IPv6 client is counted by its /64: rotating addresses inside it does 
   await api.db.owner.execute(sql`update login_failures set failures = 50 where key = 'ip:2001:db8:aa:bb::/64'`);
   t.equal((await login(t, 'nobody-v6', 'whatever password', '2001:db8:aa:bb:ffff::9')).status, 429, 'another address of the /64 is limited too');
   t.equal((await login(t, 'nobody-v6', 'whatever password', '2001:db8:aa:bc::1')).status, 401, 'the next /64 has its own count');
+});
+
+t.test('a restricted session cannot lift request_password_change, nor change anything, without changing the password', async (t) => {
+  const user = await api.createUser(tenant.tenantId, { password: 'a temporary password', values: { requestPasswordChange: true } });
+  const params = { user: user.id };
+  const before = await ownerUser(api.db, tenant.tenantId, user.id);
+  const bodies: [Record<string, unknown>, string[]][] = [
+    [{ request_password_change: false, username: 'renamed-without-password' }, ['password', 'request_password_change', 'username']],
+    [{ request_password_change: false }, ['password', 'request_password_change']],
+    [{ first_name: 'Changed' }, ['first_name', 'password']],
+    [{ password: 'a password of my own', old_password: 'a temporary password', request_password_change: false }, ['request_password_change']],
+    [{ password: 'a password of my own', old_password: 'a temporary password', city: 'Bonn' }, ['city']],
+  ];
+  for (const [body, keys] of bodies) {
+    const res = await api.call(t, 'updateUser', { token: user.token, params, body });
+    t.equal(res.status, 422, JSON.stringify(body));
+    t.strictSame(Object.keys(res.body.errors).sort(), keys);
+  }
+  t.strictSame(await ownerUser(api.db, tenant.tenantId, user.id), before, 'nothing changed, the flag included');
+  t.equal((await api.call(t, 'listRoles', { token: user.token })).status, 403, 'the session is still restricted');
+  t.equal(await failures(`account:credentials/${user.username}`), 0, 'refused before any old_password was checked');
+  const changed = await api.call(t, 'updateUser', { token: user.token, params, body: { password: 'a password of my own', old_password: 'a temporary password' } });
+  t.equal(changed.status, 200, 'changing the password is the way out');
+  t.equal(changed.body.request_password_change, false);
+  t.equal((await api.call(t, 'listRoles', { token: user.token })).status, 200);
+});
+
+t.test('a restricted administrator must change the password too; it cannot clear its own flag', async (t) => {
+  const user = await api.createUser(tenant.tenantId, { permissions: ['users.view', 'users.administer'], values: { requestPasswordChange: true } });
+  const params = { user: user.id };
+  const cleared = await api.call(t, 'updateUser', { token: user.token, params, body: { request_password_change: false } });
+  t.equal(cleared.status, 422);
+  t.equal((await ownerUser(api.db, tenant.tenantId, user.id))!.requestPasswordChange, true);
+  const changed = await api.call(t, 'updateUser', { token: user.token, params, body: { password: 'a password of my own' } });
+  t.equal(changed.status, 200);
+  t.equal(changed.body.request_password_change, false);
+});
+
+t.test('without users.administer, one’s own request_password_change is ignored outside a restricted session too', async (t) => {
+  const user = await api.createUser(tenant.tenantId);
+  const res = await api.call(t, 'updateUser', { token: user.token, params: { user: user.id }, body: { request_password_change: true, city: 'Köln' } });
+  t.equal(res.status, 200);
+  t.equal(res.body.request_password_change, false, 'ignored');
+  t.equal(res.body.city, 'Köln');
+});
+
+t.test('renaming oneself does not reset the old_password limit: it is counted per user id as well', async (t) => {
+  const user = await api.createUser(tenant.tenantId, { permissions: ['users.view'], password: 'the first password' });
+  const params = { user: user.id };
+  const change = (old: string) => api.call(t, 'updateUser', { token: user.token, params, body: { password: 'the second password', old_password: old } });
+  for (let i = 0; i < 10; i++) t.equal((await change('a wrong guess')).status, 422, `guess ${i + 1}`);
+  t.equal((await change('another wrong guess')).status, 429);
+  const renamed = await api.call(t, 'updateUser', { token: user.token, params, body: { username: `${user.username}-renamed` } });
+  t.equal(renamed.status, 200, 'the rename itself is allowed');
+  t.equal((await change('a wrong guess after the rename')).status, 429, 'the count follows the user, not the name');
+  t.equal((await login(t, `${user.username}-renamed`, 'the first password', '198.51.100.80')).status, 429, 'sign-in under the new name too');
+  t.equal(await failures(`user:${tenant.tenantId}/${user.id}`), 10);
+  t.ok(await verifyPassword((await ownerUser(api.db, tenant.tenantId, user.id))!.passwordHash, 'the first password'), 'unchanged');
+});
+
+t.test('renaming oneself does not reset the sign-in limit: a known user is counted per user id as well', async (t) => {
+  const user = await api.createUser(tenant.tenantId, { permissions: ['users.view'], password: 'the first password' });
+  for (let i = 0; i < 10; i++) t.equal((await login(t, user.username, `wrong guess ${i}`, '198.51.100.81')).status, 401);
+  t.equal((await login(t, user.username, 'wrong guess 11', '198.51.100.81')).status, 429);
+  const renamed = await api.call(t, 'updateUser', { token: user.token, params: { user: user.id }, body: { username: `${user.username}-moved` } });
+  t.equal(renamed.status, 200);
+  t.equal((await login(t, `${user.username}-moved`, 'wrong guess 12', '198.51.100.82')).status, 429, 'the new name inherits the count');
+  // The window over, a right password clears both counts.
+  await api.db.owner.execute(sql`update login_failures set window_started_at = now() - interval '1 day' where key in (${`account:credentials/${user.username}`}, ${`user:${tenant.tenantId}/${user.id}`})`);
+  t.equal((await login(t, `${user.username}-moved`, 'the first password', '198.51.100.82')).status, 200);
+  t.equal(await failures(`user:${tenant.tenantId}/${user.id}`), 0);
+});
+
+t.test('blackout forgets the per-user count as well as the one under the username', async (t) => {
+  const user = await api.createUser(tenant.tenantId, { password: 'the first password' });
+  t.equal((await login(t, user.username, 'a wrong guess', '198.51.100.83')).status, 401);
+  t.equal(await failures(`user:${tenant.tenantId}/${user.id}`), 1);
+  t.equal((await api.call(t, 'blackoutUser', { token: tenant.adminToken, params: { user: user.id } })).status, 204);
+  const left = await api.db.owner.execute(sql`select key from login_failures where key in (${`account:credentials/${user.username}`}, ${`user:${tenant.tenantId}/${user.id}`})`);
+  t.strictSame([...left], []);
 });

@@ -401,3 +401,90 @@ t.test('failed token sign-ins count towards the client-address limit (429 with R
   t.equal(row!.failures, 1, 'the failure was counted');
   t.equal((await signIn(t, created.body.token)).status, 200);
 });
+
+t.test('a password change revokes the user’s pending login tokens: own change and administrator reset', async (t) => {
+  // A token the user minted for themselves (say, from a stolen session) dies with their own change.
+  const self = await api.createUser(tenant.tenantId, { permissions: ['login-tokens.administer'], password: 'the first password' });
+  const minted = await create(t, { expires_in: 86400 }, self.token);
+  t.equal(minted.status, 201);
+  const changed = await api.call(t, 'updateUser', {
+    token: self.token,
+    params: { user: self.id },
+    body: { password: 'the second password', old_password: 'the first password' },
+  });
+  t.equal(changed.status, 200);
+  t.equal((await signIn(t, minted.body.token)).status, 401, 'own change');
+  const shown = await api.call(t, 'getUserLoginToken', { token: admin, params: { userLoginToken: minted.body.uuid } });
+  t.equal(shown.body.state, 'deleted', 'listed as revoked');
+
+  // A token for a user, by an administrator, dies with the user's own change and with a reset.
+  const target = await api.createUser(tenant.tenantId, { password: 'the first password', values: { email: 'pw-target@example.com' } });
+  const forTarget = async () => (await api.call(t, 'createUserLoginTokenForEmail', { token: admin, body: { expires_in: 600, email: 'pw-target@example.com' } })).body.token as string;
+  const beforeOwn = await forTarget();
+  const own = await api.call(t, 'updateUser', {
+    token: target.token,
+    params: { user: target.id },
+    body: { password: 'the second password', old_password: 'the first password' },
+  });
+  t.equal(own.status, 200);
+  t.equal((await signIn(t, beforeOwn)).status, 401, 'the target changed their password');
+  const beforeReset = await forTarget();
+  t.equal((await api.call(t, 'updateUser', { token: admin, params: { user: target.id }, body: { password: 'a reset password' } })).status, 200);
+  t.equal((await signIn(t, beforeReset)).status, 401, 'an administrator reset the password');
+  const afterReset = await forTarget();
+  t.equal((await signIn(t, afterReset)).status, 200, 'a token created afterwards works');
+  const unrelated = await api.call(t, 'updateUser', { token: admin, params: { user: target.id }, body: { city: 'Bonn' } });
+  t.equal(unrelated.status, 200, 'an update without a password revokes nothing');
+});
+
+t.test('a creator’s logout mark ends the tokens it created for others, at the mark and at use', async (t) => {
+  const creator = await api.createUser(tenant.tenantId, { permissions: ['login-tokens.administer', 'users.view', 'users.view-personal'] });
+  await api.createUser(tenant.tenantId, { values: { email: 'creator-marked@example.com' } });
+  const mint = async () => {
+    const res = await api.call(t, 'createUserLoginTokenForEmail', { token: creator.token, body: { expires_in: 600, email: 'creator-marked@example.com' } });
+    t.equal(res.status, 201);
+    return res.body as { token: string; uuid: string };
+  };
+  const revoked = await mint();
+  t.equal((await api.call(t, 'markUserForLogout', { token: admin, params: { user: creator.id } })).status, 204);
+  t.equal((await signIn(t, revoked.token)).status, 401, 'the creator was marked for logout');
+  const shown = await api.call(t, 'getUserLoginToken', { token: admin, params: { userLoginToken: revoked.uuid } });
+  t.equal(shown.body.state, 'deleted', 'revoked by the mark');
+
+  // At use as well: a mark that did not revoke (set directly) is enough.
+  const freshSession = await api.tokenFor(tenant.tenantId, creator.id);
+  creator.token = freshSession;
+  const pending = await mint();
+  await api.db.owner.execute(sql`update users set logout_marked_at = clock_timestamp() where id = ${creator.id}`);
+  t.equal((await signIn(t, pending.token)).status, 401, 'refused at use');
+  t.equal((await tokenRow(pending.uuid))!.used_at, null, 'left unused');
+  creator.token = await api.tokenFor(tenant.tenantId, creator.id);
+  const after = await mint();
+  t.equal((await signIn(t, after.token)).status, 200, 'a token created after the mark works');
+});
+
+t.test('the relations user and loginUser need users.view; the users show only the fields the caller may see', async (t) => {
+  const tokensOnly = await api.createUser(tenant.tenantId, { permissions: ['login-tokens.administer'] });
+  const created = await create(t, { expires_in: 600 });
+  for (const relations of ['user', 'loginUser', 'user|loginUser']) {
+    const listed = await api.call(t, 'listUserLoginTokens', { token: tokensOnly.token, query: { relations } });
+    t.equal(listed.status, 422, relations);
+    t.ok(listed.body.errors.relations);
+    const one = await api.call(t, 'getUserLoginToken', { token: tokensOnly.token, params: { userLoginToken: created.body.uuid }, query: { relations } });
+    t.equal(one.status, 422, relations);
+  }
+  const plain = await api.call(t, 'listUserLoginTokens', { token: tokensOnly.token });
+  t.equal(plain.status, 200, 'the tokens themselves stay readable');
+  t.notOk(plain.text.includes('"username"'), 'no user is shown');
+
+  await api.db.owner.execute(sql`update users set email = 'admin@tokens.example' where id = ${tenant.adminUserId}`);
+  const viewer = await api.createUser(tenant.tenantId, { permissions: ['login-tokens.administer', 'users.view'] });
+  const seen = await api.call(t, 'getUserLoginToken', { token: viewer.token, params: { userLoginToken: created.body.uuid }, query: { relations: 'user|loginUser' } });
+  t.equal(seen.status, 200);
+  t.equal(seen.body.loginUser.username, 'admin');
+  t.notOk('email' in seen.body.loginUser, 'a personal field needs users.view-personal');
+  t.notOk('role_id' in seen.body.user, 'an administrative field needs users.view-administrative');
+  const personal = await api.createUser(tenant.tenantId, { permissions: ['login-tokens.administer', 'users.view', 'users.view-personal'] });
+  const shown = await api.call(t, 'getUserLoginToken', { token: personal.token, params: { userLoginToken: created.body.uuid }, query: { relations: 'loginUser' } });
+  t.equal(shown.body.loginUser.email, 'admin@tokens.example');
+});

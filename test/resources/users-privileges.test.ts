@@ -14,6 +14,8 @@ const api = await startTestApi(t);
 const tenant = await api.createTenant('privileges');
 const delegate = await api.createUser(tenant.tenantId, { username: 'delegate', permissions: ['users.administer', 'users.view'] });
 const employee = await api.createUser(tenant.tenantId, { username: 'employee' });
+/** Like the delegate, but may see (and so change) another user's role_id. */
+const roleDelegate = await api.createUser(tenant.tenantId, { username: 'role-delegate', permissions: ['users.administer', 'users.view', 'users.view-administrative'] });
 const roleNamed = async (name: string) =>
   (await api.db.owner.select().from(roles).where(sql`${roles.tenantId} = ${tenant.tenantId} and ${roles.name} = ${name}`))[0]!;
 const adminRole = await roleNamed('Administrator');
@@ -58,9 +60,9 @@ t.test('an inactive role is judged by the permissions it would grant once reacti
   t.match(create.body.errors?.role_id?.[0], /automations\.administer/);
   t.equal(await userCount(), before, 'no user stored');
   const employeeBefore = await ownerUser(api.db, tenant.tenantId, employee.id);
-  const update = await api.call(t, 'updateUser', { token: delegate.token, params: { user: employee.id }, body: { role_id: inactiveAdminLike!.id } });
+  const update = await api.call(t, 'updateUser', { token: roleDelegate.token, params: { user: employee.id }, body: { role_id: inactiveAdminLike!.id } });
   t.equal(update.status, 422);
-  t.ok(update.body.errors?.role_id);
+  t.match(update.body.errors?.role_id?.[0], /automations\.administer/);
   t.strictSame(await ownerUser(api.db, tenant.tenantId, employee.id), employeeBefore, 'the employee is unchanged');
   // Reactivating the role must not hand the delegate's sock puppet administrator rights.
   await api.db.owner.update(roles).set({ active: true }).where(eq(roles.id, inactiveAdminLike!.id));
@@ -72,9 +74,9 @@ t.test('an inactive role is judged by the permissions it would grant once reacti
 
 t.test('update: assigning a role granting permissions the caller lacks is 422 on role_id and changes nothing', async (t) => {
   const before = await ownerUser(api.db, tenant.tenantId, employee.id);
-  const res = await api.call(t, 'updateUser', { token: delegate.token, params: { user: employee.id }, body: { role_id: adminRole.id, first_name: 'Changed' } });
+  const res = await api.call(t, 'updateUser', { token: roleDelegate.token, params: { user: employee.id }, body: { role_id: adminRole.id, first_name: 'Changed' } });
   t.equal(res.status, 422);
-  t.ok(res.body.errors?.role_id);
+  t.match(res.body.errors?.role_id?.[0], /automations\.administer/, 'names what the caller lacks');
   t.strictSame(await ownerUser(api.db, tenant.tenantId, employee.id), before, 'unchanged');
 });
 

@@ -462,3 +462,29 @@ t.test('logout marking: an unprotected user may mark themselves, not others', as
   t.equal((await api.call(t, 'markUserForLogout', { token: user.token, params: { user: user.id } })).status, 204);
   t.equal((await api.call(t, 'getCurrentUser', { token: user.token })).status, 401);
 });
+
+t.test('renaming oneself needs users.view: without it no username can be probed (one 422 whatever the name)', async (t) => {
+  const self = await api.createUser(tenant.tenantId, { username: 'prober' });
+  await api.createUser(tenant.tenantId, { username: 'quietly-deleted', values: { deletedAt: new Date() } });
+  const params = { user: self.id };
+  const answers = new Set<string>();
+  for (const username of ['viewer', 'quietly-deleted', 'a-name-nobody-has']) {
+    const res = await api.call(t, 'updateUser', { token: self.token, params, body: { username } });
+    t.equal(res.status, 422, username);
+    t.match(res.body.errors.username[0], /users\.view/);
+    answers.add(res.text);
+  }
+  t.equal(answers.size, 1, 'a taken, a deleted user’s and a free name get the same answer');
+  t.equal((await ownerUser(api.db, tenant.tenantId, self.id))!.username, 'prober', 'not renamed');
+  const same = await api.call(t, 'updateUser', { token: self.token, params, body: { username: 'prober', city: 'Kiel' } });
+  t.equal(same.status, 200, 'sending one’s current username is no change');
+  t.equal(same.body.city, 'Kiel');
+
+  const seer = await api.createUser(tenant.tenantId, { username: 'seer', permissions: ['users.view'] });
+  const taken = await api.call(t, 'updateUser', { token: seer.token, params: { user: seer.id }, body: { username: 'viewer' } });
+  t.equal(taken.status, 422);
+  t.strictSame(taken.body.errors, { username: ['is already taken'] }, 'with users.view the conflict is named (listing users tells it anyway)');
+  const renamed = await api.call(t, 'updateUser', { token: seer.token, params: { user: seer.id }, body: { username: 'seer-renamed' } });
+  t.equal(renamed.status, 200);
+  t.equal(renamed.body.username, 'seer-renamed');
+});

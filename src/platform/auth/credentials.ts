@@ -4,14 +4,15 @@ import { tenants } from '../../resources/tenants/table.ts';
 import { users } from '../../resources/users/table.ts';
 import type { Database, Tx } from '../database/database.ts';
 import type { Auth } from './auth.ts';
-import { accountLimitKey, admitLoginAttempt, withdrawLoginAttempt } from './login-rate-limit.ts';
+import { accountLimitKey, admitLoginAttempt, userLimitKey, withdrawLoginAttempt } from './login-rate-limit.ts';
 import { verifyPassword } from './passwords.ts';
 import { accessTokens } from './tables.ts';
 
 /**
  * Checks `password` against the caller's own stored password (`old_password` of a password
  * change). Every check is a guess at the account's password, so it is counted like a
- * sign-in on the account's failure count, before verifying: beyond the limit it throws 429
+ * sign-in on the account's failure counts — under the current username and under the user
+ * id, which a rename does not change — before verifying: beyond the limit it throws 429
  * with `Retry-After` (and sign-in is refused too); a correct password withdraws its count.
  */
 export async function verifyOwnPassword(db: Database, config: Config, auth: Auth, password: string): Promise<boolean> {
@@ -24,7 +25,8 @@ export async function verifyOwnPassword(db: Database, config: Config, auth: Auth
     return row;
   });
   if (!account) return false;
-  const attempt = await admitLoginAttempt(db, config, [accountLimitKey(config, account.tenant, account.username)]);
+  const keys = [accountLimitKey(config, account.tenant, account.username), userLimitKey(config, auth.tenantId, auth.userId)];
+  const attempt = await admitLoginAttempt(db, config, keys);
   const matches = await verifyPassword(account.passwordHash, password);
   if (matches) await withdrawLoginAttempt(db, attempt);
   return matches;

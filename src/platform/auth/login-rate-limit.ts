@@ -20,13 +20,28 @@ export interface LimitKey {
   max: number;
 }
 
-/** The per-account count, shared by every check of the account's password (sign-in, `old_password`). */
+/**
+ * The per-account count under the name signed in with, shared by every check of the
+ * account's password (sign-in, `old_password`); it exists for unknown names too.
+ */
 export function accountLimitKey(config: Config, tenant: string, username: string): LimitKey {
   return { key: `account:${tenant.toLowerCase()}/${username.toLowerCase()}`, max: config.loginMaxFailures };
 }
 
-export function loginLimitKeys(config: Config, tenant: string, username: string, ip: string): LimitKey[] {
-  return [accountLimitKey(config, tenant, username), clientAddressLimitKey(config, ip)];
+/**
+ * The per-user count of an existing user, counted together with `accountLimitKey` by every
+ * check of their password: it follows the user through renames, so renaming oneself does
+ * not start a fresh count.
+ */
+export function userLimitKey(config: Config, tenantId: number, userId: number): LimitKey {
+  return { key: `user:${tenantId}/${userId}`, max: config.loginMaxFailures };
+}
+
+/** The keys of a password check of `username`: per name, per client address, and per user when the user exists. */
+export function loginLimitKeys(config: Config, tenant: string, username: string, ip: string, user?: { tenantId: number; userId: number }): LimitKey[] {
+  const keys = [accountLimitKey(config, tenant, username), clientAddressLimitKey(config, ip)];
+  if (user) keys.push(userLimitKey(config, user.tenantId, user.userId));
+  return keys;
 }
 
 /**
@@ -99,16 +114,19 @@ export async function withdrawLoginAttempt(db: Database, attempt: LoginAttempt, 
     where f.key = c.key and (extract(epoch from f.window_started_at) * 1000000)::bigint = c.window_id and f.failures > 0`;
 }
 
-/** A successful sign-in: the account's count starts over. */
-export async function clearLoginFailures(db: Database, key: LimitKey): Promise<void> {
-  await db.appSql`delete from login_failures where key = ${key.key}`;
+/** A successful sign-in: the account's counts (per name, per user) start over. */
+export async function clearLoginFailures(db: Database, keys: LimitKey[]): Promise<void> {
+  await db.appSql`delete from login_failures where key = any(${keys.map((k) => k.key)}::text[])`;
 }
 
 /**
- * Forgets the sign-in count of a username in the transaction's tenant (its key holds the
- * username: blackout leaves nothing that names the person).
+ * Forgets the sign-in counts of a user in the transaction's tenant, under their username
+ * and their id (blackout leaves nothing that names the person, nor a count tied to them).
  */
-export async function forgetAccountFailures(tx: Tx, config: Config, username: string): Promise<void> {
-  const [tenant] = await tx.execute<{ slug: string }>(sql`select slug from tenants where id = ${currentTenant}`);
-  if (tenant) await tx.execute(sql`delete from login_failures where key = ${accountLimitKey(config, tenant.slug, username).key}`);
+export async function forgetAccountFailures(tx: Tx, config: Config, user: { id: number; username: string }): Promise<void> {
+  const [tenant] = await tx.execute<{ id: string; slug: string }>(sql`select id, slug from tenants where id = ${currentTenant}`);
+  if (!tenant) return;
+  const byName = accountLimitKey(config, tenant.slug, user.username).key;
+  const byUser = userLimitKey(config, Number(tenant.id), user.id).key;
+  await tx.execute(sql`delete from login_failures where key in (${byName}, ${byUser})`);
 }

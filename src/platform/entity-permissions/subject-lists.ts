@@ -77,10 +77,18 @@ export function isRestricted(entityType: string, entityId: AnyColumn): SQL {
  */
 export function namesUser(entityType: string | SQL, entityId: AnyColumn | SQL, userId: number | SQL): SQL {
   return sql`exists (select 1 from entity_permissions p
-    where p.entity_type = ${entityType} and p.entity_id = ${entityId}
-      and ((p.subject_type = 'user' and p.subject_id = ${userId})
-        or (p.subject_type = 'role' and p.subject_id = (select u.role_id from users u where u.id = ${userId}))
-        or (p.subject_type = 'department' and p.subject_id in (select du.department_id from department_users du where du.user_id = ${userId}))))`;
+    where p.entity_type = ${entityType} and p.entity_id = ${entityId} and ${subjectIsUser('p', userId)})`;
+}
+
+/**
+ * True when the entity-permission row `row` (an alias of `entity_permissions`) names
+ * `userId` directly, through the user's role, or through one of the user's departments.
+ */
+function subjectIsUser(row: 'p' | 'e', userId: number | SQL): SQL {
+  const r = sql.raw(row);
+  return sql`((${r}.subject_type = 'user' and ${r}.subject_id = ${userId})
+        or (${r}.subject_type = 'role' and ${r}.subject_id = (select u.role_id from users u where u.id = ${userId}))
+        or (${r}.subject_type = 'department' and ${r}.subject_id in (select du.department_id from department_users du where du.user_id = ${userId})))`;
 }
 
 /**
@@ -114,6 +122,14 @@ export interface ConferredRights {
 export const CONFERS_ENTITY_RIGHTS = 'would give access through entity permissions (of a form, task template or menu item) that you do not have yourself';
 
 const bigintArray = (ids: readonly (number | null)[]) => `{${ids.map((id) => (id === null ? 'NULL' : String(Math.trunc(id)))).join(',')}}`;
+
+/** The entity types whose rights `caller` has anyway, through their administering permission (a text[] literal). */
+function coveredEntityTypes(caller: { permissions: ReadonlySet<string> }): string {
+  const covered = Object.entries(ENTITY_TYPE_ADMINISTRATION)
+    .filter(([, permission]) => caller.permissions.has(permission))
+    .map(([entityType]) => entityType);
+  return `{${covered.join(',')}}`;
+}
 
 /**
  * No self-granted entity rights. A membership change must not give its user rights
@@ -149,9 +165,6 @@ export async function membershipsConferringRights(
     for (const departmentId of new Set(change.departmentIds ?? [])) add(null, departmentId);
   });
   if (index.length === 0) return result;
-  const covered = Object.entries(ENTITY_TYPE_ADMINISTRATION)
-    .filter(([, permission]) => caller.permissions.has(permission))
-    .map(([entityType]) => entityType);
   const rows = await tx.execute<{ i: number; role_id: string | null; department_id: string | null }>(sql`
     select distinct c.i, c.role_id, c.department_id
     from unnest(${bigintArray(index)}::int[], ${bigintArray(targets)}::bigint[], ${bigintArray(roleIds)}::bigint[], ${bigintArray(departmentIds)}::bigint[])
@@ -159,7 +172,7 @@ export async function membershipsConferringRights(
     join entity_permissions e
       on (e.subject_type = 'role' and e.subject_id = c.role_id)
       or (e.subject_type = 'department' and e.subject_id = c.department_id)
-    where not (e.entity_type = any(${`{${covered.join(',')}}`}::text[]))
+    where not (e.entity_type = any(${coveredEntityTypes(caller)}::text[]))
       and not ${namesUser(sql`e.entity_type`, sql`e.entity_id`, caller.userId)}
       and (c.user_id is null or not ${namesUser(sql`e.entity_type`, sql`e.entity_id`, sql`c.user_id`)})`);
   for (const row of rows) {
@@ -168,4 +181,42 @@ export async function membershipsConferringRights(
     else conferred.departmentIds.push(Number(row.department_id));
   }
   return result;
+}
+
+/**
+ * The refusal for `usersHoldingRightsBeyond`: it names neither the entity nor how the user
+ * is named by it.
+ */
+export const HOLDS_ENTITY_RIGHTS = 'this user holds rights through entity permissions (of a form, task template or menu item) that you do not have';
+
+/**
+ * No takeover of entity rights. Whoever obtains a user's credentials (sets their
+ * password, or makes a login token that signs them in) can act as that user, and so use
+ * every right the user holds through entity permissions — being named, directly, through
+ * their role or through a department, by a form's, task template's or menu item's
+ * permissions. The caller must already have each such right: the entity names the caller
+ * too, or the caller holds the permission that administers that type of entity
+ * (`ENTITY_TYPE_ADMINISTRATION`), exactly as `membershipsConferringRights` judges a new
+ * membership. The same rule is checked again when a login token is used, in the database
+ * function `atrium_consume_login_token` (migration `credential-lifetimes`).
+ *
+ * Answers which of `userIds` hold a right the caller lacks; ONE query for any number of
+ * users. The caller themselves never does.
+ */
+export async function usersHoldingRightsBeyond(
+  tx: Tx,
+  caller: { userId: number; permissions: ReadonlySet<string> },
+  userIds: readonly number[],
+): Promise<Set<number>> {
+  const ids = [...new Set(userIds)].filter((id) => id !== caller.userId);
+  if (ids.length === 0) return new Set();
+  const rows = await tx.execute<{ user_id: string }>(sql`
+    select x.user_id
+    from unnest(${bigintArray(ids)}::bigint[]) as x(user_id)
+    where exists (
+      select 1 from entity_permissions e
+      where ${subjectIsUser('e', sql`x.user_id`)}
+        and not (e.entity_type = any(${coveredEntityTypes(caller)}::text[]))
+        and not ${namesUser(sql`e.entity_type`, sql`e.entity_id`, caller.userId)})`);
+  return new Set(rows.map((row) => Number(row.user_id)));
 }

@@ -33,9 +33,6 @@ export async function issueAccessToken(tx: Tx, tenantId: number, userId: number,
 
 export const authHandlers = {
   async login({ body, request, services: { db, config } }) {
-    const keys = loginLimitKeys(config, body.tenant, body.username, request.ip);
-    // Counted before the password is checked: a burst gets no more checks than the limit.
-    const attempt = await admitLoginAttempt(db, config, keys);
     const tenantId = await findTenantId(db, body.tenant);
     const user = tenantId
       ? await db.tenant(tenantId, async (tx) => {
@@ -46,12 +43,18 @@ export const authHandlers = {
           return row;
         })
       : undefined;
+    // Per name, per client address and, for an existing user, per user id (a rename does
+    // not reset it). Counted before the password is checked, in one statement: a burst gets
+    // no more checks than the limit.
+    const keys = loginLimitKeys(config, body.tenant, body.username, request.ip, tenantId && user ? { tenantId, userId: user.id } : undefined);
+    const attempt = await admitLoginAttempt(db, config, keys);
     // Always verify (against a dummy hash when there is no user): same answer, same time.
     const passwordOk = await verifyPassword(user?.passwordHash, body.password);
-    // A failure stays counted on both keys.
+    // A failure stays counted on every key.
     if (!tenantId || !user || !passwordOk || !user.active) throw unauthorized('The tenant, username or password is wrong.');
-    await clearLoginFailures(db, keys[0]!);
-    await withdrawLoginAttempt(db, attempt, [keys[1]!]);
+    const [byName, byAddress, byUser] = keys;
+    await clearLoginFailures(db, [byName!, byUser!]);
+    await withdrawLoginAttempt(db, attempt, [byAddress!]);
     const answer = await db.tenant(tenantId, (tx) => issueAccessToken(tx, tenantId, user.id, config.accessTokenTtlSeconds));
     return { status: 200, body: answer };
   },

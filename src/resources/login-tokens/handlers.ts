@@ -3,6 +3,7 @@ import { requirePermission, type Auth } from '../../platform/auth/auth.ts';
 import { admitLoginAttempt, clientAddressLimitKey, withdrawLoginAttempt } from '../../platform/auth/login-rate-limit.ts';
 import { hashToken } from '../../platform/auth/tokens.ts';
 import type { Database, Tx } from '../../platform/database/database.ts';
+import { usersHoldingRightsBeyond } from '../../platform/entity-permissions/subject-lists.ts';
 import type { Handlers } from '../../platform/http/handler.ts';
 import { invalid, notFound, unauthorized } from '../../platform/http/problem.ts';
 import { present, readControls } from '../../platform/result-controls/result-controls.ts';
@@ -48,16 +49,17 @@ function soleActiveUser(candidates: TokenTarget[]): TokenTarget | null {
 /**
  * The e-mail create refuses every unusable address with this one answer, whatever the
  * reason (no such address, inactive, deleted or shared by several users, or a user holding
- * a permission the caller lacks): it reveals neither whether the address exists nor what
- * its owner may do.
+ * a permission or an entity right the caller lacks): it reveals neither whether the
+ * address exists nor what its owner may do.
  */
-const UNUSABLE_EMAIL = 'does not name exactly one active user whose every permission you hold';
+const UNUSABLE_EMAIL = 'does not name exactly one active user whose every permission and entity right you hold';
 
 /** Stores a new token for `target` (hash only) and answers the record plus the value, once. */
 async function createLoginToken(tx: Tx, auth: Auth, services: Services, target: TokenTarget, field: string, expiresIn: number) {
-  // No escalation: a token may not sign in a user holding a permission its creator lacks
-  // (checked again when the token is used, see `atrium_consume_login_token`).
-  if (permissionsLacking(auth, target.permissions).length > 0) {
+  // No escalation: a token may not sign in a user holding a permission, or a right through
+  // entity permissions, that its creator lacks (both checked again when the token is used,
+  // see `atrium_consume_login_token`).
+  if (permissionsLacking(auth, target.permissions).length > 0 || (await usersHoldingRightsBeyond(tx, auth, [target.id])).size > 0) {
     throw invalid({ [field]: [UNUSABLE_EMAIL] }, 'No login token can be created for this user.');
   }
   const token = newLoginTokenValue(services.secrets);

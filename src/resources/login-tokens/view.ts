@@ -17,9 +17,14 @@ export function loginTokenState(row: LoginTokenRow, now = new Date()): 'active' 
   return 'active';
 }
 
-/** Users named by `column` of the tokens, presented as the viewer may see them; one query. */
+/**
+ * Users named by `column` of the tokens, presented as the viewer may see them (personal and
+ * administrative fields need their permissions); one query. Showing users at all needs
+ * `users.view`, as listing them does: without it the relation is refused (422).
+ */
 function userRelation(column: 'userId' | 'loginUserId') {
   return {
+    permission: 'users.view',
     empty: null,
     async load(tx: Tx, rows: LoginTokenRow[], viewer: Auth) {
       const ids = [...new Set(rows.map((row) => row[column]))];

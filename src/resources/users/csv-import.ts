@@ -25,7 +25,7 @@ import { languages } from '../languages/table.ts';
 import { roles } from '../roles/table.ts';
 import { grantablePermissions } from '../roles/permissions.ts';
 import { administerRefusal, isReservedUsername, roleAssignmentError, selfUpdateIgnoredKeys } from './rules.ts';
-import { fullName, userFieldVisible, userView } from './view.ts';
+import { fullName, hiddenFieldError, hiddenFieldPermission } from './view.ts';
 import { GENDERS, users } from './table.ts';
 
 type Kind = 'username' | 'password' | 'text' | 'reference' | 'boolean' | 'integer' | 'date' | 'gender' | 'email' | 'route';
@@ -122,13 +122,6 @@ function parseCell(kind: Kind, raw: string, whitespaceToNull: boolean): { value:
       return problem ? { error: problem } : { value: text };
     }
   }
-}
-
-/** The permission a hidden importable key needs to be seen (and so changed), or null when it is public. */
-function hiddenKeyPermission(caller: Auth, key: ImportableKey, user: { id: number }): string | null {
-  const visibility = (userView.fields as Record<string, { visibility?: 'public' | 'personal' | 'administrative' }>)[key]?.visibility ?? 'public';
-  if (userFieldVisible(caller, visibility, user)) return null;
-  return visibility === 'personal' ? 'users.view-personal' : 'users.view-administrative';
 }
 
 /** A cell that leaves the stored value as it is: an empty boolean or role cell (they cannot be null). */
@@ -241,8 +234,8 @@ export async function previewCsvImport(tx: Tx, content: Buffer, options: CsvImpo
         for (const key of keys) {
           if (key === 'password' || keepsCurrent(key, values[key] ?? null) || values[key] === undefined) continue;
           // Whatever the cell holds: "changed" or "unchanged" would tell the stored value.
-          const permission = hiddenKeyPermission(caller, key, user);
-          if (permission) errors[key] = [`cannot be changed here: seeing it needs the permission "${permission}"`];
+          const permission = hiddenFieldPermission(caller, key, user);
+          if (permission) errors[key] = [hiddenFieldError(permission)];
           else if (user.id === caller.userId && selfIgnored.has(key) && values[key] !== user[IMPORTABLE[key].column!]) {
             errors[key] = ['cannot be changed on your own account'];
           }

@@ -1,10 +1,10 @@
-import { and, eq, inArray, isNotNull, isNull, ne, sql } from 'drizzle-orm';
+import { and, eq, inArray, isNotNull, isNull, ne, or, sql } from 'drizzle-orm';
 import { accessTokens } from '../../platform/auth/tables.ts';
 import { authenticateRequest, can, requirePermission, type Auth } from '../../platform/auth/auth.ts';
 import { endSessionsAfterPasswordChange, verifyOwnPassword } from '../../platform/auth/credentials.ts';
 import { forgetAccountFailures } from '../../platform/auth/login-rate-limit.ts';
 import { hashPassword } from '../../platform/auth/passwords.ts';
-import { CONFERS_ENTITY_RIGHTS, membershipsConferringRights } from '../../platform/entity-permissions/subject-lists.ts';
+import { CONFERS_ENTITY_RIGHTS, HOLDS_ENTITY_RIGHTS, membershipsConferringRights, usersHoldingRightsBeyond } from '../../platform/entity-permissions/subject-lists.ts';
 import type { Tx } from '../../platform/database/database.ts';
 import type { Body, Context, Handlers } from '../../platform/http/handler.ts';
 import { uploadOf } from '../../platform/http/multipart.ts';
@@ -28,11 +28,13 @@ import {
   blackoutValues,
   deriveActive,
   isReservedUsername,
+  restrictedSelfUpdateErrors,
   roleAssignmentError,
+  selfRenameError,
   selfUpdateIgnoredKeys,
 } from './rules.ts';
 import { userProfilePictures, users } from './table.ts';
-import { DEFAULT_USER_RELATIONS, findUser, findUsers, userView, type UserRow, type UserViewer } from './view.ts';
+import { DEFAULT_USER_RELATIONS, findUser, findUsers, hiddenFieldError, hiddenFieldPermission, userView, type UserRow, type UserViewer } from './view.ts';
 
 /**
  * A create or update request body (JSON or multipart, already validated by the spec):
@@ -117,6 +119,21 @@ async function assertMayAdministerUser(tx: Tx, auth: Auth, user: Pick<UserRow, '
   assertMayAdminister(auth, { id: user.id, grantable: role ? grantablePermissions(role) : [] });
 }
 
+/**
+ * Updating ANOTHER user: a key whose field the caller may not see (`hiddenFieldPermission`,
+ * the rule of the CSV preview) is refused on that key naming the permission, whatever the
+ * value — writing it blind could redirect the user's e-mail, and "changed" or "unchanged"
+ * would tell the stored value. Such keys leave `input`, so nothing else judges them.
+ */
+function checkHiddenFields(auth: Auth, user: Pick<UserRow, 'id'>, input: UserInput, errors: FieldErrors): void {
+  for (const key of Object.keys(input) as (keyof UserInput)[]) {
+    const permission = hiddenFieldPermission(auth, key, user);
+    if (!permission) continue;
+    errors[key] = [hiddenFieldError(permission)];
+    delete input[key];
+  }
+}
+
 /** `default_route`: a same-origin path or an absolute http(s) URL (null: none). */
 function checkDefaultRoute(route: string | null | undefined, errors: FieldErrors): void {
   if (route === undefined || route === null) return;
@@ -199,20 +216,23 @@ async function replacePicture(tx: Tx, tenantId: number, userId: number, picture:
 }
 
 /**
- * Revokes the one-time login tokens that would still sign `userId` in (deleted, so they
- * show as such and can never be used); used and revoked ones stay as they are.
+ * Revokes the pending one-time login tokens that would still sign `userId` in, and those
+ * `userId` created (for anyone): a credential dies with the account, session or password
+ * it came from. They are deleted, so they show as such and can never be used; used and
+ * revoked ones stay as they are. Password changes, logout marks, deactivation, deletion
+ * and blackout use it.
  */
 async function revokePendingLoginTokens(tx: Tx, userId: number): Promise<void> {
   await tx
     .update(userLoginTokens)
     .set({ deletedAt: sql`clock_timestamp()` as never })
-    .where(and(eq(userLoginTokens.loginUserId, userId), isNull(userLoginTokens.deletedAt)));
+    .where(and(or(eq(userLoginTokens.loginUserId, userId), eq(userLoginTokens.userId, userId)), isNull(userLoginTokens.deletedAt)));
 }
 
 /**
  * Ends everything that signs `userId` in: sessions (a logout mark: tokens issued before it
- * stop authenticating) and pending login tokens. Logout marking and deactivation use it,
- * so a later reactivation revives nothing.
+ * stop authenticating) and pending login tokens (theirs, and those they created). Logout
+ * marking and deactivation use it, so a later reactivation revives nothing.
  */
 async function endAllSessions(tx: Tx, userId: number): Promise<void> {
   await tx.update(users).set({ logoutMarkedAt: sql`clock_timestamp()` as never }).where(eq(users.id, userId));
@@ -338,7 +358,12 @@ export const userHandlers = {
     const administer = can(auth, 'users.administer');
     if (!self && !administer) throw forbidden('Updating another user requires the permission "users.administer".');
     const input = { ...(ctx.body as UserInput) };
-    if (self) for (const key of selfUpdateIgnoredKeys(auth)) delete input[key as keyof UserInput];
+    if (self) {
+      // A session that must change its password may do only that (before anything is counted).
+      const restricted = restrictedSelfUpdateErrors(auth, input);
+      if (Object.keys(restricted).length > 0) throw invalid(restricted);
+      for (const key of selfUpdateIgnoredKeys(auth)) delete input[key as keyof UserInput];
+    }
     const errors: FieldErrors = {};
     checkPassword(services, input.password, errors);
     const needsOldPassword = input.password !== undefined && self && !administer;
@@ -353,6 +378,18 @@ export const userHandlers = {
       const current = await findUser(tx, params.user);
       if (!current) throw notFound('The user');
       await assertMayAdministerUser(tx, auth, current);
+      if (self) {
+        const renameError = selfRenameError(auth, input.username, current.username);
+        if (renameError) {
+          errors.username = renameError;
+          delete input.username;
+        }
+      } else {
+        checkHiddenFields(auth, current, input, errors);
+        if (input.password !== undefined && (await usersHoldingRightsBeyond(tx, auth, [current.id])).size > 0) {
+          errors.password ??= [HOLDS_ENTITY_RIGHTS];
+        }
+      }
       checkNames(
         {
           groupAccount: input.group_account ?? current.groupAccount,
@@ -370,7 +407,10 @@ export const userHandlers = {
       if (Object.keys(errors).length > 0) throw invalid(errors);
       const values: UserColumns = { ...columnsOf(input), ...(passwordHash ? { passwordHash } : {}), updatedAt: sql`now()` as never };
       await tx.update(users).set(values).where(eq(users.id, current.id));
-      if (passwordHash) await endSessionsAfterPasswordChange(tx, auth, current.id);
+      if (passwordHash) {
+        await endSessionsAfterPasswordChange(tx, auth, current.id);
+        await revokePendingLoginTokens(tx, current.id);
+      }
       if (current.active && input.active === false) await endAllSessions(tx, current.id);
       await replaceDepartments(tx, auth.tenantId, current.id, input.department_ids);
       await replacePicture(tx, auth.tenantId, current.id, picture);
@@ -435,7 +475,7 @@ export const userHandlers = {
       await tx.delete(accessTokens).where(eq(accessTokens.userId, user.id));
       await revokePendingLoginTokens(tx, user.id);
       await tx.delete(pushSubscriptions).where(eq(pushSubscriptions.userId, user.id));
-      await forgetAccountFailures(tx, config, target.username);
+      await forgetAccountFailures(tx, config, target);
       // What they typed into forms and task templates may be about them; the submissions
       // stay (as made by the anonymised account, at that time) with no values.
       await tx.update(formSubmissions).set({ values: {} }).where(eq(formSubmissions.userId, user.id));

@@ -1,7 +1,7 @@
 /** Business rules of users: self-service limits, no escalation, logout marking, blackout. */
 import { sql } from 'drizzle-orm';
 import { can, type Auth } from '../../platform/auth/auth.ts';
-import { forbidden } from '../../platform/http/problem.ts';
+import { forbidden, type FieldErrors } from '../../platform/http/problem.ts';
 import { permissionsLacking } from '../roles/permissions.ts';
 import type { users } from './table.ts';
 
@@ -25,12 +25,43 @@ export function deriveActive(enteringDate: string | null | undefined, leavingDat
  * Keys a user's update of their own record ignores (see `PUT /api/users/{user}`):
  * `prevent_logout` always, and their own `role_id` and `active`, even for administrators
  * (no one locks themselves out or raises their own role). Without `users.administer`
- * their department membership too.
+ * their department membership and `request_password_change` too: only an actual password
+ * change clears that flag.
  */
 export function selfUpdateIgnoredKeys(auth: Auth): string[] {
   const keys = ['role_id', 'active', 'prevent_logout'];
-  if (!can(auth, 'users.administer')) keys.push('department_ids');
+  if (!can(auth, 'users.administer')) keys.push('department_ids', 'request_password_change');
   return keys;
+}
+
+/** The keys a session whose password must be changed may send when updating itself. */
+const PASSWORD_KEYS = new Set(['password', 'old_password']);
+
+/**
+ * A restricted session (`request_password_change`) may update its own record only to
+ * change the password: `password` is required and every other key but `old_password` is
+ * refused, so the flag cannot be lifted, nor anything else changed, before the password
+ * is. Field errors, empty when the body is acceptable.
+ */
+export function restrictedSelfUpdateErrors(auth: Auth, input: Record<string, unknown>): FieldErrors {
+  const errors: FieldErrors = {};
+  if (!auth.passwordChangeRequired) return errors;
+  for (const key of Object.keys(input)) {
+    if (!PASSWORD_KEYS.has(key)) errors[key] = ['cannot be changed until your password has been changed'];
+  }
+  if (input.password === undefined) errors.password = ['is required: your password must be changed first'];
+  return errors;
+}
+
+/**
+ * Renaming oneself needs `users.view`: the answer "is already taken" tells whether a
+ * username exists (deleted accounts included), which only `users.view` may learn. Sending
+ * one's current username is no change and always accepted. The error for `username`, or
+ * undefined.
+ */
+export function selfRenameError(auth: Auth, username: string | undefined, current: string): string[] | undefined {
+  if (username === undefined || username === current || can(auth, 'users.view')) return undefined;
+  return ['changing your own username needs the permission "users.view"'];
 }
 
 /** Deleting (or blacking out) one's own account is refused. */

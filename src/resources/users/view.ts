@@ -10,6 +10,7 @@ import type { Secrets } from '../../platform/secrets/secrets.ts';
 import { departments, departmentUsers } from '../departments/table.ts';
 import { languages } from '../languages/table.ts';
 import { roles } from '../roles/table.ts';
+import type { Permission } from '../roles/permissions.ts';
 import { acceptedPolicies, termsOfUse } from '../terms-of-use/table.ts';
 import { userProfilePictures, users } from './table.ts';
 import { signedPictureUrl } from './profile-picture.ts';
@@ -25,6 +26,23 @@ export function userFieldVisible(viewer: Auth, visibility: Visibility, row?: Pic
   if (visibility === 'public' || row?.id === viewer.userId) return true;
   return can(viewer, visibility === 'personal' ? 'users.view-personal' : 'users.view-administrative');
 }
+
+/**
+ * The permission `viewer` lacks to see the user field `key` of `user` — and so to change it
+ * (see `hiddenFieldError`) — or null when the field is visible to them (public fields,
+ * keys that are not fields, one's own record).
+ */
+export function hiddenFieldPermission(viewer: Auth, key: string, user: Pick<UserRow, 'id'>): Permission | null {
+  const visibility = (userView.fields as Record<string, { visibility?: Visibility }>)[key]?.visibility ?? 'public';
+  if (userFieldVisible(viewer, visibility, user)) return null;
+  return visibility === 'personal' ? 'users.view-personal' : 'users.view-administrative';
+}
+
+/**
+ * The refusal of a change to a field the caller may not see (`PUT /api/users/{user}` and
+ * the CSV preview): given whatever the value, so it never confirms a stored one.
+ */
+export const hiddenFieldError = (permission: Permission) => `cannot be changed: seeing it needs the permission "${permission}"`;
 
 export const fullName = (row: Pick<UserRow, 'firstName' | 'lastName'>) =>
   [row.firstName, row.lastName].filter((part) => part !== null && part !== '').join(' ');
