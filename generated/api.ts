@@ -562,7 +562,10 @@ export interface paths {
          * @description Newest first (by creation, then internal id). Used and deleted tokens stay listed
          *     (`state`, `used_at`, `deleted_at`). The signed token value is never returned.
          *     Default fields: all except the internal `id`. Relations: `user` (creator),
-         *     `loginUser` (the user the token signs in).
+         *     `loginUser` (the user the token signs in); both need `users.view` (422 when named
+         *     without it) and show the users as `GET /api/users` would: personal fields only
+         *     with `users.view-personal`, administrative ones only with
+         *     `users.view-administrative`.
          */
         get: operations["listUserLoginTokens"];
         put?: never;
@@ -571,8 +574,8 @@ export interface paths {
          * @description `user_id` and `login_user_id` are both the authenticated user; a `user_id` in the
          *     body is ignored. The answer carries the signed value as `token`, the only time it
          *     is returned. The token stops working if the caller later loses
-         *     `login-tokens.administer`, is deactivated or deleted, or is marked for logout
-         *     (see `POST /api/auth/login-token`).
+         *     `login-tokens.administer`, is deactivated or deleted, is marked for logout, or
+         *     changes their password or has it reset (see `POST /api/auth/login-token`).
          */
         post: operations["createUserLoginToken"];
         delete?: never;
@@ -594,6 +597,8 @@ export interface paths {
         /**
          * One login token (soft-deleted ones included)
          * @description The signed token value is never returned. Default fields omit the internal `id`.
+         *     The relations `user` and `loginUser` need `users.view`, as on
+         *     `GET /api/administration/users/login-tokens`.
          */
         get: operations["getUserLoginToken"];
         put?: never;
@@ -632,15 +637,21 @@ export interface paths {
          *     who holds no permission the caller lacks (no escalation: a token may not sign in
          *     someone who can do more than its creator). A user's permissions here are all that
          *     their role lists, even while the role is inactive: it can be reactivated at any
-         *     time. Every address that fails this — no
-         *     user has it, only inactive or deleted users have it, several users share it, or
-         *     its user holds a permission the caller lacks — gets one and the same 422 on
-         *     `email`, which says neither which of these applies nor which permissions are
-         *     involved.
+         *     time. Nor may the user hold a right through entity permissions that the caller
+         *     lacks: a form, task template or menu item whose entity permissions name the user
+         *     (directly, through their role or through a department) but not the caller, unless
+         *     the caller holds `tasks.administer` (forms, task templates) or
+         *     `menu-items.administer` (menu items); signing in as the user would hand the caller
+         *     that right. Every address that fails this — no user has it, only inactive or
+         *     deleted users have it, several users share it, or its user holds a permission or
+         *     an entity right the caller lacks — gets one and the same 422 on `email`, which
+         *     says neither which of these applies nor which permissions are involved.
          *
          *     The token stops working if its creator later loses the authority to create it
-         *     (deactivated, deleted, `login-tokens.administer` or one of the user's permissions
-         *     lost) or its user is marked for logout (see `POST /api/auth/login-token`).
+         *     (deactivated, deleted, marked for logout, `login-tokens.administer`, one of the
+         *     user's permissions or one of their entity rights lost), or if its user is marked
+         *     for logout or their password or the creator's is changed or reset (see
+         *     `POST /api/auth/login-token`).
          */
         post: operations["createUserLoginTokenForEmail"];
         delete?: never;
@@ -668,18 +679,21 @@ export interface paths {
          *     (`LOGIN_MAX_FAILURES`, default 10, per `LOGIN_FAILURE_WINDOW`, default 900 s) and
          *     per client address (five times as many; the address is the connection's, or the
          *     one the trusted proxies of `TRUST_PROXY` report; an IPv6 client counts by its /64
-         *     network). An attempt beyond either limit
+         *     network). The account is counted under the username sent (existing or not) and,
+         *     when a user has that username, under the user's id as well, so a user who renames
+         *     themselves keeps their count. An attempt beyond any of these limits
          *     is answered 429 with `Retry-After` (seconds until the window ends) without checking
          *     the password, even a right one; so of any number of concurrent attempts at most the
          *     limit are checked. Failed checks stay counted; a successful sign-in clears the
-         *     account's count and does not count against the address. Wrong `old_password`
-         *     values of `PUT /api/users/{user}` count towards the same account limit.
+         *     account's counts and does not count against the address. Wrong `old_password`
+         *     values of `PUT /api/users/{user}` count towards the same account limits.
          *
          *     When `password_change_required` is true, the session is restricted until the
          *     password is changed: it may only change its own password (`PUT /api/users/{user}`
-         *     on oneself), read its own user (`GET /api/users/current`, `GET /api/users/{user}`
-         *     and the profile picture routes for oneself) and sign out (`POST /api/auth/logout`).
-         *     Every other operation answers 403 saying so.
+         *     on oneself, with `password` and `old_password` and no other key), read its own
+         *     user (`GET /api/users/current`, `GET /api/users/{user}` and the profile picture
+         *     routes for oneself) and sign out (`POST /api/auth/logout`). Every other operation
+         *     answers 403 saying so. Only the password change lifts the restriction.
          */
         post: operations["login"];
         delete?: never;
@@ -706,12 +720,23 @@ export interface paths {
          *
          *     A token lives only as long as the authority that issued it. Besides used, deleted,
          *     expired, forged or unknown tokens, these all get the same 401 (and stay unused):
-         *     a token whose user is now inactive or deleted, or was marked for logout
-         *     (`POST /api/users/logout/{user}`) after the token was created; and a token whose
-         *     creator (`user_id`) is now inactive or deleted, no longer holds
-         *     `login-tokens.administer` (an inactive role grants the creator none), or no longer
-         *     holds every permission the user's role lists (active or not: an inactive role can
-         *     be reactivated at any time).
+         *     - a token whose user is now inactive or deleted, or was marked for logout
+         *       (`POST /api/users/logout/{user}`) after the token was created;
+         *     - a token whose creator (`user_id`) is now inactive or deleted, was marked for
+         *       logout after the token was created (the session that minted it may have been
+         *       stolen), no longer holds `login-tokens.administer` (an inactive role grants the
+         *       creator none), or no longer holds every permission the user's role lists (active
+         *       or not: an inactive role can be reactivated at any time);
+         *     - a token whose user now holds a right through entity permissions that the creator
+         *       lacks: a form, task template or menu item whose entity permissions name the user
+         *       (directly, through their role or through a department) but not the creator,
+         *       unless the creator's role lists `tasks.administer` (forms, task templates) or
+         *       `menu-items.administer` (menu items).
+         *
+         *     Besides, these events revoke pending tokens at once (listed as `deleted`): a
+         *     password change of the user (their own or a reset) revokes the tokens that would
+         *     sign them in and those they created; so do a logout mark, deactivation, deletion
+         *     and blackout.
          *
          *     Every attempt counts towards the per-client-address sign-in limit before the token
          *     is looked at (see `POST /api/auth/login`): beyond it, 429 with `Retry-After`, and
@@ -1402,6 +1427,8 @@ export interface paths {
          *     `menu-items.administer` for menu items); 422 on `role_id` or `department_ids.<i>`
          *     otherwise, without naming the entity.
          *     `default_route` must be a same-origin path or an absolute http(s) URL (422).
+         *     Every key may be set on a new user, personal and administrative ones included,
+         *     whatever the caller may see: nothing stored is changed or revealed.
          */
         post: operations["createUser"];
         delete?: never;
@@ -1429,43 +1456,81 @@ export interface paths {
         /**
          * Update a user
          * @description Every create key is optional (default: the current value), plus `old_password`.
-         *     Updating another user needs `users.administer`; every user may update their own
-         *     record, where `role_id`, `active` and `prevent_logout` are ignored (even for
-         *     administrators), and `department_ids` is ignored without `users.administer`.
-         *     Changing one's own password without `users.administer` requires the current one in
-         *     `old_password` (422 when missing or wrong). Each `old_password` checked counts
-         *     towards the account's sign-in failure limit (see `POST /api/auth/login`), counted
-         *     before it is checked: beyond the limit the update answers 429 with `Retry-After`
-         *     without checking it. A password change ends sessions: changing one's own password
-         *     revokes every other access token of the user (the one used for the change keeps
-         *     working) and clears `request_password_change`; setting another user's password
-         *     revokes all of that user's access tokens. Deactivating a user (`active` from true to
-         *     false) ends every session and pending login token of theirs, like a logout mark, so
-         *     reactivating them later revives none. `profile_picture: null` removes the
+         *     Soft-deleted users are not found (404). `profile_picture: null` removes the
          *     picture; a picture is uploaded with `multipart/form-data` (see `POST /api/users`).
-         *     Soft-deleted users are not found (404).
-         *     No escalation (one rule with role administration and login tokens): `role_id` must
-         *     name a role whose permissions the caller all holds — an inactive role included,
-         *     judged by the permissions it lists (422 on `role_id` otherwise).
-         *     Updating ANOTHER user (any key, the password included) whose current role lists a
-         *     permission the caller lacks, active or not, is refused (403): no account takeover.
-         *     No entity rights the caller lacks, one's own memberships included: a new `role_id`
-         *     or new `department_ids` may not make the user named by the entity permissions of a
-         *     form, task template or menu item that do not name the caller, unless the caller
-         *     holds `tasks.administer` (forms, task templates) or `menu-items.administer` (menu
-         *     items); 422 on `role_id` or `department_ids.<i>`. Memberships through which the
-         *     user was already named, and removing memberships, are always allowed.
          *     `default_route` must be a same-origin path or an absolute http(s) URL (422).
+         *
+         *     **One's own record.** Every user may update their own record, with these limits:
+         *     - `role_id`, `active` and `prevent_logout` are ignored (even for administrators);
+         *       without `users.administer`, `department_ids` and `request_password_change` are
+         *       ignored too (only an actual password change clears that flag).
+         *     - Renaming oneself (a `username` other than the current one) needs `users.view`
+         *       (422 on `username` otherwise, whatever the name): the answer "is already taken"
+         *       would tell whether a username exists, which only `users.view` may learn.
+         *       Sending one's current username is no change and always accepted.
+         *     - Changing one's own password without `users.administer` requires the current one
+         *       in `old_password` (422 when missing or wrong). Each `old_password` checked counts
+         *       towards the account's sign-in failure limit (see `POST /api/auth/login`) — under
+         *       the username and under the user id, so renaming oneself does not start a fresh
+         *       count — before it is checked: beyond the limit the update answers 429 with
+         *       `Retry-After` without checking it.
+         *     - While the user must change their password (`request_password_change`, the
+         *       session is restricted), the body may hold only `password` (required) and
+         *       `old_password`: any other key, `request_password_change` included, is refused
+         *       (422 on that key) and nothing changes. The flag is cleared by the password change.
+         *
+         *     **Another user.** Updating another user needs `users.administer`, and:
+         *     - No account takeover: updating (any key, the password included) another user whose
+         *       current role lists a permission the caller lacks, active or not, is refused (403).
+         *     - No takeover of entity rights: `password` is refused (422 on `password`, naming no
+         *       entity) while the user holds a right through entity permissions that the caller
+         *       lacks: a form, task template or menu item whose entity permissions name the user
+         *       (directly, through their role or through a department) but not the caller, unless
+         *       the caller holds `tasks.administer` (forms, task templates) or
+         *       `menu-items.administer` (menu items). Whoever sets a password can sign in as that
+         *       user and use their rights. The other keys stay allowed for such a user, as do
+         *       deleting, restoring, blacking out and marking them for logout: none gives access
+         *       as the user.
+         *     - Fields the caller may not see cannot be written: a personal key (`email`, `phone`,
+         *       `street`, `zipcode`, `city`, `birthdate`, `gender`) without
+         *       `users.view-personal`, or an administrative key (`staff_number`,
+         *       `entering_date`, `leaving_date`, `active`, `role_id`,
+         *       `request_password_change`, `prevent_logout`, `wants_email_notifications`,
+         *       `default_route`) without `users.view-administrative`, is refused (422 on that
+         *       key, naming the permission) whatever the value — even the stored one, so the
+         *       answer never confirms a value. The CSV preview applies the same rule.
+         *
+         *     **Roles and memberships.** No escalation (one rule with role administration and
+         *     login tokens): `role_id` must name a role whose permissions the caller all holds —
+         *     an inactive role included, judged by the permissions it lists (422 on `role_id`
+         *     otherwise). No entity rights the caller lacks, one's own memberships included: a new
+         *     `role_id` or new `department_ids` may not make the user named by the entity
+         *     permissions of a form, task template or menu item that do not name the caller,
+         *     unless the caller holds `tasks.administer` (forms, task templates) or
+         *     `menu-items.administer` (menu items); 422 on `role_id` or `department_ids.<i>`.
+         *     Memberships through which the user was already named, and removing memberships,
+         *     are always allowed.
+         *
+         *     **Credentials that end.** A password change ends sessions and pending login
+         *     tokens: changing one's own password revokes every other access token of the user
+         *     (the one used for the change keeps working) and clears `request_password_change`;
+         *     setting another user's password revokes all of that user's access tokens. Either
+         *     way the one-time login tokens that would sign the user in, and those the user
+         *     created, are revoked (listed as `deleted`). Deactivating a user (`active` from true
+         *     to false) ends every session of theirs and those login tokens, like a logout mark,
+         *     so reactivating them later revives none.
          */
         put: operations["updateUser"];
         post?: never;
         /**
          * Soft-delete a user
          * @description Soft-deletes the user (restorable). Deleting oneself is refused with 403. The
-         *     user's access tokens stop working at once and stay invalid after a restore; their
-         *     pending one-time login tokens are revoked (listed as `deleted`) and stay unusable
-         *     after a restore. Deleting a user whose current role lists a permission the caller
-         *     lacks (active or not) is refused (403).
+         *     user's access tokens stop working at once and stay invalid after a restore; the
+         *     pending one-time login tokens that would sign them in, and those they created, are
+         *     revoked (listed as `deleted`) and stay unusable after a restore. Deleting a user
+         *     whose current role lists a permission the caller lacks (active or not) is refused
+         *     (403). Rights the user holds through entity permissions do not matter here
+         *     (unlike for setting their password): deleting gives no access as the user.
          */
         delete: operations["deleteUser"];
         options?: never;
@@ -1487,16 +1552,18 @@ export interface paths {
          * Anonymise a user irreversibly
          * @description Active or soft-deleted users: the username becomes `deleted-user-<id>`; names,
          *     personal and administrative fields, the password and the picture are cleared;
-         *     access tokens are deleted, pending one-time login tokens revoked, and every push
-         *     subscription (browser or device) of the user deleted, and the failed sign-in count
-         *     kept under the old username forgotten; the values the user
+         *     access tokens are deleted, the pending one-time login tokens that would sign them
+         *     in or that they created revoked, every push subscription (browser or device) of the
+         *     user deleted, and the failed sign-in counts kept under the old username and under
+         *     the user id forgotten; the values the user
          *     submitted in forms and task templates are emptied (the submissions stay, as made by
          *     the anonymised account at that time, since their values may say anything about the
          *     person). The user is soft-deleted and can never be restored. Records the user
          *     authored keep pointing at the id. All of it happens in one transaction. Blacking
          *     out oneself is refused (403); repeating it is harmless (204). Blacking out a user
          *     whose current role lists a permission the caller lacks (active or not) is refused
-         *     (403).
+         *     (403); rights the user holds through entity permissions do not matter here, since
+         *     blackout gives no access as the user.
          */
         delete: operations["blackoutUser"];
         options?: never;
@@ -1546,6 +1613,9 @@ export interface paths {
          *       of `POST /api/users`: every permission the role lists must be held by the caller,
          *       and it may not confer entity rights the caller lacks (error on `role_id`).
          *     - On the caller's own row `role_id`, `active` and `prevent_logout` cannot change.
+         *     - Passwords are never applied to existing users, so the rule of
+         *       `PUT /api/users/{user}` on setting the password of a user holding entity rights
+         *       the caller lacks has no counterpart here.
          *
          *     Cell values: booleans `true/false/1/0/yes/no`; dates `YYYY-MM-DD`; `default_route`
          *     a same-origin path or an absolute http(s) URL; an empty cell of a date, number,
@@ -1638,11 +1708,15 @@ export interface paths {
         /**
          * Mark a user for logout
          * @description Every access token issued before this call stops working at its next request
-         *     (401), and the user's pending one-time login tokens are revoked (listed as
-         *     `deleted`); tokens created afterwards work. Marking another user needs
-         *     `users.administer` and, like updating or deleting them, is refused (403) while
-         *     their role lists a permission the caller lacks (active or not). A user may mark
-         *     themselves unless `prevent_logout` protects them (403).
+         *     (401). The pending one-time login tokens that would sign the user in, and those the
+         *     user created for anyone, are revoked (listed as `deleted`); a token is refused at
+         *     use too when its user or its creator was marked after it was created (see
+         *     `POST /api/auth/login-token`). Tokens created afterwards work. Marking another user
+         *     needs `users.administer` and, like updating or deleting them, is refused (403)
+         *     while their role lists a permission the caller lacks (active or not); rights the
+         *     user holds through entity permissions do not matter here, since marking gives no
+         *     access as the user. A user may mark themselves unless `prevent_logout` protects
+         *     them (403).
          */
         post: operations["markUserForLogout"];
         delete?: never;
@@ -1668,7 +1742,9 @@ export interface paths {
          *     lists a permission the caller lacks (active or not) is refused (403), and a sent
          *     `role_id` must name a role whose permissions the caller all holds and that confers
          *     no entity rights the caller lacks (as on `PUT /api/users/{user}`; 422 on
-         *     `role_id`).
+         *     `role_id`). Rights the user already holds through entity permissions do not
+         *     matter: restoring gives no access as the user (their password stays unknown to
+         *     the caller, and their old sessions and login tokens stay dead).
          */
         post: operations["restoreUser"];
         delete?: never;
@@ -1779,7 +1855,8 @@ export interface components {
             /**
              * @description The user's `request_password_change` flag. While it is set, this session may only
              *     change its own password, read its own user and sign out; every other operation
-             *     answers 403 (see `POST /api/auth/login`). Changing the password clears it.
+             *     answers 403 (see `POST /api/auth/login`). Changing the password clears it; the
+             *     session cannot clear it otherwise.
              */
             password_change_required: boolean;
             /** @constant */
@@ -2935,10 +3012,13 @@ export interface components {
         /**
          * @description A one-time credential that signs `login_user_id` in without a password
          *     (`POST /api/auth/login-token`), until it is used, deleted or expired, and only while
-         *     the authority behind it stands: its creator active, not deleted and still holding
-         *     `login-tokens.administer` and every permission of the user it signs in, and that
-         *     user active, not deleted and not marked for logout since the token was created
-         *     (`state` does not reflect these conditions). The signed token value is never part
+         *     the authority behind it stands: its creator active, not deleted, not marked for
+         *     logout since the token was created, and still holding `login-tokens.administer`,
+         *     every permission of the user it signs in and every right that user holds through
+         *     entity permissions; and that user active, not deleted and not marked for logout
+         *     since the token was created (`state` does not reflect these conditions; a password
+         *     change, logout mark, deactivation, deletion or blackout of either user revokes the
+         *     token, which then shows as `deleted`). The signed token value is never part
          *     of this record: it is returned once, as `token`, by the create operations and stored
          *     only as a hash.
          *     The internal `id` is returned only when named in `selects`; `uuid` is the route key.
@@ -2966,7 +3046,7 @@ export interface components {
              * @description The user the token signs in.
              */
             login_user_id?: number;
-            /** @description Relation `loginUser` (the user the token signs in). */
+            /** @description Relation `loginUser` (the user the token signs in); needs `users.view`, fields as the caller may see them. */
             loginUser?: components["schemas"]["User"];
             /**
              * @description Computed: `used` after a sign-in with it, `deleted` after `DELETE`, `expired`
@@ -2979,7 +3059,7 @@ export interface components {
              * @description When the token signed its user in.
              */
             used_at?: string | null;
-            /** @description Relation `user` (the creator). */
+            /** @description Relation `user` (the creator); needs `users.view`, fields as the caller may see them. */
             user?: components["schemas"]["User"];
             /**
              * Format: int64
@@ -3000,7 +3080,10 @@ export interface components {
              */
             role_id?: number;
         };
-        /** @description Any create key (optional) plus `old_password`. */
+        /**
+         * @description Any create key (optional) plus `old_password`. Which keys a caller may send, and
+         *     which are ignored or refused, is described on `PUT /api/users/{user}`.
+         */
         UserUpdate: {
             active?: boolean;
             /** Format: date */
@@ -3028,7 +3111,11 @@ export interface components {
             last_name?: string | null;
             /** Format: date */
             leaving_date?: string | null;
-            /** @description The current password; required to change one's own password without `users.administer`. */
+            /**
+             * @description The current password; required to change one's own password without
+             *     `users.administer`. Each check counts towards the account's sign-in failure
+             *     limits (see `PUT /api/users/{user}`).
+             */
             old_password?: string;
             /** @description At least `PASSWORD_MIN_LENGTH` (default 10) characters. Never returned. */
             password?: string;
