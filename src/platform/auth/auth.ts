@@ -39,7 +39,8 @@ export function requirePermission(auth: Auth, permission: Permission): void {
 
 /**
  * What a session may still do while its user must change their password: change it
- * (`updateUser` on oneself), read oneself, sign out. `self` operations only on the
+ * (`updateUser` on oneself, whose handler then accepts only the password keys, see
+ * `restrictedSelfUpdateErrors`), read oneself, sign out. `self` operations only on the
  * caller's own `{user}`.
  */
 const WHILE_PASSWORD_CHANGE_REQUIRED: Record<string, 'any' | 'self'> = {
