@@ -8,7 +8,7 @@ import { authenticateRequest, requirePermission } from '../auth/auth.ts';
 import type { Permission } from '../../resources/roles/permissions.ts';
 import type { Services } from '../services.ts';
 import type { Context, Handlers } from './handler.ts';
-import { ProblemError } from './problem.ts';
+import { invalid, ProblemError } from './problem.ts';
 
 /**
  * Media types the spec only answers with (problem+json, images, CSV) are not accepted as
@@ -40,12 +40,31 @@ export function loadSpecification(): Record<string, unknown> {
   return JSON.parse(readFileSync(specPath, 'utf8')) as Record<string, unknown>;
 }
 
-type SpecPaths = Record<string, Record<string, { requestBody?: { content?: Record<string, unknown> } }>>;
+interface RequestBodyObject {
+  $ref?: string;
+  required?: boolean;
+  content?: Record<string, unknown>;
+}
 
-/** Media types an operation's request body may have, or null when it declares no body. */
-function declaredBodyMediaTypes(specification: Record<string, unknown>, path: string, method: string): string[] | null {
-  const content = (specification.paths as SpecPaths)[path]?.[method.toLowerCase()]?.requestBody?.content;
-  return content ? Object.keys(content) : null;
+type SpecPaths = Record<string, Record<string, { requestBody?: RequestBodyObject }>>;
+
+interface DeclaredBody {
+  mediaTypes: string[];
+  required: boolean;
+}
+
+/**
+ * The media types an operation's request body may have and whether it is required, or
+ * null when it declares no body. A body may be declared in place or as a reference to
+ * `components/requestBodies`.
+ */
+function declaredBody(specification: Record<string, unknown>, path: string, method: string): DeclaredBody | null {
+  let body = (specification.paths as SpecPaths)[path]?.[method.toLowerCase()]?.requestBody;
+  if (body?.$ref) {
+    const name = body.$ref.replace('#/components/requestBodies/', '');
+    body = ((specification.components as { requestBodies?: Record<string, RequestBodyObject> } | undefined)?.requestBodies ?? {})[name];
+  }
+  return body?.content ? { mediaTypes: Object.keys(body.content), required: body.required === true } : null;
 }
 
 /**
@@ -53,13 +72,22 @@ function declaredBodyMediaTypes(specification: Record<string, unknown>, path: st
  * failure. Operations without a body ignore one, except uploads: those are never read
  * (buffered) where no operation expects them.
  */
-function assertDeclaredMediaType(request: FastifyRequest, mediaTypes: string[] | null): void {
+function assertDeclaredMediaType(request: FastifyRequest, body: DeclaredBody | null): void {
   const header = request.headers['content-type'];
   if (!header) return;
   const mediaType = header.split(';')[0]!.trim().toLowerCase();
-  if (mediaTypes ? !mediaTypes.includes(mediaType) : mediaType === 'multipart/form-data') {
-    throw new ProblemError(415, mediaTypes ? `The request body must be ${mediaTypes.join(' or ')}.` : 'This operation takes no request body.');
+  if (body ? !body.mediaTypes.includes(mediaType) : mediaType === 'multipart/form-data') {
+    throw new ProblemError(415, body ? `The request body must be ${body.mediaTypes.join(' or ')}.` : 'This operation takes no request body.');
   }
+}
+
+/**
+ * Validation judges a body by its media type, so a request that sends none (no
+ * Content-Type, nothing to parse) is not validated at all: where the spec requires a
+ * body, its absence is a 422 on `body`, before any handler reads it.
+ */
+function assertRequiredBody(request: FastifyRequest, body: DeclaredBody | null): void {
+  if (body?.required && request.body === undefined) throw invalid({ body: ['is required'] }, 'The request body is required.');
 }
 
 /**
@@ -84,7 +112,7 @@ export async function registerOperations(app: FastifyInstance, handlers: Handler
       }>;
       if (!meta || !handler) throw new Error(`Operation ${operationId} has no handler`);
       const permission = meta.permission as Permission | null;
-      const mediaTypes = declaredBodyMediaTypes(specification, meta.path, meta.method);
+      const body = declaredBody(specification, meta.path, meta.method);
       const checks = [
         ...(meta.secured
           ? [
@@ -94,12 +122,13 @@ export async function registerOperations(app: FastifyInstance, handlers: Handler
               },
             ]
           : []),
-        async (request: FastifyRequest) => assertDeclaredMediaType(request, mediaTypes),
+        async (request: FastifyRequest) => assertDeclaredMediaType(request, body),
       ];
       return {
         // Authentication restricts some sessions to some operations (auth.ts): it reads this.
         config: { operationId },
         onRequest: checks,
+        preValidation: async (request: FastifyRequest) => assertRequiredBody(request, body),
         handler: async (request: FastifyRequest, reply: FastifyReply) => {
           const result = await handler({
             request,

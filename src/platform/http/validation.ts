@@ -136,9 +136,12 @@ function requiredKeys(schema: unknown): string[] {
  * the condition asks for. Unconditional required objects keep their own path.
  */
 export function fieldErrors(errors: ErrorObject[], context?: string): FieldErrors {
-  const result: FieldErrors = {};
+  // Keys are the client's (`constructor`, `toString`): collected in a Map, never looked up on an object.
+  const result = new Map<string, string[]>();
   const add = (key: string, message: string) => {
-    (result[key] ??= []).includes(message) || result[key].push(message);
+    const messages = result.get(key) ?? [];
+    if (!messages.includes(message)) messages.push(message);
+    result.set(key, messages);
   };
   for (const error of errors) {
     const segments = error.instancePath.split('/').slice(1).map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'));
@@ -176,5 +179,5 @@ export function fieldErrors(errors: ErrorObject[], context?: string): FieldError
     }
     add(segments.length > 0 ? segments.join('.') : context === 'body' || !context ? 'body' : context, message);
   }
-  return result;
+  return Object.fromEntries(result);
 }
