@@ -87,7 +87,9 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     forceCloseConnections: 'idle',
     routerOptions: {
       // `filter[text]=…` → { filter: { text: … } }; no `comma` option: `selects` stays one string.
-      querystringParser: (query: string) => qs.parse(query, { depth: 2, parameterLimit: 200, arrayLimit: 100 }),
+      // `plainObjects`: keys named like Object members (`filter[constructor]`) are kept as
+      // plain keys of null-prototype objects, so they are judged like any unknown key.
+      querystringParser: (query: string) => qs.parse(query, { depth: 2, parameterLimit: 200, arrayLimit: 100, plainObjects: true }),
       maxParamLength: MAX_PATH_PARAMETER_LENGTH,
     },
     // Refusals before any route runs are problem documents too.

@@ -1071,6 +1071,27 @@ t.test('a request without the body an operation requires is a 422 on body, whate
   t.ok(optional.status < 500, 'an operation whose body is optional still answers without one');
 });
 
+t.test('query parameters an operation does not declare are ignored, never read unvalidated', async (t) => {
+  const auth = { authorization: `Bearer ${tenant.adminToken}` };
+  const single = [
+    `/api/users/${tenant.adminUserId}?filter[text][]=a`,
+    `/api/users/${tenant.adminUserId}?filter[text][a]=1&limit=abc`,
+    `/api/notifications/${ours.notification}?filter[created_from][]=a`,
+    `/api/notifications/type/x?filter[created_to][a]=1`,
+  ];
+  for (const url of single) {
+    const answer = await app.inject({ method: 'GET', url, headers: auth });
+    t.ok(answer.statusCode < 500, `${url} → ${answer.statusCode}`);
+  }
+  const plain = await app.inject({ method: 'GET', url: `/api/users/${tenant.adminUserId}`, headers: auth });
+  const withStray = await app.inject({ method: 'GET', url: `/api/users/${tenant.adminUserId}?filter[text][]=a&cache=1`, headers: auth });
+  t.equal(withStray.statusCode, 200);
+  t.equal(withStray.body, plain.body, 'the same answer as without them');
+  const listed = await app.inject({ method: 'GET', url: '/api/users?filter[constructor]=1', headers: auth });
+  t.equal(listed.statusCode, 422, 'a declared filter still refuses a key named like an Object member');
+  t.ok(JSON.parse(listed.body).errors['filter.constructor'], 'reported under its own name');
+});
+
 t.test('a body declared by reference takes only its declared media types', async (t) => {
   const token = tenant.adminToken;
   const payload = '{"seen_at":"2026-01-31 14:05:00"}';

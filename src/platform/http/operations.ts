@@ -90,6 +90,45 @@ function assertRequiredBody(request: FastifyRequest, body: DeclaredBody | null):
   if (body?.required && request.body === undefined) throw invalid({ body: ['is required'] }, 'The request body is required.');
 }
 
+interface ParameterObject {
+  $ref?: string;
+  name?: string;
+  in?: string;
+  style?: string;
+  explode?: boolean;
+  schema?: { type?: string; $ref?: string };
+}
+
+/**
+ * The names of the query parameters an operation declares (on the operation or its path,
+ * in place or by reference to `components/parameters`), or null when one of them is an
+ * object spread over the query string (`style: form`, exploded: its keys are validated as
+ * the query's own, e.g. the CSV template's header names).
+ */
+function declaredQueryParameters(specification: Record<string, unknown>, path: string, method: string): Set<string> | null {
+  const item = (specification.paths as Record<string, Record<string, { parameters?: ParameterObject[] }> & { parameters?: ParameterObject[] }>)[path];
+  const shared = (specification.components as { parameters?: Record<string, ParameterObject> } | undefined)?.parameters ?? {};
+  const resolve = (parameter: ParameterObject) => (parameter.$ref ? shared[parameter.$ref.replace('#/components/parameters/', '')] : parameter);
+  const all = [...((item?.parameters as ParameterObject[] | undefined) ?? []), ...(item?.[method.toLowerCase()]?.parameters ?? [])];
+  const query = all.map(resolve).filter((p): p is ParameterObject => p?.in === 'query');
+  const schemas = (specification.components as { schemas?: Record<string, { type?: string }> } | undefined)?.schemas ?? {};
+  const typeOf = (schema: ParameterObject['schema']) => (schema?.$ref ? schemas[schema.$ref.replace('#/components/schemas/', '')]?.type : schema?.type);
+  const spread = (p: ParameterObject) => (p.style ?? 'form') === 'form' && p.explode !== false && typeOf(p.schema) === 'object';
+  if (query.some(spread)) return null;
+  return new Set(query.map((p) => p.name!));
+}
+
+/**
+ * Query parameters the operation does not declare are ignored (as HTTP APIs commonly do):
+ * they are removed before validation, so no handler ever reads an unvalidated value (such
+ * as a `filter[...]` sent to an operation that takes no filter).
+ */
+function dropUndeclaredQuery(request: FastifyRequest, declared: Set<string> | null): void {
+  const query = request.query as Record<string, unknown> | undefined;
+  if (!declared || !query || typeof query !== 'object') return;
+  for (const key of Object.keys(query)) if (!declared.has(key)) delete query[key];
+}
+
 /**
  * Binds every operation of the spec (fastify-openapi-glue builds the routes, request
  * validation and response serialization from it). Authentication and the operation's
@@ -113,6 +152,7 @@ export async function registerOperations(app: FastifyInstance, handlers: Handler
       if (!meta || !handler) throw new Error(`Operation ${operationId} has no handler`);
       const permission = meta.permission as Permission | null;
       const body = declaredBody(specification, meta.path, meta.method);
+      const queryParameters = declaredQueryParameters(specification, meta.path, meta.method);
       const checks = [
         ...(meta.secured
           ? [
@@ -128,7 +168,10 @@ export async function registerOperations(app: FastifyInstance, handlers: Handler
         // Authentication restricts some sessions to some operations (auth.ts): it reads this.
         config: { operationId },
         onRequest: checks,
-        preValidation: async (request: FastifyRequest) => assertRequiredBody(request, body),
+        preValidation: async (request: FastifyRequest) => {
+          dropUndeclaredQuery(request, queryParameters);
+          assertRequiredBody(request, body);
+        },
         handler: async (request: FastifyRequest, reply: FastifyReply) => {
           const result = await handler({
             request,

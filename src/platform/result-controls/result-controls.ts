@@ -113,7 +113,8 @@ export function readControls<Row, Viewer, FilterKey extends string>(
   }
   const conditions: SQL[] = [];
   for (const [key, value] of Object.entries(query.filter ?? {})) {
-    const filter = (view.filters as Record<string, ((value: unknown, viewer: Viewer) => SQL | undefined) | undefined> | undefined)?.[key];
+    const filters = view.filters as Record<string, ((value: unknown, viewer: Viewer) => SQL | undefined) | undefined> | undefined;
+    const filter = filters && Object.hasOwn(filters, key) ? filters[key] : undefined;
     if (!filter) {
       errors[`filter.${key}`] = [`is not a known filter; allowed: ${Object.keys(view.filters ?? {}).join(', ') || '(none)'}`];
       continue;
