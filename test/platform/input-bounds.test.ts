@@ -159,6 +159,23 @@ t.test(`JSON bodies nested more than ${MAX_JSON_DEPTH} levels deep are refused b
   t.equal(malformed.status, 400, 'malformed JSON is still a 400');
 });
 
+t.test('a string escaping half of a surrogate pair is refused (400) before it reaches a handler or the database', async (t) => {
+  const roles = async () => (await api.call(t, 'listRoles', { token })).body.length as number;
+  const before = await roles();
+  for (const name of ['\\ud800', 'a\\udc00b', '\\ud800\\u0041', 'x\\udbff']) {
+    const refused = await api.call(t, 'createRole', { token, payload: `{"name":"${name}","permissions":[]}`, contentType: 'application/json' });
+    t.equal(refused.status, 400, `${name} in a text column`);
+    t.match(refused.body.detail, /unpaired surrogate/);
+  }
+  const created = await api.call(t, 'createAutomation', { token, body: { name: 'surrogates', config: { url: receiver.url('/s'), headers: {} } } });
+  const run = await api.call(t, 'runAutomation', { token, params: { automation: created.body.id }, payload: '{"context":{"k":"\\udfff"}}', contentType: 'application/json' });
+  t.equal(run.status, 400, 'in a JSON column too');
+  t.equal(await roles(), before, 'nothing stored');
+  const paired = await api.call(t, 'createRole', { token, payload: '{"name":"smile \\ud83d\\ude00 \\\\ud800","permissions":[]}', contentType: 'application/json' });
+  t.equal(paired.status, 201, 'a whole pair, and an escaped backslash before "ud800", are fine');
+  t.equal(paired.body.name, 'smile 😀 \\ud800');
+});
+
 t.test('router refusals are problem documents', async (t) => {
   const long = await api.call(t, 'getUser', { token, params: { user: '1'.repeat(1025) } });
   t.equal(long.status, 414, 'a path segment over 1024 characters');

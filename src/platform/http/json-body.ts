@@ -1,6 +1,7 @@
 /**
  * JSON request bodies: parsed by Fastify's own parser (prototype poisoning refused), but
- * only after a check that arrays and objects nest at most MAX_JSON_DEPTH levels deep.
+ * only after a check that arrays and objects nest at most MAX_JSON_DEPTH levels deep and
+ * that no string escapes an unpaired surrogate.
  * Validation, handlers and serializers walk documents recursively; a body nested
  * thousands of levels deep would exhaust the stack there. The check is one loop over the
  * text, so it cannot itself run out of stack, and runs before anything recursive does.
@@ -18,33 +19,55 @@ const CLOSE_OBJECT = 0x7d;
 const OPEN_ARRAY = 0x5b;
 const CLOSE_ARRAY = 0x5d;
 
+const LETTER_U = 0x75;
+
+/** The UTF-16 code unit a `\uXXXX` escape at `index` (the backslash) stands for, or -1. */
+function escapedUnit(text: string, index: number): number {
+  if (text.charCodeAt(index) !== BACKSLASH || text.charCodeAt(index + 1) !== LETTER_U) return -1;
+  const hex = text.slice(index + 2, index + 6);
+  return /^[0-9a-fA-F]{4}$/.test(hex) ? parseInt(hex, 16) : -1;
+}
+
+const isHighSurrogate = (unit: number) => unit >= 0xd800 && unit <= 0xdbff;
+const isLowSurrogate = (unit: number) => unit >= 0xdc00 && unit <= 0xdfff;
+
 /**
- * Whether JSON `text` nests arrays and objects deeper than `limit`. Brackets inside
- * strings do not count. Malformed text may be judged either way; the parser refuses it
- * anyway.
+ * What makes JSON `text` unacceptable before parsing, or null: arrays and objects nested
+ * deeper than `limit` (brackets inside strings do not count), or a string escaping half
+ * of a surrogate pair (`"\ud800"`), which is no character at all: PostgreSQL refuses it in
+ * JSON columns and would store U+FFFD in text columns, so it is refused here, the same for
+ * every field. Malformed text may pass; the parser refuses it anyway.
  */
-export function nestsDeeperThan(text: string, limit: number): boolean {
+export function jsonBodyProblem(text: string, limit: number): string | null {
   let depth = 0;
   let inString = false;
   for (let index = 0; index < text.length; index++) {
     const code = text.charCodeAt(index);
     if (inString) {
-      if (code === BACKSLASH) index++;
-      else if (code === QUOTE) inString = false;
+      if (code === BACKSLASH) {
+        const unit = escapedUnit(text, index);
+        if (isHighSurrogate(unit)) {
+          if (!isLowSurrogate(escapedUnit(text, index + 6))) return 'The request body contains a string with an unpaired surrogate (\\uD800–\\uDFFF).';
+          index += 11;
+        } else if (isLowSurrogate(unit)) {
+          return 'The request body contains a string with an unpaired surrogate (\\uD800–\\uDFFF).';
+        } else index++;
+      } else if (code === QUOTE) inString = false;
     } else if (code === QUOTE) inString = true;
     else if (code === OPEN_OBJECT || code === OPEN_ARRAY) {
-      if (++depth > limit) return true;
+      if (++depth > limit) return `The request body nests arrays and objects more than ${limit} levels deep.`;
     } else if (code === CLOSE_OBJECT || code === CLOSE_ARRAY) depth--;
   }
-  return false;
+  return null;
 }
 
 export function registerJsonBodies(app: FastifyInstance): void {
   const { onProtoPoisoning, onConstructorPoisoning } = app.initialConfig as { onProtoPoisoning?: string; onConstructorPoisoning?: string };
   const parse = app.getDefaultJsonParser((onProtoPoisoning ?? 'error') as never, (onConstructorPoisoning ?? 'error') as never);
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
-    if (nestsDeeperThan(body as string, MAX_JSON_DEPTH)) {
-      done(new ProblemError(400, `The request body nests arrays and objects more than ${MAX_JSON_DEPTH} levels deep.`), undefined);
+    const problem = jsonBodyProblem(body as string, MAX_JSON_DEPTH);
+    if (problem) {
+      done(new ProblemError(400, problem), undefined);
       return;
     }
     parse(request, body as string, done);
