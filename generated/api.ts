@@ -757,7 +757,9 @@ export interface paths {
          * @description Every signed-in user sees every department of the tenant (departments are used for
          *     targeting and membership everywhere). Ordered by name, then id. Relations: `users`
          *     (the members, shown as the caller may see users; needs `users.view`, 422 when
-         *     named without it), `notification_settings`, `attribute_sets`. `filter[text]`: every word must match; a word starting with `#`
+         *     named without it), `notification_settings`, `attribute_sets` (the attribute set
+         *     definitions; needs `departments.manage`, like `GET /api/administration/attribute-sets`,
+         *     422 when named without it). `filter[text]`: every word must match; a word starting with `#`
          *     matches a tag (case-insensitive, whole tag), any other word a part of the name
          *     (case-insensitive).
          */
@@ -784,7 +786,11 @@ export interface paths {
             };
             cookie?: never;
         };
-        /** One department */
+        /**
+         * One department
+         * @description Open to every signed-in user. Relations as in the list: `users` needs `users.view`,
+         *     `attribute_sets` needs `departments.manage` (422 when named without).
+         */
         get: operations["getDepartment"];
         /**
          * Update a department
@@ -2009,7 +2015,12 @@ export interface components {
         Department: {
             /** @description Attached attribute sets, ordered by their `sort_number`. */
             attribute_set_ids?: number[];
-            /** @description Relation `attribute_sets` (the attached sets with their fields, by sort number). */
+            /**
+             * @description Relation `attribute_sets` (the attached sets with their fields, by sort number).
+             *     Needs `departments.manage`, like listing the sets: named without it → 422. The
+             *     values a department holds (`attributes`) and `attribute_set_ids` are shown to
+             *     every signed-in user; the definitions (set names, field types and labels) are not.
+             */
             attribute_sets?: components["schemas"]["AttributeSet"][];
             /** @description Field key → value, for the fields of the attached attribute sets. */
             attributes?: {
