@@ -364,7 +364,9 @@ export interface paths {
         };
         /**
          * One form
-         * @description Default relations `fields` and `entity_permissions`. 403 when the caller cannot administer the form.
+         * @description Default relations `fields` and `entity_permissions`. A form the caller cannot
+         *     administer is answered 404, exactly like a missing one, so the answer does not tell
+         *     whether it exists.
          */
         get: operations["getForm"];
         put?: never;
@@ -409,7 +411,8 @@ export interface paths {
         };
         /**
          * One task template
-         * @description Default relations `fields` and `entity_permissions`. 403 when the caller cannot administer the template.
+         * @description Default relations `fields` and `entity_permissions`. A template the caller cannot
+         *     administer is answered 404, exactly like a missing one.
          */
         get: operations["getTaskTemplate"];
         put?: never;
@@ -432,7 +435,10 @@ export interface paths {
         /**
          * Create a default value source for a task template field
          * @description The caller must be able to administer the task template of `form_field_id`
-         *     (`tasks.administer` or the template's entity permissions), otherwise 403.
+         *     (`tasks.administer` or the template's entity permissions). A field (target or
+         *     source) of a form or task template the caller cannot administer is answered exactly
+         *     like a missing one: 422, "does not exist", and no other rule looks at it (so no
+         *     answer reveals its existence or its type).
          *     Validation (422): `form_field_id` must be a (not deleted) field of a task template;
          *     `source_entity_id` needs `source_entity_type`; a `formFieldValue` source names a
          *     `formField` (`source_entity_type: formField`, `source_entity_id`) that exists, is not
@@ -463,14 +469,16 @@ export interface paths {
         /**
          * Update a default value source
          * @description Same rules as create, checked on the source as it would be after the update. The
-         *     caller must be able to administer the template of the current and of a new
-         *     `form_field_id`.
+         *     caller must be able to administer the template of the current `form_field_id`
+         *     (otherwise 404, exactly like a missing source) and of a new one (otherwise 422,
+         *     "does not exist", like a missing field).
          */
         put: operations["updateDefaultValueSource"];
         post?: never;
         /**
          * Delete a default value source
-         * @description Permanently. The caller must be able to administer the target field's template.
+         * @description Permanently. The caller must be able to administer the target field's template;
+         *     otherwise the source is answered 404, exactly like a missing one.
          */
         delete: operations["deleteDefaultValueSource"];
         options?: never;
@@ -1249,8 +1257,10 @@ export interface paths {
         /**
          * Assign an execution of a task template to a user
          * @description Requires that the caller can administer the template (`tasks.administer` or the
-         *     template's entity permissions), otherwise 403. An unknown template or an unknown or
-         *     deleted assignee → 422 (one answer for both). Inactive users (for example ones who
+         *     template's entity permissions). A template the caller cannot administer is answered
+         *     exactly like an unknown one: 422, `task_template_id` "does not exist" (so the answer
+         *     does not tell whether it exists). An unknown or deleted assignee → 422 on `user_id`
+         *     (one answer for both). Inactive users (for example ones who
          *     have not entered yet) may be assigned: whether a user is active is an
          *     administrative field, which the answer must not reveal to template administrators.
          *     Assigning an execution grants the caller no right to read the assignee (see
@@ -1272,7 +1282,8 @@ export interface paths {
         };
         /**
          * One task execution
-         * @description For its assignee and for those who can administer its template; 403 for others.
+         * @description For its assignee and for those who can administer its template. For anyone else it
+         *     is answered 404, exactly like a missing execution.
          */
         get: operations["getTaskExecution"];
         put?: never;
@@ -1309,8 +1320,9 @@ export interface paths {
          *     `language`, `department_names`) and in addition `users.view-personal` for `email`
          *     and `users.view-administrative` for `staff_number`. Administering the template (and
          *     assigning its executions) grants no right to read users. For the assignee and
-         *     for those who can administer the template; 403 for others. Costs a constant number
-         *     of queries, whatever the number of fields and sources.
+         *     for those who can administer the template; for anyone else the execution is
+         *     answered 404, exactly like a missing one. Costs a constant number of queries,
+         *     whatever the number of fields and sources.
          */
         get: operations["getTaskExecutionDefaultValues"];
         put?: never;
@@ -4096,7 +4108,6 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             422: components["responses"]["UnprocessableEntity"];
         };
@@ -4184,7 +4195,6 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             422: components["responses"]["UnprocessableEntity"];
         };
@@ -4213,7 +4223,6 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
             422: components["responses"]["UnprocessableEntity"];
         };
     };
@@ -4243,7 +4252,6 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             422: components["responses"]["UnprocessableEntity"];
         };
@@ -4267,7 +4275,6 @@ export interface operations {
                 content?: never;
             };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             422: components["responses"]["UnprocessableEntity"];
         };
@@ -5358,7 +5365,6 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
             422: components["responses"]["UnprocessableEntity"];
         };
     };
@@ -5388,7 +5394,6 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             422: components["responses"]["UnprocessableEntity"];
         };
@@ -5414,7 +5419,6 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             422: components["responses"]["UnprocessableEntity"];
         };
