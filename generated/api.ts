@@ -244,7 +244,14 @@ export interface paths {
          *     `entity_permissions`, when sent, replaces the whole restriction. A soft-deleted
          *     item is answered 404. A changed `link` is held to the placeholder rule of create
          *     (the caller must be able to read every user field it carries); a link sent back
-         *     unchanged is not re-judged, so other keys of an item stay editable.
+         *     unchanged is not re-judged, so other keys of an item stay editable. Who sees an
+         *     item decides whose values its link sends to its target, so changing the audience
+         *     of an item whose link carries placeholders is held to the same rule: sending
+         *     `entity_permissions` that differ from the current lists (compared as sets;
+         *     narrowing, widening and clearing alike) needs every permission the link's
+         *     placeholders need, otherwise 422 on `entity_permissions` naming the permission
+         *     lacking. Sending the current lists back is not a change. Deleting such an item
+         *     needs nothing more.
          */
         put: operations["updateMenuItem"];
         post?: never;
@@ -2290,7 +2297,8 @@ export interface components {
          *     (`/api/menu/items…`) answer the link resolved for the caller; the administration
          *     routes answer the stored template. Since a resolved link hands the reader's values to
          *     its target, an author may only use placeholders of user fields they may read of
-         *     other users (see `createMenuItem`).
+         *     other users (see `createMenuItem`), and only a caller who may read them can change
+         *     the item's link or who sees it (see `updateMenuItem`).
          *
          *     **iframe_access** is computed by the server (on create, and whenever `link` or
          *     `allow_iframe_access` changes): true only when `allow_iframe_access` is true and the
