@@ -2280,7 +2280,11 @@ export interface components {
         };
         /**
          * @description URL or same-origin path, optionally with placeholders (see MenuItem). It may not
-         *     begin with a placeholder; `type` restricts the allowed forms. Anything else → 422.
+         *     begin with a placeholder; `type` restricts the allowed forms. URLs and paths follow
+         *     the rule of every URL Atrium hands to a client to open (as `default_route` and a
+         *     notification's `url`): a path starts with a single `/`; an `http(s)` URL has its
+         *     host right after `//`, without a user name or password; no whitespace, backslash or
+         *     control character. Anything else → 422.
          */
         Link: string;
         MenuIdentifier: string;
@@ -2814,9 +2818,15 @@ export interface components {
             user_ids?: components["schemas"]["user_ids"];
         } | unknown | unknown;
         /**
-         * @description An absolute http(s) URL or a same-origin path starting with a single `/`. Paths
-         *     starting with `//` or `/\` (which browsers read as another host) and control
-         *     characters (which browsers strip, turning `/<TAB>/host` into `//host`) → 422.
+         * @description Where the client goes when the notification is opened. The rule of every URL Atrium
+         *     hands to a client to open (menu item links, `default_route`): a same-origin path
+         *     starting with a single `/` (e.g. `/events/1?tab=open`), or an absolute `https://` or
+         *     `http://` URL whose host follows `//` directly, without a user name or password
+         *     (`https://host/…`). Anything else → 422 on `url`: other schemes (`javascript:`,
+         *     `data:`, `mailto:`…), paths starting with `//` (another host), relative paths, an
+         *     empty or missing host (`https://`, `https:///host`), `user@host`, and any
+         *     whitespace, backslash or control character (browsers strip or reinterpret them,
+         *     turning `/\host` or `/<TAB>/host` into `//host`).
          */
         Url: string;
         /**
@@ -2925,7 +2935,8 @@ export interface components {
             /**
              * @description Where the client navigates after sign-in: null (none), a same-origin path
              *     starting with a single `/` (e.g. `/tasks?tab=open`), or an absolute `https://` or
-             *     `http://` URL with a host. Anything else is refused with 422 — other schemes
+             *     `http://` URL with its host right after `//` (no user name or password). Anything
+             *     else is refused with 422 — other schemes
              *     (`javascript:`, `data:`, `vbscript:`, `mailto:`…), paths starting with `//` or
              *     `/\` (another host), relative paths and the empty string, and any whitespace,
              *     backslash or control character (browsers strip or reinterpret them).
@@ -3040,7 +3051,8 @@ export interface components {
             /**
              * @description Where the client navigates after sign-in: null (none), a same-origin path
              *     starting with a single `/` (e.g. `/tasks?tab=open`), or an absolute `https://` or
-             *     `http://` URL with a host. Anything else is refused with 422 — other schemes
+             *     `http://` URL with its host right after `//` (no user name or password). Anything
+             *     else is refused with 422 — other schemes
              *     (`javascript:`, `data:`, `vbscript:`, `mailto:`…), paths starting with `//` or
              *     `/\` (another host), relative paths and the empty string, and any whitespace,
              *     backslash or control character (browsers strip or reinterpret them).
