@@ -297,7 +297,9 @@ export interface paths {
         put?: never;
         /**
          * Create a role
-         * @description `name` is unique per tenant. A caller may only grant permissions they hold
+         * @description `name` is unique per tenant (see `RoleInput`: no look-alikes of another role's
+         *     name, no surrounding whitespace, no invisible characters; 422 on `name`). A caller
+         *     may only grant permissions they hold
          *     themselves (otherwise 422 naming `permissions`), so role administration cannot be
          *     used to escalate one's own privileges.
          */
@@ -326,7 +328,8 @@ export interface paths {
          *     change, permissions the caller lacks may not be added (422 on `permissions`), and
          *     `active` may be changed only while the role's new permissions are all the caller's
          *     too (422 on `active`). The caller's own role cannot be deactivated or lose
-         *     `users.administer` (422): that would lock the caller out.
+         *     `users.administer` (422): that would lock the caller out. A new `name` follows the
+         *     rules of create (`RoleInput`); a name sent back unchanged is not judged again.
          */
         put: operations["updateRole"];
         post?: never;
@@ -2068,8 +2071,13 @@ export interface components {
         /** @description Departments whose members are notified (required when `user_ids` is absent). */
         department_ids: components["schemas"]["Id"][];
         /**
-         * @description `name` is required and unique in the tenant (case-sensitive, surrounding blanks
-         *     trimmed). `notification_setting_ids` and
+         * @description `name` is required and unique in the tenant, surrounding blanks trimmed. People
+         *     must tell departments apart by it, so a name may not be a look-alike of another
+         *     department's: names that differ only in letter case, in runs of whitespace, or in
+         *     Unicode form (compared after compatibility normalisation, NFKC) are the same name
+         *     (422 "is already taken"); control, format (zero-width, bidirectional) and other
+         *     invisible characters are refused (422). It is stored in composed form (NFC). On
+         *     update, a name sent back unchanged is not judged again. `notification_setting_ids` and
          *     `attribute_set_ids` keep their current values when omitted on update (none on
          *     create); every id must exist in the tenant. Any other key is a value for a field of
          *     an attached attribute set and must match that field's type (`string`, `integer`,
@@ -2626,9 +2634,19 @@ export interface components {
         RoleInput: {
             /** @default true */
             active: boolean;
-            name: string;
+            name: components["schemas"]["RoleName"];
             permissions?: components["schemas"]["PermissionList"];
         };
+        /**
+         * @description Unique in the tenant, and people must be able to tell roles apart by it, so a name
+         *     may not be a look-alike of another role's name: names that differ only in letter
+         *     case, in runs of whitespace, or in Unicode form (compared after compatibility
+         *     normalisation, NFKC, so full-width letters count as plain ones) are the same name
+         *     (422 "is already taken"). A name may not begin or end with whitespace, nor contain
+         *     control, format (zero-width, bidirectional) or other invisible characters (422). It
+         *     is stored in composed form (NFC).
+         */
+        RoleName: string;
         /** @description A role; fields absent were not selected. */
         RoleRecord: {
             active?: boolean;
@@ -2643,7 +2661,7 @@ export interface components {
         };
         RoleUpdate: {
             active?: boolean;
-            name?: string;
+            name?: components["schemas"]["RoleName"];
             permissions?: components["schemas"]["PermissionList"];
         };
         /**

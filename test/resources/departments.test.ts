@@ -276,6 +276,36 @@ t.test('attribute set definitions need departments.manage, through departments t
   t.match(managed.body.attribute_sets, [{ id: secret, name: 'Confidential HR set', fields: [{ key: 'salary_band', label: 'Salary band' }] }], 'shown with departments.manage');
 });
 
+t.test('department names: no look-alikes of another department (case, Unicode form, spacing), no control characters', async (t) => {
+  const sales = await create(t, { name: 'Field sales' });
+  t.equal(sales.status, 201);
+  const before = await departmentCount();
+  for (const [name, what] of [
+    ['field sales', 'other case'],
+    ['FIELD  SALES', 'upper case and a double space'],
+    ['\uff26ield sales', 'full-width letter'],
+    ['Field\u00a0sales', 'no-break space'],
+    ['Field sales\u200b', 'zero-width space'],
+    ['Field\u202esales', 'bidi override'],
+    ['Field\u0007sales', 'control character'],
+  ] as const) {
+    const res = await create(t, { name });
+    t.equal(res.status, 422, what);
+    t.ok(res.body.errors?.name, `${what}: names name: ${JSON.stringify(res.body.errors)}`);
+  }
+  t.equal(await departmentCount(), before, 'nothing created');
+  const decomposed = await create(t, { name: 'Re\u0301ception' });
+  t.equal(decomposed.status, 201);
+  t.equal(decomposed.body.name, 'R\u00e9ception', 'stored in the composed (NFC) form');
+  t.equal((await create(t, { name: 'R\u00c9CEPTION' })).status, 422);
+  const renamed = await api.call(t, 'updateDepartment', { token: manager.token, params: { department: decomposed.body.id }, body: { name: 'FIELD sales' } });
+  t.equal(renamed.status, 422, 'a rename into a look-alike of another department');
+  const recased = await api.call(t, 'updateDepartment', { token: manager.token, params: { department: decomposed.body.id }, body: { name: 'r\u00e9ception' } });
+  t.equal(recased.status, 200, 'a department may change the case of its own name');
+  const results = await Promise.all(['Night desk', 'night desk', 'NIGHT DESK'].map((name) => create(t, { name })));
+  t.strictSame(results.map((r) => r.status).sort(), [201, 422, 422], 'concurrent look-alikes: exactly one is created');
+});
+
 t.test('availability reports count, limit and remaining; creating beyond the limit is 422', async (t) => {
   const limited = await api.createTenant('departments-limited');
   const unlimited = await api.call(t, 'getDepartmentAvailability', { token: limited.adminToken });
