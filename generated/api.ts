@@ -244,7 +244,14 @@ export interface paths {
          *     `entity_permissions`, when sent, replaces the whole restriction. A soft-deleted
          *     item is answered 404. A changed `link` is held to the placeholder rule of create
          *     (the caller must be able to read every user field it carries); a link sent back
-         *     unchanged is not re-judged, so other keys of an item stay editable.
+         *     unchanged is not re-judged, so other keys of an item stay editable. Who sees an
+         *     item decides whose values its link sends to its target, so changing the audience
+         *     of an item whose link carries placeholders is held to the same rule: sending
+         *     `entity_permissions` that differ from the current lists (compared as sets;
+         *     narrowing, widening and clearing alike) needs every permission the link's
+         *     placeholders need, otherwise 422 on `entity_permissions` naming the permission
+         *     lacking. Sending the current lists back is not a change. Deleting such an item
+         *     needs nothing more.
          */
         put: operations["updateMenuItem"];
         post?: never;
@@ -290,7 +297,9 @@ export interface paths {
         put?: never;
         /**
          * Create a role
-         * @description `name` is unique per tenant. A caller may only grant permissions they hold
+         * @description `name` is unique per tenant (see `RoleInput`: no look-alikes of another role's
+         *     name, no surrounding whitespace, no invisible characters; 422 on `name`). A caller
+         *     may only grant permissions they hold
          *     themselves (otherwise 422 naming `permissions`), so role administration cannot be
          *     used to escalate one's own privileges.
          */
@@ -319,7 +328,8 @@ export interface paths {
          *     change, permissions the caller lacks may not be added (422 on `permissions`), and
          *     `active` may be changed only while the role's new permissions are all the caller's
          *     too (422 on `active`). The caller's own role cannot be deactivated or lose
-         *     `users.administer` (422): that would lock the caller out.
+         *     `users.administer` (422): that would lock the caller out. A new `name` follows the
+         *     rules of create (`RoleInput`); a name sent back unchanged is not judged again.
          */
         put: operations["updateRole"];
         post?: never;
@@ -364,7 +374,9 @@ export interface paths {
         };
         /**
          * One form
-         * @description Default relations `fields` and `entity_permissions`. 403 when the caller cannot administer the form.
+         * @description Default relations `fields` and `entity_permissions`. A form the caller cannot
+         *     administer is answered 404, exactly like a missing one, so the answer does not tell
+         *     whether it exists.
          */
         get: operations["getForm"];
         put?: never;
@@ -409,7 +421,8 @@ export interface paths {
         };
         /**
          * One task template
-         * @description Default relations `fields` and `entity_permissions`. 403 when the caller cannot administer the template.
+         * @description Default relations `fields` and `entity_permissions`. A template the caller cannot
+         *     administer is answered 404, exactly like a missing one.
          */
         get: operations["getTaskTemplate"];
         put?: never;
@@ -432,7 +445,10 @@ export interface paths {
         /**
          * Create a default value source for a task template field
          * @description The caller must be able to administer the task template of `form_field_id`
-         *     (`tasks.administer` or the template's entity permissions), otherwise 403.
+         *     (`tasks.administer` or the template's entity permissions). A field (target or
+         *     source) of a form or task template the caller cannot administer is answered exactly
+         *     like a missing one: 422, "does not exist", and no other rule looks at it (so no
+         *     answer reveals its existence or its type).
          *     Validation (422): `form_field_id` must be a (not deleted) field of a task template;
          *     `source_entity_id` needs `source_entity_type`; a `formFieldValue` source names a
          *     `formField` (`source_entity_type: formField`, `source_entity_id`) that exists, is not
@@ -463,14 +479,16 @@ export interface paths {
         /**
          * Update a default value source
          * @description Same rules as create, checked on the source as it would be after the update. The
-         *     caller must be able to administer the template of the current and of a new
-         *     `form_field_id`.
+         *     caller must be able to administer the template of the current `form_field_id`
+         *     (otherwise 404, exactly like a missing source) and of a new one (otherwise 422,
+         *     "does not exist", like a missing field).
          */
         put: operations["updateDefaultValueSource"];
         post?: never;
         /**
          * Delete a default value source
-         * @description Permanently. The caller must be able to administer the target field's template.
+         * @description Permanently. The caller must be able to administer the target field's template;
+         *     otherwise the source is answered 404, exactly like a missing one.
          */
         delete: operations["deleteDefaultValueSource"];
         options?: never;
@@ -782,7 +800,9 @@ export interface paths {
          * @description Every signed-in user sees every department of the tenant (departments are used for
          *     targeting and membership everywhere). Ordered by name, then id. Relations: `users`
          *     (the members, shown as the caller may see users; needs `users.view`, 422 when
-         *     named without it), `notification_settings`, `attribute_sets`. `filter[text]`: every word must match; a word starting with `#`
+         *     named without it), `notification_settings`, `attribute_sets` (the attribute set
+         *     definitions; needs `departments.manage`, like `GET /api/administration/attribute-sets`,
+         *     422 when named without it). `filter[text]`: every word must match; a word starting with `#`
          *     matches a tag (case-insensitive, whole tag), any other word a part of the name
          *     (case-insensitive).
          */
@@ -809,7 +829,11 @@ export interface paths {
             };
             cookie?: never;
         };
-        /** One department */
+        /**
+         * One department
+         * @description Open to every signed-in user. Relations as in the list: `users` needs `users.view`,
+         *     `attribute_sets` needs `departments.manage` (422 when named without).
+         */
         get: operations["getDepartment"];
         /**
          * Update a department
@@ -1268,8 +1292,10 @@ export interface paths {
         /**
          * Assign an execution of a task template to a user
          * @description Requires that the caller can administer the template (`tasks.administer` or the
-         *     template's entity permissions), otherwise 403. An unknown template or an unknown or
-         *     deleted assignee → 422 (one answer for both). Inactive users (for example ones who
+         *     template's entity permissions). A template the caller cannot administer is answered
+         *     exactly like an unknown one: 422, `task_template_id` "does not exist" (so the answer
+         *     does not tell whether it exists). An unknown or deleted assignee → 422 on `user_id`
+         *     (one answer for both). Inactive users (for example ones who
          *     have not entered yet) may be assigned: whether a user is active is an
          *     administrative field, which the answer must not reveal to template administrators.
          *     Assigning an execution grants the caller no right to read the assignee (see
@@ -1291,7 +1317,8 @@ export interface paths {
         };
         /**
          * One task execution
-         * @description For its assignee and for those who can administer its template; 403 for others.
+         * @description For its assignee and for those who can administer its template. For anyone else it
+         *     is answered 404, exactly like a missing execution.
          */
         get: operations["getTaskExecution"];
         put?: never;
@@ -1328,8 +1355,9 @@ export interface paths {
          *     `language`, `department_names`) and in addition `users.view-personal` for `email`
          *     and `users.view-administrative` for `staff_number`. Administering the template (and
          *     assigning its executions) grants no right to read users. For the assignee and
-         *     for those who can administer the template; 403 for others. Costs a constant number
-         *     of queries, whatever the number of fields and sources.
+         *     for those who can administer the template; for anyone else the execution is
+         *     answered 404, exactly like a missing one. Costs a constant number of queries,
+         *     whatever the number of fields and sources.
          */
         get: operations["getTaskExecutionDefaultValues"];
         put?: never;
@@ -2086,7 +2114,12 @@ export interface components {
         Department: {
             /** @description Attached attribute sets, ordered by their `sort_number`. */
             attribute_set_ids?: number[];
-            /** @description Relation `attribute_sets` (the attached sets with their fields, by sort number). */
+            /**
+             * @description Relation `attribute_sets` (the attached sets with their fields, by sort number).
+             *     Needs `departments.manage`, like listing the sets: named without it → 422. The
+             *     values a department holds (`attributes`) and `attribute_set_ids` are shown to
+             *     every signed-in user; the definitions (set names, field types and labels) are not.
+             */
             attribute_sets?: components["schemas"]["AttributeSet"][];
             /** @description Field key → value, for the fields of the attached attribute sets. */
             attributes?: {
@@ -2115,8 +2148,13 @@ export interface components {
         /** @description Departments whose members are notified (required when `user_ids` is absent). */
         department_ids: components["schemas"]["Id"][];
         /**
-         * @description `name` is required and unique in the tenant (case-sensitive, surrounding blanks
-         *     trimmed). `notification_setting_ids` and
+         * @description `name` is required and unique in the tenant, surrounding blanks trimmed. People
+         *     must tell departments apart by it, so a name may not be a look-alike of another
+         *     department's: names that differ only in letter case, in runs of whitespace, or in
+         *     Unicode form (compared after compatibility normalisation, NFKC) are the same name
+         *     (422 "is already taken"); control, format (zero-width, bidirectional) and other
+         *     invisible characters are refused (422). It is stored in composed form (NFC). On
+         *     update, a name sent back unchanged is not judged again. `notification_setting_ids` and
          *     `attribute_set_ids` keep their current values when omitted on update (none on
          *     create); every id must exist in the tenant. Any other key is a value for a field of
          *     an attached attribute set and must match that field's type (`string`, `integer`,
@@ -2327,7 +2365,11 @@ export interface components {
         };
         /**
          * @description URL or same-origin path, optionally with placeholders (see MenuItem). It may not
-         *     begin with a placeholder; `type` restricts the allowed forms. Anything else → 422.
+         *     begin with a placeholder; `type` restricts the allowed forms. URLs and paths follow
+         *     the rule of every URL Atrium hands to a client to open (as `default_route` and a
+         *     notification's `url`): a path starts with a single `/`; an `http(s)` URL has its
+         *     host right after `//`, without a user name or password; no whitespace, backslash or
+         *     control character. Anything else → 422.
          */
         Link: string;
         MenuIdentifier: string;
@@ -2344,7 +2386,8 @@ export interface components {
          *     (`/api/menu/items…`) answer the link resolved for the caller; the administration
          *     routes answer the stored template. Since a resolved link hands the reader's values to
          *     its target, an author may only use placeholders of user fields they may read of
-         *     other users (see `createMenuItem`).
+         *     other users (see `createMenuItem`), and only a caller who may read them can change
+         *     the item's link or who sees it (see `updateMenuItem`).
          *
          *     **iframe_access** is computed by the server (on create, and whenever `link` or
          *     `allow_iframe_access` changes): true only when `allow_iframe_access` is true and the
@@ -2668,9 +2711,19 @@ export interface components {
         RoleInput: {
             /** @default true */
             active: boolean;
-            name: string;
+            name: components["schemas"]["RoleName"];
             permissions?: components["schemas"]["PermissionList"];
         };
+        /**
+         * @description Unique in the tenant, and people must be able to tell roles apart by it, so a name
+         *     may not be a look-alike of another role's name: names that differ only in letter
+         *     case, in runs of whitespace, or in Unicode form (compared after compatibility
+         *     normalisation, NFKC, so full-width letters count as plain ones) are the same name
+         *     (422 "is already taken"). A name may not begin or end with whitespace, nor contain
+         *     control, format (zero-width, bidirectional) or other invisible characters (422). It
+         *     is stored in composed form (NFC).
+         */
+        RoleName: string;
         /** @description A role; fields absent were not selected. */
         RoleRecord: {
             active?: boolean;
@@ -2685,7 +2738,7 @@ export interface components {
         };
         RoleUpdate: {
             active?: boolean;
-            name?: string;
+            name?: components["schemas"]["RoleName"];
             permissions?: components["schemas"]["PermissionList"];
         };
         /**
@@ -2860,9 +2913,15 @@ export interface components {
             user_ids?: components["schemas"]["user_ids"];
         } | unknown | unknown;
         /**
-         * @description An absolute http(s) URL or a same-origin path starting with a single `/`. Paths
-         *     starting with `//` or `/\` (which browsers read as another host) and control
-         *     characters (which browsers strip, turning `/<TAB>/host` into `//host`) → 422.
+         * @description Where the client goes when the notification is opened. The rule of every URL Atrium
+         *     hands to a client to open (menu item links, `default_route`): a same-origin path
+         *     starting with a single `/` (e.g. `/events/1?tab=open`), or an absolute `https://` or
+         *     `http://` URL whose host follows `//` directly, without a user name or password
+         *     (`https://host/…`). Anything else → 422 on `url`: other schemes (`javascript:`,
+         *     `data:`, `mailto:`…), paths starting with `//` (another host), relative paths, an
+         *     empty or missing host (`https://`, `https:///host`), `user@host`, and any
+         *     whitespace, backslash or control character (browsers strip or reinterpret them,
+         *     turning `/\host` or `/<TAB>/host` into `//host`).
          */
         Url: string;
         /**
@@ -2971,7 +3030,8 @@ export interface components {
             /**
              * @description Where the client navigates after sign-in: null (none), a same-origin path
              *     starting with a single `/` (e.g. `/tasks?tab=open`), or an absolute `https://` or
-             *     `http://` URL with a host. Anything else is refused with 422 — other schemes
+             *     `http://` URL with its host right after `//` (no user name or password). Anything
+             *     else is refused with 422 — other schemes
              *     (`javascript:`, `data:`, `vbscript:`, `mailto:`…), paths starting with `//` or
              *     `/\` (another host), relative paths and the empty string, and any whitespace,
              *     backslash or control character (browsers strip or reinterpret them).
@@ -3092,7 +3152,8 @@ export interface components {
             /**
              * @description Where the client navigates after sign-in: null (none), a same-origin path
              *     starting with a single `/` (e.g. `/tasks?tab=open`), or an absolute `https://` or
-             *     `http://` URL with a host. Anything else is refused with 422 — other schemes
+             *     `http://` URL with its host right after `//` (no user name or password). Anything
+             *     else is refused with 422 — other schemes
              *     (`javascript:`, `data:`, `vbscript:`, `mailto:`…), paths starting with `//` or
              *     `/\` (another host), relative paths and the empty string, and any whitespace,
              *     backslash or control character (browsers strip or reinterpret them).
@@ -4172,7 +4233,6 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             422: components["responses"]["UnprocessableEntity"];
         };
@@ -4260,7 +4320,6 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             422: components["responses"]["UnprocessableEntity"];
         };
@@ -4289,7 +4348,6 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
             422: components["responses"]["UnprocessableEntity"];
         };
     };
@@ -4319,7 +4377,6 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             422: components["responses"]["UnprocessableEntity"];
         };
@@ -4343,7 +4400,6 @@ export interface operations {
                 content?: never;
             };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             422: components["responses"]["UnprocessableEntity"];
         };
@@ -5434,7 +5490,6 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
             422: components["responses"]["UnprocessableEntity"];
         };
     };
@@ -5464,7 +5519,6 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             422: components["responses"]["UnprocessableEntity"];
         };
@@ -5490,7 +5544,6 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             422: components["responses"]["UnprocessableEntity"];
         };

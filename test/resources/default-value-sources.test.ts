@@ -192,14 +192,57 @@ t.test('delete answers 204 and removes the source; a second delete is 404', asyn
 t.test('only those who can administer the target template manage its sources', async (t) => {
   const body = { type: 'systemVariable', form_field_id: T.Name, config: { variable: 'username' } };
   const denied = await create(body, outsider.token);
-  t.equal(denied.status, 403);
+  t.equal(denied.status, 422);
+  t.strictSame(denied.body.errors, { form_field_id: ['does not exist'] }, 'a field of a template the caller cannot administer is unknown to them');
   t.equal(await sourceCount(), 0);
   const allowed = await create(body, employee.token);
   t.equal(allowed.status, 201, 'a user named by the template entity permissions');
-  t.equal((await api.call(t, 'updateDefaultValueSource', { token: outsider.token, params: { defaultValueSource: allowed.body.id }, body: {} })).status, 403);
-  t.equal((await api.call(t, 'deleteDefaultValueSource', { token: outsider.token, params: { defaultValueSource: allowed.body.id } })).status, 403);
+  t.equal((await api.call(t, 'updateDefaultValueSource', { token: outsider.token, params: { defaultValueSource: allowed.body.id }, body: {} })).status, 404);
+  t.equal((await api.call(t, 'deleteDefaultValueSource', { token: outsider.token, params: { defaultValueSource: allowed.body.id } })).status, 404);
   const notTheirs = await create({ type: 'formFieldValue', form_field_id: T.Note, config: {}, source_entity_type: 'formField', source_entity_id: C.Comment }, employee.token);
   t.equal(notTheirs.status, 422, 'the source field must belong to a form the caller administers');
+  await api.db.owner.execute(sql`delete from default_value_sources`);
+});
+
+t.test('a field, source or execution the caller cannot administer is answered exactly like a missing one: no type, no existence', async (t) => {
+  // The outsider administers nothing: not the checklist form (Done: boolean, Comment: text), not the template.
+  const same = (label: string, hidden: { status: number; body: unknown }, missing: { status: number; body: unknown }, status: number) => {
+    t.equal(hidden.status, status, `${label}: ${status}`);
+    t.strictSame(hidden.body, missing.body, `${label}: the same answer as for a missing record`);
+  };
+  const variable = (formFieldId: number, token = outsider.token) =>
+    create({ type: 'systemVariable', form_field_id: formFieldId, config: { variable: 'username' } }, token);
+  const missingTarget = await variable(999999);
+  same('a boolean field of a hidden form', await variable(C.Done!), missingTarget, 422);
+  same('a text field of a hidden form', await variable(C.Comment!), missingTarget, 422);
+  same('a date field of a hidden template', await variable(T.Start!), missingTarget, 422);
+  same('a text field of a hidden template', await variable(T.Name!), missingTarget, 422);
+  t.notMatch(JSON.stringify(missingTarget.body), /boolean|date|number|task template/, 'no answer names a type');
+
+  const copy = (sourceId: number) =>
+    create({ type: 'formFieldValue', form_field_id: T.Note, config: {}, source_entity_type: 'formField', source_entity_id: sourceId }, employee.token);
+  same('a source field of a form the caller cannot administer', await copy(C.Comment!), await copy(999999), 422);
+  same('an incompatible source field of such a form', await copy(C.Done!), await copy(999999), 422);
+  t.equal(await sourceCount(), 0, 'nothing stored');
+
+  const source = await create({ type: 'systemVariable', form_field_id: T.Name, config: { variable: 'username' } });
+  t.equal(source.status, 201);
+  const update = (id: number, body: Record<string, unknown> = {}, token = outsider.token) =>
+    api.call(t, 'updateDefaultValueSource', { token, params: { defaultValueSource: id }, body });
+  same('update of a hidden source', await update(source.body.id), await update(999999), 404);
+  const remove = (id: number) => api.call(t, 'deleteDefaultValueSource', { token: outsider.token, params: { defaultValueSource: id } });
+  same('delete of a hidden source', await remove(source.body.id), await remove(999999), 404);
+  const mine = await create({ type: 'systemVariable', form_field_id: T.Note, config: { variable: 'username' } }, employee.token);
+  same(
+    'moving a source onto a field the caller cannot administer',
+    await update(mine.body.id, { form_field_id: C.Comment }, employee.token),
+    await update(mine.body.id, { form_field_id: 999999 }, employee.token),
+    422,
+  );
+
+  const execution = await api.call(t, 'createTaskExecution', { token: admin, body: { task_template_id: template.id, user_id: employee.id } });
+  const values = (id: number) => api.call(t, 'getTaskExecutionDefaultValues', { token: outsider.token, params: { taskExecution: id } });
+  same('default values of an execution the caller may not see', await values(execution.body.id), await values(999999), 404);
   await api.db.owner.execute(sql`delete from default_value_sources`);
 });
 
@@ -571,12 +614,12 @@ t.test('default values cost a constant number of queries, whatever the number of
   t.equal(large.queries, small.queries, `${small.queries} queries either way`);
 });
 
-t.test('default values: for the assignee and template administrators; 403 for others, 404 across tenants', async (t) => {
+t.test('default values: for the assignee and template administrators; 404 for others, as across tenants', async (t) => {
   const execution = await api.call(t, 'createTaskExecution', { token: admin, body: { task_template_id: template.id, user_id: outsider.id } });
   t.equal((await api.call(t, 'getTaskExecutionDefaultValues', { token: outsider.token, params: { taskExecution: execution.body.id } })).status, 200);
   t.equal((await api.call(t, 'getTaskExecutionDefaultValues', { token: employee.token, params: { taskExecution: execution.body.id } })).status, 200, 'the template names the employee');
   const third = await api.createUser(tenant.tenantId);
-  t.equal((await api.call(t, 'getTaskExecutionDefaultValues', { token: third.token, params: { taskExecution: execution.body.id } })).status, 403);
+  t.equal((await api.call(t, 'getTaskExecutionDefaultValues', { token: third.token, params: { taskExecution: execution.body.id } })).status, 404);
   const foreign = await api.call(t, 'getTaskExecutionDefaultValues', { token: other.adminToken, params: { taskExecution: execution.body.id } });
   const missing = await api.call(t, 'getTaskExecutionDefaultValues', { token: other.adminToken, params: { taskExecution: 999999 } });
   t.equal(foreign.status, 404);

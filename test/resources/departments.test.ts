@@ -246,7 +246,7 @@ t.test('relations notification_settings and attribute_sets show the assigned rec
   const second = await createSet(t, 'Second', [{ key: 'second_field', type: 'integer' }]);
   const created = await create(t, { name: 'Related', notification_setting_ids: [s2, s1], attribute_set_ids: [second, first] });
   const res = await api.call(t, 'getDepartment', {
-    token: employee.token,
+    token: manager.token,
     params: { department: created.body.id },
     query: { relations: 'notification_settings|attribute_sets', selects: 'id' },
   });
@@ -254,6 +254,56 @@ t.test('relations notification_settings and attribute_sets show the assigned rec
   t.strictSame(res.body.notification_settings.map((s: { id: number }) => s.id), [s1, s2]);
   t.strictSame(res.body.attribute_sets.map((s: { id: number }) => s.id), [second, first]);
   t.strictSame(res.body.attribute_sets[0].fields, [{ key: 'second_field', type: 'integer' }]);
+});
+
+t.test('attribute set definitions need departments.manage, through departments too: the relation is 422 without it', async (t) => {
+  const secret = await createSet(t, 'Confidential HR set', [{ key: 'salary_band', type: 'string', label: 'Salary band' }]);
+  const dep = await create(t, { name: 'Payroll office', attribute_set_ids: [secret] });
+  t.equal(dep.status, 201);
+  t.equal((await api.call(t, 'listAttributeSets', { token: employee.token })).status, 403, 'listing the definitions needs departments.manage');
+  const listed = await api.call(t, 'listDepartments', { token: employee.token, query: { relations: 'attribute_sets' } });
+  t.equal(listed.status, 422, 'the relation is refused like a hidden one');
+  t.ok(listed.body.errors?.relations);
+  const shown = await api.call(t, 'getDepartment', { token: employee.token, params: { department: dep.body.id }, query: { relations: 'attribute_sets' } });
+  t.equal(shown.status, 422, 'the same for one department');
+  t.notMatch(listed.text + shown.text, /Confidential|Salary band/, 'no answer names the set or its fields');
+  const plain = await api.call(t, 'getDepartment', { token: employee.token, params: { department: dep.body.id } });
+  t.equal(plain.status, 200);
+  t.notOk('attribute_sets' in plain.body, 'not shown by default');
+  t.strictSame(plain.body.attribute_set_ids, [secret], 'the ids stay part of the department');
+  const managed = await api.call(t, 'getDepartment', { token: manager.token, params: { department: dep.body.id }, query: { relations: 'attribute_sets' } });
+  t.equal(managed.status, 200);
+  t.match(managed.body.attribute_sets, [{ id: secret, name: 'Confidential HR set', fields: [{ key: 'salary_band', label: 'Salary band' }] }], 'shown with departments.manage');
+});
+
+t.test('department names: no look-alikes of another department (case, Unicode form, spacing), no control characters', async (t) => {
+  const sales = await create(t, { name: 'Field sales' });
+  t.equal(sales.status, 201);
+  const before = await departmentCount();
+  for (const [name, what] of [
+    ['field sales', 'other case'],
+    ['FIELD  SALES', 'upper case and a double space'],
+    ['\uff26ield sales', 'full-width letter'],
+    ['Field\u00a0sales', 'no-break space'],
+    ['Field sales\u200b', 'zero-width space'],
+    ['Field\u202esales', 'bidi override'],
+    ['Field\u0007sales', 'control character'],
+  ] as const) {
+    const res = await create(t, { name });
+    t.equal(res.status, 422, what);
+    t.ok(res.body.errors?.name, `${what}: names name: ${JSON.stringify(res.body.errors)}`);
+  }
+  t.equal(await departmentCount(), before, 'nothing created');
+  const decomposed = await create(t, { name: 'Re\u0301ception' });
+  t.equal(decomposed.status, 201);
+  t.equal(decomposed.body.name, 'R\u00e9ception', 'stored in the composed (NFC) form');
+  t.equal((await create(t, { name: 'R\u00c9CEPTION' })).status, 422);
+  const renamed = await api.call(t, 'updateDepartment', { token: manager.token, params: { department: decomposed.body.id }, body: { name: 'FIELD sales' } });
+  t.equal(renamed.status, 422, 'a rename into a look-alike of another department');
+  const recased = await api.call(t, 'updateDepartment', { token: manager.token, params: { department: decomposed.body.id }, body: { name: 'r\u00e9ception' } });
+  t.equal(recased.status, 200, 'a department may change the case of its own name');
+  const results = await Promise.all(['Night desk', 'night desk', 'NIGHT DESK'].map((name) => create(t, { name })));
+  t.strictSame(results.map((r) => r.status).sort(), [201, 422, 422], 'concurrent look-alikes: exactly one is created');
 });
 
 t.test('availability reports count, limit and remaining; creating beyond the limit is 422', async (t) => {

@@ -74,7 +74,7 @@ t.test('a form is created with its fields and entity permissions, and shown agai
   t.equal(shown.status, 200, 'a user named by the entity permissions may administer it');
   t.strictSame(shown.body, res.body);
   const denied = await api.call(t, 'getForm', { token: colleague.token, params: { form: res.body.id } });
-  t.equal(denied.status, 403);
+  t.equal(denied.status, 404, 'a form the caller cannot administer is answered like a missing one');
   const foreign = await api.call(t, 'getForm', { token: other.adminToken, params: { form: res.body.id } });
   const missing = await api.call(t, 'getForm', { token: other.adminToken, params: { form: 999999 } });
   t.equal(foreign.status, 404);
@@ -110,15 +110,44 @@ t.test('executions: template administrators assign them; assignees and administr
   t.equal(bad.status, 422);
   t.ok(bad.body.errors.task_template_id && bad.body.errors.user_id);
   const denied = await api.call(t, 'createTaskExecution', { token: employee.token, body: { task_template_id: template.body.id, user_id: employee.id } });
-  t.equal(denied.status, 403);
+  t.equal(denied.status, 422);
+  t.strictSame(denied.body.errors, { task_template_id: ['does not exist'] }, 'a template the caller cannot administer is unknown to them');
   const created = await api.call(t, 'createTaskExecution', { token: admin, body: { task_template_id: template.body.id, user_id: employee.id } });
   t.equal(created.status, 201);
   t.equal(created.body.user_id, employee.id);
   const mine = await api.call(t, 'listTaskExecutions', { token: employee.token });
   t.strictSame(mine.body.map((e: { id: number }) => e.id), [created.body.id]);
   t.equal((await api.call(t, 'getTaskExecution', { token: employee.token, params: { taskExecution: created.body.id } })).status, 200);
-  t.equal((await api.call(t, 'getTaskExecution', { token: colleague.token, params: { taskExecution: created.body.id } })).status, 403);
+  t.equal((await api.call(t, 'getTaskExecution', { token: colleague.token, params: { taskExecution: created.body.id } })).status, 404);
   t.equal((await api.call(t, 'getTaskExecution', { token: other.adminToken, params: { taskExecution: created.body.id } })).status, 404);
+});
+
+t.test('a form, template or execution the caller may not administer or see is answered exactly like a missing one', async (t) => {
+  const form = await api.call(t, 'createForm', { token: admin, body: { title: 'Hidden', form_type: 'survey', fields: [{ name: 'Salary', field_type: 'number' }] } });
+  const template = await api.call(t, 'createTaskTemplate', { token: admin, body: { title: 'Hidden task', fields: [{ name: 'Due', field_type: 'date' }] } });
+  const execution = await api.call(t, 'createTaskExecution', { token: admin, body: { task_template_id: template.body.id, user_id: colleague.id } });
+  t.equal(form.status + template.status + execution.status, 603);
+  const outsider = await api.createUser(tenant.tenantId, { permissions: ['users.view', 'users.administer'] });
+  const same = async (label: string, hidden: { status: number; body: unknown }, missing: { status: number; body: unknown }, status: number) => {
+    t.equal(hidden.status, status, `${label}: ${status}`);
+    t.strictSame(hidden.body, missing.body, `${label}: the same answer as for a missing record`);
+  };
+  const call = (operationId: 'getForm' | 'getTaskTemplate' | 'getTaskExecution', params: Record<string, number>) =>
+    api.call(t, operationId, { token: outsider.token, params });
+  await same('getForm', await call('getForm', { form: form.body.id }), await call('getForm', { form: 999999 }), 404);
+  await same('getTaskTemplate', await call('getTaskTemplate', { taskTemplate: template.body.id }), await call('getTaskTemplate', { taskTemplate: 999999 }), 404);
+  await same(
+    'getTaskExecution',
+    await call('getTaskExecution', { taskExecution: execution.body.id }),
+    await call('getTaskExecution', { taskExecution: 999999 }),
+    404,
+  );
+  const assign = (taskTemplateId: number) =>
+    api.call(t, 'createTaskExecution', { token: outsider.token, body: { task_template_id: taskTemplateId, user_id: outsider.id } });
+  const before = await count('task_executions');
+  await same('createTaskExecution', await assign(template.body.id), await assign(999999), 422);
+  t.equal(await count('task_executions'), before, 'nothing was assigned');
+  t.equal((await api.call(t, 'getForm', { token: admin, params: { form: form.body.id } })).status, 200, 'the records are there');
 });
 
 t.test('assigning an execution does not tell whether the assignee is active (an administrative field)', async (t) => {

@@ -47,6 +47,9 @@ t.test('bad create input is a 422 naming the field, and nothing is stored', asyn
     [{ link: '//evil.example.com/' }, 'link'],
     [{ link: '/\\evil.example.com/' }, 'link'],
     [{ link: 'https://wiki.example.com/ space' }, 'link'],
+    [{ link: 'https:///evil.example.com/' }, 'link'],
+    [{ link: 'https://wiki.example.com@evil.example.com/' }, 'link'],
+    [{ type: 'iframe', link: 'https://{{user.username}}@evil.example.com/' }, 'link'],
     [{ link: '{{user.username}}/x' }, 'link'],
     [{ link: 'https://x.example.com/{{user.password}}' }, 'link'],
     [{ link: 'https://x.example.com/{{user.username}' }, 'link'],
@@ -185,6 +188,36 @@ t.test('a link may carry only the user fields its author may read: it sends ever
     body: { title: 'Mail (renamed)', link: harvest('user.email') },
   });
   t.equal(renamed.status, 200, 'other keys, and the link sent back unchanged, are fine');
+});
+
+t.test("who sees a link with placeholders is changed only by a caller who could have written them: the audience receives each reader's values", async (t) => {
+  const author = await api.createUser(tenant.tenantId, { permissions: ['menu-items.administer', 'users.view', 'users.view-personal'] });
+  const plain = await api.createUser(tenant.tenantId, { permissions: ['menu-items.administer'] });
+  const reader = await api.createUser(tenant.tenantId, { values: { email: 'reader@corp.test' } });
+  const readerRole = await scalar(sql`select role_id::int as value from users where id = ${reader.id}`);
+  const link = 'https://collector.example.net/?e={{user.email}}';
+  const item = await create(t, { title: 'Collector', link, entity_permissions: { user_ids: [author.id] } }, author.token);
+  t.equal(item.status, 201);
+  const params = { menuItem: item.body.id };
+  const update = (body: Record<string, unknown>, token = plain.token) => api.call(t, 'updateMenuItem', { token, params, body });
+  const readerSees = async () => ids((await api.call(t, 'listMenuItems', { token: reader.token })).body).includes(item.body.id);
+
+  for (const entity_permissions of [{ role_ids: [readerRole] }, {}, { user_ids: [author.id, reader.id] }, { user_ids: [reader.id] }]) {
+    const widened = await update({ entity_permissions });
+    t.equal(widened.status, 422, `audience ${JSON.stringify(entity_permissions)} refused`);
+    t.match(widened.body.errors?.entity_permissions?.[0], /user\.email.*users\.view/, 'names the placeholder and the permissions it needs');
+  }
+  const retitled = await update({ entity_permissions: { user_ids: [author.id] }, title: 'Collector (renamed)', link });
+  t.equal(retitled.status, 200, 'the audience and link sent back unchanged, and other keys, are fine');
+  t.strictSame(retitled.body.entity_permissions, { user_ids: [author.id], role_ids: [], department_ids: [] });
+  t.notOk(await readerSees(), 'the reader still does not see the item, nor send their e-mail address to its target');
+
+  const byAuthor = await update({ entity_permissions: { role_ids: [readerRole] } }, author.token);
+  t.equal(byAuthor.status, 200, 'a caller who may read the fields widens the audience');
+  t.ok(await readerSees());
+  const narrowed = await update({ entity_permissions: { user_ids: [author.id] } });
+  t.equal(narrowed.status, 422, 'any change of the audience, narrowing included');
+  t.equal((await update({ link: 'https://wiki.example.com/plain', entity_permissions: {} })).status, 200, 'without placeholders, the item is like any other');
 });
 
 t.test('visibility follows entity permissions: user, role or department; unrestricted by default', async (t) => {

@@ -101,6 +101,36 @@ t.test('url: protocol-relative and backslash paths (open redirects) and control 
   t.equal(await dispatchCount(), 0, 'no dispatch recorded');
 });
 
+t.test('url follows the navigation URL rule of menu links and default_route, for generic and typed notifications', async (t) => {
+  const typed = (url: string) =>
+    api.call(t, 'createTypedNotification', { token: sender.token, body: { ...message, url, type: 'manualEntryUpdated', targetable_id: 7, user_ids: [alice.id] } });
+  const refused = [
+    'https://',
+    'https:///evil.example/x',
+    'http:////evil.example',
+    'https://evil.example/a b',
+    'https://evil.example/\u00a0x',
+    '/events/ 1',
+    '/events\\1',
+    'https://intranet.example@evil.example/',
+    'https://@evil.example/',
+  ];
+  for (const url of refused) {
+    for (const [kind, res] of [['generic', await send(t, { ...message, url, user_ids: [alice.id] })], ['typed', await typed(url)]] as const) {
+      t.equal(res.status, 422, `${kind} ${JSON.stringify(url)}`);
+      t.ok(res.body.errors?.url, `${kind}: errors name url for ${JSON.stringify(url)}`);
+    }
+  }
+  t.equal(await dispatchCount(), 0, 'no dispatch recorded');
+  for (const url of ['/events/1?tab=open#top', 'https://intranet.example/news/1', 'http://intranet.example:8080/x']) {
+    t.equal((await send(t, { ...message, url, user_ids: [alice.id] })).status, 202, JSON.stringify(url));
+    t.equal((await typed(url)).status, 202, `typed ${JSON.stringify(url)}`);
+  }
+  await waitForDelivery(t);
+  await api.db.owner.execute(sql`delete from notifications where tenant_id = ${tenant.tenantId}`);
+  await api.db.owner.execute(sql`delete from notification_dispatches where tenant_id = ${tenant.tenantId}`);
+});
+
 t.test('POST answers 202 and the job delivers one notification per recipient', async (t) => {
   const member1 = await api.createUser(tenant.tenantId);
   const member2 = await api.createUser(tenant.tenantId);

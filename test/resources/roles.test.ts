@@ -158,6 +158,47 @@ t.test('concurrent creates of one name give one 201 and 422s, never a 500', asyn
   t.strictSame(results.map((r) => r.status).sort(), [201, 422, 422, 422]);
 });
 
+t.test('role names: no look-alikes of another role (case, Unicode form, spacing), no surrounding whitespace or control characters', async (t) => {
+  const before = await count();
+  const lookAlikes: [string, string][] = [
+    ['Administrator ', 'trailing space'],
+    [' Administrator', 'leading space'],
+    ['Administrator\u00a0', 'trailing no-break space'],
+    ['administrator', 'other case'],
+    ['ADMINISTRATOR', 'upper case'],
+    ['\uff21dministrator', 'full-width letter'],
+    ['Admin\u200bistrator', 'zero-width space'],
+    ['Administrator\u202e', 'bidi override'],
+    ['Admin\tistrator', 'tab'],
+    ['Admin\u0007', 'control character'],
+  ];
+  for (const [name, what] of lookAlikes) {
+    const res = await api.call(t, 'createRole', { token: delegate.token, body: { name } });
+    t.equal(res.status, 422, what);
+    t.ok(res.body.errors?.name, `${what}: names name: ${JSON.stringify(res.body.errors)}`);
+  }
+  t.equal(await count(), before, 'nothing created');
+
+  const decomposed = await api.call(t, 'createRole', { token: delegate.token, body: { name: 'Cafe\u0301 staff' } });
+  t.equal(decomposed.status, 201);
+  t.equal(decomposed.body.name, 'Caf\u00e9 staff', 'stored in the composed (NFC) form');
+  const composed = await api.call(t, 'createRole', { token: delegate.token, body: { name: 'CAF\u00c9  STAFF' } });
+  t.equal(composed.status, 422, 'the same name in another form, case and spacing');
+
+  const renamed = await api.call(t, 'updateRole', { token: delegate.token, params: { role: decomposed.body.id }, body: { name: 'employee' } });
+  t.equal(renamed.status, 422, 'a rename into a look-alike of another role');
+  t.ok(renamed.body.errors?.name);
+  const recased = await api.call(t, 'updateRole', { token: delegate.token, params: { role: decomposed.body.id }, body: { name: 'CAF\u00c9 Staff' } });
+  t.equal(recased.status, 200, 'a role may change the case of its own name');
+  const spaced = await api.call(t, 'updateRole', { token: delegate.token, params: { role: decomposed.body.id }, body: { name: 'Caf\u00e9 Staff ' } });
+  t.equal(spaced.status, 422, 'nor may a rename end with whitespace');
+
+  const results = await Promise.all(
+    ['Night shift', 'night shift', 'NIGHT SHIFT', 'Night  shift'].map((name) => api.call(t, 'createRole', { token: delegate.token, body: { name } })),
+  );
+  t.strictSame(results.map((r) => r.status).sort(), [201, 422, 422, 422], 'concurrent look-alikes: exactly one is created');
+});
+
 t.test("another tenant's role is answered like a missing one", async (t) => {
   const [foreign] = await api.db.owner.execute<{ id: number }>(sql`select id::int from roles where tenant_id = ${other.tenantId} limit 1`);
   const hidden = await api.call(t, 'getRole', { token: tenant.adminToken, params: { role: foreign!.id } });

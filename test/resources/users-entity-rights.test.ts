@@ -70,7 +70,7 @@ t.test('a delegate cannot add themselves to a department a form names (422 on th
   t.notOk(res.body.errors?.['department_ids.0'], 'not the harmless one');
   t.notOk(JSON.stringify(res.body).includes('Salaries'), 'does not reveal the entity');
   t.strictSame(await membership(delegate.id), [], 'membership unchanged');
-  t.equal((await api.call(t, 'getForm', { token: delegate.token, params: { form: salaries.id } })).status, 403, 'the form stays out of reach');
+  t.equal((await api.call(t, 'getForm', { token: delegate.token, params: { form: salaries.id } })).status, 404, 'the form stays out of reach (answered like a missing one)');
 });
 
 t.test('nor add another user to it, on update or create', async (t) => {

@@ -1,7 +1,8 @@
 /**
  * The one rule for URLs that a client opens or navigates to on a user's behalf (menu item
- * links, a user's `default_route`): which forms a URL may take, so that no stored value
- * can run script (`javascript:`, `data:`, `vbscript:`…) or silently lead to another host.
+ * links, a user's `default_route`, a notification's `url`): which forms a URL may take,
+ * so that no stored value can run script (`javascript:`, `data:`, `vbscript:`…) or
+ * silently lead to another host.
  */
 
 /** The forms a navigation target may take; each use names the ones it accepts. */
@@ -27,7 +28,8 @@ export const hasUnsafeUrlCharacters = (url: string) => UNSAFE_CHARACTERS.test(ur
 
 /**
  * The form of `url`, or null when it has none of them: a path starting with a single `/`,
- * an absolute http(s) URL with a host, a mailto: address or a tel: number.
+ * an absolute http(s) URL whose host is written right after `//` (with no user name or
+ * password before it), a mailto: address or a tel: number.
  */
 export function urlForm(url: string): UrlForm | null {
   if (url.startsWith('/')) return url.startsWith('//') ? null : 'path';
@@ -37,9 +39,12 @@ export function urlForm(url: string): UrlForm | null {
   } catch {
     return null;
   }
-  // `https:host` parses, with the host taken from the path; only `https://host` is meant.
   if (parsed.protocol === 'https:' || parsed.protocol === 'http:') {
-    if (!parsed.hostname || !/^https?:\/\//i.test(url)) return null;
+    // Parsers repair what is not `scheme://host`: `https:host` and `https:///host` both
+    // open `host`, and `https://intranet@host` opens `host` too, looking like another one.
+    // Only the plain form is accepted, so the host a reader sees is the host opened.
+    const authority = /^https?:\/\/([^/?#]*)/i.exec(url)?.[1];
+    if (!parsed.hostname || !authority || authority.includes('@')) return null;
     return parsed.protocol === 'https:' ? 'https' : 'http';
   }
   if (parsed.protocol === 'mailto:') return 'mailto';
@@ -55,5 +60,5 @@ export function navigationUrlProblems(url: string, allowed: readonly UrlForm[], 
   return [];
 }
 
-/** The forms of a place to open after sign-in (a user's `default_route`). */
+/** The forms of a place to open after sign-in (a user's `default_route`) or from a notification (`url`). */
 export const ROUTE_FORMS: readonly UrlForm[] = ['path', 'https', 'http'];

@@ -3,7 +3,7 @@ import type { Auth } from '../../platform/auth/auth.ts';
 import type { Tx } from '../../platform/database/database.ts';
 import { rfc3339 } from '../../platform/http/datetime.ts';
 import type { Handlers } from '../../platform/http/handler.ts';
-import { forbidden, invalid, notFound } from '../../platform/http/problem.ts';
+import { invalid, notFound } from '../../platform/http/problem.ts';
 import { administrableBy } from '../forms/administration.ts';
 import { formFields, taskExecutions } from '../forms/table.ts';
 import { labelsFor } from './labels.ts';
@@ -26,7 +26,10 @@ const presentSource = (row: SourceRow) => ({
   updated_at: rfc3339(row.updatedAt)!,
 });
 
-/** The source `id` if the caller can administer its target field's task template (404 missing, 403 not allowed). */
+/**
+ * The source `id` if the caller can administer its target field's task template; 404
+ * otherwise, the same answer as for a missing source (it does not tell that one exists).
+ */
 async function administrableSource(tx: Tx, auth: Auth, id: number): Promise<SourceRow> {
   const [row] = await tx
     .select({
@@ -36,8 +39,7 @@ async function administrableSource(tx: Tx, auth: Auth, id: number): Promise<Sour
     .from(defaultValueSources)
     .innerJoin(formFields, eq(formFields.id, defaultValueSources.formFieldId))
     .where(eq(defaultValueSources.id, id));
-  if (!row) throw notFound('The default value source');
-  if (!row.allowed) throw forbidden('You cannot administer the task template of this source.');
+  if (!row?.allowed) throw notFound('The default value source');
   return row.source;
 }
 
@@ -122,8 +124,8 @@ export const defaultValueSourceHandlers = {
         })
         .from(taskExecutions)
         .where(eq(taskExecutions.id, params.taskExecution));
-      if (!row) throw notFound('The task execution');
-      if (!row.allowed) throw forbidden('This task execution is neither assigned to you nor of a template you administer.');
+      // One answer for a missing execution and one the caller may not see.
+      if (!row?.allowed) throw notFound('The task execution');
       return resolveDefaultValues(tx, auth, row.execution);
     });
     return { status: 200, body };

@@ -2,7 +2,7 @@ import { and, eq, isNull, sql } from 'drizzle-orm';
 import type { Auth } from '../../platform/auth/auth.ts';
 import type { Tx } from '../../platform/database/database.ts';
 import { lockTenantScope } from '../../platform/database/locks.ts';
-import { forbidden, invalid, type FieldErrors } from '../../platform/http/problem.ts';
+import { invalid, type FieldErrors } from '../../platform/http/problem.ts';
 import { administrableBy } from '../forms/administration.ts';
 import { formFields, type FieldType } from '../forms/table.ts';
 import { defaultValueSources, type SourceType } from './table.ts';
@@ -89,8 +89,12 @@ async function closesCycle(tx: Tx, target: number, source: number, ignoreSourceI
   return row?.cycle === true;
 }
 
-/** Field `id` (not deleted) with whether `auth` may administer its parent, in one query. */
-async function fieldWithAccess(tx: Tx, auth: Auth, id: number) {
+/**
+ * Field `id` (not deleted) if `auth` may administer its parent form or task template;
+ * undefined otherwise. A field of a parent hidden from the caller is thereby exactly
+ * like a missing one: no rule looks at its type, so no answer reveals it or its existence.
+ */
+async function administrableField(tx: Tx, auth: Auth, id: number) {
   const [row] = await tx
     .select({
       field: formFields,
@@ -102,20 +106,21 @@ async function fieldWithAccess(tx: Tx, auth: Auth, id: number) {
     })
     .from(formFields)
     .where(and(eq(formFields.id, id), isNull(formFields.deletedAt)));
-  return row;
+  return row?.administrable ? row.field : undefined;
 }
 
 /**
- * Every rule of a source as it is about to be stored (create, or the merged update):
- * 403 when the caller cannot administer the target's task template, otherwise 422 with
- * every problem found.
+ * Every rule of a source as it is about to be stored (create, or the merged update): 422
+ * with every problem found. A target or source field whose form or task template the
+ * caller cannot administer "does not exist", like a missing one, and is judged no further.
  */
 export async function validateSource(tx: Tx, auth: Auth, candidate: SourceCandidate, ignoreSourceId: number | null): Promise<void> {
   const errors: FieldErrors = {};
-  const target = await fieldWithAccess(tx, auth, candidate.formFieldId);
-  if (!target) errors.form_field_id = ['does not exist'];
-  else if (target.field.taskTemplateId === null) errors.form_field_id = ['must be a field of a task template'];
-  else if (!target.administrable) throw forbidden('You cannot administer the task template of this field.');
+  const found = await administrableField(tx, auth, candidate.formFieldId);
+  // Only a field of a task template can be a target: the other rules judge that one alone.
+  const target = found?.taskTemplateId != null ? found : undefined;
+  if (!found) errors.form_field_id = ['does not exist'];
+  else if (!target) errors.form_field_id = ['must be a field of a task template'];
 
   const problem = configProblem(candidate.type, candidate.config);
   if (problem) errors.config = [problem];
@@ -135,11 +140,10 @@ export async function validateSource(tx: Tx, auth: Auth, candidate: SourceCandid
     } else if (candidate.sourceEntityId === candidate.formFieldId) {
       errors.source_entity_id = ['a field cannot take its default value from itself'];
     } else {
-      const source = await fieldWithAccess(tx, auth, candidate.sourceEntityId);
+      const source = await administrableField(tx, auth, candidate.sourceEntityId);
       if (!source) errors.source_entity_id = ['does not exist'];
-      else if (!source.administrable) errors.source_entity_id = ['belongs to a form or task template you cannot administer'];
-      else if (target && !COMPATIBLE_SOURCE_TYPES[target.field.fieldType].includes(source.field.fieldType)) {
-        errors.source_entity_id = [`a ${source.field.fieldType} field cannot fill a ${target.field.fieldType} field`];
+      else if (target && !COMPATIBLE_SOURCE_TYPES[target.fieldType].includes(source.fieldType)) {
+        errors.source_entity_id = [`a ${source.fieldType} field cannot fill a ${target.fieldType} field`];
       } else if (target && (await closesCycle(tx, candidate.formFieldId, candidate.sourceEntityId, ignoreSourceId))) {
         errors.source_entity_id = ['would make a cycle: this field takes its default value from the target field'];
       }
@@ -148,8 +152,8 @@ export async function validateSource(tx: Tx, auth: Auth, candidate: SourceCandid
     if (candidate.sourceEntityType !== null) errors.source_entity_type = ['must be null for a systemVariable source'];
     if (candidate.sourceEntityId !== null) errors.source_entity_id = ['must be null for a systemVariable source'];
     const variable = candidate.config.variable as SystemVariable;
-    if (!problem && target && !variableFits(variable, target.field.fieldType)) {
-      errors.config = [`the variable ${variable} cannot fill a ${target.field.fieldType} field`];
+    if (!problem && target && !variableFits(variable, target.fieldType)) {
+      errors.config = [`the variable ${variable} cannot fill a ${target.fieldType} field`];
     }
   }
   if (Object.keys(errors).length > 0) throw invalid(errors);

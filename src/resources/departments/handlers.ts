@@ -8,6 +8,7 @@ import { present, readControls } from '../../platform/result-controls/result-con
 import { entityPermissions } from '../../platform/entity-permissions/table.ts';
 import { attributeFieldTypes, mergeAttributeValues } from '../attribute-sets/attributes.ts';
 import { attributeSets } from '../attribute-sets/table.ts';
+import { displayNameProblems, NAME_TAKEN, nameTaken, storedName } from '../roles/names.ts';
 import { administrableBy } from '../forms/administration.ts';
 import { MENU_ITEM_ENTITY_TYPE } from '../menu-items/table.ts';
 import { notificationSettings } from '../notification-settings/table.ts';
@@ -60,8 +61,10 @@ const extraKeys = (body: DepartmentInput): Record<string, unknown> =>
  */
 async function saveDepartment(tx: Tx, auth: Auth, body: DepartmentInput, current: DepartmentRow | null): Promise<number> {
   const errors: FieldErrors = {};
-  const name = body.name.trim();
-  if (name.length === 0) errors.name = ['must not be blank'];
+  // Surrounding blanks are trimmed; the name is stored in NFC (see ../roles/names.ts).
+  const name = storedName(body.name.trim());
+  const nameProblems = name.length === 0 ? ['must not be blank'] : displayNameProblems(name);
+  if (nameProblems.length > 0) errors.name = nameProblems;
 
   const settingIds = body.notification_setting_ids ?? current?.notificationSettingIds ?? [];
   const setAssignments = body.attribute_set_ids
@@ -69,12 +72,17 @@ async function saveDepartment(tx: Tx, auth: Auth, body: DepartmentInput, current
     : (current?.attributeSetIds ?? []).map((id, index) => ({ id, sortNumber: index }));
   const setIds = setAssignments.map((a) => a.id);
 
-  const [clash, settings, sets] = await Promise.all([
-    tx.select({ id: departments.id }).from(departments).where(eq(departments.name, name)),
+  // A new name (create, rename) may not be a look-alike of another department's; the
+  // lock keeps two concurrent requests from both taking look-alike names (the database's
+  // unique rule compares names exactly). A name sent back unchanged is not judged again.
+  const newName = !current || name !== current.name;
+  if (newName) await lockTenantScope(tx, 'departments.name');
+  const [others, settings, sets] = await Promise.all([
+    newName ? tx.select({ id: departments.id, name: departments.name }).from(departments) : [],
     settingIds.length ? tx.select({ id: notificationSettings.id }).from(notificationSettings).where(inArray(notificationSettings.id, settingIds)) : [],
     setIds.length ? tx.select({ id: attributeSets.id }).from(attributeSets).where(inArray(attributeSets.id, setIds)) : [],
   ]);
-  if (clash.some((row) => row.id !== current?.id)) errors.name = ['has already been taken'];
+  if (!errors.name && nameTaken(others, name, current?.id)) errors.name = [NAME_TAKEN];
   if (body.notification_setting_ids) missingIds('notification_setting_ids', body.notification_setting_ids, new Set(settings.map((s) => s.id)), errors);
   if (body.attribute_set_ids) {
     const existing = new Set(sets.map((s) => s.id));

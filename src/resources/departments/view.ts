@@ -103,6 +103,10 @@ export const departmentView = defineView<DepartmentRow, Auth, 'text'>({
       },
     },
     attribute_sets: {
+      // The definitions (set names, field keys, types and labels) are administered, and
+      // listed, with departments.manage only: the relation needs the same permission. The
+      // values a department holds (`attributes`) and its `attribute_set_ids` stay public.
+      permission: 'departments.manage',
       empty: [],
       async load(tx, rows, viewer) {
         const found = await tx

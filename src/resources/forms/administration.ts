@@ -2,7 +2,7 @@ import { sql, type SQL } from 'drizzle-orm';
 import { can, type Auth } from '../../platform/auth/auth.ts';
 import type { Tx } from '../../platform/database/database.ts';
 import { namesUser } from '../../platform/entity-permissions/subject-lists.ts';
-import { forbidden, notFound } from '../../platform/http/problem.ts';
+import { notFound } from '../../platform/http/problem.ts';
 import { forms, taskTemplates } from './table.ts';
 
 /** Morph aliases of the parents of fields, as `entity_permissions.entity_type` names them. */
@@ -30,9 +30,10 @@ export async function canAdminister(tx: Tx, auth: Auth, type: ParentType, id: nu
   return row?.allowed;
 }
 
-/** 404 when missing, 403 when the caller may not administer it. */
+/**
+ * 404 when missing or when the caller may not administer it: one answer for both, so the
+ * answer does not tell whether a form or task template hidden from the caller exists.
+ */
 export async function requireAdministrable(tx: Tx, auth: Auth, type: ParentType, id: number, what: string): Promise<void> {
-  const allowed = await canAdminister(tx, auth, type, id);
-  if (allowed === undefined) throw notFound(what);
-  if (!allowed) throw forbidden(`You cannot administer this ${type === 'form' ? 'form' : 'task template'}.`);
+  if ((await canAdminister(tx, auth, type, id)) !== true) throw notFound(what);
 }

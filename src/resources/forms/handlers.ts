@@ -3,7 +3,7 @@ import type { Auth } from '../../platform/auth/auth.ts';
 import type { Tx } from '../../platform/database/database.ts';
 import { missingSubjects, replaceSubjectLists } from '../../platform/entity-permissions/subject-lists.ts';
 import type { Body, Handlers } from '../../platform/http/handler.ts';
-import { forbidden, invalid, notFound, type FieldErrors } from '../../platform/http/problem.ts';
+import { invalid, notFound, type FieldErrors } from '../../platform/http/problem.ts';
 import { present, readControls } from '../../platform/result-controls/result-controls.ts';
 import { departments } from '../departments/table.ts';
 import { roles } from '../roles/table.ts';
@@ -132,10 +132,11 @@ export const formHandlers = {
 
   async createTaskExecution({ auth, body, services: { db } }) {
     const [created] = await db.tenant(auth.tenantId, async (tx) => {
+      // A template the caller cannot administer is answered like a missing one, so the
+      // answer does not tell whether it exists.
       const allowed = await canAdminister(tx, auth, 'taskTemplate', body.task_template_id);
       const errors: FieldErrors = {};
-      if (allowed === undefined) errors.task_template_id = ['does not exist'];
-      else if (!allowed) throw forbidden('You cannot administer this task template.');
+      if (allowed !== true) errors.task_template_id = ['does not exist'];
       // Any user who is not deleted: whether a user is active is an administrative field,
       // which refusing inactive assignees would reveal to template administrators.
       const [assignee] = await tx
@@ -170,8 +171,8 @@ export const formHandlers = {
         .select({ execution: taskExecutions, visible: sql<boolean>`${executionVisibleTo(auth)}` })
         .from(taskExecutions)
         .where(eq(taskExecutions.id, params.taskExecution));
-      if (!row) throw notFound('The task execution');
-      if (!row.visible) throw forbidden('This task execution is neither assigned to you nor of a template you administer.');
+      // One answer for a missing execution and one the caller may not see.
+      if (!row?.visible) throw notFound('The task execution');
       return present(taskExecutionView, tx, [row.execution], controls, auth);
     });
     return { status: 200, body: body! };

@@ -2,7 +2,7 @@ import { and, asc, eq, isNull, sql } from 'drizzle-orm';
 import type { Auth } from '../../platform/auth/auth.ts';
 import type { Tx } from '../../platform/database/database.ts';
 import { lockTenantScope } from '../../platform/database/locks.ts';
-import { missingSubjects, replaceSubjectLists, type SubjectLists } from '../../platform/entity-permissions/subject-lists.ts';
+import { loadSubjectLists, missingSubjects, replaceSubjectLists, type SubjectLists } from '../../platform/entity-permissions/subject-lists.ts';
 import type { Handlers } from '../../platform/http/handler.ts';
 import { invalid, notFound, type FieldErrors } from '../../platform/http/problem.ts';
 import { present, readControls } from '../../platform/result-controls/result-controls.ts';
@@ -25,6 +25,12 @@ interface MenuItemDraft {
   entityPermissions: Partial<SubjectLists> | undefined;
   /** Whether the link is new (create, or changed by an update): its placeholders are then checked against the author. */
   newLink: boolean;
+  /**
+   * Whether an update changes who sees the item (its entity permissions): the link's
+   * placeholders are then checked against the caller too, since the new audience is sent
+   * to the link's target with its values.
+   */
+  newAudience: boolean;
 }
 
 const READ_USERS: Permission[] = ['users.view'];
@@ -57,16 +63,34 @@ function placeholderProblems(auth: Auth, link: string): string[] {
   return problems;
 }
 
+/** The lists as sets, so that order and duplicates do not count as a change. */
+function sameSubjects(a: Partial<SubjectLists>, b: SubjectLists): boolean {
+  const same = (x: number[] | undefined, y: number[]) => {
+    const left = new Set(x ?? []);
+    const right = new Set(y);
+    return left.size === right.size && [...left].every((id) => right.has(id));
+  };
+  return same(a.user_ids, b.user_ids) && same(a.role_ids, b.role_ids) && same(a.department_ids, b.department_ids);
+}
+
 /**
  * Checks what the schema cannot: the link suits the type, the language exists (or the
- * tenant has a system language to default to), the entity-permission IDs exist. All
+ * tenant has a system language to default to), the entity-permission IDs exist. A link
+ * that is new, or whose audience changes, may carry only placeholders the caller may
+ * read (the same rule for both: each decides whose values go to the link's target). All
  * problems at once, as one 422. Returns the language to store.
  */
 async function validateDraft(tx: Tx, auth: Auth, draft: MenuItemDraft): Promise<string> {
   const errors: FieldErrors = {};
   const linkErrors = linkProblems(draft.link, draft.type);
-  if (linkErrors.length === 0 && draft.newLink) linkErrors.push(...placeholderProblems(auth, draft.link));
+  const placeholders = linkErrors.length === 0 && (draft.newLink || draft.newAudience) ? placeholderProblems(auth, draft.link) : [];
+  if (draft.newLink) linkErrors.push(...placeholders);
   if (linkErrors.length > 0) errors.link = linkErrors;
+  if (draft.newAudience && placeholders.length > 0) {
+    errors.entity_permissions = [
+      `who sees this item can be changed only by a caller who may read every user field its link sends: ${placeholders.join('; ')}`,
+    ];
+  }
   const [language] = await tx
     .select({ id: languages.id })
     .from(languages)
@@ -144,7 +168,14 @@ export const menuItemHandlers = {
 
   async createMenuItem({ auth, body, services: { db } }) {
     const created = await db.tenant(auth.tenantId, async (tx) => {
-      const langId = await validateDraft(tx, auth, { type: body.type, link: body.link, langId: body.lang_id, entityPermissions: body.entity_permissions, newLink: true });
+      const langId = await validateDraft(tx, auth, {
+        type: body.type,
+        link: body.link,
+        langId: body.lang_id,
+        entityPermissions: body.entity_permissions,
+        newLink: true,
+        newAudience: false,
+      });
       const allowIframeAccess = body.allow_iframe_access ?? true;
       const [row] = await tx
         .insert(menuItems)
@@ -175,12 +206,15 @@ export const menuItemHandlers = {
       const type = body.type ?? current.type;
       const link = body.link ?? current.link;
       const allowIframeAccess = body.allow_iframe_access ?? current.allowIframeAccess;
+      const sent = body.entity_permissions;
+      const newAudience = sent !== undefined && !sameSubjects(sent, (await loadSubjectLists(tx, MENU_ITEM_ENTITY_TYPE, [current.id])).get(current.id)!);
       const langId = await validateDraft(tx, auth, {
         type,
         link,
         langId: body.lang_id ?? current.langId,
         entityPermissions: body.entity_permissions,
         newLink: link !== current.link,
+        newAudience,
       });
       const [row] = await tx
         .update(menuItems)

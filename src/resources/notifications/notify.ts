@@ -8,6 +8,7 @@
 import { and, eq, inArray, isNull, sql } from 'drizzle-orm';
 import sanitizeHtml from 'sanitize-html';
 import type { Tx } from '../../platform/database/database.ts';
+import { navigationUrlProblems, ROUTE_FORMS } from '../../platform/http/navigation-url.ts';
 import { invalid, type FieldErrors } from '../../platform/http/problem.ts';
 import type { Jobs } from '../../platform/jobs/jobs.ts';
 import { deliverNotifications } from './jobs.ts';
@@ -56,15 +57,19 @@ function reportMissing(key: string, ids: number[], found: Set<number>, errors: F
 }
 
 /**
- * Validates the recipients (every id exists in the transaction's tenant; users not
- * deleted) and records the dispatch. Nothing is delivered until `queueDelivery`.
+ * Validates the `url` (the navigation URL rule shared with menu links and `default_route`)
+ * and the recipients (every id exists in the transaction's tenant; users not deleted),
+ * then records the dispatch. Nothing is delivered until `queueDelivery`.
  */
 export async function notify(tx: Tx, input: NotifyInput): Promise<Dispatch> {
   const userIds = input.recipients.userIds ?? [];
   const departmentIds = input.recipients.departmentIds ?? [];
   const errors: FieldErrors = {};
+  const urlProblems = navigationUrlProblems(input.data.url, ROUTE_FORMS);
+  if (urlProblems.length > 0) errors.url = urlProblems;
   if (userIds.length === 0 && departmentIds.length === 0) {
-    throw invalid({ user_ids: ['at least one user or department is required'], department_ids: ['at least one user or department is required'] });
+    const required = ['at least one user or department is required'];
+    throw invalid({ ...errors, user_ids: required, department_ids: required });
   }
   const [foundUsers, foundDepartments] = await Promise.all([
     userIds.length ? tx.select({ id: users.id }).from(users).where(and(inArray(users.id, userIds), isNull(users.deletedAt))) : [],

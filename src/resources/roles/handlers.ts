@@ -1,11 +1,13 @@
-import { and, asc, eq, ne, sql } from 'drizzle-orm';
+import { asc, eq, sql } from 'drizzle-orm';
 import type { Auth } from '../../platform/auth/auth.ts';
 import type { Tx } from '../../platform/database/database.ts';
+import { lockTenantScope } from '../../platform/database/locks.ts';
 import { rfc3339 } from '../../platform/http/datetime.ts';
 import type { Handlers } from '../../platform/http/handler.ts';
 import { forbidden, invalid, notFound } from '../../platform/http/problem.ts';
 import { defineView, present, readControls } from '../../platform/result-controls/result-controls.ts';
 import { users } from '../users/table.ts';
+import { displayNameProblems, NAME_TAKEN, nameTaken, storedName } from './names.ts';
 import { permissionsLacking } from './permissions.ts';
 import { roles } from './table.ts';
 
@@ -72,12 +74,19 @@ export function roleChangeErrors(
   return errors;
 }
 
-async function assertNameFree(tx: Tx, name: string, exceptId?: number): Promise<void> {
-  const [taken] = await tx
-    .select({ id: roles.id })
-    .from(roles)
-    .where(exceptId ? and(eq(roles.name, name), ne(roles.id, exceptId)) : eq(roles.name, name));
-  if (taken) throw invalid({ name: ['is already taken'] });
+/**
+ * A new role name (create, rename): no whitespace at either end, no invisible characters,
+ * and not a look-alike of another role's name (`nameKey`). The check runs under a tenant
+ * lock, so two concurrent requests cannot both take look-alike names (the database's
+ * unique rule compares names exactly). Returns the name to store (NFC).
+ */
+async function checkNewName(tx: Tx, name: string, exceptId?: number): Promise<string> {
+  const problems = displayNameProblems(name);
+  if (problems.length > 0) throw invalid({ name: problems });
+  await lockTenantScope(tx, 'roles.name');
+  const existing = await tx.select({ id: roles.id, name: roles.name }).from(roles);
+  if (nameTaken(existing, name, exceptId)) throw invalid({ name: [NAME_TAKEN] });
+  return storedName(name);
 }
 
 async function callerRoleId(tx: Tx, auth: Auth): Promise<number | undefined> {
@@ -111,10 +120,10 @@ export const roleHandlers = {
     const errors = roleChangeErrors(auth, { permissions: [], active: true, ownRole: false }, { permissions, active: body.active ?? true });
     if (Object.keys(errors).length > 0) throw invalid(errors);
     const [created] = await db.tenant(auth.tenantId, async (tx) => {
-      await assertNameFree(tx, body.name);
+      const name = await checkNewName(tx, body.name);
       const rows = await tx
         .insert(roles)
-        .values({ tenantId: auth.tenantId, name: body.name, active: body.active ?? true, permissions })
+        .values({ tenantId: auth.tenantId, name, active: body.active ?? true, permissions })
         .returning();
       return present(roleView, tx, rows, { selects: null, relations: [] }, auth);
     });
@@ -130,7 +139,8 @@ export const roleHandlers = {
       const ownRole = (await callerRoleId(tx, auth)) === role.id;
       const errors = roleChangeErrors(auth, { ...role, ownRole }, next);
       if (Object.keys(errors).length > 0) throw invalid(errors);
-      if (next.name !== role.name) await assertNameFree(tx, next.name, role.id);
+      // A name sent back unchanged is not judged again (it may predate these rules).
+      if (next.name !== role.name) next.name = await checkNewName(tx, next.name, role.id);
       const rows = await tx
         .update(roles)
         .set({ ...next, updatedAt: sql`now()` })

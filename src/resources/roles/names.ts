@@ -1,0 +1,39 @@
+/**
+ * Names that people read to tell records apart and to choose one (roles, departments):
+ * two names that look alike must not name two records, or a look-alike ("Administrator "
+ * beside "Administrator") could be picked, or shown, in place of the real one.
+ */
+
+/**
+ * Characters that do not show, or change how the text around them shows: control and
+ * format characters (zero-width spaces and joiners, bidirectional overrides, soft
+ * hyphens), private-use and unpaired surrogate code points, line and paragraph separators.
+ */
+const INVISIBLE = /[\p{Cc}\p{Cf}\p{Co}\p{Cs}\p{Zl}\p{Zp}]/u;
+
+/** The form a name is stored in: Unicode NFC, so one name has one spelling. */
+export const storedName = (name: string): string => name.normalize('NFC');
+
+/** What is wrong with `name` as a display name: whitespace at either end, an invisible character. */
+export function displayNameProblems(name: string): string[] {
+  const problems: string[] = [];
+  if (/^\s|\s$/u.test(name)) problems.push('may not begin or end with whitespace');
+  if (INVISIBLE.test(name)) problems.push('may not contain control, format or other invisible characters');
+  return problems;
+}
+
+/**
+ * The key two names are compared by: compatibility-normalised (NFKC: full-width and other
+ * variant letters become the plain ones), lower-cased, with every run of whitespace as one
+ * space. Names with the same key count as one name.
+ */
+export const nameKey = (name: string): string =>
+  name.normalize('NFKC').toLowerCase().normalize('NFKC').replace(/\s+/gu, ' ').trim();
+
+export const NAME_TAKEN = 'is already taken (names that differ only in letter case, spacing or Unicode form count as the same name)';
+
+/** Whether a record other than `exceptId` among `existing` has a name with the key of `name`. */
+export function nameTaken(existing: { id: number; name: string }[], name: string, exceptId?: number): boolean {
+  const key = nameKey(name);
+  return existing.some((row) => row.id !== exceptId && nameKey(row.name) === key);
+}
