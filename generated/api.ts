@@ -3491,6 +3491,8 @@ export interface components {
         /** @description Maximum number of records. Default no limit. */
         Limit: number;
         MenuItemParameter: components["schemas"]["Id"];
+        /** @description This list has no filters; any `filter[key]` is a 422 naming the key. */
+        NoFilter: Record<string, never>;
         Notification: string;
         /** @description Pipe-separated relation names to include. */
         Relations: string;
@@ -3546,6 +3548,8 @@ export interface operations {
     listAttributeSets: {
         parameters: {
             query?: {
+                /** @description This list has no filters; any `filter[key]` is a 422 naming the key. */
+                filter?: components["parameters"]["NoFilter"];
                 /** @description Maximum number of records. Default no limit. */
                 limit?: components["parameters"]["Limit"];
                 /** @description Comma-separated field names to return. Default all visible fields. */
@@ -3686,6 +3690,8 @@ export interface operations {
     listAutomations: {
         parameters: {
             query?: {
+                /** @description This list has no filters; any `filter[key]` is a 422 naming the key. */
+                filter?: components["parameters"]["NoFilter"];
                 /** @description Maximum number of records. Default no limit. */
                 limit?: components["parameters"]["Limit"];
                 /** @description Pipe-separated relation names to include. */
@@ -3928,6 +3934,8 @@ export interface operations {
     listAdministeredMenuItems: {
         parameters: {
             query?: {
+                /** @description This list has no filters; any `filter[key]` is a 422 naming the key. */
+                filter?: components["parameters"]["NoFilter"];
                 /** @description Maximum number of records. Default no limit. */
                 limit?: components["parameters"]["Limit"];
                 /** @description Pipe-separated relation names to include. */
@@ -4153,6 +4161,8 @@ export interface operations {
     listForms: {
         parameters: {
             query?: {
+                /** @description This list has no filters; any `filter[key]` is a 422 naming the key. */
+                filter?: components["parameters"]["NoFilter"];
                 /** @description Maximum number of records. Default no limit. */
                 limit?: components["parameters"]["Limit"];
                 /** @description Pipe-separated relation names to include. */
@@ -4240,6 +4250,8 @@ export interface operations {
     listTaskTemplates: {
         parameters: {
             query?: {
+                /** @description This list has no filters; any `filter[key]` is a 422 naming the key. */
+                filter?: components["parameters"]["NoFilter"];
                 /** @description Maximum number of records. Default no limit. */
                 limit?: components["parameters"]["Limit"];
                 /** @description Pipe-separated relation names to include. */
@@ -4484,6 +4496,8 @@ export interface operations {
     listUserLoginTokens: {
         parameters: {
             query?: {
+                /** @description This list has no filters; any `filter[key]` is a 422 naming the key. */
+                filter?: components["parameters"]["NoFilter"];
                 /** @description Maximum number of records. Default no limit. */
                 limit?: components["parameters"]["Limit"];
                 /** @description Pipe-separated relation names to include. */
@@ -4883,6 +4897,8 @@ export interface operations {
     listMenuItems: {
         parameters: {
             query?: {
+                /** @description This list has no filters; any `filter[key]` is a 422 naming the key. */
+                filter?: components["parameters"]["NoFilter"];
                 /** @description Maximum number of records. Default no limit. */
                 limit?: components["parameters"]["Limit"];
                 /** @description Pipe-separated relation names to include. */
@@ -4942,6 +4958,8 @@ export interface operations {
     listNotificationSettings: {
         parameters: {
             query?: {
+                /** @description This list has no filters; any `filter[key]` is a 422 naming the key. */
+                filter?: components["parameters"]["NoFilter"];
                 /** @description Maximum number of records. Default no limit. */
                 limit?: components["parameters"]["Limit"];
                 /** @description Pipe-separated relation names to include. */
@@ -5178,6 +5196,8 @@ export interface operations {
     listNotificationsByType: {
         parameters: {
             query?: {
+                /** @description This list has no filters; any `filter[key]` is a 422 naming the key. */
+                filter?: components["parameters"]["NoFilter"];
                 /** @description Maximum number of records. Default no limit. */
                 limit?: components["parameters"]["Limit"];
                 /** @description Comma-separated field names to return. Default all visible fields. */
@@ -5440,6 +5460,8 @@ export interface operations {
     listTaskExecutions: {
         parameters: {
             query?: {
+                /** @description This list has no filters; any `filter[key]` is a 422 naming the key. */
+                filter?: components["parameters"]["NoFilter"];
                 /** @description Maximum number of records. Default no limit. */
                 limit?: components["parameters"]["Limit"];
                 /** @description Pipe-separated relation names to include. */
@@ -5551,6 +5573,8 @@ export interface operations {
     listSubmissions: {
         parameters: {
             query?: {
+                /** @description This list has no filters; any `filter[key]` is a 422 naming the key. */
+                filter?: components["parameters"]["NoFilter"];
                 /** @description Maximum number of records. Default no limit. */
                 limit?: components["parameters"]["Limit"];
                 /** @description Pipe-separated relation names to include. */
