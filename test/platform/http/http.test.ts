@@ -1,0 +1,163 @@
+import { readFileSync } from 'node:fs';
+import { Writable } from 'node:stream';
+import t from 'tap';
+import Fastify from 'fastify';
+import pino from 'pino';
+import { DrizzleQueryError } from 'drizzle-orm';
+import { buildApp, loggerOptions } from '../../../src/app.ts';
+import { registerErrorHandling } from '../../../src/platform/http/error-handler.ts';
+import { ProblemError } from '../../../src/platform/http/problem.ts';
+import { startTestApi } from '../../helpers/atrium.ts';
+
+const api = await startTestApi(t);
+const app = api.atrium.app!;
+
+t.test('health probes', async (t) => {
+  const live = await api.call(t, 'getLiveness');
+  t.strictSame([live.status, live.body], [200, { status: 'ok' }]);
+  const ready = await api.call(t, 'getReadiness');
+  t.strictSame([ready.status, ready.body], [200, { status: 'ok', database: true }]);
+});
+
+t.test('the bundled spec and the interactive reference are served', async (t) => {
+  const spec = await app.inject({ method: 'GET', url: '/api/openapi.json' });
+  t.equal(spec.statusCode, 200);
+  t.strictSame(spec.json(), JSON.parse(readFileSync('generated/openapi.json', 'utf8')));
+  const docs = await app.inject({ method: 'GET', url: '/docs' });
+  t.equal(docs.statusCode, 200);
+  t.match(docs.body, /<html/);
+  t.match(docs.body, /swagger-ui/i);
+  const served = await app.inject({ method: 'GET', url: '/docs/json' });
+  t.equal(served.json().info.title, 'Atrium API', 'the reference reads our spec');
+});
+
+t.test('unknown routes are problem documents', async (t) => {
+  const res = await app.inject({ method: 'GET', url: '/api/nothing-here?x=1' });
+  t.equal(res.statusCode, 404);
+  t.equal(res.headers['content-type'], 'application/problem+json; charset=utf-8');
+  t.match(res.json(), { type: /problems\/not-found/, title: 'Not Found', status: 404, detail: 'No route GET /api/nothing-here.' });
+});
+
+t.test('uncaught errors are logged and answered 500 without internals', async (t) => {
+  const logged: string[] = [];
+  const bare = Fastify({
+    logger: { level: 'error', stream: { write: (line: string) => logged.push(line) } },
+  });
+  registerErrorHandling(bare);
+  bare.get('/boom', async () => {
+    throw new Error('secret internal detail: connection string postgres://x');
+  });
+  bare.get('/problem', async () => {
+    throw new ProblemError(409, 'Conflicting.', { errors: { name: ['taken'] } });
+  });
+  const res = await bare.inject({ method: 'GET', url: '/boom' });
+  t.equal(res.statusCode, 500);
+  t.equal(res.headers['content-type'], 'application/problem+json; charset=utf-8');
+  t.notMatch(res.body, /secret|postgres/);
+  t.match(res.json(), { status: 500, title: 'Internal Server Error' });
+  t.ok(logged.some((line) => line.includes('secret internal detail')), 'the cause is in the log');
+  const problem = await bare.inject({ method: 'GET', url: '/problem' });
+  t.strictSame(problem.json(), {
+    type: 'https://atrium.dev/problems/conflict',
+    title: 'Conflict',
+    status: 409,
+    detail: 'Conflicting.',
+    errors: { name: ['taken'] },
+  });
+});
+
+t.test('database errors are logged without their query parameters or row details', async (t) => {
+  const logged: string[] = [];
+  const bare = Fastify({
+    logger: { level: 'error', stream: { write: (line: string) => logged.push(line) } },
+  });
+  registerErrorHandling(bare);
+  const query = 'insert into "users" ("tenant_id", "username", "password") values ($1, $2, $3)';
+  bare.get('/database', async () => {
+    // As postgres.js rejects and drizzle wraps: the driver error carries the row in `detail`.
+    const cause = Object.assign(new Error('null value in column "email" violates not-null constraint'), {
+      name: 'PostgresError',
+      severity: 'ERROR',
+      code: '23502',
+      detail: 'Failing row contains (1, ann, $argon2id$v=19$leaked-hash).',
+      table_name: 'users',
+      column_name: 'email',
+      constraint_name: undefined,
+    });
+    throw new DrizzleQueryError(query, [1, 'ann', '$argon2id$v=19$leaked-hash'], cause);
+  });
+  const res = await bare.inject({ method: 'GET', url: '/database' });
+  t.equal(res.statusCode, 500);
+  t.notMatch(res.body, /leaked-hash|insert into/);
+  const line = logged.join('\n');
+  t.notMatch(line, /leaked-hash/, 'no parameter or row value in the log');
+  t.match(line, /insert into \\"users\\"/, 'the query text is logged');
+  t.match(line, /23502/, 'the driver code is logged');
+  t.match(line, /violates not-null constraint/, "the driver's message is logged");
+});
+
+t.test('a multipart request carries at most one file: a second file part is a 413 problem', async (t) => {
+  const tenant = await api.createTenant('multipart-files');
+  const form = new FormData();
+  form.append('user_data_csv', new Blob(['username\nfirst\n'], { type: 'text/csv' }), 'one.csv');
+  form.append('user_data_csv', new Blob(['username\nsecond\n'], { type: 'text/csv' }), 'two.csv');
+  const body = new Response(form);
+  const res = await api.call(t, 'importUsersCsv', {
+    token: tenant.adminToken,
+    payload: Buffer.from(await body.arrayBuffer()),
+    contentType: body.headers.get('content-type')!,
+  });
+  t.equal(res.status, 413);
+  t.match(res.body, { status: 413, detail: /one file/ });
+});
+
+t.test('query strings with nested filters parse with depth 2, deeper nesting is rejected', async (t) => {
+  // listRoles declares `filter` (operations that do not declare it ignore the parameter).
+  const res = await api.call(t, 'listRoles', {
+    token: (await api.createTenant('qs')).adminToken,
+    query: { filter: { active: { b: { c: 1 } } } },
+  });
+  t.equal(res.status, 422);
+});
+
+t.test('a problem document is not accepted as a request body (415)', async (t) => {
+  const res = await api.call(t, 'login', { payload: '{"tenant":"demo"}', contentType: 'application/problem+json' });
+  t.equal(res.status, 415);
+});
+
+t.test('credential query parameters are redacted from request logs in every spelling', async (t) => {
+  // The production logger (loggerOptions), writing to a stream this test reads.
+  const lines: string[] = [];
+  const stream = new Writable({
+    write(chunk, _encoding, done) {
+      lines.push(...chunk.toString().split('\n').filter(Boolean));
+      done();
+    },
+  });
+  const logged = await buildApp(api.atrium.services, { logger: pino(loggerOptions('info') as pino.LoggerOptions, stream) });
+  t.teardown(() => logged.close());
+  const tenant = await api.createTenant('redaction');
+  const secrets = [
+    'signature[]=SECRET-A',
+    'signature%5B%5D=SECRET-B',
+    'SIGNATURE=SECRET-C',
+    '%73ignature=SECRET-D',
+    'signature[0]=SECRET-E',
+    'signature[]=SECRET-F&signature[]=SECRET-G',
+    'access_token=SECRET-H',
+    'Token[x]=SECRET-I',
+    'signature=SECRET-J',
+  ];
+  for (const query of secrets) {
+    const res = await logged.inject({ method: 'GET', url: `/users/${tenant.adminUserId}/profile-picture?tenant=${tenant.tenantId}&expires=4102444800&${query}` });
+    t.ok(res.statusCode < 500, query);
+  }
+  const requests = lines.map((line) => JSON.parse(line)).filter((entry) => entry.req?.url?.includes('/profile-picture'));
+  t.equal(requests.length, secrets.length, 'every request was logged with its URL');
+  const text = lines.join('\n');
+  t.notMatch(text, /SECRET-/, 'no credential value in the log');
+  for (const entry of requests) {
+    t.match(entry.req.url, /expires=4102444800/, 'other parameters are kept');
+    t.match(entry.req.url, /=\[redacted\]/, 'the credential is marked as redacted');
+  }
+});

@@ -1,0 +1,300 @@
+/**
+ * Client input never produces a 5xx: numbers outside what the service stores, JSON nested
+ * deeper than the parser admits, and requests the router or the HTTP parser refuse are
+ * all answered with problem documents.
+ */
+import { connect } from 'node:net';
+import { readFileSync } from 'node:fs';
+import t from 'tap';
+import Fastify from 'fastify';
+import { sql } from 'drizzle-orm';
+import { registerErrorHandling } from '../../../src/platform/http/error-handler.ts';
+import { MAX_JSON_DEPTH } from '../../../src/platform/http/json-body.ts';
+import { validatorCompiler } from '../../../src/platform/http/validation.ts';
+import { webhookDeliveries } from '../../../src/resources/automations/table.ts';
+import { startTestApi } from '../../helpers/atrium.ts';
+import { startReceiver } from '../../helpers/receiver.ts';
+
+const api = await startTestApi(t, { webhookAllowedCidrs: ['127.0.0.0/8'] });
+const app = api.atrium.app!;
+const tenant = await api.createTenant('bounds');
+const token = tenant.adminToken;
+const receiver = await startReceiver(t);
+
+const PROBLEM = /^application\/problem\+json/;
+
+/** Text that JavaScript's Number() reads as a number but that is no decimal integer in range. */
+const NOT_AN_ID = ['1e400', 'Infinity', '-Infinity', '1e19', '10000000000000000000', '9007199254740992', '2.5', 'NaN', '0x10', ' 1', '1 ', '+1', '1e3', '0', '-1', '1'.repeat(400), ''];
+
+t.test('path IDs: anything but a decimal integer from 1 to 2^53-1 is a 422 on the parameter', async (t) => {
+  for (const value of NOT_AN_ID.filter((v) => v !== '')) {
+    const user = await api.call(t, 'getUser', { token, params: { user: value } });
+    t.equal(user.status, 422, `getUser ${JSON.stringify(value)}`);
+    t.ok(user.body.errors?.user, `the error names the parameter (${JSON.stringify(value)})`);
+    const item = await api.call(t, 'getAdministeredMenuItem', { token, params: { menuItem: value } });
+    t.equal(item.status, 422, `getAdministeredMenuItem ${JSON.stringify(value)}`);
+  }
+  const found = await api.call(t, 'getUser', { token, params: { user: tenant.adminUserId } });
+  t.equal(found.status, 200, 'a plain decimal ID still works');
+  const largest = await api.call(t, 'getUser', { token, params: { user: '9007199254740991' } });
+  t.equal(largest.status, 404, 'the largest ID is in range (no such user)');
+});
+
+t.test('query integers (filter keys, limit, signed URL expiry) refuse the same text', async (t) => {
+  for (const value of NOT_AN_ID) {
+    const filtered = await api.call(t, 'listUsers', { token, query: { filter: { role_id: value } } });
+    t.equal(filtered.status, 422, `filter[role_id]=${JSON.stringify(value)}`);
+    t.ok(filtered.body.errors?.['filter.role_id'], 'named filter.role_id');
+    const limited = await api.call(t, 'listUsers', { token, query: { limit: value } });
+    t.equal(limited.status, 422, `limit=${JSON.stringify(value)}`);
+    t.ok(limited.body.errors?.limit, 'named limit');
+  }
+  const picture = await api.call(t, 'getProfilePicture', {
+    params: { user: tenant.adminUserId },
+    query: { tenant: tenant.tenantId, expires: '1e400', signature: 'x' },
+  });
+  t.equal(picture.status, 422);
+  t.ok(picture.body.errors?.expires);
+  const repeated = await api.call(t, 'listUsers', { token, query: { limit: ['Infinity', '2'] } });
+  t.equal(repeated.status, 422, 'a repeated parameter is judged element by element');
+  const ok = await api.call(t, 'listUsers', { token, query: { filter: { role_id: '1' }, limit: '5' } });
+  t.equal(ok.status, 200, 'decimal values pass');
+});
+
+t.test('the validator enforces the int32 and int64 formats on text and JSON values alike', async (t) => {
+  const schema = {
+    type: 'object',
+    properties: { small: { type: 'integer', format: 'int32' }, large: { type: 'integer', format: 'int64' } },
+  };
+  const text = validatorCompiler({ schema, httpPart: 'querystring', method: 'GET', url: '/' } as never) as (data: unknown) => boolean;
+  const json = validatorCompiler({ schema, httpPart: 'body', method: 'POST', url: '/' } as never) as (data: unknown) => boolean;
+  for (const [data, valid] of [
+    [{ small: '2147483647', large: '9007199254740991' }, true],
+    [{ small: '-2147483648' }, true],
+    [{ small: '2147483648' }, false],
+    [{ large: '1e400' }, false],
+    [{ large: 'Infinity' }, false],
+    [{ large: '-Infinity' }, false],
+    [{ large: 'NaN' }, false],
+    [{ large: '2.5' }, false],
+    [{ large: '0x10' }, false],
+    [{ large: ' 1' }, false],
+  ] as const) {
+    t.equal(text({ ...data }), valid, `text ${JSON.stringify(data)}`);
+  }
+  for (const [data, valid] of [
+    [{ small: 2147483647, large: 9007199254740991 }, true],
+    [{ small: 2147483648 }, false],
+    [{ large: Infinity }, false],
+    [{ large: -Infinity }, false],
+    [{ large: NaN }, false],
+    [{ large: 2.5 }, false],
+  ] as const) {
+    t.equal(json({ ...data }), valid, `JSON ${JSON.stringify(data)}`);
+  }
+});
+
+t.test('JSON body integers: infinite, fractional or out-of-range numbers are 422', async (t) => {
+  for (const number of ['1e400', '-1e400', '1e19', '2.5', '9007199254740992', '0']) {
+    const res = await api.call(t, 'createUser', {
+      token,
+      payload: `{"username":"n${number.replace(/\W/g, '')}","password":"correct horse battery","first_name":"A","last_name":"B","role_id":${number}}`,
+      contentType: 'application/json',
+    });
+    t.equal(res.status, 422, `role_id ${number}`);
+    t.ok(res.body.errors?.role_id, 'named role_id');
+  }
+  const sort = await api.call(t, 'createMenuItem', {
+    token,
+    body: { icon_id: 1, menu_identifier: 'bounds', type: 'link', title: 'x', link: 'https://example.com/', sort_number: 2147483648 },
+  });
+  t.equal(sort.status, 422, 'an int32 column refuses 2^31');
+  t.ok(sort.body.errors?.sort_number);
+});
+
+t.test(`JSON bodies nested more than ${MAX_JSON_DEPTH} levels deep are refused before they are walked`, async (t) => {
+  const created = await api.call(t, 'createAutomation', { token, body: { name: 'deep', config: { url: receiver.url('/deep'), headers: {} } } });
+  t.equal(created.status, 201);
+  const automation = created.body.id as number;
+  const deliveries = async () =>
+    (await api.db.owner.select({ id: webhookDeliveries.id }).from(webhookDeliveries).where(sql`${webhookDeliveries.automationId} = ${automation}`)).length;
+
+  const levels = 150_000;
+  const deep = `{"context":{"a":${'['.repeat(levels)}${']'.repeat(levels)}}}`;
+  const refused = await api.call(t, 'runAutomation', { token, params: { automation }, payload: deep, contentType: 'application/json' });
+  t.equal(refused.status, 400);
+  t.match(refused.headers['content-type'], PROBLEM);
+  t.match(refused.body.detail, /64 levels/);
+  t.equal(await deliveries(), 0, 'nothing was queued');
+
+  // The body object is level 1 and `context` level 2: a context with 62 more levels is the limit.
+  const nested = (depth: number) => `${'{"a":'.repeat(depth)}1${'}'.repeat(depth)}`;
+  const atLimit = await api.call(t, 'runAutomation', {
+    token,
+    params: { automation },
+    payload: `{"context":${nested(MAX_JSON_DEPTH - 1)}}`,
+    contentType: 'application/json',
+  });
+  t.equal(atLimit.status, 202, `${MAX_JSON_DEPTH} levels are accepted`);
+  const overLimit = await api.call(t, 'runAutomation', {
+    token,
+    params: { automation },
+    payload: `{"context":${nested(MAX_JSON_DEPTH)}}`,
+    contentType: 'application/json',
+  });
+  t.equal(overLimit.status, 400, `${MAX_JSON_DEPTH + 1} levels are not`);
+  const brackets = await api.call(t, 'runAutomation', {
+    token,
+    params: { automation },
+    body: { context: { text: `${'['.repeat(5000)}"\\{${'{'.repeat(5000)}` } },
+  });
+  t.equal(brackets.status, 202, 'brackets inside strings do not count');
+  t.equal(await deliveries(), 2, 'only the accepted runs were queued');
+
+  const login = await api.call(t, 'login', { payload: '['.repeat(levels) + ']'.repeat(levels), contentType: 'application/json' });
+  t.equal(login.status, 400, 'every JSON body is checked, public operations included');
+  const poisoned = await api.call(t, 'login', { payload: '{"__proto__":{"x":1}}', contentType: 'application/json' });
+  t.equal(poisoned.status, 400, 'prototype poisoning is still refused');
+  const malformed = await api.call(t, 'login', { payload: '{"tenant":', contentType: 'application/json' });
+  t.equal(malformed.status, 400, 'malformed JSON is still a 400');
+});
+
+t.test('a string escaping half of a surrogate pair is refused (400) before it reaches a handler or the database', async (t) => {
+  const roles = async () => (await api.call(t, 'listRoles', { token })).body.length as number;
+  const before = await roles();
+  for (const name of ['\\ud800', 'a\\udc00b', '\\ud800\\u0041', 'x\\udbff']) {
+    const refused = await api.call(t, 'createRole', { token, payload: `{"name":"${name}","permissions":[]}`, contentType: 'application/json' });
+    t.equal(refused.status, 400, `${name} in a text column`);
+    t.match(refused.body.detail, /unpaired surrogate/);
+  }
+  const created = await api.call(t, 'createAutomation', { token, body: { name: 'surrogates', config: { url: receiver.url('/s'), headers: {} } } });
+  const run = await api.call(t, 'runAutomation', { token, params: { automation: created.body.id }, payload: '{"context":{"k":"\\udfff"}}', contentType: 'application/json' });
+  t.equal(run.status, 400, 'in a JSON column too');
+  t.equal(await roles(), before, 'nothing stored');
+  const paired = await api.call(t, 'createRole', { token, payload: '{"name":"smile \\ud83d\\ude00 \\\\ud800","permissions":[]}', contentType: 'application/json' });
+  t.equal(paired.status, 201, 'a whole pair, and an escaped backslash before "ud800", are fine');
+  t.equal(paired.body.name, 'smile 😀 \\ud800');
+});
+
+t.test('router refusals are problem documents', async (t) => {
+  const long = await api.call(t, 'getUser', { token, params: { user: '1'.repeat(1025) } });
+  t.equal(long.status, 414, 'a path segment over 1024 characters');
+  t.match(long.headers['content-type'], PROBLEM);
+  t.match(long.body, { status: 414, title: 'URI Too Long' });
+  const longish = await api.call(t, 'getUser', { token, params: { user: '1'.repeat(150) } });
+  t.equal(longish.status, 422, 'a segment of 150 characters reaches validation');
+  const named = await api.call(t, 'getProfilePictureNamed', {
+    params: { user: tenant.adminUserId, fileName: `${'a'.repeat(251)}.png` },
+    query: { tenant: tenant.tenantId, expires: 1, signature: 'x' },
+  });
+  t.not(named.status, 414, 'a file name of the documented 255 characters is routed');
+
+  const badEncoding = await app.inject({ method: 'GET', url: '/api/users/%E0%A4%A', headers: { authorization: `Bearer ${token}` } });
+  t.equal(badEncoding.statusCode, 400);
+  t.match(badEncoding.headers['content-type'], PROBLEM);
+  t.match(badEncoding.json(), { status: 400, title: 'Bad Request', detail: /percent-encoding/ });
+
+  const wrongMethod = await app.inject({ method: 'PATCH', url: '/api/users/1', headers: { authorization: `Bearer ${token}` } });
+  t.equal(wrongMethod.statusCode, 404, 'an undeclared method is an unknown route');
+  t.match(wrongMethod.headers['content-type'], PROBLEM);
+});
+
+/** Sends raw bytes to the listening server and answers the raw response. */
+function rawRequest(port: number, request: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(port, '127.0.0.1');
+    const chunks: Buffer[] = [];
+    socket.on('data', (chunk) => chunks.push(chunk));
+    socket.on('error', () => resolve(Buffer.concat(chunks).toString()));
+    socket.on('close', () => resolve(Buffer.concat(chunks).toString()));
+    socket.setTimeout(5000, () => reject(new Error('no answer')));
+    socket.write(request);
+  });
+}
+
+t.test('requests the HTTP parser refuses are problem documents', async (t) => {
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  const port = (app.server.address() as { port: number }).port;
+
+  const huge = await rawRequest(port, `GET /health/live HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(64 * 1024)}\r\n\r\n`);
+  t.match(huge, /^HTTP\/1\.1 431 /);
+  t.match(huge, /\r\nContent-Type: application\/problem\+json/i);
+  const hugeBody = JSON.parse(huge.slice(huge.indexOf('\r\n\r\n') + 4));
+  t.match(hugeBody, { status: 431, title: 'Request Header Fields Too Large' });
+
+  const garbage = await rawRequest(port, 'NOT HTTP AT ALL\r\n\r\n');
+  t.match(garbage, /^HTTP\/1\.1 400 /);
+  t.match(garbage, /\r\nContent-Type: application\/problem\+json/i);
+  t.match(JSON.parse(garbage.slice(garbage.indexOf('\r\n\r\n') + 4)), { status: 400, title: 'Bad Request' });
+});
+
+t.test('a number out of range or text of the wrong type that reaches PostgreSQL is a 422, not a 500', async (t) => {
+  const logged: string[] = [];
+  const bare = Fastify({ logger: { level: 'warn', stream: { write: (line: string) => logged.push(line) } } });
+  registerErrorHandling(bare);
+  bare.get('/overflow', async () => api.db.owner.execute(sql`select ${'99999999999999999999'}::bigint`));
+  bare.get('/int32', async () => api.db.owner.execute(sql`select ${2147483648}::integer`));
+  bare.get('/text', async () => api.db.owner.execute(sql`select ${'1e400'}::bigint`));
+  for (const url of ['/overflow', '/int32', '/text']) {
+    const res = await bare.inject({ method: 'GET', url });
+    t.equal(res.statusCode, 422, url);
+    t.match(res.headers['content-type'], PROBLEM);
+    t.notMatch(res.body, /select|bigint|integer/i, 'no query text in the answer');
+  }
+  t.equal(logged.filter((line) => line.includes('input reached the database unchecked')).length, 3, 'each is logged as a missing bound');
+});
+
+t.test('the spec gives every integer a format, and every integer input bounds within it', async (t) => {
+  const spec = JSON.parse(readFileSync('generated/openapi.json', 'utf8'));
+  const LIMITS = { int32: 2147483647, int64: 9007199254740991 } as const;
+  const problems: string[] = [];
+  const visit = (node: unknown, path: string, input: boolean) => {
+    if (Array.isArray(node)) return node.forEach((item, index) => visit(item, `${path}/${index}`, input));
+    if (typeof node !== 'object' || node === null) return;
+    const schema = node as Record<string, unknown>;
+    const types = Array.isArray(schema.type) ? schema.type : [schema.type];
+    if (types.includes('integer')) {
+      const format = schema.format as keyof typeof LIMITS | undefined;
+      if (format !== 'int32' && format !== 'int64') problems.push(`${path}: no int32/int64 format`);
+      else if (input) {
+        const { minimum, maximum } = schema as { minimum?: number; maximum?: number };
+        if (typeof minimum !== 'number' || typeof maximum !== 'number') problems.push(`${path}: an input without minimum and maximum`);
+        else if (maximum > LIMITS[format] || minimum < -LIMITS[format]) problems.push(`${path}: bounds beyond ${format}`);
+      }
+    }
+    for (const [key, value] of Object.entries(schema)) {
+      if (key === 'example' || key === 'examples' || key === 'enum' || key === 'const' || key === 'default') continue;
+      visit(value, `${path}/${key}`, input);
+    }
+  };
+  const resolve = (ref: string): unknown =>
+    ref
+      .slice(2)
+      .split('/')
+      .reduce((at: any, part) => at?.[part.replace(/~1/g, '/').replace(/~0/g, '~')], spec);
+  const refs = new Set<string>();
+  const collectRefs = (node: unknown): void => {
+    if (Array.isArray(node)) return node.forEach(collectRefs);
+    if (typeof node !== 'object' || node === null) return;
+    for (const [key, value] of Object.entries(node)) {
+      if (key === '$ref' && typeof value === 'string' && !refs.has(value)) {
+        refs.add(value);
+        collectRefs(resolve(value));
+      } else collectRefs(value);
+    }
+  };
+  // Inputs: parameters and request bodies, and every component they refer to.
+  for (const [route, item] of Object.entries(spec.paths as Record<string, Record<string, any>>)) {
+    for (const [method, operation] of Object.entries(item)) {
+      const inputs = [operation.parameters, operation.requestBody, method === 'parameters' ? operation : undefined];
+      for (const input of inputs) {
+        if (!input) continue;
+        visit(input, `${route} ${method}`, true);
+        collectRefs(input);
+      }
+    }
+  }
+  for (const ref of refs) visit(resolve(ref), ref, true);
+  visit(spec, '#', false);
+  t.strictSame([...new Set(problems)], []);
+});

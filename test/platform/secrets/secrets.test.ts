@@ -1,0 +1,43 @@
+import t from 'tap';
+import { Secrets, instanceSecret } from '../../../src/platform/secrets/secrets.ts';
+import { startTestApi } from '../../helpers/atrium.ts';
+
+const api = await startTestApi(t);
+const { db, secrets } = api.atrium.services;
+
+t.test('the master key is generated once and shared by every loader', async (t) => {
+  const again = await Secrets.load(db, undefined);
+  t.equal(again.sign('x', 'message'), secrets.sign('x', 'message'));
+  const configured = await Secrets.load(db, Buffer.alloc(32, 7).toString('base64'));
+  t.not(configured.sign('x', 'message'), secrets.sign('x', 'message'), 'ATRIUM_SECRET_KEY wins');
+  await t.rejects(Secrets.load(db, 'c2hvcnQ='), /32 bytes/);
+});
+
+t.test('concurrent first use agrees on one value', async (t) => {
+  let n = 0;
+  const values = await Promise.all(Array.from({ length: 5 }, () => instanceSecret(db, 'race', () => `value-${++n}`)));
+  t.equal(new Set(values).size, 1);
+});
+
+t.test('signatures verify only for the same purpose and message', async (t) => {
+  const signature = secrets.sign('picture-url', '/users/1/profile-picture?expires=1');
+  t.ok(secrets.verify('picture-url', '/users/1/profile-picture?expires=1', signature));
+  t.notOk(secrets.verify('picture-url', '/users/2/profile-picture?expires=1', signature));
+  t.notOk(secrets.verify('other', '/users/1/profile-picture?expires=1', signature));
+  t.notOk(secrets.verify('picture-url', '/users/1/profile-picture?expires=1', 'short'));
+});
+
+t.test('encryption round-trips, is randomised, and detects tampering', async (t) => {
+  const sealed = secrets.encrypt('webhook-secrets', 'p4ssw0rd');
+  t.not(sealed, secrets.encrypt('webhook-secrets', 'p4ssw0rd'));
+  t.notMatch(sealed, /p4ssw0rd/);
+  t.equal(secrets.decrypt('webhook-secrets', sealed), 'p4ssw0rd');
+  t.throws(() => secrets.decrypt('other-purpose', sealed));
+  const parts = sealed.split('.');
+  parts[3] = Buffer.from('tampered').toString('base64url');
+  t.throws(() => secrets.decrypt('webhook-secrets', parts.join('.')));
+});
+
+t.test('the application role cannot read installation secrets', async (t) => {
+  await t.rejects(db.appSql`select * from instance_secrets`, /permission denied/);
+});

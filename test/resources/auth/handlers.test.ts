@@ -1,0 +1,146 @@
+import t from 'tap';
+import { sql } from 'drizzle-orm';
+import { DEMO_PASSWORD, startTestApi } from '../../helpers/atrium.ts';
+
+const api = await startTestApi(t, { loginMaxFailures: 3 });
+
+const login = (tt: Parameters<typeof api.call>[0], body: unknown, headers: Record<string, string> = {}) =>
+  api.call(tt, 'login', { body, headers });
+
+t.test('the demo administrator signs in and the token authenticates', async (t) => {
+  const res = await login(t, { tenant: 'demo', username: 'admin', password: DEMO_PASSWORD });
+  t.equal(res.status, 200);
+  t.equal(res.body.token_type, 'Bearer');
+  t.match(res.body.access_token, /^atr_[A-Za-z0-9_-]{43}$/);
+  t.ok(Date.parse(res.body.expires_at) > Date.now() + 11 * 3600_000, 'expires after about ACCESS_TOKEN_TTL');
+  t.equal(res.body.password_change_required, false);
+  const me = await api.call(t, 'getCurrentUser', { token: res.body.access_token });
+  t.equal(me.status, 200);
+  t.equal(me.body.username, 'admin');
+  t.notOk('password_hash' in me.body || 'password' in me.body, 'no password in the answer');
+});
+
+t.test('the token is stored only as a hash', async (t) => {
+  const res = await login(t, { tenant: 'demo', username: 'admin', password: DEMO_PASSWORD });
+  const rows = await api.db.owner.execute<{ n: number }>(
+    sql`select count(*)::int as n from access_tokens where encode(token_hash, 'escape') like ${'%' + res.body.access_token + '%'}`,
+  );
+  t.equal(rows[0]!.n, 0);
+});
+
+t.test('wrong password, unknown user, unknown tenant, inactive and deleted users get one and the same 401', async (t) => {
+  const tenant = await api.createTenant('same-answer');
+  const inactive = await api.createUser(tenant.tenantId, { values: { active: false } });
+  const deleted = await api.createUser(tenant.tenantId, { values: { deletedAt: new Date() } });
+  const attempts = [
+    { tenant: 'same-answer', username: 'admin', password: 'wrong password' },
+    { tenant: 'same-answer', username: 'nobody', password: DEMO_PASSWORD },
+    { tenant: 'no-such-tenant', username: 'admin', password: DEMO_PASSWORD },
+    { tenant: 'same-answer', username: inactive.username, password: inactive.password },
+    { tenant: 'same-answer', username: deleted.username, password: deleted.password },
+  ];
+  const bodies = [];
+  for (const [i, attempt] of attempts.entries()) {
+    const res = await login(t, attempt, { 'x-forwarded-for': `10.0.0.${i}` });
+    t.equal(res.status, 401, JSON.stringify(attempt));
+    bodies.push(res.text);
+  }
+  t.equal(new Set(bodies).size, 1, 'identical bodies');
+});
+
+t.test('a user of another tenant cannot sign in through this tenant', async (t) => {
+  const a = await api.createTenant('tenant-a');
+  const b = await api.createTenant('tenant-b');
+  const user = await api.createUser(a.tenantId);
+  t.equal((await login(t, { tenant: 'tenant-b', username: user.username, password: user.password })).status, 401);
+  t.equal((await login(t, { tenant: 'tenant-a', username: user.username, password: user.password })).status, 200);
+  t.ok(b.tenantId);
+});
+
+t.test('repeated failures for one account are rate limited with Retry-After, even with the right password', async (t) => {
+  const tenant = await api.createTenant('limited');
+  const user = await api.createUser(tenant.tenantId);
+  for (let i = 0; i < 3; i++) {
+    t.equal((await login(t, { tenant: 'limited', username: user.username, password: 'nope nope nope' })).status, 401);
+  }
+  const limited = await login(t, { tenant: 'limited', username: user.username, password: user.password });
+  t.equal(limited.status, 429);
+  t.ok(Number(limited.headers['retry-after']) > 0, 'Retry-After in seconds');
+  t.equal(limited.headers['content-type'], 'application/problem+json; charset=utf-8');
+  // The window over: the right password works again and clears the count.
+  await api.db.owner.execute(sql`update login_failures set window_started_at = now() - interval '1 day'`);
+  t.equal((await login(t, { tenant: 'limited', username: user.username, password: user.password })).status, 200);
+});
+
+t.test('logout revokes the presented token only', async (t) => {
+  const first = (await login(t, { tenant: 'demo', username: 'admin', password: DEMO_PASSWORD })).body.access_token;
+  const second = (await login(t, { tenant: 'demo', username: 'admin', password: DEMO_PASSWORD })).body.access_token;
+  t.equal((await api.call(t, 'logout', { token: first })).status, 204);
+  t.equal((await api.call(t, 'getCurrentUser', { token: first })).status, 401);
+  t.equal((await api.call(t, 'logout', { token: first })).status, 401, 'a revoked token cannot log out again');
+  t.equal((await api.call(t, 'getCurrentUser', { token: second })).status, 200);
+});
+
+t.test('expired tokens, tokens of deactivated or deleted users and tokens issued before a logout mark are refused', async (t) => {
+  const tenant = await api.createTenant('refusals');
+  const expired = await api.createUser(tenant.tenantId);
+  await api.db.owner.execute(sql`update access_tokens set expires_at = now() - interval '1 second' where user_id = ${expired.id}`);
+  t.equal((await api.call(t, 'getCurrentUser', { token: expired.token })).status, 401, 'expired');
+
+  const deactivated = await api.createUser(tenant.tenantId);
+  await api.db.owner.execute(sql`update users set active = false where id = ${deactivated.id}`);
+  t.equal((await api.call(t, 'getCurrentUser', { token: deactivated.token })).status, 401, 'inactive');
+
+  const deleted = await api.createUser(tenant.tenantId);
+  await api.db.owner.execute(sql`update users set deleted_at = now() where id = ${deleted.id}`);
+  t.equal((await api.call(t, 'getCurrentUser', { token: deleted.token })).status, 401, 'deleted');
+
+  const marked = await api.createUser(tenant.tenantId);
+  await api.db.owner.execute(sql`update users set logout_marked_at = clock_timestamp() where id = ${marked.id}`);
+  t.equal((await api.call(t, 'getCurrentUser', { token: marked.token })).status, 401, 'issued before the logout mark');
+  const fresh = await api.tokenFor(tenant.tenantId, marked.id);
+  t.equal((await api.call(t, 'getCurrentUser', { token: fresh })).status, 200, 'issued after the mark');
+});
+
+t.test('missing, malformed and forged tokens get 401 with WWW-Authenticate-free problem bodies', async (t) => {
+  for (const token of [null, 'x', 'atr_' + 'A'.repeat(43), 'a b c']) {
+    const res = await api.call(t, 'getCurrentUser', { token });
+    t.equal(res.status, 401, String(token));
+    t.equal(res.body.status, 401);
+  }
+  const res = await api.call(t, 'getCurrentUser', { headers: { authorization: 'Basic YWRtaW46YWRtaW4=' } });
+  t.equal(res.status, 401);
+});
+
+t.test('bad login input is a 4xx problem and changes nothing', async (t) => {
+  const before = await api.db.owner.execute<{ n: number }>(sql`select count(*)::int as n from access_tokens`);
+  const cases: [unknown, number, string[]][] = [
+    [{}, 422, ['tenant', 'username', 'password']],
+    [{ tenant: 'demo', username: 'admin' }, 422, ['password']],
+    [{ tenant: 'demo', username: 'admin', password: 1 }, 422, ['password']],
+    [{ tenant: 'demo', username: 'admin', password: 'x', extra: true }, 422, ['extra']],
+    [{ tenant: '', username: 'admin', password: 'x' }, 422, ['tenant']],
+    [[], 422, []],
+  ];
+  for (const [body, status, fields] of cases) {
+    const res = await login(t, body);
+    t.equal(res.status, status, JSON.stringify(body));
+    for (const field of fields) t.ok(res.body.errors?.[field], `errors names ${field}`);
+  }
+  const malformed = await api.call(t, 'login', { payload: '{"tenant":', contentType: 'application/json' });
+  t.equal(malformed.status, 400);
+  const wrongType = await api.call(t, 'login', { payload: 'tenant=demo', contentType: 'application/x-www-form-urlencoded' });
+  t.equal(wrongType.status, 415);
+  const tooLarge = await api.call(t, 'login', {
+    payload: JSON.stringify({ tenant: 'demo', username: 'admin', password: 'x'.repeat(2 * 1024 * 1024) }),
+    contentType: 'application/json',
+  });
+  t.equal(tooLarge.status, 413);
+  const after = await api.db.owner.execute<{ n: number }>(sql`select count(*)::int as n from access_tokens`);
+  t.equal(after[0]!.n, before[0]!.n, 'no token issued');
+});
+
+t.test('a secured route answers 401 before it validates the request', async (t) => {
+  const res = await api.call(t, 'listNotificationSettings', { query: { limit: 'not-a-number' } });
+  t.equal(res.status, 401);
+});

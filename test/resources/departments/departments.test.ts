@@ -1,0 +1,384 @@
+import t, { type Test } from 'tap';
+import { eq, sql } from 'drizzle-orm';
+import { departmentUsers, departments } from '../../../src/resources/departments/table.ts';
+import { tenants } from '../../../src/resources/tenants/table.ts';
+import { entityPermissions } from '../../../src/platform/entity-permissions/table.ts';
+import { startTestApi } from '../../helpers/atrium.ts';
+
+const api = await startTestApi(t);
+const tenant = await api.createTenant('departments');
+const other = await api.createTenant('departments-other');
+const manager = await api.createUser(tenant.tenantId, { permissions: ['departments.manage'] });
+const employee = await api.createUser(tenant.tenantId);
+const userViewer = await api.createUser(tenant.tenantId, { permissions: ['users.view'] });
+
+const departmentCount = async (tenantId = tenant.tenantId) =>
+  (await api.db.owner.execute<{ n: number }>(sql`select count(*)::int as n from departments where tenant_id = ${tenantId}`))[0]!.n;
+const settingIds = async (tenantId: number) =>
+  (await api.db.owner.execute<{ id: number }>(sql`select id::int from notification_settings where tenant_id = ${tenantId} order by sort_number`)).map(
+    (r) => r.id,
+  );
+const create = (t: Test, body: unknown, token = manager.token) => api.call(t, 'createDepartment', { token, body });
+const createSet = async (t: Test, name: string, fields: unknown[], token = tenant.adminToken) => {
+  const res = await api.call(t, 'createAttributeSet', { token, body: { name, fields } });
+  t.equal(res.status, 201);
+  return res.body.id as number;
+};
+
+t.test('bad department input is a 422 problem and stores nothing', async (t) => {
+  const foreignSetting = (await settingIds(other.tenantId))[0]!;
+  const before = await departmentCount();
+  const cases: [unknown, string][] = [
+    [{}, 'name'],
+    [{ name: '' }, 'name'],
+    [{ name: '   ' }, 'name'],
+    [{ name: 5 }, 'name'],
+    [{ name: 'X', notification_setting_ids: [999999] }, 'notification_setting_ids.0'],
+    [{ name: 'X', notification_setting_ids: [foreignSetting] }, 'notification_setting_ids.0'],
+    [{ name: 'X', notification_setting_ids: ['1'] }, 'notification_setting_ids.0'],
+    [{ name: 'X', attribute_set_ids: [999999] }, 'attribute_set_ids.0'],
+    [{ name: 'X', attribute_set_ids: [{ id: 1, extra: 1 }] }, 'attribute_set_ids.0.extra'],
+    [{ name: 'X', cost_center: 'A1' }, 'cost_center'],
+    [{ name: 'X', user_id: employee.id }, 'user_id'],
+    [{ name: 'X', created_at: '2020-01-01' }, 'created_at'],
+    [{ name: 'X', 'Bad Key': 'A1' }, 'Bad Key'],
+    [{ name: 'X', nested: { a: 1 } }, 'nested'],
+    [{ name: 'X', tags: ['#hash'] }, 'tags.0'],
+  ];
+  for (const [body, field] of cases) {
+    const res = await create(t, body);
+    t.equal(res.status, 422, JSON.stringify(body));
+    t.ok(Object.keys(res.body.errors ?? {}).some((key) => key.startsWith(field)), `errors name ${field}: ${JSON.stringify(res.body.errors)}`);
+  }
+  const malformed = await api.call(t, 'createDepartment', { token: manager.token, payload: '{"name":', contentType: 'application/json' });
+  t.equal(malformed.status, 400);
+  t.equal(await departmentCount(), before, 'nothing was stored');
+});
+
+t.test('writing needs departments.manage; reading needs only a signed-in user', async (t) => {
+  const denied = await create(t, { name: 'Denied' }, employee.token);
+  t.equal(denied.status, 403);
+  const anonymous = await api.call(t, 'createDepartment', { body: { name: 'Anonymous' } });
+  t.equal(anonymous.status, 401);
+  t.equal((await api.call(t, 'listDepartments', {})).status, 401);
+  t.equal(await departmentCount(), 0);
+  const list = await api.call(t, 'listDepartments', { token: employee.token });
+  t.equal(list.status, 200);
+});
+
+t.test('create sets user_id to the caller and assigns nothing by default', async (t) => {
+  const res = await create(t, { name: 'Sales', tags: ['north', 'Field'] });
+  t.equal(res.status, 201);
+  t.match(res.body, { name: 'Sales', user_id: manager.id, tags: ['north', 'Field'], notification_setting_ids: [], attribute_set_ids: [], attributes: {} });
+  const shown = await api.call(t, 'getDepartment', { token: employee.token, params: { department: res.body.id } });
+  t.strictSame(shown.body, res.body);
+});
+
+t.test('names are unique per tenant, not across tenants', async (t) => {
+  const first = await create(t, { name: 'Unique' });
+  t.equal(first.status, 201);
+  const again = await create(t, { name: 'Unique' });
+  t.equal(again.status, 422);
+  t.ok(again.body.errors.name);
+  const elsewhere = await api.call(t, 'createDepartment', { token: other.adminToken, body: { name: 'Unique' } });
+  t.equal(elsewhere.status, 201);
+  const renamed = await api.call(t, 'updateDepartment', { token: manager.token, params: { department: first.body.id }, body: { name: 'Sales' } });
+  t.equal(renamed.status, 422, 'renaming onto a taken name');
+  const same = await api.call(t, 'updateDepartment', { token: manager.token, params: { department: first.body.id }, body: { name: 'Unique' } });
+  t.equal(same.status, 200, 'keeping its own name');
+});
+
+t.test('update: id lists default to the current values; sent lists replace them', async (t) => {
+  const [s1, s2, s3] = await settingIds(tenant.tenantId);
+  const created = await create(t, { name: 'Support', notification_setting_ids: [s2, s1, s1] });
+  t.strictSame(created.body.notification_setting_ids, [s1, s2].sort((a, b) => a! - b!));
+  const department = created.body.id;
+  const kept = await api.call(t, 'updateDepartment', { token: manager.token, params: { department }, body: { name: 'Support desk' } });
+  t.equal(kept.status, 200);
+  t.strictSame(kept.body.notification_setting_ids, created.body.notification_setting_ids, 'omitted → current values');
+  t.strictSame(kept.body.tags, []);
+  const replaced = await api.call(t, 'updateDepartment', { token: manager.token, params: { department }, body: { name: 'Support desk', notification_setting_ids: [s3] } });
+  t.strictSame(replaced.body.notification_setting_ids, [s3]);
+  const cleared = await api.call(t, 'updateDepartment', { token: manager.token, params: { department }, body: { name: 'Support desk', notification_setting_ids: [] } });
+  t.strictSame(cleared.body.notification_setting_ids, []);
+  const missingName = await api.call(t, 'updateDepartment', { token: manager.token, params: { department }, body: { tags: ['x'] } });
+  t.equal(missingName.status, 422, 'name is required on update');
+  const [row] = await api.db.owner.select().from(departments).where(eq(departments.id, department));
+  t.strictSame(row!.tags, [], 'the refused update changed nothing');
+});
+
+t.test('attribute sets define which extra keys a department takes, validated by type', async (t) => {
+  const profile = await createSet(t, 'Profile', [
+    { key: 'cost_center', type: 'string' },
+    { key: 'head_count', type: 'integer' },
+    { key: 'remote', type: 'boolean' },
+    { key: 'founded', type: 'date' },
+  ]);
+  const budget = await createSet(t, 'Budget', [{ key: 'budget', type: 'number' }]);
+  const created = await create(t, {
+    name: 'Engineering',
+    attribute_set_ids: [{ id: budget, sort_number: 2 }, { id: profile, sort_number: 1 }],
+    cost_center: 'ENG-1',
+    head_count: 12,
+    remote: true,
+    founded: '2020-02-29',
+    budget: 1.5,
+  });
+  t.equal(created.status, 201);
+  t.strictSame(created.body.attribute_set_ids, [profile, budget], 'ordered by sort_number');
+  t.strictSame(created.body.attributes, { cost_center: 'ENG-1', head_count: 12, remote: true, founded: '2020-02-29', budget: 1.5 });
+  const department = created.body.id;
+
+  const bad: [Record<string, unknown>, string][] = [
+    [{ head_count: 1.5 }, 'head_count'],
+    [{ head_count: '12' }, 'head_count'],
+    [{ remote: 'yes' }, 'remote'],
+    [{ founded: '2021-02-29' }, 'founded'],
+    [{ founded: '29.02.2020' }, 'founded'],
+    [{ cost_center: 7 }, 'cost_center'],
+    [{ unknown_key: 1 }, 'unknown_key'],
+  ];
+  for (const [extra, key] of bad) {
+    const res = await api.call(t, 'updateDepartment', { token: manager.token, params: { department }, body: { name: 'Engineering', ...extra } });
+    t.equal(res.status, 422, JSON.stringify(extra));
+    t.ok(res.body.errors[key], `error keyed ${key}`);
+  }
+  const kept = await api.call(t, 'updateDepartment', { token: manager.token, params: { department }, body: { name: 'Engineering', head_count: null, remote: false } });
+  t.equal(kept.status, 200);
+  t.strictSame(kept.body.attributes, { cost_center: 'ENG-1', remote: false, founded: '2020-02-29', budget: 1.5 }, 'null clears, unsent values stay');
+  const detached = await api.call(t, 'updateDepartment', { token: manager.token, params: { department }, body: { name: 'Engineering', attribute_set_ids: [budget] } });
+  t.strictSame(detached.body.attributes, { budget: 1.5 }, "a detached set's values go");
+  const notAttached = await api.call(t, 'updateDepartment', { token: manager.token, params: { department }, body: { name: 'Engineering', cost_center: 'X' } });
+  t.equal(notAttached.status, 422, 'a key of a detached set is refused');
+
+  const inUse = await api.call(t, 'deleteAttributeSet', { token: tenant.adminToken, params: { attributeSet: budget } });
+  t.equal(inUse.status, 422, 'an attached set cannot be deleted');
+  const unused = await api.call(t, 'deleteAttributeSet', { token: tenant.adminToken, params: { attributeSet: profile } });
+  t.equal(unused.status, 204);
+});
+
+t.test('attribute set administration validates fields and needs departments.manage', async (t) => {
+  const denied = await api.call(t, 'createAttributeSet', { token: employee.token, body: { name: 'S', fields: [] } });
+  t.equal(denied.status, 403);
+  for (const fields of [[{ key: 'name', type: 'string' }], [{ key: 'a', type: 'string' }, { key: 'a', type: 'integer' }], [{ key: 'a', type: 'money' }], [{ key: 'A b', type: 'string' }]]) {
+    const res = await api.call(t, 'createAttributeSet', { token: manager.token, body: { name: 'Bad', fields } });
+    t.equal(res.status, 422, JSON.stringify(fields));
+  }
+  const id = await createSet(t, 'Location', [{ key: 'city', type: 'string', label: 'City' }], manager.token);
+  const dup = await api.call(t, 'createAttributeSet', { token: manager.token, body: { name: 'Location', fields: [] } });
+  t.equal(dup.status, 422);
+  const updated = await api.call(t, 'updateAttributeSet', { token: manager.token, params: { attributeSet: id }, body: { name: 'Place', fields: [] } });
+  t.match(updated.body, { id, name: 'Place', fields: [] });
+  const list = await api.call(t, 'listAttributeSets', { token: manager.token, query: { selects: 'name' } });
+  t.ok(list.body.some((s: { name: string }) => s.name === 'Place'));
+  const foreign = await api.call(t, 'getAttributeSet', { token: other.adminToken, params: { attributeSet: id } });
+  t.equal(foreign.status, 404);
+  const conflicting = await createSet(t, 'Conflict', [{ key: 'budget', type: 'string' }], manager.token);
+  const budgetSet = (await api.call(t, 'listAttributeSets', { token: manager.token })).body.find((s: { name: string }) => s.name === 'Budget').id;
+  const clash = await create(t, { name: 'Clash', attribute_set_ids: [budgetSet, conflicting] });
+  t.equal(clash.status, 422, 'two sets defining one key with different types');
+  t.ok(clash.body.errors.attribute_set_ids);
+});
+
+t.test('the text filter matches name parts and #tags; unknown filters are 422', async (t) => {
+  await create(t, { name: 'Logistics North', tags: ['Warehouse', 'night'] });
+  await create(t, { name: 'Logistics South', tags: ['warehouse'] });
+  const names = async (text: string) =>
+    (await api.call(t, 'listDepartments', { token: employee.token, query: { filter: { text }, selects: 'name' } })).body.map((d: { name: string }) => d.name);
+  t.strictSame(await names('logistics'), ['Logistics North', 'Logistics South']);
+  t.strictSame(await names('#WAREHOUSE'), ['Logistics North', 'Logistics South'], 'tags match case-insensitively');
+  t.strictSame(await names('#night logist'), ['Logistics North'], 'every word must match');
+  t.strictSame(await names('#ware'), [], 'a tag matches whole');
+  t.strictSame(await names('100%'), [], 'LIKE wildcards are literal');
+  const unknown = await api.call(t, 'listDepartments', { token: employee.token, query: { filter: { name: 'x' } } });
+  t.equal(unknown.status, 422);
+  t.ok(unknown.body.errors['filter.name']);
+  const selects = await api.call(t, 'listDepartments', { token: employee.token, query: { selects: 'name,secret' } });
+  t.equal(selects.status, 422);
+  const limited = await api.call(t, 'listDepartments', { token: employee.token, query: { limit: 1, selects: 'id' } });
+  t.equal(limited.body.length, 1);
+});
+
+t.test('relation users lists members with a constant number of queries', async (t) => {
+  const a = await create(t, { name: 'Members A' });
+  const b = await create(t, { name: 'Members B' });
+  const members = await Promise.all([1, 2, 3].map(() => api.createUser(tenant.tenantId)));
+  const gone = await api.createUser(tenant.tenantId, { values: { deletedAt: new Date() } });
+  await api.db.owner.insert(departmentUsers).values([
+    ...members.map((m) => ({ tenantId: tenant.tenantId, departmentId: a.body.id, userId: m.id })),
+    { tenantId: tenant.tenantId, departmentId: b.body.id, userId: members[0]!.id },
+    { tenantId: tenant.tenantId, departmentId: a.body.id, userId: gone.id },
+  ]);
+  const before = api.db.queryCount;
+  const res = await api.call(t, 'listDepartments', { token: userViewer.token, query: { relations: 'users', filter: { text: 'Members' } } });
+  const queries = api.db.queryCount - before;
+  t.equal(res.status, 200);
+  const byName = Object.fromEntries(res.body.map((d: { name: string; users: { id: number }[] }) => [d.name, d.users.map((u) => u.id).sort()]));
+  t.strictSame(byName['Members A'], members.map((m) => m.id).sort(), 'deleted members are left out');
+  t.strictSame(byName['Members B'], [members[0]!.id]);
+  t.notOk('email' in res.body[0].users[0], 'user fields as the caller may see them');
+  const all = api.db.queryCount;
+  await api.call(t, 'listDepartments', { token: userViewer.token, query: { relations: 'users' } });
+  t.equal(api.db.queryCount - all, queries, 'same number of queries for more departments');
+  const unknown = await api.call(t, 'listDepartments', { token: userViewer.token, query: { relations: 'owners' } });
+  t.equal(unknown.status, 422);
+});
+
+t.test('relation users needs users.view: named without it is 422, never shown to such callers', async (t) => {
+  const dep = await create(t, { name: 'Hidden members' });
+  const member = await api.createUser(tenant.tenantId, { values: { email: 'member@example.com' } });
+  await api.db.owner.insert(departmentUsers).values({ tenantId: tenant.tenantId, departmentId: dep.body.id, userId: member.id });
+  const named = await api.call(t, 'listDepartments', { token: employee.token, query: { relations: 'users' } });
+  t.equal(named.status, 422);
+  t.match(named.body.errors?.relations?.[0], /users/);
+  const one = await api.call(t, 'getDepartment', { token: employee.token, params: { department: dep.body.id }, query: { relations: 'users' } });
+  t.equal(one.status, 422, 'the same for one department');
+  const plain = await api.call(t, 'listDepartments', { token: employee.token });
+  t.equal(plain.status, 200);
+  t.ok(plain.body.every((d: Record<string, unknown>) => !('users' in d)), 'not shown by default');
+  const allowed = await api.call(t, 'listDepartments', { token: userViewer.token, query: { relations: 'users', filter: { text: 'Hidden' } } });
+  t.strictSame(allowed.body[0].users.map((u: { id: number }) => u.id), [member.id], 'shown with users.view');
+});
+
+t.test('relations notification_settings and attribute_sets show the assigned records in order', async (t) => {
+  const [s1, s2] = await settingIds(tenant.tenantId);
+  const first = await createSet(t, 'First', [{ key: 'first_field', type: 'string' }]);
+  const second = await createSet(t, 'Second', [{ key: 'second_field', type: 'integer' }]);
+  const created = await create(t, { name: 'Related', notification_setting_ids: [s2, s1], attribute_set_ids: [second, first] });
+  const res = await api.call(t, 'getDepartment', {
+    token: manager.token,
+    params: { department: created.body.id },
+    query: { relations: 'notification_settings|attribute_sets', selects: 'id' },
+  });
+  t.equal(res.status, 200);
+  t.strictSame(res.body.notification_settings.map((s: { id: number }) => s.id), [s1, s2]);
+  t.strictSame(res.body.attribute_sets.map((s: { id: number }) => s.id), [second, first]);
+  t.strictSame(res.body.attribute_sets[0].fields, [{ key: 'second_field', type: 'integer' }]);
+});
+
+t.test('attribute set definitions need departments.manage, through departments too: the relation is 422 without it', async (t) => {
+  const secret = await createSet(t, 'Confidential HR set', [{ key: 'salary_band', type: 'string', label: 'Salary band' }]);
+  const dep = await create(t, { name: 'Payroll office', attribute_set_ids: [secret] });
+  t.equal(dep.status, 201);
+  t.equal((await api.call(t, 'listAttributeSets', { token: employee.token })).status, 403, 'listing the definitions needs departments.manage');
+  const listed = await api.call(t, 'listDepartments', { token: employee.token, query: { relations: 'attribute_sets' } });
+  t.equal(listed.status, 422, 'the relation is refused like a hidden one');
+  t.ok(listed.body.errors?.relations);
+  const shown = await api.call(t, 'getDepartment', { token: employee.token, params: { department: dep.body.id }, query: { relations: 'attribute_sets' } });
+  t.equal(shown.status, 422, 'the same for one department');
+  t.notMatch(listed.text + shown.text, /Confidential|Salary band/, 'no answer names the set or its fields');
+  const plain = await api.call(t, 'getDepartment', { token: employee.token, params: { department: dep.body.id } });
+  t.equal(plain.status, 200);
+  t.notOk('attribute_sets' in plain.body, 'not shown by default');
+  t.strictSame(plain.body.attribute_set_ids, [secret], 'the ids stay part of the department');
+  const managed = await api.call(t, 'getDepartment', { token: manager.token, params: { department: dep.body.id }, query: { relations: 'attribute_sets' } });
+  t.equal(managed.status, 200);
+  t.match(managed.body.attribute_sets, [{ id: secret, name: 'Confidential HR set', fields: [{ key: 'salary_band', label: 'Salary band' }] }], 'shown with departments.manage');
+});
+
+t.test('department names: no look-alikes of another department (case, Unicode form, spacing), no control characters', async (t) => {
+  const sales = await create(t, { name: 'Field sales' });
+  t.equal(sales.status, 201);
+  const before = await departmentCount();
+  for (const [name, what] of [
+    ['field sales', 'other case'],
+    ['FIELD  SALES', 'upper case and a double space'],
+    ['\uff26ield sales', 'full-width letter'],
+    ['Field\u00a0sales', 'no-break space'],
+    ['Field sales\u200b', 'zero-width space'],
+    ['Field\u202esales', 'bidi override'],
+    ['Field\u0007sales', 'control character'],
+  ] as const) {
+    const res = await create(t, { name });
+    t.equal(res.status, 422, what);
+    t.ok(res.body.errors?.name, `${what}: names name: ${JSON.stringify(res.body.errors)}`);
+  }
+  t.equal(await departmentCount(), before, 'nothing created');
+  const decomposed = await create(t, { name: 'Re\u0301ception' });
+  t.equal(decomposed.status, 201);
+  t.equal(decomposed.body.name, 'R\u00e9ception', 'stored in the composed (NFC) form');
+  t.equal((await create(t, { name: 'R\u00c9CEPTION' })).status, 422);
+  const renamed = await api.call(t, 'updateDepartment', { token: manager.token, params: { department: decomposed.body.id }, body: { name: 'FIELD sales' } });
+  t.equal(renamed.status, 422, 'a rename into a look-alike of another department');
+  const recased = await api.call(t, 'updateDepartment', { token: manager.token, params: { department: decomposed.body.id }, body: { name: 'r\u00e9ception' } });
+  t.equal(recased.status, 200, 'a department may change the case of its own name');
+  const results = await Promise.all(['Night desk', 'night desk', 'NIGHT DESK'].map((name) => create(t, { name })));
+  t.strictSame(results.map((r) => r.status).sort(), [201, 422, 422], 'concurrent look-alikes: exactly one is created');
+});
+
+t.test('availability reports count, limit and remaining; creating beyond the limit is 422', async (t) => {
+  const limited = await api.createTenant('departments-limited');
+  const unlimited = await api.call(t, 'getDepartmentAvailability', { token: limited.adminToken });
+  t.strictSame(unlimited.body, { count: 0, limit: null, remaining: null });
+  await api.db.owner.update(tenants).set({ departmentLimit: 2 }).where(eq(tenants.id, limited.tenantId));
+  t.equal((await api.call(t, 'createDepartment', { token: limited.adminToken, body: { name: 'One' } })).status, 201);
+  const one = await api.call(t, 'getDepartmentAvailability', { token: limited.adminToken });
+  t.strictSame(one.body, { count: 1, limit: 2, remaining: 1 });
+  const results = await Promise.all(['Two', 'Three'].map((name) => api.call(t, 'createDepartment', { token: limited.adminToken, body: { name } })));
+  t.strictSame(results.map((r) => r.status).sort(), [201, 422], 'concurrent creates cannot both take the last slot');
+  t.equal(await departmentCount(limited.tenantId), 2);
+  const full = await api.call(t, 'getDepartmentAvailability', { token: limited.adminToken });
+  t.strictSame(full.body, { count: 2, limit: 2, remaining: 0 });
+});
+
+t.test("delete removes the department and its memberships; another tenant's is a 404 like a missing one", async (t) => {
+  const created = await create(t, { name: 'Temporary' });
+  const member = await api.createUser(tenant.tenantId);
+  await api.db.owner.insert(departmentUsers).values({ tenantId: tenant.tenantId, departmentId: created.body.id, userId: member.id });
+  const foreign = await api.call(t, 'deleteDepartment', { token: other.adminToken, params: { department: created.body.id } });
+  const missing = await api.call(t, 'deleteDepartment', { token: other.adminToken, params: { department: 999999 } });
+  t.equal(foreign.status, 404);
+  t.strictSame(foreign.body, missing.body);
+  const shownElsewhere = await api.call(t, 'getDepartment', { token: other.adminToken, params: { department: created.body.id } });
+  t.equal(shownElsewhere.status, 404);
+  const updatedElsewhere = await api.call(t, 'updateDepartment', { token: other.adminToken, params: { department: created.body.id }, body: { name: 'Hijack' } });
+  t.equal(updatedElsewhere.status, 404);
+  t.equal((await api.call(t, 'deleteDepartment', { token: employee.token, params: { department: created.body.id } })).status, 403);
+  const deleted = await api.call(t, 'deleteDepartment', { token: manager.token, params: { department: created.body.id } });
+  t.equal(deleted.status, 204);
+  t.equal((await api.call(t, 'getDepartment', { token: manager.token, params: { department: created.body.id } })).status, 404);
+  const memberships = await api.db.owner.select().from(departmentUsers).where(eq(departmentUsers.departmentId, created.body.id));
+  t.equal(memberships.length, 0);
+  t.equal((await api.call(t, 'getDepartment', { token: manager.token, params: { department: 'abc' } })).status, 422);
+});
+
+t.test('a department that entity permissions name cannot be deleted (422); restricted items stay restricted', async (t) => {
+  const outsider = await api.createUser(tenant.tenantId);
+  const department = await create(t, { name: 'Restricted HR' });
+  const item = await api.call(t, 'createMenuItem', {
+    token: tenant.adminToken,
+    body: { icon_id: 1, menu_identifier: 'main', type: 'link', title: 'Salaries', link: 'https://hr.example/salaries', entity_permissions: { department_ids: [department.body.id] } },
+  });
+  t.equal(item.status, 201);
+  const titles = async () => (await api.call(t, 'listMenuItems', { token: outsider.token })).body.map((i: { title: string }) => i.title);
+  t.notOk((await titles()).includes('Salaries'), 'the outsider does not see the restricted item');
+  const refused = await api.call(t, 'deleteDepartment', { token: manager.token, params: { department: department.body.id } });
+  t.equal(refused.status, 422);
+  t.ok(refused.body.errors?.department, 'the problem names the department');
+  t.equal((await api.call(t, 'getDepartment', { token: manager.token, params: { department: department.body.id } })).status, 200, 'still there');
+  t.notOk((await titles()).includes('Salaries'), 'the outsider still sees nothing after the refused delete');
+  const grants = await api.db.owner.select().from(entityPermissions).where(eq(entityPermissions.subjectId, department.body.id));
+  t.equal(grants.length, 1, 'the restriction row is kept');
+});
+
+t.test('the refused delete names only the records the caller may administer', async (t) => {
+  const department = await create(t, { name: 'Payroll' });
+  const item = await api.call(t, 'createMenuItem', {
+    token: tenant.adminToken,
+    body: { icon_id: 1, menu_identifier: 'main', type: 'link', title: 'Hidden', link: 'https://hr.example/x', entity_permissions: { department_ids: [department.body.id] } },
+  });
+  const form = await api.call(t, 'createForm', {
+    token: tenant.adminToken,
+    body: { title: 'Payroll survey', form_type: 'survey', entity_permissions: { department_ids: [department.body.id] } },
+  });
+  t.equal(item.status + form.status, 402);
+  const refused = await api.call(t, 'deleteDepartment', { token: manager.token, params: { department: department.body.id } });
+  t.equal(refused.status, 422);
+  const text = JSON.stringify(refused.body);
+  t.notMatch(text, new RegExp(`menuItem|form ${form.body.id}|\\b${item.body.id}\\b`), 'a departments manager learns no ids or kinds of records hidden from them');
+  t.match(refused.body.errors?.department?.[0], /records you cannot administer/);
+  const byAdmin = await api.call(t, 'deleteDepartment', { token: tenant.adminToken, params: { department: department.body.id } });
+  t.equal(byAdmin.status, 422);
+  t.match(byAdmin.body.errors?.department?.[0], new RegExp(`menuItem ${item.body.id}`), 'an administrator is told which ones');
+  t.match(byAdmin.body.errors?.department?.[0], new RegExp(`form ${form.body.id}`));
+});

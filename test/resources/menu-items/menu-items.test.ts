@@ -1,0 +1,336 @@
+import t from 'tap';
+import { sql, type SQL } from 'drizzle-orm';
+import { startTestApi } from '../../helpers/atrium.ts';
+
+const api = await startTestApi(t);
+const tenant = await api.createTenant('menus');
+const other = await api.createTenant('menus-other');
+const admin = tenant.adminToken;
+
+type Tt = Parameters<typeof api.call>[0];
+const base = { icon_id: 3, menu_identifier: 'main', type: 'link', title: 'Wiki', link: 'https://wiki.example.com/' };
+const create = (tt: Tt, body: Record<string, unknown>, token = admin) =>
+  api.call(tt, 'createMenuItem', { token, body: { ...base, ...body } });
+/** One integer from the database as the owner (assertions bypass tenancy). */
+const scalar = async (query: SQL) => (await api.db.owner.execute<{ value: number }>(query))[0]!.value;
+const itemCount = () => scalar(sql`select count(*)::int as value from menu_items`);
+const permissionCount = () => scalar(sql`select count(*)::int as value from entity_permissions`);
+const ids = (rows: { id: number }[]) => rows.map((row) => row.id);
+
+async function createDepartment(tenantId: number, name: string, memberIds: number[]): Promise<number> {
+  const [row] = await api.db.owner.execute<{ id: number }>(
+    sql`insert into departments (tenant_id, name) values (${tenantId}, ${name}) returning id::int`,
+  );
+  for (const userId of memberIds) {
+    await api.db.owner.execute(sql`insert into department_users (tenant_id, department_id, user_id) values (${tenantId}, ${row!.id}, ${userId})`);
+  }
+  return row!.id;
+}
+
+t.test('bad create input is a 422 naming the field, and nothing is stored', async (t) => {
+  const foreignUser = await api.createUser(other.tenantId);
+  const foreignRole = await scalar(sql`select id::int as value from roles where tenant_id = ${other.tenantId} limit 1`);
+  const foreignDepartment = await createDepartment(other.tenantId, 'elsewhere', []);
+  const beforeItems = await itemCount();
+  const beforePermissions = await permissionCount();
+  const cases: [Record<string, unknown>, string][] = [
+    [{ title: undefined }, 'title'],
+    [{ icon_id: '3' }, 'icon_id'],
+    [{ icon_id: 1.5 }, 'icon_id'],
+    [{ type: 'popup' }, 'type'],
+    [{ title: '' }, 'title'],
+    [{ colour: 'red' }, 'colour'],
+    [{ allow_iframe_access: 'yes' }, 'allow_iframe_access'],
+    [{ sort_number: -1 }, 'sort_number'],
+    [{ link: 'javascript:alert(1)' }, 'link'],
+    [{ link: 'data:text/html,<b>x</b>' }, 'link'],
+    [{ link: '//evil.example.com/' }, 'link'],
+    [{ link: '/\\evil.example.com/' }, 'link'],
+    [{ link: 'https://wiki.example.com/ space' }, 'link'],
+    [{ link: 'https:///evil.example.com/' }, 'link'],
+    [{ link: 'https://wiki.example.com@evil.example.com/' }, 'link'],
+    [{ type: 'iframe', link: 'https://{{user.username}}@evil.example.com/' }, 'link'],
+    [{ link: '{{user.username}}/x' }, 'link'],
+    [{ link: 'https://x.example.com/{{user.password}}' }, 'link'],
+    [{ link: 'https://x.example.com/{{user.username}' }, 'link'],
+    [{ type: 'route', link: 'https://wiki.example.com/' }, 'link'],
+    [{ type: 'iframe', link: 'mailto:a@example.com' }, 'link'],
+    [{ lang_id: 'xx-XX' }, 'lang_id'],
+    [{ entity_permissions: { user_ids: [999999] } }, 'entity_permissions.user_ids.0'],
+    [{ entity_permissions: { user_ids: [tenant.adminUserId, foreignUser.id] } }, 'entity_permissions.user_ids.1'],
+    [{ entity_permissions: { role_ids: [foreignRole] } }, 'entity_permissions.role_ids.0'],
+    [{ entity_permissions: { department_ids: [foreignDepartment] } }, 'entity_permissions.department_ids.0'],
+    [{ entity_permissions: { role_ids: [0] } }, 'entity_permissions.role_ids.0'],
+    [{ entity_permissions: { groups: [1] } }, 'entity_permissions.groups'],
+    [{ entity_permissions: [] }, 'entity_permissions'],
+  ];
+  for (const [change, field] of cases) {
+    const body = { ...base, ...change };
+    const res = await api.call(t, 'createMenuItem', { token: admin, body });
+    t.equal(res.status, 422, JSON.stringify(change));
+    t.ok(res.body.errors?.[field], `errors names ${field}: ${JSON.stringify(res.body.errors)}`);
+  }
+  const malformed = await api.call(t, 'createMenuItem', { token: admin, payload: '{"title":', contentType: 'application/json' });
+  t.equal(malformed.status, 400);
+  t.equal(await itemCount(), beforeItems, 'no item stored');
+  t.equal(await permissionCount(), beforePermissions, 'no permission stored');
+});
+
+t.test('administration routes need menu-items.administer; user routes are open to every signed-in user', async (t) => {
+  const employee = await api.createUser(tenant.tenantId);
+  const token = employee.token;
+  t.equal((await api.call(t, 'listAdministeredMenuItems', { token })).status, 403);
+  t.equal((await api.call(t, 'getAdministeredMenuItem', { token, params: { menuItem: 1 } })).status, 403);
+  t.equal((await create(t, {}, token)).status, 403);
+  t.equal((await api.call(t, 'updateMenuItem', { token, params: { menuItem: 1 }, body: { title: 'x' } })).status, 403);
+  t.equal((await api.call(t, 'deleteMenuItem', { token, params: { menuItem: 1 } })).status, 403);
+  t.equal((await api.call(t, 'listMenuItems', { token })).status, 200);
+  t.equal((await api.call(t, 'listMenuItems', {})).status, 401);
+});
+
+t.test('create applies the defaults: system language, next sort number, unrestricted, computed iframe_access', async (t) => {
+  const first = await create(t, { menu_identifier: 'defaults' });
+  t.equal(first.status, 201);
+  t.equal(first.body.lang_id, 'en-US', 'the system language');
+  t.equal(first.body.allow_iframe_access, true);
+  t.equal(first.body.iframe_access, true, 'https and allowed');
+  t.equal(first.body.user_confirmation_required, false);
+  t.strictSame(first.body.entity_permissions, { user_ids: [], role_ids: [], department_ids: [] });
+  t.equal(first.body.deleted_at, null);
+  const second = await create(t, { menu_identifier: 'defaults', lang_id: 'de-DE' });
+  t.equal(second.body.sort_number, first.body.sort_number + 1, 'last + 1');
+  t.equal(second.body.lang_id, 'de-DE');
+  const explicit = await create(t, { sort_number: 500 });
+  t.equal(explicit.body.sort_number, 500);
+  const next = await create(t, {});
+  t.equal(next.body.sort_number, 501, 'after the highest');
+  // Sort numbers are per tenant.
+  const foreign = await create(t, {}, other.adminToken);
+  t.equal(foreign.body.sort_number, 1);
+});
+
+t.test('iframe_access: only when allowed and the link is an https URL or a same-origin path', async (t) => {
+  const cases: [Record<string, unknown>, boolean][] = [
+    [{ link: 'https://app.example.com/x' }, true],
+    [{ link: '/reports/weekly' }, true],
+    [{ link: 'http://legacy.example.com/' }, false],
+    [{ link: 'mailto:help@example.com' }, false],
+    [{ link: 'tel:+4930123456' }, false],
+    [{ link: 'https://app.example.com/x', allow_iframe_access: false }, false],
+    [{ type: 'iframe', link: 'https://app.example.com/embed' }, true],
+    [{ type: 'route', link: '/tasks' }, true],
+  ];
+  for (const [change, expected] of cases) {
+    const res = await create(t, change);
+    t.equal(res.status, 201, JSON.stringify(change));
+    t.equal(res.body.iframe_access, expected, JSON.stringify(change));
+  }
+  const item = await create(t, { link: 'https://app.example.com/' });
+  const params = { menuItem: item.body.id };
+  const toHttp = await api.call(t, 'updateMenuItem', { token: admin, params, body: { link: 'http://app.example.com/' } });
+  t.equal(toHttp.body.iframe_access, false, 'recomputed when the link changes');
+  const back = await api.call(t, 'updateMenuItem', { token: admin, params, body: { link: 'https://app.example.com/' } });
+  t.equal(back.body.iframe_access, true);
+  const disallowed = await api.call(t, 'updateMenuItem', { token: admin, params, body: { allow_iframe_access: false } });
+  t.equal(disallowed.body.iframe_access, false, 'recomputed when the preference changes');
+});
+
+t.test('placeholders are resolved for the caller on the user routes; administration sees the template', async (t) => {
+  const reader = await api.createUser(tenant.tenantId, { username: 'jane&co', values: { email: 'jane@example.com', firstName: 'Jane' } });
+  const template = 'https://intranet.example.com/u/{{user.username}}?mail={{ user.email }}&id={{user.id}}&n={{user.full_name}}&s={{user.staff_number}}';
+  const item = await create(t, { link: template, menu_identifier: 'placeholders' });
+  t.equal(item.status, 201);
+  t.equal(item.body.link, template);
+  const mine = await api.call(t, 'getMenuItem', { token: reader.token, params: { menuItem: item.body.id } });
+  t.equal(mine.status, 200);
+  t.equal(mine.body.link, `https://intranet.example.com/u/jane%26co?mail=jane%40example.com&id=${reader.id}&n=Jane%20jane%26co&s=`);
+  t.equal(mine.body.iframe_access, true);
+  t.notOk('entity_permissions' in mine.body, 'user routes hide the restriction');
+  t.notOk('deleted_at' in mine.body);
+  const listed = await api.call(t, 'listMenuItems', { token: reader.token });
+  t.equal(listed.body.find((row: { id: number }) => row.id === item.body.id).link, mine.body.link);
+  const administered = await api.call(t, 'getAdministeredMenuItem', { token: admin, params: { menuItem: item.body.id } });
+  t.equal(administered.body.link, template);
+});
+
+t.test('a link may carry only the user fields its author may read: it sends every reader\'s values to its target', async (t) => {
+  const delegate = await api.createUser(tenant.tenantId, { permissions: ['menu-items.administer'] });
+  const reader = await api.createUser(tenant.tenantId, { permissions: ['menu-items.administer', 'users.view'] });
+  const before = await itemCount();
+  const harvest = (placeholder: string) => `https://collector.example.net/c?v={{${placeholder}}}`;
+  for (const placeholder of ['user.email', 'user.staff_number', 'user.username', 'user.id', ' user.full_name ']) {
+    const res = await create(t, { link: harvest(placeholder) }, delegate.token);
+    t.equal(res.status, 422, `${placeholder} without users.view`);
+    t.match(res.body.errors?.link?.[0], /users\.view/, 'names the permission it needs');
+  }
+  const email = await create(t, { link: harvest('user.email') }, reader.token);
+  t.equal(email.status, 422, 'users.view alone does not open e-mail addresses');
+  t.match(email.body.errors?.link?.[0], /users\.view-personal/);
+  const staff = await create(t, { type: 'iframe', link: harvest('user.staff_number') }, reader.token);
+  t.equal(staff.status, 422);
+  t.match(staff.body.errors?.link?.[0], /users\.view-administrative/);
+  t.equal(await itemCount(), before, 'nothing stored');
+  t.equal((await create(t, { link: harvest('user.username') }, reader.token)).status, 201, 'public user fields with users.view');
+  t.equal((await create(t, { link: 'https://wiki.example.com/plain' }, delegate.token)).status, 201, 'links without placeholders need nothing more');
+
+  const byAdmin = await create(t, { link: harvest('user.email'), title: 'Mail' });
+  t.equal(byAdmin.status, 201, 'an administrator holding the permissions');
+  const redirect = await api.call(t, 'updateMenuItem', {
+    token: delegate.token,
+    params: { menuItem: byAdmin.body.id },
+    body: { link: 'https://elsewhere.example.net/?m={{user.email}}' },
+  });
+  t.equal(redirect.status, 422, 'a delegate cannot point the link (and its placeholders) elsewhere');
+  t.equal((await api.call(t, 'getAdministeredMenuItem', { token: admin, params: { menuItem: byAdmin.body.id } })).body.link, harvest('user.email'), 'unchanged');
+  const renamed = await api.call(t, 'updateMenuItem', {
+    token: delegate.token,
+    params: { menuItem: byAdmin.body.id },
+    body: { title: 'Mail (renamed)', link: harvest('user.email') },
+  });
+  t.equal(renamed.status, 200, 'other keys, and the link sent back unchanged, are fine');
+});
+
+t.test("who sees a link with placeholders is changed only by a caller who could have written them: the audience receives each reader's values", async (t) => {
+  const author = await api.createUser(tenant.tenantId, { permissions: ['menu-items.administer', 'users.view', 'users.view-personal'] });
+  const plain = await api.createUser(tenant.tenantId, { permissions: ['menu-items.administer'] });
+  const reader = await api.createUser(tenant.tenantId, { values: { email: 'reader@corp.test' } });
+  const readerRole = await scalar(sql`select role_id::int as value from users where id = ${reader.id}`);
+  const link = 'https://collector.example.net/?e={{user.email}}';
+  const item = await create(t, { title: 'Collector', link, entity_permissions: { user_ids: [author.id] } }, author.token);
+  t.equal(item.status, 201);
+  const params = { menuItem: item.body.id };
+  const update = (body: Record<string, unknown>, token = plain.token) => api.call(t, 'updateMenuItem', { token, params, body });
+  const readerSees = async () => ids((await api.call(t, 'listMenuItems', { token: reader.token })).body).includes(item.body.id);
+
+  for (const entity_permissions of [{ role_ids: [readerRole] }, {}, { user_ids: [author.id, reader.id] }, { user_ids: [reader.id] }]) {
+    const widened = await update({ entity_permissions });
+    t.equal(widened.status, 422, `audience ${JSON.stringify(entity_permissions)} refused`);
+    t.match(widened.body.errors?.entity_permissions?.[0], /user\.email.*users\.view/, 'names the placeholder and the permissions it needs');
+  }
+  const retitled = await update({ entity_permissions: { user_ids: [author.id] }, title: 'Collector (renamed)', link });
+  t.equal(retitled.status, 200, 'the audience and link sent back unchanged, and other keys, are fine');
+  t.strictSame(retitled.body.entity_permissions, { user_ids: [author.id], role_ids: [], department_ids: [] });
+  t.notOk(await readerSees(), 'the reader still does not see the item, nor send their e-mail address to its target');
+
+  const byAuthor = await update({ entity_permissions: { role_ids: [readerRole] } }, author.token);
+  t.equal(byAuthor.status, 200, 'a caller who may read the fields widens the audience');
+  t.ok(await readerSees());
+  const narrowed = await update({ entity_permissions: { user_ids: [author.id] } });
+  t.equal(narrowed.status, 422, 'any change of the audience, narrowing included');
+  t.equal((await update({ link: 'https://wiki.example.com/plain', entity_permissions: {} })).status, 200, 'without placeholders, the item is like any other');
+});
+
+t.test('visibility follows entity permissions: user, role or department; unrestricted by default', async (t) => {
+  const named = await api.createUser(tenant.tenantId);
+  const roleHolder = await api.createUser(tenant.tenantId);
+  const member = await api.createUser(tenant.tenantId);
+  const outsider = await api.createUser(tenant.tenantId);
+  const roleId = await scalar(sql`select role_id::int as value from users where id = ${roleHolder.id}`);
+  const department = await createDepartment(tenant.tenantId, 'visibility', [member.id]);
+
+  const open = await create(t, { menu_identifier: 'visibility' });
+  const forUser = await create(t, { menu_identifier: 'visibility', entity_permissions: { user_ids: [named.id] } });
+  const forRole = await create(t, { menu_identifier: 'visibility', entity_permissions: { role_ids: [roleId] } });
+  const forDepartment = await create(t, { menu_identifier: 'visibility', entity_permissions: { department_ids: [department] } });
+  const forAny = await create(t, { menu_identifier: 'visibility', entity_permissions: { user_ids: [outsider.id], department_ids: [department] } });
+  t.strictSame(forAny.body.entity_permissions, { user_ids: [outsider.id], role_ids: [], department_ids: [department] });
+  const mine = [open, forUser, forRole, forDepartment, forAny].map((res) => res.body.id);
+
+  const visible = async (token: string) =>
+    ids((await api.call(t, 'listMenuItems', { token })).body).filter((id) => mine.includes(id));
+  t.strictSame(await visible(named.token), [open.body.id, forUser.body.id]);
+  t.strictSame(await visible(roleHolder.token), [open.body.id, forRole.body.id]);
+  t.strictSame(await visible(member.token), [open.body.id, forDepartment.body.id, forAny.body.id]);
+  t.strictSame(await visible(outsider.token), [open.body.id, forAny.body.id]);
+  t.equal((await api.call(t, 'getMenuItem', { token: outsider.token, params: { menuItem: forUser.body.id } })).status, 404, 'hidden = missing');
+  t.equal((await api.call(t, 'getMenuItem', { token: named.token, params: { menuItem: forUser.body.id } })).status, 200);
+  const all = ids((await api.call(t, 'listAdministeredMenuItems', { token: admin })).body);
+  t.ok(mine.every((id) => all.includes(id)), 'administration sees every item');
+});
+
+t.test('lists cost a constant number of queries, however many items and restrictions', async (t) => {
+  const reader = await api.createUser(tenant.tenantId);
+  const count = async (operationId: 'listMenuItems' | 'listAdministeredMenuItems', token: string) => {
+    const before = api.db.queryCount;
+    const res = await api.call(t, operationId, { token, query: { relations: 'language' } });
+    t.equal(res.status, 200);
+    return api.db.queryCount - before;
+  };
+  const userQueries = await count('listMenuItems', reader.token);
+  const adminQueries = await count('listAdministeredMenuItems', admin);
+  for (let i = 0; i < 6; i++) await create(t, { entity_permissions: { user_ids: [reader.id], role_ids: [] } });
+  t.equal(await count('listMenuItems', reader.token), userQueries);
+  t.equal(await count('listAdministeredMenuItems', admin), adminQueries);
+});
+
+t.test('soft-deleted items leave the user routes and stay in the administration list', async (t) => {
+  const reader = await api.createUser(tenant.tenantId);
+  const item = await create(t, { menu_identifier: 'deleted' });
+  const params = { menuItem: item.body.id };
+  t.equal((await api.call(t, 'deleteMenuItem', { token: admin, params })).status, 204);
+  t.notOk(ids((await api.call(t, 'listMenuItems', { token: reader.token })).body).includes(item.body.id));
+  t.equal((await api.call(t, 'getMenuItem', { token: reader.token, params })).status, 404);
+  const listed = (await api.call(t, 'listAdministeredMenuItems', { token: admin })).body.find((row: { id: number }) => row.id === item.body.id);
+  t.ok(listed.deleted_at, 'listed with deleted_at');
+  const shown = await api.call(t, 'getAdministeredMenuItem', { token: admin, params });
+  t.equal(shown.status, 200);
+  t.ok(shown.body.deleted_at);
+  t.equal((await api.call(t, 'deleteMenuItem', { token: admin, params })).status, 404, 'already deleted');
+  t.equal((await api.call(t, 'updateMenuItem', { token: admin, params, body: { title: 'again' } })).status, 404, 'not updatable');
+});
+
+t.test('update: absent keys keep their value; entity_permissions replaces the restriction', async (t) => {
+  const someone = await api.createUser(tenant.tenantId);
+  const item = await create(t, { title: 'Before', user_confirmation_required: true, entity_permissions: { user_ids: [someone.id] } });
+  const params = { menuItem: item.body.id };
+  const renamed = await api.call(t, 'updateMenuItem', { token: admin, params, body: { title: 'After' } });
+  t.equal(renamed.status, 200);
+  t.equal(renamed.body.title, 'After');
+  t.equal(renamed.body.user_confirmation_required, true, 'kept');
+  t.equal(renamed.body.sort_number, item.body.sort_number, 'kept');
+  t.strictSame(renamed.body.entity_permissions.user_ids, [someone.id], 'kept when not sent');
+  const opened = await api.call(t, 'updateMenuItem', { token: admin, params, body: { entity_permissions: {} } });
+  t.strictSame(opened.body.entity_permissions, { user_ids: [], role_ids: [], department_ids: [] }, 'cleared');
+  t.equal(await scalar(sql`select count(*)::int as value from entity_permissions where entity_type = 'menuItem' and entity_id = ${item.body.id}`), 0);
+  const changedType = await api.call(t, 'updateMenuItem', { token: admin, params, body: { type: 'route' } });
+  t.equal(changedType.status, 422, 'the stored https link does not suit a route');
+  t.ok(changedType.body.errors.link);
+  const before = (await api.call(t, 'getAdministeredMenuItem', { token: admin, params })).body;
+  for (const body of [{ lang_id: 'xx' }, { entity_permissions: { user_ids: [987654] } }, { link: 'javascript:x' }, { icon_id: null }, { id: 5 }]) {
+    t.equal((await api.call(t, 'updateMenuItem', { token: admin, params, body })).status, 422, JSON.stringify(body));
+  }
+  t.strictSame((await api.call(t, 'getAdministeredMenuItem', { token: admin, params })).body, before, 'nothing changed');
+});
+
+t.test('another tenant’s item is answered like a missing one on every route', async (t) => {
+  const foreign = await create(t, { menu_identifier: 'foreign' }, other.adminToken);
+  const params = { menuItem: foreign.body.id };
+  t.equal((await api.call(t, 'getMenuItem', { token: admin, params })).status, 404);
+  t.equal((await api.call(t, 'getAdministeredMenuItem', { token: admin, params })).status, 404);
+  t.equal((await api.call(t, 'updateMenuItem', { token: admin, params, body: { title: 'mine' } })).status, 404);
+  t.equal((await api.call(t, 'deleteMenuItem', { token: admin, params })).status, 404);
+  t.notOk(ids((await api.call(t, 'listAdministeredMenuItems', { token: admin })).body).includes(foreign.body.id));
+  const [row] = await api.db.owner.execute<{ title: string; deleted_at: Date | null }>(sql`select title, deleted_at from menu_items where id = ${foreign.body.id}`);
+  t.strictSame(row, { title: 'Wiki', deleted_at: null }, 'untouched');
+  for (const bad of ['abc', '0', '-1', '1.5']) {
+    t.equal((await api.call(t, 'getMenuItem', { token: admin, params: { menuItem: bad } })).status, 422, bad);
+  }
+  t.equal((await api.call(t, 'getMenuItem', { token: admin, params: { menuItem: 99999999 } })).status, 404);
+});
+
+t.test('result controls: selects, relations, limit; administration-only fields are not selectable on user routes', async (t) => {
+  const reader = await api.createUser(tenant.tenantId);
+  const picked = await api.call(t, 'listMenuItems', { token: reader.token, query: { selects: 'title,link', relations: 'language', limit: 2 } });
+  t.equal(picked.status, 200);
+  t.equal(picked.body.length, 2);
+  t.strictSame(Object.keys(picked.body[0]).sort(), ['language', 'link', 'title']);
+  t.strictSame(picked.body[0].language, { id: 'en-US', name: 'English (US)' });
+  const hidden = await api.call(t, 'listMenuItems', { token: reader.token, query: { selects: 'entity_permissions' } });
+  t.equal(hidden.status, 422);
+  t.equal((await api.call(t, 'listMenuItems', { token: reader.token, query: { relations: 'permissions' } })).status, 422);
+  const adminPicked = await api.call(t, 'listAdministeredMenuItems', { token: admin, query: { selects: 'id,entity_permissions,deleted_at', limit: 1 } });
+  t.strictSame(Object.keys(adminPicked.body[0]).sort(), ['deleted_at', 'entity_permissions', 'id']);
+  const ordered = (await api.call(t, 'listAdministeredMenuItems', { token: admin, query: { selects: 'id,sort_number' } })).body as { id: number; sort_number: number }[];
+  const sorted = [...ordered].sort((a, b) => a.sort_number - b.sort_number || a.id - b.id);
+  t.strictSame(ordered, sorted, 'ordered by sort_number, id');
+});

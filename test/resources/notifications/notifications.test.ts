@@ -1,0 +1,420 @@
+import t, { type Test } from 'tap';
+import { randomUUID } from 'node:crypto';
+import { and, desc, eq, sql } from 'drizzle-orm';
+import { departmentUsers, departments } from '../../../src/resources/departments/table.ts';
+import { deliverDispatch, deliverPendingNotifications } from '../../../src/resources/notifications/jobs.ts';
+import { findDispatch, notify, storeNotificationBatch } from '../../../src/resources/notifications/notify.ts';
+import { notificationDispatches, notifications } from '../../../src/resources/notifications/table.ts';
+import { startTestApi } from '../../helpers/atrium.ts';
+import { eventually } from '../../helpers/eventually.ts';
+
+const api = await startTestApi(t);
+const tenant = await api.createTenant('notifications');
+const other = await api.createTenant('notifications-other');
+const sender = await api.createUser(tenant.tenantId, { permissions: ['notifications.send'] });
+const alice = await api.createUser(tenant.tenantId);
+const bob = await api.createUser(tenant.tenantId);
+
+const storedCount = async (tenantId = tenant.tenantId) =>
+  (await api.db.owner.execute<{ n: number }>(sql`select count(*)::int as n from notifications where tenant_id = ${tenantId}`))[0]!.n;
+const dispatchCount = async () =>
+  (await api.db.owner.execute<{ n: number }>(sql`select count(*)::int as n from notification_dispatches where tenant_id = ${tenant.tenantId}`))[0]!.n;
+
+async function department(tenantId: number, name: string, memberIds: number[]): Promise<number> {
+  const [row] = await api.db.owner.insert(departments).values({ tenantId, name }).returning({ id: departments.id });
+  if (memberIds.length) await api.db.owner.insert(departmentUsers).values(memberIds.map((userId) => ({ tenantId, departmentId: row!.id, userId })));
+  return row!.id;
+}
+
+/** A notification stored directly (for read-side tests), `minutesAgo` old. */
+async function stored(userId: number, values: Partial<typeof notifications.$inferInsert> = {}, minutesAgo = 0, tenantId = tenant.tenantId) {
+  const createdAt = new Date(Math.floor(Date.now() / 1000) * 1000 - minutesAgo * 60_000);
+  const [row] = await api.db.owner
+    .insert(notifications)
+    .values({
+      tenantId,
+      dispatchId: randomUUID(),
+      type: 'customNotification',
+      notifiableId: userId,
+      data: { title: 'Hello', body: '<p>Hi</p>', url: '/x' },
+      createdAt,
+      updatedAt: createdAt,
+      ...values,
+    })
+    .returning();
+  return row!;
+}
+
+async function waitForDelivery(t: Test) {
+  const pending = await eventually(
+    async () =>
+      (await api.db.owner.execute<{ n: number }>(
+        sql`select count(*)::int as n from notification_dispatches where tenant_id = ${tenant.tenantId} and delivered_at is null`,
+      ))[0]!.n,
+    (n) => n === 0,
+  );
+  t.equal(pending, 0, 'every dispatch is delivered');
+}
+
+const send = (t: Test, body: unknown, token = sender.token) => api.call(t, 'createNotification', { token, body });
+const message = { title: 'Fire drill', body: '<p>At <b>10:00</b></p>', url: '/events/1' };
+
+t.test('bad generic notification input is a 4xx problem and stores nothing', async (t) => {
+  const foreignUser = await api.createUser(other.tenantId);
+  const foreignDepartment = await department(other.tenantId, 'Foreign', [foreignUser.id]);
+  const deleted = await api.createUser(tenant.tenantId, { values: { deletedAt: new Date() } });
+  const cases: [unknown, string][] = [
+    [{ ...message }, 'user_ids'],
+    [{ ...message, user_ids: [], department_ids: [] }, 'user_ids'],
+    [{ ...message, user_ids: [999999] }, 'user_ids.0'],
+    [{ ...message, user_ids: [alice.id, foreignUser.id] }, 'user_ids.1'],
+    [{ ...message, user_ids: [deleted.id] }, 'user_ids.0'],
+    [{ ...message, department_ids: [foreignDepartment] }, 'department_ids.0'],
+    [{ ...message, user_ids: [String(alice.id)] }, 'user_ids.0'],
+    [{ ...message, user_ids: [0] }, 'user_ids.0'],
+    [{ body: 'x', url: '/x', user_ids: [alice.id] }, 'title'],
+    [{ ...message, url: 'javascript:alert(1)', user_ids: [alice.id] }, 'url'],
+    [{ ...message, user_ids: [alice.id], extra: 1 }, 'extra'],
+    [{ ...message, title: '', user_ids: [alice.id] }, 'title'],
+  ];
+  for (const [body, field] of cases) {
+    const res = await send(t, body);
+    t.equal(res.status, 422, JSON.stringify(body));
+    t.ok(res.body.errors?.[field], `errors name ${field}: ${JSON.stringify(res.body.errors)}`);
+  }
+  const huge = await send(t, { ...message, body: 'x'.repeat(2 * 1024 * 1024), user_ids: [alice.id] });
+  t.equal(huge.status, 413);
+  const malformed = await api.call(t, 'createNotification', { token: sender.token, payload: '{"title"', contentType: 'application/json' });
+  t.equal(malformed.status, 400);
+  const denied = await send(t, { ...message, user_ids: [alice.id] }, alice.token);
+  t.equal(denied.status, 403);
+  t.equal(await dispatchCount(), 0, 'no dispatch recorded');
+  t.equal(await storedCount(), 0, 'no notification stored');
+});
+
+t.test('url: protocol-relative and backslash paths (open redirects) and control characters are 422', async (t) => {
+  for (const url of ['//evil.example/x', '/\\evil.example/x', '/\t/evil.example', 'https:evil.example', '']) {
+    const res = await send(t, { ...message, url, user_ids: [alice.id] });
+    t.equal(res.status, 422, JSON.stringify(url));
+    t.ok(res.body.errors?.url, `errors name url for ${JSON.stringify(url)}`);
+  }
+  t.equal(await dispatchCount(), 0, 'no dispatch recorded');
+});
+
+t.test('url follows the navigation URL rule of menu links and default_route, for generic and typed notifications', async (t) => {
+  const typed = (url: string) =>
+    api.call(t, 'createTypedNotification', { token: sender.token, body: { ...message, url, type: 'manualEntryUpdated', targetable_id: 7, user_ids: [alice.id] } });
+  const refused = [
+    'https://',
+    'https:///evil.example/x',
+    'http:////evil.example',
+    'https://evil.example/a b',
+    'https://evil.example/\u00a0x',
+    '/events/ 1',
+    '/events\\1',
+    'https://intranet.example@evil.example/',
+    'https://@evil.example/',
+  ];
+  for (const url of refused) {
+    for (const [kind, res] of [['generic', await send(t, { ...message, url, user_ids: [alice.id] })], ['typed', await typed(url)]] as const) {
+      t.equal(res.status, 422, `${kind} ${JSON.stringify(url)}`);
+      t.ok(res.body.errors?.url, `${kind}: errors name url for ${JSON.stringify(url)}`);
+    }
+  }
+  t.equal(await dispatchCount(), 0, 'no dispatch recorded');
+  for (const url of ['/events/1?tab=open#top', 'https://intranet.example/news/1', 'http://intranet.example:8080/x']) {
+    t.equal((await send(t, { ...message, url, user_ids: [alice.id] })).status, 202, JSON.stringify(url));
+    t.equal((await typed(url)).status, 202, `typed ${JSON.stringify(url)}`);
+  }
+  await waitForDelivery(t);
+  await api.db.owner.execute(sql`delete from notifications where tenant_id = ${tenant.tenantId}`);
+  await api.db.owner.execute(sql`delete from notification_dispatches where tenant_id = ${tenant.tenantId}`);
+});
+
+t.test('POST answers 202 and the job delivers one notification per recipient', async (t) => {
+  const member1 = await api.createUser(tenant.tenantId);
+  const member2 = await api.createUser(tenant.tenantId);
+  const group = await api.createUser(tenant.tenantId, { values: { groupAccount: true } });
+  const inactive = await api.createUser(tenant.tenantId, { values: { active: false } });
+  const gone = await api.createUser(tenant.tenantId);
+  const teamA = await department(tenant.tenantId, 'Team A', [member1.id, member2.id, group.id, inactive.id, gone.id]);
+  const teamB = await department(tenant.tenantId, 'Team B', [member2.id, alice.id]);
+  await api.db.owner.execute(sql`update users set deleted_at = now() where id = ${gone.id}`);
+  const res = await send(t, {
+    ...message,
+    body: '<p onclick="steal()">Hi <script>alert(1)</script><a href="javascript:x()" onmouseover="y()">link</a></p>',
+    department_ids: [teamA, teamB],
+    user_ids: [alice.id, member1.id],
+  });
+  t.equal(res.status, 202);
+  t.strictSame(res.body, { status: 'success', data: null });
+  await waitForDelivery(t);
+  const rows = await api.db.owner.select().from(notifications).where(eq(notifications.tenantId, tenant.tenantId));
+  t.strictSame(
+    rows.map((r) => r.notifiableId).sort((a, b) => a - b),
+    [alice.id, member1.id, member2.id].sort((a, b) => a - b),
+    'members ∪ users, once each; group, inactive and deleted accounts skipped',
+  );
+  const row = rows[0]!;
+  t.match(row, { type: 'customNotification', notifiableType: 'user', targetableType: null, targetableId: null });
+  t.equal(row.data.title, 'Fire drill');
+  t.notMatch(row.data.body, /script|onclick|onmouseover|javascript/i, 'scripts and event handlers stripped');
+  t.match(row.data.body, /<p>Hi <a>link<\/a><\/p>/, 'the rich text stays');
+  const list = await api.call(t, 'listNotifications', { token: alice.token });
+  t.equal(list.body.length, 1);
+  t.match(list.body[0].created_at, /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$/);
+  await api.db.owner.delete(notifications).where(eq(notifications.tenantId, tenant.tenantId));
+});
+
+t.test('delivery is idempotent: a retried, duplicated or resumed job stores no second copy', async (t) => {
+  const recipients = await Promise.all([1, 2, 3, 4, 5].map(() => api.createUser(tenant.tenantId)));
+  const res = await send(t, { ...message, user_ids: recipients.map((r) => r.id) });
+  t.equal(res.status, 202);
+  await waitForDelivery(t);
+  const [dispatch] = await api.db.owner
+    .select()
+    .from(notificationDispatches)
+    .where(eq(notificationDispatches.tenantId, tenant.tenantId))
+    .orderBy(desc(notificationDispatches.createdAt))
+    .limit(1);
+  const ref = { tenantId: tenant.tenantId, dispatchId: dispatch!.id };
+  const count = async () =>
+    (await api.db.owner.select().from(notifications).where(and(eq(notifications.tenantId, tenant.tenantId), eq(notifications.dispatchId, dispatch!.id)))).length;
+  t.equal(await count(), 5);
+  const again = await Promise.all([deliverDispatch(api.atrium.services, ref, 2), deliverDispatch(api.atrium.services, ref, 3)]);
+  t.strictSame(again, [0, 0], 'running the job again stores nothing');
+  t.equal(await count(), 5);
+
+  // A worker that died after its first batch: the retry completes the rest exactly once.
+  await api.db.owner.delete(notifications).where(eq(notifications.dispatchId, dispatch!.id));
+  const found = await api.db.tenant(tenant.tenantId, (tx) => findDispatch(tx, dispatch!.id));
+  const first = await api.db.tenant(tenant.tenantId, (tx) => storeNotificationBatch(tx, found!, 0, 2));
+  t.equal(first.stored, 2);
+  t.equal(await deliverDispatch(api.atrium.services, ref, 2), 3, 'the retry stores only the missing ones');
+  t.equal(await count(), 5);
+  await api.db.owner.delete(notifications).where(eq(notifications.tenantId, tenant.tenantId));
+});
+
+t.test('list: only the caller’s, newest first, with selects, relations and the filters of decisions §4', async (t) => {
+  const old = await stored(alice.id, { readAt: new Date(), seenAt: new Date() }, 60);
+  const middle = await stored(alice.id, { type: 'infoboardPostCreated', targetableType: 'infoboardPost', targetableId: 7, seenAt: new Date() }, 30);
+  const fresh = await stored(alice.id, { type: 'manualEntryUpdated', targetableType: 'manualEntry', targetableId: 3 }, 0);
+  await stored(bob.id);
+  const ids = async (query: Record<string, unknown>) => {
+    const res = await api.call(t, 'listNotifications', { token: alice.token, query: { ...query, selects: 'id' } });
+    t.equal(res.status, 200, JSON.stringify(query));
+    return res.body.map((n: { id: string }) => n.id);
+  };
+  t.strictSame(await ids({}), [fresh.id, middle.id, old.id]);
+  t.strictSame(await ids({ limit: 1 }), [fresh.id]);
+  t.strictSame(await ids({ filter: { unread: true } }), [fresh.id, middle.id]);
+  t.strictSame(await ids({ filter: { unread: false } }), [old.id]);
+  t.strictSame(await ids({ filter: { unseen: true } }), [fresh.id]);
+  t.strictSame(await ids({ filter: { type: 'infoboardPostCreated' } }), [middle.id]);
+  t.strictSame(await ids({ filter: { targetable_type: 'manualEntry', targetable_id: 3 } }), [fresh.id]);
+  const fmt = (d: Date) => d.toISOString().slice(0, 19).replace('T', ' ');
+  t.strictSame(await ids({ filter: { created_from: fmt(middle.createdAt) } }), [fresh.id, middle.id]);
+  t.strictSame(await ids({ filter: { created_to: fmt(middle.createdAt) } }), [middle.id, old.id], 'created_to is inclusive');
+
+  const full = await api.call(t, 'listNotifications', { token: alice.token, query: { relations: 'notifiable|targetable', limit: 2 } });
+  t.match(full.body[0], {
+    id: fresh.id,
+    type: 'manualEntryUpdated',
+    notifiable_type: 'user',
+    notifiable_id: alice.id,
+    targetable: { type: 'manualEntry', id: 3 },
+    notifiable: { id: alice.id, username: alice.username },
+    seen_at: null,
+    read_at: null,
+    data: { title: 'Hello', body: '<p>Hi</p>', url: '/x' },
+  });
+  t.equal(full.body[1].seen_at.length, 19);
+
+  for (const filter of [{ created_from: '2026-01-01T10:00:00Z' }, { created_from: '2026-02-30 10:00:00' }, { created_to: 'yesterday' }, { owner: 1 }, { unread: 'maybe' }]) {
+    const bad = await api.call(t, 'listNotifications', { token: alice.token, query: { filter } });
+    t.equal(bad.status, 422, JSON.stringify(filter));
+    t.ok(Object.keys(bad.body.errors).some((key) => key.startsWith('filter')), JSON.stringify(bad.body.errors));
+  }
+  t.equal((await api.call(t, 'listNotifications', { token: alice.token, query: { relations: 'author' } })).status, 422);
+  t.equal((await api.call(t, 'listNotifications', {})).status, 401);
+});
+
+t.test('count is a bare integer of the caller’s unread notifications matching the filter, served by the partial index', async (t) => {
+  const res = await api.call(t, 'countNotifications', { token: alice.token });
+  t.equal(res.status, 200);
+  t.equal(res.text, '2');
+  t.equal((await api.call(t, 'countNotifications', { token: alice.token, query: { filter: { type: 'manualEntryUpdated' } } })).body, 1);
+  t.equal((await api.call(t, 'countNotifications', { token: bob.token })).body, 1);
+  t.equal((await api.call(t, 'countNotifications', { token: alice.token, query: { filter: { nope: 1 } } })).status, 422);
+
+  // Many rows for one user: the planner must answer from notifications_unread_idx.
+  await api.db.owner.execute(sql`
+    insert into notifications (tenant_id, dispatch_id, type, notifiable_id, data, read_at)
+    select ${tenant.tenantId}, gen_random_uuid(), 'customNotification', case when g % 50 = 0 then ${bob.id}::bigint else ${alice.id}::bigint end,
+           '{"title":"t","body":"b","url":"/"}', case when g % 10 = 0 then null else now() end
+    from generate_series(1, 20000) g`);
+  await api.db.owner.execute(sql`analyze notifications`);
+  const plan = await api.db.tenant(tenant.tenantId, (tx) =>
+    tx.execute<{ 'QUERY PLAN': string }>(
+      sql`explain select count(*) from notifications where notifiable_type = 'user' and notifiable_id = ${bob.id} and read_at is null`,
+    ),
+  );
+  const text = plan.map((row) => row['QUERY PLAN']).join('\n');
+  t.match(text, /notifications_unread_idx/, text);
+  await api.db.owner.execute(sql`delete from notifications where tenant_id = ${tenant.tenantId} and data->>'title' = 't'`);
+});
+
+t.test('a list costs the same number of queries whatever its length', async (t) => {
+  const measure = async (token: string) => {
+    const before = api.db.queryCount;
+    const res = await api.call(t, 'listNotifications', { token, query: { relations: 'notifiable|targetable' } });
+    t.equal(res.status, 200);
+    return { queries: api.db.queryCount - before, rows: res.body.length };
+  };
+  const few = await measure(bob.token);
+  const many = await measure(alice.token);
+  t.ok(many.rows > few.rows);
+  t.equal(many.queries, few.queries);
+});
+
+t.test('a dispatch whose delivery job was lost is delivered by deliver-pending', async (t) => {
+  const lost = await api.createUser(tenant.tenantId);
+  // notify() without queueDelivery(): as if the process died right after the commit.
+  const dispatch = await api.db.tenant(tenant.tenantId, (tx) =>
+    notify(tx, { recipients: { userIds: [lost.id] }, type: 'customNotification', data: { title: 'Lost', body: 'b', url: '/' } }),
+  );
+  await api.db.owner.execute(sql`update notification_dispatches set created_at = now() - interval '5 minutes' where id = ${dispatch.dispatchId}`);
+  await deliverPendingNotifications.run([], api.atrium.services);
+  await waitForDelivery(t);
+  const rows = await api.db.owner.select().from(notifications).where(eq(notifications.dispatchId, dispatch.dispatchId));
+  t.strictSame(rows.map((r) => r.notifiableId), [lost.id]);
+});
+
+t.test("show answers the caller's notification; another user's or tenant's is a 404 like a missing one", async (t) => {
+  const mine = await stored(alice.id);
+  const bobs = await stored(bob.id);
+  const foreignUser = await api.createUser(other.tenantId);
+  const foreign = await stored(foreignUser.id, {}, 0, other.tenantId);
+  const ok = await api.call(t, 'getNotification', { token: alice.token, params: { notification: mine.id }, query: { selects: 'id,type' } });
+  t.strictSame(ok.body, { id: mine.id, type: 'customNotification' });
+  const missing = await api.call(t, 'getNotification', { token: alice.token, params: { notification: randomUUID() } });
+  t.equal(missing.status, 404);
+  for (const id of [bobs.id, foreign.id]) {
+    const res = await api.call(t, 'getNotification', { token: alice.token, params: { notification: id } });
+    t.equal(res.status, 404);
+    t.strictSame(res.body, missing.body);
+  }
+  t.equal((await api.call(t, 'getNotification', { token: alice.token, params: { notification: 'not-a-uuid' } })).status, 422);
+});
+
+t.test('PUT one: read_at without seen_at sets both; seen_at alone sets seen; stored times are kept', async (t) => {
+  const unseen = await stored(alice.id);
+  const put = (id: string, body: unknown, token = alice.token) => api.call(t, 'updateNotification', { token, params: { notification: id }, body });
+  for (const body of [{}, { seen_at: '2026-01-01T10:00:00Z' }, { read_at: '2026-02-30 10:00:00' }, { read_at: '2026-01-01 24:00:00' }, { read_at: null }, { read_at: '2026-01-01 10:00:00', x: 1 }]) {
+    const res = await put(unseen.id, body);
+    t.equal(res.status, 422, JSON.stringify(body));
+  }
+  const [untouched] = await api.db.owner.select().from(notifications).where(eq(notifications.id, unseen.id));
+  t.equal(untouched!.seenAt, null, 'refused updates changed nothing');
+  const bobs = await stored(bob.id);
+  const hidden = await put(bobs.id, { read_at: '2026-01-01 10:00:00' });
+  t.equal(hidden.status, 404, "another user's notification");
+  const [bobRow] = await api.db.owner.select().from(notifications).where(eq(notifications.id, bobs.id));
+  t.equal(bobRow!.readAt, null);
+
+  const read = await put(unseen.id, { read_at: '2026-01-01 10:00:00' });
+  t.equal(read.status, 200);
+  t.match(read.body, { status: 'success', data: { id: unseen.id, read_at: '2026-01-01 10:00:00', seen_at: '2026-01-01 10:00:00' } });
+  const reread = await put(unseen.id, { read_at: '2026-03-01 10:00:00' });
+  t.match(reread.body.data, { read_at: '2026-01-01 10:00:00' }, 'first read wins');
+
+  const other = await stored(alice.id);
+  const seen = await put(other.id, { seen_at: '2026-01-02 08:00:00' });
+  t.match(seen.body.data, { seen_at: '2026-01-02 08:00:00', read_at: null });
+  const both = await put(other.id, { seen_at: '2026-01-03 08:00:00', read_at: '2026-01-04 08:00:00' });
+  t.match(both.body.data, { seen_at: '2026-01-02 08:00:00', read_at: '2026-01-04 08:00:00' });
+});
+
+t.test('bulk PUTs change only the caller’s unread notifications, narrowed, and return the count', async (t) => {
+  await api.db.owner.delete(notifications).where(eq(notifications.tenantId, tenant.tenantId));
+  const a1 = await stored(alice.id, { type: 'infoboardPostCreated', targetableType: 'infoboardPost', targetableId: 1 });
+  const a2 = await stored(alice.id, { type: 'infoboardPostUpdated', targetableType: 'infoboardPost', targetableId: 2 });
+  await stored(alice.id, { type: 'manualEntryUpdated', targetableType: 'manualEntry', targetableId: 1 });
+  await stored(alice.id, { readAt: new Date('2025-01-01T00:00:00Z'), seenAt: new Date('2025-01-01T00:00:00Z') });
+  await stored(bob.id, { type: 'infoboardPostCreated', targetableType: 'infoboardPost', targetableId: 1 });
+
+  const bad = await api.call(t, 'updateNotifications', { token: alice.token, body: { read_at: '2026-01-01 10:00:00', filter: { color: 'red' } } });
+  t.equal(bad.status, 422);
+  t.ok(bad.body.errors['filter.color']);
+  const missing = await api.call(t, 'updateNotifications', { token: alice.token, body: { filter: {} } });
+  t.equal(missing.status, 422);
+  t.ok(missing.body.errors.seen_at && missing.body.errors.read_at);
+
+  const target = await api.call(t, 'updateNotificationsByTarget', {
+    token: alice.token,
+    params: { targetableType: 'infoboardPost', targetableId: 1 },
+    body: { seen_at: '2026-01-01 10:00:00' },
+  });
+  t.strictSame(target.body, { status: 'success', data: 1 });
+  const targetList = await api.call(t, 'listNotificationsByTarget', { token: alice.token, params: { targetableType: 'infoboardPost', targetableId: 1 } });
+  t.strictSame(targetList.body.map((n: { id: string }) => n.id), [a1.id]);
+  t.equal(targetList.body[0].seen_at, '2026-01-01 10:00:00');
+
+  const byType = await api.call(t, 'updateNotificationsByType', { token: alice.token, params: { targetableType: 'infoboardPost' }, body: { read_at: '2026-01-02 10:00:00' } });
+  t.strictSame(byType.body, { status: 'success', data: 2 });
+  const typeList = await api.call(t, 'listNotificationsByType', { token: alice.token, params: { targetableType: 'infoboardPost' }, query: { selects: 'id,seen_at,read_at' } });
+  t.same(
+    typeList.body.sort((x: { id: string }, y: { id: string }) => x.id.localeCompare(y.id)),
+    [
+      { id: a1.id, seen_at: '2026-01-01 10:00:00', read_at: '2026-01-02 10:00:00' },
+      { id: a2.id, seen_at: '2026-01-02 10:00:00', read_at: '2026-01-02 10:00:00' },
+    ].sort((x, y) => x.id.localeCompare(y.id)),
+  );
+
+  const filtered = await api.call(t, 'updateNotifications', { token: alice.token, body: { read_at: '2026-01-03 10:00:00', filter: { type: 'nothing' } } });
+  t.strictSame(filtered.body, { status: 'success', data: 0 });
+  const rest = await api.call(t, 'updateNotifications', { token: alice.token, body: { read_at: '2026-01-03 10:00:00' } });
+  t.strictSame(rest.body, { status: 'success', data: 1 }, 'only the one still unread');
+  t.equal((await api.call(t, 'countNotifications', { token: alice.token })).body, 0);
+  t.equal((await api.call(t, 'countNotifications', { token: bob.token })).body, 1, "bob's stay unread");
+  const badType = await api.call(t, 'listNotificationsByType', { token: alice.token, params: { targetableType: 'no such/type' } });
+  t.equal(badType.status, 422);
+});
+
+t.test('typed producers create notifications with a target that the type routes filter', async (t) => {
+  const members = await Promise.all([1, 2].map(() => api.createUser(tenant.tenantId)));
+  const team = await department(tenant.tenantId, 'Readers', members.map((m) => m.id));
+  const bad = await api.call(t, 'createTypedNotification', { token: sender.token, body: { ...message, type: 'somethingElse', targetable_id: 5, department_ids: [team] } });
+  t.equal(bad.status, 422);
+  const denied = await api.call(t, 'createTypedNotification', { token: members[0]!.token, body: { ...message, type: 'infoboardPostCreated', targetable_id: 5, department_ids: [team] } });
+  t.equal(denied.status, 403);
+  const res = await api.call(t, 'createTypedNotification', {
+    token: sender.token,
+    body: { ...message, type: 'infoboardPostReadingConfirmationRequired', targetable_id: 42, department_ids: [team] },
+  });
+  t.equal(res.status, 202);
+  t.strictSame(res.body, { status: 'success', data: null });
+  await waitForDelivery(t);
+  const list = await api.call(t, 'listNotificationsByTarget', { token: members[1]!.token, params: { targetableType: 'infoboardPost', targetableId: 42 }, query: { selects: 'type,targetable_type,targetable_id' } });
+  t.strictSame(list.body, [{ type: 'infoboardPostReadingConfirmationRequired', targetable_type: 'infoboardPost', targetable_id: 42 }]);
+  const none = await api.call(t, 'listNotificationsByType', { token: members[1]!.token, params: { targetableType: 'manualEntry' } });
+  t.strictSame(none.body, []);
+});
+
+t.test("reset needs notifications.administer and deletes every notification of the tenant only", async (t) => {
+  const foreignUser = await api.createUser(other.tenantId);
+  await stored(foreignUser.id, {}, 0, other.tenantId);
+  await stored(alice.id);
+  const foreignBefore = await storedCount(other.tenantId);
+  const settingsBefore = await api.call(t, 'listNotificationSettings', { token: alice.token });
+  const denied = await api.call(t, 'resetNotifications', { token: sender.token });
+  t.equal(denied.status, 403);
+  t.ok((await storedCount()) > 0);
+  const res = await api.call(t, 'resetNotifications', { token: tenant.adminToken });
+  t.equal(res.status, 200);
+  t.strictSame(res.body, { status: 'success', data: null });
+  t.equal(await storedCount(), 0);
+  t.equal(await dispatchCount(), 0);
+  t.equal(await storedCount(other.tenantId), foreignBefore, "another tenant's notifications stay");
+  t.strictSame((await api.call(t, 'listNotificationSettings', { token: alice.token })).body, settingsBefore.body, 'settings unchanged');
+});

@@ -1,0 +1,115 @@
+import t from 'tap';
+import http from 'node:http';
+import net from 'node:net';
+import { sql } from 'drizzle-orm';
+import { startTestApi } from '../../helpers/atrium.ts';
+import { eventually } from '../../helpers/eventually.ts';
+import { openSse } from '../../helpers/sse.ts';
+
+// How streams are registered and let go: early disconnects, HEAD, the per-user cap,
+// ended streams, and counts announced by the tenant-wide reset.
+const api = await startTestApi(t, { role: 'all', streamHeartbeatMs: 200 });
+const base = await api.atrium.app!.listen({ port: 0, host: '127.0.0.1' });
+const url = `${base}/api/notifications/stream`;
+const address = new URL(base);
+const streams = api.atrium.services.notificationStreams;
+const tenant = await api.createTenant('stream-life');
+const alice = await api.createUser(tenant.tenantId);
+const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** A stream request written on a raw socket that is destroyed right after the request is sent. */
+async function connectAndAbort(token: string): Promise<void> {
+  const socket = net.connect(Number(address.port), address.hostname);
+  await new Promise((resolve) => socket.once('connect', resolve));
+  socket.write(`GET /api/notifications/stream HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\nAuthorization: Bearer ${token}\r\n\r\n`);
+  socket.destroy();
+}
+
+t.test('a client that disconnects at once leaves no stream registered', async (t) => {
+  for (let i = 0; i < 8; i++) await connectAndAbort(alice.token);
+  // Longer than authentication and the handler take; nothing may remain afterwards.
+  await sleep(1000);
+  t.equal(streams.openStreams(), 0, 'no registration remains');
+  const stream = await openSse(t, url, bearer(alice.token));
+  t.equal(stream.status, 200, 'the aborted attempts do not count against the cap');
+  stream.close();
+  await eventually(async () => streams.openStreams(), (n) => n === 0, 2000);
+});
+
+t.test('HEAD is answered at once and opens no stream', async (t) => {
+  const answer = await new Promise<{ status: number; contentType: string; body: string }>((resolve, reject) => {
+    const request = http.request(url, { method: 'HEAD', headers: bearer(alice.token) }, (response) => {
+      let body = '';
+      response.on('data', (chunk: Buffer) => (body += chunk.toString()));
+      response.on('end', () => resolve({ status: response.statusCode!, contentType: String(response.headers['content-type']), body }));
+    });
+    const timer = setTimeout(() => {
+      request.destroy();
+      reject(new Error('HEAD got no complete answer within 2 s'));
+    }, 2000);
+    request.on('close', () => clearTimeout(timer));
+    request.on('error', reject);
+    request.end();
+  });
+  t.equal(answer.status, 200);
+  t.match(answer.contentType, /^text\/event-stream/);
+  t.equal(answer.body, '');
+  t.equal(streams.openStreams(), 0);
+});
+
+t.test('a user holds at most 10 streams: the 11th is a 429 until one closes', async (t) => {
+  const bob = await api.createUser(tenant.tenantId);
+  const open = [];
+  for (let i = 0; i < 10; i++) {
+    const stream = await openSse(t, url, bearer(bob.token));
+    t.equal(stream.status, 200);
+    open.push(stream);
+  }
+  const refused = await openSse(t, url, bearer(bob.token));
+  t.equal(refused.status, 429);
+  t.match(refused.contentType, /^application\/problem\+json/);
+  t.equal(streams.openStreams(), 10);
+  const others = await openSse(t, url, bearer(alice.token));
+  t.equal(others.status, 200, 'the cap is per user');
+  others.close();
+  open.pop()!.close();
+  await eventually(async () => streams.openStreams(), (n) => n === 9, 2000);
+  const again = await openSse(t, url, bearer(bob.token));
+  t.equal(again.status, 200, 'a closed stream frees its place');
+  for (const stream of [...open, again]) stream.close();
+  await eventually(async () => streams.openStreams(), (n) => n === 0, 2000);
+});
+
+t.test('a stream ended because its token expired is no longer registered', async (t) => {
+  const carol = await api.createUser(tenant.tenantId);
+  const stream = await openSse(t, url, bearer(carol.token));
+  await stream.next((event) => event.event === 'count', 2000);
+  t.equal(streams.openStreams(), 1);
+  await api.db.owner.execute(sql`update access_tokens set expires_at = now() - interval '1 second' where user_id = ${carol.id}`);
+  await Promise.race([stream.ended, sleep(3000).then(() => t.fail('the stream was not ended'))]);
+  await eventually(async () => streams.openStreams(), (n) => n === 0, 2000);
+});
+
+t.test('resetting the tenant’s notifications sends every open stream of the tenant its new count', async (t) => {
+  const dave = await api.createUser(tenant.tenantId);
+  const other = await api.createTenant('stream-life-other');
+  const stranger = await api.createUser(other.tenantId);
+  t.equal((await api.call(t, 'createNotification', { token: tenant.adminToken, body: { user_ids: [dave.id], title: 'x', body: 'y', url: '/x' } })).status, 202);
+  t.equal((await api.call(t, 'createNotification', { token: other.adminToken, body: { user_ids: [stranger.id], title: 'x', body: 'y', url: '/x' } })).status, 202);
+  await eventually(async () => (await api.call(t, 'countNotifications', { token: dave.token })).body, (n) => n === 1);
+  await eventually(async () => (await api.call(t, 'countNotifications', { token: stranger.token })).body, (n) => n === 1);
+  const stream = await openSse(t, url, bearer(dave.token));
+  const strangerStream = await openSse(t, url, bearer(stranger.token));
+  t.equal(JSON.parse((await stream.next((event) => event.event === 'count', 2000)).data), 1);
+  await strangerStream.next((event) => event.event === 'count', 2000);
+  const seen = stream.events.length;
+  const strangerSeen = strangerStream.events.length;
+  t.equal((await api.call(t, 'resetNotifications', { token: tenant.adminToken })).status, 200);
+  const count = await stream.next((event) => event.event === 'count', 2000, seen);
+  t.equal(JSON.parse(count.data), 0, 'the stream learns the count is 0');
+  await sleep(500);
+  t.equal(strangerStream.events.length, strangerSeen, 'another tenant’s streams hear nothing');
+  stream.close();
+  strangerStream.close();
+});

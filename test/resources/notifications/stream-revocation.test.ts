@@ -1,0 +1,68 @@
+import t, { type Test } from 'tap';
+import { sql } from 'drizzle-orm';
+import { startTestApi } from '../../helpers/atrium.ts';
+import { eventually } from '../../helpers/eventually.ts';
+import { openSse, type SseClient } from '../../helpers/sse.ts';
+
+// A stream outlives the check of its token at open. With a heartbeat far away, nothing
+// but the check before each write keeps a revoked session from receiving notifications.
+const api = await startTestApi(t, { role: 'all', streamHeartbeatMs: 600_000 });
+const base = await api.atrium.app!.listen({ port: 0, host: '127.0.0.1' });
+const url = `${base}/api/notifications/stream`;
+const tenant = await api.createTenant('stream-revoked');
+const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+async function send(t: Test, userIds: number[], title: string): Promise<void> {
+  const res = await api.call(t, 'createNotification', { token: tenant.adminToken, body: { user_ids: userIds, title, body: '<p>x</p>', url: '/x' } });
+  t.equal(res.status, 202);
+  await eventually(
+    async () =>
+      (await api.db.owner.execute<{ n: number }>(sql`select count(*)::int as n from notification_dispatches where tenant_id = ${tenant.tenantId} and delivered_at is null`))[0]!.n,
+    (n) => n === 0,
+  );
+}
+
+/** Opens a stream for a fresh session of `userId` and waits for its first count. */
+async function streamOf(t: Test, userId: number): Promise<{ token: string; stream: SseClient }> {
+  const token = await api.tokenFor(tenant.tenantId, userId);
+  const stream = await openSse(t, url, bearer(token));
+  await stream.next((e) => e.event === 'count', 2000);
+  return { token, stream };
+}
+
+const revocations: [string, (t: Test, userId: number, token: string) => Promise<unknown>][] = [
+  ['signed out', async (t, _userId, token) => t.equal((await api.call(t, 'logout', { token })).status, 204)],
+  ['marked for logout', async (t, userId) => t.equal((await api.call(t, 'markUserForLogout', { token: tenant.adminToken, params: { user: userId } })).status, 204)],
+];
+// (Deactivated and deleted users are no recipients at all; their streams end at the heartbeat.)
+
+for (const [how, revoke] of revocations) {
+  t.test(`a stream whose session was ${how} receives no further notification and ends`, async (t) => {
+    const user = await api.createUser(tenant.tenantId);
+    const witness = await api.createUser(tenant.tenantId);
+    const { token, stream } = await streamOf(t, user.id);
+    const { stream: witnessStream } = await streamOf(t, witness.id);
+    await revoke(t, user.id, token);
+    await send(t, [user.id, witness.id], `after ${how}`);
+    await witnessStream.next((e) => e.event === 'notification', 3000);
+    await sleep(300);
+    t.strictSame(
+      stream.events.filter((e) => e.event === 'notification'),
+      [],
+      'the revoked session got nothing (a live session of the same batch did)',
+    );
+    const ended = await Promise.race([stream.ended.then(() => true), sleep(2000).then(() => false)]);
+    t.ok(ended, 'and its stream was ended without waiting for the heartbeat');
+    witnessStream.close();
+  });
+}
+
+t.test('a live session keeps streaming', async (t) => {
+  const user = await api.createUser(tenant.tenantId);
+  const { stream } = await streamOf(t, user.id);
+  await send(t, [user.id], 'still here');
+  const received = await stream.next((e) => e.event === 'notification', 3000);
+  t.equal(JSON.parse(received.data).data.title, 'still here');
+  stream.close();
+});

@@ -1,0 +1,362 @@
+import t, { type Test } from 'tap';
+import { randomBytes } from 'node:crypto';
+import { createServer } from 'node:net';
+import { eq, sql } from 'drizzle-orm';
+import { deliverDispatch } from '../../../src/resources/notifications/jobs.ts';
+import { findDispatch, notify, storeNotificationBatch } from '../../../src/resources/notifications/notify.ts';
+import { PUSH_MESSAGE_MAX_BYTES, pushPayload, sendPushes } from '../../../src/resources/push/send-push.job.ts';
+import { pushSubscriptions } from '../../../src/resources/push/table.ts';
+import { DESTINATION_NOT_ALLOWED, NOT_AN_ALLOWED_DESTINATION, NOT_DELIVERED } from '../../../src/platform/outbound/client.ts';
+import { startTestApi } from '../../helpers/atrium.ts';
+import { eventually } from '../../helpers/eventually.ts';
+import { browserSubscription, decryptPush, verifyVapid } from '../../helpers/push-service.ts';
+import { startReceiver } from '../../helpers/receiver.ts';
+
+// Loopback push services are only reachable because the operator allow-list admits them.
+const api = await startTestApi(t, { webhookAllowedCidrs: ['127.0.0.1/32'], pushRetryDelayMs: 50, pushMaxAttempts: 3 });
+const pushService = await startReceiver(t);
+const tenant = await api.createTenant('push');
+const other = await api.createTenant('push-other');
+const alice = await api.createUser(tenant.tenantId);
+const bob = await api.createUser(tenant.tenantId);
+const group = await api.createUser(tenant.tenantId, { values: { groupAccount: true } });
+
+const subscriptionCount = async () => (await api.db.owner.execute<{ n: number }>(sql`select count(*)::int as n from push_subscriptions`))[0]!.n;
+const register = (t: Test, token: string, body: unknown, headers: Record<string, string> = {}) =>
+  api.call(t, 'createPushSubscription', { token, body, headers });
+const notifyUsers = (t: Test, userIds: number[], message = { title: 'Fire drill', body: '<p>At <b>10:00</b> &amp; <i>sharp</i></p>', url: '/events/1' }) =>
+  api.call(t, 'createNotification', { token: tenant.adminToken, body: { user_ids: userIds, ...message } });
+
+let pathCounter = 0;
+const pushPath = () => `/push/${++pathCounter}-${randomBytes(6).toString('hex')}`;
+
+t.test('bad subscriptions are refused with a problem document and store nothing', async (t) => {
+  const keys = browserSubscription().keys;
+  const endpoint = pushService.url(pushPath());
+  const cases: [string, unknown, string][] = [
+    ['malformed endpoint', { endpoint: 'not a url', keys }, 'endpoint'],
+    ['non-http scheme', { endpoint: 'ftp://127.0.0.1/push', keys }, 'endpoint'],
+    ['http outside the allow-list', { endpoint: 'http://127.0.0.2/push', keys }, 'endpoint'],
+    ['https to a private address', { endpoint: 'https://10.1.2.3/push', keys }, 'endpoint'],
+    ['https to link-local metadata', { endpoint: 'https://169.254.169.254/push', keys }, 'endpoint'],
+    ['p256dh not base64url', { endpoint, keys: { ...keys, p256dh: '***' } }, 'keys.p256dh'],
+    ['p256dh of the wrong length', { endpoint, keys: { ...keys, p256dh: randomBytes(33).toString('base64url') } }, 'keys.p256dh'],
+    ['p256dh not on the curve', { endpoint, keys: { ...keys, p256dh: Buffer.concat([Buffer.from([4]), Buffer.alloc(64, 0xff)]).toString('base64url') } }, 'keys.p256dh'],
+    ['auth of 15 bytes', { endpoint, keys: { ...keys, auth: randomBytes(15).toString('base64url') } }, 'keys.auth'],
+  ];
+  for (const [name, body, field] of cases) {
+    const answer = await register(t, alice.token, body);
+    t.equal(answer.status, 422, name);
+    t.ok(answer.body.errors?.[field], `${name}: names ${field}`);
+  }
+  for (const [name, body] of [
+    ['missing keys', { endpoint }],
+    ['missing auth', { endpoint, keys: { p256dh: keys.p256dh } }],
+    ['unknown property', { endpoint, keys, extra: 1 }],
+    ['endpoint not a string', { endpoint: 42, keys }],
+  ] as const) {
+    const answer = await register(t, alice.token, body);
+    t.ok(answer.status >= 400 && answer.status < 500, `${name} → ${answer.status}`);
+    t.equal(answer.headers['content-type'], 'application/problem+json; charset=utf-8');
+  }
+  const malformed = await api.call(t, 'createPushSubscription', { token: alice.token, payload: '{"endpoint"', contentType: 'application/json' });
+  t.equal(malformed.status, 400);
+  t.equal((await register(t, '', { endpoint, keys })).status, 401, 'no token');
+  t.equal(await subscriptionCount(), 0, 'nothing stored');
+});
+
+t.test('group accounts cannot register a subscription', async (t) => {
+  const answer = await register(t, group.token, { endpoint: pushService.url(pushPath()), keys: browserSubscription().keys });
+  t.equal(answer.status, 403);
+  const badInput = await register(t, group.token, { endpoint: 'not a url', keys: browserSubscription().keys });
+  t.equal(badInput.status, 403, 'refused before the input is judged');
+  t.equal(await subscriptionCount(), 0);
+});
+
+t.test('the VAPID public key is one stable uncompressed P-256 key', async (t) => {
+  const first = await api.call(t, 'getVapidPublicKey', { token: alice.token });
+  t.equal(first.status, 200);
+  const key = Buffer.from(first.body.public_key, 'base64url');
+  t.equal(key.length, 65);
+  t.equal(key[0], 4);
+  t.match(first.body.public_key, /^[A-Za-z0-9_-]+$/, 'base64url without padding');
+  const again = await api.call(t, 'getVapidPublicKey', { token: bob.token });
+  t.equal(again.body.public_key, first.body.public_key, 'same key for every caller and call');
+  t.equal((await api.call(t, 'getVapidPublicKey', {})).status, 401);
+});
+
+t.test('registering the same endpoint again updates the one subscription', async (t) => {
+  const endpoint = pushService.url(pushPath());
+  const created = await register(t, alice.token, { endpoint, keys: browserSubscription().keys, expirationTime: null }, { 'user-agent': 'Firefox/130' });
+  t.equal(created.status, 201);
+  t.type(created.body.id, 'number');
+  t.equal(created.body.user_agent, 'Firefox/130');
+  t.notOk('p256dh' in created.body || 'keys' in created.body || 'auth' in created.body, 'keys are never answered');
+  const fresh = browserSubscription().keys;
+  const again = await register(t, alice.token, { endpoint, keys: fresh }, { 'user-agent': 'Firefox/131' });
+  t.equal(again.status, 201);
+  t.equal(again.body.id, created.body.id, 'same record');
+  const [row] = await api.db.owner.select().from(pushSubscriptions).where(eq(pushSubscriptions.id, created.body.id));
+  t.equal(row!.p256dh, fresh.p256dh, 'keys updated');
+  t.equal(row!.userAgent, 'Firefox/131');
+  const listed = await api.call(t, 'listPushSubscriptions', { token: alice.token });
+  t.same(listed.body.map((s: { id: number }) => s.id), [created.body.id]);
+  t.same((await api.call(t, 'listPushSubscriptions', { token: bob.token })).body, [], 'only the caller’s own');
+  await api.db.owner.delete(pushSubscriptions);
+});
+
+t.test('an endpoint registered by another user of the tenant is refused and stays theirs', async (t) => {
+  const endpoint = pushService.url(pushPath());
+  const alices = await register(t, alice.token, { endpoint, keys: browserSubscription().keys });
+  t.equal(alices.status, 201);
+  const [before] = await api.db.owner.select().from(pushSubscriptions).where(eq(pushSubscriptions.id, alices.body.id));
+  const taken = await register(t, bob.token, { endpoint, keys: browserSubscription().keys });
+  t.equal(taken.status, 422);
+  t.ok(taken.body.errors?.endpoint, 'names the endpoint');
+  const [after] = await api.db.owner.select().from(pushSubscriptions).where(eq(pushSubscriptions.id, alices.body.id));
+  t.same(after, before, 'owner and keys unchanged');
+  t.same((await api.call(t, 'listPushSubscriptions', { token: bob.token })).body, []);
+  // The same endpoint in another tenant is another subscription.
+  const stranger = await api.createUser(other.tenantId);
+  t.equal((await register(t, stranger.token, { endpoint, keys: browserSubscription().keys })).status, 201);
+  t.equal(await subscriptionCount(), 2);
+  await api.db.owner.delete(pushSubscriptions);
+});
+
+t.test('a user holds at most 20 subscriptions; re-registering one of them still works', async (t) => {
+  const carol = await api.createUser(tenant.tenantId);
+  const endpoints = Array.from({ length: 20 }, () => pushService.url(pushPath()));
+  for (const endpoint of endpoints) t.equal((await register(t, carol.token, { endpoint, keys: browserSubscription().keys })).status, 201);
+  const refused = await register(t, carol.token, { endpoint: pushService.url(pushPath()), keys: browserSubscription().keys });
+  t.equal(refused.status, 422);
+  t.ok(refused.body.errors?.endpoint, 'names the endpoint');
+  t.equal(await subscriptionCount(), 20, 'nothing stored');
+  t.equal((await register(t, carol.token, { endpoint: endpoints[3], keys: browserSubscription().keys })).status, 201, 'an own endpoint is updated');
+  t.equal((await register(t, bob.token, { endpoint: pushService.url(pushPath()), keys: browserSubscription().keys })).status, 201, 'the cap is per user');
+  t.equal(await subscriptionCount(), 21);
+  await api.db.owner.delete(pushSubscriptions);
+});
+
+t.test('another user’s or tenant’s subscription is answered like a missing one', async (t) => {
+  const created = await register(t, alice.token, { endpoint: pushService.url(pushPath()), keys: browserSubscription().keys });
+  const stranger = await api.createUser(other.tenantId);
+  t.equal((await api.call(t, 'deletePushSubscription', { token: bob.token, params: { subscription: created.body.id } })).status, 404);
+  t.equal((await api.call(t, 'deletePushSubscription', { token: stranger.token, params: { subscription: created.body.id } })).status, 404);
+  t.equal((await api.call(t, 'deletePushSubscription', { token: alice.token, params: { subscription: 'x' } })).status >= 400, true);
+  t.equal(await subscriptionCount(), 1, 'still there');
+  t.equal((await api.call(t, 'deletePushSubscription', { token: alice.token, params: { subscription: created.body.id } })).status, 204);
+  t.equal((await api.call(t, 'deletePushSubscription', { token: alice.token, params: { subscription: created.body.id } })).status, 404);
+  t.equal(await subscriptionCount(), 0);
+});
+
+t.test('a notification is pushed encrypted and VAPID-signed to every subscription of the recipient', async (t) => {
+  const phone = browserSubscription();
+  const laptop = browserSubscription();
+  const phonePath = pushPath();
+  const laptopPath = pushPath();
+  pushService.script(phonePath, [201]);
+  pushService.script(laptopPath, [201]);
+  await register(t, alice.token, { endpoint: pushService.url(phonePath), keys: phone.keys });
+  await register(t, alice.token, { endpoint: pushService.url(laptopPath), keys: laptop.keys });
+  t.equal((await notifyUsers(t, [alice.id, bob.id])).status, 202);
+
+  const received = await eventually(async () => [...pushService.received(phonePath), ...pushService.received(laptopPath)], (r) => r.length >= 2);
+  t.equal(received.length, 2, 'one push per subscription');
+  const [stored] = (await api.call(t, 'listNotifications', { token: alice.token })).body;
+  const publicKey = (await api.call(t, 'getVapidPublicKey', { token: alice.token })).body.public_key;
+  for (const [request, subscription] of [
+    [pushService.received(phonePath)[0]!, phone],
+    [pushService.received(laptopPath)[0]!, laptop],
+  ] as const) {
+    t.equal(request.method, 'POST');
+    t.equal(request.headers['content-encoding'], 'aes128gcm');
+    t.ok(Number(request.headers.ttl) > 0, 'TTL header');
+    const { claims, k } = await verifyVapid(request.headers, publicKey);
+    t.equal(k, publicKey, 'k is the served public key');
+    t.equal(claims.aud, `http://127.0.0.1:${pushService.port}`, 'audience is the push service origin');
+    t.match(claims.sub, /^mailto:|^https:/);
+    t.ok(claims.exp! > Date.now() / 1000);
+    const message = JSON.parse(decryptPush(subscription, request.raw));
+    t.same(message, { id: stored.id, title: 'Fire drill', body: 'At 10:00 & sharp', url: '/events/1' }, 'the message, body as plain text');
+  }
+});
+
+t.test('404 or 410 from the push service deletes the subscription', async (t) => {
+  await api.db.owner.delete(pushSubscriptions);
+  const gonePath = pushPath();
+  const missingPath = pushPath();
+  pushService.script(gonePath, [410]);
+  pushService.script(missingPath, [404]);
+  await register(t, bob.token, { endpoint: pushService.url(gonePath), keys: browserSubscription().keys });
+  await register(t, bob.token, { endpoint: pushService.url(missingPath), keys: browserSubscription().keys });
+  await notifyUsers(t, [bob.id]);
+  const left = await eventually(subscriptionCount, (n) => n === 0);
+  t.equal(left, 0, 'both deleted');
+  t.equal(pushService.received(gonePath).length, 1);
+  t.equal(pushService.received(missingPath).length, 1);
+});
+
+t.test('429 is retried after Retry-After, other 4xx are recorded and not retried', async (t) => {
+  await api.db.owner.delete(pushSubscriptions);
+  const busyPath = pushPath();
+  const refusingPath = pushPath();
+  pushService.script(busyPath, [{ status: 429, body: 'slow down', headers: { 'retry-after': '1' } }, 201]);
+  pushService.script(refusingPath, [400]);
+  await register(t, bob.token, { endpoint: pushService.url(busyPath), keys: browserSubscription().keys });
+  const refusing = await register(t, bob.token, { endpoint: pushService.url(refusingPath), keys: browserSubscription().keys });
+  await notifyUsers(t, [bob.id]);
+  const busy = await eventually(async () => pushService.received(busyPath), (r) => r.length >= 2);
+  t.equal(busy.length, 2, 'retried once, then accepted');
+  t.ok(busy[1]!.at - busy[0]!.at >= 900, `waited for Retry-After (${busy[1]!.at - busy[0]!.at} ms)`);
+  t.equal(pushService.received(refusingPath).length, 1, 'the 400 was not retried');
+  const [row] = await api.db.owner.select().from(pushSubscriptions).where(eq(pushSubscriptions.id, refusing.body.id));
+  t.equal(row!.lastFailureStatus, 400, 'recorded');
+  const listed = (await api.call(t, 'listPushSubscriptions', { token: bob.token })).body;
+  t.equal(listed.find((s: { id: number }) => s.id === refusing.body.id).last_failure_status, 400);
+  t.equal(await subscriptionCount(), 2, 'neither deleted');
+});
+
+t.test('5xx is retried with backoff until the attempts run out, then recorded', async (t) => {
+  await api.db.owner.delete(pushSubscriptions);
+  const failingPath = pushPath();
+  pushService.script(failingPath, [503]);
+  const created = await register(t, bob.token, { endpoint: pushService.url(failingPath), keys: browserSubscription().keys });
+  await notifyUsers(t, [bob.id]);
+  const row = await eventually(
+    async () => (await api.db.owner.select().from(pushSubscriptions).where(eq(pushSubscriptions.id, created.body.id)))[0]!,
+    (r) => r.lastFailureStatus !== null,
+  );
+  t.equal(pushService.received(failingPath).length, 3, 'PUSH_MAX_ATTEMPTS attempts');
+  t.equal(row.lastFailureStatus, 503);
+  t.match(row.lastFailure, /gave up after 3 attempts/);
+});
+
+t.test('pushes for a batch cost the same number of queries for 2 or 40 recipients', async (t) => {
+  await api.db.owner.delete(pushSubscriptions);
+  const recipients = await Promise.all(Array.from({ length: 40 }, () => api.createUser(tenant.tenantId)));
+  const path = pushPath();
+  pushService.script(path, [201]);
+  for (const user of recipients) await register(t, user.token, { endpoint: pushService.url(`${path}-${user.id}`), keys: browserSubscription().keys });
+  // Stored without the delivery job (owner role), so the push job is run here directly.
+  const queriesFor = async (users: typeof recipients) => {
+    const dispatchId = crypto.randomUUID();
+    await api.db.owner.execute(sql`
+      insert into notifications (tenant_id, dispatch_id, type, notifiable_id, data)
+      select ${tenant.tenantId}, ${dispatchId}::uuid, 'customNotification', u, '{"title":"T","body":"B","url":"/"}'::jsonb
+      from unnest(${`{${users.map((u) => u.id).join(',')}}`}::bigint[]) u`);
+    const ids = users.map((u) => u.id);
+    const before = api.db.queryCount;
+    const tally = await sendPushes(api.atrium.services, { tenantId: tenant.tenantId, dispatchId, afterUserId: Math.min(...ids) - 1, lastUserId: Math.max(...ids) });
+    return { queries: api.db.queryCount - before, sent: tally.sent };
+  };
+  const few = await queriesFor(recipients.slice(0, 2));
+  const many = await queriesFor(recipients);
+  t.equal(few.sent, 2);
+  t.equal(many.sent, 40);
+  t.equal(many.queries, few.queries, `constant: ${few.queries} queries`);
+});
+
+t.test('a long body is shortened so the message fits a push', async (t) => {
+  const long = pushPayload('00000000-0000-0000-0000-000000000000', { title: 'T', body: `<p>${'ä'.repeat(5000)}</p>`, url: '/u' });
+  t.ok(Buffer.byteLength(long) <= PUSH_MESSAGE_MAX_BYTES, `${Buffer.byteLength(long)} bytes`);
+  const message = JSON.parse(long);
+  t.match(message.body, /^ä+…$/);
+  t.equal(message.title, 'T');
+  const short = JSON.parse(pushPayload('00000000-0000-0000-0000-000000000000', { title: 'T', body: '<p>a &lt; b</p>', url: '/u' }));
+  t.equal(short.body, 'a < b', 'short bodies stay whole, entities decoded');
+});
+
+t.test('a delivery resumed after a crash pushes the batches whose push was lost, and none twice', async (t) => {
+  await api.db.owner.delete(pushSubscriptions);
+  const path = pushPath();
+  pushService.script(path, [201]);
+  const subscriber = await api.createUser(tenant.tenantId);
+  await register(t, subscriber.token, { endpoint: pushService.url(path), keys: browserSubscription().keys });
+  const dispatch = await api.db.tenant(tenant.tenantId, (tx) =>
+    notify(tx, { recipients: { userIds: [subscriber.id] }, type: 'customNotification', data: { title: 'Resumed', body: 'B', url: '/' } }),
+  );
+  // The "crashed" run: the batch is stored, but the process died before queueing its push.
+  await api.db.tenant(tenant.tenantId, async (tx) => storeNotificationBatch(tx, (await findDispatch(tx, dispatch.dispatchId))!, 0, 100));
+  await deliverDispatch(api.atrium.services, dispatch);
+  await eventually(async () => pushService.received(path), (r) => r.length >= 1);
+  await deliverDispatch(api.atrium.services, dispatch);
+  // Give a wrongly queued second push the time to arrive.
+  await new Promise((resolve) => setTimeout(resolve, 1500));
+  t.equal(pushService.received(path).length, 1, 'exactly one push');
+});
+
+t.test('a plain-http endpoint is sent to only when the allow-list admits the address connected to', async (t) => {
+  await api.db.owner.delete(pushSubscriptions);
+  const dave = await api.createUser(tenant.tenantId);
+  await notifyUsers(t, [dave.id]);
+  const [notification] = await eventually(
+    async () => api.db.owner.execute<{ id: string }>(sql`select id from notifications where notifiable_id = ${dave.id}`),
+    (rows) => rows.length === 1,
+  );
+  // Stored directly, as if it had been registered while its host name resolved to an
+  // allow-listed address and now resolves to a public one (1.1.1.1 is public, not allow-listed).
+  const [subscription] = await api.db.owner
+    .insert(pushSubscriptions)
+    .values({ tenantId: tenant.tenantId, userId: dave.id, endpoint: 'http://1.1.1.1:9/push', ...browserSubscription().keys })
+    .returning();
+  const tally = await sendPushes(api.atrium.services, { tenantId: tenant.tenantId, attempt: 1, deliveries: [{ subscriptionId: subscription!.id, notificationId: notification!.id }] });
+  t.same(tally, { sent: 0, gone: 0, retried: 0, failed: 1 }, 'refused, not retried');
+  const [row] = await api.db.owner.select().from(pushSubscriptions).where(eq(pushSubscriptions.id, subscription!.id));
+  t.equal(row!.lastFailure, DESTINATION_NOT_ALLOWED, 'the refusal is recorded, without the address');
+  t.equal(row!.lastFailureStatus, null);
+  await api.db.owner.delete(pushSubscriptions);
+});
+
+t.test('a refused endpoint is answered without saying where its host points', async (t) => {
+  const keys = browserSubscription().keys;
+  const https = ['https://10.1.2.3/push', 'https://[::7f00:1]/push', 'https://[64:ff9b::a9fe:a9fe]/push', 'https://no-such-host.invalid/push'];
+  for (const endpoint of https) {
+    const answer = await register(t, alice.token, { endpoint, keys });
+    t.equal(answer.status, 422, endpoint);
+    t.strictSame(answer.body.errors?.endpoint, [NOT_AN_ALLOWED_DESTINATION], `${endpoint}: one answer for every refused host`);
+  }
+  for (const endpoint of ['http://127.0.0.2/push', 'http://[::ffff:7f00:2]/push', 'http://no-such-host.invalid/push']) {
+    const answer = await register(t, alice.token, { endpoint, keys });
+    t.equal(answer.status, 422, endpoint);
+    t.strictSame(answer.body.errors?.endpoint, ['must be an https URL (plain http only to destinations the operator admits)'], endpoint);
+  }
+});
+
+t.test('push failures without a response are recorded alike: no port-scan oracle', async (t) => {
+  await api.db.owner.delete(pushSubscriptions);
+  // A peer that accepts and resets every connection.
+  const resetter = createServer((socket) => socket.resetAndDestroy());
+  await new Promise<void>((resolve) => resetter.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => resetter.close());
+  const erin = await api.createUser(tenant.tenantId);
+  await notifyUsers(t, [erin.id]);
+  const [notification] = await eventually(
+    async () => api.db.owner.execute<{ id: string }>(sql`select id from notifications where notifiable_id = ${erin.id}`),
+    (rows) => rows.length === 1,
+  );
+  const endpoints = {
+    'connection refused': 'http://127.0.0.1:1/push',
+    'connection reset': `http://127.0.0.1:${(resetter.address() as { port: number }).port}/push`,
+    'TLS failure': `https://127.0.0.1:${pushService.port}/push`,
+    'DNS failure': 'https://no-such-host.invalid/push',
+  };
+  // Stored directly: each may have worked when it was registered.
+  const stored = await api.db.owner
+    .insert(pushSubscriptions)
+    .values(Object.values(endpoints).map((endpoint) => ({ tenantId: tenant.tenantId, userId: erin.id, endpoint, ...browserSubscription().keys })))
+    .returning({ id: pushSubscriptions.id, endpoint: pushSubscriptions.endpoint });
+  const tally = await sendPushes(api.atrium.services, {
+    tenantId: tenant.tenantId,
+    attempt: 3, // the last allowed attempt: each failure is recorded now
+    deliveries: stored.map((row) => ({ subscriptionId: row.id, notificationId: notification!.id })),
+  });
+  t.same(tally, { sent: 0, gone: 0, retried: 0, failed: 4 });
+  const listed = (await api.call(t, 'listPushSubscriptions', { token: erin.token })).body as { endpoint: string; last_failure: string; last_failure_status: null }[];
+  t.equal(listed.length, 4);
+  for (const [what, endpoint] of Object.entries(endpoints)) {
+    const subscription = listed.find((s) => s.endpoint === endpoint)!;
+    t.equal(subscription.last_failure, `${NOT_DELIVERED} (gave up after 3 attempts)`, what);
+    t.equal(subscription.last_failure_status, null, what);
+  }
+  await api.db.owner.delete(pushSubscriptions);
+});

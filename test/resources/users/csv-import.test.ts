@@ -1,0 +1,266 @@
+import { sql } from 'drizzle-orm';
+import t, { type Test } from 'tap';
+import { startTestApi } from '../../helpers/atrium.ts';
+import { multipart } from '../../helpers/multipart.ts';
+import { roles } from '../../../src/resources/roles/table.ts';
+import { users } from '../../../src/resources/users/table.ts';
+import { IMPORTABLE_KEYS } from '../../../src/resources/users/csv-import.ts';
+
+const api = await startTestApi(t);
+const tenant = await api.createTenant('csv');
+const other = await api.createTenant('csv-other');
+const admin = tenant.adminToken;
+const viewer = await api.createUser(tenant.tenantId, { username: 'viewer', permissions: ['users.view'] });
+const anna = await api.createUser(tenant.tenantId, { username: 'anna', values: { firstName: 'Anna', lastName: 'Alt', city: 'Bonn' } });
+const gone = await api.createUser(tenant.tenantId, { username: 'gone', values: { deletedAt: new Date() } });
+const [role] = await api.db.owner.select().from(roles).where(sql`${roles.tenantId} = ${tenant.tenantId} and ${roles.name} = 'Employee'`);
+const [otherRole] = await api.db.owner.select().from(roles).where(sql`${roles.tenantId} = ${other.tenantId} and ${roles.name} = 'Employee'`);
+
+// A delegated user administrator, and a user whose personal and administrative fields they may not see.
+const delegate = await api.createUser(tenant.tenantId, { username: 'delegate', permissions: ['users.view', 'users.administer'] });
+const secrets = {
+  email: 'secret.person@hidden.example',
+  phone: '+49 30 555 0199',
+  birthdate: '1971-04-05',
+  street: 'Geheimweg 7',
+  gender: 'female' as const,
+  staffNumber: 'S-99887',
+};
+const secretive = await api.createUser(tenant.tenantId, {
+  username: 'secretive',
+  values: { ...secrets, firstName: 'Sam', lastName: 'Secret', active: true, preventLogout: true },
+});
+const [administrator] = await api.db.owner.select().from(roles).where(sql`${roles.tenantId} = ${tenant.tenantId} and ${roles.name} = 'Administrator'`);
+const [retiredAdmins] = await api.db.owner
+  .insert(roles)
+  .values({ tenantId: tenant.tenantId, name: 'Retired administrators', active: false, permissions: ['users.administer', 'automations.administer'] })
+  .returning();
+const hiddenValues = [...Object.values(secrets), 'Geheimweg'];
+
+/** True when the answer holds none of the stored values the delegate may not see. */
+const leaksNothing = (t: Test, body: unknown) => {
+  const text = JSON.stringify(body);
+  for (const value of hiddenValues) t.notOk(text.includes(value), `does not reveal ${value}`);
+};
+
+/** Every user row of the database, to prove an import preview changes nothing. */
+const snapshot = () => api.db.owner.select().from(users).orderBy(users.id);
+
+async function importCsv(t: Test, csv: string | Buffer, fields: Record<string, string> = {}, token = admin) {
+  const form = await multipart({ ...fields, user_data_csv: { content: Buffer.isBuffer(csv) ? csv : Buffer.from(csv), fileName: 'users.csv', type: 'text/csv' } });
+  return api.call(t, 'importUsersCsv', { token, ...form });
+}
+
+t.test('bad files are 422 problem documents and change nothing', async (t) => {
+  const before = await snapshot();
+  const cases: [string, string | Buffer][] = [
+    ['unknown header', 'username,shoe_size\nx,42\n'],
+    ['duplicate header', 'username,city,city\nx,a,b\n'],
+    ['no username column', 'first_name,last_name\nA,B\n'],
+    ['ragged rows', 'username,city\nx,Bonn\ny\n'],
+    ['wrong encoding', Buffer.concat([Buffer.from('username,city\nx,K'), Buffer.from([0xf6]), Buffer.from('ln\n')])],
+    ['header only', 'username,city\n'],
+    ['empty file', ''],
+    ['duplicate usernames', `username,password,first_name,last_name,role_id\nx,long enough pw,A,B,${role!.id}\nx,long enough pw,C,D,${role!.id}\n`],
+  ];
+  for (const [name, csv] of cases) {
+    const res = await importCsv(t, csv);
+    t.equal(res.status, 422, name);
+    t.ok(res.body.errors?.user_data_csv?.length, `${name}: explains itself`);
+  }
+  const noFile = await multipart({ update_users: 'true' });
+  t.equal((await api.call(t, 'importUsersCsv', { token: admin, ...noFile })).status, 422, 'no file');
+  const badFlag = await importCsv(t, 'username\nx\n', { update_users: 'maybe' });
+  t.equal(badFlag.status, 422, 'flag not a boolean');
+  t.equal((await importCsv(t, 'username\nx\n', {}, viewer.token)).status, 403, 'needs users.administer');
+  t.strictSame(await snapshot(), before);
+});
+
+t.test('groups: new, unchanged, update and delete users, invalid rows with line numbers; nothing persisted', async (t) => {
+  const before = await snapshot();
+  const csv = [
+    'username;password;first_name;last_name;role_id;city;birthdate',
+    `neo;a long password;Neo;New;${role!.id};Köln;1990-01-02`,
+    `anna;;Anna;Alt;;Berlin;`,
+    `bad;short;B;Ad;${otherRole!.id};;31.12.1999`,
+    `gone;a long password;G;One;${role!.id};;`,
+  ].join('\r\n');
+  const withBom = Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(csv)]);
+  const res = await importCsv(t, withBom, { update_users: 'true', delete_users: 'true' });
+  t.equal(res.status, 200);
+  t.strictSame(res.body.new_users, [{ line: 2, user: { username: 'neo', first_name: 'Neo', last_name: 'New', role_id: role!.id, city: 'Köln', birthdate: '1990-01-02' } }]);
+  t.strictSame(res.body.update_users, [{ line: 3, id: anna.id, username: 'anna', changes: { city: { from: 'Bonn', to: 'Berlin' } } }]);
+  t.strictSame(res.body.unchanged_users, []);
+  const invalid = res.body.invalid_rows as { line: number; errors: Record<string, string[]> }[];
+  t.strictSame(invalid.map((row) => row.line), [4, 5]);
+  t.strictSame(Object.keys(invalid[0]!.errors).sort(), ['birthdate', 'password', 'role_id'], 'short password, other tenant\'s role, bad date');
+  t.ok(invalid[1]!.errors.username, 'a deleted user\'s name');
+  t.equal((invalid[1] as { username?: string }).username, 'gone');
+  t.notOk(res.body.delete_users.some((u: { id: number }) => u.id === gone.id), 'deleted users are not proposed for deletion');
+  const deletions = (res.body.delete_users as { username: string }[]).map((u) => u.username).sort();
+  t.strictSame(deletions, ['delegate', 'secretive', 'viewer'], 'absent users, never the caller or deleted ones');
+  t.notOk(JSON.stringify(res.body).includes('a long password'), 'passwords are never shown');
+  t.strictSame(await snapshot(), before, 'nothing persisted');
+});
+
+t.test('row rules: reserved usernames, names of personal accounts on update, overlong cells', async (t) => {
+  const res = await importCsv(t, `username,last_name,city\ndeleted-user-3,X,\nanna,,\nneo,Y,${'x'.repeat(300)}\n`, { update_users: 'true' });
+  t.equal(res.status, 200);
+  const invalid = res.body.invalid_rows as { line: number; errors: Record<string, string[]> }[];
+  t.strictSame(invalid.map((row) => [row.line, Object.keys(row.errors).sort()]), [
+    [2, ['first_name', 'password', 'role_id', 'username']],
+    [3, ['last_name']],
+    [4, ['city', 'first_name', 'password', 'role_id']],
+  ]);
+});
+
+t.test('without update_users matching users are unchanged; without delete_users none are listed', async (t) => {
+  const res = await importCsv(t, 'username,city\nanna,Berlin\n');
+  t.equal(res.status, 200);
+  t.strictSame(res.body.update_users, []);
+  t.strictSame(res.body.unchanged_users, [{ line: 2, id: anna.id, username: 'anna' }]);
+  t.strictSame(res.body.delete_users, []);
+});
+
+t.test('headers are remapped by multipart values; whitespace_to_null turns blanks into null', async (t) => {
+  const csv = 'Login,Stadt\nanna,  \n';
+  const plain = await importCsv(t, csv, { username: 'Login', city: 'Stadt', update_users: 'true' });
+  t.equal(plain.status, 200);
+  t.strictSame(plain.body.update_users[0].changes, { city: { from: 'Bonn', to: '' } });
+  const nulled = await importCsv(t, csv, { username: 'Login', city: 'Stadt', update_users: 'true', whitespace_to_null: 'true' });
+  t.strictSame(nulled.body.update_users[0].changes, { city: { from: 'Bonn', to: null } });
+});
+
+t.test('import template: English keys, each header replaceable by a query parameter', async (t) => {
+  const res = await api.call(t, 'getUserImportTemplate', { token: admin });
+  t.equal(res.status, 200);
+  t.match(String(res.headers['content-type']), /^text\/csv/);
+  t.equal(res.text, IMPORTABLE_KEYS.join(',') + '\r\n');
+  const renamed = await api.call(t, 'getUserImportTemplate', { token: admin, query: { username: 'Login', city: 'Stadt, Land' } });
+  t.equal(renamed.text.split(',')[0], 'Login');
+  t.match(renamed.text, /,"Stadt, Land",/);
+  t.equal((await api.call(t, 'getUserImportTemplate', { token: admin, query: { shoe_size: 'x' } })).status, 422, 'unknown key');
+  t.equal((await api.call(t, 'getUserImportTemplate', { token: viewer.token })).status, 403);
+});
+
+t.test('a template filled in imports as new users', async (t) => {
+  const template = (await api.call(t, 'getUserImportTemplate', { token: admin })).text;
+  const row = IMPORTABLE_KEYS.map((key) =>
+    ({ username: 'filled', password: 'a long password', first_name: 'F', last_name: 'L', role_id: String(role!.id), active: 'yes', email: 'f@example.com' })[key as string] ?? '',
+  );
+  const res = await importCsv(t, template + row.join(',') + '\r\n');
+  t.equal(res.status, 200);
+  t.strictSame(res.body.invalid_rows, []);
+  t.equal(res.body.new_users[0].user.email, 'f@example.com');
+  t.equal(res.body.new_users[0].user.active, true);
+});
+
+// ---- what a delegate may see and change through the preview ----
+
+t.test('a delegate without view permissions: hidden columns of existing users are refused per row, whatever the value', async (t) => {
+  const header = 'username,first_name,email,phone,birthdate,street,gender,staff_number,active,prevent_logout,role_id';
+  const different = `secretive,Sam,x@example.com,1,2000-01-01,Elsewhere 1,male,S-1,no,no,${role!.id}`;
+  const same = `secretive,Sam,${secrets.email},${secrets.phone},${secrets.birthdate},${secrets.street},${secrets.gender},${secrets.staffNumber},yes,yes,${role!.id}`;
+  for (const [name, row] of [['different values', different], ['the stored values', same]] as const) {
+    const res = await importCsv(t, `${header}\n${row}\n`, { update_users: 'true' }, delegate.token);
+    t.equal(res.status, 200, name);
+    leaksNothing(t, res.body);
+    t.strictSame(res.body.update_users, [], `${name}: nothing offered`);
+    t.strictSame(res.body.unchanged_users, [], `${name}: nor called unchanged (that would confirm the stored values)`);
+    const [invalid] = res.body.invalid_rows as { line: number; errors: Record<string, string[]> }[];
+    t.strictSame(
+      Object.keys(invalid!.errors).sort(),
+      ['active', 'birthdate', 'email', 'gender', 'phone', 'prevent_logout', 'role_id', 'staff_number', 'street'],
+      `${name}: every hidden column is named, the visible one is not`,
+    );
+    t.match(invalid!.errors.email![0], /users\.view-personal/);
+    t.match(invalid!.errors.staff_number![0], /users\.view-administrative/);
+  }
+});
+
+t.test('a delegate sees changes to the fields they may see, and an empty boolean or role cell is no change', async (t) => {
+  const res = await importCsv(t, `username,first_name,active,role_id\nsecretive,Samantha,,\n`, { update_users: 'true' }, delegate.token);
+  t.equal(res.status, 200);
+  t.strictSame(res.body.invalid_rows, []);
+  t.strictSame(res.body.update_users, [{ line: 2, id: secretive.id, username: 'secretive', changes: { first_name: { from: 'Sam', to: 'Samantha' } } }]);
+  leaksNothing(t, res.body);
+});
+
+t.test('with the view permissions the same rows show their changes and values', async (t) => {
+  const seer = await api.createUser(tenant.tenantId, { permissions: ['users.view', 'users.administer', 'users.view-personal', 'users.view-administrative'] });
+  const res = await importCsv(t, `username,email,staff_number\nsecretive,new@example.com,${secrets.staffNumber}\n`, { update_users: 'true' }, seer.token);
+  t.equal(res.status, 200);
+  t.strictSame(res.body.update_users[0].changes, { email: { from: secrets.email, to: 'new@example.com' } });
+});
+
+t.test('users the caller may not administer are never offered for change or deletion', async (t) => {
+  const res = await importCsv(t, `username,first_name\nadmin,Mallory\nsecretive,Sam\n`, { update_users: 'true', delete_users: 'true' }, delegate.token);
+  t.equal(res.status, 200);
+  const [row] = res.body.invalid_rows as { line: number; username: string; errors: Record<string, string[]> }[];
+  t.equal(row!.line, 2);
+  t.equal(row!.username, 'admin');
+  t.strictSame(Object.keys(row!.errors), ['username']);
+  t.match(row!.errors.username![0], /permissions you do not hold/);
+  t.notOk(JSON.stringify(row!.errors).includes('automations.administer'), 'without users.view-administrative the role stays hidden');
+  t.notOk(res.body.update_users.some((u: { username: string }) => u.username === 'admin'));
+  const boss = await api.createUser(tenant.tenantId, { username: 'boss', values: { roleId: administrator!.id } });
+  const retired = await api.createUser(tenant.tenantId, { username: 'retired-boss', values: { roleId: retiredAdmins!.id } });
+  const again = await importCsv(t, `username\nsecretive\n`, { delete_users: 'true' }, delegate.token);
+  const offered = (again.body.delete_users as { id: number }[]).map((u) => u.id);
+  t.notOk(offered.includes(tenant.adminUserId), 'not the administrator');
+  t.notOk(offered.includes(boss.id), 'not another administrator');
+  t.notOk(offered.includes(retired.id), 'not a holder of an inactive role granting more');
+  t.ok(offered.includes(anna.id), 'a user they may administer is offered');
+  const byAdmin = await importCsv(t, `username\nsecretive\n`, { delete_users: 'true' });
+  t.ok((byAdmin.body.delete_users as { id: number }[]).some((u) => u.id === boss.id), 'the administrator is offered everyone else');
+});
+
+t.test('role cells obey the no-escalation rule of the API, inactive roles included', async (t) => {
+  const csv = [
+    'username,password,first_name,last_name,role_id',
+    `climber,a long password,C,Limber,${administrator!.id}`,
+    `sleeper,a long password,S,Leeper,${retiredAdmins!.id}`,
+    `plain,a long password,P,Lain,${role!.id}`,
+  ].join('\n');
+  const res = await importCsv(t, csv, {}, delegate.token);
+  t.equal(res.status, 200);
+  const invalid = res.body.invalid_rows as { line: number; errors: Record<string, string[]> }[];
+  t.strictSame(invalid.map((row) => [row.line, Object.keys(row.errors)]), [
+    [2, ['role_id']],
+    [3, ['role_id']],
+  ]);
+  t.match(invalid[0]!.errors.role_id![0], /automations\.administer/);
+  t.strictSame(res.body.new_users.map((u: { user: { username: string } }) => u.user.username), ['plain']);
+});
+
+t.test('a caller\'s own row: role, active and prevent_logout cannot change (as on PUT /api/users/{user})', async (t) => {
+  const res = await importCsv(t, `username,role_id,active,city\nadmin,${role!.id},no,Bonn\n`, { update_users: 'true' });
+  t.equal(res.status, 200);
+  const [row] = res.body.invalid_rows as { errors: Record<string, string[]> }[];
+  t.strictSame(Object.keys(row!.errors).sort(), ['active', 'role_id']);
+});
+
+t.test('the preview needs users.view besides users.administer (it shows existing users)', async (t) => {
+  const blind = await api.createUser(tenant.tenantId, { permissions: ['users.administer'] });
+  const res = await importCsv(t, 'username\nsecretive\n', { delete_users: 'true' }, blind.token);
+  t.equal(res.status, 403);
+  t.notOk(res.text.includes('anna'));
+});
+
+t.test('default_route cells follow the rule of the API: a same-origin path or an http(s) URL; an empty cell is none', async (t) => {
+  const csv = [
+    'username,password,first_name,last_name,role_id,default_route',
+    `routed,a long password,R,Outed,${role!.id},javascript:alert(1)`,
+    `pathed,a long password,P,Athed,${role!.id},/dashboard`,
+    `blank,a long password,B,Lank,${role!.id},`,
+    `anna,,Anna,Alt,,//evil.example.com/`,
+  ].join('\n');
+  const res = await importCsv(t, csv, { update_users: 'true' });
+  t.equal(res.status, 200);
+  const invalid = res.body.invalid_rows as { line: number; errors: Record<string, string[]> }[];
+  t.strictSame(invalid.map((row) => [row.line, Object.keys(row.errors)]), [
+    [2, ['default_route']],
+    [5, ['default_route']],
+  ]);
+  t.strictSame(res.body.new_users.map((u: { user: { default_route: string | null } }) => u.user.default_route), ['/dashboard', null]);
+});

@@ -1,0 +1,175 @@
+/**
+ * No self-granted entity rights: a user administrator may not change memberships
+ * (departments, role) so that a user — themselves included — becomes named by an
+ * entity's permissions (a form, a task template, a menu item) that do not already
+ * name the caller, unless the caller holds the permission that administers that kind
+ * of entity anyway.
+ */
+import { eq, sql } from 'drizzle-orm';
+import t, { type Test } from 'tap';
+import { ownerUser, startTestApi } from '../../helpers/atrium.ts';
+import { multipart } from '../../helpers/multipart.ts';
+import { departments, departmentUsers } from '../../../src/resources/departments/table.ts';
+import { roles } from '../../../src/resources/roles/table.ts';
+import { users } from '../../../src/resources/users/table.ts';
+
+const api = await startTestApi(t);
+const tenant = await api.createTenant('entity-rights');
+const admin = tenant.adminToken;
+const delegate = await api.createUser(tenant.tenantId, { username: 'delegate', permissions: ['users.view', 'users.administer', 'users.view-administrative'] });
+const menuAdmin = await api.createUser(tenant.tenantId, {
+  username: 'menu-admin',
+  permissions: ['users.view', 'users.administer', 'users.view-administrative', 'menu-items.administer'],
+});
+
+const department = async (name: string) => (await api.db.owner.insert(departments).values({ tenantId: tenant.tenantId, name }).returning())[0]!;
+const payroll = await department('Payroll');
+const board = await department('Board');
+const canteen = await department('Canteen');
+const [auditors] = await api.db.owner.insert(roles).values({ tenantId: tenant.tenantId, name: 'Auditors', permissions: [] }).returning();
+const [employeeRole] = await api.db.owner.select().from(roles).where(sql`${roles.tenantId} = ${tenant.tenantId} and ${roles.name} = 'Employee'`);
+const employee = await api.createUser(tenant.tenantId, { username: 'employee', values: { roleId: employeeRole!.id } });
+
+let salaries: { id: number };
+let audit: { id: number };
+let boardItem: { id: number };
+const membership = async (userId: number) =>
+  (await api.db.owner.select({ id: departmentUsers.departmentId }).from(departmentUsers).where(eq(departmentUsers.userId, userId))).map((row) => row.id).sort();
+let counter = 0;
+const newUserBody = (extra: Record<string, unknown> = {}) => ({
+  username: `recruit-${++counter}`,
+  password: 'a long enough password',
+  first_name: 'New',
+  last_name: `Recruit ${counter}`,
+  role_id: employeeRole!.id,
+  ...extra,
+});
+async function importCsv(t: Test, csv: string, token: string) {
+  const form = await multipart({ update_users: 'true', user_data_csv: { content: Buffer.from(csv), fileName: 'users.csv', type: 'text/csv' } });
+  return api.call(t, 'importUsersCsv', { token, ...form });
+}
+
+t.test('setup: a form, a task template and a menu item name a department or a role', async (t) => {
+  const form = await api.call(t, 'createForm', {
+    token: admin,
+    body: { title: 'Salaries', form_type: 'survey', fields: [{ name: 'Salary', field_type: 'number' }], entity_permissions: { department_ids: [payroll.id] } },
+  });
+  const template = await api.call(t, 'createTaskTemplate', { token: admin, body: { title: 'Audit', entity_permissions: { role_ids: [auditors!.id] } } });
+  const item = await api.call(t, 'createMenuItem', {
+    token: admin,
+    body: { icon_id: 3, menu_identifier: 'main', type: 'link', title: 'Board minutes', link: 'https://board.example.com/', entity_permissions: { department_ids: [board.id] } },
+  });
+  t.strictSame([form.status, template.status, item.status], [201, 201, 201]);
+  [salaries, audit, boardItem] = [form.body, template.body, item.body];
+});
+
+t.test('a delegate cannot add themselves to a department a form names (422 on the department), and still cannot see the form', async (t) => {
+  const res = await api.call(t, 'updateUser', { token: delegate.token, params: { user: delegate.id }, body: { department_ids: [canteen.id, payroll.id] } });
+  t.equal(res.status, 422);
+  t.ok(res.body.errors?.['department_ids.1'], 'names the offending department');
+  t.notOk(res.body.errors?.['department_ids.0'], 'not the harmless one');
+  t.notOk(JSON.stringify(res.body).includes('Salaries'), 'does not reveal the entity');
+  t.strictSame(await membership(delegate.id), [], 'membership unchanged');
+  t.equal((await api.call(t, 'getForm', { token: delegate.token, params: { form: salaries.id } })).status, 404, 'the form stays out of reach (answered like a missing one)');
+});
+
+t.test('nor add another user to it, on update or create', async (t) => {
+  const update = await api.call(t, 'updateUser', { token: delegate.token, params: { user: employee.id }, body: { department_ids: [payroll.id] } });
+  t.equal(update.status, 422);
+  t.ok(update.body.errors?.['department_ids.0']);
+  t.strictSame(await membership(employee.id), []);
+  const before = (await api.db.owner.select({ n: sql<number>`count(*)::int` }).from(users))[0]!.n;
+  const create = await api.call(t, 'createUser', { token: delegate.token, body: newUserBody({ department_ids: [payroll.id] }) });
+  t.equal(create.status, 422);
+  t.ok(create.body.errors?.['department_ids.0']);
+  t.equal((await api.db.owner.select({ n: sql<number>`count(*)::int` }).from(users))[0]!.n, before, 'no user stored');
+});
+
+t.test('a role a task template names cannot be assigned by create, update or restore (422 on role_id)', async (t) => {
+  const create = await api.call(t, 'createUser', { token: delegate.token, body: newUserBody({ role_id: auditors!.id }) });
+  t.equal(create.status, 422);
+  t.ok(create.body.errors?.role_id);
+  const update = await api.call(t, 'updateUser', { token: delegate.token, params: { user: employee.id }, body: { role_id: auditors!.id } });
+  t.equal(update.status, 422);
+  t.ok(update.body.errors?.role_id);
+  t.equal((await ownerUser(api.db, tenant.tenantId, employee.id))!.roleId, employeeRole!.id);
+  const gone = await api.createUser(tenant.tenantId, { values: { roleId: employeeRole!.id, deletedAt: new Date() } });
+  const restore = await api.call(t, 'restoreUser', { token: delegate.token, params: { user: gone.id }, body: { role_id: auditors!.id } });
+  t.equal(restore.status, 422);
+  t.ok(restore.body.errors?.role_id);
+  const row = await ownerUser(api.db, tenant.tenantId, gone.id);
+  t.ok(row!.deletedAt, 'still deleted');
+  t.equal(row!.roleId, employeeRole!.id);
+});
+
+t.test('a department a menu item names: refused for a delegate, allowed with menu-items.administer', async (t) => {
+  const refused = await api.call(t, 'updateUser', { token: delegate.token, params: { user: employee.id }, body: { department_ids: [board.id] } });
+  t.equal(refused.status, 422);
+  t.ok(refused.body.errors?.['department_ids.0']);
+  const allowed = await api.call(t, 'updateUser', { token: menuAdmin.token, params: { user: employee.id }, body: { department_ids: [board.id] } });
+  t.equal(allowed.status, 200);
+  t.strictSame(await membership(employee.id), [board.id]);
+  const menu = await api.call(t, 'listMenuItems', { token: employee.token });
+  t.ok(menu.body.some((row: { id: number }) => row.id === boardItem.id), 'the item is now within the employee\'s reach');
+  const toPayroll = await api.call(t, 'updateUser', { token: menuAdmin.token, params: { user: employee.id }, body: { department_ids: [payroll.id] } });
+  t.equal(toPayroll.status, 422, 'menu-items.administer does not cover forms');
+  await api.call(t, 'updateUser', { token: admin, params: { user: employee.id }, body: { department_ids: [] } });
+});
+
+t.test('callers who already have the right may pass it on: named by the entity, or holding tasks.administer', async (t) => {
+  const payrollClerk = await api.createUser(tenant.tenantId, { username: 'clerk', permissions: ['users.view', 'users.administer'] });
+  await api.db.owner.insert(departmentUsers).values({ tenantId: tenant.tenantId, departmentId: payroll.id, userId: payrollClerk.id });
+  const byClerk = await api.call(t, 'updateUser', { token: payrollClerk.token, params: { user: employee.id }, body: { department_ids: [payroll.id] } });
+  t.equal(byClerk.status, 200, 'the clerk is named by the form through Payroll');
+  const byAdmin = await api.call(t, 'updateUser', { token: admin, params: { user: employee.id }, body: { role_id: auditors!.id } });
+  t.equal(byAdmin.status, 200, 'the administrator holds tasks.administer');
+  t.equal((await api.call(t, 'getForm', { token: employee.token, params: { form: salaries.id } })).status, 200);
+  t.equal((await api.call(t, 'getTaskTemplate', { token: employee.token, params: { taskTemplate: audit.id } })).status, 200);
+});
+
+t.test('a change that confers nothing new passes: the user already had the right, or no entity names the subject', async (t) => {
+  // employee is in Payroll and holds Auditors now; the delegate keeps both and adds Canteen.
+  const keep = await api.call(t, 'updateUser', {
+    token: delegate.token,
+    params: { user: employee.id },
+    body: { department_ids: [payroll.id, canteen.id], role_id: auditors!.id, first_name: 'Kept' },
+  });
+  t.equal(keep.status, 200);
+  t.strictSame(await membership(employee.id), [payroll.id, canteen.id].sort());
+  const leave = await api.call(t, 'updateUser', { token: delegate.token, params: { user: employee.id }, body: { department_ids: [], role_id: employeeRole!.id } });
+  t.equal(leave.status, 200, 'taking rights away is always allowed');
+  const rejoin = await api.call(t, 'updateUser', { token: delegate.token, params: { user: employee.id }, body: { department_ids: [payroll.id] } });
+  t.equal(rejoin.status, 422, 'once gone, the right is not the delegate\'s to give back');
+});
+
+t.test('the CSV preview applies the same rule to its role column', async (t) => {
+  const csv = [
+    'username,password,first_name,last_name,role_id',
+    `csv-new,a long enough password,C,New,${auditors!.id}`,
+    `employee,,Test,employee,${auditors!.id}`,
+    `csv-plain,a long enough password,C,Plain,${employeeRole!.id}`,
+  ].join('\n');
+  const res = await importCsv(t, csv, delegate.token);
+  t.equal(res.status, 200);
+  const invalid = res.body.invalid_rows as { line: number; errors: Record<string, string[]> }[];
+  t.strictSame(invalid.map((row) => [row.line, Object.keys(row.errors)]), [
+    [2, ['role_id']],
+    [3, ['role_id']],
+  ]);
+  t.strictSame(res.body.new_users.map((row: { user: { username: string } }) => row.user.username), ['csv-plain']);
+  const byAdmin = await importCsv(t, csv, admin);
+  t.strictSame(byAdmin.body.invalid_rows, [], 'the administrator may');
+  t.equal(byAdmin.body.update_users[0].changes.role_id.to, auditors!.id);
+});
+
+t.test('the CSV rule is set-based: 2 or 40 role-assigning rows cost the same number of queries', async (t) => {
+  const cost = async (rows: number) => {
+    const lines = Array.from({ length: rows }, (_, i) => `bulk-${rows}-${i},a long enough password,B,Ulk,${i % 2 ? auditors!.id : employeeRole!.id}`);
+    const before = api.db.queryCount;
+    const res = await importCsv(t, ['username,password,first_name,last_name,role_id', ...lines].join('\n'), delegate.token);
+    t.equal(res.status, 200);
+    t.equal(res.body.invalid_rows.length, rows / 2, 'every Auditors row is refused');
+    return api.db.queryCount - before;
+  };
+  t.equal(await cost(40), await cost(2));
+});

@@ -1,0 +1,141 @@
+import { eq, sql } from 'drizzle-orm';
+import t from 'tap';
+import { startTestApi } from '../../helpers/atrium.ts';
+import { GIF_1X1, PNG_1X1, multipart } from '../../helpers/multipart.ts';
+import { roles } from '../../../src/resources/roles/table.ts';
+import { departments, departmentUsers } from '../../../src/resources/departments/table.ts';
+import { userProfilePictures, users } from '../../../src/resources/users/table.ts';
+
+const api = await startTestApi(t);
+const tenant = await api.createTenant('pictures');
+const other = await api.createTenant('pictures-other');
+const admin = tenant.adminToken;
+const viewer = await api.createUser(tenant.tenantId, { username: 'viewer', permissions: ['users.view'] });
+const nobody = await api.createUser(tenant.tenantId, { username: 'nobody' });
+const outsider = await api.createUser(other.tenantId, { username: 'outsider', permissions: ['users.view'] });
+const [role] = await api.db.owner.select().from(roles).where(sql`${roles.tenantId} = ${tenant.tenantId} and ${roles.name} = 'Employee'`);
+const pictureCount = async () => (await api.db.owner.select({ n: sql<number>`count(*)::int` }).from(userProfilePictures))[0]!.n;
+const userCount = async () => (await api.db.owner.select({ n: sql<number>`count(*)::int` }).from(users))[0]!.n;
+
+let counter = 0;
+const createFields = () => ({
+  username: `pic-${++counter}`,
+  password: 'a long enough password',
+  first_name: 'Pic',
+  last_name: `Ture ${counter}`,
+  role_id: String(role!.id),
+});
+
+/** `/users/1/profile-picture/x.png?tenant=…` → path params and query of the picture operation. */
+function parseUrl(url: string) {
+  const parsed = new URL(url, 'http://atrium.test');
+  const [, , user, , fileName] = parsed.pathname.split('/');
+  return { user: Number(user), fileName: decodeURIComponent(fileName!), query: Object.fromEntries(parsed.searchParams) };
+}
+
+t.test('bad uploads: non-image, oversized, malformed multipart; nothing is stored', async (t) => {
+  const users = await userCount();
+  const notImage = await multipart({ ...createFields(), profile_picture: { content: Buffer.from('just text, not an image'), fileName: 'a.png', type: 'image/png' } });
+  const res = await api.call(t, 'createUser', { token: admin, ...notImage });
+  t.equal(res.status, 422);
+  t.ok(res.body.errors.profile_picture);
+
+  const big = Buffer.concat([PNG_1X1, Buffer.alloc(5 * 1024 * 1024)]);
+  const oversized = await multipart({ ...createFields(), profile_picture: { content: big, fileName: 'big.png', type: 'image/png' } });
+  t.equal((await api.call(t, 'createUser', { token: admin, ...oversized })).status, 413);
+
+  const fine = await multipart(createFields());
+  const truncated = fine.payload.subarray(0, fine.payload.length - 20);
+  const malformed = await api.call(t, 'createUser', { token: admin, payload: truncated, contentType: fine.contentType });
+  t.equal(malformed.status, 400, 'truncated multipart');
+  const noBoundary = await api.call(t, 'createUser', { token: admin, payload: 'garbage', contentType: 'multipart/form-data' });
+  t.ok(noBoundary.status >= 400 && noBoundary.status < 500, 'no boundary is a 4xx');
+
+  const upload = await multipart({ profile_picture: { content: PNG_1X1, fileName: 'x.png' } });
+  t.equal((await api.call(t, 'deleteUser', { token: admin, params: { user: viewer.id }, ...upload })).status, 415, 'no uploads where none is expected');
+  t.equal((await api.call(t, 'restoreUser', { token: admin, params: { user: viewer.id }, ...upload })).status, 415, 'JSON-only operation');
+  const badField = await multipart({ ...createFields(), role_id: 'abc' });
+  t.equal((await api.call(t, 'createUser', { token: admin, ...badField })).status, 422, 'multipart values are validated');
+  t.equal(await userCount(), users, 'no user stored');
+  t.equal(await pictureCount(), 0, 'no picture stored');
+});
+
+t.test('create with a picture (multipart): type detected from bytes, served with caching headers', async (t) => {
+  const form = await multipart({ ...createFields(), group_account: 'false', profile_picture: { content: PNG_1X1, fileName: 'Me & You.bin', type: 'application/octet-stream' } });
+  const res = await api.call(t, 'createUser', { token: admin, ...form });
+  t.equal(res.status, 201);
+  t.equal(res.body.group_account, false, 'multipart text became a boolean');
+  t.match(res.body.profile_picture_url, /^\/users\/\d+\/profile-picture\/Me-You\.png\?tenant=\d+&expires=\d+&signature=/);
+  const { user, fileName, query } = parseUrl(res.body.profile_picture_url);
+
+  const signed = await api.call(t, 'getProfilePictureNamed', { params: { user, fileName }, query });
+  t.equal(signed.status, 200, 'the signed URL works without a token');
+  t.equal(signed.headers['content-type'], 'image/png');
+  t.ok(signed.raw.equals(PNG_1X1), 'the stored bytes');
+  t.match(String(signed.headers['cache-control']), /private/);
+  const etag = String(signed.headers.etag);
+  t.match(etag, /^".+"$/);
+
+  const unnamed = await api.call(t, 'getProfilePicture', { params: { user }, query });
+  t.equal(unnamed.status, 200, 'works without the file name');
+  t.match(String(unnamed.headers['content-disposition']), /Me-You\.png/);
+
+  const cached = await api.call(t, 'getProfilePicture', { params: { user }, query, headers: { 'if-none-match': etag } });
+  t.equal(cached.status, 304);
+  t.equal(cached.raw.length, 0);
+});
+
+t.test('multipart: repeated fields are arrays (department_ids)', async (t) => {
+  const [a, b] = await api.db.owner.insert(departments).values([{ tenantId: tenant.tenantId, name: 'A' }, { tenantId: tenant.tenantId, name: 'B' }]).returning();
+  const form = await multipart({ ...createFields(), department_ids: [String(a!.id), String(b!.id)] });
+  const res = await api.call(t, 'createUser', { token: admin, ...form, query: { relations: 'departments' } });
+  t.equal(res.status, 201);
+  const members = await api.db.owner.select().from(departmentUsers).where(eq(departmentUsers.userId, res.body.id));
+  t.strictSame(members.map((m) => m.departmentId).sort(), [a!.id, b!.id].sort());
+});
+
+t.test('picture access: signature or Bearer token; otherwise refused', async (t) => {
+  const form = await multipart({ ...createFields(), profile_picture: { content: GIF_1X1, fileName: 'x.gif' } });
+  const created = await api.call(t, 'createUser', { token: admin, ...form });
+  const { user, query } = parseUrl(created.body.profile_picture_url);
+  t.equal((await api.call(t, 'getProfilePicture', { params: { user } })).status, 401, 'neither');
+  t.equal((await api.call(t, 'getProfilePicture', { params: { user }, query: { ...query, signature: 'forged' } })).status, 401, 'forged');
+  t.equal((await api.call(t, 'getProfilePicture', { params: { user }, query: { ...query, expires: 1000 } })).status, 401, 'expired / altered');
+  t.equal((await api.call(t, 'getProfilePicture', { params: { user: user }, query: { ...query, tenant: other.tenantId } })).status, 401, 'other tenant in the URL');
+  const bearer = await api.call(t, 'getProfilePicture', { params: { user }, token: viewer.token });
+  t.equal(bearer.status, 200, 'Bearer with users.view');
+  t.equal(bearer.headers['content-type'], 'image/gif');
+  t.equal((await api.call(t, 'getProfilePicture', { params: { user }, token: nobody.token })).status, 403, 'Bearer without permission');
+  t.equal((await api.call(t, 'getProfilePicture', { params: { user }, token: outsider.token })).status, 404, 'another tenant\'s token');
+});
+
+t.test('update: upload replaces, profile_picture null removes', async (t) => {
+  const created = await api.call(t, 'createUser', { token: admin, body: { ...createFields(), role_id: role!.id } });
+  const id = created.body.id;
+  t.equal(created.body.profile_picture_url, null);
+  const upload = await multipart({ city: 'Köln', profile_picture: { content: PNG_1X1, fileName: 'p.png' } });
+  const updated = await api.call(t, 'updateUser', { token: admin, params: { user: id }, ...upload });
+  t.equal(updated.status, 200);
+  t.equal(updated.body.city, 'Köln');
+  t.type(updated.body.profile_picture_url, 'string');
+  const replaced = await api.call(t, 'updateUser', { token: admin, params: { user: id }, ...(await multipart({ profile_picture: { content: GIF_1X1, fileName: 'p.gif' } })) });
+  t.match(replaced.body.profile_picture_url, /p\.gif/);
+  const sameName = await api.call(t, 'updateUser', { token: admin, params: { user: id }, ...(await multipart({ profile_picture: { content: Buffer.concat([GIF_1X1, Buffer.from([0])]), fileName: 'p.gif' } })) });
+  t.not(sameName.body.profile_picture_url, replaced.body.profile_picture_url, 'new bytes, new URL (cache key), even with the same name');
+  const [stored] = await api.db.owner.select().from(userProfilePictures).where(eq(userProfilePictures.userId, id));
+  t.equal(stored!.mediaType, 'image/gif');
+  const removed = await api.call(t, 'updateUser', { token: admin, params: { user: id }, body: { profile_picture: null } });
+  t.equal(removed.body.profile_picture_url, null);
+  t.equal((await api.db.owner.select().from(userProfilePictures).where(eq(userProfilePictures.userId, id))).length, 0);
+  const { user, query } = parseUrl(sameName.body.profile_picture_url);
+  t.equal((await api.call(t, 'getProfilePicture', { params: { user }, query })).status, 404, 'gone');
+});
+
+t.test('a user updates their own picture; blackout deletes it', async (t) => {
+  const self = await api.createUser(tenant.tenantId, { username: 'selfpic' });
+  const res = await api.call(t, 'updateUser', { token: self.token, params: { user: self.id }, ...(await multipart({ profile_picture: { content: PNG_1X1, fileName: 'me.png' } })) });
+  t.equal(res.status, 200);
+  t.equal((await api.call(t, 'getProfilePicture', { params: { user: self.id }, token: self.token })).status, 200, 'own picture by Bearer');
+  t.equal((await api.call(t, 'blackoutUser', { token: admin, params: { user: self.id } })).status, 204);
+  t.equal((await api.db.owner.select().from(userProfilePictures).where(eq(userProfilePictures.userId, self.id))).length, 0);
+});

@@ -1,0 +1,52 @@
+import { sql } from 'drizzle-orm';
+import t from 'tap';
+import { startTestApi } from '../../helpers/atrium.ts';
+import { departments, departmentUsers } from '../../../src/resources/departments/table.ts';
+import { entityPermissions } from '../../../src/platform/entity-permissions/table.ts';
+import { roles } from '../../../src/resources/roles/table.ts';
+import { acceptedPolicies, termsOfUse } from '../../../src/resources/terms-of-use/table.ts';
+import { userProfilePictures, users } from '../../../src/resources/users/table.ts';
+import { PNG_1X1 } from '../../helpers/multipart.ts';
+
+const api = await startTestApi(t);
+
+/** A tenant with `count` users, each with a department, an entity permission, an accepted policy and a picture. */
+async function tenantWithUsers(slug: string, count: number) {
+  const tenant = await api.createTenant(slug);
+  const tenantId = tenant.tenantId;
+  const [role] = await api.db.owner.select().from(roles).where(sql`${roles.tenantId} = ${tenantId} and ${roles.name} = 'Employee'`);
+  const [department] = await api.db.owner.insert(departments).values({ tenantId, name: 'All' }).returning();
+  const [terms] = await api.db.owner.insert(termsOfUse).values({ tenantId, title: 'Terms', version: '1' }).returning();
+  const created = await api.db.owner
+    .insert(users)
+    .values(Array.from({ length: count }, (_, i) => ({ tenantId, username: `u${i}`, firstName: 'U', lastName: `L${i}`, roleId: role!.id, langId: 'de-DE' })))
+    .returning({ id: users.id });
+  await api.db.owner.insert(departmentUsers).values(created.map((u) => ({ tenantId, departmentId: department!.id, userId: u.id })));
+  await api.db.owner.insert(entityPermissions).values(created.map((u) => ({ tenantId, entityType: 'menuItem', entityId: 1, subjectType: 'user' as const, subjectId: u.id })));
+  await api.db.owner.insert(acceptedPolicies).values(created.map((u) => ({ tenantId, userId: u.id, termsOfUseId: terms!.id })));
+  await api.db.owner
+    .insert(userProfilePictures)
+    .values(created.map((u) => ({ tenantId, userId: u.id, mediaType: 'image/png', fileName: 'p.png', content: PNG_1X1, etag: 'e' })));
+  return tenant;
+}
+
+const small = await tenantWithUsers('queries-small', 10);
+const large = await tenantWithUsers('queries-large', 1000);
+
+async function countListQueries(token: string, expected: number) {
+  const before = api.db.queryCount;
+  const res = await api.call(t, 'listUsers', { token, query: { relations: 'role|language|departments|entityPermissions|acceptedPolicies' } });
+  t.equal(res.status, 200);
+  t.equal(res.body.length, expected + 1, 'every user plus the administrator');
+  const last = res.body.find((u: { username: string }) => u.username === 'u0');
+  t.match(last, { departments: [{ name: 'All' }], entityPermissions: [{ entity_type: 'menuItem' }], acceptedPolicies: [{ title: 'Terms' }], language: { id: 'de-DE' }, role: { name: 'Employee' } });
+  t.match(last.profile_picture_url, /^\/users\/\d+\/profile-picture\/p\.png\?/);
+  return api.db.queryCount - before;
+}
+
+t.test('listing 1,000 users with every relation costs as many queries as 10', async (t) => {
+  const ten = await countListQueries(small.adminToken, 10);
+  const thousand = await countListQueries(large.adminToken, 1000);
+  t.equal(thousand, ten, `${ten} statements either way`);
+  t.ok(ten <= 8, 'a handful: tenant setting, users, one per relation');
+});
