@@ -1,9 +1,9 @@
 /** Every background job. Workers start for all of them (ATRIUM_ROLE worker or all). */
-import { purgeExpiredTokens } from './platform/auth/purge-expired-tokens.job.ts';
+import { purgeExpiredTokens } from './resources/auth/purge-expired-tokens.job.ts';
 import type { JobDefinition } from './platform/jobs/jobs.ts';
 import { deliverPendingWebhooks, deliverWebhook } from './resources/automations/deliver-webhook.job.ts';
 import { sendPushJob } from './resources/push/send-push.job.ts';
-import { deliverNotifications, deliverPendingNotifications, emailNotifications } from './resources/notifications/jobs.ts';
+import { deliverNotifications, deliverPendingNotifications, emailNotifications } from './resources/notifications/deliver.job.ts';
 
 export const jobDefinitions: JobDefinition<never>[] = [
   purgeExpiredTokens as JobDefinition<never>,

@@ -10,7 +10,7 @@ import { operations, type OperationId } from '../../generated/operations.ts';
 import { loadConfig, type Config } from '../../src/config.ts';
 import type { Database } from '../../src/platform/database/database.ts';
 import { issueAccessToken } from '../../src/resources/auth/handlers.ts';
-import type { Permission } from '../../src/resources/roles/permissions.ts';
+import type { Permission } from '../../src/platform/auth/permissions.ts';
 import { roles } from '../../src/resources/roles/table.ts';
 import { createTenant } from '../../src/resources/tenants/create-tenant.ts';
 import { users } from '../../src/resources/users/table.ts';

@@ -1,7 +1,7 @@
 import type { FastifyRequest } from 'fastify';
 import type { Database } from '../database/database.ts';
 import type { Secrets } from '../secrets/secrets.ts';
-import { type Permission } from '../../resources/roles/permissions.ts';
+import { type Permission } from './permissions.ts';
 import { forbidden, unauthorized } from '../http/problem.ts';
 import { hashToken } from './tokens.ts';
 

@@ -5,10 +5,8 @@ import { sql } from 'drizzle-orm';
 import { drizzle, type PostgresJsDatabase } from 'drizzle-orm/postgres-js';
 import { migrate } from 'drizzle-orm/postgres-js/migrator';
 import postgres from 'postgres';
-import * as schema from './schema.ts';
 
-export type Schema = typeof schema;
-export type Db = PostgresJsDatabase<Schema>;
+export type Db = PostgresJsDatabase;
 /** A transaction whose tenant is set: every row-level security policy is in force. */
 export type Tx = Parameters<Parameters<Db['transaction']>[0]>[0];
 
@@ -85,12 +83,11 @@ export class Database {
         ? { application_name: 'atrium' }
         : { options: `-c role=${APP_ROLE}`, application_name: 'atrium' },
     });
-    this.owner = drizzle(this.ownerSql, { schema });
+    this.owner = drizzle(this.ownerSql);
     this.app = drizzle(
       preparing(this.appSql, () => {
         this.queryCount++;
       }),
-      { schema },
     );
   }
 
@@ -107,7 +104,7 @@ export class Database {
     const connection = postgres(this.url, { max: 1, onnotice: () => {} });
     try {
       await connection`select pg_advisory_lock(${MIGRATION_LOCK})`;
-      await migrate(drizzle(connection, { schema }), { migrationsFolder });
+      await migrate(drizzle(connection), { migrationsFolder });
     } finally {
       await connection.end({ timeout: 5 });
     }

@@ -5,7 +5,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest, RouteOptions } from
 import openapiGlue from 'fastify-openapi-glue';
 import { operations, type OperationId } from '../../../generated/operations.ts';
 import { authenticateRequest, requirePermission } from '../auth/auth.ts';
-import type { Permission } from '../../resources/roles/permissions.ts';
+import type { Permission } from '../auth/permissions.ts';
 import type { Services } from '../services.ts';
 import type { Context, Handlers } from './handler.ts';
 import { invalid, ProblemError } from './problem.ts';

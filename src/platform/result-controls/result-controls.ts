@@ -5,7 +5,7 @@
  * `present` on the rows. Relations load with one query each, whatever the row count.
  */
 import { and, type SQL } from 'drizzle-orm';
-import type { Permission } from '../../resources/roles/permissions.ts';
+import type { Permission } from '../auth/permissions.ts';
 import type { Tx } from '../database/database.ts';
 import { invalid } from '../http/problem.ts';
 

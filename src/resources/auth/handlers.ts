@@ -1,6 +1,6 @@
 import { and, eq, isNull, sql } from 'drizzle-orm';
-import { accessTokens } from '../../platform/auth/tables.ts';
-import { admitLoginAttempt, clearLoginFailures, loginLimitKeys, withdrawLoginAttempt } from '../../platform/auth/login-rate-limit.ts';
+import { accessTokens } from './table.ts';
+import { admitLoginAttempt, clearLoginFailures, loginLimitKeys, withdrawLoginAttempt } from './queries.ts';
 import { verifyPassword } from '../../platform/auth/passwords.ts';
 import { hashToken, newAccessToken } from '../../platform/auth/tokens.ts';
 import type { Database, Tx } from '../../platform/database/database.ts';

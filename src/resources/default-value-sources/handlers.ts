@@ -4,7 +4,7 @@ import type { Tx } from '../../platform/database/database.ts';
 import { rfc3339 } from '../../platform/http/datetime.ts';
 import type { Handlers } from '../../platform/http/handler.ts';
 import { invalid, notFound } from '../../platform/http/problem.ts';
-import { administrableBy } from '../forms/administration.ts';
+import { administrableBy } from '../forms/rules.ts';
 import { formFields, taskExecutions } from '../forms/table.ts';
 import { labelsFor } from './labels.ts';
 import { FILTERS, filterOptions, isMultiSelect, previewFields } from './preview.ts';

@@ -8,7 +8,7 @@ import { and, asc, eq, ilike, inArray, isNotNull, isNull, or, sql, type SQL } fr
 import type { Auth } from '../../platform/auth/auth.ts';
 import type { Tx } from '../../platform/database/database.ts';
 import type { Body } from '../../platform/http/handler.ts';
-import { administrableBy, type ParentType } from '../forms/administration.ts';
+import { administrableBy, type ParentType } from '../forms/rules.ts';
 import { formFields, forms, taskTemplates } from '../forms/table.ts';
 import type { LabelKey, Labels } from './labels.ts';
 import { COMPATIBLE_SOURCE_TYPES, FORM_FIELD_ALIAS } from './rules.ts';

@@ -8,7 +8,7 @@ import type { Tx } from '../../platform/database/database.ts';
 import { can, type Auth } from '../../platform/auth/auth.ts';
 import type { Visibility } from '../../platform/result-controls/result-controls.ts';
 import { fullName, userFieldVisible } from '../users/view.ts';
-import { administrableBy } from '../forms/administration.ts';
+import { administrableBy } from '../forms/rules.ts';
 import { formFields, type FieldType } from '../forms/table.ts';
 import type { SystemVariable } from './rules.ts';
 import { FORM_FIELD_ALIAS } from './rules.ts';

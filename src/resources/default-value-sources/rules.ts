@@ -3,7 +3,7 @@ import type { Auth } from '../../platform/auth/auth.ts';
 import type { Tx } from '../../platform/database/database.ts';
 import { lockTenantScope } from '../../platform/database/locks.ts';
 import { invalid, type FieldErrors } from '../../platform/http/problem.ts';
-import { administrableBy } from '../forms/administration.ts';
+import { administrableBy } from '../forms/rules.ts';
 import { formFields, type FieldType } from '../forms/table.ts';
 import { defaultValueSources, type SourceType } from './table.ts';
 

@@ -1,10 +1,10 @@
 import { and, asc, eq, inArray, isNull } from 'drizzle-orm';
 import type { Auth } from '../../platform/auth/auth.ts';
 import type { Tx } from '../../platform/database/database.ts';
-import { loadSubjectLists } from '../../platform/entity-permissions/subject-lists.ts';
+import { loadSubjectLists } from '../entity-permissions/rules.ts';
 import { rfc3339 } from '../../platform/http/datetime.ts';
 import { defineView, type RelationDefinition } from '../../platform/result-controls/result-controls.ts';
-import type { ParentType } from './administration.ts';
+import type { ParentType } from './rules.ts';
 import { formFields, formSubmissions, forms, taskExecutions, taskTemplates } from './table.ts';
 
 export type FieldRow = typeof formFields.$inferSelect;

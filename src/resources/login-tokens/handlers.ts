@@ -1,15 +1,15 @@
 import { and, desc, eq, sql, type SQL } from 'drizzle-orm';
 import { requirePermission, type Auth } from '../../platform/auth/auth.ts';
-import { admitLoginAttempt, clientAddressLimitKey, withdrawLoginAttempt } from '../../platform/auth/login-rate-limit.ts';
+import { admitLoginAttempt, clientAddressLimitKey, withdrawLoginAttempt } from '../auth/queries.ts';
 import { hashToken } from '../../platform/auth/tokens.ts';
 import type { Database, Tx } from '../../platform/database/database.ts';
-import { usersHoldingRightsBeyond } from '../../platform/entity-permissions/subject-lists.ts';
+import { usersHoldingRightsBeyond } from '../entity-permissions/rules.ts';
 import type { Handlers } from '../../platform/http/handler.ts';
 import { invalid, notFound, unauthorized } from '../../platform/http/problem.ts';
 import { present, readControls } from '../../platform/result-controls/result-controls.ts';
 import type { Services } from '../../platform/services.ts';
 import { issueAccessToken } from '../auth/handlers.ts';
-import { permissionsLacking } from '../roles/permissions.ts';
+import { permissionsLacking } from '../../platform/auth/permissions.ts';
 import { roles } from '../roles/table.ts';
 import { users } from '../users/table.ts';
 import { userLoginTokens } from './table.ts';

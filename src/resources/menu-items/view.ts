@@ -1,7 +1,7 @@
 import { and, eq, inArray, isNull, not, or, type SQL } from 'drizzle-orm';
 import type { Auth } from '../../platform/auth/auth.ts';
 import type { Tx } from '../../platform/database/database.ts';
-import { emptySubjectLists, isRestricted, loadSubjectLists, namesUser, type SubjectLists } from '../../platform/entity-permissions/subject-lists.ts';
+import { emptySubjectLists, isRestricted, loadSubjectLists, namesUser, type SubjectLists } from '../entity-permissions/rules.ts';
 import { rfc3339 } from '../../platform/http/datetime.ts';
 import { defineView } from '../../platform/result-controls/result-controls.ts';
 import { languages } from '../languages/table.ts';

@@ -11,7 +11,7 @@ import type { Tx } from '../../platform/database/database.ts';
 import { navigationUrlProblems, ROUTE_FORMS } from '../../platform/http/navigation-url.ts';
 import { invalid, type FieldErrors } from '../../platform/http/problem.ts';
 import type { Jobs } from '../../platform/jobs/jobs.ts';
-import { deliverNotifications } from './jobs.ts';
+import { deliverNotifications } from './deliver.job.ts';
 import { departments } from '../departments/table.ts';
 import { users } from '../users/table.ts';
 import { notificationDispatches, notifications, type NotificationData } from './table.ts';

@@ -8,7 +8,7 @@ import { forbidden, invalid, notFound } from '../../platform/http/problem.ts';
 import { defineView, present, readControls } from '../../platform/result-controls/result-controls.ts';
 import { users } from '../users/table.ts';
 import { displayNameProblems, NAME_TAKEN, nameTaken, storedName } from './names.ts';
-import { permissionsLacking } from './permissions.ts';
+import { permissionsLacking } from '../../platform/auth/permissions.ts';
 import { roles } from './table.ts';
 
 type RoleRow = typeof roles.$inferSelect;

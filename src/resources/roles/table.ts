@@ -1,7 +1,7 @@
 import { sql } from 'drizzle-orm';
 import { bigint, boolean, check, pgTable, text, timestamp, unique } from 'drizzle-orm/pg-core';
 import { tenantIdColumn, tenantIsolation } from '../../platform/database/tenancy.ts';
-import { PERMISSIONS } from './permissions.ts';
+import { PERMISSIONS } from '../../platform/auth/permissions.ts';
 
 const knownPermissions = sql.raw(`ARRAY[${PERMISSIONS.map((p) => `'${p}'`).join(', ')}]::text[]`);
 

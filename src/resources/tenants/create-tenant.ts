@@ -4,7 +4,7 @@ import type { Database } from '../../platform/database/database.ts';
 import { hashPassword } from '../../platform/auth/passwords.ts';
 import { languages } from '../languages/table.ts';
 import { notificationSettings } from '../notification-settings/table.ts';
-import { PERMISSIONS } from '../roles/permissions.ts';
+import { PERMISSIONS } from '../../platform/auth/permissions.ts';
 import { roles } from '../roles/table.ts';
 import { users } from '../users/table.ts';
 import { tenants } from './table.ts';

@@ -1,10 +1,10 @@
 import { and, eq, inArray, isNotNull, isNull, ne, or, sql } from 'drizzle-orm';
-import { accessTokens } from '../../platform/auth/tables.ts';
+import { accessTokens } from '../auth/table.ts';
 import { authenticateRequest, can, requirePermission, type Auth } from '../../platform/auth/auth.ts';
-import { endSessionsAfterPasswordChange, verifyOwnPassword } from '../../platform/auth/credentials.ts';
-import { forgetAccountFailures } from '../../platform/auth/login-rate-limit.ts';
+import { endSessionsAfterPasswordChange, verifyOwnPassword } from '../auth/credentials.ts';
+import { forgetAccountFailures } from '../auth/queries.ts';
 import { hashPassword } from '../../platform/auth/passwords.ts';
-import { CONFERS_ENTITY_RIGHTS, HOLDS_ENTITY_RIGHTS, membershipsConferringRights, usersHoldingRightsBeyond } from '../../platform/entity-permissions/subject-lists.ts';
+import { CONFERS_ENTITY_RIGHTS, HOLDS_ENTITY_RIGHTS, membershipsConferringRights, usersHoldingRightsBeyond } from '../entity-permissions/rules.ts';
 import type { Tx } from '../../platform/database/database.ts';
 import type { Body, Context, Handlers } from '../../platform/http/handler.ts';
 import { uploadOf } from '../../platform/http/multipart.ts';
@@ -18,7 +18,7 @@ import { languages } from '../languages/table.ts';
 import { userLoginTokens } from '../login-tokens/table.ts';
 import { pushSubscriptions } from '../push/table.ts';
 import { roles } from '../roles/table.ts';
-import { grantablePermissions } from '../roles/permissions.ts';
+import { grantablePermissions } from '../../platform/auth/permissions.ts';
 import { importTemplate, previewCsvImport, type CsvImportOptions } from './csv-import.ts';
 import { acceptPicture, inlineDisposition, pictureSignatureValid, type StoredPicture } from './profile-picture.ts';
 import {

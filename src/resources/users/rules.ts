@@ -2,7 +2,7 @@
 import { sql } from 'drizzle-orm';
 import { can, type Auth } from '../../platform/auth/auth.ts';
 import { forbidden, type FieldErrors } from '../../platform/http/problem.ts';
-import { permissionsLacking } from '../roles/permissions.ts';
+import { permissionsLacking } from '../../platform/auth/permissions.ts';
 import type { users } from './table.ts';
 
 type UserUpdate = Partial<typeof users.$inferInsert>;

@@ -2,7 +2,7 @@ import { and, asc, eq, getTableColumns, inArray, sql, type SQL } from 'drizzle-o
 import type { AnyPgColumn } from 'drizzle-orm/pg-core';
 import type { Tx } from '../../platform/database/database.ts';
 import { can, type Auth } from '../../platform/auth/auth.ts';
-import { entityPermissions } from '../../platform/entity-permissions/table.ts';
+import { entityPermissions } from '../entity-permissions/table.ts';
 import { rfc3339 } from '../../platform/http/datetime.ts';
 import { containsPattern } from '../../platform/database/text-search.ts';
 import { defineView, groupBy, type Visibility } from '../../platform/result-controls/result-controls.ts';
@@ -10,7 +10,7 @@ import type { Secrets } from '../../platform/secrets/secrets.ts';
 import { departments, departmentUsers } from '../departments/table.ts';
 import { languages } from '../languages/table.ts';
 import { roles } from '../roles/table.ts';
-import type { Permission } from '../roles/permissions.ts';
+import type { Permission } from '../../platform/auth/permissions.ts';
 import { acceptedPolicies, termsOfUse } from '../terms-of-use/table.ts';
 import { userProfilePictures, users } from './table.ts';
 import { signedPictureUrl } from './profile-picture.ts';

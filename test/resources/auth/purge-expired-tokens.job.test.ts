@@ -1,6 +1,6 @@
 import t from 'tap';
 import { sql } from 'drizzle-orm';
-import { purgeExpiredTokens } from '../../../src/platform/auth/purge-expired-tokens.job.ts';
+import { purgeExpiredTokens } from '../../../src/resources/auth/purge-expired-tokens.job.ts';
 import { startTestApi } from '../../helpers/atrium.ts';
 import { eventually } from '../../helpers/eventually.ts';
 

@@ -2,7 +2,7 @@ import t, { type Test } from 'tap';
 import { eq, sql } from 'drizzle-orm';
 import { departmentUsers, departments } from '../../../src/resources/departments/table.ts';
 import { tenants } from '../../../src/resources/tenants/table.ts';
-import { entityPermissions } from '../../../src/platform/entity-permissions/table.ts';
+import { entityPermissions } from '../../../src/resources/entity-permissions/table.ts';
 import { startTestApi } from '../../helpers/atrium.ts';
 
 const api = await startTestApi(t);

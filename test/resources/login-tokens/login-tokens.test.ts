@@ -1,6 +1,6 @@
 import t from 'tap';
 import { sql } from 'drizzle-orm';
-import { PERMISSIONS } from '../../../src/resources/roles/permissions.ts';
+import { PERMISSIONS } from '../../../src/platform/auth/permissions.ts';
 import { newLoginTokenValue } from '../../../src/resources/login-tokens/token-value.ts';
 import { startTestApi } from '../../helpers/atrium.ts';
 

@@ -2,7 +2,7 @@ import t, { type Test } from 'tap';
 import { randomUUID } from 'node:crypto';
 import { and, desc, eq, sql } from 'drizzle-orm';
 import { departmentUsers, departments } from '../../../src/resources/departments/table.ts';
-import { deliverDispatch, deliverPendingNotifications } from '../../../src/resources/notifications/jobs.ts';
+import { deliverDispatch, deliverPendingNotifications } from '../../../src/resources/notifications/deliver.job.ts';
 import { findDispatch, notify, storeNotificationBatch } from '../../../src/resources/notifications/notify.ts';
 import { notificationDispatches, notifications } from '../../../src/resources/notifications/table.ts';
 import { startTestApi } from '../../helpers/atrium.ts';

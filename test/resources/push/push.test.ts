@@ -2,7 +2,7 @@ import t, { type Test } from 'tap';
 import { randomBytes } from 'node:crypto';
 import { createServer } from 'node:net';
 import { eq, sql } from 'drizzle-orm';
-import { deliverDispatch } from '../../../src/resources/notifications/jobs.ts';
+import { deliverDispatch } from '../../../src/resources/notifications/deliver.job.ts';
 import { findDispatch, notify, storeNotificationBatch } from '../../../src/resources/notifications/notify.ts';
 import { PUSH_MESSAGE_MAX_BYTES, pushPayload, sendPushes } from '../../../src/resources/push/send-push.job.ts';
 import { pushSubscriptions } from '../../../src/resources/push/table.ts';

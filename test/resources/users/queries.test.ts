@@ -2,7 +2,7 @@ import { sql } from 'drizzle-orm';
 import t from 'tap';
 import { startTestApi } from '../../helpers/atrium.ts';
 import { departments, departmentUsers } from '../../../src/resources/departments/table.ts';
-import { entityPermissions } from '../../../src/platform/entity-permissions/table.ts';
+import { entityPermissions } from '../../../src/resources/entity-permissions/table.ts';
 import { roles } from '../../../src/resources/roles/table.ts';
 import { acceptedPolicies, termsOfUse } from '../../../src/resources/terms-of-use/table.ts';
 import { userProfilePictures, users } from '../../../src/resources/users/table.ts';

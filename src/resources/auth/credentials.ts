@@ -1,12 +1,12 @@
 import { and, eq, isNull, ne, sql } from 'drizzle-orm';
 import type { Config } from '../../config.ts';
-import { tenants } from '../../resources/tenants/table.ts';
-import { users } from '../../resources/users/table.ts';
-import type { Database, Tx } from '../database/database.ts';
-import type { Auth } from './auth.ts';
-import { accountLimitKey, admitLoginAttempt, userLimitKey, withdrawLoginAttempt } from './login-rate-limit.ts';
-import { verifyPassword } from './passwords.ts';
-import { accessTokens } from './tables.ts';
+import { tenants } from '../tenants/table.ts';
+import { users } from '../users/table.ts';
+import type { Database, Tx } from '../../platform/database/database.ts';
+import type { Auth } from '../../platform/auth/auth.ts';
+import { accountLimitKey, admitLoginAttempt, userLimitKey, withdrawLoginAttempt } from './queries.ts';
+import { verifyPassword } from '../../platform/auth/passwords.ts';
+import { accessTokens } from './table.ts';
 
 /**
  * Checks `password` against the caller's own stored password (`old_password` of a password

@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm';
 import { bigint, check, index, pgTable, text, unique } from 'drizzle-orm/pg-core';
-import { tenantIdColumn, tenantIsolation } from '../database/tenancy.ts';
+import { tenantIdColumn, tenantIsolation } from '../../platform/database/tenancy.ts';
 
 export const ENTITY_PERMISSION_SUBJECTS = ['user', 'role', 'department'] as const;
 

@@ -4,12 +4,12 @@
  * items, forms and task templates share one implementation. Every function is set-based.
  */
 import { and, eq, inArray, isNull, sql, type AnyColumn, type SQL } from 'drizzle-orm';
-import type { Tx } from '../database/database.ts';
-import { departments } from '../../resources/departments/table.ts';
-import { MENU_ITEM_ENTITY_TYPE } from '../../resources/menu-items/table.ts';
-import type { Permission } from '../../resources/roles/permissions.ts';
-import { roles } from '../../resources/roles/table.ts';
-import { users } from '../../resources/users/table.ts';
+import type { Tx } from '../../platform/database/database.ts';
+import { departments } from '../departments/table.ts';
+import { MENU_ITEM_ENTITY_TYPE } from '../menu-items/table.ts';
+import type { Permission } from '../../platform/auth/permissions.ts';
+import { roles } from '../roles/table.ts';
+import { users } from '../users/table.ts';
 import { entityPermissions } from './table.ts';
 
 export interface SubjectLists {

@@ -1,7 +1,7 @@
 import { sql, type SQL } from 'drizzle-orm';
 import { can, type Auth } from '../../platform/auth/auth.ts';
 import type { Tx } from '../../platform/database/database.ts';
-import { namesUser } from '../../platform/entity-permissions/subject-lists.ts';
+import { namesUser } from '../entity-permissions/rules.ts';
 import { notFound } from '../../platform/http/problem.ts';
 import { forms, taskTemplates } from './table.ts';
 

@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import { defineJob } from '../jobs/jobs.ts';
+import { defineJob } from '../../platform/jobs/jobs.ts';
 
 /**
  * Hourly sign-in housekeeping: access tokens past expiry or revoked a day ago are useless,

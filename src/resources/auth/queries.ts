@@ -1,9 +1,9 @@
 import ipaddr from 'ipaddr.js';
 import type { Config } from '../../config.ts';
 import { sql } from 'drizzle-orm';
-import type { Database, Tx } from '../database/database.ts';
-import { currentTenant } from '../database/tenancy.ts';
-import { ProblemError } from '../http/problem.ts';
+import type { Database, Tx } from '../../platform/database/database.ts';
+import { currentTenant } from '../../platform/database/tenancy.ts';
+import { ProblemError } from '../../platform/http/problem.ts';
 
 /**
  * Sign-in attempts are counted per account and per client address in PostgreSQL, so every

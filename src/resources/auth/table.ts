@@ -1,7 +1,7 @@
 import { sql } from 'drizzle-orm';
 import { bigint, customType, foreignKey, index, integer, pgTable, text, timestamp, unique } from 'drizzle-orm/pg-core';
-import { tenantIdColumn, tenantIsolation } from '../database/tenancy.ts';
-import { users } from '../../resources/users/table.ts';
+import { tenantIdColumn, tenantIsolation } from '../../platform/database/tenancy.ts';
+import { users } from '../users/table.ts';
 
 export const bytea = customType<{ data: Buffer; driverData: Buffer }>({ dataType: () => 'bytea' });
 
