@@ -40,7 +40,7 @@ GRANT EXECUTE ON FUNCTION atrium_authenticate(bytea) TO atrium_app;
 --      too or the creator's role lists the permission administering that type of entity
 --      (`tasks.administer` for forms and task templates, `menu-items.administer` for menu
 --      items). The same rule as `usersHoldingRightsBeyond` in
---      src/platform/entity-permissions/subject-lists.ts, where the token is created;
+--      src/resources/entity-permissions/rules.ts, where the token is created;
 --    - the user it signs in is active, not deleted, and was not marked for logout after the
 --      token was created (a logout mark ends pending tokens like it ends sessions).
 --    A token failing any check is left untouched and yields nothing (401 to the caller).

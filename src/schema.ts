@@ -1,5 +1,5 @@
 /** Every table, for drizzle-kit (drizzle.config.ts) to generate migrations from. Tables live with their resource. */
-export { tenants } from './resources/tenants/table.ts';
+export { tenants } from './platform/database/tenancy.ts';
 export { languages } from './resources/languages/table.ts';
 export { roles } from './resources/roles/table.ts';
 export { users, userProfilePictures } from './resources/users/table.ts';

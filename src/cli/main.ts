@@ -10,7 +10,7 @@ import { and, eq, isNull } from 'drizzle-orm';
 import pino from 'pino';
 import { loadConfig } from '../config.ts';
 import { Database } from '../platform/database/database.ts';
-import { findTenantId, issueAccessToken } from '../resources/auth/handlers.ts';
+import { findTenantId, issueAccessToken } from '../resources/auth/queries.ts';
 import { createTenant } from '../resources/tenants/create-tenant.ts';
 import { users } from '../resources/users/table.ts';
 import { openDatabaseServer } from '../server.ts';

@@ -2,10 +2,12 @@ import type { Config } from '../config.ts';
 import type { Database } from './database/database.ts';
 import type { Jobs } from './jobs/jobs.ts';
 import type { OutboundClient } from './outbound/client.ts';
-import type { NotificationStreams } from '../resources/notifications/stream.ts';
 import type { Secrets } from './secrets/secrets.ts';
 
-/** What handlers and jobs are given; built once per process in src/server.ts. */
+/**
+ * What handlers and jobs are given; built once per process in src/server.ts. Resources add
+ * their own process-wide parts by declaration merging (notifications/stream.ts).
+ */
 export interface Services {
   config: Config;
   db: Database;
@@ -13,6 +15,4 @@ export interface Services {
   secrets: Secrets;
   /** HTTP requests to user-configured addresses (webhooks): timeouts and the SSRF guard. */
   outbound: OutboundClient;
-  /** The process's live notification streams (Server-Sent Events; one LISTEN connection). */
-  notificationStreams: NotificationStreams;
 }

@@ -9,7 +9,7 @@ import type { Test } from 'tap';
 import { operations, type OperationId } from '../../generated/operations.ts';
 import { loadConfig, type Config } from '../../src/config.ts';
 import type { Database } from '../../src/platform/database/database.ts';
-import { issueAccessToken } from '../../src/resources/auth/handlers.ts';
+import { issueAccessToken } from '../../src/resources/auth/queries.ts';
 import type { Permission } from '../../src/platform/auth/permissions.ts';
 import { roles } from '../../src/resources/roles/table.ts';
 import { createTenant } from '../../src/resources/tenants/create-tenant.ts';

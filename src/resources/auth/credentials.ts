@@ -1,10 +1,11 @@
 import { and, eq, isNull, ne, sql } from 'drizzle-orm';
 import type { Config } from '../../config.ts';
-import { tenants } from '../tenants/table.ts';
+import { tenants } from '../../platform/database/tenancy.ts';
 import { users } from '../users/table.ts';
 import type { Database, Tx } from '../../platform/database/database.ts';
 import type { Auth } from '../../platform/auth/auth.ts';
-import { accountLimitKey, admitLoginAttempt, userLimitKey, withdrawLoginAttempt } from './queries.ts';
+import { accountLimitKey, userLimitKey } from './rules.ts';
+import { admitLoginAttempt, withdrawLoginAttempt } from './queries.ts';
 import { verifyPassword } from '../../platform/auth/passwords.ts';
 import { accessTokens } from './table.ts';
 

@@ -1,35 +1,11 @@
 import { and, eq, isNull, sql } from 'drizzle-orm';
-import { accessTokens } from './table.ts';
-import { admitLoginAttempt, clearLoginFailures, loginLimitKeys, withdrawLoginAttempt } from './queries.ts';
 import { verifyPassword } from '../../platform/auth/passwords.ts';
-import { hashToken, newAccessToken } from '../../platform/auth/tokens.ts';
-import type { Database, Tx } from '../../platform/database/database.ts';
 import type { Handlers } from '../../platform/http/handler.ts';
 import { unauthorized } from '../../platform/http/problem.ts';
 import { users } from '../users/table.ts';
-
-export async function findTenantId(db: Database, slug: string): Promise<number | null> {
-  const [row] = await db.appSql<{ id: string | null }[]>`select atrium_find_tenant(${slug}) as id`;
-  return row?.id ? Number(row.id) : null;
-}
-
-/** Issues an access token for `userId` and stamps `last_login_at` (also used by login tokens). */
-export async function issueAccessToken(tx: Tx, tenantId: number, userId: number, ttlSeconds: number) {
-  const token = newAccessToken();
-  const expiresAt = new Date(Date.now() + ttlSeconds * 1000);
-  await tx.insert(accessTokens).values({ tenantId, userId, tokenHash: hashToken(token), expiresAt });
-  const [user] = await tx
-    .update(users)
-    .set({ lastLoginAt: sql`now()` })
-    .where(eq(users.id, userId))
-    .returning({ requestPasswordChange: users.requestPasswordChange });
-  return {
-    access_token: token,
-    token_type: 'Bearer' as const,
-    expires_at: expiresAt.toISOString(),
-    password_change_required: user?.requestPasswordChange ?? false,
-  };
-}
+import { admitLoginAttempt, clearLoginFailures, findTenantId, issueAccessToken, withdrawLoginAttempt } from './queries.ts';
+import { loginLimitKeys } from './rules.ts';
+import { accessTokens } from './table.ts';
 
 export const authHandlers = {
   async login({ body, request, services: { db, config } }) {

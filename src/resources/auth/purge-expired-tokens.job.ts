@@ -3,7 +3,7 @@ import { defineJob } from '../../platform/jobs/jobs.ts';
 
 /**
  * Hourly sign-in housekeeping: access tokens past expiry or revoked a day ago are useless,
- * and so are failed-sign-in counts whose window ended (login-rate-limit.ts).
+ * and so are failed-sign-in counts whose window ended (queries.ts).
  */
 export const purgeExpiredTokens = defineJob<{ olderThanSeconds?: number }>({
   name: 'auth.purge-expired-tokens',

@@ -1,65 +1,34 @@
-import ipaddr from 'ipaddr.js';
+import { eq, sql } from 'drizzle-orm';
 import type { Config } from '../../config.ts';
-import { sql } from 'drizzle-orm';
+import { hashToken, newAccessToken } from '../../platform/auth/tokens.ts';
 import type { Database, Tx } from '../../platform/database/database.ts';
 import { currentTenant } from '../../platform/database/tenancy.ts';
 import { ProblemError } from '../../platform/http/problem.ts';
+import { users } from '../users/table.ts';
+import { accountLimitKey, userLimitKey, type LimitKey } from './rules.ts';
+import { accessTokens } from './table.ts';
 
-/**
- * Sign-in attempts are counted per account and per client address in PostgreSQL, so every
- * API process sees the same counts (repeated failures → 429 + Retry-After).
- *
- * An attempt is counted BEFORE the credential is checked, in one statement over all its
- * keys that also answers the new counts: of any number of concurrent attempts, at most
- * `max` per key are admitted to a check in a window, the rest are refused with 429 without
- * one. What is left counted are the failed checks: a refused attempt withdraws its count,
- * a successful one withdraws it (client address) or clears the account's count.
- */
-export interface LimitKey {
-  key: string;
-  max: number;
+export async function findTenantId(db: Database, slug: string): Promise<number | null> {
+  const [row] = await db.appSql<{ id: string | null }[]>`select atrium_find_tenant(${slug}) as id`;
+  return row?.id ? Number(row.id) : null;
 }
 
-/**
- * The per-account count under the name signed in with, shared by every check of the
- * account's password (sign-in, `old_password`); it exists for unknown names too.
- */
-export function accountLimitKey(config: Config, tenant: string, username: string): LimitKey {
-  return { key: `account:${tenant.toLowerCase()}/${username.toLowerCase()}`, max: config.loginMaxFailures };
-}
-
-/**
- * The per-user count of an existing user, counted together with `accountLimitKey` by every
- * check of their password: it follows the user through renames, so renaming oneself does
- * not start a fresh count.
- */
-export function userLimitKey(config: Config, tenantId: number, userId: number): LimitKey {
-  return { key: `user:${tenantId}/${userId}`, max: config.loginMaxFailures };
-}
-
-/** The keys of a password check of `username`: per name, per client address, and per user when the user exists. */
-export function loginLimitKeys(config: Config, tenant: string, username: string, ip: string, user?: { tenantId: number; userId: number }): LimitKey[] {
-  const keys = [accountLimitKey(config, tenant, username), clientAddressLimitKey(config, ip)];
-  if (user) keys.push(userLimitKey(config, user.tenantId, user.userId));
-  return keys;
-}
-
-/**
- * The client a per-address count belongs to: an IPv4 address (IPv4-mapped IPv6 included)
- * as it is, an IPv6 address by its /64 network — one subscriber commonly holds a whole /64
- * and could otherwise rotate through it, one address per attempt.
- */
-export function clientOf(ip: string): string {
-  if (!ipaddr.isValid(ip)) return ip;
-  const address = ipaddr.process(ip);
-  if (address.kind() === 'ipv4') return address.toString();
-  const parts = (address as ipaddr.IPv6).parts.slice(0, 4);
-  return `${new ipaddr.IPv6([...parts, 0, 0, 0, 0]).toString()}/64`;
-}
-
-/** The per-client-address count, shared by every way of signing in (password, login token). */
-export function clientAddressLimitKey(config: Config, ip: string): LimitKey {
-  return { key: `ip:${clientOf(ip)}`, max: config.loginMaxFailures * 5 };
+/** Issues an access token for `userId` and stamps `last_login_at` (also used by login tokens). */
+export async function issueAccessToken(tx: Tx, tenantId: number, userId: number, ttlSeconds: number) {
+  const token = newAccessToken();
+  const expiresAt = new Date(Date.now() + ttlSeconds * 1000);
+  await tx.insert(accessTokens).values({ tenantId, userId, tokenHash: hashToken(token), expiresAt });
+  const [user] = await tx
+    .update(users)
+    .set({ lastLoginAt: sql`now()` })
+    .where(eq(users.id, userId))
+    .returning({ requestPasswordChange: users.requestPasswordChange });
+  return {
+    access_token: token,
+    token_type: 'Bearer' as const,
+    expires_at: expiresAt.toISOString(),
+    password_change_required: user?.requestPasswordChange ?? false,
+  };
 }
 
 /** An admitted attempt: the window each key was counted in, to withdraw exactly that count. */

@@ -1,9 +1,8 @@
 import { sql } from 'drizzle-orm';
-import { bigint, customType, foreignKey, index, integer, pgTable, text, timestamp, unique } from 'drizzle-orm/pg-core';
+import { bigint, foreignKey, index, integer, pgTable, text, timestamp, unique } from 'drizzle-orm/pg-core';
+import { bytea } from '../../platform/database/columns.ts';
 import { tenantIdColumn, tenantIsolation } from '../../platform/database/tenancy.ts';
 import { users } from '../users/table.ts';
-
-export const bytea = customType<{ data: Buffer; driverData: Buffer }>({ dataType: () => 'bytea' });
 
 /** Opaque bearer tokens; only the SHA-256 of the token is stored (decisions §2). */
 export const accessTokens = pgTable(

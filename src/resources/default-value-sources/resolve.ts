@@ -15,7 +15,7 @@ import { FORM_FIELD_ALIAS } from './rules.ts';
 import { defaultValueSources } from './table.ts';
 
 type SourceRow = typeof defaultValueSources.$inferSelect;
-/** A stored field value (submissions hold only these, see forms/field-values.ts). */
+/** A stored field value (submissions hold only these, see forms/rules.ts). */
 type FieldValue = string | number | boolean | null;
 
 /**

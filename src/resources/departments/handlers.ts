@@ -12,7 +12,7 @@ import { displayNameProblems, NAME_TAKEN, nameTaken, storedName } from '../roles
 import { administrableBy } from '../forms/rules.ts';
 import { MENU_ITEM_ENTITY_TYPE } from '../menu-items/table.ts';
 import { notificationSettings } from '../notification-settings/table.ts';
-import { tenants } from '../tenants/table.ts';
+import { tenants } from '../../platform/database/tenancy.ts';
 import { departmentAttributeSets, departmentNotificationSettings, departments } from './table.ts';
 import { departmentView, selectDepartments, type DepartmentRow } from './view.ts';
 

@@ -6,10 +6,11 @@ import { containsPattern } from '../../platform/database/text-search.ts';
 import { defineView, groupBy, present } from '../../platform/result-controls/result-controls.ts';
 import { attributeSetView } from '../attribute-sets/view.ts';
 import { attributeSets } from '../attribute-sets/table.ts';
-import { notificationSettingView } from '../notification-settings/handlers.ts';
+import { notificationSettingView } from '../notification-settings/view.ts';
 import { notificationSettings } from '../notification-settings/table.ts';
 import { users } from '../users/table.ts';
-import { findUsers, userView } from '../users/view.ts';
+import { findUsers } from '../users/queries.ts';
+import { userView } from '../users/view.ts';
 import { departmentAttributeSets, departmentNotificationSettings, departmentUsers, departments } from './table.ts';
 
 /** A department row with its assigned id lists (loaded in the same query). */

@@ -1,15 +1,15 @@
 import { and, asc, desc, eq, inArray, isNull, or, sql } from 'drizzle-orm';
 import type { Auth } from '../../platform/auth/auth.ts';
 import type { Tx } from '../../platform/database/database.ts';
-import { missingSubjects, replaceSubjectLists } from '../entity-permissions/rules.ts';
+import { replaceSubjectLists } from '../entity-permissions/queries.ts';
+import { missingSubjects } from '../entity-permissions/rules.ts';
 import type { Body, Handlers } from '../../platform/http/handler.ts';
 import { invalid, notFound, type FieldErrors } from '../../platform/http/problem.ts';
 import { present, readControls } from '../../platform/result-controls/result-controls.ts';
 import { departments } from '../departments/table.ts';
 import { roles } from '../roles/table.ts';
 import { users } from '../users/table.ts';
-import { administrableBy, canAdminister, requireAdministrable, type ParentType } from './rules.ts';
-import { fieldValueProblem } from './field-values.ts';
+import { administrableBy, canAdminister, fieldValueProblem, type ParentType, requireAdministrable } from './rules.ts';
 import { formFields, formSubmissions, forms, taskExecutions, taskTemplates } from './table.ts';
 import { formView, submissionView, taskExecutionView, taskTemplateView } from './view.ts';
 

@@ -1,9 +1,10 @@
 import { sql, type SQL } from 'drizzle-orm';
 import { can, type Auth } from '../../platform/auth/auth.ts';
 import type { Tx } from '../../platform/database/database.ts';
-import { namesUser } from '../entity-permissions/rules.ts';
+import { isCalendarDate } from '../../platform/http/dates.ts';
+import { namesUser } from '../entity-permissions/queries.ts';
 import { notFound } from '../../platform/http/problem.ts';
-import { forms, taskTemplates } from './table.ts';
+import { forms, taskTemplates, type FieldType } from './table.ts';
 
 /** Morph aliases of the parents of fields, as `entity_permissions.entity_type` names them. */
 export type ParentType = 'form' | 'taskTemplate';
@@ -36,4 +37,23 @@ export async function canAdminister(tx: Tx, auth: Auth, type: ParentType, id: nu
  */
 export async function requireAdministrable(tx: Tx, auth: Auth, type: ParentType, id: number, what: string): Promise<void> {
   if ((await canAdminister(tx, auth, type, id)) !== true) throw notFound(what);
+}
+
+/** Why `value` does not fit a field of this type, or null when it does (null always fits: it clears). */
+export function fieldValueProblem(field: { fieldType: FieldType; options: string[] | null }, value: unknown): string | null {
+  if (value === null) return null;
+  switch (field.fieldType) {
+    case 'text':
+      return typeof value === 'string' ? null : 'must be a string';
+    case 'number':
+      return typeof value === 'number' ? null : 'must be a number';
+    case 'boolean':
+      return typeof value === 'boolean' ? null : 'must be a boolean';
+    case 'date':
+      return typeof value === 'string' && isCalendarDate(value) ? null : 'must be a date YYYY-MM-DD';
+    case 'select':
+      return typeof value === 'string' && (field.options ?? []).includes(value)
+        ? null
+        : `must be one of: ${(field.options ?? []).join(', ')}`;
+  }
 }

@@ -1,7 +1,7 @@
 import { and, asc, eq, inArray, isNull } from 'drizzle-orm';
 import type { Auth } from '../../platform/auth/auth.ts';
 import type { Tx } from '../../platform/database/database.ts';
-import { loadSubjectLists } from '../entity-permissions/rules.ts';
+import { loadSubjectLists } from '../entity-permissions/queries.ts';
 import { rfc3339 } from '../../platform/http/datetime.ts';
 import { defineView, type RelationDefinition } from '../../platform/result-controls/result-controls.ts';
 import type { ParentType } from './rules.ts';

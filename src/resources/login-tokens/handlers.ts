@@ -1,6 +1,7 @@
 import { and, desc, eq, sql, type SQL } from 'drizzle-orm';
 import { requirePermission, type Auth } from '../../platform/auth/auth.ts';
-import { admitLoginAttempt, clientAddressLimitKey, withdrawLoginAttempt } from '../auth/queries.ts';
+import { clientAddressLimitKey } from '../auth/rules.ts';
+import { admitLoginAttempt, issueAccessToken, withdrawLoginAttempt } from '../auth/queries.ts';
 import { hashToken } from '../../platform/auth/tokens.ts';
 import type { Database, Tx } from '../../platform/database/database.ts';
 import { usersHoldingRightsBeyond } from '../entity-permissions/rules.ts';
@@ -8,7 +9,6 @@ import type { Handlers } from '../../platform/http/handler.ts';
 import { invalid, notFound, unauthorized } from '../../platform/http/problem.ts';
 import { present, readControls } from '../../platform/result-controls/result-controls.ts';
 import type { Services } from '../../platform/services.ts';
-import { issueAccessToken } from '../auth/handlers.ts';
 import { permissionsLacking } from '../../platform/auth/permissions.ts';
 import { roles } from '../roles/table.ts';
 import { users } from '../users/table.ts';

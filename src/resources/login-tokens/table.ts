@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm';
 import { bigint, foreignKey, index, pgTable, timestamp, unique, uuid } from 'drizzle-orm/pg-core';
-import { bytea } from '../auth/table.ts';
+import { bytea } from '../../platform/database/columns.ts';
 import { tenantIdColumn, tenantIsolation } from '../../platform/database/tenancy.ts';
 import { users } from '../users/table.ts';
 

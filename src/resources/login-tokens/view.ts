@@ -4,7 +4,8 @@ import type { Tx } from '../../platform/database/database.ts';
 import { rfc3339 } from '../../platform/http/datetime.ts';
 import { defineView, present } from '../../platform/result-controls/result-controls.ts';
 import { users } from '../users/table.ts';
-import { findUsers, userView } from '../users/view.ts';
+import { findUsers } from '../users/queries.ts';
+import { userView } from '../users/view.ts';
 import { userLoginTokens } from './table.ts';
 
 export type LoginTokenRow = typeof userLoginTokens.$inferSelect;

@@ -4,7 +4,7 @@
  * openapi/components/menu-items.yaml#/MenuItem).
  */
 import { navigationUrlProblems, urlForm, type UrlForm } from '../../platform/http/navigation-url.ts';
-import type { UserRow } from '../users/view.ts';
+import type { UserRow } from '../users/queries.ts';
 import { fullName } from '../users/view.ts';
 import type { MenuItemType } from './table.ts';
 

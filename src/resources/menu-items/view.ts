@@ -1,11 +1,11 @@
 import { and, eq, inArray, isNull, not, or, type SQL } from 'drizzle-orm';
 import type { Auth } from '../../platform/auth/auth.ts';
 import type { Tx } from '../../platform/database/database.ts';
-import { emptySubjectLists, isRestricted, loadSubjectLists, namesUser, type SubjectLists } from '../entity-permissions/rules.ts';
+import { emptySubjectLists, isRestricted, loadSubjectLists, namesUser, type SubjectLists } from '../entity-permissions/queries.ts';
 import { rfc3339 } from '../../platform/http/datetime.ts';
 import { defineView } from '../../platform/result-controls/result-controls.ts';
 import { languages } from '../languages/table.ts';
-import type { UserRow } from '../users/view.ts';
+import type { UserRow } from '../users/queries.ts';
 import { embeddable, resolveLink } from './link.ts';
 import { MENU_ITEM_ENTITY_TYPE, menuItems } from './table.ts';
 

@@ -1,19 +1,9 @@
 import { asc, eq } from 'drizzle-orm';
-import type { Auth } from '../../platform/auth/auth.ts';
 import type { Handlers } from '../../platform/http/handler.ts';
 import { notFound } from '../../platform/http/problem.ts';
-import { defineView, present, readControls } from '../../platform/result-controls/result-controls.ts';
+import { present, readControls } from '../../platform/result-controls/result-controls.ts';
 import { notificationSettings } from './table.ts';
-
-export const notificationSettingView = defineView<typeof notificationSettings.$inferSelect, Auth>({
-  key: (row) => row.id,
-  visible: () => true,
-  fields: {
-    id: {},
-    key: {},
-    sort_number: { value: (row) => row.sortNumber },
-  },
-});
+import { notificationSettingView } from './view.ts';
 
 export const notificationSettingHandlers = {
   async listNotificationSettings({ auth, query, services: { db } }) {

@@ -2,10 +2,10 @@
  * The notification module's internal API. Producers call `notify(tx, …)` inside their
  * own transaction (it validates the recipients and records the dispatch), and after the
  * commit `queueDelivery(jobs, dispatch)`; the `notifications.deliver` job then expands the
- * dispatch into one notification per recipient with `storeNotificationBatch`, the ONE
- * place notifications are inserted (push delivery hooks in there).
+ * dispatch into one notification per recipient with `storeNotificationBatch` (queries.ts),
+ * the ONE place notifications are inserted (push delivery hooks in there).
  */
-import { and, eq, inArray, isNull, sql } from 'drizzle-orm';
+import { and, inArray, isNull, sql } from 'drizzle-orm';
 import sanitizeHtml from 'sanitize-html';
 import type { Tx } from '../../platform/database/database.ts';
 import { navigationUrlProblems, ROUTE_FORMS } from '../../platform/http/navigation-url.ts';
@@ -14,7 +14,8 @@ import type { Jobs } from '../../platform/jobs/jobs.ts';
 import { deliverNotifications } from './deliver.job.ts';
 import { departments } from '../departments/table.ts';
 import { users } from '../users/table.ts';
-import { notificationDispatches, notifications, type NotificationData } from './table.ts';
+import type { Dispatch } from './queries.ts';
+import { notificationDispatches, type NotificationData } from './table.ts';
 
 /** Decisions §6: the generic notification's type; it has no target. */
 export const CUSTOM_NOTIFICATION = 'customNotification';
@@ -34,11 +35,6 @@ export interface NotifyInput {
   data: NotificationData;
   /** The requesting user, if any (kept on the dispatch for auditing). */
   createdBy?: number | null;
-}
-
-export interface Dispatch {
-  tenantId: number;
-  dispatchId: string;
 }
 
 /** Rich text stays, scripts and event-handler attributes go (sanitize-html's allow-list). */
@@ -101,71 +97,4 @@ export async function notify(tx: Tx, input: NotifyInput): Promise<Dispatch> {
  */
 export async function queueDelivery(jobs: Jobs, dispatch: Dispatch): Promise<void> {
   await jobs.send(deliverNotifications, dispatch);
-}
-
-const idArray = (ids: number[]) => `{${ids.map((id) => Math.trunc(id)).join(',')}}`;
-
-/**
- * Stores the next batch of a dispatch's notifications: recipients (direct users ∪
- * department members, each once; group accounts, inactive and deleted users skipped)
- * with an id above `after`, at most `batchSize`, in ONE `INSERT … SELECT`. The unique key
- * (tenant, dispatch, recipient) makes a retried batch store nothing twice. When it stored
- * any, it notifies NOTIFICATIONS_CHANNEL (live streams). Returns the
- * highest recipient id of the batch (null when none is left) and how many were stored.
- */
-export async function storeNotificationBatch(
-  tx: Tx,
-  dispatch: typeof notificationDispatches.$inferSelect,
-  after: number,
-  batchSize: number,
-): Promise<{ last: number | null; stored: number }> {
-  const [row] = await tx.execute<{ last: string | null; stored: number }>(sql`
-    with recipients as (
-      select u.id from ${users} u
-      where u.id > ${after}
-        and u.active and u.deleted_at is null and not u.group_account
-        and (u.id = any(${idArray(dispatch.userIds)}::bigint[])
-             or exists (select 1 from department_users du
-                        where du.tenant_id = u.tenant_id and du.user_id = u.id
-                          and du.department_id = any(${idArray(dispatch.departmentIds)}::bigint[])))
-      order by u.id
-      limit ${batchSize}
-    ), stored as (
-      insert into ${notifications} (tenant_id, dispatch_id, type, notifiable_type, notifiable_id, targetable_type, targetable_id, data)
-      select ${dispatch.tenantId}, ${dispatch.id}::uuid, ${dispatch.type}, 'user', r.id, ${dispatch.targetableType}, ${dispatch.targetableId}::bigint,
-             ${JSON.stringify(dispatch.data)}::jsonb
-      from recipients r
-      on conflict (tenant_id, dispatch_id, notifiable_id) do nothing
-      returning 1
-    )
-    select (select max(id) from recipients) as last, (select count(*)::int from stored) as stored`);
-  const last = row?.last === null || row?.last === undefined ? null : Number(row.last);
-  if (last !== null && (row?.stored ?? 0) > 0) {
-    // Live streams (stream.ts) of every API process hear of the batch when this
-    // transaction commits (NOTIFY is transactional); the payload names the batch only.
-    await tx.execute(sql`select pg_notify(${NOTIFICATIONS_CHANNEL}, ${JSON.stringify({ tenant_id: dispatch.tenantId, dispatch_id: dispatch.id, after, last } satisfies StoredBatch)})`);
-  }
-  return { last, stored: row?.stored ?? 0 };
-}
-
-/**
- * The channel of live streams (stream.ts). Payloads: a stored batch (recipients
- * `(after, last]` of a dispatch), or a user whose unread count changed otherwise (read).
- */
-export const NOTIFICATIONS_CHANNEL = 'atrium_notifications';
-export interface StoredBatch {
-  tenant_id: number;
-  dispatch_id: string;
-  after: number;
-  last: number;
-}
-export interface UnreadChange {
-  tenant_id: number;
-  /** null: every user of the tenant (a reset). */
-  user_id: number | null;
-}
-
-export async function findDispatch(tx: Tx, dispatchId: string) {
-  const [dispatch] = await tx.select().from(notificationDispatches).where(eq(notificationDispatches.id, dispatchId));
-  return dispatch;
 }

@@ -1,21 +1,7 @@
 import { and, isNull, sql, type SQL } from 'drizzle-orm';
 import type { Tx } from '../../platform/database/database.ts';
-import { notificationDatetime } from '../../platform/http/datetime.ts';
-import { invalid } from '../../platform/http/problem.ts';
+import { parseNotificationDatetime } from '../../platform/http/datetime.ts';
 import { notifications } from './table.ts';
-
-/**
- * `YYYY-MM-DD HH:MM:SS` (UTC) → Date. The spec's pattern has checked the shape; this
- * rejects dates the calendar lacks (2026-02-30) with a 422 on `field`.
- */
-export function parseNotificationDatetime(value: string, field: string): Date {
-  const date = new Date(`${value.replace(' ', 'T')}Z`);
-  // Years 0001–9999: PostgreSQL has no year 0.
-  if (Number.isNaN(date.getTime()) || date.getUTCFullYear() < 1 || notificationDatetime(date) !== value) {
-    throw invalid({ [field]: ['must be a valid datetime in the form YYYY-MM-DD HH:MM:SS'] });
-  }
-  return date;
-}
 
 export interface ReadStateInput {
   seen_at?: string;

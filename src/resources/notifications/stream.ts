@@ -25,9 +25,16 @@ import { stillAuthenticated, type Auth } from '../../platform/auth/auth.ts';
 import type { Database, Tx } from '../../platform/database/database.ts';
 import { ProblemError } from '../../platform/http/problem.ts';
 import { present } from '../../platform/result-controls/result-controls.ts';
-import { NOTIFICATIONS_CHANNEL, type StoredBatch, type UnreadChange } from './notify.ts';
+import { NOTIFICATIONS_CHANNEL, type StoredBatch, type UnreadChange } from './channel.ts';
 import { notifications } from './table.ts';
 import { notificationView, ownNotifications, unreadNotifications, type NotificationRow } from './view.ts';
+
+declare module '../../platform/services.ts' {
+  interface Services {
+    /** The process's live notification streams (Server-Sent Events; one LISTEN connection). */
+    notificationStreams: NotificationStreams;
+  }
+}
 
 /** Most notifications a reconnect replays; older ones are in `GET /api/notifications`. */
 const REPLAY_LIMIT = 1000;
@@ -55,18 +62,6 @@ type StreamRow = NotificationRow & { eventId: string };
 
 /** `<created_at in µs since the epoch>-<uuid>`, computed exactly by PostgreSQL. */
 const eventIdColumn = sql<string>`((extract(epoch from ${notifications.createdAt}) * 1000000)::bigint)::text || '-' || ${notifications.id}::text`;
-
-/** Tells the user's streams (every process) that their unread count changed, on commit. */
-export async function announceUnreadChange(tx: Tx, auth: Pick<Auth, 'tenantId' | 'userId'>): Promise<void> {
-  const change: UnreadChange = { tenant_id: auth.tenantId, user_id: auth.userId };
-  await tx.execute(sql`select pg_notify(${NOTIFICATIONS_CHANNEL}, ${JSON.stringify(change)})`);
-}
-
-/** Tells every stream of the tenant (every process) that unread counts changed, on commit (reset). */
-export async function announceTenantUnreadChange(tx: Tx, tenantId: number): Promise<void> {
-  const change: UnreadChange = { tenant_id: tenantId, user_id: null };
-  await tx.execute(sql`select pg_notify(${NOTIFICATIONS_CHANNEL}, ${JSON.stringify(change)})`);
-}
 
 /** Whether `value` has the shape of this stream's event ids. */
 export const isEventId = (value: string) => /^\d{1,16}-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(value);

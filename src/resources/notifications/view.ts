@@ -1,10 +1,10 @@
 import { and, eq, gte, inArray, isNotNull, isNull, lt, sql, type SQL } from 'drizzle-orm';
 import type { Auth } from '../../platform/auth/auth.ts';
-import { notificationDatetime } from '../../platform/http/datetime.ts';
+import { notificationDatetime, parseNotificationDatetime } from '../../platform/http/datetime.ts';
 import { defineView, present } from '../../platform/result-controls/result-controls.ts';
 import { users } from '../users/table.ts';
-import { findUsers, userView } from '../users/view.ts';
-import { parseNotificationDatetime } from './read-state.ts';
+import { findUsers } from '../users/queries.ts';
+import { userView } from '../users/view.ts';
 import { notifications } from './table.ts';
 
 export type NotificationRow = typeof notifications.$inferSelect;

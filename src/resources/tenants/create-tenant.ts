@@ -7,7 +7,7 @@ import { notificationSettings } from '../notification-settings/table.ts';
 import { PERMISSIONS } from '../../platform/auth/permissions.ts';
 import { roles } from '../roles/table.ts';
 import { users } from '../users/table.ts';
-import { tenants } from './table.ts';
+import { tenants } from '../../platform/database/tenancy.ts';
 
 export const SLUG = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
 

@@ -34,7 +34,8 @@ import {
   selfUpdateIgnoredKeys,
 } from './rules.ts';
 import { userProfilePictures, users } from './table.ts';
-import { DEFAULT_USER_RELATIONS, findUser, findUsers, hiddenFieldError, hiddenFieldPermission, userView, type UserRow, type UserViewer } from './view.ts';
+import { findUser, findUsers, type UserRow } from './queries.ts';
+import { DEFAULT_USER_RELATIONS, hiddenFieldError, hiddenFieldPermission, userView, type UserViewer } from './view.ts';
 
 /**
  * A create or update request body (JSON or multipart, already validated by the spec):

@@ -1,10 +1,9 @@
 import { sql } from 'drizzle-orm';
-import { bigint, boolean, check, customType, date, foreignKey, index, pgTable, primaryKey, text, timestamp, unique } from 'drizzle-orm/pg-core';
+import { bigint, boolean, check, date, foreignKey, index, pgTable, primaryKey, text, timestamp, unique } from 'drizzle-orm/pg-core';
+import { bytea } from '../../platform/database/columns.ts';
 import { tenantIdColumn, tenantIsolation } from '../../platform/database/tenancy.ts';
 import { languages } from '../languages/table.ts';
 import { roles } from '../roles/table.ts';
-
-const bytea = customType<{ data: Buffer; driverData: Buffer }>({ dataType: () => 'bytea' });
 
 export const GENDERS = ['female', 'male', 'diverse'] as const;
 

@@ -1,6 +1,5 @@
-import { and, asc, eq, getTableColumns, inArray, sql, type SQL } from 'drizzle-orm';
+import { and, asc, eq, inArray, sql, type SQL } from 'drizzle-orm';
 import type { AnyPgColumn } from 'drizzle-orm/pg-core';
-import type { Tx } from '../../platform/database/database.ts';
 import { can, type Auth } from '../../platform/auth/auth.ts';
 import { entityPermissions } from '../entity-permissions/table.ts';
 import { rfc3339 } from '../../platform/http/datetime.ts';
@@ -12,11 +11,9 @@ import { languages } from '../languages/table.ts';
 import { roles } from '../roles/table.ts';
 import type { Permission } from '../../platform/auth/permissions.ts';
 import { acceptedPolicies, termsOfUse } from '../terms-of-use/table.ts';
-import { userProfilePictures, users } from './table.ts';
+import type { UserRow } from './queries.ts';
+import { users } from './table.ts';
 import { signedPictureUrl } from './profile-picture.ts';
-
-/** A user row plus the stored picture's file name (never its bytes). */
-export type UserRow = typeof users.$inferSelect & { pictureFileName: string | null; pictureEtag: string | null };
 
 /** Whoever users are presented to: the caller, whose `secrets` sign picture URLs. */
 export type UserViewer = Auth;
@@ -180,27 +177,3 @@ export const userView = defineView<UserRow, UserViewer, 'text' | 'role_id' | 'ac
       sql`exists (select 1 from ${departmentUsers} where ${departmentUsers.userId} = ${users.id} and ${departmentUsers.departmentId} = ${value})`,
   },
 });
-
-
-/** Users with their picture's file name and ETag (not its bytes), in the transaction's tenant. */
-export function selectUsers(tx: Tx) {
-  return tx
-    .select({ ...getTableColumns(users), pictureFileName: userProfilePictures.fileName, pictureEtag: userProfilePictures.etag })
-    .from(users)
-    .leftJoin(userProfilePictures, eq(userProfilePictures.userId, users.id));
-}
-
-/** Users ordered by last name, first name, id (as `GET /api/users` documents). */
-export const USER_ORDER = [asc(users.lastName), asc(users.firstName), asc(users.id)];
-
-export async function findUsers(tx: Tx, where: SQL | undefined, limit?: number): Promise<UserRow[]> {
-  const query = selectUsers(tx).where(where).orderBy(...USER_ORDER);
-  return limit ? query.limit(limit) : query;
-}
-
-/** The user with `id` in the transaction's tenant; soft-deleted ones only when `withTrashed`. */
-export async function findUser(tx: Tx, id: number, withTrashed = false): Promise<UserRow | undefined> {
-  const [row] = await selectUsers(tx).where(eq(users.id, id));
-  if (!row || (!withTrashed && row.deletedAt)) return undefined;
-  return row;
-}

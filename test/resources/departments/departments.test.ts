@@ -1,7 +1,7 @@
 import t, { type Test } from 'tap';
 import { eq, sql } from 'drizzle-orm';
 import { departmentUsers, departments } from '../../../src/resources/departments/table.ts';
-import { tenants } from '../../../src/resources/tenants/table.ts';
+import { tenants } from '../../../src/platform/database/tenancy.ts';
 import { entityPermissions } from '../../../src/resources/entity-permissions/table.ts';
 import { startTestApi } from '../../helpers/atrium.ts';
 

@@ -1,7 +1,7 @@
 import t from 'tap';
 import { sql } from 'drizzle-orm';
 import { SMTPServer } from 'smtp-server';
-import { emailDispatch } from '../../../src/resources/notifications/deliver.job.ts';
+import { emailDispatch } from '../../../src/resources/notifications/email.job.ts';
 import { startTestApi } from '../../helpers/atrium.ts';
 import { eventually } from '../../helpers/eventually.ts';
 

@@ -1,0 +1,67 @@
+/**
+ * Entity permissions as the API shows them: per entity, the lists
+ * `{user_ids, role_ids, department_ids}`. Generic over the entity's morph alias, so menu
+ * items, forms and task templates share one implementation. Every function is set-based.
+ */
+import { and, eq, inArray, sql, type AnyColumn, type SQL } from 'drizzle-orm';
+import type { Tx } from '../../platform/database/database.ts';
+import { entityPermissions } from './table.ts';
+
+export interface SubjectLists {
+  user_ids: number[];
+  role_ids: number[];
+  department_ids: number[];
+}
+
+const LIST_OF = { user: 'user_ids', role: 'role_ids', department: 'department_ids' } as const;
+
+export const emptySubjectLists = (): SubjectLists => ({ user_ids: [], role_ids: [], department_ids: [] });
+
+/** The lists of every entity in `entityIds` (absent entities get empty lists), in one query. */
+export async function loadSubjectLists(tx: Tx, entityType: string, entityIds: number[]): Promise<Map<number, SubjectLists>> {
+  const result = new Map(entityIds.map((id) => [id, emptySubjectLists()]));
+  if (entityIds.length === 0) return result;
+  const rows = await tx
+    .select({ entityId: entityPermissions.entityId, subjectType: entityPermissions.subjectType, subjectId: entityPermissions.subjectId })
+    .from(entityPermissions)
+    .where(and(eq(entityPermissions.entityType, entityType), inArray(entityPermissions.entityId, entityIds)))
+    .orderBy(entityPermissions.subjectId);
+  for (const row of rows) result.get(row.entityId)?.[LIST_OF[row.subjectType]].push(row.subjectId);
+  return result;
+}
+
+/** Replaces the entity's lists with `lists` (duplicates collapse). */
+export async function replaceSubjectLists(tx: Tx, tenantId: number, entityType: string, entityId: number, lists: Partial<SubjectLists>): Promise<void> {
+  await tx.delete(entityPermissions).where(and(eq(entityPermissions.entityType, entityType), eq(entityPermissions.entityId, entityId)));
+  const rows = (Object.entries(LIST_OF) as [keyof typeof LIST_OF, keyof SubjectLists][]).flatMap(([subjectType, list]) =>
+    [...new Set(lists[list] ?? [])].map((subjectId) => ({ tenantId, entityType, entityId, subjectType, subjectId })),
+  );
+  if (rows.length > 0) await tx.insert(entityPermissions).values(rows);
+}
+
+/** True when the entity (the outer query's `entityId` column) has any entity permission. */
+export function isRestricted(entityType: string, entityId: AnyColumn): SQL {
+  return sql`exists (select 1 from entity_permissions p
+    where p.entity_type = ${entityType} and p.entity_id = ${entityId})`;
+}
+
+/**
+ * True when the entity's permissions name `userId` directly, through the user's role, or
+ * through one of the user's departments. A correlated EXISTS: one set-based query for any
+ * number of entities. (The subquery's alias is `p`: outer queries use another one.)
+ */
+export function namesUser(entityType: string | SQL, entityId: AnyColumn | SQL, userId: number | SQL): SQL {
+  return sql`exists (select 1 from entity_permissions p
+    where p.entity_type = ${entityType} and p.entity_id = ${entityId} and ${subjectIsUser('p', userId)})`;
+}
+
+/**
+ * True when the entity-permission row `row` (an alias of `entity_permissions`) names
+ * `userId` directly, through the user's role, or through one of the user's departments.
+ */
+export function subjectIsUser(row: 'p' | 'e', userId: number | SQL): SQL {
+  const r = sql.raw(row);
+  return sql`((${r}.subject_type = 'user' and ${r}.subject_id = ${userId})
+        or (${r}.subject_type = 'role' and ${r}.subject_id = (select u.role_id from users u where u.id = ${userId}))
+        or (${r}.subject_type = 'department' and ${r}.subject_id in (select du.department_id from department_users du where du.user_id = ${userId})))`;
+}
