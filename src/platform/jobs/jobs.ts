@@ -1,21 +1,20 @@
 import PgBoss from 'pg-boss';
-import type { Services } from '../services.ts';
 
 /**
  * A background job: its queue (retry policy), how workers fetch it, an optional cron
- * schedule, and the work itself. Resources define jobs next to their handlers and list
- * them in src/jobs.ts.
+ * schedule, and the work itself, given a context `C` (the process's services: see
+ * define.ts). Resources define jobs next to their handlers, one `<verb>.job.ts` each, and
+ * list them in src/jobs.ts.
  */
-export interface JobDefinition<T extends object> {
+export interface JobDefinition<T extends object, C> {
   name: string;
   queue?: Omit<PgBoss.Queue, 'name'>;
   work?: PgBoss.WorkOptions;
   /** Cron expression; scheduled once by a worker process. */
   cron?: string;
-  run(jobs: PgBoss.Job<T>[], services: Services): Promise<void>;
+  /** One job's work. A worker runs the jobs of a fetched batch one at a time, in order. */
+  handle(data: T, context: C): Promise<void>;
 }
-
-export const defineJob = <T extends object>(definition: JobDefinition<T>) => definition;
 
 export interface JobsLogger {
   error(object: unknown, message: string): void;
@@ -27,7 +26,7 @@ export class Jobs {
 
   private constructor(private readonly boss: PgBoss) {}
 
-  static async start(url: string, definitions: JobDefinition<never>[], log: JobsLogger, options: { schedule: boolean }): Promise<Jobs> {
+  static async start(url: string, definitions: readonly JobDefinition<never, never>[], log: JobsLogger, options: { schedule: boolean }): Promise<Jobs> {
     const boss = new PgBoss({
       connectionString: url,
       schema: 'pgboss',
@@ -42,20 +41,18 @@ export class Jobs {
     return new Jobs(boss);
   }
 
-  /** Starts workers for every definition (ATRIUM_ROLE worker or all). */
-  async work(definitions: JobDefinition<never>[], services: Services): Promise<void> {
+  /** Starts workers for every definition (ATRIUM_ROLE worker or all); each job's work is given `context`. */
+  async work<C>(definitions: readonly JobDefinition<never, C>[], context: C): Promise<void> {
     for (const definition of definitions) {
-      const id = await this.boss.work<never>(
-        definition.name,
-        { batchSize: 1, pollingIntervalSeconds: 2, ...definition.work },
-        (jobs) => definition.run(jobs, services),
-      );
+      const id = await this.boss.work<never>(definition.name, { batchSize: 1, pollingIntervalSeconds: 2, ...definition.work }, async (jobs) => {
+        for (const job of jobs) await definition.handle(job.data, context);
+      });
       this.workers.set(definition.name, id);
       if (definition.cron) await this.boss.schedule(definition.name, definition.cron, {});
     }
   }
 
-  async send<T extends object>(definition: JobDefinition<T>, data: T, options: PgBoss.SendOptions = {}): Promise<string> {
+  async send<T extends object>(definition: JobDefinition<T, unknown>, data: T, options: PgBoss.SendOptions = {}): Promise<string> {
     const id = await this.boss.send(definition.name, data, options);
     if (!id) throw new Error(`Job ${definition.name} was not queued`);
     const worker = this.workers.get(definition.name);

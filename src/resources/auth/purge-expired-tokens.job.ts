@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import { defineJob } from '../../platform/jobs/jobs.ts';
+import { defineJob } from '../../platform/jobs/define.ts';
 
 /**
  * Hourly sign-in housekeeping: access tokens past expiry or revoked a day ago are useless,
@@ -8,8 +8,8 @@ import { defineJob } from '../../platform/jobs/jobs.ts';
 export const purgeExpiredTokens = defineJob<{ olderThanSeconds?: number }>({
   name: 'auth.purge-expired-tokens',
   cron: '17 * * * *',
-  async run(jobs, { db, config }) {
-    const olderThan = Math.min(...jobs.map((job) => job.data?.olderThanSeconds ?? 86_400));
+  async handle(data, { db, config }) {
+    const olderThan = data?.olderThanSeconds ?? 86_400;
     // Maintenance across every tenant: the owner role, not a tenant transaction.
     await db.owner.execute(sql`
       delete from access_tokens

@@ -1,5 +1,5 @@
 import { and, eq, inArray, sql } from 'drizzle-orm';
-import { defineJob } from '../../platform/jobs/jobs.ts';
+import { defineJob } from '../../platform/jobs/define.ts';
 import type { Services } from '../../platform/services.ts';
 import { deliverWebhook } from './deliver-webhook.job.ts';
 import { webhookDeliveries } from './table.ts';
@@ -44,7 +44,7 @@ export async function requeueStuckDeliveries(services: Services): Promise<number
 export const deliverPendingWebhooks = defineJob<object>({
   name: 'automations.deliver-pending',
   cron: '* * * * *',
-  async run(_jobs, services) {
+  async handle(_data, services) {
     await requeueStuckDeliveries(services);
   },
 });

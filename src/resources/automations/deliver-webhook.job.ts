@@ -8,7 +8,7 @@
  * would map the network for the tenant (see `WebhookDelivery` in the spec).
  */
 import { and, eq, inArray, sql } from 'drizzle-orm';
-import { defineJob } from '../../platform/jobs/jobs.ts';
+import { defineJob } from '../../platform/jobs/define.ts';
 import { OutboundError } from '../../platform/outbound/client.ts';
 import type { Services } from '../../platform/services.ts';
 import { signWebhookJwt } from './jwt-keys.ts';
@@ -81,8 +81,8 @@ export const deliverWebhook = defineJob<DeliverWebhookData>({
   // a failing job must not make pg-boss re-run the others of a batch.
   queue: { retryLimit: 3, retryDelay: 5, retryBackoff: true },
   work: { batchSize: 1, pollingIntervalSeconds: 1 },
-  async run(jobs, services) {
-    for (const job of jobs) await attemptDelivery(services, job.data);
+  async handle(data, services) {
+    await attemptDelivery(services, data);
   },
 });
 

@@ -1,5 +1,5 @@
 import { and, isNull, lt, sql } from 'drizzle-orm';
-import { defineJob } from '../../platform/jobs/jobs.ts';
+import { defineJob } from '../../platform/jobs/define.ts';
 import { deliverNotifications } from './deliver.job.ts';
 import { notificationDispatches } from './table.ts';
 
@@ -11,7 +11,7 @@ import { notificationDispatches } from './table.ts';
 export const deliverPendingNotifications = defineJob<object>({
   name: 'notifications.deliver-pending',
   cron: '* * * * *',
-  async run(_jobs, services) {
+  async handle(_data, services) {
     // Maintenance across every tenant: the owner role, not a tenant transaction.
     const pending = await services.db.owner
       .select({ tenantId: notificationDispatches.tenantId, dispatchId: notificationDispatches.id })

@@ -1,5 +1,5 @@
 import { eq, sql } from 'drizzle-orm';
-import { defineJob } from '../../platform/jobs/jobs.ts';
+import { defineJob } from '../../platform/jobs/define.ts';
 import type { Services } from '../../platform/services.ts';
 import { sendPushJob } from '../push/send-push.job.ts';
 import { emailNotifications } from './email.job.ts';
@@ -59,7 +59,7 @@ export const deliverNotifications = defineJob<Dispatch & { batchSize?: number }>
   name: 'notifications.deliver',
   queue: { retryLimit: 10, retryDelay: 5, retryBackoff: true, expireInSeconds: 15 * 60 },
   work: { batchSize: 1, pollingIntervalSeconds: 1 },
-  async run(jobs, services) {
-    for (const job of jobs) await deliverDispatch(services, job.data, job.data.batchSize);
+  async handle(data, services) {
+    await deliverDispatch(services, data, data.batchSize);
   },
 });

@@ -1,6 +1,6 @@
 import { and, eq, isNull, ne, sql } from 'drizzle-orm';
 import nodemailer from 'nodemailer';
-import { defineJob } from '../../platform/jobs/jobs.ts';
+import { defineJob } from '../../platform/jobs/define.ts';
 import type { Services } from '../../platform/services.ts';
 import { users } from '../users/table.ts';
 import { plainText } from './plain-text.ts';
@@ -63,7 +63,7 @@ export const emailNotifications = defineJob<Dispatch>({
   // dispatch (re-delivery) waits, then finds every copy marked sent.
   queue: { policy: 'singleton', retryLimit: 5, retryDelay: 30, retryBackoff: true },
   work: { batchSize: 1, pollingIntervalSeconds: 1 },
-  async run(jobs, services) {
-    for (const job of jobs) await emailDispatch(services, job.data);
+  async handle(data, services) {
+    await emailDispatch(services, data);
   },
 });

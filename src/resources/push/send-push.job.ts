@@ -17,7 +17,7 @@
  */
 import { sql } from 'drizzle-orm';
 import webPush from 'web-push';
-import { defineJob } from '../../platform/jobs/jobs.ts';
+import { defineJob } from '../../platform/jobs/define.ts';
 import { OutboundError } from '../../platform/outbound/client.ts';
 import type { Services } from '../../platform/services.ts';
 import { retryAfterMs } from '../automations/deliver-webhook.job.ts';
@@ -226,7 +226,7 @@ export const sendPushJob = defineJob<PushJobData>({
   // `tag` makes the browser replace it instead).
   queue: { retryLimit: 3, retryDelay: 5, retryBackoff: true },
   work: { batchSize: 1, pollingIntervalSeconds: 1 },
-  async run(jobs, services) {
-    for (const job of jobs) await sendPushes(services, job.data);
+  async handle(data, services) {
+    await sendPushes(services, data);
   },
 });
