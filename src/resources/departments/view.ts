@@ -1,4 +1,4 @@
-import { and, asc, eq, getTableColumns, inArray, isNull, sql, type SQL } from 'drizzle-orm';
+import { and, asc, eq, getTableColumns, inArray, sql, type SQL } from 'drizzle-orm';
 import type { Auth } from '../../platform/auth/auth.ts';
 import type { Tx } from '../../platform/database/database.ts';
 import { rfc3339 } from '../../platform/http/datetime.ts';
@@ -8,9 +8,7 @@ import { attributeSetView } from '../attribute-sets/view.ts';
 import { attributeSets } from '../attribute-sets/table.ts';
 import { notificationSettingView } from '../notification-settings/view.ts';
 import { notificationSettings } from '../notification-settings/table.ts';
-import { users } from '../users/table.ts';
-import { findUsers } from '../users/queries.ts';
-import { userView } from '../users/view.ts';
+import { presentUsersById } from '../users/view.ts';
 import { departmentAttributeSets, departmentNotificationSettings, departmentUsers, departments } from './table.ts';
 
 /** A department row with its assigned id lists (loaded in the same query). */
@@ -79,11 +77,8 @@ export const departmentView = defineView<DepartmentRow, Auth, 'text'>({
           .select({ departmentId: departmentUsers.departmentId, userId: departmentUsers.userId })
           .from(departmentUsers)
           .where(inArray(departmentUsers.departmentId, rows.map((r) => r.id)));
-        const members = await findUsers(tx, and(inArray(users.id, [...new Set(memberships.map((m) => m.userId))]), isNull(users.deletedAt)));
-        const presented = new Map(
-          (await present(userView, tx, members, { selects: null, relations: [] }, viewer)).map((user, i) => [members[i]!.id, user]),
-        );
-        const position = new Map(members.map((member, i) => [member.id, i]));
+        const presented = await presentUsersById(tx, memberships.map((m) => m.userId), viewer, { exceptDeleted: true });
+        const position = new Map([...presented.keys()].map((id, i) => [id, i]));
         const ordered = memberships
           .filter((m) => presented.has(m.userId))
           .sort((a, b) => position.get(a.userId)! - position.get(b.userId)!);

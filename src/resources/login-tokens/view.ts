@@ -1,11 +1,8 @@
-import { inArray } from 'drizzle-orm';
 import type { Auth } from '../../platform/auth/auth.ts';
 import type { Tx } from '../../platform/database/database.ts';
 import { rfc3339 } from '../../platform/http/datetime.ts';
-import { defineView, present } from '../../platform/result-controls/result-controls.ts';
-import { users } from '../users/table.ts';
-import { findUsers } from '../users/queries.ts';
-import { userView } from '../users/view.ts';
+import { defineView } from '../../platform/result-controls/result-controls.ts';
+import { presentUsersById } from '../users/view.ts';
 import { userLoginTokens } from './table.ts';
 
 export type LoginTokenRow = typeof userLoginTokens.$inferSelect;
@@ -28,10 +25,7 @@ function userRelation(column: 'userId' | 'loginUserId') {
     permission: 'users.view',
     empty: null,
     async load(tx: Tx, rows: LoginTokenRow[], viewer: Auth) {
-      const ids = [...new Set(rows.map((row) => row[column]))];
-      const found = await findUsers(tx, inArray(users.id, ids));
-      const shown = await present(userView, tx, found, { selects: null, relations: [] }, viewer);
-      const byId = new Map(found.map((user, i) => [user.id, shown[i]]));
+      const byId = await presentUsersById(tx, rows.map((row) => row[column]), viewer);
       return new Map(rows.map((row) => [row.id, byId.get(row[column])]));
     },
   } as const;

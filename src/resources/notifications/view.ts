@@ -1,10 +1,8 @@
-import { and, eq, gte, inArray, isNotNull, isNull, lt, sql, type SQL } from 'drizzle-orm';
+import { and, eq, gte, isNotNull, isNull, lt, sql, type SQL } from 'drizzle-orm';
 import type { Auth } from '../../platform/auth/auth.ts';
 import { notificationDatetime, parseNotificationDatetime } from '../../platform/http/datetime.ts';
-import { defineView, present } from '../../platform/result-controls/result-controls.ts';
-import { users } from '../users/table.ts';
-import { findUsers } from '../users/queries.ts';
-import { userView } from '../users/view.ts';
+import { defineView } from '../../platform/result-controls/result-controls.ts';
+import { presentUsersById } from '../users/view.ts';
 import { notifications } from './table.ts';
 
 export type NotificationRow = typeof notifications.$inferSelect;
@@ -50,10 +48,7 @@ export const notificationView = defineView<NotificationRow, Auth, FilterKey>({
     notifiable: {
       empty: null,
       async load(tx, rows, viewer) {
-        const ids = [...new Set(rows.map((r) => r.notifiableId))];
-        const found = await findUsers(tx, inArray(users.id, ids));
-        const presented = await present(userView, tx, found, { selects: null, relations: [] }, viewer);
-        const byId = new Map(found.map((user, i) => [user.id, presented[i]]));
+        const byId = await presentUsersById(tx, rows.map((r) => r.notifiableId), viewer);
         return new Map(rows.map((r) => [r.id, byId.get(r.notifiableId)]));
       },
     },

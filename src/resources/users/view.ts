@@ -1,17 +1,18 @@
-import { and, asc, eq, inArray, sql, type SQL } from 'drizzle-orm';
+import { and, asc, eq, inArray, isNull, sql, type SQL } from 'drizzle-orm';
 import type { AnyPgColumn } from 'drizzle-orm/pg-core';
 import { can, type Auth } from '../../platform/auth/auth.ts';
+import type { Tx } from '../../platform/database/database.ts';
 import { entityPermissions } from '../entity-permissions/table.ts';
 import { rfc3339 } from '../../platform/http/datetime.ts';
 import { containsPattern } from '../../platform/database/text-search.ts';
-import { defineView, groupBy, type Visibility } from '../../platform/result-controls/result-controls.ts';
+import { defineView, groupBy, present, type Visibility } from '../../platform/result-controls/result-controls.ts';
 import type { Secrets } from '../../platform/secrets/secrets.ts';
 import { departments, departmentUsers } from '../departments/table.ts';
 import { languages } from '../languages/table.ts';
 import { roles } from '../roles/table.ts';
 import type { Permission } from '../../platform/auth/permissions.ts';
 import { acceptedPolicies, termsOfUse } from '../terms-of-use/table.ts';
-import type { UserRow } from './queries.ts';
+import { findUsers, type UserRow } from './queries.ts';
 import { users } from './table.ts';
 import { signedPictureUrl } from './profile-picture.ts';
 
@@ -177,3 +178,20 @@ export const userView = defineView<UserRow, UserViewer, 'text' | 'role_id' | 'ac
       sql`exists (select 1 from ${departmentUsers} where ${departmentUsers.userId} = ${users.id} and ${departmentUsers.departmentId} = ${value})`,
   },
 });
+
+/**
+ * The users `ids` (deleted ones too, unless `exceptDeleted`), each presented as `viewer` may
+ * see users (every visible field, no relations), keyed by id in the users' list order: how
+ * other resources show the users they name. One query.
+ */
+export async function presentUsersById(
+  tx: Tx,
+  ids: readonly number[],
+  viewer: UserViewer,
+  options: { exceptDeleted?: boolean } = {},
+): Promise<Map<number, Record<string, unknown>>> {
+  const unique = [...new Set(ids)];
+  const found = await findUsers(tx, options.exceptDeleted ? and(inArray(users.id, unique), isNull(users.deletedAt)) : inArray(users.id, unique));
+  const presented = await present(userView, tx, found, { selects: null, relations: [] }, viewer);
+  return new Map(found.map((user, i) => [user.id, presented[i]!]));
+}
