@@ -5,7 +5,7 @@
  * - Without DATABASE_URL it starts an embedded PostgreSQL under the system temp folder and
  *   removes it afterwards; with DATABASE_URL it uses that server (the role must be allowed
  *   to create databases) and drops everything it created.
- * - Arguments are passed to tap (`npm test -- test/resources/users.test.ts`).
+ * - Arguments are passed to tap (`npm test -- test/resources/users/users.test.ts`).
  * - Running `npx tap <file>` directly still works: each file then creates its own database
  *   (see test/helpers/database.ts).
  */
