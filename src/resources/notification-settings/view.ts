@@ -1,6 +1,6 @@
 import type { Auth } from '../../platform/auth/auth.ts';
 import { defineView } from '../../platform/result-controls/result-controls.ts';
-import { notificationSettings } from './table.ts';
+import type { notificationSettings } from './table.ts';
 
 export const notificationSettingView = defineView<typeof notificationSettings.$inferSelect, Auth>({
   key: (row) => row.id,
