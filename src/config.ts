@@ -27,7 +27,7 @@ export interface Config {
   appDatabaseUrl: string | undefined;
   /** Base64 32-byte master key; generated and stored in the database when unset. */
   secretKey: string | undefined;
-  /** CIDRs that outbound requests may reach although they are not public (decisions §6). */
+  /** CIDRs that outbound requests may reach although they are not public (docs/security.md#6-outbound-requests-and-the-ssrf-policy). */
   webhookAllowedCidrs: string[];
   /** Outbound HTTP: time to establish a connection (DNS and TLS included), and for the whole exchange. */
   outboundConnectTimeoutMs: number;

@@ -17,6 +17,7 @@
  *   carries is not public.
  * NAT64 prefixes an operator chose for their own network cannot be recognised; list
  * them nowhere and they stay refused unless they are global addresses.
+ * The policy as operators and users see it: docs/security.md#6-outbound-requests-and-the-ssrf-policy.
  */
 import { isIP } from 'node:net';
 import ipaddr from 'ipaddr.js';
