@@ -55,12 +55,21 @@ export function retryAfterMs(header: string | string[] | undefined, now: Date): 
   return Number.isFinite(ms) && ms > 0 ? Math.min(ms, MAX_RETRY_AFTER_MS) : undefined;
 }
 
-/** What an HTTP status means for the delivery. */
-export function judgeResponse(status: number, options: JudgeOptions = {}): Verdict {
+/**
+ * What an HTTP status means for the delivery: 2xx succeeded, 429 and 5xx retry, anything
+ * else failed. It takes the status alone, so `statuses.map(judgeResponse)` works; a channel
+ * with gone statuses uses `judgeResponseWithGone`.
+ */
+export function judgeResponse(status: number): Verdict {
   if (status >= 200 && status < 300) return 'succeeded';
-  if (options.goneStatuses?.includes(status)) return 'gone';
   if (status >= 500 || status === 429) return 'retry';
   return 'failed';
+}
+
+/** `judgeResponse`, except that the statuses in `goneStatuses` (a 2xx never) are gone. */
+export function judgeResponseWithGone(status: number, goneStatuses: readonly number[]): Verdict {
+  const verdict = judgeResponse(status);
+  return verdict !== 'succeeded' && goneStatuses.includes(status) ? 'gone' : verdict;
 }
 
 /** What tenant users are told about an HTTP answer: null for 2xx, otherwise the status. */
@@ -73,7 +82,7 @@ export function responseError(status: number): string | null {
 /** The outcome of an HTTP answer; `now` is when it arrived (for an HTTP-date `Retry-After`). */
 export function responseOutcome(response: Pick<OutboundResponse, 'status' | 'headers' | 'durationMs'>, now: Date, options: JudgeOptions = {}): DeliveryOutcome {
   const outcome: DeliveryOutcome = {
-    verdict: judgeResponse(response.status, options),
+    verdict: judgeResponseWithGone(response.status, options.goneStatuses ?? []),
     responseStatus: response.status,
     durationMs: response.durationMs,
     error: responseError(response.status),

@@ -6,6 +6,7 @@ import {
   attemptDelivery,
   failureOutcome,
   judgeResponse,
+  judgeResponseWithGone,
   nextState,
   responseError,
   responseOutcome,
@@ -13,20 +14,21 @@ import {
 } from '../../../src/platform/outbound/delivery-outcome.ts';
 import { startReceiver } from '../../helpers/receiver.ts';
 
-const PUSH_GONE = { goneStatuses: [404, 410] };
+const PUSH_GONE = { goneStatuses: [404, 410] } as const;
 
 t.test('judgeResponse: 2xx succeeded, 429 and 5xx retry, gone statuses only when named, the rest failed', async (t) => {
   const statuses = [200, 201, 204, 299, 301, 302, 304, 400, 401, 403, 404, 408, 410, 413, 429, 500, 502, 503, 504, 599];
   t.strictSame(
-    statuses.map((status) => judgeResponse(status)),
+    statuses.map(judgeResponse),
     ['succeeded', 'succeeded', 'succeeded', 'succeeded', 'failed', 'failed', 'failed', 'failed', 'failed', 'failed', 'failed', 'failed', 'failed', 'failed', 'retry', 'retry', 'retry', 'retry', 'retry', 'retry'],
   );
   t.strictSame(
-    statuses.map((status) => judgeResponse(status, PUSH_GONE)),
+    statuses.map((status) => judgeResponseWithGone(status, PUSH_GONE.goneStatuses)),
     ['succeeded', 'succeeded', 'succeeded', 'succeeded', 'failed', 'failed', 'failed', 'failed', 'failed', 'failed', 'gone', 'failed', 'gone', 'failed', 'retry', 'retry', 'retry', 'retry', 'retry', 'retry'],
   );
-  t.equal(judgeResponse(503, { goneStatuses: [503] }), 'gone', 'a named gone status wins over retry');
-  t.equal(judgeResponse(200, { goneStatuses: [200] }), 'succeeded', 'a 2xx is never gone');
+  t.equal(judgeResponseWithGone(503, [503]), 'gone', 'a named gone status wins over retry');
+  t.equal(judgeResponseWithGone(200, [200]), 'succeeded', 'a 2xx is never gone');
+  t.equal(judgeResponseWithGone(404, []), 'failed', 'no gone statuses: judgeResponse');
 });
 
 t.test('responseError: nothing on success, the status otherwise, and why a 3xx was not followed', async (t) => {
