@@ -66,7 +66,7 @@ t.test('first start seeds demo, prints the generated password once, and serves t
   const base = `http://127.0.0.1:${port}`;
   const ready = await fetch(`${base}/health/ready`);
   t.equal(ready.status, 200);
-  t.equal(await applicationLogins(), 'atrium_app', 'the API pool logs in as atrium_app itself (decisions §2)');
+  t.equal(await applicationLogins(), 'atrium_app', 'the API pool logs in as atrium_app itself, the role that cannot bypass row-level security');
   const login = fetch(`${base}/api/auth/login`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },

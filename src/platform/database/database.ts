@@ -5,12 +5,23 @@ import { sql } from 'drizzle-orm';
 import { drizzle, type PostgresJsDatabase } from 'drizzle-orm/postgres-js';
 import { migrate } from 'drizzle-orm/postgres-js/migrator';
 import postgres from 'postgres';
+import { tenantSettingName } from './tenancy.ts';
 
 export type Db = PostgresJsDatabase;
 /** A transaction whose tenant is set: every row-level security policy is in force. */
 export type Tx = Parameters<Parameters<Db['transaction']>[0]>[0];
 
 export const APP_ROLE = 'atrium_app';
+
+/**
+ * Makes `tenantId` the tenant of the transaction `tx` until it ends: the one place the
+ * tenant setting is written (docs/tenancy-and-security.md#the-tenant-setting).
+ * `Database.tenant()` calls it; code that learns the tenant only inside its transaction
+ * (a consumed login token names it) calls it there.
+ */
+export async function setTenant(tx: Tx, tenantId: number): Promise<void> {
+  await tx.execute(sql`select set_config(${tenantSettingName}, ${String(tenantId)}, true)`);
+}
 
 /**
  * drizzle sends every query that is not explicitly `.prepare()`d with `prepare: false`,
@@ -35,7 +46,7 @@ function preparing(client: postgres.Sql, onQuery: () => void): postgres.Sql {
           );
         };
       }
-      return Reflect.get(target, property, receiver);
+      return Reflect.get(target, property, receiver) as unknown;
     },
   });
 }
@@ -94,7 +105,7 @@ export class Database {
   /** Runs `fn` in one transaction scoped to `tenantId` (row-level security). */
   tenant<T>(tenantId: number, fn: (tx: Tx) => Promise<T>): Promise<T> {
     return this.app.transaction(async (tx) => {
-      await tx.execute(sql`select set_config('atrium.tenant_id', ${String(tenantId)}, true)`);
+      await setTenant(tx, tenantId);
       return fn(tx);
     });
   }

@@ -131,7 +131,9 @@ export async function startEmbeddedPostgres(dataDir: string, log: (line: string)
   try {
     await pg.start();
   } catch (error) {
-    throw new Error(`The embedded PostgreSQL in ${pgdata} did not start: ${error instanceof Error ? error.message : 'it exited early'}.\n${recent.join('')}`);
+    throw new Error(`The embedded PostgreSQL in ${pgdata} did not start: ${error instanceof Error ? error.message : 'it exited early'}.\n${recent.join('')}`, {
+      cause: error,
+    });
   }
   let stopped = false;
   return {

@@ -1,5 +1,6 @@
 import { sql } from 'drizzle-orm';
 import type { Tx } from './database.ts';
+import { requiredTenant } from './tenancy.ts';
 
 /**
  * Serialises, until the transaction ends, every tenant transaction that takes the lock
@@ -9,8 +10,6 @@ import type { Tx } from './database.ts';
  * itself (db.tenant), so it cannot name another tenant; outside one it fails.
  */
 export async function lockTenantScope(tx: Tx, purpose: string): Promise<void> {
-  // The cast fails on an unset (or, later in a session, empty) tenant setting.
-  await tx.execute(
-    sql`select pg_advisory_xact_lock(hashtextextended(${`atrium.${purpose}:`} || current_setting('atrium.tenant_id')::bigint::text, 0))`,
-  );
+  // `requiredTenant` fails on an unset (or, later in a session, empty) tenant setting.
+  await tx.execute(sql`select pg_advisory_xact_lock(hashtextextended(${`atrium.${purpose}:`} || ${requiredTenant}::text, 0))`);
 }

@@ -1,10 +1,16 @@
+/**
+ * Datetimes of the API, written and read only here (docs/api-conventions.md#datetimes-and-calendar-dates):
+ * RFC 3339 in UTC generally; `YYYY-MM-DD HH:MM:SS` in UTC for notifications (the spec's
+ * `Datetime` schema in components/notifications.yaml). Calendar dates are dates.ts.
+ */
 import { invalid } from './problem.ts';
 
-/** Datetime formats of the API: RFC 3339 generally; `YYYY-MM-DD HH:MM:SS` (UTC) for notifications (see the `Datetime` schema of the spec). */
+/** RFC 3339 in UTC with milliseconds (`2026-01-31T08:00:00.000Z`); null for no value. */
 export function rfc3339(value: Date | null | undefined): string | null {
   return value ? value.toISOString() : null;
 }
 
+/** `YYYY-MM-DD HH:MM:SS` in UTC, to the second (notifications); null for no value. */
 export function notificationDatetime(value: Date | null | undefined): string | null {
   return value ? value.toISOString().slice(0, 19).replace('T', ' ') : null;
 }

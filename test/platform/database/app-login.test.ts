@@ -1,7 +1,8 @@
 /**
- * Decisions §2: the application connects as a role that cannot bypass row-level
- * security. With ATRIUM_APP_DATABASE_URL it logs in as that role; a role that could see
- * past the policies is refused at start.
+ * The application connects as a role that cannot bypass row-level security
+ * (docs/tenancy-and-security.md#application-role-vs-owner-role). With
+ * ATRIUM_APP_DATABASE_URL it logs in as that role; a role that could see past the
+ * policies is refused at start.
  */
 import { randomBytes } from 'node:crypto';
 import t from 'tap';

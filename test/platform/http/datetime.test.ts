@@ -1,16 +1,54 @@
 /**
- * Dates and datetimes at the edges of the calendar are client input like any other:
+ * The API's datetime formats (written and read in src/platform/http/datetime.ts), and
+ * dates and datetimes at the edges of the calendar, client input like any other:
  * PostgreSQL has no year 0, and a year-9999 bound must not overflow. 422 or an answer,
  * never a 500.
  */
 import t from 'tap';
 import { sql } from 'drizzle-orm';
 import { isCalendarDate } from '../../../src/platform/http/dates.ts';
+import { notificationDatetime, parseNotificationDatetime, rfc3339 } from '../../../src/platform/http/datetime.ts';
+import { ProblemError } from '../../../src/platform/http/problem.ts';
 import { startTestApi } from '../../helpers/atrium.ts';
 
 const api = await startTestApi(t);
 const tenant = await api.createTenant('bounds');
 const user = await api.createUser(tenant.tenantId, { values: { birthdate: '1990-01-01' } });
+
+t.test('the two datetime formats, written from one Date', async (t) => {
+  const date = new Date(Date.UTC(2026, 0, 31, 8, 5, 9, 250));
+  t.equal(rfc3339(date), '2026-01-31T08:05:09.250Z');
+  t.equal(notificationDatetime(date), '2026-01-31 08:05:09', 'to the second');
+  for (const none of [null, undefined]) {
+    t.equal(rfc3339(none), null);
+    t.equal(notificationDatetime(none), null);
+  }
+});
+
+/** The status and field errors of what `parseNotificationDatetime` throws for `value`, or 'parsed'. */
+function parseErrors(value: string): unknown {
+  try {
+    parseNotificationDatetime(value, 'filter.created_from');
+    return 'parsed';
+  } catch (error) {
+    if (!(error instanceof ProblemError)) throw error;
+    return { status: error.status, errors: error.errors };
+  }
+}
+
+t.test('notification datetimes read back what they write; impossible ones are a 422 on the field', async (t) => {
+  for (const text of ['2026-01-31 08:05:09', '2024-02-29 23:59:59', '0001-01-01 00:00:00', '9999-12-31 23:59:59']) {
+    t.equal(notificationDatetime(parseNotificationDatetime(text, 'read_at')), text, text);
+  }
+  t.equal(parseNotificationDatetime('2026-01-31 08:05:09', 'read_at').getTime(), Date.UTC(2026, 0, 31, 8, 5, 9), 'read as UTC');
+  for (const text of ['2026-02-30 00:00:00', '2023-02-29 12:00:00', '2026-01-31 24:00:00', '2026-01-31 08:60:00', '0000-01-01 00:00:00', 'soon']) {
+    t.strictSame(
+      parseErrors(text),
+      { status: 422, errors: { 'filter.created_from': ['must be a valid datetime in the form YYYY-MM-DD HH:MM:SS'] } },
+      text,
+    );
+  }
+});
 
 t.test('calendar dates start at year 0001', async (t) => {
   t.notOk(isCalendarDate('0000-01-01'));

@@ -1,0 +1,39 @@
+/**
+ * "These ids name records of the tenant": the one check for ids a request refers to, and
+ * the one wording of its field errors (docs/api-conventions.md#missing-references).
+ */
+import { and, inArray, type SQL } from 'drizzle-orm';
+import type { PgColumn, PgTable } from 'drizzle-orm/pg-core';
+import type { FieldErrors } from '../http/problem.ts';
+import type { Tx } from './database.ts';
+
+/** The field error of an id that names no record. */
+export const MISSING = 'does not exist';
+
+/**
+ * The ids of `ids` that name no row of `table` visible in the transaction, among the rows
+ * that also match `where` (for example "not deleted"). Row-level security hides other
+ * tenants' rows, so their ids are missing like ids nobody uses. One query; none for [].
+ */
+export async function missingIds<Id extends number | string>(
+  tx: Tx,
+  table: PgTable & { id: PgColumn },
+  ids: readonly Id[],
+  where?: SQL,
+): Promise<Set<Id>> {
+  if (ids.length === 0) return new Set();
+  const distinct = [...new Set(ids)];
+  const rows = await tx
+    .select({ id: table.id })
+    .from(table)
+    .where(and(inArray(table.id, distinct), where));
+  const found = new Set<unknown>(rows.map((row) => row.id));
+  return new Set(distinct.filter((id) => !found.has(id)));
+}
+
+/** `errors["<path>.<index>"] = ["does not exist"]` for every position of `ids` whose id is in `missing`. */
+export function reportMissing<Id extends number | string>(errors: FieldErrors, path: string, ids: readonly Id[], missing: ReadonlySet<Id>): void {
+  ids.forEach((id, index) => {
+    if (missing.has(id)) errors[`${path}.${index}`] = [MISSING];
+  });
+}

@@ -1,0 +1,69 @@
+/**
+ * The tenant setting: `setTenant` writes it for one transaction, `currentTenant` reads it
+ * for policies (null without a tenant), `requiredTenant` reads it where a tenant is a must.
+ */
+import t from 'tap';
+import { sql } from 'drizzle-orm';
+import { Database, setTenant, type Tx } from '../../../src/platform/database/database.ts';
+import { currentTenant, requiredTenant, TENANT_SETTING } from '../../../src/platform/database/tenancy.ts';
+import { users } from '../../../src/resources/users/table.ts';
+import { startTestApi } from '../../helpers/atrium.ts';
+
+const api = await startTestApi(t);
+const db = api.db;
+const one = await api.createTenant('setting-one');
+const two = await api.createTenant('setting-two');
+
+const readCurrent = async (tx: Tx) => (await tx.execute<{ tenant: string | null }>(sql`select ${currentTenant} as tenant`))[0]!.tenant;
+const readRequired = async (tx: Tx) => (await tx.execute<{ tenant: string }>(sql`select ${requiredTenant} as tenant`))[0]!.tenant;
+
+t.test('Database.tenant sets the tenant both readers see', async (t) => {
+  const [current, required] = await db.tenant(one.tenantId, async (tx) => [await readCurrent(tx), await readRequired(tx)]);
+  t.equal(Number(current), one.tenantId);
+  t.equal(Number(required), one.tenantId);
+});
+
+t.test('setTenant scopes a plain transaction: its policies show that tenant only', async (t) => {
+  const seen = await db.app.transaction(async (tx) => {
+    const before = await tx.select({ tenantId: users.tenantId }).from(users);
+    await setTenant(tx, two.tenantId);
+    const after = await tx.select({ tenantId: users.tenantId }).from(users);
+    return { before, after, current: await readCurrent(tx) };
+  });
+  t.strictSame(seen.before, [], 'no tenant, no rows');
+  t.ok(seen.after.length > 0, 'its rows are visible');
+  t.ok(seen.after.every((row) => row.tenantId === two.tenantId), 'only the tenant set');
+  t.equal(Number(seen.current), two.tenantId);
+});
+
+t.test('without a tenant: currentTenant is null, requiredTenant fails', async (t) => {
+  t.equal(await db.app.transaction(readCurrent), null);
+  await t.rejects(db.app.transaction(readRequired));
+  await t.rejects(db.owner.transaction(readRequired), 'the owner pool has no tenant either');
+});
+
+t.test('the setting lasts until the transaction ends, on the same connection', async (t) => {
+  const single = new Database(db.url, { poolSize: 1 });
+  t.teardown(() => single.close());
+  t.equal(Number(await single.tenant(one.tenantId, readCurrent)), one.tenantId);
+  // The same (only) connection afterwards: the setting exists but is empty.
+  t.equal(await single.app.transaction(readCurrent), null, 'currentTenant: no tenant');
+  await t.rejects(single.app.transaction(readRequired), 'requiredTenant: the empty setting is refused');
+});
+
+t.test('a cleared setting reads as no tenant', async (t) => {
+  const clear = (tx: Tx) => tx.execute(sql`select set_config(${TENANT_SETTING}, '', true)`);
+  t.equal(
+    await db.tenant(one.tenantId, async (tx) => {
+      await clear(tx);
+      return readCurrent(tx);
+    }),
+    null,
+  );
+  await t.rejects(
+    db.tenant(one.tenantId, async (tx) => {
+      await clear(tx);
+      return readRequired(tx);
+    }),
+  );
+});
