@@ -1,8 +1,9 @@
 /**
- * Result controls of decisions §4, once for every resource: `selects` (comma list of
- * visible fields), `relations` (pipe list), `limit`, and `filter[key]`. A resource
- * describes itself with `defineView`; handlers call `readControls` on the query and
- * `present` on the rows. Relations load with one query each, whatever the row count.
+ * The result controls (docs/api-conventions.md#result-controls), once for every resource:
+ * `selects` (comma list of visible fields), `relations` (pipe list), `limit`, and
+ * `filter[key]`. A resource describes itself with `defineView`; `readControls` judges the
+ * query against it and `present` shapes rows into answers (endpoints use both through
+ * listing.ts). Relations load with one query each, whatever the row count.
  */
 import { and, type SQL } from 'drizzle-orm';
 import type { Permission } from '../auth/permissions.ts';
@@ -86,7 +87,7 @@ export function readControls<Row, Viewer, FilterKey extends string>(
   view: View<Row, Viewer, FilterKey>,
   query: ControlsQuery,
   viewer: Viewer,
-  options: { defaultRelations?: string[]; subject?: Row } = {},
+  options: { defaultRelations?: readonly string[]; subject?: Row } = {},
 ): Controls {
   const errors: Record<string, string[]> = {};
   const allowedFields = Object.entries(view.fields)
@@ -131,7 +132,7 @@ export async function present<Row, Viewer, FilterKey extends string>(
   view: View<Row, Viewer, FilterKey>,
   tx: Tx,
   rows: Row[],
-  controls: Pick<Controls, 'selects' | 'relations'>,
+  controls: { selects: readonly string[] | null; relations: readonly string[] },
   viewer: Viewer,
 ): Promise<Record<string, unknown>[]> {
   const loaded = new Map<string, Map<unknown, unknown>>();
@@ -159,8 +160,8 @@ export async function present<Row, Viewer, FilterKey extends string>(
 }
 
 /** Groups rows for a to-many relation: `key` → the `value`s of its rows, in row order. */
-export function groupBy<T, V>(items: T[], key: (item: T) => unknown, value: (item: T) => V): Map<unknown, V[]> {
-  const groups = new Map<unknown, V[]>();
+export function groupBy<T, V, K = unknown>(items: T[], key: (item: T) => K, value: (item: T) => V): Map<K, V[]> {
+  const groups = new Map<K, V[]>();
   for (const item of items) {
     const k = key(item);
     const list = groups.get(k);

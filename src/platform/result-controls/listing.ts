@@ -1,0 +1,186 @@
+/**
+ * How endpoints answer records under the result controls (docs/api-conventions.md#result-controls).
+ * A resource declares a `Listing` (its view, the query its records come from, the rows every
+ * request may see, the list order); its list and show handlers call `listRecords` and
+ * `showRecord`, which read the controls (a 422 before any query), run the tenant's
+ * transaction and answer presented records, never rows. Records a handler has just written,
+ * or nests in another resource's answer, are presented with `presentAll` / `presentGrouped`.
+ */
+import { and, type SQL } from 'drizzle-orm';
+import type { Database, Tx } from '../database/database.ts';
+import { notFound } from '../http/problem.ts';
+import { groupBy, present, readControls, type Controls, type ControlsQuery, type View } from './result-controls.ts';
+
+/** Every visible field, no relations: how written records and nested records are answered. */
+export const ALL_FIELDS: Readonly<{ selects: null; relations: readonly string[] }> = Object.freeze({ selects: null, relations: Object.freeze([]) });
+
+/** The controls a listing's records are presented with: `readControls`' answer, or `ALL_FIELDS`. */
+export type Presentation = Pick<Controls, 'selects'> & { relations: readonly string[]; limit?: number };
+
+/** A query cut at `limit` when one is set: the one place a list is cut. */
+export function limited<Row>(query: PromiseLike<Row[]> & { limit(count: number): PromiseLike<Row[]> }, limit: number | undefined): PromiseLike<Row[]> {
+  return limit ? query.limit(limit) : query;
+}
+
+/** What a listing's `query` is: a drizzle select to which one `where`, one `orderBy` and a `limit` are added. */
+export interface RecordQuery<Row> {
+  where(condition: SQL | undefined): { orderBy(...order: SQL[]): PromiseLike<Row[]> & { limit(count: number): PromiseLike<Row[]> } };
+}
+
+/**
+ * A resource's records as its list and show endpoints answer them. `Row` is what the query
+ * selects; `Shown` what the view presents (the same unless `shape` turns one into the other).
+ */
+export interface ListingDefinition<Row, Viewer, FilterKey extends string = never, Shown = Row> {
+  view: View<Shown, Viewer, FilterKey>;
+  /** Where the records come from (columns, joins), without where, order or limit: those are added. */
+  query(tx: Tx): RecordQuery<Row>;
+  /** The rows any request of this listing may see (e.g. the caller's own); without it, every row of the tenant. */
+  scope?(viewer: Viewer): SQL | undefined;
+  /** List order (docs/api-conventions.md#list-order); ends in a unique column, so it is total. */
+  order: SQL[];
+  /**
+   * Rows → records to present, per request (e.g. links resolved for the caller); a constant
+   * number of queries; may drop rows the viewer may not see. Required when a `Row` is not a `Shown`.
+   */
+  shape?(tx: Tx, rows: Row[], viewer: Viewer): Promise<Shown[]> | Shown[];
+  /** Relations shown when `relations` is not sent, each only where the viewer may see it. */
+  defaultRelations?: readonly string[];
+}
+
+/** A listing as resources declare it: `shape` is required when rows are not presentable as they are. */
+export type Listing<Row, Viewer, FilterKey extends string = never, Shown = Row> = ListingDefinition<Row, Viewer, FilterKey, Shown> &
+  ([Row] extends [Shown] ? unknown : { shape: NonNullable<ListingDefinition<Row, Viewer, FilterKey, Shown>['shape']> });
+
+async function shaped<Row, Viewer, FilterKey extends string, Shown>(
+  tx: Tx,
+  listing: ListingDefinition<Row, Viewer, FilterKey, Shown>,
+  rows: Row[],
+  viewer: Viewer,
+): Promise<Shown[]> {
+  return listing.shape ? listing.shape(tx, rows, viewer) : (rows as unknown as Shown[]);
+}
+
+function rowsWhere<Row, Viewer, FilterKey extends string, Shown>(
+  tx: Tx,
+  listing: ListingDefinition<Row, Viewer, FilterKey, Shown>,
+  viewer: Viewer,
+  where: SQL | undefined,
+  limit: number | undefined,
+): PromiseLike<Row[]> {
+  return limited(
+    listing
+      .query(tx)
+      .where(and(listing.scope?.(viewer), where))
+      .orderBy(...listing.order),
+    limit,
+  );
+}
+
+/**
+ * Inside `tx`: the listing's records matching `where` (within its scope), in list order, at
+ * most `presentation.limit`, presented. The default presentation is that of a request without
+ * controls (every visible field, the default relations): how a record just written is answered.
+ * One query, plus `shape`'s and one per relation.
+ */
+export async function selectRecords<Row, Viewer, FilterKey extends string, Shown>(
+  tx: Tx,
+  listing: ListingDefinition<Row, Viewer, FilterKey, Shown>,
+  viewer: Viewer,
+  options: { where?: SQL; presentation?: Presentation } = {},
+): Promise<Record<string, unknown>[]> {
+  const presentation = options.presentation ?? { selects: null, relations: listing.defaultRelations ?? [] };
+  const rows = await rowsWhere(tx, listing, viewer, options.where, presentation.limit);
+  return present(listing.view, tx, await shaped(tx, listing, rows, viewer), presentation, viewer);
+}
+
+/**
+ * A list endpoint: the controls are read (a 422 names every problem) before any query; then,
+ * in one tenant transaction, `before` (e.g. a parent's 404) and the records matching the
+ * filters and `where`. Query count: the tenant setting, `before`'s, one for the rows,
+ * `shape`'s, one per relation, whatever the number of rows.
+ */
+export async function listRecords<Row, Viewer, FilterKey extends string, Shown>(
+  db: Database,
+  tenantId: number,
+  listing: ListingDefinition<Row, Viewer, FilterKey, Shown>,
+  query: ControlsQuery,
+  viewer: Viewer,
+  options: { where?: SQL; before?: (tx: Tx) => Promise<unknown> } = {},
+): Promise<Record<string, unknown>[]> {
+  const controls = readControls(listing.view, query, viewer, { defaultRelations: listing.defaultRelations });
+  return db.tenant(tenantId, async (tx) => {
+    await options.before?.(tx);
+    return selectRecords(tx, listing, viewer, { where: and(options.where, controls.where), presentation: controls });
+  });
+}
+
+/**
+ * A show endpoint: the record `which` names (a condition within the listing's scope, or a
+ * lookup of the resource's own, which may throw its own 404), or 404 `${what} does not exist.`.
+ * The controls are read before any query, or, with `controlsAfterFind`, after the record is
+ * found, for views whose field visibility depends on the record (one's own user record): a
+ * missing record is then a 404 whatever the controls. `defaultRelations` replaces the
+ * listing's where a show answers more by default than the list.
+ */
+export async function showRecord<Row, Viewer, FilterKey extends string, Shown>(
+  db: Database,
+  tenantId: number,
+  listing: ListingDefinition<Row, Viewer, FilterKey, Shown>,
+  query: ControlsQuery,
+  viewer: Viewer,
+  which: SQL | ((tx: Tx) => Promise<Row | undefined>),
+  what: string,
+  options: { controlsAfterFind?: boolean; defaultRelations?: readonly string[] } = {},
+): Promise<Record<string, unknown>> {
+  const defaultRelations = options.defaultRelations ?? listing.defaultRelations;
+  const controlsFor = (subject?: Shown) => readControls(listing.view, query, viewer, { defaultRelations, subject });
+  const early = options.controlsAfterFind ? undefined : controlsFor();
+  return db.tenant(tenantId, async (tx) => {
+    const row = typeof which === 'function' ? await which(tx) : (await rowsWhere(tx, listing, viewer, which, undefined))[0];
+    if (row === undefined) throw notFound(what);
+    const [shown] = await shaped(tx, listing, [row], viewer);
+    if (shown === undefined) throw notFound(what);
+    const [record] = await present(listing.view, tx, [shown], early ?? controlsFor(shown), viewer);
+    return record!;
+  });
+}
+
+/**
+ * `rows` with every field the viewer may see, plus `relations` (loaded in `tx`, one query
+ * each). Without relations no query is made, so no transaction is needed.
+ */
+export function presentAll<Row, Viewer, FilterKey extends string>(
+  view: View<Row, Viewer, FilterKey>,
+  tx: Tx,
+  rows: Row[],
+  viewer: Viewer,
+  relations?: readonly string[],
+): Promise<Record<string, unknown>[]>;
+export function presentAll<Row, Viewer, FilterKey extends string>(view: View<Row, Viewer, FilterKey>, tx: null, rows: Row[], viewer: Viewer): Promise<Record<string, unknown>[]>;
+export function presentAll<Row, Viewer, FilterKey extends string>(
+  view: View<Row, Viewer, FilterKey>,
+  tx: Tx | null,
+  rows: Row[],
+  viewer: Viewer,
+  relations: readonly string[] = [],
+): Promise<Record<string, unknown>[]> {
+  return present(view, tx as Tx, rows, { selects: null, relations }, viewer);
+}
+
+/**
+ * A to-many relation built from another view: each item's row presented with every field
+ * the viewer may see (no relations, no query), grouped by `key` in item order.
+ */
+export async function presentGrouped<Row, Viewer, FilterKey extends string, Key>(
+  view: View<Row, Viewer, FilterKey>,
+  items: { key: Key; row: Row }[],
+  viewer: Viewer,
+): Promise<Map<Key, Record<string, unknown>[]>> {
+  const presented = await presentAll(view, null, items.map((item) => item.row), viewer);
+  return groupBy(
+    items.map((item, i) => ({ key: item.key, record: presented[i]! })),
+    (item) => item.key,
+    (item) => item.record,
+  );
+}
