@@ -1,12 +1,12 @@
 import t from 'tap';
 import { lockTenantScope } from '../../../src/platform/database/locks.ts';
 import { startTestApi } from '../../helpers/atrium.ts';
+import { sleep } from '../../helpers/fixtures.ts';
 
 const api = await startTestApi(t);
 const db = api.atrium.services.db;
 const one = await api.createTenant('locks-one');
 const two = await api.createTenant('locks-two');
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** Holds the lock `purpose` of `tenantId` for `ms`, recording when it got it. */
 const hold = (tenantId: number, purpose: string, ms: number, events: string[], name: string) =>

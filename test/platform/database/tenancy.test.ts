@@ -2,6 +2,7 @@ import t from 'tap';
 import { sql } from 'drizzle-orm';
 import postgres from 'postgres';
 import { startTestApi } from '../../helpers/atrium.ts';
+import { rejection } from '../../helpers/fixtures.ts';
 
 const api = await startTestApi(t);
 const a = await api.createTenant('alpha');
@@ -54,13 +55,8 @@ t.test("inside one tenant's transaction, another tenant's rows are invisible", a
 
 /** The database's own message (drizzle wraps it as the `cause`). */
 async function failure(promise: Promise<unknown>): Promise<string> {
-  try {
-    await promise;
-    return 'no error';
-  } catch (error) {
-    const cause = (error as { cause?: Error }).cause;
-    return String(cause?.message ?? (error as Error).message);
-  }
+  const error = await rejection<Error>(promise);
+  return error ? String((error.cause as Error | undefined)?.message ?? error.message) : 'no error';
 }
 
 t.test('writing a row for another tenant is refused by the policy', async (t) => {

@@ -1,9 +1,7 @@
 import t from 'tap';
-import { sql } from 'drizzle-orm';
-import { roles } from '../../../src/resources/roles/table.ts';
 import { isCalendarDate } from '../../../src/platform/http/dates.ts';
 import { startTestApi } from '../../helpers/atrium.ts';
-import { multipart } from '../../helpers/multipart.ts';
+import { importUsersCsv, roleNamed } from '../../helpers/fixtures.ts';
 
 t.test('isCalendarDate: real YYYY-MM-DD dates only', async (t) => {
   for (const valid of ['2024-02-29', '2023-12-31', '0001-01-01', '1990-01-02']) t.ok(isCalendarDate(valid), valid);
@@ -15,10 +13,9 @@ t.test('isCalendarDate: real YYYY-MM-DD dates only', async (t) => {
 t.test('the CSV import preview reports 2023-02-30 as an invalid date', async (t) => {
   const api = await startTestApi(t);
   const tenant = await api.createTenant('csv-dates');
-  const [role] = await api.db.owner.select().from(roles).where(sql`${roles.tenantId} = ${tenant.tenantId} and ${roles.name} = 'Employee'`);
+  const role = await roleNamed(api.db, tenant.tenantId, 'Employee');
   const csv = `username;first_name;last_name;password;role_id;birthdate;entering_date\nfeb;F;Eb;a long password;${role!.id};2023-02-30;2024-02-29\n`;
-  const form = await multipart({ user_data_csv: { content: Buffer.from(csv), fileName: 'users.csv', type: 'text/csv' } });
-  const res = await api.call(t, 'importUsersCsv', { token: tenant.adminToken, ...form });
+  const res = await importUsersCsv(api, t, tenant.adminToken, csv);
   t.equal(res.status, 200);
   const invalid = res.body.invalid_rows as { line: number; errors: Record<string, string[]> }[];
   t.equal(invalid.length, 1);

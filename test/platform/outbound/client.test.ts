@@ -9,6 +9,7 @@ import {
   OutboundClient,
   OutboundError,
 } from '../../../src/platform/outbound/client.ts';
+import { rejection } from '../../helpers/fixtures.ts';
 import { startReceiver } from '../../helpers/receiver.ts';
 
 const receiver = await startReceiver(t);
@@ -23,11 +24,7 @@ const client = new OutboundClient({
 });
 t.teardown(() => client.close());
 
-const failure = (promise: Promise<unknown>) =>
-  promise.then(
-    () => null,
-    (error: unknown) => error as OutboundError,
-  );
+const failure = (promise: Promise<unknown>) => rejection<OutboundError>(promise);
 
 t.test('sends method, headers and body, and answers status, headers, body and duration', async (t) => {
   receiver.script('/echo', [{ status: 201, body: 'created' }]);

@@ -3,6 +3,7 @@ import { sql } from 'drizzle-orm';
 import { purgeExpiredTokens } from '../../../src/resources/auth/purge-expired-tokens.job.ts';
 import { startTestApi } from '../../helpers/atrium.ts';
 import { eventually } from '../../helpers/eventually.ts';
+import { rowCount } from '../../helpers/fixtures.ts';
 
 const api = await startTestApi(t);
 
@@ -12,8 +13,7 @@ t.test('the job queue runs a job: expired access tokens are purged', async (t) =
   const stale = await api.createUser(tenant.tenantId);
   const fresh = await api.createUser(tenant.tenantId);
   await api.db.owner.execute(sql`update access_tokens set expires_at = now() - interval '2 days' where user_id = ${stale.id}`);
-  const count = async (userId: number) =>
-    (await api.db.owner.execute<{ n: number }>(sql`select count(*)::int as n from access_tokens where user_id = ${userId}`))[0]!.n;
+  const count = (userId: number) => rowCount(api.db, 'access_tokens', sql`user_id = ${userId}`);
   t.equal(await count(stale.id), 1);
 
   const id = await api.atrium.services.jobs.send(purgeExpiredTokens, { olderThanSeconds: 86_400 });

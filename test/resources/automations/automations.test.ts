@@ -7,6 +7,7 @@ import { deliverWebhook, judgeResponse, nextState, retryAfterMs } from '../../..
 import { startTestApi } from '../../helpers/atrium.ts';
 import { startReceiver } from '../../helpers/receiver.ts';
 import { eventually } from '../../helpers/eventually.ts';
+import { rowCount, sleep } from '../../helpers/fixtures.ts';
 
 // The receiver runs on loopback, which only the operator allow-list admits (decisions §6).
 const api = await startTestApi(t, {
@@ -21,8 +22,7 @@ const other = await api.createTenant('automations-other');
 const token = tenant.adminToken;
 const PUBLIC_URL = 'http://93.184.215.14/hook'; // an IP literal: valid without DNS, never called
 
-const countAutomations = async () =>
-  (await api.db.owner.execute<{ n: number }>(sql`select count(*)::int as n from automations`))[0]!.n;
+const countAutomations = () => rowCount(api.db, 'automations');
 
 async function createAutomation(t: Test, config: Record<string, unknown>, name = 'hook') {
   const res = await api.call(t, 'createAutomation', { token, body: { name, config } });
@@ -214,7 +214,7 @@ t.test('an update reads and writes the automation in one transaction: a concurre
     // Another writer changes the password and holds its row lock while the API update starts.
     await tx.execute(sql`update automations set config = jsonb_set(config, '{auth,basic,password}', to_jsonb(${secrets.encrypt('webhook-secrets', 'concurrent-new')}::text)) where id = ${created.id}`);
     update = api.call(t, 'updateAutomation', { token, params: { automation: created.id }, body: { name: 'renamed', config: created.config } });
-    await new Promise((resolve) => setTimeout(resolve, 400));
+    await sleep(400);
   });
   t.equal((await update!).status, 200);
   const [row] = await api.db.owner.execute<{ name: string; config: any }>(sql`select name, config from automations where id = ${created.id}`);
@@ -441,7 +441,7 @@ t.test('a duplicated delivery job sends once: each attempt is claimed by its num
   const done = await settled(t, automation.id, delivery.id);
   t.equal(done.status, 'succeeded');
   t.strictSame(done.attempt_log.map((a: { number: number }) => a.number), [1, 2], 'the timed-out attempt and its retry, nothing twice');
-  await new Promise((resolve) => setTimeout(resolve, 500));
+  await sleep(500);
   t.equal(receiver.received('/duplicated').length, 2, 'two requests: no duplicate send');
 });
 

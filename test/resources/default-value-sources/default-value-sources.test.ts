@@ -1,7 +1,8 @@
 import t from 'tap';
 import { sql } from 'drizzle-orm';
-import { departmentUsers, departments } from '../../../src/resources/departments/table.ts';
+import { departmentUsers } from '../../../src/resources/departments/table.ts';
 import { startTestApi } from '../../helpers/atrium.ts';
+import { createDepartment, FIELDS_OF_EVERY_TYPE, rowCount } from '../../helpers/fixtures.ts';
 
 const api = await startTestApi(t);
 const tenant = await api.createTenant('dvs');
@@ -23,14 +24,7 @@ t.test('setup: a task template and forms with fields of every type', async (t) =
       token: admin,
       body: {
         title: 'Onboarding task',
-        fields: [
-          { name: 'Name', field_type: 'text' },
-          { name: 'Count', field_type: 'number' },
-          { name: 'Start', field_type: 'date' },
-          { name: 'Flag', field_type: 'boolean' },
-          { name: 'Size', field_type: 'select', options: ['S', 'M'] },
-          { name: 'Note', field_type: 'text' },
-        ],
+        fields: [...FIELDS_OF_EVERY_TYPE, { name: 'Note', field_type: 'text' }],
         entity_permissions: { user_ids: [employee.id] },
       },
     })
@@ -66,10 +60,7 @@ t.test('setup: a task template and forms with fields of every type', async (t) =
   t.ok(template.id && profile.id && checklist.id && foreignForm.id);
 });
 
-const sourceCount = async () => {
-  const [row] = await api.db.owner.execute<{ n: number }>(sql`select count(*)::int as n from default_value_sources`);
-  return row!.n;
-};
+const sourceCount = () => rowCount(api.db, 'default_value_sources');
 const create = (body: Record<string, unknown>, token = admin) => api.call(t, 'createDefaultValueSource', { token, body });
 
 t.test('bad source input is a 422 problem and stores nothing', async (t) => {
@@ -258,8 +249,7 @@ t.test('setup: forms administrable through the role and a department', async (t)
       body: { title: 'Role form', form_type: 'survey', fields: [{ name: 'Role text', field_type: 'text' }], entity_permissions: { role_ids: [role!.role_id] } },
     })
   ).body;
-  const [department] = await api.db.owner.insert(departments).values({ tenantId: tenant.tenantId, name: 'Ops' }).returning();
-  await api.db.owner.insert(departmentUsers).values({ tenantId: tenant.tenantId, departmentId: department!.id, userId: employee.id });
+  const department = await createDepartment(api.db, tenant.tenantId, 'Ops', [employee.id]);
   departmentForm = (
     await api.call(t, 'createForm', {
       token: admin,
@@ -478,8 +468,7 @@ t.test('default values: sources in sort_number order, first non-null value wins'
 
 t.test('default values: every system variable of the assignee, the tenant and the clock', async (t) => {
   await api.db.owner.execute(sql`update users set email = 'ada@example.com', staff_number = 'S-17' where id = ${employee.id}`);
-  const [second] = await api.db.owner.insert(departments).values({ tenantId: tenant.tenantId, name: 'Accounting' }).returning();
-  await api.db.owner.insert(departmentUsers).values({ tenantId: tenant.tenantId, departmentId: second!.id, userId: employee.id });
+  await createDepartment(api.db, tenant.tenantId, 'Accounting', [employee.id]);
   const variables = await api.call(t, 'createTaskTemplate', {
     token: admin,
     body: { title: 'Variables', fields: VARIABLES.map((name) => ({ name, field_type: 'text' })) },

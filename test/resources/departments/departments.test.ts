@@ -4,6 +4,7 @@ import { departmentUsers, departments } from '../../../src/resources/departments
 import { tenants } from '../../../src/platform/database/tenancy.ts';
 import { entityPermissions } from '../../../src/resources/entity-permissions/table.ts';
 import { startTestApi } from '../../helpers/atrium.ts';
+import { rowCount } from '../../helpers/fixtures.ts';
 
 const api = await startTestApi(t);
 const tenant = await api.createTenant('departments');
@@ -12,8 +13,7 @@ const manager = await api.createUser(tenant.tenantId, { permissions: ['departmen
 const employee = await api.createUser(tenant.tenantId);
 const userViewer = await api.createUser(tenant.tenantId, { permissions: ['users.view'] });
 
-const departmentCount = async (tenantId = tenant.tenantId) =>
-  (await api.db.owner.execute<{ n: number }>(sql`select count(*)::int as n from departments where tenant_id = ${tenantId}`))[0]!.n;
+const departmentCount = (tenantId = tenant.tenantId) => rowCount(api.db, 'departments', sql`tenant_id = ${tenantId}`);
 const settingIds = async (tenantId: number) =>
   (await api.db.owner.execute<{ id: number }>(sql`select id::int from notification_settings where tenant_id = ${tenantId} order by sort_number`)).map(
     (r) => r.id,

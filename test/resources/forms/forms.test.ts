@@ -1,7 +1,7 @@
 import t from 'tap';
 import { sql } from 'drizzle-orm';
-import { departmentUsers, departments } from '../../../src/resources/departments/table.ts';
 import { startTestApi } from '../../helpers/atrium.ts';
+import { createDepartment, FIELDS_OF_EVERY_TYPE, rowCount } from '../../helpers/fixtures.ts';
 
 const api = await startTestApi(t);
 const tenant = await api.createTenant('forms');
@@ -10,13 +10,9 @@ const admin = tenant.adminToken;
 const employee = await api.createUser(tenant.tenantId);
 const colleague = await api.createUser(tenant.tenantId);
 
-const count = async (table: string) => {
-  const [row] = await api.db.owner.execute<{ n: number }>(sql`select count(*)::int as n from ${sql.identifier(table)} where tenant_id = ${tenant.tenantId}`);
-  return row!.n;
-};
+const count = (table: string) => rowCount(api.db, table, sql`tenant_id = ${tenant.tenantId}`);
 
-const [department] = await api.db.owner.insert(departments).values({ tenantId: tenant.tenantId, name: 'Ops' }).returning();
-await api.db.owner.insert(departmentUsers).values({ tenantId: tenant.tenantId, departmentId: department!.id, userId: colleague.id });
+const department = await createDepartment(api.db, tenant.tenantId, 'Ops', [colleague.id]);
 
 t.test('bad form input is 422 and stores nothing', async (t) => {
   const before = [await count('forms'), await count('form_fields'), await count('entity_permissions')];
@@ -174,13 +170,7 @@ t.test('submissions: values must be fields of the form and fit their types', asy
     body: {
       title: 'Values',
       form_type: 'survey',
-      fields: [
-        { name: 'Name', field_type: 'text' },
-        { name: 'Age', field_type: 'number' },
-        { name: 'Born', field_type: 'date' },
-        { name: 'Ok', field_type: 'boolean' },
-        { name: 'Size', field_type: 'select', options: ['S', 'M'] },
-      ],
+      fields: FIELDS_OF_EVERY_TYPE,
     },
   });
   const [name, age, born, ok, size] = form.body.fields.map((f: { id: number }) => String(f.id));

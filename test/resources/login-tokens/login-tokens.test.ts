@@ -3,6 +3,7 @@ import { sql } from 'drizzle-orm';
 import { PERMISSIONS } from '../../../src/platform/auth/permissions.ts';
 import { newLoginTokenValue } from '../../../src/resources/login-tokens/token-value.ts';
 import { startTestApi } from '../../helpers/atrium.ts';
+import { loginTokenRow, rowCount } from '../../helpers/fixtures.ts';
 
 const api = await startTestApi(t);
 const tenant = await api.createTenant('tokens');
@@ -10,12 +11,8 @@ const other = await api.createTenant('tokens-other');
 const admin = tenant.adminToken;
 
 type Tt = Parameters<typeof api.call>[0];
-const tokenCount = async () =>
-  (await api.db.owner.execute<{ n: number }>(sql`select count(*)::int as n from user_login_tokens`))[0]!.n;
-const tokenRow = async (uuid: string) =>
-  (await api.db.owner.execute<{ used_at: Date | null; deleted_at: Date | null; expires_at: Date; token_hash: Buffer }>(
-    sql`select used_at, deleted_at, expires_at, token_hash from user_login_tokens where uuid = ${uuid}`,
-  ))[0];
+const tokenCount = () => rowCount(api.db, 'user_login_tokens');
+const tokenRow = (uuid: string) => loginTokenRow(api.db, uuid);
 const create = (tt: Tt, body: unknown, token = admin) => api.call(tt, 'createUserLoginToken', { token, body });
 const signIn = (tt: Tt, value: unknown) => api.call(tt, 'loginWithToken', { body: { token: value } });
 

@@ -1,6 +1,7 @@
 import t from 'tap';
 import { sql, type SQL } from 'drizzle-orm';
 import { startTestApi } from '../../helpers/atrium.ts';
+import { createDepartment, rowCount } from '../../helpers/fixtures.ts';
 
 const api = await startTestApi(t);
 const tenant = await api.createTenant('menus');
@@ -13,24 +14,14 @@ const create = (tt: Tt, body: Record<string, unknown>, token = admin) =>
   api.call(tt, 'createMenuItem', { token, body: { ...base, ...body } });
 /** One integer from the database as the owner (assertions bypass tenancy). */
 const scalar = async (query: SQL) => (await api.db.owner.execute<{ value: number }>(query))[0]!.value;
-const itemCount = () => scalar(sql`select count(*)::int as value from menu_items`);
-const permissionCount = () => scalar(sql`select count(*)::int as value from entity_permissions`);
+const itemCount = () => rowCount(api.db, 'menu_items');
+const permissionCount = () => rowCount(api.db, 'entity_permissions');
 const ids = (rows: { id: number }[]) => rows.map((row) => row.id);
-
-async function createDepartment(tenantId: number, name: string, memberIds: number[]): Promise<number> {
-  const [row] = await api.db.owner.execute<{ id: number }>(
-    sql`insert into departments (tenant_id, name) values (${tenantId}, ${name}) returning id::int`,
-  );
-  for (const userId of memberIds) {
-    await api.db.owner.execute(sql`insert into department_users (tenant_id, department_id, user_id) values (${tenantId}, ${row!.id}, ${userId})`);
-  }
-  return row!.id;
-}
 
 t.test('bad create input is a 422 naming the field, and nothing is stored', async (t) => {
   const foreignUser = await api.createUser(other.tenantId);
   const foreignRole = await scalar(sql`select id::int as value from roles where tenant_id = ${other.tenantId} limit 1`);
-  const foreignDepartment = await createDepartment(other.tenantId, 'elsewhere', []);
+  const foreignDepartment = (await createDepartment(api.db, other.tenantId, 'elsewhere')).id;
   const beforeItems = await itemCount();
   const beforePermissions = await permissionCount();
   const cases: [Record<string, unknown>, string][] = [
@@ -226,7 +217,7 @@ t.test('visibility follows entity permissions: user, role or department; unrestr
   const member = await api.createUser(tenant.tenantId);
   const outsider = await api.createUser(tenant.tenantId);
   const roleId = await scalar(sql`select role_id::int as value from users where id = ${roleHolder.id}`);
-  const department = await createDepartment(tenant.tenantId, 'visibility', [member.id]);
+  const department = (await createDepartment(api.db, tenant.tenantId, 'visibility', [member.id])).id;
 
   const open = await create(t, { menu_identifier: 'visibility' });
   const forUser = await create(t, { menu_identifier: 'visibility', entity_permissions: { user_ids: [named.id] } });

@@ -1,14 +1,13 @@
 import t, { type Test } from 'tap';
 import { randomUUID } from 'node:crypto';
 import { and, desc, eq, sql } from 'drizzle-orm';
-import { departmentUsers, departments } from '../../../src/resources/departments/table.ts';
 import { deliverPendingNotifications } from '../../../src/resources/notifications/deliver-pending.job.ts';
 import { deliverDispatch } from '../../../src/resources/notifications/deliver.job.ts';
 import { findDispatch, storeNotificationBatch } from '../../../src/resources/notifications/queries.ts';
 import { notify } from '../../../src/resources/notifications/notify.ts';
 import { notificationDispatches, notifications } from '../../../src/resources/notifications/table.ts';
 import { startTestApi } from '../../helpers/atrium.ts';
-import { eventually } from '../../helpers/eventually.ts';
+import { createDepartment, rowCount, waitForDispatches } from '../../helpers/fixtures.ts';
 
 const api = await startTestApi(t);
 const tenant = await api.createTenant('notifications');
@@ -17,16 +16,10 @@ const sender = await api.createUser(tenant.tenantId, { permissions: ['notificati
 const alice = await api.createUser(tenant.tenantId);
 const bob = await api.createUser(tenant.tenantId);
 
-const storedCount = async (tenantId = tenant.tenantId) =>
-  (await api.db.owner.execute<{ n: number }>(sql`select count(*)::int as n from notifications where tenant_id = ${tenantId}`))[0]!.n;
-const dispatchCount = async () =>
-  (await api.db.owner.execute<{ n: number }>(sql`select count(*)::int as n from notification_dispatches where tenant_id = ${tenant.tenantId}`))[0]!.n;
+const storedCount = (tenantId = tenant.tenantId) => rowCount(api.db, 'notifications', sql`tenant_id = ${tenantId}`);
+const dispatchCount = () => rowCount(api.db, 'notification_dispatches', sql`tenant_id = ${tenant.tenantId}`);
 
-async function department(tenantId: number, name: string, memberIds: number[]): Promise<number> {
-  const [row] = await api.db.owner.insert(departments).values({ tenantId, name }).returning({ id: departments.id });
-  if (memberIds.length) await api.db.owner.insert(departmentUsers).values(memberIds.map((userId) => ({ tenantId, departmentId: row!.id, userId })));
-  return row!.id;
-}
+const department = async (tenantId: number, name: string, memberIds: number[]) => (await createDepartment(api.db, tenantId, name, memberIds)).id;
 
 /** A notification stored directly (for read-side tests), `minutesAgo` old. */
 async function stored(userId: number, values: Partial<typeof notifications.$inferInsert> = {}, minutesAgo = 0, tenantId = tenant.tenantId) {
@@ -48,13 +41,7 @@ async function stored(userId: number, values: Partial<typeof notifications.$infe
 }
 
 async function waitForDelivery(t: Test) {
-  const pending = await eventually(
-    async () =>
-      (await api.db.owner.execute<{ n: number }>(
-        sql`select count(*)::int as n from notification_dispatches where tenant_id = ${tenant.tenantId} and delivered_at is null`,
-      ))[0]!.n,
-    (n) => n === 0,
-  );
+  const pending = await waitForDispatches(api.db, tenant.tenantId);
   t.equal(pending, 0, 'every dispatch is delivered');
 }
 

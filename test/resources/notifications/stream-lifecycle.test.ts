@@ -4,6 +4,7 @@ import net from 'node:net';
 import { sql } from 'drizzle-orm';
 import { startTestApi } from '../../helpers/atrium.ts';
 import { eventually } from '../../helpers/eventually.ts';
+import { bearer, sleep } from '../../helpers/fixtures.ts';
 import { openSse } from '../../helpers/sse.ts';
 
 // How streams are registered and let go: early disconnects, HEAD, the per-user cap,
@@ -15,8 +16,6 @@ const address = new URL(base);
 const streams = api.atrium.services.notificationStreams;
 const tenant = await api.createTenant('stream-life');
 const alice = await api.createUser(tenant.tenantId);
-const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** A stream request written on a raw socket that is destroyed right after the request is sent. */
 async function connectAndAbort(token: string): Promise<void> {

@@ -1,7 +1,6 @@
 import t, { type Test } from 'tap';
-import { sql } from 'drizzle-orm';
 import { startTestApi } from '../../helpers/atrium.ts';
-import { eventually } from '../../helpers/eventually.ts';
+import { bearer, sleep, waitForDispatches } from '../../helpers/fixtures.ts';
 import { openSse, type SseClient } from '../../helpers/sse.ts';
 
 // A stream outlives the check of its token at open. With a heartbeat far away, nothing
@@ -10,17 +9,11 @@ const api = await startTestApi(t, { role: 'all', streamHeartbeatMs: 600_000 });
 const base = await api.atrium.app!.listen({ port: 0, host: '127.0.0.1' });
 const url = `${base}/api/notifications/stream`;
 const tenant = await api.createTenant('stream-revoked');
-const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 async function send(t: Test, userIds: number[], title: string): Promise<void> {
   const res = await api.call(t, 'createNotification', { token: tenant.adminToken, body: { user_ids: userIds, title, body: '<p>x</p>', url: '/x' } });
   t.equal(res.status, 202);
-  await eventually(
-    async () =>
-      (await api.db.owner.execute<{ n: number }>(sql`select count(*)::int as n from notification_dispatches where tenant_id = ${tenant.tenantId} and delivered_at is null`))[0]!.n,
-    (n) => n === 0,
-  );
+  await waitForDispatches(api.db, tenant.tenantId);
 }
 
 /** Opens a stream for a fresh session of `userId` and waits for its first count. */

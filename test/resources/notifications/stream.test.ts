@@ -1,9 +1,9 @@
 import t, { type Test } from 'tap';
-import { sql } from 'drizzle-orm';
 import pino from 'pino';
 import { createAtrium } from '../../../src/server.ts';
 import { startTestApi } from '../../helpers/atrium.ts';
 import { eventually } from '../../helpers/eventually.ts';
+import { bearer, waitForDispatches } from '../../helpers/fixtures.ts';
 import { openSse, type SseEvent } from '../../helpers/sse.ts';
 
 // Two Atrium processes on one database: A serves the API only (no job workers, so
@@ -21,8 +21,6 @@ const alice = await api.createUser(tenant.tenantId);
 const bob = await api.createUser(tenant.tenantId);
 const stranger = await api.createUser(other.tenantId);
 
-const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
-
 /** Sent through B's API (B's worker picks it up at once). */
 async function send(t: Test, userIds: number[], title: string, tenantToken = tenant.adminToken): Promise<number> {
   const answer = await second.app!.inject({
@@ -37,12 +35,7 @@ async function send(t: Test, userIds: number[], title: string, tenantToken = ten
 
 const notificationTitled = (title: string) => (event: SseEvent) => event.event === 'notification' && JSON.parse(event.data).data.title === title;
 
-async function settled(tenantId: number) {
-  await eventually(
-    async () => (await api.db.owner.execute<{ n: number }>(sql`select count(*)::int as n from notification_dispatches where tenant_id = ${tenantId} and delivered_at is null`))[0]!.n,
-    (n) => n === 0,
-  );
-}
+const settled = (tenantId: number) => waitForDispatches(api.db, tenantId);
 
 t.test('bad requests: no token is 401, a malformed Last-Event-ID is 400', async (t) => {
   t.equal((await api.call(t, 'streamNotifications', {})).status, 401);

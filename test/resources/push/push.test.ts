@@ -10,6 +10,7 @@ import { pushSubscriptions } from '../../../src/resources/push/table.ts';
 import { DESTINATION_NOT_ALLOWED, NOT_AN_ALLOWED_DESTINATION, NOT_DELIVERED } from '../../../src/platform/outbound/client.ts';
 import { startTestApi } from '../../helpers/atrium.ts';
 import { eventually } from '../../helpers/eventually.ts';
+import { rowCount, sleep } from '../../helpers/fixtures.ts';
 import { browserSubscription, decryptPush, verifyVapid } from '../../helpers/push-service.ts';
 import { startReceiver } from '../../helpers/receiver.ts';
 
@@ -22,7 +23,7 @@ const alice = await api.createUser(tenant.tenantId);
 const bob = await api.createUser(tenant.tenantId);
 const group = await api.createUser(tenant.tenantId, { values: { groupAccount: true } });
 
-const subscriptionCount = async () => (await api.db.owner.execute<{ n: number }>(sql`select count(*)::int as n from push_subscriptions`))[0]!.n;
+const subscriptionCount = () => rowCount(api.db, 'push_subscriptions');
 const register = (t: Test, token: string, body: unknown, headers: Record<string, string> = {}) =>
   api.call(t, 'createPushSubscription', { token, body, headers });
 const notifyUsers = (t: Test, userIds: number[], message = { title: 'Fire drill', body: '<p>At <b>10:00</b> &amp; <i>sharp</i></p>', url: '/events/1' }) =>
@@ -282,7 +283,7 @@ t.test('a delivery resumed after a crash pushes the batches whose push was lost,
   await eventually(async () => pushService.received(path), (r) => r.length >= 1);
   await deliverDispatch(api.atrium.services, dispatch);
   // Give a wrongly queued second push the time to arrive.
-  await new Promise((resolve) => setTimeout(resolve, 1500));
+  await sleep(1500);
   t.equal(pushService.received(path).length, 1, 'exactly one push');
 });
 

@@ -1,13 +1,14 @@
 import t from 'tap';
 import { sql } from 'drizzle-orm';
 import { startTestApi } from '../../helpers/atrium.ts';
+import { rowCount } from '../../helpers/fixtures.ts';
 
 const api = await startTestApi(t);
 const tenant = await api.createTenant('roles');
 const other = await api.createTenant('roles-other');
 const employee = await api.createUser(tenant.tenantId);
 const delegate = await api.createUser(tenant.tenantId, { permissions: ['users.administer', 'users.view'] });
-const count = async () => (await api.db.owner.execute<{ n: number }>(sql`select count(*)::int as n from roles where tenant_id = ${tenant.tenantId}`))[0]!.n;
+const count = () => rowCount(api.db, 'roles', sql`tenant_id = ${tenant.tenantId}`);
 
 t.test('every signed-in user lists the roles, ordered by name, with filters and selects', async (t) => {
   const res = await api.call(t, 'listRoles', { token: employee.token });

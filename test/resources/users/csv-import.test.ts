@@ -1,6 +1,6 @@
-import { sql } from 'drizzle-orm';
 import t, { type Test } from 'tap';
 import { startTestApi } from '../../helpers/atrium.ts';
+import { importUsersCsv, roleNamed } from '../../helpers/fixtures.ts';
 import { multipart } from '../../helpers/multipart.ts';
 import { roles } from '../../../src/resources/roles/table.ts';
 import { users } from '../../../src/resources/users/table.ts';
@@ -13,8 +13,8 @@ const admin = tenant.adminToken;
 const viewer = await api.createUser(tenant.tenantId, { username: 'viewer', permissions: ['users.view'] });
 const anna = await api.createUser(tenant.tenantId, { username: 'anna', values: { firstName: 'Anna', lastName: 'Alt', city: 'Bonn' } });
 const gone = await api.createUser(tenant.tenantId, { username: 'gone', values: { deletedAt: new Date() } });
-const [role] = await api.db.owner.select().from(roles).where(sql`${roles.tenantId} = ${tenant.tenantId} and ${roles.name} = 'Employee'`);
-const [otherRole] = await api.db.owner.select().from(roles).where(sql`${roles.tenantId} = ${other.tenantId} and ${roles.name} = 'Employee'`);
+const role = await roleNamed(api.db, tenant.tenantId, 'Employee');
+const otherRole = await roleNamed(api.db, other.tenantId, 'Employee');
 
 // A delegated user administrator, and a user whose personal and administrative fields they may not see.
 const delegate = await api.createUser(tenant.tenantId, { username: 'delegate', permissions: ['users.view', 'users.administer'] });
@@ -30,7 +30,7 @@ const secretive = await api.createUser(tenant.tenantId, {
   username: 'secretive',
   values: { ...secrets, firstName: 'Sam', lastName: 'Secret', active: true, preventLogout: true },
 });
-const [administrator] = await api.db.owner.select().from(roles).where(sql`${roles.tenantId} = ${tenant.tenantId} and ${roles.name} = 'Administrator'`);
+const administrator = await roleNamed(api.db, tenant.tenantId, 'Administrator');
 const [retiredAdmins] = await api.db.owner
   .insert(roles)
   .values({ tenantId: tenant.tenantId, name: 'Retired administrators', active: false, permissions: ['users.administer', 'automations.administer'] })
@@ -46,10 +46,7 @@ const leaksNothing = (t: Test, body: unknown) => {
 /** Every user row of the database, to prove an import preview changes nothing. */
 const snapshot = () => api.db.owner.select().from(users).orderBy(users.id);
 
-async function importCsv(t: Test, csv: string | Buffer, fields: Record<string, string> = {}, token = admin) {
-  const form = await multipart({ ...fields, user_data_csv: { content: Buffer.isBuffer(csv) ? csv : Buffer.from(csv), fileName: 'users.csv', type: 'text/csv' } });
-  return api.call(t, 'importUsersCsv', { token, ...form });
-}
+const importCsv = (t: Test, csv: string | Buffer, fields: Record<string, string> = {}, token = admin) => importUsersCsv(api, t, token, csv, fields);
 
 t.test('bad files are 422 problem documents and change nothing', async (t) => {
   const before = await snapshot();

@@ -8,8 +8,8 @@
 import { eq, sql } from 'drizzle-orm';
 import t, { type Test } from 'tap';
 import { ownerUser, startTestApi } from '../../helpers/atrium.ts';
-import { multipart } from '../../helpers/multipart.ts';
-import { departments, departmentUsers } from '../../../src/resources/departments/table.ts';
+import { createDepartment, createEntitiesNaming, importUsersCsv, newUserBodies, roleNamed } from '../../helpers/fixtures.ts';
+import { departmentUsers } from '../../../src/resources/departments/table.ts';
 import { roles } from '../../../src/resources/roles/table.ts';
 import { users } from '../../../src/resources/users/table.ts';
 
@@ -22,12 +22,11 @@ const menuAdmin = await api.createUser(tenant.tenantId, {
   permissions: ['users.view', 'users.administer', 'users.view-administrative', 'menu-items.administer'],
 });
 
-const department = async (name: string) => (await api.db.owner.insert(departments).values({ tenantId: tenant.tenantId, name }).returning())[0]!;
-const payroll = await department('Payroll');
-const board = await department('Board');
-const canteen = await department('Canteen');
+const payroll = await createDepartment(api.db, tenant.tenantId, 'Payroll');
+const board = await createDepartment(api.db, tenant.tenantId, 'Board');
+const canteen = await createDepartment(api.db, tenant.tenantId, 'Canteen');
 const [auditors] = await api.db.owner.insert(roles).values({ tenantId: tenant.tenantId, name: 'Auditors', permissions: [] }).returning();
-const [employeeRole] = await api.db.owner.select().from(roles).where(sql`${roles.tenantId} = ${tenant.tenantId} and ${roles.name} = 'Employee'`);
+const employeeRole = await roleNamed(api.db, tenant.tenantId, 'Employee');
 const employee = await api.createUser(tenant.tenantId, { username: 'employee', values: { roleId: employeeRole!.id } });
 
 let salaries: { id: number };
@@ -35,30 +34,11 @@ let audit: { id: number };
 let boardItem: { id: number };
 const membership = async (userId: number) =>
   (await api.db.owner.select({ id: departmentUsers.departmentId }).from(departmentUsers).where(eq(departmentUsers.userId, userId))).map((row) => row.id).sort();
-let counter = 0;
-const newUserBody = (extra: Record<string, unknown> = {}) => ({
-  username: `recruit-${++counter}`,
-  password: 'a long enough password',
-  first_name: 'New',
-  last_name: `Recruit ${counter}`,
-  role_id: employeeRole!.id,
-  ...extra,
-});
-async function importCsv(t: Test, csv: string, token: string) {
-  const form = await multipart({ update_users: 'true', user_data_csv: { content: Buffer.from(csv), fileName: 'users.csv', type: 'text/csv' } });
-  return api.call(t, 'importUsersCsv', { token, ...form });
-}
+const newUserBody = newUserBodies(employeeRole.id, 'recruit');
+const importCsv = (t: Test, csv: string, token: string) => importUsersCsv(api, t, token, csv, { update_users: 'true' });
 
 t.test('setup: a form, a task template and a menu item name a department or a role', async (t) => {
-  const form = await api.call(t, 'createForm', {
-    token: admin,
-    body: { title: 'Salaries', form_type: 'survey', fields: [{ name: 'Salary', field_type: 'number' }], entity_permissions: { department_ids: [payroll.id] } },
-  });
-  const template = await api.call(t, 'createTaskTemplate', { token: admin, body: { title: 'Audit', entity_permissions: { role_ids: [auditors!.id] } } });
-  const item = await api.call(t, 'createMenuItem', {
-    token: admin,
-    body: { icon_id: 3, menu_identifier: 'main', type: 'link', title: 'Board minutes', link: 'https://board.example.com/', entity_permissions: { department_ids: [board.id] } },
-  });
+  const [form, template, item] = await createEntitiesNaming(api, t, admin, { formDepartmentId: payroll.id, templateRoleId: auditors!.id, menuDepartmentId: board.id });
   t.strictSame([form.status, template.status, item.status], [201, 201, 201]);
   [salaries, audit, boardItem] = [form.body, template.body, item.body];
 });

@@ -3,11 +3,11 @@
  * empties what they submitted; deleting a user and marking them for logout revoke the
  * one-time login tokens that would sign them in.
  */
-import { and, eq, sql } from 'drizzle-orm';
+import { eq, sql } from 'drizzle-orm';
 import t, { type Test } from 'tap';
 import { startTestApi } from '../../helpers/atrium.ts';
+import { rowCount } from '../../helpers/fixtures.ts';
 import { browserSubscription } from '../../helpers/push-service.ts';
-import { userLoginTokens } from '../../../src/resources/login-tokens/table.ts';
 import { formSubmissions } from '../../../src/resources/forms/table.ts';
 import { pushSubscriptions } from '../../../src/resources/push/table.ts';
 
@@ -31,8 +31,7 @@ async function loginTokenFor(t: Test, email: string) {
   return res.body as { uuid: string; token: string };
 }
 const signIn = (t: Test, token: string) => api.call(t, 'loginWithToken', { body: { token } });
-const pendingTokens = async (userId: number) =>
-  (await api.db.owner.select().from(userLoginTokens).where(and(eq(userLoginTokens.loginUserId, userId), sql`${userLoginTokens.deletedAt} is null`))).length;
+const pendingTokens = (userId: number) => rowCount(api.db, 'user_login_tokens', sql`login_user_id = ${userId} and deleted_at is null`);
 
 t.test('blackout leaves no push subscription, no usable login token and no submitted values of the person', async (t) => {
   const user = await person(t);

@@ -6,6 +6,7 @@
 import { eq, sql } from 'drizzle-orm';
 import t from 'tap';
 import { ownerUser, startTestApi } from '../../helpers/atrium.ts';
+import { newUserBodies, roleNamed, rowCount } from '../../helpers/fixtures.ts';
 import { roles } from '../../../src/resources/roles/table.ts';
 import { users } from '../../../src/resources/users/table.ts';
 import { verifyPassword } from '../../../src/platform/auth/passwords.ts';
@@ -16,24 +17,16 @@ const delegate = await api.createUser(tenant.tenantId, { username: 'delegate', p
 const employee = await api.createUser(tenant.tenantId, { username: 'employee' });
 /** Like the delegate, but may see (and so change) another user's role_id. */
 const roleDelegate = await api.createUser(tenant.tenantId, { username: 'role-delegate', permissions: ['users.administer', 'users.view', 'users.view-administrative'] });
-const roleNamed = async (name: string) =>
-  (await api.db.owner.select().from(roles).where(sql`${roles.tenantId} = ${tenant.tenantId} and ${roles.name} = ${name}`))[0]!;
-const adminRole = await roleNamed('Administrator');
-const employeeRole = await roleNamed('Employee');
+const adminRole = await roleNamed(api.db, tenant.tenantId, 'Administrator');
+const employeeRole = await roleNamed(api.db, tenant.tenantId, 'Employee');
 const [inactiveAdminLike] = await api.db.owner
   .insert(roles)
   .values({ tenantId: tenant.tenantId, name: 'Retired administrators', active: false, permissions: ['automations.administer', 'users.administer'] })
   .returning();
-const userCount = async () => (await api.db.owner.select({ n: sql<number>`count(*)::int` }).from(users).where(eq(users.tenantId, tenant.tenantId)))[0]!.n;
+const userCount = () => rowCount(api.db, 'users', sql`tenant_id = ${tenant.tenantId}`);
 let counter = 0;
-const newUserBody = (extra: Record<string, unknown> = {}) => ({
-  username: `sock-${++counter}`,
-  password: 'sockpuppet-password',
-  first_name: 'Sock',
-  last_name: `Puppet ${counter}`,
-  role_id: employeeRole.id,
-  ...extra,
-});
+const userBody = newUserBodies(employeeRole.id);
+const newUserBody = (extra: Record<string, unknown> = {}) => userBody({ username: `sock-${++counter}`, password: 'sockpuppet-password', ...extra });
 
 t.test('create: a role granting permissions the caller lacks is 422 on role_id and stores nothing', async (t) => {
   const before = await userCount();

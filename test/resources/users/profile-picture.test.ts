@@ -1,10 +1,10 @@
-import { eq, sql } from 'drizzle-orm';
+import { eq } from 'drizzle-orm';
 import t from 'tap';
 import { startTestApi } from '../../helpers/atrium.ts';
+import { createDepartment, newUserBodies, roleNamed, rowCount } from '../../helpers/fixtures.ts';
 import { GIF_1X1, PNG_1X1, multipart } from '../../helpers/multipart.ts';
-import { roles } from '../../../src/resources/roles/table.ts';
-import { departments, departmentUsers } from '../../../src/resources/departments/table.ts';
-import { userProfilePictures, users } from '../../../src/resources/users/table.ts';
+import { departmentUsers } from '../../../src/resources/departments/table.ts';
+import { userProfilePictures } from '../../../src/resources/users/table.ts';
 
 const api = await startTestApi(t);
 const tenant = await api.createTenant('pictures');
@@ -13,18 +13,11 @@ const admin = tenant.adminToken;
 const viewer = await api.createUser(tenant.tenantId, { username: 'viewer', permissions: ['users.view'] });
 const nobody = await api.createUser(tenant.tenantId, { username: 'nobody' });
 const outsider = await api.createUser(other.tenantId, { username: 'outsider', permissions: ['users.view'] });
-const [role] = await api.db.owner.select().from(roles).where(sql`${roles.tenantId} = ${tenant.tenantId} and ${roles.name} = 'Employee'`);
-const pictureCount = async () => (await api.db.owner.select({ n: sql<number>`count(*)::int` }).from(userProfilePictures))[0]!.n;
-const userCount = async () => (await api.db.owner.select({ n: sql<number>`count(*)::int` }).from(users))[0]!.n;
+const role = await roleNamed(api.db, tenant.tenantId, 'Employee');
+const pictureCount = () => rowCount(api.db, 'user_profile_pictures');
+const userCount = () => rowCount(api.db, 'users');
 
-let counter = 0;
-const createFields = () => ({
-  username: `pic-${++counter}`,
-  password: 'a long enough password',
-  first_name: 'Pic',
-  last_name: `Ture ${counter}`,
-  role_id: String(role!.id),
-});
+const createFields = newUserBodies(String(role.id), 'pic');
 
 /** `/users/1/profile-picture/x.png?tenant=…` → path params and query of the picture operation. */
 function parseUrl(url: string) {
@@ -86,7 +79,7 @@ t.test('create with a picture (multipart): type detected from bytes, served with
 });
 
 t.test('multipart: repeated fields are arrays (department_ids)', async (t) => {
-  const [a, b] = await api.db.owner.insert(departments).values([{ tenantId: tenant.tenantId, name: 'A' }, { tenantId: tenant.tenantId, name: 'B' }]).returning();
+  const [a, b] = [await createDepartment(api.db, tenant.tenantId, 'A'), await createDepartment(api.db, tenant.tenantId, 'B')];
   const form = await multipart({ ...createFields(), department_ids: [String(a!.id), String(b!.id)] });
   const res = await api.call(t, 'createUser', { token: admin, ...form, query: { relations: 'departments' } });
   t.equal(res.status, 201);

@@ -1,11 +1,9 @@
-import { sql } from 'drizzle-orm';
 import t from 'tap';
 import { startTestApi } from '../../helpers/atrium.ts';
-import { departments, departmentUsers } from '../../../src/resources/departments/table.ts';
 import { entityPermissions } from '../../../src/resources/entity-permissions/table.ts';
-import { roles } from '../../../src/resources/roles/table.ts';
 import { acceptedPolicies, termsOfUse } from '../../../src/resources/terms-of-use/table.ts';
 import { userProfilePictures, users } from '../../../src/resources/users/table.ts';
+import { createDepartment, roleNamed } from '../../helpers/fixtures.ts';
 import { PNG_1X1 } from '../../helpers/multipart.ts';
 
 const api = await startTestApi(t);
@@ -14,14 +12,13 @@ const api = await startTestApi(t);
 async function tenantWithUsers(slug: string, count: number) {
   const tenant = await api.createTenant(slug);
   const tenantId = tenant.tenantId;
-  const [role] = await api.db.owner.select().from(roles).where(sql`${roles.tenantId} = ${tenantId} and ${roles.name} = 'Employee'`);
-  const [department] = await api.db.owner.insert(departments).values({ tenantId, name: 'All' }).returning();
+  const role = await roleNamed(api.db, tenantId, 'Employee');
   const [terms] = await api.db.owner.insert(termsOfUse).values({ tenantId, title: 'Terms', version: '1' }).returning();
   const created = await api.db.owner
     .insert(users)
     .values(Array.from({ length: count }, (_, i) => ({ tenantId, username: `u${i}`, firstName: 'U', lastName: `L${i}`, roleId: role!.id, langId: 'de-DE' })))
     .returning({ id: users.id });
-  await api.db.owner.insert(departmentUsers).values(created.map((u) => ({ tenantId, departmentId: department!.id, userId: u.id })));
+  await createDepartment(api.db, tenantId, 'All', created.map((u) => u.id));
   await api.db.owner.insert(entityPermissions).values(created.map((u) => ({ tenantId, entityType: 'menuItem', entityId: 1, subjectType: 'user' as const, subjectId: u.id })));
   await api.db.owner.insert(acceptedPolicies).values(created.map((u) => ({ tenantId, userId: u.id, termsOfUseId: terms!.id })));
   await api.db.owner

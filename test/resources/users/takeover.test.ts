@@ -8,22 +8,20 @@
 import { eq, sql } from 'drizzle-orm';
 import t, { type Test } from 'tap';
 import { ownerUser, startTestApi } from '../../helpers/atrium.ts';
-import { departments, departmentUsers } from '../../../src/resources/departments/table.ts';
+import { createDepartment, createEntitiesNaming, loginTokenRow, roleNamed } from '../../helpers/fixtures.ts';
+import { departmentUsers } from '../../../src/resources/departments/table.ts';
 import { roles } from '../../../src/resources/roles/table.ts';
 
 const api = await startTestApi(t);
 const tenant = await api.createTenant('takeover');
 const admin = tenant.adminToken;
-const roleNamed = async (name: string) =>
-  (await api.db.owner.select().from(roles).where(sql`${roles.tenantId} = ${tenant.tenantId} and ${roles.name} = ${name}`))[0]!;
-const employeeRole = await roleNamed('Employee');
-const department = async (name: string) => (await api.db.owner.insert(departments).values({ tenantId: tenant.tenantId, name }).returning())[0]!;
+const employeeRole = await roleNamed(api.db, tenant.tenantId, 'Employee');
 const join = (userId: number, departmentId: number) => api.db.owner.insert(departmentUsers).values({ tenantId: tenant.tenantId, departmentId, userId });
 const leave = (userId: number, departmentId: number) =>
   api.db.owner.delete(departmentUsers).where(sql`${departmentUsers.userId} = ${userId} and ${departmentUsers.departmentId} = ${departmentId}`);
 
-const payroll = await department('Payroll');
-const board = await department('Board');
+const payroll = await createDepartment(api.db, tenant.tenantId, 'Payroll');
+const board = await createDepartment(api.db, tenant.tenantId, 'Board');
 const [auditors] = await api.db.owner.insert(roles).values({ tenantId: tenant.tenantId, name: 'Auditors', permissions: [] }).returning();
 
 /** A user administrator with every view permission, but no entity right. */
@@ -51,19 +49,10 @@ type Tt = Test;
 const signIn = (tt: Tt, token: string) => api.call(tt, 'loginWithToken', { body: { token } });
 const tokenByEmail = (tt: Tt, token: string, email: string) =>
   api.call(tt, 'createUserLoginTokenForEmail', { token, body: { expires_in: 600, email } });
-const tokenRow = async (uuid: string) =>
-  (await api.db.owner.execute<{ used_at: Date | null }>(sql`select used_at from user_login_tokens where uuid = ${uuid}`))[0];
+const tokenRow = (uuid: string) => loginTokenRow(api.db, uuid);
 
 t.test('setup: a form names Payroll, a task template the role Auditors, a menu item Board and one user', async (t) => {
-  const form = await api.call(t, 'createForm', {
-    token: admin,
-    body: { title: 'Salaries', form_type: 'survey', fields: [{ name: 'Salary', field_type: 'number' }], entity_permissions: { department_ids: [payroll.id] } },
-  });
-  const template = await api.call(t, 'createTaskTemplate', { token: admin, body: { title: 'Audit', entity_permissions: { role_ids: [auditors!.id] } } });
-  const item = await api.call(t, 'createMenuItem', {
-    token: admin,
-    body: { icon_id: 3, menu_identifier: 'main', type: 'link', title: 'Minutes', link: 'https://board.example.com/', entity_permissions: { department_ids: [board.id] } },
-  });
+  const [form, template, item] = await createEntitiesNaming(api, t, admin, { formDepartmentId: payroll.id, templateRoleId: auditors!.id, menuDepartmentId: board.id });
   t.strictSame([form.status, template.status, item.status], [201, 201, 201]);
   [salaries, audit, minutes] = [form.body, template.body, item.body];
   t.equal((await api.call(t, 'getForm', { token: clerk.token, params: { form: salaries.id } })).status, 200, 'the clerk may administer the form');

@@ -1,9 +1,9 @@
-import { eq, sql } from 'drizzle-orm';
+import { eq } from 'drizzle-orm';
 import t from 'tap';
 import { ownerUser, startTestApi } from '../../helpers/atrium.ts';
+import { createDepartment, newUserBodies, roleNamed, rowCount } from '../../helpers/fixtures.ts';
 import { departments, departmentUsers } from '../../../src/resources/departments/table.ts';
 import { roles } from '../../../src/resources/roles/table.ts';
-import { users } from '../../../src/resources/users/table.ts';
 import { verifyPassword } from '../../../src/platform/auth/passwords.ts';
 
 const api = await startTestApi(t);
@@ -17,21 +17,14 @@ const employee = await api.createUser(tenant.tenantId, {
   values: { email: 'employee@example.com', staffNumber: 'E-1', firstName: 'Erin', lastName: 'Employee' },
 });
 const stranger = await api.createUser(other.tenantId, { username: 'stranger', permissions: ['users.administer', 'users.view'] });
-const [employeeRole] = await api.db.owner.select().from(roles).where(sql`${roles.tenantId} = ${tenant.tenantId} and ${roles.name} = 'Employee'`);
-const [otherRole] = await api.db.owner.select().from(roles).where(sql`${roles.tenantId} = ${other.tenantId} and ${roles.name} = 'Employee'`);
-const [department] = await api.db.owner.insert(departments).values({ tenantId: tenant.tenantId, name: 'Sales' }).returning();
-const [otherDepartment] = await api.db.owner.insert(departments).values({ tenantId: other.tenantId, name: 'Elsewhere' }).returning();
+const employeeRole = await roleNamed(api.db, tenant.tenantId, 'Employee');
+const otherRole = await roleNamed(api.db, other.tenantId, 'Employee');
+const department = await createDepartment(api.db, tenant.tenantId, 'Sales');
+const otherDepartment = await createDepartment(api.db, other.tenantId, 'Elsewhere');
 
-const userCount = async () => (await api.db.owner.select({ n: sql<number>`count(*)::int` }).from(users))[0]!.n;
+const userCount = () => rowCount(api.db, 'users');
 let counter = 0;
-const newUserBody = (extra: Record<string, unknown> = {}) => ({
-  username: `new-${++counter}`,
-  password: 'a long enough password',
-  first_name: 'New',
-  last_name: `User ${counter}`,
-  role_id: employeeRole!.id,
-  ...extra,
-});
+const newUserBody = newUserBodies(employeeRole.id);
 
 // ---- bad input first: every one is a 4xx problem and changes nothing ----
 
@@ -380,7 +373,7 @@ t.test('restore: role must be an active role; replaces the role when sent', asyn
   t.equal((await api.call(t, 'restoreUser', { token: admin.token, params: { user: id }, body: { role_id: otherRole!.id } })).status, 422, 'other tenant\'s role');
   t.ok((await ownerUser(api.db, tenant.tenantId, id))!.deletedAt, 'still deleted');
   t.equal((await api.call(t, 'restoreUser', { token: viewer.token, params: { user: id } })).status, 403);
-  const [administrator] = await api.db.owner.select().from(roles).where(sql`${roles.tenantId} = ${tenant.tenantId} and ${roles.name} = 'Administrator'`);
+  const administrator = await roleNamed(api.db, tenant.tenantId, 'Administrator');
   const ok = await api.call(t, 'restoreUser', { token: admin.token, params: { user: id }, body: { role_id: administrator!.id } });
   t.equal(ok.status, 200);
   t.equal(ok.body.deleted_at, null);

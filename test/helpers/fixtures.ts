@@ -1,0 +1,113 @@
+/**
+ * Fixtures shared by the test files: rows written and counted as the database owner
+ * (assertions bypass tenancy), request bodies and small waiting helpers. A helper that a
+ * second test file needs belongs here, not in a copy.
+ */
+import { sql, type SQL } from 'drizzle-orm';
+import type { Test } from 'tap';
+import type { Database } from '../../src/platform/database/database.ts';
+import { departments, departmentUsers } from '../../src/resources/departments/table.ts';
+import { roles } from '../../src/resources/roles/table.ts';
+import type { TestApi } from './atrium.ts';
+import { eventually } from './eventually.ts';
+import { multipart } from './multipart.ts';
+
+/** How many rows `table` holds (those matching `where`, when given), across all tenants. */
+export async function rowCount(db: Database, table: string, where?: SQL): Promise<number> {
+  const condition = where ? sql` where ${where}` : sql``;
+  const [row] = await db.owner.execute<{ n: number }>(sql`select count(*)::int as n from ${sql.identifier(table)}${condition}`);
+  return row!.n;
+}
+
+/** A department of the tenant with `memberIds` as its members, written directly. */
+export async function createDepartment(db: Database, tenantId: number, name: string, memberIds: number[] = []) {
+  const [department] = await db.owner.insert(departments).values({ tenantId, name }).returning();
+  if (memberIds.length) await db.owner.insert(departmentUsers).values(memberIds.map((userId) => ({ tenantId, departmentId: department!.id, userId })));
+  return department!;
+}
+
+/** The tenant's role called `name` (such as the seeded "Administrator" and "Employee"). */
+export async function roleNamed(db: Database, tenantId: number, name: string) {
+  const [role] = await db.owner.select().from(roles).where(sql`${roles.tenantId} = ${tenantId} and ${roles.name} = ${name}`);
+  if (!role) throw new Error(`tenant ${tenantId} has no role ${JSON.stringify(name)}`);
+  return role;
+}
+
+/**
+ * Makes valid createUser bodies: personal accounts of the role `roleId` named `<prefix>-1`,
+ * `<prefix>-2`, …; `extra` adds or overrides keys. A string `roleId` suits multipart forms.
+ */
+export function newUserBodies<R extends number | string>(roleId: R, prefix = 'new') {
+  let counter = 0;
+  return <E extends object = object>(extra: E = {} as E) => {
+    const n = ++counter;
+    return { username: `${prefix}-${n}`, password: 'a long enough password', first_name: 'New', last_name: `User ${n}`, role_id: roleId, ...extra };
+  };
+}
+
+/**
+ * Three entities whose entity permissions name a department or a role: the survey form
+ * "Salaries" (the department `formDepartmentId`), the task template "Audit" (the role
+ * `templateRoleId`) and the menu link "Minutes" (the department `menuDepartmentId`).
+ * Answers the three create answers, for the caller to check.
+ */
+export async function createEntitiesNaming(
+  api: TestApi,
+  t: Test,
+  token: string,
+  names: { formDepartmentId: number; templateRoleId: number; menuDepartmentId: number },
+) {
+  const form = await api.call(t, 'createForm', {
+    token,
+    body: { title: 'Salaries', form_type: 'survey', fields: [{ name: 'Salary', field_type: 'number' }], entity_permissions: { department_ids: [names.formDepartmentId] } },
+  });
+  const template = await api.call(t, 'createTaskTemplate', { token, body: { title: 'Audit', entity_permissions: { role_ids: [names.templateRoleId] } } });
+  const item = await api.call(t, 'createMenuItem', {
+    token,
+    body: { icon_id: 3, menu_identifier: 'main', type: 'link', title: 'Minutes', link: 'https://board.example.com/', entity_permissions: { department_ids: [names.menuDepartmentId] } },
+  });
+  return [form, template, item] as const;
+}
+
+/** Form fields of every field type, for forms and task templates. */
+export const FIELDS_OF_EVERY_TYPE = [
+  { name: 'Name', field_type: 'text' },
+  { name: 'Count', field_type: 'number' },
+  { name: 'Start', field_type: 'date' },
+  { name: 'Flag', field_type: 'boolean' },
+  { name: 'Size', field_type: 'select', options: ['S', 'M'] },
+] as const;
+
+/** Posts `csv` to importUsersCsv as the file `users.csv`, beside the other form `fields`. */
+export async function importUsersCsv(api: TestApi, t: Test, token: string, csv: string | Buffer, fields: Record<string, string> = {}) {
+  const form = await multipart({ ...fields, user_data_csv: { content: Buffer.isBuffer(csv) ? csv : Buffer.from(csv), fileName: 'users.csv', type: 'text/csv' } });
+  return api.call(t, 'importUsersCsv', { token, ...form });
+}
+
+/** The stored state of a one-time login token. */
+export async function loginTokenRow(db: Database, uuid: string) {
+  const [row] = await db.owner.execute<{ used_at: Date | null; deleted_at: Date | null; expires_at: Date; token_hash: Buffer }>(
+    sql`select used_at, deleted_at, expires_at, token_hash from user_login_tokens where uuid = ${uuid}`,
+  );
+  return row;
+}
+
+/** Request headers that present `token` as the bearer access token. */
+export const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
+
+/** Waits `ms` milliseconds (to wait for a condition, poll it with `eventually`). */
+export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** What `promise` rejects with, or null when it fulfils. */
+export const rejection = <E = unknown>(promise: Promise<unknown>): Promise<E | null> =>
+  promise.then(
+    () => null,
+    (error: unknown) => error as E,
+  );
+
+/** Waits until every notification dispatch of the tenant is delivered; answers how many are still pending when the time is up. */
+export const waitForDispatches = (db: Database, tenantId: number) =>
+  eventually(
+    () => rowCount(db, 'notification_dispatches', sql`tenant_id = ${tenantId} and delivered_at is null`),
+    (n) => n === 0,
+  );
