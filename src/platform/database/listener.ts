@@ -16,6 +16,12 @@ export interface ChannelHandlers {
 
 export class ChannelListener {
   private listening: Promise<{ unlisten(): Promise<void> }> | null = null;
+  /**
+   * The LISTEN whose notices are handled. postgres.js keeps retrying a LISTEN whose first
+   * attempt failed, and gives no handle to end it: once another start replaced it, its
+   * notices are ignored, so none is handled twice.
+   */
+  private current: object | null = null;
 
   constructor(
     private readonly sql: postgres.Sql,
@@ -29,12 +35,16 @@ export class ChannelListener {
    */
   start(): Promise<unknown> {
     if (!this.listening) {
+      const attempt = {};
+      this.current = attempt;
       let connected = false;
       const listening = this.sql.listen(
         this.channel,
-        (payload) => this.handlers.onNotice(payload),
+        (payload) => {
+          if (this.current === attempt) this.handlers.onNotice(payload);
+        },
         () => {
-          if (connected) this.handlers.onReconnect();
+          if (connected && this.current === attempt) this.handlers.onReconnect();
           connected = true;
         },
       );
@@ -50,6 +60,7 @@ export class ChannelListener {
   async stop(): Promise<void> {
     const listening = this.listening;
     this.listening = null;
+    this.current = null;
     if (listening) await listening.then((meta) => meta.unlisten()).catch(() => {});
   }
 }

@@ -70,3 +70,21 @@ t.test('stop: nothing more is heard', async (t) => {
   await eventually(async () => witness.heard.notices.length, (n) => n >= 1, 3000);
   t.strictSame(heard.notices, [], 'the stopped listener heard nothing (a listener still listening did)');
 });
+
+t.test('a failed start is forgotten: the next one listens, and each notice is handled once', async (t) => {
+  const name = `${new URL(database.url).pathname.slice(1)}_later`;
+  const later = new URL(database.url);
+  later.pathname = `/${name}`;
+  t.teardown(() => admin.unsafe(`drop database if exists "${name}" with (force)`));
+  const { listener, heard } = listenerOn(t, later.toString(), 'late');
+  await t.rejects(listener.start(), /does not exist/, 'no database yet');
+  await admin.unsafe(`create database "${name}"`);
+  await listener.start();
+  const sender = postgres(later.toString(), { max: 1, onnotice: () => {} });
+  t.teardown(() => sender.end({ timeout: 5 }));
+  await notify(sender, 'late', 'x');
+  await notify(sender, 'late', 'y');
+  await eventually(async () => heard.notices.filter((notice) => notice === 'y').length, (n) => n >= 1, 3000);
+  t.strictSame(heard.notices, ['x', 'y']);
+  t.equal(heard.reconnects, 0, 'listening at last is no reconnect');
+});
