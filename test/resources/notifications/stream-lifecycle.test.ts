@@ -86,7 +86,8 @@ t.test('a stream ended because its token expired is no longer registered', async
   await stream.next((event) => event.event === 'count', 2000);
   t.equal(streams.openStreams(), 1);
   await api.db.owner.execute(sql`update access_tokens set expires_at = now() - interval '1 second' where user_id = ${carol.id}`);
-  await Promise.race([stream.ended, sleep(3000).then(() => t.fail('the stream was not ended'))]);
+  const ended = await Promise.race([stream.ended.then(() => true), sleep(3000).then(() => false)]);
+  if (!ended) t.fail('the stream was not ended');
   await eventually(async () => streams.openStreams(), (n) => n === 0, 2000);
 });
 
@@ -111,4 +112,23 @@ t.test('resetting the tenant’s notifications sends every open stream of the te
   t.equal(strangerStream.events.length, strangerSeen, 'another tenant’s streams hear nothing');
   stream.close();
   strangerStream.close();
+});
+
+t.test('after the listening connection was lost, open streams get what was stored meanwhile', async (t) => {
+  const erin = await api.createUser(tenant.tenantId);
+  const stream = await openSse(t, url, bearer(erin.token));
+  t.equal(JSON.parse((await stream.next((event) => event.event === 'count', 2000)).data), 0);
+  // Stored without a notice: what a client misses while the listener is disconnected.
+  await api.db.owner.execute(sql`
+    insert into notifications (tenant_id, dispatch_id, type, notifiable_type, notifiable_id, data)
+    values (${tenant.tenantId}, gen_random_uuid(), 'custom', 'user', ${erin.id}, '{"title":"missed","body":"b","url":"/x"}'::jsonb)`);
+  const seen = stream.events.length;
+  const terminated = await api.db.owner.execute<{ pid: number }>(
+    sql`select pg_terminate_backend(pid) from pg_stat_activity where datname = current_database() and query = 'listen "atrium_notifications"'`,
+  );
+  t.equal(terminated.length, 1, 'the process’s one listening connection');
+  const replayed = await stream.next((event) => event.event === 'notification', 5000, seen);
+  t.equal(JSON.parse(replayed.data).data.title, 'missed', 'replayed once listening again');
+  t.equal(JSON.parse((await stream.next((event) => event.event === 'count', 2000, stream.events.indexOf(replayed))).data), 1, 'then the count');
+  stream.close();
 });

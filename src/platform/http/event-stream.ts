@@ -1,0 +1,38 @@
+/**
+ * Server-Sent Events on the wire (the `text/event-stream` format): the response head, the
+ * frames, and whether the client is still there. Knows nothing of what is streamed.
+ */
+import type { ServerResponse } from 'node:http';
+import type { FastifyReply } from 'fastify';
+
+/** The head of an event stream: never cached or transformed, never buffered by a proxy. */
+export const EVENT_STREAM_HEADERS: Readonly<Record<string, string>> = {
+  'content-type': 'text/event-stream; charset=utf-8',
+  'cache-control': 'no-cache, no-transform',
+  connection: 'keep-alive',
+  'x-accel-buffering': 'no',
+};
+
+/** One event: an optional `id` (what a reconnecting client sends back as `Last-Event-ID`), its name and its data as JSON. */
+export const sseEvent = (name: string, data: unknown, id?: string): string => `${id ? `id: ${id}\n` : ''}event: ${name}\ndata: ${JSON.stringify(data)}\n\n`;
+
+/** A comment line: clients ignore it; it keeps an idle connection open through proxies. */
+export const sseComment = (text: string): string => `: ${text}\n\n`;
+
+/** How long a client waits before reconnecting after the stream ended. */
+export const sseRetry = (ms: number): string => `retry: ${Math.trunc(ms)}\n\n`;
+
+/**
+ * Takes the request over from Fastify (which then sends nothing for it) and starts the
+ * stream: status 200, the event-stream head, and the client's reconnection delay.
+ */
+export function startEventStream(reply: FastifyReply, retryMs: number): void {
+  reply.hijack();
+  reply.raw.writeHead(200, EVENT_STREAM_HEADERS);
+  reply.raw.write(sseRetry(retryMs));
+}
+
+/** Whether nothing can be written to the client any more (it left, or the stream was ended). */
+export function isGone(response: ServerResponse): boolean {
+  return response.writableEnded || response.destroyed || !response.socket || response.socket.destroyed;
+}
