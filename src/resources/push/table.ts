@@ -3,7 +3,7 @@ import { tenantIdColumn, tenantIsolation } from '../../platform/database/tenancy
 import { users } from '../users/table.ts';
 
 /**
- * A browser's (or PWA's) Web Push subscription (issue 8): where the push service accepts
+ * A browser's (or PWA's) Web Push subscription: where the push service accepts
  * messages for it (`endpoint`), and the keys messages are encrypted for (RFC 8291).
  * One endpoint is one browser profile, so it is unique per tenant: registering it again
  * (even as another user who signed in on that browser) updates the one record.

@@ -1,7 +1,9 @@
+import { asc, eq } from 'drizzle-orm';
 import type { Auth } from '../../platform/auth/auth.ts';
 import { rfc3339 } from '../../platform/http/datetime.ts';
 import { defineView } from '../../platform/result-controls/result-controls.ts';
-import type { pushSubscriptions } from './table.ts';
+import type { Listing } from '../../platform/result-controls/listing.ts';
+import { pushSubscriptions } from './table.ts';
 
 /** The keys are the subscription's secrets: never answered. */
 export const pushSubscriptionView = defineView<typeof pushSubscriptions.$inferSelect, Auth>({
@@ -18,3 +20,11 @@ export const pushSubscriptionView = defineView<typeof pushSubscriptions.$inferSe
     updated_at: { value: (row) => rfc3339(row.updatedAt) },
   },
 });
+
+/** Only the caller's own subscriptions, by id (the spec, operationId listPushSubscriptions). */
+export const pushSubscriptionListing: Listing<typeof pushSubscriptions.$inferSelect, Auth> = {
+  view: pushSubscriptionView,
+  query: (tx) => tx.select().from(pushSubscriptions),
+  scope: (auth) => eq(pushSubscriptions.userId, auth.userId),
+  order: [asc(pushSubscriptions.id)],
+};

@@ -1,0 +1,108 @@
+import { and, count, eq, sql } from 'drizzle-orm';
+import type { Tx } from '../../platform/database/database.ts';
+import type { NotificationData } from '../notifications/table.ts';
+import { users } from '../users/table.ts';
+import type { PushDelivery, PushSettlement, SubscriptionInput } from './rules.ts';
+import { pushSubscriptions } from './table.ts';
+
+/** Whether the caller is a group account (undefined when the caller's row is gone). */
+export async function callerAccount(tx: Tx, userId: number): Promise<{ groupAccount: boolean } | undefined> {
+  const [caller] = await tx.select({ groupAccount: users.groupAccount }).from(users).where(eq(users.id, userId));
+  return caller;
+}
+
+/**
+ * What the user holds, counted under a lock of the user's row: the lock serializes the
+ * user's registrations, so concurrent ones cannot pass the cap together.
+ */
+export async function heldSubscriptions(tx: Tx, userId: number, endpoint: string): Promise<{ count: number; holdsEndpoint: boolean }> {
+  await tx.select({ id: users.id }).from(users).where(eq(users.id, userId)).for('update');
+  const [held] = await tx
+    .select({ count: count(), holdsEndpoint: sql<boolean>`coalesce(bool_or(${pushSubscriptions.endpoint} = ${endpoint}), false)` })
+    .from(pushSubscriptions)
+    .where(eq(pushSubscriptions.userId, userId));
+  return held!;
+}
+
+/**
+ * Stores the user's subscription, or updates it (keys, user agent; the last failure is
+ * cleared) when the tenant has the endpoint already and it is the user's own. Answers no
+ * row when another user holds the endpoint, whose record is left as it is.
+ */
+export function saveSubscription(tx: Tx, owner: { tenantId: number; userId: number }, input: SubscriptionInput, userAgent: string | null) {
+  return tx
+    .insert(pushSubscriptions)
+    .values({ tenantId: owner.tenantId, userId: owner.userId, endpoint: input.endpoint, p256dh: input.keys.p256dh, auth: input.keys.auth, userAgent })
+    .onConflictDoUpdate({
+      target: [pushSubscriptions.tenantId, pushSubscriptions.endpoint],
+      set: { p256dh: input.keys.p256dh, auth: input.keys.auth, userAgent, lastFailureStatus: null, lastFailure: null, lastFailureAt: null, updatedAt: sql`now()` },
+      setWhere: eq(pushSubscriptions.userId, owner.userId),
+    })
+    .returning();
+}
+
+/** Deletes the user's own subscription `id`; whether there was one. */
+export async function deleteOwnSubscription(tx: Tx, userId: number, id: number): Promise<boolean> {
+  const deleted = await tx
+    .delete(pushSubscriptions)
+    .where(and(eq(pushSubscriptions.id, id), eq(pushSubscriptions.userId, userId)))
+    .returning({ id: pushSubscriptions.id });
+  return deleted.length > 0;
+}
+
+/** The recipients `(afterUserId, lastUserId]` of one stored batch of a dispatch. */
+export interface BatchRecipients {
+  dispatchId: string;
+  afterUserId: number;
+  lastUserId: number;
+}
+
+/** One message to send, with what it is encrypted for. */
+export interface PushMessage extends PushDelivery {
+  endpoint: string;
+  p256dh: string;
+  auth: string;
+  data: NotificationData;
+}
+
+/**
+ * The messages of a batch or of a retry, in ONE query whatever the number of recipients:
+ * each notification × each subscription of its recipient, recipients still personal,
+ * active and not deleted.
+ */
+export async function loadMessages(tx: Tx, which: BatchRecipients | { deliveries: readonly PushDelivery[] }): Promise<PushMessage[]> {
+  const selection =
+    'deliveries' in which
+      ? sql`(s.id, n.id) in (select * from unnest(${`{${which.deliveries.map((d) => Math.trunc(d.subscriptionId)).join(',')}}`}::bigint[],
+                                                   ${`{${which.deliveries.map((d) => d.notificationId).join(',')}}`}::uuid[]))`
+      : sql`n.dispatch_id = ${which.dispatchId}::uuid and n.notifiable_id > ${which.afterUserId} and n.notifiable_id <= ${which.lastUserId}`;
+  const rows = await tx.execute<{ subscription_id: string; notification_id: string; endpoint: string; p256dh: string; auth: string; data: NotificationData }>(sql`
+    select s.id as subscription_id, n.id as notification_id, s.endpoint, s.p256dh, s.auth, n.data
+    from notifications n
+    join users u on u.tenant_id = n.tenant_id and u.id = n.notifiable_id
+    join push_subscriptions s on s.tenant_id = n.tenant_id and s.user_id = n.notifiable_id
+    where n.notifiable_type = 'user' and u.active and u.deleted_at is null and not u.group_account
+      and ${selection}`);
+  return rows.map((row) => ({
+    subscriptionId: Number(row.subscription_id),
+    notificationId: row.notification_id,
+    endpoint: row.endpoint,
+    p256dh: row.p256dh,
+    auth: row.auth,
+    data: row.data,
+  }));
+}
+
+/** Applies a settlement: gone subscriptions deleted, failures recorded; at most two statements. */
+export async function recordOutcomes(tx: Tx, settlement: Pick<PushSettlement, 'gone' | 'failures'>): Promise<void> {
+  const { gone, failures } = settlement;
+  if (gone.size > 0) await tx.execute(sql`delete from push_subscriptions where id = any(${`{${[...gone].join(',')}}`}::bigint[])`);
+  if (failures.size > 0) {
+    await tx.execute(sql`
+      update push_subscriptions s
+      set last_failure_status = f.status, last_failure = f.error, last_failure_at = now()
+      from jsonb_to_recordset(${JSON.stringify([...failures].map(([id, failure]) => ({ id, ...failure })))}::jsonb)
+           as f(id bigint, status integer, error text)
+      where s.id = f.id`);
+  }
+}

@@ -1,0 +1,190 @@
+/**
+ * The rules of Web Push (docs/notifications.md#push): who may register a subscription and
+ * what a registration must hold, what a push message says, and what each send's outcome
+ * does to its subscription.
+ */
+import { createECDH } from 'node:crypto';
+import { forbidden, type FieldErrors } from '../../platform/http/problem.ts';
+import type { OutboundClient } from '../../platform/outbound/client.ts';
+import { nextState, type DeliveryOutcome, type RetryPolicy } from '../../platform/outbound/delivery-outcome.ts';
+import { plainText } from '../notifications/plain-text.ts';
+import type { NotificationData } from '../notifications/table.ts';
+
+export interface SubscriptionInput {
+  endpoint: string;
+  keys: { p256dh: string; auth: string };
+}
+
+/** Subscriptions one user may hold (browsers and devices); more are a 422 (the spec, operationId createPushSubscription). */
+export const MAX_SUBSCRIPTIONS_PER_USER = 20;
+
+/**
+ * Group accounts receive no notifications, so no pushes either (the spec, operationId
+ * createPushSubscription): a 403, decided like a permission, before the input is judged.
+ */
+export function assertMayRegister(caller: { groupAccount: boolean } | undefined): void {
+  if (!caller || caller.groupAccount) throw forbidden('Group accounts cannot receive push notifications.');
+}
+
+/**
+ * The cap on a user's subscriptions, judged on what the user holds: registering an endpoint
+ * the user already holds only updates it, so it is never refused by the cap.
+ */
+export function subscriptionCapErrors(held: { count: number; holdsEndpoint: boolean }): FieldErrors {
+  if (held.holdsEndpoint || held.count < MAX_SUBSCRIPTIONS_PER_USER) return {};
+  return { endpoint: [`at most ${MAX_SUBSCRIPTIONS_PER_USER} push subscriptions per user; delete one first`] };
+}
+
+const BASE64URL = /^[A-Za-z0-9_-]+={0,2}$/;
+
+/** The bytes of a base64url string, or null when it is not one. */
+function base64url(value: string): Buffer | null {
+  return BASE64URL.test(value) ? Buffer.from(value.replace(/=+$/, ''), 'base64url') : null;
+}
+
+/** Used only to check that a public key is a point on P-256 (computeSecret rejects others). */
+const probe = createECDH('prime256v1');
+probe.generateKeys();
+
+/** The p256dh key: 65 bytes, uncompressed (0x04 …), on the P-256 curve. */
+export function p256dhProblem(value: string): string | null {
+  const bytes = base64url(value);
+  if (!bytes || bytes.length !== 65 || bytes[0] !== 0x04) return 'must be the base64url encoding of a 65-byte uncompressed P-256 public key';
+  try {
+    probe.computeSecret(bytes);
+    return null;
+  } catch {
+    return 'is not a point on the P-256 curve';
+  }
+}
+
+/** The auth secret: 16 bytes (RFC 8291 §3.2). */
+export function authSecretProblem(value: string): string | null {
+  const bytes = base64url(value);
+  return bytes && bytes.length === 16 ? null : 'must be the base64url encoding of a 16-byte authentication secret';
+}
+
+/**
+ * https to a reachable address; http only where every address is allow-listed
+ * (docs/tenancy-and-security.md#outbound-address-policy). A refused endpoint is told apart
+ * from a malformed one, never why its host was refused (the outbound client's one message).
+ */
+export async function endpointProblem(outbound: OutboundClient, endpoint: string): Promise<string | null> {
+  let url: URL;
+  try {
+    url = new URL(endpoint);
+  } catch {
+    return 'must be an absolute https URL';
+  }
+  if (url.protocol === 'https:') return outbound.destinationProblem(endpoint);
+  if (url.protocol === 'http:') {
+    const problem = await outbound.destinationProblem(endpoint, { allowListedOnly: true });
+    return problem === null ? null : 'must be an https URL (plain http only to destinations the operator admits)';
+  }
+  return 'must be an https URL';
+}
+
+/**
+ * Checks of a registration beyond the spec's shapes: an endpoint outbound requests may reach,
+ * and keys a push message can actually be encrypted for (the spec, schema PushSubscriptionCreate).
+ */
+export async function subscriptionErrors(outbound: OutboundClient, input: SubscriptionInput): Promise<FieldErrors> {
+  const errors: FieldErrors = {};
+  const endpoint = await endpointProblem(outbound, input.endpoint);
+  if (endpoint) errors.endpoint = [endpoint];
+  const p256dh = p256dhProblem(input.keys.p256dh);
+  if (p256dh) errors['keys.p256dh'] = [p256dh];
+  const auth = authSecretProblem(input.keys.auth);
+  if (auth) errors['keys.auth'] = [auth];
+  return errors;
+}
+
+/**
+ * Push services accept about 4 KB of payload (RFC 8291 §4: 4078 bytes of plaintext in one
+ * record; some services less), and a notification shows a few lines anyway: the body is
+ * shortened until the whole message fits in PUSH_MESSAGE_MAX_BYTES.
+ */
+export const PUSH_MESSAGE_MAX_BYTES = 3072;
+
+/** The push message is `{id, title, body, url}`, body as plain text (the spec, operationId createPushSubscription). */
+export function pushPayload(notificationId: string, data: NotificationData): string {
+  const message = (body: string) => JSON.stringify({ id: notificationId, title: data.title, body, url: data.url });
+  const text = plainText(data.body);
+  let json = message(text);
+  const characters = [...text];
+  let keep = characters.length;
+  // Shrink in proportion to the excess (characters take 1–4 bytes, more when escaped).
+  while (Buffer.byteLength(json) > PUSH_MESSAGE_MAX_BYTES && keep > 0) {
+    keep = Math.min(keep - 1, Math.floor((keep * PUSH_MESSAGE_MAX_BYTES) / Buffer.byteLength(json)));
+    json = message(keep > 0 ? `${characters.slice(0, keep).join('')}…` : '');
+  }
+  return json;
+}
+
+/** Statuses with which a push service says the subscription no longer exists: it is deleted (the spec, operationId createPushSubscription). */
+export const GONE_STATUSES: readonly number[] = [404, 410];
+
+/** One message: a notification for one subscription. */
+export interface PushDelivery {
+  subscriptionId: number;
+  notificationId: string;
+}
+
+export interface PushTally {
+  sent: number;
+  gone: number;
+  retried: number;
+  failed: number;
+}
+
+/** What the outcomes of one job's messages do (docs/outbound-delivery.md#delivery-outcomes). */
+export interface PushSettlement {
+  tally: PushTally;
+  /** Subscriptions to delete: the push service answered a gone status. */
+  gone: Set<number>;
+  /** The last failure of each subscription that is not gone, to record on it. */
+  failures: Map<number, { status: number | null; error: string }>;
+  /** Messages to send again, grouped by when (epoch milliseconds): one job per group. */
+  retries: Map<number, PushDelivery[]>;
+}
+
+/**
+ * Settles attempt number `attempt` of each message (`outcomes[i]` is that of `messages[i]`):
+ * succeeded is sent; gone deletes the subscription; a retry is sent again after the backoff
+ * (docs/outbound-delivery.md#backoff-and-retry-after) until the attempts are spent, then
+ * recorded with "(gave up after N attempts)"; any other failure is recorded as it is.
+ */
+export function settleOutcomes(
+  messages: readonly PushDelivery[],
+  outcomes: readonly DeliveryOutcome[],
+  attempt: number,
+  policy: RetryPolicy,
+  now: Date,
+): PushSettlement {
+  const settlement: PushSettlement = { tally: { sent: 0, gone: 0, retried: 0, failed: 0 }, gone: new Set(), failures: new Map(), retries: new Map() };
+  const { tally, gone, failures, retries } = settlement;
+  outcomes.forEach((outcome, index) => {
+    const { subscriptionId, notificationId } = messages[index]!;
+    if (outcome.verdict === 'succeeded') {
+      tally.sent++;
+      return;
+    }
+    if (outcome.verdict === 'gone') {
+      tally.gone++;
+      gone.add(subscriptionId);
+      return;
+    }
+    const next = nextState(outcome, attempt, policy, now);
+    if (next.status === 'retrying') {
+      tally.retried++;
+      const at = next.retryAt!.getTime();
+      retries.set(at, [...(retries.get(at) ?? []), { subscriptionId, notificationId }]);
+      return;
+    }
+    tally.failed++;
+    const error = outcome.error!;
+    failures.set(subscriptionId, { status: outcome.responseStatus, error: outcome.verdict === 'retry' ? `${error} (gave up after ${attempt} attempts)` : error });
+  });
+  for (const id of gone) failures.delete(id);
+  return settlement;
+}

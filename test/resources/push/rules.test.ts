@@ -1,0 +1,134 @@
+/** The rules of Web Push (src/resources/push/rules.ts), without HTTP: registration checks, the cap, and settling send outcomes. */
+import t from 'tap';
+import { randomBytes } from 'node:crypto';
+import { ProblemError } from '../../../src/platform/http/problem.ts';
+import { NOT_AN_ALLOWED_DESTINATION, NOT_DELIVERED, OutboundClient } from '../../../src/platform/outbound/client.ts';
+import type { DeliveryOutcome } from '../../../src/platform/outbound/delivery-outcome.ts';
+import {
+  GONE_STATUSES,
+  MAX_SUBSCRIPTIONS_PER_USER,
+  assertMayRegister,
+  authSecretProblem,
+  endpointProblem,
+  p256dhProblem,
+  pushPayload,
+  settleOutcomes,
+  subscriptionCapErrors,
+  subscriptionErrors,
+} from '../../../src/resources/push/rules.ts';
+import { browserSubscription } from '../../helpers/push-service.ts';
+
+t.test('assertMayRegister: personal accounts may, group accounts and vanished callers get a 403', async (t) => {
+  t.doesNotThrow(() => assertMayRegister({ groupAccount: false }));
+  for (const caller of [{ groupAccount: true }, undefined]) {
+    const error = t.throws(() => assertMayRegister(caller)) as ProblemError;
+    t.ok(error instanceof ProblemError);
+    t.equal(error.status, 403);
+    t.equal(error.message, 'Group accounts cannot receive push notifications.');
+  }
+});
+
+t.test('subscriptionCapErrors: 20 per user, an endpoint already held is never refused', async (t) => {
+  t.equal(MAX_SUBSCRIPTIONS_PER_USER, 20);
+  t.strictSame(subscriptionCapErrors({ count: 0, holdsEndpoint: false }), {});
+  t.strictSame(subscriptionCapErrors({ count: 19, holdsEndpoint: false }), {});
+  t.strictSame(subscriptionCapErrors({ count: 20, holdsEndpoint: false }), { endpoint: ['at most 20 push subscriptions per user; delete one first'] });
+  t.strictSame(subscriptionCapErrors({ count: 25, holdsEndpoint: false }), { endpoint: ['at most 20 push subscriptions per user; delete one first'] });
+  t.strictSame(subscriptionCapErrors({ count: 20, holdsEndpoint: true }), {}, 'registering one of the 20 again updates it');
+});
+
+t.test('p256dhProblem and authSecretProblem: what a browser sends passes, anything else is named', async (t) => {
+  const { keys } = browserSubscription();
+  t.equal(p256dhProblem(keys.p256dh), null);
+  t.equal(p256dhProblem(`${keys.p256dh}=`), null, 'padding is accepted');
+  t.equal(authSecretProblem(keys.auth), null);
+  const wrongShape = 'must be the base64url encoding of a 65-byte uncompressed P-256 public key';
+  t.equal(p256dhProblem('***'), wrongShape, 'not base64url');
+  t.equal(p256dhProblem(randomBytes(33).toString('base64url')), wrongShape, 'compressed length');
+  t.equal(p256dhProblem(Buffer.concat([Buffer.from([2]), randomBytes(64)]).toString('base64url')), wrongShape, 'no 0x04 prefix');
+  t.equal(p256dhProblem(Buffer.concat([Buffer.from([4]), Buffer.alloc(64, 0xff)]).toString('base64url')), 'is not a point on the P-256 curve');
+  for (const auth of ['', '***', randomBytes(15).toString('base64url'), randomBytes(17).toString('base64url')]) {
+    t.equal(authSecretProblem(auth), 'must be the base64url encoding of a 16-byte authentication secret', JSON.stringify(auth));
+  }
+});
+
+t.test('endpointProblem: https to a permitted address, plain http only where the allow-list admits it', async (t) => {
+  const outbound = new OutboundClient({ allowedCidrs: ['127.0.0.1/32'], connectTimeoutMs: 1000, timeoutMs: 1000 });
+  t.equal(await endpointProblem(outbound, 'https://127.0.0.1/push'), null, 'allow-listed https');
+  t.equal(await endpointProblem(outbound, 'http://127.0.0.1:9/push'), null, 'allow-listed http');
+  t.equal(await endpointProblem(outbound, 'https://10.1.2.3/push'), NOT_AN_ALLOWED_DESTINATION);
+  t.equal(await endpointProblem(outbound, 'https://169.254.169.254/push'), NOT_AN_ALLOWED_DESTINATION);
+  t.equal(await endpointProblem(outbound, 'http://127.0.0.2/push'), 'must be an https URL (plain http only to destinations the operator admits)');
+  t.equal(await endpointProblem(outbound, 'http://10.1.2.3/push'), 'must be an https URL (plain http only to destinations the operator admits)');
+  t.equal(await endpointProblem(outbound, 'ftp://127.0.0.1/push'), 'must be an https URL');
+  t.equal(await endpointProblem(outbound, 'not a url'), 'must be an absolute https URL');
+});
+
+t.test('subscriptionErrors: every problem at once, by field', async (t) => {
+  const outbound = new OutboundClient({ allowedCidrs: ['127.0.0.1/32'], connectTimeoutMs: 1000, timeoutMs: 1000 });
+  const { keys } = browserSubscription();
+  t.strictSame(await subscriptionErrors(outbound, { endpoint: 'http://127.0.0.1:9/push', keys }), {});
+  t.strictSame(await subscriptionErrors(outbound, { endpoint: 'ftp://x/push', keys: { p256dh: '***', auth: '' } }), {
+    endpoint: ['must be an https URL'],
+    'keys.p256dh': ['must be the base64url encoding of a 65-byte uncompressed P-256 public key'],
+    'keys.auth': ['must be the base64url encoding of a 16-byte authentication secret'],
+  });
+});
+
+t.test('pushPayload: {id, title, body, url} with the body as plain text', async (t) => {
+  const id = '00000000-0000-0000-0000-000000000001';
+  t.strictSame(JSON.parse(pushPayload(id, { title: 'T', body: '<p>a &amp; <b>b</b></p>', url: '/x' })), { id, title: 'T', body: 'a & b', url: '/x' });
+});
+
+t.test('settleOutcomes: sent, gone, recorded, retried after the backoff, given up on the last attempt', async (t) => {
+  t.strictSame(GONE_STATUSES, [404, 410]);
+  const now = new Date('2030-01-01T00:00:00Z');
+  const policy = { maxAttempts: 3, retryDelayMs: 1000 };
+  const answered = (verdict: DeliveryOutcome['verdict'], status: number, extra: Partial<DeliveryOutcome> = {}): DeliveryOutcome => ({
+    verdict,
+    responseStatus: status,
+    durationMs: 5,
+    error: verdict === 'succeeded' ? null : `HTTP ${status}`,
+    ...extra,
+  });
+  const unanswered: DeliveryOutcome = { verdict: 'retry', responseStatus: null, durationMs: null, error: NOT_DELIVERED };
+  const message = (subscriptionId: number, notificationId = 'n1') => ({ subscriptionId, notificationId });
+  const messages = [message(1), message(2), message(3), message(4), message(5), message(6), message(6, 'n2')];
+  const outcomes = [
+    answered('succeeded', 201),
+    answered('gone', 410),
+    answered('failed', 400),
+    answered('retry', 503),
+    unanswered,
+    answered('retry', 429, { retryAfterMs: 60_000 }),
+    answered('gone', 404),
+  ];
+
+  const first = settleOutcomes(messages, outcomes, 2, policy, now);
+  t.strictSame(first.tally, { sent: 1, gone: 2, retried: 3, failed: 1 });
+  t.strictSame([...first.gone], [2, 6]);
+  t.strictSame([...first.failures], [[3, { status: 400, error: 'HTTP 400' }]], 'failures recorded as they are');
+  t.strictSame(
+    [...first.retries],
+    [
+      [now.getTime() + 2000, [message(4), message(5)]],
+      [now.getTime() + 60_000, [message(6)]],
+    ],
+    'base delay doubled for attempt 2, or Retry-After when longer; grouped by when',
+  );
+
+  const last = settleOutcomes(messages, outcomes, 3, policy, now);
+  t.strictSame(last.tally, { sent: 1, gone: 2, retried: 0, failed: 4 });
+  t.strictSame(
+    [...last.failures],
+    [
+      [3, { status: 400, error: 'HTTP 400' }],
+      [4, { status: 503, error: 'HTTP 503 (gave up after 3 attempts)' }],
+      [5, { status: null, error: `${NOT_DELIVERED} (gave up after 3 attempts)` }],
+    ],
+    'subscription 6 is gone, so its failure is not recorded',
+  );
+  t.equal(last.retries.size, 0);
+
+  t.strictSame(settleOutcomes([], [], 1, policy, now), { tally: { sent: 0, gone: 0, retried: 0, failed: 0 }, gone: new Set(), failures: new Map(), retries: new Map() });
+});
