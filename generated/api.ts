@@ -1148,9 +1148,9 @@ export interface paths {
         put?: never;
         /**
          * Send a typed notification for a target resource
-         * @description For producing services (the seed's Events section): like `POST
-         *     /api/notifications` (same recipient rules and 202), with a `type` and the
-         *     target's id; `targetable_type` follows from the type.
+         * @description For the services that produce notifications about their own records (infoboard
+         *     posts, manual entries): like `POST /api/notifications` (same recipient rules and
+         *     202), with a `type` and the target's id; `targetable_type` follows from the type.
          */
         post: operations["createTypedNotification"];
         delete?: never;
@@ -2082,7 +2082,7 @@ export interface components {
             [key: string]: unknown;
         };
         /**
-         * @description `YYYY-MM-DD HH:MM:SS`, UTC (seed convention 9).
+         * @description `YYYY-MM-DD HH:MM:SS`, UTC: the format of every datetime of notifications (records, read-state bodies, filters). A date the calendar lacks (e.g. `2026-02-30`) is a 422 on the field.
          * @example 2026-01-31 14:05:00
          */
         Datetime: string;

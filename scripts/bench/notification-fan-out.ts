@@ -20,7 +20,7 @@ const { db } = atrium.services;
 const app = atrium.app!;
 
 const login = await app.inject({ method: 'POST', url: '/api/auth/login', payload: { tenant: 'demo', username: 'admin', password: 'benchmark-password' } });
-const token = login.json().access_token as string;
+const token = login.json<{ access_token: string }>().access_token;
 const [tenant] = await db.owner.execute<{ id: number; role_id: number }>(
   sql`select t.id::int, r.id::int as role_id from tenants t join roles r on r.tenant_id = t.id and r.name = 'Employee' where t.slug = 'demo'`,
 );

@@ -1,8 +1,8 @@
 /**
  * Benchmark: GET /api/notifications/count and GET /api/notifications?limit=50 for one
  * user with USER_ROWS notifications (default 100,000) in a table of TOTAL rows. The
- * issue's table has 5,000,000 rows; TOTAL defaults to 300,000 so the script finishes
- * in under a minute on a small machine (TOTAL=5000000 for the full size). Prints the
+ * target size is 5,000,000 rows (TOTAL=5000000); TOTAL defaults to 300,000 so the
+ * script finishes in under a minute on a small machine. Prints the
  * count query's plan (it must use notifications_unread_idx) and p50/p99 of both routes.
  *   npx tsx scripts/bench/notification-reads.ts [seconds per route, default 5]
  */
@@ -19,7 +19,7 @@ const { db } = atrium.services;
 const app = atrium.app!;
 
 const login = await app.inject({ method: 'POST', url: '/api/auth/login', payload: { tenant: 'demo', username: 'admin', password: 'benchmark-password' } });
-const token = login.json().access_token as string;
+const token = login.json<{ access_token: string }>().access_token;
 const [admin] = await db.owner.execute<{ tenant_id: number; id: number; role_id: number }>(
   sql`select tenant_id::int, id::int, role_id::int from users where username = 'admin'`,
 );

@@ -1,32 +1,16 @@
-import { asc, eq } from 'drizzle-orm';
+import { eq } from 'drizzle-orm';
 import type { Handlers } from '../../platform/http/handler.ts';
-import { notFound } from '../../platform/http/problem.ts';
-import { present, readControls } from '../../platform/result-controls/result-controls.ts';
+import { listRecords, showRecord } from '../../platform/result-controls/listing.ts';
 import { notificationSettings } from './table.ts';
-import { notificationSettingView } from './view.ts';
+import { notificationSettingListing } from './view.ts';
 
 export const notificationSettingHandlers = {
   async listNotificationSettings({ auth, query, services: { db } }) {
-    const controls = readControls(notificationSettingView, query, auth);
-    const body = await db.tenant(auth.tenantId, async (tx) => {
-      const base = tx
-        .select()
-        .from(notificationSettings)
-        .where(controls.where)
-        .orderBy(asc(notificationSettings.sortNumber), asc(notificationSettings.id));
-      const rows = controls.limit ? await base.limit(controls.limit) : await base;
-      return present(notificationSettingView, tx, rows, controls, auth);
-    });
-    return { status: 200, body };
+    return { status: 200, body: await listRecords(db, auth.tenantId, notificationSettingListing, query, auth) };
   },
 
   async getNotificationSetting({ auth, query, params, services: { db } }) {
-    const controls = readControls(notificationSettingView, query, auth);
-    const [body] = await db.tenant(auth.tenantId, async (tx) => {
-      const rows = await tx.select().from(notificationSettings).where(eq(notificationSettings.id, params.notificationSetting));
-      if (rows.length === 0) throw notFound('The notification setting');
-      return present(notificationSettingView, tx, rows, controls, auth);
-    });
-    return { status: 200, body: body! };
+    const which = eq(notificationSettings.id, params.notificationSetting);
+    return { status: 200, body: await showRecord(db, auth.tenantId, notificationSettingListing, query, auth, which, 'The notification setting') };
   },
 } satisfies Partial<Handlers>;

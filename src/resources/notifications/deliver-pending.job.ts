@@ -1,7 +1,6 @@
-import { and, isNull, lt, sql } from 'drizzle-orm';
 import { defineJob } from '../../platform/jobs/define.ts';
 import { deliverNotifications } from './deliver.job.ts';
-import { notificationDispatches } from './table.ts';
+import { undeliveredDispatches } from './queries.ts';
 
 /**
  * Safety net: a dispatch whose delivery job was never queued (process died between the
@@ -13,11 +12,7 @@ export const deliverPendingNotifications = defineJob<object>({
   cron: '* * * * *',
   async handle(_data, services) {
     // Maintenance across every tenant: the owner role, not a tenant transaction.
-    const pending = await services.db.owner
-      .select({ tenantId: notificationDispatches.tenantId, dispatchId: notificationDispatches.id })
-      .from(notificationDispatches)
-      .where(and(isNull(notificationDispatches.deliveredAt), lt(notificationDispatches.createdAt, sql`now() - interval '2 minutes'`)))
-      .limit(100);
+    const pending = await undeliveredDispatches(services.db.owner);
     for (const dispatch of pending) await services.jobs.send(deliverNotifications, dispatch);
   },
 });

@@ -1,10 +1,8 @@
-import { eq, sql } from 'drizzle-orm';
 import { defineJob } from '../../platform/jobs/define.ts';
 import type { Services } from '../../platform/services.ts';
 import { sendPushJob } from '../push/send-push.job.ts';
 import { emailNotifications } from './email.job.ts';
-import { findDispatch, storeNotificationBatch, type Dispatch } from './queries.ts';
-import { notificationDispatches } from './table.ts';
+import { findDispatch, markDispatchDelivered, recordPushedThrough, storeNotificationBatch, type Dispatch, type DispatchRow } from './queries.ts';
 
 /** Recipients per `INSERT … SELECT` (one transaction each, so a crash loses at most one batch's work). */
 export const DELIVERY_BATCH_SIZE = 5000;
@@ -26,9 +24,7 @@ export async function deliverDispatch(services: Services, dispatch: Dispatch, ba
     await queuePushes(services, found, after, batch.last);
     after = batch.last;
   }
-  await db.tenant(dispatch.tenantId, (tx) =>
-    tx.update(notificationDispatches).set({ deliveredAt: sql`now()` }).where(eq(notificationDispatches.id, found.id)),
-  );
+  await db.tenant(dispatch.tenantId, (tx) => markDispatchDelivered(tx, found.id));
   if (services.config.smtpUrl) {
     await services.jobs.send(emailNotifications, { tenantId: dispatch.tenantId, dispatchId: dispatch.dispatchId }, { singletonKey: dispatch.dispatchId });
   }
@@ -41,7 +37,7 @@ export async function deliverDispatch(services: Services, dispatch: Dispatch, ba
  * queued, so a delivery re-run after a crash queues the batches whose push was lost and
  * none twice (except the one batch between the send and the update: at least once).
  */
-async function queuePushes(services: Services, dispatch: typeof notificationDispatches.$inferSelect, after: number, last: number): Promise<void> {
+async function queuePushes(services: Services, dispatch: DispatchRow, after: number, last: number): Promise<void> {
   if (last <= dispatch.pushedThrough) return;
   await services.jobs.send(sendPushJob, {
     tenantId: dispatch.tenantId,
@@ -49,9 +45,7 @@ async function queuePushes(services: Services, dispatch: typeof notificationDisp
     afterUserId: Math.max(after, dispatch.pushedThrough),
     lastUserId: last,
   });
-  await services.db.tenant(dispatch.tenantId, (tx) =>
-    tx.update(notificationDispatches).set({ pushedThrough: last }).where(eq(notificationDispatches.id, dispatch.id)),
-  );
+  await services.db.tenant(dispatch.tenantId, (tx) => recordPushedThrough(tx, dispatch.id, last));
   dispatch.pushedThrough = last;
 }
 

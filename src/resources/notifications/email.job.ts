@@ -1,43 +1,27 @@
-import { and, eq, isNull, ne, sql } from 'drizzle-orm';
 import nodemailer from 'nodemailer';
 import { defineJob } from '../../platform/jobs/define.ts';
 import type { Services } from '../../platform/services.ts';
-import { users } from '../users/table.ts';
 import { plainText } from './plain-text.ts';
-import type { Dispatch } from './queries.ts';
-import { notifications, type NotificationData } from './table.ts';
+import { markEmailed, pendingEmailCopies, type Dispatch } from './queries.ts';
 
 const escapeHtml = (text: string) => text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 
 /**
- * E-mail copies of a dispatch (decisions §6): to recipients with
+ * E-mail copies of a dispatch (docs/notifications.md#e-mail-copies): to recipients with
  * `wants_email_notifications` and an address, over SMTP (`SMTP_URL`). Each sent copy is
  * marked, so a retry only sends the ones still missing.
  */
 export async function emailDispatch(services: Services, dispatch: Dispatch): Promise<number> {
   const { db, config } = services;
   if (!config.smtpUrl) return 0;
-  const pending = await db.tenant(dispatch.tenantId, (tx) =>
-    tx
-      .select({ id: notifications.id, data: notifications.data, email: users.email, firstName: users.firstName, lastName: users.lastName })
-      .from(notifications)
-      .innerJoin(users, and(eq(users.tenantId, notifications.tenantId), eq(users.id, notifications.notifiableId)))
-      .where(
-        and(
-          eq(notifications.dispatchId, dispatch.dispatchId),
-          isNull(notifications.emailedAt),
-          eq(users.wantsEmailNotifications, true),
-          ne(users.email, ''),
-        ),
-      ),
-  );
+  const pending = await db.tenant(dispatch.tenantId, (tx) => pendingEmailCopies(tx, dispatch.dispatchId));
   if (pending.length === 0) return 0;
   const transport = nodemailer.createTransport(config.smtpUrl);
   let sent = 0;
   try {
     for (const copy of pending) {
       if (!copy.email) continue;
-      const data = copy.data as NotificationData;
+      const data = copy.data;
       const link = /^https?:\/\//.test(data.url) ? data.url : null;
       await transport.sendMail({
         from: config.smtpFrom,
@@ -46,9 +30,7 @@ export async function emailDispatch(services: Services, dispatch: Dispatch): Pro
         text: `${plainText(data.body)}${link ? `\n\n${link}` : ''}`,
         html: `${data.body}${link ? `<p><a href="${escapeHtml(link)}">${escapeHtml(link)}</a></p>` : ''}`,
       });
-      await db.tenant(dispatch.tenantId, (tx) =>
-        tx.update(notifications).set({ emailedAt: sql`now()` }).where(eq(notifications.id, copy.id)),
-      );
+      await db.tenant(dispatch.tenantId, (tx) => markEmailed(tx, copy.id));
       sent++;
     }
   } finally {

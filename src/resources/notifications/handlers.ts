@@ -1,17 +1,19 @@
-import { and, count, desc, eq, isNull, type SQL } from 'drizzle-orm';
-import { presentedTokenHash, type Auth } from '../../platform/auth/auth.ts';
-import type { Tx } from '../../platform/database/database.ts';
+import { eq } from 'drizzle-orm';
+import { presentedTokenHash } from '../../platform/auth/auth.ts';
+import { EVENT_STREAM_HEADERS } from '../../platform/http/event-stream.ts';
 import type { Handlers } from '../../platform/http/handler.ts';
 import { notFound, ProblemError } from '../../platform/http/problem.ts';
-import { present, readControls, type Controls } from '../../platform/result-controls/result-controls.ts';
-import { CUSTOM_NOTIFICATION, notify, queueDelivery, TYPED_NOTIFICATIONS } from './notify.ts';
-import { announceTenantUnreadChange, announceUnreadChange } from './channel.ts';
-import { isEventId } from './stream.ts';
-import { markNotifications, readState, readStateChange, type ReadStateInput } from './read-state.ts';
-import { notificationDispatches, notifications } from './table.ts';
-import { notificationView, ownNotifications, unreadNotifications } from './view.ts';
+import { listRecords, selectRecords, showRecord } from '../../platform/result-controls/listing.ts';
+import { readControls } from '../../platform/result-controls/result-controls.ts';
+import { announceTenantUnreadChange } from './channel.ts';
+import { isEventId } from './event-ids.ts';
+import { notify, queueDelivery } from './notify.ts';
+import { countUnread, deleteTenantNotifications, markOwnNotification, markOwnNotifications } from './queries.ts';
+import { CUSTOM_NOTIFICATION, readState, TYPED_NOTIFICATIONS, type ReadStateInput } from './rules.ts';
+import { notifications } from './table.ts';
+import { byTarget, byType, notificationListing, notificationView } from './view.ts';
 
-/** The document's envelope of notification write endpoints (decisions §3). */
+/** The envelope of notification write answers (docs/api-conventions.md#status-codes). */
 const envelope = <T>(data: T) => ({ status: 'success' as const, data });
 
 // The bodies' schemas say "user_ids or department_ids" with `anyOf: [{required}]`, which
@@ -33,62 +35,32 @@ interface BulkInput extends ReadStateInput {
   filter?: Record<string, unknown>;
 }
 
-/** The caller's notifications matching `where`, newest first, shaped by the controls. */
-async function listOwn(tx: Tx, auth: Auth, where: SQL | undefined, controls: Pick<Controls, 'selects' | 'relations' | 'limit'>) {
-  const base = tx
-    .select()
-    .from(notifications)
-    .where(and(ownNotifications(auth), where))
-    .orderBy(desc(notifications.createdAt), desc(notifications.id));
-  const rows = controls.limit ? await base.limit(controls.limit) : await base;
-  return present(notificationView, tx, rows, controls, auth);
-}
-
-/** Marks the caller's notifications; when some became read, the caller's streams get the new count. */
-async function markOwn(tx: Tx, auth: Auth, where: SQL | undefined, state: ReturnType<typeof readState>): Promise<number> {
-  const changed = await markNotifications(tx, where, state);
-  if (changed > 0 && state.readAt) await announceUnreadChange(tx, auth);
-  return changed;
-}
-
-const byType = (targetableType: string) => eq(notifications.targetableType, targetableType);
-const byTarget = (targetableType: string, targetableId: number) =>
-  and(eq(notifications.targetableType, targetableType), eq(notifications.targetableId, targetableId));
+const NOTIFICATION = 'The notification';
 
 export const notificationHandlers = {
   async listNotifications({ auth, query, services: { db } }) {
-    const controls = readControls(notificationView, query, auth);
-    return { status: 200, body: await db.tenant(auth.tenantId, (tx) => listOwn(tx, auth, controls.where, controls)) };
+    return { status: 200, body: await listRecords(db, auth.tenantId, notificationListing, query, auth) };
   },
 
   /** Served by the partial index on unread notifications (see table.ts and the benchmark). */
   async countNotifications({ auth, query, services: { db } }) {
     const controls = readControls(notificationView, { filter: query.filter }, auth);
-    const [row] = await db.tenant(auth.tenantId, (tx) =>
-      tx
-        .select({ n: count() })
-        .from(notifications)
-        .where(and(ownNotifications(auth), unreadNotifications(), controls.where)),
-    );
-    return { status: 200, body: row?.n ?? 0 };
+    return { status: 200, body: await db.tenant(auth.tenantId, (tx) => countUnread(tx, auth, controls.where)) };
   },
 
   async listNotificationsByType({ auth, query, params, services: { db } }) {
-    const controls = readControls(notificationView, query, auth);
-    return { status: 200, body: await db.tenant(auth.tenantId, (tx) => listOwn(tx, auth, byType(params.targetableType), controls)) };
+    const where = byType(params.targetableType);
+    return { status: 200, body: await listRecords(db, auth.tenantId, notificationListing, query, auth, { where }) };
   },
 
   async listNotificationsByTarget({ auth, query, params, services: { db } }) {
-    const controls = readControls(notificationView, query, auth);
     const where = byTarget(params.targetableType, params.targetableId);
-    return { status: 200, body: await db.tenant(auth.tenantId, (tx) => listOwn(tx, auth, where, controls)) };
+    return { status: 200, body: await listRecords(db, auth.tenantId, notificationListing, query, auth, { where }) };
   },
 
   async getNotification({ auth, query, params, services: { db } }) {
-    const controls = readControls(notificationView, query, auth);
-    const [body] = await db.tenant(auth.tenantId, (tx) => listOwn(tx, auth, eq(notifications.id, params.notification), controls));
-    if (!body) throw notFound('The notification');
-    return { status: 200, body };
+    const which = eq(notifications.id, params.notification);
+    return { status: 200, body: await showRecord(db, auth.tenantId, notificationListing, query, auth, which, NOTIFICATION) };
   },
 
   async createNotification({ auth, body, services: { db, jobs } }) {
@@ -124,42 +96,36 @@ export const notificationHandlers = {
     const input = body as BulkInput;
     const state = readState(input);
     const controls = readControls(notificationView, { filter: input.filter }, auth);
-    const changed = await db.tenant(auth.tenantId, (tx) => markOwn(tx, auth, and(ownNotifications(auth), controls.where), state));
-    return { status: 200, body: envelope(changed) };
+    return { status: 200, body: envelope(await db.tenant(auth.tenantId, (tx) => markOwnNotifications(tx, auth, controls.where, state))) };
   },
 
   async updateNotificationsByType({ auth, body, params, services: { db } }) {
     const state = readState(body as ReadStateInput);
-    const where = and(ownNotifications(auth), byType(params.targetableType));
-    return { status: 200, body: envelope(await db.tenant(auth.tenantId, (tx) => markOwn(tx, auth, where, state))) };
+    const where = byType(params.targetableType);
+    return { status: 200, body: envelope(await db.tenant(auth.tenantId, (tx) => markOwnNotifications(tx, auth, where, state))) };
   },
 
   async updateNotificationsByTarget({ auth, body, params, services: { db } }) {
     const state = readState(body as ReadStateInput);
-    const where = and(ownNotifications(auth), byTarget(params.targetableType, params.targetableId));
-    return { status: 200, body: envelope(await db.tenant(auth.tenantId, (tx) => markOwn(tx, auth, where, state))) };
+    const where = byTarget(params.targetableType, params.targetableId);
+    return { status: 200, body: envelope(await db.tenant(auth.tenantId, (tx) => markOwnNotifications(tx, auth, where, state))) };
   },
 
   async updateNotification({ auth, body, params, services: { db } }) {
-    const change = readStateChange(readState(body as ReadStateInput));
+    const state = readState(body as ReadStateInput);
     const [updated] = await db.tenant(auth.tenantId, async (tx) => {
       // An already read (or seen) record keeps its times; the answer is the record either way.
-      const changed = await tx
-        .update(notifications)
-        .set(change.set)
-        .where(and(ownNotifications(auth), eq(notifications.id, params.notification), change.changes))
-        .returning({ id: notifications.id });
-      if (changed.length > 0 && 'readAt' in change.set) await announceUnreadChange(tx, auth);
-      return listOwn(tx, auth, eq(notifications.id, params.notification), { selects: null, relations: [], limit: undefined });
+      await markOwnNotification(tx, auth, params.notification, state);
+      return selectRecords(tx, notificationListing, auth, { where: eq(notifications.id, params.notification) });
     });
-    if (!updated) throw notFound('The notification');
+    if (!updated) throw notFound(NOTIFICATION);
     return { status: 200, body: envelope(updated) };
   },
 
-  /** Issue 8: Server-Sent Events of the caller's new notifications and unread count (stream.ts). */
+  /** Server-Sent Events of the caller's new notifications and unread count (operation streamNotifications; stream.ts). */
   async streamNotifications({ auth, request, reply, services: { notificationStreams } }) {
-    // Fastify answers HEAD with the GET handler: the headers of a stream, but no stream is opened.
-    if (request.method === 'HEAD') return { status: 200, headers: { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache, no-transform' }, body: '' };
+    // Fastify answers HEAD with the GET handler: the head of a stream, but no stream is opened.
+    if (request.method === 'HEAD') return { status: 200, headers: { ...EVENT_STREAM_HEADERS }, body: '' };
     const lastEventId = request.headers['last-event-id'];
     if (lastEventId !== undefined && (typeof lastEventId !== 'string' || !isEventId(lastEventId))) {
       throw new ProblemError(400, 'Last-Event-ID must be the id of an event of this stream.');
@@ -170,11 +136,10 @@ export const notificationHandlers = {
     return { status: 200, body: '' };
   },
 
-  /** Seed rule 4: every notification of the tenant (and pending deliveries); settings stay. */
+  /** Every notification of the tenant and every pending delivery; settings stay (docs/notifications.md#recipients). */
   async resetNotifications({ auth, services: { db } }) {
     await db.tenant(auth.tenantId, async (tx) => {
-      await tx.delete(notifications);
-      await tx.delete(notificationDispatches);
+      await deleteTenantNotifications(tx);
       // Open streams of the tenant learn their count is now 0.
       await announceTenantUnreadChange(tx, auth.tenantId);
     });

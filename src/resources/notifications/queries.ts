@@ -1,13 +1,61 @@
-import { eq, sql } from 'drizzle-orm';
-import type { Tx } from '../../platform/database/database.ts';
+/** Reads and writes of notifications and their dispatches (docs/notifications.md). */
+import { and, count, eq, isNull, lt, ne, sql, type SQL } from 'drizzle-orm';
+import type { Auth } from '../../platform/auth/auth.ts';
+import type { Db, Tx } from '../../platform/database/database.ts';
+import { missingIds } from '../../platform/database/existence.ts';
+import { requiredTenant } from '../../platform/database/tenancy.ts';
+import { departments } from '../departments/table.ts';
 import { users } from '../users/table.ts';
-import { announceStoredBatch } from './channel.ts';
-import { notificationDispatches, notifications } from './table.ts';
+import { announceStoredBatch, announceUnreadChange } from './channel.ts';
+import { readStateChange, type ReadState } from './rules.ts';
+import { notificationDispatches, notifications, type NotificationData } from './table.ts';
+import { ownNotifications, unreadNotifications } from './view.ts';
 
 /** A recorded dispatch, as its delivery job names it. */
 export interface Dispatch {
   tenantId: number;
   dispatchId: string;
+}
+
+export type DispatchRow = typeof notificationDispatches.$inferSelect;
+
+/**
+ * The ids of `userIds` that name no user of the tenant (or a deleted one), and of
+ * `departmentIds` that name no department of the tenant. One query per non-empty list,
+ * run in parallel.
+ */
+export async function missingRecipients(tx: Tx, userIds: number[], departmentIds: number[]): Promise<{ users: Set<number>; departments: Set<number> }> {
+  const [missingUsers, missingDepartments] = await Promise.all([
+    missingIds(tx, users, userIds, isNull(users.deletedAt)),
+    missingIds(tx, departments, departmentIds),
+  ]);
+  return { users: missingUsers, departments: missingDepartments };
+}
+
+/** Records a dispatch in the transaction's tenant (ids deduplicated); nothing is delivered yet. */
+export async function recordDispatch(
+  tx: Tx,
+  values: { type: string; targetable: { type: string; id: number } | null; data: NotificationData; userIds: number[]; departmentIds: number[]; createdBy: number | null },
+): Promise<Dispatch> {
+  const [dispatch] = await tx
+    .insert(notificationDispatches)
+    .values({
+      tenantId: requiredTenant,
+      type: values.type,
+      targetableType: values.targetable?.type ?? null,
+      targetableId: values.targetable?.id ?? null,
+      data: values.data,
+      userIds: [...new Set(values.userIds)],
+      departmentIds: [...new Set(values.departmentIds)],
+      createdBy: values.createdBy,
+    })
+    .returning({ id: notificationDispatches.id, tenantId: notificationDispatches.tenantId });
+  return { tenantId: dispatch!.tenantId, dispatchId: dispatch!.id };
+}
+
+export async function findDispatch(tx: Tx, dispatchId: string): Promise<DispatchRow | undefined> {
+  const [dispatch] = await tx.select().from(notificationDispatches).where(eq(notificationDispatches.id, dispatchId));
+  return dispatch;
 }
 
 const idArray = (ids: number[]) => `{${ids.map((id) => Math.trunc(id)).join(',')}}`;
@@ -20,12 +68,7 @@ const idArray = (ids: number[]) => `{${ids.map((id) => Math.trunc(id)).join(',')
  * any, it notifies NOTIFICATIONS_CHANNEL (live streams). Returns the
  * highest recipient id of the batch (null when none is left) and how many were stored.
  */
-export async function storeNotificationBatch(
-  tx: Tx,
-  dispatch: typeof notificationDispatches.$inferSelect,
-  after: number,
-  batchSize: number,
-): Promise<{ last: number | null; stored: number }> {
+export async function storeNotificationBatch(tx: Tx, dispatch: DispatchRow, after: number, batchSize: number): Promise<{ last: number | null; stored: number }> {
   const [row] = await tx.execute<{ last: string | null; stored: number }>(sql`
     with recipients as (
       select u.id from ${users} u
@@ -55,7 +98,82 @@ export async function storeNotificationBatch(
   return { last, stored: row?.stored ?? 0 };
 }
 
-export async function findDispatch(tx: Tx, dispatchId: string) {
-  const [dispatch] = await tx.select().from(notificationDispatches).where(eq(notificationDispatches.id, dispatchId));
-  return dispatch;
+/** Remembers that push jobs are queued for the dispatch's recipients up to user id `last`. */
+export async function recordPushedThrough(tx: Tx, dispatchId: string, last: number): Promise<void> {
+  await tx.update(notificationDispatches).set({ pushedThrough: last }).where(eq(notificationDispatches.id, dispatchId));
+}
+
+/** Marks a dispatch delivered: every batch is stored. */
+export async function markDispatchDelivered(tx: Tx, dispatchId: string): Promise<void> {
+  await tx.update(notificationDispatches).set({ deliveredAt: sql`now()` }).where(eq(notificationDispatches.id, dispatchId));
+}
+
+/**
+ * Dispatches of every tenant still undelivered two minutes after they were recorded, at
+ * most 100. Maintenance across tenants: run on the owner pool, not in a tenant transaction.
+ */
+export function undeliveredDispatches(owner: Db): Promise<Dispatch[]> {
+  return owner
+    .select({ tenantId: notificationDispatches.tenantId, dispatchId: notificationDispatches.id })
+    .from(notificationDispatches)
+    .where(and(isNull(notificationDispatches.deliveredAt), lt(notificationDispatches.createdAt, sql`now() - interval '2 minutes'`)))
+    .limit(100);
+}
+
+/** The dispatch's notifications still without an e-mail copy whose recipient wants one and has an address. */
+export function pendingEmailCopies(tx: Tx, dispatchId: string) {
+  return tx
+    .select({ id: notifications.id, data: notifications.data, email: users.email, firstName: users.firstName, lastName: users.lastName })
+    .from(notifications)
+    .innerJoin(users, and(eq(users.tenantId, notifications.tenantId), eq(users.id, notifications.notifiableId)))
+    .where(and(eq(notifications.dispatchId, dispatchId), isNull(notifications.emailedAt), eq(users.wantsEmailNotifications, true), ne(users.email, '')));
+}
+
+/** Marks a notification's e-mail copy sent. */
+export async function markEmailed(tx: Tx, notificationId: string): Promise<void> {
+  await tx.update(notifications).set({ emailedAt: sql`now()` }).where(eq(notifications.id, notificationId));
+}
+
+/** How many of the caller's notifications matching `where` are unread (served by the partial index `notifications_unread_idx`). */
+export async function countUnread(tx: Tx, auth: Auth, where: SQL | undefined): Promise<number> {
+  const [row] = await tx
+    .select({ n: count() })
+    .from(notifications)
+    .where(and(ownNotifications(auth), unreadNotifications(), where));
+  return row?.n ?? 0;
+}
+
+/**
+ * The caller's notifications matching `where` take the read state; only those it changes
+ * are touched (`readStateChange`). When some became read, the caller's streams get the
+ * new count. Returns how many changed.
+ */
+async function applyReadState(tx: Tx, auth: Auth, where: SQL | undefined, state: ReadState): Promise<number> {
+  const change = readStateChange(state);
+  const changed = await tx
+    .update(notifications)
+    .set(change.set)
+    .where(and(ownNotifications(auth), where, change.changes))
+    .returning({ id: notifications.id });
+  if (changed.length > 0 && state.readAt) await announceUnreadChange(tx, auth);
+  return changed.length;
+}
+
+/**
+ * Bulk update of the caller's notifications (docs/notifications.md#recipients): only the
+ * unread ones matching `where` change. Returns how many changed.
+ */
+export function markOwnNotifications(tx: Tx, auth: Auth, where: SQL | undefined, state: ReadState): Promise<number> {
+  return applyReadState(tx, auth, and(where, isNull(notifications.readAt)), state);
+}
+
+/** One of the caller's notifications takes the read state, read or not (an already read or seen record keeps its times). */
+export function markOwnNotification(tx: Tx, auth: Auth, notificationId: string, state: ReadState): Promise<number> {
+  return applyReadState(tx, auth, eq(notifications.id, notificationId), state);
+}
+
+/** Deletes every notification and every pending dispatch of the transaction's tenant. */
+export async function deleteTenantNotifications(tx: Tx): Promise<void> {
+  await tx.delete(notifications);
+  await tx.delete(notificationDispatches);
 }

@@ -38,8 +38,6 @@ import { newestEventId, selectStreamRows, unreadCounts, type StreamRow } from '.
 import { notifications } from './table.ts';
 import { notificationView, ownNotifications } from './view.ts';
 
-export { isEventId } from './event-ids.ts';
-
 declare module '../../platform/services.ts' {
   interface Services {
     /** The process's live notification streams (Server-Sent Events; one LISTEN connection). */

@@ -29,8 +29,8 @@ export const notificationDispatches = pgTable(
     createdAt: timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow(),
     deliveredAt: timestamp('delivered_at', { withTimezone: true, mode: 'date' }),
     /**
-     * Recipients up to this user id have their push job queued (issue 8). A delivery
-     * resumed after a crash queues pushes for batches stored but not yet pushed.
+     * Recipients up to this user id have their push job queued (docs/notifications.md#push).
+     * A delivery resumed after a crash queues pushes for batches stored but not yet pushed.
      */
     pushedThrough: bigint('pushed_through', { mode: 'number' }).notNull().default(0),
   },
@@ -41,7 +41,7 @@ export const notificationDispatches = pgTable(
   ],
 ).enableRLS();
 
-/** Per-user notifications (seed "Notification"). */
+/** Per-user notifications (schema Notification; docs/notifications.md). */
 export const notifications = pgTable(
   'notifications',
   {

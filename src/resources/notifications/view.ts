@@ -1,6 +1,7 @@
-import { and, eq, gte, isNotNull, isNull, lt, sql, type SQL } from 'drizzle-orm';
+import { and, desc, eq, gte, isNotNull, isNull, lt, sql, type SQL } from 'drizzle-orm';
 import type { Auth } from '../../platform/auth/auth.ts';
 import { notificationDatetime, parseNotificationDatetime } from '../../platform/http/datetime.ts';
+import type { Listing } from '../../platform/result-controls/listing.ts';
 import { defineView } from '../../platform/result-controls/result-controls.ts';
 import { presentUsersById } from '../users/view.ts';
 import { notifications } from './table.ts';
@@ -9,7 +10,7 @@ export type NotificationRow = typeof notifications.$inferSelect;
 
 type FilterKey = 'unread' | 'unseen' | 'type' | 'targetable_type' | 'targetable_id' | 'created_from' | 'created_to';
 
-/** Only the caller's own notifications (seed rule 1). */
+/** Only the caller's own notifications (docs/notifications.md#recipients). */
 export const ownNotifications = (auth: Auth): SQL =>
   and(eq(notifications.notifiableType, 'user'), eq(notifications.notifiableId, auth.userId))!;
 
@@ -32,7 +33,7 @@ export const notificationView = defineView<NotificationRow, Auth, FilterKey>({
     created_at: { value: (r) => notificationDatetime(r.createdAt) },
     updated_at: { value: (r) => notificationDatetime(r.updatedAt) },
   },
-  // Decisions §4.
+  // docs/api-conventions.md#result-controls; the datetimes as in #datetimes-and-calendar-dates.
   filters: {
     unread: (value: boolean) => (value ? unreadNotifications() : isNotNull(notifications.readAt)),
     unseen: (value: boolean) => (value ? isNull(notifications.seenAt) : isNotNull(notifications.seenAt)),
@@ -63,3 +64,21 @@ export const notificationView = defineView<NotificationRow, Auth, FilterKey>({
     },
   },
 });
+
+/**
+ * The caller's own notifications, newest first (`created_at`, then `id`): the list, type,
+ * target and show operations, and the record `updateNotification` answers.
+ */
+export const notificationListing: Listing<NotificationRow, Auth, FilterKey> = {
+  view: notificationView,
+  query: (tx) => tx.select().from(notifications),
+  scope: ownNotifications,
+  order: [desc(notifications.createdAt), desc(notifications.id)],
+};
+
+/** Notifications about one kind of target (operations listNotificationsByType, updateNotificationsByType). */
+export const byType = (targetableType: string): SQL => eq(notifications.targetableType, targetableType);
+
+/** Notifications about one target (operations listNotificationsByTarget, updateNotificationsByTarget). */
+export const byTarget = (targetableType: string, targetableId: number): SQL =>
+  and(eq(notifications.targetableType, targetableType), eq(notifications.targetableId, targetableId))!;

@@ -184,7 +184,7 @@ t.test('delivery is idempotent: a retried, duplicated or resumed job stores no s
   await api.db.owner.delete(notifications).where(eq(notifications.tenantId, tenant.tenantId));
 });
 
-t.test('list: only the caller’s, newest first, with selects, relations and the filters of decisions §4', async (t) => {
+t.test('list: only the caller’s, newest first, with selects, relations and every filter of NotificationFilter', async (t) => {
   const old = await stored(alice.id, { readAt: new Date(), seenAt: new Date() }, 60);
   const middle = await stored(alice.id, { type: 'infoboardPostCreated', targetableType: 'infoboardPost', targetableId: 7, seenAt: new Date() }, 30);
   const fresh = await stored(alice.id, { type: 'manualEntryUpdated', targetableType: 'manualEntry', targetableId: 3 }, 0);
