@@ -9,7 +9,7 @@ import { startReceiver } from '../../helpers/receiver.ts';
 import { eventually } from '../../helpers/eventually.ts';
 import { rowCount, sleep } from '../../helpers/fixtures.ts';
 
-// The receiver runs on loopback, which only the operator allow-list admits (decisions §6).
+// The receiver runs on loopback, which only the operator allow-list admits (docs/tenancy-and-security.md#outbound-address-policy).
 const api = await startTestApi(t, {
   webhookAllowedCidrs: ['127.0.0.0/8', '::1/128'],
   outboundTimeoutMs: 1500,
