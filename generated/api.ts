@@ -3207,8 +3207,8 @@ export interface components {
         };
         /**
          * Webhook action configuration (type key `webhook`)
-         * @description Configuration of the `webhook` automation action (seed "Webhook action configuration",
-         *     decisions §6). Values are plain strings: `{{…}}` placeholders are sent literally.
+         * @description Configuration of the `webhook` automation action. Values are plain strings: `{{…}}`
+         *     placeholders are sent literally.
          *
          *     - `url`: http or https, no credentials in it, and its host must resolve (DNS) to
          *       addresses Atrium may reach: public addresses, or ranges the operator admits with

@@ -25,6 +25,8 @@ export const automations = pgTable(
   ],
 ).enableRLS();
 
+export type AutomationRow = typeof automations.$inferSelect;
+
 /** One run of an automation's webhook; `payload` is the exact body every attempt sends. */
 export const webhookDeliveries = pgTable(
   'webhook_deliveries',
@@ -56,6 +58,8 @@ export const webhookDeliveries = pgTable(
     tenantIsolation('webhook_deliveries'),
   ],
 ).enableRLS();
+
+export type DeliveryRow = typeof webhookDeliveries.$inferSelect;
 
 /** Every attempt of a delivery, as it happened. */
 export const webhookDeliveryAttempts = pgTable(

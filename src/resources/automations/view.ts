@@ -1,12 +1,10 @@
-import { asc, eq, inArray } from 'drizzle-orm';
+import { asc, desc, eq, inArray } from 'drizzle-orm';
 import type { Auth } from '../../platform/auth/auth.ts';
 import { rfc3339 } from '../../platform/http/datetime.ts';
-import { defineView } from '../../platform/result-controls/result-controls.ts';
-import { automations, webhookDeliveries, webhookDeliveryAttempts, type DeliveryStatus } from './table.ts';
+import type { Listing } from '../../platform/result-controls/listing.ts';
+import { defineView, groupBy } from '../../platform/result-controls/result-controls.ts';
+import { automations, webhookDeliveries, webhookDeliveryAttempts, type AutomationRow, type DeliveryRow, type DeliveryStatus } from './table.ts';
 import { maskSecrets } from './webhook-configuration.ts';
-
-export type AutomationRow = typeof automations.$inferSelect;
-export type DeliveryRow = typeof webhookDeliveries.$inferSelect;
 
 export const automationView = defineView<AutomationRow, Auth>({
   key: (row) => row.id,
@@ -20,6 +18,13 @@ export const automationView = defineView<AutomationRow, Auth>({
     updated_at: { value: (row) => rfc3339(row.updatedAt) },
   },
 });
+
+/** Automations in `id` order (the spec, operationIds listAutomations and getAutomation). */
+export const automationListing: Listing<AutomationRow, Auth> = {
+  view: automationView,
+  query: (tx) => tx.select().from(automations),
+  order: [asc(automations.id)],
+};
 
 /** Deliveries never show request headers, credentials or the payload. */
 export const deliveryView = defineView<DeliveryRow, Auth, 'status'>({
@@ -52,19 +57,17 @@ export const deliveryView = defineView<DeliveryRow, Auth, 'status'>({
             ),
           )
           .orderBy(asc(webhookDeliveryAttempts.deliveryId), asc(webhookDeliveryAttempts.number));
-        const byDelivery = new Map<unknown, unknown[]>();
-        for (const attempt of found) {
-          const list = byDelivery.get(attempt.deliveryId) ?? [];
-          list.push({
+        return groupBy(
+          found,
+          (attempt) => attempt.deliveryId,
+          (attempt) => ({
             number: attempt.number,
             started_at: rfc3339(attempt.startedAt),
             response_status: attempt.responseStatus,
             duration_ms: attempt.durationMs,
             error: attempt.error,
-          });
-          byDelivery.set(attempt.deliveryId, list);
-        }
-        return byDelivery;
+          }),
+        );
       },
     },
   },
@@ -72,3 +75,10 @@ export const deliveryView = defineView<DeliveryRow, Auth, 'status'>({
     status: (value: DeliveryStatus) => eq(webhookDeliveries.status, value),
   },
 });
+
+/** Deliveries newest first (the spec, operationId listAutomationDeliveries); the handler narrows them to one automation with `deliveriesOf`. */
+export const deliveryListing: Listing<DeliveryRow, Auth, 'status'> = {
+  view: deliveryView,
+  query: (tx) => tx.select().from(webhookDeliveries),
+  order: [desc(webhookDeliveries.id)],
+};

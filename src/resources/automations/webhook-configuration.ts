@@ -1,10 +1,10 @@
 /**
- * The webhook action's configuration (`WebhookConfiguration` in the spec):
- * the rules the schema cannot express, and how its secrets are stored and shown.
+ * The webhook action's configuration (the spec, schema `WebhookConfiguration`): how its
+ * secrets are stored, kept and shown (docs/outbound-delivery.md#webhooks). The rules a
+ * configuration must meet beyond the schema are in rules.ts.
  */
 import type { components } from '../../../generated/api.ts';
 import type { FieldErrors } from '../../platform/http/problem.ts';
-import type { OutboundClient } from '../../platform/outbound/client.ts';
 import type { Secrets } from '../../platform/secrets/secrets.ts';
 
 export type WebhookConfiguration = components['schemas']['WebhookConfiguration'];
@@ -27,7 +27,7 @@ function eachSecret(config: WebhookConfiguration, fn: (holder: SecretHolder, val
     const key = SECRET_KEYS[holder];
     if (part && typeof part[key] === 'string') auth[holder] = { ...part, [key]: fn(holder, part[key]) };
   }
-  return { ...config, auth: auth as WebhookConfiguration['auth'] };
+  return { ...config, auth };
 }
 
 /** The configuration as answered: secrets masked. */
@@ -72,25 +72,3 @@ export function sealSecrets(
 /** The configuration with its secrets in plain text, for sending. */
 export const unsealSecrets = (stored: StoredWebhookConfiguration, secrets: Secrets): WebhookConfiguration =>
   eachSecret(stored, (_, value) => secrets.decrypt(PURPOSE, value));
-
-/** Headers Atrium frames itself; a configured value would corrupt or smuggle requests. */
-const RESERVED_HEADERS = new Set(['host', 'content-length', 'transfer-encoding', 'connection', 'keep-alive', 'upgrade', 'te', 'trailer', 'expect']);
-export const isReservedHeader = (name: string) => RESERVED_HEADERS.has(name.toLowerCase()) || name.toLowerCase().startsWith('proxy-');
-
-/**
- * The rules beyond the schema: `url` must be a valid active URL (http/https, host resolves
- * to reachable addresses), and custom headers may not be framing headers. Paths are
- * prefixed with `prefix` (`config.` when the configuration is nested).
- */
-export async function configurationErrors(config: WebhookConfiguration, outbound: OutboundClient, prefix = ''): Promise<FieldErrors> {
-  const errors: FieldErrors = {};
-  const urlProblem = await outbound.destinationProblem(config.url);
-  if (urlProblem) errors[`${prefix}url`] = [urlProblem];
-  for (const name of Object.keys(config.headers)) {
-    if (isReservedHeader(name)) errors[`${prefix}headers.${name}`] = ['is set by Atrium and cannot be configured'];
-  }
-  if (config.auth?.type === 'header' && config.auth.header && isReservedHeader(config.auth.header.name)) {
-    errors[`${prefix}auth.header.name`] = ['is set by Atrium and cannot be configured'];
-  }
-  return errors;
-}

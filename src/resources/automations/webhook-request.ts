@@ -1,13 +1,25 @@
 /**
- * One webhook request from a configuration and a delivery: method, custom
- * headers, the JSON payload, and the auth type's headers. Values are used as given:
- * `{{…}}` is sent literally.
+ * What a webhook sends: the payload of a run, and one request from a configuration and a
+ * delivery (method, custom headers, the JSON payload, the auth type's headers). Values are
+ * used as given: `{{…}}` is sent literally (docs/outbound-delivery.md#webhooks).
  */
 import { createHmac, randomUUID } from 'node:crypto';
+import { rfc3339 } from '../../platform/http/datetime.ts';
 import type { OutboundRequest } from '../../platform/outbound/client.ts';
 import type { WebhookConfiguration } from './webhook-configuration.ts';
 
 export const USER_AGENT = 'Atrium-Webhooks/1';
+
+/** The payload every attempt of one run sends (the spec, schema `WebhookPayload`). */
+export function webhookPayload(eventId: string, automation: { id: number; name: string }, context: Record<string, unknown>, at: Date): string {
+  return JSON.stringify({
+    id: eventId,
+    type: 'automation.run',
+    timestamp: rfc3339(at),
+    automation: { id: automation.id, name: automation.name },
+    context,
+  });
+}
 
 /**
  * Standard Webhooks signature: `v1,` + base64 HMAC-SHA256 of `id.timestamp.body`; the key

@@ -191,3 +191,22 @@ t.test('attemptDelivery against a real peer', async (t) => {
     t.strictSame(outcome, { verdict: 'failed', responseStatus: null, durationMs: null, error: DESTINATION_NOT_ALLOWED });
   });
 });
+
+t.test('retry rules: which statuses retry, exponential backoff, Retry-After, final state', async (t) => {
+  t.strictSame([200, 204, 302, 400, 401, 404, 410, 429, 500, 503].map(judgeResponse), [
+    'succeeded', 'succeeded', 'failed', 'failed', 'failed', 'failed', 'failed', 'retry', 'retry', 'retry',
+  ]);
+  const now = new Date('2026-01-01T00:00:00Z');
+  const policy = { maxAttempts: 4, retryDelayMs: 1000 };
+  const delays = [1, 2, 3].map((attempt) => nextState({ verdict: 'retry' }, attempt, policy, now).retryAt!.getTime() - now.getTime());
+  t.strictSame(delays, [1000, 2000, 4000], 'doubles per attempt');
+  t.strictSame(nextState({ verdict: 'retry' }, 4, policy, now), { status: 'failed', retryAt: null }, 'the last attempt is final');
+  t.strictSame(nextState({ verdict: 'failed' }, 1, policy, now), { status: 'failed', retryAt: null });
+  t.strictSame(nextState({ verdict: 'succeeded' }, 2, policy, now), { status: 'succeeded', retryAt: null });
+  t.equal(nextState({ verdict: 'retry', retryAfterMs: 60_000 }, 1, policy, now).retryAt!.getTime() - now.getTime(), 60_000, 'Retry-After when longer');
+  t.equal(retryAfterMs('120', now), 120_000);
+  t.equal(retryAfterMs('Thu, 01 Jan 2026 00:00:30 GMT', now), 30_000);
+  t.equal(retryAfterMs('999999', now), 3_600_000, 'capped at an hour');
+  t.equal(retryAfterMs('soon', now), undefined);
+  t.equal(retryAfterMs(undefined, now), undefined);
+});

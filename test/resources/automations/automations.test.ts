@@ -3,13 +3,13 @@ import { createHmac, timingSafeEqual } from 'node:crypto';
 import { sql } from 'drizzle-orm';
 import { createLocalJWKSet, jwtVerify } from 'jose';
 import { deliverPendingWebhooks, requeueStuckDeliveries } from '../../../src/resources/automations/deliver-pending.job.ts';
-import { deliverWebhook, judgeResponse, nextState, retryAfterMs } from '../../../src/resources/automations/deliver-webhook.job.ts';
+import { deliverWebhook } from '../../../src/resources/automations/deliver-webhook.job.ts';
 import { startTestApi } from '../../helpers/atrium.ts';
 import { startReceiver } from '../../helpers/receiver.ts';
 import { eventually } from '../../helpers/eventually.ts';
 import { rowCount, sleep } from '../../helpers/fixtures.ts';
 
-// The receiver runs on loopback, which only the operator allow-list admits (decisions §6).
+// The receiver runs on loopback, which only the operator allow-list admits (docs/tenancy-and-security.md#outbound-address-policy).
 const api = await startTestApi(t, {
   webhookAllowedCidrs: ['127.0.0.0/8', '::1/128'],
   outboundTimeoutMs: 1500,
@@ -478,23 +478,4 @@ t.test('the sweeper re-queues deliveries stuck past their due time, and only tho
   t.equal(receiver.received('/stuck').length, 2, 'one request for each re-queued delivery, none for the exhausted one');
   t.equal(deliverPendingWebhooks.name, 'automations.deliver-pending');
   t.ok(deliverPendingWebhooks.cron, 'runs on a schedule');
-});
-
-t.test('retry rules: which statuses retry, exponential backoff, Retry-After, final state', async (t) => {
-  t.strictSame([200, 204, 302, 400, 401, 404, 410, 429, 500, 503].map(judgeResponse), [
-    'succeeded', 'succeeded', 'failed', 'failed', 'failed', 'failed', 'failed', 'retry', 'retry', 'retry',
-  ]);
-  const now = new Date('2026-01-01T00:00:00Z');
-  const policy = { maxAttempts: 4, retryDelayMs: 1000 };
-  const delays = [1, 2, 3].map((attempt) => nextState({ verdict: 'retry' }, attempt, policy, now).retryAt!.getTime() - now.getTime());
-  t.strictSame(delays, [1000, 2000, 4000], 'doubles per attempt');
-  t.strictSame(nextState({ verdict: 'retry' }, 4, policy, now), { status: 'failed', retryAt: null }, 'the last attempt is final');
-  t.strictSame(nextState({ verdict: 'failed' }, 1, policy, now), { status: 'failed', retryAt: null });
-  t.strictSame(nextState({ verdict: 'succeeded' }, 2, policy, now), { status: 'succeeded', retryAt: null });
-  t.equal(nextState({ verdict: 'retry', retryAfterMs: 60_000 }, 1, policy, now).retryAt!.getTime() - now.getTime(), 60_000, 'Retry-After when longer');
-  t.equal(retryAfterMs('120', now), 120_000);
-  t.equal(retryAfterMs('Thu, 01 Jan 2026 00:00:30 GMT', now), 30_000);
-  t.equal(retryAfterMs('999999', now), 3_600_000, 'capped at an hour');
-  t.equal(retryAfterMs('soon', now), undefined);
-  t.equal(retryAfterMs(undefined, now), undefined);
 });

@@ -1,0 +1,134 @@
+/**
+ * Reads and writes of automations and their webhook deliveries. Tenant work takes the
+ * tenant transaction `tx`; the sweeper's work across tenants takes the owner pool.
+ */
+import { and, eq, inArray, sql, type SQL } from 'drizzle-orm';
+import type { Db, Tx } from '../../platform/database/database.ts';
+import type { DeliveryOutcome } from '../../platform/outbound/delivery-outcome.ts';
+import { automations, webhookDeliveries, webhookDeliveryAttempts, type AutomationRow, type DeliveryRow, type DeliveryStatus } from './table.ts';
+import type { StoredWebhookConfiguration } from './webhook-configuration.ts';
+
+/** Deliveries that still expect an attempt. */
+const OPEN_STATUSES: DeliveryStatus[] = ['pending', 'retrying'];
+
+/** When a delivery is due: its scheduled attempt, or its creation for the first one. */
+const DUE_AT = sql`coalesce(${webhookDeliveries.nextAttemptAt}, ${webhookDeliveries.createdAt})`;
+
+/** Grace after a delivery's due time before the sweeper considers its job lost. */
+const STUCK_AFTER = sql`interval '1 minute'`;
+
+export async function findAutomation(tx: Tx, id: number, options: { forUpdate?: boolean } = {}): Promise<AutomationRow | undefined> {
+  const query = tx.select().from(automations).where(eq(automations.id, id));
+  const [row] = options.forUpdate ? await query.for('update') : await query;
+  return row;
+}
+
+export function insertAutomation(tx: Tx, values: { tenantId: number; name: string; config: StoredWebhookConfiguration }): Promise<AutomationRow[]> {
+  return tx
+    .insert(automations)
+    .values({ ...values, actionType: 'webhook' })
+    .returning();
+}
+
+/** Sets the keys given (and `updated_at`); the updated row, none when it does not exist. */
+export function updateAutomation(tx: Tx, id: number, changes: { name?: string; config?: StoredWebhookConfiguration }): Promise<AutomationRow[]> {
+  return tx
+    .update(automations)
+    .set({
+      ...(changes.name !== undefined ? { name: changes.name } : {}),
+      ...(changes.config ? { config: changes.config } : {}),
+      updatedAt: sql`now()`,
+    })
+    .where(eq(automations.id, id))
+    .returning();
+}
+
+/** Deletes the automation (its deliveries with it); whether it existed. */
+export async function deleteAutomation(tx: Tx, id: number): Promise<boolean> {
+  const deleted = await tx.delete(automations).where(eq(automations.id, id)).returning({ id: automations.id });
+  return deleted.length > 0;
+}
+
+/** The deliveries of one automation (a `where` for the deliveries listing). */
+export const deliveriesOf = (automationId: number): SQL => eq(webhookDeliveries.automationId, automationId);
+
+export function insertDelivery(tx: Tx, values: { tenantId: number; automationId: number; eventId: string; payload: string }): Promise<DeliveryRow[]> {
+  return tx.insert(webhookDeliveries).values(values).returning();
+}
+
+/**
+ * Claims attempt number `attempt` of a delivery: only when it is still open, due, and its
+ * recorded attempt count is `attempt - 1`, so a duplicated or late job cannot send twice.
+ * The claim counts the attempt and moves `next_attempt_at` `leaseSeconds` ahead (past the
+ * longest the request can take), which keeps the sweeper and other jobs off it while it is
+ * in flight. Whether the claim succeeded.
+ */
+export async function claimAttempt(tx: Tx, deliveryId: number, attempt: number, leaseSeconds: number): Promise<boolean> {
+  const claimed = await tx
+    .update(webhookDeliveries)
+    .set({ attempts: attempt, nextAttemptAt: sql`now() + make_interval(secs => ${leaseSeconds})` })
+    .where(
+      and(
+        eq(webhookDeliveries.id, deliveryId),
+        eq(webhookDeliveries.attempts, attempt - 1),
+        inArray(webhookDeliveries.status, OPEN_STATUSES),
+        sql`${DUE_AT} <= now()`,
+      ),
+    )
+    .returning({ id: webhookDeliveries.id });
+  return claimed.length > 0;
+}
+
+/** The delivery with its automation; undefined when either was deleted meanwhile. */
+export async function findDeliveryWithAutomation(tx: Tx, deliveryId: number): Promise<{ delivery: DeliveryRow; automation: AutomationRow } | undefined> {
+  const [found] = await tx
+    .select({ delivery: webhookDeliveries, automation: automations })
+    .from(webhookDeliveries)
+    .innerJoin(automations, and(eq(automations.tenantId, webhookDeliveries.tenantId), eq(automations.id, webhookDeliveries.automationId)))
+    .where(eq(webhookDeliveries.id, deliveryId));
+  return found;
+}
+
+/**
+ * Records attempt number `attempt` in the attempt log and as the delivery's latest outcome,
+ * with the delivery's new status; a final status also sets `completed_at`.
+ */
+export async function recordAttempt(
+  tx: Tx,
+  attempt: { tenantId: number; deliveryId: number; number: number; startedAt: Date },
+  outcome: Pick<DeliveryOutcome, 'responseStatus' | 'durationMs' | 'error'>,
+  next: { status: DeliveryStatus; retryAt: Date | null },
+): Promise<void> {
+  const result = { responseStatus: outcome.responseStatus, durationMs: outcome.durationMs, error: outcome.error };
+  await tx.insert(webhookDeliveryAttempts).values({ ...attempt, ...result });
+  await tx
+    .update(webhookDeliveries)
+    .set({
+      status: next.status,
+      attempts: attempt.number,
+      ...result,
+      nextAttemptAt: next.retryAt,
+      completedAt: next.status === 'succeeded' || next.status === 'failed' ? sql`now()` : null,
+    })
+    .where(eq(webhookDeliveries.id, attempt.deliveryId));
+}
+
+/**
+ * Deliveries of every tenant still open a minute past their due time (their job was never
+ * queued, or was lost with its process), at most `limit`.
+ */
+export function stuckDeliveries(owner: Db, limit: number): Promise<{ tenantId: number; deliveryId: number; attempts: number }[]> {
+  return owner
+    .select({ tenantId: webhookDeliveries.tenantId, deliveryId: webhookDeliveries.id, attempts: webhookDeliveries.attempts })
+    .from(webhookDeliveries)
+    .where(and(inArray(webhookDeliveries.status, OPEN_STATUSES), sql`${DUE_AT} < now() - ${STUCK_AFTER}`))
+    .limit(limit);
+}
+
+/** Fails a delivery whose attempt `attempts` was claimed and never reported, unless it moved on meanwhile. */
+export async function failInterruptedDelivery(owner: Db, deliveryId: number, attempts: number): Promise<void> {
+  await owner
+    .update(webhookDeliveries)
+    .set({ status: 'failed', error: `attempt ${attempts} was interrupted`, nextAttemptAt: null, completedAt: sql`now()` })
+    .where(and(eq(webhookDeliveries.id, deliveryId), eq(webhookDeliveries.attempts, attempts), inArray(webhookDeliveries.status, OPEN_STATUSES)));
+}

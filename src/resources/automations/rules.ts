@@ -1,0 +1,35 @@
+/**
+ * The rules a webhook configuration must meet beyond its schema (the spec, schema
+ * `WebhookConfiguration`; docs/outbound-delivery.md#webhooks).
+ */
+import { invalid, type FieldErrors } from '../../platform/http/problem.ts';
+import type { OutboundClient } from '../../platform/outbound/client.ts';
+import type { WebhookConfiguration } from './webhook-configuration.ts';
+
+/** Headers Atrium frames itself; a configured value would corrupt or smuggle requests. */
+const RESERVED_HEADERS = new Set(['host', 'content-length', 'transfer-encoding', 'connection', 'keep-alive', 'upgrade', 'te', 'trailer', 'expect']);
+export const isReservedHeader = (name: string) => RESERVED_HEADERS.has(name.toLowerCase()) || name.toLowerCase().startsWith('proxy-');
+
+/**
+ * The rules beyond the schema: `url` must be a valid active URL (http/https, host resolves
+ * to reachable addresses), and custom headers may not be framing headers. Paths are
+ * prefixed with `prefix` (`config.` when the configuration is nested). Resolves the host
+ * (DNS), so it runs outside any transaction.
+ */
+export async function configurationErrors(config: WebhookConfiguration, outbound: OutboundClient, prefix = ''): Promise<FieldErrors> {
+  const errors: FieldErrors = {};
+  const urlProblem = await outbound.destinationProblem(config.url);
+  if (urlProblem) errors[`${prefix}url`] = [urlProblem];
+  for (const name of Object.keys(config.headers)) {
+    if (isReservedHeader(name)) errors[`${prefix}headers.${name}`] = ['is set by Atrium and cannot be configured'];
+  }
+  if (config.auth?.type === 'header' && config.auth.header && isReservedHeader(config.auth.header.name)) {
+    errors[`${prefix}auth.header.name`] = ['is set by Atrium and cannot be configured'];
+  }
+  return errors;
+}
+
+/** A 422 naming every path of `errors`, when there is any. */
+export function assertValidConfiguration(errors: FieldErrors): void {
+  if (Object.keys(errors).length > 0) throw invalid(errors, 'The webhook configuration is invalid.');
+}
