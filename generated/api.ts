@@ -2156,11 +2156,13 @@ export interface components {
          *     invisible characters are refused (422). It is stored in composed form (NFC). On
          *     update, a name sent back unchanged is not judged again. `notification_setting_ids` and
          *     `attribute_set_ids` keep their current values when omitted on update (none on
-         *     create); every id must exist in the tenant. Any other key is a value for a field of
-         *     an attached attribute set and must match that field's type (`string`, `integer`,
-         *     `number`, `boolean`, `date` as `YYYY-MM-DD`; `null` clears it); a key no attached set
-         *     defines is rejected (422 naming the key). On update, values not sent are kept, and
-         *     values of fields whose set is detached are dropped.
+         *     create); every id must name a record of the tenant, and each one that does not is a
+         *     422 on `<key>.<index>`, "does not exist" (an id of another tenant included). Any
+         *     other key is a value for a field of an attached attribute set and must match that
+         *     field's type (`string`, `integer`, `number`, `boolean`, `date` as `YYYY-MM-DD`;
+         *     `null` clears it); a key no attached set defines is rejected (422 naming the key).
+         *     On update, values not sent are kept, and values of fields whose set is detached are
+         *     dropped.
          */
         DepartmentInput: {
             /** @description Ids, or records `{id, sort_number}`; without `sort_number` the position in the list orders them. */
@@ -2182,10 +2184,12 @@ export interface components {
             status: "success";
         };
         /**
-         * @description Access restriction (decisions §5). All lists empty (or the object absent) means
-         *     unrestricted; otherwise the item is visible to users named in `user_ids`, holding a
-         *     role in `role_ids`, or belonging to a department in `department_ids`. Every ID must
-         *     exist in the tenant (users: not deleted). When sent on update, the object replaces
+         * @description Access restriction of the item's user routes. All lists empty (or the object
+         *     absent) means unrestricted; otherwise the item is visible to users named in
+         *     `user_ids`, holding a role in `role_ids`, or belonging to a department in
+         *     `department_ids`. Every ID must name a record of the tenant (users: not deleted);
+         *     each one that does not is a 422 on `entity_permissions.<list>.<index>`, "does not
+         *     exist" (an ID of another tenant included). When sent on update, the object replaces
          *     the whole restriction (a missing list counts as empty).
          */
         EntityPermissions: {

@@ -12,7 +12,7 @@ export interface AttributeField {
 }
 
 /**
- * Attribute sets (seed "Department": `attribute_set_ids`): named groups of typed fields.
+ * Attribute sets: named groups of typed fields (docs/departments.md#attribute-sets-and-values).
  * A department with a set attached accepts a value for each of its fields.
  */
 export const attributeSets = pgTable(

@@ -5,7 +5,7 @@ import { attributeSets } from '../attribute-sets/table.ts';
 import { notificationSettings } from '../notification-settings/table.ts';
 import { users } from '../users/table.ts';
 
-/** Organisational units (seed "Department"). */
+/** Organisational units (docs/departments.md#departments). */
 export const departments = pgTable(
   'departments',
   {
@@ -14,7 +14,7 @@ export const departments = pgTable(
     name: text('name').notNull(),
     /** The creating user (stays linked after that user is blacked out). */
     userId: bigint('user_id', { mode: 'number' }),
-    /** Free tags, matched by `#word` in the text filter (decisions §4). */
+    /** Free tags, matched by `#word` in the text filter (`departmentTextFilter`, ./view.ts). */
     tags: text('tags').array().notNull().default(sql`'{}'::text[]`),
     /** Values of the fields of the attached attribute sets ("additional attribute keys"). */
     attributes: jsonb('attributes').$type<Record<string, unknown>>().notNull().default(sql`'{}'::jsonb`),
@@ -30,7 +30,10 @@ export const departments = pgTable(
   ],
 ).enableRLS();
 
-/** Membership: users belong to departments (decisions §6: `department_ids`, relations `departments`/`users`). */
+/**
+ * Membership: users belong to departments (a user's `department_ids` and `departments`, a
+ * department's `users`; docs/users.md#departments-membership).
+ */
 export const departmentUsers = pgTable(
   'department_users',
   {

@@ -1,43 +1,19 @@
-import { and, asc, eq, getTableColumns, inArray, sql, type SQL } from 'drizzle-orm';
+import { and, asc, sql, type SQL } from 'drizzle-orm';
 import type { Auth } from '../../platform/auth/auth.ts';
-import type { Tx } from '../../platform/database/database.ts';
-import { rfc3339 } from '../../platform/http/datetime.ts';
 import { containsPattern } from '../../platform/database/text-search.ts';
-import { defineView, groupBy, present } from '../../platform/result-controls/result-controls.ts';
+import { rfc3339 } from '../../platform/http/datetime.ts';
+import { presentGrouped, type Listing } from '../../platform/result-controls/listing.ts';
+import { defineView, groupBy } from '../../platform/result-controls/result-controls.ts';
 import { attributeSetView } from '../attribute-sets/view.ts';
-import { attributeSets } from '../attribute-sets/table.ts';
 import { notificationSettingView } from '../notification-settings/view.ts';
-import { notificationSettings } from '../notification-settings/table.ts';
 import { presentUsersById } from '../users/view.ts';
-import { departmentAttributeSets, departmentNotificationSettings, departmentUsers, departments } from './table.ts';
-
-/** A department row with its assigned id lists (loaded in the same query). */
-export type DepartmentRow = typeof departments.$inferSelect & { notificationSettingIds: number[]; attributeSetIds: number[] };
-
-const toNumbers = (value: unknown) => ((value as (string | number)[] | null) ?? []).map(Number);
-
-/** Departments matching `where`, ordered by name and id, with their id lists: one query. */
-export async function selectDepartments(tx: Tx, where: SQL | undefined, limit?: number): Promise<DepartmentRow[]> {
-  const query = tx
-    .select({
-      ...getTableColumns(departments),
-      notificationSettingIds: sql`coalesce((
-        select array_agg(s.notification_setting_id order by s.notification_setting_id)
-        from ${departmentNotificationSettings} s where s.department_id = ${departments.id}), '{}')`.mapWith(toNumbers),
-      attributeSetIds: sql`coalesce((
-        select array_agg(a.attribute_set_id order by a.sort_number, a.attribute_set_id)
-        from ${departmentAttributeSets} a where a.department_id = ${departments.id}), '{}')`.mapWith(toNumbers),
-    })
-    .from(departments)
-    .where(where)
-    .orderBy(asc(departments.name), asc(departments.id));
-  return (limit ? await query.limit(limit) : await query) as DepartmentRow[];
-}
-
+import { attributeSetsByIds } from '../attribute-sets/queries.ts';
+import { departmentMemberships, departmentRecords, notificationSettingsByIds, type DepartmentRow } from './queries.ts';
+import { departments } from './table.ts';
 
 /**
- * `filter[text]` (decisions §4): every word must match; `#word` matches a tag exactly
- * (case-insensitive), any other word a part of the name.
+ * `filter[text]` (docs/departments.md#departments): every word must match; `#word` matches
+ * a tag exactly (case-insensitive), any other word a part of the name.
  */
 export function departmentTextFilter(text: string): SQL | undefined {
   const words = text.split(/\s+/).filter((word) => word.length > 0 && word !== '#');
@@ -73,10 +49,7 @@ export const departmentView = defineView<DepartmentRow, Auth, 'text'>({
       empty: [],
       // The members (not deleted), in the users' list order, shown as the caller may see users.
       async load(tx, rows, viewer) {
-        const memberships = await tx
-          .select({ departmentId: departmentUsers.departmentId, userId: departmentUsers.userId })
-          .from(departmentUsers)
-          .where(inArray(departmentUsers.departmentId, rows.map((r) => r.id)));
+        const memberships = await departmentMemberships(tx, rows.map((r) => r.id));
         const presented = await presentUsersById(tx, memberships.map((m) => m.userId), viewer, { exceptDeleted: true });
         const position = new Map([...presented.keys()].map((id, i) => [id, i]));
         const ordered = memberships
@@ -87,15 +60,11 @@ export const departmentView = defineView<DepartmentRow, Auth, 'text'>({
     },
     notification_settings: {
       empty: [],
+      // Each department's settings in the settings' order (sort_number, id).
       async load(tx, rows, viewer) {
-        const found = await tx
-          .select({ departmentId: departmentNotificationSettings.departmentId, setting: notificationSettings })
-          .from(departmentNotificationSettings)
-          .innerJoin(notificationSettings, eq(notificationSettings.id, departmentNotificationSettings.notificationSettingId))
-          .where(inArray(departmentNotificationSettings.departmentId, rows.map((r) => r.id)))
-          .orderBy(asc(notificationSettings.sortNumber), asc(notificationSettings.id));
-        const presented = await present(notificationSettingView, tx, found.map((f) => f.setting), { selects: null, relations: [] }, viewer);
-        return groupBy(found.map((f, i) => [f.departmentId, presented[i]] as const), ([id]) => id, ([, shown]) => shown);
+        const settings = await notificationSettingsByIds(tx, rows.flatMap((r) => r.notificationSettingIds));
+        const items = settings.flatMap((setting) => rows.filter((r) => r.notificationSettingIds.includes(setting.id)).map((r) => ({ key: r.id, row: setting })));
+        return presentGrouped(notificationSettingView, items, viewer);
       },
     },
     attribute_sets: {
@@ -104,17 +73,19 @@ export const departmentView = defineView<DepartmentRow, Auth, 'text'>({
       // values a department holds (`attributes`) and its `attribute_set_ids` stay public.
       permission: 'departments.manage',
       empty: [],
+      // Each department's sets in its `attribute_set_ids` order.
       async load(tx, rows, viewer) {
-        const found = await tx
-          .select({ departmentId: departmentAttributeSets.departmentId, set: attributeSets })
-          .from(departmentAttributeSets)
-          .innerJoin(attributeSets, eq(attributeSets.id, departmentAttributeSets.attributeSetId))
-          .where(inArray(departmentAttributeSets.departmentId, rows.map((r) => r.id)))
-          .orderBy(asc(departmentAttributeSets.sortNumber), asc(attributeSets.id));
-        const presented = await present(attributeSetView, tx, found.map((f) => f.set), { selects: null, relations: [] }, viewer);
-        return groupBy(found.map((f, i) => [f.departmentId, presented[i]] as const), ([id]) => id, ([, shown]) => shown);
+        const sets = new Map((await attributeSetsByIds(tx, rows.flatMap((r) => r.attributeSetIds))).map((set) => [set.id, set]));
+        const items = rows.flatMap((r) => r.attributeSetIds.flatMap((id) => (sets.has(id) ? [{ key: r.id, row: sets.get(id)! }] : [])));
+        return presentGrouped(attributeSetView, items, viewer);
       },
     },
   },
 });
 
+/** Every department of the tenant, by name and id (docs/api-conventions.md#list-order). */
+export const departmentListing: Listing<DepartmentRow, Auth, 'text'> = {
+  view: departmentView,
+  query: departmentRecords,
+  order: [asc(departments.name), asc(departments.id)],
+};

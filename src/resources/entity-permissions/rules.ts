@@ -1,6 +1,8 @@
-import { and, inArray, isNull, sql } from 'drizzle-orm';
+import { isNull, sql } from 'drizzle-orm';
 import type { Permission } from '../../platform/auth/permissions.ts';
 import type { Tx } from '../../platform/database/database.ts';
+import { missingIds, reportMissing } from '../../platform/database/existence.ts';
+import type { FieldErrors } from '../../platform/http/problem.ts';
 import { departments } from '../departments/table.ts';
 import { MENU_ITEM_ENTITY_TYPE } from '../menu-items/table.ts';
 import { roles } from '../roles/table.ts';
@@ -8,22 +10,18 @@ import { users } from '../users/table.ts';
 import { namesUser, subjectIsUser, type SubjectLists } from './queries.ts';
 
 /**
- * Field errors (`<prefix>.user_ids.3`) for IDs that do not exist in the transaction's
- * tenant (users: not deleted). One query per non-empty list.
+ * Field errors (`<prefix>.user_ids.3: does not exist`) for ids that name no record of the
+ * transaction's tenant (users: none that is deleted), see
+ * docs/api-conventions.md#missing-references. One query per non-empty list.
  */
-export async function missingSubjects(tx: Tx, lists: Partial<SubjectLists>, prefix: string): Promise<Record<string, string[]>> {
-  const errors: Record<string, string[]> = {};
-  const check = async (list: keyof SubjectLists, existing: (ids: number[]) => Promise<{ id: number }[]>, what: string) => {
-    const ids = lists[list] ?? [];
-    if (ids.length === 0) return;
-    const found = new Set((await existing([...new Set(ids)])).map((row) => row.id));
-    ids.forEach((id, index) => {
-      if (!found.has(id)) errors[`${prefix}.${list}.${index}`] = [`no ${what} with ID ${id} exists`];
-    });
-  };
-  await check('user_ids', (ids) => tx.select({ id: users.id }).from(users).where(and(inArray(users.id, ids), isNull(users.deletedAt))), 'user');
-  await check('role_ids', (ids) => tx.select({ id: roles.id }).from(roles).where(inArray(roles.id, ids)), 'role');
-  await check('department_ids', (ids) => tx.select({ id: departments.id }).from(departments).where(inArray(departments.id, ids)), 'department');
+export async function missingSubjects(tx: Tx, lists: Partial<SubjectLists>, prefix: string): Promise<FieldErrors> {
+  const errors: FieldErrors = {};
+  const userIds = lists.user_ids ?? [];
+  const roleIds = lists.role_ids ?? [];
+  const departmentIds = lists.department_ids ?? [];
+  reportMissing(errors, `${prefix}.user_ids`, userIds, await missingIds(tx, users, userIds, isNull(users.deletedAt)));
+  reportMissing(errors, `${prefix}.role_ids`, roleIds, await missingIds(tx, roles, roleIds));
+  reportMissing(errors, `${prefix}.department_ids`, departmentIds, await missingIds(tx, departments, departmentIds));
   return errors;
 }
 

@@ -5,9 +5,10 @@ import { tenantIdColumn, tenantIsolation } from '../../platform/database/tenancy
 import { users } from '../users/table.ts';
 
 /**
- * One-time login tokens (seed "UserLoginToken", decisions §6). Only the SHA-256 of the
- * signed value is stored. Consumption happens before any tenant is known, through the
- * security-definer function `atrium_consume_login_token` (custom migration).
+ * One-time login tokens (the spec, schema UserLoginToken). Only the SHA-256 of the signed
+ * value is stored. Consumption happens before any tenant is known, through the
+ * security-definer function `atrium_consume_login_token`
+ * (docs/tenancy-and-security.md#security-definer-functions).
  */
 export const userLoginTokens = pgTable(
   'user_login_tokens',

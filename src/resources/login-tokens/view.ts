@@ -1,19 +1,13 @@
+import { desc } from 'drizzle-orm';
 import type { Auth } from '../../platform/auth/auth.ts';
 import type { Tx } from '../../platform/database/database.ts';
 import { rfc3339 } from '../../platform/http/datetime.ts';
+import type { Listing } from '../../platform/result-controls/listing.ts';
 import { defineView } from '../../platform/result-controls/result-controls.ts';
 import { presentUsersById } from '../users/view.ts';
+import type { LoginTokenRow } from './queries.ts';
+import { loginTokenState } from './rules.ts';
 import { userLoginTokens } from './table.ts';
-
-export type LoginTokenRow = typeof userLoginTokens.$inferSelect;
-
-/** used → deleted → expired → active: the first that applies (a used token is also deleted). */
-export function loginTokenState(row: LoginTokenRow, now = new Date()): 'active' | 'used' | 'deleted' | 'expired' {
-  if (row.usedAt) return 'used';
-  if (row.deletedAt) return 'deleted';
-  if (row.expiresAt <= now) return 'expired';
-  return 'active';
-}
 
 /**
  * Users named by `column` of the tokens, presented as the viewer may see them (personal and
@@ -35,7 +29,7 @@ export const loginTokenView = defineView<LoginTokenRow, Auth>({
   key: (row) => row.id,
   visible: () => true,
   fields: {
-    // Decisions §4: the internal id only when selected; the uuid is the route key.
+    // The internal id only when selected; the uuid is the route key (the spec, schema UserLoginToken).
     id: { onlyWhenSelected: true },
     uuid: {},
     user_id: { value: (row) => row.userId },
@@ -51,3 +45,10 @@ export const loginTokenView = defineView<LoginTokenRow, Auth>({
     loginUser: userRelation('loginUserId'),
   },
 });
+
+/** Every token of the tenant, used and deleted ones too, newest first (docs/api-conventions.md#list-order). */
+export const loginTokenListing: Listing<LoginTokenRow, Auth> = {
+  view: loginTokenView,
+  query: (tx) => tx.select().from(userLoginTokens),
+  order: [desc(userLoginTokens.createdAt), desc(userLoginTokens.id)],
+};

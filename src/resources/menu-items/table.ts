@@ -7,10 +7,10 @@ import { languages } from '../languages/table.ts';
 export const MENU_ITEM_TYPES = ['link', 'iframe', 'route'] as const;
 export type MenuItemType = (typeof MENU_ITEM_TYPES)[number];
 
-/** Morph alias of menu items in `entity_permissions.entity_type` (seed "MenuItem (alias `menuItem`)"). */
+/** Morph alias of menu items in `entity_permissions.entity_type` (docs/permissions.md#entity-permissions). */
 export const MENU_ITEM_ENTITY_TYPE = 'menuItem';
 
-/** Additional navigation entries (seed "MenuItem"); access restriction lives in `entity_permissions`. */
+/** Additional navigation entries (the spec, schema MenuItem); access restriction lives in `entity_permissions`. */
 export const menuItems = pgTable(
   'menu_items',
   {
@@ -24,7 +24,7 @@ export const menuItems = pgTable(
     /** URL or same-origin path, possibly with `{{user.…}}` placeholders (resolved when read). */
     link: text('link').notNull(),
     allowIframeAccess: boolean('allow_iframe_access').notNull().default(true),
-    /** Computed on write from `allow_iframe_access` and the link (see ./link.ts). */
+    /** Computed on write from `allow_iframe_access` and the link (`iframeAccess`, ./rules.ts). */
     iframeAccess: boolean('iframe_access').notNull(),
     userConfirmationRequired: boolean('user_confirmation_required').notNull().default(false),
     sortNumber: integer('sort_number').notNull(),

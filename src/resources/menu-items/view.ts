@@ -1,15 +1,17 @@
-import { and, eq, inArray, isNull, not, or, type SQL } from 'drizzle-orm';
+import { asc, inArray } from 'drizzle-orm';
 import type { Auth } from '../../platform/auth/auth.ts';
 import type { Tx } from '../../platform/database/database.ts';
-import { emptySubjectLists, isRestricted, loadSubjectLists, namesUser, type SubjectLists } from '../entity-permissions/queries.ts';
 import { rfc3339 } from '../../platform/http/datetime.ts';
+import { notFound } from '../../platform/http/problem.ts';
+import type { Listing } from '../../platform/result-controls/listing.ts';
 import { defineView } from '../../platform/result-controls/result-controls.ts';
+import { emptySubjectLists, loadSubjectLists, type SubjectLists } from '../entity-permissions/queries.ts';
 import { languages } from '../languages/table.ts';
-import type { UserRow } from '../users/queries.ts';
-import { embeddable, resolveLink } from './link.ts';
+import { findUser } from '../users/queries.ts';
+import { visibleMenuItems, type MenuItemRow } from './queries.ts';
+import { embeddable, resolveLink } from './rules.ts';
 import { MENU_ITEM_ENTITY_TYPE, menuItems } from './table.ts';
 
-export type MenuItemRow = typeof menuItems.$inferSelect;
 /** A row as presented: with its entity permissions (administration) or its link resolved (user routes). */
 export type MenuItemRecord = MenuItemRow & { entityPermissions: SubjectLists };
 
@@ -54,19 +56,10 @@ export const menuItemView = defineView<MenuItemRecord, MenuItemViewer>({
   },
 });
 
-/**
- * Decisions §5: visible to `userId` when not soft-deleted and either unrestricted or
- * naming the user, the user's role or one of the user's departments.
- */
-export function visibleMenuItems(userId: number): SQL {
-  return and(
-    isNull(menuItems.deletedAt),
-    or(not(isRestricted(MENU_ITEM_ENTITY_TYPE, menuItems.id)), namesUser(MENU_ITEM_ENTITY_TYPE, menuItems.id, userId)),
-  )!;
-}
-
-/** User routes: the link resolved for the caller, and embedding judged on that resolved link. */
-export function forCaller(rows: MenuItemRow[], caller: UserRow): MenuItemRecord[] {
+/** User routes: the link resolved for the caller (one query), and embedding judged on that resolved link. */
+async function forCaller(tx: Tx, rows: MenuItemRow[], auth: Auth): Promise<MenuItemRecord[]> {
+  const caller = await findUser(tx, auth.userId);
+  if (!caller) throw notFound('The user');
   return rows.map((row) => {
     const link = resolveLink(row.link, caller);
     return { ...row, link, iframeAccess: row.iframeAccess && embeddable(link), entityPermissions: emptySubjectLists() };
@@ -74,12 +67,21 @@ export function forCaller(rows: MenuItemRow[], caller: UserRow): MenuItemRecord[
 }
 
 /** Administration routes: the stored template, with the entity permissions (one query). */
-export async function forAdministration(tx: Tx, rows: MenuItemRow[]): Promise<MenuItemRecord[]> {
+async function forAdministration(tx: Tx, rows: MenuItemRow[]): Promise<MenuItemRecord[]> {
   const lists = await loadSubjectLists(tx, MENU_ITEM_ENTITY_TYPE, rows.map((row) => row.id));
   return rows.map((row) => ({ ...row, entityPermissions: lists.get(row.id) ?? emptySubjectLists() }));
 }
 
-export async function findMenuItem(tx: Tx, id: number, where?: SQL): Promise<MenuItemRow | undefined> {
-  const [row] = await tx.select().from(menuItems).where(and(eq(menuItems.id, id), where));
-  return row;
-}
+/**
+ * Both routes' items, by `sort_number` and id: the user routes show the items the caller
+ * sees (`visibleMenuItems`) with their links resolved for the caller; the administration
+ * routes every item, deleted ones too, with its entity permissions. One query for the
+ * items and one to shape them, whatever their number.
+ */
+export const menuItemListing: Listing<MenuItemRow, MenuItemViewer, never, MenuItemRecord> = {
+  view: menuItemView,
+  query: (tx) => tx.select().from(menuItems),
+  scope: (viewer) => (viewer.scope === 'user' ? visibleMenuItems(viewer.auth.userId) : undefined),
+  order: [asc(menuItems.sortNumber), asc(menuItems.id)],
+  shape: (tx, rows, viewer) => (viewer.scope === 'user' ? forCaller(tx, rows, viewer.auth) : forAdministration(tx, rows)),
+};

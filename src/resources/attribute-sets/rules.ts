@@ -1,8 +1,10 @@
-import { inArray } from 'drizzle-orm';
-import type { Tx } from '../../platform/database/database.ts';
+/**
+ * The rules of attribute sets and of the values departments hold for their fields
+ * (docs/departments.md#attribute-sets-and-values).
+ */
 import type { FieldErrors } from '../../platform/http/problem.ts';
-import { attributeSets, type AttributeType } from './table.ts';
 import { isCalendarDate } from '../../platform/http/dates.ts';
+import type { AttributeField, AttributeType } from './table.ts';
 
 /** Department keys that are not attribute values; attribute fields may not use them. */
 export const DEPARTMENT_KEYS = [
@@ -18,6 +20,24 @@ export const DEPARTMENT_KEYS = [
   'users',
 ] as const;
 
+/** What an attribute set is written from (create and update take the same body). */
+export interface AttributeSetDraft {
+  name: string;
+  fields: readonly Pick<AttributeField, 'key'>[];
+}
+
+/** The set's name may not be blank; field keys are unique in the set and may not shadow a department field. */
+export function attributeSetErrors(draft: AttributeSetDraft): FieldErrors {
+  const errors: FieldErrors = {};
+  const seen = new Set<string>();
+  draft.fields.forEach((field, index) => {
+    if ((DEPARTMENT_KEYS as readonly string[]).includes(field.key)) errors[`fields.${index}.key`] = ['is a department field name'];
+    else if (seen.has(field.key)) errors[`fields.${index}.key`] = ['is used twice'];
+    seen.add(field.key);
+  });
+  if (draft.name.trim() === '') errors.name = ['must not be blank'];
+  return errors;
+}
 
 /** Does `value` fit a field of `type`? (null always fits: it clears the value.) */
 export function fitsAttributeType(type: AttributeType, value: unknown): boolean {
@@ -36,12 +56,10 @@ export function fitsAttributeType(type: AttributeType, value: unknown): boolean 
   }
 }
 
-/** Field key → type over the given sets; a key two sets define with different types is a conflict. */
-export async function attributeFieldTypes(tx: Tx, setIds: number[]): Promise<{ types: Map<string, AttributeType>; conflicts: string[] }> {
+/** Field key → type over the fields of the given sets; a key two sets define with different types is a conflict. */
+export function attributeFieldTypes(sets: readonly { fields: readonly AttributeField[] }[]): { types: Map<string, AttributeType>; conflicts: string[] } {
   const types = new Map<string, AttributeType>();
   const conflicts: string[] = [];
-  if (setIds.length === 0) return { types, conflicts };
-  const sets = await tx.select({ fields: attributeSets.fields }).from(attributeSets).where(inArray(attributeSets.id, setIds));
   for (const set of sets) {
     for (const field of set.fields) {
       const known = types.get(field.key);

@@ -1,0 +1,93 @@
+import { and, eq, sql, type SQL } from 'drizzle-orm';
+import { setTenant, type Database, type Tx } from '../../platform/database/database.ts';
+import { issueAccessToken } from '../auth/queries.ts';
+import { roles } from '../roles/table.ts';
+import { users } from '../users/table.ts';
+import { userLoginTokens } from './table.ts';
+
+export type LoginTokenRow = typeof userLoginTokens.$inferSelect;
+
+/** A user a token could sign in, with every permission their role lists. */
+export interface TokenTarget {
+  id: number;
+  active: boolean;
+  deletedAt: Date | null;
+  permissions: string[];
+}
+
+/**
+ * Users with every permission their role lists, active or not (an inactive role can be
+ * reactivated at any time, and then grants all of them), by a condition.
+ */
+function tokenTargets(tx: Tx, where: SQL): Promise<TokenTarget[]> {
+  return tx
+    .select({
+      id: users.id,
+      active: users.active,
+      deletedAt: users.deletedAt,
+      permissions: roles.permissions,
+    })
+    .from(users)
+    .innerJoin(roles, and(eq(roles.tenantId, users.tenantId), eq(roles.id, users.roleId)))
+    .where(where);
+}
+
+/** The user `id` as a token target, or undefined. */
+export async function tokenTarget(tx: Tx, id: number): Promise<TokenTarget | undefined> {
+  const [target] = await tokenTargets(tx, eq(users.id, id));
+  return target;
+}
+
+/** The users whose e-mail address is `email` (compared case-insensitively), as token targets. */
+export function tokenTargetsWithEmail(tx: Tx, email: string): Promise<TokenTarget[]> {
+  return tokenTargets(tx, sql`lower(${users.email}) = lower(${email})`);
+}
+
+/** Stores a token of `creator` signing in `loginUserId` (its hash only), valid for `expiresIn` seconds. */
+export async function insertLoginToken(
+  tx: Tx,
+  creator: { tenantId: number; userId: number },
+  loginUserId: number,
+  tokenHash: Buffer,
+  expiresIn: number,
+): Promise<LoginTokenRow> {
+  const [row] = await tx
+    .insert(userLoginTokens)
+    .values({
+      tenantId: creator.tenantId,
+      userId: creator.userId,
+      loginUserId,
+      tokenHash,
+      expiresAt: sql`clock_timestamp() + make_interval(secs => ${expiresIn})`,
+    })
+    .returning();
+  return row!;
+}
+
+/** Soft-deletes the token; an already used or deleted one keeps its deletion time. False when there is none. */
+export async function softDeleteLoginToken(tx: Tx, uuid: string): Promise<boolean> {
+  const [row] = await tx
+    .update(userLoginTokens)
+    .set({ deletedAt: sql`coalesce(${userLoginTokens.deletedAt}, now())` })
+    .where(eq(userLoginTokens.uuid, uuid))
+    .returning({ id: userLoginTokens.id });
+  return row !== undefined;
+}
+
+/**
+ * Consumes the token whose value hashes to `tokenHash` and signs its user in, in one
+ * transaction: the security-definer function marks the token used (atomically, see
+ * migration `login-token-consumption`), then the access token is issued in the token's
+ * tenant. If issuing fails, the token stays unused. Null when the token does not sign in.
+ */
+export async function consumeLoginToken(db: Database, tokenHash: Buffer, ttlSeconds: number) {
+  return db.app.transaction(async (tx) => {
+    const [consumed] = await tx.execute<{ tenant_id: string; login_user_id: string }>(
+      sql`select tenant_id, login_user_id from atrium_consume_login_token(${tokenHash})`,
+    );
+    if (!consumed) return null;
+    const tenantId = Number(consumed.tenant_id);
+    await setTenant(tx, tenantId);
+    return issueAccessToken(tx, tenantId, Number(consumed.login_user_id), ttlSeconds);
+  });
+}

@@ -1,0 +1,161 @@
+/**
+ * The rules of menu items: a link's system-variable placeholders, the forms a link may take
+ * per type, whether a link may be embedded (the rule behind `iframe_access`, documented in
+ * the spec, schema MenuItem), and which placeholders an author may use
+ * (docs/permissions.md#entity-permissions).
+ */
+import type { Auth } from '../../platform/auth/auth.ts';
+import { permissionsLacking, type Permission } from '../../platform/auth/permissions.ts';
+import type { Tx } from '../../platform/database/database.ts';
+import { invalid, type FieldErrors } from '../../platform/http/problem.ts';
+import { navigationUrlProblems, urlForm, type UrlForm } from '../../platform/http/navigation-url.ts';
+import type { SubjectLists } from '../entity-permissions/queries.ts';
+import { missingSubjects } from '../entity-permissions/rules.ts';
+import type { UserRow } from '../users/queries.ts';
+import { fullName } from '../users/view.ts';
+import { menuLanguage } from './queries.ts';
+import type { MenuItemType } from './table.ts';
+
+const PLACEHOLDER = /\{\{\s*([A-Za-z0-9_.]+)\s*\}\}/g;
+
+/** The system variables a link may use, resolved for the calling user. */
+export const LINK_VARIABLES: Record<string, (user: UserRow) => string | number | null> = {
+  'user.id': (user) => user.id,
+  'user.username': (user) => user.username,
+  'user.first_name': (user) => user.firstName,
+  'user.last_name': (user) => user.lastName,
+  'user.full_name': (user) => fullName(user),
+  'user.email': (user) => user.email,
+  'user.staff_number': (user) => user.staffNumber,
+  'user.lang_id': (user) => user.langId,
+};
+
+const FORMS_BY_TYPE: Record<MenuItemType, UrlForm[]> = {
+  link: ['https', 'http', 'path', 'mailto', 'tel'],
+  iframe: ['https', 'http', 'path'],
+  route: ['path'],
+};
+
+/** Substitutes the caller's values, percent-encoded so that they cannot change the link's structure. */
+export function resolveLink(template: string, user: UserRow): string {
+  return template.replace(PLACEHOLDER, (_, name: string) => {
+    const value = LINK_VARIABLES[name]?.(user);
+    return encodeURIComponent(value === null || value === undefined ? '' : String(value));
+  });
+}
+
+/** The link as any caller would see it, structure-wise (placeholders stand for a neutral value). */
+const sampleOf = (template: string) => template.replace(PLACEHOLDER, 'x');
+
+/** What is wrong with `template` as the link of a `type` item; empty when it is fine. */
+export function linkProblems(template: string, type: MenuItemType): string[] {
+  const unknown = [...template.matchAll(PLACEHOLDER)].map((match) => match[1]!).filter((name) => !(name in LINK_VARIABLES));
+  if (unknown.length > 0) {
+    return [`unknown placeholders: ${unknown.join(', ')}; supported: ${Object.keys(LINK_VARIABLES).join(', ')}`];
+  }
+  if (/^\s*\{\{/.test(template)) return ['may not begin with a placeholder'];
+  const sample = sampleOf(template);
+  if (/\{\{|\}\}/.test(sample)) return ['contains a malformed placeholder'];
+  return navigationUrlProblems(sample, FORMS_BY_TYPE[type], `a ${type} item needs`);
+}
+
+/** "May be embedded": an https: URL or a same-origin path (http would be mixed content). */
+export function embeddable(link: string): boolean {
+  const form = urlForm(link);
+  return form === 'https' || form === 'path';
+}
+
+/** The stored `iframe_access`, recalculated whenever the link or the preference changes. */
+export function iframeAccess(allowIframeAccess: boolean, template: string): boolean {
+  return allowIframeAccess && embeddable(sampleOf(template));
+}
+
+const READ_USERS: Permission[] = ['users.view'];
+/**
+ * What the author of a link must hold for each placeholder. A link resolves, for every
+ * reader, to that reader's values and takes them to the link's target, which the author
+ * chooses: so it may carry only user fields the author may read of other users
+ * (`users.view`, plus the field's permission for personal and administrative fields).
+ */
+export const PLACEHOLDER_PERMISSIONS: Record<string, Permission[]> = {
+  'user.id': READ_USERS,
+  'user.username': READ_USERS,
+  'user.first_name': READ_USERS,
+  'user.last_name': READ_USERS,
+  'user.full_name': READ_USERS,
+  'user.lang_id': READ_USERS,
+  'user.email': ['users.view', 'users.view-personal'],
+  'user.staff_number': ['users.view', 'users.view-administrative'],
+};
+const STRICTEST: Permission[] = ['users.view', 'users.view-personal', 'users.view-administrative'];
+
+/** The placeholders of `link` whose permissions `holder` lacks, with the permissions lacking. */
+export function placeholderProblems(holder: Pick<Auth, 'permissions'>, link: string): string[] {
+  const problems: string[] = [];
+  for (const name of Object.keys(LINK_VARIABLES)) {
+    const used = new RegExp(`\\{\\{\\s*${name.replace(/\./g, '\\.')}\\s*\\}\\}`).test(link);
+    const lacking = used ? permissionsLacking(holder, PLACEHOLDER_PERMISSIONS[name] ?? STRICTEST) : [];
+    if (lacking.length > 0) problems.push(`the placeholder ${name} needs ${lacking.join(' and ')}: it sends each reader's value to the link's target`);
+  }
+  return problems;
+}
+
+/** Whether `sent` names the same subjects as `current`, as sets (order and duplicates do not count; a missing list is empty). */
+export function sameSubjects(sent: Partial<SubjectLists>, current: SubjectLists): boolean {
+  const same = (x: number[] | undefined, y: number[]) => {
+    const left = new Set(x ?? []);
+    const right = new Set(y);
+    return left.size === right.size && [...left].every((id) => right.has(id));
+  };
+  return same(sent.user_ids, current.user_ids) && same(sent.role_ids, current.role_ids) && same(sent.department_ids, current.department_ids);
+}
+
+/** A menu item as a create or update would store it, with what the update changes. */
+export interface MenuItemDraft {
+  type: MenuItemType;
+  link: string;
+  /** Undefined: the tenant's system language. */
+  langId: string | undefined;
+  entityPermissions: Partial<SubjectLists> | undefined;
+  /** Whether the link is new (create, or changed by an update): its placeholders are then checked against the author. */
+  newLink: boolean;
+  /**
+   * Whether an update changes who sees the item (its entity permissions): the link's
+   * placeholders are then checked against the caller too, since the new audience is sent
+   * to the link's target with its values.
+   */
+  newAudience: boolean;
+}
+
+/**
+ * The draft's problems that need no data: the link suits the type, and a link that is new,
+ * or whose audience changes, carries only placeholders the caller may read (the same rule
+ * for both: each decides whose values go to the link's target).
+ */
+export function menuItemDraftErrors(caller: Pick<Auth, 'permissions'>, draft: MenuItemDraft): FieldErrors {
+  const errors: FieldErrors = {};
+  const linkErrors = linkProblems(draft.link, draft.type);
+  const placeholders = linkErrors.length === 0 && (draft.newLink || draft.newAudience) ? placeholderProblems(caller, draft.link) : [];
+  if (draft.newLink) linkErrors.push(...placeholders);
+  if (linkErrors.length > 0) errors.link = linkErrors;
+  if (draft.newAudience && placeholders.length > 0) {
+    errors.entity_permissions = [
+      `who sees this item can be changed only by a caller who may read every user field its link sends: ${placeholders.join('; ')}`,
+    ];
+  }
+  return errors;
+}
+
+/**
+ * Checks the draft (`menuItemDraftErrors`) and what needs the tenant's data: the language
+ * exists (or the tenant has a system language to default to), the entity-permission ids
+ * name records of the tenant. All problems at once, as one 422. Returns the language to store.
+ */
+export async function validateMenuItemDraft(tx: Tx, caller: Pick<Auth, 'permissions'>, draft: MenuItemDraft): Promise<string> {
+  const errors = menuItemDraftErrors(caller, draft);
+  const language = await menuLanguage(tx, draft.langId);
+  if (!language) errors.lang_id = [draft.langId === undefined ? 'is required: the tenant has no system language' : `no language "${draft.langId}" exists`];
+  if (draft.entityPermissions) Object.assign(errors, await missingSubjects(tx, draft.entityPermissions, 'entity_permissions'));
+  if (Object.keys(errors).length > 0) throw invalid(errors);
+  return language!;
+}

@@ -1,0 +1,74 @@
+/** The attribute-set rules on their own (no HTTP, no database). */
+import t from 'tap';
+import type { FieldErrors } from '../../../src/platform/http/problem.ts';
+import {
+  attributeFieldTypes,
+  attributeSetErrors,
+  DEPARTMENT_KEYS,
+  fitsAttributeType,
+  mergeAttributeValues,
+} from '../../../src/resources/attribute-sets/rules.ts';
+
+t.test('attributeSetErrors: a blank name, department field names and keys used twice', async (t) => {
+  t.strictSame(attributeSetErrors({ name: 'Finance', fields: [{ key: 'cost_center' }, { key: 'budget' }] }), {});
+  t.strictSame(attributeSetErrors({ name: '  ', fields: [{ key: 'name' }, { key: 'a' }, { key: 'a' }, { key: 'tags' }] }), {
+    'fields.0.key': ['is a department field name'],
+    'fields.2.key': ['is used twice'],
+    'fields.3.key': ['is a department field name'],
+    name: ['must not be blank'],
+  });
+  for (const key of DEPARTMENT_KEYS) t.ok(attributeSetErrors({ name: 'X', fields: [{ key }] })['fields.0.key'], key);
+});
+
+t.test('fitsAttributeType: each type, null always fits', async (t) => {
+  const fits: [Parameters<typeof fitsAttributeType>[0], unknown, boolean][] = [
+    ['string', 'x', true],
+    ['string', 1, false],
+    ['integer', 12, true],
+    ['integer', 1.5, false],
+    ['integer', 2 ** 53, false],
+    ['integer', '12', false],
+    ['number', 1.5, true],
+    ['number', Infinity, false],
+    ['boolean', false, true],
+    ['boolean', 'true', false],
+    ['date', '2020-02-29', true],
+    ['date', '2021-02-29', false],
+    ['date', '2020-02-29T00:00:00Z', false],
+  ];
+  for (const [type, value, expected] of fits) t.equal(fitsAttributeType(type, value), expected, `${type} ${JSON.stringify(value)}`);
+  for (const type of ['string', 'integer', 'number', 'boolean', 'date'] as const) t.ok(fitsAttributeType(type, null), `${type} null`);
+});
+
+t.test('attributeFieldTypes: key → type over all sets; a key defined with two types is a conflict', async (t) => {
+  t.strictSame(attributeFieldTypes([]), { types: new Map(), conflicts: [] });
+  const { types, conflicts } = attributeFieldTypes([
+    { fields: [{ key: 'a', type: 'string' }, { key: 'b', type: 'integer' }] },
+    { fields: [{ key: 'a', type: 'string' }, { key: 'b', type: 'number' }, { key: 'c', type: 'date' }] },
+  ]);
+  t.strictSame([...types], [
+    ['a', 'string'],
+    ['b', 'integer'],
+    ['c', 'date'],
+  ]);
+  t.strictSame(conflicts, ['b']);
+});
+
+t.test('mergeAttributeValues: typed values of attached fields; null removes; unsent kept unless detached', async (t) => {
+  const types = new Map([
+    ['cost_center', 'string'],
+    ['head_count', 'integer'],
+    ['founded', 'date'],
+  ] as const);
+  const errors: FieldErrors = {};
+  const merged = mergeAttributeValues(new Map(types), { head_count: 12, founded: null }, { cost_center: 'A1', founded: '2020-01-01', detached: true }, errors);
+  t.strictSame(errors, {});
+  t.strictSame(merged, { cost_center: 'A1', head_count: 12 });
+  const bad: FieldErrors = {};
+  mergeAttributeValues(new Map(types), { head_count: '12', founded: '2020-13-01', unknown: 1 }, {}, bad);
+  t.strictSame(bad, {
+    head_count: ['must be of type integer'],
+    founded: ['must be a date (YYYY-MM-DD)'],
+    unknown: ['is not a field of an attached attribute set'],
+  });
+});

@@ -1,0 +1,84 @@
+/** The menu-item rules on their own (no HTTP, no database). */
+import t from 'tap';
+import type { Permission } from '../../../src/platform/auth/permissions.ts';
+import {
+  embeddable,
+  iframeAccess,
+  LINK_VARIABLES,
+  linkProblems,
+  menuItemDraftErrors,
+  PLACEHOLDER_PERMISSIONS,
+  placeholderProblems,
+  resolveLink,
+  sameSubjects,
+  type MenuItemDraft,
+} from '../../../src/resources/menu-items/rules.ts';
+import type { UserRow } from '../../../src/resources/users/queries.ts';
+
+const holder = (...permissions: Permission[]) => ({ permissions: new Set(permissions) });
+const user = { id: 42, username: 'a&b', firstName: 'Ada', lastName: 'Byron', email: 'ada@example.com', staffNumber: null, langId: 'en-US' } as UserRow;
+const draft = (over: Partial<MenuItemDraft>): MenuItemDraft => ({
+  type: 'link',
+  link: 'https://example.com/',
+  langId: undefined,
+  entityPermissions: undefined,
+  newLink: true,
+  newAudience: false,
+  ...over,
+});
+
+t.test('resolveLink: the caller’s values, percent-encoded; an absent value is empty', async (t) => {
+  t.equal(resolveLink('/p?u={{ user.id }}&n={{user.username}}&s={{user.staff_number}}', user), '/p?u=42&n=a%26b&s=');
+  t.equal(resolveLink('/p/{{user.full_name}}', user), '/p/Ada%20Byron');
+});
+
+t.test('linkProblems: unknown and leading placeholders, malformed braces, forms per type', async (t) => {
+  t.strictSame(linkProblems('https://example.com/{{user.id}}', 'link'), []);
+  t.match(linkProblems('https://example.com/{{user.password}}', 'link'), [/unknown placeholders: user\.password; supported: user\.id/]);
+  t.strictSame(linkProblems('{{user.id}}/x', 'link'), ['may not begin with a placeholder']);
+  t.strictSame(linkProblems('/x/{{user.id', 'route'), ['contains a malformed placeholder']);
+  t.strictSame(linkProblems('mailto:ada@example.com', 'link'), []);
+  t.match(linkProblems('mailto:ada@example.com', 'iframe'), [/^a iframe item needs/]);
+  t.match(linkProblems('https://example.com/', 'route'), [/^a route item needs a same-origin path/]);
+  t.match(linkProblems('javascript:alert(1)', 'link'), [/needs/]);
+});
+
+t.test('embeddable and iframeAccess: https or a same-origin path, and only when allowed', async (t) => {
+  t.ok(embeddable('https://example.com/'));
+  t.ok(embeddable('/inside'));
+  t.notOk(embeddable('http://example.com/'), 'mixed content');
+  t.notOk(embeddable('mailto:ada@example.com'));
+  t.ok(iframeAccess(true, 'https://example.com/{{user.id}}'));
+  t.notOk(iframeAccess(false, 'https://example.com/'));
+  t.notOk(iframeAccess(true, 'http://example.com/'));
+});
+
+t.test('placeholderProblems: each placeholder needs users.view, email and staff number their field permission too', async (t) => {
+  t.strictSame(Object.keys(PLACEHOLDER_PERMISSIONS).sort(), Object.keys(LINK_VARIABLES).sort(), 'every placeholder has its permissions');
+  t.strictSame(placeholderProblems(holder(), 'https://example.com/'), [], 'no placeholder, nothing needed');
+  t.match(placeholderProblems(holder(), '/x/{{ user.id }}'), [/the placeholder user\.id needs users\.view:/]);
+  t.strictSame(placeholderProblems(holder('users.view'), '/x/{{user.id}}/{{user.full_name}}'), []);
+  t.match(placeholderProblems(holder('users.view'), '/x?m={{user.email}}'), [/user\.email needs users\.view-personal:/]);
+  t.match(placeholderProblems(holder('users.view-personal'), '/x?s={{user.staff_number}}'), [/user\.staff_number needs users\.view and users\.view-administrative:/]);
+  t.strictSame(placeholderProblems(holder('users.view', 'users.view-personal', 'users.view-administrative'), '/x?m={{user.email}}&s={{user.staff_number}}'), []);
+});
+
+t.test('sameSubjects: sets, so order and duplicates do not count; a missing list is empty', async (t) => {
+  const current = { user_ids: [1, 2], role_ids: [], department_ids: [5] };
+  t.ok(sameSubjects({ user_ids: [2, 1, 2], department_ids: [5] }, current));
+  t.notOk(sameSubjects({ user_ids: [1, 2] }, current), 'a department dropped');
+  t.notOk(sameSubjects({ user_ids: [1, 2], role_ids: [3], department_ids: [5] }, current), 'a role added');
+  t.ok(sameSubjects({}, { user_ids: [], role_ids: [], department_ids: [] }));
+});
+
+t.test('menuItemDraftErrors: placeholders are judged for a new link (on link) and a new audience (on entity_permissions)', async (t) => {
+  const link = '/x?m={{user.email}}';
+  t.strictSame(menuItemDraftErrors(holder(), draft({ link: 'https://example.com/' })), {});
+  t.match(menuItemDraftErrors(holder('users.view'), draft({ link })), { link: [/user\.email needs users\.view-personal/] });
+  t.strictSame(menuItemDraftErrors(holder(), draft({ link, newLink: false })), {}, 'an unchanged link for the same audience is not judged again');
+  const audience = menuItemDraftErrors(holder('users.view'), draft({ link, newLink: false, newAudience: true }));
+  t.strictSame(Object.keys(audience), ['entity_permissions']);
+  t.match(audience.entity_permissions, [/^who sees this item can be changed only by a caller who may read every user field its link sends: the placeholder user\.email/]);
+  t.strictSame(Object.keys(menuItemDraftErrors(holder(), draft({ link, newAudience: true }))).sort(), ['entity_permissions', 'link']);
+  t.strictSame(menuItemDraftErrors(holder(), draft({ link: '{{user.id}}', newAudience: true })), { link: ['may not begin with a placeholder'] }, 'a bad link is judged as a link only');
+});
