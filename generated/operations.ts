@@ -55,7 +55,7 @@ export const operations = {
   getCurrentUser: { method: 'GET', path: '/api/users/current', secured: true, permission: null, unlessSelf: null, extension: false },
   getUserImportTemplate: { method: 'GET', path: '/api/users/import-template', secured: true, permission: 'users.administer', unlessSelf: null, extension: false },
   importUsersCsv: { method: 'POST', path: '/api/users/csv', secured: true, permission: 'users.administer', unlessSelf: null, extension: false },
-  getUser: { method: 'GET', path: '/api/users/{user}', secured: true, permission: null, unlessSelf: null, extension: false },
+  getUser: { method: 'GET', path: '/api/users/{user}', secured: true, permission: 'users.view', unlessSelf: 'user', extension: false },
   updateUser: { method: 'PUT', path: '/api/users/{user}', secured: true, permission: null, unlessSelf: null, extension: false },
   deleteUser: { method: 'DELETE', path: '/api/users/{user}', secured: true, permission: 'users.administer', unlessSelf: null, extension: false },
   markUserForLogout: { method: 'POST', path: '/api/users/logout/{user}', secured: true, permission: null, unlessSelf: null, extension: false },
