@@ -109,7 +109,7 @@ function declaredQueryParameters(specification: Record<string, unknown>, path: s
   const item = (specification.paths as Record<string, Record<string, { parameters?: ParameterObject[] }> & { parameters?: ParameterObject[] }>)[path];
   const shared = (specification.components as { parameters?: Record<string, ParameterObject> } | undefined)?.parameters ?? {};
   const resolve = (parameter: ParameterObject) => (parameter.$ref ? shared[parameter.$ref.replace('#/components/parameters/', '')] : parameter);
-  const all = [...((item?.parameters as ParameterObject[] | undefined) ?? []), ...(item?.[method.toLowerCase()]?.parameters ?? [])];
+  const all = [...(item?.parameters ?? []), ...(item?.[method.toLowerCase()]?.parameters ?? [])];
   const query = all.map(resolve).filter((p): p is ParameterObject => p?.in === 'query');
   const schemas = (specification.components as { schemas?: Record<string, { type?: string }> } | undefined)?.schemas ?? {};
   const typeOf = (schema: ParameterObject['schema']) => (schema?.$ref ? schemas[schema.$ref.replace('#/components/schemas/', '')]?.type : schema?.type);
@@ -205,7 +205,7 @@ export async function registerOperations(app: FastifyInstance, handlers: Handler
           const result = await handler({
             request,
             reply,
-            body: request.body as never,
+            body: request.body,
             query: request.query as never,
             params: request.params as never,
             auth: request.auth as never,
