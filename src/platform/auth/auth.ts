@@ -29,12 +29,24 @@ declare module 'fastify' {
 
 const BEARER = /^Bearer +([A-Za-z0-9._~+/-]{16,512}=*) *$/i;
 
-export function can(auth: Auth, permission: Permission): boolean {
+/** Who a permission rule judges: enough of `Auth` to test the rules without a session. */
+export type Caller = Pick<Auth, 'userId' | 'permissions'>;
+
+export function can(auth: Pick<Auth, 'permissions'>, permission: Permission): boolean {
   return auth.permissions.has(permission);
 }
 
-export function requirePermission(auth: Auth, permission: Permission): void {
+export function requirePermission(auth: Pick<Auth, 'permissions'>, permission: Permission): void {
   if (!can(auth, permission)) throw forbidden(`This requires the permission "${permission}".`);
+}
+
+/**
+ * Self or permission: a caller acting on their own user (`userId` is theirs) needs no
+ * permission, anyone else needs `permission` (403 as `requirePermission`). The
+ * `unless-self` form of `x-permission` (docs/api-conventions.md#x-permission-string-and-unless-self-forms).
+ */
+export function requirePermissionUnlessSelf(auth: Caller, permission: Permission, userId: number): void {
+  if (userId !== auth.userId) requirePermission(auth, permission);
 }
 
 /**

@@ -1,4 +1,7 @@
-/** The permission keys of decisions §5. A role holds a subset of them. */
+/**
+ * The permission keys (spec: schema `Permission`; docs/permissions.md#permission-keys-and-seeded-roles).
+ * A role holds a subset of them.
+ */
 export const PERMISSIONS = [
   'users.view',
   'users.view-personal',
@@ -35,7 +38,7 @@ export function grantablePermissions(role: { permissions: readonly string[] }): 
  * of `permissions`, those `holder` does not hold. A caller may only grant, revoke, assign
  * or act on behalf of permissions they hold themselves — role administration (granting,
  * revoking, (de)activating), user administration (assigning a role, administering a user
- * who holds more) and login tokens (signing in a user who holds more, decisions §6).
+ * who holds more) and login tokens (signing in a user who holds more): docs/permissions.md#the-no-escalation-rule.
  */
 export function permissionsLacking(holder: { permissions: ReadonlySet<Permission> }, permissions: readonly string[]): string[] {
   const held = holder.permissions as ReadonlySet<string>;

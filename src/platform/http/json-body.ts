@@ -70,6 +70,6 @@ export function registerJsonBodies(app: FastifyInstance): void {
       done(new ProblemError(400, problem), undefined);
       return;
     }
-    parse(request, body as string, done);
+    void parse(request, body as string, done);
   });
 }

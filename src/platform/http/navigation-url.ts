@@ -20,6 +20,7 @@ export const URL_FORM_NAMES: Record<UrlForm, string> = {
  * Whitespace, backslashes and control characters: browsers strip or reinterpret them
  * (`/\host` and `/<TAB>/host` both become `//host`, another host).
  */
+// eslint-disable-next-line no-control-regex -- control characters are what it refuses
 const UNSAFE_CHARACTERS = /[\s\\\u0000-\u001f\u007f]/;
 
 export const UNSAFE_CHARACTERS_PROBLEM = 'may not contain whitespace, backslashes or control characters';

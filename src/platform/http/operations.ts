@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
 import type { FastifyInstance, FastifyReply, FastifyRequest, RouteOptions } from 'fastify';
 import openapiGlue from 'fastify-openapi-glue';
 import { operations, type OperationId } from '../../../generated/operations.ts';
-import { authenticateRequest, requirePermission } from '../auth/auth.ts';
+import { authenticateRequest, requirePermission, requirePermissionUnlessSelf, type Caller } from '../auth/auth.ts';
 import type { Permission } from '../auth/permissions.ts';
 import type { Services } from '../services.ts';
 import type { Context, Handlers } from './handler.ts';
@@ -109,7 +109,7 @@ function declaredQueryParameters(specification: Record<string, unknown>, path: s
   const item = (specification.paths as Record<string, Record<string, { parameters?: ParameterObject[] }> & { parameters?: ParameterObject[] }>)[path];
   const shared = (specification.components as { parameters?: Record<string, ParameterObject> } | undefined)?.parameters ?? {};
   const resolve = (parameter: ParameterObject) => (parameter.$ref ? shared[parameter.$ref.replace('#/components/parameters/', '')] : parameter);
-  const all = [...((item?.parameters as ParameterObject[] | undefined) ?? []), ...(item?.[method.toLowerCase()]?.parameters ?? [])];
+  const all = [...(item?.parameters ?? []), ...(item?.[method.toLowerCase()]?.parameters ?? [])];
   const query = all.map(resolve).filter((p): p is ParameterObject => p?.in === 'query');
   const schemas = (specification.components as { schemas?: Record<string, { type?: string }> } | undefined)?.schemas ?? {};
   const typeOf = (schema: ParameterObject['schema']) => (schema?.$ref ? schemas[schema.$ref.replace('#/components/schemas/', '')]?.type : schema?.type);
@@ -129,12 +129,38 @@ function dropUndeclaredQuery(request: FastifyRequest, declared: Set<string> | nu
   for (const key of Object.keys(query)) if (!declared.has(key)) delete query[key];
 }
 
+/** An operation's `x-permission`, as scripts/generate.ts writes it into generated/operations.ts. */
+export interface PermissionRule {
+  /** The permission key, or null: every signed-in user may call the operation. */
+  permission: Permission | null;
+  /** The `unless-self` form: the path parameter naming a user, whose own caller needs no permission. */
+  unlessSelf: string | null;
+}
+
+/**
+ * Where an operation's `x-permission` is checked (docs/architecture.md#request-lifecycle):
+ * a permission every caller needs, as soon as the caller is known (`onRequest`, before the
+ * body is parsed, let alone validated); the `unless-self` form only once the request is
+ * validated (`preHandler`), as it reads a path parameter — so an invalid request is a 422
+ * whoever's record it names, and only a valid one on another user's record is a 403.
+ */
+export function permissionChecks(rule: PermissionRule): {
+  onRequest: ((auth: Caller) => void) | null;
+  preHandler: ((auth: Caller, params: Record<string, unknown>) => void) | null;
+} {
+  const { permission, unlessSelf } = rule;
+  if (!permission) return { onRequest: null, preHandler: null };
+  if (!unlessSelf) return { onRequest: (auth) => requirePermission(auth, permission), preHandler: null };
+  return { onRequest: null, preHandler: (auth, params) => requirePermissionUnlessSelf(auth, permission, Number(params[unlessSelf])) };
+}
+
 /**
  * Binds every operation of the spec (fastify-openapi-glue builds the routes, request
- * validation and response serialization from it). Authentication and the operation's
- * `x-permission` run in `onRequest`, so a missing token is a 401 before the body is even
- * parsed, let alone validated. Authentication also confines a session whose user must
- * change their password to the few operations that allows (403 otherwise).
+ * validation and response serialization from it). Authentication runs in `onRequest`, so
+ * a missing token is a 401 before the body is even parsed, let alone validated; the
+ * operation's `x-permission` where `permissionChecks` says. Authentication also confines
+ * a session whose user must change their password to the few operations that allows
+ * (403 otherwise).
  */
 export async function registerOperations(app: FastifyInstance, handlers: Handlers, services: Services): Promise<void> {
   app.decorateRequest('auth', null);
@@ -150,7 +176,9 @@ export async function registerOperations(app: FastifyInstance, handlers: Handler
         headers?: Record<string, string>;
       }>;
       if (!meta || !handler) throw new Error(`Operation ${operationId} has no handler`);
-      const permission = meta.permission as Permission | null;
+      // No caller is known on an operation without authentication (the generator refuses an x-permission there).
+      const permission = permissionChecks(meta.secured ? { permission: meta.permission, unlessSelf: meta.unlessSelf } : { permission: null, unlessSelf: null });
+      const afterValidation = permission.preHandler;
       const body = declaredBody(specification, meta.path, meta.method);
       const queryParameters = declaredQueryParameters(specification, meta.path, meta.method);
       const checks = [
@@ -158,7 +186,7 @@ export async function registerOperations(app: FastifyInstance, handlers: Handler
           ? [
               async (request: FastifyRequest) => {
                 request.auth = await authenticateRequest(services.db, services.secrets, request);
-                if (permission) requirePermission(request.auth, permission);
+                permission.onRequest?.(request.auth);
               },
             ]
           : []),
@@ -172,11 +200,12 @@ export async function registerOperations(app: FastifyInstance, handlers: Handler
           dropUndeclaredQuery(request, queryParameters);
           assertRequiredBody(request, body);
         },
+        preHandler: afterValidation ? async (request: FastifyRequest) => afterValidation(request.auth!, request.params as Record<string, unknown>) : undefined,
         handler: async (request: FastifyRequest, reply: FastifyReply) => {
           const result = await handler({
             request,
             reply,
-            body: request.body as never,
+            body: request.body,
             query: request.query as never,
             params: request.params as never,
             auth: request.auth as never,

@@ -1,7 +1,6 @@
-import { Ajv, type Options } from 'ajv';
+import { Ajv, type ErrorObject, type Options } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import type { FastifySchemaCompiler } from 'fastify';
-import type { ErrorObject } from 'ajv';
 import { isCalendarDate } from './dates.ts';
 import type { FieldErrors } from './problem.ts';
 

@@ -993,8 +993,16 @@ function sampleCases(operationId: string, cases: Case[]): Set<Case> {
   const sites = new Set<string>();
   const kinds = new Set<string>();
   const part = (c: Case) => `${c.site.split('.')[0]}:${c.kind}`;
-  for (const c of order) if (!sites.has(c.site)) (chosen.add(c), sites.add(c.site));
-  for (const c of order) if (!kinds.has(part(c))) (chosen.add(c), kinds.add(part(c)));
+  for (const c of order) {
+    if (sites.has(c.site)) continue;
+    chosen.add(c);
+    sites.add(c.site);
+  }
+  for (const c of order) {
+    if (kinds.has(part(c))) continue;
+    chosen.add(c);
+    kinds.add(part(c));
+  }
   for (const c of order) if (chosen.size < CASES_PER_OPERATION) chosen.add(c);
   return chosen;
 }
@@ -1011,7 +1019,11 @@ const plan = specs.map((op) => {
 const input = (c: Case) => `${c.site.split('.')[0]}:${c.label.slice(c.label.indexOf(' = '))}`;
 const everywhere = new Set(plan.flatMap(({ chosen }) => [...chosen].map(input)));
 for (const { cases, chosen } of plan) {
-  for (const c of cases) if (!everywhere.has(input(c))) (chosen.add(c), everywhere.add(input(c)));
+  for (const c of cases) {
+    if (everywhere.has(input(c))) continue;
+    chosen.add(c);
+    everywhere.add(input(c));
+  }
 }
 
 // ---------------------------------------------------------------------------------------
