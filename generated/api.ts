@@ -1294,8 +1294,8 @@ export interface paths {
          * @description Requires that the caller can administer the template (`tasks.administer` or the
          *     template's entity permissions). A template the caller cannot administer is answered
          *     exactly like an unknown one: 422, `task_template_id` "does not exist" (so the answer
-         *     does not tell whether it exists). An unknown or deleted assignee → 422 on `user_id`
-         *     (one answer for both). Inactive users (for example ones who
+         *     does not tell whether it exists). An unknown or deleted assignee → 422, `user_id`
+         *     "does not exist" (one answer for both). Inactive users (for example ones who
          *     have not entered yet) may be assigned: whether a user is active is an
          *     administrative field, which the answer must not reveal to template administrators.
          *     Assigning an execution grants the caller no right to read the assignee (see
@@ -2203,9 +2203,10 @@ export interface components {
             user_ids?: number[];
         };
         /**
-         * @description Who may administer the form or task template besides holders of `tasks.administer`
-         *     (decisions §5): the named users, the users holding one of the roles, and the members
-         *     of one of the departments. Every ID must exist in the tenant.
+         * @description Who may administer the form or task template besides holders of `tasks.administer`:
+         *     the named users, the users holding one of the roles, and the members of one of the
+         *     departments. Every ID must name a record of the tenant (users: not deleted); an ID
+         *     that does not is a 422 keyed by its position, e.g. `entity_permissions.role_ids.1`.
          */
         EntityPermissionsInput: {
             department_ids?: components["schemas"]["Id"][];
@@ -2549,7 +2550,7 @@ export interface components {
             has_more: boolean;
             /** Format: int32 */
             per_page: number;
-            /** @description Always null (count-less pagination, decisions §4). */
+            /** @description Always null. The pages are count-less; `has_more` tells whether another page follows. */
             total: null;
         };
         PageRequest: {
@@ -2621,7 +2622,7 @@ export interface components {
             has_more: boolean;
             /** Format: int32 */
             per_page: number;
-            /** @description Always null (count-less pagination, decisions §4). */
+            /** @description Always null. The pages are count-less; `has_more` tells whether another page follows. */
             total: null;
         };
         /** @description RFC 9457 problem document. */
@@ -2883,7 +2884,7 @@ export interface components {
         };
         TaskExecutionCreate: {
             task_template_id: components["schemas"]["Id"];
-            /** @description The assignee; an active, not deleted user of the tenant. */
+            /** @description The assignee; a user of the tenant who is not deleted (active or not). */
             user_id: components["schemas"]["Id"];
         };
         TaskTemplate: {

@@ -1,17 +1,19 @@
 /**
  * The source-field preview of `formFieldValue` sources, its filters and their options
- * (seed "Task field default value sources"; decisions §4 count-less pagination, §5 who
- * may administer a form or task template).
+ * (docs/tasks-and-default-values.md#source-field-preview-and-filter-options): fields of
+ * the forms and task templates the caller may administer, in count-less pages
+ * (docs/api-conventions.md#count-less-pagination).
  */
 import { containsPattern } from '../../platform/database/text-search.ts';
 import { and, asc, eq, ilike, inArray, isNotNull, isNull, or, sql, type SQL } from 'drizzle-orm';
 import type { Auth } from '../../platform/auth/auth.ts';
 import type { Tx } from '../../platform/database/database.ts';
 import type { Body } from '../../platform/http/handler.ts';
-import { administrableBy, type ParentType } from '../forms/rules.ts';
-import { formFields, forms, taskTemplates } from '../forms/table.ts';
+import { fieldParentAdministrableBy, type Caller } from '../forms/rules.ts';
+import { formFields, forms, taskTemplates, type ParentType } from '../forms/table.ts';
 import type { LabelKey, Labels } from './labels.ts';
-import { COMPATIBLE_SOURCE_TYPES, FORM_FIELD_ALIAS } from './rules.ts';
+import { COMPATIBLE_SOURCE_TYPES } from './rules.ts';
+import { FORM_FIELD_ALIAS } from './table.ts';
 
 export type PageRequest = NonNullable<Body<'previewFormFieldValueSourceFields'>>;
 export type PreviewFilter = NonNullable<PageRequest['filter']>;
@@ -41,15 +43,11 @@ const selected = <T>(values: T[] | undefined): values is T[] => values !== undef
  * target. A target the caller cannot administer matches nothing, like a missing one, so
  * the filter does not reveal the type (or existence) of fields hidden from the caller.
  */
-function compatibleWith(auth: Auth, targetId: number): SQL {
+function compatibleWith(caller: Caller, targetId: number): SQL {
   const pairs = Object.entries(COMPATIBLE_SOURCE_TYPES).flatMap(([target, sources]) =>
     sources.map((source) => sql`(${target}, ${source})`),
   );
-  const targetAdministrable = administrableBy(
-    auth,
-    sql`case when t.form_id is not null then 'form' else 'taskTemplate' end`,
-    sql`coalesce(t.form_id, t.task_template_id)`,
-  );
+  const targetAdministrable = fieldParentAdministrableBy(caller, sql`t.form_id`, sql`t.task_template_id`);
   return sql`(${formFields.id} <> ${targetId} and exists (
     select 1 from form_fields t
     where t.id = ${targetId} and t.deleted_at is null and ${targetAdministrable}
@@ -57,8 +55,8 @@ function compatibleWith(auth: Auth, targetId: number): SQL {
 }
 
 /** The previewable fields under `filter` (leaving out the filter `omit`), as one condition. */
-function previewConditions(auth: Auth, filter: PreviewFilter, omit?: FilterKey): SQL | undefined {
-  const conditions: (SQL | undefined)[] = [isNull(formFields.deletedAt), administrableBy(auth, parentType, parentId)];
+function previewConditions(caller: Caller, filter: PreviewFilter, omit?: FilterKey): SQL | undefined {
+  const conditions: (SQL | undefined)[] = [isNull(formFields.deletedAt), fieldParentAdministrableBy(caller, formFields.formId, formFields.taskTemplateId)];
   const f = { ...filter };
   if (omit) delete f[omit];
   if (f.text !== undefined && f.text.trim() !== '') {
@@ -74,7 +72,7 @@ function previewConditions(auth: Auth, filter: PreviewFilter, omit?: FilterKey):
     );
   }
   if (selected(f.field_type)) conditions.push(inArray(formFields.fieldType, f.field_type));
-  if (f.compatible_with_form_field_id !== undefined) conditions.push(compatibleWith(auth, f.compatible_with_form_field_id));
+  if (f.compatible_with_form_field_id !== undefined) conditions.push(compatibleWith(caller, f.compatible_with_form_field_id));
   return and(...conditions);
 }
 
@@ -110,7 +108,7 @@ export async function previewFields(tx: Tx, auth: Auth, request: PageRequest, la
     field_type: row.fieldType,
     parent_type: row.parentType,
     parent_id: Number(row.parentId),
-    source_entity_type: FORM_FIELD_ALIAS as 'formField',
+    source_entity_type: FORM_FIELD_ALIAS,
     source_entity_id: row.id,
   }));
   return pageOf(entries, page, perPage);

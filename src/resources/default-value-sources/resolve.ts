@@ -1,5 +1,5 @@
 /**
- * Resolution of a task execution's default values (GET /api/tasks-2/executions/{id}/default-values):
+ * Resolution of a task execution's default values (the spec, operationId getTaskExecutionDefaultValues):
  * per field of the template, sources in `sort_number` order, first non-null value wins.
  * One query per source kind, whatever the number of fields.
  */
@@ -8,13 +8,11 @@ import type { Tx } from '../../platform/database/database.ts';
 import { can, type Auth } from '../../platform/auth/auth.ts';
 import type { Visibility } from '../../platform/result-controls/result-controls.ts';
 import { fullName, userFieldVisible } from '../users/view.ts';
-import { administrableBy } from '../forms/rules.ts';
+import { fieldParentAdministrableBy } from '../forms/rules.ts';
 import { formFields, type FieldType } from '../forms/table.ts';
+import type { SourceRow } from './queries.ts';
 import type { SystemVariable } from './rules.ts';
-import { FORM_FIELD_ALIAS } from './rules.ts';
-import { defaultValueSources } from './table.ts';
-
-type SourceRow = typeof defaultValueSources.$inferSelect;
+import { defaultValueSources, FORM_FIELD_ALIAS } from './table.ts';
 /** A stored field value (submissions hold only these, see forms/rules.ts). */
 type FieldValue = string | number | boolean | null;
 
@@ -28,10 +26,7 @@ type FieldValue = string | number | boolean | null;
 async function formFieldValues(tx: Tx, viewer: Auth, sources: SourceRow[], assigneeId: number): Promise<Map<number, FieldValue>> {
   const ids = sources.filter((s) => s.type === 'formFieldValue' && s.sourceEntityType === FORM_FIELD_ALIAS && s.sourceEntityId !== null).map((s) => s.id);
   if (ids.length === 0) return new Map();
-  const readable =
-    viewer.userId === assigneeId
-      ? sql`true`
-      : administrableBy(viewer, sql`case when sf.form_id is not null then 'form' else 'taskTemplate' end`, sql`coalesce(sf.form_id, sf.task_template_id)`);
+  const readable = viewer.userId === assigneeId ? sql`true` : fieldParentAdministrableBy(viewer, sql`sf.form_id`, sql`sf.task_template_id`);
   const rows = await tx.execute<{ source_id: string; value: FieldValue }>(sql`
     select s.id as source_id, latest.value
     from default_value_sources s

@@ -1,14 +1,17 @@
+/**
+ * The rules of default value sources (docs/tasks-and-default-values.md#default-value-sources):
+ * who may manage a source, what a source must be, and its sort number. A field, source or
+ * template the caller may not administer is answered exactly like a missing one.
+ */
 import { and, eq, isNull, sql } from 'drizzle-orm';
-import type { Auth } from '../../platform/auth/auth.ts';
 import type { Tx } from '../../platform/database/database.ts';
-import { lockTenantScope } from '../../platform/database/locks.ts';
-import { invalid, type FieldErrors } from '../../platform/http/problem.ts';
-import { administrableBy } from '../forms/rules.ts';
+import { MISSING } from '../../platform/database/existence.ts';
+import type { Body } from '../../platform/http/handler.ts';
+import { invalid, notFound, type FieldErrors } from '../../platform/http/problem.ts';
+import { administrableBy, fieldParentAdministrableBy, type Caller } from '../forms/rules.ts';
 import { formFields, type FieldType } from '../forms/table.ts';
-import { defaultValueSources, type SourceType } from './table.ts';
-
-/** The morph alias of a field as a source entity (seed: "typically `formField`"). */
-export const FORM_FIELD_ALIAS = 'formField';
+import { closesCycle, nextSortNumber, type SourceCandidate, type SourceRow } from './queries.ts';
+import { defaultValueSources, FORM_FIELD_ALIAS, type SourceType } from './table.ts';
 
 /**
  * Which source field types a `formFieldValue` source may copy into a target of each type.
@@ -42,14 +45,6 @@ export function variableFits(variable: SystemVariable, target: FieldType): boole
   return variable === 'current_date' ? target === 'date' || target === 'text' : target === 'text';
 }
 
-export interface SourceCandidate {
-  type: SourceType;
-  formFieldId: number;
-  config: Record<string, unknown>;
-  sourceEntityType: string | null;
-  sourceEntityId: number | null;
-}
-
 /** Whether `config` has the shape of its type (the spec checks create bodies; update bodies name no type). */
 export function configProblem(type: SourceType, config: Record<string, unknown>): string | null {
   if (type === 'formFieldValue') return Object.keys(config).length === 0 ? null : 'a formFieldValue source takes no options: {}';
@@ -60,7 +55,7 @@ export function configProblem(type: SourceType, config: Record<string, unknown>)
   return null;
 }
 
-/** The seed's rule: `source_entity_id` sent without `source_entity_type` fails validation. */
+/** `source_entity_id` sent (not null) without `source_entity_type` fails validation, whatever the source type. */
 export function entityPairErrors(body: { source_entity_id?: number | null; source_entity_type?: string | null }): FieldErrors {
   if (body.source_entity_id != null && body.source_entity_type == null) {
     return { source_entity_type: ['is required when source_entity_id is given'] };
@@ -68,41 +63,71 @@ export function entityPairErrors(body: { source_entity_id?: number | null; sourc
   return {};
 }
 
-/**
- * Would a `formFieldValue` source of `target` copying from `source` close a cycle? It does
- * when `source` already takes its defaults (directly or through other fields) from
- * `target`. One recursive query; `ignoreSourceId` leaves out the source being updated.
- */
-async function closesCycle(tx: Tx, target: number, source: number, ignoreSourceId: number | null): Promise<boolean> {
-  // Serialise field-to-field source writes per tenant: two concurrent writes could
-  // otherwise each pass this check and together close a cycle.
-  await lockTenantScope(tx, 'default_value_sources.cycles');
-  const [row] = await tx.execute<{ cycle: boolean }>(sql`
-    with recursive reach(field_id) as (
-      select ${source}::bigint
-      union
-      select d.source_entity_id from default_value_sources d join reach r on d.form_field_id = r.field_id
-      where d.type = 'formFieldValue' and d.source_entity_type = ${FORM_FIELD_ALIAS}
-        and d.source_entity_id is not null and d.id <> ${ignoreSourceId ?? 0}
-    )
-    select exists (select 1 from reach where field_id = ${target}) as cycle`);
-  return row?.cycle === true;
+/** The source a create body describes (the spec, operationId createDefaultValueSource). */
+export function createdCandidate(body: Body<'createDefaultValueSource'>): SourceCandidate {
+  return {
+    type: body.type,
+    formFieldId: body.form_field_id,
+    config: body.config ?? {},
+    sourceEntityType: body.source_entity_type ?? null,
+    sourceEntityId: body.source_entity_id ?? null,
+  };
+}
+
+/** The source as an update would leave it: every key not sent keeps its current value; the type never changes. */
+export function updatedCandidate(current: SourceRow, body: Body<'updateDefaultValueSource'>): SourceCandidate {
+  return {
+    type: current.type,
+    formFieldId: body.form_field_id ?? current.formFieldId,
+    config: (body.config as Record<string, unknown> | undefined) ?? current.config,
+    sourceEntityType: body.source_entity_type !== undefined ? body.source_entity_type : current.sourceEntityType,
+    sourceEntityId: body.source_entity_id !== undefined ? body.source_entity_id : current.sourceEntityId,
+  };
 }
 
 /**
- * Field `id` (not deleted) if `auth` may administer its parent form or task template;
+ * The source's `sort_number`: the one sent; otherwise, for a source that stays on its
+ * field, its current one; otherwise one more than the highest of its (new) field ("last + 1").
+ */
+export async function sortNumberFor(
+  tx: Tx,
+  sent: number | undefined,
+  candidate: Pick<SourceCandidate, 'formFieldId'>,
+  current?: Pick<SourceRow, 'formFieldId' | 'sortNumber'>,
+): Promise<number> {
+  if (sent !== undefined) return sent;
+  if (current && current.formFieldId === candidate.formFieldId) return current.sortNumber;
+  return nextSortNumber(tx, candidate.formFieldId);
+}
+
+/**
+ * "May administer this source": the source `id` when the caller may administer its target
+ * field's task template; 404 otherwise, the same answer as for a missing source (it does
+ * not tell that one exists).
+ */
+export async function administrableSource(tx: Tx, caller: Caller, id: number): Promise<SourceRow> {
+  const [row] = await tx
+    .select({
+      source: defaultValueSources,
+      allowed: sql<boolean>`${administrableBy(caller, sql`'taskTemplate'`, formFields.taskTemplateId)}`,
+    })
+    .from(defaultValueSources)
+    .innerJoin(formFields, eq(formFields.id, defaultValueSources.formFieldId))
+    .where(eq(defaultValueSources.id, id));
+  if (!row?.allowed) throw notFound('The default value source');
+  return row.source;
+}
+
+/**
+ * Field `id` (not deleted) if `caller` may administer its parent form or task template;
  * undefined otherwise. A field of a parent hidden from the caller is thereby exactly
  * like a missing one: no rule looks at its type, so no answer reveals it or its existence.
  */
-async function administrableField(tx: Tx, auth: Auth, id: number) {
+export async function administrableField(tx: Tx, caller: Caller, id: number) {
   const [row] = await tx
     .select({
       field: formFields,
-      administrable: sql<boolean>`${administrableBy(
-        auth,
-        sql`case when ${formFields.formId} is not null then 'form' else 'taskTemplate' end`,
-        sql`coalesce(${formFields.formId}, ${formFields.taskTemplateId})`,
-      )}`,
+      administrable: sql<boolean>`${fieldParentAdministrableBy(caller, formFields.formId, formFields.taskTemplateId)}`,
     })
     .from(formFields)
     .where(and(eq(formFields.id, id), isNull(formFields.deletedAt)));
@@ -114,19 +139,17 @@ async function administrableField(tx: Tx, auth: Auth, id: number) {
  * with every problem found. A target or source field whose form or task template the
  * caller cannot administer "does not exist", like a missing one, and is judged no further.
  */
-export async function validateSource(tx: Tx, auth: Auth, candidate: SourceCandidate, ignoreSourceId: number | null): Promise<void> {
+export async function validateSource(tx: Tx, caller: Caller, candidate: SourceCandidate, ignoreSourceId: number | null): Promise<void> {
   const errors: FieldErrors = {};
-  const found = await administrableField(tx, auth, candidate.formFieldId);
+  const found = await administrableField(tx, caller, candidate.formFieldId);
   // Only a field of a task template can be a target: the other rules judge that one alone.
   const target = found?.taskTemplateId != null ? found : undefined;
-  if (!found) errors.form_field_id = ['does not exist'];
+  if (!found) errors.form_field_id = [MISSING];
   else if (!target) errors.form_field_id = ['must be a field of a task template'];
 
   const problem = configProblem(candidate.type, candidate.config);
   if (problem) errors.config = [problem];
-  if (candidate.sourceEntityId !== null && candidate.sourceEntityType === null) {
-    errors.source_entity_type = ['is required when source_entity_id is given'];
-  }
+  Object.assign(errors, entityPairErrors({ source_entity_id: candidate.sourceEntityId, source_entity_type: candidate.sourceEntityType }));
 
   if (candidate.type === 'formFieldValue') {
     if (candidate.sourceEntityType !== null && candidate.sourceEntityType !== FORM_FIELD_ALIAS) {
@@ -140,8 +163,8 @@ export async function validateSource(tx: Tx, auth: Auth, candidate: SourceCandid
     } else if (candidate.sourceEntityId === candidate.formFieldId) {
       errors.source_entity_id = ['a field cannot take its default value from itself'];
     } else {
-      const source = await administrableField(tx, auth, candidate.sourceEntityId);
-      if (!source) errors.source_entity_id = ['does not exist'];
+      const source = await administrableField(tx, caller, candidate.sourceEntityId);
+      if (!source) errors.source_entity_id = [MISSING];
       else if (target && !COMPATIBLE_SOURCE_TYPES[target.fieldType].includes(source.fieldType)) {
         errors.source_entity_id = [`a ${source.fieldType} field cannot fill a ${target.fieldType} field`];
       } else if (target && (await closesCycle(tx, candidate.formFieldId, candidate.sourceEntityId, ignoreSourceId))) {
@@ -157,13 +180,4 @@ export async function validateSource(tx: Tx, auth: Auth, candidate: SourceCandid
     }
   }
   if (Object.keys(errors).length > 0) throw invalid(errors);
-}
-
-/** The next `sort_number` of a target field: one more than its highest (decisions: "auto"). */
-export async function nextSortNumber(tx: Tx, formFieldId: number): Promise<number> {
-  const [row] = await tx
-    .select({ next: sql<number>`least(coalesce(max(${defaultValueSources.sortNumber}), 0)::bigint + 1, 2147483647)::int` })
-    .from(defaultValueSources)
-    .where(eq(defaultValueSources.formFieldId, formFieldId));
-  return row?.next ?? 1;
 }

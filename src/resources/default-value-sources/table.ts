@@ -6,9 +6,12 @@ import { formFields } from '../forms/table.ts';
 export const SOURCE_TYPES = ['formFieldValue', 'systemVariable'] as const;
 export type SourceType = (typeof SOURCE_TYPES)[number];
 
+/** The morph alias of a field as the source entity of a `formFieldValue` source. */
+export const FORM_FIELD_ALIAS = 'formField' as const;
+
 /**
- * Task field default value sources (seed "Task field default value source"): how the
- * field `form_field_id` of a task template is prefilled. Evaluated in `sort_number`
+ * Task field default value sources (docs/tasks-and-default-values.md#default-value-sources):
+ * how the field `form_field_id` of a task template is prefilled. Evaluated in `sort_number`
  * order per field; the first non-null value wins. The source entity is a morph
  * (`source_entity_type` + `source_entity_id`), so it has no foreign key.
  */

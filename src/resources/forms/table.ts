@@ -4,7 +4,8 @@ import { tenantIdColumn, tenantIsolation } from '../../platform/database/tenancy
 import { users } from '../users/table.ts';
 
 /**
- * The small model that task field default value sources live in (issue 6): forms and
+ * The small model that task field default value sources live in
+ * (docs/tasks-and-default-values.md#forms-task-templates-executions-submissions): forms and
  * task templates, each with typed fields; executions of a template assigned to a user;
  * stored submissions (field values) of a form or template by a user.
  */
@@ -35,6 +36,12 @@ export const taskTemplates = pgTable(
   },
   (t) => [unique('task_templates_tenant_id_id_key').on(t.tenantId, t.id), tenantIsolation('task_templates')],
 ).enableRLS();
+
+/** Morph aliases of the parents of fields, as `entity_permissions.entity_type` names them. */
+export type ParentType = 'form' | 'taskTemplate';
+
+/** The table of each kind of parent. */
+export const PARENT_TABLES = { form: forms, taskTemplate: taskTemplates } as const;
 
 /** A field belongs to exactly one parent: a form or a task template (morph alias `formField`). */
 export const formFields = pgTable(

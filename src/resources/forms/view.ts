@@ -1,13 +1,16 @@
-import { and, asc, eq, inArray, isNull } from 'drizzle-orm';
+import { and, asc, desc, eq, inArray, isNull } from 'drizzle-orm';
 import type { Auth } from '../../platform/auth/auth.ts';
 import type { Tx } from '../../platform/database/database.ts';
-import { loadSubjectLists } from '../entity-permissions/queries.ts';
 import { rfc3339 } from '../../platform/http/datetime.ts';
-import { defineView, type RelationDefinition } from '../../platform/result-controls/result-controls.ts';
-import type { ParentType } from './rules.ts';
-import { formFields, formSubmissions, forms, taskExecutions, taskTemplates } from './table.ts';
+import type { Listing } from '../../platform/result-controls/listing.ts';
+import { defineView, groupBy, type RelationDefinition } from '../../platform/result-controls/result-controls.ts';
+import { loadSubjectLists } from '../entity-permissions/queries.ts';
+import type { FieldRow, FormRow, SubmissionRow, TaskExecutionRow, TaskTemplateRow } from './queries.ts';
+import { administrable, executionVisibleTo } from './rules.ts';
+import { formFields, formSubmissions, forms, taskExecutions, taskTemplates, type ParentType } from './table.ts';
 
-export type FieldRow = typeof formFields.$inferSelect;
+/** Relations a form or task template is shown with by default (its show, and the answer of its create). */
+export const SHOW_RELATIONS = ['fields', 'entity_permissions'] as const;
 
 export const presentField = (f: FieldRow) => ({
   id: f.id,
@@ -30,13 +33,7 @@ function fieldsRelation(parent: 'formId' | 'taskTemplateId'): RelationDefinition
         .from(formFields)
         .where(and(inArray(column, rows.map((r) => r.id)), isNull(formFields.deletedAt)))
         .orderBy(asc(formFields.sortNumber), asc(formFields.id));
-      const byParent = new Map<unknown, unknown[]>();
-      for (const field of found) {
-        const key = field[parent];
-        if (!byParent.has(key)) byParent.set(key, []);
-        byParent.get(key)!.push(presentField(field));
-      }
-      return byParent;
+      return groupBy<FieldRow, ReturnType<typeof presentField>>(found, (field) => field[parent], presentField);
     },
   };
 }
@@ -49,7 +46,7 @@ function entityPermissionsRelation(entityType: ParentType): RelationDefinition<{
   };
 }
 
-export const formView = defineView<typeof forms.$inferSelect, Auth>({
+export const formView = defineView<FormRow, Auth>({
   key: (row) => row.id,
   visible: () => true,
   fields: {
@@ -62,7 +59,7 @@ export const formView = defineView<typeof forms.$inferSelect, Auth>({
   relations: { fields: fieldsRelation('formId'), entity_permissions: entityPermissionsRelation('form') },
 });
 
-export const taskTemplateView = defineView<typeof taskTemplates.$inferSelect, Auth>({
+export const taskTemplateView = defineView<TaskTemplateRow, Auth>({
   key: (row) => row.id,
   visible: () => true,
   fields: {
@@ -74,7 +71,7 @@ export const taskTemplateView = defineView<typeof taskTemplates.$inferSelect, Au
   relations: { fields: fieldsRelation('taskTemplateId'), entity_permissions: entityPermissionsRelation('taskTemplate') },
 });
 
-export const taskExecutionView = defineView<typeof taskExecutions.$inferSelect, Auth>({
+export const taskExecutionView = defineView<TaskExecutionRow, Auth>({
   key: (row) => row.id,
   visible: () => true,
   fields: {
@@ -85,7 +82,7 @@ export const taskExecutionView = defineView<typeof taskExecutions.$inferSelect, 
   },
 });
 
-export const submissionView = defineView<typeof formSubmissions.$inferSelect, Auth>({
+export const submissionView = defineView<SubmissionRow, Auth>({
   key: (row) => row.id,
   visible: () => true,
   fields: {
@@ -97,3 +94,35 @@ export const submissionView = defineView<typeof formSubmissions.$inferSelect, Au
     created_at: { value: (r) => rfc3339(r.createdAt) },
   },
 });
+
+/** Forms the caller may administer, by title (the spec, operationId listForms). */
+export const formListing: Listing<FormRow, Auth> = {
+  view: formView,
+  query: (tx) => tx.select().from(forms),
+  scope: (auth) => administrable(auth, 'form'),
+  order: [asc(forms.title), asc(forms.id)],
+};
+
+/** Task templates the caller may administer, by title (the spec, operationId listTaskTemplates). */
+export const taskTemplateListing: Listing<TaskTemplateRow, Auth> = {
+  view: taskTemplateView,
+  query: (tx) => tx.select().from(taskTemplates),
+  scope: (auth) => administrable(auth, 'taskTemplate'),
+  order: [asc(taskTemplates.title), asc(taskTemplates.id)],
+};
+
+/** Executions visible to the caller, newest first (the spec, operationId listTaskExecutions). */
+export const taskExecutionListing: Listing<TaskExecutionRow, Auth> = {
+  view: taskExecutionView,
+  query: (tx) => tx.select().from(taskExecutions),
+  scope: executionVisibleTo,
+  order: [desc(taskExecutions.id)],
+};
+
+/** The caller's own submissions, newest first (the spec, operationId listSubmissions). */
+export const submissionListing: Listing<SubmissionRow, Auth> = {
+  view: submissionView,
+  query: (tx) => tx.select().from(formSubmissions),
+  scope: (auth) => eq(formSubmissions.userId, auth.userId),
+  order: [desc(formSubmissions.id)],
+};

@@ -14,7 +14,6 @@ const outsider = await api.createUser(tenant.tenantId);
 type Field = { id: number; name: string };
 const byName = (fields: Field[]) => Object.fromEntries(fields.map((f) => [f.name, f.id])) as Record<string, number>;
 
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
 let template: any, profile: any, checklist: any, foreignForm: any;
 let T: Record<string, number>, P: Record<string, number>, C: Record<string, number>;
 

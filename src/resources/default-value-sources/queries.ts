@@ -1,0 +1,67 @@
+/** Reads and writes of default value sources. */
+import { eq, sql } from 'drizzle-orm';
+import type { Tx } from '../../platform/database/database.ts';
+import { lockTenantScope } from '../../platform/database/locks.ts';
+import { defaultValueSources, FORM_FIELD_ALIAS, type SourceType } from './table.ts';
+
+export type SourceRow = typeof defaultValueSources.$inferSelect;
+
+/** A source as it is about to be stored (create, or the merged update), without its sort number. */
+export interface SourceCandidate {
+  type: SourceType;
+  formFieldId: number;
+  config: Record<string, unknown>;
+  sourceEntityType: string | null;
+  sourceEntityId: number | null;
+}
+
+/**
+ * Would a `formFieldValue` source of `target` copying from `source` close a cycle? It does
+ * when `source` already takes its defaults (directly or through other fields) from
+ * `target`. One recursive query; `ignoreSourceId` leaves out the source being updated.
+ */
+export async function closesCycle(tx: Tx, target: number, source: number, ignoreSourceId: number | null): Promise<boolean> {
+  // Serialise field-to-field source writes per tenant: two concurrent writes could
+  // otherwise each pass this check and together close a cycle.
+  await lockTenantScope(tx, 'default_value_sources.cycles');
+  const [row] = await tx.execute<{ cycle: boolean }>(sql`
+    with recursive reach(field_id) as (
+      select ${source}::bigint
+      union
+      select d.source_entity_id from default_value_sources d join reach r on d.form_field_id = r.field_id
+      where d.type = 'formFieldValue' and d.source_entity_type = ${FORM_FIELD_ALIAS}
+        and d.source_entity_id is not null and d.id <> ${ignoreSourceId ?? 0}
+    )
+    select exists (select 1 from reach where field_id = ${target}) as cycle`);
+  return row?.cycle === true;
+}
+
+/** The next `sort_number` of a target field: one more than its highest (1 for its first source). */
+export async function nextSortNumber(tx: Tx, formFieldId: number): Promise<number> {
+  const [row] = await tx
+    .select({ next: sql<number>`least(coalesce(max(${defaultValueSources.sortNumber}), 0)::bigint + 1, 2147483647)::int` })
+    .from(defaultValueSources)
+    .where(eq(defaultValueSources.formFieldId, formFieldId));
+  return row?.next ?? 1;
+}
+
+export async function insertSource(tx: Tx, tenantId: number, candidate: SourceCandidate, sortNumber: number): Promise<SourceRow> {
+  const [row] = await tx
+    .insert(defaultValueSources)
+    .values({ tenantId, ...candidate, sortNumber })
+    .returning();
+  return row!;
+}
+
+export async function updateSource(tx: Tx, id: number, candidate: SourceCandidate, sortNumber: number): Promise<SourceRow> {
+  const [row] = await tx
+    .update(defaultValueSources)
+    .set({ ...candidate, sortNumber, updatedAt: new Date() })
+    .where(eq(defaultValueSources.id, id))
+    .returning();
+  return row!;
+}
+
+export async function deleteSource(tx: Tx, id: number): Promise<void> {
+  await tx.delete(defaultValueSources).where(eq(defaultValueSources.id, id));
+}
