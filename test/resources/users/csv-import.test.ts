@@ -4,7 +4,7 @@ import { importUsersCsv, roleNamed } from '../../helpers/fixtures.ts';
 import { multipart } from '../../helpers/multipart.ts';
 import { roles } from '../../../src/resources/roles/table.ts';
 import { users } from '../../../src/resources/users/table.ts';
-import { IMPORTABLE_KEYS } from '../../../src/resources/users/csv-import.ts';
+import { IMPORTABLE_KEYS } from '../../../src/resources/users/fields.ts';
 
 const api = await startTestApi(t);
 const tenant = await api.createTenant('csv');
