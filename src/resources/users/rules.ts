@@ -174,8 +174,10 @@ export async function userWriteReferenceErrors(
   draft: UserDraft,
   change: { userId: number | null; departmentIds?: readonly number[] },
 ): Promise<FieldErrors> {
-  const named = (id: number | string | null | undefined) => (id === undefined || id === null ? [] : [id]);
-  const references = await loadUserReferences(tx, { roleIds: named(draft.roleId) as number[], langIds: named(draft.langId) as string[] });
+  const references = await loadUserReferences(tx, {
+    roleIds: draft.roleId === undefined || draft.roleId === null ? [] : [draft.roleId],
+    langIds: draft.langId === undefined || draft.langId === null ? [] : [draft.langId],
+  });
   const errors = userReferenceErrors(draft, references, caller);
   addErrors(errors, await conferredRightsErrors(tx, caller, change.userId, { roleId: draft.roleId ?? undefined, departmentIds: change.departmentIds }));
   const departmentIds = change.departmentIds ?? [];
