@@ -1437,7 +1437,8 @@ export interface paths {
         /**
          * Create a user
          * @description Creates a personal or group account. `first_name` and `last_name` are required for
-         *     personal accounts (`group_account` false). `active`, when not sent, is derived from
+         *     personal accounts (`group_account` false; see `UserCreate` for every rule on the
+         *     values). `active`, when not sent, is derived from
          *     the dates: true unless `entering_date` lies in the future or `leaving_date` lies in
          *     the past (UTC). The password is hashed with Argon2id and never returned.
          *     `department_ids` must name departments of the tenant. Send `multipart/form-data`
@@ -1470,7 +1471,7 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description User ID. `GET` also resolves soft-deleted users (`{userWithTrashed}`). */
+                /** @description User ID. `GET` also finds soft-deleted users; `PUT` and `DELETE` answer 404 for them. */
                 user: components["schemas"]["Id"];
             };
             cookie?: never;
@@ -1507,7 +1508,9 @@ export interface paths {
          *       `old_password`: any other key, `request_password_change` included, is refused
          *       (422 on that key) and nothing changes. The flag is cleared by the password change.
          *
-         *     **Another user.** Updating another user needs `users.administer`, and:
+         *     **Another user.** Updating another user needs `users.administer` (403
+         *     `This requires the permission "users.administer".`, once the request is valid and
+         *     before the user is looked up, so it tells nothing about whether they exist), and:
          *     - No account takeover: updating (any key, the password included) another user whose
          *       current role lists a permission the caller lacks, active or not, is refused (403).
          *     - No takeover of entity rights: `password` is refused (422 on `password`, naming no
@@ -1623,6 +1626,14 @@ export interface paths {
          *     `delete_users` (only with `delete_users=true`: active users absent from the CSV,
          *     never the caller), `invalid_rows` (1-based CSV line and errors by key). Passwords
          *     are applied to new users only and never shown.
+         *
+         *     A row that would create a user, or update one with `update_users=true`, is judged
+         *     by the rules of `POST /api/users` and `PUT /api/users/{user}` on the values it
+         *     writes, with the user as the row would leave them: a new user needs a password of
+         *     the minimum length and a `role_id`; a personal account keeps both names (also when
+         *     the row does not hold them, or turns `group_account` off); `leaving_date` may not be
+         *     before `entering_date`; `role_id` and `lang_id` must name a role and a language of
+         *     the tenant (`does not exist`, checked on every row).
          *
          *     The preview offers only what the caller may see and do, as the other user
          *     operations would:
@@ -1740,7 +1751,8 @@ export interface paths {
          *     user created for anyone, are revoked (listed as `deleted`); a token is refused at
          *     use too when its user or its creator was marked after it was created (see
          *     `POST /api/auth/login-token`). Tokens created afterwards work. Marking another user
-         *     needs `users.administer` and, like updating or deleting them, is refused (403)
+         *     needs `users.administer` (403 `This requires the permission "users.administer".`,
+         *     before the user is looked up) and, like updating or deleting them, is refused (403)
          *     while their role lists a permission the caller lacks (active or not); rights the
          *     user holds through entity permissions do not matter here, since marking gives no
          *     access as the user. A user may mark themselves unless `prevent_logout` protects
@@ -3024,8 +3036,12 @@ export interface components {
         /** @description Users to notify (required when `department_ids` is absent). */
         user_ids: components["schemas"]["Id"][];
         /**
-         * @description Create keys of the interface. `first_name` and `last_name` are required unless
-         *     `group_account` is true (422).
+         * @description The keys of a new user. `first_name` and `last_name` are required, and may not be
+         *     blank, unless `group_account` is true (422). `leaving_date` may not be before
+         *     `entering_date` (422). `role_id`, `lang_id` and each of `department_ids` must name a
+         *     role, language or department of the tenant (422 `does not exist` on `role_id`,
+         *     `lang_id` or `department_ids.<i>`). An update is judged by the same rules, on the user
+         *     as it would leave them; the CSV preview judges the rows it would write by them too.
          */
         UserCreate: {
             active?: boolean;
@@ -5737,7 +5753,7 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description User ID. `GET` also resolves soft-deleted users (`{userWithTrashed}`). */
+                /** @description User ID. `GET` also finds soft-deleted users; `PUT` and `DELETE` answer 404 for them. */
                 user: components["schemas"]["Id"];
             };
             cookie?: never;
@@ -5765,7 +5781,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description User ID. `GET` also resolves soft-deleted users (`{userWithTrashed}`). */
+                /** @description User ID. `GET` also finds soft-deleted users; `PUT` and `DELETE` answer 404 for them. */
                 user: components["schemas"]["Id"];
             };
             cookie?: never;
@@ -5801,7 +5817,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description User ID. `GET` also resolves soft-deleted users (`{userWithTrashed}`). */
+                /** @description User ID. `GET` also finds soft-deleted users; `PUT` and `DELETE` answer 404 for them. */
                 user: components["schemas"]["Id"];
             };
             cookie?: never;

@@ -1,18 +1,19 @@
 /**
- * `atrium` command line (decisions §1). Same configuration as the server; works whether or
- * not a server is running (an embedded database already running on DATA_DIR is reused).
+ * `atrium` command line (docs/running.md#command-line). Same configuration as the server;
+ * works whether or not a server is running (an embedded database already running on
+ * DATA_DIR is reused).
  *   atrium migrate
  *   atrium tenant:create <slug> --name <text> --admin-username <u> --admin-password <p>
  *   atrium token:create --tenant <slug> --username <u> [--expires-in <seconds>]
  */
 import { parseArgs } from 'node:util';
-import { and, eq, isNull } from 'drizzle-orm';
 import pino from 'pino';
 import { loadConfig } from '../config.ts';
 import { Database } from '../platform/database/database.ts';
 import { findTenantId, issueAccessToken } from '../resources/auth/queries.ts';
 import { createTenant } from '../resources/tenants/create-tenant.ts';
-import { users } from '../resources/users/table.ts';
+import { activeUserNamed } from '../resources/users/queries.ts';
+import { passwordLength } from '../resources/users/rules.ts';
 import { openDatabaseServer } from '../server.ts';
 
 const USAGE = `usage:
@@ -55,7 +56,8 @@ async function run(argv: string[]): Promise<void> {
       const slug = positionals[0];
       if (!slug) throw new UsageError('tenant:create needs a <slug>');
       const password = required(values, 'admin-password');
-      if (password.length < config.passwordMinLength) {
+      // Counted as the API counts a password (code points).
+      if (passwordLength(password) < config.passwordMinLength) {
         throw new UsageError(`--admin-password must have at least ${config.passwordMinLength} characters`);
       }
       const created = await createTenant(db, {
@@ -73,11 +75,8 @@ async function run(argv: string[]): Promise<void> {
       const tenantId = await findTenantId(db, tenantSlug);
       if (!tenantId) throw new UsageError(`no tenant "${tenantSlug}"`);
       const token = await db.tenant(tenantId, async (tx) => {
-        const [user] = await tx
-          .select({ id: users.id, active: users.active })
-          .from(users)
-          .where(and(eq(users.username, username), isNull(users.deletedAt)));
-        if (!user || !user.active) throw new UsageError(`no active user "${username}" in tenant "${tenantSlug}"`);
+        const user = await activeUserNamed(tx, username);
+        if (!user) throw new UsageError(`no active user "${username}" in tenant "${tenantSlug}"`);
         return issueAccessToken(tx, tenantId, user.id, expiresIn);
       });
       process.stdout.write(`${token.access_token}\n`);

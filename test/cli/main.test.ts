@@ -54,3 +54,11 @@ t.test('usage errors exit 2 with a message, and change nothing', async (t) => {
   t.equal(again.code, 1);
   t.match(again.stderr, /exists already/);
 });
+
+t.test('tenant:create counts the password as the API does: in characters (code points), not UTF-16 units', async (t) => {
+  // Six emoji are twelve UTF-16 units but six characters: shorter than the minimum of ten.
+  const result = await atrium('tenant:create', 'cli-emoji', '--name', 'Emoji', '--admin-username', 'root', '--admin-password', '😀'.repeat(6));
+  t.equal(result.code, 2, result.stderr);
+  t.match(result.stderr, /--admin-password must have at least/);
+  t.equal((await atrium('token:create', '--tenant', 'cli-emoji', '--username', 'root')).code, 2, 'no such tenant was created');
+});

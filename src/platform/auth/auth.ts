@@ -53,7 +53,9 @@ export function requirePermissionUnlessSelf(auth: Caller, permission: Permission
  * What a session may still do while its user must change their password: change it
  * (`updateUser` on oneself, whose handler then accepts only the password keys, see
  * `restrictedSelfUpdateErrors`), read oneself, sign out. `self` operations only on the
- * caller's own `{user}`.
+ * caller's own `{user}`. A list of its own, not the operations whose `x-permission` has
+ * the `unless-self` form: of those, marking oneself for logout stays refused, and the
+ * picture routes, which read the token themselves, carry no `x-permission`.
  */
 const WHILE_PASSWORD_CHANGE_REQUIRED: Record<string, 'any' | 'self'> = {
   logout: 'any',

@@ -1,24 +1,13 @@
-import { and, eq, isNull, sql } from 'drizzle-orm';
 import { verifyPassword } from '../../platform/auth/passwords.ts';
 import type { Handlers } from '../../platform/http/handler.ts';
 import { unauthorized } from '../../platform/http/problem.ts';
-import { users } from '../users/table.ts';
-import { admitLoginAttempt, clearLoginFailures, findTenantId, issueAccessToken, withdrawLoginAttempt } from './queries.ts';
+import { admitLoginAttempt, clearLoginFailures, findSignInUser, findTenantId, issueAccessToken, revokeAccessToken, withdrawLoginAttempt } from './queries.ts';
 import { loginLimitKeys } from './rules.ts';
-import { accessTokens } from './table.ts';
 
 export const authHandlers = {
   async login({ body, request, services: { db, config } }) {
     const tenantId = await findTenantId(db, body.tenant);
-    const user = tenantId
-      ? await db.tenant(tenantId, async (tx) => {
-          const [row] = await tx
-            .select({ id: users.id, passwordHash: users.passwordHash, active: users.active })
-            .from(users)
-            .where(and(eq(users.username, body.username), isNull(users.deletedAt)));
-          return row;
-        })
-      : undefined;
+    const user = tenantId ? await findSignInUser(db, tenantId, body.username) : undefined;
     // Per name, per client address and, for an existing user, per user id (a rename does
     // not reset it). Counted before the password is checked, in one statement: a burst gets
     // no more checks than the limit.
@@ -36,9 +25,7 @@ export const authHandlers = {
   },
 
   async logout({ auth, services: { db } }) {
-    await db.tenant(auth.tenantId, (tx) =>
-      tx.update(accessTokens).set({ revokedAt: sql`now()` }).where(eq(accessTokens.id, auth.tokenId)),
-    );
+    await revokeAccessToken(db, auth.tenantId, auth.tokenId);
     return { status: 204 };
   },
 } satisfies Partial<Handlers>;

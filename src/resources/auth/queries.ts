@@ -1,4 +1,4 @@
-import { eq, sql } from 'drizzle-orm';
+import { and, eq, isNull, sql } from 'drizzle-orm';
 import type { Config } from '../../config.ts';
 import { hashToken, newAccessToken } from '../../platform/auth/tokens.ts';
 import type { Database, Tx } from '../../platform/database/database.ts';
@@ -11,6 +11,22 @@ import { accessTokens } from './table.ts';
 export async function findTenantId(db: Database, slug: string): Promise<number | null> {
   const [row] = await db.appSql<{ id: string | null }[]>`select atrium_find_tenant(${slug}) as id`;
   return row?.id ? Number(row.id) : null;
+}
+
+/** The user who may sign in as `username` in the tenant (not deleted), with what sign-in checks. */
+export async function findSignInUser(db: Database, tenantId: number, username: string) {
+  return db.tenant(tenantId, async (tx) => {
+    const [row] = await tx
+      .select({ id: users.id, passwordHash: users.passwordHash, active: users.active })
+      .from(users)
+      .where(and(eq(users.username, username), isNull(users.deletedAt)));
+    return row;
+  });
+}
+
+/** Revokes the access token `tokenId` (sign-out). */
+export async function revokeAccessToken(db: Database, tenantId: number, tokenId: number): Promise<void> {
+  await db.tenant(tenantId, (tx) => tx.update(accessTokens).set({ revokedAt: sql`now()` }).where(eq(accessTokens.id, tokenId)));
 }
 
 /** Issues an access token for `userId` and stamps `last_login_at` (also used by login tokens). */

@@ -4,7 +4,7 @@ import { bytea } from '../../platform/database/columns.ts';
 import { tenantIdColumn, tenantIsolation } from '../../platform/database/tenancy.ts';
 import { users } from '../users/table.ts';
 
-/** Opaque bearer tokens; only the SHA-256 of the token is stored (decisions §2). */
+/** Opaque bearer tokens; only the SHA-256 of the token is stored (docs/tenancy-and-security.md#access-tokens). */
 export const accessTokens = pgTable(
   'access_tokens',
   {

@@ -1,7 +1,26 @@
-import type { Auth } from '../../platform/auth/auth.ts';
+/** The rules of role administration (docs/permissions.md#the-no-escalation-rule). */
+import type { Caller } from '../../platform/auth/auth.ts';
 import { permissionsLacking } from '../../platform/auth/permissions.ts';
-import { forbidden } from '../../platform/http/problem.ts';
+import type { Tx } from '../../platform/database/database.ts';
+import { lockTenantScope } from '../../platform/database/locks.ts';
+import { forbidden, invalid } from '../../platform/http/problem.ts';
+import { displayNameProblems, NAME_TAKEN, nameTaken, storedName } from './names.ts';
+import { roleNames } from './queries.ts';
 import type { RoleRow } from './view.ts';
+
+/**
+ * A new role name (create, rename): no whitespace at either end, no invisible characters,
+ * and not a look-alike of another role's name (`nameKey`); 422 on `name` otherwise. The
+ * check runs under a tenant lock, so two concurrent requests cannot both take look-alike
+ * names (the database's unique rule compares names exactly). Returns the name to store (NFC).
+ */
+export async function newRoleName(tx: Tx, name: string, exceptId?: number): Promise<string> {
+  const problems = displayNameProblems(name);
+  if (problems.length > 0) throw invalid({ name: problems });
+  await lockTenantScope(tx, 'roles.name');
+  if (nameTaken(await roleNames(tx), name, exceptId)) throw invalid({ name: [NAME_TAKEN] });
+  return storedName(name);
+}
 
 /**
  * A role is administered (updated in any way: name, `active`, permissions) only by a
@@ -9,8 +28,8 @@ import type { RoleRow } from './view.ts';
  * administering a user who holds more): a delegate may neither rename, deactivate nor
  * strip a role that grants more than they hold, such as the Administrator role.
  */
-export function assertMayAdministerRole(auth: Auth, role: Pick<RoleRow, 'permissions'>): void {
-  const lacking = permissionsLacking(auth, role.permissions);
+export function assertMayAdministerRole(caller: Pick<Caller, 'permissions'>, role: Pick<RoleRow, 'permissions'>): void {
+  const lacking = permissionsLacking(caller, role.permissions);
   if (lacking.length > 0) {
     throw forbidden(`This role grants permissions you do not hold (${lacking.join(', ')}); you cannot change it.`);
   }
@@ -24,7 +43,7 @@ export function assertMayAdministerRole(auth: Auth, role: Pick<RoleRow, 'permiss
  * or removing `users.administer` from it.
  */
 export function roleChangeErrors(
-  auth: Auth,
+  caller: Pick<Caller, 'permissions'>,
   before: Pick<RoleRow, 'permissions' | 'active'> & { ownRole: boolean },
   after: { permissions: string[]; active: boolean },
 ): Record<string, string[]> {
@@ -33,10 +52,10 @@ export function roleChangeErrors(
     ...after.permissions.filter((p) => !before.permissions.includes(p)),
     ...before.permissions.filter((p) => !after.permissions.includes(p)),
   ];
-  const notHeld = permissionsLacking(auth, changed);
+  const notHeld = permissionsLacking(caller, changed);
   if (notHeld.length > 0) errors.permissions = [`you cannot grant or revoke permissions you do not hold: ${notHeld.join(', ')}`];
   if (before.active !== after.active) {
-    const notHeldOfRole = permissionsLacking(auth, [...before.permissions, ...after.permissions]);
+    const notHeldOfRole = permissionsLacking(caller, [...before.permissions, ...after.permissions]);
     if (notHeldOfRole.length > 0) {
       errors.active = [`you cannot activate or deactivate a role granting permissions you do not hold: ${notHeldOfRole.join(', ')}`];
     }

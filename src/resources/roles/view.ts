@@ -1,6 +1,8 @@
-import { eq } from 'drizzle-orm';
+import { asc, eq } from 'drizzle-orm';
 import type { Auth } from '../../platform/auth/auth.ts';
+import type { Tx } from '../../platform/database/database.ts';
 import { rfc3339 } from '../../platform/http/datetime.ts';
+import type { Listing } from '../../platform/result-controls/listing.ts';
 import { defineView } from '../../platform/result-controls/result-controls.ts';
 import { roles } from './table.ts';
 
@@ -21,3 +23,10 @@ export const roleView = defineView<RoleRow, Auth, 'active'>({
     active: (value: boolean) => eq(roles.active, value),
   },
 });
+
+/** Roles as the list and show operations answer them, ordered by name and id. */
+export const roleListing: Listing<RoleRow, Auth, 'active'> = {
+  view: roleView,
+  query: (tx: Tx) => tx.select().from(roles),
+  order: [asc(roles.name), asc(roles.id)],
+};

@@ -11,7 +11,11 @@ import { tenants } from '../../platform/database/tenancy.ts';
 
 export const SLUG = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
 
-/** Keys of the seed's Events section plus those the producing resources use. */
+/**
+ * The notification settings (delivery categories departments refer to) every tenant starts
+ * with: one per typed notification, and one for custom notifications
+ * (docs/notifications.md#typed-notifications).
+ */
 export const DEFAULT_NOTIFICATION_SETTINGS = [
   'infoboard_post_created',
   'infoboard_post_updated',
@@ -73,7 +77,7 @@ export async function createTenant(db: Database, input: NewTenant) {
   });
 }
 
-/** First start on an empty database: tenant `demo` with administrator `admin` (decisions §1). */
+/** First start on an empty database: tenant `demo` with administrator `admin` (docs/running.md#first-start). */
 export async function seedDemoTenant(db: Database, adminPassword: string | undefined): Promise<{ generatedPassword?: string } | null> {
   const [row] = await db.owner.execute<{ any: boolean }>(sql`select exists (select 1 from tenants) as any`);
   if (row?.any) return null;

@@ -3,9 +3,9 @@ import { tenantIdColumn, tenantIsolation } from '../../platform/database/tenancy
 import { users } from '../users/table.ts';
 
 /**
- * Terms of use (seed "User" relation `acceptedPolicies`: TermsOfUse, belongs to many).
- * Minimal: the interface has no endpoints for them; they exist so the relation can be
- * read. Documents are written by operators (owner role) until an issue adds endpoints.
+ * Terms of use, which users accept: the user relation `acceptedPolicies` lists them (spec:
+ * schema User). No operation writes them; operators write the rows with the owner role
+ * (docs/users.md#terms-of-use).
  */
 export const termsOfUse = pgTable(
   'terms_of_use',

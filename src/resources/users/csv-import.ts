@@ -1,63 +1,29 @@
 /**
- * CSV import of users: a preview of what an import would change, grouped; nothing is
- * written. The file is parsed as a stream of records (csv-parse), compared with the
- * tenant's users loaded once, so 50,000 rows cost a handful of queries and memory
- * proportional to the answer.
+ * CSV import of users (docs/users.md#csv-import-preview): a preview of what an import
+ * would change, grouped; nothing is written. The file is parsed as a stream of records
+ * (csv-parse), compared with the tenant's users loaded once, so 50,000 rows cost a
+ * handful of queries and memory proportional to the answer.
  *
- * The preview shows only what the caller may see, and offers only what the API would
- * let the caller do (see the operation `importUsersCsv` in the spec): hidden fields of
- * existing users cannot be changed (the row is invalid, whatever the cell holds, so the
- * answer never confirms a stored value), users whose role could grant more than the
- * caller holds are neither changed nor deleted, and roles obey `roleAssignmentError` and
- * `membershipsConferringRights` like on `POST`/`PUT /api/users`.
+ * A row that would create or update a user is judged by the rules the create and update
+ * operations apply (`userDraftErrors`, `userReferenceErrors`, the entity rights of
+ * `membershipsConferringRights`), so the preview never offers what the API would refuse.
+ * It shows only what the caller may see and offers only what the caller may do (see the
+ * spec, operationId importUsersCsv): hidden fields of existing users cannot be changed
+ * (the row is invalid, whatever the cell holds, so the answer never confirms a stored
+ * value), and users whose role could grant more than the caller holds are neither changed
+ * nor deleted.
  */
 import { isUtf8 } from 'node:buffer';
 import { Readable } from 'node:stream';
-import { eq, getTableColumns } from 'drizzle-orm';
 import { parse, CsvError } from 'csv-parse';
 import type { Auth } from '../../platform/auth/auth.ts';
 import type { Tx } from '../../platform/database/database.ts';
-import { CONFERS_ENTITY_RIGHTS, membershipsConferringRights } from '../entity-permissions/rules.ts';
-import { isCalendarDate } from '../../platform/http/dates.ts';
-import { navigationUrlProblems, ROUTE_FORMS } from '../../platform/http/navigation-url.ts';
 import { invalid, type FieldErrors } from '../../platform/http/problem.ts';
-import { languages } from '../languages/table.ts';
-import { roles } from '../roles/table.ts';
-import { grantablePermissions } from '../../platform/auth/permissions.ts';
-import { administerRefusal, isReservedUsername, roleAssignmentError, selfUpdateIgnoredKeys } from './rules.ts';
-import { fullName, hiddenFieldError, hiddenFieldPermission } from './view.ts';
-import { GENDERS, users } from './table.ts';
-
-type Kind = 'username' | 'password' | 'text' | 'reference' | 'boolean' | 'integer' | 'date' | 'gender' | 'email' | 'route';
-
-/** Importable keys (the create keys without the picture), their cell type and column. */
-const IMPORTABLE = {
-  username: { kind: 'username', column: 'username' },
-  password: { kind: 'password', column: null },
-  first_name: { kind: 'text', column: 'firstName' },
-  last_name: { kind: 'text', column: 'lastName' },
-  role_id: { kind: 'integer', column: 'roleId' },
-  lang_id: { kind: 'reference', column: 'langId' },
-  active: { kind: 'boolean', column: 'active' },
-  group_account: { kind: 'boolean', column: 'groupAccount' },
-  request_password_change: { kind: 'boolean', column: 'requestPasswordChange' },
-  street: { kind: 'text', column: 'street' },
-  zipcode: { kind: 'text', column: 'zipcode' },
-  city: { kind: 'text', column: 'city' },
-  phone: { kind: 'text', column: 'phone' },
-  staff_number: { kind: 'text', column: 'staffNumber' },
-  email: { kind: 'email', column: 'email' },
-  birthdate: { kind: 'date', column: 'birthdate' },
-  entering_date: { kind: 'date', column: 'enteringDate' },
-  leaving_date: { kind: 'date', column: 'leavingDate' },
-  gender: { kind: 'gender', column: 'gender' },
-  wants_email_notifications: { kind: 'boolean', column: 'wantsEmailNotifications' },
-  default_route: { kind: 'route', column: 'defaultRoute' },
-  prevent_logout: { kind: 'boolean', column: 'preventLogout' },
-} as const satisfies Record<string, { kind: Kind; column: keyof typeof users.$inferSelect | null }>;
-
-export type ImportableKey = keyof typeof IMPORTABLE;
-export const IMPORTABLE_KEYS = Object.keys(IMPORTABLE) as ImportableKey[];
+import { CONFERS_ENTITY_RIGHTS, membershipsConferringRights } from '../entity-permissions/rules.ts';
+import { columnsOf, IMPORTABLE_KEYS, keepsCurrent, parseCell, USER_FIELDS, type CellValue, type UserKey } from './fields.ts';
+import { loadUserReferences, usersWithRoleGrants } from './queries.ts';
+import { addErrors, administerRefusal, assignsRole, hiddenKeyErrors, missingReferenceErrors, selfUpdateIgnoredKeys, userDraftErrors, userReferenceErrors, type UserDraft } from './rules.ts';
+import { fullName } from './view.ts';
 
 const csvCell = (value: string) => (/[",;\r\n]/.test(value) ? `"${value.replace(/"/g, '""')}"` : value);
 
@@ -77,66 +43,18 @@ export interface CsvImportOptions {
   passwordMinLength: number;
 }
 
-type Value = string | number | boolean | null;
-type ParsedRow = Partial<Record<ImportableKey, Value>>;
-
-const BOOLEANS: Record<string, boolean> = { true: true, '1': true, yes: true, false: false, '0': false, no: false };
-const EMAIL = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
-
-/** One cell → its value, or an error message. */
-function parseCell(kind: Kind, raw: string, whitespaceToNull: boolean): { value: Value } | { error: string } {
-  const text = raw.trim();
-  // The create keys' limit (default_route allows more, but 255 is plenty for a CSV cell).
-  if (kind !== 'password' && text.length > 255) return { error: 'must be at most 255 characters long' };
-  switch (kind) {
-    case 'username':
-      if (!text) return { error: 'is required' };
-      return isReservedUsername(text) ? { error: 'is reserved for blacked-out accounts' } : { value: text };
-    case 'password':
-      if (raw.length > 1024) return { error: 'must be at most 1024 characters long' };
-      return { value: raw === '' ? null : raw };
-    case 'text':
-      return { value: text === '' && whitespaceToNull ? null : text };
-    case 'reference':
-      return { value: text === '' ? null : text };
-    case 'email':
-      if (text === '') return { value: whitespaceToNull ? null : '' };
-      return EMAIL.test(text) ? { value: text } : { error: 'must be an e-mail address' };
-    case 'boolean': {
-      if (text === '') return { value: null };
-      const value = BOOLEANS[text.toLowerCase()];
-      return value === undefined ? { error: 'must be true, false, 1, 0, yes or no' } : { value };
-    }
-    case 'integer':
-      if (text === '') return { value: null };
-      return /^\d{1,15}$/.test(text) ? { value: Number(text) } : { error: 'must be a whole number' };
-    case 'date':
-      if (text === '') return { value: null };
-      return isCalendarDate(text) ? { value: text } : { error: 'must be a date YYYY-MM-DD' };
-    case 'gender':
-      if (text === '') return { value: null };
-      return (GENDERS as readonly string[]).includes(text) ? { value: text } : { error: `must be one of: ${GENDERS.join(', ')}` };
-    case 'route': {
-      if (text === '') return { value: null };
-      const [problem] = navigationUrlProblems(text, ROUTE_FORMS);
-      return problem ? { error: problem } : { value: text };
-    }
-  }
-}
-
-/** A cell that leaves the stored value as it is: an empty boolean or role cell (they cannot be null). */
-const keepsCurrent = (key: ImportableKey, value: Value) => value === null && (IMPORTABLE[key].kind === 'boolean' || key === 'role_id');
+type ParsedRow = Partial<Record<UserKey, CellValue>>;
 
 /** The header row → the importable key of each column; 422 for unknown, duplicate or missing ones. */
-function mapHeader(header: string[], remap: CsvImportOptions['headers']): ImportableKey[] {
+function mapHeader(header: string[], remap: CsvImportOptions['headers']): UserKey[] {
   const byHeader = new Map(IMPORTABLE_KEYS.map((key) => [remap[key] ?? key, key]));
-  const keys: ImportableKey[] = [];
+  const keys: UserKey[] = [];
   const problems: string[] = [];
   header.forEach((cell, index) => {
     const key = byHeader.get(cell.trim());
     if (!key) problems.push(`column ${index + 1} "${cell}" is not an importable key`);
     else if (keys.includes(key)) problems.push(`column ${index + 1} "${cell}" repeats ${key}`);
-    keys.push(key as ImportableKey);
+    keys.push(key as UserKey);
   });
   if (!keys.includes('username')) problems.push(`no column holds username (header "${remap.username ?? 'username'}")`);
   if (problems.length > 0) throw invalid({ user_data_csv: problems }, 'The CSV header is invalid.');
@@ -155,22 +73,31 @@ function* chunks(content: Buffer, size = 64 * 1024): Generator<Buffer> {
   for (let offset = 0; offset < content.length; offset += size) yield content.subarray(offset, offset + size);
 }
 
+/**
+ * What a row would write (docs/users.md#csv-import-preview): its values over `current`,
+ * the user it matches (absent: a new user), for `userDraftErrors` and
+ * `userReferenceErrors` to judge as they judge the API's writes. An empty boolean or
+ * `role_id` cell keeps the stored value; `leave` names keys the row does not write (the
+ * username that matched, the password of an existing user, refused cells).
+ */
+function rowDraft(values: ParsedRow, current: UserDraft['current'], leave: ReadonlySet<string> = new Set()): UserDraft {
+  const written = Object.fromEntries(Object.entries(values).filter(([key, value]) => !leave.has(key) && !keepsCurrent(key as UserKey, value)));
+  return { ...columnsOf(written), password: written.password as string | null | undefined, current };
+}
+
 export async function previewCsvImport(tx: Tx, content: Buffer, options: CsvImportOptions) {
   if (!isUtf8(content)) throw invalid({ user_data_csv: ['must be UTF-8 encoded'] }, 'The CSV file is not UTF-8.');
 
   const { caller } = options;
-  const existing = await tx
-    .select({ ...getTableColumns(users), grantable: roles.permissions })
-    .from(users)
-    .innerJoin(roles, eq(roles.id, users.roleId));
+  const existing = await usersWithRoleGrants(tx);
   const byUsername = new Map(existing.map((user) => [user.username, user]));
-  const roleGrantable = new Map((await tx.select({ id: roles.id, permissions: roles.permissions }).from(roles)).map((role) => [role.id, grantablePermissions(role)]));
+  const references = await loadUserReferences(tx, 'all');
   const selfIgnored = new Set<string>(selfUpdateIgnoredKeys(caller));
-  const languageIds = new Set((await tx.select({ id: languages.id }).from(languages)).map((l) => l.id));
+  const rules = { passwordMinLength: options.passwordMinLength };
 
   const result = {
     new_users: [] as { line: number; user: ParsedRow }[],
-    update_users: [] as { line: number; id: number; username: string; changes: Record<string, { from: Value; to: Value }> }[],
+    update_users: [] as { line: number; id: number; username: string; changes: Record<string, { from: CellValue; to: CellValue }> }[],
     unchanged_users: [] as { line: number; id: number; username: string }[],
     delete_users: [] as { id: number; username: string; full_name: string }[],
     invalid_rows: [] as { line: number; username: string | null; errors: FieldErrors }[],
@@ -178,7 +105,7 @@ export async function previewCsvImport(tx: Tx, content: Buffer, options: CsvImpo
   const seen = new Map<string, number>();
   /** Rows that would assign a role: judged for entity rights together, after the file. */
   const roleAssignments: { line: number; username: string | null; userId: number | null; roleId: number; entry: object }[] = [];
-  let keys: ImportableKey[] | null = null;
+  let keys: UserKey[] | null = null;
   let rows = 0;
 
   const parser = Readable.from(chunks(content)).pipe(
@@ -195,7 +122,7 @@ export async function previewCsvImport(tx: Tx, content: Buffer, options: CsvImpo
       const values: ParsedRow = {};
       const errors: FieldErrors = {};
       keys.forEach((key, index) => {
-        const parsed = parseCell(IMPORTABLE[key].kind, record[index] ?? '', options.whitespaceToNull);
+        const parsed = parseCell(USER_FIELDS[key].cell, record[index] ?? '', options.whitespaceToNull);
         if ('error' in parsed) errors[key] = [parsed.error];
         else values[key] = parsed.value;
       });
@@ -207,49 +134,38 @@ export async function previewCsvImport(tx: Tx, content: Buffer, options: CsvImpo
         }
         seen.set(username, line);
       }
-      if (typeof values.role_id === 'number' && !roleGrantable.has(values.role_id)) errors.role_id = ['does not name a role'];
-      if (typeof values.lang_id === 'string' && values.lang_id !== '' && !languageIds.has(values.lang_id)) errors.lang_id = ['does not name a language'];
       const user = username !== null ? byUsername.get(username) : undefined;
       if (user?.deletedAt) errors.username = ['belongs to a deleted user'];
 
-      if (!user) {
-        if (values.password === undefined || values.password === null) errors.password = ['is required for new users'];
-        else if ([...String(values.password)].length < options.passwordMinLength) {
-          errors.password = [`must be at least ${options.passwordMinLength} characters long`];
-        }
-        if (values.role_id === undefined || values.role_id === null) errors.role_id ??= ['is required for new users'];
-        if (values.group_account !== true) {
-          if (!values.first_name) errors.first_name ??= ['is required for personal accounts'];
-          if (!values.last_name) errors.last_name ??= ['is required for personal accounts'];
-        }
-      } else if (options.updateUsers) {
-        // An update may not leave a personal account without its names.
-        if ((values.group_account ?? user.groupAccount) !== true) {
-          for (const key of ['first_name', 'last_name'] as const) {
-            if (key in values && !values[key]) errors[key] ??= ['is required for personal accounts'];
-          }
-        }
+      // What the row would write, judged by the API's rules; null when it writes nothing
+      // (a matching user without update_users).
+      let draft: UserDraft | null = null;
+      if (!user) draft = rowDraft(values, undefined);
+      else if (options.updateUsers) {
         const refusal = administerRefusal(caller, { id: user.id, grantable: user.grantable });
         if (refusal) errors.username ??= [refusal];
-        for (const key of keys) {
-          if (key === 'password' || keepsCurrent(key, values[key] ?? null) || values[key] === undefined) continue;
-          // Whatever the cell holds: "changed" or "unchanged" would tell the stored value.
-          const permission = hiddenFieldPermission(caller, key, user);
-          if (permission) errors[key] = [hiddenFieldError(permission)];
-          else if (user.id === caller.userId && selfIgnored.has(key) && values[key] !== user[IMPORTABLE[key].column!]) {
+        const written = keys.filter((key) => key !== 'password' && values[key] !== undefined && !keepsCurrent(key, values[key]));
+        // Whatever the cell holds: "changed" or "unchanged" would tell the stored value.
+        const hidden = hiddenKeyErrors(caller, user, written);
+        for (const key of written) {
+          if (hidden[key]) errors[key] = hidden[key];
+          else if (user.id === caller.userId && selfIgnored.has(key) && values[key] !== user[USER_FIELDS[key].column!]) {
             errors[key] = ['cannot be changed on your own account'];
           }
         }
+        draft = rowDraft(values, user, new Set(['username', 'password', ...Object.keys(errors)]));
       }
-      const assignedRole = typeof values.role_id === 'number' && (!user || (options.updateUsers && values.role_id !== user.roleId)) ? values.role_id : null;
-      if (assignedRole !== null && !errors.role_id) {
-        const escalation = roleAssignmentError(caller, roleGrantable.get(assignedRole)!);
-        if (escalation) errors.role_id = escalation;
+      if (draft) {
+        addErrors(errors, userDraftErrors(draft, rules));
+        addErrors(errors, userReferenceErrors(draft, references, caller));
+      } else {
+        addErrors(errors, missingReferenceErrors(rowDraft(values, undefined), references));
       }
       if (Object.keys(errors).length > 0) {
         result.invalid_rows.push({ line, username, errors });
         continue;
       }
+      const assignedRole = draft && assignsRole(draft) ? draft.roleId! : null;
       const { password: _password, ...shown } = values;
       if (!user) {
         const entry = { line, user: shown };
@@ -257,12 +173,12 @@ export async function previewCsvImport(tx: Tx, content: Buffer, options: CsvImpo
         if (assignedRole !== null) roleAssignments.push({ line, username, userId: null, roleId: assignedRole, entry });
         continue;
       }
-      const changes: Record<string, { from: Value; to: Value }> = {};
+      const changes: Record<string, { from: CellValue; to: CellValue }> = {};
       if (options.updateUsers) {
-        for (const [key, to] of Object.entries(shown) as [ImportableKey, Value][]) {
-          const column = IMPORTABLE[key].column;
+        for (const [key, to] of Object.entries(shown) as [UserKey, CellValue][]) {
+          const column = USER_FIELDS[key].column;
           if (!column || key === 'username' || keepsCurrent(key, to)) continue;
-          const from = user[column] as Value | Date;
+          const from = user[column] as CellValue | Date;
           if (from instanceof Date) continue;
           if (from !== to) changes[key] = { from, to };
         }

@@ -1,6 +1,20 @@
-import { asc, eq, getTableColumns, type SQL } from 'drizzle-orm';
+/** Reads and writes of users, in the transaction's tenant. */
+import { and, asc, eq, getTableColumns, inArray, isNotNull, isNull, ne, or, sql, type SQL } from 'drizzle-orm';
+import type { Config } from '../../config.ts';
 import type { Tx } from '../../platform/database/database.ts';
+import { forgetAccountFailures } from '../auth/queries.ts';
+import { accessTokens } from '../auth/table.ts';
+import { departmentUsers } from '../departments/table.ts';
+import { formSubmissions } from '../forms/table.ts';
+import { languages } from '../languages/table.ts';
+import { userLoginTokens } from '../login-tokens/table.ts';
+import { pushSubscriptions } from '../push/table.ts';
+import { roles } from '../roles/table.ts';
+import type { StoredPicture } from './profile-picture.ts';
 import { userProfilePictures, users } from './table.ts';
+
+/** The columns a user write may set. */
+export type UserColumns = Partial<typeof users.$inferInsert>;
 
 /** A user row plus the stored picture's file name (never its bytes). */
 export type UserRow = typeof users.$inferSelect & { pictureFileName: string | null; pictureEtag: string | null };
@@ -16,14 +30,182 @@ export function selectUsers(tx: Tx) {
 /** Users ordered by last name, first name, id (as `GET /api/users` documents). */
 export const USER_ORDER = [asc(users.lastName), asc(users.firstName), asc(users.id)];
 
-export async function findUsers(tx: Tx, where: SQL | undefined, limit?: number): Promise<UserRow[]> {
-  const query = selectUsers(tx).where(where).orderBy(...USER_ORDER);
-  return limit ? query.limit(limit) : query;
-}
-
 /** The user with `id` in the transaction's tenant; soft-deleted ones only when `withTrashed`. */
 export async function findUser(tx: Tx, id: number, withTrashed = false): Promise<UserRow | undefined> {
   const [row] = await selectUsers(tx).where(eq(users.id, id));
   if (!row || (!withTrashed && row.deletedAt)) return undefined;
   return row;
 }
+
+/** The active, not deleted user called `username`, or undefined. */
+export async function activeUserNamed(tx: Tx, username: string): Promise<{ id: number } | undefined> {
+  const [user] = await tx
+    .select({ id: users.id, active: users.active })
+    .from(users)
+    .where(and(eq(users.username, username), isNull(users.deletedAt)));
+  return user?.active ? { id: user.id } : undefined;
+}
+
+/** Every user of the tenant (soft-deleted ones included) with what their role could grant, for the CSV preview. */
+export function usersWithRoleGrants(tx: Tx) {
+  return tx
+    .select({ ...getTableColumns(users), grantable: roles.permissions })
+    .from(users)
+    .innerJoin(roles, eq(roles.id, users.roleId));
+}
+
+/** What a role is to the user rules: whether it is active, and what it lists. */
+export interface RoleGrants {
+  active: boolean;
+  permissions: string[];
+}
+
+/** The roles and languages a user write may name, as `userReferenceErrors` (rules.ts) judges them. */
+export interface UserReferences {
+  roles: ReadonlyMap<number, RoleGrants>;
+  languages: ReadonlySet<string>;
+}
+
+/**
+ * The tenant's roles and languages among those named (one query for each kind named, none
+ * for none), or all of them (`'all'`, two queries: the CSV preview reads them once).
+ */
+export async function loadUserReferences(tx: Tx, which: { roleIds?: readonly number[]; langIds?: readonly string[] } | 'all'): Promise<UserReferences> {
+  const roleIds = which === 'all' ? null : (which.roleIds ?? []);
+  const langIds = which === 'all' ? null : (which.langIds ?? []);
+  const roleQuery = tx.select({ id: roles.id, active: roles.active, permissions: roles.permissions }).from(roles);
+  const languageQuery = tx.select({ id: languages.id }).from(languages);
+  const foundRoles = roleIds === null ? await roleQuery : roleIds.length > 0 ? await roleQuery.where(inArray(roles.id, [...roleIds])) : [];
+  const foundLanguages = langIds === null ? await languageQuery : langIds.length > 0 ? await languageQuery.where(inArray(languages.id, [...langIds])) : [];
+  return {
+    roles: new Map(foundRoles.map(({ id, ...grants }) => [id, grants])),
+    languages: new Set(foundLanguages.map((language) => language.id)),
+  };
+}
+
+/** Whether a user other than `exceptId` (soft-deleted and blacked-out ones included) is called `username`. */
+export async function usernameTaken(tx: Tx, username: string, exceptId?: number): Promise<boolean> {
+  const taken = await tx
+    .select({ id: users.id })
+    .from(users)
+    .where(and(eq(users.username, username), exceptId === undefined ? undefined : ne(users.id, exceptId)));
+  return taken.length > 0;
+}
+
+/**
+ * Stores a new user; answers the id. A concurrent insert of the same username ends in the
+ * unique violation, which the error handler answers as a 422 on `username`
+ * (users_tenant_id_username_key).
+ */
+export async function insertUser(tx: Tx, values: typeof users.$inferInsert): Promise<number> {
+  const [created] = await tx.insert(users).values(values).returning({ id: users.id });
+  return created!.id;
+}
+
+/** Stores `values` on the user (and the time of the update). */
+export async function updateUserColumns(tx: Tx, userId: number, values: UserColumns): Promise<void> {
+  await tx
+    .update(users)
+    .set({ ...values, updatedAt: sql`now()` })
+    .where(eq(users.id, userId));
+}
+
+/** The user's departments become `departmentIds` (undefined: unchanged). */
+export async function replaceDepartments(tx: Tx, tenantId: number, userId: number, departmentIds: readonly number[] | undefined): Promise<void> {
+  if (departmentIds === undefined) return;
+  await tx.delete(departmentUsers).where(eq(departmentUsers.userId, userId));
+  if (departmentIds.length > 0) {
+    await tx.insert(departmentUsers).values(departmentIds.map((departmentId) => ({ tenantId, departmentId, userId })));
+  }
+}
+
+/** The user's picture becomes `picture` (null: none; undefined: unchanged). */
+export async function replacePicture(tx: Tx, tenantId: number, userId: number, picture: StoredPicture | null | undefined): Promise<void> {
+  if (picture === undefined) return;
+  if (picture === null) {
+    await tx.delete(userProfilePictures).where(eq(userProfilePictures.userId, userId));
+    return;
+  }
+  const values = { ...picture, updatedAt: sql`now()` as never };
+  await tx
+    .insert(userProfilePictures)
+    .values({ tenantId, userId, ...values })
+    .onConflictDoUpdate({ target: [userProfilePictures.tenantId, userProfilePictures.userId], set: values });
+}
+
+/** The stored picture of a user who is not deleted, or undefined. */
+export async function findPicture(tx: Tx, userId: number) {
+  const [row] = await tx
+    .select({ mediaType: userProfilePictures.mediaType, fileName: userProfilePictures.fileName, etag: userProfilePictures.etag, content: userProfilePictures.content })
+    .from(userProfilePictures)
+    .innerJoin(users, eq(users.id, userProfilePictures.userId))
+    .where(and(eq(userProfilePictures.userId, userId), isNull(users.deletedAt)));
+  return row;
+}
+
+/**
+ * Revokes the pending one-time login tokens that would still sign `userId` in, and those
+ * `userId` created (for anyone): a credential dies with the account, session or password
+ * it came from. They are deleted, so they show as such and can never be used; used and
+ * revoked ones stay as they are. Password changes, logout marks, deactivation, deletion
+ * and blackout use it.
+ */
+export async function revokePendingLoginTokens(tx: Tx, userId: number): Promise<void> {
+  await tx
+    .update(userLoginTokens)
+    .set({ deletedAt: sql`clock_timestamp()` })
+    .where(and(or(eq(userLoginTokens.loginUserId, userId), eq(userLoginTokens.userId, userId)), isNull(userLoginTokens.deletedAt)));
+}
+
+/**
+ * Ends everything that signs `userId` in: sessions (a logout mark: tokens issued before it
+ * stop authenticating) and pending login tokens (theirs, and those they created). Logout
+ * marking and deactivation use it, so a later reactivation revives nothing.
+ */
+export async function endAllSessions(tx: Tx, userId: number): Promise<void> {
+  await tx.update(users).set({ logoutMarkedAt: sql`clock_timestamp()` }).where(eq(users.id, userId));
+  await revokePendingLoginTokens(tx, userId);
+}
+
+/**
+ * Soft-deletes the user unless already deleted, marked for logout too, so a later restore
+ * revives no old session; answers whether it was.
+ */
+export async function softDeleteUser(tx: Tx, userId: number): Promise<boolean> {
+  const deleted = await tx
+    .update(users)
+    .set({ deletedAt: sql`clock_timestamp()`, logoutMarkedAt: sql`clock_timestamp()`, updatedAt: sql`now()` })
+    .where(and(eq(users.id, userId), isNull(users.deletedAt)))
+    .returning({ id: users.id });
+  return deleted.length > 0;
+}
+
+/** Clears the user's `deleted_at`, and replaces the role when `roleId` is given. */
+export async function restoreDeletedUser(tx: Tx, userId: number, roleId: number | undefined): Promise<void> {
+  await tx
+    .update(users)
+    .set({ deletedAt: null, updatedAt: sql`now()`, ...(roleId !== undefined ? { roleId } : {}) })
+    .where(eq(users.id, userId));
+}
+
+/**
+ * Blackout's writes beside the user's own `values` (rules.ts `blackoutValues`): the
+ * picture, access tokens and push subscriptions go, pending login tokens are revoked, the
+ * sign-in counts under the old username and the id are forgotten, and what the user typed
+ * into forms and task templates is emptied — it may be about them; the submissions stay
+ * (as made by the anonymised account, at that time). False when there is no such user.
+ */
+export async function blackOut(tx: Tx, config: Config, user: { id: number; username: string }, values: UserColumns): Promise<boolean> {
+  const [updated] = await tx.update(users).set(values).where(eq(users.id, user.id)).returning({ id: users.id });
+  if (!updated) return false;
+  await tx.delete(userProfilePictures).where(eq(userProfilePictures.userId, user.id));
+  await tx.delete(accessTokens).where(eq(accessTokens.userId, user.id));
+  await revokePendingLoginTokens(tx, user.id);
+  await tx.delete(pushSubscriptions).where(eq(pushSubscriptions.userId, user.id));
+  await forgetAccountFailures(tx, config, user);
+  await tx.update(formSubmissions).set({ values: {} }).where(eq(formSubmissions.userId, user.id));
+  return true;
+}
+
+/** A condition on users: not soft-deleted (`deleted` false) or soft-deleted (true). */
+export const deletedIs = (deleted: boolean): SQL => (deleted ? isNotNull(users.deletedAt) : isNull(users.deletedAt));

@@ -1,9 +1,21 @@
-/** Business rules of users: self-service limits, no escalation, logout marking, blackout. */
+/**
+ * The rules of users (docs/users.md, docs/permissions.md), written once: what a user
+ * write must satisfy (`userDraftErrors`, `userReferenceErrors`: the create and update
+ * operations and the CSV preview judge their writes with them), who may administer whom
+ * (`requireAdministrableUser`), the limits of one's own record, logout marking, blackout.
+ */
 import { sql } from 'drizzle-orm';
-import { can, type Auth } from '../../platform/auth/auth.ts';
-import { forbidden, type FieldErrors } from '../../platform/http/problem.ts';
-import { permissionsLacking } from '../../platform/auth/permissions.ts';
+import { can, type Auth, type Caller } from '../../platform/auth/auth.ts';
+import { grantablePermissions, permissionsLacking } from '../../platform/auth/permissions.ts';
+import type { Tx } from '../../platform/database/database.ts';
+import { missingIds, MISSING, reportMissing } from '../../platform/database/existence.ts';
+import { navigationUrlProblems, ROUTE_FORMS } from '../../platform/http/navigation-url.ts';
+import { forbidden, notFound, type FieldErrors } from '../../platform/http/problem.ts';
+import { departments } from '../departments/table.ts';
+import { CONFERS_ENTITY_RIGHTS, membershipsConferringRights } from '../entity-permissions/rules.ts';
+import { findUser, loadUserReferences, usernameTaken, type UserReferences, type UserRow } from './queries.ts';
 import type { users } from './table.ts';
+import { hiddenFieldError, hiddenFieldPermission } from './view.ts';
 
 type UserUpdate = Partial<typeof users.$inferInsert>;
 
@@ -21,6 +33,191 @@ export function deriveActive(enteringDate: string | null | undefined, leavingDat
   return true;
 }
 
+// ---- what a user write must satisfy ----
+
+/** A password's length as people count characters: in code points (an emoji is one). */
+export const passwordLength = (password: string) => [...password].length;
+
+const BLACKED_OUT_USERNAME = /^deleted-user-\d+$/;
+
+/** Blackout renames accounts `deleted-user-<id>`; no one else may take such a name. */
+export const isReservedUsername = (username: string) => BLACKED_OUT_USERNAME.test(username);
+
+/** What is wrong with `username` as a new name (its form is the spec's): none, or that it is reserved. */
+export function usernameProblems(username: string): string[] {
+  return isReservedUsername(username) ? ['is reserved for blacked-out accounts'] : [];
+}
+
+/** What is wrong with `route` as a `default_route`: it must be a same-origin path or an absolute http(s) URL. */
+export function defaultRouteProblems(route: string): string[] {
+  return navigationUrlProblems(route, ROUTE_FORMS);
+}
+
+/** A password (when one is written) has at least `passwordMinLength` characters, counted by `passwordLength`. */
+export function passwordErrors(password: string | null | undefined, options: { passwordMinLength: number }): FieldErrors {
+  if (password === undefined || password === null || passwordLength(password) >= options.passwordMinLength) return {};
+  return { password: [`must be at least ${options.passwordMinLength} characters long`] };
+}
+
+/** What a user draft falls back on for the values an update does not write. */
+export type StoredUser = Pick<UserRow, 'groupAccount' | 'firstName' | 'lastName' | 'enteringDate' | 'leavingDate' | 'roleId'>;
+
+/**
+ * A user as a write would leave it: the values it writes (undefined: not written, so an
+ * update keeps the stored one), over `current`, the stored user an update changes
+ * (absent: a new user). Both the create and update operations and each CSV row that
+ * would create or update a user build one.
+ */
+export interface UserDraft {
+  current?: StoredUser;
+  username?: string;
+  password?: string | null;
+  groupAccount?: boolean;
+  firstName?: string | null;
+  lastName?: string | null;
+  enteringDate?: string | null;
+  leavingDate?: string | null;
+  defaultRoute?: string | null;
+  roleId?: number | null;
+  langId?: string | null;
+}
+
+/** The draft's value of `key`: the written one, or the stored one. */
+const resulting = <K extends keyof StoredUser>(draft: UserDraft, key: K) => (draft[key] !== undefined ? draft[key] : draft.current?.[key]) as UserDraft[K];
+
+/**
+ * What is wrong with the draft by itself (no stored data needed), by key: a new user needs
+ * a password and a role; a password has at least `passwordMinLength` characters
+ * (`passwordLength`); a personal account (not `group_account`) has both names, not blank;
+ * `leaving_date` is not before `entering_date`; the username is not reserved; the
+ * `default_route` is a navigation target. Names and dates are judged as the write would
+ * leave them, so an update is refused the same whichever of them it sends.
+ */
+export function userDraftErrors(draft: UserDraft, options: { passwordMinLength: number }): FieldErrors {
+  const isNew = draft.current === undefined;
+  const errors = isNew && (draft.password === undefined || draft.password === null) ? { password: ['is required for new users'] } : passwordErrors(draft.password, options);
+  if (isNew && (draft.roleId === undefined || draft.roleId === null)) errors.role_id = ['is required for new users'];
+  const usernameIssues = draft.username === undefined ? [] : usernameProblems(draft.username);
+  if (usernameIssues.length > 0) errors.username = usernameIssues;
+  if (!resulting(draft, 'groupAccount')) {
+    if (!resulting(draft, 'firstName')?.trim()) errors.first_name = ['is required for personal accounts'];
+    if (!resulting(draft, 'lastName')?.trim()) errors.last_name = ['is required for personal accounts'];
+  }
+  const entering = resulting(draft, 'enteringDate');
+  const leaving = resulting(draft, 'leavingDate');
+  if (entering && leaving && leaving < entering) errors.leaving_date = ['must not be before entering_date'];
+  const routeIssues = draft.defaultRoute === undefined || draft.defaultRoute === null ? [] : defaultRouteProblems(draft.defaultRoute);
+  if (routeIssues.length > 0) errors.default_route = routeIssues;
+  return errors;
+}
+
+/** The role and language the draft names must be the tenant's (`does not exist` otherwise). */
+export function missingReferenceErrors(draft: Pick<UserDraft, 'roleId' | 'langId'>, references: UserReferences): FieldErrors {
+  const errors: FieldErrors = {};
+  if (draft.roleId !== undefined && draft.roleId !== null && !references.roles.has(draft.roleId)) errors.role_id = [MISSING];
+  if (draft.langId !== undefined && draft.langId !== null && !references.languages.has(draft.langId)) errors.lang_id = [MISSING];
+  return errors;
+}
+
+/** Whether the draft gives the user a role: a new user's, or another than the stored one. */
+export const assignsRole = (draft: Pick<UserDraft, 'roleId' | 'current'>) => draft.roleId !== undefined && draft.roleId !== null && draft.roleId !== draft.current?.roleId;
+
+/**
+ * What is wrong with the roles and languages the draft names (loaded with
+ * `loadUserReferences`): they must be the tenant's (`missingReferenceErrors`), and a role
+ * the draft assigns (`assignsRole`) may list only permissions the caller holds
+ * (`roleAssignmentError`). The entity rights a role confers are judged apart, in one
+ * query for any number of drafts (`membershipsConferringRights`).
+ */
+export function userReferenceErrors(draft: UserDraft, references: UserReferences, caller: Pick<Caller, 'permissions'>): FieldErrors {
+  const errors = missingReferenceErrors(draft, references);
+  if (!errors.role_id && assignsRole(draft)) {
+    const escalation = roleAssignmentError(caller, grantablePermissions(references.roles.get(draft.roleId!)!));
+    if (escalation) errors.role_id = escalation;
+  }
+  return errors;
+}
+
+/**
+ * No self-granted entity rights (`membershipsConferringRights`): a new role or new
+ * departments of `userId` (null: a user to be created) must not make them named by entity
+ * permissions that do not already reach the caller. Errors on `role_id` /
+ * `department_ids.<i>`; one query, none when neither changes.
+ */
+export async function conferredRightsErrors(
+  tx: Tx,
+  caller: Caller,
+  userId: number | null,
+  change: { roleId?: number; departmentIds?: readonly number[] },
+): Promise<FieldErrors> {
+  const errors: FieldErrors = {};
+  if (change.roleId === undefined && change.departmentIds === undefined) return errors;
+  const [conferred] = await membershipsConferringRights(tx, caller, [{ userId, ...change }]);
+  if (conferred!.role) errors.role_id = [CONFERS_ENTITY_RIGHTS];
+  change.departmentIds?.forEach((id, index) => {
+    if (conferred!.departmentIds.includes(id)) errors[`department_ids.${index}`] = [CONFERS_ENTITY_RIGHTS];
+  });
+  return errors;
+}
+
+/**
+ * What the tenant's data says against a create or update of the API (the user `userId`;
+ * null: a new one): the role and language it names (`userReferenceErrors`), the entity
+ * rights its role and departments would confer (`conferredRightsErrors`), departments that
+ * do not exist (`department_ids.<i>: does not exist`) and a username another user has
+ * (`is already taken`; not judged when the draft's username is refused already). One query
+ * per kind of thing the write names.
+ */
+export async function userWriteReferenceErrors(
+  tx: Tx,
+  caller: Caller,
+  draft: UserDraft,
+  change: { userId: number | null; departmentIds?: readonly number[] },
+): Promise<FieldErrors> {
+  const references = await loadUserReferences(tx, {
+    roleIds: draft.roleId === undefined || draft.roleId === null ? [] : [draft.roleId],
+    langIds: draft.langId === undefined || draft.langId === null ? [] : [draft.langId],
+  });
+  const errors = userReferenceErrors(draft, references, caller);
+  addErrors(errors, await conferredRightsErrors(tx, caller, change.userId, { roleId: draft.roleId ?? undefined, departmentIds: change.departmentIds }));
+  const departmentIds = change.departmentIds ?? [];
+  reportMissing(errors, 'department_ids', departmentIds, await missingIds(tx, departments, departmentIds));
+  if (draft.username !== undefined && usernameProblems(draft.username).length === 0 && (await usernameTaken(tx, draft.username, change.userId ?? undefined))) {
+    errors.username = ['is already taken'];
+  }
+  return errors;
+}
+
+/** Adds `more` to `errors`, keeping the errors a key already has. */
+export function addErrors(errors: FieldErrors, more: FieldErrors): FieldErrors {
+  for (const [key, messages] of Object.entries(more)) errors[key] ??= messages;
+  return errors;
+}
+
+/**
+ * Writing ANOTHER user: of `keys`, those whose field the caller may not see
+ * (`hiddenFieldPermission`) are refused on the key naming the permission, whatever the
+ * value — writing it blind could redirect the user's e-mail, and "changed" or "unchanged"
+ * would tell the stored value. The update operation and the CSV preview refuse them alike.
+ */
+export function hiddenKeyErrors(caller: Caller, user: Pick<UserRow, 'id'>, keys: readonly string[]): FieldErrors {
+  const errors: FieldErrors = {};
+  for (const key of keys) {
+    const permission = hiddenFieldPermission(caller, key, user);
+    if (permission) errors[key] = [hiddenFieldError(permission)];
+  }
+  return errors;
+}
+
+/** Filtering users by the administrative fields `role_id` or `active` would reveal them: it needs their permission. */
+export function filterVisibilityErrors(caller: Pick<Caller, 'permissions'>, filter: Record<string, unknown> | undefined): FieldErrors {
+  if (can(caller, 'users.view-administrative')) return {};
+  const hidden = ['role_id', 'active'].filter((key) => filter?.[key] !== undefined);
+  return Object.fromEntries(hidden.map((key) => [`filter.${key}`, ['needs the permission "users.view-administrative"']]));
+}
+
+// ---- one's own record ----
+
 /**
  * Keys a user's update of their own record ignores (see `PUT /api/users/{user}`):
  * `prevent_logout` always, and their own `role_id` and `active`, even for administrators
@@ -28,9 +225,9 @@ export function deriveActive(enteringDate: string | null | undefined, leavingDat
  * their department membership and `request_password_change` too: only an actual password
  * change clears that flag.
  */
-export function selfUpdateIgnoredKeys(auth: Auth): string[] {
+export function selfUpdateIgnoredKeys(caller: Pick<Caller, 'permissions'>): string[] {
   const keys = ['role_id', 'active', 'prevent_logout'];
-  if (!can(auth, 'users.administer')) keys.push('department_ids', 'request_password_change');
+  if (!can(caller, 'users.administer')) keys.push('department_ids', 'request_password_change');
   return keys;
 }
 
@@ -43,7 +240,7 @@ const PASSWORD_KEYS = new Set(['password', 'old_password']);
  * refused, so the flag cannot be lifted, nor anything else changed, before the password
  * is. Field errors, empty when the body is acceptable.
  */
-export function restrictedSelfUpdateErrors(auth: Auth, input: Record<string, unknown>): FieldErrors {
+export function restrictedSelfUpdateErrors(auth: Pick<Auth, 'passwordChangeRequired'>, input: Record<string, unknown>): FieldErrors {
   const errors: FieldErrors = {};
   if (!auth.passwordChangeRequired) return errors;
   for (const key of Object.keys(input)) {
@@ -59,28 +256,27 @@ export function restrictedSelfUpdateErrors(auth: Auth, input: Record<string, unk
  * one's current username is no change and always accepted. The error for `username`, or
  * undefined.
  */
-export function selfRenameError(auth: Auth, username: string | undefined, current: string): string[] | undefined {
-  if (username === undefined || username === current || can(auth, 'users.view')) return undefined;
+export function selfRenameError(caller: Pick<Caller, 'permissions'>, username: string | undefined, current: string): string[] | undefined {
+  if (username === undefined || username === current || can(caller, 'users.view')) return undefined;
   return ['changing your own username needs the permission "users.view"'];
 }
 
 /** Deleting (or blacking out) one's own account is refused. */
-export function assertNotSelf(auth: Auth, userId: number, action: string): void {
-  if (auth.userId === userId) throw forbidden(`You cannot ${action} your own account.`);
+export function assertNotSelf(caller: Pick<Caller, 'userId'>, userId: number, action: string): void {
+  if (caller.userId === userId) throw forbidden(`You cannot ${action} your own account.`);
 }
 
 /**
- * Logout marking: a user may mark themselves unless `prevent_logout` protects them;
- * marking someone else needs `users.administer` (and, like every administration of
- * another user, `assertMayAdminister`), and then works on protected accounts too.
+ * Logout marking of oneself: refused while `prevent_logout` protects the account. Marking
+ * someone else needs `users.administer` (the operation's `x-permission`) and that the
+ * caller may administer them (`requireAdministrableUser`), and then works on protected
+ * accounts too.
  */
-export function assertMayMarkForLogout(auth: Auth, target: { id: number; preventLogout: boolean }): void {
-  if (target.id === auth.userId) {
-    if (target.preventLogout) throw forbidden('Your account is protected from logout (prevent_logout).');
-    return;
-  }
-  if (!can(auth, 'users.administer')) throw forbidden('This requires the permission "users.administer".');
+export function assertMayMarkForLogout(caller: Pick<Caller, 'userId'>, target: { id: number; preventLogout: boolean }): void {
+  if (target.id === caller.userId && target.preventLogout) throw forbidden('Your account is protected from logout (prevent_logout).');
 }
+
+// ---- no escalation through user administration ----
 
 /**
  * No escalation through user administration (the shared rule `permissionsLacking`):
@@ -88,21 +284,21 @@ export function assertMayMarkForLogout(auth: Auth, target: { id: number; prevent
  * holds every permission it could grant (`grantablePermissions`, active or not).
  * Returns the error for `role_id`.
  */
-export function roleAssignmentError(auth: Auth, grantable: readonly string[]): string[] | undefined {
-  const lacking = permissionsLacking(auth, grantable);
+export function roleAssignmentError(caller: Pick<Caller, 'permissions'>, grantable: readonly string[]): string[] | undefined {
+  const lacking = permissionsLacking(caller, grantable);
   return lacking.length > 0 ? [`grants permissions you do not hold: ${lacking.join(', ')}`] : undefined;
 }
 
 /**
- * Why `auth` may not administer `target` (another user whose role could grant more), or
+ * Why `caller` may not administer `target` (another user whose role could grant more), or
  * undefined. The permissions are named only to callers who may see the user's role
  * (`users.view-administrative`); to others the refusal tells nothing more about it.
  */
-export function administerRefusal(auth: Auth, target: { id: number; grantable: readonly string[] }): string | undefined {
-  if (target.id === auth.userId) return undefined;
-  const lacking = permissionsLacking(auth, target.grantable);
+export function administerRefusal(caller: Caller, target: { id: number; grantable: readonly string[] }): string | undefined {
+  if (target.id === caller.userId) return undefined;
+  const lacking = permissionsLacking(caller, target.grantable);
   if (lacking.length === 0) return undefined;
-  const which = can(auth, 'users.view-administrative') ? ` (${lacking.join(', ')})` : '';
+  const which = can(caller, 'users.view-administrative') ? ` (${lacking.join(', ')})` : '';
   return `This user holds permissions you do not hold${which}; you cannot administer them.`;
 }
 
@@ -112,15 +308,28 @@ export function administerRefusal(auth: Auth, target: { id: number; grantable: r
  * the caller lacks (`grantablePermissions`, active or not): otherwise a delegate could
  * take over — or sign out — an administrator's account.
  */
-export function assertMayAdminister(auth: Auth, target: { id: number; grantable: readonly string[] }): void {
-  const refusal = administerRefusal(auth, target);
+export function assertMayAdminister(caller: Caller, target: { id: number; grantable: readonly string[] }): void {
+  const refusal = administerRefusal(caller, target);
   if (refusal) throw forbidden(refusal);
 }
 
-const BLACKED_OUT_USERNAME = /^deleted-user-\d+$/;
+/**
+ * "May administer this user", the one rule of every operation that changes a user (update,
+ * delete, restore, blackout, logout mark): the user `userId` of the tenant (soft-deleted
+ * ones only `withTrashed`; 404 otherwise), whom the caller may administer
+ * (`assertMayAdminister`, 403 otherwise; one's own record always). Answers the user.
+ */
+export async function requireAdministrableUser(tx: Tx, caller: Caller, userId: number, options: { withTrashed?: boolean } = {}): Promise<UserRow> {
+  const user = await findUser(tx, userId, options.withTrashed);
+  if (!user) throw notFound('The user');
+  if (user.id !== caller.userId) {
+    const role = (await loadUserReferences(tx, { roleIds: [user.roleId] })).roles.get(user.roleId);
+    assertMayAdminister(caller, { id: user.id, grantable: role ? grantablePermissions(role) : [] });
+  }
+  return user;
+}
 
-/** Blackout renames accounts `deleted-user-<id>`; no one else may take such a name. */
-export const isReservedUsername = (username: string) => BLACKED_OUT_USERNAME.test(username);
+// ---- blackout ----
 
 /**
  * Blackout: the values that replace an account irreversibly. Names,

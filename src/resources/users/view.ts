@@ -1,26 +1,26 @@
 import { and, asc, eq, inArray, isNull, sql, type SQL } from 'drizzle-orm';
 import type { AnyPgColumn } from 'drizzle-orm/pg-core';
-import { can, type Auth } from '../../platform/auth/auth.ts';
+import { can, type Auth, type Caller } from '../../platform/auth/auth.ts';
+import type { Permission } from '../../platform/auth/permissions.ts';
 import type { Tx } from '../../platform/database/database.ts';
-import { entityPermissions } from '../entity-permissions/table.ts';
-import { rfc3339 } from '../../platform/http/datetime.ts';
 import { containsPattern } from '../../platform/database/text-search.ts';
-import { defineView, groupBy, present, type Visibility } from '../../platform/result-controls/result-controls.ts';
-import type { Secrets } from '../../platform/secrets/secrets.ts';
+import { rfc3339 } from '../../platform/http/datetime.ts';
+import { ALL_FIELDS, selectRecords, type Listing } from '../../platform/result-controls/listing.ts';
+import { defineView, groupBy, type Visibility } from '../../platform/result-controls/result-controls.ts';
 import { departments, departmentUsers } from '../departments/table.ts';
+import { entityPermissions } from '../entity-permissions/table.ts';
 import { languages } from '../languages/table.ts';
 import { roles } from '../roles/table.ts';
-import type { Permission } from '../../platform/auth/permissions.ts';
 import { acceptedPolicies, termsOfUse } from '../terms-of-use/table.ts';
-import { findUsers, type UserRow } from './queries.ts';
-import { users } from './table.ts';
 import { signedPictureUrl } from './profile-picture.ts';
+import { selectUsers, USER_ORDER, type UserRow } from './queries.ts';
+import { users } from './table.ts';
 
 /** Whoever users are presented to: the caller, whose `secrets` sign picture URLs. */
 export type UserViewer = Auth;
 
 /** Personal and administrative fields need their permission; one's own record shows all. */
-export function userFieldVisible(viewer: Auth, visibility: Visibility, row?: Pick<UserRow, 'id'>): boolean {
+export function userFieldVisible(viewer: Caller, visibility: Visibility, row?: Pick<UserRow, 'id'>): boolean {
   if (visibility === 'public' || row?.id === viewer.userId) return true;
   return can(viewer, visibility === 'personal' ? 'users.view-personal' : 'users.view-administrative');
 }
@@ -30,7 +30,7 @@ export function userFieldVisible(viewer: Auth, visibility: Visibility, row?: Pic
  * (see `hiddenFieldError`) — or null when the field is visible to them (public fields,
  * keys that are not fields, one's own record).
  */
-export function hiddenFieldPermission(viewer: Auth, key: string, user: Pick<UserRow, 'id'>): Permission | null {
+export function hiddenFieldPermission(viewer: Caller, key: string, user: Pick<UserRow, 'id'>): Permission | null {
   const visibility = (userView.fields as Record<string, { visibility?: Visibility }>)[key]?.visibility ?? 'public';
   if (userFieldVisible(viewer, visibility, user)) return null;
   return visibility === 'personal' ? 'users.view-personal' : 'users.view-administrative';
@@ -58,7 +58,7 @@ export const DEFAULT_USER_RELATIONS = ['role', 'language'];
  * `filter[text]`: a part of username, first or last name, and of e-mail and staff number
  * only where the viewer may see those fields (otherwise the filter would reveal them).
  */
-export function userTextFilter(value: string, viewer: Auth): SQL {
+export function userTextFilter(value: string, viewer: Caller): SQL {
   const pattern = containsPattern(value);
   const columns: AnyPgColumn[] = [users.username, users.firstName, users.lastName];
   if (userFieldVisible(viewer, 'personal')) columns.push(users.email);
@@ -69,7 +69,10 @@ export function userTextFilter(value: string, viewer: Auth): SQL {
   )})`;
 }
 
-export const userView = defineView<UserRow, UserViewer, 'text' | 'role_id' | 'active' | 'group_account' | 'department_id'>({
+/** The filters of the user lists (`filter[<key>]`). */
+export type UserFilterKey = 'text' | 'role_id' | 'active' | 'group_account' | 'department_id';
+
+export const userView = defineView<UserRow, UserViewer, UserFilterKey>({
   key: (row) => row.id,
   visible: userFieldVisible,
   fields: {
@@ -180,6 +183,18 @@ export const userView = defineView<UserRow, UserViewer, 'text' | 'role_id' | 'ac
 });
 
 /**
+ * Users as the list, show and write operations answer them: every user of the tenant (the
+ * operations narrow to deleted or not deleted ones), in the users' list order, with the
+ * relations `role` and `language` by default.
+ */
+export const userListing: Listing<UserRow, UserViewer, UserFilterKey> = {
+  view: userView,
+  query: selectUsers,
+  order: USER_ORDER,
+  defaultRelations: DEFAULT_USER_RELATIONS,
+};
+
+/**
  * The users `ids` (deleted ones too, unless `exceptDeleted`), each presented as `viewer` may
  * see users (every visible field, no relations), keyed by id in the users' list order: how
  * other resources show the users they name. One query.
@@ -191,7 +206,8 @@ export async function presentUsersById(
   options: { exceptDeleted?: boolean } = {},
 ): Promise<Map<number, Record<string, unknown>>> {
   const unique = [...new Set(ids)];
-  const found = await findUsers(tx, options.exceptDeleted ? and(inArray(users.id, unique), isNull(users.deletedAt)) : inArray(users.id, unique));
-  const presented = await present(userView, tx, found, { selects: null, relations: [] }, viewer);
-  return new Map(found.map((user, i) => [user.id, presented[i]!]));
+  const where = options.exceptDeleted ? and(inArray(users.id, unique), isNull(users.deletedAt)) : inArray(users.id, unique);
+  // `id` is a public field: every presented user carries it.
+  const presented = await selectRecords(tx, userListing, viewer, { where, presentation: ALL_FIELDS });
+  return new Map(presented.map((user) => [user.id as number, user]));
 }

@@ -1,6 +1,7 @@
 import t from 'tap';
 import { sql } from 'drizzle-orm';
 import { DEMO_PASSWORD, startTestApi } from '../../helpers/atrium.ts';
+import { rowCount } from '../../helpers/fixtures.ts';
 
 const api = await startTestApi(t, { loginMaxFailures: 3 });
 
@@ -22,10 +23,7 @@ t.test('the demo administrator signs in and the token authenticates', async (t) 
 
 t.test('the token is stored only as a hash', async (t) => {
   const res = await login(t, { tenant: 'demo', username: 'admin', password: DEMO_PASSWORD });
-  const rows = await api.db.owner.execute<{ n: number }>(
-    sql`select count(*)::int as n from access_tokens where encode(token_hash, 'escape') like ${'%' + res.body.access_token + '%'}`,
-  );
-  t.equal(rows[0]!.n, 0);
+  t.equal(await rowCount(api.db, 'access_tokens', sql`encode(token_hash, 'escape') like ${'%' + res.body.access_token + '%'}`), 0);
 });
 
 t.test('wrong password, unknown user, unknown tenant, inactive and deleted users get one and the same 401', async (t) => {
@@ -113,7 +111,7 @@ t.test('missing, malformed and forged tokens get 401 with WWW-Authenticate-free 
 });
 
 t.test('bad login input is a 4xx problem and changes nothing', async (t) => {
-  const before = await api.db.owner.execute<{ n: number }>(sql`select count(*)::int as n from access_tokens`);
+  const before = await rowCount(api.db, 'access_tokens');
   const cases: [unknown, number, string[]][] = [
     [{}, 422, ['tenant', 'username', 'password']],
     [{ tenant: 'demo', username: 'admin' }, 422, ['password']],
@@ -136,8 +134,7 @@ t.test('bad login input is a 4xx problem and changes nothing', async (t) => {
     contentType: 'application/json',
   });
   t.equal(tooLarge.status, 413);
-  const after = await api.db.owner.execute<{ n: number }>(sql`select count(*)::int as n from access_tokens`);
-  t.equal(after[0]!.n, before[0]!.n, 'no token issued');
+  t.equal(await rowCount(api.db, 'access_tokens'), before, 'no token issued');
 });
 
 t.test('a secured route answers 401 before it validates the request', async (t) => {

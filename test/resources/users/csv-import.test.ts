@@ -1,10 +1,11 @@
+import { eq } from 'drizzle-orm';
 import t, { type Test } from 'tap';
 import { startTestApi } from '../../helpers/atrium.ts';
 import { importUsersCsv, roleNamed } from '../../helpers/fixtures.ts';
 import { multipart } from '../../helpers/multipart.ts';
 import { roles } from '../../../src/resources/roles/table.ts';
 import { users } from '../../../src/resources/users/table.ts';
-import { IMPORTABLE_KEYS } from '../../../src/resources/users/csv-import.ts';
+import { IMPORTABLE_KEYS } from '../../../src/resources/users/fields.ts';
 
 const api = await startTestApi(t);
 const tenant = await api.createTenant('csv');
@@ -260,4 +261,68 @@ t.test('default_route cells follow the rule of the API: a same-origin path or an
     [5, ['default_route']],
   ]);
   t.strictSame(res.body.new_users.map((u: { user: { default_route: string | null } }) => u.user.default_route), ['/dashboard', null]);
+});
+
+// ---- the rules of the create and update operations, on the rows that would write ----
+
+t.test('a leaving date before the entering date is an invalid row, on an update judged with the stored dates (as PUT /api/users/{user} does)', async (t) => {
+  const dated = await api.createUser(tenant.tenantId, { username: 'dated', values: { firstName: 'D', lastName: 'Ated', enteringDate: '2024-05-01' } });
+  const csv = [
+    'username,password,first_name,last_name,role_id,entering_date,leaving_date',
+    `leaver,a long password,L,Eaver,${role!.id},2024-05-01,2024-04-30`,
+    `stayer,a long password,S,Tayer,${role!.id},2024-05-01,2024-05-01`,
+  ].join('\n');
+  const created = await importCsv(t, csv);
+  t.equal(created.status, 200);
+  t.strictSame(
+    created.body.invalid_rows.map((row: { line: number; errors: Record<string, string[]> }) => [row.line, row.errors]),
+    [[2, { leaving_date: ['must not be before entering_date'] }]],
+  );
+  t.strictSame(created.body.new_users.map((u: { user: { username: string } }) => u.user.username), ['stayer']);
+
+  const early = await importCsv(t, 'username,leaving_date\ndated,2024-04-01\n', { update_users: 'true' });
+  t.strictSame(early.body.invalid_rows, [{ line: 2, username: 'dated', errors: { leaving_date: ['must not be before entering_date'] } }]);
+  t.strictSame(early.body.update_users, []);
+  const api422 = await api.call(t, 'updateUser', { token: admin, params: { user: dated.id }, body: { leaving_date: '2024-04-01' } });
+  t.strictSame(api422.body.errors, { leaving_date: ['must not be before entering_date'] }, 'the API refuses the same write alike');
+  const later = await importCsv(t, 'username,leaving_date\ndated,2024-06-01\n', { update_users: 'true' });
+  t.strictSame(later.body.update_users, [{ line: 2, id: dated.id, username: 'dated', changes: { leaving_date: { from: null, to: '2024-06-01' } } }]);
+});
+
+t.test('a row that turns a group account into a personal one needs both names, as PUT /api/users/{user} does', async (t) => {
+  const team = await api.createUser(tenant.tenantId, { username: 'team', values: { groupAccount: true, firstName: null, lastName: null } });
+  const nameless = await importCsv(t, 'username,group_account\nteam,no\n', { update_users: 'true' });
+  t.equal(nameless.status, 200);
+  t.strictSame(nameless.body.invalid_rows, [
+    { line: 2, username: 'team', errors: { first_name: ['is required for personal accounts'], last_name: ['is required for personal accounts'] } },
+  ]);
+  const api422 = await api.call(t, 'updateUser', { token: admin, params: { user: team.id }, body: { group_account: false } });
+  t.strictSame(Object.keys(api422.body.errors).sort(), ['first_name', 'last_name'], 'the API refuses the same write alike');
+  const named = await importCsv(t, 'username,group_account,first_name,last_name\nteam,no,Team,Work\n', { update_users: 'true' });
+  t.strictSame(named.body.invalid_rows, []);
+  t.strictSame(named.body.update_users[0].changes, { group_account: { from: true, to: false }, first_name: { from: null, to: 'Team' }, last_name: { from: null, to: 'Work' } });
+});
+
+t.test('a changed role_id of an existing user obeys the no-escalation rule; the role it has is no change', async (t) => {
+  const seer = await api.createUser(tenant.tenantId, { permissions: ['users.view', 'users.administer', 'users.view-administrative'] });
+  const climbing = await importCsv(t, `username,role_id\nanna,${administrator!.id}\n`, { update_users: 'true' }, seer.token);
+  t.equal(climbing.status, 200);
+  const [row] = climbing.body.invalid_rows as { line: number; errors: Record<string, string[]> }[];
+  t.strictSame(Object.keys(row!.errors), ['role_id']);
+  t.match(row!.errors.role_id![0], /automations\.administer/);
+  t.strictSame(climbing.body.update_users, []);
+  const annaRole = (await api.db.owner.select({ roleId: users.roleId }).from(users).where(eq(users.id, anna.id)))[0]!.roleId;
+  const same = await importCsv(t, `username,role_id\nanna,${annaRole}\n`, { update_users: 'true' }, seer.token);
+  t.strictSame(same.body.invalid_rows, []);
+  t.strictSame(same.body.unchanged_users, [{ line: 2, id: anna.id, username: 'anna' }]);
+});
+
+t.test('role and language cells naming nothing of the tenant are invalid on every row: "does not exist"', async (t) => {
+  const csv = [`username,password,first_name,last_name,role_id,lang_id`, `newbie,a long password,N,Ew,${otherRole!.id},de-DE`, `anna,,,,,xx-XX`].join('\n');
+  const res = await importCsv(t, csv);
+  t.equal(res.status, 200);
+  t.strictSame(res.body.invalid_rows, [
+    { line: 2, username: 'newbie', errors: { role_id: ['does not exist'] } },
+    { line: 3, username: 'anna', errors: { lang_id: ['does not exist'] } },
+  ]);
 });

@@ -5,13 +5,12 @@
  * name the caller, unless the caller holds the permission that administers that kind
  * of entity anyway.
  */
-import { eq, sql } from 'drizzle-orm';
+import { eq } from 'drizzle-orm';
 import t, { type Test } from 'tap';
 import { ownerUser, startTestApi } from '../../helpers/atrium.ts';
-import { createDepartment, createEntitiesNaming, importUsersCsv, newUserBodies, roleNamed } from '../../helpers/fixtures.ts';
+import { createDepartment, createEntitiesNaming, importUsersCsv, newUserBodies, roleNamed, rowCount } from '../../helpers/fixtures.ts';
 import { departmentUsers } from '../../../src/resources/departments/table.ts';
 import { roles } from '../../../src/resources/roles/table.ts';
-import { users } from '../../../src/resources/users/table.ts';
 
 const api = await startTestApi(t);
 const tenant = await api.createTenant('entity-rights');
@@ -58,11 +57,11 @@ t.test('nor add another user to it, on update or create', async (t) => {
   t.equal(update.status, 422);
   t.ok(update.body.errors?.['department_ids.0']);
   t.strictSame(await membership(employee.id), []);
-  const before = (await api.db.owner.select({ n: sql<number>`count(*)::int` }).from(users))[0]!.n;
+  const before = await rowCount(api.db, 'users');
   const create = await api.call(t, 'createUser', { token: delegate.token, body: newUserBody({ department_ids: [payroll.id] }) });
   t.equal(create.status, 422);
   t.ok(create.body.errors?.['department_ids.0']);
-  t.equal((await api.db.owner.select({ n: sql<number>`count(*)::int` }).from(users))[0]!.n, before, 'no user stored');
+  t.equal(await rowCount(api.db, 'users'), before, 'no user stored');
 });
 
 t.test('a role a task template names cannot be assigned by create, update or restore (422 on role_id)', async (t) => {

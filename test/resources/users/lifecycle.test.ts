@@ -17,7 +17,7 @@ const tenant = await api.createTenant('lifecycle');
 const admin = tenant.adminToken;
 let counter = 0;
 
-async function person(t: Test) {
+async function person(_t: Test) {
   const n = ++counter;
   const email = `person-${n}@example.com`;
   const user = await api.createUser(tenant.tenantId, { username: `person-${n}`, values: { email } });

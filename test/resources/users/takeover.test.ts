@@ -8,7 +8,7 @@
 import { eq, sql } from 'drizzle-orm';
 import t, { type Test } from 'tap';
 import { ownerUser, startTestApi } from '../../helpers/atrium.ts';
-import { createDepartment, createEntitiesNaming, loginTokenRow, roleNamed } from '../../helpers/fixtures.ts';
+import { createDepartment, createEntitiesNaming, loginTokenRow, roleNamed, rowCount } from '../../helpers/fixtures.ts';
 import { departmentUsers } from '../../../src/resources/departments/table.ts';
 import { roles } from '../../../src/resources/roles/table.ts';
 
@@ -123,11 +123,11 @@ t.test('a caller named by the same entity may set the password', async (t) => {
 t.test('no login token by e-mail for a user holding entity rights the creator lacks; the same 422 as an unknown address', async (t) => {
   const unknown = await tokenByEmail(t, minter.token, 'nobody-at-all@example.com');
   t.equal(unknown.status, 422);
-  const before = (await api.db.owner.execute<{ n: number }>(sql`select count(*)::int as n from user_login_tokens`))[0]!.n;
+  const before = await rowCount(api.db, 'user_login_tokens');
   const res = await tokenByEmail(t, minter.token, 'clerk@example.com');
   t.equal(res.status, 422);
   t.equal(res.text, unknown.text, 'identical to an unusable address');
-  t.equal((await api.db.owner.execute<{ n: number }>(sql`select count(*)::int as n from user_login_tokens`))[0]!.n, before, 'nothing stored');
+  t.equal(await rowCount(api.db, 'user_login_tokens'), before, 'nothing stored');
   const plain = await api.createUser(tenant.tenantId, { values: { roleId: employeeRole.id, email: 'plain@example.com' } });
   t.equal((await tokenByEmail(t, minter.token, 'plain@example.com')).status, 201, 'a user without entity rights is fine');
   t.ok(plain);

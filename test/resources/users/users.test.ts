@@ -481,3 +481,53 @@ t.test('renaming oneself needs users.view: without it no username can be probed 
   t.equal(renamed.status, 200);
   t.equal(renamed.body.username, 'seer-renamed');
 });
+
+// ---- users.administer unless one's own record: the operations' x-permission ----
+
+t.test('updating or marking another user for logout needs users.administer: the binding\'s 403, whether the user exists or not', async (t) => {
+  const forbidden = 'This requires the permission "users.administer".';
+  const plain = await api.createUser(tenant.tenantId, { username: 'plain-self' });
+  const before = await ownerUser(api.db, tenant.tenantId, employee.id);
+  const update = (token: string, user: number) => api.call(t, 'updateUser', { token, params: { user }, body: { city: 'Kiel' } });
+  const mark = (token: string, user: number) => api.call(t, 'markUserForLogout', { token, params: { user } });
+  for (const [name, call] of [['updateUser', update], ['markUserForLogout', mark]] as const) {
+    const other = await call(plain.token, employee.id);
+    t.equal(other.status, 403, `${name}: another user`);
+    t.equal(other.body.detail, forbidden, `${name}: the refusal names the permission`);
+    const missing = await call(plain.token, 987654);
+    t.equal(missing.status, 403, `${name}: a missing user is refused alike, so nothing tells it apart`);
+    t.equal(missing.body.detail, forbidden);
+    t.equal((await call(admin.token, 987654)).status, 404, `${name}: with the permission a missing user is 404`);
+  }
+  t.strictSame(await ownerUser(api.db, tenant.tenantId, employee.id), before, 'the other user is unchanged');
+  const own = await update(plain.token, plain.id);
+  t.equal(own.status, 200, 'one\'s own record needs no permission');
+  t.equal(own.body.city, 'Kiel');
+  t.equal((await mark(plain.token, plain.id)).status, 204, 'nor does marking oneself');
+  t.equal((await api.call(t, 'getCurrentUser', { token: plain.token })).status, 401, 'which ended the session');
+});
+
+t.test('updating or marking another user without users.administer: an invalid request is a 422 before the 403, the operation\'s own rules after it', async (t) => {
+  const plain = await api.createUser(tenant.tenantId, { username: 'plain-invalid' });
+  const badBody = await api.call(t, 'updateUser', { token: plain.token, params: { user: employee.id }, body: { city: 5 } });
+  t.equal(badBody.status, 422);
+  t.ok(badBody.body.errors?.city, JSON.stringify(badBody.body));
+  t.equal((await api.call(t, 'markUserForLogout', { token: plain.token, params: { user: '1e3' } })).status, 422, 'a malformed user id');
+  const shortPassword = await api.call(t, 'updateUser', { token: plain.token, params: { user: employee.id }, body: { password: 'x' } });
+  t.equal(shortPassword.status, 403, 'the password rule is the operation\'s: judged only for callers the permission admits');
+  t.equal((await api.call(t, 'getCurrentUser', { token: employee.token })).status, 200, 'the other user is still signed in');
+});
+
+t.test('a role, language or department naming nothing in the tenant is 422 "does not exist" on its key', async (t) => {
+  const before = await userCount();
+  const created = await api.call(t, 'createUser', {
+    token: admin.token,
+    body: newUserBody({ role_id: otherRole!.id, lang_id: 'xx-XX', department_ids: [department!.id, otherDepartment!.id] }),
+  });
+  t.equal(created.status, 422);
+  t.strictSame(created.body.errors, { role_id: ['does not exist'], lang_id: ['does not exist'], 'department_ids.1': ['does not exist'] });
+  t.equal(await userCount(), before, 'no user stored');
+  const updated = await api.call(t, 'updateUser', { token: admin.token, params: { user: employee.id }, body: { role_id: 424242, lang_id: 'xx-XX' } });
+  t.equal(updated.status, 422);
+  t.strictSame(updated.body.errors, { role_id: ['does not exist'], lang_id: ['does not exist'] });
+});

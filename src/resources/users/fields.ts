@@ -1,0 +1,121 @@
+/**
+ * The user keys a request or a CSV row writes, once for both: which column each key is
+ * stored in and how a CSV cell of it is read (docs/users.md#csv-import-preview). The
+ * create and update operations store `columnsOf` their body; the CSV preview reads each
+ * cell with `parseCell` and compares the same columns. What a value must satisfy beyond
+ * its type is judged by `userDraftErrors` and `userReferenceErrors` (rules.ts), again for
+ * both.
+ */
+import { isCalendarDate } from '../../platform/http/dates.ts';
+import { defaultRouteProblems, usernameProblems } from './rules.ts';
+import type { UserColumns } from './queries.ts';
+import { GENDERS } from './table.ts';
+
+/** How a CSV cell of a key is read. */
+export type CellKind = 'username' | 'password' | 'text' | 'reference' | 'boolean' | 'integer' | 'date' | 'gender' | 'email' | 'route';
+
+/**
+ * The keys of a user that a create, an update or a CSV row writes as they are sent (not
+ * the picture, the departments or `old_password`), in the CSV template's column order:
+ * each key's column (`password` is stored as a hash, so it has none) and cell kind.
+ */
+export const USER_FIELDS = {
+  username: { column: 'username', cell: 'username' },
+  password: { column: null, cell: 'password' },
+  first_name: { column: 'firstName', cell: 'text' },
+  last_name: { column: 'lastName', cell: 'text' },
+  role_id: { column: 'roleId', cell: 'integer' },
+  lang_id: { column: 'langId', cell: 'reference' },
+  active: { column: 'active', cell: 'boolean' },
+  group_account: { column: 'groupAccount', cell: 'boolean' },
+  request_password_change: { column: 'requestPasswordChange', cell: 'boolean' },
+  street: { column: 'street', cell: 'text' },
+  zipcode: { column: 'zipcode', cell: 'text' },
+  city: { column: 'city', cell: 'text' },
+  phone: { column: 'phone', cell: 'text' },
+  staff_number: { column: 'staffNumber', cell: 'text' },
+  email: { column: 'email', cell: 'email' },
+  birthdate: { column: 'birthdate', cell: 'date' },
+  entering_date: { column: 'enteringDate', cell: 'date' },
+  leaving_date: { column: 'leavingDate', cell: 'date' },
+  gender: { column: 'gender', cell: 'gender' },
+  wants_email_notifications: { column: 'wantsEmailNotifications', cell: 'boolean' },
+  default_route: { column: 'defaultRoute', cell: 'route' },
+  prevent_logout: { column: 'preventLogout', cell: 'boolean' },
+} as const satisfies Record<string, { column: keyof UserColumns | null; cell: CellKind }>;
+
+export type UserKey = keyof typeof USER_FIELDS;
+
+/** The keys a CSV may hold, in the template's order. */
+export const IMPORTABLE_KEYS = Object.keys(USER_FIELDS) as UserKey[];
+
+/** The columns `input` sets: each user key it holds (undefined: not sent) under its column. Other keys are left out. */
+export function columnsOf(input: Partial<Record<string, unknown>>): UserColumns {
+  const values: Record<string, unknown> = {};
+  for (const [key, { column }] of Object.entries(USER_FIELDS)) {
+    const value = input[key];
+    if (column !== null && value !== undefined) values[column] = value;
+  }
+  return values;
+}
+
+/** A cell's value: what `parseCell` reads. */
+export type CellValue = string | number | boolean | null;
+
+const BOOLEANS: Record<string, boolean> = { true: true, '1': true, yes: true, false: false, '0': false, no: false };
+const EMAIL = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
+
+/**
+ * One CSV cell → its value, or why it is none. Cells are trimmed, except the password,
+ * which is taken as written. An empty cell of a date, number, boolean, language or route
+ * is null; an empty text cell is `""`, or null with `whitespaceToNull`. A username or a
+ * route must pass the rules the API applies to them (`usernameProblems`,
+ * `defaultRouteProblems`).
+ */
+export function parseCell(kind: CellKind, raw: string, whitespaceToNull: boolean): { value: CellValue } | { error: string } {
+  const text = raw.trim();
+  // The create keys' limit (default_route allows more, but 255 is plenty for a CSV cell).
+  if (kind !== 'password' && text.length > 255) return { error: 'must be at most 255 characters long' };
+  switch (kind) {
+    case 'username': {
+      if (!text) return { error: 'is required' };
+      const [problem] = usernameProblems(text);
+      return problem ? { error: problem } : { value: text };
+    }
+    case 'password':
+      if (raw.length > 1024) return { error: 'must be at most 1024 characters long' };
+      return { value: raw === '' ? null : raw };
+    case 'text':
+      return { value: text === '' && whitespaceToNull ? null : text };
+    case 'reference':
+      return { value: text === '' ? null : text };
+    case 'email':
+      if (text === '') return { value: whitespaceToNull ? null : '' };
+      return EMAIL.test(text) ? { value: text } : { error: 'must be an e-mail address' };
+    case 'boolean': {
+      if (text === '') return { value: null };
+      const value = BOOLEANS[text.toLowerCase()];
+      return value === undefined ? { error: 'must be true, false, 1, 0, yes or no' } : { value };
+    }
+    case 'integer':
+      if (text === '') return { value: null };
+      return /^\d{1,15}$/.test(text) ? { value: Number(text) } : { error: 'must be a whole number' };
+    case 'date':
+      if (text === '') return { value: null };
+      return isCalendarDate(text) ? { value: text } : { error: 'must be a date YYYY-MM-DD' };
+    case 'gender':
+      if (text === '') return { value: null };
+      return (GENDERS as readonly string[]).includes(text) ? { value: text } : { error: `must be one of: ${GENDERS.join(', ')}` };
+    case 'route': {
+      if (text === '') return { value: null };
+      const [problem] = defaultRouteProblems(text);
+      return problem ? { error: problem } : { value: text };
+    }
+  }
+}
+
+/**
+ * A cell that leaves the stored value as it is: an empty boolean or `role_id` cell (those
+ * columns cannot be null).
+ */
+export const keepsCurrent = (key: UserKey, value: CellValue | undefined) => value === null && (USER_FIELDS[key].cell === 'boolean' || key === 'role_id');
