@@ -34,7 +34,8 @@ export function permissionRule(operationId: string, route: string, secured: bool
   if (typeof value !== 'object' || value === null || Array.isArray(value)) throw fail('must be a permission key or { permission, unless-self }');
   const form = value as Record<string, unknown>;
   const extra = Object.keys(form).filter((key) => key !== 'permission' && key !== 'unless-self');
-  if (extra.length > 0 || !('unless-self' in form)) throw fail(`as an object has exactly the keys permission and unless-self (got ${Object.keys(form).join(', ') || 'none'})`);
+  if (extra.length > 0 || !('unless-self' in form))
+    throw fail(`as an object has exactly the keys permission and unless-self (got ${Object.keys(form).join(', ') || 'none'})`);
   const parameter = form['unless-self'];
   const pathParameters = [...route.matchAll(/\{([^}]+)\}/g)].map((match) => match[1]);
   if (typeof parameter !== 'string' || !pathParameters.includes(parameter)) {
@@ -90,9 +91,7 @@ async function generate(): Promise<void> {
   }
   writeFileSync(
     path.join(out, 'operations.ts'),
-    banner +
-      `export const operations = {\n${entries.join('\n')}\n} as const;\n\n` +
-      `export type OperationId = keyof typeof operations;\n`,
+    banner + `export const operations = {\n${entries.join('\n')}\n} as const;\n\n` + `export type OperationId = keyof typeof operations;\n`,
   );
   console.log(`generated/: ${seen.size} operations`);
 }

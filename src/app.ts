@@ -53,7 +53,10 @@ export function redactUrl(url: string): string {
     .map((pair) => {
       const equals = pair.indexOf('=');
       const name = equals === -1 ? pair : pair.slice(0, equals);
-      const bare = decodeQueryName(name).trim().replace(/(\[[^\]]*\])+$/, '').toLowerCase();
+      const bare = decodeQueryName(name)
+        .trim()
+        .replace(/(\[[^\]]*\])+$/, '')
+        .toLowerCase();
       return SECRET_QUERY_NAMES.has(bare) ? `${name}=[redacted]` : pair;
     })
     .join('&');

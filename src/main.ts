@@ -6,7 +6,9 @@ const config = loadConfig();
 const atrium = await createAtrium(config, {
   onAdminPassword: (password) =>
     // Shown once on the terminal, on purpose outside the (JSON) log.
-    process.stdout.write(`\n  Demo tenant created. Sign in with tenant "demo", username "admin", password "${password}".\n  This password is not shown again.\n\n`),
+    process.stdout.write(
+      `\n  Demo tenant created. Sign in with tenant "demo", username "admin", password "${password}".\n  This password is not shown again.\n\n`,
+    ),
 });
 if (atrium.app) {
   await atrium.app.listen({ host: config.host, port: config.port });

@@ -65,7 +65,9 @@ export async function createAtrium(config: Config, options: { logger?: Logger; o
     if (server.appPassword && !config.appDatabaseUrl) await db.enableAppLogin(server.appPassword);
     await db.verifyAppRole();
     if (!db.dedicatedAppLogin) {
-      logger.warn('the application pool logs in as the DATABASE_URL role and switches to atrium_app; set ATRIUM_APP_DATABASE_URL to log in as a role of its own');
+      logger.warn(
+        'the application pool logs in as the DATABASE_URL role and switches to atrium_app; set ATRIUM_APP_DATABASE_URL to log in as a role of its own',
+      );
     }
     const seeded = await seedDemoTenant(db, config.adminPassword);
     if (seeded) logger.info({ tenant: 'demo', username: 'admin' }, 'created the demo tenant');

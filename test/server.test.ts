@@ -59,9 +59,15 @@ t.test('first start seeds demo, prints the generated password once, and serves t
   await server.listening;
   const password = /password "([^"]+)"/.exec(server.output())?.[1];
   t.ok(password, 'the generated admin password is printed');
-  const logLines = server.output().split('\n').filter((line) => line.startsWith('{'));
+  const logLines = server
+    .output()
+    .split('\n')
+    .filter((line) => line.startsWith('{'));
   t.ok(logLines.length > 0, 'logs are JSON lines');
-  t.notOk(logLines.some((line) => line.includes(password!)), 'the password is not in the JSON log');
+  t.notOk(
+    logLines.some((line) => line.includes(password!)),
+    'the password is not in the JSON log',
+  );
 
   const base = `http://127.0.0.1:${port}`;
   const ready = await fetch(`${base}/health/ready`);

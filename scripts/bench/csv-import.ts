@@ -21,7 +21,10 @@ try {
   const roleId = current.json().role_id as number;
 
   const lines = [header];
-  for (let i = 0; i < rows; i++) lines.push(`user${i},password-${i}-long,First${i},Last${i},${roleId},user${i}@example.com,City ${i % 100},1990-01-${String((i % 28) + 1).padStart(2, '0')},true`);
+  for (let i = 0; i < rows; i++)
+    lines.push(
+      `user${i},password-${i}-long,First${i},Last${i},${roleId},user${i}@example.com,City ${i % 100},1990-01-${String((i % 28) + 1).padStart(2, '0')},true`,
+    );
   const csv = Buffer.from(lines.join('\n') + '\n');
 
   let started = performance.now();
@@ -41,10 +44,13 @@ try {
   });
   const atriumMs = performance.now() - started;
   const body = response.json() as { new_users: unknown[]; invalid_rows: unknown[] };
-  if (response.statusCode !== 200 || body.new_users.length !== rows) throw new Error(`unexpected answer ${response.statusCode}: ${response.body.slice(0, 300)}`);
+  if (response.statusCode !== 200 || body.new_users.length !== rows)
+    throw new Error(`unexpected answer ${response.statusCode}: ${response.body.slice(0, 300)}`);
 
   console.log(`CSV: ${rows} rows, ${(csv.length / 1024 / 1024).toFixed(1)} MiB (baseline parsed ${parsed.length - 1} rows)`);
-  console.log(`POST /api/users/csv (whole stack)     ${atriumMs.toFixed(0).padStart(7)} ms   new_users ${body.new_users.length}, invalid ${body.invalid_rows.length}`);
+  console.log(
+    `POST /api/users/csv (whole stack)     ${atriumMs.toFixed(0).padStart(7)} ms   new_users ${body.new_users.length}, invalid ${body.invalid_rows.length}`,
+  );
   console.log(`plain csv-parse of the same file      ${baselineMs.toFixed(0).padStart(7)} ms`);
   console.log(`ratio (Atrium / baseline time): ${(atriumMs / baselineMs).toFixed(2)}`);
   console.log(`peak resident memory: ${(process.resourceUsage().maxRSS / 1024).toFixed(0)} MiB (default heap limit applies)`);

@@ -61,7 +61,9 @@ const baselineMs = performance.now() - baselineStarted;
 if ((await stored('baseline')) !== members) throw new Error('baseline stored a different number of rows');
 
 console.log(`fan-out to one department of ${members} members`);
-console.log(`Atrium: POST → 202 in ${(accepted - started).toFixed(1)} ms; from the 202 to the last record stored ${(atriumMs - (accepted - started)).toFixed(1)} ms (${atriumMs.toFixed(1)} ms in all)`);
+console.log(
+  `Atrium: POST → 202 in ${(accepted - started).toFixed(1)} ms; from the 202 to the last record stored ${(atriumMs - (accepted - started)).toFixed(1)} ms (${atriumMs.toFixed(1)} ms in all)`,
+);
 console.log(`baseline: one hand-written INSERT … SELECT         ${baselineMs.toFixed(1)} ms`);
 console.log(`ratio (Atrium from the 202 / baseline time): ${((atriumMs - (accepted - started)) / baselineMs).toFixed(2)}`);
 

@@ -17,11 +17,23 @@ export async function throwawayDatabase(): Promise<{ url: string; drop(): Promis
     await admin.unsafe(`create database "${name}"`);
     const url = new URL(process.env.DATABASE_URL);
     url.pathname = `/${name}`;
-    return { url: url.toString(), drop: async () => { await admin.unsafe(`drop database "${name}" with (force)`); await admin.end(); } };
+    return {
+      url: url.toString(),
+      drop: async () => {
+        await admin.unsafe(`drop database "${name}" with (force)`);
+        await admin.end();
+      },
+    };
   }
   const dir = path.join(os.tmpdir(), `atrium-bench-${randomBytes(4).toString('hex')}`);
   const server = await startEmbeddedPostgres(dir);
-  return { url: server.url, drop: async () => { await server.stop(); await rm(dir, { recursive: true, force: true }); } };
+  return {
+    url: server.url,
+    drop: async () => {
+      await server.stop();
+      await rm(dir, { recursive: true, force: true });
+    },
+  };
 }
 
 export async function benchAtrium(url: string) {

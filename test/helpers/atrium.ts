@@ -147,6 +147,9 @@ export async function startTestApi(t: Test, overrides: Partial<Config> = {}): Pr
 
 /** Looks a user row up as the owner (bypassing tenancy), for assertions. */
 export async function ownerUser(db: Database, tenantId: number, userId: number) {
-  const [row] = await db.owner.select().from(users).where(and(eq(users.tenantId, tenantId), eq(users.id, userId)));
+  const [row] = await db.owner
+    .select()
+    .from(users)
+    .where(and(eq(users.tenantId, tenantId), eq(users.id, userId)));
   return row;
 }

@@ -28,7 +28,10 @@ export async function createDepartment(db: Database, tenantId: number, name: str
 
 /** The tenant's role called `name` (such as the seeded "Administrator" and "Employee"). */
 export async function roleNamed(db: Database, tenantId: number, name: string) {
-  const [role] = await db.owner.select().from(roles).where(sql`${roles.tenantId} = ${tenantId} and ${roles.name} = ${name}`);
+  const [role] = await db.owner
+    .select()
+    .from(roles)
+    .where(sql`${roles.tenantId} = ${tenantId} and ${roles.name} = ${name}`);
   if (!role) throw new Error(`tenant ${tenantId} has no role ${JSON.stringify(name)}`);
   return role;
 }
@@ -59,12 +62,24 @@ export async function createEntitiesNaming(
 ) {
   const form = await api.call(t, 'createForm', {
     token,
-    body: { title: 'Salaries', form_type: 'survey', fields: [{ name: 'Salary', field_type: 'number' }], entity_permissions: { department_ids: [names.formDepartmentId] } },
+    body: {
+      title: 'Salaries',
+      form_type: 'survey',
+      fields: [{ name: 'Salary', field_type: 'number' }],
+      entity_permissions: { department_ids: [names.formDepartmentId] },
+    },
   });
   const template = await api.call(t, 'createTaskTemplate', { token, body: { title: 'Audit', entity_permissions: { role_ids: [names.templateRoleId] } } });
   const item = await api.call(t, 'createMenuItem', {
     token,
-    body: { icon_id: 3, menu_identifier: 'main', type: 'link', title: 'Minutes', link: 'https://board.example.com/', entity_permissions: { department_ids: [names.menuDepartmentId] } },
+    body: {
+      icon_id: 3,
+      menu_identifier: 'main',
+      type: 'link',
+      title: 'Minutes',
+      link: 'https://board.example.com/',
+      entity_permissions: { department_ids: [names.menuDepartmentId] },
+    },
   });
   return [form, template, item] as const;
 }
@@ -80,7 +95,10 @@ export const FIELDS_OF_EVERY_TYPE = [
 
 /** Posts `csv` to importUsersCsv as the file `users.csv`, beside the other form `fields`. */
 export async function importUsersCsv(api: TestApi, t: Test, token: string, csv: string | Buffer, fields: Record<string, string> = {}) {
-  const form = await multipart({ ...fields, user_data_csv: { content: Buffer.isBuffer(csv) ? csv : Buffer.from(csv), fileName: 'users.csv', type: 'text/csv' } });
+  const form = await multipart({
+    ...fields,
+    user_data_csv: { content: Buffer.isBuffer(csv) ? csv : Buffer.from(csv), fileName: 'users.csv', type: 'text/csv' },
+  });
   return api.call(t, 'importUsersCsv', { token, ...form });
 }
 

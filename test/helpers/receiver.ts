@@ -64,4 +64,3 @@ export async function startReceiver(t: Test): Promise<Receiver> {
     script: (path, answers) => scripts.set(path, [...answers]),
   };
 }
-

@@ -37,7 +37,12 @@ t.test('declarations the binding could not enforce are refused', async (t) => {
   refused('/api/things/{user}', true, { permission: 'users.view', unlessSelf: 'user' }, /exactly the keys/);
   refused('/api/things/{user}', true, { permission: 'users.views', 'unless-self': 'user' }, /"users\.views", which is not a permission key/);
   refused('/api/things/{user}', true, { 'unless-self': 'user' }, /names undefined, which is not a permission key/);
-  refused('/api/things/{thing}', true, { permission: 'users.view', 'unless-self': 'user' }, /unless-self must name a parameter of the path \/api\/things\/\{thing\}/);
+  refused(
+    '/api/things/{thing}',
+    true,
+    { permission: 'users.view', 'unless-self': 'user' },
+    /unless-self must name a parameter of the path \/api\/things\/\{thing\}/,
+  );
   refused('/api/things', true, { permission: 'users.view', 'unless-self': 'user' }, /must name a parameter of the path/);
   refused('/users/{user}/picture', false, 'users.view', /needs no access token/);
   refused('/users/{user}/picture', false, { permission: 'users.view', 'unless-self': 'user' }, /needs no access token/);

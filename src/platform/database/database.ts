@@ -53,9 +53,7 @@ function preparing(client: postgres.Sql, onQuery: () => void): postgres.Sql {
 const migrationsFolder = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../drizzle');
 /** Arbitrary constant: serialises concurrent `migrate` runs (several processes starting). */
 const MIGRATION_LOCK = 720_431_977;
-const migrationCount = (
-  JSON.parse(readFileSync(path.join(migrationsFolder, 'meta/_journal.json'), 'utf8')) as { entries: unknown[] }
-).entries.length;
+const migrationCount = (JSON.parse(readFileSync(path.join(migrationsFolder, 'meta/_journal.json'), 'utf8')) as { entries: unknown[] }).entries.length;
 
 export interface DatabaseOptions {
   poolSize?: number;
@@ -84,15 +82,16 @@ export class Database {
   /** Whether the application pool logs in as its own role (see `DatabaseOptions.appUrl`). */
   readonly dedicatedAppLogin: boolean;
 
-  constructor(readonly url: string, options: DatabaseOptions = {}) {
+  constructor(
+    readonly url: string,
+    options: DatabaseOptions = {},
+  ) {
     this.ownerSql = postgres(url, { max: 4, onnotice: () => {} });
     this.dedicatedAppLogin = options.appUrl !== undefined;
     this.appSql = postgres(options.appUrl ?? url, {
       max: options.poolSize ?? 10,
       onnotice: () => {},
-      connection: options.appUrl
-        ? { application_name: 'atrium' }
-        : { options: `-c role=${APP_ROLE}`, application_name: 'atrium' },
+      connection: options.appUrl ? { application_name: 'atrium' } : { options: `-c role=${APP_ROLE}`, application_name: 'atrium' },
     });
     this.owner = drizzle(this.ownerSql);
     this.app = drizzle(

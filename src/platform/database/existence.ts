@@ -15,12 +15,7 @@ export const MISSING = 'does not exist';
  * that also match `where` (for example "not deleted"). Row-level security hides other
  * tenants' rows, so their ids are missing like ids nobody uses. One query; none for [].
  */
-export async function missingIds<Id extends number | string>(
-  tx: Tx,
-  table: PgTable & { id: PgColumn },
-  ids: readonly Id[],
-  where?: SQL,
-): Promise<Set<Id>> {
+export async function missingIds<Id extends number | string>(tx: Tx, table: PgTable & { id: PgColumn }, ids: readonly Id[], where?: SQL): Promise<Set<Id>> {
   if (ids.length === 0) return new Set();
   const distinct = [...new Set(ids)];
   const rows = await tx

@@ -92,7 +92,11 @@ function toProblem(error: FastifyError): { problem: ProblemDocument; headers: Re
 }
 
 /** Only the call sites of a stack: its first line repeats the message, which may hold values. */
-const stackFrames = (error: Error) => (error.stack ?? '').split('\n').filter((line) => /^\s+at /.test(line)).join('\n');
+const stackFrames = (error: Error) =>
+  (error.stack ?? '')
+    .split('\n')
+    .filter((line) => /^\s+at /.test(line))
+    .join('\n');
 
 /** A driver (postgres.js) error: `detail`, `where` and non-enumerable `parameters` may hold row values. */
 const isDriverError = (error: unknown): error is Error & PostgresError & { severity?: string; column_name?: string } =>
@@ -131,8 +135,7 @@ export function errorLogFields(error: unknown): Record<string, unknown> {
 export function registerErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((error: FastifyError, request, reply) => {
     const known =
-      toProblem(error) ??
-      (isMalformedMultipart(request, error) ? { problem: problemDocument(400, 'The multipart body is malformed.'), headers: {} } : null);
+      toProblem(error) ?? (isMalformedMultipart(request, error) ? { problem: problemDocument(400, 'The multipart body is malformed.'), headers: {} } : null);
     if (known) {
       if (known.problem.status >= 500) request.log.error(errorLogFields(error), 'request failed');
       else if (UNCHECKED_INPUT.has(driverError(error).code ?? '')) request.log.warn(errorLogFields(error), 'input reached the database unchecked');
@@ -142,7 +145,10 @@ export function registerErrorHandling(app: FastifyInstance): void {
     return reply.code(500).type(PROBLEM).send(problemDocument(500, 'An unexpected error occurred.'));
   });
   app.setNotFoundHandler((request, reply) =>
-    reply.code(404).type(PROBLEM).send(problemDocument(404, `No route ${request.method} ${request.url.split('?')[0]}.`)),
+    reply
+      .code(404)
+      .type(PROBLEM)
+      .send(problemDocument(404, `No route ${request.method} ${request.url.split('?')[0]}.`)),
   );
 }
 

@@ -53,5 +53,7 @@ export const uploadOf = (request: FastifyRequest, field: string): Upload | undef
  */
 export function isMalformedMultipart(request: FastifyRequest, error: { statusCode?: number }): boolean {
   // Apps without the multipart plugin (tests of the error handler) have no isMultipart.
-  return !request.bodyAccepted && typeof request.isMultipart === 'function' && request.isMultipart() && (error.statusCode === undefined || error.statusCode >= 500);
+  return (
+    !request.bodyAccepted && typeof request.isMultipart === 'function' && request.isMultipart() && (error.statusCode === undefined || error.statusCode >= 500)
+  );
 }

@@ -18,7 +18,7 @@ import { invalid, ProblemError } from './problem.ts';
 function refuseResponseOnlyMediaTypes(app: FastifyInstance, specification: Record<string, unknown>): void {
   const types = new Set<string>();
   const paths = (specification.paths ?? {}) as Record<string, Record<string, { responses?: Record<string, { content?: object }> }>>;
-  const responses = ((specification.components as { responses?: Record<string, { content?: object }> } | undefined)?.responses ?? {});
+  const responses = (specification.components as { responses?: Record<string, { content?: object }> } | undefined)?.responses ?? {};
   for (const response of Object.values(responses)) for (const type of Object.keys(response.content ?? {})) types.add(type);
   for (const item of Object.values(paths)) {
     for (const operation of Object.values(item)) {

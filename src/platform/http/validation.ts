@@ -143,14 +143,15 @@ export function fieldErrors(errors: ErrorObject[], context?: string): FieldError
     result.set(key, messages);
   };
   for (const error of errors) {
-    const segments = error.instancePath.split('/').slice(1).map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'));
+    const segments = error.instancePath
+      .split('/')
+      .slice(1)
+      .map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'));
     let message = error.message ?? 'is invalid';
     if (error.keyword === 'required') {
       const missing = String((error.params as { missingProperty: string }).missingProperty);
       const conditional = error.schemaPath.endsWith('/then/required');
-      const nested = conditional
-        ? requiredKeys((error.parentSchema as { properties?: Record<string, unknown> } | undefined)?.properties?.[missing])
-        : [];
+      const nested = conditional ? requiredKeys((error.parentSchema as { properties?: Record<string, unknown> } | undefined)?.properties?.[missing]) : [];
       if (nested.length > 0) {
         for (const key of nested) add([...segments, missing, key].join('.'), 'is required');
         continue;

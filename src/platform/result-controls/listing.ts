@@ -157,7 +157,12 @@ export function presentAll<Row, Viewer, FilterKey extends string>(
   viewer: Viewer,
   relations?: readonly string[],
 ): Promise<Record<string, unknown>[]>;
-export function presentAll<Row, Viewer, FilterKey extends string>(view: View<Row, Viewer, FilterKey>, tx: null, rows: Row[], viewer: Viewer): Promise<Record<string, unknown>[]>;
+export function presentAll<Row, Viewer, FilterKey extends string>(
+  view: View<Row, Viewer, FilterKey>,
+  tx: null,
+  rows: Row[],
+  viewer: Viewer,
+): Promise<Record<string, unknown>[]>;
 export function presentAll<Row, Viewer, FilterKey extends string>(
   view: View<Row, Viewer, FilterKey>,
   tx: Tx | null,
@@ -177,7 +182,12 @@ export async function presentGrouped<Row, Viewer, FilterKey extends string, Key>
   items: { key: Key; row: Row }[],
   viewer: Viewer,
 ): Promise<Map<Key, Record<string, unknown>[]>> {
-  const presented = await presentAll(view, null, items.map((item) => item.row), viewer);
+  const presented = await presentAll(
+    view,
+    null,
+    items.map((item) => item.row),
+    viewer,
+  );
   return groupBy(
     items.map((item, i) => ({ key: item.key, record: presented[i]! })),
     (item) => item.key,

@@ -9,10 +9,19 @@ import { instanceSecrets } from './table.ts';
  * then read).
  */
 export async function instanceSecret(db: Database, name: string, generate: () => string | Promise<string>): Promise<string> {
-  const [existing] = await db.owner.select().from(instanceSecrets).where(sql`${instanceSecrets.name} = ${name}`);
+  const [existing] = await db.owner
+    .select()
+    .from(instanceSecrets)
+    .where(sql`${instanceSecrets.name} = ${name}`);
   if (existing) return existing.value;
-  await db.owner.insert(instanceSecrets).values({ name, value: await generate() }).onConflictDoNothing();
-  const [stored] = await db.owner.select().from(instanceSecrets).where(sql`${instanceSecrets.name} = ${name}`);
+  await db.owner
+    .insert(instanceSecrets)
+    .values({ name, value: await generate() })
+    .onConflictDoNothing();
+  const [stored] = await db.owner
+    .select()
+    .from(instanceSecrets)
+    .where(sql`${instanceSecrets.name} = ${name}`);
   return stored!.value;
 }
 

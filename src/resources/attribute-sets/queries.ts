@@ -16,7 +16,10 @@ export async function findAttributeSet(tx: Tx, id: number): Promise<AttributeSet
 /** The fields of the given sets (one query; none for []). */
 export async function attributeSetFields(tx: Tx, setIds: readonly number[]): Promise<{ fields: AttributeField[] }[]> {
   if (setIds.length === 0) return [];
-  return tx.select({ fields: attributeSets.fields }).from(attributeSets).where(inArray(attributeSets.id, [...setIds]));
+  return tx
+    .select({ fields: attributeSets.fields })
+    .from(attributeSets)
+    .where(inArray(attributeSets.id, [...setIds]));
 }
 
 /** The sets `ids` names, in no particular order: one query (also for []). */

@@ -21,7 +21,10 @@ export const attributeSets = pgTable(
     id: bigint('id', { mode: 'number' }).primaryKey().generatedAlwaysAsIdentity(),
     tenantId: tenantIdColumn(),
     name: text('name').notNull(),
-    fields: jsonb('fields').$type<AttributeField[]>().notNull().default(sql`'[]'::jsonb`),
+    fields: jsonb('fields')
+      .$type<AttributeField[]>()
+      .notNull()
+      .default(sql`'[]'::jsonb`),
     createdAt: timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow(),
     updatedAt: timestamp('updated_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow(),
   },

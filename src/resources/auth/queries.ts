@@ -26,7 +26,12 @@ export async function findSignInUser(db: Database, tenantId: number, username: s
 
 /** Revokes the access token `tokenId` (sign-out). */
 export async function revokeAccessToken(db: Database, tenantId: number, tokenId: number): Promise<void> {
-  await db.tenant(tenantId, (tx) => tx.update(accessTokens).set({ revokedAt: sql`now()` }).where(eq(accessTokens.id, tokenId)));
+  await db.tenant(tenantId, (tx) =>
+    tx
+      .update(accessTokens)
+      .set({ revokedAt: sql`now()` })
+      .where(eq(accessTokens.id, tokenId)),
+  );
 }
 
 /** Issues an access token for `userId` and stamps `last_login_at` (also used by login tokens). */

@@ -12,7 +12,9 @@ export const accessTokens = pgTable(
     tenantId: tenantIdColumn(),
     userId: bigint('user_id', { mode: 'number' }).notNull(),
     tokenHash: bytea('token_hash').notNull(),
-    createdAt: timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull().default(sql`clock_timestamp()`),
+    createdAt: timestamp('created_at', { withTimezone: true, mode: 'date' })
+      .notNull()
+      .default(sql`clock_timestamp()`),
     expiresAt: timestamp('expires_at', { withTimezone: true, mode: 'date' }).notNull(),
     revokedAt: timestamp('revoked_at', { withTimezone: true, mode: 'date' }),
   },

@@ -70,10 +70,7 @@ export async function buildWebhookRequest(
       headers.set(auth.header!.name, auth.header!.value);
       break;
     case 'jwt':
-      headers.set(
-        'Authorization',
-        `Bearer ${await signJwt({ subject: `automation:${delivery.automationId}`, audience: config.url, jti: randomUUID() })}`,
-      );
+      headers.set('Authorization', `Bearer ${await signJwt({ subject: `automation:${delivery.automationId}`, audience: config.url, jti: randomUUID() })}`);
       break;
     case 'secret': {
       const timestamp = Math.floor(now.getTime() / 1000);

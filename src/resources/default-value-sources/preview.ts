@@ -44,9 +44,7 @@ const selected = <T>(values: T[] | undefined): values is T[] => values !== undef
  * the filter does not reveal the type (or existence) of fields hidden from the caller.
  */
 function compatibleWith(caller: Caller, targetId: number): SQL {
-  const pairs = Object.entries(COMPATIBLE_SOURCE_TYPES).flatMap(([target, sources]) =>
-    sources.map((source) => sql`(${target}, ${source})`),
-  );
+  const pairs = Object.entries(COMPATIBLE_SOURCE_TYPES).flatMap(([target, sources]) => sources.map((source) => sql`(${target}, ${source})`));
   const targetAdministrable = fieldParentAdministrableBy(caller, sql`t.form_id`, sql`t.task_template_id`);
   return sql`(${formFields.id} <> ${targetId} and exists (
     select 1 from form_fields t
@@ -67,9 +65,7 @@ function previewConditions(caller: Caller, filter: PreviewFilter, omit?: FilterK
   if (selected(f.form_id)) conditions.push(inArray(formFields.formId, f.form_id));
   if (selected(f.task_template_id)) conditions.push(inArray(formFields.taskTemplateId, f.task_template_id));
   if (selected(f.parent_type)) {
-    conditions.push(
-      or(...f.parent_type.map((type) => (type === 'form' ? isNotNull(formFields.formId) : isNotNull(formFields.taskTemplateId)))),
-    );
+    conditions.push(or(...f.parent_type.map((type) => (type === 'form' ? isNotNull(formFields.formId) : isNotNull(formFields.taskTemplateId)))));
   }
   if (selected(f.field_type)) conditions.push(inArray(formFields.fieldType, f.field_type));
   if (f.compatible_with_form_field_id !== undefined) conditions.push(compatibleWith(caller, f.compatible_with_form_field_id));
@@ -134,7 +130,8 @@ export async function filterOptions(tx: Tx, auth: Auth, key: MultiSelectKey, req
   const perPage = request.per_page ?? DEFAULT_PER_PAGE;
   const source = OPTION_SOURCES[key];
   // Fields of the other parent kind have no value for form_id / form_type / task_template_id.
-  const present = key === 'form_id' || key === 'form_type' ? isNotNull(formFields.formId) : key === 'task_template_id' ? isNotNull(formFields.taskTemplateId) : undefined;
+  const present =
+    key === 'form_id' || key === 'form_type' ? isNotNull(formFields.formId) : key === 'task_template_id' ? isNotNull(formFields.taskTemplateId) : undefined;
   const rows = await tx
     .select({ value: sql<string | number>`${source.value}`, label: sql<string>`${source.label}` })
     .from(formFields)

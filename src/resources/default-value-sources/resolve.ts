@@ -40,7 +40,10 @@ async function formFieldValues(tx: Tx, viewer: Auth, sources: SourceRow[], assig
       order by sub.created_at desc, sub.id desc
       limit 1
     ) latest
-    where s.id in (${sql.join(ids.map((id) => sql`${id}`), sql`, `)}) and ${readable}`);
+    where s.id in (${sql.join(
+      ids.map((id) => sql`${id}`),
+      sql`, `,
+    )}) and ${readable}`);
   return new Map(rows.map((row) => [Number(row.source_id), row.value ?? null]));
 }
 
@@ -124,7 +127,10 @@ export async function resolveDefaultValues(tx: Tx, viewer: Auth, execution: { id
   const valueOf = (source: SourceRow): FieldValue =>
     source.type === 'formFieldValue' ? (copied.get(source.id) ?? null) : (variables?.[source.config.variable as SystemVariable] ?? null);
 
-  const byField = new Map<number, { form_field_id: number; name: string; field_type: FieldType; value: FieldValue; default_value_source_id: number | null; type: SourceRow['type'] | null }>();
+  const byField = new Map<
+    number,
+    { form_field_id: number; name: string; field_type: FieldType; value: FieldValue; default_value_source_id: number | null; type: SourceRow['type'] | null }
+  >();
   for (const { field, source } of rows) {
     let entry = byField.get(field.id);
     if (!entry) {

@@ -63,7 +63,10 @@ export async function saveDepartment(tx: Tx, author: Pick<Auth, 'tenantId' | 'us
   const values = { name: write.name, tags: write.tags, attributes: write.attributes };
   let id: number;
   if (currentId !== null) {
-    await tx.update(departments).set({ ...values, updatedAt: sql`now()` }).where(eq(departments.id, currentId));
+    await tx
+      .update(departments)
+      .set({ ...values, updatedAt: sql`now()` })
+      .where(eq(departments.id, currentId));
     id = currentId;
   } else {
     const [created] = await tx

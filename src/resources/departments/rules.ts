@@ -80,7 +80,12 @@ export async function departmentWrite(tx: Tx, body: DepartmentInput, current: De
   if (!errors.name && nameTaken(others, name, current?.id)) errors.name = [NAME_TAKEN];
   reportMissing(errors, 'notification_setting_ids', body.notification_setting_ids ?? [], missingSettings);
   reportMissing(errors, 'attribute_set_ids', sentSetIds, missingSets);
-  const { types, conflicts } = attributeFieldTypes(await attributeSetFields(tx, assignments.map((a) => a.id)));
+  const { types, conflicts } = attributeFieldTypes(
+    await attributeSetFields(
+      tx,
+      assignments.map((a) => a.id),
+    ),
+  );
   if (conflicts.length > 0) (errors.attribute_set_ids ??= []).push(`the attached sets define ${conflicts.join(', ')} with different types`);
   const attributes = mergeAttributeValues(types, extraKeys(body), current?.attributes ?? {}, errors);
   if (Object.keys(errors).length > 0) throw invalid(errors);

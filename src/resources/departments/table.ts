@@ -15,9 +15,15 @@ export const departments = pgTable(
     /** The creating user (stays linked after that user is blacked out). */
     userId: bigint('user_id', { mode: 'number' }),
     /** Free tags, matched by `#word` in the text filter (`departmentTextFilter`, ./view.ts). */
-    tags: text('tags').array().notNull().default(sql`'{}'::text[]`),
+    tags: text('tags')
+      .array()
+      .notNull()
+      .default(sql`'{}'::text[]`),
     /** Values of the fields of the attached attribute sets ("additional attribute keys"). */
-    attributes: jsonb('attributes').$type<Record<string, unknown>>().notNull().default(sql`'{}'::jsonb`),
+    attributes: jsonb('attributes')
+      .$type<Record<string, unknown>>()
+      .notNull()
+      .default(sql`'{}'::jsonb`),
     createdAt: timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow(),
     updatedAt: timestamp('updated_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow(),
   },
@@ -44,7 +50,11 @@ export const departmentUsers = pgTable(
   (t) => [
     primaryKey({ columns: [t.tenantId, t.departmentId, t.userId] }),
     index('department_users_user_idx').on(t.tenantId, t.userId),
-    foreignKey({ name: 'department_users_department_fk', columns: [t.tenantId, t.departmentId], foreignColumns: [departments.tenantId, departments.id] }).onDelete('cascade'),
+    foreignKey({
+      name: 'department_users_department_fk',
+      columns: [t.tenantId, t.departmentId],
+      foreignColumns: [departments.tenantId, departments.id],
+    }).onDelete('cascade'),
     foreignKey({ name: 'department_users_user_fk', columns: [t.tenantId, t.userId], foreignColumns: [users.tenantId, users.id] }).onDelete('cascade'),
     tenantIsolation('department_users'),
   ],
@@ -60,7 +70,11 @@ export const departmentNotificationSettings = pgTable(
   },
   (t) => [
     primaryKey({ columns: [t.tenantId, t.departmentId, t.notificationSettingId] }),
-    foreignKey({ name: 'department_notification_settings_department_fk', columns: [t.tenantId, t.departmentId], foreignColumns: [departments.tenantId, departments.id] }).onDelete('cascade'),
+    foreignKey({
+      name: 'department_notification_settings_department_fk',
+      columns: [t.tenantId, t.departmentId],
+      foreignColumns: [departments.tenantId, departments.id],
+    }).onDelete('cascade'),
     foreignKey({
       name: 'department_notification_settings_setting_fk',
       columns: [t.tenantId, t.notificationSettingId],
@@ -82,8 +96,16 @@ export const departmentAttributeSets = pgTable(
   (t) => [
     primaryKey({ columns: [t.tenantId, t.departmentId, t.attributeSetId] }),
     index('department_attribute_sets_set_idx').on(t.tenantId, t.attributeSetId),
-    foreignKey({ name: 'department_attribute_sets_department_fk', columns: [t.tenantId, t.departmentId], foreignColumns: [departments.tenantId, departments.id] }).onDelete('cascade'),
-    foreignKey({ name: 'department_attribute_sets_set_fk', columns: [t.tenantId, t.attributeSetId], foreignColumns: [attributeSets.tenantId, attributeSets.id] }),
+    foreignKey({
+      name: 'department_attribute_sets_department_fk',
+      columns: [t.tenantId, t.departmentId],
+      foreignColumns: [departments.tenantId, departments.id],
+    }).onDelete('cascade'),
+    foreignKey({
+      name: 'department_attribute_sets_set_fk',
+      columns: [t.tenantId, t.attributeSetId],
+      foreignColumns: [attributeSets.tenantId, attributeSets.id],
+    }),
     tenantIsolation('department_attribute_sets'),
   ],
 ).enableRLS();

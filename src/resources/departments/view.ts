@@ -49,21 +49,36 @@ export const departmentView = defineView<DepartmentRow, Auth, 'text'>({
       empty: [],
       // The members (not deleted), in the users' list order, shown as the caller may see users.
       async load(tx, rows, viewer) {
-        const memberships = await departmentMemberships(tx, rows.map((r) => r.id));
-        const presented = await presentUsersById(tx, memberships.map((m) => m.userId), viewer, { exceptDeleted: true });
+        const memberships = await departmentMemberships(
+          tx,
+          rows.map((r) => r.id),
+        );
+        const presented = await presentUsersById(
+          tx,
+          memberships.map((m) => m.userId),
+          viewer,
+          { exceptDeleted: true },
+        );
         const position = new Map([...presented.keys()].map((id, i) => [id, i]));
-        const ordered = memberships
-          .filter((m) => presented.has(m.userId))
-          .sort((a, b) => position.get(a.userId)! - position.get(b.userId)!);
-        return groupBy(ordered, (m) => m.departmentId, (m) => presented.get(m.userId));
+        const ordered = memberships.filter((m) => presented.has(m.userId)).sort((a, b) => position.get(a.userId)! - position.get(b.userId)!);
+        return groupBy(
+          ordered,
+          (m) => m.departmentId,
+          (m) => presented.get(m.userId),
+        );
       },
     },
     notification_settings: {
       empty: [],
       // Each department's settings in the settings' order (sort_number, id).
       async load(tx, rows, viewer) {
-        const settings = await notificationSettingsByIds(tx, rows.flatMap((r) => r.notificationSettingIds));
-        const items = settings.flatMap((setting) => rows.filter((r) => r.notificationSettingIds.includes(setting.id)).map((r) => ({ key: r.id, row: setting })));
+        const settings = await notificationSettingsByIds(
+          tx,
+          rows.flatMap((r) => r.notificationSettingIds),
+        );
+        const items = settings.flatMap((setting) =>
+          rows.filter((r) => r.notificationSettingIds.includes(setting.id)).map((r) => ({ key: r.id, row: setting })),
+        );
         return presentGrouped(notificationSettingView, items, viewer);
       },
     },
@@ -75,7 +90,14 @@ export const departmentView = defineView<DepartmentRow, Auth, 'text'>({
       empty: [],
       // Each department's sets in its `attribute_set_ids` order.
       async load(tx, rows, viewer) {
-        const sets = new Map((await attributeSetsByIds(tx, rows.flatMap((r) => r.attributeSetIds))).map((set) => [set.id, set]));
+        const sets = new Map(
+          (
+            await attributeSetsByIds(
+              tx,
+              rows.flatMap((r) => r.attributeSetIds),
+            )
+          ).map((set) => [set.id, set]),
+        );
         const items = rows.flatMap((r) => r.attributeSetIds.flatMap((id) => (sets.has(id) ? [{ key: r.id, row: sets.get(id)! }] : [])));
         return presentGrouped(attributeSetView, items, viewer);
       },

@@ -20,15 +20,7 @@ import {
 } from './queries.ts';
 import { assignmentErrors, parentInputErrors, requireAdministrable, requireVisibleExecution, submissionErrors, submissionParent } from './rules.ts';
 import type { ParentType } from './table.ts';
-import {
-  formListing,
-  SHOW_RELATIONS,
-  submissionListing,
-  submissionView,
-  taskExecutionListing,
-  taskExecutionView,
-  taskTemplateListing,
-} from './view.ts';
+import { formListing, SHOW_RELATIONS, submissionListing, submissionView, taskExecutionListing, taskExecutionView, taskTemplateListing } from './view.ts';
 
 /** 422 naming every problem, when there is one. */
 function refuse(errors: FieldErrors): void {
@@ -136,6 +128,9 @@ export const formHandlers = {
   },
 
   async getSubmission({ auth, query, params, services: { db } }) {
-    return { status: 200, body: await showRecord(db, auth.tenantId, submissionListing, query, auth, submissionWithId(params.formSubmission), 'The submission') };
+    return {
+      status: 200,
+      body: await showRecord(db, auth.tenantId, submissionListing, query, auth, submissionWithId(params.formSubmission), 'The submission'),
+    };
   },
 } satisfies Partial<Handlers>;

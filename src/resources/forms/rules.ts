@@ -119,9 +119,7 @@ export function fieldValueProblem(field: { fieldType: FieldType; options: string
     case 'date':
       return typeof value === 'string' && isCalendarDate(value) ? null : 'must be a date YYYY-MM-DD';
     case 'select':
-      return typeof value === 'string' && (field.options ?? []).includes(value)
-        ? null
-        : `must be one of: ${(field.options ?? []).join(', ')}`;
+      return typeof value === 'string' && (field.options ?? []).includes(value) ? null : `must be one of: ${(field.options ?? []).join(', ')}`;
   }
 }
 

@@ -31,7 +31,15 @@ function fieldsRelation(parent: 'formId' | 'taskTemplateId'): RelationDefinition
       const found = await tx
         .select()
         .from(formFields)
-        .where(and(inArray(column, rows.map((r) => r.id)), isNull(formFields.deletedAt)))
+        .where(
+          and(
+            inArray(
+              column,
+              rows.map((r) => r.id),
+            ),
+            isNull(formFields.deletedAt),
+          ),
+        )
         .orderBy(asc(formFields.sortNumber), asc(formFields.id));
       return groupBy<FieldRow, ReturnType<typeof presentField>>(found, (field) => field[parent], presentField);
     },
@@ -42,7 +50,12 @@ function fieldsRelation(parent: 'formId' | 'taskTemplateId'): RelationDefinition
 function entityPermissionsRelation(entityType: ParentType): RelationDefinition<{ id: number }, Auth> {
   return {
     empty: null,
-    load: (tx: Tx, rows) => loadSubjectLists(tx, entityType, rows.map((r) => r.id)),
+    load: (tx: Tx, rows) =>
+      loadSubjectLists(
+        tx,
+        entityType,
+        rows.map((r) => r.id),
+      ),
   };
 }
 

@@ -6,8 +6,6 @@ export const healthHandlers = {
   },
   async getReadiness({ services: { db } }) {
     const ready = await db.isReady();
-    return ready
-      ? { status: 200, body: { status: 'ok', database: true } }
-      : { status: 503, body: { status: 'unavailable', database: false } };
+    return ready ? { status: 200, body: { status: 'ok', database: true } } : { status: 503, body: { status: 'unavailable', database: false } };
   },
 } satisfies Partial<Handlers>;

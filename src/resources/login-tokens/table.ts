@@ -15,7 +15,9 @@ export const userLoginTokens = pgTable(
   {
     id: bigint('id', { mode: 'number' }).primaryKey().generatedAlwaysAsIdentity(),
     tenantId: tenantIdColumn(),
-    uuid: uuid('uuid').notNull().default(sql`gen_random_uuid()`),
+    uuid: uuid('uuid')
+      .notNull()
+      .default(sql`gen_random_uuid()`),
     /** The creator: always the authenticated user who created the token. */
     userId: bigint('user_id', { mode: 'number' }).notNull(),
     /** The user the token signs in. */
@@ -24,7 +26,9 @@ export const userLoginTokens = pgTable(
     expiresAt: timestamp('expires_at', { withTimezone: true, mode: 'date' }).notNull(),
     usedAt: timestamp('used_at', { withTimezone: true, mode: 'date' }),
     deletedAt: timestamp('deleted_at', { withTimezone: true, mode: 'date' }),
-    createdAt: timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull().default(sql`clock_timestamp()`),
+    createdAt: timestamp('created_at', { withTimezone: true, mode: 'date' })
+      .notNull()
+      .default(sql`clock_timestamp()`),
   },
   (t) => [
     unique('user_login_tokens_tenant_id_id_key').on(t.tenantId, t.id),
@@ -33,7 +37,9 @@ export const userLoginTokens = pgTable(
     // Consumption looks the hash up without a tenant.
     index('user_login_tokens_token_hash_idx').on(t.tokenHash),
     foreignKey({ name: 'user_login_tokens_creator_fk', columns: [t.tenantId, t.userId], foreignColumns: [users.tenantId, users.id] }).onDelete('cascade'),
-    foreignKey({ name: 'user_login_tokens_login_user_fk', columns: [t.tenantId, t.loginUserId], foreignColumns: [users.tenantId, users.id] }).onDelete('cascade'),
+    foreignKey({ name: 'user_login_tokens_login_user_fk', columns: [t.tenantId, t.loginUserId], foreignColumns: [users.tenantId, users.id] }).onDelete(
+      'cascade',
+    ),
     tenantIsolation('user_login_tokens'),
   ],
 ).enableRLS();

@@ -19,7 +19,11 @@ function userRelation(column: 'userId' | 'loginUserId') {
     permission: 'users.view',
     empty: null,
     async load(tx: Tx, rows: LoginTokenRow[], viewer: Auth) {
-      const byId = await presentUsersById(tx, rows.map((row) => row[column]), viewer);
+      const byId = await presentUsersById(
+        tx,
+        rows.map((row) => row[column]),
+        viewer,
+      );
       return new Map(rows.map((row) => [row.id, byId.get(row[column])]));
     },
   } as const;

@@ -5,7 +5,15 @@ import type { Handlers } from '../../platform/http/handler.ts';
 import { notFound } from '../../platform/http/problem.ts';
 import { listRecords, presentAll, showRecord } from '../../platform/result-controls/listing.ts';
 import { replaceSubjectLists } from '../entity-permissions/queries.ts';
-import { findUndeletedMenuItem, insertMenuItem, menuItemSubjectLists, nextSortNumber, softDeleteMenuItem, updateMenuItem, type MenuItemRow } from './queries.ts';
+import {
+  findUndeletedMenuItem,
+  insertMenuItem,
+  menuItemSubjectLists,
+  nextSortNumber,
+  softDeleteMenuItem,
+  updateMenuItem,
+  type MenuItemRow,
+} from './queries.ts';
 import { iframeAccess, sameSubjects, validateMenuItemDraft } from './rules.ts';
 import { MENU_ITEM_ENTITY_TYPE, menuItems } from './table.ts';
 import { menuItemListing, menuItemView, type MenuItemViewer } from './view.ts';

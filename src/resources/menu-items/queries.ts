@@ -14,10 +14,7 @@ export type MenuItemValues = Omit<typeof menuItems.$inferInsert, 'id' | 'tenantI
  * (docs/permissions.md#entity-permissions).
  */
 export function visibleMenuItems(userId: number): SQL {
-  return and(
-    isNull(menuItems.deletedAt),
-    or(not(isRestricted(MENU_ITEM_ENTITY_TYPE, menuItems.id)), namesUser(MENU_ITEM_ENTITY_TYPE, menuItems.id, userId)),
-  )!;
+  return and(isNull(menuItems.deletedAt), or(not(isRestricted(MENU_ITEM_ENTITY_TYPE, menuItems.id)), namesUser(MENU_ITEM_ENTITY_TYPE, menuItems.id, userId)))!;
 }
 
 /** The item, unless it is soft-deleted (what an update may change). */

@@ -139,9 +139,7 @@ export function menuItemDraftErrors(caller: Pick<Auth, 'permissions'>, draft: Me
   if (draft.newLink) linkErrors.push(...placeholders);
   if (linkErrors.length > 0) errors.link = linkErrors;
   if (draft.newAudience && placeholders.length > 0) {
-    errors.entity_permissions = [
-      `who sees this item can be changed only by a caller who may read every user field its link sends: ${placeholders.join('; ')}`,
-    ];
+    errors.entity_permissions = [`who sees this item can be changed only by a caller who may read every user field its link sends: ${placeholders.join('; ')}`];
   }
   return errors;
 }

@@ -68,7 +68,11 @@ async function forCaller(tx: Tx, rows: MenuItemRow[], auth: Auth): Promise<MenuI
 
 /** Administration routes: the stored template, with the entity permissions (one query). */
 async function forAdministration(tx: Tx, rows: MenuItemRow[]): Promise<MenuItemRecord[]> {
-  const lists = await loadSubjectLists(tx, MENU_ITEM_ENTITY_TYPE, rows.map((row) => row.id));
+  const lists = await loadSubjectLists(
+    tx,
+    MENU_ITEM_ENTITY_TYPE,
+    rows.map((row) => row.id),
+  );
   return rows.map((row) => ({ ...row, entityPermissions: lists.get(row.id) ?? emptySubjectLists() }));
 }
 

@@ -35,7 +35,14 @@ export async function missingRecipients(tx: Tx, userIds: number[], departmentIds
 /** Records a dispatch in the transaction's tenant (ids deduplicated); nothing is delivered yet. */
 export async function recordDispatch(
   tx: Tx,
-  values: { type: string; targetable: { type: string; id: number } | null; data: NotificationData; userIds: number[]; departmentIds: number[]; createdBy: number | null },
+  values: {
+    type: string;
+    targetable: { type: string; id: number } | null;
+    data: NotificationData;
+    userIds: number[];
+    departmentIds: number[];
+    createdBy: number | null;
+  },
 ): Promise<Dispatch> {
   const [dispatch] = await tx
     .insert(notificationDispatches)
@@ -68,7 +75,12 @@ const idArray = (ids: number[]) => `{${ids.map((id) => Math.trunc(id)).join(',')
  * any, it notifies NOTIFICATIONS_CHANNEL (live streams). Returns the
  * highest recipient id of the batch (null when none is left) and how many were stored.
  */
-export async function storeNotificationBatch(tx: Tx, dispatch: DispatchRow, after: number, batchSize: number): Promise<{ last: number | null; stored: number }> {
+export async function storeNotificationBatch(
+  tx: Tx,
+  dispatch: DispatchRow,
+  after: number,
+  batchSize: number,
+): Promise<{ last: number | null; stored: number }> {
   const [row] = await tx.execute<{ last: string | null; stored: number }>(sql`
     with recipients as (
       select u.id from ${users} u
@@ -105,7 +117,10 @@ export async function recordPushedThrough(tx: Tx, dispatchId: string, last: numb
 
 /** Marks a dispatch delivered: every batch is stored. */
 export async function markDispatchDelivered(tx: Tx, dispatchId: string): Promise<void> {
-  await tx.update(notificationDispatches).set({ deliveredAt: sql`now()` }).where(eq(notificationDispatches.id, dispatchId));
+  await tx
+    .update(notificationDispatches)
+    .set({ deliveredAt: sql`now()` })
+    .where(eq(notificationDispatches.id, dispatchId));
 }
 
 /**
@@ -131,7 +146,10 @@ export function pendingEmailCopies(tx: Tx, dispatchId: string) {
 
 /** Marks a notification's e-mail copy sent. */
 export async function markEmailed(tx: Tx, notificationId: string): Promise<void> {
-  await tx.update(notifications).set({ emailedAt: sql`now()` }).where(eq(notifications.id, notificationId));
+  await tx
+    .update(notifications)
+    .set({ emailedAt: sql`now()` })
+    .where(eq(notifications.id, notificationId));
 }
 
 /** How many of the caller's notifications matching `where` are unread (served by the partial index `notifications_unread_idx`). */

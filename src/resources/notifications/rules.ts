@@ -49,8 +49,7 @@ export function dispatchInputErrors(data: Pick<NotificationData, 'url'>, recipie
 }
 
 /** Whether `recipients` names at least one user or department. */
-export const hasRecipients = (recipients: Recipients): boolean =>
-  (recipients.userIds?.length ?? 0) > 0 || (recipients.departmentIds?.length ?? 0) > 0;
+export const hasRecipients = (recipients: Recipients): boolean => (recipients.userIds?.length ?? 0) > 0 || (recipients.departmentIds?.length ?? 0) > 0;
 
 /** Rich text stays, scripts and event-handler attributes go (sanitize-html's allow-list, plus images). */
 export function sanitizeBody(html: string): string {

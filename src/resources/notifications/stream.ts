@@ -133,7 +133,10 @@ export class NotificationStreams {
    */
   private async stillValid(streams: NotificationStream[]): Promise<Set<NotificationStream>> {
     if (streams.length === 0) return new Set();
-    const valid = await stillAuthenticated(this.db, [...new Set(streams.map((stream) => stream.tokenHash))].map((hash) => Buffer.from(hash, 'hex')));
+    const valid = await stillAuthenticated(
+      this.db,
+      [...new Set(streams.map((stream) => stream.tokenHash))].map((hash) => Buffer.from(hash, 'hex')),
+    );
     const live = new Set<NotificationStream>();
     for (const stream of streams) {
       if (!valid.has(stream.tokenHash) || isGone(stream.response)) this.streams.end(stream);

@@ -23,8 +23,14 @@ export const notificationDispatches = pgTable(
     targetableType: text('targetable_type'),
     targetableId: bigint('targetable_id', { mode: 'number' }),
     data: jsonb('data').$type<NotificationData>().notNull(),
-    userIds: bigint('user_ids', { mode: 'number' }).array().notNull().default(sql`'{}'::bigint[]`),
-    departmentIds: bigint('department_ids', { mode: 'number' }).array().notNull().default(sql`'{}'::bigint[]`),
+    userIds: bigint('user_ids', { mode: 'number' })
+      .array()
+      .notNull()
+      .default(sql`'{}'::bigint[]`),
+    departmentIds: bigint('department_ids', { mode: 'number' })
+      .array()
+      .notNull()
+      .default(sql`'{}'::bigint[]`),
     createdBy: bigint('created_by', { mode: 'number' }),
     createdAt: timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow(),
     deliveredAt: timestamp('delivered_at', { withTimezone: true, mode: 'date' }),
@@ -36,7 +42,9 @@ export const notificationDispatches = pgTable(
   },
   (t) => [
     unique('notification_dispatches_tenant_id_id_key').on(t.tenantId, t.id),
-    index('notification_dispatches_pending_idx').on(t.createdAt).where(sql`${t.deliveredAt} IS NULL`),
+    index('notification_dispatches_pending_idx')
+      .on(t.createdAt)
+      .where(sql`${t.deliveredAt} IS NULL`),
     tenantIsolation('notification_dispatches'),
   ],
 ).enableRLS();
@@ -69,7 +77,9 @@ export const notifications = pgTable(
     index('notifications_recipient_created_idx').on(t.tenantId, t.notifiableId, t.createdAt.desc().nullsFirst(), t.id.desc().nullsFirst()),
     // GET /api/notifications/count: only unread rows are in this index, and it covers the
     // whole condition, so the count is an index-only scan.
-    index('notifications_unread_idx').on(t.tenantId, t.notifiableType, t.notifiableId).where(sql`${t.readAt} IS NULL`),
+    index('notifications_unread_idx')
+      .on(t.tenantId, t.notifiableType, t.notifiableId)
+      .where(sql`${t.readAt} IS NULL`),
     index('notifications_recipient_target_idx').on(t.tenantId, t.notifiableId, t.targetableType, t.targetableId),
     tenantIsolation('notifications'),
   ],

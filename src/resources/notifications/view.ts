@@ -11,8 +11,7 @@ export type NotificationRow = typeof notifications.$inferSelect;
 type FilterKey = 'unread' | 'unseen' | 'type' | 'targetable_type' | 'targetable_id' | 'created_from' | 'created_to';
 
 /** Only the caller's own notifications (docs/notifications.md#recipients). */
-export const ownNotifications = (auth: Auth): SQL =>
-  and(eq(notifications.notifiableType, 'user'), eq(notifications.notifiableId, auth.userId))!;
+export const ownNotifications = (auth: Auth): SQL => and(eq(notifications.notifiableType, 'user'), eq(notifications.notifiableId, auth.userId))!;
 
 /** Unread: not yet read (the condition of `GET /api/notifications/count` and the stream's `count`). */
 export const unreadNotifications = (): SQL => isNull(notifications.readAt);
@@ -49,7 +48,11 @@ export const notificationView = defineView<NotificationRow, Auth, FilterKey>({
     notifiable: {
       empty: null,
       async load(tx, rows, viewer) {
-        const byId = await presentUsersById(tx, rows.map((r) => r.notifiableId), viewer);
+        const byId = await presentUsersById(
+          tx,
+          rows.map((r) => r.notifiableId),
+          viewer,
+        );
         return new Map(rows.map((r) => [r.id, byId.get(r.notifiableId)]));
       },
     },
@@ -57,9 +60,7 @@ export const notificationView = defineView<NotificationRow, Auth, FilterKey>({
     targetable: {
       empty: null,
       async load(_tx, rows) {
-        return new Map(
-          rows.map((r) => [r.id, r.targetableType && r.targetableId !== null ? { type: r.targetableType, id: r.targetableId } : undefined]),
-        );
+        return new Map(rows.map((r) => [r.id, r.targetableType && r.targetableId !== null ? { type: r.targetableType, id: r.targetableId } : undefined]));
       },
     },
   },

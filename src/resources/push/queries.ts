@@ -35,7 +35,15 @@ export function saveSubscription(tx: Tx, owner: { tenantId: number; userId: numb
     .values({ tenantId: owner.tenantId, userId: owner.userId, endpoint: input.endpoint, p256dh: input.keys.p256dh, auth: input.keys.auth, userAgent })
     .onConflictDoUpdate({
       target: [pushSubscriptions.tenantId, pushSubscriptions.endpoint],
-      set: { p256dh: input.keys.p256dh, auth: input.keys.auth, userAgent, lastFailureStatus: null, lastFailure: null, lastFailureAt: null, updatedAt: sql`now()` },
+      set: {
+        p256dh: input.keys.p256dh,
+        auth: input.keys.auth,
+        userAgent,
+        lastFailureStatus: null,
+        lastFailure: null,
+        lastFailureAt: null,
+        updatedAt: sql`now()`,
+      },
       setWhere: eq(pushSubscriptions.userId, owner.userId),
     })
     .returning();
@@ -76,7 +84,14 @@ export async function loadMessages(tx: Tx, which: BatchRecipients | { deliveries
       ? sql`(s.id, n.id) in (select * from unnest(${`{${which.deliveries.map((d) => Math.trunc(d.subscriptionId)).join(',')}}`}::bigint[],
                                                    ${`{${which.deliveries.map((d) => d.notificationId).join(',')}}`}::uuid[]))`
       : sql`n.dispatch_id = ${which.dispatchId}::uuid and n.notifiable_id > ${which.afterUserId} and n.notifiable_id <= ${which.lastUserId}`;
-  const rows = await tx.execute<{ subscription_id: string; notification_id: string; endpoint: string; p256dh: string; auth: string; data: NotificationData }>(sql`
+  const rows = await tx.execute<{
+    subscription_id: string;
+    notification_id: string;
+    endpoint: string;
+    p256dh: string;
+    auth: string;
+    data: NotificationData;
+  }>(sql`
     select s.id as subscription_id, n.id as notification_id, s.endpoint, s.p256dh, s.auth, n.data
     from notifications n
     join users u on u.tenant_id = n.tenant_id and u.id = n.notifiable_id

@@ -183,7 +183,10 @@ export function settleOutcomes(
     }
     tally.failed++;
     const error = outcome.error!;
-    failures.set(subscriptionId, { status: outcome.responseStatus, error: outcome.verdict === 'retry' ? `${error} (gave up after ${attempt} attempts)` : error });
+    failures.set(subscriptionId, {
+      status: outcome.responseStatus,
+      error: outcome.verdict === 'retry' ? `${error} (gave up after ${attempt} attempts)` : error,
+    });
   });
   for (const id of gone) failures.delete(id);
   return settlement;

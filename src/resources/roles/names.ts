@@ -27,8 +27,7 @@ export function displayNameProblems(name: string): string[] {
  * variant letters become the plain ones), lower-cased, with every run of whitespace as one
  * space. Names with the same key count as one name.
  */
-export const nameKey = (name: string): string =>
-  name.normalize('NFKC').toLowerCase().normalize('NFKC').replace(/\s+/gu, ' ').trim();
+export const nameKey = (name: string): string => name.normalize('NFKC').toLowerCase().normalize('NFKC').replace(/\s+/gu, ' ').trim();
 
 export const NAME_TAKEN = 'is already taken (names that differ only in letter case, spacing or Unicode form count as the same name)';
 

@@ -48,10 +48,7 @@ export function roleChangeErrors(
   after: { permissions: string[]; active: boolean },
 ): Record<string, string[]> {
   const errors: Record<string, string[]> = {};
-  const changed = [
-    ...after.permissions.filter((p) => !before.permissions.includes(p)),
-    ...before.permissions.filter((p) => !after.permissions.includes(p)),
-  ];
+  const changed = [...after.permissions.filter((p) => !before.permissions.includes(p)), ...before.permissions.filter((p) => !after.permissions.includes(p))];
   const notHeld = permissionsLacking(caller, changed);
   if (notHeld.length > 0) errors.permissions = [`you cannot grant or revoke permissions you do not hold: ${notHeld.join(', ')}`];
   if (before.active !== after.active) {

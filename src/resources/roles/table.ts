@@ -13,7 +13,10 @@ export const roles = pgTable(
     name: text('name').notNull(),
     /** An inactive role grants no permissions and cannot be assigned on restore. */
     active: boolean('active').notNull().default(true),
-    permissions: text('permissions').array().notNull().default(sql`'{}'::text[]`),
+    permissions: text('permissions')
+      .array()
+      .notNull()
+      .default(sql`'{}'::text[]`),
     createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
     updatedAt: timestamp('updated_at', { withTimezone: true }).notNull().defaultNow(),
   },

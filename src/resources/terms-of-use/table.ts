@@ -32,7 +32,9 @@ export const acceptedPolicies = pgTable(
     primaryKey({ columns: [t.tenantId, t.userId, t.termsOfUseId] }),
     index('accepted_policies_user_idx').on(t.tenantId, t.userId),
     foreignKey({ name: 'accepted_policies_user_fk', columns: [t.tenantId, t.userId], foreignColumns: [users.tenantId, users.id] }).onDelete('cascade'),
-    foreignKey({ name: 'accepted_policies_terms_fk', columns: [t.tenantId, t.termsOfUseId], foreignColumns: [termsOfUse.tenantId, termsOfUse.id] }).onDelete('cascade'),
+    foreignKey({ name: 'accepted_policies_terms_fk', columns: [t.tenantId, t.termsOfUseId], foreignColumns: [termsOfUse.tenantId, termsOfUse.id] }).onDelete(
+      'cascade',
+    ),
     tenantIsolation('accepted_policies'),
   ],
 ).enableRLS();

@@ -22,7 +22,17 @@ import { invalid, type FieldErrors } from '../../platform/http/problem.ts';
 import { CONFERS_ENTITY_RIGHTS, membershipsConferringRights } from '../entity-permissions/rules.ts';
 import { columnsOf, IMPORTABLE_KEYS, keepsCurrent, parseCell, USER_FIELDS, type CellValue, type UserKey } from './fields.ts';
 import { loadUserReferences, usersWithRoleGrants } from './queries.ts';
-import { addErrors, administerRefusal, assignsRole, hiddenKeyErrors, missingReferenceErrors, selfUpdateIgnoredKeys, userDraftErrors, userReferenceErrors, type UserDraft } from './rules.ts';
+import {
+  addErrors,
+  administerRefusal,
+  assignsRole,
+  hiddenKeyErrors,
+  missingReferenceErrors,
+  selfUpdateIgnoredKeys,
+  userDraftErrors,
+  userReferenceErrors,
+  type UserDraft,
+} from './rules.ts';
 import { fullName } from './view.ts';
 
 const csvCell = (value: string) => (/[",;\r\n]/.test(value) ? `"${value.replace(/"/g, '""')}"` : value);

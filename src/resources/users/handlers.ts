@@ -104,7 +104,12 @@ async function servePicture(ctx: Context<'getProfilePicture'> | Context<'getProf
   return {
     status: 200 as const,
     body: picture.content,
-    headers: { ...caching, 'content-type': picture.mediaType, 'content-disposition': inlineDisposition(requestedName ?? picture.fileName), 'x-content-type-options': 'nosniff' },
+    headers: {
+      ...caching,
+      'content-type': picture.mediaType,
+      'content-disposition': inlineDisposition(requestedName ?? picture.fileName),
+      'x-content-type-options': 'nosniff',
+    },
   };
 }
 

@@ -136,7 +136,12 @@ export async function replacePicture(tx: Tx, tenantId: number, userId: number, p
 /** The stored picture of a user who is not deleted, or undefined. */
 export async function findPicture(tx: Tx, userId: number) {
   const [row] = await tx
-    .select({ mediaType: userProfilePictures.mediaType, fileName: userProfilePictures.fileName, etag: userProfilePictures.etag, content: userProfilePictures.content })
+    .select({
+      mediaType: userProfilePictures.mediaType,
+      fileName: userProfilePictures.fileName,
+      etag: userProfilePictures.etag,
+      content: userProfilePictures.content,
+    })
     .from(userProfilePictures)
     .innerJoin(users, eq(users.id, userProfilePictures.userId))
     .where(and(eq(userProfilePictures.userId, userId), isNull(users.deletedAt)));
@@ -163,7 +168,10 @@ export async function revokePendingLoginTokens(tx: Tx, userId: number): Promise<
  * marking and deactivation use it, so a later reactivation revives nothing.
  */
 export async function endAllSessions(tx: Tx, userId: number): Promise<void> {
-  await tx.update(users).set({ logoutMarkedAt: sql`clock_timestamp()` }).where(eq(users.id, userId));
+  await tx
+    .update(users)
+    .set({ logoutMarkedAt: sql`clock_timestamp()` })
+    .where(eq(users.id, userId));
   await revokePendingLoginTokens(tx, userId);
 }
 

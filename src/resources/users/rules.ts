@@ -95,7 +95,8 @@ const resulting = <K extends keyof StoredUser>(draft: UserDraft, key: K) => (dra
  */
 export function userDraftErrors(draft: UserDraft, options: { passwordMinLength: number }): FieldErrors {
   const isNew = draft.current === undefined;
-  const errors = isNew && (draft.password === undefined || draft.password === null) ? { password: ['is required for new users'] } : passwordErrors(draft.password, options);
+  const errors =
+    isNew && (draft.password === undefined || draft.password === null) ? { password: ['is required for new users'] } : passwordErrors(draft.password, options);
   if (isNew && (draft.roleId === undefined || draft.roleId === null)) errors.role_id = ['is required for new users'];
   const usernameIssues = draft.username === undefined ? [] : usernameProblems(draft.username);
   if (usernameIssues.length > 0) errors.username = usernameIssues;
@@ -120,7 +121,8 @@ export function missingReferenceErrors(draft: Pick<UserDraft, 'roleId' | 'langId
 }
 
 /** Whether the draft gives the user a role: a new user's, or another than the stored one. */
-export const assignsRole = (draft: Pick<UserDraft, 'roleId' | 'current'>) => draft.roleId !== undefined && draft.roleId !== null && draft.roleId !== draft.current?.roleId;
+export const assignsRole = (draft: Pick<UserDraft, 'roleId' | 'current'>) =>
+  draft.roleId !== undefined && draft.roleId !== null && draft.roleId !== draft.current?.roleId;
 
 /**
  * What is wrong with the roles and languages the draft names (loaded with

@@ -141,9 +141,18 @@ export const userView = defineView<UserRow, UserViewer, UserFilterKey>({
           .select({ userId: departmentUsers.userId, id: departments.id, name: departments.name })
           .from(departmentUsers)
           .innerJoin(departments, eq(departments.id, departmentUsers.departmentId))
-          .where(inArray(departmentUsers.userId, rows.map((r) => r.id)))
+          .where(
+            inArray(
+              departmentUsers.userId,
+              rows.map((r) => r.id),
+            ),
+          )
           .orderBy(asc(departments.name), asc(departments.id));
-        return groupBy(found, (f) => f.userId, ({ id, name }) => ({ id, name }));
+        return groupBy(
+          found,
+          (f) => f.userId,
+          ({ id, name }) => ({ id, name }),
+        );
       },
     },
     acceptedPolicies: {
@@ -151,12 +160,27 @@ export const userView = defineView<UserRow, UserViewer, UserFilterKey>({
       empty: [],
       async load(tx, rows) {
         const found = await tx
-          .select({ userId: acceptedPolicies.userId, id: termsOfUse.id, title: termsOfUse.title, version: termsOfUse.version, acceptedAt: acceptedPolicies.acceptedAt })
+          .select({
+            userId: acceptedPolicies.userId,
+            id: termsOfUse.id,
+            title: termsOfUse.title,
+            version: termsOfUse.version,
+            acceptedAt: acceptedPolicies.acceptedAt,
+          })
           .from(acceptedPolicies)
           .innerJoin(termsOfUse, eq(termsOfUse.id, acceptedPolicies.termsOfUseId))
-          .where(inArray(acceptedPolicies.userId, rows.map((r) => r.id)))
+          .where(
+            inArray(
+              acceptedPolicies.userId,
+              rows.map((r) => r.id),
+            ),
+          )
           .orderBy(asc(acceptedPolicies.acceptedAt), asc(termsOfUse.id));
-        return groupBy(found, (f) => f.userId, (f) => ({ id: f.id, title: f.title, version: f.version, accepted_at: rfc3339(f.acceptedAt) }));
+        return groupBy(
+          found,
+          (f) => f.userId,
+          (f) => ({ id: f.id, title: f.title, version: f.version, accepted_at: rfc3339(f.acceptedAt) }),
+        );
       },
     },
     entityPermissions: {
@@ -164,11 +188,28 @@ export const userView = defineView<UserRow, UserViewer, UserFilterKey>({
       empty: [],
       async load(tx, rows) {
         const found = await tx
-          .select({ id: entityPermissions.id, subjectId: entityPermissions.subjectId, entityType: entityPermissions.entityType, entityId: entityPermissions.entityId })
+          .select({
+            id: entityPermissions.id,
+            subjectId: entityPermissions.subjectId,
+            entityType: entityPermissions.entityType,
+            entityId: entityPermissions.entityId,
+          })
           .from(entityPermissions)
-          .where(and(eq(entityPermissions.subjectType, 'user'), inArray(entityPermissions.subjectId, rows.map((r) => r.id))))
+          .where(
+            and(
+              eq(entityPermissions.subjectType, 'user'),
+              inArray(
+                entityPermissions.subjectId,
+                rows.map((r) => r.id),
+              ),
+            ),
+          )
           .orderBy(asc(entityPermissions.id));
-        return groupBy(found, (f) => f.subjectId, (f) => ({ id: f.id, entity_type: f.entityType, entity_id: f.entityId }));
+        return groupBy(
+          found,
+          (f) => f.subjectId,
+          (f) => ({ id: f.id, entity_type: f.entityType, entity_id: f.entityId }),
+        );
       },
     },
   },

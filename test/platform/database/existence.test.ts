@@ -19,7 +19,10 @@ const unused = 2_000_000_000;
 
 t.test("another tenant's ids are missing, like ids nobody uses", async (t) => {
   const missing = await db.tenant(alpha.tenantId, (tx) => missingIds(tx, users, [alphaUser.id, betaUser.id, unused, alpha.adminUserId]));
-  t.strictSame([...missing].sort((x, y) => x - y), [betaUser.id, unused].sort((x, y) => x - y));
+  t.strictSame(
+    [...missing].sort((x, y) => x - y),
+    [betaUser.id, unused].sort((x, y) => x - y),
+  );
   const fromBeta = await db.tenant(beta.tenantId, (tx) => missingIds(tx, users, [alphaUser.id, betaUser.id]));
   t.strictSame([...fromBeta], [alphaUser.id], 'the same ids judged from the other tenant');
 });

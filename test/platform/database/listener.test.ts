@@ -27,7 +27,9 @@ function listenerOn(t: Test, url: string, channel: string) {
 
 /** The server processes holding a LISTEN on `channel` (what each last ran). */
 const listeningBackends = async (channel: string) =>
-  (await admin<{ pid: number }[]>`select pid from pg_stat_activity where datname = current_database() and query = ${`listen "${channel}"`}`).map((row) => row.pid);
+  (await admin<{ pid: number }[]>`select pid from pg_stat_activity where datname = current_database() and query = ${`listen "${channel}"`}`).map(
+    (row) => row.pid,
+  );
 
 const notify = (sql: postgres.Sql, channel: string, payload: string) => sql`select pg_notify(${channel}, ${payload})`;
 
@@ -38,7 +40,11 @@ t.test('notices arrive as sent, once each; starting again does not listen twice'
   t.equal((await listeningBackends('plain')).length, 1, 'one LISTEN');
   await notify(admin, 'plain', 'one');
   await notify(admin, 'plain', '{"two":2}');
-  await eventually(async () => heard.notices.length, (n) => n >= 2, 3000);
+  await eventually(
+    async () => heard.notices.length,
+    (n) => n >= 2,
+    3000,
+  );
   t.strictSame(heard.notices, ['one', '{"two":2}']);
   t.equal(heard.reconnects, 0, 'the first LISTEN is no reconnect');
 });
@@ -49,13 +55,21 @@ t.test('when its backend is terminated it listens again on a new one, says so on
   const [before] = await listeningBackends('dropped');
   t.ok(before, 'listening');
   await admin`select pg_terminate_backend(${before!})`;
-  await eventually(async () => heard.reconnects, (n) => n > 0, 5000);
+  await eventually(
+    async () => heard.reconnects,
+    (n) => n > 0,
+    5000,
+  );
   t.equal(heard.reconnects, 1, 'onReconnect once');
   const after = await listeningBackends('dropped');
   t.equal(after.length, 1);
   t.not(after[0], before, 'on a new backend');
   await notify(admin, 'dropped', 'later');
-  await eventually(async () => heard.notices.length, (n) => n >= 1, 3000);
+  await eventually(
+    async () => heard.notices.length,
+    (n) => n >= 1,
+    3000,
+  );
   t.strictSame(heard.notices, ['later']);
 });
 
@@ -67,7 +81,11 @@ t.test('stop: nothing more is heard', async (t) => {
   await listener.stop();
   await listener.stop();
   await notify(admin, 'stopped', 'after stop');
-  await eventually(async () => witness.heard.notices.length, (n) => n >= 1, 3000);
+  await eventually(
+    async () => witness.heard.notices.length,
+    (n) => n >= 1,
+    3000,
+  );
   t.strictSame(heard.notices, [], 'the stopped listener heard nothing (a listener still listening did)');
 });
 
@@ -84,7 +102,11 @@ t.test('a failed start is forgotten: the next one listens, and each notice is ha
   t.teardown(() => sender.end({ timeout: 5 }));
   await notify(sender, 'late', 'x');
   await notify(sender, 'late', 'y');
-  await eventually(async () => heard.notices.filter((notice) => notice === 'y').length, (n) => n >= 1, 3000);
+  await eventually(
+    async () => heard.notices.filter((notice) => notice === 'y').length,
+    (n) => n >= 1,
+    3000,
+  );
   t.strictSame(heard.notices, ['x', 'y']);
   t.equal(heard.reconnects, 0, 'listening at last is no reconnect');
 });

@@ -50,7 +50,11 @@ t.test("inside one tenant's transaction, another tenant's rows are invisible", a
   const names = await api.db.tenant(b.tenantId, (tx) => tx.execute<{ username: string }>(sql`select username from users`));
   t.notOk(names.some((r) => r.username === 'only-in-alpha'));
   const tenants = await api.db.tenant(b.tenantId, (tx) => tx.execute<{ slug: string }>(sql`select slug from tenants`));
-  t.strictSame(tenants.map((r) => r.slug), ['beta'], 'only its own tenant row');
+  t.strictSame(
+    tenants.map((r) => r.slug),
+    ['beta'],
+    'only its own tenant row',
+  );
 });
 
 /** The database's own message (drizzle wraps it as the `cause`). */

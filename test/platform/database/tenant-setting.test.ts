@@ -32,7 +32,10 @@ t.test('setTenant scopes a plain transaction: its policies show that tenant only
   });
   t.strictSame(seen.before, [], 'no tenant, no rows');
   t.ok(seen.after.length > 0, 'its rows are visible');
-  t.ok(seen.after.every((row) => row.tenantId === two.tenantId), 'only the tenant set');
+  t.ok(
+    seen.after.every((row) => row.tenantId === two.tenantId),
+    'only the tenant set',
+  );
   t.equal(Number(seen.current), two.tenantId);
 });
 

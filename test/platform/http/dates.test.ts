@@ -5,7 +5,19 @@ import { importUsersCsv, roleNamed } from '../../helpers/fixtures.ts';
 
 t.test('isCalendarDate: real YYYY-MM-DD dates only', async (t) => {
   for (const valid of ['2024-02-29', '2023-12-31', '0001-01-01', '1990-01-02']) t.ok(isCalendarDate(valid), valid);
-  for (const invalid of ['2023-02-29', '2023-02-30', '2023-04-31', '2023-13-01', '2023-00-10', '2023-1-01', '23-01-01', '2023-01-01T00:00:00Z', ' 2023-01-01', '31.12.1999', '']) {
+  for (const invalid of [
+    '2023-02-29',
+    '2023-02-30',
+    '2023-04-31',
+    '2023-13-01',
+    '2023-00-10',
+    '2023-1-01',
+    '23-01-01',
+    '2023-01-01T00:00:00Z',
+    ' 2023-01-01',
+    '31.12.1999',
+    '',
+  ]) {
     t.notOk(isCalendarDate(invalid), JSON.stringify(invalid));
   }
 });

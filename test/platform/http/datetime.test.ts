@@ -42,11 +42,7 @@ t.test('notification datetimes read back what they write; impossible ones are a 
   }
   t.equal(parseNotificationDatetime('2026-01-31 08:05:09', 'read_at').getTime(), Date.UTC(2026, 0, 31, 8, 5, 9), 'read as UTC');
   for (const text of ['2026-02-30 00:00:00', '2023-02-29 12:00:00', '2026-01-31 24:00:00', '2026-01-31 08:60:00', '0000-01-01 00:00:00', 'soon']) {
-    t.strictSame(
-      parseErrors(text),
-      { status: 422, errors: { 'filter.created_from': ['must be a valid datetime in the form YYYY-MM-DD HH:MM:SS'] } },
-      text,
-    );
+    t.strictSame(parseErrors(text), { status: 422, errors: { 'filter.created_from': ['must be a valid datetime in the form YYYY-MM-DD HH:MM:SS'] } }, text);
   }
 });
 

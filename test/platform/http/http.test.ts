@@ -55,7 +55,10 @@ t.test('uncaught errors are logged and answered 500 without internals', async (t
   t.equal(res.headers['content-type'], 'application/problem+json; charset=utf-8');
   t.notMatch(res.body, /secret|postgres/);
   t.match(res.json(), { status: 500, title: 'Internal Server Error' });
-  t.ok(logged.some((line) => line.includes('secret internal detail')), 'the cause is in the log');
+  t.ok(
+    logged.some((line) => line.includes('secret internal detail')),
+    'the cause is in the log',
+  );
   const problem = await bare.inject({ method: 'GET', url: '/problem' });
   t.strictSame(problem.json(), {
     type: 'https://atrium.dev/problems/conflict',
@@ -149,7 +152,10 @@ t.test('credential query parameters are redacted from request logs in every spel
     'signature=SECRET-J',
   ];
   for (const query of secrets) {
-    const res = await logged.inject({ method: 'GET', url: `/users/${tenant.adminUserId}/profile-picture?tenant=${tenant.tenantId}&expires=4102444800&${query}` });
+    const res = await logged.inject({
+      method: 'GET',
+      url: `/users/${tenant.adminUserId}/profile-picture?tenant=${tenant.tenantId}&expires=4102444800&${query}`,
+    });
     t.ok(res.statusCode < 500, query);
   }
   const requests = lines.map((line) => JSON.parse(line)).filter((entry) => entry.req?.url?.includes('/profile-picture'));

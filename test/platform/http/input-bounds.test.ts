@@ -24,7 +24,25 @@ const receiver = await startReceiver(t);
 const PROBLEM = /^application\/problem\+json/;
 
 /** Text that JavaScript's Number() reads as a number but that is no decimal integer in range. */
-const NOT_AN_ID = ['1e400', 'Infinity', '-Infinity', '1e19', '10000000000000000000', '9007199254740992', '2.5', 'NaN', '0x10', ' 1', '1 ', '+1', '1e3', '0', '-1', '1'.repeat(400), ''];
+const NOT_AN_ID = [
+  '1e400',
+  'Infinity',
+  '-Infinity',
+  '1e19',
+  '10000000000000000000',
+  '9007199254740992',
+  '2.5',
+  'NaN',
+  '0x10',
+  ' 1',
+  '1 ',
+  '+1',
+  '1e3',
+  '0',
+  '-1',
+  '1'.repeat(400),
+  '',
+];
 
 t.test('path IDs: anything but a decimal integer from 1 to 2^53-1 is a 422 on the parameter', async (t) => {
   for (const value of NOT_AN_ID.filter((v) => v !== '')) {
@@ -117,7 +135,12 @@ t.test(`JSON bodies nested more than ${MAX_JSON_DEPTH} levels deep are refused b
   t.equal(created.status, 201);
   const automation = created.body.id as number;
   const deliveries = async () =>
-    (await api.db.owner.select({ id: webhookDeliveries.id }).from(webhookDeliveries).where(sql`${webhookDeliveries.automationId} = ${automation}`)).length;
+    (
+      await api.db.owner
+        .select({ id: webhookDeliveries.id })
+        .from(webhookDeliveries)
+        .where(sql`${webhookDeliveries.automationId} = ${automation}`)
+    ).length;
 
   const levels = 150_000;
   const deep = `{"context":{"a":${'['.repeat(levels)}${']'.repeat(levels)}}}`;
@@ -168,10 +191,19 @@ t.test('a string escaping half of a surrogate pair is refused (400) before it re
     t.match(refused.body.detail, /unpaired surrogate/);
   }
   const created = await api.call(t, 'createAutomation', { token, body: { name: 'surrogates', config: { url: receiver.url('/s'), headers: {} } } });
-  const run = await api.call(t, 'runAutomation', { token, params: { automation: created.body.id }, payload: '{"context":{"k":"\\udfff"}}', contentType: 'application/json' });
+  const run = await api.call(t, 'runAutomation', {
+    token,
+    params: { automation: created.body.id },
+    payload: '{"context":{"k":"\\udfff"}}',
+    contentType: 'application/json',
+  });
   t.equal(run.status, 400, 'in a JSON column too');
   t.equal(await roles(), before, 'nothing stored');
-  const paired = await api.call(t, 'createRole', { token, payload: '{"name":"smile \\ud83d\\ude00 \\\\ud800","permissions":[]}', contentType: 'application/json' });
+  const paired = await api.call(t, 'createRole', {
+    token,
+    payload: '{"name":"smile \\ud83d\\ude00 \\\\ud800","permissions":[]}',
+    contentType: 'application/json',
+  });
   t.equal(paired.status, 201, 'a whole pair, and an escaped backslash before "ud800", are fine');
   t.equal(paired.body.name, 'smile 😀 \\ud800');
 });

@@ -151,7 +151,12 @@ async function inject(operationId: OperationId, request: RawRequest): Promise<An
       return { status: response.statusCode, contentType, body, violations: ['the answer is not valid JSON'] };
     }
   }
-  return { status: response.statusCode, contentType, body, violations: contractViolations(operationId, response.statusCode, contentType, body === '' ? undefined : body) };
+  return {
+    status: response.statusCode,
+    contentType,
+    body,
+    violations: contractViolations(operationId, response.statusCode, contentType, body === '' ? undefined : body),
+  };
 }
 
 /** The event stream keeps its connection: take the status and headers, then hang up. */
@@ -175,7 +180,8 @@ async function openStream(request: RawRequest): Promise<Answer> {
 function verdict(answer: Answer): string | null {
   const detail = typeof answer.body === 'object' && answer.body !== null ? (answer.body as { detail?: string }).detail : undefined;
   if (answer.status >= 500) return `${answer.status}${detail ? ` (${detail})` : ''}`;
-  if (answer.status >= 400 && !/^application\/problem\+json/.test(answer.contentType)) return `${answer.status} as ${answer.contentType || 'no media type'}, not a problem document`;
+  if (answer.status >= 400 && !/^application\/problem\+json/.test(answer.contentType))
+    return `${answer.status} as ${answer.contentType || 'no media type'}, not a problem document`;
   if (answer.violations.length > 0) return `${answer.status}: ${answer.violations.join('; ')}`;
   return null;
 }
@@ -220,9 +226,15 @@ async function createFixtures(tenantId: number, adminUserId: number, token: stri
     },
     role: async () => (await ok('createRole', { body: { name: `Fuzz role ${++serial}`, permissions: [] } })).id,
     attributeSet: async () =>
-      (await ok('createAttributeSet', { body: { name: `Fuzz attributes ${++serial}`, fields: ATTRIBUTE_TYPES.map((type) => ({ key: `fuzz_${type}`, type })) } })).id,
-    department: async (attributeSet: number) => (await ok('createDepartment', { body: { name: `Fuzz department ${++serial}`, attribute_set_ids: [attributeSet] } })).id,
-    menuItem: async () => (await ok('createMenuItem', { body: { icon_id: 1, menu_identifier: 'fuzz', type: 'link', title: 'Fuzz', link: 'https://example.com/' } })).id,
+      (
+        await ok('createAttributeSet', {
+          body: { name: `Fuzz attributes ${++serial}`, fields: ATTRIBUTE_TYPES.map((type) => ({ key: `fuzz_${type}`, type })) },
+        })
+      ).id,
+    department: async (attributeSet: number) =>
+      (await ok('createDepartment', { body: { name: `Fuzz department ${++serial}`, attribute_set_ids: [attributeSet] } })).id,
+    menuItem: async () =>
+      (await ok('createMenuItem', { body: { icon_id: 1, menu_identifier: 'fuzz', type: 'link', title: 'Fuzz', link: 'https://example.com/' } })).id,
     automation: async () => (await ok('createAutomation', { body: { name: `Fuzz hook ${++serial}`, config: { url: receiver.url('/fuzz'), headers: {} } } })).id,
     source: async (field: number, variable: string) =>
       (await ok('createDefaultValueSource', { body: { type: 'systemVariable', form_field_id: field, config: { variable } } })).id,
@@ -359,12 +371,7 @@ const NAMED_TEXT: [RegExp, () => string][] = [
 /** Keys an object with `additionalProperties` may carry: what the fixtures define, then anything. */
 function additionalKeys(schema: Schema): string[] {
   const pattern = schema.propertyNames?.pattern ? new RegExp(schema.propertyNames.pattern, 'u') : null;
-  const candidates = [
-    ...FIELD_TYPES.map((type) => String(ours[`formField.${type}`])),
-    ...ATTRIBUTE_TYPES.map((type) => `fuzz_${type}`),
-    'X-Fuzz',
-    PLAIN,
-  ];
+  const candidates = [...FIELD_TYPES.map((type) => String(ours[`formField.${type}`])), ...ATTRIBUTE_TYPES.map((type) => `fuzz_${type}`), 'X-Fuzz', PLAIN];
   return candidates.filter((key) => !pattern || pattern.test(key)).slice(0, 5);
 }
 
@@ -533,7 +540,11 @@ function jsonVariants(node: any, field: string | undefined, level: number, prese
     add('wrong-type', 'an object for an array', { 0: item });
     const distinct = Array.from({ length: schema.maxItems ?? 70_000 }, (_, i) => (typeof item === 'number' ? i + 1 : `${item}${i}`));
     add('array-length', `${schema.maxItems ?? 'no limit'} distinct items`, distinct);
-    add('array-length', '70000 items', Array.from({ length: 70_000 }, () => (typeof item === 'object' ? {} : item)));
+    add(
+      'array-length',
+      '70000 items',
+      Array.from({ length: 70_000 }, () => (typeof item === 'object' ? {} : item)),
+    );
     add('array-length', 'duplicate items', [item, item]);
     add('nesting', 'nested array', [[item]]);
   }
@@ -708,7 +719,13 @@ function casesOf(op: OperationSpec): Case[] {
   const formRequired = new Set<string>(formSchema ? (effective(formSchema).required ?? []) : []);
   const fileKeys = Object.keys(formProperties).filter((key) => effective(formProperties[key]).format === 'binary');
   const importable = Object.keys(effective(document.components.schemas.ImportableKeyMap).properties);
-  const csvCells: Record<string, string> = { username: PLAIN, password: 'correct horse battery staple', first_name: 'Fuzz', last_name: 'Csv', role_id: String(ours.role) };
+  const csvCells: Record<string, string> = {
+    username: PLAIN,
+    password: 'correct horse battery staple',
+    first_name: 'Fuzz',
+    last_name: 'Csv',
+    role_id: String(ours.role),
+  };
   const fileOf = (key: string): FilePart => (key === 'user_data_csv' ? csvFile(csvCells) : { content: PNG_1X1, fileName: 'fuzz.png', type: 'image/png' });
   const baseForm: FormFields = {};
   for (const [key, property] of Object.entries(formProperties)) {
@@ -777,7 +794,8 @@ function casesOf(op: OperationSpec): Case[] {
       : [[[parameter.name], schema]];
     for (const [path, property] of places) {
       for (const variant of textVariants(property, path.at(-1))) {
-        const hostile = path.length === 1 ? { ...query, [path[0]!]: variant.value } : { ...query, [path[0]!]: { ...(query[path[0]!] as object), [path[1]!]: variant.value } };
+        const hostile =
+          path.length === 1 ? { ...query, [path[0]!]: variant.value } : { ...query, [path[0]!]: { ...(query[path[0]!] as object), [path[1]!]: variant.value } };
         add(`query.${path.join('.')}`, variant.kind, variant.name, send({ query: hostile }));
       }
     }
@@ -812,7 +830,8 @@ function casesOf(op: OperationSpec): Case[] {
     add('query', 'malformed-url', `raw ${text.slice(0, 40)}`, (bearer) => {
       const request = { url: url(pathParams, query, text), headers: { authorization: `Bearer ${bearer}` } as Record<string, string> };
       // The body the operation expects, so only the query is wrong.
-      if (baseBody !== undefined) Object.assign(request, { payload: toJson(unique(baseBody)), headers: { ...request.headers, 'content-type': 'application/json' } });
+      if (baseBody !== undefined)
+        Object.assign(request, { payload: toJson(unique(baseBody)), headers: { ...request.headers, 'content-type': 'application/json' } });
       return raw(request);
     });
   }
@@ -824,7 +843,12 @@ function casesOf(op: OperationSpec): Case[] {
       if (typeof variant.value !== 'string' || !/^[\t\x20-\x7e]*$/.test(variant.value)) continue;
       add(`header.${parameter.name}`, variant.kind, variant.name, send({ headers: { [parameter.name]: variant.value } }));
     }
-    add(`header.${parameter.name}`, 'nonexistent', 'an id of the right shape', send({ headers: { [parameter.name]: '1700000000000000-00000000-0000-4000-8000-000000000000' } }));
+    add(
+      `header.${parameter.name}`,
+      'nonexistent',
+      'an id of the right shape',
+      send({ headers: { [parameter.name]: '1700000000000000-00000000-0000-4000-8000-000000000000' } }),
+    );
   }
 
   // JSON bodies, place by place.
@@ -853,7 +877,12 @@ function casesOf(op: OperationSpec): Case[] {
     ['malformed', 'the JSON number 1e400', '1e400', 'application/json'],
     ['malformed', 'the body in an array', `[${json}]`, 'application/json'],
     ['duplicate-key', 'duplicate keys, the hostile one first', `{"${firstKey}":{"a":[1e400]}${rest}`, 'application/json'],
-    ['duplicate-key', 'duplicate keys, the hostile one last', `${json.slice(0, -1)}${json.length > 2 ? ',' : ''}"${firstKey}":[null,"\\u0000"]}`, 'application/json'],
+    [
+      'duplicate-key',
+      'duplicate keys, the hostile one last',
+      `${json.slice(0, -1)}${json.length > 2 ? ',' : ''}"${firstKey}":[null,"\\u0000"]}`,
+      'application/json',
+    ],
     ['malformed', 'a "__proto__" key', `{"__proto__":{"admin":true}${rest}`, 'application/json'],
     ['malformed', 'a "constructor.prototype" key', '{"constructor":{"prototype":{"admin":true}}}', 'application/json'],
     ['malformed', 'JavaScript literals', `{"${firstKey}":NaN}`, 'application/json'],
@@ -904,13 +933,22 @@ function casesOf(op: OperationSpec): Case[] {
         ['random bytes', { content: Buffer.from(Array.from({ length: 4096 }, (_, i) => (i * 131) % 256)), fileName: 'noise.bin' }],
         ['a truncated PNG', { content: PNG_1X1.subarray(0, 16), fileName: 'cut.png', type: 'image/png' }],
         ['a GIF named .png', { content: GIF_1X1, fileName: 'gif.png', type: 'image/png' }],
-        ['an SVG with a script', { content: Buffer.from('<svg xmlns="http://www.w3.org/2000/svg"><script>alert(1)</script></svg>'), fileName: 'x.svg', type: 'image/svg+xml' }],
+        [
+          'an SVG with a script',
+          { content: Buffer.from('<svg xmlns="http://www.w3.org/2000/svg"><script>alert(1)</script></svg>'), fileName: 'x.svg', type: 'image/svg+xml' },
+        ],
         ['a hostile file name', { content: fileOf(key).content, fileName: `../../\u0000x\r\n${'n'.repeat(2000)}\ud800.png`, type: 'image/png' }],
         ['invalid UTF-8', { content: Buffer.from([0xef, 0xbb, 0xbf, 0xff, 0xfe, 0x2c, 0x0a, 0xc0, 0xaf, 0x0a]), fileName: 'bad.csv', type: 'text/csv' }],
         ['NUL bytes and unbalanced quotes', { content: Buffer.from('username,"first_name\n\u0000,"x\n'), fileName: 'bad.csv', type: 'text/csv' }],
-        ['a header of 10000 columns', { content: Buffer.from(`${Array.from({ length: 10_000 }, (_, i) => `c${i}`).join(',')}\n`), fileName: 'wide.csv', type: 'text/csv' }],
+        [
+          'a header of 10000 columns',
+          { content: Buffer.from(`${Array.from({ length: 10_000 }, (_, i) => `c${i}`).join(',')}\n`), fileName: 'wide.csv', type: 'text/csv' },
+        ],
         ['a row of 200000 characters', { content: Buffer.from(`username,first_name\nx,${'a'.repeat(200_000)}\n`), fileName: 'long.csv', type: 'text/csv' }],
-        ['10000 rows', { content: Buffer.from(`username\n${Array.from({ length: 10_000 }, (_, i) => `bulk${i}`).join('\n')}\n`), fileName: 'rows.csv', type: 'text/csv' }],
+        [
+          '10000 rows',
+          { content: Buffer.from(`username\n${Array.from({ length: 10_000 }, (_, i) => `bulk${i}`).join('\n')}\n`), fileName: 'rows.csv', type: 'text/csv' },
+        ],
         ['text instead of a file', 'not a file'],
         ['a file of 6 MB', { content: Buffer.alloc(6 * 1024 * 1024, 0x41), fileName: 'big.png', type: 'image/png' }],
       ];
@@ -940,10 +978,15 @@ function casesOf(op: OperationSpec): Case[] {
       ['a part without a name', '--fuzz\r\nContent-Disposition: form-data\r\n\r\nfuzz\r\n--fuzz--\r\n'],
       ['a part without headers', '--fuzz\r\n\r\nfuzz\r\n--fuzz--\r\n'],
       ['an empty form', '--fuzz--\r\n'],
-      ['a file part without a file name', '--fuzz\r\nContent-Disposition: form-data; name="profile_picture"; filename=""\r\nContent-Type: image/png\r\n\r\nxx\r\n--fuzz--\r\n'],
+      [
+        'a file part without a file name',
+        '--fuzz\r\nContent-Disposition: form-data; name="profile_picture"; filename=""\r\nContent-Type: image/png\r\n\r\nxx\r\n--fuzz--\r\n',
+      ],
     ];
     for (const [label, payload] of forms) {
-      add('multipart', 'malformed', label, (bearer) => raw({ url: url(pathParams), headers: { authorization: `Bearer ${bearer}`, 'content-type': 'multipart/form-data; boundary=fuzz' }, payload }));
+      add('multipart', 'malformed', label, (bearer) =>
+        raw({ url: url(pathParams), headers: { authorization: `Bearer ${bearer}`, 'content-type': 'multipart/form-data; boundary=fuzz' }, payload }),
+      );
     }
   }
 
@@ -1073,7 +1116,11 @@ t.test('a request without the body an operation requires is a 422 on body, whate
     t.strictSame((answer.body as { errors?: object }).errors, { body: ['is required'] }, `${op.id}: errors.body`);
   }
   const before = await call('getNotification', { token: tenant.adminToken, params: { notification: String(ours.notification) } });
-  const unread = await call('updateNotification', { token: tenant.adminToken, params: { notification: String(ours.notification) }, headers: { 'content-length': '0' } });
+  const unread = await call('updateNotification', {
+    token: tenant.adminToken,
+    params: { notification: String(ours.notification) },
+    headers: { 'content-length': '0' },
+  });
   t.equal(unread.status, 422, 'an empty body without a media type is no body');
   const after = await call('getNotification', { token: tenant.adminToken, params: { notification: String(ours.notification) } });
   t.strictSame(after.body, before.body, 'the notification is unchanged');

@@ -29,19 +29,45 @@ t.test('no x-permission: nothing is checked', async (t) => {
 t.test('a permission key: checked before validation, for every caller, their own record or not', async (t) => {
   const checks = permissionChecks({ permission: 'users.administer', unlessSelf: null });
   t.equal(checks.preHandler, null, 'nothing left for after validation');
-  t.equal(status(() => checks.onRequest!(caller(3))), 403);
-  t.equal(status(() => checks.onRequest!(caller(3, 'users.administer'))), 200);
+  t.equal(
+    status(() => checks.onRequest!(caller(3))),
+    403,
+  );
+  t.equal(
+    status(() => checks.onRequest!(caller(3, 'users.administer'))),
+    200,
+  );
 });
 
 t.test('the unless-self form: nothing before validation, then self or permission on the named path parameter', async (t) => {
   const checks = permissionChecks({ permission: 'users.view', unlessSelf: 'member' });
-  t.equal(checks.onRequest, null, 'an invalid request is judged (422) before the caller\'s right to it');
+  t.equal(checks.onRequest, null, "an invalid request is judged (422) before the caller's right to it");
   const after = checks.preHandler!;
-  t.equal(status(() => after(caller(3), { member: 3 })), 200, 'one\'s own record');
-  t.equal(status(() => after(caller(3), { member: '3' })), 200, 'the parameter as the path wrote it');
-  t.equal(status(() => after(caller(3), { member: 4 })), 403, 'another\'s record without the permission');
-  t.equal(status(() => after(caller(3, 'users.view'), { member: 4 })), 200, 'another\'s record with it');
-  t.equal(status(() => after(caller(3), { other: 3 })), 403, 'only the named parameter says whose record it is');
+  t.equal(
+    status(() => after(caller(3), { member: 3 })),
+    200,
+    "one's own record",
+  );
+  t.equal(
+    status(() => after(caller(3), { member: '3' })),
+    200,
+    'the parameter as the path wrote it',
+  );
+  t.equal(
+    status(() => after(caller(3), { member: 4 })),
+    403,
+    "another's record without the permission",
+  );
+  t.equal(
+    status(() => after(caller(3, 'users.view'), { member: 4 })),
+    200,
+    "another's record with it",
+  );
+  t.equal(
+    status(() => after(caller(3), { other: 3 })),
+    403,
+    'only the named parameter says whose record it is',
+  );
 });
 
 t.test('every unless-self rule of the generated map names a parameter of its path and a permission', async (t) => {

@@ -21,7 +21,7 @@ const colleague = await api.createUser(tenant.tenantId);
 const viewer = await api.createUser(tenant.tenantId, { permissions: ['users.view'] });
 const FORBIDDEN_VIEW = 'This requires the permission "users.view".';
 
-t.test('unless-self: one\'s own user needs no permission', async (t) => {
+t.test("unless-self: one's own user needs no permission", async (t) => {
   const own = await api.call(t, 'getUser', { token: employee.token, params: { user: employee.id } });
   t.equal(own.status, 200);
   t.equal(own.body.id, employee.id);
@@ -48,7 +48,7 @@ t.test('unless-self: 401 comes first', async (t) => {
   t.equal((await api.call(t, 'getUser', { token: 'not-a-valid-token-at-all', params: { user: colleague.id } })).status, 401);
 });
 
-t.test('unless-self: an invalid request is a 422 whoever\'s record it names', async (t) => {
+t.test("unless-self: an invalid request is a 422 whoever's record it names", async (t) => {
   const badPath = await api.call(t, 'getUser', { token: employee.token, params: { user: '1e3' } });
   t.equal(badPath.status, 422);
   const badQuery = await api.call(t, 'getUser', { token: employee.token, params: { user: colleague.id }, query: { selects: 'x'.repeat(2001) } });
@@ -106,5 +106,5 @@ t.test('the binding enforces unless-self by itself: an operation that checks not
   t.equal((await get(employee.token, '1e3')).statusCode, 422, 'validation before it');
   t.equal((await get(employee.token, employee.id)).statusCode, 200);
   t.equal((await get(viewer.token, colleague.id)).statusCode, 200);
-  t.strictSame(reached, [employee.id, colleague.id], 'reached for one\'s own user and with the permission');
+  t.strictSame(reached, [employee.id, colleague.id], "reached for one's own user and with the permission");
 });

@@ -2,13 +2,7 @@
 import { createServer } from 'node:net';
 import t from 'tap';
 import { AddressPolicy } from '../../../src/platform/outbound/address-policy.ts';
-import {
-  DESTINATION_NOT_ALLOWED,
-  NOT_AN_ALLOWED_DESTINATION,
-  NOT_DELIVERED,
-  OutboundClient,
-  OutboundError,
-} from '../../../src/platform/outbound/client.ts';
+import { DESTINATION_NOT_ALLOWED, NOT_AN_ALLOWED_DESTINATION, NOT_DELIVERED, OutboundClient, OutboundError } from '../../../src/platform/outbound/client.ts';
 import { rejection } from '../../helpers/fixtures.ts';
 import { startReceiver } from '../../helpers/receiver.ts';
 

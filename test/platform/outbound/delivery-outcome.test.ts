@@ -18,13 +18,52 @@ const PUSH_GONE = { goneStatuses: [404, 410] } as const;
 
 t.test('judgeResponse: 2xx succeeded, 429 and 5xx retry, gone statuses only when named, the rest failed', async (t) => {
   const statuses = [200, 201, 204, 299, 301, 302, 304, 400, 401, 403, 404, 408, 410, 413, 429, 500, 502, 503, 504, 599];
-  t.strictSame(
-    statuses.map(judgeResponse),
-    ['succeeded', 'succeeded', 'succeeded', 'succeeded', 'failed', 'failed', 'failed', 'failed', 'failed', 'failed', 'failed', 'failed', 'failed', 'failed', 'retry', 'retry', 'retry', 'retry', 'retry', 'retry'],
-  );
+  t.strictSame(statuses.map(judgeResponse), [
+    'succeeded',
+    'succeeded',
+    'succeeded',
+    'succeeded',
+    'failed',
+    'failed',
+    'failed',
+    'failed',
+    'failed',
+    'failed',
+    'failed',
+    'failed',
+    'failed',
+    'failed',
+    'retry',
+    'retry',
+    'retry',
+    'retry',
+    'retry',
+    'retry',
+  ]);
   t.strictSame(
     statuses.map((status) => judgeResponseWithGone(status, PUSH_GONE.goneStatuses)),
-    ['succeeded', 'succeeded', 'succeeded', 'succeeded', 'failed', 'failed', 'failed', 'failed', 'failed', 'failed', 'gone', 'failed', 'gone', 'failed', 'retry', 'retry', 'retry', 'retry', 'retry', 'retry'],
+    [
+      'succeeded',
+      'succeeded',
+      'succeeded',
+      'succeeded',
+      'failed',
+      'failed',
+      'failed',
+      'failed',
+      'failed',
+      'failed',
+      'gone',
+      'failed',
+      'gone',
+      'failed',
+      'retry',
+      'retry',
+      'retry',
+      'retry',
+      'retry',
+      'retry',
+    ],
   );
   t.equal(judgeResponseWithGone(503, [503]), 'gone', 'a named gone status wins over retry');
   t.equal(judgeResponseWithGone(200, [200]), 'succeeded', 'a 2xx is never gone');
@@ -93,7 +132,12 @@ t.test('responseOutcome: the status, its verdict and error text, the duration, a
     durationMs: 7,
     error: 'HTTP 429',
   });
-  t.strictSame(responseOutcome({ status: 410, headers: {}, durationMs: 3 }, now, PUSH_GONE), { verdict: 'gone', responseStatus: 410, durationMs: 3, error: 'HTTP 410' });
+  t.strictSame(responseOutcome({ status: 410, headers: {}, durationMs: 3 }, now, PUSH_GONE), {
+    verdict: 'gone',
+    responseStatus: 410,
+    durationMs: 3,
+    error: 'HTTP 410',
+  });
   t.strictSame(responseOutcome({ status: 410, headers: {}, durationMs: 3 }, now), { verdict: 'failed', responseStatus: 410, durationMs: 3, error: 'HTTP 410' });
 });
 
@@ -194,7 +238,16 @@ t.test('attemptDelivery against a real peer', async (t) => {
 
 t.test('retry rules: which statuses retry, exponential backoff, Retry-After, final state', async (t) => {
   t.strictSame([200, 204, 302, 400, 401, 404, 410, 429, 500, 503].map(judgeResponse), [
-    'succeeded', 'succeeded', 'failed', 'failed', 'failed', 'failed', 'failed', 'retry', 'retry', 'retry',
+    'succeeded',
+    'succeeded',
+    'failed',
+    'failed',
+    'failed',
+    'failed',
+    'failed',
+    'retry',
+    'retry',
+    'retry',
   ]);
   const now = new Date('2026-01-01T00:00:00Z');
   const policy = { maxAttempts: 4, retryDelayMs: 1000 };

@@ -110,7 +110,15 @@ const bookView = defineView<BookRow, Viewer, 'title' | 'shelf_id'>({
     shelf: {
       empty: null,
       async load(tx, rows, who) {
-        const found = await tx.select().from(shelves).where(inArray(shelves.id, rows.map((row) => row.shelfId)));
+        const found = await tx
+          .select()
+          .from(shelves)
+          .where(
+            inArray(
+              shelves.id,
+              rows.map((row) => row.shelfId),
+            ),
+          );
         const shown = await presentAll(shelfView, null, found, who);
         const byId = new Map(found.map((shelf, i) => [shelf.id, shown[i]]));
         return new Map(rows.map((row) => [row.id, byId.get(row.shelfId)]));
@@ -123,7 +131,12 @@ const bookView = defineView<BookRow, Viewer, 'title' | 'shelf_id'>({
         const found = await tx
           .select({ shelfId: books.shelfId, id: books.id })
           .from(books)
-          .where(inArray(books.shelfId, rows.map((row) => row.shelfId)))
+          .where(
+            inArray(
+              books.shelfId,
+              rows.map((row) => row.shelfId),
+            ),
+          )
           .orderBy(asc(books.id));
         return new Map(rows.map((row) => [row.id, found.filter((f) => f.shelfId === row.shelfId && f.id !== row.id).map((f) => f.id)]));
       },
@@ -261,10 +274,14 @@ t.test('showRecord by condition: within the scope, or 404; controls judged first
     status: 422,
     count: 0,
   });
-  t.match(await refusal(() => showRecord(db, tenantId, bookListing, { selects: 'note' }, reader, eq(books.id, 4), 'The book')), {
-    status: 422,
-    errors: { selects: ['unknown or not visible: note; allowed: id, title, position, code'] },
-  }, 'visibility in general, not on the record, without controlsAfterFind');
+  t.match(
+    await refusal(() => showRecord(db, tenantId, bookListing, { selects: 'note' }, reader, eq(books.id, 4), 'The book')),
+    {
+      status: 422,
+      errors: { selects: ['unknown or not visible: note; allowed: id, title, position, code'] },
+    },
+    'visibility in general, not on the record, without controlsAfterFind',
+  );
 });
 
 t.test('showRecord by lookup: the resource’s own query and 404s', async (t) => {
@@ -272,11 +289,15 @@ t.test('showRecord by lookup: the resource’s own query and 404s', async (t) =>
     const [row] = await tx.select().from(books).where(eq(books.id, id));
     return row;
   };
-  t.strictSame(await showRecord(db, tenantId, bookListing, { selects: 'id,title' }, reader, find(5), 'The book'), {
-    id: 5,
-    title: 'Secret',
-    shelf: { id: 2, name: 'Right' },
-  }, 'no scope added; selects leave the default relations');
+  t.strictSame(
+    await showRecord(db, tenantId, bookListing, { selects: 'id,title' }, reader, find(5), 'The book'),
+    {
+      id: 5,
+      title: 'Secret',
+      shelf: { id: 2, name: 'Right' },
+    },
+    'no scope added; selects leave the default relations',
+  );
   t.match(await refusal(() => showRecord(db, tenantId, bookListing, {}, reader, find(99), 'The book')), { status: 404, message: 'The book does not exist.' });
   const own404 = async () => {
     throw notFound('The shelf');
@@ -318,7 +339,10 @@ t.test('shape: once per request for all rows; dropped rows are missing', async (
   t.strictSame(shapeCalls, [[1, 2, 3, 4, 5]]);
   t.equal(count, 3, 'tenant setting, rows, shape');
   t.strictSame(await showRecord(db, tenantId, labelledListing, {}, reader, eq(books.id, 2), 'The book'), { id: 2, label: 'Emma (Right)' });
-  t.match(await refusal(() => showRecord(db, tenantId, labelledListing, {}, reader, eq(books.id, 3), 'The book')), { status: 404, message: 'The book does not exist.' });
+  t.match(await refusal(() => showRecord(db, tenantId, labelledListing, {}, reader, eq(books.id, 3), 'The book')), {
+    status: 404,
+    message: 'The book does not exist.',
+  });
 });
 
 t.test('selectRecords in a transaction: answered like a request without controls, or as told', async (t) => {
@@ -339,7 +363,11 @@ t.test('selectRecords in a transaction: answered like a request without controls
 });
 
 t.test('presentAll: every visible field; no transaction without relations', async (t) => {
-  const rows = await db.owner.select().from(books).where(inArray(books.id, [1, 2])).orderBy(asc(books.id));
+  const rows = await db.owner
+    .select()
+    .from(books)
+    .where(inArray(books.id, [1, 2]))
+    .orderBy(asc(books.id));
   const { result, count } = await statements(() => presentAll(bookView, null, rows, reader));
   t.strictSame(result, [
     { id: 1, title: 'Dune', position: 3, note: 'lent out' },
@@ -375,6 +403,12 @@ t.test('presentGrouped: records of another view grouped by key, in item order, w
 
 t.test('limited: the query cut when a limit is set', async (t) => {
   const ordered = () => db.owner.select({ id: books.id }).from(books).orderBy(asc(books.id));
-  t.strictSame((await limited(ordered(), 2)).map((row) => row.id), [1, 2]);
-  t.strictSame((await limited(ordered(), undefined)).map((row) => row.id), [1, 2, 3, 4, 5, 6]);
+  t.strictSame(
+    (await limited(ordered(), 2)).map((row) => row.id),
+    [1, 2],
+  );
+  t.strictSame(
+    (await limited(ordered(), undefined)).map((row) => row.id),
+    [1, 2, 3, 4, 5, 6],
+  );
 });

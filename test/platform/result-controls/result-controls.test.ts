@@ -106,7 +106,11 @@ t.test('readControls: no controls means every visible field, no relations, no li
 
 t.test('readControls: selects are trimmed, deduplicated, and must name visible fields', async (t) => {
   t.strictSame(readControls(view, { selects: ' id , name,id,,' }, reader).selects, ['id', 'name']);
-  t.strictSame(readControls(view, { selects: 'salary,link' }, administrator).selects, ['salary', 'link'], 'visible by permission; only-when-selected fields may be named');
+  t.strictSame(
+    readControls(view, { selects: 'salary,link' }, administrator).selects,
+    ['salary', 'link'],
+    'visible by permission; only-when-selected fields may be named',
+  );
   t.strictSame(refusalOf({ selects: ' , ' }), {
     status: 422,
     detail: 'The result controls are invalid.',
@@ -173,7 +177,11 @@ t.test('present: one load per relation for all rows; empty values; row-wise visi
   loads.length = 0;
   const shown = await present(view, noTransaction, rows, { selects: ['id'], relations: ['owner', 'history', 'audit'] }, reader);
   t.strictSame(loads, ['owner:1,2,3', 'history:1,2,3'], 'one load each; the audit relation needs users.view, so it is not loaded');
-  t.strictSame(shown, [{ id: 1, owner: { id: 1 }, history: [{ at: 1 }] }, { id: 2, owner: { id: 7 } }, { id: 3, owner: null }]);
+  t.strictSame(shown, [
+    { id: 1, owner: { id: 1 }, history: [{ at: 1 }] },
+    { id: 2, owner: { id: 7 } },
+    { id: 3, owner: null },
+  ]);
   loads.length = 0;
   const administered = await present(view, noTransaction, rows, { selects: ['id'], relations: ['history', 'audit'] }, administrator);
   t.strictSame(administered, [
@@ -188,9 +196,19 @@ t.test('present: one load per relation for all rows; empty values; row-wise visi
 
 t.test('groupBy keeps item order within and across keys', async (t) => {
   const groups = groupBy(
-    [{ k: 'b', v: 1 }, { k: 'a', v: 2 }, { k: 'b', v: 3 }],
+    [
+      { k: 'b', v: 1 },
+      { k: 'a', v: 2 },
+      { k: 'b', v: 3 },
+    ],
     (item) => item.k,
     (item) => item.v,
   );
-  t.strictSame([...groups.entries()], [['b', [1, 3]], ['a', [2]]]);
+  t.strictSame(
+    [...groups.entries()],
+    [
+      ['b', [1, 3]],
+      ['a', [2]],
+    ],
+  );
 });

@@ -87,11 +87,19 @@ t.test('a user holds at most maxPerUser streams: one more is a 429 until one clo
   t.equal(registry.size(), 4);
   t.strictSame([...(registry.ofTenant(1)?.keys() ?? [])].sort(), [7, 8]);
   first.close();
-  await eventually(async () => registry.size(), (n) => n === 3, 2000);
+  await eventually(
+    async () => registry.size(),
+    (n) => n === 3,
+    2000,
+  );
   const again = await openSse(t, url(1, 7, 'd'), {});
   t.equal(again.status, 200, 'a closed stream frees its place');
   for (const stream of [second, otherUser, sameUserIdElsewhere, again]) stream.close();
-  await eventually(async () => registry.size(), (n) => n === 0, 2000);
+  await eventually(
+    async () => registry.size(),
+    (n) => n === 0,
+    2000,
+  );
   t.equal(registry.ofTenant(1), undefined, 'a tenant without streams is forgotten');
 });
 
@@ -127,7 +135,11 @@ t.test('heartbeats: a comment to every stream, then onHeartbeat; ended streams a
   const { registry, opened, url } = await streamingServer(t, { heartbeatMs: 100, onHeartbeat: () => beats++ });
   const client = await openSse(t, url(1, 1), {});
   const other = await openSse(t, url(1, 2), {});
-  await eventually(async () => client.comments.length, (n) => n >= 2, 3000);
+  await eventually(
+    async () => client.comments.length,
+    (n) => n >= 2,
+    3000,
+  );
   t.ok(client.comments.every((c) => c === 'heartbeat'));
   t.ok(beats >= 2, 'onHeartbeat runs at each beat');
   t.equal(registry.size(), 2);
@@ -144,12 +156,20 @@ t.test('a client gone while the registry waits for ready is never registered', a
   const { registry, opened, firstWrites, settled, url } = await streamingServer(t, {}, () => gate);
   const request = http.get(url(1, 1, 'gone'));
   request.on('error', () => {});
-  await eventually(async () => opened.length, (n) => n === 1, 2000);
+  await eventually(
+    async () => opened.length,
+    (n) => n === 1,
+    2000,
+  );
   const closed = new Promise((resolve) => opened[0]!.response.once('close', resolve));
   request.destroy();
   await closed;
   release();
-  await eventually(async () => settled, (labels) => labels.includes('gone'), 2000);
+  await eventually(
+    async () => settled,
+    (labels) => labels.includes('gone'),
+    2000,
+  );
   t.equal(registry.size(), 0);
   t.strictSame(firstWrites, [], 'nothing was written for it');
 });

@@ -43,14 +43,28 @@ t.test('fitsAttributeType: each type, null always fits', async (t) => {
 t.test('attributeFieldTypes: key → type over all sets; a key defined with two types is a conflict', async (t) => {
   t.strictSame(attributeFieldTypes([]), { types: new Map(), conflicts: [] });
   const { types, conflicts } = attributeFieldTypes([
-    { fields: [{ key: 'a', type: 'string' }, { key: 'b', type: 'integer' }] },
-    { fields: [{ key: 'a', type: 'string' }, { key: 'b', type: 'number' }, { key: 'c', type: 'date' }] },
+    {
+      fields: [
+        { key: 'a', type: 'string' },
+        { key: 'b', type: 'integer' },
+      ],
+    },
+    {
+      fields: [
+        { key: 'a', type: 'string' },
+        { key: 'b', type: 'number' },
+        { key: 'c', type: 'date' },
+      ],
+    },
   ]);
-  t.strictSame([...types], [
-    ['a', 'string'],
-    ['b', 'integer'],
-    ['c', 'date'],
-  ]);
+  t.strictSame(
+    [...types],
+    [
+      ['a', 'string'],
+      ['b', 'integer'],
+      ['c', 'date'],
+    ],
+  );
   t.strictSame(conflicts, ['b']);
 });
 

@@ -73,8 +73,7 @@ t.test('successful sign-ins do not count against the client address; a failure d
 t.test('wrong old_password attempts count towards the account limit; beyond it the update is 429', async (t) => {
   const user = await api.createUser(tenant.tenantId, { password: 'the first password' });
   const params = { user: user.id };
-  const change = (old: string) =>
-    api.call(t, 'updateUser', { token: user.token, params, body: { password: 'the second password', old_password: old } });
+  const change = (old: string) => api.call(t, 'updateUser', { token: user.token, params, body: { password: 'the second password', old_password: old } });
   for (let i = 0; i < 10; i++) t.equal((await change('a wrong guess')).status, 422, `guess ${i + 1}`);
   const limited = await change('the first password');
   t.equal(limited.status, 429, 'even the right old password is not checked beyond the limit');
@@ -232,7 +231,11 @@ t.test('a restricted session cannot lift request_password_change, nor change any
   t.strictSame(await ownerUser(api.db, tenant.tenantId, user.id), before, 'nothing changed, the flag included');
   t.equal((await api.call(t, 'listRoles', { token: user.token })).status, 403, 'the session is still restricted');
   t.equal(await failures(`account:credentials/${user.username}`), 0, 'refused before any old_password was checked');
-  const changed = await api.call(t, 'updateUser', { token: user.token, params, body: { password: 'a password of my own', old_password: 'a temporary password' } });
+  const changed = await api.call(t, 'updateUser', {
+    token: user.token,
+    params,
+    body: { password: 'a password of my own', old_password: 'a temporary password' },
+  });
   t.equal(changed.status, 200, 'changing the password is the way out');
   t.equal(changed.body.request_password_change, false);
   t.equal((await api.call(t, 'listRoles', { token: user.token })).status, 200);
@@ -279,7 +282,9 @@ t.test('renaming oneself does not reset the sign-in limit: a known user is count
   t.equal(renamed.status, 200);
   t.equal((await login(t, `${user.username}-moved`, 'wrong guess 12', '198.51.100.82')).status, 429, 'the new name inherits the count');
   // The window over, a right password clears both counts.
-  await api.db.owner.execute(sql`update login_failures set window_started_at = now() - interval '1 day' where key in (${`account:credentials/${user.username}`}, ${`user:${tenant.tenantId}/${user.id}`})`);
+  await api.db.owner.execute(
+    sql`update login_failures set window_started_at = now() - interval '1 day' where key in (${`account:credentials/${user.username}`}, ${`user:${tenant.tenantId}/${user.id}`})`,
+  );
   t.equal((await login(t, `${user.username}-moved`, 'the first password', '198.51.100.82')).status, 200);
   t.equal(await failures(`user:${tenant.tenantId}/${user.id}`), 0);
 });
@@ -289,6 +294,8 @@ t.test('blackout forgets the per-user count as well as the one under the usernam
   t.equal((await login(t, user.username, 'a wrong guess', '198.51.100.83')).status, 401);
   t.equal(await failures(`user:${tenant.tenantId}/${user.id}`), 1);
   t.equal((await api.call(t, 'blackoutUser', { token: tenant.adminToken, params: { user: user.id } })).status, 204);
-  const left = await api.db.owner.execute(sql`select key from login_failures where key in (${`account:credentials/${user.username}`}, ${`user:${tenant.tenantId}/${user.id}`})`);
+  const left = await api.db.owner.execute(
+    sql`select key from login_failures where key in (${`account:credentials/${user.username}`}, ${`user:${tenant.tenantId}/${user.id}`})`,
+  );
   t.strictSame([...left], []);
 });

@@ -5,8 +5,7 @@ import { rowCount } from '../../helpers/fixtures.ts';
 
 const api = await startTestApi(t, { loginMaxFailures: 3 });
 
-const login = (tt: Parameters<typeof api.call>[0], body: unknown, headers: Record<string, string> = {}) =>
-  api.call(tt, 'login', { body, headers });
+const login = (tt: Parameters<typeof api.call>[0], body: unknown, headers: Record<string, string> = {}) => api.call(tt, 'login', { body, headers });
 
 t.test('the demo administrator signs in and the token authenticates', async (t) => {
   const res = await login(t, { tenant: 'demo', username: 'admin', password: DEMO_PASSWORD });

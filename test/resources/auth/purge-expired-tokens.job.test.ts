@@ -7,7 +7,6 @@ import { rowCount } from '../../helpers/fixtures.ts';
 
 const api = await startTestApi(t);
 
-
 t.test('the job queue runs a job: expired access tokens are purged', async (t) => {
   const tenant = await api.createTenant('jobs');
   const stale = await api.createUser(tenant.tenantId);
@@ -36,5 +35,8 @@ t.test('failed-sign-in counts whose window ended are purged, current ones stay',
     (s) => s === 'completed' || s === 'failed',
   );
   const rows = await api.db.owner.execute<{ key: string }>(sql`select key from login_failures order by key`);
-  t.strictSame(rows.map((r) => r.key), ['account:new/x']);
+  t.strictSame(
+    rows.map((r) => r.key),
+    ['account:new/x'],
+  );
 });

@@ -87,13 +87,21 @@ t.test('invalid configurations are 422 naming the exact key, and nothing is stor
     ['header name invalid', { url: PUBLIC_URL, headers: { 'Bad Name': 'x' } }, ['config.headers.Bad Name']],
     ['framing header', { url: PUBLIC_URL, headers: { Host: 'example.com' } }, ['config.headers.Host']],
     ['header value with a line break', { url: PUBLIC_URL, headers: { 'X-A': 'a\r\nX-Injected: 1' } }, ['config.headers.X-A']],
-    ['auth header named like a framing header', { url: PUBLIC_URL, headers: {}, auth: { type: 'header', header: { name: 'Content-Length', value: '1' } } }, ['config.auth.header.name']],
+    [
+      'auth header named like a framing header',
+      { url: PUBLIC_URL, headers: {}, auth: { type: 'header', header: { name: 'Content-Length', value: '1' } } },
+      ['config.auth.header.name'],
+    ],
     ['unknown key', { url: PUBLIC_URL, headers: {}, extra: true }, ['config.extra']],
     ['not a URL', { url: 'not a url', headers: {} }, ['config.url']],
     ['not http(s)', { url: 'ftp://93.184.215.14/x', headers: {} }, ['config.url']],
     ['credentials in the URL', { url: 'http://user:pw@93.184.215.14/x', headers: {} }, ['config.url']],
     ['host does not resolve', { url: 'https://no-such-host.invalid/hook', headers: {} }, ['config.url']],
-    ['masked secret with nothing stored', { url: PUBLIC_URL, headers: {}, auth: { type: 'secret', secret: { secret: '********' } } }, ['config.auth.secret.secret']],
+    [
+      'masked secret with nothing stored',
+      { url: PUBLIC_URL, headers: {}, auth: { type: 'secret', secret: { secret: '********' } } },
+      ['config.auth.secret.secret'],
+    ],
   ];
   for (const [label, config, paths] of cases) {
     const res = await api.call(t, 'createAutomation', { token, body: { name: 'bad', config } });
@@ -138,11 +146,14 @@ t.test('the validate endpoint checks a configuration without storing it', async 
 });
 
 t.test('secrets are stored encrypted, answered masked, and a masked value keeps the stored one', async (t) => {
-  const created = await createAutomation(t, { url: PUBLIC_URL, headers: {}, auth: { type: 'basic', basic: { username: 'ann', password: 'pa55word' } } }, 'masked');
+  const created = await createAutomation(
+    t,
+    { url: PUBLIC_URL, headers: {}, auth: { type: 'basic', basic: { username: 'ann', password: 'pa55word' } } },
+    'masked',
+  );
   t.equal(created.config.auth.basic.password, '********');
   t.equal(created.config.auth.basic.username, 'ann');
-  const stored = async () =>
-    (await api.db.owner.execute<{ config: any }>(sql`select config from automations where id = ${created.id}`))[0]!.config;
+  const stored = async () => (await api.db.owner.execute<{ config: any }>(sql`select config from automations where id = ${created.id}`))[0]!.config;
   t.notMatch(JSON.stringify(await stored()), /pa55word/, 'not stored in plain text');
   const decrypt = async () => api.atrium.services.secrets.decrypt('webhook-secrets', (await stored()).auth.basic.password);
   t.equal(await decrypt(), 'pa55word');
@@ -182,13 +193,21 @@ t.test('secrets are stored encrypted, answered masked, and a masked value keeps 
 t.test('a masked secret is kept only while url and auth type stay the same; otherwise it must be sent again (422)', async (t) => {
   const created = await createAutomation(
     t,
-    { url: PUBLIC_URL, headers: {}, auth: { type: 'basic', basic: { username: 'ann', password: 'do-not-leak' }, header: { name: 'X-Key', value: 'key-value' } } },
+    {
+      url: PUBLIC_URL,
+      headers: {},
+      auth: { type: 'basic', basic: { username: 'ann', password: 'do-not-leak' }, header: { name: 'X-Key', value: 'key-value' } },
+    },
     'exfiltration',
   );
   const stored = async () => (await api.db.owner.execute<{ config: any }>(sql`select config from automations where id = ${created.id}`))[0]!.config;
   const before = JSON.stringify(await stored());
   const cases: [string, Record<string, unknown>, string][] = [
-    ['url changed', { url: 'http://93.184.215.15/attacker', headers: {}, auth: { type: 'basic', basic: { username: 'ann', password: '********' } } }, 'config.auth.basic.password'],
+    [
+      'url changed',
+      { url: 'http://93.184.215.15/attacker', headers: {}, auth: { type: 'basic', basic: { username: 'ann', password: '********' } } },
+      'config.auth.basic.password',
+    ],
     ['auth type changed', { url: PUBLIC_URL, headers: {}, auth: { type: 'header', header: { name: 'X-Key', value: '********' } } }, 'config.auth.header.value'],
   ];
   for (const [label, config, key] of cases) {
@@ -207,12 +226,18 @@ t.test('a masked secret is kept only while url and auth type stay the same; othe
 });
 
 t.test('an update reads and writes the automation in one transaction: a concurrent secret change is not lost', async (t) => {
-  const created = await createAutomation(t, { url: PUBLIC_URL, headers: {}, auth: { type: 'basic', basic: { username: 'ann', password: 'old' } } }, 'concurrent');
+  const created = await createAutomation(
+    t,
+    { url: PUBLIC_URL, headers: {}, auth: { type: 'basic', basic: { username: 'ann', password: 'old' } } },
+    'concurrent',
+  );
   const secrets = api.atrium.services.secrets;
   let update: Promise<{ status: number }> | undefined;
   await api.db.owner.transaction(async (tx) => {
     // Another writer changes the password and holds its row lock while the API update starts.
-    await tx.execute(sql`update automations set config = jsonb_set(config, '{auth,basic,password}', to_jsonb(${secrets.encrypt('webhook-secrets', 'concurrent-new')}::text)) where id = ${created.id}`);
+    await tx.execute(
+      sql`update automations set config = jsonb_set(config, '{auth,basic,password}', to_jsonb(${secrets.encrypt('webhook-secrets', 'concurrent-new')}::text)) where id = ${created.id}`,
+    );
     update = api.call(t, 'updateAutomation', { token, params: { automation: created.id }, body: { name: 'renamed', config: created.config } });
     await sleep(400);
   });
@@ -243,8 +268,13 @@ t.test('show, update and delete answer 404 for missing and other tenants’ auto
 });
 
 t.test('basic auth: POST by default, custom headers and {{…}} sent literally, the documented payload', async (t) => {
-  const automation = await createAutomation(t, 
-    { url: receiver.url('/basic'), headers: { 'X-Custom': '{{user.email}}' }, auth: { type: 'basic', basic: { username: 'hook-user', password: 's3cret:with:colons' } } },
+  const automation = await createAutomation(
+    t,
+    {
+      url: receiver.url('/basic'),
+      headers: { 'X-Custom': '{{user.email}}' },
+      auth: { type: 'basic', basic: { username: 'hook-user', password: 's3cret:with:colons' } },
+    },
     'basic hook',
   );
   const delivery = await run(t, automation.id, { order: 42 });
@@ -270,7 +300,12 @@ t.test('basic auth: POST by default, custom headers and {{…}} sent literally, 
 });
 
 t.test('header auth sends the configured header; GET carries no body', async (t) => {
-  const automation = await createAutomation(t, { url: receiver.url('/header'), method: 'GET', headers: {}, auth: { type: 'header', header: { name: 'X-Api-Key', value: 'k-123' } } });
+  const automation = await createAutomation(t, {
+    url: receiver.url('/header'),
+    method: 'GET',
+    headers: {},
+    auth: { type: 'header', header: { name: 'X-Api-Key', value: 'k-123' } },
+  });
   const final = await settled(t, automation.id, (await run(t, automation.id)).id);
   t.equal(final.status, 'succeeded');
   const [request] = receiver.received('/header');
@@ -386,7 +421,11 @@ t.test('a receiver that hangs is cut off by the timeout and retried', async (t) 
 });
 
 t.test('deliveries: newest first, filterable, no secrets, constant query count', async (t) => {
-  const automation = await createAutomation(t, { url: receiver.url('/many'), headers: { 'X-Token': 'header-secret' }, auth: { type: 'basic', basic: { username: 'u', password: 'basic-secret' } } });
+  const automation = await createAutomation(t, {
+    url: receiver.url('/many'),
+    headers: { 'X-Token': 'header-secret' },
+    auth: { type: 'basic', basic: { username: 'u', password: 'basic-secret' } },
+  });
   const first = await run(t, automation.id);
   await settled(t, automation.id, first.id);
   const list = async () => {
@@ -401,10 +440,20 @@ t.test('deliveries: newest first, filterable, no secrets, constant query count',
   t.equal(four.queries, one.queries, 'same number of queries for 1 and 4 deliveries');
   t.ok(four.res.body[0].id > four.res.body[3].id, 'newest first');
   t.notMatch(four.res.text, /basic-secret|header-secret|Authorization/i);
-  t.strictSame(
-    Object.keys(four.res.body[0]).sort(),
-    ['attempt_log', 'attempts', 'automation_id', 'completed_at', 'created_at', 'duration_ms', 'error', 'event_id', 'id', 'next_attempt_at', 'response_status', 'status'],
-  );
+  t.strictSame(Object.keys(four.res.body[0]).sort(), [
+    'attempt_log',
+    'attempts',
+    'automation_id',
+    'completed_at',
+    'created_at',
+    'duration_ms',
+    'error',
+    'event_id',
+    'id',
+    'next_attempt_at',
+    'response_status',
+    'status',
+  ]);
   const filtered = await api.call(t, 'listAutomationDeliveries', { token, params: { automation: automation.id }, query: { filter: { status: 'failed' } } });
   t.strictSame(filtered.body, []);
   const badFilter = await api.call(t, 'listAutomationDeliveries', { token, params: { automation: automation.id }, query: { filter: { status: 'lost' } } });
@@ -431,7 +480,10 @@ t.test('a duplicated delivery job sends once: each attempt is claimed by its num
   const automation = await createAutomation(t, { url: receiver.url('/duplicated'), headers: {} }, 'duplicated');
   receiver.script('/duplicated', ['hang']); // the run's own job hangs until the timeout: attempt 1 is in flight
   const delivery = await run(t, automation.id);
-  await eventually(async () => receiver.received('/duplicated').length, (n) => n === 1);
+  await eventually(
+    async () => receiver.received('/duplicated').length,
+    (n) => n === 1,
+  );
   // The same job twice more (as pg-boss re-running a batch would): attempt 1 is taken.
   await Promise.all([
     api.atrium.services.jobs.send(deliverWebhook, { tenantId: tenant.tenantId, deliveryId: delivery.id, attempt: 1 }),
@@ -440,7 +492,11 @@ t.test('a duplicated delivery job sends once: each attempt is claimed by its num
   receiver.script('/duplicated', [200]);
   const done = await settled(t, automation.id, delivery.id);
   t.equal(done.status, 'succeeded');
-  t.strictSame(done.attempt_log.map((a: { number: number }) => a.number), [1, 2], 'the timed-out attempt and its retry, nothing twice');
+  t.strictSame(
+    done.attempt_log.map((a: { number: number }) => a.number),
+    [1, 2],
+    'the timed-out attempt and its retry, nothing twice',
+  );
   await sleep(500);
   t.equal(receiver.received('/duplicated').length, 2, 'two requests: no duplicate send');
 });
@@ -449,7 +505,9 @@ t.test('the sweeper re-queues deliveries stuck past their due time, and only tho
   const automation = await createAutomation(t, { url: receiver.url('/stuck'), headers: {} }, 'stuck');
   const insert = async (eventId: string, status: string, attempts: number, nextAttemptAt: string | null, ageMinutes: number) =>
     (
-      await api.db.owner.execute<{ id: number }>(sql`insert into webhook_deliveries (tenant_id, automation_id, event_id, payload, status, attempts, next_attempt_at, created_at)
+      await api.db.owner.execute<{
+        id: number;
+      }>(sql`insert into webhook_deliveries (tenant_id, automation_id, event_id, payload, status, attempts, next_attempt_at, created_at)
         values (${tenant.tenantId}, ${automation.id}, ${eventId}, '{}', ${status}, ${attempts}, ${nextAttemptAt}::timestamptz, now() - make_interval(mins => ${ageMinutes}))
         returning id::int`)
     )[0]!.id;
@@ -470,7 +528,11 @@ t.test('the sweeper re-queues deliveries stuck past their due time, and only tho
   const lostPendingDone = await settled(t, automation.id, lostPending);
   const lostRetryDone = await settled(t, automation.id, lostRetry);
   t.equal(lostPendingDone.status, 'succeeded');
-  t.strictSame(lostRetryDone.attempt_log.map((a: { number: number }) => a.number), [2], 'the retry continues with attempt 2');
+  t.strictSame(
+    lostRetryDone.attempt_log.map((a: { number: number }) => a.number),
+    [2],
+    'the retry continues with attempt 2',
+  );
   const [freshRow, notDueRow] = await api.db.owner.execute<{ status: string; attempts: number }>(
     sql`select status, attempts from webhook_deliveries where id in (${fresh}, ${notDue}) order by id`,
   );

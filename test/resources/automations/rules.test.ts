@@ -10,7 +10,19 @@ const outbound = new OutboundClient({ allowedCidrs: ['10.0.0.0/8'], connectTimeo
 t.teardown(() => outbound.close());
 
 t.test('isReservedHeader: the framing and hop-by-hop headers Atrium sets, in any case', async (t) => {
-  for (const name of ['Host', 'content-length', 'Transfer-Encoding', 'CONNECTION', 'Keep-Alive', 'Upgrade', 'TE', 'Trailer', 'Expect', 'Proxy-Authorization', 'proxy-anything']) {
+  for (const name of [
+    'Host',
+    'content-length',
+    'Transfer-Encoding',
+    'CONNECTION',
+    'Keep-Alive',
+    'Upgrade',
+    'TE',
+    'Trailer',
+    'Expect',
+    'Proxy-Authorization',
+    'proxy-anything',
+  ]) {
     t.ok(isReservedHeader(name), name);
   }
   for (const name of ['Authorization', 'Content-Type', 'X-Host', 'X-Proxy-Id', 'webhook-id', 'User-Agent', 'Hosts']) {
@@ -30,7 +42,11 @@ t.test('configurationErrors: a reachable url and ordinary headers pass', async (
 
 t.test('configurationErrors: every bad path at once, prefixed', async (t) => {
   const errors = await configurationErrors(
-    { url: 'http://127.0.0.1/hook', headers: { Host: 'example.com', 'Proxy-Authorization': 'x', 'X-Ok': 'y' }, auth: { type: 'header', header: { name: 'content-length', value: '1' } } },
+    {
+      url: 'http://127.0.0.1/hook',
+      headers: { Host: 'example.com', 'Proxy-Authorization': 'x', 'X-Ok': 'y' },
+      auth: { type: 'header', header: { name: 'content-length', value: '1' } },
+    },
     outbound,
     'config.',
   );

@@ -20,8 +20,23 @@ const token = tenant.adminToken;
 t.test('the address policy refuses every non-public range unless a CIDR admits it', async (t) => {
   const strict = new AddressPolicy([]);
   const refused = [
-    '127.0.0.1', '10.1.2.3', '172.16.0.1', '192.168.1.1', '169.254.169.254', '100.64.0.1', '0.0.0.0', '224.0.0.1',
-    '255.255.255.255', '::1', '::', 'fe80::1', 'fc00::1', 'fd00:ec2::254', 'ff02::1', '::ffff:127.0.0.1', '::ffff:10.0.0.1',
+    '127.0.0.1',
+    '10.1.2.3',
+    '172.16.0.1',
+    '192.168.1.1',
+    '169.254.169.254',
+    '100.64.0.1',
+    '0.0.0.0',
+    '224.0.0.1',
+    '255.255.255.255',
+    '::1',
+    '::',
+    'fe80::1',
+    'fc00::1',
+    'fd00:ec2::254',
+    'ff02::1',
+    '::ffff:127.0.0.1',
+    '::ffff:10.0.0.1',
   ];
   for (const ip of refused) t.notOk(strict.permits(ip), `${ip} refused`);
   for (const ip of ['93.184.215.14', '8.8.8.8', '2606:4700::1111']) t.ok(strict.permits(ip), `${ip} permitted`);

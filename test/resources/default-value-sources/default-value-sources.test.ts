@@ -49,7 +49,14 @@ t.test('setup: a task template and forms with fields of every type', async (t) =
   checklist = (
     await api.call(t, 'createForm', {
       token: admin,
-      body: { title: 'Checklist', form_type: 'checklist', fields: [{ name: 'Done', field_type: 'boolean' }, { name: 'Comment', field_type: 'text' }] },
+      body: {
+        title: 'Checklist',
+        form_type: 'checklist',
+        fields: [
+          { name: 'Done', field_type: 'boolean' },
+          { name: 'Comment', field_type: 'text' },
+        ],
+      },
     })
   ).body;
   C = byName(checklist.fields);
@@ -73,17 +80,53 @@ t.test('bad source input is a 422 problem and stores nothing', async (t) => {
     ['missing source type', { form_field_id: T.Name, config: {} }, 'type'],
     ['system variable without variable', { type: 'systemVariable', form_field_id: T.Name, config: {} }, 'config.variable'],
     ['unknown system variable', { type: 'systemVariable', form_field_id: T.Name, config: { variable: 'password' } }, 'config.variable'],
-    ['formFieldValue config with options', { type: 'formFieldValue', form_field_id: T.Name, config: { variable: 'username' }, source_entity_type: 'formField', source_entity_id: P['Full name'] }, 'config'],
-    ['source_entity_id without source_entity_type', { type: 'formFieldValue', form_field_id: T.Name, config: {}, source_entity_id: P['Full name'] }, 'source_entity_type'],
-    ['wrong source entity type', { type: 'formFieldValue', form_field_id: T.Name, config: {}, source_entity_type: 'user', source_entity_id: P['Full name'] }, 'source_entity_type'],
+    [
+      'formFieldValue config with options',
+      { type: 'formFieldValue', form_field_id: T.Name, config: { variable: 'username' }, source_entity_type: 'formField', source_entity_id: P['Full name'] },
+      'config',
+    ],
+    [
+      'source_entity_id without source_entity_type',
+      { type: 'formFieldValue', form_field_id: T.Name, config: {}, source_entity_id: P['Full name'] },
+      'source_entity_type',
+    ],
+    [
+      'wrong source entity type',
+      { type: 'formFieldValue', form_field_id: T.Name, config: {}, source_entity_type: 'user', source_entity_id: P['Full name'] },
+      'source_entity_type',
+    ],
     ['formFieldValue without a source field', { type: 'formFieldValue', form_field_id: T.Name, config: {} }, 'source_entity_id'],
-    ["another tenant's field", { type: 'formFieldValue', form_field_id: T.Name, config: {}, source_entity_type: 'formField', source_entity_id: foreignForm.fields[0].id }, 'source_entity_id'],
-    ['a deleted field', { type: 'formFieldValue', form_field_id: T.Name, config: {}, source_entity_type: 'formField', source_entity_id: deleted!.id }, 'source_entity_id'],
-    ['a field that is its own default', { type: 'formFieldValue', form_field_id: T.Note, config: {}, source_entity_type: 'formField', source_entity_id: T.Note }, 'source_entity_id'],
-    ['incompatible field types', { type: 'formFieldValue', form_field_id: T.Count, config: {}, source_entity_type: 'formField', source_entity_id: P['Full name'] }, 'source_entity_id'],
-    ['a text into a select', { type: 'formFieldValue', form_field_id: T.Size, config: {}, source_entity_type: 'formField', source_entity_id: P['Full name'] }, 'source_entity_id'],
+    [
+      "another tenant's field",
+      { type: 'formFieldValue', form_field_id: T.Name, config: {}, source_entity_type: 'formField', source_entity_id: foreignForm.fields[0].id },
+      'source_entity_id',
+    ],
+    [
+      'a deleted field',
+      { type: 'formFieldValue', form_field_id: T.Name, config: {}, source_entity_type: 'formField', source_entity_id: deleted!.id },
+      'source_entity_id',
+    ],
+    [
+      'a field that is its own default',
+      { type: 'formFieldValue', form_field_id: T.Note, config: {}, source_entity_type: 'formField', source_entity_id: T.Note },
+      'source_entity_id',
+    ],
+    [
+      'incompatible field types',
+      { type: 'formFieldValue', form_field_id: T.Count, config: {}, source_entity_type: 'formField', source_entity_id: P['Full name'] },
+      'source_entity_id',
+    ],
+    [
+      'a text into a select',
+      { type: 'formFieldValue', form_field_id: T.Size, config: {}, source_entity_type: 'formField', source_entity_id: P['Full name'] },
+      'source_entity_id',
+    ],
     ['a variable that does not fit', { type: 'systemVariable', form_field_id: T.Count, config: { variable: 'username' } }, 'config'],
-    ['system variable with a source entity', { type: 'systemVariable', form_field_id: T.Name, config: { variable: 'username' }, source_entity_type: 'formField', source_entity_id: P['Full name'] }, 'source_entity_id'],
+    [
+      'system variable with a source entity',
+      { type: 'systemVariable', form_field_id: T.Name, config: { variable: 'username' }, source_entity_type: 'formField', source_entity_id: P['Full name'] },
+      'source_entity_id',
+    ],
     ['a target field of a form', { type: 'systemVariable', form_field_id: P['Full name'], config: { variable: 'username' } }, 'form_field_id'],
     ['an unknown target field', { type: 'systemVariable', form_field_id: 999999, config: { variable: 'username' } }, 'form_field_id'],
     ['another tenant’s target field', { type: 'systemVariable', form_field_id: foreignForm.fields[0].id, config: { variable: 'username' } }, 'form_field_id'],
@@ -93,7 +136,10 @@ t.test('bad source input is a 422 problem and stores nothing', async (t) => {
   for (const [rule, body, key] of cases) {
     const res = await create(body);
     t.equal(res.status, 422, rule);
-    t.ok(Object.keys(res.body.errors ?? {}).some((k) => k === key || k.startsWith(`${key}.`)), `${rule}: names ${key} in ${JSON.stringify(res.body.errors)}`);
+    t.ok(
+      Object.keys(res.body.errors ?? {}).some((k) => k === key || k.startsWith(`${key}.`)),
+      `${rule}: names ${key} in ${JSON.stringify(res.body.errors)}`,
+    );
   }
   t.equal(await sourceCount(), before, 'nothing stored');
 });
@@ -112,7 +158,14 @@ t.test('a cycle through another field is refused', async (t) => {
 t.test('create answers the source with its keys; sort_number is automatic per target field', async (t) => {
   const a = await create({ type: 'systemVariable', form_field_id: T.Name, config: { variable: 'full_name' } });
   t.equal(a.status, 201);
-  t.match(a.body, { type: 'systemVariable', form_field_id: T.Name, config: { variable: 'full_name' }, source_entity_type: null, source_entity_id: null, sort_number: 1 });
+  t.match(a.body, {
+    type: 'systemVariable',
+    form_field_id: T.Name,
+    config: { variable: 'full_name' },
+    source_entity_type: null,
+    source_entity_id: null,
+    sort_number: 1,
+  });
   t.type(a.body.id, 'number');
   t.match(a.body.created_at, /^\d{4}-\d\d-\d\dT/);
   const b = await create({ type: 'formFieldValue', form_field_id: T.Name, config: {}, source_entity_type: 'formField', source_entity_id: P['Full name'] });
@@ -189,7 +242,10 @@ t.test('only those who can administer the target template manage its sources', a
   t.equal(allowed.status, 201, 'a user named by the template entity permissions');
   t.equal((await api.call(t, 'updateDefaultValueSource', { token: outsider.token, params: { defaultValueSource: allowed.body.id }, body: {} })).status, 404);
   t.equal((await api.call(t, 'deleteDefaultValueSource', { token: outsider.token, params: { defaultValueSource: allowed.body.id } })).status, 404);
-  const notTheirs = await create({ type: 'formFieldValue', form_field_id: T.Note, config: {}, source_entity_type: 'formField', source_entity_id: C.Comment }, employee.token);
+  const notTheirs = await create(
+    { type: 'formFieldValue', form_field_id: T.Note, config: {}, source_entity_type: 'formField', source_entity_id: C.Comment },
+    employee.token,
+  );
   t.equal(notTheirs.status, 422, 'the source field must belong to a form the caller administers');
   await api.db.owner.execute(sql`delete from default_value_sources`);
 });
@@ -255,7 +311,10 @@ t.test('setup: forms administrable through the role and a department', async (t)
       body: {
         title: 'Department form',
         form_type: 'checklist',
-        fields: [{ name: 'Dept date', field_type: 'date' }, { name: 'Dept text', field_type: 'text' }],
+        fields: [
+          { name: 'Dept date', field_type: 'date' },
+          { name: 'Dept text', field_type: 'text' },
+        ],
         entity_permissions: { department_ids: [department!.id] },
       },
     })
@@ -266,13 +325,25 @@ t.test('setup: forms administrable through the role and a department', async (t)
 const preview = (body: unknown, token = employee.token) => api.call(t, 'previewFormFieldValueSourceFields', { token, body });
 
 t.test('bad pages and unknown filters are 422', async (t) => {
-  for (const body of [{ page: 0 }, { page: 10001 }, { per_page: 0 }, { per_page: 101 }, { page: '1' }, { filter: { colour: 'red' } }, { filter: { form_id: 'x' } }]) {
+  for (const body of [
+    { page: 0 },
+    { page: 10001 },
+    { per_page: 0 },
+    { per_page: 101 },
+    { page: '1' },
+    { filter: { colour: 'red' } },
+    { filter: { form_id: 'x' } },
+  ]) {
     const res = await preview(body);
     t.equal(res.status, 422, JSON.stringify(body));
   }
   const options = await api.call(t, 'listFormFieldValueSourceFieldFilterOptions', { token: employee.token, params: { filterKey: 'text' }, body: {} });
   t.equal(options.status, 422, 'text is not a multi-select filter');
-  const badPage = await api.call(t, 'listFormFieldValueSourceFieldFilterOptions', { token: employee.token, params: { filterKey: 'form_id' }, body: { per_page: 1000 } });
+  const badPage = await api.call(t, 'listFormFieldValueSourceFieldFilterOptions', {
+    token: employee.token,
+    params: { filterKey: 'form_id' },
+    body: { per_page: 1000 },
+  });
   t.equal(badPage.status, 422);
 });
 
@@ -297,9 +368,22 @@ t.test('the preview holds only fields of forms and templates the caller can admi
     ],
     'by user, role and department; not the checklist, not the other tenant, not deleted fields',
   );
-  t.match(res.body.data[2], { id: P['Full name'], source_entity_type: 'formField', source_entity_id: P['Full name'], parent_type: 'form', parent_id: profile.id, field_type: 'text' });
+  t.match(res.body.data[2], {
+    id: P['Full name'],
+    source_entity_type: 'formField',
+    source_entity_id: P['Full name'],
+    parent_type: 'form',
+    parent_id: profile.id,
+    field_type: 'text',
+  });
   const english = await preview({ filter: { form_id: [checklist.id] } }, admin);
-  t.strictSame(english.body.data.map((e: { sub_title: string; title: string }) => [e.sub_title, e.title]), [['Form', 'Done'], ['Form', 'Comment']]);
+  t.strictSame(
+    english.body.data.map((e: { sub_title: string; title: string }) => [e.sub_title, e.title]),
+    [
+      ['Form', 'Done'],
+      ['Form', 'Comment'],
+    ],
+  );
   const none = await preview({}, outsider.token);
   t.strictSame(none.body.data, [], 'a user without rights sees nothing');
 });
@@ -330,7 +414,11 @@ t.test('preview filters: form_type, text, ids, parent and field type, compatibil
   t.strictSame(await titles({ text: '%' }), [], 'LIKE wildcards are literal');
   t.strictSame(await titles({ form_id: [roleForm.id], task_template_id: [] }), ['Role text'], 'an empty multi-select is no filter');
   t.strictSame(await titles({ parent_type: ['taskTemplate'], field_type: ['date', 'boolean'] }), ['Start', 'Flag']);
-  t.strictSame(await titles({ compatible_with_form_field_id: T.Note }), ['Dept text', 'Full name', 'Shirt', 'Role text', 'Name', 'Size'], 'text ← text or select, never itself');
+  t.strictSame(
+    await titles({ compatible_with_form_field_id: T.Note }),
+    ['Dept text', 'Full name', 'Shirt', 'Role text', 'Name', 'Size'],
+    'text ← text or select, never itself',
+  );
 });
 
 t.test('compatible_with_form_field_id reveals nothing about a field the caller cannot administer', async (t) => {
@@ -347,7 +435,11 @@ t.test('compatible_with_form_field_id reveals nothing about a field the caller c
   t.strictSame(options.body.data, [], 'nor do the filter options');
   t.strictSame(await titles({ compatible_with_form_field_id: C.Done }), await titles({ compatible_with_form_field_id: 999999 }));
   const byAdmin = await preview({ filter: { compatible_with_form_field_id: C.Done, field_type: ['boolean'] }, per_page: 100 }, admin);
-  t.strictSame(byAdmin.body.data.map((e: { title: string }) => e.title), ['Flag'], 'an administrator of the checklist gets its compatible fields');
+  t.strictSame(
+    byAdmin.body.data.map((e: { title: string }) => e.title),
+    ['Flag'],
+    'an administrator of the checklist gets its compatible fields',
+  );
 });
 
 t.test('the filters endpoint lists every filter with its kind, labelled in the caller’s language', async (t) => {
@@ -384,18 +476,27 @@ t.test('filter options: paged, with the other filters applied first and their ow
     total: null,
   });
   const paged = await options('form_id', { per_page: 2 });
-  t.strictSame(paged.body.data.map((o: { label: string }) => o.label), ['Department form', 'Profile']);
+  t.strictSame(
+    paged.body.data.map((o: { label: string }) => o.label),
+    ['Department form', 'Profile'],
+  );
   t.equal(paged.body.has_more, true);
   const second = await options('form_id', { per_page: 2, page: 2 });
   t.strictSame([second.body.data.map((o: { label: string }) => o.label), second.body.has_more], [['Role form'], false]);
   const types = await options('form_type', { filter: { text: 'dept' } });
   t.strictSame(types.body.data, [{ value: 'checklist', label: 'checklist' }]);
   const parents = await options('parent_type', {});
-  t.strictSame(parents.body.data, [{ value: 'form', label: 'Formular' }, { value: 'taskTemplate', label: 'Aufgabenvorlage' }]);
+  t.strictSame(parents.body.data, [
+    { value: 'form', label: 'Formular' },
+    { value: 'taskTemplate', label: 'Aufgabenvorlage' },
+  ]);
   const templates = await options('task_template_id', {}, outsider.token);
   t.strictSame(templates.body.data, [], 'only what the caller can administer');
   const fieldTypes = await options('field_type', { filter: { form_id: [profile.id] } });
-  t.strictSame(fieldTypes.body.data.map((o: { value: string }) => o.value), ['date', 'number', 'select', 'text']);
+  t.strictSame(
+    fieldTypes.body.data.map((o: { value: string }) => o.value),
+    ['date', 'number', 'select', 'text'],
+  );
 });
 
 t.test('the preview costs the same number of queries for 2 or 15 entries', async (t) => {
@@ -426,7 +527,14 @@ const VARIABLES = [
 t.test('default values: sources in sort_number order, first non-null value wins', async (t) => {
   await api.db.owner.execute(sql`delete from default_value_sources`);
   const ffv = (target: number | undefined, source: number | undefined, sort_number?: number) =>
-    create({ type: 'formFieldValue', form_field_id: target, config: {}, source_entity_type: 'formField', source_entity_id: source, ...(sort_number ? { sort_number } : {}) });
+    create({
+      type: 'formFieldValue',
+      form_field_id: target,
+      config: {},
+      source_entity_type: 'formField',
+      source_entity_id: source,
+      ...(sort_number ? { sort_number } : {}),
+    });
   const variable = (target: number | undefined, name: string, sort_number?: number) =>
     create({ type: 'systemVariable', form_field_id: target, config: { variable: name }, ...(sort_number ? { sort_number } : {}) });
   const nameFromVariable = await variable(T.Name, 'full_name', 2);
@@ -439,7 +547,10 @@ t.test('default values: sources in sort_number order, first non-null value wins'
 
   // The employee's submissions: the latest one lacks Age. Someone else submitted later.
   const submit = (token: string, values: Record<string, unknown>) =>
-    api.call(t, 'createSubmission', { token, body: { form_id: profile.id, values: Object.fromEntries(Object.entries(values).map(([k, v]) => [String(P[k]), v])) } });
+    api.call(t, 'createSubmission', {
+      token,
+      body: { form_id: profile.id, values: Object.fromEntries(Object.entries(values).map(([k, v]) => [String(P[k]), v])) },
+    });
   t.equal((await submit(employee.token, { 'Full name': 'Old name', Age: 30, Shirt: 'S' })).status, 201);
   t.equal((await submit(employee.token, { 'Full name': 'Ada Lovelace', Shirt: 'M' })).status, 201);
   t.equal((await submit(admin, { 'Full name': 'Not the assignee', Age: 99, Shirt: 'S' })).status, 201);
@@ -545,27 +656,46 @@ t.test('default values: a value copied from a form shows only to the assignee an
   const victim = await api.createUser(tenant.tenantId);
   const templateAdmin = await api.createUser(tenant.tenantId);
   // Only tasks.administer holders administer this form; the template names templateAdmin.
-  const secret = await api.call(t, 'createForm', { token: admin, body: { title: 'Health', form_type: 'survey', fields: [{ name: 'Diagnosis', field_type: 'text' }] } });
+  const secret = await api.call(t, 'createForm', {
+    token: admin,
+    body: { title: 'Health', form_type: 'survey', fields: [{ name: 'Diagnosis', field_type: 'text' }] },
+  });
   const shared = await api.call(t, 'createForm', {
     token: admin,
     body: { title: 'Shared', form_type: 'survey', fields: [{ name: 'Team', field_type: 'text' }], entity_permissions: { user_ids: [templateAdmin.id] } },
   });
   const task = await api.call(t, 'createTaskTemplate', {
     token: admin,
-    body: { title: 'Copies', fields: [{ name: 'Copied diagnosis', field_type: 'text' }, { name: 'Copied team', field_type: 'text' }], entity_permissions: { user_ids: [templateAdmin.id] } },
+    body: {
+      title: 'Copies',
+      fields: [
+        { name: 'Copied diagnosis', field_type: 'text' },
+        { name: 'Copied team', field_type: 'text' },
+      ],
+      entity_permissions: { user_ids: [templateAdmin.id] },
+    },
   });
   const [diagnosisField] = secret.body.fields;
   const [teamField] = shared.body.fields;
   const [copiedDiagnosis, copiedTeam] = task.body.fields;
-  for (const [target, source] of [[copiedDiagnosis.id, diagnosisField.id], [copiedTeam.id, teamField.id]]) {
-    t.equal((await create({ type: 'formFieldValue', form_field_id: target, config: {}, source_entity_type: 'formField', source_entity_id: source })).status, 201);
+  for (const [target, source] of [
+    [copiedDiagnosis.id, diagnosisField.id],
+    [copiedTeam.id, teamField.id],
+  ]) {
+    t.equal(
+      (await create({ type: 'formFieldValue', form_field_id: target, config: {}, source_entity_type: 'formField', source_entity_id: source })).status,
+      201,
+    );
   }
   const submitted = await api.call(t, 'createSubmission', {
     token: victim.token,
     body: { form_id: secret.body.id, values: { [String(diagnosisField.id)]: 'private matter' } },
   });
   t.equal(submitted.status, 201);
-  t.equal((await api.call(t, 'createSubmission', { token: victim.token, body: { form_id: shared.body.id, values: { [String(teamField.id)]: 'Blue' } } })).status, 201);
+  t.equal(
+    (await api.call(t, 'createSubmission', { token: victim.token, body: { form_id: shared.body.id, values: { [String(teamField.id)]: 'Blue' } } })).status,
+    201,
+  );
   const execution = await api.call(t, 'createTaskExecution', { token: templateAdmin.token, body: { task_template_id: task.body.id, user_id: victim.id } });
   t.equal(execution.status, 201, 'the template administrator assigns the victim');
   const valuesFor = async (token: string) => {
@@ -582,7 +712,10 @@ t.test('default values cost a constant number of queries, whatever the number of
   const one = await api.call(t, 'createTaskTemplate', { token: admin, body: { title: 'One', fields: [{ name: 'only', field_type: 'text' }] } });
   await create({ type: 'systemVariable', form_field_id: one.body.fields[0].id, config: { variable: 'username' } });
   await create({ type: 'formFieldValue', form_field_id: one.body.fields[0].id, config: {}, source_entity_type: 'formField', source_entity_id: P['Full name'] });
-  const many = await api.call(t, 'createTaskTemplate', { token: admin, body: { title: 'Many', fields: Array.from({ length: 12 }, (_, i) => ({ name: `f${i}`, field_type: 'text' })) } });
+  const many = await api.call(t, 'createTaskTemplate', {
+    token: admin,
+    body: { title: 'Many', fields: Array.from({ length: 12 }, (_, i) => ({ name: `f${i}`, field_type: 'text' })) },
+  });
   for (const field of many.body.fields) {
     await create({ type: 'formFieldValue', form_field_id: field.id, config: {}, source_entity_type: 'formField', source_entity_id: P['Full name'] });
     await create({ type: 'formFieldValue', form_field_id: field.id, config: {}, source_entity_type: 'formField', source_entity_id: P.Shirt });
@@ -605,7 +738,11 @@ t.test('default values cost a constant number of queries, whatever the number of
 t.test('default values: for the assignee and template administrators; 404 for others, as across tenants', async (t) => {
   const execution = await api.call(t, 'createTaskExecution', { token: admin, body: { task_template_id: template.id, user_id: outsider.id } });
   t.equal((await api.call(t, 'getTaskExecutionDefaultValues', { token: outsider.token, params: { taskExecution: execution.body.id } })).status, 200);
-  t.equal((await api.call(t, 'getTaskExecutionDefaultValues', { token: employee.token, params: { taskExecution: execution.body.id } })).status, 200, 'the template names the employee');
+  t.equal(
+    (await api.call(t, 'getTaskExecutionDefaultValues', { token: employee.token, params: { taskExecution: execution.body.id } })).status,
+    200,
+    'the template names the employee',
+  );
   const third = await api.createUser(tenant.tenantId);
   t.equal((await api.call(t, 'getTaskExecutionDefaultValues', { token: third.token, params: { taskExecution: execution.body.id } })).status, 404);
   const foreign = await api.call(t, 'getTaskExecutionDefaultValues', { token: other.adminToken, params: { taskExecution: execution.body.id } });

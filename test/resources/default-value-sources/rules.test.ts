@@ -75,7 +75,11 @@ t.test('createdCandidate and updatedCandidate: the source as it is about to be s
   const kept: SourceCandidate = { type: 'formFieldValue', formFieldId: 7, config: {}, sourceEntityType: 'formField', sourceEntityId: 8 };
   t.strictSame(updatedCandidate(current, {}), kept, 'keys not sent keep their values');
   t.strictSame(updatedCandidate(current, { form_field_id: 9, source_entity_id: 10 }), { ...kept, formFieldId: 9, sourceEntityId: 10 });
-  t.strictSame(updatedCandidate(current, { source_entity_type: null, source_entity_id: null }), { ...kept, sourceEntityType: null, sourceEntityId: null }, 'null clears');
+  t.strictSame(
+    updatedCandidate(current, { source_entity_type: null, source_entity_id: null }),
+    { ...kept, sourceEntityType: null, sourceEntityId: null },
+    'null clears',
+  );
 });
 
 // ---- rules that need data ----
@@ -95,8 +99,18 @@ await db.owner.insert(entityPermissions).values([
   { tenantId, entityType: 'taskTemplate', entityId: managed!.id, subjectType: 'user', subjectId: manager.id },
   { tenantId, entityType: 'form', entityId: shared.id, subjectType: 'user', subjectId: manager.id },
 ]);
-const field = async (parent: { formId: number } | { taskTemplateId: number }, name: string, fieldType: 'text' | 'number' | 'date', deletedAt: Date | null = null) =>
-  (await db.owner.insert(formFields).values({ tenantId, ...parent, name, fieldType, sortNumber: 1, deletedAt }).returning())[0]!;
+const field = async (
+  parent: { formId: number } | { taskTemplateId: number },
+  name: string,
+  fieldType: 'text' | 'number' | 'date',
+  deletedAt: Date | null = null,
+) =>
+  (
+    await db.owner
+      .insert(formFields)
+      .values({ tenantId, ...parent, name, fieldType, sortNumber: 1, deletedAt })
+      .returning()
+  )[0]!;
 const target = await field({ taskTemplateId: managed!.id }, 'Target', 'text');
 const other = await field({ taskTemplateId: managed!.id }, 'Other', 'text');
 const count = await field({ taskTemplateId: managed!.id }, 'Count', 'number');
@@ -107,7 +121,11 @@ const removed = await field({ taskTemplateId: managed!.id }, 'Removed', 'text', 
 
 const caller = (userId: number, permissions: Permission[] = []): Caller => ({ userId, permissions: new Set(permissions) });
 const inTenant = <T>(work: (tx: Tx) => Promise<T>) => db.tenant(tenantId, work);
-const refusal = (promise: Promise<unknown>) => promise.then(() => undefined, (error: unknown) => (error instanceof ProblemError ? error.toDocument() : error));
+const refusal = (promise: Promise<unknown>) =>
+  promise.then(
+    () => undefined,
+    (error: unknown) => (error instanceof ProblemError ? error.toDocument() : error),
+  );
 const variable = (formFieldId: number, name = 'username'): SourceCandidate => ({
   type: 'systemVariable',
   formFieldId,
@@ -122,7 +140,8 @@ const copy = (formFieldId: number, sourceId: number): SourceCandidate => ({
   sourceEntityType: 'formField',
   sourceEntityId: sourceId,
 });
-const validate = (who: Caller, candidate: SourceCandidate, ignore: number | null = null) => refusal(inTenant((tx) => validateSource(tx, who, candidate, ignore)));
+const validate = (who: Caller, candidate: SourceCandidate, ignore: number | null = null) =>
+  refusal(inTenant((tx) => validateSource(tx, who, candidate, ignore)));
 
 t.test('administrableField: a live field whose parent the caller administers; anything else is missing', async (t) => {
   const find = (who: Caller, id: number) => inTenant((tx) => administrableField(tx, who, id));

@@ -48,7 +48,10 @@ t.test('bad department input is a 422 problem and stores nothing', async (t) => 
   for (const [body, field] of cases) {
     const res = await create(t, body);
     t.equal(res.status, 422, JSON.stringify(body));
-    t.ok(Object.keys(res.body.errors ?? {}).some((key) => key.startsWith(field)), `errors name ${field}: ${JSON.stringify(res.body.errors)}`);
+    t.ok(
+      Object.keys(res.body.errors ?? {}).some((key) => key.startsWith(field)),
+      `errors name ${field}: ${JSON.stringify(res.body.errors)}`,
+    );
   }
   const malformed = await api.call(t, 'createDepartment', { token: manager.token, payload: '{"name":', contentType: 'application/json' });
   t.equal(malformed.status, 400);
@@ -91,15 +94,26 @@ t.test('names are unique per tenant, not across tenants', async (t) => {
 t.test('update: id lists default to the current values; sent lists replace them', async (t) => {
   const [s1, s2, s3] = await settingIds(tenant.tenantId);
   const created = await create(t, { name: 'Support', notification_setting_ids: [s2, s1, s1] });
-  t.strictSame(created.body.notification_setting_ids, [s1, s2].sort((a, b) => a! - b!));
+  t.strictSame(
+    created.body.notification_setting_ids,
+    [s1, s2].sort((a, b) => a! - b!),
+  );
   const department = created.body.id;
   const kept = await api.call(t, 'updateDepartment', { token: manager.token, params: { department }, body: { name: 'Support desk' } });
   t.equal(kept.status, 200);
   t.strictSame(kept.body.notification_setting_ids, created.body.notification_setting_ids, 'omitted → current values');
   t.strictSame(kept.body.tags, []);
-  const replaced = await api.call(t, 'updateDepartment', { token: manager.token, params: { department }, body: { name: 'Support desk', notification_setting_ids: [s3] } });
+  const replaced = await api.call(t, 'updateDepartment', {
+    token: manager.token,
+    params: { department },
+    body: { name: 'Support desk', notification_setting_ids: [s3] },
+  });
   t.strictSame(replaced.body.notification_setting_ids, [s3]);
-  const cleared = await api.call(t, 'updateDepartment', { token: manager.token, params: { department }, body: { name: 'Support desk', notification_setting_ids: [] } });
+  const cleared = await api.call(t, 'updateDepartment', {
+    token: manager.token,
+    params: { department },
+    body: { name: 'Support desk', notification_setting_ids: [] },
+  });
   t.strictSame(cleared.body.notification_setting_ids, []);
   const missingName = await api.call(t, 'updateDepartment', { token: manager.token, params: { department }, body: { tags: ['x'] } });
   t.equal(missingName.status, 422, 'name is required on update');
@@ -117,7 +131,10 @@ t.test('attribute sets define which extra keys a department takes, validated by 
   const budget = await createSet(t, 'Budget', [{ key: 'budget', type: 'number' }]);
   const created = await create(t, {
     name: 'Engineering',
-    attribute_set_ids: [{ id: budget, sort_number: 2 }, { id: profile, sort_number: 1 }],
+    attribute_set_ids: [
+      { id: budget, sort_number: 2 },
+      { id: profile, sort_number: 1 },
+    ],
     cost_center: 'ENG-1',
     head_count: 12,
     remote: true,
@@ -143,10 +160,18 @@ t.test('attribute sets define which extra keys a department takes, validated by 
     t.equal(res.status, 422, JSON.stringify(extra));
     t.ok(res.body.errors[key], `error keyed ${key}`);
   }
-  const kept = await api.call(t, 'updateDepartment', { token: manager.token, params: { department }, body: { name: 'Engineering', head_count: null, remote: false } });
+  const kept = await api.call(t, 'updateDepartment', {
+    token: manager.token,
+    params: { department },
+    body: { name: 'Engineering', head_count: null, remote: false },
+  });
   t.equal(kept.status, 200);
   t.strictSame(kept.body.attributes, { cost_center: 'ENG-1', remote: false, founded: '2020-02-29', budget: 1.5 }, 'null clears, unsent values stay');
-  const detached = await api.call(t, 'updateDepartment', { token: manager.token, params: { department }, body: { name: 'Engineering', attribute_set_ids: [budget] } });
+  const detached = await api.call(t, 'updateDepartment', {
+    token: manager.token,
+    params: { department },
+    body: { name: 'Engineering', attribute_set_ids: [budget] },
+  });
   t.strictSame(detached.body.attributes, { budget: 1.5 }, "a detached set's values go");
   const notAttached = await api.call(t, 'updateDepartment', { token: manager.token, params: { department }, body: { name: 'Engineering', cost_center: 'X' } });
   t.equal(notAttached.status, 422, 'a key of a detached set is refused');
@@ -160,7 +185,15 @@ t.test('attribute sets define which extra keys a department takes, validated by 
 t.test('attribute set administration validates fields and needs departments.manage', async (t) => {
   const denied = await api.call(t, 'createAttributeSet', { token: employee.token, body: { name: 'S', fields: [] } });
   t.equal(denied.status, 403);
-  for (const fields of [[{ key: 'name', type: 'string' }], [{ key: 'a', type: 'string' }, { key: 'a', type: 'integer' }], [{ key: 'a', type: 'money' }], [{ key: 'A b', type: 'string' }]]) {
+  for (const fields of [
+    [{ key: 'name', type: 'string' }],
+    [
+      { key: 'a', type: 'string' },
+      { key: 'a', type: 'integer' },
+    ],
+    [{ key: 'a', type: 'money' }],
+    [{ key: 'A b', type: 'string' }],
+  ]) {
     const res = await api.call(t, 'createAttributeSet', { token: manager.token, body: { name: 'Bad', fields } });
     t.equal(res.status, 422, JSON.stringify(fields));
   }
@@ -204,11 +237,13 @@ t.test('relation users lists members with a constant number of queries', async (
   const b = await create(t, { name: 'Members B' });
   const members = await Promise.all([1, 2, 3].map(() => api.createUser(tenant.tenantId)));
   const gone = await api.createUser(tenant.tenantId, { values: { deletedAt: new Date() } });
-  await api.db.owner.insert(departmentUsers).values([
-    ...members.map((m) => ({ tenantId: tenant.tenantId, departmentId: a.body.id, userId: m.id })),
-    { tenantId: tenant.tenantId, departmentId: b.body.id, userId: members[0]!.id },
-    { tenantId: tenant.tenantId, departmentId: a.body.id, userId: gone.id },
-  ]);
+  await api.db.owner
+    .insert(departmentUsers)
+    .values([
+      ...members.map((m) => ({ tenantId: tenant.tenantId, departmentId: a.body.id, userId: m.id })),
+      { tenantId: tenant.tenantId, departmentId: b.body.id, userId: members[0]!.id },
+      { tenantId: tenant.tenantId, departmentId: a.body.id, userId: gone.id },
+    ]);
   const before = api.db.queryCount;
   const res = await api.call(t, 'listDepartments', { token: userViewer.token, query: { relations: 'users', filter: { text: 'Members' } } });
   const queries = api.db.queryCount - before;
@@ -235,9 +270,16 @@ t.test('relation users needs users.view: named without it is 422, never shown to
   t.equal(one.status, 422, 'the same for one department');
   const plain = await api.call(t, 'listDepartments', { token: employee.token });
   t.equal(plain.status, 200);
-  t.ok(plain.body.every((d: Record<string, unknown>) => !('users' in d)), 'not shown by default');
+  t.ok(
+    plain.body.every((d: Record<string, unknown>) => !('users' in d)),
+    'not shown by default',
+  );
   const allowed = await api.call(t, 'listDepartments', { token: userViewer.token, query: { relations: 'users', filter: { text: 'Hidden' } } });
-  t.strictSame(allowed.body[0].users.map((u: { id: number }) => u.id), [member.id], 'shown with users.view');
+  t.strictSame(
+    allowed.body[0].users.map((u: { id: number }) => u.id),
+    [member.id],
+    'shown with users.view',
+  );
 });
 
 t.test('relations notification_settings and attribute_sets show the assigned records in order', async (t) => {
@@ -251,8 +293,14 @@ t.test('relations notification_settings and attribute_sets show the assigned rec
     query: { relations: 'notification_settings|attribute_sets', selects: 'id' },
   });
   t.equal(res.status, 200);
-  t.strictSame(res.body.notification_settings.map((s: { id: number }) => s.id), [s1, s2]);
-  t.strictSame(res.body.attribute_sets.map((s: { id: number }) => s.id), [second, first]);
+  t.strictSame(
+    res.body.notification_settings.map((s: { id: number }) => s.id),
+    [s1, s2],
+  );
+  t.strictSame(
+    res.body.attribute_sets.map((s: { id: number }) => s.id),
+    [second, first],
+  );
   t.strictSame(res.body.attribute_sets[0].fields, [{ key: 'second_field', type: 'integer' }]);
 });
 
@@ -273,7 +321,11 @@ t.test('attribute set definitions need departments.manage, through departments t
   t.strictSame(plain.body.attribute_set_ids, [secret], 'the ids stay part of the department');
   const managed = await api.call(t, 'getDepartment', { token: manager.token, params: { department: dep.body.id }, query: { relations: 'attribute_sets' } });
   t.equal(managed.status, 200);
-  t.match(managed.body.attribute_sets, [{ id: secret, name: 'Confidential HR set', fields: [{ key: 'salary_band', label: 'Salary band' }] }], 'shown with departments.manage');
+  t.match(
+    managed.body.attribute_sets,
+    [{ id: secret, name: 'Confidential HR set', fields: [{ key: 'salary_band', label: 'Salary band' }] }],
+    'shown with departments.manage',
+  );
 });
 
 t.test('department names: no look-alikes of another department (case, Unicode form, spacing), no control characters', async (t) => {
@@ -331,7 +383,11 @@ t.test("delete removes the department and its memberships; another tenant's is a
   t.strictSame(foreign.body, missing.body);
   const shownElsewhere = await api.call(t, 'getDepartment', { token: other.adminToken, params: { department: created.body.id } });
   t.equal(shownElsewhere.status, 404);
-  const updatedElsewhere = await api.call(t, 'updateDepartment', { token: other.adminToken, params: { department: created.body.id }, body: { name: 'Hijack' } });
+  const updatedElsewhere = await api.call(t, 'updateDepartment', {
+    token: other.adminToken,
+    params: { department: created.body.id },
+    body: { name: 'Hijack' },
+  });
   t.equal(updatedElsewhere.status, 404);
   t.equal((await api.call(t, 'deleteDepartment', { token: employee.token, params: { department: created.body.id } })).status, 403);
   const deleted = await api.call(t, 'deleteDepartment', { token: manager.token, params: { department: created.body.id } });
@@ -347,7 +403,14 @@ t.test('a department that entity permissions name cannot be deleted (422); restr
   const department = await create(t, { name: 'Restricted HR' });
   const item = await api.call(t, 'createMenuItem', {
     token: tenant.adminToken,
-    body: { icon_id: 1, menu_identifier: 'main', type: 'link', title: 'Salaries', link: 'https://hr.example/salaries', entity_permissions: { department_ids: [department.body.id] } },
+    body: {
+      icon_id: 1,
+      menu_identifier: 'main',
+      type: 'link',
+      title: 'Salaries',
+      link: 'https://hr.example/salaries',
+      entity_permissions: { department_ids: [department.body.id] },
+    },
   });
   t.equal(item.status, 201);
   const titles = async () => (await api.call(t, 'listMenuItems', { token: outsider.token })).body.map((i: { title: string }) => i.title);
@@ -365,7 +428,14 @@ t.test('the refused delete names only the records the caller may administer', as
   const department = await create(t, { name: 'Payroll' });
   const item = await api.call(t, 'createMenuItem', {
     token: tenant.adminToken,
-    body: { icon_id: 1, menu_identifier: 'main', type: 'link', title: 'Hidden', link: 'https://hr.example/x', entity_permissions: { department_ids: [department.body.id] } },
+    body: {
+      icon_id: 1,
+      menu_identifier: 'main',
+      type: 'link',
+      title: 'Hidden',
+      link: 'https://hr.example/x',
+      entity_permissions: { department_ids: [department.body.id] },
+    },
   });
   const form = await api.call(t, 'createForm', {
     token: tenant.adminToken,
@@ -375,7 +445,11 @@ t.test('the refused delete names only the records the caller may administer', as
   const refused = await api.call(t, 'deleteDepartment', { token: manager.token, params: { department: department.body.id } });
   t.equal(refused.status, 422);
   const text = JSON.stringify(refused.body);
-  t.notMatch(text, new RegExp(`menuItem|form ${form.body.id}|\\b${item.body.id}\\b`), 'a departments manager learns no ids or kinds of records hidden from them');
+  t.notMatch(
+    text,
+    new RegExp(`menuItem|form ${form.body.id}|\\b${item.body.id}\\b`),
+    'a departments manager learns no ids or kinds of records hidden from them',
+  );
   t.match(refused.body.errors?.department?.[0], /records you cannot administer/);
   const byAdmin = await api.call(t, 'deleteDepartment', { token: tenant.adminToken, params: { department: department.body.id } });
   t.equal(byAdmin.status, 422);

@@ -27,8 +27,18 @@ t.test('users that are deleted, of another tenant or unused are missing, per pos
 t.test('roles and departments: another tenant’s are missing; every list is checked; nothing sent, no query', async (t) => {
   const roleOf = (tenantId: number) => api.db.tenant(tenantId, async (tx) => (await tx.select({ id: roles.id }).from(roles).limit(1))[0]!.id);
   const departmentOf = async (tenantId: number) =>
-    (await api.db.owner.insert(departments).values({ tenantId, name: `D${tenantId}` }).returning({ id: departments.id }))[0]!.id;
-  const [homeRole, awayRole, homeDepartment, awayDepartment] = [await roleOf(home.tenantId), await roleOf(away.tenantId), await departmentOf(home.tenantId), await departmentOf(away.tenantId)];
+    (
+      await api.db.owner
+        .insert(departments)
+        .values({ tenantId, name: `D${tenantId}` })
+        .returning({ id: departments.id })
+    )[0]!.id;
+  const [homeRole, awayRole, homeDepartment, awayDepartment] = [
+    await roleOf(home.tenantId),
+    await roleOf(away.tenantId),
+    await departmentOf(home.tenantId),
+    await departmentOf(away.tenantId),
+  ];
   const errors = await api.db.tenant(home.tenantId, (tx) =>
     missingSubjects(tx, { role_ids: [homeRole, awayRole], department_ids: [awayDepartment, homeDepartment, unused], user_ids: [] }, 'p'),
   );

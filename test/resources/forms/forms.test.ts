@@ -91,7 +91,10 @@ t.test('lists hold only what the caller can administer (user, role or department
   await api.call(t, 'createTaskTemplate', { token: admin, body: { title: 'Secret' } });
   const list = await api.call(t, 'listTaskTemplates', { token: colleague.token, query: { relations: 'fields' } });
   t.equal(list.status, 200);
-  t.strictSame(list.body.map((x: { title: string }) => x.title), ['Audit', 'Ops checklist']);
+  t.strictSame(
+    list.body.map((x: { title: string }) => x.title),
+    ['Audit', 'Ops checklist'],
+  );
   t.equal(list.body[1].fields[0].name, 'Done');
   t.equal(byRole.status, 201);
   const all = await api.call(t, 'listTaskTemplates', { token: admin, query: { selects: 'title' } });
@@ -112,14 +115,20 @@ t.test('executions: template administrators assign them; assignees and administr
   t.equal(created.status, 201);
   t.equal(created.body.user_id, employee.id);
   const mine = await api.call(t, 'listTaskExecutions', { token: employee.token });
-  t.strictSame(mine.body.map((e: { id: number }) => e.id), [created.body.id]);
+  t.strictSame(
+    mine.body.map((e: { id: number }) => e.id),
+    [created.body.id],
+  );
   t.equal((await api.call(t, 'getTaskExecution', { token: employee.token, params: { taskExecution: created.body.id } })).status, 200);
   t.equal((await api.call(t, 'getTaskExecution', { token: colleague.token, params: { taskExecution: created.body.id } })).status, 404);
   t.equal((await api.call(t, 'getTaskExecution', { token: other.adminToken, params: { taskExecution: created.body.id } })).status, 404);
 });
 
 t.test('a form, template or execution the caller may not administer or see is answered exactly like a missing one', async (t) => {
-  const form = await api.call(t, 'createForm', { token: admin, body: { title: 'Hidden', form_type: 'survey', fields: [{ name: 'Salary', field_type: 'number' }] } });
+  const form = await api.call(t, 'createForm', {
+    token: admin,
+    body: { title: 'Hidden', form_type: 'survey', fields: [{ name: 'Salary', field_type: 'number' }] },
+  });
   const template = await api.call(t, 'createTaskTemplate', { token: admin, body: { title: 'Hidden task', fields: [{ name: 'Due', field_type: 'date' }] } });
   const execution = await api.call(t, 'createTaskExecution', { token: admin, body: { task_template_id: template.body.id, user_id: colleague.id } });
   t.equal(form.status + template.status + execution.status, 603);
@@ -131,7 +140,12 @@ t.test('a form, template or execution the caller may not administer or see is an
   const call = (operationId: 'getForm' | 'getTaskTemplate' | 'getTaskExecution', params: Record<string, number>) =>
     api.call(t, operationId, { token: outsider.token, params });
   await same('getForm', await call('getForm', { form: form.body.id }), await call('getForm', { form: 999999 }), 404);
-  await same('getTaskTemplate', await call('getTaskTemplate', { taskTemplate: template.body.id }), await call('getTaskTemplate', { taskTemplate: 999999 }), 404);
+  await same(
+    'getTaskTemplate',
+    await call('getTaskTemplate', { taskTemplate: template.body.id }),
+    await call('getTaskTemplate', { taskTemplate: 999999 }),
+    404,
+  );
   await same(
     'getTaskExecution',
     await call('getTaskExecution', { taskExecution: execution.body.id }),
@@ -152,7 +166,8 @@ t.test('assigning an execution does not tell whether the assignee is active (an 
   const starter = await api.createUser(tenant.tenantId, { values: { active: false, enteringDate: '2999-01-01' } });
   const present = await api.createUser(tenant.tenantId);
   const deleted = await api.createUser(tenant.tenantId, { values: { deletedAt: new Date() } });
-  const assign = (userId: number) => api.call(t, 'createTaskExecution', { token: planner.token, body: { task_template_id: template.body.id, user_id: userId } });
+  const assign = (userId: number) =>
+    api.call(t, 'createTaskExecution', { token: planner.token, body: { task_template_id: template.body.id, user_id: userId } });
   const inactive = await assign(starter.id);
   const active = await assign(present.id);
   t.equal(inactive.status, 201, 'an inactive user (e.g. not entered yet) is assigned like any other');
@@ -180,7 +195,10 @@ t.test('submissions: values must be fields of the form and fit their types', asy
     body: { form_id: form.body.id, values: { [name]: 5, [age]: '5', [born]: '2026-02-30', [ok]: 'yes', [size]: 'XL', '999999': 'x' } },
   });
   t.equal(bad.status, 422);
-  t.strictSame(Object.keys(bad.body.errors).sort(), [`values.${name}`, `values.${age}`, `values.${born}`, `values.${ok}`, `values.${size}`, 'values.999999'].sort());
+  t.strictSame(
+    Object.keys(bad.body.errors).sort(),
+    [`values.${name}`, `values.${age}`, `values.${born}`, `values.${ok}`, `values.${size}`, 'values.999999'].sort(),
+  );
   const both = await api.call(t, 'createSubmission', { token: employee.token, body: { form_id: form.body.id, task_template_id: 1, values: {} } });
   t.equal(both.status, 422);
   const neither = await api.call(t, 'createSubmission', { token: employee.token, body: { values: {} } });
@@ -201,7 +219,10 @@ t.test('submissions: values must be fields of the form and fit their types', asy
   const foreign = await api.call(t, 'getSubmission', { token: colleague.token, params: { formSubmission: good.body.id } });
   t.equal(foreign.status, 404, "another user's submission is not shown");
   const list = await api.call(t, 'listSubmissions', { token: employee.token });
-  t.strictSame(list.body.map((s: { id: number }) => s.id), [good.body.id]);
+  t.strictSame(
+    list.body.map((s: { id: number }) => s.id),
+    [good.body.id],
+  );
 });
 
 t.test('text the database cannot store (a NUL character) is 422, not a server error', async (t) => {

@@ -51,7 +51,8 @@ t.test('fieldInputErrors: options belong to select fields, and only to them', as
 
 t.test('fieldValueProblem: a value fits its field type; null always fits', async (t) => {
   const field = (fieldType: 'text' | 'number' | 'date' | 'boolean' | 'select', options: string[] | null = null) => ({ fieldType, options });
-  for (const type of ['text', 'number', 'date', 'boolean', 'select'] as const) t.equal(fieldValueProblem(field(type, ['S']), null), null, `null clears a ${type} field`);
+  for (const type of ['text', 'number', 'date', 'boolean', 'select'] as const)
+    t.equal(fieldValueProblem(field(type, ['S']), null), null, `null clears a ${type} field`);
   t.equal(fieldValueProblem(field('text'), 'x'), null);
   t.equal(fieldValueProblem(field('text'), 5), 'must be a string');
   t.equal(fieldValueProblem(field('number'), 1.5), null);
@@ -155,7 +156,9 @@ t.test('administrable: the forms and task templates a list holds', async (t) => 
   const listed = (who: Caller) =>
     inTenant(async (tx) => ({
       forms: (await tx.select({ id: forms.id }).from(forms).where(administrable(who, 'form')).orderBy(forms.id)).map((r) => r.id),
-      templates: (await tx.select({ id: taskTemplates.id }).from(taskTemplates).where(administrable(who, 'taskTemplate')).orderBy(taskTemplates.id)).map((r) => r.id),
+      templates: (await tx.select({ id: taskTemplates.id }).from(taskTemplates).where(administrable(who, 'taskTemplate')).orderBy(taskTemplates.id)).map(
+        (r) => r.id,
+      ),
     }));
   t.strictSame(await listed(administrator), { forms: [namedForm!.id, hiddenForm!.id], templates: [sharedTemplate!.id, hiddenTemplate!.id] });
   t.strictSame(await listed(caller(named)), { forms: [namedForm!.id], templates: [] });
@@ -174,15 +177,24 @@ t.test('fieldParentAdministrableBy: a field is administrable with its form or ta
     .returning({ id: formFields.id });
   const visible = (who: Caller) =>
     inTenant(async (tx) =>
-      (await tx.select({ name: formFields.name }).from(formFields).where(fieldParentAdministrableBy(who, formFields.formId, formFields.taskTemplateId)).orderBy(formFields.id)).map(
-        (r) => r.name,
-      ),
+      (
+        await tx
+          .select({ name: formFields.name })
+          .from(formFields)
+          .where(fieldParentAdministrableBy(who, formFields.formId, formFields.taskTemplateId))
+          .orderBy(formFields.id)
+      ).map((r) => r.name),
     );
   t.strictSame(await visible(caller(named)), ['of the named form']);
   t.strictSame(await visible(caller(byRole)), ['of the shared template']);
   t.strictSame(await visible(caller(outsider)), []);
   t.strictSame(await visible(administrator), ['of the named form', 'of the shared template', 'of the hidden form']);
-  await db.owner.delete(formFields).where(inArray(formFields.id, fields.map((f) => f.id)));
+  await db.owner.delete(formFields).where(
+    inArray(
+      formFields.id,
+      fields.map((f) => f.id),
+    ),
+  );
 });
 
 t.test('requireAdministrable: one 404 for a missing record and one the caller may not administer', async (t) => {
@@ -213,8 +225,16 @@ t.test('assignmentErrors: an administrable template and a user who is not delete
     inTenant((tx) => assignmentErrors(tx, who, { task_template_id: templateId, user_id: userId }));
   t.strictSame(await errors(caller(byRole), sharedTemplate!.id, inactive), {}, 'an inactive user may be assigned');
   t.strictSame(await errors(caller(byRole), hiddenTemplate!.id, deleted), { task_template_id: [MISSING], user_id: [MISSING] });
-  t.strictSame(await errors(caller(byRole), hiddenTemplate!.id, outsider), await errors(caller(byRole), 999999, outsider), 'a hidden template is a missing one');
-  t.strictSame(await errors(administrator, sharedTemplate!.id, deleted), await errors(administrator, sharedTemplate!.id, 999999), 'a deleted user is a missing one');
+  t.strictSame(
+    await errors(caller(byRole), hiddenTemplate!.id, outsider),
+    await errors(caller(byRole), 999999, outsider),
+    'a hidden template is a missing one',
+  );
+  t.strictSame(
+    await errors(administrator, sharedTemplate!.id, deleted),
+    await errors(administrator, sharedTemplate!.id, 999999),
+    'a deleted user is a missing one',
+  );
 });
 
 t.test('parentInputErrors: the fields and the entity permissions of a new form or task template', async (t) => {

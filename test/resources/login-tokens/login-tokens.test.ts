@@ -416,7 +416,8 @@ t.test('a password change revokes the user’s pending login tokens: own change 
 
   // A token for a user, by an administrator, dies with the user's own change and with a reset.
   const target = await api.createUser(tenant.tenantId, { password: 'the first password', values: { email: 'pw-target@example.com' } });
-  const forTarget = async () => (await api.call(t, 'createUserLoginTokenForEmail', { token: admin, body: { expires_in: 600, email: 'pw-target@example.com' } })).body.token as string;
+  const forTarget = async () =>
+    (await api.call(t, 'createUserLoginTokenForEmail', { token: admin, body: { expires_in: 600, email: 'pw-target@example.com' } })).body.token as string;
   const beforeOwn = await forTarget();
   const own = await api.call(t, 'updateUser', {
     token: target.token,
@@ -476,12 +477,20 @@ t.test('the relations user and loginUser need users.view; the users show only th
 
   await api.db.owner.execute(sql`update users set email = 'admin@tokens.example' where id = ${tenant.adminUserId}`);
   const viewer = await api.createUser(tenant.tenantId, { permissions: ['login-tokens.administer', 'users.view'] });
-  const seen = await api.call(t, 'getUserLoginToken', { token: viewer.token, params: { userLoginToken: created.body.uuid }, query: { relations: 'user|loginUser' } });
+  const seen = await api.call(t, 'getUserLoginToken', {
+    token: viewer.token,
+    params: { userLoginToken: created.body.uuid },
+    query: { relations: 'user|loginUser' },
+  });
   t.equal(seen.status, 200);
   t.equal(seen.body.loginUser.username, 'admin');
   t.notOk('email' in seen.body.loginUser, 'a personal field needs users.view-personal');
   t.notOk('role_id' in seen.body.user, 'an administrative field needs users.view-administrative');
   const personal = await api.createUser(tenant.tenantId, { permissions: ['login-tokens.administer', 'users.view', 'users.view-personal'] });
-  const shown = await api.call(t, 'getUserLoginToken', { token: personal.token, params: { userLoginToken: created.body.uuid }, query: { relations: 'loginUser' } });
+  const shown = await api.call(t, 'getUserLoginToken', {
+    token: personal.token,
+    params: { userLoginToken: created.body.uuid },
+    query: { relations: 'loginUser' },
+  });
   t.equal(shown.body.loginUser.email, 'admin@tokens.example');
 });

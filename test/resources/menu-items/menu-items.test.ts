@@ -10,8 +10,7 @@ const admin = tenant.adminToken;
 
 type Tt = Parameters<typeof api.call>[0];
 const base = { icon_id: 3, menu_identifier: 'main', type: 'link', title: 'Wiki', link: 'https://wiki.example.com/' };
-const create = (tt: Tt, body: Record<string, unknown>, token = admin) =>
-  api.call(tt, 'createMenuItem', { token, body: { ...base, ...body } });
+const create = (tt: Tt, body: Record<string, unknown>, token = admin) => api.call(tt, 'createMenuItem', { token, body: { ...base, ...body } });
 /** One integer from the database as the owner (assertions bypass tenancy). */
 const scalar = async (query: SQL) => (await api.db.owner.execute<{ value: number }>(query))[0]!.value;
 const itemCount = () => rowCount(api.db, 'menu_items');
@@ -144,7 +143,7 @@ t.test('placeholders are resolved for the caller on the user routes; administrat
   t.equal(administered.body.link, template);
 });
 
-t.test('a link may carry only the user fields its author may read: it sends every reader\'s values to its target', async (t) => {
+t.test("a link may carry only the user fields its author may read: it sends every reader's values to its target", async (t) => {
   const delegate = await api.createUser(tenant.tenantId, { permissions: ['menu-items.administer'] });
   const reader = await api.createUser(tenant.tenantId, { permissions: ['menu-items.administer', 'users.view'] });
   const before = await itemCount();
@@ -172,7 +171,11 @@ t.test('a link may carry only the user fields its author may read: it sends ever
     body: { link: 'https://elsewhere.example.net/?m={{user.email}}' },
   });
   t.equal(redirect.status, 422, 'a delegate cannot point the link (and its placeholders) elsewhere');
-  t.equal((await api.call(t, 'getAdministeredMenuItem', { token: admin, params: { menuItem: byAdmin.body.id } })).body.link, harvest('user.email'), 'unchanged');
+  t.equal(
+    (await api.call(t, 'getAdministeredMenuItem', { token: admin, params: { menuItem: byAdmin.body.id } })).body.link,
+    harvest('user.email'),
+    'unchanged',
+  );
   const renamed = await api.call(t, 'updateMenuItem', {
     token: delegate.token,
     params: { menuItem: byAdmin.body.id },
@@ -227,8 +230,7 @@ t.test('visibility follows entity permissions: user, role or department; unrestr
   t.strictSame(forAny.body.entity_permissions, { user_ids: [outsider.id], role_ids: [], department_ids: [department] });
   const mine = [open, forUser, forRole, forDepartment, forAny].map((res) => res.body.id);
 
-  const visible = async (token: string) =>
-    ids((await api.call(t, 'listMenuItems', { token })).body).filter((id) => mine.includes(id));
+  const visible = async (token: string) => ids((await api.call(t, 'listMenuItems', { token })).body).filter((id) => mine.includes(id));
   t.strictSame(await visible(named.token), [open.body.id, forUser.body.id]);
   t.strictSame(await visible(roleHolder.token), [open.body.id, forRole.body.id]);
   t.strictSame(await visible(member.token), [open.body.id, forDepartment.body.id, forAny.body.id]);
@@ -236,7 +238,10 @@ t.test('visibility follows entity permissions: user, role or department; unrestr
   t.equal((await api.call(t, 'getMenuItem', { token: outsider.token, params: { menuItem: forUser.body.id } })).status, 404, 'hidden = missing');
   t.equal((await api.call(t, 'getMenuItem', { token: named.token, params: { menuItem: forUser.body.id } })).status, 200);
   const all = ids((await api.call(t, 'listAdministeredMenuItems', { token: admin })).body);
-  t.ok(mine.every((id) => all.includes(id)), 'administration sees every item');
+  t.ok(
+    mine.every((id) => all.includes(id)),
+    'administration sees every item',
+  );
 });
 
 t.test('lists cost a constant number of queries, however many items and restrictions', async (t) => {
@@ -301,7 +306,9 @@ t.test('another tenant’s item is answered like a missing one on every route', 
   t.equal((await api.call(t, 'updateMenuItem', { token: admin, params, body: { title: 'mine' } })).status, 404);
   t.equal((await api.call(t, 'deleteMenuItem', { token: admin, params })).status, 404);
   t.notOk(ids((await api.call(t, 'listAdministeredMenuItems', { token: admin })).body).includes(foreign.body.id));
-  const [row] = await api.db.owner.execute<{ title: string; deleted_at: Date | null }>(sql`select title, deleted_at from menu_items where id = ${foreign.body.id}`);
+  const [row] = await api.db.owner.execute<{ title: string; deleted_at: Date | null }>(
+    sql`select title, deleted_at from menu_items where id = ${foreign.body.id}`,
+  );
   t.strictSame(row, { title: 'Wiki', deleted_at: null }, 'untouched');
   for (const bad of ['abc', '0', '-1', '1.5']) {
     t.equal((await api.call(t, 'getMenuItem', { token: admin, params: { menuItem: bad } })).status, 422, bad);
@@ -321,7 +328,10 @@ t.test('result controls: selects, relations, limit; administration-only fields a
   t.equal((await api.call(t, 'listMenuItems', { token: reader.token, query: { relations: 'permissions' } })).status, 422);
   const adminPicked = await api.call(t, 'listAdministeredMenuItems', { token: admin, query: { selects: 'id,entity_permissions,deleted_at', limit: 1 } });
   t.strictSame(Object.keys(adminPicked.body[0]).sort(), ['deleted_at', 'entity_permissions', 'id']);
-  const ordered = (await api.call(t, 'listAdministeredMenuItems', { token: admin, query: { selects: 'id,sort_number' } })).body as { id: number; sort_number: number }[];
+  const ordered = (await api.call(t, 'listAdministeredMenuItems', { token: admin, query: { selects: 'id,sort_number' } })).body as {
+    id: number;
+    sort_number: number;
+  }[];
   const sorted = [...ordered].sort((a, b) => a.sort_number - b.sort_number || a.id - b.id);
   t.strictSame(ordered, sorted, 'ordered by sort_number, id');
 });

@@ -59,8 +59,13 @@ t.test('placeholderProblems: each placeholder needs users.view, email and staff 
   t.match(placeholderProblems(holder(), '/x/{{ user.id }}'), [/the placeholder user\.id needs users\.view:/]);
   t.strictSame(placeholderProblems(holder('users.view'), '/x/{{user.id}}/{{user.full_name}}'), []);
   t.match(placeholderProblems(holder('users.view'), '/x?m={{user.email}}'), [/user\.email needs users\.view-personal:/]);
-  t.match(placeholderProblems(holder('users.view-personal'), '/x?s={{user.staff_number}}'), [/user\.staff_number needs users\.view and users\.view-administrative:/]);
-  t.strictSame(placeholderProblems(holder('users.view', 'users.view-personal', 'users.view-administrative'), '/x?m={{user.email}}&s={{user.staff_number}}'), []);
+  t.match(placeholderProblems(holder('users.view-personal'), '/x?s={{user.staff_number}}'), [
+    /user\.staff_number needs users\.view and users\.view-administrative:/,
+  ]);
+  t.strictSame(
+    placeholderProblems(holder('users.view', 'users.view-personal', 'users.view-administrative'), '/x?m={{user.email}}&s={{user.staff_number}}'),
+    [],
+  );
 });
 
 t.test('sameSubjects: sets, so order and duplicates do not count; a missing list is empty', async (t) => {
@@ -78,7 +83,13 @@ t.test('menuItemDraftErrors: placeholders are judged for a new link (on link) an
   t.strictSame(menuItemDraftErrors(holder(), draft({ link, newLink: false })), {}, 'an unchanged link for the same audience is not judged again');
   const audience = menuItemDraftErrors(holder('users.view'), draft({ link, newLink: false, newAudience: true }));
   t.strictSame(Object.keys(audience), ['entity_permissions']);
-  t.match(audience.entity_permissions, [/^who sees this item can be changed only by a caller who may read every user field its link sends: the placeholder user\.email/]);
+  t.match(audience.entity_permissions, [
+    /^who sees this item can be changed only by a caller who may read every user field its link sends: the placeholder user\.email/,
+  ]);
   t.strictSame(Object.keys(menuItemDraftErrors(holder(), draft({ link, newAudience: true }))).sort(), ['entity_permissions', 'link']);
-  t.strictSame(menuItemDraftErrors(holder(), draft({ link: '{{user.id}}', newAudience: true })), { link: ['may not begin with a placeholder'] }, 'a bad link is judged as a link only');
+  t.strictSame(
+    menuItemDraftErrors(holder(), draft({ link: '{{user.id}}', newAudience: true })),
+    { link: ['may not begin with a placeholder'] },
+    'a bad link is judged as a link only',
+  );
 });

@@ -57,9 +57,7 @@ t.test('show answers one setting, honours selects, and hides other tenants', asy
   t.equal(res.status, 200);
   t.strictSame(res.body, { key: DEFAULT_NOTIFICATION_SETTINGS[0] });
 
-  const [foreign] = await api.db.owner.execute<{ id: number }>(
-    sql`select id::int from notification_settings where tenant_id = ${other.tenantId} limit 1`,
-  );
+  const [foreign] = await api.db.owner.execute<{ id: number }>(sql`select id::int from notification_settings where tenant_id = ${other.tenantId} limit 1`);
   const hidden = await api.call(t, 'getNotificationSetting', { token, params: { notificationSetting: foreign!.id } });
   const missing = await api.call(t, 'getNotificationSetting', { token, params: { notificationSetting: 999999 } });
   t.equal(hidden.status, 404);

@@ -55,7 +55,11 @@ t.test('e-mail copies go to recipients who want them and have an address, once',
   t.equal(res.status, 202);
   const emailed = await eventually(
     async () =>
-      (await api.db.owner.execute<{ n: number }>(sql`select count(*)::int as n from notifications where tenant_id = ${tenant.tenantId} and emailed_at is not null`))[0]!.n,
+      (
+        await api.db.owner.execute<{ n: number }>(
+          sql`select count(*)::int as n from notifications where tenant_id = ${tenant.tenantId} and emailed_at is not null`,
+        )
+      )[0]!.n,
     (n) => n === 1,
   );
   t.equal(emailed, 1);

@@ -92,7 +92,10 @@ t.test('url: protocol-relative and backslash paths (open redirects) and control 
 
 t.test('url follows the navigation URL rule of menu links and default_route, for generic and typed notifications', async (t) => {
   const typed = (url: string) =>
-    api.call(t, 'createTypedNotification', { token: sender.token, body: { ...message, url, type: 'manualEntryUpdated', targetable_id: 7, user_ids: [alice.id] } });
+    api.call(t, 'createTypedNotification', {
+      token: sender.token,
+      body: { ...message, url, type: 'manualEntryUpdated', targetable_id: 7, user_ids: [alice.id] },
+    });
   const refused = [
     'https://',
     'https:///evil.example/x',
@@ -105,7 +108,10 @@ t.test('url follows the navigation URL rule of menu links and default_route, for
     'https://@evil.example/',
   ];
   for (const url of refused) {
-    for (const [kind, res] of [['generic', await send(t, { ...message, url, user_ids: [alice.id] })], ['typed', await typed(url)]] as const) {
+    for (const [kind, res] of [
+      ['generic', await send(t, { ...message, url, user_ids: [alice.id] })],
+      ['typed', await typed(url)],
+    ] as const) {
       t.equal(res.status, 422, `${kind} ${JSON.stringify(url)}`);
       t.ok(res.body.errors?.url, `${kind}: errors name url for ${JSON.stringify(url)}`);
     }
@@ -168,7 +174,12 @@ t.test('delivery is idempotent: a retried, duplicated or resumed job stores no s
     .limit(1);
   const ref = { tenantId: tenant.tenantId, dispatchId: dispatch!.id };
   const count = async () =>
-    (await api.db.owner.select().from(notifications).where(and(eq(notifications.tenantId, tenant.tenantId), eq(notifications.dispatchId, dispatch!.id)))).length;
+    (
+      await api.db.owner
+        .select()
+        .from(notifications)
+        .where(and(eq(notifications.tenantId, tenant.tenantId), eq(notifications.dispatchId, dispatch!.id)))
+    ).length;
   t.equal(await count(), 5);
   const again = await Promise.all([deliverDispatch(api.atrium.services, ref, 2), deliverDispatch(api.atrium.services, ref, 3)]);
   t.strictSame(again, [0, 0], 'running the job again stores nothing');
@@ -219,10 +230,19 @@ t.test('list: only the caller’s, newest first, with selects, relations and eve
   });
   t.equal(full.body[1].seen_at.length, 19);
 
-  for (const filter of [{ created_from: '2026-01-01T10:00:00Z' }, { created_from: '2026-02-30 10:00:00' }, { created_to: 'yesterday' }, { owner: 1 }, { unread: 'maybe' }]) {
+  for (const filter of [
+    { created_from: '2026-01-01T10:00:00Z' },
+    { created_from: '2026-02-30 10:00:00' },
+    { created_to: 'yesterday' },
+    { owner: 1 },
+    { unread: 'maybe' },
+  ]) {
     const bad = await api.call(t, 'listNotifications', { token: alice.token, query: { filter } });
     t.equal(bad.status, 422, JSON.stringify(filter));
-    t.ok(Object.keys(bad.body.errors).some((key) => key.startsWith('filter')), JSON.stringify(bad.body.errors));
+    t.ok(
+      Object.keys(bad.body.errors).some((key) => key.startsWith('filter')),
+      JSON.stringify(bad.body.errors),
+    );
   }
   t.equal((await api.call(t, 'listNotifications', { token: alice.token, query: { relations: 'author' } })).status, 422);
   t.equal((await api.call(t, 'listNotifications', {})).status, 401);
@@ -276,7 +296,10 @@ t.test('a dispatch whose delivery job was lost is delivered by deliver-pending',
   await deliverPendingNotifications.handle({}, api.atrium.services);
   await waitForDelivery(t);
   const rows = await api.db.owner.select().from(notifications).where(eq(notifications.dispatchId, dispatch.dispatchId));
-  t.strictSame(rows.map((r) => r.notifiableId), [lost.id]);
+  t.strictSame(
+    rows.map((r) => r.notifiableId),
+    [lost.id],
+  );
 });
 
 t.test("show answers the caller's notification; another user's or tenant's is a 404 like a missing one", async (t) => {
@@ -299,7 +322,14 @@ t.test("show answers the caller's notification; another user's or tenant's is a 
 t.test('PUT one: read_at without seen_at sets both; seen_at alone sets seen; stored times are kept', async (t) => {
   const unseen = await stored(alice.id);
   const put = (id: string, body: unknown, token = alice.token) => api.call(t, 'updateNotification', { token, params: { notification: id }, body });
-  for (const body of [{}, { seen_at: '2026-01-01T10:00:00Z' }, { read_at: '2026-02-30 10:00:00' }, { read_at: '2026-01-01 24:00:00' }, { read_at: null }, { read_at: '2026-01-01 10:00:00', x: 1 }]) {
+  for (const body of [
+    {},
+    { seen_at: '2026-01-01T10:00:00Z' },
+    { read_at: '2026-02-30 10:00:00' },
+    { read_at: '2026-01-01 24:00:00' },
+    { read_at: null },
+    { read_at: '2026-01-01 10:00:00', x: 1 },
+  ]) {
     const res = await put(unseen.id, body);
     t.equal(res.status, 422, JSON.stringify(body));
   }
@@ -346,12 +376,23 @@ t.test('bulk PUTs change only the caller’s unread notifications, narrowed, and
   });
   t.strictSame(target.body, { status: 'success', data: 1 });
   const targetList = await api.call(t, 'listNotificationsByTarget', { token: alice.token, params: { targetableType: 'infoboardPost', targetableId: 1 } });
-  t.strictSame(targetList.body.map((n: { id: string }) => n.id), [a1.id]);
+  t.strictSame(
+    targetList.body.map((n: { id: string }) => n.id),
+    [a1.id],
+  );
   t.equal(targetList.body[0].seen_at, '2026-01-01 10:00:00');
 
-  const byType = await api.call(t, 'updateNotificationsByType', { token: alice.token, params: { targetableType: 'infoboardPost' }, body: { read_at: '2026-01-02 10:00:00' } });
+  const byType = await api.call(t, 'updateNotificationsByType', {
+    token: alice.token,
+    params: { targetableType: 'infoboardPost' },
+    body: { read_at: '2026-01-02 10:00:00' },
+  });
   t.strictSame(byType.body, { status: 'success', data: 2 });
-  const typeList = await api.call(t, 'listNotificationsByType', { token: alice.token, params: { targetableType: 'infoboardPost' }, query: { selects: 'id,seen_at,read_at' } });
+  const typeList = await api.call(t, 'listNotificationsByType', {
+    token: alice.token,
+    params: { targetableType: 'infoboardPost' },
+    query: { selects: 'id,seen_at,read_at' },
+  });
   t.same(
     typeList.body.sort((x: { id: string }, y: { id: string }) => x.id.localeCompare(y.id)),
     [
@@ -372,10 +413,20 @@ t.test('bulk PUTs change only the caller’s unread notifications, narrowed, and
 
 t.test('typed producers create notifications with a target that the type routes filter', async (t) => {
   const members = await Promise.all([1, 2].map(() => api.createUser(tenant.tenantId)));
-  const team = await department(tenant.tenantId, 'Readers', members.map((m) => m.id));
-  const bad = await api.call(t, 'createTypedNotification', { token: sender.token, body: { ...message, type: 'somethingElse', targetable_id: 5, department_ids: [team] } });
+  const team = await department(
+    tenant.tenantId,
+    'Readers',
+    members.map((m) => m.id),
+  );
+  const bad = await api.call(t, 'createTypedNotification', {
+    token: sender.token,
+    body: { ...message, type: 'somethingElse', targetable_id: 5, department_ids: [team] },
+  });
   t.equal(bad.status, 422);
-  const denied = await api.call(t, 'createTypedNotification', { token: members[0]!.token, body: { ...message, type: 'infoboardPostCreated', targetable_id: 5, department_ids: [team] } });
+  const denied = await api.call(t, 'createTypedNotification', {
+    token: members[0]!.token,
+    body: { ...message, type: 'infoboardPostCreated', targetable_id: 5, department_ids: [team] },
+  });
   t.equal(denied.status, 403);
   const res = await api.call(t, 'createTypedNotification', {
     token: sender.token,
@@ -384,13 +435,17 @@ t.test('typed producers create notifications with a target that the type routes 
   t.equal(res.status, 202);
   t.strictSame(res.body, { status: 'success', data: null });
   await waitForDelivery(t);
-  const list = await api.call(t, 'listNotificationsByTarget', { token: members[1]!.token, params: { targetableType: 'infoboardPost', targetableId: 42 }, query: { selects: 'type,targetable_type,targetable_id' } });
+  const list = await api.call(t, 'listNotificationsByTarget', {
+    token: members[1]!.token,
+    params: { targetableType: 'infoboardPost', targetableId: 42 },
+    query: { selects: 'type,targetable_type,targetable_id' },
+  });
   t.strictSame(list.body, [{ type: 'infoboardPostReadingConfirmationRequired', targetable_type: 'infoboardPost', targetable_id: 42 }]);
   const none = await api.call(t, 'listNotificationsByType', { token: members[1]!.token, params: { targetableType: 'manualEntry' } });
   t.strictSame(none.body, []);
 });
 
-t.test("reset needs notifications.administer and deletes every notification of the tenant only", async (t) => {
+t.test('reset needs notifications.administer and deletes every notification of the tenant only', async (t) => {
   const foreignUser = await api.createUser(other.tenantId);
   await stored(foreignUser.id, {}, 0, other.tenantId);
   await stored(alice.id);

@@ -48,7 +48,11 @@ t.test('dispatchInputErrors: the url rule, and at least one recipient named on b
   t.strictSame(dispatchInputErrors({ url }, { departmentIds: [2] }), {});
   t.strictSame(dispatchInputErrors({ url: 'https://intranet.example/x' }, { userIds: [1], departmentIds: [] }), {});
   for (const recipients of [{}, { userIds: [] }, { userIds: [], departmentIds: [] }]) {
-    t.strictSame(dispatchInputErrors({ url }, recipients), { user_ids: [RECIPIENT_REQUIRED], department_ids: [RECIPIENT_REQUIRED] }, JSON.stringify(recipients));
+    t.strictSame(
+      dispatchInputErrors({ url }, recipients),
+      { user_ids: [RECIPIENT_REQUIRED], department_ids: [RECIPIENT_REQUIRED] },
+      JSON.stringify(recipients),
+    );
   }
   for (const bad of ['javascript:alert(1)', '//evil.example/x', '/\\evil.example', 'mailto:a@example.com', '']) {
     const errors = dispatchInputErrors({ url: bad }, { userIds: [1] });
@@ -67,7 +71,10 @@ t.test('hasRecipients: a user or a department', async (t) => {
 
 t.test('sanitizeBody: rich text and images stay; scripts, event handlers and javascript: links go', async (t) => {
   t.equal(sanitizeBody('<p>At <b>10:00</b> <em>sharp</em></p>'), '<p>At <b>10:00</b> <em>sharp</em></p>');
-  t.equal(sanitizeBody('<img src="https://x.example/a.png" alt="A" width="10" onerror="steal()" />'), '<img src="https://x.example/a.png" alt="A" width="10" />');
+  t.equal(
+    sanitizeBody('<img src="https://x.example/a.png" alt="A" width="10" onerror="steal()" />'),
+    '<img src="https://x.example/a.png" alt="A" width="10" />',
+  );
   const cleaned = sanitizeBody('<p onclick="steal()">Hi <script>alert(1)</script><a href="javascript:x()" onmouseover="y()">link</a></p>');
   t.equal(cleaned, '<p>Hi <a>link</a></p>');
   t.notMatch(sanitizeBody('<iframe src="https://evil.example"></iframe><style>p{}</style>ok'), /iframe|style/);

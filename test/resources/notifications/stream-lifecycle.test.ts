@@ -33,7 +33,11 @@ t.test('a client that disconnects at once leaves no stream registered', async (t
   const stream = await openSse(t, url, bearer(alice.token));
   t.equal(stream.status, 200, 'the aborted attempts do not count against the cap');
   stream.close();
-  await eventually(async () => streams.openStreams(), (n) => n === 0, 2000);
+  await eventually(
+    async () => streams.openStreams(),
+    (n) => n === 0,
+    2000,
+  );
 });
 
 t.test('HEAD is answered at once and opens no stream', async (t) => {
@@ -73,11 +77,19 @@ t.test('a user holds at most 10 streams: the 11th is a 429 until one closes', as
   t.equal(others.status, 200, 'the cap is per user');
   others.close();
   open.pop()!.close();
-  await eventually(async () => streams.openStreams(), (n) => n === 9, 2000);
+  await eventually(
+    async () => streams.openStreams(),
+    (n) => n === 9,
+    2000,
+  );
   const again = await openSse(t, url, bearer(bob.token));
   t.equal(again.status, 200, 'a closed stream frees its place');
   for (const stream of [...open, again]) stream.close();
-  await eventually(async () => streams.openStreams(), (n) => n === 0, 2000);
+  await eventually(
+    async () => streams.openStreams(),
+    (n) => n === 0,
+    2000,
+  );
 });
 
 t.test('a stream ended because its token expired is no longer registered', async (t) => {
@@ -88,7 +100,11 @@ t.test('a stream ended because its token expired is no longer registered', async
   await api.db.owner.execute(sql`update access_tokens set expires_at = now() - interval '1 second' where user_id = ${carol.id}`);
   const ended = await Promise.race([stream.ended.then(() => true), sleep(3000).then(() => false)]);
   if (!ended) t.fail('the stream was not ended');
-  await eventually(async () => streams.openStreams(), (n) => n === 0, 2000);
+  await eventually(
+    async () => streams.openStreams(),
+    (n) => n === 0,
+    2000,
+  );
 });
 
 t.test('resetting the tenant’s notifications sends every open stream of the tenant its new count', async (t) => {
@@ -96,9 +112,18 @@ t.test('resetting the tenant’s notifications sends every open stream of the te
   const other = await api.createTenant('stream-life-other');
   const stranger = await api.createUser(other.tenantId);
   t.equal((await api.call(t, 'createNotification', { token: tenant.adminToken, body: { user_ids: [dave.id], title: 'x', body: 'y', url: '/x' } })).status, 202);
-  t.equal((await api.call(t, 'createNotification', { token: other.adminToken, body: { user_ids: [stranger.id], title: 'x', body: 'y', url: '/x' } })).status, 202);
-  await eventually(async () => (await api.call(t, 'countNotifications', { token: dave.token })).body, (n) => n === 1);
-  await eventually(async () => (await api.call(t, 'countNotifications', { token: stranger.token })).body, (n) => n === 1);
+  t.equal(
+    (await api.call(t, 'createNotification', { token: other.adminToken, body: { user_ids: [stranger.id], title: 'x', body: 'y', url: '/x' } })).status,
+    202,
+  );
+  await eventually(
+    async () => (await api.call(t, 'countNotifications', { token: dave.token })).body,
+    (n) => n === 1,
+  );
+  await eventually(
+    async () => (await api.call(t, 'countNotifications', { token: stranger.token })).body,
+    (n) => n === 1,
+  );
   const stream = await openSse(t, url, bearer(dave.token));
   const strangerStream = await openSse(t, url, bearer(stranger.token));
   t.equal(JSON.parse((await stream.next((event) => event.event === 'count', 2000)).data), 1);

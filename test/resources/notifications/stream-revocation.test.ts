@@ -26,7 +26,10 @@ async function streamOf(t: Test, userId: number): Promise<{ token: string; strea
 
 const revocations: [string, (t: Test, userId: number, token: string) => Promise<unknown>][] = [
   ['signed out', async (t, _userId, token) => t.equal((await api.call(t, 'logout', { token })).status, 204)],
-  ['marked for logout', async (t, userId) => t.equal((await api.call(t, 'markUserForLogout', { token: tenant.adminToken, params: { user: userId } })).status, 204)],
+  [
+    'marked for logout',
+    async (t, userId) => t.equal((await api.call(t, 'markUserForLogout', { token: tenant.adminToken, params: { user: userId } })).status, 204),
+  ],
 ];
 // (Deactivated and deleted users are no recipients at all; their streams end at the heartbeat.)
 

@@ -42,7 +42,10 @@ t.test('bad requests: no token is 401, a malformed Last-Event-ID is 400', async 
   t.equal((await api.call(t, 'streamNotifications', { token: 'x'.repeat(40) })).status, 401);
   const bad = await api.call(t, 'streamNotifications', { token: alice.token, headers: { 'last-event-id': 'yesterday' } });
   t.equal(bad.status, 400);
-  const huge = await api.call(t, 'streamNotifications', { token: alice.token, headers: { 'last-event-id': `${'9'.repeat(20)}-00000000-0000-0000-0000-000000000000` } });
+  const huge = await api.call(t, 'streamNotifications', {
+    token: alice.token,
+    headers: { 'last-event-id': `${'9'.repeat(20)}-00000000-0000-0000-0000-000000000000` },
+  });
   t.equal(huge.status, 400, 'a time beyond any stored one is no 5xx');
 });
 
@@ -57,7 +60,11 @@ t.test('a stream opens with the unread count', async (t) => {
 
 t.test('an idle stream receives heartbeat comments', async (t) => {
   const stream = await openSse(t, urlA, bearer(alice.token));
-  await eventually(async () => stream.comments.length, (n) => n >= 2, 3000);
+  await eventually(
+    async () => stream.comments.length,
+    (n) => n >= 2,
+    3000,
+  );
   t.ok(stream.comments.filter((c) => c === 'heartbeat').length >= 2, 'heartbeats keep coming');
   stream.close();
 });

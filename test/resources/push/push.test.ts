@@ -44,7 +44,11 @@ t.test('bad subscriptions are refused with a problem document and store nothing'
     ['https to link-local metadata', { endpoint: 'https://169.254.169.254/push', keys }, 'endpoint'],
     ['p256dh not base64url', { endpoint, keys: { ...keys, p256dh: '***' } }, 'keys.p256dh'],
     ['p256dh of the wrong length', { endpoint, keys: { ...keys, p256dh: randomBytes(33).toString('base64url') } }, 'keys.p256dh'],
-    ['p256dh not on the curve', { endpoint, keys: { ...keys, p256dh: Buffer.concat([Buffer.from([4]), Buffer.alloc(64, 0xff)]).toString('base64url') } }, 'keys.p256dh'],
+    [
+      'p256dh not on the curve',
+      { endpoint, keys: { ...keys, p256dh: Buffer.concat([Buffer.from([4]), Buffer.alloc(64, 0xff)]).toString('base64url') } },
+      'keys.p256dh',
+    ],
     ['auth of 15 bytes', { endpoint, keys: { ...keys, auth: randomBytes(15).toString('base64url') } }, 'keys.auth'],
   ];
   for (const [name, body, field] of cases) {
@@ -103,7 +107,10 @@ t.test('registering the same endpoint again updates the one subscription', async
   t.equal(row!.p256dh, fresh.p256dh, 'keys updated');
   t.equal(row!.userAgent, 'Firefox/131');
   const listed = await api.call(t, 'listPushSubscriptions', { token: alice.token });
-  t.same(listed.body.map((s: { id: number }) => s.id), [created.body.id]);
+  t.same(
+    listed.body.map((s: { id: number }) => s.id),
+    [created.body.id],
+  );
   t.same((await api.call(t, 'listPushSubscriptions', { token: bob.token })).body, [], 'only the caller’s own');
   await api.db.owner.delete(pushSubscriptions);
 });
@@ -163,7 +170,10 @@ t.test('a notification is pushed encrypted and VAPID-signed to every subscriptio
   await register(t, alice.token, { endpoint: pushService.url(laptopPath), keys: laptop.keys });
   t.equal((await notifyUsers(t, [alice.id, bob.id])).status, 202);
 
-  const received = await eventually(async () => [...pushService.received(phonePath), ...pushService.received(laptopPath)], (r) => r.length >= 2);
+  const received = await eventually(
+    async () => [...pushService.received(phonePath), ...pushService.received(laptopPath)],
+    (r) => r.length >= 2,
+  );
   t.equal(received.length, 2, 'one push per subscription');
   const [stored] = (await api.call(t, 'listNotifications', { token: alice.token })).body;
   const publicKey = (await api.call(t, 'getVapidPublicKey', { token: alice.token })).body.public_key;
@@ -208,7 +218,10 @@ t.test('429 is retried after Retry-After, other 4xx are recorded and not retried
   await register(t, bob.token, { endpoint: pushService.url(busyPath), keys: browserSubscription().keys });
   const refusing = await register(t, bob.token, { endpoint: pushService.url(refusingPath), keys: browserSubscription().keys });
   await notifyUsers(t, [bob.id]);
-  const busy = await eventually(async () => pushService.received(busyPath), (r) => r.length >= 2);
+  const busy = await eventually(
+    async () => pushService.received(busyPath),
+    (r) => r.length >= 2,
+  );
   t.equal(busy.length, 2, 'retried once, then accepted');
   t.ok(busy[1]!.at - busy[0]!.at >= 900, `waited for Retry-After (${busy[1]!.at - busy[0]!.at} ms)`);
   t.equal(pushService.received(refusingPath).length, 1, 'the 400 was not retried');
@@ -249,7 +262,12 @@ t.test('pushes for a batch cost the same number of queries for 2 or 40 recipient
       from unnest(${`{${users.map((u) => u.id).join(',')}}`}::bigint[]) u`);
     const ids = users.map((u) => u.id);
     const before = api.db.queryCount;
-    const tally = await sendPushes(api.atrium.services, { tenantId: tenant.tenantId, dispatchId, afterUserId: Math.min(...ids) - 1, lastUserId: Math.max(...ids) });
+    const tally = await sendPushes(api.atrium.services, {
+      tenantId: tenant.tenantId,
+      dispatchId,
+      afterUserId: Math.min(...ids) - 1,
+      lastUserId: Math.max(...ids),
+    });
     return { queries: api.db.queryCount - before, sent: tally.sent };
   };
   const few = await queriesFor(recipients.slice(0, 2));
@@ -281,7 +299,10 @@ t.test('a delivery resumed after a crash pushes the batches whose push was lost,
   // The "crashed" run: the batch is stored, but the process died before queueing its push.
   await api.db.tenant(tenant.tenantId, async (tx) => storeNotificationBatch(tx, (await findDispatch(tx, dispatch.dispatchId))!, 0, 100));
   await deliverDispatch(api.atrium.services, dispatch);
-  await eventually(async () => pushService.received(path), (r) => r.length >= 1);
+  await eventually(
+    async () => pushService.received(path),
+    (r) => r.length >= 1,
+  );
   await deliverDispatch(api.atrium.services, dispatch);
   // Give a wrongly queued second push the time to arrive.
   await sleep(1500);
@@ -302,7 +323,11 @@ t.test('a plain-http endpoint is sent to only when the allow-list admits the add
     .insert(pushSubscriptions)
     .values({ tenantId: tenant.tenantId, userId: dave.id, endpoint: 'http://1.1.1.1:9/push', ...browserSubscription().keys })
     .returning();
-  const tally = await sendPushes(api.atrium.services, { tenantId: tenant.tenantId, attempt: 1, deliveries: [{ subscriptionId: subscription!.id, notificationId: notification!.id }] });
+  const tally = await sendPushes(api.atrium.services, {
+    tenantId: tenant.tenantId,
+    attempt: 1,
+    deliveries: [{ subscriptionId: subscription!.id, notificationId: notification!.id }],
+  });
   t.same(tally, { sent: 0, gone: 0, retried: 0, failed: 1 }, 'refused, not retried');
   const [row] = await api.db.owner.select().from(pushSubscriptions).where(eq(pushSubscriptions.id, subscription!.id));
   t.equal(row!.lastFailure, DESTINATION_NOT_ALLOWED, 'the refusal is recorded, without the address');
@@ -354,7 +379,11 @@ t.test('push failures without a response are recorded alike: no port-scan oracle
     deliveries: stored.map((row) => ({ subscriptionId: row.id, notificationId: notification!.id })),
   });
   t.same(tally, { sent: 0, gone: 0, retried: 0, failed: 4 });
-  const listed = (await api.call(t, 'listPushSubscriptions', { token: erin.token })).body as { endpoint: string; last_failure: string; last_failure_status: null }[];
+  const listed = (await api.call(t, 'listPushSubscriptions', { token: erin.token })).body as {
+    endpoint: string;
+    last_failure: string;
+    last_failure_status: null;
+  }[];
   t.equal(listed.length, 4);
   for (const [what, endpoint] of Object.entries(endpoints)) {
     const subscription = listed.find((s) => s.endpoint === endpoint)!;

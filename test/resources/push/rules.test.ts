@@ -130,5 +130,10 @@ t.test('settleOutcomes: sent, gone, recorded, retried after the backoff, given u
   );
   t.equal(last.retries.size, 0);
 
-  t.strictSame(settleOutcomes([], [], 1, policy, now), { tally: { sent: 0, gone: 0, retried: 0, failed: 0 }, gone: new Set(), failures: new Map(), retries: new Map() });
+  t.strictSame(settleOutcomes([], [], 1, policy, now), {
+    tally: { sent: 0, gone: 0, retried: 0, failed: 0 },
+    gone: new Set(),
+    failures: new Map(),
+    retries: new Map(),
+  });
 });

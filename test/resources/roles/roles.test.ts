@@ -153,9 +153,7 @@ t.test('bad input is a 422 problem and changes nothing', async (t) => {
 });
 
 t.test('concurrent creates of one name give one 201 and 422s, never a 500', async (t) => {
-  const results = await Promise.all(
-    Array.from({ length: 4 }, () => api.call(t, 'createRole', { token: tenant.adminToken, body: { name: 'Racers' } })),
-  );
+  const results = await Promise.all(Array.from({ length: 4 }, () => api.call(t, 'createRole', { token: tenant.adminToken, body: { name: 'Racers' } })));
   t.strictSame(results.map((r) => r.status).sort(), [201, 422, 422, 422]);
 });
 

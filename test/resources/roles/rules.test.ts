@@ -16,10 +16,18 @@ t.test('roleChangeErrors: granting or revoking a permission the caller lacks', a
   t.strictSame(roleChangeErrors(delegate, role([]), { permissions: ['users.view', 'tasks.administer'], active: true }), {
     permissions: ['you cannot grant or revoke permissions you do not hold: tasks.administer'],
   });
-  t.strictSame(roleChangeErrors(delegate, role(['users.view', 'tasks.administer']), { permissions: ['users.view'], active: true }), {
-    permissions: ['you cannot grant or revoke permissions you do not hold: tasks.administer'],
-  }, 'revoking too');
-  t.strictSame(roleChangeErrors(delegate, role(['tasks.administer']), { permissions: ['tasks.administer'], active: true }), {}, 'an unheld permission kept as it is');
+  t.strictSame(
+    roleChangeErrors(delegate, role(['users.view', 'tasks.administer']), { permissions: ['users.view'], active: true }),
+    {
+      permissions: ['you cannot grant or revoke permissions you do not hold: tasks.administer'],
+    },
+    'revoking too',
+  );
+  t.strictSame(
+    roleChangeErrors(delegate, role(['tasks.administer']), { permissions: ['tasks.administer'], active: true }),
+    {},
+    'an unheld permission kept as it is',
+  );
 });
 
 t.test('roleChangeErrors: (de)activating needs every permission the role lists, before and after', async (t) => {
@@ -27,17 +35,29 @@ t.test('roleChangeErrors: (de)activating needs every permission the role lists, 
   t.strictSame(roleChangeErrors(delegate, role(['tasks.administer']), { permissions: ['tasks.administer'], active: false }), {
     active: ['you cannot activate or deactivate a role granting permissions you do not hold: tasks.administer'],
   });
-  t.strictSame(roleChangeErrors(delegate, role(['tasks.administer'], false), { permissions: ['tasks.administer'], active: true }), {
-    active: ['you cannot activate or deactivate a role granting permissions you do not hold: tasks.administer'],
-  }, 'reactivating too');
+  t.strictSame(
+    roleChangeErrors(delegate, role(['tasks.administer'], false), { permissions: ['tasks.administer'], active: true }),
+    {
+      active: ['you cannot activate or deactivate a role granting permissions you do not hold: tasks.administer'],
+    },
+    'reactivating too',
+  );
 });
 
-t.test('roleChangeErrors: one\'s own role is never deactivated, nor stripped of users.administer', async (t) => {
+t.test("roleChangeErrors: one's own role is never deactivated, nor stripped of users.administer", async (t) => {
   const own = role(['users.view', 'users.administer'], true, true);
-  t.strictSame(roleChangeErrors(delegate, own, { permissions: ['users.view', 'users.administer'], active: false }), { active: ['you cannot deactivate your own role'] });
-  t.strictSame(roleChangeErrors(delegate, own, { permissions: ['users.view'], active: true }), { permissions: ['you cannot remove users.administer from your own role'] });
+  t.strictSame(roleChangeErrors(delegate, own, { permissions: ['users.view', 'users.administer'], active: false }), {
+    active: ['you cannot deactivate your own role'],
+  });
+  t.strictSame(roleChangeErrors(delegate, own, { permissions: ['users.view'], active: true }), {
+    permissions: ['you cannot remove users.administer from your own role'],
+  });
   t.strictSame(roleChangeErrors(delegate, own, { permissions: ['users.view', 'users.administer'], active: true }), {});
-  t.strictSame(roleChangeErrors(delegate, role(['users.view', 'users.administer']), { permissions: ['users.view'], active: false }), {}, 'another role may lose both');
+  t.strictSame(
+    roleChangeErrors(delegate, role(['users.view', 'users.administer']), { permissions: ['users.view'], active: false }),
+    {},
+    'another role may lose both',
+  );
 });
 
 t.test('assertMayAdministerRole: a role listing a permission the caller lacks is not theirs to change (403)', async (t) => {

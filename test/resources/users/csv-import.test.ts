@@ -86,15 +86,23 @@ t.test('groups: new, unchanged, update and delete users, invalid rows with line 
   const withBom = Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(csv)]);
   const res = await importCsv(t, withBom, { update_users: 'true', delete_users: 'true' });
   t.equal(res.status, 200);
-  t.strictSame(res.body.new_users, [{ line: 2, user: { username: 'neo', first_name: 'Neo', last_name: 'New', role_id: role!.id, city: 'Köln', birthdate: '1990-01-02' } }]);
+  t.strictSame(res.body.new_users, [
+    { line: 2, user: { username: 'neo', first_name: 'Neo', last_name: 'New', role_id: role!.id, city: 'Köln', birthdate: '1990-01-02' } },
+  ]);
   t.strictSame(res.body.update_users, [{ line: 3, id: anna.id, username: 'anna', changes: { city: { from: 'Bonn', to: 'Berlin' } } }]);
   t.strictSame(res.body.unchanged_users, []);
   const invalid = res.body.invalid_rows as { line: number; errors: Record<string, string[]> }[];
-  t.strictSame(invalid.map((row) => row.line), [4, 5]);
-  t.strictSame(Object.keys(invalid[0]!.errors).sort(), ['birthdate', 'password', 'role_id'], 'short password, other tenant\'s role, bad date');
-  t.ok(invalid[1]!.errors.username, 'a deleted user\'s name');
+  t.strictSame(
+    invalid.map((row) => row.line),
+    [4, 5],
+  );
+  t.strictSame(Object.keys(invalid[0]!.errors).sort(), ['birthdate', 'password', 'role_id'], "short password, other tenant's role, bad date");
+  t.ok(invalid[1]!.errors.username, "a deleted user's name");
   t.equal((invalid[1] as { username?: string }).username, 'gone');
-  t.notOk(res.body.delete_users.some((u: { id: number }) => u.id === gone.id), 'deleted users are not proposed for deletion');
+  t.notOk(
+    res.body.delete_users.some((u: { id: number }) => u.id === gone.id),
+    'deleted users are not proposed for deletion',
+  );
   const deletions = (res.body.delete_users as { username: string }[]).map((u) => u.username).sort();
   t.strictSame(deletions, ['delegate', 'secretive', 'viewer'], 'absent users, never the caller or deleted ones');
   t.notOk(JSON.stringify(res.body).includes('a long password'), 'passwords are never shown');
@@ -105,11 +113,14 @@ t.test('row rules: reserved usernames, names of personal accounts on update, ove
   const res = await importCsv(t, `username,last_name,city\ndeleted-user-3,X,\nanna,,\nneo,Y,${'x'.repeat(300)}\n`, { update_users: 'true' });
   t.equal(res.status, 200);
   const invalid = res.body.invalid_rows as { line: number; errors: Record<string, string[]> }[];
-  t.strictSame(invalid.map((row) => [row.line, Object.keys(row.errors).sort()]), [
-    [2, ['first_name', 'password', 'role_id', 'username']],
-    [3, ['last_name']],
-    [4, ['city', 'first_name', 'password', 'role_id']],
-  ]);
+  t.strictSame(
+    invalid.map((row) => [row.line, Object.keys(row.errors).sort()]),
+    [
+      [2, ['first_name', 'password', 'role_id', 'username']],
+      [3, ['last_name']],
+      [4, ['city', 'first_name', 'password', 'role_id']],
+    ],
+  );
 });
 
 t.test('without update_users matching users are unchanged; without delete_users none are listed', async (t) => {
@@ -143,8 +154,11 @@ t.test('import template: English keys, each header replaceable by a query parame
 
 t.test('a template filled in imports as new users', async (t) => {
   const template = (await api.call(t, 'getUserImportTemplate', { token: admin })).text;
-  const row = IMPORTABLE_KEYS.map((key) =>
-    ({ username: 'filled', password: 'a long password', first_name: 'F', last_name: 'L', role_id: String(role!.id), active: 'yes', email: 'f@example.com' })[key as string] ?? '',
+  const row = IMPORTABLE_KEYS.map(
+    (key) =>
+      ({ username: 'filled', password: 'a long password', first_name: 'F', last_name: 'L', role_id: String(role!.id), active: 'yes', email: 'f@example.com' })[
+        key as string
+      ] ?? '',
   );
   const res = await importCsv(t, template + row.join(',') + '\r\n');
   t.equal(res.status, 200);
@@ -159,7 +173,10 @@ t.test('a delegate without view permissions: hidden columns of existing users ar
   const header = 'username,first_name,email,phone,birthdate,street,gender,staff_number,active,prevent_logout,role_id';
   const different = `secretive,Sam,x@example.com,1,2000-01-01,Elsewhere 1,male,S-1,no,no,${role!.id}`;
   const same = `secretive,Sam,${secrets.email},${secrets.phone},${secrets.birthdate},${secrets.street},${secrets.gender},${secrets.staffNumber},yes,yes,${role!.id}`;
-  for (const [name, row] of [['different values', different], ['the stored values', same]] as const) {
+  for (const [name, row] of [
+    ['different values', different],
+    ['the stored values', same],
+  ] as const) {
     const res = await importCsv(t, `${header}\n${row}\n`, { update_users: 'true' }, delegate.token);
     t.equal(res.status, 200, name);
     leaksNothing(t, res.body);
@@ -210,7 +227,10 @@ t.test('users the caller may not administer are never offered for change or dele
   t.notOk(offered.includes(retired.id), 'not a holder of an inactive role granting more');
   t.ok(offered.includes(anna.id), 'a user they may administer is offered');
   const byAdmin = await importCsv(t, `username\nsecretive\n`, { delete_users: 'true' });
-  t.ok((byAdmin.body.delete_users as { id: number }[]).some((u) => u.id === boss.id), 'the administrator is offered everyone else');
+  t.ok(
+    (byAdmin.body.delete_users as { id: number }[]).some((u) => u.id === boss.id),
+    'the administrator is offered everyone else',
+  );
 });
 
 t.test('role cells obey the no-escalation rule of the API, inactive roles included', async (t) => {
@@ -223,15 +243,21 @@ t.test('role cells obey the no-escalation rule of the API, inactive roles includ
   const res = await importCsv(t, csv, {}, delegate.token);
   t.equal(res.status, 200);
   const invalid = res.body.invalid_rows as { line: number; errors: Record<string, string[]> }[];
-  t.strictSame(invalid.map((row) => [row.line, Object.keys(row.errors)]), [
-    [2, ['role_id']],
-    [3, ['role_id']],
-  ]);
+  t.strictSame(
+    invalid.map((row) => [row.line, Object.keys(row.errors)]),
+    [
+      [2, ['role_id']],
+      [3, ['role_id']],
+    ],
+  );
   t.match(invalid[0]!.errors.role_id![0], /automations\.administer/);
-  t.strictSame(res.body.new_users.map((u: { user: { username: string } }) => u.user.username), ['plain']);
+  t.strictSame(
+    res.body.new_users.map((u: { user: { username: string } }) => u.user.username),
+    ['plain'],
+  );
 });
 
-t.test('a caller\'s own row: role, active and prevent_logout cannot change (as on PUT /api/users/{user})', async (t) => {
+t.test("a caller's own row: role, active and prevent_logout cannot change (as on PUT /api/users/{user})", async (t) => {
   const res = await importCsv(t, `username,role_id,active,city\nadmin,${role!.id},no,Bonn\n`, { update_users: 'true' });
   t.equal(res.status, 200);
   const [row] = res.body.invalid_rows as { errors: Record<string, string[]> }[];
@@ -256,11 +282,17 @@ t.test('default_route cells follow the rule of the API: a same-origin path or an
   const res = await importCsv(t, csv, { update_users: 'true' });
   t.equal(res.status, 200);
   const invalid = res.body.invalid_rows as { line: number; errors: Record<string, string[]> }[];
-  t.strictSame(invalid.map((row) => [row.line, Object.keys(row.errors)]), [
-    [2, ['default_route']],
-    [5, ['default_route']],
-  ]);
-  t.strictSame(res.body.new_users.map((u: { user: { default_route: string | null } }) => u.user.default_route), ['/dashboard', null]);
+  t.strictSame(
+    invalid.map((row) => [row.line, Object.keys(row.errors)]),
+    [
+      [2, ['default_route']],
+      [5, ['default_route']],
+    ],
+  );
+  t.strictSame(
+    res.body.new_users.map((u: { user: { default_route: string | null } }) => u.user.default_route),
+    ['/dashboard', null],
+  );
 });
 
 // ---- the rules of the create and update operations, on the rows that would write ----
@@ -278,7 +310,10 @@ t.test('a leaving date before the entering date is an invalid row, on an update 
     created.body.invalid_rows.map((row: { line: number; errors: Record<string, string[]> }) => [row.line, row.errors]),
     [[2, { leaving_date: ['must not be before entering_date'] }]],
   );
-  t.strictSame(created.body.new_users.map((u: { user: { username: string } }) => u.user.username), ['stayer']);
+  t.strictSame(
+    created.body.new_users.map((u: { user: { username: string } }) => u.user.username),
+    ['stayer'],
+  );
 
   const early = await importCsv(t, 'username,leaving_date\ndated,2024-04-01\n', { update_users: 'true' });
   t.strictSame(early.body.invalid_rows, [{ line: 2, username: 'dated', errors: { leaving_date: ['must not be before entering_date'] } }]);
@@ -300,7 +335,11 @@ t.test('a row that turns a group account into a personal one needs both names, a
   t.strictSame(Object.keys(api422.body.errors).sort(), ['first_name', 'last_name'], 'the API refuses the same write alike');
   const named = await importCsv(t, 'username,group_account,first_name,last_name\nteam,no,Team,Work\n', { update_users: 'true' });
   t.strictSame(named.body.invalid_rows, []);
-  t.strictSame(named.body.update_users[0].changes, { group_account: { from: true, to: false }, first_name: { from: null, to: 'Team' }, last_name: { from: null, to: 'Work' } });
+  t.strictSame(named.body.update_users[0].changes, {
+    group_account: { from: true, to: false },
+    first_name: { from: null, to: 'Team' },
+    last_name: { from: null, to: 'Work' },
+  });
 });
 
 t.test('a changed role_id of an existing user obeys the no-escalation rule; the role it has is no change', async (t) => {

@@ -26,7 +26,10 @@ t.test('a user without any permission reads every field of their own record', as
     role: { name: 'role-emp', active: true, permissions: [] },
   });
   t.match(res.body.last_login_at, /^\d{4}-\d\d-\d\dT/);
-  t.notOk(Object.keys(res.body).some((key) => /^password/.test(key)), 'no password field');
+  t.notOk(
+    Object.keys(res.body).some((key) => /^password/.test(key)),
+    'no password field',
+  );
 });
 
 t.test('the administrator sees the seeded role with every permission', async (t) => {

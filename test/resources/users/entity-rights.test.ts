@@ -37,7 +37,11 @@ const newUserBody = newUserBodies(employeeRole.id, 'recruit');
 const importCsv = (t: Test, csv: string, token: string) => importUsersCsv(api, t, token, csv, { update_users: 'true' });
 
 t.test('setup: a form, a task template and a menu item name a department or a role', async (t) => {
-  const [form, template, item] = await createEntitiesNaming(api, t, admin, { formDepartmentId: payroll.id, templateRoleId: auditors!.id, menuDepartmentId: board.id });
+  const [form, template, item] = await createEntitiesNaming(api, t, admin, {
+    formDepartmentId: payroll.id,
+    templateRoleId: auditors!.id,
+    menuDepartmentId: board.id,
+  });
   t.strictSame([form.status, template.status, item.status], [201, 201, 201]);
   [salaries, audit, boardItem] = [form.body, template.body, item.body];
 });
@@ -49,7 +53,11 @@ t.test('a delegate cannot add themselves to a department a form names (422 on th
   t.notOk(res.body.errors?.['department_ids.0'], 'not the harmless one');
   t.notOk(JSON.stringify(res.body).includes('Salaries'), 'does not reveal the entity');
   t.strictSame(await membership(delegate.id), [], 'membership unchanged');
-  t.equal((await api.call(t, 'getForm', { token: delegate.token, params: { form: salaries.id } })).status, 404, 'the form stays out of reach (answered like a missing one)');
+  t.equal(
+    (await api.call(t, 'getForm', { token: delegate.token, params: { form: salaries.id } })).status,
+    404,
+    'the form stays out of reach (answered like a missing one)',
+  );
 });
 
 t.test('nor add another user to it, on update or create', async (t) => {
@@ -89,7 +97,10 @@ t.test('a department a menu item names: refused for a delegate, allowed with men
   t.equal(allowed.status, 200);
   t.strictSame(await membership(employee.id), [board.id]);
   const menu = await api.call(t, 'listMenuItems', { token: employee.token });
-  t.ok(menu.body.some((row: { id: number }) => row.id === boardItem.id), 'the item is now within the employee\'s reach');
+  t.ok(
+    menu.body.some((row: { id: number }) => row.id === boardItem.id),
+    "the item is now within the employee's reach",
+  );
   const toPayroll = await api.call(t, 'updateUser', { token: menuAdmin.token, params: { user: employee.id }, body: { department_ids: [payroll.id] } });
   t.equal(toPayroll.status, 422, 'menu-items.administer does not cover forms');
   await api.call(t, 'updateUser', { token: admin, params: { user: employee.id }, body: { department_ids: [] } });
@@ -115,10 +126,14 @@ t.test('a change that confers nothing new passes: the user already had the right
   });
   t.equal(keep.status, 200);
   t.strictSame(await membership(employee.id), [payroll.id, canteen.id].sort());
-  const leave = await api.call(t, 'updateUser', { token: delegate.token, params: { user: employee.id }, body: { department_ids: [], role_id: employeeRole!.id } });
+  const leave = await api.call(t, 'updateUser', {
+    token: delegate.token,
+    params: { user: employee.id },
+    body: { department_ids: [], role_id: employeeRole!.id },
+  });
   t.equal(leave.status, 200, 'taking rights away is always allowed');
   const rejoin = await api.call(t, 'updateUser', { token: delegate.token, params: { user: employee.id }, body: { department_ids: [payroll.id] } });
-  t.equal(rejoin.status, 422, 'once gone, the right is not the delegate\'s to give back');
+  t.equal(rejoin.status, 422, "once gone, the right is not the delegate's to give back");
 });
 
 t.test('the CSV preview applies the same rule to its role column', async (t) => {
@@ -131,11 +146,17 @@ t.test('the CSV preview applies the same rule to its role column', async (t) => 
   const res = await importCsv(t, csv, delegate.token);
   t.equal(res.status, 200);
   const invalid = res.body.invalid_rows as { line: number; errors: Record<string, string[]> }[];
-  t.strictSame(invalid.map((row) => [row.line, Object.keys(row.errors)]), [
-    [2, ['role_id']],
-    [3, ['role_id']],
-  ]);
-  t.strictSame(res.body.new_users.map((row: { user: { username: string } }) => row.user.username), ['csv-plain']);
+  t.strictSame(
+    invalid.map((row) => [row.line, Object.keys(row.errors)]),
+    [
+      [2, ['role_id']],
+      [3, ['role_id']],
+    ],
+  );
+  t.strictSame(
+    res.body.new_users.map((row: { user: { username: string } }) => row.user.username),
+    ['csv-plain'],
+  );
   const byAdmin = await importCsv(t, csv, admin);
   t.strictSame(byAdmin.body.invalid_rows, [], 'the administrator may');
   t.equal(byAdmin.body.update_users[0].changes.role_id.to, auditors!.id);

@@ -2,7 +2,7 @@
 import t from 'tap';
 import { columnsOf, IMPORTABLE_KEYS, keepsCurrent, parseCell, USER_FIELDS } from '../../../src/resources/users/fields.ts';
 
-t.test('IMPORTABLE_KEYS: every writable key in the template\'s order, the password included', async (t) => {
+t.test("IMPORTABLE_KEYS: every writable key in the template's order, the password included", async (t) => {
   t.strictSame(IMPORTABLE_KEYS.slice(0, 5), ['username', 'password', 'first_name', 'last_name', 'role_id']);
   t.equal(IMPORTABLE_KEYS.length, 22);
   t.equal(USER_FIELDS.password.column, null, 'stored as a hash, never as sent');
@@ -43,7 +43,15 @@ t.test('parseCell: usernames and passwords', async (t) => {
 });
 
 t.test('parseCell: booleans, numbers, dates, genders, routes; empty cells are null', async (t) => {
-  for (const [raw, value] of [['true', true], ['YES', true], ['1', true], ['false', false], ['no', false], ['0', false], ['', null]] as const) {
+  for (const [raw, value] of [
+    ['true', true],
+    ['YES', true],
+    ['1', true],
+    ['false', false],
+    ['no', false],
+    ['0', false],
+    ['', null],
+  ] as const) {
     t.strictSame(parseCell('boolean', raw, false), { value }, raw);
   }
   t.strictSame(parseCell('boolean', 'maybe', false), { error: 'must be true, false, 1, 0, yes or no' });

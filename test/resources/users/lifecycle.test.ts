@@ -37,7 +37,11 @@ t.test('blackout leaves no push subscription, no usable login token and no submi
   const user = await person(t);
   const other = await person(t);
   const keys = browserSubscription().keys;
-  for (const [who, path] of [[user, 'a'], [user, 'b'], [other, 'c']] as const) {
+  for (const [who, path] of [
+    [user, 'a'],
+    [user, 'b'],
+    [other, 'c'],
+  ] as const) {
     const res = await api.call(t, 'createPushSubscription', { token: who.token, body: { endpoint: `http://127.0.0.1:9/push/${path}`, keys } });
     t.equal(res.status, 201, 'subscription registered');
   }
@@ -45,7 +49,14 @@ t.test('blackout leaves no push subscription, no usable login token and no submi
   const othersToken = await loginTokenFor(t, other.email);
   const form = await api.call(t, 'createForm', {
     token: admin,
-    body: { title: 'Health', form_type: 'survey', fields: [{ name: 'Allergies', field_type: 'text' }, { name: 'Height', field_type: 'number' }] },
+    body: {
+      title: 'Health',
+      form_type: 'survey',
+      fields: [
+        { name: 'Allergies', field_type: 'text' },
+        { name: 'Height', field_type: 'number' },
+      ],
+    },
   });
   const [allergies, height] = form.body.fields.map((f: { id: number }) => String(f.id));
   for (const who of [user, other]) {
@@ -59,9 +70,17 @@ t.test('blackout leaves no push subscription, no usable login token and no submi
   t.equal((await api.call(t, 'blackoutUser', { token: admin, params: { user: user.id } })).status, 204);
 
   const counted = await api.db.owner.execute<{ key: string }>(sql`select key from login_failures where key like 'account:lifecycle/%' order by key`);
-  t.strictSame(counted.map((row) => row.key), [`account:lifecycle/${other.username}`], 'no sign-in count names the person any more');
+  t.strictSame(
+    counted.map((row) => row.key),
+    [`account:lifecycle/${other.username}`],
+    'no sign-in count names the person any more',
+  );
   const subscriptions = await api.db.owner.select().from(pushSubscriptions).where(eq(pushSubscriptions.tenantId, tenant.tenantId));
-  t.strictSame(subscriptions.map((s) => s.userId), [other.id], 'only the other user\'s subscription is left');
+  t.strictSame(
+    subscriptions.map((s) => s.userId),
+    [other.id],
+    "only the other user's subscription is left",
+  );
   t.equal(await pendingTokens(user.id), 0, 'no pending login token');
   t.equal((await signIn(t, token.token)).status, 401, 'the token signs nobody in');
   const shown = await api.call(t, 'getUserLoginToken', { token: admin, params: { userLoginToken: token.uuid } });
@@ -73,9 +92,9 @@ t.test('blackout leaves no push subscription, no usable login token and no submi
       [user.id, {}],
       [other.id, { [allergies]: 'peanuts', [height]: 182 }],
     ],
-    'the person\'s submitted values are emptied; the other user\'s are kept',
+    "the person's submitted values are emptied; the other user's are kept",
   );
-  t.equal((await signIn(t, othersToken.token)).status, 200, 'another user\'s token still works');
+  t.equal((await signIn(t, othersToken.token)).status, 200, "another user's token still works");
 });
 
 t.test('deleting a user revokes their pending login tokens, so a restore does not revive them', async (t) => {

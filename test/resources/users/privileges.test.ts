@@ -16,7 +16,10 @@ const tenant = await api.createTenant('privileges');
 const delegate = await api.createUser(tenant.tenantId, { username: 'delegate', permissions: ['users.administer', 'users.view'] });
 const employee = await api.createUser(tenant.tenantId, { username: 'employee' });
 /** Like the delegate, but may see (and so change) another user's role_id. */
-const roleDelegate = await api.createUser(tenant.tenantId, { username: 'role-delegate', permissions: ['users.administer', 'users.view', 'users.view-administrative'] });
+const roleDelegate = await api.createUser(tenant.tenantId, {
+  username: 'role-delegate',
+  permissions: ['users.administer', 'users.view', 'users.view-administrative'],
+});
 const adminRole = await roleNamed(api.db, tenant.tenantId, 'Administrator');
 const employeeRole = await roleNamed(api.db, tenant.tenantId, 'Employee');
 const [inactiveAdminLike] = await api.db.owner
@@ -38,11 +41,18 @@ t.test('create: a role granting permissions the caller lacks is 422 on role_id a
   t.equal(login.status, 401, 'no account to sign in with');
 });
 
-t.test('create: a role within the caller\'s permissions is accepted; an administrator may assign any', async (t) => {
-  const [subset] = await api.db.owner.insert(roles).values({ tenantId: tenant.tenantId, name: 'Viewers', permissions: ['users.view'] }).returning();
+t.test("create: a role within the caller's permissions is accepted; an administrator may assign any", async (t) => {
+  const [subset] = await api.db.owner
+    .insert(roles)
+    .values({ tenantId: tenant.tenantId, name: 'Viewers', permissions: ['users.view'] })
+    .returning();
   t.equal((await api.call(t, 'createUser', { token: delegate.token, body: newUserBody({ role_id: subset!.id }) })).status, 201);
   t.equal((await api.call(t, 'createUser', { token: tenant.adminToken, body: newUserBody({ role_id: adminRole.id }) })).status, 201, 'an administrator may');
-  t.equal((await api.call(t, 'createUser', { token: tenant.adminToken, body: newUserBody({ role_id: inactiveAdminLike!.id }) })).status, 201, 'an inactive one too');
+  t.equal(
+    (await api.call(t, 'createUser', { token: tenant.adminToken, body: newUserBody({ role_id: inactiveAdminLike!.id }) })).status,
+    201,
+    'an inactive one too',
+  );
 });
 
 t.test('an inactive role is judged by the permissions it would grant once reactivated: create and update refuse it (422)', async (t) => {
@@ -59,15 +69,28 @@ t.test('an inactive role is judged by the permissions it would grant once reacti
   t.strictSame(await ownerUser(api.db, tenant.tenantId, employee.id), employeeBefore, 'the employee is unchanged');
   // Reactivating the role must not hand the delegate's sock puppet administrator rights.
   await api.db.owner.update(roles).set({ active: true }).where(eq(roles.id, inactiveAdminLike!.id));
-  const reactivated = await api.call(t, 'listUsers', { token: tenant.adminToken, query: { filter: { role_id: inactiveAdminLike!.id }, selects: 'id,username' } });
-  t.notOk(reactivated.body.some((u: { username: string }) => u.username === puppet.username), 'the delegate\'s sock puppet does not hold it');
-  t.notOk(reactivated.body.some((u: { id: number }) => u.id === employee.id), 'nor the employee');
+  const reactivated = await api.call(t, 'listUsers', {
+    token: tenant.adminToken,
+    query: { filter: { role_id: inactiveAdminLike!.id }, selects: 'id,username' },
+  });
+  t.notOk(
+    reactivated.body.some((u: { username: string }) => u.username === puppet.username),
+    "the delegate's sock puppet does not hold it",
+  );
+  t.notOk(
+    reactivated.body.some((u: { id: number }) => u.id === employee.id),
+    'nor the employee',
+  );
   await api.db.owner.update(roles).set({ active: false }).where(eq(roles.id, inactiveAdminLike!.id));
 });
 
 t.test('update: assigning a role granting permissions the caller lacks is 422 on role_id and changes nothing', async (t) => {
   const before = await ownerUser(api.db, tenant.tenantId, employee.id);
-  const res = await api.call(t, 'updateUser', { token: roleDelegate.token, params: { user: employee.id }, body: { role_id: adminRole.id, first_name: 'Changed' } });
+  const res = await api.call(t, 'updateUser', {
+    token: roleDelegate.token,
+    params: { user: employee.id },
+    body: { role_id: adminRole.id, first_name: 'Changed' },
+  });
   t.equal(res.status, 422);
   t.match(res.body.errors?.role_id?.[0], /automations\.administer/, 'names what the caller lacks');
   t.strictSame(await ownerUser(api.db, tenant.tenantId, employee.id), before, 'unchanged');
@@ -117,17 +140,24 @@ t.test('a user whose role is inactive but would grant more than the delegate hol
   t.equal((await api.call(t, 'blackoutUser', { token: delegate.token, params: { user: retired.id } })).status, 403, 'blackout');
   t.equal((await api.call(t, 'markUserForLogout', { token: delegate.token, params: { user: retired.id } })).status, 403, 'logout marking');
   t.strictSame(await ownerUser(api.db, tenant.tenantId, retired.id), before, 'unchanged');
-  const [lesser] = await api.db.owner.insert(roles).values({ tenantId: tenant.tenantId, name: 'Retired viewers', active: false, permissions: ['users.view'] }).returning();
+  const [lesser] = await api.db.owner
+    .insert(roles)
+    .values({ tenantId: tenant.tenantId, name: 'Retired viewers', active: false, permissions: ['users.view'] })
+    .returning();
   const viewerRetired = await api.createUser(tenant.tenantId, { values: { roleId: lesser!.id } });
-  t.equal((await api.call(t, 'updateUser', { token: delegate.token, params: { user: viewerRetired.id }, body: { first_name: 'Fine' } })).status, 200, 'an inactive role within the delegate\'s permissions is fine');
+  t.equal(
+    (await api.call(t, 'updateUser', { token: delegate.token, params: { user: viewerRetired.id }, body: { first_name: 'Fine' } })).status,
+    200,
+    "an inactive role within the delegate's permissions is fine",
+  );
 });
 
 t.test('logout marking: a delegate cannot sign out a user whose role grants more (403); the administrator stays signed in', async (t) => {
   const res = await api.call(t, 'markUserForLogout', { token: delegate.token, params: { user: tenant.adminUserId } });
   t.equal(res.status, 403);
-  t.notOk(res.text.includes('automations.administer'), 'the refusal names none of the hidden role\'s permissions');
+  t.notOk(res.text.includes('automations.administer'), "the refusal names none of the hidden role's permissions");
   t.equal((await ownerUser(api.db, tenant.tenantId, tenant.adminUserId))!.logoutMarkedAt, null, 'not marked');
-  t.equal((await api.call(t, 'getCurrentUser', { token: tenant.adminToken })).status, 200, 'the administrator\'s session still works');
+  t.equal((await api.call(t, 'getCurrentUser', { token: tenant.adminToken })).status, 200, "the administrator's session still works");
   const peer = await api.createUser(tenant.tenantId, { permissions: ['users.view'] });
   t.equal((await api.call(t, 'markUserForLogout', { token: delegate.token, params: { user: peer.id } })).status, 204, 'a lesser user may be signed out');
   t.equal((await api.call(t, 'getCurrentUser', { token: peer.token })).status, 401);

@@ -28,7 +28,10 @@ function parseUrl(url: string) {
 
 t.test('bad uploads: non-image, oversized, malformed multipart; nothing is stored', async (t) => {
   const users = await userCount();
-  const notImage = await multipart({ ...createFields(), profile_picture: { content: Buffer.from('just text, not an image'), fileName: 'a.png', type: 'image/png' } });
+  const notImage = await multipart({
+    ...createFields(),
+    profile_picture: { content: Buffer.from('just text, not an image'), fileName: 'a.png', type: 'image/png' },
+  });
   const res = await api.call(t, 'createUser', { token: admin, ...notImage });
   t.equal(res.status, 422);
   t.ok(res.body.errors.profile_picture);
@@ -54,7 +57,11 @@ t.test('bad uploads: non-image, oversized, malformed multipart; nothing is store
 });
 
 t.test('create with a picture (multipart): type detected from bytes, served with caching headers', async (t) => {
-  const form = await multipart({ ...createFields(), group_account: 'false', profile_picture: { content: PNG_1X1, fileName: 'Me & You.bin', type: 'application/octet-stream' } });
+  const form = await multipart({
+    ...createFields(),
+    group_account: 'false',
+    profile_picture: { content: PNG_1X1, fileName: 'Me & You.bin', type: 'application/octet-stream' },
+  });
   const res = await api.call(t, 'createUser', { token: admin, ...form });
   t.equal(res.status, 201);
   t.equal(res.body.group_account, false, 'multipart text became a boolean');
@@ -94,12 +101,16 @@ t.test('picture access: signature or Bearer token; otherwise refused', async (t)
   t.equal((await api.call(t, 'getProfilePicture', { params: { user } })).status, 401, 'neither');
   t.equal((await api.call(t, 'getProfilePicture', { params: { user }, query: { ...query, signature: 'forged' } })).status, 401, 'forged');
   t.equal((await api.call(t, 'getProfilePicture', { params: { user }, query: { ...query, expires: 1000 } })).status, 401, 'expired / altered');
-  t.equal((await api.call(t, 'getProfilePicture', { params: { user: user }, query: { ...query, tenant: other.tenantId } })).status, 401, 'other tenant in the URL');
+  t.equal(
+    (await api.call(t, 'getProfilePicture', { params: { user: user }, query: { ...query, tenant: other.tenantId } })).status,
+    401,
+    'other tenant in the URL',
+  );
   const bearer = await api.call(t, 'getProfilePicture', { params: { user }, token: viewer.token });
   t.equal(bearer.status, 200, 'Bearer with users.view');
   t.equal(bearer.headers['content-type'], 'image/gif');
   t.equal((await api.call(t, 'getProfilePicture', { params: { user }, token: nobody.token })).status, 403, 'Bearer without permission');
-  t.equal((await api.call(t, 'getProfilePicture', { params: { user }, token: outsider.token })).status, 404, 'another tenant\'s token');
+  t.equal((await api.call(t, 'getProfilePicture', { params: { user }, token: outsider.token })).status, 404, "another tenant's token");
 });
 
 t.test('update: upload replaces, profile_picture null removes', async (t) => {
@@ -111,9 +122,17 @@ t.test('update: upload replaces, profile_picture null removes', async (t) => {
   t.equal(updated.status, 200);
   t.equal(updated.body.city, 'Köln');
   t.type(updated.body.profile_picture_url, 'string');
-  const replaced = await api.call(t, 'updateUser', { token: admin, params: { user: id }, ...(await multipart({ profile_picture: { content: GIF_1X1, fileName: 'p.gif' } })) });
+  const replaced = await api.call(t, 'updateUser', {
+    token: admin,
+    params: { user: id },
+    ...(await multipart({ profile_picture: { content: GIF_1X1, fileName: 'p.gif' } })),
+  });
   t.match(replaced.body.profile_picture_url, /p\.gif/);
-  const sameName = await api.call(t, 'updateUser', { token: admin, params: { user: id }, ...(await multipart({ profile_picture: { content: Buffer.concat([GIF_1X1, Buffer.from([0])]), fileName: 'p.gif' } })) });
+  const sameName = await api.call(t, 'updateUser', {
+    token: admin,
+    params: { user: id },
+    ...(await multipart({ profile_picture: { content: Buffer.concat([GIF_1X1, Buffer.from([0])]), fileName: 'p.gif' } })),
+  });
   t.not(sameName.body.profile_picture_url, replaced.body.profile_picture_url, 'new bytes, new URL (cache key), even with the same name');
   const [stored] = await api.db.owner.select().from(userProfilePictures).where(eq(userProfilePictures.userId, id));
   t.equal(stored!.mediaType, 'image/gif');
@@ -126,7 +145,11 @@ t.test('update: upload replaces, profile_picture null removes', async (t) => {
 
 t.test('a user updates their own picture; blackout deletes it', async (t) => {
   const self = await api.createUser(tenant.tenantId, { username: 'selfpic' });
-  const res = await api.call(t, 'updateUser', { token: self.token, params: { user: self.id }, ...(await multipart({ profile_picture: { content: PNG_1X1, fileName: 'me.png' } })) });
+  const res = await api.call(t, 'updateUser', {
+    token: self.token,
+    params: { user: self.id },
+    ...(await multipart({ profile_picture: { content: PNG_1X1, fileName: 'me.png' } })),
+  });
   t.equal(res.status, 200);
   t.equal((await api.call(t, 'getProfilePicture', { params: { user: self.id }, token: self.token })).status, 200, 'own picture by Bearer');
   t.equal((await api.call(t, 'blackoutUser', { token: admin, params: { user: self.id } })).status, 204);

@@ -18,8 +18,15 @@ async function tenantWithUsers(slug: string, count: number) {
     .insert(users)
     .values(Array.from({ length: count }, (_, i) => ({ tenantId, username: `u${i}`, firstName: 'U', lastName: `L${i}`, roleId: role!.id, langId: 'de-DE' })))
     .returning({ id: users.id });
-  await createDepartment(api.db, tenantId, 'All', created.map((u) => u.id));
-  await api.db.owner.insert(entityPermissions).values(created.map((u) => ({ tenantId, entityType: 'menuItem', entityId: 1, subjectType: 'user' as const, subjectId: u.id })));
+  await createDepartment(
+    api.db,
+    tenantId,
+    'All',
+    created.map((u) => u.id),
+  );
+  await api.db.owner
+    .insert(entityPermissions)
+    .values(created.map((u) => ({ tenantId, entityType: 'menuItem', entityId: 1, subjectType: 'user' as const, subjectId: u.id })));
   await api.db.owner.insert(acceptedPolicies).values(created.map((u) => ({ tenantId, userId: u.id, termsOfUseId: terms!.id })));
   await api.db.owner
     .insert(userProfilePictures)
@@ -36,7 +43,13 @@ async function countListQueries(token: string, expected: number) {
   t.equal(res.status, 200);
   t.equal(res.body.length, expected + 1, 'every user plus the administrator');
   const last = res.body.find((u: { username: string }) => u.username === 'u0');
-  t.match(last, { departments: [{ name: 'All' }], entityPermissions: [{ entity_type: 'menuItem' }], acceptedPolicies: [{ title: 'Terms' }], language: { id: 'de-DE' }, role: { name: 'Employee' } });
+  t.match(last, {
+    departments: [{ name: 'All' }],
+    entityPermissions: [{ entity_type: 'menuItem' }],
+    acceptedPolicies: [{ title: 'Terms' }],
+    language: { id: 'de-DE' },
+    role: { name: 'Employee' },
+  });
   t.match(last.profile_picture_url, /^\/users\/\d+\/profile-picture\/p\.png\?/);
   return api.db.queryCount - before;
 }

@@ -70,12 +70,20 @@ t.test('userDraftErrors: a new user needs a role; usernames of blacked-out accou
 
 t.test('userDraftErrors: names of personal accounts, as the write would leave them', async (t) => {
   const required = ['is required for personal accounts'];
-  t.strictSame(userDraftErrors({ ...newUser, firstName: '  ', lastName: null }, rules), { first_name: required, last_name: required }, 'blank counts as missing');
+  t.strictSame(
+    userDraftErrors({ ...newUser, firstName: '  ', lastName: null }, rules),
+    { first_name: required, last_name: required },
+    'blank counts as missing',
+  );
   t.strictSame(userDraftErrors({ ...newUser, firstName: undefined, lastName: undefined, groupAccount: true }, rules), {}, 'a group account needs none');
   t.strictSame(userDraftErrors({ current: stored, lastName: '' }, rules), { last_name: required }, 'an update may not empty one');
   t.strictSame(userDraftErrors({ current: stored, defaultRoute: '/home' }, rules), {}, 'and keeps the stored ones when it writes none');
   const team: StoredUser = { ...stored, groupAccount: true, firstName: null, lastName: null };
-  t.strictSame(userDraftErrors({ current: team, groupAccount: false }, rules), { first_name: required, last_name: required }, 'turning a group account personal needs names');
+  t.strictSame(
+    userDraftErrors({ current: team, groupAccount: false }, rules),
+    { first_name: required, last_name: required },
+    'turning a group account personal needs names',
+  );
   t.strictSame(userDraftErrors({ current: team, groupAccount: false, firstName: 'T', lastName: 'W' }, rules), {});
 });
 
@@ -84,7 +92,11 @@ t.test('userDraftErrors: the leaving date is not before the entering date, store
   t.strictSame(userDraftErrors({ ...newUser, enteringDate: '2024-05-01', leavingDate: '2024-04-30' }, rules), early);
   t.strictSame(userDraftErrors({ ...newUser, enteringDate: '2024-05-01', leavingDate: '2024-05-01' }, rules), {}, 'the same day');
   t.strictSame(userDraftErrors({ current: stored, leavingDate: '2023-12-31' }, rules), early, 'against the stored entering date');
-  t.strictSame(userDraftErrors({ current: { ...stored, leavingDate: '2024-02-01' }, enteringDate: '2024-03-01' }, rules), early, 'against the stored leaving date');
+  t.strictSame(
+    userDraftErrors({ current: { ...stored, leavingDate: '2024-02-01' }, enteringDate: '2024-03-01' }, rules),
+    early,
+    'against the stored leaving date',
+  );
   t.strictSame(userDraftErrors({ current: { ...stored, leavingDate: '2024-02-01' }, enteringDate: null }, rules), {}, 'clearing a date');
 });
 
@@ -108,11 +120,15 @@ t.test('userReferenceErrors: role and language must exist; a role the draft assi
   t.strictSame(userReferenceErrors({ roleId: 1, langId: 'de-DE' }, references, delegate), {});
   t.strictSame(userReferenceErrors({ roleId: 9, langId: 'xx-XX' }, references, delegate), { role_id: ['does not exist'], lang_id: ['does not exist'] });
   t.strictSame(userReferenceErrors({ roleId: 2 }, references, delegate), { role_id: ['grants permissions you do not hold: automations.administer'] });
-  t.strictSame(userReferenceErrors({ roleId: 3 }, references, delegate), { role_id: ['grants permissions you do not hold: automations.administer'] }, 'an inactive role by what it lists');
+  t.strictSame(
+    userReferenceErrors({ roleId: 3 }, references, delegate),
+    { role_id: ['grants permissions you do not hold: automations.administer'] },
+    'an inactive role by what it lists',
+  );
   t.strictSame(userReferenceErrors({ roleId: 2 }, references, caller(1, 'users.view', 'automations.administer')), {});
   t.strictSame(userReferenceErrors({ roleId: 2, current: { ...stored, roleId: 2 } }, references, delegate), {}, 'the role the user has is not assigned again');
   t.strictSame(missingReferenceErrors({ roleId: 2, langId: null }, references), {}, 'existence only');
-  t.equal(assignsRole({ roleId: 2 }), true, 'a new user\'s role');
+  t.equal(assignsRole({ roleId: 2 }), true, "a new user's role");
   t.equal(assignsRole({ roleId: 2, current: { ...stored, roleId: 1 } }), true, 'another role');
   t.equal(assignsRole({ roleId: null }), false);
   t.equal(assignsRole({ current: stored }), false);
@@ -125,7 +141,7 @@ t.test('addErrors keeps the errors a key has; hiddenKeyErrors and filterVisibili
   t.strictSame(Object.keys(hidden).sort(), ['city', 'email', 'role_id']);
   t.match(hidden.email![0], /users\.view-personal/);
   t.match(hidden.role_id![0], /users\.view-administrative/);
-  t.strictSame(hiddenKeyErrors(delegate, { id: 7 }, ['email', 'role_id']), {}, 'one\'s own record shows every field');
+  t.strictSame(hiddenKeyErrors(delegate, { id: 7 }, ['email', 'role_id']), {}, "one's own record shows every field");
   t.strictSame(hiddenKeyErrors(caller(1, 'users.view-personal', 'users.view-administrative'), { id: 8 }, ['email', 'role_id']), {});
   t.strictSame(filterVisibilityErrors(delegate, { role_id: 1, active: true, text: 'x' }), {
     'filter.role_id': ['needs the permission "users.view-administrative"'],
@@ -135,7 +151,7 @@ t.test('addErrors keeps the errors a key has; hiddenKeyErrors and filterVisibili
   t.strictSame(filterVisibilityErrors(delegate, undefined), {});
 });
 
-t.test('one\'s own record: ignored keys, the restricted session, renaming, deleting, logout marking', async (t) => {
+t.test("one's own record: ignored keys, the restricted session, renaming, deleting, logout marking", async (t) => {
   t.strictSame(selfUpdateIgnoredKeys(caller(1, 'users.administer')), ['role_id', 'active', 'prevent_logout']);
   t.strictSame(selfUpdateIgnoredKeys(caller(1)), ['role_id', 'active', 'prevent_logout', 'department_ids', 'request_password_change']);
   t.strictSame(restrictedSelfUpdateErrors({ passwordChangeRequired: false }, { city: 'x' }), {});
@@ -150,7 +166,10 @@ t.test('one\'s own record: ignored keys, the restricted session, renaming, delet
   t.equal(selfRenameError(caller(1, 'users.view'), 'you', 'me'), undefined);
   t.throws(() => assertNotSelf(caller(1), 1, 'delete'), { status: 403, message: 'You cannot delete your own account.' });
   t.doesNotThrow(() => assertNotSelf(caller(1), 2, 'delete'));
-  t.throws(() => assertMayMarkForLogout(caller(1), { id: 1, preventLogout: true }), { status: 403, message: 'Your account is protected from logout (prevent_logout).' });
+  t.throws(() => assertMayMarkForLogout(caller(1), { id: 1, preventLogout: true }), {
+    status: 403,
+    message: 'Your account is protected from logout (prevent_logout).',
+  });
   t.doesNotThrow(() => assertMayMarkForLogout(caller(1), { id: 1, preventLogout: false }));
   t.doesNotThrow(() => assertMayMarkForLogout(caller(1, 'users.administer'), { id: 2, preventLogout: true }), 'protection is against oneself only');
 });
@@ -158,23 +177,47 @@ t.test('one\'s own record: ignored keys, the restricted session, renaming, delet
 t.test('no escalation: assigning a role, administering a user who holds more', async (t) => {
   const delegate = caller(7, 'users.view', 'users.administer');
   t.equal(roleAssignmentError(delegate, ['users.view']), undefined);
-  t.strictSame(roleAssignmentError(delegate, ['users.view', 'tasks.administer', 'automations.administer']), ['grants permissions you do not hold: tasks.administer, automations.administer']);
+  t.strictSame(roleAssignmentError(delegate, ['users.view', 'tasks.administer', 'automations.administer']), [
+    'grants permissions you do not hold: tasks.administer, automations.administer',
+  ]);
   t.equal(administerRefusal(delegate, { id: 8, grantable: ['users.view'] }), undefined);
   t.equal(administerRefusal(delegate, { id: 7, grantable: ['automations.administer'] }), undefined, 'oneself');
-  t.equal(administerRefusal(delegate, { id: 8, grantable: ['automations.administer'] }), 'This user holds permissions you do not hold; you cannot administer them.');
+  t.equal(
+    administerRefusal(delegate, { id: 8, grantable: ['automations.administer'] }),
+    'This user holds permissions you do not hold; you cannot administer them.',
+  );
   t.equal(
     administerRefusal(caller(7, 'users.view-administrative'), { id: 8, grantable: ['automations.administer'] }),
     'This user holds permissions you do not hold (automations.administer); you cannot administer them.',
     'named to who may see the role',
   );
-  t.throws(() => assertMayAdminister(delegate, { id: 8, grantable: ['automations.administer'] }), { status: 403, message: 'This user holds permissions you do not hold; you cannot administer them.' });
+  t.throws(() => assertMayAdminister(delegate, { id: 8, grantable: ['automations.administer'] }), {
+    status: 403,
+    message: 'This user holds permissions you do not hold; you cannot administer them.',
+  });
 });
 
 t.test('blackoutValues: the name becomes deleted-user-<id>; personal and administrative values are cleared', async (t) => {
   const values = blackoutValues(42);
   t.equal(values.username, 'deleted-user-42');
   t.ok(isReservedUsername(values.username!));
-  for (const key of ['passwordHash', 'firstName', 'lastName', 'email', 'phone', 'street', 'zipcode', 'city', 'birthdate', 'gender', 'staffNumber', 'enteringDate', 'leavingDate', 'defaultRoute', 'lastLoginAt'] as const) {
+  for (const key of [
+    'passwordHash',
+    'firstName',
+    'lastName',
+    'email',
+    'phone',
+    'street',
+    'zipcode',
+    'city',
+    'birthdate',
+    'gender',
+    'staffNumber',
+    'enteringDate',
+    'leavingDate',
+    'defaultRoute',
+    'lastLoginAt',
+  ] as const) {
     t.equal(values[key], null, key);
   }
   t.equal(values.active, false);
@@ -191,7 +234,8 @@ t.test('requireAdministrableUser: the user, or 404, or 403 while their role list
   const administrator = await roleNamed(api.db, tenant.tenantId, 'Administrator');
   const boss = await api.createUser(tenant.tenantId, { values: { roleId: administrator.id } });
   const asDelegate = caller(delegate.id, 'users.view', 'users.administer');
-  const run = (userId: number, withTrashed = false) => api.db.tenant(tenant.tenantId, (tx) => requireAdministrableUser(tx, asDelegate, userId, { withTrashed }));
+  const run = (userId: number, withTrashed = false) =>
+    api.db.tenant(tenant.tenantId, (tx) => requireAdministrableUser(tx, asDelegate, userId, { withTrashed }));
   t.equal((await run(plain.id)).id, plain.id);
   t.equal((await run(delegate.id)).id, delegate.id, 'oneself');
   await t.rejects(run(987654), { status: 404, message: 'The user does not exist.' });
@@ -199,5 +243,5 @@ t.test('requireAdministrableUser: the user, or 404, or 403 while their role list
   t.equal((await run(gone.id, true)).id, gone.id);
   await t.rejects(run(boss.id), { status: 403, message: 'This user holds permissions you do not hold; you cannot administer them.' });
   const other = await api.createTenant('users-rules-other');
-  await t.rejects(run(other.adminUserId), { status: 404, message: 'The user does not exist.' }, 'another tenant\'s user is a missing one');
+  await t.rejects(run(other.adminUserId), { status: 404, message: 'The user does not exist.' }, "another tenant's user is a missing one");
 });

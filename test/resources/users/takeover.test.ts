@@ -47,21 +47,32 @@ let minutes: { id: number };
 
 type Tt = Test;
 const signIn = (tt: Tt, token: string) => api.call(tt, 'loginWithToken', { body: { token } });
-const tokenByEmail = (tt: Tt, token: string, email: string) =>
-  api.call(tt, 'createUserLoginTokenForEmail', { token, body: { expires_in: 600, email } });
+const tokenByEmail = (tt: Tt, token: string, email: string) => api.call(tt, 'createUserLoginTokenForEmail', { token, body: { expires_in: 600, email } });
 const tokenRow = (uuid: string) => loginTokenRow(api.db, uuid);
 
 t.test('setup: a form names Payroll, a task template the role Auditors, a menu item Board and one user', async (t) => {
-  const [form, template, item] = await createEntitiesNaming(api, t, admin, { formDepartmentId: payroll.id, templateRoleId: auditors!.id, menuDepartmentId: board.id });
+  const [form, template, item] = await createEntitiesNaming(api, t, admin, {
+    formDepartmentId: payroll.id,
+    templateRoleId: auditors!.id,
+    menuDepartmentId: board.id,
+  });
   t.strictSame([form.status, template.status, item.status], [201, 201, 201]);
   [salaries, audit, minutes] = [form.body, template.body, item.body];
   t.equal((await api.call(t, 'getForm', { token: clerk.token, params: { form: salaries.id } })).status, 200, 'the clerk may administer the form');
-  t.equal((await api.call(t, 'getForm', { token: delegate.token, params: { form: salaries.id } })).status, 404, 'the delegate may not (answered like a missing form)');
+  t.equal(
+    (await api.call(t, 'getForm', { token: delegate.token, params: { form: salaries.id } })).status,
+    404,
+    'the delegate may not (answered like a missing form)',
+  );
 });
 
 t.test('a delegate cannot set the password of a user holding entity rights it lacks: 422 on password, nothing changes', async (t) => {
   const before = await ownerUser(api.db, tenant.tenantId, clerk.id);
-  const res = await api.call(t, 'updateUser', { token: delegate.token, params: { user: clerk.id }, body: { password: 'taken over password', city: 'Elsewhere' } });
+  const res = await api.call(t, 'updateUser', {
+    token: delegate.token,
+    params: { user: clerk.id },
+    body: { password: 'taken over password', city: 'Elsewhere' },
+  });
   t.equal(res.status, 422);
   t.strictSame(Object.keys(res.body.errors), ['password'], 'only the password is refused');
   t.match(res.body.errors.password[0], /entity permissions/);
@@ -101,8 +112,13 @@ t.test('rights through a role or a direct naming count too; the administering pe
   t.equal((await reset(tasksDelegate.token, clerk.id)).status, 200, 'and forms');
   const directly = await api.createUser(tenant.tenantId, { values: { roleId: employeeRole.id } });
   t.equal(
-    (await api.call(t, 'updateMenuItem', { token: admin, params: { menuItem: minutes.id }, body: { entity_permissions: { department_ids: [board.id], user_ids: [directly.id] } } }))
-      .status,
+    (
+      await api.call(t, 'updateMenuItem', {
+        token: admin,
+        params: { menuItem: minutes.id },
+        body: { entity_permissions: { department_ids: [board.id], user_ids: [directly.id] } },
+      })
+    ).status,
     200,
   );
   t.equal((await reset(delegate.token, directly.id)).status, 422, 'named directly');
@@ -156,7 +172,10 @@ t.test('at use: a creator who lost the entity right no longer signs the user in'
   t.equal(created.status, 201);
   await leave(minter.id, payroll.id);
   t.equal((await signIn(t, created.body.token)).status, 401, 'the creator left Payroll');
-  await api.db.owner.update(roles).set({ permissions: ['login-tokens.administer', 'users.view', 'users.view-personal', 'tasks.administer'] }).where(eq(roles.id, (await ownerUser(api.db, tenant.tenantId, minter.id))!.roleId));
+  await api.db.owner
+    .update(roles)
+    .set({ permissions: ['login-tokens.administer', 'users.view', 'users.view-personal', 'tasks.administer'] })
+    .where(eq(roles.id, (await ownerUser(api.db, tenant.tenantId, minter.id))!.roleId));
   t.equal((await signIn(t, created.body.token)).status, 200, 'tasks.administer covers forms at use too');
 });
 
@@ -186,7 +205,15 @@ t.test('a delegate cannot write another user’s fields it may not see: 422 per 
   const same = await api.call(t, 'updateUser', { token: blind.token, params: { user: victim.id }, body: { email: 'victim@example.com' } });
   t.equal(same.status, 422, 'the stored value is refused the same way: nothing is confirmed');
   t.strictSame(same.body.errors, { email: redirect.body.errors.email }, 'the same answer as for another value');
-  for (const body of [{ phone: null }, { birthdate: '2000-01-01' }, { role_id: employeeRole.id }, { active: true }, { staff_number: 'S-1' }, { default_route: '/home' }, { request_password_change: true }]) {
+  for (const body of [
+    { phone: null },
+    { birthdate: '2000-01-01' },
+    { role_id: employeeRole.id },
+    { active: true },
+    { staff_number: 'S-1' },
+    { default_route: '/home' },
+    { request_password_change: true },
+  ]) {
     const res = await api.call(t, 'updateUser', { token: blind.token, params: { user: victim.id }, body });
     t.equal(res.status, 422, Object.keys(body)[0]!);
     t.strictSame(Object.keys(res.body.errors), Object.keys(body));
@@ -198,16 +225,32 @@ t.test('a delegate cannot write another user’s fields it may not see: 422 per 
 
 t.test('with the view permissions the same writes pass; one’s own record and a new user are unaffected', async (t) => {
   const victim = await api.createUser(tenant.tenantId, { values: { roleId: employeeRole.id, email: 'seen@example.com' } });
-  const res = await api.call(t, 'updateUser', { token: delegate.token, params: { user: victim.id }, body: { email: 'new@example.com', wants_email_notifications: true } });
+  const res = await api.call(t, 'updateUser', {
+    token: delegate.token,
+    params: { user: victim.id },
+    body: { email: 'new@example.com', wants_email_notifications: true },
+  });
   t.equal(res.status, 200);
   t.equal(res.body.email, 'new@example.com');
   const blind = await api.createUser(tenant.tenantId, { permissions: ['users.view', 'users.administer'] });
-  const own = await api.call(t, 'updateUser', { token: blind.token, params: { user: blind.id }, body: { email: 'me@example.com', wants_email_notifications: true } });
+  const own = await api.call(t, 'updateUser', {
+    token: blind.token,
+    params: { user: blind.id },
+    body: { email: 'me@example.com', wants_email_notifications: true },
+  });
   t.equal(own.status, 200, 'one’s own record');
   t.equal(own.body.email, 'me@example.com');
   const created = await api.call(t, 'createUser', {
     token: blind.token,
-    body: { username: 'fresh', password: 'a long enough password', first_name: 'F', last_name: 'Resh', role_id: employeeRole.id, email: 'fresh@example.com', wants_email_notifications: true },
+    body: {
+      username: 'fresh',
+      password: 'a long enough password',
+      first_name: 'F',
+      last_name: 'Resh',
+      role_id: employeeRole.id,
+      email: 'fresh@example.com',
+      wants_email_notifications: true,
+    },
   });
   t.equal(created.status, 201, 'creating a user');
   t.equal((await ownerUser(api.db, tenant.tenantId, created.body.id))!.email, 'fresh@example.com');

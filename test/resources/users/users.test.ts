@@ -35,9 +35,9 @@ t.test('create: bad inputs are 4xx problem documents and store nothing', async (
     ['password too short', newUserBody({ password: 'short' }), 422, 'password'],
     ['personal account without names', newUserBody({ first_name: null, last_name: undefined }), 422, 'first_name'],
     ['unknown role', newUserBody({ role_id: 999999 }), 422, 'role_id'],
-    ['another tenant\'s role', newUserBody({ role_id: otherRole!.id }), 422, 'role_id'],
+    ["another tenant's role", newUserBody({ role_id: otherRole!.id }), 422, 'role_id'],
     ['unknown language', newUserBody({ lang_id: 'xx-XX' }), 422, 'lang_id'],
-    ['another tenant\'s department', newUserBody({ department_ids: [otherDepartment!.id] }), 422, 'department_ids.0'],
+    ["another tenant's department", newUserBody({ department_ids: [otherDepartment!.id] }), 422, 'department_ids.0'],
     ['bad gender', newUserBody({ gender: 'other' }), 422, 'gender'],
     ['bad e-mail', newUserBody({ email: 'not-an-address' }), 422, 'email'],
     ['bad date', newUserBody({ birthdate: '31.12.1990' }), 422, 'birthdate'],
@@ -134,7 +134,7 @@ t.test('default_route: javascript: and other non-navigation targets are 422 on c
     t.ok(updated.body.errors?.default_route, 'names default_route');
   }
   const own = await api.call(t, 'updateUser', { token: self.token, params: { user: self.id }, body: { default_route: 'javascript:alert(1)' } });
-  t.equal(own.status, 422, 'on one\'s own record too');
+  t.equal(own.status, 422, "on one's own record too");
   t.equal(await userCount(), before + 1, 'no user stored');
   t.strictSame(await ownerUser(api.db, tenant.tenantId, employee.id), employeeBefore);
   t.strictSame(await ownerUser(api.db, tenant.tenantId, self.id), selfBefore);
@@ -156,7 +156,10 @@ t.test('result controls: unknown or hidden selects, unknown relations and filter
   ] as const) {
     const res = await api.call(t, 'listUsers', { token, query });
     t.equal(res.status, 422, JSON.stringify(query));
-    t.ok(Object.keys(res.body.errors ?? {}).some((key) => key.startsWith(field)), `names ${field}`);
+    t.ok(
+      Object.keys(res.body.errors ?? {}).some((key) => key.startsWith(field)),
+      `names ${field}`,
+    );
   }
   t.equal((await api.call(t, 'listUsers', { token: admin.token, query: { limit: 0 } })).status, 422, 'limit 0');
 });
@@ -185,7 +188,10 @@ t.test('personal and administrative fields are shown only with their permission'
   const full = await api.call(t, 'getUser', { token: admin.token, params: { user: employee.id } });
   t.equal(full.body.staff_number, 'E-1');
   t.equal(full.body.role.name, 'role-employee');
-  t.notOk(Object.keys(full.body).some((key) => /^(password|old_password|password_hash)$/.test(key)), 'never a password');
+  t.notOk(
+    Object.keys(full.body).some((key) => /^(password|old_password|password_hash)$/.test(key)),
+    'never a password',
+  );
 });
 
 t.test('a user without permissions reads their own record in full, but not others', async (t) => {
@@ -202,7 +208,12 @@ t.test('selects returns exactly the selected fields; url fields only when select
     params: { user: employee.id },
     query: { selects: 'id,url,static_url,url_context', relations: '' },
   });
-  t.strictSame(res.body, { id: employee.id, url: `/users/${employee.id}`, static_url: `/users/${employee.id}`, url_context: { type: 'user', id: employee.id } });
+  t.strictSame(res.body, {
+    id: employee.id,
+    url: `/users/${employee.id}`,
+    static_url: `/users/${employee.id}`,
+    url_context: { type: 'user', id: employee.id },
+  });
 });
 
 t.test('filters: text, group_account, department_id, role_id, active', async (t) => {
@@ -221,7 +232,11 @@ t.test('filters: text, group_account, department_id, role_id, active', async (t)
   t.equal(limited.length, 2, 'limit');
   const ordered = await api.call(t, 'listUsers', { token: admin.token, query: { selects: 'last_name' } });
   const lastNames = (ordered.body as { last_name: string }[]).map((u) => u.last_name);
-  t.strictSame(lastNames, [...lastNames].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0)), 'ordered by last name');
+  t.strictSame(
+    lastNames,
+    [...lastNames].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0)),
+    'ordered by last name',
+  );
   t.notOk((await names({})).includes('stranger'), 'never another tenant');
 });
 
@@ -314,14 +329,14 @@ t.test('update: a user changes their own record, but not role, active or prevent
   t.equal((await api.db.owner.select().from(departmentUsers).where(eq(departmentUsers.userId, self.id))).length, 0, 'departments ignored');
 });
 
-t.test('update: an administrator\'s own prevent_logout is ignored too', async (t) => {
+t.test("update: an administrator's own prevent_logout is ignored too", async (t) => {
   const res = await api.call(t, 'updateUser', { token: admin.token, params: { user: admin.id }, body: { prevent_logout: true, active: false } });
   t.equal(res.status, 200);
   t.equal(res.body.prevent_logout, false);
   t.equal(res.body.active, true);
 });
 
-t.test('update: changing one\'s own password needs the current one without users.administer', async (t) => {
+t.test("update: changing one's own password needs the current one without users.administer", async (t) => {
   const self = await api.createUser(tenant.tenantId, { username: 'pw-self', password: 'the first password' });
   const params = { user: self.id };
   const missing = await api.call(t, 'updateUser', { token: self.token, params, body: { password: 'the second password' } });
@@ -352,9 +367,15 @@ t.test('delete: soft, listed as deleted, shown by id, not updatable; refused on 
   t.ok((await ownerUser(api.db, tenant.tenantId, id))!.deletedAt, 'row kept with deleted_at');
   t.equal((await api.call(t, 'getCurrentUser', { token })).status, 401, 'its tokens stop working');
   const listed = await api.call(t, 'listUsers', { token: admin.token, query: { selects: 'id' } });
-  t.notOk(listed.body.some((u: { id: number }) => u.id === id), 'not in the list');
+  t.notOk(
+    listed.body.some((u: { id: number }) => u.id === id),
+    'not in the list',
+  );
   const deleted = await api.call(t, 'listDeletedUsers', { token: admin.token, query: { selects: 'id,deleted_at' } });
-  t.ok(deleted.body.some((u: { id: number; deleted_at: string }) => u.id === id && u.deleted_at), 'in the deleted list');
+  t.ok(
+    deleted.body.some((u: { id: number; deleted_at: string }) => u.id === id && u.deleted_at),
+    'in the deleted list',
+  );
   const shown = await api.call(t, 'getUser', { token: admin.token, params: { user: id } });
   t.equal(shown.status, 200, 'show includes deleted users');
   t.equal((await api.call(t, 'updateUser', { token: admin.token, params: { user: id }, body: { city: 'X' } })).status, 404);
@@ -370,7 +391,11 @@ t.test('restore: role must be an active role; replaces the role when sent', asyn
   const bad = await api.call(t, 'restoreUser', { token: admin.token, params: { user: id }, body: { role_id: inactive!.id } });
   t.equal(bad.status, 422);
   t.ok(bad.body.errors.role_id);
-  t.equal((await api.call(t, 'restoreUser', { token: admin.token, params: { user: id }, body: { role_id: otherRole!.id } })).status, 422, 'other tenant\'s role');
+  t.equal(
+    (await api.call(t, 'restoreUser', { token: admin.token, params: { user: id }, body: { role_id: otherRole!.id } })).status,
+    422,
+    "other tenant's role",
+  );
   t.ok((await ownerUser(api.db, tenant.tenantId, id))!.deletedAt, 'still deleted');
   t.equal((await api.call(t, 'restoreUser', { token: viewer.token, params: { user: id } })).status, 403);
   const administrator = await roleNamed(api.db, tenant.tenantId, 'Administrator');
@@ -397,7 +422,14 @@ t.test('restore does not revive the sessions a delete ended', async (t) => {
 t.test('blackout: anonymises irreversibly, keeps the id, refuses restore', async (t) => {
   const created = await api.call(t, 'createUser', {
     token: admin.token,
-    body: newUserBody({ email: 'gone@example.com', phone: '123', staff_number: 'S-9', birthdate: '1980-01-01', gender: 'female', department_ids: [department!.id] }),
+    body: newUserBody({
+      email: 'gone@example.com',
+      phone: '123',
+      staff_number: 'S-9',
+      birthdate: '1980-01-01',
+      gender: 'female',
+      department_ids: [department!.id],
+    }),
   });
   const id = created.body.id;
   const token = await api.tokenFor(tenant.tenantId, id);
@@ -484,13 +516,16 @@ t.test('renaming oneself needs users.view: without it no username can be probed 
 
 // ---- users.administer unless one's own record: the operations' x-permission ----
 
-t.test('updating or marking another user for logout needs users.administer: the binding\'s 403, whether the user exists or not', async (t) => {
+t.test("updating or marking another user for logout needs users.administer: the binding's 403, whether the user exists or not", async (t) => {
   const forbidden = 'This requires the permission "users.administer".';
   const plain = await api.createUser(tenant.tenantId, { username: 'plain-self' });
   const before = await ownerUser(api.db, tenant.tenantId, employee.id);
   const update = (token: string, user: number) => api.call(t, 'updateUser', { token, params: { user }, body: { city: 'Kiel' } });
   const mark = (token: string, user: number) => api.call(t, 'markUserForLogout', { token, params: { user } });
-  for (const [name, call] of [['updateUser', update], ['markUserForLogout', mark]] as const) {
+  for (const [name, call] of [
+    ['updateUser', update],
+    ['markUserForLogout', mark],
+  ] as const) {
     const other = await call(plain.token, employee.id);
     t.equal(other.status, 403, `${name}: another user`);
     t.equal(other.body.detail, forbidden, `${name}: the refusal names the permission`);
@@ -501,22 +536,25 @@ t.test('updating or marking another user for logout needs users.administer: the 
   }
   t.strictSame(await ownerUser(api.db, tenant.tenantId, employee.id), before, 'the other user is unchanged');
   const own = await update(plain.token, plain.id);
-  t.equal(own.status, 200, 'one\'s own record needs no permission');
+  t.equal(own.status, 200, "one's own record needs no permission");
   t.equal(own.body.city, 'Kiel');
   t.equal((await mark(plain.token, plain.id)).status, 204, 'nor does marking oneself');
   t.equal((await api.call(t, 'getCurrentUser', { token: plain.token })).status, 401, 'which ended the session');
 });
 
-t.test('updating or marking another user without users.administer: an invalid request is a 422 before the 403, the operation\'s own rules after it', async (t) => {
-  const plain = await api.createUser(tenant.tenantId, { username: 'plain-invalid' });
-  const badBody = await api.call(t, 'updateUser', { token: plain.token, params: { user: employee.id }, body: { city: 5 } });
-  t.equal(badBody.status, 422);
-  t.ok(badBody.body.errors?.city, JSON.stringify(badBody.body));
-  t.equal((await api.call(t, 'markUserForLogout', { token: plain.token, params: { user: '1e3' } })).status, 422, 'a malformed user id');
-  const shortPassword = await api.call(t, 'updateUser', { token: plain.token, params: { user: employee.id }, body: { password: 'x' } });
-  t.equal(shortPassword.status, 403, 'the password rule is the operation\'s: judged only for callers the permission admits');
-  t.equal((await api.call(t, 'getCurrentUser', { token: employee.token })).status, 200, 'the other user is still signed in');
-});
+t.test(
+  "updating or marking another user without users.administer: an invalid request is a 422 before the 403, the operation's own rules after it",
+  async (t) => {
+    const plain = await api.createUser(tenant.tenantId, { username: 'plain-invalid' });
+    const badBody = await api.call(t, 'updateUser', { token: plain.token, params: { user: employee.id }, body: { city: 5 } });
+    t.equal(badBody.status, 422);
+    t.ok(badBody.body.errors?.city, JSON.stringify(badBody.body));
+    t.equal((await api.call(t, 'markUserForLogout', { token: plain.token, params: { user: '1e3' } })).status, 422, 'a malformed user id');
+    const shortPassword = await api.call(t, 'updateUser', { token: plain.token, params: { user: employee.id }, body: { password: 'x' } });
+    t.equal(shortPassword.status, 403, "the password rule is the operation's: judged only for callers the permission admits");
+    t.equal((await api.call(t, 'getCurrentUser', { token: employee.token })).status, 200, 'the other user is still signed in');
+  },
+);
 
 t.test('a role, language or department naming nothing in the tenant is 422 "does not exist" on its key', async (t) => {
   const before = await userCount();
