@@ -1,6 +1,6 @@
 -- The application connects with role atrium_app (see src/platform/database/database.ts):
 -- no superuser, no BYPASSRLS, and it owns no table, so every row-level security policy
--- applies to it (decisions §2). The migrating role owns the tables.
+-- applies to it (docs/tenancy-and-security.md). The migrating role owns the tables.
 DO $$
 BEGIN
   CREATE ROLE atrium_app NOLOGIN NOSUPERUSER NOBYPASSRLS NOCREATEDB NOCREATEROLE;

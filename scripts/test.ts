@@ -33,7 +33,7 @@ async function cleanUp(): Promise<void> {
   if (!external) await rm(dataDir, { recursive: true, force: true });
 }
 
-let status = 1;
+let status: number;
 try {
   await admin.unsafe(`create database "${template}"`);
   const templateUrl = new URL(server.url);

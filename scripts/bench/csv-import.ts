@@ -16,9 +16,9 @@ const atrium = await benchAtrium(database.url);
 try {
   const app = atrium.app!;
   const login = await app.inject({ method: 'POST', url: '/api/auth/login', payload: { tenant: 'demo', username: 'admin', password: 'benchmark-password' } });
-  const token = login.json().access_token as string;
+  const token = login.json<{ access_token: string }>().access_token;
   const current = await app.inject({ method: 'GET', url: '/api/users/current', headers: { authorization: `Bearer ${token}` } });
-  const roleId = current.json().role_id as number;
+  const roleId = current.json<{ role_id: number }>().role_id;
 
   const lines = [header];
   for (let i = 0; i < rows; i++)
@@ -43,7 +43,7 @@ try {
     payload,
   });
   const atriumMs = performance.now() - started;
-  const body = response.json() as { new_users: unknown[]; invalid_rows: unknown[] };
+  const body = response.json<{ new_users: unknown[]; invalid_rows: unknown[] }>();
   if (response.statusCode !== 200 || body.new_users.length !== rows)
     throw new Error(`unexpected answer ${response.statusCode}: ${response.body.slice(0, 300)}`);
 

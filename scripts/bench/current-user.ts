@@ -18,7 +18,7 @@ const login = await atrium.app!.inject({
   url: '/api/auth/login',
   payload: { tenant: 'demo', username: 'admin', password: 'benchmark-password' },
 });
-const token = login.json().access_token as string;
+const token = login.json<{ access_token: string }>().access_token;
 const atriumAddress = await atrium.app!.listen({ host: '127.0.0.1', port: 0 });
 
 // Baseline: the simplest thing that answers the same question.

@@ -41,8 +41,13 @@ export function openSse(t: Test, url: string, headers: Record<string, string>): 
           for (const line of block.split('\n')) {
             if (line.startsWith(':')) comments.push(line.slice(1).trim());
             else if (line.startsWith('id: ')) parsed.id = line.slice(4);
-            else if (line.startsWith('event: ')) ((parsed.event = line.slice(7)), (isEvent = true));
-            else if (line.startsWith('data: ')) ((parsed.data += line.slice(6)), (isEvent = true));
+            else if (line.startsWith('event: ')) {
+              parsed.event = line.slice(7);
+              isEvent = true;
+            } else if (line.startsWith('data: ')) {
+              parsed.data += line.slice(6);
+              isEvent = true;
+            }
           }
           if (isEvent) events.push(parsed);
         }

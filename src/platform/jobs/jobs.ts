@@ -61,7 +61,7 @@ export class Jobs {
   }
 
   async getJob(name: string, id: string): Promise<{ state: string } | null> {
-    return (await this.boss.getJobById(name, id)) as { state: string } | null;
+    return await this.boss.getJobById(name, id);
   }
 
   async stop(): Promise<void> {

@@ -98,7 +98,7 @@ export class OutboundClient {
 
   /** An agent that refuses, before connecting, any address `admits` rejects. */
   private guardedAgent(admits: (ip: string) => boolean, refusal: (ip: string) => string): Agent {
-    const connectResolved = buildConnector({ timeout: this.options.connectTimeoutMs, lookup: guardedLookup(admits, refusal) as never });
+    const connectResolved = buildConnector({ timeout: this.options.connectTimeoutMs, lookup: guardedLookup(admits, refusal) });
     return new Agent({
       // An IP literal never reaches `lookup` (net.connect skips resolution), so check it here.
       connect: (connectOptions, callback) => {
@@ -238,7 +238,7 @@ function guardedLookup(admits: (ip: string) => boolean, refusal: (ip: string) =>
     dnsLookup(hostname, { ...lookupOptions, all: true }, (error, addresses) => {
       if (error) return callback(error, []);
       const refused = addresses.find((entry) => !admits(entry.address));
-      if (refused) return callback(new OutboundError('refused', refusal(refused.address)) as never, []);
+      if (refused) return callback(new OutboundError('refused', refusal(refused.address)), []);
       if (lookupOptions.all) return callback(null, addresses);
       callback(null, addresses[0]!.address, addresses[0]!.family);
     });
