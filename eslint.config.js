@@ -37,10 +37,9 @@ export default defineConfig(
       'import-x/no-useless-path-segments': 'error',
       // web-push, nodemailer: their default export is the documented API.
       'import-x/no-named-as-default-member': 'off',
-      // The layer rule, mirrored from .dependency-cruiser.cjs for editor feedback. A warning
-      // until the existing platform → resources imports are moved; then an error.
+      // The layer rule, mirrored from .dependency-cruiser.cjs for editor feedback.
       'import-x/no-restricted-paths': [
-        'warn',
+        'error',
         {
           zones: [
             {
