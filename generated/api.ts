@@ -1995,6 +1995,17 @@ export interface components {
             read_at?: components["schemas"]["Datetime"];
             seen_at?: components["schemas"]["Datetime"];
         } | unknown | unknown;
+        /**
+         * @description URL context capability; answered only when `selects` names it. The record's client
+         *     route without tenant-specific parts, `/<collection>/{id}` (such as `/users/7` or
+         *     `/departments/3`).
+         */
+        ContextStaticUrl: string;
+        /**
+         * @description URL context capability; answered only when `selects` names it. The record's client
+         *     route, resolved by the client in its tenant; the same path as `static_url`.
+         */
+        ContextUrl: string;
         CountEnvelope: {
             /**
              * Format: int32
@@ -2119,9 +2130,11 @@ export interface components {
             task_execution_id: number;
         };
         /**
-         * @description An organisational unit. `attributes` holds the values of the fields of the attached
-         *     attribute sets (the interface's "additional attribute keys"; they are sent as
-         *     top-level keys and returned under `attributes`).
+         * @description An organisational unit, with the URL context capability: `static_url`, `url` and
+         *     `url_context` (`/departments/{id}`, `{type: department, id}`) are answered only when
+         *     `selects` names them, as for users. `attributes` holds the values of the fields of
+         *     the attached attribute sets (the interface's "additional attribute keys"; they are
+         *     sent as top-level keys and returned under `attributes`).
          */
         Department: {
             /** @description Attached attribute sets, ordered by their `sort_number`. */
@@ -2145,10 +2158,17 @@ export interface components {
             notification_setting_ids?: number[];
             /** @description Relation `notification_settings` (the assigned settings, by sort number). */
             notification_settings?: components["schemas"]["NotificationSetting"][];
+            static_url?: components["schemas"]["ContextStaticUrl"];
             /** @description Free tags; `filter[text]=#tag` matches them. */
             tags?: string[];
             /** Format: date-time */
             updated_at?: string;
+            url?: components["schemas"]["ContextUrl"];
+            /** @description `{type: department, id}` (see UrlContext). */
+            url_context?: components["schemas"]["UrlContext"] & {
+                /** @constant */
+                type?: "department";
+            };
             /**
              * Format: int64
              * @description The user who created the department.
@@ -2942,6 +2962,17 @@ export interface components {
          */
         Url: string;
         /**
+         * @description URL context capability; answered only when `selects` names it. What the record's
+         *     URL resolves to, `{type: <alias>, id}`, so that a client can check access to the
+         *     context before it opens the URL.
+         */
+        UrlContext: {
+            /** Format: int64 */
+            id: number;
+            /** @description The alias of the record's resource (`user`, `department`). */
+            type: string;
+        };
+        /**
          * @description A personal or group account. Fields absent from the answer were not selected or are
          *     not visible to the caller. Personal fields (`email`, `phone`, `street`, `zipcode`,
          *     `city`, `birthdate`, `gender`) need `users.view-personal`; administrative fields
@@ -3015,19 +3046,15 @@ export interface components {
             /** Format: int64 */
             role_id?: number;
             staff_number?: string | null;
-            /** @description Only when selected. The client route of the user without tenant-specific parts (`/users/{id}`). */
-            static_url?: string;
+            static_url?: components["schemas"]["ContextStaticUrl"];
             street?: string | null;
             /** Format: date-time */
             updated_at?: string;
-            /** @description Only when selected. The client route of the user (`/users/{id}`), resolved by the client in its tenant. */
-            url?: string;
-            /** @description Only when selected. The context the URL resolves to, for access checks: `{type: user, id}`. */
-            url_context?: {
-                /** Format: int64 */
-                id: number;
+            url?: components["schemas"]["ContextUrl"];
+            /** @description `{type: user, id}` (see UrlContext). */
+            url_context?: components["schemas"]["UrlContext"] & {
                 /** @constant */
-                type: "user";
+                type?: "user";
             };
             username?: string;
             wants_email_notifications?: boolean;
