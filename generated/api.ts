@@ -1151,6 +1151,19 @@ export interface paths {
          * @description For the services that produce notifications about their own records (infoboard
          *     posts, manual entries): like `POST /api/notifications` (same recipient rules and
          *     202), with a `type` and the target's id; `targetable_type` follows from the type.
+         *
+         *     Recipients also follow their departments' notification settings. Each type has the
+         *     setting named after it in snake_case (`infoboardPostCreated` →
+         *     `infoboard_post_created`, `manualEntryUpdated` → `manual_entry_updated`, and so on).
+         *     When the tenant has that setting, a recipient who belongs to at least one
+         *     department, but to none that has the setting in its `notification_setting_ids`, is
+         *     skipped: their departments did not choose this delivery category. This holds
+         *     whether the recipient was named in `user_ids` or reached through `department_ids`.
+         *     Users outside every department have no department choice to follow and receive it,
+         *     and when the tenant has no setting with the type's key nobody is skipped. Settings
+         *     are judged when the notification is delivered, like the active and deleted states.
+         *     A skipped recipient gets no in-app record, push message or e-mail copy. The generic
+         *     notification (`POST /api/notifications`) is not subject to settings.
          */
         post: operations["createTypedNotification"];
         delete?: never;
@@ -2155,6 +2168,12 @@ export interface components {
             /** Format: int64 */
             id?: number;
             name?: string;
+            /**
+             * @description The delivery categories the members receive: where the tenant has the setting
+             *     named after a typed notification's type, that notification reaches a member
+             *     only through a department that has it (see `POST /api/notifications/typed` for
+             *     the whole rule).
+             */
             notification_setting_ids?: number[];
             /** @description Relation `notification_settings` (the assigned settings, by sort number). */
             notification_settings?: components["schemas"]["NotificationSetting"][];
@@ -2564,7 +2583,12 @@ export interface components {
             unread?: boolean;
             unseen?: boolean;
         };
-        /** @description A selectable delivery category that departments reference. */
+        /**
+         * @description A selectable delivery category that departments reference. A typed notification
+         *     (`POST /api/notifications/typed`) reaches a department member only when one of their
+         *     departments has the setting named after the type (such as `infoboard_post_created` for
+         *     `infoboardPostCreated`); see that operation for the whole rule.
+         */
         NotificationSetting: {
             /** Format: int64 */
             id?: number;
@@ -2942,7 +2966,10 @@ export interface components {
             targetable_id: components["schemas"]["Id"];
             title: components["schemas"]["Title"];
             /**
-             * @description The type fixes `targetable_type` (`infoboardPost…` → `infoboardPost`, `manualEntryUpdated` → `manualEntry`).
+             * @description The type fixes `targetable_type` (`infoboardPost…` → `infoboardPost`,
+             *     `manualEntryUpdated` → `manualEntry`) and the notification setting that decides
+             *     which department members receive it (the type in snake_case, such as
+             *     `infoboard_post_created`; see the operation).
              * @enum {string}
              */
             type: "infoboardPostCreated" | "infoboardPostUpdated" | "infoboardPostReadingConfirmationRequired" | "manualEntryUpdated";
