@@ -1151,6 +1151,19 @@ export interface paths {
          * @description For the services that produce notifications about their own records (infoboard
          *     posts, manual entries): like `POST /api/notifications` (same recipient rules and
          *     202), with a `type` and the target's id; `targetable_type` follows from the type.
+         *
+         *     Recipients also follow their departments' notification settings. Each type has the
+         *     setting named after it in snake_case (`infoboardPostCreated` →
+         *     `infoboard_post_created`, `manualEntryUpdated` → `manual_entry_updated`, and so on).
+         *     When the tenant has that setting, a recipient who belongs to at least one
+         *     department, but to none that has the setting in its `notification_setting_ids`, is
+         *     skipped: their departments did not choose this delivery category. This holds
+         *     whether the recipient was named in `user_ids` or reached through `department_ids`.
+         *     Users outside every department have no department choice to follow and receive it,
+         *     and when the tenant has no setting with the type's key nobody is skipped. Settings
+         *     are judged when the notification is delivered, like the active and deleted states.
+         *     A skipped recipient gets no in-app record, push message or e-mail copy. The generic
+         *     notification (`POST /api/notifications`) is not subject to settings.
          */
         post: operations["createTypedNotification"];
         delete?: never;
@@ -1995,6 +2008,17 @@ export interface components {
             read_at?: components["schemas"]["Datetime"];
             seen_at?: components["schemas"]["Datetime"];
         } | unknown | unknown;
+        /**
+         * @description URL context capability; answered only when `selects` names it. The record's client
+         *     route without tenant-specific parts, `/<collection>/{id}` (such as `/users/7` or
+         *     `/departments/3`).
+         */
+        ContextStaticUrl: string;
+        /**
+         * @description URL context capability; answered only when `selects` names it. The record's client
+         *     route, resolved by the client in its tenant; the same path as `static_url`.
+         */
+        ContextUrl: string;
         CountEnvelope: {
             /**
              * Format: int32
@@ -2119,9 +2143,11 @@ export interface components {
             task_execution_id: number;
         };
         /**
-         * @description An organisational unit. `attributes` holds the values of the fields of the attached
-         *     attribute sets (the interface's "additional attribute keys"; they are sent as
-         *     top-level keys and returned under `attributes`).
+         * @description An organisational unit, with the URL context capability: `static_url`, `url` and
+         *     `url_context` (`/departments/{id}`, `{type: department, id}`) are answered only when
+         *     `selects` names them, as for users. `attributes` holds the values of the fields of
+         *     the attached attribute sets (the interface's "additional attribute keys"; they are
+         *     sent as top-level keys and returned under `attributes`).
          */
         Department: {
             /** @description Attached attribute sets, ordered by their `sort_number`. */
@@ -2142,13 +2168,26 @@ export interface components {
             /** Format: int64 */
             id?: number;
             name?: string;
+            /**
+             * @description The delivery categories the members receive: where the tenant has the setting
+             *     named after a typed notification's type, that notification reaches a member
+             *     only through a department that has it (see `POST /api/notifications/typed` for
+             *     the whole rule).
+             */
             notification_setting_ids?: number[];
             /** @description Relation `notification_settings` (the assigned settings, by sort number). */
             notification_settings?: components["schemas"]["NotificationSetting"][];
+            static_url?: components["schemas"]["ContextStaticUrl"];
             /** @description Free tags; `filter[text]=#tag` matches them. */
             tags?: string[];
             /** Format: date-time */
             updated_at?: string;
+            url?: components["schemas"]["ContextUrl"];
+            /** @description `{type: department, id}` (see UrlContext). */
+            url_context?: components["schemas"]["UrlContext"] & {
+                /** @constant */
+                type?: "department";
+            };
             /**
              * Format: int64
              * @description The user who created the department.
@@ -2544,7 +2583,12 @@ export interface components {
             unread?: boolean;
             unseen?: boolean;
         };
-        /** @description A selectable delivery category that departments reference. */
+        /**
+         * @description A selectable delivery category that departments reference. A typed notification
+         *     (`POST /api/notifications/typed`) reaches a department member only when one of their
+         *     departments has the setting named after the type (such as `infoboard_post_created` for
+         *     `infoboardPostCreated`); see that operation for the whole rule.
+         */
         NotificationSetting: {
             /** Format: int64 */
             id?: number;
@@ -2922,7 +2966,10 @@ export interface components {
             targetable_id: components["schemas"]["Id"];
             title: components["schemas"]["Title"];
             /**
-             * @description The type fixes `targetable_type` (`infoboardPost…` → `infoboardPost`, `manualEntryUpdated` → `manualEntry`).
+             * @description The type fixes `targetable_type` (`infoboardPost…` → `infoboardPost`,
+             *     `manualEntryUpdated` → `manualEntry`) and the notification setting that decides
+             *     which department members receive it (the type in snake_case, such as
+             *     `infoboard_post_created`; see the operation).
              * @enum {string}
              */
             type: "infoboardPostCreated" | "infoboardPostUpdated" | "infoboardPostReadingConfirmationRequired" | "manualEntryUpdated";
@@ -2941,6 +2988,17 @@ export interface components {
          *     turning `/\host` or `/<TAB>/host` into `//host`).
          */
         Url: string;
+        /**
+         * @description URL context capability; answered only when `selects` names it. What the record's
+         *     URL resolves to, `{type: <alias>, id}`, so that a client can check access to the
+         *     context before it opens the URL.
+         */
+        UrlContext: {
+            /** Format: int64 */
+            id: number;
+            /** @description The alias of the record's resource (`user`, `department`). */
+            type: string;
+        };
         /**
          * @description A personal or group account. Fields absent from the answer were not selected or are
          *     not visible to the caller. Personal fields (`email`, `phone`, `street`, `zipcode`,
@@ -3015,19 +3073,15 @@ export interface components {
             /** Format: int64 */
             role_id?: number;
             staff_number?: string | null;
-            /** @description Only when selected. The client route of the user without tenant-specific parts (`/users/{id}`). */
-            static_url?: string;
+            static_url?: components["schemas"]["ContextStaticUrl"];
             street?: string | null;
             /** Format: date-time */
             updated_at?: string;
-            /** @description Only when selected. The client route of the user (`/users/{id}`), resolved by the client in its tenant. */
-            url?: string;
-            /** @description Only when selected. The context the URL resolves to, for access checks: `{type: user, id}`. */
-            url_context?: {
-                /** Format: int64 */
-                id: number;
+            url?: components["schemas"]["ContextUrl"];
+            /** @description `{type: user, id}` (see UrlContext). */
+            url_context?: components["schemas"]["UrlContext"] & {
                 /** @constant */
-                type: "user";
+                type?: "user";
             };
             username?: string;
             wants_email_notifications?: boolean;

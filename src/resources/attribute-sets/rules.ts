@@ -17,6 +17,9 @@ export const DEPARTMENT_KEYS = [
   'attributes',
   'created_at',
   'updated_at',
+  'static_url',
+  'url',
+  'url_context',
   'users',
 ] as const;
 

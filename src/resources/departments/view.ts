@@ -4,6 +4,7 @@ import { containsPattern } from '../../platform/database/text-search.ts';
 import { rfc3339 } from '../../platform/http/datetime.ts';
 import { presentGrouped, type Listing } from '../../platform/result-controls/listing.ts';
 import { defineView, groupBy } from '../../platform/result-controls/result-controls.ts';
+import { urlContextFields } from '../../platform/result-controls/url-context.ts';
 import { attributeSetView } from '../attribute-sets/view.ts';
 import { notificationSettingView } from '../notification-settings/view.ts';
 import { presentUsersById } from '../users/view.ts';
@@ -38,6 +39,7 @@ export const departmentView = defineView<DepartmentRow, Auth, 'text'>({
     attributes: {},
     created_at: { value: (r) => rfc3339(r.createdAt) },
     updated_at: { value: (r) => rfc3339(r.updatedAt) },
+    ...urlContextFields<DepartmentRow>('department', 'departments'),
   },
   filters: {
     text: (value: string) => departmentTextFilter(value),

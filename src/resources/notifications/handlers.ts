@@ -9,7 +9,7 @@ import { announceTenantUnreadChange } from './channel.ts';
 import { isEventId } from './event-ids.ts';
 import { notify, queueDelivery } from './notify.ts';
 import { countUnread, deleteTenantNotifications, markOwnNotification, markOwnNotifications } from './queries.ts';
-import { CUSTOM_NOTIFICATION, readState, TYPED_NOTIFICATIONS, type ReadStateInput } from './rules.ts';
+import { CUSTOM_NOTIFICATION, readState, TYPED_NOTIFICATIONS, type ReadStateInput, type TypedNotification } from './rules.ts';
 import { notifications } from './table.ts';
 import { byTarget, byType, notificationListing, notificationView } from './view.ts';
 
@@ -28,7 +28,7 @@ interface GenericInput extends RecipientsInput {
   url: string;
 }
 interface TypedInput extends GenericInput {
-  type: keyof typeof TYPED_NOTIFICATIONS;
+  type: TypedNotification;
   targetable_id: number;
 }
 interface BulkInput extends ReadStateInput {

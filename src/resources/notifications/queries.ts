@@ -4,10 +4,11 @@ import type { Auth } from '../../platform/auth/auth.ts';
 import type { Db, Tx } from '../../platform/database/database.ts';
 import { missingIds } from '../../platform/database/existence.ts';
 import { requiredTenant } from '../../platform/database/tenancy.ts';
-import { departments } from '../departments/table.ts';
+import { departmentNotificationSettings, departments } from '../departments/table.ts';
+import { notificationSettings } from '../notification-settings/table.ts';
 import { users } from '../users/table.ts';
 import { announceStoredBatch, announceUnreadChange } from './channel.ts';
-import { readStateChange, type ReadState } from './rules.ts';
+import { notificationSettingKey, readStateChange, type ReadState } from './rules.ts';
 import { notificationDispatches, notifications, type NotificationData } from './table.ts';
 import { ownNotifications, unreadNotifications } from './view.ts';
 
@@ -65,11 +66,28 @@ export async function findDispatch(tx: Tx, dispatchId: string): Promise<Dispatch
   return dispatch;
 }
 
+/**
+ * Whether recipient `u`'s departments decline the dispatch's notification setting (the
+ * CTE `setting`; docs/notifications.md#notification-settings): the tenant has the setting,
+ * `u` belongs to at least one department, and none of them has it assigned. A type
+ * without a setting, or a tenant without it, declines nobody; neither do users outside
+ * every department, who have no department choice to follow.
+ */
+const settingDeclines = sql`(
+  exists (select 1 from setting)
+  and exists (select 1 from department_users du where du.tenant_id = u.tenant_id and du.user_id = u.id)
+  and not exists (select 1 from department_users du
+                  join ${departmentNotificationSettings} dns
+                    on dns.tenant_id = du.tenant_id and dns.department_id = du.department_id
+                  where du.tenant_id = u.tenant_id and du.user_id = u.id
+                    and dns.notification_setting_id in (select id from setting)))`;
+
 const idArray = (ids: number[]) => `{${ids.map((id) => Math.trunc(id)).join(',')}}`;
 
 /**
  * Stores the next batch of a dispatch's notifications: recipients (direct users ∪
- * department members, each once; group accounts, inactive and deleted users skipped)
+ * department members, each once; group accounts, inactive and deleted users skipped, and
+ * those whose departments leave out the type's notification setting, `settingDeclines`)
  * with an id above `after`, at most `batchSize`, in ONE `INSERT … SELECT`. The unique key
  * (tenant, dispatch, recipient) makes a retried batch store nothing twice. When it stored
  * any, it notifies NOTIFICATIONS_CHANNEL (live streams). Returns the
@@ -82,7 +100,10 @@ export async function storeNotificationBatch(
   batchSize: number,
 ): Promise<{ last: number | null; stored: number }> {
   const [row] = await tx.execute<{ last: string | null; stored: number }>(sql`
-    with recipients as (
+    with setting as (
+      select s.id from ${notificationSettings} s
+      where s.tenant_id = ${dispatch.tenantId} and s.key = ${notificationSettingKey(dispatch.type)}::text
+    ), recipients as (
       select u.id from ${users} u
       where u.id > ${after}
         and u.active and u.deleted_at is null and not u.group_account
@@ -90,6 +111,7 @@ export async function storeNotificationBatch(
              or exists (select 1 from department_users du
                         where du.tenant_id = u.tenant_id and du.user_id = u.id
                           and du.department_id = any(${idArray(dispatch.departmentIds)}::bigint[])))
+        and not ${settingDeclines}
       order by u.id
       limit ${batchSize}
     ), stored as (

@@ -23,6 +23,19 @@ export const TYPED_NOTIFICATIONS = {
   manualEntryUpdated: 'manualEntry',
 } as const;
 
+export type TypedNotification = keyof typeof TYPED_NOTIFICATIONS;
+
+/**
+ * The notification setting (delivery category) that decides who receives a typed
+ * notification: the type's name in snake_case (`infoboardPostCreated` →
+ * `infoboard_post_created`). The generic notification has none: an explicit message goes
+ * to whoever it names. See docs/notifications.md#notification-settings.
+ */
+export function notificationSettingKey(type: string): string | null {
+  if (!Object.hasOwn(TYPED_NOTIFICATIONS, type)) return null;
+  return type.replace(/[A-Z]/g, (letter) => `_${letter.toLowerCase()}`);
+}
+
 /** Who a dispatch goes to: users and the members of departments. */
 export interface Recipients {
   userIds?: number[];

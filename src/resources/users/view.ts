@@ -7,6 +7,7 @@ import { containsPattern } from '../../platform/database/text-search.ts';
 import { rfc3339 } from '../../platform/http/datetime.ts';
 import { ALL_FIELDS, selectRecords, type Listing } from '../../platform/result-controls/listing.ts';
 import { defineView, groupBy, type Visibility } from '../../platform/result-controls/result-controls.ts';
+import { urlContextFields } from '../../platform/result-controls/url-context.ts';
 import { departments, departmentUsers } from '../departments/table.ts';
 import { entityPermissions } from '../entity-permissions/table.ts';
 import { languages } from '../languages/table.ts';
@@ -44,9 +45,6 @@ export const hiddenFieldError = (permission: Permission) => `cannot be changed: 
 
 export const fullName = (row: Pick<UserRow, 'firstName' | 'lastName'>) =>
   [row.firstName, row.lastName].filter((part) => part !== null && part !== '').join(' ');
-
-/** Client route of a user (URL context capability); the same in every tenant. */
-const userRoute = (row: Pick<UserRow, 'id'>) => `/users/${row.id}`;
 
 const personal = { visibility: 'personal' } as const;
 const administrative = { visibility: 'administrative' } as const;
@@ -106,9 +104,7 @@ export const userView = defineView<UserRow, UserViewer, UserFilterKey>({
     created_at: { value: (r) => rfc3339(r.createdAt) },
     updated_at: { value: (r) => rfc3339(r.updatedAt) },
     deleted_at: { value: (r) => rfc3339(r.deletedAt) },
-    static_url: { onlyWhenSelected: true, value: userRoute },
-    url: { onlyWhenSelected: true, value: userRoute },
-    url_context: { onlyWhenSelected: true, value: (r) => ({ type: 'user', id: r.id }) },
+    ...urlContextFields<UserRow>('user', 'users'),
   },
   relations: {
     role: {

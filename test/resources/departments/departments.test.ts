@@ -213,6 +213,29 @@ t.test('attribute set administration validates fields and needs departments.mana
   t.ok(clash.body.errors.attribute_set_ids);
 });
 
+t.test('URL context: static_url, url and url_context only when selected, as for users', async (t) => {
+  const id = (await create(t, { name: 'Routed' })).body.id as number;
+  const plain = await api.call(t, 'getDepartment', { token: employee.token, params: { department: id } });
+  t.equal(plain.status, 200);
+  t.notOk('url' in plain.body || 'static_url' in plain.body || 'url_context' in plain.body, 'not by default');
+  const selects = 'id,url,static_url,url_context';
+  const shown = await api.call(t, 'getDepartment', { token: employee.token, params: { department: id }, query: { selects } });
+  const routed = { id, url: `/departments/${id}`, static_url: `/departments/${id}`, url_context: { type: 'department', id } };
+  t.strictSame(shown.body, routed, 'any signed-in user, with no permission');
+  const listed = await api.call(t, 'listDepartments', { token: employee.token, query: { selects, filter: { text: 'Routed' } } });
+  t.strictSame(listed.body, [routed]);
+  const user = await api.call(t, 'getUser', { token: employee.token, params: { user: employee.id }, query: { selects: 'url,url_context', relations: '' } });
+  t.strictSame(user.body, { url: `/users/${employee.id}`, url_context: { type: 'user', id: employee.id } }, 'the same shape as a user');
+  const typo = await api.call(t, 'getDepartment', { token: employee.token, params: { department: id }, query: { selects: 'id,url_ctx' } });
+  t.equal(typo.status, 422);
+  t.match(typo.body.errors.selects[0], /unknown or not visible: url_ctx; allowed: .*static_url, url, url_context/);
+  const foreign = await api.call(t, 'getDepartment', { token: other.adminToken, params: { department: id }, query: { selects } });
+  t.equal(foreign.status, 404, "another tenant's department is missing, URL fields or not");
+  const attribute = await api.call(t, 'createAttributeSet', { token: manager.token, body: { name: 'Links', fields: [{ key: 'url', type: 'string' }] } });
+  t.equal(attribute.status, 422, 'an attribute field may not take the name url');
+  t.ok(attribute.body.errors['fields.0.key']);
+});
+
 t.test('the text filter matches name parts and #tags; unknown filters are 422', async (t) => {
   await create(t, { name: 'Logistics North', tags: ['Warehouse', 'night'] });
   await create(t, { name: 'Logistics South', tags: ['warehouse'] });

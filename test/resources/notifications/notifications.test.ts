@@ -418,6 +418,11 @@ t.test('typed producers create notifications with a target that the type routes 
     'Readers',
     members.map((m) => m.id),
   );
+  // Members receive a typed notification through a department that has its setting (typed-settings.test.ts).
+  await api.db.owner.execute(sql`
+    insert into department_notification_settings (tenant_id, department_id, notification_setting_id)
+    select tenant_id, ${team}, id from notification_settings
+    where tenant_id = ${tenant.tenantId} and key = 'infoboard_post_reading_confirmation_required'`);
   const bad = await api.call(t, 'createTypedNotification', {
     token: sender.token,
     body: { ...message, type: 'somethingElse', targetable_id: 5, department_ids: [team] },
