@@ -99,7 +99,11 @@ function rowDraft(values: ParsedRow, current: UserDraft['current'], leave: Reado
 }
 
 const ascending = (ids: readonly number[]) => [...ids].sort((a, b) => a - b);
-const sameIds = (a: readonly number[], b: readonly number[]) => a.length === b.length && ascending(a).every((id, i) => id === ascending(b)[i]);
+function sameIds(a: readonly number[], b: readonly number[]): boolean {
+  if (a.length !== b.length) return false;
+  const [sortedA, sortedB] = [ascending(a), ascending(b)];
+  return sortedA.every((id, i) => id === sortedB[i]);
+}
 
 /** A row judged after the file, together with the others, for what needs the database (entity rights). */
 interface DeferredCheck {
