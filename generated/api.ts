@@ -678,6 +678,47 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/administration/users/settings": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The tenant's user settings
+         * @description The tenant's configuration of user records: `required_profile_keys`, the profile
+         *     keys every personal account must fill (see `PUT` on this path). A new tenant
+         *     requires none.
+         */
+        get: operations["getUserSettings"];
+        /**
+         * Change the tenant's user settings
+         * @description Replaces `required_profile_keys`, the profile keys (`profile_picture`, `street`,
+         *     `zipcode`, `city`, `email`, `phone`, `birthdate`, `gender`) that personal accounts
+         *     must fill. The keys apply to personal accounts only; group accounts
+         *     (`group_account` true) are exempt. They are enforced on writes, not retroactively:
+         *     - `POST /api/users` refuses a personal account that leaves a required key empty
+         *       (null, absent or blank; `profile_picture`: no picture uploaded).
+         *     - `PUT /api/users/{user}` refuses an update that sends a required key empty
+         *       (null or blank; `profile_picture: null` removes the picture), and an update that
+         *       turns a group account into a personal one while a required key is empty. Users
+         *       stored before a key became required keep their empty values, stay valid, and
+         *       can be updated without sending that key.
+         *     - The CSV preview (`POST /api/users/csv`) judges each row it would write by the
+         *       same rule: a new personal user needs every required key in its row (it cannot
+         *       upload a picture, so with `profile_picture` required such rows are invalid).
+         *     Refusals are 422 with the message `is required by this tenant's settings` on each
+         *     missing key, and a `detail` naming them. Changing the setting changes no user.
+         */
+        put: operations["updateUserSettings"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/auth/login": {
         parameters: {
             query?: never;
@@ -1471,6 +1512,9 @@ export interface paths {
          *     `default_route` must be a same-origin path or an absolute http(s) URL (422).
          *     Every key may be set on a new user, personal and administrative ones included,
          *     whatever the caller may see: nothing stored is changed or revealed.
+         *     A personal account must fill the tenant's required profile keys (see
+         *     `PUT /api/administration/users/settings`; 422 `is required by this tenant's
+         *     settings` on each key left empty); group accounts are exempt.
          */
         post: operations["createUser"];
         delete?: never;
@@ -1501,6 +1545,11 @@ export interface paths {
          *     Soft-deleted users are not found (404). `profile_picture: null` removes the
          *     picture; a picture is uploaded with `multipart/form-data` (see `POST /api/users`).
          *     `default_route` must be a same-origin path or an absolute http(s) URL (422).
+         *     The tenant's required profile keys (see `PUT /api/administration/users/settings`)
+         *     may not be sent empty for a personal account, nor left empty when a group account
+         *     becomes personal (422 `is required by this tenant's settings` on each key); keys
+         *     the update does not send are not judged, so users stored before a key became
+         *     required can still be updated.
          *
          *     **One's own record.** Every user may update their own record, with these limits:
          *     - `role_id`, `active` and `prevent_logout` are ignored (even for administrators);
@@ -1638,7 +1687,12 @@ export interface paths {
          *     users without differences, or all matching users without `update_users`),
          *     `delete_users` (only with `delete_users=true`: active users absent from the CSV,
          *     never the caller), `invalid_rows` (1-based CSV line and errors by key). Passwords
-         *     are applied to new users only and never shown.
+         *     are never shown.
+         *
+         *     What a row may change is what `PUT /api/users/{user}` lets the same caller change
+         *     (and, for a new user, what `POST /api/users` lets them set): the importable keys are
+         *     the create keys except `profile_picture`, which a CSV cannot carry, and `username`
+         *     identifies the row's user, so an import cannot rename.
          *
          *     A row that would create a user, or update one with `update_users=true`, is judged
          *     by the rules of `POST /api/users` and `PUT /api/users/{user}` on the values it
@@ -1646,7 +1700,11 @@ export interface paths {
          *     the minimum length and a `role_id`; a personal account keeps both names (also when
          *     the row does not hold them, or turns `group_account` off); `leaving_date` may not be
          *     before `entering_date`; `role_id` and `lang_id` must name a role and a language of
-         *     the tenant (`does not exist`, checked on every row).
+         *     the tenant (`does not exist`, checked on every row); each of `department_ids` must
+         *     name a department of the tenant (`does not exist` on `department_ids.<i>`); the
+         *     tenant's required profile keys (see `PUT /api/administration/users/settings`) must
+         *     be filled on a new personal account, and a row may not empty them (error
+         *     `is required by this tenant's settings` on each key).
          *
          *     The preview offers only what the caller may see and do, as the other user
          *     operations would:
@@ -1664,15 +1722,22 @@ export interface paths {
          *     - `role_id` of a new user, or a changed `role_id` of an existing one, obeys the rules
          *       of `POST /api/users`: every permission the role lists must be held by the caller,
          *       and it may not confer entity rights the caller lacks (error on `role_id`).
+         *     - New or changed `department_ids` may not confer entity rights the caller lacks
+         *       either (error on `department_ids.<i>`); memberships through which the user is
+         *       already named, and removed memberships, are always allowed.
          *     - On the caller's own row `role_id`, `active` and `prevent_logout` cannot change.
-         *     - Passwords are never applied to existing users, so the rule of
-         *       `PUT /api/users/{user}` on setting the password of a user holding entity rights
-         *       the caller lacks has no counterpart here.
+         *     - A password cell of an existing user sets that user's password, under the rules of
+         *       `PUT /api/users/{user}`: at least the minimum length, and refused (error on
+         *       `password`, naming no entity) while the user holds a right through entity
+         *       permissions that the caller lacks. An empty password cell changes nothing.
          *
          *     Cell values: booleans `true/false/1/0/yes/no`; dates `YYYY-MM-DD`; `default_route`
          *     a same-origin path or an absolute http(s) URL; an empty cell of a date, number,
          *     boolean or `default_route` key is null/default. With `whitespace_to_null` a blank
-         *     text cell of a nullable key is null instead of an empty string.
+         *     text cell of a nullable key is null instead of an empty string. `department_ids`
+         *     lists department IDs separated by `|` (e.g. `1|4`; spaces around an ID are
+         *     ignored, at most 1000 IDs, none twice); the cell replaces the user's memberships,
+         *     so an empty cell means no department. Leave the column out to keep memberships.
          *
          *     The whole file is refused (422) for: not UTF-8, unknown or duplicate headers, no
          *     `username` column, rows with a different number of cells than the header, no data
@@ -1736,7 +1801,9 @@ export interface paths {
         /**
          * CSV import template
          * @description A CSV file (comma separated, UTF-8) holding one header row of the importable user
-         *     keys in English. A query parameter named like a key replaces that column's header
+         *     keys in English: exactly the keys `POST /api/users/csv` accepts (the create keys
+         *     except `profile_picture`, `department_ids` included; see there for the cell
+         *     formats). A query parameter named like a key replaces that column's header
          *     (e.g. `?username=Login`).
          */
         get: operations["getUserImportTemplate"];
@@ -2043,6 +2110,7 @@ export interface components {
             default_route?: string;
             /** @default false */
             delete_users: boolean;
+            department_ids?: string;
             email?: string;
             entering_date?: string;
             first_name?: string;
@@ -2099,7 +2167,12 @@ export interface components {
                 username: string;
             }[];
             update_users: {
-                /** @description Key → `{from, to}`. */
+                /**
+                 * @description Key → `{from, to}`. `department_ids` compares the sets of departments (arrays
+                 *     in ascending order). A password cell of an existing user is a change listed as
+                 *     `password: {from: null, to: null}`: passwords are never shown, and a stored one
+                 *     is never compared.
+                 */
                 changes: {
                     [key: string]: {
                         from: unknown;
@@ -2113,7 +2186,10 @@ export interface components {
                 username: string;
             }[];
         };
-        /** @description Importable keys with their parsed values (never the password). */
+        /**
+         * @description Importable keys with their parsed values (never the password); `department_ids` as
+         *     an array of department IDs in ascending order.
+         */
         CsvUserValues: {
             [key: string]: unknown;
         };
@@ -2385,6 +2461,7 @@ export interface components {
             birthdate?: string;
             city?: string;
             default_route?: string;
+            department_ids?: string;
             email?: string;
             entering_date?: string;
             first_name?: string;
@@ -2694,6 +2771,11 @@ export interface components {
             /** @description URI reference identifying the problem type. */
             type: string;
         };
+        /**
+         * @description A profile key that the tenant's settings can require of personal accounts.
+         * @enum {string}
+         */
+        ProfileKey: "profile_picture" | "street" | "zipcode" | "city" | "email" | "phone" | "birthdate" | "gender";
         /** @description One of the caller's push subscriptions. The keys are never answered. */
         PushSubscription: {
             /** Format: date-time */
@@ -3214,6 +3296,16 @@ export interface components {
              *     caller all holds and that confers no entity rights the caller lacks.
              */
             role_id?: number;
+        };
+        /** @description The tenant's configuration of user records (extension). */
+        UserSettings: {
+            /**
+             * @description Profile keys every personal account must fill (see
+             *     `PUT /api/administration/users/settings`), in this order: `profile_picture`,
+             *     `street`, `zipcode`, `city`, `email`, `phone`, `birthdate`, `gender`. Empty: none
+             *     required.
+             */
+            required_profile_keys: components["schemas"]["ProfileKey"][];
         };
         /**
          * @description Any create key (optional) plus `old_password`. Which keys a caller may send, and
@@ -4718,6 +4810,58 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            422: components["responses"]["UnprocessableEntity"];
+        };
+    };
+    getUserSettings: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The settings. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UserSettings"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+        };
+    };
+    updateUserSettings: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UserSettings"];
+            };
+        };
+        responses: {
+            /** @description The settings as stored. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UserSettings"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["UnprocessableEntity"];
         };
     };

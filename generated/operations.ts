@@ -9,6 +9,8 @@ export const operations = {
   getRole: { method: 'GET', path: '/api/roles/{role}', secured: true, permission: null, unlessSelf: null, extension: true },
   createRole: { method: 'POST', path: '/api/administration/roles', secured: true, permission: 'users.administer', unlessSelf: null, extension: true },
   updateRole: { method: 'PUT', path: '/api/administration/roles/{role}', secured: true, permission: 'users.administer', unlessSelf: null, extension: true },
+  getUserSettings: { method: 'GET', path: '/api/administration/users/settings', secured: true, permission: 'users.administer', unlessSelf: null, extension: true },
+  updateUserSettings: { method: 'PUT', path: '/api/administration/users/settings', secured: true, permission: 'users.administer', unlessSelf: null, extension: true },
   listUserLoginTokens: { method: 'GET', path: '/api/administration/users/login-tokens', secured: true, permission: 'login-tokens.administer', unlessSelf: null, extension: false },
   createUserLoginToken: { method: 'POST', path: '/api/administration/users/login-tokens', secured: true, permission: 'login-tokens.administer', unlessSelf: null, extension: false },
   createUserLoginTokenForEmail: { method: 'POST', path: '/api/administration/users/login-tokens/email', secured: true, permission: 'login-tokens.administer', unlessSelf: null, extension: false },

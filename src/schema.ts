@@ -2,7 +2,7 @@
 export { tenants } from './platform/database/tenancy.ts';
 export { languages } from './resources/languages/table.ts';
 export { roles } from './resources/roles/table.ts';
-export { users, userProfilePictures } from './resources/users/table.ts';
+export { users, userProfilePictures, requiredProfileKeys } from './resources/users/table.ts';
 export { termsOfUse, acceptedPolicies } from './resources/terms-of-use/table.ts';
 export { accessTokens, loginFailures } from './resources/auth/table.ts';
 export { departments, departmentUsers, departmentNotificationSettings, departmentAttributeSets } from './resources/departments/table.ts';

@@ -5,8 +5,10 @@
  * handful of queries and memory proportional to the answer.
  *
  * A row that would create or update a user is judged by the rules the create and update
- * operations apply (`userDraftErrors`, `userReferenceErrors`, the entity rights of
- * `membershipsConferringRights`), so the preview never offers what the API would refuse.
+ * operations apply (`userDraftErrors` with the tenant's required profile keys,
+ * `userReferenceErrors`, the entity rights of `membershipsConferringRights` and, for a
+ * password, `usersHoldingRightsBeyond`), so the preview never offers what the API would
+ * refuse, and a row may change what `PUT /api/users/{user}` lets the caller change.
  * It shows only what the caller may see and offers only what the caller may do (see the
  * spec, operationId importUsersCsv): hidden fields of existing users cannot be changed
  * (the row is invalid, whatever the cell holds, so the answer never confirms a stored
@@ -19,9 +21,10 @@ import { parse, CsvError } from 'csv-parse';
 import type { Auth } from '../../platform/auth/auth.ts';
 import type { Tx } from '../../platform/database/database.ts';
 import { invalid, type FieldErrors } from '../../platform/http/problem.ts';
-import { CONFERS_ENTITY_RIGHTS, membershipsConferringRights } from '../entity-permissions/rules.ts';
+import { CONFERS_ENTITY_RIGHTS, HOLDS_ENTITY_RIGHTS, membershipsConferringRights, usersHoldingRightsBeyond } from '../entity-permissions/rules.ts';
+import { reportMissing } from '../../platform/database/existence.ts';
 import { columnsOf, IMPORTABLE_KEYS, keepsCurrent, parseCell, USER_FIELDS, type CellValue, type UserKey } from './fields.ts';
-import { loadUserReferences, usersWithRoleGrants } from './queries.ts';
+import { loadMemberships, loadRequiredProfileKeys, loadUserReferences, usersWithRoleGrants } from './queries.ts';
 import {
   addErrors,
   administerRefusal,
@@ -87,12 +90,31 @@ function* chunks(content: Buffer, size = 64 * 1024): Generator<Buffer> {
  * What a row would write (docs/users.md#csv-import-preview): its values over `current`,
  * the user it matches (absent: a new user), for `userDraftErrors` and
  * `userReferenceErrors` to judge as they judge the API's writes. An empty boolean or
- * `role_id` cell keeps the stored value; `leave` names keys the row does not write (the
- * username that matched, the password of an existing user, refused cells).
+ * `role_id` cell keeps the stored value, and so does an empty password cell; `leave` names
+ * keys the row does not write (the username that matched, refused cells).
  */
 function rowDraft(values: ParsedRow, current: UserDraft['current'], leave: ReadonlySet<string> = new Set()): UserDraft {
   const written = Object.fromEntries(Object.entries(values).filter(([key, value]) => !leave.has(key) && !keepsCurrent(key as UserKey, value)));
   return { ...columnsOf(written), password: written.password as string | null | undefined, current };
+}
+
+const ascending = (ids: readonly number[]) => [...ids].sort((a, b) => a - b);
+function sameIds(a: readonly number[], b: readonly number[]): boolean {
+  if (a.length !== b.length) return false;
+  const [sortedA, sortedB] = [ascending(a), ascending(b)];
+  return sortedA.every((id, i) => id === sortedB[i]);
+}
+
+/** A row judged after the file, together with the others, for what needs the database (entity rights). */
+interface DeferredCheck {
+  line: number;
+  username: string | null;
+  /** The row's entry in `new_users` or `update_users`. */
+  entry: object;
+  /** The user (null: a new one), the role it assigns and the departments it sets, when they change. */
+  membership?: { userId: number | null; roleId?: number; departmentIds?: readonly number[] };
+  /** The existing user whose password the row sets. */
+  passwordOf?: number;
 }
 
 export async function previewCsvImport(tx: Tx, content: Buffer, options: CsvImportOptions) {
@@ -103,7 +125,8 @@ export async function previewCsvImport(tx: Tx, content: Buffer, options: CsvImpo
   const byUsername = new Map(existing.map((user) => [user.username, user]));
   const references = await loadUserReferences(tx, 'all');
   const selfIgnored = new Set<string>(selfUpdateIgnoredKeys(caller));
-  const rules = { passwordMinLength: options.passwordMinLength };
+  const rules = { passwordMinLength: options.passwordMinLength, requiredProfileKeys: await loadRequiredProfileKeys(tx) };
+  let memberships: Awaited<ReturnType<typeof loadMemberships>> | null = null;
 
   const result = {
     new_users: [] as { line: number; user: ParsedRow }[],
@@ -113,8 +136,7 @@ export async function previewCsvImport(tx: Tx, content: Buffer, options: CsvImpo
     invalid_rows: [] as { line: number; username: string | null; errors: FieldErrors }[],
   };
   const seen = new Map<string, number>();
-  /** Rows that would assign a role: judged for entity rights together, after the file. */
-  const roleAssignments: { line: number; username: string | null; userId: number | null; roleId: number; entry: object }[] = [];
+  const deferred: DeferredCheck[] = [];
   let keys: UserKey[] | null = null;
   let rows = 0;
 
@@ -125,6 +147,7 @@ export async function previewCsvImport(tx: Tx, content: Buffer, options: CsvImpo
     for await (const { record, info } of parser as AsyncIterable<{ record: string[]; info: { lines: number } }>) {
       if (!keys) {
         keys = mapHeader(record, options.headers);
+        if (keys.includes('department_ids')) memberships = await loadMemberships(tx);
         continue;
       }
       rows++;
@@ -146,6 +169,12 @@ export async function previewCsvImport(tx: Tx, content: Buffer, options: CsvImpo
       }
       const user = username !== null ? byUsername.get(username) : undefined;
       if (user?.deletedAt) errors.username = ['belongs to a deleted user'];
+      const departmentIds = values.department_ids as number[] | undefined;
+      if (departmentIds && memberships) {
+        const known = memberships.departmentIds;
+        reportMissing(errors, 'department_ids', departmentIds, new Set(departmentIds.filter((id) => !known.has(id))));
+      }
+      const storedDepartments = user && memberships ? (memberships.byUser.get(user.id) ?? []) : [];
 
       // What the row would write, judged by the API's rules; null when it writes nothing
       // (a matching user without update_users).
@@ -159,11 +188,14 @@ export async function previewCsvImport(tx: Tx, content: Buffer, options: CsvImpo
         const hidden = hiddenKeyErrors(caller, user, written);
         for (const key of written) {
           if (hidden[key]) errors[key] = hidden[key];
-          else if (user.id === caller.userId && selfIgnored.has(key) && values[key] !== user[USER_FIELDS[key].column!]) {
-            errors[key] = ['cannot be changed on your own account'];
+          else if (user.id === caller.userId && selfIgnored.has(key)) {
+            const value = values[key];
+            const column = USER_FIELDS[key].column;
+            const unchanged = column === null ? sameIds(value as number[], storedDepartments) : value === user[column];
+            if (!unchanged) errors[key] = ['cannot be changed on your own account'];
           }
         }
-        draft = rowDraft(values, user, new Set(['username', 'password', ...Object.keys(errors)]));
+        draft = rowDraft(values, user, new Set(['username', ...Object.keys(errors)]));
       }
       if (draft) {
         addErrors(errors, userDraftErrors(draft, rules));
@@ -175,15 +207,19 @@ export async function previewCsvImport(tx: Tx, content: Buffer, options: CsvImpo
         result.invalid_rows.push({ line, username, errors });
         continue;
       }
-      const assignedRole = draft && assignsRole(draft) ? draft.roleId! : null;
+      const assignedRole = draft && assignsRole(draft) ? draft.roleId! : undefined;
       const { password: _password, ...shown } = values;
+      if (departmentIds) shown.department_ids = ascending(departmentIds);
       if (!user) {
         const entry = { line, user: shown };
         result.new_users.push(entry);
-        if (assignedRole !== null) roleAssignments.push({ line, username, userId: null, roleId: assignedRole, entry });
+        if (assignedRole !== undefined || departmentIds?.length) {
+          deferred.push({ line, username, entry, membership: { userId: null, roleId: assignedRole, departmentIds } });
+        }
         continue;
       }
       const changes: Record<string, { from: CellValue; to: CellValue }> = {};
+      let departmentsChange: number[] | undefined;
       if (options.updateUsers) {
         for (const [key, to] of Object.entries(shown) as [UserKey, CellValue][]) {
           const column = USER_FIELDS[key].column;
@@ -192,11 +228,20 @@ export async function previewCsvImport(tx: Tx, content: Buffer, options: CsvImpo
           if (from instanceof Date) continue;
           if (from !== to) changes[key] = { from, to };
         }
+        if (departmentIds && !sameIds(departmentIds, storedDepartments)) {
+          changes.department_ids = { from: storedDepartments, to: ascending(departmentIds) };
+          departmentsChange = departmentIds;
+        }
+        // Never shown, never compared with the stored hash.
+        if (typeof draft?.password === 'string') changes.password = { from: null, to: null };
       }
       if (Object.keys(changes).length > 0) {
         const entry = { line, id: user.id, username: user.username, changes };
         result.update_users.push(entry);
-        if (assignedRole !== null) roleAssignments.push({ line, username, userId: user.id, roleId: assignedRole, entry });
+        const check: DeferredCheck = { line, username, entry };
+        if (assignedRole !== undefined || departmentsChange) check.membership = { userId: user.id, roleId: assignedRole, departmentIds: departmentsChange };
+        if (changes.password) check.passwordOf = user.id;
+        if (check.membership || check.passwordOf !== undefined) deferred.push(check);
       } else result.unchanged_users.push({ line, id: user.id, username: user.username });
     }
   } catch (error) {
@@ -206,24 +251,7 @@ export async function previewCsvImport(tx: Tx, content: Buffer, options: CsvImpo
   if (!keys) throw invalid({ user_data_csv: ['is empty'] }, 'The CSV file is empty.');
   if (rows === 0) throw invalid({ user_data_csv: ['has no data rows'] }, 'The CSV file has no data rows.');
 
-  if (roleAssignments.length > 0) {
-    // One query for every row that assigns a role: rows whose role would confer entity
-    // rights the caller lacks become invalid.
-    const conferred = await membershipsConferringRights(
-      tx,
-      caller,
-      roleAssignments.map((row) => ({ userId: row.userId, roleId: row.roleId })),
-    );
-    const refused = new Set(roleAssignments.filter((_, i) => conferred[i]!.role).map((row) => row.entry));
-    if (refused.size > 0) {
-      result.new_users = result.new_users.filter((entry) => !refused.has(entry));
-      result.update_users = result.update_users.filter((entry) => !refused.has(entry));
-      for (const row of roleAssignments) {
-        if (refused.has(row.entry)) result.invalid_rows.push({ line: row.line, username: row.username, errors: { role_id: [CONFERS_ENTITY_RIGHTS] } });
-      }
-      result.invalid_rows.sort((a, b) => a.line - b.line);
-    }
-  }
+  if (deferred.length > 0) await refuseDeferred(tx, caller, deferred, result);
 
   if (options.deleteUsers) {
     for (const user of existing) {
@@ -234,4 +262,48 @@ export async function previewCsvImport(tx: Tx, content: Buffer, options: CsvImpo
     }
   }
   return result;
+}
+
+/**
+ * The rules that need the database, judged once for all rows (two queries): a new role
+ * or new departments may not confer entity rights the caller lacks
+ * (`membershipsConferringRights`), and a password may not be set for a user holding such
+ * rights (`usersHoldingRightsBeyond`), as `PUT /api/users/{user}` refuses them. Rows that
+ * break them move to `invalid_rows`.
+ */
+async function refuseDeferred(
+  tx: Tx,
+  caller: Auth,
+  deferred: readonly DeferredCheck[],
+  result: { new_users: object[]; update_users: object[]; invalid_rows: { line: number; username: string | null; errors: FieldErrors }[] },
+) {
+  const withMembership = deferred.filter((check) => check.membership);
+  const conferred = await membershipsConferringRights(
+    tx,
+    caller,
+    withMembership.map((check) => check.membership!),
+  );
+  const holding = await usersHoldingRightsBeyond(
+    tx,
+    caller,
+    deferred.flatMap((check) => (check.passwordOf === undefined ? [] : [check.passwordOf])),
+  );
+  const refused = new Map<object, DeferredCheck & { errors: FieldErrors }>();
+  const refuse = (check: DeferredCheck, key: string, message: string) => {
+    const entry = refused.get(check.entry) ?? { ...check, errors: {} };
+    entry.errors[key] = [message];
+    refused.set(check.entry, entry);
+  };
+  withMembership.forEach((check, i) => {
+    if (conferred[i]!.role) refuse(check, 'role_id', CONFERS_ENTITY_RIGHTS);
+    check.membership!.departmentIds?.forEach((id, index) => {
+      if (conferred[i]!.departmentIds.includes(id)) refuse(check, `department_ids.${index}`, CONFERS_ENTITY_RIGHTS);
+    });
+  });
+  for (const check of deferred) if (check.passwordOf !== undefined && holding.has(check.passwordOf)) refuse(check, 'password', HOLDS_ENTITY_RIGHTS);
+  if (refused.size === 0) return;
+  result.new_users = result.new_users.filter((entry) => !refused.has(entry));
+  result.update_users = result.update_users.filter((entry) => !refused.has(entry));
+  for (const { line, username, errors } of refused.values()) result.invalid_rows.push({ line, username, errors });
+  result.invalid_rows.sort((a, b) => a.line - b.line);
 }

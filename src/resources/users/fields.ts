@@ -12,12 +12,13 @@ import type { UserColumns } from './queries.ts';
 import { GENDERS } from './table.ts';
 
 /** How a CSV cell of a key is read. */
-export type CellKind = 'username' | 'password' | 'text' | 'reference' | 'boolean' | 'integer' | 'date' | 'gender' | 'email' | 'route';
+export type CellKind = 'username' | 'password' | 'text' | 'reference' | 'boolean' | 'integer' | 'date' | 'gender' | 'email' | 'route' | 'ids';
 
 /**
- * The keys of a user that a create, an update or a CSV row writes as they are sent (not
- * the picture, the departments or `old_password`), in the CSV template's column order:
- * each key's column (`password` is stored as a hash, so it has none) and cell kind.
+ * The keys of a user that a create, an update or a CSV row writes (not the picture, which
+ * a CSV cell cannot carry, nor `old_password`), in the CSV template's column order: each
+ * key's column and cell kind. `password` (stored as a hash) and `department_ids` (rows of
+ * `department_users`) are no columns of `users`.
  */
 export const USER_FIELDS = {
   username: { column: 'username', cell: 'username' },
@@ -42,6 +43,7 @@ export const USER_FIELDS = {
   wants_email_notifications: { column: 'wantsEmailNotifications', cell: 'boolean' },
   default_route: { column: 'defaultRoute', cell: 'route' },
   prevent_logout: { column: 'preventLogout', cell: 'boolean' },
+  department_ids: { column: null, cell: 'ids' },
 } as const satisfies Record<string, { column: keyof UserColumns | null; cell: CellKind }>;
 
 export type UserKey = keyof typeof USER_FIELDS;
@@ -59,8 +61,11 @@ export function columnsOf(input: Partial<Record<string, unknown>>): UserColumns 
   return values;
 }
 
-/** A cell's value: what `parseCell` reads. */
-export type CellValue = string | number | boolean | null;
+/** A cell's value: what `parseCell` reads (`department_ids`: the IDs in the cell's order). */
+export type CellValue = string | number | boolean | null | number[];
+
+/** The most IDs a `department_ids` cell may list: the limit of the API's `department_ids`. */
+const MAX_IDS = 1000;
 
 const BOOLEANS: Record<string, boolean> = { true: true, '1': true, yes: true, false: false, '0': false, no: false };
 const EMAIL = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
@@ -68,14 +73,15 @@ const EMAIL = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
 /**
  * One CSV cell → its value, or why it is none. Cells are trimmed, except the password,
  * which is taken as written. An empty cell of a date, number, boolean, language or route
- * is null; an empty text cell is `""`, or null with `whitespaceToNull`. A username or a
+ * is null; an empty text cell is `""`, or null with `whitespaceToNull`. A `department_ids`
+ * cell lists IDs separated by `|` (`1|4`), an empty one none. A username or a
  * route must pass the rules the API applies to them (`usernameProblems`,
  * `defaultRouteProblems`).
  */
 export function parseCell(kind: CellKind, raw: string, whitespaceToNull: boolean): { value: CellValue } | { error: string } {
   const text = raw.trim();
   // The create keys' limit (default_route allows more, but 255 is plenty for a CSV cell).
-  if (kind !== 'password' && text.length > 255) return { error: 'must be at most 255 characters long' };
+  if (kind !== 'password' && kind !== 'ids' && text.length > 255) return { error: 'must be at most 255 characters long' };
   switch (kind) {
     case 'username': {
       if (!text) return { error: 'is required' };
@@ -110,6 +116,15 @@ export function parseCell(kind: CellKind, raw: string, whitespaceToNull: boolean
       if (text === '') return { value: null };
       const [problem] = defaultRouteProblems(text);
       return problem ? { error: problem } : { value: text };
+    }
+    case 'ids': {
+      if (text === '') return { value: [] };
+      const parts = text.split('|').map((part) => part.trim());
+      if (parts.length > MAX_IDS) return { error: `must list at most ${MAX_IDS} IDs` };
+      if (!parts.every((part) => /^[1-9]\d{0,14}$/.test(part))) return { error: 'must list IDs separated by |, e.g. 1|4' };
+      const ids = parts.map(Number);
+      if (new Set(ids).size !== ids.length) return { error: 'must not list an ID twice' };
+      return { value: ids };
     }
   }
 }

@@ -17,12 +17,14 @@ import {
   endAllSessions,
   findPicture,
   insertUser,
+  loadRequiredProfileKeys,
   loadUserReferences,
   replaceDepartments,
   replacePicture,
   restoreDeletedUser,
   revokePendingLoginTokens,
   softDeleteUser,
+  storeRequiredProfileKeys,
   updateUserColumns,
 } from './queries.ts';
 import {
@@ -35,6 +37,7 @@ import {
   filterVisibilityErrors,
   hiddenKeyErrors,
   passwordErrors,
+  requiredProfileKeyErrors,
   requireAdministrableUser,
   restrictedSelfUpdateErrors,
   selfRenameError,
@@ -42,9 +45,10 @@ import {
   userDraftErrors,
   userReferenceErrors,
   userWriteReferenceErrors,
+  userWriteRefusal,
   type UserDraft,
 } from './rules.ts';
-import { users } from './table.ts';
+import { PROFILE_KEYS, users } from './table.ts';
 import { userListing } from './view.ts';
 
 /**
@@ -64,8 +68,16 @@ async function pictureOf(ctx: Context<'createUser' | 'updateUser'>, input: UserI
   return acceptPicture(upload.content, upload.fileName);
 }
 
-/** What a create or update body writes, over `current` (the stored user; absent: a new one), for the write rules. */
-const draftOf = (input: UserInput, current?: UserDraft['current']): UserDraft => ({ ...columnsOf(input), password: input.password, current });
+/**
+ * What a create or update body writes, over `current` (the stored user; absent: a new one),
+ * for the write rules; `picture` is what `pictureOf` made of the body.
+ */
+const draftOf = (input: UserInput, current: UserDraft['current'], picture: StoredPicture | null | undefined): UserDraft => ({
+  ...columnsOf(input),
+  password: input.password,
+  hasPicture: picture === undefined ? undefined : picture !== null,
+  current,
+});
 
 /** The user just written, as a request without controls is answered (every visible field, the default relations). */
 async function presentUser(tx: Tx, viewer: Auth, userId: number) {
@@ -136,13 +148,15 @@ export const userHandlers = {
   async createUser(ctx) {
     const { auth, services } = ctx;
     const input = ctx.body as UserInput;
-    const draft = draftOf(input);
-    const errors = userDraftErrors(draft, services.config);
     const picture = await pictureOf(ctx, input);
+    const draft = draftOf(input, undefined, picture);
+    // The tenant's required profile keys are judged in the transaction (they are stored).
+    const errors = userDraftErrors(draft, services.config);
     const passwordHash = Object.keys(errors).length === 0 ? await hashPassword(input.password!) : null;
     const body = await services.db.tenant(auth.tenantId, async (tx) => {
+      addErrors(errors, requiredProfileKeyErrors(draft, await loadRequiredProfileKeys(tx)));
       addErrors(errors, await userWriteReferenceErrors(tx, auth, draft, { userId: null, departmentIds: input.department_ids }));
-      if (Object.keys(errors).length > 0) throw invalid(errors);
+      if (Object.keys(errors).length > 0) throw userWriteRefusal(errors);
       const id = await insertUser(tx, {
         ...columnsOf(input),
         tenantId: auth.tenantId,
@@ -197,10 +211,10 @@ export const userHandlers = {
           errors.password ??= [HOLDS_ENTITY_RIGHTS];
         }
       }
-      const draft = { ...draftOf(input, current), password: undefined };
-      addErrors(errors, userDraftErrors(draft, services.config));
+      const draft = { ...draftOf(input, current, picture), password: undefined };
+      addErrors(errors, userDraftErrors(draft, { ...services.config, requiredProfileKeys: await loadRequiredProfileKeys(tx) }));
       addErrors(errors, await userWriteReferenceErrors(tx, auth, draft, { userId: current.id, departmentIds: input.department_ids }));
-      if (Object.keys(errors).length > 0) throw invalid(errors);
+      if (Object.keys(errors).length > 0) throw userWriteRefusal(errors);
       await updateUserColumns(tx, current.id, { ...columnsOf(input), ...(passwordHash ? { passwordHash } : {}) });
       if (passwordHash) {
         await endSessionsAfterPasswordChange(tx, auth, current.id);
@@ -269,6 +283,18 @@ export const userHandlers = {
 
   async getProfilePictureNamed(ctx) {
     return servePicture(ctx, ctx.params.fileName);
+  },
+
+  async getUserSettings({ auth, services: { db } }) {
+    const keys = await db.tenant(auth.tenantId, (tx) => loadRequiredProfileKeys(tx));
+    return { status: 200, body: { required_profile_keys: keys } };
+  },
+
+  async updateUserSettings({ auth, body, services: { db } }) {
+    const wanted = new Set(body.required_profile_keys);
+    const keys = PROFILE_KEYS.filter((key) => wanted.has(key));
+    await db.tenant(auth.tenantId, (tx) => storeRequiredProfileKeys(tx, auth.tenantId, keys));
+    return { status: 200, body: { required_profile_keys: keys } };
   },
 
   async getUserImportTemplate({ query }) {

@@ -2,16 +2,17 @@
 import { and, asc, eq, getTableColumns, inArray, isNotNull, isNull, ne, or, sql, type SQL } from 'drizzle-orm';
 import type { Config } from '../../config.ts';
 import type { Tx } from '../../platform/database/database.ts';
+import { lockTenantScope } from '../../platform/database/locks.ts';
 import { forgetAccountFailures } from '../auth/queries.ts';
 import { accessTokens } from '../auth/table.ts';
-import { departmentUsers } from '../departments/table.ts';
+import { departments, departmentUsers } from '../departments/table.ts';
 import { formSubmissions } from '../forms/table.ts';
 import { languages } from '../languages/table.ts';
 import { userLoginTokens } from '../login-tokens/table.ts';
 import { pushSubscriptions } from '../push/table.ts';
 import { roles } from '../roles/table.ts';
 import type { StoredPicture } from './profile-picture.ts';
-import { userProfilePictures, users } from './table.ts';
+import { PROFILE_KEYS, requiredProfileKeys, userProfilePictures, users, type ProfileKey } from './table.ts';
 
 /** The columns a user write may set. */
 export type UserColumns = Partial<typeof users.$inferInsert>;
@@ -49,9 +50,10 @@ export async function activeUserNamed(tx: Tx, username: string): Promise<{ id: n
 /** Every user of the tenant (soft-deleted ones included) with what their role could grant, for the CSV preview. */
 export function usersWithRoleGrants(tx: Tx) {
   return tx
-    .select({ ...getTableColumns(users), grantable: roles.permissions })
+    .select({ ...getTableColumns(users), grantable: roles.permissions, pictureFileName: userProfilePictures.fileName })
     .from(users)
-    .innerJoin(roles, eq(roles.id, users.roleId));
+    .innerJoin(roles, eq(roles.id, users.roleId))
+    .leftJoin(userProfilePictures, eq(userProfilePictures.userId, users.id));
 }
 
 /** What a role is to the user rules: whether it is active, and what it lists. */
@@ -217,3 +219,37 @@ export async function blackOut(tx: Tx, config: Config, user: { id: number; usern
 
 /** A condition on users: not soft-deleted (`deleted` false) or soft-deleted (true). */
 export const deletedIs = (deleted: boolean): SQL => (deleted ? isNotNull(users.deletedAt) : isNull(users.deletedAt));
+
+/** The tenant's required profile keys, in `PROFILE_KEYS` order. */
+export async function loadRequiredProfileKeys(tx: Tx): Promise<ProfileKey[]> {
+  const rows = await tx.select({ key: requiredProfileKeys.key }).from(requiredProfileKeys);
+  const stored = new Set(rows.map((row) => row.key));
+  return PROFILE_KEYS.filter((key) => stored.has(key));
+}
+
+/** The tenant's required profile keys become `keys` (replacing the stored ones). */
+export async function storeRequiredProfileKeys(tx: Tx, tenantId: number, keys: readonly ProfileKey[]): Promise<void> {
+  // Two concurrent replacements would both delete, then collide on insert.
+  await lockTenantScope(tx, 'required-profile-keys');
+  await tx.delete(requiredProfileKeys);
+  if (keys.length > 0) await tx.insert(requiredProfileKeys).values(keys.map((key) => ({ tenantId, key })));
+}
+
+/**
+ * For the CSV preview of `department_ids`: the tenant's department IDs, and each user's
+ * memberships (IDs in ascending order). Two queries for any number of rows.
+ */
+export async function loadMemberships(tx: Tx): Promise<{ departmentIds: Set<number>; byUser: Map<number, number[]> }> {
+  const found = await tx.select({ id: departments.id }).from(departments);
+  const rows = await tx
+    .select({ userId: departmentUsers.userId, departmentId: departmentUsers.departmentId })
+    .from(departmentUsers)
+    .orderBy(asc(departmentUsers.userId), asc(departmentUsers.departmentId));
+  const byUser = new Map<number, number[]>();
+  for (const row of rows) {
+    const list = byUser.get(row.userId) ?? [];
+    list.push(row.departmentId);
+    byUser.set(row.userId, list);
+  }
+  return { departmentIds: new Set(found.map((row) => row.id)), byUser };
+}

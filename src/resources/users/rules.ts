@@ -10,11 +10,11 @@ import { grantablePermissions, permissionsLacking } from '../../platform/auth/pe
 import type { Tx } from '../../platform/database/database.ts';
 import { missingIds, MISSING, reportMissing } from '../../platform/database/existence.ts';
 import { navigationUrlProblems, ROUTE_FORMS } from '../../platform/http/navigation-url.ts';
-import { forbidden, notFound, type FieldErrors } from '../../platform/http/problem.ts';
+import { forbidden, invalid, notFound, type FieldErrors } from '../../platform/http/problem.ts';
 import { departments } from '../departments/table.ts';
 import { CONFERS_ENTITY_RIGHTS, membershipsConferringRights } from '../entity-permissions/rules.ts';
 import { findUser, loadUserReferences, usernameTaken, type UserReferences, type UserRow } from './queries.ts';
-import type { users } from './table.ts';
+import type { ProfileKey, users } from './table.ts';
 import { hiddenFieldError, hiddenFieldPermission } from './view.ts';
 
 type UserUpdate = Partial<typeof users.$inferInsert>;
@@ -59,8 +59,12 @@ export function passwordErrors(password: string | null | undefined, options: { p
   return { password: [`must be at least ${options.passwordMinLength} characters long`] };
 }
 
+/** The profile keys that are columns of `users` (all but the picture), under their column names. */
+type ProfileColumn = 'street' | 'zipcode' | 'city' | 'email' | 'phone' | 'birthdate' | 'gender';
+
 /** What a user draft falls back on for the values an update does not write. */
-export type StoredUser = Pick<UserRow, 'groupAccount' | 'firstName' | 'lastName' | 'enteringDate' | 'leavingDate' | 'roleId'>;
+export type StoredUser = Pick<UserRow, 'groupAccount' | 'firstName' | 'lastName' | 'enteringDate' | 'leavingDate' | 'roleId'> &
+  Partial<Pick<UserRow, ProfileColumn | 'pictureFileName'>>;
 
 /**
  * A user as a write would leave it: the values it writes (undefined: not written, so an
@@ -80,20 +84,69 @@ export interface UserDraft {
   defaultRoute?: string | null;
   roleId?: number | null;
   langId?: string | null;
+  street?: string | null;
+  zipcode?: string | null;
+  city?: string | null;
+  email?: string | null;
+  phone?: string | null;
+  birthdate?: string | null;
+  gender?: string | null;
+  /** Whether the write leaves a picture: true uploads one, false removes it, undefined leaves it. */
+  hasPicture?: boolean;
+}
+
+/** What the write rules depend on besides the draft: the password length, and the tenant's required profile keys. */
+export interface UserWriteSettings {
+  passwordMinLength: number;
+  requiredProfileKeys?: readonly ProfileKey[];
+}
+
+/** The error on a profile key that the tenant's settings require (`requiredProfileKeyErrors`). */
+export const REQUIRED_BY_SETTINGS = "is required by this tenant's settings";
+
+const isEmpty = (value: unknown) => value === undefined || value === null || value === false || (typeof value === 'string' && value.trim() === '');
+
+/**
+ * The tenant's required profile keys (docs/users.md#required-profile-keys) that the draft
+ * leaves empty (null, blank, no picture). Only personal accounts are judged. A new account,
+ * and a group account turned personal, must fill every required key; an update of a
+ * personal account is judged on the keys it writes only, so users stored before a key
+ * became required are not refused for what they lack, but no write may empty a required
+ * key.
+ */
+export function requiredProfileKeyErrors(draft: UserDraft, required: readonly ProfileKey[]): FieldErrors {
+  const errors: FieldErrors = {};
+  if (required.length === 0 || resulting(draft, 'groupAccount')) return errors;
+  const judgeAll = draft.current === undefined || draft.current.groupAccount;
+  for (const key of required) {
+    const written = key === 'profile_picture' ? draft.hasPicture : draft[key];
+    if (written === undefined && !judgeAll) continue;
+    const value = written !== undefined ? written : key === 'profile_picture' ? draft.current?.pictureFileName : draft.current?.[key];
+    if (isEmpty(value)) errors[key] = [REQUIRED_BY_SETTINGS];
+  }
+  return errors;
+}
+
+/** The 422 of a refused user write; its detail names the required profile keys it misses, if any. */
+export function userWriteRefusal(errors: FieldErrors) {
+  const missing = Object.keys(errors).filter((key) => errors[key]!.includes(REQUIRED_BY_SETTINGS));
+  return invalid(errors, missing.length > 0 ? `The request is invalid. This tenant's settings require: ${missing.join(', ')}.` : undefined);
 }
 
 /** The draft's value of `key`: the written one, or the stored one. */
-const resulting = <K extends keyof StoredUser>(draft: UserDraft, key: K) => (draft[key] !== undefined ? draft[key] : draft.current?.[key]) as UserDraft[K];
+const resulting = <K extends keyof StoredUser & keyof UserDraft>(draft: UserDraft, key: K) =>
+  (draft[key] !== undefined ? draft[key] : draft.current?.[key]) as UserDraft[K];
 
 /**
  * What is wrong with the draft by itself (no stored data needed), by key: a new user needs
  * a password and a role; a password has at least `passwordMinLength` characters
  * (`passwordLength`); a personal account (not `group_account`) has both names, not blank;
  * `leaving_date` is not before `entering_date`; the username is not reserved; the
- * `default_route` is a navigation target. Names and dates are judged as the write would
- * leave them, so an update is refused the same whichever of them it sends.
+ * `default_route` is a navigation target; the tenant's required profile keys are filled
+ * (`requiredProfileKeyErrors`). Names and dates are judged as the write would leave them,
+ * so an update is refused the same whichever of them it sends.
  */
-export function userDraftErrors(draft: UserDraft, options: { passwordMinLength: number }): FieldErrors {
+export function userDraftErrors(draft: UserDraft, options: UserWriteSettings): FieldErrors {
   const isNew = draft.current === undefined;
   const errors =
     isNew && (draft.password === undefined || draft.password === null) ? { password: ['is required for new users'] } : passwordErrors(draft.password, options);
@@ -109,7 +162,7 @@ export function userDraftErrors(draft: UserDraft, options: { passwordMinLength: 
   if (entering && leaving && leaving < entering) errors.leaving_date = ['must not be before entering_date'];
   const routeIssues = draft.defaultRoute === undefined || draft.defaultRoute === null ? [] : defaultRouteProblems(draft.defaultRoute);
   if (routeIssues.length > 0) errors.default_route = routeIssues;
-  return errors;
+  return addErrors(errors, requiredProfileKeyErrors(draft, options.requiredProfileKeys ?? []));
 }
 
 /** The role and language the draft names must be the tenant's (`does not exist` otherwise). */

@@ -77,3 +77,24 @@ export const userProfilePictures = pgTable(
     tenantIsolation('user_profile_pictures'),
   ],
 ).enableRLS();
+
+/** The profile keys that a tenant's user settings can require of personal accounts (openapi/components/users.yaml#/ProfileKey). */
+export const PROFILE_KEYS = ['profile_picture', 'street', 'zipcode', 'city', 'email', 'phone', 'birthdate', 'gender'] as const;
+export type ProfileKey = (typeof PROFILE_KEYS)[number];
+
+/**
+ * The tenant's required profile keys (`PUT /api/administration/users/settings`), one row
+ * per key: a tenant without rows requires none.
+ */
+export const requiredProfileKeys = pgTable(
+  'required_profile_keys',
+  {
+    tenantId: tenantIdColumn(),
+    key: text('key', { enum: PROFILE_KEYS }).notNull(),
+  },
+  (t) => [
+    primaryKey({ columns: [t.tenantId, t.key] }),
+    check('required_profile_keys_key_known', sql`${t.key} IN ('profile_picture', 'street', 'zipcode', 'city', 'email', 'phone', 'birthdate', 'gender')`),
+    tenantIsolation('required_profile_keys'),
+  ],
+).enableRLS();

@@ -2,10 +2,13 @@
 import t from 'tap';
 import { columnsOf, IMPORTABLE_KEYS, keepsCurrent, parseCell, USER_FIELDS } from '../../../src/resources/users/fields.ts';
 
-t.test("IMPORTABLE_KEYS: every writable key in the template's order, the password included", async (t) => {
+t.test("IMPORTABLE_KEYS: every writable key in the template's order, the password and departments included", async (t) => {
   t.strictSame(IMPORTABLE_KEYS.slice(0, 5), ['username', 'password', 'first_name', 'last_name', 'role_id']);
-  t.equal(IMPORTABLE_KEYS.length, 22);
+  t.equal(IMPORTABLE_KEYS.length, 23);
+  t.equal(IMPORTABLE_KEYS.at(-1), 'department_ids');
+  t.notOk(IMPORTABLE_KEYS.includes('profile_picture' as never), 'a cell cannot carry a picture');
   t.equal(USER_FIELDS.password.column, null, 'stored as a hash, never as sent');
+  t.equal(USER_FIELDS.department_ids.column, null, 'stored as memberships');
 });
 
 t.test('columnsOf: the user keys sent, under their columns; others and undefined ones are left out', async (t) => {
@@ -67,6 +70,20 @@ t.test('parseCell: booleans, numbers, dates, genders, routes; empty cells are nu
   t.strictSame(parseCell('route', '/dashboard', false), { value: '/dashboard' });
   t.strictSame(parseCell('route', '', false), { value: null });
   t.ok('error' in parseCell('route', 'javascript:alert(1)', false), 'the rule of the API');
+});
+
+t.test('parseCell: department IDs separated by |, in the cell order; an empty cell is none', async (t) => {
+  t.strictSame(parseCell('ids', '4|1', false), { value: [4, 1] });
+  t.strictSame(parseCell('ids', ' 7 | 2 ', false), { value: [7, 2] }, 'spaces around IDs are ignored');
+  t.strictSame(parseCell('ids', '', false), { value: [] });
+  t.strictSame(parseCell('ids', '  ', true), { value: [] }, 'also with whitespace_to_null');
+  for (const raw of ['1,4', '1||4', '0', '-1', '1.5', 'x', '1|', '1234567890123456']) {
+    t.strictSame(parseCell('ids', raw, false), { error: 'must list IDs separated by |, e.g. 1|4' }, raw);
+  }
+  t.strictSame(parseCell('ids', '3|3', false), { error: 'must not list an ID twice' });
+  const many = Array.from({ length: 1000 }, (_, i) => i + 1);
+  t.strictSame(parseCell('ids', many.join('|'), false), { value: many }, 'up to 1000 IDs, longer than other cells');
+  t.strictSame(parseCell('ids', [...many, 1001].join('|'), false), { error: 'must list at most 1000 IDs' });
 });
 
 t.test('keepsCurrent: an empty boolean or role_id cell leaves the stored value', async (t) => {

@@ -21,6 +21,7 @@ import {
   missingReferenceErrors,
   passwordErrors,
   passwordLength,
+  requiredProfileKeyErrors,
   requireAdministrableUser,
   restrictedSelfUpdateErrors,
   roleAssignmentError,
@@ -28,6 +29,8 @@ import {
   selfUpdateIgnoredKeys,
   userDraftErrors,
   userReferenceErrors,
+  userWriteRefusal,
+  REQUIRED_BY_SETTINGS,
   type StoredUser,
 } from '../../../src/resources/users/rules.ts';
 import { startTestApi } from '../../helpers/atrium.ts';
@@ -45,6 +48,28 @@ t.test('deriveActive: false before the entering date and after the leaving date;
   t.equal(deriveActive('2030-06-16', null, today), false, 'entering tomorrow');
   t.equal(deriveActive(null, '2030-06-15', today), true, 'leaving today is still a working day');
   t.equal(deriveActive(null, '2030-06-14', today), false, 'left yesterday');
+});
+
+t.test('requiredProfileKeyErrors: personal accounts only; new ones fill every key, updates may not empty the keys they send', async (t) => {
+  const required = ['profile_picture', 'city', 'phone'] as const;
+  const missing = (...keys: string[]) => Object.fromEntries(keys.map((key) => [key, [REQUIRED_BY_SETTINGS]]));
+  t.strictSame(requiredProfileKeyErrors(newUser, []), {}, 'nothing required');
+  t.strictSame(requiredProfileKeyErrors({ ...newUser, city: ' ', phone: null }, required), missing('profile_picture', 'city', 'phone'), 'absent, blank, null');
+  t.strictSame(requiredProfileKeyErrors({ ...newUser, city: 'Bonn', phone: '1', hasPicture: true }, required), {});
+  t.strictSame(requiredProfileKeyErrors({ ...newUser, groupAccount: true }, required), {}, 'a group account is exempt');
+  t.strictSame(requiredProfileKeyErrors({ current: stored, firstName: 'Ada' }, required), {}, 'an update is judged on the keys it sends');
+  t.strictSame(requiredProfileKeyErrors({ current: stored, city: '', hasPicture: false }, required), missing('profile_picture', 'city'));
+  t.strictSame(requiredProfileKeyErrors({ current: { ...stored, city: 'Bonn' }, city: 'Köln' }, required), {});
+  const group = { ...stored, groupAccount: true, city: 'Bonn', pictureFileName: 'me.png' };
+  t.strictSame(requiredProfileKeyErrors({ current: group, city: null }, required), {}, 'a group account stays exempt');
+  t.strictSame(
+    requiredProfileKeyErrors({ current: group, groupAccount: false }, required),
+    missing('phone'),
+    'turned personal: every key, stored values count',
+  );
+  t.strictSame(userDraftErrors({ ...newUser }, { ...rules, requiredProfileKeys: ['email'] }), missing('email'), 'part of userDraftErrors');
+  t.equal(userWriteRefusal(missing('city', 'phone')).message, "The request is invalid. This tenant's settings require: city, phone.");
+  t.equal(userWriteRefusal({ city: ['is wrong'] }).message, 'The request is invalid.');
 });
 
 t.test('passwords: counted in code points; a new user needs one, an update need not send one', async (t) => {
