@@ -234,7 +234,7 @@ export const formHandlers = {
 
   async updateFormField({ auth, body, params, services: { db } }) {
     const updated = await db.tenant(auth.tenantId, async (tx) => {
-      const field = await requireAdministrableField(tx, auth, params.formField);
+      const field = await requireAdministrableField(tx, auth, params.formField, 'update');
       if (body.options !== undefined) refuse(fieldOptionsErrors(field.fieldType, body.options, 'options'));
       return updateField(tx, field.id, body);
     });
@@ -244,7 +244,7 @@ export const formHandlers = {
 
   async deleteFormField({ auth, params, services: { db } }) {
     await db.tenant(auth.tenantId, async (tx) => {
-      const field = await requireAdministrableField(tx, auth, params.formField);
+      const field = await requireAdministrableField(tx, auth, params.formField, 'update');
       // The sources filling the field go with it; those copying from it block the delete.
       await softDeleteField(tx, field.id);
       await deleteSourcesFilling(tx, [field.id]);

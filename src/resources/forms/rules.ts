@@ -100,11 +100,12 @@ export async function requireAdministeredExecution(tx: Tx, caller: Caller, id: n
  * Field `id` (not deleted) if `caller` may administer its parent form or task template;
  * undefined otherwise. A field of a parent hidden from the caller is thereby exactly
  * like a missing one: no rule looks at its type, so no answer reveals it or its existence.
- * The row is read FOR SHARE: a field about to be used by a write (say, as the source of a
- * default value source) cannot be deleted until that write commits, and a field deleted
- * meanwhile is not found.
+ * The row is locked (`share` by default): a field about to be used by a write (say, as the
+ * source of a default value source) cannot be deleted until that write commits, and a
+ * field deleted meanwhile is not found. A write to the field itself takes `update`, so
+ * two such writes queue instead of deadlocking.
  */
-export async function administrableField(tx: Tx, caller: Caller, id: number): Promise<FieldRow | undefined> {
+export async function administrableField(tx: Tx, caller: Caller, id: number, lock: 'share' | 'update' = 'share'): Promise<FieldRow | undefined> {
   const [row] = await tx
     .select({
       field: formFields,
@@ -112,13 +113,13 @@ export async function administrableField(tx: Tx, caller: Caller, id: number): Pr
     })
     .from(formFields)
     .where(and(eq(formFields.id, id), isNull(formFields.deletedAt)))
-    .for('share');
+    .for(lock);
   return row?.administrable ? row.field : undefined;
 }
 
 /** `administrableField`, or 404 `The field does not exist.` (the same answer for a missing and a hidden field). */
-export async function requireAdministrableField(tx: Tx, caller: Caller, id: number): Promise<FieldRow> {
-  const field = await administrableField(tx, caller, id);
+export async function requireAdministrableField(tx: Tx, caller: Caller, id: number, lock: 'share' | 'update' = 'share'): Promise<FieldRow> {
+  const field = await administrableField(tx, caller, id, lock);
   if (!field) throw notFound('The field');
   return field;
 }
