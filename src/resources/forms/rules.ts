@@ -160,7 +160,9 @@ export async function assignmentErrors(tx: Tx, caller: Caller, assignment: { tas
 
 /** `options` belong to `select` fields, and only to them. */
 export function fieldInputErrors(fields: readonly FieldInput[]): FieldErrors {
-  return Object.assign({}, ...fields.map((field, i) => fieldOptionsErrors(field.field_type, field.options, `fields.${i}.options`)));
+  const errors: FieldErrors = {};
+  fields.forEach((field, i) => Object.assign(errors, fieldOptionsErrors(field.field_type, field.options, `fields.${i}.options`)));
+  return errors;
 }
 
 /** The errors of a new form's or task template's fields and entity permissions (their ids must exist). */

@@ -4,9 +4,8 @@
  * update, deletion while default value sources copy from a field, and submissions to a
  * task template through the caller's execution. Every answer is checked against the spec.
  */
-import t from 'tap';
 import { sql } from 'drizzle-orm';
-import type { Test } from 'tap';
+import t, { type Test } from 'tap';
 import { startTestApi, type CallResult } from '../../helpers/atrium.ts';
 import { createDepartment, rowCount } from '../../helpers/fixtures.ts';
 
