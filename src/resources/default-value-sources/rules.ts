@@ -7,7 +7,7 @@ import { and, asc, eq, inArray, sql } from 'drizzle-orm';
 import type { Tx } from '../../platform/database/database.ts';
 import { MISSING } from '../../platform/database/existence.ts';
 import type { Body } from '../../platform/http/handler.ts';
-import { invalid, notFound, ProblemError, type FieldErrors } from '../../platform/http/problem.ts';
+import { conflict, invalid, notFound, type FieldErrors, type ProblemError } from '../../platform/http/problem.ts';
 import { administrableBy, administrableField, type Caller } from '../forms/rules.ts';
 import { formFields, type FieldType } from '../forms/table.ts';
 import { closesCycle, nextSortNumber, type SourceCandidate, type SourceRow } from './queries.ts';
@@ -195,9 +195,10 @@ export async function sourcesCopyingFromRefusal(
   const shown = rows.filter((row) => row.shown).map((row) => String(row.id));
   const parts = shown.length > BLOCKING_SOURCES_SHOWN ? [...shown.slice(0, BLOCKING_SOURCES_SHOWN), '…'] : shown;
   if (shown.length < rows.length) parts.push('sources you cannot administer');
-  return new ProblemError(409, `${what} is still the source of default value sources.`, {
-    errors: { [key]: [`default value sources copy from it (${parts.join(', ')}); delete them or change their source first`] },
-  });
+  return conflict(
+    { [key]: [`default value sources copy from it (${parts.join(', ')}); delete them or change their source first`] },
+    `${what} is still the source of default value sources.`,
+  );
 }
 
 /** Deletes the default value sources that fill any of the fields `filled` (they go with the fields). */
