@@ -236,7 +236,7 @@ export const formHandlers = {
     const updated = await db.tenant(auth.tenantId, async (tx) => {
       const field = await requireAdministrableField(tx, auth, params.formField, 'update');
       if (body.options !== undefined) refuse(fieldOptionsErrors(field.fieldType, body.options, 'options'));
-      return updateField(tx, field.id, body);
+      return updateField(tx, field, body);
     });
     const [record] = await presentAll(fieldView, null, [updated], auth);
     return { status: 200, body: record! };

@@ -89,11 +89,13 @@ export async function insertField(tx: Tx, tenantId: number, parent: ParentType, 
   return row!;
 }
 
-export async function updateField(tx: Tx, id: number, values: { name?: string; options?: string[]; sort_number?: number }): Promise<FieldRow> {
+/** The field `current` with the keys `values` sends changed (none sent: `current` as it is). */
+export async function updateField(tx: Tx, current: FieldRow, values: { name?: string; options?: string[]; sort_number?: number }): Promise<FieldRow> {
+  if (values.name === undefined && values.options === undefined && values.sort_number === undefined) return current;
   const [row] = await tx
     .update(formFields)
     .set({ name: values.name, options: values.options, sortNumber: values.sort_number })
-    .where(eq(formFields.id, id))
+    .where(eq(formFields.id, current.id))
     .returning();
   return row!;
 }

@@ -240,6 +240,10 @@ t.test('fields: created last by default, listed, shown, updated and deleted', as
   t.equal(updated.status, 200);
   t.match(updated.body, { name: 'Shirt size', field_type: 'select', options: ['S', 'M', 'L'], sort_number: 9 });
 
+  const unchanged = await api.call(t, 'updateFormField', { token: delegate.token, params: { formField: created.body.id }, body: {} });
+  t.equal(unchanged.status, 200, 'an empty update changes nothing');
+  t.strictSame(unchanged.body, updated.body);
+
   const deleted = await api.call(t, 'deleteFormField', { token: delegate.token, params: { formField: placed.body.id } });
   t.equal(deleted.status, 204);
   t.equal((await api.call(t, 'getFormField', { token: delegate.token, params: { formField: placed.body.id } })).status, 404);
