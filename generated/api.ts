@@ -465,9 +465,9 @@ export interface paths {
         /**
          * Delete a form
          * @description Hard delete, for whoever administers the form (otherwise 404, like a missing one).
-         *     With the form go its fields, its entity permissions, the values users submitted to
-         *     it, and the default value sources that fill its fields. While a default value source
-         *     of another parent copies from one of its fields (`formFieldValue`), the delete is
+         *     With the form go its fields, its entity permissions and the values users submitted
+         *     to it. While a default value source (of a task template's field) copies from one of
+         *     its fields (`formFieldValue`), the delete is
          *     refused with 409: `errors.form` names those sources by id when the caller may
          *     administer them, and mentions any other only as "sources you cannot administer".
          *     Delete those sources or change their source first.
