@@ -339,6 +339,74 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/administration/tasks-2/fields": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Fields of the forms and task templates the caller can administer
+         * @description Fields (not deleted) of the forms and task templates the caller can administer,
+         *     ordered by form, then task template, then `sort_number` and id. `filter[form_id]`
+         *     and `filter[task_template_id]` narrow to one parent.
+         */
+        get: operations["listFormFields"];
+        put?: never;
+        /**
+         * Add a field to a form or task template
+         * @description Exactly one of `form_id` and `task_template_id` (422 on `form_id` otherwise). A
+         *     parent the caller cannot administer is answered like a missing one: 422 "does not
+         *     exist" on its key. `options` are required for a `select` field and refused for the
+         *     other types.
+         */
+        post: operations["createFormField"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/administration/tasks-2/fields/{formField}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                formField: components["schemas"]["Id"];
+            };
+            cookie?: never;
+        };
+        /**
+         * One field
+         * @description A field (not deleted) of a form or task template the caller can administer;
+         *     otherwise 404, exactly like a missing one.
+         */
+        get: operations["getFormField"];
+        /**
+         * Rename, reorder or change the options of a field
+         * @description For whoever administers the field's parent (otherwise 404, like a missing one).
+         *     `options` on a field that is not a `select` → 422.
+         */
+        put: operations["updateFormField"];
+        post?: never;
+        /**
+         * Delete a field
+         * @description For whoever administers the field's parent (otherwise 404, like a missing one). The
+         *     field is soft-deleted: it leaves the parent's fields, and values submitted to it
+         *     earlier are no longer offered as defaults. The default value sources that fill the
+         *     field are deleted with it. While a default value source of another field copies
+         *     from it (`formFieldValue`), the delete is refused with 409: `errors.form_field`
+         *     names those sources by id when the caller may administer them, and mentions any
+         *     other only as "sources you cannot administer". Delete those sources or change their
+         *     source first.
+         */
+        delete: operations["deleteFormField"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/administration/tasks-2/forms": {
         parameters: {
             query?: never;
@@ -369,7 +437,9 @@ export interface paths {
         parameters: {
             query?: never;
             header?: never;
-            path?: never;
+            path: {
+                form: components["schemas"]["Id"];
+            };
             cookie?: never;
         };
         /**
@@ -379,9 +449,30 @@ export interface paths {
          *     whether it exists.
          */
         get: operations["getForm"];
-        put?: never;
+        /**
+         * Update a form
+         * @description Every key optional. Answers the form with the relations `fields` and
+         *     `entity_permissions`. A form the caller cannot administer is answered 404, exactly
+         *     like a missing one. Every ID in `entity_permissions` must name a record of the
+         *     tenant (users: not deleted), otherwise 422 keyed by its position.
+         *     Who may change `entity_permissions`: whoever administers the form. Naming users,
+         *     roles or departments confers only the right to administer this form, which the
+         *     caller holds already, so no caller can grant through it a right they lack. A caller
+         *     who removes themselves (or their role or department) loses access to it at once.
+         */
+        put: operations["updateForm"];
         post?: never;
-        delete?: never;
+        /**
+         * Delete a form
+         * @description Hard delete, for whoever administers the form (otherwise 404, like a missing one).
+         *     With the form go its fields, its entity permissions and the values users submitted
+         *     to it. While a default value source (of a task template's field) copies from one of
+         *     its fields (`formFieldValue`), the delete is
+         *     refused with 409: `errors.form` names those sources by id when the caller may
+         *     administer them, and mentions any other only as "sources you cannot administer".
+         *     Delete those sources or change their source first.
+         */
+        delete: operations["deleteForm"];
         options?: never;
         head?: never;
         patch?: never;
@@ -416,7 +507,9 @@ export interface paths {
         parameters: {
             query?: never;
             header?: never;
-            path?: never;
+            path: {
+                taskTemplate: components["schemas"]["Id"];
+            };
             cookie?: never;
         };
         /**
@@ -425,9 +518,31 @@ export interface paths {
          *     administer is answered 404, exactly like a missing one.
          */
         get: operations["getTaskTemplate"];
-        put?: never;
+        /**
+         * Update a task template
+         * @description Every key optional. Answers the task template with the relations `fields` and
+         *     `entity_permissions`. A task template the caller cannot administer is answered 404, exactly
+         *     like a missing one. Every ID in `entity_permissions` must name a record of the
+         *     tenant (users: not deleted), otherwise 422 keyed by its position.
+         *     Who may change `entity_permissions`: whoever administers the task template. Naming users,
+         *     roles or departments confers only the right to administer this task template, which the
+         *     caller holds already, so no caller can grant through it a right they lack. A caller
+         *     who removes themselves (or their role or department) loses access to it at once.
+         */
+        put: operations["updateTaskTemplate"];
         post?: never;
-        delete?: never;
+        /**
+         * Delete a task template
+         * @description Hard delete, for whoever administers the template (otherwise 404, like a missing
+         *     one). With the template go its fields, its entity permissions, the default value
+         *     sources that fill its fields, its task executions (whoever they are assigned to) and
+         *     the values submitted to it. While a default value source of another parent copies
+         *     from one of its fields (`formFieldValue`), the delete is refused with 409:
+         *     `errors.task_template` names those sources by id when the caller may administer
+         *     them, and mentions any other only as "sources you cannot administer". Delete those
+         *     sources or change their source first.
+         */
+        delete: operations["deleteTaskTemplate"];
         options?: never;
         head?: never;
         patch?: never;
@@ -1366,7 +1481,9 @@ export interface paths {
         parameters: {
             query?: never;
             header?: never;
-            path?: never;
+            path: {
+                taskExecution: components["schemas"]["Id"];
+            };
             cookie?: never;
         };
         /**
@@ -1375,9 +1492,22 @@ export interface paths {
          *     is answered 404, exactly like a missing execution.
          */
         get: operations["getTaskExecution"];
-        put?: never;
+        /**
+         * Assign a task execution to another user
+         * @description For those who can administer the execution's template. An execution the caller
+         *     cannot see is answered 404, like a missing one; its assignee, who sees it without
+         *     administering the template, gets 403. An unknown or deleted user → 422, `user_id`
+         *     "does not exist". Values submitted for the execution stay with the users who
+         *     submitted them; only the new assignee can submit for it from now on.
+         */
+        put: operations["updateTaskExecution"];
         post?: never;
-        delete?: never;
+        /**
+         * Delete a task execution
+         * @description For those who can administer the execution's template; 404 and 403 as for the
+         *     update. The values submitted for the execution are deleted with it.
+         */
+        delete: operations["deleteTaskExecution"];
         options?: never;
         head?: never;
         patch?: never;
@@ -1452,7 +1582,9 @@ export interface paths {
         parameters: {
             query?: never;
             header?: never;
-            path?: never;
+            path: {
+                formSubmission: components["schemas"]["Id"];
+            };
             cookie?: never;
         };
         /**
@@ -1460,9 +1592,20 @@ export interface paths {
          * @description Another user's submission is answered 404, like a missing one.
          */
         get: operations["getSubmission"];
-        put?: never;
+        /**
+         * Change the values of one of the caller's submissions
+         * @description Only the author changes a submission (another user's is answered 404, like a missing
+         *     one). `values` replaces the stored values and is checked like a new submission's. A
+         *     submission for a task execution can be changed only while the execution is assigned
+         *     to the caller (422 on `task_execution_id` otherwise).
+         */
+        put: operations["updateSubmission"];
         post?: never;
-        delete?: never;
+        /**
+         * Delete one of the caller's submissions
+         * @description Only the author deletes a submission; another user's is answered 404, like a missing one.
+         */
+        delete: operations["deleteSubmission"];
         options?: never;
         head?: never;
         patch?: never;
@@ -2359,6 +2502,19 @@ export interface components {
             /** Format: int64 */
             task_template_id?: number | null;
         };
+        /**
+         * @description A new field of exactly one form (`form_id`) or task template (`task_template_id`).
+         *     Without `sort_number` the field comes last (the parent's highest number + 1).
+         */
+        FieldCreate: {
+            field_type: components["schemas"]["FieldType"];
+            form_id?: components["schemas"]["Id"];
+            name: string;
+            /** @description Choices of a `select` field (required for it, refused for the other types). */
+            options?: string[];
+            sort_number?: components["schemas"]["SortNumber-2"];
+            task_template_id?: components["schemas"]["Id"];
+        };
         FieldInput: {
             field_type: components["schemas"]["FieldType"];
             name: string;
@@ -2371,6 +2527,17 @@ export interface components {
          * @enum {string}
          */
         FieldType: "text" | "number" | "date" | "boolean" | "select";
+        /**
+         * @description Every key optional (default the current value). The type and the parent of a field
+         *     are fixed: default value sources and stored values depend on them. `options` only for
+         *     a `select` field (replacing its choices; values submitted earlier are kept as they
+         *     are).
+         */
+        FieldUpdate: {
+            name?: string;
+            options?: string[];
+            sort_number?: components["schemas"]["SortNumber-2"];
+        };
         /** @description A field value; its JSON type follows the field's `field_type`. */
         FieldValue: string | number | boolean | null;
         FilterDescription: {
@@ -2421,7 +2588,7 @@ export interface components {
             /** @description Optional; `{}`. */
             config?: components["schemas"]["FormFieldValueConfig"];
             form_field_id: components["schemas"]["Id"];
-            sort_number?: components["schemas"]["SortNumber-2"];
+            sort_number?: components["schemas"]["SortNumber-3"];
             /**
              * Format: int64
              * @description The source field's ID (required for this type).
@@ -2437,6 +2604,16 @@ export interface components {
         };
         /** @description A `formFieldValue` source has no options (yet); its source field is `source_entity_id`. */
         FormFieldValueConfig: Record<string, never>;
+        /**
+         * @description Every key optional (default the current value). `entity_permissions`, when sent,
+         *     replaces all three lists (a list left out becomes empty). Fields are changed through
+         *     the field operations (`/api/administration/tasks-2/fields`).
+         */
+        FormUpdate: {
+            entity_permissions?: components["schemas"]["EntityPermissionsInput"];
+            form_type?: string;
+            title?: string;
+        };
         GenericNotificationInput: {
             body: components["schemas"]["Body"];
             department_ids?: components["schemas"]["department_ids"];
@@ -2889,8 +3066,14 @@ export interface components {
          * @description Default on create is automatic (the tenant's highest `sort_number` + 1).
          */
         SortNumber: number;
-        /** Format: int32 */
+        /**
+         * Format: int32
+         * @description The field's position among its parent's fields (ascending; equal numbers are ordered
+         *     by id). Other fields keep their numbers.
+         */
         "SortNumber-2": number;
+        /** Format: int32 */
+        "SortNumber-3": number;
         /** @description A task field default value source. */
         Source: {
             /** @description `{}` for `formFieldValue`, `{variable}` for `systemVariable`. */
@@ -2937,7 +3120,7 @@ export interface components {
         SourceUpdate: {
             config?: components["schemas"]["FormFieldValueConfig"] | components["schemas"]["SystemVariableConfig"];
             form_field_id?: components["schemas"]["Id"];
-            sort_number?: components["schemas"]["SortNumber-2"];
+            sort_number?: components["schemas"]["SortNumber-3"];
             /** Format: int64 */
             source_entity_id?: number | null;
             source_entity_type?: string | null;
@@ -2949,6 +3132,11 @@ export interface components {
             form_id?: number | null;
             /** Format: int64 */
             id?: number;
+            /**
+             * Format: int64
+             * @description The execution the values were submitted for (submissions to a task template); null for a form.
+             */
+            task_execution_id?: number | null;
             /** Format: int64 */
             task_template_id?: number | null;
             /**
@@ -2960,11 +3148,26 @@ export interface components {
                 [key: string]: components["schemas"]["FieldValue"];
             };
         };
-        /** @description Exactly one of `form_id` and `task_template_id`. */
+        /**
+         * @description Exactly one parent: `form_id`, or a task template through `task_execution_id` (an
+         *     execution assigned to the caller; `task_template_id` may be sent too and must then be
+         *     that execution's template).
+         */
         SubmissionCreate: {
             form_id?: components["schemas"]["Id"];
+            task_execution_id?: components["schemas"]["Id"];
             task_template_id?: components["schemas"]["Id"];
             /** @description Field ID → value. Every key must be a field of the form or template; each value must fit its field type (null clears). */
+            values: {
+                [key: string]: components["schemas"]["FieldValue"];
+            };
+        };
+        SubmissionUpdate: {
+            /**
+             * @description Replaces the submitted values; checked like those of a new submission (against the
+             *     parent's current fields). A submission for a task execution can be changed only
+             *     while that execution is assigned to the caller.
+             */
             values: {
                 [key: string]: components["schemas"]["FieldValue"];
             };
@@ -2976,7 +3179,7 @@ export interface components {
         systemVariable: {
             config: components["schemas"]["SystemVariableConfig"];
             form_field_id: components["schemas"]["Id"];
-            sort_number?: components["schemas"]["SortNumber-2"];
+            sort_number?: components["schemas"]["SortNumber-3"];
             /**
              * Format: int64
              * @description Must be null or absent.
@@ -3025,6 +3228,13 @@ export interface components {
             /** @description The assignee; a user of the tenant who is not deleted (active or not). */
             user_id: components["schemas"]["Id"];
         };
+        TaskExecutionUpdate: {
+            /**
+             * @description The new assignee; a user of the tenant who is not deleted (active or not). Values
+             *     the previous assignee submitted for the execution stay theirs.
+             */
+            user_id: components["schemas"]["Id"];
+        };
         TaskTemplate: {
             /** Format: date-time */
             created_at?: string;
@@ -3040,6 +3250,15 @@ export interface components {
             entity_permissions?: components["schemas"]["EntityPermissionsInput"];
             fields?: components["schemas"]["FieldInput"][];
             title: string;
+        };
+        /**
+         * @description Every key optional (default the current value). `entity_permissions`, when sent,
+         *     replaces all three lists (a list left out becomes empty). Fields are changed through
+         *     the field operations (`/api/administration/tasks-2/fields`).
+         */
+        TaskTemplateUpdate: {
+            entity_permissions?: components["schemas"]["EntityPermissionsInput"];
+            title?: string;
         };
         Title: string;
         TypedNotificationInput: {
@@ -3561,6 +3780,15 @@ export interface components {
     responses: {
         /** @description Malformed request (JSON, query string or multipart), or a JSON body nested more than 64 levels deep. */
         BadRequest: {
+            headers: {
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /** @description The record is still used by others; `errors` names them (only those the caller may administer). */
+        Conflict: {
             headers: {
                 [name: string]: unknown;
             };
@@ -4325,6 +4553,150 @@ export interface operations {
             422: components["responses"]["UnprocessableEntity"];
         };
     };
+    listFormFields: {
+        parameters: {
+            query?: {
+                filter?: {
+                    form_id?: components["schemas"]["Id"];
+                    task_template_id?: components["schemas"]["Id"];
+                };
+                /** @description Maximum number of records. Default no limit. */
+                limit?: components["parameters"]["Limit"];
+                /** @description Pipe-separated relation names to include. */
+                relations?: components["parameters"]["Relations"];
+                /** @description Comma-separated field names to return. Default all visible fields. */
+                selects?: components["parameters"]["Selects"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The fields. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Field"][];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            422: components["responses"]["UnprocessableEntity"];
+        };
+    };
+    createFormField: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["FieldCreate"];
+            };
+        };
+        responses: {
+            /** @description The created field. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Field"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            422: components["responses"]["UnprocessableEntity"];
+        };
+    };
+    getFormField: {
+        parameters: {
+            query?: {
+                /** @description Pipe-separated relation names to include. */
+                relations?: components["parameters"]["Relations"];
+                /** @description Comma-separated field names to return. Default all visible fields. */
+                selects?: components["parameters"]["Selects"];
+            };
+            header?: never;
+            path: {
+                formField: components["schemas"]["Id"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The field. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Field"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["UnprocessableEntity"];
+        };
+    };
+    updateFormField: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                formField: components["schemas"]["Id"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["FieldUpdate"];
+            };
+        };
+        responses: {
+            /** @description The updated field. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Field"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["UnprocessableEntity"];
+        };
+    };
+    deleteFormField: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                formField: components["schemas"]["Id"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            422: components["responses"]["UnprocessableEntity"];
+        };
+    };
     listForms: {
         parameters: {
             query?: {
@@ -4414,6 +4786,60 @@ export interface operations {
             422: components["responses"]["UnprocessableEntity"];
         };
     };
+    updateForm: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                form: components["schemas"]["Id"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["FormUpdate"];
+            };
+        };
+        responses: {
+            /** @description The updated form. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Form"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["UnprocessableEntity"];
+        };
+    };
+    deleteForm: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                form: components["schemas"]["Id"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
+            422: components["responses"]["UnprocessableEntity"];
+        };
+    };
     listTaskTemplates: {
         parameters: {
             query?: {
@@ -4500,6 +4926,60 @@ export interface operations {
             };
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];
+            422: components["responses"]["UnprocessableEntity"];
+        };
+    };
+    updateTaskTemplate: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                taskTemplate: components["schemas"]["Id"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["TaskTemplateUpdate"];
+            };
+        };
+        responses: {
+            /** @description The updated task template. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TaskTemplate"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["UnprocessableEntity"];
+        };
+    };
+    deleteTaskTemplate: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                taskTemplate: components["schemas"]["Id"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            409: components["responses"]["Conflict"];
             422: components["responses"]["UnprocessableEntity"];
         };
     };
@@ -5764,6 +6244,61 @@ export interface operations {
             422: components["responses"]["UnprocessableEntity"];
         };
     };
+    updateTaskExecution: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                taskExecution: components["schemas"]["Id"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["TaskExecutionUpdate"];
+            };
+        };
+        responses: {
+            /** @description The updated execution. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TaskExecution"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["UnprocessableEntity"];
+        };
+    };
+    deleteTaskExecution: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                taskExecution: components["schemas"]["Id"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["UnprocessableEntity"];
+        };
+    };
     getTaskExecutionDefaultValues: {
         parameters: {
             query?: never;
@@ -5871,6 +6406,59 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["Submission"];
                 };
+            };
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["UnprocessableEntity"];
+        };
+    };
+    updateSubmission: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                formSubmission: components["schemas"]["Id"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["SubmissionUpdate"];
+            };
+        };
+        responses: {
+            /** @description The updated submission. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Submission"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["UnprocessableEntity"];
+        };
+    };
+    deleteSubmission: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                formSubmission: components["schemas"]["Id"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             401: components["responses"]["Unauthorized"];
             404: components["responses"]["NotFound"];

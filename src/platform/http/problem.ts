@@ -61,3 +61,5 @@ export const notFound = (what = 'The record') => new ProblemError(404, `${what} 
 export const forbidden = (detail = 'You are not permitted to do this.') => new ProblemError(403, detail);
 export const unauthorized = (detail = 'A valid access token is required.') => new ProblemError(401, detail);
 export const invalid = (errors: FieldErrors, detail = 'The request is invalid.') => new ProblemError(422, detail, { errors });
+/** 409: the record is still used by others (a delete they depend on); `errors` names them. */
+export const conflict = (errors: FieldErrors, detail: string) => new ProblemError(409, detail, { errors });

@@ -3,12 +3,12 @@
  * who may manage a source, what a source must be, and its sort number. A field, source or
  * template the caller may not administer is answered exactly like a missing one.
  */
-import { and, eq, isNull, sql } from 'drizzle-orm';
+import { and, asc, eq, inArray, sql } from 'drizzle-orm';
 import type { Tx } from '../../platform/database/database.ts';
 import { MISSING } from '../../platform/database/existence.ts';
 import type { Body } from '../../platform/http/handler.ts';
-import { invalid, notFound, type FieldErrors } from '../../platform/http/problem.ts';
-import { administrableBy, fieldParentAdministrableBy, type Caller } from '../forms/rules.ts';
+import { conflict, invalid, notFound, type FieldErrors, type ProblemError } from '../../platform/http/problem.ts';
+import { administrableBy, administrableField, type Caller } from '../forms/rules.ts';
 import { formFields, type FieldType } from '../forms/table.ts';
 import { closesCycle, nextSortNumber, type SourceCandidate, type SourceRow } from './queries.ts';
 import { defaultValueSources, FORM_FIELD_ALIAS, type SourceType } from './table.ts';
@@ -119,22 +119,6 @@ export async function administrableSource(tx: Tx, caller: Caller, id: number): P
 }
 
 /**
- * Field `id` (not deleted) if `caller` may administer its parent form or task template;
- * undefined otherwise. A field of a parent hidden from the caller is thereby exactly
- * like a missing one: no rule looks at its type, so no answer reveals it or its existence.
- */
-export async function administrableField(tx: Tx, caller: Caller, id: number) {
-  const [row] = await tx
-    .select({
-      field: formFields,
-      administrable: sql<boolean>`${fieldParentAdministrableBy(caller, formFields.formId, formFields.taskTemplateId)}`,
-    })
-    .from(formFields)
-    .where(and(eq(formFields.id, id), isNull(formFields.deletedAt)));
-  return row?.administrable ? row.field : undefined;
-}
-
-/**
  * Every rule of a source as it is about to be stored (create, or the merged update): 422
  * with every problem found. A target or source field whose form or task template the
  * caller cannot administer "does not exist", like a missing one, and is judged no further.
@@ -180,4 +164,44 @@ export async function validateSource(tx: Tx, caller: Caller, candidate: SourceCa
     }
   }
   if (Object.keys(errors).length > 0) throw invalid(errors);
+}
+
+/** How many sources a refusal names by id at most. */
+export const BLOCKING_SOURCES_SHOWN = 10;
+
+/**
+ * The refusal (409) of deleting fields while default value sources of other fields copy
+ * from them, or null when none does. Call it after the delete, inside its transaction:
+ * the sources that went with the delete (those filling the deleted fields) are gone, so
+ * what remains named by `copiedFrom` blocks it, and the 409 rolls the delete back. It
+ * names the sources the caller may administer (at most `BLOCKING_SOURCES_SHOWN`, "…"
+ * beyond) and of the others only that there are some, like any record hidden from them.
+ */
+export async function sourcesCopyingFromRefusal(
+  tx: Tx,
+  caller: Caller,
+  copiedFrom: readonly number[],
+  key: string,
+  what: string,
+): Promise<ProblemError | null> {
+  if (copiedFrom.length === 0) return null;
+  const rows = await tx
+    .select({ id: defaultValueSources.id, shown: sql<boolean>`${administrableBy(caller, sql`'taskTemplate'`, formFields.taskTemplateId)}` })
+    .from(defaultValueSources)
+    .innerJoin(formFields, eq(formFields.id, defaultValueSources.formFieldId))
+    .where(and(eq(defaultValueSources.sourceEntityType, FORM_FIELD_ALIAS), inArray(defaultValueSources.sourceEntityId, [...copiedFrom])))
+    .orderBy(asc(defaultValueSources.id));
+  if (rows.length === 0) return null;
+  const shown = rows.filter((row) => row.shown).map((row) => String(row.id));
+  const parts = shown.length > BLOCKING_SOURCES_SHOWN ? [...shown.slice(0, BLOCKING_SOURCES_SHOWN), '…'] : shown;
+  if (shown.length < rows.length) parts.push('sources you cannot administer');
+  return conflict(
+    { [key]: [`default value sources copy from it (${parts.join(', ')}); delete them or change their source first`] },
+    `${what} is still the source of default value sources.`,
+  );
+}
+
+/** Deletes the default value sources that fill any of the fields `filled` (they go with the fields). */
+export async function deleteSourcesFilling(tx: Tx, filled: readonly number[]): Promise<void> {
+  if (filled.length > 0) await tx.delete(defaultValueSources).where(inArray(defaultValueSources.formFieldId, [...filled]));
 }

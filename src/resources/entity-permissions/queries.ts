@@ -30,9 +30,14 @@ export async function loadSubjectLists(tx: Tx, entityType: string, entityIds: nu
   return result;
 }
 
+/** Removes every entity permission of the entity (it is being deleted). */
+export async function deleteSubjectLists(tx: Tx, entityType: string, entityId: number): Promise<void> {
+  await tx.delete(entityPermissions).where(and(eq(entityPermissions.entityType, entityType), eq(entityPermissions.entityId, entityId)));
+}
+
 /** Replaces the entity's lists with `lists` (duplicates collapse). */
 export async function replaceSubjectLists(tx: Tx, tenantId: number, entityType: string, entityId: number, lists: Partial<SubjectLists>): Promise<void> {
-  await tx.delete(entityPermissions).where(and(eq(entityPermissions.entityType, entityType), eq(entityPermissions.entityId, entityId)));
+  await deleteSubjectLists(tx, entityType, entityId);
   const rows = (Object.entries(LIST_OF) as [keyof typeof LIST_OF, keyof SubjectLists][]).flatMap(([subjectType, list]) =>
     [...new Set(lists[list] ?? [])].map((subjectId) => ({ tenantId, entityType, entityId, subjectType, subjectId })),
   );

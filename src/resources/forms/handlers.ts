@@ -1,26 +1,65 @@
 import type { Auth } from '../../platform/auth/auth.ts';
 import type { Database, Tx } from '../../platform/database/database.ts';
 import type { Handlers } from '../../platform/http/handler.ts';
-import { invalid, type FieldErrors } from '../../platform/http/problem.ts';
+import { MISSING } from '../../platform/database/existence.ts';
+import { invalid, notFound, type FieldErrors } from '../../platform/http/problem.ts';
 import { listRecords, presentAll, showRecord, type Listing } from '../../platform/result-controls/listing.ts';
 import type { ControlsQuery } from '../../platform/result-controls/result-controls.ts';
-import type { SubjectLists } from '../entity-permissions/queries.ts';
+import { deleteSourcesFilling, sourcesCopyingFromRefusal } from '../default-value-sources/rules.ts';
+import { replaceSubjectLists, type SubjectLists } from '../entity-permissions/queries.ts';
+import { missingSubjects } from '../entity-permissions/rules.ts';
 import {
+  deleteExecution,
+  deleteParent,
+  deleteSubmission,
+  fieldIdsOf,
   findForm,
+  findOwnSubmission,
   findTaskTemplate,
   insertExecution,
+  insertField,
   insertFieldsAndPermissions,
   insertForm,
   insertSubmission,
   insertTaskTemplate,
+  nextFieldSortNumber,
+  reassignExecution,
+  replaceSubmissionValues,
+  softDeleteField,
   submissionWithId,
+  updateField,
+  updateForm,
+  updateTaskTemplate,
   type FieldInput,
   type FormRow,
   type TaskTemplateRow,
 } from './queries.ts';
-import { assignmentErrors, parentInputErrors, requireAdministrable, requireVisibleExecution, submissionErrors, submissionParent } from './rules.ts';
+import {
+  assignmentErrors,
+  canAdminister,
+  checkSubmission,
+  fieldOptionsErrors,
+  fieldParent,
+  parentInputErrors,
+  requireAdministeredExecution,
+  requireAdministrable,
+  requireAdministrableField,
+  requireVisibleExecution,
+  resubmissionErrors,
+  submissionParent,
+} from './rules.ts';
 import type { ParentType } from './table.ts';
-import { formListing, SHOW_RELATIONS, submissionListing, submissionView, taskExecutionListing, taskExecutionView, taskTemplateListing } from './view.ts';
+import {
+  fieldListing,
+  fieldView,
+  formListing,
+  SHOW_RELATIONS,
+  submissionListing,
+  submissionView,
+  taskExecutionListing,
+  taskExecutionView,
+  taskTemplateListing,
+} from './view.ts';
 
 /** 422 naming every problem, when there is one. */
 function refuse(errors: FieldErrors): void {
@@ -28,28 +67,41 @@ function refuse(errors: FieldErrors): void {
 }
 
 /** Forms and task templates: the same operations over two kinds of parent of fields. */
-interface Parent<Row extends { id: number }, Input> {
+interface Parent<Row extends { id: number }, Input, Change> {
   type: ParentType;
   what: string;
+  /** The key of a refusal to delete it (409). */
+  key: string;
   listing: Listing<Row, Auth>;
   insert(tx: Tx, tenantId: number, input: Input): Promise<Row>;
   find(tx: Tx, id: number): Promise<Row | undefined>;
+  update(tx: Tx, id: number, change: Change): Promise<Row>;
 }
 
-const FORM: Parent<FormRow, Parameters<typeof insertForm>[2]> = { type: 'form', what: 'The form', listing: formListing, insert: insertForm, find: findForm };
-const TASK_TEMPLATE: Parent<TaskTemplateRow, Parameters<typeof insertTaskTemplate>[2]> = {
+const FORM: Parent<FormRow, Parameters<typeof insertForm>[2], Parameters<typeof updateForm>[2]> = {
+  type: 'form',
+  what: 'The form',
+  key: 'form',
+  listing: formListing,
+  insert: insertForm,
+  find: findForm,
+  update: updateForm,
+};
+const TASK_TEMPLATE: Parent<TaskTemplateRow, Parameters<typeof insertTaskTemplate>[2], Parameters<typeof updateTaskTemplate>[2]> = {
   type: 'taskTemplate',
   what: 'The task template',
+  key: 'task_template',
   listing: taskTemplateListing,
   insert: insertTaskTemplate,
   find: findTaskTemplate,
+  update: updateTaskTemplate,
 };
 
 /** Creates the parent, its fields and its entity permissions; answers it with `SHOW_RELATIONS`. */
-async function createParent<Row extends { id: number }, Input>(
+async function createParent<Row extends { id: number }, Input, Change>(
   db: Database,
   auth: Auth,
-  parent: Parent<Row, Input>,
+  parent: Parent<Row, Input, Change>,
   input: Input & { fields?: FieldInput[]; entity_permissions?: Partial<SubjectLists> },
 ): Promise<Record<string, unknown>> {
   return db.tenant(auth.tenantId, async (tx) => {
@@ -62,12 +114,56 @@ async function createParent<Row extends { id: number }, Input>(
 }
 
 /** One parent the caller may administer, with `SHOW_RELATIONS` by default; otherwise 404, as for a missing one. */
-function showParent<Row extends { id: number }, Input>(db: Database, auth: Auth, parent: Parent<Row, Input>, query: ControlsQuery, id: number) {
+function showParent<Row extends { id: number }, Input, Change>(db: Database, auth: Auth, parent: Parent<Row, Input, Change>, query: ControlsQuery, id: number) {
   const find = async (tx: Tx) => {
     await requireAdministrable(tx, auth, parent.type, id, parent.what);
     return parent.find(tx, id);
   };
   return showRecord(db, auth.tenantId, parent.listing, query, auth, find, parent.what, { defaultRelations: SHOW_RELATIONS });
+}
+
+/**
+ * Updates a parent the caller administers (otherwise 404): its own keys, and its entity
+ * permissions when sent (replacing all three lists). Naming subjects confers only the
+ * right to administer this parent, which the caller holds, so no escalation check applies
+ * (docs/tasks-and-default-values.md#life-cycle). Answers it with `SHOW_RELATIONS`.
+ */
+async function updateParent<Row extends { id: number }, Input, Change>(
+  db: Database,
+  auth: Auth,
+  parent: Parent<Row, Input, Change>,
+  id: number,
+  body: Change & { entity_permissions?: Partial<SubjectLists> },
+): Promise<Record<string, unknown>> {
+  return db.tenant(auth.tenantId, async (tx) => {
+    await requireAdministrable(tx, auth, parent.type, id, parent.what);
+    const { entity_permissions: permissions, ...change } = body;
+    if (permissions) refuse(await missingSubjects(tx, permissions, 'entity_permissions'));
+    const row = await parent.update(tx, id, change as Change);
+    if (permissions) await replaceSubjectLists(tx, auth.tenantId, parent.type, id, permissions);
+    const [record] = await presentAll(parent.listing.view, tx, [row], auth, SHOW_RELATIONS);
+    return record!;
+  });
+}
+
+/**
+ * Deletes a parent the caller administers (otherwise 404) with everything that hangs off
+ * it; 409 (and nothing deleted) while default value sources of other parents copy from
+ * its fields.
+ */
+async function deleteParentRecord<Row extends { id: number }, Input, Change>(
+  db: Database,
+  auth: Auth,
+  parent: Parent<Row, Input, Change>,
+  id: number,
+): Promise<void> {
+  await db.tenant(auth.tenantId, async (tx) => {
+    await requireAdministrable(tx, auth, parent.type, id, parent.what);
+    const fieldIds = await fieldIdsOf(tx, parent.type, id);
+    await deleteParent(tx, parent.type, id);
+    const refusal = await sourcesCopyingFromRefusal(tx, auth, fieldIds, parent.key, parent.what);
+    if (refusal) throw refusal;
+  });
 }
 
 export const formHandlers = {
@@ -83,6 +179,15 @@ export const formHandlers = {
     return { status: 200, body: await showParent(db, auth, FORM, query, params.form) };
   },
 
+  async updateForm({ auth, body, params, services: { db } }) {
+    return { status: 200, body: await updateParent(db, auth, FORM, params.form, body) };
+  },
+
+  async deleteForm({ auth, params, services: { db } }) {
+    await deleteParentRecord(db, auth, FORM, params.form);
+    return { status: 204 };
+  },
+
   async createTaskTemplate({ auth, body, services: { db } }) {
     return { status: 201, body: await createParent(db, auth, TASK_TEMPLATE, body) };
   },
@@ -93,6 +198,60 @@ export const formHandlers = {
 
   async getTaskTemplate({ auth, query, params, services: { db } }) {
     return { status: 200, body: await showParent(db, auth, TASK_TEMPLATE, query, params.taskTemplate) };
+  },
+
+  async updateTaskTemplate({ auth, body, params, services: { db } }) {
+    return { status: 200, body: await updateParent(db, auth, TASK_TEMPLATE, params.taskTemplate, body) };
+  },
+
+  async deleteTaskTemplate({ auth, params, services: { db } }) {
+    await deleteParentRecord(db, auth, TASK_TEMPLATE, params.taskTemplate);
+    return { status: 204 };
+  },
+
+  async listFormFields({ auth, query, services: { db } }) {
+    return { status: 200, body: await listRecords(db, auth.tenantId, fieldListing, query, auth) };
+  },
+
+  async createFormField({ auth, body, services: { db } }) {
+    const parent = fieldParent(body);
+    const created = await db.tenant(auth.tenantId, async (tx) => {
+      const errors = fieldOptionsErrors(body.field_type, body.options, 'options');
+      // A parent hidden from the caller "does not exist", exactly like a missing one.
+      if ((await canAdminister(tx, auth, parent.type, parent.id)) !== true) errors[parent.key] = [MISSING];
+      refuse(errors);
+      const sortNumber = body.sort_number ?? (await nextFieldSortNumber(tx, parent.type, parent.id));
+      return insertField(tx, auth.tenantId, parent.type, parent.id, body, sortNumber);
+    });
+    const [record] = await presentAll(fieldView, null, [created], auth);
+    return { status: 201, body: record! };
+  },
+
+  async getFormField({ auth, query, params, services: { db } }) {
+    const find = (tx: Tx) => requireAdministrableField(tx, auth, params.formField);
+    return { status: 200, body: await showRecord(db, auth.tenantId, fieldListing, query, auth, find, 'The field') };
+  },
+
+  async updateFormField({ auth, body, params, services: { db } }) {
+    const updated = await db.tenant(auth.tenantId, async (tx) => {
+      const field = await requireAdministrableField(tx, auth, params.formField, 'update');
+      if (body.options !== undefined) refuse(fieldOptionsErrors(field.fieldType, body.options, 'options'));
+      return updateField(tx, field, body);
+    });
+    const [record] = await presentAll(fieldView, null, [updated], auth);
+    return { status: 200, body: record! };
+  },
+
+  async deleteFormField({ auth, params, services: { db } }) {
+    await db.tenant(auth.tenantId, async (tx) => {
+      const field = await requireAdministrableField(tx, auth, params.formField, 'update');
+      // The sources filling the field go with it; those copying from it block the delete.
+      await softDeleteField(tx, field.id);
+      await deleteSourcesFilling(tx, [field.id]);
+      const refusal = await sourcesCopyingFromRefusal(tx, auth, [field.id], 'form_field', 'The field');
+      if (refusal) throw refusal;
+    });
+    return { status: 204 };
   },
 
   async createTaskExecution({ auth, body, services: { db } }) {
@@ -113,11 +272,30 @@ export const formHandlers = {
     return { status: 200, body: await showRecord(db, auth.tenantId, taskExecutionListing, query, auth, find, 'The task execution') };
   },
 
+  async updateTaskExecution({ auth, body, params, services: { db } }) {
+    const updated = await db.tenant(auth.tenantId, async (tx) => {
+      const execution = await requireAdministeredExecution(tx, auth, params.taskExecution);
+      refuse(await assignmentErrors(tx, auth, { task_template_id: execution.taskTemplateId, user_id: body.user_id }));
+      return reassignExecution(tx, execution.id, body.user_id);
+    });
+    const [record] = await presentAll(taskExecutionView, null, [updated], auth);
+    return { status: 200, body: record! };
+  },
+
+  async deleteTaskExecution({ auth, params, services: { db } }) {
+    await db.tenant(auth.tenantId, async (tx) => {
+      const execution = await requireAdministeredExecution(tx, auth, params.taskExecution);
+      await deleteExecution(tx, execution.id);
+    });
+    return { status: 204 };
+  },
+
   async createSubmission({ auth, body, services: { db } }) {
     const parent = submissionParent(body);
     const created = await db.tenant(auth.tenantId, async (tx) => {
-      refuse(await submissionErrors(tx, parent, body.values));
-      return insertSubmission(tx, auth.tenantId, auth.userId, parent.type, parent.id, body.values);
+      const { errors, target } = await checkSubmission(tx, auth, parent, body.values);
+      refuse(errors);
+      return insertSubmission(tx, auth.tenantId, auth.userId, target!, body.values);
     });
     const [record] = await presentAll(submissionView, null, [created], auth);
     return { status: 201, body: record! };
@@ -132,5 +310,25 @@ export const formHandlers = {
       status: 200,
       body: await showRecord(db, auth.tenantId, submissionListing, query, auth, submissionWithId(params.formSubmission), 'The submission'),
     };
+  },
+
+  async updateSubmission({ auth, body, params, services: { db } }) {
+    const updated = await db.tenant(auth.tenantId, async (tx) => {
+      const submission = await findOwnSubmission(tx, auth.userId, params.formSubmission);
+      if (!submission) throw notFound('The submission');
+      refuse(await resubmissionErrors(tx, auth, submission, body.values));
+      return replaceSubmissionValues(tx, submission.id, body.values);
+    });
+    const [record] = await presentAll(submissionView, null, [updated], auth);
+    return { status: 200, body: record! };
+  },
+
+  async deleteSubmission({ auth, params, services: { db } }) {
+    await db.tenant(auth.tenantId, async (tx) => {
+      const submission = await findOwnSubmission(tx, auth.userId, params.formSubmission);
+      if (!submission) throw notFound('The submission');
+      await deleteSubmission(tx, submission.id);
+    });
+    return { status: 204 };
   },
 } satisfies Partial<Handlers>;

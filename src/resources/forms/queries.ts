@@ -1,8 +1,8 @@
 /** Reads and writes of forms, task templates, their fields, executions and submissions. */
-import { and, eq, isNull, type SQL } from 'drizzle-orm';
+import { and, eq, isNull, sql, type SQL } from 'drizzle-orm';
 import type { Tx } from '../../platform/database/database.ts';
-import { replaceSubjectLists, type SubjectLists } from '../entity-permissions/queries.ts';
-import { formFields, formSubmissions, forms, taskExecutions, taskTemplates, type FieldType, type ParentType } from './table.ts';
+import { deleteSubjectLists, replaceSubjectLists, type SubjectLists } from '../entity-permissions/queries.ts';
+import { formFields, formSubmissions, forms, PARENT_TABLES, taskExecutions, taskTemplates, type FieldType, type ParentType } from './table.ts';
 
 export type FormRow = typeof forms.$inferSelect;
 export type TaskTemplateRow = typeof taskTemplates.$inferSelect;
@@ -33,6 +33,76 @@ export async function findForm(tx: Tx, id: number): Promise<FormRow | undefined>
 
 export async function findTaskTemplate(tx: Tx, id: number): Promise<TaskTemplateRow | undefined> {
   return (await tx.select().from(taskTemplates).where(eq(taskTemplates.id, id)))[0];
+}
+
+/** The form's stored values changed by `values` (keys as the update body names them); the unchanged row when none is sent. */
+export async function updateForm(tx: Tx, id: number, values: { title?: string; form_type?: string }): Promise<FormRow> {
+  const [form] = await tx.update(forms).set({ title: values.title, formType: values.form_type, updatedAt: new Date() }).where(eq(forms.id, id)).returning();
+  return form!;
+}
+
+export async function updateTaskTemplate(tx: Tx, id: number, values: { title?: string }): Promise<TaskTemplateRow> {
+  const [template] = await tx.update(taskTemplates).set({ title: values.title, updatedAt: new Date() }).where(eq(taskTemplates.id, id)).returning();
+  return template!;
+}
+
+/**
+ * Deletes the form or task template `id` and its entity permissions. Its fields, their
+ * sources, executions and submissions go by the foreign keys' cascades.
+ */
+export async function deleteParent(tx: Tx, type: ParentType, id: number): Promise<void> {
+  const table = PARENT_TABLES[type];
+  await deleteSubjectLists(tx, type, id);
+  await tx.delete(table).where(eq(table.id, id));
+}
+
+/** The ids of every field (deleted ones too) of the form or task template `id`. */
+export async function fieldIdsOf(tx: Tx, type: ParentType, id: number): Promise<number[]> {
+  const column = type === 'form' ? formFields.formId : formFields.taskTemplateId;
+  const rows = await tx.select({ id: formFields.id }).from(formFields).where(eq(column, id));
+  return rows.map((row) => row.id);
+}
+
+/** The next `sort_number` of a parent's fields: one more than its highest (1 for its first). */
+export async function nextFieldSortNumber(tx: Tx, type: ParentType, id: number): Promise<number> {
+  const column = type === 'form' ? formFields.formId : formFields.taskTemplateId;
+  const [row] = await tx
+    .select({ next: sql<number>`least(coalesce(max(${formFields.sortNumber}), 0)::bigint + 1, 2147483647)::int` })
+    .from(formFields)
+    .where(and(eq(column, id), isNull(formFields.deletedAt)));
+  return row?.next ?? 1;
+}
+
+export async function insertField(tx: Tx, tenantId: number, parent: ParentType, parentId: number, field: FieldInput, sortNumber: number): Promise<FieldRow> {
+  const [row] = await tx
+    .insert(formFields)
+    .values({
+      tenantId,
+      formId: parent === 'form' ? parentId : null,
+      taskTemplateId: parent === 'taskTemplate' ? parentId : null,
+      name: field.name,
+      fieldType: field.field_type,
+      options: field.options ?? null,
+      sortNumber,
+    })
+    .returning();
+  return row!;
+}
+
+/** The field `current` with the keys `values` sends changed (none sent: `current` as it is). */
+export async function updateField(tx: Tx, current: FieldRow, values: { name?: string; options?: string[]; sort_number?: number }): Promise<FieldRow> {
+  if (values.name === undefined && values.options === undefined && values.sort_number === undefined) return current;
+  const [row] = await tx
+    .update(formFields)
+    .set({ name: values.name, options: values.options, sortNumber: values.sort_number })
+    .where(eq(formFields.id, current.id))
+    .returning();
+  return row!;
+}
+
+/** Soft-deletes the field `id`: it leaves its parent's fields; submitted values keep their keys. */
+export async function softDeleteField(tx: Tx, id: number): Promise<void> {
+  await tx.update(formFields).set({ deletedAt: new Date() }).where(eq(formFields.id, id));
 }
 
 /** A new parent's fields (numbered in list order) and its entity permissions. */
@@ -77,6 +147,35 @@ export async function insertExecution(tx: Tx, tenantId: number, values: { taskTe
   return execution!;
 }
 
+export async function reassignExecution(tx: Tx, id: number, userId: number): Promise<TaskExecutionRow> {
+  const [execution] = await tx.update(taskExecutions).set({ userId }).where(eq(taskExecutions.id, id)).returning();
+  return execution!;
+}
+
+/** Deletes the execution `id`; the values submitted for it go by the foreign key's cascade. */
+export async function deleteExecution(tx: Tx, id: number): Promise<void> {
+  await tx.delete(taskExecutions).where(eq(taskExecutions.id, id));
+}
+
+/** The caller's submission `id` (read FOR UPDATE, as it is about to change), or undefined. */
+export async function findOwnSubmission(tx: Tx, userId: number, id: number): Promise<SubmissionRow | undefined> {
+  const [row] = await tx
+    .select()
+    .from(formSubmissions)
+    .where(and(eq(formSubmissions.id, id), eq(formSubmissions.userId, userId)))
+    .for('update');
+  return row;
+}
+
+export async function replaceSubmissionValues(tx: Tx, id: number, values: Record<string, unknown>): Promise<SubmissionRow> {
+  const [row] = await tx.update(formSubmissions).set({ values }).where(eq(formSubmissions.id, id)).returning();
+  return row!;
+}
+
+export async function deleteSubmission(tx: Tx, id: number): Promise<void> {
+  await tx.delete(formSubmissions).where(eq(formSubmissions.id, id));
+}
+
 /** The submission `id`, as a condition within the submissions listing's scope (the caller's own). */
 export const submissionWithId = (id: number): SQL => eq(formSubmissions.id, id);
 
@@ -84,16 +183,16 @@ export async function insertSubmission(
   tx: Tx,
   tenantId: number,
   userId: number,
-  parent: ParentType,
-  parentId: number,
+  target: { type: ParentType; id: number; executionId: number | null },
   values: Record<string, unknown>,
 ): Promise<SubmissionRow> {
   const [submission] = await tx
     .insert(formSubmissions)
     .values({
       tenantId,
-      formId: parent === 'form' ? parentId : null,
-      taskTemplateId: parent === 'taskTemplate' ? parentId : null,
+      formId: target.type === 'form' ? target.id : null,
+      taskTemplateId: target.type === 'taskTemplate' ? target.id : null,
+      taskExecutionId: target.executionId,
       userId,
       values,
     })

@@ -4,17 +4,17 @@
  * task template, who sees an execution, and what fields and submitted values must be.
  * A record the caller may not administer or see is answered exactly like a missing one.
  */
-import { eq, isNull, or, sql, type AnyColumn, type SQL } from 'drizzle-orm';
+import { and, eq, isNull, or, sql, type AnyColumn, type SQL } from 'drizzle-orm';
 import type { Auth } from '../../platform/auth/auth.ts';
 import type { Tx } from '../../platform/database/database.ts';
 import { MISSING, missingIds } from '../../platform/database/existence.ts';
 import { isCalendarDate } from '../../platform/http/dates.ts';
-import { invalid, notFound, type FieldErrors } from '../../platform/http/problem.ts';
+import { forbidden, invalid, notFound, type FieldErrors } from '../../platform/http/problem.ts';
 import { namesUser, type SubjectLists } from '../entity-permissions/queries.ts';
 import { missingSubjects } from '../entity-permissions/rules.ts';
 import { users } from '../users/table.ts';
-import { liveFields, type FieldInput, type TaskExecutionRow } from './queries.ts';
-import { PARENT_TABLES, taskExecutions, type FieldType, type ParentType } from './table.ts';
+import { liveFields, type FieldInput, type FieldRow, type SubmissionRow, type TaskExecutionRow } from './queries.ts';
+import { formFields, PARENT_TABLES, taskExecutions, type FieldType, type ParentType } from './table.ts';
 
 /** Whom a rule is judged for: the caller's id and permissions (an `Auth` is one). */
 export type Caller = Pick<Auth, 'userId' | 'permissions'>;
@@ -78,6 +78,73 @@ export async function requireVisibleExecution(tx: Tx, caller: Caller, id: number
 }
 
 /**
+ * The execution `id` when the caller may administer its template (reassign or delete it).
+ * 404 when the caller does not see it (one answer for a missing and a hidden execution);
+ * 403 for its assignee, who sees it without administering the template.
+ */
+export async function requireAdministeredExecution(tx: Tx, caller: Caller, id: number): Promise<TaskExecutionRow> {
+  const [row] = await tx
+    .select({
+      execution: taskExecutions,
+      visible: sql<boolean>`${executionVisibleTo(caller)}`,
+      administered: sql<boolean>`${administrableBy(caller, sql`'taskTemplate'`, taskExecutions.taskTemplateId)}`,
+    })
+    .from(taskExecutions)
+    .where(eq(taskExecutions.id, id));
+  if (!row?.visible) throw notFound('The task execution');
+  if (!row.administered) throw forbidden('Only those who administer the task template may change or delete its executions.');
+  return row.execution;
+}
+
+/**
+ * Field `id` (not deleted) if `caller` may administer its parent form or task template;
+ * undefined otherwise. A field of a parent hidden from the caller is thereby exactly
+ * like a missing one: no rule looks at its type, so no answer reveals it or its existence.
+ * The row is locked (`share` by default): a field about to be used by a write (say, as the
+ * source of a default value source) cannot be deleted until that write commits, and a
+ * field deleted meanwhile is not found. A write to the field itself takes `update`, so
+ * two such writes queue instead of deadlocking.
+ */
+export async function administrableField(tx: Tx, caller: Caller, id: number, lock: 'share' | 'update' = 'share'): Promise<FieldRow | undefined> {
+  const [row] = await tx
+    .select({
+      field: formFields,
+      administrable: sql<boolean>`${fieldParentAdministrableBy(caller, formFields.formId, formFields.taskTemplateId)}`,
+    })
+    .from(formFields)
+    .where(and(eq(formFields.id, id), isNull(formFields.deletedAt)))
+    .for(lock);
+  return row?.administrable ? row.field : undefined;
+}
+
+/** `administrableField`, or 404 `The field does not exist.` (the same answer for a missing and a hidden field). */
+export async function requireAdministrableField(tx: Tx, caller: Caller, id: number, lock: 'share' | 'update' = 'share'): Promise<FieldRow> {
+  const field = await administrableField(tx, caller, id, lock);
+  if (!field) throw notFound('The field');
+  return field;
+}
+
+/** The parent a new field names: exactly one of `form_id` and `task_template_id`, otherwise 422 on `form_id`. */
+export function fieldParent(body: { form_id?: number; task_template_id?: number }): { type: ParentType; id: number; key: 'form_id' | 'task_template_id' } {
+  if ((body.form_id !== undefined) === (body.task_template_id !== undefined)) {
+    throw invalid({ form_id: ['exactly one of form_id and task_template_id is required'] });
+  }
+  return body.form_id !== undefined
+    ? { type: 'form', id: body.form_id, key: 'form_id' }
+    : { type: 'taskTemplate', id: body.task_template_id!, key: 'task_template_id' };
+}
+
+/**
+ * `options` of a field as it is about to be stored, under `key`: required for a `select`
+ * field, refused for the other types.
+ */
+export function fieldOptionsErrors(fieldType: FieldType, options: readonly string[] | null | undefined, key: string): FieldErrors {
+  if (fieldType === 'select' && !options) return { [key]: ['is required for a select field'] };
+  if (fieldType !== 'select' && options) return { [key]: ['is only allowed for a select field'] };
+  return {};
+}
+
+/**
  * The references of a new execution (the spec, operationId createTaskExecution): a task
  * template the caller may administer (one hidden from them "does not exist", like a
  * missing one) and a user who is not deleted. Whether the user is active is not judged:
@@ -94,10 +161,7 @@ export async function assignmentErrors(tx: Tx, caller: Caller, assignment: { tas
 /** `options` belong to `select` fields, and only to them. */
 export function fieldInputErrors(fields: readonly FieldInput[]): FieldErrors {
   const errors: FieldErrors = {};
-  fields.forEach((field, i) => {
-    if (field.field_type === 'select' && !field.options) errors[`fields.${i}.options`] = ['is required for a select field'];
-    if (field.field_type !== 'select' && field.options) errors[`fields.${i}.options`] = ['is only allowed for a select field'];
-  });
+  fields.forEach((field, i) => Object.assign(errors, fieldOptionsErrors(field.field_type, field.options, `fields.${i}.options`)));
   return errors;
 }
 
@@ -123,21 +187,29 @@ export function fieldValueProblem(field: { fieldType: FieldType; options: string
   }
 }
 
-/** What a submission is submitted to, and the body key that names it. */
-export interface SubmissionParent {
-  type: ParentType;
-  id: number;
-  key: 'form_id' | 'task_template_id';
+/** What a submission is submitted to: a form, or a task template through one of its executions. */
+export type SubmissionParent = { type: 'form'; id: number } | { type: 'taskTemplate'; executionId: number; templateId: number | undefined };
+
+/**
+ * The parent a submission names (the spec, schema SubmissionCreate): a form, or a task
+ * execution (with its task template, optionally). Otherwise 422 on `form_id`, or on
+ * `task_execution_id` when a task template is named without one.
+ */
+export function submissionParent(body: { form_id?: number; task_template_id?: number; task_execution_id?: number }): SubmissionParent {
+  const toTemplate = body.task_template_id !== undefined || body.task_execution_id !== undefined;
+  if ((body.form_id !== undefined) === toTemplate) {
+    throw invalid({ form_id: ['exactly one of form_id and task_execution_id (with task_template_id, optionally) is required'] });
+  }
+  if (body.form_id !== undefined) return { type: 'form', id: body.form_id };
+  if (body.task_execution_id === undefined) throw invalid({ task_execution_id: ['is required to submit to a task template: the execution assigned to you'] });
+  return { type: 'taskTemplate', executionId: body.task_execution_id, templateId: body.task_template_id };
 }
 
-/** The parent a submission names: exactly one of `form_id` and `task_template_id`, otherwise 422 on `form_id`. */
-export function submissionParent(body: { form_id?: number; task_template_id?: number }): SubmissionParent {
-  if ((body.form_id !== undefined) === (body.task_template_id !== undefined)) {
-    throw invalid({ form_id: ['exactly one of form_id and task_template_id is required'] });
-  }
-  return body.form_id !== undefined
-    ? { type: 'form', id: body.form_id, key: 'form_id' }
-    : { type: 'taskTemplate', id: body.task_template_id!, key: 'task_template_id' };
+/** Where a checked submission goes: its form or task template, and its execution. */
+export interface SubmissionTarget {
+  type: ParentType;
+  id: number;
+  executionId: number | null;
 }
 
 /** `values.<key>` errors: every key must name one of `fields` (by id) and every value must fit it. */
@@ -155,11 +227,64 @@ export function submissionValueErrors(
   return errors;
 }
 
+const NOT_ASSIGNED = 'is not assigned to you';
+
 /**
- * The errors of a submission (any signed-in user may submit): a parent that does not
- * exist is reported alone; otherwise the values against the parent's (not deleted) fields.
+ * The execution a submission to a task template is made for: it must be assigned to the
+ * caller (the assignment is what lets them fill in the template). One the caller does
+ * not see "does not exist"; one they see as the template's administrator but that is
+ * assigned to someone else "is not assigned to you". The row is read FOR SHARE, so the
+ * execution cannot be reassigned or deleted until the submission is stored.
  */
-export async function submissionErrors(tx: Tx, parent: SubmissionParent, values: Record<string, unknown>): Promise<FieldErrors> {
-  if ((await missingIds(tx, PARENT_TABLES[parent.type], [parent.id])).size > 0) return { [parent.key]: [MISSING] };
-  return submissionValueErrors(await liveFields(tx, parent.type, parent.id), values);
+export async function assignedExecutionErrors(tx: Tx, caller: Caller, executionId: number): Promise<{ errors: FieldErrors; execution?: TaskExecutionRow }> {
+  const [row] = await tx
+    .select({ execution: taskExecutions, visible: sql<boolean>`${executionVisibleTo(caller)}` })
+    .from(taskExecutions)
+    .where(eq(taskExecutions.id, executionId))
+    .for('share');
+  if (!row?.visible) return { errors: { task_execution_id: [MISSING] } };
+  if (row.execution.userId !== caller.userId) return { errors: { task_execution_id: [NOT_ASSIGNED] } };
+  return { errors: {}, execution: row.execution };
+}
+
+/**
+ * A submission's parent checked, or its errors (any signed-in user may submit to a form;
+ * to a task template only the assignee of one of its executions, through that
+ * execution). A parent that does not fit is reported alone; otherwise the values against
+ * the parent's (not deleted) fields.
+ */
+export async function checkSubmission(
+  tx: Tx,
+  caller: Caller,
+  parent: SubmissionParent,
+  values: Record<string, unknown>,
+): Promise<{ errors: FieldErrors; target?: SubmissionTarget }> {
+  let target: SubmissionTarget;
+  if (parent.type === 'form') {
+    if ((await missingIds(tx, PARENT_TABLES.form, [parent.id])).size > 0) return { errors: { form_id: [MISSING] } };
+    target = { type: 'form', id: parent.id, executionId: null };
+  } else {
+    const { errors, execution } = await assignedExecutionErrors(tx, caller, parent.executionId);
+    if (!execution) return { errors };
+    if (parent.templateId !== undefined && parent.templateId !== execution.taskTemplateId) {
+      return { errors: { task_template_id: ['is not the task template of the execution'] } };
+    }
+    target = { type: 'taskTemplate', id: execution.taskTemplateId, executionId: execution.id };
+  }
+  const errors = submissionValueErrors(await liveFields(tx, target.type, target.id), values);
+  return Object.keys(errors).length > 0 ? { errors } : { errors, target };
+}
+
+/**
+ * The errors of new values for a stored submission: the same value rules as on create,
+ * and a submission for an execution only while that execution is still assigned to the
+ * caller.
+ */
+export async function resubmissionErrors(tx: Tx, caller: Caller, submission: SubmissionRow, values: Record<string, unknown>): Promise<FieldErrors> {
+  if (submission.taskExecutionId !== null) {
+    const { errors } = await assignedExecutionErrors(tx, caller, submission.taskExecutionId);
+    if (Object.keys(errors).length > 0) return errors;
+  }
+  const parent: ParentType = submission.formId !== null ? 'form' : 'taskTemplate';
+  return submissionValueErrors(await liveFields(tx, parent, (submission.formId ?? submission.taskTemplateId)!), values);
 }

@@ -106,6 +106,8 @@ export const formSubmissions = pgTable(
     tenantId: tenantIdColumn(),
     formId: bigint('form_id', { mode: 'number' }),
     taskTemplateId: bigint('task_template_id', { mode: 'number' }),
+    /** The execution the values were submitted for (submissions to a task template). */
+    taskExecutionId: bigint('task_execution_id', { mode: 'number' }),
     userId: bigint('user_id', { mode: 'number' }).notNull(),
     values: jsonb('values').$type<Record<string, unknown>>().notNull(),
     createdAt: timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow(),
@@ -118,6 +120,13 @@ export const formSubmissions = pgTable(
       columns: [t.tenantId, t.taskTemplateId],
       foreignColumns: [taskTemplates.tenantId, taskTemplates.id],
     }).onDelete('cascade'),
+    foreignKey({
+      name: 'form_submissions_task_execution_fk',
+      columns: [t.tenantId, t.taskExecutionId],
+      foreignColumns: [taskExecutions.tenantId, taskExecutions.id],
+    }).onDelete('cascade'),
+    check('form_submissions_execution_of_template', sql`${t.taskExecutionId} IS NULL OR ${t.taskTemplateId} IS NOT NULL`),
+    index('form_submissions_task_execution_idx').on(t.tenantId, t.taskExecutionId),
     foreignKey({ name: 'form_submissions_user_fk', columns: [t.tenantId, t.userId], foreignColumns: [users.tenantId, users.id] }),
     check('form_submissions_one_parent', sql`(${t.formId} IS NULL) <> (${t.taskTemplateId} IS NULL)`),
     // "latest submission of a form by a user" (default value resolution)

@@ -2,31 +2,40 @@ import { and, asc, desc, eq, inArray, isNull } from 'drizzle-orm';
 import type { Auth } from '../../platform/auth/auth.ts';
 import type { Tx } from '../../platform/database/database.ts';
 import { rfc3339 } from '../../platform/http/datetime.ts';
-import type { Listing } from '../../platform/result-controls/listing.ts';
-import { defineView, groupBy, type RelationDefinition } from '../../platform/result-controls/result-controls.ts';
+import { ALL_FIELDS, type Listing } from '../../platform/result-controls/listing.ts';
+import { defineView, groupBy, present, type RelationDefinition } from '../../platform/result-controls/result-controls.ts';
 import { loadSubjectLists } from '../entity-permissions/queries.ts';
 import type { FieldRow, FormRow, SubmissionRow, TaskExecutionRow, TaskTemplateRow } from './queries.ts';
-import { administrable, executionVisibleTo } from './rules.ts';
+import { administrable, executionVisibleTo, fieldParentAdministrableBy } from './rules.ts';
 import { formFields, formSubmissions, forms, taskExecutions, taskTemplates, type ParentType } from './table.ts';
 
 /** Relations a form or task template is shown with by default (its show, and the answer of its create). */
 export const SHOW_RELATIONS = ['fields', 'entity_permissions'] as const;
 
-export const presentField = (f: FieldRow) => ({
-  id: f.id,
-  name: f.name,
-  field_type: f.fieldType,
-  options: f.options ?? null,
-  sort_number: f.sortNumber,
-  form_id: f.formId,
-  task_template_id: f.taskTemplateId,
+/** A field (the spec, schema Field): in the field operations and in its parent's `fields` relation. */
+export const fieldView = defineView<FieldRow, Auth, 'form_id' | 'task_template_id'>({
+  key: (row) => row.id,
+  visible: () => true,
+  fields: {
+    id: {},
+    name: {},
+    field_type: { value: (f) => f.fieldType },
+    options: { value: (f) => f.options ?? null },
+    sort_number: { value: (f) => f.sortNumber },
+    form_id: { value: (f) => f.formId },
+    task_template_id: { value: (f) => f.taskTemplateId },
+  },
+  filters: {
+    form_id: (value: number) => eq(formFields.formId, value),
+    task_template_id: (value: number) => eq(formFields.taskTemplateId, value),
+  },
 });
 
 /** `fields` relation: the parent's (not deleted) fields in order, one query for all rows. */
 function fieldsRelation(parent: 'formId' | 'taskTemplateId'): RelationDefinition<{ id: number }, Auth> {
   return {
     empty: [],
-    async load(tx: Tx, rows) {
+    async load(tx: Tx, rows, viewer) {
       const column = formFields[parent];
       const found = await tx
         .select()
@@ -41,7 +50,12 @@ function fieldsRelation(parent: 'formId' | 'taskTemplateId'): RelationDefinition
           ),
         )
         .orderBy(asc(formFields.sortNumber), asc(formFields.id));
-      return groupBy<FieldRow, ReturnType<typeof presentField>>(found, (field) => field[parent], presentField);
+      const shown = await present(fieldView, tx, found, ALL_FIELDS, viewer);
+      return groupBy(
+        found.map((field, i) => ({ parentId: field[parent], shown: shown[i] })),
+        (entry) => entry.parentId,
+        (entry) => entry.shown,
+      );
     },
   };
 }
@@ -102,11 +116,24 @@ export const submissionView = defineView<SubmissionRow, Auth>({
     id: {},
     form_id: { value: (r) => r.formId },
     task_template_id: { value: (r) => r.taskTemplateId },
+    task_execution_id: { value: (r) => r.taskExecutionId },
     user_id: { value: (r) => r.userId },
     values: {},
     created_at: { value: (r) => rfc3339(r.createdAt) },
   },
 });
+
+/**
+ * Fields (not deleted) of the forms and task templates the caller may administer: a form's
+ * fields first, then a template's, each parent's in `sort_number` order (the spec,
+ * operationId listFormFields).
+ */
+export const fieldListing: Listing<FieldRow, Auth, 'form_id' | 'task_template_id'> = {
+  view: fieldView,
+  query: (tx) => tx.select().from(formFields),
+  scope: (auth) => and(isNull(formFields.deletedAt), fieldParentAdministrableBy(auth, formFields.formId, formFields.taskTemplateId)),
+  order: [asc(formFields.formId), asc(formFields.taskTemplateId), asc(formFields.sortNumber), asc(formFields.id)],
+};
 
 /** Forms the caller may administer, by title (the spec, operationId listForms). */
 export const formListing: Listing<FormRow, Auth> = {

@@ -316,6 +316,7 @@ const BASE_BODIES: Partial<Record<OperationId, Record<string, unknown>>> = {
   createUser: { first_name: 'Fuzz', last_name: 'User' },
   updateUser: { first_name: 'Fuzz' },
   createSubmission: { form_id: ours.form },
+  createFormField: { form_id: ours.form },
   createDefaultValueSource: { source_entity_type: 'formField', source_entity_id: ours['formField.text'] },
 };
 

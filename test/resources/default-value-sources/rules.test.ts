@@ -11,7 +11,6 @@ import { MISSING } from '../../../src/platform/database/existence.ts';
 import { ProblemError } from '../../../src/platform/http/problem.ts';
 import type { SourceCandidate, SourceRow } from '../../../src/resources/default-value-sources/queries.ts';
 import {
-  administrableField,
   administrableSource,
   COMPATIBLE_SOURCE_TYPES,
   configProblem,
@@ -24,7 +23,7 @@ import {
 } from '../../../src/resources/default-value-sources/rules.ts';
 import { defaultValueSources } from '../../../src/resources/default-value-sources/table.ts';
 import { entityPermissions } from '../../../src/resources/entity-permissions/table.ts';
-import type { Caller } from '../../../src/resources/forms/rules.ts';
+import { administrableField, type Caller } from '../../../src/resources/forms/rules.ts';
 import { formFields, forms, taskTemplates } from '../../../src/resources/forms/table.ts';
 import { startTestApi } from '../../helpers/atrium.ts';
 

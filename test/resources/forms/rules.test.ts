@@ -22,12 +22,13 @@ import {
   parentInputErrors,
   requireAdministrable,
   requireVisibleExecution,
-  submissionErrors,
+  checkSubmission,
+  resubmissionErrors,
   submissionParent,
   submissionValueErrors,
   type Caller,
 } from '../../../src/resources/forms/rules.ts';
-import { formFields, forms, taskExecutions, taskTemplates } from '../../../src/resources/forms/table.ts';
+import { formFields, formSubmissions, forms, taskExecutions, taskTemplates } from '../../../src/resources/forms/table.ts';
 import { users } from '../../../src/resources/users/table.ts';
 import { startTestApi } from '../../helpers/atrium.ts';
 
@@ -66,19 +67,21 @@ t.test('fieldValueProblem: a value fits its field type; null always fits', async
   t.equal(fieldValueProblem(field('select', ['S', 'M']), 'XL'), 'must be one of: S, M');
 });
 
-t.test('submissionParent: exactly one of form_id and task_template_id', async (t) => {
-  t.strictSame(submissionParent({ form_id: 3 }), { type: 'form', id: 3, key: 'form_id' });
-  t.strictSame(submissionParent({ task_template_id: 4 }), { type: 'taskTemplate', id: 4, key: 'task_template_id' });
-  for (const body of [{}, { form_id: 3, task_template_id: 4 }]) {
-    const refusal = (() => {
-      try {
-        submissionParent(body);
-      } catch (error) {
-        return (error as ProblemError).toDocument();
-      }
-    })();
-    t.match(refusal, { status: 422, errors: { form_id: ['exactly one of form_id and task_template_id is required'] } }, JSON.stringify(body));
+t.test('submissionParent: a form, or a task template through an execution', async (t) => {
+  t.strictSame(submissionParent({ form_id: 3 }), { type: 'form', id: 3 });
+  t.strictSame(submissionParent({ task_execution_id: 5 }), { type: 'taskTemplate', executionId: 5, templateId: undefined });
+  t.strictSame(submissionParent({ task_template_id: 4, task_execution_id: 5 }), { type: 'taskTemplate', executionId: 5, templateId: 4 });
+  const refusal = (body: Record<string, number>) => {
+    try {
+      submissionParent(body);
+    } catch (error) {
+      return (error as ProblemError).toDocument();
+    }
+  };
+  for (const body of [{}, { form_id: 3, task_template_id: 4 }, { form_id: 3, task_execution_id: 5 }] as Record<string, number>[]) {
+    t.match(refusal(body), { status: 422, errors: { form_id: [/^exactly one of form_id and task_execution_id/] } }, JSON.stringify(body));
   }
+  t.match(refusal({ task_template_id: 4 }), { status: 422, errors: { task_execution_id: [/is required to submit to a task template/] } });
 });
 
 t.test('submissionValueErrors: every key names a field, every value fits it', async (t) => {
@@ -245,7 +248,7 @@ t.test('parentInputErrors: the fields and the entity permissions of a new form o
   t.strictSame(await inTenant((tx) => parentInputErrors(tx, {})), {});
 });
 
-t.test('submissionErrors: a missing parent alone, otherwise the values against the live fields', async (t) => {
+t.test('checkSubmission: a missing parent alone, otherwise the values against the live fields', async (t) => {
   const [live, gone] = await db.owner
     .insert(formFields)
     .values([
@@ -253,14 +256,52 @@ t.test('submissionErrors: a missing parent alone, otherwise the values against t
       { tenantId, formId: hiddenForm!.id, name: 'Gone', fieldType: 'number', sortNumber: 2, deletedAt: new Date() },
     ])
     .returning({ id: formFields.id });
-  const errors = (parent: { type: 'form' | 'taskTemplate'; id: number; key: 'form_id' | 'task_template_id' }, values: Record<string, unknown>) =>
-    inTenant((tx) => submissionErrors(tx, parent, values));
-  const form = { type: 'form' as const, id: hiddenForm!.id, key: 'form_id' as const };
+  const errors = async (
+    parent: { type: 'form'; id: number } | { type: 'taskTemplate'; executionId: number; templateId: number | undefined },
+    values: Record<string, unknown>,
+  ) => (await inTenant((tx) => checkSubmission(tx, caller(outsider), parent, values))).errors;
+  const form = { type: 'form' as const, id: hiddenForm!.id };
   t.strictSame(await errors(form, { [live!.id]: 3 }), {}, 'any form of the tenant, administrable or not');
   t.strictSame(await errors(form, { [live!.id]: 'x', [gone!.id]: 3 }), {
     [`values.${live!.id}`]: ['must be a number'],
     [`values.${gone!.id}`]: ['is not a field of this form or task template'],
   });
-  t.strictSame(await errors({ type: 'taskTemplate', id: 999999, key: 'task_template_id' }, { x: 1 }), { task_template_id: [MISSING] });
+  t.strictSame(await errors({ type: 'taskTemplate', executionId: 999999, templateId: undefined }, { x: 1 }), { task_execution_id: [MISSING] });
   t.strictSame(await errors({ ...form, id: foreignForm!.id }, {}), { form_id: [MISSING] }, "another tenant's form is missing");
+});
+
+t.test('checkSubmission and resubmissionErrors: a task template only through an execution assigned to the caller', async (t) => {
+  const [field] = await db.owner
+    .insert(formFields)
+    .values({ tenantId, taskTemplateId: sharedTemplate!.id, name: 'Done', fieldType: 'boolean', sortNumber: 1 })
+    .returning({ id: formFields.id });
+  const [mine, theirs] = await db.owner
+    .insert(taskExecutions)
+    .values([
+      { tenantId, taskTemplateId: sharedTemplate!.id, userId: outsider },
+      { tenantId, taskTemplateId: sharedTemplate!.id, userId: named },
+    ])
+    .returning();
+  const check = (who: Caller, executionId: number, templateId?: number) =>
+    inTenant((tx) => checkSubmission(tx, who, { type: 'taskTemplate', executionId, templateId }, { [field!.id]: true }));
+  t.strictSame(await check(caller(outsider), mine!.id), {
+    errors: {},
+    target: { type: 'taskTemplate', id: sharedTemplate!.id, executionId: mine!.id },
+  });
+  t.strictSame((await check(caller(outsider), mine!.id, hiddenTemplate!.id)).errors, { task_template_id: ['is not the task template of the execution'] });
+  t.strictSame((await check(caller(outsider), theirs!.id)).errors, { task_execution_id: [MISSING] }, 'an execution the caller does not see is missing');
+  t.strictSame(
+    (await check(caller(byRole), theirs!.id)).errors,
+    { task_execution_id: ['is not assigned to you'] },
+    'the template administrator sees it, but it is not theirs to fill in',
+  );
+  const [submission] = await db.owner
+    .insert(formSubmissions)
+    .values({ tenantId, taskTemplateId: sharedTemplate!.id, taskExecutionId: mine!.id, userId: outsider, values: {} })
+    .returning();
+  const again = (values: Record<string, unknown>) => inTenant((tx) => resubmissionErrors(tx, caller(outsider), submission!, values));
+  t.strictSame(await again({ [field!.id]: false }), {});
+  t.strictSame(await again({ [field!.id]: 'no' }), { [`values.${field!.id}`]: ['must be a boolean'] });
+  await db.owner.update(taskExecutions).set({ userId: named }).where(eq(taskExecutions.id, mine!.id));
+  t.strictSame(await again({ [field!.id]: false }), { task_execution_id: [MISSING] }, 'once reassigned, the execution is no longer theirs');
 });

@@ -1,0 +1,4 @@
+ALTER TABLE "form_submissions" ADD COLUMN "task_execution_id" bigint;--> statement-breakpoint
+ALTER TABLE "form_submissions" ADD CONSTRAINT "form_submissions_task_execution_fk" FOREIGN KEY ("tenant_id","task_execution_id") REFERENCES "public"."task_executions"("tenant_id","id") ON DELETE cascade ON UPDATE no action;--> statement-breakpoint
+CREATE INDEX "form_submissions_task_execution_idx" ON "form_submissions" USING btree ("tenant_id","task_execution_id");--> statement-breakpoint
+ALTER TABLE "form_submissions" ADD CONSTRAINT "form_submissions_execution_of_template" CHECK ("form_submissions"."task_execution_id" IS NULL OR "form_submissions"."task_template_id" IS NOT NULL);
