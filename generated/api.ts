@@ -134,7 +134,9 @@ export interface paths {
         /**
          * Deliveries of an automation
          * @description Newest first. Relation `attempt_log` lists every attempt. `filter[status]` narrows
-         *     to one status.
+         *     to one status. Finished deliveries (succeeded or failed) are deleted, with their
+         *     attempts, once the installation's retention has passed (30 days after they finished
+         *     by default; set by the operator).
          */
         get: operations["listAutomationDeliveries"];
         put?: never;
@@ -1125,6 +1127,9 @@ export interface paths {
         /**
          * The caller's notifications
          * @description Only the caller's own notifications, newest first (`created_at`, then `id`). Relations `notifiable`, `targetable`.
+         *     Old notifications are deleted once the installation's retention has passed: by default
+         *     read ones 90 days after they were read, unread ones 365 days after they were created
+         *     (set by the operator).
          */
         get: operations["listNotifications"];
         /**

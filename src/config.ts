@@ -49,6 +49,21 @@ export interface Config {
   pushRetryDelayMs: number;
   /** Live notification streams: interval of the keep-alive comment. */
   streamHeartbeatMs: number;
+  /** How long finished records are kept before the hourly purge deletes them (docs/running.md#retention). */
+  retention: RetentionConfig;
+}
+
+/** Days each kind of record is kept (0 = kept for ever), and the rows deleted per statement. */
+export interface RetentionConfig {
+  /** Read notifications, counted from when they were read. */
+  readNotificationsDays: number;
+  /** Unread notifications, counted from when they were created. */
+  unreadNotificationsDays: number;
+  /** Finished webhook deliveries (succeeded or failed) with their attempts, counted from when they finished. */
+  webhookDeliveriesDays: number;
+  /** Delivered notification dispatches, counted from when they were delivered. */
+  dispatchesDays: number;
+  batchSize: number;
 }
 
 function list(env: NodeJS.ProcessEnv, name: string): string[] {
@@ -105,6 +120,16 @@ export function fastifyTrustProxy(value: Config['trustProxy']): false | string[]
   return typeof value === 'number' ? (_address: string, hop: number) => hop < value : value;
 }
 
+function retention(env: NodeJS.ProcessEnv): RetentionConfig {
+  return {
+    readNotificationsDays: integer(env, 'RETENTION_READ_NOTIFICATIONS_DAYS', 90),
+    unreadNotificationsDays: integer(env, 'RETENTION_UNREAD_NOTIFICATIONS_DAYS', 365),
+    webhookDeliveriesDays: integer(env, 'RETENTION_WEBHOOK_DELIVERIES_DAYS', 30),
+    dispatchesDays: integer(env, 'RETENTION_DISPATCHES_DAYS', 30),
+    batchSize: integer(env, 'RETENTION_BATCH_SIZE', 1000, 1),
+  };
+}
+
 /** Both VAPID keys or neither: a lone one is a configuration mistake, not a reason to generate. */
 function vapidKeys(env: NodeJS.ProcessEnv): Pick<Config, 'vapidPublicKey' | 'vapidPrivateKey'> {
   const vapidPublicKey = env.VAPID_PUBLIC_KEY || undefined;
@@ -148,5 +173,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     pushMaxAttempts: integer(env, 'PUSH_MAX_ATTEMPTS', 5, 1),
     pushRetryDelayMs: integer(env, 'PUSH_RETRY_DELAY_MS', 30_000, 0),
     streamHeartbeatMs: integer(env, 'STREAM_HEARTBEAT_MS', 15_000, 100),
+    retention: retention(env),
   };
 }

@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import { bigint, jsonb, pgTable, text, timestamp, unique } from 'drizzle-orm/pg-core';
+import { bigint, jsonb, pgTable, primaryKey, text, timestamp, unique } from 'drizzle-orm/pg-core';
 import { tenantIdColumn, tenantIsolation } from '../../platform/database/tenancy.ts';
 
 export const ATTRIBUTE_TYPES = ['string', 'integer', 'number', 'boolean', 'date'] as const;
@@ -18,7 +18,7 @@ export interface AttributeField {
 export const attributeSets = pgTable(
   'attribute_sets',
   {
-    id: bigint('id', { mode: 'number' }).primaryKey().generatedAlwaysAsIdentity(),
+    id: bigint('id', { mode: 'number' }).generatedAlwaysAsIdentity(),
     tenantId: tenantIdColumn(),
     name: text('name').notNull(),
     fields: jsonb('fields')
@@ -28,9 +28,5 @@ export const attributeSets = pgTable(
     createdAt: timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow(),
     updatedAt: timestamp('updated_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow(),
   },
-  (t) => [
-    unique('attribute_sets_tenant_id_id_key').on(t.tenantId, t.id),
-    unique('attribute_sets_tenant_id_name_key').on(t.tenantId, t.name),
-    tenantIsolation('attribute_sets'),
-  ],
+  (t) => [primaryKey({ columns: [t.tenantId, t.id] }), unique('attribute_sets_tenant_id_name_key').on(t.tenantId, t.name), tenantIsolation('attribute_sets')],
 ).enableRLS();

@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import { bigint, foreignKey, index, integer, pgTable, text, timestamp, unique } from 'drizzle-orm/pg-core';
+import { bigint, foreignKey, index, integer, pgTable, primaryKey, text, timestamp, unique } from 'drizzle-orm/pg-core';
 import { bytea } from '../../platform/database/columns.ts';
 import { tenantIdColumn, tenantIsolation } from '../../platform/database/tenancy.ts';
 import { users } from '../users/table.ts';
@@ -8,7 +8,7 @@ import { users } from '../users/table.ts';
 export const accessTokens = pgTable(
   'access_tokens',
   {
-    id: bigint('id', { mode: 'number' }).primaryKey().generatedAlwaysAsIdentity(),
+    id: bigint('id', { mode: 'number' }).generatedAlwaysAsIdentity(),
     tenantId: tenantIdColumn(),
     userId: bigint('user_id', { mode: 'number' }).notNull(),
     tokenHash: bytea('token_hash').notNull(),
@@ -19,6 +19,7 @@ export const accessTokens = pgTable(
     revokedAt: timestamp('revoked_at', { withTimezone: true, mode: 'date' }),
   },
   (t) => [
+    primaryKey({ columns: [t.tenantId, t.id] }),
     unique('access_tokens_tenant_id_token_hash_key').on(t.tenantId, t.tokenHash),
     index('access_tokens_token_hash_idx').on(t.tokenHash),
     index('access_tokens_expires_at_idx').on(t.expiresAt),

@@ -20,7 +20,7 @@ export async function requeueStuckDeliveries(services: Services): Promise<number
   for (const delivery of stuck) {
     if (delivery.attempts >= services.config.webhookMaxAttempts) {
       // Its last allowed attempt was claimed and never reported (the process died): final.
-      await failInterruptedDelivery(services.db.owner, delivery.deliveryId, delivery.attempts);
+      await failInterruptedDelivery(services.db.owner, delivery.tenantId, delivery.deliveryId, delivery.attempts);
       continue;
     }
     await services.jobs.send(deliverWebhook, { tenantId: delivery.tenantId, deliveryId: delivery.deliveryId, attempt: delivery.attempts + 1 });

@@ -126,9 +126,17 @@ export function stuckDeliveries(owner: Db, limit: number): Promise<{ tenantId: n
 }
 
 /** Fails a delivery whose attempt `attempts` was claimed and never reported, unless it moved on meanwhile. */
-export async function failInterruptedDelivery(owner: Db, deliveryId: number, attempts: number): Promise<void> {
+export async function failInterruptedDelivery(owner: Db, tenantId: number, deliveryId: number, attempts: number): Promise<void> {
   await owner
     .update(webhookDeliveries)
     .set({ status: 'failed', error: `attempt ${attempts} was interrupted`, nextAttemptAt: null, completedAt: sql`now()` })
-    .where(and(eq(webhookDeliveries.id, deliveryId), eq(webhookDeliveries.attempts, attempts), inArray(webhookDeliveries.status, OPEN_STATUSES)));
+    // By primary key (tenant_id, id): the owner pool has no tenant setting to narrow the search.
+    .where(
+      and(
+        eq(webhookDeliveries.tenantId, tenantId),
+        eq(webhookDeliveries.id, deliveryId),
+        eq(webhookDeliveries.attempts, attempts),
+        inArray(webhookDeliveries.status, OPEN_STATUSES),
+      ),
+    );
 }

@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import { bigint, check, foreignKey, index, integer, jsonb, pgTable, text, timestamp, unique } from 'drizzle-orm/pg-core';
+import { bigint, check, foreignKey, index, integer, jsonb, pgTable, primaryKey, text, timestamp, unique } from 'drizzle-orm/pg-core';
 import { tenantIdColumn, tenantIsolation } from '../../platform/database/tenancy.ts';
 import type { StoredWebhookConfiguration } from './webhook-configuration.ts';
 
@@ -10,7 +10,7 @@ export type DeliveryStatus = (typeof DELIVERY_STATUSES)[number];
 export const automations = pgTable(
   'automations',
   {
-    id: bigint('id', { mode: 'number' }).primaryKey().generatedAlwaysAsIdentity(),
+    id: bigint('id', { mode: 'number' }).generatedAlwaysAsIdentity(),
     tenantId: tenantIdColumn(),
     name: text('name').notNull(),
     actionType: text('action_type').notNull().default('webhook'),
@@ -19,7 +19,7 @@ export const automations = pgTable(
     updatedAt: timestamp('updated_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow(),
   },
   (t) => [
-    unique('automations_tenant_id_id_key').on(t.tenantId, t.id),
+    primaryKey({ columns: [t.tenantId, t.id] }),
     check('automations_action_type_known', sql`${t.actionType} IN ('webhook')`),
     tenantIsolation('automations'),
   ],
@@ -31,7 +31,7 @@ export type AutomationRow = typeof automations.$inferSelect;
 export const webhookDeliveries = pgTable(
   'webhook_deliveries',
   {
-    id: bigint('id', { mode: 'number' }).primaryKey().generatedAlwaysAsIdentity(),
+    id: bigint('id', { mode: 'number' }).generatedAlwaysAsIdentity(),
     tenantId: tenantIdColumn(),
     automationId: bigint('automation_id', { mode: 'number' }).notNull(),
     eventId: text('event_id').notNull(),
@@ -46,7 +46,7 @@ export const webhookDeliveries = pgTable(
     completedAt: timestamp('completed_at', { withTimezone: true, mode: 'date' }),
   },
   (t) => [
-    unique('webhook_deliveries_tenant_id_id_key').on(t.tenantId, t.id),
+    primaryKey({ columns: [t.tenantId, t.id] }),
     unique('webhook_deliveries_tenant_id_event_id_key').on(t.tenantId, t.eventId),
     foreignKey({
       name: 'webhook_deliveries_automation_fk',
@@ -55,6 +55,10 @@ export const webhookDeliveries = pgTable(
     }).onDelete('cascade'),
     index('webhook_deliveries_automation_idx').on(t.tenantId, t.automationId, t.id),
     check('webhook_deliveries_status_known', sql`${t.status} IN ('pending', 'retrying', 'succeeded', 'failed')`),
+    // The retention purge (purge-expired.job.ts) finds finished deliveries by age.
+    index('webhook_deliveries_completed_idx')
+      .on(t.completedAt)
+      .where(sql`${t.completedAt} IS NOT NULL`),
     tenantIsolation('webhook_deliveries'),
   ],
 ).enableRLS();
@@ -65,7 +69,7 @@ export type DeliveryRow = typeof webhookDeliveries.$inferSelect;
 export const webhookDeliveryAttempts = pgTable(
   'webhook_delivery_attempts',
   {
-    id: bigint('id', { mode: 'number' }).primaryKey().generatedAlwaysAsIdentity(),
+    id: bigint('id', { mode: 'number' }).generatedAlwaysAsIdentity(),
     tenantId: tenantIdColumn(),
     deliveryId: bigint('delivery_id', { mode: 'number' }).notNull(),
     number: integer('number').notNull(),
@@ -75,7 +79,7 @@ export const webhookDeliveryAttempts = pgTable(
     error: text('error'),
   },
   (t) => [
-    unique('webhook_delivery_attempts_tenant_id_id_key').on(t.tenantId, t.id),
+    primaryKey({ columns: [t.tenantId, t.id] }),
     unique('webhook_delivery_attempts_delivery_number_key').on(t.tenantId, t.deliveryId, t.number),
     foreignKey({
       name: 'webhook_delivery_attempts_delivery_fk',

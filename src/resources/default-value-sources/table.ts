@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import { bigint, check, foreignKey, index, integer, jsonb, pgTable, text, timestamp, unique } from 'drizzle-orm/pg-core';
+import { bigint, check, foreignKey, index, integer, jsonb, pgTable, primaryKey, text, timestamp } from 'drizzle-orm/pg-core';
 import { tenantIdColumn, tenantIsolation } from '../../platform/database/tenancy.ts';
 import { formFields } from '../forms/table.ts';
 
@@ -18,7 +18,7 @@ export const FORM_FIELD_ALIAS = 'formField' as const;
 export const defaultValueSources = pgTable(
   'default_value_sources',
   {
-    id: bigint('id', { mode: 'number' }).primaryKey().generatedAlwaysAsIdentity(),
+    id: bigint('id', { mode: 'number' }).generatedAlwaysAsIdentity(),
     tenantId: tenantIdColumn(),
     formFieldId: bigint('form_field_id', { mode: 'number' }).notNull(),
     type: text('type', { enum: SOURCE_TYPES }).notNull(),
@@ -30,7 +30,7 @@ export const defaultValueSources = pgTable(
     updatedAt: timestamp('updated_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow(),
   },
   (t) => [
-    unique('default_value_sources_tenant_id_id_key').on(t.tenantId, t.id),
+    primaryKey({ columns: [t.tenantId, t.id] }),
     foreignKey({
       name: 'default_value_sources_form_field_fk',
       columns: [t.tenantId, t.formFieldId],

@@ -9,7 +9,7 @@ import { users } from '../users/table.ts';
 export const departments = pgTable(
   'departments',
   {
-    id: bigint('id', { mode: 'number' }).primaryKey().generatedAlwaysAsIdentity(),
+    id: bigint('id', { mode: 'number' }).generatedAlwaysAsIdentity(),
     tenantId: tenantIdColumn(),
     name: text('name').notNull(),
     /** The creating user (stays linked after that user is blacked out). */
@@ -28,7 +28,7 @@ export const departments = pgTable(
     updatedAt: timestamp('updated_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow(),
   },
   (t) => [
-    unique('departments_tenant_id_id_key').on(t.tenantId, t.id),
+    primaryKey({ columns: [t.tenantId, t.id] }),
     unique('departments_tenant_id_name_key').on(t.tenantId, t.name),
     foreignKey({ name: 'departments_creator_fk', columns: [t.tenantId, t.userId], foreignColumns: [users.tenantId, users.id] }),
     index('departments_tags_idx').using('gin', t.tags),

@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import { bigint, check, index, pgTable, text, unique } from 'drizzle-orm/pg-core';
+import { bigint, check, index, pgTable, primaryKey, text, unique } from 'drizzle-orm/pg-core';
 import { tenantIdColumn, tenantIsolation } from '../../platform/database/tenancy.ts';
 
 export const ENTITY_PERMISSION_SUBJECTS = ['user', 'role', 'department'] as const;
@@ -14,7 +14,7 @@ export const ENTITY_PERMISSION_SUBJECTS = ['user', 'role', 'department'] as cons
 export const entityPermissions = pgTable(
   'entity_permissions',
   {
-    id: bigint('id', { mode: 'number' }).primaryKey().generatedAlwaysAsIdentity(),
+    id: bigint('id', { mode: 'number' }).generatedAlwaysAsIdentity(),
     tenantId: tenantIdColumn(),
     entityType: text('entity_type').notNull(),
     entityId: bigint('entity_id', { mode: 'number' }).notNull(),
@@ -22,6 +22,7 @@ export const entityPermissions = pgTable(
     subjectId: bigint('subject_id', { mode: 'number' }).notNull(),
   },
   (t) => [
+    primaryKey({ columns: [t.tenantId, t.id] }),
     unique('entity_permissions_unique').on(t.tenantId, t.entityType, t.entityId, t.subjectType, t.subjectId),
     index('entity_permissions_subject_idx').on(t.tenantId, t.subjectType, t.subjectId),
     check('entity_permissions_subject_known', sql`${t.subjectType} IN ('user', 'role', 'department')`),

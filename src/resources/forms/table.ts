@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import { bigint, check, foreignKey, index, integer, jsonb, pgTable, text, timestamp, unique } from 'drizzle-orm/pg-core';
+import { bigint, check, foreignKey, index, integer, jsonb, pgTable, primaryKey, text, timestamp } from 'drizzle-orm/pg-core';
 import { tenantIdColumn, tenantIsolation } from '../../platform/database/tenancy.ts';
 import { users } from '../users/table.ts';
 
@@ -15,26 +15,26 @@ export type FieldType = (typeof FIELD_TYPES)[number];
 export const forms = pgTable(
   'forms',
   {
-    id: bigint('id', { mode: 'number' }).primaryKey().generatedAlwaysAsIdentity(),
+    id: bigint('id', { mode: 'number' }).generatedAlwaysAsIdentity(),
     tenantId: tenantIdColumn(),
     title: text('title').notNull(),
     formType: text('form_type').notNull(),
     createdAt: timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow(),
     updatedAt: timestamp('updated_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow(),
   },
-  (t) => [unique('forms_tenant_id_id_key').on(t.tenantId, t.id), tenantIsolation('forms')],
+  (t) => [primaryKey({ columns: [t.tenantId, t.id] }), tenantIsolation('forms')],
 ).enableRLS();
 
 export const taskTemplates = pgTable(
   'task_templates',
   {
-    id: bigint('id', { mode: 'number' }).primaryKey().generatedAlwaysAsIdentity(),
+    id: bigint('id', { mode: 'number' }).generatedAlwaysAsIdentity(),
     tenantId: tenantIdColumn(),
     title: text('title').notNull(),
     createdAt: timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow(),
     updatedAt: timestamp('updated_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow(),
   },
-  (t) => [unique('task_templates_tenant_id_id_key').on(t.tenantId, t.id), tenantIsolation('task_templates')],
+  (t) => [primaryKey({ columns: [t.tenantId, t.id] }), tenantIsolation('task_templates')],
 ).enableRLS();
 
 /** Morph aliases of the parents of fields, as `entity_permissions.entity_type` names them. */
@@ -47,7 +47,7 @@ export const PARENT_TABLES = { form: forms, taskTemplate: taskTemplates } as con
 export const formFields = pgTable(
   'form_fields',
   {
-    id: bigint('id', { mode: 'number' }).primaryKey().generatedAlwaysAsIdentity(),
+    id: bigint('id', { mode: 'number' }).generatedAlwaysAsIdentity(),
     tenantId: tenantIdColumn(),
     formId: bigint('form_id', { mode: 'number' }),
     taskTemplateId: bigint('task_template_id', { mode: 'number' }),
@@ -60,7 +60,7 @@ export const formFields = pgTable(
     createdAt: timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow(),
   },
   (t) => [
-    unique('form_fields_tenant_id_id_key').on(t.tenantId, t.id),
+    primaryKey({ columns: [t.tenantId, t.id] }),
     foreignKey({ name: 'form_fields_form_fk', columns: [t.tenantId, t.formId], foreignColumns: [forms.tenantId, forms.id] }).onDelete('cascade'),
     foreignKey({
       name: 'form_fields_task_template_fk',
@@ -79,14 +79,14 @@ export const formFields = pgTable(
 export const taskExecutions = pgTable(
   'task_executions',
   {
-    id: bigint('id', { mode: 'number' }).primaryKey().generatedAlwaysAsIdentity(),
+    id: bigint('id', { mode: 'number' }).generatedAlwaysAsIdentity(),
     tenantId: tenantIdColumn(),
     taskTemplateId: bigint('task_template_id', { mode: 'number' }).notNull(),
     userId: bigint('user_id', { mode: 'number' }).notNull(),
     createdAt: timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow(),
   },
   (t) => [
-    unique('task_executions_tenant_id_id_key').on(t.tenantId, t.id),
+    primaryKey({ columns: [t.tenantId, t.id] }),
     foreignKey({
       name: 'task_executions_task_template_fk',
       columns: [t.tenantId, t.taskTemplateId],
@@ -102,7 +102,7 @@ export const taskExecutions = pgTable(
 export const formSubmissions = pgTable(
   'form_submissions',
   {
-    id: bigint('id', { mode: 'number' }).primaryKey().generatedAlwaysAsIdentity(),
+    id: bigint('id', { mode: 'number' }).generatedAlwaysAsIdentity(),
     tenantId: tenantIdColumn(),
     formId: bigint('form_id', { mode: 'number' }),
     taskTemplateId: bigint('task_template_id', { mode: 'number' }),
@@ -113,7 +113,7 @@ export const formSubmissions = pgTable(
     createdAt: timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow(),
   },
   (t) => [
-    unique('form_submissions_tenant_id_id_key').on(t.tenantId, t.id),
+    primaryKey({ columns: [t.tenantId, t.id] }),
     foreignKey({ name: 'form_submissions_form_fk', columns: [t.tenantId, t.formId], foreignColumns: [forms.tenantId, forms.id] }).onDelete('cascade'),
     foreignKey({
       name: 'form_submissions_task_template_fk',

@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import { bigint, foreignKey, index, pgTable, timestamp, unique, uuid } from 'drizzle-orm/pg-core';
+import { bigint, foreignKey, index, pgTable, primaryKey, timestamp, unique, uuid } from 'drizzle-orm/pg-core';
 import { bytea } from '../../platform/database/columns.ts';
 import { tenantIdColumn, tenantIsolation } from '../../platform/database/tenancy.ts';
 import { users } from '../users/table.ts';
@@ -13,7 +13,7 @@ import { users } from '../users/table.ts';
 export const userLoginTokens = pgTable(
   'user_login_tokens',
   {
-    id: bigint('id', { mode: 'number' }).primaryKey().generatedAlwaysAsIdentity(),
+    id: bigint('id', { mode: 'number' }).generatedAlwaysAsIdentity(),
     tenantId: tenantIdColumn(),
     uuid: uuid('uuid')
       .notNull()
@@ -31,7 +31,7 @@ export const userLoginTokens = pgTable(
       .default(sql`clock_timestamp()`),
   },
   (t) => [
-    unique('user_login_tokens_tenant_id_id_key').on(t.tenantId, t.id),
+    primaryKey({ columns: [t.tenantId, t.id] }),
     unique('user_login_tokens_tenant_id_uuid_key').on(t.tenantId, t.uuid),
     unique('user_login_tokens_tenant_id_token_hash_key').on(t.tenantId, t.tokenHash),
     // Consumption looks the hash up without a tenant.

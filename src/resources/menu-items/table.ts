@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import { bigint, boolean, check, foreignKey, index, integer, pgTable, text, timestamp, unique } from 'drizzle-orm/pg-core';
+import { bigint, boolean, check, foreignKey, index, integer, pgTable, primaryKey, text, timestamp } from 'drizzle-orm/pg-core';
 import { tenantIdColumn, tenantIsolation } from '../../platform/database/tenancy.ts';
 import { languages } from '../languages/table.ts';
 
@@ -14,7 +14,7 @@ export const MENU_ITEM_ENTITY_TYPE = 'menuItem';
 export const menuItems = pgTable(
   'menu_items',
   {
-    id: bigint('id', { mode: 'number' }).primaryKey().generatedAlwaysAsIdentity(),
+    id: bigint('id', { mode: 'number' }).generatedAlwaysAsIdentity(),
     tenantId: tenantIdColumn(),
     langId: text('lang_id').notNull(),
     iconId: integer('icon_id').notNull(),
@@ -33,7 +33,7 @@ export const menuItems = pgTable(
     deletedAt: timestamp('deleted_at', { withTimezone: true, mode: 'date' }),
   },
   (t) => [
-    unique('menu_items_tenant_id_id_key').on(t.tenantId, t.id),
+    primaryKey({ columns: [t.tenantId, t.id] }),
     foreignKey({ name: 'menu_items_language_fk', columns: [t.tenantId, t.langId], foreignColumns: [languages.tenantId, languages.id] }),
     index('menu_items_tenant_order_idx').on(t.tenantId, t.sortNumber, t.id),
     check('menu_items_type_known', sql`${t.type} IN ('link', 'iframe', 'route')`),

@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import { bigint, foreignKey, index, jsonb, pgTable, text, timestamp, unique, uuid } from 'drizzle-orm/pg-core';
+import { bigint, foreignKey, index, jsonb, pgTable, primaryKey, text, timestamp, unique, uuid } from 'drizzle-orm/pg-core';
 import { tenantIdColumn, tenantIsolation } from '../../platform/database/tenancy.ts';
 import { users } from '../users/table.ts';
 
@@ -17,7 +17,7 @@ export interface NotificationData {
 export const notificationDispatches = pgTable(
   'notification_dispatches',
   {
-    id: uuid('id').primaryKey().defaultRandom(),
+    id: uuid('id').notNull().defaultRandom(),
     tenantId: tenantIdColumn(),
     type: text('type').notNull(),
     targetableType: text('targetable_type'),
@@ -41,10 +41,14 @@ export const notificationDispatches = pgTable(
     pushedThrough: bigint('pushed_through', { mode: 'number' }).notNull().default(0),
   },
   (t) => [
-    unique('notification_dispatches_tenant_id_id_key').on(t.tenantId, t.id),
+    primaryKey({ columns: [t.tenantId, t.id] }),
     index('notification_dispatches_pending_idx')
       .on(t.createdAt)
       .where(sql`${t.deliveredAt} IS NULL`),
+    // The retention purge (purge-expired.job.ts) finds delivered dispatches by age.
+    index('notification_dispatches_delivered_idx')
+      .on(t.deliveredAt)
+      .where(sql`${t.deliveredAt} IS NOT NULL`),
     tenantIsolation('notification_dispatches'),
   ],
 ).enableRLS();
@@ -53,7 +57,7 @@ export const notificationDispatches = pgTable(
 export const notifications = pgTable(
   'notifications',
   {
-    id: uuid('id').primaryKey().defaultRandom(),
+    id: uuid('id').notNull().defaultRandom(),
     tenantId: tenantIdColumn(),
     dispatchId: uuid('dispatch_id').notNull(),
     type: text('type').notNull(),
@@ -70,6 +74,7 @@ export const notifications = pgTable(
     updatedAt: timestamp('updated_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow(),
   },
   (t) => [
+    primaryKey({ columns: [t.tenantId, t.id] }),
     // A retried or duplicated delivery job stores no second copy.
     unique('notifications_dispatch_recipient_key').on(t.tenantId, t.dispatchId, t.notifiableId),
     foreignKey({ name: 'notifications_notifiable_fk', columns: [t.tenantId, t.notifiableId], foreignColumns: [users.tenantId, users.id] }).onDelete('cascade'),
@@ -81,6 +86,14 @@ export const notifications = pgTable(
       .on(t.tenantId, t.notifiableType, t.notifiableId)
       .where(sql`${t.readAt} IS NULL`),
     index('notifications_recipient_target_idx').on(t.tenantId, t.notifiableId, t.targetableType, t.targetableId),
+    // The retention purge (purge-expired.job.ts): read notifications by when they were
+    // read, unread ones by when they were created.
+    index('notifications_read_at_idx')
+      .on(t.readAt)
+      .where(sql`${t.readAt} IS NOT NULL`),
+    index('notifications_unread_created_idx')
+      .on(t.createdAt)
+      .where(sql`${t.readAt} IS NULL`),
     tenantIsolation('notifications'),
   ],
 ).enableRLS();

@@ -1,4 +1,4 @@
-import { bigint, foreignKey, index, integer, pgTable, text, timestamp, unique } from 'drizzle-orm/pg-core';
+import { bigint, foreignKey, index, integer, pgTable, primaryKey, text, timestamp, unique } from 'drizzle-orm/pg-core';
 import { tenantIdColumn, tenantIsolation } from '../../platform/database/tenancy.ts';
 import { users } from '../users/table.ts';
 
@@ -11,7 +11,7 @@ import { users } from '../users/table.ts';
 export const pushSubscriptions = pgTable(
   'push_subscriptions',
   {
-    id: bigint('id', { mode: 'number' }).primaryKey().generatedAlwaysAsIdentity(),
+    id: bigint('id', { mode: 'number' }).generatedAlwaysAsIdentity(),
     tenantId: tenantIdColumn(),
     userId: bigint('user_id', { mode: 'number' }).notNull(),
     endpoint: text('endpoint').notNull(),
@@ -26,7 +26,7 @@ export const pushSubscriptions = pgTable(
     updatedAt: timestamp('updated_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow(),
   },
   (t) => [
-    unique('push_subscriptions_tenant_id_id_key').on(t.tenantId, t.id),
+    primaryKey({ columns: [t.tenantId, t.id] }),
     unique('push_subscriptions_tenant_id_endpoint_key').on(t.tenantId, t.endpoint),
     foreignKey({ name: 'push_subscriptions_user_fk', columns: [t.tenantId, t.userId], foreignColumns: [users.tenantId, users.id] }).onDelete('cascade'),
     // The push job joins a batch's recipients to their subscriptions.

@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import { bigint, boolean, check, pgTable, text, timestamp, unique } from 'drizzle-orm/pg-core';
+import { bigint, boolean, check, pgTable, primaryKey, text, timestamp, unique } from 'drizzle-orm/pg-core';
 import { tenantIdColumn, tenantIsolation } from '../../platform/database/tenancy.ts';
 import { PERMISSIONS } from '../../platform/auth/permissions.ts';
 
@@ -8,7 +8,7 @@ const knownPermissions = sql.raw(`ARRAY[${PERMISSIONS.map((p) => `'${p}'`).join(
 export const roles = pgTable(
   'roles',
   {
-    id: bigint('id', { mode: 'number' }).primaryKey().generatedAlwaysAsIdentity(),
+    id: bigint('id', { mode: 'number' }).generatedAlwaysAsIdentity(),
     tenantId: tenantIdColumn(),
     name: text('name').notNull(),
     /** An inactive role grants no permissions and cannot be assigned on restore. */
@@ -21,7 +21,7 @@ export const roles = pgTable(
     updatedAt: timestamp('updated_at', { withTimezone: true }).notNull().defaultNow(),
   },
   (t) => [
-    unique('roles_tenant_id_id_key').on(t.tenantId, t.id),
+    primaryKey({ columns: [t.tenantId, t.id] }),
     unique('roles_tenant_id_name_key').on(t.tenantId, t.name),
     check('roles_permissions_known', sql`${t.permissions} <@ ${knownPermissions}`),
     tenantIsolation('roles'),

@@ -1,4 +1,4 @@
-import { bigint, foreignKey, index, pgTable, primaryKey, text, timestamp, unique } from 'drizzle-orm/pg-core';
+import { bigint, foreignKey, index, pgTable, primaryKey, text, timestamp } from 'drizzle-orm/pg-core';
 import { tenantIdColumn, tenantIsolation } from '../../platform/database/tenancy.ts';
 import { users } from '../users/table.ts';
 
@@ -10,13 +10,13 @@ import { users } from '../users/table.ts';
 export const termsOfUse = pgTable(
   'terms_of_use',
   {
-    id: bigint('id', { mode: 'number' }).primaryKey().generatedAlwaysAsIdentity(),
+    id: bigint('id', { mode: 'number' }).generatedAlwaysAsIdentity(),
     tenantId: tenantIdColumn(),
     title: text('title').notNull(),
     version: text('version'),
     createdAt: timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow(),
   },
-  (t) => [unique('terms_of_use_tenant_id_id_key').on(t.tenantId, t.id), tenantIsolation('terms_of_use')],
+  (t) => [primaryKey({ columns: [t.tenantId, t.id] }), tenantIsolation('terms_of_use')],
 ).enableRLS();
 
 /** Which user accepted which terms of use, and when. */

@@ -11,7 +11,7 @@ export const GENDERS = ['female', 'male', 'diverse'] as const;
 export const users = pgTable(
   'users',
   {
-    id: bigint('id', { mode: 'number' }).primaryKey().generatedAlwaysAsIdentity(),
+    id: bigint('id', { mode: 'number' }).generatedAlwaysAsIdentity(),
     tenantId: tenantIdColumn(),
     username: text('username').notNull(),
     passwordHash: text('password_hash'),
@@ -44,7 +44,7 @@ export const users = pgTable(
     updatedAt: timestamp('updated_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow(),
   },
   (t) => [
-    unique('users_tenant_id_id_key').on(t.tenantId, t.id),
+    primaryKey({ columns: [t.tenantId, t.id] }),
     unique('users_tenant_id_username_key').on(t.tenantId, t.username),
     foreignKey({ name: 'users_role_fk', columns: [t.tenantId, t.roleId], foreignColumns: [roles.tenantId, roles.id] }),
     foreignKey({ name: 'users_language_fk', columns: [t.tenantId, t.langId], foreignColumns: [languages.tenantId, languages.id] }),
