@@ -1,8 +1,8 @@
 /** `npm start`: the API and the job workers (ATRIUM_ROLE narrows it), until SIGINT/SIGTERM. */
-import { loadConfig } from './config.ts';
+import { entryPointConfig } from './config.ts';
 import { createAtrium } from './server.ts';
 
-const config = loadConfig();
+const config = entryPointConfig();
 const atrium = await createAtrium(config, {
   onAdminPassword: (password) =>
     // Shown once on the terminal, on purpose outside the (JSON) log.

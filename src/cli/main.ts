@@ -8,7 +8,7 @@
  */
 import { parseArgs } from 'node:util';
 import pino from 'pino';
-import { loadConfig } from '../config.ts';
+import { entryPointConfig } from '../config.ts';
 import { Database } from '../platform/database/database.ts';
 import { findTenantId, issueAccessToken } from '../resources/auth/queries.ts';
 import { createTenant } from '../resources/tenants/create-tenant.ts';
@@ -45,9 +45,9 @@ async function run(argv: string[]): Promise<void> {
   });
   if (!['migrate', 'tenant:create', 'token:create'].includes(command ?? '')) throw new UsageError(`unknown command "${command ?? ''}"`);
 
-  const config = loadConfig();
+  const config = entryPointConfig();
   // Logs go to stderr: stdout carries only the command's answer (token:create prints the token).
-  const logger = pino({ level: process.env.LOG_LEVEL ?? 'warn' }, pino.destination(2));
+  const logger = pino({ level: process.env.LOG_LEVEL ? config.logLevel : 'warn' }, pino.destination(2));
   const server = await openDatabaseServer(config, logger);
   const db = new Database(server.url, { poolSize: 2 });
   try {
