@@ -69,7 +69,8 @@ export async function createAtrium(config: Config, options: { logger?: Logger; o
   let app: FastifyInstance | null;
   // A failure anywhere in start-up stops what was started, the embedded database included.
   try {
-    await db.migrate();
+    const applied = await db.migrate();
+    if (applied.length > 0) logger.info({ migrations: applied }, 'applied migrations');
     if (server.appPassword && !config.appDatabaseUrl) await db.enableAppLogin(server.appPassword);
     await db.verifyAppRole();
     if (!db.dedicatedAppLogin) {
