@@ -5,16 +5,14 @@
  * explains one.
  */
 import { parseArgs } from 'node:util';
-import pino from 'pino';
-import { hashPassword } from '../platform/auth/passwords.ts';
 import { entryPointConfig, type Config } from '../config.ts';
-import { Database } from '../platform/database/database.ts';
-import { findTenantId, issueAccessToken } from '../resources/auth/queries.ts';
-import { createTenant } from '../resources/tenants/create-tenant.ts';
-import { activeUserNamed, resetPassword } from '../resources/users/queries.ts';
-import { passwordLength } from '../resources/users/rules.ts';
-import { openDatabaseServer } from '../server.ts';
+import type { Database } from '../platform/database/database.ts';
 import { readPassword } from './password-input.ts';
+
+// The database and resource modules load only when a command runs, so that --help and
+// usage mistakes answer at once.
+const auth = () => import('../resources/auth/queries.ts');
+const users = () => import('../resources/users/queries.ts');
 
 type Options = Record<string, string | boolean | undefined>;
 
@@ -46,7 +44,8 @@ function required(values: Options, name: string): string {
   return value;
 }
 
-function checkPasswordLength(password: string, config: Config, what: string): void {
+async function checkPasswordLength(password: string, config: Config, what: string): Promise<void> {
+  const { passwordLength } = await import('../resources/users/rules.ts');
   // Counted as the API counts a password (code points).
   if (passwordLength(password) < config.passwordMinLength) {
     throw new UsageError(`${what} must have at least ${config.passwordMinLength} characters`);
@@ -54,7 +53,7 @@ function checkPasswordLength(password: string, config: Config, what: string): vo
 }
 
 async function tenantIdOf(db: Database, slug: string): Promise<number> {
-  const tenantId = await findTenantId(db, slug);
+  const tenantId = await (await auth()).findTenantId(db, slug);
   if (!tenantId) throw new Failure(`no tenant "${slug}"`);
   return tenantId;
 }
@@ -79,7 +78,8 @@ const commands: Record<string, Command> = {
       const name = required(values, 'name');
       const adminUsername = required(values, 'admin-username');
       const password = required(values, 'admin-password');
-      checkPasswordLength(password, config, '--admin-password');
+      await checkPasswordLength(password, config, '--admin-password');
+      const { createTenant } = await import('../resources/tenants/create-tenant.ts');
       const created = await createTenant(db, { slug, name, adminUsername, adminPassword: password }).catch((error: unknown) => {
         throw new Failure(error instanceof Error ? error.message : String(error));
       });
@@ -98,6 +98,7 @@ const commands: Record<string, Command> = {
       const tenantSlug = required(values, 'tenant');
       const username = required(values, 'username');
       const tenantId = await tenantIdOf(db, tenantSlug);
+      const [{ issueAccessToken }, { activeUserNamed }] = await Promise.all([auth(), users()]);
       const token = await db.tenant(tenantId, async (tx) => {
         const user = await activeUserNamed(tx, username);
         if (!user) throw new Failure(`no active user "${username}" in tenant "${tenantSlug}"`);
@@ -120,8 +121,10 @@ const commands: Record<string, Command> = {
       const password = await readPassword('New password: ', 'Repeat it: ').catch((error: unknown) => {
         throw new UsageError(error instanceof Error ? error.message : String(error));
       });
-      checkPasswordLength(password, config, 'the password');
+      await checkPasswordLength(password, config, 'the password');
       const tenantId = await tenantIdOf(db, tenantSlug);
+      const { hashPassword } = await import('../platform/auth/passwords.ts');
+      const { activeUserNamed, resetPassword } = await users();
       const passwordHash = await hashPassword(password);
       await db.tenant(tenantId, async (tx) => {
         const user = await activeUserNamed(tx, username);
@@ -174,6 +177,11 @@ async function run(argv: string[]): Promise<void> {
   }
 
   const config = entryPointConfig();
+  const [{ default: pino }, { Database }, { openDatabaseServer }] = await Promise.all([
+    import('pino'),
+    import('../platform/database/database.ts'),
+    import('../server.ts'),
+  ]);
   // Logs go to stderr: stdout carries only the command's answer (token:create prints the token).
   const logger = pino({ level: process.env.LOG_LEVEL ? config.logLevel : 'warn' }, pino.destination(2));
   const server = await openDatabaseServer(config, logger);
