@@ -7,7 +7,7 @@ import t, { type Test } from 'tap';
 import { startTestApi } from '../helpers/atrium.ts';
 
 // Every case is a process of its own, started through tsx: slow on a busy machine.
-t.setTimeout(300_000);
+t.setTimeout(600_000);
 const api = await startTestApi(t);
 const env = { ...process.env, DATABASE_URL: api.db.url, LOG_LEVEL: 'silent' };
 
