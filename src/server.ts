@@ -40,7 +40,10 @@ export interface Atrium {
   services: Services;
   app: FastifyInstance | null;
   logger: Logger;
+  /** Graceful: streams, in-flight requests, workers, pools, then the embedded database. */
   stop(): Promise<void>;
+  /** Cuts a stop short: closes every open connection and stops the embedded database. */
+  abort(): Promise<void>;
 }
 
 /**
@@ -60,8 +63,14 @@ export async function createAtrium(config: Config, options: { logger?: Logger; o
   });
   const server = await openDatabaseServer(config, logger);
   const db = new Database(server.url, { appUrl: appLoginUrl(config, server) });
+  let jobs: Jobs | undefined;
+  let notificationStreams: NotificationStreams;
+  let services: Services;
+  let app: FastifyInstance | null;
+  // A failure anywhere in start-up stops what was started, the embedded database included.
   try {
-    await db.migrate();
+    const applied = await db.migrate();
+    if (applied.length > 0) logger.info({ migrations: applied }, 'applied migrations');
     if (server.appPassword && !config.appDatabaseUrl) await db.enableAppLogin(server.appPassword);
     await db.verifyAppRole();
     if (!db.dedicatedAppLogin) {
@@ -72,17 +81,20 @@ export async function createAtrium(config: Config, options: { logger?: Logger; o
     const seeded = await seedDemoTenant(db, config.adminPassword);
     if (seeded) logger.info({ tenant: 'demo', username: 'admin' }, 'created the demo tenant');
     if (seeded?.generatedPassword) options.onAdminPassword?.(seeded.generatedPassword);
+    const secrets = await Secrets.load(db, config.secretKey);
+    jobs = await Jobs.start(server.url, jobDefinitions, logger, { schedule: config.role !== 'api' });
+    notificationStreams = new NotificationStreams(db, logger, config.streamHeartbeatMs);
+    services = { config, db, jobs, secrets, outbound, notificationStreams };
+    if (config.role !== 'api') await jobs.work(jobDefinitions, services);
+    app = config.role !== 'worker' ? await buildApp(services, { logger }) : null;
   } catch (error) {
+    await jobs?.stop();
+    await outbound.close();
     await db.close();
     await server.stop();
     throw error;
   }
-  const secrets = await Secrets.load(db, config.secretKey);
-  const jobs = await Jobs.start(server.url, jobDefinitions, logger, { schedule: config.role !== 'api' });
-  const notificationStreams = new NotificationStreams(db, logger, config.streamHeartbeatMs);
-  const services: Services = { config, db, jobs, secrets, outbound, notificationStreams };
-  if (config.role !== 'api') await jobs.work(jobDefinitions, services);
-  const app = config.role !== 'worker' ? await buildApp(services, { logger }) : null;
+  const startedJobs = jobs;
 
   let stopping: Promise<void> | undefined;
   return {
@@ -99,10 +111,14 @@ export async function createAtrium(config: Config, options: { logger?: Logger; o
           const sweep = setInterval(() => app.server.closeIdleConnections(), 100);
           await app.close().finally(() => clearInterval(sweep));
         }
-        await jobs.stop();
+        await startedJobs.stop();
         await outbound.close();
         await db.close();
         await server.stop();
       })()),
+    abort: async () => {
+      app?.server.closeAllConnections();
+      await server.stop();
+    },
   };
 }

@@ -1,25 +1,47 @@
 /**
- * The process as `npm start` runs it: embedded PostgreSQL in DATA_DIR, first-start seed,
- * API on PORT, and a graceful shutdown on SIGTERM that lets an in-flight request finish.
+ * The process as operators run it: `npm start` (which builds dist/ and then runs
+ * `node dist/src/main.js` in place of itself) and the container's command, plain
+ * `node dist/src/main.js`. Embedded PostgreSQL in DATA_DIR, first-start seed, API on PORT,
+ * and a graceful shutdown on SIGTERM/SIGINT that lets an in-flight request finish and
+ * leaves no process behind (docs/operations.md#signals-and-shutdown).
  */
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import postgres from 'postgres';
 import t from 'tap';
 import { freePort } from '../src/platform/database/embedded.ts';
 
+// `npm start` compiles first (incremental; a cold build takes a while on a busy machine).
+t.setTimeout(400_000);
+
+const root = path.resolve(import.meta.dirname, '..');
 const dataDir = path.join(os.tmpdir(), `atrium-server-test-${randomBytes(4).toString('hex')}`);
 t.teardown(() => rm(dataDir, { recursive: true, force: true }));
 
+/** The embedded server's postmaster: its pid and port (postmaster.pid lines 1 and 4). */
+function postmaster(): { pid: number; port: number } {
+  const lines = readFileSync(path.join(dataDir, 'pgdata', 'postmaster.pid'), 'utf8').split('\n');
+  return { pid: Number(lines[0]), port: Number(lines[3]) };
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** Which roles the API pool's connections logged in as, read from the embedded server. */
 async function applicationLogins(): Promise<string> {
-  const pgPort = readFileSync(path.join(dataDir, 'pgdata', 'postmaster.pid'), 'utf8').split('\n')[3];
   const password = readFileSync(path.join(dataDir, 'superuser-password'), 'utf8').trim();
-  const sql = postgres(`postgres://postgres:${password}@127.0.0.1:${pgPort}/postgres`, { max: 1, onnotice: () => {} });
+  const sql = postgres(`postgres://postgres:${password}@127.0.0.1:${postmaster().port}/postgres`, { max: 1, onnotice: () => {} });
   try {
     const rows = await sql<{ usename: string }[]>`select distinct usename from pg_stat_activity where application_name = 'atrium'`;
     return rows.map((r) => r.usename).join(',');
@@ -28,34 +50,67 @@ async function applicationLogins(): Promise<string> {
   }
 }
 
-function start(port: number, password?: string) {
+function start(port: number, how: 'npm start' | 'node dist', password?: string) {
   const env: NodeJS.ProcessEnv = { ...process.env, DATA_DIR: dataDir, PORT: String(port), LOG_LEVEL: 'info' };
   delete env.DATABASE_URL;
   if (password) env.ATRIUM_ADMIN_PASSWORD = password;
   else delete env.ATRIUM_ADMIN_PASSWORD;
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const [command, args] = how === 'npm start' ? ['npm', ['start']] : [process.execPath, ['dist/src/main.js']];
+  const child = spawn(command, args as string[], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
   child.stdout.on('data', (chunk) => (output += chunk));
   child.stderr.on('data', (chunk) => (output += chunk));
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-  const listening = new Promise<void>((resolve, reject) => {
-    const timer = setInterval(() => {
-      if (output.includes('Server listening')) {
+  const waitFor = (text: string) =>
+    new Promise<void>((resolve, reject) => {
+      const timer = setInterval(() => {
+        if (output.includes(text)) {
+          clearInterval(timer);
+          resolve();
+        }
+      }, 50);
+      void exited.then(() => {
         clearInterval(timer);
-        resolve();
-      }
-    }, 50);
-    void exited.then(() => {
-      clearInterval(timer);
-      reject(new Error(`exited early:\n${output}`));
+        if (output.includes(text)) resolve();
+        else reject(new Error(`exited before "${text}":\n${output}`));
+      });
     });
-  });
-  return { child, listening, exited, output: () => output };
+  /** The pid of the server process (from its JSON log), which `npm start` runs in its place. */
+  const serverPid = () => Number(/"pid":(\d+)/.exec(output)?.[1]);
+  return { child, listening: waitFor('Server listening'), waitFor, exited, serverPid, output: () => output };
 }
 
-t.test('first start seeds demo, prints the generated password once, and serves the API', async (t) => {
+/**
+ * A sign-in whose body is only half sent: in flight on the server. `finish()` sends the
+ * rest and resolves with the raw HTTP answer. A first request on the same connection makes
+ * sure the server has accepted the connection before anything else happens.
+ */
+async function halfSentLogin(port: number, password: string): Promise<{ finish(): Promise<string> }> {
+  const socket = net.connect(port, '127.0.0.1');
+  let received = '';
+  socket.on('data', (chunk) => (received += chunk));
+  const closed = new Promise<void>((resolve) => socket.on('close', () => resolve()));
+  socket.write('GET /health/live HTTP/1.1\r\nHost: atrium\r\n\r\n');
+  while (!received.includes('{"status":"ok"}')) await new Promise((r) => setTimeout(r, 20));
+  received = '';
+  const body = JSON.stringify({ tenant: 'demo', username: 'admin', password });
+  const half = Math.floor(body.length / 2);
+  socket.write(
+    `POST /api/auth/login HTTP/1.1\r\nHost: atrium\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n`,
+  );
+  socket.write(body.slice(0, half));
+  return {
+    async finish() {
+      socket.write(body.slice(half));
+      await closed;
+      return received;
+    },
+  };
+}
+
+t.test('npm start: first start seeds demo, prints the password once, serves the API, and drains on SIGTERM', async (t) => {
   const port = await freePort();
-  const server = start(port);
+  const server = start(port, 'npm start');
   await server.listening;
   const password = /password "([^"]+)"/.exec(server.output())?.[1];
   t.ok(password, 'the generated admin password is printed');
@@ -73,28 +128,35 @@ t.test('first start seeds demo, prints the generated password once, and serves t
   const ready = await fetch(`${base}/health/ready`);
   t.equal(ready.status, 200);
   t.equal(await applicationLogins(), 'atrium_app', 'the API pool logs in as atrium_app itself, the role that cannot bypass row-level security');
-  const login = fetch(`${base}/api/auth/login`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ tenant: 'demo', username: 'admin', password }),
-  });
-  await new Promise((r) => setTimeout(r, 5)); // the request is in flight (Argon2 takes a while)
+
+  const serverPid = server.serverPid();
+  t.not(serverPid, server.child.pid, 'npm runs the server as a process of its own');
+  const database = postmaster();
+  const login = await halfSentLogin(port, password!);
+  // As a container runtime does: the signal goes to the top process only, here npm.
   server.child.kill('SIGTERM');
-  const answer = await login;
-  t.equal(answer.status, 200, 'the in-flight sign-in completes during shutdown');
-  const body = (await answer.json()) as { access_token: string };
-  t.notOk(server.output().includes(body.access_token), 'the token is not logged');
-  t.equal(await server.exited, 0, 'exits cleanly');
-  t.notOk(existsSync(path.join(dataDir, 'pgdata', 'postmaster.pid')), 'the embedded PostgreSQL stopped');
+  await server.waitFor('"signal":"SIGTERM"');
+  const answer = await login.finish();
+  t.match(answer, /^HTTP\/1\.1 200 /, 'the in-flight sign-in completes during shutdown');
+  const token = /"access_token":"([^"]+)"/.exec(answer)?.[1];
+  t.ok(token, 'with a token');
+  t.notOk(server.output().includes(token!), 'the token is not logged');
+  t.equal(await server.exited, 0, 'npm start exits 0');
+  t.notOk(alive(serverPid), 'the server process is gone');
+  t.notOk(alive(database.pid), 'the embedded PostgreSQL is gone');
+  t.notOk(existsSync(path.join(dataDir, 'pgdata', 'postmaster.pid')), 'and shut down cleanly');
 });
 
-t.test('a restart keeps the data and does not seed or print a password again', async (t) => {
+t.test('node dist/src/main.js: a restart keeps the data, seeds nothing, and stops on SIGINT', async (t) => {
   const port = await freePort();
-  const server = start(port);
+  const server = start(port, 'node dist');
   await server.listening;
   t.notMatch(server.output(), /Demo tenant created/);
   const res = await fetch(`http://127.0.0.1:${port}/health/ready`);
   t.equal(res.status, 200);
+  t.equal(server.serverPid(), server.child.pid);
+  const database = postmaster();
   server.child.kill('SIGINT');
   t.equal(await server.exited, 0);
+  t.notOk(alive(database.pid), 'the embedded PostgreSQL is gone');
 });

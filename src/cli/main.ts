@@ -1,86 +1,204 @@
 /**
  * `atrium` command line (docs/running.md#command-line). Same configuration as the server;
  * works whether or not a server is running (an embedded database already running on
- * DATA_DIR is reused).
- *   atrium migrate
- *   atrium tenant:create <slug> --name <text> --admin-username <u> --admin-password <p>
- *   atrium token:create --tenant <slug> --username <u> [--expires-in <seconds>]
+ * DATA_DIR is reused). `atrium --help` lists the commands, `atrium <command> --help`
+ * explains one.
  */
 import { parseArgs } from 'node:util';
-import pino from 'pino';
-import { loadConfig } from '../config.ts';
-import { Database } from '../platform/database/database.ts';
-import { findTenantId, issueAccessToken } from '../resources/auth/queries.ts';
-import { createTenant } from '../resources/tenants/create-tenant.ts';
-import { activeUserNamed } from '../resources/users/queries.ts';
-import { passwordLength } from '../resources/users/rules.ts';
-import { openDatabaseServer } from '../server.ts';
+import { entryPointConfig, type Config } from '../config.ts';
+import type { Database } from '../platform/database/database.ts';
+import { readPassword } from './password-input.ts';
 
-const USAGE = `usage:
-  atrium migrate
-  atrium tenant:create <slug> --name <text> --admin-username <username> --admin-password <password>
-  atrium token:create --tenant <slug> --username <username> [--expires-in <seconds>]`;
+// The database and resource modules load only when a command runs, so that --help and
+// usage mistakes answer at once.
+const auth = () => import('../resources/auth/queries.ts');
+const users = () => import('../resources/users/queries.ts');
 
-class UsageError extends Error {}
+type Options = Record<string, string | boolean | undefined>;
 
-function required(values: Record<string, string | undefined>, name: string): string {
+interface Command {
+  usage: string;
+  summary: string;
+  options: Record<string, { type: 'string' }>;
+  /** Further lines of `atrium <command> --help`. */
+  details?: string;
+  run(context: { db: Database; config: Config; values: Options; positionals: string[] }): Promise<void>;
+}
+
+/** A mistake in how the command was called: the message and that command's usage, exit 2. */
+class UsageError extends Error {
+  constructor(
+    message: string,
+    readonly command?: string,
+  ) {
+    super(message);
+  }
+}
+
+/** The command was understood but cannot be done (no such tenant, …): the message only, exit 1. */
+class Failure extends Error {}
+
+function required(values: Options, name: string): string {
   const value = values[name];
-  if (!value) throw new UsageError(`--${name} is required`);
+  if (typeof value !== 'string' || value === '') throw new UsageError(`--${name} is required`);
   return value;
 }
 
-async function run(argv: string[]): Promise<void> {
-  const [command, ...rest] = argv;
-  const { values, positionals } = parseArgs({
-    args: rest,
-    allowPositionals: true,
-    options: {
-      name: { type: 'string' },
-      'admin-username': { type: 'string' },
-      'admin-password': { type: 'string' },
-      tenant: { type: 'string' },
-      username: { type: 'string' },
-      'expires-in': { type: 'string' },
-    },
-  });
-  if (!['migrate', 'tenant:create', 'token:create'].includes(command ?? '')) throw new UsageError(`unknown command "${command ?? ''}"`);
+async function checkPasswordLength(password: string, config: Config, what: string): Promise<void> {
+  const { passwordLength } = await import('../resources/users/rules.ts');
+  // Counted as the API counts a password (code points).
+  if (passwordLength(password) < config.passwordMinLength) {
+    throw new UsageError(`${what} must have at least ${config.passwordMinLength} characters`);
+  }
+}
 
-  const config = loadConfig();
-  // Logs go to stderr: stdout carries only the command's answer (token:create prints the token).
-  const logger = pino({ level: process.env.LOG_LEVEL ?? 'warn' }, pino.destination(2));
-  const server = await openDatabaseServer(config, logger);
-  const db = new Database(server.url, { poolSize: 2 });
-  try {
-    await db.migrate();
-    if (command === 'tenant:create') {
+async function tenantIdOf(db: Database, slug: string): Promise<number> {
+  const tenantId = await (await auth()).findTenantId(db, slug);
+  if (!tenantId) throw new Failure(`no tenant "${slug}"`);
+  return tenantId;
+}
+
+const commands: Record<string, Command> = {
+  migrate: {
+    usage: 'atrium migrate',
+    summary: 'Apply the pending database migrations and name them.',
+    details: 'Migrations only go forward. Run this before starting processes of a new version.',
+    options: {},
+    // Every command migrates before it runs; this one only reports.
+    run: async () => {},
+  },
+  'tenant:create': {
+    usage: 'atrium tenant:create <slug> --name <text> --admin-username <username> --admin-password <password>',
+    summary: 'Create a tenant with its roles, languages, notification settings and one administrator.',
+    details: 'The slug is lower-case letters, digits and dashes. The password is visible in the process list; change it after signing in.',
+    options: { name: { type: 'string' }, 'admin-username': { type: 'string' }, 'admin-password': { type: 'string' } },
+    async run({ db, config, values, positionals }) {
       const slug = positionals[0];
       if (!slug) throw new UsageError('tenant:create needs a <slug>');
+      const name = required(values, 'name');
+      const adminUsername = required(values, 'admin-username');
       const password = required(values, 'admin-password');
-      // Counted as the API counts a password (code points).
-      if (passwordLength(password) < config.passwordMinLength) {
-        throw new UsageError(`--admin-password must have at least ${config.passwordMinLength} characters`);
-      }
-      const created = await createTenant(db, {
-        slug,
-        name: required(values, 'name'),
-        adminUsername: required(values, 'admin-username'),
-        adminPassword: password,
+      await checkPasswordLength(password, config, '--admin-password');
+      const { createTenant } = await import('../resources/tenants/create-tenant.ts');
+      const created = await createTenant(db, { slug, name, adminUsername, adminPassword: password }).catch((error: unknown) => {
+        throw new Failure(error instanceof Error ? error.message : String(error));
       });
       process.stdout.write(`tenant ${slug} created (id ${created.tenantId}), administrator id ${created.adminUserId}\n`);
-    } else if (command === 'token:create') {
-      const expiresIn = values['expires-in'] === undefined ? config.accessTokenTtlSeconds : Number(values['expires-in']);
+    },
+  },
+  'token:create': {
+    usage: 'atrium token:create --tenant <slug> --username <username> [--expires-in <seconds>]',
+    summary: 'Issue an access token for an active user; prints only the token.',
+    details: 'The lifetime defaults to ACCESS_TOKEN_TTL.',
+    options: { tenant: { type: 'string' }, username: { type: 'string' }, 'expires-in': { type: 'string' } },
+    async run({ db, config, values }) {
+      const raw = values['expires-in'];
+      const expiresIn = typeof raw === 'string' ? Number(raw) : config.accessTokenTtlSeconds;
       if (!Number.isInteger(expiresIn) || expiresIn < 1) throw new UsageError('--expires-in must be a positive integer of seconds');
       const tenantSlug = required(values, 'tenant');
       const username = required(values, 'username');
-      const tenantId = await findTenantId(db, tenantSlug);
-      if (!tenantId) throw new UsageError(`no tenant "${tenantSlug}"`);
+      const tenantId = await tenantIdOf(db, tenantSlug);
+      const [{ issueAccessToken }, { activeUserNamed }] = await Promise.all([auth(), users()]);
       const token = await db.tenant(tenantId, async (tx) => {
         const user = await activeUserNamed(tx, username);
-        if (!user) throw new UsageError(`no active user "${username}" in tenant "${tenantSlug}"`);
+        if (!user) throw new Failure(`no active user "${username}" in tenant "${tenantSlug}"`);
         return issueAccessToken(tx, tenantId, user.id, expiresIn);
       });
       process.stdout.write(`${token.access_token}\n`);
+    },
+  },
+  'user:set-password': {
+    usage: 'atrium user:set-password --tenant <slug> --username <username>',
+    summary: "Set an active user's password (a lost password); ends the user's sessions.",
+    details:
+      'The password is read from standard input (one line), or asked for twice at a prompt that does not echo it.\n' +
+      'Every session and pending login token of the user ends, and the sign-in failure counts start over.\n' +
+      'Example: printf %s "$NEW_PASSWORD" | atrium user:set-password --tenant demo --username admin',
+    options: { tenant: { type: 'string' }, username: { type: 'string' } },
+    async run({ db, config, values }) {
+      const tenantSlug = required(values, 'tenant');
+      const username = required(values, 'username');
+      const password = await readPassword('New password: ', 'Repeat it: ').catch((error: unknown) => {
+        throw new UsageError(error instanceof Error ? error.message : String(error));
+      });
+      await checkPasswordLength(password, config, 'the password');
+      const tenantId = await tenantIdOf(db, tenantSlug);
+      const { hashPassword } = await import('../platform/auth/passwords.ts');
+      const { activeUserNamed, resetPassword } = await users();
+      const passwordHash = await hashPassword(password);
+      await db.tenant(tenantId, async (tx) => {
+        const user = await activeUserNamed(tx, username);
+        if (!user) throw new Failure(`no active user "${username}" in tenant "${tenantSlug}"`);
+        await resetPassword(tx, config, { id: user.id, username }, passwordHash);
+      });
+      process.stdout.write(`password of ${username} in tenant ${tenantSlug} set; the user's sessions ended\n`);
+    },
+  },
+};
+
+function overview(): string {
+  const width = Math.max(...Object.keys(commands).map((name) => name.length));
+  return [
+    'usage: atrium <command> [options]',
+    '',
+    'Commands:',
+    ...Object.entries(commands).map(([name, command]) => `  ${name.padEnd(width)}  ${command.summary}`),
+    '',
+    'atrium <command> --help explains a command. Configuration comes from the environment',
+    '(and .env in the working folder), as for the server; see the README.',
+  ].join('\n');
+}
+
+function commandHelp(name: string): string {
+  const command = commands[name]!;
+  return [`usage: ${command.usage}`, '', command.summary, ...(command.details ? [command.details] : [])].join('\n');
+}
+
+async function run(argv: string[]): Promise<void> {
+  const [name, ...rest] = argv;
+  if (name === '--help' || name === '-h' || name === 'help') {
+    const topic = rest[0];
+    process.stdout.write(`${topic && commands[topic] ? commandHelp(topic) : overview()}\n`);
+    return;
+  }
+  if (name === undefined) throw new UsageError('no command given');
+  const command = commands[name];
+  if (!command) throw new UsageError(`unknown command "${name}"`);
+  let parsed: { values: Options; positionals: string[] };
+  try {
+    parsed = parseArgs({ args: rest, allowPositionals: true, strict: true, options: { ...command.options, help: { type: 'boolean', short: 'h' } } });
+  } catch (error) {
+    // Node's own message ("Unknown option '--x'. …"), without its error code.
+    throw new UsageError(error instanceof Error ? error.message : String(error), name);
+  }
+  if (parsed.values.help) {
+    process.stdout.write(`${commandHelp(name)}\n`);
+    return;
+  }
+
+  const config = entryPointConfig();
+  const [{ default: pino }, { Database }, { openDatabaseServer }] = await Promise.all([
+    import('pino'),
+    import('../platform/database/database.ts'),
+    import('../server.ts'),
+  ]);
+  // Logs go to stderr: stdout carries only the command's answer (token:create prints the token).
+  const logger = pino({ level: process.env.LOG_LEVEL ? config.logLevel : 'warn' }, pino.destination(2));
+  const server = await openDatabaseServer(config, logger);
+  const db = new Database(server.url, { poolSize: 2 });
+  try {
+    const applied = await db.migrate();
+    if (name === 'migrate') {
+      process.stdout.write(
+        applied.length > 0
+          ? `applied ${applied.length} migration${applied.length === 1 ? '' : 's'}:\n${applied.map((tag) => `  ${tag}\n`).join('')}`
+          : 'the database is up to date; no migration to apply\n',
+      );
     }
+    await command.run({ db, config, ...parsed }).catch((error: unknown) => {
+      if (error instanceof UsageError && error.command === undefined) throw new UsageError(error.message, name);
+      throw error;
+    });
   } finally {
     await db.close();
     await server.stop();
@@ -91,7 +209,10 @@ run(process.argv.slice(2)).then(
   () => process.exit(0),
   (error: unknown) => {
     process.stderr.write(`atrium: ${error instanceof Error ? error.message : String(error)}\n`);
-    if (error instanceof UsageError) process.stderr.write(`${USAGE}\n`);
-    process.exit(error instanceof UsageError ? 2 : 1);
+    if (error instanceof UsageError) {
+      process.stderr.write(`\n${error.command ? commandHelp(error.command) : overview()}\n`);
+      process.exit(2);
+    }
+    process.exit(1);
   },
 );

@@ -1,20 +1,37 @@
 import { execFile } from 'node:child_process';
-import { promisify } from 'node:util';
-import t from 'tap';
+import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { sql } from 'drizzle-orm';
+import postgres from 'postgres';
+import t, { type Test } from 'tap';
 import { startTestApi } from '../helpers/atrium.ts';
 
-const run = promisify(execFile);
+// Every case is a process of its own, started through tsx: slow on a busy machine.
+t.setTimeout(600_000);
 const api = await startTestApi(t);
 const env = { ...process.env, DATABASE_URL: api.db.url, LOG_LEVEL: 'silent' };
 
-async function atrium(...args: string[]) {
-  try {
-    const { stdout, stderr } = await run(process.execPath, ['bin/atrium.js', ...args], { env });
-    return { code: 0, stdout, stderr };
-  } catch (error) {
-    const e = error as { code: number; stdout: string; stderr: string };
-    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
-  }
+interface RunOptions {
+  /** Standard input (closed at once when absent). */
+  input?: string;
+  env?: NodeJS.ProcessEnv;
+}
+
+/** Runs `atrium …` as a user would. */
+function atrium(...args: (string | RunOptions)[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  const options = args.find((arg): arg is RunOptions => typeof arg === 'object') ?? {};
+  const input = options.input ?? '';
+  const argv = args.filter((arg): arg is string => typeof arg === 'string');
+  return new Promise((resolve) => {
+    const child = execFile(process.execPath, ['bin/atrium.js', ...argv], { env: options.env ?? env }, (error, stdout, stderr) => {
+      resolve({ code: error ? (error as { code: number }).code : 0, stdout, stderr });
+    });
+    child.stdin!.end(input);
+  });
+}
+
+async function signIn(t: Test, tenant: string, username: string, password: string): Promise<number> {
+  return (await api.call(t, 'login', { body: { tenant, username, password } })).status;
 }
 
 t.test('tenant:create, then token:create prints only a working access token', async (t) => {
@@ -29,9 +46,65 @@ t.test('tenant:create, then token:create prints only a working access token', as
   t.equal(me.body.username, 'root');
 });
 
-t.test('migrate is idempotent', async (t) => {
-  t.equal((await atrium('migrate')).code, 0);
-  t.equal((await atrium('migrate')).code, 0);
+t.test('migrate names the migrations it applied, then says nothing is left', async (t) => {
+  const migrations = (JSON.parse(readFileSync('drizzle/meta/_journal.json', 'utf8')) as { entries: { tag: string }[] }).entries.map((e) => e.tag);
+  const admin = postgres(api.db.url, { max: 1, onnotice: () => {} });
+  const name = `atrium_cli_fresh_${randomBytes(4).toString('hex')}`;
+  await admin.unsafe(`create database "${name}"`);
+  t.teardown(async () => {
+    await admin.unsafe(`drop database if exists "${name}" with (force)`);
+    await admin.end({ timeout: 5 });
+  });
+  const url = new URL(api.db.url);
+  url.pathname = `/${name}`;
+  const fresh = { env: { ...env, DATABASE_URL: url.toString() } };
+  const first = await atrium('migrate', fresh);
+  t.equal(first.code, 0, first.stderr);
+  t.equal(first.stdout, `applied ${migrations.length} migrations:\n${migrations.map((tag) => `  ${tag}\n`).join('')}`);
+  const again = await atrium('migrate', fresh);
+  t.equal(again.code, 0, again.stderr);
+  t.equal(again.stdout, 'the database is up to date; no migration to apply\n');
+});
+
+t.test('--help: the overview and the usage of each command, on stdout, exit 0', async (t) => {
+  for (const args of [['--help'], ['help']]) {
+    const result = await atrium(...args);
+    t.equal(result.code, 0, args.join(' '));
+    t.equal(result.stderr, '');
+    t.match(result.stdout, /^usage: atrium <command> \[options\]\n/);
+    for (const command of ['migrate', 'tenant:create', 'token:create', 'user:set-password']) t.match(result.stdout, `\n  ${command} `);
+  }
+  for (const command of ['migrate', 'tenant:create', 'token:create', 'user:set-password']) {
+    for (const args of [
+      [command, '--help'],
+      [command, '-h'],
+      ['help', command],
+    ]) {
+      const result = await atrium(...args);
+      t.equal(result.code, 0, args.join(' '));
+      t.equal(result.stderr, '');
+      t.match(result.stdout, new RegExp(`^usage: atrium ${command}\\b`));
+    }
+  }
+});
+
+t.test('usage mistakes print the message and the usage on stderr, exit 2; failures print only the message, exit 1', async (t) => {
+  const mistakes: [string[], RegExp][] = [
+    [[], /^atrium: no command given\n\nusage: atrium <command>/],
+    [['frobnicate'], /^atrium: unknown command "frobnicate"\n\nusage: atrium <command>/],
+    [['token:create', '--tenant', 'cli-co', '--bogus', 'x'], /^atrium: Unknown option '--bogus'.*\n\nusage: atrium token:create /],
+    [['token:create', '--tenant', 'cli-co'], /^atrium: --username is required\n\nusage: atrium token:create /],
+  ];
+  for (const [args, stderr] of mistakes) {
+    const result = await atrium(...args);
+    t.equal(result.code, 2, args.join(' '));
+    t.equal(result.stdout, '');
+    t.match(result.stderr, stderr);
+    t.notMatch(result.stderr, /\bat .*:\d+:\d+/, 'no stack trace');
+  }
+  const failure = await atrium('token:create', '--tenant', 'no-such', '--username', 'root');
+  t.equal(failure.code, 1);
+  t.equal(failure.stderr, 'atrium: no tenant "no-such"\n', 'no usage for a command that was understood');
 });
 
 t.test('usage errors exit 2 with a message, and change nothing', async (t) => {
@@ -60,5 +133,39 @@ t.test('tenant:create counts the password as the API does: in characters (code p
   const result = await atrium('tenant:create', 'cli-emoji', '--name', 'Emoji', '--admin-username', 'root', '--admin-password', '😀'.repeat(6));
   t.equal(result.code, 2, result.stderr);
   t.match(result.stderr, /--admin-password must have at least/);
-  t.equal((await atrium('token:create', '--tenant', 'cli-emoji', '--username', 'root')).code, 2, 'no such tenant was created');
+  t.equal((await atrium('token:create', '--tenant', 'cli-emoji', '--username', 'root')).code, 1, 'no such tenant was created');
+});
+
+t.test('user:set-password sets a lost password from standard input and ends the sessions', async (t) => {
+  const tenant = await api.createTenant('cli-reset');
+  const user = await api.createUser(tenant.tenantId, { username: 'forgetful' });
+  const before = await api.call(t, 'getCurrentUser', { token: user.token });
+  t.equal(before.status, 200);
+
+  const mistakes = [
+    [['user:set-password', '--tenant', 'cli-reset', '--username', 'forgetful', { input: '' }], 2, /no password on standard input/],
+    [['user:set-password', '--tenant', 'cli-reset', '--username', 'forgetful', { input: 'short\n' }], 2, /the password must have at least 10 characters/],
+    [['user:set-password', '--tenant', 'cli-reset', { input: 'a new long password\n' }], 2, /--username is required/],
+    [['user:set-password', '--tenant', 'cli-reset', '--username', 'nobody', { input: 'a new long password\n' }], 1, /no active user "nobody"/],
+    [['user:set-password', '--tenant', 'no-such', '--username', 'forgetful', { input: 'a new long password\n' }], 1, /no tenant "no-such"/],
+  ] as const;
+  for (const [args, code, message] of mistakes) {
+    const result = await atrium(...args);
+    t.equal(result.code, code, JSON.stringify(args));
+    t.match(result.stderr, message);
+  }
+  t.equal(await signIn(t, 'cli-reset', 'forgetful', user.password), 200, 'mistakes changed nothing');
+  t.equal((await api.call(t, 'getCurrentUser', { token: user.token })).status, 200, 'the session still works');
+
+  // Locked out: the account's failure counts are at their limit.
+  t.equal(await signIn(t, 'cli-reset', 'forgetful', 'a wrong password'), 401);
+  await api.db.owner.execute(sql`update login_failures set failures = 1000 where key not like 'ip:%'`);
+  t.equal(await signIn(t, 'cli-reset', 'forgetful', user.password), 429, 'locked out');
+  const result = await atrium('user:set-password', '--tenant', 'cli-reset', '--username', 'forgetful', { input: 'a new long password\n' });
+  t.equal(result.code, 0, result.stderr);
+  t.equal(result.stdout, "password of forgetful in tenant cli-reset set; the user's sessions ended\n");
+  t.notMatch(result.stdout + result.stderr, /a new long password/, 'the password is not echoed');
+  t.equal(await signIn(t, 'cli-reset', 'forgetful', 'a new long password'), 200, 'the new password signs in');
+  t.equal(await signIn(t, 'cli-reset', 'forgetful', user.password), 401, 'the old one does not');
+  t.equal((await api.call(t, 'getCurrentUser', { token: user.token })).status, 401, 'the old session ended');
 });

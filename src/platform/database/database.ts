@@ -53,7 +53,9 @@ function preparing(client: postgres.Sql, onQuery: () => void): postgres.Sql {
 const migrationsFolder = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../drizzle');
 /** Arbitrary constant: serialises concurrent `migrate` runs (several processes starting). */
 const MIGRATION_LOCK = 720_431_977;
-const migrationCount = (JSON.parse(readFileSync(path.join(migrationsFolder, 'meta/_journal.json'), 'utf8')) as { entries: unknown[] }).entries.length;
+/** The migrations of this build, oldest first: `tag` names the SQL file, `when` orders them (drizzle's journal). */
+const journal = (JSON.parse(readFileSync(path.join(migrationsFolder, 'meta/_journal.json'), 'utf8')) as { entries: { tag: string; when: number }[] }).entries;
+const migrationCount = journal.length;
 
 export interface DatabaseOptions {
   poolSize?: number;
@@ -109,12 +111,19 @@ export class Database {
     });
   }
 
-  async migrate(): Promise<void> {
+  /** Applies the pending migrations; answers the names of those it applied (none when up to date). */
+  async migrate(): Promise<string[]> {
     // One connection, so the session-level advisory lock covers the whole migration.
     const connection = postgres(this.url, { max: 1, onnotice: () => {} });
     try {
       await connection`select pg_advisory_lock(${MIGRATION_LOCK})`;
+      // drizzle applies every journal entry newer than the last one it recorded.
+      const [{ recorded } = { recorded: false }] = await connection<{ recorded: boolean }[]>`
+        select to_regclass('drizzle.__drizzle_migrations') is not null as recorded`;
+      const [last] = recorded ? await connection<{ when: string | null }[]>`select max(created_at)::text as when from drizzle.__drizzle_migrations` : [];
       await migrate(drizzle(connection), { migrationsFolder });
+      const appliedUpTo = last?.when == null ? -Infinity : Number(last.when);
+      return journal.filter((entry) => entry.when > appliedUpTo).map((entry) => entry.tag);
     } finally {
       await connection.end({ timeout: 5 });
     }

