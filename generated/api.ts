@@ -161,7 +161,7 @@ export interface paths {
         /**
          * Run an automation's webhook
          * @description Queues one delivery and answers at once with its record (`status: pending`). The
-         *     request body is the `WebhookPayload` component:
+         *     request body is the `WebhookPayload` schema, sent as described by the `automation.run` webhook:
          *     `{id, type: "automation.run", timestamp, automation: {id, name}, context}`, where
          *     `context` is the optional object sent here (`{}` when absent). The body may be
          *     omitted entirely. Follow the outcome at `GET …/{automation}/deliveries`.
@@ -2061,6 +2061,35 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/problems/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Describe a problem type
+         * @description Every problem document's `type` is a relative URI, `/problems/<name>`, resolved
+         *     against the URL of the request that was answered (RFC 9457). This operation is that
+         *     URI: it describes the problem type, so that a client or a person reading a problem
+         *     can look it up. The types: `bad-request` (400), `unauthorized` (401), `forbidden`
+         *     (403), `not-found` (404), `method-not-allowed` (405), `not-acceptable` (406),
+         *     `request-timeout` (408), `conflict` (409), `content-too-large` (413),
+         *     `uri-too-long` (414), `unsupported-media-type` (415), `unprocessable-content` (422),
+         *     `too-many-requests` (429), `request-header-fields-too-large` (431),
+         *     `internal-server-error` (500) and `service-unavailable` (503). Any other name is a
+         *     `404` problem.
+         */
+        get: operations["getProblemType"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/users/{user}/profile-picture": {
         parameters: {
             query?: never;
@@ -2112,7 +2141,59 @@ export interface paths {
         trace?: never;
     };
 }
-export type webhooks = Record<string, never>;
+export interface webhooks {
+    "automation.run": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * An automation run, as Atrium sends it to the configured URL
+         * @description What a receiver of an automation's webhook gets: Atrium sends this request to the
+         *     automation's `url` once per delivery attempt (`runAutomation` queues the delivery).
+         *     The method is the configured one, `POST` when none is set; `PUT`, `PATCH` and
+         *     `DELETE` send the same body, `GET` sends no body and no `Content-Type`.
+         *
+         *     Headers, in this order, a later one replacing an earlier one of the same name
+         *     (ignoring case): `User-Agent: Atrium-Webhooks/1`; `Content-Type: application/json`
+         *     when there is a body; the automation's custom headers, as configured (`{{…}}` is
+         *     not resolved); then those of the auth type:
+         *
+         *     | `auth.type` | Headers |
+         *     |---|---|
+         *     | none | none |
+         *     | `basic` | `Authorization: Basic base64(username:password)` (scheme `webhookBasic`) |
+         *     | `header` | the configured header name with its value |
+         *     | `jwt` | `Authorization: Bearer <JWT>` (scheme `webhookJwt`) |
+         *     | `secret` | Standard Webhooks: `webhook-id`, `webhook-timestamp`, `webhook-signature` (the header parameters below) |
+         *
+         *     Verifying `secret`: compute HMAC-SHA256 over `<webhook-id>.<webhook-timestamp>.<body>`
+         *     (the raw body bytes as received; empty for `GET`) with the key: the base64-decoded
+         *     part after `whsec_` of a `whsec_…` secret, otherwise the secret's UTF-8 bytes. Compare
+         *     its base64 with the part after `v1,` in constant time and reject timestamps far from
+         *     your clock. Any Standard Webhooks library does this.
+         *
+         *     The body and `webhook-id` are the same on every attempt of one delivery, so the id
+         *     deduplicates retries; `webhook-timestamp`, the signature and a JWT are made anew per
+         *     attempt.
+         *
+         *     Answer with any `2xx` to acknowledge. `429`, `5xx`, timeouts and network errors are
+         *     retried with exponential backoff (or after `Retry-After`, when longer, at most one
+         *     hour); any other status (`3xx` included: redirects are not followed) fails the
+         *     delivery at once. Your answer's body is not read.
+         */
+        post: operations["receiveAutomationRun"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+}
 export interface components {
     schemas: {
         AccessToken: {
@@ -2950,7 +3031,28 @@ export interface components {
             /** Format: int32 */
             status: number;
             title: string;
-            /** @description URI reference identifying the problem type. */
+            /**
+             * @description Relative URI of the problem type, `/problems/<name>`, one per status
+             *     (`/problems/not-found`, `/problems/unprocessable-content`). Resolved against the
+             *     request's URL it answers a description of the type (`getProblemType`).
+             * @example /problems/unprocessable-content
+             */
+            type: string;
+        };
+        ProblemType: {
+            /** @description When the service answers this problem, and what its `detail` and `errors` carry. */
+            description: string;
+            /**
+             * Format: int32
+             * @description The HTTP status problem documents of this type are answered with.
+             */
+            status: number;
+            /** @description The `title` of problem documents of this type. */
+            title: string;
+            /**
+             * @description The URI that problem documents of this type carry, `/problems/<name>`.
+             * @example /problems/unprocessable-content
+             */
             type: string;
         };
         /**
@@ -6871,6 +6973,30 @@ export interface operations {
             };
         };
     };
+    getProblemType: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The last segment of the problem's `type` URI. */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The problem type. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ProblemType"];
+                };
+            };
+            404: components["responses"]["NotFound"];
+        };
+    };
     getProfilePicture: {
         parameters: {
             query?: {
@@ -6953,6 +7079,61 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             422: components["responses"]["UnprocessableEntity"];
+        };
+    };
+    receiveAutomationRun: {
+        parameters: {
+            query?: never;
+            header: {
+                "User-Agent": "Atrium-Webhooks/1";
+                /** @description Sent with `auth.type` `secret`. The event id, equal to the payload's `id` and the delivery's `event_id`. */
+                "webhook-id"?: string;
+                /**
+                 * @description Sent with `auth.type` `secret`. `v1,` followed by the base64 HMAC-SHA256 of
+                 *     `<webhook-id>.<webhook-timestamp>.<body>` (see the description above).
+                 */
+                "webhook-signature"?: string;
+                /** @description Sent with `auth.type` `secret`. When this attempt was signed, in seconds since the Unix epoch. */
+                "webhook-timestamp"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        /** @description Absent when the automation's method is `GET`. */
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["WebhookPayload"];
+            };
+        };
+        responses: {
+            /** @description Acknowledged; the delivery succeeds. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Retried with exponential backoff until the attempts run out. */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Retried after `Retry-After` or the backoff, whichever is longer. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Any other status fails the delivery without a retry. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
         };
     };
 }

@@ -108,6 +108,7 @@ export const operations = {
   runAutomation: { method: 'POST', path: '/api/administration/automations/{automation}/run', secured: true, permission: 'automations.administer', unlessSelf: null, extension: true },
   listAutomationDeliveries: { method: 'GET', path: '/api/administration/automations/{automation}/deliveries', secured: true, permission: 'automations.administer', unlessSelf: null, extension: true },
   getWebhookJwks: { method: 'GET', path: '/.well-known/jwks.json', secured: false, permission: null, unlessSelf: null, extension: true },
+  getProblemType: { method: 'GET', path: '/problems/{name}', secured: false, permission: null, unlessSelf: null, extension: true },
 } as const;
 
 export type OperationId = keyof typeof operations;

@@ -1,8 +1,7 @@
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyServerOptions } from 'fastify';
-import swagger from '@fastify/swagger';
-import swaggerUi from '@fastify/swagger-ui';
 import qs from 'qs';
 import { fastifyTrustProxy } from './config.ts';
+import { registerApiReference, SPECIFICATION_URL } from './platform/http/api-reference.ts';
 import { handlers } from './handlers.ts';
 import { answerClientError, answerRouterError, MAX_PATH_PARAMETER_LENGTH, registerErrorHandling } from './platform/http/error-handler.ts';
 import { registerJsonBodies } from './platform/http/json-body.ts';
@@ -104,9 +103,8 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   registerJsonBodies(app);
 
   const specification = loadSpecification();
-  await app.register(swagger, { mode: 'static', specification: { document: specification as never } });
-  await app.register(swaggerUi, { routePrefix: '/docs' });
-  app.get('/api/openapi.json', { schema: { hide: true } }, async () => specification);
+  app.get(SPECIFICATION_URL, async () => specification);
+  await registerApiReference(app);
 
   // Before the operations: its content-type parser and body hook must cover their routes.
   await registerMultipart(app);

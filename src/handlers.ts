@@ -11,6 +11,7 @@ import { loginTokenHandlers } from './resources/login-tokens/handlers.ts';
 import { menuItemHandlers } from './resources/menu-items/handlers.ts';
 import { departmentHandlers } from './resources/departments/handlers.ts';
 import { notificationHandlers } from './resources/notifications/handlers.ts';
+import { problemHandlers } from './resources/problems/handlers.ts';
 import { pushHandlers } from './resources/push/handlers.ts';
 import { notificationSettingHandlers } from './resources/notification-settings/handlers.ts';
 import { userHandlers } from './resources/users/handlers.ts';
@@ -30,4 +31,5 @@ export const handlers: Handlers = {
   ...attributeSetHandlers,
   ...notificationHandlers,
   ...pushHandlers,
+  ...problemHandlers,
 };

@@ -52,3 +52,40 @@ export function contractViolations(operationId: OperationId, status: number, con
   if (!validate) return [`no schema for ${status} ${mediaType}`];
   return validate(body) ? [] : [`${status} body does not match the spec: ${ajv.errorsText(validate.errors)}`];
 }
+
+interface WebhookParameter {
+  name: string;
+  in: string;
+  required?: boolean;
+  schema: unknown;
+}
+
+/**
+ * Contract violations of a request Atrium sent to a receiver, judged against the spec's
+ * `webhooks` entry: the method, every declared header (required ones present, each
+ * matching its schema) and the body against the declared request body.
+ */
+export function webhookViolations(name: string, request: { method: string; headers: Record<string, unknown>; body: string }): string[] {
+  const entry = (spec as unknown as { webhooks: Record<string, Record<string, { parameters?: WebhookParameter[]; requestBody?: unknown }>> }).webhooks[name];
+  if (!entry) return [`the spec declares no webhook ${name}`];
+  const declared = entry[request.method.toLowerCase()] ?? entry.post!;
+  const violations: string[] = [];
+  for (const parameter of declared.parameters ?? []) {
+    if (parameter.in !== 'header') continue;
+    const value = request.headers[parameter.name.toLowerCase()];
+    if (value === undefined) {
+      if (parameter.required) violations.push(`header ${parameter.name} is required`);
+      continue;
+    }
+    const validate = ajv.compile(parameter.schema as object);
+    if (!validate(value)) violations.push(`header ${parameter.name}: ${ajv.errorsText(validate.errors)}`);
+  }
+  if (request.body !== '') {
+    const pointer = `spec#/webhooks/${escape(name)}/${request.method.toLowerCase() in entry ? request.method.toLowerCase() : 'post'}/requestBody/content/application~1json/schema`;
+    const validate = ajv.getSchema(pointer);
+    if (!validate) return [...violations, `no request body schema at ${pointer}`];
+    if (String(request.headers['content-type']).split(';')[0] !== 'application/json') violations.push('the body is not sent as application/json');
+    else if (!validate(JSON.parse(request.body))) violations.push(`body: ${ajv.errorsText(validate.errors)}`);
+  }
+  return violations;
+}

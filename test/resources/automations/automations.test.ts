@@ -5,6 +5,7 @@ import { createLocalJWKSet, jwtVerify } from 'jose';
 import { deliverPendingWebhooks, requeueStuckDeliveries } from '../../../src/resources/automations/deliver-pending.job.ts';
 import { deliverWebhook } from '../../../src/resources/automations/deliver-webhook.job.ts';
 import { startTestApi } from '../../helpers/atrium.ts';
+import { webhookViolations } from '../../helpers/contract.ts';
 import { startReceiver } from '../../helpers/receiver.ts';
 import { eventually } from '../../helpers/eventually.ts';
 import { rowCount, sleep } from '../../helpers/fixtures.ts';
@@ -297,6 +298,7 @@ t.test('basic auth: POST by default, custom headers and {{…}} sent literally, 
   t.strictSame(payload.automation, { id: automation.id, name: 'basic hook' });
   t.strictSame(payload.context, { order: 42 });
   t.match(payload.timestamp, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d/);
+  t.strictSame(webhookViolations('automation.run', request!), [], "the request is the spec's automation.run webhook");
 });
 
 t.test('header auth sends the configured header; GET carries no body', async (t) => {
@@ -320,6 +322,7 @@ t.test('jwt auth: the bearer token verifies against the served JWKS', async (t) 
   t.equal(final.status, 'succeeded');
   const [request] = receiver.received('/jwt');
   t.equal(request!.method, 'PUT');
+  t.strictSame(webhookViolations('automation.run', request!), [], "the request is the spec's automation.run webhook");
   const [scheme, jwt] = String(request!.headers.authorization).split(' ');
   t.equal(scheme, 'Bearer');
   const jwks = await api.call(t, 'getWebhookJwks', {});
@@ -352,6 +355,8 @@ t.test('secret auth: the Standard Webhooks signature verifies independently', as
     t.equal(request!.headers['webhook-id'], delivery.event_id);
     t.ok(verifyStandardWebhook(secret, request!.headers, request!.body), `${path}: signature verifies`);
     t.notOk(verifyStandardWebhook(secret, request!.headers, request!.body + ' '), `${path}: a changed body does not`);
+    t.strictSame(webhookViolations('automation.run', request!), [], `${path}: the request is the spec's automation.run webhook`);
+    t.ok(['webhook-id', 'webhook-timestamp', 'webhook-signature'].every((header) => typeof request!.headers[header] === 'string'));
   }
 });
 

@@ -167,7 +167,7 @@ t.test('validateSource: every problem at once; a field the caller may not admini
   t.strictSame(
     (await validate(mine, { type: 'systemVariable', formFieldId: target.id, config: {}, sourceEntityType: null, sourceEntityId: sharedDate.id })) as object,
     {
-      type: 'https://atrium.dev/problems/unprocessable-content',
+      type: '/problems/unprocessable-content',
       title: 'Unprocessable Content',
       status: 422,
       detail: 'The request is invalid.',
