@@ -10,7 +10,18 @@ import globals from 'globals';
 import tseslint from 'typescript-eslint';
 
 export default defineConfig(
-  { ignores: ['generated/**', 'drizzle/**', 'node_modules/**', '.tap/**', 'tmp/**', '.data/**'] },
+  {
+    ignores: [
+      'generated/**',
+      'clients/typescript/src/schema.ts',
+      'test/clients/.generated/**',
+      'drizzle/**',
+      'node_modules/**',
+      '.tap/**',
+      'tmp/**',
+      '.data/**',
+    ],
+  },
   js.configs.recommended,
   importX.flatConfigs.recommended,
   importX.flatConfigs.typescript,
