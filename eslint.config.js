@@ -88,4 +88,9 @@ export default defineConfig(
     },
   },
   prettier,
+  {
+    // The scenario programs import clients that test/clients/sdk.test.ts generates first.
+    files: ['test/clients/scenarios/**'],
+    rules: { 'import-x/no-unresolved': ['error', { ignore: ['/\\.generated/'] }] },
+  },
 );

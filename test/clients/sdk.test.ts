@@ -28,7 +28,7 @@ async function step(what: string, file: string, args: string[], env: Record<stri
     return stdout;
   } catch (error) {
     const failure = error as { stdout?: string; stderr?: string; message: string };
-    throw new Error(`${what} failed:\n${failure.stdout ?? ''}\n${failure.stderr ?? failure.message}`);
+    throw new Error(`${what} failed:\n${failure.stdout ?? ''}\n${failure.stderr ?? failure.message}`, { cause: error });
   }
 }
 
