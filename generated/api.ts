@@ -1582,40 +1582,6 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/api/users/{user}/profile-picture": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path: {
-                user: components["schemas"]["Id"];
-            };
-            cookie?: never;
-        };
-        get?: never;
-        /**
-         * Upload or replace a profile picture
-         * @description Stores `profile_picture` (a file part: JPEG, PNG, WebP or GIF detected from the
-         *     bytes, at most 5 MiB; other content → 422, larger → 413) as the user's picture,
-         *     replacing any current one, and answers the user like `PUT /api/users/{user}`.
-         *     The same picture can be sent within `createUser` and `updateUser`
-         *     (`multipart/form-data`); this operation has a multipart body only, so that client
-         *     generators, which choose the JSON body of an operation offering both, produce a
-         *     file upload for it. `PUT /api/users/{user}` with `profile_picture: null` removes
-         *     the picture.
-         *
-         *     Access as for updating the user: every user for their own record (not while the
-         *     session must change its password), `users.administer` for another user, and no
-         *     user whose role lists a permission the caller lacks (403). Soft-deleted users are
-         *     not found (404).
-         */
-        put: operations["uploadProfilePicture"];
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
     "/api/users/blackout/{user}": {
         parameters: {
             query?: never;
@@ -1806,6 +1772,40 @@ export interface paths {
          *     them (403).
          */
         post: operations["markUserForLogout"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/users/profile-picture/{user}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                user: components["schemas"]["Id"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Upload or replace a profile picture
+         * @description Stores `profile_picture` (a file part: JPEG, PNG, WebP or GIF detected from the
+         *     bytes, at most 5 MiB; other content → 422, larger → 413) as the user's picture,
+         *     replacing any current one, and answers the user like `PUT /api/users/{user}`.
+         *     The same picture can be sent within `createUser` and `updateUser`
+         *     (`multipart/form-data`); this operation has a multipart body only, so that client
+         *     generators, which choose the JSON body of an operation offering both, produce a
+         *     file upload for it. `PUT /api/users/{user}` with `profile_picture: null` removes
+         *     the picture.
+         *
+         *     Access as for updating the user: every user for their own record (not while the
+         *     session must change its password), `users.administer` for another user, and no
+         *     user whose role lists a permission the caller lacks (403). Soft-deleted users are
+         *     not found (404).
+         */
+        put: operations["uploadProfilePicture"];
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -6047,39 +6047,6 @@ export interface operations {
             422: components["responses"]["UnprocessableEntity"];
         };
     };
-    uploadProfilePicture: {
-        parameters: {
-            query?: never;
-            header?: never;
-            path: {
-                user: components["schemas"]["Id"];
-            };
-            cookie?: never;
-        };
-        requestBody: {
-            content: {
-                "multipart/form-data": components["schemas"]["ProfilePictureUpload"];
-            };
-        };
-        responses: {
-            /** @description The user with the new picture. */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["User"];
-                };
-            };
-            400: components["responses"]["BadRequest"];
-            401: components["responses"]["Unauthorized"];
-            403: components["responses"]["Forbidden"];
-            404: components["responses"]["NotFound"];
-            413: components["responses"]["ContentTooLarge"];
-            415: components["responses"]["UnsupportedMediaType"];
-            422: components["responses"]["UnprocessableEntity"];
-        };
-    };
     blackoutUser: {
         parameters: {
             query?: never;
@@ -6236,6 +6203,39 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            422: components["responses"]["UnprocessableEntity"];
+        };
+    };
+    uploadProfilePicture: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                user: components["schemas"]["Id"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "multipart/form-data": components["schemas"]["ProfilePictureUpload"];
+            };
+        };
+        responses: {
+            /** @description The user with the new picture. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["User"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["ContentTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["UnprocessableEntity"];
         };
     };
