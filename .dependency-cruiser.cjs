@@ -51,6 +51,6 @@ module.exports = {
     tsPreCompilationDeps: true, // type-only imports are edges
     tsConfig: { fileName: 'tsconfig.json' },
     doNotFollow: { path: 'node_modules' },
-    exclude: { path: ['^(generated|drizzle)/', '(^|/)node_modules/'] }, // (^|/): a worktree may link node_modules from elsewhere
+    exclude: { path: ['^(generated|drizzle)/', '^test/clients/\\.generated/', '(^|/)node_modules/'] }, // (^|/): a worktree may link node_modules from elsewhere
   },
 };

@@ -10,5 +10,6 @@ if (existsSync(source)) {
   register();
   await import(source.href);
 } else {
+  // eslint-disable-next-line import-x/no-unresolved -- dist/ exists once `npm run build` has run.
   await import('../dist/src/cli/main.js');
 }

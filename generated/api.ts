@@ -1993,6 +1993,40 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/users/profile-picture/{user}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                user: components["schemas"]["Id"];
+            };
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Upload or replace a profile picture
+         * @description Stores `profile_picture` (a file part: JPEG, PNG, WebP or GIF detected from the
+         *     bytes, at most 5 MiB; other content → 422, larger → 413) as the user's picture,
+         *     replacing any current one, and answers the user like `PUT /api/users/{user}`.
+         *     The same picture can be sent within `createUser` and `updateUser`
+         *     (`multipart/form-data`); this operation has a multipart body only, so that client
+         *     generators, which choose the JSON body of an operation offering both, produce a
+         *     file upload for it. `PUT /api/users/{user}` with `profile_picture: null` removes
+         *     the picture.
+         *
+         *     Access as for updating the user: every user for their own record (not while the
+         *     session must change its password), `users.administer` for another user, and no
+         *     user whose role lists a permission the caller lacks (403). Soft-deleted users are
+         *     not found (404).
+         */
+        put: operations["uploadProfilePicture"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/users/restore/{user}": {
         parameters: {
             query?: never;
@@ -2532,7 +2566,7 @@ export interface components {
             /** @description Replaces the tags; kept when omitted on update. */
             tags?: string[];
         } & {
-            [key: string]: string | number | boolean | null;
+            [key: string]: unknown;
         };
         Dispatched: {
             data: null;
@@ -3060,6 +3094,14 @@ export interface components {
          * @enum {string}
          */
         ProfileKey: "profile_picture" | "street" | "zipcode" | "city" | "email" | "phone" | "birthdate" | "gender";
+        /** @description The `multipart/form-data` body of `uploadProfilePicture`. */
+        ProfilePictureUpload: {
+            /**
+             * Format: binary
+             * @description The picture as a file part (JPEG, PNG, WebP or GIF, detected from the bytes; at most 5 MiB).
+             */
+            profile_picture: string;
+        };
         /** @description One of the caller's push subscriptions. The keys are never answered. */
         PushSubscription: {
             /** Format: date-time */
@@ -3538,10 +3580,64 @@ export interface components {
             phone?: string | null;
             prevent_logout?: boolean;
             /**
-             * Format: binary
-             * @description An image file part (multipart only); JSON may only send null (no picture / remove it).
+             * @description In JSON only null (or an empty string): no picture, or remove the current one.
+             *     A picture is uploaded with the `multipart/form-data` body (`UserCreateForm`,
+             *     `UserUpdateForm`), whose `profile_picture` is a binary file part.
              */
             profile_picture?: string | null;
+            request_password_change?: boolean;
+            /** Format: int64 */
+            role_id: number;
+            staff_number?: string | null;
+            street?: string | null;
+            /** @description Unique per tenant; no leading or trailing whitespace. `deleted-user-<number>` is reserved for blacked-out accounts (422). */
+            username: string;
+            wants_email_notifications?: boolean;
+            zipcode?: string | null;
+        };
+        /**
+         * @description The `multipart/form-data` body of `POST /api/users`: the keys of `UserCreate`, sent as
+         *     text parts (converted to the declared types; an array key is repeated, one part per
+         *     item), and `profile_picture` as a file part. Every rule of `UserCreate` applies.
+         */
+        UserCreateForm: {
+            active?: boolean;
+            /** Format: date */
+            birthdate?: string | null;
+            city?: string | null;
+            /**
+             * @description Where the client navigates after sign-in: null (none), a same-origin path
+             *     starting with a single `/` (e.g. `/tasks?tab=open`), or an absolute `https://` or
+             *     `http://` URL with its host right after `//` (no user name or password). Anything
+             *     else is refused with 422 — other schemes
+             *     (`javascript:`, `data:`, `vbscript:`, `mailto:`…), paths starting with `//` or
+             *     `/\` (another host), relative paths and the empty string, and any whitespace,
+             *     backslash or control character (browsers strip or reinterpret them).
+             */
+            default_route?: string | null;
+            department_ids?: number[];
+            /** Format: email */
+            email?: string | null;
+            /** Format: date */
+            entering_date?: string | null;
+            first_name?: string | null;
+            /** @enum {string|null} */
+            gender?: "female" | "male" | "diverse" | null;
+            group_account?: boolean;
+            lang_id?: string | null;
+            last_name?: string | null;
+            /** Format: date */
+            leaving_date?: string | null;
+            /** @description At least `PASSWORD_MIN_LENGTH` (default 10) characters. Never returned. */
+            password: string;
+            phone?: string | null;
+            prevent_logout?: boolean;
+            /**
+             * Format: binary
+             * @description The picture as a file part (JPEG, PNG, WebP or GIF, detected from the bytes; at
+             *     most 5 MiB). A text part with an empty value removes the current picture.
+             */
+            profile_picture?: string;
             request_password_change?: boolean;
             /** Format: int64 */
             role_id: number;
@@ -3676,10 +3772,70 @@ export interface components {
             phone?: string | null;
             prevent_logout?: boolean;
             /**
-             * Format: binary
-             * @description An image file part (multipart only); JSON may only send null (no picture / remove it).
+             * @description In JSON only null (or an empty string): no picture, or remove the current one.
+             *     A picture is uploaded with the `multipart/form-data` body (`UserCreateForm`,
+             *     `UserUpdateForm`), whose `profile_picture` is a binary file part.
              */
             profile_picture?: string | null;
+            request_password_change?: boolean;
+            /** Format: int64 */
+            role_id?: number;
+            staff_number?: string | null;
+            street?: string | null;
+            /** @description Unique per tenant; no leading or trailing whitespace. `deleted-user-<number>` is reserved for blacked-out accounts (422). */
+            username?: string;
+            wants_email_notifications?: boolean;
+            zipcode?: string | null;
+        };
+        /**
+         * @description The `multipart/form-data` body of `PUT /api/users/{user}`: the keys of `UserUpdate` as
+         *     text parts (an array key is repeated, one part per item) and `profile_picture` as a
+         *     file part. Every rule of `UserUpdate` applies.
+         */
+        UserUpdateForm: {
+            active?: boolean;
+            /** Format: date */
+            birthdate?: string | null;
+            city?: string | null;
+            /**
+             * @description Where the client navigates after sign-in: null (none), a same-origin path
+             *     starting with a single `/` (e.g. `/tasks?tab=open`), or an absolute `https://` or
+             *     `http://` URL with its host right after `//` (no user name or password). Anything
+             *     else is refused with 422 — other schemes
+             *     (`javascript:`, `data:`, `vbscript:`, `mailto:`…), paths starting with `//` or
+             *     `/\` (another host), relative paths and the empty string, and any whitespace,
+             *     backslash or control character (browsers strip or reinterpret them).
+             */
+            default_route?: string | null;
+            department_ids?: number[];
+            /** Format: email */
+            email?: string | null;
+            /** Format: date */
+            entering_date?: string | null;
+            first_name?: string | null;
+            /** @enum {string|null} */
+            gender?: "female" | "male" | "diverse" | null;
+            group_account?: boolean;
+            lang_id?: string | null;
+            last_name?: string | null;
+            /** Format: date */
+            leaving_date?: string | null;
+            /**
+             * @description The current password; required to change one's own password without
+             *     `users.administer`. Each check counts towards the account's sign-in failure
+             *     limits (see `PUT /api/users/{user}`).
+             */
+            old_password?: string;
+            /** @description At least `PASSWORD_MIN_LENGTH` (default 10) characters. Never returned. */
+            password?: string;
+            phone?: string | null;
+            prevent_logout?: boolean;
+            /**
+             * Format: binary
+             * @description The picture as a file part (JPEG, PNG, WebP or GIF, detected from the bytes; at
+             *     most 5 MiB). A text part with an empty value removes the current picture.
+             */
+            profile_picture?: string;
             request_password_change?: boolean;
             /** Format: int64 */
             role_id?: number;
@@ -6615,7 +6771,7 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": components["schemas"]["UserCreate"];
-                "multipart/form-data": components["schemas"]["UserCreate"];
+                "multipart/form-data": components["schemas"]["UserCreateForm"];
             };
         };
         responses: {
@@ -6682,7 +6838,7 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": components["schemas"]["UserUpdate"];
-                "multipart/form-data": components["schemas"]["UserUpdate"];
+                "multipart/form-data": components["schemas"]["UserUpdateForm"];
             };
         };
         responses: {
@@ -6886,6 +7042,39 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            422: components["responses"]["UnprocessableEntity"];
+        };
+    };
+    uploadProfilePicture: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                user: components["schemas"]["Id"];
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "multipart/form-data": components["schemas"]["ProfilePictureUpload"];
+            };
+        };
+        responses: {
+            /** @description The user with the new picture. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["User"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["ContentTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["UnprocessableEntity"];
         };
     };

@@ -63,6 +63,7 @@ export const operations = {
   markUserForLogout: { method: 'POST', path: '/api/users/logout/{user}', secured: true, permission: 'users.administer', unlessSelf: 'user', extension: false },
   restoreUser: { method: 'POST', path: '/api/users/restore/{user}', secured: true, permission: 'users.administer', unlessSelf: null, extension: false },
   blackoutUser: { method: 'DELETE', path: '/api/users/blackout/{user}', secured: true, permission: 'users.administer', unlessSelf: null, extension: false },
+  uploadProfilePicture: { method: 'PUT', path: '/api/users/profile-picture/{user}', secured: true, permission: 'users.administer', unlessSelf: 'user', extension: true },
   getProfilePicture: { method: 'GET', path: '/users/{user}/profile-picture', secured: false, permission: null, unlessSelf: null, extension: false },
   getProfilePictureNamed: { method: 'GET', path: '/users/{user}/profile-picture/{fileName}', secured: false, permission: null, unlessSelf: null, extension: false },
   listNotificationSettings: { method: 'GET', path: '/api/notification-settings', secured: true, permission: null, unlessSelf: null, extension: false },

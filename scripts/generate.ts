@@ -3,6 +3,7 @@
  *   generated/openapi.json   the bundled document (served at /api/openapi.json)
  *   generated/api.ts         TypeScript types (openapi-typescript)
  *   generated/operations.ts  every operation: method, path, security, permission rule
+ *   clients/typescript/src/schema.ts  the typed client's types (file parts as `Blob`)
  * `npm run generate`; CI fails when the committed files differ from a fresh run.
  */
 import { execFileSync } from 'node:child_process';
@@ -10,6 +11,7 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import openapiTS, { astToString } from 'openapi-typescript';
+import ts from 'typescript';
 import { PERMISSIONS, type Permission } from '../src/platform/auth/permissions.ts';
 import type { PermissionRule } from '../src/platform/http/operations.ts';
 
@@ -73,6 +75,16 @@ async function generate(): Promise<void> {
 
   const types = astToString(await openapiTS(spec as never, { alphabetize: true }));
   writeFileSync(path.join(out, 'api.ts'), banner + types);
+
+  // The server sees a file part as its name (a string); a client sends a Blob or File.
+  const blob = ts.factory.createTypeReferenceNode('Blob');
+  const clientTypes = astToString(
+    await openapiTS(spec as never, {
+      alphabetize: true,
+      transform: (schema) => (schema.format === 'binary' ? blob : undefined),
+    }),
+  );
+  writeFileSync(path.join(root, 'clients/typescript/src/schema.ts'), banner + clientTypes);
 
   const methods = ['get', 'put', 'post', 'delete', 'patch'];
   const entries: string[] = [];

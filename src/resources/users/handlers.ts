@@ -228,6 +228,20 @@ export const userHandlers = {
     return { status: 200, body };
   },
 
+  // Another user needs users.administer: the operation's x-permission (unless-self form).
+  async uploadProfilePicture(ctx) {
+    const { auth, params, services } = ctx;
+    const upload = uploadOf(ctx.request, 'profile_picture');
+    if (!upload) throw invalid({ profile_picture: ['must be an image file part'] });
+    const picture = await acceptPicture(upload.content, upload.fileName);
+    const body = await services.db.tenant(auth.tenantId, async (tx) => {
+      const current = await requireAdministrableUser(tx, auth, params.user);
+      await replacePicture(tx, auth.tenantId, current.id, picture);
+      return presentUser(tx, auth, current.id);
+    });
+    return { status: 200, body };
+  },
+
   async deleteUser({ auth, params, services: { db } }) {
     assertNotSelf(auth, params.user, 'delete');
     await db.tenant(auth.tenantId, async (tx) => {

@@ -153,6 +153,9 @@ t.test('attribute sets define which extra keys a department takes, validated by 
     [{ founded: '2021-02-29' }, 'founded'],
     [{ founded: '29.02.2020' }, 'founded'],
     [{ cost_center: 7 }, 'cost_center'],
+    [{ cost_center: ['ENG-1'] }, 'cost_center'],
+    [{ cost_center: { code: 'ENG-1' } }, 'cost_center'],
+    [{ cost_center: 'x'.repeat(10001) }, 'cost_center'],
     [{ unknown_key: 1 }, 'unknown_key'],
   ];
   for (const [extra, key] of bad) {

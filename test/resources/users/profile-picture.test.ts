@@ -155,3 +155,56 @@ t.test('a user updates their own picture; blackout deletes it', async (t) => {
   t.equal((await api.call(t, 'blackoutUser', { token: admin, params: { user: self.id } })).status, 204);
   t.equal((await api.db.owner.select().from(userProfilePictures).where(eq(userProfilePictures.userId, self.id))).length, 0);
 });
+
+t.test('uploadProfilePicture: bad uploads change nothing', async (t) => {
+  const target = await api.createUser(tenant.tenantId, { username: 'upload-bad' });
+  const pictures = await pictureCount();
+  const upload = (fields: Parameters<typeof multipart>[0]) => multipart(fields);
+  const noFile = await api.call(t, 'uploadProfilePicture', { token: admin, params: { user: target.id }, ...(await upload({ profile_picture: '' })) });
+  t.equal(noFile.status, 422, 'a text part is no picture');
+  t.ok(noFile.body.errors.profile_picture);
+  const missing = await api.call(t, 'uploadProfilePicture', { token: admin, params: { user: target.id }, ...(await upload({})) });
+  t.equal(missing.status, 422, 'the file part is required');
+  const extra = await upload({ city: 'Köln', profile_picture: { content: PNG_1X1, fileName: 'x.png' } });
+  t.equal((await api.call(t, 'uploadProfilePicture', { token: admin, params: { user: target.id }, ...extra })).status, 422, 'only the picture');
+  const notImage = await upload({ profile_picture: { content: Buffer.from('plain text'), fileName: 'x.png' } });
+  t.equal((await api.call(t, 'uploadProfilePicture', { token: admin, params: { user: target.id }, ...notImage })).status, 422);
+  const big = await upload({ profile_picture: { content: Buffer.concat([PNG_1X1, Buffer.alloc(5 * 1024 * 1024)]), fileName: 'big.png' } });
+  t.equal((await api.call(t, 'uploadProfilePicture', { token: admin, params: { user: target.id }, ...big })).status, 413);
+  const json = await api.call(t, 'uploadProfilePicture', { token: admin, params: { user: target.id }, body: { profile_picture: null } });
+  t.equal(json.status, 415, 'multipart only');
+  t.equal(await pictureCount(), pictures, 'nothing stored');
+});
+
+t.test('uploadProfilePicture: own picture, another user with users.administer, refusals', async (t) => {
+  const self = await api.createUser(tenant.tenantId, { username: 'upload-self' });
+  const form = async () => multipart({ profile_picture: { content: PNG_1X1, fileName: 'me.png' } });
+  const own = await api.call(t, 'uploadProfilePicture', { token: self.token, params: { user: self.id }, ...(await form()) });
+  t.equal(own.status, 200);
+  t.match(own.body.profile_picture_url, /me\.png/);
+  const { user, query } = parseUrl(own.body.profile_picture_url);
+  t.ok((await api.call(t, 'getProfilePicture', { params: { user }, query })).raw.equals(PNG_1X1), 'the stored bytes');
+
+  const replaced = await api.call(t, 'uploadProfilePicture', {
+    token: admin,
+    params: { user: self.id },
+    ...(await multipart({ profile_picture: { content: GIF_1X1, fileName: 'by-admin.gif' } })),
+  });
+  t.equal(replaced.status, 200, 'users.administer uploads for another user');
+  t.match(replaced.body.profile_picture_url, /by-admin\.gif/);
+
+  const delegated = await api.createUser(tenant.tenantId, { username: 'upload-delegated', permissions: ['users.administer'] });
+  const refused = await api.call(t, 'uploadProfilePicture', { token: delegated.token, params: { user: tenant.adminUserId }, ...(await form()) });
+  t.equal(refused.status, 403, 'not for a user whose role holds more than the caller');
+  t.equal(
+    (await api.call(t, 'uploadProfilePicture', { token: nobody.token, params: { user: self.id }, ...(await form()) })).status,
+    403,
+    'an employee, for another user',
+  );
+  t.equal((await api.call(t, 'uploadProfilePicture', { token: outsider.token, params: { user: self.id }, ...(await form()) })).status, 403, 'another tenant');
+  const otherTenantAdmin = await api.call(t, 'uploadProfilePicture', { token: other.adminToken, params: { user: self.id }, ...(await form()) });
+  t.equal(otherTenantAdmin.status, 404, "another tenant's user is a missing one");
+  t.equal((await api.call(t, 'uploadProfilePicture', { params: { user: self.id }, ...(await form()) })).status, 401);
+  const [stored] = await api.db.owner.select().from(userProfilePictures).where(eq(userProfilePictures.userId, self.id));
+  t.equal(stored!.mediaType, 'image/gif', 'the refused uploads changed nothing');
+});

@@ -1,0 +1,53 @@
+// The scenario with the repository's typed client (openapi-typescript + openapi-fetch).
+import { createAtriumClient, formData } from '../../../clients/typescript/src/index.ts';
+import { ADMIN_PASSWORD, BASE_URL, check, eventually, PNG_1X1, RUN, TENANT } from './environment.ts';
+
+const anonymous = createAtriumClient(BASE_URL);
+const signIn = await anonymous.POST('/api/auth/login', { body: { tenant: TENANT, username: 'admin', password: ADMIN_PASSWORD } });
+check(signIn.data, `sign in: ${signIn.response.status}`);
+const admin = createAtriumClient(BASE_URL, { token: signIn.data.access_token });
+
+const settings = await admin.GET('/api/notification-settings');
+check(settings.data, 'list notification settings');
+const department = await admin.POST('/api/departments', {
+  body: { name: `Clients ${RUN}`, tags: ['sdk'], notification_setting_ids: settings.data.flatMap((setting) => (setting.id === undefined ? [] : [setting.id])) },
+});
+check(department.response.status === 201 && department.data, `create department: ${department.response.status}`);
+const departmentId = department.data.id!;
+
+const roles = await admin.GET('/api/roles');
+const employee = roles.data?.find((role) => role.name === 'Employee');
+check(employee, 'the Employee role');
+
+const password = 'client scenario password';
+const user = await admin.POST('/api/users', {
+  body: {
+    username: `client-${RUN}`,
+    password,
+    first_name: 'Client',
+    last_name: RUN,
+    role_id: employee.id!,
+    department_ids: [departmentId],
+    profile_picture: new File([PNG_1X1], 'me.png', { type: 'image/png' }),
+  },
+  bodySerializer: formData,
+});
+check(user.response.status === 201 && user.data, `create user with picture: ${user.response.status} ${JSON.stringify(user.error)}`);
+check(user.data.profile_picture_url, 'the user has a picture');
+
+const sent = await admin.POST('/api/notifications', { body: { title: `Hello ${RUN}`, body: 'From a typed client', url: '/', department_ids: [departmentId] } });
+check(sent.response.status === 202, `notify: ${sent.response.status}`);
+
+const recipientSignIn = await anonymous.POST('/api/auth/login', { body: { tenant: TENANT, username: `client-${RUN}`, password } });
+check(recipientSignIn.data, 'recipient signs in');
+const recipient = createAtriumClient(BASE_URL, { token: recipientSignIn.data.access_token });
+const notification = await eventually('the notification arrives', async () => {
+  const list = await recipient.GET('/api/notifications', { params: { query: { filter: { unread: true } } } });
+  return list.data?.find((item) => item.data?.title === `Hello ${RUN}`);
+});
+const read = await recipient.PUT('/api/notifications/{notification}', {
+  params: { path: { notification: notification.id! } },
+  body: { read_at: new Date().toISOString().replace('T', ' ').slice(0, 19) },
+});
+check(read.data?.data.read_at, `mark as read: ${read.response.status}`);
+console.log(`openapi-fetch scenario passed (user ${user.data.id}, notification ${notification.id})`);
