@@ -4,6 +4,7 @@ import swaggerUi from '@fastify/swagger-ui';
 import qs from 'qs';
 import { fastifyTrustProxy } from './config.ts';
 import { handlers } from './handlers.ts';
+import { registerCors } from './platform/http/cors.ts';
 import { answerClientError, answerRouterError, MAX_PATH_PARAMETER_LENGTH, registerErrorHandling } from './platform/http/error-handler.ts';
 import { registerJsonBodies } from './platform/http/json-body.ts';
 import { registerMultipart } from './platform/http/multipart.ts';
@@ -102,6 +103,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   app.setValidatorCompiler(validatorCompiler);
   registerErrorHandling(app);
   registerJsonBodies(app);
+  await registerCors(app, services.config.corsOrigins);
 
   const specification = loadSpecification();
   await app.register(swagger, { mode: 'static', specification: { document: specification as never } });

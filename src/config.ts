@@ -49,6 +49,8 @@ export interface Config {
   pushRetryDelayMs: number;
   /** Live notification streams: interval of the keep-alive comment. */
   streamHeartbeatMs: number;
+  /** Origins (`https://app.example.com`) whose browser pages may call the API (CORS); `*` any; empty: none. */
+  corsOrigins: string[];
 }
 
 function list(env: NodeJS.ProcessEnv, name: string): string[] {
@@ -115,6 +117,29 @@ function vapidKeys(env: NodeJS.ProcessEnv): Pick<Config, 'vapidPublicKey' | 'vap
   return { vapidPublicKey, vapidPrivateKey };
 }
 
+/** `CORS_ORIGINS`: exact origins (scheme, host, optional port; no path), or `*` alone. */
+function corsOrigins(env: NodeJS.ProcessEnv): string[] {
+  const origins = list(env, 'CORS_ORIGINS');
+  if (origins.includes('*')) {
+    if (origins.length > 1) throw new Error('CORS_ORIGINS is either "*" or a list of origins, not both');
+    return origins;
+  }
+  for (const origin of origins) {
+    let parsed: URL | undefined;
+    try {
+      parsed = new URL(origin);
+    } catch {
+      parsed = undefined;
+    }
+    if (!parsed || !/^https?:$/.test(parsed.protocol) || parsed.origin !== origin) {
+      throw new Error(
+        `CORS_ORIGINS must list origins such as https://app.example.com (scheme, host, optional port, no path or trailing slash); "${origin}" is not one`,
+      );
+    }
+  }
+  return origins;
+}
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const role = env.ATRIUM_ROLE ?? 'all';
   if (role !== 'all' && role !== 'api' && role !== 'worker') {
@@ -148,5 +173,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     pushMaxAttempts: integer(env, 'PUSH_MAX_ATTEMPTS', 5, 1),
     pushRetryDelayMs: integer(env, 'PUSH_RETRY_DELAY_MS', 30_000, 0),
     streamHeartbeatMs: integer(env, 'STREAM_HEARTBEAT_MS', 15_000, 100),
+    corsOrigins: corsOrigins(env),
   };
 }
