@@ -5,6 +5,7 @@ import qs from 'qs';
 import { fastifyTrustProxy } from './config.ts';
 import { handlers } from './handlers.ts';
 import { registerCors } from './platform/http/cors.ts';
+import { DOCS_CONTENT_SECURITY_POLICY, registerSecurityHeaders } from './platform/http/security-headers.ts';
 import { answerClientError, answerRouterError, MAX_PATH_PARAMETER_LENGTH, registerErrorHandling } from './platform/http/error-handler.ts';
 import { registerJsonBodies } from './platform/http/json-body.ts';
 import { registerMultipart } from './platform/http/multipart.ts';
@@ -104,10 +105,11 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   registerErrorHandling(app);
   registerJsonBodies(app);
   await registerCors(app, services.config.corsOrigins);
+  await registerSecurityHeaders(app);
 
   const specification = loadSpecification();
   await app.register(swagger, { mode: 'static', specification: { document: specification as never } });
-  await app.register(swaggerUi, { routePrefix: '/docs' });
+  await app.register(swaggerUi, { routePrefix: '/docs', staticCSP: DOCS_CONTENT_SECURITY_POLICY });
   app.get('/api/openapi.json', { schema: { hide: true } }, async () => specification);
 
   // Before the operations: its content-type parser and body hook must cover their routes.
