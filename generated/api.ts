@@ -2644,6 +2644,12 @@ export interface components {
             errors?: {
                 [key: string]: string[];
             };
+            /**
+             * @description The request's id, as in the `X-Request-Id` answer header and in the server's log
+             *     lines: the client's own `X-Request-Id` when it sent a well-formed one, otherwise
+             *     one the server made. Quote it when reporting a problem.
+             */
+            request_id?: string;
             /** Format: int32 */
             status: number;
             title: string;

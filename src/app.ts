@@ -5,6 +5,7 @@ import qs from 'qs';
 import { fastifyTrustProxy } from './config.ts';
 import { handlers } from './handlers.ts';
 import { registerCors } from './platform/http/cors.ts';
+import { registerRequestId, requestId } from './platform/http/request-id.ts';
 import { DOCS_CONTENT_SECURITY_POLICY, registerSecurityHeaders } from './platform/http/security-headers.ts';
 import { answerClientError, answerRouterError, MAX_PATH_PARAMETER_LENGTH, registerErrorHandling } from './platform/http/error-handler.ts';
 import { registerJsonBodies } from './platform/http/json-body.ts';
@@ -90,6 +91,10 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     bodyLimit: services.config.bodyLimitBytes,
     trustProxy: fastifyTrustProxy(services.config.trustProxy),
     forceCloseConnections: 'idle',
+    // `X-Request-Id` when well-formed, otherwise a new one; logged as `request_id`.
+    requestIdHeader: false,
+    genReqId: requestId,
+    requestIdLogLabel: 'request_id',
     routerOptions: {
       // `filter[text]=…` → { filter: { text: … } }; no `comma` option: `selects` stays one string.
       // `plainObjects`: keys named like Object members (`filter[constructor]`) are kept as
@@ -102,6 +107,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     clientErrorHandler: answerClientError,
   });
   app.setValidatorCompiler(validatorCompiler);
+  registerRequestId(app);
   registerErrorHandling(app);
   registerJsonBodies(app);
   await registerCors(app, services.config.corsOrigins);
