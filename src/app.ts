@@ -5,6 +5,7 @@ import qs from 'qs';
 import { fastifyTrustProxy } from './config.ts';
 import { handlers } from './handlers.ts';
 import { registerCors } from './platform/http/cors.ts';
+import { registerRateLimit } from './platform/http/rate-limit.ts';
 import { registerRequestId, requestId } from './platform/http/request-id.ts';
 import { DOCS_CONTENT_SECURITY_POLICY, registerSecurityHeaders } from './platform/http/security-headers.ts';
 import { answerClientError, answerRouterError, MAX_PATH_PARAMETER_LENGTH, registerErrorHandling } from './platform/http/error-handler.ts';
@@ -112,6 +113,11 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   registerJsonBodies(app);
   await registerCors(app, services.config.corsOrigins);
   await registerSecurityHeaders(app);
+  await registerRateLimit(app, {
+    perToken: services.config.rateLimitPerToken,
+    perAddress: services.config.rateLimitPerAddress,
+    windowSeconds: services.config.rateLimitWindowSeconds,
+  });
 
   const specification = loadSpecification();
   await app.register(swagger, { mode: 'static', specification: { document: specification as never } });

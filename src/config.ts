@@ -51,6 +51,10 @@ export interface Config {
   streamHeartbeatMs: number;
   /** Origins (`https://app.example.com`) whose browser pages may call the API (CORS); `*` any; empty: none. */
   corsOrigins: string[];
+  /** General rate limit: requests per window per access token and per client address (0: no limit of that kind), and the window. */
+  rateLimitPerToken: number;
+  rateLimitPerAddress: number;
+  rateLimitWindowSeconds: number;
 }
 
 function list(env: NodeJS.ProcessEnv, name: string): string[] {
@@ -174,5 +178,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     pushRetryDelayMs: integer(env, 'PUSH_RETRY_DELAY_MS', 30_000, 0),
     streamHeartbeatMs: integer(env, 'STREAM_HEARTBEAT_MS', 15_000, 100),
     corsOrigins: corsOrigins(env),
+    rateLimitPerToken: integer(env, 'RATE_LIMIT_PER_TOKEN', 600, 0),
+    rateLimitPerAddress: integer(env, 'RATE_LIMIT_PER_ADDRESS', 1200, 0),
+    rateLimitWindowSeconds: integer(env, 'RATE_LIMIT_WINDOW', 60, 1),
   };
 }
