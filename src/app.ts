@@ -13,6 +13,7 @@ import { registerJsonBodies } from './platform/http/json-body.ts';
 import { registerMultipart } from './platform/http/multipart.ts';
 import { loadSpecification, registerOperations } from './platform/http/operations.ts';
 import { validatorCompiler } from './platform/http/validation.ts';
+import { registerMetrics } from './platform/metrics/metrics.ts';
 import type { Services } from './platform/services.ts';
 
 /**
@@ -81,6 +82,24 @@ export function loggerOptions(level: string): FastifyServerOptions['logger'] {
   };
 }
 
+/** Paths polled by machines (probes, the metrics scrape): their requests are logged at debug. */
+const QUIET_PATHS = /^\/(health\/|metrics(\?|$))/;
+
+/** Fastify's request log lines ("incoming request", "request completed"), at info, or debug for QUIET_PATHS. */
+function registerRequestLogging(app: FastifyInstance): void {
+  app.addHook('onRequest', (request, _reply, done) => {
+    request.log[QUIET_PATHS.test(request.url) ? 'debug' : 'info']({ req: request }, 'incoming request');
+    done();
+  });
+  app.addHook('onResponse', (request, reply, done) => {
+    request.log[QUIET_PATHS.test(request.url) ? 'debug' : 'info'](
+      { res: { statusCode: reply.statusCode }, responseTime: reply.elapsedTime },
+      'request completed',
+    );
+    done();
+  });
+}
+
 export interface AppOptions {
   logger?: FastifyBaseLogger;
 }
@@ -96,6 +115,8 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     requestIdHeader: false,
     genReqId: requestId,
     requestIdLogLabel: 'request_id',
+    // Logged by registerRequestLogging instead: probes at debug.
+    disableRequestLogging: true,
     routerOptions: {
       // `filter[text]=…` → { filter: { text: … } }; no `comma` option: `selects` stays one string.
       // `plainObjects`: keys named like Object members (`filter[constructor]`) are kept as
@@ -109,6 +130,8 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   });
   app.setValidatorCompiler(validatorCompiler);
   registerRequestId(app);
+  registerRequestLogging(app);
+  registerMetrics(app, services.metrics, services.config.metricsToken);
   registerErrorHandling(app);
   registerJsonBodies(app);
   await registerCors(app, services.config.corsOrigins);

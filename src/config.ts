@@ -55,6 +55,8 @@ export interface Config {
   rateLimitPerToken: number;
   rateLimitPerAddress: number;
   rateLimitWindowSeconds: number;
+  /** Bearer token that `GET /metrics` requires; unset: no metrics route. */
+  metricsToken: string | undefined;
 }
 
 function list(env: NodeJS.ProcessEnv, name: string): string[] {
@@ -144,6 +146,13 @@ function corsOrigins(env: NodeJS.ProcessEnv): string[] {
   return origins;
 }
 
+/** `METRICS_TOKEN`: at least 16 characters, as it guards the metrics route alone. */
+function metricsToken(env: NodeJS.ProcessEnv): string | undefined {
+  const token = env.METRICS_TOKEN || undefined;
+  if (token !== undefined && !/^\S{16,}$/.test(token)) throw new Error('METRICS_TOKEN must be at least 16 characters without spaces');
+  return token;
+}
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const role = env.ATRIUM_ROLE ?? 'all';
   if (role !== 'all' && role !== 'api' && role !== 'worker') {
@@ -181,5 +190,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     rateLimitPerToken: integer(env, 'RATE_LIMIT_PER_TOKEN', 600, 0),
     rateLimitPerAddress: integer(env, 'RATE_LIMIT_PER_ADDRESS', 1200, 0),
     rateLimitWindowSeconds: integer(env, 'RATE_LIMIT_WINDOW', 60, 1),
+    metricsToken: metricsToken(env),
   };
 }

@@ -6,6 +6,7 @@ import { jobDefinitions } from './jobs.ts';
 import { Database } from './platform/database/database.ts';
 import { startEmbeddedPostgres } from './platform/database/embedded.ts';
 import { Jobs } from './platform/jobs/jobs.ts';
+import { Metrics } from './platform/metrics/metrics.ts';
 import { OutboundClient } from './platform/outbound/client.ts';
 import { Secrets } from './platform/secrets/secrets.ts';
 import type { Services } from './platform/services.ts';
@@ -80,7 +81,9 @@ export async function createAtrium(config: Config, options: { logger?: Logger; o
   const secrets = await Secrets.load(db, config.secretKey);
   const jobs = await Jobs.start(server.url, jobDefinitions, logger, { schedule: config.role !== 'api' });
   const notificationStreams = new NotificationStreams(db, logger, config.streamHeartbeatMs);
-  const services: Services = { config, db, jobs, secrets, outbound, notificationStreams };
+  const metrics = new Metrics(db);
+  metrics.observe('atrium_event_streams_open', 'Live notification streams this process holds open.', () => notificationStreams.openStreams());
+  const services: Services = { config, db, jobs, secrets, outbound, notificationStreams, metrics };
   if (config.role !== 'api') await jobs.work(jobDefinitions, services);
   const app = config.role !== 'worker' ? await buildApp(services, { logger }) : null;
 
