@@ -3,11 +3,16 @@ import qs from 'qs';
 import { fastifyTrustProxy } from './config.ts';
 import { registerApiReference, SPECIFICATION_URL } from './platform/http/api-reference.ts';
 import { handlers } from './handlers.ts';
+import { registerCors } from './platform/http/cors.ts';
+import { registerRateLimit } from './platform/http/rate-limit.ts';
+import { registerRequestId, requestId } from './platform/http/request-id.ts';
+import { registerSecurityHeaders } from './platform/http/security-headers.ts';
 import { answerClientError, answerRouterError, MAX_PATH_PARAMETER_LENGTH, registerErrorHandling } from './platform/http/error-handler.ts';
 import { registerJsonBodies } from './platform/http/json-body.ts';
 import { registerMultipart } from './platform/http/multipart.ts';
 import { loadSpecification, registerOperations } from './platform/http/operations.ts';
 import { validatorCompiler } from './platform/http/validation.ts';
+import { registerMetrics } from './platform/metrics/metrics.ts';
 import type { Services } from './platform/services.ts';
 
 /**
@@ -76,6 +81,24 @@ export function loggerOptions(level: string): FastifyServerOptions['logger'] {
   };
 }
 
+/** Paths polled by machines (probes, the metrics scrape): their requests are logged at debug. */
+const QUIET_PATHS = /^\/(health\/|metrics(\?|$))/;
+
+/** Fastify's request log lines ("incoming request", "request completed"), at info, or debug for QUIET_PATHS. */
+function registerRequestLogging(app: FastifyInstance): void {
+  app.addHook('onRequest', (request, _reply, done) => {
+    request.log[QUIET_PATHS.test(request.url) ? 'debug' : 'info']({ req: request }, 'incoming request');
+    done();
+  });
+  app.addHook('onResponse', (request, reply, done) => {
+    request.log[QUIET_PATHS.test(request.url) ? 'debug' : 'info'](
+      { res: { statusCode: reply.statusCode }, responseTime: reply.elapsedTime },
+      'request completed',
+    );
+    done();
+  });
+}
+
 export interface AppOptions {
   logger?: FastifyBaseLogger;
 }
@@ -87,6 +110,12 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     bodyLimit: services.config.bodyLimitBytes,
     trustProxy: fastifyTrustProxy(services.config.trustProxy),
     forceCloseConnections: 'idle',
+    // `X-Request-Id` when well-formed, otherwise a new one; logged as `request_id`.
+    requestIdHeader: false,
+    genReqId: requestId,
+    requestIdLogLabel: 'request_id',
+    // Logged by registerRequestLogging instead: probes at debug.
+    disableRequestLogging: true,
     routerOptions: {
       // `filter[text]=…` → { filter: { text: … } }; no `comma` option: `selects` stays one string.
       // `plainObjects`: keys named like Object members (`filter[constructor]`) are kept as
@@ -99,8 +128,18 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     clientErrorHandler: answerClientError,
   });
   app.setValidatorCompiler(validatorCompiler);
+  registerRequestId(app);
+  registerRequestLogging(app);
+  registerMetrics(app, services.metrics, services.config.metricsToken);
   registerErrorHandling(app);
   registerJsonBodies(app);
+  await registerCors(app, services.config.corsOrigins);
+  await registerSecurityHeaders(app);
+  await registerRateLimit(app, {
+    perToken: services.config.rateLimitPerToken,
+    perAddress: services.config.rateLimitPerAddress,
+    windowSeconds: services.config.rateLimitWindowSeconds,
+  });
 
   const specification = loadSpecification();
   app.get(SPECIFICATION_URL, async () => specification);

@@ -57,6 +57,14 @@ export interface Config {
   shutdownTimeoutMs: number;
   /** How long finished records are kept before the hourly purge deletes them (docs/running.md#retention). */
   retention: RetentionConfig;
+  /** Origins (`https://app.example.com`) whose browser pages may call the API (CORS); `*` any; empty: none. */
+  corsOrigins: string[];
+  /** General rate limit: requests per window per access token and per client address (0: no limit of that kind), and the window. */
+  rateLimitPerToken: number;
+  rateLimitPerAddress: number;
+  rateLimitWindowSeconds: number;
+  /** Bearer token that `GET /metrics` requires; unset: no metrics route. */
+  metricsToken: string | undefined;
 }
 
 /** Days each kind of record is kept (0 = kept for ever), and the rows deleted per statement. */
@@ -154,6 +162,15 @@ export const environmentSchema = {
     RETENTION_WEBHOOK_DELIVERIES_DAYS: integer(0, 100_000, 30, 'a number of days, 0 to keep for ever'),
     RETENTION_DISPATCHES_DAYS: integer(0, 100_000, 30, 'a number of days, 0 to keep for ever'),
     RETENTION_BATCH_SIZE: integer(1, 100_000, 1000, 'a number of rows per statement, 1 to 100000'),
+    CORS_ORIGINS: {
+      type: 'string',
+      format: 'cors-origins',
+      description: 'a comma-separated list of origins such as https://app.example.com (scheme, host, optional port, no path or trailing slash), or * alone',
+    },
+    RATE_LIMIT_PER_TOKEN: integer(0, 2 ** 31 - 1, 600, 'a number of requests per window, 0 for no limit'),
+    RATE_LIMIT_PER_ADDRESS: integer(0, 2 ** 31 - 1, 1200, 'a number of requests per window, 0 for no limit'),
+    RATE_LIMIT_WINDOW: integer(1, 86_400, 60, 'a number of seconds from 1 to 86400'),
+    METRICS_TOKEN: { type: 'string', pattern: '^\\S{16,}$', writeOnly: true, description: 'a token of at least 16 characters without spaces' },
   },
   // Both VAPID keys or neither: a lone one is a mistake, not a reason to generate a pair.
   dependencies: { VAPID_PUBLIC_KEY: ['VAPID_PRIVATE_KEY'], VAPID_PRIVATE_KEY: ['VAPID_PUBLIC_KEY'] },
@@ -220,12 +237,20 @@ export function fastifyTrustProxy(value: Config['trustProxy']): false | string[]
   return typeof value === 'number' ? (_address: string, hop: number) => hop < value : value;
 }
 
+/** `CORS_ORIGINS`: exact origins (scheme, host, optional port; no path), or `*` alone. */
+function corsOrigins(value: string): boolean {
+  const origins = list(value);
+  if (origins.includes('*')) return origins.length === 1;
+  return origins.every((origin) => URL.canParse(origin) && /^https?:$/.test(new URL(origin).protocol) && new URL(origin).origin === origin);
+}
+
 function withFormats(ajv: Ajv): Ajv {
   ajv.addFormat('postgres-url', postgresUrl);
   ajv.addFormat('smtp-url', smtpUrl);
   ajv.addFormat('base64-key', base64Key);
   ajv.addFormat('trust-proxy', (value: string) => trustProxy(value) !== null);
   ajv.addFormat('cidr-list', (value: string) => list(value).every((cidr) => ipaddr.isValidCIDR(cidr)));
+  ajv.addFormat('cors-origins', corsOrigins);
   return ajv;
 }
 
@@ -314,6 +339,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       dispatchesDays: vars.RETENTION_DISPATCHES_DAYS,
       batchSize: vars.RETENTION_BATCH_SIZE,
     },
+    corsOrigins: list(vars.CORS_ORIGINS),
+    rateLimitPerToken: vars.RATE_LIMIT_PER_TOKEN,
+    rateLimitPerAddress: vars.RATE_LIMIT_PER_ADDRESS,
+    rateLimitWindowSeconds: vars.RATE_LIMIT_WINDOW,
+    metricsToken: vars.METRICS_TOKEN,
   };
 }
 

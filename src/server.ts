@@ -6,6 +6,7 @@ import { jobDefinitions } from './jobs.ts';
 import { Database } from './platform/database/database.ts';
 import { startEmbeddedPostgres } from './platform/database/embedded.ts';
 import { Jobs } from './platform/jobs/jobs.ts';
+import { Metrics } from './platform/metrics/metrics.ts';
 import { OutboundClient } from './platform/outbound/client.ts';
 import { Secrets } from './platform/secrets/secrets.ts';
 import type { Services } from './platform/services.ts';
@@ -84,7 +85,10 @@ export async function createAtrium(config: Config, options: { logger?: Logger; o
     const secrets = await Secrets.load(db, config.secretKey);
     jobs = await Jobs.start(server.url, jobDefinitions, logger, { schedule: config.role !== 'api' });
     notificationStreams = new NotificationStreams(db, logger, config.streamHeartbeatMs);
-    services = { config, db, jobs, secrets, outbound, notificationStreams };
+    const metrics = new Metrics(db);
+    const streams = notificationStreams;
+    metrics.observe('atrium_event_streams_open', 'Live notification streams this process holds open.', () => streams.openStreams());
+    services = { config, db, jobs, secrets, outbound, notificationStreams, metrics };
     if (config.role !== 'api') await jobs.work(jobDefinitions, services);
     app = config.role !== 'worker' ? await buildApp(services, { logger }) : null;
   } catch (error) {

@@ -1,6 +1,7 @@
 import type { Config } from '../config.ts';
 import type { Database } from './database/database.ts';
 import type { Jobs } from './jobs/jobs.ts';
+import type { Metrics } from './metrics/metrics.ts';
 import type { OutboundClient } from './outbound/client.ts';
 import type { Secrets } from './secrets/secrets.ts';
 
@@ -15,4 +16,6 @@ export interface Services {
   secrets: Secrets;
   /** HTTP requests to user-configured addresses (webhooks): timeouts and the SSRF guard. */
   outbound: OutboundClient;
+  /** Prometheus metrics of this process (docs/observability.md). */
+  metrics: Metrics;
 }

@@ -68,6 +68,8 @@ export interface DatabaseOptions {
   appUrl?: string;
 }
 
+const OWNER_POOL_SIZE = 4;
+
 /**
  * Two pools over one server: `owner` (the role in DATABASE_URL: migrations, tenant
  * creation, the job queue) and `app`, whose connections run as `atrium_app`, which cannot
@@ -83,15 +85,18 @@ export class Database {
 
   /** Whether the application pool logs in as its own role (see `DatabaseOptions.appUrl`). */
   readonly dedicatedAppLogin: boolean;
+  /** Most connections each pool opens (metrics). */
+  readonly poolSizes: { owner: number; app: number };
 
   constructor(
     readonly url: string,
     options: DatabaseOptions = {},
   ) {
-    this.ownerSql = postgres(url, { max: 4, onnotice: () => {} });
+    this.ownerSql = postgres(url, { max: OWNER_POOL_SIZE, onnotice: () => {}, connection: { application_name: 'atrium-owner' } });
+    this.poolSizes = { owner: OWNER_POOL_SIZE, app: options.poolSize ?? 10 };
     this.dedicatedAppLogin = options.appUrl !== undefined;
     this.appSql = postgres(options.appUrl ?? url, {
-      max: options.poolSize ?? 10,
+      max: this.poolSizes.app,
       onnotice: () => {},
       connection: options.appUrl ? { application_name: 'atrium' } : { options: `-c role=${APP_ROLE}`, application_name: 'atrium' },
     });

@@ -3,7 +3,9 @@ import { STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { isMalformedMultipart } from './multipart.ts';
+import { randomUUID } from 'node:crypto';
 import { ProblemError, problemDocument, type ProblemDocument } from './problem.ts';
+import { REQUEST_ID_HEADER } from './request-id.ts';
 import { fieldErrors } from './validation.ts';
 
 const PROBLEM = 'application/problem+json';
@@ -131,6 +133,9 @@ export function errorLogFields(error: unknown): Record<string, unknown> {
   return own ? { databaseError: own } : { err: error };
 }
 
+/** A problem document as sent: with the request's id, to quote when asking about it. */
+const identified = (problem: ProblemDocument, request: FastifyRequest): ProblemDocument => ({ ...problem, request_id: request.id });
+
 /** Every failure leaves as an RFC 9457 problem document; internals are logged, never sent. */
 export function registerErrorHandling(app: FastifyInstance): void {
   app.setErrorHandler((error: FastifyError, request, reply) => {
@@ -139,16 +144,19 @@ export function registerErrorHandling(app: FastifyInstance): void {
     if (known) {
       if (known.problem.status >= 500) request.log.error(errorLogFields(error), 'request failed');
       else if (UNCHECKED_INPUT.has(driverError(error).code ?? '')) request.log.warn(errorLogFields(error), 'input reached the database unchecked');
-      return reply.code(known.problem.status).headers(known.headers).type(PROBLEM).send(known.problem);
+      return reply.code(known.problem.status).headers(known.headers).type(PROBLEM).send(identified(known.problem, request));
     }
     request.log.error(errorLogFields(error), 'unhandled error');
-    return reply.code(500).type(PROBLEM).send(problemDocument(500, 'An unexpected error occurred.'));
+    return reply
+      .code(500)
+      .type(PROBLEM)
+      .send(identified(problemDocument(500, 'An unexpected error occurred.'), request));
   });
   app.setNotFoundHandler((request, reply) =>
     reply
       .code(404)
       .type(PROBLEM)
-      .send(problemDocument(404, `No route ${request.method} ${request.url.split('?')[0]}.`)),
+      .send(identified(problemDocument(404, `No route ${request.method} ${request.url.split('?')[0]}.`), request)),
   );
 }
 
@@ -168,7 +176,12 @@ export function answerRouterError(error: FastifyError, request: FastifyRequest, 
         ? [400, 'The request path is not valid (malformed percent-encoding).']
         : [500, 'An unexpected error occurred.'];
   if (status >= 500) request.log.error(errorLogFields(error), 'router error');
-  void reply.code(status).type(PROBLEM).send(problemDocument(status, detail));
+  // Refused before the request's hooks ran: echo its id here.
+  void reply
+    .code(status)
+    .header(REQUEST_ID_HEADER, request.id)
+    .type(PROBLEM)
+    .send(identified(problemDocument(status, detail), request));
 }
 
 /**
@@ -185,11 +198,13 @@ export function answerClientError(this: FastifyInstance, error: NodeJS.ErrnoExce
       : error.code === 'ERR_HTTP_REQUEST_TIMEOUT'
         ? [408, 'The request was not received in time.']
         : [400, 'The request is not a well-formed HTTP request.'];
-  this.log.debug({ err: { code: error.code, message: error.message } }, 'client error');
+  // No request was made of it: its id is a new one, in the log line and the answer alike.
+  const id = randomUUID();
+  this.log.debug({ request_id: id, err: { code: error.code, message: error.message } }, 'client error');
   if (socket.writable) {
-    const body = JSON.stringify(problemDocument(status, detail));
+    const body = JSON.stringify({ ...problemDocument(status, detail), request_id: id });
     socket.write(
-      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: ${PROBLEM}; charset=utf-8\r\n` +
+      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: ${PROBLEM}; charset=utf-8\r\nX-Request-Id: ${id}\r\n` +
         `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
     );
   }

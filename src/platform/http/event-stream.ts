@@ -24,11 +24,13 @@ export const sseRetry = (ms: number): string => `retry: ${Math.trunc(ms)}\n\n`;
 
 /**
  * Takes the request over from Fastify (which then sends nothing for it) and starts the
- * stream: status 200, the event-stream head, and the client's reconnection delay.
+ * stream: status 200, the headers set on the reply so far with the event-stream head, and
+ * the client's reconnection delay.
  */
 export function startEventStream(reply: FastifyReply, retryMs: number): void {
   reply.hijack();
-  reply.raw.writeHead(200, EVENT_STREAM_HEADERS);
+  // Headers set on the reply so far (request id, CORS) are kept: a hijacked reply sends none itself.
+  reply.raw.writeHead(200, { ...(reply.getHeaders() as Record<string, string>), ...EVENT_STREAM_HEADERS });
   reply.raw.write(sseRetry(retryMs));
 }
 

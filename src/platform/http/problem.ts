@@ -7,6 +7,8 @@ export interface ProblemDocument {
   status: number;
   detail?: string;
   errors?: FieldErrors;
+  /** The request's id (`X-Request-Id`), set when the problem is sent. */
+  request_id?: string;
 }
 
 /** One kind of problem: the `type` URI's last segment, its status and what it means. */

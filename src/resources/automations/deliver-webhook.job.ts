@@ -71,6 +71,7 @@ async function deliverOnce(services: Services, { tenantId, deliveryId, attempt }
     );
     outcome = await attemptDelivery(outbound, request);
   }
+  services.metrics.deliveries.inc({ channel: 'webhook', outcome: outcome.verdict });
 
   const next = nextState(outcome, attempt, { maxAttempts: config.webhookMaxAttempts, retryDelayMs: config.webhookRetryDelayMs }, new Date());
   await db.tenant(tenantId, (tx) => recordAttempt(tx, { tenantId, deliveryId, number: attempt, startedAt }, outcome, next));

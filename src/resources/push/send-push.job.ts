@@ -85,6 +85,7 @@ export async function sendPushes(services: Services, data: PushJobData): Promise
   if (messages.length === 0) return { sent: 0, gone: 0, retried: 0, failed: 0 };
   const keys = await vapidKeys(services.config, services.db);
   const outcomes = await inPool(messages, CONCURRENCY, (message) => sendOne(services, keys, message));
+  for (const outcome of outcomes) services.metrics.deliveries.inc({ channel: 'push', outcome: outcome.verdict });
   const attempt = 'attempt' in data ? data.attempt : 1;
   const policy = { maxAttempts: services.config.pushMaxAttempts, retryDelayMs: services.config.pushRetryDelayMs };
   const settlement = settleOutcomes(messages, outcomes, attempt, policy, new Date());

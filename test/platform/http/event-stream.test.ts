@@ -54,6 +54,23 @@ t.test('startEventStream answers 200 with the event-stream head and the reconnec
   answer.request.destroy();
 });
 
+t.test('headers set on the reply before the stream starts (request id, CORS) are sent with it', async (t) => {
+  const app = Fastify();
+  app.get('/stream', async (_request, reply) => {
+    reply.header('x-request-id', 'stream-1').header('access-control-allow-origin', 'https://app.example.com');
+    startEventStream(reply, 2500);
+    reply.raw.end();
+    return reply;
+  });
+  const base = await app.listen({ port: 0, host: '127.0.0.1' });
+  t.teardown(() => app.close());
+  const answer = await read(`${base}/stream`, (body) => body.startsWith('retry:'));
+  t.equal(answer.headers['x-request-id'], 'stream-1');
+  t.equal(answer.headers['access-control-allow-origin'], 'https://app.example.com');
+  t.equal(answer.headers['content-type'], EVENT_STREAM_HEADERS['content-type']);
+  answer.request.destroy();
+});
+
 t.test('isGone: false while the client listens, true once it left or the stream was ended', async (t) => {
   const { url, responses } = await streamingServer(t);
   const leaving = await read(url, (body) => body.startsWith('retry:'));

@@ -60,6 +60,7 @@ t.test('uncaught errors are logged and answered 500 without internals', async (t
     status: 409,
     detail: 'Conflicting.',
     errors: { name: ['taken'] },
+    request_id: 'req-2', // a bare Fastify's own id of its second request
   });
 });
 

@@ -1,0 +1,34 @@
+import cors from '@fastify/cors';
+import type { FastifyInstance } from 'fastify';
+
+/** Request headers a browser page may send besides the CORS-safelisted ones. */
+const ALLOWED_HEADERS = ['Authorization', 'Content-Type', 'X-Request-Id', 'Last-Event-ID'];
+
+/**
+ * Response headers a page may read besides the safelisted ones: where a created record is,
+ * when to retry, the rate limit's state and the request's id.
+ */
+export const EXPOSED_HEADERS = ['Location', 'Retry-After', 'RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset', 'X-Request-Id', 'Content-Disposition'];
+
+/**
+ * Cross-origin access for the browser pages of `origins` (`CORS_ORIGINS`; `*` any). A
+ * preflight (`OPTIONS` with `Origin`) from a listed origin is answered 204 with the
+ * methods, `Authorization` among the allowed headers, and a cache lifetime; from any other
+ * origin it is answered without `Access-Control-Allow-Origin`, so the browser refuses the
+ * call. Credentials (cookies) are not involved: the API takes bearer tokens. With no
+ * origins configured nothing is registered and `OPTIONS` stays an unknown route (404).
+ */
+export async function registerCors(app: FastifyInstance, origins: string[]): Promise<void> {
+  if (origins.length === 0) return;
+  await app.register(cors, {
+    origin: origins.includes('*') ? '*' : origins,
+    methods: ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'],
+    allowedHeaders: ALLOWED_HEADERS,
+    exposedHeaders: EXPOSED_HEADERS,
+    credentials: false,
+    maxAge: 600,
+    // An `OPTIONS` without the preflight headers is answered like a preflight (204)
+    // instead of the plugin's plain-text 400: every refusal here is a problem document.
+    strictPreflight: false,
+  });
+}

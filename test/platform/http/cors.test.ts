@@ -1,0 +1,94 @@
+import t from 'tap';
+import { buildApp } from '../../../src/app.ts';
+import { loadConfig } from '../../../src/config.ts';
+import { startTestApi } from '../../helpers/atrium.ts';
+
+const ALLOWED = 'https://app.example.com';
+const api = await startTestApi(t, { corsOrigins: [ALLOWED, 'http://localhost:5173'] });
+const app = api.atrium.app!;
+const demo = await api.createTenant('cors');
+
+const preflight = (origin: string, method = 'PATCH') =>
+  app.inject({
+    method: 'OPTIONS',
+    url: '/api/users/current',
+    headers: { origin, 'access-control-request-method': method, 'access-control-request-headers': 'authorization,content-type' },
+  });
+
+t.test('CORS_ORIGINS takes exact origins, or * alone', async (t) => {
+  t.strictSame(loadConfig({ CORS_ORIGINS: ' https://a.example.com, http://localhost:5173 ' }).corsOrigins, ['https://a.example.com', 'http://localhost:5173']);
+  t.strictSame(loadConfig({ CORS_ORIGINS: '*' }).corsOrigins, ['*']);
+  t.strictSame(loadConfig({}).corsOrigins, []);
+  t.throws(() => loadConfig({ CORS_ORIGINS: 'https://a.example.com/' }), /CORS_ORIGINS/, 'a trailing slash is no origin');
+  t.throws(() => loadConfig({ CORS_ORIGINS: 'https://a.example.com/app' }), /CORS_ORIGINS/, 'a path is no origin');
+  t.throws(() => loadConfig({ CORS_ORIGINS: 'a.example.com' }), /CORS_ORIGINS/, 'an origin has a scheme');
+  t.throws(() => loadConfig({ CORS_ORIGINS: 'ftp://a.example.com' }), /CORS_ORIGINS/);
+  t.throws(() => loadConfig({ CORS_ORIGINS: '*,https://a.example.com' }), /CORS_ORIGINS/);
+});
+
+t.test('a preflight from an allowed origin is answered with what the page may send', async (t) => {
+  const res = await preflight(ALLOWED);
+  t.equal(res.statusCode, 204);
+  t.equal(res.headers['access-control-allow-origin'], ALLOWED);
+  t.match(String(res.headers['access-control-allow-methods']), /PATCH/);
+  t.match(String(res.headers['access-control-allow-headers']), /Authorization/);
+  t.match(String(res.headers['access-control-allow-headers']), /Content-Type/);
+  t.match(String(res.headers['access-control-allow-headers']), /X-Request-Id/);
+  t.equal(res.headers['access-control-max-age'], '600');
+  t.match(String(res.headers.vary), /Origin/, 'caches keep answers per origin');
+  t.notOk(res.headers['access-control-allow-credentials'], 'no cookies are involved');
+  const other = await preflight('http://localhost:5173', 'DELETE');
+  t.equal(other.headers['access-control-allow-origin'], 'http://localhost:5173');
+});
+
+t.test('a preflight from any other origin gets no allowance', async (t) => {
+  for (const origin of ['https://evil.example.com', 'https://app.example.com.evil.example', 'http://app.example.com', 'null']) {
+    const res = await preflight(origin);
+    t.notOk(res.headers['access-control-allow-origin'], `${origin} is not allowed`);
+  }
+});
+
+t.test('answers to an allowed origin expose the headers a client needs', async (t) => {
+  const res = await api.call(t, 'getCurrentUser', { token: demo.adminToken, headers: { origin: ALLOWED } });
+  t.equal(res.status, 200);
+  t.equal(res.headers['access-control-allow-origin'], ALLOWED);
+  const exposed = String(res.headers['access-control-expose-headers']);
+  for (const name of ['Location', 'Retry-After', 'RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset', 'X-Request-Id']) t.match(exposed, name);
+  const denied = await api.call(t, 'getCurrentUser', { token: demo.adminToken, headers: { origin: 'https://evil.example.com' } });
+  t.equal(denied.status, 200, 'CORS is the browser’s guard; the server answers as usual');
+  t.notOk(denied.headers['access-control-allow-origin']);
+});
+
+t.test('refusals carry the allowance too, so the page can read the problem document', async (t) => {
+  const res = await api.call(t, 'getCurrentUser', { token: null, headers: { origin: ALLOWED } });
+  t.equal(res.status, 401);
+  t.equal(res.headers['access-control-allow-origin'], ALLOWED);
+  const missing = await app.inject({ method: 'GET', url: '/api/no-such-route', headers: { origin: ALLOWED } });
+  t.equal(missing.statusCode, 404);
+  t.equal(missing.headers['access-control-allow-origin'], ALLOWED);
+});
+
+t.test('without CORS_ORIGINS no origin is allowed and OPTIONS is an unknown route', async (t) => {
+  const closed = await buildApp({ ...api.atrium.services, config: { ...api.config, corsOrigins: [] } }, { logger: api.atrium.logger });
+  t.teardown(() => closed.close());
+  const res = await closed.inject({
+    method: 'OPTIONS',
+    url: '/api/users/current',
+    headers: { origin: ALLOWED, 'access-control-request-method': 'GET' },
+  });
+  t.equal(res.statusCode, 404);
+  t.equal(res.headers['content-type'], 'application/problem+json; charset=utf-8');
+  t.notOk(res.headers['access-control-allow-origin']);
+});
+
+t.test('CORS_ORIGINS=* allows any origin', async (t) => {
+  const open = await buildApp({ ...api.atrium.services, config: { ...api.config, corsOrigins: ['*'] } }, { logger: api.atrium.logger });
+  t.teardown(() => open.close());
+  const res = await open.inject({
+    method: 'OPTIONS',
+    url: '/api/users/current',
+    headers: { origin: 'https://anywhere.example', 'access-control-request-method': 'GET' },
+  });
+  t.equal(res.statusCode, 204);
+  t.equal(res.headers['access-control-allow-origin'], '*');
+});

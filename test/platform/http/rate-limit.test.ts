@@ -1,0 +1,82 @@
+import t from 'tap';
+import { buildApp } from '../../../src/app.ts';
+import { loadConfig } from '../../../src/config.ts';
+import { startTestApi } from '../../helpers/atrium.ts';
+
+const api = await startTestApi(t, { rateLimitPerToken: 3, rateLimitPerAddress: 5, rateLimitWindowSeconds: 60 });
+const app = api.atrium.app!;
+const tenant = await api.createTenant('limits');
+const tokens = await Promise.all([1, 2, 3, 4].map(async () => (await api.createUser(tenant.tenantId)).token));
+
+const current = (remoteAddress: string, token?: string) =>
+  app.inject({ method: 'GET', url: '/api/users/current', remoteAddress, headers: token ? { authorization: `Bearer ${token}` } : {} });
+
+const limitHeaders = (res: { headers: Record<string, unknown> }) => [res.headers['ratelimit-limit'], res.headers['ratelimit-remaining']];
+
+t.test('configuration', async (t) => {
+  const defaults = loadConfig({});
+  t.strictSame([defaults.rateLimitPerToken, defaults.rateLimitPerAddress, defaults.rateLimitWindowSeconds], [600, 1200, 60]);
+  const set = loadConfig({ RATE_LIMIT_PER_TOKEN: '0', RATE_LIMIT_PER_ADDRESS: '50', RATE_LIMIT_WINDOW: '10' });
+  t.strictSame([set.rateLimitPerToken, set.rateLimitPerAddress, set.rateLimitWindowSeconds], [0, 50, 10]);
+  t.throws(() => loadConfig({ RATE_LIMIT_PER_TOKEN: '-1' }), /RATE_LIMIT_PER_TOKEN/);
+  t.throws(() => loadConfig({ RATE_LIMIT_WINDOW: '0' }), /RATE_LIMIT_WINDOW/);
+});
+
+t.test('beyond the limit per token: 429 problem with Retry-After, as the spec declares', async (t) => {
+  for (const remaining of ['2', '1', '0']) {
+    const res = await api.call(t, 'getCurrentUser', { token: tokens[0] });
+    t.equal(res.status, 200);
+    t.strictSame(limitHeaders(res), ['3', remaining], 'the token’s limit is the tighter one');
+    t.ok(Number(res.headers['ratelimit-reset']) >= 1 && Number(res.headers['ratelimit-reset']) <= 60);
+  }
+  const refused = await api.call(t, 'getCurrentUser', { token: tokens[0] });
+  t.equal(refused.status, 429);
+  t.equal(refused.headers['content-type'], 'application/problem+json; charset=utf-8');
+  t.match(refused.body, { status: 429, title: 'Too Many Requests', detail: /retry in \d+ seconds/, request_id: refused.headers['x-request-id'] });
+  t.ok(Number(refused.headers['retry-after']) >= 1 && Number(refused.headers['retry-after']) <= 60, 'Retry-After in seconds');
+  t.strictSame(limitHeaders(refused), ['3', '0']);
+  const logout = await api.call(t, 'logout', { token: tokens[0] });
+  t.equal(logout.status, 429, 'every operation of the token is refused, writes too');
+});
+
+t.test('every request counts against its client address, tokens or not', async (t) => {
+  for (const [i, token] of [tokens[1], tokens[2], undefined, 'made-up-token-aaaaaaaaaaaaaaaa', tokens[3]].entries()) {
+    const res = await current('10.0.0.1', token);
+    t.not(res.statusCode, 429, `request ${i + 1} of 5`);
+    t.equal(res.headers['ratelimit-remaining'], token ? String(Math.min(4 - i, 2)) : String(4 - i));
+  }
+  const refused = await current('10.0.0.1', tokens[1]);
+  t.equal(refused.statusCode, 429, 'the address is out of requests, whatever the token');
+  t.equal(refused.json().status, 429);
+  t.strictSame(limitHeaders(refused), ['5', '0']);
+  const elsewhere = await current('10.0.0.2', tokens[1]);
+  t.equal(elsewhere.statusCode, 200, 'another address of the same token is still served');
+});
+
+t.test('an IPv6 client counts by its /64', async (t) => {
+  for (let i = 1; i <= 5; i++) t.equal((await current(`2001:db8:0:1::${i}`)).statusCode, 401);
+  t.equal((await current('2001:db8:0:1:ffff::9')).statusCode, 429, 'same /64');
+  t.equal((await current('2001:db8:0:2::1')).statusCode, 401, 'another /64');
+});
+
+t.test('probes and the metrics scrape are not counted', async (t) => {
+  for (let i = 0; i < 8; i++) {
+    const res = await app.inject({ method: 'GET', url: '/health/live', remoteAddress: '10.0.0.3' });
+    t.equal(res.statusCode, 200);
+    t.notOk(res.headers['ratelimit-limit']);
+  }
+  t.equal((await current('10.0.0.3')).headers['ratelimit-remaining'], '4', 'the probes left the address’s count alone');
+});
+
+t.test('with both limits at 0 nothing is limited or announced', async (t) => {
+  const open = await buildApp(
+    { ...api.atrium.services, config: { ...api.config, rateLimitPerToken: 0, rateLimitPerAddress: 0 } },
+    { logger: api.atrium.logger },
+  );
+  t.teardown(() => open.close());
+  for (let i = 0; i < 8; i++) {
+    const res = await open.inject({ method: 'GET', url: '/api/users/current', remoteAddress: '10.0.0.1', headers: { authorization: `Bearer ${tokens[0]}` } });
+    t.equal(res.statusCode, 200);
+    t.notOk(res.headers['ratelimit-limit']);
+  }
+});

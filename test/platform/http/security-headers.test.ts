@@ -1,0 +1,56 @@
+import t from 'tap';
+import { startTestApi } from '../../helpers/atrium.ts';
+
+const api = await startTestApi(t);
+const app = api.atrium.app!;
+const tenant = await api.createTenant('headers');
+
+const API_HEADERS = {
+  'content-security-policy': "default-src 'none';base-uri 'none';form-action 'none';frame-ancestors 'none'",
+  'x-content-type-options': 'nosniff',
+  'x-frame-options': 'DENY',
+  'referrer-policy': 'no-referrer',
+  'strict-transport-security': 'max-age=31536000',
+  'cross-origin-resource-policy': 'cross-origin',
+  'cross-origin-opener-policy': 'same-origin',
+};
+
+t.test('answers of the API carry the security headers', async (t) => {
+  const ok = await api.call(t, 'getCurrentUser', { token: tenant.adminToken });
+  const refused = await api.call(t, 'getCurrentUser', { token: null });
+  const missing = await app.inject({ method: 'GET', url: '/api/no-such-route' });
+  const probe = await api.call(t, 'getLiveness');
+  t.strictSame([ok.status, refused.status, missing.statusCode, probe.status], [200, 401, 404, 200]);
+  for (const res of [ok, refused, missing, probe]) {
+    for (const [name, value] of Object.entries(API_HEADERS)) t.equal(res.headers[name], value, name);
+    t.notOk(res.headers['x-powered-by']);
+  }
+});
+
+t.test('the interactive reference loads with a policy that admits its own assets only', async (t) => {
+  const page = await app.inject({ method: 'GET', url: '/docs' });
+  t.equal(page.statusCode, 200);
+  const policy = String(page.headers['content-security-policy']);
+  t.match(policy, "script-src 'self'");
+  t.match(policy, "style-src 'self'");
+  t.match(policy, "connect-src 'self'", 'the page may fetch the spec from this server');
+  t.notMatch(policy, /unsafe-inline|unsafe-eval|https:/, 'nothing from elsewhere, nothing inline');
+  t.notMatch(page.body, /<script(?![^>]*\bsrc=)[^>]*>/, 'no inline script the policy would block');
+  t.notMatch(page.body, /\son[a-z]+=|style=/i, 'no inline handlers or styles');
+  const assets = [...page.body.matchAll(/(?:src|href)="([^"]+)"/g)].map((match) => match[1]!);
+  t.ok(assets.length >= 5, `the page names its assets (${assets.join(', ')})`);
+  for (const asset of assets) {
+    t.notMatch(asset, /^(https?:)?\/\//, `${asset} is served by this server`);
+    const url = new URL(asset, 'http://atrium.test/docs/');
+    const res = await app.inject({ method: 'GET', url: url.pathname });
+    t.equal(res.statusCode, 200, `${url.pathname} loads`);
+    t.ok(res.rawPayload.length > 0, `${url.pathname} has content`);
+  }
+  const initializer = await app.inject({ method: 'GET', url: '/docs/static/swagger-initializer.js' });
+  // The initializer resolves the spec's URL against the page's, with a trailing slash.
+  const specUrl = /url: resolveUrl\('([^']+)'\)/.exec(initializer.body)?.[1];
+  t.ok(specUrl, 'the initializer names the spec it loads');
+  const spec = await app.inject({ method: 'GET', url: new URL(specUrl ?? '', 'http://atrium.test/docs/').pathname });
+  t.equal(spec.statusCode, 200);
+  t.equal(spec.json().info.title, 'Atrium API');
+});
