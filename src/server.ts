@@ -78,7 +78,11 @@ export async function createAtrium(config: Config, options: { logger?: Logger; o
     throw error;
   }
   const secrets = await Secrets.load(db, config.secretKey);
-  const jobs = await Jobs.start(server.url, jobDefinitions, logger, { schedule: config.role !== 'api' });
+  const jobs = await Jobs.start(server.url, jobDefinitions, logger, {
+    schedule: config.role !== 'api',
+    leaseSeconds: config.jobLeaseSeconds,
+    db: db.owner,
+  });
   const notificationStreams = new NotificationStreams(db, logger, config.streamHeartbeatMs);
   const services: Services = { config, db, jobs, secrets, outbound, notificationStreams };
   if (config.role !== 'api') await jobs.work(jobDefinitions, services);
