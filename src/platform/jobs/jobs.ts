@@ -15,7 +15,16 @@ export interface JobDefinition<T extends object, C> {
   /** Cron expression; scheduled once by a worker process. */
   cron?: string;
   /** One job's work. A worker runs the jobs of a fetched batch one at a time, in order. */
-  handle(data: T, context: C): Promise<void>;
+  handle(data: T, context: C, run: JobRun): Promise<void>;
+}
+
+/** What a job's work knows of its execution. */
+export interface JobRun {
+  /**
+   * An earlier run of this very job ended without completing it: it failed, or its worker
+   * was lost (its lease expired) possibly in the middle of the work.
+   */
+  retried: boolean;
 }
 
 export interface JobsLogger {
@@ -69,9 +78,15 @@ export class Jobs {
   /** Starts workers for every definition (ATRIUM_ROLE worker or all); each job's work is given `context`. */
   async work<C>(definitions: readonly JobDefinition<never, C>[], context: C): Promise<void> {
     for (const definition of definitions) {
-      const id = await this.boss.work<never>(definition.name, { batchSize: 1, pollingIntervalSeconds: 2, ...definition.work }, async (jobs) => {
-        for (const job of jobs) await this.leased(definition.name, job.id, () => definition.handle(job.data, context));
-      });
+      const id = await this.boss.work<never>(
+        definition.name,
+        { batchSize: 1, pollingIntervalSeconds: 2, ...definition.work, includeMetadata: true },
+        async (jobs) => {
+          for (const job of jobs) {
+            await this.leased(definition.name, job.id, () => definition.handle(job.data, context, { retried: job.retryCount > 0 }));
+          }
+        },
+      );
       this.workers.set(definition.name, id);
       if (definition.cron) await this.boss.schedule(definition.name, definition.cron, {});
     }
