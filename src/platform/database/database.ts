@@ -5,6 +5,7 @@ import { sql } from 'drizzle-orm';
 import { drizzle, type PostgresJsDatabase } from 'drizzle-orm/postgres-js';
 import { migrate } from 'drizzle-orm/postgres-js/migrator';
 import postgres from 'postgres';
+import { isConnectionLoss } from './connection-loss.ts';
 import { tenantSettingName } from './tenancy.ts';
 
 export type Db = PostgresJsDatabase;
@@ -55,6 +56,31 @@ const migrationsFolder = path.resolve(path.dirname(fileURLToPath(import.meta.url
 const MIGRATION_LOCK = 720_431_977;
 const migrationCount = (JSON.parse(readFileSync(path.join(migrationsFolder, 'meta/_journal.json'), 'utf8')) as { entries: unknown[] }).entries.length;
 
+/**
+ * Delay before a pool reconnects, by the pool's count of connections lost with an error.
+ * postgres.js counts those across the whole pool, so a restart that drops every
+ * connection at once would otherwise hold reconnection off for up to 20 s (its default
+ * grows as 3^n / 100 s). Capped at half a second: a server that stays away is still not
+ * hammered, and one that is back is used at once.
+ */
+const reconnectDelaySeconds = (lost: number) => Math.min(0.01 * lost, 0.5);
+
+/**
+ * Lets the sockets of lost connections finish closing before a retry. postgres.js reports
+ * a reset connection on the socket's `error` event and takes it out of the pool only on
+ * the `close` that follows; a query handed to it in between is never answered (it waits
+ * out the connect timeout).
+ */
+/**
+ * How long a request waits for a connection while the server refuses or does not answer
+ * (postgres.js keeps trying until then); it then answers 503.
+ */
+const CONNECT_TIMEOUT_SECONDS = 5;
+/** How long readiness waits for the database before it answers "not ready". */
+const READINESS_TIMEOUT_MS = 2_000;
+
+const settleClosedConnections = () => new Promise((resolve) => setTimeout(resolve, 10));
+
 export interface DatabaseOptions {
   poolSize?: number;
   /**
@@ -82,15 +108,27 @@ export class Database {
   /** Whether the application pool logs in as its own role (see `DatabaseOptions.appUrl`). */
   readonly dedicatedAppLogin: boolean;
 
+  /**
+   * Tries at a statement that failed on a lost connection: after a restart every pooled
+   * connection may be dead, and each is found out only by using it, so one more than the
+   * larger pool holds.
+   */
+  private readonly reconnectAttempts: number;
+
   constructor(
     readonly url: string,
     options: DatabaseOptions = {},
   ) {
-    this.ownerSql = postgres(url, { max: 4, onnotice: () => {} });
+    const ownerPoolSize = 4;
+    const appPoolSize = options.poolSize ?? 10;
+    this.reconnectAttempts = Math.max(ownerPoolSize, appPoolSize) + 1;
+    this.ownerSql = postgres(url, { max: ownerPoolSize, onnotice: () => {}, backoff: reconnectDelaySeconds, connect_timeout: CONNECT_TIMEOUT_SECONDS });
     this.dedicatedAppLogin = options.appUrl !== undefined;
     this.appSql = postgres(options.appUrl ?? url, {
-      max: options.poolSize ?? 10,
+      max: appPoolSize,
       onnotice: () => {},
+      backoff: reconnectDelaySeconds,
+      connect_timeout: CONNECT_TIMEOUT_SECONDS,
       connection: options.appUrl ? { application_name: 'atrium' } : { options: `-c role=${APP_ROLE}`, application_name: 'atrium' },
     });
     this.owner = drizzle(this.ownerSql);
@@ -101,12 +139,41 @@ export class Database {
     );
   }
 
-  /** Runs `fn` in one transaction scoped to `tenantId` (row-level security). */
-  tenant<T>(tenantId: number, fn: (tx: Tx) => Promise<T>): Promise<T> {
-    return this.app.transaction(async (tx) => {
-      await setTenant(tx, tenantId);
-      return fn(tx);
-    });
+  /**
+   * Runs `fn` in one transaction scoped to `tenantId` (row-level security). A transaction
+   * whose BEGIN fails on a lost connection (a pooled connection the server has closed) is
+   * started again on a fresh one: nothing of it reached the server. Once `fn` has begun,
+   * a lost connection is the caller's error (the error handler answers 503).
+   */
+  async tenant<T>(tenantId: number, fn: (tx: Tx) => Promise<T>): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      let begun = false;
+      try {
+        return await this.app.transaction(async (tx) => {
+          begun = true;
+          await setTenant(tx, tenantId);
+          return fn(tx);
+        });
+      } catch (error) {
+        if (begun || attempt >= this.reconnectAttempts || !isConnectionLoss(error)) throw error;
+        await settleClosedConnections();
+      }
+    }
+  }
+
+  /**
+   * Runs a statement that changes nothing (a read, or a function that only reads), again on
+   * a fresh connection when the connection is lost: repeating it is always safe.
+   */
+  async read<T>(statement: () => Promise<T>): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await statement();
+      } catch (error) {
+        if (attempt >= this.reconnectAttempts || !isConnectionLoss(error)) throw error;
+        await settleClosedConnections();
+      }
+    }
   }
 
   async migrate(): Promise<void> {
@@ -141,14 +208,24 @@ export class Database {
     await this.ownerSql.unsafe(`alter role ${APP_ROLE} with login password '${password.replace(/'/g, "''")}'`);
   }
 
-  /** Ready = reachable and every migration of this build applied. */
+  /**
+   * Ready = both pools reach the server within READINESS_TIMEOUT_MS (a connection the
+   * server dropped is replaced, not reported) and every migration of this build is applied.
+   */
   async isReady(): Promise<boolean> {
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), READINESS_TIMEOUT_MS)));
+    const check = Promise.all([
+      this.read(() => this.ownerSql<{ count: number }[]>`select count(*)::int as count from drizzle.__drizzle_migrations`),
+      this.read(() => this.appSql`select 1`),
+    ]).then(
+      ([[row]]) => (row?.count ?? 0) >= migrationCount,
+      () => false,
+    );
     try {
-      const [row] = await this.ownerSql<{ count: number }[]>`
-        select count(*)::int as count from drizzle.__drizzle_migrations`;
-      return (row?.count ?? 0) >= migrationCount;
-    } catch {
-      return false;
+      return await Promise.race([check, timedOut]);
+    } finally {
+      clearTimeout(timer);
     }
   }
 
