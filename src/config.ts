@@ -8,6 +8,12 @@ export interface Config {
   port: number;
   /** External PostgreSQL; when absent an embedded server is started in `dataDir`. */
   databaseUrl: string | undefined;
+  /**
+   * A direct connection to the same database when `databaseUrl` goes through a
+   * transaction-pooling proxy (PgBouncer): migrations, LISTEN and the job queue use it, and
+   * no pooled connection uses named prepared statements (docs/fault-tolerance.md#connection-poolers).
+   */
+  databaseDirectUrl: string | undefined;
   dataDir: string;
   role: 'all' | 'api' | 'worker';
   accessTokenTtlSeconds: number;
@@ -129,6 +135,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     host: env.HOST || '127.0.0.1',
     port: integer(env, 'PORT', 3000),
     databaseUrl: env.DATABASE_URL || undefined,
+    databaseDirectUrl: env.DATABASE_DIRECT_URL || undefined,
     dataDir: path.resolve(env.DATA_DIR || '.data'),
     role,
     accessTokenTtlSeconds: integer(env, 'ACCESS_TOKEN_TTL', 12 * 3600, 60),

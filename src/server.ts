@@ -59,7 +59,7 @@ export async function createAtrium(config: Config, options: { logger?: Logger; o
     logger,
   });
   const server = await openDatabaseServer(config, logger);
-  const db = new Database(server.url, { appUrl: appLoginUrl(config, server) });
+  const db = new Database(server.url, { appUrl: appLoginUrl(config, server), directUrl: config.databaseUrl ? config.databaseDirectUrl : undefined });
   try {
     await db.migrate();
     if (server.appPassword && !config.appDatabaseUrl) await db.enableAppLogin(server.appPassword);
@@ -78,7 +78,7 @@ export async function createAtrium(config: Config, options: { logger?: Logger; o
     throw error;
   }
   const secrets = await Secrets.load(db, config.secretKey);
-  const jobs = await Jobs.start(server.url, jobDefinitions, logger, {
+  const jobs = await Jobs.start(db.sessionUrl, jobDefinitions, logger, {
     schedule: config.role !== 'api',
     leaseSeconds: config.jobLeaseSeconds,
     db: db.owner,

@@ -51,6 +51,29 @@ function preparing(client: postgres.Sql, onQuery: () => void): postgres.Sql {
     },
   });
 }
+/** Counts the statements sent through `client` (behind a pooler, where they are not prepared). */
+function counting(client: postgres.Sql, onQuery: () => void): postgres.Sql {
+  return new Proxy(client, {
+    get(target, property, receiver) {
+      if (property === 'unsafe') {
+        return (query: string, params?: unknown[], options?: postgres.UnsafeQueryOptions) => {
+          onQuery();
+          return target.unsafe(query, params as never, options);
+        };
+      }
+      if (property === 'begin') {
+        return (...args: unknown[]) => {
+          const callback = args.pop() as (tx: postgres.TransactionSql) => unknown;
+          return (target.begin as (...a: unknown[]) => unknown)(...args, (tx: postgres.TransactionSql) =>
+            callback(counting(tx as unknown as postgres.Sql, onQuery) as unknown as postgres.TransactionSql),
+          );
+        };
+      }
+      return Reflect.get(target, property, receiver) as unknown;
+    },
+  });
+}
+
 const migrationsFolder = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../drizzle');
 /** Arbitrary constant: serialises concurrent `migrate` runs (several processes starting). */
 const MIGRATION_LOCK = 720_431_977;
@@ -90,6 +113,13 @@ export interface DatabaseOptions {
    * run arbitrary SQL could switch back).
    */
   appUrl?: string;
+  /**
+   * A direct connection to the same database, when `url` (and `appUrl`) go through a
+   * transaction-pooling proxy: migrations (a session advisory lock) and LISTEN need a
+   * session of their own, and the pooled connections then send no named prepared
+   * statements (a later transaction may run on another server connection).
+   */
+  directUrl?: string;
 }
 
 /**
@@ -100,6 +130,10 @@ export interface DatabaseOptions {
 export class Database {
   readonly ownerSql: postgres.Sql;
   readonly appSql: postgres.Sql;
+  /** The pool LISTEN runs on: the direct connection behind a pooler, else the owner pool. */
+  readonly listenSql: postgres.Sql;
+  /** Where migrations, LISTEN and the job queue connect: the direct URL when one is set. */
+  readonly sessionUrl: string;
   readonly owner: Db;
   readonly app: Db;
   /** Statements sent through drizzle on the app pool; tests use it to prove query counts are constant. */
@@ -122,21 +156,30 @@ export class Database {
     const ownerPoolSize = 4;
     const appPoolSize = options.poolSize ?? 10;
     this.reconnectAttempts = Math.max(ownerPoolSize, appPoolSize) + 1;
-    this.ownerSql = postgres(url, { max: ownerPoolSize, onnotice: () => {}, backoff: reconnectDelaySeconds, connect_timeout: CONNECT_TIMEOUT_SECONDS });
+    const pooled = options.directUrl !== undefined;
+    this.sessionUrl = options.directUrl ?? url;
+    this.ownerSql = postgres(url, {
+      max: ownerPoolSize,
+      onnotice: () => {},
+      backoff: reconnectDelaySeconds,
+      connect_timeout: CONNECT_TIMEOUT_SECONDS,
+      prepare: !pooled,
+    });
+    this.listenSql = pooled ? postgres(this.sessionUrl, { max: 1, onnotice: () => {}, backoff: reconnectDelaySeconds }) : this.ownerSql;
     this.dedicatedAppLogin = options.appUrl !== undefined;
     this.appSql = postgres(options.appUrl ?? url, {
       max: appPoolSize,
       onnotice: () => {},
       backoff: reconnectDelaySeconds,
       connect_timeout: CONNECT_TIMEOUT_SECONDS,
+      prepare: !pooled,
       connection: options.appUrl ? { application_name: 'atrium' } : { options: `-c role=${APP_ROLE}`, application_name: 'atrium' },
     });
     this.owner = drizzle(this.ownerSql);
-    this.app = drizzle(
-      preparing(this.appSql, () => {
-        this.queryCount++;
-      }),
-    );
+    const countQuery = () => {
+      this.queryCount++;
+    };
+    this.app = drizzle(pooled ? counting(this.appSql, countQuery) : preparing(this.appSql, countQuery));
   }
 
   /**
@@ -178,7 +221,7 @@ export class Database {
 
   async migrate(): Promise<void> {
     // One connection, so the session-level advisory lock covers the whole migration.
-    const connection = postgres(this.url, { max: 1, onnotice: () => {} });
+    const connection = postgres(this.sessionUrl, { max: 1, onnotice: () => {} });
     try {
       await connection`select pg_advisory_lock(${MIGRATION_LOCK})`;
       await migrate(drizzle(connection), { migrationsFolder });
@@ -230,6 +273,6 @@ export class Database {
   }
 
   async close(): Promise<void> {
-    await Promise.all([this.appSql.end({ timeout: 5 }), this.ownerSql.end({ timeout: 5 })]);
+    await Promise.all([this.appSql.end({ timeout: 5 }), this.ownerSql.end({ timeout: 5 }), this.listenSql.end({ timeout: 5 })]);
   }
 }
