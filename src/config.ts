@@ -12,6 +12,12 @@ export interface Config {
   port: number;
   /** External PostgreSQL; when absent an embedded server is started in `dataDir`. */
   databaseUrl: string | undefined;
+  /**
+   * A direct connection to the same database when `databaseUrl` goes through a
+   * transaction-pooling proxy (PgBouncer): migrations, LISTEN and the job queue use it, and
+   * no pooled connection uses named prepared statements (docs/fault-tolerance.md#connection-poolers).
+   */
+  databaseDirectUrl: string | undefined;
   dataDir: string;
   role: 'all' | 'api' | 'worker';
   accessTokenTtlSeconds: number;
@@ -65,6 +71,11 @@ export interface Config {
   rateLimitWindowSeconds: number;
   /** Bearer token that `GET /metrics` requires; unset: no metrics route. */
   metricsToken: string | undefined;
+  /**
+   * Seconds a running job stays assigned to a worker that stopped renewing it (killed,
+   * out of memory, host lost) before it is retried elsewhere (docs/fault-tolerance.md).
+   */
+  jobLeaseSeconds: number;
 }
 
 /** Days each kind of record is kept (0 = kept for ever), and the rows deleted per statement. */
@@ -99,6 +110,12 @@ export const environmentSchema = {
       format: 'postgres-url',
       writeOnly: true,
       description: 'a PostgreSQL connection URL, postgres://user:password@host:5432/database',
+    },
+    DATABASE_DIRECT_URL: {
+      type: 'string',
+      format: 'postgres-url',
+      writeOnly: true,
+      description: 'a PostgreSQL connection URL that bypasses the connection pooler, postgres://user:password@host:5432/database',
     },
     ATRIUM_APP_DATABASE_URL: {
       type: 'string',
@@ -155,6 +172,7 @@ export const environmentSchema = {
     PUSH_MAX_ATTEMPTS: integer(1, 100, 5, 'an integer from 1 to 100'),
     PUSH_RETRY_DELAY_MS: integer(0, 2 ** 31 - 1, 30_000, 'a number of milliseconds'),
     STREAM_HEARTBEAT_MS: integer(100, 2 ** 31 - 1, 15_000, 'a number of milliseconds, at least 100'),
+    JOB_LEASE_SECONDS: integer(2, 3600, 15, 'a number of seconds from 2 to 3600'),
     SHUTDOWN_TIMEOUT_MS: integer(100, 3_600_000, 20_000, 'a number of milliseconds from 100 to 3600000'),
     // Retention (docs/running.md#retention): days a kind of record is kept, 0 = for ever.
     RETENTION_READ_NOTIFICATIONS_DAYS: integer(0, 100_000, 90, 'a number of days, 0 to keep for ever'),
@@ -344,6 +362,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     rateLimitPerAddress: vars.RATE_LIMIT_PER_ADDRESS,
     rateLimitWindowSeconds: vars.RATE_LIMIT_WINDOW,
     metricsToken: vars.METRICS_TOKEN,
+    databaseDirectUrl: vars.DATABASE_DIRECT_URL,
+    jobLeaseSeconds: vars.JOB_LEASE_SECONDS,
   };
 }
 

@@ -34,6 +34,7 @@ if (atrium.app) {
   }
   atrium.logger.info(`API docs at http://${config.host}:${config.port}/docs`);
 }
+if (config.role !== 'api') atrium.logger.info('job workers started');
 
 /**
  * Graceful shutdown: end event streams, finish in-flight requests, let running jobs finish

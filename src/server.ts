@@ -63,7 +63,7 @@ export async function createAtrium(config: Config, options: { logger?: Logger; o
     logger,
   });
   const server = await openDatabaseServer(config, logger);
-  const db = new Database(server.url, { appUrl: appLoginUrl(config, server) });
+  const db = new Database(server.url, { appUrl: appLoginUrl(config, server), directUrl: config.databaseUrl ? config.databaseDirectUrl : undefined });
   let jobs: Jobs | undefined;
   let notificationStreams: NotificationStreams;
   let services: Services;
@@ -83,7 +83,11 @@ export async function createAtrium(config: Config, options: { logger?: Logger; o
     if (seeded) logger.info({ tenant: 'demo', username: 'admin' }, 'created the demo tenant');
     if (seeded?.generatedPassword) options.onAdminPassword?.(seeded.generatedPassword);
     const secrets = await Secrets.load(db, config.secretKey);
-    jobs = await Jobs.start(server.url, jobDefinitions, logger, { schedule: config.role !== 'api' });
+    jobs = await Jobs.start(db.sessionUrl, jobDefinitions, logger, {
+      schedule: config.role !== 'api',
+      leaseSeconds: config.jobLeaseSeconds,
+      db: db.owner,
+    });
     notificationStreams = new NotificationStreams(db, logger, config.streamHeartbeatMs);
     const metrics = new Metrics(db);
     const streams = notificationStreams;

@@ -185,7 +185,7 @@ async function run(argv: string[]): Promise<void> {
   // Logs go to stderr: stdout carries only the command's answer (token:create prints the token).
   const logger = pino({ level: process.env.LOG_LEVEL ? config.logLevel : 'warn' }, pino.destination(2));
   const server = await openDatabaseServer(config, logger);
-  const db = new Database(server.url, { poolSize: 2 });
+  const db = new Database(server.url, { poolSize: 2, directUrl: config.databaseUrl ? config.databaseDirectUrl : undefined });
   try {
     const applied = await db.migrate();
     if (name === 'migrate') {

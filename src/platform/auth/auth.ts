@@ -86,8 +86,12 @@ function assertSessionMayUse(auth: Auth, request: FastifyRequest): void {
 export async function authenticateRequest(db: Database, secrets: Secrets, request: FastifyRequest): Promise<Auth> {
   const match = BEARER.exec(request.headers.authorization ?? '');
   if (!match?.[1]) throw unauthorized();
-  const [row] = await db.appSql<{ tenant_id: string; user_id: string; token_id: string; permissions: Permission[]; password_change_required: boolean }[]>`
-    select tenant_id, user_id, token_id, permissions, password_change_required from atrium_authenticate(${hashToken(match[1])})`;
+  const hash = hashToken(match[1]);
+  // atrium_authenticate only reads: safe to repeat on a fresh connection.
+  const [row] = await db.read(
+    () => db.appSql<{ tenant_id: string; user_id: string; token_id: string; permissions: Permission[]; password_change_required: boolean }[]>`
+    select tenant_id, user_id, token_id, permissions, password_change_required from atrium_authenticate(${hash})`,
+  );
   if (!row) throw unauthorized('The access token is invalid, expired or revoked.');
   const auth: Auth = {
     tenantId: Number(row.tenant_id),
@@ -113,8 +117,11 @@ export function presentedTokenHash(request: FastifyRequest): Buffer | null {
  */
 export async function stillAuthenticated(db: Database, tokenHashes: Buffer[]): Promise<Set<string>> {
   if (tokenHashes.length === 0) return new Set();
-  const rows = await db.appSql<{ hash: string }[]>`
-    select hash from unnest(${tokenHashes.map((h) => h.toString('hex'))}::text[]) as hash
-    where exists (select 1 from atrium_authenticate(decode(hash, 'hex')))`;
+  const hashes = tokenHashes.map((h) => h.toString('hex'));
+  const rows = await db.read(
+    () => db.appSql<{ hash: string }[]>`
+    select hash from unnest(${hashes}::text[]) as hash
+    where exists (select 1 from atrium_authenticate(decode(hash, 'hex')))`,
+  );
   return new Set(rows.map((row) => row.hash));
 }

@@ -5,6 +5,7 @@ import { sql } from 'drizzle-orm';
 import { drizzle, type PostgresJsDatabase } from 'drizzle-orm/postgres-js';
 import { migrate } from 'drizzle-orm/postgres-js/migrator';
 import postgres from 'postgres';
+import { isConnectionLoss } from './connection-loss.ts';
 import { tenantSettingName } from './tenancy.ts';
 
 export type Db = PostgresJsDatabase;
@@ -50,12 +51,60 @@ function preparing(client: postgres.Sql, onQuery: () => void): postgres.Sql {
     },
   });
 }
+/** Counts the statements sent through `client` (behind a pooler, where they are not prepared). */
+function counting(client: postgres.Sql, onQuery: () => void): postgres.Sql {
+  return new Proxy(client, {
+    get(target, property, receiver) {
+      if (property === 'unsafe') {
+        return (query: string, params?: unknown[], options?: postgres.UnsafeQueryOptions) => {
+          onQuery();
+          return target.unsafe(query, params as never, options);
+        };
+      }
+      if (property === 'begin') {
+        return (...args: unknown[]) => {
+          const callback = args.pop() as (tx: postgres.TransactionSql) => unknown;
+          return (target.begin as (...a: unknown[]) => unknown)(...args, (tx: postgres.TransactionSql) =>
+            callback(counting(tx as unknown as postgres.Sql, onQuery) as unknown as postgres.TransactionSql),
+          );
+        };
+      }
+      return Reflect.get(target, property, receiver) as unknown;
+    },
+  });
+}
+
 const migrationsFolder = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../drizzle');
 /** Arbitrary constant: serialises concurrent `migrate` runs (several processes starting). */
 const MIGRATION_LOCK = 720_431_977;
 /** The migrations of this build, oldest first: `tag` names the SQL file, `when` orders them (drizzle's journal). */
 const journal = (JSON.parse(readFileSync(path.join(migrationsFolder, 'meta/_journal.json'), 'utf8')) as { entries: { tag: string; when: number }[] }).entries;
 const migrationCount = journal.length;
+
+/**
+ * Delay before a pool reconnects, by the pool's count of connections lost with an error.
+ * postgres.js counts those across the whole pool, so a restart that drops every
+ * connection at once would otherwise hold reconnection off for up to 20 s (its default
+ * grows as 3^n / 100 s). Capped at half a second: a server that stays away is still not
+ * hammered, and one that is back is used at once.
+ */
+const reconnectDelaySeconds = (lost: number) => Math.min(0.01 * lost, 0.5);
+
+/**
+ * How long a request waits for a connection while the server refuses or does not answer
+ * (postgres.js keeps trying until then); it then answers 503.
+ */
+const CONNECT_TIMEOUT_SECONDS = 5;
+/** How long readiness waits for the database before it answers "not ready". */
+const READINESS_TIMEOUT_MS = 2_000;
+
+/**
+ * Lets the sockets of lost connections finish closing before a retry. postgres.js reports
+ * a reset connection on the socket's `error` event and takes it out of the pool only on
+ * the `close` that follows; a query handed to it in between is never answered (it waits
+ * out the connect timeout).
+ */
+const settleClosedConnections = () => new Promise((resolve) => setTimeout(resolve, 10));
 
 export interface DatabaseOptions {
   poolSize?: number;
@@ -66,6 +115,13 @@ export interface DatabaseOptions {
    * run arbitrary SQL could switch back).
    */
   appUrl?: string;
+  /**
+   * A direct connection to the same database, when `url` (and `appUrl`) go through a
+   * transaction-pooling proxy: migrations (a session advisory lock) and LISTEN need a
+   * session of their own, and the pooled connections then send no named prepared
+   * statements (a later transaction may run on another server connection).
+   */
+  directUrl?: string;
 }
 
 const OWNER_POOL_SIZE = 4;
@@ -78,6 +134,10 @@ const OWNER_POOL_SIZE = 4;
 export class Database {
   readonly ownerSql: postgres.Sql;
   readonly appSql: postgres.Sql;
+  /** The pool LISTEN runs on: the direct connection behind a pooler, else the owner pool. */
+  readonly listenSql: postgres.Sql;
+  /** Where migrations, LISTEN and the job queue connect: the direct URL when one is set. */
+  readonly sessionUrl: string;
   readonly owner: Db;
   readonly app: Db;
   /** Statements sent through drizzle on the app pool; tests use it to prove query counts are constant. */
@@ -88,38 +148,90 @@ export class Database {
   /** Most connections each pool opens (metrics). */
   readonly poolSizes: { owner: number; app: number };
 
+  /**
+   * Tries at a statement that failed on a lost connection: after a restart every pooled
+   * connection may be dead, and each is found out only by using it, so one more than the
+   * larger pool holds.
+   */
+  private readonly reconnectAttempts: number;
+
   constructor(
     readonly url: string,
     options: DatabaseOptions = {},
   ) {
-    this.ownerSql = postgres(url, { max: OWNER_POOL_SIZE, onnotice: () => {}, connection: { application_name: 'atrium-owner' } });
-    this.poolSizes = { owner: OWNER_POOL_SIZE, app: options.poolSize ?? 10 };
+    const appPoolSize = options.poolSize ?? 10;
+    this.poolSizes = { owner: OWNER_POOL_SIZE, app: appPoolSize };
+    this.reconnectAttempts = Math.max(OWNER_POOL_SIZE, appPoolSize) + 1;
+    const pooled = options.directUrl !== undefined;
+    this.sessionUrl = options.directUrl ?? url;
+    this.ownerSql = postgres(url, {
+      max: OWNER_POOL_SIZE,
+      onnotice: () => {},
+      backoff: reconnectDelaySeconds,
+      connect_timeout: CONNECT_TIMEOUT_SECONDS,
+      prepare: !pooled,
+      connection: { application_name: 'atrium-owner' },
+    });
+    this.listenSql = pooled
+      ? postgres(this.sessionUrl, { max: 1, onnotice: () => {}, backoff: reconnectDelaySeconds, connection: { application_name: 'atrium-owner' } })
+      : this.ownerSql;
     this.dedicatedAppLogin = options.appUrl !== undefined;
     this.appSql = postgres(options.appUrl ?? url, {
-      max: this.poolSizes.app,
+      max: appPoolSize,
       onnotice: () => {},
+      backoff: reconnectDelaySeconds,
+      connect_timeout: CONNECT_TIMEOUT_SECONDS,
+      prepare: !pooled,
       connection: options.appUrl ? { application_name: 'atrium' } : { options: `-c role=${APP_ROLE}`, application_name: 'atrium' },
     });
     this.owner = drizzle(this.ownerSql);
-    this.app = drizzle(
-      preparing(this.appSql, () => {
-        this.queryCount++;
-      }),
-    );
+    const countQuery = () => {
+      this.queryCount++;
+    };
+    this.app = drizzle(pooled ? counting(this.appSql, countQuery) : preparing(this.appSql, countQuery));
   }
 
-  /** Runs `fn` in one transaction scoped to `tenantId` (row-level security). */
-  tenant<T>(tenantId: number, fn: (tx: Tx) => Promise<T>): Promise<T> {
-    return this.app.transaction(async (tx) => {
-      await setTenant(tx, tenantId);
-      return fn(tx);
-    });
+  /**
+   * Runs `fn` in one transaction scoped to `tenantId` (row-level security). A transaction
+   * whose BEGIN fails on a lost connection (a pooled connection the server has closed) is
+   * started again on a fresh one: nothing of it reached the server. Once `fn` has begun,
+   * a lost connection is the caller's error (the error handler answers 503).
+   */
+  async tenant<T>(tenantId: number, fn: (tx: Tx) => Promise<T>): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      let begun = false;
+      try {
+        return await this.app.transaction(async (tx) => {
+          begun = true;
+          await setTenant(tx, tenantId);
+          return fn(tx);
+        });
+      } catch (error) {
+        if (begun || attempt >= this.reconnectAttempts || !isConnectionLoss(error)) throw error;
+        await settleClosedConnections();
+      }
+    }
+  }
+
+  /**
+   * Runs a statement that changes nothing (a read, or a function that only reads), again on
+   * a fresh connection when the connection is lost: repeating it is always safe.
+   */
+  async read<T>(statement: () => Promise<T>): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await statement();
+      } catch (error) {
+        if (attempt >= this.reconnectAttempts || !isConnectionLoss(error)) throw error;
+        await settleClosedConnections();
+      }
+    }
   }
 
   /** Applies the pending migrations; answers the names of those it applied (none when up to date). */
   async migrate(): Promise<string[]> {
     // One connection, so the session-level advisory lock covers the whole migration.
-    const connection = postgres(this.url, { max: 1, onnotice: () => {} });
+    const connection = postgres(this.sessionUrl, { max: 1, onnotice: () => {} });
     try {
       await connection`select pg_advisory_lock(${MIGRATION_LOCK})`;
       // drizzle applies every journal entry newer than the last one it recorded.
@@ -155,18 +267,28 @@ export class Database {
     await this.ownerSql.unsafe(`alter role ${APP_ROLE} with login password '${password.replace(/'/g, "''")}'`);
   }
 
-  /** Ready = reachable and every migration of this build applied. */
+  /**
+   * Ready = both pools reach the server within READINESS_TIMEOUT_MS (a connection the
+   * server dropped is replaced, not reported) and every migration of this build is applied.
+   */
   async isReady(): Promise<boolean> {
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), READINESS_TIMEOUT_MS)));
+    const check = Promise.all([
+      this.read(() => this.ownerSql<{ count: number }[]>`select count(*)::int as count from drizzle.__drizzle_migrations`),
+      this.read(() => this.appSql`select 1`),
+    ]).then(
+      ([[row]]) => (row?.count ?? 0) >= migrationCount,
+      () => false,
+    );
     try {
-      const [row] = await this.ownerSql<{ count: number }[]>`
-        select count(*)::int as count from drizzle.__drizzle_migrations`;
-      return (row?.count ?? 0) >= migrationCount;
-    } catch {
-      return false;
+      return await Promise.race([check, timedOut]);
+    } finally {
+      clearTimeout(timer);
     }
   }
 
   async close(): Promise<void> {
-    await Promise.all([this.appSql.end({ timeout: 5 }), this.ownerSql.end({ timeout: 5 })]);
+    await Promise.all([this.appSql.end({ timeout: 5 }), this.ownerSql.end({ timeout: 5 }), this.listenSql.end({ timeout: 5 })]);
   }
 }

@@ -2,6 +2,7 @@ import { DrizzleQueryError } from 'drizzle-orm';
 import { STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { isConnectionLoss } from '../database/connection-loss.ts';
 import { isMalformedMultipart } from './multipart.ts';
 import { randomUUID } from 'node:crypto';
 import { ProblemError, problemDocument, type ProblemDocument } from './problem.ts';
@@ -74,6 +75,11 @@ function databaseProblem(error: FastifyError): ProblemDocument | null {
 
 function toProblem(error: FastifyError): { problem: ProblemDocument; headers: Record<string, string> } | null {
   if (error instanceof ProblemError) return { problem: error.toDocument(), headers: error.headers };
+  // Lost database connections (restart, failover, a proxy's idle timeout) are the
+  // server's passing trouble, not a bug: the client may try again in a moment.
+  if (isConnectionLoss(error)) {
+    return { problem: problemDocument(503, 'The database is unavailable for the moment. Try again shortly.'), headers: { 'retry-after': '1' } };
+  }
   if (error.validation) {
     const context = error.validationContext === 'querystring' ? 'query' : error.validationContext;
     return {
@@ -142,7 +148,8 @@ export function registerErrorHandling(app: FastifyInstance): void {
     const known =
       toProblem(error) ?? (isMalformedMultipart(request, error) ? { problem: problemDocument(400, 'The multipart body is malformed.'), headers: {} } : null);
     if (known) {
-      if (known.problem.status >= 500) request.log.error(errorLogFields(error), 'request failed');
+      if (known.problem.status === 503) request.log.warn(errorLogFields(error), 'database unavailable');
+      else if (known.problem.status >= 500) request.log.error(errorLogFields(error), 'request failed');
       else if (UNCHECKED_INPUT.has(driverError(error).code ?? '')) request.log.warn(errorLogFields(error), 'input reached the database unchecked');
       return reply.code(known.problem.status).headers(known.headers).type(PROBLEM).send(identified(known.problem, request));
     }

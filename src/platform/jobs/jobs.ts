@@ -1,4 +1,6 @@
 import PgBoss from 'pg-boss';
+import type { Db } from '../database/database.ts';
+import { takeExpiredLeases, takeLease } from './leases.ts';
 
 /**
  * A background job: its queue (retry policy), how workers fetch it, an optional cron
@@ -13,20 +15,49 @@ export interface JobDefinition<T extends object, C> {
   /** Cron expression; scheduled once by a worker process. */
   cron?: string;
   /** One job's work. A worker runs the jobs of a fetched batch one at a time, in order. */
-  handle(data: T, context: C): Promise<void>;
+  handle(data: T, context: C, run: JobRun): Promise<void>;
+}
+
+/** What a job's work knows of its execution. */
+export interface JobRun {
+  /**
+   * An earlier run of this very job ended without completing it: it failed, or its worker
+   * was lost (its lease expired) possibly in the middle of the work.
+   */
+  retried: boolean;
 }
 
 export interface JobsLogger {
   error(object: unknown, message: string): void;
+  warn(object: unknown, message: string): void;
+}
+
+export interface JobsOptions {
+  /** Whether this process schedules cron jobs and runs queue maintenance (worker processes). */
+  schedule: boolean;
+  /**
+   * How long a running job survives its worker's silence: the worker renews the lease every
+   * third of it, and a sweeper fails jobs whose lease expired so pg-boss retries them
+   * (docs/fault-tolerance.md).
+   */
+  leaseSeconds: number;
+  /** The owner connection: leases are installation-wide. */
+  db: Db;
 }
 
 /** pg-boss in its own schema, connected as the owner role (it creates its own tables). */
 export class Jobs {
   private readonly workers = new Map<string, string>();
+  private sweeper: NodeJS.Timeout | undefined;
+  private sweeping: Promise<void> | undefined;
 
-  private constructor(private readonly boss: PgBoss) {}
+  private constructor(
+    private readonly boss: PgBoss,
+    private readonly log: JobsLogger,
+    private readonly options: JobsOptions,
+  ) {}
 
-  static async start(url: string, definitions: readonly JobDefinition<never, never>[], log: JobsLogger, options: { schedule: boolean }): Promise<Jobs> {
+  static async start(url: string, definitions: readonly JobDefinition<never, never>[], log: JobsLogger, options: JobsOptions): Promise<Jobs> {
     const boss = new PgBoss({
       connectionString: url,
       schema: 'pgboss',
@@ -34,21 +65,72 @@ export class Jobs {
       application_name: 'atrium-jobs',
       schedule: options.schedule,
       supervise: options.schedule,
+      // Also fails jobs past their queue's `expireInSeconds` (a hung handler); run it often
+      // enough that such a job is retried soon after its expiry.
+      maintenanceIntervalSeconds: Math.max(1, Math.ceil(options.leaseSeconds / 3)),
     });
     boss.on('error', (error) => log.error({ err: error }, 'job queue error'));
     await boss.start();
     for (const definition of definitions) await boss.createQueue(definition.name, { name: definition.name, ...definition.queue });
-    return new Jobs(boss);
+    return new Jobs(boss, log, options);
   }
 
   /** Starts workers for every definition (ATRIUM_ROLE worker or all); each job's work is given `context`. */
   async work<C>(definitions: readonly JobDefinition<never, C>[], context: C): Promise<void> {
     for (const definition of definitions) {
-      const id = await this.boss.work<never>(definition.name, { batchSize: 1, pollingIntervalSeconds: 2, ...definition.work }, async (jobs) => {
-        for (const job of jobs) await definition.handle(job.data, context);
-      });
+      const id = await this.boss.work<never>(
+        definition.name,
+        { batchSize: 1, pollingIntervalSeconds: 2, ...definition.work, includeMetadata: true },
+        async (jobs) => {
+          for (const job of jobs) {
+            await this.leased(definition.name, job.id, () => definition.handle(job.data, context, { retried: job.retryCount > 0 }));
+          }
+        },
+      );
       this.workers.set(definition.name, id);
       if (definition.cron) await this.boss.schedule(definition.name, definition.cron, {});
+    }
+    if (this.options.schedule && !this.sweeper) {
+      this.sweeper = setInterval(() => {
+        this.sweeping ??= this.failLostJobs().finally(() => (this.sweeping = undefined));
+      }, this.renewEveryMs());
+    }
+  }
+
+  private renewEveryMs(): number {
+    return Math.max(500, (this.options.leaseSeconds * 1000) / 3);
+  }
+
+  /**
+   * Runs one job under a lease renewed every third of its length. A renewal that fails
+   * (database briefly away) is logged and tried again at the next tick; if the lease
+   * expires meanwhile the job is retried elsewhere, which jobs tolerate (they are safe to
+   * run twice).
+   */
+  private async leased(queue: string, jobId: string, work: () => Promise<void>): Promise<void> {
+    const { db, leaseSeconds } = this.options;
+    const lease = await takeLease(db, queue, jobId, leaseSeconds);
+    const renewal = setInterval(() => {
+      lease.renew().catch((error: unknown) => this.log.warn({ err: error, queue, jobId }, 'job lease not renewed'));
+    }, this.renewEveryMs());
+    try {
+      await work();
+    } finally {
+      clearInterval(renewal);
+      await lease.release().catch((error: unknown) => this.log.warn({ err: error, queue, jobId }, 'job lease not released'));
+    }
+  }
+
+  /** Fails every job whose worker stopped renewing its lease; pg-boss retries it per its queue's policy. */
+  private async failLostJobs(): Promise<void> {
+    try {
+      const lost = await takeExpiredLeases(this.options.db);
+      for (const { jobId, queue, holder } of lost) {
+        this.log.warn({ queue, jobId, holder }, 'job lost with its worker; retrying it');
+        await this.boss.fail(queue, jobId, { message: `worker ${holder} stopped renewing its lease` });
+      }
+    } catch (error) {
+      this.log.error({ err: error }, 'lost-job sweep failed');
     }
   }
 
@@ -65,6 +147,8 @@ export class Jobs {
   }
 
   async stop(): Promise<void> {
+    clearInterval(this.sweeper);
+    await this.sweeping;
     await this.boss.stop({ graceful: true, wait: true, timeout: 10_000 });
   }
 }

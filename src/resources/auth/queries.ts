@@ -9,7 +9,7 @@ import { accountLimitKey, userLimitKey, type LimitKey } from './rules.ts';
 import { accessTokens } from './table.ts';
 
 export async function findTenantId(db: Database, slug: string): Promise<number | null> {
-  const [row] = await db.appSql<{ id: string | null }[]>`select atrium_find_tenant(${slug}) as id`;
+  const [row] = await db.read(() => db.appSql<{ id: string | null }[]>`select atrium_find_tenant(${slug}) as id`);
   return row?.id ? Number(row.id) : null;
 }
 

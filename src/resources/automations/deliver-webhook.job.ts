@@ -10,7 +10,7 @@ import { defineJob } from '../../platform/jobs/define.ts';
 import { attemptDelivery, nextState, type DeliveryOutcome } from '../../platform/outbound/delivery-outcome.ts';
 import type { Services } from '../../platform/services.ts';
 import { signWebhookJwt } from './jwt-keys.ts';
-import { claimAttempt, findDeliveryWithAutomation, recordAttempt } from './queries.ts';
+import { claimAttempt, findDeliveryWithAutomation, reclaimInterruptedAttempt, recordAttempt } from './queries.ts';
 import { unsealSecrets, type WebhookConfiguration } from './webhook-configuration.ts';
 import { buildWebhookRequest } from './webhook-request.ts';
 
@@ -36,8 +36,8 @@ export const deliverWebhook = defineJob<DeliverWebhookData>({
   // a failing job must not make pg-boss re-run the others of a batch.
   queue: { retryLimit: 3, retryDelay: 5, retryBackoff: true },
   work: { batchSize: 1, pollingIntervalSeconds: 1 },
-  async handle(data, services) {
-    await deliverOnce(services, data);
+  async handle(data, services, run) {
+    await deliverOnce(services, data, run.retried);
   },
 });
 
@@ -49,12 +49,19 @@ function plainConfiguration(stored: WebhookConfiguration, services: Services): W
   }
 }
 
-async function deliverOnce(services: Services, { tenantId, deliveryId, attempt }: DeliverWebhookData): Promise<void> {
+async function deliverOnce(services: Services, { tenantId, deliveryId, attempt }: DeliverWebhookData, retried: boolean): Promise<void> {
   const { db, outbound, config, jobs } = services;
   // The claim's lease: past the longest the request can take.
   const leaseSeconds = Math.ceil(config.outboundTimeoutMs / 1000) + 60;
   // Already made or being made (a duplicated job), already final, or deleted: nothing to do.
-  if (!(await db.tenant(tenantId, (tx) => claimAttempt(tx, deliveryId, attempt, leaseSeconds)))) return;
+  // Except when this job's own earlier run claimed the attempt and was lost before
+  // recording it (its worker died): then this run makes the attempt again, at once.
+  const claimed = await db.tenant(
+    tenantId,
+    async (tx) =>
+      (await claimAttempt(tx, deliveryId, attempt, leaseSeconds)) || (retried && (await reclaimInterruptedAttempt(tx, deliveryId, attempt, leaseSeconds))),
+  );
+  if (!claimed) return;
   const found = await db.tenant(tenantId, (tx) => findDeliveryWithAutomation(tx, deliveryId));
   if (!found) return; // deleted with its automation meanwhile
   const { delivery, automation } = found;

@@ -2,7 +2,7 @@
  * Reads and writes of automations and their webhook deliveries. Tenant work takes the
  * tenant transaction `tx`; the sweeper's work across tenants takes the owner pool.
  */
-import { and, eq, inArray, sql, type SQL } from 'drizzle-orm';
+import { and, eq, inArray, notExists, sql, type SQL } from 'drizzle-orm';
 import type { Db, Tx } from '../../platform/database/database.ts';
 import type { DeliveryOutcome } from '../../platform/outbound/delivery-outcome.ts';
 import { automations, webhookDeliveries, webhookDeliveryAttempts, type AutomationRow, type DeliveryRow, type DeliveryStatus } from './table.ts';
@@ -74,6 +74,33 @@ export async function claimAttempt(tx: Tx, deliveryId: number, attempt: number, 
         inArray(webhookDeliveries.status, OPEN_STATUSES),
         sql`${DUE_AT} <= now()`,
       ),
+    )
+    .returning({ id: webhookDeliveries.id });
+  return claimed.length > 0;
+}
+
+/**
+ * Claims attempt `attempt` again when it was claimed but never recorded: the job that
+ * claimed it was lost with its worker, possibly after sending. Only the retry of that same
+ * job calls this (a duplicated job never does), so the attempt is repeated, with the same
+ * `webhook-id`, instead of waiting for the sweeper. Whether the claim succeeded.
+ */
+export async function reclaimInterruptedAttempt(tx: Tx, deliveryId: number, attempt: number, leaseSeconds: number): Promise<boolean> {
+  const recorded = tx
+    .select({ one: sql`1` })
+    .from(webhookDeliveryAttempts)
+    .where(
+      and(
+        eq(webhookDeliveryAttempts.tenantId, webhookDeliveries.tenantId),
+        eq(webhookDeliveryAttempts.deliveryId, webhookDeliveries.id),
+        eq(webhookDeliveryAttempts.number, attempt),
+      ),
+    );
+  const claimed = await tx
+    .update(webhookDeliveries)
+    .set({ nextAttemptAt: sql`now() + make_interval(secs => ${leaseSeconds})` })
+    .where(
+      and(eq(webhookDeliveries.id, deliveryId), eq(webhookDeliveries.attempts, attempt), inArray(webhookDeliveries.status, OPEN_STATUSES), notExists(recorded)),
     )
     .returning({ id: webhookDeliveries.id });
   return claimed.length > 0;

@@ -81,7 +81,7 @@ export class NotificationStreams {
       log,
       onHeartbeat: () => void this.endRevoked().catch((error: unknown) => this.log.error({ err: error }, 'notification stream: token check failed')),
     });
-    this.listener = new ChannelListener(db.ownerSql, NOTIFICATIONS_CHANNEL, {
+    this.listener = new ChannelListener(db.listenSql, NOTIFICATIONS_CHANNEL, {
       onNotice: (payload) => {
         const notice = JSON.parse(payload) as StoredBatch | UnreadChange;
         void ('dispatch_id' in notice ? this.onBatch(notice) : this.onUnreadChange(notice)).catch((error: unknown) =>

@@ -293,7 +293,7 @@ t.test('a dispatch whose delivery job was lost is delivered by deliver-pending',
     notify(tx, { recipients: { userIds: [lost.id] }, type: 'customNotification', data: { title: 'Lost', body: 'b', url: '/' } }),
   );
   await api.db.owner.execute(sql`update notification_dispatches set created_at = now() - interval '5 minutes' where id = ${dispatch.dispatchId}`);
-  await deliverPendingNotifications.handle({}, api.atrium.services);
+  await deliverPendingNotifications.handle({}, api.atrium.services, { retried: false });
   await waitForDelivery(t);
   const rows = await api.db.owner.select().from(notifications).where(eq(notifications.dispatchId, dispatch.dispatchId));
   t.strictSame(

@@ -1,0 +1,36 @@
+/**
+ * Errors that say the database connection, not the statement, failed: the server restarted
+ * or failed over, a proxy dropped an idle connection, the backend was terminated, or no
+ * connection can be had right now (docs/fault-tolerance.md#lost-database-connections).
+ */
+
+/** postgres.js's own codes (a closed or destroyed connection, a connect timeout) and Node's socket errors. */
+const CLIENT_CODES = new Set([
+  'CONNECTION_CLOSED',
+  'CONNECTION_DESTROYED',
+  'CONNECTION_ENDED',
+  'CONNECT_TIMEOUT',
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'EPIPE',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+]);
+
+/**
+ * SQLSTATEs of the same: class 08 (connection exception), 57P01–57P03 (the server shuts
+ * down, crashed, or is starting), 53300 (too many connections) and 25006 after a failover
+ * to a standby that is read-only.
+ */
+const SERVER_CODES = new Set(['57P01', '57P02', '57P03', '53300', '25006']);
+
+export function isConnectionLoss(error: unknown): boolean {
+  for (let current = error, depth = 0; current && typeof current === 'object' && depth < 5; depth++) {
+    const code = (current as { code?: unknown }).code;
+    if (typeof code === 'string' && (CLIENT_CODES.has(code) || SERVER_CODES.has(code) || code.startsWith('08'))) return true;
+    current = (current as { cause?: unknown }).cause;
+  }
+  return false;
+}

@@ -1,0 +1,81 @@
+/**
+ * Lost database connections (docs/fault-tolerance.md#lost-database-connections): after the
+ * server drops every connection, requests run on fresh ones or answer 503 with
+ * Retry-After, never 500, and readiness tells the truth.
+ */
+import { sql } from 'drizzle-orm';
+import postgres from 'postgres';
+import t from 'tap';
+import { startTestApi } from '../../helpers/atrium.ts';
+
+const api = await startTestApi(t);
+const tenant = await api.createTenant('outage');
+const app = api.atrium.app!;
+const [database] = await api.db.owner.execute<{ name: string }>(sql`select current_database() as name`);
+
+// An owner connection of its own, to another database, so it survives what it does to this one.
+const controlUrl = new URL(api.config.databaseUrl!);
+controlUrl.pathname = '/postgres';
+const control = postgres(controlUrl.toString(), { max: 1, onnotice: () => {} });
+t.teardown(() => control.end({ timeout: 1 }));
+
+/** Ends every backend of the test database except the control's: what a restart or failover does to the pools. */
+const terminateBackends = async () =>
+  (
+    await control<{ n: number }[]>`
+      select count(pg_terminate_backend(pid))::int as n from pg_stat_activity
+      where datname = ${database!.name} and pid <> pg_backend_pid() and backend_type = 'client backend'`
+  )[0]!.n;
+
+const requests = () => {
+  const auth = { authorization: `Bearer ${tenant.adminToken}` };
+  return [
+    { method: 'GET' as const, url: '/api/users/current', headers: auth },
+    { method: 'GET' as const, url: '/api/users?limit=5', headers: auth },
+    { method: 'GET' as const, url: '/api/departments', headers: auth },
+    { method: 'PUT' as const, url: `/api/users/${tenant.adminUserId}`, headers: auth, payload: { first_name: 'Ada' } },
+    { method: 'POST' as const, url: '/api/auth/login', payload: { tenant: 'outage', username: 'nobody', password: 'wrong-password' } },
+    { method: 'GET' as const, url: '/health/ready' },
+  ];
+};
+
+t.test('after the server drops every connection, requests are served on fresh ones: no 500', async (t) => {
+  for (let round = 0; round < 3; round++) {
+    // Fill the pools with open connections, then drop them all, then send the load at once.
+    await Promise.all(Array.from({ length: 12 }, () => app.inject(requests()[1]!)));
+    t.ok((await terminateBackends()) > 0, `round ${round}: backends terminated`);
+    const answers = await Promise.all(Array.from({ length: 2 }, () => requests().map((request) => app.inject(request))).flat());
+    for (const answer of answers) {
+      if (answer.statusCode === 503 && answer.headers['content-type']?.toString().startsWith('application/problem+json')) {
+        t.ok(answer.headers['retry-after'], 'a 503 says when to try again');
+        continue;
+      }
+      t.ok(answer.statusCode < 500, `${answer.statusCode} ${answer.body.slice(0, 200)}`);
+    }
+    t.equal(answers.filter((answer) => answer.statusCode === 500).length, 0, `round ${round}: no 500`);
+    const ready = answers.filter((_answer, index) => index % requests().length === requests().length - 1);
+    t.strictSame(
+      ready.map((answer) => answer.statusCode),
+      ready.map(() => 200),
+      'readiness: the database is up, so ready',
+    );
+  }
+});
+
+t.test('readiness is 503 while the application cannot connect, and 200 again once it can', async (t) => {
+  await control.unsafe(`alter database "${database!.name}" with connection limit 0`);
+  await terminateBackends();
+  const down = await app.inject({ method: 'GET', url: '/health/ready' });
+  t.equal(down.statusCode, 503);
+  t.equal(down.json().database, false);
+  const refused = await app.inject({ method: 'GET', url: '/api/users/current', headers: { authorization: `Bearer ${tenant.adminToken}` } });
+  t.equal(refused.statusCode, 503, 'a request is a 503, not a 500');
+  t.equal(refused.headers['content-type'], 'application/problem+json; charset=utf-8');
+  t.equal(refused.headers['retry-after'], '1');
+  t.equal(refused.json().status, 503);
+
+  await control.unsafe(`alter database "${database!.name}" with connection limit -1`);
+  const up = await app.inject({ method: 'GET', url: '/health/ready' });
+  t.equal(up.statusCode, 200);
+  t.equal((await app.inject({ method: 'GET', url: '/api/users/current', headers: { authorization: `Bearer ${tenant.adminToken}` } })).statusCode, 200);
+});
