@@ -73,18 +73,23 @@ export async function nextFieldSortNumber(tx: Tx, type: ParentType, id: number):
   return row?.next ?? 1;
 }
 
+/** The row of a new field of the parent `parentId`, at position `sortNumber`. */
+function newFieldRow(tenantId: number, parent: ParentType, parentId: number, field: FieldInput, sortNumber: number) {
+  return {
+    tenantId,
+    formId: parent === 'form' ? parentId : null,
+    taskTemplateId: parent === 'taskTemplate' ? parentId : null,
+    name: field.name,
+    fieldType: field.field_type,
+    options: field.options ?? null,
+    sortNumber,
+  };
+}
+
 export async function insertField(tx: Tx, tenantId: number, parent: ParentType, parentId: number, field: FieldInput, sortNumber: number): Promise<FieldRow> {
   const [row] = await tx
     .insert(formFields)
-    .values({
-      tenantId,
-      formId: parent === 'form' ? parentId : null,
-      taskTemplateId: parent === 'taskTemplate' ? parentId : null,
-      name: field.name,
-      fieldType: field.field_type,
-      options: field.options ?? null,
-      sortNumber,
-    })
+    .values(newFieldRow(tenantId, parent, parentId, field, sortNumber))
     .returning();
   return row!;
 }
@@ -115,17 +120,7 @@ export async function insertFieldsAndPermissions(
   permissions: Partial<SubjectLists> | undefined,
 ): Promise<void> {
   if (fields.length > 0) {
-    await tx.insert(formFields).values(
-      fields.map((field, i) => ({
-        tenantId,
-        formId: parent === 'form' ? parentId : null,
-        taskTemplateId: parent === 'taskTemplate' ? parentId : null,
-        name: field.name,
-        fieldType: field.field_type,
-        options: field.options ?? null,
-        sortNumber: i + 1,
-      })),
-    );
+    await tx.insert(formFields).values(fields.map((field, i) => newFieldRow(tenantId, parent, parentId, field, i + 1)));
   }
   await replaceSubjectLists(tx, tenantId, parent, parentId, permissions ?? {});
 }
