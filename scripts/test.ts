@@ -8,6 +8,13 @@
  * - Arguments are passed to tap (`npm test -- test/resources/users/users.test.ts`).
  * - Running `npx tap <file>` directly still works: each file then creates its own database
  *   (see test/helpers/database.ts).
+ * - Files run several at a time: twice as many as the machine has cores (tap's own default
+ *   leaves a core free, which on a two-core machine means one file at a time), because a test
+ *   file mostly waits for PostgreSQL, child processes and background jobs. `--jobs=N` overrides.
+ * - tap builds its test class for the plugins package.json configures; right after an install
+ *   that build is missing, and tap would start every file of this run with the default plugins'
+ *   loaders (the TypeScript one among them: hundreds of milliseconds per file). So the build
+ *   happens first, once, when needed.
  */
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -33,6 +40,18 @@ async function cleanUp(): Promise<void> {
   if (!external) await rm(dataDir, { recursive: true, force: true });
 }
 
+const tapRunner = path.resolve('node_modules/tap/dist/esm/run.mjs');
+const runNode = (args: string[], env: NodeJS.ProcessEnv = process.env) =>
+  new Promise<number>((resolve) => {
+    const child = spawn(process.execPath, args, { stdio: 'inherit', env });
+    for (const signal of ['SIGINT', 'SIGTERM'] as const) process.on(signal, () => child.kill(signal));
+    child.on('exit', (code, signal) => resolve(code ?? (signal ? 1 : 0)));
+  });
+
+const { TapConfig } = await import('@tapjs/config');
+const { signature } = await import('@tapjs/test');
+if ((await TapConfig.load()).pluginSignature !== signature) await runNode([tapRunner, 'build']);
+
 let status: number;
 try {
   await admin.unsafe(`create database "${template}"`);
@@ -47,12 +66,8 @@ try {
   // The embedded server's application role logs in itself, as `npm start` sets it up.
   if (server.appPassword) await admin.unsafe(`alter role atrium_app with login password '${server.appPassword}'`);
   const cluster: TestCluster = { url: server.url, template, appPassword: server.appPassword };
-  const tap = spawn(process.execPath, [path.resolve('node_modules/tap/dist/esm/run.mjs'), ...process.argv.slice(2)], {
-    stdio: 'inherit',
-    env: { ...process.env, DATABASE_URL: undefined, [TEST_CLUSTER_ENV]: JSON.stringify(cluster) },
-  });
-  for (const signal of ['SIGINT', 'SIGTERM'] as const) process.on(signal, () => tap.kill(signal));
-  status = await new Promise<number>((resolve) => tap.on('exit', (code, signal) => resolve(code ?? (signal ? 1 : 0))));
+  const jobs = `--jobs=${Math.max(2, os.availableParallelism() * 2)}`;
+  status = await runNode([tapRunner, jobs, ...process.argv.slice(2)], { ...process.env, DATABASE_URL: undefined, [TEST_CLUSTER_ENV]: JSON.stringify(cluster) });
 } finally {
   await cleanUp();
 }

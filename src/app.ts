@@ -1,4 +1,4 @@
-import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyServerOptions } from 'fastify';
 import qs from 'qs';
 import { fastifyTrustProxy } from './config.ts';
 import { registerApiReference, SPECIFICATION_URL } from './platform/http/api-reference.ts';
@@ -113,9 +113,8 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     // `X-Request-Id` when well-formed, otherwise a new one; logged as `request_id`.
     requestIdHeader: false,
     genReqId: requestId,
-    requestIdLogLabel: 'request_id',
-    // Logged by registerRequestLogging instead: probes at debug.
-    disableRequestLogging: true,
+    // Requests are logged by registerRequestLogging instead (probes at debug).
+    logController: new LogController({ requestIdLogLabel: 'request_id', disableRequestLogging: true }),
     routerOptions: {
       // `filter[text]=…` → { filter: { text: … } }; no `comma` option: `selects` stays one string.
       // `plainObjects`: keys named like Object members (`filter[constructor]`) are kept as

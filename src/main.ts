@@ -3,9 +3,12 @@
  * workers (ATRIUM_ROLE narrows it) until SIGTERM, SIGINT or SIGHUP (docs/operations.md#signals-and-shutdown).
  */
 import { entryPointConfig } from './config.ts';
-import { createAtrium, type Atrium } from './server.ts';
+import type { Atrium } from './server.ts';
 
 const config = entryPointConfig();
+// The application loads only once the configuration is known to be good, so that a mistake
+// answers at once.
+const { createAtrium } = await import('./server.ts');
 
 /** A start-up failure: one line on stderr (the log may not exist yet), exit status 1. */
 function fail(what: string, error: unknown): never {
