@@ -2230,6 +2230,14 @@ export interface webhooks {
 }
 export interface components {
     schemas: {
+        /**
+         * @example {
+         *       "access_token": "atr_Vb4pX0mJ7sQ2kL9wE3rT6yU1iO8aS5dF4gH7jK2lZ0x",
+         *       "token_type": "Bearer",
+         *       "expires_at": "2026-02-02T09:30:00.000Z",
+         *       "password_change_required": false
+         *     }
+         */
         AccessToken: {
             /** @description Opaque bearer token. Stored by the server only as a hash. */
             access_token: string;
@@ -2252,6 +2260,26 @@ export interface components {
             /** @enum {string} */
             type: "string" | "integer" | "number" | "boolean" | "date";
         };
+        /**
+         * @example {
+         *       "id": 1,
+         *       "name": "Location",
+         *       "fields": [
+         *         {
+         *           "key": "floor",
+         *           "type": "integer",
+         *           "label": "Floor"
+         *         },
+         *         {
+         *           "key": "opened_on",
+         *           "type": "date",
+         *           "label": "Opened on"
+         *         }
+         *       ],
+         *       "created_at": "2026-01-31T14:05:00.000Z",
+         *       "updated_at": "2026-01-31T14:05:00.000Z"
+         *     }
+         */
         AttributeSet: {
             /** Format: date-time */
             created_at?: string;
@@ -2262,11 +2290,47 @@ export interface components {
             /** Format: date-time */
             updated_at?: string;
         };
+        /**
+         * @example {
+         *       "name": "Location",
+         *       "fields": [
+         *         {
+         *           "key": "floor",
+         *           "type": "integer",
+         *           "label": "Floor"
+         *         },
+         *         {
+         *           "key": "opened_on",
+         *           "type": "date",
+         *           "label": "Opened on"
+         *         }
+         *       ]
+         *     }
+         */
         AttributeSetInput: {
             fields: components["schemas"]["AttributeField"][];
             name: string;
         };
-        /** @description An automation holding one webhook action. */
+        /**
+         * @description An automation holding one webhook action.
+         * @example {
+         *       "id": 2,
+         *       "name": "Notify the ticket system",
+         *       "action_type": "webhook",
+         *       "config": {
+         *         "url": "https://hooks.example.com/atrium",
+         *         "method": "POST",
+         *         "headers": {
+         *           "X-Source": "atrium"
+         *         },
+         *         "auth": {
+         *           "type": "jwt"
+         *         }
+         *       },
+         *       "created_at": "2026-01-31T14:05:00.000Z",
+         *       "updated_at": "2026-01-31T14:05:00.000Z"
+         *     }
+         */
         Automation: {
             /**
              * @description The action's type key; only `webhook` exists so far.
@@ -2282,6 +2346,22 @@ export interface components {
             /** Format: date-time */
             updated_at?: string;
         };
+        /**
+         * @example {
+         *       "name": "Notify the ticket system",
+         *       "action_type": "webhook",
+         *       "config": {
+         *         "url": "https://hooks.example.com/atrium",
+         *         "method": "POST",
+         *         "headers": {
+         *           "X-Source": "atrium"
+         *         },
+         *         "auth": {
+         *           "type": "jwt"
+         *         }
+         *       }
+         *     }
+         */
         AutomationCreate: {
             /**
              * @description Optional; `webhook` is the only action type.
@@ -2291,6 +2371,13 @@ export interface components {
             config: components["schemas"]["WebhookConfiguration"];
             name: string;
         };
+        /**
+         * @example {
+         *       "context": {
+         *         "ticket": 4711
+         *       }
+         *     }
+         */
         AutomationRun: {
             /**
              * @description Any JSON object; sent as `context` in the payload. Like every JSON body, the
@@ -2302,6 +2389,19 @@ export interface components {
         /**
          * @description Keys sent are changed, others kept. `config` replaces the whole configuration, except
          *     that a secret sent as `"********"` keeps the stored value.
+         * @example {
+         *       "name": "Notify the ticket system",
+         *       "config": {
+         *         "url": "https://hooks.example.com/atrium",
+         *         "method": "POST",
+         *         "headers": {
+         *           "X-Source": "atrium"
+         *         },
+         *         "auth": {
+         *           "type": "jwt"
+         *         }
+         *       }
+         *     }
          */
         AutomationUpdate: {
             /** @enum {string} */
@@ -2309,7 +2409,14 @@ export interface components {
             config?: components["schemas"]["WebhookConfiguration"];
             name?: string;
         };
-        /** @description How many departments exist and how many more may be created. */
+        /**
+         * @description How many departments exist and how many more may be created.
+         * @example {
+         *       "count": 1,
+         *       "limit": null,
+         *       "remaining": null
+         *     }
+         */
         Availability: {
             /**
              * Format: int32
@@ -2332,6 +2439,12 @@ export interface components {
         /**
          * @description As `ReadState`, plus `filter` (the keys of the list filter) narrowing the unread
          *     notifications that are changed.
+         * @example {
+         *       "seen_at": "2026-01-31 14:05:00",
+         *       "filter": {
+         *         "type": "customNotification"
+         *       }
+         *     }
          */
         BulkReadState: {
             filter?: components["schemas"]["NotificationFilter"];
@@ -2349,6 +2462,12 @@ export interface components {
          *     route, resolved by the client in its tenant; the same path as `static_url`.
          */
         ContextUrl: string;
+        /**
+         * @example {
+         *       "status": "success",
+         *       "data": 3
+         *     }
+         */
         CountEnvelope: {
             /**
              * Format: int32
@@ -2358,7 +2477,20 @@ export interface components {
             /** @enum {string} */
             status: "success";
         };
-        /** @description The created token record plus the signed value, returned only here. */
+        /**
+         * @description The created token record plus the signed value, returned only here.
+         * @example {
+         *       "uuid": "5f0c2b1e-8d3a-4c7e-9b6f-1a2d3e4f5a6b",
+         *       "user_id": 1,
+         *       "login_user_id": 1,
+         *       "state": "active",
+         *       "expires_at": "2026-02-02T09:30:00.000Z",
+         *       "used_at": null,
+         *       "deleted_at": null,
+         *       "created_at": "2026-01-31T14:05:00.000Z",
+         *       "token": "alt_q8Vq2bJx0mWl5S1nKc7dYt3uHf9gRz4eLp6aNo2iBvU.t0eK9m3ZxQ1yW7cV5bN8rL2pA4sD6fG0hJ3kU9iO1qE"
+         *     }
+         */
         CreatedUserLoginToken: components["schemas"]["UserLoginToken"] & {
             /**
              * @description The signed one-time value to pass to `POST /api/auth/login-token`. Returned
@@ -2366,6 +2498,13 @@ export interface components {
              */
             token: string;
         };
+        /**
+         * @example {
+         *       "user_data_csv": "users.csv",
+         *       "update_users": true,
+         *       "delete_users": false
+         *     }
+         */
         CsvImportRequest: {
             active?: string;
             birthdate?: string;
@@ -2402,6 +2541,47 @@ export interface components {
             whitespace_to_null: boolean;
             zipcode?: string;
         };
+        /**
+         * @example {
+         *       "new_users": [
+         *         {
+         *           "line": 2,
+         *           "user": {
+         *             "username": "jdoe",
+         *             "first_name": "Jane",
+         *             "last_name": "Doe",
+         *             "role_id": 2
+         *           }
+         *         }
+         *       ],
+         *       "update_users": [
+         *         {
+         *           "line": 3,
+         *           "id": 1,
+         *           "username": "admin",
+         *           "changes": {
+         *             "phone": {
+         *               "from": null,
+         *               "to": "+49 30 1234567"
+         *             }
+         *           }
+         *         }
+         *       ],
+         *       "unchanged_users": [],
+         *       "delete_users": [],
+         *       "invalid_rows": [
+         *         {
+         *           "line": 4,
+         *           "username": "mmuster",
+         *           "errors": {
+         *             "role_id": [
+         *               "does not exist"
+         *             ]
+         *           }
+         *         }
+         *       ]
+         *     }
+         */
         CsvImportResult: {
             delete_users: {
                 full_name: string;
@@ -2475,6 +2655,21 @@ export interface components {
             type: components["schemas"]["SourceType"] | null;
             value: components["schemas"]["FieldValue"];
         };
+        /**
+         * @example {
+         *       "task_execution_id": 11,
+         *       "data": [
+         *         {
+         *           "form_field_id": 9,
+         *           "name": "Laptop handed over",
+         *           "field_type": "boolean",
+         *           "value": null,
+         *           "default_value_source_id": null,
+         *           "type": null
+         *         }
+         *       ]
+         *     }
+         */
         DefaultValues: {
             /** @description One entry per (not deleted) field of the execution's task template, in the fields' order. */
             data: components["schemas"]["DefaultValue"][];
@@ -2487,6 +2682,22 @@ export interface components {
          *     `selects` names them, as for users. `attributes` holds the values of the fields of
          *     the attached attribute sets (the interface's "additional attribute keys"; they are
          *     sent as top-level keys and returned under `attributes`).
+         * @example {
+         *       "id": 1,
+         *       "name": "Customer Service",
+         *       "user_id": 1,
+         *       "tags": [
+         *         "support",
+         *         "berlin"
+         *       ],
+         *       "notification_setting_ids": [
+         *         5
+         *       ],
+         *       "attribute_set_ids": [],
+         *       "attributes": {},
+         *       "created_at": "2026-01-31T14:05:00.000Z",
+         *       "updated_at": "2026-01-31T14:05:00.000Z"
+         *     }
          */
         Department: {
             /** @description Attached attribute sets, ordered by their `sort_number`. */
@@ -2553,6 +2764,16 @@ export interface components {
          *     `null` clears it); a key no attached set defines is rejected (422 naming the key).
          *     On update, values not sent are kept, and values of fields whose set is detached are
          *     dropped.
+         * @example {
+         *       "name": "Customer Service",
+         *       "tags": [
+         *         "support",
+         *         "berlin"
+         *       ],
+         *       "notification_setting_ids": [
+         *         5
+         *       ]
+         *     }
          */
         DepartmentInput: {
             /** @description Ids, or records `{id, sort_number}`; without `sort_number` the position in the list orders them. */
@@ -2568,6 +2789,12 @@ export interface components {
         } & {
             [key: string]: unknown;
         };
+        /**
+         * @example {
+         *       "status": "success",
+         *       "data": null
+         *     }
+         */
         Dispatched: {
             data: null;
             /** @enum {string} */
@@ -2608,7 +2835,18 @@ export interface components {
          * @description Lifetime in seconds, 1 through 86400.
          */
         ExpiresIn: number;
-        /** @description A field of a form or task template (morph alias `formField`). */
+        /**
+         * @description A field of a form or task template (morph alias `formField`).
+         * @example {
+         *       "id": 7,
+         *       "name": "Room number",
+         *       "field_type": "text",
+         *       "options": null,
+         *       "sort_number": 1,
+         *       "form_id": 3,
+         *       "task_template_id": null
+         *     }
+         */
         Field: {
             field_type?: components["schemas"]["FieldType"];
             /** Format: int64 */
@@ -2625,6 +2863,11 @@ export interface components {
         /**
          * @description A new field of exactly one form (`form_id`) or task template (`task_template_id`).
          *     Without `sort_number` the field comes last (the parent's highest number + 1).
+         * @example {
+         *       "form_id": 3,
+         *       "name": "Room number",
+         *       "field_type": "text"
+         *     }
          */
         FieldCreate: {
             field_type: components["schemas"]["FieldType"];
@@ -2652,13 +2895,17 @@ export interface components {
          *     are fixed: default value sources and stored values depend on them. `options` only for
          *     a `select` field (replacing its choices; values submitted earlier are kept as they
          *     are).
+         * @example {
+         *       "name": "Room",
+         *       "sort_number": 2
+         *     }
          */
         FieldUpdate: {
             name?: string;
             options?: string[];
             sort_number?: components["schemas"]["SortNumber-2"];
         };
-        /** @description A field value; its JSON type follows the field's `field_type`. */
+        /** @description A field value; its JSON type follows the field's `field_type`. Text is at most 10000 characters (422 beyond). */
         FieldValue: string | number | boolean | null;
         FilterDescription: {
             key: string;
@@ -2670,6 +2917,22 @@ export interface components {
             /** @description Label in the caller's language. */
             title: string;
         };
+        /**
+         * @example {
+         *       "data": [
+         *         {
+         *           "key": "text",
+         *           "kind": "text",
+         *           "title": "Text"
+         *         },
+         *         {
+         *           "key": "form_type",
+         *           "kind": "multiSelect",
+         *           "title": "Form type"
+         *         }
+         *       ]
+         *     }
+         */
         FilterList: {
             data: components["schemas"]["FilterDescription"][];
         };
@@ -2681,6 +2944,35 @@ export interface components {
              */
             value: string | number;
         };
+        /**
+         * @example {
+         *       "id": 3,
+         *       "title": "Workplace survey",
+         *       "form_type": "survey",
+         *       "created_at": "2026-01-31T14:05:00.000Z",
+         *       "updated_at": "2026-01-31T14:05:00.000Z",
+         *       "fields": [
+         *         {
+         *           "id": 7,
+         *           "name": "Room number",
+         *           "field_type": "text",
+         *           "options": null,
+         *           "sort_number": 1,
+         *           "form_id": 3,
+         *           "task_template_id": null
+         *         }
+         *       ],
+         *       "entity_permissions": {
+         *         "user_ids": [],
+         *         "role_ids": [
+         *           2
+         *         ],
+         *         "department_ids": [
+         *           1
+         *         ]
+         *       }
+         *     }
+         */
         Form: {
             /** Format: date-time */
             created_at?: string;
@@ -2693,6 +2985,35 @@ export interface components {
             /** Format: date-time */
             updated_at?: string;
         };
+        /**
+         * @example {
+         *       "title": "Workplace survey",
+         *       "form_type": "survey",
+         *       "fields": [
+         *         {
+         *           "name": "Room number",
+         *           "field_type": "text"
+         *         },
+         *         {
+         *           "name": "Satisfied",
+         *           "field_type": "select",
+         *           "options": [
+         *             "yes",
+         *             "no"
+         *           ]
+         *         }
+         *       ],
+         *       "entity_permissions": {
+         *         "user_ids": [],
+         *         "role_ids": [
+         *           2
+         *         ],
+         *         "department_ids": [
+         *           1
+         *         ]
+         *       }
+         *     }
+         */
         FormCreate: {
             entity_permissions?: components["schemas"]["EntityPermissionsInput"];
             fields?: components["schemas"]["FieldInput"][];
@@ -2728,12 +3049,25 @@ export interface components {
          * @description Every key optional (default the current value). `entity_permissions`, when sent,
          *     replaces all three lists (a list left out becomes empty). Fields are changed through
          *     the field operations (`/api/administration/tasks-2/fields`).
+         * @example {
+         *       "title": "Workplace survey 2026"
+         *     }
          */
         FormUpdate: {
             entity_permissions?: components["schemas"]["EntityPermissionsInput"];
             form_type?: string;
             title?: string;
         };
+        /**
+         * @example {
+         *       "title": "Office closed on Friday",
+         *       "body": "<p>The office is closed on Friday, 6 February.</p>",
+         *       "url": "/news/42",
+         *       "department_ids": [
+         *         1
+         *       ]
+         *     }
+         */
         GenericNotificationInput: {
             body: components["schemas"]["Body"];
             department_ids?: components["schemas"]["department_ids"];
@@ -2778,6 +3112,20 @@ export interface components {
             wants_email_notifications?: string;
             zipcode?: string;
         };
+        /**
+         * @example {
+         *       "keys": [
+         *         {
+         *           "kty": "RSA",
+         *           "kid": "NzbLsXh8uDCcd-6MNwXF4W_7noWXFZAfHkxZsRGC9Xs",
+         *           "alg": "RS256",
+         *           "use": "sig",
+         *           "n": "u1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt0gunVTLw7onLRnrq0_IzW7yWR7QkrmBL7jTKEn5u-qKhbwKfBstIs-bMY2Zkp18gnTxKLxoS2tFczGkPLPgizskuemMghRniWaoLcyehkd3qqGElvW_VDL5AaWTg0nLVkjRo9z-40RQzuVaE8AkAFmxZzow3x-VJYKdjykkJ0iT9wCS0DRTXu269V264Vf_3jvredZiKRkgwlL9xNAwxXFg0x_XFw005UWVRIkdgcKWTjpBP2dPwVZ4WWC-9aGVd-Gyn1o0CLelf4rEjGoXbAAEgAqeGUxrcIlbjXfbcmw",
+         *           "e": "AQAB"
+         *         }
+         *       ]
+         *     }
+         */
         Jwks: {
             keys: {
                 alg: string;
@@ -2824,6 +3172,30 @@ export interface components {
          *     resolved link may be embedded, meaning it is an `https:` URL or a same-origin path
          *     (starting with a single `/`). `http:`, `mailto:` and `tel:` links are never embedded.
          *     The user routes judge it on the link resolved for the caller.
+         * @example {
+         *       "id": 4,
+         *       "lang_id": "en-US",
+         *       "icon_id": 12,
+         *       "menu_identifier": "main",
+         *       "type": "link",
+         *       "title": "Handbook",
+         *       "link": "https://handbook.example.com/",
+         *       "allow_iframe_access": true,
+         *       "user_confirmation_required": false,
+         *       "sort_number": 1,
+         *       "entity_permissions": {
+         *         "user_ids": [],
+         *         "role_ids": [
+         *           2
+         *         ],
+         *         "department_ids": [
+         *           1
+         *         ]
+         *       },
+         *       "created_at": "2026-01-31T14:05:00.000Z",
+         *       "updated_at": "2026-01-31T14:05:00.000Z",
+         *       "deleted_at": null
+         *     }
          */
         MenuItem: {
             allow_iframe_access?: boolean;
@@ -2863,6 +3235,24 @@ export interface components {
             updated_at?: string;
             user_confirmation_required?: boolean;
         };
+        /**
+         * @example {
+         *       "icon_id": 12,
+         *       "menu_identifier": "main",
+         *       "type": "link",
+         *       "title": "Handbook",
+         *       "link": "https://handbook.example.com/",
+         *       "entity_permissions": {
+         *         "user_ids": [],
+         *         "role_ids": [
+         *           2
+         *         ],
+         *         "department_ids": [
+         *           1
+         *         ]
+         *       }
+         *     }
+         */
         MenuItemCreate: {
             /** @default true */
             allow_iframe_access: boolean;
@@ -2888,7 +3278,13 @@ export interface components {
          * @enum {string}
          */
         MenuItemType: "link" | "iframe" | "route";
-        /** @description Every key optional; an absent key keeps the current value. */
+        /**
+         * @description Every key optional; an absent key keeps the current value.
+         * @example {
+         *       "title": "Employee handbook",
+         *       "sort_number": 2
+         *     }
+         */
         MenuItemUpdate: {
             allow_iframe_access?: boolean;
             entity_permissions?: components["schemas"]["EntityPermissions"];
@@ -2901,7 +3297,26 @@ export interface components {
             type?: components["schemas"]["MenuItemType"];
             user_confirmation_required?: boolean;
         };
-        /** @description A notification of the caller. Datetimes are `YYYY-MM-DD HH:MM:SS` (UTC). */
+        /**
+         * @description A notification of the caller. Datetimes are `YYYY-MM-DD HH:MM:SS` (UTC).
+         * @example {
+         *       "id": "0195a3c2-7b1e-7c4d-9f2a-3e5b6c7d8e9f",
+         *       "type": "customNotification",
+         *       "notifiable_type": "user",
+         *       "notifiable_id": 1,
+         *       "targetable_type": null,
+         *       "targetable_id": null,
+         *       "data": {
+         *         "title": "Office closed on Friday",
+         *         "body": "<p>The office is closed on Friday, 6 February.</p>",
+         *         "url": "/news/42"
+         *       },
+         *       "seen_at": null,
+         *       "read_at": null,
+         *       "created_at": "2026-01-31 14:05:00",
+         *       "updated_at": "2026-01-31 14:05:00"
+         *     }
+         */
         Notification: {
             created_at?: components["schemas"]["Datetime"];
             data?: components["schemas"]["NotificationData"];
@@ -2938,6 +3353,28 @@ export interface components {
             title?: string;
             url?: string;
         };
+        /**
+         * @example {
+         *       "status": "success",
+         *       "data": {
+         *         "id": "0195a3c2-7b1e-7c4d-9f2a-3e5b6c7d8e9f",
+         *         "type": "customNotification",
+         *         "notifiable_type": "user",
+         *         "notifiable_id": 1,
+         *         "targetable_type": null,
+         *         "targetable_id": null,
+         *         "data": {
+         *           "title": "Office closed on Friday",
+         *           "body": "<p>The office is closed on Friday, 6 February.</p>",
+         *           "url": "/news/42"
+         *         },
+         *         "seen_at": "2026-01-31 14:05:00",
+         *         "read_at": "2026-01-31 14:05:00",
+         *         "created_at": "2026-01-31 14:05:00",
+         *         "updated_at": "2026-01-31 14:05:00"
+         *       }
+         *     }
+         */
         NotificationEnvelope: {
             data: components["schemas"]["Notification"];
             /** @enum {string} */
@@ -2962,6 +3399,11 @@ export interface components {
          *     (`POST /api/notifications/typed`) reaches a department member only when one of their
          *     departments has the setting named after the type (such as `infoboard_post_created` for
          *     `infoboardPostCreated`); see that operation for the whole rule.
+         * @example {
+         *       "id": 5,
+         *       "key": "custom_notification",
+         *       "sort_number": 5
+         *     }
          */
         NotificationSetting: {
             /** Format: int64 */
@@ -2973,6 +3415,20 @@ export interface components {
         };
         /** @description `YYYY-MM-DD HH:MM:SS`, UTC, or null. */
         NullableDatetime: string | null;
+        /**
+         * @example {
+         *       "data": [
+         *         {
+         *           "value": "survey",
+         *           "label": "survey"
+         *         }
+         *       ],
+         *       "current_page": 1,
+         *       "per_page": 15,
+         *       "has_more": false,
+         *       "total": null
+         *     }
+         */
         OptionsPage: {
             /** Format: int32 */
             current_page: number;
@@ -2983,6 +3439,18 @@ export interface components {
             /** @description Always null. The pages are count-less; `has_more` tells whether another page follows. */
             total: null;
         };
+        /**
+         * @example {
+         *       "page": 1,
+         *       "per_page": 15,
+         *       "filter": {
+         *         "text": "room",
+         *         "parent_type": [
+         *           "form"
+         *         ]
+         *       }
+         *     }
+         */
         PageRequest: {
             filter?: components["schemas"]["PreviewFilter"];
             /**
@@ -3045,6 +3513,27 @@ export interface components {
             task_template_id?: components["schemas"]["Id"][];
             text?: string;
         };
+        /**
+         * @example {
+         *       "data": [
+         *         {
+         *           "id": 7,
+         *           "title": "Room number",
+         *           "sub_title": "Form",
+         *           "description": "Workplace survey",
+         *           "field_type": "text",
+         *           "parent_type": "form",
+         *           "parent_id": 3,
+         *           "source_entity_type": "formField",
+         *           "source_entity_id": 7
+         *         }
+         *       ],
+         *       "current_page": 1,
+         *       "per_page": 15,
+         *       "has_more": false,
+         *       "total": null
+         *     }
+         */
         PreviewPage: {
             /** Format: int32 */
             current_page: number;
@@ -3079,6 +3568,14 @@ export interface components {
              */
             type: string;
         };
+        /**
+         * @example {
+         *       "type": "/problems/unprocessable-content",
+         *       "title": "Unprocessable Content",
+         *       "status": 422,
+         *       "description": "The request is well formed but invalid: `errors` maps each field path (`auth.basic.username`, `user_ids.3`, `filter.text`) to its messages."
+         *     }
+         */
         ProblemType: {
             /** @description When the service answers this problem, and what its `detail` and `errors` carry. */
             description: string;
@@ -3100,7 +3597,12 @@ export interface components {
          * @enum {string}
          */
         ProfileKey: "profile_picture" | "street" | "zipcode" | "city" | "email" | "phone" | "birthdate" | "gender";
-        /** @description The `multipart/form-data` body of `uploadProfilePicture`. */
+        /**
+         * @description The `multipart/form-data` body of `uploadProfilePicture`.
+         * @example {
+         *       "profile_picture": "jane.png"
+         *     }
+         */
         ProfilePictureUpload: {
             /**
              * Format: binary
@@ -3108,7 +3610,19 @@ export interface components {
              */
             profile_picture: string;
         };
-        /** @description One of the caller's push subscriptions. The keys are never answered. */
+        /**
+         * @description One of the caller's push subscriptions. The keys are never answered.
+         * @example {
+         *       "id": 3,
+         *       "endpoint": "https://fcm.googleapis.com/fcm/send/dpH5lCsTSSM:APA91bHqjZxM0VImWWqDRN7U0a3AycjUf4O",
+         *       "user_agent": "Mozilla/5.0 (X11; Linux x86_64) Firefox/135.0",
+         *       "last_failure_status": null,
+         *       "last_failure": null,
+         *       "last_failure_at": null,
+         *       "created_at": "2026-01-31T14:05:00.000Z",
+         *       "updated_at": "2026-01-31T14:05:00.000Z"
+         *     }
+         */
         PushSubscription: {
             /** Format: date-time */
             created_at?: string;
@@ -3140,6 +3654,13 @@ export interface components {
         /**
          * @description What `PushSubscription.toJSON()` gives in a browser (`expirationTime` may be sent too
          *     and is ignored).
+         * @example {
+         *       "endpoint": "https://fcm.googleapis.com/fcm/send/dpH5lCsTSSM:APA91bHqjZxM0VImWWqDRN7U0a3AycjUf4O-byuxb_wJsKRaKvV_iKw56s16ekq6FUqoCF7k2nICUpd8fHPxVTgqLunFeVeB9lLCQZyohyAztTH8ZQL9WCxKpA6dvTG_TUIhQUFq_n",
+         *       "keys": {
+         *         "p256dh": "BLQELIDm-6b9Bl07YrEuXJ4BL_YBVQ0dvt9NQGGJxIQidJWHPNa9YrouvcQ9d7_MqzvGS9Alz60SZNCG3qfpk=",
+         *         "auth": "4vQK-SvRAN5eo-8ASlrwA"
+         *       }
+         *     }
          */
         PushSubscriptionCreate: {
             /**
@@ -3162,6 +3683,12 @@ export interface components {
                 p256dh: string;
             };
         };
+        /**
+         * @example {
+         *       "status": "ok",
+         *       "database": true
+         *     }
+         */
         Readiness: {
             database: boolean;
             /** @enum {string} */
@@ -3171,6 +3698,9 @@ export interface components {
          * @description `seen_at` (required without `read_at`), `read_at` (required without `seen_at`; also
          *     supplies `seen_at` when that is omitted). A `seen_at` already stored is kept (first
          *     sight wins).
+         * @example {
+         *       "read_at": "2026-01-31 14:05:00"
+         *     }
          */
         ReadState: {
             read_at?: components["schemas"]["Datetime"];
@@ -3183,6 +3713,17 @@ export interface components {
             name: string;
             permissions: components["schemas"]["Permission"][];
         };
+        /**
+         * @example {
+         *       "name": "Team lead",
+         *       "active": true,
+         *       "permissions": [
+         *         "users.view",
+         *         "users.view-personal",
+         *         "notifications.send"
+         *       ]
+         *     }
+         */
         RoleInput: {
             /** @default true */
             active: boolean;
@@ -3199,7 +3740,29 @@ export interface components {
          *     is stored in composed form (NFC).
          */
         RoleName: string;
-        /** @description A role; fields absent were not selected. */
+        /**
+         * @description A role; fields absent were not selected.
+         * @example {
+         *       "id": 1,
+         *       "name": "Administrator",
+         *       "active": true,
+         *       "permissions": [
+         *         "users.view",
+         *         "users.view-personal",
+         *         "users.view-administrative",
+         *         "users.administer",
+         *         "departments.manage",
+         *         "menu-items.administer",
+         *         "login-tokens.administer",
+         *         "notifications.send",
+         *         "notifications.administer",
+         *         "tasks.administer",
+         *         "automations.administer"
+         *       ],
+         *       "created_at": "2026-01-31T14:05:00.000Z",
+         *       "updated_at": "2026-01-31T14:05:00.000Z"
+         *     }
+         */
         RoleRecord: {
             active?: boolean;
             /** Format: date-time */
@@ -3211,6 +3774,14 @@ export interface components {
             /** Format: date-time */
             updated_at?: string;
         };
+        /**
+         * @example {
+         *       "permissions": [
+         *         "users.view",
+         *         "notifications.send"
+         *       ]
+         *     }
+         */
         RoleUpdate: {
             active?: boolean;
             name?: components["schemas"]["RoleName"];
@@ -3229,7 +3800,22 @@ export interface components {
         "SortNumber-2": number;
         /** Format: int32 */
         "SortNumber-3": number;
-        /** @description A task field default value source. */
+        /**
+         * @description A task field default value source.
+         * @example {
+         *       "id": 4,
+         *       "type": "systemVariable",
+         *       "form_field_id": 9,
+         *       "config": {
+         *         "variable": "full_name"
+         *       },
+         *       "source_entity_type": null,
+         *       "source_entity_id": null,
+         *       "sort_number": 1,
+         *       "created_at": "2026-01-31T14:05:00.000Z",
+         *       "updated_at": "2026-01-31T14:05:00.000Z"
+         *     }
+         */
         Source: {
             /** @description `{}` for `formFieldValue`, `{variable}` for `systemVariable`. */
             config?: {
@@ -3257,6 +3843,13 @@ export interface components {
          * @description The source type is named by `type`; `config` follows that type's schema. The target
          *     field `form_field_id` (a field of a task template) is required on create, too.
          *     `sort_number` defaults to one more than the highest of the target field's sources.
+         * @example {
+         *       "type": "systemVariable",
+         *       "form_field_id": 9,
+         *       "config": {
+         *         "variable": "full_name"
+         *       }
+         *     }
          */
         SourceCreate: components["schemas"]["formFieldValue"] | components["schemas"]["systemVariable"];
         /**
@@ -3271,6 +3864,9 @@ export interface components {
          * @description Every key is optional and defaults to the current value. The source type cannot
          *     change; `config` must match the stored type. Moving a source to another
          *     `form_field_id` without `sort_number` appends it there.
+         * @example {
+         *       "sort_number": 2
+         *     }
          */
         SourceUpdate: {
             config?: components["schemas"]["FormFieldValueConfig"] | components["schemas"]["SystemVariableConfig"];
@@ -3280,6 +3876,19 @@ export interface components {
             source_entity_id?: number | null;
             source_entity_type?: string | null;
         };
+        /**
+         * @example {
+         *       "id": 21,
+         *       "form_id": 3,
+         *       "task_template_id": null,
+         *       "task_execution_id": null,
+         *       "user_id": 1,
+         *       "values": {
+         *         "7": "2.14"
+         *       },
+         *       "created_at": "2026-01-31T14:05:00.000Z"
+         *     }
+         */
         Submission: {
             /** Format: date-time */
             created_at?: string;
@@ -3307,6 +3916,12 @@ export interface components {
          * @description Exactly one parent: `form_id`, or a task template through `task_execution_id` (an
          *     execution assigned to the caller; `task_template_id` may be sent too and must then be
          *     that execution's template).
+         * @example {
+         *       "form_id": 3,
+         *       "values": {
+         *         "7": "2.14"
+         *       }
+         *     }
          */
         SubmissionCreate: {
             form_id?: components["schemas"]["Id"];
@@ -3317,6 +3932,13 @@ export interface components {
                 [key: string]: components["schemas"]["FieldValue"];
             };
         };
+        /**
+         * @example {
+         *       "values": {
+         *         "7": "3.01"
+         *       }
+         *     }
+         */
         SubmissionUpdate: {
             /**
              * @description Replaces the submitted values; checked like those of a new submission (against the
@@ -3365,6 +3987,14 @@ export interface components {
         };
         /** @description Alias of the target resource as returned in `targetable_type` (e.g. `infoboardPost`, `manualEntry`). */
         TargetableType: string;
+        /**
+         * @example {
+         *       "id": 11,
+         *       "task_template_id": 5,
+         *       "user_id": 1,
+         *       "created_at": "2026-01-31T14:05:00.000Z"
+         *     }
+         */
         TaskExecution: {
             /** Format: date-time */
             created_at?: string;
@@ -3378,11 +4008,22 @@ export interface components {
              */
             user_id?: number;
         };
+        /**
+         * @example {
+         *       "task_template_id": 5,
+         *       "user_id": 1
+         *     }
+         */
         TaskExecutionCreate: {
             task_template_id: components["schemas"]["Id"];
             /** @description The assignee; a user of the tenant who is not deleted (active or not). */
             user_id: components["schemas"]["Id"];
         };
+        /**
+         * @example {
+         *       "user_id": 1
+         *     }
+         */
         TaskExecutionUpdate: {
             /**
              * @description The new assignee; a user of the tenant who is not deleted (active or not). Values
@@ -3390,6 +4031,34 @@ export interface components {
              */
             user_id: components["schemas"]["Id"];
         };
+        /**
+         * @example {
+         *       "id": 5,
+         *       "title": "Onboarding checklist",
+         *       "created_at": "2026-01-31T14:05:00.000Z",
+         *       "updated_at": "2026-01-31T14:05:00.000Z",
+         *       "fields": [
+         *         {
+         *           "id": 9,
+         *           "name": "Laptop handed over",
+         *           "field_type": "boolean",
+         *           "options": null,
+         *           "sort_number": 1,
+         *           "form_id": null,
+         *           "task_template_id": 5
+         *         }
+         *       ],
+         *       "entity_permissions": {
+         *         "user_ids": [],
+         *         "role_ids": [
+         *           2
+         *         ],
+         *         "department_ids": [
+         *           1
+         *         ]
+         *       }
+         *     }
+         */
         TaskTemplate: {
             /** Format: date-time */
             created_at?: string;
@@ -3401,6 +4070,26 @@ export interface components {
             /** Format: date-time */
             updated_at?: string;
         };
+        /**
+         * @example {
+         *       "title": "Onboarding checklist",
+         *       "fields": [
+         *         {
+         *           "name": "Laptop handed over",
+         *           "field_type": "boolean"
+         *         }
+         *       ],
+         *       "entity_permissions": {
+         *         "user_ids": [],
+         *         "role_ids": [
+         *           2
+         *         ],
+         *         "department_ids": [
+         *           1
+         *         ]
+         *       }
+         *     }
+         */
         TaskTemplateCreate: {
             entity_permissions?: components["schemas"]["EntityPermissionsInput"];
             fields?: components["schemas"]["FieldInput"][];
@@ -3410,12 +4099,27 @@ export interface components {
          * @description Every key optional (default the current value). `entity_permissions`, when sent,
          *     replaces all three lists (a list left out becomes empty). Fields are changed through
          *     the field operations (`/api/administration/tasks-2/fields`).
+         * @example {
+         *       "title": "Onboarding checklist (2026)"
+         *     }
          */
         TaskTemplateUpdate: {
             entity_permissions?: components["schemas"]["EntityPermissionsInput"];
             title?: string;
         };
         Title: string;
+        /**
+         * @example {
+         *       "type": "infoboardPostCreated",
+         *       "targetable_id": 42,
+         *       "title": "New post: Summer party",
+         *       "body": "<p>Join us on 3 July.</p>",
+         *       "url": "/infoboard/posts/42",
+         *       "department_ids": [
+         *         1
+         *       ]
+         *     }
+         */
         TypedNotificationInput: {
             body: components["schemas"]["Body"];
             department_ids?: components["schemas"]["department_ids"];
@@ -3463,6 +4167,58 @@ export interface components {
          *     `request_password_change`, `prevent_logout`, `wants_email_notifications`,
          *     `default_route`, `last_login_at`) need `users.view-administrative`. A user always
          *     sees every field of their own record. The password is never returned.
+         * @example {
+         *       "id": 1,
+         *       "username": "admin",
+         *       "first_name": "Atrium",
+         *       "last_name": "Administrator",
+         *       "full_name": "Atrium Administrator",
+         *       "lang_id": "en-US",
+         *       "group_account": false,
+         *       "profile_picture_url": null,
+         *       "email": "admin@example.com",
+         *       "phone": null,
+         *       "street": null,
+         *       "zipcode": null,
+         *       "city": null,
+         *       "birthdate": null,
+         *       "gender": null,
+         *       "staff_number": "A-0001",
+         *       "entering_date": "2026-01-01",
+         *       "leaving_date": null,
+         *       "active": true,
+         *       "role_id": 1,
+         *       "request_password_change": false,
+         *       "prevent_logout": false,
+         *       "wants_email_notifications": true,
+         *       "default_route": "/tasks",
+         *       "last_login_at": "2026-02-02T09:30:00.000Z",
+         *       "created_at": "2026-01-31T14:05:00.000Z",
+         *       "updated_at": "2026-02-02T09:30:00.000Z",
+         *       "deleted_at": null,
+         *       "role": {
+         *         "id": 1,
+         *         "name": "Administrator",
+         *         "active": true,
+         *         "permissions": [
+         *           "users.view",
+         *           "users.view-personal",
+         *           "users.view-administrative",
+         *           "users.administer",
+         *           "departments.manage",
+         *           "menu-items.administer",
+         *           "login-tokens.administer",
+         *           "notifications.send",
+         *           "notifications.administer",
+         *           "tasks.administer",
+         *           "automations.administer"
+         *         ]
+         *       },
+         *       "language": {
+         *         "id": "en-US",
+         *         "name": "English (US)"
+         *       }
+         *     }
          */
         User: {
             /** @description Relation (administrative); the terms of use the user accepted. */
@@ -3552,6 +4308,20 @@ export interface components {
          *     role, language or department of the tenant (422 `does not exist` on `role_id`,
          *     `lang_id` or `department_ids.<i>`). An update is judged by the same rules, on the user
          *     as it would leave them; the CSV preview judges the rows it would write by them too.
+         * @example {
+         *       "username": "jdoe",
+         *       "password": "correct horse battery staple",
+         *       "first_name": "Jane",
+         *       "last_name": "Doe",
+         *       "role_id": 2,
+         *       "lang_id": "de-DE",
+         *       "email": "jane.doe@example.com",
+         *       "staff_number": "E-1042",
+         *       "entering_date": "2026-03-01",
+         *       "department_ids": [
+         *         1
+         *       ]
+         *     }
          */
         UserCreate: {
             active?: boolean;
@@ -3605,6 +4375,18 @@ export interface components {
          * @description The `multipart/form-data` body of `POST /api/users`: the keys of `UserCreate`, sent as
          *     text parts (converted to the declared types; an array key is repeated, one part per
          *     item), and `profile_picture` as a file part. Every rule of `UserCreate` applies.
+         * @example {
+         *       "username": "jdoe",
+         *       "password": "correct horse battery staple",
+         *       "first_name": "Jane",
+         *       "last_name": "Doe",
+         *       "role_id": 2,
+         *       "lang_id": "de-DE",
+         *       "email": "jane.doe@example.com",
+         *       "staff_number": "E-1042",
+         *       "entering_date": "2026-03-01",
+         *       "profile_picture": "jane.png"
+         *     }
          */
         UserCreateForm: {
             active?: boolean;
@@ -3667,6 +4449,16 @@ export interface components {
          *     of this record: it is returned once, as `token`, by the create operations and stored
          *     only as a hash.
          *     The internal `id` is returned only when named in `selects`; `uuid` is the route key.
+         * @example {
+         *       "uuid": "5f0c2b1e-8d3a-4c7e-9b6f-1a2d3e4f5a6b",
+         *       "user_id": 1,
+         *       "login_user_id": 1,
+         *       "state": "active",
+         *       "expires_at": "2026-02-02T09:30:00.000Z",
+         *       "used_at": null,
+         *       "deleted_at": null,
+         *       "created_at": "2026-01-31T14:05:00.000Z"
+         *     }
          */
         UserLoginToken: {
             /** Format: date-time */
@@ -3717,6 +4509,11 @@ export interface components {
              */
             uuid?: string;
         };
+        /**
+         * @example {
+         *       "role_id": 2
+         *     }
+         */
         UserRestore: {
             /**
              * Format: int64
@@ -3725,7 +4522,15 @@ export interface components {
              */
             role_id?: number;
         };
-        /** @description The tenant's configuration of user records (extension). */
+        /**
+         * @description The tenant's configuration of user records (extension).
+         * @example {
+         *       "required_profile_keys": [
+         *         "email",
+         *         "phone"
+         *       ]
+         *     }
+         */
         UserSettings: {
             /**
              * @description Profile keys every personal account must fill (see
@@ -3738,6 +4543,13 @@ export interface components {
         /**
          * @description Any create key (optional) plus `old_password`. Which keys a caller may send, and
          *     which are ignored or refused, is described on `PUT /api/users/{user}`.
+         * @example {
+         *       "phone": "+49 30 1234567",
+         *       "department_ids": [
+         *         1
+         *       ],
+         *       "default_route": "/tasks?tab=open"
+         *     }
          */
         UserUpdate: {
             active?: boolean;
@@ -3797,6 +4609,10 @@ export interface components {
          * @description The `multipart/form-data` body of `PUT /api/users/{user}`: the keys of `UserUpdate` as
          *     text parts (an array key is repeated, one part per item) and `profile_picture` as a
          *     file part. Every rule of `UserUpdate` applies.
+         * @example {
+         *       "phone": "+49 30 1234567",
+         *       "profile_picture": "jane.png"
+         *     }
          */
         UserUpdateForm: {
             active?: boolean;
@@ -3852,6 +4668,11 @@ export interface components {
             wants_email_notifications?: boolean;
             zipcode?: string | null;
         };
+        /**
+         * @example {
+         *       "public_key": "BNcRdreALRFXTkOOUHK1EtK2wtaz5Ry4YfYCA_0QTpQtUbVlUls0VJXg7A8u-Ts1XbjhazAkj7I99e8QcYP7DkM"
+         *     }
+         */
         VapidPublicKey: {
             /**
              * @description The VAPID application server key (RFC 8292): the uncompressed P-256 public key,
@@ -3901,6 +4722,16 @@ export interface components {
          *     exponential backoff (`WEBHOOK_RETRY_DELAY_MS` doubled per attempt, or the answer's
          *     `Retry-After` when longer, at most one hour; at most `WEBHOOK_MAX_ATTEMPTS` attempts); other statuses (4xx, and 3xx: redirects are not
          *     followed) and refused destinations fail at once.
+         * @example {
+         *       "url": "https://hooks.example.com/atrium",
+         *       "method": "POST",
+         *       "headers": {
+         *         "X-Source": "atrium"
+         *       },
+         *       "auth": {
+         *         "type": "jwt"
+         *       }
+         *     }
          */
         WebhookConfiguration: {
             /** @description Authentication of the outbound request; null or `type` null means none. */
@@ -3965,6 +4796,19 @@ export interface components {
          *     delivery still pending or retrying a minute past its due time (its job was lost) is
          *     queued again by a scheduled sweep; when the lost attempt was the last allowed one, the
          *     delivery fails instead.
+         * @example {
+         *       "id": 31,
+         *       "automation_id": 2,
+         *       "event_id": "evt_2f1c0b9e6a3d4c8b9f7e1a2b3c4d5e6f",
+         *       "status": "pending",
+         *       "attempts": 0,
+         *       "response_status": null,
+         *       "duration_ms": null,
+         *       "error": null,
+         *       "next_attempt_at": null,
+         *       "created_at": "2026-01-31T14:05:00.000Z",
+         *       "completed_at": null
+         *     }
          */
         WebhookDelivery: {
             /** @description Relation `attempt_log` (`relations=attempt_log`), oldest first. */
@@ -4026,6 +4870,18 @@ export interface components {
         /**
          * @description The JSON body of every webhook request (also sent, unchanged, on retries):
          *     `Content-Type: application/json`, `User-Agent: Atrium-Webhooks/1`.
+         * @example {
+         *       "id": "evt_2f1c0b9e6a3d4c8b9f7e1a2b3c4d5e6f",
+         *       "type": "automation.run",
+         *       "timestamp": "2026-01-31T14:05:00.000Z",
+         *       "automation": {
+         *         "id": 2,
+         *         "name": "Notify the ticket system"
+         *       },
+         *       "context": {
+         *         "ticket": 4711
+         *       }
+         *     }
          */
         WebhookPayload: {
             automation: {
@@ -4203,13 +5059,21 @@ export interface components {
         };
     };
     parameters: {
+        /**
+         * @example {
+         *       "unread": true
+         *     }
+         */
         Filter: components["schemas"]["NotificationFilter"];
         /** @description Each key is an importable user key; its value replaces that column's header. */
         ImportHeaders: components["schemas"]["ImportableKeyMap"];
         /** @description Maximum number of records. Default no limit. */
         Limit: number;
         MenuItemParameter: components["schemas"]["Id"];
-        /** @description This list has no filters; any `filter[key]` is a 422 naming the key. */
+        /**
+         * @description This list has no filters; any `filter[key]` is a 422 naming the key.
+         * @example {}
+         */
         NoFilter: Record<string, never>;
         Notification: string;
         /** @description Pipe-separated relation names to include. */
@@ -4220,7 +5084,12 @@ export interface components {
         /** @description The target's id; targets are stored with integer ids, so other text is a 422. */
         TargetableId: components["schemas"]["Id"];
         TargetableType: components["schemas"]["TargetableType"];
-        /** @description `filter[key]=value`; keys: text, role_id, active, group_account, department_id. */
+        /**
+         * @description `filter[key]=value`; keys: text, role_id, active, group_account, department_id.
+         * @example {
+         *       "text": "admin"
+         *     }
+         */
         UserFilter: {
             active?: boolean;
             /** Format: int64 */
@@ -4282,7 +5151,10 @@ export interface operations {
     listAttributeSets: {
         parameters: {
             query?: {
-                /** @description This list has no filters; any `filter[key]` is a 422 naming the key. */
+                /**
+                 * @description This list has no filters; any `filter[key]` is a 422 naming the key.
+                 * @example {}
+                 */
                 filter?: components["parameters"]["NoFilter"];
                 /** @description Maximum number of records. Default no limit. */
                 limit?: components["parameters"]["Limit"];
@@ -4449,7 +5321,10 @@ export interface operations {
     listAutomations: {
         parameters: {
             query?: {
-                /** @description This list has no filters; any `filter[key]` is a 422 naming the key. */
+                /**
+                 * @description This list has no filters; any `filter[key]` is a 422 naming the key.
+                 * @example {}
+                 */
                 filter?: components["parameters"]["NoFilter"];
                 /** @description Maximum number of records. Default no limit. */
                 limit?: components["parameters"]["Limit"];
@@ -4619,6 +5494,11 @@ export interface operations {
     listAutomationDeliveries: {
         parameters: {
             query?: {
+                /**
+                 * @example {
+                 *       "status": "failed"
+                 *     }
+                 */
                 filter?: {
                     /** @enum {string} */
                     status?: "pending" | "retrying" | "succeeded" | "failed";
@@ -4733,7 +5613,10 @@ export interface operations {
     listAdministeredMenuItems: {
         parameters: {
             query?: {
-                /** @description This list has no filters; any `filter[key]` is a 422 naming the key. */
+                /**
+                 * @description This list has no filters; any `filter[key]` is a 422 naming the key.
+                 * @example {}
+                 */
                 filter?: components["parameters"]["NoFilter"];
                 /** @description Maximum number of records. Default no limit. */
                 limit?: components["parameters"]["Limit"];
@@ -5000,6 +5883,11 @@ export interface operations {
     listFormFields: {
         parameters: {
             query?: {
+                /**
+                 * @example {
+                 *       "form_id": 3
+                 *     }
+                 */
                 filter?: {
                     form_id?: components["schemas"]["Id"];
                     task_template_id?: components["schemas"]["Id"];
@@ -5169,7 +6057,10 @@ export interface operations {
     listForms: {
         parameters: {
             query?: {
-                /** @description This list has no filters; any `filter[key]` is a 422 naming the key. */
+                /**
+                 * @description This list has no filters; any `filter[key]` is a 422 naming the key.
+                 * @example {}
+                 */
                 filter?: components["parameters"]["NoFilter"];
                 /** @description Maximum number of records. Default no limit. */
                 limit?: components["parameters"]["Limit"];
@@ -5337,7 +6228,10 @@ export interface operations {
     listTaskTemplates: {
         parameters: {
             query?: {
-                /** @description This list has no filters; any `filter[key]` is a 422 naming the key. */
+                /**
+                 * @description This list has no filters; any `filter[key]` is a 422 naming the key.
+                 * @example {}
+                 */
                 filter?: components["parameters"]["NoFilter"];
                 /** @description Maximum number of records. Default no limit. */
                 limit?: components["parameters"]["Limit"];
@@ -5692,7 +6586,10 @@ export interface operations {
     listUserLoginTokens: {
         parameters: {
             query?: {
-                /** @description This list has no filters; any `filter[key]` is a 422 naming the key. */
+                /**
+                 * @description This list has no filters; any `filter[key]` is a 422 naming the key.
+                 * @example {}
+                 */
                 filter?: components["parameters"]["NoFilter"];
                 /** @description Maximum number of records. Default no limit. */
                 limit?: components["parameters"]["Limit"];
@@ -6026,6 +6923,11 @@ export interface operations {
     listDepartments: {
         parameters: {
             query?: {
+                /**
+                 * @example {
+                 *       "text": "service"
+                 *     }
+                 */
                 filter?: {
                     text?: string;
                 };
@@ -6223,7 +7125,10 @@ export interface operations {
     listMenuItems: {
         parameters: {
             query?: {
-                /** @description This list has no filters; any `filter[key]` is a 422 naming the key. */
+                /**
+                 * @description This list has no filters; any `filter[key]` is a 422 naming the key.
+                 * @example {}
+                 */
                 filter?: components["parameters"]["NoFilter"];
                 /** @description Maximum number of records. Default no limit. */
                 limit?: components["parameters"]["Limit"];
@@ -6294,7 +7199,10 @@ export interface operations {
     listNotificationSettings: {
         parameters: {
             query?: {
-                /** @description This list has no filters; any `filter[key]` is a 422 naming the key. */
+                /**
+                 * @description This list has no filters; any `filter[key]` is a 422 naming the key.
+                 * @example {}
+                 */
                 filter?: components["parameters"]["NoFilter"];
                 /** @description Maximum number of records. Default no limit. */
                 limit?: components["parameters"]["Limit"];
@@ -6365,6 +7273,11 @@ export interface operations {
     listNotifications: {
         parameters: {
             query?: {
+                /**
+                 * @example {
+                 *       "unread": true
+                 *     }
+                 */
                 filter?: components["parameters"]["Filter"];
                 /** @description Maximum number of records. Default no limit. */
                 limit?: components["parameters"]["Limit"];
@@ -6510,6 +7423,11 @@ export interface operations {
     countNotifications: {
         parameters: {
             query?: {
+                /**
+                 * @example {
+                 *       "unread": true
+                 *     }
+                 */
                 filter?: components["parameters"]["Filter"];
             };
             header?: never;
@@ -6570,7 +7488,10 @@ export interface operations {
     listNotificationsByType: {
         parameters: {
             query?: {
-                /** @description This list has no filters; any `filter[key]` is a 422 naming the key. */
+                /**
+                 * @description This list has no filters; any `filter[key]` is a 422 naming the key.
+                 * @example {}
+                 */
                 filter?: components["parameters"]["NoFilter"];
                 /** @description Maximum number of records. Default no limit. */
                 limit?: components["parameters"]["Limit"];
@@ -6805,6 +7726,11 @@ export interface operations {
     listRoles: {
         parameters: {
             query?: {
+                /**
+                 * @example {
+                 *       "active": true
+                 *     }
+                 */
                 filter?: {
                     active?: boolean;
                 };
@@ -6877,7 +7803,10 @@ export interface operations {
     listTaskExecutions: {
         parameters: {
             query?: {
-                /** @description This list has no filters; any `filter[key]` is a 422 naming the key. */
+                /**
+                 * @description This list has no filters; any `filter[key]` is a 422 naming the key.
+                 * @example {}
+                 */
                 filter?: components["parameters"]["NoFilter"];
                 /** @description Maximum number of records. Default no limit. */
                 limit?: components["parameters"]["Limit"];
@@ -7075,7 +8004,10 @@ export interface operations {
     listSubmissions: {
         parameters: {
             query?: {
-                /** @description This list has no filters; any `filter[key]` is a 422 naming the key. */
+                /**
+                 * @description This list has no filters; any `filter[key]` is a 422 naming the key.
+                 * @example {}
+                 */
                 filter?: components["parameters"]["NoFilter"];
                 /** @description Maximum number of records. Default no limit. */
                 limit?: components["parameters"]["Limit"];
@@ -7241,7 +8173,12 @@ export interface operations {
     listUsers: {
         parameters: {
             query?: {
-                /** @description `filter[key]=value`; keys: text, role_id, active, group_account, department_id. */
+                /**
+                 * @description `filter[key]=value`; keys: text, role_id, active, group_account, department_id.
+                 * @example {
+                 *       "text": "admin"
+                 *     }
+                 */
                 filter?: components["parameters"]["UserFilter"];
                 /** @description Maximum number of records. Default no limit. */
                 limit?: components["parameters"]["Limit"];
@@ -7513,7 +8450,12 @@ export interface operations {
     listDeletedUsers: {
         parameters: {
             query?: {
-                /** @description `filter[key]=value`; keys: text, role_id, active, group_account, department_id. */
+                /**
+                 * @description `filter[key]=value`; keys: text, role_id, active, group_account, department_id.
+                 * @example {
+                 *       "text": "admin"
+                 *     }
+                 */
                 filter?: components["parameters"]["UserFilter"];
                 /** @description Maximum number of records. Default no limit. */
                 limit?: components["parameters"]["Limit"];
@@ -7731,6 +8673,12 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "status": "unavailable",
+                     *       "database": false
+                     *     }
+                     */
                     "application/json": components["schemas"]["Readiness"];
                 };
             };
