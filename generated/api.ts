@@ -54,7 +54,10 @@ export interface paths {
             };
             cookie?: never;
         };
-        /** One attribute set */
+        /**
+         * One attribute set
+         * @description The set's name and fields, as in the list.
+         */
         get: operations["getAttributeSet"];
         /**
          * Replace an attribute set's name and fields
@@ -107,9 +110,15 @@ export interface paths {
             };
             cookie?: never;
         };
-        /** One automation */
+        /**
+         * One automation
+         * @description Secrets in `config` are answered as `"********"`, as in the list.
+         */
         get: operations["getAutomation"];
-        /** Update an automation */
+        /**
+         * Update an automation
+         * @description Keys not sent keep their values. How a masked secret (`"********"`) is kept or must be sent again is described on `WebhookConfiguration`.
+         */
         put: operations["updateAutomation"];
         post?: never;
         /**
@@ -238,7 +247,10 @@ export interface paths {
             };
             cookie?: never;
         };
-        /** One menu item (soft-deleted ones included) */
+        /**
+         * One menu item (soft-deleted ones included)
+         * @description The administrators' view of one menu item, whatever its entity permissions; a soft-deleted item is shown with its `deleted_at`.
+         */
         get: operations["getAdministeredMenuItem"];
         /**
          * Update a menu item
@@ -1107,7 +1119,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** One notification setting */
+        /**
+         * One notification setting
+         * @description Open to every signed-in user, like the list.
+         */
         get: operations["getNotificationSetting"];
         put?: never;
         post?: never;
@@ -1440,7 +1455,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** One role */
+        /**
+         * One role
+         * @description Open to every signed-in user, like the list; another tenant's role is answered 404.
+         */
         get: operations["getRole"];
         put?: never;
         post?: never;
@@ -2267,7 +2285,7 @@ export interface components {
          *       "fields": [
          *         {
          *           "key": "floor",
-         *           "type": "integer",
+         *           "type": "number",
          *           "label": "Floor"
          *         },
          *         {
@@ -2296,7 +2314,7 @@ export interface components {
          *       "fields": [
          *         {
          *           "key": "floor",
-         *           "type": "integer",
+         *           "type": "number",
          *           "label": "Floor"
          *         },
          *         {
