@@ -209,6 +209,13 @@ t.test('the examples give the answers they promise on the demo tenant', async (t
   t.equal(created.status, 201, 'the department example creates a department');
   t.match(created.body, { name: (requestExample('createDepartment') as { name: string }).name });
 
+  // The create examples build on one another as on a fresh demo tenant: the department
+  // above is department 1, which the user, notification, menu item and form examples name.
+  for (const id of ['createUser', 'createNotification', 'createRole', 'createMenuItem', 'createForm', 'createTaskTemplate', 'createAttributeSet', 'createUserLoginToken'] as const) {
+    const answer = await api.call(t, id, { token, body: requestExample(id) });
+    t.ok(answer.status === 201 || answer.status === 202, `${id} accepts its request example (${answer.status})`);
+  }
+
   const query = parameterExamples('listUsers');
   t.ok(query.filter, 'listUsers has an example filter');
   const users = await api.call(t, 'listUsers', { token, query });
