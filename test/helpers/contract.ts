@@ -53,6 +53,16 @@ export function contractViolations(operationId: OperationId, status: number, con
   return validate(body) ? [] : [`${status} body does not match the spec: ${ajv.errorsText(validate.errors)}`];
 }
 
+/**
+ * Violations of `value` against the schema at `pointer` in the bundled spec (`#/paths/…/schema`),
+ * with the same Ajv as the contract checks. The examples test judges every example with it.
+ */
+export function schemaViolations(pointer: string, value: unknown): string[] {
+  const validate = ajv.getSchema(`spec${pointer}`);
+  if (!validate) return [`no schema at ${pointer}`];
+  return validate(value) ? [] : [ajv.errorsText(validate.errors)];
+}
+
 interface WebhookParameter {
   name: string;
   in: string;

@@ -54,7 +54,10 @@ export interface paths {
             };
             cookie?: never;
         };
-        /** One attribute set */
+        /**
+         * One attribute set
+         * @description The set's name and fields, as in the list.
+         */
         get: operations["getAttributeSet"];
         /**
          * Replace an attribute set's name and fields
@@ -107,9 +110,15 @@ export interface paths {
             };
             cookie?: never;
         };
-        /** One automation */
+        /**
+         * One automation
+         * @description Secrets in `config` are answered as `"********"`, as in the list.
+         */
         get: operations["getAutomation"];
-        /** Update an automation */
+        /**
+         * Update an automation
+         * @description Keys not sent keep their values. How a masked secret (`"********"`) is kept or must be sent again is described on `WebhookConfiguration`.
+         */
         put: operations["updateAutomation"];
         post?: never;
         /**
@@ -238,7 +247,10 @@ export interface paths {
             };
             cookie?: never;
         };
-        /** One menu item (soft-deleted ones included) */
+        /**
+         * One menu item (soft-deleted ones included)
+         * @description The administrators' view of one menu item, whatever its entity permissions; a soft-deleted item is shown with its `deleted_at`.
+         */
         get: operations["getAdministeredMenuItem"];
         /**
          * Update a menu item
@@ -1107,7 +1119,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** One notification setting */
+        /**
+         * One notification setting
+         * @description Open to every signed-in user, like the list.
+         */
         get: operations["getNotificationSetting"];
         put?: never;
         post?: never;
@@ -1440,7 +1455,10 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** One role */
+        /**
+         * One role
+         * @description Open to every signed-in user, like the list; another tenant's role is answered 404.
+         */
         get: operations["getRole"];
         put?: never;
         post?: never;
@@ -2230,6 +2248,14 @@ export interface webhooks {
 }
 export interface components {
     schemas: {
+        /**
+         * @example {
+         *       "access_token": "atr_Vb4pX0mJ7sQ2kL9wE3rT6yU1iO8aS5dF4gH7jK2lZ0x",
+         *       "token_type": "Bearer",
+         *       "expires_at": "2026-02-02T09:30:00.000Z",
+         *       "password_change_required": false
+         *     }
+         */
         AccessToken: {
             /** @description Opaque bearer token. Stored by the server only as a hash. */
             access_token: string;
@@ -2252,6 +2278,26 @@ export interface components {
             /** @enum {string} */
             type: "string" | "integer" | "number" | "boolean" | "date";
         };
+        /**
+         * @example {
+         *       "id": 1,
+         *       "name": "Location",
+         *       "fields": [
+         *         {
+         *           "key": "floor",
+         *           "type": "number",
+         *           "label": "Floor"
+         *         },
+         *         {
+         *           "key": "opened_on",
+         *           "type": "date",
+         *           "label": "Opened on"
+         *         }
+         *       ],
+         *       "created_at": "2026-01-31T14:05:00.000Z",
+         *       "updated_at": "2026-01-31T14:05:00.000Z"
+         *     }
+         */
         AttributeSet: {
             /** Format: date-time */
             created_at?: string;
@@ -2262,11 +2308,47 @@ export interface components {
             /** Format: date-time */
             updated_at?: string;
         };
+        /**
+         * @example {
+         *       "name": "Location",
+         *       "fields": [
+         *         {
+         *           "key": "floor",
+         *           "type": "number",
+         *           "label": "Floor"
+         *         },
+         *         {
+         *           "key": "opened_on",
+         *           "type": "date",
+         *           "label": "Opened on"
+         *         }
+         *       ]
+         *     }
+         */
         AttributeSetInput: {
             fields: components["schemas"]["AttributeField"][];
             name: string;
         };
-        /** @description An automation holding one webhook action. */
+        /**
+         * @description An automation holding one webhook action.
+         * @example {
+         *       "id": 2,
+         *       "name": "Notify the ticket system",
+         *       "action_type": "webhook",
+         *       "config": {
+         *         "url": "https://hooks.example.com/atrium",
+         *         "method": "POST",
+         *         "headers": {
+         *           "X-Source": "atrium"
+         *         },
+         *         "auth": {
+         *           "type": "jwt"
+         *         }
+         *       },
+         *       "created_at": "2026-01-31T14:05:00.000Z",
+         *       "updated_at": "2026-01-31T14:05:00.000Z"
+         *     }
+         */
         Automation: {
             /**
              * @description The action's type key; only `webhook` exists so far.
@@ -2282,6 +2364,22 @@ export interface components {
             /** Format: date-time */
             updated_at?: string;
         };
+        /**
+         * @example {
+         *       "name": "Notify the ticket system",
+         *       "action_type": "webhook",
+         *       "config": {
+         *         "url": "https://hooks.example.com/atrium",
+         *         "method": "POST",
+         *         "headers": {
+         *           "X-Source": "atrium"
+         *         },
+         *         "auth": {
+         *           "type": "jwt"
+         *         }
+         *       }
+         *     }
+         */
         AutomationCreate: {
             /**
              * @description Optional; `webhook` is the only action type.
@@ -2291,6 +2389,13 @@ export interface components {
             config: components["schemas"]["WebhookConfiguration"];
             name: string;
         };
+        /**
+         * @example {
+         *       "context": {
+         *         "ticket": 4711
+         *       }
+         *     }
+         */
         AutomationRun: {
             /**
              * @description Any JSON object; sent as `context` in the payload. Like every JSON body, the
@@ -2302,6 +2407,19 @@ export interface components {
         /**
          * @description Keys sent are changed, others kept. `config` replaces the whole configuration, except
          *     that a secret sent as `"********"` keeps the stored value.
+         * @example {
+         *       "name": "Notify the ticket system",
+         *       "config": {
+         *         "url": "https://hooks.example.com/atrium",
+         *         "method": "POST",
+         *         "headers": {
+         *           "X-Source": "atrium"
+         *         },
+         *         "auth": {
+         *           "type": "jwt"
+         *         }
+         *       }
+         *     }
          */
         AutomationUpdate: {
             /** @enum {string} */
@@ -2309,7 +2427,14 @@ export interface components {
             config?: components["schemas"]["WebhookConfiguration"];
             name?: string;
         };
-        /** @description How many departments exist and how many more may be created. */
+        /**
+         * @description How many departments exist and how many more may be created.
+         * @example {
+         *       "count": 1,
+         *       "limit": null,
+         *       "remaining": null
+         *     }
+         */
         Availability: {
             /**
              * Format: int32
@@ -2332,6 +2457,12 @@ export interface components {
         /**
          * @description As `ReadState`, plus `filter` (the keys of the list filter) narrowing the unread
          *     notifications that are changed.
+         * @example {
+         *       "seen_at": "2026-01-31 14:05:00",
+         *       "filter": {
+         *         "type": "customNotification"
+         *       }
+         *     }
          */
         BulkReadState: {
             filter?: components["schemas"]["NotificationFilter"];
@@ -2349,6 +2480,12 @@ export interface components {
          *     route, resolved by the client in its tenant; the same path as `static_url`.
          */
         ContextUrl: string;
+        /**
+         * @example {
+         *       "status": "success",
+         *       "data": 3
+         *     }
+         */
         CountEnvelope: {
             /**
              * Format: int32
@@ -2358,7 +2495,20 @@ export interface components {
             /** @enum {string} */
             status: "success";
         };
-        /** @description The created token record plus the signed value, returned only here. */
+        /**
+         * @description The created token record plus the signed value, returned only here.
+         * @example {
+         *       "uuid": "5f0c2b1e-8d3a-4c7e-9b6f-1a2d3e4f5a6b",
+         *       "user_id": 1,
+         *       "login_user_id": 1,
+         *       "state": "active",
+         *       "expires_at": "2026-02-02T09:30:00.000Z",
+         *       "used_at": null,
+         *       "deleted_at": null,
+         *       "created_at": "2026-01-31T14:05:00.000Z",
+         *       "token": "alt_q8Vq2bJx0mWl5S1nKc7dYt3uHf9gRz4eLp6aNo2iBvU.t0eK9m3ZxQ1yW7cV5bN8rL2pA4sD6fG0hJ3kU9iO1qE"
+         *     }
+         */
         CreatedUserLoginToken: components["schemas"]["UserLoginToken"] & {
             /**
              * @description The signed one-time value to pass to `POST /api/auth/login-token`. Returned
@@ -2366,6 +2516,13 @@ export interface components {
              */
             token: string;
         };
+        /**
+         * @example {
+         *       "user_data_csv": "users.csv",
+         *       "update_users": true,
+         *       "delete_users": false
+         *     }
+         */
         CsvImportRequest: {
             active?: string;
             birthdate?: string;
@@ -2402,6 +2559,47 @@ export interface components {
             whitespace_to_null: boolean;
             zipcode?: string;
         };
+        /**
+         * @example {
+         *       "new_users": [
+         *         {
+         *           "line": 2,
+         *           "user": {
+         *             "username": "jdoe",
+         *             "first_name": "Jane",
+         *             "last_name": "Doe",
+         *             "role_id": 2
+         *           }
+         *         }
+         *       ],
+         *       "update_users": [
+         *         {
+         *           "line": 3,
+         *           "id": 1,
+         *           "username": "admin",
+         *           "changes": {
+         *             "phone": {
+         *               "from": null,
+         *               "to": "+49 30 1234567"
+         *             }
+         *           }
+         *         }
+         *       ],
+         *       "unchanged_users": [],
+         *       "delete_users": [],
+         *       "invalid_rows": [
+         *         {
+         *           "line": 4,
+         *           "username": "mmuster",
+         *           "errors": {
+         *             "role_id": [
+         *               "does not exist"
+         *             ]
+         *           }
+         *         }
+         *       ]
+         *     }
+         */
         CsvImportResult: {
             delete_users: {
                 full_name: string;
@@ -2475,6 +2673,21 @@ export interface components {
             type: components["schemas"]["SourceType"] | null;
             value: components["schemas"]["FieldValue"];
         };
+        /**
+         * @example {
+         *       "task_execution_id": 11,
+         *       "data": [
+         *         {
+         *           "form_field_id": 9,
+         *           "name": "Laptop handed over",
+         *           "field_type": "boolean",
+         *           "value": null,
+         *           "default_value_source_id": null,
+         *           "type": null
+         *         }
+         *       ]
+         *     }
+         */
         DefaultValues: {
             /** @description One entry per (not deleted) field of the execution's task template, in the fields' order. */
             data: components["schemas"]["DefaultValue"][];
@@ -2487,6 +2700,22 @@ export interface components {
          *     `selects` names them, as for users. `attributes` holds the values of the fields of
          *     the attached attribute sets (the interface's "additional attribute keys"; they are
          *     sent as top-level keys and returned under `attributes`).
+         * @example {
+         *       "id": 1,
+         *       "name": "Customer Service",
+         *       "user_id": 1,
+         *       "tags": [
+         *         "support",
+         *         "berlin"
+         *       ],
+         *       "notification_setting_ids": [
+         *         5
+         *       ],
+         *       "attribute_set_ids": [],
+         *       "attributes": {},
+         *       "created_at": "2026-01-31T14:05:00.000Z",
+         *       "updated_at": "2026-01-31T14:05:00.000Z"
+         *     }
          */
         Department: {
             /** @description Attached attribute sets, ordered by their `sort_number`. */
@@ -2553,6 +2782,16 @@ export interface components {
          *     `null` clears it); a key no attached set defines is rejected (422 naming the key).
          *     On update, values not sent are kept, and values of fields whose set is detached are
          *     dropped.
+         * @example {
+         *       "name": "Customer Service",
+         *       "tags": [
+         *         "support",
+         *         "berlin"
+         *       ],
+         *       "notification_setting_ids": [
+         *         5
+         *       ]
+         *     }
          */
         DepartmentInput: {
             /** @description Ids, or records `{id, sort_number}`; without `sort_number` the position in the list orders them. */
@@ -2568,6 +2807,12 @@ export interface components {
         } & {
             [key: string]: unknown;
         };
+        /**
+         * @example {
+         *       "status": "success",
+         *       "data": null
+         *     }
+         */
         Dispatched: {
             data: null;
             /** @enum {string} */
@@ -2608,7 +2853,18 @@ export interface components {
          * @description Lifetime in seconds, 1 through 86400.
          */
         ExpiresIn: number;
-        /** @description A field of a form or task template (morph alias `formField`). */
+        /**
+         * @description A field of a form or task template (morph alias `formField`).
+         * @example {
+         *       "id": 7,
+         *       "name": "Room number",
+         *       "field_type": "text",
+         *       "options": null,
+         *       "sort_number": 1,
+         *       "form_id": 3,
+         *       "task_template_id": null
+         *     }
+         */
         Field: {
             field_type?: components["schemas"]["FieldType"];
             /** Format: int64 */
@@ -2625,6 +2881,11 @@ export interface components {
         /**
          * @description A new field of exactly one form (`form_id`) or task template (`task_template_id`).
          *     Without `sort_number` the field comes last (the parent's highest number + 1).
+         * @example {
+         *       "form_id": 3,
+         *       "name": "Room number",
+         *       "field_type": "text"
+         *     }
          */
         FieldCreate: {
             field_type: components["schemas"]["FieldType"];
@@ -2652,13 +2913,17 @@ export interface components {
          *     are fixed: default value sources and stored values depend on them. `options` only for
          *     a `select` field (replacing its choices; values submitted earlier are kept as they
          *     are).
+         * @example {
+         *       "name": "Room",
+         *       "sort_number": 2
+         *     }
          */
         FieldUpdate: {
             name?: string;
             options?: string[];
             sort_number?: components["schemas"]["SortNumber-2"];
         };
-        /** @description A field value; its JSON type follows the field's `field_type`. */
+        /** @description A field value; its JSON type follows the field's `field_type`. Text is at most 10000 characters (422 beyond). */
         FieldValue: string | number | boolean | null;
         FilterDescription: {
             key: string;
@@ -2670,6 +2935,22 @@ export interface components {
             /** @description Label in the caller's language. */
             title: string;
         };
+        /**
+         * @example {
+         *       "data": [
+         *         {
+         *           "key": "text",
+         *           "kind": "text",
+         *           "title": "Text"
+         *         },
+         *         {
+         *           "key": "form_type",
+         *           "kind": "multiSelect",
+         *           "title": "Form type"
+         *         }
+         *       ]
+         *     }
+         */
         FilterList: {
             data: components["schemas"]["FilterDescription"][];
         };
@@ -2681,6 +2962,35 @@ export interface components {
              */
             value: string | number;
         };
+        /**
+         * @example {
+         *       "id": 3,
+         *       "title": "Workplace survey",
+         *       "form_type": "survey",
+         *       "created_at": "2026-01-31T14:05:00.000Z",
+         *       "updated_at": "2026-01-31T14:05:00.000Z",
+         *       "fields": [
+         *         {
+         *           "id": 7,
+         *           "name": "Room number",
+         *           "field_type": "text",
+         *           "options": null,
+         *           "sort_number": 1,
+         *           "form_id": 3,
+         *           "task_template_id": null
+         *         }
+         *       ],
+         *       "entity_permissions": {
+         *         "user_ids": [],
+         *         "role_ids": [
+         *           2
+         *         ],
+         *         "department_ids": [
+         *           1
+         *         ]
+         *       }
+         *     }
+         */
         Form: {
             /** Format: date-time */
             created_at?: string;
@@ -2693,6 +3003,35 @@ export interface components {
             /** Format: date-time */
             updated_at?: string;
         };
+        /**
+         * @example {
+         *       "title": "Workplace survey",
+         *       "form_type": "survey",
+         *       "fields": [
+         *         {
+         *           "name": "Room number",
+         *           "field_type": "text"
+         *         },
+         *         {
+         *           "name": "Satisfied",
+         *           "field_type": "select",
+         *           "options": [
+         *             "yes",
+         *             "no"
+         *           ]
+         *         }
+         *       ],
+         *       "entity_permissions": {
+         *         "user_ids": [],
+         *         "role_ids": [
+         *           2
+         *         ],
+         *         "department_ids": [
+         *           1
+         *         ]
+         *       }
+         *     }
+         */
         FormCreate: {
             entity_permissions?: components["schemas"]["EntityPermissionsInput"];
             fields?: components["schemas"]["FieldInput"][];
@@ -2728,12 +3067,25 @@ export interface components {
          * @description Every key optional (default the current value). `entity_permissions`, when sent,
          *     replaces all three lists (a list left out becomes empty). Fields are changed through
          *     the field operations (`/api/administration/tasks-2/fields`).
+         * @example {
+         *       "title": "Workplace survey 2026"
+         *     }
          */
         FormUpdate: {
             entity_permissions?: components["schemas"]["EntityPermissionsInput"];
             form_type?: string;
             title?: string;
         };
+        /**
+         * @example {
+         *       "title": "Office closed on Friday",
+         *       "body": "<p>The office is closed on Friday, 6 February.</p>",
+         *       "url": "/news/42",
+         *       "department_ids": [
+         *         1
+         *       ]
+         *     }
+         */
         GenericNotificationInput: {
             body: components["schemas"]["Body"];
             department_ids?: components["schemas"]["department_ids"];
@@ -2778,6 +3130,20 @@ export interface components {
             wants_email_notifications?: string;
             zipcode?: string;
         };
+        /**
+         * @example {
+         *       "keys": [
+         *         {
+         *           "kty": "RSA",
+         *           "kid": "NzbLsXh8uDCcd-6MNwXF4W_7noWXFZAfHkxZsRGC9Xs",
+         *           "alg": "RS256",
+         *           "use": "sig",
+         *           "n": "u1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt0gunVTLw7onLRnrq0_IzW7yWR7QkrmBL7jTKEn5u-qKhbwKfBstIs-bMY2Zkp18gnTxKLxoS2tFczGkPLPgizskuemMghRniWaoLcyehkd3qqGElvW_VDL5AaWTg0nLVkjRo9z-40RQzuVaE8AkAFmxZzow3x-VJYKdjykkJ0iT9wCS0DRTXu269V264Vf_3jvredZiKRkgwlL9xNAwxXFg0x_XFw005UWVRIkdgcKWTjpBP2dPwVZ4WWC-9aGVd-Gyn1o0CLelf4rEjGoXbAAEgAqeGUxrcIlbjXfbcmw",
+         *           "e": "AQAB"
+         *         }
+         *       ]
+         *     }
+         */
         Jwks: {
             keys: {
                 alg: string;
@@ -2824,6 +3190,30 @@ export interface components {
          *     resolved link may be embedded, meaning it is an `https:` URL or a same-origin path
          *     (starting with a single `/`). `http:`, `mailto:` and `tel:` links are never embedded.
          *     The user routes judge it on the link resolved for the caller.
+         * @example {
+         *       "id": 4,
+         *       "lang_id": "en-US",
+         *       "icon_id": 12,
+         *       "menu_identifier": "main",
+         *       "type": "link",
+         *       "title": "Handbook",
+         *       "link": "https://handbook.example.com/",
+         *       "allow_iframe_access": true,
+         *       "user_confirmation_required": false,
+         *       "sort_number": 1,
+         *       "entity_permissions": {
+         *         "user_ids": [],
+         *         "role_ids": [
+         *           2
+         *         ],
+         *         "department_ids": [
+         *           1
+         *         ]
+         *       },
+         *       "created_at": "2026-01-31T14:05:00.000Z",
+         *       "updated_at": "2026-01-31T14:05:00.000Z",
+         *       "deleted_at": null
+         *     }
          */
         MenuItem: {
             allow_iframe_access?: boolean;
@@ -2863,6 +3253,24 @@ export interface components {
             updated_at?: string;
             user_confirmation_required?: boolean;
         };
+        /**
+         * @example {
+         *       "icon_id": 12,
+         *       "menu_identifier": "main",
+         *       "type": "link",
+         *       "title": "Handbook",
+         *       "link": "https://handbook.example.com/",
+         *       "entity_permissions": {
+         *         "user_ids": [],
+         *         "role_ids": [
+         *           2
+         *         ],
+         *         "department_ids": [
+         *           1
+         *         ]
+         *       }
+         *     }
+         */
         MenuItemCreate: {
             /** @default true */
             allow_iframe_access: boolean;
@@ -2888,7 +3296,13 @@ export interface components {
          * @enum {string}
          */
         MenuItemType: "link" | "iframe" | "route";
-        /** @description Every key optional; an absent key keeps the current value. */
+        /**
+         * @description Every key optional; an absent key keeps the current value.
+         * @example {
+         *       "title": "Employee handbook",
+         *       "sort_number": 2
+         *     }
+         */
         MenuItemUpdate: {
             allow_iframe_access?: boolean;
             entity_permissions?: components["schemas"]["EntityPermissions"];
@@ -2901,7 +3315,26 @@ export interface components {
             type?: components["schemas"]["MenuItemType"];
             user_confirmation_required?: boolean;
         };
-        /** @description A notification of the caller. Datetimes are `YYYY-MM-DD HH:MM:SS` (UTC). */
+        /**
+         * @description A notification of the caller. Datetimes are `YYYY-MM-DD HH:MM:SS` (UTC).
+         * @example {
+         *       "id": "0195a3c2-7b1e-7c4d-9f2a-3e5b6c7d8e9f",
+         *       "type": "customNotification",
+         *       "notifiable_type": "user",
+         *       "notifiable_id": 1,
+         *       "targetable_type": null,
+         *       "targetable_id": null,
+         *       "data": {
+         *         "title": "Office closed on Friday",
+         *         "body": "<p>The office is closed on Friday, 6 February.</p>",
+         *         "url": "/news/42"
+         *       },
+         *       "seen_at": null,
+         *       "read_at": null,
+         *       "created_at": "2026-01-31 14:05:00",
+         *       "updated_at": "2026-01-31 14:05:00"
+         *     }
+         */
         Notification: {
             created_at?: components["schemas"]["Datetime"];
             data?: components["schemas"]["NotificationData"];
@@ -2938,6 +3371,28 @@ export interface components {
             title?: string;
             url?: string;
         };
+        /**
+         * @example {
+         *       "status": "success",
+         *       "data": {
+         *         "id": "0195a3c2-7b1e-7c4d-9f2a-3e5b6c7d8e9f",
+         *         "type": "customNotification",
+         *         "notifiable_type": "user",
+         *         "notifiable_id": 1,
+         *         "targetable_type": null,
+         *         "targetable_id": null,
+         *         "data": {
+         *           "title": "Office closed on Friday",
+         *           "body": "<p>The office is closed on Friday, 6 February.</p>",
+         *           "url": "/news/42"
+         *         },
+         *         "seen_at": "2026-01-31 14:05:00",
+         *         "read_at": "2026-01-31 14:05:00",
+         *         "created_at": "2026-01-31 14:05:00",
+         *         "updated_at": "2026-01-31 14:05:00"
+         *       }
+         *     }
+         */
         NotificationEnvelope: {
             data: components["schemas"]["Notification"];
             /** @enum {string} */
@@ -2962,6 +3417,11 @@ export interface components {
          *     (`POST /api/notifications/typed`) reaches a department member only when one of their
          *     departments has the setting named after the type (such as `infoboard_post_created` for
          *     `infoboardPostCreated`); see that operation for the whole rule.
+         * @example {
+         *       "id": 5,
+         *       "key": "custom_notification",
+         *       "sort_number": 5
+         *     }
          */
         NotificationSetting: {
             /** Format: int64 */
@@ -2973,6 +3433,20 @@ export interface components {
         };
         /** @description `YYYY-MM-DD HH:MM:SS`, UTC, or null. */
         NullableDatetime: string | null;
+        /**
+         * @example {
+         *       "data": [
+         *         {
+         *           "value": "survey",
+         *           "label": "survey"
+         *         }
+         *       ],
+         *       "current_page": 1,
+         *       "per_page": 15,
+         *       "has_more": false,
+         *       "total": null
+         *     }
+         */
         OptionsPage: {
             /** Format: int32 */
             current_page: number;
@@ -2983,6 +3457,18 @@ export interface components {
             /** @description Always null. The pages are count-less; `has_more` tells whether another page follows. */
             total: null;
         };
+        /**
+         * @example {
+         *       "page": 1,
+         *       "per_page": 15,
+         *       "filter": {
+         *         "text": "room",
+         *         "parent_type": [
+         *           "form"
+         *         ]
+         *       }
+         *     }
+         */
         PageRequest: {
             filter?: components["schemas"]["PreviewFilter"];
             /**
@@ -3045,6 +3531,27 @@ export interface components {
             task_template_id?: components["schemas"]["Id"][];
             text?: string;
         };
+        /**
+         * @example {
+         *       "data": [
+         *         {
+         *           "id": 7,
+         *           "title": "Room number",
+         *           "sub_title": "Form",
+         *           "description": "Workplace survey",
+         *           "field_type": "text",
+         *           "parent_type": "form",
+         *           "parent_id": 3,
+         *           "source_entity_type": "formField",
+         *           "source_entity_id": 7
+         *         }
+         *       ],
+         *       "current_page": 1,
+         *       "per_page": 15,
+         *       "has_more": false,
+         *       "total": null
+         *     }
+         */
         PreviewPage: {
             /** Format: int32 */
             current_page: number;
@@ -3079,6 +3586,14 @@ export interface components {
              */
             type: string;
         };
+        /**
+         * @example {
+         *       "type": "/problems/unprocessable-content",
+         *       "title": "Unprocessable Content",
+         *       "status": 422,
+         *       "description": "The request is well formed but invalid: `errors` maps each field path (`auth.basic.username`, `user_ids.3`, `filter.text`) to its messages."
+         *     }
+         */
         ProblemType: {
             /** @description When the service answers this problem, and what its `detail` and `errors` carry. */
             description: string;
@@ -3100,7 +3615,12 @@ export interface components {
          * @enum {string}
          */
         ProfileKey: "profile_picture" | "street" | "zipcode" | "city" | "email" | "phone" | "birthdate" | "gender";
-        /** @description The `multipart/form-data` body of `uploadProfilePicture`. */
+        /**
+         * @description The `multipart/form-data` body of `uploadProfilePicture`.
+         * @example {
+         *       "profile_picture": "jane.png"
+         *     }
+         */
         ProfilePictureUpload: {
             /**
              * Format: binary
@@ -3108,7 +3628,19 @@ export interface components {
              */
             profile_picture: Blob;
         };
-        /** @description One of the caller's push subscriptions. The keys are never answered. */
+        /**
+         * @description One of the caller's push subscriptions. The keys are never answered.
+         * @example {
+         *       "id": 3,
+         *       "endpoint": "https://fcm.googleapis.com/fcm/send/dpH5lCsTSSM:APA91bHqjZxM0VImWWqDRN7U0a3AycjUf4O",
+         *       "user_agent": "Mozilla/5.0 (X11; Linux x86_64) Firefox/135.0",
+         *       "last_failure_status": null,
+         *       "last_failure": null,
+         *       "last_failure_at": null,
+         *       "created_at": "2026-01-31T14:05:00.000Z",
+         *       "updated_at": "2026-01-31T14:05:00.000Z"
+         *     }
+         */
         PushSubscription: {
             /** Format: date-time */
             created_at?: string;
@@ -3140,6 +3672,13 @@ export interface components {
         /**
          * @description What `PushSubscription.toJSON()` gives in a browser (`expirationTime` may be sent too
          *     and is ignored).
+         * @example {
+         *       "endpoint": "https://fcm.googleapis.com/fcm/send/dpH5lCsTSSM:APA91bHqjZxM0VImWWqDRN7U0a3AycjUf4O-byuxb_wJsKRaKvV_iKw56s16ekq6FUqoCF7k2nICUpd8fHPxVTgqLunFeVeB9lLCQZyohyAztTH8ZQL9WCxKpA6dvTG_TUIhQUFq_n",
+         *       "keys": {
+         *         "p256dh": "BLQELIDm-6b9Bl07YrEuXJ4BL_YBVQ0dvt9NQGGJxIQidJWHPNa9YrouvcQ9d7_MqzvGS9Alz60SZNCG3qfpk=",
+         *         "auth": "4vQK-SvRAN5eo-8ASlrwA"
+         *       }
+         *     }
          */
         PushSubscriptionCreate: {
             /**
@@ -3162,6 +3701,12 @@ export interface components {
                 p256dh: string;
             };
         };
+        /**
+         * @example {
+         *       "status": "ok",
+         *       "database": true
+         *     }
+         */
         Readiness: {
             database: boolean;
             /** @enum {string} */
@@ -3171,6 +3716,9 @@ export interface components {
          * @description `seen_at` (required without `read_at`), `read_at` (required without `seen_at`; also
          *     supplies `seen_at` when that is omitted). A `seen_at` already stored is kept (first
          *     sight wins).
+         * @example {
+         *       "read_at": "2026-01-31 14:05:00"
+         *     }
          */
         ReadState: {
             read_at?: components["schemas"]["Datetime"];
@@ -3183,6 +3731,17 @@ export interface components {
             name: string;
             permissions: components["schemas"]["Permission"][];
         };
+        /**
+         * @example {
+         *       "name": "Team lead",
+         *       "active": true,
+         *       "permissions": [
+         *         "users.view",
+         *         "users.view-personal",
+         *         "notifications.send"
+         *       ]
+         *     }
+         */
         RoleInput: {
             /** @default true */
             active: boolean;
@@ -3199,7 +3758,29 @@ export interface components {
          *     is stored in composed form (NFC).
          */
         RoleName: string;
-        /** @description A role; fields absent were not selected. */
+        /**
+         * @description A role; fields absent were not selected.
+         * @example {
+         *       "id": 1,
+         *       "name": "Administrator",
+         *       "active": true,
+         *       "permissions": [
+         *         "users.view",
+         *         "users.view-personal",
+         *         "users.view-administrative",
+         *         "users.administer",
+         *         "departments.manage",
+         *         "menu-items.administer",
+         *         "login-tokens.administer",
+         *         "notifications.send",
+         *         "notifications.administer",
+         *         "tasks.administer",
+         *         "automations.administer"
+         *       ],
+         *       "created_at": "2026-01-31T14:05:00.000Z",
+         *       "updated_at": "2026-01-31T14:05:00.000Z"
+         *     }
+         */
         RoleRecord: {
             active?: boolean;
             /** Format: date-time */
@@ -3211,6 +3792,14 @@ export interface components {
             /** Format: date-time */
             updated_at?: string;
         };
+        /**
+         * @example {
+         *       "permissions": [
+         *         "users.view",
+         *         "notifications.send"
+         *       ]
+         *     }
+         */
         RoleUpdate: {
             active?: boolean;
             name?: components["schemas"]["RoleName"];
@@ -3229,7 +3818,22 @@ export interface components {
         "SortNumber-2": number;
         /** Format: int32 */
         "SortNumber-3": number;
-        /** @description A task field default value source. */
+        /**
+         * @description A task field default value source.
+         * @example {
+         *       "id": 4,
+         *       "type": "systemVariable",
+         *       "form_field_id": 9,
+         *       "config": {
+         *         "variable": "full_name"
+         *       },
+         *       "source_entity_type": null,
+         *       "source_entity_id": null,
+         *       "sort_number": 1,
+         *       "created_at": "2026-01-31T14:05:00.000Z",
+         *       "updated_at": "2026-01-31T14:05:00.000Z"
+         *     }
+         */
         Source: {
             /** @description `{}` for `formFieldValue`, `{variable}` for `systemVariable`. */
             config?: {
@@ -3257,6 +3861,13 @@ export interface components {
          * @description The source type is named by `type`; `config` follows that type's schema. The target
          *     field `form_field_id` (a field of a task template) is required on create, too.
          *     `sort_number` defaults to one more than the highest of the target field's sources.
+         * @example {
+         *       "type": "systemVariable",
+         *       "form_field_id": 9,
+         *       "config": {
+         *         "variable": "full_name"
+         *       }
+         *     }
          */
         SourceCreate: components["schemas"]["formFieldValue"] | components["schemas"]["systemVariable"];
         /**
@@ -3271,6 +3882,9 @@ export interface components {
          * @description Every key is optional and defaults to the current value. The source type cannot
          *     change; `config` must match the stored type. Moving a source to another
          *     `form_field_id` without `sort_number` appends it there.
+         * @example {
+         *       "sort_number": 2
+         *     }
          */
         SourceUpdate: {
             config?: components["schemas"]["FormFieldValueConfig"] | components["schemas"]["SystemVariableConfig"];
@@ -3280,6 +3894,19 @@ export interface components {
             source_entity_id?: number | null;
             source_entity_type?: string | null;
         };
+        /**
+         * @example {
+         *       "id": 21,
+         *       "form_id": 3,
+         *       "task_template_id": null,
+         *       "task_execution_id": null,
+         *       "user_id": 1,
+         *       "values": {
+         *         "7": "2.14"
+         *       },
+         *       "created_at": "2026-01-31T14:05:00.000Z"
+         *     }
+         */
         Submission: {
             /** Format: date-time */
             created_at?: string;
@@ -3307,6 +3934,12 @@ export interface components {
          * @description Exactly one parent: `form_id`, or a task template through `task_execution_id` (an
          *     execution assigned to the caller; `task_template_id` may be sent too and must then be
          *     that execution's template).
+         * @example {
+         *       "form_id": 3,
+         *       "values": {
+         *         "7": "2.14"
+         *       }
+         *     }
          */
         SubmissionCreate: {
             form_id?: components["schemas"]["Id"];
@@ -3317,6 +3950,13 @@ export interface components {
                 [key: string]: components["schemas"]["FieldValue"];
             };
         };
+        /**
+         * @example {
+         *       "values": {
+         *         "7": "3.01"
+         *       }
+         *     }
+         */
         SubmissionUpdate: {
             /**
              * @description Replaces the submitted values; checked like those of a new submission (against the
@@ -3365,6 +4005,14 @@ export interface components {
         };
         /** @description Alias of the target resource as returned in `targetable_type` (e.g. `infoboardPost`, `manualEntry`). */
         TargetableType: string;
+        /**
+         * @example {
+         *       "id": 11,
+         *       "task_template_id": 5,
+         *       "user_id": 1,
+         *       "created_at": "2026-01-31T14:05:00.000Z"
+         *     }
+         */
         TaskExecution: {
             /** Format: date-time */
             created_at?: string;
@@ -3378,11 +4026,22 @@ export interface components {
              */
             user_id?: number;
         };
+        /**
+         * @example {
+         *       "task_template_id": 5,
+         *       "user_id": 1
+         *     }
+         */
         TaskExecutionCreate: {
             task_template_id: components["schemas"]["Id"];
             /** @description The assignee; a user of the tenant who is not deleted (active or not). */
             user_id: components["schemas"]["Id"];
         };
+        /**
+         * @example {
+         *       "user_id": 1
+         *     }
+         */
         TaskExecutionUpdate: {
             /**
              * @description The new assignee; a user of the tenant who is not deleted (active or not). Values
@@ -3390,6 +4049,34 @@ export interface components {
              */
             user_id: components["schemas"]["Id"];
         };
+        /**
+         * @example {
+         *       "id": 5,
+         *       "title": "Onboarding checklist",
+         *       "created_at": "2026-01-31T14:05:00.000Z",
+         *       "updated_at": "2026-01-31T14:05:00.000Z",
+         *       "fields": [
+         *         {
+         *           "id": 9,
+         *           "name": "Laptop handed over",
+         *           "field_type": "boolean",
+         *           "options": null,
+         *           "sort_number": 1,
+         *           "form_id": null,
+         *           "task_template_id": 5
+         *         }
+         *       ],
+         *       "entity_permissions": {
+         *         "user_ids": [],
+         *         "role_ids": [
+         *           2
+         *         ],
+         *         "department_ids": [
+         *           1
+         *         ]
+         *       }
+         *     }
+         */
         TaskTemplate: {
             /** Format: date-time */
             created_at?: string;
@@ -3401,6 +4088,26 @@ export interface components {
             /** Format: date-time */
             updated_at?: string;
         };
+        /**
+         * @example {
+         *       "title": "Onboarding checklist",
+         *       "fields": [
+         *         {
+         *           "name": "Laptop handed over",
+         *           "field_type": "boolean"
+         *         }
+         *       ],
+         *       "entity_permissions": {
+         *         "user_ids": [],
+         *         "role_ids": [
+         *           2
+         *         ],
+         *         "department_ids": [
+         *           1
+         *         ]
+         *       }
+         *     }
+         */
         TaskTemplateCreate: {
             entity_permissions?: components["schemas"]["EntityPermissionsInput"];
             fields?: components["schemas"]["FieldInput"][];
@@ -3410,12 +4117,27 @@ export interface components {
          * @description Every key optional (default the current value). `entity_permissions`, when sent,
          *     replaces all three lists (a list left out becomes empty). Fields are changed through
          *     the field operations (`/api/administration/tasks-2/fields`).
+         * @example {
+         *       "title": "Onboarding checklist (2026)"
+         *     }
          */
         TaskTemplateUpdate: {
             entity_permissions?: components["schemas"]["EntityPermissionsInput"];
             title?: string;
         };
         Title: string;
+        /**
+         * @example {
+         *       "type": "infoboardPostCreated",
+         *       "targetable_id": 42,
+         *       "title": "New post: Summer party",
+         *       "body": "<p>Join us on 3 July.</p>",
+         *       "url": "/infoboard/posts/42",
+         *       "department_ids": [
+         *         1
+         *       ]
+         *     }
+         */
         TypedNotificationInput: {
             body: components["schemas"]["Body"];
             department_ids?: components["schemas"]["department_ids"];
@@ -3463,6 +4185,58 @@ export interface components {
          *     `request_password_change`, `prevent_logout`, `wants_email_notifications`,
          *     `default_route`, `last_login_at`) need `users.view-administrative`. A user always
          *     sees every field of their own record. The password is never returned.
+         * @example {
+         *       "id": 1,
+         *       "username": "admin",
+         *       "first_name": "Atrium",
+         *       "last_name": "Administrator",
+         *       "full_name": "Atrium Administrator",
+         *       "lang_id": "en-US",
+         *       "group_account": false,
+         *       "profile_picture_url": null,
+         *       "email": "admin@example.com",
+         *       "phone": null,
+         *       "street": null,
+         *       "zipcode": null,
+         *       "city": null,
+         *       "birthdate": null,
+         *       "gender": null,
+         *       "staff_number": "A-0001",
+         *       "entering_date": "2026-01-01",
+         *       "leaving_date": null,
+         *       "active": true,
+         *       "role_id": 1,
+         *       "request_password_change": false,
+         *       "prevent_logout": false,
+         *       "wants_email_notifications": true,
+         *       "default_route": "/tasks",
+         *       "last_login_at": "2026-02-02T09:30:00.000Z",
+         *       "created_at": "2026-01-31T14:05:00.000Z",
+         *       "updated_at": "2026-02-02T09:30:00.000Z",
+         *       "deleted_at": null,
+         *       "role": {
+         *         "id": 1,
+         *         "name": "Administrator",
+         *         "active": true,
+         *         "permissions": [
+         *           "users.view",
+         *           "users.view-personal",
+         *           "users.view-administrative",
+         *           "users.administer",
+         *           "departments.manage",
+         *           "menu-items.administer",
+         *           "login-tokens.administer",
+         *           "notifications.send",
+         *           "notifications.administer",
+         *           "tasks.administer",
+         *           "automations.administer"
+         *         ]
+         *       },
+         *       "language": {
+         *         "id": "en-US",
+         *         "name": "English (US)"
+         *       }
+         *     }
          */
         User: {
             /** @description Relation (administrative); the terms of use the user accepted. */
@@ -3552,6 +4326,20 @@ export interface components {
          *     role, language or department of the tenant (422 `does not exist` on `role_id`,
          *     `lang_id` or `department_ids.<i>`). An update is judged by the same rules, on the user
          *     as it would leave them; the CSV preview judges the rows it would write by them too.
+         * @example {
+         *       "username": "jdoe",
+         *       "password": "correct horse battery staple",
+         *       "first_name": "Jane",
+         *       "last_name": "Doe",
+         *       "role_id": 2,
+         *       "lang_id": "de-DE",
+         *       "email": "jane.doe@example.com",
+         *       "staff_number": "E-1042",
+         *       "entering_date": "2026-03-01",
+         *       "department_ids": [
+         *         1
+         *       ]
+         *     }
          */
         UserCreate: {
             active?: boolean;
@@ -3605,6 +4393,18 @@ export interface components {
          * @description The `multipart/form-data` body of `POST /api/users`: the keys of `UserCreate`, sent as
          *     text parts (converted to the declared types; an array key is repeated, one part per
          *     item), and `profile_picture` as a file part. Every rule of `UserCreate` applies.
+         * @example {
+         *       "username": "jdoe",
+         *       "password": "correct horse battery staple",
+         *       "first_name": "Jane",
+         *       "last_name": "Doe",
+         *       "role_id": 2,
+         *       "lang_id": "de-DE",
+         *       "email": "jane.doe@example.com",
+         *       "staff_number": "E-1042",
+         *       "entering_date": "2026-03-01",
+         *       "profile_picture": "jane.png"
+         *     }
          */
         UserCreateForm: {
             active?: boolean;
@@ -3667,6 +4467,16 @@ export interface components {
          *     of this record: it is returned once, as `token`, by the create operations and stored
          *     only as a hash.
          *     The internal `id` is returned only when named in `selects`; `uuid` is the route key.
+         * @example {
+         *       "uuid": "5f0c2b1e-8d3a-4c7e-9b6f-1a2d3e4f5a6b",
+         *       "user_id": 1,
+         *       "login_user_id": 1,
+         *       "state": "active",
+         *       "expires_at": "2026-02-02T09:30:00.000Z",
+         *       "used_at": null,
+         *       "deleted_at": null,
+         *       "created_at": "2026-01-31T14:05:00.000Z"
+         *     }
          */
         UserLoginToken: {
             /** Format: date-time */
@@ -3717,6 +4527,11 @@ export interface components {
              */
             uuid?: string;
         };
+        /**
+         * @example {
+         *       "role_id": 2
+         *     }
+         */
         UserRestore: {
             /**
              * Format: int64
@@ -3725,7 +4540,15 @@ export interface components {
              */
             role_id?: number;
         };
-        /** @description The tenant's configuration of user records (extension). */
+        /**
+         * @description The tenant's configuration of user records (extension).
+         * @example {
+         *       "required_profile_keys": [
+         *         "email",
+         *         "phone"
+         *       ]
+         *     }
+         */
         UserSettings: {
             /**
              * @description Profile keys every personal account must fill (see
@@ -3738,6 +4561,13 @@ export interface components {
         /**
          * @description Any create key (optional) plus `old_password`. Which keys a caller may send, and
          *     which are ignored or refused, is described on `PUT /api/users/{user}`.
+         * @example {
+         *       "phone": "+49 30 1234567",
+         *       "department_ids": [
+         *         1
+         *       ],
+         *       "default_route": "/tasks?tab=open"
+         *     }
          */
         UserUpdate: {
             active?: boolean;
@@ -3797,6 +4627,10 @@ export interface components {
          * @description The `multipart/form-data` body of `PUT /api/users/{user}`: the keys of `UserUpdate` as
          *     text parts (an array key is repeated, one part per item) and `profile_picture` as a
          *     file part. Every rule of `UserUpdate` applies.
+         * @example {
+         *       "phone": "+49 30 1234567",
+         *       "profile_picture": "jane.png"
+         *     }
          */
         UserUpdateForm: {
             active?: boolean;
@@ -3852,6 +4686,11 @@ export interface components {
             wants_email_notifications?: boolean;
             zipcode?: string | null;
         };
+        /**
+         * @example {
+         *       "public_key": "BNcRdreALRFXTkOOUHK1EtK2wtaz5Ry4YfYCA_0QTpQtUbVlUls0VJXg7A8u-Ts1XbjhazAkj7I99e8QcYP7DkM"
+         *     }
+         */
         VapidPublicKey: {
             /**
              * @description The VAPID application server key (RFC 8292): the uncompressed P-256 public key,
@@ -3901,6 +4740,16 @@ export interface components {
          *     exponential backoff (`WEBHOOK_RETRY_DELAY_MS` doubled per attempt, or the answer's
          *     `Retry-After` when longer, at most one hour; at most `WEBHOOK_MAX_ATTEMPTS` attempts); other statuses (4xx, and 3xx: redirects are not
          *     followed) and refused destinations fail at once.
+         * @example {
+         *       "url": "https://hooks.example.com/atrium",
+         *       "method": "POST",
+         *       "headers": {
+         *         "X-Source": "atrium"
+         *       },
+         *       "auth": {
+         *         "type": "jwt"
+         *       }
+         *     }
          */
         WebhookConfiguration: {
             /** @description Authentication of the outbound request; null or `type` null means none. */
@@ -3965,6 +4814,19 @@ export interface components {
          *     delivery still pending or retrying a minute past its due time (its job was lost) is
          *     queued again by a scheduled sweep; when the lost attempt was the last allowed one, the
          *     delivery fails instead.
+         * @example {
+         *       "id": 31,
+         *       "automation_id": 2,
+         *       "event_id": "evt_2f1c0b9e6a3d4c8b9f7e1a2b3c4d5e6f",
+         *       "status": "pending",
+         *       "attempts": 0,
+         *       "response_status": null,
+         *       "duration_ms": null,
+         *       "error": null,
+         *       "next_attempt_at": null,
+         *       "created_at": "2026-01-31T14:05:00.000Z",
+         *       "completed_at": null
+         *     }
          */
         WebhookDelivery: {
             /** @description Relation `attempt_log` (`relations=attempt_log`), oldest first. */
@@ -4026,6 +4888,18 @@ export interface components {
         /**
          * @description The JSON body of every webhook request (also sent, unchanged, on retries):
          *     `Content-Type: application/json`, `User-Agent: Atrium-Webhooks/1`.
+         * @example {
+         *       "id": "evt_2f1c0b9e6a3d4c8b9f7e1a2b3c4d5e6f",
+         *       "type": "automation.run",
+         *       "timestamp": "2026-01-31T14:05:00.000Z",
+         *       "automation": {
+         *         "id": 2,
+         *         "name": "Notify the ticket system"
+         *       },
+         *       "context": {
+         *         "ticket": 4711
+         *       }
+         *     }
          */
         WebhookPayload: {
             automation: {
@@ -4050,6 +4924,9 @@ export interface components {
         /** @description Malformed request (JSON, query string or multipart), or a JSON body nested more than 64 levels deep. */
         BadRequest: {
             headers: {
+                "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                 [name: string]: unknown;
             };
             content: {
@@ -4059,6 +4936,9 @@ export interface components {
         /** @description The record is still used by others; `errors` names them (only those the caller may administer). */
         Conflict: {
             headers: {
+                "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                 [name: string]: unknown;
             };
             content: {
@@ -4068,6 +4948,9 @@ export interface components {
         /** @description The request body or an uploaded file is too large, or a multipart body carries more than one file. */
         ContentTooLarge: {
             headers: {
+                "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                 [name: string]: unknown;
             };
             content: {
@@ -4077,6 +4960,9 @@ export interface components {
         /** @description The number of unread notifications changed. */
         CountAnswer: {
             headers: {
+                "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                 [name: string]: unknown;
             };
             content: {
@@ -4086,6 +4972,24 @@ export interface components {
         /** @description Authenticated but not permitted. */
         Forbidden: {
             headers: {
+                "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /**
+         * @description An unexpected error. It is logged with the request's id; the answer says nothing
+         *     more. Client input never causes it.
+         */
+        InternalServerError: {
+            headers: {
+                "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                 [name: string]: unknown;
             };
             content: {
@@ -4095,6 +4999,9 @@ export interface components {
         /** @description The caller's notifications, newest first. */
         List: {
             headers: {
+                "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                 [name: string]: unknown;
             };
             content: {
@@ -4104,6 +5011,9 @@ export interface components {
         /** @description No such record in the caller's tenant. */
         NotFound: {
             headers: {
+                "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                 [name: string]: unknown;
             };
             content: {
@@ -4118,12 +5028,9 @@ export interface components {
          */
         TooManyRequests: {
             headers: {
-                /** @description Requests the general limit allows per window (sent on every answer that it counts). */
-                "RateLimit-Limit"?: number;
-                /** @description Requests left in the current window. */
-                "RateLimit-Remaining"?: number;
-                /** @description Seconds until the current window ends. */
-                "RateLimit-Reset"?: number;
+                "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                 /** @description Seconds until a request may succeed again. */
                 "Retry-After"?: number;
                 [name: string]: unknown;
@@ -4135,6 +5042,9 @@ export interface components {
         /** @description Missing, invalid, expired or revoked access token. */
         Unauthorized: {
             headers: {
+                "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                 [name: string]: unknown;
             };
             content: {
@@ -4144,6 +5054,9 @@ export interface components {
         /** @description Well-formed request that fails validation; `errors` names the fields. */
         UnprocessableEntity: {
             headers: {
+                "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                 [name: string]: unknown;
             };
             content: {
@@ -4153,6 +5066,9 @@ export interface components {
         /** @description The request body has an unsupported media type. */
         UnsupportedMediaType: {
             headers: {
+                "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                 [name: string]: unknown;
             };
             content: {
@@ -4161,13 +5077,21 @@ export interface components {
         };
     };
     parameters: {
+        /**
+         * @example {
+         *       "unread": true
+         *     }
+         */
         Filter: components["schemas"]["NotificationFilter"];
         /** @description Each key is an importable user key; its value replaces that column's header. */
         ImportHeaders: components["schemas"]["ImportableKeyMap"];
         /** @description Maximum number of records. Default no limit. */
         Limit: number;
         MenuItemParameter: components["schemas"]["Id"];
-        /** @description This list has no filters; any `filter[key]` is a 422 naming the key. */
+        /**
+         * @description This list has no filters; any `filter[key]` is a 422 naming the key.
+         * @example {}
+         */
         NoFilter: Record<string, never>;
         Notification: string;
         /** @description Pipe-separated relation names to include. */
@@ -4178,7 +5102,12 @@ export interface components {
         /** @description The target's id; targets are stored with integer ids, so other text is a 422. */
         TargetableId: components["schemas"]["Id"];
         TargetableType: components["schemas"]["TargetableType"];
-        /** @description `filter[key]=value`; keys: text, role_id, active, group_account, department_id. */
+        /**
+         * @description `filter[key]=value`; keys: text, role_id, active, group_account, department_id.
+         * @example {
+         *       "text": "admin"
+         *     }
+         */
         UserFilter: {
             active?: boolean;
             /** Format: int64 */
@@ -4196,7 +5125,18 @@ export interface components {
             };
         };
     };
-    headers: never;
+    headers: {
+        /**
+         * @description Requests the general rate limit allows per window (of whichever limit, per access
+         *     token or per client address, is closer). Sent on every answer that a limit counts:
+         *     all but the health probes.
+         */
+        "RateLimit-Limit": number;
+        /** @description Requests left in the current window. */
+        "RateLimit-Remaining": number;
+        /** @description Seconds until the current window ends. */
+        "RateLimit-Reset": number;
+    };
     pathItems: never;
 }
 export type $defs = Record<string, never>;
@@ -4213,6 +5153,9 @@ export interface operations {
             /** @description The key set. */
             200: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4220,12 +5163,16 @@ export interface operations {
                 };
             };
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     listAttributeSets: {
         parameters: {
             query?: {
-                /** @description This list has no filters; any `filter[key]` is a 422 naming the key. */
+                /**
+                 * @description This list has no filters; any `filter[key]` is a 422 naming the key.
+                 * @example {}
+                 */
                 filter?: components["parameters"]["NoFilter"];
                 /** @description Maximum number of records. Default no limit. */
                 limit?: components["parameters"]["Limit"];
@@ -4241,6 +5188,9 @@ export interface operations {
             /** @description The attribute sets. */
             200: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4251,6 +5201,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     createAttributeSet: {
@@ -4269,6 +5220,9 @@ export interface operations {
             /** @description The created set. */
             201: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4280,6 +5234,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     getAttributeSet: {
@@ -4299,6 +5254,9 @@ export interface operations {
             /** @description The set. */
             200: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4310,6 +5268,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     updateAttributeSet: {
@@ -4330,6 +5289,9 @@ export interface operations {
             /** @description The updated set. */
             200: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4342,6 +5304,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     deleteAttributeSet: {
@@ -4358,6 +5321,9 @@ export interface operations {
             /** @description Deleted. */
             204: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -4367,12 +5333,16 @@ export interface operations {
             404: components["responses"]["NotFound"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     listAutomations: {
         parameters: {
             query?: {
-                /** @description This list has no filters; any `filter[key]` is a 422 naming the key. */
+                /**
+                 * @description This list has no filters; any `filter[key]` is a 422 naming the key.
+                 * @example {}
+                 */
                 filter?: components["parameters"]["NoFilter"];
                 /** @description Maximum number of records. Default no limit. */
                 limit?: components["parameters"]["Limit"];
@@ -4390,6 +5360,9 @@ export interface operations {
             /** @description The automations. */
             200: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4400,6 +5373,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     createAutomation: {
@@ -4418,6 +5392,9 @@ export interface operations {
             /** @description The created automation (secrets masked). */
             201: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4429,6 +5406,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     getAutomation: {
@@ -4450,6 +5428,9 @@ export interface operations {
             /** @description The automation (secrets masked). */
             200: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4461,6 +5442,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     updateAutomation: {
@@ -4481,6 +5463,9 @@ export interface operations {
             /** @description The updated automation (secrets masked). */
             200: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4493,6 +5478,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     deleteAutomation: {
@@ -4509,6 +5495,9 @@ export interface operations {
             /** @description Deleted. */
             204: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -4517,11 +5506,17 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     listAutomationDeliveries: {
         parameters: {
             query?: {
+                /**
+                 * @example {
+                 *       "status": "failed"
+                 *     }
+                 */
                 filter?: {
                     /** @enum {string} */
                     status?: "pending" | "retrying" | "succeeded" | "failed";
@@ -4544,6 +5539,9 @@ export interface operations {
             /** @description The deliveries. */
             200: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4555,6 +5553,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     runAutomation: {
@@ -4575,6 +5574,9 @@ export interface operations {
             /** @description The queued delivery. */
             202: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4587,6 +5589,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     validateWebhookConfiguration: {
@@ -4605,6 +5608,9 @@ export interface operations {
             /** @description The configuration is valid. */
             200: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4619,12 +5625,16 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     listAdministeredMenuItems: {
         parameters: {
             query?: {
-                /** @description This list has no filters; any `filter[key]` is a 422 naming the key. */
+                /**
+                 * @description This list has no filters; any `filter[key]` is a 422 naming the key.
+                 * @example {}
+                 */
                 filter?: components["parameters"]["NoFilter"];
                 /** @description Maximum number of records. Default no limit. */
                 limit?: components["parameters"]["Limit"];
@@ -4642,6 +5652,9 @@ export interface operations {
             /** @description All items. */
             200: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4652,6 +5665,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     createMenuItem: {
@@ -4670,6 +5684,9 @@ export interface operations {
             /** @description The created item (administration view). */
             201: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4681,6 +5698,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     getAdministeredMenuItem: {
@@ -4702,6 +5720,9 @@ export interface operations {
             /** @description The item. */
             200: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4713,6 +5734,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     updateMenuItem: {
@@ -4733,6 +5755,9 @@ export interface operations {
             /** @description The updated item (administration view). */
             200: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4745,6 +5770,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     deleteMenuItem: {
@@ -4761,6 +5787,9 @@ export interface operations {
             /** @description The item is soft-deleted. */
             204: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -4770,6 +5799,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     resetNotifications: {
@@ -4784,6 +5814,9 @@ export interface operations {
             /** @description Deleted. */
             200: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4793,6 +5826,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     createRole: {
@@ -4811,6 +5845,9 @@ export interface operations {
             /** @description The created role. */
             201: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4822,6 +5859,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     updateRole: {
@@ -4842,6 +5880,9 @@ export interface operations {
             /** @description The updated role. */
             200: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4854,11 +5895,17 @@ export interface operations {
             404: components["responses"]["NotFound"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     listFormFields: {
         parameters: {
             query?: {
+                /**
+                 * @example {
+                 *       "form_id": 3
+                 *     }
+                 */
                 filter?: {
                     form_id?: components["schemas"]["Id"];
                     task_template_id?: components["schemas"]["Id"];
@@ -4879,6 +5926,9 @@ export interface operations {
             /** @description The fields. */
             200: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4888,6 +5938,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     createFormField: {
@@ -4906,6 +5957,9 @@ export interface operations {
             /** @description The created field. */
             201: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4916,6 +5970,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     getFormField: {
@@ -4937,6 +5992,9 @@ export interface operations {
             /** @description The field. */
             200: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4947,6 +6005,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     updateFormField: {
@@ -4967,6 +6026,9 @@ export interface operations {
             /** @description The updated field. */
             200: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -4978,6 +6040,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     deleteFormField: {
@@ -4994,6 +6057,9 @@ export interface operations {
             /** @description Deleted. */
             204: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -5003,12 +6069,16 @@ export interface operations {
             409: components["responses"]["Conflict"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     listForms: {
         parameters: {
             query?: {
-                /** @description This list has no filters; any `filter[key]` is a 422 naming the key. */
+                /**
+                 * @description This list has no filters; any `filter[key]` is a 422 naming the key.
+                 * @example {}
+                 */
                 filter?: components["parameters"]["NoFilter"];
                 /** @description Maximum number of records. Default no limit. */
                 limit?: components["parameters"]["Limit"];
@@ -5026,6 +6096,9 @@ export interface operations {
             /** @description The forms. */
             200: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5035,6 +6108,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     createForm: {
@@ -5053,6 +6127,9 @@ export interface operations {
             /** @description The created form. */
             201: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5064,6 +6141,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     getForm: {
@@ -5085,6 +6163,9 @@ export interface operations {
             /** @description The form. */
             200: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5095,6 +6176,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     updateForm: {
@@ -5115,6 +6197,9 @@ export interface operations {
             /** @description The updated form. */
             200: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5126,6 +6211,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     deleteForm: {
@@ -5142,6 +6228,9 @@ export interface operations {
             /** @description Deleted. */
             204: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -5151,12 +6240,16 @@ export interface operations {
             409: components["responses"]["Conflict"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     listTaskTemplates: {
         parameters: {
             query?: {
-                /** @description This list has no filters; any `filter[key]` is a 422 naming the key. */
+                /**
+                 * @description This list has no filters; any `filter[key]` is a 422 naming the key.
+                 * @example {}
+                 */
                 filter?: components["parameters"]["NoFilter"];
                 /** @description Maximum number of records. Default no limit. */
                 limit?: components["parameters"]["Limit"];
@@ -5174,6 +6267,9 @@ export interface operations {
             /** @description The task templates. */
             200: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5183,6 +6279,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     createTaskTemplate: {
@@ -5201,6 +6298,9 @@ export interface operations {
             /** @description The created task template. */
             201: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5212,6 +6312,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     getTaskTemplate: {
@@ -5233,6 +6334,9 @@ export interface operations {
             /** @description The task template. */
             200: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5243,6 +6347,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     updateTaskTemplate: {
@@ -5263,6 +6368,9 @@ export interface operations {
             /** @description The updated task template. */
             200: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5274,6 +6382,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     deleteTaskTemplate: {
@@ -5290,6 +6399,9 @@ export interface operations {
             /** @description Deleted. */
             204: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -5299,6 +6411,7 @@ export interface operations {
             409: components["responses"]["Conflict"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     createDefaultValueSource: {
@@ -5317,6 +6430,9 @@ export interface operations {
             /** @description The created source. */
             201: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5327,6 +6443,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     updateDefaultValueSource: {
@@ -5347,6 +6464,9 @@ export interface operations {
             /** @description The updated source. */
             200: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5358,6 +6478,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     deleteDefaultValueSource: {
@@ -5374,6 +6495,9 @@ export interface operations {
             /** @description Deleted. */
             204: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -5382,6 +6506,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     previewFormFieldValueSourceFields: {
@@ -5400,6 +6525,9 @@ export interface operations {
             /** @description One page of preview entries. */
             200: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5410,6 +6538,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     listFormFieldValueSourceFieldFilters: {
@@ -5424,6 +6553,9 @@ export interface operations {
             /** @description The filters. */
             200: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5432,6 +6564,7 @@ export interface operations {
             };
             401: components["responses"]["Unauthorized"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     listFormFieldValueSourceFieldFilterOptions: {
@@ -5452,6 +6585,9 @@ export interface operations {
             /** @description One page of options. */
             200: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5462,12 +6598,16 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     listUserLoginTokens: {
         parameters: {
             query?: {
-                /** @description This list has no filters; any `filter[key]` is a 422 naming the key. */
+                /**
+                 * @description This list has no filters; any `filter[key]` is a 422 naming the key.
+                 * @example {}
+                 */
                 filter?: components["parameters"]["NoFilter"];
                 /** @description Maximum number of records. Default no limit. */
                 limit?: components["parameters"]["Limit"];
@@ -5485,6 +6625,9 @@ export interface operations {
             /** @description The tokens. */
             200: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5495,6 +6638,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     createUserLoginToken: {
@@ -5516,6 +6660,9 @@ export interface operations {
             /** @description The created token with its signed value. */
             201: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5527,6 +6674,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     getUserLoginToken: {
@@ -5549,6 +6697,9 @@ export interface operations {
             /** @description The token. */
             200: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5560,6 +6711,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     deleteUserLoginToken: {
@@ -5577,6 +6729,9 @@ export interface operations {
             /** @description The token is soft-deleted. */
             204: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -5586,6 +6741,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     createUserLoginTokenForEmail: {
@@ -5609,6 +6765,9 @@ export interface operations {
             /** @description The created token with its signed value. */
             201: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5620,6 +6779,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     getUserSettings: {
@@ -5634,6 +6794,9 @@ export interface operations {
             /** @description The settings. */
             200: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5644,6 +6807,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     updateUserSettings: {
@@ -5662,6 +6826,9 @@ export interface operations {
             /** @description The settings as stored. */
             200: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5674,6 +6841,7 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     login: {
@@ -5696,6 +6864,9 @@ export interface operations {
             /** @description Signed in. */
             200: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5706,6 +6877,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     loginWithToken: {
@@ -5726,6 +6898,9 @@ export interface operations {
             /** @description Signed in. */
             200: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5736,6 +6911,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     logout: {
@@ -5750,17 +6926,26 @@ export interface operations {
             /** @description The token is revoked. */
             204: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content?: never;
             };
             401: components["responses"]["Unauthorized"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     listDepartments: {
         parameters: {
             query?: {
+                /**
+                 * @example {
+                 *       "text": "service"
+                 *     }
+                 */
                 filter?: {
                     text?: string;
                 };
@@ -5780,6 +6965,9 @@ export interface operations {
             /** @description The departments. */
             200: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5790,6 +6978,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     createDepartment: {
@@ -5808,6 +6997,9 @@ export interface operations {
             /** @description The created department. */
             201: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5819,6 +7011,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     getDepartment: {
@@ -5840,6 +7033,9 @@ export interface operations {
             /** @description The department. */
             200: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5850,6 +7046,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     updateDepartment: {
@@ -5870,6 +7067,9 @@ export interface operations {
             /** @description The updated department. */
             200: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5882,6 +7082,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     deleteDepartment: {
@@ -5898,6 +7099,9 @@ export interface operations {
             /** @description Deleted. */
             204: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -5907,6 +7111,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     getDepartmentAvailability: {
@@ -5921,6 +7126,9 @@ export interface operations {
             /** @description Count, limit and remaining. */
             200: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5929,12 +7137,16 @@ export interface operations {
             };
             401: components["responses"]["Unauthorized"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     listMenuItems: {
         parameters: {
             query?: {
-                /** @description This list has no filters; any `filter[key]` is a 422 naming the key. */
+                /**
+                 * @description This list has no filters; any `filter[key]` is a 422 naming the key.
+                 * @example {}
+                 */
                 filter?: components["parameters"]["NoFilter"];
                 /** @description Maximum number of records. Default no limit. */
                 limit?: components["parameters"]["Limit"];
@@ -5952,6 +7164,9 @@ export interface operations {
             /** @description The visible items. */
             200: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5961,6 +7176,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     getMenuItem: {
@@ -5982,6 +7198,9 @@ export interface operations {
             /** @description The item. */
             200: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5992,12 +7211,16 @@ export interface operations {
             404: components["responses"]["NotFound"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     listNotificationSettings: {
         parameters: {
             query?: {
-                /** @description This list has no filters; any `filter[key]` is a 422 naming the key. */
+                /**
+                 * @description This list has no filters; any `filter[key]` is a 422 naming the key.
+                 * @example {}
+                 */
                 filter?: components["parameters"]["NoFilter"];
                 /** @description Maximum number of records. Default no limit. */
                 limit?: components["parameters"]["Limit"];
@@ -6015,6 +7238,9 @@ export interface operations {
             /** @description The settings. */
             200: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6024,6 +7250,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     getNotificationSetting: {
@@ -6045,6 +7272,9 @@ export interface operations {
             /** @description The setting. */
             200: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6055,11 +7285,17 @@ export interface operations {
             404: components["responses"]["NotFound"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     listNotifications: {
         parameters: {
             query?: {
+                /**
+                 * @example {
+                 *       "unread": true
+                 *     }
+                 */
                 filter?: components["parameters"]["Filter"];
                 /** @description Maximum number of records. Default no limit. */
                 limit?: components["parameters"]["Limit"];
@@ -6079,6 +7315,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     updateNotifications: {
@@ -6099,6 +7336,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     createNotification: {
@@ -6117,6 +7355,9 @@ export interface operations {
             /** @description Delivery is dispatched. */
             202: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6128,6 +7369,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     getNotification: {
@@ -6149,6 +7391,9 @@ export interface operations {
             /** @description The notification. */
             200: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6159,6 +7404,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     updateNotification: {
@@ -6175,6 +7421,9 @@ export interface operations {
             /** @description The notification after the change. */
             200: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6186,11 +7435,17 @@ export interface operations {
             404: components["responses"]["NotFound"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     countNotifications: {
         parameters: {
             query?: {
+                /**
+                 * @example {
+                 *       "unread": true
+                 *     }
+                 */
                 filter?: components["parameters"]["Filter"];
             };
             header?: never;
@@ -6202,6 +7457,9 @@ export interface operations {
             /** @description The count. */
             200: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6212,6 +7470,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     streamNotifications: {
@@ -6229,6 +7488,9 @@ export interface operations {
             /** @description The event stream. */
             200: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6238,12 +7500,16 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     listNotificationsByType: {
         parameters: {
             query?: {
-                /** @description This list has no filters; any `filter[key]` is a 422 naming the key. */
+                /**
+                 * @description This list has no filters; any `filter[key]` is a 422 naming the key.
+                 * @example {}
+                 */
                 filter?: components["parameters"]["NoFilter"];
                 /** @description Maximum number of records. Default no limit. */
                 limit?: components["parameters"]["Limit"];
@@ -6262,6 +7528,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     updateNotificationsByType: {
@@ -6280,6 +7547,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     listNotificationsByTarget: {
@@ -6302,6 +7570,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     updateNotificationsByTarget: {
@@ -6322,6 +7591,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     createTypedNotification: {
@@ -6340,6 +7610,9 @@ export interface operations {
             /** @description Delivery is dispatched. */
             202: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6351,6 +7624,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     listPushSubscriptions: {
@@ -6365,6 +7639,9 @@ export interface operations {
             /** @description The subscriptions. */
             200: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6373,6 +7650,7 @@ export interface operations {
             };
             401: components["responses"]["Unauthorized"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     createPushSubscription: {
@@ -6391,6 +7669,9 @@ export interface operations {
             /** @description The stored subscription. */
             201: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6402,6 +7683,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     deletePushSubscription: {
@@ -6418,6 +7700,9 @@ export interface operations {
             /** @description Deleted. */
             204: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -6427,6 +7712,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     getVapidPublicKey: {
@@ -6441,6 +7727,9 @@ export interface operations {
             /** @description The application server key. */
             200: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6449,11 +7738,17 @@ export interface operations {
             };
             401: components["responses"]["Unauthorized"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     listRoles: {
         parameters: {
             query?: {
+                /**
+                 * @example {
+                 *       "active": true
+                 *     }
+                 */
                 filter?: {
                     active?: boolean;
                 };
@@ -6473,6 +7768,9 @@ export interface operations {
             /** @description The roles. */
             200: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6482,6 +7780,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     getRole: {
@@ -6503,6 +7802,9 @@ export interface operations {
             /** @description The role. */
             200: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6513,12 +7815,16 @@ export interface operations {
             404: components["responses"]["NotFound"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     listTaskExecutions: {
         parameters: {
             query?: {
-                /** @description This list has no filters; any `filter[key]` is a 422 naming the key. */
+                /**
+                 * @description This list has no filters; any `filter[key]` is a 422 naming the key.
+                 * @example {}
+                 */
                 filter?: components["parameters"]["NoFilter"];
                 /** @description Maximum number of records. Default no limit. */
                 limit?: components["parameters"]["Limit"];
@@ -6536,6 +7842,9 @@ export interface operations {
             /** @description The executions. */
             200: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6545,6 +7854,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     createTaskExecution: {
@@ -6563,6 +7873,9 @@ export interface operations {
             /** @description The created execution. */
             201: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6573,6 +7886,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     getTaskExecution: {
@@ -6594,6 +7908,9 @@ export interface operations {
             /** @description The execution. */
             200: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6604,6 +7921,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     updateTaskExecution: {
@@ -6624,6 +7942,9 @@ export interface operations {
             /** @description The updated execution. */
             200: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6636,6 +7957,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     deleteTaskExecution: {
@@ -6652,6 +7974,9 @@ export interface operations {
             /** @description Deleted. */
             204: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -6661,6 +7986,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     getTaskExecutionDefaultValues: {
@@ -6677,6 +8003,9 @@ export interface operations {
             /** @description The resolved default values. */
             200: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6687,12 +8016,16 @@ export interface operations {
             404: components["responses"]["NotFound"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     listSubmissions: {
         parameters: {
             query?: {
-                /** @description This list has no filters; any `filter[key]` is a 422 naming the key. */
+                /**
+                 * @description This list has no filters; any `filter[key]` is a 422 naming the key.
+                 * @example {}
+                 */
                 filter?: components["parameters"]["NoFilter"];
                 /** @description Maximum number of records. Default no limit. */
                 limit?: components["parameters"]["Limit"];
@@ -6710,6 +8043,9 @@ export interface operations {
             /** @description The submissions. */
             200: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6719,6 +8055,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     createSubmission: {
@@ -6737,6 +8074,9 @@ export interface operations {
             /** @description The stored submission. */
             201: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6747,6 +8087,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     getSubmission: {
@@ -6768,6 +8109,9 @@ export interface operations {
             /** @description The submission. */
             200: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6778,6 +8122,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     updateSubmission: {
@@ -6798,6 +8143,9 @@ export interface operations {
             /** @description The updated submission. */
             200: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6809,6 +8157,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     deleteSubmission: {
@@ -6825,6 +8174,9 @@ export interface operations {
             /** @description Deleted. */
             204: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -6833,12 +8185,18 @@ export interface operations {
             404: components["responses"]["NotFound"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     listUsers: {
         parameters: {
             query?: {
-                /** @description `filter[key]=value`; keys: text, role_id, active, group_account, department_id. */
+                /**
+                 * @description `filter[key]=value`; keys: text, role_id, active, group_account, department_id.
+                 * @example {
+                 *       "text": "admin"
+                 *     }
+                 */
                 filter?: components["parameters"]["UserFilter"];
                 /** @description Maximum number of records. Default no limit. */
                 limit?: components["parameters"]["Limit"];
@@ -6856,6 +8214,9 @@ export interface operations {
             /** @description The users. */
             200: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6867,6 +8228,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     createUser: {
@@ -6886,6 +8248,9 @@ export interface operations {
             /** @description The created user. */
             201: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6899,6 +8264,7 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     getUser: {
@@ -6921,6 +8287,9 @@ export interface operations {
             /** @description The user. */
             200: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6933,6 +8302,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     updateUser: {
@@ -6955,6 +8325,9 @@ export interface operations {
             /** @description The updated user. */
             200: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6969,6 +8342,7 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     deleteUser: {
@@ -6986,6 +8360,9 @@ export interface operations {
             /** @description Deleted. */
             204: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -6995,6 +8372,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     blackoutUser: {
@@ -7011,6 +8389,9 @@ export interface operations {
             /** @description Anonymised. */
             204: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -7020,6 +8401,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     importUsersCsv: {
@@ -7038,6 +8420,9 @@ export interface operations {
             /** @description The proposed changes. */
             200: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7051,6 +8436,7 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     getCurrentUser: {
@@ -7065,6 +8451,9 @@ export interface operations {
             /** @description The authenticated user. */
             200: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7073,12 +8462,18 @@ export interface operations {
             };
             401: components["responses"]["Unauthorized"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     listDeletedUsers: {
         parameters: {
             query?: {
-                /** @description `filter[key]=value`; keys: text, role_id, active, group_account, department_id. */
+                /**
+                 * @description `filter[key]=value`; keys: text, role_id, active, group_account, department_id.
+                 * @example {
+                 *       "text": "admin"
+                 *     }
+                 */
                 filter?: components["parameters"]["UserFilter"];
                 /** @description Maximum number of records. Default no limit. */
                 limit?: components["parameters"]["Limit"];
@@ -7096,6 +8491,9 @@ export interface operations {
             /** @description The soft-deleted users. */
             200: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7107,6 +8505,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     getUserImportTemplate: {
@@ -7124,6 +8523,9 @@ export interface operations {
             /** @description The template. */
             200: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7135,6 +8537,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     markUserForLogout: {
@@ -7151,6 +8554,9 @@ export interface operations {
             /** @description Marked. */
             204: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -7160,6 +8566,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     uploadProfilePicture: {
@@ -7180,6 +8587,9 @@ export interface operations {
             /** @description The user with the new picture. */
             200: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7194,6 +8604,7 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     restoreUser: {
@@ -7214,6 +8625,9 @@ export interface operations {
             /** @description The restored user. */
             200: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7227,6 +8641,7 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     getLiveness: {
@@ -7276,6 +8691,12 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
+                    /**
+                     * @example {
+                     *       "status": "unavailable",
+                     *       "database": false
+                     *     }
+                     */
                     "application/json": components["schemas"]["Readiness"];
                 };
             };
@@ -7296,6 +8717,9 @@ export interface operations {
             /** @description The problem type. */
             200: {
                 headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7304,6 +8728,7 @@ export interface operations {
             };
             404: components["responses"]["NotFound"];
             429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     getProfilePicture: {
@@ -7327,7 +8752,11 @@ export interface operations {
             /** @description The picture. */
             200: {
                 headers: {
+                    /** @description The picture's entity tag, a quoted hash of its bytes. */
                     ETag?: string;
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7346,6 +8775,8 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     getProfilePictureNamed: {
@@ -7369,7 +8800,11 @@ export interface operations {
             /** @description The picture. */
             200: {
                 headers: {
+                    /** @description The picture's entity tag, a quoted hash of its bytes. */
                     ETag?: string;
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7388,6 +8823,8 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests"];
+            500: components["responses"]["InternalServerError"];
         };
     };
     receiveAutomationRun: {

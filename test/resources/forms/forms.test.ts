@@ -205,11 +205,14 @@ t.test('submissions: values must be fields of the form and fit their types', asy
   t.equal(neither.status, 422);
   const badKey = await api.call(t, 'createSubmission', { token: employee.token, body: { form_id: form.body.id, values: { abc: 'x' } } });
   t.equal(badKey.status, 422);
+  const tooLong = await api.call(t, 'createSubmission', { token: employee.token, body: { form_id: form.body.id, values: { [name]: 'x'.repeat(10_001) } } });
+  t.equal(tooLong.status, 422, 'a text value beyond 10000 characters is refused');
+  t.ok(tooLong.body.errors[`values.${name}`], 'on its field');
   t.equal(await count('form_submissions'), before, 'nothing stored');
 
   const good = await api.call(t, 'createSubmission', {
     token: employee.token,
-    body: { form_id: form.body.id, values: { [name]: 'Ada', [age]: 36, [born]: '1990-12-10', [ok]: true, [size]: 'M' } },
+    body: { form_id: form.body.id, values: { [name]: 'A'.repeat(10_000), [age]: 36, [born]: '1990-12-10', [ok]: true, [size]: 'M' } },
   });
   t.equal(good.status, 201);
   t.equal(good.body.user_id, employee.id);
