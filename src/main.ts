@@ -3,6 +3,7 @@
  * workers (ATRIUM_ROLE narrows it) until SIGTERM, SIGINT or SIGHUP (docs/operations.md#signals-and-shutdown).
  */
 import { entryPointConfig } from './config.ts';
+import { toleratingConnectionLoss } from './platform/database/connection-loss.ts';
 import type { Atrium } from './server.ts';
 
 const config = entryPointConfig();
@@ -28,6 +29,10 @@ try {
 } catch (error) {
   fail('could not start', error);
 }
+process.on(
+  'unhandledRejection',
+  toleratingConnectionLoss((error) => atrium.logger.warn({ err: error }, 'database connection lost under a statement of the driver; it reconnects')),
+);
 if (atrium.app) {
   try {
     await atrium.app.listen({ host: config.host, port: config.port });

@@ -34,3 +34,19 @@ export function isConnectionLoss(error: unknown): boolean {
   }
   return false;
 }
+
+/**
+ * A process-wide `unhandledRejection` listener for the entry point. postgres.js 3.4 reads
+ * the server's array types on each new connection with a statement of its own whose
+ * failure nobody handles: when that connection is lost while the statement runs (the
+ * server terminated it, or it closed and reconnected), Node would end the process for an
+ * unhandled rejection. A rejection that is a lost connection is reported to `log` and the
+ * process goes on (the driver connects again by itself); any other rejection still ends
+ * it, as Node does by default.
+ */
+export function toleratingConnectionLoss(log: (error: unknown) => void): (reason: unknown) => void {
+  return (reason) => {
+    if (!isConnectionLoss(reason)) throw reason;
+    log(reason);
+  };
+}

@@ -7,6 +7,7 @@ import { migrate } from 'drizzle-orm/postgres-js/migrator';
 import postgres from 'postgres';
 import { isConnectionLoss } from './connection-loss.ts';
 import { tenantSettingName } from './tenancy.ts';
+import { guardTransactions } from './transaction-guard.ts';
 
 export type Db = PostgresJsDatabase;
 /** A transaction whose tenant is set: every row-level security policy is in force. */
@@ -164,26 +165,31 @@ export class Database {
     this.reconnectAttempts = Math.max(OWNER_POOL_SIZE, appPoolSize) + 1;
     const pooled = options.directUrl !== undefined;
     this.sessionUrl = options.directUrl ?? url;
-    this.ownerSql = postgres(url, {
-      max: OWNER_POOL_SIZE,
-      onnotice: () => {},
-      backoff: reconnectDelaySeconds,
-      connect_timeout: CONNECT_TIMEOUT_SECONDS,
-      prepare: !pooled,
-      connection: { application_name: 'atrium-owner' },
-    });
+    // Both pools' transactions are guarded against the driver's writes to a closed connection (transaction-guard.ts).
+    this.ownerSql = guardTransactions(
+      postgres(url, {
+        max: OWNER_POOL_SIZE,
+        onnotice: () => {},
+        backoff: reconnectDelaySeconds,
+        connect_timeout: CONNECT_TIMEOUT_SECONDS,
+        prepare: !pooled,
+        connection: { application_name: 'atrium-owner' },
+      }),
+    );
     this.listenSql = pooled
       ? postgres(this.sessionUrl, { max: 1, onnotice: () => {}, backoff: reconnectDelaySeconds, connection: { application_name: 'atrium-owner' } })
       : this.ownerSql;
     this.dedicatedAppLogin = options.appUrl !== undefined;
-    this.appSql = postgres(options.appUrl ?? url, {
-      max: appPoolSize,
-      onnotice: () => {},
-      backoff: reconnectDelaySeconds,
-      connect_timeout: CONNECT_TIMEOUT_SECONDS,
-      prepare: !pooled,
-      connection: options.appUrl ? { application_name: 'atrium' } : { options: `-c role=${APP_ROLE}`, application_name: 'atrium' },
-    });
+    this.appSql = guardTransactions(
+      postgres(options.appUrl ?? url, {
+        max: appPoolSize,
+        onnotice: () => {},
+        backoff: reconnectDelaySeconds,
+        connect_timeout: CONNECT_TIMEOUT_SECONDS,
+        prepare: !pooled,
+        connection: options.appUrl ? { application_name: 'atrium' } : { options: `-c role=${APP_ROLE}`, application_name: 'atrium' },
+      }),
+    );
     this.owner = drizzle(this.ownerSql);
     const countQuery = () => {
       this.queryCount++;
