@@ -57,8 +57,9 @@ interface TransactionState {
 /** The transaction's `sql`: statements are watched for a lost connection, and refused once it is lost. */
 function watched(tx: postgres.TransactionSql, state: TransactionState): postgres.TransactionSql {
   const watch = (query: postgres.PendingQuery<postgres.Row[]>) => {
-    // Observing the outcome starts nothing early: the driver sends a statement only after
-    // the current turn, by which time its caller has chained `.values()` and awaits it.
+    // Observing the outcome starts the statement, as awaiting it would: the driver hands it
+    // on only after a microtask, by which time drizzle (which awaits every statement it
+    // makes) has chained `.values()` where it wants it.
     query.then(undefined, (error: unknown) => {
       if (isSocketGone(error)) state.lost ??= error as Error;
     });
