@@ -19,7 +19,7 @@
 import { isUtf8 } from 'node:buffer';
 import { Readable } from 'node:stream';
 import { parse, CsvError } from 'csv-parse';
-import { and, asc, eq, gt, inArray, isNull, ne, sql } from 'drizzle-orm';
+import { and, asc, eq, gt, isNull, ne, sql } from 'drizzle-orm';
 import type { components } from '../../../generated/api.ts';
 import type { Auth } from '../../platform/auth/auth.ts';
 import type { Tx } from '../../platform/database/database.ts';
@@ -107,6 +107,8 @@ function* chunks(content: Buffer, size = 64 * 1024): Generator<Buffer> {
   for (let offset = 0; offset < content.length; offset += size) yield content.subarray(offset, offset + size);
 }
 
+const NOTHING_LEFT: ReadonlySet<string> = new Set();
+
 /**
  * What a row would write (docs/users.md#csv-import-preview): its values over `current`,
  * the user it matches (absent: a new user), for `userDraftErrors` and
@@ -114,8 +116,12 @@ function* chunks(content: Buffer, size = 64 * 1024): Generator<Buffer> {
  * `role_id` cell keeps the stored value, and so does an empty password cell; `leave` names
  * keys the row does not write (the username that matched, refused cells).
  */
-function rowDraft(values: ParsedRow, current: UserDraft['current'], leave: ReadonlySet<string> = new Set()): UserDraft {
-  const written = Object.fromEntries(Object.entries(values).filter(([key, value]) => !leave.has(key) && !keepsCurrent(key as UserKey, value)));
+function rowDraft(values: ParsedRow, current: UserDraft['current'], leave: ReadonlySet<string> = NOTHING_LEFT): UserDraft {
+  const written: ParsedRow = {};
+  for (const key of Object.keys(values) as UserKey[]) {
+    const value = values[key];
+    if (!leave.has(key) && !keepsCurrent(key, value)) written[key] = value;
+  }
   return { ...columnsOf(written), password: written.password as string | null | undefined, current };
 }
 
@@ -327,7 +333,8 @@ async function judgeBatch(tx: Tx, judging: Judging, batch: readonly ParsedLine[]
   const { caller } = options;
   const named = batch.filter((row) => row.username !== null);
   await rememberUsernames(tx, named);
-  const existing = named.length > 0 ? await usersWithRoleGrants(tx).where(inArray(users.username, [...new Set(named.map((row) => row.username!))])) : [];
+  const existing =
+    named.length > 0 ? await usersWithRoleGrants(tx).where(sql`${users.username} = any(${textArray(named.map((row) => row.username!))}::text[])`) : [];
   const byUsername = new Map(existing.map((user) => [user.username, user]));
   const withDepartments = keys.includes('department_ids');
   const missingDepartments = withDepartments
