@@ -201,20 +201,20 @@ const textArray = (values: readonly string[]) => `{${values.map((value) => `"${v
 /** Records the batch's usernames; 422 for the first row (by line) whose username an earlier row holds. */
 async function rememberUsernames(tx: Tx, named: readonly ParsedLine[]): Promise<void> {
   if (named.length === 0) return;
-  const usernames = named.map((row) => row.username!);
-  const lines = `{${named.map((row) => row.line).join(',')}}`;
-  const [repeated] = await tx.execute<{ username: string; line: number }>(sql`
-    with incoming as (select * from unnest(${textArray(usernames)}::text[], ${lines}::int[]) as t(username, line)),
-    inserted as (
-      insert into csv_import_usernames select username, line from incoming order by line
-      on conflict (username) do nothing returning username, line)
-    select i.username, i.line from incoming i
-    where not exists (select 1 from inserted x where x.line = i.line)
-    order by i.line limit 1`);
-  if (!repeated) return;
-  const [earlier] = await tx.execute<{ line: number }>(sql`select line from csv_import_usernames where username = ${repeated.username}`);
+  const usernames = textArray(named.map((row) => row.username!));
+  const inserted = await tx.execute(sql`
+    insert into csv_import_usernames
+    select * from unnest(${usernames}::text[], ${`{${named.map((row) => row.line).join(',')}}`}::int[]) as t(username, line) order by line
+    on conflict (username) do nothing`);
+  if (inserted.count === named.length) return;
+  // Some username came earlier (in this batch or before): the first row holding one is refused.
+  const stored = await tx.execute<{ username: string; line: number }>(
+    sql`select username, line from csv_import_usernames where username = any(${usernames}::text[])`,
+  );
+  const firstLine = new Map(stored.map((row) => [row.username, row.line]));
+  const repeated = named.find((row) => firstLine.get(row.username!) !== row.line)!;
   throw invalid(
-    { user_data_csv: [`username "${repeated.username}" appears on line ${earlier!.line} and line ${repeated.line}`] },
+    { user_data_csv: [`username "${repeated.username}" appears on line ${firstLine.get(repeated.username!)} and line ${repeated.line}`] },
     'The CSV names a user twice.',
   );
 }
