@@ -6,7 +6,7 @@
  * peak resident memory (`process.resourceUsage().maxRSS`) is its own. The server child
  * runs the compiled build (`npm run build` first, as production runs it), so the figure
  * holds no TypeScript loader. Prints, for each size, both times, the ratio and both peaks.
- *   npm run build && npx tsx scripts/bench/csv-import.ts [rows …]      (default: 50000 200000)
+ *   npm run bench:csv -- [rows …]      (default: 50000 200000; builds first)
  */
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
