@@ -1905,9 +1905,11 @@ export interface paths {
          *     ignored, at most 1000 IDs, none twice); the cell replaces the user's memberships,
          *     so an empty cell means no department. Leave the column out to keep memberships.
          *
-         *     The whole file is refused (422) for: not UTF-8, unknown or duplicate headers, no
-         *     `username` column, rows with a different number of cells than the header, no data
-         *     rows, a username on more than one row.
+         *     The whole file is refused (422) for: not UTF-8, unknown or duplicate headers, more
+         *     header columns than importable keys, no `username` column, rows with a different
+         *     number of cells than the header, a line longer than 64 KiB (65,536 characters), no
+         *     data rows, a username on more than one row. The file is judged whole before the
+         *     answer starts, so a refused file never gets a partial answer.
          */
         post: operations["importUsersCsv"];
         delete?: never;

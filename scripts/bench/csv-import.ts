@@ -1,60 +1,142 @@
 /**
- * Benchmark: the CSV import preview (POST /api/users/csv) of 50,000 new users, through
- * the whole stack (multipart upload, streamed csv-parse, per-row validation, comparison
- * with the tenant's users), beside the baseline of parsing the same file with plain
- * csv-parse. Prints both times, the ratio and the process's peak memory.
- *   npx tsx scripts/bench/csv-import.ts [rows]
+ * Benchmark: the CSV import preview (POST /api/users/csv) of new users, through the whole
+ * stack (an HTTP upload to a running Atrium, multipart, csv-parse, per-row validation,
+ * comparison with the tenant's users, the JSON answer), beside the baseline of parsing the
+ * same file with plain csv-parse. Each side runs in a child process of its own, so its
+ * peak resident memory (`process.resourceUsage().maxRSS`) is its own. The server child
+ * runs the compiled build (`npm run build` first, as production runs it), so the figure
+ * holds no TypeScript loader. Prints, for each size, both times, the ratio and both peaks.
+ *   npm run bench:csv -- [rows …]      (default: 50000 200000; builds first)
  */
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdtemp, openAsBlob, readFileSync, rm, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { createInterface } from 'node:readline';
+import { promisify } from 'node:util';
 import { parse } from 'csv-parse/sync';
-import { benchAtrium, throwawayDatabase } from './support.ts';
 
-const rows = Number(process.argv[2] ?? 50_000);
 const header = 'username,password,first_name,last_name,role_id,email,city,birthdate,active';
+const mib = (bytes: number) => (bytes / 1024 / 1024).toFixed(1);
+const peakMib = () => process.resourceUsage().maxRSS / 1024;
 
-const database = await throwawayDatabase();
-const atrium = await benchAtrium(database.url);
-try {
-  const app = atrium.app!;
-  const login = await app.inject({ method: 'POST', url: '/api/auth/login', payload: { tenant: 'demo', username: 'admin', password: 'benchmark-password' } });
-  const token = login.json<{ access_token: string }>().access_token;
-  const current = await app.inject({ method: 'GET', url: '/api/users/current', headers: { authorization: `Bearer ${token}` } });
-  const roleId = current.json<{ role_id: number }>().role_id;
-
-  const lines = [header];
-  for (let i = 0; i < rows; i++)
-    lines.push(
-      `user${i},password-${i}-long,First${i},Last${i},${roleId},user${i}@example.com,City ${i % 100},1990-01-${String((i % 28) + 1).padStart(2, '0')},true`,
-    );
-  const csv = Buffer.from(lines.join('\n') + '\n');
-
-  let started = performance.now();
-  const parsed = parse(csv, { bom: true });
-  const baselineMs = performance.now() - started;
-
-  const form = new FormData();
-  form.append('user_data_csv', new Blob([new Uint8Array(csv)], { type: 'text/csv' }), 'users.csv');
-  const request = new Response(form);
-  const payload = Buffer.from(await request.arrayBuffer());
-  started = performance.now();
-  const response = await app.inject({
-    method: 'POST',
-    url: '/api/users/csv',
-    headers: { authorization: `Bearer ${token}`, 'content-type': request.headers.get('content-type')! },
-    payload,
-  });
-  const atriumMs = performance.now() - started;
-  const body = response.json<{ new_users: unknown[]; invalid_rows: unknown[] }>();
-  if (response.statusCode !== 200 || body.new_users.length !== rows)
-    throw new Error(`unexpected answer ${response.statusCode}: ${response.body.slice(0, 300)}`);
-
-  console.log(`CSV: ${rows} rows, ${(csv.length / 1024 / 1024).toFixed(1)} MiB (baseline parsed ${parsed.length - 1} rows)`);
-  console.log(
-    `POST /api/users/csv (whole stack)     ${atriumMs.toFixed(0).padStart(7)} ms   new_users ${body.new_users.length}, invalid ${body.invalid_rows.length}`,
-  );
-  console.log(`plain csv-parse of the same file      ${baselineMs.toFixed(0).padStart(7)} ms`);
-  console.log(`ratio (Atrium / baseline time): ${(atriumMs / baselineMs).toFixed(2)}`);
-  console.log(`peak resident memory: ${(process.resourceUsage().maxRSS / 1024).toFixed(0)} MiB (default heap limit applies)`);
-} finally {
-  await atrium.stop();
-  await database.drop();
+/** A child's one line of JSON on stdout. */
+function send(message: object): void {
+  process.stdout.write(JSON.stringify(message) + '\n');
 }
+
+/** Child: plain csv-parse of the file, as the simplest program would (read it, parse it). */
+function baseline(file: string): void {
+  const started = performance.now();
+  const records = parse(readFileSync(file), { bom: true }) as unknown[];
+  send({ ms: performance.now() - started, records: records.length, peakMib: peakMib() });
+}
+
+/**
+ * The server child: a started Atrium (the compiled build, plain JavaScript) on the
+ * database URL in argv, listening; reports its port, then its peak memory when its stdin
+ * says stop.
+ */
+const SERVE = `
+import { createInterface } from 'node:readline';
+import pino from 'pino';
+import { loadConfig } from './dist/src/config.js';
+import { createAtrium } from './dist/src/server.js';
+const peakMib = () => process.resourceUsage().maxRSS / 1024;
+const send = (message) => process.stdout.write(JSON.stringify(message) + '\\n');
+const atrium = await createAtrium(
+  { ...loadConfig({}), databaseUrl: process.argv[1], logLevel: 'silent', adminPassword: 'benchmark-password', role: 'api' },
+  { logger: pino({ level: 'silent' }) },
+);
+await atrium.app.listen({ host: '127.0.0.1', port: 0 });
+send({ port: atrium.app.server.address().port, startedPeakMib: peakMib() });
+for await (const _line of createInterface({ input: process.stdin })) break;
+const peak = peakMib();
+await atrium.stop();
+send({ peakMib: peak });
+`;
+
+/** Starts this script as a child in `mode`; yields its JSON lines. */
+function child(mode: 'baseline' | 'serve', argument: string) {
+  // The server child needs no TypeScript loader: it runs the compiled build from the checkout's root.
+  const args = mode === 'serve' ? ['--input-type=module', '--eval', SERVE, argument] : [...process.execArgv, import.meta.filename, '--baseline', argument];
+  const process_ = spawn(process.execPath, args, { stdio: ['pipe', 'pipe', 'inherit'], cwd: path.resolve(import.meta.dirname, '../..') });
+  const lines = createInterface({ input: process_.stdout })[Symbol.asyncIterator]();
+  return {
+    next: async <T>(): Promise<T> => {
+      const line = await lines.next();
+      if (line.done) throw new Error(`the ${mode} child ended early`);
+      return JSON.parse(line.value) as T;
+    },
+    stdin: process_.stdin,
+    exited: once(process_, 'exit'),
+  };
+}
+
+async function main(sizes: number[]): Promise<void> {
+  const dir = await promisify(mkdtemp)(path.join(os.tmpdir(), 'atrium-bench-csv-'));
+  const { benchAtrium, throwawayDatabase } = await import('./support.ts');
+  const database = await throwawayDatabase();
+  try {
+    // The admin's role, for the rows: read once from a short-lived Atrium.
+    const setup = await benchAtrium(database.url);
+    const login = await setup.app!.inject({
+      method: 'POST',
+      url: '/api/auth/login',
+      payload: { tenant: 'demo', username: 'admin', password: 'benchmark-password' },
+    });
+    const token = login.json<{ access_token: string }>().access_token;
+    const current = await setup.app!.inject({ method: 'GET', url: '/api/users/current', headers: { authorization: `Bearer ${token}` } });
+    const roleId = current.json<{ role_id: number }>().role_id;
+    await setup.stop();
+
+    for (const rows of sizes) {
+      const file = path.join(dir, `users-${rows}.csv`);
+      const lines = [header];
+      for (let i = 0; i < rows; i++) {
+        lines.push(
+          `user${i},password-${i}-long,First${i},Last${i},${roleId},user${i}@example.com,City ${i % 100},1990-01-${String((i % 28) + 1).padStart(2, '0')},true`,
+        );
+      }
+      const csv = lines.join('\n') + '\n';
+      writeFileSync(file, csv);
+      const size = Buffer.byteLength(csv);
+
+      const plain = child('baseline', file);
+      const base = await plain.next<{ ms: number; records: number; peakMib: number }>();
+      await plain.exited;
+
+      const server = child('serve', database.url);
+      const { port, startedPeakMib } = await server.next<{ port: number; startedPeakMib: number }>();
+      const form = new FormData();
+      form.append('user_data_csv', await openAsBlob(file, { type: 'text/csv' }), 'users.csv');
+      const started = performance.now();
+      const response = await fetch(`http://127.0.0.1:${port}/api/users/csv`, { method: 'POST', headers: { authorization: `Bearer ${token}` }, body: form });
+      const text = await response.text();
+      const atriumMs = performance.now() - started;
+      server.stdin.end('stop\n');
+      const { peakMib } = await server.next<{ peakMib: number }>();
+      await server.exited;
+      const body = JSON.parse(text) as { new_users?: unknown[]; invalid_rows?: unknown[] };
+      if (response.status !== 200 || body.new_users?.length !== rows) throw new Error(`unexpected answer ${response.status}: ${text.slice(0, 300)}`);
+
+      console.log(`CSV: ${rows} rows, ${mib(size)} MiB (baseline parsed ${base.records - 1} rows); answer ${mib(text.length)} MiB`);
+      console.log(
+        `  POST /api/users/csv (whole stack, HTTP)  ${atriumMs.toFixed(0).padStart(7)} ms   new_users ${body.new_users.length}, invalid ${body.invalid_rows?.length}`,
+      );
+      console.log(`  plain csv-parse of the same file         ${base.ms.toFixed(0).padStart(7)} ms`);
+      console.log(`  ratio (Atrium / baseline time): ${(atriumMs / base.ms).toFixed(2)}`);
+      console.log(
+        `  peak RSS: Atrium ${peakMib.toFixed(0)} MiB (${startedPeakMib.toFixed(0)} MiB once started, before the upload); csv-parse alone ${base.peakMib.toFixed(0)} MiB`,
+      );
+    }
+  } finally {
+    await database.drop();
+    await promisify(rm)(dir, { recursive: true, force: true });
+  }
+}
+
+const [mode, argument] = process.argv.slice(2);
+if (mode === '--baseline') baseline(argument!);
+else await main(process.argv.length > 2 ? process.argv.slice(2).map(Number) : [50_000, 200_000]);

@@ -8,10 +8,12 @@ import type { operations as Operations } from '../../../generated/api.ts';
 import type { OperationId, operations } from '../../../generated/operations.ts';
 import type { Auth } from '../auth/auth.ts';
 import type { Services } from '../services.ts';
+import type { StreamedJson } from './json-stream.ts';
 
 type Op<K extends OperationId> = Operations[K];
 type JsonOf<C> = C extends { 'application/json': infer J } ? J : C extends Record<string, infer X> ? X | Buffer : never;
-type ContentOf<R> = R extends { content: infer C } ? JsonOf<C> : undefined;
+/** An answer's body; a JSON one may be written as a stream (json-stream.ts) when it is too large to hold whole. */
+type ContentOf<R> = R extends { content: infer C } ? (C extends { 'application/json': infer J } ? J | StreamedJson<J> : JsonOf<C>) : undefined;
 type Defined<T, Fallback> = [NonNullable<T>] extends [never] ? Fallback : NonNullable<T>;
 
 export type Body<K extends OperationId> = [NonNullable<Op<K>['requestBody']>] extends [never]

@@ -8,6 +8,7 @@ import { authenticateRequest, requirePermission, requirePermissionUnlessSelf, ty
 import type { Permission } from '../auth/permissions.ts';
 import type { Services } from '../services.ts';
 import type { Context, Handlers } from './handler.ts';
+import { StreamedJson } from './json-stream.ts';
 import { invalid, ProblemError } from './problem.ts';
 
 /**
@@ -215,6 +216,7 @@ export async function registerOperations(app: FastifyInstance, handlers: Handler
           if (reply.sent) return reply;
           if (result.headers) reply.headers(result.headers);
           reply.code(result.status);
+          if (result.body instanceof StreamedJson) return reply.type('application/json; charset=utf-8').send(result.body.stream);
           return result.body === undefined ? reply.send() : result.body;
         },
       };

@@ -1,8 +1,9 @@
 /**
  * CSV import of users (docs/users.md#csv-import-preview): a preview of what an import
  * would change, grouped; nothing is written. The file is parsed as a stream of records
- * (csv-parse), compared with the tenant's users loaded once, so 50,000 rows cost a
- * handful of queries and memory proportional to the answer.
+ * (csv-parse) and judged in batches of rows, each compared with the users it names by a
+ * constant number of set-based queries; the answer is written to the client as a stream.
+ * Neither memory nor the number of queries per row grows with the file.
  *
  * A row that would create or update a user is judged by the rules the create and update
  * operations apply (`userDraftErrors` with the tenant's required profile keys,
@@ -18,13 +19,18 @@
 import { isUtf8 } from 'node:buffer';
 import { Readable } from 'node:stream';
 import { parse, CsvError } from 'csv-parse';
+import { and, asc, eq, gt, isNull, ne, sql } from 'drizzle-orm';
+import type { components } from '../../../generated/api.ts';
 import type { Auth } from '../../platform/auth/auth.ts';
 import type { Tx } from '../../platform/database/database.ts';
+import { missingIds, reportMissing } from '../../platform/database/existence.ts';
+import { JsonArraySpool, jsonObjectOfArrays, type StreamedJson } from '../../platform/http/json-stream.ts';
 import { invalid, type FieldErrors } from '../../platform/http/problem.ts';
+import { departments } from '../departments/table.ts';
 import { CONFERS_ENTITY_RIGHTS, HOLDS_ENTITY_RIGHTS, membershipsConferringRights, usersHoldingRightsBeyond } from '../entity-permissions/rules.ts';
-import { reportMissing } from '../../platform/database/existence.ts';
+import { roles } from '../roles/table.ts';
 import { columnsOf, IMPORTABLE_KEYS, keepsCurrent, parseCell, USER_FIELDS, type CellValue, type UserKey } from './fields.ts';
-import { loadMemberships, loadRequiredProfileKeys, loadUserReferences, usersWithRoleGrants } from './queries.ts';
+import { departmentIdsOf, loadRequiredProfileKeys, loadUserReferences, usersWithRoleGrants, type UserReferences } from './queries.ts';
 import {
   addErrors,
   administerRefusal,
@@ -35,7 +41,9 @@ import {
   userDraftErrors,
   userReferenceErrors,
   type UserDraft,
+  type UserWriteSettings,
 } from './rules.ts';
+import { users } from './table.ts';
 import { fullName } from './view.ts';
 
 const csvCell = (value: string) => (/[",;\r\n]/.test(value) ? `"${value.replace(/"/g, '""')}"` : value);
@@ -58,15 +66,27 @@ export interface CsvImportOptions {
 
 type ParsedRow = Partial<Record<UserKey, CellValue>>;
 
+/** The longest line accepted (a row of every key at its longest fits many times over); a longer one refuses the file. */
+const MAX_LINE_CHARACTERS = 64 * 1024;
+
+/** A header cell as a problem quotes it: a long one shortened, so the problem stays small. */
+const quoted = (cell: string) => JSON.stringify(cell.length > 64 ? `${cell.slice(0, 64)}…` : cell);
+
 /** The header row → the importable key of each column; 422 for unknown, duplicate or missing ones. */
 function mapHeader(header: string[], remap: CsvImportOptions['headers']): UserKey[] {
+  if (header.length > IMPORTABLE_KEYS.length) {
+    throw invalid(
+      { user_data_csv: [`the header has ${header.length} columns; there are ${IMPORTABLE_KEYS.length} importable keys`] },
+      'The CSV header is invalid.',
+    );
+  }
   const byHeader = new Map(IMPORTABLE_KEYS.map((key) => [remap[key] ?? key, key]));
   const keys: UserKey[] = [];
   const problems: string[] = [];
   header.forEach((cell, index) => {
     const key = byHeader.get(cell.trim());
-    if (!key) problems.push(`column ${index + 1} "${cell}" is not an importable key`);
-    else if (keys.includes(key)) problems.push(`column ${index + 1} "${cell}" repeats ${key}`);
+    if (!key) problems.push(`column ${index + 1} ${quoted(cell)} is not an importable key`);
+    else if (keys.includes(key)) problems.push(`column ${index + 1} ${quoted(cell)} repeats ${key}`);
     keys.push(key as UserKey);
   });
   if (!keys.includes('username')) problems.push(`no column holds username (header "${remap.username ?? 'username'}")`);
@@ -77,7 +97,8 @@ function mapHeader(header: string[], remap: CsvImportOptions['headers']): UserKe
 /** `,` or `;`, whichever the header line uses more. */
 function detectDelimiter(content: Buffer): string {
   const end = content.indexOf(0x0a);
-  const firstLine = content.subarray(0, end === -1 ? Math.min(content.length, 65536) : end).toString('utf8');
+  // A longer line refuses the file anyway (MAX_LINE_CHARACTERS).
+  const firstLine = content.subarray(0, Math.min(end === -1 ? content.length : end, MAX_LINE_CHARACTERS)).toString('utf8');
   return (firstLine.match(/;/g)?.length ?? 0) > (firstLine.match(/,/g)?.length ?? 0) ? ';' : ',';
 }
 
@@ -86,6 +107,8 @@ function* chunks(content: Buffer, size = 64 * 1024): Generator<Buffer> {
   for (let offset = 0; offset < content.length; offset += size) yield content.subarray(offset, offset + size);
 }
 
+const NOTHING_LEFT: ReadonlySet<string> = new Set();
+
 /**
  * What a row would write (docs/users.md#csv-import-preview): its values over `current`,
  * the user it matches (absent: a new user), for `userDraftErrors` and
@@ -93,8 +116,12 @@ function* chunks(content: Buffer, size = 64 * 1024): Generator<Buffer> {
  * `role_id` cell keeps the stored value, and so does an empty password cell; `leave` names
  * keys the row does not write (the username that matched, refused cells).
  */
-function rowDraft(values: ParsedRow, current: UserDraft['current'], leave: ReadonlySet<string> = new Set()): UserDraft {
-  const written = Object.fromEntries(Object.entries(values).filter(([key, value]) => !leave.has(key) && !keepsCurrent(key as UserKey, value)));
+function rowDraft(values: ParsedRow, current: UserDraft['current'], leave: ReadonlySet<string> = NOTHING_LEFT): UserDraft {
+  const written: ParsedRow = {};
+  for (const key of Object.keys(values) as UserKey[]) {
+    const value = values[key];
+    if (!leave.has(key) && !keepsCurrent(key, value)) written[key] = value;
+  }
   return { ...columnsOf(written), password: written.password as string | null | undefined, current };
 }
 
@@ -117,155 +144,296 @@ interface DeferredCheck {
   passwordOf?: number;
 }
 
-export async function previewCsvImport(tx: Tx, content: Buffer, options: CsvImportOptions) {
+/** Rows judged together: each batch costs a constant number of queries, whatever the file's length. */
+const BATCH_ROWS = 1000;
+
+/** A data row's cells read (`parseCell`), before it is judged against the tenant's users. */
+interface ParsedLine {
+  line: number;
+  username: string | null;
+  values: ParsedRow;
+  errors: FieldErrors;
+}
+
+function parseLine(keys: readonly UserKey[], record: readonly string[], line: number, whitespaceToNull: boolean): ParsedLine {
+  const values: ParsedRow = {};
+  const errors: FieldErrors = {};
+  keys.forEach((key, index) => {
+    const parsed = parseCell(USER_FIELDS[key].cell, record[index] ?? '', whitespaceToNull);
+    if ('error' in parsed) errors[key] = [parsed.error];
+    else values[key] = parsed.value;
+  });
+  return { line, username: typeof values.username === 'string' ? values.username : null, values, errors };
+}
+
+type NewUserEntry = { line: number; user: ParsedRow };
+type UpdateUserEntry = { line: number; id: number; username: string; changes: Record<string, { from: CellValue; to: CellValue }> };
+type InvalidRow = { line: number; username: string | null; errors: FieldErrors };
+
+/** One batch's entries of each group, before they are written to the answer. */
+interface BatchResult {
+  new_users: NewUserEntry[];
+  update_users: UpdateUserEntry[];
+  unchanged_users: { line: number; id: number; username: string }[];
+  invalid_rows: InvalidRow[];
+}
+
+/** What every batch is judged with: the options, and what the preview loads once. */
+interface Judging {
+  options: CsvImportOptions;
+  keys: readonly UserKey[];
+  references: UserReferences;
+  selfIgnored: ReadonlySet<string>;
+  rules: UserWriteSettings;
+}
+
+/**
+ * The file's usernames are kept in a temporary table of the transaction (dropped at its
+ * end), so that a username on two rows is found, and users absent from the file are
+ * listed, by set-based queries whatever the file's length.
+ */
+const createUsernameTable = (tx: Tx) =>
+  tx.execute(sql`create temporary table csv_import_usernames (username text primary key, line integer not null) on commit drop`);
+
+/** A PostgreSQL text[] literal. */
+const textArray = (values: readonly string[]) => `{${values.map((value) => `"${value.replace(/[\\"]/g, '\\$&')}"`).join(',')}}`;
+
+/** Records the batch's usernames; 422 for the first row (by line) whose username an earlier row holds. */
+async function rememberUsernames(tx: Tx, named: readonly ParsedLine[]): Promise<void> {
+  if (named.length === 0) return;
+  const usernames = textArray(named.map((row) => row.username!));
+  const inserted = await tx.execute(sql`
+    insert into csv_import_usernames
+    select * from unnest(${usernames}::text[], ${`{${named.map((row) => row.line).join(',')}}`}::int[]) as t(username, line) order by line
+    on conflict (username) do nothing`);
+  if (inserted.count === named.length) return;
+  // Some username came earlier (in this batch or before): the first row holding one is refused.
+  const stored = await tx.execute<{ username: string; line: number }>(
+    sql`select username, line from csv_import_usernames where username = any(${usernames}::text[])`,
+  );
+  const firstLine = new Map(stored.map((row) => [row.username, row.line]));
+  const repeated = named.find((row) => firstLine.get(row.username!) !== row.line)!;
+  throw invalid(
+    { user_data_csv: [`username "${repeated.username}" appears on line ${firstLine.get(repeated.username!)} and line ${repeated.line}`] },
+    'The CSV names a user twice.',
+  );
+}
+
+/** Users the file does not name (not soft-deleted, not the caller), by ascending id after `afterId`, at most `limit`. */
+function usersAbsentFromFile(tx: Tx, callerId: number, afterId: number, limit: number) {
+  return tx
+    .select({ id: users.id, username: users.username, firstName: users.firstName, lastName: users.lastName, grantable: roles.permissions })
+    .from(users)
+    .innerJoin(roles, eq(roles.id, users.roleId))
+    .where(
+      and(
+        isNull(users.deletedAt),
+        ne(users.id, callerId),
+        gt(users.id, afterId),
+        sql`not exists (select 1 from csv_import_usernames c where c.username = ${users.username})`,
+      ),
+    )
+    .orderBy(asc(users.id))
+    .limit(limit);
+}
+
+type Answer = components['schemas']['CsvImportResult'];
+
+/**
+ * The preview as a JSON stream (docs/users.md#csv-import-preview). The whole file is
+ * judged first, batch by batch, so that a refusal of the file (422) comes before any
+ * byte of the answer; each batch's entries are serialized into the answer's groups at
+ * once (json-stream.ts), so memory does not grow with the file or the answer.
+ */
+export async function previewCsvImport(tx: Tx, content: Buffer, options: CsvImportOptions): Promise<StreamedJson<Answer>> {
   if (!isUtf8(content)) throw invalid({ user_data_csv: ['must be UTF-8 encoded'] }, 'The CSV file is not UTF-8.');
-
-  const { caller } = options;
-  const existing = await usersWithRoleGrants(tx);
-  const byUsername = new Map(existing.map((user) => [user.username, user]));
-  const references = await loadUserReferences(tx, 'all');
-  const selfIgnored = new Set<string>(selfUpdateIgnoredKeys(caller));
-  const rules = { passwordMinLength: options.passwordMinLength, requiredProfileKeys: await loadRequiredProfileKeys(tx) };
-  let memberships: Awaited<ReturnType<typeof loadMemberships>> | null = null;
-
-  const result = {
-    new_users: [] as { line: number; user: ParsedRow }[],
-    update_users: [] as { line: number; id: number; username: string; changes: Record<string, { from: CellValue; to: CellValue }> }[],
-    unchanged_users: [] as { line: number; id: number; username: string }[],
-    delete_users: [] as { id: number; username: string; full_name: string }[],
-    invalid_rows: [] as { line: number; username: string | null; errors: FieldErrors }[],
+  const groups = {
+    new_users: new JsonArraySpool(),
+    update_users: new JsonArraySpool(),
+    unchanged_users: new JsonArraySpool(),
+    delete_users: new JsonArraySpool(),
+    invalid_rows: new JsonArraySpool(),
   };
-  const seen = new Map<string, number>();
-  const deferred: DeferredCheck[] = [];
-  let keys: UserKey[] | null = null;
+  try {
+    await judgeFile(tx, content, options, groups);
+  } catch (error) {
+    await Promise.all(Object.values(groups).map((group) => group.close()));
+    throw error;
+  }
+  return jsonObjectOfArrays<Answer>(Object.entries(groups) as [keyof Answer, JsonArraySpool][]);
+}
+
+async function judgeFile(tx: Tx, content: Buffer, options: CsvImportOptions, groups: Record<keyof Answer, JsonArraySpool>): Promise<void> {
+  const { caller } = options;
+  await createUsernameTable(tx);
+  const references = await loadUserReferences(tx, 'all');
+  const rules = { passwordMinLength: options.passwordMinLength, requiredProfileKeys: await loadRequiredProfileKeys(tx) };
+  let judging: Judging | null = null;
+  let batch: ParsedLine[] = [];
   let rows = 0;
 
+  const flush = async () => {
+    const result = await judgeBatch(tx, judging!, batch);
+    batch = [];
+    for (const [group, entries] of Object.entries(result) as [keyof BatchResult, object[]][]) {
+      for (const entry of entries) await groups[group].add(entry);
+    }
+  };
+
   const parser = Readable.from(chunks(content)).pipe(
-    parse({ bom: true, delimiter: detectDelimiter(content), info: true, skip_empty_lines: true, relax_quotes: false }),
+    parse({
+      bom: true,
+      delimiter: detectDelimiter(content),
+      info: true,
+      skip_empty_lines: true,
+      relax_quotes: false,
+      max_record_size: MAX_LINE_CHARACTERS,
+    }),
   );
   try {
     for await (const { record, info } of parser as AsyncIterable<{ record: string[]; info: { lines: number } }>) {
-      if (!keys) {
-        keys = mapHeader(record, options.headers);
-        if (keys.includes('department_ids')) memberships = await loadMemberships(tx);
+      if (!judging) {
+        judging = { options, keys: mapHeader(record, options.headers), references, selfIgnored: new Set(selfUpdateIgnoredKeys(caller)), rules };
         continue;
       }
       rows++;
-      const line = info.lines;
-      const values: ParsedRow = {};
-      const errors: FieldErrors = {};
-      keys.forEach((key, index) => {
-        const parsed = parseCell(USER_FIELDS[key].cell, record[index] ?? '', options.whitespaceToNull);
-        if ('error' in parsed) errors[key] = [parsed.error];
-        else values[key] = parsed.value;
-      });
-      const username = typeof values.username === 'string' ? values.username : null;
-      if (username !== null) {
-        const earlier = seen.get(username);
-        if (earlier !== undefined) {
-          throw invalid({ user_data_csv: [`username "${username}" appears on line ${earlier} and line ${line}`] }, 'The CSV names a user twice.');
-        }
-        seen.set(username, line);
-      }
-      const user = username !== null ? byUsername.get(username) : undefined;
-      if (user?.deletedAt) errors.username = ['belongs to a deleted user'];
-      const departmentIds = values.department_ids as number[] | undefined;
-      if (departmentIds && memberships) {
-        const known = memberships.departmentIds;
-        reportMissing(errors, 'department_ids', departmentIds, new Set(departmentIds.filter((id) => !known.has(id))));
-      }
-      const storedDepartments = user && memberships ? (memberships.byUser.get(user.id) ?? []) : [];
-
-      // What the row would write, judged by the API's rules; null when it writes nothing
-      // (a matching user without update_users).
-      let draft: UserDraft | null = null;
-      if (!user) draft = rowDraft(values, undefined);
-      else if (options.updateUsers) {
-        const refusal = administerRefusal(caller, { id: user.id, grantable: user.grantable });
-        if (refusal) errors.username ??= [refusal];
-        const written = keys.filter((key) => key !== 'password' && values[key] !== undefined && !keepsCurrent(key, values[key]));
-        // Whatever the cell holds: "changed" or "unchanged" would tell the stored value.
-        const hidden = hiddenKeyErrors(caller, user, written);
-        for (const key of written) {
-          if (hidden[key]) errors[key] = hidden[key];
-          else if (user.id === caller.userId && selfIgnored.has(key)) {
-            const value = values[key];
-            const column = USER_FIELDS[key].column;
-            const unchanged = column === null ? sameIds(value as number[], storedDepartments) : value === user[column];
-            if (!unchanged) errors[key] = ['cannot be changed on your own account'];
-          }
-        }
-        draft = rowDraft(values, user, new Set(['username', ...Object.keys(errors)]));
-      }
-      if (draft) {
-        addErrors(errors, userDraftErrors(draft, rules));
-        addErrors(errors, userReferenceErrors(draft, references, caller));
-      } else {
-        addErrors(errors, missingReferenceErrors(rowDraft(values, undefined), references));
-      }
-      if (Object.keys(errors).length > 0) {
-        result.invalid_rows.push({ line, username, errors });
-        continue;
-      }
-      const assignedRole = draft && assignsRole(draft) ? draft.roleId! : undefined;
-      const { password: _password, ...shown } = values;
-      if (departmentIds) shown.department_ids = ascending(departmentIds);
-      if (!user) {
-        const entry = { line, user: shown };
-        result.new_users.push(entry);
-        if (assignedRole !== undefined || departmentIds?.length) {
-          deferred.push({ line, username, entry, membership: { userId: null, roleId: assignedRole, departmentIds } });
-        }
-        continue;
-      }
-      const changes: Record<string, { from: CellValue; to: CellValue }> = {};
-      let departmentsChange: number[] | undefined;
-      if (options.updateUsers) {
-        for (const [key, to] of Object.entries(shown) as [UserKey, CellValue][]) {
-          const column = USER_FIELDS[key].column;
-          if (!column || key === 'username' || keepsCurrent(key, to)) continue;
-          const from = user[column] as CellValue | Date;
-          if (from instanceof Date) continue;
-          if (from !== to) changes[key] = { from, to };
-        }
-        if (departmentIds && !sameIds(departmentIds, storedDepartments)) {
-          changes.department_ids = { from: storedDepartments, to: ascending(departmentIds) };
-          departmentsChange = departmentIds;
-        }
-        // Never shown, never compared with the stored hash.
-        if (typeof draft?.password === 'string') changes.password = { from: null, to: null };
-      }
-      if (Object.keys(changes).length > 0) {
-        const entry = { line, id: user.id, username: user.username, changes };
-        result.update_users.push(entry);
-        const check: DeferredCheck = { line, username, entry };
-        if (assignedRole !== undefined || departmentsChange) check.membership = { userId: user.id, roleId: assignedRole, departmentIds: departmentsChange };
-        if (changes.password) check.passwordOf = user.id;
-        if (check.membership || check.passwordOf !== undefined) deferred.push(check);
-      } else result.unchanged_users.push({ line, id: user.id, username: user.username });
+      batch.push(parseLine(judging.keys, record, info.lines, options.whitespaceToNull));
+      if (batch.length >= BATCH_ROWS) await flush();
     }
   } catch (error) {
     if (error instanceof CsvError) throw invalid({ user_data_csv: [error.message] }, 'The CSV file is malformed.');
     throw error;
   }
-  if (!keys) throw invalid({ user_data_csv: ['is empty'] }, 'The CSV file is empty.');
+  if (!judging) throw invalid({ user_data_csv: ['is empty'] }, 'The CSV file is empty.');
   if (rows === 0) throw invalid({ user_data_csv: ['has no data rows'] }, 'The CSV file has no data rows.');
-
-  if (deferred.length > 0) await refuseDeferred(tx, caller, deferred, result);
+  if (batch.length > 0) await flush();
 
   if (options.deleteUsers) {
-    for (const user of existing) {
-      if (user.deletedAt || seen.has(user.username) || user.id === caller.userId) continue;
-      // Never offered: a user the caller may not administer (their role could grant more).
-      if (administerRefusal(caller, { id: user.id, grantable: user.grantable })) continue;
-      result.delete_users.push({ id: user.id, username: user.username, full_name: fullName(user) });
+    const page = 1000;
+    for (let afterId = 0; ;) {
+      const absent = await usersAbsentFromFile(tx, caller.userId, afterId, page);
+      for (const user of absent) {
+        // Never offered: a user the caller may not administer (their role could grant more).
+        if (administerRefusal(caller, { id: user.id, grantable: user.grantable })) continue;
+        await groups.delete_users.add({ id: user.id, username: user.username, full_name: fullName(user) });
+      }
+      if (absent.length < page) break;
+      afterId = absent[absent.length - 1]!.id;
     }
   }
+}
+
+/**
+ * One batch of rows against the tenant: the users they name, their departments and the
+ * departments they list, each read with one query for the whole batch, then the rules
+ * that need the database (`refuseDeferred`).
+ */
+async function judgeBatch(tx: Tx, judging: Judging, batch: readonly ParsedLine[]): Promise<BatchResult> {
+  const { options, keys, references, selfIgnored, rules } = judging;
+  const { caller } = options;
+  const named = batch.filter((row) => row.username !== null);
+  await rememberUsernames(tx, named);
+  const existing =
+    named.length > 0 ? await usersWithRoleGrants(tx).where(sql`${users.username} = any(${textArray(named.map((row) => row.username!))}::text[])`) : [];
+  const byUsername = new Map(existing.map((user) => [user.username, user]));
+  const withDepartments = keys.includes('department_ids');
+  const missingDepartments = withDepartments
+    ? await missingIds(
+        tx,
+        departments,
+        batch.flatMap((row) => (row.values.department_ids as number[] | undefined) ?? []),
+      )
+    : new Set<number>();
+  const storedDepartments = withDepartments
+    ? await departmentIdsOf(
+        tx,
+        existing.map((user) => user.id),
+      )
+    : new Map<number, number[]>();
+
+  const result: BatchResult = { new_users: [], update_users: [], unchanged_users: [], invalid_rows: [] };
+  const deferred: DeferredCheck[] = [];
+  for (const { line, username, values, errors } of batch) {
+    const user = username !== null ? byUsername.get(username) : undefined;
+    if (user?.deletedAt) errors.username = ['belongs to a deleted user'];
+    const departmentIds = values.department_ids as number[] | undefined;
+    if (departmentIds) reportMissing(errors, 'department_ids', departmentIds, missingDepartments);
+    const stored = user ? (storedDepartments.get(user.id) ?? []) : [];
+
+    // What the row would write, judged by the API's rules; null when it writes nothing
+    // (a matching user without update_users).
+    let draft: UserDraft | null = null;
+    if (!user) draft = rowDraft(values, undefined);
+    else if (options.updateUsers) {
+      const refusal = administerRefusal(caller, { id: user.id, grantable: user.grantable });
+      if (refusal) errors.username ??= [refusal];
+      const written = keys.filter((key) => key !== 'password' && values[key] !== undefined && !keepsCurrent(key, values[key]));
+      // Whatever the cell holds: "changed" or "unchanged" would tell the stored value.
+      const hidden = hiddenKeyErrors(caller, user, written);
+      for (const key of written) {
+        if (hidden[key]) errors[key] = hidden[key];
+        else if (user.id === caller.userId && selfIgnored.has(key)) {
+          const value = values[key];
+          const column = USER_FIELDS[key].column;
+          const unchanged = column === null ? sameIds(value as number[], stored) : value === user[column];
+          if (!unchanged) errors[key] = ['cannot be changed on your own account'];
+        }
+      }
+      draft = rowDraft(values, user, new Set(['username', ...Object.keys(errors)]));
+    }
+    if (draft) {
+      addErrors(errors, userDraftErrors(draft, rules));
+      addErrors(errors, userReferenceErrors(draft, references, caller));
+    } else {
+      addErrors(errors, missingReferenceErrors(rowDraft(values, undefined), references));
+    }
+    if (Object.keys(errors).length > 0) {
+      result.invalid_rows.push({ line, username, errors });
+      continue;
+    }
+    const assignedRole = draft && assignsRole(draft) ? draft.roleId! : undefined;
+    const { password: _password, ...shown } = values;
+    if (departmentIds) shown.department_ids = ascending(departmentIds);
+    if (!user) {
+      const entry = { line, user: shown };
+      result.new_users.push(entry);
+      if (assignedRole !== undefined || departmentIds?.length) {
+        deferred.push({ line, username, entry, membership: { userId: null, roleId: assignedRole, departmentIds } });
+      }
+      continue;
+    }
+    const changes: Record<string, { from: CellValue; to: CellValue }> = {};
+    let departmentsChange: number[] | undefined;
+    if (options.updateUsers) {
+      for (const [key, to] of Object.entries(shown) as [UserKey, CellValue][]) {
+        const column = USER_FIELDS[key].column;
+        if (!column || key === 'username' || keepsCurrent(key, to)) continue;
+        const from = user[column] as CellValue | Date;
+        if (from instanceof Date) continue;
+        if (from !== to) changes[key] = { from, to };
+      }
+      if (departmentIds && !sameIds(departmentIds, stored)) {
+        changes.department_ids = { from: stored, to: ascending(departmentIds) };
+        departmentsChange = departmentIds;
+      }
+      // Never shown, never compared with the stored hash.
+      if (typeof draft?.password === 'string') changes.password = { from: null, to: null };
+    }
+    if (Object.keys(changes).length > 0) {
+      const entry = { line, id: user.id, username: user.username, changes };
+      result.update_users.push(entry);
+      const check: DeferredCheck = { line, username, entry };
+      if (assignedRole !== undefined || departmentsChange) check.membership = { userId: user.id, roleId: assignedRole, departmentIds: departmentsChange };
+      if (changes.password) check.passwordOf = user.id;
+      if (check.membership || check.passwordOf !== undefined) deferred.push(check);
+    } else result.unchanged_users.push({ line, id: user.id, username: user.username });
+  }
+  if (deferred.length > 0) await refuseDeferred(tx, caller, deferred, result);
   return result;
 }
 
 /**
- * The rules that need the database, judged once for all rows (two queries): a new role
+ * The rules that need the database, judged once for a batch's rows (two queries): a new role
  * or new departments may not confer entity rights the caller lacks
  * (`membershipsConferringRights`), and a password may not be set for a user holding such
  * rights (`usersHoldingRightsBeyond`), as `PUT /api/users/{user}` refuses them. Rows that
@@ -275,7 +443,7 @@ async function refuseDeferred(
   tx: Tx,
   caller: Auth,
   deferred: readonly DeferredCheck[],
-  result: { new_users: object[]; update_users: object[]; invalid_rows: { line: number; username: string | null; errors: FieldErrors }[] },
+  result: Pick<BatchResult, 'new_users' | 'update_users' | 'invalid_rows'>,
 ) {
   const withMembership = deferred.filter((check) => check.membership);
   const conferred = await membershipsConferringRights(

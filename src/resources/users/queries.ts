@@ -5,7 +5,7 @@ import type { Tx } from '../../platform/database/database.ts';
 import { lockTenantScope } from '../../platform/database/locks.ts';
 import { forgetAccountFailures } from '../auth/queries.ts';
 import { accessTokens } from '../auth/table.ts';
-import { departments, departmentUsers } from '../departments/table.ts';
+import { departmentUsers } from '../departments/table.ts';
 import { formSubmissions } from '../forms/table.ts';
 import { languages } from '../languages/table.ts';
 import { userLoginTokens } from '../login-tokens/table.ts';
@@ -47,7 +47,7 @@ export async function activeUserNamed(tx: Tx, username: string): Promise<{ id: n
   return user?.active ? { id: user.id } : undefined;
 }
 
-/** Every user of the tenant (soft-deleted ones included) with what their role could grant, for the CSV preview. */
+/** Users of the tenant (soft-deleted ones included) with what their role could grant, for the CSV preview (add a `where`). */
 export function usersWithRoleGrants(tx: Tx) {
   return tx
     .select({ ...getTableColumns(users), grantable: roles.permissions, pictureFileName: userProfilePictures.fileName })
@@ -246,21 +246,19 @@ export async function storeRequiredProfileKeys(tx: Tx, tenantId: number, keys: r
   if (keys.length > 0) await tx.insert(requiredProfileKeys).values(keys.map((key) => ({ tenantId, key })));
 }
 
-/**
- * For the CSV preview of `department_ids`: the tenant's department IDs, and each user's
- * memberships (IDs in ascending order). Two queries for any number of rows.
- */
-export async function loadMemberships(tx: Tx): Promise<{ departmentIds: Set<number>; byUser: Map<number, number[]> }> {
-  const found = await tx.select({ id: departments.id }).from(departments);
+/** For the CSV preview of `department_ids`: the departments of each of `userIds` (IDs in ascending order); one query, none for []. */
+export async function departmentIdsOf(tx: Tx, userIds: readonly number[]): Promise<Map<number, number[]>> {
+  const byUser = new Map<number, number[]>();
+  if (userIds.length === 0) return byUser;
   const rows = await tx
     .select({ userId: departmentUsers.userId, departmentId: departmentUsers.departmentId })
     .from(departmentUsers)
+    .where(inArray(departmentUsers.userId, [...userIds]))
     .orderBy(asc(departmentUsers.userId), asc(departmentUsers.departmentId));
-  const byUser = new Map<number, number[]>();
   for (const row of rows) {
     const list = byUser.get(row.userId) ?? [];
     list.push(row.departmentId);
     byUser.set(row.userId, list);
   }
-  return { departmentIds: new Set(found.map((row) => row.id)), byUser };
+  return byUser;
 }

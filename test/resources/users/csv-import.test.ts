@@ -60,11 +60,17 @@ t.test('bad files are 422 problem documents and change nothing', async (t) => {
     ['header only', 'username,city\n'],
     ['empty file', ''],
     ['duplicate usernames', `username,password,first_name,last_name,role_id\nx,long enough pw,A,B,${role!.id}\nx,long enough pw,C,D,${role!.id}\n`],
+    ['a line longer than 64 KiB', `username,city\nx,${'a'.repeat(70_000)}\n`],
+    ['a header longer than 64 KiB, no line break', 'h'.repeat(1024 * 1024)],
+    ['more header columns than importable keys', `username,${'x,'.repeat(5000)}y\nname\n`],
+    ['an unknown header of 60,000 characters', `username,${'k'.repeat(60_000)}\nx,1\n`],
+    ['a quote left open to the end', 'username,city\nx,"Bonn\ny,Köln\n'],
   ];
   for (const [name, csv] of cases) {
     const res = await importCsv(t, csv);
     t.equal(res.status, 422, name);
     t.ok(res.body.errors?.user_data_csv?.length, `${name}: explains itself`);
+    t.ok(JSON.stringify(res.body).length < 2048, `${name}: the problem does not repeat the file`);
   }
   const noFile = await multipart({ update_users: 'true' });
   t.equal((await api.call(t, 'importUsersCsv', { token: admin, ...noFile })).status, 422, 'no file');
@@ -364,4 +370,56 @@ t.test('role and language cells naming nothing of the tenant are invalid on ever
     { line: 2, username: 'newbie', errors: { role_id: ['does not exist'] } },
     { line: 3, username: 'anna', errors: { lang_id: ['does not exist'] } },
   ]);
+});
+
+t.test('a file longer than one batch of rows: groups, line order, a repeated username and absent users across batches', async (t) => {
+  const big = await api.createTenant('csv-batches');
+  const employee = await roleNamed(api.db, big.tenantId, 'Employee');
+  const name = (i: number) => `bulk${String(i).padStart(4, '0')}`;
+  await api.db.owner
+    .insert(users)
+    .values(
+      Array.from({ length: 1200 }, (_, i) => ({ tenantId: big.tenantId, username: name(i), roleId: employee!.id, firstName: 'Bulk', lastName: String(i) })),
+    );
+  const stored = await api.db.owner.select({ id: users.id, username: users.username }).from(users).where(eq(users.tenantId, big.tenantId)).orderBy(users.id);
+  const before = await snapshot();
+
+  // Lines 2–101 name existing users; lines 102–1101 new ones, every 250th with a role of another tenant.
+  const lines = ['username,password,first_name,last_name,role_id'];
+  for (let i = 0; i < 100; i++) lines.push(`${name(i)},,Bulk,${i},`);
+  for (let i = 0; i < 1000; i++) lines.push(`new${i},a long password,N,Ew,${i % 250 === 0 ? otherRole!.id : employee!.id}`);
+  const res = await importCsv(t, lines.join('\n'), { delete_users: 'true' }, big.adminToken);
+  t.equal(res.status, 200);
+  const body = res.body as {
+    new_users: { line: number }[];
+    unchanged_users: { line: number; username: string }[];
+    invalid_rows: { line: number; username: string; errors: object }[];
+    delete_users: { id: number; username: string }[];
+  };
+  t.strictSame(
+    body.unchanged_users.map((row) => row.username),
+    Array.from({ length: 100 }, (_, i) => name(i)),
+  );
+  t.strictSame(
+    body.invalid_rows.map((row) => [row.line, row.username, row.errors]),
+    [0, 250, 500, 750].map((i) => [102 + i, `new${i}`, { role_id: ['does not exist'] }]),
+    'invalid rows of both batches, by line',
+  );
+  t.equal(body.new_users.length, 996);
+  t.strictSame(
+    body.new_users.map((row) => row.line),
+    Array.from({ length: 1000 }, (_, i) => 102 + i).filter((line) => (line - 102) % 250 !== 0),
+    'new users of both batches, by line',
+  );
+  t.strictSame(
+    body.delete_users.map((user) => user.username),
+    stored.filter((user) => !/^bulk00\d\d$/.test(user.username) && user.username !== 'admin').map((user) => user.username),
+    'every absent user, more than one page of them, by id; never the caller',
+  );
+
+  const repeated = [...lines.slice(0, 1002), `${name(0)},,Again,0,`].join('\n');
+  const twice = await importCsv(t, repeated, {}, big.adminToken);
+  t.equal(twice.status, 422);
+  t.strictSame(twice.body.errors, { user_data_csv: [`username "${name(0)}" appears on line 2 and line 1003`] }, 'found across batches');
+  t.strictSame(await snapshot(), before, 'nothing written');
 });

@@ -1,0 +1,46 @@
+import { readdir, readlink } from 'node:fs/promises';
+import t from 'tap';
+import { JsonArraySpool, jsonObjectOfArrays } from '../../../src/platform/http/json-stream.ts';
+
+/** The whole text a stream writes. */
+async function text(stream: NodeJS.ReadableStream): Promise<string> {
+  const parts: Buffer[] = [];
+  for await (const chunk of stream) parts.push(Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk as string));
+  return Buffer.concat(parts).toString('utf8');
+}
+
+/** Answer files this process holds open (Linux): a spool that spilled holds one, already removed from its folder. */
+async function openFiles(): Promise<number> {
+  const targets = await Promise.all((await readdir('/proc/self/fd')).map((fd) => readlink(`/proc/self/fd/${fd}`).catch(() => '')));
+  return targets.filter((target) => target.includes('atrium-answer-')).length;
+}
+
+t.test('arrays larger than the memory buffer spill to a file and come back whole, in order, as one JSON object', async (t) => {
+  const small = new JsonArraySpool();
+  const large = new JsonArraySpool();
+  const empty = new JsonArraySpool();
+  const items = Array.from({ length: 20_000 }, (_, i) => ({ line: i + 2, user: { username: `user${i}`, city: 'Köln "Mitte"', tags: [i, null, true] } }));
+  for (const item of items) await large.add(item);
+  await small.add({ line: 1 });
+  t.equal(large.length, 20_000);
+  t.equal(await openFiles(), 1, 'the large array went to a file, the small ones did not');
+  const streamed = jsonObjectOfArrays<{ small: object[]; large: object[]; empty: object[] }>([
+    ['small', small],
+    ['large', large],
+    ['empty', empty],
+  ]);
+  const written = await text(streamed.stream);
+  t.strictSame(JSON.parse(written), { small: [{ line: 1 }], large: items, empty: [] });
+  t.equal(written, JSON.stringify({ small: [{ line: 1 }], large: items, empty: [] }), 'byte for byte what JSON.stringify writes');
+  t.equal(await openFiles(), 0, 'the file is closed once the answer is written');
+});
+
+t.test('an answer abandoned half way closes its files too', async (t) => {
+  const spool = new JsonArraySpool();
+  for (let i = 0; i < 20_000; i++) await spool.add({ i, padding: 'x'.repeat(20) });
+  t.equal(await openFiles(), 1);
+  const { stream } = jsonObjectOfArrays<{ items: object[] }>([['items', spool]]);
+  for await (const _chunk of stream) break;
+  await new Promise((resolve) => setImmediate(resolve));
+  t.equal(await openFiles(), 0);
+});
