@@ -7,6 +7,7 @@ import { operations, type OperationId } from '../../../generated/operations.ts';
 import { authenticateRequest, lookUpPrincipal, rememberedAuth, requirePermission, requirePermissionUnlessSelf, type Caller } from '../auth/auth.ts';
 import type { Permission } from '../auth/permissions.ts';
 import { type PrincipalCheck, samePrincipal } from '../auth/principal-cache.ts';
+import { isConnectionLoss } from '../database/connection-loss.ts';
 import type { Services } from '../services.ts';
 import type { Context, Handlers } from './handler.ts';
 import { invalid, ProblemError } from './problem.ts';
@@ -249,6 +250,8 @@ export async function registerOperations(app: FastifyInstance, handlers: Handler
         } catch (error) {
           outcome = { error };
         }
+        // A lost database says nothing about the principal (503 either way), and a lookup would be lost too.
+        if ('error' in outcome && isConnectionLoss(outcome.error)) throw outcome.error;
         if (!check.confirmed && !check.stale) {
           const found = await lookUpPrincipal(services.db, check.tokenHash);
           check.stale = !found || !samePrincipal(found, check.expected);

@@ -5,7 +5,7 @@
  * change (fewer or more permissions), a required password change, a blackout, a deletion.
  */
 import pino from 'pino';
-import t from 'tap';
+import t, { type Test } from 'tap';
 import type { Permission } from '../../../src/platform/auth/permissions.ts';
 import { PrincipalCache, samePrincipal, type Principal } from '../../../src/platform/auth/principal-cache.ts';
 import { hashToken } from '../../../src/platform/auth/tokens.ts';
@@ -24,7 +24,7 @@ async function atB(path: string, token: string) {
 }
 
 /** A user whose principal B has just remembered (B answered a request with the token). */
-async function rememberedUser(t: Parameters<Parameters<typeof t.test>[1]>[0], permissions: Permission[] = ['users.view']) {
+async function rememberedUser(t: Test, permissions: Permission[] = ['users.view']) {
   const user = await api.createUser(tenant.tenantId, { permissions });
   t.equal((await atB('/api/users/current', user.token)).status, 200);
   t.ok(second.services.principals.get(hashToken(user.token)), 'B remembers the principal');
