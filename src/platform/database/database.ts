@@ -1,28 +1,75 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { sql } from 'drizzle-orm';
-import { drizzle, type PostgresJsDatabase } from 'drizzle-orm/postgres-js';
+import { sql, type ExtractTablesWithRelations } from 'drizzle-orm';
+import { PgDialect } from 'drizzle-orm/pg-core';
+import { drizzle, PostgresJsSession, PostgresJsTransaction, type PostgresJsDatabase } from 'drizzle-orm/postgres-js';
 import { migrate } from 'drizzle-orm/postgres-js/migrator';
 import postgres from 'postgres';
+import { type Principal, type PrincipalCheck, samePrincipal } from '../auth/principal-cache.ts';
+import type { Permission } from '../auth/permissions.ts';
 import { isConnectionLoss } from './connection-loss.ts';
-import { tenantSettingName } from './tenancy.ts';
+import { TENANT_SETTING, tenantSettingName } from './tenancy.ts';
 import { guardTransactions } from './transaction-guard.ts';
 
 export type Db = PostgresJsDatabase;
 /** A transaction whose tenant is set: every row-level security policy is in force. */
 export type Tx = Parameters<Parameters<Db['transaction']>[0]>[0];
 
+/** The relational schema drizzle is given: none (queries name their tables). */
+type NoSchema = Record<string, never>;
+
 export const APP_ROLE = 'atrium_app';
 
 /**
  * Makes `tenantId` the tenant of the transaction `tx` until it ends: the one place the
  * tenant setting is written (docs/tenancy-and-security.md#the-tenant-setting).
- * `Database.tenant()` calls it; code that learns the tenant only inside its transaction
- * (a consumed login token names it) calls it there.
+ * `Database.tenant()` sends the same statement (`SET_TENANT`); code that learns the tenant
+ * only inside its transaction (a consumed login token names it) calls it there.
  */
 export async function setTenant(tx: Tx, tenantId: number): Promise<void> {
   await tx.execute(sql`select set_config(${tenantSettingName}, ${String(tenantId)}, true)`);
+}
+
+/** `setTenant`'s statement, sent by `Database.tenant()` straight to the driver (see there). */
+const SET_TENANT = `select set_config('${TENANT_SETTING}', $1, true)`;
+/**
+ * The same, and in the same statement the principal the bearer token `$2` yields now
+ * (none: null columns), for a request that started from a remembered one.
+ */
+const SET_TENANT_AND_LOOK_UP_PRINCIPAL = `select set_config('${TENANT_SETTING}', $1, true) as tenant,
+  a.tenant_id, a.user_id, a.token_id, a.permissions, a.password_change_required
+  from (values (1)) as one left join lateral atrium_authenticate($2::bytea) as a on true`;
+
+/** A row of `atrium_authenticate` (null columns: the token yields no principal). */
+export interface PrincipalRow {
+  tenant_id: string | null;
+  user_id: string | null;
+  token_id: string | null;
+  permissions: Permission[] | null;
+  password_change_required: boolean | null;
+}
+
+export function principalOf(row: PrincipalRow | undefined): Principal | null {
+  if (!row || row.tenant_id === null) return null;
+  return {
+    tenantId: Number(row.tenant_id),
+    userId: Number(row.user_id),
+    tokenId: Number(row.token_id),
+    permissions: row.permissions ?? [],
+    passwordChangeRequired: row.password_change_required === true,
+  };
+}
+
+/**
+ * Thrown by a transaction whose request started from a remembered principal that the
+ * token no longer yields: the transaction is rolled back, and the request is answered
+ * again from the principal the token yields now (src/platform/http/operations.ts).
+ */
+export class StalePrincipalError extends Error {
+  constructor() {
+    super('The remembered principal of this request no longer holds.');
+  }
 }
 
 /**
@@ -141,6 +188,9 @@ export class Database {
   readonly sessionUrl: string;
   readonly owner: Db;
   readonly app: Db;
+  /** The driver under `app` (preparing or counting its statements), and what drizzle needs to build a transaction over it. */
+  private readonly appClient: postgres.Sql;
+  private readonly dialect = new PgDialect();
   /** Statements sent through drizzle on the app pool; tests use it to prove query counts are constant. */
   queryCount = 0;
 
@@ -194,7 +244,8 @@ export class Database {
     const countQuery = () => {
       this.queryCount++;
     };
-    this.app = drizzle(pooled ? counting(this.appSql, countQuery) : preparing(this.appSql, countQuery));
+    this.appClient = pooled ? counting(this.appSql, countQuery) : preparing(this.appSql, countQuery);
+    this.app = drizzle(this.appClient);
   }
 
   /**
@@ -202,21 +253,54 @@ export class Database {
    * whose BEGIN fails on a lost connection (a pooled connection the server has closed) is
    * started again on a fresh one: nothing of it reached the server. Once `fn` has begun,
    * a lost connection is the caller's error (the error handler answers 503).
+   *
+   * The tenant setting is handed to the driver before `fn` runs and is not awaited first:
+   * it and `fn`'s first statement leave in one write and cost one round trip, not two
+   * (the driver sends a transaction's statements in order on its one connection). Were
+   * the setting to fail, the transaction is aborted and every later statement fails with
+   * it, so nothing runs without the tenant; `fn`'s result is returned only once the
+   * setting has succeeded.
    */
-  async tenant<T>(tenantId: number, fn: (tx: Tx) => Promise<T>): Promise<T> {
+  async tenant<T>(tenantId: number, fn: (tx: Tx) => Promise<T>, check?: PrincipalCheck): Promise<T> {
     for (let attempt = 1; ; attempt++) {
       let begun = false;
       try {
-        return await this.app.transaction(async (tx) => {
+        return (await this.appClient.begin(async (client) => {
           begun = true;
-          await setTenant(tx, tenantId);
-          return fn(tx);
-        });
+          const tenantSet = check
+            ? client.unsafe<PrincipalRow[]>(SET_TENANT_AND_LOOK_UP_PRINCIPAL, [String(tenantId), check.tokenHash]).execute()
+            : client.unsafe<PrincipalRow[]>(SET_TENANT, [String(tenantId)]).execute();
+          // Awaited below; when `fn` throws first, its failure (if any) is that same error's echo.
+          tenantSet.catch(() => {});
+          // What drizzle's own `transaction()` builds over the driver's transaction (its
+          // declarations type the session's client as a pool and a transaction at once).
+          const session = new PostgresJsSession(client as unknown as postgres.Sql, this.dialect, undefined);
+          const result = await fn(new PostgresJsTransaction<NoSchema, ExtractTablesWithRelations<NoSchema>>(this.dialect, session as never, undefined));
+          const [row] = await tenantSet;
+          if (check) {
+            const found = principalOf(row);
+            if (found && samePrincipal(found, check.expected)) check.confirmed = true;
+            else check.stale = true;
+          }
+          if (check?.stale) throw new StalePrincipalError();
+          return result;
+        })) as T;
       } catch (error) {
         if (begun || attempt >= this.reconnectAttempts || !isConnectionLoss(error)) throw error;
         await settleClosedConnections();
       }
     }
+  }
+
+  /**
+   * This database, with every `tenant()` transaction also confirming `check` (see
+   * src/platform/auth/principal-cache.ts): what a request that started from a remembered
+   * principal is given.
+   */
+  confirming(check: PrincipalCheck): Database {
+    return Object.create(this, {
+      tenant: { value: <T>(tenantId: number, fn: (tx: Tx) => Promise<T>) => this.tenant(tenantId, fn, check) },
+    }) as Database;
   }
 
   /**

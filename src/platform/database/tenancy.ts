@@ -3,7 +3,7 @@ import { bigint, integer, pgPolicy, pgTable, text, timestamp } from 'drizzle-orm
 
 /**
  * The tenant setting: the PostgreSQL setting that names the tenant of the current
- * transaction. It is set only by `setTenant` (database.ts), and read only through
+ * transaction. It is set only by `setTenant` and `Database.tenant` (database.ts), and read only through
  * `currentTenant` and `requiredTenant` (docs/tenancy-and-security.md#the-tenant-setting).
  */
 export const TENANT_SETTING = 'atrium.tenant_id';
