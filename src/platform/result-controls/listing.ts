@@ -98,7 +98,7 @@ function compiled<Row, Viewer, FilterKey extends string, Shown>(tx: Tx, listing:
   if (found !== undefined) return found;
   const builder = listing.query(tx) as unknown as BuilderInternals;
   const head = builder.toSQL();
-  const order = dialect.sqlToQuery(sql` order by ${sql.join(listing.order, sql`, `)}`);
+  const order = dialect.sqlToQuery(listing.order.length > 0 ? sql` order by ${sql.join(listing.order, sql`, `)}` : sql``);
   const prepared = builder.prepare('compiled_listing');
   found =
     head.params.length === 0 && order.params.length === 0 && prepared.fields
@@ -117,7 +117,7 @@ function rowsWhere<Row, Viewer, FilterKey extends string, Shown>(
 ): PromiseLike<Row[]> {
   const condition = and(listing.scope?.(viewer), where);
   const text = compiled(tx, listing);
-  if (!text)
+  if (!text) {
     return limited(
       listing
         .query(tx)
@@ -125,6 +125,7 @@ function rowsWhere<Row, Viewer, FilterKey extends string, Shown>(
         .orderBy(...listing.order),
       limit,
     );
+  }
   // The same statement drizzle's builder makes (`… where … order by … limit …`), rendered from the compiled text.
   const parts = [text.head, condition ? sql` where ${condition}` : undefined, text.order, limit ? sql` limit ${limit}` : undefined];
   const statement = sql.join(parts.filter((part): part is SQL => part !== undefined));
