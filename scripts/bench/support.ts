@@ -51,16 +51,32 @@ export interface Measured {
   p50: number;
   p99: number;
   non2xx: number;
+  /**
+   * CPU time of this process per answered request, in ms (autocannon's share included,
+   * the same on both sides): steadier than throughput on a machine others load too.
+   */
+  cpuPerRequest: number;
 }
 
 export async function measure(name: string, url: string, headers: Record<string, string>, seconds: number, connections = 10): Promise<Measured> {
+  const cpu = process.cpuUsage();
   const result = await autocannon({ url, headers, duration: seconds, connections });
-  return { name, requests: result.requests.average, p50: result.latency.p50, p99: result.latency.p99, non2xx: result.non2xx };
+  const used = process.cpuUsage(cpu);
+  const answered = Math.max(1, result.requests.total);
+  return {
+    name,
+    requests: result.requests.average,
+    p50: result.latency.p50,
+    p99: result.latency.p99,
+    non2xx: result.non2xx,
+    cpuPerRequest: (used.user + used.system) / 1000 / answered,
+  };
 }
 
 export function report(subject: Measured, baseline: Measured): void {
   const row = (m: Measured) =>
-    `${m.name.padEnd(52)} ${m.requests.toFixed(0).padStart(8)} req/s   p50 ${String(m.p50).padStart(4)} ms   p99 ${String(m.p99).padStart(4)} ms   non-2xx ${m.non2xx}`;
+    `${m.name.padEnd(52)} ${m.requests.toFixed(0).padStart(8)} req/s   p50 ${String(m.p50).padStart(4)} ms   p99 ${String(m.p99).padStart(4)} ms   ` +
+    `node ${m.cpuPerRequest.toFixed(2)} ms/req   non-2xx ${m.non2xx}`;
   console.log(row(subject));
   console.log(row(baseline));
   console.log(`ratio (Atrium / baseline throughput): ${(subject.requests / baseline.requests).toFixed(2)}`);
@@ -109,6 +125,7 @@ export async function comparePair(
       p50: median(runs.map((run) => run[side].p50)),
       p99: median(runs.map((run) => run[side].p99)),
       non2xx: runs.reduce((sum, run) => sum + run[side].non2xx, 0),
+      cpuPerRequest: median(runs.map((run) => run[side].cpuPerRequest)),
     });
     console.log(`\n${name}: ${connections} connections, median of ${options.rounds} alternating ${options.seconds}s rounds`);
     report(pick('subject'), pick('baseline'));
