@@ -1,15 +1,23 @@
 /**
  * Benchmark: GET /api/notifications/count and GET /api/notifications?limit=50 for one
- * user with USER_ROWS notifications (default 100,000) in a table of TOTAL rows. The
- * target size is 5,000,000 rows (TOTAL=5000000); TOTAL defaults to 300,000 so the
- * script finishes in under a minute on a small machine. Prints the
- * count query's plan (it must use notifications_unread_idx) and p50/p99 of both routes.
- *   npx tsx scripts/bench/notification-reads.ts [seconds per route, default 5]
+ * user with USER_ROWS notifications (default 100,000) in a table of TOTAL rows, each
+ * beside a bare Fastify route that answers the same body the simplest way (the token
+ * lookup and one query as the owner role). The target size is 5,000,000 rows
+ * (TOTAL=5000000); TOTAL defaults to 300,000 so the script finishes in about two minutes
+ * on a small machine. Statistics are gathered after loading; the plans of both reads are
+ * printed (the count must use notifications_unread_idx); the bodies are compared before
+ * anything is timed; then both sides, their ratio, p50 and p99 at 10 and 64 connections.
+ *   npx tsx scripts/bench/notification-reads.ts [seconds per slice, default 3] [rounds, default 3]
  */
 import { sql } from 'drizzle-orm';
-import { benchAtrium, measure, throwawayDatabase } from './support.ts';
+import Fastify from 'fastify';
+import postgres from 'postgres';
+import { hashToken } from '../../src/platform/auth/tokens.ts';
+import { notificationDatetime } from '../../src/platform/http/datetime.ts';
+import { assertSameBody, benchAtrium, comparePair, throwawayDatabase } from './support.ts';
 
-const seconds = Number(process.argv[2] ?? 5);
+const seconds = Number(process.argv[2] ?? 3);
+const rounds = Number(process.argv[3] ?? 3);
 const total = Number(process.env.TOTAL ?? 300_000);
 const userRows = Number(process.env.USER_ROWS ?? 100_000);
 const otherUsers = 1000;
@@ -41,6 +49,8 @@ await db.owner.execute(sql`
   from generate_series(1, ${total - userRows}) g
   join (select id, row_number() over (order by id) - 1 as n from users where username like 'other%') u on u.n = g % ${otherUsers}`);
 await db.owner.execute(sql`vacuum analyze notifications`);
+// Statistics for every other table too (users grew): without them plans depend on when autovacuum runs.
+await db.owner.execute(sql`analyze`);
 console.log(`loaded ${total} notifications (${userRows} for the user) in ${((performance.now() - loadStarted) / 1000).toFixed(1)} s`);
 
 const plan = await db.tenant(tenantId, (tx) =>
@@ -60,16 +70,77 @@ console.log('list plan (limit 50):');
 for (const row of listPlan) console.log(`  ${row['QUERY PLAN']}`);
 
 const address = await app.listen({ host: '127.0.0.1', port: 0 });
+
+// Baselines: the simplest things that answer the same bodies.
+const raw = postgres(database.url, { max: 10 });
+const callerOf = async (authorization: string | undefined) => {
+  const [caller] = await raw<{ tenant_id: string; user_id: string }[]>`
+    select t.tenant_id, t.user_id from access_tokens t join users u on u.id = t.user_id and u.tenant_id = t.tenant_id
+    where t.token_hash = ${hashToken((authorization ?? '').replace(/^Bearer /, ''))} and t.revoked_at is null and t.expires_at > now()`;
+  return caller;
+};
+const bare = Fastify();
+bare.get('/count', async (request, reply) => {
+  const caller = await callerOf(request.headers.authorization);
+  if (!caller) return reply.code(401).send({ status: 401 });
+  const [row] = await raw<{ n: number }[]>`
+    select count(*)::int as n from notifications
+    where tenant_id = ${caller.tenant_id} and notifiable_type = 'user' and notifiable_id = ${caller.user_id} and read_at is null`;
+  return row!.n;
+});
+bare.get<{ Querystring: { limit?: string } }>('/list', async (request, reply) => {
+  const caller = await callerOf(request.headers.authorization);
+  if (!caller) return reply.code(401).send({ status: 401 });
+  const rows = await raw<
+    {
+      id: string;
+      type: string;
+      notifiable_type: string;
+      notifiable_id: string;
+      targetable_type: string | null;
+      targetable_id: string | null;
+      data: unknown;
+      seen_at: Date | null;
+      read_at: Date | null;
+      created_at: Date;
+      updated_at: Date;
+    }[]
+  >`
+    select id, type, notifiable_type, notifiable_id, targetable_type, targetable_id, data, seen_at, read_at, created_at, updated_at
+    from notifications
+    where tenant_id = ${caller.tenant_id} and notifiable_type = 'user' and notifiable_id = ${caller.user_id}
+    order by created_at desc, id desc
+    limit ${Number(request.query.limit ?? 100)}`;
+  return rows.map((n) => ({
+    id: n.id,
+    type: n.type,
+    notifiable_type: n.notifiable_type,
+    notifiable_id: Number(n.notifiable_id),
+    targetable_type: n.targetable_type,
+    targetable_id: n.targetable_id === null ? null : Number(n.targetable_id),
+    data: n.data,
+    seen_at: notificationDatetime(n.seen_at),
+    read_at: notificationDatetime(n.read_at),
+    created_at: notificationDatetime(n.created_at),
+    updated_at: notificationDatetime(n.updated_at),
+  }));
+});
+const bareAddress = await bare.listen({ host: '127.0.0.1', port: 0 });
+
 const headers = { authorization: `Bearer ${token}` };
-const check = await fetch(`${address}/api/notifications/count`, { headers });
-console.log(`unread count answered: ${await check.text()}`);
-for (const [name, path] of [
-  ['GET /api/notifications/count', '/api/notifications/count'],
-  ['GET /api/notifications?limit=50', '/api/notifications?limit=50'],
-] as const) {
-  const m = await measure(name, `${address}${path}`, headers, seconds, 4);
-  console.log(`${name.padEnd(34)} ${m.requests.toFixed(0).padStart(6)} req/s   p50 ${m.p50} ms   p99 ${m.p99} ms   non-2xx ${m.non2xx}`);
+const pairs = [
+  ['GET /api/notifications/count', '/api/notifications/count', '/count'],
+  ['GET /api/notifications?limit=50', '/api/notifications?limit=50', '/list?limit=50'],
+] as const;
+for (const [name, path, barePath] of pairs) {
+  const bytes = await assertSameBody(`${address}${path}`, `${bareAddress}${barePath}`, headers);
+  console.log(`${name}: bodies equal (${bytes} bytes)`);
+}
+for (const [name, path, barePath] of pairs) {
+  await comparePair(name, { url: `${address}${path}`, headers }, { url: `${bareAddress}${barePath}`, headers }, { seconds, rounds, connections: [10, 64] });
 }
 
+await bare.close();
+await raw.end();
 await atrium.stop();
 await database.drop();

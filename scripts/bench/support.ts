@@ -1,4 +1,5 @@
 /** Shared set-up for benchmarks: a throwaway database and a running Atrium on it. */
+import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { rm } from 'node:fs/promises';
 import os from 'node:os';
@@ -38,7 +39,8 @@ export async function throwawayDatabase(): Promise<{ url: string; drop(): Promis
 
 export async function benchAtrium(url: string) {
   return createAtrium(
-    { ...loadConfig({}), databaseUrl: url, logLevel: 'silent', adminPassword: 'benchmark-password', role: 'api' },
+    // No rate limit: a benchmark's one token would otherwise be answered 429 after 600 requests.
+    { ...loadConfig({}), databaseUrl: url, logLevel: 'silent', adminPassword: 'benchmark-password', role: 'api', rateLimitPerToken: 0, rateLimitPerAddress: 0 },
     { logger: pino({ level: 'silent' }) },
   );
 }
@@ -49,17 +51,89 @@ export interface Measured {
   p50: number;
   p99: number;
   non2xx: number;
+  /**
+   * CPU time of this process per answered request, in ms (autocannon's share included,
+   * the same on both sides): steadier than throughput on a machine others load too.
+   */
+  cpuPerRequest: number;
 }
 
 export async function measure(name: string, url: string, headers: Record<string, string>, seconds: number, connections = 10): Promise<Measured> {
+  const cpu = process.cpuUsage();
   const result = await autocannon({ url, headers, duration: seconds, connections });
-  return { name, requests: result.requests.average, p50: result.latency.p50, p99: result.latency.p99, non2xx: result.non2xx };
+  const used = process.cpuUsage(cpu);
+  const answered = Math.max(1, result.requests.total);
+  return {
+    name,
+    requests: result.requests.average,
+    p50: result.latency.p50,
+    p99: result.latency.p99,
+    non2xx: result.non2xx,
+    cpuPerRequest: (used.user + used.system) / 1000 / answered,
+  };
 }
 
 export function report(subject: Measured, baseline: Measured): void {
   const row = (m: Measured) =>
-    `${m.name.padEnd(44)} ${m.requests.toFixed(0).padStart(8)} req/s   p50 ${String(m.p50).padStart(4)} ms   p99 ${String(m.p99).padStart(4)} ms   non-2xx ${m.non2xx}`;
+    `${m.name.padEnd(52)} ${m.requests.toFixed(0).padStart(8)} req/s   p50 ${String(m.p50).padStart(4)} ms   p99 ${String(m.p99).padStart(4)} ms   ` +
+    `node ${m.cpuPerRequest.toFixed(2)} ms/req   non-2xx ${m.non2xx}`;
   console.log(row(subject));
   console.log(row(baseline));
   console.log(`ratio (Atrium / baseline throughput): ${(subject.requests / baseline.requests).toFixed(2)}`);
+}
+
+/**
+ * Fails unless Atrium and the baseline answer the same JSON (compared after JSON.parse:
+ * key order may differ). A baseline is only a baseline when it answers the same body.
+ */
+export async function assertSameBody(subjectUrl: string, baselineUrl: string, headers: Record<string, string>): Promise<number> {
+  const [subject, baseline] = await Promise.all([fetch(subjectUrl, { headers }), fetch(baselineUrl, { headers })]);
+  if (subject.status !== 200 || baseline.status !== 200) throw new Error(`answers ${subject.status} (Atrium) and ${baseline.status} (baseline)`);
+  const [subjectText, baselineText] = await Promise.all([subject.text(), baseline.text()]);
+  try {
+    assert.deepStrictEqual(JSON.parse(baselineText), JSON.parse(subjectText));
+  } catch (error) {
+    console.error(`bodies differ for ${subjectUrl}:\n  Atrium:   ${subjectText.slice(0, 600)}\n  baseline: ${baselineText.slice(0, 600)}`);
+    throw error;
+  }
+  return subjectText.length;
+}
+
+const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
+
+/**
+ * Atrium and its baseline measured in alternating slices (`rounds` each, so both meet the
+ * same load from the other agents of a shared machine) at each number of connections;
+ * prints the median of the rounds, both sides and the throughput ratio.
+ */
+export async function comparePair(
+  name: string,
+  subject: { url: string; headers: Record<string, string> },
+  baseline: { url: string; headers: Record<string, string> },
+  options: { seconds: number; rounds: number; connections: number[] },
+): Promise<void> {
+  for (const connections of options.connections) {
+    const runs: { subject: Measured; baseline: Measured }[] = [];
+    for (let round = 0; round < options.rounds; round++) {
+      const b = await measure(`baseline ${name}`, baseline.url, baseline.headers, options.seconds, connections);
+      const s = await measure(`Atrium   ${name}`, subject.url, subject.headers, options.seconds, connections);
+      runs.push({ subject: s, baseline: b });
+    }
+    const pick = (side: 'subject' | 'baseline'): Measured => ({
+      name: runs[0]![side].name,
+      requests: median(runs.map((run) => run[side].requests)),
+      p50: median(runs.map((run) => run[side].p50)),
+      p99: median(runs.map((run) => run[side].p99)),
+      non2xx: runs.reduce((sum, run) => sum + run[side].non2xx, 0),
+      cpuPerRequest: median(runs.map((run) => run[side].cpuPerRequest)),
+    });
+    console.log(`\n${name}: ${connections} connections, median of ${options.rounds} alternating ${options.seconds}s rounds`);
+    report(pick('subject'), pick('baseline'));
+    console.log(`ratios per round: ${runs.map((run) => (run.subject.requests / run.baseline.requests).toFixed(2)).join(' ')}`);
+    const failed = runs.some((run) => run.subject.non2xx > 0 || run.baseline.non2xx > 0);
+    if (failed) {
+      console.log('SOME ANSWERS WERE NOT 2xx: the figures above do not count.');
+      process.exitCode = 1;
+    }
+  }
 }

@@ -6,7 +6,8 @@
  * transaction and answer presented records, never rows. Records a handler has just written,
  * or nests in another resource's answer, are presented with `presentAll` / `presentGrouped`.
  */
-import { and, type SQL } from 'drizzle-orm';
+import { and, sql, type SQL } from 'drizzle-orm';
+import { PgDialect, type SelectedFieldsOrdered } from 'drizzle-orm/pg-core';
 import type { Database, Tx } from '../database/database.ts';
 import { notFound } from '../http/problem.ts';
 import { groupBy, present, readControls, type Controls, type ControlsQuery, type View } from './result-controls.ts';
@@ -61,6 +62,52 @@ async function shaped<Row, Viewer, FilterKey extends string, Shown>(
   return listing.shape ? listing.shape(tx, rows, viewer) : (rows as unknown as Shown[]);
 }
 
+/** Renders SQL to text and parameters, as drizzle does; it holds no state. */
+const dialect = new PgDialect();
+
+/**
+ * A listing's select compiled once per process: drizzle spends more time building a wide
+ * select (columns, joins, names) than PostgreSQL spends answering it, and the text is the
+ * same on every request. Each request renders only its conditions and limit after it.
+ */
+interface CompiledListing {
+  /** `select … from … [joins]`, without where, order or limit. */
+  head: SQL;
+  /** ` order by …`. */
+  order: SQL;
+  /** How drizzle maps the selected columns of a row (decoders, nesting), taken from the builder. */
+  fields: SelectedFieldsOrdered;
+  joinsNotNullableMap: Record<string, boolean> | undefined;
+}
+
+/**
+ * What drizzle's select builder (drizzle-orm 0.45) holds at run time beyond its typed
+ * surface: `prepare` computes the ordered fields and the null map of joined tables that
+ * its own execution uses, without running anything.
+ */
+interface BuilderInternals {
+  toSQL(): { sql: string; params: unknown[] };
+  prepare(name: string): { fields?: SelectedFieldsOrdered; joinsNotNullableMap?: Record<string, boolean> };
+}
+
+/** Compiled listings; null: the listing's select or order carries bound values, so it is built per request. */
+const compiledListings = new WeakMap<object, CompiledListing | null>();
+
+function compiled<Row, Viewer, FilterKey extends string, Shown>(tx: Tx, listing: ListingDefinition<Row, Viewer, FilterKey, Shown>): CompiledListing | null {
+  let found = compiledListings.get(listing);
+  if (found !== undefined) return found;
+  const builder = listing.query(tx) as unknown as BuilderInternals;
+  const head = builder.toSQL();
+  const order = dialect.sqlToQuery(listing.order.length > 0 ? sql` order by ${sql.join(listing.order, sql`, `)}` : sql``);
+  const prepared = builder.prepare('compiled_listing');
+  found =
+    head.params.length === 0 && order.params.length === 0 && prepared.fields
+      ? { head: sql.raw(head.sql), order: sql.raw(order.sql), fields: prepared.fields, joinsNotNullableMap: prepared.joinsNotNullableMap }
+      : null;
+  compiledListings.set(listing, found);
+  return found;
+}
+
 function rowsWhere<Row, Viewer, FilterKey extends string, Shown>(
   tx: Tx,
   listing: ListingDefinition<Row, Viewer, FilterKey, Shown>,
@@ -68,13 +115,23 @@ function rowsWhere<Row, Viewer, FilterKey extends string, Shown>(
   where: SQL | undefined,
   limit: number | undefined,
 ): PromiseLike<Row[]> {
-  return limited(
-    listing
-      .query(tx)
-      .where(and(listing.scope?.(viewer), where))
-      .orderBy(...listing.order),
-    limit,
-  );
+  const condition = and(listing.scope?.(viewer), where);
+  const text = compiled(tx, listing);
+  if (!text) {
+    return limited(
+      listing
+        .query(tx)
+        .where(condition)
+        .orderBy(...listing.order),
+      limit,
+    );
+  }
+  // The same statement drizzle's builder makes (`… where … order by … limit …`), rendered from the compiled text.
+  const parts = [text.head, condition ? sql` where ${condition}` : undefined, text.order, limit ? sql` limit ${limit}` : undefined];
+  const statement = sql.join(parts.filter((part): part is SQL => part !== undefined));
+  const query = tx._.session.prepareQuery(dialect.sqlToQuery(statement), text.fields, undefined, true);
+  (query as unknown as { joinsNotNullableMap?: Record<string, boolean> }).joinsNotNullableMap = text.joinsNotNullableMap;
+  return query.execute() as Promise<Row[]>;
 }
 
 /**

@@ -44,7 +44,11 @@ export interface ViewDefinition<Row, Viewer, FilterKey extends string> {
    * viewer is there so a filter never matches on what the viewer may not see.
    */
   filters?: Record<FilterKey, (value: never, viewer: Viewer) => SQL | undefined>;
-  /** Which kinds of fields `viewer` may see on `row` (or, without a row, in general). */
+  /**
+   * Which kinds of fields `viewer` may see on `row` (or, without a row, in general). What the
+   * viewer may see in general it may see on every row: `present` asks about a row only for
+   * the kinds the viewer may not see in general.
+   */
   visible: (viewer: Viewer, visibility: Visibility, row?: Row) => boolean;
 }
 
@@ -127,7 +131,71 @@ export function readControls<Row, Viewer, FilterKey extends string>(
   return { selects, relations, limit: query.limit, where: conditions.length > 0 ? and(...conditions) : undefined };
 }
 
-/** Shapes rows into answers: only visible (and selected) fields, plus requested relations. */
+/** One shown field or relation: its visibility, and whether the viewer may see that kind in general. */
+interface Shown<Row> {
+  name: string;
+  visibility: Visibility;
+  /** Visible on every row; otherwise `visible` is asked row by row (e.g. one's own user record). */
+  everywhere: boolean;
+  value: (row: Row) => unknown;
+}
+
+/**
+ * What `present` shows of each row, judged once per call rather than per row and field:
+ * the selected fields and the permitted relations, each with whether the viewer may see its
+ * kind in general (`visible` without a row, asked once per kind).
+ */
+function presentationPlan<Row, Viewer, FilterKey extends string>(
+  view: View<Row, Viewer, FilterKey>,
+  controls: { selects: readonly string[] | null; relations: readonly string[] },
+  viewer: Viewer,
+  loaded: Map<string, Map<unknown, unknown>>,
+): { fields: Shown<Row>[]; relations: Shown<Row>[] } {
+  const inGeneral = new Map<Visibility, boolean>();
+  const everywhere = (visibility: Visibility) => {
+    let seen = inGeneral.get(visibility);
+    if (seen === undefined) inGeneral.set(visibility, (seen = view.visible(viewer, visibility)));
+    return seen;
+  };
+  const selected = controls.selects ? new Set(controls.selects) : null;
+  const fields: Shown<Row>[] = [];
+  for (const [name, field] of Object.entries(view.fields)) {
+    if (selected ? !selected.has(name) : field.onlyWhenSelected) continue;
+    const visibility = field.visibility ?? 'public';
+    const compute = field.value;
+    fields.push({
+      name,
+      visibility,
+      everywhere: everywhere(visibility),
+      value: compute ? (row) => compute(row, viewer) : (row) => (row as Record<string, unknown>)[name],
+    });
+  }
+  const relations: Shown<Row>[] = [];
+  for (const name of controls.relations) {
+    const relation = view.relations?.[name];
+    // Relations the viewer lacks the permission for are skipped, whoever built the controls.
+    if (!relationPermitted(relation, viewer)) continue;
+    const visibility = relation?.visibility ?? 'public';
+    const byKey = loaded.get(name);
+    const empty = relation?.empty ?? null;
+    relations.push({
+      name,
+      visibility,
+      everywhere: everywhere(visibility),
+      value: (row) => {
+        const value = byKey?.get(view.key(row));
+        return value === undefined ? empty : value;
+      },
+    });
+  }
+  return { fields, relations };
+}
+
+/**
+ * Shapes rows into answers: only visible (and selected) fields, plus requested relations.
+ * The relations load with one query each, sent together (one round trip where the driver
+ * pipelines them).
+ */
 export async function present<Row, Viewer, FilterKey extends string>(
   view: View<Row, Viewer, FilterKey>,
   tx: Tx,
@@ -136,24 +204,25 @@ export async function present<Row, Viewer, FilterKey extends string>(
   viewer: Viewer,
 ): Promise<Record<string, unknown>[]> {
   const loaded = new Map<string, Map<unknown, unknown>>();
-  // Relations the viewer lacks the permission for are skipped, whoever built the controls.
-  const relations = controls.relations.filter((name) => relationPermitted(view.relations?.[name], viewer));
-  for (const name of relations) {
-    const relation = view.relations?.[name];
-    if (relation && rows.length > 0) loaded.set(name, await relation.load(tx, rows, viewer));
+  if (rows.length > 0) {
+    const wanted = controls.relations.filter((name) => view.relations?.[name] && relationPermitted(view.relations[name], viewer));
+    const maps = await Promise.all(wanted.map((name) => view.relations![name]!.load(tx, rows, viewer)));
+    wanted.forEach((name, i) => loaded.set(name, maps[i]!));
   }
-  const entries = Object.entries(view.fields);
+  const plan = presentationPlan(view, controls, viewer, loaded);
+  const shown = [...plan.fields, ...plan.relations];
+  const everywhere = shown.every((item) => item.everywhere);
   return rows.map((row) => {
+    // Kinds not visible in general are judged once per row.
+    const onRow = everywhere ? null : new Map<Visibility, boolean>();
     const out: Record<string, unknown> = {};
-    for (const [name, field] of entries) {
-      const wanted = controls.selects ? controls.selects.includes(name) : !field.onlyWhenSelected;
-      if (!wanted || !view.visible(viewer, field.visibility ?? 'public', row)) continue;
-      out[name] = field.value ? field.value(row, viewer) : (row as Record<string, unknown>)[name];
-    }
-    for (const name of relations) {
-      if (!view.visible(viewer, view.relations?.[name]?.visibility ?? 'public', row)) continue;
-      const value = loaded.get(name)?.get(view.key(row));
-      out[name] = value === undefined ? (view.relations?.[name]?.empty ?? null) : value;
+    for (const item of shown) {
+      if (!item.everywhere) {
+        let visible = onRow!.get(item.visibility);
+        if (visible === undefined) onRow!.set(item.visibility, (visible = view.visible(viewer, item.visibility, row)));
+        if (!visible) continue;
+      }
+      out[item.name] = item.value(row);
     }
     return out;
   });

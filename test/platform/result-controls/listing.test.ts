@@ -3,7 +3,7 @@
  * (tenant-owned, row-level security like the application's): what list and show endpoints
  * answer, in which order they check, and how many statements they send.
  */
-import { and, asc, eq, inArray, or, sql } from 'drizzle-orm';
+import { and, asc, eq, getTableColumns, inArray, or, sql } from 'drizzle-orm';
 import { boolean, integer, pgTable, text } from 'drizzle-orm/pg-core';
 import t from 'tap';
 import type { Permission } from '../../../src/platform/auth/permissions.ts';
@@ -259,6 +259,39 @@ t.test('listRecords: the statement count does not grow with the rows', async (t)
   t.equal(all.count, 4, 'tenant setting, rows, one per relation');
   const none = await statements(() => listRecords(db, tenantId, bookListing, { ...relations, filter: { title: 'Nothing' } }, librarian));
   t.equal(none.count, 2, 'no rows: no relation is loaded');
+});
+
+t.test('listRecords: a listing’s select is built once; each request renders only its conditions and limit', async (t) => {
+  let built = 0;
+  const counted: Listing<BookRow, Viewer, 'title' | 'shelf_id'> = {
+    ...bookListing,
+    query: (tx) => {
+      built++;
+      return tx.select().from(books);
+    },
+  };
+  t.strictSame(ids(await listRecords(db, tenantId, counted, { selects: 'id', filter: { shelf_id: 2 } }, librarian)), [2]);
+  t.strictSame(await listRecords(db, tenantId, counted, { selects: 'id,title', relations: '', limit: 2 }, reader), [
+    { id: 2, title: 'Emma' },
+    { id: 3, title: 'Ulysses' },
+  ]);
+  t.strictSame(ids(await listRecords(db, tenantId, counted, { selects: 'id' }, reader)), [2, 3, 4, 1], 'the scope’s value is bound anew');
+  t.equal(built, 1, 'built for the first request only');
+
+  // A select carrying a bound value is built per request; it answers the same.
+  let boundBuilt = 0;
+  const bound: Listing<BookRow & { label: string }, Viewer, 'title' | 'shelf_id'> = {
+    view: bookView,
+    scope: bookListing.scope,
+    order: bookListing.order,
+    query: (tx) => {
+      boundBuilt++;
+      return tx.select({ ...getTableColumns(books), label: sql<string>`${'B-'} || ${books.id}` }).from(books);
+    },
+  };
+  t.strictSame(ids(await listRecords(db, tenantId, bound, { selects: 'id', filter: { shelf_id: 2 } }, librarian)), [2]);
+  t.strictSame(ids(await listRecords(db, tenantId, bound, { selects: 'id' }, reader)), [2, 3, 4, 1]);
+  t.ok(boundBuilt >= 2, 'built on every request');
 });
 
 t.test('showRecord by condition: within the scope, or 404; controls judged first', async (t) => {

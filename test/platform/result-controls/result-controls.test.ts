@@ -194,6 +194,61 @@ t.test('present: one load per relation for all rows; empty values; row-wise visi
   t.strictSame(loads, []);
 });
 
+t.test('present asks about a row only for the kinds the viewer may not see in general', async (t) => {
+  const asked: string[] = [];
+  const counted = defineView<Row, Viewer>({
+    ...view,
+    filters: {},
+    visible: (who, visibility, row) => {
+      asked.push(`${visibility}${row ? `@${row.id}` : ''}`);
+      return view.visible(who, visibility, row);
+    },
+  });
+  const shown = await present(counted, noTransaction, rows, { selects: null, relations: [] }, reader);
+  t.strictSame(
+    shown.map((record) => Object.keys(record)),
+    [
+      ['id', 'name', 'display', 'email', 'salary'],
+      ['id', 'name', 'display'],
+      ['id', 'name', 'display'],
+    ],
+    'the own row shows every field; the others only public ones',
+  );
+  t.strictSame(asked, [
+    'public',
+    'personal',
+    'administrative',
+    'personal@1',
+    'administrative@1',
+    'personal@2',
+    'administrative@2',
+    'personal@3',
+    'administrative@3',
+  ]);
+  asked.length = 0;
+  await present(counted, noTransaction, rows, { selects: null, relations: [] }, administrator);
+  t.strictSame(asked, ['public', 'personal', 'administrative'], 'an administrator sees every kind in general: no row is asked about');
+});
+
+t.test('present sends the relation loads together, not one after another', async (t) => {
+  const events: string[] = [];
+  const slowLoad = (name: string) => async () => {
+    events.push(`${name} started`);
+    await new Promise((resolve) => setImmediate(resolve));
+    events.push(`${name} done`);
+    return new Map<unknown, unknown>();
+  };
+  const together = defineView<Row, Viewer>({
+    key: (row) => row.id,
+    visible: () => true,
+    fields: { id: {} },
+    relations: { first: { empty: null, load: slowLoad('first') }, second: { empty: [], load: slowLoad('second') } },
+  });
+  const shown = await present(together, noTransaction, rows.slice(0, 1), { selects: null, relations: ['first', 'second'] }, reader);
+  t.strictSame(shown, [{ id: 1, first: null, second: [] }]);
+  t.strictSame(events, ['first started', 'second started', 'first done', 'second done']);
+});
+
 t.test('groupBy keeps item order within and across keys', async (t) => {
   const groups = groupBy(
     [
