@@ -2,40 +2,21 @@
  * Benchmark: authenticated GET /api/users/current through the whole stack (spec-bound
  * route, security-definer token lookup, tenant transaction under row-level security,
  * result controls, schema serialization) beside a bare Fastify route that answers the
- * SAME JSON body (checked byte for byte before timing) from one raw query as the owner.
- * The two run in alternating slices (a pair), at 10 and at 64 connections; it prints each
- * side's throughput, the ratio, and the median over the slices of p50 and p99.
- *   npm run bench [-- seconds per side and connection count, default 10]
+ * SAME JSON body (checked before timing) from one raw query as the owner. The two run in
+ * alternating rounds (ROUNDS, default 3) at 10 and at 64 connections; it prints each
+ * side's throughput, the ratio, and the median over the rounds of p50 and p99.
+ *   npm run bench [-- seconds per round, default 3]
  *   BENCH_COMPILED=1: Atrium from the compiled output (dist/, `npm run build` first), as `npm start` runs it.
  */
-import { isDeepStrictEqual } from 'node:util';
 import Fastify from 'fastify';
-import pino from 'pino';
 import postgres from 'postgres';
-import { loadConfig } from '../../src/config.ts';
-import type { createAtrium as createAtriumFromSource } from '../../src/server.ts';
 import { hashToken } from '../../src/platform/auth/tokens.ts';
-import { measure, throwawayDatabase, type Measured } from './support.ts';
+import { assertSameBody, benchAtrium, comparePair, throwawayDatabase } from './support.ts';
 
-const seconds = Number(process.argv[2] ?? 10);
-const SLICE_SECONDS = 2;
+const seconds = Number(process.argv[2] ?? 3);
+const rounds = Number(process.env.ROUNDS ?? 3);
 const database = await throwawayDatabase();
-const { createAtrium } = (
-  process.env.BENCH_COMPILED ? await import(new URL('../../dist/src/server.js', import.meta.url).href) : await import('../../src/server.ts')
-) as { createAtrium: typeof createAtriumFromSource };
-const atrium = await createAtrium(
-  {
-    ...loadConfig({}),
-    databaseUrl: database.url,
-    logLevel: 'silent',
-    adminPassword: 'benchmark-password',
-    role: 'api',
-    // The general rate limit stays in the path, at a height one client cannot reach.
-    rateLimitPerToken: 2 ** 31 - 1,
-    rateLimitPerAddress: 2 ** 31 - 1,
-  },
-  { logger: pino({ level: 'silent' }) },
-);
+const atrium = await benchAtrium(database.url);
 const login = await atrium.app!.inject({
   method: 'POST',
   url: '/api/auth/login',
@@ -107,57 +88,9 @@ const bareAddress = await bare.listen({ host: '127.0.0.1', port: 0 });
 const headers = { authorization: `Bearer ${token}` };
 const atriumUrl = `${atriumAddress}/api/users/current`;
 const bareUrl = `${bareAddress}/current`;
-const [atriumCheck, bareCheck] = await Promise.all([fetch(atriumUrl, { headers }), fetch(bareUrl, { headers })]);
-if (atriumCheck.status !== 200 || bareCheck.status !== 200) throw new Error(`Atrium answered ${atriumCheck.status}, the baseline ${bareCheck.status}`);
-const [atriumBody, bareBody] = await Promise.all([atriumCheck.text(), bareCheck.text()]);
-if (atriumBody !== bareBody) {
-  const parsed = [JSON.parse(atriumBody) as unknown, JSON.parse(bareBody) as unknown];
-  const why = isDeepStrictEqual(parsed[0], parsed[1]) ? 'same values, different bytes (key order)' : 'different values';
-  throw new Error(`The baseline's body differs from Atrium's (${why}):\n${atriumBody}\n${bareBody}`);
-}
-console.log(`same body on both sides (${atriumBody.length} bytes)`);
-
-const median = (values: number[]) => {
-  const sorted = [...values].sort((a, b) => a - b);
-  const middle = Math.floor(sorted.length / 2);
-  return sorted.length % 2 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
-};
-
-/** `seconds` per side in alternating slices: load on the machine drifts over both alike. */
-async function pair(connections: number): Promise<[Measured, Measured]> {
-  const sides = [
-    { name: 'Atrium: GET /api/users/current', url: atriumUrl, slices: [] as Measured[] },
-    { name: 'baseline: bare Fastify, same body', url: bareUrl, slices: [] as Measured[] },
-  ];
-  // Warm-up: connections opened, statements prepared, code optimised.
-  for (const side of sides) await measure(side.name, side.url, headers, 1, connections);
-  for (let slice = 0; slice < Math.max(1, Math.round(seconds / SLICE_SECONDS)); slice++) {
-    for (const side of slice % 2 ? [...sides].reverse() : sides) side.slices.push(await measure(side.name, side.url, headers, SLICE_SECONDS, connections));
-  }
-  const [subject, baseline] = sides.map(({ name, slices }): Measured => ({
-    name,
-    requests: slices.reduce((sum, m) => sum + m.requests, 0) / slices.length,
-    p50: median(slices.map((m) => m.p50)),
-    p99: median(slices.map((m) => m.p99)),
-    non2xx: slices.reduce((sum, m) => sum + m.non2xx, 0),
-  }));
-  return [subject!, baseline!];
-}
-
-const row = (m: Measured) =>
-  `  ${m.name.padEnd(36)} ${m.requests.toFixed(0).padStart(7)} req/s   p50 ${m.p50.toFixed(1).padStart(5)} ms   p99 ${m.p99.toFixed(1).padStart(5)} ms   non-2xx ${m.non2xx}`;
-console.log(
-  `GET /api/users/current vs a bare route with the same body; ${seconds}s per side in ${SLICE_SECONDS}s alternating slices${process.env.BENCH_COMPILED ? ', compiled' : ''}`,
-);
-for (const connections of [10, 64]) {
-  const [subject, baseline] = await pair(connections);
-  console.log(`${connections} connections`);
-  console.log(row(subject));
-  console.log(row(baseline));
-  console.log(
-    `  ratio (Atrium / baseline throughput): ${(subject.requests / baseline.requests).toFixed(2)}; Atrium p99/p50 ${(subject.p99 / subject.p50).toFixed(1)}`,
-  );
-}
+const bytes = await assertSameBody(atriumUrl, bareUrl, headers);
+console.log(`same body on both sides (${bytes} bytes)${process.env.BENCH_COMPILED ? '; Atrium compiled' : ''}`);
+await comparePair('GET /api/users/current', { url: atriumUrl, headers }, { url: bareUrl, headers }, { seconds, rounds, connections: [10, 64] });
 
 await bare.close();
 await sql.end();

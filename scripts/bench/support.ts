@@ -9,7 +9,7 @@ import pino from 'pino';
 import postgres from 'postgres';
 import { loadConfig } from '../../src/config.ts';
 import { startEmbeddedPostgres } from '../../src/platform/database/embedded.ts';
-import { createAtrium } from '../../src/server.ts';
+import type { createAtrium as createAtriumFromSource } from '../../src/server.ts';
 
 export async function throwawayDatabase(): Promise<{ url: string; drop(): Promise<void> }> {
   if (process.env.DATABASE_URL) {
@@ -37,7 +37,14 @@ export async function throwawayDatabase(): Promise<{ url: string; drop(): Promis
   };
 }
 
+/**
+ * Atrium on `url` as an API process, from the source or, with BENCH_COMPILED=1, from the
+ * compiled output (dist/; `npm run build` first) as `npm start` runs it.
+ */
 export async function benchAtrium(url: string) {
+  const { createAtrium } = (
+    process.env.BENCH_COMPILED ? await import(new URL('../../dist/src/server.js', import.meta.url).href) : await import('../../src/server.ts')
+  ) as { createAtrium: typeof createAtriumFromSource };
   return createAtrium(
     // No rate limit: a benchmark's one token would otherwise be answered 429 after 600 requests.
     { ...loadConfig({}), databaseUrl: url, logLevel: 'silent', adminPassword: 'benchmark-password', role: 'api', rateLimitPerToken: 0, rateLimitPerAddress: 0 },
@@ -79,7 +86,9 @@ export function report(subject: Measured, baseline: Measured): void {
     `node ${m.cpuPerRequest.toFixed(2)} ms/req   non-2xx ${m.non2xx}`;
   console.log(row(subject));
   console.log(row(baseline));
-  console.log(`ratio (Atrium / baseline throughput): ${(subject.requests / baseline.requests).toFixed(2)}`);
+  console.log(
+    `ratio (Atrium / baseline throughput): ${(subject.requests / baseline.requests).toFixed(2)}; Atrium p99/p50 ${(subject.p99 / subject.p50).toFixed(1)}`,
+  );
 }
 
 /**
@@ -114,6 +123,9 @@ export async function comparePair(
 ): Promise<void> {
   for (const connections of options.connections) {
     const runs: { subject: Measured; baseline: Measured }[] = [];
+    // Warm-up: connections opened, statements prepared, code optimised on both sides.
+    await measure('warm-up', baseline.url, baseline.headers, 1, connections);
+    await measure('warm-up', subject.url, subject.headers, 1, connections);
     for (let round = 0; round < options.rounds; round++) {
       const b = await measure(`baseline ${name}`, baseline.url, baseline.headers, options.seconds, connections);
       const s = await measure(`Atrium   ${name}`, subject.url, subject.headers, options.seconds, connections);
