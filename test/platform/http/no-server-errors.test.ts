@@ -381,7 +381,9 @@ function sample(node: any, field?: string, depth = 0): unknown {
   let schema = effective(node);
   if (schema.const !== undefined) return schema.const;
   if (schema.default !== undefined) return schema.default;
-  if (schema.examples?.length && !NAMED_TEXT.some(([name]) => name.test(field ?? ''))) return schema.examples[0];
+  // A scalar's example; a record's example names the demo tenant's rows, not this file's fixtures.
+  const scalar = typeof schema.examples?.[0] !== 'object' || schema.examples[0] === null;
+  if (schema.examples?.length && scalar && !NAMED_TEXT.some(([name]) => name.test(field ?? ''))) return schema.examples[0];
   if (Array.isArray(schema.enum)) return schema.enum.find((value: unknown) => value !== null) ?? null;
   const branch = (schema.oneOf ?? schema.anyOf)?.[0];
   if (branch && !schema.properties) {
