@@ -4,9 +4,10 @@
  * request may see, the list order); its list and show handlers call `listRecords` and
  * `showRecord`, which read the controls (a 422 before any query), run the tenant's
  * transaction and answer presented records, never rows. `listRecords` also pages
- * (docs/api-conventions.md#paging): it applies `offset` and a listing's cursor and marks a
- * page that more records follow with the query of the next one (http/next-page.ts). Records a handler has just written,
- * or nests in another resource's answer, are presented with `presentAll` / `presentGrouped`.
+ * (docs/api-conventions.md#paging): it applies `offset` and a listing's cursor, and marks
+ * a page that more records follow with the query of the next one (http/next-page.ts).
+ * Records a handler has just written, or nests in another resource's answer, are
+ * presented with `presentAll` / `presentGrouped`.
  */
 import { and, sql, type SQL } from 'drizzle-orm';
 import { PgDialect, type SelectedFieldsOrdered } from 'drizzle-orm/pg-core';
