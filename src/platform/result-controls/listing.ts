@@ -91,7 +91,7 @@ const dialect = new PgDialect();
 /**
  * A listing's select compiled once per process: drizzle spends more time building a wide
  * select (columns, joins, names) than PostgreSQL spends answering it, and the text is the
- * same on every request. Each request renders only its conditions and limit after it.
+ * same on every request. Each request renders only its conditions, limit and offset after it.
  */
 interface CompiledListing {
   /** `select … from … [joins]`, without where, order or limit. */
