@@ -1142,6 +1142,13 @@ export interface paths {
         /**
          * The caller's notifications
          * @description Only the caller's own notifications, newest first (`created_at`, then `id`). Relations `notifiable`, `targetable`.
+         *     Paging (extension): new notifications arrive at the head of this list while a
+         *     client pages through it, so with `limit` the next page is linked by the cursor
+         *     `before_id` (the last notification answered), not by `offset`: following the
+         *     `Link` headers answers every notification that existed when paging began exactly
+         *     once, whatever arrives meanwhile, and none twice. New ones sort by when their
+         *     storing transaction began, normally at the head: fetch the first page again, or
+         *     follow the live stream. `offset` is taken as well and counts from the cursor.
          *     Old notifications are deleted once the installation's retention has passed: by default
          *     read ones 90 days after they were read, unread ones 365 days after they were created
          *     (set by the operator).
@@ -1274,7 +1281,11 @@ export interface paths {
             };
             cookie?: never;
         };
-        /** The caller's notifications about one kind of target */
+        /**
+         * The caller's notifications about one kind of target
+         * @description As `GET /api/notifications`, narrowed to `targetable_type`, newest first, and paged
+         *     the same way: with `limit` the next page is linked by the cursor `before_id`.
+         */
         get: operations["listNotificationsByType"];
         /**
          * Mark the caller's unread notifications about one kind of target
@@ -5001,6 +5012,7 @@ export interface components {
         /** @description The caller's notifications, newest first. */
         List: {
             headers: {
+                Link: components["headers"]["NextPageLink"];
                 "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                 "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                 "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
@@ -5080,6 +5092,14 @@ export interface components {
     };
     parameters: {
         /**
+         * @description Paging cursor (extension): only the caller's notifications that come after this one
+         *     in the list's order (newest first), i.e. older ones; ties on `created_at` are
+         *     ordered by id. It must name one of the caller's notifications (422 `does not
+         *     exist` otherwise, also once that notification has been deleted). The `Link`
+         *     header of a page with more after it sets it to the page's last notification.
+         */
+        BeforeId: string;
+        /**
          * @example {
          *       "unread": true
          *     }
@@ -5096,6 +5116,13 @@ export interface components {
          */
         NoFilter: Record<string, never>;
         Notification: string;
+        /**
+         * @description Paging (extension): how many records of the list, in its documented order, to skip
+         *     before the first one answered. Default 0; beyond the end the answer is an empty
+         *     list. With `limit`, an answer that stops before the end of the list carries a
+         *     `Link` header to the next page.
+         */
+        Offset: number;
         /** @description Pipe-separated relation names to include. */
         Relations: string;
         RoleParameter: components["schemas"]["Id"];
@@ -5128,6 +5155,14 @@ export interface components {
         };
     };
     headers: {
+        /**
+         * @description Paging (extension; RFC 8288): `<…>; rel="next"`, sent when `limit` was given and
+         *     more records follow this page. The target is a relative reference (resolve it
+         *     against the request's URL): this request's query with the parameter that leads
+         *     to the next page (`offset`, or `before_id` on the notification lists) replaced.
+         *     Absent on the last page.
+         */
+        NextPageLink: string;
         /**
          * @description Requests the general rate limit allows per window (of whichever limit, per access
          *     token or per client address, is closer). Sent on every answer that a limit counts:
@@ -5178,6 +5213,13 @@ export interface operations {
                 filter?: components["parameters"]["NoFilter"];
                 /** @description Maximum number of records. Default no limit. */
                 limit?: components["parameters"]["Limit"];
+                /**
+                 * @description Paging (extension): how many records of the list, in its documented order, to skip
+                 *     before the first one answered. Default 0; beyond the end the answer is an empty
+                 *     list. With `limit`, an answer that stops before the end of the list carries a
+                 *     `Link` header to the next page.
+                 */
+                offset?: components["parameters"]["Offset"];
                 /** @description Comma-separated field names to return. Default all visible fields. */
                 selects?: components["parameters"]["Selects"];
             };
@@ -5190,6 +5232,7 @@ export interface operations {
             /** @description The attribute sets. */
             200: {
                 headers: {
+                    Link: components["headers"]["NextPageLink"];
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
@@ -5348,6 +5391,13 @@ export interface operations {
                 filter?: components["parameters"]["NoFilter"];
                 /** @description Maximum number of records. Default no limit. */
                 limit?: components["parameters"]["Limit"];
+                /**
+                 * @description Paging (extension): how many records of the list, in its documented order, to skip
+                 *     before the first one answered. Default 0; beyond the end the answer is an empty
+                 *     list. With `limit`, an answer that stops before the end of the list carries a
+                 *     `Link` header to the next page.
+                 */
+                offset?: components["parameters"]["Offset"];
                 /** @description Pipe-separated relation names to include. */
                 relations?: components["parameters"]["Relations"];
                 /** @description Comma-separated field names to return. Default all visible fields. */
@@ -5362,6 +5412,7 @@ export interface operations {
             /** @description The automations. */
             200: {
                 headers: {
+                    Link: components["headers"]["NextPageLink"];
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
@@ -5525,6 +5576,13 @@ export interface operations {
                 };
                 /** @description Maximum number of records. Default no limit. */
                 limit?: components["parameters"]["Limit"];
+                /**
+                 * @description Paging (extension): how many records of the list, in its documented order, to skip
+                 *     before the first one answered. Default 0; beyond the end the answer is an empty
+                 *     list. With `limit`, an answer that stops before the end of the list carries a
+                 *     `Link` header to the next page.
+                 */
+                offset?: components["parameters"]["Offset"];
                 /** @description Pipe-separated relation names to include. */
                 relations?: components["parameters"]["Relations"];
                 /** @description Comma-separated field names to return. Default all visible fields. */
@@ -5541,6 +5599,7 @@ export interface operations {
             /** @description The deliveries. */
             200: {
                 headers: {
+                    Link: components["headers"]["NextPageLink"];
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
@@ -5640,6 +5699,13 @@ export interface operations {
                 filter?: components["parameters"]["NoFilter"];
                 /** @description Maximum number of records. Default no limit. */
                 limit?: components["parameters"]["Limit"];
+                /**
+                 * @description Paging (extension): how many records of the list, in its documented order, to skip
+                 *     before the first one answered. Default 0; beyond the end the answer is an empty
+                 *     list. With `limit`, an answer that stops before the end of the list carries a
+                 *     `Link` header to the next page.
+                 */
+                offset?: components["parameters"]["Offset"];
                 /** @description Pipe-separated relation names to include. */
                 relations?: components["parameters"]["Relations"];
                 /** @description Comma-separated field names to return. Default all visible fields. */
@@ -5654,6 +5720,7 @@ export interface operations {
             /** @description All items. */
             200: {
                 headers: {
+                    Link: components["headers"]["NextPageLink"];
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
@@ -5914,6 +5981,13 @@ export interface operations {
                 };
                 /** @description Maximum number of records. Default no limit. */
                 limit?: components["parameters"]["Limit"];
+                /**
+                 * @description Paging (extension): how many records of the list, in its documented order, to skip
+                 *     before the first one answered. Default 0; beyond the end the answer is an empty
+                 *     list. With `limit`, an answer that stops before the end of the list carries a
+                 *     `Link` header to the next page.
+                 */
+                offset?: components["parameters"]["Offset"];
                 /** @description Pipe-separated relation names to include. */
                 relations?: components["parameters"]["Relations"];
                 /** @description Comma-separated field names to return. Default all visible fields. */
@@ -5928,6 +6002,7 @@ export interface operations {
             /** @description The fields. */
             200: {
                 headers: {
+                    Link: components["headers"]["NextPageLink"];
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
@@ -6084,6 +6159,13 @@ export interface operations {
                 filter?: components["parameters"]["NoFilter"];
                 /** @description Maximum number of records. Default no limit. */
                 limit?: components["parameters"]["Limit"];
+                /**
+                 * @description Paging (extension): how many records of the list, in its documented order, to skip
+                 *     before the first one answered. Default 0; beyond the end the answer is an empty
+                 *     list. With `limit`, an answer that stops before the end of the list carries a
+                 *     `Link` header to the next page.
+                 */
+                offset?: components["parameters"]["Offset"];
                 /** @description Pipe-separated relation names to include. */
                 relations?: components["parameters"]["Relations"];
                 /** @description Comma-separated field names to return. Default all visible fields. */
@@ -6098,6 +6180,7 @@ export interface operations {
             /** @description The forms. */
             200: {
                 headers: {
+                    Link: components["headers"]["NextPageLink"];
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
@@ -6255,6 +6338,13 @@ export interface operations {
                 filter?: components["parameters"]["NoFilter"];
                 /** @description Maximum number of records. Default no limit. */
                 limit?: components["parameters"]["Limit"];
+                /**
+                 * @description Paging (extension): how many records of the list, in its documented order, to skip
+                 *     before the first one answered. Default 0; beyond the end the answer is an empty
+                 *     list. With `limit`, an answer that stops before the end of the list carries a
+                 *     `Link` header to the next page.
+                 */
+                offset?: components["parameters"]["Offset"];
                 /** @description Pipe-separated relation names to include. */
                 relations?: components["parameters"]["Relations"];
                 /** @description Comma-separated field names to return. Default all visible fields. */
@@ -6269,6 +6359,7 @@ export interface operations {
             /** @description The task templates. */
             200: {
                 headers: {
+                    Link: components["headers"]["NextPageLink"];
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
@@ -6613,6 +6704,13 @@ export interface operations {
                 filter?: components["parameters"]["NoFilter"];
                 /** @description Maximum number of records. Default no limit. */
                 limit?: components["parameters"]["Limit"];
+                /**
+                 * @description Paging (extension): how many records of the list, in its documented order, to skip
+                 *     before the first one answered. Default 0; beyond the end the answer is an empty
+                 *     list. With `limit`, an answer that stops before the end of the list carries a
+                 *     `Link` header to the next page.
+                 */
+                offset?: components["parameters"]["Offset"];
                 /** @description Pipe-separated relation names to include. */
                 relations?: components["parameters"]["Relations"];
                 /** @description Comma-separated field names to return. Default all visible fields. */
@@ -6627,6 +6725,7 @@ export interface operations {
             /** @description The tokens. */
             200: {
                 headers: {
+                    Link: components["headers"]["NextPageLink"];
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
@@ -6953,6 +7052,13 @@ export interface operations {
                 };
                 /** @description Maximum number of records. Default no limit. */
                 limit?: components["parameters"]["Limit"];
+                /**
+                 * @description Paging (extension): how many records of the list, in its documented order, to skip
+                 *     before the first one answered. Default 0; beyond the end the answer is an empty
+                 *     list. With `limit`, an answer that stops before the end of the list carries a
+                 *     `Link` header to the next page.
+                 */
+                offset?: components["parameters"]["Offset"];
                 /** @description Pipe-separated relation names to include. */
                 relations?: components["parameters"]["Relations"];
                 /** @description Comma-separated field names to return. Default all visible fields. */
@@ -6967,6 +7073,7 @@ export interface operations {
             /** @description The departments. */
             200: {
                 headers: {
+                    Link: components["headers"]["NextPageLink"];
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
@@ -7152,6 +7259,13 @@ export interface operations {
                 filter?: components["parameters"]["NoFilter"];
                 /** @description Maximum number of records. Default no limit. */
                 limit?: components["parameters"]["Limit"];
+                /**
+                 * @description Paging (extension): how many records of the list, in its documented order, to skip
+                 *     before the first one answered. Default 0; beyond the end the answer is an empty
+                 *     list. With `limit`, an answer that stops before the end of the list carries a
+                 *     `Link` header to the next page.
+                 */
+                offset?: components["parameters"]["Offset"];
                 /** @description Pipe-separated relation names to include. */
                 relations?: components["parameters"]["Relations"];
                 /** @description Comma-separated field names to return. Default all visible fields. */
@@ -7166,6 +7280,7 @@ export interface operations {
             /** @description The visible items. */
             200: {
                 headers: {
+                    Link: components["headers"]["NextPageLink"];
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
@@ -7226,6 +7341,13 @@ export interface operations {
                 filter?: components["parameters"]["NoFilter"];
                 /** @description Maximum number of records. Default no limit. */
                 limit?: components["parameters"]["Limit"];
+                /**
+                 * @description Paging (extension): how many records of the list, in its documented order, to skip
+                 *     before the first one answered. Default 0; beyond the end the answer is an empty
+                 *     list. With `limit`, an answer that stops before the end of the list carries a
+                 *     `Link` header to the next page.
+                 */
+                offset?: components["parameters"]["Offset"];
                 /** @description Pipe-separated relation names to include. */
                 relations?: components["parameters"]["Relations"];
                 /** @description Comma-separated field names to return. Default all visible fields. */
@@ -7240,6 +7362,7 @@ export interface operations {
             /** @description The settings. */
             200: {
                 headers: {
+                    Link: components["headers"]["NextPageLink"];
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
@@ -7294,6 +7417,14 @@ export interface operations {
         parameters: {
             query?: {
                 /**
+                 * @description Paging cursor (extension): only the caller's notifications that come after this one
+                 *     in the list's order (newest first), i.e. older ones; ties on `created_at` are
+                 *     ordered by id. It must name one of the caller's notifications (422 `does not
+                 *     exist` otherwise, also once that notification has been deleted). The `Link`
+                 *     header of a page with more after it sets it to the page's last notification.
+                 */
+                before_id?: components["parameters"]["BeforeId"];
+                /**
                  * @example {
                  *       "unread": true
                  *     }
@@ -7301,6 +7432,13 @@ export interface operations {
                 filter?: components["parameters"]["Filter"];
                 /** @description Maximum number of records. Default no limit. */
                 limit?: components["parameters"]["Limit"];
+                /**
+                 * @description Paging (extension): how many records of the list, in its documented order, to skip
+                 *     before the first one answered. Default 0; beyond the end the answer is an empty
+                 *     list. With `limit`, an answer that stops before the end of the list carries a
+                 *     `Link` header to the next page.
+                 */
+                offset?: components["parameters"]["Offset"];
                 /** @description Pipe-separated relation names to include. */
                 relations?: components["parameters"]["Relations"];
                 /** @description Comma-separated field names to return. Default all visible fields. */
@@ -7509,12 +7647,27 @@ export interface operations {
         parameters: {
             query?: {
                 /**
+                 * @description Paging cursor (extension): only the caller's notifications that come after this one
+                 *     in the list's order (newest first), i.e. older ones; ties on `created_at` are
+                 *     ordered by id. It must name one of the caller's notifications (422 `does not
+                 *     exist` otherwise, also once that notification has been deleted). The `Link`
+                 *     header of a page with more after it sets it to the page's last notification.
+                 */
+                before_id?: components["parameters"]["BeforeId"];
+                /**
                  * @description This list has no filters; any `filter[key]` is a 422 naming the key.
                  * @example {}
                  */
                 filter?: components["parameters"]["NoFilter"];
                 /** @description Maximum number of records. Default no limit. */
                 limit?: components["parameters"]["Limit"];
+                /**
+                 * @description Paging (extension): how many records of the list, in its documented order, to skip
+                 *     before the first one answered. Default 0; beyond the end the answer is an empty
+                 *     list. With `limit`, an answer that stops before the end of the list carries a
+                 *     `Link` header to the next page.
+                 */
+                offset?: components["parameters"]["Offset"];
                 /** @description Comma-separated field names to return. Default all visible fields. */
                 selects?: components["parameters"]["Selects"];
             };
@@ -7756,6 +7909,13 @@ export interface operations {
                 };
                 /** @description Maximum number of records. Default no limit. */
                 limit?: components["parameters"]["Limit"];
+                /**
+                 * @description Paging (extension): how many records of the list, in its documented order, to skip
+                 *     before the first one answered. Default 0; beyond the end the answer is an empty
+                 *     list. With `limit`, an answer that stops before the end of the list carries a
+                 *     `Link` header to the next page.
+                 */
+                offset?: components["parameters"]["Offset"];
                 /** @description Pipe-separated relation names to include. */
                 relations?: components["parameters"]["Relations"];
                 /** @description Comma-separated field names to return. Default all visible fields. */
@@ -7770,6 +7930,7 @@ export interface operations {
             /** @description The roles. */
             200: {
                 headers: {
+                    Link: components["headers"]["NextPageLink"];
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
@@ -7830,6 +7991,13 @@ export interface operations {
                 filter?: components["parameters"]["NoFilter"];
                 /** @description Maximum number of records. Default no limit. */
                 limit?: components["parameters"]["Limit"];
+                /**
+                 * @description Paging (extension): how many records of the list, in its documented order, to skip
+                 *     before the first one answered. Default 0; beyond the end the answer is an empty
+                 *     list. With `limit`, an answer that stops before the end of the list carries a
+                 *     `Link` header to the next page.
+                 */
+                offset?: components["parameters"]["Offset"];
                 /** @description Pipe-separated relation names to include. */
                 relations?: components["parameters"]["Relations"];
                 /** @description Comma-separated field names to return. Default all visible fields. */
@@ -7844,6 +8012,7 @@ export interface operations {
             /** @description The executions. */
             200: {
                 headers: {
+                    Link: components["headers"]["NextPageLink"];
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
@@ -8031,6 +8200,13 @@ export interface operations {
                 filter?: components["parameters"]["NoFilter"];
                 /** @description Maximum number of records. Default no limit. */
                 limit?: components["parameters"]["Limit"];
+                /**
+                 * @description Paging (extension): how many records of the list, in its documented order, to skip
+                 *     before the first one answered. Default 0; beyond the end the answer is an empty
+                 *     list. With `limit`, an answer that stops before the end of the list carries a
+                 *     `Link` header to the next page.
+                 */
+                offset?: components["parameters"]["Offset"];
                 /** @description Pipe-separated relation names to include. */
                 relations?: components["parameters"]["Relations"];
                 /** @description Comma-separated field names to return. Default all visible fields. */
@@ -8045,6 +8221,7 @@ export interface operations {
             /** @description The submissions. */
             200: {
                 headers: {
+                    Link: components["headers"]["NextPageLink"];
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
@@ -8202,6 +8379,13 @@ export interface operations {
                 filter?: components["parameters"]["UserFilter"];
                 /** @description Maximum number of records. Default no limit. */
                 limit?: components["parameters"]["Limit"];
+                /**
+                 * @description Paging (extension): how many records of the list, in its documented order, to skip
+                 *     before the first one answered. Default 0; beyond the end the answer is an empty
+                 *     list. With `limit`, an answer that stops before the end of the list carries a
+                 *     `Link` header to the next page.
+                 */
+                offset?: components["parameters"]["Offset"];
                 /** @description Pipe-separated relation names to include. */
                 relations?: components["parameters"]["Relations"];
                 /** @description Comma-separated field names to return. Default all visible fields. */
@@ -8216,6 +8400,7 @@ export interface operations {
             /** @description The users. */
             200: {
                 headers: {
+                    Link: components["headers"]["NextPageLink"];
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
@@ -8479,6 +8664,13 @@ export interface operations {
                 filter?: components["parameters"]["UserFilter"];
                 /** @description Maximum number of records. Default no limit. */
                 limit?: components["parameters"]["Limit"];
+                /**
+                 * @description Paging (extension): how many records of the list, in its documented order, to skip
+                 *     before the first one answered. Default 0; beyond the end the answer is an empty
+                 *     list. With `limit`, an answer that stops before the end of the list carries a
+                 *     `Link` header to the next page.
+                 */
+                offset?: components["parameters"]["Offset"];
                 /** @description Pipe-separated relation names to include. */
                 relations?: components["parameters"]["Relations"];
                 /** @description Comma-separated field names to return. Default all visible fields. */
@@ -8493,6 +8685,7 @@ export interface operations {
             /** @description The soft-deleted users. */
             200: {
                 headers: {
+                    Link: components["headers"]["NextPageLink"];
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];

@@ -6,9 +6,19 @@ const ALLOWED_HEADERS = ['Authorization', 'Content-Type', 'X-Request-Id', 'Last-
 
 /**
  * Response headers a page may read besides the safelisted ones: where a created record is,
- * when to retry, the rate limit's state and the request's id.
+ * when to retry, the rate limit's state, the request's id, a download's file name and a
+ * list's next page.
  */
-export const EXPOSED_HEADERS = ['Location', 'Retry-After', 'RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset', 'X-Request-Id', 'Content-Disposition'];
+export const EXPOSED_HEADERS = [
+  'Location',
+  'Retry-After',
+  'RateLimit-Limit',
+  'RateLimit-Remaining',
+  'RateLimit-Reset',
+  'X-Request-Id',
+  'Content-Disposition',
+  'Link',
+];
 
 /**
  * Cross-origin access for the browser pages of `origins` (`CORS_ORIGINS`; `*` any). A

@@ -11,6 +11,7 @@ import { isConnectionLoss } from '../database/connection-loss.ts';
 import type { Services } from '../services.ts';
 import type { Context, Handlers } from './handler.ts';
 import { StreamedJson } from './json-stream.ts';
+import { nextPageLink, nextPageOf } from './next-page.ts';
 import { invalid, ProblemError } from './problem.ts';
 
 /**
@@ -286,6 +287,9 @@ export async function registerOperations(app: FastifyInstance, handlers: Handler
           const result = check ? await answerConfirmed(request, reply, check) : await answer(request, reply);
           // A handler that took the connection over (event streams) answers by itself.
           if (reply.sent) return reply;
+          // A list cut short by `limit` links its next page (docs/api-conventions.md#paging).
+          const next = nextPageOf(result.body);
+          if (next) reply.header('link', nextPageLink(request.url, next));
           if (result.headers) reply.headers(result.headers);
           reply.code(result.status);
           if (result.body instanceof StreamedJson) return reply.type('application/json; charset=utf-8').send(result.body.stream);

@@ -3,29 +3,41 @@
  * A resource declares a `Listing` (its view, the query its records come from, the rows every
  * request may see, the list order); its list and show handlers call `listRecords` and
  * `showRecord`, which read the controls (a 422 before any query), run the tenant's
- * transaction and answer presented records, never rows. Records a handler has just written,
- * or nests in another resource's answer, are presented with `presentAll` / `presentGrouped`.
+ * transaction and answer presented records, never rows. `listRecords` also pages
+ * (docs/api-conventions.md#paging): it applies `offset` and a listing's cursor, and marks
+ * a page that more records follow with the query of the next one (http/next-page.ts).
+ * Records a handler has just written, or nests in another resource's answer, are
+ * presented with `presentAll` / `presentGrouped`.
  */
 import { and, sql, type SQL } from 'drizzle-orm';
 import { PgDialect, type SelectedFieldsOrdered } from 'drizzle-orm/pg-core';
 import type { Database, Tx } from '../database/database.ts';
-import { notFound } from '../http/problem.ts';
+import { withNextPage } from '../http/next-page.ts';
+import { invalid, notFound } from '../http/problem.ts';
 import { groupBy, present, readControls, type Controls, type ControlsQuery, type View } from './result-controls.ts';
 
 /** Every visible field, no relations: how written records and nested records are answered. */
 export const ALL_FIELDS: Readonly<{ selects: null; relations: readonly string[] }> = Object.freeze({ selects: null, relations: Object.freeze([]) });
 
 /** The controls a listing's records are presented with: `readControls`' answer, or `ALL_FIELDS`. */
-export type Presentation = Pick<Controls, 'selects'> & { relations: readonly string[]; limit?: number };
+export type Presentation = Pick<Controls, 'selects'> & { relations: readonly string[]; limit?: number; offset?: number };
 
-/** A query cut at `limit` when one is set: the one place a list is cut. */
-export function limited<Row>(query: PromiseLike<Row[]> & { limit(count: number): PromiseLike<Row[]> }, limit: number | undefined): PromiseLike<Row[]> {
-  return limit ? query.limit(limit) : query;
+/** An ordered query that can still be cut: at most `limit` rows, `offset` rows skipped. */
+export type Cuttable<Row> = PromiseLike<Row[]> & {
+  limit(count: number): PromiseLike<Row[]> & { offset(count: number): PromiseLike<Row[]> };
+  offset(count: number): PromiseLike<Row[]>;
+};
+
+/** A query cut at `limit` when one is set, after skipping `offset` rows: the one place a list is cut. */
+export function limited<Row>(query: Cuttable<Row>, limit: number | undefined, offset = 0): PromiseLike<Row[]> {
+  if (!limit) return offset > 0 ? query.offset(offset) : query;
+  const cut = query.limit(limit);
+  return offset > 0 ? cut.offset(offset) : cut;
 }
 
-/** What a listing's `query` is: a drizzle select to which one `where`, one `orderBy` and a `limit` are added. */
+/** What a listing's `query` is: a drizzle select to which one `where`, one `orderBy`, a `limit` and an `offset` are added. */
 export interface RecordQuery<Row> {
-  where(condition: SQL | undefined): { orderBy(...order: SQL[]): PromiseLike<Row[]> & { limit(count: number): PromiseLike<Row[]> } };
+  where(condition: SQL | undefined): { orderBy(...order: SQL[]): Cuttable<Row> };
 }
 
 /**
@@ -47,6 +59,17 @@ export interface ListingDefinition<Row, Viewer, FilterKey extends string = never
   shape?(tx: Tx, rows: Row[], viewer: Viewer): Promise<Shown[]> | Shown[];
   /** Relations shown when `relations` is not sent, each only where the viewer may see it. */
   defaultRelations?: readonly string[];
+  /**
+   * Paging by cursor (`before_id`), for lists whose head grows while a client pages
+   * (docs/api-conventions.md#paging): the next page is linked by the last row answered,
+   * not by `offset`. Without it, a list takes no cursor.
+   */
+  cursor?: {
+    /** The rows after the one `value` names, in list order, or undefined when the viewer has no such row. One query. */
+    after(tx: Tx, viewer: Viewer, value: string): Promise<SQL | undefined>;
+    /** The cursor value naming `row`. */
+    of(row: Row): string;
+  };
 }
 
 /** A listing as resources declare it: `shape` is required when rows are not presentable as they are. */
@@ -68,7 +91,7 @@ const dialect = new PgDialect();
 /**
  * A listing's select compiled once per process: drizzle spends more time building a wide
  * select (columns, joins, names) than PostgreSQL spends answering it, and the text is the
- * same on every request. Each request renders only its conditions and limit after it.
+ * same on every request. Each request renders only its conditions, limit and offset after it.
  */
 interface CompiledListing {
   /** `select … from … [joins]`, without where, order or limit. */
@@ -113,7 +136,7 @@ function rowsWhere<Row, Viewer, FilterKey extends string, Shown>(
   listing: ListingDefinition<Row, Viewer, FilterKey, Shown>,
   viewer: Viewer,
   where: SQL | undefined,
-  limit: number | undefined,
+  page: { limit?: number; offset?: number } = {},
 ): PromiseLike<Row[]> {
   const condition = and(listing.scope?.(viewer), where);
   const text = compiled(tx, listing);
@@ -123,11 +146,18 @@ function rowsWhere<Row, Viewer, FilterKey extends string, Shown>(
         .query(tx)
         .where(condition)
         .orderBy(...listing.order),
-      limit,
+      page.limit,
+      page.offset,
     );
   }
-  // The same statement drizzle's builder makes (`… where … order by … limit …`), rendered from the compiled text.
-  const parts = [text.head, condition ? sql` where ${condition}` : undefined, text.order, limit ? sql` limit ${limit}` : undefined];
+  // The same statement drizzle's builder makes (`… where … order by … limit … offset …`), rendered from the compiled text.
+  const parts = [
+    text.head,
+    condition ? sql` where ${condition}` : undefined,
+    text.order,
+    page.limit ? sql` limit ${page.limit}` : undefined,
+    page.offset ? sql` offset ${page.offset}` : undefined,
+  ];
   const statement = sql.join(parts.filter((part): part is SQL => part !== undefined));
   const query = tx._.session.prepareQuery(dialect.sqlToQuery(statement), text.fields, undefined, true);
   (query as unknown as { joinsNotNullableMap?: Record<string, boolean> }).joinsNotNullableMap = text.joinsNotNullableMap;
@@ -147,15 +177,20 @@ export async function selectRecords<Row, Viewer, FilterKey extends string, Shown
   options: { where?: SQL; presentation?: Presentation } = {},
 ): Promise<Record<string, unknown>[]> {
   const presentation = options.presentation ?? { selects: null, relations: listing.defaultRelations ?? [] };
-  const rows = await rowsWhere(tx, listing, viewer, options.where, presentation.limit);
+  const rows = await rowsWhere(tx, listing, viewer, options.where, presentation);
   return present(listing.view, tx, await shaped(tx, listing, rows, viewer), presentation, viewer);
 }
 
 /**
  * A list endpoint: the controls are read (a 422 names every problem) before any query; then,
  * in one tenant transaction, `before` (e.g. a parent's 404) and the records matching the
- * filters and `where`. Query count: the tenant setting, `before`'s, one for the rows,
- * `shape`'s, one per relation, whatever the number of rows.
+ * filters and `where`, from `offset` (after the cursor's row when `before_id` is sent),
+ * at most `limit`. Query count: the tenant setting, `before`'s, the cursor's, one for the
+ * rows, `shape`'s, one per relation, whatever the number of rows.
+ *
+ * With `limit`, one row more is read: when it exists, the answer is marked with the query
+ * of the next page (`withNextPage`), which continues after the last row of this one, by
+ * the cursor where the listing has one, otherwise by `offset`.
  */
 export async function listRecords<Row, Viewer, FilterKey extends string, Shown>(
   db: Database,
@@ -166,9 +201,19 @@ export async function listRecords<Row, Viewer, FilterKey extends string, Shown>(
   options: { where?: SQL; before?: (tx: Tx) => Promise<unknown> } = {},
 ): Promise<Record<string, unknown>[]> {
   const controls = readControls(listing.view, query, viewer, { defaultRelations: listing.defaultRelations });
+  const { limit, offset, cursor } = controls;
+  if (cursor !== undefined && !listing.cursor) throw invalid({ before_id: ['is not taken by this list'] }, 'The result controls are invalid.');
   return db.tenant(tenantId, async (tx) => {
     await options.before?.(tx);
-    return selectRecords(tx, listing, viewer, { where: and(options.where, controls.where), presentation: controls });
+    const after = cursor === undefined ? undefined : await listing.cursor!.after(tx, viewer, cursor);
+    if (cursor !== undefined && after === undefined) throw invalid({ before_id: ['does not exist'] }, 'The paging cursor names no record of this list.');
+    const rows = await rowsWhere(tx, listing, viewer, and(options.where, controls.where, after), { limit: limit && limit + 1, offset });
+    const more = limit !== undefined && rows.length > limit;
+    const page = more ? rows.slice(0, limit) : rows;
+    const records = await present(listing.view, tx, await shaped(tx, listing, page, viewer), controls, viewer);
+    if (!more) return records;
+    const next = listing.cursor ? { before_id: listing.cursor.of(page.at(-1)!), offset: undefined } : { offset: offset + limit };
+    return withNextPage(records, next);
   });
 }
 

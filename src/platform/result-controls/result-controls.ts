@@ -1,7 +1,7 @@
 /**
  * The result controls (docs/api-conventions.md#result-controls), once for every resource:
- * `selects` (comma list of visible fields), `relations` (pipe list), `limit`, and
- * `filter[key]`. A resource describes itself with `defineView`; `readControls` judges the
+ * `selects` (comma list of visible fields), `relations` (pipe list), `limit`, `filter[key]`,
+ * and paging (docs/api-conventions.md#paging): `offset` and the cursor `before_id`. A resource describes itself with `defineView`; `readControls` judges the
  * query against it and `present` shapes rows into answers (endpoints use both through
  * listing.ts). Relations load with one query each, whatever the row count.
  */
@@ -60,6 +60,9 @@ export interface ControlsQuery {
   selects?: string;
   relations?: string;
   limit?: number;
+  offset?: number;
+  /** The cursor of lists that declare one (the notification lists): the last record the client has. */
+  before_id?: string;
   filter?: Record<string, unknown>;
 }
 
@@ -68,6 +71,10 @@ export interface Controls {
   selects: string[] | null;
   relations: string[];
   limit: number | undefined;
+  /** Rows of the list, in its order, to skip (after the cursor's record, when one is given). */
+  offset: number;
+  /** `before_id`: the list continues after the record it names. */
+  cursor: string | undefined;
   where: SQL | undefined;
 }
 
@@ -127,8 +134,17 @@ export function readControls<Row, Viewer, FilterKey extends string>(
     const condition = filter(value, viewer);
     if (condition) conditions.push(condition);
   }
+  // The spec bounds it; never a negative OFFSET for PostgreSQL to refuse, whoever built the query.
+  if (query.offset !== undefined && !(Number.isSafeInteger(query.offset) && query.offset >= 0)) errors.offset = ['must be an integer of at least 0'];
   if (Object.keys(errors).length > 0) throw invalid(errors, 'The result controls are invalid.');
-  return { selects, relations, limit: query.limit, where: conditions.length > 0 ? and(...conditions) : undefined };
+  return {
+    selects,
+    relations,
+    limit: query.limit,
+    offset: query.offset ?? 0,
+    cursor: query.before_id,
+    where: conditions.length > 0 ? and(...conditions) : undefined,
+  };
 }
 
 /** One shown field or relation: its visibility, and whether the viewer may see that kind in general. */

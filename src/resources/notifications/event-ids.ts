@@ -27,8 +27,14 @@ export function compareEventIds(a: string, b: string): number {
 /** A notification's event id, computed exactly by PostgreSQL. */
 export const eventIdColumn = sql<string>`((extract(epoch from ${notifications.createdAt}) * 1000000)::bigint)::text || '-' || ${notifications.id}::text`;
 
-/** Notifications stored after event `eventId` (a valid one: see `isEventId`). */
-export function storedAfter(eventId: string): SQL {
+/** The position of event `eventId` (a valid one: see `isEventId`) as a row value `(created_at, id)`. */
+function position(eventId: string): SQL {
   const [micros, ...id] = eventId.split('-');
-  return sql`(${notifications.createdAt}, ${notifications.id}) > ('epoch'::timestamptz + ${micros}::bigint * interval '1 microsecond', ${id.join('-')}::uuid)`;
+  return sql`('epoch'::timestamptz + ${micros}::bigint * interval '1 microsecond', ${id.join('-')}::uuid)`;
 }
+
+/** Notifications stored after event `eventId` (a valid one: see `isEventId`). */
+export const storedAfter = (eventId: string): SQL => sql`(${notifications.createdAt}, ${notifications.id}) > ${position(eventId)}`;
+
+/** Notifications stored before event `eventId`: those after it in the lists' newest-first order. */
+export const storedBefore = (eventId: string): SQL => sql`(${notifications.createdAt}, ${notifications.id}) < ${position(eventId)}`;

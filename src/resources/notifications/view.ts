@@ -4,6 +4,7 @@ import { notificationDatetime, parseNotificationDatetime } from '../../platform/
 import type { Listing } from '../../platform/result-controls/listing.ts';
 import { defineView } from '../../platform/result-controls/result-controls.ts';
 import { presentUsersById } from '../users/view.ts';
+import { eventIdColumn, storedBefore } from './event-ids.ts';
 import { notifications } from './table.ts';
 
 export type NotificationRow = typeof notifications.$inferSelect;
@@ -68,13 +69,26 @@ export const notificationView = defineView<NotificationRow, Auth, FilterKey>({
 
 /**
  * The caller's own notifications, newest first (`created_at`, then `id`): the list, type,
- * target and show operations, and the record `updateNotification` answers.
+ * target and show operations, and the record `updateNotification` answers. New ones arrive
+ * at the head while a client pages, so pages follow each other by the cursor `before_id`
+ * (docs/api-conventions.md#paging).
  */
 export const notificationListing: Listing<NotificationRow, Auth, FilterKey> = {
   view: notificationView,
   query: (tx) => tx.select().from(notifications),
   scope: ownNotifications,
   order: [desc(notifications.createdAt), desc(notifications.id)],
+  cursor: {
+    // The position in microseconds, as PostgreSQL stores it (a JavaScript Date would round it to milliseconds).
+    async after(tx, auth, id) {
+      const [named] = await tx
+        .select({ eventId: eventIdColumn })
+        .from(notifications)
+        .where(and(ownNotifications(auth), eq(notifications.id, id)));
+      return named && storedBefore(named.eventId);
+    },
+    of: (row) => row.id,
+  },
 };
 
 /** Notifications about one kind of target (operations listNotificationsByType, updateNotificationsByType). */

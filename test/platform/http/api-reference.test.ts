@@ -6,8 +6,8 @@
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import t from 'tap';
-import { chromium } from 'playwright-core';
+import t, { type Test } from 'tap';
+import { chromium, type Request } from 'playwright-core';
 import { startTestApi } from '../../helpers/atrium.ts';
 
 const CHROMIUM = '/usr/bin/chromium';
@@ -38,7 +38,11 @@ if (!existsSync(CHROMIUM)) {
     }
   });
 
-  t.test('in chromium the page renders every tag, loads nothing from another host and logs no error', async (t) => {
+  /**
+   * A headless chromium with a fresh profile (removed afterwards), recording every request
+   * the page makes and every failed answer, console error and page error.
+   */
+  async function openBrowser(t: Test) {
     const profile = mkdtempSync(path.join(os.tmpdir(), 'atrium-chromium-'));
     const context = await chromium.launchPersistentContext(profile, {
       executablePath: CHROMIUM,
@@ -58,10 +62,10 @@ if (!existsSync(CHROMIUM)) {
       await context.close();
       rmSync(profile, { recursive: true, force: true });
     });
-    const requested: string[] = [];
+    const requests: Request[] = [];
     const problems: string[] = [];
     context.on('request', (request) => {
-      requested.push(request.url());
+      requests.push(request);
     });
     context.on('response', (response) => {
       if (response.status() >= 400) problems.push(`${response.status()} ${response.url()}`);
@@ -71,6 +75,15 @@ if (!existsSync(CHROMIUM)) {
       if (message.type() === 'error') problems.push(`console: ${message.text()}`);
     });
     page.on('pageerror', (error) => problems.push(`page error: ${error.message}`));
+    const origin = new URL(base).origin;
+    /** URLs requested from anywhere but this service (data: and blob: URLs stay in the page). */
+    const elsewhere = () =>
+      requests.map((request) => request.url()).filter((url) => !url.startsWith(origin) && !url.startsWith('data:') && !url.startsWith('blob:'));
+    return { page, requests, problems, elsewhere };
+  }
+
+  t.test('in chromium the page renders every tag, loads nothing from another host and logs no error', async (t) => {
+    const { page, requests, problems, elsewhere } = await openBrowser(t);
 
     await page.goto(`${base}/docs`);
     const tags: string[] = spec.tags.map((tag: { name: string }) => tag.name);
@@ -85,13 +98,46 @@ if (!existsSync(CHROMIUM)) {
     await page.waitForFunction((summary: string) => document.body.innerText.includes(summary), webhook, { timeout: 60_000 });
     t.pass('the automation.run webhook is listed under Automations');
 
-    const origin = new URL(base).origin;
-    t.strictSame(
-      requested.filter((url) => !url.startsWith(origin) && !url.startsWith('data:') && !url.startsWith('blob:')),
-      [],
-      'no request leaves the service',
+    t.strictSame(elsewhere(), [], 'no request leaves the service');
+    t.ok(
+      requests.some((request) => request.url() === `${new URL(base).origin}/api/openapi.json`),
+      'the spec is read from /api/openapi.json',
     );
-    t.ok(requested.includes(`${origin}/api/openapi.json`), 'the spec is read from /api/openapi.json');
+    t.strictSame(problems, [], 'no console error');
+  });
+
+  t.test('a bearer token entered on the page survives a reload and signs a request sent from the page', async (t) => {
+    const tenant = await api.createTenant('reference');
+    const { page, requests, problems, elsewhere } = await openBrowser(t);
+    await page.goto(`${base}/docs`);
+    // The Bearer field of the document's Authentication block (the scheme bearerAuth).
+    const token = page.getByPlaceholder('Token').first();
+    await token.waitFor({ timeout: 60_000 });
+    t.equal(await token.inputValue(), '', 'a fresh profile holds no token');
+    await token.fill(tenant.adminToken);
+    // The page stores what was entered in the browser's local storage, after a short delay.
+    await page.waitForFunction((value: string) => Object.values(localStorage).some((stored) => stored.includes(value)), tenant.adminToken, {
+      timeout: 60_000,
+    });
+
+    await page.reload();
+    await token.waitFor({ timeout: 60_000 });
+    t.equal(await token.inputValue(), tenant.adminToken, 'the token is still in the Bearer field after the reload');
+
+    // The request client of getCurrentUser sends it.
+    const operation = page.locator('[id$="/GET/api/users/current"]').first();
+    await page.locator('button', { hasText: 'Open Group - Users' }).first().click();
+    await operation.scrollIntoViewIfNeeded({ timeout: 60_000 });
+    await operation.locator('button', { hasText: 'Test Request' }).first().click();
+    const answered = page.waitForResponse((response) => new URL(response.url()).pathname === '/api/users/current', { timeout: 60_000 });
+    await page.locator('button', { hasText: 'Send get request' }).first().click();
+    const response = await answered;
+    t.equal(response.request().headers().authorization, `Bearer ${tenant.adminToken}`, 'the request carries the persisted token');
+    t.equal(response.status(), 200);
+    t.equal((await response.json()).id, tenant.adminUserId, 'answered as the user the token belongs to');
+
+    t.strictSame(elsewhere(), [], 'no request leaves the service');
+    t.equal(requests.filter((request) => new URL(request.url()).pathname === '/api/users/current').length, 1, 'one request, sent when asked');
     t.strictSame(problems, [], 'no console error');
   });
 }

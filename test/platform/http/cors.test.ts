@@ -53,10 +53,17 @@ t.test('answers to an allowed origin expose the headers a client needs', async (
   t.equal(res.status, 200);
   t.equal(res.headers['access-control-allow-origin'], ALLOWED);
   const exposed = String(res.headers['access-control-expose-headers']);
-  for (const name of ['Location', 'Retry-After', 'RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset', 'X-Request-Id']) t.match(exposed, name);
+  for (const name of ['Location', 'Retry-After', 'RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset', 'X-Request-Id', 'Link']) t.match(exposed, name);
   const denied = await api.call(t, 'getCurrentUser', { token: demo.adminToken, headers: { origin: 'https://evil.example.com' } });
   t.equal(denied.status, 200, 'CORS is the browser’s guard; the server answers as usual');
   t.notOk(denied.headers['access-control-allow-origin']);
+});
+
+t.test('a page of a list exposes its Link to the next page', async (t) => {
+  const res = await api.call(t, 'listRoles', { token: demo.adminToken, query: { limit: 1 }, headers: { origin: ALLOWED } });
+  t.equal(res.status, 200);
+  t.match(res.headers.link, /^<\/api\/roles\?limit=1&offset=1>; rel="next"$/);
+  t.ok(String(res.headers['access-control-expose-headers']).split(/,\s*/).includes('Link'), 'the page may read it');
 });
 
 t.test('refusals carry the allowance too, so the page can read the problem document', async (t) => {

@@ -9,6 +9,7 @@ import t from 'tap';
 import type { Permission } from '../../../src/platform/auth/permissions.ts';
 import { Database, type Tx } from '../../../src/platform/database/database.ts';
 import { tenants } from '../../../src/platform/database/tenancy.ts';
+import { nextPageOf } from '../../../src/platform/http/next-page.ts';
 import { notFound } from '../../../src/platform/http/problem.ts';
 import {
   ALL_FIELDS,
@@ -216,6 +217,65 @@ t.test('listRecords: selects, relations, filters, limit and the endpoint’s own
   t.strictSame(ids(await listRecords(db, tenantId, bookListing, { selects: 'id', filter: { shelf_id: 2 } }, librarian)), [2]);
   t.strictSame(ids(await listRecords(db, tenantId, bookListing, { selects: 'id', filter: { shelf_id: 1 } }, reader, { where: eq(books.ownerId, 1) })), [1]);
   t.strictSame(await listRecords(db, tenantId, bookListing, { selects: 'id', filter: { title: 'Nothing' } }, reader), []);
+});
+
+t.test('listRecords: offset skips rows in list order; a page that more rows follow is marked with the next offset', async (t) => {
+  const page = async (query: { limit?: number; offset?: number }) => {
+    const { result, count } = await statements(() => listRecords(db, tenantId, bookListing, { selects: 'id', relations: '', ...query }, reader));
+    return { ids: ids(result), next: nextPageOf(result), count };
+  };
+  t.strictSame(await page({ offset: 1 }), { ids: [3, 4, 1], next: undefined, count: 2 }, 'without limit: the rest, no next page');
+  t.strictSame(await page({ limit: 2 }), { ids: [2, 3], next: { offset: 2 }, count: 2 }, 'one query reads the extra row');
+  t.strictSame(await page({ limit: 2, offset: 2 }), { ids: [4, 1], next: undefined, count: 2 }, 'the last page, exactly full: not marked');
+  t.strictSame(await page({ limit: 3, offset: 1 }), { ids: [3, 4, 1], next: undefined, count: 2 });
+  t.strictSame(await page({ limit: 1, offset: 1 }), { ids: [3], next: { offset: 2 }, count: 2 });
+  t.strictSame(await page({ limit: 5, offset: 9 }), { ids: [], next: undefined, count: 2 });
+  t.match(await refusal(() => listRecords(db, tenantId, bookListing, { offset: -1 }, reader)), { status: 422, errors: { offset: [/at least 0/] }, count: 0 });
+  t.match(await refusal(() => listRecords(db, tenantId, bookListing, { offset: 1.5 }, reader)), { status: 422, count: 0 });
+});
+
+/** Pages by cursor: the books after the one `before_id` names (within the scope), in list order. */
+const cursoredListing: Listing<BookRow, Viewer, 'title' | 'shelf_id'> = {
+  ...bookListing,
+  cursor: {
+    async after(tx, who, value) {
+      const [named] = await tx
+        .select({ position: books.position, id: books.id })
+        .from(books)
+        .where(and(bookListing.scope!(who), eq(books.id, Number(value))));
+      return named && sql`(${books.position}, ${books.id}) > (${named.position}, ${named.id})`;
+    },
+    of: (row) => String(row.id),
+  },
+};
+
+t.test('listRecords with a cursor: the rows after the named one; the next page is marked by cursor, not by offset', async (t) => {
+  const page = async (query: { limit?: number; offset?: number; before_id?: string }) => {
+    const { result, count } = await statements(() => listRecords(db, tenantId, cursoredListing, { selects: 'id', relations: '', ...query }, reader));
+    return { ids: ids(result), next: nextPageOf(result), count };
+  };
+  t.strictSame(await page({ limit: 2 }), { ids: [2, 3], next: { before_id: '3', offset: undefined }, count: 2 });
+  t.strictSame(await page({ limit: 1, before_id: '3' }), { ids: [4], next: { before_id: '4', offset: undefined }, count: 3 }, 'one query more: the cursor');
+  t.strictSame(await page({ limit: 1, before_id: '4' }), { ids: [1], next: undefined, count: 3 });
+  t.strictSame(await page({ before_id: '2', offset: 1 }), { ids: [4, 1], next: undefined, count: 3 }, 'offset counts from the cursor');
+  t.strictSame(await page({ limit: 1, offset: 1 }), { ids: [3], next: { before_id: '3', offset: undefined }, count: 2 });
+  const missing: [string, string][] = [
+    ['5', 'another user’s hidden book'],
+    ['6', 'another tenant’s book'],
+    ['99', 'no book'],
+  ];
+  for (const [before_id, why] of missing) {
+    t.match(
+      await refusal(() => listRecords(db, tenantId, cursoredListing, { before_id }, reader)),
+      { status: 422, errors: { before_id: ['does not exist'] }, count: 2 },
+      why,
+    );
+  }
+  t.match(await refusal(() => listRecords(db, tenantId, bookListing, { before_id: '2' }, reader)), {
+    status: 422,
+    errors: { before_id: ['is not taken by this list'] },
+    count: 0,
+  });
 });
 
 t.test('listRecords: invalid controls are one 422 before any statement, before `before`', async (t) => {
@@ -434,7 +494,7 @@ t.test('presentGrouped: records of another view grouped by key, in item order, w
   t.strictSame(await presentGrouped(bookView, [], reader), new Map());
 });
 
-t.test('limited: the query cut when a limit is set', async (t) => {
+t.test('limited: the query cut when a limit is set, after skipping the offset', async (t) => {
   const ordered = () => db.owner.select({ id: books.id }).from(books).orderBy(asc(books.id));
   t.strictSame(
     (await limited(ordered(), 2)).map((row) => row.id),
@@ -443,5 +503,13 @@ t.test('limited: the query cut when a limit is set', async (t) => {
   t.strictSame(
     (await limited(ordered(), undefined)).map((row) => row.id),
     [1, 2, 3, 4, 5, 6],
+  );
+  t.strictSame(
+    (await limited(ordered(), 2, 3)).map((row) => row.id),
+    [4, 5],
+  );
+  t.strictSame(
+    (await limited(ordered(), undefined, 4)).map((row) => row.id),
+    [5, 6],
   );
 });

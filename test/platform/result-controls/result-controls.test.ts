@@ -100,8 +100,15 @@ const refusalOf = (query: ControlsQuery, who: Viewer = reader, subject?: Row) =>
 /** Stands in for a transaction where none may be used: any use fails the test. */
 const noTransaction = new Proxy({}, { get: (_target, property) => t.fail(`the transaction was used (${String(property)})`) }) as Tx;
 
-t.test('readControls: no controls means every visible field, no relations, no limit or condition', async (t) => {
-  t.strictSame(readControls(view, {}, reader), { selects: null, relations: [], limit: undefined, where: undefined });
+t.test('readControls: no controls means every visible field, no relations, no limit, offset, cursor or condition', async (t) => {
+  t.strictSame(readControls(view, {}, reader), { selects: null, relations: [], limit: undefined, offset: 0, cursor: undefined, where: undefined });
+});
+
+t.test('readControls: offset and cursor are passed on; a negative or fractional offset is a 422', async (t) => {
+  t.match(readControls(view, { limit: 5, offset: 10, before_id: 'c' }, reader), { limit: 5, offset: 10, cursor: 'c' });
+  for (const offset of [-1, 1.5, Number.NaN, 2 ** 60]) {
+    t.match(refusalOf({ offset }), { status: 422, errors: { offset: ['must be an integer of at least 0'] } }, String(offset));
+  }
 });
 
 t.test('readControls: selects are trimmed, deduplicated, and must name visible fields', async (t) => {
