@@ -84,6 +84,10 @@ export async function startTestApi(t: Test, overrides: Partial<Config> = {}): Pr
     await atrium.stop();
     await database.drop();
   });
+  // When files run in parallel, a finished file's process sometimes lingers with nothing
+  // open but its pipes to tap, until tap's timeout kills it and fails the file. Once the
+  // file's results are out, it ends (keeping tap's exit code).
+  t.on('end', () => setTimeout(() => process.exit(), 2_000).unref());
   const db = atrium.services.db;
   const app = atrium.app!;
 

@@ -146,6 +146,17 @@ const CONNECT_TIMEOUT_SECONDS = 5;
 /** How long readiness waits for the database before it answers "not ready". */
 const READINESS_TIMEOUT_MS = 2_000;
 
+/** `check`'s answer, or false when it takes longer than `ms`. */
+async function within(check: Promise<boolean>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const timedOut = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), ms)));
+  try {
+    return await Promise.race([check, timedOut]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /**
  * Lets the sockets of lost connections finish closing before a retry. postgres.js reports
  * a reset connection on the socket's `error` event and takes it out of the pool only on
@@ -205,6 +216,8 @@ export class Database {
    * larger pool holds.
    */
   private readonly reconnectAttempts: number;
+  /** How a connection of its own reaches the server as each pool does (readiness' second opinion). */
+  private readonly probes: { url: string; options: postgres.Options<Record<string, never>> }[];
 
   constructor(
     readonly url: string,
@@ -216,6 +229,12 @@ export class Database {
     const pooled = options.directUrl !== undefined;
     this.sessionUrl = options.directUrl ?? url;
     // Both pools' transactions are guarded against the driver's writes to a closed connection (transaction-guard.ts).
+    const appConnection = options.appUrl ? { application_name: 'atrium' } : { options: `-c role=${APP_ROLE}`, application_name: 'atrium' };
+    const probe = { max: 1, onnotice: () => {}, connect_timeout: READINESS_TIMEOUT_MS / 1000, prepare: false, idle_timeout: 1 };
+    this.probes = [
+      { url, options: { ...probe, connection: { application_name: 'atrium-owner' } } },
+      { url: options.appUrl ?? url, options: { ...probe, connection: appConnection } },
+    ];
     this.ownerSql = guardTransactions(
       postgres(url, {
         max: OWNER_POOL_SIZE,
@@ -237,7 +256,7 @@ export class Database {
         backoff: reconnectDelaySeconds,
         connect_timeout: CONNECT_TIMEOUT_SECONDS,
         prepare: !pooled,
-        connection: options.appUrl ? { application_name: 'atrium' } : { options: `-c role=${APP_ROLE}`, application_name: 'atrium' },
+        connection: appConnection,
       }),
     );
     this.owner = drizzle(this.ownerSql);
@@ -358,24 +377,31 @@ export class Database {
   }
 
   /**
-   * Ready = both pools reach the server within READINESS_TIMEOUT_MS (a connection the
-   * server dropped is replaced, not reported) and every migration of this build is applied.
+   * Ready = both pools reach the server within half of READINESS_TIMEOUT_MS (a connection
+   * the server dropped is replaced, not reported) and every migration of this build is
+   * applied. A pooled connection the server dropped while a statement was being written can hold
+   * that statement until the driver's connect timeout, so when the pools do not answer in
+   * time, connections of their own ask again (within READINESS_TIMEOUT_MS): readiness is about the server, and the pools
+   * recover by themselves.
    */
   async isReady(): Promise<boolean> {
-    let timer: NodeJS.Timeout | undefined;
-    const timedOut = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), READINESS_TIMEOUT_MS)));
-    const check = Promise.all([
-      this.read(() => this.ownerSql<{ count: number }[]>`select count(*)::int as count from drizzle.__drizzle_migrations`),
-      this.read(() => this.appSql`select 1`),
+    if (await within(this.readyThrough(this.ownerSql, this.appSql), READINESS_TIMEOUT_MS / 2)) return true;
+    const [owner, app] = this.probes.map(({ url, options }) => postgres(url, options)) as [postgres.Sql, postgres.Sql];
+    try {
+      return await within(this.readyThrough(owner, app), READINESS_TIMEOUT_MS);
+    } finally {
+      void Promise.all([owner.end({ timeout: 1 }), app.end({ timeout: 1 })]).catch(() => {});
+    }
+  }
+
+  private readyThrough(owner: postgres.Sql, app: postgres.Sql): Promise<boolean> {
+    return Promise.all([
+      this.read(() => owner<{ count: number }[]>`select count(*)::int as count from drizzle.__drizzle_migrations`),
+      this.read(() => app`select 1`),
     ]).then(
       ([[row]]) => (row?.count ?? 0) >= migrationCount,
       () => false,
     );
-    try {
-      return await Promise.race([check, timedOut]);
-    } finally {
-      clearTimeout(timer);
-    }
   }
 
   async close(): Promise<void> {
