@@ -21,8 +21,8 @@ const CLIENT_CODES = new Set([
 
 /**
  * SQLSTATEs of the same: class 08 (connection exception), 57P01–57P03 (the server shuts
- * down, crashed, or is starting), 53300 (too many connections) and 25006 after a failover
- * to a standby that is read-only.
+ * down, crashed, or is starting), 53300 (too many connections), 25006 after a failover
+ * to a standby that is read-only, and 55000 when the database refuses logins for now.
  */
 const SERVER_CODES = new Set(['57P01', '57P02', '57P03', '53300', '25006']);
 
@@ -30,6 +30,8 @@ export function isConnectionLoss(error: unknown): boolean {
   for (let current = error, depth = 0; current && typeof current === 'object' && depth < 5; depth++) {
     const code = (current as { code?: unknown }).code;
     if (typeof code === 'string' && (CLIENT_CODES.has(code) || SERVER_CODES.has(code) || code.startsWith('08'))) return true;
+    // 55000 at login: the database does not accept connections now (ALLOW_CONNECTIONS false, as in maintenance).
+    if (code === '55000' && /not currently accepting connections/.test(String((current as { message?: unknown }).message))) return true;
     current = (current as { cause?: unknown }).cause;
   }
   return false;

@@ -63,7 +63,7 @@ t.test('after the server drops every connection, requests are served on fresh on
 });
 
 t.test('readiness is 503 while the application cannot connect, and 200 again once it can', async (t) => {
-  await control.unsafe(`alter database "${database!.name}" with connection limit 0`);
+  await control.unsafe(`alter database "${database!.name}" with allow_connections false`);
   await terminateBackends();
   const down = await app.inject({ method: 'GET', url: '/health/ready' });
   t.equal(down.statusCode, 503);
@@ -74,7 +74,7 @@ t.test('readiness is 503 while the application cannot connect, and 200 again onc
   t.equal(refused.headers['retry-after'], '1');
   t.equal(refused.json().status, 503);
 
-  await control.unsafe(`alter database "${database!.name}" with connection limit -1`);
+  await control.unsafe(`alter database "${database!.name}" with allow_connections true`);
   const up = await app.inject({ method: 'GET', url: '/health/ready' });
   t.equal(up.statusCode, 200);
   t.equal((await app.inject({ method: 'GET', url: '/api/users/current', headers: { authorization: `Bearer ${tenant.adminToken}` } })).statusCode, 200);
