@@ -11,7 +11,7 @@
 import Fastify from 'fastify';
 import postgres from 'postgres';
 import { hashToken } from '../../src/platform/auth/tokens.ts';
-import { assertSameBody, benchAtrium, comparePair, throwawayDatabase } from './support.ts';
+import { assertSameBody, benchAtrium, comparePair, presentBaselineUser, throwawayDatabase, type BaselineUserRow } from './support.ts';
 
 const seconds = Number(process.argv[2] ?? 3);
 const rounds = Number(process.env.ROUNDS ?? 3);
@@ -31,17 +31,10 @@ await sql`analyze`;
 
 // Baseline: the simplest thing that answers the same body. One query (token, user, role,
 // language), the fields written out in the order Atrium presents them.
-const iso = (value: Date | null) => (value ? value.toISOString() : null);
-type Nullable<K extends string> = Record<K, string | null>;
-type UserRow = Nullable<'username' | 'first_name' | 'last_name' | 'lang_id' | 'email' | 'phone' | 'street' | 'zipcode' | 'city' | 'birthdate' | 'gender'> &
-  Nullable<'staff_number' | 'entering_date' | 'leaving_date' | 'default_route' | 'language_name'> &
-  Record<'id' | 'role_id', string> &
-  Record<'group_account' | 'active' | 'request_password_change' | 'prevent_logout' | 'wants_email_notifications' | 'role_active', boolean> &
-  Record<'last_login_at' | 'created_at' | 'updated_at' | 'deleted_at', Date | null> & { role_name: string; role_permissions: string[] };
 const bare = Fastify();
 bare.get('/current', async (request, reply) => {
   const presented = (request.headers.authorization ?? '').replace(/^Bearer /, '');
-  const [u] = await sql<UserRow[]>`
+  const [u] = await sql<BaselineUserRow[]>`
     select u.*, r.name as role_name, r.active as role_active, r.permissions as role_permissions, l.name as language_name
     from access_tokens t
     join users u on u.tenant_id = t.tenant_id and u.id = t.user_id
@@ -50,38 +43,7 @@ bare.get('/current', async (request, reply) => {
     where t.token_hash = ${hashToken(presented)} and t.revoked_at is null and t.expires_at > now()
       and u.active and u.deleted_at is null and (u.logout_marked_at is null or t.created_at > u.logout_marked_at)`;
   if (!u) return reply.code(401).send({ status: 401 });
-  return {
-    id: Number(u.id),
-    username: u.username,
-    first_name: u.first_name,
-    last_name: u.last_name,
-    full_name: [u.first_name, u.last_name].filter((part) => part !== null && part !== '').join(' '),
-    lang_id: u.lang_id,
-    group_account: u.group_account,
-    profile_picture_url: null,
-    email: u.email,
-    phone: u.phone,
-    street: u.street,
-    zipcode: u.zipcode,
-    city: u.city,
-    birthdate: u.birthdate,
-    gender: u.gender,
-    staff_number: u.staff_number,
-    entering_date: u.entering_date,
-    leaving_date: u.leaving_date,
-    active: u.active,
-    role_id: Number(u.role_id),
-    request_password_change: u.request_password_change,
-    prevent_logout: u.prevent_logout,
-    wants_email_notifications: u.wants_email_notifications,
-    default_route: u.default_route,
-    last_login_at: iso(u.last_login_at),
-    created_at: iso(u.created_at),
-    updated_at: iso(u.updated_at),
-    deleted_at: iso(u.deleted_at),
-    role: { id: Number(u.role_id), name: u.role_name, active: u.role_active, permissions: u.role_permissions },
-    language: u.lang_id === null ? null : { id: u.lang_id, name: u.language_name },
-  };
+  return presentBaselineUser(u);
 });
 const bareAddress = await bare.listen({ host: '127.0.0.1', port: 0 });
 

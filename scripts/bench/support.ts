@@ -149,3 +149,75 @@ export async function comparePair(
     }
   }
 }
+
+/** A user row as the baselines read it: the user's columns, its role's and its language's name. */
+export interface BaselineUserRow {
+  id: string;
+  username: string;
+  first_name: string | null;
+  last_name: string | null;
+  lang_id: string | null;
+  group_account: boolean;
+  email: string | null;
+  phone: string | null;
+  street: string | null;
+  zipcode: string | null;
+  city: string | null;
+  birthdate: string | null;
+  gender: string | null;
+  staff_number: string | null;
+  entering_date: string | null;
+  leaving_date: string | null;
+  active: boolean;
+  role_id: string;
+  request_password_change: boolean;
+  prevent_logout: boolean;
+  wants_email_notifications: boolean;
+  default_route: string | null;
+  last_login_at: Date | null;
+  created_at: Date | null;
+  updated_at: Date | null;
+  deleted_at: Date | null;
+  role_name: string;
+  role_active: boolean;
+  role_permissions: string[];
+  language_name: string | null;
+}
+
+const iso = (value: Date | null) => (value ? value.toISOString() : null);
+
+/** A baseline's user record: the fields in the order Atrium presents them, with its default relations (no picture). */
+export function presentBaselineUser(u: BaselineUserRow) {
+  return {
+    id: Number(u.id),
+    username: u.username,
+    first_name: u.first_name,
+    last_name: u.last_name,
+    full_name: [u.first_name, u.last_name].filter((part) => part !== null && part !== '').join(' '),
+    lang_id: u.lang_id,
+    group_account: u.group_account,
+    profile_picture_url: null,
+    email: u.email,
+    phone: u.phone,
+    street: u.street,
+    zipcode: u.zipcode,
+    city: u.city,
+    birthdate: u.birthdate,
+    gender: u.gender,
+    staff_number: u.staff_number,
+    entering_date: u.entering_date,
+    leaving_date: u.leaving_date,
+    active: u.active,
+    role_id: Number(u.role_id),
+    request_password_change: u.request_password_change,
+    prevent_logout: u.prevent_logout,
+    wants_email_notifications: u.wants_email_notifications,
+    default_route: u.default_route,
+    last_login_at: iso(u.last_login_at),
+    created_at: iso(u.created_at),
+    updated_at: iso(u.updated_at),
+    deleted_at: iso(u.deleted_at),
+    role: { id: Number(u.role_id), name: u.role_name, active: u.role_active, permissions: u.role_permissions },
+    language: u.lang_id === null ? null : { id: u.lang_id, name: u.language_name },
+  };
+}

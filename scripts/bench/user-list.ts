@@ -10,7 +10,7 @@ import { sql as drizzleSql } from 'drizzle-orm';
 import Fastify from 'fastify';
 import postgres from 'postgres';
 import { hashToken } from '../../src/platform/auth/tokens.ts';
-import { assertSameBody, benchAtrium, comparePair, throwawayDatabase } from './support.ts';
+import { assertSameBody, benchAtrium, comparePair, presentBaselineUser, throwawayDatabase, type BaselineUserRow } from './support.ts';
 
 const seconds = Number(process.argv[2] ?? 3);
 const rounds = Number(process.argv[3] ?? 3);
@@ -42,41 +42,7 @@ const atriumAddress = await app.listen({ host: '127.0.0.1', port: 0 });
 
 // Baseline: the simplest thing that answers the same body.
 const sql = postgres(database.url, { max: 10 });
-const iso = (value: Date | null) => (value ? value.toISOString() : null);
-type Text = string | null;
-interface Row {
-  id: string;
-  username: string;
-  first_name: Text;
-  last_name: Text;
-  lang_id: Text;
-  group_account: boolean;
-  email: Text;
-  phone: Text;
-  street: Text;
-  zipcode: Text;
-  city: Text;
-  birthdate: Text;
-  gender: Text;
-  staff_number: Text;
-  entering_date: Text;
-  leaving_date: Text;
-  active: boolean;
-  role_id: string;
-  request_password_change: boolean;
-  prevent_logout: boolean;
-  wants_email_notifications: boolean;
-  default_route: Text;
-  last_login_at: Date | null;
-  created_at: Date;
-  updated_at: Date;
-  deleted_at: Date | null;
-  role_name: string;
-  role_active: boolean;
-  role_permissions: string[];
-  language_name: Text;
-  file_name: Text;
-}
+type Row = BaselineUserRow & { file_name: string | null };
 const bare = Fastify();
 bare.get<{ Querystring: { limit?: string } }>('/users', async (request, reply) => {
   const presented = (request.headers.authorization ?? '').replace(/^Bearer /, '');
@@ -95,38 +61,7 @@ bare.get<{ Querystring: { limit?: string } }>('/users', async (request, reply) =
     limit ${Number(request.query.limit ?? 100)}`;
   return rows.map((u) => {
     if (u.file_name) throw new Error('the baseline does not sign picture URLs; the benchmark data has no pictures');
-    return {
-      id: Number(u.id),
-      username: u.username,
-      first_name: u.first_name,
-      last_name: u.last_name,
-      full_name: [u.first_name, u.last_name].filter((part) => part !== null && part !== '').join(' '),
-      lang_id: u.lang_id,
-      group_account: u.group_account,
-      profile_picture_url: null,
-      email: u.email,
-      phone: u.phone,
-      street: u.street,
-      zipcode: u.zipcode,
-      city: u.city,
-      birthdate: u.birthdate,
-      gender: u.gender,
-      staff_number: u.staff_number,
-      entering_date: u.entering_date,
-      leaving_date: u.leaving_date,
-      active: u.active,
-      role_id: Number(u.role_id),
-      request_password_change: u.request_password_change,
-      prevent_logout: u.prevent_logout,
-      wants_email_notifications: u.wants_email_notifications,
-      default_route: u.default_route,
-      last_login_at: iso(u.last_login_at),
-      created_at: iso(u.created_at),
-      updated_at: iso(u.updated_at),
-      deleted_at: iso(u.deleted_at),
-      role: { id: Number(u.role_id), name: u.role_name, active: u.role_active, permissions: u.role_permissions },
-      language: u.lang_id ? { id: u.lang_id, name: u.language_name } : null,
-    };
+    return presentBaselineUser(u);
   });
 });
 const bareAddress = await bare.listen({ host: '127.0.0.1', port: 0 });
