@@ -3,10 +3,12 @@
  * (assertions bypass tenancy), request bodies and small waiting helpers. A helper that a
  * second test file needs belongs here, not in a copy.
  */
+import { randomUUID } from 'node:crypto';
 import { sql, type SQL } from 'drizzle-orm';
 import type { Test } from 'tap';
 import type { Database } from '../../src/platform/database/database.ts';
 import { departments, departmentUsers } from '../../src/resources/departments/table.ts';
+import { notifications } from '../../src/resources/notifications/table.ts';
 import { roles } from '../../src/resources/roles/table.ts';
 import type { TestApi } from './atrium.ts';
 import { eventually } from './eventually.ts';
@@ -129,3 +131,27 @@ export const waitForDispatches = (db: Database, tenantId: number) =>
     () => rowCount(db, 'notification_dispatches', sql`tenant_id = ${tenantId} and delivered_at is null`),
     (n) => n === 0,
   );
+
+/** A notification of `userId` written directly, stored at `createdAt` (`customNotification` unless `values` say otherwise). */
+export async function storeNotification(
+  db: Database,
+  tenantId: number,
+  userId: number,
+  createdAt: Date,
+  values: Partial<typeof notifications.$inferInsert> = {},
+) {
+  const [row] = await db.owner
+    .insert(notifications)
+    .values({
+      tenantId,
+      dispatchId: randomUUID(),
+      type: 'customNotification',
+      notifiableId: userId,
+      data: { title: 'Hello', body: '<p>Hi</p>', url: '/x' },
+      createdAt,
+      updatedAt: createdAt,
+      ...values,
+    })
+    .returning();
+  return row!;
+}

@@ -8,11 +8,10 @@ import { sql } from 'drizzle-orm';
 import qs from 'qs';
 import t, { type Test } from 'tap';
 import { operations, type OperationId } from '../../../generated/operations.ts';
-import { notifications } from '../../../src/resources/notifications/table.ts';
 import { users } from '../../../src/resources/users/table.ts';
 import { startTestApi, type CallResult } from '../../helpers/atrium.ts';
 import { spec } from '../../helpers/contract.ts';
-import { roleNamed, waitForDispatches } from '../../helpers/fixtures.ts';
+import { roleNamed, storeNotification, waitForDispatches } from '../../helpers/fixtures.ts';
 
 const api = await startTestApi(t);
 const tenant = await api.createTenant('paging');
@@ -44,21 +43,11 @@ async function storeAtOnce(userId: number, count: number, tenantId = tenant.tena
 
 /** One stored notification of `userId`, `minutesAgo` old. */
 async function storeOne(userId: number, minutesAgo: number, tenantId = tenant.tenantId, targetableType?: string): Promise<string> {
-  const createdAt = new Date(Date.now() - minutesAgo * 60_000);
-  const [row] = await api.db.owner
-    .insert(notifications)
-    .values({
-      tenantId,
-      dispatchId: randomUUID(),
-      type: 'customNotification',
-      notifiableId: userId,
-      data: { title: `${minutesAgo} minutes ago`, body: 'b', url: '/' },
-      ...(targetableType ? { targetableType, targetableId: minutesAgo } : {}),
-      createdAt,
-      updatedAt: createdAt,
-    })
-    .returning({ id: notifications.id });
-  return row!.id;
+  const row = await storeNotification(api.db, tenantId, userId, new Date(Date.now() - minutesAgo * 60_000), {
+    data: { title: `${minutesAgo} minutes ago`, body: 'b', url: '/' },
+    ...(targetableType ? { targetableType, targetableId: minutesAgo } : {}),
+  });
+  return row.id;
 }
 
 // Alice: three old ones a minute apart, then seven stored at once (a tie on created_at).

@@ -7,7 +7,7 @@ import { findDispatch, storeNotificationBatch } from '../../../src/resources/not
 import { notify } from '../../../src/resources/notifications/notify.ts';
 import { notificationDispatches, notifications } from '../../../src/resources/notifications/table.ts';
 import { startTestApi } from '../../helpers/atrium.ts';
-import { createDepartment, rowCount, waitForDispatches } from '../../helpers/fixtures.ts';
+import { createDepartment, rowCount, storeNotification, waitForDispatches } from '../../helpers/fixtures.ts';
 
 const api = await startTestApi(t);
 const tenant = await api.createTenant('notifications');
@@ -22,23 +22,8 @@ const dispatchCount = () => rowCount(api.db, 'notification_dispatches', sql`tena
 const department = async (tenantId: number, name: string, memberIds: number[]) => (await createDepartment(api.db, tenantId, name, memberIds)).id;
 
 /** A notification stored directly (for read-side tests), `minutesAgo` old. */
-async function stored(userId: number, values: Partial<typeof notifications.$inferInsert> = {}, minutesAgo = 0, tenantId = tenant.tenantId) {
-  const createdAt = new Date(Math.floor(Date.now() / 1000) * 1000 - minutesAgo * 60_000);
-  const [row] = await api.db.owner
-    .insert(notifications)
-    .values({
-      tenantId,
-      dispatchId: randomUUID(),
-      type: 'customNotification',
-      notifiableId: userId,
-      data: { title: 'Hello', body: '<p>Hi</p>', url: '/x' },
-      createdAt,
-      updatedAt: createdAt,
-      ...values,
-    })
-    .returning();
-  return row!;
-}
+const stored = (userId: number, values: Partial<typeof notifications.$inferInsert> = {}, minutesAgo = 0, tenantId = tenant.tenantId) =>
+  storeNotification(api.db, tenantId, userId, new Date(Math.floor(Date.now() / 1000) * 1000 - minutesAgo * 60_000), values);
 
 async function waitForDelivery(t: Test) {
   const pending = await waitForDispatches(api.db, tenant.tenantId);
