@@ -133,7 +133,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   registerErrorHandling(app);
   registerJsonBodies(app);
   await registerCors(app, services.config.corsOrigins);
-  await registerSecurityHeaders(app);
+  registerSecurityHeaders(app);
   await registerRateLimit(app, {
     perToken: services.config.rateLimitPerToken,
     perAddress: services.config.rateLimitPerAddress,

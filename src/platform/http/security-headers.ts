@@ -1,25 +1,49 @@
-import helmet from '@fastify/helmet';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { FastifyInstance } from 'fastify';
+import helmet, { type HelmetOptions } from 'helmet';
 
 /**
  * Security headers for an API whose answers are JSON, problem documents, pictures and CSV
- * (@fastify/helmet): nothing an answer holds may run, load anything, be framed or be
- * sniffed as another type, and no referrer leaves. Resources stay loadable by pages of
- * other origins (`Cross-Origin-Resource-Policy: cross-origin`): a profile picture's signed
- * URL is meant to be an `<img>` on the client's page, and everything else needs a token
- * that such a page cannot attach. HSTS is sent always; browsers only heed it over HTTPS.
- * The reference page (`/docs`) replaces the policy with its own (`API_REFERENCE_CSP_DIRECTIVES`
- * in api-reference.ts).
+ * (helmet): nothing an answer holds may run, load anything, be framed or be sniffed as
+ * another type, and no referrer leaves. Resources stay loadable by pages of other origins
+ * (`Cross-Origin-Resource-Policy: cross-origin`): a profile picture's signed URL is meant
+ * to be an `<img>` on the client's page, and everything else needs a token that such a
+ * page cannot attach. HSTS is sent always; browsers only heed it over HTTPS. The reference
+ * page (`/docs`) replaces the policy with its own (`API_REFERENCE_CSP_DIRECTIVES` in
+ * api-reference.ts).
  */
-export async function registerSecurityHeaders(app: FastifyInstance): Promise<void> {
-  await app.register(helmet, {
-    contentSecurityPolicy: {
-      useDefaults: false,
-      directives: { defaultSrc: ["'none'"], baseUri: ["'none'"], formAction: ["'none'"], frameAncestors: ["'none'"] },
-    },
-    crossOriginResourcePolicy: { policy: 'cross-origin' },
-    xFrameOptions: { action: 'deny' },
-    referrerPolicy: { policy: 'no-referrer' },
-    strictTransportSecurity: { maxAge: 31_536_000, includeSubDomains: false },
+const OPTIONS: HelmetOptions = {
+  contentSecurityPolicy: {
+    useDefaults: false,
+    directives: { defaultSrc: ["'none'"], baseUri: ["'none'"], formAction: ["'none'"], frameAncestors: ["'none'"] },
+  },
+  crossOriginResourcePolicy: { policy: 'cross-origin' },
+  xFrameOptions: { action: 'deny' },
+  referrerPolicy: { policy: 'no-referrer' },
+  strictTransportSecurity: { maxAge: 31_536_000, includeSubDomains: false },
+};
+
+/**
+ * The headers helmet sets with `OPTIONS`, taken once: none of them depends on the request
+ * (no directive is a function of it), so each answer is given the same set instead of
+ * running helmet's middleware per request.
+ */
+export function securityHeaders(options: HelmetOptions = OPTIONS): Readonly<Record<string, string>> {
+  const headers: Record<string, string> = {};
+  const response = {
+    setHeader: (name: string, value: string | number | readonly string[]) => (headers[name.toLowerCase()] = String(value)),
+    removeHeader: (name: string) => delete headers[name.toLowerCase()],
+  };
+  let failure: unknown;
+  helmet(options)({} as IncomingMessage, response as unknown as ServerResponse, (error?: unknown) => (failure = error));
+  if (failure !== undefined) throw new Error('helmet refused the security header options', { cause: failure });
+  return Object.freeze(headers);
+}
+
+export function registerSecurityHeaders(app: FastifyInstance): void {
+  const headers = securityHeaders();
+  app.addHook('onRequest', (_request, reply, done) => {
+    reply.headers(headers);
+    done();
   });
 }
