@@ -17,15 +17,24 @@ import { PROFILE_KEYS, requiredProfileKeys, userProfilePictures, users, type Pro
 /** The columns a user write may set. */
 export type UserColumns = Partial<typeof users.$inferInsert>;
 
-/** A user row plus the stored picture's file name (never its bytes). */
-export type UserRow = typeof users.$inferSelect & { pictureFileName: string | null; pictureEtag: string | null };
+/**
+ * The columns of a user that reads present or judge: every one but the password hash, which
+ * only sign-in and the password checks read, each with a query of its own.
+ */
+const { passwordHash: _passwordHash, ...userColumns } = getTableColumns(users);
+
+/** A user row (no password hash) plus the stored picture's file name (never its bytes). */
+export type UserRow = Omit<typeof users.$inferSelect, 'passwordHash'> & { pictureFileName: string | null; pictureEtag: string | null };
+
+/** The stored picture of the user in the row (at most one: the key is tenant and user). */
+const ownPicture = and(eq(userProfilePictures.tenantId, users.tenantId), eq(userProfilePictures.userId, users.id));
 
 /** Users with their picture's file name and ETag (not its bytes), in the transaction's tenant. */
 export function selectUsers(tx: Tx) {
   return tx
-    .select({ ...getTableColumns(users), pictureFileName: userProfilePictures.fileName, pictureEtag: userProfilePictures.etag })
+    .select({ ...userColumns, pictureFileName: userProfilePictures.fileName, pictureEtag: userProfilePictures.etag })
     .from(users)
-    .leftJoin(userProfilePictures, eq(userProfilePictures.userId, users.id));
+    .leftJoin(userProfilePictures, ownPicture);
 }
 
 /** Users ordered by last name, first name, id (as `GET /api/users` documents). */
@@ -50,10 +59,10 @@ export async function activeUserNamed(tx: Tx, username: string): Promise<{ id: n
 /** Users of the tenant (soft-deleted ones included) with what their role could grant, for the CSV preview (add a `where`). */
 export function usersWithRoleGrants(tx: Tx) {
   return tx
-    .select({ ...getTableColumns(users), grantable: roles.permissions, pictureFileName: userProfilePictures.fileName })
+    .select({ ...userColumns, grantable: roles.permissions, pictureFileName: userProfilePictures.fileName })
     .from(users)
-    .innerJoin(roles, eq(roles.id, users.roleId))
-    .leftJoin(userProfilePictures, eq(userProfilePictures.userId, users.id));
+    .innerJoin(roles, and(eq(roles.tenantId, users.tenantId), eq(roles.id, users.roleId)))
+    .leftJoin(userProfilePictures, ownPicture);
 }
 
 /** What a role is to the user rules: whether it is active, and what it lists. */

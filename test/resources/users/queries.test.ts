@@ -2,6 +2,7 @@ import t from 'tap';
 import { startTestApi } from '../../helpers/atrium.ts';
 import { entityPermissions } from '../../../src/resources/entity-permissions/table.ts';
 import { acceptedPolicies, termsOfUse } from '../../../src/resources/terms-of-use/table.ts';
+import { selectUsers, usersWithRoleGrants } from '../../../src/resources/users/queries.ts';
 import { userProfilePictures, users } from '../../../src/resources/users/table.ts';
 import { createDepartment, roleNamed } from '../../helpers/fixtures.ts';
 import { PNG_1X1 } from '../../helpers/multipart.ts';
@@ -59,4 +60,13 @@ t.test('listing 1,000 users with every relation costs as many queries as 10', as
   const thousand = await countListQueries(large.adminToken, 1000);
   t.equal(thousand, ten, `${ten} statements either way`);
   t.ok(ten <= 8, 'a handful: tenant setting, users, one per relation');
+});
+
+t.test('reading users for an answer never reads their password hashes', async (t) => {
+  // The statements `GET /api/users` and the CSV preview read users with: no column of them is the hash.
+  const statements = await api.db.tenant(small.tenantId, async (tx) => [selectUsers(tx).toSQL().sql, usersWithRoleGrants(tx).toSQL().sql]);
+  for (const statement of statements) {
+    t.match(statement, /"users"\."username"/, 'a statement reading users');
+    t.notMatch(statement, /password_hash/, 'without the password hash');
+  }
 });
