@@ -9,7 +9,7 @@
  * Records a handler has just written, or nests in another resource's answer, are
  * presented with `presentAll` / `presentGrouped`.
  */
-import { and, sql, type SQL } from 'drizzle-orm';
+import { and, Column, is, sql, SQL } from 'drizzle-orm';
 import { PgDialect, type SelectedFieldsOrdered } from 'drizzle-orm/pg-core';
 import type { Database, Tx } from '../database/database.ts';
 import { withNextPage } from '../http/next-page.ts';
@@ -101,6 +101,45 @@ interface CompiledListing {
   /** How drizzle maps the selected columns of a row (decoders, nesting), taken from the builder. */
   fields: SelectedFieldsOrdered;
   joinsNotNullableMap: Record<string, boolean> | undefined;
+  /** The same mapping built once, for a flat selection (see `flatRowMapper`); null: drizzle maps. */
+  mapRows: ((rows: unknown[][]) => unknown[]) | null;
+}
+
+/** How a selected value comes from the driver's: a column's or an SQL expression's decoder. */
+type Decoder = { mapFromDriverValue(value: unknown): unknown };
+
+/** Whether `decoder` returns what it is given (drizzle's default), so calling it can be skipped. */
+const passesThrough = (decoder: Decoder) => decoder.mapFromDriverValue === Column.prototype.mapFromDriverValue;
+
+/**
+ * Rows (the driver's arrays) → objects, as drizzle's `mapResultRow` makes them for a
+ * selection whose every field is a top-level key (no joined table nested as an object):
+ * each key named and each decoder found once, not per row and field. Null when the
+ * selection nests or holds a subquery; drizzle then maps.
+ */
+function flatRowMapper(fields: SelectedFieldsOrdered): ((rows: unknown[][]) => unknown[]) | null {
+  const decoderOf = (field: unknown): Decoder | undefined =>
+    is(field, Column)
+      ? field
+      : is(field, SQL)
+        ? (field as unknown as { decoder: Decoder }).decoder
+        : is(field, SQL.Aliased)
+          ? (field.sql as unknown as { decoder: Decoder }).decoder
+          : undefined;
+  const found = fields.map(({ field }) => decoderOf(field));
+  if (fields.some(({ path }) => path.length !== 1) || found.includes(undefined)) return null;
+  const names = fields.map(({ path }) => path[0]!);
+  const decoders = (found as Decoder[]).map((decoder) => (passesThrough(decoder) ? null : decoder));
+  return (rows) =>
+    rows.map((row) => {
+      const record: Record<string, unknown> = {};
+      for (let i = 0; i < names.length; i++) {
+        const raw = row[i];
+        const decoder = decoders[i];
+        record[names[i]!] = raw === null ? null : decoder ? decoder.mapFromDriverValue(raw) : raw;
+      }
+      return record;
+    });
 }
 
 /**
@@ -125,7 +164,13 @@ function compiled<Row, Viewer, FilterKey extends string, Shown>(tx: Tx, listing:
   const prepared = builder.prepare('compiled_listing');
   found =
     head.params.length === 0 && order.params.length === 0 && prepared.fields
-      ? { head: sql.raw(head.sql), order: sql.raw(order.sql), fields: prepared.fields, joinsNotNullableMap: prepared.joinsNotNullableMap }
+      ? {
+          head: sql.raw(head.sql),
+          order: sql.raw(order.sql),
+          fields: prepared.fields,
+          joinsNotNullableMap: prepared.joinsNotNullableMap,
+          mapRows: flatRowMapper(prepared.fields),
+        }
       : null;
   compiledListings.set(listing, found);
   return found;
@@ -159,7 +204,7 @@ function rowsWhere<Row, Viewer, FilterKey extends string, Shown>(
     page.offset ? sql` offset ${page.offset}` : undefined,
   ];
   const statement = sql.join(parts.filter((part): part is SQL => part !== undefined));
-  const query = tx._.session.prepareQuery(dialect.sqlToQuery(statement), text.fields, undefined, true);
+  const query = tx._.session.prepareQuery(dialect.sqlToQuery(statement), text.fields, undefined, true, text.mapRows ?? undefined);
   (query as unknown as { joinsNotNullableMap?: Record<string, boolean> }).joinsNotNullableMap = text.joinsNotNullableMap;
   return query.execute() as Promise<Row[]>;
 }
