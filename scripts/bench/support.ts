@@ -108,6 +108,8 @@ export async function assertSameBody(subjectUrl: string, baselineUrl: string, he
   return subjectText.length;
 }
 
+const WARM_UP_SECONDS = 3;
+
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
 
 /**
@@ -123,9 +125,10 @@ export async function comparePair(
 ): Promise<void> {
   for (const connections of options.connections) {
     const runs: { subject: Measured; baseline: Measured }[] = [];
-    // Warm-up: connections opened, statements prepared, code optimised on both sides.
-    await measure('warm-up', baseline.url, baseline.headers, 1, connections);
-    await measure('warm-up', subject.url, subject.headers, 1, connections);
+    // Warm-up: connections opened, statements prepared, code optimised on both sides (a
+    // second at ~300 requests a second left Atrium's first round visibly slower than its later ones).
+    await measure('warm-up', baseline.url, baseline.headers, WARM_UP_SECONDS, connections);
+    await measure('warm-up', subject.url, subject.headers, WARM_UP_SECONDS, connections);
     for (let round = 0; round < options.rounds; round++) {
       const b = await measure(`baseline ${name}`, baseline.url, baseline.headers, options.seconds, connections);
       const s = await measure(`Atrium   ${name}`, subject.url, subject.headers, options.seconds, connections);
