@@ -2,9 +2,9 @@ import type { FastifyInstance } from 'fastify';
 import pino, { type Logger } from 'pino';
 import { buildApp, loggerOptions } from './app.ts';
 import type { Config } from './config.ts';
+import { openDatabaseServer, type DatabaseServer } from './database-server.ts';
 import { jobDefinitions } from './jobs.ts';
 import { Database } from './platform/database/database.ts';
-import { startEmbeddedPostgres } from './platform/database/embedded.ts';
 import { Jobs } from './platform/jobs/jobs.ts';
 import { Metrics } from './platform/metrics/metrics.ts';
 import { OutboundClient } from './platform/outbound/client.ts';
@@ -13,20 +13,6 @@ import { PrincipalCache } from './platform/auth/principal-cache.ts';
 import type { Services } from './platform/services.ts';
 import { NotificationStreams } from './resources/notifications/stream.ts';
 import { seedDemoTenant } from './resources/tenants/create-tenant.ts';
-
-/** The database server: DATABASE_URL when set, otherwise the embedded one in DATA_DIR. */
-export interface DatabaseServer {
-  url: string;
-  /** The embedded server's password for the application role's own login. */
-  appPassword?: string;
-  stop(): Promise<void>;
-}
-
-export async function openDatabaseServer(config: Config, logger: Logger): Promise<DatabaseServer> {
-  if (config.databaseUrl) return { url: config.databaseUrl, stop: async () => {} };
-  logger.info({ dataDir: config.dataDir }, 'starting embedded PostgreSQL');
-  return startEmbeddedPostgres(config.dataDir, (line) => logger.debug({ postgres: line }));
-}
 
 /** The application pool's login: configured, or `atrium_app` itself on the embedded server. */
 function appLoginUrl(config: Config, server: DatabaseServer): string | undefined {

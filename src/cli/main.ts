@@ -180,7 +180,7 @@ async function run(argv: string[]): Promise<void> {
   const [{ default: pino }, { Database }, { openDatabaseServer }] = await Promise.all([
     import('pino'),
     import('../platform/database/database.ts'),
-    import('../server.ts'),
+    import('../database-server.ts'),
   ]);
   // Logs go to stderr: stdout carries only the command's answer (token:create prints the token).
   const logger = pino({ level: process.env.LOG_LEVEL ? config.logLevel : 'warn' }, pino.destination(2));

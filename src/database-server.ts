@@ -1,0 +1,21 @@
+/**
+ * The database server a process uses: DATABASE_URL when set, otherwise the embedded one in
+ * DATA_DIR. Apart from the application (src/server.ts) so that the command line, which
+ * needs only this and the database, does not load the HTTP API, the jobs and their clients.
+ */
+import type { Logger } from 'pino';
+import type { Config } from './config.ts';
+import { startEmbeddedPostgres } from './platform/database/embedded.ts';
+
+export interface DatabaseServer {
+  url: string;
+  /** The embedded server's password for the application role's own login. */
+  appPassword?: string;
+  stop(): Promise<void>;
+}
+
+export async function openDatabaseServer(config: Config, logger: Logger): Promise<DatabaseServer> {
+  if (config.databaseUrl) return { url: config.databaseUrl, stop: async () => {} };
+  logger.info({ dataDir: config.dataDir }, 'starting embedded PostgreSQL');
+  return startEmbeddedPostgres(config.dataDir, (line) => logger.debug({ postgres: line }));
+}
