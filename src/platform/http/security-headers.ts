@@ -28,14 +28,14 @@ const OPTIONS: HelmetOptions = {
  * (no directive is a function of it), so each answer is given the same set instead of
  * running helmet's middleware per request.
  */
-export function securityHeaders(options: HelmetOptions = OPTIONS): Readonly<Record<string, string>> {
+function securityHeaders(): Readonly<Record<string, string>> {
   const headers: Record<string, string> = {};
   const response = {
     setHeader: (name: string, value: string | number | readonly string[]) => (headers[name.toLowerCase()] = String(value)),
     removeHeader: (name: string) => delete headers[name.toLowerCase()],
   };
   let failure: unknown;
-  helmet(options)({} as IncomingMessage, response as unknown as ServerResponse, (error?: unknown) => (failure = error));
+  helmet(OPTIONS)({} as IncomingMessage, response as unknown as ServerResponse, (error?: unknown) => (failure = error));
   if (failure !== undefined) throw new Error('helmet refused the security header options', { cause: failure });
   return Object.freeze(headers);
 }
