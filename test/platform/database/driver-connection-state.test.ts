@@ -1,11 +1,13 @@
 /**
- * The database driver (postgres.js 3.4) counts the rows of the statement it is reading on
- * its connection and reset that count only when a statement completed. A statement cut off
- * after its first rows (an error on a later row, or its connection lost and reconnected)
- * left the count behind, and the next statement on that connection answered its rows after
- * as many holes: `[first] = rows` was undefined, so a valid token looked up just then was
- * refused with a 401. patches/postgres+*.patch resets the count (applied on install); these
- * tests fail without it (docs/fault-tolerance.md#lost-database-connections).
+ * Defects of the database driver (postgres.js 3.4.9) that patches/postgres+*.patch mends
+ * (applied on install); each test here fails without it
+ * (docs/fault-tolerance.md#driver-defects-and-what-atrium-does-about-them):
+ * - it counted the rows of the statement it was reading and reset that count only when a
+ *   statement completed, so a statement cut off after its first rows left the next one's
+ *   rows after as many holes (a valid token looked up just then was refused with a 401);
+ * - it kept a statement its lost connection cut off as the connection's current one, so
+ *   the server's refusal of the next login was taken for that statement's error and the
+ *   statement waiting for the connection was never answered while the refusals lasted.
  */
 import postgres from 'postgres';
 import t from 'tap';
@@ -62,4 +64,45 @@ t.test('a statement whose connection is lost after its first rows leaves the sta
   if (!rows) throw new Error('no statement was answered after the reconnect');
   t.ok(dense(rows, 3), `the first statement answered on the new connection has its 3 rows and nothing else (length ${rows.length})`);
   t.equal(rows[0]?.x, 1, 'its first row first');
+});
+
+t.test('a statement cut off by its lost connection does not swallow the refusals of the reconnects after it', async (t) => {
+  const sql = postgres(database.url, { max: 1, onnotice: () => {}, backoff: 0.05, connection: { application_name: 'atrium-stale-statement' } });
+  // An owner connection to another database, which survives what it does to this one.
+  const controlUrl = new URL(database.url);
+  controlUrl.pathname = '/postgres';
+  const control = postgres(controlUrl.toString(), { max: 1, onnotice: () => {} });
+  const [{ name } = { name: '' }] = await sql<{ name: string }[]>`select current_database() as name`;
+  t.teardown(async () => {
+    await control.unsafe(`alter database "${name}" with allow_connections true`);
+    await Promise.all([sql.end({ timeout: 1 }), control.end({ timeout: 1 })]);
+  });
+  const cut = sql`select pg_sleep(30)`.then(
+    () => 'answered',
+    () => 'lost',
+  );
+  await eventually(
+    async () =>
+      (
+        await control<{ n: number }[]>`
+          select count(*)::int as n from pg_stat_activity where application_name = 'atrium-stale-statement' and state = 'active'`
+      )[0]!.n,
+    (n) => n > 0,
+  );
+  // The database refuses new logins (as in maintenance), then its sessions are ended.
+  await control.unsafe(`alter database "${name}" with allow_connections false`);
+  await control`select pg_terminate_backend(pid) from pg_stat_activity where application_name = 'atrium-stale-statement'`;
+  t.equal(await cut, 'lost', 'the statement was cut off');
+  // The next statement's connection attempt is refused; the driver must say so, not keep
+  // reconnecting for as long as the refusals last.
+  let timer: NodeJS.Timeout | undefined;
+  const outcome = await Promise.race([
+    sql`select 1`.then(
+      () => 'answered',
+      (error: { code?: string }) => error.code,
+    ),
+    new Promise((resolve) => (timer = setTimeout(() => resolve('no answer after 10 s'), 10_000))),
+  ]);
+  clearTimeout(timer);
+  t.equal(outcome, '55000', 'the statement fails with the refusal (database not accepting connections)');
 });
