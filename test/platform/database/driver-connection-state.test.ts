@@ -67,7 +67,7 @@ t.test('a statement whose connection is lost after its first rows leaves the sta
 });
 
 t.test('a statement cut off by its lost connection does not swallow the refusals of the reconnects after it', async (t) => {
-  const sql = postgres(database.url, { max: 1, onnotice: () => {}, backoff: 0.05, connection: { application_name: 'atrium-stale-statement' } });
+  const sql = postgres(database.url, { max: 1, onnotice: () => {}, backoff: () => 0.05, connection: { application_name: 'atrium-stale-statement' } });
   // An owner connection to another database, which survives what it does to this one.
   const controlUrl = new URL(database.url);
   controlUrl.pathname = '/postgres';
