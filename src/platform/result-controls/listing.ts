@@ -14,7 +14,7 @@ import { PgDialect, type SelectedFieldsOrdered } from 'drizzle-orm/pg-core';
 import type { Database, Tx } from '../database/database.ts';
 import { withNextPage } from '../http/next-page.ts';
 import { invalid, notFound } from '../http/problem.ts';
-import { groupBy, present, readControls, type Controls, type ControlsQuery, type View } from './result-controls.ts';
+import { groupBy, inlineColumn, present, readControls, type Controls, type ControlsQuery, type View } from './result-controls.ts';
 
 /** Every visible field, no relations: how written records and nested records are answered. */
 export const ALL_FIELDS: Readonly<{ selects: null; relations: readonly string[] }> = Object.freeze({ selects: null, relations: Object.freeze([]) });
@@ -46,8 +46,13 @@ export interface RecordQuery<Row> {
  */
 export interface ListingDefinition<Row, Viewer, FilterKey extends string = never, Shown = Row> {
   view: View<Shown, Viewer, FilterKey>;
-  /** Where the records come from (columns, joins), without where, order or limit: those are added. */
-  query(tx: Tx): RecordQuery<Row>;
+  /**
+   * Where the records come from (columns, joins), without where, order or limit: those are
+   * added. A query that adds `columns` to its selection lets the view's inline relations
+   * ride in its statement (`RelationDefinition.inline`); one that ignores them has its
+   * relations loaded.
+   */
+  query(tx: Tx, columns?: Record<string, SQL>): RecordQuery<Row>;
   /** The rows any request of this listing may see (e.g. the caller's own); without it, every row of the tenant. */
   scope?(viewer: Viewer): SQL | undefined;
   /** List order (docs/api-conventions.md#list-order); ends in a unique column, so it is total. */
@@ -152,13 +157,40 @@ interface BuilderInternals {
   prepare(name: string): { fields?: SelectedFieldsOrdered; joinsNotNullableMap?: Record<string, boolean> };
 }
 
-/** Compiled listings; null: the listing's select or order carries bound values, so it is built per request. */
-const compiledListings = new WeakMap<object, CompiledListing | null>();
+/**
+ * Compiled listings, by the inline relations their statement carries (names joined by
+ * `|`); null: the listing's select or order carries bound values, so it is built per request.
+ */
+const compiledListings = new WeakMap<object, Map<string, CompiledListing | null>>();
 
-function compiled<Row, Viewer, FilterKey extends string, Shown>(tx: Tx, listing: ListingDefinition<Row, Viewer, FilterKey, Shown>): CompiledListing | null {
-  let found = compiledListings.get(listing);
+/**
+ * The columns that carry `relations` in the listing's statement: those of them the view
+ * can select inline. Only a listing without `shape` presents its rows as they are read.
+ */
+function inlineColumns<Row, Viewer, FilterKey extends string, Shown>(
+  listing: ListingDefinition<Row, Viewer, FilterKey, Shown>,
+  relations: readonly string[],
+): Record<string, SQL> | undefined {
+  if (listing.shape || relations.length === 0) return undefined;
+  let columns: Record<string, SQL> | undefined;
+  for (const name of relations) {
+    const inline = listing.view.relations?.[name]?.inline;
+    if (inline) (columns ??= {})[inlineColumn(name)] = inline;
+  }
+  return columns;
+}
+
+function compiled<Row, Viewer, FilterKey extends string, Shown>(
+  tx: Tx,
+  listing: ListingDefinition<Row, Viewer, FilterKey, Shown>,
+  columns: Record<string, SQL> | undefined,
+): CompiledListing | null {
+  let variants = compiledListings.get(listing);
+  if (!variants) compiledListings.set(listing, (variants = new Map<string, CompiledListing | null>()));
+  const key = columns ? Object.keys(columns).join('|') : '';
+  let found = variants.get(key);
   if (found !== undefined) return found;
-  const builder = listing.query(tx) as unknown as BuilderInternals;
+  const builder = listing.query(tx, columns) as unknown as BuilderInternals;
   const head = builder.toSQL();
   const order = dialect.sqlToQuery(listing.order.length > 0 ? sql` order by ${sql.join(listing.order, sql`, `)}` : sql``);
   const prepared = builder.prepare('compiled_listing');
@@ -172,7 +204,7 @@ function compiled<Row, Viewer, FilterKey extends string, Shown>(tx: Tx, listing:
           mapRows: flatRowMapper(prepared.fields),
         }
       : null;
-  compiledListings.set(listing, found);
+  variants.set(key, found);
   return found;
 }
 
@@ -182,13 +214,15 @@ function rowsWhere<Row, Viewer, FilterKey extends string, Shown>(
   viewer: Viewer,
   where: SQL | undefined,
   page: { limit?: number; offset?: number } = {},
+  relations: readonly string[] = [],
 ): PromiseLike<Row[]> {
   const condition = and(listing.scope?.(viewer), where);
-  const text = compiled(tx, listing);
+  const columns = inlineColumns(listing, relations);
+  const text = compiled(tx, listing, columns);
   if (!text) {
     return limited(
       listing
-        .query(tx)
+        .query(tx, columns)
         .where(condition)
         .orderBy(...listing.order),
       page.limit,
@@ -213,7 +247,7 @@ function rowsWhere<Row, Viewer, FilterKey extends string, Shown>(
  * Inside `tx`: the listing's records matching `where` (within its scope), in list order, at
  * most `presentation.limit`, presented. The default presentation is that of a request without
  * controls (every visible field, the default relations): how a record just written is answered.
- * One query, plus `shape`'s and one per relation.
+ * One query, plus `shape`'s and one per relation the statement does not carry (`inline`).
  */
 export async function selectRecords<Row, Viewer, FilterKey extends string, Shown>(
   tx: Tx,
@@ -222,7 +256,7 @@ export async function selectRecords<Row, Viewer, FilterKey extends string, Shown
   options: { where?: SQL; presentation?: Presentation } = {},
 ): Promise<Record<string, unknown>[]> {
   const presentation = options.presentation ?? { selects: null, relations: listing.defaultRelations ?? [] };
-  const rows = await rowsWhere(tx, listing, viewer, options.where, presentation);
+  const rows = await rowsWhere(tx, listing, viewer, options.where, presentation, presentation.relations);
   return present(listing.view, tx, await shaped(tx, listing, rows, viewer), presentation, viewer);
 }
 
@@ -231,7 +265,7 @@ export async function selectRecords<Row, Viewer, FilterKey extends string, Shown
  * in one tenant transaction, `before` (e.g. a parent's 404) and the records matching the
  * filters and `where`, from `offset` (after the cursor's row when `before_id` is sent),
  * at most `limit`. Query count: the tenant setting, `before`'s, the cursor's, one for the
- * rows, `shape`'s, one per relation, whatever the number of rows.
+ * rows, `shape`'s, one per relation the rows do not carry (`inline`), whatever the number of rows.
  *
  * With `limit`, one row more is read: when it exists, the answer is marked with the query
  * of the next page (`withNextPage`), which continues after the last row of this one, by
@@ -252,7 +286,7 @@ export async function listRecords<Row, Viewer, FilterKey extends string, Shown>(
     await options.before?.(tx);
     const after = cursor === undefined ? undefined : await listing.cursor!.after(tx, viewer, cursor);
     if (cursor !== undefined && after === undefined) throw invalid({ before_id: ['does not exist'] }, 'The paging cursor names no record of this list.');
-    const rows = await rowsWhere(tx, listing, viewer, and(options.where, controls.where, after), { limit: limit && limit + 1, offset });
+    const rows = await rowsWhere(tx, listing, viewer, and(options.where, controls.where, after), { limit: limit && limit + 1, offset }, controls.relations);
     const more = limit !== undefined && rows.length > limit;
     const page = more ? rows.slice(0, limit) : rows;
     const records = await present(listing.view, tx, await shaped(tx, listing, page, viewer), controls, viewer);
@@ -283,8 +317,10 @@ export async function showRecord<Row, Viewer, FilterKey extends string, Shown>(
   const defaultRelations = options.defaultRelations ?? listing.defaultRelations;
   const controlsFor = (subject?: Shown) => readControls(listing.view, query, viewer, { defaultRelations, subject });
   const early = options.controlsAfterFind ? undefined : controlsFor();
+  // The relations the answer will likely show, read with the record where they can be (the controls judge them after).
+  const relations = early?.relations ?? (query.relations !== undefined ? query.relations.split('|').map((name) => name.trim()) : (defaultRelations ?? []));
   return db.tenant(tenantId, async (tx) => {
-    const row = typeof which === 'function' ? await which(tx) : (await rowsWhere(tx, listing, viewer, which, undefined))[0];
+    const row = typeof which === 'function' ? await which(tx) : (await rowsWhere(tx, listing, viewer, which, {}, relations))[0];
     if (row === undefined) throw notFound(what);
     const [shown] = await shaped(tx, listing, [row], viewer);
     if (shown === undefined) throw notFound(what);

@@ -3,7 +3,8 @@
  * `selects` (comma list of visible fields), `relations` (pipe list), `limit`, `filter[key]`,
  * and paging (docs/api-conventions.md#paging): `offset` and the cursor `before_id`. A resource describes itself with `defineView`; `readControls` judges the
  * query against it and `present` shapes rows into answers (endpoints use both through
- * listing.ts). Relations load with one query each, whatever the row count.
+ * listing.ts). Relations load with one query each, whatever the row count; a to-one relation
+ * may instead ride in the listing's own statement (`RelationDefinition.inline`).
  */
 import { and, type SQL } from 'drizzle-orm';
 import type { Permission } from '../auth/permissions.ts';
@@ -31,6 +32,14 @@ export interface RelationDefinition<Row, Viewer> {
   permission?: Permission;
   /** One query for all rows; the map is keyed by the row's key. */
   load(tx: Tx, rows: Row[], viewer: Viewer): Promise<Map<unknown, unknown>>;
+  /**
+   * A to-one relation's record as one JSON value (null: none), a subquery correlated with
+   * the listing's row that answers what `load` answers for it. A listing whose query takes
+   * extra columns selects it in its own statement when the relation is asked for
+   * (`inlineColumn` names it on the row), and `present` reads it there instead of loading;
+   * rows that do not carry it (records presented from elsewhere) are loaded.
+   */
+  inline?: SQL;
   /** Value for rows the loader returned nothing for (null for to-one, [] for to-many). */
   empty: null | [];
 }
@@ -77,6 +86,9 @@ export interface Controls {
   cursor: string | undefined;
   where: SQL | undefined;
 }
+
+/** The name under which a row carries the relation `name` selected in its listing's statement (`RelationDefinition.inline`). */
+export const inlineColumn = (name: string) => `relation:${name}`;
 
 /** Whether `viewer` may use the relation at all (its `permission`), before any row-wise visibility. */
 function relationPermitted(relation: { permission?: Permission } | undefined, viewer: unknown): boolean {
@@ -165,7 +177,7 @@ function presentationPlan<Row, Viewer, FilterKey extends string>(
   view: View<Row, Viewer, FilterKey>,
   controls: { selects: readonly string[] | null; relations: readonly string[] },
   viewer: Viewer,
-  loaded: Map<string, Map<unknown, unknown>>,
+  loaded: Map<string, Map<unknown, unknown> | 'carried'>,
 ): { fields: Shown<Row>[]; relations: Shown<Row>[] } {
   const inGeneral = new Map<Visibility, boolean>();
   const everywhere = (visibility: Visibility) => {
@@ -194,14 +206,18 @@ function presentationPlan<Row, Viewer, FilterKey extends string>(
     const visibility = relation?.visibility ?? 'public';
     const byKey = loaded.get(name);
     const empty = relation?.empty ?? null;
+    const column = inlineColumn(name);
     relations.push({
       name,
       visibility,
       everywhere: everywhere(visibility),
-      value: (row) => {
-        const value = byKey?.get(view.key(row));
-        return value === undefined ? empty : value;
-      },
+      value:
+        byKey === 'carried'
+          ? (row) => (row as Record<string, unknown>)[column] ?? empty
+          : (row) => {
+              const value = byKey?.get(view.key(row));
+              return value === undefined ? empty : value;
+            },
     });
   }
   return { fields, relations };
@@ -209,8 +225,8 @@ function presentationPlan<Row, Viewer, FilterKey extends string>(
 
 /**
  * Shapes rows into answers: only visible (and selected) fields, plus requested relations.
- * The relations load with one query each, sent together (one round trip where the driver
- * pipelines them).
+ * A relation the rows carry (`inlineColumn`) is read from them; the others load with one
+ * query each, sent together (one round trip where the driver pipelines them).
  */
 export async function present<Row, Viewer, FilterKey extends string>(
   view: View<Row, Viewer, FilterKey>,
@@ -219,11 +235,14 @@ export async function present<Row, Viewer, FilterKey extends string>(
   controls: { selects: readonly string[] | null; relations: readonly string[] },
   viewer: Viewer,
 ): Promise<Record<string, unknown>[]> {
-  const loaded = new Map<string, Map<unknown, unknown>>();
+  const loaded = new Map<string, Map<unknown, unknown> | 'carried'>();
   if (rows.length > 0) {
     const wanted = controls.relations.filter((name) => view.relations?.[name] && relationPermitted(view.relations[name], viewer));
-    const maps = await Promise.all(wanted.map((name) => view.relations![name]!.load(tx, rows, viewer)));
-    wanted.forEach((name, i) => loaded.set(name, maps[i]!));
+    const carried = wanted.filter((name) => view.relations![name]!.inline && Object.hasOwn(rows[0] as object, inlineColumn(name)));
+    for (const name of carried) loaded.set(name, 'carried');
+    const toLoad = wanted.filter((name) => !carried.includes(name));
+    const maps = await Promise.all(toLoad.map((name) => view.relations![name]!.load(tx, rows, viewer)));
+    toLoad.forEach((name, i) => loaded.set(name, maps[i]!));
   }
   const plan = presentationPlan(view, controls, viewer, loaded);
   const shown = [...plan.fields, ...plan.relations];

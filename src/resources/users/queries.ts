@@ -29,10 +29,13 @@ export type UserRow = Omit<typeof users.$inferSelect, 'passwordHash'> & { pictur
 /** The stored picture of the user in the row (at most one: the key is tenant and user). */
 const ownPicture = and(eq(userProfilePictures.tenantId, users.tenantId), eq(userProfilePictures.userId, users.id));
 
-/** Users with their picture's file name and ETag (not its bytes), in the transaction's tenant. */
-export function selectUsers(tx: Tx) {
+/**
+ * Users with their picture's file name and ETag (not its bytes), in the transaction's
+ * tenant, plus `columns` (the relations the user listing carries in its statement).
+ */
+export function selectUsers(tx: Tx, columns?: Record<string, SQL>) {
   return tx
-    .select({ ...userColumns, pictureFileName: userProfilePictures.fileName, pictureEtag: userProfilePictures.etag })
+    .select({ ...userColumns, pictureFileName: userProfilePictures.fileName, pictureEtag: userProfilePictures.etag, ...columns })
     .from(users)
     .leftJoin(userProfilePictures, ownPicture);
 }

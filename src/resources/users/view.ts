@@ -110,6 +110,8 @@ export const userView = defineView<UserRow, UserViewer, UserFilterKey>({
     role: {
       visibility: 'administrative',
       empty: null,
+      inline: sql`(select json_build_object('id', r.id, 'name', r.name, 'active', r.active, 'permissions', r.permissions)
+        from ${roles} r where r.tenant_id = ${users.tenantId} and r.id = ${users.roleId})`,
       async load(tx, rows) {
         const ids = [...new Set(rows.map((r) => r.roleId))];
         const found = await tx
@@ -122,6 +124,7 @@ export const userView = defineView<UserRow, UserViewer, UserFilterKey>({
     },
     language: {
       empty: null,
+      inline: sql`(select json_build_object('id', l.id, 'name', l.name) from ${languages} l where l.tenant_id = ${users.tenantId} and l.id = ${users.langId})`,
       async load(tx, rows) {
         const ids = [...new Set(rows.map((r) => r.langId).filter((id): id is string => id !== null))];
         if (ids.length === 0) return new Map();

@@ -354,6 +354,64 @@ t.test('listRecords: a listing’s select is built once; each request renders on
   t.ok(boundBuilt >= 2, 'built on every request');
 });
 
+/**
+ * The same books whose `shelf` may ride in the listing's statement: a JSON subquery that
+ * answers what the loader answers. `inlineListing` takes the extra columns; `ignoring`
+ * does not, so its rows carry nothing and the relation is loaded.
+ */
+const inlineView = defineView<BookRow, Viewer, 'title' | 'shelf_id'>({
+  ...bookView,
+  relations: {
+    ...bookView.relations,
+    shelf: {
+      ...bookView.relations!.shelf!,
+      inline: sql`(select json_build_object('id', s.id, 'name', s.name) from ${shelves} s where s.id = ${books.shelfId})`,
+    },
+  },
+});
+const inlineListing: Listing<BookRow, Viewer, 'title' | 'shelf_id'> = {
+  ...bookListing,
+  view: inlineView,
+  query: (tx, columns) => tx.select({ ...getTableColumns(books), ...columns }).from(books),
+};
+
+t.test('an inline relation rides in the listing’s statement: the same answer, one statement fewer', async (t) => {
+  const controls = { relations: 'shelf|neighbours' };
+  const loaded = await statements(() => listRecords(db, tenantId, bookListing, controls, librarian));
+  const carried = await statements(() => listRecords(db, tenantId, inlineListing, controls, librarian));
+  t.strictSame(carried.result, loaded.result, 'the same records, relations included');
+  t.match(carried.result[0], { shelf: { id: 2, name: 'Right' }, neighbours: [4, 5] });
+  t.equal(carried.count, loaded.count - 1, `${carried.count} statements: the shelf is no query of its own`);
+  t.notOk(
+    Object.keys(carried.result[0]!).some((key) => key.startsWith('relation:')),
+    'the carrying column is not answered',
+  );
+
+  // Not asked for: not selected, not answered.
+  const without = await statements(() => listRecords(db, tenantId, inlineListing, { selects: 'id', relations: '' }, librarian));
+  t.strictSame(without.result, [{ id: 2 }, { id: 3 }, { id: 1 }]);
+
+  // Shown and hidden by the same rules as a loaded relation: a relation the viewer may not use is not answered.
+  const byReader = await listRecords(db, tenantId, inlineListing, {}, reader);
+  t.strictSame(byReader, await listRecords(db, tenantId, bookListing, {}, reader), 'the defaults, as the loader answers them');
+
+  // Show, and records presented in a transaction.
+  const shown = await statements(() => showRecord(db, tenantId, inlineListing, { relations: 'shelf' }, librarian, eq(books.id, 1), 'The book'));
+  t.strictSame(shown.result, { id: 1, title: 'Dune', position: 3, note: 'lent out', shelf: { id: 1, name: 'Left' } });
+  t.equal(shown.count, 2, 'tenant setting and the row, which carries its shelf');
+  const afterFind = await showRecord(db, tenantId, inlineListing, {}, reader, eq(books.id, 4), 'The book', { controlsAfterFind: true });
+  t.strictSame(afterFind, { id: 4, title: 'Beloved', position: 2, note: null, shelf: { id: 2, name: 'Right' } });
+  const written = await statements(() => db.tenant(tenantId, (tx) => selectRecords(tx, inlineListing, librarian, { where: eq(books.id, 2) })));
+  t.strictSame(written.result, [{ id: 2, title: 'Emma', position: 1, note: 'signed', shelf: { id: 2, name: 'Right' }, neighbours: [4, 5] }]);
+  t.equal(written.count, 3, 'tenant setting, the rows with their shelves, the neighbours');
+
+  // A query that does not take the columns: the relation is loaded, the answer is the same.
+  const ignoring: Listing<BookRow, Viewer, 'title' | 'shelf_id'> = { ...inlineListing, query: (tx) => tx.select().from(books) };
+  const fallback = await statements(() => listRecords(db, tenantId, ignoring, controls, librarian));
+  t.strictSame(fallback.result, loaded.result);
+  t.equal(fallback.count, loaded.count, 'loaded, as without inline');
+});
+
 t.test('showRecord by condition: within the scope, or 404; controls judged first', async (t) => {
   const { result, count } = await statements(() => showRecord(db, tenantId, bookListing, { relations: 'shelf' }, reader, eq(books.id, 4), 'The book'));
   t.strictSame(result, { id: 4, title: 'Beloved', position: 2, note: null, shelf: { id: 2, name: 'Right' } });
