@@ -268,29 +268,34 @@ export class Database {
   }
 
   /**
-   * Runs `fn` in one transaction scoped to `tenantId` (row-level security). A transaction
-   * whose BEGIN fails on a lost connection (a pooled connection the server has closed) is
-   * started again on a fresh one: nothing of it reached the server. Once `fn` has begun,
-   * a lost connection is the caller's error (the error handler answers 503).
+   * Runs `fn` in one transaction scoped to `tenantId` (row-level security).
    *
-   * The tenant setting is handed to the driver before `fn` runs and is not awaited first:
-   * it and `fn`'s first statement leave in one write and cost one round trip, not two
-   * (the driver sends a transaction's statements in order on its one connection). Were
-   * the setting to fail, the transaction is aborted and every later statement fails with
-   * it, so nothing runs without the tenant; `fn`'s result is returned only once the
-   * setting has succeeded.
+   * `BEGIN`, the tenant setting and `fn`'s first statement leave in one write and cost one
+   * round trip (the driver, as patched, writes a transaction's statements behind its
+   * `BEGIN` without waiting for its answer, in order on its one connection). Were the
+   * setting to fail, the transaction is aborted and every later statement fails with it,
+   * so nothing runs without the tenant; `fn`'s result is returned only once the setting
+   * has succeeded.
+   *
+   * A transaction whose connection is lost before the tenant setting is answered (a pooled
+   * connection the server has closed) is started again on a fresh one: the server answers
+   * in order, so none of `fn`'s statements can have taken effect, and `fn` must be safe to
+   * run again up to its first statement's answer. Once the setting is answered, a lost
+   * connection is the caller's error (the error handler answers 503).
    */
   async tenant<T>(tenantId: number, fn: (tx: Tx) => Promise<T>, check?: PrincipalCheck): Promise<T> {
     for (let attempt = 1; ; attempt++) {
-      let begun = false;
+      let settingAnswered = false;
       try {
         return (await this.appClient.begin(async (client) => {
-          begun = true;
           const tenantSet = check
             ? client.unsafe<PrincipalRow[]>(SET_TENANT_AND_LOOK_UP_PRINCIPAL, [String(tenantId), check.tokenHash]).execute()
             : client.unsafe<PrincipalRow[]>(SET_TENANT, [String(tenantId)]).execute();
           // Awaited below; when `fn` throws first, its failure (if any) is that same error's echo.
-          tenantSet.catch(() => {});
+          tenantSet.then(
+            () => (settingAnswered = true),
+            () => {},
+          );
           // What drizzle's own `transaction()` builds over the driver's transaction (its
           // declarations type the session's client as a pool and a transaction at once).
           const session = new PostgresJsSession(client as unknown as postgres.Sql, this.dialect, undefined);
@@ -305,7 +310,7 @@ export class Database {
           return result;
         })) as T;
       } catch (error) {
-        if (begun || attempt >= this.reconnectAttempts || !isConnectionLoss(error)) throw error;
+        if (settingAnswered || attempt >= this.reconnectAttempts || !isConnectionLoss(error)) throw error;
         await settleClosedConnections();
       }
     }

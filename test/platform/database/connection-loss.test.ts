@@ -62,6 +62,21 @@ t.test('after the server drops every connection, requests are served on fresh on
   }
 });
 
+t.test('one request at a time after the server drops every connection: each is served, on a fresh connection where its own was lost', async (t) => {
+  const [current, list, , update] = requests();
+  for (let round = 0; round < 5; round++) {
+    await Promise.all(Array.from({ length: 12 }, () => app.inject(list!)));
+    await terminateBackends();
+    // Sent at once: the pooled connections may not have learnt yet that they are closed.
+    const answers = [await app.inject(current!), await app.inject(list!), await app.inject(update!)];
+    t.strictSame(
+      answers.map((answer) => answer.statusCode),
+      [200, 200, 200],
+      `round ${round}: no 503 (${answers.map((answer) => answer.body.slice(0, 80)).join(' | ')})`,
+    );
+  }
+});
+
 t.test('readiness is 503 while the application cannot connect, and 200 again once it can', async (t) => {
   await control.unsafe(`alter database "${database!.name}" with allow_connections false`);
   await terminateBackends();

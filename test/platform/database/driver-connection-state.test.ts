@@ -8,7 +8,10 @@
  * - it kept a statement its lost connection cut off as the connection's current one, so
  *   the server's refusal of the next login was taken for that statement's error and the
  *   statement waiting for the connection was never answered while the refusals lasted.
+ * And one change of its behaviour: a transaction's first statements are written with its
+ * `BEGIN` instead of after `BEGIN`'s answer (docs/performance.md#what-a-request-does).
  */
+import net from 'node:net';
 import postgres from 'postgres';
 import t from 'tap';
 import { createTestDatabase } from '../../helpers/database.ts';
@@ -105,4 +108,66 @@ t.test('a statement cut off by its lost connection does not swallow the refusals
   ]);
   clearTimeout(timer);
   t.equal(outcome, '55000', 'the statement fails with the refusal (database not accepting connections)');
+});
+
+t.test('a transaction’s first statements leave with its BEGIN: a round trip less, the same transaction', async (t) => {
+  // A loopback relay in front of the server counts the client's writes while a transaction
+  // runs: the client writes only after the answer to its previous write, so each is a
+  // round trip.
+  const server = new URL(database.url);
+  let writes: string[] | null = null;
+  const relay = net.createServer((client) => {
+    const upstream = net.connect(Number(server.port), server.hostname);
+    client.on('data', (data: Buffer) => {
+      writes?.push(data.toString('latin1'));
+      upstream.write(data);
+    });
+    upstream.pipe(client);
+    client.on('error', () => upstream.destroy());
+    upstream.on('error', () => client.destroy());
+    client.on('close', () => upstream.destroy());
+  });
+  relay.listen(0, '127.0.0.1');
+  await new Promise((resolve) => relay.once('listening', resolve));
+  const relayed = new URL(database.url);
+  relayed.hostname = '127.0.0.1';
+  relayed.port = String((relay.address() as net.AddressInfo).port);
+  const sql = postgres(relayed.toString(), { max: 1, onnotice: () => {} });
+  t.teardown(async () => {
+    await sql.end({ timeout: 1 });
+    await new Promise((resolve) => relay.close(resolve));
+  });
+  await sql`select 1`;
+
+  writes = [];
+  const [first, second] = await sql.begin(async (tx) => {
+    await tx`select set_config('atrium.test', 'inside', true)`;
+    return Promise.all([
+      tx<{ value: string; xact: string }[]>`select current_setting('atrium.test') as value, pg_current_xact_id()::text as xact`,
+      tx<{ xact: string }[]>`select pg_current_xact_id()::text as xact`,
+    ]);
+  });
+  const sent = writes;
+  writes = null;
+  t.equal(sent.length, 3, 'BEGIN with the first statement, the next two together, then COMMIT');
+  t.match(sent[0], /begin[\s\S]*set_config/i, 'the first write holds BEGIN and the first statement');
+  t.match(sent[2], /commit/i);
+  t.equal(first![0]!.value, 'inside', 'a transaction-local setting holds for the later statements');
+  t.equal(first![0]!.xact, second![0]!.xact, 'one transaction');
+  const [after] = await sql<{ value: string | null }[]>`select current_setting('atrium.test', true) as value`;
+  t.notOk(after?.value, 'and ends with it');
+
+  // A statement that fails rolls the transaction back, as before.
+  await sql`create temporary table pipelined (n int)`;
+  const failed = await sql
+    .begin(async (tx) => {
+      await tx`insert into pipelined values (1)`;
+      await tx`select 1 / 0`;
+    })
+    .then(
+      () => 'committed',
+      (error: { code?: string }) => error.code,
+    );
+  t.equal(failed, '22012', 'the division by zero fails the transaction');
+  t.equal((await sql<{ n: number }[]>`select count(*)::int as n from pipelined`)[0]!.n, 0, 'its insert is rolled back');
 });
