@@ -16,5 +16,5 @@ export { menuItems } from './resources/menu-items/table.ts';
 export { forms, taskTemplates, formFields, taskExecutions, formSubmissions } from './resources/forms/table.ts';
 export { defaultValueSources } from './resources/default-value-sources/table.ts';
 export { automations, webhookDeliveries, webhookDeliveryAttempts } from './resources/automations/table.ts';
-export { notificationDispatches, notifications } from './resources/notifications/table.ts';
+export { notificationDispatches, notifications, notificationUnreadCounts } from './resources/notifications/table.ts';
 export { pushSubscriptions } from './resources/push/table.ts';

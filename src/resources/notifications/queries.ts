@@ -8,6 +8,7 @@ import { departmentNotificationSettings, departments } from '../departments/tabl
 import { notificationSettings } from '../notification-settings/table.ts';
 import { users } from '../users/table.ts';
 import { announceStoredBatch, announceUnreadChange } from './channel.ts';
+import { unreadCounts } from './stream-queries.ts';
 import { notificationSettingKey, readStateChange, type ReadState } from './rules.ts';
 import { notificationDispatches, notifications, type NotificationData } from './table.ts';
 import { ownNotifications, unreadNotifications } from './view.ts';
@@ -174,8 +175,13 @@ export async function markEmailed(tx: Tx, notificationId: string): Promise<void>
     .where(eq(notifications.id, notificationId));
 }
 
-/** How many of the caller's notifications matching `where` are unread (served by the partial index `notifications_unread_idx`). */
+/**
+ * How many of the caller's notifications matching `where` are unread: without `where`, the
+ * count the triggers keep (`notificationUnreadCounts`, one row); with it, counted (served by
+ * the partial index `notifications_unread_idx`).
+ */
 export async function countUnread(tx: Tx, auth: Auth, where: SQL | undefined): Promise<number> {
+  if (!where) return (await unreadCounts(tx, [auth.userId])).get(auth.userId) ?? 0;
   const [row] = await tx
     .select({ n: count() })
     .from(notifications)

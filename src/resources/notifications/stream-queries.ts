@@ -1,10 +1,10 @@
 /** What the live stream reads: notifications with their event ids, and unread counts. */
-import { and, asc, count, desc, eq, getTableColumns, inArray, type SQL } from 'drizzle-orm';
+import { asc, desc, getTableColumns, inArray, type SQL } from 'drizzle-orm';
 import type { Auth } from '../../platform/auth/auth.ts';
 import type { Tx } from '../../platform/database/database.ts';
 import { eventIdColumn } from './event-ids.ts';
-import { notifications } from './table.ts';
-import { ownNotifications, unreadNotifications, type NotificationRow } from './view.ts';
+import { notifications, notificationUnreadCounts } from './table.ts';
+import { ownNotifications, type NotificationRow } from './view.ts';
 
 export type StreamRow = NotificationRow & { eventId: string };
 
@@ -28,12 +28,14 @@ export async function newestEventId(tx: Tx, auth: Auth): Promise<string | undefi
   return newest?.eventId;
 }
 
-/** Unread counts of `userIds` (the condition of `GET /api/notifications/count`), in one query. */
+/**
+ * Unread counts of `userIds` (what `GET /api/notifications/count` answers without filters),
+ * in one query of the counts the triggers keep; a user without a row has none.
+ */
 export async function unreadCounts(tx: Tx, userIds: number[]): Promise<Map<number, number>> {
   const rows = await tx
-    .select({ userId: notifications.notifiableId, n: count() })
-    .from(notifications)
-    .where(and(eq(notifications.notifiableType, 'user'), inArray(notifications.notifiableId, userIds), unreadNotifications()))
-    .groupBy(notifications.notifiableId);
+    .select({ userId: notificationUnreadCounts.userId, n: notificationUnreadCounts.unread })
+    .from(notificationUnreadCounts)
+    .where(inArray(notificationUnreadCounts.userId, userIds));
   return new Map(rows.map((row) => [row.userId, row.n]));
 }

@@ -97,3 +97,24 @@ export const notifications = pgTable(
     tenantIsolation('notifications'),
   ],
 ).enableRLS();
+
+/**
+ * How many of a user's notifications are unread: what `GET /api/notifications/count`
+ * answers without filters, and the live stream's count. Triggers on `notifications` keep
+ * it (drizzle/0018_unread-counts.sql): every statement that stores, reads, marks unread or
+ * deletes notifications changes it in the same transaction, whoever sends it. A user
+ * without a row has none unread.
+ */
+export const notificationUnreadCounts = pgTable(
+  'notification_unread_counts',
+  {
+    tenantId: tenantIdColumn(),
+    userId: bigint('user_id', { mode: 'number' }).notNull(),
+    unread: bigint('unread', { mode: 'number' }).notNull().default(0),
+  },
+  (t) => [
+    primaryKey({ columns: [t.tenantId, t.userId] }),
+    foreignKey({ name: 'notification_unread_counts_user_fk', columns: [t.tenantId, t.userId], foreignColumns: [users.tenantId, users.id] }).onDelete('cascade'),
+    tenantIsolation('notification_unread_counts'),
+  ],
+).enableRLS();
