@@ -6,7 +6,8 @@
  * (TOTAL=5000000); TOTAL defaults to 300,000 so the script finishes in about two minutes
  * on a small machine. Statistics are gathered after loading; the plans of both reads are
  * printed (the count must use notifications_unread_idx); the bodies are compared before
- * anything is timed; then both sides, their ratio, p50 and p99 at 10 and 64 connections.
+ * anything is timed; then both sides, their ratio, p50 and p99 at 10 and 64 connections
+ * (the count also at one connection: its latency when no request queues before it).
  *   npx tsx scripts/bench/notification-reads.ts [seconds per slice, default 3] [rounds, default 3]
  */
 import { sql } from 'drizzle-orm';
@@ -128,16 +129,22 @@ bare.get<{ Querystring: { limit?: string } }>('/list', async (request, reply) =>
 const bareAddress = await bare.listen({ host: '127.0.0.1', port: 0 });
 
 const headers = { authorization: `Bearer ${token}` };
+// The count also with one connection: its latency when nothing queues before it.
 const pairs = [
-  ['GET /api/notifications/count', '/api/notifications/count', '/count'],
-  ['GET /api/notifications?limit=50', '/api/notifications?limit=50', '/list?limit=50'],
+  ['GET /api/notifications/count', '/api/notifications/count', '/count', [1, 10, 64]],
+  ['GET /api/notifications?limit=50', '/api/notifications?limit=50', '/list?limit=50', [10, 64]],
 ] as const;
 for (const [name, path, barePath] of pairs) {
   const bytes = await assertSameBody(`${address}${path}`, `${bareAddress}${barePath}`, headers);
   console.log(`${name}: bodies equal (${bytes} bytes)`);
 }
-for (const [name, path, barePath] of pairs) {
-  await comparePair(name, { url: `${address}${path}`, headers }, { url: `${bareAddress}${barePath}`, headers }, { seconds, rounds, connections: [10, 64] });
+for (const [name, path, barePath, connections] of pairs) {
+  await comparePair(
+    name,
+    { url: `${address}${path}`, headers },
+    { url: `${bareAddress}${barePath}`, headers },
+    { seconds, rounds, connections: [...connections] },
+  );
 }
 
 await bare.close();
