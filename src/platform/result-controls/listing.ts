@@ -173,9 +173,9 @@ function inlineColumns<Row, Viewer, FilterKey extends string, Shown>(
 ): Record<string, SQL> | undefined {
   if (listing.shape || relations.length === 0) return undefined;
   let columns: Record<string, SQL> | undefined;
-  for (const name of relations) {
-    const inline = listing.view.relations?.[name]?.inline;
-    if (inline) (columns ??= {})[inlineColumn(name)] = inline;
+  // In the view's order, whatever the request's: one compiled statement per set of relations.
+  for (const [name, relation] of Object.entries(listing.view.relations ?? {})) {
+    if (relation.inline && relations.includes(name)) (columns ??= {})[inlineColumn(name)] = relation.inline;
   }
   return columns;
 }
