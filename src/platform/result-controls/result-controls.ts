@@ -37,7 +37,9 @@ export interface RelationDefinition<Row, Viewer> {
    * the listing's row that answers what `load` answers for it. A listing whose query takes
    * extra columns selects it in its own statement when the relation is asked for
    * (`inlineColumn` names it on the row), and `present` reads it there instead of loading;
-   * rows that do not carry it (records presented from elsewhere) are loaded.
+   * rows that do not carry it (records presented from elsewhere) are loaded. The JSON must
+   * equal the loader's value as answered (PostgreSQL writes timestamps its own way: build
+   * them as the API formats them, or keep such a relation loaded).
    */
   inline?: SQL;
   /** Value for rows the loader returned nothing for (null for to-one, [] for to-many). */
