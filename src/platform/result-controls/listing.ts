@@ -14,7 +14,7 @@ import { PgDialect, type SelectedFieldsOrdered } from 'drizzle-orm/pg-core';
 import type { Database, Tx } from '../database/database.ts';
 import { withNextPage } from '../http/next-page.ts';
 import { invalid, notFound } from '../http/problem.ts';
-import { groupBy, inlineColumn, present, readControls, type Controls, type ControlsQuery, type View } from './result-controls.ts';
+import { groupBy, inlineColumn, present, readControls, splitList, type Controls, type ControlsQuery, type View } from './result-controls.ts';
 
 /** Every visible field, no relations: how written records and nested records are answered. */
 export const ALL_FIELDS: Readonly<{ selects: null; relations: readonly string[] }> = Object.freeze({ selects: null, relations: Object.freeze([]) });
@@ -318,7 +318,7 @@ export async function showRecord<Row, Viewer, FilterKey extends string, Shown>(
   const controlsFor = (subject?: Shown) => readControls(listing.view, query, viewer, { defaultRelations, subject });
   const early = options.controlsAfterFind ? undefined : controlsFor();
   // The relations the answer will likely show, read with the record where they can be (the controls judge them after).
-  const relations = early?.relations ?? (query.relations !== undefined ? query.relations.split('|').map((name) => name.trim()) : (defaultRelations ?? []));
+  const relations = early?.relations ?? (query.relations !== undefined ? splitList(query.relations, '|') : (defaultRelations ?? []));
   return db.tenant(tenantId, async (tx) => {
     const row = typeof which === 'function' ? await which(tx) : (await rowsWhere(tx, listing, viewer, which, {}, relations))[0];
     if (row === undefined) throw notFound(what);

@@ -99,7 +99,8 @@ function relationPermitted(relation: { permission?: Permission } | undefined, vi
   return permissions?.has(relation.permission) === true;
 }
 
-function splitList(raw: string | undefined, separator: string): string[] {
+/** A comma or pipe list of the controls as its trimmed, non-empty parts. */
+export function splitList(raw: string | undefined, separator: string): string[] {
   if (raw === undefined) return [];
   return raw
     .split(separator)
