@@ -8,12 +8,14 @@
  * - it kept a statement its lost connection cut off as the connection's current one, so
  *   the server's refusal of the next login was taken for that statement's error and the
  *   statement waiting for the connection was never answered while the refusals lasted.
- * And one change of its behaviour: a transaction's first statements are written with its
- * `BEGIN` instead of after `BEGIN`'s answer (docs/performance.md#what-a-request-does).
+ * And two changes of its behaviour: a transaction's first statements are written with its
+ * `BEGIN` instead of after `BEGIN`'s answer, and statement groups (`sql.group`), several
+ * prepared statements written as one implicit transaction under one Sync
+ * (docs/performance.md#what-a-request-does).
  */
 import net from 'node:net';
 import postgres from 'postgres';
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { createTestDatabase } from '../../helpers/database.ts';
 import { eventually } from '../../helpers/eventually.ts';
 
@@ -110,16 +112,18 @@ t.test('a statement cut off by its lost connection does not swallow the refusals
   t.equal(outcome, '55000', 'the statement fails with the refusal (database not accepting connections)');
 });
 
-t.test('a transaction’s first statements leave with its BEGIN: a round trip less, the same transaction', async (t) => {
-  // A loopback relay in front of the server counts the client's writes while a transaction
-  // runs: the client writes only after the answer to its previous write, so each is a
-  // round trip.
+/**
+ * A pool of one connection through a loopback relay in front of the server, which records
+ * the client's writes while `writes` is an array: the client writes only after the answer
+ * to its previous write, so each is a round trip.
+ */
+async function relayedConnection(t: Test) {
   const server = new URL(database.url);
-  let writes: string[] | null = null;
+  const recording: { writes: string[] | null } = { writes: null };
   const relay = net.createServer((client) => {
     const upstream = net.connect(Number(server.port), server.hostname);
     client.on('data', (data: Buffer) => {
-      writes?.push(data.toString('latin1'));
+      recording.writes?.push(data.toString('latin1'));
       upstream.write(data);
     });
     upstream.pipe(client);
@@ -138,8 +142,12 @@ t.test('a transaction’s first statements leave with its BEGIN: a round trip le
     await new Promise((resolve) => relay.close(resolve));
   });
   await sql`select 1`;
+  return { sql, recording };
+}
 
-  writes = [];
+t.test('a transaction’s first statements leave with its BEGIN: a round trip less, the same transaction', async (t) => {
+  const { sql, recording } = await relayedConnection(t);
+  recording.writes = [];
   const [first, second] = await sql.begin(async (tx) => {
     await tx`select set_config('atrium.test', 'inside', true)`;
     return Promise.all([
@@ -147,8 +155,8 @@ t.test('a transaction’s first statements leave with its BEGIN: a round trip le
       tx<{ xact: string }[]>`select pg_current_xact_id()::text as xact`,
     ]);
   });
-  const sent = writes;
-  writes = null;
+  const sent = recording.writes;
+  recording.writes = null;
   t.equal(sent.length, 3, 'BEGIN with the first statement, the next two together, then COMMIT');
   t.match(sent[0], /begin[\s\S]*set_config/i, 'the first write holds BEGIN and the first statement');
   t.match(sent[2], /commit/i);
@@ -170,4 +178,116 @@ t.test('a transaction’s first statements leave with its BEGIN: a round trip le
     );
   t.equal(failed, '22012', 'the division by zero fails the transaction');
   t.equal((await sql<{ n: number }[]>`select count(*)::int as n from pipelined`)[0]!.n, 0, 'its insert is rolled back');
+});
+
+/** The driver's statement groups (as patched): statements made by the pool, not yet awaited, sent as one. */
+type Grouping = { group(parts: readonly unknown[]): Promise<unknown[]> };
+const groupOf = (sql: postgres.Sql) => (sql as unknown as Grouping).group.bind(sql);
+/** A prepared statement of `sql` (groups take prepared statements only). */
+const prepared = <T extends object[] = postgres.Row[]>(sql: postgres.Sql, text: string, params: unknown[] = []) =>
+  sql.unsafe<T>(text, params as never, { prepare: true });
+
+t.test('a statement group is one implicit transaction: one write once prepared, its setting for its statements only', async (t) => {
+  const { sql, recording } = await relayedConnection(t);
+  const group = groupOf(sql);
+  const setting = (value: string) => prepared<{ value: string }[]>(sql, `select set_config('atrium.test', $1, true) as value`, [value]);
+  const read = () =>
+    prepared<{ value: string; xact: string; n: number }[]>(
+      sql,
+      `select current_setting('atrium.test') as value, pg_current_xact_id_if_assigned()::text as xact, $1::int as n`,
+      [7],
+    );
+  // The first group on the connection prepares its statements (one round trip more).
+  const [[set], [first]] = (await group([setting('one'), read()])) as [{ value: string }[], { value: string; n: number }[]];
+  t.equal(set?.value, 'one');
+  t.same({ value: first?.value, n: first?.n }, { value: 'one', n: 7 }, 'the second statement sees the setting of the first');
+
+  recording.writes = [];
+  const [, [second]] = (await group([setting('two'), read()])) as [unknown, { value: string }[]];
+  const sent = recording.writes;
+  recording.writes = null;
+  t.equal(second?.value, 'two');
+  t.equal(sent.length, 1, 'a prepared group is one write');
+  t.equal(sent[0]!.split('S\u0000\u0000\u0000\u0004').length - 1, 1, 'with one Sync');
+  const [after] = await sql<{ value: string | null }[]>`select current_setting('atrium.test', true) as value`;
+  t.notOk(after?.value, 'the setting ends with the group');
+
+  // A write in a group commits at its Sync, in one transaction with the statements before it.
+  await sql`create temporary table grouped (n int)`;
+  const [, [xacts]] = (await group([
+    prepared(sql, 'insert into grouped values ($1)', [1]),
+    prepared(sql, `select pg_current_xact_id_if_assigned()::text as xact, (select count(*)::int from grouped) as n`),
+  ])) as [unknown, { xact: string | null; n: number }[]];
+  t.ok(xacts?.xact, 'the insert and the select share a transaction');
+  t.equal(xacts?.n, 1, 'the later statement sees the earlier one');
+  t.equal((await sql<{ n: number }[]>`select count(*)::int as n from grouped`)[0]!.n, 1, 'committed');
+});
+
+t.test('when a statement of a group fails, every statement of it fails and nothing of it is committed', async (t) => {
+  const sql = postgres(database.url, { max: 1, onnotice: () => {} });
+  t.teardown(() => sql.end({ timeout: 1 }));
+  const group = groupOf(sql);
+  await sql`create temporary table failing (n int)`;
+  const outcome = (parts: unknown[]) =>
+    group(parts).then(
+      () => 'answered',
+      (error: { code?: string }) => error.code,
+    );
+  const insert = (n: number) => prepared(sql, 'insert into failing values ($1)', [n]);
+  const divide = (by: number) => prepared(sql, 'select 1 / $1::int as q', [by]);
+  t.equal(await outcome([insert(1), divide(0)]), '22012', 'the last statement fails');
+  t.equal(await outcome([divide(0), insert(2)]), '22012', 'the first statement fails');
+  // Statements the connection has not prepared yet fail while they are described.
+  t.equal(await outcome([insert(3), prepared(sql, 'select no_such_column from failing where n = $1', [1])]), '42703', 'an unknown column');
+  t.equal(await outcome([prepared(sql, 'select no_such_column_either from failing where n = $1', [1]), insert(4)]), '42703');
+  const each = await Promise.allSettled([insert(5), divide(0)].map((part, i, parts) => (i === 0 ? group(parts) : part)));
+  t.same(
+    each.map((settled) => settled.status),
+    ['rejected', 'rejected'],
+    'each statement of a failed group is rejected, not only the group',
+  );
+  t.equal((await sql<{ n: number }[]>`select count(*)::int as n from failing`)[0]!.n, 0, 'no insert of a failed group is committed');
+  t.same(await sql<{ one: number }[]>`select 1 as one`, [{ one: 1 }], 'the connection goes on');
+});
+
+t.test('groups of many callers share the pool’s connections, each with its own setting, beside single statements', async (t) => {
+  const sql = postgres(database.url, { max: 2, onnotice: () => {} });
+  t.teardown(() => sql.end({ timeout: 1 }));
+  const group = groupOf(sql);
+  const answers = await Promise.all(
+    Array.from({ length: 60 }, (_, i) =>
+      i % 3 === 0
+        ? sql<{ value: string }[]>`select ${'single ' + i}::text as value`.then(([row]) => row!.value)
+        : group([
+            prepared(sql, `select set_config('atrium.test', $1, true)`, [`caller ${i}`]),
+            prepared<{ value: string; list: number[] }[]>(sql, `select current_setting('atrium.test') as value, $1::int[] as list`, [[i, i + 1]]),
+          ]).then((results) => {
+            const [, [row]] = results as [unknown, { value: string; list: number[] }[]];
+            const { value, list } = row!;
+            return `${value} ${list.join('+')}`;
+          }),
+    ),
+  );
+  t.same(
+    answers,
+    Array.from({ length: 60 }, (_, i) => (i % 3 === 0 ? `single ${i}` : `caller ${i} ${i}+${i + 1}`)),
+    'every caller gets its own answer (an array parameter included, typed by the first description)',
+  );
+});
+
+t.test('a group whose prepared statement no longer fits its table fails once, and is prepared anew', async (t) => {
+  const sql = postgres(database.url, { max: 1, onnotice: () => {} });
+  t.teardown(() => sql.end({ timeout: 1 }));
+  const group = groupOf(sql);
+  await sql`create temporary table reshaped (n int)`;
+  await sql`insert into reshaped values (1)`;
+  const read = () => group([prepared(sql, `select set_config('atrium.test', 'x', true)`), prepared(sql, 'select * from reshaped where n = $1', [1])]);
+  t.same((await read())[1], [{ n: 1 }]);
+  await sql`alter table reshaped add column m int`;
+  const stale = await read().then(
+    () => 'answered',
+    (error: { routine?: string }) => error.routine,
+  );
+  t.equal(stale, 'RevalidateCachedQuery', 'the server refuses the old plan (the caller sends the group again)');
+  t.same((await read())[1], [{ n: 1, m: null }], 'the next group prepares its statements anew');
 });
