@@ -61,6 +61,36 @@ export function principalOf(row: PrincipalRow | undefined): Principal | null {
   };
 }
 
+/** Marks `check` confirmed or stale by the principal the token yields now (`row`); stale throws. */
+function confirm(check: PrincipalCheck, row: PrincipalRow | undefined): void {
+  const found = principalOf(row);
+  if (found && samePrincipal(found, check.expected)) check.confirmed = true;
+  else check.stale = true;
+  if (check.stale) throw new StalePrincipalError();
+}
+
+/** A statement as text and bound values (what drizzle's dialect renders). */
+export interface Statement {
+  sql: string;
+  params: unknown[];
+}
+
+/**
+ * The driver's statement groups (as patched, `patches/postgres+*.patch`): statements made
+ * by the pool, not yet awaited, written back to back with one Sync after the last, so the
+ * server runs them as one implicit transaction; all fail when one does.
+ */
+type Grouping = { group(parts: readonly postgres.PendingQuery<postgres.Row[]>[]): Promise<unknown[]> };
+
+/**
+ * Failures of a prepared statement the connection holds that another try prepares anew:
+ * it no longer exists on the server (a pooler discarded it), or its plan no longer fits
+ * the table (a migration changed it). The driver retries such a statement alone; a group
+ * fails, and is sent again.
+ */
+const PREPARED_STATEMENT_GONE = new Set(['FetchPreparedStatement', 'RevalidateCachedQuery', 'transformAssignedExpr']);
+const isStalePreparedStatement = (error: unknown) => PREPARED_STATEMENT_GONE.has((error as { routine?: unknown } | null)?.routine as string);
+
 /**
  * Thrown by a transaction whose request started from a remembered principal that the
  * token no longer yields: the transaction is rolled back, and the request is answered
@@ -199,6 +229,8 @@ export class Database {
   readonly sessionUrl: string;
   readonly owner: Db;
   readonly app: Db;
+  /** The application pool as the driver made it, for statement groups (`tenantRead`); null behind a pooler. */
+  private readonly appGroups: Grouping | null;
   /** The driver under `app` (preparing or counting its statements), and what drizzle needs to build a transaction over it. */
   private readonly appClient: postgres.Sql;
   private readonly dialect = new PgDialect();
@@ -249,16 +281,17 @@ export class Database {
       ? postgres(this.sessionUrl, { max: 1, onnotice: () => {}, backoff: reconnectDelaySeconds, connection: { application_name: 'atrium-owner' } })
       : this.ownerSql;
     this.dedicatedAppLogin = options.appUrl !== undefined;
-    this.appSql = guardTransactions(
-      postgres(options.appUrl ?? url, {
-        max: appPoolSize,
-        onnotice: () => {},
-        backoff: reconnectDelaySeconds,
-        connect_timeout: CONNECT_TIMEOUT_SECONDS,
-        prepare: !pooled,
-        connection: appConnection,
-      }),
-    );
+    const appPool = postgres(options.appUrl ?? url, {
+      max: appPoolSize,
+      onnotice: () => {},
+      backoff: reconnectDelaySeconds,
+      connect_timeout: CONNECT_TIMEOUT_SECONDS,
+      prepare: !pooled,
+      connection: appConnection,
+    });
+    this.appSql = guardTransactions(appPool);
+    // Groups are made of prepared statements: behind a pooler (no named prepared statements) reads take `tenant()`.
+    this.appGroups = pooled ? null : (appPool as unknown as Grouping);
     this.owner = drizzle(this.ownerSql);
     const countQuery = () => {
       this.queryCount++;
@@ -301,12 +334,7 @@ export class Database {
           const session = new PostgresJsSession(client as unknown as postgres.Sql, this.dialect, undefined);
           const result = await fn(new PostgresJsTransaction<NoSchema, ExtractTablesWithRelations<NoSchema>>(this.dialect, session as never, undefined));
           const [row] = await tenantSet;
-          if (check) {
-            const found = principalOf(row);
-            if (found && samePrincipal(found, check.expected)) check.confirmed = true;
-            else check.stale = true;
-          }
-          if (check?.stale) throw new StalePrincipalError();
+          if (check) confirm(check, row);
           return result;
         })) as T;
       } catch (error) {
@@ -317,14 +345,54 @@ export class Database {
   }
 
   /**
-   * This database, with every `tenant()` transaction also confirming `check` (see
-   * src/platform/auth/principal-cache.ts): what a request that started from a remembered
-   * principal is given.
+   * One statement that only reads, in `tenantId`'s scope, as `tenant()` runs it alone but
+   * without `BEGIN` and `COMMIT`: the tenant setting (with the look-up of `check`) and the
+   * statement leave as one statement group of the driver, which PostgreSQL runs as one
+   * implicit transaction (one Sync). The setting is local to that transaction, as in
+   * `tenant()`; when it fails, the statement is not run; and like any one query, groups of
+   * several requests share the pool's connections and writes. Answers the statement's rows
+   * as arrays of column values, in the select's order.
+   *
+   * Repeating a read is always safe: a group whose connection is lost, or whose prepared
+   * statement the server no longer holds in that form, is sent again. Behind a pooler
+   * (no prepared statements) it runs through `tenant()`.
+   */
+  async tenantRead(tenantId: number, statement: Statement, check?: PrincipalCheck): Promise<unknown[][]> {
+    if (!this.appGroups) {
+      return this.tenant(
+        tenantId,
+        (tx) => (tx._.session as unknown as { client: postgres.Sql }).client.unsafe(statement.sql, statement.params as never).values(),
+        check,
+      );
+    }
+    for (let attempt = 1; ; attempt++) {
+      const pool = this.appSql;
+      const setting = check
+        ? pool.unsafe<PrincipalRow[]>(SET_TENANT_AND_LOOK_UP_PRINCIPAL, [String(tenantId), check.tokenHash], { prepare: true })
+        : pool.unsafe<PrincipalRow[]>(SET_TENANT, [String(tenantId)], { prepare: true });
+      const read = pool.unsafe(statement.sql, statement.params as never, { prepare: true }).values();
+      this.queryCount += 2;
+      try {
+        const [[row], rows] = (await this.appGroups.group([setting as never, read as never])) as [PrincipalRow[], unknown[][]];
+        if (check) confirm(check, row);
+        return rows;
+      } catch (error) {
+        if (attempt >= this.reconnectAttempts || !(isConnectionLoss(error) || isStalePreparedStatement(error))) throw error;
+        if (isConnectionLoss(error)) await settleClosedConnections();
+      }
+    }
+  }
+
+  /**
+   * This database, with every `tenant()` transaction and `tenantRead()` also confirming
+   * `check` (see src/platform/auth/principal-cache.ts): what a request that started from a
+   * remembered principal is given.
    */
   confirming(check: PrincipalCheck): Database {
-    return Object.create(this, {
-      tenant: { value: <T>(tenantId: number, fn: (tx: Tx) => Promise<T>) => this.tenant(tenantId, fn, check) },
-    }) as Database;
+    const confirming = Object.create(this) as Database;
+    confirming.tenant = (tenantId, fn) => this.tenant(tenantId, fn, check);
+    confirming.tenantRead = (tenantId, statement) => this.tenantRead(tenantId, statement, check);
+    return confirming;
   }
 
   /**

@@ -9,9 +9,10 @@
  * Records a handler has just written, or nests in another resource's answer, are
  * presented with `presentAll` / `presentGrouped`.
  */
-import { and, Column, is, sql, SQL } from 'drizzle-orm';
-import { PgDialect, type SelectedFieldsOrdered } from 'drizzle-orm/pg-core';
-import type { Database, Tx } from '../database/database.ts';
+import { and, sql, type SQL } from 'drizzle-orm';
+import { PgDialect } from 'drizzle-orm/pg-core';
+import type { Database, Statement, Tx } from '../database/database.ts';
+import { selectStatement, type SelectStatement } from '../database/select-statement.ts';
 import { withNextPage } from '../http/next-page.ts';
 import { invalid, notFound } from '../http/problem.ts';
 import { groupBy, inlineColumn, present, readControls, splitList, type Controls, type ControlsQuery, type View } from './result-controls.ts';
@@ -103,58 +104,8 @@ interface CompiledListing {
   head: SQL;
   /** ` order by …`. */
   order: SQL;
-  /** How drizzle maps the selected columns of a row (decoders, nesting), taken from the builder. */
-  fields: SelectedFieldsOrdered;
-  joinsNotNullableMap: Record<string, boolean> | undefined;
-  /** The same mapping built once, for a flat selection (see `flatRowMapper`); null: drizzle maps. */
-  mapRows: ((rows: unknown[][]) => unknown[]) | null;
-}
-
-/** How a selected value comes from the driver's: a column's or an SQL expression's decoder. */
-type Decoder = { mapFromDriverValue(value: unknown): unknown };
-
-/** Whether `decoder` returns what it is given (drizzle's default), so calling it can be skipped. */
-const passesThrough = (decoder: Decoder) => decoder.mapFromDriverValue === Column.prototype.mapFromDriverValue;
-
-/**
- * Rows (the driver's arrays) → objects, as drizzle's `mapResultRow` makes them for a
- * selection whose every field is a top-level key (no joined table nested as an object):
- * each key named and each decoder found once, not per row and field. Null when the
- * selection nests or holds a subquery; drizzle then maps.
- */
-function flatRowMapper(fields: SelectedFieldsOrdered): ((rows: unknown[][]) => unknown[]) | null {
-  const decoderOf = (field: unknown): Decoder | undefined =>
-    is(field, Column)
-      ? field
-      : is(field, SQL)
-        ? (field as unknown as { decoder: Decoder }).decoder
-        : is(field, SQL.Aliased)
-          ? (field.sql as unknown as { decoder: Decoder }).decoder
-          : undefined;
-  const found = fields.map(({ field }) => decoderOf(field));
-  if (fields.some(({ path }) => path.length !== 1) || found.includes(undefined)) return null;
-  const names = fields.map(({ path }) => path[0]!);
-  const decoders = (found as Decoder[]).map((decoder) => (passesThrough(decoder) ? null : decoder));
-  return (rows) =>
-    rows.map((row) => {
-      const record: Record<string, unknown> = {};
-      for (let i = 0; i < names.length; i++) {
-        const raw = row[i];
-        const decoder = decoders[i];
-        record[names[i]!] = raw === null ? null : decoder ? decoder.mapFromDriverValue(raw) : raw;
-      }
-      return record;
-    });
-}
-
-/**
- * What drizzle's select builder (drizzle-orm 0.45) holds at run time beyond its typed
- * surface: `prepare` computes the ordered fields and the null map of joined tables that
- * its own execution uses, without running anything.
- */
-interface BuilderInternals {
-  toSQL(): { sql: string; params: unknown[] };
-  prepare(name: string): { fields?: SelectedFieldsOrdered; joinsNotNullableMap?: Record<string, boolean> };
+  /** How rows map to records: the select's own mapping (`selectStatement`). */
+  select: SelectStatement<unknown>;
 }
 
 /**
@@ -180,8 +131,9 @@ function inlineColumns<Row, Viewer, FilterKey extends string, Shown>(
   return columns;
 }
 
+/** `builder` stands for a transaction where a listing's query is only built, never run. */
 function compiled<Row, Viewer, FilterKey extends string, Shown>(
-  tx: Tx,
+  builder: Tx,
   listing: ListingDefinition<Row, Viewer, FilterKey, Shown>,
   columns: Record<string, SQL> | undefined,
 ): CompiledListing | null {
@@ -190,22 +142,24 @@ function compiled<Row, Viewer, FilterKey extends string, Shown>(
   const key = columns ? Object.keys(columns).join('|') : '';
   let found = variants.get(key);
   if (found !== undefined) return found;
-  const builder = listing.query(tx, columns) as unknown as BuilderInternals;
-  const head = builder.toSQL();
+  const select = selectStatement<unknown>(listing.query(builder, columns) as unknown as PromiseLike<unknown[]>);
   const order = dialect.sqlToQuery(listing.order.length > 0 ? sql` order by ${sql.join(listing.order, sql`, `)}` : sql``);
-  const prepared = builder.prepare('compiled_listing');
-  found =
-    head.params.length === 0 && order.params.length === 0 && prepared.fields
-      ? {
-          head: sql.raw(head.sql),
-          order: sql.raw(order.sql),
-          fields: prepared.fields,
-          joinsNotNullableMap: prepared.joinsNotNullableMap,
-          mapRows: flatRowMapper(prepared.fields),
-        }
-      : null;
+  found = select.statement.params.length === 0 && order.params.length === 0 ? { head: sql.raw(select.statement.sql), order: sql.raw(order.sql), select } : null;
   variants.set(key, found);
   return found;
+}
+
+/** The statement of a compiled listing's rows matching `condition`, in list order, cut by `page`. */
+function compiledStatement(text: CompiledListing, condition: SQL | undefined, page: { limit?: number; offset?: number }) {
+  // The same statement drizzle's builder makes (`… where … order by … limit … offset …`), rendered from the compiled text.
+  const parts = [
+    text.head,
+    condition ? sql` where ${condition}` : undefined,
+    text.order,
+    page.limit ? sql` limit ${page.limit}` : undefined,
+    page.offset ? sql` offset ${page.offset}` : undefined,
+  ];
+  return dialect.sqlToQuery(sql.join(parts.filter((part): part is SQL => part !== undefined)));
 }
 
 function rowsWhere<Row, Viewer, FilterKey extends string, Shown>(
@@ -229,18 +183,33 @@ function rowsWhere<Row, Viewer, FilterKey extends string, Shown>(
       page.offset,
     );
   }
-  // The same statement drizzle's builder makes (`… where … order by … limit … offset …`), rendered from the compiled text.
-  const parts = [
-    text.head,
-    condition ? sql` where ${condition}` : undefined,
-    text.order,
-    page.limit ? sql` limit ${page.limit}` : undefined,
-    page.offset ? sql` offset ${page.offset}` : undefined,
-  ];
-  const statement = sql.join(parts.filter((part): part is SQL => part !== undefined));
-  const query = tx._.session.prepareQuery(dialect.sqlToQuery(statement), text.fields, undefined, true, text.mapRows ?? undefined);
-  (query as unknown as { joinsNotNullableMap?: Record<string, boolean> }).joinsNotNullableMap = text.joinsNotNullableMap;
+  const { select } = text;
+  const query = tx._.session.prepareQuery(compiledStatement(text, condition, page), select.fields, undefined, true, select.mapRows ?? undefined);
+  (query as unknown as { joinsNotNullableMap?: Record<string, boolean> }).joinsNotNullableMap = select.joinsNotNullableMap;
   return query.execute() as Promise<Row[]>;
+}
+
+/**
+ * The listing's rows matching `where` (within its scope) as one statement that answers all
+ * the request needs, or null when it takes more: a compiled listing without `shape`, whose
+ * every relation asked for rides in the statement (`inline`). Such a read leaves with the
+ * tenant setting as one statement group (`Database.tenantRead`), without a transaction of
+ * its own.
+ */
+function oneStatement<Row, Viewer, FilterKey extends string, Shown>(
+  db: Database,
+  listing: ListingDefinition<Row, Viewer, FilterKey, Shown>,
+  viewer: Viewer,
+  where: SQL | undefined,
+  page: { limit?: number; offset?: number },
+  relations: readonly string[],
+): { statement: Statement; mapRows(rows: unknown[][]): Row[] } | null {
+  if (listing.shape) return null;
+  const viewRelations = listing.view.relations ?? {};
+  if (relations.some((name) => Object.hasOwn(viewRelations, name) && !viewRelations[name]!.inline)) return null;
+  const text = compiled(db.app as unknown as Tx, listing, inlineColumns(listing, relations));
+  const mapRows = text?.select.mapRows as ((rows: unknown[][]) => Row[]) | null | undefined;
+  return text && mapRows ? { statement: compiledStatement(text, and(listing.scope?.(viewer), where), page), mapRows } : null;
 }
 
 /**
@@ -282,17 +251,24 @@ export async function listRecords<Row, Viewer, FilterKey extends string, Shown>(
   const controls = readControls(listing.view, query, viewer, { defaultRelations: listing.defaultRelations });
   const { limit, offset, cursor } = controls;
   if (cursor !== undefined && !listing.cursor) throw invalid({ before_id: ['is not taken by this list'] }, 'The result controls are invalid.');
+  const where = and(options.where, controls.where);
+  const page = { limit: limit && limit + 1, offset };
+  /** The rows read (one more than `limit` when more follow) → the answer. */
+  const answer = async (tx: Tx | null, rows: Row[]) => {
+    const more = limit !== undefined && rows.length > limit;
+    const shown = more ? rows.slice(0, limit) : rows;
+    const records = await present(listing.view, tx as Tx, tx ? await shaped(tx, listing, shown, viewer) : (shown as unknown as Shown[]), controls, viewer);
+    if (!more) return records;
+    const next = listing.cursor ? { before_id: listing.cursor.of(shown.at(-1)!), offset: undefined } : { offset: offset + limit };
+    return withNextPage(records, next);
+  };
+  const one = !options.before && cursor === undefined ? oneStatement(db, listing, viewer, where, page, controls.relations) : null;
+  if (one) return answer(null, one.mapRows(await db.tenantRead(tenantId, one.statement)));
   return db.tenant(tenantId, async (tx) => {
     await options.before?.(tx);
     const after = cursor === undefined ? undefined : await listing.cursor!.after(tx, viewer, cursor);
     if (cursor !== undefined && after === undefined) throw invalid({ before_id: ['does not exist'] }, 'The paging cursor names no record of this list.');
-    const rows = await rowsWhere(tx, listing, viewer, and(options.where, controls.where, after), { limit: limit && limit + 1, offset }, controls.relations);
-    const more = limit !== undefined && rows.length > limit;
-    const page = more ? rows.slice(0, limit) : rows;
-    const records = await present(listing.view, tx, await shaped(tx, listing, page, viewer), controls, viewer);
-    if (!more) return records;
-    const next = listing.cursor ? { before_id: listing.cursor.of(page.at(-1)!), offset: undefined } : { offset: offset + limit };
-    return withNextPage(records, next);
+    return answer(tx, await rowsWhere(tx, listing, viewer, and(where, after), page, controls.relations));
   });
 }
 
@@ -319,14 +295,19 @@ export async function showRecord<Row, Viewer, FilterKey extends string, Shown>(
   const early = options.controlsAfterFind ? undefined : controlsFor();
   // The relations the answer will likely show, read with the record where they can be (the controls judge them after).
   const relations = early?.relations ?? (query.relations !== undefined ? splitList(query.relations, '|') : (defaultRelations ?? []));
-  return db.tenant(tenantId, async (tx) => {
-    const row = typeof which === 'function' ? await which(tx) : (await rowsWhere(tx, listing, viewer, which, {}, relations))[0];
+  /** The row found (or not) → the answer. */
+  const answer = async (tx: Tx | null, row: Row | undefined) => {
     if (row === undefined) throw notFound(what);
-    const [shown] = await shaped(tx, listing, [row], viewer);
+    const [shown] = tx ? await shaped(tx, listing, [row], viewer) : ([row] as unknown as Shown[]);
     if (shown === undefined) throw notFound(what);
-    const [record] = await present(listing.view, tx, [shown], early ?? controlsFor(shown), viewer);
+    const [record] = await present(listing.view, tx as Tx, [shown], early ?? controlsFor(shown), viewer);
     return record!;
-  });
+  };
+  const one = typeof which === 'function' ? null : oneStatement(db, listing, viewer, which, {}, relations);
+  if (one) return answer(null, one.mapRows(await db.tenantRead(tenantId, one.statement))[0]);
+  return db.tenant(tenantId, async (tx) =>
+    answer(tx, typeof which === 'function' ? await which(tx) : (await rowsWhere(tx, listing, viewer, which, {}, relations))[0]),
+  );
 }
 
 /**

@@ -70,3 +70,20 @@ t.test('a cleared setting reads as no tenant', async (t) => {
     }),
   );
 });
+
+t.test('Database.tenantRead runs its statement under the tenant, the setting lasting for that statement only', async (t) => {
+  const single = new Database(db.url, { poolSize: 1 });
+  t.teardown(() => single.close());
+  const statement = {
+    sql: `select ${'nullif'}(current_setting('${TENANT_SETTING}', true), '')::bigint as tenant, array(select distinct tenant_id from users) as seen`,
+    params: [],
+  };
+  for (const tenant of [one, two, one]) {
+    const [[current, seen]] = (await single.tenantRead(tenant.tenantId, statement)) as [[string, string[]]];
+    t.equal(Number(current), tenant.tenantId, 'the statement sees the tenant');
+    t.strictSame(seen.map(Number), [tenant.tenantId], 'and that tenant’s rows only');
+  }
+  t.equal(await single.app.transaction(readCurrent), null, 'the same connection afterwards has no tenant');
+  await t.rejects(single.tenantRead(one.tenantId, { sql: 'select 1 / $1::int', params: [0] }), { code: '22012' }, 'a failing statement fails the read');
+  t.equal(await single.app.transaction(readCurrent), null, 'and leaves no tenant behind');
+});
