@@ -92,12 +92,21 @@ export async function lookUpPrincipal(db: Database, tokenHash: Buffer): Promise<
 }
 
 /** `principal` as a request's Auth; a session whose user must change their password is restricted here (`assertSessionMayUse`). */
+/** The permission set of each principal, made once: a remembered principal serves many requests. */
+const permissionSets = new WeakMap<Principal, ReadonlySet<Permission>>();
+
+function permissionsOf(principal: Principal): ReadonlySet<Permission> {
+  let permissions = permissionSets.get(principal);
+  if (!permissions) permissionSets.set(principal, (permissions = new Set(principal.permissions)));
+  return permissions;
+}
+
 function authOf(principal: Principal, secrets: Secrets, request: FastifyRequest): Auth {
   const auth: Auth = {
     tenantId: principal.tenantId,
     userId: principal.userId,
     tokenId: principal.tokenId,
-    permissions: new Set(principal.permissions),
+    permissions: permissionsOf(principal),
     passwordChangeRequired: principal.passwordChangeRequired,
     secrets,
   };

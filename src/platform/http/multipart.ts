@@ -30,8 +30,9 @@ export const MAX_FILES = 1;
 export async function registerMultipart(app: FastifyInstance): Promise<void> {
   app.decorateRequest('uploads', null);
   app.decorateRequest('bodyAccepted', false);
-  app.addHook('preHandler', async (request) => {
+  app.addHook('preHandler', (request, _reply, done) => {
     request.bodyAccepted = true;
+    done();
   });
   await app.register(multipart, {
     attachFieldsToBody: 'keyValues',

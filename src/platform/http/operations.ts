@@ -212,22 +212,30 @@ export async function registerOperations(app: FastifyInstance, handlers: Handler
         request.auth = await authenticateRequest(services.db, services.secrets, request, services.principals);
         permission.onRequest?.(request.auth);
       };
-      const checks = [
-        ...(meta.secured
-          ? [
-              async (request: FastifyRequest) => {
-                const remembered = remembering ? rememberedAuth(services.principals, services.secrets, request) : null;
-                if (remembered && permits(permission.onRequest, remembered.auth)) {
-                  request.auth = remembered.auth;
-                  request.principalCheck = remembered.check;
-                  return;
-                }
-                await authenticate(request);
-              },
-            ]
-          : []),
-        async (request: FastifyRequest) => assertDeclaredMediaType(request, body),
-      ];
+      /**
+       * Authentication (secured operations), then the media type of a body: one hook, answered
+       * without a promise when the principal is remembered (`done` style; most requests).
+       */
+      const onRequest = (request: FastifyRequest, _reply: FastifyReply, done: (error?: Error) => void) => {
+        try {
+          if (meta.secured) {
+            const remembered = remembering ? rememberedAuth(services.principals, services.secrets, request) : null;
+            if (remembered && permits(permission.onRequest, remembered.auth)) {
+              request.auth = remembered.auth;
+              request.principalCheck = remembered.check;
+            } else {
+              authenticate(request)
+                .then(() => assertDeclaredMediaType(request, body))
+                .then(() => done(), done);
+              return;
+            }
+          }
+          assertDeclaredMediaType(request, body);
+          done();
+        } catch (error) {
+          done(error as Error);
+        }
+      };
       const answer = (request: FastifyRequest, reply: FastifyReply, db = services.db) =>
         handler({
           request,
@@ -269,10 +277,15 @@ export async function registerOperations(app: FastifyInstance, handlers: Handler
       return {
         // Authentication restricts some sessions to some operations (auth.ts): it reads this.
         config: { operationId },
-        onRequest: checks,
-        preValidation: async (request: FastifyRequest) => {
-          dropUndeclaredQuery(request, queryParameters);
-          assertRequiredBody(request, body);
+        onRequest,
+        preValidation: (request: FastifyRequest, _reply: FastifyReply, done: (error?: Error) => void) => {
+          try {
+            dropUndeclaredQuery(request, queryParameters);
+            assertRequiredBody(request, body);
+            done();
+          } catch (error) {
+            done(error as Error);
+          }
         },
         preHandler: afterValidation
           ? async (request: FastifyRequest) => {

@@ -116,27 +116,30 @@ export function readControls<Row, Viewer, FilterKey extends string>(
   options: { defaultRelations?: readonly string[]; subject?: Row } = {},
 ): Controls {
   const errors: Record<string, string[]> = {};
-  const allowedFields = Object.entries(view.fields)
-    .filter(([, field]) => view.visible(viewer, field.visibility ?? 'public', options.subject))
-    .map(([name]) => name);
+  // What the viewer may name is worked out only when the query names something.
   let selects: string[] | null = null;
   if (query.selects !== undefined) {
+    const allowedFields = Object.entries(view.fields)
+      .filter(([, field]) => view.visible(viewer, field.visibility ?? 'public', options.subject))
+      .map(([name]) => name);
     selects = [...new Set(splitList(query.selects, ','))];
     const unknown = selects.filter((name) => !allowedFields.includes(name));
     if (selects.length === 0) errors.selects = [`must name at least one field; allowed: ${allowedFields.join(', ')}`];
     else if (unknown.length > 0) errors.selects = [`unknown or not visible: ${unknown.join(', ')}; allowed: ${allowedFields.join(', ')}`];
   }
-  const allowedRelations = Object.entries(view.relations ?? {})
-    .filter(([, relation]) => relationPermitted(relation, viewer) && view.visible(viewer, relation.visibility ?? 'public', options.subject))
-    .map(([name]) => name);
   // Default relations are shown row by row where visible; named ones must be visible.
-  const relations =
-    query.relations !== undefined
-      ? [...new Set(splitList(query.relations, '|'))]
-      : (options.defaultRelations ?? []).filter((name) => relationPermitted(view.relations?.[name], viewer));
-  const unknownRelations = query.relations !== undefined ? relations.filter((name) => !allowedRelations.includes(name)) : [];
-  if (unknownRelations.length > 0) {
-    errors.relations = [`unknown or not visible: ${unknownRelations.join(', ')}; allowed: ${allowedRelations.join(', ') || '(none)'}`];
+  let relations: string[];
+  if (query.relations !== undefined) {
+    const allowedRelations = Object.entries(view.relations ?? {})
+      .filter(([, relation]) => relationPermitted(relation, viewer) && view.visible(viewer, relation.visibility ?? 'public', options.subject))
+      .map(([name]) => name);
+    relations = [...new Set(splitList(query.relations, '|'))];
+    const unknownRelations = relations.filter((name) => !allowedRelations.includes(name));
+    if (unknownRelations.length > 0) {
+      errors.relations = [`unknown or not visible: ${unknownRelations.join(', ')}; allowed: ${allowedRelations.join(', ') || '(none)'}`];
+    }
+  } else {
+    relations = (options.defaultRelations ?? []).filter((name) => relationPermitted(view.relations?.[name], viewer));
   }
   const conditions: SQL[] = [];
   for (const [key, value] of Object.entries(query.filter ?? {})) {
@@ -162,74 +165,48 @@ export function readControls<Row, Viewer, FilterKey extends string>(
   };
 }
 
-/** One shown field or relation: its visibility, and whether the viewer may see that kind in general. */
-interface Shown<Row> {
+/** A field `present` shows: its visibility, and how its value is read when it is not `row[name]`. */
+interface PlannedField<Row, Viewer> {
   name: string;
   visibility: Visibility;
-  /** Visible on every row; otherwise `visible` is asked row by row (e.g. one's own user record). */
-  everywhere: boolean;
-  value: (row: Row) => unknown;
+  compute: ((row: Row, viewer: Viewer) => unknown) | undefined;
 }
 
-/**
- * What `present` shows of each row, judged once per call rather than per row and field:
- * the selected fields and the permitted relations, each with whether the viewer may see its
- * kind in general (`visible` without a row, asked once per kind).
- */
-function presentationPlan<Row, Viewer, FilterKey extends string>(
+/** The fields shown for each `selects` (joined by `,`; '' for every field), per view: the same for every request. */
+const fieldPlans = new WeakMap<object, Map<string, PlannedField<never, never>[]>>();
+
+/** The view's fields `selects` shows (null: every field but those shown only when selected), in the view's order. */
+function plannedFields<Row, Viewer, FilterKey extends string>(
   view: View<Row, Viewer, FilterKey>,
-  controls: { selects: readonly string[] | null; relations: readonly string[] },
-  viewer: Viewer,
-  loaded: Map<string, Map<unknown, unknown> | 'carried'>,
-): { fields: Shown<Row>[]; relations: Shown<Row>[] } {
-  const inGeneral = new Map<Visibility, boolean>();
-  const everywhere = (visibility: Visibility) => {
-    let seen = inGeneral.get(visibility);
-    if (seen === undefined) inGeneral.set(visibility, (seen = view.visible(viewer, visibility)));
-    return seen;
-  };
-  const selected = controls.selects ? new Set(controls.selects) : null;
-  const fields: Shown<Row>[] = [];
-  for (const [name, field] of Object.entries(view.fields)) {
-    if (selected ? !selected.has(name) : field.onlyWhenSelected) continue;
-    const visibility = field.visibility ?? 'public';
-    const compute = field.value;
-    fields.push({
-      name,
-      visibility,
-      everywhere: everywhere(visibility),
-      value: compute ? (row) => compute(row, viewer) : (row) => (row as Record<string, unknown>)[name],
-    });
+  selects: readonly string[] | null,
+): PlannedField<Row, Viewer>[] {
+  let plans = fieldPlans.get(view);
+  if (!plans) fieldPlans.set(view, (plans = new Map<string, PlannedField<never, never>[]>()));
+  const key = selects ? selects.join(',') : '';
+  let planned = plans.get(key) as PlannedField<Row, Viewer>[] | undefined;
+  if (!planned) {
+    const selected = selects ? new Set(selects) : null;
+    planned = Object.entries(view.fields)
+      .filter(([name, field]) => (selected ? selected.has(name) : !field.onlyWhenSelected))
+      .map(([name, field]) => ({ name, visibility: field.visibility ?? 'public', compute: field.value }));
+    plans.set(key, planned);
   }
-  const relations: Shown<Row>[] = [];
-  for (const name of controls.relations) {
-    const relation = view.relations?.[name];
-    // Relations the viewer lacks the permission for are skipped, whoever built the controls.
-    if (!relationPermitted(relation, viewer)) continue;
-    const visibility = relation?.visibility ?? 'public';
-    const byKey = loaded.get(name);
-    const empty = relation?.empty ?? null;
-    const column = inlineColumn(name);
-    relations.push({
-      name,
-      visibility,
-      everywhere: everywhere(visibility),
-      value:
-        byKey === 'carried'
-          ? (row) => (row as Record<string, unknown>)[column] ?? empty
-          : (row) => {
-              const value = byKey?.get(view.key(row));
-              return value === undefined ? empty : value;
-            },
-    });
-  }
-  return { fields, relations };
+  return planned;
+}
+
+/** A relation `present` shows: its visibility and its value on a row (carried by the row, or loaded). */
+interface PlannedRelation<Row> {
+  name: string;
+  visibility: Visibility;
+  value: (row: Row) => unknown;
 }
 
 /**
  * Shapes rows into answers: only visible (and selected) fields, plus requested relations.
  * A relation the rows carry (`inlineColumn`) is read from them; the others load with one
- * query each, sent together (one round trip where the driver pipelines them).
+ * query each, sent together (one round trip where the driver pipelines them). Which kinds
+ * of fields the viewer may see is asked once per call (per row only for the kinds it may
+ * not see in general).
  */
 export async function present<Row, Viewer, FilterKey extends string>(
   view: View<Row, Viewer, FilterKey>,
@@ -238,29 +215,50 @@ export async function present<Row, Viewer, FilterKey extends string>(
   controls: { selects: readonly string[] | null; relations: readonly string[] },
   viewer: Viewer,
 ): Promise<Record<string, unknown>[]> {
-  const loaded = new Map<string, Map<unknown, unknown> | 'carried'>();
-  if (rows.length > 0) {
+  const relations: PlannedRelation<Row>[] = [];
+  if (controls.relations.length > 0) {
     const wanted = controls.relations.filter((name) => view.relations?.[name] && relationPermitted(view.relations[name], viewer));
-    const carried = wanted.filter((name) => view.relations![name]!.inline && Object.hasOwn(rows[0] as object, inlineColumn(name)));
-    for (const name of carried) loaded.set(name, 'carried');
-    const toLoad = wanted.filter((name) => !carried.includes(name));
-    const maps = await Promise.all(toLoad.map((name) => view.relations![name]!.load(tx, rows, viewer)));
-    toLoad.forEach((name, i) => loaded.set(name, maps[i]!));
+    const loaded = new Map<string, Map<unknown, unknown>>();
+    if (rows.length > 0) {
+      const toLoad = wanted.filter((name) => !(view.relations![name]!.inline && Object.hasOwn(rows[0] as object, inlineColumn(name))));
+      const maps = await Promise.all(toLoad.map((name) => view.relations![name]!.load(tx, rows, viewer)));
+      toLoad.forEach((name, i) => loaded.set(name, maps[i]!));
+    }
+    // Relations the viewer lacks the permission for are skipped, whoever built the controls.
+    for (const name of wanted) {
+      const relation = view.relations![name]!;
+      const byKey = loaded.get(name);
+      const empty = relation.empty;
+      const column = inlineColumn(name);
+      relations.push({
+        name,
+        visibility: relation.visibility ?? 'public',
+        value: byKey
+          ? (row) => {
+              const value = byKey.get(view.key(row));
+              return value === undefined ? empty : value;
+            }
+          : (row) => (row as Record<string, unknown>)[column] ?? empty,
+      });
+    }
   }
-  const plan = presentationPlan(view, controls, viewer, loaded);
-  const shown = [...plan.fields, ...plan.relations];
-  const everywhere = shown.every((item) => item.everywhere);
+  const fields = plannedFields(view, controls.selects);
+  const inGeneral: Partial<Record<Visibility, boolean>> = {};
+  const everywhere = (visibility: Visibility) => (inGeneral[visibility] ??= view.visible(viewer, visibility));
+  let hiddenSomewhere = false;
+  for (const item of [...fields, ...relations]) if (!everywhere(item.visibility)) hiddenSomewhere = true;
   return rows.map((row) => {
     // Kinds not visible in general are judged once per row.
-    const onRow = everywhere ? null : new Map<Visibility, boolean>();
+    const onRow: Partial<Record<Visibility, boolean>> | null = hiddenSomewhere ? {} : null;
+    const visible = (visibility: Visibility) => inGeneral[visibility] || (onRow![visibility] ??= view.visible(viewer, visibility, row));
     const out: Record<string, unknown> = {};
-    for (const item of shown) {
-      if (!item.everywhere) {
-        let visible = onRow!.get(item.visibility);
-        if (visible === undefined) onRow!.set(item.visibility, (visible = view.visible(viewer, item.visibility, row)));
-        if (!visible) continue;
-      }
-      out[item.name] = item.value(row);
+    for (const field of fields) {
+      if (onRow && !visible(field.visibility)) continue;
+      out[field.name] = field.compute ? field.compute(row, viewer) : (row as Record<string, unknown>)[field.name];
+    }
+    for (const relation of relations) {
+      if (onRow && !visible(relation.visibility)) continue;
+      out[relation.name] = relation.value(row);
     }
     return out;
   });
