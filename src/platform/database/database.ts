@@ -9,6 +9,7 @@ import postgres from 'postgres';
 import { type Principal, type PrincipalCheck, samePrincipal } from '../auth/principal-cache.ts';
 import type { Permission } from '../auth/permissions.ts';
 import { isConnectionLoss } from './connection-loss.ts';
+import type { SelectStatement, Statement } from './select-statement.ts';
 import { TENANT_SETTING, tenantSettingName } from './tenancy.ts';
 import { guardTransactions } from './transaction-guard.ts';
 
@@ -67,12 +68,6 @@ function confirm(check: PrincipalCheck, row: PrincipalRow | undefined): void {
   if (found && samePrincipal(found, check.expected)) check.confirmed = true;
   else check.stale = true;
   if (check.stale) throw new StalePrincipalError();
-}
-
-/** A statement as text and bound values (what drizzle's dialect renders). */
-export interface Statement {
-  sql: string;
-  params: unknown[];
 }
 
 /**
@@ -381,6 +376,15 @@ export class Database {
         if (isConnectionLoss(error)) await settleClosedConnections();
       }
     }
+  }
+
+  /**
+   * The rows of `select` (`selectStatement` or `preparedSelect`) in `tenantId`'s scope,
+   * read as `tenantRead` reads one statement.
+   */
+  async tenantSelect<Row>(tenantId: number, select: SelectStatement<Row>): Promise<Row[]> {
+    if (!select.mapRows) throw new Error('tenantSelect takes a select whose fields are all top-level (no nested objects)');
+    return select.mapRows(await this.tenantRead(tenantId, select.statement));
   }
 
   /**

@@ -4,9 +4,15 @@
  * For reads that leave as a statement group (`Database.tenantRead`), and for listings whose
  * select is rendered once per process (result-controls/listing.ts).
  */
-import { Column, is, SQL } from 'drizzle-orm';
+import { Column, fillPlaceholders, is, SQL } from 'drizzle-orm';
 import type { SelectedFieldsOrdered } from 'drizzle-orm/pg-core';
-import type { Statement } from './database.ts';
+import type { PostgresJsDatabase } from 'drizzle-orm/postgres-js';
+
+/** A statement as text and bound values (what drizzle's dialect renders). */
+export interface Statement {
+  sql: string;
+  params: unknown[];
+}
 
 /**
  * What drizzle's select builder (drizzle-orm 0.45) holds at run time beyond its typed
@@ -72,4 +78,20 @@ export function selectStatement<Row>(select: PromiseLike<Row[]>): SelectStatemen
   const { fields, joinsNotNullableMap } = builder.prepare('select_statement');
   if (!fields) throw new Error('selectStatement takes a select whose fields are known');
   return { statement, fields, joinsNotNullableMap, mapRows: flatRowMapper(fields) as ((rows: unknown[][]) => Row[]) | null };
+}
+
+/**
+ * A select built and rendered once per process, its per-request values named by
+ * `sql.placeholder(name)`: each use binds the values given instead of building the select
+ * again (drizzle spends more on building than PostgreSQL on answering a small read). `db`
+ * only builds it, at the first use.
+ */
+export function preparedSelect<Row, Values extends Record<string, unknown>>(
+  build: (db: PostgresJsDatabase) => PromiseLike<Row[]>,
+): (db: PostgresJsDatabase, values: Values) => SelectStatement<Row> {
+  let built: SelectStatement<Row> | undefined;
+  return (db, values) => {
+    built ??= selectStatement(build(db));
+    return { ...built, statement: { sql: built.statement.sql, params: fillPlaceholders(built.statement.params, values) } };
+  };
 }

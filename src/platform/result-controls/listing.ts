@@ -11,8 +11,8 @@
  */
 import { and, sql, type SQL } from 'drizzle-orm';
 import { PgDialect } from 'drizzle-orm/pg-core';
-import type { Database, Statement, Tx } from '../database/database.ts';
-import { selectStatement, type SelectStatement } from '../database/select-statement.ts';
+import type { Database, Tx } from '../database/database.ts';
+import { selectStatement, type SelectStatement, type Statement } from '../database/select-statement.ts';
 import { withNextPage } from '../http/next-page.ts';
 import { invalid, notFound } from '../http/problem.ts';
 import { groupBy, inlineColumn, present, readControls, splitList, type Controls, type ControlsQuery, type View } from './result-controls.ts';

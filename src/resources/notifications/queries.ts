@@ -3,14 +3,14 @@ import { and, count, eq, isNull, lt, ne, sql, type SQL } from 'drizzle-orm';
 import type { Auth } from '../../platform/auth/auth.ts';
 import type { Db, Tx } from '../../platform/database/database.ts';
 import { missingIds } from '../../platform/database/existence.ts';
+import { preparedSelect, selectStatement, type SelectStatement } from '../../platform/database/select-statement.ts';
 import { requiredTenant } from '../../platform/database/tenancy.ts';
 import { departmentNotificationSettings, departments } from '../departments/table.ts';
 import { notificationSettings } from '../notification-settings/table.ts';
 import { users } from '../users/table.ts';
 import { announceStoredBatch, announceUnreadChange } from './channel.ts';
-import { unreadCounts } from './stream-queries.ts';
 import { notificationSettingKey, readStateChange, type ReadState } from './rules.ts';
-import { notificationDispatches, notifications, type NotificationData } from './table.ts';
+import { notificationDispatches, notifications, notificationUnreadCounts, type NotificationData } from './table.ts';
 import { ownNotifications, unreadNotifications } from './view.ts';
 
 /** A recorded dispatch, as its delivery job names it. */
@@ -175,18 +175,28 @@ export async function markEmailed(tx: Tx, notificationId: string): Promise<void>
     .where(eq(notifications.id, notificationId));
 }
 
+/** The unread count the triggers keep for the user `userId` (`notificationUnreadCounts`; no row while they never had one). */
+const keptUnreadCount = preparedSelect<{ n: number }, { userId: number }>((db) =>
+  db
+    .select({ n: notificationUnreadCounts.unread })
+    .from(notificationUnreadCounts)
+    .where(eq(notificationUnreadCounts.userId, sql.placeholder('userId'))),
+);
+
 /**
- * How many of the caller's notifications matching `where` are unread: without `where`, the
- * count the triggers keep (`notificationUnreadCounts`, one row); with it, counted (served by
- * the partial index `notifications_unread_idx`).
+ * The select of how many of the caller's notifications matching `where` are unread (one
+ * row, `n`, or none for 0): without `where`, the count the triggers keep; with it,
+ * counted (served by the partial index `notifications_unread_idx`). `db` builds it; the
+ * caller runs it (one statement).
  */
-export async function countUnread(tx: Tx, auth: Auth, where: SQL | undefined): Promise<number> {
-  if (!where) return (await unreadCounts(tx, [auth.userId])).get(auth.userId) ?? 0;
-  const [row] = await tx
-    .select({ n: count() })
-    .from(notifications)
-    .where(and(ownNotifications(auth), unreadNotifications(), where));
-  return row?.n ?? 0;
+export function unreadCountSelect(db: Db, auth: Auth, where: SQL | undefined): SelectStatement<{ n: number }> {
+  if (!where) return keptUnreadCount(db, { userId: auth.userId });
+  return selectStatement(
+    db
+      .select({ n: count() })
+      .from(notifications)
+      .where(and(ownNotifications(auth), unreadNotifications(), where)),
+  );
 }
 
 /**
