@@ -18,6 +18,11 @@ export interface Config {
    * no pooled connection uses named prepared statements (docs/fault-tolerance.md#connection-poolers).
    */
   databaseDirectUrl: string | undefined;
+  /**
+   * Connections of the request pool (docs/performance.md#connections): reads of one
+   * statement share them (statement groups pipeline), a transaction holds one while it runs.
+   */
+  databasePoolSize: number;
   dataDir: string;
   role: 'all' | 'api' | 'worker';
   accessTokenTtlSeconds: number;
@@ -123,6 +128,7 @@ export const environmentSchema = {
       writeOnly: true,
       description: 'a PostgreSQL connection URL, postgres://user:password@host:5432/database',
     },
+    DATABASE_POOL_SIZE: integer(1, 1000, 10, 'a number of connections from 1 to 1000'),
     DATA_DIR: { type: 'string', default: '.data', description: 'a folder for the embedded PostgreSQL' },
     ATRIUM_ROLE: { type: 'string', enum: ['all', 'api', 'worker'], default: 'all', description: 'one of all, api, worker' },
     ATRIUM_ADMIN_PASSWORD: { type: 'string', writeOnly: true, description: 'a password' },
@@ -363,6 +369,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     rateLimitWindowSeconds: vars.RATE_LIMIT_WINDOW,
     metricsToken: vars.METRICS_TOKEN,
     databaseDirectUrl: vars.DATABASE_DIRECT_URL,
+    databasePoolSize: vars.DATABASE_POOL_SIZE,
     jobLeaseSeconds: vars.JOB_LEASE_SECONDS,
   };
 }

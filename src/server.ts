@@ -50,7 +50,11 @@ export async function createAtrium(config: Config, options: { logger?: Logger; o
     logger,
   });
   const server = await openDatabaseServer(config, logger);
-  const db = new Database(server.url, { appUrl: appLoginUrl(config, server), directUrl: config.databaseUrl ? config.databaseDirectUrl : undefined });
+  const db = new Database(server.url, {
+    appUrl: appLoginUrl(config, server),
+    directUrl: config.databaseUrl ? config.databaseDirectUrl : undefined,
+    poolSize: config.databasePoolSize,
+  });
   let jobs: Jobs | undefined;
   let notificationStreams: NotificationStreams;
   let services: Services;

@@ -54,7 +54,15 @@ export async function benchAtrium(url: string) {
   ) as { createAtrium: typeof createAtriumFromSource };
   return createAtrium(
     // No rate limit: a benchmark's one token would otherwise be answered 429 after 600 requests.
-    { ...loadConfig({}), databaseUrl: url, logLevel: 'silent', adminPassword: 'benchmark-password', role: 'api', rateLimitPerToken: 0, rateLimitPerAddress: 0 },
+    {
+      ...loadConfig({ DATABASE_POOL_SIZE: process.env.DATABASE_POOL_SIZE }),
+      databaseUrl: url,
+      logLevel: 'silent',
+      adminPassword: 'benchmark-password',
+      role: 'api',
+      rateLimitPerToken: 0,
+      rateLimitPerAddress: 0,
+    },
     { logger: pino({ level: 'silent' }) },
   );
 }

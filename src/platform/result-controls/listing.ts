@@ -126,7 +126,8 @@ function inlineColumns<Row, Viewer, FilterKey extends string, Shown>(
   let columns: Record<string, SQL> | undefined;
   // In the view's order, whatever the request's: one compiled statement per set of relations.
   for (const [name, relation] of Object.entries(listing.view.relations ?? {})) {
-    if (relation.inline && relations.includes(name)) (columns ??= {})[inlineColumn(name)] = relation.inline;
+    // As text: `present` parses each distinct record once per answer (rows of one role share it).
+    if (relation.inline && relations.includes(name)) (columns ??= {})[inlineColumn(name)] = sql`(${relation.inline})::text`;
   }
   return columns;
 }

@@ -36,8 +36,9 @@ export interface RelationDefinition<Row, Viewer> {
    * A to-one relation's record as one JSON value (null: none), a subquery correlated with
    * the listing's row that answers what `load` answers for it. A listing whose query takes
    * extra columns selects it in its own statement when the relation is asked for
-   * (`inlineColumn` names it on the row), and `present` reads it there instead of loading;
-   * rows that do not carry it (records presented from elsewhere) are loaded. The JSON must
+   * (`inlineColumn` names it on the row, as JSON text), and `present` reads it there instead
+   * of loading, parsing each distinct value once per call; rows that do not carry it
+   * (records presented from elsewhere) are loaded. The JSON must
    * equal the loader's value as answered (PostgreSQL writes timestamps its own way: build
    * them as the API formats them, or keep such a relation loaded).
    */
@@ -194,6 +195,21 @@ function plannedFields<Row, Viewer, FilterKey extends string>(
   return planned;
 }
 
+/**
+ * A relation the rows carry as JSON text (`inlineColumn`): parsed once per distinct text, so
+ * rows that name the same record share one value (the records of a list mostly name a few).
+ */
+function carried(column: string, empty: null | []): (row: unknown) => unknown {
+  const parsed = new Map<string, unknown>();
+  return (row) => {
+    const text = (row as Record<string, string | null>)[column];
+    if (text === null || text === undefined) return empty;
+    let value = parsed.get(text);
+    if (value === undefined) parsed.set(text, (value = JSON.parse(text)));
+    return value;
+  };
+}
+
 /** A relation `present` shows: its visibility and its value on a row (carried by the row, or loaded). */
 interface PlannedRelation<Row> {
   name: string;
@@ -238,7 +254,7 @@ export async function present<Row, Viewer, FilterKey extends string>(
               const value = byKey.get(view.key(row));
               return value === undefined ? empty : value;
             }
-          : (row) => (row as Record<string, unknown>)[column] ?? empty,
+          : carried(column, empty),
       });
     }
   }

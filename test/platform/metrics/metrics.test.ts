@@ -8,7 +8,7 @@ import { startReceiver } from '../../helpers/receiver.ts';
 import { startTestApi } from '../../helpers/atrium.ts';
 
 const METRICS_TOKEN = 'metrics-token-0123456789';
-const api = await startTestApi(t, { metricsToken: METRICS_TOKEN, webhookAllowedCidrs: ['127.0.0.1/32'] });
+const api = await startTestApi(t, { metricsToken: METRICS_TOKEN, webhookAllowedCidrs: ['127.0.0.1/32'], databasePoolSize: 7 });
 const app = api.atrium.app!;
 const receiver = await startReceiver(t);
 const tenant = await api.createTenant('metrics');
@@ -91,7 +91,7 @@ t.test('after some traffic the metrics show requests, jobs, deliveries, connecti
   t.ok((sample(text, 'atrium_jobs', { queue: 'automations.deliver-webhook' }) ?? 0) >= 1, 'the delivery job is in the queue table');
   t.match(text, /# TYPE atrium_jobs gauge/);
   t.ok((sample(text, 'atrium_database_connections', { pool: 'app' }) ?? 0) >= 1, 'the app pool has connections');
-  t.equal(sample(text, 'atrium_database_pool_max_connections', { pool: 'app' }), 10);
+  t.equal(sample(text, 'atrium_database_pool_max_connections', { pool: 'app' }), 7, 'as DATABASE_POOL_SIZE says');
   t.equal(sample(text, 'atrium_event_streams_open'), 0);
   t.ok((sample(text, 'atrium_process_resident_memory_bytes') ?? 0) > 0, 'process metrics too');
 });
