@@ -87,3 +87,18 @@ t.test('Database.tenantRead runs its statement under the tenant, the setting las
   await t.rejects(single.tenantRead(one.tenantId, { sql: 'select 1 / $1::int', params: [0] }), { code: '22012' }, 'a failing statement fails the read');
   t.equal(await single.app.transaction(readCurrent), null, 'and leaves no tenant behind');
 });
+
+t.test('Database.tenantRead sends its read again when the server refuses the plan it prepared (a table changed under it)', async (t) => {
+  const single = new Database(db.url, { poolSize: 1 });
+  t.teardown(async () => {
+    await single.close();
+    await db.owner.execute(sql`drop table if exists reshaped_read`);
+  });
+  await db.owner.execute(sql`create table reshaped_read (n int)`);
+  await db.owner.execute(sql`insert into reshaped_read values (1)`);
+  await db.owner.execute(sql.raw('grant select on reshaped_read to atrium_app'));
+  const read = { sql: 'select * from reshaped_read where n = $1', params: [1] };
+  t.strictSame([...(await single.tenantRead(one.tenantId, read))], [[1]]);
+  await db.owner.execute(sql`alter table reshaped_read add column m int`);
+  t.strictSame([...(await single.tenantRead(one.tenantId, read))], [[1, null]], 'answered from the table as it is now');
+});
