@@ -75,7 +75,7 @@ function confirm(check: PrincipalCheck, row: PrincipalRow | undefined): void {
  * by the pool, not yet awaited, written back to back with one Sync after the last, so the
  * server runs them as one implicit transaction; all fail when one does.
  */
-type Grouping = { group(parts: readonly postgres.PendingQuery<postgres.Row[]>[]): Promise<unknown[]> };
+type Grouping = postgres.Sql & { group(parts: readonly postgres.PendingQuery<postgres.Row[]>[]): Promise<unknown[]> };
 
 /**
  * Failures of a prepared statement the connection holds that another try prepares anew:
@@ -286,7 +286,7 @@ export class Database {
     });
     this.appSql = guardTransactions(appPool);
     // Groups are made of prepared statements: behind a pooler (no named prepared statements) reads take `tenant()`.
-    this.appGroups = pooled ? null : (appPool as unknown as Grouping);
+    this.appGroups = pooled ? null : (appPool as Grouping);
     this.owner = drizzle(this.ownerSql);
     const countQuery = () => {
       this.queryCount++;
@@ -311,7 +311,21 @@ export class Database {
    * run again up to its first statement's answer. Once the setting is answered, a lost
    * connection is the caller's error (the error handler answers 503).
    */
-  async tenant<T>(tenantId: number, fn: (tx: Tx) => Promise<T>, check?: PrincipalCheck): Promise<T> {
+  tenant<T>(tenantId: number, fn: (tx: Tx) => Promise<T>, check?: PrincipalCheck): Promise<T> {
+    return this.transaction(
+      tenantId,
+      (client) => {
+        // What drizzle's own `transaction()` builds over the driver's transaction (its
+        // declarations type the session's client as a pool and a transaction at once).
+        const session = new PostgresJsSession(client as unknown as postgres.Sql, this.dialect, undefined);
+        return fn(new PostgresJsTransaction<NoSchema, ExtractTablesWithRelations<NoSchema>>(this.dialect, session as never, undefined));
+      },
+      check,
+    );
+  }
+
+  /** `tenant()` over the driver's own transaction: `body` is given the driver's client. */
+  private async transaction<T>(tenantId: number, body: (client: postgres.TransactionSql) => Promise<T>, check?: PrincipalCheck): Promise<T> {
     for (let attempt = 1; ; attempt++) {
       let settingAnswered = false;
       try {
@@ -324,10 +338,7 @@ export class Database {
             () => (settingAnswered = true),
             () => {},
           );
-          // What drizzle's own `transaction()` builds over the driver's transaction (its
-          // declarations type the session's client as a pool and a transaction at once).
-          const session = new PostgresJsSession(client as unknown as postgres.Sql, this.dialect, undefined);
-          const result = await fn(new PostgresJsTransaction<NoSchema, ExtractTablesWithRelations<NoSchema>>(this.dialect, session as never, undefined));
+          const result = await body(client);
           const [row] = await tenantSet;
           if (check) confirm(check, row);
           return result;
@@ -353,22 +364,16 @@ export class Database {
    * (no prepared statements) it runs through `tenant()`.
    */
   async tenantRead(tenantId: number, statement: Statement, check?: PrincipalCheck): Promise<unknown[][]> {
-    if (!this.appGroups) {
-      return this.tenant(
-        tenantId,
-        (tx) => (tx._.session as unknown as { client: postgres.Sql }).client.unsafe(statement.sql, statement.params as never).values(),
-        check,
-      );
-    }
+    const pool = this.appGroups;
+    if (!pool) return this.transaction(tenantId, (client) => client.unsafe(statement.sql, statement.params as never).values(), check);
     for (let attempt = 1; ; attempt++) {
-      const pool = this.appSql;
       const setting = check
         ? pool.unsafe<PrincipalRow[]>(SET_TENANT_AND_LOOK_UP_PRINCIPAL, [String(tenantId), check.tokenHash], { prepare: true })
         : pool.unsafe<PrincipalRow[]>(SET_TENANT, [String(tenantId)], { prepare: true });
       const read = pool.unsafe(statement.sql, statement.params as never, { prepare: true }).values();
       this.queryCount += 2;
       try {
-        const [[row], rows] = (await this.appGroups.group([setting as never, read as never])) as [PrincipalRow[], unknown[][]];
+        const [[row], rows] = (await pool.group([setting as never, read as never])) as [PrincipalRow[], unknown[][]];
         if (check) confirm(check, row);
         return rows;
       } catch (error) {
