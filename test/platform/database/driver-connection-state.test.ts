@@ -7,7 +7,11 @@
  *   rows after as many holes (a valid token looked up just then was refused with a 401);
  * - it kept a statement its lost connection cut off as the connection's current one, so
  *   the server's refusal of the next login was taken for that statement's error and the
- *   statement waiting for the connection was never answered while the refusals lasted.
+ *   statement waiting for the connection was never answered while the refusals lasted;
+ * - statements written to a connection after its socket error, before its close, stayed
+ *   queued for the next socket (answers then went to the wrong statements);
+ * - a statement whose prepared plan the server refused was written again at once, between
+ *   the messages of a statement ahead of it that was still being described.
  * And two changes of its behaviour: a transaction's first statements are written with its
  * `BEGIN` instead of after `BEGIN`'s answer, and statement groups (`sql.group`), several
  * prepared statements written as one implicit transaction under one Sync
@@ -120,7 +124,10 @@ t.test('a statement cut off by its lost connection does not swallow the refusals
 async function relayedConnection(t: Test) {
   const server = new URL(database.url);
   const recording: { writes: string[] | null } = { writes: null };
+  const clients = new Set<net.Socket>();
   const relay = net.createServer((client) => {
+    clients.add(client);
+    client.on('close', () => clients.delete(client));
     const upstream = net.connect(Number(server.port), server.hostname);
     client.on('data', (data: Buffer) => {
       recording.writes?.push(data.toString('latin1'));
@@ -142,7 +149,11 @@ async function relayedConnection(t: Test) {
     await new Promise((resolve) => relay.close(resolve));
   });
   await sql`select 1`;
-  return { sql, recording };
+  /** Resets the client's connections (TCP RST): the driver sees an error event, then the close. */
+  const reset = () => {
+    for (const client of clients) client.resetAndDestroy();
+  };
+  return { sql, recording, reset };
 }
 
 t.test('a transaction’s first statements leave with its BEGIN: a round trip less, the same transaction', async (t) => {
@@ -231,7 +242,7 @@ t.test('when a statement of a group fails, every statement of it fails and nothi
   const outcome = (parts: unknown[]) =>
     group(parts).then(
       () => 'answered',
-      (error: { code?: string }) => error.code,
+      (error: { code?: string; message: string }) => error.code ?? error.message,
     );
   const insert = (n: number) => prepared(sql, 'insert into failing values ($1)', [n]);
   const divide = (by: number) => prepared(sql, 'select 1 / $1::int as q', [by]);
@@ -240,12 +251,19 @@ t.test('when a statement of a group fails, every statement of it fails and nothi
   // Statements the connection has not prepared yet fail while they are described.
   t.equal(await outcome([insert(3), prepared(sql, 'select no_such_column from failing where n = $1', [1])]), '42703', 'an unknown column');
   t.equal(await outcome([prepared(sql, 'select no_such_column_either from failing where n = $1', [1]), insert(4)]), '42703');
-  const each = await Promise.allSettled([insert(5), divide(0)].map((part, i, parts) => (i === 0 ? group(parts) : part)));
+  const parts = [insert(5), divide(0)];
+  const grouped = group(parts).catch(() => {});
+  const each = await Promise.allSettled(parts);
+  await grouped;
   t.same(
     each.map((settled) => settled.status),
     ['rejected', 'rejected'],
-    'each statement of a failed group is rejected, not only the group',
+    'each statement of a failed group is rejected, the insert before the failure too',
   );
+  t.equal(await outcome([insert(6), prepared(sql, 'select $1::timestamptz as at', ['not a date'])]), 'Invalid time value', 'a value the driver cannot bind');
+  await prepared(sql, 'select $1::timestamptz as at', ['2026-01-01']);
+  t.equal(await outcome([insert(7), prepared(sql, 'select $1::timestamptz as at', ['not a date'])]), 'Invalid time value', 'also once prepared');
+  t.equal(await outcome([prepared(sql, '  '), insert(8)]), 'GROUP_EMPTY_STATEMENT', 'an empty statement');
   t.equal((await sql<{ n: number }[]>`select count(*)::int as n from failing`)[0]!.n, 0, 'no insert of a failed group is committed');
   t.same(await sql<{ one: number }[]>`select 1 as one`, [{ one: 1 }], 'the connection goes on');
 });
@@ -290,4 +308,77 @@ t.test('a group whose prepared statement no longer fits its table fails once, an
   );
   t.equal(stale, 'RevalidateCachedQuery', 'the server refuses the old plan (the caller sends the group again)');
   t.same((await read())[1], [{ n: 1, m: null }], 'the next group prepares its statements anew');
+});
+
+t.test('a statement the server refuses as prepared, ahead of a group being described, is answered rightly and holds nothing up', async (t) => {
+  const sql = postgres(database.url, { max: 1, onnotice: () => {} });
+  t.teardown(() => sql.end({ timeout: 1 }));
+  const group = groupOf(sql);
+  await sql`create temporary table refused (n int)`;
+  await sql`insert into refused values (1), (2), (3)`;
+  for (const withParameter of [false, true]) {
+    const read = () => (withParameter ? sql`select * from refused where n > ${0} order by n` : sql`select * from refused order by n`);
+    await read();
+    // Its plan no longer fits: the server refuses it, and the driver prepares it anew.
+    await sql.unsafe(withParameter ? `alter table refused add column m${1} text default 'm'` : `alter table refused add column m${0} text default 'm'`);
+    const refusedRead = read().then(
+      (rows) => rows.map((row) => row.n),
+      (error: { routine?: string }) => error.routine,
+    );
+    await null;
+    await null;
+    // Behind it on the one connection, a group whose statements are new to the connection.
+    const tenant = `t${Number(withParameter)}`;
+    const grouped = group([
+      prepared(sql, `select set_config('atrium.test', $1, true) as value`, [tenant]),
+      prepared(sql, `select current_setting('atrium.test') as seen, $1::int as k${Number(withParameter)}`, [7]),
+    ]).then(
+      (results) => (results as [unknown, Record<string, unknown>[]])[1][0],
+      (error: { code?: string }) => error.code,
+    );
+    const [answered, groupAnswer] = await Promise.all([refusedRead, grouped]);
+    t.ok(
+      answered === 'RevalidateCachedQuery' || JSON.stringify(answered) === '[1,2,3]',
+      `the refused statement answers its own rows or its refusal (${JSON.stringify(answered)})`,
+    );
+    t.same(groupAnswer, { seen: tenant, [`k${Number(withParameter)}`]: 7 }, 'the group answers its own rows');
+    t.same(await sql`select 'after' as a`, [{ a: 'after' }], 'the connection goes on');
+    t.same(
+      ((await group([prepared(sql, `select set_config('atrium.test', $1, true) as value`, ['again'])])) as [{ value: string }[]])[0][0]?.value,
+      'again',
+      'and its prepared statements are whole',
+    );
+  }
+});
+
+t.test('statements written between a connection’s error and its close are answered, not left for the next connection', async (t) => {
+  const { sql, reset } = await relayedConnection(t);
+  const group = groupOf(sql);
+  const settled = (promise: Promise<unknown>) =>
+    Promise.race([
+      promise.then(
+        (value) => ({ value }),
+        (error: { code?: string; message?: string }) => ({ error: error.code ?? error.message }),
+      ),
+      new Promise((resolve) => setTimeout(() => resolve('no answer within 5 s'), 5_000).unref()),
+    ]);
+  let afterError: Promise<unknown>[] = [];
+  const cut = sql`select pg_sleep(5)`.catch(() => {
+    // Right after the error event, before the close: the connection still takes statements.
+    afterError = [
+      sql`select 'stale' as one`,
+      group([prepared(sql, `select set_config('atrium.test', $1, true)`, ['stale']), prepared(sql, 'select 2 as two')]),
+    ];
+  });
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  reset();
+  await cut;
+  const [single, grouped] = (await Promise.all(afterError.map(settled))) as { value?: unknown; error?: string }[];
+  const lost = /^(CONNECTION_CLOSED|ECONNRESET|EPIPE|CONNECTION_DESTROYED)$/;
+  // Each is answered with its own rows (it waited for the next connection) or failed as lost (it was written to the dying one).
+  t.ok(lost.test(single?.error ?? '') || JSON.stringify(single?.value) === '[{"one":"stale"}]', `the statement: ${JSON.stringify(single)}`);
+  t.ok(lost.test(grouped?.error ?? '') || JSON.stringify(grouped?.value) === '[[{"set_config":"stale"}],[{"two":2}]]', `the group: ${JSON.stringify(grouped)}`);
+  // The next connection answers its own statements.
+  t.same(await settled(sql`select 'fresh' as one`), { value: [{ one: 'fresh' }] });
+  t.same(await settled(sql`select 3 as three`), { value: [{ three: 3 }] });
 });
