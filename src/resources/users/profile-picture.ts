@@ -4,7 +4,6 @@
  * to a signed, expiring URL or a Bearer token.
  */
 import { createHash } from 'node:crypto';
-import { fileTypeFromBuffer } from 'file-type';
 import { ProblemError, invalid } from '../../platform/http/problem.ts';
 import type { Secrets } from '../../platform/secrets/secrets.ts';
 
@@ -35,6 +34,8 @@ function safeFileName(original: string | undefined, extension: string): string {
 /** Checks an upload and prepares it for storage; 413 when too large, 422 when not an allowed image. */
 export async function acceptPicture(content: Buffer, originalName: string | undefined): Promise<StoredPicture> {
   if (content.length > PICTURE_MAX_BYTES) throw new ProblemError(413, 'The profile picture is larger than 5 MiB.');
+  // Loaded on the first picture, not at start (docs/performance.md#memory-of-a-started-process).
+  const { fileTypeFromBuffer } = await import('file-type');
   const detected = await fileTypeFromBuffer(content);
   const extension = detected ? PICTURE_TYPES[detected.mime] : undefined;
   if (!detected || !extension) throw invalid({ profile_picture: ['must be a JPEG, PNG, WebP or GIF image'] });
