@@ -265,18 +265,20 @@ interface Judging {
 /**
  * The file's usernames are kept in a temporary table of the transaction (dropped at its
  * end), so that a username on two rows is found, and users absent from the file are
- * listed, by set-based queries whatever the file's length.
+ * listed, by set-based queries whatever the file's length. Only equality is asked of the
+ * column, which every deterministic collation judges byte for byte: its index orders by
+ * "C", the cheapest to keep.
  */
 const createUsernameTable = (tx: Tx) =>
-  tx.execute(sql`create temporary table csv_import_usernames (username text primary key, line integer not null) on commit drop`);
+  tx.execute(sql`create temporary table csv_import_usernames (username text collate "C" primary key, line integer not null) on commit drop`);
 
 /** A PostgreSQL text[] literal. */
-const textArray = (values: readonly string[]) => `{${values.map((value) => `"${value.replace(/[\\"]/g, '\\$&')}"`).join(',')}}`;
+const textArray = (values: readonly string[]) =>
+  `{${values.map((value) => `"${value.includes('"') || value.includes('\\') ? value.replace(/[\\"]/g, '\\$&') : value}"`).join(',')}}`;
 
-/** Records the batch's usernames; 422 for the first row (by line) whose username an earlier row holds. */
-async function rememberUsernames(tx: Tx, named: readonly ParsedLine[]): Promise<void> {
+/** Records the batch's usernames (`usernames`: their text[] literal); 422 for the first row (by line) whose username an earlier row holds. */
+async function rememberUsernames(tx: Tx, named: readonly ParsedLine[], usernames: string): Promise<void> {
   if (named.length === 0) return;
-  const usernames = textArray(named.map((row) => row.username!));
   const inserted = await tx.execute(sql`
     insert into csv_import_usernames
     select * from unnest(${usernames}::text[], ${`{${named.map((row) => row.line).join(',')}}`}::int[]) as t(username, line) order by line
@@ -418,10 +420,11 @@ async function judgeBatch(tx: Tx, judging: Judging, batch: readonly ParsedLine[]
   const { options, keys, references, selfIgnored, rules } = judging;
   const { caller } = options;
   const named = batch.filter((row) => row.username !== null);
+  const usernames = textArray(named.map((row) => row.username!));
   // Sent together: the usernames are recorded in the order of the batches, and the users are read in the same trip.
   const [, existing] = await Promise.all([
-    rememberUsernames(tx, named),
-    named.length > 0 ? usersWithRoleGrants(tx).where(sql`${users.username} = any(${textArray(named.map((row) => row.username!))}::text[])`) : [],
+    rememberUsernames(tx, named, usernames),
+    named.length > 0 ? usersWithRoleGrants(tx).where(sql`${users.username} = any(${usernames}::text[])`) : [],
   ]);
   const byUsername = new Map(existing.map((user) => [user.username, user]));
   const withDepartments = keys.includes('department_ids');
