@@ -7,11 +7,12 @@ const DATE = /^(\d{4})-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])$/;
  * Years run from 0001: PostgreSQL has no year 0.
  */
 export function isCalendarDate(text: string): boolean {
-  const match = DATE.exec(text);
-  if (!match) return false;
-  const year = Number(match[1]);
-  const month = Number(match[2]);
-  const day = Number(match[3]);
+  if (!DATE.test(text)) return false;
+  // Read from the digits in place (the form is checked): no match array, no substrings.
+  const digit = (at: number) => text.charCodeAt(at) - 48;
+  const year = digit(0) * 1000 + digit(1) * 100 + digit(2) * 10 + digit(3);
+  const month = digit(5) * 10 + digit(6);
+  const day = digit(8) * 10 + digit(9);
   if (year < 1) return false;
   // The Gregorian calendar, as PostgreSQL's dates (and JavaScript's) count it.
   const leap = year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0);

@@ -91,21 +91,21 @@ export async function membershipsConferringRights(
   const targets: (number | null)[] = [];
   const roleIds: (number | null)[] = [];
   const departmentIds: (number | null)[] = [];
+  const ask = (i: number, userId: number | null, roleId: number | null, departmentId: number | null) => {
+    const pair = roleId !== null ? `${userId} role ${roleId}` : `${userId} department ${departmentId}`;
+    let at = pairs.get(pair);
+    if (at === undefined) {
+      at = askedBy.push([]) - 1;
+      pairs.set(pair, at);
+      targets.push(userId);
+      roleIds.push(roleId);
+      departmentIds.push(departmentId);
+    }
+    askedBy[at]!.push(i);
+  };
   changes.forEach((change, i) => {
-    const add = (roleId: number | null, departmentId: number | null) => {
-      const pair = `${change.userId} ${roleId} ${departmentId}`;
-      let at = pairs.get(pair);
-      if (at === undefined) {
-        at = askedBy.push([]) - 1;
-        pairs.set(pair, at);
-        targets.push(change.userId);
-        roleIds.push(roleId);
-        departmentIds.push(departmentId);
-      }
-      askedBy[at]!.push(i);
-    };
-    if (change.roleId !== undefined) add(change.roleId, null);
-    for (const departmentId of new Set(change.departmentIds ?? [])) add(null, departmentId);
+    if (change.roleId !== undefined) ask(i, change.userId, change.roleId, null);
+    if (change.departmentIds?.length) for (const departmentId of new Set(change.departmentIds)) ask(i, change.userId, null, departmentId);
   });
   if (askedBy.length === 0) return result;
   const index = askedBy.map((_, at) => at);

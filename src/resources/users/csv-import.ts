@@ -197,6 +197,11 @@ function rowDraft(values: ParsedRow, current: UserDraft['current'], leave: Reado
   return draft;
 }
 
+function hasErrors(errors: FieldErrors): boolean {
+  for (const key in errors) if (Object.hasOwn(errors, key)) return true;
+  return false;
+}
+
 const ascending = (ids: readonly number[]) => [...ids].sort((a, b) => a - b);
 function sameIds(a: readonly number[], b: readonly number[]): boolean {
   if (a.length !== b.length) return false;
@@ -478,7 +483,7 @@ async function judgeBatch(tx: Tx, judging: Judging, batch: readonly ParsedLine[]
     } else {
       addErrors(errors, missingReferenceErrors(rowDraft(values, undefined), references));
     }
-    if (Object.keys(errors).length > 0) {
+    if (hasErrors(errors)) {
       result.invalid_rows.push({ line, username, errors });
       continue;
     }

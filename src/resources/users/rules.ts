@@ -267,7 +267,7 @@ export async function userWriteReferenceErrors(
 
 /** Adds `more` to `errors`, keeping the errors a key already has. */
 export function addErrors(errors: FieldErrors, more: FieldErrors): FieldErrors {
-  for (const [key, messages] of Object.entries(more)) errors[key] ??= messages;
+  for (const key in more) if (Object.hasOwn(more, key)) errors[key] ??= more[key]!;
   return errors;
 }
 
