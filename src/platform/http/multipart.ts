@@ -77,6 +77,23 @@ class SpooledFile {
   }
 }
 
+/** A file part that could not be written to its temporary file: the service's failure, not the body's. */
+class UploadStorageError extends Error {
+  constructor(cause: unknown) {
+    super('a file part could not be written to its temporary file', { cause });
+    this.name = 'UploadStorageError';
+  }
+}
+
+/** `write`, with its failure an UploadStorageError. */
+async function storing<T>(write: () => Promise<T>): Promise<T> {
+  try {
+    return await write();
+  } catch (error) {
+    throw new UploadStorageError(error);
+  }
+}
+
 /** The files of one request, released together when its answer is done. */
 class RequestFiles {
   private readonly files: SpooledFile[] = [];
@@ -132,9 +149,9 @@ export async function registerMultipart(app: FastifyInstance): Promise<void> {
     // Every operation takes one file: a second file part is refused (413) rather than read.
     limits: { fileSize: UPLOAD_MAX_BYTES, files: MAX_FILES, fields: 100, parts: 100 + MAX_FILES, fieldSize: 64 * 1024 },
     async onFile(this: FastifyRequest, part) {
-      const file = new SpooledFile(await anonymousFile('atrium-upload'));
+      const file = new SpooledFile(await storing(() => anonymousFile('atrium-upload')));
       this.uploadFiles!.add(file);
-      for await (const chunk of part.file as AsyncIterable<Buffer>) await file.append(chunk);
+      for await (const chunk of part.file as AsyncIterable<Buffer>) await storing(() => file.append(chunk));
       // busboy stops at the size limit and marks the part truncated.
       if (part.file.truncated) throw new app.multipartErrors.RequestFileTooLargeError();
       const upload: Upload = {
@@ -154,11 +171,16 @@ export const uploadOf = (request: FastifyRequest, field: string): Upload | undef
 
 /**
  * busboy reports a truncated or garbled multipart body with plain errors (no status):
- * raised while the body is read, they are the client's fault (400).
+ * raised while the body is read, they are the client's fault (400). A part that could
+ * not be stored is not.
  */
 export function isMalformedMultipart(request: FastifyRequest, error: { statusCode?: number }): boolean {
   // Apps without the multipart plugin (tests of the error handler) have no isMultipart.
   return (
-    !request.bodyAccepted && typeof request.isMultipart === 'function' && request.isMultipart() && (error.statusCode === undefined || error.statusCode >= 500)
+    !request.bodyAccepted &&
+    !(error instanceof UploadStorageError) &&
+    typeof request.isMultipart === 'function' &&
+    request.isMultipart() &&
+    (error.statusCode === undefined || error.statusCode >= 500)
   );
 }

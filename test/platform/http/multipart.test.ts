@@ -149,3 +149,16 @@ t.test('an upload answered over HTTP: the whole preview arrives and no file stay
   );
   t.equal(await noneOpen(), 0);
 });
+
+t.test('a file part that cannot be stored is the service failing (500), not a malformed body (400), and leaves nothing open', async (t) => {
+  const tmpdir = process.env.TMPDIR;
+  process.env.TMPDIR = '/nonexistent/atrium-test';
+  t.teardown(() => {
+    if (tmpdir === undefined) delete process.env.TMPDIR;
+    else process.env.TMPDIR = tmpdir;
+  });
+  const res = await importUsersCsv(api, t, tenant.adminToken, usersCsv(3));
+  t.equal(res.status, 500);
+  t.match(res.body, { status: 500, detail: 'An unexpected error occurred.' });
+  t.equal(await noneOpen(), 0);
+});
