@@ -65,7 +65,7 @@ async function pictureOf(ctx: Context<'createUser' | 'updateUser'>, input: UserI
     if (input.profile_picture === null || input.profile_picture === '') return null;
     throw invalid({ profile_picture: ['must be an image file part of a multipart/form-data request, or null'] });
   }
-  return acceptPicture(await upload.content(), upload.fileName);
+  return acceptPicture(upload);
 }
 
 /**
@@ -233,7 +233,7 @@ export const userHandlers = {
     const { auth, params, services } = ctx;
     const upload = uploadOf(ctx.request, 'profile_picture');
     if (!upload) throw invalid({ profile_picture: ['must be an image file part'] });
-    const picture = await acceptPicture(await upload.content(), upload.fileName);
+    const picture = await acceptPicture(upload);
     const body = await services.db.tenant(auth.tenantId, async (tx) => {
       const current = await requireAdministrableUser(tx, auth, params.user);
       await replacePicture(tx, auth.tenantId, current.id, picture);
