@@ -197,6 +197,7 @@ function rowDraft(values: ParsedRow, current: UserDraft['current'], leave: Reado
   return draft;
 }
 
+/** Whether the row has any error (without listing the keys). */
 function hasErrors(errors: FieldErrors): boolean {
   for (const key in errors) if (Object.hasOwn(errors, key)) return true;
   return false;
