@@ -99,7 +99,8 @@ export class OutboundClient {
   }
 
   private loadDispatchers(): Promise<Dispatchers> {
-    this.dispatchers ??= import('undici').then((undici) => ({
+    if (this.dispatchers) return this.dispatchers;
+    const loading = import('undici').then((undici) => ({
       request: undici.request,
       agent: this.guardedAgent(
         undici,
@@ -112,7 +113,12 @@ export class OutboundClient {
         (ip) => `address ${this.policy.describe(ip)} is not admitted by WEBHOOK_ALLOWED_CIDRS (plain http)`,
       ),
     }));
-    return this.dispatchers;
+    // A failed load is not kept: the next request tries again.
+    loading.catch(() => {
+      if (this.dispatchers === loading) this.dispatchers = null;
+    });
+    this.dispatchers = loading;
+    return loading;
   }
 
   /** An agent that refuses, before connecting, any address `admits` rejects. */
@@ -201,6 +207,13 @@ export class OutboundClient {
    * endpoints over plain http), checked on the address actually connected to.
    */
   async send(outbound: OutboundRequest, options: { allowListedOnly?: boolean } = {}): Promise<OutboundResponse> {
+    // Before the clock starts: loading the client (the first request only) is no part of the destination's time.
+    let dispatchers: Dispatchers;
+    try {
+      dispatchers = await this.loadDispatchers();
+    } catch (error) {
+      throw toOutboundError(error);
+    }
     const started = performance.now();
     const abort = new AbortController();
     const timer = setTimeout(
@@ -208,7 +221,7 @@ export class OutboundClient {
       this.options.timeoutMs,
     );
     try {
-      const { request, agent, allowListedAgent } = await this.loadDispatchers();
+      const { request, agent, allowListedAgent } = dispatchers;
       const response = await request(outbound.url, {
         dispatcher: options.allowListedOnly ? allowListedAgent : agent,
         method: outbound.method,
@@ -248,9 +261,8 @@ export class OutboundClient {
   }
 
   async close(): Promise<void> {
-    if (!this.dispatchers) return;
-    const { agent, allowListedAgent } = await this.dispatchers;
-    await Promise.all([agent.close(), allowListedAgent.close()]);
+    const dispatchers = await this.dispatchers?.catch(() => null);
+    if (dispatchers) await Promise.all([dispatchers.agent.close(), dispatchers.allowListedAgent.close()]);
   }
 }
 
