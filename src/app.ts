@@ -11,6 +11,7 @@ import { answerClientError, answerRouterError, MAX_PATH_PARAMETER_LENGTH, regist
 import { registerJsonBodies } from './platform/http/json-body.ts';
 import { registerMultipart } from './platform/http/multipart.ts';
 import { loadSpecification, registerOperations } from './platform/http/operations.ts';
+import { serializerCompiler } from './platform/http/serialization.ts';
 import { validatorCompiler } from './platform/http/validation.ts';
 import { registerMetrics } from './platform/metrics/metrics.ts';
 import type { Services } from './platform/services.ts';
@@ -127,6 +128,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     clientErrorHandler: answerClientError,
   });
   app.setValidatorCompiler(validatorCompiler);
+  app.setSerializerCompiler(serializerCompiler);
   registerRequestId(app);
   registerRequestLogging(app);
   registerMetrics(app, services.metrics, services.config.metricsToken);

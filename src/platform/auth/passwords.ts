@@ -1,7 +1,13 @@
-import { hash, verify, Algorithm } from '@node-rs/argon2';
+/**
+ * Password hashing (Argon2id). The native library is loaded on the first hash or check, not
+ * at start: a process that never signs anyone in never holds it
+ * (docs/performance.md#memory-of-a-started-process).
+ */
+const argon2 = () => import('@node-rs/argon2');
 
 /** Argon2id with the library's defaults (m=19 MiB, t=2, p=1: the OWASP baseline). */
-export function hashPassword(password: string): Promise<string> {
+export async function hashPassword(password: string): Promise<string> {
+  const { hash, Algorithm } = await argon2();
   return hash(password, { algorithm: Algorithm.Argon2id });
 }
 
@@ -10,6 +16,7 @@ export function hashPassword(password: string): Promise<string> {
 let dummyHash: Promise<string> | undefined;
 
 export async function verifyPassword(passwordHash: string | null | undefined, password: string): Promise<boolean> {
+  const { verify } = await argon2();
   if (!passwordHash) {
     dummyHash ??= hashPassword('atrium-timing-equaliser');
     await verify(await dummyHash, password).catch(() => false);

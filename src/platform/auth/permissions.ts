@@ -29,8 +29,8 @@ export function grantedPermissions(role: { active: boolean; permissions: readonl
  * be reactivated at any moment and then grants all of them — so whoever assigns a role,
  * or administers its holders, is judged against this, never against what it grants today.
  */
-export function grantablePermissions(role: { permissions: readonly string[] }): string[] {
-  return [...role.permissions];
+export function grantablePermissions(role: { permissions: readonly string[] }): readonly string[] {
+  return role.permissions;
 }
 
 /**
@@ -42,5 +42,7 @@ export function grantablePermissions(role: { permissions: readonly string[] }): 
  */
 export function permissionsLacking(holder: { permissions: ReadonlySet<Permission> }, permissions: readonly string[]): string[] {
   const held = holder.permissions as ReadonlySet<string>;
-  return [...new Set(permissions)].filter((permission) => !held.has(permission));
+  const lacking: string[] = [];
+  for (const permission of permissions) if (!held.has(permission) && !lacking.includes(permission)) lacking.push(permission);
+  return lacking;
 }

@@ -4,10 +4,13 @@
  * `/api/openapi.json` (the one URL that serves it), no font, telemetry, AI or proxy
  * service is contacted. Authentication entered on the page persists in the browser's local
  * storage (docs/running.md#the-api-reference).
+ *
+ * The package (its script is several megabytes held in memory) is loaded on the first
+ * request under `/docs`, not at start: a process that is never asked for the reference
+ * never holds it (docs/performance.md#memory-of-a-started-process).
  */
 import { createHash } from 'node:crypto';
-import apiReference from '@scalar/fastify-api-reference';
-import type { FastifyInstance } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 
 export const API_REFERENCE_PREFIX = '/docs';
 export const SPECIFICATION_URL = '/api/openapi.json';
@@ -43,7 +46,52 @@ export function withInlineScriptHashes(html: string): string {
     .join('; ');
 }
 
+/** The package's options: the one spec URL, nothing contacted elsewhere. */
+const REFERENCE_OPTIONS = {
+  routePrefix: API_REFERENCE_PREFIX,
+  configuration: {
+    url: SPECIFICATION_URL,
+    pageTitle: 'Atrium API reference',
+    persistAuth: true,
+    withDefaultFonts: false,
+    telemetry: false,
+    showDeveloperTools: 'never',
+    agent: { disabled: true },
+    mcp: { disabled: true },
+    defaultHttpClient: { targetKey: 'shell', clientKey: 'curl' },
+    operationTitleSource: 'summary',
+    authentication: { preferredSecurityScheme: 'bearerAuth' },
+  },
+} as const;
+
+/** What the reference answers are made of: the package's answer headers passed on (its own framing is Fastify's). */
+const PASSED_HEADERS = ['content-type', 'location', 'content-disposition'];
+
+/**
+ * The package's routes, on an instance of their own that answers nothing but them,
+ * built on the first call (`inject`, no socket).
+ */
+function referenceAnswers(): (request: FastifyRequest) => Promise<{ statusCode: number; headers: Record<string, unknown>; body: string }> {
+  let reference: Promise<FastifyInstance> | undefined;
+  const build = async () => {
+    const { default: apiReference } = await import('@scalar/fastify-api-reference');
+    const instance = Fastify({ logger: false });
+    await instance.register(apiReference, REFERENCE_OPTIONS as never);
+    await instance.ready();
+    return instance;
+  };
+  return async (request) => {
+    reference ??= build().catch((error: unknown) => {
+      reference = undefined;
+      throw error;
+    });
+    const answer = await (await reference).inject({ method: 'GET', url: request.url });
+    return { statusCode: answer.statusCode, headers: answer.headers, body: answer.body };
+  };
+}
+
 export async function registerApiReference(app: FastifyInstance): Promise<void> {
+  const answers = referenceAnswers();
   // A context of its own, so that the policy hook covers the reference's routes only.
   await app.register(async (reference) => {
     reference.addHook('onSend', async (_request, reply, payload) => {
@@ -53,22 +101,14 @@ export async function registerApiReference(app: FastifyInstance): Promise<void> 
     });
     // Browsers ask every site for an icon; answered here, not with a 404 problem.
     reference.get('/favicon.ico', async (_request, reply) => reply.code(204).send());
-    await reference.register(apiReference, {
-      routePrefix: API_REFERENCE_PREFIX,
-      logLevel: 'warn',
-      configuration: {
-        url: SPECIFICATION_URL,
-        pageTitle: 'Atrium API reference',
-        persistAuth: true,
-        withDefaultFonts: false,
-        telemetry: false,
-        showDeveloperTools: 'never',
-        agent: { disabled: true },
-        mcp: { disabled: true },
-        defaultHttpClient: { targetKey: 'shell', clientKey: 'curl' },
-        operationTitleSource: 'summary',
-        authentication: { preferredSecurityScheme: 'bearerAuth' },
-      },
-    });
+    /** The package's answer to the same path; a path it does not serve is this service's 404. */
+    const handler = async (request: FastifyRequest, reply: FastifyReply) => {
+      const answer = await answers(request);
+      if (answer.statusCode === 404) return reply.callNotFound();
+      for (const name of PASSED_HEADERS) if (answer.headers[name] !== undefined) reply.header(name, answer.headers[name]);
+      return reply.code(answer.statusCode).send(answer.body);
+    };
+    reference.get(API_REFERENCE_PREFIX, { logLevel: 'warn' }, handler);
+    reference.get(`${API_REFERENCE_PREFIX}/*`, { logLevel: 'warn' }, handler);
   });
 }

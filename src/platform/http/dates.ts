@@ -7,10 +7,14 @@ const DATE = /^(\d{4})-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])$/;
  * Years run from 0001: PostgreSQL has no year 0.
  */
 export function isCalendarDate(text: string): boolean {
-  const match = DATE.exec(text);
-  if (!match || Number(match[1]) < 1) return false;
-  const date = new Date(Date.UTC(Number(match[1]), Number(match[2]) - 1, Number(match[3])));
-  // Date.UTC maps years 0–99 to 1900–1999; setUTCFullYear keeps the year as written.
-  date.setUTCFullYear(Number(match[1]));
-  return date.getUTCMonth() === Number(match[2]) - 1 && date.getUTCDate() === Number(match[3]);
+  if (!DATE.test(text)) return false;
+  // Read from the digits in place (the form is checked): no match array, no substrings.
+  const digit = (at: number) => text.charCodeAt(at) - 48;
+  const year = digit(0) * 1000 + digit(1) * 100 + digit(2) * 10 + digit(3);
+  const month = digit(5) * 10 + digit(6);
+  const day = digit(8) * 10 + digit(9);
+  if (year < 1) return false;
+  // The Gregorian calendar, as PostgreSQL's dates (and JavaScript's) count it.
+  const leap = year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0);
+  return day <= (month === 2 ? (leap ? 29 : 28) : month === 4 || month === 6 || month === 9 || month === 11 ? 30 : 31);
 }

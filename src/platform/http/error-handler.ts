@@ -3,7 +3,7 @@ import { STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { isConnectionLoss } from '../database/connection-loss.ts';
-import { isMalformedMultipart } from './multipart.ts';
+import { isMalformedMultipart, UPLOAD_MAX_BYTES } from './multipart.ts';
 import { randomUUID } from 'node:crypto';
 import { ProblemError, problemDocument, type ProblemDocument } from './problem.ts';
 import { REQUEST_ID_HEADER } from './request-id.ts';
@@ -19,6 +19,7 @@ const CLIENT_ERRORS: Record<string, [number, string]> = {
   FST_ERR_CTP_INVALID_CONTENT_LENGTH: [400, 'The Content-Length header does not match the body.'],
   FST_ERR_CTP_INVALID_JSON_BODY: [400, 'The request body is not valid JSON.'],
   FST_FILES_LIMIT: [413, 'The request carries more than one file; each operation takes one file.'],
+  FST_REQ_FILE_TOO_LARGE: [413, `The file is larger than ${UPLOAD_MAX_BYTES / 1024 / 1024} MiB.`],
 };
 
 interface PostgresError {

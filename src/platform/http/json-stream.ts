@@ -5,29 +5,21 @@
  * the answer is then written to the client as a stream. Memory stays flat whatever the
  * answer's size. Knows nothing of what is streamed.
  */
-import { open, unlink, type FileHandle } from 'node:fs/promises';
-import { randomBytes } from 'node:crypto';
-import os from 'node:os';
-import path from 'node:path';
+import type { FileHandle } from 'node:fs/promises';
 import { Readable } from 'node:stream';
+import { anonymousFile } from './anonymous-file.ts';
 
 /** Serialized items kept in memory before they are appended to the file. */
 const BUFFER_BYTES = 256 * 1024;
 /** Bytes read back from the file at a time. */
 const READ_BYTES = 64 * 1024;
-
-/** A file nobody else can open: removed from its folder at once, it lives as long as its handle. */
-async function anonymousFile(): Promise<FileHandle> {
-  const name = path.join(os.tmpdir(), `atrium-answer-${randomBytes(8).toString('hex')}`);
-  const file = await open(name, 'wx+', 0o600);
-  await unlink(name);
-  return file;
-}
+const COMMA = 0x2c;
 
 /** The items of one JSON array, serialized as they are added. */
 export class JsonArraySpool {
-  private pending: string[] = [];
-  private pendingBytes = 0;
+  /** Serialized items not in the file yet, as UTF-8. */
+  private buffer: Buffer | null = null;
+  private buffered = 0;
   private file: FileHandle | null = null;
   private written = 0;
   private items = 0;
@@ -37,40 +29,56 @@ export class JsonArraySpool {
   }
 
   async add(item: unknown): Promise<void> {
-    const text = (this.items++ === 0 ? '' : ',') + JSON.stringify(item);
-    this.pending.push(text);
-    this.pendingBytes += text.length;
-    if (this.pendingBytes >= BUFFER_BYTES) await this.flush();
+    await this.addAll([item]);
+  }
+
+  /** Adds the items in order; waits only when the buffer is written to the file. */
+  async addAll(items: Iterable<unknown>): Promise<void> {
+    for (const item of items) {
+      const text = JSON.stringify(item);
+      // UTF-8 takes at most three bytes for each UTF-16 unit; one more for the comma.
+      const most = text.length * 3 + 1;
+      if (this.buffered + most > BUFFER_BYTES) await this.flush();
+      const buffer = (this.buffer ??= Buffer.allocUnsafe(BUFFER_BYTES));
+      if (this.items++ > 0) buffer[this.buffered++] = COMMA;
+      if (most > BUFFER_BYTES) {
+        await this.flush();
+        await this.append(Buffer.from(text));
+      } else this.buffered += buffer.write(text, this.buffered);
+    }
   }
 
   private async flush(): Promise<void> {
-    if (this.pending.length === 0) return;
-    const bytes = Buffer.from(this.pending.join(''));
-    this.pending = [];
-    this.pendingBytes = 0;
-    this.file ??= await anonymousFile();
+    if (this.buffered === 0) return;
+    await this.append(this.buffer!.subarray(0, this.buffered));
+    this.buffered = 0;
+  }
+
+  private async append(bytes: Buffer): Promise<void> {
+    this.file ??= await anonymousFile('atrium-answer');
     await this.file.write(bytes, 0, bytes.length, this.written);
     this.written += bytes.length;
   }
 
   /** The serialized items (without brackets), file first, then what is still in memory. */
-  async *chunks(): AsyncGenerator<Buffer | string> {
+  async *chunks(): AsyncGenerator<Buffer> {
     if (this.file) {
       for (let position = 0; position < this.written;) {
-        const { bytesRead, buffer } = await this.file.read(Buffer.alloc(Math.min(READ_BYTES, this.written - position)), 0, undefined, position);
+        const { bytesRead, buffer } = await this.file.read(Buffer.allocUnsafe(Math.min(READ_BYTES, this.written - position)), 0, undefined, position);
         if (bytesRead === 0) throw new Error('the answer file ended early');
         yield bytesRead === buffer.length ? buffer : buffer.subarray(0, bytesRead);
         position += bytesRead;
       }
     }
-    if (this.pending.length > 0) yield this.pending.join('');
+    if (this.buffered > 0) yield this.buffer!.subarray(0, this.buffered);
   }
 
   /** Releases the file (also when the answer is never sent). */
   async close(): Promise<void> {
     const file = this.file;
     this.file = null;
-    this.pending = [];
+    this.buffer = null;
+    this.buffered = 0;
     await file?.close();
   }
 }
@@ -87,22 +95,23 @@ export class StreamedJson<T> {
 
 /**
  * `{"<key>": [<items>], …}` for the given arrays, in the given order, as a stream; every
- * spool is closed when the stream ends, fails or is abandoned.
+ * spool is closed when the stream ends, fails or is abandoned, also before its first
+ * chunk (a client that left while the answer was prepared).
  */
 export function jsonObjectOfArrays<T>(arrays: readonly (readonly [keyof T & string, JsonArraySpool])[]): StreamedJson<T> {
   async function* generate() {
-    try {
-      let separator = '{';
-      for (const [key, spool] of arrays) {
-        yield `${separator}${JSON.stringify(key)}:[`;
-        yield* spool.chunks();
-        yield ']';
-        separator = ',';
-      }
-      yield arrays.length === 0 ? '{}' : '}';
-    } finally {
-      await Promise.all(arrays.map(([, spool]) => spool.close()));
+    let separator = '{';
+    for (const [key, spool] of arrays) {
+      yield `${separator}${JSON.stringify(key)}:[`;
+      yield* spool.chunks();
+      yield ']';
+      separator = ',';
     }
+    yield arrays.length === 0 ? '{}' : '}';
   }
-  return new StreamedJson<T>(Readable.from(generate(), { objectMode: false }));
+  const stream = Readable.from(generate(), { objectMode: false });
+  // 'close' follows the end, a failure and a destroy alike; a generator destroyed before it
+  // started would never run a `finally`.
+  stream.once('close', () => void Promise.all(arrays.map(([, spool]) => spool.close())).catch(() => undefined));
+  return new StreamedJson<T>(stream);
 }

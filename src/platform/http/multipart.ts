@@ -1,21 +1,121 @@
 /**
- * `multipart/form-data` bodies: every file part is read into a
- * Buffer kept on `request.uploads[field]`, and the body field itself becomes the file's
- * name, so the spec's `format: binary` string validates and handlers see plain values.
+ * `multipart/form-data` bodies (docs/api-conventions.md#multipart-bodies): every file part
+ * is written, as it arrives, to an anonymous temporary file (anonymous-file.ts), never held
+ * whole in memory, and kept on `request.uploads[field]`; the body field itself becomes the
+ * file's name, so the spec's `format: binary` string validates and handlers see plain
+ * values. A handler reads the file back in chunks as often as it needs (`Upload.chunks`),
+ * or whole when it is small (`Upload.content`, pictures). The files are closed once the
+ * answer is sent or the client is gone, and no reader still uses them; whatever failed on
+ * the way (a refused body, a client that left mid-upload) included.
  * Field values are text; the spec's types are applied by the coercing validator.
  */
+import type { FileHandle } from 'node:fs/promises';
 import multipart from '@fastify/multipart';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { anonymousFile } from './anonymous-file.ts';
+
+/** Bytes read back from an upload at a time. */
+export const UPLOAD_CHUNK_BYTES = 64 * 1024;
 
 export interface Upload {
-  content: Buffer;
   fileName: string;
   mimeType: string;
+  /** The file's length in bytes. */
+  size: number;
+  /** The file from its start, in chunks of at most UPLOAD_CHUNK_BYTES; each call reads it anew. */
+  chunks(): AsyncGenerator<Buffer>;
+  /** The whole file in memory: for small files (pictures). */
+  content(): Promise<Buffer>;
+}
+
+/** A file part spooled to an anonymous file: closed once released and no longer read. */
+class SpooledFile {
+  size = 0;
+  private readers = 0;
+  private released = false;
+  private closed: Promise<void> | null = null;
+
+  constructor(private readonly file: FileHandle) {}
+
+  async append(chunk: Buffer): Promise<void> {
+    await this.file.write(chunk, 0, chunk.length, this.size);
+    this.size += chunk.length;
+  }
+
+  async *chunks(): AsyncGenerator<Buffer> {
+    if (this.released) throw new Error('the upload was already released');
+    this.readers++;
+    try {
+      for (let position = 0; position < this.size;) {
+        // A fresh buffer each time: a reader may keep a chunk (or part of it) past the next one.
+        const buffer = Buffer.allocUnsafe(Math.min(UPLOAD_CHUNK_BYTES, this.size - position));
+        const { bytesRead } = await this.file.read(buffer, 0, buffer.length, position);
+        if (bytesRead === 0) throw new Error('the upload file ended early');
+        yield bytesRead === buffer.length ? buffer : buffer.subarray(0, bytesRead);
+        position += bytesRead;
+      }
+    } finally {
+      this.readers--;
+      this.closeWhenUnused();
+    }
+  }
+
+  async content(): Promise<Buffer> {
+    const parts: Buffer[] = [];
+    for await (const chunk of this.chunks()) parts.push(chunk);
+    return Buffer.concat(parts, this.size);
+  }
+
+  /** No reader may start after this; the file closes when the last one ends. */
+  release(): void {
+    this.released = true;
+    this.closeWhenUnused();
+  }
+
+  private closeWhenUnused(): void {
+    if (this.released && this.readers === 0) this.closed ??= this.file.close().catch(() => undefined);
+  }
+}
+
+/** A file part that could not be written to its temporary file: the service's failure, not the body's. */
+class UploadStorageError extends Error {
+  constructor(cause: unknown) {
+    super('a file part could not be written to its temporary file', { cause });
+    this.name = 'UploadStorageError';
+  }
+}
+
+/** `write`, with its failure an UploadStorageError. */
+async function storing<T>(write: () => Promise<T>): Promise<T> {
+  try {
+    return await write();
+  } catch (error) {
+    throw new UploadStorageError(error);
+  }
+}
+
+/** The files of one request, released together when its answer is done. */
+class RequestFiles {
+  private readonly files: SpooledFile[] = [];
+  private released = false;
+
+  add(file: SpooledFile): void {
+    this.files.push(file);
+    // Opened after the answer ended (the client left while the part was arriving).
+    if (this.released) file.release();
+  }
+
+  release(): void {
+    this.released = true;
+    for (const file of this.files) file.release();
+  }
 }
 
 declare module 'fastify' {
   interface FastifyRequest {
     uploads: Record<string, Upload> | null;
+    /** The request's spooled file parts, released when its answer is done. */
+    uploadFiles: RequestFiles | null;
     /** Set once the body was read and validated: later failures are not the body's fault. */
     bodyAccepted: boolean;
   }
@@ -29,18 +129,40 @@ export const MAX_FILES = 1;
 
 export async function registerMultipart(app: FastifyInstance): Promise<void> {
   app.decorateRequest('uploads', null);
+  app.decorateRequest('uploadFiles', null);
   app.decorateRequest('bodyAccepted', false);
   app.addHook('preHandler', (request, _reply, done) => {
     request.bodyAccepted = true;
     done();
   });
+  // Before the plugin's own hook, which reads the parts: the files it spools are released
+  // when the response closes, whether it was sent or the client left first.
+  app.addHook('preValidation', (request, reply, done) => {
+    if (request.isMultipart()) {
+      const files = new RequestFiles();
+      request.uploadFiles = files;
+      reply.raw.once('close', () => files.release());
+    }
+    done();
+  });
   await app.register(multipart, {
     attachFieldsToBody: 'keyValues',
-    // Every operation takes one file: a second file part is refused (413) rather than buffered.
+    // Every operation takes one file: a second file part is refused (413) rather than read.
     limits: { fileSize: UPLOAD_MAX_BYTES, files: MAX_FILES, fields: 100, parts: 100 + MAX_FILES, fieldSize: 64 * 1024 },
     async onFile(this: FastifyRequest, part) {
-      const content = await part.toBuffer();
-      this.uploads = { ...this.uploads, [part.fieldname]: { content, fileName: part.filename, mimeType: part.mimetype } };
+      const file = new SpooledFile(await storing(() => anonymousFile('atrium-upload')));
+      this.uploadFiles!.add(file);
+      for await (const chunk of part.file as AsyncIterable<Buffer>) await storing(() => file.append(chunk));
+      // busboy stops at the size limit and marks the part truncated.
+      if (part.file.truncated) throw new app.multipartErrors.RequestFileTooLargeError();
+      const upload: Upload = {
+        fileName: part.filename,
+        mimeType: part.mimetype,
+        size: file.size,
+        chunks: () => file.chunks(),
+        content: () => file.content(),
+      };
+      this.uploads = { ...this.uploads, [part.fieldname]: upload };
       (part as unknown as { value: string }).value = part.filename || part.fieldname;
     },
   });
@@ -50,11 +172,16 @@ export const uploadOf = (request: FastifyRequest, field: string): Upload | undef
 
 /**
  * busboy reports a truncated or garbled multipart body with plain errors (no status):
- * raised while the body is read, they are the client's fault (400).
+ * raised while the body is read, they are the client's fault (400). A part that could
+ * not be stored is not.
  */
 export function isMalformedMultipart(request: FastifyRequest, error: { statusCode?: number }): boolean {
   // Apps without the multipart plugin (tests of the error handler) have no isMultipart.
   return (
-    !request.bodyAccepted && typeof request.isMultipart === 'function' && request.isMultipart() && (error.statusCode === undefined || error.statusCode >= 500)
+    !request.bodyAccepted &&
+    !(error instanceof UploadStorageError) &&
+    typeof request.isMultipart === 'function' &&
+    request.isMultipart() &&
+    (error.statusCode === undefined || error.statusCode >= 500)
   );
 }

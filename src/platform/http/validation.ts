@@ -116,9 +116,24 @@ function textValidator(schema: object): Validate {
   return wrapped;
 }
 
+/**
+ * A validator compiled on its first use: a process compiles the schemas of the operations
+ * it is asked for, not of every operation at start (docs/performance.md#memory-of-a-started-process).
+ */
+function compiledOnFirstUse(compile: () => Validate): Validate {
+  let validate: Validate | undefined;
+  const lazy: Validate = (data: unknown) => {
+    validate ??= compile();
+    const valid = validate(data);
+    lazy.errors = validate.errors;
+    return valid;
+  };
+  return lazy;
+}
+
 export const validatorCompiler: FastifySchemaCompiler<unknown> = ({ schema, httpPart, contentType }) => {
-  if (httpPart === 'body' && contentType !== 'multipart/form-data') return bodyAjv.compile(schema as object) as never;
-  return textValidator(schema as object) as never;
+  if (httpPart === 'body' && contentType !== 'multipart/form-data') return compiledOnFirstUse(() => bodyAjv.compile(schema as object)) as never;
+  return compiledOnFirstUse(() => textValidator(schema as object)) as never;
 };
 
 /** The keys an object schema requires (none for anything else). */

@@ -9,7 +9,7 @@
  */
 import { lookup as dnsLookup, type LookupAddress, type LookupOptions } from 'node:dns';
 import { lookup as dnsLookupAsync } from 'node:dns/promises';
-import { Agent, buildConnector, request } from 'undici';
+import type * as Undici from 'undici';
 import { AddressPolicy, ipLiteral } from './address-policy.ts';
 
 export type OutboundFailure = 'refused' | 'timeout' | 'network';
@@ -76,28 +76,53 @@ export interface OutboundResponse {
 
 type LookupCallback = (error: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void;
 
+/** The HTTP client (undici) and the two guarded agents, made on the first request. */
+interface Dispatchers {
+  request: typeof Undici.request;
+  agent: Undici.Agent;
+  /** Connects only to addresses the operator allow-list admits (`send`'s `allowListedOnly`). */
+  allowListedAgent: Undici.Agent;
+}
+
 export class OutboundClient {
   readonly policy: AddressPolicy;
-  private readonly agent: Agent;
-  /** Connects only to addresses the operator allow-list admits (`send`'s `allowListedOnly`). */
-  private readonly allowListedAgent: Agent;
   private readonly maxResponseBytes: number;
+  /**
+   * undici is loaded on the first request, not at start: a process that sends nothing (an
+   * API process, mostly) never holds it (docs/performance.md#memory-of-a-started-process).
+   */
+  private dispatchers: Promise<Dispatchers> | null = null;
 
   constructor(private readonly options: OutboundOptions) {
     this.policy = new AddressPolicy(options.allowedCidrs);
     this.maxResponseBytes = options.maxResponseBytes ?? 64 * 1024;
-    this.agent = this.guardedAgent(
-      (ip) => this.policy.permits(ip),
-      (ip) => `address ${this.policy.describe(ip)} is not public and not admitted by WEBHOOK_ALLOWED_CIDRS`,
-    );
-    this.allowListedAgent = this.guardedAgent(
-      (ip) => this.policy.allowListed(ip),
-      (ip) => `address ${this.policy.describe(ip)} is not admitted by WEBHOOK_ALLOWED_CIDRS (plain http)`,
-    );
+  }
+
+  private loadDispatchers(): Promise<Dispatchers> {
+    if (this.dispatchers) return this.dispatchers;
+    const loading = import('undici').then((undici) => ({
+      request: undici.request,
+      agent: this.guardedAgent(
+        undici,
+        (ip) => this.policy.permits(ip),
+        (ip) => `address ${this.policy.describe(ip)} is not public and not admitted by WEBHOOK_ALLOWED_CIDRS`,
+      ),
+      allowListedAgent: this.guardedAgent(
+        undici,
+        (ip) => this.policy.allowListed(ip),
+        (ip) => `address ${this.policy.describe(ip)} is not admitted by WEBHOOK_ALLOWED_CIDRS (plain http)`,
+      ),
+    }));
+    // A failed load is not kept: the next request tries again.
+    loading.catch(() => {
+      if (this.dispatchers === loading) this.dispatchers = null;
+    });
+    this.dispatchers = loading;
+    return loading;
   }
 
   /** An agent that refuses, before connecting, any address `admits` rejects. */
-  private guardedAgent(admits: (ip: string) => boolean, refusal: (ip: string) => string): Agent {
+  private guardedAgent({ Agent, buildConnector }: typeof Undici, admits: (ip: string) => boolean, refusal: (ip: string) => string): Undici.Agent {
     const connectResolved = buildConnector({ timeout: this.options.connectTimeoutMs, lookup: guardedLookup(admits, refusal) });
     return new Agent({
       // An IP literal never reaches `lookup` (net.connect skips resolution), so check it here.
@@ -182,6 +207,13 @@ export class OutboundClient {
    * endpoints over plain http), checked on the address actually connected to.
    */
   async send(outbound: OutboundRequest, options: { allowListedOnly?: boolean } = {}): Promise<OutboundResponse> {
+    // Before the clock starts: loading the client (the first request only) is no part of the destination's time.
+    let dispatchers: Dispatchers;
+    try {
+      dispatchers = await this.loadDispatchers();
+    } catch (error) {
+      throw toOutboundError(error);
+    }
     const started = performance.now();
     const abort = new AbortController();
     const timer = setTimeout(
@@ -189,8 +221,9 @@ export class OutboundClient {
       this.options.timeoutMs,
     );
     try {
+      const { request, agent, allowListedAgent } = dispatchers;
       const response = await request(outbound.url, {
-        dispatcher: options.allowListedOnly ? this.allowListedAgent : this.agent,
+        dispatcher: options.allowListedOnly ? allowListedAgent : agent,
         method: outbound.method,
         headers: outbound.headers,
         body: outbound.body,
@@ -228,7 +261,8 @@ export class OutboundClient {
   }
 
   async close(): Promise<void> {
-    await Promise.all([this.agent.close(), this.allowListedAgent.close()]);
+    const dispatchers = await this.dispatchers?.catch(() => null);
+    if (dispatchers) await Promise.all([dispatchers.agent.close(), dispatchers.allowListedAgent.close()]);
   }
 }
 

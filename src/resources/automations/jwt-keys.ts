@@ -3,7 +3,7 @@
  * generated once, kept with the instance secrets, public half served at
  * `GET /.well-known/jwks.json`.
  */
-import { calculateJwkThumbprint, exportJWK, generateKeyPair, importJWK, SignJWT, type JWK } from 'jose';
+import type { JWK } from 'jose';
 import type { Database } from '../../platform/database/database.ts';
 import { instanceSecret } from '../../platform/secrets/secrets.ts';
 
@@ -27,7 +27,11 @@ interface SigningKey {
 
 const loaded = new WeakMap<Database, Promise<SigningKey>>();
 
+/** The JOSE library, loaded when a key is first needed, not at start (docs/performance.md#memory-of-a-started-process). */
+const jose = () => import('jose');
+
 async function loadSigningKey(db: Database): Promise<SigningKey> {
+  const { calculateJwkThumbprint, exportJWK, generateKeyPair, importJWK } = await jose();
   const stored = await instanceSecret(db, 'webhook-jwt-key', async () => {
     const { privateKey } = await generateKeyPair('RS256', { extractable: true, modulusLength: 2048 });
     return JSON.stringify(await exportJWK(privateKey));
@@ -55,6 +59,7 @@ export async function webhookJwks(db: Database): Promise<{ keys: PublicJwk[] }> 
 /** A bearer token for one webhook request: iss, sub, aud, iat, exp, jti. */
 export async function signWebhookJwt(db: Database, claims: { subject: string; audience: string; jti: string }): Promise<string> {
   const key = await signingKey(db);
+  const { SignJWT } = await jose();
   return new SignJWT({})
     .setProtectedHeader({ alg: 'RS256', kid: key.kid, typ: 'JWT' })
     .setIssuer(WEBHOOK_JWT_ISSUER)

@@ -84,21 +84,31 @@ export async function membershipsConferringRights(
   changes: readonly MembershipChange[],
 ): Promise<ConferredRights[]> {
   const result: ConferredRights[] = changes.map(() => ({ role: false, departmentIds: [] }));
-  const index: number[] = [];
+  // Each (user, role or department) pair is asked once, however many changes propose it
+  // (the rows of a CSV file that give new users the same role); `askedBy` maps it back.
+  const pairs = new Map<string, number>();
+  const askedBy: number[][] = [];
   const targets: (number | null)[] = [];
   const roleIds: (number | null)[] = [];
   const departmentIds: (number | null)[] = [];
-  changes.forEach((change, i) => {
-    const add = (roleId: number | null, departmentId: number | null) => {
-      index.push(i);
-      targets.push(change.userId);
+  const ask = (i: number, userId: number | null, roleId: number | null, departmentId: number | null) => {
+    const pair = roleId !== null ? `${userId} role ${roleId}` : `${userId} department ${departmentId}`;
+    let at = pairs.get(pair);
+    if (at === undefined) {
+      at = askedBy.push([]) - 1;
+      pairs.set(pair, at);
+      targets.push(userId);
       roleIds.push(roleId);
       departmentIds.push(departmentId);
-    };
-    if (change.roleId !== undefined) add(change.roleId, null);
-    for (const departmentId of new Set(change.departmentIds ?? [])) add(null, departmentId);
+    }
+    askedBy[at]!.push(i);
+  };
+  changes.forEach((change, i) => {
+    if (change.roleId !== undefined) ask(i, change.userId, change.roleId, null);
+    if (change.departmentIds?.length) for (const departmentId of new Set(change.departmentIds)) ask(i, change.userId, null, departmentId);
   });
-  if (index.length === 0) return result;
+  if (askedBy.length === 0) return result;
+  const index = askedBy.map((_, at) => at);
   const rows = await tx.execute<{ i: number; role_id: string | null; department_id: string | null }>(sql`
     select distinct c.i, c.role_id, c.department_id
     from unnest(${bigintArray(index)}::int[], ${bigintArray(targets)}::bigint[], ${bigintArray(roleIds)}::bigint[], ${bigintArray(departmentIds)}::bigint[])
@@ -110,9 +120,11 @@ export async function membershipsConferringRights(
       and not ${namesUser(sql`e.entity_type`, sql`e.entity_id`, caller.userId)}
       and (c.user_id is null or not ${namesUser(sql`e.entity_type`, sql`e.entity_id`, sql`c.user_id`)})`);
   for (const row of rows) {
-    const conferred = result[Number(row.i)]!;
-    if (row.role_id !== null) conferred.role = true;
-    else conferred.departmentIds.push(Number(row.department_id));
+    for (const i of askedBy[Number(row.i)]!) {
+      const conferred = result[i]!;
+      if (row.role_id !== null) conferred.role = true;
+      else conferred.departmentIds.push(Number(row.department_id));
+    }
   }
   return result;
 }

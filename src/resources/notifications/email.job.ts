@@ -1,4 +1,3 @@
-import nodemailer from 'nodemailer';
 import { defineJob } from '../../platform/jobs/define.ts';
 import type { Services } from '../../platform/services.ts';
 import { plainText } from './plain-text.ts';
@@ -16,6 +15,8 @@ export async function emailDispatch(services: Services, dispatch: Dispatch): Pro
   if (!config.smtpUrl) return 0;
   const pending = await db.tenant(dispatch.tenantId, (tx) => pendingEmailCopies(tx, dispatch.dispatchId));
   if (pending.length === 0) return 0;
+  // Loaded here: only a process that sends e-mail holds the SMTP client (docs/performance.md#memory-of-a-started-process).
+  const { default: nodemailer } = await import('nodemailer');
   const transport = nodemailer.createTransport(config.smtpUrl);
   let sent = 0;
   try {

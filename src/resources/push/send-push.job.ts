@@ -13,7 +13,7 @@
  * not allowed" or "could not be delivered" (the subscriber must not learn which network
  * failure it was; the server log has the reason).
  */
-import webPush from 'web-push';
+import type webPushModule from 'web-push';
 import { defineJob } from '../../platform/jobs/define.ts';
 import { attemptDelivery, type DeliveryOutcome } from '../../platform/outbound/delivery-outcome.ts';
 import type { Services } from '../../platform/services.ts';
@@ -40,8 +40,8 @@ const PUSH_TTL_SECONDS = 24 * 3600;
 /** Requests in flight at once per job. */
 const CONCURRENCY = 8;
 
-async function sendOne(services: Services, keys: VapidKeys, message: PushMessage): Promise<DeliveryOutcome> {
-  let details: ReturnType<typeof webPush.generateRequestDetails>;
+async function sendOne(services: Services, webPush: typeof webPushModule, keys: VapidKeys, message: PushMessage): Promise<DeliveryOutcome> {
+  let details: ReturnType<typeof webPushModule.generateRequestDetails>;
   try {
     details = webPush.generateRequestDetails(
       { endpoint: message.endpoint, keys: { p256dh: message.p256dh, auth: message.auth } },
@@ -84,7 +84,9 @@ export async function sendPushes(services: Services, data: PushJobData): Promise
   const messages = await services.db.tenant(data.tenantId, (tx) => loadMessages(tx, data));
   if (messages.length === 0) return { sent: 0, gone: 0, retried: 0, failed: 0 };
   const keys = await vapidKeys(services.config, services.db);
-  const outcomes = await inPool(messages, CONCURRENCY, (message) => sendOne(services, keys, message));
+  // Loaded here: only a process that sends push messages holds the library (docs/performance.md#memory-of-a-started-process).
+  const { default: webPush } = await import('web-push');
+  const outcomes = await inPool(messages, CONCURRENCY, (message) => sendOne(services, webPush, keys, message));
   for (const outcome of outcomes) services.metrics.deliveries.inc({ channel: 'push', outcome: outcome.verdict });
   const attempt = 'attempt' in data ? data.attempt : 1;
   const policy = { maxAttempts: services.config.pushMaxAttempts, retryDelayMs: services.config.pushRetryDelayMs };

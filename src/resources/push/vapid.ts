@@ -4,7 +4,6 @@
  * secret `vapid-keys`, so every process and every restart signs with the same key (a new
  * key would orphan every browser's subscription).
  */
-import webPush from 'web-push';
 import type { Config } from '../../config.ts';
 import type { Database } from '../../platform/database/database.ts';
 import { instanceSecret } from '../../platform/secrets/secrets.ts';
@@ -22,7 +21,11 @@ export function vapidKeys(config: Config, db: Database): Promise<VapidKeys> {
   }
   let keys = loaded.get(db);
   if (!keys) {
-    keys = instanceSecret(db, 'vapid-keys', () => JSON.stringify(webPush.generateVAPIDKeys())).then((stored) => JSON.parse(stored) as VapidKeys);
+    // The library is loaded only to make the pair, once per installation.
+    keys = instanceSecret(db, 'vapid-keys', async () => {
+      const { default: webPush } = await import('web-push');
+      return JSON.stringify(webPush.generateVAPIDKeys());
+    }).then((stored) => JSON.parse(stored) as VapidKeys);
     // A failed read (database briefly down) must not be cached.
     keys.catch(() => loaded.delete(db));
     loaded.set(db, keys);

@@ -17,14 +17,15 @@
  * nor deleted.
  */
 import { isUtf8 } from 'node:buffer';
-import { Readable } from 'node:stream';
-import { parse, CsvError } from 'csv-parse';
+import { once } from 'node:events';
+import { CsvError, Parser, type Options as CsvOptions } from 'csv-parse';
 import { and, asc, eq, gt, isNull, ne, sql } from 'drizzle-orm';
 import type { components } from '../../../generated/api.ts';
 import type { Auth } from '../../platform/auth/auth.ts';
 import type { Tx } from '../../platform/database/database.ts';
 import { missingIds, reportMissing } from '../../platform/database/existence.ts';
 import { JsonArraySpool, jsonObjectOfArrays, type StreamedJson } from '../../platform/http/json-stream.ts';
+import type { Upload } from '../../platform/http/multipart.ts';
 import { invalid, type FieldErrors } from '../../platform/http/problem.ts';
 import { departments } from '../departments/table.ts';
 import { CONFERS_ENTITY_RIGHTS, HOLDS_ENTITY_RIGHTS, membershipsConferringRights, usersHoldingRightsBeyond } from '../entity-permissions/rules.ts';
@@ -95,16 +96,88 @@ function mapHeader(header: string[], remap: CsvImportOptions['headers']): UserKe
 }
 
 /** `,` or `;`, whichever the header line uses more. */
-function detectDelimiter(content: Buffer): string {
-  const end = content.indexOf(0x0a);
+function detectDelimiter(head: Buffer): string {
+  const end = head.indexOf(0x0a);
   // A longer line refuses the file anyway (MAX_LINE_CHARACTERS).
-  const firstLine = content.subarray(0, Math.min(end === -1 ? content.length : end, MAX_LINE_CHARACTERS)).toString('utf8');
+  const firstLine = head.subarray(0, Math.min(end === -1 ? head.length : end, MAX_LINE_CHARACTERS)).toString('utf8');
   return (firstLine.match(/;/g)?.length ?? 0) > (firstLine.match(/,/g)?.length ?? 0) ? ';' : ',';
 }
 
-/** Feeds the buffer to the parser in chunks, so records flow one by one. */
-function* chunks(content: Buffer, size = 64 * 1024): Generator<Buffer> {
-  for (let offset = 0; offset < content.length; offset += size) yield content.subarray(offset, offset + size);
+/** The bytes at the end of `chunk` that begin a character it does not finish (0 to 3). */
+function unfinishedCharacter(chunk: Buffer): number {
+  for (let back = 1; back <= 4 && back <= chunk.length; back++) {
+    const byte = chunk[chunk.length - back]!;
+    if (byte < 0x80) return 0;
+    // A leading byte says how long its character is; continuation bytes (10xxxxxx) come after it.
+    if (byte >= 0xc0) return (byte >= 0xf0 ? 4 : byte >= 0xe0 ? 3 : 2) > back ? back : 0;
+  }
+  return 0;
+}
+
+/**
+ * One reading of the whole file before it is parsed: whether it is UTF-8 (a character
+ * may be split between two chunks), and its start, up to the end of the header line or
+ * MAX_LINE_CHARACTERS bytes, for `detectDelimiter`.
+ */
+async function readWhole(file: Upload): Promise<{ utf8: boolean; head: Buffer }> {
+  const head: Buffer[] = [];
+  let headBytes = 0;
+  let unfinished: Buffer | null = null;
+  for await (const read of file.chunks()) {
+    if (headBytes < MAX_LINE_CHARACTERS && (head.length === 0 || head[head.length - 1]!.indexOf(0x0a) === -1)) {
+      head.push(read);
+      headBytes += read.length;
+    }
+    const chunk: Buffer = unfinished ? Buffer.concat([unfinished, read]) : read;
+    const cut: number = chunk.length - unfinishedCharacter(chunk);
+    if (!isUtf8(chunk.subarray(0, cut))) return { utf8: false, head: Buffer.alloc(0) };
+    unfinished = cut < chunk.length ? Buffer.from(chunk.subarray(cut)) : null;
+  }
+  return { utf8: unfinished === null, head: Buffer.concat(head) };
+}
+
+/**
+ * csv-parse's parser, handing each record over as soon as it is parsed, with its line:
+ * the parser's `info.lines` at that moment, the line its `info` option reports, without
+ * that option's copy of the parser's state for every record.
+ */
+class NumberedRecords extends Parser {
+  /** The first failure of `onRecord`: parsing fails with it, and later records are dropped. */
+  private failure: { error: unknown } | null = null;
+
+  constructor(
+    options: CsvOptions,
+    private readonly onRecord: (record: string[], line: number) => void,
+  ) {
+    super(options);
+    // Failures are taken from the callbacks of `write` and from `end`.
+    this.on('error', () => undefined);
+  }
+
+  override push(record: unknown): boolean {
+    if (record === null) return super.push(null);
+    if (this.failure) return true;
+    try {
+      this.onRecord(record as string[], this.info.lines);
+    } catch (error) {
+      this.failure = { error };
+    }
+    return true;
+  }
+
+  /** Parses one chunk: its records have been handed over when this resolves. */
+  async parse(chunk: Buffer): Promise<void> {
+    await new Promise<void>((resolve, reject) => this.write(chunk, (error) => (error ? reject(error) : resolve())));
+    if (this.failure) throw this.failure.error;
+  }
+
+  /** Parses what is left after the last chunk. */
+  async finish(): Promise<void> {
+    const finished = once(this, 'finish');
+    this.end();
+    await finished;
+    if (this.failure) throw this.failure.error;
+  }
 }
 
 const NOTHING_LEFT: ReadonlySet<string> = new Set();
@@ -117,12 +190,17 @@ const NOTHING_LEFT: ReadonlySet<string> = new Set();
  * keys the row does not write (the username that matched, refused cells).
  */
 function rowDraft(values: ParsedRow, current: UserDraft['current'], leave: ReadonlySet<string> = NOTHING_LEFT): UserDraft {
-  const written: ParsedRow = {};
-  for (const key of Object.keys(values) as UserKey[]) {
-    const value = values[key];
-    if (!leave.has(key) && !keepsCurrent(key, value)) written[key] = value;
-  }
-  return { ...columnsOf(written), password: written.password as string | null | undefined, current };
+  const writes = (key: UserKey, value: unknown) => !leave.has(key) && !keepsCurrent(key, value as CellValue);
+  const draft: UserDraft = columnsOf(values, writes);
+  if (values.password !== undefined && writes('password', values.password)) draft.password = values.password as string | null;
+  draft.current = current;
+  return draft;
+}
+
+/** Whether the row has any error (without listing the keys). */
+function hasErrors(errors: FieldErrors): boolean {
+  for (const key in errors) if (Object.hasOwn(errors, key)) return true;
+  return false;
 }
 
 const ascending = (ids: readonly number[]) => [...ids].sort((a, b) => a - b);
@@ -146,6 +224,8 @@ interface DeferredCheck {
 
 /** Rows judged together: each batch costs a constant number of queries, whatever the file's length. */
 const BATCH_ROWS = 1000;
+/** Batches judged at once, beyond the one being parsed: the database's work on them overlaps the parsing. */
+const BATCHES_IN_FLIGHT = 2;
 
 /** A data row's cells read (`parseCell`), before it is judged against the tenant's users. */
 interface ParsedLine {
@@ -158,11 +238,12 @@ interface ParsedLine {
 function parseLine(keys: readonly UserKey[], record: readonly string[], line: number, whitespaceToNull: boolean): ParsedLine {
   const values: ParsedRow = {};
   const errors: FieldErrors = {};
-  keys.forEach((key, index) => {
+  for (let index = 0; index < keys.length; index++) {
+    const key = keys[index]!;
     const parsed = parseCell(USER_FIELDS[key].cell, record[index] ?? '', whitespaceToNull);
     if ('error' in parsed) errors[key] = [parsed.error];
     else values[key] = parsed.value;
-  });
+  }
   return { line, username: typeof values.username === 'string' ? values.username : null, values, errors };
 }
 
@@ -190,18 +271,20 @@ interface Judging {
 /**
  * The file's usernames are kept in a temporary table of the transaction (dropped at its
  * end), so that a username on two rows is found, and users absent from the file are
- * listed, by set-based queries whatever the file's length.
+ * listed, by set-based queries whatever the file's length. Only equality is asked of the
+ * column, which every deterministic collation judges byte for byte: its index orders by
+ * "C", the cheapest to keep.
  */
 const createUsernameTable = (tx: Tx) =>
-  tx.execute(sql`create temporary table csv_import_usernames (username text primary key, line integer not null) on commit drop`);
+  tx.execute(sql`create temporary table csv_import_usernames (username text collate "C" primary key, line integer not null) on commit drop`);
 
 /** A PostgreSQL text[] literal. */
-const textArray = (values: readonly string[]) => `{${values.map((value) => `"${value.replace(/[\\"]/g, '\\$&')}"`).join(',')}}`;
+const textArray = (values: readonly string[]) =>
+  `{${values.map((value) => `"${value.includes('"') || value.includes('\\') ? value.replace(/[\\"]/g, '\\$&') : value}"`).join(',')}}`;
 
-/** Records the batch's usernames; 422 for the first row (by line) whose username an earlier row holds. */
-async function rememberUsernames(tx: Tx, named: readonly ParsedLine[]): Promise<void> {
+/** Records the batch's usernames (`usernames`: their text[] literal); 422 for the first row (by line) whose username an earlier row holds. */
+async function rememberUsernames(tx: Tx, named: readonly ParsedLine[], usernames: string): Promise<void> {
   if (named.length === 0) return;
-  const usernames = textArray(named.map((row) => row.username!));
   const inserted = await tx.execute(sql`
     insert into csv_import_usernames
     select * from unnest(${usernames}::text[], ${`{${named.map((row) => row.line).join(',')}}`}::int[]) as t(username, line) order by line
@@ -245,8 +328,9 @@ type Answer = components['schemas']['CsvImportResult'];
  * byte of the answer; each batch's entries are serialized into the answer's groups at
  * once (json-stream.ts), so memory does not grow with the file or the answer.
  */
-export async function previewCsvImport(tx: Tx, content: Buffer, options: CsvImportOptions): Promise<StreamedJson<Answer>> {
-  if (!isUtf8(content)) throw invalid({ user_data_csv: ['must be UTF-8 encoded'] }, 'The CSV file is not UTF-8.');
+export async function previewCsvImport(tx: Tx, file: Upload, options: CsvImportOptions): Promise<StreamedJson<Answer>> {
+  const { utf8, head } = await readWhole(file);
+  if (!utf8) throw invalid({ user_data_csv: ['must be UTF-8 encoded'] }, 'The CSV file is not UTF-8.');
   const groups = {
     new_users: new JsonArraySpool(),
     update_users: new JsonArraySpool(),
@@ -255,7 +339,7 @@ export async function previewCsvImport(tx: Tx, content: Buffer, options: CsvImpo
     invalid_rows: new JsonArraySpool(),
   };
   try {
-    await judgeFile(tx, content, options, groups);
+    await judgeFile(tx, file, detectDelimiter(head), options, groups);
   } catch (error) {
     await Promise.all(Object.values(groups).map((group) => group.close()));
     throw error;
@@ -263,50 +347,60 @@ export async function previewCsvImport(tx: Tx, content: Buffer, options: CsvImpo
   return jsonObjectOfArrays<Answer>(Object.entries(groups) as [keyof Answer, JsonArraySpool][]);
 }
 
-async function judgeFile(tx: Tx, content: Buffer, options: CsvImportOptions, groups: Record<keyof Answer, JsonArraySpool>): Promise<void> {
+async function judgeFile(tx: Tx, file: Upload, delimiter: string, options: CsvImportOptions, groups: Record<keyof Answer, JsonArraySpool>): Promise<void> {
   const { caller } = options;
   await createUsernameTable(tx);
   const references = await loadUserReferences(tx, 'all');
   const rules = { passwordMinLength: options.passwordMinLength, requiredProfileKeys: await loadRequiredProfileKeys(tx) };
   let judging: Judging | null = null;
-  let batch: ParsedLine[] = [];
+  const parsed: ParsedLine[] = [];
   let rows = 0;
 
-  const flush = async () => {
-    const result = await judgeBatch(tx, judging!, batch);
-    batch = [];
-    for (const [group, entries] of Object.entries(result) as [keyof BatchResult, object[]][]) {
-      for (const entry of entries) await groups[group].add(entry);
-    }
+  // Batches in order; each sends its queries as soon as it is parsed, so the database works
+  // on them while the next rows are parsed and judged, and its entries are written to the
+  // answer in order. At most BATCHES_IN_FLIGHT are held at a time.
+  const inFlight: Promise<BatchResult>[] = [];
+  const start = (batch: ParsedLine[]) => {
+    const judged = judgeBatch(tx, judging!, batch);
+    // Awaited in order below; until then its failure is kept, not reported.
+    judged.catch(() => undefined);
+    inFlight.push(judged);
+  };
+  const writeNext = async () => {
+    const result = await inFlight.shift()!;
+    for (const [group, entries] of Object.entries(result) as [keyof BatchResult, object[]][]) await groups[group].addAll(entries);
   };
 
-  const parser = Readable.from(chunks(content)).pipe(
-    parse({
-      bom: true,
-      delimiter: detectDelimiter(content),
-      info: true,
-      skip_empty_lines: true,
-      relax_quotes: false,
-      max_record_size: MAX_LINE_CHARACTERS,
-    }),
-  );
-  try {
-    for await (const { record, info } of parser as AsyncIterable<{ record: string[]; info: { lines: number } }>) {
+  const parser = new NumberedRecords(
+    { bom: true, delimiter, skip_empty_lines: true, relax_quotes: false, max_record_size: MAX_LINE_CHARACTERS },
+    (record, line) => {
       if (!judging) {
         judging = { options, keys: mapHeader(record, options.headers), references, selfIgnored: new Set(selfUpdateIgnoredKeys(caller)), rules };
-        continue;
+        return;
       }
       rows++;
-      batch.push(parseLine(judging.keys, record, info.lines, options.whitespaceToNull));
-      if (batch.length >= BATCH_ROWS) await flush();
+      parsed.push(parseLine(judging.keys, record, line, options.whitespaceToNull));
+    },
+  );
+  try {
+    for await (const chunk of file.chunks()) {
+      await parser.parse(chunk);
+      while (parsed.length >= BATCH_ROWS) {
+        start(parsed.splice(0, BATCH_ROWS));
+        while (inFlight.length > BATCHES_IN_FLIGHT) await writeNext();
+      }
     }
+    await parser.finish();
+    if (!judging) throw invalid({ user_data_csv: ['is empty'] }, 'The CSV file is empty.');
+    if (rows === 0) throw invalid({ user_data_csv: ['has no data rows'] }, 'The CSV file has no data rows.');
+    if (parsed.length > 0) start(parsed.splice(0));
+    while (inFlight.length > 0) await writeNext();
   } catch (error) {
+    // No statement may be left to run once the transaction ends.
+    await Promise.allSettled(inFlight);
     if (error instanceof CsvError) throw invalid({ user_data_csv: [error.message] }, 'The CSV file is malformed.');
     throw error;
   }
-  if (!judging) throw invalid({ user_data_csv: ['is empty'] }, 'The CSV file is empty.');
-  if (rows === 0) throw invalid({ user_data_csv: ['has no data rows'] }, 'The CSV file has no data rows.');
-  if (batch.length > 0) await flush();
 
   if (options.deleteUsers) {
     const page = 1000;
@@ -332,9 +426,12 @@ async function judgeBatch(tx: Tx, judging: Judging, batch: readonly ParsedLine[]
   const { options, keys, references, selfIgnored, rules } = judging;
   const { caller } = options;
   const named = batch.filter((row) => row.username !== null);
-  await rememberUsernames(tx, named);
-  const existing =
-    named.length > 0 ? await usersWithRoleGrants(tx).where(sql`${users.username} = any(${textArray(named.map((row) => row.username!))}::text[])`) : [];
+  const usernames = textArray(named.map((row) => row.username!));
+  // Sent together: the usernames are recorded in the order of the batches, and the users are read in the same trip.
+  const [, existing] = await Promise.all([
+    rememberUsernames(tx, named, usernames),
+    named.length > 0 ? usersWithRoleGrants(tx).where(sql`${users.username} = any(${usernames}::text[])`) : [],
+  ]);
   const byUsername = new Map(existing.map((user) => [user.username, user]));
   const withDepartments = keys.includes('department_ids');
   const missingDepartments = withDepartments
@@ -387,7 +484,7 @@ async function judgeBatch(tx: Tx, judging: Judging, batch: readonly ParsedLine[]
     } else {
       addErrors(errors, missingReferenceErrors(rowDraft(values, undefined), references));
     }
-    if (Object.keys(errors).length > 0) {
+    if (hasErrors(errors)) {
       result.invalid_rows.push({ line, username, errors });
       continue;
     }

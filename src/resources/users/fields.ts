@@ -51,12 +51,21 @@ export type UserKey = keyof typeof USER_FIELDS;
 /** The keys a CSV may hold, in the template's order. */
 export const IMPORTABLE_KEYS = Object.keys(USER_FIELDS) as UserKey[];
 
-/** The columns `input` sets: each user key it holds (undefined: not sent) under its column. Other keys are left out. */
-export function columnsOf(input: Partial<Record<string, unknown>>): UserColumns {
+/** The keys stored in a column of `users`, with that column, in the template's order. */
+const COLUMN_KEYS: readonly (readonly [UserKey, keyof UserColumns])[] = IMPORTABLE_KEYS.flatMap((key) => {
+  const { column } = USER_FIELDS[key];
+  return column === null ? [] : [[key, column] as const];
+});
+
+/**
+ * The columns `input` sets: each user key it holds (undefined: not sent) under its column,
+ * of those `writes` lets through (all by default). Other keys are left out.
+ */
+export function columnsOf(input: Partial<Record<string, unknown>>, writes?: (key: UserKey, value: unknown) => boolean): UserColumns {
   const values: Record<string, unknown> = {};
-  for (const [key, { column }] of Object.entries(USER_FIELDS)) {
+  for (const [key, column] of COLUMN_KEYS) {
     const value = input[key];
-    if (column !== null && value !== undefined) values[column] = value;
+    if (value !== undefined && (!writes || writes(key, value))) values[column] = value;
   }
   return values;
 }

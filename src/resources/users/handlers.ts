@@ -65,7 +65,7 @@ async function pictureOf(ctx: Context<'createUser' | 'updateUser'>, input: UserI
     if (input.profile_picture === null || input.profile_picture === '') return null;
     throw invalid({ profile_picture: ['must be an image file part of a multipart/form-data request, or null'] });
   }
-  return acceptPicture(upload.content, upload.fileName);
+  return acceptPicture(upload);
 }
 
 /**
@@ -233,7 +233,7 @@ export const userHandlers = {
     const { auth, params, services } = ctx;
     const upload = uploadOf(ctx.request, 'profile_picture');
     if (!upload) throw invalid({ profile_picture: ['must be an image file part'] });
-    const picture = await acceptPicture(upload.content, upload.fileName);
+    const picture = await acceptPicture(upload);
     const body = await services.db.tenant(auth.tenantId, async (tx) => {
       const current = await requireAdministrableUser(tx, auth, params.user);
       await replacePicture(tx, auth.tenantId, current.id, picture);
@@ -333,7 +333,7 @@ export const userHandlers = {
       caller: auth,
       passwordMinLength: config.passwordMinLength,
     };
-    const result = await db.tenant(auth.tenantId, (tx) => previewCsvImport(tx, upload.content, options));
+    const result = await db.tenant(auth.tenantId, (tx) => previewCsvImport(tx, upload, options));
     return { status: 200, body: result };
   },
 } satisfies Partial<Handlers>;

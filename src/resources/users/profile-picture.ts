@@ -4,7 +4,7 @@
  * to a signed, expiring URL or a Bearer token.
  */
 import { createHash } from 'node:crypto';
-import { fileTypeFromBuffer } from 'file-type';
+import type { Upload } from '../../platform/http/multipart.ts';
 import { ProblemError, invalid } from '../../platform/http/problem.ts';
 import type { Secrets } from '../../platform/secrets/secrets.ts';
 
@@ -32,9 +32,16 @@ function safeFileName(original: string | undefined, extension: string): string {
   return `${base || 'profile-picture'}.${extension}`;
 }
 
-/** Checks an upload and prepares it for storage; 413 when too large, 422 when not an allowed image. */
-export async function acceptPicture(content: Buffer, originalName: string | undefined): Promise<StoredPicture> {
-  if (content.length > PICTURE_MAX_BYTES) throw new ProblemError(413, 'The profile picture is larger than 5 MiB.');
+/**
+ * Checks an upload and prepares it for storage; 413 when too large (told by its size,
+ * before it is read into memory), 422 when not an allowed image.
+ */
+export async function acceptPicture(upload: Pick<Upload, 'size' | 'content' | 'fileName'>): Promise<StoredPicture> {
+  if (upload.size > PICTURE_MAX_BYTES) throw new ProblemError(413, 'The profile picture is larger than 5 MiB.');
+  const content = await upload.content();
+  const originalName = upload.fileName;
+  // Loaded on the first picture, not at start (docs/performance.md#memory-of-a-started-process).
+  const { fileTypeFromBuffer } = await import('file-type');
   const detected = await fileTypeFromBuffer(content);
   const extension = detected ? PICTURE_TYPES[detected.mime] : undefined;
   if (!detected || !extension) throw invalid({ profile_picture: ['must be a JPEG, PNG, WebP or GIF image'] });

@@ -36,7 +36,18 @@ export function deriveActive(enteringDate: string | null | undefined, leavingDat
 // ---- what a user write must satisfy ----
 
 /** A password's length as people count characters: in code points (an emoji is one). */
-export const passwordLength = (password: string) => [...password].length;
+export function passwordLength(password: string): number {
+  // As `[...password].length` counts, without making the array: a surrogate pair is one code point.
+  let length = 0;
+  for (let i = 0; i < password.length; i++, length++) {
+    const unit = password.charCodeAt(i);
+    if (unit >= 0xd800 && unit <= 0xdbff && i + 1 < password.length) {
+      const next = password.charCodeAt(i + 1);
+      if (next >= 0xdc00 && next <= 0xdfff) i++;
+    }
+  }
+  return length;
+}
 
 const BLACKED_OUT_USERNAME = /^deleted-user-\d+$/;
 
@@ -116,7 +127,7 @@ const isEmpty = (value: unknown) => value === undefined || value === null || val
  */
 export function requiredProfileKeyErrors(draft: UserDraft, required: readonly ProfileKey[]): FieldErrors {
   const errors: FieldErrors = {};
-  if (required.length === 0 || resulting(draft, 'groupAccount')) return errors;
+  if (required.length === 0 || resultingGroupAccount(draft)) return errors;
   const judgeAll = draft.current === undefined || draft.current.groupAccount;
   for (const key of required) {
     const written = key === 'profile_picture' ? draft.hasPicture : draft[key];
@@ -133,9 +144,20 @@ export function userWriteRefusal(errors: FieldErrors) {
   return invalid(errors, missing.length > 0 ? `The request is invalid. This tenant's settings require: ${missing.join(', ')}.` : undefined);
 }
 
-/** The draft's value of `key`: the written one, or the stored one. */
-const resulting = <K extends keyof StoredUser & keyof UserDraft>(draft: UserDraft, key: K) =>
-  (draft[key] !== undefined ? draft[key] : draft.current?.[key]) as UserDraft[K];
+/**
+ * The draft's values as the write would leave them: the written one, or the stored one.
+ * Each is read by its name (not by a computed key), so that judging many drafts (a CSV
+ * file's rows) stays fast.
+ */
+const resultingGroupAccount = (draft: UserDraft) => (draft.groupAccount !== undefined ? draft.groupAccount : draft.current?.groupAccount);
+const resultingNames = (draft: UserDraft) => ({
+  firstName: draft.firstName !== undefined ? draft.firstName : draft.current?.firstName,
+  lastName: draft.lastName !== undefined ? draft.lastName : draft.current?.lastName,
+});
+const resultingDates = (draft: UserDraft) => ({
+  entering: draft.enteringDate !== undefined ? draft.enteringDate : draft.current?.enteringDate,
+  leaving: draft.leavingDate !== undefined ? draft.leavingDate : draft.current?.leavingDate,
+});
 
 /**
  * What is wrong with the draft by itself (no stored data needed), by key: a new user needs
@@ -153,12 +175,12 @@ export function userDraftErrors(draft: UserDraft, options: UserWriteSettings): F
   if (isNew && (draft.roleId === undefined || draft.roleId === null)) errors.role_id = ['is required for new users'];
   const usernameIssues = draft.username === undefined ? [] : usernameProblems(draft.username);
   if (usernameIssues.length > 0) errors.username = usernameIssues;
-  if (!resulting(draft, 'groupAccount')) {
-    if (!resulting(draft, 'firstName')?.trim()) errors.first_name = ['is required for personal accounts'];
-    if (!resulting(draft, 'lastName')?.trim()) errors.last_name = ['is required for personal accounts'];
+  if (!resultingGroupAccount(draft)) {
+    const { firstName, lastName } = resultingNames(draft);
+    if (!firstName?.trim()) errors.first_name = ['is required for personal accounts'];
+    if (!lastName?.trim()) errors.last_name = ['is required for personal accounts'];
   }
-  const entering = resulting(draft, 'enteringDate');
-  const leaving = resulting(draft, 'leavingDate');
+  const { entering, leaving } = resultingDates(draft);
   if (entering && leaving && leaving < entering) errors.leaving_date = ['must not be before entering_date'];
   const routeIssues = draft.defaultRoute === undefined || draft.defaultRoute === null ? [] : defaultRouteProblems(draft.defaultRoute);
   if (routeIssues.length > 0) errors.default_route = routeIssues;
@@ -245,7 +267,7 @@ export async function userWriteReferenceErrors(
 
 /** Adds `more` to `errors`, keeping the errors a key already has. */
 export function addErrors(errors: FieldErrors, more: FieldErrors): FieldErrors {
-  for (const [key, messages] of Object.entries(more)) errors[key] ??= messages;
+  for (const key in more) if (Object.hasOwn(more, key)) errors[key] ??= more[key]!;
   return errors;
 }
 

@@ -1,6 +1,6 @@
-import { readdir, readlink } from 'node:fs/promises';
 import t from 'tap';
 import { JsonArraySpool, jsonObjectOfArrays } from '../../../src/platform/http/json-stream.ts';
+import { openFiles as openFilesMarked } from '../../helpers/open-files.ts';
 
 /** The whole text a stream writes. */
 async function text(stream: NodeJS.ReadableStream): Promise<string> {
@@ -9,11 +9,8 @@ async function text(stream: NodeJS.ReadableStream): Promise<string> {
   return Buffer.concat(parts).toString('utf8');
 }
 
-/** Answer files this process holds open (Linux): a spool that spilled holds one, already removed from its folder. */
-async function openFiles(): Promise<number> {
-  const targets = await Promise.all((await readdir('/proc/self/fd')).map((fd) => readlink(`/proc/self/fd/${fd}`).catch(() => '')));
-  return targets.filter((target) => target.includes('atrium-answer-')).length;
-}
+/** Answer files this process holds open: a spool that spilled holds one, already removed from its folder. */
+const openFiles = () => openFilesMarked('atrium-answer-');
 
 t.test('arrays larger than the memory buffer spill to a file and come back whole, in order, as one JSON object', async (t) => {
   const small = new JsonArraySpool();
@@ -41,6 +38,37 @@ t.test('an answer abandoned half way closes its files too', async (t) => {
   t.equal(await openFiles(), 1);
   const { stream } = jsonObjectOfArrays<{ items: object[] }>([['items', spool]]);
   for await (const _chunk of stream) break;
+  await new Promise((resolve) => setImmediate(resolve));
+  t.equal(await openFiles(), 0);
+});
+
+t.test(
+  'items added all at once, items larger than the memory buffer and characters of every UTF-8 length come back as JSON.stringify writes them',
+  async (t) => {
+    const spool = new JsonArraySpool();
+    const items: unknown[] = [
+      { text: 'a'.repeat(300 * 1024) },
+      ...Array.from({ length: 5_000 }, (_, i) => ({ i, text: `ä€😀 "${i}"\n` })),
+      { text: '€'.repeat(100 * 1024) },
+      null,
+      'last',
+    ];
+    await spool.add(items[0]);
+    await spool.addAll(items.slice(1));
+    t.equal(spool.length, items.length);
+    const written = await text(jsonObjectOfArrays<{ items: unknown[] }>([['items', spool]]).stream);
+    t.equal(written, JSON.stringify({ items }), 'byte for byte');
+    t.equal(await openFiles(), 0);
+  },
+);
+
+t.test('an answer destroyed before its first chunk (its client left while it was prepared) closes its files too', async (t) => {
+  const spool = new JsonArraySpool();
+  for (let i = 0; i < 20_000; i++) await spool.add({ i, padding: 'x'.repeat(20) });
+  t.equal(await openFiles(), 1);
+  const { stream } = jsonObjectOfArrays<{ items: object[] }>([['items', spool]]);
+  stream.destroy();
+  await new Promise((resolve) => stream.once('close', resolve));
   await new Promise((resolve) => setImmediate(resolve));
   t.equal(await openFiles(), 0);
 });

@@ -423,3 +423,65 @@ t.test('a file longer than one batch of rows: groups, line order, a repeated use
   t.strictSame(twice.body.errors, { user_data_csv: [`username "${name(0)}" appears on line 2 and line 1003`] }, 'found across batches');
   t.strictSame(await snapshot(), before, 'nothing written');
 });
+
+t.test(
+  'many batches judged at once: entries in line order, lines counted across quoted line breaks and empty lines, the first repeated username refuses the file',
+  async (t) => {
+    const many = await api.createTenant('csv-many-batches');
+    const employee = await roleNamed(api.db, many.tenantId, 'Employee');
+    const before = await snapshot();
+    const lines = ['username,password,first_name,last_name,role_id,city'];
+    for (let i = 0; i < 5200; i++) {
+      if (i === 10) lines.push(`multi${i},a long password,M,L,${employee!.id},"Line one`, 'line two"');
+      else if (i === 20) lines.push('', '');
+      else lines.push(`many${i},${i % 700 === 0 ? 'short' : 'a long password'},M,L,${employee!.id},Bonn`);
+    }
+    const csv = lines.join('\n') + '\n';
+    const res = await importCsv(t, csv, {}, many.adminToken);
+    t.equal(res.status, 200);
+    const body = res.body as { new_users: { line: number; user: { username: string; city: string } }[]; invalid_rows: { line: number; username: string }[] };
+    // Line 1 is the header, the row of i = 10 spans lines 12 and 13, and i = 20 is two empty lines.
+    const lineOf = (i: number) => (i < 10 ? i + 2 : i < 20 ? i + 3 : i + 4);
+    const rows = Array.from({ length: 5200 }, (_, i) => i).filter((i) => i !== 20);
+    t.strictSame(
+      body.invalid_rows.map((row) => [row.line, row.username]),
+      rows.filter((i) => i % 700 === 0).map((i) => [lineOf(i), `many${i}`]),
+      'short passwords of every batch, by line',
+    );
+    t.strictSame(
+      body.new_users.map((row) => row.line),
+      rows.filter((i) => i % 700 !== 0).map(lineOf),
+      'new users of every batch, by line',
+    );
+    t.equal(body.new_users.find((row) => row.user.username === 'multi10')?.user.city, 'Line one\nline two');
+
+    const repeated = [...lines, `many4000,a long password,M,L,${employee!.id},Bonn`, `many4001,a long password,M,L,${employee!.id},Bonn`].join('\n');
+    const twice = await importCsv(t, repeated, {}, many.adminToken);
+    t.equal(twice.status, 422);
+    t.strictSame(
+      twice.body.errors,
+      { user_data_csv: [`username "many4000" appears on line ${lineOf(4000)} and line ${lines.length + 1}`] },
+      'the first repeated row',
+    );
+    t.strictSame(await snapshot(), before, 'nothing written');
+  },
+);
+
+t.test('UTF-8 is judged across the chunks the file is read in: a character split between two is accepted, a file cut inside one is not', async (t) => {
+  const header = 'username,first_name,last_name\n';
+  // Each character ends up split at the first 64 KiB boundary: 1, 2 and 3 of its bytes before it.
+  for (const character of ['ö', '€', '😀']) {
+    for (let before = 1; before < Buffer.byteLength(character); before++) {
+      const filler = 'a'.repeat(64 * 1024 - header.length - 'split,'.length - before);
+      const csv = Buffer.from(`${header}split,${filler}${character},Name\n`);
+      t.equal(csv.indexOf(Buffer.from(character)), 64 * 1024 - before, `${character} straddles the boundary`);
+      const res = await importCsv(t, csv);
+      t.equal(res.status, 200, `${character} split after ${before} byte(s)`);
+      t.equal(res.body.new_users.length + res.body.invalid_rows.length, 1, 'the row is judged');
+    }
+  }
+  const cut = Buffer.from(`${header}cut,Jörg,X€`).subarray(0, -1);
+  const refused = await importCsv(t, cut);
+  t.equal(refused.status, 422);
+  t.strictSame(refused.body.errors, { user_data_csv: ['must be UTF-8 encoded'] });
+});

@@ -1,0 +1,164 @@
+/**
+ * Multipart bodies (src/platform/http/multipart.ts, docs/api-conventions.md#multipart-bodies):
+ * a file part is written to an anonymous temporary file as it arrives, never held whole
+ * in memory, and the file is closed once the answer is sent or the client is gone,
+ * whatever happened in between. Its only trace is an open handle (open-files.ts).
+ */
+import net from 'node:net';
+import t from 'tap';
+import { UPLOAD_MAX_BYTES } from '../../../src/platform/http/multipart.ts';
+import { startTestApi } from '../../helpers/atrium.ts';
+import { eventually } from '../../helpers/eventually.ts';
+import { importUsersCsv, roleNamed } from '../../helpers/fixtures.ts';
+import { multipart } from '../../helpers/multipart.ts';
+import { openFiles } from '../../helpers/open-files.ts';
+
+const api = await startTestApi(t);
+const tenant = await api.createTenant('multipart-spool');
+const role = await roleNamed(api.db, tenant.tenantId, 'Employee');
+const app = api.atrium.app!;
+const base = new URL(await app.listen({ port: 0, host: '127.0.0.1' }));
+
+// A handle left for the garbage collector to close is a leak that only looks closed.
+const closedByCollector: string[] = [];
+process.on('warning', (warning: Error & { code?: string }) => {
+  if (warning.code === 'DEP0137') closedByCollector.push(warning.message);
+});
+t.teardown(() => {
+  if (closedByCollector.length > 0) throw new Error(`file handles closed by the garbage collector: ${closedByCollector.length}`);
+});
+
+const UPLOADS = 'atrium-upload-';
+const ANSWERS = 'atrium-answer-';
+/** Waits until this process holds no upload or answer file; answers how many are still open when the time is up. */
+const noneOpen = () =>
+  eventually(
+    async () => (await openFiles(UPLOADS)) + (await openFiles(ANSWERS)),
+    (open) => open === 0,
+  );
+
+/** A CSV of `rows` new users that the preview accepts. */
+const usersCsv = (rows: number) =>
+  Buffer.from(
+    ['username,password,first_name,last_name,role_id', ...Array.from({ length: rows }, (_, i) => `spool${i},a long password,First,Last,${role!.id}`)].join(
+      '\n',
+    ) + '\n',
+  );
+
+/** A raw HTTP connection that sends `importUsersCsv` with the CSV as its file part, `sendBytes` of the body at first. */
+async function rawUpload(csv: Buffer, sendBytes: number) {
+  const { payload, contentType } = await multipart({ user_data_csv: { content: csv, fileName: 'users.csv', type: 'text/csv' } });
+  const socket = net.connect(Number(base.port), base.hostname);
+  await new Promise((resolve) => socket.once('connect', resolve));
+  const head = [
+    'POST /api/users/csv HTTP/1.1',
+    `Host: ${base.host}`,
+    `Authorization: Bearer ${tenant.adminToken}`,
+    `Content-Type: ${contentType}`,
+    `Content-Length: ${payload.length}`,
+    'Connection: close',
+    '',
+    '',
+  ].join('\r\n');
+  socket.write(head);
+  await new Promise((resolve) => socket.write(payload.subarray(0, sendBytes), resolve));
+  const answered = new Promise<string>((resolve) => {
+    const chunks: Buffer[] = [];
+    socket.on('data', (chunk: Buffer) => chunks.push(chunk));
+    socket.on('close', () => resolve(Buffer.concat(chunks).toString('utf8')));
+  });
+  return { socket, answered, sendRest: () => new Promise((resolve) => socket.write(payload.subarray(sendBytes), resolve)) };
+}
+
+t.test('a file part goes to a temporary file while it arrives; a client that leaves mid-upload leaves no file open', async (t) => {
+  t.equal(await noneOpen(), 0);
+  const upload = await rawUpload(usersCsv(40_000), 512 * 1024);
+  t.equal(
+    await eventually(
+      () => openFiles(UPLOADS),
+      (open) => open === 1,
+    ),
+    1,
+    'the part is written to a file before the body has arrived',
+  );
+  upload.socket.destroy();
+  t.equal(await noneOpen(), 0, 'the file is closed once the client is gone');
+  t.strictSame(closedByCollector, [], 'closed by the service, not by the garbage collector');
+});
+
+t.test('a client that leaves while its file is judged leaves no file open once the preview is done', async (t) => {
+  const upload = await rawUpload(usersCsv(40_000), 0);
+  await upload.sendRest();
+  // The answer's first group spilled to its file: the handler is reading the upload.
+  t.equal(
+    await eventually(
+      () => openFiles(ANSWERS),
+      (open) => open > 0,
+    ),
+    1,
+    'the preview is under way',
+  );
+  upload.socket.destroy();
+  t.equal(await noneOpen(), 0);
+  t.strictSame(closedByCollector, [], 'closed by the service, not by the garbage collector');
+});
+
+t.test('the file is closed after an answer and after every refusal, which are problem documents', async (t) => {
+  const accepted = await importUsersCsv(api, t, tenant.adminToken, usersCsv(3));
+  t.equal(accepted.status, 200);
+  t.equal(accepted.body.new_users.length, 3);
+  t.equal(await noneOpen(), 0, 'after an answer');
+
+  const malformed = await importUsersCsv(api, t, tenant.adminToken, 'username,city\nx\n');
+  t.equal(malformed.status, 422);
+  t.equal(await noneOpen(), 0, 'after a refused file');
+
+  const badFlag = await importUsersCsv(api, t, tenant.adminToken, usersCsv(3), { update_users: 'maybe' });
+  t.equal(badFlag.status, 422);
+  t.ok(badFlag.body.errors.update_users, 'refused before the handler reads the file');
+  t.equal(await noneOpen(), 0, 'after a refused form');
+
+  const tooLarge = await importUsersCsv(api, t, tenant.adminToken, Buffer.alloc(UPLOAD_MAX_BYTES + 1, 'a'));
+  t.equal(tooLarge.status, 413);
+  t.match(tooLarge.body, { status: 413, detail: 'The file is larger than 20 MiB.' });
+  t.equal(await noneOpen(), 0, 'after a file over the limit');
+
+  const form = new FormData();
+  form.append('user_data_csv', new Blob([usersCsv(3)], { type: 'text/csv' }), 'one.csv');
+  form.append('user_data_csv', new Blob([usersCsv(3)], { type: 'text/csv' }), 'two.csv');
+  const body = new Response(form);
+  const twoFiles = await api.call(t, 'importUsersCsv', {
+    token: tenant.adminToken,
+    payload: Buffer.from(await body.arrayBuffer()),
+    contentType: body.headers.get('content-type')!,
+  });
+  t.equal(twoFiles.status, 413);
+  t.equal(await noneOpen(), 0, 'after a second file part');
+  t.strictSame(closedByCollector, [], 'closed by the service, not by the garbage collector');
+});
+
+t.test('an upload answered over HTTP: the whole preview arrives and no file stays open', async (t) => {
+  const form = new FormData();
+  form.append('user_data_csv', new Blob([usersCsv(5_000)], { type: 'text/csv' }), 'users.csv');
+  const response = await fetch(new URL('/api/users/csv', base), { method: 'POST', headers: { authorization: `Bearer ${tenant.adminToken}` }, body: form });
+  t.equal(response.status, 200);
+  const answer = (await response.json()) as { new_users: { line: number }[] };
+  t.strictSame(
+    answer.new_users.map((entry) => entry.line),
+    Array.from({ length: 5_000 }, (_, i) => i + 2),
+  );
+  t.equal(await noneOpen(), 0);
+});
+
+t.test('a file part that cannot be stored is the service failing (500), not a malformed body (400), and leaves nothing open', async (t) => {
+  const tmpdir = process.env.TMPDIR;
+  process.env.TMPDIR = '/nonexistent/atrium-test';
+  t.teardown(() => {
+    if (tmpdir === undefined) delete process.env.TMPDIR;
+    else process.env.TMPDIR = tmpdir;
+  });
+  const res = await importUsersCsv(api, t, tenant.adminToken, usersCsv(3));
+  t.equal(res.status, 500);
+  t.match(res.body, { status: 500, detail: 'An unexpected error occurred.' });
+  t.equal(await noneOpen(), 0);
+});
