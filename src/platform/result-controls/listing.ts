@@ -101,9 +101,9 @@ const dialect = new PgDialect();
  */
 interface CompiledListing {
   /** `select … from … [joins]`, without where, order or limit. */
-  head: SQL;
+  head: string;
   /** ` order by …`. */
-  order: SQL;
+  order: string;
   /** How rows map to records: the select's own mapping (`selectStatement`). */
   select: SelectStatement<unknown>;
 }
@@ -115,52 +115,62 @@ interface CompiledListing {
 const compiledListings = new WeakMap<object, Map<string, CompiledListing | null>>();
 
 /**
- * The columns that carry `relations` in the listing's statement: those of them the view
- * can select inline. Only a listing without `shape` presents its rows as they are read.
+ * Which of `relations` ride in the listing's statement: those the view can select inline,
+ * in the view's order whatever the request's (one compiled statement per set). Only a
+ * listing without `shape` presents its rows as they are read.
+ */
+function inlineRelations<Row, Viewer, FilterKey extends string, Shown>(
+  listing: ListingDefinition<Row, Viewer, FilterKey, Shown>,
+  relations: readonly string[],
+): string[] {
+  if (listing.shape || relations.length === 0) return [];
+  const names: string[] = [];
+  for (const [name, relation] of Object.entries(listing.view.relations ?? {})) if (relation.inline && relations.includes(name)) names.push(name);
+  return names;
+}
+
+/**
+ * The columns that carry the relations `names` in the listing's statement, as JSON text:
+ * `present` parses a record again only where it differs from the row before's.
  */
 function inlineColumns<Row, Viewer, FilterKey extends string, Shown>(
   listing: ListingDefinition<Row, Viewer, FilterKey, Shown>,
-  relations: readonly string[],
+  names: readonly string[],
 ): Record<string, SQL> | undefined {
-  if (listing.shape || relations.length === 0) return undefined;
-  let columns: Record<string, SQL> | undefined;
-  // In the view's order, whatever the request's: one compiled statement per set of relations.
-  for (const [name, relation] of Object.entries(listing.view.relations ?? {})) {
-    // As text: `present` parses each distinct record once per answer (rows of one role share it).
-    if (relation.inline && relations.includes(name)) (columns ??= {})[inlineColumn(name)] = sql`(${relation.inline})::text`;
-  }
-  return columns;
+  if (names.length === 0) return undefined;
+  return Object.fromEntries(names.map((name) => [inlineColumn(name), sql`(${listing.view.relations![name]!.inline!})::text`]));
 }
 
 /** `builder` stands for a transaction where a listing's query is only built, never run. */
 function compiled<Row, Viewer, FilterKey extends string, Shown>(
   builder: Tx,
   listing: ListingDefinition<Row, Viewer, FilterKey, Shown>,
-  columns: Record<string, SQL> | undefined,
+  relations: readonly string[],
 ): CompiledListing | null {
   let variants = compiledListings.get(listing);
   if (!variants) compiledListings.set(listing, (variants = new Map<string, CompiledListing | null>()));
-  const key = columns ? Object.keys(columns).join('|') : '';
+  const key = relations.join('|');
   let found = variants.get(key);
   if (found !== undefined) return found;
-  const select = selectStatement<unknown>(listing.query(builder, columns) as unknown as PromiseLike<unknown[]>);
+  const select = selectStatement<unknown>(listing.query(builder, inlineColumns(listing, relations)) as unknown as PromiseLike<unknown[]>);
   const order = dialect.sqlToQuery(listing.order.length > 0 ? sql` order by ${sql.join(listing.order, sql`, `)}` : sql``);
-  found = select.statement.params.length === 0 && order.params.length === 0 ? { head: sql.raw(select.statement.sql), order: sql.raw(order.sql), select } : null;
+  found = select.statement.params.length === 0 && order.params.length === 0 ? { head: select.statement.sql, order: order.sql, select } : null;
   variants.set(key, found);
   return found;
 }
 
-/** The statement of a compiled listing's rows matching `condition`, in list order, cut by `page`. */
-function compiledStatement(text: CompiledListing, condition: SQL | undefined, page: { limit?: number; offset?: number }) {
-  // The same statement drizzle's builder makes (`… where … order by … limit … offset …`), rendered from the compiled text.
-  const parts = [
-    text.head,
-    condition ? sql` where ${condition}` : undefined,
-    text.order,
-    page.limit ? sql` limit ${page.limit}` : undefined,
-    page.offset ? sql` offset ${page.offset}` : undefined,
-  ];
-  return dialect.sqlToQuery(sql.join(parts.filter((part): part is SQL => part !== undefined)));
+/**
+ * The statement of a compiled listing's rows matching `condition`, in list order, cut by
+ * `page`: the text drizzle's builder makes (`… where … order by … limit … offset …`), with
+ * only the condition rendered per request.
+ */
+function compiledStatement(text: CompiledListing, condition: SQL | undefined, page: { limit?: number; offset?: number }): Statement {
+  const rendered = condition ? dialect.sqlToQuery(condition) : undefined;
+  const params = rendered ? rendered.params : [];
+  let statement = rendered ? `${text.head} where ${rendered.sql}${text.order}` : `${text.head}${text.order}`;
+  if (page.limit) statement += ` limit $${params.push(page.limit)}`;
+  if (page.offset) statement += ` offset $${params.push(page.offset)}`;
+  return { sql: statement, params };
 }
 
 function rowsWhere<Row, Viewer, FilterKey extends string, Shown>(
@@ -172,12 +182,12 @@ function rowsWhere<Row, Viewer, FilterKey extends string, Shown>(
   relations: readonly string[] = [],
 ): PromiseLike<Row[]> {
   const condition = and(listing.scope?.(viewer), where);
-  const columns = inlineColumns(listing, relations);
-  const text = compiled(tx, listing, columns);
+  const inline = inlineRelations(listing, relations);
+  const text = compiled(tx, listing, inline);
   if (!text) {
     return limited(
       listing
-        .query(tx, columns)
+        .query(tx, inlineColumns(listing, inline))
         .where(condition)
         .orderBy(...listing.order),
       page.limit,
@@ -208,7 +218,7 @@ function oneStatement<Row, Viewer, FilterKey extends string, Shown>(
   if (listing.shape) return null;
   const viewRelations = listing.view.relations ?? {};
   if (relations.some((name) => Object.hasOwn(viewRelations, name) && !viewRelations[name]!.inline)) return null;
-  const text = compiled(db.app as unknown as Tx, listing, inlineColumns(listing, relations));
+  const text = compiled(db.app as unknown as Tx, listing, inlineRelations(listing, relations));
   const mapRows = text?.select.mapRows as ((rows: unknown[][]) => Row[]) | null | undefined;
   return text && mapRows ? { statement: compiledStatement(text, and(listing.scope?.(viewer), where), page), mapRows } : null;
 }

@@ -36,9 +36,9 @@ export interface RelationDefinition<Row, Viewer> {
    * A to-one relation's record as one JSON value (null: none), a subquery correlated with
    * the listing's row that answers what `load` answers for it. A listing whose query takes
    * extra columns selects it in its own statement when the relation is asked for
-   * (`inlineColumn` names it on the row, as JSON text), and `present` reads it there instead
-   * of loading, parsing each distinct value once per call; rows that do not carry it
-   * (records presented from elsewhere) are loaded. The JSON must
+   * (`inlineColumn` names it on the row, as JSON text), and `present` reads it there
+   * instead of loading (consecutive rows that carry the same text share one parsed value);
+   * rows that do not carry it (records presented from elsewhere) are loaded. The JSON must
    * equal the loader's value as answered (PostgreSQL writes timestamps its own way: build
    * them as the API formats them, or keep such a relation loaded).
    */
@@ -196,17 +196,21 @@ function plannedFields<Row, Viewer, FilterKey extends string>(
 }
 
 /**
- * A relation the rows carry as JSON text (`inlineColumn`): parsed once per distinct text, so
- * rows that name the same record share one value (the records of a list mostly name a few).
+ * A relation the rows carry as JSON text (`inlineColumn`): parsed anew only when a row's
+ * text differs from the row's before, so consecutive rows that name the same record (a
+ * list's users of one role) share one value.
  */
 function carried(column: string, empty: null | []): (row: unknown) => unknown {
-  const parsed = new Map<string, unknown>();
+  let lastText: string | undefined;
+  let lastValue: unknown;
   return (row) => {
     const text = (row as Record<string, string | null>)[column];
     if (text === null || text === undefined) return empty;
-    let value = parsed.get(text);
-    if (value === undefined) parsed.set(text, (value = JSON.parse(text)));
-    return value;
+    if (text !== lastText) {
+      lastValue = JSON.parse(text);
+      lastText = text;
+    }
+    return lastValue;
   };
 }
 

@@ -234,7 +234,8 @@ t.test('notifications page by before_id: notifications arriving between pages le
 t.test('the tie on created_at is ordered by id across pages; the type list pages by cursor too', async (t) => {
   const all = await api.call(t, 'listNotifications', { token: alice.token, query: { selects: 'id,created_at' } });
   const tied = all.body.filter((n: { created_at: string }) => n.created_at === all.body.at(-4).created_at);
-  t.equal(tied.length, 7, 'seven notifications share one created_at');
+  // The seven stored at once; notifications that arrived through the API within the same second (to which the list writes times) tie with them too.
+  t.ok(tied.length >= 7, `at least seven notifications share one created_at (${tied.length})`);
   for (const limit of [1, 2, 4]) {
     t.strictSame((await pageThrough(t, 'listNotifications', alice.token, { selects: 'id,created_at', limit })).records, all.body, `limit ${limit}`);
   }
