@@ -39,7 +39,8 @@ t.test('unset and empty variables take their defaults', async (t) => {
   t.equal(config.logLevel, 'info');
   t.equal(config.role, 'all');
   t.equal(config.shutdownTimeoutMs, 20_000);
-  t.equal(config.databasePoolSize, loadConfig({ DATABASE_POOL_SIZE: '' }).databasePoolSize);
+  t.equal(config.databasePoolSize, 10);
+  t.equal(loadConfig({ DATABASE_POOL_SIZE: '' }).databasePoolSize, 10);
   t.equal(loadConfig({ DATABASE_POOL_SIZE: '25' }).databasePoolSize, 25);
   t.strictSame(loadConfig({ WEBHOOK_ALLOWED_CIDRS: '10.0.0.0/8, ::1/128' }).webhookAllowedCidrs, ['10.0.0.0/8', '::1/128']);
   t.equal(loadConfig({ PORT: '8080' }).port, 8080);
