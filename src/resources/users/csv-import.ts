@@ -1,7 +1,7 @@
 /**
  * CSV import of users (docs/users.md#csv-import-preview): a preview of what an import
- * would change, grouped; nothing is written. The file is parsed as a stream of records
- * (csv-parse) and judged in batches of rows, each compared with the users it names by a
+ * would change, grouped; nothing is written. The file is read as a stream of records
+ * (`csv-records.ts`) and judged in batches of rows, each compared with the users it names by a
  * constant number of set-based queries; the answer is written to the client as a stream.
  * Neither memory nor the number of queries per row grows with the file.
  *
@@ -16,9 +16,6 @@
  * value), and users whose role could grant more than the caller holds are neither changed
  * nor deleted.
  */
-import { isUtf8 } from 'node:buffer';
-import { once } from 'node:events';
-import { CsvError, Parser, type Options as CsvOptions } from 'csv-parse';
 import { and, asc, eq, gt, isNull, ne, sql } from 'drizzle-orm';
 import type { components } from '../../../generated/api.ts';
 import type { Auth } from '../../platform/auth/auth.ts';
@@ -30,6 +27,7 @@ import { invalid, type FieldErrors } from '../../platform/http/problem.ts';
 import { departments } from '../departments/table.ts';
 import { CONFERS_ENTITY_RIGHTS, HOLDS_ENTITY_RIGHTS, membershipsConferringRights, usersHoldingRightsBeyond } from '../entity-permissions/rules.ts';
 import { roles } from '../roles/table.ts';
+import { FileShape, MalformedCsv, MAX_LINE_CHARACTERS, recordsOf } from './csv-records.ts';
 import { columnsOf, IMPORTABLE_KEYS, keepsCurrent, parseCell, USER_FIELDS, type CellValue, type UserKey } from './fields.ts';
 import { departmentIdsOf, loadRequiredProfileKeys, loadUserReferences, usersWithRoleGrants, type UserReferences } from './queries.ts';
 import {
@@ -67,9 +65,6 @@ export interface CsvImportOptions {
 
 type ParsedRow = Partial<Record<UserKey, CellValue>>;
 
-/** The longest line accepted (a row of every key at its longest fits many times over); a longer one refuses the file. */
-const MAX_LINE_CHARACTERS = 64 * 1024;
-
 /** A header cell as a problem quotes it: a long one shortened, so the problem stays small. */
 const quoted = (cell: string) => JSON.stringify(cell.length > 64 ? `${cell.slice(0, 64)}…` : cell);
 
@@ -101,83 +96,6 @@ function detectDelimiter(head: Buffer): string {
   // A longer line refuses the file anyway (MAX_LINE_CHARACTERS).
   const firstLine = head.subarray(0, Math.min(end === -1 ? head.length : end, MAX_LINE_CHARACTERS)).toString('utf8');
   return (firstLine.match(/;/g)?.length ?? 0) > (firstLine.match(/,/g)?.length ?? 0) ? ';' : ',';
-}
-
-/** The bytes at the end of `chunk` that begin a character it does not finish (0 to 3). */
-function unfinishedCharacter(chunk: Buffer): number {
-  for (let back = 1; back <= 4 && back <= chunk.length; back++) {
-    const byte = chunk[chunk.length - back]!;
-    if (byte < 0x80) return 0;
-    // A leading byte says how long its character is; continuation bytes (10xxxxxx) come after it.
-    if (byte >= 0xc0) return (byte >= 0xf0 ? 4 : byte >= 0xe0 ? 3 : 2) > back ? back : 0;
-  }
-  return 0;
-}
-
-/**
- * One reading of the whole file before it is parsed: whether it is UTF-8 (a character
- * may be split between two chunks), and its start, up to the end of the header line or
- * MAX_LINE_CHARACTERS bytes, for `detectDelimiter`.
- */
-async function readWhole(file: Upload): Promise<{ utf8: boolean; head: Buffer }> {
-  const head: Buffer[] = [];
-  let headBytes = 0;
-  let unfinished: Buffer | null = null;
-  for await (const read of file.chunks()) {
-    if (headBytes < MAX_LINE_CHARACTERS && (head.length === 0 || head[head.length - 1]!.indexOf(0x0a) === -1)) {
-      head.push(read);
-      headBytes += read.length;
-    }
-    const chunk: Buffer = unfinished ? Buffer.concat([unfinished, read]) : read;
-    const cut: number = chunk.length - unfinishedCharacter(chunk);
-    if (!isUtf8(chunk.subarray(0, cut))) return { utf8: false, head: Buffer.alloc(0) };
-    unfinished = cut < chunk.length ? Buffer.from(chunk.subarray(cut)) : null;
-  }
-  return { utf8: unfinished === null, head: Buffer.concat(head) };
-}
-
-/**
- * csv-parse's parser, handing each record over as soon as it is parsed, with its line:
- * the parser's `info.lines` at that moment, the line its `info` option reports, without
- * that option's copy of the parser's state for every record.
- */
-class NumberedRecords extends Parser {
-  /** The first failure of `onRecord`: parsing fails with it, and later records are dropped. */
-  private failure: { error: unknown } | null = null;
-
-  constructor(
-    options: CsvOptions,
-    private readonly onRecord: (record: string[], line: number) => void,
-  ) {
-    super(options);
-    // Failures are taken from the callbacks of `write` and from `end`.
-    this.on('error', () => undefined);
-  }
-
-  override push(record: unknown): boolean {
-    if (record === null) return super.push(null);
-    if (this.failure) return true;
-    try {
-      this.onRecord(record as string[], this.info.lines);
-    } catch (error) {
-      this.failure = { error };
-    }
-    return true;
-  }
-
-  /** Parses one chunk: its records have been handed over when this resolves. */
-  async parse(chunk: Buffer): Promise<void> {
-    await new Promise<void>((resolve, reject) => this.write(chunk, (error) => (error ? reject(error) : resolve())));
-    if (this.failure) throw this.failure.error;
-  }
-
-  /** Parses what is left after the last chunk. */
-  async finish(): Promise<void> {
-    const finished = once(this, 'finish');
-    this.end();
-    await finished;
-    if (this.failure) throw this.failure.error;
-  }
 }
 
 const NOTHING_LEFT: ReadonlySet<string> = new Set();
@@ -223,9 +141,13 @@ interface DeferredCheck {
 }
 
 /** Rows judged together: each batch costs a constant number of queries, whatever the file's length. */
-const BATCH_ROWS = 1000;
-/** Batches judged at once, beyond the one being parsed: the database's work on them overlaps the parsing. */
-const BATCHES_IN_FLIGHT = 2;
+const BATCH_ROWS = 500;
+/**
+ * Batches judged at once, beyond the one being parsed: the database's work on them overlaps
+ * the parsing. Rows kept longer are promoted to V8's old generation, which then grows
+ * (docs/performance.md#the-csv-import-preview).
+ */
+const BATCHES_IN_FLIGHT = 1;
 
 /** A data row's cells read (`parseCell`), before it is judged against the tenant's users. */
 interface ParsedLine {
@@ -329,8 +251,9 @@ type Answer = components['schemas']['CsvImportResult'];
  * once (json-stream.ts), so memory does not grow with the file or the answer.
  */
 export async function previewCsvImport(tx: Tx, file: Upload, options: CsvImportOptions): Promise<StreamedJson<Answer>> {
-  const { utf8, head } = await readWhole(file);
-  if (!utf8) throw invalid({ user_data_csv: ['must be UTF-8 encoded'] }, 'The CSV file is not UTF-8.');
+  const shape = new FileShape();
+  for await (const chunk of file.chunks()) shape.add(chunk);
+  if (!shape.utf8) throw invalid({ user_data_csv: ['must be UTF-8 encoded'] }, 'The CSV file is not UTF-8.');
   const groups = {
     new_users: new JsonArraySpool(),
     update_users: new JsonArraySpool(),
@@ -339,7 +262,7 @@ export async function previewCsvImport(tx: Tx, file: Upload, options: CsvImportO
     invalid_rows: new JsonArraySpool(),
   };
   try {
-    await judgeFile(tx, file, detectDelimiter(head), options, groups);
+    await judgeFile(tx, file, shape, options, groups);
   } catch (error) {
     await Promise.all(Object.values(groups).map((group) => group.close()));
     throw error;
@@ -347,7 +270,7 @@ export async function previewCsvImport(tx: Tx, file: Upload, options: CsvImportO
   return jsonObjectOfArrays<Answer>(Object.entries(groups) as [keyof Answer, JsonArraySpool][]);
 }
 
-async function judgeFile(tx: Tx, file: Upload, delimiter: string, options: CsvImportOptions, groups: Record<keyof Answer, JsonArraySpool>): Promise<void> {
+async function judgeFile(tx: Tx, file: Upload, shape: FileShape, options: CsvImportOptions, groups: Record<keyof Answer, JsonArraySpool>): Promise<void> {
   const { caller } = options;
   await createUsernameTable(tx);
   const references = await loadUserReferences(tx, 'all');
@@ -371,17 +294,14 @@ async function judgeFile(tx: Tx, file: Upload, delimiter: string, options: CsvIm
     for (const [group, entries] of Object.entries(result) as [keyof BatchResult, object[]][]) await groups[group].addAll(entries);
   };
 
-  const parser = new NumberedRecords(
-    { bom: true, delimiter, skip_empty_lines: true, relax_quotes: false, max_record_size: MAX_LINE_CHARACTERS },
-    (record, line) => {
-      if (!judging) {
-        judging = { options, keys: mapHeader(record, options.headers), references, selfIgnored: new Set(selfUpdateIgnoredKeys(caller)), rules };
-        return;
-      }
-      rows++;
-      parsed.push(parseLine(judging.keys, record, line, options.whitespaceToNull));
-    },
-  );
+  const parser = recordsOf(shape, detectDelimiter(shape.head), (record, line) => {
+    if (!judging) {
+      judging = { options, keys: mapHeader(record, options.headers), references, selfIgnored: new Set(selfUpdateIgnoredKeys(caller)), rules };
+      return;
+    }
+    rows++;
+    parsed.push(parseLine(judging.keys, record, line, options.whitespaceToNull));
+  });
   try {
     for await (const chunk of file.chunks()) {
       await parser.parse(chunk);
@@ -398,7 +318,7 @@ async function judgeFile(tx: Tx, file: Upload, delimiter: string, options: CsvIm
   } catch (error) {
     // No statement may be left to run once the transaction ends.
     await Promise.allSettled(inFlight);
-    if (error instanceof CsvError) throw invalid({ user_data_csv: [error.message] }, 'The CSV file is malformed.');
+    if (error instanceof MalformedCsv) throw invalid({ user_data_csv: [error.message] }, 'The CSV file is malformed.');
     throw error;
   }
 

@@ -1,0 +1,177 @@
+/**
+ * The records of a CSV file (src/resources/users/csv-records.ts): a plain file (no quotes,
+ * lines ending alike, none too long) is split without csv-parse, and must give exactly
+ * what csv-parse gives: the same records with the same lines, the same failure with the
+ * same message, whatever the chunks the file arrives in. Checked on generated files
+ * against csv-parse itself, with the options the CSV import uses.
+ */
+import t from 'tap';
+import {
+  FileShape,
+  MalformedCsv,
+  MAX_LINE_CHARACTERS,
+  NumberedRecords,
+  recordsOf,
+  SplitRecords,
+  type Records,
+} from '../../../src/resources/users/csv-records.ts';
+
+type Read = { records: [string[], number][]; failure: string | null };
+
+/** The records `make` reads from `file` sent in chunks cut at `cuts`. */
+async function read(make: (onRecord: (record: string[], line: number) => void) => Records, file: Buffer, cuts: number[]): Promise<Read> {
+  const records: [string[], number][] = [];
+  const reader = make((record, line) => records.push([record, line]));
+  try {
+    let from = 0;
+    for (const cut of [...cuts, file.length]) {
+      await reader.parse(file.subarray(from, cut));
+      from = cut;
+    }
+    await reader.finish();
+    return { records, failure: null };
+  } catch (error) {
+    if (!(error instanceof MalformedCsv)) throw error;
+    return { records, failure: error.message };
+  }
+}
+
+function shapeOf(file: Buffer, cuts: number[]): FileShape {
+  const shape = new FileShape();
+  let from = 0;
+  for (const cut of [...cuts, file.length]) {
+    shape.add(file.subarray(from, cut));
+    from = cut;
+  }
+  return shape;
+}
+
+/** A deterministic generator (mulberry32), so that a failure can be run again. */
+function random(seed: number) {
+  return () => {
+    seed = (seed + 0x6d2b79f5) | 0;
+    let x = Math.imul(seed ^ (seed >>> 15), 1 | seed);
+    x = (x + Math.imul(x ^ (x >>> 7), 61 | x)) ^ x;
+    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+const CELL_CHARACTERS = ['a', 'b', 'Z', '0', '7', ' ', '-', '@', '.', 'ä', 'ß', '€', '😀', '\t', "'"];
+
+/** A plain file: random cells (multi-byte characters included), empty lines, a BOM, LF or CRLF, sometimes a row of another width. */
+function plainFile(next: () => number, delimiter: string, lineEnd: string): Buffer {
+  const width = 1 + Math.floor(next() * 9);
+  const lines: string[] = [];
+  const rows = Math.floor(next() * 40);
+  for (let row = 0; row < rows; row++) {
+    if (next() < 0.1) {
+      lines.push('');
+      continue;
+    }
+    const cells = next() < 0.05 ? width + (next() < 0.5 ? -1 : 1) : width;
+    const line: string[] = [];
+    for (let cell = 0; cell < Math.max(1, cells); cell++) {
+      let text = '';
+      const length = Math.floor(next() * (next() < 0.05 ? 40 : 8));
+      for (let i = 0; i < length; i++) text += CELL_CHARACTERS[Math.floor(next() * CELL_CHARACTERS.length)];
+      line.push(text);
+    }
+    lines.push(line.join(delimiter));
+  }
+  const text = (next() < 0.2 ? '\uFEFF' : '') + lines.join(lineEnd) + (next() < 0.5 ? lineEnd : '');
+  return Buffer.from(text);
+}
+
+function randomCuts(next: () => number, length: number): number[] {
+  const cuts = new Set<number>();
+  const count = Math.floor(next() * 6);
+  for (let i = 0; i < count; i++) cuts.add(Math.floor(next() * (length + 1)));
+  return [...cuts].sort((a, b) => a - b);
+}
+
+t.test('a plain file is split as csv-parse parses it: the same records, lines and failures, in any chunks', async (t) => {
+  const next = random(20261127);
+  let split = 0;
+  let failed = 0;
+  for (let round = 0; round < 600; round++) {
+    const delimiter = next() < 0.5 ? ',' : ';';
+    const lineEnd = next() < 0.5 ? '\n' : '\r\n';
+    const file = plainFile(next, delimiter, lineEnd);
+    const cuts = randomCuts(next, file.length);
+    const shape = shapeOf(file, cuts);
+    if (!shape.utf8 || shape.lineEnd === null) {
+      t.fail(`a generated plain file is taken for another (round ${round})`);
+      continue;
+    }
+    const expected = await read((onRecord) => new NumberedRecords(delimiter, onRecord), file, []);
+    const actual = await read((onRecord) => recordsOf(shape, delimiter, onRecord), file, cuts);
+    if (JSON.stringify(actual) !== JSON.stringify(expected)) {
+      t.strictSame(actual, expected, `round ${round}: ${JSON.stringify(file.toString())} cut at ${cuts.join(', ')}`);
+      break;
+    }
+    split++;
+    if (expected.failure) failed++;
+  }
+  t.equal(split, 600, 'every generated file read alike');
+  t.ok(failed > 20 && failed < 580, `both kinds of files among them (${failed} malformed)`);
+});
+
+t.test('the shape of a file: which files are split, which go to csv-parse', async (t) => {
+  const lineEnd = (text: string | Buffer, cuts: number[] = []) => shapeOf(Buffer.from(text), cuts).lineEnd;
+  t.equal(lineEnd('a,b\nc,d\n'), '\n');
+  t.equal(lineEnd('a,b\r\nc,d\r\n', [4]), '\r\n', 'CRLF, also with the pair in two chunks');
+  t.equal(lineEnd('a,b'), '\n', 'one line without an end');
+  t.equal(lineEnd(''), '\n', 'an empty file');
+  t.equal(lineEnd('a,"b"\nc,d\n'), null, 'a quote anywhere');
+  t.equal(lineEnd('a,b\r\nc,d\n'), null, 'line ends of both kinds');
+  t.equal(lineEnd('a,b\rc,d\r'), null, 'carriage returns alone');
+  t.equal(lineEnd('a,b\r\nc\rd\r\n'), null, 'a carriage return inside a line');
+  t.equal(lineEnd(`a\n${'x'.repeat(MAX_LINE_CHARACTERS)}\n`), '\n', 'a line of the longest length');
+  t.equal(lineEnd(`a\n${'x'.repeat(MAX_LINE_CHARACTERS + 1)}\n`, [10, 40_000]), null, 'a longer line, across chunks');
+  t.equal(lineEnd(`a\n${'x'.repeat(MAX_LINE_CHARACTERS + 1)}`), null, 'a longer last line without an end');
+
+  const utf8 = (bytes: Buffer, cuts: number[] = []) => shapeOf(bytes, cuts).utf8;
+  t.equal(utf8(Buffer.from('name\nJürgen\n'), [7]), true, 'a character split between two chunks');
+  t.equal(utf8(Buffer.from([0x61, 0x0a, 0xff, 0x0a])), false, 'a byte no UTF-8 text holds');
+  t.equal(utf8(Buffer.from([0x61, 0xc3])), false, 'a character cut off at the end');
+  t.equal(shapeOf(Buffer.from('user;city\nanna;Bonn\n'), [3]).head.toString(), 'user;city\nanna;Bonn\n', 'the head reaches past the first line end');
+});
+
+t.test('files that are not plain are read by csv-parse', async (t) => {
+  const quoted = Buffer.from('a,b\n"x, y",z\n');
+  const shape = shapeOf(quoted, []);
+  t.type(
+    recordsOf(shape, ',', () => undefined),
+    NumberedRecords,
+  );
+  t.strictSame(await read((onRecord) => recordsOf(shape, ',', onRecord), quoted, [5]), {
+    records: [
+      [['a', 'b'], 1],
+      [['x, y', 'z'], 2],
+    ],
+    failure: null,
+  });
+  const plain = shapeOf(Buffer.from('a,b\n'), []);
+  t.type(
+    recordsOf(plain, ',', () => undefined),
+    SplitRecords,
+  );
+});
+
+t.test('a failure of the record callback fails the reading, and no record after it is handed over', async (t) => {
+  for (const make of [(on: (r: string[]) => void) => new SplitRecords(',', '\n', on), (on: (r: string[]) => void) => new NumberedRecords(',', on)]) {
+    const seen: string[][] = [];
+    const reader = make((record) => {
+      if (record[0] === 'stop') throw new Error('refused');
+      seen.push(record);
+    });
+    await t.rejects(
+      (async () => {
+        await reader.parse(Buffer.from('a,b\nstop,x\nc,d\n'));
+        await reader.finish();
+      })(),
+      { message: 'refused' },
+    );
+    t.strictSame(seen, [['a', 'b']]);
+  }
+});
