@@ -167,6 +167,8 @@ export async function comparePair(
     console.log(`\n${name}: ${connections} connections, median of ${options.rounds} alternating ${options.seconds}s rounds`);
     report(pick('subject'), pick('baseline'));
     console.log(`ratios per round: ${runs.map((run) => (run.subject.requests / run.baseline.requests).toFixed(2)).join(' ')}`);
+    const tails = (side: 'subject' | 'baseline') => runs.map((run) => (run[side].p99 / Math.max(1, run[side].p50)).toFixed(1)).join(' ');
+    console.log(`p99/p50 per round: Atrium ${tails('subject')}; baseline ${tails('baseline')}`);
     const failed = runs.some((run) => run.subject.non2xx > 0 || run.baseline.non2xx > 0);
     if (failed) {
       console.log('SOME ANSWERS WERE NOT 2xx: the figures above do not count.');
