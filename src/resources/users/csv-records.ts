@@ -106,10 +106,10 @@ export class FileShape {
    * last chunk): no quote anywhere (a cell is then never more than the text between two
    * delimiters), every line ending alike (no carriage return, or one before every line
    * feed and none elsewhere) and no line longer than MAX_LINE_CHARACTERS bytes (csv-parse
-   * refuses longer ones). Otherwise null: csv-parse reads it.
+   * refuses longer ones). Otherwise (or when the file is no UTF-8) null: csv-parse reads it.
    */
   get lineEnd(): '\n' | '\r\n' | null {
-    if (this.quoted || Math.max(this.longestLine, this.lineBytes) > MAX_LINE_CHARACTERS) return null;
+    if (!this.utf8 || this.quoted || Math.max(this.longestLine, this.lineBytes) > MAX_LINE_CHARACTERS) return null;
     if (this.carriageReturns === 0) return '\n';
     return this.carriageReturns === this.crlfs && this.lineFeeds === this.crlfs ? '\r\n' : null;
   }
@@ -151,17 +151,21 @@ export class NumberedRecords extends Parser implements Records {
   }
 
   async parse(chunk: Buffer): Promise<void> {
-    await new Promise<void>((resolve, reject) => this.write(chunk, (error) => (error ? reject(malformed(error)) : resolve())));
-    if (this.failure) throw this.failure.error;
+    await this.failing(new Promise<void>((resolve, reject) => this.write(chunk, (error) => (error ? reject(error) : resolve()))));
   }
 
   async finish(): Promise<void> {
     const finished = once(this, 'finish');
     this.end();
+    await this.failing(finished);
+  }
+
+  /** `parsed`, failing with the callback's failure first (a malformed record after it is never reached by the split). */
+  private async failing(parsed: Promise<unknown>): Promise<void> {
     try {
-      await finished;
+      await parsed;
     } catch (error) {
-      throw malformed(error);
+      throw this.failure ? this.failure.error : malformed(error);
     }
     if (this.failure) throw this.failure.error;
   }

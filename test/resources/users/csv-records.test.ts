@@ -134,6 +134,7 @@ t.test('the shape of a file: which files are split, which go to csv-parse', asyn
   t.equal(utf8(Buffer.from('name\nJürgen\n'), [7]), true, 'a character split between two chunks');
   t.equal(utf8(Buffer.from([0x61, 0x0a, 0xff, 0x0a])), false, 'a byte no UTF-8 text holds');
   t.equal(utf8(Buffer.from([0x61, 0xc3])), false, 'a character cut off at the end');
+  t.equal(lineEnd(Buffer.from([0xff, 0x0a, 0x61, 0x2c, 0x22, 0x62, 0x0d, 0x0a])), null, 'a file that is no UTF-8 is never split');
   t.equal(shapeOf(Buffer.from('user;city\nanna;Bonn\n'), [3]).head.toString(), 'user;city\nanna;Bonn\n', 'the head reaches past the first line end');
 });
 
@@ -173,5 +174,30 @@ t.test('a failure of the record callback fails the reading, and no record after 
       { message: 'refused' },
     );
     t.strictSame(seen, [['a', 'b']]);
+  }
+});
+
+t.test('a failure of the record callback comes before a malformed record after it, in either reader and any chunks', async (t) => {
+  // As an invalid header fails the preview although its second line is malformed.
+  const file = Buffer.from('bogus,x\nanna\nb,c\n');
+  const refuseHeader = (record: string[], line: number) => {
+    if (line === 1) throw new Error('the header is refused');
+  };
+  for (const cuts of [[], [8], [9], [3, 12]]) {
+    for (const make of [() => new NumberedRecords(',', refuseHeader), () => new SplitRecords(',', '\n', refuseHeader)]) {
+      const reader = make();
+      await t.rejects(
+        (async () => {
+          let from = 0;
+          for (const cut of [...cuts, file.length]) {
+            await reader.parse(file.subarray(from, cut));
+            from = cut;
+          }
+          await reader.finish();
+        })(),
+        { message: 'the header is refused' },
+        `${reader.constructor.name}, cut at ${cuts.join(', ') || 'nothing'}`,
+      );
+    }
   }
 });
