@@ -252,7 +252,9 @@ type Answer = components['schemas']['CsvImportResult'];
  */
 export async function previewCsvImport(tx: Tx, file: Upload, options: CsvImportOptions): Promise<StreamedJson<Answer>> {
   const shape = new FileShape();
-  for await (const chunk of file.chunks()) shape.add(chunk);
+  for await (const chunk of file.chunks()) {
+    if (!shape.add(chunk)) break;
+  }
   if (!shape.utf8) throw invalid({ user_data_csv: ['must be UTF-8 encoded'] }, 'The CSV file is not UTF-8.');
   const groups = {
     new_users: new JsonArraySpool(),

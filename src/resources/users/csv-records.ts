@@ -63,8 +63,9 @@ export class FileShape {
   private lineBytes = 0;
   private lastByte = -1;
 
-  add(chunk: Buffer): void {
-    if (!this.encoded) return;
+  /** Reads the next chunk; answers whether the file is still UTF-8 (once it is not, the rest need not be read). */
+  add(chunk: Buffer): boolean {
+    if (!this.encoded) return false;
     if (this.headBytes < MAX_LINE_CHARACTERS && (this.headChunks.length === 0 || this.headChunks.at(-1)!.indexOf(LF) === -1)) {
       this.headChunks.push(chunk);
       this.headBytes += chunk.length;
@@ -73,7 +74,7 @@ export class FileShape {
     const cut = joined.length - unfinishedCharacter(joined);
     if (!isUtf8(joined.subarray(0, cut))) {
       this.encoded = false;
-      return;
+      return false;
     }
     this.unfinished = cut < joined.length ? Buffer.from(joined.subarray(cut)) : null;
 
@@ -89,6 +90,7 @@ export class FileShape {
     }
     this.lineBytes += chunk.length - start;
     if (chunk.length > 0) this.lastByte = chunk[chunk.length - 1]!;
+    return true;
   }
 
   /** Whether the whole file is UTF-8 (after its last chunk). */
