@@ -27,7 +27,7 @@ import { invalid, type FieldErrors } from '../../platform/http/problem.ts';
 import { departments } from '../departments/table.ts';
 import { CONFERS_ENTITY_RIGHTS, HOLDS_ENTITY_RIGHTS, membershipsConferringRights, usersHoldingRightsBeyond } from '../entity-permissions/rules.ts';
 import { roles } from '../roles/table.ts';
-import { FileShape, MalformedCsv, MAX_LINE_CHARACTERS, recordsOf } from './csv-records.ts';
+import { FileShape, MalformedCsv, recordsOf } from './csv-records.ts';
 import { columnsOf, IMPORTABLE_KEYS, keepsCurrent, parseCell, USER_FIELDS, type CellValue, type UserKey } from './fields.ts';
 import { departmentIdsOf, loadRequiredProfileKeys, loadUserReferences, usersWithRoleGrants, type UserReferences } from './queries.ts';
 import {
@@ -88,14 +88,6 @@ function mapHeader(header: string[], remap: CsvImportOptions['headers']): UserKe
   if (!keys.includes('username')) problems.push(`no column holds username (header "${remap.username ?? 'username'}")`);
   if (problems.length > 0) throw invalid({ user_data_csv: problems }, 'The CSV header is invalid.');
   return keys;
-}
-
-/** `,` or `;`, whichever the header line uses more. */
-function detectDelimiter(head: Buffer): string {
-  const end = head.indexOf(0x0a);
-  // A longer line refuses the file anyway (MAX_LINE_CHARACTERS).
-  const firstLine = head.subarray(0, Math.min(end === -1 ? head.length : end, MAX_LINE_CHARACTERS)).toString('utf8');
-  return (firstLine.match(/;/g)?.length ?? 0) > (firstLine.match(/,/g)?.length ?? 0) ? ';' : ',';
 }
 
 const NOTHING_LEFT: ReadonlySet<string> = new Set();
@@ -296,7 +288,7 @@ async function judgeFile(tx: Tx, file: Upload, shape: FileShape, options: CsvImp
     for (const [group, entries] of Object.entries(result) as [keyof BatchResult, object[]][]) await groups[group].addAll(entries);
   };
 
-  const parser = recordsOf(shape, detectDelimiter(shape.head), (record, line) => {
+  const parser = recordsOf(shape, shape.delimiter, (record, line) => {
     if (!judging) {
       judging = { options, keys: mapHeader(record, options.headers), references, selfIgnored: new Set(selfUpdateIgnoredKeys(caller)), rules };
       return;

@@ -103,6 +103,14 @@ export class FileShape {
     return Buffer.concat(this.headChunks);
   }
 
+  /** `,` or `;`, whichever the header line uses more (a longer line than MAX_LINE_CHARACTERS refuses the file anyway). */
+  get delimiter(): string {
+    const head = this.head;
+    const end = head.indexOf(LF);
+    const firstLine = head.subarray(0, Math.min(end === -1 ? head.length : end, MAX_LINE_CHARACTERS)).toString('utf8');
+    return (firstLine.match(/;/g)?.length ?? 0) > (firstLine.match(/,/g)?.length ?? 0) ? ';' : ',';
+  }
+
   /**
    * How its lines end, when its records can be split at line ends and delimiters (after its
    * last chunk): no quote anywhere (a cell is then never more than the text between two

@@ -136,6 +136,8 @@ t.test('the shape of a file: which files are split, which go to csv-parse', asyn
   t.equal(utf8(Buffer.from([0x61, 0xc3])), false, 'a character cut off at the end');
   t.equal(lineEnd(Buffer.from([0xff, 0x0a, 0x61, 0x2c, 0x22, 0x62, 0x0d, 0x0a])), null, 'a file that is no UTF-8 is never split');
   t.equal(shapeOf(Buffer.from('user;city\nanna;Bonn\n'), [3]).head.toString(), 'user;city\nanna;Bonn\n', 'the head reaches past the first line end');
+  t.equal(shapeOf(Buffer.from('user;city;x,y\nanna,Bonn,x,y\n'), [2]).delimiter, ';', 'the separator the header line uses more');
+  t.equal(shapeOf(Buffer.from('user,city;x\nanna;Bonn;x\n'), []).delimiter, ',', 'counted on the header line only');
 });
 
 t.test('files that are not plain are read by csv-parse', async (t) => {
