@@ -6,6 +6,8 @@
  *   removes it afterwards; with DATABASE_URL it uses that server (the role must be allowed
  *   to create databases) and drops everything it created.
  * - Arguments are passed to tap (`npm test -- test/resources/users/users.test.ts`).
+ * - The embedded cluster runs without durability (TEST_CLUSTER_SETTINGS): its data lives
+ *   for one run.
  * - Running `npx tap <file>` directly still works: each file then creates its own database
  *   (see test/helpers/database.ts).
  * - Files run several at a time: twice as many as the machine has cores (tap's own default
@@ -24,11 +26,13 @@ import path from 'node:path';
 import postgres from 'postgres';
 import { Database } from '../src/platform/database/database.ts';
 import { startEmbeddedPostgres } from '../src/platform/database/embedded.ts';
-import { TEST_CLUSTER_ENV, type TestCluster } from '../test/helpers/database.ts';
+import { TEST_CLUSTER_ENV, TEST_CLUSTER_SETTINGS, type TestCluster } from '../test/helpers/database.ts';
 
 const external = process.env.DATABASE_URL || undefined;
 const dataDir = path.join(os.tmpdir(), `atrium-test-cluster-${process.pid}-${randomBytes(4).toString('hex')}`);
-const server = external ? { url: external, appPassword: undefined, stop: async () => {} } : await startEmbeddedPostgres(dataDir);
+const server = external
+  ? { url: external, appPassword: undefined, stop: async () => {} }
+  : await startEmbeddedPostgres(dataDir, { settings: TEST_CLUSTER_SETTINGS });
 
 const template = `atrium_template_${process.pid}_${randomBytes(4).toString('hex')}`;
 const admin = postgres(server.url, { max: 1, onnotice: () => {} });

@@ -17,5 +17,5 @@ export interface DatabaseServer {
 export async function openDatabaseServer(config: Config, logger: Logger): Promise<DatabaseServer> {
   if (config.databaseUrl) return { url: config.databaseUrl, stop: async () => {} };
   logger.info({ dataDir: config.dataDir }, 'starting embedded PostgreSQL');
-  return startEmbeddedPostgres(config.dataDir, (line) => logger.debug({ postgres: line }));
+  return startEmbeddedPostgres(config.dataDir, { log: (line) => logger.debug({ postgres: line }) });
 }

@@ -30,6 +30,24 @@ function atrium(...args: (string | RunOptions)[]): Promise<{ code: number; stdou
   });
 }
 
+/**
+ * `run` over every item, at most four processes at a time (each case is a process of its
+ * own: run one after another, they made this file the longest of the suite); answers in
+ * the order of `items`.
+ */
+async function inParallel<T, R>(items: readonly T[], run: (item: T) => Promise<R>): Promise<R[]> {
+  const results: R[] = [];
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) {
+      const i = next++;
+      results[i] = await run(items[i]!);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(4, items.length) }, worker));
+  return results;
+}
+
 async function signIn(t: Test, tenant: string, username: string, password: string): Promise<number> {
   return (await api.call(t, 'login', { body: { tenant, username, password } })).status;
 }
@@ -67,24 +85,26 @@ t.test('migrate names the migrations it applied, then says nothing is left', asy
 });
 
 t.test('--help: the overview and the usage of each command, on stdout, exit 0', async (t) => {
-  for (const args of [['--help'], ['help']]) {
-    const result = await atrium(...args);
+  const commands = ['migrate', 'tenant:create', 'token:create', 'user:set-password'];
+  const overview = /^usage: atrium <command> \[options\]\n/;
+  const cases: [string[], RegExp][] = [
+    [['--help'], overview],
+    [['help'], overview],
+    ...commands.flatMap((command) =>
+      [
+        [command, '--help'],
+        [command, '-h'],
+        ['help', command],
+      ].map((args): [string[], RegExp] => [args, new RegExp(`^usage: atrium ${command}\\b`)]),
+    ),
+  ];
+  const results = await inParallel(cases, ([args]) => atrium(...args));
+  for (const [i, [args, usage]] of cases.entries()) {
+    const result = results[i]!;
     t.equal(result.code, 0, args.join(' '));
     t.equal(result.stderr, '');
-    t.match(result.stdout, /^usage: atrium <command> \[options\]\n/);
-    for (const command of ['migrate', 'tenant:create', 'token:create', 'user:set-password']) t.match(result.stdout, `\n  ${command} `);
-  }
-  for (const command of ['migrate', 'tenant:create', 'token:create', 'user:set-password']) {
-    for (const args of [
-      [command, '--help'],
-      [command, '-h'],
-      ['help', command],
-    ]) {
-      const result = await atrium(...args);
-      t.equal(result.code, 0, args.join(' '));
-      t.equal(result.stderr, '');
-      t.match(result.stdout, new RegExp(`^usage: atrium ${command}\\b`));
-    }
+    t.match(result.stdout, usage);
+    if (usage === overview) for (const command of commands) t.match(result.stdout, `\n  ${command} `);
   }
 });
 
@@ -95,8 +115,9 @@ t.test('usage mistakes print the message and the usage on stderr, exit 2; failur
     [['token:create', '--tenant', 'cli-co', '--bogus', 'x'], /^atrium: Unknown option '--bogus'.*\n\nusage: atrium token:create /],
     [['token:create', '--tenant', 'cli-co'], /^atrium: --username is required\n\nusage: atrium token:create /],
   ];
-  for (const [args, stderr] of mistakes) {
-    const result = await atrium(...args);
+  const results = await inParallel(mistakes, ([args]) => atrium(...args));
+  for (const [i, [args, stderr]] of mistakes.entries()) {
+    const result = results[i]!;
     t.equal(result.code, 2, args.join(' '));
     t.equal(result.stdout, '');
     t.match(result.stderr, stderr);
@@ -117,8 +138,9 @@ t.test('usage errors exit 2 with a message, and change nothing', async (t) => {
     ['token:create', '--tenant', 'no-such', '--username', 'root'],
     ['token:create', '--tenant', 'cli-co', '--username', 'root', '--expires-in', '0'],
   ];
-  for (const args of cases) {
-    const result = await atrium(...args);
+  const results = await inParallel(cases, (args) => atrium(...args));
+  for (const [i, args] of cases.entries()) {
+    const result = results[i]!;
     t.not(result.code, 0, args.join(' '));
     t.equal(result.stdout, '', 'nothing on stdout');
     t.match(result.stderr, /^atrium: /);
@@ -149,8 +171,9 @@ t.test('user:set-password sets a lost password from standard input and ends the 
     [['user:set-password', '--tenant', 'cli-reset', '--username', 'nobody', { input: 'a new long password\n' }], 1, /no active user "nobody"/],
     [['user:set-password', '--tenant', 'no-such', '--username', 'forgetful', { input: 'a new long password\n' }], 1, /no tenant "no-such"/],
   ] as const;
-  for (const [args, code, message] of mistakes) {
-    const result = await atrium(...args);
+  const results = await inParallel(mistakes, ([args]) => atrium(...args));
+  for (const [i, [args, code, message]] of mistakes.entries()) {
+    const result = results[i]!;
     t.equal(result.code, code, JSON.stringify(args));
     t.match(result.stderr, message);
   }

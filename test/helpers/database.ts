@@ -12,6 +12,13 @@ import path from 'node:path';
 import postgres from 'postgres';
 import { startEmbeddedPostgres } from '../../src/platform/database/embedded.ts';
 
+/**
+ * A test cluster's data lives for one run: nothing needs to survive a crash of the machine,
+ * so PostgreSQL does not wait for the disk (each file's database, copied from the template,
+ * and every commit would otherwise be flushed).
+ */
+export const TEST_CLUSTER_SETTINGS = { fsync: 'off', synchronous_commit: 'off', full_page_writes: 'off' };
+
 /** Set by scripts/test.ts: the run's server and template (JSON of `TestCluster`). */
 export const TEST_CLUSTER_ENV = 'ATRIUM_TEST_CLUSTER';
 
@@ -65,7 +72,7 @@ export async function createTestDatabase(): Promise<TestDatabase> {
   const external = process.env.DATABASE_URL;
   if (external) return databaseOnServer(external);
   const dataDir = path.join(os.tmpdir(), `atrium-test-${process.pid}-${randomBytes(4).toString('hex')}`);
-  const server = await startEmbeddedPostgres(dataDir);
+  const server = await startEmbeddedPostgres(dataDir, { settings: TEST_CLUSTER_SETTINGS });
   return {
     url: server.url,
     async drop() {

