@@ -9,8 +9,8 @@
  * Records a handler has just written, or nests in another resource's answer, are
  * presented with `presentAll` / `presentGrouped`.
  */
-import { and, sql, type SQL } from 'drizzle-orm';
-import { PgDialect } from 'drizzle-orm/pg-core';
+import { and, eq, sql, type SQL } from 'drizzle-orm';
+import { PgDialect, type PgColumn } from 'drizzle-orm/pg-core';
 import type { Database, Tx } from '../database/database.ts';
 import { selectStatement, type SelectStatement, type Statement } from '../database/select-statement.ts';
 import { withNextPage } from '../http/next-page.ts';
@@ -106,7 +106,30 @@ interface CompiledListing {
   order: string;
   /** How rows map to records: the select's own mapping (`selectStatement`). */
   select: SelectStatement<unknown>;
+  /** `column = $1` by column, rendered on first use (`KeyIs`). */
+  keys: Map<PgColumn, string>;
 }
+
+/**
+ * `column = value`: how a show endpoint usually names its record. Where the listing has no
+ * scope, its statement with this condition is rendered once per column and only the value
+ * is bound per request (drizzle renders nothing); elsewhere it is the condition `eq` makes.
+ */
+export class KeyIs {
+  constructor(
+    readonly column: PgColumn,
+    readonly value: unknown,
+  ) {}
+
+  get condition(): SQL {
+    return eq(this.column, this.value);
+  }
+}
+
+export const keyIs = (column: PgColumn, value: unknown): KeyIs => new KeyIs(column, value);
+
+/** A condition rendered to text and its parameters, numbered from $1. */
+type Rendered = { sql: string; params: unknown[] };
 
 /**
  * Compiled listings, by the inline relations their statement carries (names joined by
@@ -154,23 +177,32 @@ function compiled<Row, Viewer, FilterKey extends string, Shown>(
   if (found !== undefined) return found;
   const select = selectStatement<unknown>(listing.query(builder, inlineColumns(listing, relations)) as unknown as PromiseLike<unknown[]>);
   const order = dialect.sqlToQuery(listing.order.length > 0 ? sql` order by ${sql.join(listing.order, sql`, `)}` : sql``);
-  found = select.statement.params.length === 0 && order.params.length === 0 ? { head: select.statement.sql, order: order.sql, select } : null;
+  found = select.statement.params.length === 0 && order.params.length === 0 ? { head: select.statement.sql, order: order.sql, select, keys: new Map() } : null;
   variants.set(key, found);
   return found;
 }
 
 /**
- * The statement of a compiled listing's rows matching `condition`, in list order, cut by
- * `page`: the text drizzle's builder makes (`… where … order by … limit … offset …`), with
- * only the condition rendered per request.
+ * The statement of a compiled listing's rows matching `condition` (rendered), in list order,
+ * cut by `page`: the text drizzle's builder makes (`… where … order by … limit … offset …`).
  */
-function compiledStatement(text: CompiledListing, condition: SQL | undefined, page: { limit?: number; offset?: number }): Statement {
-  const rendered = condition ? dialect.sqlToQuery(condition) : undefined;
+function compiledStatement(text: CompiledListing, rendered: Rendered | undefined, page: { limit?: number; offset?: number }): Statement {
   const params = rendered ? rendered.params : [];
   let statement = rendered ? `${text.head} where ${rendered.sql}${text.order}` : `${text.head}${text.order}`;
   if (page.limit) statement += ` limit $${params.push(page.limit)}`;
   if (page.offset) statement += ` offset $${params.push(page.offset)}`;
   return { sql: statement, params };
+}
+
+/** `condition` as text: for a `KeyIs` without a scope, the text rendered once for its column. */
+function renderedCondition(text: CompiledListing, scope: SQL | undefined, condition: SQL | KeyIs | undefined): Rendered | undefined {
+  if (condition instanceof KeyIs && !scope) {
+    let key = text.keys.get(condition.column);
+    if (key === undefined) text.keys.set(condition.column, (key = dialect.sqlToQuery(eq(condition.column, sql.placeholder('key'))).sql));
+    return { sql: key, params: [condition.column.mapToDriverValue(condition.value)] };
+  }
+  const where = and(scope, condition instanceof KeyIs ? condition.condition : condition);
+  return where ? dialect.sqlToQuery(where) : undefined;
 }
 
 function rowsWhere<Row, Viewer, FilterKey extends string, Shown>(
@@ -195,7 +227,13 @@ function rowsWhere<Row, Viewer, FilterKey extends string, Shown>(
     );
   }
   const { select } = text;
-  const query = tx._.session.prepareQuery(compiledStatement(text, condition, page), select.fields, undefined, true, select.mapRows ?? undefined);
+  const query = tx._.session.prepareQuery(
+    compiledStatement(text, condition && dialect.sqlToQuery(condition), page),
+    select.fields,
+    undefined,
+    true,
+    select.mapRows ?? undefined,
+  );
   (query as unknown as { joinsNotNullableMap?: Record<string, boolean> }).joinsNotNullableMap = select.joinsNotNullableMap;
   return query.execute() as Promise<Row[]>;
 }
@@ -211,7 +249,7 @@ function oneStatement<Row, Viewer, FilterKey extends string, Shown>(
   db: Database,
   listing: ListingDefinition<Row, Viewer, FilterKey, Shown>,
   viewer: Viewer,
-  where: SQL | undefined,
+  where: SQL | KeyIs | undefined,
   page: { limit?: number; offset?: number },
   relations: readonly string[],
 ): { statement: Statement; mapRows(rows: unknown[][]): Row[] } | null {
@@ -220,7 +258,7 @@ function oneStatement<Row, Viewer, FilterKey extends string, Shown>(
   if (relations.some((name) => Object.hasOwn(viewRelations, name) && !viewRelations[name]!.inline)) return null;
   const text = compiled(db.app as unknown as Tx, listing, inlineRelations(listing, relations));
   const mapRows = text?.select.mapRows as ((rows: unknown[][]) => Row[]) | null | undefined;
-  return text && mapRows ? { statement: compiledStatement(text, and(listing.scope?.(viewer), where), page), mapRows } : null;
+  return text && mapRows ? { statement: compiledStatement(text, renderedCondition(text, listing.scope?.(viewer), where), page), mapRows } : null;
 }
 
 /**
@@ -284,8 +322,8 @@ export async function listRecords<Row, Viewer, FilterKey extends string, Shown>(
 }
 
 /**
- * A show endpoint: the record `which` names (a condition within the listing's scope, or a
- * lookup of the resource's own, which may throw its own 404), or 404 `${what} does not exist.`.
+ * A show endpoint: the record `which` names (a condition within the listing's scope, such
+ * as `keyIs(table.id, id)`, or a lookup of the resource's own, which may throw its own 404), or 404 `${what} does not exist.`.
  * The controls are read before any query, or, with `controlsAfterFind`, after the record is
  * found, for views whose field visibility depends on the record (one's own user record): a
  * missing record is then a 404 whatever the controls. `defaultRelations` replaces the
@@ -297,7 +335,7 @@ export async function showRecord<Row, Viewer, FilterKey extends string, Shown>(
   listing: ListingDefinition<Row, Viewer, FilterKey, Shown>,
   query: ControlsQuery,
   viewer: Viewer,
-  which: SQL | ((tx: Tx) => Promise<Row | undefined>),
+  which: SQL | KeyIs | ((tx: Tx) => Promise<Row | undefined>),
   what: string,
   options: { controlsAfterFind?: boolean; defaultRelations?: readonly string[] } = {},
 ): Promise<Record<string, unknown>> {
@@ -317,7 +355,12 @@ export async function showRecord<Row, Viewer, FilterKey extends string, Shown>(
   const one = typeof which === 'function' ? null : oneStatement(db, listing, viewer, which, {}, relations);
   if (one) return answer(null, one.mapRows(await db.tenantRead(tenantId, one.statement))[0]);
   return db.tenant(tenantId, async (tx) =>
-    answer(tx, typeof which === 'function' ? await which(tx) : (await rowsWhere(tx, listing, viewer, which, {}, relations))[0]),
+    answer(
+      tx,
+      typeof which === 'function'
+        ? await which(tx)
+        : (await rowsWhere(tx, listing, viewer, which instanceof KeyIs ? which.condition : which, {}, relations))[0],
+    ),
   );
 }
 

@@ -1,9 +1,8 @@
-import { eq } from 'drizzle-orm';
 import type { Auth } from '../../platform/auth/auth.ts';
 import type { Tx } from '../../platform/database/database.ts';
 import type { Handlers } from '../../platform/http/handler.ts';
 import { notFound } from '../../platform/http/problem.ts';
-import { listRecords, presentAll, showRecord } from '../../platform/result-controls/listing.ts';
+import { keyIs, listRecords, presentAll, showRecord } from '../../platform/result-controls/listing.ts';
 import { replaceSubjectLists } from '../entity-permissions/queries.ts';
 import {
   findUndeletedMenuItem,
@@ -34,7 +33,7 @@ export const menuItemHandlers = {
   },
 
   async getMenuItem({ auth, query, params, services: { db } }) {
-    const body = await showRecord(db, auth.tenantId, menuItemListing, query, userScope(auth), eq(menuItems.id, params.menuItem), 'The menu item');
+    const body = await showRecord(db, auth.tenantId, menuItemListing, query, userScope(auth), keyIs(menuItems.id, params.menuItem), 'The menu item');
     return { status: 200, body };
   },
 
@@ -43,7 +42,7 @@ export const menuItemHandlers = {
   },
 
   async getAdministeredMenuItem({ auth, query, params, services: { db } }) {
-    const body = await showRecord(db, auth.tenantId, menuItemListing, query, administrationScope(auth), eq(menuItems.id, params.menuItem), 'The menu item');
+    const body = await showRecord(db, auth.tenantId, menuItemListing, query, administrationScope(auth), keyIs(menuItems.id, params.menuItem), 'The menu item');
     return { status: 200, body };
   },
 

@@ -18,6 +18,7 @@ import {
   presentAll,
   presentGrouped,
   selectRecords,
+  keyIs,
   showRecord,
   type Listing,
 } from '../../../src/platform/result-controls/listing.ts';
@@ -432,6 +433,27 @@ t.test('showRecord by condition: within the scope, or 404; controls judged first
       errors: { selects: ['unknown or not visible: note; allowed: id, title, position, code'] },
     },
     'visibility in general, not on the record, without controlsAfterFind',
+  );
+});
+
+t.test('showRecord by key (keyIs): the record `eq` names, rendered once per column, within the scope where there is one', async (t) => {
+  const unscoped: Listing<BookRow, Viewer, 'title' | 'shelf_id'> = { ...inlineListing, scope: undefined };
+  for (const id of [1, 4, 5]) {
+    const byKey = await statements(() => showRecord(db, tenantId, unscoped, { relations: 'shelf' }, librarian, keyIs(books.id, id), 'The book'));
+    const byCondition = await showRecord(db, tenantId, unscoped, { relations: 'shelf' }, librarian, eq(books.id, id), 'The book');
+    t.strictSame(byKey.result, byCondition, `book ${id}: the answer the condition gives`);
+    t.equal(byKey.count, 2, 'tenant setting and the row');
+  }
+  t.match(await refusal(() => showRecord(db, tenantId, unscoped, {}, librarian, keyIs(books.id, 6), 'The book')), { status: 404 }, 'another tenant’s');
+  t.match(await refusal(() => showRecord(db, tenantId, unscoped, {}, librarian, keyIs(books.id, 99), 'The book')), { status: 404 }, 'none');
+  // A listing with a scope, read in one statement too: the key is one more condition within it.
+  const shelfOnly = { relations: 'shelf' };
+  const scoped = await statements(() => refusal(() => showRecord(db, tenantId, inlineListing, shelfOnly, reader, keyIs(books.id, 5), 'The book')));
+  t.match(scoped, { result: { status: 404 }, count: 2 }, 'out of scope');
+  t.strictSame(
+    await showRecord(db, tenantId, inlineListing, shelfOnly, reader, keyIs(books.id, 4), 'The book'),
+    await showRecord(db, tenantId, inlineListing, shelfOnly, reader, eq(books.id, 4), 'The book'),
+    'within the scope',
   );
 });
 
