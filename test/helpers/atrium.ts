@@ -64,6 +64,17 @@ export interface TestApi {
   tokenFor(tenantId: number, userId: number): Promise<string>;
 }
 
+/**
+ * Ends the process once tap has taken everything written to stdout. Writes to a pipe are
+ * asynchronous: while tap is slow to read (a busy machine), the rest of a file's results
+ * waits in the process, and exiting then drops it (the file's output ends mid-test, exit
+ * code 0).
+ */
+function exitOnceFlushed(): void {
+  if (process.stdout.writableLength === 0) process.exit();
+  else process.stdout.once('drain', exitOnceFlushed);
+}
+
 let userCounter = 0;
 
 export async function startTestApi(t: Test, overrides: Partial<Config> = {}): Promise<TestApi> {
@@ -87,18 +98,7 @@ export async function startTestApi(t: Test, overrides: Partial<Config> = {}): Pr
   // When files run in parallel, a finished file's process sometimes lingers with nothing
   // open but its pipes to tap, until tap's timeout kills it and fails the file. Once the
   // file's results are out, it ends (keeping tap's exit code).
-  let ended = false;
-  t.on('end', () => {
-    ended = true;
-    setTimeout(() => process.exit(), 2_000).unref();
-  });
-  // A process that ends before its tests did (seen rarely in CI, exit code 0, its output cut
-  // short) says so, with what it still held open, so that the log names the cause.
-  process.on('exit', (code) => {
-    if (ended) return;
-    const open = (process as unknown as { _getActiveHandles(): object[] })._getActiveHandles().map((handle) => handle.constructor.name);
-    process.stderr.write(`test process exits with code ${code} before its tests ended; open handles: ${open.join(', ') || 'none'}\n`);
-  });
+  t.on('end', () => setTimeout(exitOnceFlushed, 2_000).unref());
   const db = atrium.services.db;
   const app = atrium.app!;
 
