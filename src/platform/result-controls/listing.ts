@@ -194,6 +194,10 @@ function compiledStatement(text: CompiledListing, rendered: Rendered | undefined
   return { sql: statement, params };
 }
 
+/** `condition` within `scope`, as drizzle takes it. */
+const within = (scope: SQL | undefined, condition: SQL | KeyIs | undefined): SQL | undefined =>
+  and(scope, condition instanceof KeyIs ? condition.condition : condition);
+
 /** `condition` as text: for a `KeyIs` without a scope, the text rendered once for its column. */
 function renderedCondition(text: CompiledListing, scope: SQL | undefined, condition: SQL | KeyIs | undefined): Rendered | undefined {
   if (condition instanceof KeyIs && !scope) {
@@ -201,7 +205,7 @@ function renderedCondition(text: CompiledListing, scope: SQL | undefined, condit
     if (key === undefined) text.keys.set(condition.column, (key = dialect.sqlToQuery(eq(condition.column, sql.placeholder('key'))).sql));
     return { sql: key, params: [condition.column.mapToDriverValue(condition.value)] };
   }
-  const where = and(scope, condition instanceof KeyIs ? condition.condition : condition);
+  const where = within(scope, condition);
   return where ? dialect.sqlToQuery(where) : undefined;
 }
 
@@ -209,18 +213,18 @@ function rowsWhere<Row, Viewer, FilterKey extends string, Shown>(
   tx: Tx,
   listing: ListingDefinition<Row, Viewer, FilterKey, Shown>,
   viewer: Viewer,
-  where: SQL | undefined,
+  where: SQL | KeyIs | undefined,
   page: { limit?: number; offset?: number } = {},
   relations: readonly string[] = [],
 ): PromiseLike<Row[]> {
-  const condition = and(listing.scope?.(viewer), where);
+  const scope = listing.scope?.(viewer);
   const inline = inlineRelations(listing, relations);
   const text = compiled(tx, listing, inline);
   if (!text) {
     return limited(
       listing
         .query(tx, inlineColumns(listing, inline))
-        .where(condition)
+        .where(within(scope, where))
         .orderBy(...listing.order),
       page.limit,
       page.offset,
@@ -228,7 +232,7 @@ function rowsWhere<Row, Viewer, FilterKey extends string, Shown>(
   }
   const { select } = text;
   const query = tx._.session.prepareQuery(
-    compiledStatement(text, condition && dialect.sqlToQuery(condition), page),
+    compiledStatement(text, renderedCondition(text, scope, where), page),
     select.fields,
     undefined,
     true,
@@ -355,12 +359,7 @@ export async function showRecord<Row, Viewer, FilterKey extends string, Shown>(
   const one = typeof which === 'function' ? null : oneStatement(db, listing, viewer, which, {}, relations);
   if (one) return answer(null, one.mapRows(await db.tenantRead(tenantId, one.statement))[0]);
   return db.tenant(tenantId, async (tx) =>
-    answer(
-      tx,
-      typeof which === 'function'
-        ? await which(tx)
-        : (await rowsWhere(tx, listing, viewer, which instanceof KeyIs ? which.condition : which, {}, relations))[0],
-    ),
+    answer(tx, typeof which === 'function' ? await which(tx) : (await rowsWhere(tx, listing, viewer, which, {}, relations))[0]),
   );
 }
 
