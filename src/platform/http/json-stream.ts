@@ -20,6 +20,12 @@ export class JsonArraySpool {
   /** Serialized items not in the file yet, as UTF-8. */
   private buffer: Buffer | null = null;
   private buffered = 0;
+  /**
+   * The write of the last full buffer while it is under way: the items that follow fill
+   * the other buffer meanwhile. Awaited before the next write, the reading and the close.
+   */
+  private writing: Promise<void> | null = null;
+  private spare: Buffer | null = null;
   private file: FileHandle | null = null;
   private written = 0;
   private items = 0;
@@ -43,15 +49,29 @@ export class JsonArraySpool {
       if (this.items++ > 0) buffer[this.buffered++] = COMMA;
       if (most > BUFFER_BYTES) {
         await this.flush();
+        await this.writeFinished();
         await this.append(Buffer.from(text));
       } else this.buffered += buffer.write(text, this.buffered);
     }
   }
 
+  /** Starts writing the buffer to the file, once the write before it is done; the items that follow go to the other buffer. */
   private async flush(): Promise<void> {
     if (this.buffered === 0) return;
-    await this.append(this.buffer!.subarray(0, this.buffered));
+    await this.writeFinished();
+    const writing = this.append(this.buffer!.subarray(0, this.buffered));
+    // Its failure is taken by whoever awaits it next (`writeFinished`).
+    writing.catch(() => undefined);
+    this.writing = writing;
+    [this.buffer, this.spare] = [this.spare, this.buffer];
     this.buffered = 0;
+  }
+
+  /** Waits for the write under way, if any; fails with its failure. */
+  private async writeFinished(): Promise<void> {
+    const writing = this.writing;
+    this.writing = null;
+    await writing;
   }
 
   private async append(bytes: Buffer): Promise<void> {
@@ -62,6 +82,7 @@ export class JsonArraySpool {
 
   /** The serialized items (without brackets), file first, then what is still in memory. */
   async *chunks(): AsyncGenerator<Buffer> {
+    await this.writeFinished();
     if (this.file) {
       for (let position = 0; position < this.written;) {
         const { bytesRead, buffer } = await this.file.read(Buffer.allocUnsafe(Math.min(READ_BYTES, this.written - position)), 0, undefined, position);
@@ -75,9 +96,11 @@ export class JsonArraySpool {
 
   /** Releases the file (also when the answer is never sent). */
   async close(): Promise<void> {
+    await this.writing?.catch(() => undefined);
     const file = this.file;
     this.file = null;
     this.buffer = null;
+    this.spare = null;
     this.buffered = 0;
     await file?.close();
   }

@@ -72,3 +72,24 @@ t.test('an answer destroyed before its first chunk (its client left while it was
   await new Promise((resolve) => setImmediate(resolve));
   t.equal(await openFiles(), 0);
 });
+
+t.test('a spool whose file cannot be written fails the answer, whether the failure comes while items are added or once they are read', async (t) => {
+  const tmpdir = process.env.TMPDIR;
+  process.env.TMPDIR = '/nonexistent/atrium-test';
+  t.teardown(() => {
+    if (tmpdir === undefined) delete process.env.TMPDIR;
+    else process.env.TMPDIR = tmpdir;
+  });
+  // The buffer is written while the next one fills: a failed write is reported by a later
+  // write, or by the reading of the answer when none follows (one full buffer).
+  for (const items of [7_000, 40_000]) {
+    const spool = new JsonArraySpool();
+    const answer = async () => {
+      await spool.addAll(Array.from({ length: items }, (_, i) => ({ i, padding: 'x'.repeat(20) })));
+      return text(jsonObjectOfArrays<{ items: object[] }>([['items', spool]]).stream);
+    };
+    await t.rejects(answer(), { code: 'ENOENT' }, `${items} items`);
+    await spool.close();
+  }
+  t.equal(await openFiles(), 0);
+});
