@@ -244,7 +244,7 @@ type Answer = components['schemas']['CsvImportResult'];
  */
 export async function previewCsvImport(tx: Tx, file: Upload, options: CsvImportOptions): Promise<StreamedJson<Answer>> {
   const shape = new FileShape();
-  for await (const chunk of file.chunks()) {
+  for await (const chunk of file.chunks({ transient: true })) {
     if (!shape.add(chunk)) break;
   }
   if (!shape.utf8) throw invalid({ user_data_csv: ['must be UTF-8 encoded'] }, 'The CSV file is not UTF-8.');
@@ -297,7 +297,7 @@ async function judgeFile(tx: Tx, file: Upload, shape: FileShape, options: CsvImp
     parsed.push(parseLine(judging.keys, record, line, options.whitespaceToNull));
   });
   try {
-    for await (const chunk of file.chunks()) {
+    for await (const chunk of file.chunks({ transient: true })) {
       await parser.parse(chunk);
       while (parsed.length >= BATCH_ROWS) {
         start(parsed.splice(0, BATCH_ROWS));

@@ -22,7 +22,10 @@ export class MalformedCsv extends Error {}
 
 /** A reader of records: chunks of the file in order, then `finish`. A malformed file fails with `MalformedCsv`. */
 export interface Records {
-  /** Reads one chunk: its complete records have been handed over when this resolves. */
+  /**
+   * Reads one chunk: its complete records have been handed over when this resolves. The
+   * chunk's memory is the caller's, who may read the next chunk into it: what is kept is copied.
+   */
   parse(chunk: Buffer): Promise<void>;
   /** Reads what is left after the last chunk. */
   finish(): Promise<void>;
@@ -67,7 +70,8 @@ export class FileShape {
   add(chunk: Buffer): boolean {
     if (!this.encoded) return false;
     if (this.headBytes < MAX_LINE_CHARACTERS && (this.headChunks.length === 0 || this.headChunks.at(-1)!.indexOf(LF) === -1)) {
-      this.headChunks.push(chunk);
+      // A copy: the chunk's memory is its reader's.
+      this.headChunks.push(Buffer.from(chunk));
       this.headBytes += chunk.length;
     }
     const joined = this.unfinished ? Buffer.concat([this.unfinished, chunk]) : chunk;
@@ -161,7 +165,9 @@ export class NumberedRecords extends Parser implements Records {
   }
 
   async parse(chunk: Buffer): Promise<void> {
-    await this.failing(new Promise<void>((resolve, reject) => this.write(chunk, (error) => (error ? reject(error) : resolve()))));
+    // A copy: csv-parse keeps a view of the chunk's unfinished end until the next chunk.
+    const own = Buffer.from(chunk);
+    await this.failing(new Promise<void>((resolve, reject) => this.write(own, (error) => (error ? reject(error) : resolve()))));
   }
 
   async finish(): Promise<void> {

@@ -18,16 +18,29 @@ import {
 
 type Read = { records: [string[], number][]; failure: string | null };
 
+/**
+ * `file` cut at `cuts`, each piece in one buffer that is scribbled over when the next piece
+ * is asked for, as the import reads an upload (`chunks({ transient: true })`): a reader
+ * that kept a view of a chunk instead of a copy reads the scribbles.
+ */
+function* transientChunks(file: Buffer, cuts: number[]): Generator<Buffer> {
+  const shared = Buffer.alloc(file.length);
+  let from = 0;
+  for (const cut of [...cuts, file.length]) {
+    const chunk = shared.subarray(0, cut - from);
+    file.copy(chunk, 0, from, cut);
+    yield chunk;
+    shared.fill('X');
+    from = cut;
+  }
+}
+
 /** The records `make` reads from `file` sent in chunks cut at `cuts`. */
 async function read(make: (onRecord: (record: string[], line: number) => void) => Records, file: Buffer, cuts: number[]): Promise<Read> {
   const records: [string[], number][] = [];
   const reader = make((record, line) => records.push([record, line]));
   try {
-    let from = 0;
-    for (const cut of [...cuts, file.length]) {
-      await reader.parse(file.subarray(from, cut));
-      from = cut;
-    }
+    for (const chunk of transientChunks(file, cuts)) await reader.parse(chunk);
     await reader.finish();
     return { records, failure: null };
   } catch (error) {
@@ -38,11 +51,7 @@ async function read(make: (onRecord: (record: string[], line: number) => void) =
 
 function shapeOf(file: Buffer, cuts: number[]): FileShape {
   const shape = new FileShape();
-  let from = 0;
-  for (const cut of [...cuts, file.length]) {
-    shape.add(file.subarray(from, cut));
-    from = cut;
-  }
+  for (const chunk of transientChunks(file, cuts)) shape.add(chunk);
   return shape;
 }
 
