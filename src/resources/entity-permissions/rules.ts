@@ -76,14 +76,23 @@ function coveredEntityTypes(caller: { permissions: ReadonlySet<string> }): strin
  * Only what the change adds counts: an entity that already names the user (directly, or
  * through their current role or departments) confers nothing new, and removing a
  * membership is always allowed. Answers, per change (same order), the offending role and
- * departments; ONE query for any number of changes.
+ * departments; ONE query for any number of changes, none when `newUsers` knows them all.
+ *
+ * `newUsers`, when given, keeps the answers for users still to be created (`userId`
+ * null) across calls that judge one file (the CSV import preview's batches): such an
+ * answer depends only on the role or department and the caller, so each is asked once.
  */
 export async function membershipsConferringRights(
   tx: Tx,
   caller: { userId: number; permissions: ReadonlySet<string> },
   changes: readonly MembershipChange[],
+  newUsers?: Map<string, boolean>,
 ): Promise<ConferredRights[]> {
   const result: ConferredRights[] = changes.map(() => ({ role: false, departmentIds: [] }));
+  const confer = (i: number, roleId: number | null, departmentId: number | null) => {
+    if (roleId !== null) result[i]!.role = true;
+    else result[i]!.departmentIds.push(departmentId!);
+  };
   // Each (user, role or department) pair is asked once, however many changes propose it
   // (the rows of a CSV file that give new users the same role); `askedBy` maps it back.
   const pairs = new Map<string, number>();
@@ -93,6 +102,11 @@ export async function membershipsConferringRights(
   const departmentIds: (number | null)[] = [];
   const ask = (i: number, userId: number | null, roleId: number | null, departmentId: number | null) => {
     const pair = roleId !== null ? `${userId} role ${roleId}` : `${userId} department ${departmentId}`;
+    const known = userId === null ? newUsers?.get(pair) : undefined;
+    if (known !== undefined) {
+      if (known) confer(i, roleId, departmentId);
+      return;
+    }
     let at = pairs.get(pair);
     if (at === undefined) {
       at = askedBy.push([]) - 1;
@@ -119,13 +133,12 @@ export async function membershipsConferringRights(
     where not (e.entity_type = any(${coveredEntityTypes(caller)}::text[]))
       and not ${namesUser(sql`e.entity_type`, sql`e.entity_id`, caller.userId)}
       and (c.user_id is null or not ${namesUser(sql`e.entity_type`, sql`e.entity_id`, sql`c.user_id`)})`);
+  const found = new Set<number>();
   for (const row of rows) {
-    for (const i of askedBy[Number(row.i)]!) {
-      const conferred = result[i]!;
-      if (row.role_id !== null) conferred.role = true;
-      else conferred.departmentIds.push(Number(row.department_id));
-    }
+    found.add(Number(row.i));
+    for (const i of askedBy[Number(row.i)]!) confer(i, row.role_id === null ? null : Number(row.role_id), row.department_id === null ? null : Number(row.department_id));
   }
+  if (newUsers) for (const [pair, at] of pairs) if (targets[at] === null) newUsers.set(pair, found.has(at));
   return result;
 }
 

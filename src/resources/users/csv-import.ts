@@ -139,7 +139,7 @@ const BATCH_ROWS = 500;
  * the parsing. Rows kept longer are promoted to V8's old generation, which then grows
  * (docs/performance.md#the-csv-import-preview).
  */
-const BATCHES_IN_FLIGHT = 1;
+const BATCHES_IN_FLIGHT = 2;
 
 /** A data row's cells read (`parseCell`), before it is judged against the tenant's users. */
 interface ParsedLine {
@@ -180,6 +180,8 @@ interface Judging {
   references: UserReferences;
   selfIgnored: ReadonlySet<string>;
   rules: UserWriteSettings;
+  /** Whether a role or department would confer entity rights to a new user, as found (`membershipsConferringRights`). */
+  conferredToNewUsers: Map<string, boolean>;
 }
 
 /**
@@ -290,7 +292,14 @@ async function judgeFile(tx: Tx, file: Upload, shape: FileShape, options: CsvImp
 
   const parser = recordsOf(shape, shape.delimiter, (record, line) => {
     if (!judging) {
-      judging = { options, keys: mapHeader(record, options.headers), references, selfIgnored: new Set(selfUpdateIgnoredKeys(caller)), rules };
+      judging = {
+        options,
+        keys: mapHeader(record, options.headers),
+        references,
+        selfIgnored: new Set(selfUpdateIgnoredKeys(caller)),
+        rules,
+        conferredToNewUsers: new Map(),
+      };
       return;
     }
     rows++;
@@ -439,20 +448,21 @@ async function judgeBatch(tx: Tx, judging: Judging, batch: readonly ParsedLine[]
       if (check.membership || check.passwordOf !== undefined) deferred.push(check);
     } else result.unchanged_users.push({ line, id: user.id, username: user.username });
   }
-  if (deferred.length > 0) await refuseDeferred(tx, caller, deferred, result);
+  if (deferred.length > 0) await refuseDeferred(tx, judging, deferred, result);
   return result;
 }
 
 /**
- * The rules that need the database, judged once for a batch's rows (two queries): a new role
- * or new departments may not confer entity rights the caller lacks
- * (`membershipsConferringRights`), and a password may not be set for a user holding such
- * rights (`usersHoldingRightsBeyond`), as `PUT /api/users/{user}` refuses them. Rows that
- * break them move to `invalid_rows`.
+ * The rules that need the database, judged once for a batch's rows (two queries at most): a
+ * new role or new departments may not confer entity rights the caller lacks
+ * (`membershipsConferringRights`; for new users, what an earlier batch found for the same
+ * role or department is not asked again), and a password may not be set for a user
+ * holding such rights (`usersHoldingRightsBeyond`), as `PUT /api/users/{user}` refuses
+ * them. Rows that break them move to `invalid_rows`.
  */
 async function refuseDeferred(
   tx: Tx,
-  caller: Auth,
+  { options: { caller }, conferredToNewUsers }: Judging,
   deferred: readonly DeferredCheck[],
   result: Pick<BatchResult, 'new_users' | 'update_users' | 'invalid_rows'>,
 ) {
@@ -461,6 +471,7 @@ async function refuseDeferred(
     tx,
     caller,
     withMembership.map((check) => check.membership!),
+    conferredToNewUsers,
   );
   const holding = await usersHoldingRightsBeyond(
     tx,

@@ -173,3 +173,27 @@ t.test('the CSV rule is set-based: 2 or 40 role-assigning rows cost the same num
   };
   t.equal(await cost(40), await cost(2));
 });
+
+t.test('the CSV rule holds in every batch of a long file: a role or department first met in a later batch, or met again', async (t) => {
+  // Batches hold 500 rows: Auditors appears only from row 700 on; Payroll (a form names it) on every third row.
+  const rows = Array.from({ length: 1_300 }, (_, i) => ({
+    username: `long-${i}`,
+    role: i >= 700 && i % 2 === 1 ? auditors!.id : employeeRole!.id,
+    department: i % 3 === 0 ? payroll.id : canteen.id,
+  }));
+  const csv = [
+    'username,password,first_name,last_name,role_id,department_ids',
+    ...rows.map((row) => `${row.username},a long enough password,L,Ong,${row.role},${row.department}`),
+  ].join('\n');
+  const res = await importCsv(t, csv, delegate.token);
+  t.equal(res.status, 200);
+  const expected = rows.flatMap((row, i) => {
+    const keys = [...(row.role === auditors!.id ? ['role_id'] : []), ...(row.department === payroll.id ? ['department_ids.0'] : [])];
+    return keys.length > 0 ? [[i + 2, keys.sort()]] : [];
+  });
+  t.strictSame(
+    (res.body.invalid_rows as { line: number; errors: Record<string, string[]> }[]).map((row) => [row.line, Object.keys(row.errors).sort()]),
+    expected,
+  );
+  t.equal(res.body.new_users.length, rows.length - expected.length);
+});
