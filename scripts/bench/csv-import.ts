@@ -5,13 +5,15 @@
  * same file with plain csv-parse. Each side runs in a child process of its own, so its
  * peak resident memory (`process.resourceUsage().maxRSS`) is its own. The server child
  * runs the compiled build (`npm run build` first, as production runs it), so the figure
- * holds no TypeScript loader. Each side does its work twice and the second time is the
- * one compared (a server answers many requests; its first one also loads and compiles the
- * code of the operation, as the baseline's first parse compiles csv-parse's); the first is
- * printed too. The upload is sent and its answer read with node:http (the file streamed
+ * holds no TypeScript loader. Each side first does its work once untimed (a server answers
+ * many requests; its first one also loads and compiles the code of the operation, as the
+ * baseline's first parse compiles csv-parse's; both are printed), then ROUNDS times
+ * (default 3), the two sides alternating so that both meet the same load from the rest of
+ * a shared machine; the medians are compared. The upload is sent and its answer read with node:http (the file streamed
  * from disk, the answer's bytes taken as they come), so the client costs as little as it
- * can. Prints, for each size, both times, the ratio and both peaks.
- *   npm run bench:csv -- [rows …]      (default: 50000 200000; builds first)
+ * can. Prints, for each size, both medians, the ratio, each round's ratio and both peaks
+ * (the server's over all of its previews).
+ *   npm run bench:csv -- [rows …]      (default: 50000 200000; builds first; ROUNDS=n)
  */
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
@@ -33,16 +35,19 @@ function send(message: object): void {
   process.stdout.write(JSON.stringify(message) + '\n');
 }
 
-/** Child: plain csv-parse of the file, as the simplest program would (read it, parse it). */
-function baseline(file: string): void {
-  const ms: number[] = [];
-  let records = 0;
-  for (let run = 0; run < 2; run++) {
+const rounds = Number(process.env.ROUNDS ?? 3);
+
+/**
+ * Child: plain csv-parse of the file, as the simplest program would (read it, parse it),
+ * once for each line on stdin; reports its peak memory when stdin ends.
+ */
+async function baseline(file: string): Promise<void> {
+  for await (const _line of createInterface({ input: process.stdin })) {
     const started = performance.now();
-    records = (parse(readFileSync(file), { bom: true }) as unknown[]).length;
-    ms.push(performance.now() - started);
+    const records = (parse(readFileSync(file), { bom: true }) as unknown[]).length;
+    send({ ms: performance.now() - started, records });
   }
-  send({ ms, records, peakMib: peakMib() });
+  send({ peakMib: peakMib() });
 }
 
 /**
@@ -155,35 +160,41 @@ async function main(sizes: number[]): Promise<void> {
       const size = Buffer.byteLength(csv);
 
       const plain = child('baseline', file);
-      const base = await plain.next<{ ms: number[]; records: number; peakMib: number }>();
-      await plain.exited;
-
       const server = child('serve', database.url);
       const { port, startedPeakMib } = await server.next<{ port: number; startedPeakMib: number }>();
-      const first = await preview(port, token, file);
-      const second = await preview(port, token, file);
+      const parseOnce = async () => {
+        plain.stdin.write('parse\n');
+        return plain.next<{ ms: number; records: number }>();
+      };
+      const previewOnce = async () => {
+        const answer = await preview(port, token, file);
+        const parsed = JSON.parse(answer.body.toString('utf8')) as { new_users?: unknown[]; invalid_rows?: unknown[] };
+        if (answer.status !== 200 || parsed.new_users?.length !== rows || parsed.invalid_rows?.length !== 0) {
+          throw new Error(`unexpected answer ${answer.status}: ${answer.body.toString('utf8', 0, 300)}`);
+        }
+        return { ms: answer.ms, bytes: answer.body.length };
+      };
+      const [coldParse, coldPreview] = [await parseOnce(), await previewOnce()];
+      const timed: { atrium: number; baseline: number }[] = [];
+      for (let round = 0; round < rounds; round++) timed.push({ baseline: (await parseOnce()).ms, atrium: (await previewOnce()).ms });
+      plain.stdin.end();
+      const { peakMib: basePeakMib } = await plain.next<{ peakMib: number }>();
+      await plain.exited;
       server.stdin.end('stop\n');
       const { peakMib } = await server.next<{ peakMib: number }>();
       await server.exited;
-      const [, body] = [first, second].map((answer) => {
-        const parsed = JSON.parse(answer.body.toString('utf8')) as { new_users?: unknown[]; invalid_rows?: unknown[] };
-        if (answer.status !== 200 || parsed.new_users?.length !== rows) {
-          throw new Error(`unexpected answer ${answer.status}: ${answer.body.toString('utf8', 0, 300)}`);
-        }
-        return parsed as { new_users: unknown[]; invalid_rows?: unknown[] };
-      });
-      const atriumMs = second.ms;
-      const baseMs = base.ms[1]!;
+      const atriumMs = median(timed.map((round) => round.atrium));
+      const baseMs = median(timed.map((round) => round.baseline));
 
-      console.log(`CSV: ${rows} rows, ${mib(size)} MiB (baseline parsed ${base.records - 1} rows); answer ${mib(second.body.length)} MiB`);
-      console.log(
-        `  POST /api/users/csv (whole stack, HTTP)  ${atriumMs.toFixed(0).padStart(7)} ms   new_users ${body!.new_users.length}, invalid ${body!.invalid_rows?.length}`,
-      );
+      console.log(`CSV: ${rows} rows, ${mib(size)} MiB (baseline parsed ${coldParse.records - 1} rows); answer ${mib(coldPreview.bytes)} MiB`);
+      console.log(`  POST /api/users/csv (whole stack, HTTP)  ${atriumMs.toFixed(0).padStart(7)} ms   (median of ${rounds}; every row a new user)`);
       console.log(`  plain csv-parse of the same file         ${baseMs.toFixed(0).padStart(7)} ms`);
       console.log(`  ratio (Atrium / baseline time): ${(atriumMs / baseMs).toFixed(2)}`);
-      console.log(`  first runs (cold): Atrium ${first.ms.toFixed(0)} ms, csv-parse ${base.ms[0]!.toFixed(0)} ms`);
+      console.log(`  ratios per round: ${timed.map((round) => (round.atrium / round.baseline).toFixed(2)).join(' ')}`);
+      console.log(`  first runs (cold): Atrium ${coldPreview.ms.toFixed(0)} ms, csv-parse ${coldParse.ms.toFixed(0)} ms`);
       console.log(
-        `  peak RSS: Atrium ${peakMib.toFixed(0)} MiB (${startedPeakMib.toFixed(0)} MiB once started, before the upload); csv-parse alone ${base.peakMib.toFixed(0)} MiB`,
+        `  peak RSS: Atrium ${peakMib.toFixed(0)} MiB over ${rounds + 1} previews (${startedPeakMib.toFixed(0)} MiB once started, before the upload); ` +
+          `csv-parse alone ${basePeakMib.toFixed(0)} MiB`,
       );
     }
   } finally {
@@ -192,6 +203,8 @@ async function main(sizes: number[]): Promise<void> {
   }
 }
 
+const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
+
 const [mode, argument] = process.argv.slice(2);
-if (mode === '--baseline') baseline(argument!);
+if (mode === '--baseline') await baseline(argument!);
 else await main(process.argv.length > 2 ? process.argv.slice(2).map(Number) : [50_000, 200_000]);
