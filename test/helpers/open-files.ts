@@ -1,4 +1,5 @@
 import { readdir, readlink } from 'node:fs/promises';
+import type { Test } from 'tap';
 
 /**
  * How many files this process holds open whose path holds `marker` (Linux, /proc/self/fd).
@@ -8,4 +9,14 @@ import { readdir, readlink } from 'node:fs/promises';
 export async function openFiles(marker: string): Promise<number> {
   const targets = await Promise.all((await readdir('/proc/self/fd')).map((fd) => readlink(`/proc/self/fd/${fd}`).catch(() => '')));
   return targets.filter((target) => target.includes(marker)).length;
+}
+
+/** Until `t` ends, the system temp folder (TMPDIR) is one that does not exist: no spool file can be created. */
+export function withoutTempFolder(t: Pick<Test, 'teardown'>): void {
+  const tmpdir = process.env.TMPDIR;
+  process.env.TMPDIR = '/nonexistent/atrium-test';
+  t.teardown(() => {
+    if (tmpdir === undefined) delete process.env.TMPDIR;
+    else process.env.TMPDIR = tmpdir;
+  });
 }

@@ -71,7 +71,7 @@ class SpooledFile {
     };
     let next = ahead(0);
     try {
-      for (let position = 0; next; ) {
+      for (let position = 0; next;) {
         const chunk = await next;
         position += chunk.length;
         next = ahead(position);

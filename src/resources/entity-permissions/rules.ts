@@ -136,7 +136,8 @@ export async function membershipsConferringRights(
   const found = new Set<number>();
   for (const row of rows) {
     found.add(Number(row.i));
-    for (const i of askedBy[Number(row.i)]!) confer(i, row.role_id === null ? null : Number(row.role_id), row.department_id === null ? null : Number(row.department_id));
+    for (const i of askedBy[Number(row.i)]!)
+      confer(i, row.role_id === null ? null : Number(row.role_id), row.department_id === null ? null : Number(row.department_id));
   }
   if (newUsers) for (const [pair, at] of pairs) if (targets[at] === null) newUsers.set(pair, found.has(at));
   return result;

@@ -1,6 +1,6 @@
 import t from 'tap';
 import { JsonArraySpool, jsonObjectOfArrays } from '../../../src/platform/http/json-stream.ts';
-import { openFiles as openFilesMarked } from '../../helpers/open-files.ts';
+import { openFiles as openFilesMarked, withoutTempFolder } from '../../helpers/open-files.ts';
 
 /** The whole text a stream writes. */
 async function text(stream: NodeJS.ReadableStream): Promise<string> {
@@ -74,12 +74,7 @@ t.test('an answer destroyed before its first chunk (its client left while it was
 });
 
 t.test('a spool whose file cannot be written fails the answer, whether the failure comes while items are added or once they are read', async (t) => {
-  const tmpdir = process.env.TMPDIR;
-  process.env.TMPDIR = '/nonexistent/atrium-test';
-  t.teardown(() => {
-    if (tmpdir === undefined) delete process.env.TMPDIR;
-    else process.env.TMPDIR = tmpdir;
-  });
+  withoutTempFolder(t);
   // The buffer is written while the next one fills: a failed write is reported by a later
   // write, or by the reading of the answer when none follows (one full buffer).
   for (const items of [7_000, 40_000]) {

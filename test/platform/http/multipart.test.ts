@@ -11,7 +11,7 @@ import { startTestApi } from '../../helpers/atrium.ts';
 import { eventually } from '../../helpers/eventually.ts';
 import { importUsersCsv, roleNamed } from '../../helpers/fixtures.ts';
 import { multipart } from '../../helpers/multipart.ts';
-import { openFiles } from '../../helpers/open-files.ts';
+import { openFiles, withoutTempFolder } from '../../helpers/open-files.ts';
 
 const api = await startTestApi(t);
 const tenant = await api.createTenant('multipart-spool');
@@ -152,12 +152,7 @@ t.test('an upload answered over HTTP: the whole preview arrives and no file stay
 });
 
 t.test('a file part that cannot be stored is the service failing (500), not a malformed body (400), and leaves nothing open', async (t) => {
-  const tmpdir = process.env.TMPDIR;
-  process.env.TMPDIR = '/nonexistent/atrium-test';
-  t.teardown(() => {
-    if (tmpdir === undefined) delete process.env.TMPDIR;
-    else process.env.TMPDIR = tmpdir;
-  });
+  withoutTempFolder(t);
   const res = await importUsersCsv(api, t, tenant.adminToken, usersCsv(3));
   t.equal(res.status, 500);
   t.match(res.body, { status: 500, detail: 'An unexpected error occurred.' });
