@@ -8,6 +8,7 @@ import qs from 'qs';
 import type { Test } from 'tap';
 import { operations, type OperationId } from '../../generated/operations.ts';
 import { loadConfig, type Config } from '../../src/config.ts';
+import { toleratingConnectionLoss } from '../../src/platform/database/connection-loss.ts';
 import type { Database } from '../../src/platform/database/database.ts';
 import { issueAccessToken } from '../../src/resources/auth/queries.ts';
 import type { Permission } from '../../src/platform/auth/permissions.ts';
@@ -76,6 +77,17 @@ function exitOnceFlushed(): void {
 }
 
 let userCounter = 0;
+
+/**
+ * As the entry point does (src/main.ts): a lost connection under a statement of the driver's
+ * own that nobody awaits (the array types it reads on each new connection) does not end
+ * the process; any other unhandled rejection still does. Files that terminate the
+ * server's connections ended mid-test now and then without it (`read ECONNRESET`).
+ */
+process.on(
+  'unhandledRejection',
+  toleratingConnectionLoss(() => {}),
+);
 
 export async function startTestApi(t: Test, overrides: Partial<Config> = {}): Promise<TestApi> {
   const database = await createTestDatabase();
