@@ -24,10 +24,11 @@ export interface Upload {
   size: number;
   /**
    * The file from its start, in chunks of at most UPLOAD_CHUNK_BYTES; each call reads it
-   * anew. `transient`: every chunk is read into the same buffer, so a chunk is only valid
-   * until the next one is asked for; for readers that copy what they keep. Fresh memory
-   * costs a page fault per 4 KiB on first use, which made reading a file back into a new
-   * buffer per chunk several times slower than reading it into one.
+   * anew. `transient`: the chunks are read into two buffers in turn (the next while the
+   * reader works on the current one), so a chunk is only valid until the next one is asked
+   * for; for readers that copy what they keep. Fresh memory costs a page fault per 4 KiB on
+   * first use, which made reading a file back into a new buffer per chunk several times
+   * slower than reading it into buffers already used.
    */
   chunks(options?: { transient?: boolean }): AsyncGenerator<Buffer>;
   /** The whole file in memory: for small files (pictures). */
