@@ -9,9 +9,9 @@
  * many requests; its first one also loads and compiles the code of the operation, as the
  * baseline's first parse compiles csv-parse's; both are printed), then ROUNDS times
  * (default 3), the two sides alternating so that both meet the same load from the rest of
- * a shared machine; the medians are compared. The upload is sent and its answer read with node:http (the file streamed
- * from disk, the answer's bytes taken as they come), so the client costs as little as it
- * can. Prints, for each size, both medians, the ratio, each round's ratio and both peaks
+ * a shared machine; the medians are compared. The upload is sent and its answer read
+ * with node:http (the file streamed from disk, the answer's bytes taken as they come), so
+ * the client costs as little as it can. Prints, for each size, both medians, the ratio, each round's ratio and both peaks
  * (the server's over all of its previews).
  *   npm run bench:csv -- [rows …]      (default: 50000 200000; builds first; ROUNDS=n)
  */
@@ -132,7 +132,8 @@ function child(mode: 'baseline' | 'serve', argument: string) {
 
 async function main(sizes: number[]): Promise<void> {
   const dir = await promisify(mkdtemp)(path.join(os.tmpdir(), 'atrium-bench-csv-'));
-  const { benchAtrium, throwawayDatabase } = await import('./support.ts');
+  // Loaded here, not at the top: the baseline child runs this file too, and its peak must hold csv-parse alone.
+  const { benchAtrium, median, throwawayDatabase } = await import('./support.ts');
   const database = await throwawayDatabase();
   try {
     // The admin's role, for the rows: read once from a short-lived Atrium.
@@ -202,8 +203,6 @@ async function main(sizes: number[]): Promise<void> {
     await promisify(rm)(dir, { recursive: true, force: true });
   }
 }
-
-const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
 
 const [mode, argument] = process.argv.slice(2);
 if (mode === '--baseline') await baseline(argument!);

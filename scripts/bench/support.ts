@@ -132,7 +132,7 @@ export async function assertSameBody(subjectUrl: string, baselineUrl: string, he
 
 const WARM_UP_SECONDS = 3;
 
-const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
+export const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
 
 /**
  * Atrium and its baseline measured in alternating slices (`rounds` each, so both meet the
