@@ -9,7 +9,6 @@ import { Jobs } from './platform/jobs/jobs.ts';
 import { Metrics } from './platform/metrics/metrics.ts';
 import { OutboundClient } from './platform/outbound/client.ts';
 import { Secrets } from './platform/secrets/secrets.ts';
-import { PrincipalCache } from './platform/auth/principal-cache.ts';
 import type { Services } from './platform/services.ts';
 import { NotificationStreams } from './resources/notifications/stream.ts';
 import { seedDemoTenant } from './resources/tenants/create-tenant.ts';
@@ -83,7 +82,7 @@ export async function createAtrium(config: Config, options: { logger?: Logger; o
     const metrics = new Metrics(db);
     const streams = notificationStreams;
     metrics.observe('atrium_event_streams_open', 'Live notification streams this process holds open.', () => streams.openStreams());
-    services = { config, db, jobs, secrets, outbound, notificationStreams, metrics, principals: new PrincipalCache() };
+    services = { config, db, jobs, secrets, outbound, notificationStreams, metrics };
     if (config.role !== 'api') await jobs.work(jobDefinitions, services);
     app = config.role !== 'worker' ? await buildApp(services, { logger }) : null;
   } catch (error) {

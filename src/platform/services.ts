@@ -1,5 +1,4 @@
 import type { Config } from '../config.ts';
-import type { PrincipalCache } from './auth/principal-cache.ts';
 import type { Database } from './database/database.ts';
 import type { Jobs } from './jobs/jobs.ts';
 import type { Metrics } from './metrics/metrics.ts';
@@ -19,6 +18,4 @@ export interface Services {
   outbound: OutboundClient;
   /** Prometheus metrics of this process (docs/observability.md). */
   metrics: Metrics;
-  /** Principals of bearer tokens seen lately, confirmed by every request that uses one (auth/principal-cache.ts). */
-  principals: PrincipalCache;
 }

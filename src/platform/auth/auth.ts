@@ -1,9 +1,8 @@
 import type { FastifyRequest } from 'fastify';
-import { principalOf, type Database, type PrincipalRow } from '../database/database.ts';
+import type { Database } from '../database/database.ts';
 import type { Secrets } from '../secrets/secrets.ts';
 import { type Permission } from './permissions.ts';
 import { forbidden, unauthorized } from '../http/problem.ts';
-import type { Principal, PrincipalCache, PrincipalCheck } from './principal-cache.ts';
 import { hashToken } from './tokens.ts';
 
 /** Who is calling: resolved from the bearer token alone. */
@@ -21,8 +20,6 @@ export interface Auth {
 declare module 'fastify' {
   interface FastifyRequest {
     auth: Auth | null;
-    /** Set when `auth` came from a remembered principal not yet confirmed (principal-cache.ts). */
-    principalCheck: PrincipalCheck | null;
   }
   interface FastifyContextConfig {
     /** The spec operation a route serves (set by the operation binding). */
@@ -81,6 +78,24 @@ function assertSessionMayUse(auth: Auth, request: FastifyRequest): void {
   );
 }
 
+/** What `atrium_authenticate` answers for a token. */
+export interface Principal {
+  tenantId: number;
+  userId: number;
+  tokenId: number;
+  permissions: readonly Permission[];
+  passwordChangeRequired: boolean;
+}
+
+/** A row of `atrium_authenticate`. */
+interface PrincipalRow {
+  tenant_id: string;
+  user_id: string;
+  token_id: string;
+  permissions: Permission[] | null;
+  password_change_required: boolean;
+}
+
 /** The principal `tokenHash` yields now (null: none), in one query through the security-definer `atrium_authenticate`. */
 export async function lookUpPrincipal(db: Database, tokenHash: Buffer): Promise<Principal | null> {
   // atrium_authenticate only reads: safe to repeat on a fresh connection.
@@ -88,65 +103,38 @@ export async function lookUpPrincipal(db: Database, tokenHash: Buffer): Promise<
     () => db.appSql<PrincipalRow[]>`
     select tenant_id, user_id, token_id, permissions, password_change_required from atrium_authenticate(${tokenHash})`,
   );
-  return principalOf(row);
-}
-
-/** `principal` as a request's Auth; a session whose user must change their password is restricted here (`assertSessionMayUse`). */
-/** The permission set of each principal, made once: a remembered principal serves many requests. */
-const permissionSets = new WeakMap<Principal, ReadonlySet<Permission>>();
-
-function permissionsOf(principal: Principal): ReadonlySet<Permission> {
-  let permissions = permissionSets.get(principal);
-  if (!permissions) permissionSets.set(principal, (permissions = new Set(principal.permissions)));
-  return permissions;
-}
-
-function authOf(principal: Principal, secrets: Secrets, request: FastifyRequest): Auth {
-  const auth: Auth = {
-    tenantId: principal.tenantId,
-    userId: principal.userId,
-    tokenId: principal.tokenId,
-    permissions: permissionsOf(principal),
-    passwordChangeRequired: principal.passwordChangeRequired,
-    secrets,
+  if (!row) return null;
+  return {
+    tenantId: Number(row.tenant_id),
+    userId: Number(row.user_id),
+    tokenId: Number(row.token_id),
+    permissions: row.permissions ?? [],
+    passwordChangeRequired: row.password_change_required === true,
   };
-  assertSessionMayUse(auth, request);
-  return auth;
 }
 
 /**
  * Bearer token → Auth, in one query through the security-definer `atrium_authenticate`,
  * which also says whether the user must change their password; such a session is
- * restricted here, for every operation (`assertSessionMayUse`). With `cache`, the
- * principal found is remembered for `rememberedAuth`.
+ * restricted here, for every operation (`assertSessionMayUse`). Every request looks its
+ * token up: a revocation, logout mark, deactivation or permission change committed by any
+ * process holds for the next request.
  */
-export async function authenticateRequest(db: Database, secrets: Secrets, request: FastifyRequest, cache?: PrincipalCache): Promise<Auth> {
+export async function authenticateRequest(db: Database, secrets: Secrets, request: FastifyRequest): Promise<Auth> {
   const tokenHash = presentedTokenHash(request);
   if (!tokenHash) throw unauthorized();
   const principal = await lookUpPrincipal(db, tokenHash);
-  if (!principal) {
-    cache?.delete(tokenHash);
-    throw unauthorized('The access token is invalid, expired or revoked.');
-  }
-  cache?.set(tokenHash, principal);
-  return authOf(principal, secrets, request);
-}
-
-/**
- * Bearer token → Auth from the principal `cache` remembers, without a query, and the
- * check the request must pass before it is answered (src/platform/auth/principal-cache.ts);
- * null when none is remembered, or when the remembered one would be refused here (a
- * refusal is only ever given on a principal looked up in the request itself).
- */
-export function rememberedAuth(cache: PrincipalCache, secrets: Secrets, request: FastifyRequest): { auth: Auth; check: PrincipalCheck } | null {
-  const tokenHash = presentedTokenHash(request);
-  const expected = tokenHash && cache.get(tokenHash);
-  if (!expected) return null;
-  try {
-    return { auth: authOf(expected, secrets, request), check: { tokenHash, expected, confirmed: false, stale: false } };
-  } catch {
-    return null;
-  }
+  if (!principal) throw unauthorized('The access token is invalid, expired or revoked.');
+  const auth: Auth = {
+    tenantId: principal.tenantId,
+    userId: principal.userId,
+    tokenId: principal.tokenId,
+    permissions: new Set(principal.permissions),
+    passwordChangeRequired: principal.passwordChangeRequired,
+    secrets,
+  };
+  assertSessionMayUse(auth, request);
+  return auth;
 }
 
 /** The hash of the bearer token `request` presents (long-lived requests re-check it with `stillAuthenticated`). */

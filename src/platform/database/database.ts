@@ -1,150 +1,45 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { sql, type ExtractTablesWithRelations } from 'drizzle-orm';
-import { PgDialect } from 'drizzle-orm/pg-core';
-import { drizzle, PostgresJsSession, PostgresJsTransaction, type PostgresJsDatabase } from 'drizzle-orm/postgres-js';
+import { sql } from 'drizzle-orm';
+import { drizzle, type PostgresJsDatabase } from 'drizzle-orm/postgres-js';
 import { migrate } from 'drizzle-orm/postgres-js/migrator';
 import postgres from 'postgres';
-import { type Principal, type PrincipalCheck, samePrincipal } from '../auth/principal-cache.ts';
-import type { Permission } from '../auth/permissions.ts';
 import { isConnectionLoss } from './connection-loss.ts';
-import type { SelectStatement, Statement } from './select-statement.ts';
-import { TENANT_SETTING, tenantSettingName } from './tenancy.ts';
+import { setLocalTenant } from './tenancy.ts';
 import { guardTransactions } from './transaction-guard.ts';
 
 export type Db = PostgresJsDatabase;
-/** A transaction whose tenant is set: every row-level security policy is in force. */
-export type Tx = Parameters<Parameters<Db['transaction']>[0]>[0];
-
-/** The relational schema drizzle is given: none (queries name their tables). */
-type NoSchema = Record<string, never>;
+/** A transaction of `Database.tenant()` (its tenant set: every row-level security policy is in force) or `Database.transaction()`. */
+export type Tx = PostgresJsDatabase;
 
 export const APP_ROLE = 'atrium_app';
 
 /**
- * Makes `tenantId` the tenant of the transaction `tx` until it ends: the one place the
- * tenant setting is written (docs/tenancy-and-security.md#the-tenant-setting).
- * `Database.tenant()` sends the same statement (`SET_TENANT`); code that learns the tenant
- * only inside its transaction (a consumed login token names it) calls it there.
+ * Makes `tenantId` the tenant of the transaction `tx` until it ends, for code that learns
+ * the tenant only inside its transaction (a consumed login token names it).
+ * `Database.tenant()` sends the same statement when it opens the transaction.
  */
 export async function setTenant(tx: Tx, tenantId: number): Promise<void> {
-  await tx.execute(sql`select set_config(${tenantSettingName}, ${String(tenantId)}, true)`);
+  await tx.execute(sql.raw(setLocalTenant(tenantId)));
 }
 
-/** `setTenant`'s statement, sent by `Database.tenant()` straight to the driver (see there). */
-const SET_TENANT = `select set_config('${TENANT_SETTING}', $1, true)`;
 /**
- * The same, and in the same statement the principal the bearer token `$2` yields now
- * (none: null columns), for a request that started from a remembered one.
+ * The client drizzle is given inside a transaction: the reserved connection's `unsafe`,
+ * counted, with the pool's choice of prepared statements (drizzle asks for unnamed ones
+ * unless a query is `.prepare()`d, and PostgreSQL then plans every statement anew, about
+ * 0.3 ms with row-level security).
  */
-const SET_TENANT_AND_LOOK_UP_PRINCIPAL = `select set_config('${TENANT_SETTING}', $1, true) as tenant,
-  a.tenant_id, a.user_id, a.token_id, a.permissions, a.password_change_required
-  from (values (1)) as one left join lateral atrium_authenticate($2::bytea) as a on true`;
-
-/** A row of `atrium_authenticate` (null columns: the token yields no principal). */
-export interface PrincipalRow {
-  tenant_id: string | null;
-  user_id: string | null;
-  token_id: string | null;
-  permissions: Permission[] | null;
-  password_change_required: boolean | null;
-}
-
-export function principalOf(row: PrincipalRow | undefined): Principal | null {
-  if (!row || row.tenant_id === null) return null;
-  return {
-    tenantId: Number(row.tenant_id),
-    userId: Number(row.user_id),
-    tokenId: Number(row.token_id),
-    permissions: row.permissions ?? [],
-    passwordChangeRequired: row.password_change_required === true,
+function transactionClient(pool: postgres.Sql, connection: postgres.ReservedSql, prepare: boolean, onQuery: () => void): postgres.Sql {
+  const client = {
+    // The pool's (the reserved connection's too): drizzle sets its type parsers there.
+    options: pool.options,
+    unsafe(query: string, params?: unknown[], options?: postgres.UnsafeQueryOptions) {
+      onQuery();
+      return connection.unsafe(query, params as never, { ...options, prepare });
+    },
   };
-}
-
-/** Marks `check` confirmed or stale by the principal the token yields now (`row`); stale throws. */
-function confirm(check: PrincipalCheck, row: PrincipalRow | undefined): void {
-  const found = principalOf(row);
-  if (found && samePrincipal(found, check.expected)) check.confirmed = true;
-  else check.stale = true;
-  if (check.stale) throw new StalePrincipalError();
-}
-
-/**
- * The driver's statement groups (as patched, `patches/postgres+*.patch`): statements made
- * by the pool, not yet awaited, written back to back with one Sync after the last, so the
- * server runs them as one implicit transaction; all fail when one does.
- */
-type Grouping = postgres.Sql & { group(parts: readonly postgres.PendingQuery<postgres.Row[]>[]): Promise<unknown[]> };
-
-/**
- * Failures of a prepared statement the connection holds that another try prepares anew:
- * it no longer exists on the server (a pooler discarded it), or its plan no longer fits
- * the table (a migration changed it). The driver retries such a statement alone; a group
- * fails, and is sent again.
- */
-const PREPARED_STATEMENT_GONE = new Set(['FetchPreparedStatement', 'RevalidateCachedQuery', 'transformAssignedExpr']);
-const isStalePreparedStatement = (error: unknown) => PREPARED_STATEMENT_GONE.has((error as { routine?: unknown } | null)?.routine as string);
-
-/**
- * Thrown by a transaction whose request started from a remembered principal that the
- * token no longer yields: the transaction is rolled back, and the request is answered
- * again from the principal the token yields now (src/platform/http/operations.ts).
- */
-export class StalePrincipalError extends Error {
-  constructor() {
-    super('The remembered principal of this request no longer holds.');
-  }
-}
-
-/**
- * drizzle sends every query that is not explicitly `.prepare()`d with `prepare: false`,
- * so PostgreSQL plans it anew each time (≈0.3 ms with row-level security, more than the
- * query itself). postgres.js caches prepared statements per connection by query text;
- * this wrapper turns that on for every query, inside transactions too.
- */
-function preparing(client: postgres.Sql, onQuery: () => void): postgres.Sql {
-  return new Proxy(client, {
-    get(target, property, receiver) {
-      if (property === 'unsafe') {
-        return (query: string, params?: unknown[], options?: postgres.UnsafeQueryOptions) => {
-          onQuery();
-          return target.unsafe(query, params as never, { ...options, prepare: true });
-        };
-      }
-      if (property === 'begin') {
-        return (...args: unknown[]) => {
-          const callback = args.pop() as (tx: postgres.TransactionSql) => unknown;
-          return (target.begin as (...a: unknown[]) => unknown)(...args, (tx: postgres.TransactionSql) =>
-            callback(preparing(tx as unknown as postgres.Sql, onQuery) as unknown as postgres.TransactionSql),
-          );
-        };
-      }
-      return Reflect.get(target, property, receiver) as unknown;
-    },
-  });
-}
-/** Counts the statements sent through `client` (behind a pooler, where they are not prepared). */
-function counting(client: postgres.Sql, onQuery: () => void): postgres.Sql {
-  return new Proxy(client, {
-    get(target, property, receiver) {
-      if (property === 'unsafe') {
-        return (query: string, params?: unknown[], options?: postgres.UnsafeQueryOptions) => {
-          onQuery();
-          return target.unsafe(query, params as never, options);
-        };
-      }
-      if (property === 'begin') {
-        return (...args: unknown[]) => {
-          const callback = args.pop() as (tx: postgres.TransactionSql) => unknown;
-          return (target.begin as (...a: unknown[]) => unknown)(...args, (tx: postgres.TransactionSql) =>
-            callback(counting(tx as unknown as postgres.Sql, onQuery) as unknown as postgres.TransactionSql),
-          );
-        };
-      }
-      return Reflect.get(target, property, receiver) as unknown;
-    },
-  });
+  return client as unknown as postgres.Sql;
 }
 
 const migrationsFolder = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../drizzle');
@@ -212,8 +107,9 @@ const OWNER_POOL_SIZE = 4;
 
 /**
  * Two pools over one server: `owner` (the role in DATABASE_URL: migrations, tenant
- * creation, the job queue) and `app`, whose connections run as `atrium_app`, which cannot
- * bypass row-level security. Requests only ever use `app`, through `tenant()`.
+ * creation, the job queue) and the application pool, whose connections run as
+ * `atrium_app`, which cannot bypass row-level security. Requests only ever use the
+ * application pool, through `tenant()` (docs/architecture.md#the-request-path).
  */
 export class Database {
   readonly ownerSql: postgres.Sql;
@@ -223,13 +119,7 @@ export class Database {
   /** Where migrations, LISTEN and the job queue connect: the direct URL when one is set. */
   readonly sessionUrl: string;
   readonly owner: Db;
-  readonly app: Db;
-  /** The application pool as the driver made it, for statement groups (`tenantRead`); null behind a pooler. */
-  private readonly appGroups: Grouping | null;
-  /** The driver under `app` (preparing or counting its statements), and what drizzle needs to build a transaction over it. */
-  private readonly appClient: postgres.Sql;
-  private readonly dialect = new PgDialect();
-  /** Statements sent through drizzle on the app pool; tests use it to prove query counts are constant. */
+  /** Statements sent in `tenant()` and `transaction()`; tests use it to prove query counts are constant. */
   queryCount = 0;
 
   /** Whether the application pool logs in as its own role (see `DatabaseOptions.appUrl`). */
@@ -245,6 +135,8 @@ export class Database {
   private readonly reconnectAttempts: number;
   /** How a connection of its own reaches the server as each pool does (readiness' second opinion). */
   private readonly probes: { url: string; options: postgres.Options<Record<string, never>> }[];
+  /** Whether statements are prepared: not behind a transaction-pooling proxy (see `DatabaseOptions.directUrl`). */
+  private readonly prepare: boolean;
 
   constructor(
     readonly url: string,
@@ -253,155 +145,103 @@ export class Database {
     const appPoolSize = options.poolSize ?? 10;
     this.poolSizes = { owner: OWNER_POOL_SIZE, app: appPoolSize };
     this.reconnectAttempts = Math.max(OWNER_POOL_SIZE, appPoolSize) + 1;
-    const pooled = options.directUrl !== undefined;
+    this.prepare = options.directUrl === undefined;
     this.sessionUrl = options.directUrl ?? url;
-    // Both pools' transactions are guarded against the driver's writes to a closed connection (transaction-guard.ts).
     const appConnection = options.appUrl ? { application_name: 'atrium' } : { options: `-c role=${APP_ROLE}`, application_name: 'atrium' };
     const probe = { max: 1, onnotice: () => {}, connect_timeout: READINESS_TIMEOUT_MS / 1000, prepare: false, idle_timeout: 1 };
     this.probes = [
       { url, options: { ...probe, connection: { application_name: 'atrium-owner' } } },
       { url: options.appUrl ?? url, options: { ...probe, connection: appConnection } },
     ];
+    // The owner pool's transactions (`sql.begin`) are guarded against the driver's writes to a closed connection (transaction-guard.ts).
     this.ownerSql = guardTransactions(
       postgres(url, {
         max: OWNER_POOL_SIZE,
         onnotice: () => {},
         backoff: reconnectDelaySeconds,
         connect_timeout: CONNECT_TIMEOUT_SECONDS,
-        prepare: !pooled,
+        prepare: this.prepare,
         connection: { application_name: 'atrium-owner' },
       }),
     );
-    this.listenSql = pooled
-      ? postgres(this.sessionUrl, { max: 1, onnotice: () => {}, backoff: reconnectDelaySeconds, connection: { application_name: 'atrium-owner' } })
-      : this.ownerSql;
+    this.listenSql = this.prepare
+      ? this.ownerSql
+      : postgres(this.sessionUrl, { max: 1, onnotice: () => {}, backoff: reconnectDelaySeconds, connection: { application_name: 'atrium-owner' } });
     this.dedicatedAppLogin = options.appUrl !== undefined;
-    const appPool = postgres(options.appUrl ?? url, {
+    this.appSql = postgres(options.appUrl ?? url, {
       max: appPoolSize,
       onnotice: () => {},
       backoff: reconnectDelaySeconds,
       connect_timeout: CONNECT_TIMEOUT_SECONDS,
-      prepare: !pooled,
+      prepare: this.prepare,
       connection: appConnection,
     });
-    this.appSql = guardTransactions(appPool);
-    // Groups are made of prepared statements: behind a pooler (no named prepared statements) reads take `tenant()`.
-    this.appGroups = pooled ? null : (appPool as Grouping);
     this.owner = drizzle(this.ownerSql);
-    const countQuery = () => {
-      this.queryCount++;
-    };
-    this.appClient = pooled ? counting(this.appSql, countQuery) : preparing(this.appSql, countQuery);
-    this.app = drizzle(this.appClient);
   }
 
   /**
-   * Runs `fn` in one transaction scoped to `tenantId` (row-level security).
-   *
-   * `BEGIN`, the tenant setting and `fn`'s first statement leave in one write and cost one
-   * round trip (the driver, as patched, writes a transaction's statements behind its
-   * `BEGIN` without waiting for its answer, in order on its one connection). Were the
-   * setting to fail, the transaction is aborted and every later statement fails with it,
-   * so nothing runs without the tenant; `fn`'s result is returned only once the setting
-   * has succeeded.
-   *
-   * A transaction whose connection is lost before the tenant setting is answered (a pooled
-   * connection the server has closed) is started again on a fresh one: the server answers
-   * in order, so none of `fn`'s statements can have taken effect, and `fn` must be safe to
-   * run again up to its first statement's answer. Once the setting is answered, a lost
-   * connection is the caller's error (the error handler answers 503).
+   * Runs `fn` in one transaction of the application pool scoped to `tenantId`: row-level
+   * security shows and accepts that tenant's rows only
+   * (docs/tenancy-and-security.md#the-tenant-setting). The one way a request reaches the
+   * database.
    */
-  tenant<T>(tenantId: number, fn: (tx: Tx) => Promise<T>, check?: PrincipalCheck): Promise<T> {
-    return this.transaction(
-      tenantId,
-      (client) => {
-        // What drizzle's own `transaction()` builds over the driver's transaction (its
-        // declarations type the session's client as a pool and a transaction at once).
-        const session = new PostgresJsSession(client as unknown as postgres.Sql, this.dialect, undefined);
-        return fn(new PostgresJsTransaction<NoSchema, ExtractTablesWithRelations<NoSchema>>(this.dialect, session as never, undefined));
-      },
-      check,
-    );
+  async tenant<T>(tenantId: number, fn: (tx: Tx) => Promise<T>): Promise<T> {
+    return this.run(`begin; ${setLocalTenant(tenantId)}`, fn);
   }
 
-  /** `tenant()` over the driver's own transaction: `body` is given the driver's client. */
-  private async transaction<T>(tenantId: number, body: (client: postgres.TransactionSql) => Promise<T>, check?: PrincipalCheck): Promise<T> {
+  /**
+   * Runs `fn` in one transaction of the application pool without a tenant (row-level
+   * security shows no row): for work that learns its tenant inside (`setTenant`).
+   */
+  transaction<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
+    return this.run('begin', fn);
+  }
+
+  /**
+   * A transaction on a connection reserved for it. `begin` (one message: `BEGIN` and the
+   * tenant setting) is not awaited: it leaves in the same write as `fn`'s first statement,
+   * and the server runs them in order, so a failed `begin` fails every later statement
+   * and nothing runs without its tenant. `COMMIT` follows once `fn` is done; when `fn`
+   * fails, `ROLLBACK`. A statement on a connection that closed fails at once (the driver
+   * as patched: `patches/README.md`), and the pool reconnects it by itself.
+   *
+   * A transaction whose connection turns out lost before `begin` is answered (a pooled
+   * connection the server has closed) starts again on another: none of `fn`'s statements
+   * can have taken effect, and `fn` must be safe to run again up to its first statement's
+   * answer. Once `begin` is answered, a lost connection is the caller's error (the error
+   * handler answers 503).
+   */
+  private async run<T>(begin: string, fn: (tx: Tx) => Promise<T>): Promise<T> {
     for (let attempt = 1; ; attempt++) {
-      let settingAnswered = false;
+      let begun = false;
+      let connection: postgres.ReservedSql | undefined;
       try {
-        return (await this.appClient.begin(async (client) => {
-          const tenantSet = check
-            ? client.unsafe<PrincipalRow[]>(SET_TENANT_AND_LOOK_UP_PRINCIPAL, [String(tenantId), check.tokenHash]).execute()
-            : client.unsafe<PrincipalRow[]>(SET_TENANT, [String(tenantId)]).execute();
-          // Awaited below; when `fn` throws first, its failure (if any) is that same error's echo.
-          tenantSet.then(
-            () => (settingAnswered = true),
-            () => {},
-          );
-          const result = await body(client);
-          const [row] = await tenantSet;
-          if (check) confirm(check, row);
-          return result;
-        })) as T;
+        connection = await this.appSql.reserve();
+        const opening = connection.unsafe(begin);
+        this.queryCount++;
+        opening.then(
+          () => (begun = true),
+          () => {},
+        );
+        let result: T;
+        try {
+          result = await fn(drizzle(transactionClient(this.appSql, connection, this.prepare, () => this.queryCount++)));
+          await opening;
+        } catch (error) {
+          await connection.unsafe('rollback').catch(() => {});
+          throw error;
+        }
+        const committed = await connection.unsafe('commit');
+        // A statement failed inside and `fn` went on: the server ended the transaction with a rollback.
+        if (committed.command !== 'COMMIT') throw new Error('The transaction was rolled back: one of its statements failed.');
+        return result;
       } catch (error) {
-        if (settingAnswered || attempt >= this.reconnectAttempts || !isConnectionLoss(error)) throw error;
+        if (begun || attempt >= this.reconnectAttempts || !isConnectionLoss(error)) throw error;
         await settleClosedConnections();
+      } finally {
+        connection?.release();
       }
     }
-  }
-
-  /**
-   * One statement that only reads, in `tenantId`'s scope, as `tenant()` runs it alone but
-   * without `BEGIN` and `COMMIT`: the tenant setting (with the look-up of `check`) and the
-   * statement leave as one statement group of the driver, which PostgreSQL runs as one
-   * implicit transaction (one Sync). The setting is local to that transaction, as in
-   * `tenant()`; when it fails, the statement is not run; and like any one query, groups of
-   * several requests share the pool's connections and writes. Answers the statement's rows
-   * as arrays of column values, in the select's order.
-   *
-   * Repeating a read is always safe: a group whose connection is lost, or whose prepared
-   * statement the server no longer holds in that form, is sent again. Behind a pooler
-   * (no prepared statements) it runs through `tenant()`.
-   */
-  async tenantRead(tenantId: number, statement: Statement, check?: PrincipalCheck): Promise<unknown[][]> {
-    const pool = this.appGroups;
-    if (!pool) return this.transaction(tenantId, (client) => client.unsafe(statement.sql, statement.params as never).values(), check);
-    for (let attempt = 1; ; attempt++) {
-      const setting = check
-        ? pool.unsafe<PrincipalRow[]>(SET_TENANT_AND_LOOK_UP_PRINCIPAL, [String(tenantId), check.tokenHash], { prepare: true })
-        : pool.unsafe<PrincipalRow[]>(SET_TENANT, [String(tenantId)], { prepare: true });
-      const read = pool.unsafe(statement.sql, statement.params as never, { prepare: true }).values();
-      this.queryCount += 2;
-      try {
-        const [[row], rows] = (await pool.group([setting as never, read as never])) as [PrincipalRow[], unknown[][]];
-        if (check) confirm(check, row);
-        return rows;
-      } catch (error) {
-        if (attempt >= this.reconnectAttempts || !(isConnectionLoss(error) || isStalePreparedStatement(error))) throw error;
-        if (isConnectionLoss(error)) await settleClosedConnections();
-      }
-    }
-  }
-
-  /**
-   * The rows of `select` (`selectStatement` or `preparedSelect`) in `tenantId`'s scope,
-   * read as `tenantRead` reads one statement.
-   */
-  async tenantSelect<Row>(tenantId: number, select: SelectStatement<Row>): Promise<Row[]> {
-    if (!select.mapRows) throw new Error('tenantSelect takes a select whose fields are all top-level (no nested objects)');
-    return select.mapRows(await this.tenantRead(tenantId, select.statement));
-  }
-
-  /**
-   * This database, with every `tenant()` transaction and `tenantRead()` also confirming
-   * `check` (see src/platform/auth/principal-cache.ts): what a request that started from a
-   * remembered principal is given.
-   */
-  confirming(check: PrincipalCheck): Database {
-    const confirming = Object.create(this) as Database;
-    confirming.tenant = (tenantId, fn) => this.tenant(tenantId, fn, check);
-    confirming.tenantRead = (tenantId, statement) => this.tenantRead(tenantId, statement, check);
-    return confirming;
   }
 
   /**

@@ -3,13 +3,26 @@ import { bigint, integer, pgPolicy, pgTable, text, timestamp } from 'drizzle-orm
 
 /**
  * The tenant setting: the PostgreSQL setting that names the tenant of the current
- * transaction. It is set only by `setTenant` and `Database.tenant` (database.ts), and read only through
- * `currentTenant` and `requiredTenant` (docs/tenancy-and-security.md#the-tenant-setting).
+ * transaction. It is written only by `setLocalTenant`'s statement (sent by `Database.tenant`
+ * and `setTenant`, database.ts), and read only through `currentTenant` and `requiredTenant`
+ * (docs/tenancy-and-security.md#the-tenant-setting).
  */
 export const TENANT_SETTING = 'atrium.tenant_id';
 
 /** The setting's name as SQL text (a literal, not a parameter: policies embed it). */
 export const tenantSettingName = sql.raw(`'${TENANT_SETTING}'`);
+
+/**
+ * The statement that makes `tenantId` the tenant of the current transaction until it ends.
+ * `SET LOCAL` rather than `set_config(…, true)`: Citus carries `SET LOCAL` to the sessions
+ * it opens on its workers (with `citus.propagate_set_commands = 'local'`), and not the
+ * function (docs/scaling.md). `SET` takes no parameter, so the value is written into the
+ * text: an integer formatted here, never text from a request.
+ */
+export function setLocalTenant(tenantId: number): string {
+  if (!Number.isSafeInteger(tenantId) || tenantId <= 0) throw new TypeError(`A tenant id is a positive integer, not ${String(tenantId)}`);
+  return `set local ${TENANT_SETTING} = '${tenantId}'`;
+}
 
 /**
  * The tenant of the current transaction, or null when there is none: unset, or reset to

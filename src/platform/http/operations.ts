@@ -4,10 +4,8 @@ import { fileURLToPath } from 'node:url';
 import type { FastifyInstance, FastifyReply, FastifyRequest, RouteOptions } from 'fastify';
 import openapiGlue from 'fastify-openapi-glue';
 import { operations, type OperationId } from '../../../generated/operations.ts';
-import { authenticateRequest, lookUpPrincipal, rememberedAuth, requirePermission, requirePermissionUnlessSelf, type Caller } from '../auth/auth.ts';
+import { authenticateRequest, requirePermission, requirePermissionUnlessSelf, type Caller } from '../auth/auth.ts';
 import type { Permission } from '../auth/permissions.ts';
-import { type PrincipalCheck, samePrincipal } from '../auth/principal-cache.ts';
-import { isConnectionLoss } from '../database/connection-loss.ts';
 import type { Services } from '../services.ts';
 import type { Context, Handlers } from './handler.ts';
 import { StreamedJson } from './json-stream.ts';
@@ -158,23 +156,6 @@ export function permissionChecks(rule: PermissionRule): {
   return { onRequest: null, preHandler: (auth, params) => requirePermissionUnlessSelf(auth, permission, Number(params[unlessSelf])) };
 }
 
-/** Whether `check` lets `auth` through (it throws a problem when not). */
-function permits(check: ((auth: Caller) => void) | null | undefined, auth: Caller): boolean {
-  try {
-    check?.(auth);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-/** Whether the operation's success answer is an event stream. */
-function answersEventStream(specification: Record<string, unknown>, path: string): boolean {
-  const responses = (specification.paths as Record<string, Record<string, { responses?: Record<string, { content?: Record<string, unknown> }> }>>)[path]?.get
-    ?.responses;
-  return Object.values(responses ?? {}).some((response) => response.content?.['text/event-stream'] !== undefined);
-}
-
 /**
  * Binds every operation of the spec (fastify-openapi-glue builds the routes, request
  * validation and response serialization from it). Authentication runs in `onRequest`, so
@@ -185,7 +166,6 @@ function answersEventStream(specification: Record<string, unknown>, path: string
  */
 export async function registerOperations(app: FastifyInstance, handlers: Handlers, services: Services): Promise<void> {
   app.decorateRequest('auth', null);
-  app.decorateRequest('principalCheck', null);
   const specification = loadSpecification();
   refuseResponseOnlyMediaTypes(app, specification);
   await app.register(openapiGlue, {
@@ -203,76 +183,13 @@ export async function registerOperations(app: FastifyInstance, handlers: Handler
       const afterValidation = permission.preHandler;
       const body = declaredBody(specification, meta.path, meta.method);
       const queryParameters = declaredQueryParameters(specification, meta.path, meta.method);
-      // Safe operations may start from a remembered principal (principal-cache.ts), except
-      // event streams, which answer before any check could be confirmed.
-      const remembering = meta.secured && meta.method === 'GET' && !answersEventStream(specification, meta.path);
-      /** Authentication from the token, looked up now; the operation's permission (401 / 403). */
-      const authenticate = async (request: FastifyRequest) => {
-        request.principalCheck = null;
-        request.auth = await authenticateRequest(services.db, services.secrets, request, services.principals);
-        permission.onRequest?.(request.auth);
-      };
-      /**
-       * Authentication (secured operations), then the media type of a body: one hook, answered
-       * without a promise when the principal is remembered (`done` style; most requests).
-       */
-      const onRequest = (request: FastifyRequest, _reply: FastifyReply, done: (error?: Error) => void) => {
-        try {
-          if (meta.secured) {
-            const remembered = remembering ? rememberedAuth(services.principals, services.secrets, request) : null;
-            if (remembered && permits(permission.onRequest, remembered.auth)) {
-              request.auth = remembered.auth;
-              request.principalCheck = remembered.check;
-            } else {
-              authenticate(request)
-                .then(() => assertDeclaredMediaType(request, body))
-                .then(() => done(), done);
-              return;
-            }
-          }
-          assertDeclaredMediaType(request, body);
-          done();
-        } catch (error) {
-          done(error as Error);
+      /** Authentication (secured operations: 401 / the operation's permission, 403), then the media type of a body. */
+      const onRequest = async (request: FastifyRequest) => {
+        if (meta.secured) {
+          request.auth = await authenticateRequest(services.db, services.secrets, request);
+          permission.onRequest?.(request.auth);
         }
-      };
-      const answer = (request: FastifyRequest, reply: FastifyReply, db = services.db) =>
-        handler({
-          request,
-          reply,
-          body: request.body,
-          query: request.query as never,
-          params: request.params as never,
-          auth: request.auth as never,
-          services: db === services.db ? services : { ...services, db },
-        });
-      /**
-       * The answer of a request that started from a remembered principal, given only once
-       * the token was found to yield that principal in this request: in the statement that
-       * set the tenant of its transaction, or, when it ran none, in a lookup of its own.
-       * Otherwise the request, a safe one whose transactions were rolled back, is answered
-       * again from the principal looked up now (401 when there is none).
-       */
-      const answerConfirmed = async (request: FastifyRequest, reply: FastifyReply, check: PrincipalCheck) => {
-        let outcome: { result: Awaited<ReturnType<typeof answer>> } | { error: unknown };
-        try {
-          outcome = { result: await answer(request, reply, services.db.confirming(check)) };
-        } catch (error) {
-          outcome = { error };
-        }
-        // A lost database says nothing about the principal (503 either way), and a lookup would be lost too.
-        if ('error' in outcome && isConnectionLoss(outcome.error)) throw outcome.error;
-        if (!check.confirmed && !check.stale) {
-          const found = await lookUpPrincipal(services.db, check.tokenHash);
-          check.stale = !found || !samePrincipal(found, check.expected);
-        }
-        if (check.stale) {
-          await authenticate(request);
-          afterValidation?.(request.auth!, request.params as Record<string, unknown>);
-          return answer(request, reply);
-        }
-        if ('error' in outcome) throw outcome.error;
-        return outcome.result;
+        assertDeclaredMediaType(request, body);
       };
       return {
         // Authentication restricts some sessions to some operations (auth.ts): it reads this.
@@ -287,17 +204,17 @@ export async function registerOperations(app: FastifyInstance, handlers: Handler
             done(error as Error);
           }
         },
-        preHandler: afterValidation
-          ? async (request: FastifyRequest) => {
-              const params = request.params as Record<string, unknown>;
-              // A refusal is only given on a principal looked up in this request.
-              if (request.principalCheck && !permits((auth) => afterValidation(auth, params), request.auth!)) await authenticate(request);
-              afterValidation(request.auth!, params);
-            }
-          : undefined,
+        preHandler: afterValidation ? async (request: FastifyRequest) => afterValidation(request.auth!, request.params as Record<string, unknown>) : undefined,
         handler: async (request: FastifyRequest, reply: FastifyReply) => {
-          const check = request.principalCheck;
-          const result = check ? await answerConfirmed(request, reply, check) : await answer(request, reply);
+          const result = await handler({
+            request,
+            reply,
+            body: request.body,
+            query: request.query as never,
+            params: request.params as never,
+            auth: request.auth as never,
+            services,
+          });
           // A handler that took the connection over (event streams) answers by itself.
           if (reply.sent) return reply;
           // A list cut short by `limit` links its next page (docs/api-conventions.md#paging).

@@ -9,10 +9,8 @@
  * Records a handler has just written, or nests in another resource's answer, are
  * presented with `presentAll` / `presentGrouped`.
  */
-import { and, eq, sql, type SQL } from 'drizzle-orm';
-import { PgDialect, type PgColumn } from 'drizzle-orm/pg-core';
+import { and, sql, type SQL } from 'drizzle-orm';
 import type { Database, Tx } from '../database/database.ts';
-import { selectStatement, type SelectStatement, type Statement } from '../database/select-statement.ts';
 import { withNextPage } from '../http/next-page.ts';
 import { invalid, notFound } from '../http/problem.ts';
 import { groupBy, inlineColumn, present, readControls, splitList, type Controls, type ControlsQuery, type View } from './result-controls.ts';
@@ -91,56 +89,9 @@ async function shaped<Row, Viewer, FilterKey extends string, Shown>(
   return listing.shape ? listing.shape(tx, rows, viewer) : (rows as unknown as Shown[]);
 }
 
-/** Renders SQL to text and parameters, as drizzle does; it holds no state. */
-const dialect = new PgDialect();
-
 /**
- * A listing's select compiled once per process: drizzle spends more time building a wide
- * select (columns, joins, names) than PostgreSQL spends answering it, and the text is the
- * same on every request. Each request renders only its conditions, limit and offset after it.
- */
-interface CompiledListing {
-  /** `select … from … [joins]`, without where, order or limit. */
-  head: string;
-  /** ` order by …`. */
-  order: string;
-  /** How rows map to records: the select's own mapping (`selectStatement`). */
-  select: SelectStatement<unknown>;
-  /** `column = $1` by column, rendered on first use (`KeyIs`). */
-  keys: Map<PgColumn, string>;
-}
-
-/**
- * `column = value`: how a show endpoint usually names its record. Where the listing has no
- * scope, its statement with this condition is rendered once per column and only the value
- * is bound per request (drizzle renders nothing); elsewhere it is the condition `eq` makes.
- */
-export class KeyIs {
-  constructor(
-    readonly column: PgColumn,
-    readonly value: unknown,
-  ) {}
-
-  get condition(): SQL {
-    return eq(this.column, this.value);
-  }
-}
-
-export const keyIs = (column: PgColumn, value: unknown): KeyIs => new KeyIs(column, value);
-
-/** A condition rendered to text and its parameters, numbered from $1. */
-type Rendered = { sql: string; params: unknown[] };
-
-/**
- * Compiled listings, by the inline relations their statement carries (names joined by
- * `|`); null: the listing's select or order carries bound values, so it is built per request.
- */
-const compiledListings = new WeakMap<object, Map<string, CompiledListing | null>>();
-
-/**
- * Which of `relations` ride in the listing's statement: those the view can select inline,
- * in the view's order whatever the request's (one compiled statement per set). Only a
- * listing without `shape` presents its rows as they are read.
+ * Which of `relations` ride in the listing's statement: those the view can select inline.
+ * Only a listing without `shape` presents its rows as they are read.
  */
 function inlineRelations<Row, Viewer, FilterKey extends string, Shown>(
   listing: ListingDefinition<Row, Viewer, FilterKey, Shown>,
@@ -164,105 +115,20 @@ function inlineColumns<Row, Viewer, FilterKey extends string, Shown>(
   return Object.fromEntries(names.map((name) => [inlineColumn(name), sql`(${listing.view.relations![name]!.inline!})::text`]));
 }
 
-/** `builder` stands for a transaction where a listing's query is only built, never run. */
-function compiled<Row, Viewer, FilterKey extends string, Shown>(
-  builder: Tx,
-  listing: ListingDefinition<Row, Viewer, FilterKey, Shown>,
-  relations: readonly string[],
-): CompiledListing | null {
-  let variants = compiledListings.get(listing);
-  if (!variants) compiledListings.set(listing, (variants = new Map<string, CompiledListing | null>()));
-  const key = relations.join('|');
-  let found = variants.get(key);
-  if (found !== undefined) return found;
-  const select = selectStatement<unknown>(listing.query(builder, inlineColumns(listing, relations)) as unknown as PromiseLike<unknown[]>);
-  const order = dialect.sqlToQuery(listing.order.length > 0 ? sql` order by ${sql.join(listing.order, sql`, `)}` : sql``);
-  found = select.statement.params.length === 0 && order.params.length === 0 ? { head: select.statement.sql, order: order.sql, select, keys: new Map() } : null;
-  variants.set(key, found);
-  return found;
-}
-
-/**
- * The statement of a compiled listing's rows matching `condition` (rendered), in list order,
- * cut by `page`: the text drizzle's builder makes (`… where … order by … limit … offset …`).
- */
-function compiledStatement(text: CompiledListing, rendered: Rendered | undefined, page: { limit?: number; offset?: number }): Statement {
-  const params = rendered ? rendered.params : [];
-  let statement = rendered ? `${text.head} where ${rendered.sql}${text.order}` : `${text.head}${text.order}`;
-  if (page.limit) statement += ` limit $${params.push(page.limit)}`;
-  if (page.offset) statement += ` offset $${params.push(page.offset)}`;
-  return { sql: statement, params };
-}
-
-/** `condition` within `scope`, as drizzle takes it. */
-const within = (scope: SQL | undefined, condition: SQL | KeyIs | undefined): SQL | undefined =>
-  and(scope, condition instanceof KeyIs ? condition.condition : condition);
-
-/** `condition` as text: for a `KeyIs` without a scope, the text rendered once for its column. */
-function renderedCondition(text: CompiledListing, scope: SQL | undefined, condition: SQL | KeyIs | undefined): Rendered | undefined {
-  if (condition instanceof KeyIs && !scope) {
-    let key = text.keys.get(condition.column);
-    if (key === undefined) text.keys.set(condition.column, (key = dialect.sqlToQuery(eq(condition.column, sql.placeholder('key'))).sql));
-    return { sql: key, params: [condition.column.mapToDriverValue(condition.value)] };
-  }
-  const where = within(scope, condition);
-  return where ? dialect.sqlToQuery(where) : undefined;
-}
-
+/** The listing's rows matching `where` within its scope, in list order, cut by `page`; relations asked for ride along where they can (`inline`). */
 function rowsWhere<Row, Viewer, FilterKey extends string, Shown>(
   tx: Tx,
   listing: ListingDefinition<Row, Viewer, FilterKey, Shown>,
   viewer: Viewer,
-  where: SQL | KeyIs | undefined,
+  where: SQL | undefined,
   page: { limit?: number; offset?: number } = {},
   relations: readonly string[] = [],
 ): PromiseLike<Row[]> {
-  const scope = listing.scope?.(viewer);
-  const inline = inlineRelations(listing, relations);
-  const text = compiled(tx, listing, inline);
-  if (!text) {
-    return limited(
-      listing
-        .query(tx, inlineColumns(listing, inline))
-        .where(within(scope, where))
-        .orderBy(...listing.order),
-      page.limit,
-      page.offset,
-    );
-  }
-  const { select } = text;
-  const query = tx._.session.prepareQuery(
-    compiledStatement(text, renderedCondition(text, scope, where), page),
-    select.fields,
-    undefined,
-    true,
-    select.mapRows ?? undefined,
-  );
-  (query as unknown as { joinsNotNullableMap?: Record<string, boolean> }).joinsNotNullableMap = select.joinsNotNullableMap;
-  return query.execute() as Promise<Row[]>;
-}
-
-/**
- * The listing's rows matching `where` (within its scope) as one statement that answers all
- * the request needs, or null when it takes more: a compiled listing without `shape`, whose
- * every relation asked for rides in the statement (`inline`). Such a read leaves with the
- * tenant setting as one statement group (`Database.tenantRead`), without a transaction of
- * its own.
- */
-function oneStatement<Row, Viewer, FilterKey extends string, Shown>(
-  db: Database,
-  listing: ListingDefinition<Row, Viewer, FilterKey, Shown>,
-  viewer: Viewer,
-  where: SQL | KeyIs | undefined,
-  page: { limit?: number; offset?: number },
-  relations: readonly string[],
-): { statement: Statement; mapRows(rows: unknown[][]): Row[] } | null {
-  if (listing.shape) return null;
-  const viewRelations = listing.view.relations ?? {};
-  if (relations.some((name) => Object.hasOwn(viewRelations, name) && !viewRelations[name]!.inline)) return null;
-  const text = compiled(db.app as unknown as Tx, listing, inlineRelations(listing, relations));
-  const mapRows = text?.select.mapRows as ((rows: unknown[][]) => Row[]) | null | undefined;
-  return text && mapRows ? { statement: compiledStatement(text, renderedCondition(text, listing.scope?.(viewer), where), page), mapRows } : null;
+  const query = listing
+    .query(tx, inlineColumns(listing, inlineRelations(listing, relations)))
+    .where(and(listing.scope?.(viewer), where))
+    .orderBy(...listing.order);
+  return limited(query, page.limit, page.offset);
 }
 
 /**
@@ -306,28 +172,24 @@ export async function listRecords<Row, Viewer, FilterKey extends string, Shown>(
   if (cursor !== undefined && !listing.cursor) throw invalid({ before_id: ['is not taken by this list'] }, 'The result controls are invalid.');
   const where = and(options.where, controls.where);
   const page = { limit: limit && limit + 1, offset };
-  /** The rows read (one more than `limit` when more follow) → the answer. */
-  const answer = async (tx: Tx | null, rows: Row[]) => {
-    const more = limit !== undefined && rows.length > limit;
-    const shown = more ? rows.slice(0, limit) : rows;
-    const records = await present(listing.view, tx as Tx, tx ? await shaped(tx, listing, shown, viewer) : (shown as unknown as Shown[]), controls, viewer);
-    if (!more) return records;
-    const next = listing.cursor ? { before_id: listing.cursor.of(shown.at(-1)!), offset: undefined } : { offset: offset + limit };
-    return withNextPage(records, next);
-  };
-  const one = !options.before && cursor === undefined ? oneStatement(db, listing, viewer, where, page, controls.relations) : null;
-  if (one) return answer(null, one.mapRows(await db.tenantRead(tenantId, one.statement)));
   return db.tenant(tenantId, async (tx) => {
     await options.before?.(tx);
     const after = cursor === undefined ? undefined : await listing.cursor!.after(tx, viewer, cursor);
     if (cursor !== undefined && after === undefined) throw invalid({ before_id: ['does not exist'] }, 'The paging cursor names no record of this list.');
-    return answer(tx, await rowsWhere(tx, listing, viewer, and(where, after), page, controls.relations));
+    // One row more than `limit`: when it exists, more follow.
+    const rows = await rowsWhere(tx, listing, viewer, and(where, after), page, controls.relations);
+    const more = limit !== undefined && rows.length > limit;
+    const shown = more ? rows.slice(0, limit) : rows;
+    const records = await present(listing.view, tx, await shaped(tx, listing, shown, viewer), controls, viewer);
+    if (!more) return records;
+    const next = listing.cursor ? { before_id: listing.cursor.of(shown.at(-1)!), offset: undefined } : { offset: offset + limit };
+    return withNextPage(records, next);
   });
 }
 
 /**
  * A show endpoint: the record `which` names (a condition within the listing's scope, such
- * as `keyIs(table.id, id)`, or a lookup of the resource's own, which may throw its own 404), or 404 `${what} does not exist.`.
+ * as `eq(table.id, id)`, or a lookup of the resource's own, which may throw its own 404), or 404 `${what} does not exist.`.
  * The controls are read before any query, or, with `controlsAfterFind`, after the record is
  * found, for views whose field visibility depends on the record (one's own user record): a
  * missing record is then a 404 whatever the controls. `defaultRelations` replaces the
@@ -339,7 +201,7 @@ export async function showRecord<Row, Viewer, FilterKey extends string, Shown>(
   listing: ListingDefinition<Row, Viewer, FilterKey, Shown>,
   query: ControlsQuery,
   viewer: Viewer,
-  which: SQL | KeyIs | ((tx: Tx) => Promise<Row | undefined>),
+  which: SQL | ((tx: Tx) => Promise<Row | undefined>),
   what: string,
   options: { controlsAfterFind?: boolean; defaultRelations?: readonly string[] } = {},
 ): Promise<Record<string, unknown>> {
@@ -348,19 +210,14 @@ export async function showRecord<Row, Viewer, FilterKey extends string, Shown>(
   const early = options.controlsAfterFind ? undefined : controlsFor();
   // The relations the answer will likely show, read with the record where they can be (the controls judge them after).
   const relations = early?.relations ?? (query.relations !== undefined ? splitList(query.relations, '|') : (defaultRelations ?? []));
-  /** The row found (or not) → the answer. */
-  const answer = async (tx: Tx | null, row: Row | undefined) => {
+  return db.tenant(tenantId, async (tx) => {
+    const row = typeof which === 'function' ? await which(tx) : (await rowsWhere(tx, listing, viewer, which, {}, relations))[0];
     if (row === undefined) throw notFound(what);
-    const [shown] = tx ? await shaped(tx, listing, [row], viewer) : ([row] as unknown as Shown[]);
+    const [shown] = await shaped(tx, listing, [row], viewer);
     if (shown === undefined) throw notFound(what);
-    const [record] = await present(listing.view, tx as Tx, [shown], early ?? controlsFor(shown), viewer);
+    const [record] = await present(listing.view, tx, [shown], early ?? controlsFor(shown), viewer);
     return record!;
-  };
-  const one = typeof which === 'function' ? null : oneStatement(db, listing, viewer, which, {}, relations);
-  if (one) return answer(null, one.mapRows(await db.tenantRead(tenantId, one.statement))[0]);
-  return db.tenant(tenantId, async (tx) =>
-    answer(tx, typeof which === 'function' ? await which(tx) : (await rowsWhere(tx, listing, viewer, which, {}, relations))[0]),
-  );
+  });
 }
 
 /**

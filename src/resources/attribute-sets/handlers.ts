@@ -1,6 +1,7 @@
+import { eq } from 'drizzle-orm';
 import type { Body, Handlers } from '../../platform/http/handler.ts';
 import { invalid } from '../../platform/http/problem.ts';
-import { keyIs, listRecords, presentAll, showRecord } from '../../platform/result-controls/listing.ts';
+import { listRecords, presentAll, showRecord } from '../../platform/result-controls/listing.ts';
 import { attachedDepartmentCount, deleteAttributeSet, findAttributeSet, insertAttributeSet, updateAttributeSet } from './queries.ts';
 import { attributeSetErrors } from './rules.ts';
 import { attributeSets } from './table.ts';
@@ -19,7 +20,7 @@ export const attributeSetHandlers = {
   },
 
   async getAttributeSet({ auth, query, params, services: { db } }) {
-    const body = await showRecord(db, auth.tenantId, attributeSetListing, query, auth, keyIs(attributeSets.id, params.attributeSet), 'The attribute set');
+    const body = await showRecord(db, auth.tenantId, attributeSetListing, query, auth, eq(attributeSets.id, params.attributeSet), 'The attribute set');
     return { status: 200, body };
   },
 

@@ -4,7 +4,7 @@ import type { Tx } from '../../platform/database/database.ts';
 import { lockTenantScope } from '../../platform/database/locks.ts';
 import type { Handlers } from '../../platform/http/handler.ts';
 import { notFound } from '../../platform/http/problem.ts';
-import { ALL_FIELDS, keyIs, listRecords, selectRecords, showRecord } from '../../platform/result-controls/listing.ts';
+import { ALL_FIELDS, listRecords, selectRecords, showRecord } from '../../platform/result-controls/listing.ts';
 import { deleteDepartment, departmentCountAndLimit, entityPermissionsNaming, findDepartment, lockDepartment, saveDepartment } from './queries.ts';
 import { departmentAvailability, departmentLimitRefusal, departmentWrite, NAMED_ENTITIES_SHOWN, namedByEntityPermissionsRefusal } from './rules.ts';
 import { departments } from './table.ts';
@@ -22,7 +22,7 @@ export const departmentHandlers = {
   },
 
   async getDepartment({ auth, query, params, services: { db } }) {
-    const body = await showRecord(db, auth.tenantId, departmentListing, query, auth, keyIs(departments.id, params.department), 'The department');
+    const body = await showRecord(db, auth.tenantId, departmentListing, query, auth, eq(departments.id, params.department), 'The department');
     return { status: 200, body };
   },
 

@@ -1,9 +1,10 @@
+import { eq } from 'drizzle-orm';
 import type { Auth } from '../../platform/auth/auth.ts';
 import { hashToken } from '../../platform/auth/tokens.ts';
 import type { Tx } from '../../platform/database/database.ts';
 import type { Handlers } from '../../platform/http/handler.ts';
 import { notFound, unauthorized } from '../../platform/http/problem.ts';
-import { keyIs, listRecords, presentAll, showRecord } from '../../platform/result-controls/listing.ts';
+import { listRecords, presentAll, showRecord } from '../../platform/result-controls/listing.ts';
 import type { Secrets } from '../../platform/secrets/secrets.ts';
 import { admitLoginAttempt, withdrawLoginAttempt } from '../auth/queries.ts';
 import { clientAddressLimitKey } from '../auth/rules.ts';
@@ -27,7 +28,7 @@ export const loginTokenHandlers = {
   },
 
   async getUserLoginToken({ auth, query, params, services: { db } }) {
-    const body = await showRecord(db, auth.tenantId, loginTokenListing, query, auth, keyIs(userLoginTokens.uuid, params.userLoginToken), 'The login token');
+    const body = await showRecord(db, auth.tenantId, loginTokenListing, query, auth, eq(userLoginTokens.uuid, params.userLoginToken), 'The login token');
     return { status: 200, body };
   },
 

@@ -81,7 +81,7 @@ export async function softDeleteLoginToken(tx: Tx, uuid: string): Promise<boolea
  * tenant. If issuing fails, the token stays unused. Null when the token does not sign in.
  */
 export async function consumeLoginToken(db: Database, tokenHash: Buffer, ttlSeconds: number) {
-  return db.app.transaction(async (tx) => {
+  return db.transaction(async (tx) => {
     const [consumed] = await tx.execute<{ tenant_id: string; login_user_id: string }>(
       sql`select tenant_id, login_user_id from atrium_consume_login_token(${tokenHash})`,
     );

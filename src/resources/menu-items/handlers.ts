@@ -1,8 +1,9 @@
+import { eq } from 'drizzle-orm';
 import type { Auth } from '../../platform/auth/auth.ts';
 import type { Tx } from '../../platform/database/database.ts';
 import type { Handlers } from '../../platform/http/handler.ts';
 import { notFound } from '../../platform/http/problem.ts';
-import { keyIs, listRecords, presentAll, showRecord } from '../../platform/result-controls/listing.ts';
+import { listRecords, presentAll, showRecord } from '../../platform/result-controls/listing.ts';
 import { replaceSubjectLists } from '../entity-permissions/queries.ts';
 import {
   findUndeletedMenuItem,
@@ -33,7 +34,7 @@ export const menuItemHandlers = {
   },
 
   async getMenuItem({ auth, query, params, services: { db } }) {
-    const body = await showRecord(db, auth.tenantId, menuItemListing, query, userScope(auth), keyIs(menuItems.id, params.menuItem), 'The menu item');
+    const body = await showRecord(db, auth.tenantId, menuItemListing, query, userScope(auth), eq(menuItems.id, params.menuItem), 'The menu item');
     return { status: 200, body };
   },
 
@@ -42,7 +43,7 @@ export const menuItemHandlers = {
   },
 
   async getAdministeredMenuItem({ auth, query, params, services: { db } }) {
-    const body = await showRecord(db, auth.tenantId, menuItemListing, query, administrationScope(auth), keyIs(menuItems.id, params.menuItem), 'The menu item');
+    const body = await showRecord(db, auth.tenantId, menuItemListing, query, administrationScope(auth), eq(menuItems.id, params.menuItem), 'The menu item');
     return { status: 200, body };
   },
 

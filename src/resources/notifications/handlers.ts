@@ -8,7 +8,7 @@ import { readControls } from '../../platform/result-controls/result-controls.ts'
 import { announceTenantUnreadChange } from './channel.ts';
 import { isEventId } from './event-ids.ts';
 import { notify, queueDelivery } from './notify.ts';
-import { deleteTenantNotifications, markOwnNotification, markOwnNotifications, unreadCountSelect } from './queries.ts';
+import { deleteTenantNotifications, markOwnNotification, markOwnNotifications, unreadCount } from './queries.ts';
 import { CUSTOM_NOTIFICATION, readState, TYPED_NOTIFICATIONS, type ReadStateInput, type TypedNotification } from './rules.ts';
 import { notifications } from './table.ts';
 import { byTarget, byType, notificationListing, notificationView } from './view.ts';
@@ -45,8 +45,7 @@ export const notificationHandlers = {
   /** Served by the partial index on unread notifications (see table.ts and the benchmark). */
   async countNotifications({ auth, query, services: { db } }) {
     const controls = readControls(notificationView, { filter: query.filter }, auth);
-    const [row] = await db.tenantSelect(auth.tenantId, unreadCountSelect(db.app, auth, controls.where));
-    return { status: 200, body: row?.n ?? 0 };
+    return { status: 200, body: await db.tenant(auth.tenantId, (tx) => unreadCount(tx, auth, controls.where)) };
   },
 
   async listNotificationsByType({ auth, query, params, services: { db } }) {

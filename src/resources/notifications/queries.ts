@@ -3,7 +3,6 @@ import { and, count, eq, isNull, lt, ne, sql, type SQL } from 'drizzle-orm';
 import type { Auth } from '../../platform/auth/auth.ts';
 import type { Db, Tx } from '../../platform/database/database.ts';
 import { missingIds } from '../../platform/database/existence.ts';
-import { preparedSelect, selectStatement, type SelectStatement } from '../../platform/database/select-statement.ts';
 import { requiredTenant } from '../../platform/database/tenancy.ts';
 import { departmentNotificationSettings, departments } from '../departments/table.ts';
 import { notificationSettings } from '../notification-settings/table.ts';
@@ -175,28 +174,19 @@ export async function markEmailed(tx: Tx, notificationId: string): Promise<void>
     .where(eq(notifications.id, notificationId));
 }
 
-/** The unread count the triggers keep for the user `userId` (`notificationUnreadCounts`; no row while they never had one). */
-const keptUnreadCount = preparedSelect<{ n: number }, { userId: number }>((db) =>
-  db
-    .select({ n: notificationUnreadCounts.unread })
-    .from(notificationUnreadCounts)
-    .where(eq(notificationUnreadCounts.userId, sql.placeholder('userId'))),
-);
-
 /**
- * The select of how many of the caller's notifications matching `where` are unread (one
- * row, `n`, or none for 0): without `where`, the count the triggers keep; with it,
- * counted (served by the partial index `notifications_unread_idx`). `db` builds it; the
- * caller runs it (one statement).
+ * How many of the caller's notifications matching `where` are unread: without `where`, the
+ * count the triggers keep (`notificationUnreadCounts`; no row while they never had one);
+ * with it, counted (served by the partial index `notifications_unread_idx`). One statement.
  */
-export function unreadCountSelect(db: Db, auth: Auth, where: SQL | undefined): SelectStatement<{ n: number }> {
-  if (!where) return keptUnreadCount(db, { userId: auth.userId });
-  return selectStatement(
-    db
-      .select({ n: count() })
-      .from(notifications)
-      .where(and(ownNotifications(auth), unreadNotifications(), where)),
-  );
+export async function unreadCount(tx: Tx, auth: Auth, where: SQL | undefined): Promise<number> {
+  const [row] = where
+    ? await tx
+        .select({ n: count() })
+        .from(notifications)
+        .where(and(ownNotifications(auth), unreadNotifications(), where))
+    : await tx.select({ n: notificationUnreadCounts.unread }).from(notificationUnreadCounts).where(eq(notificationUnreadCounts.userId, auth.userId));
+  return row?.n ?? 0;
 }
 
 /**

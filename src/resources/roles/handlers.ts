@@ -1,6 +1,7 @@
+import { eq } from 'drizzle-orm';
 import type { Handlers } from '../../platform/http/handler.ts';
 import { invalid, notFound } from '../../platform/http/problem.ts';
-import { keyIs, listRecords, presentAll, showRecord } from '../../platform/result-controls/listing.ts';
+import { listRecords, presentAll, showRecord } from '../../platform/result-controls/listing.ts';
 import { insertRole, lockRole, roleIdOf, updateRoleRow } from './queries.ts';
 import { assertMayAdministerRole, newRoleName, roleChangeErrors } from './rules.ts';
 import { roles } from './table.ts';
@@ -12,7 +13,7 @@ export const roleHandlers = {
   },
 
   async getRole({ auth, query, params, services: { db } }) {
-    const body = await showRecord(db, auth.tenantId, roleListing, query, auth, keyIs(roles.id, params.role), 'The role');
+    const body = await showRecord(db, auth.tenantId, roleListing, query, auth, eq(roles.id, params.role), 'The role');
     return { status: 200, body };
   },
 

@@ -5,7 +5,7 @@ import type { Tx } from '../../platform/database/database.ts';
 import type { Body, Context, Handlers } from '../../platform/http/handler.ts';
 import { uploadOf } from '../../platform/http/multipart.ts';
 import { invalid, notFound, unauthorized } from '../../platform/http/problem.ts';
-import { keyIs, listRecords, selectRecords, showRecord } from '../../platform/result-controls/listing.ts';
+import { listRecords, selectRecords, showRecord } from '../../platform/result-controls/listing.ts';
 import { endSessionsAfterPasswordChange, verifyOwnPassword } from '../auth/credentials.ts';
 import { HOLDS_ENTITY_RIGHTS, usersHoldingRightsBeyond } from '../entity-permissions/rules.ts';
 import { importTemplate, previewCsvImport, type CsvImportOptions } from './csv-import.ts';
@@ -127,7 +127,7 @@ async function servePicture(ctx: Context<'getProfilePicture'> | Context<'getProf
 
 export const userHandlers = {
   async getCurrentUser({ auth, services: { db } }) {
-    const body = await showRecord(db, auth.tenantId, userListing, {}, auth, keyIs(users.id, auth.userId), 'The user', { controlsAfterFind: true });
+    const body = await showRecord(db, auth.tenantId, userListing, {}, auth, eq(users.id, auth.userId), 'The user', { controlsAfterFind: true });
     return { status: 200, body };
   },
 
@@ -141,7 +141,7 @@ export const userHandlers = {
 
   // Another user needs users.view: the operation's x-permission (unless-self form).
   async getUser({ auth, params, query, services: { db } }) {
-    const body = await showRecord(db, auth.tenantId, userListing, query, auth, keyIs(users.id, params.user), 'The user', { controlsAfterFind: true });
+    const body = await showRecord(db, auth.tenantId, userListing, query, auth, eq(users.id, params.user), 'The user', { controlsAfterFind: true });
     return { status: 200, body };
   },
 

@@ -54,7 +54,7 @@ t.test('one query for a list, none for an empty one; repeated ids are asked once
 });
 
 t.test('outside a tenant transaction every id is missing', async (t) => {
-  const missing = await db.app.transaction((tx) => missingIds(tx, users, [alphaUser.id, betaUser.id]));
+  const missing = await db.transaction((tx) => missingIds(tx, users, [alphaUser.id, betaUser.id]));
   t.strictSame([...missing], [alphaUser.id, betaUser.id]);
 });
 

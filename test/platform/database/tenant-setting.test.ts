@@ -24,7 +24,7 @@ t.test('Database.tenant sets the tenant both readers see', async (t) => {
 });
 
 t.test('setTenant scopes a plain transaction: its policies show that tenant only', async (t) => {
-  const seen = await db.app.transaction(async (tx) => {
+  const seen = await db.transaction(async (tx) => {
     const before = await tx.select({ tenantId: users.tenantId }).from(users);
     await setTenant(tx, two.tenantId);
     const after = await tx.select({ tenantId: users.tenantId }).from(users);
@@ -40,8 +40,8 @@ t.test('setTenant scopes a plain transaction: its policies show that tenant only
 });
 
 t.test('without a tenant: currentTenant is null, requiredTenant fails', async (t) => {
-  t.equal(await db.app.transaction(readCurrent), null);
-  await t.rejects(db.app.transaction(readRequired));
+  t.equal(await db.transaction(readCurrent), null);
+  await t.rejects(db.transaction(readRequired));
   await t.rejects(db.owner.transaction(readRequired), 'the owner pool has no tenant either');
 });
 
@@ -50,8 +50,8 @@ t.test('the setting lasts until the transaction ends, on the same connection', a
   t.teardown(() => single.close());
   t.equal(Number(await single.tenant(one.tenantId, readCurrent)), one.tenantId);
   // The same (only) connection afterwards: the setting exists but is empty.
-  t.equal(await single.app.transaction(readCurrent), null, 'currentTenant: no tenant');
-  await t.rejects(single.app.transaction(readRequired), 'requiredTenant: the empty setting is refused');
+  t.equal(await single.transaction(readCurrent), null, 'currentTenant: no tenant');
+  await t.rejects(single.transaction(readRequired), 'requiredTenant: the empty setting is refused');
 });
 
 t.test('a cleared setting reads as no tenant', async (t) => {
@@ -71,24 +71,40 @@ t.test('a cleared setting reads as no tenant', async (t) => {
   );
 });
 
-t.test('Database.tenantRead runs its statement under the tenant, the setting lasting for that statement only', async (t) => {
+t.test('Database.tenant on one connection: the setting lasts for its transaction only, and a failure leaves none behind', async (t) => {
   const single = new Database(db.url, { poolSize: 1 });
   t.teardown(() => single.close());
-  const statement = {
-    sql: `select ${'nullif'}(current_setting('${TENANT_SETTING}', true), '')::bigint as tenant, array(select distinct tenant_id from users) as seen`,
-    params: [],
-  };
+  const seenBy = (tx: Tx) =>
+    tx.execute<{ tenant: string; seen: string[] }>(sql`select ${currentTenant} as tenant, array(select distinct tenant_id from users)::text[] as seen`);
   for (const tenant of [one, two, one]) {
-    const [[current, seen]] = (await single.tenantRead(tenant.tenantId, statement)) as [[string, string[]]];
-    t.equal(Number(current), tenant.tenantId, 'the statement sees the tenant');
-    t.strictSame(seen.map(Number), [tenant.tenantId], 'and that tenant’s rows only');
+    const [row] = await single.tenant(tenant.tenantId, seenBy);
+    t.equal(Number(row!.tenant), tenant.tenantId, 'the statement sees the tenant');
+    t.strictSame(row!.seen.map(Number), [tenant.tenantId], 'and that tenant’s rows only');
   }
-  t.equal(await single.app.transaction(readCurrent), null, 'the same connection afterwards has no tenant');
-  await t.rejects(single.tenantRead(one.tenantId, { sql: 'select 1 / $1::int', params: [0] }), { code: '22012' }, 'a failing statement fails the read');
-  t.equal(await single.app.transaction(readCurrent), null, 'and leaves no tenant behind');
+  t.equal(await single.transaction(readCurrent), null, 'the same connection afterwards has no tenant');
+  await t.rejects(
+    single.tenant(one.tenantId, (tx) => tx.execute(sql`select 1 / ${0}::int`)),
+    { cause: { code: '22012' } },
+    'a failing statement fails the transaction',
+  );
+  t.equal(await single.transaction(readCurrent), null, 'and leaves no tenant behind');
+  await t.rejects(
+    single.tenant(one.tenantId, async (tx) => {
+      await tx.execute(sql`select 1 / ${0}::int`).catch(() => {});
+      return 'went on';
+    }),
+    /rolled back/,
+    'a transaction whose statement failed is not answered as committed when its function went on',
+  );
 });
 
-t.test('Database.tenantRead sends its read again when the server refuses the plan it prepared (a table changed under it)', async (t) => {
+t.test('a tenant id is formatted by Atrium: anything but a positive integer is refused before a statement is sent', async (t) => {
+  for (const bad of [0, -1, 1.5, Number.NaN, Number('1; drop table users')]) {
+    await t.rejects(db.tenant(bad, readCurrent), TypeError, String(bad));
+  }
+});
+
+t.test('a prepared statement whose table changed: the next transaction answers from the table as it is now', async (t) => {
   const single = new Database(db.url, { poolSize: 1 });
   t.teardown(async () => {
     await single.close();
@@ -97,8 +113,10 @@ t.test('Database.tenantRead sends its read again when the server refuses the pla
   await db.owner.execute(sql`create table reshaped_read (n int)`);
   await db.owner.execute(sql`insert into reshaped_read values (1)`);
   await db.owner.execute(sql.raw('grant select on reshaped_read to atrium_app'));
-  const read = { sql: 'select * from reshaped_read where n = $1', params: [1] };
-  t.strictSame([...(await single.tenantRead(one.tenantId, read))], [[1]]);
+  const read = (tx: Tx) => tx.execute<Record<string, number | null>>(sql`select * from reshaped_read where n = ${1}`);
+  t.strictSame([...(await single.tenant(one.tenantId, read))], [{ n: 1 }]);
   await db.owner.execute(sql`alter table reshaped_read add column m int`);
-  t.strictSame([...(await single.tenantRead(one.tenantId, read))], [[1, null]], 'answered from the table as it is now');
+  const again = await single.tenant(one.tenantId, read).catch((error: unknown) => error);
+  const now = again instanceof Error ? await single.tenant(one.tenantId, read) : (again as Record<string, number | null>[]);
+  t.strictSame([...now], [{ n: 1, m: null }], 'answered from the table as it is now');
 });
