@@ -1,19 +1,25 @@
 /**
  * Benchmark: the CSV import preview (POST /api/users/csv) of new users, through the whole
- * stack (an HTTP upload to a running Atrium, multipart, csv-parse, per-row validation,
- * comparison with the tenant's users, the JSON answer), beside the baseline of parsing the
- * same file with plain csv-parse. Each side runs in a child process of its own, so its
- * peak resident memory (`process.resourceUsage().maxRSS`) is its own. The server child
- * runs the compiled build (`npm run build` first, as production runs it), so the figure
- * holds no TypeScript loader. Each side first does its work once untimed (a server answers
- * many requests; its first one also loads and compiles the code of the operation, as the
- * baseline's first parse compiles csv-parse's; both are printed), then ROUNDS times
- * (default 3), the two sides alternating so that both meet the same load from the rest of
- * a shared machine; the medians are compared. The upload is sent and its answer read
- * with node:http (the file streamed from disk, the answer's bytes taken as they come), so
- * the client costs as little as it can. Prints, for each size, both medians, the ratio, each round's ratio and both peaks
- * (the server's over all of its previews).
- *   npm run bench:csv -- [rows …]      (default: 50000 200000; builds first; ROUNDS=n)
+ * stack (an HTTP upload to a running Atrium, multipart, the file's records, per-row
+ * validation, comparison with the tenant's users, the JSON answer), beside the baseline:
+ * the same file parsed with plain csv-parse (read whole, parsed whole, as the simplest
+ * program would). Two kinds of file: plain (no quotes: Atrium splits it at line ends and
+ * delimiters) and quoted (every field in double quotes, some holding commas, doubled
+ * quotes and line breaks: Atrium reads it with csv-parse). Each side runs in a child
+ * process of its own, so its peak resident memory (`process.resourceUsage().maxRSS`) is
+ * its own; a new server child for each file. The server child runs the compiled build
+ * (`npm run build` first, as production runs it), so the figure holds no TypeScript
+ * loader. Each side first does its work once untimed (a server answers many requests; its
+ * first one also loads and compiles the code of the operation, as the baseline's first
+ * parse compiles csv-parse's; both are printed), then ROUNDS times (default 3), the two
+ * sides alternating, and the order too (odd rounds Atrium first), so that both meet the
+ * same load from the rest of a shared machine; the medians are compared. The upload is
+ * sent and its answer read with node:http (the file streamed from disk, the answer's bytes
+ * taken as they come), so the client costs as little as it can. Prints, for each file, both
+ * medians, the ratio, each round's ratio and both peaks (the server's over all of its
+ * previews), then the TARGET lines.
+ *   npm run bench:csv -- [file …]      (a file is ROWS or quoted:ROWS; default: 50000 200000 quoted:50000; builds first; ROUNDS=n)
+ *   npx tsx scripts/bench/csv-import.ts [file …]   (after `npm run build`)
  */
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
@@ -130,10 +136,39 @@ function child(mode: 'baseline' | 'serve', argument: string) {
   };
 }
 
-async function main(sizes: number[]): Promise<void> {
+/** A file of the bench: its rows, quoted or not. */
+interface FileSpec {
+  rows: number;
+  quoted: boolean;
+}
+
+/** A CSV cell in double quotes, its quotes doubled. */
+const quote = (value: string) => `"${value.replace(/"/g, '""')}"`;
+
+/** The file's rows of new users: plain, or every field quoted with some commas, quotes and line breaks inside. */
+function csvOf({ rows, quoted }: FileSpec, roleId: number): string {
+  const lines = [quoted ? header.split(',').map(quote).join(',') : header];
+  for (let i = 0; i < rows; i++) {
+    const date = `1990-01-${String((i % 28) + 1).padStart(2, '0')}`;
+    if (!quoted) {
+      lines.push(`user${i},password-${i}-long,First${i},Last${i},${roleId},user${i}@example.com,City ${i % 100},${date},true`);
+      continue;
+    }
+    const first = i % 5 === 0 ? `First "${i}"` : `First${i}`;
+    const last = i % 3 === 0 ? `Last, ${i}` : `Last${i}`;
+    const city = i % 4 === 0 ? `City ${i % 100}\nDistrict ${i % 7}` : `City ${i % 100}`;
+    lines.push([`user${i}`, `password-${i}-long`, first, last, String(roleId), `user${i}@example.com`, city, date, 'true'].map(quote).join(','));
+  }
+  return lines.join('\n') + '\n';
+}
+
+const describe = (spec: FileSpec) => `${spec.quoted ? 'quoted' : 'plain'} ${spec.rows} rows`;
+
+async function main(specs: FileSpec[]): Promise<void> {
   const dir = await promisify(mkdtemp)(path.join(os.tmpdir(), 'atrium-bench-csv-'));
   // Loaded here, not at the top: the baseline child runs this file too, and its peak must hold csv-parse alone.
-  const { benchAtrium, median, throwawayDatabase } = await import('./support.ts');
+  const { benchAtrium, median, printTargets, target, throwawayDatabase } = await import('./support.ts');
+  const peaks = new Map<string, number>();
   const database = await throwawayDatabase();
   try {
     // The admin's role, for the rows: read once from a short-lived Atrium.
@@ -148,15 +183,10 @@ async function main(sizes: number[]): Promise<void> {
     const roleId = current.json<{ role_id: number }>().role_id;
     await setup.stop();
 
-    for (const rows of sizes) {
-      const file = path.join(dir, `users-${rows}.csv`);
-      const lines = [header];
-      for (let i = 0; i < rows; i++) {
-        lines.push(
-          `user${i},password-${i}-long,First${i},Last${i},${roleId},user${i}@example.com,City ${i % 100},1990-01-${String((i % 28) + 1).padStart(2, '0')},true`,
-        );
-      }
-      const csv = lines.join('\n') + '\n';
+    for (const spec of specs) {
+      const { rows } = spec;
+      const file = path.join(dir, `users-${spec.quoted ? 'quoted-' : ''}${rows}.csv`);
+      const csv = csvOf(spec, roleId);
       writeFileSync(file, csv);
       const size = Buffer.byteLength(csv);
 
@@ -177,7 +207,15 @@ async function main(sizes: number[]): Promise<void> {
       };
       const [coldParse, coldPreview] = [await parseOnce(), await previewOnce()];
       const timed: { atrium: number; baseline: number }[] = [];
-      for (let round = 0; round < rounds; round++) timed.push({ baseline: (await parseOnce()).ms, atrium: (await previewOnce()).ms });
+      for (let round = 0; round < rounds; round++) {
+        if (round % 2 === 0) {
+          const atrium = (await previewOnce()).ms;
+          timed.push({ atrium, baseline: (await parseOnce()).ms });
+        } else {
+          const baseline = (await parseOnce()).ms;
+          timed.push({ baseline, atrium: (await previewOnce()).ms });
+        }
+      }
       plain.stdin.end();
       const { peakMib: basePeakMib } = await plain.next<{ peakMib: number }>();
       await plain.exited;
@@ -187,17 +225,27 @@ async function main(sizes: number[]): Promise<void> {
       const atriumMs = median(timed.map((round) => round.atrium));
       const baseMs = median(timed.map((round) => round.baseline));
 
-      console.log(`CSV: ${rows} rows, ${mib(size)} MiB (baseline parsed ${coldParse.records - 1} rows); answer ${mib(coldPreview.bytes)} MiB`);
+      console.log(`CSV: ${describe(spec)}, ${mib(size)} MiB (baseline parsed ${coldParse.records - 1} rows); answer ${mib(coldPreview.bytes)} MiB`);
       console.log(`  POST /api/users/csv (whole stack, HTTP)  ${atriumMs.toFixed(0).padStart(7)} ms   (median of ${rounds}; every row a new user)`);
       console.log(`  plain csv-parse of the same file         ${baseMs.toFixed(0).padStart(7)} ms`);
-      console.log(`  ratio (Atrium / baseline time): ${(atriumMs / baseMs).toFixed(2)}`);
-      console.log(`  ratios per round: ${timed.map((round) => (round.atrium / round.baseline).toFixed(2)).join(' ')}`);
+      const ratios = timed.map((round) => round.atrium / round.baseline);
+      console.log(`  ratio (Atrium / baseline time): ${median(ratios).toFixed(2)} (median of the rounds; odd rounds Atrium first)`);
+      console.log(`  ratios per round: ${ratios.map((ratio) => ratio.toFixed(2)).join(' ')}`);
       console.log(`  first runs (cold): Atrium ${coldPreview.ms.toFixed(0)} ms, csv-parse ${coldParse.ms.toFixed(0)} ms`);
       console.log(
         `  peak RSS: Atrium ${peakMib.toFixed(0)} MiB over ${rounds + 1} previews (${startedPeakMib.toFixed(0)} MiB once started, before the upload); ` +
           `csv-parse alone ${basePeakMib.toFixed(0)} MiB`,
       );
+      peaks.set(describe(spec), peakMib);
+      if (rows === 50_000) {
+        target(`CSV preview ${describe(spec)}`, 'time_vs_csv-parse', median(ratios), '<=', 2);
+        target(`CSV preview ${describe(spec)}`, 'peak_rss_mib', peakMib, '<', 200, 0);
+      }
     }
+    const small = peaks.get('plain 50000 rows');
+    const large = peaks.get('plain 200000 rows');
+    if (small !== undefined && large !== undefined) target('CSV preview plain 200000 rows', 'peak_rss_vs_50000_rows', large / small, '<', 4);
+    printTargets();
   } finally {
     await database.drop();
     await promisify(rm)(dir, { recursive: true, force: true });
@@ -206,4 +254,10 @@ async function main(sizes: number[]): Promise<void> {
 
 const [mode, argument] = process.argv.slice(2);
 if (mode === '--baseline') await baseline(argument!);
-else await main(process.argv.length > 2 ? process.argv.slice(2).map(Number) : [50_000, 200_000]);
+else {
+  const specs = (process.argv.length > 2 ? process.argv.slice(2) : ['50000', '200000', 'quoted:50000']).map((argument) => ({
+    rows: Number(argument.replace(/^quoted:/, '')),
+    quoted: argument.startsWith('quoted:'),
+  }));
+  await main(specs);
+}

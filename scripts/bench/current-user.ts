@@ -1,20 +1,34 @@
 /**
  * Benchmark: authenticated GET /api/users/current through the whole stack (spec-bound
- * route, security-definer token lookup, tenant transaction under row-level security,
- * result controls, schema serialization) beside a bare Fastify route that answers the
- * SAME JSON body (checked before timing) from one raw query as the owner. The two run in
- * alternating rounds (ROUNDS, default 3) at 10 and at 64 connections; it prints each
- * side's throughput, the ratio, and the median over the rounds of p50 and p99.
- *   npm run bench [-- seconds per round, default 3]
+ * route, token lookup, tenant transaction under row-level security, result controls,
+ * schema serialization) beside the baseline: a bare Fastify route that answers the SAME
+ * JSON body (compared before anything is timed) from ONE statement as the owner role (no
+ * row-level security), the token lookup joined with the read of the user, its role and its
+ * language, on a pool as large as Atrium's request pool. The token is valid as Atrium's
+ * lookup (atrium_authenticate) has it: not revoked, not expired, its user active, not
+ * deleted and not marked for logout since. The two run in alternating rounds (the order
+ * alternating too) at 10 and 64 connections; prints each side's median throughput, p50 and
+ * p99, the median of the rounds' ratios, each round's ratio, and the TARGET lines.
+ *   npx tsx scripts/bench/current-user.ts [seconds per slice, default 3] [rounds, default 3 or ROUNDS]
+ *   npm run bench [-- seconds rounds]
  *   BENCH_COMPILED=1: Atrium from the compiled output (dist/, `npm run build` first), as `npm start` runs it.
  */
 import Fastify from 'fastify';
-import postgres from 'postgres';
 import { hashToken } from '../../src/platform/auth/tokens.ts';
-import { assertSameBody, benchAtrium, comparePair, presentBaselineUser, throwawayDatabase, type BaselineUserRow } from './support.ts';
+import {
+  assertSameBody,
+  baselineSql,
+  benchAtrium,
+  comparePair,
+  endpointTargets,
+  presentBaselineUser,
+  printTargets,
+  slices,
+  throwawayDatabase,
+  type BaselineUserRow,
+} from './support.ts';
 
-const seconds = Number(process.argv[2] ?? 3);
-const rounds = Number(process.env.ROUNDS ?? 3);
+const { seconds, rounds } = slices();
 const database = await throwawayDatabase();
 const atrium = await benchAtrium(database.url);
 const login = await atrium.app!.inject({
@@ -26,10 +40,10 @@ const token = login.json<{ access_token: string }>().access_token;
 const atriumAddress = await atrium.app!.listen({ host: '127.0.0.1', port: 0 });
 
 // Statistics, so neither side's plans change when autovacuum gets to the tables.
-const sql = postgres(database.url, { max: 10, onnotice: () => {} });
+const sql = baselineSql(database.url);
 await sql`analyze`;
 
-// Baseline: the simplest thing that answers the same body. One query (token, user, role,
+// Baseline: the simplest thing that answers the same body. One statement (token, user, role,
 // language), the fields written out in the order Atrium presents them.
 const bare = Fastify();
 bare.get('/current', async (request, reply) => {
@@ -52,7 +66,14 @@ const atriumUrl = `${atriumAddress}/api/users/current`;
 const bareUrl = `${bareAddress}/current`;
 const bytes = await assertSameBody(atriumUrl, bareUrl, headers);
 console.log(`same body on both sides (${bytes} bytes)${process.env.BENCH_COMPILED ? '; Atrium compiled' : ''}`);
-await comparePair('GET /api/users/current', { url: atriumUrl, headers }, { url: bareUrl, headers }, { seconds, rounds, connections: [10, 64] });
+const compared = await comparePair(
+  'GET /api/users/current',
+  { url: atriumUrl, headers },
+  { url: bareUrl, headers },
+  { seconds, rounds, connections: [10, 64] },
+);
+endpointTargets(compared, 0.5);
+printTargets();
 
 await bare.close();
 await sql.end();

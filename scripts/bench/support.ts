@@ -39,10 +39,11 @@ export async function throwawayDatabase(): Promise<{ url: string; drop(): Promis
 }
 
 /**
- * Atrium on `url` as an API process, from the source or, with BENCH_COMPILED=1, from the
- * compiled output (dist/; `npm run build` first) as `npm start` runs it.
+ * Atrium on `url` as an API process (`role: 'all'`: with its job workers too), from the
+ * source or, with BENCH_COMPILED=1, from the compiled output (dist/; `npm run build` first)
+ * as `npm start` runs it.
  */
-export async function benchAtrium(url: string) {
+export async function benchAtrium(url: string, options: { role?: 'api' | 'all' } = {}) {
   // As the entry point does (src/main.ts): the driver's own statement on a connection lost
   // while the bench tears down (the database stops) is no failure of the bench.
   process.on(
@@ -59,7 +60,7 @@ export async function benchAtrium(url: string) {
       databaseUrl: url,
       logLevel: 'silent',
       adminPassword: 'benchmark-password',
-      role: 'api',
+      role: options.role ?? 'api',
       rateLimitPerToken: 0,
       rateLimitPerAddress: 0,
     },
@@ -108,9 +109,6 @@ export function report(subject: Measured, baseline: Measured): void {
     `node ${m.cpuPerRequest.toFixed(2)} ms/req   non-2xx ${m.non2xx}`;
   console.log(row(subject));
   console.log(row(baseline));
-  console.log(
-    `ratio (Atrium / baseline throughput): ${(subject.requests / baseline.requests).toFixed(2)}; Atrium p99/p50 ${(subject.p99 / subject.p50).toFixed(1)}`,
-  );
 }
 
 /**
@@ -134,27 +132,68 @@ const WARM_UP_SECONDS = 3;
 
 export const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
 
+/** Seconds per slice (argv[2], default 3) and rounds (argv[3] or ROUNDS, default 3) of a bench's command line. */
+export function slices(): { seconds: number; rounds: number } {
+  return { seconds: Number(process.argv[2] ?? 3), rounds: Number(process.argv[3] ?? process.env.ROUNDS ?? 3) };
+}
+
+/**
+ * The connections of Atrium's request pool (DATABASE_POOL_SIZE, default 10): a baseline's
+ * pool holds as many, so neither side waits for a connection the other would have.
+ */
+export const requestPoolSize = loadConfig({ DATABASE_POOL_SIZE: process.env.DATABASE_POOL_SIZE }).databasePoolSize;
+
+/** A baseline's database client: the owner's URL (no row-level security), as many connections as Atrium's request pool. */
+export function baselineSql(url: string) {
+  return postgres(url, { max: requestPoolSize, onnotice: () => {} });
+}
+
+/** One side's figures at one number of connections: the median of the rounds. */
+export interface Compared {
+  name: string;
+  connections: number;
+  /** The median of the rounds' ratios of Atrium's throughput to the baseline's. */
+  ratio: number;
+  subject: Measured;
+  baseline: Measured;
+  /** Answers other than 2xx, on either side, over all rounds. */
+  non2xx: number;
+}
+
 /**
  * Atrium and its baseline measured in alternating slices (`rounds` each, so both meet the
- * same load from the other agents of a shared machine) at each number of connections;
- * prints the median of the rounds, both sides and the throughput ratio.
+ * same load from the other agents of a shared machine) at each number of connections. The
+ * order alternates too: round 1 Atrium then the baseline, round 2 the baseline then Atrium,
+ * and so on, so neither side always runs on a machine the other has just warmed or loaded.
+ * Prints the median of the rounds for both sides, the median of the rounds' throughput
+ * ratios and each round's ratio; answers the figures for `target`. `label` names what the
+ * ratio is (an overhead ratio unless said otherwise).
  */
 export async function comparePair(
   name: string,
   subject: { url: string; headers: Record<string, string> },
   baseline: { url: string; headers: Record<string, string> },
-  options: { seconds: number; rounds: number; connections: number[] },
-): Promise<void> {
+  options: { seconds: number; rounds: number; connections: number[]; label?: string; baselineName?: string },
+): Promise<Compared[]> {
+  const compared: Compared[] = [];
+  const label = options.label ?? 'ratio (Atrium / baseline throughput)';
+  const baselineName = options.baselineName ?? 'baseline';
   for (const connections of options.connections) {
     const runs: { subject: Measured; baseline: Measured }[] = [];
     // Warm-up: connections opened, statements prepared, code optimised on both sides (a
     // second at ~300 requests a second left Atrium's first round visibly slower than its later ones).
-    await measure('warm-up', baseline.url, baseline.headers, WARM_UP_SECONDS, connections);
     await measure('warm-up', subject.url, subject.headers, WARM_UP_SECONDS, connections);
+    await measure('warm-up', baseline.url, baseline.headers, WARM_UP_SECONDS, connections);
     for (let round = 0; round < options.rounds; round++) {
-      const b = await measure(`baseline ${name}`, baseline.url, baseline.headers, options.seconds, connections);
-      const s = await measure(`Atrium   ${name}`, subject.url, subject.headers, options.seconds, connections);
-      runs.push({ subject: s, baseline: b });
+      const measureSubject = () => measure(`Atrium   ${name}`, subject.url, subject.headers, options.seconds, connections);
+      const measureBaseline = () => measure(`${baselineName} ${name}`, baseline.url, baseline.headers, options.seconds, connections);
+      if (round % 2 === 0) {
+        const s = await measureSubject();
+        runs.push({ subject: s, baseline: await measureBaseline() });
+      } else {
+        const b = await measureBaseline();
+        runs.push({ subject: await measureSubject(), baseline: b });
+      }
     }
     const pick = (side: 'subject' | 'baseline'): Measured => ({
       name: runs[0]![side].name,
@@ -164,17 +203,65 @@ export async function comparePair(
       non2xx: runs.reduce((sum, run) => sum + run[side].non2xx, 0),
       cpuPerRequest: median(runs.map((run) => run[side].cpuPerRequest)),
     });
-    console.log(`\n${name}: ${connections} connections, median of ${options.rounds} alternating ${options.seconds}s rounds`);
-    report(pick('subject'), pick('baseline'));
-    console.log(`ratios per round: ${runs.map((run) => (run.subject.requests / run.baseline.requests).toFixed(2)).join(' ')}`);
+    const ratios = runs.map((run) => run.subject.requests / Math.max(1, run.baseline.requests));
+    const result: Compared = {
+      name,
+      connections,
+      ratio: median(ratios),
+      subject: pick('subject'),
+      baseline: pick('baseline'),
+      non2xx: runs.reduce((sum, run) => sum + run.subject.non2xx + run.baseline.non2xx, 0),
+    };
+    compared.push(result);
+    console.log(`\n${name}: ${connections} connections, median of ${options.rounds} alternating ${options.seconds}s rounds (odd rounds Atrium first)`);
+    report(result.subject, result.baseline);
+    console.log(
+      `${label}: ${result.ratio.toFixed(2)} (median of the rounds); Atrium p99/p50 ${(result.subject.p99 / Math.max(1, result.subject.p50)).toFixed(1)}`,
+    );
+    console.log(`${label} per round: ${ratios.map((ratio) => ratio.toFixed(2)).join(' ')}`);
     const tails = (side: 'subject' | 'baseline') => runs.map((run) => (run[side].p99 / Math.max(1, run[side].p50)).toFixed(1)).join(' ');
-    console.log(`p99/p50 per round: Atrium ${tails('subject')}; baseline ${tails('baseline')}`);
-    const failed = runs.some((run) => run.subject.non2xx > 0 || run.baseline.non2xx > 0);
-    if (failed) {
+    console.log(`p99/p50 per round: Atrium ${tails('subject')}; ${baselineName} ${tails('baseline')}`);
+    if (result.non2xx > 0) {
       console.log('SOME ANSWERS WERE NOT 2xx: the figures above do not count.');
       process.exitCode = 1;
     }
   }
+  return compared;
+}
+
+/** The TARGET lines of a bench, printed together at its end (`printTargets`). */
+const targetLines: string[] = [];
+
+/** Records one target: `TARGET <what> <figure>=<value> (target <op> <bound>) met|not met`. */
+export function target(what: string, figure: string, value: number, op: '>=' | '<=' | '<' | '=', bound: number, digits = 2): void {
+  const met = op === '>=' ? value >= bound : op === '<=' ? value <= bound : op === '<' ? value < bound : value === bound;
+  targetLines.push(`TARGET ${what} ${figure}=${value.toFixed(digits)} (target ${op} ${bound}) ${met ? 'met' : 'not met'}`);
+}
+
+/**
+ * The usual targets of an endpoint's comparison: the throughput ratio at each number of
+ * connections (>= `minRatio`), Atrium's p99 <= 3 x its p50 at 64 connections, no answer
+ * other than 2xx on either side.
+ */
+export function endpointTargets(compared: Compared[], minRatio: number): void {
+  for (const c of compared) target(`${c.name} @${c.connections}`, 'ratio', c.ratio, '>=', minRatio);
+  for (const c of compared.filter((c) => c.connections === 64)) {
+    target(`${c.name} @64`, 'p99/p50', c.subject.p99 / Math.max(1, c.subject.p50), '<=', 3, 1);
+  }
+  target(
+    compared[0]!.name,
+    'non2xx',
+    compared.reduce((sum, c) => sum + c.non2xx, 0),
+    '=',
+    0,
+    0,
+  );
+}
+
+/** Prints the recorded TARGET lines. */
+export function printTargets(): void {
+  console.log('');
+  for (const line of targetLines) console.log(line);
 }
 
 /** A user row as the baselines read it: the user's columns, its role's and its language's name. */
