@@ -19,8 +19,8 @@ export interface Config {
    */
   databaseDirectUrl: string | undefined;
   /**
-   * Connections of the request pool (docs/performance.md#connections): reads of one
-   * statement share them (statement groups pipeline), a transaction holds one while it runs.
+   * Connections of the request pool (docs/performance.md#connections): every request's
+   * transaction holds one while it runs.
    */
   databasePoolSize: number;
   dataDir: string;

@@ -1,21 +1,22 @@
 /**
- * Defects of the database driver (postgres.js 3.4.9) that patches/postgres+*.patch mends
- * (applied on install); each test here fails without it
- * (docs/fault-tolerance.md#driver-defects-and-what-atrium-does-about-them):
+ * Defects of the database driver (postgres.js 3.4.9) that patches/postgres+3.4.9.patch
+ * mends (applied on install); each test here fails with the driver as published:
  * - it counted the rows of the statement it was reading and reset that count only when a
- *   statement completed, so a statement cut off after its first rows left the next one's
- *   rows after as many holes (a valid token looked up just then was refused with a 401);
+ *   statement completed, so a statement cut off after its first rows (an error, a lost
+ *   connection) left the next one's rows after as many holes (porsager/postgres#1119, #1181);
  * - it kept a statement its lost connection cut off as the connection's current one, so
  *   the server's refusal of the next login was taken for that statement's error and the
- *   statement waiting for the connection was never answered while the refusals lasted;
+ *   statement waiting for the connection was never answered while the refusals lasted
+ *   (porsager/postgres#1130, #1142);
  * - statements written to a connection after its socket error, before its close, stayed
- *   queued for the next socket (answers then went to the wrong statements);
+ *   queued for the next socket and were never answered, nor was the next statement;
  * - a statement whose prepared plan the server refused was written again at once, between
- *   the messages of a statement ahead of it that was still being described.
- * And two changes of its behaviour: a transaction's first statements are written with its
- * `BEGIN` instead of after `BEGIN`'s answer, and statement groups (`sql.group`), several
- * prepared statements written as one implicit transaction under one Sync
- * (docs/performance.md#what-a-request-does).
+ *   the messages of a statement ahead of it that was still being described, or itself in
+ *   two writes with other statements between them (answers went to the wrong statements);
+ * - a reserved connection (`sql.reserve()`, how every request's transaction runs) that
+ *   closed was still written to by its handle (an uncaught TypeError) and given back to the
+ *   pool by its release (the next statement hung), statements waiting in its queue never
+ *   settled, and a reserve waiting for a connection that closed was dropped.
  */
 import net from 'node:net';
 import postgres from 'postgres';
@@ -156,229 +157,182 @@ async function relayedConnection(t: Test) {
   return { sql, recording, reset };
 }
 
-t.test('a transaction’s first statements leave with its BEGIN: a round trip less, the same transaction', async (t) => {
-  const { sql, recording } = await relayedConnection(t);
-  recording.writes = [];
-  const [first, second] = await sql.begin(async (tx) => {
-    await tx`select set_config('atrium.test', 'inside', true)`;
-    return Promise.all([
-      tx<{ value: string; xact: string }[]>`select current_setting('atrium.test') as value, pg_current_xact_id()::text as xact`,
-      tx<{ xact: string }[]>`select pg_current_xact_id()::text as xact`,
-    ]);
-  });
-  const sent = recording.writes;
-  recording.writes = null;
-  t.equal(sent.length, 3, 'BEGIN with the first statement, the next two together, then COMMIT');
-  t.match(sent[0], /begin[\s\S]*set_config/i, 'the first write holds BEGIN and the first statement');
-  t.match(sent[2], /commit/i);
-  t.equal(first![0]!.value, 'inside', 'a transaction-local setting holds for the later statements');
-  t.equal(first![0]!.xact, second![0]!.xact, 'one transaction');
-  const [after] = await sql<{ value: string | null }[]>`select current_setting('atrium.test', true) as value`;
-  t.notOk(after?.value, 'and ends with it');
-
-  // A statement that fails rolls the transaction back, as before.
-  await sql`create temporary table pipelined (n int)`;
-  const failed = await sql
-    .begin(async (tx) => {
-      await tx`insert into pipelined values (1)`;
-      await tx`select 1 / 0`;
-    })
-    .then(
-      () => 'committed',
-      (error: { code?: string }) => error.code,
-    );
-  t.equal(failed, '22012', 'the division by zero fails the transaction');
-  t.equal((await sql<{ n: number }[]>`select count(*)::int as n from pipelined`)[0]!.n, 0, 'its insert is rolled back');
-});
-
-/** The driver's statement groups (as patched): statements made by the pool, not yet awaited, sent as one. */
-type Grouping = { group(parts: readonly unknown[]): Promise<unknown[]> };
-const groupOf = (sql: postgres.Sql) => (sql as unknown as Grouping).group.bind(sql);
-/** A prepared statement of `sql` (groups take prepared statements only). */
-const prepared = <T extends object[] = postgres.Row[]>(sql: postgres.Sql, text: string, params: unknown[] = []) =>
-  sql.unsafe<T>(text, params as never, { prepare: true });
-
-t.test('a statement group is one implicit transaction: one write once prepared, its setting for its statements only', async (t) => {
-  const { sql, recording } = await relayedConnection(t);
-  const group = groupOf(sql);
-  const setting = (value: string) => prepared<{ value: string }[]>(sql, `select set_config('atrium.test', $1, true) as value`, [value]);
-  const read = () =>
-    prepared<{ value: string; xact: string; n: number }[]>(
-      sql,
-      `select current_setting('atrium.test') as value, pg_current_xact_id_if_assigned()::text as xact, $1::int as n`,
-      [7],
-    );
-  // The first group on the connection prepares its statements (one round trip more).
-  const [[set], [first]] = (await group([setting('one'), read()])) as [{ value: string }[], { value: string; n: number }[]];
-  t.equal(set?.value, 'one');
-  t.same({ value: first?.value, n: first?.n }, { value: 'one', n: 7 }, 'the second statement sees the setting of the first');
-
-  recording.writes = [];
-  const [, [second]] = (await group([setting('two'), read()])) as [unknown, { value: string }[]];
-  const sent = recording.writes;
-  recording.writes = null;
-  t.equal(second?.value, 'two');
-  t.equal(sent.length, 1, 'a prepared group is one write');
-  t.equal(sent[0]!.split('S\u0000\u0000\u0000\u0004').length - 1, 1, 'with one Sync');
-  const [after] = await sql<{ value: string | null }[]>`select current_setting('atrium.test', true) as value`;
-  t.notOk(after?.value, 'the setting ends with the group');
-
-  // A write in a group commits at its Sync, in one transaction with the statements before it.
-  await sql`create temporary table grouped (n int)`;
-  const [, [xacts]] = (await group([
-    prepared(sql, 'insert into grouped values ($1)', [1]),
-    prepared(sql, `select pg_current_xact_id_if_assigned()::text as xact, (select count(*)::int from grouped) as n`),
-  ])) as [unknown, { xact: string | null; n: number }[]];
-  t.ok(xacts?.xact, 'the insert and the select share a transaction');
-  t.equal(xacts?.n, 1, 'the later statement sees the earlier one');
-  t.equal((await sql<{ n: number }[]>`select count(*)::int as n from grouped`)[0]!.n, 1, 'committed');
-});
-
-t.test('when a statement of a group fails, every statement of it fails and nothing of it is committed', async (t) => {
-  const sql = postgres(database.url, { max: 1, onnotice: () => {} });
-  t.teardown(() => sql.end({ timeout: 1 }));
-  const group = groupOf(sql);
-  await sql`create temporary table failing (n int)`;
-  const outcome = (parts: unknown[]) =>
-    group(parts).then(
-      () => 'answered',
-      (error: { code?: string; message: string }) => error.code ?? error.message,
-    );
-  const insert = (n: number) => prepared(sql, 'insert into failing values ($1)', [n]);
-  const divide = (by: number) => prepared(sql, 'select 1 / $1::int as q', [by]);
-  t.equal(await outcome([insert(1), divide(0)]), '22012', 'the last statement fails');
-  t.equal(await outcome([divide(0), insert(2)]), '22012', 'the first statement fails');
-  // Statements the connection has not prepared yet fail while they are described.
-  t.equal(await outcome([insert(3), prepared(sql, 'select no_such_column from failing where n = $1', [1])]), '42703', 'an unknown column');
-  t.equal(await outcome([prepared(sql, 'select no_such_column_either from failing where n = $1', [1]), insert(4)]), '42703');
-  const parts = [insert(5), divide(0)];
-  const grouped = group(parts).catch(() => {});
-  const each = await Promise.allSettled(parts);
-  await grouped;
-  t.same(
-    each.map((settled) => settled.status),
-    ['rejected', 'rejected'],
-    'each statement of a failed group is rejected, the insert before the failure too',
-  );
-  t.equal(await outcome([insert(6), prepared(sql, 'select $1::timestamptz as at', ['not a date'])]), 'Invalid time value', 'a value the driver cannot bind');
-  await prepared(sql, 'select $1::timestamptz as at', ['2026-01-01']);
-  t.equal(await outcome([insert(7), prepared(sql, 'select $1::timestamptz as at', ['not a date'])]), 'Invalid time value', 'also once prepared');
-  t.equal(await outcome([prepared(sql, '  '), insert(8)]), 'GROUP_EMPTY_STATEMENT', 'an empty statement');
-  t.equal((await sql<{ n: number }[]>`select count(*)::int as n from failing`)[0]!.n, 0, 'no insert of a failed group is committed');
-  t.same(await sql<{ one: number }[]>`select 1 as one`, [{ one: 1 }], 'the connection goes on');
-});
-
-t.test('groups of many callers share the pool’s connections, each with its own setting, beside single statements', async (t) => {
-  const sql = postgres(database.url, { max: 2, onnotice: () => {} });
-  t.teardown(() => sql.end({ timeout: 1 }));
-  const group = groupOf(sql);
-  const answers = await Promise.all(
-    Array.from({ length: 60 }, (_, i) =>
-      i % 3 === 0
-        ? sql<{ value: string }[]>`select ${'single ' + i}::text as value`.then(([row]) => row!.value)
-        : group([
-            prepared(sql, `select set_config('atrium.test', $1, true)`, [`caller ${i}`]),
-            prepared<{ value: string; list: number[] }[]>(sql, `select current_setting('atrium.test') as value, $1::int[] as list`, [[i, i + 1]]),
-          ]).then((results) => {
-            const [, [row]] = results as [unknown, { value: string; list: number[] }[]];
-            const { value, list } = row!;
-            return `${value} ${list.join('+')}`;
-          }),
+/** `promise`'s value, its error's code or message, or 'no answer within 5 s'. */
+const settled = (promise: Promise<unknown>) =>
+  Promise.race([
+    promise.then(
+      (value) => ({ value }),
+      (error: { code?: string; message?: string }) => ({ error: error.code ?? error.message }),
     ),
-  );
-  t.same(
-    answers,
-    Array.from({ length: 60 }, (_, i) => (i % 3 === 0 ? `single ${i}` : `caller ${i} ${i}+${i + 1}`)),
-    'every caller gets its own answer (an array parameter included, typed by the first description)',
-  );
-});
+    new Promise((resolve) => setTimeout(() => resolve('no answer within 5 s'), 5_000).unref()),
+  ]);
 
-t.test('a group whose prepared statement no longer fits its table fails once, and is prepared anew', async (t) => {
+t.test('a statement the server refuses as prepared, ahead of a statement being described, is answered rightly and holds nothing up', async (t) => {
   const sql = postgres(database.url, { max: 1, onnotice: () => {} });
   t.teardown(() => sql.end({ timeout: 1 }));
-  const group = groupOf(sql);
-  await sql`create temporary table reshaped (n int)`;
-  await sql`insert into reshaped values (1)`;
-  const read = () => group([prepared(sql, `select set_config('atrium.test', 'x', true)`), prepared(sql, 'select * from reshaped where n = $1', [1])]);
-  t.same((await read())[1], [{ n: 1 }]);
-  await sql`alter table reshaped add column m int`;
-  const stale = await read().then(
-    () => 'answered',
-    (error: { routine?: string }) => error.routine,
-  );
-  t.equal(stale, 'RevalidateCachedQuery', 'the server refuses the old plan (the caller sends the group again)');
-  t.same((await read())[1], [{ n: 1, m: null }], 'the next group prepares its statements anew');
-});
-
-t.test('a statement the server refuses as prepared, ahead of a group being described, is answered rightly and holds nothing up', async (t) => {
-  const sql = postgres(database.url, { max: 1, onnotice: () => {} });
-  t.teardown(() => sql.end({ timeout: 1 }));
-  const group = groupOf(sql);
   await sql`create temporary table refused (n int)`;
   await sql`insert into refused values (1), (2), (3)`;
   for (const withParameter of [false, true]) {
     const read = () => (withParameter ? sql`select * from refused where n > ${0} order by n` : sql`select * from refused order by n`);
     await read();
     // Its plan no longer fits: the server refuses it, and the driver prepares it anew.
-    await sql.unsafe(withParameter ? `alter table refused add column m${1} text default 'm'` : `alter table refused add column m${0} text default 'm'`);
-    const refusedRead = read().then(
-      (rows) => rows.map((row) => row.n),
-      (error: { routine?: string }) => error.routine,
-    );
+    await sql.unsafe(`alter table refused add column m${Number(withParameter)} text default 'm'`);
+    const refusedRead = read().then((rows) => rows.map((row) => row.n));
     await null;
     await null;
-    // Behind it on the one connection, a group whose statements are new to the connection.
-    const tenant = `t${Number(withParameter)}`;
-    const grouped = group([
-      prepared(sql, `select set_config('atrium.test', $1, true) as value`, [tenant]),
-      prepared(sql, `select current_setting('atrium.test') as seen, $1::int as k${Number(withParameter)}`, [7]),
-    ]).then(
-      (results) => (results as [unknown, Record<string, unknown>[]])[1][0],
-      (error: { code?: string }) => error.code,
-    );
-    const [answered, groupAnswer] = await Promise.all([refusedRead, grouped]);
+    // Behind it on the one connection, a statement new to the connection, with a parameter:
+    // the driver writes its Parse and Describe, and its Bind and Execute once described.
+    const k = `k${Number(withParameter)}`;
+    const behind = sql.unsafe<Record<string, unknown>[]>(`select $1::int as ${k}, 'behind' as tag`, [7]);
+    const [answered, behindAnswer] = (await Promise.all([settled(refusedRead), settled(behind)])) as { value?: unknown; error?: string }[];
     t.ok(
-      answered === 'RevalidateCachedQuery' || JSON.stringify(answered) === '[1,2,3]',
+      answered?.error === '0A000' || JSON.stringify(answered?.value) === '[1,2,3]',
       `the refused statement answers its own rows or its refusal (${JSON.stringify(answered)})`,
     );
-    t.same(groupAnswer, { seen: tenant, [`k${Number(withParameter)}`]: 7 }, 'the group answers its own rows');
-    t.same(await sql`select 'after' as a`, [{ a: 'after' }], 'the connection goes on');
-    t.same(
-      ((await group([prepared(sql, `select set_config('atrium.test', $1, true) as value`, ['again'])])) as [{ value: string }[]])[0][0]?.value,
-      'again',
-      'and its prepared statements are whole',
-    );
+    t.same(behindAnswer, { value: [{ [k]: 7, tag: 'behind' }] }, 'the statement behind it answers its own row');
+    t.same(await settled(sql`select 'after' as a`), { value: [{ a: 'after' }] }, 'the connection goes on');
+    t.same(await settled(read().then((rows) => rows.map((row) => row.n))), { value: [1, 2, 3] }, 'and the refused statement, asked again, answers its rows');
   }
 });
 
+t.test(
+  'a statement with parameters the server refuses as prepared is prepared anew in one write: statements written meanwhile answer their own rows',
+  async (t) => {
+    const sql = postgres(database.url, { max: 1, onnotice: () => {} });
+    t.teardown(() => sql.end({ timeout: 1 }));
+    await sql`create temporary table rewritten (n int)`;
+    await sql`insert into rewritten values (1), (2), (3)`;
+    const read = () => sql`select * from rewritten where n > ${0} order by n`;
+    await read();
+    await sql`alter table rewritten add column m text default 'm'`;
+    // While the refused statement is prepared anew, statements keep coming (each one prepared already).
+    const others: Promise<unknown>[] = [];
+    let coming = true;
+    const keepComing = async () => {
+      for (let i = 0; coming && i < 200; i++) {
+        others.push(settled(sql`select ${i}::int as i`.then((rows) => rows[0]?.i === i || rows)));
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+    };
+    await sql`select ${-1}::int as i`; // prepares it
+    const refused = settled(read().then((rows) => rows.map((row) => row.n)));
+    const [answered] = (await Promise.all([refused.finally(() => (coming = false)), keepComing()])) as unknown as [{ value?: unknown; error?: string }];
+    t.same(answered, { value: [1, 2, 3] }, 'the refused statement answers its own rows');
+    const wrong = (await Promise.all(others)).filter((other) => JSON.stringify(other) !== '{"value":true}');
+    t.same(wrong, [], `each of the ${others.length} statements answers its own row`);
+  },
+);
+
 t.test('statements written between a connection’s error and its close are answered, not left for the next connection', async (t) => {
   const { sql, reset } = await relayedConnection(t);
-  const group = groupOf(sql);
-  const settled = (promise: Promise<unknown>) =>
-    Promise.race([
-      promise.then(
-        (value) => ({ value }),
-        (error: { code?: string; message?: string }) => ({ error: error.code ?? error.message }),
-      ),
-      new Promise((resolve) => setTimeout(() => resolve('no answer within 5 s'), 5_000).unref()),
-    ]);
   let afterError: Promise<unknown>[] = [];
   const cut = sql`select pg_sleep(5)`.catch(() => {
     // Right after the error event, before the close: the connection still takes statements.
-    afterError = [
-      sql`select 'stale' as one`,
-      group([prepared(sql, `select set_config('atrium.test', $1, true)`, ['stale']), prepared(sql, 'select 2 as two')]),
-    ];
+    afterError = [sql`select 'stale' as one`, sql`select 2 as two`];
   });
   await new Promise((resolve) => setTimeout(resolve, 100));
   reset();
   await cut;
-  const [single, grouped] = (await Promise.all(afterError.map(settled))) as { value?: unknown; error?: string }[];
+  const [first, second] = (await Promise.all(afterError.map(settled))) as { value?: unknown; error?: string }[];
   const lost = /^(CONNECTION_CLOSED|ECONNRESET|EPIPE|CONNECTION_DESTROYED)$/;
   // Each is answered with its own rows (it waited for the next connection) or failed as lost (it was written to the dying one).
-  t.ok(lost.test(single?.error ?? '') || JSON.stringify(single?.value) === '[{"one":"stale"}]', `the statement: ${JSON.stringify(single)}`);
-  t.ok(lost.test(grouped?.error ?? '') || JSON.stringify(grouped?.value) === '[[{"set_config":"stale"}],[{"two":2}]]', `the group: ${JSON.stringify(grouped)}`);
+  t.ok(lost.test(first?.error ?? '') || JSON.stringify(first?.value) === '[{"one":"stale"}]', `the first: ${JSON.stringify(first)}`);
+  t.ok(lost.test(second?.error ?? '') || JSON.stringify(second?.value) === '[{"two":2}]', `the second: ${JSON.stringify(second)}`);
   // The next connection answers its own statements.
   t.same(await settled(sql`select 'fresh' as one`), { value: [{ one: 'fresh' }] });
   t.same(await settled(sql`select 3 as three`), { value: [{ three: 3 }] });
+});
+
+/** Ends the backends of `application_name` from a connection of its own; answers how many. */
+async function terminate(name: string): Promise<number> {
+  const control = postgres(database.url, { max: 1, onnotice: () => {} });
+  try {
+    const [row] = await control<{ n: number }[]>`select count(pg_terminate_backend(pid))::int as n from pg_stat_activity where application_name = ${name}`;
+    return row!.n;
+  } finally {
+    await control.end({ timeout: 1 });
+  }
+}
+
+/** `promise`'s value, its error's code, or 'no answer' after `ms`. */
+const outcome = <T>(promise: Promise<T>, ms = 5_000) =>
+  Promise.race([
+    promise.then(
+      (value) => ({ value }),
+      (error: { code?: string }) => ({ error: error.code }),
+    ),
+    new Promise<string>((resolve) => setTimeout(() => resolve('no answer'), ms).unref()),
+  ]);
+
+t.test(
+  'a reserved connection whose backend ended: its next statement fails, its release is harmless, the pool goes on (porsager/postgres#1208, #1199)',
+  async (t) => {
+    const name = 'atrium-reserved-lost';
+    const sql = postgres(database.url, { max: 1, onnotice: () => {}, backoff: () => 0.01, connection: { application_name: name } });
+    t.teardown(() => sql.end({ timeout: 1 }));
+    const reserved = await sql.reserve();
+    await reserved`select 1`;
+    t.equal(await terminate(name), 1, 'the reserved backend is terminated while idle');
+    await eventually(
+      async () => outcome(reserved`select 1`, 1_000),
+      (result) => typeof result === 'object' && 'error' in result,
+    );
+    t.match(
+      await outcome(reserved`select 2 as two`),
+      { error: 'CONNECTION_CLOSED' },
+      'a statement after the loss fails at once (published: written to the closed socket, an uncaught TypeError)',
+    );
+    reserved.release();
+    t.match(
+      await outcome(sql<{ three: number }[]>`select 3 as three`),
+      { value: [{ three: 3 }] },
+      'the pool answers on a fresh connection (published: the released dead connection is handed out and the statement hangs)',
+    );
+    const again = await sql.reserve();
+    t.match(await outcome(again<{ four: number }[]>`select 4 as four`), { value: [{ four: 4 }] }, 'and reserves again');
+    again.release();
+  },
+);
+
+t.test('a reserve waiting for the only connection is served when that connection is terminated (porsager/postgres#1195)', async (t) => {
+  const name = 'atrium-reserve-waiting';
+  const sql = postgres(database.url, { max: 1, onnotice: () => {}, backoff: () => 0.01, connection: { application_name: name } });
+  t.teardown(() => sql.end({ timeout: 1 }));
+  const holder = await sql.reserve();
+  const sleeping = holder`select pg_sleep(30)`.catch((error: { code?: string }) => error.code);
+  const waiting = sql.reserve();
+  const control = postgres(database.url, { max: 1, onnotice: () => {} });
+  t.teardown(() => control.end({ timeout: 1 }));
+  await eventually(
+    async () => (await control<{ n: number }[]>`select count(*)::int as n from pg_stat_activity where application_name = ${name} and state = 'active'`)[0]!.n,
+    (n) => n === 1,
+  );
+  t.equal(await terminate(name), 1);
+  t.ok(['57P01', 'CONNECTION_CLOSED'].includes(String(await sleeping)), 'the holder’s statement is lost');
+  const next = await outcome(
+    waiting.then(async (reserved) => {
+      const [row] = await reserved<{ five: number }[]>`select 5 as five`;
+      reserved.release();
+      return row!.five;
+    }),
+  );
+  t.strictSame(next, { value: 5 }, 'the waiting reserve gets the reconnected connection (published: it never settles)');
+});
+
+t.test('statements queued on a reserved connection fail when it closes (porsager/postgres#1186)', async (t) => {
+  const name = 'atrium-reserved-queue';
+  const sql = postgres(database.url, { max: 1, onnotice: () => {}, backoff: () => 0.01, connection: { application_name: name } });
+  t.teardown(() => sql.end({ timeout: 1 }));
+  const reserved = await sql.reserve();
+  // A statement with parameters not yet prepared is described first: meanwhile the
+  // connection takes nothing more, and the next statement waits in the reservation's queue.
+  const running = reserved`select pg_sleep(${30}::float8)`.catch((error: { code?: string }) => error.code);
+  const queued = outcome(reserved`select ${6}::int as six`);
+  await eventually(
+    async () => (await terminate(name)) > 0,
+    (ended) => ended,
+  );
+  t.ok(['57P01', 'CONNECTION_CLOSED'].includes(String(await running)), 'the running statement is lost');
+  t.match(await queued, { error: String }, 'the queued one fails with it (published: it never settles)');
+  reserved.release();
 });
