@@ -1,3 +1,4 @@
+import { RecentPrincipals } from './platform/auth/recent-principals.ts';
 import type { FastifyInstance } from 'fastify';
 import pino, { type Logger } from 'pino';
 import { buildApp, loggerOptions } from './app.ts';
@@ -82,7 +83,7 @@ export async function createAtrium(config: Config, options: { logger?: Logger; o
     const metrics = new Metrics(db);
     const streams = notificationStreams;
     metrics.observe('atrium_event_streams_open', 'Live notification streams this process holds open.', () => streams.openStreams());
-    services = { config, db, jobs, secrets, outbound, notificationStreams, metrics };
+    services = { config, db, jobs, secrets, outbound, notificationStreams, metrics, principals: new RecentPrincipals() };
     if (config.role !== 'api') await jobs.work(jobDefinitions, services);
     app = config.role !== 'worker' ? await buildApp(services, { logger }) : null;
   } catch (error) {

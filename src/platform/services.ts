@@ -1,4 +1,5 @@
 import type { Config } from '../config.ts';
+import type { RecentPrincipals } from './auth/recent-principals.ts';
 import type { Database } from './database/database.ts';
 import type { Jobs } from './jobs/jobs.ts';
 import type { Metrics } from './metrics/metrics.ts';
@@ -18,4 +19,6 @@ export interface Services {
   outbound: OutboundClient;
   /** Prometheus metrics of this process (docs/observability.md). */
   metrics: Metrics;
+  /** Principals of tokens looked up in the last second (auth/recent-principals.ts). */
+  principals: RecentPrincipals;
 }

@@ -2,6 +2,7 @@ import type { FastifyRequest } from 'fastify';
 import type { Database } from '../database/database.ts';
 import type { Secrets } from '../secrets/secrets.ts';
 import { type Permission } from './permissions.ts';
+import type { RecentPrincipals } from './recent-principals.ts';
 import { forbidden, unauthorized } from '../http/problem.ts';
 import { hashToken } from './tokens.ts';
 
@@ -120,11 +121,15 @@ export async function lookUpPrincipal(db: Database, tokenHash: Buffer): Promise<
  * token up: a revocation, logout mark, deactivation or permission change committed by any
  * process holds for the next request.
  */
-export async function authenticateRequest(db: Database, secrets: Secrets, request: FastifyRequest): Promise<Auth> {
+export async function authenticateRequest(db: Database, secrets: Secrets, request: FastifyRequest, recent?: RecentPrincipals): Promise<Auth> {
   const tokenHash = presentedTokenHash(request);
   if (!tokenHash) throw unauthorized();
-  const principal = await lookUpPrincipal(db, tokenHash);
-  if (!principal) throw unauthorized('The access token is invalid, expired or revoked.');
+  let principal = recent?.get(tokenHash);
+  if (!principal) {
+    principal = (await lookUpPrincipal(db, tokenHash)) ?? undefined;
+    if (!principal) throw unauthorized('The access token is invalid, expired or revoked.');
+    recent?.set(tokenHash, principal);
+  }
   const auth: Auth = {
     tenantId: principal.tenantId,
     userId: principal.userId,

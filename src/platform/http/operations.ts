@@ -183,10 +183,12 @@ export async function registerOperations(app: FastifyInstance, handlers: Handler
       const afterValidation = permission.preHandler;
       const body = declaredBody(specification, meta.path, meta.method);
       const queryParameters = declaredQueryParameters(specification, meta.path, meta.method);
+      // A safe request may take its principal from the last second's look-ups; any other forgets them all before it answers.
+      const safe = meta.method === 'GET';
       /** Authentication (secured operations: 401 / the operation's permission, 403), then the media type of a body. */
       const onRequest = async (request: FastifyRequest) => {
         if (meta.secured) {
-          request.auth = await authenticateRequest(services.db, services.secrets, request);
+          request.auth = await authenticateRequest(services.db, services.secrets, request, safe ? services.principals : undefined);
           permission.onRequest?.(request.auth);
         }
         assertDeclaredMediaType(request, body);
@@ -204,6 +206,12 @@ export async function registerOperations(app: FastifyInstance, handlers: Handler
             done(error as Error);
           }
         },
+        onSend: safe
+          ? undefined
+          : (_request: FastifyRequest, _reply: FastifyReply, payload: unknown, done: (error: null, payload: unknown) => void) => {
+              services.principals.clear();
+              done(null, payload);
+            },
         preHandler: afterValidation ? async (request: FastifyRequest) => afterValidation(request.auth!, request.params as Record<string, unknown>) : undefined,
         handler: async (request: FastifyRequest, reply: FastifyReply) => {
           const result = await handler({
