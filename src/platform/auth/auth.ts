@@ -2,7 +2,7 @@ import type { FastifyRequest } from 'fastify';
 import type { Database } from '../database/database.ts';
 import type { Secrets } from '../secrets/secrets.ts';
 import { type Permission } from './permissions.ts';
-import type { RecentPrincipals } from './recent-principals.ts';
+import type { Principal, RecentPrincipals } from './recent-principals.ts';
 import { forbidden, unauthorized } from '../http/problem.ts';
 import { hashToken } from './tokens.ts';
 
@@ -77,15 +77,6 @@ function assertSessionMayUse(auth: Auth, request: FastifyRequest): void {
     'Your password must be changed first: until then this session may only change your own password ' +
       '(PUT /api/users/{your id} with password and old_password), read your own user and sign out.',
   );
-}
-
-/** What `atrium_authenticate` answers for a token. */
-export interface Principal {
-  tenantId: number;
-  userId: number;
-  tokenId: number;
-  permissions: readonly Permission[];
-  passwordChangeRequired: boolean;
 }
 
 /** A row of `atrium_authenticate`. */

@@ -6,7 +6,16 @@
  * (another process, the command line, a job) holds here within `LIFETIME_MS`
  * (docs/tenancy-and-security.md#access-tokens).
  */
-import type { Principal } from './auth.ts';
+import type { Permission } from './permissions.ts';
+
+/** What `atrium_authenticate` answers for a token. */
+export interface Principal {
+  tenantId: number;
+  userId: number;
+  tokenId: number;
+  permissions: readonly Permission[];
+  passwordChangeRequired: boolean;
+}
 
 const LIFETIME_MS = 1_000;
 /** Entries expire by themselves; this bound only keeps memory small. */

@@ -1,7 +1,6 @@
 /** The look-ups a process remembers for a second (src/platform/auth/recent-principals.ts). */
 import t from 'tap';
-import type { Principal } from '../../../src/platform/auth/auth.ts';
-import { RecentPrincipals } from '../../../src/platform/auth/recent-principals.ts';
+import { RecentPrincipals, type Principal } from '../../../src/platform/auth/recent-principals.ts';
 
 const principal: Principal = { tenantId: 1, userId: 2, tokenId: 3, permissions: ['users.view'], passwordChangeRequired: false };
 const hash = Buffer.from('a token hash');
