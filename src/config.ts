@@ -5,6 +5,7 @@ import { parseEnv } from 'node:util';
 import type { Ajv, ErrorObject } from 'ajv';
 import envSchema from 'env-schema';
 import ipaddr from 'ipaddr.js';
+import type { PasswordHashCost } from './platform/auth/passwords.ts';
 
 /** Process configuration, read once from the environment (README "Configuration"). */
 export interface Config {
@@ -68,6 +69,8 @@ export interface Config {
   shutdownTimeoutMs: number;
   /** How long finished records are kept before the hourly purge deletes them (docs/running.md#retention). */
   retention: RetentionConfig;
+  /** Cost of new password hashes: `standard`, or `test` (only under NODE_ENV=test; see src/platform/auth/passwords.ts). */
+  passwordHashCost: PasswordHashCost;
   /** Origins (`https://app.example.com`) whose browser pages may call the API (CORS); `*` any; empty: none. */
   corsOrigins: string[];
   /** General rate limit: requests per window per access token and per client address (0: no limit of that kind), and the window. */
@@ -140,6 +143,12 @@ export const environmentSchema = {
     },
     ACCESS_TOKEN_TTL: integer(60, 2 ** 31 - 1, 12 * 3600, 'a number of seconds, at least 60'),
     PASSWORD_MIN_LENGTH: integer(1, 1024, 10, 'an integer from 1 to 1024'),
+    PASSWORD_HASH_COST: {
+      type: 'string',
+      enum: ['standard', 'test'],
+      default: 'standard',
+      description: 'standard; test (a weak hash for the test suite) only when NODE_ENV is test',
+    },
     LOG_LEVEL: {
       type: 'string',
       enum: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'],
@@ -326,6 +335,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     }
     throw new ConfigError([...lines.values()].join('\n'));
   }
+  // A weak hash is for the test suite only: anywhere else it would weaken every stored password.
+  if (vars.PASSWORD_HASH_COST === 'test' && env.NODE_ENV !== 'test') {
+    throw new ConfigError('PASSWORD_HASH_COST: "test" is not accepted unless NODE_ENV is test; expected standard');
+  }
   return {
     host: vars.HOST!,
     port: vars.PORT,
@@ -334,6 +347,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     role: vars.ATRIUM_ROLE as Config['role'],
     accessTokenTtlSeconds: vars.ACCESS_TOKEN_TTL,
     passwordMinLength: vars.PASSWORD_MIN_LENGTH,
+    passwordHashCost: vars.PASSWORD_HASH_COST as PasswordHashCost,
     adminPassword: vars.ATRIUM_ADMIN_PASSWORD,
     logLevel: vars.LOG_LEVEL!,
     loginMaxFailures: vars.LOGIN_MAX_FAILURES,

@@ -7,6 +7,7 @@ import { openDatabaseServer, type DatabaseServer } from './database-server.ts';
 import { jobDefinitions } from './jobs.ts';
 import { Database } from './platform/database/database.ts';
 import { Jobs } from './platform/jobs/jobs.ts';
+import { setPasswordHashCost } from './platform/auth/passwords.ts';
 import { Metrics } from './platform/metrics/metrics.ts';
 import { OutboundClient } from './platform/outbound/client.ts';
 import { Secrets } from './platform/secrets/secrets.ts';
@@ -42,6 +43,7 @@ export interface Atrium {
  */
 export async function createAtrium(config: Config, options: { logger?: Logger; onAdminPassword?: (password: string) => void } = {}): Promise<Atrium> {
   const logger = options.logger ?? pino(loggerOptions(config.logLevel) as pino.LoggerOptions);
+  setPasswordHashCost(config.passwordHashCost);
   // First: a malformed WEBHOOK_ALLOWED_CIDRS stops start-up before anything is opened.
   const outbound = new OutboundClient({
     allowedCidrs: config.webhookAllowedCidrs,

@@ -99,6 +99,16 @@ t.test('several mistakes give one line each', async (t) => {
   );
 });
 
+t.test('the weak password hashes of the test suite are refused outside NODE_ENV=test', async (t) => {
+  t.equal(loadConfig({}).passwordHashCost, 'standard');
+  t.equal(loadConfig({ NODE_ENV: 'test', PASSWORD_HASH_COST: 'test' }).passwordHashCost, 'test');
+  for (const env of [{ PASSWORD_HASH_COST: 'test' }, { PASSWORD_HASH_COST: 'test', NODE_ENV: 'production' }, { PASSWORD_HASH_COST: 'test', NODE_ENV: '' }]) {
+    const error = t.throws(() => loadConfig(env), ConfigError) as ConfigError;
+    t.equal(error.message, 'PASSWORD_HASH_COST: "test" is not accepted unless NODE_ENV is test; expected standard', JSON.stringify(env));
+  }
+  t.throws(() => loadConfig({ NODE_ENV: 'test', PASSWORD_HASH_COST: 'weak' }), /^PASSWORD_HASH_COST: "weak" is not accepted; expected standard; test/);
+});
+
 t.test('the server refuses a bad variable before it starts anything: one line, exit 78, no stack trace', async (t) => {
   const dataDir = path.join(os.tmpdir(), `atrium-config-test-${randomBytes(4).toString('hex')}`);
   t.teardown(() => rm(dataDir, { recursive: true, force: true }));
@@ -106,6 +116,7 @@ t.test('the server refuses a bad variable before it starts anything: one line, e
   for (const [name, value] of [
     ['PORT', '99999'],
     ['ATRIUM_SECRET_KEY', 'not-a-key'],
+    ['PASSWORD_HASH_COST', 'test'],
   ] as const) {
     const outcome = await run(['--import', 'tsx', 'src/main.ts'], environment({ DATA_DIR: dataDir, [name]: value }));
     t.equal(outcome.code, 78, `${name}=${value} exits 78`);

@@ -7,6 +7,7 @@
 import { parseArgs } from 'node:util';
 import { entryPointConfig, type Config } from '../config.ts';
 import type { Database } from '../platform/database/database.ts';
+import { setPasswordHashCost } from '../platform/auth/passwords.ts';
 import { readPassword } from './password-input.ts';
 
 // The database and resource modules load only when a command runs, so that --help and
@@ -177,6 +178,7 @@ async function run(argv: string[]): Promise<void> {
   }
 
   const config = entryPointConfig();
+  setPasswordHashCost(config.passwordHashCost);
   const [{ default: pino }, { Database }, { openDatabaseServer }] = await Promise.all([
     import('pino'),
     import('../platform/database/database.ts'),
