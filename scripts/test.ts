@@ -5,7 +5,11 @@
  * - Without DATABASE_URL it starts an embedded PostgreSQL under the system temp folder and
  *   removes it afterwards; with DATABASE_URL it uses that server (the role must be allowed
  *   to create databases) and drops everything it created.
- * - Arguments are passed to tap (`npm test -- test/resources/users/users.test.ts`).
+ * - The template holds the migrations and the job queue's schema and queues (pg-boss).
+ * - Arguments are passed to tap (`npm test -- test/resources/users/users.test.ts`), but for
+ *   `--tier=<tier>[,<tier>…]`, which runs the files of those tiers (docs/testing.md#tiers):
+ *   `unit`, `database`, `http`, `process`. A file's tier is the most it starts (`tierOf`).
+ *   Unit files alone need no PostgreSQL, and none is started for them.
  * - The embedded cluster runs without durability (TEST_CLUSTER_SETTINGS): its data lives
  *   for one run.
  * - Running `npx tap <file>` directly still works: each file then creates its own database
@@ -20,13 +24,73 @@
  */
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { rm } from 'node:fs/promises';
+import { readdir, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import postgres from 'postgres';
-import { Database } from '../src/platform/database/database.ts';
-import { startEmbeddedPostgres } from '../src/platform/database/embedded.ts';
 import { TEST_CLUSTER_ENV, TEST_CLUSTER_SETTINGS, type TestCluster } from '../test/helpers/database.ts';
+
+const TIERS = ['unit', 'database', 'http', 'process'] as const;
+type Tier = (typeof TIERS)[number];
+
+/**
+ * The most a test file starts: programs as child processes (Atrium, the CLI, PgBouncer), a
+ * whole Atrium in the test process (`startTestApi`), a database (`startTestDatabase`,
+ * `createTestDatabase`), or nothing (rules and mechanisms on their own).
+ */
+function tierOf(source: string): Tier {
+  if (/from 'node:child_process'/.test(source)) return 'process';
+  if (/\bstartTestApi\(/.test(source)) return 'http';
+  if (/\b(startTestDatabase|createTestDatabase|startEmbeddedPostgres)\(/.test(source)) return 'database';
+  return 'unit';
+}
+
+async function testFiles(): Promise<string[]> {
+  const entries = await readdir('test', { withFileTypes: true, recursive: true });
+  return entries
+    .filter((entry) => entry.isFile() && entry.name.endsWith('.test.ts'))
+    .map((entry) => path.join(entry.parentPath, entry.name))
+    .sort();
+}
+
+/** tap's arguments, with `--tier=…` replaced by the files of those tiers. */
+async function tapArguments(args: string[]): Promise<{ args: string[]; needsDatabase: boolean }> {
+  const option = args.find((arg) => arg.startsWith('--tier='));
+  if (!option) return { args, needsDatabase: true };
+  const wanted = option.slice('--tier='.length).split(',');
+  const unknown = wanted.filter((tier) => !(TIERS as readonly string[]).includes(tier));
+  if (unknown.length > 0) {
+    process.stderr.write(`npm test: unknown tier ${unknown.join(', ')}; the tiers are ${TIERS.join(', ')}\n`);
+    process.exit(2);
+  }
+  const files: string[] = [];
+  for (const file of await testFiles()) {
+    if (wanted.includes(tierOf(await readFile(file, 'utf8')))) files.push(file);
+  }
+  return { args: [...args.filter((arg) => arg !== option), ...files], needsDatabase: wanted.some((tier) => tier !== 'unit') };
+}
+
+const tap = await tapArguments(process.argv.slice(2));
+// tap's configuration (read below) parses this process's arguments too: it knows no `--tier`.
+process.argv.splice(2, Infinity, ...tap.args);
+const tapRunner = path.resolve('node_modules/tap/dist/esm/run.mjs');
+const jobs = `--jobs=${Math.max(2, os.availableParallelism() * 2)}`;
+const runNode = (args: string[], env: NodeJS.ProcessEnv = process.env) =>
+  new Promise<number>((resolve) => {
+    const child = spawn(process.execPath, args, { stdio: 'inherit', env });
+    for (const signal of ['SIGINT', 'SIGTERM'] as const) process.on(signal, () => child.kill(signal));
+    child.on('exit', (code, signal) => resolve(code ?? (signal ? 1 : 0)));
+  });
+
+const { TapConfig } = await import('@tapjs/config');
+const { signature } = await import('@tapjs/test');
+if ((await TapConfig.load()).pluginSignature !== signature) await runNode([tapRunner, 'build']);
+if (!tap.needsDatabase) process.exit(await runNode([tapRunner, jobs, ...tap.args], { ...process.env, DATABASE_URL: undefined }));
+
+const { Database } = await import('../src/platform/database/database.ts');
+const { startEmbeddedPostgres } = await import('../src/platform/database/embedded.ts');
+const { jobDefinitions } = await import('../src/jobs.ts');
+const { Jobs } = await import('../src/platform/jobs/jobs.ts');
 
 const external = process.env.DATABASE_URL || undefined;
 const dataDir = path.join(os.tmpdir(), `atrium-test-cluster-${process.pid}-${randomBytes(4).toString('hex')}`);
@@ -44,18 +108,6 @@ async function cleanUp(): Promise<void> {
   if (!external) await rm(dataDir, { recursive: true, force: true });
 }
 
-const tapRunner = path.resolve('node_modules/tap/dist/esm/run.mjs');
-const runNode = (args: string[], env: NodeJS.ProcessEnv = process.env) =>
-  new Promise<number>((resolve) => {
-    const child = spawn(process.execPath, args, { stdio: 'inherit', env });
-    for (const signal of ['SIGINT', 'SIGTERM'] as const) process.on(signal, () => child.kill(signal));
-    child.on('exit', (code, signal) => resolve(code ?? (signal ? 1 : 0)));
-  });
-
-const { TapConfig } = await import('@tapjs/config');
-const { signature } = await import('@tapjs/test');
-if ((await TapConfig.load()).pluginSignature !== signature) await runNode([tapRunner, 'build']);
-
 let status: number;
 try {
   await admin.unsafe(`create database "${template}"`);
@@ -67,11 +119,12 @@ try {
   } finally {
     await db.close();
   }
+  // The job queue's schema and queues too: a test process then starts pg-boss on them as is.
+  await Jobs.install(templateUrl.toString(), jobDefinitions);
   // The embedded server's application role logs in itself, as `npm start` sets it up.
   if (server.appPassword) await admin.unsafe(`alter role atrium_app with login password '${server.appPassword}'`);
   const cluster: TestCluster = { url: server.url, template, appPassword: server.appPassword };
-  const jobs = `--jobs=${Math.max(2, os.availableParallelism() * 2)}`;
-  status = await runNode([tapRunner, jobs, ...process.argv.slice(2)], { ...process.env, DATABASE_URL: undefined, [TEST_CLUSTER_ENV]: JSON.stringify(cluster) });
+  status = await runNode([tapRunner, jobs, ...tap.args], { ...process.env, DATABASE_URL: undefined, [TEST_CLUSTER_ENV]: JSON.stringify(cluster) });
 } finally {
   await cleanUp();
 }

@@ -57,7 +57,7 @@ t.test('clients generated from the spec compile and run the scenario', async (t)
   await step('tsc (strict) over the generated clients and scenarios', bin('tsc'), ['--project', path.join(here, 'tsconfig.json')]);
   t.pass('the three clients and their scenarios compile under strict tsc');
 
-  const api = await startTestApi(t);
+  const api = await startTestApi(t, { role: 'all' });
   const tenant = await api.createTenant('sdk');
   const address = await api.atrium.app!.listen({ host: '127.0.0.1', port: 0 });
   for (const generator of ['openapi-fetch', 'hey-api', 'orval']) {

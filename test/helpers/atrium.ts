@@ -1,6 +1,8 @@
 /**
- * A running Atrium for one test file: its own database, migrations, demo seed, workers,
- * and an HTTP client that checks every response against the spec.
+ * A running Atrium for one test file: its own database (a copy of the run's template, which
+ * holds the migrations and the job queue's schema), the demo seed, and an HTTP client that
+ * checks every response against the spec. It serves the API without job workers (the `api`
+ * role) unless the file asks for them with `{ role: 'all' }`.
  */
 import { and, eq } from 'drizzle-orm';
 import pino from 'pino';
@@ -10,17 +12,13 @@ import { operations, type OperationId } from '../../generated/operations.ts';
 import { loadConfig, type Config } from '../../src/config.ts';
 import { toleratingConnectionLoss } from '../../src/platform/database/connection-loss.ts';
 import type { Database } from '../../src/platform/database/database.ts';
-import { issueAccessToken } from '../../src/resources/auth/queries.ts';
-import type { Permission } from '../../src/platform/auth/permissions.ts';
-import { roles } from '../../src/resources/roles/table.ts';
-import { createTenant } from '../../src/resources/tenants/create-tenant.ts';
 import { users } from '../../src/resources/users/table.ts';
-import { hashPassword } from '../../src/platform/auth/passwords.ts';
 import { createAtrium, type Atrium } from '../../src/server.ts';
 import { contractViolations } from './contract.ts';
 import { createTestDatabase } from './database.ts';
+import { DEMO_PASSWORD, tenantData, type TenantData } from './tenant-data.ts';
 
-export const DEMO_PASSWORD = 'demo-admin-password';
+export { DEMO_PASSWORD, type TestTenant } from './tenant-data.ts';
 
 /** The `X-Request-Id` that `api.call` sends unless told otherwise. */
 export const TEST_REQUEST_ID = 'atrium-test';
@@ -45,24 +43,11 @@ export interface CallResult<T = any> {
   raw: Buffer;
 }
 
-export interface TestTenant {
-  tenantId: number;
-  slug: string;
-  adminUserId: number;
-  adminToken: string;
-}
-
-export interface TestApi {
+export interface TestApi extends TenantData {
   atrium: Atrium;
   db: Database;
   config: Config;
   call<T = any>(t: Test, operationId: OperationId, options?: CallOptions): Promise<CallResult<T>>;
-  createTenant(slug: string): Promise<TestTenant>;
-  createUser(
-    tenantId: number,
-    options?: { username?: string; permissions?: Permission[]; password?: string; values?: Partial<typeof users.$inferInsert> },
-  ): Promise<{ id: number; token: string; username: string; password: string }>;
-  tokenFor(tenantId: number, userId: number): Promise<string>;
 }
 
 /**
@@ -75,8 +60,6 @@ function exitOnceFlushed(): void {
   if (process.stdout.writableLength === 0) process.exit();
   else process.stdout.once('drain', exitOnceFlushed);
 }
-
-let userCounter = 0;
 
 /**
  * As the entry point does (src/main.ts): a lost connection under a statement of the driver's
@@ -92,7 +75,9 @@ process.on(
 export async function startTestApi(t: Test, overrides: Partial<Config> = {}): Promise<TestApi> {
   const database = await createTestDatabase();
   const config: Config = {
-    ...loadConfig({}),
+    // The suite's weak password hashes: configuration refuses them outside NODE_ENV=test.
+    ...loadConfig({ NODE_ENV: 'test', PASSWORD_HASH_COST: 'test' }),
+    role: 'api',
     databaseUrl: database.url,
     appDatabaseUrl: database.appUrl,
     logLevel: process.env.TEST_LOG_LEVEL ?? 'silent',
@@ -144,38 +129,7 @@ export async function startTestApi(t: Test, overrides: Partial<Config> = {}): Pr
       return { status: response.statusCode, headers: response.headers, body, text: response.body, raw: response.rawPayload };
     },
 
-    async createTenant(slug) {
-      const created = await createTenant(db, { slug, name: slug.toUpperCase(), adminUsername: 'admin', adminPassword: DEMO_PASSWORD });
-      return { ...created, slug, adminToken: await api.tokenFor(created.tenantId, created.adminUserId) };
-    },
-
-    async createUser(tenantId, options = {}) {
-      const username = options.username ?? `user${++userCounter}`;
-      const password = options.password ?? 'correct horse battery';
-      const roleName = `role-${username}`;
-      const [role] = await db.owner
-        .insert(roles)
-        .values({ tenantId, name: roleName, permissions: options.permissions ?? [] })
-        .returning({ id: roles.id });
-      const [user] = await db.owner
-        .insert(users)
-        .values({
-          tenantId,
-          username,
-          passwordHash: await hashPassword(password),
-          firstName: 'Test',
-          lastName: username,
-          roleId: role!.id,
-          ...options.values,
-        })
-        .returning({ id: users.id });
-      return { id: user!.id, token: await api.tokenFor(tenantId, user!.id), username, password };
-    },
-
-    async tokenFor(tenantId, userId) {
-      const answer = await db.tenant(tenantId, (tx) => issueAccessToken(tx, tenantId, userId, 3600));
-      return answer.access_token;
-    },
+    ...tenantData(db),
   };
   return api;
 }

@@ -71,8 +71,23 @@ export class Jobs {
     });
     boss.on('error', (error) => log.error({ err: error }, 'job queue error'));
     await boss.start();
-    for (const definition of definitions) await boss.createQueue(definition.name, { name: definition.name, ...definition.queue });
+    await createQueues(boss, definitions);
     return new Jobs(boss, log, options);
+  }
+
+  /**
+   * What `start` creates in a new database (pg-boss's schema and the queues), then stops:
+   * the test suite's template database carries it, so no test process spends its start-up
+   * on it.
+   */
+  static async install(url: string, definitions: readonly JobDefinition<never, never>[]): Promise<void> {
+    const boss = new PgBoss({ connectionString: url, schema: 'pgboss', max: 1, schedule: false, supervise: false });
+    await boss.start();
+    try {
+      await createQueues(boss, definitions);
+    } finally {
+      await boss.stop({ graceful: false, wait: true });
+    }
   }
 
   /** Starts workers for every definition (ATRIUM_ROLE worker or all); each job's work is given `context`. */
@@ -151,4 +166,8 @@ export class Jobs {
     await this.sweeping;
     await this.boss.stop({ graceful: true, wait: true, timeout: 10_000 });
   }
+}
+
+async function createQueues(boss: PgBoss, definitions: readonly JobDefinition<never, never>[]): Promise<void> {
+  for (const definition of definitions) await boss.createQueue(definition.name, { name: definition.name, ...definition.queue });
 }

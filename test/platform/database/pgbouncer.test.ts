@@ -93,6 +93,7 @@ const viaBouncer = (user: string, password: string) => {
 };
 
 const api = await startTestApi(t, {
+  role: 'all',
   databaseUrl: viaBouncer(decodeURIComponent(direct.username), decodeURIComponent(direct.password)),
   appDatabaseUrl: viaBouncer(appRole, appPassword),
   databaseDirectUrl: database.url,

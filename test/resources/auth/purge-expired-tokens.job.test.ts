@@ -5,7 +5,7 @@ import { startTestApi } from '../../helpers/atrium.ts';
 import { eventually } from '../../helpers/eventually.ts';
 import { rowCount } from '../../helpers/fixtures.ts';
 
-const api = await startTestApi(t);
+const api = await startTestApi(t, { role: 'all' });
 
 t.test('the job queue runs a job: expired access tokens are purged', async (t) => {
   const tenant = await api.createTenant('jobs');

@@ -12,6 +12,7 @@ import { rowCount, sleep } from '../../helpers/fixtures.ts';
 
 // The receiver runs on loopback, which only the operator allow-list admits (docs/tenancy-and-security.md#outbound-address-policy).
 const api = await startTestApi(t, {
+  role: 'all',
   webhookAllowedCidrs: ['127.0.0.0/8', '::1/128'],
   outboundTimeoutMs: 1500,
   webhookRetryDelayMs: 50,

@@ -10,7 +10,7 @@ import { startTestApi } from '../../helpers/atrium.ts';
 import { eventually } from '../../helpers/eventually.ts';
 
 const retention = { readNotificationsDays: 30, unreadNotificationsDays: 60, webhookDeliveriesDays: 7, dispatchesDays: 10, batchSize: 2 };
-const api = await startTestApi(t, { retention });
+const api = await startTestApi(t, { role: 'all', retention });
 const alpha = await api.createTenant('deliveries-alpha');
 const beta = await api.createTenant('deliveries-beta');
 const tenants = [alpha.tenantId, beta.tenantId];

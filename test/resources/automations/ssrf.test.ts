@@ -12,7 +12,7 @@ import { startTestApi } from '../../helpers/atrium.ts';
 import { startReceiver } from '../../helpers/receiver.ts';
 import { eventually } from '../../helpers/eventually.ts';
 
-const api = await startTestApi(t, { webhookAllowedCidrs: [], webhookRetryDelayMs: 50, webhookMaxAttempts: 3 });
+const api = await startTestApi(t, { role: 'all', webhookAllowedCidrs: [], webhookRetryDelayMs: 50, webhookMaxAttempts: 3 });
 const receiver = await startReceiver(t);
 const tenant = await api.createTenant('ssrf');
 const token = tenant.adminToken;

@@ -34,7 +34,7 @@ await new Promise<void>((resolve) => smtp.listen(0, '127.0.0.1', resolve));
 t.teardown(() => new Promise<void>((resolve) => smtp.close(() => resolve())));
 const port = (smtp.server.address() as { port: number }).port;
 
-const api = await startTestApi(t, { smtpUrl: `smtp://127.0.0.1:${port}`, smtpFrom: 'Atrium <atrium@example.test>' });
+const api = await startTestApi(t, { role: 'all', smtpUrl: `smtp://127.0.0.1:${port}`, smtpFrom: 'Atrium <atrium@example.test>' });
 const tenant = await api.createTenant('emails');
 const sender = await api.createUser(tenant.tenantId, { permissions: ['notifications.send'] });
 

@@ -9,7 +9,7 @@ import { notificationDispatches, notifications } from '../../../src/resources/no
 import { startTestApi } from '../../helpers/atrium.ts';
 import { createDepartment, rowCount, storeNotification, waitForDispatches } from '../../helpers/fixtures.ts';
 
-const api = await startTestApi(t);
+const api = await startTestApi(t, { role: 'all' });
 const tenant = await api.createTenant('notifications');
 const other = await api.createTenant('notifications-other');
 const sender = await api.createUser(tenant.tenantId, { permissions: ['notifications.send'] });

@@ -11,7 +11,7 @@ import { purgeExpiredNotifications } from '../../../src/resources/notifications/
 import { startTestApi } from '../../helpers/atrium.ts';
 import { storeNotification, waitForDispatches } from '../../helpers/fixtures.ts';
 
-const api = await startTestApi(t);
+const api = await startTestApi(t, { role: 'all' });
 const tenant = await api.createTenant('unread-counts');
 const other = await api.createTenant('unread-counts-other');
 const sender = await api.createUser(tenant.tenantId, { permissions: ['notifications.send'] });
