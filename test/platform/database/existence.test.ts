@@ -5,15 +5,15 @@ import type { FieldErrors } from '../../../src/platform/http/problem.ts';
 import { languages } from '../../../src/resources/languages/table.ts';
 import { roles } from '../../../src/resources/roles/table.ts';
 import { users } from '../../../src/resources/users/table.ts';
-import { startTestApi } from '../../helpers/atrium.ts';
+import { startTestDatabase } from '../../helpers/tenant-data.ts';
 
-const api = await startTestApi(t);
-const db = api.db;
-const alpha = await api.createTenant('exist-alpha');
-const beta = await api.createTenant('exist-beta');
-const alphaUser = await api.createUser(alpha.tenantId);
-const betaUser = await api.createUser(beta.tenantId);
-const deletedUser = await api.createUser(alpha.tenantId, { values: { deletedAt: new Date() } });
+const data = await startTestDatabase(t);
+const db = data.db;
+const alpha = await data.createTenant('exist-alpha');
+const beta = await data.createTenant('exist-beta');
+const alphaUser = await data.createUser(alpha.tenantId);
+const betaUser = await data.createUser(beta.tenantId);
+const deletedUser = await data.createUser(alpha.tenantId, { values: { deletedAt: new Date() } });
 await db.owner.insert(languages).values({ tenantId: beta.tenantId, id: 'fr-FR', name: 'Français' });
 const unused = 2_000_000_000;
 

@@ -1,18 +1,18 @@
 import t from 'tap';
 import { sql } from 'drizzle-orm';
 import postgres from 'postgres';
-import { startTestApi } from '../../helpers/atrium.ts';
+import { startTestDatabase } from '../../helpers/tenant-data.ts';
 import { rejection } from '../../helpers/fixtures.ts';
 
-const api = await startTestApi(t);
-const a = await api.createTenant('alpha');
-const b = await api.createTenant('beta');
-await api.createUser(a.tenantId, { username: 'only-in-alpha' });
+const data = await startTestDatabase(t);
+const a = await data.createTenant('alpha');
+const b = await data.createTenant('beta');
+await data.createUser(a.tenantId, { username: 'only-in-alpha' });
 
 const TENANT_TABLES = ['users', 'roles', 'languages', 'access_tokens', 'notification_settings', 'departments', 'department_users', 'entity_permissions'];
 
 t.test('the application role cannot bypass row-level security', async (t) => {
-  const [role] = await api.db.appSql<{ current_user: string; rolsuper: boolean; rolbypassrls: boolean }[]>`
+  const [role] = await data.db.appSql<{ current_user: string; rolsuper: boolean; rolbypassrls: boolean }[]>`
     select current_user, rolsuper, rolbypassrls from pg_roles where rolname = current_user`;
   t.equal(role!.current_user, 'atrium_app');
   t.equal(role!.rolsuper, false);
@@ -20,7 +20,7 @@ t.test('the application role cannot bypass row-level security', async (t) => {
 });
 
 t.test('every table with tenant_id has row-level security enabled and a policy', async (t) => {
-  const rows = await api.db.owner.execute<{ table_name: string; rls: boolean; policies: number }>(sql`
+  const rows = await data.db.owner.execute<{ table_name: string; rls: boolean; policies: number }>(sql`
     select c.table_name, cl.relrowsecurity as rls,
            (select count(*)::int from pg_policies p where p.tablename = c.table_name) as policies
     from information_schema.columns c
@@ -35,21 +35,21 @@ t.test('every table with tenant_id has row-level security enabled and a policy',
 
 t.test('a deliberately unscoped query from the app role sees no tenant rows at all', async (t) => {
   for (const table of TENANT_TABLES) {
-    const [row] = await api.db.appSql.unsafe<{ n: number }[]>(`select count(*)::int as n from ${table}`);
+    const [row] = await data.db.appSql.unsafe<{ n: number }[]>(`select count(*)::int as n from ${table}`);
     t.equal(row!.n, 0, `${table}: nothing without a tenant`);
   }
 });
 
 t.test("inside one tenant's transaction, another tenant's rows are invisible", async (t) => {
   for (const table of TENANT_TABLES) {
-    const rows = await api.db.tenant(b.tenantId, (tx) =>
+    const rows = await data.db.tenant(b.tenantId, (tx) =>
       tx.execute<{ n: number }>(sql`select count(*)::int as n from ${sql.identifier(table)} where tenant_id <> ${b.tenantId}`),
     );
     t.equal(rows[0]!.n, 0, `${table}: no foreign rows`);
   }
-  const names = await api.db.tenant(b.tenantId, (tx) => tx.execute<{ username: string }>(sql`select username from users`));
+  const names = await data.db.tenant(b.tenantId, (tx) => tx.execute<{ username: string }>(sql`select username from users`));
   t.notOk(names.some((r) => r.username === 'only-in-alpha'));
-  const tenants = await api.db.tenant(b.tenantId, (tx) => tx.execute<{ slug: string }>(sql`select slug from tenants`));
+  const tenants = await data.db.tenant(b.tenantId, (tx) => tx.execute<{ slug: string }>(sql`select slug from tenants`));
   t.strictSame(
     tenants.map((r) => r.slug),
     ['beta'],
@@ -65,15 +65,15 @@ async function failure(promise: Promise<unknown>): Promise<string> {
 
 t.test('writing a row for another tenant is refused by the policy', async (t) => {
   t.match(
-    await failure(api.db.tenant(b.tenantId, (tx) => tx.execute(sql`insert into languages (tenant_id, id, name) values (${a.tenantId}, 'fr-FR', 'Français')`))),
+    await failure(data.db.tenant(b.tenantId, (tx) => tx.execute(sql`insert into languages (tenant_id, id, name) values (${a.tenantId}, 'fr-FR', 'Français')`))),
     /row-level security/,
   );
-  t.match(await failure(api.db.tenant(b.tenantId, (tx) => tx.execute(sql`update users set tenant_id = ${a.tenantId}`))), /row-level security/);
+  t.match(await failure(data.db.tenant(b.tenantId, (tx) => tx.execute(sql`update users set tenant_id = ${a.tenantId}`))), /row-level security/);
 });
 
 t.test('the app role cannot create tenants, and cannot reset the tenant setting to escape', async (t) => {
-  await t.rejects(api.db.appSql`insert into tenants (slug, name) values ('evil', 'Evil')`, /permission denied/);
-  const rows = await api.db.tenant(b.tenantId, async (tx) => {
+  await t.rejects(data.db.appSql`insert into tenants (slug, name) values ('evil', 'Evil')`, /permission denied/);
+  const rows = await data.db.tenant(b.tenantId, async (tx) => {
     await tx.execute(sql`select set_config('atrium.tenant_id', '', true)`);
     return tx.execute<{ n: number }>(sql`select count(*)::int as n from users`);
   });
@@ -81,7 +81,7 @@ t.test('the app role cannot create tenants, and cannot reset the tenant setting 
 });
 
 t.test('a connection made with the app role by URL is scoped the same way', async (t) => {
-  const direct = postgres(api.db.url, { max: 1, connection: { options: '-c role=atrium_app' }, onnotice: () => {} });
+  const direct = postgres(data.db.url, { max: 1, connection: { options: '-c role=atrium_app' }, onnotice: () => {} });
   t.teardown(() => direct.end({ timeout: 1 }));
   const [row] = await direct<{ n: number }[]>`select count(*)::int as n from users`;
   t.equal(row!.n, 0);

@@ -7,12 +7,12 @@ import { sql } from 'drizzle-orm';
 import { Database, setTenant, type Tx } from '../../../src/platform/database/database.ts';
 import { currentTenant, requiredTenant, TENANT_SETTING } from '../../../src/platform/database/tenancy.ts';
 import { users } from '../../../src/resources/users/table.ts';
-import { startTestApi } from '../../helpers/atrium.ts';
+import { startTestDatabase } from '../../helpers/tenant-data.ts';
 
-const api = await startTestApi(t);
-const db = api.db;
-const one = await api.createTenant('setting-one');
-const two = await api.createTenant('setting-two');
+const data = await startTestDatabase(t);
+const db = data.db;
+const one = await data.createTenant('setting-one');
+const two = await data.createTenant('setting-two');
 
 const readCurrent = async (tx: Tx) => (await tx.execute<{ tenant: string | null }>(sql`select ${currentTenant} as tenant`))[0]!.tenant;
 const readRequired = async (tx: Tx) => (await tx.execute<{ tenant: string }>(sql`select ${requiredTenant} as tenant`))[0]!.tenant;

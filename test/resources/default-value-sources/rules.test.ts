@@ -25,7 +25,7 @@ import { defaultValueSources } from '../../../src/resources/default-value-source
 import { entityPermissions } from '../../../src/resources/entity-permissions/table.ts';
 import { administrableField, type Caller } from '../../../src/resources/forms/rules.ts';
 import { formFields, forms, taskTemplates } from '../../../src/resources/forms/table.ts';
-import { startTestApi } from '../../helpers/atrium.ts';
+import { startTestDatabase } from '../../helpers/tenant-data.ts';
 
 t.test('configProblem: a formFieldValue source takes {}, a systemVariable source {variable}', async (t) => {
   t.equal(configProblem('formFieldValue', {}), null);
@@ -83,11 +83,11 @@ t.test('createdCandidate and updatedCandidate: the source as it is about to be s
 
 // ---- rules that need data ----
 
-const api = await startTestApi(t);
-const db = api.db;
-const { tenantId } = await api.createTenant('dvs-rules');
-const manager = await api.createUser(tenantId);
-const stranger = await api.createUser(tenantId);
+const data = await startTestDatabase(t);
+const db = data.db;
+const { tenantId } = await data.createTenant('dvs-rules');
+const manager = await data.createUser(tenantId);
+const stranger = await data.createUser(tenantId);
 
 /** The manager administers the template "Managed" and the form "Shared"; nobody but tasks.administer the form "Secret". */
 const [managed] = await db.owner.insert(taskTemplates).values({ tenantId, title: 'Managed' }).returning({ id: taskTemplates.id });

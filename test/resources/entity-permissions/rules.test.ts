@@ -3,18 +3,18 @@ import t from 'tap';
 import { departments } from '../../../src/resources/departments/table.ts';
 import { missingSubjects } from '../../../src/resources/entity-permissions/rules.ts';
 import { roles } from '../../../src/resources/roles/table.ts';
-import { startTestApi } from '../../helpers/atrium.ts';
+import { startTestDatabase } from '../../helpers/tenant-data.ts';
 
-const api = await startTestApi(t);
-const home = await api.createTenant('subjects-home');
-const away = await api.createTenant('subjects-away');
-const member = await api.createUser(home.tenantId);
-const deleted = await api.createUser(home.tenantId, { values: { deletedAt: new Date() } });
-const stranger = await api.createUser(away.tenantId);
+const data = await startTestDatabase(t);
+const home = await data.createTenant('subjects-home');
+const away = await data.createTenant('subjects-away');
+const member = await data.createUser(home.tenantId);
+const deleted = await data.createUser(home.tenantId, { values: { deletedAt: new Date() } });
+const stranger = await data.createUser(away.tenantId);
 const unused = 2_000_000_000;
 
 t.test('users that are deleted, of another tenant or unused are missing, per position', async (t) => {
-  const errors = await api.db.tenant(home.tenantId, (tx) =>
+  const errors = await data.db.tenant(home.tenantId, (tx) =>
     missingSubjects(tx, { user_ids: [member.id, deleted.id, stranger.id, member.id, unused] }, 'entity_permissions'),
   );
   t.strictSame(errors, {
@@ -25,10 +25,10 @@ t.test('users that are deleted, of another tenant or unused are missing, per pos
 });
 
 t.test('roles and departments: another tenant’s are missing; every list is checked; nothing sent, no query', async (t) => {
-  const roleOf = (tenantId: number) => api.db.tenant(tenantId, async (tx) => (await tx.select({ id: roles.id }).from(roles).limit(1))[0]!.id);
+  const roleOf = (tenantId: number) => data.db.tenant(tenantId, async (tx) => (await tx.select({ id: roles.id }).from(roles).limit(1))[0]!.id);
   const departmentOf = async (tenantId: number) =>
     (
-      await api.db.owner
+      await data.db.owner
         .insert(departments)
         .values({ tenantId, name: `D${tenantId}` })
         .returning({ id: departments.id })
@@ -39,13 +39,13 @@ t.test('roles and departments: another tenant’s are missing; every list is che
     await departmentOf(home.tenantId),
     await departmentOf(away.tenantId),
   ];
-  const errors = await api.db.tenant(home.tenantId, (tx) =>
+  const errors = await data.db.tenant(home.tenantId, (tx) =>
     missingSubjects(tx, { role_ids: [homeRole, awayRole], department_ids: [awayDepartment, homeDepartment, unused], user_ids: [] }, 'p'),
   );
   t.strictSame(errors, { 'p.role_ids.1': ['does not exist'], 'p.department_ids.0': ['does not exist'], 'p.department_ids.2': ['does not exist'] });
-  await api.db.tenant(home.tenantId, async (tx) => {
-    const before = api.db.queryCount;
+  await data.db.tenant(home.tenantId, async (tx) => {
+    const before = data.db.queryCount;
     t.strictSame(await missingSubjects(tx, {}, 'entity_permissions'), {});
-    t.equal(api.db.queryCount - before, 0);
+    t.equal(data.db.queryCount - before, 0);
   });
 });

@@ -30,7 +30,7 @@ import {
 } from '../../../src/resources/forms/rules.ts';
 import { formFields, formSubmissions, forms, taskExecutions, taskTemplates } from '../../../src/resources/forms/table.ts';
 import { users } from '../../../src/resources/users/table.ts';
-import { startTestApi } from '../../helpers/atrium.ts';
+import { startTestDatabase } from '../../helpers/tenant-data.ts';
 
 t.test('fieldInputErrors: options belong to select fields, and only to them', async (t) => {
   t.strictSame(
@@ -100,18 +100,18 @@ t.test('submissionValueErrors: every key names a field, every value fits it', as
 
 // ---- rules that need data ----
 
-const api = await startTestApi(t);
-const db = api.db;
-const { tenantId } = await api.createTenant('rules-home');
-const away = await api.createTenant('rules-away');
+const data = await startTestDatabase(t);
+const db = data.db;
+const { tenantId } = await data.createTenant('rules-home');
+const away = await data.createTenant('rules-away');
 const roleOf = async (userId: number) => (await db.owner.select({ roleId: users.roleId }).from(users).where(eq(users.id, userId)))[0]!.roleId;
-const named = (await api.createUser(tenantId)).id;
-const byRole = (await api.createUser(tenantId)).id;
+const named = (await data.createUser(tenantId)).id;
+const byRole = (await data.createUser(tenantId)).id;
 const memberRole = await roleOf(byRole);
-const byDepartment = (await api.createUser(tenantId)).id;
-const outsider = (await api.createUser(tenantId)).id;
-const inactive = (await api.createUser(tenantId, { values: { active: false } })).id;
-const deleted = (await api.createUser(tenantId, { values: { deletedAt: new Date() } })).id;
+const byDepartment = (await data.createUser(tenantId)).id;
+const outsider = (await data.createUser(tenantId)).id;
+const inactive = (await data.createUser(tenantId, { values: { active: false } })).id;
+const deleted = (await data.createUser(tenantId, { values: { deletedAt: new Date() } })).id;
 const [department] = await db.owner.insert(departments).values({ tenantId, name: 'Ops' }).returning({ id: departments.id });
 await db.owner.insert(departmentUsers).values({ tenantId, departmentId: department!.id, userId: byDepartment });
 

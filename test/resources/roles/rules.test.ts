@@ -4,7 +4,7 @@ import type { Caller } from '../../../src/platform/auth/auth.ts';
 import type { Permission } from '../../../src/platform/auth/permissions.ts';
 import { NAME_TAKEN } from '../../../src/resources/roles/names.ts';
 import { assertMayAdministerRole, newRoleName, roleChangeErrors } from '../../../src/resources/roles/rules.ts';
-import { startTestApi } from '../../helpers/atrium.ts';
+import { startTestDatabase } from '../../helpers/tenant-data.ts';
 import { rejection, roleNamed } from '../../helpers/fixtures.ts';
 
 const caller = (...permissions: Permission[]): Pick<Caller, 'permissions'> => ({ permissions: new Set(permissions) });
@@ -69,9 +69,9 @@ t.test('assertMayAdministerRole: a role listing a permission the caller lacks is
 });
 
 t.test('newRoleName: the name to store, or 422 for blanks at either end, invisible characters and look-alikes', async (t) => {
-  const api = await startTestApi(t);
-  const tenant = await api.createTenant('roles-rules');
-  const name = (value: string, exceptId?: number) => api.db.tenant(tenant.tenantId, (tx) => newRoleName(tx, value, exceptId));
+  const data = await startTestDatabase(t);
+  const tenant = await data.createTenant('roles-rules');
+  const name = (value: string, exceptId?: number) => data.db.tenant(tenant.tenantId, (tx) => newRoleName(tx, value, exceptId));
   t.equal(await name('Reviewers'), 'Reviewers');
   t.equal(await name('Cafe\u0301'), 'Café', 'stored in NFC');
   const refused = async (value: string) => (await rejection<{ status: number; errors: unknown }>(name(value))) ?? { status: 200, errors: null };
@@ -79,6 +79,6 @@ t.test('newRoleName: the name to store, or 422 for blanks at either end, invisib
   t.match(await refused('Re\u200bviewers'), { status: 422, errors: { name: ['may not contain control, format or other invisible characters'] } });
   t.match(await refused('administrator'), { status: 422, errors: { name: [NAME_TAKEN] } }, 'the seeded Administrator, in another case');
   t.match(await refused('ＡＤＭＩＮＩＳＴＲＡＴＯＲ'), { status: 422, errors: { name: [NAME_TAKEN] } }, 'in full-width letters');
-  const administrator = await roleNamed(api.db, tenant.tenantId, 'Administrator');
+  const administrator = await roleNamed(data.db, tenant.tenantId, 'Administrator');
   t.equal(await name('ADMINISTRATOR', administrator.id), 'ADMINISTRATOR', 'a role may take a look-alike of its own name');
 });

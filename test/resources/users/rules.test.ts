@@ -33,7 +33,7 @@ import {
   REQUIRED_BY_SETTINGS,
   type StoredUser,
 } from '../../../src/resources/users/rules.ts';
-import { startTestApi } from '../../helpers/atrium.ts';
+import { startTestDatabase } from '../../helpers/tenant-data.ts';
 import { roleNamed } from '../../helpers/fixtures.ts';
 
 const caller = (userId: number, ...permissions: Permission[]): Caller => ({ userId, permissions: new Set(permissions) });
@@ -251,22 +251,22 @@ t.test('blackoutValues: the name becomes deleted-user-<id>; personal and adminis
 });
 
 t.test('requireAdministrableUser: the user, or 404, or 403 while their role lists more than the caller holds', async (t) => {
-  const api = await startTestApi(t);
-  const tenant = await api.createTenant('users-rules');
-  const delegate = await api.createUser(tenant.tenantId, { permissions: ['users.view', 'users.administer'] });
-  const plain = await api.createUser(tenant.tenantId);
-  const gone = await api.createUser(tenant.tenantId, { values: { deletedAt: new Date() } });
-  const administrator = await roleNamed(api.db, tenant.tenantId, 'Administrator');
-  const boss = await api.createUser(tenant.tenantId, { values: { roleId: administrator.id } });
+  const data = await startTestDatabase(t);
+  const tenant = await data.createTenant('users-rules');
+  const delegate = await data.createUser(tenant.tenantId, { permissions: ['users.view', 'users.administer'] });
+  const plain = await data.createUser(tenant.tenantId);
+  const gone = await data.createUser(tenant.tenantId, { values: { deletedAt: new Date() } });
+  const administrator = await roleNamed(data.db, tenant.tenantId, 'Administrator');
+  const boss = await data.createUser(tenant.tenantId, { values: { roleId: administrator.id } });
   const asDelegate = caller(delegate.id, 'users.view', 'users.administer');
   const run = (userId: number, withTrashed = false) =>
-    api.db.tenant(tenant.tenantId, (tx) => requireAdministrableUser(tx, asDelegate, userId, { withTrashed }));
+    data.db.tenant(tenant.tenantId, (tx) => requireAdministrableUser(tx, asDelegate, userId, { withTrashed }));
   t.equal((await run(plain.id)).id, plain.id);
   t.equal((await run(delegate.id)).id, delegate.id, 'oneself');
   await t.rejects(run(987654), { status: 404, message: 'The user does not exist.' });
   await t.rejects(run(gone.id), { status: 404, message: 'The user does not exist.' }, 'a deleted user, unless asked for');
   t.equal((await run(gone.id, true)).id, gone.id);
   await t.rejects(run(boss.id), { status: 403, message: 'This user holds permissions you do not hold; you cannot administer them.' });
-  const other = await api.createTenant('users-rules-other');
+  const other = await data.createTenant('users-rules-other');
   await t.rejects(run(other.adminUserId), { status: 404, message: 'The user does not exist.' }, "another tenant's user is a missing one");
 });
