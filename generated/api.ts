@@ -2668,7 +2668,7 @@ export interface components {
             [key: string]: unknown;
         };
         /**
-         * @description `YYYY-MM-DD HH:MM:SS`, UTC: the format of every datetime of notifications (records, read-state bodies, filters). A date the calendar lacks (e.g. `2026-02-30`) is a 422 on the field.
+         * @description `YYYY-MM-DD HH:MM:SS`, UTC: the format of every datetime of notifications (records, read-state bodies, filters). Anything else, ISO 8601 (`2026-01-31T14:05:00Z`) included, and a date the calendar lacks (e.g. `2026-02-30`) is a 422 on the field whose message names this format.
          * @example 2026-01-31 14:05:00
          */
         Datetime: string;
@@ -3728,7 +3728,8 @@ export interface components {
         /**
          * @description `seen_at` (required without `read_at`), `read_at` (required without `seen_at`; also
          *     supplies `seen_at` when that is omitted). A `seen_at` already stored is kept (first
-         *     sight wins).
+         *     sight wins). A body with neither is a 422 whose `errors` tell both keys
+         *     `one of seen_at or read_at is required`.
          * @example {
          *       "read_at": "2026-01-31 14:05:00"
          *     }

@@ -5,6 +5,23 @@
  */
 import { invalid } from './problem.ts';
 
+/**
+ * The shape of a notification datetime: the pattern of the spec's `Datetime` and
+ * `NullableDatetime` (components/notifications.yaml), which validation checks first.
+ */
+export const NOTIFICATION_DATETIME_PATTERN = '^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01]) ([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]$';
+
+/**
+ * What a notification datetime field is told when it holds anything else: another form
+ * (ISO 8601 with `T` or an offset, a date alone), another type, or a date the calendar
+ * lacks. One message, naming the one form accepted, wherever the field is.
+ */
+export const NOTIFICATION_DATETIME_PROBLEM = 'must be a valid datetime in the form YYYY-MM-DD HH:MM:SS (UTC), such as 2026-01-31 14:05:00';
+
+/** Whether a schema is a notification datetime (`Datetime`, `NullableDatetime`): its errors then say NOTIFICATION_DATETIME_PROBLEM. */
+export const isNotificationDatetimeSchema = (schema: unknown): boolean =>
+  typeof schema === 'object' && schema !== null && (schema as { pattern?: unknown }).pattern === NOTIFICATION_DATETIME_PATTERN;
+
 /** RFC 3339 in UTC with milliseconds (`2026-01-31T08:00:00.000Z`); null for no value. */
 export function rfc3339(value: Date | null | undefined): string | null {
   return value ? value.toISOString() : null;
@@ -23,7 +40,7 @@ export function parseNotificationDatetime(value: string, field: string): Date {
   const date = new Date(`${value.replace(' ', 'T')}Z`);
   // Years 0001–9999: PostgreSQL has no year 0.
   if (Number.isNaN(date.getTime()) || date.getUTCFullYear() < 1 || notificationDatetime(date) !== value) {
-    throw invalid({ [field]: ['must be a valid datetime in the form YYYY-MM-DD HH:MM:SS'] });
+    throw invalid({ [field]: [NOTIFICATION_DATETIME_PROBLEM] });
   }
   return date;
 }

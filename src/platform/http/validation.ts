@@ -2,6 +2,7 @@ import { Ajv, type ErrorObject, type Options } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import type { FastifySchemaCompiler } from 'fastify';
 import { isCalendarDate } from './dates.ts';
+import { isNotificationDatetimeSchema, NOTIFICATION_DATETIME_PROBLEM } from './datetime.ts';
 import type { FieldErrors } from './problem.ts';
 
 // ajv-formats is CommonJS: its default import is the plugin function itself.
@@ -142,14 +143,46 @@ function requiredKeys(schema: unknown): string[] {
   return Array.isArray(required) ? required.filter((key): key is string => typeof key === 'string') : [];
 }
 
+/** `a or b`, `a, b or c`. */
+const either = (keys: string[]) => (keys.length > 1 ? `${keys.slice(0, -1).join(', ')} or ${keys.at(-1)}` : (keys[0] ?? ''));
+
+/**
+ * The `required` errors of an `anyOf` whose every branch asks for one key of its own
+ * (`anyOf: [{required: [seen_at]}, {required: [read_at]}]`), each mapped to the message
+ * that says one of those keys is required: Ajv's own "is required" on each key reads as
+ * if every key were.
+ */
+function alternativeKeys(errors: ErrorObject[]): Map<ErrorObject, string> {
+  const messages = new Map<ErrorObject, string>();
+  for (const anyOf of errors) {
+    if (anyOf.keyword !== 'anyOf' || !Array.isArray(anyOf.schema)) continue;
+    const keys = anyOf.schema.map((branch: unknown) => {
+      const required = isRecord(branch) && Object.keys(branch).length === 1 ? branch.required : undefined;
+      return Array.isArray(required) && required.length === 1 && typeof required[0] === 'string' ? required[0] : undefined;
+    });
+    if (keys.some((key) => key === undefined)) continue;
+    const message = `one of ${either(keys as string[])} is required`;
+    for (const error of errors) {
+      if (error.keyword === 'required' && error.instancePath === anyOf.instancePath && error.schemaPath.startsWith(`${anyOf.schemaPath}/`)) {
+        messages.set(error, message);
+      }
+    }
+  }
+  return messages;
+}
+
 /**
  * Ajv errors → `errors` of a problem document, keyed by dotted field path. An object that
  * a condition makes required and whose own keys are required (`if: {type: basic}, then:
  * {required: [basic], properties: {basic: {required: [username, password]}}}`) is reported
  * as its missing keys, `auth.basic.username` and `auth.basic.password`: the exact paths
- * the condition asks for. Unconditional required objects keep their own path.
+ * the condition asks for. Unconditional required objects keep their own path. Keys of
+ * which one is required (`anyOf` of `required`) are each told "one of … is required"; a
+ * notification datetime that fails in any way is told the form it must have
+ * (NOTIFICATION_DATETIME_PROBLEM), not its pattern.
  */
 export function fieldErrors(errors: ErrorObject[], context?: string): FieldErrors {
+  const alternatives = alternativeKeys(errors);
   // Keys are the client's (`constructor`, `toString`): collected in a Map, never looked up on an object.
   const result = new Map<string, string[]>();
   const add = (key: string, message: string) => {
@@ -172,7 +205,7 @@ export function fieldErrors(errors: ErrorObject[], context?: string): FieldError
         continue;
       }
       segments.push(missing);
-      message = 'is required';
+      message = alternatives.get(error) ?? 'is required';
     } else if (error.keyword === 'propertyNames') {
       continue; // the error below it names the key
     } else if (error.propertyName !== undefined) {
@@ -182,6 +215,8 @@ export function fieldErrors(errors: ErrorObject[], context?: string): FieldError
     } else if (error.keyword === 'additionalProperties') {
       segments.push(String((error.params as { additionalProperty: string }).additionalProperty));
       message = 'is not a known key';
+    } else if (isNotificationDatetimeSchema(error.parentSchema)) {
+      message = NOTIFICATION_DATETIME_PROBLEM; // also instead of its length and type errors: one message says it all
     } else if (error.keyword === 'enum') {
       message = `must be one of: ${(error.params as { allowedValues: unknown[] }).allowedValues.map((v) => JSON.stringify(v)).join(', ')}`;
     } else if (error.keyword === 'discriminator') {

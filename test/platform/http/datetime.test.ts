@@ -7,7 +7,14 @@
 import t from 'tap';
 import { sql } from 'drizzle-orm';
 import { isCalendarDate } from '../../../src/platform/http/dates.ts';
-import { notificationDatetime, parseNotificationDatetime, rfc3339 } from '../../../src/platform/http/datetime.ts';
+import {
+  NOTIFICATION_DATETIME_PATTERN,
+  NOTIFICATION_DATETIME_PROBLEM,
+  notificationDatetime,
+  parseNotificationDatetime,
+  rfc3339,
+} from '../../../src/platform/http/datetime.ts';
+import { loadSpecification } from '../../../src/platform/http/operations.ts';
 import { ProblemError } from '../../../src/platform/http/problem.ts';
 import { startTestApi } from '../../helpers/atrium.ts';
 
@@ -42,8 +49,14 @@ t.test('notification datetimes read back what they write; impossible ones are a 
   }
   t.equal(parseNotificationDatetime('2026-01-31 08:05:09', 'read_at').getTime(), Date.UTC(2026, 0, 31, 8, 5, 9), 'read as UTC');
   for (const text of ['2026-02-30 00:00:00', '2023-02-29 12:00:00', '2026-01-31 24:00:00', '2026-01-31 08:60:00', '0000-01-01 00:00:00', 'soon']) {
-    t.strictSame(parseErrors(text), { status: 422, errors: { 'filter.created_from': ['must be a valid datetime in the form YYYY-MM-DD HH:MM:SS'] } }, text);
+    t.strictSame(parseErrors(text), { status: 422, errors: { 'filter.created_from': [NOTIFICATION_DATETIME_PROBLEM] } }, text);
   }
+});
+
+t.test("the spec's notification datetimes carry the pattern whose errors are told the form", async (t) => {
+  const schemas = (loadSpecification() as { components: { schemas: Record<string, { pattern?: string }> } }).components.schemas;
+  for (const name of ['Datetime', 'NullableDatetime']) t.equal(schemas[name]?.pattern, NOTIFICATION_DATETIME_PATTERN, name);
+  t.match(NOTIFICATION_DATETIME_PROBLEM, 'YYYY-MM-DD HH:MM:SS', 'the message names the form');
 });
 
 t.test('calendar dates start at year 0001', async (t) => {

@@ -339,6 +339,53 @@ t.test('PUT one: read_at without seen_at sets both; seen_at alone sets seen; sto
   t.match(both.body.data, { seen_at: '2026-01-02 08:00:00', read_at: '2026-01-04 08:00:00' });
 });
 
+/** What a read-state body without either time is told, on each of the two keys. */
+const ONE_OF_SEEN_OR_READ = { seen_at: ['one of seen_at or read_at is required'], read_at: ['one of seen_at or read_at is required'] };
+/** What a notification datetime in another form is told: the one form accepted. */
+const DATETIME_FORM = 'must be a valid datetime in the form YYYY-MM-DD HH:MM:SS (UTC), such as 2026-01-31 14:05:00';
+
+t.test('a read-state body with neither seen_at nor read_at is told that one of the two is required', async (t) => {
+  const mine = await stored(alice.id);
+  const calls = [
+    { operation: 'updateNotification', params: { notification: mine.id }, body: {} },
+    { operation: 'updateNotifications', params: {}, body: {} },
+    { operation: 'updateNotifications', params: {}, body: { filter: { unread: true } } },
+    { operation: 'updateNotificationsByType', params: { targetableType: 'infoboardPost' }, body: {} },
+    { operation: 'updateNotificationsByTarget', params: { targetableType: 'infoboardPost', targetableId: 1 }, body: {} },
+  ] as const;
+  for (const { operation, params, body } of calls) {
+    const res = await api.call(t, operation, { token: alice.token, params, body });
+    t.equal(res.status, 422, `${operation} ${JSON.stringify(body)}`);
+    t.strictSame(res.body.errors, ONE_OF_SEEN_OR_READ, `${operation} ${JSON.stringify(body)}`);
+  }
+  const [row] = await api.db.owner.select().from(notifications).where(eq(notifications.id, mine.id));
+  t.strictSame([row!.seenAt, row!.readAt], [null, null], 'nothing was marked');
+});
+
+t.test('an ISO 8601 timestamp is a 422 whose message names the accepted form YYYY-MM-DD HH:MM:SS', async (t) => {
+  const mine = await stored(alice.id);
+  const iso = ['2026-11-28T10:00:00Z', '2026-11-28T10:00:00', '2026-11-28T10:00:00.000Z', '2026-11-28 10:00:00+01:00', '2026-11-28'];
+  for (const value of [...iso, '2026-02-30 10:00:00', 'tomorrow']) {
+    for (const key of ['read_at', 'seen_at']) {
+      const one = await api.call(t, 'updateNotification', { token: alice.token, params: { notification: mine.id }, body: { [key]: value } });
+      t.equal(one.status, 422, `${key}: ${value}`);
+      t.strictSame(one.body.errors, { [key]: [DATETIME_FORM] }, `updateNotification ${key}: ${value}`);
+    }
+    const bulk = await api.call(t, 'updateNotifications', { token: alice.token, body: { read_at: value } });
+    t.strictSame([bulk.status, bulk.body.errors], [422, { read_at: [DATETIME_FORM] }], `updateNotifications read_at: ${value}`);
+    const list = await api.call(t, 'listNotifications', { token: alice.token, query: { filter: { created_from: value } } });
+    t.strictSame([list.status, list.body.errors], [422, { 'filter.created_from': [DATETIME_FORM] }], `listNotifications created_from: ${value}`);
+    const count = await api.call(t, 'countNotifications', { token: alice.token, query: { filter: { created_to: value } } });
+    t.strictSame([count.status, count.body.errors], [422, { 'filter.created_to': [DATETIME_FORM] }], `countNotifications created_to: ${value}`);
+  }
+  const wrongType = await api.call(t, 'updateNotification', { token: alice.token, params: { notification: mine.id }, body: { read_at: 1764324000 } });
+  t.strictSame([wrongType.status, wrongType.body.errors], [422, { read_at: [DATETIME_FORM] }], 'a number is told the form too');
+  const [row] = await api.db.owner.select().from(notifications).where(eq(notifications.id, mine.id));
+  t.strictSame([row!.seenAt, row!.readAt], [null, null], 'nothing was marked');
+  const accepted = await api.call(t, 'updateNotification', { token: alice.token, params: { notification: mine.id }, body: { read_at: '2026-11-28 10:00:00' } });
+  t.match(accepted.body, { data: { read_at: '2026-11-28 10:00:00' } }, 'the form the message names is accepted');
+});
+
 t.test('bulk PUTs change only the caller’s unread notifications, narrowed, and return the count', async (t) => {
   await api.db.owner.delete(notifications).where(eq(notifications.tenantId, tenant.tenantId));
   const a1 = await stored(alice.id, { type: 'infoboardPostCreated', targetableType: 'infoboardPost', targetableId: 1 });
