@@ -13,7 +13,7 @@ import { startTestApi, type CallResult } from '../../helpers/atrium.ts';
 import { spec } from '../../helpers/contract.ts';
 import { roleNamed, storeNotification, waitForDispatches } from '../../helpers/fixtures.ts';
 
-const api = await startTestApi(t);
+const api = await startTestApi(t, { role: 'all' });
 const tenant = await api.createTenant('paging');
 const other = await api.createTenant('paging-other');
 const sender = await api.createUser(tenant.tenantId, { permissions: ['notifications.send'] });

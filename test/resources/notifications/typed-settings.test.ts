@@ -9,7 +9,7 @@ import { notifications } from '../../../src/resources/notifications/table.ts';
 import { startTestApi } from '../../helpers/atrium.ts';
 import { createDepartment, rowCount, waitForDispatches } from '../../helpers/fixtures.ts';
 
-const api = await startTestApi(t);
+const api = await startTestApi(t, { role: 'all' });
 const tenant = await api.createTenant('typed-settings');
 const other = await api.createTenant('typed-settings-other');
 // A delegated producer: notifications.send and nothing else.
