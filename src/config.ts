@@ -6,6 +6,7 @@ import type { Ajv, ErrorObject } from 'ajv';
 import envSchema from 'env-schema';
 import ipaddr from 'ipaddr.js';
 import type { PasswordHashCost } from './platform/auth/passwords.ts';
+import { SLUG } from './resources/tenants/slug.ts';
 
 /** Process configuration, read once from the environment (README "Configuration"). */
 export interface Config {
@@ -28,6 +29,14 @@ export interface Config {
   role: 'all' | 'api' | 'worker';
   accessTokenTtlSeconds: number;
   passwordMinLength: number;
+  /**
+   * The first tenant, with an administrator `admin`, that `atrium migrate` or a starting
+   * process creates on a database without any tenant (docs/running.md#first-start):
+   * ATRIUM_BOOTSTRAP_TENANT, else `demo` on the embedded server. Unset with DATABASE_URL:
+   * no tenant appears unless asked for.
+   */
+  bootstrapTenant: { slug: string; name: string } | undefined;
+  /** The password of that administrator; generated and printed once when unset. */
   adminPassword: string | undefined;
   logLevel: string;
   loginMaxFailures: number;
@@ -134,6 +143,8 @@ export const environmentSchema = {
     DATABASE_POOL_SIZE: integer(1, 1000, 10, 'a number of connections from 1 to 1000'),
     DATA_DIR: { type: 'string', default: '.data', description: 'a folder for the embedded PostgreSQL' },
     ATRIUM_ROLE: { type: 'string', enum: ['all', 'api', 'worker'], default: 'all', description: 'one of all, api, worker' },
+    ATRIUM_BOOTSTRAP_TENANT: { type: 'string', pattern: SLUG.source, description: 'a tenant slug: lower-case letters, digits and dashes, e.g. acme' },
+    ATRIUM_BOOTSTRAP_TENANT_NAME: { type: 'string', maxLength: 200, description: 'a tenant name of at most 200 characters, e.g. Acme Inc.' },
     ATRIUM_ADMIN_PASSWORD: { type: 'string', writeOnly: true, description: 'a password' },
     ATRIUM_SECRET_KEY: {
       type: 'string',
@@ -206,7 +217,12 @@ export const environmentSchema = {
     METRICS_TOKEN: { type: 'string', pattern: '^\\S{16,}$', writeOnly: true, description: 'a token of at least 16 characters without spaces' },
   },
   // Both VAPID keys or neither: a lone one is a mistake, not a reason to generate a pair.
-  dependencies: { VAPID_PUBLIC_KEY: ['VAPID_PRIVATE_KEY'], VAPID_PRIVATE_KEY: ['VAPID_PUBLIC_KEY'] },
+  // A name for the first tenant without the tenant is a mistake too.
+  dependencies: {
+    VAPID_PUBLIC_KEY: ['VAPID_PRIVATE_KEY'],
+    VAPID_PRIVATE_KEY: ['VAPID_PUBLIC_KEY'],
+    ATRIUM_BOOTSTRAP_TENANT_NAME: ['ATRIUM_BOOTSTRAP_TENANT'],
+  },
 } as const;
 
 type Variable = keyof typeof environmentSchema.properties;
@@ -230,6 +246,11 @@ function list(raw: string | undefined): string[] {
 
 function postgresUrl(value: string): boolean {
   return URL.canParse(value) && ['postgres:', 'postgresql:'].includes(new URL(value).protocol) && new URL(value).hostname !== '';
+}
+
+/** The role a PostgreSQL URL logs in as. */
+function loginOf(url: string): string {
+  return decodeURIComponent(new URL(url).username);
 }
 
 function smtpUrl(value: string): boolean {
@@ -291,7 +312,11 @@ function withFormats(ajv: Ajv): Ajv {
 function describe(error: ErrorObject, data: Record<string, unknown>): { variable: string; line: string } {
   if (error.keyword === 'dependencies') {
     const { property, missingProperty } = error.params as { property: string; missingProperty: string };
-    return { variable: missingProperty, line: `${missingProperty} must be set together with ${property} (set both or neither)` };
+    const mutual = (environmentSchema.dependencies as Record<string, readonly string[]>)[missingProperty]?.includes(property);
+    return {
+      variable: missingProperty,
+      line: mutual ? `${missingProperty} must be set together with ${property} (set both or neither)` : `${missingProperty} must be set when ${property} is`,
+    };
   }
   const variable = error.instancePath.replace(/^\//, '');
   const spec = environmentSchema.properties[variable as Variable] as { description: string; writeOnly?: boolean } | undefined;
@@ -339,6 +364,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (vars.PASSWORD_HASH_COST === 'test' && env.NODE_ENV !== 'test') {
     throw new ConfigError('PASSWORD_HASH_COST: "test" is not accepted unless NODE_ENV is test; expected standard');
   }
+  // The table owner is not subject to row-level security: the application pool must log in as another role.
+  if (vars.DATABASE_URL && vars.ATRIUM_APP_DATABASE_URL && loginOf(vars.DATABASE_URL) === loginOf(vars.ATRIUM_APP_DATABASE_URL)) {
+    throw new ConfigError(
+      'ATRIUM_APP_DATABASE_URL: its value is not accepted; expected a login role other than the one of DATABASE_URL, which owns the tables',
+    );
+  }
   return {
     host: vars.HOST!,
     port: vars.PORT,
@@ -348,6 +379,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     accessTokenTtlSeconds: vars.ACCESS_TOKEN_TTL,
     passwordMinLength: vars.PASSWORD_MIN_LENGTH,
     passwordHashCost: vars.PASSWORD_HASH_COST as PasswordHashCost,
+    bootstrapTenant: vars.ATRIUM_BOOTSTRAP_TENANT
+      ? { slug: vars.ATRIUM_BOOTSTRAP_TENANT, name: vars.ATRIUM_BOOTSTRAP_TENANT_NAME ?? vars.ATRIUM_BOOTSTRAP_TENANT }
+      : vars.DATABASE_URL
+        ? undefined
+        : { slug: 'demo', name: 'Demo' },
     adminPassword: vars.ATRIUM_ADMIN_PASSWORD,
     logLevel: vars.LOG_LEVEL!,
     loginMaxFailures: vars.LOGIN_MAX_FAILURES,

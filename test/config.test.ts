@@ -46,6 +46,19 @@ t.test('unset and empty variables take their defaults', async (t) => {
   t.equal(loadConfig({ PORT: '8080' }).port, 8080);
 });
 
+t.test('the first tenant: demo on the embedded server, only what ATRIUM_BOOTSTRAP_TENANT names with DATABASE_URL', async (t) => {
+  const external = 'postgres://atrium:secret@db.example:5432/atrium';
+  t.strictSame(loadConfig({}).bootstrapTenant, { slug: 'demo', name: 'Demo' }, 'npm start without DATABASE_URL: demo, as ever');
+  t.equal(loadConfig({ DATABASE_URL: external }).bootstrapTenant, undefined, 'a production database gets no tenant unasked');
+  t.strictSame(loadConfig({ DATABASE_URL: external, ATRIUM_BOOTSTRAP_TENANT: 'acme' }).bootstrapTenant, { slug: 'acme', name: 'acme' });
+  t.strictSame(loadConfig({ DATABASE_URL: external, ATRIUM_BOOTSTRAP_TENANT: 'acme', ATRIUM_BOOTSTRAP_TENANT_NAME: 'Acme Inc.' }).bootstrapTenant, {
+    slug: 'acme',
+    name: 'Acme Inc.',
+  });
+  t.strictSame(loadConfig({ ATRIUM_BOOTSTRAP_TENANT: 'acme' }).bootstrapTenant, { slug: 'acme', name: 'acme' }, 'in place of demo');
+  t.equal(loadConfig({ DATABASE_URL: external, ATRIUM_BOOTSTRAP_TENANT: '' }).bootstrapTenant, undefined, 'empty is unset');
+});
+
 t.test('each mistake is one line naming the variable and what it accepts', async (t) => {
   const cases: [Record<string, string>, RegExp][] = [
     [{ PORT: 'abc' }, /^PORT: "abc" is not accepted; expected .*integer from 0 to 65535$/],
@@ -66,6 +79,15 @@ t.test('each mistake is one line naming the variable and what it accepts', async
     [{ VAPID_PRIVATE_KEY: 'abc' }, /^VAPID_PUBLIC_KEY must be set together with VAPID_PRIVATE_KEY/],
     [{ ACCESS_TOKEN_TTL: '10' }, /^ACCESS_TOKEN_TTL: "10" is not accepted; expected a number of seconds, at least 60$/],
     [{ SHUTDOWN_TIMEOUT_MS: 'soon' }, /^SHUTDOWN_TIMEOUT_MS: /],
+    [
+      { ATRIUM_BOOTSTRAP_TENANT: 'Acme Inc' },
+      /^ATRIUM_BOOTSTRAP_TENANT: "Acme Inc" is not accepted; expected a tenant slug: lower-case letters, digits and dashes/,
+    ],
+    [{ ATRIUM_BOOTSTRAP_TENANT_NAME: 'Acme Inc.' }, /^ATRIUM_BOOTSTRAP_TENANT must be set when ATRIUM_BOOTSTRAP_TENANT_NAME is$/],
+    [
+      { DATABASE_URL: 'postgres://atrium:one@db:5432/atrium', ATRIUM_APP_DATABASE_URL: 'postgres://atrium:two@db:5432/atrium' },
+      /^ATRIUM_APP_DATABASE_URL: its value is not accepted; expected a login role other than the one of DATABASE_URL, which owns the tables$/,
+    ],
   ];
   for (const [env, message] of cases) {
     const error = t.throws(() => loadConfig(env), JSON.stringify(env)) as Error;

@@ -76,6 +76,8 @@ async function startServer() {
   const database = await createTestDatabase();
   const port = await freePort();
   const env: NodeJS.ProcessEnv = { ...process.env, DATABASE_URL: database.url, HOST: '127.0.0.1', PORT: String(port), LOG_LEVEL: 'info' };
+  // The embedded server's first tenant, which a DATABASE_URL gets only when asked for.
+  Object.assign(env, { ATRIUM_BOOTSTRAP_TENANT: 'demo', ATRIUM_BOOTSTRAP_TENANT_NAME: 'Demo' });
   delete env.ATRIUM_ADMIN_PASSWORD; // generated and printed, as on a newcomer's first start
   if (database.appUrl) env.ATRIUM_APP_DATABASE_URL = database.appUrl;
   else delete env.ATRIUM_APP_DATABASE_URL;

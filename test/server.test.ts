@@ -114,6 +114,11 @@ t.test('npm start: first start seeds demo, prints the password once, serves the 
   await server.listening;
   const password = /password "([^"]+)"/.exec(server.output())?.[1];
   t.ok(password, 'the generated admin password is printed');
+  t.match(
+    server.output(),
+    /\n {2}Demo tenant created\. Sign in with tenant "demo", username "admin", password "/,
+    'the embedded default creates demo, as ever',
+  );
   const logLines = server
     .output()
     .split('\n')

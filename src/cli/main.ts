@@ -62,29 +62,48 @@ async function tenantIdOf(db: Database, slug: string): Promise<number> {
 const commands: Record<string, Command> = {
   migrate: {
     usage: 'atrium migrate',
-    summary: 'Apply the pending database migrations and name them.',
-    details: 'Migrations only go forward. Run this before starting processes of a new version.',
+    summary: 'Apply the pending database migrations and name them; set up the application login and the first tenant.',
+    details:
+      'Migrations only go forward. Run this before starting processes of a new version.\n' +
+      'With ATRIUM_APP_DATABASE_URL it creates or updates that login (a member of atrium_app, no superuser, no BYPASSRLS).\n' +
+      'With ATRIUM_BOOTSTRAP_TENANT, on a database without any tenant, it creates that tenant with the administrator\n' +
+      '"admin" and prints the generated password once (ATRIUM_ADMIN_PASSWORD chooses it instead).',
     options: {},
-    // Every command migrates before it runs; this one only reports.
-    run: async () => {},
+    // Every command migrates and sets up the application login before it runs; this one reports both, and seeds.
+    async run({ db, config }) {
+      const first = config.bootstrapTenant;
+      if (!first) return;
+      const { seedFirstTenant, generatedPasswordNotice } = await import('../resources/tenants/create-tenant.ts');
+      const seeded = await seedFirstTenant(db, first, config.adminPassword);
+      if (!seeded) return;
+      process.stdout.write(
+        seeded.generatedPassword
+          ? generatedPasswordNotice(first, 'admin', seeded.generatedPassword)
+          : `tenant ${first.slug} created with the administrator admin (password: ATRIUM_ADMIN_PASSWORD)\n`,
+      );
+    },
   },
   'tenant:create': {
-    usage: 'atrium tenant:create <slug> --name <text> --admin-username <username> --admin-password <password>',
+    usage: 'atrium tenant:create <slug> --name <text> --admin-username <username> [--admin-password <password>]',
     summary: 'Create a tenant with its roles, languages, notification settings and one administrator.',
-    details: 'The slug is lower-case letters, digits and dashes. The password is visible in the process list; change it after signing in.',
+    details:
+      'The slug is lower-case letters, digits and dashes. Without --admin-password a password is generated and\n' +
+      'printed once. A password given here is visible in the process list; change it after signing in.',
     options: { name: { type: 'string' }, 'admin-username': { type: 'string' }, 'admin-password': { type: 'string' } },
     async run({ db, config, values, positionals }) {
       const slug = positionals[0];
       if (!slug) throw new UsageError('tenant:create needs a <slug>');
       const name = required(values, 'name');
       const adminUsername = required(values, 'admin-username');
-      const password = required(values, 'admin-password');
-      await checkPasswordLength(password, config, '--admin-password');
-      const { createTenant } = await import('../resources/tenants/create-tenant.ts');
+      const given = values['admin-password'];
+      if (typeof given === 'string') await checkPasswordLength(given, config, '--admin-password');
+      const { createTenant, generatePassword, generatedPasswordNotice } = await import('../resources/tenants/create-tenant.ts');
+      const password = typeof given === 'string' ? given : generatePassword();
       const created = await createTenant(db, { slug, name, adminUsername, adminPassword: password }).catch((error: unknown) => {
         throw new Failure(error instanceof Error ? error.message : String(error));
       });
       process.stdout.write(`tenant ${slug} created (id ${created.tenantId}), administrator id ${created.adminUserId}\n`);
+      if (given === undefined) process.stdout.write(generatedPasswordNotice({ slug, name }, adminUsername, password));
     },
   },
   'token:create': {
@@ -190,12 +209,17 @@ async function run(argv: string[]): Promise<void> {
   const db = new Database(server.url, { poolSize: 2, directUrl: config.databaseUrl ? config.databaseDirectUrl : undefined });
   try {
     const applied = await db.migrate();
+    const appLogin = config.appDatabaseUrl ? await db.ensureAppLogin(config.appDatabaseUrl) : 'unchanged';
     if (name === 'migrate') {
       process.stdout.write(
         applied.length > 0
           ? `applied ${applied.length} migration${applied.length === 1 ? '' : 's'}:\n${applied.map((tag) => `  ${tag}\n`).join('')}`
           : 'the database is up to date; no migration to apply\n',
       );
+      if (appLogin !== 'unchanged') {
+        const role = decodeURIComponent(new URL(config.appDatabaseUrl!).username);
+        process.stdout.write(`${appLogin} the application login ${role} (a member of atrium_app, no superuser, no BYPASSRLS)\n`);
+      }
     }
     await command.run({ db, config, ...parsed }).catch((error: unknown) => {
       if (error instanceof UsageError && error.command === undefined) throw new UsageError(error.message, name);

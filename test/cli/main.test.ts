@@ -82,6 +82,31 @@ t.test('migrate names the migrations it applied, then says nothing is left', asy
   const again = await atrium('migrate', fresh);
   t.equal(again.code, 0, again.stderr);
   t.equal(again.stdout, 'the database is up to date; no migration to apply\n');
+  const migrated = postgres(url.toString(), { max: 1, onnotice: () => {} });
+  const [{ count } = { count: -1 }] = await migrated<{ count: number }[]>`select count(*)::int as count from tenants`;
+  await migrated.end({ timeout: 5 });
+  t.equal(count, 0, 'with DATABASE_URL and no ATRIUM_BOOTSTRAP_TENANT, no tenant appears');
+});
+
+t.test('migrate with ATRIUM_BOOTSTRAP_TENANT creates that tenant on a database without any, once', async (t) => {
+  const admin = postgres(api.db.url, { max: 1, onnotice: () => {} });
+  const name = `atrium_cli_bootstrap_${randomBytes(4).toString('hex')}`;
+  await admin.unsafe(`create database "${name}"`);
+  t.teardown(async () => {
+    await admin.unsafe(`drop database if exists "${name}" with (force)`);
+    await admin.end({ timeout: 5 });
+  });
+  const url = new URL(api.db.url);
+  url.pathname = `/${name}`;
+  const bootstrap = { env: { ...env, DATABASE_URL: url.toString(), ATRIUM_BOOTSTRAP_TENANT: 'first', ATRIUM_ADMIN_PASSWORD: 'a chosen password' } };
+  const first = await atrium('migrate', bootstrap);
+  t.equal(first.code, 0, first.stderr);
+  t.match(first.stdout, /\ntenant first created with the administrator admin \(password: ATRIUM_ADMIN_PASSWORD\)\n$/);
+  t.notMatch(first.stdout, /a chosen password/, 'a chosen password is not printed');
+  const again = await atrium('migrate', bootstrap);
+  t.equal(again.stdout, 'the database is up to date; no migration to apply\n', 'nothing the second time');
+  const signIn = await atrium('token:create', '--tenant', 'first', '--username', 'admin', bootstrap);
+  t.equal(signIn.code, 0, signIn.stderr);
 });
 
 t.test('--help: the overview and the usage of each command, on stdout, exit 0', async (t) => {

@@ -261,10 +261,7 @@ export class Database {
 
   /** Applies the pending migrations; answers the names of those it applied (none when up to date). */
   async migrate(): Promise<string[]> {
-    // One connection, so the session-level advisory lock covers the whole migration.
-    const connection = postgres(this.sessionUrl, { max: 1, onnotice: () => {} });
-    try {
-      await connection`select pg_advisory_lock(${MIGRATION_LOCK})`;
+    return this.underMigrationLock(async (connection) => {
       // drizzle applies every journal entry newer than the last one it recorded.
       const [{ recorded } = { recorded: false }] = await connection<{ recorded: boolean }[]>`
         select to_regclass('drizzle.__drizzle_migrations') is not null as recorded`;
@@ -272,22 +269,110 @@ export class Database {
       await migrate(drizzle(connection), { migrationsFolder });
       const appliedUpTo = last?.when == null ? -Infinity : Number(last.when);
       return journal.filter((entry) => entry.when > appliedUpTo).map((entry) => entry.tag);
+    });
+  }
+
+  /**
+   * Runs `fn` on a connection of its own that holds the migration lock: concurrent starts
+   * (an API and a worker process) take their turns at changing the schema and the roles.
+   */
+  private async underMigrationLock<T>(fn: (connection: postgres.Sql) => Promise<T>): Promise<T> {
+    // One connection, so the session-level advisory lock covers the whole of `fn`.
+    const connection = postgres(this.sessionUrl, { max: 1, onnotice: () => {} });
+    try {
+      await connection`select pg_advisory_lock(${MIGRATION_LOCK})`;
+      return await fn(connection);
     } finally {
       await connection.end({ timeout: 5 });
     }
   }
 
   /**
+   * Makes the login of `appUrl` (ATRIUM_APP_DATABASE_URL) what the application pool needs,
+   * as the owner role: a LOGIN role with that URL's password, a member of `atrium_app`,
+   * neither superuser nor BYPASSRLS nor able to create roles or databases
+   * (docs/operations.md#first-deployment). A login that signs in and is a member already is
+   * left alone, so a role an administrator made keeps its settings and no start writes to
+   * the catalog. A role of that name that could see past row-level security (superuser,
+   * BYPASSRLS, a member of a table's owner) is refused, never changed. Answers what it did.
+   *
+   * The owner needs CREATEROLE for this (PostgreSQL 16 and later: and ADMIN OPTION on
+   * `atrium_app`, which it has when it created that role).
+   */
+  async ensureAppLogin(appUrl: string): Promise<'created' | 'updated' | 'unchanged'> {
+    const url = new URL(appUrl);
+    const name = decodeURIComponent(url.username);
+    const password = url.password === '' ? null : decodeURIComponent(url.password);
+    if (name === '') throw new Error('ATRIUM_APP_DATABASE_URL names no user: Atrium cannot create its application login.');
+    const signsIn = await this.appLoginState(appUrl);
+    if (signsIn === 'member') return 'unchanged';
+    return this.underMigrationLock(async (connection) => {
+      const [role] = await connection<{ rolsuper: boolean; rolbypassrls: boolean; member: boolean; owner: boolean }[]>`
+        select r.rolsuper, r.rolbypassrls, pg_has_role(r.oid, ${APP_ROLE}, 'MEMBER') as member,
+          exists (select 1 from pg_class c where c.relrowsecurity and pg_has_role(r.oid, c.relowner, 'MEMBER')) as owner
+        from pg_roles r where r.rolname = ${name}`;
+      // Role statements take no parameters: the server quotes the name (%I) and the password (%L) itself.
+      const run = async (template: string) => {
+        const [{ statement }] = await connection<[{ statement: string }]>`
+          select format(${template}, ${APP_ROLE}::text, ${name}::text, ${password}::text) as statement`;
+        await connection.unsafe(statement).catch((error: unknown) => {
+          if ((error as { code?: unknown }).code !== '42501') throw error;
+          throw new Error(
+            `The DATABASE_URL role may not set up the application login "${name}" (${(error as Error).message}): it needs CREATEROLE ` +
+              '(docs/operations.md#the-database-roles-and-what-needs-a-superuser).',
+            { cause: error },
+          );
+        });
+      };
+      if (!role) {
+        await run(
+          password === null
+            ? 'create role %2$I login nosuperuser nobypassrls nocreatedb nocreaterole noreplication in role %1$I'
+            : 'create role %2$I login password %3$L nosuperuser nobypassrls nocreatedb nocreaterole noreplication in role %1$I',
+        );
+        return 'created';
+      }
+      if (role.rolsuper || role.rolbypassrls || role.owner) {
+        const why = role.rolsuper ? 'is a superuser' : role.rolbypassrls ? 'has BYPASSRLS' : "is (a member of) the owner of Atrium's tables";
+        throw new Error(
+          `The role "${name}" of ATRIUM_APP_DATABASE_URL ${why}: it would see past row-level security. Name another role there; Atrium creates it.`,
+        );
+      }
+      if (signsIn === 'no login') await run(password === null ? 'alter role %2$I with login' : 'alter role %2$I with login password %3$L');
+      if (!role.member) await run('grant %1$I to %2$I');
+      return 'updated';
+    });
+  }
+
+  /** Whether `appUrl` signs in, and whether that role is a member of `atrium_app`. */
+  private async appLoginState(appUrl: string): Promise<'member' | 'not a member' | 'no login'> {
+    const probe = postgres(appUrl, { max: 1, onnotice: () => {}, connect_timeout: CONNECT_TIMEOUT_SECONDS, prepare: false });
+    try {
+      const [row] = await probe<{ member: boolean }[]>`select pg_has_role(current_user, ${APP_ROLE}, 'MEMBER') as member`;
+      return row?.member ? 'member' : 'not a member';
+    } catch (error) {
+      // 28000: no such role (or no pg_hba.conf entry); 28P01: another password.
+      const code = (error as { code?: unknown }).code;
+      if (code === '28000' || code === '28P01') return 'no login';
+      throw error;
+    } finally {
+      await probe.end({ timeout: 1 });
+    }
+  }
+
+  /**
    * Refuses an application role that could see past row-level security: superuser,
-   * BYPASSRLS, or not a member of `atrium_app` (whose grants the policies assume).
+   * BYPASSRLS, (a member of) the owner of a table with row-level security (owners are not
+   * subject to it), or not a member of `atrium_app` (whose grants the policies assume).
    */
   async verifyAppRole(): Promise<void> {
-    const [role] = await this.appSql<{ name: string; rolsuper: boolean; rolbypassrls: boolean; member: boolean }[]>`
-      select r.rolname as name, r.rolsuper, r.rolbypassrls, pg_has_role(current_user, ${APP_ROLE}, 'MEMBER') as member
+    const [role] = await this.appSql<{ name: string; rolsuper: boolean; rolbypassrls: boolean; member: boolean; owner: boolean }[]>`
+      select r.rolname as name, r.rolsuper, r.rolbypassrls, pg_has_role(current_user, ${APP_ROLE}, 'MEMBER') as member,
+        exists (select 1 from pg_class c where c.relrowsecurity and pg_has_role(r.oid, c.relowner, 'MEMBER')) as owner
       from pg_roles r where r.rolname = current_user`;
-    if (!role || role.rolsuper || role.rolbypassrls || !role.member) {
+    if (!role || role.rolsuper || role.rolbypassrls || role.owner || !role.member) {
       throw new Error(
-        `The application database role "${role?.name ?? '?'}" must not be a superuser or have BYPASSRLS, and must be a member of ${APP_ROLE} ` +
+        `The application database role "${role?.name ?? '?'}" must not be a superuser, have BYPASSRLS or own the tables, and must be a member of ${APP_ROLE} ` +
           '(see ATRIUM_APP_DATABASE_URL in the README).',
       );
     }

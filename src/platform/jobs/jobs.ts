@@ -1,3 +1,4 @@
+import { sql } from 'drizzle-orm';
 import PgBoss from 'pg-boss';
 import type { Db } from '../database/database.ts';
 import { takeExpiredLeases, takeLease } from './leases.ts';
@@ -45,6 +46,9 @@ export interface JobsOptions {
   db: Db;
 }
 
+/** Arbitrary constant: serialises the queue set-up of processes that start together. */
+const QUEUE_SETUP_LOCK = 720_431_978;
+
 /** pg-boss in its own schema, connected as the owner role (it creates its own tables). */
 export class Jobs {
   private readonly workers = new Map<string, string>();
@@ -70,8 +74,13 @@ export class Jobs {
       maintenanceIntervalSeconds: Math.max(1, Math.ceil(options.leaseSeconds / 3)),
     });
     boss.on('error', (error) => log.error({ err: error }, 'job queue error'));
-    await boss.start();
-    await createQueues(boss, definitions);
+    // pg-boss creates a queue's table on first use; two processes doing so at once (an API
+    // and a worker starting on a new database) deadlock. They take turns instead.
+    await options.db.transaction(async (tx) => {
+      await tx.execute(sql`select pg_advisory_xact_lock(${QUEUE_SETUP_LOCK})`);
+      await boss.start();
+      await createQueues(boss, definitions);
+    });
     return new Jobs(boss, log, options);
   }
 

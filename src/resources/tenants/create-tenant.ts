@@ -8,8 +8,7 @@ import { PERMISSIONS } from '../../platform/auth/permissions.ts';
 import { roles } from '../roles/table.ts';
 import { users } from '../users/table.ts';
 import { tenants } from '../../platform/database/tenancy.ts';
-
-export const SLUG = /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/;
+import { SLUG } from './slug.ts';
 
 /**
  * The notification settings (delivery categories departments refer to) every tenant starts
@@ -73,15 +72,34 @@ export async function createTenant(db: Database, input: NewTenant) {
   });
 }
 
-/** First start on an empty database: tenant `demo` with administrator `admin` (docs/running.md#first-start). */
-export async function seedDemoTenant(db: Database, adminPassword: string | undefined): Promise<{ generatedPassword?: string } | null> {
+/** A password for an administrator whom nobody gave one: 16 random bytes, printed once. */
+export function generatePassword(): string {
+  return randomBytes(16).toString('base64url');
+}
+
+/** What an entry point prints, once and outside the log, when it made up an administrator's password. */
+export function generatedPasswordNotice(tenant: { slug: string; name: string }, username: string, password: string): string {
+  return `\n  ${tenant.name} tenant created. Sign in with tenant "${tenant.slug}", username "${username}", password "${password}".\n  This password is not shown again.\n\n`;
+}
+
+/**
+ * The first tenant, with administrator `admin`, on a database that has no tenant yet
+ * (docs/running.md#first-start); nothing on any other. Answers the administrator's password
+ * when it was generated (no `adminPassword`), `{}` when it was given, null when nothing was
+ * created. Processes that start together create it once: the others find it there.
+ */
+export async function seedFirstTenant(
+  db: Database,
+  tenant: { slug: string; name: string },
+  adminPassword: string | undefined,
+): Promise<{ generatedPassword?: string } | null> {
   const [row] = await db.owner.execute<{ any: boolean }>(sql`select exists (select 1 from tenants) as any`);
   if (row?.any) return null;
-  const password = adminPassword ?? randomBytes(12).toString('base64url');
+  const password = adminPassword ?? generatePassword();
   try {
-    await createTenant(db, { slug: 'demo', name: 'Demo', adminUsername: 'admin', adminPassword: password });
+    await createTenant(db, { slug: tenant.slug, name: tenant.name, adminUsername: 'admin', adminPassword: password });
   } catch (error) {
-    if (error instanceof TenantExistsError) return null; // another process seeded it first
+    if (error instanceof TenantExistsError) return null; // another process created it first
     throw error;
   }
   return adminPassword ? {} : { generatedPassword: password };

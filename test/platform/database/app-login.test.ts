@@ -60,3 +60,104 @@ t.test('a role outside atrium_app is refused', async (t) => {
   t.teardown(() => db.close());
   await t.rejects(db.verifyAppRole(), /member of atrium_app/);
 });
+
+t.test('a role that is a member of the tables’ owner is refused: it could switch to the owner', async (t) => {
+  const [owner] = await api.db.ownerSql<{ name: string }[]>`select current_user as name`;
+  const db = new Database(api.db.url, { appUrl: await loginRole(`nosuperuser nobypassrls in role atrium_app, ${owner!.name}`) });
+  t.teardown(() => db.close());
+  await t.rejects(db.verifyAppRole(), /must not be a superuser, have BYPASSRLS or own the tables/);
+});
+
+/** A URL of the test's database that logs in as `name` with `password` (the role need not exist). */
+function urlOf(name: string, password: string): string {
+  const url = new URL(api.db.url);
+  url.username = name;
+  url.password = password;
+  return url.toString();
+}
+
+/** The attributes of role `name`, read as the owner. */
+async function attributesOf(name: string) {
+  const [role] = await api.db.ownerSql<{ login: boolean; superuser: boolean; bypassrls: boolean; createrole: boolean; createdb: boolean; member: boolean }[]>`
+    select rolcanlogin as login, rolsuper as superuser, rolbypassrls as bypassrls, rolcreaterole as createrole, rolcreatedb as createdb,
+      pg_has_role(oid, 'atrium_app', 'MEMBER') as member
+    from pg_roles where rolname = ${name}`;
+  return role;
+}
+
+t.test('ensureAppLogin creates the login of ATRIUM_APP_DATABASE_URL, then leaves it alone', async (t) => {
+  const name = `atrium_login_${suffix}_${roles.length}`;
+  roles.push(name);
+  const appUrl = urlOf(name, `first-${suffix}`);
+  t.equal(await api.db.ensureAppLogin(appUrl), 'created');
+  t.strictSame(await attributesOf(name), { login: true, superuser: false, bypassrls: false, createrole: false, createdb: false, member: true });
+  t.equal(await api.db.ensureAppLogin(appUrl), 'unchanged', 'a second run changes nothing');
+
+  const db = new Database(api.db.url, { appUrl });
+  t.teardown(() => db.close());
+  await db.verifyAppRole();
+  const scoped = await db.tenant(tenant.tenantId, (tx) => tx.execute<{ n: number }>(sql`select count(*)::int as n from users`));
+  t.equal(scoped[0]!.n, 1, 'the new login works, within row-level security');
+});
+
+t.test('ensureAppLogin grants a missing membership in atrium_app', async (t) => {
+  const name = `atrium_login_${suffix}_${roles.length}`;
+  roles.push(name);
+  await api.db.ownerSql.unsafe(`create role ${name} login password 'pw-${suffix}' nosuperuser nobypassrls`);
+  const appUrl = urlOf(name, `pw-${suffix}`);
+  t.equal(await api.db.ensureAppLogin(appUrl), 'updated');
+  t.equal((await attributesOf(name))?.member, true, 'now a member of atrium_app');
+  t.equal(await api.db.ensureAppLogin(appUrl), 'unchanged');
+  const db = new Database(api.db.url, { appUrl });
+  t.teardown(() => db.close());
+  await db.verifyAppRole();
+});
+
+/** Whether the test's server checks passwords (the machine's own server trusts loopback connections). */
+async function passwordsChecked(): Promise<boolean> {
+  const name = `atrium_login_${suffix}_${roles.length}`;
+  roles.push(name);
+  await api.db.ownerSql.unsafe(`create role ${name} login password 'right-${suffix}'`);
+  const probe = new Database(api.db.url, { appUrl: urlOf(name, 'wrong') });
+  try {
+    await probe.appSql`select 1`;
+    return false;
+  } catch {
+    return true;
+  } finally {
+    await probe.close();
+  }
+}
+
+const checksPasswords = await passwordsChecked();
+t.test(
+  'ensureAppLogin sets the password of ATRIUM_APP_DATABASE_URL again when it changed',
+  { skip: checksPasswords ? false : 'the server does not check passwords here (trust): no password can be wrong' },
+  async (t) => {
+    const name = `atrium_login_${suffix}_${roles.length}`;
+    roles.push(name);
+    await api.db.ownerSql.unsafe(`create role ${name} login password 'old-${suffix}' nosuperuser nobypassrls in role atrium_app`);
+    const appUrl = urlOf(name, `new-${suffix}`);
+    t.equal(await api.db.ensureAppLogin(appUrl), 'updated');
+    t.equal(await api.db.ensureAppLogin(appUrl), 'unchanged');
+    const db = new Database(api.db.url, { appUrl });
+    t.teardown(() => db.close());
+    await db.verifyAppRole();
+    const old = new Database(api.db.url, { appUrl: urlOf(name, `old-${suffix}`) });
+    t.teardown(() => old.close());
+    await t.rejects(old.verifyAppRole(), /password authentication failed/, 'the old password no longer signs in');
+  },
+);
+
+t.test('ensureAppLogin refuses a role of that name that could see past row-level security, and changes nothing', async (t) => {
+  const [owner] = await api.db.ownerSql<{ name: string }[]>`select current_user as name`;
+  for (const attributes of ['bypassrls', `in role ${owner!.name}`]) {
+    const name = `atrium_login_${suffix}_${roles.length}`;
+    roles.push(name);
+    await api.db.ownerSql.unsafe(`create role ${name} nologin nosuperuser ${attributes}`);
+    const before = await attributesOf(name);
+    await t.rejects(api.db.ensureAppLogin(urlOf(name, `pw-${suffix}`)), /would see past row-level security/, attributes);
+    t.strictSame(await attributesOf(name), before, `${attributes}: the role is as it was`);
+    t.equal(before?.login, false, `${attributes}: still no login`);
+  }
+});

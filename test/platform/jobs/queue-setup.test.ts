@@ -1,0 +1,40 @@
+/**
+ * Processes that start together on a new database (an API and a worker process, the first
+ * `docker compose up`) set up the job queue in turns: pg-boss creating the same queue
+ * tables at once deadlocks, and one of the processes would stop.
+ */
+import t from 'tap';
+import { jobDefinitions } from '../../../src/jobs.ts';
+import { Database } from '../../../src/platform/database/database.ts';
+import { Jobs } from '../../../src/platform/jobs/jobs.ts';
+import { createTestDatabase } from '../../helpers/database.ts';
+
+const database = await createTestDatabase();
+t.teardown(() => database.drop());
+const db = new Database(database.url);
+t.teardown(() => db.close());
+await db.migrate();
+// A new database: the suite's template carries the job queue already (scripts/test.ts).
+await db.ownerSql`drop schema if exists pgboss cascade`;
+
+t.test('three processes start the job queue at once on a database that has none', async (t) => {
+  const [before] = await db.ownerSql<{ exists: boolean }[]>`select to_regnamespace('pgboss') is not null as exists`;
+  t.equal(before!.exists, false, 'no job queue yet');
+  const errors: unknown[] = [];
+  const log = { error: (object: unknown) => errors.push(object), warn: () => {} };
+  const starts = await Promise.allSettled(
+    [1, 2, 3].map(() => Jobs.start(db.sessionUrl, jobDefinitions, log, { schedule: false, leaseSeconds: 15, db: db.owner })),
+  );
+  for (const start of starts) if (start.status === 'fulfilled') t.teardown(() => start.value.stop());
+  t.strictSame(
+    starts.map((start) => (start.status === 'rejected' ? String(start.reason) : 'started')),
+    ['started', 'started', 'started'],
+  );
+  t.strictSame(errors, [], 'no job queue error');
+  const queues = await db.ownerSql<{ name: string }[]>`select name from pgboss.queue order by name`;
+  t.strictSame(
+    queues.map((queue) => queue.name),
+    jobDefinitions.map((definition) => definition.name).sort(),
+    'every queue once',
+  );
+});
