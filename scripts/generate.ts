@@ -2,7 +2,7 @@
  * Regenerates everything in generated/ from openapi/ (the one source of truth):
  *   generated/openapi.json   the bundled document (served at /api/openapi.json)
  *   generated/api.ts         TypeScript types (openapi-typescript)
- *   generated/operations.ts  every operation: method, path, security, permission rule
+ *   generated/operations.ts  every operation: method, path, security, permission rule, deprecation
  *   clients/typescript/src/schema.ts  the typed client's types (file parts as `Blob`)
  * `npm run generate`; CI fails when the committed files differ from a fresh run.
  */
@@ -13,7 +13,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import openapiTS, { astToString } from 'openapi-typescript';
 import ts from 'typescript';
 import { PERMISSIONS, type Permission } from '../src/platform/auth/permissions.ts';
-import type { PermissionRule } from '../src/platform/http/operations.ts';
+import type { Deprecation, PermissionRule } from '../src/platform/http/operations.ts';
 
 /**
  * Reads an operation's `x-permission` (docs/api-conventions.md#x-permission-string-and-unless-self-forms):
@@ -46,12 +46,52 @@ export function permissionRule(operationId: string, route: string, secured: bool
   return { permission: known(form.permission), unlessSelf: parameter };
 }
 
+/** The shortest time from an operation's deprecation to its sunset (docs/api-versions.md#deprecation). */
+export const MINIMUM_DEPRECATION_DAYS = 180;
+
+/**
+ * Reads an operation's deprecation (docs/api-versions.md#deprecation): `deprecated: true`
+ * with `x-deprecated-since` and `x-sunset`, two dates (`YYYY-MM-DD`), the sunset at least
+ * MINIMUM_DEPRECATION_DAYS after the deprecation. The server answers such an operation
+ * with the `Deprecation` and `Sunset` headers. Either date without
+ * `deprecated: true`, or `deprecated: true` without both, is an error: the headers would
+ * promise nothing, or the spec would promise what no header says.
+ */
+export function deprecationOf(operationId: string, deprecated: unknown, since: unknown, sunset: unknown): Deprecation | null {
+  const fail = (why: string) => new Error(`${operationId}: ${why}`);
+  if (deprecated !== true) {
+    if (deprecated !== undefined && deprecated !== false) throw fail(`deprecated must be true or false (got ${JSON.stringify(deprecated)})`);
+    if (since !== undefined || sunset !== undefined) throw fail('x-deprecated-since and x-sunset belong to an operation marked deprecated: true');
+    return null;
+  }
+  const day = (name: string, value: unknown): number => {
+    const time = typeof value === 'string' && /^\d{4}-\d{2}-\d{2}$/.test(value) ? Date.parse(`${value}T00:00:00Z`) : NaN;
+    if (Number.isNaN(time) || new Date(time).toISOString().slice(0, 10) !== value) {
+      throw fail(`a deprecated operation needs ${name}, a date written YYYY-MM-DD (got ${JSON.stringify(value)})`);
+    }
+    return time;
+  };
+  const from = day('x-deprecated-since', since);
+  const days = (day('x-sunset', sunset) - from) / 86_400_000;
+  if (days < MINIMUM_DEPRECATION_DAYS) throw fail(`x-sunset must be at least ${MINIMUM_DEPRECATION_DAYS} days after x-deprecated-since (it is ${days})`);
+  return { since: since as string, sunset: sunset as string };
+}
+
 /** One line of generated/operations.ts. */
-export function operationEntry(operationId: string, method: string, route: string, secured: boolean, rule: PermissionRule, extension: boolean): string {
+export function operationEntry(
+  operationId: string,
+  method: string,
+  route: string,
+  secured: boolean,
+  rule: PermissionRule,
+  extension: boolean,
+  deprecation: Deprecation | null,
+): string {
   const literal = (value: string | null) => (value === null ? 'null' : `'${value}'`);
+  const deprecated = deprecation ? `{ since: '${deprecation.since}', sunset: '${deprecation.sunset}' }` : 'null';
   return (
     `  ${operationId}: { method: '${method.toUpperCase()}', path: '${route}', secured: ${secured}, ` +
-    `permission: ${literal(rule.permission)}, unlessSelf: ${literal(rule.unlessSelf)}, extension: ${extension} },`
+    `permission: ${literal(rule.permission)}, unlessSelf: ${literal(rule.unlessSelf)}, extension: ${extension}, deprecation: ${deprecated} },`
   );
 }
 
@@ -69,7 +109,21 @@ async function generate(): Promise<void> {
   });
   const spec = JSON.parse(readFileSync(bundlePath, 'utf8')) as {
     security?: unknown[];
-    paths: Record<string, Record<string, { operationId?: string; security?: unknown[]; 'x-permission'?: unknown; 'x-atrium-extension'?: boolean }>>;
+    paths: Record<
+      string,
+      Record<
+        string,
+        {
+          operationId?: string;
+          security?: unknown[];
+          'x-permission'?: unknown;
+          'x-atrium-extension'?: boolean;
+          deprecated?: unknown;
+          'x-deprecated-since'?: unknown;
+          'x-sunset'?: unknown;
+        }
+      >
+    >;
   };
   writeFileSync(bundlePath, JSON.stringify(spec, null, 2) + '\n');
 
@@ -98,7 +152,8 @@ async function generate(): Promise<void> {
       seen.add(op.operationId);
       const secured = (op.security ?? spec.security ?? []).length > 0;
       const rule = permissionRule(op.operationId, route, secured, op['x-permission']);
-      entries.push(operationEntry(op.operationId, method, route, secured, rule, op['x-atrium-extension'] === true));
+      const deprecation = deprecationOf(op.operationId, op.deprecated, op['x-deprecated-since'], op['x-sunset']);
+      entries.push(operationEntry(op.operationId, method, route, secured, rule, op['x-atrium-extension'] === true, deprecation));
     }
   }
   writeFileSync(

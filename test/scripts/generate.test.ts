@@ -1,9 +1,10 @@
 /**
- * How scripts/generate.ts reads `x-permission` into generated/operations.ts: the two forms,
- * and every declaration the binding could not enforce as written refused at generation.
+ * How scripts/generate.ts reads `x-permission` and an operation's deprecation into
+ * generated/operations.ts: the forms each may take, and every declaration the binding
+ * could not enforce as written refused at generation.
  */
 import t from 'tap';
-import { operationEntry, permissionRule } from '../../scripts/generate.ts';
+import { deprecationOf, operationEntry, permissionRule } from '../../scripts/generate.ts';
 
 t.test('no x-permission: any signed-in user', async (t) => {
   t.strictSame(permissionRule('listThings', '/api/things', true, undefined), { permission: null, unlessSelf: null });
@@ -48,13 +49,38 @@ t.test('declarations the binding could not enforce are refused', async (t) => {
   refused('/users/{user}/picture', false, { permission: 'users.view', 'unless-self': 'user' }, /needs no access token/);
 });
 
-t.test('each operation is one line of the map, with both parts of its rule', async (t) => {
+t.test('a deprecated operation: both dates, the sunset at least 180 days after', async (t) => {
+  t.equal(deprecationOf('listThings', undefined, undefined, undefined), null);
+  t.equal(deprecationOf('listThings', false, undefined, undefined), null);
+  t.strictSame(deprecationOf('listThings', true, '2027-01-15', '2027-07-14'), { since: '2027-01-15', sunset: '2027-07-14' }, 'exactly 180 days');
+  t.strictSame(deprecationOf('listThings', true, '2027-01-15', '2028-01-15'), { since: '2027-01-15', sunset: '2028-01-15' });
+});
+
+t.test('deprecations the headers could not state as written are refused', async (t) => {
+  const refused = (deprecated: unknown, since: unknown, sunset: unknown, why: RegExp) =>
+    t.throws(() => deprecationOf('op', deprecated, since, sunset), { message: why }, JSON.stringify([deprecated, since, sunset]));
+  refused(true, undefined, undefined, /op: a deprecated operation needs x-deprecated-since, a date written YYYY-MM-DD \(got undefined\)/);
+  refused(true, '2027-01-15', undefined, /needs x-sunset/);
+  refused(true, undefined, '2027-12-31', /needs x-deprecated-since/);
+  refused(true, '2027-01-15', '2027-02-30', /needs x-sunset, a date .* \(got "2027-02-30"\)/);
+  refused(true, '2027-1-15', '2027-12-31', /needs x-deprecated-since/);
+  refused(true, '2027-01-15T00:00:00.000Z', '2027-12-31', /needs x-deprecated-since/);
+  refused(true, 20270115, '2027-12-31', /needs x-deprecated-since/);
+  refused(true, '2027-01-15', '2027-07-13', /x-sunset must be at least 180 days after x-deprecated-since \(it is 179\)/);
+  refused(true, '2027-07-15', '2027-01-15', /at least 180 days after .*it is -181/);
+  refused(undefined, '2027-01-15', '2027-12-31', /op: x-deprecated-since and x-sunset belong to an operation marked deprecated: true/);
+  refused(false, undefined, '2027-12-31', /belong to an operation marked deprecated: true/);
+  refused('yes', undefined, undefined, /deprecated must be true or false \(got "yes"\)/);
+});
+
+t.test('each operation is one line of the map, with both parts of its rule and its deprecation', async (t) => {
   t.equal(
-    operationEntry('getThing', 'get', '/api/things/{user}', true, { permission: 'users.view', unlessSelf: 'user' }, false),
-    "  getThing: { method: 'GET', path: '/api/things/{user}', secured: true, permission: 'users.view', unlessSelf: 'user', extension: false },",
+    operationEntry('getThing', 'get', '/api/things/{user}', true, { permission: 'users.view', unlessSelf: 'user' }, false, null),
+    "  getThing: { method: 'GET', path: '/api/things/{user}', secured: true, permission: 'users.view', unlessSelf: 'user', extension: false, deprecation: null },",
   );
   t.equal(
-    operationEntry('getLiveness', 'get', '/health/live', false, { permission: null, unlessSelf: null }, true),
-    "  getLiveness: { method: 'GET', path: '/health/live', secured: false, permission: null, unlessSelf: null, extension: true },",
+    operationEntry('getLiveness', 'get', '/health/live', false, { permission: null, unlessSelf: null }, true, { since: '2027-01-15', sunset: '2027-07-15' }),
+    "  getLiveness: { method: 'GET', path: '/health/live', secured: false, permission: null, unlessSelf: null, extension: true, " +
+      "deprecation: { since: '2027-01-15', sunset: '2027-07-15' } },",
   );
 });

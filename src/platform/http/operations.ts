@@ -139,6 +139,24 @@ export interface PermissionRule {
   unlessSelf: string | null;
 }
 
+/** A deprecated operation's dates (`x-deprecated-since`, `x-sunset`), as scripts/generate.ts writes them into generated/operations.ts. */
+export interface Deprecation {
+  /** YYYY-MM-DD (UTC): since when the operation is deprecated. */
+  since: string;
+  /** YYYY-MM-DD (UTC): the earliest day it may be removed. */
+  sunset: string;
+}
+
+/**
+ * The headers every answer of a deprecated operation carries (docs/api-versions.md#deprecation):
+ * `Deprecation` (RFC 9745, a structured-field date: `@` and seconds since the epoch) and
+ * `Sunset` (RFC 8594, an HTTP date), both at midnight UTC of the spec's dates.
+ */
+export function deprecationHeaders(deprecation: Deprecation): { deprecation: string; sunset: string } {
+  const midnight = (day: string) => new Date(`${day}T00:00:00Z`);
+  return { deprecation: `@${midnight(deprecation.since).getTime() / 1000}`, sunset: midnight(deprecation.sunset).toUTCString() };
+}
+
 /**
  * Where an operation's `x-permission` is checked (docs/architecture.md#request-lifecycle):
  * a permission every caller needs, as soon as the caller is known (`onRequest`, before the
@@ -185,8 +203,14 @@ export async function registerOperations(app: FastifyInstance, handlers: Handler
       const queryParameters = declaredQueryParameters(specification, meta.path, meta.method);
       // A safe request may take its principal from the last second's look-ups; any other forgets them all before it answers.
       const safe = meta.method === 'GET';
-      /** Authentication (secured operations: 401 / the operation's permission, 403), then the media type of a body. */
-      const onRequest = async (request: FastifyRequest) => {
+      const deprecated = meta.deprecation ? deprecationHeaders(meta.deprecation) : null;
+      /**
+       * A deprecated operation's headers, set first so that every answer carries them, refusals
+       * included; then authentication (secured operations: 401 / the operation's permission,
+       * 403), then the media type of a body.
+       */
+      const onRequest = async (request: FastifyRequest, reply: FastifyReply) => {
+        if (deprecated) reply.headers(deprecated);
         if (meta.secured) {
           request.auth = await authenticateRequest(services.db, services.secrets, request, safe ? services.principals : undefined);
           permission.onRequest?.(request.auth);

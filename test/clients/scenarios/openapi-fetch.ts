@@ -1,5 +1,8 @@
-// The scenario with the repository's typed client (openapi-typescript + openapi-fetch).
-import { createAtriumClient, formData } from '../../../clients/typescript/src/index.ts';
+// The scenario with the repository's typed client (openapi-typescript + openapi-fetch), as
+// consumers get it: test/clients/sdk.test.ts packs clients/typescript, installs the tarball
+// into a project of its own outside the repository and compiles this file there.
+// eslint-disable-next-line import-x/no-unresolved -- resolved in that project, not in the repository
+import { createAtriumClient, formData } from '@atrium/client';
 import { ADMIN_PASSWORD, BASE_URL, check, eventually, PNG_1X1, RUN, TENANT } from './environment.ts';
 
 const anonymous = createAtriumClient(BASE_URL);
