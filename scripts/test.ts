@@ -6,7 +6,8 @@
  *   removes it afterwards; with DATABASE_URL it uses that server (the role must be allowed
  *   to create databases) and drops everything it created.
  * - The template holds the migrations and the job queue's schema and queues (pg-boss).
- * - Arguments are passed to tap (`npm test -- test/resources/users/users.test.ts`), but for
+ * - Arguments are passed to tap (`npm test -- test/resources/users/users.test.ts`), a folder
+ *   as the test files under it, but for
  *   `--tier=<tier>[,<tier>…]`, which runs the files of those tiers (docs/testing.md#tiers):
  *   `unit`, `database`, `http`, `process`. A file's tier is the most it starts (`tierOf`).
  *   Unit files alone need no PostgreSQL, and none is started for them.
@@ -24,7 +25,7 @@
  */
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readdir, readFile, rm } from 'node:fs/promises';
+import { readdir, readFile, rm, stat } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import postgres from 'postgres';
@@ -45,16 +46,25 @@ function tierOf(source: string): Tier {
   return 'unit';
 }
 
-async function testFiles(): Promise<string[]> {
-  const entries = await readdir('test', { withFileTypes: true, recursive: true });
+async function testFiles(folder = 'test'): Promise<string[]> {
+  const entries = await readdir(folder, { withFileTypes: true, recursive: true });
   return entries
     .filter((entry) => entry.isFile() && entry.name.endsWith('.test.ts'))
     .map((entry) => path.join(entry.parentPath, entry.name))
     .sort();
 }
 
-/** tap's arguments, with `--tier=…` replaced by the files of those tiers. */
-async function tapArguments(args: string[]): Promise<{ args: string[]; needsDatabase: boolean }> {
+/**
+ * tap's arguments, with a folder replaced by its test files (tap finds none in a folder:
+ * without its TypeScript plugin it does not take `.ts` files for tests) and `--tier=…` by
+ * the files of those tiers.
+ */
+async function tapArguments(given: string[]): Promise<{ args: string[]; needsDatabase: boolean }> {
+  const args: string[] = [];
+  for (const arg of given) {
+    const folder = !arg.startsWith('-') && (await stat(arg).catch(() => null))?.isDirectory();
+    args.push(...(folder ? await testFiles(arg) : [arg]));
+  }
   const option = args.find((arg) => arg.startsWith('--tier='));
   if (!option) return { args, needsDatabase: true };
   const wanted = option.slice('--tier='.length).split(',');
