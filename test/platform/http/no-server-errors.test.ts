@@ -33,9 +33,10 @@ import { eventually } from '../../helpers/eventually.ts';
 const CASES_PER_OPERATION = process.env.NO5XX_CASES === 'all' ? Infinity : Number(process.env.NO5XX_CASES ?? 30);
 const SEED = Number(process.env.NO5XX_SEED ?? 20240517);
 
-// Some 3,000 requests, each answer checked against the spec: on a busy two-core machine the
-// file takes close to two minutes, tap's limit for a file.
-t.setTimeout(300_000);
+// Some 3,000 requests, each answer checked against the spec: close to two minutes on a
+// two-core machine running the suite, and up to five and a half when other work shares it
+// (seen at load average 17). The limit only guards against a hang.
+t.setTimeout(600_000);
 
 // The sign-in limit would answer every later sign-in with 429 before its input is read.
 const api = await startTestApi(t, { role: 'all', webhookAllowedCidrs: ['127.0.0.0/8'], loginMaxFailures: 1_000_000 });
