@@ -32,5 +32,6 @@ export async function openDatabaseServer(config: Config, logger: Logger): Promis
     throw new Error('DATABASE_URL is not set and this installation has no embedded PostgreSQL (the container image leaves it out): set DATABASE_URL');
   }
   logger.info({ dataDir: config.dataDir }, 'starting embedded PostgreSQL');
-  return startEmbeddedPostgres(config.dataDir, { log: (line) => logger.debug({ postgres: line }) });
+  // In a session of its own: a terminal's Ctrl-C reaches Atrium, which stops it last.
+  return startEmbeddedPostgres(config.dataDir, { log: (line) => logger.debug({ postgres: line }), ownSession: true });
 }

@@ -4,6 +4,7 @@
  */
 import { entryPointConfig } from './config.ts';
 import { toleratingConnectionLoss } from './platform/database/connection-loss.ts';
+import { onTerminationSignals, type TerminationSignal } from './platform/process/signals.ts';
 import type { Atrium } from './server.ts';
 
 const config = entryPointConfig();
@@ -17,7 +18,24 @@ function fail(what: string, error: unknown): never {
   process.exit(1);
 }
 
-let atrium: Atrium;
+// A signal during start-up (a terminal's Ctrl-C while migrations run, say) is acted on once
+// the process is up, so that the embedded PostgreSQL it started is stopped with it.
+let atrium: Atrium | undefined;
+let signalledDuringStart: TerminationSignal | undefined;
+onTerminationSignals({
+  first(signal) {
+    if (atrium) shutDown(atrium, signal);
+    else signalledDuringStart = signal;
+  },
+  repeat(signal) {
+    atrium?.logger.debug({ signal }, 'the same signal again within a second: already shutting down');
+  },
+  again(signal) {
+    atrium?.logger.warn({ signal }, 'second signal: stopping at once');
+    stopAtOnce(atrium);
+  },
+});
+
 try {
   atrium = await createAtrium(config, {
     // Shown once on the terminal, on purpose outside the (JSON) log.
@@ -26,40 +44,39 @@ try {
 } catch (error) {
   fail('could not start', error);
 }
+const started = atrium;
 process.on(
   'unhandledRejection',
-  toleratingConnectionLoss((error) => atrium.logger.warn({ err: error }, 'database connection lost under a statement of the driver; it reconnects')),
+  toleratingConnectionLoss((error) => started.logger.warn({ err: error }, 'database connection lost under a statement of the driver; it reconnects')),
 );
-if (atrium.app) {
-  try {
-    await atrium.app.listen({ host: config.host, port: config.port });
-  } catch (error) {
-    await atrium.stop();
-    fail(`cannot listen on ${config.host}:${config.port}`, error);
+if (signalledDuringStart) {
+  shutDown(started, signalledDuringStart);
+} else {
+  if (started.app) {
+    try {
+      await started.app.listen({ host: config.host, port: config.port });
+    } catch (error) {
+      await started.stop();
+      fail(`cannot listen on ${config.host}:${config.port}`, error);
+    }
+    started.logger.info(`API docs at http://${config.host}:${config.port}/docs`);
   }
-  atrium.logger.info(`API docs at http://${config.host}:${config.port}/docs`);
+  if (config.role !== 'api') started.logger.info('job workers started');
 }
-if (config.role !== 'api') atrium.logger.info('job workers started');
 
 /**
  * Graceful shutdown: end event streams, finish in-flight requests, let running jobs finish
  * (pg-boss hands back what does not), close the pools, stop the embedded PostgreSQL last;
- * exit 0. Past SHUTDOWN_TIMEOUT_MS, or on a second signal, the rest is cut short (open
- * connections closed, the embedded PostgreSQL stopped) and the exit status is 1.
- * Listeners are added, never replaced: a wrapper such as tsx relays signals through its own.
+ * exit 0. Past SHUTDOWN_TIMEOUT_MS, or on a second signal at least a second after the first
+ * (a terminal's Ctrl-C arrives twice within milliseconds, from the terminal and from npm),
+ * the rest is cut short (open connections closed, the embedded PostgreSQL stopped) and the
+ * exit status is 1.
  */
-let signalled = false;
-function shutDown(signal: NodeJS.Signals): void {
-  if (signalled) {
-    atrium.logger.warn({ signal }, 'second signal: stopping at once');
-    void atrium.abort().finally(() => process.exit(1));
-    return;
-  }
-  signalled = true;
+function shutDown(atrium: Atrium, signal: TerminationSignal): void {
   atrium.logger.info({ signal, timeoutMs: config.shutdownTimeoutMs }, 'shutting down');
   const deadline = setTimeout(() => {
     atrium.logger.error({ timeoutMs: config.shutdownTimeoutMs }, 'shutdown took too long: stopping at once');
-    void atrium.abort().finally(() => process.exit(1));
+    stopAtOnce(atrium);
   }, config.shutdownTimeoutMs);
   atrium.stop().then(
     () => {
@@ -70,8 +87,12 @@ function shutDown(signal: NodeJS.Signals): void {
     (error: unknown) => {
       clearTimeout(deadline);
       atrium.logger.error({ err: error }, 'shutdown failed');
-      void atrium.abort().finally(() => process.exit(1));
+      stopAtOnce(atrium);
     },
   );
 }
-for (const signal of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) process.on(signal, shutDown);
+
+function stopAtOnce(atrium: Atrium | undefined): void {
+  if (!atrium) process.exit(1);
+  void atrium.abort().finally(() => process.exit(1));
+}

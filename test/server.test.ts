@@ -15,6 +15,7 @@ import path from 'node:path';
 import postgres from 'postgres';
 import t from 'tap';
 import { freePort } from '../src/platform/database/embedded.ts';
+import { REPEAT_GRACE_MS } from '../src/platform/process/signals.ts';
 
 // `npm start` compiles first (incremental; a cold build takes a while on a busy machine).
 t.setTimeout(400_000);
@@ -50,13 +51,19 @@ async function applicationLogins(): Promise<string> {
   }
 }
 
-function start(port: number, how: 'npm start' | 'node dist', password?: string) {
+/**
+ * `how` as an operator runs it. `(terminal)` puts the command in a process group of its
+ * own, as a terminal's foreground job, so that `ctrlC()` can signal the whole group as a
+ * terminal's Ctrl-C does (npm, the shell it runs, node; the embedded PostgreSQL, in a
+ * session of its own, is out of reach).
+ */
+function start(port: number, how: 'npm start' | 'npm start (terminal)' | 'node dist' | 'node dist (terminal)', password?: string) {
   const env: NodeJS.ProcessEnv = { ...process.env, DATA_DIR: dataDir, PORT: String(port), LOG_LEVEL: 'info' };
   delete env.DATABASE_URL;
   if (password) env.ATRIUM_ADMIN_PASSWORD = password;
   else delete env.ATRIUM_ADMIN_PASSWORD;
-  const [command, args] = how === 'npm start' ? ['npm', ['start']] : [process.execPath, ['dist/src/main.js']];
-  const child = spawn(command, args as string[], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const [command, args] = how.startsWith('node dist') ? [process.execPath, ['dist/src/main.js']] : ['npm', ['start']];
+  const child = spawn(command, args as string[], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'], detached: how.endsWith('(terminal)') });
   let output = '';
   child.stdout.on('data', (chunk) => (output += chunk));
   child.stderr.on('data', (chunk) => (output += chunk));
@@ -77,7 +84,8 @@ function start(port: number, how: 'npm start' | 'node dist', password?: string) 
     });
   /** The pid of the server process (from its JSON log), which `npm start` runs in its place. */
   const serverPid = () => Number(/"pid":(\d+)/.exec(output)?.[1]);
-  return { child, listening: waitFor('Server listening'), waitFor, exited, serverPid, output: () => output };
+  const ctrlC = () => process.kill(-child.pid!, 'SIGINT');
+  return { child, listening: waitFor('Server listening'), waitFor, exited, serverPid, output: () => output, ctrlC };
 }
 
 /**
@@ -108,12 +116,16 @@ async function halfSentLogin(port: number, password: string): Promise<{ finish()
   };
 }
 
+/** The demo administrator's password, printed by the first start. */
+let generatedPassword: string | undefined;
+
 t.test('npm start: first start seeds demo, prints the password once, serves the API, and drains on SIGTERM', async (t) => {
   const port = await freePort();
   const server = start(port, 'npm start');
   await server.listening;
   const password = /password "([^"]+)"/.exec(server.output())?.[1];
   t.ok(password, 'the generated admin password is printed');
+  generatedPassword = password;
   t.match(
     server.output(),
     /\n {2}Demo tenant created\. Sign in with tenant "demo", username "admin", password "/,
@@ -163,5 +175,45 @@ t.test('node dist/src/main.js: a restart keeps the data, seeds nothing, and stop
   const database = postmaster();
   server.child.kill('SIGINT');
   t.equal(await server.exited, 0);
+  t.notOk(alive(database.pid), 'the embedded PostgreSQL is gone');
+});
+
+/** The JSON log lines whose `msg` is `message`. */
+const logged = (output: string, message: string) => output.split('\n').filter((line) => line.startsWith('{') && line.includes(`"msg":"${message}"`));
+
+t.test('npm start at a terminal: Ctrl-C reaches npm and node alike, and the server drains once', async (t) => {
+  const port = await freePort();
+  const server = start(port, 'npm start (terminal)');
+  await server.listening;
+  const serverPid = server.serverPid();
+  const database = postmaster();
+  const login = await halfSentLogin(port, generatedPassword!);
+  server.ctrlC();
+  await server.waitFor('"signal":"SIGINT"');
+  t.ok(alive(database.pid), 'the embedded PostgreSQL did not get the Ctrl-C');
+  const answer = await login.finish();
+  t.match(answer, /^HTTP\/1\.1 200 /, 'the in-flight sign-in completes during shutdown');
+  t.equal(await server.exited, 0, 'npm start exits 0');
+  t.equal(logged(server.output(), 'shutting down').length, 1, 'one shutdown, though node got the signal from the terminal and from npm');
+  t.same(logged(server.output(), 'second signal: stopping at once'), [], 'not taken for a second Ctrl-C');
+  t.notOk(alive(serverPid), 'the server process is gone');
+  t.notOk(alive(database.pid), 'the embedded PostgreSQL is gone');
+  t.notOk(existsSync(path.join(dataDir, 'pgdata', 'postmaster.pid')), 'and shut down cleanly');
+});
+
+t.test('at a terminal, a second Ctrl-C a second later stops at once', async (t) => {
+  const port = await freePort();
+  const server = start(port, 'node dist (terminal)');
+  await server.listening;
+  const database = postmaster();
+  // A sign-in that never finishes keeps the drain waiting (up to SHUTDOWN_TIMEOUT_MS).
+  await halfSentLogin(port, 'never sent in full');
+  server.ctrlC();
+  await server.waitFor('"signal":"SIGINT"');
+  await new Promise((resolve) => setTimeout(resolve, REPEAT_GRACE_MS + 200));
+  t.equal(logged(server.output(), 'stopped').length, 0, 'still draining');
+  server.ctrlC();
+  t.equal(await server.exited, 1, 'exit status 1');
+  t.equal(logged(server.output(), 'second signal: stopping at once').length, 1);
   t.notOk(alive(database.pid), 'the embedded PostgreSQL is gone');
 });

@@ -8,6 +8,7 @@ import { parseArgs } from 'node:util';
 import { entryPointConfig, type Config } from '../config.ts';
 import type { Database } from '../platform/database/database.ts';
 import { setPasswordHashCost } from '../platform/auth/passwords.ts';
+import { onTerminationSignals, signalExitStatus } from '../platform/process/signals.ts';
 import { readPassword } from './password-input.ts';
 
 // The database and resource modules load only when a command runs, so that --help and
@@ -205,8 +206,21 @@ async function run(argv: string[]): Promise<void> {
   ]);
   // Logs go to stderr: stdout carries only the command's answer (token:create prints the token).
   const logger = pino({ level: process.env.LOG_LEVEL ? config.logLevel : 'warn' }, pino.destination(2));
-  const server = await openDatabaseServer(config, logger);
-  const db = new Database(server.url, { poolSize: 2, directUrl: config.databaseUrl ? config.databaseDirectUrl : undefined });
+  const opening = openDatabaseServer(config, logger);
+  let db: Database | undefined = undefined;
+  // The embedded PostgreSQL runs in a session of its own, out of reach of a terminal's
+  // Ctrl-C: on a signal, stop what this command started, then end as the signal would
+  // (128 + its number). A second signal a second later or more ends at once.
+  onTerminationSignals({
+    first: (signal) =>
+      void (async () => {
+        await db?.close();
+        await (await opening).stop();
+      })().finally(() => process.exit(signalExitStatus(signal))),
+    again: (signal) => process.exit(signalExitStatus(signal)),
+  });
+  const server = await opening;
+  db = new Database(server.url, { poolSize: 2, directUrl: config.databaseUrl ? config.databaseDirectUrl : undefined });
   try {
     const applied = await db.migrate();
     const appLogin = config.appDatabaseUrl ? await db.ensureAppLogin(config.appDatabaseUrl) : 'unchanged';

