@@ -4996,6 +4996,24 @@ export interface components {
             };
         };
         /**
+         * @description A request with the same `Idempotency-Key` is still running, or its server stopped
+         *     before it answered (its outcome is then unknown until the key expires, 24 hours after
+         *     it was first used). Retry after `Retry-After` seconds.
+         */
+        IdempotencyConflict: {
+            headers: {
+                "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                /** @description Seconds to wait before retrying. */
+                "Retry-After"?: number;
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /**
          * @description An unexpected error. It is logged with the request's id; the answer says nothing
          *     more. Client input never causes it.
          */
@@ -5106,6 +5124,18 @@ export interface components {
          *     }
          */
         Filter: components["schemas"]["NotificationFilter"];
+        /**
+         * @description Makes a retry safe (extension). A request that sends a key is carried out once: its
+         *     first 2xx answer is kept for 24 hours and a retry with the same key and the same
+         *     request (operation, parameters, body, uploaded files) gets that answer again, with the
+         *     header `Idempotent-Replayed: true`, without a second effect. The same key with another
+         *     request is a 422 naming `Idempotency-Key`; a retry while the first request is still
+         *     running is a 409 with `Retry-After`. A first request that failed (any answer other than
+         *     2xx) keeps nothing: its retry runs afresh. Keys belong to the caller; choose a new one
+         *     (a UUID, say) for each new request.
+         * @example 5f0c7a2e-3b1d-4c8e-9a55-0e2d7b1f9c34
+         */
+        IdempotencyKey: string;
         /** @description Each key is an importable user key; its value replaces that column's header. */
         ImportHeaders: components["schemas"]["ImportableKeyMap"];
         /** @description Maximum number of records. Default no limit. */
@@ -5253,7 +5283,20 @@ export interface operations {
     createAttributeSet: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description Makes a retry safe (extension). A request that sends a key is carried out once: its
+                 *     first 2xx answer is kept for 24 hours and a retry with the same key and the same
+                 *     request (operation, parameters, body, uploaded files) gets that answer again, with the
+                 *     header `Idempotent-Replayed: true`, without a second effect. The same key with another
+                 *     request is a 422 naming `Idempotency-Key`; a retry while the first request is still
+                 *     running is a 409 with `Retry-After`. A first request that failed (any answer other than
+                 *     2xx) keeps nothing: its retry runs afresh. Keys belong to the caller; choose a new one
+                 *     (a UUID, say) for each new request.
+                 * @example 5f0c7a2e-3b1d-4c8e-9a55-0e2d7b1f9c34
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -5278,6 +5321,7 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            409: components["responses"]["IdempotencyConflict"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalServerError"];
@@ -5433,7 +5477,20 @@ export interface operations {
     createAutomation: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description Makes a retry safe (extension). A request that sends a key is carried out once: its
+                 *     first 2xx answer is kept for 24 hours and a retry with the same key and the same
+                 *     request (operation, parameters, body, uploaded files) gets that answer again, with the
+                 *     header `Idempotent-Replayed: true`, without a second effect. The same key with another
+                 *     request is a 422 naming `Idempotency-Key`; a retry while the first request is still
+                 *     running is a 409 with `Retry-After`. A first request that failed (any answer other than
+                 *     2xx) keeps nothing: its retry runs afresh. Keys belong to the caller; choose a new one
+                 *     (a UUID, say) for each new request.
+                 * @example 5f0c7a2e-3b1d-4c8e-9a55-0e2d7b1f9c34
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -5458,6 +5515,7 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            409: components["responses"]["IdempotencyConflict"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalServerError"];
@@ -5621,7 +5679,20 @@ export interface operations {
     runAutomation: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description Makes a retry safe (extension). A request that sends a key is carried out once: its
+                 *     first 2xx answer is kept for 24 hours and a retry with the same key and the same
+                 *     request (operation, parameters, body, uploaded files) gets that answer again, with the
+                 *     header `Idempotent-Replayed: true`, without a second effect. The same key with another
+                 *     request is a 422 naming `Idempotency-Key`; a retry while the first request is still
+                 *     running is a 409 with `Retry-After`. A first request that failed (any answer other than
+                 *     2xx) keeps nothing: its retry runs afresh. Keys belong to the caller; choose a new one
+                 *     (a UUID, say) for each new request.
+                 * @example 5f0c7a2e-3b1d-4c8e-9a55-0e2d7b1f9c34
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path: {
                 automation: components["schemas"]["Id"];
             };
@@ -5649,6 +5720,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            409: components["responses"]["IdempotencyConflict"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalServerError"];
@@ -5741,7 +5813,20 @@ export interface operations {
     createMenuItem: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description Makes a retry safe (extension). A request that sends a key is carried out once: its
+                 *     first 2xx answer is kept for 24 hours and a retry with the same key and the same
+                 *     request (operation, parameters, body, uploaded files) gets that answer again, with the
+                 *     header `Idempotent-Replayed: true`, without a second effect. The same key with another
+                 *     request is a 422 naming `Idempotency-Key`; a retry while the first request is still
+                 *     running is a 409 with `Retry-After`. A first request that failed (any answer other than
+                 *     2xx) keeps nothing: its retry runs afresh. Keys belong to the caller; choose a new one
+                 *     (a UUID, say) for each new request.
+                 * @example 5f0c7a2e-3b1d-4c8e-9a55-0e2d7b1f9c34
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -5766,6 +5851,7 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            409: components["responses"]["IdempotencyConflict"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalServerError"];
@@ -5902,7 +5988,20 @@ export interface operations {
     createRole: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description Makes a retry safe (extension). A request that sends a key is carried out once: its
+                 *     first 2xx answer is kept for 24 hours and a retry with the same key and the same
+                 *     request (operation, parameters, body, uploaded files) gets that answer again, with the
+                 *     header `Idempotent-Replayed: true`, without a second effect. The same key with another
+                 *     request is a 422 naming `Idempotency-Key`; a retry while the first request is still
+                 *     running is a 409 with `Retry-After`. A first request that failed (any answer other than
+                 *     2xx) keeps nothing: its retry runs afresh. Keys belong to the caller; choose a new one
+                 *     (a UUID, say) for each new request.
+                 * @example 5f0c7a2e-3b1d-4c8e-9a55-0e2d7b1f9c34
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -5927,6 +6026,7 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            409: components["responses"]["IdempotencyConflict"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalServerError"];
@@ -6022,7 +6122,20 @@ export interface operations {
     createFormField: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description Makes a retry safe (extension). A request that sends a key is carried out once: its
+                 *     first 2xx answer is kept for 24 hours and a retry with the same key and the same
+                 *     request (operation, parameters, body, uploaded files) gets that answer again, with the
+                 *     header `Idempotent-Replayed: true`, without a second effect. The same key with another
+                 *     request is a 422 naming `Idempotency-Key`; a retry while the first request is still
+                 *     running is a 409 with `Retry-After`. A first request that failed (any answer other than
+                 *     2xx) keeps nothing: its retry runs afresh. Keys belong to the caller; choose a new one
+                 *     (a UUID, say) for each new request.
+                 * @example 5f0c7a2e-3b1d-4c8e-9a55-0e2d7b1f9c34
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -6046,6 +6159,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            409: components["responses"]["IdempotencyConflict"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalServerError"];
@@ -6200,7 +6314,20 @@ export interface operations {
     createForm: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description Makes a retry safe (extension). A request that sends a key is carried out once: its
+                 *     first 2xx answer is kept for 24 hours and a retry with the same key and the same
+                 *     request (operation, parameters, body, uploaded files) gets that answer again, with the
+                 *     header `Idempotent-Replayed: true`, without a second effect. The same key with another
+                 *     request is a 422 naming `Idempotency-Key`; a retry while the first request is still
+                 *     running is a 409 with `Retry-After`. A first request that failed (any answer other than
+                 *     2xx) keeps nothing: its retry runs afresh. Keys belong to the caller; choose a new one
+                 *     (a UUID, say) for each new request.
+                 * @example 5f0c7a2e-3b1d-4c8e-9a55-0e2d7b1f9c34
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -6225,6 +6352,7 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            409: components["responses"]["IdempotencyConflict"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalServerError"];
@@ -6379,7 +6507,20 @@ export interface operations {
     createTaskTemplate: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description Makes a retry safe (extension). A request that sends a key is carried out once: its
+                 *     first 2xx answer is kept for 24 hours and a retry with the same key and the same
+                 *     request (operation, parameters, body, uploaded files) gets that answer again, with the
+                 *     header `Idempotent-Replayed: true`, without a second effect. The same key with another
+                 *     request is a 422 naming `Idempotency-Key`; a retry while the first request is still
+                 *     running is a 409 with `Retry-After`. A first request that failed (any answer other than
+                 *     2xx) keeps nothing: its retry runs afresh. Keys belong to the caller; choose a new one
+                 *     (a UUID, say) for each new request.
+                 * @example 5f0c7a2e-3b1d-4c8e-9a55-0e2d7b1f9c34
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -6404,6 +6545,7 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            409: components["responses"]["IdempotencyConflict"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalServerError"];
@@ -6511,7 +6653,20 @@ export interface operations {
     createDefaultValueSource: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description Makes a retry safe (extension). A request that sends a key is carried out once: its
+                 *     first 2xx answer is kept for 24 hours and a retry with the same key and the same
+                 *     request (operation, parameters, body, uploaded files) gets that answer again, with the
+                 *     header `Idempotent-Replayed: true`, without a second effect. The same key with another
+                 *     request is a 422 naming `Idempotency-Key`; a retry while the first request is still
+                 *     running is a 409 with `Retry-After`. A first request that failed (any answer other than
+                 *     2xx) keeps nothing: its retry runs afresh. Keys belong to the caller; choose a new one
+                 *     (a UUID, say) for each new request.
+                 * @example 5f0c7a2e-3b1d-4c8e-9a55-0e2d7b1f9c34
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -6535,6 +6690,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            409: components["responses"]["IdempotencyConflict"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalServerError"];
@@ -6746,7 +6902,20 @@ export interface operations {
     createUserLoginToken: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description Makes a retry safe (extension). A request that sends a key is carried out once: its
+                 *     first 2xx answer is kept for 24 hours and a retry with the same key and the same
+                 *     request (operation, parameters, body, uploaded files) gets that answer again, with the
+                 *     header `Idempotent-Replayed: true`, without a second effect. The same key with another
+                 *     request is a 422 naming `Idempotency-Key`; a retry while the first request is still
+                 *     running is a 409 with `Retry-After`. A first request that failed (any answer other than
+                 *     2xx) keeps nothing: its retry runs afresh. Keys belong to the caller; choose a new one
+                 *     (a UUID, say) for each new request.
+                 * @example 5f0c7a2e-3b1d-4c8e-9a55-0e2d7b1f9c34
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -6774,6 +6943,7 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            409: components["responses"]["IdempotencyConflict"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalServerError"];
@@ -6849,7 +7019,20 @@ export interface operations {
     createUserLoginTokenForEmail: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description Makes a retry safe (extension). A request that sends a key is carried out once: its
+                 *     first 2xx answer is kept for 24 hours and a retry with the same key and the same
+                 *     request (operation, parameters, body, uploaded files) gets that answer again, with the
+                 *     header `Idempotent-Replayed: true`, without a second effect. The same key with another
+                 *     request is a 422 naming `Idempotency-Key`; a retry while the first request is still
+                 *     running is a 409 with `Retry-After`. A first request that failed (any answer other than
+                 *     2xx) keeps nothing: its retry runs afresh. Keys belong to the caller; choose a new one
+                 *     (a UUID, say) for each new request.
+                 * @example 5f0c7a2e-3b1d-4c8e-9a55-0e2d7b1f9c34
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -6879,6 +7062,7 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            409: components["responses"]["IdempotencyConflict"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalServerError"];
@@ -7094,7 +7278,20 @@ export interface operations {
     createDepartment: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description Makes a retry safe (extension). A request that sends a key is carried out once: its
+                 *     first 2xx answer is kept for 24 hours and a retry with the same key and the same
+                 *     request (operation, parameters, body, uploaded files) gets that answer again, with the
+                 *     header `Idempotent-Replayed: true`, without a second effect. The same key with another
+                 *     request is a 422 naming `Idempotency-Key`; a retry while the first request is still
+                 *     running is a 409 with `Retry-After`. A first request that failed (any answer other than
+                 *     2xx) keeps nothing: its retry runs afresh. Keys belong to the caller; choose a new one
+                 *     (a UUID, say) for each new request.
+                 * @example 5f0c7a2e-3b1d-4c8e-9a55-0e2d7b1f9c34
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -7119,6 +7316,7 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            409: components["responses"]["IdempotencyConflict"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalServerError"];
@@ -7483,7 +7681,20 @@ export interface operations {
     createNotification: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description Makes a retry safe (extension). A request that sends a key is carried out once: its
+                 *     first 2xx answer is kept for 24 hours and a retry with the same key and the same
+                 *     request (operation, parameters, body, uploaded files) gets that answer again, with the
+                 *     header `Idempotent-Replayed: true`, without a second effect. The same key with another
+                 *     request is a 422 naming `Idempotency-Key`; a retry while the first request is still
+                 *     running is a 409 with `Retry-After`. A first request that failed (any answer other than
+                 *     2xx) keeps nothing: its retry runs afresh. Keys belong to the caller; choose a new one
+                 *     (a UUID, say) for each new request.
+                 * @example 5f0c7a2e-3b1d-4c8e-9a55-0e2d7b1f9c34
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -7508,6 +7719,7 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            409: components["responses"]["IdempotencyConflict"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalServerError"];
@@ -7753,7 +7965,20 @@ export interface operations {
     createTypedNotification: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description Makes a retry safe (extension). A request that sends a key is carried out once: its
+                 *     first 2xx answer is kept for 24 hours and a retry with the same key and the same
+                 *     request (operation, parameters, body, uploaded files) gets that answer again, with the
+                 *     header `Idempotent-Replayed: true`, without a second effect. The same key with another
+                 *     request is a 422 naming `Idempotency-Key`; a retry while the first request is still
+                 *     running is a 409 with `Retry-After`. A first request that failed (any answer other than
+                 *     2xx) keeps nothing: its retry runs afresh. Keys belong to the caller; choose a new one
+                 *     (a UUID, say) for each new request.
+                 * @example 5f0c7a2e-3b1d-4c8e-9a55-0e2d7b1f9c34
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -7778,6 +8003,7 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            409: components["responses"]["IdempotencyConflict"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalServerError"];
@@ -7812,7 +8038,20 @@ export interface operations {
     createPushSubscription: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description Makes a retry safe (extension). A request that sends a key is carried out once: its
+                 *     first 2xx answer is kept for 24 hours and a retry with the same key and the same
+                 *     request (operation, parameters, body, uploaded files) gets that answer again, with the
+                 *     header `Idempotent-Replayed: true`, without a second effect. The same key with another
+                 *     request is a 422 naming `Idempotency-Key`; a retry while the first request is still
+                 *     running is a 409 with `Retry-After`. A first request that failed (any answer other than
+                 *     2xx) keeps nothing: its retry runs afresh. Keys belong to the caller; choose a new one
+                 *     (a UUID, say) for each new request.
+                 * @example 5f0c7a2e-3b1d-4c8e-9a55-0e2d7b1f9c34
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -7837,6 +8076,7 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            409: components["responses"]["IdempotencyConflict"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalServerError"];
@@ -8032,7 +8272,20 @@ export interface operations {
     createTaskExecution: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description Makes a retry safe (extension). A request that sends a key is carried out once: its
+                 *     first 2xx answer is kept for 24 hours and a retry with the same key and the same
+                 *     request (operation, parameters, body, uploaded files) gets that answer again, with the
+                 *     header `Idempotent-Replayed: true`, without a second effect. The same key with another
+                 *     request is a 422 naming `Idempotency-Key`; a retry while the first request is still
+                 *     running is a 409 with `Retry-After`. A first request that failed (any answer other than
+                 *     2xx) keeps nothing: its retry runs afresh. Keys belong to the caller; choose a new one
+                 *     (a UUID, say) for each new request.
+                 * @example 5f0c7a2e-3b1d-4c8e-9a55-0e2d7b1f9c34
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -8056,6 +8309,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            409: components["responses"]["IdempotencyConflict"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalServerError"];
@@ -8241,7 +8495,20 @@ export interface operations {
     createSubmission: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description Makes a retry safe (extension). A request that sends a key is carried out once: its
+                 *     first 2xx answer is kept for 24 hours and a retry with the same key and the same
+                 *     request (operation, parameters, body, uploaded files) gets that answer again, with the
+                 *     header `Idempotent-Replayed: true`, without a second effect. The same key with another
+                 *     request is a 422 naming `Idempotency-Key`; a retry while the first request is still
+                 *     running is a 409 with `Retry-After`. A first request that failed (any answer other than
+                 *     2xx) keeps nothing: its retry runs afresh. Keys belong to the caller; choose a new one
+                 *     (a UUID, say) for each new request.
+                 * @example 5f0c7a2e-3b1d-4c8e-9a55-0e2d7b1f9c34
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -8265,6 +8532,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
+            409: components["responses"]["IdempotencyConflict"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalServerError"];
@@ -8422,7 +8690,20 @@ export interface operations {
     createUser: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description Makes a retry safe (extension). A request that sends a key is carried out once: its
+                 *     first 2xx answer is kept for 24 hours and a retry with the same key and the same
+                 *     request (operation, parameters, body, uploaded files) gets that answer again, with the
+                 *     header `Idempotent-Replayed: true`, without a second effect. The same key with another
+                 *     request is a 422 naming `Idempotency-Key`; a retry while the first request is still
+                 *     running is a 409 with `Retry-After`. A first request that failed (any answer other than
+                 *     2xx) keeps nothing: its retry runs afresh. Keys belong to the caller; choose a new one
+                 *     (a UUID, say) for each new request.
+                 * @example 5f0c7a2e-3b1d-4c8e-9a55-0e2d7b1f9c34
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -8448,6 +8729,7 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            409: components["responses"]["IdempotencyConflict"];
             413: components["responses"]["ContentTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["UnprocessableEntity"];

@@ -1,4 +1,5 @@
 /** Every background job. Workers start for all of them (ATRIUM_ROLE worker or all). */
+import { purgeExpiredIdempotencyKeys } from './platform/http/idempotency.ts';
 import type { JobDefinition } from './platform/jobs/jobs.ts';
 import type { Services } from './platform/services.ts';
 import { purgeExpiredTokens } from './resources/auth/purge-expired-tokens.job.ts';
@@ -21,4 +22,5 @@ export const jobDefinitions: readonly JobDefinition<never, Services>[] = [
   sendPushJob,
   purgeExpiredNotificationsJob,
   purgeExpiredDeliveriesJob,
+  purgeExpiredIdempotencyKeys,
 ];

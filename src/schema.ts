@@ -10,6 +10,7 @@ export { attributeSets } from './resources/attribute-sets/table.ts';
 export { entityPermissions } from './resources/entity-permissions/table.ts';
 export { instanceSecrets } from './platform/secrets/table.ts';
 export { jobLeases } from './platform/jobs/leases.ts';
+export { idempotencyKeys } from './platform/http/idempotency.ts';
 export { notificationSettings } from './resources/notification-settings/table.ts';
 export { userLoginTokens } from './resources/login-tokens/table.ts';
 export { menuItems } from './resources/menu-items/table.ts';

@@ -10,6 +10,16 @@ import type { Services } from '../services.ts';
 import type { Context, Handlers } from './handler.ts';
 import { StreamedJson } from './json-stream.ts';
 import { nextPageLink, nextPageOf } from './next-page.ts';
+import {
+  claimKey,
+  IDEMPOTENCY_KEY_HEADER,
+  idempotencyKeyOf,
+  releaseKey,
+  requestFingerprint,
+  storeAnswer,
+  type Caller as KeyOwner,
+  type StoredAnswer,
+} from './idempotency.ts';
 import { invalid, ProblemError } from './problem.ts';
 
 /**
@@ -67,6 +77,30 @@ function declaredBody(specification: Record<string, unknown>, path: string, meth
     body = ((specification.components as { requestBodies?: Record<string, RequestBodyObject> } | undefined)?.requestBodies ?? {})[name];
   }
   return body?.content ? { mediaTypes: Object.keys(body.content), required: body.required === true } : null;
+}
+
+interface ParameterObject {
+  $ref?: string;
+  name?: string;
+  in?: string;
+}
+
+/** Whether the operation declares the `Idempotency-Key` header (idempotency.ts), in place or as a reference. */
+function declaresIdempotencyKey(specification: Record<string, unknown>, path: string, method: string): boolean {
+  const operation = (specification.paths as Record<string, Record<string, { parameters?: ParameterObject[] }>>)[path]?.[method.toLowerCase()];
+  const shared = (specification.components as { parameters?: Record<string, ParameterObject> } | undefined)?.parameters ?? {};
+  return (operation?.parameters ?? []).some((parameter) => {
+    const declared = parameter.$ref ? shared[parameter.$ref.replace('#/components/parameters/', '')] : parameter;
+    return declared?.in === 'header' && declared.name?.toLowerCase() === IDEMPOTENCY_KEY_HEADER;
+  });
+}
+
+/** The answer a retry with the same Idempotency-Key gets: the first one's, as it was sent. */
+function replay(reply: FastifyReply, answer: StoredAnswer): FastifyReply {
+  reply.code(answer.status).header('idempotent-replayed', 'true');
+  if (answer.location) reply.header('location', answer.location);
+  if (answer.contentType) reply.type(answer.contentType);
+  return reply.send(answer.body ?? undefined);
 }
 
 /**
@@ -184,6 +218,7 @@ export function permissionChecks(rule: PermissionRule): {
  */
 export async function registerOperations(app: FastifyInstance, handlers: Handlers, services: Services): Promise<void> {
   app.decorateRequest('auth', null);
+  app.decorateRequest('idempotencyKey', null);
   const specification = loadSpecification();
   refuseResponseOnlyMediaTypes(app, specification);
   await app.register(openapiGlue, {
@@ -204,6 +239,7 @@ export async function registerOperations(app: FastifyInstance, handlers: Handler
       // A safe request may take its principal from the last second's look-ups; any other forgets them all before it answers.
       const safe = meta.method === 'GET';
       const deprecated = meta.deprecation ? deprecationHeaders(meta.deprecation) : null;
+      const idempotent = meta.secured && declaresIdempotencyKey(specification, meta.path, meta.method);
       /**
        * A deprecated operation's headers, set first so that every answer carries them, refusals
        * included; then authentication (secured operations: 401 / the operation's permission,
@@ -232,12 +268,36 @@ export async function registerOperations(app: FastifyInstance, handlers: Handler
         },
         onSend: safe
           ? undefined
-          : (_request: FastifyRequest, _reply: FastifyReply, payload: unknown, done: (error: null, payload: unknown) => void) => {
+          : async (request: FastifyRequest, reply: FastifyReply, payload: unknown) => {
               services.principals.clear();
-              done(null, payload);
+              const claimed = request.idempotencyKey;
+              if (claimed) {
+                request.idempotencyKey = null;
+                // A 2xx answer is kept for replay; after any other, a retry runs afresh.
+                if (reply.statusCode >= 200 && reply.statusCode < 300) {
+                  await storeAnswer(services.db, claimed.owner, claimed.key, {
+                    status: reply.statusCode,
+                    contentType: (reply.getHeader('content-type') as string | undefined) ?? null,
+                    location: (reply.getHeader('location') as string | undefined) ?? null,
+                    // Answers of operations that create or dispatch are serialized JSON (or none).
+                    body: typeof payload === 'string' ? payload : null,
+                  });
+                } else {
+                  await releaseKey(services.db, claimed.owner, claimed.key);
+                }
+              }
+              return payload;
             },
         preHandler: afterValidation ? async (request: FastifyRequest) => afterValidation(request.auth!, request.params as Record<string, unknown>) : undefined,
         handler: async (request: FastifyRequest, reply: FastifyReply) => {
+          const key = idempotent ? idempotencyKeyOf(request.headers) : null;
+          if (key !== null) {
+            const owner: KeyOwner = { tenantId: request.auth!.tenantId, userId: request.auth!.userId };
+            const fingerprint = await requestFingerprint(operationId, request, request.uploads);
+            const answered = await claimKey(services.db, owner, key, operationId, fingerprint);
+            if (answered) return replay(reply, answered);
+            request.idempotencyKey = { owner, key };
+          }
           const result = await handler({
             request,
             reply,
