@@ -4935,7 +4935,15 @@ export interface components {
         };
     };
     responses: {
-        /** @description Malformed request (JSON, query string or multipart), or a JSON body nested more than 64 levels deep. */
+        /**
+         * @description The request could not be read. A JSON body that is not valid JSON, nests arrays and
+         *     objects more than 64 levels deep or escapes half of a surrogate pair (`"\ud800"`);
+         *     a `Content-Type: application/json` without a body; a malformed multipart body;
+         *     malformed percent-encoding in a path segment; or a request that is not well-formed
+         *     HTTP (answered before any operation runs, without rate-limit headers, and the
+         *     connection is closed). Every operation but a `GET` reads a JSON body sent to it,
+         *     whether or not it takes one.
+         */
         BadRequest: {
             headers: {
                 "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
@@ -4959,7 +4967,12 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description The request body or an uploaded file is too large, or a multipart body carries more than one file. */
+        /**
+         * @description The request body is larger than the service accepts (`BODY_LIMIT`, 1 MiB unless
+         *     configured), an uploaded file is larger than its limit (`detail` says it), or a
+         *     multipart body carries more than one file. Every operation but a `GET` reads a body
+         *     sent to it, whether or not it takes one, so each of them may answer this.
+         */
         ContentTooLarge: {
             headers: {
                 "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
@@ -4983,7 +4996,12 @@ export interface components {
                 "application/json": components["schemas"]["CountEnvelope"];
             };
         };
-        /** @description Authenticated but not permitted. */
+        /**
+         * @description Authenticated but not permitted: the caller lacks the operation's `x-permission`, or
+         *     a rule of the operation refuses it (`detail` says which). A session whose user must
+         *     change their password gets it from every operation but changing that password,
+         *     reading their own user and picture, and signing out.
+         */
         Forbidden: {
             headers: {
                 "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
@@ -5066,7 +5084,13 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description Well-formed request that fails validation; `errors` names the fields. */
+        /**
+         * @description A well-formed request that fails validation: a path or query parameter or a body
+         *     field that its schema refuses (a number not written in plain decimal digits, a
+         *     value out of range, an unknown key), a required body that was not sent (`errors.body`),
+         *     or a rule of the operation. `errors` maps each field path (`user`, `filter.text`,
+         *     `user_ids.3`) to its messages.
+         */
         UnprocessableEntity: {
             headers: {
                 "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
@@ -5078,7 +5102,13 @@ export interface components {
                 "application/problem+json": components["schemas"]["Problem"];
             };
         };
-        /** @description The request body has an unsupported media type. */
+        /**
+         * @description The request body has a media type the operation does not declare (`detail` names the
+         *     ones it takes); or the operation takes no body and one is sent as
+         *     `multipart/form-data`, or (to any operation but a `GET`) as a media type the service
+         *     reads for no operation, such as `application/x-www-form-urlencoded`. Checked before
+         *     the body is read.
+         */
         UnsupportedMediaType: {
             headers: {
                 "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
