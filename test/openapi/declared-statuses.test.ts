@@ -16,6 +16,7 @@ const SHARED: Record<number, string> = {
   400: 'BadRequest',
   401: 'Unauthorized',
   403: 'Forbidden',
+  404: 'NotFound',
   408: 'RequestTimeout',
   413: 'ContentTooLarge',
   414: 'UriTooLong',
@@ -59,7 +60,10 @@ function platformRefusals(id: OperationId): Map<number, string> {
     if (!OPEN_WHILE_PASSWORD_CHANGE_REQUIRED.has(id)) refusals.set(403, 'a session whose password must be changed');
   }
   if (meta.method !== 'GET') refusals.set(413, 'a body over the limit, which every method but GET reads');
-  if (inPath) refusals.set(414, 'a path segment over 1024 characters');
+  if (inPath) {
+    refusals.set(404, 'a record that does not exist, or a dot segment a client resolves into another path');
+    refusals.set(414, 'a path segment over 1024 characters');
+  }
   if ((inPath || inQuery || operation.requestBody) && !NOTHING_TO_VALIDATE.has(id)) refusals.set(422, 'a parameter or body its schema refuses');
   return refusals;
 }

@@ -5041,7 +5041,13 @@ export interface components {
                 "application/json": components["schemas"]["Notification"][];
             };
         };
-        /** @description No such record in the caller's tenant. */
+        /**
+         * @description No such record in the caller's tenant (another tenant's record is answered the same),
+         *     or no route for the path. A client whose URL parser resolves dot segments (`fetch`
+         *     and browsers do) turns a path parameter of `.` or `..`, or their percent-encoded
+         *     forms, into another path, which may have no route; the service itself takes such a
+         *     value as it is and refuses it like any other invalid value (`422`).
+         */
         NotFound: {
             headers: {
                 "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
@@ -7044,6 +7050,7 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
             408: components["responses"]["RequestTimeout"];
             413: components["responses"]["ContentTooLarge"];
             414: components["responses"]["UriTooLong"];
@@ -8198,6 +8205,7 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
             408: components["responses"]["RequestTimeout"];
             414: components["responses"]["UriTooLong"];
             415: components["responses"]["UnsupportedMediaType"];
@@ -8223,6 +8231,7 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
             408: components["responses"]["RequestTimeout"];
             413: components["responses"]["ContentTooLarge"];
             414: components["responses"]["UriTooLong"];
@@ -8254,6 +8263,7 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
             408: components["responses"]["RequestTimeout"];
             414: components["responses"]["UriTooLong"];
             415: components["responses"]["UnsupportedMediaType"];
@@ -8281,6 +8291,7 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
             408: components["responses"]["RequestTimeout"];
             413: components["responses"]["ContentTooLarge"];
             414: components["responses"]["UriTooLong"];
