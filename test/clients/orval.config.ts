@@ -1,7 +1,12 @@
-// orval's configuration for test/clients/sdk.test.ts: a fetch client of the whole spec.
-import { defineConfig } from 'orval';
+// orval for test/clients/sdk.test.ts: the version that file installs and orval's
+// configuration, a fetch client of the whole spec. orval is no dependency of the
+// repository (see sdk.test.ts), so the configuration is a plain object rather than
+// orval's `defineConfig`: nothing here can import orval.
 
-export default defineConfig({
+/** The orval sdk.test.ts installs, exact, and the Node its `engines` ask for (`>=` this version). */
+export const ORVAL = { version: '8.38.0', node: '22.18.0' };
+
+export default {
   atrium: {
     input: { target: '../../generated/openapi.json' },
     output: {
@@ -11,4 +16,4 @@ export default defineConfig({
       override: { mutator: { path: 'scenarios/orval-fetch.ts', name: 'atriumFetch' } },
     },
   },
-});
+};

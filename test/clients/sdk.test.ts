@@ -9,6 +9,12 @@
  * it), installed from the tarball into an empty project outside the repository (its
  * dependencies from the registry), its scenario compiled there under strict tsc without
  * DOM types, and run as plain JavaScript by Node.
+ *
+ * orval is no dependency of the repository: it declares Node 22.18 or later (`engines`),
+ * and the repository installs without an engine warning on every Node it supports, 20
+ * included (docs/testing.md#nodejs-versions). This file installs one exact orval into
+ * another folder outside the repository and runs it from there; on an older Node only
+ * orval's client is skipped, and CI's run on Node 24 generates and runs it.
  */
 import { execFile } from 'node:child_process';
 import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -16,8 +22,9 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { DEMO_PASSWORD, startTestApi } from '../helpers/atrium.ts';
+import { ORVAL } from './orval.config.ts';
 
 const run = promisify(execFile);
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -50,6 +57,26 @@ function npm(what: string, args: string[], cwd: string): Promise<string> {
       throw new Error(`${what} failed:\n${error.stdout ?? ''}\n${error.stderr ?? error.message}`, { cause: error });
     },
   );
+}
+
+/** Whether the running Node is `minimum` (MAJOR.MINOR.PATCH) or later. */
+function nodeIsAtLeast(minimum: string): boolean {
+  const running = process.versions.node.split('.').map(Number);
+  const wanted = minimum.split('.').map(Number);
+  const differs = wanted.findIndex((part, index) => running[index] !== part);
+  return differs === -1 || running[differs]! > wanted[differs]!;
+}
+
+/**
+ * Installs ORVAL.version from the registry into `project` (an empty folder outside the
+ * repository), as the packed client is installed. Returns the engines it declares and its
+ * executable.
+ */
+async function installOrval(project: string): Promise<{ engines: string | undefined; bin: string }> {
+  writeFileSync(path.join(project, 'package.json'), JSON.stringify({ name: 'orval-runner', private: true }));
+  await npm('npm install (orval)', ['install', '--no-audit', '--no-fund', '--prefer-offline', `orval@${ORVAL.version}`], project);
+  const manifest = JSON.parse(readFileSync(path.join(project, 'node_modules/orval/package.json'), 'utf8')) as { engines?: { node?: string } };
+  return { engines: manifest.engines?.node, bin: path.join(project, 'node_modules/.bin/orval') };
 }
 
 interface PackedFile {
@@ -100,17 +127,26 @@ async function installPackedClient(project: string): Promise<{ name: string; ver
   return packed!;
 }
 
-// Three generators, a strict compile of three whole clients and three scenarios: a minute
-// or more on a busy machine, beyond the suite's default per-file timeout.
+// Three generators (one installed first), a strict compile of three whole clients and
+// three scenarios: a minute or more on a busy machine, beyond the suite's default per-file
+// timeout.
 t.setTimeout(300_000);
+
+/** Whether orval runs here: its engines admit the running Node. */
+const withOrval = nodeIsAtLeast(ORVAL.node);
 
 t.test('clients generated from the spec compile and run the scenario', async (t) => {
   rmSync(out, { recursive: true, force: true });
   mkdirSync(out, { recursive: true });
   const consumer = mkdtempSync(path.join(tmpdir(), 'atrium-client-'));
   t.teardown(() => rmSync(consumer, { recursive: true, force: true }));
+  if (!withOrval) {
+    t.pass("orval's client compiles and runs the scenario", {
+      skip: `orval ${ORVAL.version} needs Node ${ORVAL.node} or later (its engines), this is ${process.version}`,
+    });
+  }
 
-  const [packed] = await Promise.all([
+  const [packed, , orval] = await Promise.all([
     installPackedClient(consumer),
     step('@hey-api/openapi-ts', bin('openapi-ts'), [
       '--input',
@@ -122,8 +158,9 @@ t.test('clients generated from the spec compile and run the scenario', async (t)
       '--no-log-file',
       '--silent',
     ]),
-    step('orval', bin('orval'), ['--config', path.join(here, 'orval.config.ts')]),
+    withOrval ? runOrval(t) : undefined,
   ]);
+  if (orval) t.equal(orval.engines, `>=${ORVAL.node}`, `orval ${ORVAL.version} declares the engines this file checks`);
   const version = (JSON.parse(readFileSync(spec, 'utf8')) as { info: { version: string } }).info.version;
   t.equal(packed.name, '@atrium/client');
   t.equal(packed.version, version, "the client's version is the contract's info.version");
@@ -132,18 +169,19 @@ t.test('clients generated from the spec compile and run the scenario', async (t)
     ['LICENSE', 'README.md', 'dist/index.d.ts', 'dist/index.js', 'dist/schema.d.ts', 'dist/schema.js', 'package.json'],
     'the tarball holds the JavaScript, its declarations, the license and the README',
   );
-  // Strict compiles: the two generated clients with their scenarios (test/clients/tsconfig.json),
+  // Strict compiles: the generated clients with their scenarios (test/clients/tsconfig.json),
   // and the consumer's project against the installed client.
   await Promise.all([
-    step('tsc (strict) over the generated clients and scenarios', bin('tsc'), ['--project', path.join(here, 'tsconfig.json')]),
+    step('tsc (strict) over the generated clients and scenarios', bin('tsc'), ['--project', generatedClientsConfig()]),
     step('tsc (strict) over the scenario against the installed client', bin('tsc'), ['--project', path.join(consumer, 'tsconfig.json')]),
   ]);
-  t.pass('the three clients and their scenarios compile under strict tsc');
+  const generators = ['openapi-fetch', 'hey-api', ...(withOrval ? ['orval'] : [])];
+  t.pass(`the clients of ${generators.slice(0, -1).join(', ')} and ${generators.at(-1)} compile with their scenarios under strict tsc`);
 
   const api = await startTestApi(t, { role: 'all' });
   const tenant = await api.createTenant('sdk');
   const address = await api.atrium.app!.listen({ host: '127.0.0.1', port: 0 });
-  for (const generator of ['openapi-fetch', 'hey-api', 'orval']) {
+  for (const generator of generators) {
     // The installed client runs as compiled JavaScript in its project, the others through tsx.
     const [program, cwd] =
       generator === 'openapi-fetch'
@@ -154,3 +192,30 @@ t.test('clients generated from the spec compile and run the scenario', async (t)
     t.match(output, `${generator} scenario passed`, `the ${generator} client runs the scenario`);
   }
 });
+
+/** Installs orval in a folder of its own outside the repository and runs it from there (its client goes to .generated/). */
+async function runOrval(t: Test): Promise<{ engines: string | undefined }> {
+  const project = mkdtempSync(path.join(tmpdir(), 'atrium-orval-'));
+  t.teardown(() => rmSync(project, { recursive: true, force: true }));
+  const orval = await installOrval(project);
+  await step('orval', orval.bin, ['--config', path.join(here, 'orval.config.ts')]);
+  return orval;
+}
+
+/**
+ * test/clients/tsconfig.json, which compiles every scenario; without orval's client, the
+ * same options over the others (a config written beside the generated clients).
+ */
+function generatedClientsConfig(): string {
+  if (withOrval) return path.join(here, 'tsconfig.json');
+  const config = path.join(out, 'tsconfig.json');
+  writeFileSync(
+    config,
+    JSON.stringify({
+      extends: '../tsconfig.json',
+      include: ['../scenarios', 'hey-api'],
+      exclude: ['../scenarios/openapi-fetch.ts', '../scenarios/orval.ts', '../scenarios/orval-fetch.ts'],
+    }),
+  );
+  return config;
+}

@@ -64,6 +64,14 @@ const REFERENCE_OPTIONS = {
   },
 } as const;
 
+/**
+ * The package's paths this service passes on: the page (and the redirect to it from the
+ * bare prefix) and its script. The package also answers its own copies of the spec at
+ * `/docs/openapi.json` and `/docs/openapi.yaml` (given a URL, as here, they fail or
+ * answer empty); those stay this service's 404, as the spec has one URL.
+ */
+const REFERENCE_PATHS = [API_REFERENCE_PREFIX, `${API_REFERENCE_PREFIX}/`, `${API_REFERENCE_PREFIX}/js/scalar.js`];
+
 /** What the reference answers are made of: the package's answer headers passed on (its own framing is Fastify's). */
 const PASSED_HEADERS = ['content-type', 'location', 'content-disposition'];
 
@@ -108,7 +116,6 @@ export async function registerApiReference(app: FastifyInstance): Promise<void> 
       for (const name of PASSED_HEADERS) if (answer.headers[name] !== undefined) reply.header(name, answer.headers[name]);
       return reply.code(answer.statusCode).send(answer.body);
     };
-    reference.get(API_REFERENCE_PREFIX, { logLevel: 'warn' }, handler);
-    reference.get(`${API_REFERENCE_PREFIX}/*`, { logLevel: 'warn' }, handler);
+    for (const url of REFERENCE_PATHS) reference.get(url, { logLevel: 'warn' }, handler);
   });
 }
