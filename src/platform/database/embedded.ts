@@ -1,6 +1,6 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { constants as fsConstants, existsSync, readFileSync, statSync } from 'node:fs';
+import { constants as fsConstants, existsSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import net from 'node:net';
@@ -59,14 +59,52 @@ function isAlive(pid: number): boolean {
   }
 }
 
-/** Port of a postmaster that is running on `pgdata` (line 4 of postmaster.pid), if any. */
-function runningPostmasterPort(pgdata: string): number | null {
+/** The postmaster that is running on `pgdata`, if any: its pid and port (lines 1 and 4 of postmaster.pid). */
+function runningPostmaster(pgdata: string): { pid: number; port: number } | null {
   const pidFile = path.join(pgdata, 'postmaster.pid');
   if (!existsSync(pidFile)) return null;
   const lines = readFileSync(pidFile, 'utf8').split('\n');
   const pid = Number(lines[0]);
   const port = Number(lines[3]);
-  return Number.isInteger(pid) && pid > 0 && isAlive(pid) && Number.isInteger(port) && port > 0 ? port : null;
+  return Number.isInteger(pid) && pid > 0 && isAlive(pid) && Number.isInteger(port) && port > 0 ? { pid, port } : null;
+}
+
+/**
+ * Who stops the postmaster of a data dir: the process that started it, or one that took
+ * over a postmaster whose starter is gone (killed with SIGKILL, as `tsx watch` does to a
+ * process slow to stop). Written as that process's pid beside pgdata.
+ */
+const ownerFile = (dataDir: string) => path.join(dataDir, 'postmaster.owner');
+
+function ownerOf(dataDir: string): number | null {
+  const pid = existsSync(ownerFile(dataDir)) ? Number(readFileSync(ownerFile(dataDir), 'utf8').trim()) : NaN;
+  return Number.isInteger(pid) && pid > 0 && pid !== process.pid && isAlive(pid) ? pid : null;
+}
+
+/**
+ * Makes this process the postmaster's owner: `stop` stops it (fast shutdown), and so does
+ * any exit that skips `stop` (`process.exit` on a forced stop, a crash): a server in a
+ * session of its own would otherwise outlive its owner.
+ */
+function ownPostmaster(dataDir: string, stopNow: () => void, stopAndWait: () => Promise<void>): () => Promise<void> {
+  writeFileSync(ownerFile(dataDir), String(process.pid));
+  process.on('exit', stopNow);
+  let stopping: Promise<void> | undefined;
+  return () =>
+    (stopping ??= stopAndWait().finally(() => {
+      process.removeListener('exit', stopNow);
+      rmSync(ownerFile(dataDir), { force: true });
+    }));
+}
+
+/** Fast shutdown of a postmaster this process did not start, resolved when it has gone. */
+async function stopAdopted(pid: number): Promise<void> {
+  try {
+    process.kill(pid, 'SIGINT');
+  } catch {
+    return;
+  }
+  while (isAlive(pid)) await new Promise((resolve) => setTimeout(resolve, 50));
 }
 
 async function answers(url: string): Promise<boolean> {
@@ -214,10 +252,19 @@ export async function startEmbeddedPostgres(dataDir: string, options: EmbeddedOp
     }).initialise();
   } else {
     // Already running on this data dir (a server while the CLI runs, or a postmaster left
-    // behind by a killed process): use it rather than fight over its lock.
-    const runningPort = runningPostmasterPort(pgdata);
-    const runningUrl = runningPort ? urlFor(password, runningPort) : null;
-    if (runningUrl && (await answers(runningUrl))) return { url: runningUrl, appPassword, stop: async () => {} };
+    // behind by a killed process): use it rather than fight over its lock. Its owner, while
+    // alive, stops it; one left behind is taken over.
+    const running = runningPostmaster(pgdata);
+    const runningUrl = running ? urlFor(password, running.port) : null;
+    if (running && runningUrl && (await answers(runningUrl))) {
+      if (ownerOf(dataDir) !== null) return { url: runningUrl, appPassword, stop: async () => {} };
+      const stop = ownPostmaster(
+        dataDir,
+        () => isAlive(running.pid) && process.kill(running.pid, 'SIGINT'),
+        () => stopAdopted(running.pid),
+      );
+      return { url: runningUrl, appPassword, stop };
+    }
   }
   let port = await choosePort();
   let postmaster: ChildProcess;
@@ -240,10 +287,10 @@ export async function startEmbeddedPostgres(dataDir: string, options: EmbeddedOp
       );
     }
   }
-  let stopping: Promise<void> | undefined;
-  return {
-    url: urlFor(password, port),
-    appPassword,
-    stop: () => (stopping ??= stopPostmaster(postmaster)),
-  };
+  const stop = ownPostmaster(
+    dataDir,
+    () => postmaster.exitCode === null && postmaster.signalCode === null && postmaster.kill('SIGINT'),
+    () => stopPostmaster(postmaster),
+  );
+  return { url: urlFor(password, port), appPassword, stop };
 }

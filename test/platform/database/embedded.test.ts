@@ -1,9 +1,13 @@
 /**
  * The embedded PostgreSQL (src/platform/database/embedded.ts) starts on another port when
  * the port it chose was taken before the server bound it: a free port is only free until
- * another process (a parallel test, any outgoing connection) takes it.
+ * another process (a parallel test, any outgoing connection) takes it. A server in a
+ * session of its own is stopped by its owner, however the owner ends, or by the next
+ * process that finds it without one.
  */
+import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import net from 'node:net';
 import os from 'node:os';
@@ -48,4 +52,70 @@ t.test('a port taken between its choice and the start: the server starts on the 
   const [durability] = await sql<{ fsync: string; commit: string }[]>`
     select current_setting('fsync') as fsync, current_setting('synchronous_commit') as commit`;
   t.strictSame({ ...durability }, { fsync: 'off', commit: 'off' }, 'the settings asked for are in force');
+});
+
+/** The data dir's running postmaster's pid (postmaster.pid line 1), or null. */
+function postmasterPid(dataDir: string): number | null {
+  const file = path.join(dataDir, 'pgdata', 'postmaster.pid');
+  return existsSync(file) ? Number(readFileSync(file, 'utf8').split('\n')[0]) : null;
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+t.test('a postmaster whose owner is gone is taken over and stopped; a living owner keeps it', async (t) => {
+  const dataDir = path.join(os.tmpdir(), `atrium-embedded-owner-${process.pid}-${randomBytes(4).toString('hex')}`);
+  t.teardown(() => rm(dataDir, { recursive: true, force: true }));
+  const first = await startEmbeddedPostgres(dataDir, { ownSession: true });
+  t.teardown(() => first.stop());
+  const pid = postmasterPid(dataDir)!;
+  t.equal(readFileSync(path.join(dataDir, 'postmaster.owner'), 'utf8'), String(process.pid), 'the starter owns it');
+
+  // Another process owns it, and lives: a second start uses it and leaves it running.
+  const owner = spawn('sleep', ['60']);
+  t.teardown(() => owner.kill());
+  writeFileSync(path.join(dataDir, 'postmaster.owner'), String(owner.pid));
+  const guest = await startEmbeddedPostgres(dataDir, { ownSession: true });
+  t.equal(guest.url, first.url, 'the running server is used');
+  await guest.stop();
+  t.ok(alive(pid), 'and left running for its owner');
+
+  // Its owner was killed (as `tsx watch` kills a process slow to stop): the next start takes it over.
+  owner.kill('SIGKILL');
+  await new Promise((resolve) => owner.once('exit', resolve));
+  const heir = await startEmbeddedPostgres(dataDir, { ownSession: true });
+  t.equal(heir.url, first.url);
+  t.equal(readFileSync(path.join(dataDir, 'postmaster.owner'), 'utf8'), String(process.pid), 'taken over');
+  await heir.stop();
+  t.notOk(alive(pid), 'and stopped');
+  t.notOk(existsSync(path.join(dataDir, 'postmaster.owner')), 'ownership ends with it');
+});
+
+t.test('an owner that exits without stopping its postmaster stops it on the way out', async (t) => {
+  const dataDir = path.join(os.tmpdir(), `atrium-embedded-exit-${process.pid}-${randomBytes(4).toString('hex')}`);
+  t.teardown(() => rm(dataDir, { recursive: true, force: true }));
+  const embedded = path.resolve(import.meta.dirname, '../../../src/platform/database/embedded.ts');
+  // A process that starts it in a session of its own, says its pid, then exits at once (as a forced stop does).
+  const script = [
+    `import { readFileSync } from 'node:fs';`,
+    `import { startEmbeddedPostgres } from ${JSON.stringify(embedded)};`,
+    `await startEmbeddedPostgres(${JSON.stringify(dataDir)}, { ownSession: true });`,
+    `console.log(readFileSync(${JSON.stringify(path.join(dataDir, 'pgdata', 'postmaster.pid'))}, 'utf8').split('\\n')[0]);`,
+    `process.exit(1);`,
+  ].join('\n');
+  const child = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+  let output = '';
+  child.stdout.on('data', (chunk) => (output += chunk));
+  t.equal(await new Promise((resolve) => child.once('exit', resolve)), 1);
+  const pid = Number(output.trim());
+  t.ok(pid > 0, 'it had started the postmaster');
+  // The fast shutdown it asked for takes a moment after the owner has gone.
+  for (let waited = 0; alive(pid) && waited < 30_000; waited += 50) await new Promise((resolve) => setTimeout(resolve, 50));
+  t.notOk(alive(pid), 'the postmaster is gone');
 });
