@@ -5224,13 +5224,13 @@ export interface components {
         Filter: components["schemas"]["NotificationFilter"];
         /**
          * @description Makes a retry safe (extension). A request that sends a key is carried out once: its
-         *     first 2xx answer is kept for 24 hours and a retry with the same key and the same
-         *     request (operation, parameters, body, uploaded files) gets that answer again, with the
-         *     header `Idempotent-Replayed: true`, without a second effect. The same key with another
+         *     answer is kept for 24 hours and a retry with the same key and the same request
+         *     (operation, parameters, body, uploaded files) gets that answer again, with the header
+         *     `Idempotent-Replayed: true`, without a second effect. The same key with another
          *     request is a 422 naming `Idempotency-Key`; a retry while the first request is still
-         *     running is a 409 with `Retry-After`. A first request that failed (any answer other than
-         *     2xx) keeps nothing: its retry runs afresh. Keys belong to the caller; choose a new one
-         *     (a UUID, say) for each new request.
+         *     running is a 409 with `Retry-After`. A first request that was refused (4xx) or found
+         *     the database out of reach (503) keeps nothing: its retry runs afresh. Keys belong to
+         *     the caller; choose a new one (a UUID, say) for each new request.
          * @example 5f0c7a2e-3b1d-4c8e-9a55-0e2d7b1f9c34
          */
         IdempotencyKey: string;
@@ -5394,13 +5394,13 @@ export interface operations {
             header?: {
                 /**
                  * @description Makes a retry safe (extension). A request that sends a key is carried out once: its
-                 *     first 2xx answer is kept for 24 hours and a retry with the same key and the same
-                 *     request (operation, parameters, body, uploaded files) gets that answer again, with the
-                 *     header `Idempotent-Replayed: true`, without a second effect. The same key with another
+                 *     answer is kept for 24 hours and a retry with the same key and the same request
+                 *     (operation, parameters, body, uploaded files) gets that answer again, with the header
+                 *     `Idempotent-Replayed: true`, without a second effect. The same key with another
                  *     request is a 422 naming `Idempotency-Key`; a retry while the first request is still
-                 *     running is a 409 with `Retry-After`. A first request that failed (any answer other than
-                 *     2xx) keeps nothing: its retry runs afresh. Keys belong to the caller; choose a new one
-                 *     (a UUID, say) for each new request.
+                 *     running is a 409 with `Retry-After`. A first request that was refused (4xx) or found
+                 *     the database out of reach (503) keeps nothing: its retry runs afresh. Keys belong to
+                 *     the caller; choose a new one (a UUID, say) for each new request.
                  * @example 5f0c7a2e-3b1d-4c8e-9a55-0e2d7b1f9c34
                  */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
@@ -5617,13 +5617,13 @@ export interface operations {
             header?: {
                 /**
                  * @description Makes a retry safe (extension). A request that sends a key is carried out once: its
-                 *     first 2xx answer is kept for 24 hours and a retry with the same key and the same
-                 *     request (operation, parameters, body, uploaded files) gets that answer again, with the
-                 *     header `Idempotent-Replayed: true`, without a second effect. The same key with another
+                 *     answer is kept for 24 hours and a retry with the same key and the same request
+                 *     (operation, parameters, body, uploaded files) gets that answer again, with the header
+                 *     `Idempotent-Replayed: true`, without a second effect. The same key with another
                  *     request is a 422 naming `Idempotency-Key`; a retry while the first request is still
-                 *     running is a 409 with `Retry-After`. A first request that failed (any answer other than
-                 *     2xx) keeps nothing: its retry runs afresh. Keys belong to the caller; choose a new one
-                 *     (a UUID, say) for each new request.
+                 *     running is a 409 with `Retry-After`. A first request that was refused (4xx) or found
+                 *     the database out of reach (503) keeps nothing: its retry runs afresh. Keys belong to
+                 *     the caller; choose a new one (a UUID, say) for each new request.
                  * @example 5f0c7a2e-3b1d-4c8e-9a55-0e2d7b1f9c34
                  */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
@@ -5850,13 +5850,13 @@ export interface operations {
             header?: {
                 /**
                  * @description Makes a retry safe (extension). A request that sends a key is carried out once: its
-                 *     first 2xx answer is kept for 24 hours and a retry with the same key and the same
-                 *     request (operation, parameters, body, uploaded files) gets that answer again, with the
-                 *     header `Idempotent-Replayed: true`, without a second effect. The same key with another
+                 *     answer is kept for 24 hours and a retry with the same key and the same request
+                 *     (operation, parameters, body, uploaded files) gets that answer again, with the header
+                 *     `Idempotent-Replayed: true`, without a second effect. The same key with another
                  *     request is a 422 naming `Idempotency-Key`; a retry while the first request is still
-                 *     running is a 409 with `Retry-After`. A first request that failed (any answer other than
-                 *     2xx) keeps nothing: its retry runs afresh. Keys belong to the caller; choose a new one
-                 *     (a UUID, say) for each new request.
+                 *     running is a 409 with `Retry-After`. A first request that was refused (4xx) or found
+                 *     the database out of reach (503) keeps nothing: its retry runs afresh. Keys belong to
+                 *     the caller; choose a new one (a UUID, say) for each new request.
                  * @example 5f0c7a2e-3b1d-4c8e-9a55-0e2d7b1f9c34
                  */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
@@ -6000,13 +6000,13 @@ export interface operations {
             header?: {
                 /**
                  * @description Makes a retry safe (extension). A request that sends a key is carried out once: its
-                 *     first 2xx answer is kept for 24 hours and a retry with the same key and the same
-                 *     request (operation, parameters, body, uploaded files) gets that answer again, with the
-                 *     header `Idempotent-Replayed: true`, without a second effect. The same key with another
+                 *     answer is kept for 24 hours and a retry with the same key and the same request
+                 *     (operation, parameters, body, uploaded files) gets that answer again, with the header
+                 *     `Idempotent-Replayed: true`, without a second effect. The same key with another
                  *     request is a 422 naming `Idempotency-Key`; a retry while the first request is still
-                 *     running is a 409 with `Retry-After`. A first request that failed (any answer other than
-                 *     2xx) keeps nothing: its retry runs afresh. Keys belong to the caller; choose a new one
-                 *     (a UUID, say) for each new request.
+                 *     running is a 409 with `Retry-After`. A first request that was refused (4xx) or found
+                 *     the database out of reach (503) keeps nothing: its retry runs afresh. Keys belong to
+                 *     the caller; choose a new one (a UUID, say) for each new request.
                  * @example 5f0c7a2e-3b1d-4c8e-9a55-0e2d7b1f9c34
                  */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
@@ -6205,13 +6205,13 @@ export interface operations {
             header?: {
                 /**
                  * @description Makes a retry safe (extension). A request that sends a key is carried out once: its
-                 *     first 2xx answer is kept for 24 hours and a retry with the same key and the same
-                 *     request (operation, parameters, body, uploaded files) gets that answer again, with the
-                 *     header `Idempotent-Replayed: true`, without a second effect. The same key with another
+                 *     answer is kept for 24 hours and a retry with the same key and the same request
+                 *     (operation, parameters, body, uploaded files) gets that answer again, with the header
+                 *     `Idempotent-Replayed: true`, without a second effect. The same key with another
                  *     request is a 422 naming `Idempotency-Key`; a retry while the first request is still
-                 *     running is a 409 with `Retry-After`. A first request that failed (any answer other than
-                 *     2xx) keeps nothing: its retry runs afresh. Keys belong to the caller; choose a new one
-                 *     (a UUID, say) for each new request.
+                 *     running is a 409 with `Retry-After`. A first request that was refused (4xx) or found
+                 *     the database out of reach (503) keeps nothing: its retry runs afresh. Keys belong to
+                 *     the caller; choose a new one (a UUID, say) for each new request.
                  * @example 5f0c7a2e-3b1d-4c8e-9a55-0e2d7b1f9c34
                  */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
@@ -6356,13 +6356,13 @@ export interface operations {
             header?: {
                 /**
                  * @description Makes a retry safe (extension). A request that sends a key is carried out once: its
-                 *     first 2xx answer is kept for 24 hours and a retry with the same key and the same
-                 *     request (operation, parameters, body, uploaded files) gets that answer again, with the
-                 *     header `Idempotent-Replayed: true`, without a second effect. The same key with another
+                 *     answer is kept for 24 hours and a retry with the same key and the same request
+                 *     (operation, parameters, body, uploaded files) gets that answer again, with the header
+                 *     `Idempotent-Replayed: true`, without a second effect. The same key with another
                  *     request is a 422 naming `Idempotency-Key`; a retry while the first request is still
-                 *     running is a 409 with `Retry-After`. A first request that failed (any answer other than
-                 *     2xx) keeps nothing: its retry runs afresh. Keys belong to the caller; choose a new one
-                 *     (a UUID, say) for each new request.
+                 *     running is a 409 with `Retry-After`. A first request that was refused (4xx) or found
+                 *     the database out of reach (503) keeps nothing: its retry runs afresh. Keys belong to
+                 *     the caller; choose a new one (a UUID, say) for each new request.
                  * @example 5f0c7a2e-3b1d-4c8e-9a55-0e2d7b1f9c34
                  */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
@@ -6582,13 +6582,13 @@ export interface operations {
             header?: {
                 /**
                  * @description Makes a retry safe (extension). A request that sends a key is carried out once: its
-                 *     first 2xx answer is kept for 24 hours and a retry with the same key and the same
-                 *     request (operation, parameters, body, uploaded files) gets that answer again, with the
-                 *     header `Idempotent-Replayed: true`, without a second effect. The same key with another
+                 *     answer is kept for 24 hours and a retry with the same key and the same request
+                 *     (operation, parameters, body, uploaded files) gets that answer again, with the header
+                 *     `Idempotent-Replayed: true`, without a second effect. The same key with another
                  *     request is a 422 naming `Idempotency-Key`; a retry while the first request is still
-                 *     running is a 409 with `Retry-After`. A first request that failed (any answer other than
-                 *     2xx) keeps nothing: its retry runs afresh. Keys belong to the caller; choose a new one
-                 *     (a UUID, say) for each new request.
+                 *     running is a 409 with `Retry-After`. A first request that was refused (4xx) or found
+                 *     the database out of reach (503) keeps nothing: its retry runs afresh. Keys belong to
+                 *     the caller; choose a new one (a UUID, say) for each new request.
                  * @example 5f0c7a2e-3b1d-4c8e-9a55-0e2d7b1f9c34
                  */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
@@ -6808,13 +6808,13 @@ export interface operations {
             header?: {
                 /**
                  * @description Makes a retry safe (extension). A request that sends a key is carried out once: its
-                 *     first 2xx answer is kept for 24 hours and a retry with the same key and the same
-                 *     request (operation, parameters, body, uploaded files) gets that answer again, with the
-                 *     header `Idempotent-Replayed: true`, without a second effect. The same key with another
+                 *     answer is kept for 24 hours and a retry with the same key and the same request
+                 *     (operation, parameters, body, uploaded files) gets that answer again, with the header
+                 *     `Idempotent-Replayed: true`, without a second effect. The same key with another
                  *     request is a 422 naming `Idempotency-Key`; a retry while the first request is still
-                 *     running is a 409 with `Retry-After`. A first request that failed (any answer other than
-                 *     2xx) keeps nothing: its retry runs afresh. Keys belong to the caller; choose a new one
-                 *     (a UUID, say) for each new request.
+                 *     running is a 409 with `Retry-After`. A first request that was refused (4xx) or found
+                 *     the database out of reach (503) keeps nothing: its retry runs afresh. Keys belong to
+                 *     the caller; choose a new one (a UUID, say) for each new request.
                  * @example 5f0c7a2e-3b1d-4c8e-9a55-0e2d7b1f9c34
                  */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
@@ -6981,13 +6981,13 @@ export interface operations {
             header?: {
                 /**
                  * @description Makes a retry safe (extension). A request that sends a key is carried out once: its
-                 *     first 2xx answer is kept for 24 hours and a retry with the same key and the same
-                 *     request (operation, parameters, body, uploaded files) gets that answer again, with the
-                 *     header `Idempotent-Replayed: true`, without a second effect. The same key with another
+                 *     answer is kept for 24 hours and a retry with the same key and the same request
+                 *     (operation, parameters, body, uploaded files) gets that answer again, with the header
+                 *     `Idempotent-Replayed: true`, without a second effect. The same key with another
                  *     request is a 422 naming `Idempotency-Key`; a retry while the first request is still
-                 *     running is a 409 with `Retry-After`. A first request that failed (any answer other than
-                 *     2xx) keeps nothing: its retry runs afresh. Keys belong to the caller; choose a new one
-                 *     (a UUID, say) for each new request.
+                 *     running is a 409 with `Retry-After`. A first request that was refused (4xx) or found
+                 *     the database out of reach (503) keeps nothing: its retry runs afresh. Keys belong to
+                 *     the caller; choose a new one (a UUID, say) for each new request.
                  * @example 5f0c7a2e-3b1d-4c8e-9a55-0e2d7b1f9c34
                  */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
@@ -7277,13 +7277,13 @@ export interface operations {
             header?: {
                 /**
                  * @description Makes a retry safe (extension). A request that sends a key is carried out once: its
-                 *     first 2xx answer is kept for 24 hours and a retry with the same key and the same
-                 *     request (operation, parameters, body, uploaded files) gets that answer again, with the
-                 *     header `Idempotent-Replayed: true`, without a second effect. The same key with another
+                 *     answer is kept for 24 hours and a retry with the same key and the same request
+                 *     (operation, parameters, body, uploaded files) gets that answer again, with the header
+                 *     `Idempotent-Replayed: true`, without a second effect. The same key with another
                  *     request is a 422 naming `Idempotency-Key`; a retry while the first request is still
-                 *     running is a 409 with `Retry-After`. A first request that failed (any answer other than
-                 *     2xx) keeps nothing: its retry runs afresh. Keys belong to the caller; choose a new one
-                 *     (a UUID, say) for each new request.
+                 *     running is a 409 with `Retry-After`. A first request that was refused (4xx) or found
+                 *     the database out of reach (503) keeps nothing: its retry runs afresh. Keys belong to
+                 *     the caller; choose a new one (a UUID, say) for each new request.
                  * @example 5f0c7a2e-3b1d-4c8e-9a55-0e2d7b1f9c34
                  */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
@@ -7412,13 +7412,13 @@ export interface operations {
             header?: {
                 /**
                  * @description Makes a retry safe (extension). A request that sends a key is carried out once: its
-                 *     first 2xx answer is kept for 24 hours and a retry with the same key and the same
-                 *     request (operation, parameters, body, uploaded files) gets that answer again, with the
-                 *     header `Idempotent-Replayed: true`, without a second effect. The same key with another
+                 *     answer is kept for 24 hours and a retry with the same key and the same request
+                 *     (operation, parameters, body, uploaded files) gets that answer again, with the header
+                 *     `Idempotent-Replayed: true`, without a second effect. The same key with another
                  *     request is a 422 naming `Idempotency-Key`; a retry while the first request is still
-                 *     running is a 409 with `Retry-After`. A first request that failed (any answer other than
-                 *     2xx) keeps nothing: its retry runs afresh. Keys belong to the caller; choose a new one
-                 *     (a UUID, say) for each new request.
+                 *     running is a 409 with `Retry-After`. A first request that was refused (4xx) or found
+                 *     the database out of reach (503) keeps nothing: its retry runs afresh. Keys belong to
+                 *     the caller; choose a new one (a UUID, say) for each new request.
                  * @example 5f0c7a2e-3b1d-4c8e-9a55-0e2d7b1f9c34
                  */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
@@ -7705,13 +7705,13 @@ export interface operations {
             header?: {
                 /**
                  * @description Makes a retry safe (extension). A request that sends a key is carried out once: its
-                 *     first 2xx answer is kept for 24 hours and a retry with the same key and the same
-                 *     request (operation, parameters, body, uploaded files) gets that answer again, with the
-                 *     header `Idempotent-Replayed: true`, without a second effect. The same key with another
+                 *     answer is kept for 24 hours and a retry with the same key and the same request
+                 *     (operation, parameters, body, uploaded files) gets that answer again, with the header
+                 *     `Idempotent-Replayed: true`, without a second effect. The same key with another
                  *     request is a 422 naming `Idempotency-Key`; a retry while the first request is still
-                 *     running is a 409 with `Retry-After`. A first request that failed (any answer other than
-                 *     2xx) keeps nothing: its retry runs afresh. Keys belong to the caller; choose a new one
-                 *     (a UUID, say) for each new request.
+                 *     running is a 409 with `Retry-After`. A first request that was refused (4xx) or found
+                 *     the database out of reach (503) keeps nothing: its retry runs afresh. Keys belong to
+                 *     the caller; choose a new one (a UUID, say) for each new request.
                  * @example 5f0c7a2e-3b1d-4c8e-9a55-0e2d7b1f9c34
                  */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
@@ -8176,13 +8176,13 @@ export interface operations {
             header?: {
                 /**
                  * @description Makes a retry safe (extension). A request that sends a key is carried out once: its
-                 *     first 2xx answer is kept for 24 hours and a retry with the same key and the same
-                 *     request (operation, parameters, body, uploaded files) gets that answer again, with the
-                 *     header `Idempotent-Replayed: true`, without a second effect. The same key with another
+                 *     answer is kept for 24 hours and a retry with the same key and the same request
+                 *     (operation, parameters, body, uploaded files) gets that answer again, with the header
+                 *     `Idempotent-Replayed: true`, without a second effect. The same key with another
                  *     request is a 422 naming `Idempotency-Key`; a retry while the first request is still
-                 *     running is a 409 with `Retry-After`. A first request that failed (any answer other than
-                 *     2xx) keeps nothing: its retry runs afresh. Keys belong to the caller; choose a new one
-                 *     (a UUID, say) for each new request.
+                 *     running is a 409 with `Retry-After`. A first request that was refused (4xx) or found
+                 *     the database out of reach (503) keeps nothing: its retry runs afresh. Keys belong to
+                 *     the caller; choose a new one (a UUID, say) for each new request.
                  * @example 5f0c7a2e-3b1d-4c8e-9a55-0e2d7b1f9c34
                  */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
@@ -8521,13 +8521,13 @@ export interface operations {
             header?: {
                 /**
                  * @description Makes a retry safe (extension). A request that sends a key is carried out once: its
-                 *     first 2xx answer is kept for 24 hours and a retry with the same key and the same
-                 *     request (operation, parameters, body, uploaded files) gets that answer again, with the
-                 *     header `Idempotent-Replayed: true`, without a second effect. The same key with another
+                 *     answer is kept for 24 hours and a retry with the same key and the same request
+                 *     (operation, parameters, body, uploaded files) gets that answer again, with the header
+                 *     `Idempotent-Replayed: true`, without a second effect. The same key with another
                  *     request is a 422 naming `Idempotency-Key`; a retry while the first request is still
-                 *     running is a 409 with `Retry-After`. A first request that failed (any answer other than
-                 *     2xx) keeps nothing: its retry runs afresh. Keys belong to the caller; choose a new one
-                 *     (a UUID, say) for each new request.
+                 *     running is a 409 with `Retry-After`. A first request that was refused (4xx) or found
+                 *     the database out of reach (503) keeps nothing: its retry runs afresh. Keys belong to
+                 *     the caller; choose a new one (a UUID, say) for each new request.
                  * @example 5f0c7a2e-3b1d-4c8e-9a55-0e2d7b1f9c34
                  */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
@@ -8605,13 +8605,13 @@ export interface operations {
             header?: {
                 /**
                  * @description Makes a retry safe (extension). A request that sends a key is carried out once: its
-                 *     first 2xx answer is kept for 24 hours and a retry with the same key and the same
-                 *     request (operation, parameters, body, uploaded files) gets that answer again, with the
-                 *     header `Idempotent-Replayed: true`, without a second effect. The same key with another
+                 *     answer is kept for 24 hours and a retry with the same key and the same request
+                 *     (operation, parameters, body, uploaded files) gets that answer again, with the header
+                 *     `Idempotent-Replayed: true`, without a second effect. The same key with another
                  *     request is a 422 naming `Idempotency-Key`; a retry while the first request is still
-                 *     running is a 409 with `Retry-After`. A first request that failed (any answer other than
-                 *     2xx) keeps nothing: its retry runs afresh. Keys belong to the caller; choose a new one
-                 *     (a UUID, say) for each new request.
+                 *     running is a 409 with `Retry-After`. A first request that was refused (4xx) or found
+                 *     the database out of reach (503) keeps nothing: its retry runs afresh. Keys belong to
+                 *     the caller; choose a new one (a UUID, say) for each new request.
                  * @example 5f0c7a2e-3b1d-4c8e-9a55-0e2d7b1f9c34
                  */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
@@ -8876,13 +8876,13 @@ export interface operations {
             header?: {
                 /**
                  * @description Makes a retry safe (extension). A request that sends a key is carried out once: its
-                 *     first 2xx answer is kept for 24 hours and a retry with the same key and the same
-                 *     request (operation, parameters, body, uploaded files) gets that answer again, with the
-                 *     header `Idempotent-Replayed: true`, without a second effect. The same key with another
+                 *     answer is kept for 24 hours and a retry with the same key and the same request
+                 *     (operation, parameters, body, uploaded files) gets that answer again, with the header
+                 *     `Idempotent-Replayed: true`, without a second effect. The same key with another
                  *     request is a 422 naming `Idempotency-Key`; a retry while the first request is still
-                 *     running is a 409 with `Retry-After`. A first request that failed (any answer other than
-                 *     2xx) keeps nothing: its retry runs afresh. Keys belong to the caller; choose a new one
-                 *     (a UUID, say) for each new request.
+                 *     running is a 409 with `Retry-After`. A first request that was refused (4xx) or found
+                 *     the database out of reach (503) keeps nothing: its retry runs afresh. Keys belong to
+                 *     the caller; choose a new one (a UUID, say) for each new request.
                  * @example 5f0c7a2e-3b1d-4c8e-9a55-0e2d7b1f9c34
                  */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
@@ -9138,13 +9138,13 @@ export interface operations {
             header?: {
                 /**
                  * @description Makes a retry safe (extension). A request that sends a key is carried out once: its
-                 *     first 2xx answer is kept for 24 hours and a retry with the same key and the same
-                 *     request (operation, parameters, body, uploaded files) gets that answer again, with the
-                 *     header `Idempotent-Replayed: true`, without a second effect. The same key with another
+                 *     answer is kept for 24 hours and a retry with the same key and the same request
+                 *     (operation, parameters, body, uploaded files) gets that answer again, with the header
+                 *     `Idempotent-Replayed: true`, without a second effect. The same key with another
                  *     request is a 422 naming `Idempotency-Key`; a retry while the first request is still
-                 *     running is a 409 with `Retry-After`. A first request that failed (any answer other than
-                 *     2xx) keeps nothing: its retry runs afresh. Keys belong to the caller; choose a new one
-                 *     (a UUID, say) for each new request.
+                 *     running is a 409 with `Retry-After`. A first request that was refused (4xx) or found
+                 *     the database out of reach (503) keeps nothing: its retry runs afresh. Keys belong to
+                 *     the caller; choose a new one (a UUID, say) for each new request.
                  * @example 5f0c7a2e-3b1d-4c8e-9a55-0e2d7b1f9c34
                  */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
@@ -9365,13 +9365,13 @@ export interface operations {
             header?: {
                 /**
                  * @description Makes a retry safe (extension). A request that sends a key is carried out once: its
-                 *     first 2xx answer is kept for 24 hours and a retry with the same key and the same
-                 *     request (operation, parameters, body, uploaded files) gets that answer again, with the
-                 *     header `Idempotent-Replayed: true`, without a second effect. The same key with another
+                 *     answer is kept for 24 hours and a retry with the same key and the same request
+                 *     (operation, parameters, body, uploaded files) gets that answer again, with the header
+                 *     `Idempotent-Replayed: true`, without a second effect. The same key with another
                  *     request is a 422 naming `Idempotency-Key`; a retry while the first request is still
-                 *     running is a 409 with `Retry-After`. A first request that failed (any answer other than
-                 *     2xx) keeps nothing: its retry runs afresh. Keys belong to the caller; choose a new one
-                 *     (a UUID, say) for each new request.
+                 *     running is a 409 with `Retry-After`. A first request that was refused (4xx) or found
+                 *     the database out of reach (503) keeps nothing: its retry runs afresh. Keys belong to
+                 *     the caller; choose a new one (a UUID, say) for each new request.
                  * @example 5f0c7a2e-3b1d-4c8e-9a55-0e2d7b1f9c34
                  */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];

@@ -1,16 +1,17 @@
 /**
  * Idempotency keys (docs/api-conventions.md#idempotent-retries): an operation that creates
  * or dispatches declares the `Idempotency-Key` header, and a request that sends one is
- * answered once. Its first 2xx answer is kept for IDEMPOTENCY_WINDOW_HOURS and replayed,
- * byte for byte, to a retry with the same key and the same request; the same key with
- * another request is a 422; a retry while the first is still running is a 409. A failed
- * first request (any non-2xx answer) keeps nothing, so its retry runs afresh.
+ * carried out once. Its answer is kept for IDEMPOTENCY_WINDOW_HOURS and replayed, byte for
+ * byte, to a retry with the same key and the same request; the same key with another
+ * request is a 422; a retry while the first is still running is a 409. A refused first
+ * request (4xx, or 503) keeps nothing, so its retry runs afresh (`settleKey`).
  *
  * The key is claimed, in a transaction of its own, before the handler runs: a concurrent
  * duplicate finds the claim and never reaches the handler. Keys belong to the caller
  * (tenant and user): another user's request with the same key is a request of its own.
  */
 import { createHash } from 'node:crypto';
+import type { FastifyBaseLogger } from 'fastify';
 import { and, eq, sql } from 'drizzle-orm';
 import { bigint, index, integer, pgTable, primaryKey, text, timestamp, unique } from 'drizzle-orm/pg-core';
 import { bytea } from '../database/columns.ts';
@@ -18,6 +19,7 @@ import type { Database } from '../database/database.ts';
 import { deleteInBatches } from '../database/purge.ts';
 import { tenantIdColumn, tenantIsolation } from '../database/tenancy.ts';
 import { defineJob } from '../jobs/define.ts';
+import type { Secrets } from '../secrets/secrets.ts';
 import type { Upload } from './multipart.ts';
 import { ProblemError } from './problem.ts';
 
@@ -55,7 +57,7 @@ export const idempotencyKeys = pgTable(
     operationId: text('operation_id').notNull(),
     /** SHA-256 of the operation and its parameters and body (`requestFingerprint`). */
     fingerprint: bytea('fingerprint').notNull(),
-    /** The answer, once the first request has one: status, media type, Location, body as sent. */
+    /** The answer, once the first request has one: status, media type, Location, body as sent (encrypted). */
     status: integer('status'),
     contentType: text('content_type'),
     location: text('location'),
@@ -105,6 +107,15 @@ export async function requestFingerprint(
   return hash.digest();
 }
 
+/** Where keys live: the database, and the installation's key that seals kept answers. */
+export interface KeyStore {
+  db: Database;
+  secrets: Secrets;
+}
+
+/** The purpose of the key that encrypts kept answers (Secrets). */
+const ANSWER_PURPOSE = 'idempotency-answer';
+
 export interface Caller {
   tenantId: number;
   userId: number;
@@ -138,7 +149,7 @@ const inProgress = () =>
  * Claims `key` for this request: null when it is now this request's (run it, then `store` or
  * `release`), or the first request's answer to replay. Throws the 422 or 409 problem.
  */
-export async function claimKey(db: Database, caller: Caller, key: string, operationId: string, fingerprint: Buffer): Promise<StoredAnswer | null> {
+export async function claimKey({ db, secrets }: KeyStore, caller: Caller, key: string, operationId: string, fingerprint: Buffer): Promise<StoredAnswer | null> {
   return db.tenant(caller.tenantId, async (tx) => {
     const mine = and(eq(idempotencyKeys.userId, caller.userId), eq(idempotencyKeys.key, key));
     // An expired claim no longer counts: the key starts over.
@@ -172,25 +183,44 @@ export async function claimKey(db: Database, caller: Caller, key: string, operat
     if (!first) throw inProgress();
     if (first.operationId !== operationId || !first.fingerprint.equals(fingerprint)) throw reused();
     if (first.status === null) throw inProgress();
-    return { status: first.status, contentType: first.contentType, location: first.location, body: first.body };
+    return {
+      status: first.status,
+      contentType: first.contentType,
+      location: first.location,
+      body: first.body === null ? null : secrets.decrypt(ANSWER_PURPOSE, first.body),
+    };
   });
 }
 
-/** Keeps the claimed request's 2xx answer for replay. */
-export async function storeAnswer(db: Database, caller: Caller, key: string, answer: StoredAnswer): Promise<void> {
-  await db.tenant(caller.tenantId, (tx) =>
-    tx
-      .update(idempotencyKeys)
-      .set(answer)
-      .where(and(eq(idempotencyKeys.userId, caller.userId), eq(idempotencyKeys.key, key))),
-  );
-}
-
-/** Gives the key up after a failed request: a retry runs afresh. */
-export async function releaseKey(db: Database, caller: Caller, key: string): Promise<void> {
-  await db.tenant(caller.tenantId, (tx) =>
-    tx.delete(idempotencyKeys).where(and(eq(idempotencyKeys.userId, caller.userId), eq(idempotencyKeys.key, key), sql`${idempotencyKeys.status} is null`)),
-  );
+/**
+ * After the claimed request's answer: a refusal (4xx: nothing was changed) or a 503 (the
+ * database was out of reach) gives the key up, so that a retry runs afresh; any other answer
+ * (2xx, or a 500 whose effect is unknown) is kept, encrypted with the installation's key (it
+ * may carry personal data or a one-time login token), and replayed. A failure here is
+ * logged and the answer still sent: the key then stays claimed, and retries get a 409
+ * until it expires, rather than a second effect.
+ */
+export async function settleKey(
+  { db, secrets }: KeyStore,
+  claimed: { owner: Caller; key: string },
+  answer: StoredAnswer,
+  log: FastifyBaseLogger,
+): Promise<void> {
+  const { owner, key } = claimed;
+  const mine = and(eq(idempotencyKeys.userId, owner.userId), eq(idempotencyKeys.key, key));
+  const refused = (answer.status >= 400 && answer.status < 500) || answer.status === 503;
+  try {
+    await db.tenant(owner.tenantId, async (tx) => {
+      if (refused) await tx.delete(idempotencyKeys).where(and(mine, sql`${idempotencyKeys.status} is null`));
+      else
+        await tx
+          .update(idempotencyKeys)
+          .set({ ...answer, body: answer.body === null ? null : secrets.encrypt(ANSWER_PURPOSE, answer.body) })
+          .where(mine);
+    });
+  } catch (error) {
+    log.error({ err: error, status: answer.status }, refused ? 'could not release an idempotency key' : 'could not keep the answer of an idempotency key');
+  }
 }
 
 /** Hourly: keys past their window are deleted, in batches (deleteInBatches). */

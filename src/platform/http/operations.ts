@@ -14,9 +14,8 @@ import {
   claimKey,
   IDEMPOTENCY_KEY_HEADER,
   idempotencyKeyOf,
-  releaseKey,
   requestFingerprint,
-  storeAnswer,
+  settleKey,
   type Caller as KeyOwner,
   type StoredAnswer,
 } from './idempotency.ts';
@@ -93,6 +92,17 @@ function declaresIdempotencyKey(specification: Record<string, unknown>, path: st
     const declared = parameter.$ref ? shared[parameter.$ref.replace('#/components/parameters/', '')] : parameter;
     return declared?.in === 'header' && declared.name?.toLowerCase() === IDEMPOTENCY_KEY_HEADER;
   });
+}
+
+/** The answer as sent, to keep for a retry with the same Idempotency-Key. */
+function answerOf(reply: FastifyReply, payload: unknown): StoredAnswer {
+  return {
+    status: reply.statusCode,
+    contentType: (reply.getHeader('content-type') as string | undefined) ?? null,
+    location: (reply.getHeader('location') as string | undefined) ?? null,
+    // Answers of operations that create or dispatch are serialized JSON (or none).
+    body: typeof payload === 'string' ? payload : null,
+  };
 }
 
 /** The answer a retry with the same Idempotency-Key gets: the first one's, as it was sent. */
@@ -273,18 +283,7 @@ export async function registerOperations(app: FastifyInstance, handlers: Handler
               const claimed = request.idempotencyKey;
               if (claimed) {
                 request.idempotencyKey = null;
-                // A 2xx answer is kept for replay; after any other, a retry runs afresh.
-                if (reply.statusCode >= 200 && reply.statusCode < 300) {
-                  await storeAnswer(services.db, claimed.owner, claimed.key, {
-                    status: reply.statusCode,
-                    contentType: (reply.getHeader('content-type') as string | undefined) ?? null,
-                    location: (reply.getHeader('location') as string | undefined) ?? null,
-                    // Answers of operations that create or dispatch are serialized JSON (or none).
-                    body: typeof payload === 'string' ? payload : null,
-                  });
-                } else {
-                  await releaseKey(services.db, claimed.owner, claimed.key);
-                }
+                await settleKey(services, claimed, answerOf(reply, payload), request.log);
               }
               return payload;
             },
@@ -294,7 +293,7 @@ export async function registerOperations(app: FastifyInstance, handlers: Handler
           if (key !== null) {
             const owner: KeyOwner = { tenantId: request.auth!.tenantId, userId: request.auth!.userId };
             const fingerprint = await requestFingerprint(operationId, request, request.uploads);
-            const answered = await claimKey(services.db, owner, key, operationId, fingerprint);
+            const answered = await claimKey(services, owner, key, operationId, fingerprint);
             if (answered) return replay(reply, answered);
             request.idempotencyKey = { owner, key };
           }

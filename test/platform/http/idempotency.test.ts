@@ -59,6 +59,20 @@ t.test('a retry with the same key gets the first answer again, and nothing is cr
   t.equal(await rowCount(api.db, 'idempotency_keys', sql`key = 'retry-1'`), 1, 'one key kept, for the keyed request');
 });
 
+t.test('a kept answer is encrypted: a one-time login token is not stored readable', async (t) => {
+  const first = await api.call(t, 'createUserLoginToken', { token: tenant.adminToken, headers: keyed('login-token-1'), body: { expires_in: 600 } });
+  t.equal(first.status, 201);
+  const token = first.body.token as string;
+  t.ok(token);
+  const [row] = await api.db.owner.execute<{ body: string }>(sql`select body from idempotency_keys where key = 'login-token-1'`);
+  t.ok(row!.body.startsWith('v1.'), 'sealed');
+  t.notOk(row!.body.includes(token), 'the token is not in the row');
+  t.notOk(row!.body.includes('"token"'), 'nor the answer in clear');
+  const retry = await api.call(t, 'createUserLoginToken', { token: tenant.adminToken, headers: keyed('login-token-1'), body: { expires_in: 600 } });
+  t.equal(retry.headers['idempotent-replayed'], 'true');
+  t.equal(retry.text, first.text, 'the replay is the answer as sent');
+});
+
 t.test('keys belong to the caller: another user, another tenant, the same key is a request of its own', async (t) => {
   const colleague = await api.createUser(tenant.tenantId, { permissions: ['departments.manage'] });
   const mine = await api.call(t, 'createDepartment', { token: tenant.adminToken, headers: keyed('shared-key'), body: { name: 'Mine' } });
