@@ -7,6 +7,7 @@
 import t from 'tap';
 import { operations, type OperationId } from '../../generated/operations.ts';
 import { contractViolations, spec } from '../helpers/contract.ts';
+import { defaultCode } from '../../src/platform/http/problem.ts';
 
 type Node = Record<string, any>;
 const document = spec as unknown as Node;
@@ -95,7 +96,14 @@ t.test('each shared refusal says when it happens and is a problem document', asy
   }
 });
 
-const problem = (status: number, type: string, title: string) => ({ type: `/problems/${type}`, title, status, detail: 'x', request_id: 'atrium-test' });
+const problem = (status: number, type: string, title: string) => ({
+  type: `/problems/${type}`,
+  title,
+  status,
+  code: defaultCode(status),
+  detail: 'x',
+  request_id: 'atrium-test',
+});
 
 t.test('the contract check refuses a status the operation does not declare, a problem document included', async (t) => {
   t.strictSame(

@@ -2145,6 +2145,9 @@ export interface paths {
          *     `too-many-requests` (429), `request-header-fields-too-large` (431),
          *     `internal-server-error` (500) and `service-unavailable` (503). Any other name is a
          *     `404` problem.
+         *     The answer lists the type's `codes`, the values of a problem's `code` with what each
+         *     means; the first is the code a problem of that status carries unless a more
+         *     specific one applies.
          */
         get: operations["getProblemType"];
         put?: never;
@@ -3577,7 +3580,36 @@ export interface components {
         };
         /** @description RFC 9457 problem document. */
         Problem: {
+            /**
+             * @description What went wrong, for programs: a stable snake_case word, one of the codes of the
+             *     problem's type. Each status has a default code (`malformed_request`,
+             *     `unauthenticated`, `forbidden`, `not_found`, `conflict`, `validation_failed`,
+             *     `rate_limited`, `internal_error`, `service_unavailable`, …) and some causes a
+             *     client must tell apart have their own (`token_invalid`, `credentials_invalid`,
+             *     `permission_missing`, `password_change_required`, `record_in_use`,
+             *     `idempotency_key_reused`, `idempotency_request_in_progress`,
+             *     `database_unavailable`, …). `GET /problems/<name>` (`getProblemType`) lists the
+             *     codes of a type with their meanings. Codes are never renamed or removed; new ones
+             *     may be added, so a client treats a code it does not know like its status.
+             * @example validation_failed
+             * @enum {string}
+             */
+            code: "malformed_request" | "unauthenticated" | "token_invalid" | "credentials_invalid" | "login_token_invalid" | "signature_invalid" | "forbidden" | "permission_missing" | "password_change_required" | "own_account" | "logout_protected" | "permission_escalation" | "group_account" | "not_administrator" | "not_found" | "method_not_allowed" | "not_acceptable" | "request_timeout" | "conflict" | "record_in_use" | "idempotency_request_in_progress" | "content_too_large" | "uri_too_long" | "unsupported_media_type" | "validation_failed" | "idempotency_key_reused" | "rate_limited" | "sign_in_throttled" | "stream_limit_reached" | "headers_too_large" | "internal_error" | "service_unavailable" | "database_unavailable";
             detail?: string;
+            /**
+             * @description Field path → codes, beside `errors`: the same paths, and for each path one code per
+             *     message, in the order of the messages. Sent whenever `errors` is. Schema
+             *     validation names its JSON Schema keyword (`required`, `type`, `format`, `pattern`,
+             *     `min_length`, `max_length`, `minimum`, `maximum`, `enum`, `unknown_property` for a
+             *     key the schema does not know, `property_name` for a key it does not allow, …); the
+             *     database and the service's rules name theirs (`taken`, `missing_reference`,
+             *     `in_use`, `role_inactive`, `department_limit_reached`, `reused`). `invalid` is a
+             *     refusal without a code of its own. New codes may be added; a client treats an
+             *     unknown one like `invalid`.
+             */
+            error_codes?: {
+                [key: string]: ("required" | "type" | "format" | "pattern" | "min_length" | "max_length" | "minimum" | "maximum" | "exclusive_minimum" | "exclusive_maximum" | "multiple_of" | "min_items" | "max_items" | "unique_items" | "min_properties" | "max_properties" | "enum" | "const" | "unknown_property" | "property_name" | "taken" | "missing_reference" | "in_use" | "role_inactive" | "department_limit_reached" | "reused" | "invalid")[];
+            };
             /** @description Field path → messages, for validation problems. */
             errors?: {
                 [key: string]: string[];
@@ -3604,10 +3636,29 @@ export interface components {
          *       "type": "/problems/unprocessable-content",
          *       "title": "Unprocessable Content",
          *       "status": 422,
-         *       "description": "The request is well formed but invalid: `errors` maps each field path (`auth.basic.username`, `user_ids.3`, `filter.text`) to its messages."
+         *       "description": "The request is well formed but invalid: `errors` maps each field path (`auth.basic.username`, `user_ids.3`, `filter.text`) to its messages, `error_codes` the same paths to their codes.",
+         *       "codes": [
+         *         {
+         *           "code": "validation_failed",
+         *           "description": "One or more fields are invalid: `errors` and `error_codes` say which and why."
+         *         },
+         *         {
+         *           "code": "idempotency_key_reused",
+         *           "description": "This `Idempotency-Key` was used for another request: send a new key for a new request."
+         *         }
+         *       ]
          *     }
          */
         ProblemType: {
+            /**
+             * @description The values a problem of this type carries as `code`, each with its meaning. The
+             *     first is the status's default.
+             */
+            codes: {
+                /** @example validation_failed */
+                code: string;
+                description: string;
+            }[];
             /** @description When the service answers this problem, and what its `detail` and `errors` carry. */
             description: string;
             /**

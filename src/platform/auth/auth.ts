@@ -38,7 +38,7 @@ export function can(auth: Pick<Auth, 'permissions'>, permission: Permission): bo
 }
 
 export function requirePermission(auth: Pick<Auth, 'permissions'>, permission: Permission): void {
-  if (!can(auth, permission)) throw forbidden(`This requires the permission "${permission}".`);
+  if (!can(auth, permission)) throw forbidden(`This requires the permission "${permission}".`, 'permission_missing');
 }
 
 /**
@@ -76,6 +76,7 @@ function assertSessionMayUse(auth: Auth, request: FastifyRequest): void {
   throw forbidden(
     'Your password must be changed first: until then this session may only change your own password ' +
       '(PUT /api/users/{your id} with password and old_password), read your own user and sign out.',
+    'password_change_required',
   );
 }
 
@@ -118,7 +119,7 @@ export async function authenticateRequest(db: Database, secrets: Secrets, reques
   let principal = recent?.get(tokenHash);
   if (!principal) {
     principal = (await lookUpPrincipal(db, tokenHash)) ?? undefined;
-    if (!principal) throw unauthorized('The access token is invalid, expired or revoked.');
+    if (!principal) throw unauthorized('The access token is invalid, expired or revoked.', 'token_invalid');
     recent?.set(tokenHash, principal);
   }
   const auth: Auth = {

@@ -3,7 +3,7 @@
  * RFC 3339 in UTC generally; `YYYY-MM-DD HH:MM:SS` in UTC for notifications (the spec's
  * `Datetime` schema in components/notifications.yaml). Calendar dates are dates.ts.
  */
-import { invalid } from './problem.ts';
+import { coded, invalid } from './problem.ts';
 
 /**
  * The shape of a notification datetime: the pattern of the spec's `Datetime` and
@@ -40,7 +40,7 @@ export function parseNotificationDatetime(value: string, field: string): Date {
   const date = new Date(`${value.replace(' ', 'T')}Z`);
   // Years 0001–9999: PostgreSQL has no year 0.
   if (Number.isNaN(date.getTime()) || date.getUTCFullYear() < 1 || notificationDatetime(date) !== value) {
-    throw invalid({ [field]: [NOTIFICATION_DATETIME_PROBLEM] });
+    throw invalid({ [field]: [coded('format', NOTIFICATION_DATETIME_PROBLEM)] });
   }
   return date;
 }

@@ -5,7 +5,7 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import { isConnectionLoss } from '../database/connection-loss.ts';
 import { isMalformedMultipart, UPLOAD_MAX_BYTES } from './multipart.ts';
 import { randomUUID } from 'node:crypto';
-import { ProblemError, problemDocument, type ProblemDocument } from './problem.ts';
+import { coded, ProblemError, problemDocument, type ProblemDocument } from './problem.ts';
 import { REQUEST_ID_HEADER } from './request-id.ts';
 import { fieldErrors } from './validation.ts';
 
@@ -56,9 +56,11 @@ function databaseProblem(error: FastifyError): ProblemDocument | null {
   const pg = driverError(error);
   switch (pg.code) {
     case '23505':
-      return problemDocument(422, 'The request is invalid.', { [constraintField(pg)]: ['is already taken'] });
+      return problemDocument(422, 'The request is invalid.', { errors: { [constraintField(pg)]: [coded('taken', 'is already taken')] } });
     case '23503':
-      return problemDocument(422, 'The request is invalid.', { [constraintField(pg)]: ['refers to a record that does not exist'] });
+      return problemDocument(422, 'The request is invalid.', {
+        errors: { [constraintField(pg)]: [coded('missing_reference', 'refers to a record that does not exist')] },
+      });
     case '22007': // invalid_datetime_format
     case '22008': // datetime_field_overflow
       return problemDocument(422, 'The request contains a date or time outside the supported range.');
@@ -79,12 +81,15 @@ function toProblem(error: FastifyError): { problem: ProblemDocument; headers: Re
   // Lost database connections (restart, failover, a proxy's idle timeout) are the
   // server's passing trouble, not a bug: the client may try again in a moment.
   if (isConnectionLoss(error)) {
-    return { problem: problemDocument(503, 'The database is unavailable for the moment. Try again shortly.'), headers: { 'retry-after': '1' } };
+    return {
+      problem: problemDocument(503, 'The database is unavailable for the moment. Try again shortly.', { code: 'database_unavailable' }),
+      headers: { 'retry-after': '1' },
+    };
   }
   if (error.validation) {
     const context = error.validationContext === 'querystring' ? 'query' : error.validationContext;
     return {
-      problem: problemDocument(422, 'The request is invalid.', fieldErrors(error.validation as never, context)),
+      problem: problemDocument(422, 'The request is invalid.', { errors: fieldErrors(error.validation as never, context) }),
       headers: {},
     };
   }

@@ -21,7 +21,7 @@ import { tenantIdColumn, tenantIsolation } from '../database/tenancy.ts';
 import { defineJob } from '../jobs/define.ts';
 import type { Secrets } from '../secrets/secrets.ts';
 import type { Upload } from './multipart.ts';
-import { ProblemError } from './problem.ts';
+import { coded, ProblemError } from './problem.ts';
 
 /** The request header, lower-case as Node gives it. */
 export const IDEMPOTENCY_KEY_HEADER = 'idempotency-key';
@@ -38,7 +38,9 @@ export function idempotencyKeyOf(headers: Record<string, string | string[] | und
   const key = headers[IDEMPOTENCY_KEY_HEADER];
   if (key === undefined) return null;
   if (typeof key !== 'string' || !WELL_FORMED_KEY.test(key)) {
-    throw new ProblemError(422, 'The request is invalid.', { errors: { 'Idempotency-Key': ['must be 1 to 255 printable ASCII characters, without spaces'] } });
+    throw new ProblemError(422, 'The request is invalid.', {
+      errors: { 'Idempotency-Key': [coded('pattern', 'must be 1 to 255 printable ASCII characters, without spaces')] },
+    });
   }
   return key;
 }
@@ -138,10 +140,12 @@ export interface StoredAnswer {
 
 const reused = () =>
   new ProblemError(422, 'This Idempotency-Key was used for another request; send a new key for a new request.', {
-    errors: { 'Idempotency-Key': ['was used for another request'] },
+    code: 'idempotency_key_reused',
+    errors: { 'Idempotency-Key': [coded('reused', 'was used for another request')] },
   });
 const inProgress = () =>
   new ProblemError(409, 'A request with this Idempotency-Key is in progress, or its server stopped before it answered; retry later.', {
+    code: 'idempotency_request_in_progress',
     headers: { 'retry-after': '1' },
   });
 

@@ -19,7 +19,7 @@ import {
   type Caller as KeyOwner,
   type StoredAnswer,
 } from './idempotency.ts';
-import { invalid, ProblemError } from './problem.ts';
+import { coded, invalid, ProblemError } from './problem.ts';
 
 /**
  * Media types the spec only answers with (problem+json, images, CSV) are not accepted as
@@ -133,7 +133,7 @@ function assertDeclaredMediaType(request: FastifyRequest, body: DeclaredBody | n
  * body, its absence is a 422 on `body`, before any handler reads it.
  */
 function assertRequiredBody(request: FastifyRequest, body: DeclaredBody | null): void {
-  if (body?.required && request.body === undefined) throw invalid({ body: ['is required'] }, 'The request body is required.');
+  if (body?.required && request.body === undefined) throw invalid({ body: [coded('required', 'is required')] }, 'The request body is required.');
 }
 
 interface ParameterObject {

@@ -3,7 +3,7 @@ import addFormatsModule from 'ajv-formats';
 import type { FastifySchemaCompiler } from 'fastify';
 import { isCalendarDate } from './dates.ts';
 import { isNotificationDatetimeSchema, NOTIFICATION_DATETIME_PROBLEM } from './datetime.ts';
-import type { FieldErrors } from './problem.ts';
+import { FIELD_CODES, type FieldCode, type FieldErrors } from './problem.ts';
 
 // ajv-formats is CommonJS: its default import is the plugin function itself.
 const addFormats = addFormatsModule as unknown as typeof addFormatsModule.default;
@@ -171,8 +171,14 @@ function alternativeKeys(errors: ErrorObject[]): Map<ErrorObject, string> {
   return messages;
 }
 
+/** JSON Schema keyword → field code: `minLength` → `min_length`; a keyword without a code of its own is `invalid`. */
+export function keywordCode(keyword: string): FieldCode {
+  const code = keyword.replace(/[A-Z]/g, (letter) => `_${letter.toLowerCase()}`);
+  return (FIELD_CODES as readonly string[]).includes(code) ? (code as FieldCode) : 'invalid';
+}
+
 /**
- * Ajv errors → `errors` of a problem document, keyed by dotted field path. An object that
+ * Ajv errors → `errors` of a problem document, each message with its code (keywordCode), keyed by dotted field path. An object that
  * a condition makes required and whose own keys are required (`if: {type: basic}, then:
  * {required: [basic], properties: {basic: {required: [username, password]}}}`) is reported
  * as its missing keys, `auth.basic.username` and `auth.basic.password`: the exact paths
@@ -184,10 +190,10 @@ function alternativeKeys(errors: ErrorObject[]): Map<ErrorObject, string> {
 export function fieldErrors(errors: ErrorObject[], context?: string): FieldErrors {
   const alternatives = alternativeKeys(errors);
   // Keys are the client's (`constructor`, `toString`): collected in a Map, never looked up on an object.
-  const result = new Map<string, string[]>();
-  const add = (key: string, message: string) => {
+  const result = new Map<string, { code: FieldCode; message: string }[]>();
+  const add = (key: string, message: string, code: FieldCode) => {
     const messages = result.get(key) ?? [];
-    if (!messages.includes(message)) messages.push(message);
+    if (!messages.some((entry) => entry.message === message)) messages.push({ code, message });
     result.set(key, messages);
   };
   for (const error of errors) {
@@ -196,12 +202,13 @@ export function fieldErrors(errors: ErrorObject[], context?: string): FieldError
       .slice(1)
       .map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'));
     let message = error.message ?? 'is invalid';
+    let code = keywordCode(error.keyword);
     if (error.keyword === 'required') {
       const missing = String((error.params as { missingProperty: string }).missingProperty);
       const conditional = error.schemaPath.endsWith('/then/required');
       const nested = conditional ? requiredKeys((error.parentSchema as { properties?: Record<string, unknown> } | undefined)?.properties?.[missing]) : [];
       if (nested.length > 0) {
-        for (const key of nested) add([...segments, missing, key].join('.'), 'is required');
+        for (const key of nested) add([...segments, missing, key].join('.'), 'is required', 'required');
         continue;
       }
       segments.push(missing);
@@ -212,11 +219,14 @@ export function fieldErrors(errors: ErrorObject[], context?: string): FieldError
       // A key that breaks `propertyNames` (e.g. a header name with a space).
       segments.push(error.propertyName);
       message = `is not an allowed name: ${message}`;
+      code = 'property_name';
     } else if (error.keyword === 'additionalProperties') {
       segments.push(String((error.params as { additionalProperty: string }).additionalProperty));
       message = 'is not a known key';
+      code = 'unknown_property';
     } else if (isNotificationDatetimeSchema(error.parentSchema)) {
       message = NOTIFICATION_DATETIME_PROBLEM; // also instead of its length and type errors: one message says it all
+      code = 'format';
     } else if (error.keyword === 'enum') {
       message = `must be one of: ${(error.params as { allowedValues: unknown[] }).allowedValues.map((v) => JSON.stringify(v)).join(', ')}`;
     } else if (error.keyword === 'discriminator') {
@@ -224,10 +234,11 @@ export function fieldErrors(errors: ErrorObject[], context?: string): FieldError
       const params = error.params as { error: string; tag: string };
       segments.push(params.tag);
       message = params.error === 'tag' ? 'is required and must be a string' : 'is not one of the documented values';
+      code = params.error === 'tag' ? 'required' : 'enum';
     } else if (error.keyword === 'if' || error.keyword === 'oneOf' || error.keyword === 'anyOf') {
       continue; // the branch errors say more
     }
-    add(segments.length > 0 ? segments.join('.') : context === 'body' || !context ? 'body' : context, message);
+    add(segments.length > 0 ? segments.join('.') : context === 'body' || !context ? 'body' : context, message, code);
   }
   return Object.fromEntries(result);
 }

@@ -12,7 +12,7 @@
 import { and, sql, type SQL } from 'drizzle-orm';
 import type { Database, Tx } from '../database/database.ts';
 import { withNextPage } from '../http/next-page.ts';
-import { invalid, notFound } from '../http/problem.ts';
+import { coded, invalid, notFound } from '../http/problem.ts';
 import { groupBy, inlineColumn, present, readControls, splitList, type Controls, type ControlsQuery, type View } from './result-controls.ts';
 
 /** Every visible field, no relations: how written records and nested records are answered. */
@@ -175,7 +175,8 @@ export async function listRecords<Row, Viewer, FilterKey extends string, Shown>(
   return db.tenant(tenantId, async (tx) => {
     await options.before?.(tx);
     const after = cursor === undefined ? undefined : await listing.cursor!.after(tx, viewer, cursor);
-    if (cursor !== undefined && after === undefined) throw invalid({ before_id: ['does not exist'] }, 'The paging cursor names no record of this list.');
+    if (cursor !== undefined && after === undefined)
+      throw invalid({ before_id: [coded('missing_reference', 'does not exist')] }, 'The paging cursor names no record of this list.');
     // One row more than `limit`: when it exists, more follow.
     const rows = await rowsWhere(tx, listing, viewer, and(where, after), page, controls.relations);
     const more = limit !== undefined && rows.length > limit;

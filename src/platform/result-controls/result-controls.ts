@@ -9,7 +9,7 @@
 import { and, type SQL } from 'drizzle-orm';
 import type { Permission } from '../auth/permissions.ts';
 import type { Tx } from '../database/database.ts';
-import { invalid } from '../http/problem.ts';
+import { coded, invalid, type FieldErrors } from '../http/problem.ts';
 
 export type Visibility = 'public' | 'personal' | 'administrative';
 
@@ -116,7 +116,7 @@ export function readControls<Row, Viewer, FilterKey extends string>(
   viewer: Viewer,
   options: { defaultRelations?: readonly string[]; subject?: Row } = {},
 ): Controls {
-  const errors: Record<string, string[]> = {};
+  const errors: FieldErrors = {};
   // What the viewer may name is worked out only when the query names something.
   let selects: string[] | null = null;
   if (query.selects !== undefined) {
@@ -147,7 +147,7 @@ export function readControls<Row, Viewer, FilterKey extends string>(
     const filters = view.filters as Record<string, ((value: unknown, viewer: Viewer) => SQL | undefined) | undefined> | undefined;
     const filter = filters && Object.hasOwn(filters, key) ? filters[key] : undefined;
     if (!filter) {
-      errors[`filter.${key}`] = [`is not a known filter; allowed: ${Object.keys(view.filters ?? {}).join(', ') || '(none)'}`];
+      errors[`filter.${key}`] = [coded('unknown_property', `is not a known filter; allowed: ${Object.keys(view.filters ?? {}).join(', ') || '(none)'}`)];
       continue;
     }
     const condition = filter(value, viewer);

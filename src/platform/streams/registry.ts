@@ -71,6 +71,7 @@ export class StreamRegistry<S extends Stream> {
     const { maxPerUser, kind, retryMs } = this.options;
     if ((this.streams.get(stream.auth.tenantId)?.get(stream.auth.userId)?.size ?? 0) >= maxPerUser) {
       throw new ProblemError(429, `At most ${maxPerUser} ${kind} streams per user are open at a time; close one first.`, {
+        code: 'stream_limit_reached',
         headers: { 'retry-after': String(Math.ceil(retryMs / 1000)) },
       });
     }

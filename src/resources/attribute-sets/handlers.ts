@@ -1,6 +1,6 @@
 import { eq } from 'drizzle-orm';
 import type { Body, Handlers } from '../../platform/http/handler.ts';
-import { invalid } from '../../platform/http/problem.ts';
+import { coded, invalid } from '../../platform/http/problem.ts';
 import { listRecords, presentAll, showRecord } from '../../platform/result-controls/listing.ts';
 import { attachedDepartmentCount, deleteAttributeSet, findAttributeSet, insertAttributeSet, updateAttributeSet } from './queries.ts';
 import { attributeSetErrors } from './rules.ts';
@@ -43,7 +43,7 @@ export const attributeSetHandlers = {
     await db.tenant(auth.tenantId, async (tx) => {
       await findAttributeSet(tx, params.attributeSet);
       const attached = await attachedDepartmentCount(tx, params.attributeSet);
-      if (attached > 0) throw invalid({ attributeSet: [`is attached to ${attached} department(s)`] }, 'The attribute set is in use.');
+      if (attached > 0) throw invalid({ attributeSet: [coded('in_use', `is attached to ${attached} department(s)`)] }, 'The attribute set is in use.');
       await deleteAttributeSet(tx, params.attributeSet);
     });
     return { status: 204 };

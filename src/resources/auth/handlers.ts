@@ -16,7 +16,7 @@ export const authHandlers = {
     // Always verify (against a dummy hash when there is no user): same answer, same time.
     const passwordOk = await verifyPassword(user?.passwordHash, body.password);
     // A failure stays counted on every key.
-    if (!tenantId || !user || !passwordOk || !user.active) throw unauthorized('The tenant, username or password is wrong.');
+    if (!tenantId || !user || !passwordOk || !user.active) throw unauthorized('The tenant, username or password is wrong.', 'credentials_invalid');
     const [byName, byAddress, byUser] = keys;
     await clearLoginFailures(db, [byName!, byUser!]);
     await withdrawLoginAttempt(db, attempt, [byAddress!]);

@@ -89,7 +89,7 @@ export async function admitLoginAttempt(db: Database, config: Config, keys: Limi
   }
   if (wait > 0) {
     await withdrawLoginAttempt(db, attempt);
-    throw new ProblemError(429, 'Too many failed sign-ins. Try again later.', { headers: { 'Retry-After': String(wait) } });
+    throw new ProblemError(429, 'Too many failed sign-ins. Try again later.', { code: 'sign_in_throttled', headers: { 'Retry-After': String(wait) } });
   }
   return attempt;
 }

@@ -7,7 +7,7 @@ import { and, asc, eq, inArray, sql } from 'drizzle-orm';
 import type { Tx } from '../../platform/database/database.ts';
 import { MISSING } from '../../platform/database/existence.ts';
 import type { Body } from '../../platform/http/handler.ts';
-import { conflict, invalid, notFound, type FieldErrors, type ProblemError } from '../../platform/http/problem.ts';
+import { coded, conflict, invalid, notFound, type FieldErrors, type ProblemError } from '../../platform/http/problem.ts';
 import { administrableBy, administrableField, type Caller } from '../forms/rules.ts';
 import { formFields, type FieldType } from '../forms/table.ts';
 import { closesCycle, nextSortNumber, type SourceCandidate, type SourceRow } from './queries.ts';
@@ -196,7 +196,7 @@ export async function sourcesCopyingFromRefusal(
   const parts = shown.length > BLOCKING_SOURCES_SHOWN ? [...shown.slice(0, BLOCKING_SOURCES_SHOWN), '…'] : shown;
   if (shown.length < rows.length) parts.push('sources you cannot administer');
   return conflict(
-    { [key]: [`default value sources copy from it (${parts.join(', ')}); delete them or change their source first`] },
+    { [key]: [coded('in_use', `default value sources copy from it (${parts.join(', ')}); delete them or change their source first`)] },
     `${what} is still the source of default value sources.`,
   );
 }

@@ -3,7 +3,7 @@ import type { Tx } from '../../platform/database/database.ts';
 import { missingIds, reportMissing } from '../../platform/database/existence.ts';
 import { lockTenantScope } from '../../platform/database/locks.ts';
 import type { Body } from '../../platform/http/handler.ts';
-import { invalid, type FieldErrors, type ProblemError } from '../../platform/http/problem.ts';
+import { coded, invalid, type FieldErrors, type ProblemError } from '../../platform/http/problem.ts';
 import { attributeSetFields } from '../attribute-sets/queries.ts';
 import { attributeFieldTypes, mergeAttributeValues } from '../attribute-sets/rules.ts';
 import { attributeSets } from '../attribute-sets/table.ts';
@@ -46,7 +46,10 @@ export function departmentAvailability({ count, limit }: { count: number; limit:
 /** The create refusal at the tenant's department limit, or null while a place is free. */
 export function departmentLimitRefusal(availability: ReturnType<typeof departmentAvailability>): ProblemError | null {
   if (availability.remaining !== 0) return null;
-  return invalid({ name: [`the tenant's limit of ${availability.limit} departments is reached`] }, 'The department limit is reached.');
+  return invalid(
+    { name: [coded('department_limit_reached', `the tenant's limit of ${availability.limit} departments is reached`)] },
+    'The department limit is reached.',
+  );
 }
 
 /**
@@ -77,7 +80,7 @@ export async function departmentWrite(tx: Tx, body: DepartmentInput, current: De
     missingIds(tx, notificationSettings, body.notification_setting_ids ?? []),
     missingIds(tx, attributeSets, sentSetIds),
   ]);
-  if (!errors.name && nameTaken(others, name, current?.id)) errors.name = [NAME_TAKEN];
+  if (!errors.name && nameTaken(others, name, current?.id)) errors.name = [coded('taken', NAME_TAKEN)];
   reportMissing(errors, 'notification_setting_ids', body.notification_setting_ids ?? [], missingSettings);
   reportMissing(errors, 'attribute_set_ids', sentSetIds, missingSets);
   const { types, conflicts } = attributeFieldTypes(
@@ -115,7 +118,7 @@ export function namedByEntityPermissionsRefusal(naming: { shown: { entityType: s
   if (shown.length === NAMED_ENTITIES_SHOWN) parts.push('…');
   if (hidden) parts.push('records you cannot administer');
   return invalid(
-    { department: [`is named by entity permissions (${parts.join(', ')}); remove it from them first`] },
+    { department: [coded('in_use', `is named by entity permissions (${parts.join(', ')}); remove it from them first`)] },
     'The department is still used by entity permissions.',
   );
 }

@@ -92,7 +92,7 @@ export async function requireAdministeredExecution(tx: Tx, caller: Caller, id: n
     .from(taskExecutions)
     .where(eq(taskExecutions.id, id));
   if (!row?.visible) throw notFound('The task execution');
-  if (!row.administered) throw forbidden('Only those who administer the task template may change or delete its executions.');
+  if (!row.administered) throw forbidden('Only those who administer the task template may change or delete its executions.', 'not_administrator');
   return row.execution;
 }
 

@@ -66,7 +66,7 @@ export const loginTokenHandlers = {
     const attempt = await admitLoginAttempt(db, config, [addressKey]);
     // A value without this instance's signature never reaches the database.
     const answer = isSignedLoginTokenValue(secrets, body.token) ? await consumeLoginToken(db, hashToken(body.token), config.accessTokenTtlSeconds) : null;
-    if (!answer) throw unauthorized('The login token is invalid, expired or already used.');
+    if (!answer) throw unauthorized('The login token is invalid, expired or already used.', 'login_token_invalid');
     await withdrawLoginAttempt(db, attempt);
     return { status: 200, body: answer };
   },

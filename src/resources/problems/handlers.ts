@@ -8,7 +8,10 @@ export const problemHandlers = {
   async getProblemType({ params }) {
     const problemType = BY_NAME.get(params.name);
     if (!problemType) throw notFound('The problem type');
-    const { name, status, title, description } = problemType;
-    return { status: 200, body: { type: problemTypeUri(name), title, status, description } };
+    const { name, status, title, description, codes } = problemType;
+    return {
+      status: 200,
+      body: { type: problemTypeUri(name), title, status, description, codes: codes.map(({ code, description }) => ({ code, description })) },
+    };
   },
 } satisfies Partial<Handlers>;

@@ -1,5 +1,5 @@
 import type { Handlers } from '../../platform/http/handler.ts';
-import { invalid, notFound } from '../../platform/http/problem.ts';
+import { coded, invalid, notFound } from '../../platform/http/problem.ts';
 import { listRecords, presentAll } from '../../platform/result-controls/listing.ts';
 import { callerAccount, deleteOwnSubscription, heldSubscriptions, saveSubscription } from './queries.ts';
 import { assertMayRegister, subscriptionCapErrors, subscriptionErrors, type SubscriptionInput } from './rules.ts';
@@ -30,7 +30,7 @@ export const pushHandlers = {
       const capErrors = subscriptionCapErrors(await heldSubscriptions(tx, auth.userId, input.endpoint));
       if (Object.keys(capErrors).length > 0) throw invalid(capErrors);
       const rows = await saveSubscription(tx, auth, input, userAgent);
-      if (rows.length === 0) throw invalid({ endpoint: ['is registered by another user; it must be deleted by that user first'] });
+      if (rows.length === 0) throw invalid({ endpoint: [coded('taken', 'is registered by another user; it must be deleted by that user first')] });
       return presentAll(pushSubscriptionView, tx, rows, auth);
     });
     return { status: 201, body: created! };

@@ -23,7 +23,7 @@ export const MAX_SUBSCRIPTIONS_PER_USER = 20;
  * createPushSubscription): a 403, decided like a permission, before the input is judged.
  */
 export function assertMayRegister(caller: { groupAccount: boolean } | undefined): void {
-  if (!caller || caller.groupAccount) throw forbidden('Group accounts cannot receive push notifications.');
+  if (!caller || caller.groupAccount) throw forbidden('Group accounts cannot receive push notifications.', 'group_account');
 }
 
 /**

@@ -3,7 +3,7 @@ import type { Caller } from '../../platform/auth/auth.ts';
 import { permissionsLacking } from '../../platform/auth/permissions.ts';
 import type { Tx } from '../../platform/database/database.ts';
 import { lockTenantScope } from '../../platform/database/locks.ts';
-import { forbidden, invalid } from '../../platform/http/problem.ts';
+import { coded, forbidden, invalid } from '../../platform/http/problem.ts';
 import { displayNameProblems, NAME_TAKEN, nameTaken, storedName } from './names.ts';
 import { roleNames } from './queries.ts';
 import type { RoleRow } from './view.ts';
@@ -18,7 +18,7 @@ export async function newRoleName(tx: Tx, name: string, exceptId?: number): Prom
   const problems = displayNameProblems(name);
   if (problems.length > 0) throw invalid({ name: problems });
   await lockTenantScope(tx, 'roles.name');
-  if (nameTaken(await roleNames(tx), name, exceptId)) throw invalid({ name: [NAME_TAKEN] });
+  if (nameTaken(await roleNames(tx), name, exceptId)) throw invalid({ name: [coded('taken', NAME_TAKEN)] });
   return storedName(name);
 }
 
@@ -31,7 +31,7 @@ export async function newRoleName(tx: Tx, name: string, exceptId?: number): Prom
 export function assertMayAdministerRole(caller: Pick<Caller, 'permissions'>, role: Pick<RoleRow, 'permissions'>): void {
   const lacking = permissionsLacking(caller, role.permissions);
   if (lacking.length > 0) {
-    throw forbidden(`This role grants permissions you do not hold (${lacking.join(', ')}); you cannot change it.`);
+    throw forbidden(`This role grants permissions you do not hold (${lacking.join(', ')}); you cannot change it.`, 'permission_escalation');
   }
 }
 

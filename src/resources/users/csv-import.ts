@@ -23,7 +23,7 @@ import type { Tx } from '../../platform/database/database.ts';
 import { missingIds, reportMissing } from '../../platform/database/existence.ts';
 import { JsonArraySpool, jsonObjectOfArrays, type StreamedJson } from '../../platform/http/json-stream.ts';
 import type { Upload } from '../../platform/http/multipart.ts';
-import { invalid, type FieldErrors } from '../../platform/http/problem.ts';
+import { fieldMessages, invalid, type FieldErrors, type FieldMessages } from '../../platform/http/problem.ts';
 import { departments } from '../departments/table.ts';
 import { CONFERS_ENTITY_RIGHTS, HOLDS_ENTITY_RIGHTS, membershipsConferringRights, usersHoldingRightsBeyond } from '../entity-permissions/rules.ts';
 import { roles } from '../roles/table.ts';
@@ -163,7 +163,7 @@ function parseLine(keys: readonly UserKey[], record: readonly string[], line: nu
 
 type NewUserEntry = { line: number; user: ParsedRow };
 type UpdateUserEntry = { line: number; id: number; username: string; changes: Record<string, { from: CellValue; to: CellValue }> };
-type InvalidRow = { line: number; username: string | null; errors: FieldErrors };
+type InvalidRow = { line: number; username: string | null; errors: FieldMessages };
 
 /** One batch's entries of each group, before they are written to the answer. */
 interface BatchResult {
@@ -408,7 +408,7 @@ async function judgeBatch(tx: Tx, judging: Judging, batch: readonly ParsedLine[]
       addErrors(errors, missingReferenceErrors(rowDraft(values, undefined), references));
     }
     if (hasErrors(errors)) {
-      result.invalid_rows.push({ line, username, errors });
+      result.invalid_rows.push({ line, username, errors: fieldMessages(errors) });
       continue;
     }
     const assignedRole = draft && assignsRole(draft) ? draft.roleId! : undefined;
@@ -494,6 +494,6 @@ async function refuseDeferred(
   if (refused.size === 0) return;
   result.new_users = result.new_users.filter((entry) => !refused.has(entry));
   result.update_users = result.update_users.filter((entry) => !refused.has(entry));
-  for (const { line, username, errors } of refused.values()) result.invalid_rows.push({ line, username, errors });
+  for (const { line, username, errors } of refused.values()) result.invalid_rows.push({ line, username, errors: fieldMessages(errors) });
   result.invalid_rows.sort((a, b) => a.line - b.line);
 }

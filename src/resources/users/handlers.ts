@@ -4,7 +4,7 @@ import { hashPassword } from '../../platform/auth/passwords.ts';
 import type { Tx } from '../../platform/database/database.ts';
 import type { Body, Context, Handlers } from '../../platform/http/handler.ts';
 import { uploadOf } from '../../platform/http/multipart.ts';
-import { invalid, notFound, unauthorized } from '../../platform/http/problem.ts';
+import { coded, invalid, notFound, unauthorized } from '../../platform/http/problem.ts';
 import { listRecords, selectRecords, showRecord } from '../../platform/result-controls/listing.ts';
 import { endSessionsAfterPasswordChange, verifyOwnPassword } from '../auth/credentials.ts';
 import { HOLDS_ENTITY_RIGHTS, usersHoldingRightsBeyond } from '../entity-permissions/rules.ts';
@@ -100,7 +100,7 @@ async function servePicture(ctx: Context<'getProfilePicture'> | Context<'getProf
   if (pictureSignatureValid(services.secrets, query, params.user)) {
     tenantId = query.tenant;
   } else {
-    if (query.signature !== undefined && !request.headers.authorization) throw unauthorized('The signature is invalid or has expired.');
+    if (query.signature !== undefined && !request.headers.authorization) throw unauthorized('The signature is invalid or has expired.', 'signature_invalid');
     const auth = await authenticateRequest(services.db, services.secrets, request);
     requirePermissionUnlessSelf(auth, 'users.view', params.user);
     tenantId = auth.tenantId;
@@ -260,7 +260,7 @@ export const userHandlers = {
       if (!user.deletedAt) throw invalid({ user: ['is not deleted'] });
       if (roleId !== undefined) {
         const references = await loadUserReferences(tx, { roleIds: [roleId] });
-        if (!references.roles.get(roleId)?.active) throw invalid({ role_id: ['must name an active role'] });
+        if (!references.roles.get(roleId)?.active) throw invalid({ role_id: [coded('role_inactive', 'must name an active role')] });
         const escalation = userReferenceErrors({ roleId, current: user }, references, auth);
         if (Object.keys(escalation).length > 0) throw invalid(escalation);
         const conferred = await conferredRightsErrors(tx, auth, user.id, { roleId });

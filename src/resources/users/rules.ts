@@ -10,7 +10,7 @@ import { grantablePermissions, permissionsLacking } from '../../platform/auth/pe
 import type { Tx } from '../../platform/database/database.ts';
 import { missingIds, MISSING, reportMissing } from '../../platform/database/existence.ts';
 import { navigationUrlProblems, ROUTE_FORMS } from '../../platform/http/navigation-url.ts';
-import { forbidden, invalid, notFound, type FieldErrors } from '../../platform/http/problem.ts';
+import { coded, forbidden, invalid, notFound, type FieldErrors } from '../../platform/http/problem.ts';
 import { departments } from '../departments/table.ts';
 import { CONFERS_ENTITY_RIGHTS, membershipsConferringRights } from '../entity-permissions/rules.ts';
 import { findUser, loadUserReferences, usernameTaken, type UserReferences, type UserRow } from './queries.ts';
@@ -190,8 +190,8 @@ export function userDraftErrors(draft: UserDraft, options: UserWriteSettings): F
 /** The role and language the draft names must be the tenant's (`does not exist` otherwise). */
 export function missingReferenceErrors(draft: Pick<UserDraft, 'roleId' | 'langId'>, references: UserReferences): FieldErrors {
   const errors: FieldErrors = {};
-  if (draft.roleId !== undefined && draft.roleId !== null && !references.roles.has(draft.roleId)) errors.role_id = [MISSING];
-  if (draft.langId !== undefined && draft.langId !== null && !references.languages.has(draft.langId)) errors.lang_id = [MISSING];
+  if (draft.roleId !== undefined && draft.roleId !== null && !references.roles.has(draft.roleId)) errors.role_id = [coded('missing_reference', MISSING)];
+  if (draft.langId !== undefined && draft.langId !== null && !references.languages.has(draft.langId)) errors.lang_id = [coded('missing_reference', MISSING)];
   return errors;
 }
 
@@ -260,7 +260,7 @@ export async function userWriteReferenceErrors(
   const departmentIds = change.departmentIds ?? [];
   reportMissing(errors, 'department_ids', departmentIds, await missingIds(tx, departments, departmentIds));
   if (draft.username !== undefined && usernameProblems(draft.username).length === 0 && (await usernameTaken(tx, draft.username, change.userId ?? undefined))) {
-    errors.username = ['is already taken'];
+    errors.username = [coded('taken', 'is already taken')];
   }
   return errors;
 }
@@ -340,7 +340,7 @@ export function selfRenameError(caller: Pick<Caller, 'permissions'>, username: s
 
 /** Deleting (or blacking out) one's own account is refused. */
 export function assertNotSelf(caller: Pick<Caller, 'userId'>, userId: number, action: string): void {
-  if (caller.userId === userId) throw forbidden(`You cannot ${action} your own account.`);
+  if (caller.userId === userId) throw forbidden(`You cannot ${action} your own account.`, 'own_account');
 }
 
 /**
@@ -350,7 +350,7 @@ export function assertNotSelf(caller: Pick<Caller, 'userId'>, userId: number, ac
  * accounts too.
  */
 export function assertMayMarkForLogout(caller: Pick<Caller, 'userId'>, target: { id: number; preventLogout: boolean }): void {
-  if (target.id === caller.userId && target.preventLogout) throw forbidden('Your account is protected from logout (prevent_logout).');
+  if (target.id === caller.userId && target.preventLogout) throw forbidden('Your account is protected from logout (prevent_logout).', 'logout_protected');
 }
 
 // ---- no escalation through user administration ----
@@ -387,7 +387,7 @@ export function administerRefusal(caller: Caller, target: { id: number; grantabl
  */
 export function assertMayAdminister(caller: Caller, target: { id: number; grantable: readonly string[] }): void {
   const refusal = administerRefusal(caller, target);
-  if (refusal) throw forbidden(refusal);
+  if (refusal) throw forbidden(refusal, 'permission_escalation');
 }
 
 /**

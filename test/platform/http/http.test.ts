@@ -58,8 +58,10 @@ t.test('uncaught errors are logged and answered 500 without internals', async (t
     type: '/problems/conflict',
     title: 'Conflict',
     status: 409,
+    code: 'conflict',
     detail: 'Conflicting.',
     errors: { name: ['taken'] },
+    error_codes: { name: ['invalid'] },
     request_id: 'req-2', // a bare Fastify's own id of its second request
   });
 });

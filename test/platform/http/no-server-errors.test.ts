@@ -26,6 +26,7 @@ import { operations, type OperationId } from '../../../generated/operations.ts';
 import { DEMO_PASSWORD, startTestApi, type CallOptions } from '../../helpers/atrium.ts';
 import { contractViolations, spec } from '../../helpers/contract.ts';
 import { multipart, PNG_1X1, GIF_1X1, type FilePart } from '../../helpers/multipart.ts';
+import { fieldCodes, fieldMessages } from '../../../src/platform/http/problem.ts';
 import { fieldErrors } from '../../../src/platform/http/validation.ts';
 import { startReceiver } from '../../helpers/receiver.ts';
 import { eventually } from '../../helpers/eventually.ts';
@@ -1101,11 +1102,17 @@ t.test('a key named like a member of every object (constructor, toString) is rep
     { instancePath: '', schemaPath: '#/additionalProperties', keyword: 'additionalProperties', params: { additionalProperty: '__proto__' } },
     { instancePath: '/constructor', schemaPath: '#/type', keyword: 'type', params: { type: 'string' }, message: 'must be string' },
   ]);
-  t.strictSame(Object.entries(errors), [
+  t.strictSame(Object.entries(fieldMessages(errors)), [
     ['__proto__', ['is not a known key']],
     ['constructor', ['must be string']],
   ]);
-  t.equal(Object.getPrototypeOf(errors), Object.prototype, 'an ordinary object, its prototype untouched');
+  t.strictSame(Object.entries(fieldCodes(errors)), [
+    ['__proto__', ['unknown_property']],
+    ['constructor', ['type']],
+  ]);
+  for (const map of [errors, fieldMessages(errors), fieldCodes(errors)]) {
+    t.equal(Object.getPrototypeOf(map), Object.prototype, 'an ordinary object, its prototype untouched');
+  }
 });
 
 /** The operations whose spec requires a request body, and the media types they take. */

@@ -32,7 +32,13 @@ t.test('beyond the limit per token: 429 problem with Retry-After, as the spec de
   const refused = await api.call(t, 'getCurrentUser', { token: tokens[0] });
   t.equal(refused.status, 429);
   t.equal(refused.headers['content-type'], 'application/problem+json; charset=utf-8');
-  t.match(refused.body, { status: 429, title: 'Too Many Requests', detail: /retry in \d+ seconds/, request_id: refused.headers['x-request-id'] });
+  t.match(refused.body, {
+    status: 429,
+    title: 'Too Many Requests',
+    code: 'rate_limited',
+    detail: /retry in \d+ seconds/,
+    request_id: refused.headers['x-request-id'],
+  });
   t.ok(Number(refused.headers['retry-after']) >= 1 && Number(refused.headers['retry-after']) <= 60, 'Retry-After in seconds');
   t.strictSame(limitHeaders(refused), ['3', '0']);
   const logout = await api.call(t, 'logout', { token: tokens[0] });

@@ -5,13 +5,14 @@
  */
 import t from 'tap';
 import type { ErrorObject } from 'ajv';
+import { fieldMessages } from '../../../src/platform/http/problem.ts';
 import { fieldErrors, validatorCompiler } from '../../../src/platform/http/validation.ts';
 import { NOTIFICATION_DATETIME_PATTERN, NOTIFICATION_DATETIME_PROBLEM } from '../../../src/platform/http/datetime.ts';
 
-/** The `errors` a JSON body gets from the schema, or null when it is valid. */
+/** The `errors` a JSON body gets from the schema, or null when it is valid (their codes: test/platform/http/problem-codes.test.ts). */
 function bodyErrors(schema: object, body: unknown) {
   const validate = validatorCompiler({ schema, method: 'PUT', url: '/', httpPart: 'body' }) as ((data: unknown) => boolean) & { errors?: ErrorObject[] };
-  return validate(body) ? null : fieldErrors(validate.errors ?? [], 'body');
+  return validate(body) ? null : fieldMessages(fieldErrors(validate.errors ?? [], 'body'));
 }
 
 const oneOfThree = {

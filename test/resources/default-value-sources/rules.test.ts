@@ -170,12 +170,14 @@ t.test('validateSource: every problem at once; a field the caller may not admini
       type: '/problems/unprocessable-content',
       title: 'Unprocessable Content',
       status: 422,
+      code: 'validation_failed',
       detail: 'The request is invalid.',
       errors: {
         config: [configProblem('systemVariable', {})!],
         source_entity_type: ['is required when source_entity_id is given'],
         source_entity_id: ['must be null for a systemVariable source'],
       },
+      error_codes: { config: ['invalid'], source_entity_type: ['invalid'], source_entity_id: ['invalid'] },
     },
     'every problem of one source in one answer',
   );

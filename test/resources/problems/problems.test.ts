@@ -79,5 +79,6 @@ t.test('problem types are public', async (t) => {
     title: 'Forbidden',
     status: 403,
     description: PROBLEM_TYPES.find(({ name }) => name === 'forbidden')!.description,
+    codes: PROBLEM_TYPES.find(({ name }) => name === 'forbidden')!.codes,
   });
 });

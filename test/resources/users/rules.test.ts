@@ -6,6 +6,7 @@ import t from 'tap';
 import type { Caller } from '../../../src/platform/auth/auth.ts';
 import type { Permission } from '../../../src/platform/auth/permissions.ts';
 import type { UserReferences } from '../../../src/resources/users/queries.ts';
+import { coded } from '../../../src/platform/http/problem.ts';
 import {
   addErrors,
   administerRefusal,
@@ -143,7 +144,10 @@ t.test('userReferenceErrors: role and language must exist; a role the draft assi
   };
   const delegate = caller(7, 'users.view', 'users.administer');
   t.strictSame(userReferenceErrors({ roleId: 1, langId: 'de-DE' }, references, delegate), {});
-  t.strictSame(userReferenceErrors({ roleId: 9, langId: 'xx-XX' }, references, delegate), { role_id: ['does not exist'], lang_id: ['does not exist'] });
+  t.strictSame(userReferenceErrors({ roleId: 9, langId: 'xx-XX' }, references, delegate), {
+    role_id: [coded('missing_reference', 'does not exist')],
+    lang_id: [coded('missing_reference', 'does not exist')],
+  });
   t.strictSame(userReferenceErrors({ roleId: 2 }, references, delegate), { role_id: ['grants permissions you do not hold: automations.administer'] });
   t.strictSame(
     userReferenceErrors({ roleId: 3 }, references, delegate),
