@@ -4,11 +4,14 @@
  */
 import { and, inArray, type SQL } from 'drizzle-orm';
 import type { PgColumn, PgTable } from 'drizzle-orm/pg-core';
-import type { FieldErrors } from '../http/problem.ts';
+import { coded, type FieldErrors } from '../http/problem.ts';
 import type { Tx } from './database.ts';
 
 /** The field error of an id that names no record. */
 export const MISSING = 'does not exist';
+
+/** That field error with its code (`error_codes`): `missing_reference`. */
+export const MISSING_REFERENCE = coded('missing_reference', MISSING);
 
 /**
  * The ids of `ids` that name no row of `table` visible in the transaction, among the rows
@@ -29,6 +32,6 @@ export async function missingIds<Id extends number | string>(tx: Tx, table: PgTa
 /** `errors["<path>.<index>"] = ["does not exist"]` for every position of `ids` whose id is in `missing`. */
 export function reportMissing<Id extends number | string>(errors: FieldErrors, path: string, ids: readonly Id[], missing: ReadonlySet<Id>): void {
   ids.forEach((id, index) => {
-    if (missing.has(id)) errors[`${path}.${index}`] = [MISSING];
+    if (missing.has(id)) errors[`${path}.${index}`] = [MISSING_REFERENCE];
   });
 }

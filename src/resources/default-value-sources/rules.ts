@@ -5,7 +5,7 @@
  */
 import { and, asc, eq, inArray, sql } from 'drizzle-orm';
 import type { Tx } from '../../platform/database/database.ts';
-import { MISSING } from '../../platform/database/existence.ts';
+import { MISSING_REFERENCE } from '../../platform/database/existence.ts';
 import type { Body } from '../../platform/http/handler.ts';
 import { coded, conflict, invalid, notFound, type FieldErrors, type ProblemError } from '../../platform/http/problem.ts';
 import { administrableBy, administrableField, type Caller } from '../forms/rules.ts';
@@ -128,7 +128,7 @@ export async function validateSource(tx: Tx, caller: Caller, candidate: SourceCa
   const found = await administrableField(tx, caller, candidate.formFieldId);
   // Only a field of a task template can be a target: the other rules judge that one alone.
   const target = found?.taskTemplateId != null ? found : undefined;
-  if (!found) errors.form_field_id = [MISSING];
+  if (!found) errors.form_field_id = [MISSING_REFERENCE];
   else if (!target) errors.form_field_id = ['must be a field of a task template'];
 
   const problem = configProblem(candidate.type, candidate.config);
@@ -148,7 +148,7 @@ export async function validateSource(tx: Tx, caller: Caller, candidate: SourceCa
       errors.source_entity_id = ['a field cannot take its default value from itself'];
     } else {
       const source = await administrableField(tx, caller, candidate.sourceEntityId);
-      if (!source) errors.source_entity_id = [MISSING];
+      if (!source) errors.source_entity_id = [MISSING_REFERENCE];
       else if (target && !COMPATIBLE_SOURCE_TYPES[target.fieldType].includes(source.fieldType)) {
         errors.source_entity_id = [`a ${source.fieldType} field cannot fill a ${target.fieldType} field`];
       } else if (target && (await closesCycle(tx, candidate.formFieldId, candidate.sourceEntityId, ignoreSourceId))) {

@@ -1,7 +1,7 @@
 import type { Auth } from '../../platform/auth/auth.ts';
 import type { Database, Tx } from '../../platform/database/database.ts';
 import type { Handlers } from '../../platform/http/handler.ts';
-import { MISSING } from '../../platform/database/existence.ts';
+import { MISSING_REFERENCE } from '../../platform/database/existence.ts';
 import { invalid, notFound, type FieldErrors } from '../../platform/http/problem.ts';
 import { listRecords, presentAll, showRecord, type Listing } from '../../platform/result-controls/listing.ts';
 import type { ControlsQuery } from '../../platform/result-controls/result-controls.ts';
@@ -218,7 +218,7 @@ export const formHandlers = {
     const created = await db.tenant(auth.tenantId, async (tx) => {
       const errors = fieldOptionsErrors(body.field_type, body.options, 'options');
       // A parent hidden from the caller "does not exist", exactly like a missing one.
-      if ((await canAdminister(tx, auth, parent.type, parent.id)) !== true) errors[parent.key] = [MISSING];
+      if ((await canAdminister(tx, auth, parent.type, parent.id)) !== true) errors[parent.key] = [MISSING_REFERENCE];
       refuse(errors);
       const sortNumber = body.sort_number ?? (await nextFieldSortNumber(tx, parent.type, parent.id));
       return insertField(tx, auth.tenantId, parent.type, parent.id, body, sortNumber);

@@ -7,7 +7,7 @@
 import { and, eq, isNull, or, sql, type AnyColumn, type SQL } from 'drizzle-orm';
 import type { Auth } from '../../platform/auth/auth.ts';
 import type { Tx } from '../../platform/database/database.ts';
-import { MISSING, missingIds } from '../../platform/database/existence.ts';
+import { missingIds, MISSING_REFERENCE } from '../../platform/database/existence.ts';
 import { isCalendarDate } from '../../platform/http/dates.ts';
 import { forbidden, invalid, notFound, type FieldErrors } from '../../platform/http/problem.ts';
 import { namesUser, type SubjectLists } from '../entity-permissions/queries.ts';
@@ -152,9 +152,9 @@ export function fieldOptionsErrors(fieldType: FieldType, options: readonly strin
  */
 export async function assignmentErrors(tx: Tx, caller: Caller, assignment: { task_template_id: number; user_id: number }): Promise<FieldErrors> {
   const errors: FieldErrors = {};
-  if ((await canAdminister(tx, caller, 'taskTemplate', assignment.task_template_id)) !== true) errors.task_template_id = [MISSING];
+  if ((await canAdminister(tx, caller, 'taskTemplate', assignment.task_template_id)) !== true) errors.task_template_id = [MISSING_REFERENCE];
   const missingUsers = await missingIds(tx, users, [assignment.user_id], isNull(users.deletedAt));
-  if (missingUsers.size > 0) errors.user_id = [MISSING];
+  if (missingUsers.size > 0) errors.user_id = [MISSING_REFERENCE];
   return errors;
 }
 
@@ -242,7 +242,7 @@ export async function assignedExecutionErrors(tx: Tx, caller: Caller, executionI
     .from(taskExecutions)
     .where(eq(taskExecutions.id, executionId))
     .for('share');
-  if (!row?.visible) return { errors: { task_execution_id: [MISSING] } };
+  if (!row?.visible) return { errors: { task_execution_id: [MISSING_REFERENCE] } };
   if (row.execution.userId !== caller.userId) return { errors: { task_execution_id: [NOT_ASSIGNED] } };
   return { errors: {}, execution: row.execution };
 }
@@ -261,7 +261,7 @@ export async function checkSubmission(
 ): Promise<{ errors: FieldErrors; target?: SubmissionTarget }> {
   let target: SubmissionTarget;
   if (parent.type === 'form') {
-    if ((await missingIds(tx, PARENT_TABLES.form, [parent.id])).size > 0) return { errors: { form_id: [MISSING] } };
+    if ((await missingIds(tx, PARENT_TABLES.form, [parent.id])).size > 0) return { errors: { form_id: [MISSING_REFERENCE] } };
     target = { type: 'form', id: parent.id, executionId: null };
   } else {
     const { errors, execution } = await assignedExecutionErrors(tx, caller, parent.executionId);

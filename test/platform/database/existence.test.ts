@@ -1,6 +1,6 @@
 import t from 'tap';
 import { isNull } from 'drizzle-orm';
-import { MISSING, missingIds, reportMissing } from '../../../src/platform/database/existence.ts';
+import { MISSING, MISSING_REFERENCE, missingIds, reportMissing } from '../../../src/platform/database/existence.ts';
 import type { FieldErrors } from '../../../src/platform/http/problem.ts';
 import { languages } from '../../../src/resources/languages/table.ts';
 import { roles } from '../../../src/resources/roles/table.ts';
@@ -63,9 +63,9 @@ t.test('reportMissing: one "does not exist" per missing position, other errors k
   reportMissing(errors, 'entity_permissions.user_ids', [7, 8, 7, 9], new Set([7, 9]));
   t.strictSame(errors, {
     name: ['must not be blank'],
-    'entity_permissions.user_ids.0': ['does not exist'],
-    'entity_permissions.user_ids.2': ['does not exist'],
-    'entity_permissions.user_ids.3': ['does not exist'],
+    'entity_permissions.user_ids.0': [MISSING_REFERENCE],
+    'entity_permissions.user_ids.2': [MISSING_REFERENCE],
+    'entity_permissions.user_ids.3': [MISSING_REFERENCE],
   });
   t.equal(MISSING, 'does not exist');
   const none: FieldErrors = {};
@@ -77,5 +77,5 @@ t.test('missingIds and reportMissing together, as handlers use them', async (t) 
   const ids = [alphaUser.id, betaUser.id, deletedUser.id];
   const errors: FieldErrors = {};
   await db.tenant(alpha.tenantId, async (tx) => reportMissing(errors, 'user_ids', ids, await missingIds(tx, users, ids, isNull(users.deletedAt))));
-  t.strictSame(errors, { 'user_ids.1': [MISSING], 'user_ids.2': [MISSING] });
+  t.strictSame(errors, { 'user_ids.1': [MISSING_REFERENCE], 'user_ids.2': [MISSING_REFERENCE] });
 });

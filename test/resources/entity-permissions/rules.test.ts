@@ -1,5 +1,6 @@
 /** missingSubjects against PostgreSQL: ids naming no record of the tenant, in the one wording. */
 import t from 'tap';
+import { MISSING_REFERENCE } from '../../../src/platform/database/existence.ts';
 import { departments } from '../../../src/resources/departments/table.ts';
 import { missingSubjects } from '../../../src/resources/entity-permissions/rules.ts';
 import { roles } from '../../../src/resources/roles/table.ts';
@@ -18,9 +19,9 @@ t.test('users that are deleted, of another tenant or unused are missing, per pos
     missingSubjects(tx, { user_ids: [member.id, deleted.id, stranger.id, member.id, unused] }, 'entity_permissions'),
   );
   t.strictSame(errors, {
-    'entity_permissions.user_ids.1': ['does not exist'],
-    'entity_permissions.user_ids.2': ['does not exist'],
-    'entity_permissions.user_ids.4': ['does not exist'],
+    'entity_permissions.user_ids.1': [MISSING_REFERENCE],
+    'entity_permissions.user_ids.2': [MISSING_REFERENCE],
+    'entity_permissions.user_ids.4': [MISSING_REFERENCE],
   });
 });
 
@@ -42,7 +43,7 @@ t.test('roles and departments: another tenant’s are missing; every list is che
   const errors = await data.db.tenant(home.tenantId, (tx) =>
     missingSubjects(tx, { role_ids: [homeRole, awayRole], department_ids: [awayDepartment, homeDepartment, unused], user_ids: [] }, 'p'),
   );
-  t.strictSame(errors, { 'p.role_ids.1': ['does not exist'], 'p.department_ids.0': ['does not exist'], 'p.department_ids.2': ['does not exist'] });
+  t.strictSame(errors, { 'p.role_ids.1': [MISSING_REFERENCE], 'p.department_ids.0': [MISSING_REFERENCE], 'p.department_ids.2': [MISSING_REFERENCE] });
   await data.db.tenant(home.tenantId, async (tx) => {
     const before = data.db.queryCount;
     t.strictSame(await missingSubjects(tx, {}, 'entity_permissions'), {});

@@ -8,7 +8,7 @@ import { eq, inArray } from 'drizzle-orm';
 import t from 'tap';
 import type { Permission } from '../../../src/platform/auth/permissions.ts';
 import type { Tx } from '../../../src/platform/database/database.ts';
-import { MISSING } from '../../../src/platform/database/existence.ts';
+import { MISSING_REFERENCE } from '../../../src/platform/database/existence.ts';
 import { ProblemError } from '../../../src/platform/http/problem.ts';
 import { departments, departmentUsers } from '../../../src/resources/departments/table.ts';
 import { entityPermissions } from '../../../src/resources/entity-permissions/table.ts';
@@ -227,7 +227,7 @@ t.test('assignmentErrors: an administrable template and a user who is not delete
   const errors = (who: Caller, templateId: number, userId: number) =>
     inTenant((tx) => assignmentErrors(tx, who, { task_template_id: templateId, user_id: userId }));
   t.strictSame(await errors(caller(byRole), sharedTemplate!.id, inactive), {}, 'an inactive user may be assigned');
-  t.strictSame(await errors(caller(byRole), hiddenTemplate!.id, deleted), { task_template_id: [MISSING], user_id: [MISSING] });
+  t.strictSame(await errors(caller(byRole), hiddenTemplate!.id, deleted), { task_template_id: [MISSING_REFERENCE], user_id: [MISSING_REFERENCE] });
   t.strictSame(
     await errors(caller(byRole), hiddenTemplate!.id, outsider),
     await errors(caller(byRole), 999999, outsider),
@@ -266,8 +266,8 @@ t.test('checkSubmission: a missing parent alone, otherwise the values against th
     [`values.${live!.id}`]: ['must be a number'],
     [`values.${gone!.id}`]: ['is not a field of this form or task template'],
   });
-  t.strictSame(await errors({ type: 'taskTemplate', executionId: 999999, templateId: undefined }, { x: 1 }), { task_execution_id: [MISSING] });
-  t.strictSame(await errors({ ...form, id: foreignForm!.id }, {}), { form_id: [MISSING] }, "another tenant's form is missing");
+  t.strictSame(await errors({ type: 'taskTemplate', executionId: 999999, templateId: undefined }, { x: 1 }), { task_execution_id: [MISSING_REFERENCE] });
+  t.strictSame(await errors({ ...form, id: foreignForm!.id }, {}), { form_id: [MISSING_REFERENCE] }, "another tenant's form is missing");
 });
 
 t.test('checkSubmission and resubmissionErrors: a task template only through an execution assigned to the caller', async (t) => {
@@ -289,7 +289,7 @@ t.test('checkSubmission and resubmissionErrors: a task template only through an 
     target: { type: 'taskTemplate', id: sharedTemplate!.id, executionId: mine!.id },
   });
   t.strictSame((await check(caller(outsider), mine!.id, hiddenTemplate!.id)).errors, { task_template_id: ['is not the task template of the execution'] });
-  t.strictSame((await check(caller(outsider), theirs!.id)).errors, { task_execution_id: [MISSING] }, 'an execution the caller does not see is missing');
+  t.strictSame((await check(caller(outsider), theirs!.id)).errors, { task_execution_id: [MISSING_REFERENCE] }, 'an execution the caller does not see is missing');
   t.strictSame(
     (await check(caller(byRole), theirs!.id)).errors,
     { task_execution_id: ['is not assigned to you'] },
@@ -303,5 +303,5 @@ t.test('checkSubmission and resubmissionErrors: a task template only through an 
   t.strictSame(await again({ [field!.id]: false }), {});
   t.strictSame(await again({ [field!.id]: 'no' }), { [`values.${field!.id}`]: ['must be a boolean'] });
   await db.owner.update(taskExecutions).set({ userId: named }).where(eq(taskExecutions.id, mine!.id));
-  t.strictSame(await again({ [field!.id]: false }), { task_execution_id: [MISSING] }, 'once reassigned, the execution is no longer theirs');
+  t.strictSame(await again({ [field!.id]: false }), { task_execution_id: [MISSING_REFERENCE] }, 'once reassigned, the execution is no longer theirs');
 });
