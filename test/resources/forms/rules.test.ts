@@ -289,7 +289,11 @@ t.test('checkSubmission and resubmissionErrors: a task template only through an 
     target: { type: 'taskTemplate', id: sharedTemplate!.id, executionId: mine!.id },
   });
   t.strictSame((await check(caller(outsider), mine!.id, hiddenTemplate!.id)).errors, { task_template_id: ['is not the task template of the execution'] });
-  t.strictSame((await check(caller(outsider), theirs!.id)).errors, { task_execution_id: [MISSING_REFERENCE] }, 'an execution the caller does not see is missing');
+  t.strictSame(
+    (await check(caller(outsider), theirs!.id)).errors,
+    { task_execution_id: [MISSING_REFERENCE] },
+    'an execution the caller does not see is missing',
+  );
   t.strictSame(
     (await check(caller(byRole), theirs!.id)).errors,
     { task_execution_id: ['is not assigned to you'] },
