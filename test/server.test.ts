@@ -16,6 +16,7 @@ import postgres from 'postgres';
 import t from 'tap';
 import { freePort } from '../src/platform/database/embedded.ts';
 import { REPEAT_GRACE_MS } from '../src/platform/process/signals.ts';
+import { alive, postmasterOf } from './helpers/processes.ts';
 
 // `npm start` compiles first (incremental; a cold build takes a while on a busy machine).
 t.setTimeout(400_000);
@@ -24,20 +25,8 @@ const root = path.resolve(import.meta.dirname, '..');
 const dataDir = path.join(os.tmpdir(), `atrium-server-test-${randomBytes(4).toString('hex')}`);
 t.teardown(() => rm(dataDir, { recursive: true, force: true }));
 
-/** The embedded server's postmaster: its pid and port (postmaster.pid lines 1 and 4). */
-function postmaster(): { pid: number; port: number } {
-  const lines = readFileSync(path.join(dataDir, 'pgdata', 'postmaster.pid'), 'utf8').split('\n');
-  return { pid: Number(lines[0]), port: Number(lines[3]) };
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
+/** The embedded server's postmaster: its pid and port. */
+const postmaster = () => postmasterOf(dataDir);
 
 /** Which roles the API pool's connections logged in as, read from the embedded server. */
 async function applicationLogins(): Promise<string> {

@@ -7,29 +7,18 @@
  */
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
+import { alive, postmasterOf } from '../helpers/processes.ts';
 
 t.setTimeout(300_000);
 
 const root = path.resolve(import.meta.dirname, '../..');
 const dataDir = path.join(os.tmpdir(), `atrium-cli-signal-${randomBytes(4).toString('hex')}`);
 t.teardown(() => rm(dataDir, { recursive: true, force: true }));
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-/** The embedded server's postmaster: its pid (postmaster.pid line 1). */
-const postmasterPid = () => Number(readFileSync(path.join(dataDir, 'pgdata', 'postmaster.pid'), 'utf8').split('\n')[0]);
 
 t.test('Ctrl-C during a command stops the embedded PostgreSQL it started, then exits 130', async (t) => {
   const env: NodeJS.ProcessEnv = { ...process.env, DATA_DIR: dataDir, LOG_LEVEL: 'debug' };
@@ -50,7 +39,7 @@ t.test('Ctrl-C during a command stops the embedded PostgreSQL it started, then e
     if (child.exitCode !== null) throw new Error(`the command exited:\n${output}`);
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
-  const postmaster = postmasterPid();
+  const postmaster = postmasterOf(dataDir).pid;
 
   process.kill(-child.pid!, 'SIGINT');
   const code = await exited;

@@ -15,6 +15,7 @@ import path from 'node:path';
 import postgres from 'postgres';
 import t from 'tap';
 import { freePort, startEmbeddedPostgres } from '../../../src/platform/database/embedded.ts';
+import { alive, postmasterOf } from '../../helpers/processes.ts';
 
 t.test('a port taken between its choice and the start: the server starts on the next one chosen, with the settings asked for', async (t) => {
   // A folder of its own that startEmbeddedPostgres creates (it makes it traversable for the postgres user).
@@ -54,27 +55,12 @@ t.test('a port taken between its choice and the start: the server starts on the 
   t.strictSame({ ...durability }, { fsync: 'off', commit: 'off' }, 'the settings asked for are in force');
 });
 
-/** The data dir's running postmaster's pid (postmaster.pid line 1), or null. */
-function postmasterPid(dataDir: string): number | null {
-  const file = path.join(dataDir, 'pgdata', 'postmaster.pid');
-  return existsSync(file) ? Number(readFileSync(file, 'utf8').split('\n')[0]) : null;
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 t.test('a postmaster whose owner is gone is taken over and stopped; a living owner keeps it', async (t) => {
   const dataDir = path.join(os.tmpdir(), `atrium-embedded-owner-${process.pid}-${randomBytes(4).toString('hex')}`);
   t.teardown(() => rm(dataDir, { recursive: true, force: true }));
   const first = await startEmbeddedPostgres(dataDir, { ownSession: true });
   t.teardown(() => first.stop());
-  const pid = postmasterPid(dataDir)!;
+  const { pid } = postmasterOf(dataDir);
   t.equal(readFileSync(path.join(dataDir, 'postmaster.owner'), 'utf8'), String(process.pid), 'the starter owns it');
 
   // Another process owns it, and lives: a second start uses it and leaves it running.
