@@ -206,6 +206,14 @@ async function run(argv: string[]): Promise<void> {
   ]);
   // Logs go to stderr: stdout carries only the command's answer (token:create prints the token).
   const logger = pino({ level: process.env.LOG_LEVEL ? config.logLevel : 'warn' }, pino.destination(2));
+  // As the server does (src/main.ts): a connection lost under a statement of the driver's own
+  // (the database stopping on a signal while the command runs) does not end the process
+  // before the signal's own exit.
+  const { toleratingConnectionLoss } = await import('../platform/database/connection-loss.ts');
+  process.on(
+    'unhandledRejection',
+    toleratingConnectionLoss((error) => logger.debug({ err: error }, 'database connection lost under a statement of the driver')),
+  );
   const opening = openDatabaseServer(config, logger);
   let db: Database | undefined = undefined;
   // The embedded PostgreSQL runs in a session of its own, out of reach of a terminal's
