@@ -1,3 +1,4 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -24,19 +25,32 @@ export async function setTenant(tx: Tx, tenantId: number): Promise<void> {
   await tx.execute(sql.raw(setLocalTenant(tenantId)));
 }
 
+/** The transaction a statement belongs to: its reserved connection, until the transaction ends. */
+interface OpenTransaction {
+  connection: postgres.ReservedSql;
+  open: boolean;
+}
+
 /**
- * The client drizzle is given inside a transaction: the reserved connection's `unsafe`,
- * counted, with the pool's choice of prepared statements (drizzle asks for unnamed ones
- * unless a query is `.prepare()`d, and PostgreSQL then plans every statement anew, about
- * 0.3 ms with row-level security).
+ * The client of the one drizzle instance transactions use (`Database.tx`): each statement
+ * goes to the reserved connection of the transaction whose function issued it, found in
+ * the asynchronous context `run` opened. Every transaction shares that instance, so a
+ * statement prepared once with drizzle's `.prepare()` (prepared.ts) runs in any of them.
+ * A statement issued outside a transaction, or after its transaction ended (a promise left
+ * running), fails: it could otherwise land in another request's transaction. Statements
+ * are prepared on each connection unless a transaction-pooling proxy is in between
+ * (PostgreSQL plans a statement with row-level security in about 0.3 ms; a prepared one
+ * is planned once per connection).
  */
-function transactionClient(pool: postgres.Sql, connection: postgres.ReservedSql, prepare: boolean, onQuery: () => void): postgres.Sql {
+function transactionClient(pool: postgres.Sql, current: AsyncLocalStorage<OpenTransaction>, prepare: boolean, onQuery: () => void): postgres.Sql {
   const client = {
-    // The pool's (the reserved connection's too): drizzle sets its type parsers there.
+    // The pool's (the reserved connections' too): drizzle sets its type parsers there.
     options: pool.options,
     unsafe(query: string, params?: unknown[], options?: postgres.UnsafeQueryOptions) {
+      const transaction = current.getStore();
+      if (!transaction?.open) throw new Error('A statement was issued outside its transaction: it runs inside db.tenant() or db.transaction().');
       onQuery();
-      return connection.unsafe(query, params as never, { ...options, prepare });
+      return transaction.connection.unsafe(query, params as never, { ...options, prepare });
     },
   };
   return client as unknown as postgres.Sql;
@@ -119,6 +133,9 @@ export class Database {
   /** Where migrations, LISTEN and the job queue connect: the direct URL when one is set. */
   readonly sessionUrl: string;
   readonly owner: Db;
+  /** What every transaction's function is given: one drizzle instance whose statements go to the transaction they run in. */
+  private readonly tx: Tx;
+  private readonly transactions = new AsyncLocalStorage<OpenTransaction>();
   /** Statements sent in `tenant()` and `transaction()`; tests use it to prove query counts are constant. */
   queryCount = 0;
 
@@ -177,6 +194,7 @@ export class Database {
       connection: appConnection,
     });
     this.owner = drizzle(this.ownerSql);
+    this.tx = drizzle(transactionClient(this.appSql, this.transactions, this.prepare, () => this.queryCount++));
   }
 
   /**
@@ -224,12 +242,16 @@ export class Database {
           () => {},
         );
         let result: T;
+        const transaction = { connection, open: true };
         try {
-          result = await fn(drizzle(transactionClient(this.appSql, connection, this.prepare, () => this.queryCount++)));
+          // `fn` may answer a drizzle query (a thenable): it must be awaited inside the transaction's context, which `then` runs in.
+          result = await this.transactions.run(transaction, async () => await fn(this.tx));
           await opening;
         } catch (error) {
           await connection.unsafe('rollback').catch(() => {});
           throw error;
+        } finally {
+          transaction.open = false;
         }
         const committed = await connection.unsafe('commit');
         // A statement failed inside and `fn` went on: the server ended the transaction with a rollback.

@@ -9,8 +9,9 @@
  * Records a handler has just written, or nests in another resource's answer, are
  * presented with `presentAll` / `presentGrouped`.
  */
-import { and, sql, type SQL } from 'drizzle-orm';
+import { and, eq, is, sql, SQL, type Column, type Placeholder } from 'drizzle-orm';
 import type { Database, Tx } from '../database/database.ts';
+import { prepared } from '../database/prepared.ts';
 import { withNextPage } from '../http/next-page.ts';
 import { coded, invalid, notFound } from '../http/problem.ts';
 import { groupBy, inlineColumn, present, readControls, splitList, type Controls, type ControlsQuery, type View } from './result-controls.ts';
@@ -21,22 +22,30 @@ export const ALL_FIELDS: Readonly<{ selects: null; relations: readonly string[] 
 /** The controls a listing's records are presented with: `readControls`' answer, or `ALL_FIELDS`. */
 export type Presentation = Pick<Controls, 'selects'> & { relations: readonly string[]; limit?: number; offset?: number };
 
-/** An ordered query that can still be cut: at most `limit` rows, `offset` rows skipped. */
-export type Cuttable<Row> = PromiseLike<Row[]> & {
-  limit(count: number): PromiseLike<Row[]> & { offset(count: number): PromiseLike<Row[]> };
-  offset(count: number): PromiseLike<Row[]>;
-};
-
-/** A query cut at `limit` when one is set, after skipping `offset` rows: the one place a list is cut. */
-export function limited<Row>(query: Cuttable<Row>, limit: number | undefined, offset = 0): PromiseLike<Row[]> {
-  if (!limit) return offset > 0 ? query.offset(offset) : query;
-  const cut = query.limit(limit);
-  return offset > 0 ? cut.offset(offset) : cut;
+/** A select that can be prepared (drizzle's `.prepare()`), then executed with its placeholders' values. */
+interface Preparable<Row> {
+  prepare(name: string): { execute(values?: Record<string, unknown>): Promise<Row[]> };
 }
+
+/** An ordered select that can still be cut: at most `limit` rows, `offset` rows skipped. */
+type Cuttable<Row> = Preparable<Row> & {
+  limit(count: Placeholder): Preparable<Row> & { offset(count: Placeholder): Preparable<Row> };
+  offset(count: Placeholder): Preparable<Row>;
+};
 
 /** What a listing's `query` is: a drizzle select to which one `where`, one `orderBy`, a `limit` and an `offset` are added. */
 export interface RecordQuery<Row> {
   where(condition: SQL | undefined): { orderBy(...order: SQL[]): Cuttable<Row> };
+}
+
+/**
+ * The rows every request of a listing may see, as one condition whose per-request values
+ * are placeholders (`sql.placeholder(name)`), and those values for a viewer: the condition
+ * is the same SQL for every viewer, so the listing's statements are prepared once.
+ */
+export interface Scope<Viewer> {
+  where: SQL;
+  values(viewer: Viewer): Record<string, unknown>;
 }
 
 /**
@@ -52,8 +61,15 @@ export interface ListingDefinition<Row, Viewer, FilterKey extends string = never
    * relations loaded.
    */
   query(tx: Tx, columns?: Record<string, SQL>): RecordQuery<Row>;
-  /** The rows any request of this listing may see (e.g. the caller's own); without it, every row of the tenant. */
-  scope?(viewer: Viewer): SQL | undefined;
+  /**
+   * The rows any request of this listing may see (e.g. the caller's own); without it, every
+   * row of the tenant. A `Scope` (a condition on placeholders) keeps the listing's statements
+   * prepared; a function of the viewer, for scopes that depend on more than values (the
+   * viewer's permissions), has them built for every request.
+   */
+  scope?: Scope<Viewer> | ((viewer: Viewer) => SQL | undefined);
+  /** The column a show names its record by (`showRecord`'s `{ key }`), such as the id. */
+  key?: Column;
   /** List order (docs/api-conventions.md#list-order); ends in a unique column, so it is total. */
   order: SQL[];
   /**
@@ -115,20 +131,45 @@ function inlineColumns<Row, Viewer, FilterKey extends string, Shown>(
   return Object.fromEntries(names.map((name) => [inlineColumn(name), sql`(${listing.view.relations![name]!.inline!})::text`]));
 }
 
-/** The listing's rows matching `where` within its scope, in list order, cut by `page`; relations asked for ride along where they can (`inline`). */
+/** Which rows a read asks for, besides the listing's scope: a condition, or the record with the listing's `key`. */
+type Which = { where?: SQL; key?: undefined } | { where?: undefined; key: unknown };
+
+/**
+ * The listing's rows matching `which` within its scope, in list order, cut by `page`;
+ * relations asked for ride along where they can (`inline`). The select is built with
+ * placeholders for the scope's values, the key, `limit` and `offset`, and prepared; a
+ * read without a condition of its own (every list without filters, every show by key)
+ * reuses the statement built for the first such read.
+ */
 function rowsWhere<Row, Viewer, FilterKey extends string, Shown>(
   tx: Tx,
   listing: ListingDefinition<Row, Viewer, FilterKey, Shown>,
   viewer: Viewer,
-  where: SQL | undefined,
+  which: Which,
   page: { limit?: number; offset?: number } = {},
   relations: readonly string[] = [],
-): PromiseLike<Row[]> {
-  const query = listing
-    .query(tx, inlineColumns(listing, inlineRelations(listing, relations)))
-    .where(and(listing.scope?.(viewer), where))
-    .orderBy(...listing.order);
-  return limited(query, page.limit, page.offset);
+): Promise<Row[]> {
+  const scope = listing.scope;
+  const values: Record<string, unknown> = typeof scope === 'object' ? { ...scope.values(viewer) } : {};
+  if (which.key !== undefined) values.$key = which.key;
+  if (page.limit) values.$limit = page.limit;
+  if (page.offset) values.$offset = page.offset;
+  const inline = inlineRelations(listing, relations);
+  const build = (tx: Tx) => {
+    const byKey = which.key === undefined ? undefined : eq(listing.key!, sql.placeholder('$key'));
+    const scoped = typeof scope === 'function' ? scope(viewer) : scope?.where;
+    const ordered = listing
+      .query(tx, inlineColumns(listing, inline))
+      .where(and(scoped, which.where, byKey))
+      .orderBy(...listing.order);
+    const cut = page.limit ? ordered.limit(sql.placeholder('$limit')) : ordered;
+    return (page.offset ? cut.offset(sql.placeholder('$offset')) : cut).prepare('listing');
+  };
+  const reused = which.where === undefined && typeof scope !== 'function';
+  const statement = reused
+    ? prepared(tx, listing, [inline.join('|'), which.key !== undefined, Boolean(page.limit), Boolean(page.offset)].join(';'), build)
+    : build(tx);
+  return statement.execute(values);
 }
 
 /**
@@ -144,7 +185,7 @@ export async function selectRecords<Row, Viewer, FilterKey extends string, Shown
   options: { where?: SQL; presentation?: Presentation } = {},
 ): Promise<Record<string, unknown>[]> {
   const presentation = options.presentation ?? { selects: null, relations: listing.defaultRelations ?? [] };
-  const rows = await rowsWhere(tx, listing, viewer, options.where, presentation, presentation.relations);
+  const rows = await rowsWhere(tx, listing, viewer, { where: options.where }, presentation, presentation.relations);
   return present(listing.view, tx, await shaped(tx, listing, rows, viewer), presentation, viewer);
 }
 
@@ -178,7 +219,7 @@ export async function listRecords<Row, Viewer, FilterKey extends string, Shown>(
     if (cursor !== undefined && after === undefined)
       throw invalid({ before_id: [coded('missing_reference', 'does not exist')] }, 'The paging cursor names no record of this list.');
     // One row more than `limit`: when it exists, more follow.
-    const rows = await rowsWhere(tx, listing, viewer, and(where, after), page, controls.relations);
+    const rows = await rowsWhere(tx, listing, viewer, { where: and(where, after) }, page, controls.relations);
     const more = limit !== undefined && rows.length > limit;
     const shown = more ? rows.slice(0, limit) : rows;
     const records = await present(listing.view, tx, await shaped(tx, listing, shown, viewer), controls, viewer);
@@ -189,8 +230,9 @@ export async function listRecords<Row, Viewer, FilterKey extends string, Shown>(
 }
 
 /**
- * A show endpoint: the record `which` names (a condition within the listing's scope, such
- * as `eq(table.id, id)`, or a lookup of the resource's own, which may throw its own 404), or 404 `${what} does not exist.`.
+ * A show endpoint: the record `which` names (`{ key }`: the one whose `listing.key` is that
+ * value, within the listing's scope; a condition within the scope; or a lookup of the
+ * resource's own, which may throw its own 404), or 404 `${what} does not exist.`.
  * The controls are read before any query, or, with `controlsAfterFind`, after the record is
  * found, for views whose field visibility depends on the record (one's own user record): a
  * missing record is then a 404 whatever the controls. `defaultRelations` replaces the
@@ -202,7 +244,7 @@ export async function showRecord<Row, Viewer, FilterKey extends string, Shown>(
   listing: ListingDefinition<Row, Viewer, FilterKey, Shown>,
   query: ControlsQuery,
   viewer: Viewer,
-  which: SQL | ((tx: Tx) => Promise<Row | undefined>),
+  which: { key: unknown } | SQL | ((tx: Tx) => Promise<Row | undefined>),
   what: string,
   options: { controlsAfterFind?: boolean; defaultRelations?: readonly string[] } = {},
 ): Promise<Record<string, unknown>> {
@@ -212,7 +254,10 @@ export async function showRecord<Row, Viewer, FilterKey extends string, Shown>(
   // The relations the answer will likely show, read with the record where they can be (the controls judge them after).
   const relations = early?.relations ?? (query.relations !== undefined ? splitList(query.relations, '|') : (defaultRelations ?? []));
   return db.tenant(tenantId, async (tx) => {
-    const row = typeof which === 'function' ? await which(tx) : (await rowsWhere(tx, listing, viewer, which, {}, relations))[0];
+    const row =
+      typeof which === 'function'
+        ? await which(tx)
+        : (await rowsWhere(tx, listing, viewer, is(which, SQL) ? { where: which } : { key: which.key }, {}, relations))[0];
     if (row === undefined) throw notFound(what);
     const [shown] = await shaped(tx, listing, [row], viewer);
     if (shown === undefined) throw notFound(what);

@@ -1,10 +1,8 @@
-import { eq } from 'drizzle-orm';
 import type { Body, Handlers } from '../../platform/http/handler.ts';
 import { coded, invalid } from '../../platform/http/problem.ts';
 import { listRecords, presentAll, showRecord } from '../../platform/result-controls/listing.ts';
 import { attachedDepartmentCount, deleteAttributeSet, findAttributeSet, insertAttributeSet, updateAttributeSet } from './queries.ts';
 import { attributeSetErrors } from './rules.ts';
-import { attributeSets } from './table.ts';
 import { attributeSetListing, attributeSetView } from './view.ts';
 
 /** The stored values of a create or update body, after the set's rules (422 otherwise). */
@@ -20,7 +18,7 @@ export const attributeSetHandlers = {
   },
 
   async getAttributeSet({ auth, query, params, services: { db } }) {
-    const body = await showRecord(db, auth.tenantId, attributeSetListing, query, auth, eq(attributeSets.id, params.attributeSet), 'The attribute set');
+    const body = await showRecord(db, auth.tenantId, attributeSetListing, query, auth, { key: params.attributeSet }, 'The attribute set');
     return { status: 200, body };
   },
 

@@ -22,5 +22,6 @@ export const attributeSetView = defineView<AttributeSetRow, Auth>({
 export const attributeSetListing: Listing<AttributeSetRow, Auth> = {
   view: attributeSetView,
   query: (tx) => tx.select().from(attributeSets),
+  key: attributeSets.id,
   order: [asc(attributeSets.name), asc(attributeSets.id)],
 };

@@ -22,7 +22,7 @@ export const departmentHandlers = {
   },
 
   async getDepartment({ auth, query, params, services: { db } }) {
-    const body = await showRecord(db, auth.tenantId, departmentListing, query, auth, eq(departments.id, params.department), 'The department');
+    const body = await showRecord(db, auth.tenantId, departmentListing, query, auth, { key: params.department }, 'The department');
     return { status: 200, body };
   },
 

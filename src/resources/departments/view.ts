@@ -111,5 +111,6 @@ export const departmentView = defineView<DepartmentRow, Auth, 'text'>({
 export const departmentListing: Listing<DepartmentRow, Auth, 'text'> = {
   view: departmentView,
   query: departmentRecords,
+  key: departments.id,
   order: [asc(departments.name), asc(departments.id)],
 };

@@ -1,4 +1,3 @@
-import { eq } from 'drizzle-orm';
 import type { Auth } from '../../platform/auth/auth.ts';
 import { hashToken } from '../../platform/auth/tokens.ts';
 import type { Tx } from '../../platform/database/database.ts';
@@ -10,7 +9,6 @@ import { admitLoginAttempt, withdrawLoginAttempt } from '../auth/queries.ts';
 import { clientAddressLimitKey } from '../auth/rules.ts';
 import { consumeLoginToken, insertLoginToken, softDeleteLoginToken, tokenTarget, tokenTargetsWithEmail, type TokenTarget } from './queries.ts';
 import { refuseUnlessSignInHeld, requireEmailLookup, soleActiveUser, unusableTarget } from './rules.ts';
-import { userLoginTokens } from './table.ts';
 import { isSignedLoginTokenValue, newLoginTokenValue } from './token-value.ts';
 import { loginTokenListing, loginTokenView } from './view.ts';
 
@@ -28,7 +26,7 @@ export const loginTokenHandlers = {
   },
 
   async getUserLoginToken({ auth, query, params, services: { db } }) {
-    const body = await showRecord(db, auth.tenantId, loginTokenListing, query, auth, eq(userLoginTokens.uuid, params.userLoginToken), 'The login token');
+    const body = await showRecord(db, auth.tenantId, loginTokenListing, query, auth, { key: params.userLoginToken }, 'The login token');
     return { status: 200, body };
   },
 

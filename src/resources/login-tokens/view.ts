@@ -54,5 +54,6 @@ export const loginTokenView = defineView<LoginTokenRow, Auth>({
 export const loginTokenListing: Listing<LoginTokenRow, Auth> = {
   view: loginTokenView,
   query: (tx) => tx.select().from(userLoginTokens),
+  key: userLoginTokens.uuid,
   order: [desc(userLoginTokens.createdAt), desc(userLoginTokens.id)],
 };

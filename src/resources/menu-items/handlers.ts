@@ -1,4 +1,3 @@
-import { eq } from 'drizzle-orm';
 import type { Auth } from '../../platform/auth/auth.ts';
 import type { Tx } from '../../platform/database/database.ts';
 import type { Handlers } from '../../platform/http/handler.ts';
@@ -15,7 +14,7 @@ import {
   type MenuItemRow,
 } from './queries.ts';
 import { iframeAccess, sameSubjects, validateMenuItemDraft } from './rules.ts';
-import { MENU_ITEM_ENTITY_TYPE, menuItems } from './table.ts';
+import { MENU_ITEM_ENTITY_TYPE } from './table.ts';
 import { menuItemListing, menuItemView, type MenuItemViewer } from './view.ts';
 
 const userScope = (auth: Auth): MenuItemViewer => ({ auth, scope: 'user' });
@@ -34,7 +33,7 @@ export const menuItemHandlers = {
   },
 
   async getMenuItem({ auth, query, params, services: { db } }) {
-    const body = await showRecord(db, auth.tenantId, menuItemListing, query, userScope(auth), eq(menuItems.id, params.menuItem), 'The menu item');
+    const body = await showRecord(db, auth.tenantId, menuItemListing, query, userScope(auth), { key: params.menuItem }, 'The menu item');
     return { status: 200, body };
   },
 
@@ -43,7 +42,7 @@ export const menuItemHandlers = {
   },
 
   async getAdministeredMenuItem({ auth, query, params, services: { db } }) {
-    const body = await showRecord(db, auth.tenantId, menuItemListing, query, administrationScope(auth), eq(menuItems.id, params.menuItem), 'The menu item');
+    const body = await showRecord(db, auth.tenantId, menuItemListing, query, administrationScope(auth), { key: params.menuItem }, 'The menu item');
     return { status: 200, body };
   },
 

@@ -59,8 +59,7 @@ export const notificationHandlers = {
   },
 
   async getNotification({ auth, query, params, services: { db } }) {
-    const which = eq(notifications.id, params.notification);
-    return { status: 200, body: await showRecord(db, auth.tenantId, notificationListing, query, auth, which, NOTIFICATION) };
+    return { status: 200, body: await showRecord(db, auth.tenantId, notificationListing, query, auth, { key: params.notification }, NOTIFICATION) };
   },
 
   async createNotification({ auth, body, services: { db, jobs } }) {

@@ -3,6 +3,7 @@ import { and, count, eq, isNull, lt, ne, sql, type SQL } from 'drizzle-orm';
 import type { Auth } from '../../platform/auth/auth.ts';
 import type { Db, Tx } from '../../platform/database/database.ts';
 import { missingIds } from '../../platform/database/existence.ts';
+import { prepared } from '../../platform/database/prepared.ts';
 import { requiredTenant } from '../../platform/database/tenancy.ts';
 import { departmentNotificationSettings, departments } from '../departments/table.ts';
 import { notificationSettings } from '../notification-settings/table.ts';
@@ -185,7 +186,13 @@ export async function unreadCount(tx: Tx, auth: Auth, where: SQL | undefined): P
         .select({ n: count() })
         .from(notifications)
         .where(and(ownNotifications(auth), unreadNotifications(), where))
-    : await tx.select({ n: notificationUnreadCounts.unread }).from(notificationUnreadCounts).where(eq(notificationUnreadCounts.userId, auth.userId));
+    : await prepared(tx, unreadCount, 'kept', (tx) =>
+        tx
+          .select({ n: notificationUnreadCounts.unread })
+          .from(notificationUnreadCounts)
+          .where(eq(notificationUnreadCounts.userId, sql.placeholder('userId')))
+          .prepare('unread_count'),
+      ).execute({ userId: auth.userId });
   return row?.n ?? 0;
 }
 

@@ -76,7 +76,12 @@ export const notificationView = defineView<NotificationRow, Auth, FilterKey>({
 export const notificationListing: Listing<NotificationRow, Auth, FilterKey> = {
   view: notificationView,
   query: (tx) => tx.select().from(notifications),
-  scope: ownNotifications,
+  // ownNotifications, with the caller's id as a placeholder: the statements are prepared once.
+  scope: {
+    where: and(eq(notifications.notifiableType, 'user'), eq(notifications.notifiableId, sql.placeholder('userId')))!,
+    values: (auth) => ({ userId: auth.userId }),
+  },
+  key: notifications.id,
   order: [desc(notifications.createdAt), desc(notifications.id)],
   cursor: {
     // The position in microseconds, as PostgreSQL stores it (a JavaScript Date would round it to milliseconds).

@@ -1,10 +1,8 @@
-import { eq } from 'drizzle-orm';
 import type { Handlers } from '../../platform/http/handler.ts';
 import { invalid, notFound } from '../../platform/http/problem.ts';
 import { listRecords, presentAll, showRecord } from '../../platform/result-controls/listing.ts';
 import { insertRole, lockRole, roleIdOf, updateRoleRow } from './queries.ts';
 import { assertMayAdministerRole, newRoleName, roleChangeErrors } from './rules.ts';
-import { roles } from './table.ts';
 import { roleListing, roleView } from './view.ts';
 
 export const roleHandlers = {
@@ -13,7 +11,7 @@ export const roleHandlers = {
   },
 
   async getRole({ auth, query, params, services: { db } }) {
-    const body = await showRecord(db, auth.tenantId, roleListing, query, auth, eq(roles.id, params.role), 'The role');
+    const body = await showRecord(db, auth.tenantId, roleListing, query, auth, { key: params.role }, 'The role');
     return { status: 200, body };
   },
 

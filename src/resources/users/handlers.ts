@@ -127,7 +127,7 @@ async function servePicture(ctx: Context<'getProfilePicture'> | Context<'getProf
 
 export const userHandlers = {
   async getCurrentUser({ auth, services: { db } }) {
-    const body = await showRecord(db, auth.tenantId, userListing, {}, auth, eq(users.id, auth.userId), 'The user', { controlsAfterFind: true });
+    const body = await showRecord(db, auth.tenantId, userListing, {}, auth, { key: auth.userId }, 'The user', { controlsAfterFind: true });
     return { status: 200, body };
   },
 
@@ -141,7 +141,7 @@ export const userHandlers = {
 
   // Another user needs users.view: the operation's x-permission (unless-self form).
   async getUser({ auth, params, query, services: { db } }) {
-    const body = await showRecord(db, auth.tenantId, userListing, query, auth, eq(users.id, params.user), 'The user', { controlsAfterFind: true });
+    const body = await showRecord(db, auth.tenantId, userListing, query, auth, { key: params.user }, 'The user', { controlsAfterFind: true });
     return { status: 200, body };
   },
 

@@ -98,6 +98,37 @@ t.test('Database.tenant on one connection: the setting lasts for its transaction
   );
 });
 
+t.test('a statement belongs to the transaction that issued it: outside one, or after it ended, it fails and reaches no connection', async (t) => {
+  const single = new Database(db.url, { poolSize: 1 });
+  t.teardown(() => single.close());
+  const outside = /issued outside its transaction/;
+  // The transactions' drizzle instance kept past its transaction: a promise left running.
+  let kept: Tx | undefined;
+  let later: Promise<unknown> | undefined;
+  let ended!: () => void;
+  const afterEnd = new Promise<void>((resolve) => (ended = resolve));
+  await single.tenant(one.tenantId, async (tx) => {
+    kept = tx;
+    later = afterEnd.then(() => tx.execute(sql`select ${currentTenant} as tenant`));
+    await readCurrent(tx);
+  });
+  ended();
+  // The same connection now serves another tenant's transaction, which the late statement must not join.
+  const seen = await single.tenant(two.tenantId, async (tx) => {
+    // drizzle wraps the client's error: the cause is the refusal.
+    const settled = await later!.then(
+      () => 'ran',
+      (error: Error) => (error.cause as Error).message,
+    );
+    return { settled, current: await readCurrent(tx) };
+  });
+  t.match(seen.settled, outside, 'a statement after its transaction ended fails');
+  t.equal(Number(seen.current), two.tenantId);
+  await t.rejects(async () => kept!.execute(sql`select 1`), { cause: { message: outside } }, 'a statement outside any transaction fails');
+  // Inside another transaction, the kept instance sends to that transaction: it is the same instance.
+  t.equal(Number(await single.tenant(one.tenantId, () => readCurrent(kept!))), one.tenantId);
+});
+
 t.test('a tenant id is formatted by Atrium: anything but a positive integer is refused before a statement is sent', async (t) => {
   for (const bad of [0, -1, 1.5, Number.NaN, Number('1; drop table users')]) {
     await t.rejects(db.tenant(bad, readCurrent), TypeError, String(bad));

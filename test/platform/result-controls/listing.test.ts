@@ -11,16 +11,7 @@ import { Database, type Tx } from '../../../src/platform/database/database.ts';
 import { tenants } from '../../../src/platform/database/tenancy.ts';
 import { nextPageOf } from '../../../src/platform/http/next-page.ts';
 import { notFound } from '../../../src/platform/http/problem.ts';
-import {
-  ALL_FIELDS,
-  limited,
-  listRecords,
-  presentAll,
-  presentGrouped,
-  selectRecords,
-  showRecord,
-  type Listing,
-} from '../../../src/platform/result-controls/listing.ts';
+import { ALL_FIELDS, listRecords, presentAll, presentGrouped, selectRecords, showRecord, type Listing } from '../../../src/platform/result-controls/listing.ts';
 import { defineView } from '../../../src/platform/result-controls/result-controls.ts';
 import { createTestDatabase } from '../../helpers/database.ts';
 
@@ -150,10 +141,12 @@ const bookView = defineView<BookRow, Viewer, 'title' | 'shelf_id'>({
 });
 
 /** Hidden books are their owner's alone; the list is ordered by position, then id. */
+/** The books a viewer may see: those not hidden, and its own. */
+const bookScope = (who: Viewer) => or(eq(books.hidden, false), eq(books.ownerId, who.userId));
 const bookListing: Listing<BookRow, Viewer, 'title' | 'shelf_id'> = {
   view: bookView,
   query: (tx) => tx.select().from(books),
-  scope: (who) => or(eq(books.hidden, false), eq(books.ownerId, who.userId)),
+  scope: bookScope,
   order: [asc(books.position), asc(books.id)],
   defaultRelations: ['shelf', 'neighbours'],
 };
@@ -242,7 +235,7 @@ const cursoredListing: Listing<BookRow, Viewer, 'title' | 'shelf_id'> = {
       const [named] = await tx
         .select({ position: books.position, id: books.id })
         .from(books)
-        .where(and(bookListing.scope!(who), eq(books.id, Number(value))));
+        .where(and(bookScope(who), eq(books.id, Number(value))));
       return named && sql`(${books.position}, ${books.id}) > (${named.position}, ${named.id})`;
     },
     of: (row) => String(row.id),
@@ -352,6 +345,50 @@ t.test('listRecords: each request builds the listing’s select with its own con
   t.strictSame(ids(await listRecords(db, tenantId, bound, { selects: 'id', filter: { shelf_id: 2 } }, librarian)), [2]);
   t.strictSame(ids(await listRecords(db, tenantId, bound, { selects: 'id' }, reader)), [2, 3, 4, 1]);
   t.ok(boundBuilt >= 2, 'built on every request');
+});
+
+t.test('a listing whose scope is a Scope: reads without conditions of their own share one select, each binding its own values', async (t) => {
+  let built = 0;
+  const prepared: Listing<BookRow, Viewer, 'title' | 'shelf_id'> = {
+    ...bookListing,
+    scope: { where: or(eq(books.hidden, false), eq(books.ownerId, sql.placeholder('userId')))!, values: (who) => ({ userId: who.userId }) },
+    key: books.id,
+    query: (tx) => {
+      built++;
+      return tx.select().from(books);
+    },
+  };
+  const other = viewer(2);
+  t.strictSame(ids(await listRecords(db, tenantId, prepared, { selects: 'id' }, reader)), [2, 3, 4, 1]);
+  t.strictSame(ids(await listRecords(db, tenantId, prepared, { selects: 'id' }, other)), [5, 2, 3, 1], 'the scope’s value is bound anew');
+  t.equal(built, 1, 'one select for both viewers');
+  const pages = [];
+  for (const [limit, offset] of [
+    [2, 0],
+    [2, 2],
+    [1, 1],
+  ] as const) {
+    const { result, count } = await statements(() => listRecords(db, tenantId, prepared, { selects: 'id', relations: '', limit, offset }, other));
+    pages.push({ ids: ids(result), next: nextPageOf(result), count });
+  }
+  t.strictSame(pages, [
+    { ids: [5, 2], next: { offset: 2 }, count: 2 },
+    { ids: [3, 1], next: undefined, count: 2 },
+    { ids: [2], next: { offset: 2 }, count: 2 },
+  ]);
+  t.equal(built, 3, 'one more select for a limit, one for a limit with an offset');
+
+  const show = (who: Viewer, id: number) => showRecord(db, tenantId, prepared, { selects: 'id,title', relations: '' }, who, { key: id }, 'The book');
+  t.strictSame(await show(reader, 4), { id: 4, title: 'Beloved' }, 'its own hidden book');
+  t.match(await refusal(() => show(other, 4)), { status: 404 }, 'another’s hidden book: out of scope');
+  t.strictSame(await show(other, 5), { id: 5, title: 'Secret' });
+  t.match(await refusal(() => show(reader, 6)), { status: 404 }, 'another tenant’s');
+  t.equal(built, 4, 'one select for every show by key');
+
+  // A condition of the read's own (a filter) builds the select for that read.
+  t.strictSame(ids(await listRecords(db, tenantId, prepared, { selects: 'id', filter: { shelf_id: 2 } }, other)), [5, 2]);
+  t.strictSame(ids(await listRecords(db, tenantId, prepared, { selects: 'id', filter: { shelf_id: 1 } }, reader)), [3, 1]);
+  t.equal(built, 6);
 });
 
 /**
@@ -566,24 +603,4 @@ t.test('presentGrouped: records of another view grouped by key, in item order, w
   ]);
   t.strictSame(ids(result.get(2)!), [2, 4, 5]);
   t.strictSame(await presentGrouped(bookView, [], reader), new Map());
-});
-
-t.test('limited: the query cut when a limit is set, after skipping the offset', async (t) => {
-  const ordered = () => db.owner.select({ id: books.id }).from(books).orderBy(asc(books.id));
-  t.strictSame(
-    (await limited(ordered(), 2)).map((row) => row.id),
-    [1, 2],
-  );
-  t.strictSame(
-    (await limited(ordered(), undefined)).map((row) => row.id),
-    [1, 2, 3, 4, 5, 6],
-  );
-  t.strictSame(
-    (await limited(ordered(), 2, 3)).map((row) => row.id),
-    [4, 5],
-  );
-  t.strictSame(
-    (await limited(ordered(), undefined, 4)).map((row) => row.id),
-    [5, 6],
-  );
 });

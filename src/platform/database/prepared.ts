@@ -1,0 +1,27 @@
+/**
+ * Statements built once per process: a select that is the same on every request but for
+ * its values is built with `sql.placeholder(…)` where the values go and `.prepare()`d
+ * (drizzle's API), then `.execute({ …values })` in each transaction. Building a select with
+ * drizzle costs about as much Node time as the rest of a read (docs/performance.md).
+ * The transactions of one `Database` share one drizzle instance, so a statement prepared
+ * on it runs in whichever transaction executes it.
+ */
+import type { Tx } from './database.ts';
+
+const statements = new WeakMap<Tx, WeakMap<object, Map<string, unknown>>>();
+
+/**
+ * The statement `build` prepares on `tx`, built on the first call for `tx`'s database,
+ * `owner` (what the statement belongs to: a listing, a function) and `key` (what tells
+ * its forms apart), and kept for the process's life. Everything `build` reads but the
+ * placeholders must be the same for every call with the same owner and key.
+ */
+export function prepared<Statement>(tx: Tx, owner: object, key: string, build: (tx: Tx) => Statement): Statement {
+  let byOwner = statements.get(tx);
+  if (!byOwner) statements.set(tx, (byOwner = new WeakMap()));
+  let byKey = byOwner.get(owner);
+  if (!byKey) byOwner.set(owner, (byKey = new Map<string, unknown>()));
+  let statement = byKey.get(key) as Statement | undefined;
+  if (statement === undefined) byKey.set(key, (statement = build(tx)));
+  return statement;
+}
