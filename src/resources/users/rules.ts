@@ -141,7 +141,7 @@ export function requiredProfileKeyErrors(draft: UserDraft, required: readonly Pr
 
 /** The 422 of a refused user write; its detail names the required profile keys it misses, if any. */
 export function userWriteRefusal(errors: FieldErrors) {
-  const missing = Object.keys(errors).filter((key) => errors[key]!.includes(requiredBySettings));
+  const missing = Object.keys(errors).filter((key) => errors[key]!.some((entry) => typeof entry !== 'string' && entry.code === 'required_by_settings'));
   return invalid(errors, missing.length > 0 ? `The request is invalid. This tenant's settings require: ${missing.join(', ')}.` : undefined);
 }
 
