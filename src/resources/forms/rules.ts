@@ -204,7 +204,8 @@ export function submissionParent(body: { form_id?: number; task_template_id?: nu
     throw invalid({ form_id: [coded('exactly_one', 'exactly one of form_id and task_execution_id (with task_template_id, optionally) is required')] });
   }
   if (body.form_id !== undefined) return { type: 'form', id: body.form_id };
-  if (body.task_execution_id === undefined) throw invalid({ task_execution_id: [coded('required', 'is required to submit to a task template: the execution assigned to you')] });
+  if (body.task_execution_id === undefined)
+    throw invalid({ task_execution_id: [coded('required', 'is required to submit to a task template: the execution assigned to you')] });
   return { type: 'taskTemplate', executionId: body.task_execution_id, templateId: body.task_template_id };
 }
 

@@ -136,11 +136,17 @@ export function menuItemDraftErrors(caller: Pick<Auth, 'permissions'>, draft: Me
   const errors: FieldErrors = {};
   const linkErrors = linkProblems(draft.link, draft.type);
   const placeholders = linkErrors.length === 0 && (draft.newLink || draft.newAudience) ? placeholderProblems(caller, draft.link) : [];
-  const link = [...linkErrors.map((problem) => coded('format', problem)), ...(draft.newLink ? placeholders.map((problem) => coded('permission_missing', problem)) : [])];
+  const link = [
+    ...linkErrors.map((problem) => coded('format', problem)),
+    ...(draft.newLink ? placeholders.map((problem) => coded('permission_missing', problem)) : []),
+  ];
   if (link.length > 0) errors.link = link;
   if (draft.newAudience && placeholders.length > 0) {
     errors.entity_permissions = [
-      coded('permission_missing', `who sees this item can be changed only by a caller who may read every user field its link sends: ${placeholders.join('; ')}`),
+      coded(
+        'permission_missing',
+        `who sees this item can be changed only by a caller who may read every user field its link sends: ${placeholders.join('; ')}`,
+      ),
     ];
   }
   return errors;
@@ -156,7 +162,9 @@ export async function validateMenuItemDraft(tx: Tx, caller: Pick<Auth, 'permissi
   const language = await menuLanguage(tx, draft.langId);
   if (!language) {
     errors.lang_id = [
-      draft.langId === undefined ? coded('required', 'is required: the tenant has no system language') : coded('missing_reference', `no language "${draft.langId}" exists`),
+      draft.langId === undefined
+        ? coded('required', 'is required: the tenant has no system language')
+        : coded('missing_reference', `no language "${draft.langId}" exists`),
     ];
   }
   if (draft.entityPermissions) Object.assign(errors, await missingSubjects(tx, draft.entityPermissions, 'entity_permissions'));

@@ -50,11 +50,14 @@ export function roleChangeErrors(
   const errors: FieldErrors = {};
   const changed = [...after.permissions.filter((p) => !before.permissions.includes(p)), ...before.permissions.filter((p) => !after.permissions.includes(p))];
   const notHeld = permissionsLacking(caller, changed);
-  if (notHeld.length > 0) errors.permissions = [coded('permission_escalation', `you cannot grant or revoke permissions you do not hold: ${notHeld.join(', ')}`)];
+  if (notHeld.length > 0)
+    errors.permissions = [coded('permission_escalation', `you cannot grant or revoke permissions you do not hold: ${notHeld.join(', ')}`)];
   if (before.active !== after.active) {
     const notHeldOfRole = permissionsLacking(caller, [...before.permissions, ...after.permissions]);
     if (notHeldOfRole.length > 0) {
-      errors.active = [coded('permission_escalation', `you cannot activate or deactivate a role granting permissions you do not hold: ${notHeldOfRole.join(', ')}`)];
+      errors.active = [
+        coded('permission_escalation', `you cannot activate or deactivate a role granting permissions you do not hold: ${notHeldOfRole.join(', ')}`),
+      ];
     }
   }
   if (before.ownRole && !after.active) (errors.active ??= []).push(coded('self_change_forbidden', 'you cannot deactivate your own role'));

@@ -213,7 +213,9 @@ async function rememberUsernames(tx: Tx, named: readonly ParsedLine[], usernames
   const firstLine = new Map(stored.map((row) => [row.username, row.line]));
   const repeated = named.find((row) => firstLine.get(row.username!) !== row.line)!;
   throw invalid(
-    { user_data_csv: [coded('csv_malformed', `username "${repeated.username}" appears on line ${firstLine.get(repeated.username!)} and line ${repeated.line}`)] },
+    {
+      user_data_csv: [coded('csv_malformed', `username "${repeated.username}" appears on line ${firstLine.get(repeated.username!)} and line ${repeated.line}`)],
+    },
     'The CSV names a user twice.',
   );
 }

@@ -172,7 +172,9 @@ const resultingDates = (draft: UserDraft) => ({
 export function userDraftErrors(draft: UserDraft, options: UserWriteSettings): FieldErrors {
   const isNew = draft.current === undefined;
   const errors =
-    isNew && (draft.password === undefined || draft.password === null) ? { password: [coded('required', 'is required for new users')] } : passwordErrors(draft.password, options);
+    isNew && (draft.password === undefined || draft.password === null)
+      ? { password: [coded('required', 'is required for new users')] }
+      : passwordErrors(draft.password, options);
   if (isNew && (draft.roleId === undefined || draft.roleId === null)) errors.role_id = [coded('required', 'is required for new users')];
   const usernameIssues = draft.username === undefined ? [] : usernameProblems(draft.username);
   if (usernameIssues.length > 0) errors.username = usernameIssues.map((issue) => coded('reserved', issue));
