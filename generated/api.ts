@@ -3603,12 +3603,29 @@ export interface components {
              *     `min_length`, `max_length`, `minimum`, `maximum`, `enum`, `unknown_property` for a
              *     key the schema does not know, `property_name` for a key it does not allow, …); the
              *     database and the service's rules name theirs (`taken`, `missing_reference`,
-             *     `in_use`, `role_inactive`, `department_limit_reached`, `reused`). `invalid` is a
-             *     refusal without a code of its own. New codes may be added; a client treats an
-             *     unknown one like `invalid`.
+             *     `in_use`, `role_inactive`, `department_limit_reached`, `reused`, and:
+             *     `permission_missing`: writing or using the field needs a permission the caller
+             *     lacks; `permission_escalation`: the value grants or changes permissions the
+             *     caller does not hold; `confers_rights`: the change would give access through
+             *     entity permissions the caller does not have; `self_change_forbidden`: not on
+             *     one's own account or role; `password_change_required`: the session must change
+             *     its password first; `required_by_settings`: a profile key the tenant's settings
+             *     require; `reserved`: a value the service keeps for itself; `exactly_one`:
+             *     exactly one of several keys must be sent; `not_allowed`: the key may not be sent
+             *     in this case; `mismatch`: does not match another value or the caller (a wrong
+             *     current password, another task template's execution, field types that do not
+             *     fit); `out_of_range`: outside what another value allows; `cycle`: would make a
+             *     value depend on itself; `limit_reached`: a per-user limit is reached;
+             *     `not_deleted` and `blacked_out`: a user that cannot be restored;
+             *     `not_eligible`: no login token can be made for that user (the reason is not
+             *     told); `destination_not_allowed`: an outbound URL whose host outbound requests
+             *     may not reach; `file_required`: a file part is missing; `unsupported_file_type`:
+             *     a file of a type the operation does not take; `csv_malformed` and `csv_empty`:
+             *     a CSV file refused as a whole). `invalid` is a refusal without a code of its
+             *     own. New codes may be added; a client treats an unknown one like `invalid`.
              */
             error_codes?: {
-                [key: string]: ("required" | "type" | "format" | "pattern" | "min_length" | "max_length" | "minimum" | "maximum" | "exclusive_minimum" | "exclusive_maximum" | "multiple_of" | "min_items" | "max_items" | "unique_items" | "min_properties" | "max_properties" | "enum" | "const" | "unknown_property" | "property_name" | "taken" | "missing_reference" | "in_use" | "role_inactive" | "department_limit_reached" | "reused" | "invalid")[];
+                [key: string]: ("required" | "type" | "format" | "pattern" | "min_length" | "max_length" | "minimum" | "maximum" | "exclusive_minimum" | "exclusive_maximum" | "multiple_of" | "min_items" | "max_items" | "unique_items" | "min_properties" | "max_properties" | "enum" | "const" | "unknown_property" | "property_name" | "taken" | "missing_reference" | "in_use" | "role_inactive" | "department_limit_reached" | "reused" | "permission_missing" | "permission_escalation" | "confers_rights" | "self_change_forbidden" | "password_change_required" | "required_by_settings" | "reserved" | "exactly_one" | "not_allowed" | "mismatch" | "out_of_range" | "cycle" | "limit_reached" | "not_deleted" | "blacked_out" | "not_eligible" | "destination_not_allowed" | "file_required" | "unsupported_file_type" | "csv_malformed" | "csv_empty" | "invalid")[];
             };
             /** @description Field path → messages, for validation problems. */
             errors?: {

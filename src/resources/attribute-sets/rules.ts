@@ -2,7 +2,7 @@
  * The rules of attribute sets and of the values departments hold for their fields
  * (docs/departments.md#attribute-sets-and-values).
  */
-import type { FieldErrors } from '../../platform/http/problem.ts';
+import { coded, type FieldErrors } from '../../platform/http/problem.ts';
 import { isCalendarDate } from '../../platform/http/dates.ts';
 import type { AttributeField, AttributeType } from './table.ts';
 
@@ -34,11 +34,11 @@ export function attributeSetErrors(draft: AttributeSetDraft): FieldErrors {
   const errors: FieldErrors = {};
   const seen = new Set<string>();
   draft.fields.forEach((field, index) => {
-    if ((DEPARTMENT_KEYS as readonly string[]).includes(field.key)) errors[`fields.${index}.key`] = ['is a department field name'];
-    else if (seen.has(field.key)) errors[`fields.${index}.key`] = ['is used twice'];
+    if ((DEPARTMENT_KEYS as readonly string[]).includes(field.key)) errors[`fields.${index}.key`] = [coded('reserved', 'is a department field name')];
+    else if (seen.has(field.key)) errors[`fields.${index}.key`] = [coded('taken', 'is used twice')];
     seen.add(field.key);
   });
-  if (draft.name.trim() === '') errors.name = ['must not be blank'];
+  if (draft.name.trim() === '') errors.name = [coded('required', 'must not be blank')];
   return errors;
 }
 
@@ -90,11 +90,11 @@ export function mergeAttributeValues(
   for (const [key, value] of Object.entries(sent)) {
     const type = types.get(key);
     if (!type) {
-      errors[key] = ['is not a field of an attached attribute set'];
+      errors[key] = [coded('unknown_property', 'is not a field of an attached attribute set')];
       continue;
     }
     if (!fitsAttributeType(type, value)) {
-      errors[key] = [type === 'date' ? 'must be a date (YYYY-MM-DD)' : `must be of type ${type}`];
+      errors[key] = [type === 'date' ? coded('format', 'must be a date (YYYY-MM-DD)') : coded('type', `must be of type ${type}`)];
       continue;
     }
     if (value === null) delete result[key];

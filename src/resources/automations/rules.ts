@@ -2,8 +2,8 @@
  * The rules a webhook configuration must meet beyond its schema (the spec, schema
  * `WebhookConfiguration`; docs/outbound-delivery.md#webhooks).
  */
-import { invalid, type FieldErrors } from '../../platform/http/problem.ts';
-import type { OutboundClient } from '../../platform/outbound/client.ts';
+import { coded, invalid, type FieldErrors } from '../../platform/http/problem.ts';
+import { NOT_AN_ALLOWED_DESTINATION, type OutboundClient } from '../../platform/outbound/client.ts';
 import type { WebhookConfiguration } from './webhook-configuration.ts';
 
 /** Headers Atrium frames itself; a configured value would corrupt or smuggle requests. */
@@ -19,12 +19,12 @@ export const isReservedHeader = (name: string) => RESERVED_HEADERS.has(name.toLo
 export async function configurationErrors(config: WebhookConfiguration, outbound: OutboundClient, prefix = ''): Promise<FieldErrors> {
   const errors: FieldErrors = {};
   const urlProblem = await outbound.destinationProblem(config.url);
-  if (urlProblem) errors[`${prefix}url`] = [urlProblem];
+  if (urlProblem) errors[`${prefix}url`] = [coded(urlProblem === NOT_AN_ALLOWED_DESTINATION ? 'destination_not_allowed' : 'format', urlProblem)];
   for (const name of Object.keys(config.headers)) {
-    if (isReservedHeader(name)) errors[`${prefix}headers.${name}`] = ['is set by Atrium and cannot be configured'];
+    if (isReservedHeader(name)) errors[`${prefix}headers.${name}`] = [coded('reserved', 'is set by Atrium and cannot be configured')];
   }
   if (config.auth?.type === 'header' && config.auth.header && isReservedHeader(config.auth.header.name)) {
-    errors[`${prefix}auth.header.name`] = ['is set by Atrium and cannot be configured'];
+    errors[`${prefix}auth.header.name`] = [coded('reserved', 'is set by Atrium and cannot be configured')];
   }
   return errors;
 }

@@ -4,7 +4,7 @@
  * configuration must meet beyond the schema are in rules.ts.
  */
 import type { components } from '../../../generated/api.ts';
-import type { FieldErrors } from '../../platform/http/problem.ts';
+import { coded, type FieldErrors } from '../../platform/http/problem.ts';
 import type { Secrets } from '../../platform/secrets/secrets.ts';
 
 export type WebhookConfiguration = components['schemas']['WebhookConfiguration'];
@@ -62,8 +62,8 @@ export function sealSecrets(
     if (value !== MASK) return secrets.encrypt(PURPOSE, value);
     const path = `${errorPrefix}auth.${holder}.${SECRET_KEYS[holder]}`;
     const kept = (previous?.auth?.[holder] as Record<string, string> | undefined)?.[SECRET_KEYS[holder]];
-    if (kept === undefined) errors[path] = ['is masked, but no value is stored to keep'];
-    else if (!secretsMayBeKept(config, previous!)) errors[path] = ['must be sent again when url, auth type or header name changes'];
+    if (kept === undefined) errors[path] = [coded('required', 'is masked, but no value is stored to keep')];
+    else if (!secretsMayBeKept(config, previous!)) errors[path] = [coded('required', 'must be sent again when url, auth type or header name changes')];
     return kept ?? '';
   });
   return { stored, errors };

@@ -1,5 +1,5 @@
 import type { Handlers } from '../../platform/http/handler.ts';
-import { invalid, type FieldErrors } from '../../platform/http/problem.ts';
+import { coded, invalid, type FieldErrors } from '../../platform/http/problem.ts';
 import { requireVisibleExecution } from '../forms/rules.ts';
 import { labelsFor } from './labels.ts';
 import { FILTERS, filterOptions, isMultiSelect, previewFields } from './preview.ts';
@@ -55,7 +55,7 @@ export const defaultValueSourceHandlers = {
 
   async listFormFieldValueSourceFieldFilterOptions({ auth, params, body, services: { db } }) {
     const key = params.filterKey;
-    if (!isMultiSelect(key)) throw invalid({ filterKey: ['is not a multi-select filter'] });
+    if (!isMultiSelect(key)) throw invalid({ filterKey: [coded('enum', 'is not a multi-select filter')] });
     const page = await db.tenant(auth.tenantId, async (tx) => filterOptions(tx, auth, key, body ?? {}, await labelsFor(tx, auth)));
     return { status: 200, body: page };
   },

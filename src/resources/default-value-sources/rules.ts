@@ -58,7 +58,7 @@ export function configProblem(type: SourceType, config: Record<string, unknown>)
 /** `source_entity_id` sent (not null) without `source_entity_type` fails validation, whatever the source type. */
 export function entityPairErrors(body: { source_entity_id?: number | null; source_entity_type?: string | null }): FieldErrors {
   if (body.source_entity_id != null && body.source_entity_type == null) {
-    return { source_entity_type: ['is required when source_entity_id is given'] };
+    return { source_entity_type: [coded('required', 'is required when source_entity_id is given')] };
   }
   return {};
 }
@@ -132,35 +132,35 @@ export async function validateSource(tx: Tx, caller: Caller, candidate: SourceCa
   else if (!target) errors.form_field_id = ['must be a field of a task template'];
 
   const problem = configProblem(candidate.type, candidate.config);
-  if (problem) errors.config = [problem];
+  if (problem) errors.config = [coded(candidate.type === 'formFieldValue' ? 'not_allowed' : 'enum', problem)];
   Object.assign(errors, entityPairErrors({ source_entity_id: candidate.sourceEntityId, source_entity_type: candidate.sourceEntityType }));
 
   if (candidate.type === 'formFieldValue') {
     if (candidate.sourceEntityType !== null && candidate.sourceEntityType !== FORM_FIELD_ALIAS) {
-      errors.source_entity_type = [`must be ${FORM_FIELD_ALIAS} for a formFieldValue source`];
+      errors.source_entity_type = [coded('const', `must be ${FORM_FIELD_ALIAS} for a formFieldValue source`)];
     }
     if (candidate.sourceEntityType === null && candidate.sourceEntityId === null) {
-      errors.source_entity_type = [`is required (${FORM_FIELD_ALIAS}) for a formFieldValue source`];
+      errors.source_entity_type = [coded('required', `is required (${FORM_FIELD_ALIAS}) for a formFieldValue source`)];
     }
     if (candidate.sourceEntityId === null) {
-      errors.source_entity_id = ['is required for a formFieldValue source'];
+      errors.source_entity_id = [coded('required', 'is required for a formFieldValue source')];
     } else if (candidate.sourceEntityId === candidate.formFieldId) {
-      errors.source_entity_id = ['a field cannot take its default value from itself'];
+      errors.source_entity_id = [coded('cycle', 'a field cannot take its default value from itself')];
     } else {
       const source = await administrableField(tx, caller, candidate.sourceEntityId);
       if (!source) errors.source_entity_id = [MISSING_REFERENCE];
       else if (target && !COMPATIBLE_SOURCE_TYPES[target.fieldType].includes(source.fieldType)) {
-        errors.source_entity_id = [`a ${source.fieldType} field cannot fill a ${target.fieldType} field`];
+        errors.source_entity_id = [coded('mismatch', `a ${source.fieldType} field cannot fill a ${target.fieldType} field`)];
       } else if (target && (await closesCycle(tx, candidate.formFieldId, candidate.sourceEntityId, ignoreSourceId))) {
-        errors.source_entity_id = ['would make a cycle: this field takes its default value from the target field'];
+        errors.source_entity_id = [coded('cycle', 'would make a cycle: this field takes its default value from the target field')];
       }
     }
   } else {
-    if (candidate.sourceEntityType !== null) errors.source_entity_type = ['must be null for a systemVariable source'];
-    if (candidate.sourceEntityId !== null) errors.source_entity_id = ['must be null for a systemVariable source'];
+    if (candidate.sourceEntityType !== null) errors.source_entity_type = [coded('not_allowed', 'must be null for a systemVariable source')];
+    if (candidate.sourceEntityId !== null) errors.source_entity_id = [coded('not_allowed', 'must be null for a systemVariable source')];
     const variable = candidate.config.variable as SystemVariable;
     if (!problem && target && !variableFits(variable, target.fieldType)) {
-      errors.config = [`the variable ${variable} cannot fill a ${target.fieldType} field`];
+      errors.config = [coded('mismatch', `the variable ${variable} cannot fill a ${target.fieldType} field`)];
     }
   }
   if (Object.keys(errors).length > 0) throw invalid(errors);

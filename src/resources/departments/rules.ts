@@ -63,7 +63,7 @@ export function departmentLimitRefusal(availability: ReturnType<typeof departmen
 export async function departmentWrite(tx: Tx, body: DepartmentInput, current: DepartmentRow | null): Promise<DepartmentWrite> {
   const errors: FieldErrors = {};
   const { name, problems } = departmentName(body.name);
-  if (problems.length > 0) errors.name = problems;
+  if (problems.length > 0) errors.name = problems.map((problem) => coded(name.length === 0 ? 'required' : 'pattern', problem));
 
   const settingIds = body.notification_setting_ids ?? current?.notificationSettingIds ?? [];
   const assignments = body.attribute_set_ids
@@ -89,7 +89,7 @@ export async function departmentWrite(tx: Tx, body: DepartmentInput, current: De
       assignments.map((a) => a.id),
     ),
   );
-  if (conflicts.length > 0) (errors.attribute_set_ids ??= []).push(`the attached sets define ${conflicts.join(', ')} with different types`);
+  if (conflicts.length > 0) (errors.attribute_set_ids ??= []).push(coded('mismatch', `the attached sets define ${conflicts.join(', ')} with different types`));
   const attributes = mergeAttributeValues(types, extraKeys(body), current?.attributes ?? {}, errors);
   if (Object.keys(errors).length > 0) throw invalid(errors);
 

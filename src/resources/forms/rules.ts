@@ -9,7 +9,7 @@ import type { Auth } from '../../platform/auth/auth.ts';
 import type { Tx } from '../../platform/database/database.ts';
 import { missingIds, MISSING_REFERENCE } from '../../platform/database/existence.ts';
 import { isCalendarDate } from '../../platform/http/dates.ts';
-import { forbidden, invalid, notFound, type FieldErrors } from '../../platform/http/problem.ts';
+import { coded, forbidden, invalid, notFound, type FieldCode, type FieldErrors } from '../../platform/http/problem.ts';
 import { namesUser, type SubjectLists } from '../entity-permissions/queries.ts';
 import { missingSubjects } from '../entity-permissions/rules.ts';
 import { users } from '../users/table.ts';
@@ -127,7 +127,7 @@ export async function requireAdministrableField(tx: Tx, caller: Caller, id: numb
 /** The parent a new field names: exactly one of `form_id` and `task_template_id`, otherwise 422 on `form_id`. */
 export function fieldParent(body: { form_id?: number; task_template_id?: number }): { type: ParentType; id: number; key: 'form_id' | 'task_template_id' } {
   if ((body.form_id !== undefined) === (body.task_template_id !== undefined)) {
-    throw invalid({ form_id: ['exactly one of form_id and task_template_id is required'] });
+    throw invalid({ form_id: [coded('exactly_one', 'exactly one of form_id and task_template_id is required')] });
   }
   return body.form_id !== undefined
     ? { type: 'form', id: body.form_id, key: 'form_id' }
@@ -139,8 +139,8 @@ export function fieldParent(body: { form_id?: number; task_template_id?: number 
  * field, refused for the other types.
  */
 export function fieldOptionsErrors(fieldType: FieldType, options: readonly string[] | null | undefined, key: string): FieldErrors {
-  if (fieldType === 'select' && !options) return { [key]: ['is required for a select field'] };
-  if (fieldType !== 'select' && options) return { [key]: ['is only allowed for a select field'] };
+  if (fieldType === 'select' && !options) return { [key]: [coded('required', 'is required for a select field')] };
+  if (fieldType !== 'select' && options) return { [key]: [coded('not_allowed', 'is only allowed for a select field')] };
   return {};
 }
 
@@ -187,6 +187,9 @@ export function fieldValueProblem(field: { fieldType: FieldType; options: string
   }
 }
 
+/** The code of a `fieldValueProblem` (`error_codes`), by the field's type. */
+const VALUE_PROBLEM_CODES: Record<FieldType, FieldCode> = { text: 'type', number: 'type', boolean: 'type', date: 'format', select: 'enum' };
+
 /** What a submission is submitted to: a form, or a task template through one of its executions. */
 export type SubmissionParent = { type: 'form'; id: number } | { type: 'taskTemplate'; executionId: number; templateId: number | undefined };
 
@@ -198,10 +201,11 @@ export type SubmissionParent = { type: 'form'; id: number } | { type: 'taskTempl
 export function submissionParent(body: { form_id?: number; task_template_id?: number; task_execution_id?: number }): SubmissionParent {
   const toTemplate = body.task_template_id !== undefined || body.task_execution_id !== undefined;
   if ((body.form_id !== undefined) === toTemplate) {
-    throw invalid({ form_id: ['exactly one of form_id and task_execution_id (with task_template_id, optionally) is required'] });
+    throw invalid({ form_id: [coded('exactly_one', 'exactly one of form_id and task_execution_id (with task_template_id, optionally) is required')] });
   }
   if (body.form_id !== undefined) return { type: 'form', id: body.form_id };
-  if (body.task_execution_id === undefined) throw invalid({ task_execution_id: ['is required to submit to a task template: the execution assigned to you'] });
+  if (body.task_execution_id === undefined)
+    throw invalid({ task_execution_id: [coded('required', 'is required to submit to a task template: the execution assigned to you')] });
   return { type: 'taskTemplate', executionId: body.task_execution_id, templateId: body.task_template_id };
 }
 
@@ -222,12 +226,12 @@ export function submissionValueErrors(
   for (const [key, value] of Object.entries(values)) {
     const field = byId.get(key);
     const problem = field ? fieldValueProblem(field, value) : 'is not a field of this form or task template';
-    if (problem) errors[`values.${key}`] = [problem];
+    if (problem) errors[`values.${key}`] = [coded(field ? VALUE_PROBLEM_CODES[field.fieldType] : 'unknown_property', problem)];
   }
   return errors;
 }
 
-const NOT_ASSIGNED = 'is not assigned to you';
+const NOT_ASSIGNED = coded('mismatch', 'is not assigned to you');
 
 /**
  * The execution a submission to a task template is made for: it must be assigned to the
@@ -267,7 +271,7 @@ export async function checkSubmission(
     const { errors, execution } = await assignedExecutionErrors(tx, caller, parent.executionId);
     if (!execution) return { errors };
     if (parent.templateId !== undefined && parent.templateId !== execution.taskTemplateId) {
-      return { errors: { task_template_id: ['is not the task template of the execution'] } };
+      return { errors: { task_template_id: [coded('mismatch', 'is not the task template of the execution')] } };
     }
     target = { type: 'taskTemplate', id: execution.taskTemplateId, executionId: execution.id };
   }

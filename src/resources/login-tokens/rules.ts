@@ -6,7 +6,7 @@
 import { requirePermission, type Auth } from '../../platform/auth/auth.ts';
 import { permissionsLacking } from '../../platform/auth/permissions.ts';
 import type { Tx } from '../../platform/database/database.ts';
-import { invalid } from '../../platform/http/problem.ts';
+import { coded, invalid } from '../../platform/http/problem.ts';
 import { usersHoldingRightsBeyond } from '../entity-permissions/rules.ts';
 import type { LoginTokenRow, TokenTarget } from './queries.ts';
 
@@ -19,7 +19,7 @@ import type { LoginTokenRow, TokenTarget } from './queries.ts';
 export const UNUSABLE_EMAIL = 'does not name exactly one active user whose every permission and entity right you hold';
 
 /** The refusal of a token for a user it may not sign in, on `field`. */
-export const unusableTarget = (field: string) => invalid({ [field]: [UNUSABLE_EMAIL] }, 'No login token can be created for this user.');
+export const unusableTarget = (field: string) => invalid({ [field]: [coded('not_eligible', UNUSABLE_EMAIL)] }, 'No login token can be created for this user.');
 
 /**
  * Resolving an address to a user reads a personal field: without the permission to see

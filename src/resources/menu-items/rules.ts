@@ -7,7 +7,7 @@
 import type { Auth } from '../../platform/auth/auth.ts';
 import { permissionsLacking, type Permission } from '../../platform/auth/permissions.ts';
 import type { Tx } from '../../platform/database/database.ts';
-import { invalid, type FieldErrors } from '../../platform/http/problem.ts';
+import { coded, invalid, type FieldErrors } from '../../platform/http/problem.ts';
 import { navigationUrlProblems, urlForm, type UrlForm } from '../../platform/http/navigation-url.ts';
 import type { SubjectLists } from '../entity-permissions/queries.ts';
 import { missingSubjects } from '../entity-permissions/rules.ts';
@@ -136,10 +136,18 @@ export function menuItemDraftErrors(caller: Pick<Auth, 'permissions'>, draft: Me
   const errors: FieldErrors = {};
   const linkErrors = linkProblems(draft.link, draft.type);
   const placeholders = linkErrors.length === 0 && (draft.newLink || draft.newAudience) ? placeholderProblems(caller, draft.link) : [];
-  if (draft.newLink) linkErrors.push(...placeholders);
-  if (linkErrors.length > 0) errors.link = linkErrors;
+  const link = [
+    ...linkErrors.map((problem) => coded('format', problem)),
+    ...(draft.newLink ? placeholders.map((problem) => coded('permission_missing', problem)) : []),
+  ];
+  if (link.length > 0) errors.link = link;
   if (draft.newAudience && placeholders.length > 0) {
-    errors.entity_permissions = [`who sees this item can be changed only by a caller who may read every user field its link sends: ${placeholders.join('; ')}`];
+    errors.entity_permissions = [
+      coded(
+        'permission_missing',
+        `who sees this item can be changed only by a caller who may read every user field its link sends: ${placeholders.join('; ')}`,
+      ),
+    ];
   }
   return errors;
 }
@@ -152,7 +160,13 @@ export function menuItemDraftErrors(caller: Pick<Auth, 'permissions'>, draft: Me
 export async function validateMenuItemDraft(tx: Tx, caller: Pick<Auth, 'permissions'>, draft: MenuItemDraft): Promise<string> {
   const errors = menuItemDraftErrors(caller, draft);
   const language = await menuLanguage(tx, draft.langId);
-  if (!language) errors.lang_id = [draft.langId === undefined ? 'is required: the tenant has no system language' : `no language "${draft.langId}" exists`];
+  if (!language) {
+    errors.lang_id = [
+      draft.langId === undefined
+        ? coded('required', 'is required: the tenant has no system language')
+        : coded('missing_reference', `no language "${draft.langId}" exists`),
+    ];
+  }
   if (draft.entityPermissions) Object.assign(errors, await missingSubjects(tx, draft.entityPermissions, 'entity_permissions'));
   if (Object.keys(errors).length > 0) throw invalid(errors);
   return language!;

@@ -6,7 +6,7 @@ import { isNull, sql, type SQL } from 'drizzle-orm';
 import sanitizeHtml from 'sanitize-html';
 import { parseNotificationDatetime } from '../../platform/http/datetime.ts';
 import { navigationUrlProblems, ROUTE_FORMS } from '../../platform/http/navigation-url.ts';
-import type { FieldErrors } from '../../platform/http/problem.ts';
+import { coded, type FieldErrors } from '../../platform/http/problem.ts';
 import { notifications, type NotificationData } from './table.ts';
 
 /** The generic notification's type (operation createNotification); it has no target. */
@@ -53,10 +53,10 @@ export const RECIPIENT_REQUIRED = 'at least one user or department is required';
 export function dispatchInputErrors(data: Pick<NotificationData, 'url'>, recipients: Recipients): FieldErrors {
   const errors: FieldErrors = {};
   const urlProblems = navigationUrlProblems(data.url, ROUTE_FORMS);
-  if (urlProblems.length > 0) errors.url = urlProblems;
+  if (urlProblems.length > 0) errors.url = urlProblems.map((problem) => coded('format', problem));
   if (!hasRecipients(recipients)) {
-    errors.user_ids = [RECIPIENT_REQUIRED];
-    errors.department_ids = [RECIPIENT_REQUIRED];
+    errors.user_ids = [coded('required', RECIPIENT_REQUIRED)];
+    errors.department_ids = [coded('required', RECIPIENT_REQUIRED)];
   }
   return errors;
 }

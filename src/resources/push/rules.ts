@@ -4,8 +4,8 @@
  * does to its subscription.
  */
 import { createECDH } from 'node:crypto';
-import { forbidden, type FieldErrors } from '../../platform/http/problem.ts';
-import type { OutboundClient } from '../../platform/outbound/client.ts';
+import { coded, forbidden, type FieldErrors } from '../../platform/http/problem.ts';
+import { NOT_AN_ALLOWED_DESTINATION, type OutboundClient } from '../../platform/outbound/client.ts';
 import { nextState, type DeliveryOutcome, type RetryPolicy } from '../../platform/outbound/delivery-outcome.ts';
 import { plainText } from '../notifications/plain-text.ts';
 import type { NotificationData } from '../notifications/table.ts';
@@ -32,7 +32,7 @@ export function assertMayRegister(caller: { groupAccount: boolean } | undefined)
  */
 export function subscriptionCapErrors(held: { count: number; holdsEndpoint: boolean }): FieldErrors {
   if (held.holdsEndpoint || held.count < MAX_SUBSCRIPTIONS_PER_USER) return {};
-  return { endpoint: [`at most ${MAX_SUBSCRIPTIONS_PER_USER} push subscriptions per user; delete one first`] };
+  return { endpoint: [coded('limit_reached', `at most ${MAX_SUBSCRIPTIONS_PER_USER} push subscriptions per user; delete one first`)] };
 }
 
 const BASE64URL = /^[A-Za-z0-9_-]+={0,2}$/;
@@ -64,6 +64,9 @@ export function authSecretProblem(value: string): string | null {
   return bytes && bytes.length === 16 ? null : 'must be the base64url encoding of a 16-byte authentication secret';
 }
 
+/** The endpoint problem of plain http to a destination the operator does not admit. */
+const PLAIN_HTTP_NOT_ADMITTED = 'must be an https URL (plain http only to destinations the operator admits)';
+
 /**
  * https to a reachable address; http only where every address is allow-listed
  * (docs/tenancy-and-security.md#outbound-address-policy). A refused endpoint is told apart
@@ -79,7 +82,7 @@ export async function endpointProblem(outbound: OutboundClient, endpoint: string
   if (url.protocol === 'https:') return outbound.destinationProblem(endpoint);
   if (url.protocol === 'http:') {
     const problem = await outbound.destinationProblem(endpoint, { allowListedOnly: true });
-    return problem === null ? null : 'must be an https URL (plain http only to destinations the operator admits)';
+    return problem === null ? null : PLAIN_HTTP_NOT_ADMITTED;
   }
   return 'must be an https URL';
 }
@@ -91,11 +94,14 @@ export async function endpointProblem(outbound: OutboundClient, endpoint: string
 export async function subscriptionErrors(outbound: OutboundClient, input: SubscriptionInput): Promise<FieldErrors> {
   const errors: FieldErrors = {};
   const endpoint = await endpointProblem(outbound, input.endpoint);
-  if (endpoint) errors.endpoint = [endpoint];
+  if (endpoint) {
+    const refused = endpoint === NOT_AN_ALLOWED_DESTINATION || endpoint === PLAIN_HTTP_NOT_ADMITTED;
+    errors.endpoint = [coded(refused ? 'destination_not_allowed' : 'format', endpoint)];
+  }
   const p256dh = p256dhProblem(input.keys.p256dh);
-  if (p256dh) errors['keys.p256dh'] = [p256dh];
+  if (p256dh) errors['keys.p256dh'] = [coded('format', p256dh)];
   const auth = authSecretProblem(input.keys.auth);
-  if (auth) errors['keys.auth'] = [auth];
+  if (auth) errors['keys.auth'] = [coded('format', auth)];
   return errors;
 }
 

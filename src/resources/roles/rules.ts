@@ -3,7 +3,7 @@ import type { Caller } from '../../platform/auth/auth.ts';
 import { permissionsLacking } from '../../platform/auth/permissions.ts';
 import type { Tx } from '../../platform/database/database.ts';
 import { lockTenantScope } from '../../platform/database/locks.ts';
-import { coded, forbidden, invalid } from '../../platform/http/problem.ts';
+import { coded, forbidden, invalid, type FieldErrors } from '../../platform/http/problem.ts';
 import { displayNameProblems, NAME_TAKEN, nameTaken, storedName } from './names.ts';
 import { roleNames } from './queries.ts';
 import type { RoleRow } from './view.ts';
@@ -16,7 +16,7 @@ import type { RoleRow } from './view.ts';
  */
 export async function newRoleName(tx: Tx, name: string, exceptId?: number): Promise<string> {
   const problems = displayNameProblems(name);
-  if (problems.length > 0) throw invalid({ name: problems });
+  if (problems.length > 0) throw invalid({ name: problems.map((problem) => coded('pattern', problem)) });
   await lockTenantScope(tx, 'roles.name');
   if (nameTaken(await roleNames(tx), name, exceptId)) throw invalid({ name: [coded('taken', NAME_TAKEN)] });
   return storedName(name);
@@ -46,20 +46,23 @@ export function roleChangeErrors(
   caller: Pick<Caller, 'permissions'>,
   before: Pick<RoleRow, 'permissions' | 'active'> & { ownRole: boolean },
   after: { permissions: string[]; active: boolean },
-): Record<string, string[]> {
-  const errors: Record<string, string[]> = {};
+): FieldErrors {
+  const errors: FieldErrors = {};
   const changed = [...after.permissions.filter((p) => !before.permissions.includes(p)), ...before.permissions.filter((p) => !after.permissions.includes(p))];
   const notHeld = permissionsLacking(caller, changed);
-  if (notHeld.length > 0) errors.permissions = [`you cannot grant or revoke permissions you do not hold: ${notHeld.join(', ')}`];
+  if (notHeld.length > 0)
+    errors.permissions = [coded('permission_escalation', `you cannot grant or revoke permissions you do not hold: ${notHeld.join(', ')}`)];
   if (before.active !== after.active) {
     const notHeldOfRole = permissionsLacking(caller, [...before.permissions, ...after.permissions]);
     if (notHeldOfRole.length > 0) {
-      errors.active = [`you cannot activate or deactivate a role granting permissions you do not hold: ${notHeldOfRole.join(', ')}`];
+      errors.active = [
+        coded('permission_escalation', `you cannot activate or deactivate a role granting permissions you do not hold: ${notHeldOfRole.join(', ')}`),
+      ];
     }
   }
-  if (before.ownRole && !after.active) (errors.active ??= []).push('you cannot deactivate your own role');
+  if (before.ownRole && !after.active) (errors.active ??= []).push(coded('self_change_forbidden', 'you cannot deactivate your own role'));
   if (before.ownRole && !after.permissions.includes('users.administer')) {
-    (errors.permissions ??= []).push('you cannot remove users.administer from your own role');
+    (errors.permissions ??= []).push(coded('self_change_forbidden', 'you cannot remove users.administer from your own role'));
   }
   return errors;
 }

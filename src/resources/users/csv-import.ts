@@ -23,7 +23,7 @@ import type { Tx } from '../../platform/database/database.ts';
 import { missingIds, reportMissing } from '../../platform/database/existence.ts';
 import { JsonArraySpool, jsonObjectOfArrays, type StreamedJson } from '../../platform/http/json-stream.ts';
 import type { Upload } from '../../platform/http/multipart.ts';
-import { fieldMessages, invalid, type FieldErrors, type FieldMessages } from '../../platform/http/problem.ts';
+import { coded, fieldMessages, invalid, type FieldErrors, type FieldMessages } from '../../platform/http/problem.ts';
 import { departments } from '../departments/table.ts';
 import { CONFERS_ENTITY_RIGHTS, HOLDS_ENTITY_RIGHTS, membershipsConferringRights, usersHoldingRightsBeyond } from '../entity-permissions/rules.ts';
 import { roles } from '../roles/table.ts';
@@ -72,7 +72,7 @@ const quoted = (cell: string) => JSON.stringify(cell.length > 64 ? `${cell.slice
 function mapHeader(header: string[], remap: CsvImportOptions['headers']): UserKey[] {
   if (header.length > IMPORTABLE_KEYS.length) {
     throw invalid(
-      { user_data_csv: [`the header has ${header.length} columns; there are ${IMPORTABLE_KEYS.length} importable keys`] },
+      { user_data_csv: [coded('csv_malformed', `the header has ${header.length} columns; there are ${IMPORTABLE_KEYS.length} importable keys`)] },
       'The CSV header is invalid.',
     );
   }
@@ -86,7 +86,7 @@ function mapHeader(header: string[], remap: CsvImportOptions['headers']): UserKe
     keys.push(key as UserKey);
   });
   if (!keys.includes('username')) problems.push(`no column holds username (header "${remap.username ?? 'username'}")`);
-  if (problems.length > 0) throw invalid({ user_data_csv: problems }, 'The CSV header is invalid.');
+  if (problems.length > 0) throw invalid({ user_data_csv: problems.map((problem) => coded('csv_malformed', problem)) }, 'The CSV header is invalid.');
   return keys;
 }
 
@@ -213,7 +213,9 @@ async function rememberUsernames(tx: Tx, named: readonly ParsedLine[], usernames
   const firstLine = new Map(stored.map((row) => [row.username, row.line]));
   const repeated = named.find((row) => firstLine.get(row.username!) !== row.line)!;
   throw invalid(
-    { user_data_csv: [`username "${repeated.username}" appears on line ${firstLine.get(repeated.username!)} and line ${repeated.line}`] },
+    {
+      user_data_csv: [coded('csv_malformed', `username "${repeated.username}" appears on line ${firstLine.get(repeated.username!)} and line ${repeated.line}`)],
+    },
     'The CSV names a user twice.',
   );
 }
@@ -249,7 +251,7 @@ export async function previewCsvImport(tx: Tx, file: Upload, options: CsvImportO
   for await (const chunk of file.chunks({ transient: true })) {
     if (!shape.add(chunk)) break;
   }
-  if (!shape.utf8) throw invalid({ user_data_csv: ['must be UTF-8 encoded'] }, 'The CSV file is not UTF-8.');
+  if (!shape.utf8) throw invalid({ user_data_csv: [coded('csv_malformed', 'must be UTF-8 encoded')] }, 'The CSV file is not UTF-8.');
   const groups = {
     new_users: new JsonArraySpool(),
     update_users: new JsonArraySpool(),
@@ -314,14 +316,14 @@ async function judgeFile(tx: Tx, file: Upload, shape: FileShape, options: CsvImp
       }
     }
     await parser.finish();
-    if (!judging) throw invalid({ user_data_csv: ['is empty'] }, 'The CSV file is empty.');
-    if (rows === 0) throw invalid({ user_data_csv: ['has no data rows'] }, 'The CSV file has no data rows.');
+    if (!judging) throw invalid({ user_data_csv: [coded('csv_empty', 'is empty')] }, 'The CSV file is empty.');
+    if (rows === 0) throw invalid({ user_data_csv: [coded('csv_empty', 'has no data rows')] }, 'The CSV file has no data rows.');
     if (parsed.length > 0) start(parsed.splice(0));
     while (inFlight.length > 0) await writeNext();
   } catch (error) {
     // No statement may be left to run once the transaction ends.
     await Promise.allSettled(inFlight);
-    if (error instanceof MalformedCsv) throw invalid({ user_data_csv: [error.message] }, 'The CSV file is malformed.');
+    if (error instanceof MalformedCsv) throw invalid({ user_data_csv: [coded('csv_malformed', error.message)] }, 'The CSV file is malformed.');
     throw error;
   }
 
@@ -396,7 +398,7 @@ async function judgeBatch(tx: Tx, judging: Judging, batch: readonly ParsedLine[]
           const value = values[key];
           const column = USER_FIELDS[key].column;
           const unchanged = column === null ? sameIds(value as number[], stored) : value === user[column];
-          if (!unchanged) errors[key] = ['cannot be changed on your own account'];
+          if (!unchanged) errors[key] = [coded('self_change_forbidden', 'cannot be changed on your own account')];
         }
       }
       draft = rowDraft(values, user, new Set(['username', ...Object.keys(errors)]));

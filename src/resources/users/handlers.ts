@@ -63,7 +63,7 @@ async function pictureOf(ctx: Context<'createUser' | 'updateUser'>, input: UserI
   const upload = uploadOf(ctx.request, 'profile_picture');
   if (!upload) {
     if (input.profile_picture === null || input.profile_picture === '') return null;
-    throw invalid({ profile_picture: ['must be an image file part of a multipart/form-data request, or null'] });
+    throw invalid({ profile_picture: [coded('file_required', 'must be an image file part of a multipart/form-data request, or null')] });
   }
   return acceptPicture(upload);
 }
@@ -187,10 +187,10 @@ export const userHandlers = {
     // only an acceptable one is hashed.
     const errors = passwordErrors(input.password, services.config);
     const needsOldPassword = input.password !== undefined && self && !can(auth, 'users.administer');
-    if (needsOldPassword && input.old_password === undefined) errors.old_password = ['is required to change your own password'];
+    if (needsOldPassword && input.old_password === undefined) errors.old_password = [coded('required', 'is required to change your own password')];
     // Counted on the account's sign-in failure limit before it is checked (429 beyond it).
     else if (needsOldPassword && !(await verifyOwnPassword(services.db, services.config, auth, input.old_password!))) {
-      errors.old_password = ['does not match your current password'];
+      errors.old_password = [coded('mismatch', 'does not match your current password')];
     }
     const picture = await pictureOf(ctx, input);
     const passwordHash = input.password !== undefined && Object.keys(errors).length === 0 ? await hashPassword(input.password) : undefined;
@@ -208,7 +208,7 @@ export const userHandlers = {
         for (const key of Object.keys(hidden)) delete input[key as keyof UserInput];
         Object.assign(errors, hidden);
         if (input.password !== undefined && (await usersHoldingRightsBeyond(tx, auth, [current.id])).size > 0) {
-          errors.password ??= [HOLDS_ENTITY_RIGHTS];
+          errors.password ??= [coded('confers_rights', HOLDS_ENTITY_RIGHTS)];
         }
       }
       const draft = { ...draftOf(input, current, picture), password: undefined };
@@ -232,7 +232,7 @@ export const userHandlers = {
   async uploadProfilePicture(ctx) {
     const { auth, params, services } = ctx;
     const upload = uploadOf(ctx.request, 'profile_picture');
-    if (!upload) throw invalid({ profile_picture: ['must be an image file part'] });
+    if (!upload) throw invalid({ profile_picture: [coded('file_required', 'must be an image file part')] });
     const picture = await acceptPicture(upload);
     const body = await services.db.tenant(auth.tenantId, async (tx) => {
       const current = await requireAdministrableUser(tx, auth, params.user);
@@ -256,8 +256,8 @@ export const userHandlers = {
     const roleId = (body as { role_id?: number } | undefined)?.role_id;
     const restored = await db.tenant(auth.tenantId, async (tx) => {
       const user = await requireAdministrableUser(tx, auth, params.user, { withTrashed: true });
-      if (user.blackedOutAt) throw invalid({ user: ['was blacked out and cannot be restored'] });
-      if (!user.deletedAt) throw invalid({ user: ['is not deleted'] });
+      if (user.blackedOutAt) throw invalid({ user: [coded('blacked_out', 'was blacked out and cannot be restored')] });
+      if (!user.deletedAt) throw invalid({ user: [coded('not_deleted', 'is not deleted')] });
       if (roleId !== undefined) {
         const references = await loadUserReferences(tx, { roleIds: [roleId] });
         if (!references.roles.get(roleId)?.active) throw invalid({ role_id: [coded('role_inactive', 'must name an active role')] });
@@ -323,7 +323,7 @@ export const userHandlers = {
     // The preview shows existing users (matches, proposed deletions): it needs users.view too.
     requirePermission(auth, 'users.view');
     const upload = uploadOf(request, 'user_data_csv');
-    if (!upload) throw invalid({ user_data_csv: ['must be a file part'] });
+    if (!upload) throw invalid({ user_data_csv: [coded('file_required', 'must be a file part')] });
     const { update_users, delete_users, whitespace_to_null, user_data_csv: _file, ...headers } = body as unknown as Record<string, unknown>;
     const options: CsvImportOptions = {
       updateUsers: update_users === true,

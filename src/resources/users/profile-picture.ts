@@ -5,7 +5,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { Upload } from '../../platform/http/multipart.ts';
-import { ProblemError, invalid } from '../../platform/http/problem.ts';
+import { ProblemError, coded, invalid } from '../../platform/http/problem.ts';
 import type { Secrets } from '../../platform/secrets/secrets.ts';
 
 export const PICTURE_MAX_BYTES = 5 * 1024 * 1024;
@@ -44,7 +44,7 @@ export async function acceptPicture(upload: Pick<Upload, 'size' | 'content' | 'f
   const { fileTypeFromBuffer } = await import('file-type');
   const detected = await fileTypeFromBuffer(content);
   const extension = detected ? PICTURE_TYPES[detected.mime] : undefined;
-  if (!detected || !extension) throw invalid({ profile_picture: ['must be a JPEG, PNG, WebP or GIF image'] });
+  if (!detected || !extension) throw invalid({ profile_picture: [coded('unsupported_file_type', 'must be a JPEG, PNG, WebP or GIF image')] });
   return {
     mediaType: detected.mime,
     fileName: safeFileName(originalName, extension),

@@ -10,7 +10,7 @@ import { grantablePermissions, permissionsLacking } from '../../platform/auth/pe
 import type { Tx } from '../../platform/database/database.ts';
 import { missingIds, MISSING, reportMissing } from '../../platform/database/existence.ts';
 import { navigationUrlProblems, ROUTE_FORMS } from '../../platform/http/navigation-url.ts';
-import { coded, forbidden, invalid, notFound, type FieldErrors } from '../../platform/http/problem.ts';
+import { coded, forbidden, invalid, notFound, type FieldErrors, type FieldMessage } from '../../platform/http/problem.ts';
 import { departments } from '../departments/table.ts';
 import { CONFERS_ENTITY_RIGHTS, membershipsConferringRights } from '../entity-permissions/rules.ts';
 import { findUser, loadUserReferences, usernameTaken, type UserReferences, type UserRow } from './queries.ts';
@@ -67,7 +67,7 @@ export function defaultRouteProblems(route: string): string[] {
 /** A password (when one is written) has at least `passwordMinLength` characters, counted by `passwordLength`. */
 export function passwordErrors(password: string | null | undefined, options: { passwordMinLength: number }): FieldErrors {
   if (password === undefined || password === null || passwordLength(password) >= options.passwordMinLength) return {};
-  return { password: [`must be at least ${options.passwordMinLength} characters long`] };
+  return { password: [coded('min_length', `must be at least ${options.passwordMinLength} characters long`)] };
 }
 
 /** The profile keys that are columns of `users` (all but the picture), under their column names. */
@@ -114,6 +114,7 @@ export interface UserWriteSettings {
 
 /** The error on a profile key that the tenant's settings require (`requiredProfileKeyErrors`). */
 export const REQUIRED_BY_SETTINGS = "is required by this tenant's settings";
+const requiredBySettings = coded('required_by_settings', REQUIRED_BY_SETTINGS);
 
 const isEmpty = (value: unknown) => value === undefined || value === null || value === false || (typeof value === 'string' && value.trim() === '');
 
@@ -133,14 +134,14 @@ export function requiredProfileKeyErrors(draft: UserDraft, required: readonly Pr
     const written = key === 'profile_picture' ? draft.hasPicture : draft[key];
     if (written === undefined && !judgeAll) continue;
     const value = written !== undefined ? written : key === 'profile_picture' ? draft.current?.pictureFileName : draft.current?.[key];
-    if (isEmpty(value)) errors[key] = [REQUIRED_BY_SETTINGS];
+    if (isEmpty(value)) errors[key] = [requiredBySettings];
   }
   return errors;
 }
 
 /** The 422 of a refused user write; its detail names the required profile keys it misses, if any. */
 export function userWriteRefusal(errors: FieldErrors) {
-  const missing = Object.keys(errors).filter((key) => errors[key]!.includes(REQUIRED_BY_SETTINGS));
+  const missing = Object.keys(errors).filter((key) => errors[key]!.some((entry) => typeof entry !== 'string' && entry.code === 'required_by_settings'));
   return invalid(errors, missing.length > 0 ? `The request is invalid. This tenant's settings require: ${missing.join(', ')}.` : undefined);
 }
 
@@ -171,19 +172,21 @@ const resultingDates = (draft: UserDraft) => ({
 export function userDraftErrors(draft: UserDraft, options: UserWriteSettings): FieldErrors {
   const isNew = draft.current === undefined;
   const errors =
-    isNew && (draft.password === undefined || draft.password === null) ? { password: ['is required for new users'] } : passwordErrors(draft.password, options);
-  if (isNew && (draft.roleId === undefined || draft.roleId === null)) errors.role_id = ['is required for new users'];
+    isNew && (draft.password === undefined || draft.password === null)
+      ? { password: [coded('required', 'is required for new users')] }
+      : passwordErrors(draft.password, options);
+  if (isNew && (draft.roleId === undefined || draft.roleId === null)) errors.role_id = [coded('required', 'is required for new users')];
   const usernameIssues = draft.username === undefined ? [] : usernameProblems(draft.username);
-  if (usernameIssues.length > 0) errors.username = usernameIssues;
+  if (usernameIssues.length > 0) errors.username = usernameIssues.map((issue) => coded('reserved', issue));
   if (!resultingGroupAccount(draft)) {
     const { firstName, lastName } = resultingNames(draft);
-    if (!firstName?.trim()) errors.first_name = ['is required for personal accounts'];
-    if (!lastName?.trim()) errors.last_name = ['is required for personal accounts'];
+    if (!firstName?.trim()) errors.first_name = [coded('required', 'is required for personal accounts')];
+    if (!lastName?.trim()) errors.last_name = [coded('required', 'is required for personal accounts')];
   }
   const { entering, leaving } = resultingDates(draft);
-  if (entering && leaving && leaving < entering) errors.leaving_date = ['must not be before entering_date'];
+  if (entering && leaving && leaving < entering) errors.leaving_date = [coded('out_of_range', 'must not be before entering_date')];
   const routeIssues = draft.defaultRoute === undefined || draft.defaultRoute === null ? [] : defaultRouteProblems(draft.defaultRoute);
-  if (routeIssues.length > 0) errors.default_route = routeIssues;
+  if (routeIssues.length > 0) errors.default_route = routeIssues.map((issue) => coded('format', issue));
   return addErrors(errors, requiredProfileKeyErrors(draft, options.requiredProfileKeys ?? []));
 }
 
@@ -230,9 +233,9 @@ export async function conferredRightsErrors(
   const errors: FieldErrors = {};
   if (change.roleId === undefined && change.departmentIds === undefined) return errors;
   const [conferred] = await membershipsConferringRights(tx, caller, [{ userId, ...change }]);
-  if (conferred!.role) errors.role_id = [CONFERS_ENTITY_RIGHTS];
+  if (conferred!.role) errors.role_id = [coded('confers_rights', CONFERS_ENTITY_RIGHTS)];
   change.departmentIds?.forEach((id, index) => {
-    if (conferred!.departmentIds.includes(id)) errors[`department_ids.${index}`] = [CONFERS_ENTITY_RIGHTS];
+    if (conferred!.departmentIds.includes(id)) errors[`department_ids.${index}`] = [coded('confers_rights', CONFERS_ENTITY_RIGHTS)];
   });
   return errors;
 }
@@ -281,7 +284,7 @@ export function hiddenKeyErrors(caller: Caller, user: Pick<UserRow, 'id'>, keys:
   const errors: FieldErrors = {};
   for (const key of keys) {
     const permission = hiddenFieldPermission(caller, key, user);
-    if (permission) errors[key] = [hiddenFieldError(permission)];
+    if (permission) errors[key] = [coded('permission_missing', hiddenFieldError(permission))];
   }
   return errors;
 }
@@ -290,7 +293,7 @@ export function hiddenKeyErrors(caller: Caller, user: Pick<UserRow, 'id'>, keys:
 export function filterVisibilityErrors(caller: Pick<Caller, 'permissions'>, filter: Record<string, unknown> | undefined): FieldErrors {
   if (can(caller, 'users.view-administrative')) return {};
   const hidden = ['role_id', 'active'].filter((key) => filter?.[key] !== undefined);
-  return Object.fromEntries(hidden.map((key) => [`filter.${key}`, ['needs the permission "users.view-administrative"']]));
+  return Object.fromEntries(hidden.map((key) => [`filter.${key}`, [coded('permission_missing', 'needs the permission "users.view-administrative"')]]));
 }
 
 // ---- one's own record ----
@@ -321,9 +324,9 @@ export function restrictedSelfUpdateErrors(auth: Pick<Auth, 'passwordChangeRequi
   const errors: FieldErrors = {};
   if (!auth.passwordChangeRequired) return errors;
   for (const key of Object.keys(input)) {
-    if (!PASSWORD_KEYS.has(key)) errors[key] = ['cannot be changed until your password has been changed'];
+    if (!PASSWORD_KEYS.has(key)) errors[key] = [coded('password_change_required', 'cannot be changed until your password has been changed')];
   }
-  if (input.password === undefined) errors.password = ['is required: your password must be changed first'];
+  if (input.password === undefined) errors.password = [coded('password_change_required', 'is required: your password must be changed first')];
   return errors;
 }
 
@@ -333,9 +336,9 @@ export function restrictedSelfUpdateErrors(auth: Pick<Auth, 'passwordChangeRequi
  * one's current username is no change and always accepted. The error for `username`, or
  * undefined.
  */
-export function selfRenameError(caller: Pick<Caller, 'permissions'>, username: string | undefined, current: string): string[] | undefined {
+export function selfRenameError(caller: Pick<Caller, 'permissions'>, username: string | undefined, current: string): FieldMessage[] | undefined {
   if (username === undefined || username === current || can(caller, 'users.view')) return undefined;
-  return ['changing your own username needs the permission "users.view"'];
+  return [coded('permission_missing', 'changing your own username needs the permission "users.view"')];
 }
 
 /** Deleting (or blacking out) one's own account is refused. */
@@ -361,9 +364,9 @@ export function assertMayMarkForLogout(caller: Pick<Caller, 'userId'>, target: {
  * holds every permission it could grant (`grantablePermissions`, active or not).
  * Returns the error for `role_id`.
  */
-export function roleAssignmentError(caller: Pick<Caller, 'permissions'>, grantable: readonly string[]): string[] | undefined {
+export function roleAssignmentError(caller: Pick<Caller, 'permissions'>, grantable: readonly string[]): FieldMessage[] | undefined {
   const lacking = permissionsLacking(caller, grantable);
-  return lacking.length > 0 ? [`grants permissions you do not hold: ${lacking.join(', ')}`] : undefined;
+  return lacking.length > 0 ? [coded('permission_escalation', `grants permissions you do not hold: ${lacking.join(', ')}`)] : undefined;
 }
 
 /**

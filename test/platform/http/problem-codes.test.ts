@@ -97,6 +97,17 @@ t.test('a taken username is `taken`, an inactive role `role_inactive`', async (t
   t.strictSame(restore.body.error_codes, { role_id: ['role_inactive'] });
 });
 
+t.test("the service's own rules name their code: a date out of range, a session that must change its password", async (t) => {
+  const early = await api.call(t, 'createUser', { token: tenant.adminToken, body: newUser({ entering_date: '2026-05-01', leaving_date: '2026-04-30' }) });
+  t.equal(early.status, 422);
+  t.strictSame(early.body.errors, { leaving_date: ['must not be before entering_date'] });
+  t.strictSame(early.body.error_codes, { leaving_date: ['out_of_range'] });
+  const changing = await api.createUser(tenant.tenantId, { values: { requestPasswordChange: true } });
+  const restricted = await api.call(t, 'updateUser', { token: changing.token, params: { user: changing.id }, body: { city: 'Bonn' } });
+  t.equal(restricted.status, 422);
+  t.strictSame(restricted.body.error_codes, { city: ['password_change_required'], password: ['password_change_required'] });
+});
+
 t.test('401s tell a missing token, an invalid one and wrong credentials apart', async (t) => {
   const none = await api.call(t, 'getCurrentUser', {});
   t.match(none.body, { status: 401, code: 'unauthenticated' });

@@ -1,6 +1,6 @@
 /** The attribute-set rules on their own (no HTTP, no database). */
 import t from 'tap';
-import type { FieldErrors } from '../../../src/platform/http/problem.ts';
+import { coded, type FieldErrors } from '../../../src/platform/http/problem.ts';
 import {
   attributeFieldTypes,
   attributeSetErrors,
@@ -12,10 +12,10 @@ import {
 t.test('attributeSetErrors: a blank name, department field names and keys used twice', async (t) => {
   t.strictSame(attributeSetErrors({ name: 'Finance', fields: [{ key: 'cost_center' }, { key: 'budget' }] }), {});
   t.strictSame(attributeSetErrors({ name: '  ', fields: [{ key: 'name' }, { key: 'a' }, { key: 'a' }, { key: 'tags' }] }), {
-    'fields.0.key': ['is a department field name'],
-    'fields.2.key': ['is used twice'],
-    'fields.3.key': ['is a department field name'],
-    name: ['must not be blank'],
+    'fields.0.key': [coded('reserved', 'is a department field name')],
+    'fields.2.key': [coded('taken', 'is used twice')],
+    'fields.3.key': [coded('reserved', 'is a department field name')],
+    name: [coded('required', 'must not be blank')],
   });
   for (const key of DEPARTMENT_KEYS) t.ok(attributeSetErrors({ name: 'X', fields: [{ key }] })['fields.0.key'], key);
 });
@@ -81,8 +81,8 @@ t.test('mergeAttributeValues: typed values of attached fields; null removes; uns
   const bad: FieldErrors = {};
   mergeAttributeValues(new Map(types), { head_count: '12', founded: '2020-13-01', unknown: 1 }, {}, bad);
   t.strictSame(bad, {
-    head_count: ['must be of type integer'],
-    founded: ['must be a date (YYYY-MM-DD)'],
-    unknown: ['is not a field of an attached attribute set'],
+    head_count: [coded('type', 'must be of type integer')],
+    founded: [coded('format', 'must be a date (YYYY-MM-DD)')],
+    unknown: [coded('unknown_property', 'is not a field of an attached attribute set')],
   });
 });

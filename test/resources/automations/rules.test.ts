@@ -1,7 +1,7 @@
 /** The webhook configuration's rules beyond its schema (src/resources/automations/rules.ts), without HTTP or a database. */
 import t from 'tap';
 import { NOT_AN_ALLOWED_DESTINATION, OutboundClient } from '../../../src/platform/outbound/client.ts';
-import { ProblemError } from '../../../src/platform/http/problem.ts';
+import { coded, ProblemError } from '../../../src/platform/http/problem.ts';
 import { assertValidConfiguration, configurationErrors, isReservedHeader } from '../../../src/resources/automations/rules.ts';
 
 // IP literals only: judged without DNS, and nothing is ever sent.
@@ -51,14 +51,18 @@ t.test('configurationErrors: every bad path at once, prefixed', async (t) => {
     'config.',
   );
   t.strictSame(errors, {
-    'config.url': [NOT_AN_ALLOWED_DESTINATION],
-    'config.headers.Host': ['is set by Atrium and cannot be configured'],
-    'config.headers.Proxy-Authorization': ['is set by Atrium and cannot be configured'],
-    'config.auth.header.name': ['is set by Atrium and cannot be configured'],
+    'config.url': [coded('destination_not_allowed', NOT_AN_ALLOWED_DESTINATION)],
+    'config.headers.Host': [coded('reserved', 'is set by Atrium and cannot be configured')],
+    'config.headers.Proxy-Authorization': [coded('reserved', 'is set by Atrium and cannot be configured')],
+    'config.auth.header.name': [coded('reserved', 'is set by Atrium and cannot be configured')],
   });
-  t.strictSame(await configurationErrors({ url: 'ftp://93.184.215.14/x', headers: {} }, outbound), { url: ['must be an http or https URL'] }, 'no prefix');
+  t.strictSame(
+    await configurationErrors({ url: 'ftp://93.184.215.14/x', headers: {} }, outbound),
+    { url: [coded('format', 'must be an http or https URL')] },
+    'no prefix',
+  );
   t.strictSame(await configurationErrors({ url: 'http://user:pw@93.184.215.14/x', headers: {} }, outbound), {
-    url: ['must not contain credentials; use auth instead'],
+    url: [coded('format', 'must not contain credentials; use auth instead')],
   });
 });
 

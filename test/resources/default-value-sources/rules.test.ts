@@ -8,7 +8,7 @@ import t from 'tap';
 import type { Permission } from '../../../src/platform/auth/permissions.ts';
 import type { Tx } from '../../../src/platform/database/database.ts';
 import { MISSING } from '../../../src/platform/database/existence.ts';
-import { ProblemError } from '../../../src/platform/http/problem.ts';
+import { coded, ProblemError } from '../../../src/platform/http/problem.ts';
 import type { SourceCandidate, SourceRow } from '../../../src/resources/default-value-sources/queries.ts';
 import {
   administrableSource,
@@ -37,7 +37,7 @@ t.test('configProblem: a formFieldValue source takes {}, a systemVariable source
 });
 
 t.test('entityPairErrors: source_entity_id needs source_entity_type', async (t) => {
-  const refused = { source_entity_type: ['is required when source_entity_id is given'] };
+  const refused = { source_entity_type: [coded('required', 'is required when source_entity_id is given')] };
   t.strictSame(entityPairErrors({ source_entity_id: 5 }), refused);
   t.strictSame(entityPairErrors({ source_entity_id: 5, source_entity_type: null }), refused);
   t.strictSame(entityPairErrors({ source_entity_id: 5, source_entity_type: 'formField' }), {});
@@ -161,9 +161,18 @@ t.test('validateSource: every problem at once; a field the caller may not admini
   t.strictSame(hiddenTarget, await validate(caller(stranger.id), variable(999999)), 'a hidden target is answered like a missing one');
   t.strictSame((hiddenTarget as { errors: unknown }).errors, { form_field_id: [MISSING] }, 'and is judged no further');
   t.strictSame(await validate(mine, copy(target.id, secretText.id)), await validate(mine, copy(target.id, 999999)), 'a hidden source field too');
-  t.match(await validate(mine, copy(count.id, sharedText.id)), { errors: { source_entity_id: ['a text field cannot fill a number field'] } });
-  t.match(await validate(mine, copy(count.id, count.id)), { errors: { source_entity_id: ['a field cannot take its default value from itself'] } });
-  t.match(await validate(mine, variable(count.id, 'current_date')), { errors: { config: ['the variable current_date cannot fill a number field'] } });
+  t.match(await validate(mine, copy(count.id, sharedText.id)), {
+    errors: { source_entity_id: ['a text field cannot fill a number field'] },
+    error_codes: { source_entity_id: ['mismatch'] },
+  });
+  t.match(await validate(mine, copy(count.id, count.id)), {
+    errors: { source_entity_id: ['a field cannot take its default value from itself'] },
+    error_codes: { source_entity_id: ['cycle'] },
+  });
+  t.match(await validate(mine, variable(count.id, 'current_date')), {
+    errors: { config: ['the variable current_date cannot fill a number field'] },
+    error_codes: { config: ['mismatch'] },
+  });
   t.strictSame(
     (await validate(mine, { type: 'systemVariable', formFieldId: target.id, config: {}, sourceEntityType: null, sourceEntityId: sharedDate.id })) as object,
     {
@@ -177,7 +186,7 @@ t.test('validateSource: every problem at once; a field the caller may not admini
         source_entity_type: ['is required when source_entity_id is given'],
         source_entity_id: ['must be null for a systemVariable source'],
       },
-      error_codes: { config: ['invalid'], source_entity_type: ['invalid'], source_entity_id: ['invalid'] },
+      error_codes: { config: ['enum'], source_entity_type: ['required'], source_entity_id: ['not_allowed'] },
     },
     'every problem of one source in one answer',
   );
@@ -189,7 +198,10 @@ t.test('validateSource: no field takes its default from itself through other fie
     .insert(defaultValueSources)
     .values({ tenantId, ...copy(other.id, target.id), sortNumber: 1 })
     .returning();
-  t.match(await validate(mine, copy(target.id, other.id)), { errors: { source_entity_id: [/would make a cycle/] } });
+  t.match(await validate(mine, copy(target.id, other.id)), {
+    errors: { source_entity_id: [/would make a cycle/] },
+    error_codes: { source_entity_id: ['cycle'] },
+  });
   t.equal(await validate(mine, copy(target.id, other.id), first!.id), undefined, 'not when the source closing it is the one being updated');
   await db.owner.delete(defaultValueSources);
 });

@@ -9,7 +9,7 @@ import t from 'tap';
 import type { Permission } from '../../../src/platform/auth/permissions.ts';
 import type { Tx } from '../../../src/platform/database/database.ts';
 import { MISSING_REFERENCE } from '../../../src/platform/database/existence.ts';
-import { ProblemError } from '../../../src/platform/http/problem.ts';
+import { coded, ProblemError } from '../../../src/platform/http/problem.ts';
 import { departments, departmentUsers } from '../../../src/resources/departments/table.ts';
 import { entityPermissions } from '../../../src/resources/entity-permissions/table.ts';
 import {
@@ -46,7 +46,10 @@ t.test('fieldInputErrors: options belong to select fields, and only to them', as
       { name: 'b', field_type: 'select' },
       { name: 'c', field_type: 'number', options: ['1'] },
     ]),
-    { 'fields.1.options': ['is required for a select field'], 'fields.2.options': ['is only allowed for a select field'] },
+    {
+      'fields.1.options': [coded('required', 'is required for a select field')],
+      'fields.2.options': [coded('not_allowed', 'is only allowed for a select field')],
+    },
   );
 });
 
@@ -79,7 +82,11 @@ t.test('submissionParent: a form, or a task template through an execution', asyn
     }
   };
   for (const body of [{}, { form_id: 3, task_template_id: 4 }, { form_id: 3, task_execution_id: 5 }] as Record<string, number>[]) {
-    t.match(refusal(body), { status: 422, errors: { form_id: [/^exactly one of form_id and task_execution_id/] } }, JSON.stringify(body));
+    t.match(
+      refusal(body),
+      { status: 422, errors: { form_id: [/^exactly one of form_id and task_execution_id/] }, error_codes: { form_id: ['exactly_one'] } },
+      JSON.stringify(body),
+    );
   }
   t.match(refusal({ task_template_id: 4 }), { status: 422, errors: { task_execution_id: [/is required to submit to a task template/] } });
 });
@@ -92,9 +99,9 @@ t.test('submissionValueErrors: every key names a field, every value fits it', as
   t.strictSame(submissionValueErrors(fields, { '10': 'x', '11': 'S' }), {});
   t.strictSame(submissionValueErrors(fields, {}), {}, 'no key is required');
   t.strictSame(submissionValueErrors(fields, { '10': 1, '11': 'M', '12': 'x' }), {
-    'values.10': ['must be a string'],
-    'values.11': ['must be one of: S'],
-    'values.12': ['is not a field of this form or task template'],
+    'values.10': [coded('type', 'must be a string')],
+    'values.11': [coded('enum', 'must be one of: S')],
+    'values.12': [coded('unknown_property', 'is not a field of this form or task template')],
   });
 });
 
@@ -263,8 +270,8 @@ t.test('checkSubmission: a missing parent alone, otherwise the values against th
   const form = { type: 'form' as const, id: hiddenForm!.id };
   t.strictSame(await errors(form, { [live!.id]: 3 }), {}, 'any form of the tenant, administrable or not');
   t.strictSame(await errors(form, { [live!.id]: 'x', [gone!.id]: 3 }), {
-    [`values.${live!.id}`]: ['must be a number'],
-    [`values.${gone!.id}`]: ['is not a field of this form or task template'],
+    [`values.${live!.id}`]: [coded('type', 'must be a number')],
+    [`values.${gone!.id}`]: [coded('unknown_property', 'is not a field of this form or task template')],
   });
   t.strictSame(await errors({ type: 'taskTemplate', executionId: 999999, templateId: undefined }, { x: 1 }), { task_execution_id: [MISSING_REFERENCE] });
   t.strictSame(await errors({ ...form, id: foreignForm!.id }, {}), { form_id: [MISSING_REFERENCE] }, "another tenant's form is missing");
@@ -288,7 +295,9 @@ t.test('checkSubmission and resubmissionErrors: a task template only through an 
     errors: {},
     target: { type: 'taskTemplate', id: sharedTemplate!.id, executionId: mine!.id },
   });
-  t.strictSame((await check(caller(outsider), mine!.id, hiddenTemplate!.id)).errors, { task_template_id: ['is not the task template of the execution'] });
+  t.strictSame((await check(caller(outsider), mine!.id, hiddenTemplate!.id)).errors, {
+    task_template_id: [coded('mismatch', 'is not the task template of the execution')],
+  });
   t.strictSame(
     (await check(caller(outsider), theirs!.id)).errors,
     { task_execution_id: [MISSING_REFERENCE] },
@@ -296,7 +305,7 @@ t.test('checkSubmission and resubmissionErrors: a task template only through an 
   );
   t.strictSame(
     (await check(caller(byRole), theirs!.id)).errors,
-    { task_execution_id: ['is not assigned to you'] },
+    { task_execution_id: [coded('mismatch', 'is not assigned to you')] },
     'the template administrator sees it, but it is not theirs to fill in',
   );
   const [submission] = await db.owner
@@ -305,7 +314,7 @@ t.test('checkSubmission and resubmissionErrors: a task template only through an 
     .returning();
   const again = (values: Record<string, unknown>) => inTenant((tx) => resubmissionErrors(tx, caller(outsider), submission!, values));
   t.strictSame(await again({ [field!.id]: false }), {});
-  t.strictSame(await again({ [field!.id]: 'no' }), { [`values.${field!.id}`]: ['must be a boolean'] });
+  t.strictSame(await again({ [field!.id]: 'no' }), { [`values.${field!.id}`]: [coded('type', 'must be a boolean')] });
   await db.owner.update(taskExecutions).set({ userId: named }).where(eq(taskExecutions.id, mine!.id));
   t.strictSame(await again({ [field!.id]: false }), { task_execution_id: [MISSING_REFERENCE] }, 'once reassigned, the execution is no longer theirs');
 });

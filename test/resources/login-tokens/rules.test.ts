@@ -20,6 +20,7 @@ t.test('unusableTarget: one 422 for every reason, naming no permission', async (
   t.strictSame(refusal.errors, { email: [UNUSABLE_EMAIL] });
   t.notMatch(UNUSABLE_EMAIL, /\.[a-z]/, 'no permission key');
   t.strictSame(unusableTarget('user_id').errors, { user_id: [UNUSABLE_EMAIL] });
+  t.strictSame(unusableTarget('user_id').errorCodes, { user_id: ['not_eligible'] });
 });
 
 t.test('requireEmailLookup: resolving an address needs users.view-personal (403)', async (t) => {

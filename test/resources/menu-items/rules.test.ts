@@ -1,5 +1,6 @@
 /** The menu-item rules on their own (no HTTP, no database). */
 import t from 'tap';
+import { coded } from '../../../src/platform/http/problem.ts';
 import type { Permission } from '../../../src/platform/auth/permissions.ts';
 import {
   embeddable,
@@ -79,17 +80,22 @@ t.test('sameSubjects: sets, so order and duplicates do not count; a missing list
 t.test('menuItemDraftErrors: placeholders are judged for a new link (on link) and a new audience (on entity_permissions)', async (t) => {
   const link = '/x?m={{user.email}}';
   t.strictSame(menuItemDraftErrors(holder(), draft({ link: 'https://example.com/' })), {});
-  t.match(menuItemDraftErrors(holder('users.view'), draft({ link })), { link: [/user\.email needs users\.view-personal/] });
+  t.match(menuItemDraftErrors(holder('users.view'), draft({ link })), {
+    link: [{ code: 'permission_missing', message: /user\.email needs users\.view-personal/ }],
+  });
   t.strictSame(menuItemDraftErrors(holder(), draft({ link, newLink: false })), {}, 'an unchanged link for the same audience is not judged again');
   const audience = menuItemDraftErrors(holder('users.view'), draft({ link, newLink: false, newAudience: true }));
   t.strictSame(Object.keys(audience), ['entity_permissions']);
   t.match(audience.entity_permissions, [
-    /^who sees this item can be changed only by a caller who may read every user field its link sends: the placeholder user\.email/,
+    {
+      code: 'permission_missing',
+      message: /^who sees this item can be changed only by a caller who may read every user field its link sends: the placeholder user\.email/,
+    },
   ]);
   t.strictSame(Object.keys(menuItemDraftErrors(holder(), draft({ link, newAudience: true }))).sort(), ['entity_permissions', 'link']);
   t.strictSame(
     menuItemDraftErrors(holder(), draft({ link: '{{user.id}}', newAudience: true })),
-    { link: ['may not begin with a placeholder'] },
+    { link: [coded('format', 'may not begin with a placeholder')] },
     'a bad link is judged as a link only',
   );
 });

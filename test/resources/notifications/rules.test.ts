@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { PgDialect } from 'drizzle-orm/pg-core';
 import type { SQL } from 'drizzle-orm';
 import t from 'tap';
-import { ProblemError } from '../../../src/platform/http/problem.ts';
+import { coded, ProblemError } from '../../../src/platform/http/problem.ts';
 import {
   CUSTOM_NOTIFICATION,
   dispatchInputErrors,
@@ -50,7 +50,7 @@ t.test('dispatchInputErrors: the url rule, and at least one recipient named on b
   for (const recipients of [{}, { userIds: [] }, { userIds: [], departmentIds: [] }]) {
     t.strictSame(
       dispatchInputErrors({ url }, recipients),
-      { user_ids: [RECIPIENT_REQUIRED], department_ids: [RECIPIENT_REQUIRED] },
+      { user_ids: [coded('required', RECIPIENT_REQUIRED)], department_ids: [coded('required', RECIPIENT_REQUIRED)] },
       JSON.stringify(recipients),
     );
   }
@@ -58,6 +58,7 @@ t.test('dispatchInputErrors: the url rule, and at least one recipient named on b
     const errors = dispatchInputErrors({ url: bad }, { userIds: [1] });
     t.strictSame(Object.keys(errors), ['url'], JSON.stringify(bad));
     t.ok(errors.url!.length > 0);
+    t.match(errors.url, [{ code: 'format' }]);
   }
   t.strictSame(Object.keys(dispatchInputErrors({ url: 'javascript:x' }, {})).sort(), ['department_ids', 'url', 'user_ids'], 'every problem at once');
 });

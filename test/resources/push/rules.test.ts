@@ -1,7 +1,7 @@
 /** The rules of Web Push (src/resources/push/rules.ts), without HTTP: registration checks, the cap, and settling send outcomes. */
 import t from 'tap';
 import { randomBytes } from 'node:crypto';
-import { ProblemError } from '../../../src/platform/http/problem.ts';
+import { coded, ProblemError } from '../../../src/platform/http/problem.ts';
 import { NOT_AN_ALLOWED_DESTINATION, NOT_DELIVERED, OutboundClient } from '../../../src/platform/outbound/client.ts';
 import type { DeliveryOutcome } from '../../../src/platform/outbound/delivery-outcome.ts';
 import {
@@ -32,8 +32,12 @@ t.test('subscriptionCapErrors: 20 per user, an endpoint already held is never re
   t.equal(MAX_SUBSCRIPTIONS_PER_USER, 20);
   t.strictSame(subscriptionCapErrors({ count: 0, holdsEndpoint: false }), {});
   t.strictSame(subscriptionCapErrors({ count: 19, holdsEndpoint: false }), {});
-  t.strictSame(subscriptionCapErrors({ count: 20, holdsEndpoint: false }), { endpoint: ['at most 20 push subscriptions per user; delete one first'] });
-  t.strictSame(subscriptionCapErrors({ count: 25, holdsEndpoint: false }), { endpoint: ['at most 20 push subscriptions per user; delete one first'] });
+  t.strictSame(subscriptionCapErrors({ count: 20, holdsEndpoint: false }), {
+    endpoint: [coded('limit_reached', 'at most 20 push subscriptions per user; delete one first')],
+  });
+  t.strictSame(subscriptionCapErrors({ count: 25, holdsEndpoint: false }), {
+    endpoint: [coded('limit_reached', 'at most 20 push subscriptions per user; delete one first')],
+  });
   t.strictSame(subscriptionCapErrors({ count: 20, holdsEndpoint: true }), {}, 'registering one of the 20 again updates it');
 });
 
@@ -69,9 +73,15 @@ t.test('subscriptionErrors: every problem at once, by field', async (t) => {
   const { keys } = browserSubscription();
   t.strictSame(await subscriptionErrors(outbound, { endpoint: 'http://127.0.0.1:9/push', keys }), {});
   t.strictSame(await subscriptionErrors(outbound, { endpoint: 'ftp://x/push', keys: { p256dh: '***', auth: '' } }), {
-    endpoint: ['must be an https URL'],
-    'keys.p256dh': ['must be the base64url encoding of a 65-byte uncompressed P-256 public key'],
-    'keys.auth': ['must be the base64url encoding of a 16-byte authentication secret'],
+    endpoint: [coded('format', 'must be an https URL')],
+    'keys.p256dh': [coded('format', 'must be the base64url encoding of a 65-byte uncompressed P-256 public key')],
+    'keys.auth': [coded('format', 'must be the base64url encoding of a 16-byte authentication secret')],
+  });
+  t.strictSame(await subscriptionErrors(outbound, { endpoint: 'https://10.1.2.3/push', keys }), {
+    endpoint: [coded('destination_not_allowed', NOT_AN_ALLOWED_DESTINATION)],
+  });
+  t.strictSame(await subscriptionErrors(outbound, { endpoint: 'http://10.1.2.3/push', keys }), {
+    endpoint: [coded('destination_not_allowed', 'must be an https URL (plain http only to destinations the operator admits)')],
   });
 });
 

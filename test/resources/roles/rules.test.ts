@@ -2,6 +2,7 @@
 import t from 'tap';
 import type { Caller } from '../../../src/platform/auth/auth.ts';
 import type { Permission } from '../../../src/platform/auth/permissions.ts';
+import { coded } from '../../../src/platform/http/problem.ts';
 import { NAME_TAKEN } from '../../../src/resources/roles/names.ts';
 import { assertMayAdministerRole, newRoleName, roleChangeErrors } from '../../../src/resources/roles/rules.ts';
 import { startTestDatabase } from '../../helpers/tenant-data.ts';
@@ -14,12 +15,12 @@ const role = (permissions: string[], active = true, ownRole = false) => ({ permi
 t.test('roleChangeErrors: granting or revoking a permission the caller lacks', async (t) => {
   t.strictSame(roleChangeErrors(delegate, role([]), { permissions: ['users.view'], active: true }), {});
   t.strictSame(roleChangeErrors(delegate, role([]), { permissions: ['users.view', 'tasks.administer'], active: true }), {
-    permissions: ['you cannot grant or revoke permissions you do not hold: tasks.administer'],
+    permissions: [coded('permission_escalation', 'you cannot grant or revoke permissions you do not hold: tasks.administer')],
   });
   t.strictSame(
     roleChangeErrors(delegate, role(['users.view', 'tasks.administer']), { permissions: ['users.view'], active: true }),
     {
-      permissions: ['you cannot grant or revoke permissions you do not hold: tasks.administer'],
+      permissions: [coded('permission_escalation', 'you cannot grant or revoke permissions you do not hold: tasks.administer')],
     },
     'revoking too',
   );
@@ -33,12 +34,12 @@ t.test('roleChangeErrors: granting or revoking a permission the caller lacks', a
 t.test('roleChangeErrors: (de)activating needs every permission the role lists, before and after', async (t) => {
   t.strictSame(roleChangeErrors(delegate, role(['users.view']), { permissions: ['users.view'], active: false }), {});
   t.strictSame(roleChangeErrors(delegate, role(['tasks.administer']), { permissions: ['tasks.administer'], active: false }), {
-    active: ['you cannot activate or deactivate a role granting permissions you do not hold: tasks.administer'],
+    active: [coded('permission_escalation', 'you cannot activate or deactivate a role granting permissions you do not hold: tasks.administer')],
   });
   t.strictSame(
     roleChangeErrors(delegate, role(['tasks.administer'], false), { permissions: ['tasks.administer'], active: true }),
     {
-      active: ['you cannot activate or deactivate a role granting permissions you do not hold: tasks.administer'],
+      active: [coded('permission_escalation', 'you cannot activate or deactivate a role granting permissions you do not hold: tasks.administer')],
     },
     'reactivating too',
   );
@@ -47,10 +48,10 @@ t.test('roleChangeErrors: (de)activating needs every permission the role lists, 
 t.test("roleChangeErrors: one's own role is never deactivated, nor stripped of users.administer", async (t) => {
   const own = role(['users.view', 'users.administer'], true, true);
   t.strictSame(roleChangeErrors(delegate, own, { permissions: ['users.view', 'users.administer'], active: false }), {
-    active: ['you cannot deactivate your own role'],
+    active: [coded('self_change_forbidden', 'you cannot deactivate your own role')],
   });
   t.strictSame(roleChangeErrors(delegate, own, { permissions: ['users.view'], active: true }), {
-    permissions: ['you cannot remove users.administer from your own role'],
+    permissions: [coded('self_change_forbidden', 'you cannot remove users.administer from your own role')],
   });
   t.strictSame(roleChangeErrors(delegate, own, { permissions: ['users.view', 'users.administer'], active: true }), {});
   t.strictSame(
@@ -74,8 +75,9 @@ t.test('newRoleName: the name to store, or 422 for blanks at either end, invisib
   const name = (value: string, exceptId?: number) => data.db.tenant(tenant.tenantId, (tx) => newRoleName(tx, value, exceptId));
   t.equal(await name('Reviewers'), 'Reviewers');
   t.equal(await name('Cafe\u0301'), 'Café', 'stored in NFC');
-  const refused = async (value: string) => (await rejection<{ status: number; errors: unknown }>(name(value))) ?? { status: 200, errors: null };
-  t.match(await refused(' Reviewers'), { status: 422, errors: { name: ['may not begin or end with whitespace'] } });
+  const refused = async (value: string) =>
+    (await rejection<{ status: number; errors: unknown; errorCodes: unknown }>(name(value))) ?? { status: 200, errors: null, errorCodes: null };
+  t.match(await refused(' Reviewers'), { status: 422, errors: { name: ['may not begin or end with whitespace'] }, errorCodes: { name: ['pattern'] } });
   t.match(await refused('Re\u200bviewers'), { status: 422, errors: { name: ['may not contain control, format or other invisible characters'] } });
   t.match(await refused('administrator'), { status: 422, errors: { name: [NAME_TAKEN] } }, 'the seeded Administrator, in another case');
   t.match(await refused('ＡＤＭＩＮＩＳＴＲＡＴＯＲ'), { status: 422, errors: { name: [NAME_TAKEN] } }, 'in full-width letters');

@@ -70,6 +70,11 @@ t.test('bad files are 422 problem documents and change nothing', async (t) => {
     const res = await importCsv(t, csv);
     t.equal(res.status, 422, name);
     t.ok(res.body.errors?.user_data_csv?.length, `${name}: explains itself`);
+    const code = name === 'header only' || name === 'empty file' ? 'csv_empty' : 'csv_malformed';
+    t.ok(
+      res.body.error_codes?.user_data_csv?.every((c: string) => c === code),
+      `${name}: ${code}`,
+    );
     t.ok(JSON.stringify(res.body).length < 2048, `${name}: the problem does not repeat the file`);
   }
   const noFile = await multipart({ update_users: 'true' });
@@ -484,4 +489,5 @@ t.test('UTF-8 is judged across the chunks the file is read in: a character split
   const refused = await importCsv(t, cut);
   t.equal(refused.status, 422);
   t.strictSame(refused.body.errors, { user_data_csv: ['must be UTF-8 encoded'] });
+  t.strictSame(refused.body.error_codes, { user_data_csv: ['csv_malformed'] });
 });

@@ -50,6 +50,7 @@ t.test('a delegate cannot add themselves to a department a form names (422 on th
   const res = await api.call(t, 'updateUser', { token: delegate.token, params: { user: delegate.id }, body: { department_ids: [canteen.id, payroll.id] } });
   t.equal(res.status, 422);
   t.ok(res.body.errors?.['department_ids.1'], 'names the offending department');
+  t.strictSame(res.body.error_codes?.['department_ids.1'], ['confers_rights']);
   t.notOk(res.body.errors?.['department_ids.0'], 'not the harmless one');
   t.notOk(JSON.stringify(res.body).includes('Salaries'), 'does not reveal the entity');
   t.strictSame(await membership(delegate.id), [], 'membership unchanged');
@@ -84,6 +85,7 @@ t.test('a role a task template names cannot be assigned by create, update or res
   const restore = await api.call(t, 'restoreUser', { token: delegate.token, params: { user: gone.id }, body: { role_id: auditors!.id } });
   t.equal(restore.status, 422);
   t.ok(restore.body.errors?.role_id);
+  t.strictSame(restore.body.error_codes, { role_id: ['confers_rights'] });
   const row = await ownerUser(api.db, tenant.tenantId, gone.id);
   t.ok(row!.deletedAt, 'still deleted');
   t.equal(row!.roleId, employeeRole!.id);

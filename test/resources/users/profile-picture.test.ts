@@ -35,6 +35,7 @@ t.test('bad uploads: non-image, oversized, malformed multipart; nothing is store
   const res = await api.call(t, 'createUser', { token: admin, ...notImage });
   t.equal(res.status, 422);
   t.ok(res.body.errors.profile_picture);
+  t.strictSame(res.body.error_codes, { profile_picture: ['unsupported_file_type'] });
 
   const big = Buffer.concat([PNG_1X1, Buffer.alloc(5 * 1024 * 1024)]);
   const oversized = await multipart({ ...createFields(), profile_picture: { content: big, fileName: 'big.png', type: 'image/png' } });
@@ -163,6 +164,7 @@ t.test('uploadProfilePicture: bad uploads change nothing', async (t) => {
   const noFile = await api.call(t, 'uploadProfilePicture', { token: admin, params: { user: target.id }, ...(await upload({ profile_picture: '' })) });
   t.equal(noFile.status, 422, 'a text part is no picture');
   t.ok(noFile.body.errors.profile_picture);
+  t.strictSame(noFile.body.error_codes, { profile_picture: ['file_required'] });
   const missing = await api.call(t, 'uploadProfilePicture', { token: admin, params: { user: target.id }, ...(await upload({})) });
   t.equal(missing.status, 422, 'the file part is required');
   const extra = await upload({ city: 'Köln', profile_picture: { content: PNG_1X1, fileName: 'x.png' } });

@@ -53,7 +53,7 @@ t.test('deriveActive: false before the entering date and after the leaving date;
 
 t.test('requiredProfileKeyErrors: personal accounts only; new ones fill every key, updates may not empty the keys they send', async (t) => {
   const required = ['profile_picture', 'city', 'phone'] as const;
-  const missing = (...keys: string[]) => Object.fromEntries(keys.map((key) => [key, [REQUIRED_BY_SETTINGS]]));
+  const missing = (...keys: string[]) => Object.fromEntries(keys.map((key) => [key, [coded('required_by_settings', REQUIRED_BY_SETTINGS)]]));
   t.strictSame(requiredProfileKeyErrors(newUser, []), {}, 'nothing required');
   t.strictSame(requiredProfileKeyErrors({ ...newUser, city: ' ', phone: null }, required), missing('profile_picture', 'city', 'phone'), 'absent, blank, null');
   t.strictSame(requiredProfileKeyErrors({ ...newUser, city: 'Bonn', phone: '1', hasPicture: true }, required), {});
@@ -77,17 +77,21 @@ t.test('passwords: counted in code points; a new user needs one, an update need 
   t.equal(passwordLength('😀😀😀'), 3, 'an emoji is one character');
   t.strictSame(passwordErrors(undefined, rules), {});
   t.strictSame(passwordErrors('0123456789', rules), {});
-  t.strictSame(passwordErrors('😀'.repeat(9), rules), { password: ['must be at least 10 characters long'] }, 'nine emoji are 18 UTF-16 units, yet too short');
-  t.strictSame(userDraftErrors({ ...newUser, password: undefined }, rules), { password: ['is required for new users'] });
-  t.strictSame(userDraftErrors({ ...newUser, password: null }, rules), { password: ['is required for new users'] }, 'an empty CSV cell');
+  t.strictSame(
+    passwordErrors('😀'.repeat(9), rules),
+    { password: [coded('min_length', 'must be at least 10 characters long')] },
+    'nine emoji are 18 UTF-16 units, yet too short',
+  );
+  t.strictSame(userDraftErrors({ ...newUser, password: undefined }, rules), { password: [coded('required', 'is required for new users')] });
+  t.strictSame(userDraftErrors({ ...newUser, password: null }, rules), { password: [coded('required', 'is required for new users')] }, 'an empty CSV cell');
   t.strictSame(userDraftErrors({ current: stored }, rules), {}, 'an update that writes nothing');
-  t.strictSame(userDraftErrors({ current: stored, password: 'short' }, rules), { password: ['must be at least 10 characters long'] });
+  t.strictSame(userDraftErrors({ current: stored, password: 'short' }, rules), { password: [coded('min_length', 'must be at least 10 characters long')] });
 });
 
 t.test('userDraftErrors: a new user needs a role; usernames of blacked-out accounts are reserved', async (t) => {
   t.strictSame(userDraftErrors(newUser, rules), {});
-  t.strictSame(userDraftErrors({ ...newUser, roleId: null }, rules), { role_id: ['is required for new users'] });
-  t.strictSame(userDraftErrors({ ...newUser, username: 'deleted-user-12' }, rules), { username: ['is reserved for blacked-out accounts'] });
+  t.strictSame(userDraftErrors({ ...newUser, roleId: null }, rules), { role_id: [coded('required', 'is required for new users')] });
+  t.strictSame(userDraftErrors({ ...newUser, username: 'deleted-user-12' }, rules), { username: [coded('reserved', 'is reserved for blacked-out accounts')] });
   t.ok(isReservedUsername('deleted-user-1'));
   t.notOk(isReservedUsername('deleted-user-'), 'no id');
   t.notOk(isReservedUsername('deleted-user-1x'));
@@ -95,7 +99,7 @@ t.test('userDraftErrors: a new user needs a role; usernames of blacked-out accou
 });
 
 t.test('userDraftErrors: names of personal accounts, as the write would leave them', async (t) => {
-  const required = ['is required for personal accounts'];
+  const required = [coded('required', 'is required for personal accounts')];
   t.strictSame(
     userDraftErrors({ ...newUser, firstName: '  ', lastName: null }, rules),
     { first_name: required, last_name: required },
@@ -114,7 +118,7 @@ t.test('userDraftErrors: names of personal accounts, as the write would leave th
 });
 
 t.test('userDraftErrors: the leaving date is not before the entering date, stored dates included', async (t) => {
-  const early = { leaving_date: ['must not be before entering_date'] };
+  const early = { leaving_date: [coded('out_of_range', 'must not be before entering_date')] };
   t.strictSame(userDraftErrors({ ...newUser, enteringDate: '2024-05-01', leavingDate: '2024-04-30' }, rules), early);
   t.strictSame(userDraftErrors({ ...newUser, enteringDate: '2024-05-01', leavingDate: '2024-05-01' }, rules), {}, 'the same day');
   t.strictSame(userDraftErrors({ current: stored, leavingDate: '2023-12-31' }, rules), early, 'against the stored entering date');
@@ -148,10 +152,12 @@ t.test('userReferenceErrors: role and language must exist; a role the draft assi
     role_id: [coded('missing_reference', 'does not exist')],
     lang_id: [coded('missing_reference', 'does not exist')],
   });
-  t.strictSame(userReferenceErrors({ roleId: 2 }, references, delegate), { role_id: ['grants permissions you do not hold: automations.administer'] });
+  t.strictSame(userReferenceErrors({ roleId: 2 }, references, delegate), {
+    role_id: [coded('permission_escalation', 'grants permissions you do not hold: automations.administer')],
+  });
   t.strictSame(
     userReferenceErrors({ roleId: 3 }, references, delegate),
-    { role_id: ['grants permissions you do not hold: automations.administer'] },
+    { role_id: [coded('permission_escalation', 'grants permissions you do not hold: automations.administer')] },
     'an inactive role by what it lists',
   );
   t.strictSame(userReferenceErrors({ roleId: 2 }, references, caller(1, 'users.view', 'automations.administer')), {});
@@ -168,13 +174,13 @@ t.test('addErrors keeps the errors a key has; hiddenKeyErrors and filterVisibili
   const delegate = caller(7, 'users.view', 'users.administer');
   const hidden = hiddenKeyErrors(delegate, { id: 8 }, ['city', 'email', 'role_id', 'first_name', 'password', 'department_ids']);
   t.strictSame(Object.keys(hidden).sort(), ['city', 'email', 'role_id']);
-  t.match(hidden.email![0], /users\.view-personal/);
-  t.match(hidden.role_id![0], /users\.view-administrative/);
+  t.match(hidden.email![0], { code: 'permission_missing', message: /users\.view-personal/ });
+  t.match(hidden.role_id![0], { code: 'permission_missing', message: /users\.view-administrative/ });
   t.strictSame(hiddenKeyErrors(delegate, { id: 7 }, ['email', 'role_id']), {}, "one's own record shows every field");
   t.strictSame(hiddenKeyErrors(caller(1, 'users.view-personal', 'users.view-administrative'), { id: 8 }, ['email', 'role_id']), {});
   t.strictSame(filterVisibilityErrors(delegate, { role_id: 1, active: true, text: 'x' }), {
-    'filter.role_id': ['needs the permission "users.view-administrative"'],
-    'filter.active': ['needs the permission "users.view-administrative"'],
+    'filter.role_id': [coded('permission_missing', 'needs the permission "users.view-administrative"')],
+    'filter.active': [coded('permission_missing', 'needs the permission "users.view-administrative"')],
   });
   t.strictSame(filterVisibilityErrors(caller(1, 'users.view-administrative'), { role_id: 1 }), {});
   t.strictSame(filterVisibilityErrors(delegate, undefined), {});
@@ -186,12 +192,12 @@ t.test("one's own record: ignored keys, the restricted session, renaming, deleti
   t.strictSame(restrictedSelfUpdateErrors({ passwordChangeRequired: false }, { city: 'x' }), {});
   t.strictSame(restrictedSelfUpdateErrors({ passwordChangeRequired: true }, { password: 'new one', old_password: 'old one' }), {});
   t.strictSame(restrictedSelfUpdateErrors({ passwordChangeRequired: true }, { request_password_change: false }), {
-    request_password_change: ['cannot be changed until your password has been changed'],
-    password: ['is required: your password must be changed first'],
+    request_password_change: [coded('password_change_required', 'cannot be changed until your password has been changed')],
+    password: [coded('password_change_required', 'is required: your password must be changed first')],
   });
   t.equal(selfRenameError(caller(1), undefined, 'me'), undefined);
   t.equal(selfRenameError(caller(1), 'me', 'me'), undefined, 'the current name is no change');
-  t.match(selfRenameError(caller(1), 'you', 'me')?.[0], /users\.view/);
+  t.match(selfRenameError(caller(1), 'you', 'me')?.[0], { code: 'permission_missing', message: /users\.view/ });
   t.equal(selfRenameError(caller(1, 'users.view'), 'you', 'me'), undefined);
   t.throws(() => assertNotSelf(caller(1), 1, 'delete'), { status: 403, message: 'You cannot delete your own account.' });
   t.doesNotThrow(() => assertNotSelf(caller(1), 2, 'delete'));
@@ -207,7 +213,7 @@ t.test('no escalation: assigning a role, administering a user who holds more', a
   const delegate = caller(7, 'users.view', 'users.administer');
   t.equal(roleAssignmentError(delegate, ['users.view']), undefined);
   t.strictSame(roleAssignmentError(delegate, ['users.view', 'tasks.administer', 'automations.administer']), [
-    'grants permissions you do not hold: tasks.administer, automations.administer',
+    coded('permission_escalation', 'grants permissions you do not hold: tasks.administer, automations.administer'),
   ]);
   t.equal(administerRefusal(delegate, { id: 8, grantable: ['users.view'] }), undefined);
   t.equal(administerRefusal(delegate, { id: 7, grantable: ['automations.administer'] }), undefined, 'oneself');

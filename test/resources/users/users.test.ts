@@ -385,7 +385,9 @@ t.test('delete: soft, listed as deleted, shown by id, not updatable; refused on 
 t.test('restore: role must be an active role; replaces the role when sent', async (t) => {
   const created = await api.call(t, 'createUser', { token: admin.token, body: newUserBody() });
   const id = created.body.id;
-  t.equal((await api.call(t, 'restoreUser', { token: admin.token, params: { user: id } })).status, 422, 'not deleted');
+  const notDeleted = await api.call(t, 'restoreUser', { token: admin.token, params: { user: id } });
+  t.equal(notDeleted.status, 422, 'not deleted');
+  t.strictSame(notDeleted.body.error_codes, { user: ['not_deleted'] });
   await api.call(t, 'deleteUser', { token: admin.token, params: { user: id } });
   const [inactive] = await api.db.owner.insert(roles).values({ tenantId: tenant.tenantId, name: 'Retired', active: false }).returning();
   const bad = await api.call(t, 'restoreUser', { token: admin.token, params: { user: id }, body: { role_id: inactive!.id } });
@@ -456,6 +458,7 @@ t.test('blackout: anonymises irreversibly, keeps the id, refuses restore', async
   t.equal(stillAuthored!.userId, id, 'authored records stay linked');
   const restore = await api.call(t, 'restoreUser', { token: admin.token, params: { user: id } });
   t.equal(restore.status, 422, 'cannot be restored');
+  t.strictSame(restore.body.error_codes, { user: ['blacked_out'] });
   t.ok((await ownerUser(api.db, tenant.tenantId, id))!.deletedAt);
   t.equal((await api.call(t, 'blackoutUser', { token: admin.token, params: { user: id } })).status, 204, 'repeating is harmless');
   const deleted = await api.call(t, 'createUser', { token: admin.token, body: newUserBody() });
