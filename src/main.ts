@@ -53,13 +53,15 @@ if (signalledDuringStart) {
   shutDown(started, signalledDuringStart);
 } else {
   if (started.app) {
+    let address: string;
     try {
-      await started.app.listen({ host: config.host, port: config.port });
+      // The address listened on: with PORT=0, the port the system gave.
+      address = await started.app.listen({ host: config.host, port: config.port });
     } catch (error) {
       await started.stop();
       fail(`cannot listen on ${config.host}:${config.port}`, error);
     }
-    started.logger.info(`API docs at http://${config.host}:${config.port}/docs`);
+    started.logger.info(`API docs at ${address}/docs`);
   }
   if (config.role !== 'api') started.logger.info('job workers started');
 }

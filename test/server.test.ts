@@ -153,12 +153,14 @@ t.test('npm start: first start seeds demo, prints the password once, serves the 
   t.notOk(existsSync(path.join(dataDir, 'pgdata', 'postmaster.pid')), 'and shut down cleanly');
 });
 
-t.test('node dist/src/main.js: a restart keeps the data, seeds nothing, and stops on SIGINT', async (t) => {
-  const port = await freePort();
-  const server = start(port, 'node dist');
-  await server.listening;
+t.test('node dist/src/main.js: a restart keeps the data, seeds nothing, and stops on SIGINT; PORT=0 takes a free port and says which', async (t) => {
+  const server = start(0, 'node dist');
+  await server.waitFor('API docs at');
   t.notMatch(server.output(), /Demo tenant created/);
-  const res = await fetch(`http://127.0.0.1:${port}/health/ready`);
+  const base = /"msg":"Server listening at (http:\/\/127\.0\.0\.1:\d+)"/.exec(server.output())?.[1];
+  t.ok(base && !base.endsWith(':0'), 'the port the system gave');
+  t.match(server.output(), `"msg":"API docs at ${base}/docs"`, 'the docs address is the one listened on');
+  const res = await fetch(`${base}/health/ready`);
   t.equal(res.status, 200);
   t.equal(server.serverPid(), server.child.pid);
   const database = postmaster();

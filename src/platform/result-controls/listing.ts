@@ -45,7 +45,8 @@ export interface RecordQuery<Row> {
  */
 export interface Scope<Viewer> {
   where: SQL;
-  values(viewer: Viewer): Record<string, unknown>;
+  /** The placeholders' values for `viewer`; none when the condition has no placeholder. */
+  values?(viewer: Viewer): Record<string, unknown>;
 }
 
 /**
@@ -150,7 +151,7 @@ function rowsWhere<Row, Viewer, FilterKey extends string, Shown>(
   relations: readonly string[] = [],
 ): Promise<Row[]> {
   const scope = listing.scope;
-  const values: Record<string, unknown> = typeof scope === 'object' ? { ...scope.values(viewer) } : {};
+  const values: Record<string, unknown> = typeof scope === 'object' ? { ...scope.values?.(viewer) } : {};
   if (which.key !== undefined) values.$key = which.key;
   if (page.limit) values.$limit = page.limit;
   if (page.offset) values.$offset = page.offset;

@@ -13,7 +13,6 @@ import { columnsOf } from './fields.ts';
 import { acceptPicture, inlineDisposition, pictureSignatureValid, type StoredPicture } from './profile-picture.ts';
 import {
   blackOut,
-  deletedIs,
   endAllSessions,
   findPicture,
   insertUser,
@@ -49,7 +48,7 @@ import {
   type UserDraft,
 } from './rules.ts';
 import { PROFILE_KEYS, users } from './table.ts';
-import { userListing } from './view.ts';
+import { deletedUserListing, listedUserListing, userListing } from './view.ts';
 
 /**
  * A create or update request body (JSON or multipart, already validated by the spec):
@@ -91,7 +90,7 @@ async function listUsersWhere(ctx: Context<'listUsers'> | Context<'listDeletedUs
   const { auth, query, services } = ctx;
   const hidden = filterVisibilityErrors(auth, query.filter);
   if (Object.keys(hidden).length > 0) throw invalid(hidden);
-  return listRecords(services.db, auth.tenantId, userListing, query, auth, { where: deletedIs(deleted) });
+  return listRecords(services.db, auth.tenantId, deleted ? deletedUserListing : listedUserListing, query, auth);
 }
 
 async function servePicture(ctx: Context<'getProfilePicture'> | Context<'getProfilePictureNamed'>, requestedName: string | undefined) {

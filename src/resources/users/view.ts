@@ -14,7 +14,7 @@ import { languages } from '../languages/table.ts';
 import { roles } from '../roles/table.ts';
 import { acceptedPolicies, termsOfUse } from '../terms-of-use/table.ts';
 import { signedPictureUrl } from './profile-picture.ts';
-import { selectUsers, USER_ORDER, type UserRow } from './queries.ts';
+import { deletedIs, selectUsers, USER_ORDER, type UserRow } from './queries.ts';
 import { users } from './table.ts';
 
 /** Whoever users are presented to: the caller, whose `secrets` sign picture URLs. */
@@ -234,6 +234,13 @@ export const userListing: Listing<UserRow, UserViewer, UserFilterKey> = {
   order: USER_ORDER,
   defaultRelations: DEFAULT_USER_RELATIONS,
 };
+
+/**
+ * The users of `GET /api/users` (not deleted) and of `GET /api/users/deleted`: the user
+ * listing within each, as a scope, so that each list's select is prepared once.
+ */
+export const listedUserListing: Listing<UserRow, UserViewer, UserFilterKey> = { ...userListing, scope: { where: deletedIs(false) } };
+export const deletedUserListing: Listing<UserRow, UserViewer, UserFilterKey> = { ...userListing, scope: { where: deletedIs(true) } };
 
 /**
  * The users `ids` (deleted ones too, unless `exceptDeleted`), each presented as `viewer` may

@@ -389,6 +389,20 @@ t.test('a listing whose scope is a Scope: reads without conditions of their own 
   t.strictSame(ids(await listRecords(db, tenantId, prepared, { selects: 'id', filter: { shelf_id: 2 } }, other)), [5, 2]);
   t.strictSame(ids(await listRecords(db, tenantId, prepared, { selects: 'id', filter: { shelf_id: 1 } }, reader)), [3, 1]);
   t.equal(built, 6);
+
+  // A scope without placeholders: one select for every viewer.
+  let fixedBuilt = 0;
+  const visibleOnly: Listing<BookRow, Viewer, 'title' | 'shelf_id'> = {
+    ...bookListing,
+    scope: { where: eq(books.hidden, false) },
+    query: (tx) => {
+      fixedBuilt++;
+      return tx.select().from(books);
+    },
+  };
+  t.strictSame(ids(await listRecords(db, tenantId, visibleOnly, { selects: 'id' }, reader)), [2, 3, 1]);
+  t.strictSame(ids(await listRecords(db, tenantId, visibleOnly, { selects: 'id' }, other)), [2, 3, 1]);
+  t.equal(fixedBuilt, 1);
 });
 
 /**
