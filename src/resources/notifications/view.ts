@@ -1,4 +1,4 @@
-import { and, desc, eq, gte, isNotNull, isNull, lt, sql, type SQL } from 'drizzle-orm';
+import { and, desc, eq, gte, isNotNull, isNull, lt, sql, type Placeholder, type SQL } from 'drizzle-orm';
 import type { Auth } from '../../platform/auth/auth.ts';
 import { notificationDatetime, parseNotificationDatetime } from '../../platform/http/datetime.ts';
 import type { Listing } from '../../platform/result-controls/listing.ts';
@@ -12,7 +12,10 @@ export type NotificationRow = typeof notifications.$inferSelect;
 type FilterKey = 'unread' | 'unseen' | 'type' | 'targetable_type' | 'targetable_id' | 'created_from' | 'created_to';
 
 /** Only the caller's own notifications (docs/notifications.md#recipients). */
-export const ownNotifications = (auth: Auth): SQL => and(eq(notifications.notifiableType, 'user'), eq(notifications.notifiableId, auth.userId))!;
+export const ownNotifications = (auth: Auth): SQL => notificationsOf(auth.userId);
+
+/** The notifications of the user `userId` names: an id, or a placeholder for one in a prepared statement. */
+const notificationsOf = (userId: number | Placeholder): SQL => and(eq(notifications.notifiableType, 'user'), eq(notifications.notifiableId, userId))!;
 
 /** Unread: not yet read (the condition of `GET /api/notifications/count` and the stream's `count`). */
 export const unreadNotifications = (): SQL => isNull(notifications.readAt);
@@ -78,7 +81,7 @@ export const notificationListing: Listing<NotificationRow, Auth, FilterKey> = {
   query: (tx) => tx.select().from(notifications),
   // ownNotifications, with the caller's id as a placeholder: the statements are prepared once.
   scope: {
-    where: and(eq(notifications.notifiableType, 'user'), eq(notifications.notifiableId, sql.placeholder('userId')))!,
+    where: notificationsOf(sql.placeholder('userId')),
     values: (auth) => ({ userId: auth.userId }),
   },
   key: notifications.id,
