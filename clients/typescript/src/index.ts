@@ -85,8 +85,7 @@ export type SelectOptions<P extends SelectablePath> = Omit<RequestInit, 'body' |
 
 /** The answer of `select`, as openapi-fetch answers: `data` on success, else the problem document as `error`. */
 export type SelectResult<P extends SelectablePath, K extends SelectableField<P>> =
-  | { data: Selected<P, K>; error?: undefined; response: Response }
-  | { data?: undefined; error: components['schemas']['Problem']; response: Response };
+  { data: Selected<P, K>; error?: undefined; response: Response } | { data?: undefined; error: components['schemas']['Problem']; response: Response };
 
 /**
  * `GET` with `selects`: the answer holds exactly `fields`, and its type says so. Lists and
