@@ -3,7 +3,8 @@
  * as a validating proxy: a required field missing from an answer fails it, whether the
  * body reaches the test or the server's serializer refused it (a 500); a field `selects`
  * may leave out does not. And the spec keeps its side: an answer that takes no `selects`
- * requires the `id` of the record it answers (docs/api-conventions.md#required-fields).
+ * requires the `id` of the record it answers (docs/api-conventions.md#required-fields), and
+ * every answer declares the `X-Request-Id` header the service sends on it.
  */
 import fastJsonStringify from 'fast-json-stringify';
 import t from 'tap';
@@ -106,4 +107,22 @@ t.test('every answer that takes no selects requires the id of its record', async
   }
   t.ok(checked >= 20, `${checked} answers of records checked`);
   t.strictSame(lacking, [], 'each requires id');
+});
+
+t.test('every answer of every operation declares X-Request-Id', async (t) => {
+  type Node = Record<string, any>;
+  const document = spec as unknown as Node;
+  const resolve = (node: Node): Node => (node?.$ref ? resolve(node.$ref.split('/').slice(1).reduce((at: Node, key: string) => at[key], document)) : node);
+  const lacking: string[] = [];
+  let checked = 0;
+  for (const operationId of Object.keys(operations) as OperationId[]) {
+    const meta = operations[operationId];
+    for (const [status, response] of Object.entries<Node>(document.paths[meta.path][meta.method.toLowerCase()].responses)) {
+      checked++;
+      const header = resolve(resolve(response).headers?.['X-Request-Id']);
+      if (header?.schema?.maxLength !== 128) lacking.push(`${operationId} ${status}`);
+    }
+  }
+  t.ok(checked > 1000, `${checked} answers checked`);
+  t.strictSame(lacking, []);
 });
