@@ -3502,10 +3502,10 @@ export interface components {
         Jwks: {
             keys: {
                 alg: string;
-                e?: string;
+                e: string;
                 kid: string;
                 kty: string;
-                n?: string;
+                n: string;
                 use: string;
             }[];
         };
