@@ -23,7 +23,12 @@ declare const presented: unique symbol;
  * required field, and the contract check of every answer in the tests. The brand keeps
  * other plain objects from passing as records.
  */
-export type Presented = Record<string, unknown> & { readonly [presented]: true };
+export type Presented = Record<string, unknown> & PresentedMark;
+
+/** The brand alone: what the handler types accept (without an index signature, so they still refuse unknown keys in hand-built answers). */
+export interface PresentedMark {
+  readonly [presented]: true;
+}
 
 export interface FieldDefinition<Row, Viewer = unknown> {
   visibility?: Visibility;
