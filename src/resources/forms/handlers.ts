@@ -4,7 +4,7 @@ import type { Handlers } from '../../platform/http/handler.ts';
 import { MISSING_REFERENCE } from '../../platform/database/existence.ts';
 import { invalid, notFound, type FieldErrors } from '../../platform/http/problem.ts';
 import { listRecords, presentAll, showRecord, type Listing } from '../../platform/result-controls/listing.ts';
-import type { ControlsQuery } from '../../platform/result-controls/result-controls.ts';
+import type { ControlsQuery, Presented } from '../../platform/result-controls/result-controls.ts';
 import { deleteSourcesFilling, sourcesCopyingFromRefusal } from '../default-value-sources/rules.ts';
 import { replaceSubjectLists, type SubjectLists } from '../entity-permissions/queries.ts';
 import { missingSubjects } from '../entity-permissions/rules.ts';
@@ -103,7 +103,7 @@ async function createParent<Row extends { id: number }, Input, Change>(
   auth: Auth,
   parent: Parent<Row, Input, Change>,
   input: Input & { fields?: FieldInput[]; entity_permissions?: Partial<SubjectLists> },
-): Promise<Record<string, unknown>> {
+): Promise<Presented> {
   return db.tenant(auth.tenantId, async (tx) => {
     refuse(await parentInputErrors(tx, input));
     const row = await parent.insert(tx, auth.tenantId, input);
@@ -134,7 +134,7 @@ async function updateParent<Row extends { id: number }, Input, Change>(
   parent: Parent<Row, Input, Change>,
   id: number,
   body: Change & { entity_permissions?: Partial<SubjectLists> },
-): Promise<Record<string, unknown>> {
+): Promise<Presented> {
   return db.tenant(auth.tenantId, async (tx) => {
     await requireAdministrable(tx, auth, parent.type, id, parent.what);
     const { entity_permissions: permissions, ...change } = body;

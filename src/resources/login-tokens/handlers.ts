@@ -17,7 +17,7 @@ async function createLoginToken(tx: Tx, auth: Auth, secrets: Secrets, target: To
   await refuseUnlessSignInHeld(tx, auth, target, field);
   const token = newLoginTokenValue(secrets);
   const [record] = await presentAll(loginTokenView, tx, [await insertLoginToken(tx, auth, target.id, hashToken(token), expiresIn)], auth);
-  return { ...(record as { uuid: string; user_id: number; login_user_id: number; expires_at: string }), token };
+  return { ...record!, token };
 }
 
 export const loginTokenHandlers = {
