@@ -171,9 +171,12 @@ const commands: Record<string, Command> = {
       if (shardCount !== undefined && (!Number.isInteger(shardCount) || shardCount < 1 || shardCount > 64_000)) {
         throw new UsageError('--shard-count must be an integer from 1 to 64000');
       }
-      const { distribute, CitusRefusal } = await import('../platform/database/citus.ts');
+      const [{ distribute, CitusRefusal }, { unreadCountTriggersOnCitus }] = await Promise.all([
+        import('../platform/database/citus.ts'),
+        import('../resources/notifications/citus.ts'),
+      ]);
       const appLogin = config.appDatabaseUrl ? decodeURIComponent(new URL(config.appDatabaseUrl).username) : undefined;
-      const result = await distribute(db.ownerSql, { shardCount, appLogin }).catch((error: unknown) => {
+      const result = await distribute(db.ownerSql, { shardCount, appLogin, adaptations: unreadCountTriggersOnCitus }).catch((error: unknown) => {
         throw error instanceof CitusRefusal ? new Failure(error.message) : error;
       });
       const { distributed, reference, coordinator } = result.placements;
