@@ -163,6 +163,14 @@ export async function findPicture(tx: Tx, userId: number) {
 }
 
 /**
+ * The time a statement runs, for the values of an `UPDATE`: `clock_timestamp()` as a
+ * subquery, evaluated once per statement. Citus refuses a volatile function among an
+ * `UPDATE`'s values on a distributed table, and accepts it in a subquery
+ * (docs/scaling.md#writing-queries-that-stay-on-one-worker).
+ */
+export const statementClock = sql`(select clock_timestamp())`;
+
+/**
  * Revokes the pending one-time login tokens that would still sign `userId` in, and those
  * `userId` created (for anyone): a credential dies with the account, session or password
  * it came from. They are deleted, so they show as such and can never be used; used and
@@ -172,7 +180,7 @@ export async function findPicture(tx: Tx, userId: number) {
 export async function revokePendingLoginTokens(tx: Tx, userId: number): Promise<void> {
   await tx
     .update(userLoginTokens)
-    .set({ deletedAt: sql`clock_timestamp()` })
+    .set({ deletedAt: statementClock })
     .where(and(or(eq(userLoginTokens.loginUserId, userId), eq(userLoginTokens.userId, userId)), isNull(userLoginTokens.deletedAt)));
 }
 
@@ -182,10 +190,7 @@ export async function revokePendingLoginTokens(tx: Tx, userId: number): Promise<
  * marking and deactivation use it, so a later reactivation revives nothing.
  */
 export async function endAllSessions(tx: Tx, userId: number): Promise<void> {
-  await tx
-    .update(users)
-    .set({ logoutMarkedAt: sql`clock_timestamp()` })
-    .where(eq(users.id, userId));
+  await tx.update(users).set({ logoutMarkedAt: statementClock }).where(eq(users.id, userId));
   await revokePendingLoginTokens(tx, userId);
 }
 
@@ -196,7 +201,7 @@ export async function endAllSessions(tx: Tx, userId: number): Promise<void> {
 export async function softDeleteUser(tx: Tx, userId: number): Promise<boolean> {
   const deleted = await tx
     .update(users)
-    .set({ deletedAt: sql`clock_timestamp()`, logoutMarkedAt: sql`clock_timestamp()`, updatedAt: sql`now()` })
+    .set({ deletedAt: statementClock, logoutMarkedAt: statementClock, updatedAt: sql`now()` })
     .where(and(eq(users.id, userId), isNull(users.deletedAt)))
     .returning({ id: users.id });
   return deleted.length > 0;

@@ -417,7 +417,8 @@ export async function requireAdministrableUser(tx: Tx, caller: Caller, userId: n
  * authored records remain linked. The role stays (it is required and not personal).
  */
 export function blackoutValues(userId: number): UserUpdate {
-  const now = sql`clock_timestamp()`;
+  // A subquery, as `statementClock` (queries.ts): Citus refuses the bare volatile function here.
+  const now = sql`(select clock_timestamp())`;
   return {
     username: `deleted-user-${userId}`,
     passwordHash: null,
@@ -441,7 +442,7 @@ export function blackoutValues(userId: number): UserUpdate {
     lastLoginAt: null,
     logoutMarkedAt: now as never,
     blackedOutAt: now as never,
-    deletedAt: sql`coalesce(deleted_at, clock_timestamp())` as never,
+    deletedAt: sql`coalesce(deleted_at, ${now})` as never,
     updatedAt: now as never,
   };
 }
