@@ -18,12 +18,10 @@ export function departmentRecords(tx: Tx) {
       ...getTableColumns(departments),
       notificationSettingIds: sql`coalesce((
         select array_agg(s.notification_setting_id order by s.notification_setting_id)
-        from ${departmentNotificationSettings} s where s.tenant_id = ${departments.tenantId} and s.department_id = ${departments.id}), '{}')`.mapWith(
-        toNumbers,
-      ),
+        from ${departmentNotificationSettings} s where s.tenant_id = departments.tenant_id and s.department_id = departments.id), '{}')`.mapWith(toNumbers),
       attributeSetIds: sql`coalesce((
         select array_agg(a.attribute_set_id order by a.sort_number, a.attribute_set_id)
-        from ${departmentAttributeSets} a where a.tenant_id = ${departments.tenantId} and a.department_id = ${departments.id}), '{}')`.mapWith(toNumbers),
+        from ${departmentAttributeSets} a where a.tenant_id = departments.tenant_id and a.department_id = departments.id), '{}')`.mapWith(toNumbers),
     })
     .from(departments);
 }

@@ -3,7 +3,7 @@
  * `{user_ids, role_ids, department_ids}`. Generic over the entity's morph alias, so menu
  * items, forms and task templates share one implementation. Every function is set-based.
  */
-import { and, Column, eq, getTableColumns, inArray, is, sql, type AnyColumn, type SQL } from 'drizzle-orm';
+import { and, Column, eq, getTableColumns, getTableName, inArray, is, sql, type AnyColumn, type SQL } from 'drizzle-orm';
 import type { Tx } from '../../platform/database/database.ts';
 import { entityPermissions } from './table.ts';
 
@@ -55,7 +55,8 @@ function tenantBeside(entityId: AnyColumn | SQL, tenantId?: SQL): SQL | null {
   if (tenantId) return tenantId;
   if (is(entityId, Column)) {
     const column = getTableColumns(entityId.table).tenantId;
-    if (column) return sql`${column}`;
+    // Qualified by hand: in a select list drizzle writes a column unqualified, which the subquery would take for its own.
+    if (column) return sql`${sql.identifier(getTableName(entityId.table))}.${sql.identifier(column.name)}`;
   }
   return null;
 }

@@ -144,7 +144,11 @@ export async function replacePicture(tx: Tx, tenantId: number, userId: number, p
   await tx
     .insert(userProfilePictures)
     .values({ tenantId, userId, ...values })
-    .onConflictDoUpdate({ target: [userProfilePictures.tenantId, userProfilePictures.userId], set: values });
+    // The inserted row's own time (excluded): Citus refuses a function that is not immutable in DO UPDATE SET.
+    .onConflictDoUpdate({
+      target: [userProfilePictures.tenantId, userProfilePictures.userId],
+      set: { ...picture, updatedAt: sql`excluded.updated_at` },
+    });
 }
 
 /** The stored picture of a user who is not deleted, or undefined. */
