@@ -103,7 +103,7 @@ const { jobDefinitions } = await import('../src/jobs.ts');
 const { Jobs } = await import('../src/platform/jobs/jobs.ts');
 
 const { CITUS_ENV, citusNodes, createCitusTemplate, dropCitusDatabase } = await import('../test/helpers/citus.ts');
-// On a Citus cluster (docs/testing.md#on-citus) the template spans the coordinator and its workers.
+// On a Citus cluster (docs/scaling.md#the-test-suite-on-citus) the template spans the coordinator and its workers.
 const citus = process.env[CITUS_ENV] || undefined;
 const nodes = citus ? await citusNodes(citus) : undefined;
 const external = nodes?.[0] ?? (process.env.DATABASE_URL || undefined);

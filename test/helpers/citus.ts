@@ -1,5 +1,5 @@
 /**
- * The suite on a Citus cluster (docs/testing.md#on-citus): when CITUS_DATABASE_URL names a
+ * The suite on a Citus cluster (docs/scaling.md#the-test-suite-on-citus): when CITUS_DATABASE_URL names a
  * coordinator (a superuser login, a database where `citus` is installed and the workers
  * are added), the run's template database is made on the coordinator and on every worker,
  * migrated, its job queue installed and its tables distributed as an operator would

@@ -3,7 +3,7 @@
  * it is idempotent and follows later migrations, that the tenant setting reaches the
  * workers, and that a statement naming its tenant runs on one shard of one worker (the
  * plan's task count). The Citus cases need a Citus coordinator with workers in
- * CITUS_DATABASE_URL (docs/testing.md#on-citus) and are skipped without one; the refusal
+ * CITUS_DATABASE_URL (docs/scaling.md#the-test-suite-on-citus) and are skipped without one; the refusal
  * where Citus is absent runs everywhere else.
  */
 import { sql } from 'drizzle-orm';
@@ -34,7 +34,7 @@ t.test('without Citus, citus:distribute refuses with one line and changes nothin
   t.strictSame(await db.owner.execute(sql`select count(*)::int as n from pg_event_trigger`), before);
 });
 
-t.test('on Citus', { skip: !onCitus && `${CITUS_ENV} names no Citus coordinator (docs/testing.md#on-citus)` }, async (t) => {
+t.test('on Citus', { skip: !onCitus && `${CITUS_ENV} names no Citus coordinator (docs/scaling.md#the-test-suite-on-citus)` }, async (t) => {
   const a = await createTenant('citus-a');
   const b = await createTenant('citus-b');
   const member = await createUser(a.tenantId);
