@@ -47,7 +47,8 @@ export function saveSubscription(tx: Tx, owner: { tenantId: number; userId: numb
         lastFailureStatus: null,
         lastFailure: null,
         lastFailureAt: null,
-        updatedAt: sql`now()`,
+        // The inserted row's own time (its default): Citus refuses a function that is not immutable in DO UPDATE SET.
+        updatedAt: sql`excluded.updated_at`,
       },
       setWhere: eq(pushSubscriptions.userId, owner.userId),
     })

@@ -442,7 +442,8 @@ export function blackoutValues(userId: number): UserUpdate {
     lastLoginAt: null,
     logoutMarkedAt: now as never,
     blackedOutAt: now as never,
-    deletedAt: sql`coalesce(deleted_at, ${now})` as never,
+    // The earlier of the two: `least` passes over a null, and Citus refuses `coalesce` over a function that is not immutable.
+    deletedAt: sql`least(deleted_at, ${now})` as never,
     updatedAt: now as never,
   };
 }
