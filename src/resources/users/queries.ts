@@ -161,7 +161,7 @@ export async function findPicture(tx: Tx, userId: number) {
       content: userProfilePictures.content,
     })
     .from(userProfilePictures)
-    .innerJoin(users, eq(users.id, userProfilePictures.userId))
+    .innerJoin(users, and(eq(users.tenantId, userProfilePictures.tenantId), eq(users.id, userProfilePictures.userId)))
     .where(and(eq(userProfilePictures.userId, userId), isNull(users.deletedAt)));
   return row;
 }

@@ -167,7 +167,7 @@ export const userView = defineView<UserRow, UserViewer, UserFilterKey>({
             acceptedAt: acceptedPolicies.acceptedAt,
           })
           .from(acceptedPolicies)
-          .innerJoin(termsOfUse, eq(termsOfUse.id, acceptedPolicies.termsOfUseId))
+          .innerJoin(termsOfUse, and(eq(termsOfUse.tenantId, acceptedPolicies.tenantId), eq(termsOfUse.id, acceptedPolicies.termsOfUseId)))
           .where(
             inArray(
               acceptedPolicies.userId,
