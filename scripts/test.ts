@@ -102,7 +102,11 @@ const { startEmbeddedPostgres } = await import('../src/platform/database/embedde
 const { jobDefinitions } = await import('../src/jobs.ts');
 const { Jobs } = await import('../src/platform/jobs/jobs.ts');
 
-const external = process.env.DATABASE_URL || undefined;
+const { CITUS_ENV, citusNodes, createCitusTemplate, dropCitusDatabase } = await import('../test/helpers/citus.ts');
+// On a Citus cluster (docs/scaling.md#the-test-suite-on-citus) the template spans the coordinator and its workers.
+const citus = process.env[CITUS_ENV] || undefined;
+const nodes = citus ? await citusNodes(citus) : undefined;
+const external = nodes?.[0] ?? (process.env.DATABASE_URL || undefined);
 const dataDir = path.join(os.tmpdir(), `atrium-test-cluster-${process.pid}-${randomBytes(4).toString('hex')}`);
 const server = external
   ? { url: external, appPassword: undefined, stop: async () => {} }
@@ -112,6 +116,7 @@ const template = `atrium_template_${process.pid}_${randomBytes(4).toString('hex'
 const admin = postgres(server.url, { max: 1, onnotice: () => {} });
 
 async function cleanUp(): Promise<void> {
+  if (nodes) await dropCitusDatabase(nodes, template).catch(() => {});
   await admin.unsafe(`drop database if exists "${template}" with (force)`).catch(() => {});
   await admin.end({ timeout: 5 });
   await server.stop();
@@ -120,20 +125,27 @@ async function cleanUp(): Promise<void> {
 
 let status: number;
 try {
-  await admin.unsafe(`create database "${template}"`);
-  const templateUrl = new URL(server.url);
-  templateUrl.pathname = `/${template}`;
-  const db = new Database(templateUrl.toString());
-  try {
-    await db.migrate();
-  } finally {
-    await db.close();
+  let cluster: TestCluster;
+  if (nodes) {
+    const appPassword = randomBytes(12).toString('hex');
+    await createCitusTemplate(nodes, template, appPassword, (url) => Jobs.install(url, jobDefinitions));
+    cluster = { url: server.url, template, appPassword, citusNodes: nodes };
+  } else {
+    await admin.unsafe(`create database "${template}"`);
+    const templateUrl = new URL(server.url);
+    templateUrl.pathname = `/${template}`;
+    const db = new Database(templateUrl.toString());
+    try {
+      await db.migrate();
+    } finally {
+      await db.close();
+    }
+    // The job queue's schema and queues too: a test process then starts pg-boss on them as is.
+    await Jobs.install(templateUrl.toString(), jobDefinitions);
+    // The embedded server's application role logs in itself, as `npm start` sets it up.
+    if (server.appPassword) await admin.unsafe(`alter role atrium_app with login password '${server.appPassword}'`);
+    cluster = { url: server.url, template, appPassword: server.appPassword };
   }
-  // The job queue's schema and queues too: a test process then starts pg-boss on them as is.
-  await Jobs.install(templateUrl.toString(), jobDefinitions);
-  // The embedded server's application role logs in itself, as `npm start` sets it up.
-  if (server.appPassword) await admin.unsafe(`alter role atrium_app with login password '${server.appPassword}'`);
-  const cluster: TestCluster = { url: server.url, template, appPassword: server.appPassword };
   status = await runNode([tapRunner, jobs, ...tap.args], { ...process.env, DATABASE_URL: undefined, [TEST_CLUSTER_ENV]: JSON.stringify(cluster) });
 } finally {
   await cleanUp();

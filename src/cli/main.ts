@@ -155,6 +155,41 @@ const commands: Record<string, Command> = {
       process.stdout.write(`password of ${username} in tenant ${tenantSlug} set; the user's sessions ended\n`);
     },
   },
+  'citus:distribute': {
+    usage: 'atrium citus:distribute [--shard-count <n>]',
+    summary: 'On a Citus coordinator: distribute the tenant tables by tenant_id, make tenants a reference table.',
+    details:
+      'Run it after atrium migrate, against the coordinator, as a superuser; safe to run again (it then changes nothing).\n' +
+      'Every table with a tenant_id column is distributed by it, co-located with users; tenants becomes a reference\n' +
+      'table; the sign-in counts, installation keys, job leases and the job queue stay on the coordinator. From then\n' +
+      'on a tenant table that a later migration creates is distributed as it is created. --shard-count sets the\n' +
+      "shards of the tenant tables the first time (Citus' citus.shard_count otherwise). See docs/scaling.md.",
+    options: { 'shard-count': { type: 'string' } },
+    async run({ db, config, values }) {
+      const raw = values['shard-count'];
+      const shardCount = typeof raw === 'string' ? Number(raw) : undefined;
+      if (shardCount !== undefined && (!Number.isInteger(shardCount) || shardCount < 1 || shardCount > 64_000)) {
+        throw new UsageError('--shard-count must be an integer from 1 to 64000');
+      }
+      const [{ distribute, CitusRefusal }, { unreadCountTriggersOnCitus }] = await Promise.all([
+        import('../platform/database/citus.ts'),
+        import('../resources/notifications/citus.ts'),
+      ]);
+      const appLogin = config.appDatabaseUrl ? decodeURIComponent(new URL(config.appDatabaseUrl).username) : undefined;
+      const result = await distribute(db.ownerSql, { shardCount, appLogin, adaptations: unreadCountTriggersOnCitus }).catch((error: unknown) => {
+        throw error instanceof CitusRefusal ? new Failure(error.message) : error;
+      });
+      const { distributed, reference, coordinator } = result.placements;
+      process.stdout.write(
+        (result.distributed.length + result.referenced.length === 0
+          ? `every table is already in place (Citus ${result.citusVersion}); nothing changed\n`
+          : `Citus ${result.citusVersion}: distributed ${result.distributed.length} table(s) by tenant_id, made ${result.referenced.length} a reference table\n`) +
+          `  distributed by tenant_id, co-located with users: ${distributed.join(', ')}\n` +
+          `  reference tables (a copy on every node): ${reference.join(', ')}\n` +
+          `  on the coordinator: ${[...coordinator, 'the job queue (schema pgboss)'].join(', ')}\n`,
+      );
+    },
+  },
 };
 
 function overview(): string {

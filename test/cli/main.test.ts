@@ -110,7 +110,7 @@ t.test('migrate with ATRIUM_BOOTSTRAP_TENANT creates that tenant on a database w
 });
 
 t.test('--help: the overview and the usage of each command, on stdout, exit 0', async (t) => {
-  const commands = ['migrate', 'tenant:create', 'token:create', 'user:set-password'];
+  const commands = ['migrate', 'tenant:create', 'token:create', 'user:set-password', 'citus:distribute'];
   const overview = /^usage: atrium <command> \[options\]\n/;
   const cases: [string[], RegExp][] = [
     [['--help'], overview],
@@ -152,6 +152,19 @@ t.test('usage mistakes print the message and the usage on stderr, exit 2; failur
   t.equal(failure.code, 1);
   t.equal(failure.stderr, 'atrium: no tenant "no-such"\n', 'no usage for a command that was understood');
 });
+
+t.test(
+  'citus:distribute refuses with one line, exit 1, where Citus is absent; a bad --shard-count is a usage mistake',
+  { skip: Boolean(process.env.CITUS_DATABASE_URL) && 'this run is on Citus' },
+  async (t) => {
+    const [absent, badCount] = await Promise.all([atrium('citus:distribute'), atrium('citus:distribute', '--shard-count', 'many')]);
+    t.equal(absent.code, 1);
+    t.equal(absent.stdout, '');
+    t.equal(absent.stderr, 'atrium: Citus is not installed in this database (CREATE EXTENSION citus on the coordinator and every worker; docs/scaling.md)\n');
+    t.equal(badCount.code, 2);
+    t.match(badCount.stderr, /^atrium: --shard-count must be an integer from 1 to 64000\n\nusage: atrium citus:distribute /);
+  },
+);
 
 t.test('usage errors exit 2 with a message, and change nothing', async (t) => {
   const cases = [

@@ -4,6 +4,9 @@
  *   the run's one server, dropped afterwards;
  * - with DATABASE_URL (a file run by `npx tap` directly), a fresh database on that server;
  * - otherwise a fresh embedded cluster under os.tmpdir(), stopped and removed afterwards.
+ * With CITUS_DATABASE_URL (a Citus coordinator) each file's database spans the coordinator
+ * and its workers instead: a copy of the run's distributed template on every node, or, for
+ * a file run alone, a database of its own distributed as an operator would (citus.ts).
  */
 import { randomBytes } from 'node:crypto';
 import { rm } from 'node:fs/promises';
@@ -11,6 +14,7 @@ import os from 'node:os';
 import path from 'node:path';
 import postgres from 'postgres';
 import { startEmbeddedPostgres } from '../../src/platform/database/embedded.ts';
+import { CITUS_ENV, citusNodes, copyCitusDatabase, createCitusTemplate, dropCitusDatabase } from './citus.ts';
 
 /**
  * A test cluster's data lives for one run: nothing needs to survive a crash of the machine,
@@ -29,6 +33,8 @@ export interface TestCluster {
   template: string;
   /** Password of `atrium_app`'s own login, when the server is the run's embedded one. */
   appPassword?: string;
+  /** On a Citus cluster: the coordinator's server, then every worker's; `template` is on each. */
+  citusNodes?: string[];
 }
 
 export interface TestDatabase {
@@ -63,12 +69,33 @@ async function databaseOnServer(serverUrl: string, template?: string, appPasswor
   };
 }
 
+async function databaseOnCitus(nodes: string[], template?: string, appPassword = randomBytes(12).toString('hex')): Promise<TestDatabase> {
+  const name = `atrium_test_${process.pid}_${randomBytes(4).toString('hex')}`;
+  if (template) {
+    await copyCitusDatabase(nodes, template, name);
+  } else {
+    const [{ Jobs }, { jobDefinitions }] = await Promise.all([import('../../src/platform/jobs/jobs.ts'), import('../../src/jobs.ts')]);
+    await createCitusTemplate(nodes, name, appPassword, (url) => Jobs.install(url, jobDefinitions));
+  }
+  const appUrl = new URL(withDatabase(nodes[0]!, name));
+  appUrl.username = 'atrium_app';
+  appUrl.password = appPassword;
+  return {
+    url: withDatabase(nodes[0]!, name).toString(),
+    appUrl: appUrl.toString(),
+    drop: () => dropCitusDatabase(nodes, name),
+  };
+}
+
 export async function createTestDatabase(): Promise<TestDatabase> {
   const cluster = process.env[TEST_CLUSTER_ENV];
   if (cluster) {
-    const { url, template, appPassword } = JSON.parse(cluster) as TestCluster;
+    const { url, template, appPassword, citusNodes } = JSON.parse(cluster) as TestCluster;
+    if (citusNodes) return databaseOnCitus(citusNodes, template, appPassword);
     return databaseOnServer(url, template, appPassword);
   }
+  const citus = process.env[CITUS_ENV];
+  if (citus) return databaseOnCitus(await citusNodes(citus));
   const external = process.env.DATABASE_URL;
   if (external) return databaseOnServer(external);
   const dataDir = path.join(os.tmpdir(), `atrium-test-${process.pid}-${randomBytes(4).toString('hex')}`);

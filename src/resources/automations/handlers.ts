@@ -14,7 +14,7 @@ import { webhookPayload } from './webhook-request.ts';
 
 const AUTOMATION = 'The automation';
 
-async function existingAutomation(tx: Tx, id: number, options: { forUpdate?: boolean } = {}): Promise<AutomationRow> {
+async function existingAutomation(tx: Tx, id: number, options: { forUpdate?: boolean; tenantId?: number } = {}): Promise<AutomationRow> {
   const row = await findAutomation(tx, id, options);
   if (!row) throw notFound(AUTOMATION);
   return row;
@@ -46,7 +46,7 @@ export const automationHandlers = {
     // One transaction with the row locked: the masked secrets are sealed against the value
     // this update overwrites, so a concurrent update cannot be lost.
     const [answer] = await db.tenant(auth.tenantId, async (tx) => {
-      const existing = await existingAutomation(tx, params.automation, { forUpdate: true });
+      const existing = await existingAutomation(tx, params.automation, { forUpdate: true, tenantId: auth.tenantId });
       const sealed = body.config ? sealSecrets(body.config, existing.config, secrets, 'config.') : undefined;
       if (sealed) assertValidConfiguration(sealed.errors);
       return presentAll(automationView, tx, await updateAutomation(tx, params.automation, { name: body.name, config: sealed?.stored }), auth);

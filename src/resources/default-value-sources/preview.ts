@@ -90,8 +90,8 @@ export async function previewFields(tx: Tx, auth: Auth, request: PageRequest, la
       parentTitle,
     })
     .from(formFields)
-    .leftJoin(forms, eq(forms.id, formFields.formId))
-    .leftJoin(taskTemplates, eq(taskTemplates.id, formFields.taskTemplateId))
+    .leftJoin(forms, and(eq(forms.tenantId, formFields.tenantId), eq(forms.id, formFields.formId)))
+    .leftJoin(taskTemplates, and(eq(taskTemplates.tenantId, formFields.tenantId), eq(taskTemplates.id, formFields.taskTemplateId)))
     .where(previewConditions(auth, request.filter ?? {}))
     .orderBy(sql`${formFields.formId} is null`, asc(parentTitle), asc(parentId), asc(formFields.sortNumber), asc(formFields.id))
     .limit(perPage + 1)
@@ -135,8 +135,8 @@ export async function filterOptions(tx: Tx, auth: Auth, key: MultiSelectKey, req
   const rows = await tx
     .select({ value: sql<string | number>`${source.value}`, label: sql<string>`${source.label}` })
     .from(formFields)
-    .leftJoin(forms, eq(forms.id, formFields.formId))
-    .leftJoin(taskTemplates, eq(taskTemplates.id, formFields.taskTemplateId))
+    .leftJoin(forms, and(eq(forms.tenantId, formFields.tenantId), eq(forms.id, formFields.formId)))
+    .leftJoin(taskTemplates, and(eq(taskTemplates.tenantId, formFields.tenantId), eq(taskTemplates.id, formFields.taskTemplateId)))
     .where(and(previewConditions(auth, request.filter ?? {}, key), present))
     .groupBy(...source.order, source.value, source.label)
     .orderBy(...source.order.map((o) => asc(o)))

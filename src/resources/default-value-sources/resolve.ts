@@ -115,7 +115,7 @@ export async function resolveDefaultValues(tx: Tx, viewer: Auth, execution: { id
   const rows = await tx
     .select({ field: formFields, source: defaultValueSources })
     .from(formFields)
-    .leftJoin(defaultValueSources, eq(defaultValueSources.formFieldId, formFields.id))
+    .leftJoin(defaultValueSources, and(eq(defaultValueSources.tenantId, formFields.tenantId), eq(defaultValueSources.formFieldId, formFields.id)))
     .where(and(eq(formFields.taskTemplateId, execution.taskTemplateId), isNull(formFields.deletedAt)))
     .orderBy(asc(formFields.sortNumber), asc(formFields.id), asc(defaultValueSources.sortNumber), asc(defaultValueSources.id));
   const sources = rows.map((r) => r.source).filter((s): s is SourceRow => s !== null);

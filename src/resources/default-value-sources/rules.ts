@@ -112,7 +112,7 @@ export async function administrableSource(tx: Tx, caller: Caller, id: number): P
       allowed: sql<boolean>`${administrableBy(caller, sql`'taskTemplate'`, formFields.taskTemplateId)}`,
     })
     .from(defaultValueSources)
-    .innerJoin(formFields, eq(formFields.id, defaultValueSources.formFieldId))
+    .innerJoin(formFields, and(eq(formFields.tenantId, defaultValueSources.tenantId), eq(formFields.id, defaultValueSources.formFieldId)))
     .where(eq(defaultValueSources.id, id));
   if (!row?.allowed) throw notFound('The default value source');
   return row.source;
@@ -188,7 +188,7 @@ export async function sourcesCopyingFromRefusal(
   const rows = await tx
     .select({ id: defaultValueSources.id, shown: sql<boolean>`${administrableBy(caller, sql`'taskTemplate'`, formFields.taskTemplateId)}` })
     .from(defaultValueSources)
-    .innerJoin(formFields, eq(formFields.id, defaultValueSources.formFieldId))
+    .innerJoin(formFields, and(eq(formFields.tenantId, defaultValueSources.tenantId), eq(formFields.id, defaultValueSources.formFieldId)))
     .where(and(eq(defaultValueSources.sourceEntityType, FORM_FIELD_ALIAS), inArray(defaultValueSources.sourceEntityId, [...copiedFrom])))
     .orderBy(asc(defaultValueSources.id));
   if (rows.length === 0) return null;

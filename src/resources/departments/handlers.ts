@@ -57,7 +57,7 @@ export const departmentHandlers = {
   async deleteDepartment({ auth, params, services: { db } }) {
     await db.tenant(auth.tenantId, async (tx) => {
       // The row lock keeps a concurrent delete of the same department from racing the check.
-      if (!(await lockDepartment(tx, params.department))) throw notFound('The department');
+      if (!(await lockDepartment(tx, auth.tenantId, params.department))) throw notFound('The department');
       const refusal = namedByEntityPermissionsRefusal(await entityPermissionsNaming(tx, auth, params.department, NAMED_ENTITIES_SHOWN));
       if (refusal) throw refusal;
       await deleteDepartment(tx, params.department);

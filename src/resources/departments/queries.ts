@@ -18,10 +18,10 @@ export function departmentRecords(tx: Tx) {
       ...getTableColumns(departments),
       notificationSettingIds: sql`coalesce((
         select array_agg(s.notification_setting_id order by s.notification_setting_id)
-        from ${departmentNotificationSettings} s where s.department_id = ${departments.id}), '{}')`.mapWith(toNumbers),
+        from ${departmentNotificationSettings} s where s.tenant_id = departments.tenant_id and s.department_id = departments.id), '{}')`.mapWith(toNumbers),
       attributeSetIds: sql`coalesce((
         select array_agg(a.attribute_set_id order by a.sort_number, a.attribute_set_id)
-        from ${departmentAttributeSets} a where a.department_id = ${departments.id}), '{}')`.mapWith(toNumbers),
+        from ${departmentAttributeSets} a where a.tenant_id = departments.tenant_id and a.department_id = departments.id), '{}')`.mapWith(toNumbers),
     })
     .from(departments);
 }
@@ -93,9 +93,16 @@ export async function saveDepartment(tx: Tx, author: Pick<Auth, 'tenantId' | 'us
   return id;
 }
 
-/** Locks the department's row (FOR UPDATE) until the transaction ends; false when it does not exist. */
-export async function lockDepartment(tx: Tx, id: number): Promise<boolean> {
-  const [locked] = await tx.select({ id: departments.id }).from(departments).where(eq(departments.id, id)).for('update');
+/**
+ * Locks the department's row (FOR UPDATE) until the transaction ends; false when it does
+ * not exist. Named by its tenant too: Citus locks rows only in a statement that names its shard.
+ */
+export async function lockDepartment(tx: Tx, tenantId: number, id: number): Promise<boolean> {
+  const [locked] = await tx
+    .select({ id: departments.id })
+    .from(departments)
+    .where(and(eq(departments.tenantId, tenantId), eq(departments.id, id)))
+    .for('update');
   return locked !== undefined;
 }
 

@@ -3,7 +3,7 @@
  * `{user_ids, role_ids, department_ids}`. Generic over the entity's morph alias, so menu
  * items, forms and task templates share one implementation. Every function is set-based.
  */
-import { and, eq, inArray, sql, type AnyColumn, type SQL } from 'drizzle-orm';
+import { and, Column, eq, getTableColumns, getTableName, inArray, is, sql, type AnyColumn, type SQL } from 'drizzle-orm';
 import type { Tx } from '../../platform/database/database.ts';
 import { entityPermissions } from './table.ts';
 
@@ -44,10 +44,32 @@ export async function replaceSubjectLists(tx: Tx, tenantId: number, entityType: 
   if (rows.length > 0) await tx.insert(entityPermissions).values(rows);
 }
 
+/**
+ * The outer query's `tenant_id` beside `entityId`: a column of the same table, or the SQL
+ * given. Pairing it with the subquery's keeps the subquery on the entity's shard on Citus,
+ * which refuses a correlated subquery between tenant tables that does not pair their
+ * `tenant_id`s (docs/scaling.md#writing-queries-that-stay-on-one-worker). Null when the
+ * outer query names none: row-level security alone then keeps the tenant.
+ */
+function tenantBeside(entityId: AnyColumn | SQL, tenantId?: SQL): SQL | null {
+  if (tenantId) return tenantId;
+  if (is(entityId, Column)) {
+    const column = getTableColumns(entityId.table).tenantId;
+    // Qualified by hand: in a select list drizzle writes a column unqualified, which the subquery would take for its own.
+    if (column) return sql`${sql.identifier(getTableName(entityId.table))}.${sql.identifier(column.name)}`;
+  }
+  return null;
+}
+
+const sameTenant = (alias: string, entityId: AnyColumn | SQL, tenantId?: SQL) => {
+  const outer = tenantBeside(entityId, tenantId);
+  return outer ? sql` and ${sql.raw(alias)}.tenant_id = ${outer}` : sql``;
+};
+
 /** True when the entity (the outer query's `entityId` column) has any entity permission. */
 export function isRestricted(entityType: string, entityId: AnyColumn): SQL {
   return sql`exists (select 1 from entity_permissions p
-    where p.entity_type = ${entityType} and p.entity_id = ${entityId})`;
+    where p.entity_type = ${entityType} and p.entity_id = ${entityId}${sameTenant('p', entityId)})`;
 }
 
 /**
@@ -55,9 +77,9 @@ export function isRestricted(entityType: string, entityId: AnyColumn): SQL {
  * through one of the user's departments. A correlated EXISTS: one set-based query for any
  * number of entities. (The subquery's alias is `p`: outer queries use another one.)
  */
-export function namesUser(entityType: string | SQL, entityId: AnyColumn | SQL, userId: number | SQL): SQL {
+export function namesUser(entityType: string | SQL, entityId: AnyColumn | SQL, userId: number | SQL, tenantId?: SQL): SQL {
   return sql`exists (select 1 from entity_permissions p
-    where p.entity_type = ${entityType} and p.entity_id = ${entityId} and ${subjectIsUser('p', userId)})`;
+    where p.entity_type = ${entityType} and p.entity_id = ${entityId}${sameTenant('p', entityId, tenantId)} and ${subjectIsUser('p', userId)})`;
 }
 
 /**
@@ -67,6 +89,7 @@ export function namesUser(entityType: string | SQL, entityId: AnyColumn | SQL, u
 export function subjectIsUser(row: 'p' | 'e', userId: number | SQL): SQL {
   const r = sql.raw(row);
   return sql`((${r}.subject_type = 'user' and ${r}.subject_id = ${userId})
-        or (${r}.subject_type = 'role' and ${r}.subject_id = (select u.role_id from users u where u.id = ${userId}))
-        or (${r}.subject_type = 'department' and ${r}.subject_id in (select du.department_id from department_users du where du.user_id = ${userId})))`;
+        or (${r}.subject_type = 'role' and ${r}.subject_id = (select u.role_id from users u where u.tenant_id = ${r}.tenant_id and u.id = ${userId}))
+        or (${r}.subject_type = 'department' and ${r}.subject_id in (
+          select du.department_id from department_users du where du.tenant_id = ${r}.tenant_id and du.user_id = ${userId})))`;
 }

@@ -131,8 +131,8 @@ export async function membershipsConferringRights(
       on (e.subject_type = 'role' and e.subject_id = c.role_id)
       or (e.subject_type = 'department' and e.subject_id = c.department_id)
     where not (e.entity_type = any(${coveredEntityTypes(caller)}::text[]))
-      and not ${namesUser(sql`e.entity_type`, sql`e.entity_id`, caller.userId)}
-      and (c.user_id is null or not ${namesUser(sql`e.entity_type`, sql`e.entity_id`, sql`c.user_id`)})`);
+      and not ${namesUser(sql`e.entity_type`, sql`e.entity_id`, caller.userId, sql`e.tenant_id`)}
+      and (c.user_id is null or not ${namesUser(sql`e.entity_type`, sql`e.entity_id`, sql`c.user_id`, sql`e.tenant_id`)})`);
   const found = new Set<number>();
   for (const row of rows) {
     found.add(Number(row.i));
@@ -177,6 +177,6 @@ export async function usersHoldingRightsBeyond(
       select 1 from entity_permissions e
       where ${subjectIsUser('e', sql`x.user_id`)}
         and not (e.entity_type = any(${coveredEntityTypes(caller)}::text[]))
-        and not ${namesUser(sql`e.entity_type`, sql`e.entity_id`, caller.userId)})`);
+        and not ${namesUser(sql`e.entity_type`, sql`e.entity_id`, caller.userId, sql`e.tenant_id`)})`);
   return new Set(rows.map((row) => Number(row.user_id)));
 }

@@ -314,7 +314,7 @@ export const formHandlers = {
 
   async updateSubmission({ auth, body, params, services: { db } }) {
     const updated = await db.tenant(auth.tenantId, async (tx) => {
-      const submission = await findOwnSubmission(tx, auth.userId, params.formSubmission);
+      const submission = await findOwnSubmission(tx, auth, params.formSubmission);
       if (!submission) throw notFound('The submission');
       refuse(await resubmissionErrors(tx, auth, submission, body.values));
       return replaceSubmissionValues(tx, submission.id, body.values);
@@ -325,7 +325,7 @@ export const formHandlers = {
 
   async deleteSubmission({ auth, params, services: { db } }) {
     await db.tenant(auth.tenantId, async (tx) => {
-      const submission = await findOwnSubmission(tx, auth.userId, params.formSubmission);
+      const submission = await findOwnSubmission(tx, auth, params.formSubmission);
       if (!submission) throw notFound('The submission');
       await deleteSubmission(tx, submission.id);
     });

@@ -152,12 +152,15 @@ export async function deleteExecution(tx: Tx, id: number): Promise<void> {
   await tx.delete(taskExecutions).where(eq(taskExecutions.id, id));
 }
 
-/** The caller's submission `id` (read FOR UPDATE, as it is about to change), or undefined. */
-export async function findOwnSubmission(tx: Tx, userId: number, id: number): Promise<SubmissionRow | undefined> {
+/**
+ * The caller's submission `id` (read FOR UPDATE, as it is about to change), or undefined.
+ * Named by its tenant too: Citus locks rows only in a statement that names its shard.
+ */
+export async function findOwnSubmission(tx: Tx, owner: { tenantId: number; userId: number }, id: number): Promise<SubmissionRow | undefined> {
   const [row] = await tx
     .select()
     .from(formSubmissions)
-    .where(and(eq(formSubmissions.id, id), eq(formSubmissions.userId, userId)))
+    .where(and(eq(formSubmissions.tenantId, owner.tenantId), eq(formSubmissions.id, id), eq(formSubmissions.userId, owner.userId)))
     .for('update');
   return row;
 }

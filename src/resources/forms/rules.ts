@@ -17,7 +17,7 @@ import { liveFields, type FieldInput, type FieldRow, type SubmissionRow, type Ta
 import { formFields, PARENT_TABLES, taskExecutions, type FieldType, type ParentType } from './table.ts';
 
 /** Whom a rule is judged for: the caller's id and permissions (an `Auth` is one). */
-export type Caller = Pick<Auth, 'userId' | 'permissions'>;
+export type Caller = Pick<Auth, 'tenantId' | 'userId' | 'permissions'>;
 
 /**
  * "May administer this form or task template": holders of `tasks.administer`, and the
@@ -112,7 +112,8 @@ export async function administrableField(tx: Tx, caller: Caller, id: number, loc
       administrable: sql<boolean>`${fieldParentAdministrableBy(caller, formFields.formId, formFields.taskTemplateId)}`,
     })
     .from(formFields)
-    .where(and(eq(formFields.id, id), isNull(formFields.deletedAt)))
+    // Named by its tenant too: Citus locks rows only in a statement that names its shard.
+    .where(and(eq(formFields.tenantId, caller.tenantId), eq(formFields.id, id), isNull(formFields.deletedAt)))
     .for(lock);
   return row?.administrable ? row.field : undefined;
 }
@@ -244,7 +245,7 @@ export async function assignedExecutionErrors(tx: Tx, caller: Caller, executionI
   const [row] = await tx
     .select({ execution: taskExecutions, visible: sql<boolean>`${executionVisibleTo(caller)}` })
     .from(taskExecutions)
-    .where(eq(taskExecutions.id, executionId))
+    .where(and(eq(taskExecutions.tenantId, caller.tenantId), eq(taskExecutions.id, executionId)))
     .for('share');
   if (!row?.visible) return { errors: { task_execution_id: [MISSING_REFERENCE] } };
   if (row.execution.userId !== caller.userId) return { errors: { task_execution_id: [NOT_ASSIGNED] } };

@@ -64,11 +64,15 @@ export async function insertLoginToken(
   return row!;
 }
 
-/** Soft-deletes the token; an already used or deleted one keeps its deletion time. False when there is none. */
+/**
+ * Soft-deletes the token; an already used or deleted one keeps its deletion time (the
+ * earlier of the two: `least` passes over a null, and Citus refuses `coalesce` over a
+ * function that is not immutable). False when there is none.
+ */
 export async function softDeleteLoginToken(tx: Tx, uuid: string): Promise<boolean> {
   const [row] = await tx
     .update(userLoginTokens)
-    .set({ deletedAt: sql`coalesce(${userLoginTokens.deletedAt}, now())` })
+    .set({ deletedAt: sql`least(${userLoginTokens.deletedAt}, now())` })
     .where(eq(userLoginTokens.uuid, uuid))
     .returning({ id: userLoginTokens.id });
   return row !== undefined;

@@ -27,7 +27,7 @@ export const pushHandlers = {
     if (Object.keys(errors).length > 0) throw invalid(errors);
     const userAgent = request.headers['user-agent']?.slice(0, MAX_USER_AGENT) ?? null;
     const [created] = await db.tenant(auth.tenantId, async (tx) => {
-      const capErrors = subscriptionCapErrors(await heldSubscriptions(tx, auth.userId, input.endpoint));
+      const capErrors = subscriptionCapErrors(await heldSubscriptions(tx, auth.tenantId, auth.userId, input.endpoint));
       if (Object.keys(capErrors).length > 0) throw invalid(capErrors);
       const rows = await saveSubscription(tx, auth, input, userAgent);
       if (rows.length === 0) throw invalid({ endpoint: [coded('taken', 'is registered by another user; it must be deleted by that user first')] });

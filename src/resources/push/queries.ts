@@ -13,10 +13,15 @@ export async function callerAccount(tx: Tx, userId: number): Promise<{ groupAcco
 
 /**
  * What the user holds, counted under a lock of the user's row: the lock serializes the
- * user's registrations, so concurrent ones cannot pass the cap together.
+ * user's registrations, so concurrent ones cannot pass the cap together. The lock names
+ * the tenant too: Citus locks rows only in a statement that names its shard.
  */
-export async function heldSubscriptions(tx: Tx, userId: number, endpoint: string): Promise<{ count: number; holdsEndpoint: boolean }> {
-  await tx.select({ id: users.id }).from(users).where(eq(users.id, userId)).for('update');
+export async function heldSubscriptions(tx: Tx, tenantId: number, userId: number, endpoint: string): Promise<{ count: number; holdsEndpoint: boolean }> {
+  await tx
+    .select({ id: users.id })
+    .from(users)
+    .where(and(eq(users.tenantId, tenantId), eq(users.id, userId)))
+    .for('update');
   const [held] = await tx
     .select({ count: count(), holdsEndpoint: sql<boolean>`coalesce(bool_or(${pushSubscriptions.endpoint} = ${endpoint}), false)` })
     .from(pushSubscriptions)
@@ -42,7 +47,8 @@ export function saveSubscription(tx: Tx, owner: { tenantId: number; userId: numb
         lastFailureStatus: null,
         lastFailure: null,
         lastFailureAt: null,
-        updatedAt: sql`now()`,
+        // The inserted row's own time (its default): Citus refuses a function that is not immutable in DO UPDATE SET.
+        updatedAt: sql`excluded.updated_at`,
       },
       setWhere: eq(pushSubscriptions.userId, owner.userId),
     })

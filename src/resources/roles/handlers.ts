@@ -29,7 +29,7 @@ export const roleHandlers = {
 
   async updateRole({ auth, params, body, services: { db } }) {
     const updated = await db.tenant(auth.tenantId, async (tx) => {
-      const role = await lockRole(tx, params.role);
+      const role = await lockRole(tx, auth.tenantId, params.role);
       if (!role) throw notFound('The role');
       assertMayAdministerRole(auth, role);
       const next = { name: body.name ?? role.name, active: body.active ?? role.active, permissions: body.permissions ?? role.permissions };

@@ -1,5 +1,5 @@
 /** Reads and writes of roles, in the transaction's tenant. */
-import { eq, sql } from 'drizzle-orm';
+import { and, eq, sql } from 'drizzle-orm';
 import type { Tx } from '../../platform/database/database.ts';
 import { users } from '../users/table.ts';
 import { roles } from './table.ts';
@@ -10,9 +10,16 @@ export function roleNames(tx: Tx): Promise<{ id: number; name: string }[]> {
   return tx.select({ id: roles.id, name: roles.name }).from(roles);
 }
 
-/** The role `roleId`, locked for the rest of the transaction, or undefined. */
-export async function lockRole(tx: Tx, roleId: number): Promise<RoleRow | undefined> {
-  const [role] = await tx.select().from(roles).where(eq(roles.id, roleId)).for('update');
+/**
+ * The role `roleId`, locked for the rest of the transaction, or undefined. Named by its
+ * tenant too: Citus locks rows only in a statement that names its shard.
+ */
+export async function lockRole(tx: Tx, tenantId: number, roleId: number): Promise<RoleRow | undefined> {
+  const [role] = await tx
+    .select()
+    .from(roles)
+    .where(and(eq(roles.tenantId, tenantId), eq(roles.id, roleId)))
+    .for('update');
   return role;
 }
 

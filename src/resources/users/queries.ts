@@ -144,7 +144,11 @@ export async function replacePicture(tx: Tx, tenantId: number, userId: number, p
   await tx
     .insert(userProfilePictures)
     .values({ tenantId, userId, ...values })
-    .onConflictDoUpdate({ target: [userProfilePictures.tenantId, userProfilePictures.userId], set: values });
+    // The inserted row's own time (excluded): Citus refuses a function that is not immutable in DO UPDATE SET.
+    .onConflictDoUpdate({
+      target: [userProfilePictures.tenantId, userProfilePictures.userId],
+      set: { ...picture, updatedAt: sql`excluded.updated_at` },
+    });
 }
 
 /** The stored picture of a user who is not deleted, or undefined. */
@@ -157,10 +161,18 @@ export async function findPicture(tx: Tx, userId: number) {
       content: userProfilePictures.content,
     })
     .from(userProfilePictures)
-    .innerJoin(users, eq(users.id, userProfilePictures.userId))
+    .innerJoin(users, and(eq(users.tenantId, userProfilePictures.tenantId), eq(users.id, userProfilePictures.userId)))
     .where(and(eq(userProfilePictures.userId, userId), isNull(users.deletedAt)));
   return row;
 }
+
+/**
+ * The time a statement runs, for the values of an `UPDATE`: `clock_timestamp()` as a
+ * subquery, evaluated once per statement. Citus refuses a volatile function among an
+ * `UPDATE`'s values on a distributed table, and accepts it in a subquery
+ * (docs/scaling.md#writing-queries-that-stay-on-one-worker).
+ */
+export const statementClock = sql`(select clock_timestamp())`;
 
 /**
  * Revokes the pending one-time login tokens that would still sign `userId` in, and those
@@ -172,7 +184,7 @@ export async function findPicture(tx: Tx, userId: number) {
 export async function revokePendingLoginTokens(tx: Tx, userId: number): Promise<void> {
   await tx
     .update(userLoginTokens)
-    .set({ deletedAt: sql`clock_timestamp()` })
+    .set({ deletedAt: statementClock })
     .where(and(or(eq(userLoginTokens.loginUserId, userId), eq(userLoginTokens.userId, userId)), isNull(userLoginTokens.deletedAt)));
 }
 
@@ -182,10 +194,7 @@ export async function revokePendingLoginTokens(tx: Tx, userId: number): Promise<
  * marking and deactivation use it, so a later reactivation revives nothing.
  */
 export async function endAllSessions(tx: Tx, userId: number): Promise<void> {
-  await tx
-    .update(users)
-    .set({ logoutMarkedAt: sql`clock_timestamp()` })
-    .where(eq(users.id, userId));
+  await tx.update(users).set({ logoutMarkedAt: statementClock }).where(eq(users.id, userId));
   await revokePendingLoginTokens(tx, userId);
 }
 
@@ -196,7 +205,7 @@ export async function endAllSessions(tx: Tx, userId: number): Promise<void> {
 export async function softDeleteUser(tx: Tx, userId: number): Promise<boolean> {
   const deleted = await tx
     .update(users)
-    .set({ deletedAt: sql`clock_timestamp()`, logoutMarkedAt: sql`clock_timestamp()`, updatedAt: sql`now()` })
+    .set({ deletedAt: statementClock, logoutMarkedAt: statementClock, updatedAt: sql`now()` })
     .where(and(eq(users.id, userId), isNull(users.deletedAt)))
     .returning({ id: users.id });
   return deleted.length > 0;

@@ -417,7 +417,8 @@ export async function requireAdministrableUser(tx: Tx, caller: Caller, userId: n
  * authored records remain linked. The role stays (it is required and not personal).
  */
 export function blackoutValues(userId: number): UserUpdate {
-  const now = sql`clock_timestamp()`;
+  // A subquery, as `statementClock` (queries.ts): Citus refuses the bare volatile function here.
+  const now = sql`(select clock_timestamp())`;
   return {
     username: `deleted-user-${userId}`,
     passwordHash: null,
@@ -441,7 +442,8 @@ export function blackoutValues(userId: number): UserUpdate {
     lastLoginAt: null,
     logoutMarkedAt: now as never,
     blackedOutAt: now as never,
-    deletedAt: sql`coalesce(deleted_at, clock_timestamp())` as never,
+    // The earlier of the two: `least` passes over a null, and Citus refuses `coalesce` over a function that is not immutable.
+    deletedAt: sql`least(deleted_at, ${now})` as never,
     updatedAt: now as never,
   };
 }

@@ -139,7 +139,7 @@ export const userView = defineView<UserRow, UserViewer, UserFilterKey>({
         const found = await tx
           .select({ userId: departmentUsers.userId, id: departments.id, name: departments.name })
           .from(departmentUsers)
-          .innerJoin(departments, eq(departments.id, departmentUsers.departmentId))
+          .innerJoin(departments, and(eq(departments.tenantId, departmentUsers.tenantId), eq(departments.id, departmentUsers.departmentId)))
           .where(
             inArray(
               departmentUsers.userId,
@@ -167,7 +167,7 @@ export const userView = defineView<UserRow, UserViewer, UserFilterKey>({
             acceptedAt: acceptedPolicies.acceptedAt,
           })
           .from(acceptedPolicies)
-          .innerJoin(termsOfUse, eq(termsOfUse.id, acceptedPolicies.termsOfUseId))
+          .innerJoin(termsOfUse, and(eq(termsOfUse.tenantId, acceptedPolicies.tenantId), eq(termsOfUse.id, acceptedPolicies.termsOfUseId)))
           .where(
             inArray(
               acceptedPolicies.userId,

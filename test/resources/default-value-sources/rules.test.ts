@@ -118,7 +118,7 @@ const sharedDate = await field({ formId: shared.id }, 'Shared date', 'date');
 const secretText = await field({ formId: secret.id }, 'Secret text', 'text');
 const removed = await field({ taskTemplateId: managed!.id }, 'Removed', 'text', new Date());
 
-const caller = (userId: number, permissions: Permission[] = []): Caller => ({ userId, permissions: new Set(permissions) });
+const caller = (userId: number, permissions: Permission[] = []): Caller => ({ tenantId, userId, permissions: new Set(permissions) });
 const inTenant = <T>(work: (tx: Tx) => Promise<T>) => db.tenant(tenantId, work);
 const refusal = (promise: Promise<unknown>) =>
   promise.then(

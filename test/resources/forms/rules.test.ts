@@ -144,7 +144,7 @@ await db.owner.insert(entityPermissions).values([
 ]);
 const [foreignForm] = await db.owner.insert(forms).values({ tenantId: away.tenantId, title: 'Foreign', formType: 'survey' }).returning({ id: forms.id });
 
-const caller = (userId: number, permissions: Permission[] = []): Caller => ({ userId, permissions: new Set(permissions) });
+const caller = (userId: number, permissions: Permission[] = []): Caller => ({ tenantId, userId, permissions: new Set(permissions) });
 const administrator = caller(outsider, ['tasks.administer']);
 const inTenant = <T>(work: (tx: Tx) => Promise<T>) => db.tenant(tenantId, work);
 

@@ -453,7 +453,7 @@ t.test('a creator’s logout mark ends the tokens it created for others, at the 
   const freshSession = await api.tokenFor(tenant.tenantId, creator.id);
   creator.token = freshSession;
   const pending = await mint();
-  await api.db.owner.execute(sql`update users set logout_marked_at = clock_timestamp() where id = ${creator.id}`);
+  await api.db.owner.execute(sql`update users set logout_marked_at = (select clock_timestamp()) where id = ${creator.id}`);
   t.equal((await signIn(t, pending.token)).status, 401, 'refused at use');
   t.equal((await tokenRow(pending.uuid))!.used_at, null, 'left unused');
   creator.token = await api.tokenFor(tenant.tenantId, creator.id);
