@@ -11,7 +11,6 @@ export const AUDIT_ACTIONS = [
   'user.blacked_out',
   'user.marked_for_logout',
   'user.password_changed',
-  'user.picture_changed',
   'user_settings.updated',
   'role.created',
   'role.updated',
