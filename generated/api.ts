@@ -2483,7 +2483,15 @@ export interface components {
                 [key: string]: components["schemas"]["FieldChange"];
             };
             /** @description What else the action carries, such as `recipient_count` of `notification.sent`; null when nothing. */
-            details: Record<string, never> | null;
+            details: ({
+                /**
+                 * Format: int64
+                 * @description `notification.sent`: the users the dispatch reaches as sent (those named and the members of the departments named, each once, deleted users left out).
+                 */
+                recipient_count?: number;
+            } & {
+                [key: string]: unknown;
+            }) | null;
             /** Format: uuid */
             id: string;
             /**
