@@ -2426,7 +2426,7 @@ export interface components {
          *     it is. `scim_token.*` is reserved for identity-provider provisioning.
          * @enum {string}
          */
-        AuditAction: "user.created" | "user.updated" | "user.deleted" | "user.restored" | "user.blacked_out" | "user.marked_for_logout" | "user.password_changed" | "user_settings.updated" | "role.created" | "role.updated" | "role.deleted" | "login_token.created" | "login_token.deleted" | "login_token.consumed" | "department.created" | "department.updated" | "department.deleted" | "menu_item.created" | "menu_item.updated" | "menu_item.deleted" | "notification.sent" | "notifications.reset" | "scim_token.created" | "scim_token.revoked";
+        AuditAction: "user.created" | "user.updated" | "user.deleted" | "user.restored" | "user.blacked_out" | "user.marked_for_logout" | "user.password_changed" | "user_settings.updated" | "access_token.created" | "role.created" | "role.updated" | "role.deleted" | "login_token.created" | "login_token.deleted" | "login_token.consumed" | "department.created" | "department.updated" | "department.deleted" | "menu_item.created" | "menu_item.updated" | "menu_item.deleted" | "attribute_set.created" | "attribute_set.updated" | "attribute_set.deleted" | "automation.created" | "automation.updated" | "automation.deleted" | "automation.run" | "notification.sent" | "notifications.reset" | "scim_token.created" | "scim_token.revoked";
         /**
          * @description One administrative change. Labels are as they were when the change was made (a
          *     blackout later replaces the person's with their anonymized ones). Personal user fields
