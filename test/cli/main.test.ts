@@ -65,7 +65,10 @@ t.test('tenant:create, then token:create prints only a working access token', as
   const events = await api.db.owner.execute<{ action: string; actor_type: string; command: string; target_id: string; changes: unknown }>(
     sql`select action, actor_type, command, target_id, changes from audit_events where tenant_id = (select id from tenants where slug = 'cli-co')`,
   );
-  t.strictSame(events, [{ action: 'access_token.created', actor_type: 'command_line', command: 'token:create', target_id: String(me.body.id), changes: {} }]);
+  t.strictSame(
+    [...events],
+    [{ action: 'access_token.created', actor_type: 'command_line', command: 'token:create', target_id: String(me.body.id), changes: {} }],
+  );
   t.notOk(JSON.stringify(events).includes(issued.stdout.trim()), 'the token is not in the trail');
 });
 

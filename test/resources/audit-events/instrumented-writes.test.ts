@@ -124,3 +124,63 @@ t.test('notification.sent is one event per fan-out with the recipient count; not
   const [reset] = await eventsAbout(t, 'tenant', tenant.tenantId);
   t.match(reset, { action: 'notifications.reset', actor: byAdmin, origin: { operation_id: 'resetNotifications' } });
 });
+
+t.test('attribute_set.*, automation.*, form.*, form_field.*: one event per write, secrets masked', async (t) => {
+  const set = await api.call(t, 'createAttributeSet', { token: admin, body: { name: 'Budget', fields: [{ key: 'budget', type: 'number' }] } });
+  t.equal(set.status, 201);
+  t.equal(
+    (
+      await api.call(t, 'updateAttributeSet', {
+        token: admin,
+        params: { attributeSet: set.body.id },
+        body: { name: 'Budgets', fields: [{ key: 'budget', type: 'number' }] },
+      })
+    ).status,
+    200,
+  );
+  t.equal((await api.call(t, 'deleteAttributeSet', { token: admin, params: { attributeSet: set.body.id } })).status, 204);
+  t.strictSame(
+    (await eventsAbout(t, 'attribute_set', set.body.id)).map((e) => [e.action, e.target.label]),
+    [
+      ['attribute_set.deleted', 'Budget'.concat('s')],
+      ['attribute_set.updated', 'Budgets'],
+      ['attribute_set.created', 'Budget'],
+    ],
+  );
+
+  const secret = 's3cret-header-value';
+  const automation = await api.call(t, 'createAutomation', {
+    token: admin,
+    body: { name: 'hook', config: { url: 'http://93.184.215.14/hook', headers: {}, auth: { type: 'basic', basic: { username: 'u', password: secret } } } },
+  });
+  t.equal(automation.status, 201, automation.text);
+  const rows = await api.db.owner.execute(sql`select 1 from audit_events where changes::text like ${`%${secret}%`}`);
+  t.equal(rows.length, 0, 'a webhook secret is never in the trail');
+  const changed = await api.call(t, 'updateAutomation', {
+    token: admin,
+    params: { automation: automation.body.id },
+    body: { config: { url: 'http://93.184.215.14/hook', headers: {}, auth: { type: 'basic', basic: { username: 'u', password: 'another-secret' } } } },
+  });
+  t.equal(changed.status, 200, changed.text);
+  const [update] = await eventsAbout(t, 'automation', automation.body.id);
+  t.match(update, { action: 'automation.updated', changes: { config: { changed: true } } }, 'a changed secret shows as changed only');
+  t.notOk(JSON.stringify(update).includes('another-secret'));
+  t.equal((await api.call(t, 'deleteAutomation', { token: admin, params: { automation: automation.body.id } })).status, 204);
+  t.strictSame(
+    (await eventsAbout(t, 'automation', automation.body.id)).map((e) => e.action),
+    ['automation.deleted', 'automation.updated', 'automation.created'],
+  );
+
+  const form = await api.call(t, 'createForm', { token: admin, body: { title: 'Onboarding', form_type: 's' } });
+  t.equal(form.status, 201, form.text);
+  t.equal((await api.call(t, 'updateForm', { token: admin, params: { form: form.body.id }, body: { title: 'Offboarding' } })).status, 200);
+  const field = await api.call(t, 'createFormField', { token: admin, body: { form_id: form.body.id, name: 'Laptop', field_type: 'text' } });
+  t.equal(field.status, 201, field.text);
+  const [updatedForm, createdForm] = await eventsAbout(t, 'form', form.body.id);
+  t.match(createdForm, { action: 'form.created', target: { label: 'Onboarding' } });
+  t.match(updatedForm, { action: 'form.updated', changes: { title: { from: 'Onboarding', to: 'Offboarding' } } });
+  const [createdField] = await eventsAbout(t, 'form_field', field.body.id);
+  t.match(createdField, { action: 'form_field.created', target: { label: 'Laptop' } });
+  t.equal((await api.call(t, 'deleteForm', { token: admin, params: { form: form.body.id } })).status, 204);
+  t.equal((await eventsAbout(t, 'form', form.body.id))[0]!.action, 'form.deleted');
+});
