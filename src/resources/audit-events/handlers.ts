@@ -7,7 +7,7 @@ import type { components } from '../../../generated/api.ts';
 import type { Handlers } from '../../platform/http/handler.ts';
 import { listRecords, presentAll, showRecord } from '../../platform/result-controls/listing.ts';
 import { readControls } from '../../platform/result-controls/result-controls.ts';
-import { AUDIT_ORDER, assertFilterCoherent, auditEventListing, auditEventView, olderThan, positionColumn, type AuditEventRow } from './view.ts';
+import { AUDIT_ORDER, assertFilterCoherent, auditEventListing, auditEventView, olderThan, positionColumn } from './view.ts';
 
 /** An event as the spec answers it: the view presents every field of it (auditEventView). */
 type AuditEventRecord = components['schemas']['AuditEvent'];
@@ -35,7 +35,7 @@ async function* exportLines(db: Database, viewer: Auth, where: SQL | undefined):
     const records = await presentAll(
       auditEventView,
       null,
-      rows.map(({ row }) => row as AuditEventRow),
+      rows.map(({ row }) => row),
       viewer,
     );
     yield records.map((record) => `${JSON.stringify(record)}\n`).join('');

@@ -1,6 +1,5 @@
 import { and, desc, eq, gte, like, lt, sql, type SQL } from 'drizzle-orm';
-import type { Changes } from '../../platform/audit/table.ts';
-import { auditEvents } from '../../platform/audit/table.ts';
+import { auditEvents, type Changes } from '../../platform/audit/table.ts';
 import type { Auth } from '../../platform/auth/auth.ts';
 import { rfc3339 } from '../../platform/http/datetime.ts';
 import { coded, invalid, type FieldErrors } from '../../platform/http/problem.ts';
