@@ -304,6 +304,16 @@ t.test('the export streams the selection as NDJSON, newest first, across batches
   t.strictSame(listed.body, events.slice(0, 5));
 });
 
+t.test('a page costs the same number of statements whatever its size', async (t) => {
+  const statements = async (limit: number) => {
+    const before = api.db.queryCount;
+    const res = await api.call(t, 'listAuditEvents', { token: fullAuditor.token, query: { limit, filter: { action: 'menu_item.' } } });
+    t.equal(res.body.length, limit);
+    return api.db.queryCount - before;
+  };
+  t.equal(await statements(1000), await statements(2));
+});
+
 t.test('retention purges events older than AUDIT_RETENTION_DAYS, in every tenant', async (t) => {
   await api.db.owner.execute(sql`
     insert into audit_events (tenant_id, occurred_at, action, actor_type, target_type)
