@@ -302,6 +302,14 @@ t.test('the export streams the selection as NDJSON, newest first, across batches
   t.equal(new Set(events.map((e) => e.id)).size, 2500, 'none twice');
   const listed = await api.call(t, 'listAuditEvents', { token: fullAuditor.token, query: { filter: { target_type: 'menu_item' }, limit: 5 } });
   t.strictSame(listed.body, events.slice(0, 5));
+  const head = await api.atrium.app!.inject({
+    method: 'HEAD',
+    url: '/api/administration/audit-events/export',
+    headers: { authorization: `Bearer ${fullAuditor.token}` },
+  });
+  t.equal(head.statusCode, 200);
+  t.match(head.headers['content-type'], /application\/x-ndjson/);
+  t.equal(head.body, '', 'HEAD reads nothing');
 });
 
 t.test('a page costs the same number of statements whatever its size', async (t) => {
