@@ -2370,6 +2370,7 @@ export interface components {
             type: "string" | "integer" | "number" | "boolean" | "date";
         };
         /**
+         * @description An attribute set; fields absent were not selected.
          * @example {
          *       "id": 1,
          *       "name": "Location",
@@ -2398,6 +2399,37 @@ export interface components {
             name?: string;
             /** Format: date-time */
             updated_at?: string;
+        };
+        /**
+         * @description An attribute set as created or updated, with every field.
+         * @example {
+         *       "id": 1,
+         *       "name": "Location",
+         *       "fields": [
+         *         {
+         *           "key": "floor",
+         *           "type": "number",
+         *           "label": "Floor"
+         *         },
+         *         {
+         *           "key": "opened_on",
+         *           "type": "date",
+         *           "label": "Opened on"
+         *         }
+         *       ],
+         *       "created_at": "2026-01-31T14:05:00.000Z",
+         *       "updated_at": "2026-01-31T14:05:00.000Z"
+         *     }
+         */
+        AttributeSetFull: {
+            /** Format: date-time */
+            created_at: string;
+            fields: components["schemas"]["AttributeField"][];
+            /** Format: int64 */
+            id: number;
+            name: string;
+            /** Format: date-time */
+            updated_at: string;
         };
         /**
          * @example {
@@ -2609,6 +2641,41 @@ export interface components {
             name: string;
         };
         /**
+         * @description An automation as created or updated, with every field.
+         * @example {
+         *       "id": 2,
+         *       "name": "Notify the ticket system",
+         *       "action_type": "webhook",
+         *       "config": {
+         *         "url": "https://hooks.example.com/atrium",
+         *         "method": "POST",
+         *         "headers": {
+         *           "X-Source": "atrium"
+         *         },
+         *         "auth": {
+         *           "type": "jwt"
+         *         }
+         *       },
+         *       "created_at": "2026-01-31T14:05:00.000Z",
+         *       "updated_at": "2026-01-31T14:05:00.000Z"
+         *     }
+         */
+        AutomationFull: {
+            /**
+             * @description The action's type key; only `webhook` exists so far.
+             * @constant
+             */
+            action_type: "webhook";
+            config: components["schemas"]["WebhookConfiguration"];
+            /** Format: date-time */
+            created_at: string;
+            /** Format: int64 */
+            id: number;
+            name: string;
+            /** Format: date-time */
+            updated_at: string;
+        };
+        /**
          * @example {
          *       "context": {
          *         "ticket": 4711
@@ -2715,7 +2782,8 @@ export interface components {
             status: "success";
         };
         /**
-         * @description The created token record plus the signed value, returned only here.
+         * @description The created token record, every field but the internal `id` (answered only when
+         *     selected), plus the signed value, returned only here.
          * @example {
          *       "uuid": "5f0c2b1e-8d3a-4c7e-9b6f-1a2d3e4f5a6b",
          *       "user_id": 1,
@@ -2874,6 +2942,143 @@ export interface components {
             [key: string]: unknown;
         };
         /**
+         * @description The caller's own user: one's own record shows every field, with the default
+         *     relations `role` and `language`. The URL context fields are answered only when
+         *     selected.
+         * @example {
+         *       "id": 1,
+         *       "username": "admin",
+         *       "first_name": "Atrium",
+         *       "last_name": "Administrator",
+         *       "full_name": "Atrium Administrator",
+         *       "lang_id": "en-US",
+         *       "group_account": false,
+         *       "profile_picture_url": null,
+         *       "email": "admin@example.com",
+         *       "phone": null,
+         *       "street": null,
+         *       "zipcode": null,
+         *       "city": null,
+         *       "birthdate": null,
+         *       "gender": null,
+         *       "staff_number": "A-0001",
+         *       "entering_date": "2026-01-01",
+         *       "leaving_date": null,
+         *       "active": true,
+         *       "role_id": 1,
+         *       "request_password_change": false,
+         *       "prevent_logout": false,
+         *       "wants_email_notifications": true,
+         *       "default_route": "/tasks",
+         *       "last_login_at": "2026-02-02T09:30:00.000Z",
+         *       "created_at": "2026-01-31T14:05:00.000Z",
+         *       "updated_at": "2026-02-02T09:30:00.000Z",
+         *       "deleted_at": null,
+         *       "role": {
+         *         "id": 1,
+         *         "name": "Administrator",
+         *         "active": true,
+         *         "permissions": [
+         *           "users.view",
+         *           "users.view-personal",
+         *           "users.view-administrative",
+         *           "users.administer",
+         *           "departments.manage",
+         *           "menu-items.administer",
+         *           "login-tokens.administer",
+         *           "notifications.send",
+         *           "notifications.administer",
+         *           "tasks.administer",
+         *           "automations.administer",
+         *           "audit.view"
+         *         ]
+         *       },
+         *       "language": {
+         *         "id": "en-US",
+         *         "name": "English (US)"
+         *       }
+         *     }
+         */
+        CurrentUser: {
+            /** @description Relation (administrative); the terms of use the user accepted. */
+            acceptedPolicies?: {
+                /** Format: date-time */
+                accepted_at: string;
+                /** Format: int64 */
+                id: number;
+                title: string;
+                version?: string | null;
+            }[];
+            active: boolean;
+            /** Format: date */
+            birthdate: string | null;
+            city: string | null;
+            /** Format: date-time */
+            created_at: string;
+            /** @description Where the client navigates after sign-in; a same-origin path or an absolute http(s) URL. */
+            default_route: string | null;
+            /** Format: date-time */
+            deleted_at: string | null;
+            /** @description Relation; the departments the user belongs to, by name. */
+            departments?: {
+                /** Format: int64 */
+                id: number;
+                name: string;
+            }[];
+            email: string | null;
+            /** Format: date */
+            entering_date: string | null;
+            /** @description Relation (administrative); entity permissions that name this user as subject. */
+            entityPermissions?: {
+                /** Format: int64 */
+                entity_id: number;
+                entity_type: string;
+                /** Format: int64 */
+                id: number;
+            }[];
+            first_name: string | null;
+            /** @description First and last name joined by a space (computed). */
+            full_name: string;
+            /** @enum {string|null} */
+            gender: "female" | "male" | "diverse" | null;
+            group_account: boolean;
+            /** Format: int64 */
+            id: number;
+            lang_id: string | null;
+            language: components["schemas"]["Language"] | null;
+            /** Format: date-time */
+            last_login_at: string | null;
+            last_name: string | null;
+            /** Format: date */
+            leaving_date: string | null;
+            phone: string | null;
+            prevent_logout: boolean;
+            /**
+             * @description Signed, expiring URL of the picture route (relative to the service's base URL,
+             *     valid for one to two hours), when a picture exists; null otherwise.
+             */
+            profile_picture_url: string | null;
+            request_password_change: boolean;
+            /** @description Relation (administrative; shown with `users.view-administrative` or on one's own record). */
+            role: components["schemas"]["Role"] | null;
+            /** Format: int64 */
+            role_id: number;
+            staff_number: string | null;
+            static_url?: components["schemas"]["ContextStaticUrl"];
+            street: string | null;
+            /** Format: date-time */
+            updated_at: string;
+            url?: components["schemas"]["ContextUrl"];
+            /** @description `{type: user, id}` (see UrlContext). */
+            url_context?: components["schemas"]["UrlContext"] & {
+                /** @constant */
+                type?: "user";
+            };
+            username: string;
+            wants_email_notifications: boolean;
+            zipcode: string | null;
+        };
+        /**
          * @description `YYYY-MM-DD HH:MM:SS`, UTC: the format of every datetime of notifications (records, read-state bodies, filters). Anything else, ISO 8601 (`2026-01-31T14:05:00Z`) included, and a date the calendar lacks (e.g. `2026-02-30`) is a 422 on the field whose message names this format.
          * @example 2026-01-31 14:05:00
          */
@@ -2986,6 +3191,73 @@ export interface components {
         /** @description Departments whose members are notified (required when `user_ids` is absent). */
         department_ids: components["schemas"]["Id"][];
         /**
+         * @description A department as created or updated: every field but the URL context ones (answered
+         *     only when selected); no relations.
+         * @example {
+         *       "id": 1,
+         *       "name": "Customer Service",
+         *       "user_id": 1,
+         *       "tags": [
+         *         "support",
+         *         "berlin"
+         *       ],
+         *       "notification_setting_ids": [
+         *         5
+         *       ],
+         *       "attribute_set_ids": [],
+         *       "attributes": {},
+         *       "created_at": "2026-01-31T14:05:00.000Z",
+         *       "updated_at": "2026-01-31T14:05:00.000Z"
+         *     }
+         */
+        DepartmentFull: {
+            /** @description Attached attribute sets, ordered by their `sort_number`. */
+            attribute_set_ids: number[];
+            /**
+             * @description Relation `attribute_sets` (the attached sets with their fields, by sort number).
+             *     Needs `departments.manage`, like listing the sets: named without it → 422. The
+             *     values a department holds (`attributes`) and `attribute_set_ids` are shown to
+             *     every signed-in user; the definitions (set names, field types and labels) are not.
+             */
+            attribute_sets?: components["schemas"]["AttributeSet"][];
+            /** @description Field key → value, for the fields of the attached attribute sets. */
+            attributes: {
+                [key: string]: unknown;
+            };
+            /** Format: date-time */
+            created_at: string;
+            /** Format: int64 */
+            id: number;
+            name: string;
+            /**
+             * @description The delivery categories the members receive: where the tenant has the setting
+             *     named after a typed notification's type, that notification reaches a member
+             *     only through a department that has it (see `POST /api/notifications/typed` for
+             *     the whole rule).
+             */
+            notification_setting_ids: number[];
+            /** @description Relation `notification_settings` (the assigned settings, by sort number). */
+            notification_settings?: components["schemas"]["NotificationSetting"][];
+            static_url?: components["schemas"]["ContextStaticUrl"];
+            /** @description Free tags; `filter[text]=#tag` matches them. */
+            tags: string[];
+            /** Format: date-time */
+            updated_at: string;
+            url?: components["schemas"]["ContextUrl"];
+            /** @description `{type: department, id}` (see UrlContext). */
+            url_context?: components["schemas"]["UrlContext"] & {
+                /** @constant */
+                type?: "department";
+            };
+            /**
+             * Format: int64
+             * @description The user who created the department.
+             */
+            user_id: number | null;
+            /** @description Relation `users` (the members; user fields as the caller may see them). */
+            users?: components["schemas"]["User"][];
+        };
+        /**
          * @description `name` is required and unique in the tenant, surrounding blanks trimmed. People
          *     must tell departments apart by it, so a name may not be a look-alike of another
          *     department's: names that differ only in letter case, in runs of whitespace, or in
@@ -3051,10 +3323,11 @@ export interface components {
             role_ids?: components["schemas"]["Id"][];
             user_ids?: components["schemas"]["Id"][];
         };
+        /** @description Who may use the record besides its administrators; the three lists are always answered. */
         "EntityPermissions-2": {
-            department_ids?: number[];
-            role_ids?: number[];
-            user_ids?: number[];
+            department_ids: number[];
+            role_ids: number[];
+            user_ids: number[];
         };
         /**
          * @description Who may administer the form or task template besides holders of `tasks.administer`:
@@ -3128,6 +3401,31 @@ export interface components {
             options?: string[];
             sort_number?: components["schemas"]["SortNumber-2"];
             task_template_id?: components["schemas"]["Id"];
+        };
+        /**
+         * @description A field as created or updated, and as its parent's `fields` relation answers it: every field.
+         * @example {
+         *       "id": 7,
+         *       "name": "Room number",
+         *       "field_type": "text",
+         *       "options": null,
+         *       "sort_number": 1,
+         *       "form_id": 3,
+         *       "task_template_id": null
+         *     }
+         */
+        FieldFull: {
+            field_type: components["schemas"]["FieldType"];
+            /** Format: int64 */
+            form_id: number | null;
+            /** Format: int64 */
+            id: number;
+            name: string;
+            options: string[] | null;
+            /** Format: int32 */
+            sort_number: number;
+            /** Format: int64 */
+            task_template_id: number | null;
         };
         FieldInput: {
             field_type: components["schemas"]["FieldType"];
@@ -3228,7 +3526,7 @@ export interface components {
             /** Format: date-time */
             created_at?: string;
             entity_permissions?: components["schemas"]["EntityPermissions-2"];
-            fields?: components["schemas"]["Field"][];
+            fields?: components["schemas"]["FieldFull"][];
             form_type?: string;
             /** Format: int64 */
             id?: number;
@@ -3296,6 +3594,48 @@ export interface components {
         };
         /** @description A `formFieldValue` source has no options (yet); its source field is `source_entity_id`. */
         FormFieldValueConfig: Record<string, never>;
+        /**
+         * @description A form as created or updated: every field, with the relations `fields` and `entity_permissions`.
+         * @example {
+         *       "id": 3,
+         *       "title": "Workplace survey",
+         *       "form_type": "survey",
+         *       "created_at": "2026-01-31T14:05:00.000Z",
+         *       "updated_at": "2026-01-31T14:05:00.000Z",
+         *       "fields": [
+         *         {
+         *           "id": 7,
+         *           "name": "Room number",
+         *           "field_type": "text",
+         *           "options": null,
+         *           "sort_number": 1,
+         *           "form_id": 3,
+         *           "task_template_id": null
+         *         }
+         *       ],
+         *       "entity_permissions": {
+         *         "user_ids": [],
+         *         "role_ids": [
+         *           2
+         *         ],
+         *         "department_ids": [
+         *           1
+         *         ]
+         *       }
+         *     }
+         */
+        FormFull: {
+            /** Format: date-time */
+            created_at: string;
+            entity_permissions: components["schemas"]["EntityPermissions-2"];
+            fields: components["schemas"]["FieldFull"][];
+            form_type: string;
+            /** Format: int64 */
+            id: number;
+            title: string;
+            /** Format: date-time */
+            updated_at: string;
+        };
         /**
          * @description Every key optional (default the current value). `entity_permissions`, when sent,
          *     replaces all three lists (a list left out becomes empty). Fields are changed through
@@ -3380,10 +3720,10 @@ export interface components {
         Jwks: {
             keys: {
                 alg: string;
-                e?: string;
+                e: string;
                 kid: string;
                 kty: string;
-                n?: string;
+                n: string;
                 use: string;
             }[];
         };
@@ -3432,6 +3772,7 @@ export interface components {
          *       "title": "Handbook",
          *       "link": "https://handbook.example.com/",
          *       "allow_iframe_access": true,
+         *       "iframe_access": true,
          *       "user_confirmation_required": false,
          *       "sort_number": 1,
          *       "entity_permissions": {
@@ -3520,6 +3861,73 @@ export interface components {
             user_confirmation_required: boolean;
         };
         /**
+         * @description A menu item as created or updated (the administration routes' view): every field;
+         *     the relation `language` is not answered here.
+         * @example {
+         *       "id": 4,
+         *       "lang_id": "en-US",
+         *       "icon_id": 12,
+         *       "menu_identifier": "main",
+         *       "type": "link",
+         *       "title": "Handbook",
+         *       "link": "https://handbook.example.com/",
+         *       "allow_iframe_access": true,
+         *       "iframe_access": true,
+         *       "user_confirmation_required": false,
+         *       "sort_number": 1,
+         *       "entity_permissions": {
+         *         "user_ids": [],
+         *         "role_ids": [
+         *           2
+         *         ],
+         *         "department_ids": [
+         *           1
+         *         ]
+         *       },
+         *       "created_at": "2026-01-31T14:05:00.000Z",
+         *       "updated_at": "2026-01-31T14:05:00.000Z",
+         *       "deleted_at": null
+         *     }
+         */
+        MenuItemFull: {
+            allow_iframe_access: boolean;
+            /** Format: date-time */
+            created_at: string;
+            /**
+             * Format: date-time
+             * @description Soft-deletion time (administration routes only).
+             */
+            deleted_at: string | null;
+            entity_permissions: components["schemas"]["EntityPermissions"];
+            /** Format: int32 */
+            icon_id: number;
+            /** Format: int64 */
+            id: number;
+            /** @description Computed; see the record description. */
+            iframe_access: boolean;
+            /** @description Language key of the label (a language of the tenant). */
+            lang_id: string;
+            /** @description Relation `language`. */
+            language?: {
+                id?: string;
+                name?: string;
+            } | null;
+            /** @description The caller-resolved link (user routes) or the stored template (administration routes). */
+            link: string;
+            /** @description Stable client identifier (not required to be unique). */
+            menu_identifier: string;
+            /**
+             * Format: int32
+             * @description Display order; lists are ordered by `sort_number`, then `id`.
+             */
+            sort_number: number;
+            title: string;
+            type: components["schemas"]["MenuItemType"];
+            /** Format: date-time */
+            updated_at: string;
+            user_confirmation_required: boolean;
+        };
+        /**
          * @description How the client presents the entry. `link`: opens `link` (an `http:`/`https:` URL,
          *     `mailto:`, `tel:` or a same-origin path), embedded when `iframe_access` is true,
          *     otherwise in a new browser tab. `iframe`: content meant to be shown embedded
@@ -3549,7 +3957,7 @@ export interface components {
             user_confirmation_required?: boolean;
         };
         /**
-         * @description A notification of the caller. Datetimes are `YYYY-MM-DD HH:MM:SS` (UTC).
+         * @description A notification of the caller; fields absent were not selected. Datetimes are `YYYY-MM-DD HH:MM:SS` (UTC).
          * @example {
          *       "id": "0195a3c2-7b1e-7c4d-9f2a-3e5b6c7d8e9f",
          *       "type": "customNotification",
@@ -3600,9 +4008,9 @@ export interface components {
         };
         NotificationData: {
             /** @description Rich-text HTML, sanitized when stored (no scripts, no event-handler attributes). */
-            body?: string;
-            title?: string;
-            url?: string;
+            body: string;
+            title: string;
+            url: string;
         };
         /**
          * @example {
@@ -3627,7 +4035,7 @@ export interface components {
          *     }
          */
         NotificationEnvelope: {
-            data: components["schemas"]["Notification"];
+            data: components["schemas"]["NotificationFull"];
             /** @enum {string} */
             status: "success";
         };
@@ -3644,6 +4052,56 @@ export interface components {
             type?: string;
             unread?: boolean;
             unseen?: boolean;
+        };
+        /**
+         * @description A notification of the caller as updated, with every field. Datetimes are `YYYY-MM-DD HH:MM:SS` (UTC).
+         * @example {
+         *       "id": "0195a3c2-7b1e-7c4d-9f2a-3e5b6c7d8e9f",
+         *       "type": "customNotification",
+         *       "notifiable_type": "user",
+         *       "notifiable_id": 1,
+         *       "targetable_type": null,
+         *       "targetable_id": null,
+         *       "data": {
+         *         "title": "Office closed on Friday",
+         *         "body": "<p>The office is closed on Friday, 6 February.</p>",
+         *         "url": "/news/42"
+         *       },
+         *       "seen_at": null,
+         *       "read_at": null,
+         *       "created_at": "2026-01-31 14:05:00",
+         *       "updated_at": "2026-01-31 14:05:00"
+         *     }
+         */
+        NotificationFull: {
+            created_at: components["schemas"]["Datetime"];
+            data: components["schemas"]["NotificationData"];
+            /** Format: uuid */
+            id: string;
+            /** @description Relation `notifiable` (the recipient, the caller). */
+            notifiable?: components["schemas"]["User"];
+            /** Format: int64 */
+            notifiable_id: number;
+            /** @enum {string} */
+            notifiable_type: "user";
+            read_at: components["schemas"]["NullableDatetime"];
+            seen_at: components["schemas"]["NullableDatetime"];
+            /**
+             * @description Relation `targetable`: `{type, id}` of the target (the target resources
+             *     `infoboardPost` and `manualEntry` live in the producing services, not here);
+             *     null without a target.
+             */
+            targetable?: {
+                /** Format: int64 */
+                id?: number;
+                type?: string;
+            } | null;
+            /** Format: int64 */
+            targetable_id: number | null;
+            targetable_type: string | null;
+            /** @description `customNotification` for generic ones; typed producers: `infoboardPostCreated`, `infoboardPostUpdated`, `infoboardPostReadingConfirmationRequired`, `manualEntryUpdated`. */
+            type: string;
+            updated_at: components["schemas"]["Datetime"];
         };
         /**
          * @description A selectable delivery category that departments reference. A typed notification
@@ -3941,10 +4399,10 @@ export interface components {
          */
         PushSubscription: {
             /** Format: date-time */
-            created_at?: string;
-            endpoint?: string;
+            created_at: string;
+            endpoint: string;
             /** Format: int64 */
-            id?: number;
+            id: number;
             /**
              * @description Why the last push failed for good, null when none: `HTTP <status>` when the push
              *     service answered, `the destination is not allowed` when the address connected to
@@ -3954,18 +4412,18 @@ export interface components {
              *     subscription: …` for unusable keys; retried failures end with `(gave up after N
              *     attempts)`.
              */
-            last_failure?: string | null;
+            last_failure: string | null;
             /** Format: date-time */
-            last_failure_at?: string | null;
+            last_failure_at: string | null;
             /**
              * Format: int32
              * @description HTTP status of the last push the push service refused for good (a 4xx other than 404/410, or retries exhausted), null when none.
              */
-            last_failure_status?: number | null;
+            last_failure_status: number | null;
             /** Format: date-time */
-            updated_at?: string;
+            updated_at: string;
             /** @description The `User-Agent` header of the registering request. */
-            user_agent?: string | null;
+            user_agent: string | null;
         };
         /**
          * @description What `PushSubscription.toJSON()` gives in a browser (`expirationTime` may be sent too
@@ -4092,6 +4550,40 @@ export interface components {
             updated_at?: string;
         };
         /**
+         * @description A role with every field, as created or updated.
+         * @example {
+         *       "id": 1,
+         *       "name": "Administrator",
+         *       "active": true,
+         *       "permissions": [
+         *         "users.view",
+         *         "users.view-personal",
+         *         "users.view-administrative",
+         *         "users.administer",
+         *         "departments.manage",
+         *         "menu-items.administer",
+         *         "login-tokens.administer",
+         *         "notifications.send",
+         *         "notifications.administer",
+         *         "tasks.administer",
+         *         "automations.administer"
+         *       ],
+         *       "created_at": "2026-01-31T14:05:00.000Z",
+         *       "updated_at": "2026-01-31T14:05:00.000Z"
+         *     }
+         */
+        RoleRecordFull: {
+            active: boolean;
+            /** Format: date-time */
+            created_at: string;
+            /** Format: int64 */
+            id: number;
+            name: string;
+            permissions: components["schemas"]["PermissionList"];
+            /** Format: date-time */
+            updated_at: string;
+        };
+        /**
          * @example {
          *       "permissions": [
          *         "users.view",
@@ -4118,7 +4610,7 @@ export interface components {
         /** Format: int32 */
         "SortNumber-3": number;
         /**
-         * @description A task field default value source.
+         * @description A task field default value source; every field is always answered.
          * @example {
          *       "id": 4,
          *       "type": "systemVariable",
@@ -4135,26 +4627,26 @@ export interface components {
          */
         Source: {
             /** @description `{}` for `formFieldValue`, `{variable}` for `systemVariable`. */
-            config?: {
+            config: {
                 [key: string]: unknown;
             };
             /** Format: date-time */
-            created_at?: string;
+            created_at: string;
             /**
              * Format: int64
              * @description The target field (a field of a task template).
              */
-            form_field_id?: number;
+            form_field_id: number;
             /** Format: int64 */
-            id?: number;
+            id: number;
             /** Format: int32 */
-            sort_number?: number;
+            sort_number: number;
             /** Format: int64 */
-            source_entity_id?: number | null;
-            source_entity_type?: string | null;
-            type?: components["schemas"]["SourceType"];
+            source_entity_id: number | null;
+            source_entity_type: string | null;
+            type: components["schemas"]["SourceType"];
             /** Format: date-time */
-            updated_at?: string;
+            updated_at: string;
         };
         /**
          * @description The source type is named by `type`; `config` follows that type's schema. The target
@@ -4250,6 +4742,43 @@ export interface components {
             };
         };
         /**
+         * @description A submission as created or updated, with every field.
+         * @example {
+         *       "id": 21,
+         *       "form_id": 3,
+         *       "task_template_id": null,
+         *       "task_execution_id": null,
+         *       "user_id": 1,
+         *       "values": {
+         *         "7": "2.14"
+         *       },
+         *       "created_at": "2026-01-31T14:05:00.000Z"
+         *     }
+         */
+        SubmissionFull: {
+            /** Format: date-time */
+            created_at: string;
+            /** Format: int64 */
+            form_id: number | null;
+            /** Format: int64 */
+            id: number;
+            /**
+             * Format: int64
+             * @description The execution the values were submitted for (submissions to a task template); null for a form.
+             */
+            task_execution_id: number | null;
+            /** Format: int64 */
+            task_template_id: number | null;
+            /**
+             * Format: int64
+             * @description The submitting user.
+             */
+            user_id: number;
+            values: {
+                [key: string]: components["schemas"]["FieldValue"];
+            };
+        };
+        /**
          * @example {
          *       "values": {
          *         "7": "3.01"
@@ -4337,6 +4866,28 @@ export interface components {
             user_id: components["schemas"]["Id"];
         };
         /**
+         * @description A task execution as created or updated, with every field.
+         * @example {
+         *       "id": 11,
+         *       "task_template_id": 5,
+         *       "user_id": 1,
+         *       "created_at": "2026-01-31T14:05:00.000Z"
+         *     }
+         */
+        TaskExecutionFull: {
+            /** Format: date-time */
+            created_at: string;
+            /** Format: int64 */
+            id: number;
+            /** Format: int64 */
+            task_template_id: number;
+            /**
+             * Format: int64
+             * @description The assignee.
+             */
+            user_id: number;
+        };
+        /**
          * @example {
          *       "user_id": 1
          *     }
@@ -4380,7 +4931,7 @@ export interface components {
             /** Format: date-time */
             created_at?: string;
             entity_permissions?: components["schemas"]["EntityPermissions-2"];
-            fields?: components["schemas"]["Field"][];
+            fields?: components["schemas"]["FieldFull"][];
             /** Format: int64 */
             id?: number;
             title?: string;
@@ -4411,6 +4962,46 @@ export interface components {
             entity_permissions?: components["schemas"]["EntityPermissionsInput"];
             fields?: components["schemas"]["FieldInput"][];
             title: string;
+        };
+        /**
+         * @description A task template as created or updated: every field, with the relations `fields` and `entity_permissions`.
+         * @example {
+         *       "id": 5,
+         *       "title": "Onboarding checklist",
+         *       "created_at": "2026-01-31T14:05:00.000Z",
+         *       "updated_at": "2026-01-31T14:05:00.000Z",
+         *       "fields": [
+         *         {
+         *           "id": 9,
+         *           "name": "Laptop handed over",
+         *           "field_type": "boolean",
+         *           "options": null,
+         *           "sort_number": 1,
+         *           "form_id": null,
+         *           "task_template_id": 5
+         *         }
+         *       ],
+         *       "entity_permissions": {
+         *         "user_ids": [],
+         *         "role_ids": [
+         *           2
+         *         ],
+         *         "department_ids": [
+         *           1
+         *         ]
+         *       }
+         *     }
+         */
+        TaskTemplateFull: {
+            /** Format: date-time */
+            created_at: string;
+            entity_permissions: components["schemas"]["EntityPermissions-2"];
+            fields: components["schemas"]["FieldFull"][];
+            /** Format: int64 */
+            id: number;
+            title: string;
+            /** Format: date-time */
+            updated_at: string;
         };
         /**
          * @description Every key optional (default the current value). `entity_permissions`, when sent,
@@ -4750,6 +5341,145 @@ export interface components {
             staff_number?: string | null;
             street?: string | null;
             /** @description Unique per tenant; no leading or trailing whitespace. `deleted-user-<number>` is reserved for blacked-out accounts (422). */
+            username: string;
+            wants_email_notifications?: boolean;
+            zipcode?: string | null;
+        };
+        /**
+         * @description A user as created, updated, restored or given a picture: every field of `User` the
+         *     caller may see, with the default relations. The public fields and `language` are
+         *     always there; personal fields need `users.view-personal`, administrative fields and
+         *     `role` need `users.view-administrative` (both shown on one's own record), and the URL
+         *     context fields are answered only when selected, so those are optional.
+         * @example {
+         *       "id": 1,
+         *       "username": "admin",
+         *       "first_name": "Atrium",
+         *       "last_name": "Administrator",
+         *       "full_name": "Atrium Administrator",
+         *       "lang_id": "en-US",
+         *       "group_account": false,
+         *       "profile_picture_url": null,
+         *       "email": "admin@example.com",
+         *       "phone": null,
+         *       "street": null,
+         *       "zipcode": null,
+         *       "city": null,
+         *       "birthdate": null,
+         *       "gender": null,
+         *       "staff_number": "A-0001",
+         *       "entering_date": "2026-01-01",
+         *       "leaving_date": null,
+         *       "active": true,
+         *       "role_id": 1,
+         *       "request_password_change": false,
+         *       "prevent_logout": false,
+         *       "wants_email_notifications": true,
+         *       "default_route": "/tasks",
+         *       "last_login_at": "2026-02-02T09:30:00.000Z",
+         *       "created_at": "2026-01-31T14:05:00.000Z",
+         *       "updated_at": "2026-02-02T09:30:00.000Z",
+         *       "deleted_at": null,
+         *       "role": {
+         *         "id": 1,
+         *         "name": "Administrator",
+         *         "active": true,
+         *         "permissions": [
+         *           "users.view",
+         *           "users.view-personal",
+         *           "users.view-administrative",
+         *           "users.administer",
+         *           "departments.manage",
+         *           "menu-items.administer",
+         *           "login-tokens.administer",
+         *           "notifications.send",
+         *           "notifications.administer",
+         *           "tasks.administer",
+         *           "automations.administer",
+         *           "audit.view"
+         *         ]
+         *       },
+         *       "language": {
+         *         "id": "en-US",
+         *         "name": "English (US)"
+         *       }
+         *     }
+         */
+        UserFull: {
+            /** @description Relation (administrative); the terms of use the user accepted. */
+            acceptedPolicies?: {
+                /** Format: date-time */
+                accepted_at: string;
+                /** Format: int64 */
+                id: number;
+                title: string;
+                version?: string | null;
+            }[];
+            active?: boolean;
+            /** Format: date */
+            birthdate?: string | null;
+            city?: string | null;
+            /** Format: date-time */
+            created_at: string;
+            /** @description Where the client navigates after sign-in; a same-origin path or an absolute http(s) URL. */
+            default_route?: string | null;
+            /** Format: date-time */
+            deleted_at: string | null;
+            /** @description Relation; the departments the user belongs to, by name. */
+            departments?: {
+                /** Format: int64 */
+                id: number;
+                name: string;
+            }[];
+            email?: string | null;
+            /** Format: date */
+            entering_date?: string | null;
+            /** @description Relation (administrative); entity permissions that name this user as subject. */
+            entityPermissions?: {
+                /** Format: int64 */
+                entity_id: number;
+                entity_type: string;
+                /** Format: int64 */
+                id: number;
+            }[];
+            first_name: string | null;
+            /** @description First and last name joined by a space (computed). */
+            full_name: string;
+            /** @enum {string|null} */
+            gender?: "female" | "male" | "diverse" | null;
+            group_account: boolean;
+            /** Format: int64 */
+            id: number;
+            lang_id: string | null;
+            language: components["schemas"]["Language"] | null;
+            /** Format: date-time */
+            last_login_at?: string | null;
+            last_name: string | null;
+            /** Format: date */
+            leaving_date?: string | null;
+            phone?: string | null;
+            prevent_logout?: boolean;
+            /**
+             * @description Signed, expiring URL of the picture route (relative to the service's base URL,
+             *     valid for one to two hours), when a picture exists; null otherwise.
+             */
+            profile_picture_url: string | null;
+            request_password_change?: boolean;
+            /** @description Relation (administrative; shown with `users.view-administrative` or on one's own record). */
+            role?: components["schemas"]["Role"] | null;
+            /** Format: int64 */
+            role_id?: number;
+            staff_number?: string | null;
+            static_url?: components["schemas"]["ContextStaticUrl"];
+            street?: string | null;
+            /** Format: date-time */
+            updated_at: string;
+            url?: components["schemas"]["ContextUrl"];
+            /** @description `{type: user, id}` (see UrlContext). */
+            url_context?: components["schemas"]["UrlContext"] & {
+                /** @constant */
+                type?: "user";
+            };
             username: string;
             wants_email_notifications?: boolean;
             zipcode?: string | null;
@@ -5175,15 +5905,73 @@ export interface components {
              * Format: int32
              * @description Null when the attempt got no response.
              */
-            duration_ms?: number | null;
+            duration_ms: number | null;
             /** @description As the delivery's `error`, for this attempt. */
-            error?: string | null;
+            error: string | null;
             /** Format: int32 */
-            number?: number;
+            number: number;
             /** Format: int32 */
-            response_status?: number | null;
+            response_status: number | null;
             /** Format: date-time */
-            started_at?: string;
+            started_at: string;
+        };
+        /**
+         * @description A delivery as `runAutomation` answers it: every field; the relation `attempt_log` is not answered there.
+         * @example {
+         *       "id": 31,
+         *       "automation_id": 2,
+         *       "event_id": "evt_2f1c0b9e6a3d4c8b9f7e1a2b3c4d5e6f",
+         *       "status": "pending",
+         *       "attempts": 0,
+         *       "response_status": null,
+         *       "duration_ms": null,
+         *       "error": null,
+         *       "next_attempt_at": null,
+         *       "created_at": "2026-01-31T14:05:00.000Z",
+         *       "completed_at": null
+         *     }
+         */
+        WebhookDeliveryFull: {
+            /** @description Relation `attempt_log` (`relations=attempt_log`), oldest first. */
+            attempt_log?: components["schemas"]["WebhookDeliveryAttempt"][];
+            /**
+             * Format: int32
+             * @description Attempts made so far.
+             */
+            attempts: number;
+            /** Format: int64 */
+            automation_id: number;
+            /** Format: date-time */
+            completed_at: string | null;
+            /** Format: date-time */
+            created_at: string;
+            /**
+             * Format: int32
+             * @description Duration of the last attempt in milliseconds; null when it got no response.
+             */
+            duration_ms: number | null;
+            /**
+             * @description Why the last attempt failed; null after success. `HTTP <status>` (with
+             *     `: redirects are not followed` for a 3xx) when the receiver answered; `the
+             *     destination is not allowed` when the address connected to is refused; `could not
+             *     be delivered` for every other attempt without a response. Connection refusals,
+             *     resets, timeouts, DNS and TLS failures are deliberately not told apart (they
+             *     would reveal which hosts and ports exist); the server log has the reason.
+             */
+            error: string | null;
+            /** @description The payload's `id` and the `webhook-id` header; the same for every attempt. */
+            event_id: string;
+            /** Format: int64 */
+            id: number;
+            /** Format: date-time */
+            next_attempt_at: string | null;
+            /**
+             * Format: int32
+             * @description HTTP status of the last attempt; null when it got no response.
+             */
+            response_status: number | null;
+            /** @enum {string} */
+            status: "pending" | "retrying" | "succeeded" | "failed";
         };
         /**
          * @description The JSON body of every webhook request (also sent, unchanged, on retries):
@@ -5235,6 +6023,7 @@ export interface components {
                 "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                 "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                 "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                "X-Request-Id": components["headers"]["X-Request-Id"];
                 [name: string]: unknown;
             };
             content: {
@@ -5247,6 +6036,7 @@ export interface components {
                 "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                 "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                 "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                "X-Request-Id": components["headers"]["X-Request-Id"];
                 [name: string]: unknown;
             };
             content: {
@@ -5264,6 +6054,7 @@ export interface components {
                 "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                 "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                 "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                "X-Request-Id": components["headers"]["X-Request-Id"];
                 [name: string]: unknown;
             };
             content: {
@@ -5276,6 +6067,7 @@ export interface components {
                 "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                 "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                 "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                "X-Request-Id": components["headers"]["X-Request-Id"];
                 [name: string]: unknown;
             };
             content: {
@@ -5293,6 +6085,7 @@ export interface components {
                 "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                 "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                 "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                "X-Request-Id": components["headers"]["X-Request-Id"];
                 [name: string]: unknown;
             };
             content: {
@@ -5311,6 +6104,7 @@ export interface components {
                 "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                 /** @description Seconds to wait before retrying. */
                 "Retry-After"?: number;
+                "X-Request-Id": components["headers"]["X-Request-Id"];
                 [name: string]: unknown;
             };
             content: {
@@ -5326,6 +6120,7 @@ export interface components {
                 "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                 "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                 "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                "X-Request-Id": components["headers"]["X-Request-Id"];
                 [name: string]: unknown;
             };
             content: {
@@ -5339,6 +6134,7 @@ export interface components {
                 "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                 "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                 "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                "X-Request-Id": components["headers"]["X-Request-Id"];
                 [name: string]: unknown;
             };
             content: {
@@ -5357,6 +6153,7 @@ export interface components {
                 "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                 "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                 "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                "X-Request-Id": components["headers"]["X-Request-Id"];
                 [name: string]: unknown;
             };
             content: {
@@ -5371,6 +6168,7 @@ export interface components {
          */
         RequestHeaderFieldsTooLarge: {
             headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
                 [name: string]: unknown;
             };
             content: {
@@ -5385,6 +6183,7 @@ export interface components {
          */
         RequestTimeout: {
             headers: {
+                "X-Request-Id": components["headers"]["X-Request-Id"];
                 [name: string]: unknown;
             };
             content: {
@@ -5403,6 +6202,7 @@ export interface components {
                 "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                 /** @description Seconds until the request is worth trying again. */
                 "Retry-After"?: number;
+                "X-Request-Id": components["headers"]["X-Request-Id"];
                 [name: string]: unknown;
             };
             content: {
@@ -5422,6 +6222,7 @@ export interface components {
                 "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                 /** @description Seconds until a request may succeed again. */
                 "Retry-After"?: number;
+                "X-Request-Id": components["headers"]["X-Request-Id"];
                 [name: string]: unknown;
             };
             content: {
@@ -5434,6 +6235,7 @@ export interface components {
                 "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                 "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                 "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                "X-Request-Id": components["headers"]["X-Request-Id"];
                 [name: string]: unknown;
             };
             content: {
@@ -5452,6 +6254,7 @@ export interface components {
                 "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                 "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                 "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                "X-Request-Id": components["headers"]["X-Request-Id"];
                 [name: string]: unknown;
             };
             content: {
@@ -5470,6 +6273,7 @@ export interface components {
                 "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                 "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                 "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                "X-Request-Id": components["headers"]["X-Request-Id"];
                 [name: string]: unknown;
             };
             content: {
@@ -5486,6 +6290,7 @@ export interface components {
                 "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                 "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                 "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                "X-Request-Id": components["headers"]["X-Request-Id"];
                 [name: string]: unknown;
             };
             content: {
@@ -5602,6 +6407,13 @@ export interface components {
         "RateLimit-Remaining": number;
         /** @description Seconds until the current window ends. */
         "RateLimit-Reset": number;
+        /**
+         * @description The request's id, on every answer: the request's own `X-Request-Id` when it is 1 to
+         *     128 characters of letters, digits and `._:@+=/-`, otherwise a UUID the server made.
+         *     Problem documents repeat it as `request_id`, and the server's log lines about the
+         *     request carry it.
+         */
+        "X-Request-Id": string;
     };
     pathItems: never;
 }
@@ -5622,6 +6434,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5670,6 +6483,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5720,10 +6534,11 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["AttributeSet"];
+                    "application/json": components["schemas"]["AttributeSetFull"];
                 };
             };
             400: components["responses"]["BadRequest"];
@@ -5760,6 +6575,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -5801,10 +6617,11 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["AttributeSet"];
+                    "application/json": components["schemas"]["AttributeSetFull"];
                 };
             };
             400: components["responses"]["BadRequest"];
@@ -5839,6 +6656,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -6027,6 +6845,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6077,10 +6896,11 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Automation"];
+                    "application/json": components["schemas"]["AutomationFull"];
                 };
             };
             400: components["responses"]["BadRequest"];
@@ -6119,6 +6939,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6160,10 +6981,11 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Automation"];
+                    "application/json": components["schemas"]["AutomationFull"];
                 };
             };
             400: components["responses"]["BadRequest"];
@@ -6198,6 +7020,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -6258,6 +7081,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6312,10 +7136,11 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["WebhookDelivery"];
+                    "application/json": components["schemas"]["WebhookDeliveryFull"];
                 };
             };
             400: components["responses"]["BadRequest"];
@@ -6353,6 +7178,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6410,6 +7236,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6460,10 +7287,11 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["MenuItem"];
+                    "application/json": components["schemas"]["MenuItemFull"];
                 };
             };
             400: components["responses"]["BadRequest"];
@@ -6502,6 +7330,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6543,10 +7372,11 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["MenuItem"];
+                    "application/json": components["schemas"]["MenuItemFull"];
                 };
             };
             400: components["responses"]["BadRequest"];
@@ -6581,6 +7411,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -6615,6 +7446,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6665,10 +7497,11 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["RoleRecord"];
+                    "application/json": components["schemas"]["RoleRecordFull"];
                 };
             };
             400: components["responses"]["BadRequest"];
@@ -6706,10 +7539,11 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["RoleRecord"];
+                    "application/json": components["schemas"]["RoleRecordFull"];
                 };
             };
             400: components["responses"]["BadRequest"];
@@ -6766,6 +7600,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6816,10 +7651,11 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Field"];
+                    "application/json": components["schemas"]["FieldFull"];
                 };
             };
             400: components["responses"]["BadRequest"];
@@ -6858,6 +7694,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6899,10 +7736,11 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Field"];
+                    "application/json": components["schemas"]["FieldFull"];
                 };
             };
             400: components["responses"]["BadRequest"];
@@ -6937,6 +7775,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -6992,6 +7831,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7042,10 +7882,11 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Form"];
+                    "application/json": components["schemas"]["FormFull"];
                 };
             };
             400: components["responses"]["BadRequest"];
@@ -7084,6 +7925,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7125,10 +7967,11 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Form"];
+                    "application/json": components["schemas"]["FormFull"];
                 };
             };
             400: components["responses"]["BadRequest"];
@@ -7163,6 +8006,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -7218,6 +8062,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7268,10 +8113,11 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["TaskTemplate"];
+                    "application/json": components["schemas"]["TaskTemplateFull"];
                 };
             };
             400: components["responses"]["BadRequest"];
@@ -7310,6 +8156,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7351,10 +8198,11 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["TaskTemplate"];
+                    "application/json": components["schemas"]["TaskTemplateFull"];
                 };
             };
             400: components["responses"]["BadRequest"];
@@ -7389,6 +8237,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -7441,6 +8290,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7482,6 +8332,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7520,6 +8371,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -7558,6 +8410,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7592,6 +8445,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7631,6 +8485,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7687,6 +8542,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7740,6 +8596,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7783,6 +8640,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7821,6 +8679,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -7877,6 +8736,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7912,6 +8772,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7948,6 +8809,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7990,6 +8852,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8029,6 +8892,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8062,6 +8926,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -8115,6 +8980,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8165,10 +9031,11 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Department"];
+                    "application/json": components["schemas"]["DepartmentFull"];
                 };
             };
             400: components["responses"]["BadRequest"];
@@ -8207,6 +9074,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8248,10 +9116,11 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Department"];
+                    "application/json": components["schemas"]["DepartmentFull"];
                 };
             };
             400: components["responses"]["BadRequest"];
@@ -8286,6 +9155,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -8320,6 +9190,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8372,6 +9243,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8412,6 +9284,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8467,6 +9340,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8507,6 +9381,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8636,6 +9511,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8678,6 +9554,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8715,6 +9592,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8758,6 +9636,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8794,6 +9673,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8981,6 +9861,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9016,6 +9897,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9065,6 +9947,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9102,6 +9985,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -9136,6 +10020,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9191,6 +10076,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9231,6 +10117,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9286,6 +10173,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9336,10 +10224,11 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["TaskExecution"];
+                    "application/json": components["schemas"]["TaskExecutionFull"];
                 };
             };
             400: components["responses"]["BadRequest"];
@@ -9378,6 +10267,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9419,10 +10309,11 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["TaskExecution"];
+                    "application/json": components["schemas"]["TaskExecutionFull"];
                 };
             };
             400: components["responses"]["BadRequest"];
@@ -9457,6 +10348,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -9493,6 +10385,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9548,6 +10441,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9598,10 +10492,11 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Submission"];
+                    "application/json": components["schemas"]["SubmissionFull"];
                 };
             };
             400: components["responses"]["BadRequest"];
@@ -9640,6 +10535,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9681,10 +10577,11 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Submission"];
+                    "application/json": components["schemas"]["SubmissionFull"];
                 };
             };
             400: components["responses"]["BadRequest"];
@@ -9719,6 +10616,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -9775,6 +10673,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9826,10 +10725,11 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["User"];
+                    "application/json": components["schemas"]["UserFull"];
                 };
             };
             400: components["responses"]["BadRequest"];
@@ -9869,6 +10769,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -9912,10 +10813,11 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["User"];
+                    "application/json": components["schemas"]["UserFull"];
                 };
             };
             400: components["responses"]["BadRequest"];
@@ -9951,6 +10853,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -9987,6 +10890,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -10025,6 +10929,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10059,10 +10964,11 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["User"];
+                    "application/json": components["schemas"]["CurrentUser"];
                 };
             };
             400: components["responses"]["BadRequest"];
@@ -10112,6 +11018,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10148,6 +11055,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10183,6 +11091,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -10223,10 +11132,11 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["User"];
+                    "application/json": components["schemas"]["UserFull"];
                 };
             };
             400: components["responses"]["BadRequest"];
@@ -10265,10 +11175,11 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["User"];
+                    "application/json": components["schemas"]["UserFull"];
                 };
             };
             400: components["responses"]["BadRequest"];
@@ -10298,6 +11209,7 @@ export interface operations {
             /** @description Alive. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10326,6 +11238,7 @@ export interface operations {
             /** @description Ready. */
             200: {
                 headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10340,6 +11253,7 @@ export interface operations {
             /** @description Not ready. */
             503: {
                 headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10372,6 +11286,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10414,6 +11329,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10423,6 +11339,7 @@ export interface operations {
             /** @description Not modified (`If-None-Match` matched the `ETag`). */
             304: {
                 headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content?: never;
@@ -10467,6 +11384,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10476,6 +11394,7 @@ export interface operations {
             /** @description Not modified (`If-None-Match` matched the `ETag`). */
             304: {
                 headers: {
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content?: never;

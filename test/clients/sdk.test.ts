@@ -23,6 +23,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import t, { type Test } from 'tap';
+import ts from 'typescript';
 import { DEMO_PASSWORD, startTestApi } from '../helpers/atrium.ts';
 import { ORVAL } from './orval.config.ts';
 
@@ -83,6 +84,31 @@ interface PackedFile {
   path: string;
 }
 
+/** The TypeScript example of the client's README (its first `ts` block). */
+function readmeExample(): string {
+  const readme = readFileSync(path.join(root, 'clients/typescript/README.md'), 'utf8');
+  const example = /```ts\n([\s\S]*?)```/.exec(readme)?.[1];
+  if (!example) throw new Error('clients/typescript/README.md has no ts example');
+  return example;
+}
+
+/**
+ * Non-null assertions (`x!`) and casts (`x as T`, `<T>x`) in a program: what a client whose
+ * types tell what an answer holds leaves its users no need for.
+ */
+function assertionsIn(name: string, text: string): string[] {
+  const source = ts.createSourceFile(name, text, ts.ScriptTarget.ES2022, true, ts.ScriptKind.TS);
+  const found: string[] = [];
+  const visit = (node: ts.Node) => {
+    if (ts.isNonNullExpression(node) || ts.isAsExpression(node) || ts.isTypeAssertionExpression(node)) {
+      found.push(`${name}:${source.getLineAndCharacterOfPosition(node.getStart()).line + 1}: ${node.getText()}`);
+    }
+    ts.forEachChild(node, visit);
+  };
+  visit(source);
+  return found;
+}
+
 /**
  * Packs clients/typescript into `project` (an empty folder outside the repository), makes
  * it a consumer's project that installs the tarball and @types/node from the registry, and
@@ -116,6 +142,8 @@ async function installPackedClient(project: string): Promise<{ name: string; ver
   );
   mkdirSync(path.join(project, 'src'));
   for (const file of ['openapi-fetch.ts', 'environment.ts']) copyFileSync(path.join(here, 'scenarios', file), path.join(project, 'src', file));
+  // The README's example compiles there too (it is not run: it names a server of its own).
+  writeFileSync(path.join(project, 'src', 'readme-example.ts'), readmeExample());
   const typesNode = (JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8')) as { devDependencies: Record<string, string> }).devDependencies[
     '@types/node'
   ];
@@ -134,6 +162,18 @@ t.setTimeout(300_000);
 
 /** Whether orval runs here: its engines admit the running Node. */
 const withOrval = nodeIsAtLeast(ORVAL.node);
+
+t.test('the README example and the scenario programs need no non-null assertion or cast', async (t) => {
+  // orval-fetch.ts is no program but the transport orval's functions call: orval's contract
+  // has it answer whichever type the generated function names (`<T>(url, init) => Promise<T>`).
+  const programs = ['environment.ts', 'hey-api.ts', 'openapi-fetch.ts', 'orval.ts'];
+  t.strictSame(assertionsIn('bad.ts', 'const a = b!.c as number;'), ['bad.ts:1: b!.c as number', 'bad.ts:1: b!'], 'the check finds both');
+  const found = [
+    ...assertionsIn('clients/typescript/README.md', readmeExample()),
+    ...programs.flatMap((file) => assertionsIn(file, readFileSync(path.join(here, 'scenarios', file), 'utf8'))),
+  ];
+  t.strictSame(found, []);
+});
 
 t.test('clients generated from the spec compile and run the scenario', async (t) => {
   rmSync(out, { recursive: true, force: true });

@@ -14,7 +14,7 @@ import { toleratingConnectionLoss } from '../../src/platform/database/connection
 import type { Database } from '../../src/platform/database/database.ts';
 import { users } from '../../src/resources/users/table.ts';
 import { createAtrium, type Atrium } from '../../src/server.ts';
-import { contractViolations } from './contract.ts';
+import { contractViolations, serializerViolations } from './contract.ts';
 import { createTestDatabase } from './database.ts';
 import { DEMO_PASSWORD, tenantData, type TenantData } from './tenant-data.ts';
 
@@ -87,7 +87,8 @@ export async function startTestApi(t: Test, overrides: Partial<Config> = {}): Pr
     rateLimitPerAddress: 1_000_000,
     ...overrides,
   };
-  const atrium = await createAtrium(config, { logger: pino({ level: config.logLevel }, pino.destination(2)) });
+  const logged = errorsLogged(config.logLevel);
+  const atrium = await createAtrium(config, { logger: logged.logger });
   t.teardown(async () => {
     await atrium.stop();
     await database.drop();
@@ -121,11 +122,13 @@ export async function startTestApi(t: Test, overrides: Partial<Config> = {}): Pr
         headers['content-type'] = 'application/json';
       }
       if (options.contentType) headers['content-type'] = options.contentType;
+      const before = logged.messages.length;
       const response = await app.inject({ method: meta.method, url: query ? `${url}?${query}` : url, headers, payload });
       const contentType = String(response.headers['content-type'] ?? '');
       // NDJSON (the audit export) is text: only JSON and problem+json are parsed.
       const body = /[/+]json\b/.test(contentType) && response.body.length > 0 ? response.json() : response.body;
       const violations = contractViolations(operationId, response.statusCode, contentType, body === '' ? undefined : body);
+      if (response.statusCode === 500) violations.push(...serializerViolations(logged.messages.slice(before)));
       t.strictSame(violations, [], `${operationId} → ${response.statusCode} honours the spec`);
       return { status: response.statusCode, headers: response.headers, body, text: response.body, raw: response.rawPayload };
     },
@@ -133,6 +136,25 @@ export async function startTestApi(t: Test, overrides: Partial<Config> = {}): Pr
     ...tenantData(db),
   };
   return api;
+}
+
+/**
+ * The test server's logger: lines at `level` to stderr, as before (`TEST_LOG_LEVEL`, silent
+ * by default), and the message of every error logged kept in `messages`, so that a 500 can
+ * be told apart by its cause (see `serializerViolations`).
+ */
+function errorsLogged(level: string): { logger: pino.Logger; messages: string[] } {
+  const messages: string[] = [];
+  const keep = {
+    write(line: string) {
+      const entry = JSON.parse(line) as { err?: { message?: unknown } };
+      if (typeof entry.err?.message === 'string') messages.push(entry.err.message);
+    },
+  };
+  const streams: pino.StreamEntry[] = [{ level: 'error', stream: keep }];
+  if (level !== 'silent') streams.push({ level: level as pino.Level, stream: pino.destination(2) });
+  const lowest = Math.min(...streams.map((entry) => pino.levels.values[entry.level!]!));
+  return { logger: pino({ level: pino.levels.labels[lowest]! }, pino.multistream(streams)), messages };
 }
 
 /** Looks a user row up as the owner (bypassing tenancy), for assertions. */

@@ -3,7 +3,12 @@
  * and status (OpenAPI 3.1 schemas are JSON Schema 2020-12). Every status must be declared
  * by the operation, by its exact code, a range (`4XX`) or `default`, whatever its class:
  * a client generated from the spec, or a validating proxy, knows no other. Its body must
- * then match what the spec declares for it.
+ * then match what the spec declares for it, every `required` field present.
+ *
+ * Answers reach the tests serialized by their response schema (fast-json-stringify), which
+ * refuses a body missing a required field: the client then gets a 500, a status every
+ * operation declares. `serializerViolations` tells such a 500 apart by the error the server
+ * logged, so an answer that lacks a required field fails its test whatever status it expected.
  */
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
@@ -16,9 +21,43 @@ export const spec = loadSpecification() as {
   components: { responses: Record<string, unknown>; schemas: Record<string, unknown> };
 };
 
+/** Keys of an OpenAPI document that are not JSON Schema keywords, and the spec's own `x-` extensions. */
+const OPENAPI_KEYWORDS = [
+  'openapi',
+  'info',
+  'jsonSchemaDialect',
+  'servers',
+  'paths',
+  'webhooks',
+  'components',
+  'security',
+  'tags',
+  'externalDocs',
+  'discriminator',
+  'xml',
+  'example',
+];
+const extensions = new Set<string>();
+JSON.stringify(spec, (key, value: unknown) => {
+  if (key.startsWith('x-')) extensions.add(key);
+  return value;
+});
+
 // The spec is not judged against the JSON Schema meta-schema here (half a second in every
 // test process): the spec lint does that in CI, and the server's router at every start.
-const ajv = new Ajv2020({ strict: false, allErrors: true, validateSchema: false });
+// Strict mode refuses any keyword Ajv does not know (OpenAPI's own and the spec's `x-`
+// extensions aside), so a misspelt `required` or `maxLength` fails the schema that holds it
+// instead of quietly checking nothing. Two strict rules stay off, as the spec uses JSON
+// Schema as written: `required` names in `anyOf`/`then` branches declared beside the branch
+// (`strictRequired`), and `maxLength` on values not typed string (`strictTypes`).
+const ajv = new Ajv2020({
+  strict: true,
+  strictRequired: false,
+  strictTypes: false,
+  keywords: [...OPENAPI_KEYWORDS, ...extensions],
+  allErrors: true,
+  validateSchema: false,
+});
 addFormats(ajv);
 ajv.addSchema(spec as object, 'spec');
 
@@ -55,6 +94,18 @@ export function contractViolations(operationId: OperationId, status: number, con
   // A text answer may be empty (an NDJSON export that selects nothing); a JSON one may not.
   if (body === undefined && !/[/+]json\b/.test(mediaType)) body = '';
   return validate(body) ? [] : [`${status} body does not match the spec: ${ajv.errorsText(validate.errors)}`];
+}
+
+/**
+ * The contract violations behind a 500, from the messages of the errors the server logged
+ * while answering it: fast-json-stringify refuses a body missing a required field (`"id" is
+ * required!`) or holding a value its schema cannot write. Other 500s (a test that breaks
+ * the service on purpose) are none of the contract's business.
+ */
+export function serializerViolations(loggedErrors: readonly string[]): string[] {
+  return loggedErrors
+    .filter((message) => /^".*" is required!$|does not match schema definition/.test(message))
+    .map((message) => `the answer breaks its schema, so the server could not send it (500): ${message}`);
 }
 
 /**

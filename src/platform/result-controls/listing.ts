@@ -14,7 +14,7 @@ import type { Database, Tx } from '../database/database.ts';
 import { prepared } from '../database/prepared.ts';
 import { withNextPage } from '../http/next-page.ts';
 import { coded, invalid, notFound } from '../http/problem.ts';
-import { groupBy, inlineColumn, present, readControls, splitList, type Controls, type ControlsQuery, type View } from './result-controls.ts';
+import { groupBy, inlineColumn, present, readControls, splitList, type Controls, type ControlsQuery, type Presented, type View } from './result-controls.ts';
 
 /** Every visible field, no relations: how written records and nested records are answered. */
 export const ALL_FIELDS: Readonly<{ selects: null; relations: readonly string[] }> = Object.freeze({ selects: null, relations: Object.freeze([]) });
@@ -184,7 +184,7 @@ export async function selectRecords<Row, Viewer, FilterKey extends string, Shown
   listing: ListingDefinition<Row, Viewer, FilterKey, Shown>,
   viewer: Viewer,
   options: { where?: SQL; presentation?: Presentation } = {},
-): Promise<Record<string, unknown>[]> {
+): Promise<Presented[]> {
   const presentation = options.presentation ?? { selects: null, relations: listing.defaultRelations ?? [] };
   const rows = await rowsWhere(tx, listing, viewer, { where: options.where }, presentation, presentation.relations);
   return present(listing.view, tx, await shaped(tx, listing, rows, viewer), presentation, viewer);
@@ -208,7 +208,7 @@ export async function listRecords<Row, Viewer, FilterKey extends string, Shown>(
   query: ControlsQuery,
   viewer: Viewer,
   options: { where?: SQL; before?: (tx: Tx) => Promise<unknown> } = {},
-): Promise<Record<string, unknown>[]> {
+): Promise<Presented[]> {
   const controls = readControls(listing.view, query, viewer, { defaultRelations: listing.defaultRelations });
   const { limit, offset, cursor } = controls;
   if (cursor !== undefined && !listing.cursor) throw invalid({ before_id: ['is not taken by this list'] }, 'The result controls are invalid.');
@@ -248,7 +248,7 @@ export async function showRecord<Row, Viewer, FilterKey extends string, Shown>(
   which: { key: unknown } | SQL | ((tx: Tx) => Promise<Row | undefined>),
   what: string,
   options: { controlsAfterFind?: boolean; defaultRelations?: readonly string[] } = {},
-): Promise<Record<string, unknown>> {
+): Promise<Presented> {
   const defaultRelations = options.defaultRelations ?? listing.defaultRelations;
   const controlsFor = (subject?: Shown) => readControls(listing.view, query, viewer, { defaultRelations, subject });
   const early = options.controlsAfterFind ? undefined : controlsFor();
@@ -277,20 +277,20 @@ export function presentAll<Row, Viewer, FilterKey extends string>(
   rows: Row[],
   viewer: Viewer,
   relations?: readonly string[],
-): Promise<Record<string, unknown>[]>;
+): Promise<Presented[]>;
 export function presentAll<Row, Viewer, FilterKey extends string>(
   view: View<Row, Viewer, FilterKey>,
   tx: null,
   rows: Row[],
   viewer: Viewer,
-): Promise<Record<string, unknown>[]>;
+): Promise<Presented[]>;
 export function presentAll<Row, Viewer, FilterKey extends string>(
   view: View<Row, Viewer, FilterKey>,
   tx: Tx | null,
   rows: Row[],
   viewer: Viewer,
   relations: readonly string[] = [],
-): Promise<Record<string, unknown>[]> {
+): Promise<Presented[]> {
   return present(view, tx as Tx, rows, { selects: null, relations }, viewer);
 }
 

@@ -13,6 +13,23 @@ import { coded, invalid, type FieldErrors } from '../http/problem.ts';
 
 export type Visibility = 'public' | 'personal' | 'administrative';
 
+declare const presented: unique symbol;
+
+/**
+ * A record as `present` shaped it: the view's fields and relations, as the viewer may see
+ * them. TypeScript cannot tell which fields a view makes, so the handler types accept a
+ * `Presented` wherever the spec answers a record (platform/http/handler.ts); what holds the
+ * record to its schema is the response serializer, which refuses an answer missing a
+ * required field, and the contract check of every answer in the tests. The brand keeps
+ * other plain objects from passing as records.
+ */
+export type Presented = Record<string, unknown> & PresentedMark;
+
+/** The brand alone: what the handler types accept (without an index signature, so they still refuse unknown keys in hand-built answers). */
+export interface PresentedMark {
+  readonly [presented]: true;
+}
+
 export interface FieldDefinition<Row, Viewer = unknown> {
   visibility?: Visibility;
   /** Value of the field; default `row[name]`. The viewer is there for computed fields (e.g. signed URLs). */
@@ -234,7 +251,7 @@ export async function present<Row, Viewer, FilterKey extends string>(
   rows: Row[],
   controls: { selects: readonly string[] | null; relations: readonly string[] },
   viewer: Viewer,
-): Promise<Record<string, unknown>[]> {
+): Promise<Presented[]> {
   const relations: PlannedRelation<Row>[] = [];
   if (controls.relations.length > 0) {
     const wanted = controls.relations.filter((name) => view.relations?.[name] && relationPermitted(view.relations[name], viewer));
@@ -280,7 +297,7 @@ export async function present<Row, Viewer, FilterKey extends string>(
       if (onRow && !visible(relation.visibility)) continue;
       out[relation.name] = relation.value(row);
     }
-    return out;
+    return out as Presented;
   });
 }
 

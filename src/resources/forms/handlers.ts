@@ -4,7 +4,7 @@ import type { Handlers } from '../../platform/http/handler.ts';
 import { MISSING_REFERENCE } from '../../platform/database/existence.ts';
 import { invalid, notFound, type FieldErrors } from '../../platform/http/problem.ts';
 import { listRecords, presentAll, showRecord, type Listing } from '../../platform/result-controls/listing.ts';
-import type { ControlsQuery } from '../../platform/result-controls/result-controls.ts';
+import type { ControlsQuery, Presented } from '../../platform/result-controls/result-controls.ts';
 import type { AuditAction } from '../../platform/audit/actions.ts';
 import { audit, recordChanges, type RequestContext } from '../audit-events/record.ts';
 import { deleteSourcesFilling, sourcesCopyingFromRefusal } from '../default-value-sources/rules.ts';
@@ -129,7 +129,7 @@ async function createParent<Row extends { id: number }, Input, Change>(
   ctx: RequestContext & { auth: Auth },
   parent: Parent<Row, Input, Change>,
   input: Input & { fields?: FieldInput[]; entity_permissions?: Partial<SubjectLists> },
-): Promise<Record<string, unknown>> {
+): Promise<Presented> {
   const { auth } = ctx;
   return db.tenant(auth.tenantId, async (tx) => {
     refuse(await parentInputErrors(tx, input));
@@ -162,7 +162,7 @@ async function updateParent<Row extends { id: number }, Input, Change>(
   parent: Parent<Row, Input, Change>,
   id: number,
   body: Change & { entity_permissions?: Partial<SubjectLists> },
-): Promise<Record<string, unknown>> {
+): Promise<Presented> {
   const { auth } = ctx;
   return db.tenant(auth.tenantId, async (tx) => {
     await requireAdministrable(tx, auth, parent.type, id, parent.what);

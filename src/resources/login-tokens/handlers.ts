@@ -27,7 +27,7 @@ async function createLoginToken(tx: Tx, ctx: RequestContext & { auth: Auth }, se
     changes: changesBetween(null, { login_user_id: row.loginUserId, expires_at: row.expiresAt }),
   });
   const [record] = await presentAll(loginTokenView, tx, [row], auth);
-  return { ...(record as { uuid: string; user_id: number; login_user_id: number; expires_at: string }), token };
+  return { ...record!, token };
 }
 
 export const loginTokenHandlers = {

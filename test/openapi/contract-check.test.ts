@@ -1,0 +1,128 @@
+/**
+ * The contract check every test's `api.call` makes (test/helpers/contract.ts) is as strict
+ * as a validating proxy: a required field missing from an answer fails it, whether the
+ * body reaches the test or the server's serializer refused it (a 500); a field `selects`
+ * may leave out does not. And the spec keeps its side: an answer that takes no `selects`
+ * requires the `id` of the record it answers (docs/api-conventions.md#required-fields), and
+ * every answer declares the `X-Request-Id` header the service sends on it.
+ */
+import fastJsonStringify from 'fast-json-stringify';
+import t from 'tap';
+import { operations, type OperationId } from '../../generated/operations.ts';
+import { contractViolations, serializerViolations, spec } from '../helpers/contract.ts';
+
+const department = {
+  id: 1,
+  name: 'Support',
+  user_id: 1,
+  tags: [],
+  notification_setting_ids: [],
+  attribute_set_ids: [],
+  attributes: {},
+  created_at: '2026-01-31T14:05:00.000Z',
+  updated_at: '2026-01-31T14:05:00.000Z',
+};
+
+t.test('a create answer without a field it always holds breaks the contract', async (t) => {
+  const { id: _id, ...withoutId } = department;
+  t.strictSame(contractViolations('createDepartment', 201, 'application/json', department), [], 'the whole record honours it');
+  const violations = contractViolations('createDepartment', 201, 'application/json', withoutId);
+  t.equal(violations.length, 1);
+  t.match(violations[0], /required property 'id'/);
+  const { created_at: _created, ...withoutDate } = department;
+  t.match(contractViolations('updateDepartment', 200, 'application/json', withoutDate), [/required property 'created_at'/]);
+});
+
+t.test('a list or show answer may hold any selection of fields, id included', async (t) => {
+  t.strictSame(contractViolations('listDepartments', 200, 'application/json', [{ name: 'Support' }]), []);
+  t.strictSame(contractViolations('getDepartment', 200, 'application/json', { tags: [] }), []);
+  t.match(contractViolations('getDepartment', 200, 'application/json', { tags: 'support' }), [/must be array/], 'what is there must still match');
+});
+
+t.test('fields visibility may hide are not required; the others are', async (t) => {
+  const user = {
+    id: 2,
+    username: 'jdoe',
+    first_name: 'Jane',
+    last_name: 'Doe',
+    full_name: 'Jane Doe',
+    lang_id: null,
+    group_account: false,
+    profile_picture_url: null,
+    created_at: '2026-01-31T14:05:00.000Z',
+    updated_at: '2026-01-31T14:05:00.000Z',
+    deleted_at: null,
+    language: null,
+  };
+  t.strictSame(contractViolations('createUser', 201, 'application/json', user), [], 'no personal or administrative field, no role');
+  const { full_name: _name, ...withoutName } = user;
+  t.match(contractViolations('updateUser', 200, 'application/json', withoutName), [/required property 'full_name'/]);
+  t.match(contractViolations('getCurrentUser', 200, 'application/json', user), [/required property 'email'/], 'one sees every field of one own record');
+});
+
+t.test('a status the operation does not declare breaks the contract', async (t) => {
+  t.strictSame(contractViolations('createDepartment', 418, 'application/json', {}), ['createDepartment does not declare status 418']);
+});
+
+t.test("a 500 is the contract's business when the serializer refused the answer", async (t) => {
+  // The wording the check looks for is fast-json-stringify's own: a release that changes it fails here.
+  const serialize = fastJsonStringify({ type: 'object', required: ['id'], properties: { id: { type: 'integer' } } });
+  const refusal = (() => {
+    try {
+      serialize({});
+      return '';
+    } catch (error) {
+      return (error as Error).message;
+    }
+  })();
+  t.equal(refusal, '"id" is required!');
+  t.match(serializerViolations([refusal]), [/could not send it \(500\): "id" is required!/]);
+  t.strictSame(serializerViolations(['connect ECONNREFUSED 127.0.0.1:5432', 'ENOENT: no such file or directory']), [], 'other failures are not');
+});
+
+t.test('every answer that takes no selects requires the id of its record', async (t) => {
+  type Node = Record<string, any>;
+  const document = spec as unknown as Node;
+  const resolve = (node: Node): Node => (node?.$ref ? resolve(node.$ref.split('/').slice(1).reduce((at: Node, key: string) => at[key], document)) : node);
+  // `id` of a login token is its internal key, answered only when selected; `uuid` names it.
+  const exempt = new Set(['createUserLoginToken', 'createUserLoginTokenForEmail']);
+  const lacking: string[] = [];
+  let checked = 0;
+  for (const operationId of Object.keys(operations) as OperationId[]) {
+    const meta = operations[operationId];
+    const operation = document.paths[meta.path][meta.method.toLowerCase()] as Node;
+    const takesSelects = (operation.parameters ?? []).some((parameter: Node) => resolve(parameter).name === 'selects');
+    if (takesSelects || exempt.has(operationId)) continue;
+    for (const [status, response] of Object.entries<Node>(operation.responses)) {
+      if (!status.startsWith('2')) continue;
+      let schema = resolve(resolve(response).content?.['application/json']?.schema);
+      if (schema?.type === 'array') schema = resolve(schema.items);
+      // An envelope ({status, data}) answers its record under `data`.
+      if (schema?.properties?.data && !schema.properties.id) schema = resolve(schema.properties.data);
+      const members = [schema, ...(schema?.allOf ?? []).map(resolve)];
+      if (!members.some((member) => member?.properties?.id)) continue;
+      checked++;
+      if (!members.some((member) => member?.required?.includes('id'))) lacking.push(`${operationId} ${status}`);
+    }
+  }
+  t.ok(checked >= 20, `${checked} answers of records checked`);
+  t.strictSame(lacking, [], 'each requires id');
+});
+
+t.test('every answer of every operation declares X-Request-Id', async (t) => {
+  type Node = Record<string, any>;
+  const document = spec as unknown as Node;
+  const resolve = (node: Node): Node => (node?.$ref ? resolve(node.$ref.split('/').slice(1).reduce((at: Node, key: string) => at[key], document)) : node);
+  const lacking: string[] = [];
+  let checked = 0;
+  for (const operationId of Object.keys(operations) as OperationId[]) {
+    const meta = operations[operationId];
+    for (const [status, response] of Object.entries<Node>(document.paths[meta.path][meta.method.toLowerCase()].responses)) {
+      checked++;
+      const header = resolve(resolve(response).headers?.['X-Request-Id']);
+      if (header?.schema?.maxLength !== 128) lacking.push(`${operationId} ${status}`);
+    }
+  }
+  t.ok(checked > 1000, `${checked} answers checked`);
+  t.strictSame(lacking, []);
+});
