@@ -125,7 +125,8 @@ export async function startTestApi(t: Test, overrides: Partial<Config> = {}): Pr
       const before = logged.messages.length;
       const response = await app.inject({ method: meta.method, url: query ? `${url}?${query}` : url, headers, payload });
       const contentType = String(response.headers['content-type'] ?? '');
-      const body = /json/.test(contentType) && response.body.length > 0 ? response.json() : response.body;
+      // NDJSON (the audit export) is text: only JSON and problem+json are parsed.
+      const body = /[/+]json\b/.test(contentType) && response.body.length > 0 ? response.json() : response.body;
       const violations = contractViolations(operationId, response.statusCode, contentType, body === '' ? undefined : body);
       if (response.statusCode === 500) violations.push(...serializerViolations(logged.messages.slice(before)));
       t.strictSame(violations, [], `${operationId} → ${response.statusCode} honours the spec`);
