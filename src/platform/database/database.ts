@@ -6,7 +6,8 @@ import { sql } from 'drizzle-orm';
 import { drizzle, type PostgresJsDatabase } from 'drizzle-orm/postgres-js';
 import { migrate } from 'drizzle-orm/postgres-js/migrator';
 import postgres from 'postgres';
-import { isConnectionLoss } from './connection-loss.ts';
+import { isConnectionLoss, isReadOnlyServer } from './connection-loss.ts';
+import { driverUrl, parseConnectionUrl } from './connection-url.ts';
 import { setLocalTenant } from './tenancy.ts';
 import { guardTransactions } from './transaction-guard.ts';
 
@@ -159,20 +160,23 @@ export class Database {
     readonly url: string,
     options: DatabaseOptions = {},
   ) {
+    // Hosts and credentials as the driver reads them (a URL may list several hosts).
+    const ownerUrl = driverUrl(url);
+    const appUrl = options.appUrl === undefined ? undefined : driverUrl(options.appUrl);
     const appPoolSize = options.poolSize ?? 10;
     this.poolSizes = { owner: OWNER_POOL_SIZE, app: appPoolSize };
     this.reconnectAttempts = Math.max(OWNER_POOL_SIZE, appPoolSize) + 1;
     this.prepare = options.directUrl === undefined;
-    this.sessionUrl = options.directUrl ?? url;
+    this.sessionUrl = driverUrl(options.directUrl ?? url);
     const appConnection = options.appUrl ? { application_name: 'atrium' } : { options: `-c role=${APP_ROLE}`, application_name: 'atrium' };
     const probe = { max: 1, onnotice: () => {}, connect_timeout: READINESS_TIMEOUT_MS / 1000, prepare: false, idle_timeout: 1 };
     this.probes = [
-      { url, options: { ...probe, connection: { application_name: 'atrium-owner' } } },
-      { url: options.appUrl ?? url, options: { ...probe, connection: appConnection } },
+      { url: ownerUrl, options: { ...probe, connection: { application_name: 'atrium-owner' } } },
+      { url: appUrl ?? ownerUrl, options: { ...probe, connection: appConnection } },
     ];
     // The owner pool's transactions (`sql.begin`) are guarded against the driver's writes to a closed connection (transaction-guard.ts).
     this.ownerSql = guardTransactions(
-      postgres(url, {
+      postgres(ownerUrl, {
         max: OWNER_POOL_SIZE,
         onnotice: () => {},
         backoff: reconnectDelaySeconds,
@@ -185,7 +189,7 @@ export class Database {
       ? this.ownerSql
       : postgres(this.sessionUrl, { max: 1, onnotice: () => {}, backoff: reconnectDelaySeconds, connection: { application_name: 'atrium-owner' } });
     this.dedicatedAppLogin = options.appUrl !== undefined;
-    this.appSql = postgres(options.appUrl ?? url, {
+    this.appSql = postgres(appUrl ?? ownerUrl, {
       max: appPoolSize,
       onnotice: () => {},
       backoff: reconnectDelaySeconds,
@@ -322,9 +326,10 @@ export class Database {
    * `atrium_app`, which it has when it created that role).
    */
   async ensureAppLogin(appUrl: string): Promise<'created' | 'updated' | 'unchanged'> {
-    const url = new URL(appUrl);
-    const name = decodeURIComponent(url.username);
-    const password = url.password === '' ? null : decodeURIComponent(url.password);
+    const url = parseConnectionUrl(appUrl);
+    if (!url) throw new Error('ATRIUM_APP_DATABASE_URL is not a PostgreSQL connection URL.');
+    const name = url.user;
+    const password = url.password === '' ? null : url.password;
     if (name === '') throw new Error('ATRIUM_APP_DATABASE_URL names no user: Atrium cannot create its application login.');
     const signsIn = await this.appLoginState(appUrl);
     if (signsIn === 'member') return 'unchanged';
@@ -368,7 +373,7 @@ export class Database {
 
   /** Whether `appUrl` signs in, and whether that role is a member of `atrium_app`. */
   private async appLoginState(appUrl: string): Promise<'member' | 'not a member' | 'no login'> {
-    const probe = postgres(appUrl, { max: 1, onnotice: () => {}, connect_timeout: CONNECT_TIMEOUT_SECONDS, prepare: false });
+    const probe = postgres(driverUrl(appUrl), { max: 1, onnotice: () => {}, connect_timeout: CONNECT_TIMEOUT_SECONDS, prepare: false });
     try {
       const [row] = await probe<{ member: boolean }[]>`select pg_has_role(current_user, ${APP_ROLE}, 'MEMBER') as member`;
       return row?.member ? 'member' : 'not a member';

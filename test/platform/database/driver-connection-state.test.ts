@@ -16,7 +16,11 @@
  * - a reserved connection (`sql.reserve()`, how every request's transaction runs) that
  *   closed was still written to by its handle (an uncaught TypeError) and given back to the
  *   pool by its release (the next statement hung), statements waiting in its queue never
- *   settled, and a reserve waiting for a connection that closed was dropped.
+ *   settled, and a reserve waiting for a connection that closed was dropped;
+ * - with several hosts in its URL, it never counted the hosts it had tried, so a statement
+ *   waiting for a connection when no host would do (all down, or none writable as
+ *   `target_session_attrs=read-write` asks, as in the seconds of a failover) was never
+ *   answered while the connection went round the hosts for ever (porsager/postgres#1174).
  */
 import net from 'node:net';
 import postgres from 'postgres';
@@ -335,4 +339,40 @@ t.test('statements queued on a reserved connection fail when it closes (porsager
   t.ok(['57P01', 'CONNECTION_CLOSED'].includes(String(await running)), 'the running statement is lost');
   t.match(await queued, { error: String }, 'the queued one fails with it (published: it never settles)');
   reserved.release();
+});
+
+t.test('with several hosts, a statement fails once every host has refused, and the next one goes round again (porsager/postgres#1174)', async (t) => {
+  const url = new URL(database.url);
+  const closed = async () => {
+    const server = net.createServer();
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const { port } = server.address() as net.AddressInfo;
+    await new Promise((resolve) => server.close(resolve));
+    return port;
+  };
+  const [first, second] = [await closed(), await closed()];
+  const settled = (statement: Promise<unknown>) =>
+    Promise.race([
+      statement.then(
+        () => 'answered',
+        (error: { code?: string }) => error.code,
+      ),
+      new Promise((resolve) => setTimeout(() => resolve('never settled'), 5_000)),
+    ]);
+  const down = postgres(`postgres://${url.username}:${url.password}@127.0.0.1:${first},127.0.0.1:${second}${url.pathname}`, { max: 1, onnotice: () => {} });
+  t.teardown(() => down.end({ timeout: 0 }));
+  t.equal(await settled(down`select 1`), 'ECONNREFUSED', 'both hosts down: refused, not left waiting');
+  t.equal(await settled(down`select 1`), 'ECONNREFUSED', 'and again');
+  // Two hosts that both accept writes, where a read-only session is asked for: neither will do.
+  const here = `${url.hostname}:${url.port}`;
+  const writable = postgres(`postgres://${url.username}:${url.password}@${here},${here}${url.pathname}?target_session_attrs=read-only`, {
+    max: 1,
+    onnotice: () => {},
+  });
+  t.teardown(() => writable.end({ timeout: 0 }));
+  t.equal(await settled(writable`select 1`), 'CONNECTION_DESTROYED', 'no host has the session asked for: refused');
+  const mixed = postgres(`postgres://${url.username}:${url.password}@127.0.0.1:${first},${here}${url.pathname}`, { max: 1, onnotice: () => {} });
+  t.teardown(() => mixed.end({ timeout: 0 }));
+  t.equal(await settled(mixed`select 1`), 'answered', 'the first host down, the second serves');
+  t.equal(await settled(mixed`select 1`), 'answered');
 });
