@@ -38,6 +38,34 @@ export function isConnectionLoss(error: unknown): boolean {
 }
 
 /**
+ * The server refused a write because it accepts none (25006): a standby answers, or a
+ * primary being demoted. After a failover that is how a pooled connection to the former
+ * primary shows itself; it counts as lost (above), and is dropped with
+ * `dropConnection` so that its pool connects again, to the server that accepts writes
+ * now (`target_session_attrs=read-write`).
+ */
+export function isReadOnlyServer(error: unknown): boolean {
+  for (let current = error, depth = 0; current && typeof current === 'object' && depth < 5; depth++) {
+    if ((current as { code?: unknown }).code === '25006') return true;
+    current = (current as { cause?: unknown }).cause;
+  }
+  return false;
+}
+
+/**
+ * Ends the server session of `connection` (a reserved connection): the server closes it, and
+ * its pool replaces it with a new one when next needed. Any error (the session is gone
+ * already) is ignored.
+ */
+export async function dropConnection(connection: { unsafe(query: string): PromiseLike<unknown> }): Promise<void> {
+  try {
+    await connection.unsafe('select pg_terminate_backend(pg_backend_pid())');
+  } catch {
+    // Its own termination, or the connection was lost already: either way it is gone.
+  }
+}
+
+/**
  * A process-wide `unhandledRejection` listener for the entry point. postgres.js 3.4 reads
  * the server's array types on each new connection with a statement of its own whose
  * failure nobody handles: when that connection is lost while the statement runs (the

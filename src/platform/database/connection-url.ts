@@ -74,7 +74,8 @@ export function parseConnectionUrl(value: string): ConnectionUrl | null {
 
 /** `url` as a connection URL again (each part encoded), which `parseConnectionUrl` reads back as it is. */
 export function formatConnectionUrl(url: ConnectionUrl): string {
-  const credentials = url.user === '' && url.password === '' ? '' : `${encodeURIComponent(url.user)}${url.password === '' ? '' : `:${encodeURIComponent(url.password)}`}@`;
+  const credentials =
+    url.user === '' && url.password === '' ? '' : `${encodeURIComponent(url.user)}${url.password === '' ? '' : `:${encodeURIComponent(url.password)}`}@`;
   const hosts = url.hosts.map(({ host, port }) => `${host.startsWith('[') ? host : encodeURIComponent(host)}${port === undefined ? '' : `:${port}`}`).join(',');
   const query = url.params.toString();
   return `${url.scheme}://${credentials}${hosts}/${encodeURIComponent(url.database)}${query === '' ? '' : `?${query}`}`;

@@ -6,7 +6,7 @@ import { sql } from 'drizzle-orm';
 import { drizzle, type PostgresJsDatabase } from 'drizzle-orm/postgres-js';
 import { migrate } from 'drizzle-orm/postgres-js/migrator';
 import postgres from 'postgres';
-import { isConnectionLoss, isReadOnlyServer } from './connection-loss.ts';
+import { dropConnection, isConnectionLoss, isReadOnlyServer } from './connection-loss.ts';
 import { driverUrl, parseConnectionUrl } from './connection-url.ts';
 import { setLocalTenant } from './tenancy.ts';
 import { guardTransactions } from './transaction-guard.ts';
@@ -78,6 +78,11 @@ const reconnectDelaySeconds = (lost: number) => Math.min(0.01 * lost, 0.5);
  * (postgres.js keeps trying until then); it then answers 503.
  */
 const CONNECT_TIMEOUT_SECONDS = 5;
+/**
+ * Whether the session's server accepts writes: not a standby (in recovery), and not made
+ * read-only (pg_auto_failover does so to a primary it demotes or has not finished promoting).
+ */
+const WRITABLE = `not pg_is_in_recovery() and current_setting('transaction_read_only') = 'off' as writable`;
 /** How long readiness waits for the database before it answers "not ready". */
 const READINESS_TIMEOUT_MS = 2_000;
 
@@ -262,6 +267,8 @@ export class Database {
         if (committed.command !== 'COMMIT') throw new Error('The transaction was rolled back: one of its statements failed.');
         return result;
       } catch (error) {
+        // A read-only server answered (the primary failed over): this connection is no use any more.
+        if (connection && isReadOnlyServer(error)) await dropConnection(connection);
         if (begun || attempt >= this.reconnectAttempts || !isConnectionLoss(error)) throw error;
         await settleClosedConnections();
       } finally {
@@ -411,7 +418,8 @@ export class Database {
   }
 
   /**
-   * Ready = both pools reach the server within half of READINESS_TIMEOUT_MS (a connection
+   * Ready = both pools reach a server that accepts writes (a primary; not a standby, nor a
+   * primary being demoted or promoted) within half of READINESS_TIMEOUT_MS (a connection
    * the server dropped is replaced, not reported) and every migration of this build is
    * applied. A pooled connection the server dropped while a statement was being written can hold
    * that statement until the driver's connect timeout, so when the pools do not answer in
@@ -430,10 +438,12 @@ export class Database {
 
   private readyThrough(owner: postgres.Sql, app: postgres.Sql): Promise<boolean> {
     return Promise.all([
-      this.read(() => owner<{ count: number }[]>`select count(*)::int as count from drizzle.__drizzle_migrations`),
-      this.read(() => app`select 1`),
+      this.read(() =>
+        owner.unsafe<{ count: number; writable: boolean }[]>(`select (select count(*)::int from drizzle.__drizzle_migrations) as count, ${WRITABLE}`),
+      ),
+      this.read(() => app.unsafe<{ writable: boolean }[]>(`select ${WRITABLE}`)),
     ]).then(
-      ([[row]]) => (row?.count ?? 0) >= migrationCount,
+      ([[row], [appRow]]) => (row?.count ?? 0) >= migrationCount && row!.writable && appRow!.writable,
       () => false,
     );
   }

@@ -87,7 +87,7 @@ t.test('the driver is given each host with its port, and credentials it cannot m
   t.equal(
     driverUrl('postgres://atrium:p@ss@db1:5433,db2/atrium?target_session_attrs=read-write'),
     'postgres://atrium:p%40ss@db1:5433,db2:5432/atrium?target_session_attrs=read-write',
-    'a host without a port gets 5432, as libpq gives it, not the first host\'s',
+    "a host without a port gets 5432, as libpq gives it, not the first host's",
   );
   t.equal(driverUrl('postgres://atrium:pw@db/atrium'), 'postgres://atrium:pw@db/atrium', 'one host: unchanged');
   t.equal(driverUrl('not a url'), 'not a url');
