@@ -20,7 +20,9 @@
  * - with several hosts in its URL, it never counted the hosts it had tried, so a statement
  *   waiting for a connection when no host would do (all down, or none writable as
  *   `target_session_attrs=read-write` asks, as in the seconds of a failover) was never
- *   answered while the connection went round the hosts for ever (porsager/postgres#1174).
+ *   answered while the connection went round the hosts for ever (porsager/postgres#1174);
+ * - a reserve whose connection attempt failed stayed queued, so the connection made later
+ *   was handed to it, already refused, and never given back: the pool lost it for good.
  */
 import net from 'node:net';
 import postgres from 'postgres';
@@ -375,4 +377,37 @@ t.test('with several hosts, a statement fails once every host has refused, and t
   t.teardown(() => mixed.end({ timeout: 0 }));
   t.equal(await settled(mixed`select 1`), 'answered', 'the first host down, the second serves');
   t.equal(await settled(mixed`select 1`), 'answered');
+});
+
+t.test('a reserve refused while the server is down does not take the connection made once it is back', async (t) => {
+  const url = new URL(database.url);
+  // A port that refuses, then forwards to the server.
+  const free = net.createServer();
+  await new Promise<void>((resolve) => free.listen(0, '127.0.0.1', resolve));
+  const { port } = free.address() as net.AddressInfo;
+  await new Promise((resolve) => free.close(resolve));
+  const proxy = net.createServer((client) => {
+    const upstream = net.connect(Number(url.port), url.hostname);
+    client.pipe(upstream).pipe(client);
+    client.on('error', () => upstream.destroy());
+    upstream.on('error', () => client.destroy());
+  });
+  t.teardown(() => new Promise((resolve) => proxy.close(resolve)));
+  const sql = postgres(`postgres://${url.username}:${url.password}@127.0.0.1:${port}${url.pathname}`, {
+    max: 1,
+    onnotice: () => {},
+    backoff: () => 0.05,
+  });
+  t.teardown(() => sql.end({ timeout: 0 }));
+  const refused = await sql.reserve().then(
+    (reserved) => (reserved.release(), 'reserved'),
+    (error: { code?: string }) => error.code,
+  );
+  t.equal(refused, 'ECONNREFUSED', 'the server is down: the reserve fails');
+  await new Promise<void>((resolve) => proxy.listen(port, '127.0.0.1', resolve));
+  const answer = await Promise.race([
+    sql`select 1 as one`.then(([row]) => row?.one),
+    new Promise((resolve) => setTimeout(() => resolve('never answered'), 5_000)),
+  ]);
+  t.equal(answer, 1, 'once it is back, the pool serves the next statement (published: the connection went to the failed reserve)');
 });

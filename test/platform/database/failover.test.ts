@@ -19,6 +19,7 @@ import { sql } from 'drizzle-orm';
 import postgres from 'postgres';
 import t from 'tap';
 import type { OperationId } from '../../../generated/operations.ts';
+import { formatConnectionUrl, parseConnectionUrl } from '../../../src/platform/database/connection-url.ts';
 import { freePort } from '../../../src/platform/database/embedded.ts';
 import { startTestApi } from '../../helpers/atrium.ts';
 import { contractViolations } from '../../helpers/contract.ts';
@@ -205,11 +206,18 @@ async function writableAt(port: number): Promise<number> {
   }
 }
 
-const hosts = `127.0.0.1:${portA},127.0.0.1:${portB}`;
+// The formation's URL as pg_autoctl gives it to operators (every node, target_session_attrs=read-write), with each role's login.
+const shown = execFileSync(PG_AUTOCTL, ['show', 'uri', '--formation', 'default', '--pgdata', path.join(dir, 'monitor')], { env, cwd: dir, ...owner })
+  .toString()
+  .trim();
+const formationUrl = parseConnectionUrl(shown);
+if (!formationUrl) throw new Error(`pg_autoctl show uri printed no connection URL: ${shown}`);
+t.comment(`pg_autoctl show uri: ${shown}`);
+const login = (user: string, password: string) => formatConnectionUrl({ ...formationUrl, user, password });
 const api = await startTestApi(t, {
   role: 'all',
-  databaseUrl: `postgres://${superuser}@${hosts}/atrium?target_session_attrs=read-write`,
-  appDatabaseUrl: `postgres://atrium_ha:ha-password@${hosts}/atrium?target_session_attrs=read-write`,
+  databaseUrl: login(superuser, ''),
+  appDatabaseUrl: login('atrium_ha', 'ha-password'),
   streamHeartbeatMs: 500,
 });
 const app = api.atrium.app!;
