@@ -134,7 +134,7 @@ const OWNER_POOL_SIZE = 4;
 export class Database {
   readonly ownerSql: postgres.Sql;
   readonly appSql: postgres.Sql;
-  /** The pool LISTEN runs on: the direct connection behind a pooler, else the owner pool. */
+  /** Where LISTEN connects (listener.ts copies its options for a connection of its own): the direct URL behind a pooler, else the owner pool. */
   readonly listenSql: postgres.Sql;
   /** Where migrations, LISTEN and the job queue connect: the direct URL when one is set. */
   readonly sessionUrl: string;
