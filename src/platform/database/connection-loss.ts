@@ -53,17 +53,24 @@ export function isReadOnlyServer(error: unknown): boolean {
 }
 
 /**
- * Ends the server session of `connection` (a reserved connection): the server closes it, and
- * its pool replaces it with a new one when next needed. Any error (the session is gone
- * already) is ignored.
+ * Has the server end the session of `connection` (a reserved connection, or a pool of one),
+ * so that its pool replaces it with a new one when next needed. The session asks for an
+ * idle timeout of a millisecond: any role may (`pg_terminate_backend` of its own backend
+ * needs the login role, which a pool that switches to `atrium_app` does not have), and it
+ * works on a standby. The pause lets the server close it before the caller hands it back.
+ * Any error (the session is gone already) is ignored.
  */
 export async function dropConnection(connection: { unsafe(query: string): PromiseLike<unknown> }): Promise<void> {
   try {
-    await connection.unsafe('select pg_terminate_backend(pg_backend_pid())');
+    await connection.unsafe('set idle_session_timeout = 1');
+    await new Promise((resolve) => setTimeout(resolve, DROP_SETTLE_MS));
   } catch {
-    // Its own termination, or the connection was lost already: either way it is gone.
+    // The connection was lost already: it is gone either way.
   }
 }
+
+/** How long `dropConnection` waits for the server to close an idle session of a 1 ms timeout. */
+const DROP_SETTLE_MS = 20;
 
 /**
  * A process-wide `unhandledRejection` listener for the entry point. postgres.js 3.4 reads
