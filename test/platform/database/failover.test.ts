@@ -80,10 +80,16 @@ function killGroup(service: Service, signal: NodeJS.Signals): void {
     // Gone already.
   }
 }
-// Also when set-up fails (an error thrown at the top ends the process without teardowns).
-process.on('exit', () => {
+// Also when set-up fails (an error thrown at the top ends the process without teardowns)
+// and when tap ends the file for taking too long (SIGTERM).
+const cleanUp = () => {
   for (const service of services) killGroup(service, 'SIGKILL');
   rmSync(dir, { recursive: true, force: true });
+};
+process.on('exit', cleanUp);
+process.once('SIGTERM', () => {
+  cleanUp();
+  process.exit(143);
 });
 /** The logs of every pg_autoctl service, for a failure's diagnosis. */
 const logs = () => services.map((service) => `--- ${service.name}\n${service.log.slice(-4000)}`).join('\n');
