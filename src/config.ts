@@ -6,6 +6,7 @@ import type { Ajv, ErrorObject } from 'ajv';
 import envSchema from 'env-schema';
 import ipaddr from 'ipaddr.js';
 import type { PasswordHashCost } from './platform/auth/passwords.ts';
+import { parseConnectionUrl } from './platform/database/connection-url.ts';
 import { SLUG } from './resources/tenants/slug.ts';
 
 /** Process configuration, read once from the environment (README "Configuration"). */
@@ -110,6 +111,10 @@ export interface RetentionConfig {
   batchSize: number;
 }
 
+/** What a database URL variable accepts: one host, or several that the driver tries in turn (the primary of a failover cluster). */
+const postgresUrlDescription = (what: string) =>
+  `${what}, postgres://user:password@host:5432/database, or with several hosts postgres://user:password@host1:5432,host2:5432/database?target_session_attrs=read-write`;
+
 const integer = (minimum: number, maximum: number, fallback: number, accepted: string) =>
   ({ type: 'integer', minimum, maximum, default: fallback, description: accepted }) as const;
 
@@ -128,19 +133,19 @@ export const environmentSchema = {
       type: 'string',
       format: 'postgres-url',
       writeOnly: true,
-      description: 'a PostgreSQL connection URL, postgres://user:password@host:5432/database',
+      description: postgresUrlDescription('a PostgreSQL connection URL'),
     },
     DATABASE_DIRECT_URL: {
       type: 'string',
       format: 'postgres-url',
       writeOnly: true,
-      description: 'a PostgreSQL connection URL that bypasses the connection pooler, postgres://user:password@host:5432/database',
+      description: postgresUrlDescription('a PostgreSQL connection URL that bypasses the connection pooler'),
     },
     ATRIUM_APP_DATABASE_URL: {
       type: 'string',
       format: 'postgres-url',
       writeOnly: true,
-      description: 'a PostgreSQL connection URL, postgres://user:password@host:5432/database',
+      description: postgresUrlDescription('a PostgreSQL connection URL'),
     },
     DATABASE_POOL_SIZE: integer(1, 1000, 10, 'a number of connections from 1 to 1000'),
     DATA_DIR: { type: 'string', default: '.data', description: 'a folder for the embedded PostgreSQL' },
@@ -247,13 +252,14 @@ function list(raw: string | undefined): string[] {
     .filter((part) => part.length > 0);
 }
 
+/** A PostgreSQL connection URL, with one host or several (connection-url.ts). */
 function postgresUrl(value: string): boolean {
-  return URL.canParse(value) && ['postgres:', 'postgresql:'].includes(new URL(value).protocol) && new URL(value).hostname !== '';
+  return parseConnectionUrl(value) !== null;
 }
 
-/** The role a PostgreSQL URL logs in as. */
+/** The role a PostgreSQL URL logs in as (after validation, so it parses). */
 function loginOf(url: string): string {
-  return decodeURIComponent(new URL(url).username);
+  return parseConnectionUrl(url)?.user ?? '';
 }
 
 function smtpUrl(value: string): boolean {

@@ -68,6 +68,9 @@ t.test('each mistake is one line naming the variable and what it accepts', async
     [{ DATABASE_URL: 'garbage' }, /^DATABASE_URL: its value is not accepted; expected a PostgreSQL connection URL/],
     [{ DATABASE_URL: 'mysql://u:p@h/db' }, /^DATABASE_URL: /],
     [{ ATRIUM_APP_DATABASE_URL: 'postgres://' }, /^ATRIUM_APP_DATABASE_URL: /],
+    [{ DATABASE_URL: 'postgres://u:p@h1:5432,:5433/db' }, /^DATABASE_URL: its value is not accepted; expected .*host1:5432,host2:5432/],
+    [{ DATABASE_URL: 'postgres://u:p@h1:5432,h2:99999/db' }, /^DATABASE_URL: its value is not accepted/],
+    [{ DATABASE_DIRECT_URL: 'postgres://u:p@h1,h2/db?target_session_attrs=writable' }, /^DATABASE_DIRECT_URL: its value is not accepted; expected .*bypasses/],
     [{ LOG_LEVEL: 'verbose' }, /^LOG_LEVEL: "verbose" is not accepted; expected one of fatal, error, warn, info, debug, trace, silent$/],
     [{ TRUST_PROXY: 'yes' }, /^TRUST_PROXY: "yes" is not accepted/],
     [{ ATRIUM_SECRET_KEY: 'c2hvcnQ=' }, /^ATRIUM_SECRET_KEY: its value is not accepted; expected 32 random bytes/],
@@ -97,9 +100,25 @@ t.test('each mistake is one line naming the variable and what it accepts', async
   }
 });
 
+t.test('a database URL may name several hosts and the session it wants, as libpq and the driver read it', async (t) => {
+  const owner = 'postgres://atrium:one@db1:5432,db2:5433/atrium?target_session_attrs=read-write';
+  const app = 'postgres://atrium_login:two@db1:5432,db2:5433/atrium?target_session_attrs=read-write';
+  const config = loadConfig({ DATABASE_URL: owner, ATRIUM_APP_DATABASE_URL: app, DATABASE_DIRECT_URL: owner });
+  t.equal(config.databaseUrl, owner, 'as given');
+  t.equal(config.appDatabaseUrl, app);
+  t.equal(config.databaseDirectUrl, owner);
+  t.throws(
+    () => loadConfig({ DATABASE_URL: owner, ATRIUM_APP_DATABASE_URL: 'postgres://atrium:two@db2:5433,db1/atrium' }),
+    /^ATRIUM_APP_DATABASE_URL: its value is not accepted; expected a login role other than the one of DATABASE_URL/,
+    'the owner login is recognised behind a host list too',
+  );
+});
+
 t.test('secret values are never repeated in the message', async (t) => {
   for (const [name, value] of [
     ['DATABASE_URL', 'postgres//admin:hunter2-secret@db'],
+    ['DATABASE_URL', 'postgres://admin:hunter2-secret@db1:5432,db2:x/atrium'],
+    ['ATRIUM_APP_DATABASE_URL', 'postgres://app:hunter2-secret@db1,db2/atrium?target_session_attrs=any'],
     ['ATRIUM_SECRET_KEY', 'hunter2-secret'],
     ['SMTP_URL', 'smtp:/user:hunter2-secret@mail'],
     ['VAPID_PRIVATE_KEY', 'hunter2-secret!'],

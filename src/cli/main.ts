@@ -6,6 +6,7 @@
  */
 import { parseArgs } from 'node:util';
 import { entryPointConfig, type Config } from '../config.ts';
+import { parseConnectionUrl } from '../platform/database/connection-url.ts';
 import type { Database } from '../platform/database/database.ts';
 import { setPasswordHashCost } from '../platform/auth/passwords.ts';
 import { onTerminationSignals, signalExitStatus } from '../platform/process/signals.ts';
@@ -288,7 +289,7 @@ async function run(argv: string[]): Promise<void> {
           : 'the database is up to date; no migration to apply\n',
       );
       if (appLogin !== 'unchanged') {
-        const role = decodeURIComponent(new URL(config.appDatabaseUrl!).username);
+        const role = parseConnectionUrl(config.appDatabaseUrl!)?.user;
         process.stdout.write(`${appLogin} the application login ${role} (a member of atrium_app, no superuser, no BYPASSRLS)\n`);
       }
     }

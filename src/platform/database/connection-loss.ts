@@ -38,6 +38,41 @@ export function isConnectionLoss(error: unknown): boolean {
 }
 
 /**
+ * The server refused a write because it accepts none (25006): a standby answers, or a
+ * primary being demoted. After a failover that is how a pooled connection to the former
+ * primary shows itself; it counts as lost (above), and is dropped with
+ * `dropConnection` so that its pool connects again, to the server that accepts writes
+ * now (`target_session_attrs=read-write`).
+ */
+export function isReadOnlyServer(error: unknown): boolean {
+  for (let current = error, depth = 0; current && typeof current === 'object' && depth < 5; depth++) {
+    if ((current as { code?: unknown }).code === '25006') return true;
+    current = (current as { cause?: unknown }).cause;
+  }
+  return false;
+}
+
+/**
+ * Has the server end the session of `connection` (a reserved connection, or a pool of one),
+ * so that its pool replaces it with a new one when next needed. The session asks for an
+ * idle timeout of a millisecond: any role may (`pg_terminate_backend` of its own backend
+ * needs the login role, which a pool that switches to `atrium_app` does not have), and it
+ * works on a standby. The pause lets the server close it before the caller hands it back.
+ * Any error (the session is gone already) is ignored.
+ */
+export async function dropConnection(connection: { unsafe(query: string): PromiseLike<unknown> }): Promise<void> {
+  try {
+    await connection.unsafe('set idle_session_timeout = 1');
+    await new Promise((resolve) => setTimeout(resolve, DROP_SETTLE_MS));
+  } catch {
+    // The connection was lost already: it is gone either way.
+  }
+}
+
+/** How long `dropConnection` waits for the server to close an idle session of a 1 ms timeout. */
+const DROP_SETTLE_MS = 20;
+
+/**
  * A process-wide `unhandledRejection` listener for the entry point. postgres.js 3.4 reads
  * the server's array types on each new connection with a statement of its own whose
  * failure nobody handles: when that connection is lost while the statement runs (the

@@ -6,7 +6,8 @@ import { sql } from 'drizzle-orm';
 import { drizzle, type PostgresJsDatabase } from 'drizzle-orm/postgres-js';
 import { migrate } from 'drizzle-orm/postgres-js/migrator';
 import postgres from 'postgres';
-import { isConnectionLoss } from './connection-loss.ts';
+import { dropConnection, isConnectionLoss, isReadOnlyServer } from './connection-loss.ts';
+import { driverUrl, parseConnectionUrl } from './connection-url.ts';
 import { setLocalTenant } from './tenancy.ts';
 import { guardTransactions } from './transaction-guard.ts';
 
@@ -77,6 +78,11 @@ const reconnectDelaySeconds = (lost: number) => Math.min(0.01 * lost, 0.5);
  * (postgres.js keeps trying until then); it then answers 503.
  */
 const CONNECT_TIMEOUT_SECONDS = 5;
+/**
+ * Whether the session's server accepts writes: not a standby (in recovery), and not made
+ * read-only (pg_auto_failover does so to a primary it demotes or has not finished promoting).
+ */
+const WRITABLE = `not pg_is_in_recovery() and current_setting('transaction_read_only') = 'off' as writable`;
 /** How long readiness waits for the database before it answers "not ready". */
 const READINESS_TIMEOUT_MS = 2_000;
 
@@ -128,7 +134,7 @@ const OWNER_POOL_SIZE = 4;
 export class Database {
   readonly ownerSql: postgres.Sql;
   readonly appSql: postgres.Sql;
-  /** The pool LISTEN runs on: the direct connection behind a pooler, else the owner pool. */
+  /** Where LISTEN connects (listener.ts copies its options for a connection of its own): the direct URL behind a pooler, else the owner pool. */
   readonly listenSql: postgres.Sql;
   /** Where migrations, LISTEN and the job queue connect: the direct URL when one is set. */
   readonly sessionUrl: string;
@@ -159,20 +165,23 @@ export class Database {
     readonly url: string,
     options: DatabaseOptions = {},
   ) {
+    // Hosts and credentials as the driver reads them (a URL may list several hosts).
+    const ownerUrl = driverUrl(url);
+    const appUrl = options.appUrl === undefined ? undefined : driverUrl(options.appUrl);
     const appPoolSize = options.poolSize ?? 10;
     this.poolSizes = { owner: OWNER_POOL_SIZE, app: appPoolSize };
     this.reconnectAttempts = Math.max(OWNER_POOL_SIZE, appPoolSize) + 1;
     this.prepare = options.directUrl === undefined;
-    this.sessionUrl = options.directUrl ?? url;
+    this.sessionUrl = driverUrl(options.directUrl ?? url);
     const appConnection = options.appUrl ? { application_name: 'atrium' } : { options: `-c role=${APP_ROLE}`, application_name: 'atrium' };
     const probe = { max: 1, onnotice: () => {}, connect_timeout: READINESS_TIMEOUT_MS / 1000, prepare: false, idle_timeout: 1 };
     this.probes = [
-      { url, options: { ...probe, connection: { application_name: 'atrium-owner' } } },
-      { url: options.appUrl ?? url, options: { ...probe, connection: appConnection } },
+      { url: ownerUrl, options: { ...probe, connection: { application_name: 'atrium-owner' } } },
+      { url: appUrl ?? ownerUrl, options: { ...probe, connection: appConnection } },
     ];
     // The owner pool's transactions (`sql.begin`) are guarded against the driver's writes to a closed connection (transaction-guard.ts).
     this.ownerSql = guardTransactions(
-      postgres(url, {
+      postgres(ownerUrl, {
         max: OWNER_POOL_SIZE,
         onnotice: () => {},
         backoff: reconnectDelaySeconds,
@@ -185,7 +194,7 @@ export class Database {
       ? this.ownerSql
       : postgres(this.sessionUrl, { max: 1, onnotice: () => {}, backoff: reconnectDelaySeconds, connection: { application_name: 'atrium-owner' } });
     this.dedicatedAppLogin = options.appUrl !== undefined;
-    this.appSql = postgres(options.appUrl ?? url, {
+    this.appSql = postgres(appUrl ?? ownerUrl, {
       max: appPoolSize,
       onnotice: () => {},
       backoff: reconnectDelaySeconds,
@@ -258,6 +267,8 @@ export class Database {
         if (committed.command !== 'COMMIT') throw new Error('The transaction was rolled back: one of its statements failed.');
         return result;
       } catch (error) {
+        // A read-only server answered (the primary failed over): this connection is no use any more.
+        if (connection && isReadOnlyServer(error)) await dropConnection(connection);
         if (begun || attempt >= this.reconnectAttempts || !isConnectionLoss(error)) throw error;
         await settleClosedConnections();
       } finally {
@@ -322,9 +333,10 @@ export class Database {
    * `atrium_app`, which it has when it created that role).
    */
   async ensureAppLogin(appUrl: string): Promise<'created' | 'updated' | 'unchanged'> {
-    const url = new URL(appUrl);
-    const name = decodeURIComponent(url.username);
-    const password = url.password === '' ? null : decodeURIComponent(url.password);
+    const url = parseConnectionUrl(appUrl);
+    if (!url) throw new Error('ATRIUM_APP_DATABASE_URL is not a PostgreSQL connection URL.');
+    const name = url.user;
+    const password = url.password === '' ? null : url.password;
     if (name === '') throw new Error('ATRIUM_APP_DATABASE_URL names no user: Atrium cannot create its application login.');
     const signsIn = await this.appLoginState(appUrl);
     if (signsIn === 'member') return 'unchanged';
@@ -368,7 +380,7 @@ export class Database {
 
   /** Whether `appUrl` signs in, and whether that role is a member of `atrium_app`. */
   private async appLoginState(appUrl: string): Promise<'member' | 'not a member' | 'no login'> {
-    const probe = postgres(appUrl, { max: 1, onnotice: () => {}, connect_timeout: CONNECT_TIMEOUT_SECONDS, prepare: false });
+    const probe = postgres(driverUrl(appUrl), { max: 1, onnotice: () => {}, connect_timeout: CONNECT_TIMEOUT_SECONDS, prepare: false });
     try {
       const [row] = await probe<{ member: boolean }[]>`select pg_has_role(current_user, ${APP_ROLE}, 'MEMBER') as member`;
       return row?.member ? 'member' : 'not a member';
@@ -406,7 +418,8 @@ export class Database {
   }
 
   /**
-   * Ready = both pools reach the server within half of READINESS_TIMEOUT_MS (a connection
+   * Ready = both pools reach a server that accepts writes (a primary; not a standby, nor a
+   * primary being demoted or promoted) within half of READINESS_TIMEOUT_MS (a connection
    * the server dropped is replaced, not reported) and every migration of this build is
    * applied. A pooled connection the server dropped while a statement was being written can hold
    * that statement until the driver's connect timeout, so when the pools do not answer in
@@ -425,10 +438,12 @@ export class Database {
 
   private readyThrough(owner: postgres.Sql, app: postgres.Sql): Promise<boolean> {
     return Promise.all([
-      this.read(() => owner<{ count: number }[]>`select count(*)::int as count from drizzle.__drizzle_migrations`),
-      this.read(() => app`select 1`),
+      this.read(() =>
+        owner.unsafe<{ count: number; writable: boolean }[]>(`select (select count(*)::int from drizzle.__drizzle_migrations) as count, ${WRITABLE}`),
+      ),
+      this.read(() => app.unsafe<{ writable: boolean }[]>(`select ${WRITABLE}`)),
     ]).then(
-      ([[row]]) => (row?.count ?? 0) >= migrationCount,
+      ([[row], [appRow]]) => (row?.count ?? 0) >= migrationCount && row!.writable && appRow!.writable,
       () => false,
     );
   }

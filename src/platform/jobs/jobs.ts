@@ -1,5 +1,8 @@
 import { sql } from 'drizzle-orm';
 import PgBoss from 'pg-boss';
+import postgres from 'postgres';
+import { dropConnection, isReadOnlyServer } from '../database/connection-loss.ts';
+import { driverUrl } from '../database/connection-url.ts';
 import type { Db } from '../database/database.ts';
 import { takeExpiredLeases, takeLease } from './leases.ts';
 
@@ -46,6 +49,64 @@ export interface JobsOptions {
   db: Db;
 }
 
+/**
+ * pg-boss's connection to the database: a postgres.js pool, given to pg-boss as its `db`
+ * (`executeSql(text, values)` answering `{ rows }`). pg-boss's own pool (`pg`) takes one
+ * host only; this one takes what every database URL of Atrium takes (several hosts,
+ * `target_session_attrs`), so the job queue follows the primary after a failover as the
+ * other pools do. Each statement runs on a connection reserved for it, so that one a
+ * read-only server answered (the former primary) is dropped and not used again.
+ *
+ * Values are sent as `pg` sends them, which pg-boss's statements expect: a string for a
+ * JSON parameter is JSON text already (pg-boss stringifies some), an object is
+ * stringified; `undefined` is NULL. Answers are read alike: JSON parsed, timestamps as
+ * dates, bigint and numeric as strings.
+ */
+export function jobQueueConnection(url: string, max: number): { db: PgBoss.Db; close(): Promise<void> } {
+  const pool = postgres(driverUrl(url), {
+    max,
+    onnotice: () => {},
+    connection: { application_name: 'atrium-jobs' },
+    transform: { undefined: null },
+    // Closer to a second than postgres.js's default (which grows to 20 s): a primary that is back is used at once.
+    backoff: (lost: number) => Math.min(0.01 * lost, 0.5),
+    connect_timeout: 5,
+    types: {
+      json: {
+        to: 114,
+        from: [114, 3802],
+        serialize: (value: unknown) => (typeof value === 'string' ? value : JSON.stringify(value)),
+        parse: (text: string) => JSON.parse(text) as unknown,
+      },
+      boolean: {
+        to: 16,
+        from: [16],
+        serialize: (value: unknown) => (value === true || value === 't' || value === 'true' ? 't' : 'f'),
+        parse: (text: string) => text === 't',
+      },
+    },
+  });
+  return {
+    db: {
+      async executeSql(text: string, values: unknown[] = []) {
+        const connection = await pool.reserve();
+        try {
+          const result = await connection.unsafe(text, values);
+          // Several statements in one text (pg-boss sends its transactions so) answer one result each: the last one's rows.
+          const rows: unknown[] = Array.isArray(result[0]) ? (result.at(-1) as unknown as unknown[]) : result;
+          return { rows };
+        } catch (error) {
+          if (isReadOnlyServer(error)) await dropConnection(connection);
+          throw error;
+        } finally {
+          connection.release();
+        }
+      },
+    },
+    close: () => pool.end({ timeout: 5 }),
+  };
+}
+
 /** Arbitrary constant: serialises the queue set-up of processes that start together. */
 const QUEUE_SETUP_LOCK = 720_431_978;
 
@@ -57,16 +118,16 @@ export class Jobs {
 
   private constructor(
     private readonly boss: PgBoss,
+    private readonly connection: { close(): Promise<void> },
     private readonly log: JobsLogger,
     private readonly options: JobsOptions,
   ) {}
 
   static async start(url: string, definitions: readonly JobDefinition<never, never>[], log: JobsLogger, options: JobsOptions): Promise<Jobs> {
+    const connection = jobQueueConnection(url, 4);
     const boss = new PgBoss({
-      connectionString: url,
+      db: connection.db,
       schema: 'pgboss',
-      max: 4,
-      application_name: 'atrium-jobs',
       schedule: options.schedule,
       supervise: options.schedule,
       // Also fails jobs past their queue's `expireInSeconds` (a hung handler); run it often
@@ -76,12 +137,18 @@ export class Jobs {
     boss.on('error', (error) => log.error({ err: error }, 'job queue error'));
     // pg-boss creates a queue's table on first use; two processes doing so at once (an API
     // and a worker starting on a new database) deadlock. They take turns instead.
-    await options.db.transaction(async (tx) => {
-      await tx.execute(sql`select pg_advisory_xact_lock(${QUEUE_SETUP_LOCK})`);
-      await boss.start();
-      await createQueues(boss, definitions);
-    });
-    return new Jobs(boss, log, options);
+    try {
+      await options.db.transaction(async (tx) => {
+        await tx.execute(sql`select pg_advisory_xact_lock(${QUEUE_SETUP_LOCK})`);
+        await boss.start();
+        await createQueues(boss, definitions);
+      });
+    } catch (error) {
+      await boss.stop({ graceful: false, wait: true }).catch(() => {});
+      await connection.close();
+      throw error;
+    }
+    return new Jobs(boss, connection, log, options);
   }
 
   /**
@@ -90,12 +157,14 @@ export class Jobs {
    * on it.
    */
   static async install(url: string, definitions: readonly JobDefinition<never, never>[]): Promise<void> {
-    const boss = new PgBoss({ connectionString: url, schema: 'pgboss', max: 1, schedule: false, supervise: false });
-    await boss.start();
+    const connection = jobQueueConnection(url, 1);
+    const boss = new PgBoss({ db: connection.db, schema: 'pgboss', schedule: false, supervise: false });
     try {
+      await boss.start();
       await createQueues(boss, definitions);
     } finally {
-      await boss.stop({ graceful: false, wait: true });
+      await boss.stop({ graceful: false, wait: true }).catch(() => {});
+      await connection.close();
     }
   }
 
@@ -174,6 +243,7 @@ export class Jobs {
     clearInterval(this.sweeper);
     await this.sweeping;
     await this.boss.stop({ graceful: true, wait: true, timeout: 10_000 });
+    await this.connection.close();
   }
 }
 

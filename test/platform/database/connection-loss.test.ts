@@ -94,3 +94,26 @@ t.test('readiness is 503 while the application cannot connect, and 200 again onc
   t.equal(up.statusCode, 200);
   t.equal((await app.inject({ method: 'GET', url: '/api/users/current', headers: { authorization: `Bearer ${tenant.adminToken}` } })).statusCode, 200);
 });
+
+t.test('a write a read-only server refuses answers 503 and drops its connection; readiness is 503 meanwhile', async (t) => {
+  // Sessions of this database start read-only, as on a primary being demoted: the pools' connections are replaced by such sessions.
+  await control.unsafe(`alter database "${database!.name}" set default_transaction_read_only = on`);
+  t.teardown(() => control.unsafe(`alter database "${database!.name}" reset default_transaction_read_only`));
+  await terminateBackends();
+  const auth = { authorization: `Bearer ${tenant.adminToken}` };
+  const rename = (name: string) => app.inject({ method: 'PUT', url: `/api/users/${tenant.adminUserId}`, headers: auth, payload: { first_name: name } });
+  // Several at once, so that several of the pool's connections start read-only.
+  const refused = await Promise.all(Array.from({ length: 4 }, (_, i) => rename(`Read only ${i}`)));
+  t.strictSame(
+    refused.map((answer) => [answer.statusCode, answer.headers['retry-after'], answer.json().code]),
+    refused.map(() => [503, '1', 'database_unavailable']),
+    'each write refused by the read-only server: 503 with Retry-After, never 500 or 4xx',
+  );
+  t.equal((await app.inject({ method: 'GET', url: '/health/ready' })).statusCode, 503, 'not ready while no server accepts writes');
+  await control.unsafe(`alter database "${database!.name}" reset default_transaction_read_only`);
+  // A session keeps the read-only default it started with: only a connection that was dropped becomes writable.
+  const after = [];
+  for (let i = 0; i < 12; i++) after.push((await rename(`Writable ${i}`)).statusCode);
+  t.strictSame(after.slice(-8), Array(8).fill(200), `writes succeed again once the read-only connections are gone (${after.join(' ')})`);
+  t.equal((await app.inject({ method: 'GET', url: '/health/ready' })).statusCode, 200, 'ready again');
+});

@@ -16,7 +16,13 @@
  * - a reserved connection (`sql.reserve()`, how every request's transaction runs) that
  *   closed was still written to by its handle (an uncaught TypeError) and given back to the
  *   pool by its release (the next statement hung), statements waiting in its queue never
- *   settled, and a reserve waiting for a connection that closed was dropped.
+ *   settled, and a reserve waiting for a connection that closed was dropped;
+ * - with several hosts in its URL, it never counted the hosts it had tried, so a statement
+ *   waiting for a connection when no host would do (all down, or none writable as
+ *   `target_session_attrs=read-write` asks, as in the seconds of a failover) was never
+ *   answered while the connection went round the hosts for ever (porsager/postgres#1174);
+ * - a reserve whose connection attempt failed stayed queued, so the connection made later
+ *   was handed to it, already refused, and never given back: the pool lost it for good.
  */
 import net from 'node:net';
 import postgres from 'postgres';
@@ -335,4 +341,73 @@ t.test('statements queued on a reserved connection fail when it closes (porsager
   t.ok(['57P01', 'CONNECTION_CLOSED'].includes(String(await running)), 'the running statement is lost');
   t.match(await queued, { error: String }, 'the queued one fails with it (published: it never settles)');
   reserved.release();
+});
+
+t.test('with several hosts, a statement fails once every host has refused, and the next one goes round again (porsager/postgres#1174)', async (t) => {
+  const url = new URL(database.url);
+  const closed = async () => {
+    const server = net.createServer();
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const { port } = server.address() as net.AddressInfo;
+    await new Promise((resolve) => server.close(resolve));
+    return port;
+  };
+  const [first, second] = [await closed(), await closed()];
+  const settled = (statement: Promise<unknown>) =>
+    Promise.race([
+      statement.then(
+        () => 'answered',
+        (error: { code?: string }) => error.code,
+      ),
+      new Promise((resolve) => setTimeout(() => resolve('never settled'), 5_000)),
+    ]);
+  const down = postgres(`postgres://${url.username}:${url.password}@127.0.0.1:${first},127.0.0.1:${second}${url.pathname}`, { max: 1, onnotice: () => {} });
+  t.teardown(() => down.end({ timeout: 0 }));
+  t.equal(await settled(down`select 1`), 'ECONNREFUSED', 'both hosts down: refused, not left waiting');
+  t.equal(await settled(down`select 1`), 'ECONNREFUSED', 'and again');
+  // Two hosts that both accept writes, where a read-only session is asked for: neither will do.
+  const here = `${url.hostname}:${url.port}`;
+  const writable = postgres(`postgres://${url.username}:${url.password}@${here},${here}${url.pathname}?target_session_attrs=read-only`, {
+    max: 1,
+    onnotice: () => {},
+  });
+  t.teardown(() => writable.end({ timeout: 0 }));
+  t.equal(await settled(writable`select 1`), 'CONNECTION_DESTROYED', 'no host has the session asked for: refused');
+  const mixed = postgres(`postgres://${url.username}:${url.password}@127.0.0.1:${first},${here}${url.pathname}`, { max: 1, onnotice: () => {} });
+  t.teardown(() => mixed.end({ timeout: 0 }));
+  t.equal(await settled(mixed`select 1`), 'answered', 'the first host down, the second serves');
+  t.equal(await settled(mixed`select 1`), 'answered');
+});
+
+t.test('a reserve refused while the server is down does not take the connection made once it is back', async (t) => {
+  const url = new URL(database.url);
+  // A port that refuses, then forwards to the server.
+  const free = net.createServer();
+  await new Promise<void>((resolve) => free.listen(0, '127.0.0.1', resolve));
+  const { port } = free.address() as net.AddressInfo;
+  await new Promise((resolve) => free.close(resolve));
+  const proxy = net.createServer((client) => {
+    const upstream = net.connect(Number(url.port), url.hostname);
+    client.pipe(upstream).pipe(client);
+    client.on('error', () => upstream.destroy());
+    upstream.on('error', () => client.destroy());
+  });
+  t.teardown(() => new Promise((resolve) => proxy.close(resolve)));
+  const sql = postgres(`postgres://${url.username}:${url.password}@127.0.0.1:${port}${url.pathname}`, {
+    max: 1,
+    onnotice: () => {},
+    backoff: () => 0.05,
+  });
+  t.teardown(() => sql.end({ timeout: 0 }));
+  const refused = await sql.reserve().then(
+    (reserved) => (reserved.release(), 'reserved'),
+    (error: { code?: string }) => error.code,
+  );
+  t.equal(refused, 'ECONNREFUSED', 'the server is down: the reserve fails');
+  await new Promise<void>((resolve) => proxy.listen(port, '127.0.0.1', resolve));
+  const answer = await Promise.race([
+    sql`select 1 as one`.then(([row]) => row?.one),
+    new Promise((resolve) => setTimeout(() => resolve('never answered'), 5_000)),
+  ]);
+  t.equal(answer, 1, 'once it is back, the pool serves the next statement (published: the connection went to the failed reserve)');
 });
