@@ -78,6 +78,8 @@ export interface Config {
   shutdownTimeoutMs: number;
   /** How long finished records are kept before the hourly purge deletes them (docs/running.md#retention). */
   retention: RetentionConfig;
+  /** Days audit events are kept before the hourly purge deletes them; 0 keeps them for ever (docs/audit.md#retention). */
+  auditRetentionDays: number;
   /** Cost of new password hashes: `standard`, or `test` (only under NODE_ENV=test; see src/platform/auth/passwords.ts). */
   passwordHashCost: PasswordHashCost;
   /** Origins (`https://app.example.com`) whose browser pages may call the API (CORS); `*` any; empty: none. */
@@ -206,6 +208,7 @@ export const environmentSchema = {
     RETENTION_WEBHOOK_DELIVERIES_DAYS: integer(0, 100_000, 30, 'a number of days, 0 to keep for ever'),
     RETENTION_DISPATCHES_DAYS: integer(0, 100_000, 30, 'a number of days, 0 to keep for ever'),
     RETENTION_BATCH_SIZE: integer(1, 100_000, 1000, 'a number of rows per statement, 1 to 100000'),
+    AUDIT_RETENTION_DAYS: integer(0, 100_000, 400, 'a number of days, 0 to keep for ever'),
     CORS_ORIGINS: {
       type: 'string',
       format: 'cors-origins',
@@ -413,6 +416,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       dispatchesDays: vars.RETENTION_DISPATCHES_DAYS,
       batchSize: vars.RETENTION_BATCH_SIZE,
     },
+    auditRetentionDays: vars.AUDIT_RETENTION_DAYS,
     corsOrigins: list(vars.CORS_ORIGINS),
     rateLimitPerToken: vars.RATE_LIMIT_PER_TOKEN,
     rateLimitPerAddress: vars.RATE_LIMIT_PER_ADDRESS,

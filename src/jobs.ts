@@ -1,4 +1,5 @@
 /** Every background job. Workers start for all of them (ATRIUM_ROLE worker or all). */
+import { purgeExpiredAuditEventsJob } from './platform/audit/purge-expired.job.ts';
 import { purgeExpiredIdempotencyKeys } from './platform/http/idempotency.ts';
 import type { JobDefinition } from './platform/jobs/jobs.ts';
 import type { Services } from './platform/services.ts';
@@ -23,4 +24,5 @@ export const jobDefinitions: readonly JobDefinition<never, Services>[] = [
   purgeExpiredNotificationsJob,
   purgeExpiredDeliveriesJob,
   purgeExpiredIdempotencyKeys,
+  purgeExpiredAuditEventsJob,
 ];

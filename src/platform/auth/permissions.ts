@@ -14,6 +14,7 @@ export const PERMISSIONS = [
   'notifications.administer',
   'tasks.administer',
   'automations.administer',
+  'audit.view',
 ] as const;
 
 export type Permission = (typeof PERMISSIONS)[number];

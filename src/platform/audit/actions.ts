@@ -1,0 +1,38 @@
+/**
+ * Every action an audit event may name (openapi/components/audit-events.yaml#/AuditAction
+ * lists the same, and a test compares them): `<target type>.<past participle>`, stable
+ * once released. `scim_token.*` is reserved for the identity-provider service.
+ */
+export const AUDIT_ACTIONS = [
+  'user.created',
+  'user.updated',
+  'user.deleted',
+  'user.restored',
+  'user.blacked_out',
+  'user.marked_for_logout',
+  'user.password_changed',
+  'user.picture_changed',
+  'user_settings.updated',
+  'role.created',
+  'role.updated',
+  'role.deleted',
+  'login_token.created',
+  'login_token.deleted',
+  'login_token.consumed',
+  'department.created',
+  'department.updated',
+  'department.deleted',
+  'menu_item.created',
+  'menu_item.updated',
+  'menu_item.deleted',
+  'notification.sent',
+  'notifications.reset',
+  'scim_token.created',
+  'scim_token.revoked',
+] as const;
+
+export type AuditAction = (typeof AUDIT_ACTIONS)[number];
+
+/** Who may act: a signed-in user, an identity provider's SCIM token, an operator at the command line, or Atrium itself (a job). */
+export const ACTOR_TYPES = ['user', 'scim_token', 'command_line', 'system'] as const;
+export type ActorType = (typeof ACTOR_TYPES)[number];

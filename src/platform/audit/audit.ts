@@ -1,0 +1,166 @@
+/**
+ * The audit trail's one way in (docs/audit.md): `recordAudit` writes one event in the
+ * transaction of the change it describes, so a change commits with its event and a
+ * refused (rolled back) request leaves none. `changesBetween` turns a record before and
+ * after into per-field `{from, to}`, and never lets a secret's value through.
+ */
+import { sql, type SQL } from 'drizzle-orm';
+import type { FastifyRequest } from 'fastify';
+import type { Tx } from '../database/database.ts';
+import { requiredTenant } from '../database/tenancy.ts';
+import type { ActorType, AuditAction } from './actions.ts';
+import { auditEvents, type Changes, type FieldChange } from './table.ts';
+
+/** Who acted. `label` is their display name as it is now (text, or a subquery evaluated in the insert). */
+export interface AuditActor {
+  type: ActorType;
+  id: number | null;
+  label: string | SQL | null;
+}
+
+/** Where a change came from: the request's operation, id, address and agent; or a command; or a job. */
+export interface AuditOrigin {
+  operationId?: string | null;
+  requestId?: string | null;
+  clientAddress?: string | null;
+  userAgent?: string | null;
+  command?: string | null;
+  job?: string | null;
+}
+
+/** Who and where, once per request, command or job. */
+export interface AuditSource {
+  actor: AuditActor;
+  origin: AuditOrigin;
+}
+
+/** What an event says about the change. */
+export interface AuditEntry {
+  action: AuditAction;
+  target: { type: string; id: string | number | null; label: string | null };
+  changes?: Changes;
+  details?: Record<string, unknown>;
+}
+
+/** The longest user agent kept: a header is the client's to fill, the trail is not. */
+const USER_AGENT_LENGTH = 512;
+
+/** A request's origin: its operation, its id (`X-Request-Id`), the client address (as the proxy settings resolve it) and its user agent. */
+export function requestOrigin(request: FastifyRequest): AuditOrigin {
+  const agent = request.headers['user-agent'];
+  return {
+    operationId: request.routeOptions.config?.operationId ?? null,
+    requestId: request.id,
+    clientAddress: request.ip ?? null,
+    userAgent: typeof agent === 'string' ? agent.slice(0, USER_AGENT_LENGTH) : null,
+  };
+}
+
+/** Writes one audit event in `tx` (whose tenant it takes). One statement. */
+export async function recordAudit(tx: Tx, source: AuditSource, entry: AuditEntry): Promise<void> {
+  await recordAudits(tx, source, [entry]);
+}
+
+/** Writes one audit event per entry in `tx` (a command that changes several records), in one statement. */
+export async function recordAudits(tx: Tx, source: AuditSource, entries: readonly AuditEntry[]): Promise<void> {
+  if (entries.length === 0) return;
+  const { actor, origin } = source;
+  await tx.insert(auditEvents).values(
+    entries.map((entry) => ({
+      tenantId: requiredTenant as never,
+      action: entry.action,
+      actorType: actor.type,
+      actorId: actor.id,
+      actorLabel: actor.label as never,
+      targetType: entry.target.type,
+      targetId: entry.target.id === null ? null : String(entry.target.id),
+      targetLabel: entry.target.label,
+      changes: entry.changes ?? {},
+      details: entry.details ?? null,
+      operationId: origin.operationId ?? null,
+      requestId: origin.requestId ?? null,
+      clientAddress: origin.clientAddress ?? null,
+      userAgent: origin.userAgent ?? null,
+      command: origin.command ?? null,
+      job: origin.job ?? null,
+    })),
+  );
+}
+
+/**
+ * Fields whose values never enter the trail, whatever a caller passes: a change of one is
+ * recorded as `{changed: true}`.
+ */
+const SECRET_FIELDS: ReadonlySet<string> = new Set([
+  'password',
+  'password_hash',
+  'passwordHash',
+  'old_password',
+  'token',
+  'token_hash',
+  'tokenHash',
+  'secret',
+  'auth',
+  'vapid_private_key',
+]);
+
+/** A value as the trail stores it: dates as RFC 3339 text, undefined as null. */
+function stored(value: unknown): unknown {
+  if (value === undefined) return null;
+  if (value instanceof Date) return value.toISOString();
+  return value;
+}
+
+/**
+ * The fields that differ between `before` and `after` (null: the record did not exist, or
+ * no longer does), each as `{from, to}`; `secret` names more fields than the usual ones
+ * (passwords, tokens) whose values are replaced by `{changed: true}`. Keys are the API's
+ * field names, so the trail says the same word as the spec.
+ */
+export function changesBetween(
+  before: Readonly<Record<string, unknown>> | null,
+  after: Readonly<Record<string, unknown>> | null,
+  secret: readonly string[] = [],
+): Changes {
+  const changes: Changes = {};
+  const keys = new Set([...Object.keys(before ?? {}), ...Object.keys(after ?? {})]);
+  for (const key of keys) {
+    const from = stored(before?.[key]);
+    const to = stored(after?.[key]);
+    if (JSON.stringify(from) === JSON.stringify(to)) continue;
+    changes[key] = SECRET_FIELDS.has(key) || secret.includes(key) ? { changed: true } : { from, to };
+  }
+  return changes;
+}
+
+/** The change of a secret (a password): that it changed, never its value. */
+export const SECRET_CHANGED: FieldChange = Object.freeze({ changed: true as const });
+
+/**
+ * Erasure in the trail (docs/audit.md#erasure): in every past event about, or by, the
+ * subject, its label becomes `label`, and each of `values`' fields in the changes of
+ * events about it takes the anonymized value on both sides. Ids, actions and times stay.
+ * One statement.
+ */
+export async function anonymizeAuditTrail(
+  tx: Tx,
+  subject: { actorType: ActorType; targetType: string; id: number },
+  label: string,
+  values: Readonly<Record<string, unknown>>,
+): Promise<void> {
+  const id = String(subject.id);
+  const replaced = JSON.stringify(values);
+  const aboutSubject = sql`(${auditEvents.targetType} = ${subject.targetType} and ${auditEvents.targetId} = ${id})`;
+  const bySubject = sql`(${auditEvents.actorType} = ${subject.actorType} and ${auditEvents.actorId} = ${subject.id})`;
+  await tx.execute(sql`
+    update ${auditEvents} set
+      target_label = case when ${aboutSubject} then ${label} else ${auditEvents.targetLabel} end,
+      actor_label = case when ${bySubject} then ${label} else ${auditEvents.actorLabel} end,
+      changes = case when ${aboutSubject} then coalesce((
+        select jsonb_object_agg(c.key, case
+          when ${replaced}::jsonb ? c.key and not (c.value ? 'changed')
+            then jsonb_build_object('from', ${replaced}::jsonb -> c.key, 'to', ${replaced}::jsonb -> c.key)
+          else c.value end)
+        from jsonb_each(${auditEvents.changes}) c), '{}'::jsonb) else ${auditEvents.changes} end
+    where ${aboutSubject} or ${bySubject}`);
+}

@@ -1,0 +1,55 @@
+import { sql } from 'drizzle-orm';
+import { bigint, index, jsonb, pgTable, primaryKey, text, timestamp, uuid } from 'drizzle-orm/pg-core';
+import { tenantIdColumn, tenantIsolation } from '../database/tenancy.ts';
+import { ACTOR_TYPES } from './actions.ts';
+
+/** One field's change: its value before and after, or only that it changed (secrets, hidden fields). */
+export type FieldChange = { from: unknown; to: unknown } | { changed: true };
+
+/** Per field name (the API's), what changed. */
+export type Changes = Record<string, FieldChange>;
+
+/**
+ * The audit trail (docs/audit.md): one row per administrative change, written in the
+ * change's transaction. Labels are stored as they were when the change was made; a
+ * blackout rewrites the person's (anonymize.ts). Column names follow the API's fields
+ * (openapi/components/audit-events.yaml).
+ */
+export const auditEvents = pgTable(
+  'audit_events',
+  {
+    id: uuid('id').notNull().defaultRandom(),
+    tenantId: tenantIdColumn(),
+    occurredAt: timestamp('occurred_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow(),
+    action: text('action').notNull(),
+    actorType: text('actor_type', { enum: ACTOR_TYPES }).notNull(),
+    actorId: bigint('actor_id', { mode: 'number' }),
+    actorLabel: text('actor_label'),
+    targetType: text('target_type').notNull(),
+    targetId: text('target_id'),
+    targetLabel: text('target_label'),
+    changes: jsonb('changes').$type<Changes>().notNull().default({}),
+    /** What else the action carries (a fan-out's recipient count). */
+    details: jsonb('details').$type<Record<string, unknown>>(),
+    operationId: text('operation_id'),
+    requestId: text('request_id'),
+    clientAddress: text('client_address'),
+    userAgent: text('user_agent'),
+    command: text('command'),
+    job: text('job'),
+  },
+  (t) => [
+    primaryKey({ columns: [t.tenantId, t.id] }),
+    // The list's order (newest first), and the other filters narrowing it.
+    index('audit_events_occurred_idx').on(t.tenantId, t.occurredAt.desc(), t.id.desc()),
+    index('audit_events_actor_idx').on(t.tenantId, t.actorId, t.occurredAt.desc()),
+    index('audit_events_target_idx').on(t.tenantId, t.targetType, t.targetId, t.occurredAt.desc()),
+    index('audit_events_action_idx').on(t.tenantId, t.action.op('text_pattern_ops')),
+    index('audit_events_request_idx')
+      .on(t.tenantId, t.requestId)
+      .where(sql`${t.requestId} IS NOT NULL`),
+    // The retention purge (across tenants) finds events by age.
+    index('audit_events_purge_idx').on(t.occurredAt),
+    tenantIsolation('audit_events'),
+  ],
+).enableRLS();
