@@ -3598,7 +3598,7 @@ export interface components {
          * @description A permission key.
          * @enum {string}
          */
-        Permission: "users.view" | "users.view-personal" | "users.view-administrative" | "users.administer" | "departments.manage" | "menu-items.administer" | "login-tokens.administer" | "notifications.send" | "notifications.administer" | "tasks.administer" | "automations.administer";
+        Permission: "users.view" | "users.view-personal" | "users.view-administrative" | "users.administer" | "departments.manage" | "menu-items.administer" | "login-tokens.administer" | "notifications.send" | "notifications.administer" | "tasks.administer" | "automations.administer" | "audit.view";
         PermissionList: components["schemas"]["Permission"][];
         PreviewEntry: {
             /** @description The parent's title. */
@@ -4435,7 +4435,8 @@ export interface components {
          *           "notifications.send",
          *           "notifications.administer",
          *           "tasks.administer",
-         *           "automations.administer"
+         *           "automations.administer",
+         *           "audit.view"
          *         ]
          *       },
          *       "language": {
@@ -4756,6 +4757,15 @@ export interface components {
          *     }
          */
         UserSettings: {
+            /**
+             * Format: int64
+             * @description The role a user provisioned over SCIM (`POST /scim/v2/Users`) is given; SCIM has no
+             *     standard attribute for roles. Null (the default): SCIM cannot create users until
+             *     it is set. Always returned; on `PUT`, leaving it out keeps it. It must name a role
+             *     of the tenant (422 `missing_reference`) that grants no permission the caller lacks
+             *     (422 `permission_escalation`).
+             */
+            default_role_id?: number | null;
             /**
              * @description Profile keys every personal account must fill (see
              *     `PUT /api/administration/users/settings`), in this order: `profile_picture`,

@@ -14,6 +14,7 @@ import { notificationHandlers } from './resources/notifications/handlers.ts';
 import { problemHandlers } from './resources/problems/handlers.ts';
 import { pushHandlers } from './resources/push/handlers.ts';
 import { notificationSettingHandlers } from './resources/notification-settings/handlers.ts';
+import { scimTokenHandlers } from './resources/scim/handlers.ts';
 import { userHandlers } from './resources/users/handlers.ts';
 
 export const handlers: Handlers = {
@@ -32,4 +33,5 @@ export const handlers: Handlers = {
   ...notificationHandlers,
   ...pushHandlers,
   ...problemHandlers,
+  ...scimTokenHandlers,
 };

@@ -8,6 +8,7 @@ import { coded, invalid, notFound, unauthorized } from '../../platform/http/prob
 import { listRecords, selectRecords, showRecord } from '../../platform/result-controls/listing.ts';
 import { endSessionsAfterPasswordChange, verifyOwnPassword } from '../auth/credentials.ts';
 import { HOLDS_ENTITY_RIGHTS, usersHoldingRightsBeyond } from '../entity-permissions/rules.ts';
+import { defaultRoleErrors, loadDefaultRoleId, storeDefaultRoleId } from '../scim/settings.ts';
 import { importTemplate, previewCsvImport, type CsvImportOptions } from './csv-import.ts';
 import { columnsOf } from './fields.ts';
 import { acceptPicture, inlineDisposition, pictureSignatureValid, type StoredPicture } from './profile-picture.ts';
@@ -299,15 +300,26 @@ export const userHandlers = {
   },
 
   async getUserSettings({ auth, services: { db } }) {
-    const keys = await db.tenant(auth.tenantId, (tx) => loadRequiredProfileKeys(tx));
-    return { status: 200, body: { required_profile_keys: keys } };
+    const body = await db.tenant(auth.tenantId, async (tx) => ({
+      required_profile_keys: await loadRequiredProfileKeys(tx),
+      default_role_id: await loadDefaultRoleId(tx),
+    }));
+    return { status: 200, body };
   },
 
   async updateUserSettings({ auth, body, services: { db } }) {
     const wanted = new Set(body.required_profile_keys);
     const keys = PROFILE_KEYS.filter((key) => wanted.has(key));
-    await db.tenant(auth.tenantId, (tx) => storeRequiredProfileKeys(tx, auth.tenantId, keys));
-    return { status: 200, body: { required_profile_keys: keys } };
+    const defaultRoleId = await db.tenant(auth.tenantId, async (tx) => {
+      if (body.default_role_id !== undefined) {
+        const errors = await defaultRoleErrors(tx, auth, body.default_role_id);
+        if (Object.keys(errors).length > 0) throw invalid(errors);
+        await storeDefaultRoleId(tx, auth.tenantId, body.default_role_id);
+      }
+      await storeRequiredProfileKeys(tx, auth.tenantId, keys);
+      return loadDefaultRoleId(tx);
+    });
+    return { status: 200, body: { required_profile_keys: keys, default_role_id: defaultRoleId } };
   },
 
   async getUserImportTemplate({ query }) {
