@@ -4,8 +4,16 @@
  * Atrium maps them (docs/scim.md#attribute-mapping).
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { ENTERPRISE_USER_SCHEMA, listResponse, MAX_PAGE, RESOURCE_TYPE_SCHEMA, SCHEMA_SCHEMA, SERVICE_PROVIDER_CONFIG_SCHEMA, USER_SCHEMA } from './protocol.ts';
-import { scimNotFound } from './protocol.ts';
+import {
+  ENTERPRISE_USER_SCHEMA,
+  listResponse,
+  MAX_PAGE,
+  RESOURCE_TYPE_SCHEMA,
+  SCHEMA_SCHEMA,
+  SERVICE_PROVIDER_CONFIG_SCHEMA,
+  USER_SCHEMA,
+  scimNotFound,
+} from './protocol.ts';
 
 interface AttributeSpec {
   name: string;
@@ -56,8 +64,20 @@ const USER_ATTRIBUTES: AttributeSpec[] = [
   { name: 'displayName', type: 'string', mutability: 'readOnly', description: 'First and last name, or the username.' },
   { name: 'active', type: 'boolean', description: 'active; false ends every session, login token and push subscription at once.' },
   { name: 'password', type: 'string', mutability: 'writeOnly', returned: 'never', description: "Set under Atrium's password rules; never returned." },
-  { name: 'emails', type: 'complex', multiValued: true, description: 'email: the primary (else work, else first) address.', subAttributes: typedValue('e-mail address') },
-  { name: 'phoneNumbers', type: 'complex', multiValued: true, description: 'phone: the primary (else work, else first) number.', subAttributes: typedValue('phone number') },
+  {
+    name: 'emails',
+    type: 'complex',
+    multiValued: true,
+    description: 'email: the primary (else work, else first) address.',
+    subAttributes: typedValue('e-mail address'),
+  },
+  {
+    name: 'phoneNumbers',
+    type: 'complex',
+    multiValued: true,
+    description: 'phone: the primary (else work, else first) number.',
+    subAttributes: typedValue('phone number'),
+  },
   {
     name: 'addresses',
     type: 'complex',
@@ -71,7 +91,11 @@ const USER_ATTRIBUTES: AttributeSpec[] = [
       { name: 'primary', type: 'boolean', description: 'Always true.' },
     ],
   },
-  { name: 'preferredLanguage', type: 'string', description: "lang_id: the tag's primary subtag (de-CH → de), one of the tenant's languages." },
+  {
+    name: 'preferredLanguage',
+    type: 'string',
+    description: "lang_id: the tenant's language with this tag, else one of the same primary language (de-CH → de-DE).",
+  },
   { name: 'locale', type: 'string', description: 'lang_id, when preferredLanguage is not sent.' },
 ];
 

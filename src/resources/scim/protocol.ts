@@ -104,7 +104,9 @@ export function projectAttributes(resource: Record<string, unknown>, query: Reco
         if (children.length > 0 && value && typeof value === 'object' && !Array.isArray(value)) {
           out[key] = Object.fromEntries(Object.entries(value).filter(([child]) => children.includes(child.toLowerCase())));
         } else if (children.length > 0 && Array.isArray(value)) {
-          out[key] = value.map((item: Record<string, unknown>) => Object.fromEntries(Object.entries(item).filter(([child]) => children.includes(child.toLowerCase()))));
+          out[key] = value.map((item: Record<string, unknown>) =>
+            Object.fromEntries(Object.entries(item).filter(([child]) => children.includes(child.toLowerCase()))),
+          );
         }
       }
       if (name === 'meta' && !(key in out)) out[key] = { resourceType: (value as { resourceType?: string }).resourceType };

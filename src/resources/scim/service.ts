@@ -8,8 +8,7 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { and, asc, count, eq, sql } from 'drizzle-orm';
 import { scimPatch, ScimError as PatchError, type ScimPatchOperation } from 'scim-patch';
-import { changesBetween, type AuditSource } from '../../platform/audit/audit.ts';
-import { requestOrigin } from '../../platform/audit/audit.ts';
+import { changesBetween, type AuditSource, requestOrigin } from '../../platform/audit/audit.ts';
 import type { Caller } from '../../platform/auth/auth.ts';
 import { hashPassword } from '../../platform/auth/passwords.ts';
 import type { Tx } from '../../platform/database/database.ts';
@@ -21,18 +20,7 @@ import { pushSubscriptions } from '../push/table.ts';
 import { endAllSessions, insertUser, loadRequiredProfileKeys, revokePendingLoginTokens, softDeleteUser, updateUserColumns } from '../users/queries.ts';
 import { addErrors, passwordErrors, requireAdministrableUser, userDraftErrors, userWriteReferenceErrors, type UserDraft } from '../users/rules.ts';
 import { users } from '../users/table.ts';
-import {
-  errorDocument,
-  invalidSyntax,
-  invalidValue,
-  listResponse,
-  pageOf,
-  PATCH_OP_SCHEMA,
-  projectAttributes,
-  SCIM_MEDIA_TYPE,
-  ScimError,
-  scimNotFound,
-} from './protocol.ts';
+import { errorDocument, invalidSyntax, invalidValue, listResponse, pageOf, projectAttributes, SCIM_MEDIA_TYPE, ScimError, scimNotFound } from './protocol.ts';
 import { discoveryRoutes } from './discovery.ts';
 import { loadDefaultRoleId } from './settings.ts';
 import { scimExternalIds } from './table.ts';
@@ -40,6 +28,7 @@ import { lookUpScimToken, recordScimTokenUse, type ScimPrincipal } from './token
 import {
   API_FIELD_OF,
   findScimUser,
+  languageId,
   parseFilter,
   presentScimUser,
   SCIM_ATTRIBUTE_OF,
@@ -162,10 +151,15 @@ async function saveUser(
 ): Promise<number> {
   const caller = callerOf(principal);
   if (current) await requireAdministrableUser(tx, caller, current.id);
+  write = { ...write, columns: { ...write.columns, langId: await languageId(tx, write.columns.langId) } };
   const changed = changedColumns(write, current);
   const roleId = current ? undefined : await defaultRole(tx);
   const draft: UserDraft = { ...(changed as Partial<UserDraft>), roleId, current };
-  const errors = userDraftErrors(draft, { passwordMinLength: services.config.passwordMinLength, requiredProfileKeys: await loadRequiredProfileKeys(tx), passwordOptional: true });
+  const errors = userDraftErrors(draft, {
+    passwordMinLength: services.config.passwordMinLength,
+    requiredProfileKeys: await loadRequiredProfileKeys(tx),
+    passwordOptional: true,
+  });
   addErrors(errors, await userWriteReferenceErrors(tx, caller, draft, { userId: current?.id ?? null }));
   if (Object.keys(errors).length > 0) throw refusalOf(errors);
   const source = sourceOf(request, principal);
@@ -192,7 +186,10 @@ async function saveUser(
       await audit(tx, source, {
         action: 'user.updated',
         target: { type: 'user', id, label: write.columns.username },
-        changes: changesBetween({ ...before, ...(passwordHash ? { password: 'old' } : {}) }, { ...apiFields(changed), ...(passwordHash ? { password: 'new' } : {}) }),
+        changes: changesBetween(
+          { ...before, ...(passwordHash ? { password: 'old' } : {}) },
+          { ...apiFields(changed), ...(passwordHash ? { password: 'new' } : {}) },
+        ),
       });
     }
     if (passwordHash) await revokePendingLoginTokens(tx, id);
@@ -239,7 +236,7 @@ function patchOperations(body: unknown): ScimPatchOperation[] {
 /** The resource after the PATCH operations, applied by scim-patch; its errors become SCIM errors. */
 function patched<T extends Record<string, unknown>>(resource: T, operations: ScimPatchOperation[]): T {
   try {
-    return scimPatch(resource as never, operations, { mutateDocument: false, treatMissingAsAdd: true }) as unknown as T;
+    return scimPatch(resource as never, operations, { mutateDocument: false, treatMissingAsAdd: true });
   } catch (error) {
     if (error instanceof PatchError) {
       const scimType = (error as { scimType?: string }).scimType;
@@ -263,8 +260,8 @@ function answerError(error: FastifyError | ScimError | ProblemError, request: Fa
     status = error.status;
     detail = error.message;
     if (status === 422) ({ status, scimType } = { status: 400, scimType: 'invalidValue' });
-  } else if (typeof (error as FastifyError).statusCode === 'number' && (error as FastifyError).statusCode! < 500) {
-    status = (error as FastifyError).statusCode!;
+  } else if (typeof error.statusCode === 'number' && error.statusCode < 500) {
+    status = error.statusCode!;
     detail = status === 415 ? `The request body must be ${SCIM_MEDIA_TYPE} or application/json.` : error.message;
     if (status === 400) scimType = 'invalidSyntax';
   } else {
@@ -289,13 +286,19 @@ export async function registerScim(app: FastifyInstance, services: Services): Pr
       const parse = scim.getDefaultJsonParser((onProtoPoisoning ?? 'error') as never, (onConstructorPoisoning ?? 'error') as never);
       scim.addContentTypeParser(SCIM_MEDIA_TYPE, { parseAs: 'string' }, (request, body, done) => {
         const problem = jsonBodyProblem(body as string, MAX_JSON_DEPTH);
-        if (problem) return done(invalidSyntax(problem) as never, undefined);
+        if (problem) return done(invalidSyntax(problem), undefined);
         void parse(request, body as string, done);
       });
       scim.setErrorHandler((error, request, reply) => answerError(error as FastifyError, request, reply));
-      scim.setNotFoundHandler((request, reply) => answerError(new ScimError(404, `${request.method} ${request.url.split('?')[0]} is not a SCIM endpoint.`), request, reply));
+      scim.setNotFoundHandler((request, reply) =>
+        answerError(new ScimError(404, `${request.method} ${request.url.split('?')[0]} is not a SCIM endpoint.`), request, reply),
+      );
       scim.addHook('onRequest', async (request) => {
         request.scim = await authenticate(services, request);
+        const type = request.headers['content-type']?.split(';')[0]!.trim().toLowerCase();
+        if (type !== undefined && type !== SCIM_MEDIA_TYPE && type !== 'application/json') {
+          throw new ScimError(415, `The request body must be ${SCIM_MEDIA_TYPE} or application/json.`);
+        }
       });
       scim.addHook('onSend', async (request, reply, payload) => {
         if (reply.statusCode < 400 && payload !== undefined && payload !== '') reply.type(`${SCIM_MEDIA_TYPE}; charset=utf-8`);
@@ -322,7 +325,14 @@ export async function registerScim(app: FastifyInstance, services: Services): Pr
         const where = and(SCIM_USERS, condition);
         const { rows, total } = await inTenant(request, async (tx) => {
           const [counted] = await tx.select({ n: count() }).from(users).where(where);
-          const page = pageSize === 0 ? [] : await selectScimUsers(tx).where(where).orderBy(asc(users.id)).offset(startIndex - 1).limit(pageSize);
+          const page =
+            pageSize === 0
+              ? []
+              : await selectScimUsers(tx)
+                  .where(where)
+                  .orderBy(asc(users.id))
+                  .offset(startIndex - 1)
+                  .limit(pageSize);
           return { rows: page as ScimUserRow[], total: counted?.n ?? 0 };
         });
         const base = baseUrlOf(request);
@@ -353,7 +363,7 @@ export async function registerScim(app: FastifyInstance, services: Services): Pr
       scim.put('/Users/:id', async (request) => {
         const { id } = request.params as { id: string };
         const resource = bodyObject(request.body);
-        if (resource.id !== undefined && String(resource.id) !== id) throw new ScimError(400, 'id is immutable.', 'mutability');
+        if (resource.id !== undefined && resource.id !== id && resource.id !== Number(id)) throw new ScimError(400, 'id is immutable.', 'mutability');
         const write = scimUserWrite(resource);
         const passwordHash = await passwordHashOf(services, write);
         const user = await inTenant(request, async (tx, principal) => {

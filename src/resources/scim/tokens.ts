@@ -77,11 +77,16 @@ export interface ScimPrincipal {
 /** The principal the token value yields now (null: none), in one query through the security-definer `atrium_authenticate_scim`. */
 export async function lookUpScimToken(db: Database, token: string): Promise<ScimPrincipal | null> {
   const [row] = await db.read(
-    () => db.appSql<{ tenant_id: string; token_id: string; permissions: Permission[]; last_used_at: Date | null }[]>`
+    () => db.appSql<{ tenant_id: string; token_id: string; permissions: Permission[]; last_used_at: Date | string | null }[]>`
       select tenant_id, token_id, permissions, last_used_at from atrium_authenticate_scim(${hashToken(token)})`,
   );
   if (!row) return null;
-  return { tenantId: Number(row.tenant_id), tokenId: Number(row.token_id), permissions: new Set(row.permissions), lastUsedAt: row.last_used_at };
+  return {
+    tenantId: Number(row.tenant_id),
+    tokenId: Number(row.token_id),
+    permissions: new Set(row.permissions),
+    lastUsedAt: row.last_used_at === null ? null : new Date(row.last_used_at),
+  };
 }
 
 /** How stale `last_used_at` may get: a use is recorded at most once a minute, so that a sync costs no write per request. */

@@ -7,6 +7,7 @@ import { parse, type Filter } from 'scim2-parse-filter';
 import type { Tx } from '../../platform/database/database.ts';
 import { parseCell } from '../users/fields.ts';
 import { selectUsers, type UserColumns, type UserRow } from '../users/queries.ts';
+import { languages } from '../languages/table.ts';
 import { users } from '../users/table.ts';
 import { ENTERPRISE_USER_SCHEMA, invalidFilter, invalidValue, scimBoolean, USER_SCHEMA } from './protocol.ts';
 import { scimExternalIds } from './table.ts';
@@ -20,7 +21,7 @@ export const SCIM_USERS = and(sql`${users.deletedAt} is null`, eq(users.groupAcc
 
 /** Users with their `externalId` (add a `where`). */
 export function selectScimUsers(tx: Tx) {
-  return selectUsers(tx, { externalId: externalIdOf as SQL });
+  return selectUsers(tx, { externalId: externalIdOf });
 }
 
 export type ScimUserRow = UserRow & { externalId: string | null };
@@ -114,7 +115,14 @@ function chosenElement(value: unknown, attribute: string): Json | undefined {
     const primary = get(item, 'primary');
     return primary !== undefined && primary !== null && scimBoolean(primary, `${attribute}.primary`);
   };
-  return elements.find(isPrimary) ?? elements.find((item) => String(get(item, 'type') ?? '').toLowerCase() === 'work') ?? elements[0];
+  return (
+    elements.find(isPrimary) ??
+    elements.find((item) => {
+      const type = get(item, 'type');
+      return typeof type === 'string' && type.toLowerCase() === 'work';
+    }) ??
+    elements[0]
+  );
 }
 
 /**
@@ -130,10 +138,27 @@ function text(value: unknown, attribute: string, kind: 'username' | 'text' | 'em
   return cell.value === '' ? null : (cell.value as string | null);
 }
 
-/** `preferredLanguage` ("de", "de-CH", "de_CH") or else `locale` → the language id Atrium stores: its primary subtag, lower case. */
+/** `preferredLanguage`, or else `locale`, as sent ("de-CH", "de_CH"); `languageId` finds the tenant's language for it. */
 function languageOf(resource: Json): string | null {
-  const tag = text(get(resource, 'preferredLanguage'), 'preferredLanguage', 'reference') ?? text(get(resource, 'locale'), 'locale', 'reference');
-  return tag === null ? null : tag.split(/[-_]/)[0]!.toLowerCase();
+  return text(get(resource, 'preferredLanguage'), 'preferredLanguage', 'reference') ?? text(get(resource, 'locale'), 'locale', 'reference');
+}
+
+/**
+ * The tenant's language for a language tag: the one with that id (case-insensitively,
+ * `_` taken as `-`), else the first, by id, of the same primary language ("de-CH" →
+ * "de-DE"); the tag as sent when none is (the user rules then refuse it).
+ */
+export async function languageId(tx: Tx, tag: string | null): Promise<string | null> {
+  if (tag === null) return null;
+  const wanted = tag.replace(/_/g, '-').toLowerCase();
+  const primary = wanted.split('-')[0]!;
+  const [found] = await tx
+    .select({ id: languages.id })
+    .from(languages)
+    .where(or(sql`lower(${languages.id}) = ${wanted}`, sql`split_part(lower(${languages.id}), '-', 1) = ${primary}`))
+    .orderBy(sql`lower(${languages.id}) = ${wanted} desc`, languages.id)
+    .limit(1);
+  return found?.id ?? tag;
 }
 
 /**
@@ -347,9 +372,7 @@ export function filterCondition(filter: Filter, attributes: Record<string, Attri
     }
     case 'pr': {
       const { attribute } = attributeOf(attributes, filter.attrPath, parent);
-      return attribute.kind === 'text' || attribute.kind === 'exact'
-        ? sql`coalesce(${attribute.value}, '') <> ''`
-        : sql`${attribute.value} is not null`;
+      return attribute.kind === 'text' || attribute.kind === 'exact' ? sql`coalesce(${attribute.value}, '') <> ''` : sql`${attribute.value} is not null`;
     }
     default: {
       const { attribute, name } = attributeOf(attributes, filter.attrPath, parent);

@@ -16,7 +16,15 @@ const scim = (token: string, url = '/scim/v2/Users') => app.inject({ method: 'GE
 
 t.test('bad input is a 422 and stores nothing', async (t) => {
   const before = await rowCount(api.db, 'scim_tokens');
-  for (const body of [{}, { name: '' }, { name: '   ' }, { name: 'x', expires_in: 59 }, { name: 'x', expires_in: '3600' }, { name: 'x', token: 'mine' }, { name: 'x'.repeat(201) }]) {
+  for (const body of [
+    {},
+    { name: '' },
+    { name: '   ' },
+    { name: 'x', expires_in: 59 },
+    { name: 'x', expires_in: '3600' },
+    { name: 'x', token: 'mine' },
+    { name: 'x'.repeat(201) },
+  ]) {
     const res = await create(t, body);
     t.equal(res.status, 422, JSON.stringify(body));
   }
@@ -66,7 +74,10 @@ t.test("another tenant's token cannot be revoked, and its users stay apart", asy
   const { body } = await create(t, { name: 'Other IdP' }, other.adminToken);
   t.equal((await api.call(t, 'deleteScimToken', { token: admin, params: { scimToken: body.id } })).status, 404);
   const list = (await scim(body.token)).json();
-  t.ok(list.Resources.every((user: { userName: string }) => user.userName === 'admin'), "only the other tenant's users");
+  t.ok(
+    list.Resources.every((user: { userName: string }) => user.userName === 'admin'),
+    "only the other tenant's users",
+  );
   t.equal(list.totalResults, 1);
 });
 
@@ -74,9 +85,7 @@ t.test('a token stops working when its minter loses users.administer', async (t)
   const delegate = await api.createUser(tenant.tenantId, { permissions: ['users.administer'] });
   const { body } = await create(t, { name: 'delegated' }, delegate.token);
   t.equal((await scim(body.token)).statusCode, 200);
-  await api.db.owner.execute(
-    sql`update roles set permissions = '{}' where id = (select role_id from users where id = ${delegate.id})`,
-  );
+  await api.db.owner.execute(sql`update roles set permissions = '{}' where id = (select role_id from users where id = ${delegate.id})`);
   t.equal((await scim(body.token)).statusCode, 401);
 });
 
@@ -93,5 +102,8 @@ t.test('minting and revoking are audited without the value', async (t) => {
     sql`select action, row_to_json(a)::text as text from audit_events a where target_type = 'scim_token' and target_id = ${String(body.id)} order by id`,
   );
   t.same(rows.map((row) => row.action).sort(), ['scim_token.created', 'scim_token.revoked']);
-  t.notOk(rows.some((row) => row.text.includes(body.token)), 'the value is not in the trail');
+  t.notOk(
+    rows.some((row) => row.text.includes(body.token)),
+    'the value is not in the trail',
+  );
 });
