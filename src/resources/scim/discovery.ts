@@ -6,6 +6,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import {
   ENTERPRISE_USER_SCHEMA,
+  GROUP_SCHEMA,
   listResponse,
   MAX_PAGE,
   RESOURCE_TYPE_SCHEMA,
@@ -99,6 +100,22 @@ const USER_ATTRIBUTES: AttributeSpec[] = [
   { name: 'locale', type: 'string', description: 'lang_id, when preferredLanguage is not sent.' },
 ];
 
+const GROUP_ATTRIBUTES: AttributeSpec[] = [
+  { name: 'displayName', type: 'string', required: true, uniqueness: 'server', description: "The department's name (no look-alike of another's)." },
+  {
+    name: 'members',
+    type: 'complex',
+    multiValued: true,
+    description: "The department's members among the users SCIM sees.",
+    subAttributes: [
+      { name: 'value', type: 'string', mutability: 'immutable', description: 'The user id.' },
+      { name: 'display', type: 'string', mutability: 'readOnly', description: 'The username.' },
+      { name: '$ref', type: 'reference', mutability: 'readOnly', description: 'The user resource.' },
+      { name: 'type', type: 'string', mutability: 'readOnly', description: 'Always "User".' },
+    ],
+  },
+];
+
 const ENTERPRISE_ATTRIBUTES: AttributeSpec[] = [{ name: 'employeeNumber', type: 'string', description: 'staff_number' }];
 
 const meta = (request: FastifyRequest, baseUrl: (request: FastifyRequest) => string, resourceType: string, id: string) => ({
@@ -115,6 +132,14 @@ function schemas(request: FastifyRequest, baseUrl: (request: FastifyRequest) => 
       description: 'An Atrium user (personal accounts only).',
       attributes: USER_ATTRIBUTES.map(attribute),
       meta: meta(request, baseUrl, 'Schema', USER_SCHEMA),
+    },
+    {
+      schemas: [SCHEMA_SCHEMA],
+      id: GROUP_SCHEMA,
+      name: 'Group',
+      description: 'An Atrium department.',
+      attributes: GROUP_ATTRIBUTES.map(attribute),
+      meta: meta(request, baseUrl, 'Schema', GROUP_SCHEMA),
     },
     {
       schemas: [SCHEMA_SCHEMA],
@@ -138,6 +163,15 @@ function resourceTypes(request: FastifyRequest, baseUrl: (request: FastifyReques
       schema: USER_SCHEMA,
       schemaExtensions: [{ schema: ENTERPRISE_USER_SCHEMA, required: false }],
       meta: meta(request, baseUrl, 'ResourceType', 'User'),
+    },
+    {
+      schemas: [RESOURCE_TYPE_SCHEMA],
+      id: 'Group',
+      name: 'Group',
+      endpoint: '/Groups',
+      description: 'Atrium departments',
+      schema: GROUP_SCHEMA,
+      meta: meta(request, baseUrl, 'ResourceType', 'Group'),
     },
   ];
 }

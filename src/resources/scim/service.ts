@@ -22,6 +22,9 @@ import { addErrors, passwordErrors, requireAdministrableUser, userDraftErrors, u
 import { users } from '../users/table.ts';
 import { errorDocument, invalidSyntax, invalidValue, listResponse, pageOf, projectAttributes, SCIM_MEDIA_TYPE, ScimError, scimNotFound } from './protocol.ts';
 import { discoveryRoutes } from './discovery.ts';
+import { GROUP_ATTRIBUTES, groupWrite, listGroups, membersOf, presentGroup, requireGroup, saveGroup } from './groups.ts';
+import { deleteDepartment, entityPermissionsNaming, lockDepartment, type DepartmentRow } from '../departments/queries.ts';
+import { NAMED_ENTITIES_SHOWN, namedByEntityPermissionsRefusal } from '../departments/rules.ts';
 import { loadDefaultRoleId } from './settings.ts';
 import { scimExternalIds } from './table.ts';
 import { lookUpScimToken, recordScimTokenUse, type ScimPrincipal } from './tokens.ts';
@@ -390,6 +393,131 @@ export async function registerScim(app: FastifyInstance, services: Services): Pr
         });
         if ((request.query as Record<string, unknown>).attributes === undefined && request.headers.prefer === 'return=minimal') return reply.code(204).send();
         return presentScimUser(user, base);
+      });
+
+      /** Group writes change departments: the token's minter must hold `departments.manage`. */
+      const requireDepartmentsManage = (principal: ScimPrincipal) => {
+        if (!principal.permissions.has('departments.manage')) {
+          throw new ScimError(403, 'Writing groups needs the permission "departments.manage" of the administrator who minted this token.');
+        }
+      };
+      const withMembers = (query: Record<string, unknown>) =>
+        !(
+          typeof query.excludedAttributes === 'string' &&
+          query.excludedAttributes
+            .toLowerCase()
+            .split(',')
+            .map((name) => name.trim())
+            .includes('members')
+        ) &&
+        !(
+          typeof query.attributes === 'string' &&
+          !query.attributes
+            .toLowerCase()
+            .split(',')
+            .some((name) => name.trim().startsWith('members'))
+        );
+      const groupCaller = (principal: ScimPrincipal) => ({ ...callerOf(principal), tenantId: principal.tenantId });
+      const groupSource = (request: FastifyRequest, principal: ScimPrincipal) => sourceOf(request, principal);
+
+      scim.get('/Groups', async (request) => {
+        const query = request.query as Record<string, unknown>;
+        const where = parseFilter(query.filter, GROUP_ATTRIBUTES);
+        const { startIndex, count: pageSize } = pageOf(query);
+        const members = withMembers(query);
+        const { rows, total, memberships } = await inTenant(request, async (tx) => {
+          const page = await listGroups(tx, where, startIndex - 1, pageSize);
+          return {
+            ...page,
+            memberships: members
+              ? await membersOf(
+                  tx,
+                  page.rows.map((row) => row.id),
+                )
+              : null,
+          };
+        });
+        const base = baseUrlOf(request);
+        return listResponse(
+          rows.map((row) => projectAttributes(presentGroup(row, memberships ? (memberships.get(row.id) ?? []) : undefined, base), query)),
+          total,
+          startIndex,
+        );
+      });
+
+      scim.get('/Groups/:id', async (request) => {
+        const { id } = request.params as { id: string };
+        const query = request.query as Record<string, unknown>;
+        const members = withMembers(query);
+        const { row, memberships } = await inTenant(request, async (tx) => {
+          const group = await requireGroup(tx, id);
+          return { row: group, memberships: members ? await membersOf(tx, [group.id]) : null };
+        });
+        return projectAttributes(presentGroup(row, memberships ? (memberships.get(row.id) ?? []) : undefined, baseUrlOf(request)), query);
+      });
+
+      /** Saves the group and answers it as stored. */
+      const storeGroup = async (
+        request: FastifyRequest,
+        tx: Tx,
+        principal: ScimPrincipal,
+        write: ReturnType<typeof groupWrite>,
+        current: DepartmentRow | null,
+      ) => {
+        requireDepartmentsManage(principal);
+        const id = await saveGroup(tx, groupCaller(principal), write, current);
+        const stored = await requireGroup(tx, String(id));
+        await audit(tx, groupSource(request, principal), {
+          action: current ? 'department.updated' : 'department.created',
+          target: { type: 'department', id, label: stored.name },
+          changes: changesBetween(current ? { name: current.name } : null, { name: stored.name }),
+          ...(write.memberIds !== undefined ? { details: { member_ids: write.memberIds } } : {}),
+        });
+        return presentGroup(stored, (await membersOf(tx, [id])).get(id) ?? [], baseUrlOf(request));
+      };
+
+      scim.post('/Groups', async (request, reply) => {
+        const write = groupWrite(bodyObject(request.body));
+        const body = await inTenant(request, (tx, principal) => storeGroup(request, tx, principal, write, null));
+        return reply.code(201).header('location', body.meta.location).send(body);
+      });
+
+      scim.put('/Groups/:id', async (request) => {
+        const { id } = request.params as { id: string };
+        const write = groupWrite(bodyObject(request.body));
+        return inTenant(request, async (tx, principal) => storeGroup(request, tx, principal, write, await requireGroup(tx, id)));
+      });
+
+      scim.patch('/Groups/:id', async (request, reply) => {
+        const { id } = request.params as { id: string };
+        const operations = patchOperations(request.body);
+        const body = await inTenant(request, async (tx, principal) => {
+          const current = await requireGroup(tx, id);
+          const before = presentGroup(current, (await membersOf(tx, [current.id])).get(current.id) ?? [], baseUrlOf(request));
+          const after = patched(before as unknown as Record<string, unknown>, operations);
+          if (String(after.id) !== before.id) throw new ScimError(400, 'id is immutable.', 'mutability');
+          return storeGroup(request, tx, principal, groupWrite({ ...after, members: after.members ?? [] }), current);
+        });
+        if (request.headers.prefer === 'return=minimal') return reply.code(204).send();
+        return body;
+      });
+
+      scim.delete('/Groups/:id', async (request, reply) => {
+        const { id } = request.params as { id: string };
+        await inTenant(request, async (tx, principal) => {
+          requireDepartmentsManage(principal);
+          const current = await requireGroup(tx, id);
+          if (!(await lockDepartment(tx, current.id))) throw scimNotFound('The group', id);
+          const caller = { ...groupCaller(principal), tokenId: 0, passwordChangeRequired: false, secrets: services.secrets };
+          const refusal = namedByEntityPermissionsRefusal(await entityPermissionsNaming(tx, caller, current.id, NAMED_ENTITIES_SHOWN));
+          if (refusal) throw new ScimError(409, refusal.message);
+          await deleteDepartment(tx, current.id);
+          await audit(tx, groupSource(request, principal), {
+            action: 'department.deleted',
+            target: { type: 'department', id: current.id, label: current.name },
+          });
+        });
+        return reply.code(204).send();
       });
 
       scim.delete('/Users/:id', async (request, reply) => {

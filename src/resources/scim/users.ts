@@ -7,6 +7,7 @@ import { parse, type Filter } from 'scim2-parse-filter';
 import type { Tx } from '../../platform/database/database.ts';
 import { parseCell } from '../users/fields.ts';
 import { selectUsers, type UserColumns, type UserRow } from '../users/queries.ts';
+import { departmentUsers } from '../departments/table.ts';
 import { languages } from '../languages/table.ts';
 import { users } from '../users/table.ts';
 import { ENTERPRISE_USER_SCHEMA, invalidFilter, invalidValue, scimBoolean, USER_SCHEMA } from './protocol.ts';
@@ -236,10 +237,10 @@ export const SCIM_ATTRIBUTE_OF: Record<string, string> = {
 
 // ---- filters → SQL ----
 
-type Kind = 'text' | 'exact' | 'boolean' | 'datetime' | 'id';
+type Kind = 'text' | 'exact' | 'boolean' | 'datetime' | 'id' | 'member';
 
-/** A filterable attribute: the SQL value it is in a user's row, and how it compares. */
-interface Attribute {
+/** A filterable attribute: the SQL value it is in a row, and how it compares (`member`: the value is a department id, compared by membership). */
+export interface FilterAttribute {
   value: SQL;
   kind: Kind;
 }
@@ -253,7 +254,7 @@ const phonePresent = sql`${users.phone} is not null`;
 const addressPresent = sql`(${users.street} is not null or ${users.zipcode} is not null or ${users.city} is not null)`;
 
 /** Filterable User attributes, by lower-case path (core schema URN prefix removed). */
-const USER_ATTRIBUTES: Record<string, Attribute> = {
+const USER_ATTRIBUTES: Record<string, FilterAttribute> = {
   id: { value: column(users.id), kind: 'id' },
   externalid: { value: externalIdOf, kind: 'exact' },
   username: { value: column(users.username), kind: 'text' },
@@ -294,7 +295,7 @@ function normalizedPath(path: string): string {
 const TEXT_OPERATORS = new Set(['eq', 'ne', 'co', 'sw', 'ew', 'gt', 'ge', 'lt', 'le']);
 
 /** One comparison as SQL. Text compares case-insensitively (`caseExact` false), except `externalId` and `id`. */
-function comparison(attribute: Attribute, op: string, path: string, value: unknown): SQL {
+function comparison(attribute: FilterAttribute, op: string, path: string, value: unknown): SQL {
   const { kind } = attribute;
   if (kind === 'boolean') {
     if (op !== 'eq' && op !== 'ne') throw invalidFilter(`${path} is a boolean: only eq and ne compare it.`);
@@ -308,6 +309,11 @@ function comparison(attribute: Attribute, op: string, path: string, value: unkno
   }
   if (typeof value !== 'string') throw invalidFilter(`${path} is compared with a string.`);
   if (!TEXT_OPERATORS.has(op)) throw invalidFilter(`Unknown operator ${op}.`);
+  if (kind === 'member') {
+    if (op !== 'eq') throw invalidFilter('members are compared with eq.');
+    if (!/^[1-9]\d{0,15}$/.test(value)) return sql`false`;
+    return sql`exists (select 1 from ${departmentUsers} where ${departmentUsers.departmentId} = ${attribute.value} and ${departmentUsers.userId} = ${Number(value)})`;
+  }
   if (kind === 'id') {
     // Ids are decimal text; anything else names no user.
     if (!/^[1-9]\d{0,15}$/.test(value)) return op === 'ne' ? sql`true` : sql`false`;
@@ -347,7 +353,7 @@ function comparison(attribute: Attribute, op: string, path: string, value: unkno
 }
 
 /** The attribute named by `path` (inside a value path `parent[...]`, relative to it). */
-function attributeOf(attributes: Record<string, Attribute>, path: string, parent: string | null): { attribute: Attribute; name: string } {
+function attributeOf(attributes: Record<string, FilterAttribute>, path: string, parent: string | null): { attribute: FilterAttribute; name: string } {
   const name = parent === null ? normalizedPath(path) : `${parent}.${path.toLowerCase()}`;
   const attribute = attributes[name];
   if (!attribute) throw invalidFilter(`The attribute ${parent === null ? path : `${parent}[${path}]`} cannot be filtered on.`);
@@ -355,7 +361,7 @@ function attributeOf(attributes: Record<string, Attribute>, path: string, parent
 }
 
 /** A parsed filter as an SQL condition over `attributes`; `parent` inside a value path. */
-export function filterCondition(filter: Filter, attributes: Record<string, Attribute>, parent: string | null = null): SQL {
+export function filterCondition(filter: Filter, attributes: Record<string, FilterAttribute>, parent: string | null = null): SQL {
   switch (filter.op) {
     case 'and':
     case 'or': {
@@ -391,7 +397,7 @@ export function filterCondition(filter: Filter, attributes: Record<string, Attri
 const MAX_FILTER_LENGTH = 2000;
 
 /** `filter` (RFC 7644 §3.4.2.2), parsed by scim2-parse-filter, as a condition on `attributes`; undefined for no filter. */
-export function parseFilter(filter: unknown, attributes: Record<string, Attribute> = USER_ATTRIBUTES): SQL | undefined {
+export function parseFilter(filter: unknown, attributes: Record<string, FilterAttribute> = USER_ATTRIBUTES): SQL | undefined {
   if (filter === undefined || filter === '') return undefined;
   if (typeof filter !== 'string') throw invalidFilter('filter must be given once.');
   if (filter.length > MAX_FILTER_LENGTH) throw invalidFilter(`filter must be at most ${MAX_FILTER_LENGTH} characters long.`);

@@ -421,10 +421,10 @@ t.test('discovery: ServiceProviderConfig, ResourceTypes, Schemas', async (t) => 
   const types = await scim('GET', '/ResourceTypes');
   t.same(
     types.body.Resources.map((type: { id: string }) => type.id),
-    ['User'],
+    ['User', 'Group'],
   );
   const schemas = await scim('GET', '/Schemas');
-  t.same(schemas.body.Resources.map((schema: { id: string }) => schema.id).sort(), [USER, ENTERPRISE].sort());
+  t.same(schemas.body.Resources.map((schema: { id: string }) => schema.id).sort(), [USER, ENTERPRISE, 'urn:ietf:params:scim:schemas:core:2.0:Group'].sort());
   t.equal((await scim('GET', `/Schemas/${USER}`)).status, 200);
   isError(t, await scim('GET', '/Schemas/urn:nope'), 404);
   isError(t, await scim('GET', '/Nothing'), 404);
