@@ -88,7 +88,11 @@ t.test("tenants' settings are apart", async (t) => {
   const created = await api.call(t, 'createUser', { token: other.adminToken, body: newUserBodies(otherRole.id, 'elsewhere')() });
   t.equal(created.status, 201, 'and the other tenant requires nothing');
   t.equal((await setKeys(t, other.adminToken, { required_profile_keys: ['street'] })).status, 200);
-  t.strictSame((await settings(t, admin)).body, { required_profile_keys: ['phone', 'gender'], default_role_id: null }, 'changing it there changes nothing here');
+  t.strictSame(
+    (await settings(t, admin)).body,
+    { required_profile_keys: ['phone', 'gender'], default_role_id: null },
+    'changing it there changes nothing here',
+  );
   t.strictSame(await storedKeys(tenant.tenantId), ['gender', 'phone']);
 });
 
