@@ -111,6 +111,9 @@ export const operations = {
   deleteAutomation: { method: 'DELETE', path: '/api/administration/automations/{automation}', secured: true, permission: 'automations.administer', unlessSelf: null, extension: true, deprecation: null },
   runAutomation: { method: 'POST', path: '/api/administration/automations/{automation}/run', secured: true, permission: 'automations.administer', unlessSelf: null, extension: true, deprecation: null },
   listAutomationDeliveries: { method: 'GET', path: '/api/administration/automations/{automation}/deliveries', secured: true, permission: 'automations.administer', unlessSelf: null, extension: true, deprecation: null },
+  listAuditEvents: { method: 'GET', path: '/api/administration/audit-events', secured: true, permission: 'audit.view', unlessSelf: null, extension: true, deprecation: null },
+  exportAuditEvents: { method: 'GET', path: '/api/administration/audit-events/export', secured: true, permission: 'audit.view', unlessSelf: null, extension: true, deprecation: null },
+  getAuditEvent: { method: 'GET', path: '/api/administration/audit-events/{auditEvent}', secured: true, permission: 'audit.view', unlessSelf: null, extension: true, deprecation: null },
   getWebhookJwks: { method: 'GET', path: '/.well-known/jwks.json', secured: false, permission: null, unlessSelf: null, extension: true, deprecation: null },
   getProblemType: { method: 'GET', path: '/problems/{name}', secured: false, permission: null, unlessSelf: null, extension: true, deprecation: null },
 } as const;

@@ -1,5 +1,6 @@
 /** Every operation of the spec and its handler. A missing or mistyped one fails `tsc`. */
 import type { Handlers } from './platform/http/handler.ts';
+import { auditEventHandlers } from './resources/audit-events/handlers.ts';
 import { attributeSetHandlers } from './resources/attribute-sets/handlers.ts';
 import { authHandlers } from './resources/auth/handlers.ts';
 import { defaultValueSourceHandlers } from './resources/default-value-sources/handlers.ts';
@@ -33,5 +34,6 @@ export const handlers: Handlers = {
   ...notificationHandlers,
   ...pushHandlers,
   ...problemHandlers,
+  ...auditEventHandlers,
   ...scimTokenHandlers,
 };

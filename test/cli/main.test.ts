@@ -62,6 +62,14 @@ t.test('tenant:create, then token:create prints only a working access token', as
   const me = await api.call(t, 'getCurrentUser', { token: issued.stdout.trim() });
   t.equal(me.status, 200);
   t.equal(me.body.username, 'root');
+  const events = await api.db.owner.execute<{ action: string; actor_type: string; command: string; target_id: string; changes: unknown }>(
+    sql`select action, actor_type, command, target_id, changes from audit_events where tenant_id = (select id from tenants where slug = 'cli-co')`,
+  );
+  t.strictSame(
+    [...events],
+    [{ action: 'access_token.created', actor_type: 'command_line', command: 'token:create', target_id: String(me.body.id), changes: {} }],
+  );
+  t.notOk(JSON.stringify(events).includes(issued.stdout.trim()), 'the token is not in the trail');
 });
 
 t.test('migrate names the migrations it applied, then says nothing is left', async (t) => {
@@ -216,4 +224,20 @@ t.test('user:set-password sets a lost password from standard input and ends the 
   t.equal(await signIn(t, 'cli-reset', 'forgetful', 'a new long password'), 200, 'the new password signs in');
   t.equal(await signIn(t, 'cli-reset', 'forgetful', user.password), 401, 'the old one does not');
   t.equal((await api.call(t, 'getCurrentUser', { token: user.token })).status, 401, 'the old session ended');
+  const events = await api.db.owner.execute<{ action: string; actor_type: string; command: string; target_id: string; changes: unknown }>(
+    sql`select action, actor_type, command, target_id, changes from audit_events where tenant_id = ${tenant.tenantId}`,
+  );
+  t.strictSame(
+    events,
+    [
+      {
+        action: 'user.password_changed',
+        actor_type: 'command_line',
+        command: 'user:set-password',
+        target_id: String(user.id),
+        changes: { password: { changed: true } },
+      },
+    ],
+    'one event, the mistakes left none',
+  );
 });

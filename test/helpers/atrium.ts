@@ -123,7 +123,8 @@ export async function startTestApi(t: Test, overrides: Partial<Config> = {}): Pr
       if (options.contentType) headers['content-type'] = options.contentType;
       const response = await app.inject({ method: meta.method, url: query ? `${url}?${query}` : url, headers, payload });
       const contentType = String(response.headers['content-type'] ?? '');
-      const body = /json/.test(contentType) && response.body.length > 0 ? response.json() : response.body;
+      // NDJSON (the audit export) is text: only JSON and problem+json are parsed.
+      const body = /[/+]json\b/.test(contentType) && response.body.length > 0 ? response.json() : response.body;
       const violations = contractViolations(operationId, response.statusCode, contentType, body === '' ? undefined : body);
       t.strictSame(violations, [], `${operationId} → ${response.statusCode} honours the spec`);
       return { status: response.statusCode, headers: response.headers, body, text: response.body, raw: response.rawPayload };

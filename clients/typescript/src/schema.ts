@@ -76,6 +76,74 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/administration/audit-events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The tenant's audit trail
+         * @description Every administrative change of the tenant, newest first (`occurred_at`, then `id`),
+         *     narrowed by the filters. With `limit` the next page is linked by the cursor
+         *     `before_id` (the last event answered): events recorded meanwhile cause neither gaps
+         *     nor repeats. Events are kept for the installation's audit retention (by default
+         *     400 days). See `AuditEvent` for which changes need `users.view-personal` or
+         *     `users.view-administrative` to be shown.
+         */
+        get: operations["listAuditEvents"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/administration/audit-events/{auditEvent}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * One audit event
+         * @description Another tenant's event is answered 404.
+         */
+        get: operations["getAuditEvent"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/administration/audit-events/export": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Export the audit trail as NDJSON
+         * @description The events the filters select (as `GET /api/administration/audit-events`, without
+         *     paging), newest first, as newline-delimited JSON: one `AuditEvent` per line. The
+         *     answer is streamed as it is read, in batches, so a range of any size is never held
+         *     in memory. Problems with the filters are answered (422) before the stream begins.
+         */
+        get: operations["exportAuditEvents"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/administration/automations": {
         parameters: {
             query?: never;
@@ -2341,6 +2409,13 @@ export interface components {
             /** @constant */
             token_type: "Bearer";
         };
+        /**
+         * @description Who acted: `user` (a signed-in user; `actor.id` is theirs), `scim_token` (an identity
+         *     provider's provisioning token), `command_line` (an operator running `atrium`; no id)
+         *     or `system` (Atrium itself, in a background job; no id).
+         * @enum {string}
+         */
+        ActorType: "user" | "scim_token" | "command_line" | "system";
         AttributeField: {
             /** @description The department key that carries the value; must not be a department field name. */
             key: string;
@@ -2398,6 +2473,134 @@ export interface components {
         AttributeSetInput: {
             fields: components["schemas"]["AttributeField"][];
             name: string;
+        };
+        /**
+         * @description What happened, as `<target type>.<what happened>`. Names are stable: new ones may be
+         *     added, none is renamed or removed, so a client shows an action it does not know as
+         *     it is. `scim_token.*` is reserved for identity-provider provisioning.
+         * @enum {string}
+         */
+        AuditAction: "user.created" | "user.updated" | "user.deleted" | "user.restored" | "user.blacked_out" | "user.marked_for_logout" | "user.password_changed" | "user_settings.updated" | "access_token.created" | "role.created" | "role.updated" | "role.deleted" | "login_token.created" | "login_token.deleted" | "login_token.consumed" | "department.created" | "department.updated" | "department.deleted" | "menu_item.created" | "menu_item.updated" | "menu_item.deleted" | "attribute_set.created" | "attribute_set.updated" | "attribute_set.deleted" | "automation.created" | "automation.updated" | "automation.deleted" | "automation.run" | "form.created" | "form.updated" | "form.deleted" | "task_template.created" | "task_template.updated" | "task_template.deleted" | "form_field.created" | "form_field.updated" | "form_field.deleted" | "default_value_source.created" | "default_value_source.updated" | "default_value_source.deleted" | "notification.sent" | "notifications.reset" | "scim_token.created" | "scim_token.revoked";
+        /**
+         * @description One administrative change. Labels are as they were when the change was made (a
+         *     blackout later replaces the person's with their anonymized ones). Personal user fields
+         *     (see `User`) inside `changes` of a user need `users.view-personal`, administrative ones
+         *     `users.view-administrative`; without it their change shows as `{"changed": true}`.
+         * @example {
+         *       "id": "6f1c3b9e-1d2a-4c3b-8e7f-0a1b2c3d4e5f",
+         *       "occurred_at": "2026-03-01T09:30:00.000Z",
+         *       "action": "user.updated",
+         *       "actor": {
+         *         "type": "user",
+         *         "id": 1,
+         *         "label": "Ada Administrator"
+         *       },
+         *       "target": {
+         *         "type": "user",
+         *         "id": "7",
+         *         "label": "Grace Hopper"
+         *       },
+         *       "changes": {
+         *         "last_name": {
+         *           "from": "Murray",
+         *           "to": "Hopper"
+         *         },
+         *         "password": {
+         *           "changed": true
+         *         }
+         *       },
+         *       "details": null,
+         *       "origin": {
+         *         "operation_id": "updateUser",
+         *         "request_id": "3f2b8c1e-5d4a-4e6f-9a7b-1c2d3e4f5a6b",
+         *         "client_address": "203.0.113.9",
+         *         "user_agent": "Mozilla/5.0",
+         *         "command": null,
+         *         "job": null
+         *       }
+         *     }
+         */
+        AuditEvent: {
+            action: components["schemas"]["AuditAction"];
+            actor: {
+                /**
+                 * Format: int64
+                 * @description The user's (or token's) id; null for the command line and the system.
+                 */
+                id: number | null;
+                /** @description The actor's display name when they acted (a user's full name, or username without one). */
+                label: string | null;
+                type: components["schemas"]["ActorType"];
+            };
+            /** @description Per field (by the API's field name), what changed. Empty for actions that change no field (a logout mark, a deletion). */
+            changes: {
+                [key: string]: components["schemas"]["FieldChange"];
+            };
+            /** @description What else the action carries, such as `recipient_count` of `notification.sent`; null when nothing. */
+            details: ({
+                /**
+                 * Format: int64
+                 * @description `notification.sent`: the users the dispatch reaches as sent (those named and the members of the departments named, each once, deleted users left out).
+                 */
+                recipient_count?: number;
+            } & {
+                [key: string]: unknown;
+            }) | null;
+            /** Format: uuid */
+            id: string;
+            /**
+             * Format: date-time
+             * @description When the change's transaction began (RFC 3339, UTC, milliseconds).
+             * @example 2026-03-01T09:30:00.000Z
+             */
+            occurred_at: string;
+            /**
+             * @description Where the change came from: a request (`operation_id`, `request_id` as in its
+             *     `X-Request-Id`, the client's address as the proxy settings resolve it, its user
+             *     agent), a command (`command`) or a background job (`job`). Unknown parts are null.
+             */
+            origin: {
+                client_address: string | null;
+                command: string | null;
+                job: string | null;
+                operation_id: string | null;
+                request_id: string | null;
+                user_agent: string | null;
+            };
+            target: {
+                /** @description The record's id as text (ids are integers or UUIDs); null for changes to the tenant as a whole. */
+                id: string | null;
+                /** @description The record's name when it changed. */
+                label: string | null;
+                /**
+                 * @description What kind of record changed (`user`, `role`, `department`, `menu_item`, `login_token`, `notification_dispatch`, `tenant`, …).
+                 * @example user
+                 */
+                type: string;
+            };
+        };
+        /**
+         * @description Every filter given must hold. `target_id` needs `target_type`; `from` must not be
+         *     after `to`.
+         */
+        AuditEventFilter: {
+            /** @description An action (`user.created`), or a prefix ending in a dot (`user.`) for every action of that kind. */
+            action?: string;
+            actor_id?: components["schemas"]["Id"];
+            actor_type?: components["schemas"]["ActorType"];
+            /**
+             * Format: date-time
+             * @description Events at or after this instant (RFC 3339).
+             */
+            from?: string;
+            request_id?: string;
+            target_id?: string;
+            target_type?: string;
+            /**
+             * Format: date-time
+             * @description Events before this instant (RFC 3339).
+             */
+            to?: string;
         };
         /**
          * @description An automation holding one webhook action.
@@ -2978,6 +3181,20 @@ export interface components {
             sort_number?: number;
             /** Format: int64 */
             task_template_id?: number | null;
+        };
+        /**
+         * @description One field's change: its value before and after (`null` where the record did not
+         *     exist yet, or no longer does), or only `{"changed": true}` for a secret (a password:
+         *     its value is never recorded) or for a field the caller may not see.
+         */
+        FieldChange: {
+            /** @description The value before the change, as the API shows the field. */
+            from: unknown;
+            /** @description The value after the change. */
+            to: unknown;
+        } | {
+            /** @constant */
+            changed: true;
         };
         /**
          * @description A new field of exactly one form (`form_id`) or task template (`task_template_id`).
@@ -5410,6 +5627,7 @@ export interface components {
         };
     };
     parameters: {
+        AuditEvent: string;
         /**
          * @description Paging cursor (extension): only the caller's notifications that come after this one
          *     in the list's order (newest first), i.e. older ones; ties on `created_at` are
@@ -5419,11 +5637,24 @@ export interface components {
          */
         BeforeId: string;
         /**
+         * @description Paging cursor: only events that come after this one in the list's order (newest
+         *     first), i.e. older ones. It must name an event of the tenant (422 `does not exist`
+         *     otherwise). The `Link` header of a page with more after it sets it to the page's
+         *     last event.
+         */
+        "BeforeId-2": string;
+        /**
          * @example {
          *       "unread": true
          *     }
          */
         Filter: components["schemas"]["NotificationFilter"];
+        /**
+         * @example {
+         *       "action": "user."
+         *     }
+         */
+        "Filter-2": components["schemas"]["AuditEventFilter"];
         /**
          * @description Makes a retry safe (extension). A request that sends a key is carried out once: its
          *     answer is kept for 24 hours and a retry with the same key and the same request
@@ -5752,6 +5983,140 @@ export interface operations {
             408: components["responses"]["RequestTimeout"];
             413: components["responses"]["ContentTooLarge"];
             414: components["responses"]["UriTooLong"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["InternalServerError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listAuditEvents: {
+        parameters: {
+            query?: {
+                /**
+                 * @description Paging cursor: only events that come after this one in the list's order (newest
+                 *     first), i.e. older ones. It must name an event of the tenant (422 `does not exist`
+                 *     otherwise). The `Link` header of a page with more after it sets it to the page's
+                 *     last event.
+                 */
+                before_id?: components["parameters"]["BeforeId-2"];
+                /**
+                 * @example {
+                 *       "action": "user."
+                 *     }
+                 */
+                filter?: components["parameters"]["Filter-2"];
+                /** @description Maximum number of records. Default no limit. */
+                limit?: components["parameters"]["Limit"];
+                /**
+                 * @description Paging (extension): how many records of the list, in its documented order, to skip
+                 *     before the first one answered. Default 0; beyond the end the answer is an empty
+                 *     list. With `limit`, an answer that stops before the end of the list carries a
+                 *     `Link` header to the next page.
+                 */
+                offset?: components["parameters"]["Offset"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The events, newest first. */
+            200: {
+                headers: {
+                    Link: components["headers"]["NextPageLink"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AuditEvent"][];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            408: components["responses"]["RequestTimeout"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["InternalServerError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getAuditEvent: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                auditEvent: components["parameters"]["AuditEvent"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The event. */
+            200: {
+                headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AuditEvent"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            408: components["responses"]["RequestTimeout"];
+            414: components["responses"]["UriTooLong"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["InternalServerError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    exportAuditEvents: {
+        parameters: {
+            query?: {
+                /**
+                 * @example {
+                 *       "action": "user."
+                 *     }
+                 */
+                filter?: components["parameters"]["Filter-2"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One `AuditEvent` per line (`application/x-ndjson`). */
+            200: {
+                headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/x-ndjson": string;
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            408: components["responses"]["RequestTimeout"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];

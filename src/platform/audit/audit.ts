@@ -37,7 +37,8 @@ export interface AuditSource {
 /** What an event says about the change. */
 export interface AuditEntry {
   action: AuditAction;
-  target: { type: string; id: string | number | null; label: string | null };
+  /** `label`: the record's name now (text, or a subquery evaluated in the insert). */
+  target: { type: string; id: string | number | null; label: string | SQL | null };
   changes?: Changes;
   details?: Record<string, unknown>;
 }
@@ -74,7 +75,7 @@ export async function recordAudits(tx: Tx, source: AuditSource, entries: readonl
       actorLabel: actor.label as never,
       targetType: entry.target.type,
       targetId: entry.target.id === null ? null : String(entry.target.id),
-      targetLabel: entry.target.label,
+      targetLabel: entry.target.label as never,
       changes: entry.changes ?? {},
       details: entry.details ?? null,
       operationId: origin.operationId ?? null,

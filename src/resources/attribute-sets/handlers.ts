@@ -1,6 +1,7 @@
 import type { Body, Handlers } from '../../platform/http/handler.ts';
 import { coded, invalid } from '../../platform/http/problem.ts';
 import { listRecords, presentAll, showRecord } from '../../platform/result-controls/listing.ts';
+import { audit, recordChanges } from '../audit-events/record.ts';
 import { attachedDepartmentCount, deleteAttributeSet, findAttributeSet, insertAttributeSet, updateAttributeSet } from './queries.ts';
 import { attributeSetErrors } from './rules.ts';
 import { attributeSetListing, attributeSetView } from './view.ts';
@@ -12,6 +13,9 @@ function attributeSetValues(body: Body<'createAttributeSet'>) {
   return { name: body.name.trim(), fields: body.fields };
 }
 
+/** An attribute set as the audit trail names it. */
+const attributeSetTarget = (record: Record<string, unknown>) => ({ type: 'attribute_set', id: record.id as number, label: record.name as string });
+
 export const attributeSetHandlers = {
   async listAttributeSets({ auth, query, services: { db } }) {
     return { status: 200, body: await listRecords(db, auth.tenantId, attributeSetListing, query, auth) };
@@ -22,27 +26,52 @@ export const attributeSetHandlers = {
     return { status: 200, body };
   },
 
-  async createAttributeSet({ auth, body, services: { db } }) {
+  async createAttributeSet(ctx) {
+    const {
+      auth,
+      body,
+      services: { db },
+    } = ctx;
     const values = attributeSetValues(body);
-    const rows = await db.tenant(auth.tenantId, (tx) => insertAttributeSet(tx, auth.tenantId, values));
-    const [created] = await presentAll(attributeSetView, null, rows, auth);
+    const created = await db.tenant(auth.tenantId, async (tx) => {
+      const [record] = await presentAll(attributeSetView, null, await insertAttributeSet(tx, auth.tenantId, values), auth);
+      await audit(tx, ctx, { action: 'attribute_set.created', target: attributeSetTarget(record!), changes: recordChanges(null, record!) });
+      return record;
+    });
     return { status: 201, body: created! };
   },
 
-  async updateAttributeSet({ auth, body, params, services: { db } }) {
+  async updateAttributeSet(ctx) {
+    const {
+      auth,
+      body,
+      params,
+      services: { db },
+    } = ctx;
     const values = attributeSetValues(body);
-    const rows = await db.tenant(auth.tenantId, (tx) => updateAttributeSet(tx, params.attributeSet, values));
-    const [updated] = await presentAll(attributeSetView, null, rows, auth);
+    const updated = await db.tenant(auth.tenantId, async (tx) => {
+      const [before] = await presentAll(attributeSetView, null, [await findAttributeSet(tx, params.attributeSet)], auth);
+      const [record] = await presentAll(attributeSetView, null, await updateAttributeSet(tx, params.attributeSet, values), auth);
+      const changes = recordChanges(before!, record!);
+      if (Object.keys(changes).length > 0) await audit(tx, ctx, { action: 'attribute_set.updated', target: attributeSetTarget(record!), changes });
+      return record;
+    });
     return { status: 200, body: updated! };
   },
 
   /** Refused while attached: departments would silently lose the values' meaning. */
-  async deleteAttributeSet({ auth, params, services: { db } }) {
+  async deleteAttributeSet(ctx) {
+    const {
+      auth,
+      params,
+      services: { db },
+    } = ctx;
     await db.tenant(auth.tenantId, async (tx) => {
-      await findAttributeSet(tx, params.attributeSet);
+      const current = await findAttributeSet(tx, params.attributeSet);
       const attached = await attachedDepartmentCount(tx, params.attributeSet);
       if (attached > 0) throw invalid({ attributeSet: [coded('in_use', `is attached to ${attached} department(s)`)] }, 'The attribute set is in use.');
       await deleteAttributeSet(tx, params.attributeSet);
+      await audit(tx, ctx, { action: 'attribute_set.deleted', target: { type: 'attribute_set', id: current.id, label: current.name } });
     });
     return { status: 204 };
   },

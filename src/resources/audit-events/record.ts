@@ -5,7 +5,8 @@
  */
 import { sql, type SQL } from 'drizzle-orm';
 import type { FastifyRequest } from 'fastify';
-import { recordAudit, requestOrigin, type AuditEntry, type AuditSource } from '../../platform/audit/audit.ts';
+import { changesBetween, recordAudit, requestOrigin, type AuditEntry, type AuditSource } from '../../platform/audit/audit.ts';
+import type { Changes } from '../../platform/audit/table.ts';
 import type { Auth } from '../../platform/auth/auth.ts';
 import type { Tx } from '../../platform/database/database.ts';
 import { users } from '../users/table.ts';
@@ -42,4 +43,17 @@ export const jobSource = (job: string): AuditSource => ({ actor: { type: 'system
 /** Records one audit event in `tx`: by the request's user (`ctx`), or by `source`. */
 export async function audit(tx: Tx, by: RequestContext | AuditSource, entry: AuditEntry): Promise<void> {
   await recordAudit(tx, 'request' in by ? requestSource(by) : by, entry);
+}
+
+/** Bookkeeping fields every record carries: a change is what the caller changed, not when. */
+const BOOKKEEPING = new Set(['created_at', 'updated_at', 'deleted_at']);
+
+/**
+ * `changesBetween` of two records as the API presents them (null: none), leaving out the
+ * bookkeeping timestamps. For resources whose write answers its presented record.
+ */
+export function recordChanges(before: Readonly<Record<string, unknown>> | null, after: Readonly<Record<string, unknown>> | null): Changes {
+  const fields = (record: Readonly<Record<string, unknown>> | null) =>
+    record && Object.fromEntries(Object.entries(record).filter(([key]) => !BOOKKEEPING.has(key)));
+  return changesBetween(fields(before), fields(after));
 }

@@ -3,6 +3,8 @@ import type { Tx } from '../../platform/database/database.ts';
 import type { Handlers } from '../../platform/http/handler.ts';
 import { notFound } from '../../platform/http/problem.ts';
 import { listRecords, presentAll, showRecord } from '../../platform/result-controls/listing.ts';
+import { SECRET_CHANGED } from '../../platform/audit/audit.ts';
+import { audit, recordChanges } from '../audit-events/record.ts';
 import { deliverWebhook } from './deliver-webhook.job.ts';
 import { webhookJwks } from './jwt-keys.ts';
 import { deleteAutomation, deliveriesOf, findAutomation, insertAutomation, insertDelivery, updateAutomation } from './queries.ts';
@@ -20,6 +22,9 @@ async function existingAutomation(tx: Tx, id: number, options: { forUpdate?: boo
   return row;
 }
 
+/** An automation as the audit trail names it. */
+const automationTarget = (record: Record<string, unknown>) => ({ type: 'automation', id: record.id as number, label: record.name as string });
+
 export const automationHandlers = {
   async listAutomations({ auth, query, services: { db } }) {
     return { status: 200, body: await listRecords(db, auth.tenantId, automationListing, query, auth) };
@@ -30,18 +35,37 @@ export const automationHandlers = {
     return { status: 200, body };
   },
 
-  async createAutomation({ auth, body, services: { db, outbound, secrets } }) {
+  async createAutomation(ctx) {
+    const {
+      auth,
+      body,
+      services: { db, outbound, secrets },
+    } = ctx;
     // Every problem of the configuration in one 422: a bad mask, and the rules beyond the
     // schema (DNS is resolved here, outside any transaction).
     const sealed = sealSecrets(body.config, null, secrets, 'config.');
     assertValidConfiguration({ ...(await configurationErrors(body.config, outbound, 'config.')), ...sealed.errors });
-    const [answer] = await db.tenant(auth.tenantId, async (tx) =>
-      presentAll(automationView, tx, await insertAutomation(tx, { tenantId: auth.tenantId, name: body.name, config: sealed.stored }), auth),
-    );
+    const [answer] = await db.tenant(auth.tenantId, async (tx) => {
+      const presented = await presentAll(
+        automationView,
+        tx,
+        await insertAutomation(tx, { tenantId: auth.tenantId, name: body.name, config: sealed.stored }),
+        auth,
+      );
+      // The presented record masks the webhook's secrets: the trail holds what the API shows.
+      await audit(tx, ctx, { action: 'automation.created', target: automationTarget(presented[0]!), changes: recordChanges(null, presented[0]!) });
+      return presented;
+    });
     return { status: 201, body: answer! };
   },
 
-  async updateAutomation({ auth, params, body, services: { db, outbound, secrets } }) {
+  async updateAutomation(ctx) {
+    const {
+      auth,
+      params,
+      body,
+      services: { db, outbound, secrets },
+    } = ctx;
     if (body.config) assertValidConfiguration(await configurationErrors(body.config, outbound, 'config.'));
     // One transaction with the row locked: the masked secrets are sealed against the value
     // this update overwrites, so a concurrent update cannot be lost.
@@ -49,19 +73,38 @@ export const automationHandlers = {
       const existing = await existingAutomation(tx, params.automation, { forUpdate: true });
       const sealed = body.config ? sealSecrets(body.config, existing.config, secrets, 'config.') : undefined;
       if (sealed) assertValidConfiguration(sealed.errors);
-      return presentAll(automationView, tx, await updateAutomation(tx, params.automation, { name: body.name, config: sealed?.stored }), auth);
+      const [before] = await presentAll(automationView, tx, [existing], auth);
+      const presented = await presentAll(automationView, tx, await updateAutomation(tx, params.automation, { name: body.name, config: sealed?.stored }), auth);
+      const changes = recordChanges(before!, presented[0]!);
+      // A changed secret looks the same masked: that the configuration changed is still recorded.
+      if (sealed && !changes.config && JSON.stringify(sealed.stored) !== JSON.stringify(existing.config)) changes.config = SECRET_CHANGED;
+      if (Object.keys(changes).length > 0) await audit(tx, ctx, { action: 'automation.updated', target: automationTarget(presented[0]!), changes });
+      return presented;
     });
     return { status: 200, body: answer! };
   },
 
-  async deleteAutomation({ auth, params, services: { db } }) {
+  async deleteAutomation(ctx) {
+    const {
+      auth,
+      params,
+      services: { db },
+    } = ctx;
     await db.tenant(auth.tenantId, async (tx) => {
-      if (!(await deleteAutomation(tx, params.automation))) throw notFound(AUTOMATION);
+      const existing = await findAutomation(tx, params.automation);
+      if (!existing || !(await deleteAutomation(tx, params.automation))) throw notFound(AUTOMATION);
+      await audit(tx, ctx, { action: 'automation.deleted', target: { type: 'automation', id: existing.id, label: existing.name } });
     });
     return { status: 204 };
   },
 
-  async runAutomation({ auth, params, body, services: { db, jobs } }) {
+  async runAutomation(ctx) {
+    const {
+      auth,
+      params,
+      body,
+      services: { db, jobs },
+    } = ctx;
     const eventId = `evt_${randomUUID().replace(/-/g, '')}`;
     const [delivery, answer] = await db.tenant(auth.tenantId, async (tx) => {
       const automation = await existingAutomation(tx, params.automation);
@@ -72,6 +115,11 @@ export const automationHandlers = {
         payload: webhookPayload(eventId, automation, body?.context ?? {}, new Date()),
       });
       const [presented] = await presentAll(deliveryView, tx, rows, auth);
+      await audit(tx, ctx, {
+        action: 'automation.run',
+        target: { type: 'automation', id: automation.id, label: automation.name },
+        details: { event_id: eventId, delivery_id: rows[0]!.id },
+      });
       return [rows[0]!, presented!] as const;
     });
     await jobs.send(deliverWebhook, { tenantId: auth.tenantId, deliveryId: delivery.id, attempt: 1 });

@@ -1,6 +1,7 @@
 import type { Handlers } from '../../platform/http/handler.ts';
 import { coded, invalid, type FieldErrors } from '../../platform/http/problem.ts';
 import { requireVisibleExecution } from '../forms/rules.ts';
+import { audit, recordChanges } from '../audit-events/record.ts';
 import { labelsFor } from './labels.ts';
 import { FILTERS, filterOptions, isMultiSelect, previewFields } from './preview.ts';
 import { deleteSource, insertSource, updateSource } from './queries.ts';
@@ -13,32 +14,63 @@ function refuse(errors: FieldErrors): void {
   if (Object.keys(errors).length > 0) throw invalid(errors);
 }
 
+/** A default value source as the audit trail names it (it has no name of its own). */
+const sourceTarget = (record: Record<string, unknown>) => ({ type: 'default_value_source', id: record.id as number, label: null });
+
 export const defaultValueSourceHandlers = {
-  async createDefaultValueSource({ auth, body, services: { db } }) {
+  async createDefaultValueSource(ctx) {
+    const {
+      auth,
+      body,
+      services: { db },
+    } = ctx;
     refuse(entityPairErrors(body));
     const created = await db.tenant(auth.tenantId, async (tx) => {
       const candidate = createdCandidate(body);
       await validateSource(tx, auth, candidate, null);
-      return insertSource(tx, auth.tenantId, candidate, await sortNumberFor(tx, body.sort_number, candidate));
+      const source = await insertSource(tx, auth.tenantId, candidate, await sortNumberFor(tx, body.sort_number, candidate));
+      const record = presentSource(source);
+      await audit(tx, ctx, { action: 'default_value_source.created', target: sourceTarget(record), changes: recordChanges(null, record) });
+      return source;
     });
     return { status: 201, body: presentSource(created) };
   },
 
-  async updateDefaultValueSource({ auth, params, body, services: { db } }) {
+  async updateDefaultValueSource(ctx) {
+    const {
+      auth,
+      params,
+      body,
+      services: { db },
+    } = ctx;
     refuse(entityPairErrors(body));
     const updated = await db.tenant(auth.tenantId, async (tx) => {
       const current = await administrableSource(tx, auth, params.defaultValueSource);
       const candidate = updatedCandidate(current, body);
       await validateSource(tx, auth, candidate, current.id);
-      return updateSource(tx, current.id, candidate, await sortNumberFor(tx, body.sort_number, candidate, current));
+      const source = await updateSource(tx, current.id, candidate, await sortNumberFor(tx, body.sort_number, candidate, current));
+      const record = presentSource(source);
+      const changes = recordChanges(presentSource(current), record);
+      if (Object.keys(changes).length > 0) await audit(tx, ctx, { action: 'default_value_source.updated', target: sourceTarget(record), changes });
+      return source;
     });
     return { status: 200, body: presentSource(updated) };
   },
 
-  async deleteDefaultValueSource({ auth, params, services: { db } }) {
+  async deleteDefaultValueSource(ctx) {
+    const {
+      auth,
+      params,
+      services: { db },
+    } = ctx;
     await db.tenant(auth.tenantId, async (tx) => {
       const source = await administrableSource(tx, auth, params.defaultValueSource);
       await deleteSource(tx, source.id);
+      await audit(tx, ctx, {
+        action: 'default_value_source.deleted',
+        target: sourceTarget(presentSource(source)),
+        changes: recordChanges(presentSource(source), null),
+      });
     });
     return { status: 204 };
   },

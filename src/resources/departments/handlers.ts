@@ -5,6 +5,7 @@ import { lockTenantScope } from '../../platform/database/locks.ts';
 import type { Handlers } from '../../platform/http/handler.ts';
 import { notFound } from '../../platform/http/problem.ts';
 import { ALL_FIELDS, listRecords, selectRecords, showRecord } from '../../platform/result-controls/listing.ts';
+import { audit, recordChanges } from '../audit-events/record.ts';
 import { deleteDepartment, departmentCountAndLimit, entityPermissionsNaming, findDepartment, lockDepartment, saveDepartment } from './queries.ts';
 import { departmentAvailability, departmentLimitRefusal, departmentWrite, NAMED_ENTITIES_SHOWN, namedByEntityPermissionsRefusal } from './rules.ts';
 import { departments } from './table.ts';
@@ -15,6 +16,13 @@ async function presentDepartment(tx: Tx, auth: Auth, id: number) {
   const [record] = await selectRecords(tx, departmentListing, auth, { where: eq(departments.id, id), presentation: ALL_FIELDS });
   return record!;
 }
+
+/** A department as the audit trail names it. */
+const departmentTarget = (record: Record<string, unknown>) => ({
+  type: 'department',
+  id: record.id as number,
+  label: (record.name as string | undefined) ?? null,
+});
 
 export const departmentHandlers = {
   async listDepartments({ auth, query, services: { db } }) {
@@ -30,21 +38,38 @@ export const departmentHandlers = {
     return { status: 200, body: departmentAvailability(await db.tenant(auth.tenantId, departmentCountAndLimit)) };
   },
 
-  async createDepartment({ auth, body, services: { db } }) {
+  async createDepartment(ctx) {
+    const {
+      auth,
+      body,
+      services: { db },
+    } = ctx;
     const created = await db.tenant(auth.tenantId, async (tx) => {
       // Serialised per tenant, so two requests cannot both take the last free place.
       await lockTenantScope(tx, 'departments.limit');
       const refusal = departmentLimitRefusal(departmentAvailability(await departmentCountAndLimit(tx)));
       if (refusal) throw refusal;
-      return presentDepartment(tx, auth, await saveDepartment(tx, auth, await departmentWrite(tx, body, null), null));
+      const record = await presentDepartment(tx, auth, await saveDepartment(tx, auth, await departmentWrite(tx, body, null), null));
+      await audit(tx, ctx, { action: 'department.created', target: departmentTarget(record), changes: recordChanges(null, record) });
+      return record;
     });
     return { status: 201, body: created };
   },
 
-  async updateDepartment({ auth, body, params, services: { db } }) {
+  async updateDepartment(ctx) {
+    const {
+      auth,
+      body,
+      params,
+      services: { db },
+    } = ctx;
     const updated = await db.tenant(auth.tenantId, async (tx) => {
       const current = await findDepartment(tx, params.department);
-      return presentDepartment(tx, auth, await saveDepartment(tx, auth, await departmentWrite(tx, body, current), current.id));
+      const before = await presentDepartment(tx, auth, current.id);
+      const record = await presentDepartment(tx, auth, await saveDepartment(tx, auth, await departmentWrite(tx, body, current), current.id));
+      const changes = recordChanges(before, record);
+      if (Object.keys(changes).length > 0) await audit(tx, ctx, { action: 'department.updated', target: departmentTarget(record), changes });
+      return record;
     });
     return { status: 200, body: updated };
   },
@@ -54,13 +79,20 @@ export const departmentHandlers = {
    * cascade. Refused (422) while an entity permission names the department: removing the
    * last restriction row of a menu item, form or task template would make it unrestricted.
    */
-  async deleteDepartment({ auth, params, services: { db } }) {
+  async deleteDepartment(ctx) {
+    const {
+      auth,
+      params,
+      services: { db },
+    } = ctx;
     await db.tenant(auth.tenantId, async (tx) => {
       // The row lock keeps a concurrent delete of the same department from racing the check.
       if (!(await lockDepartment(tx, params.department))) throw notFound('The department');
       const refusal = namedByEntityPermissionsRefusal(await entityPermissionsNaming(tx, auth, params.department, NAMED_ENTITIES_SHOWN));
       if (refusal) throw refusal;
+      const record = await presentDepartment(tx, auth, params.department);
       await deleteDepartment(tx, params.department);
+      await audit(tx, ctx, { action: 'department.deleted', target: departmentTarget(record), changes: recordChanges(record, null) });
     });
     return { status: 204 };
   },

@@ -5,6 +5,8 @@ import { MISSING_REFERENCE } from '../../platform/database/existence.ts';
 import { invalid, notFound, type FieldErrors } from '../../platform/http/problem.ts';
 import { listRecords, presentAll, showRecord, type Listing } from '../../platform/result-controls/listing.ts';
 import type { ControlsQuery } from '../../platform/result-controls/result-controls.ts';
+import type { AuditAction } from '../../platform/audit/actions.ts';
+import { audit, recordChanges, type RequestContext } from '../audit-events/record.ts';
 import { deleteSourcesFilling, sourcesCopyingFromRefusal } from '../default-value-sources/rules.ts';
 import { replaceSubjectLists, type SubjectLists } from '../entity-permissions/queries.ts';
 import { missingSubjects } from '../entity-permissions/rules.ts';
@@ -69,6 +71,8 @@ function refuse(errors: FieldErrors): void {
 /** Forms and task templates: the same operations over two kinds of parent of fields. */
 interface Parent<Row extends { id: number }, Input, Change> {
   type: ParentType;
+  /** Its events in the audit trail: `<audit>.created`, `.updated`, `.deleted`. */
+  audit: 'form' | 'task_template';
   what: string;
   /** The key of a refusal to delete it (409). */
   key: string;
@@ -80,6 +84,7 @@ interface Parent<Row extends { id: number }, Input, Change> {
 
 const FORM: Parent<FormRow, Parameters<typeof insertForm>[2], Parameters<typeof updateForm>[2]> = {
   type: 'form',
+  audit: 'form',
   what: 'The form',
   key: 'form',
   listing: formListing,
@@ -89,6 +94,7 @@ const FORM: Parent<FormRow, Parameters<typeof insertForm>[2], Parameters<typeof 
 };
 const TASK_TEMPLATE: Parent<TaskTemplateRow, Parameters<typeof insertTaskTemplate>[2], Parameters<typeof updateTaskTemplate>[2]> = {
   type: 'taskTemplate',
+  audit: 'task_template',
   what: 'The task template',
   key: 'task_template',
   listing: taskTemplateListing,
@@ -97,18 +103,40 @@ const TASK_TEMPLATE: Parent<TaskTemplateRow, Parameters<typeof insertTaskTemplat
   update: updateTaskTemplate,
 };
 
+/** A form, task template or field as the audit trail names it: by its name, or its label. */
+function auditTarget(type: string, record: Record<string, unknown>) {
+  const label = record.name ?? record.title ?? record.label ?? null;
+  return { type, id: record.id as number, label: typeof label === 'string' ? label : null };
+}
+
+/** Records the event of a parent's or field's write. */
+async function auditWrite(
+  tx: Tx,
+  ctx: RequestContext,
+  type: string,
+  what: 'created' | 'updated' | 'deleted',
+  before: Record<string, unknown> | null,
+  after: Record<string, unknown> | null,
+) {
+  const changes = recordChanges(before, after);
+  if (what === 'updated' && Object.keys(changes).length === 0) return;
+  await audit(tx, ctx, { action: `${type}.${what}` as AuditAction, target: auditTarget(type, (after ?? before)!), changes });
+}
+
 /** Creates the parent, its fields and its entity permissions; answers it with `SHOW_RELATIONS`. */
 async function createParent<Row extends { id: number }, Input, Change>(
   db: Database,
-  auth: Auth,
+  ctx: RequestContext & { auth: Auth },
   parent: Parent<Row, Input, Change>,
   input: Input & { fields?: FieldInput[]; entity_permissions?: Partial<SubjectLists> },
 ): Promise<Record<string, unknown>> {
+  const { auth } = ctx;
   return db.tenant(auth.tenantId, async (tx) => {
     refuse(await parentInputErrors(tx, input));
     const row = await parent.insert(tx, auth.tenantId, input);
     await insertFieldsAndPermissions(tx, auth.tenantId, parent.type, row.id, input.fields ?? [], input.entity_permissions);
     const [record] = await presentAll(parent.listing.view, tx, [row], auth, SHOW_RELATIONS);
+    await auditWrite(tx, ctx, parent.audit, 'created', null, record!);
     return record!;
   });
 }
@@ -130,18 +158,22 @@ function showParent<Row extends { id: number }, Input, Change>(db: Database, aut
  */
 async function updateParent<Row extends { id: number }, Input, Change>(
   db: Database,
-  auth: Auth,
+  ctx: RequestContext & { auth: Auth },
   parent: Parent<Row, Input, Change>,
   id: number,
   body: Change & { entity_permissions?: Partial<SubjectLists> },
 ): Promise<Record<string, unknown>> {
+  const { auth } = ctx;
   return db.tenant(auth.tenantId, async (tx) => {
     await requireAdministrable(tx, auth, parent.type, id, parent.what);
+    const current = await parent.find(tx, id);
+    const [before] = current ? await presentAll(parent.listing.view, tx, [current], auth, SHOW_RELATIONS) : [];
     const { entity_permissions: permissions, ...change } = body;
     if (permissions) refuse(await missingSubjects(tx, permissions, 'entity_permissions'));
     const row = await parent.update(tx, id, change as Change);
     if (permissions) await replaceSubjectLists(tx, auth.tenantId, parent.type, id, permissions);
     const [record] = await presentAll(parent.listing.view, tx, [row], auth, SHOW_RELATIONS);
+    await auditWrite(tx, ctx, parent.audit, 'updated', before ?? null, record!);
     return record!;
   });
 }
@@ -153,22 +185,30 @@ async function updateParent<Row extends { id: number }, Input, Change>(
  */
 async function deleteParentRecord<Row extends { id: number }, Input, Change>(
   db: Database,
-  auth: Auth,
+  ctx: RequestContext & { auth: Auth },
   parent: Parent<Row, Input, Change>,
   id: number,
 ): Promise<void> {
+  const { auth } = ctx;
   await db.tenant(auth.tenantId, async (tx) => {
     await requireAdministrable(tx, auth, parent.type, id, parent.what);
+    const current = await parent.find(tx, id);
     const fieldIds = await fieldIdsOf(tx, parent.type, id);
     await deleteParent(tx, parent.type, id);
     const refusal = await sourcesCopyingFromRefusal(tx, auth, fieldIds, parent.key, parent.what);
     if (refusal) throw refusal;
+    if (current) await auditWrite(tx, ctx, parent.audit, 'deleted', { ...current }, null);
   });
 }
 
 export const formHandlers = {
-  async createForm({ auth, body, services: { db } }) {
-    return { status: 201, body: await createParent(db, auth, FORM, body) };
+  async createForm(ctx) {
+    const {
+      auth,
+      body,
+      services: { db },
+    } = ctx;
+    return { status: 201, body: await createParent(db, ctx, FORM, body) };
   },
 
   async listForms({ auth, query, services: { db } }) {
@@ -179,17 +219,33 @@ export const formHandlers = {
     return { status: 200, body: await showParent(db, auth, FORM, query, params.form) };
   },
 
-  async updateForm({ auth, body, params, services: { db } }) {
-    return { status: 200, body: await updateParent(db, auth, FORM, params.form, body) };
+  async updateForm(ctx) {
+    const {
+      auth,
+      body,
+      params,
+      services: { db },
+    } = ctx;
+    return { status: 200, body: await updateParent(db, ctx, FORM, params.form, body) };
   },
 
-  async deleteForm({ auth, params, services: { db } }) {
-    await deleteParentRecord(db, auth, FORM, params.form);
+  async deleteForm(ctx) {
+    const {
+      auth,
+      params,
+      services: { db },
+    } = ctx;
+    await deleteParentRecord(db, ctx, FORM, params.form);
     return { status: 204 };
   },
 
-  async createTaskTemplate({ auth, body, services: { db } }) {
-    return { status: 201, body: await createParent(db, auth, TASK_TEMPLATE, body) };
+  async createTaskTemplate(ctx) {
+    const {
+      auth,
+      body,
+      services: { db },
+    } = ctx;
+    return { status: 201, body: await createParent(db, ctx, TASK_TEMPLATE, body) };
   },
 
   async listTaskTemplates({ auth, query, services: { db } }) {
@@ -200,12 +256,23 @@ export const formHandlers = {
     return { status: 200, body: await showParent(db, auth, TASK_TEMPLATE, query, params.taskTemplate) };
   },
 
-  async updateTaskTemplate({ auth, body, params, services: { db } }) {
-    return { status: 200, body: await updateParent(db, auth, TASK_TEMPLATE, params.taskTemplate, body) };
+  async updateTaskTemplate(ctx) {
+    const {
+      auth,
+      body,
+      params,
+      services: { db },
+    } = ctx;
+    return { status: 200, body: await updateParent(db, ctx, TASK_TEMPLATE, params.taskTemplate, body) };
   },
 
-  async deleteTaskTemplate({ auth, params, services: { db } }) {
-    await deleteParentRecord(db, auth, TASK_TEMPLATE, params.taskTemplate);
+  async deleteTaskTemplate(ctx) {
+    const {
+      auth,
+      params,
+      services: { db },
+    } = ctx;
+    await deleteParentRecord(db, ctx, TASK_TEMPLATE, params.taskTemplate);
     return { status: 204 };
   },
 
@@ -213,7 +280,12 @@ export const formHandlers = {
     return { status: 200, body: await listRecords(db, auth.tenantId, fieldListing, query, auth) };
   },
 
-  async createFormField({ auth, body, services: { db } }) {
+  async createFormField(ctx) {
+    const {
+      auth,
+      body,
+      services: { db },
+    } = ctx;
     const parent = fieldParent(body);
     const created = await db.tenant(auth.tenantId, async (tx) => {
       const errors = fieldOptionsErrors(body.field_type, body.options, 'options');
@@ -221,7 +293,10 @@ export const formHandlers = {
       if ((await canAdminister(tx, auth, parent.type, parent.id)) !== true) errors[parent.key] = [MISSING_REFERENCE];
       refuse(errors);
       const sortNumber = body.sort_number ?? (await nextFieldSortNumber(tx, parent.type, parent.id));
-      return insertField(tx, auth.tenantId, parent.type, parent.id, body, sortNumber);
+      const field = await insertField(tx, auth.tenantId, parent.type, parent.id, body, sortNumber);
+      const [presented] = await presentAll(fieldView, null, [field], auth);
+      await auditWrite(tx, ctx, 'form_field', 'created', null, presented!);
+      return field;
     });
     const [record] = await presentAll(fieldView, null, [created], auth);
     return { status: 201, body: record! };
@@ -232,24 +307,40 @@ export const formHandlers = {
     return { status: 200, body: await showRecord(db, auth.tenantId, fieldListing, query, auth, find, 'The field') };
   },
 
-  async updateFormField({ auth, body, params, services: { db } }) {
+  async updateFormField(ctx) {
+    const {
+      auth,
+      body,
+      params,
+      services: { db },
+    } = ctx;
     const updated = await db.tenant(auth.tenantId, async (tx) => {
       const field = await requireAdministrableField(tx, auth, params.formField, 'update');
       if (body.options !== undefined) refuse(fieldOptionsErrors(field.fieldType, body.options, 'options'));
-      return updateField(tx, field, body);
+      const row = await updateField(tx, field, body);
+      const [before, after] = await presentAll(fieldView, null, [field, row], auth);
+      await auditWrite(tx, ctx, 'form_field', 'updated', before!, after!);
+      return row;
     });
     const [record] = await presentAll(fieldView, null, [updated], auth);
     return { status: 200, body: record! };
   },
 
-  async deleteFormField({ auth, params, services: { db } }) {
+  async deleteFormField(ctx) {
+    const {
+      auth,
+      params,
+      services: { db },
+    } = ctx;
     await db.tenant(auth.tenantId, async (tx) => {
       const field = await requireAdministrableField(tx, auth, params.formField, 'update');
+      const [before] = await presentAll(fieldView, null, [field], auth);
       // The sources filling the field go with it; those copying from it block the delete.
       await softDeleteField(tx, field.id);
       await deleteSourcesFilling(tx, [field.id]);
       const refusal = await sourcesCopyingFromRefusal(tx, auth, [field.id], 'form_field', 'The field');
       if (refusal) throw refusal;
+      await auditWrite(tx, ctx, 'form_field', 'deleted', before!, null);
     });
     return { status: 204 };
   },

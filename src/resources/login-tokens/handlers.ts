@@ -5,6 +5,8 @@ import type { Handlers } from '../../platform/http/handler.ts';
 import { notFound, unauthorized } from '../../platform/http/problem.ts';
 import { listRecords, presentAll, showRecord } from '../../platform/result-controls/listing.ts';
 import type { Secrets } from '../../platform/secrets/secrets.ts';
+import { changesBetween, requestOrigin } from '../../platform/audit/audit.ts';
+import { audit, type RequestContext } from '../audit-events/record.ts';
 import { admitLoginAttempt, withdrawLoginAttempt } from '../auth/queries.ts';
 import { clientAddressLimitKey } from '../auth/rules.ts';
 import { consumeLoginToken, insertLoginToken, softDeleteLoginToken, tokenTarget, tokenTargetsWithEmail, type TokenTarget } from './queries.ts';
@@ -13,10 +15,18 @@ import { isSignedLoginTokenValue, newLoginTokenValue } from './token-value.ts';
 import { loginTokenListing, loginTokenView } from './view.ts';
 
 /** Stores a new token for `target` (hash only) and answers the record plus the value, once. */
-async function createLoginToken(tx: Tx, auth: Auth, secrets: Secrets, target: TokenTarget, field: string, expiresIn: number) {
+async function createLoginToken(tx: Tx, ctx: RequestContext & { auth: Auth }, secrets: Secrets, target: TokenTarget, field: string, expiresIn: number) {
+  const { auth } = ctx;
   await refuseUnlessSignInHeld(tx, auth, target, field);
   const token = newLoginTokenValue(secrets);
-  const [record] = await presentAll(loginTokenView, tx, [await insertLoginToken(tx, auth, target.id, hashToken(token), expiresIn)], auth);
+  const row = await insertLoginToken(tx, auth, target.id, hashToken(token), expiresIn);
+  // The value is a credential: the trail names the token by its uuid only.
+  await audit(tx, ctx, {
+    action: 'login_token.created',
+    target: { type: 'login_token', id: row.uuid, label: null },
+    changes: changesBetween(null, { login_user_id: row.loginUserId, expires_at: row.expiresAt }),
+  });
+  const [record] = await presentAll(loginTokenView, tx, [row], auth);
   return { ...(record as { uuid: string; user_id: number; login_user_id: number; expires_at: string }), token };
 }
 
@@ -30,30 +40,47 @@ export const loginTokenHandlers = {
     return { status: 200, body };
   },
 
-  async createUserLoginToken({ auth, body, services: { db, secrets } }) {
+  async createUserLoginToken(ctx) {
+    const {
+      auth,
+      body,
+      services: { db, secrets },
+    } = ctx;
     // The non-e-mail create signs in the creator; a body `user_id` is ignored.
     const created = await db.tenant(auth.tenantId, async (tx) => {
       const self = await tokenTarget(tx, auth.userId);
       if (!self) throw notFound('The user');
-      return createLoginToken(tx, auth, secrets, self, 'user_id', body.expires_in);
+      return createLoginToken(tx, ctx, secrets, self, 'user_id', body.expires_in);
     });
     return { status: 201, body: created };
   },
 
-  async createUserLoginTokenForEmail({ auth, body, services: { db, secrets } }) {
+  async createUserLoginTokenForEmail(ctx) {
+    const {
+      auth,
+      body,
+      services: { db, secrets },
+    } = ctx;
     requireEmailLookup(auth);
     const created = await db.tenant(auth.tenantId, async (tx) => {
       const target = soleActiveUser(await tokenTargetsWithEmail(tx, body.email));
       if (!target) throw unusableTarget('email');
-      return createLoginToken(tx, auth, secrets, target, 'email', body.expires_in);
+      return createLoginToken(tx, ctx, secrets, target, 'email', body.expires_in);
     });
     return { status: 201, body: created };
   },
 
-  async deleteUserLoginToken({ auth, params, services: { db } }) {
+  async deleteUserLoginToken(ctx) {
+    const {
+      auth,
+      params,
+      services: { db },
+    } = ctx;
     await db.tenant(auth.tenantId, async (tx) => {
       // An already used or deleted token keeps its deletion time: nothing changes.
-      if (!(await softDeleteLoginToken(tx, params.userLoginToken))) throw notFound('The login token');
+      const deleted = await softDeleteLoginToken(tx, params.userLoginToken);
+      if (!deleted) throw notFound('The login token');
+      if (deleted.changed) await audit(tx, ctx, { action: 'login_token.deleted', target: { type: 'login_token', id: params.userLoginToken, label: null } });
     });
     return { status: 204 };
   },
@@ -63,7 +90,9 @@ export const loginTokenHandlers = {
     // Counted before the token is looked at (429 beyond the limit); a success withdraws it.
     const attempt = await admitLoginAttempt(db, config, [addressKey]);
     // A value without this instance's signature never reaches the database.
-    const answer = isSignedLoginTokenValue(secrets, body.token) ? await consumeLoginToken(db, hashToken(body.token), config.accessTokenTtlSeconds) : null;
+    const answer = isSignedLoginTokenValue(secrets, body.token)
+      ? await consumeLoginToken(db, hashToken(body.token), config.accessTokenTtlSeconds, requestOrigin(request))
+      : null;
     if (!answer) throw unauthorized('The login token is invalid, expired or already used.', 'login_token_invalid');
     await withdrawLoginAttempt(db, attempt);
     return { status: 200, body: answer };

@@ -1,5 +1,7 @@
 import { and, eq, sql, type SQL } from 'drizzle-orm';
 import { setTenant, type Database, type Tx } from '../../platform/database/database.ts';
+import { recordAudit, type AuditOrigin } from '../../platform/audit/audit.ts';
+import { userLabelOf } from '../audit-events/record.ts';
 import { issueAccessToken } from '../auth/queries.ts';
 import { roles } from '../roles/table.ts';
 import { users } from '../users/table.ts';
@@ -64,14 +66,17 @@ export async function insertLoginToken(
   return row!;
 }
 
-/** Soft-deletes the token; an already used or deleted one keeps its deletion time. False when there is none. */
-export async function softDeleteLoginToken(tx: Tx, uuid: string): Promise<boolean> {
+/**
+ * Soft-deletes the token; an already used or deleted one keeps its deletion time. Undefined
+ * when there is none; `changed` false when it was deleted already.
+ */
+export async function softDeleteLoginToken(tx: Tx, uuid: string): Promise<{ changed: boolean } | undefined> {
   const [row] = await tx
     .update(userLoginTokens)
     .set({ deletedAt: sql`coalesce(${userLoginTokens.deletedAt}, now())` })
     .where(eq(userLoginTokens.uuid, uuid))
-    .returning({ id: userLoginTokens.id });
-  return row !== undefined;
+    .returning({ changed: sql<boolean>`${userLoginTokens.deletedAt} = now()` });
+  return row;
 }
 
 /**
@@ -80,7 +85,7 @@ export async function softDeleteLoginToken(tx: Tx, uuid: string): Promise<boolea
  * migration `login-token-consumption`), then the access token is issued in the token's
  * tenant. If issuing fails, the token stays unused. Null when the token does not sign in.
  */
-export async function consumeLoginToken(db: Database, tokenHash: Buffer, ttlSeconds: number) {
+export async function consumeLoginToken(db: Database, tokenHash: Buffer, ttlSeconds: number, origin: AuditOrigin) {
   return db.transaction(async (tx) => {
     const [consumed] = await tx.execute<{ tenant_id: string; login_user_id: string }>(
       sql`select tenant_id, login_user_id from atrium_consume_login_token(${tokenHash})`,
@@ -88,6 +93,14 @@ export async function consumeLoginToken(db: Database, tokenHash: Buffer, ttlSeco
     if (!consumed) return null;
     const tenantId = Number(consumed.tenant_id);
     await setTenant(tx, tenantId);
-    return issueAccessToken(tx, tenantId, Number(consumed.login_user_id), ttlSeconds);
+    const loginUserId = Number(consumed.login_user_id);
+    const [token] = await tx.select({ uuid: userLoginTokens.uuid }).from(userLoginTokens).where(eq(userLoginTokens.tokenHash, tokenHash));
+    // Signed in by the token: the user it signs in acts.
+    await recordAudit(
+      tx,
+      { actor: { type: 'user', id: loginUserId, label: userLabelOf(loginUserId) }, origin },
+      { action: 'login_token.consumed', target: { type: 'login_token', id: token?.uuid ?? null, label: null } },
+    );
+    return issueAccessToken(tx, tenantId, loginUserId, ttlSeconds);
   });
 }

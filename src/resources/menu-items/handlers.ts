@@ -3,6 +3,7 @@ import type { Tx } from '../../platform/database/database.ts';
 import type { Handlers } from '../../platform/http/handler.ts';
 import { notFound } from '../../platform/http/problem.ts';
 import { listRecords, presentAll, showRecord } from '../../platform/result-controls/listing.ts';
+import { audit, recordChanges } from '../audit-events/record.ts';
 import { replaceSubjectLists } from '../entity-permissions/queries.ts';
 import {
   findUndeletedMenuItem,
@@ -27,6 +28,9 @@ async function presentForAdministration(tx: Tx, auth: Auth, row: MenuItemRow) {
   return record!;
 }
 
+/** A menu item as the audit trail names it. */
+const menuItemTarget = (row: MenuItemRow) => ({ type: 'menu_item', id: row.id, label: row.title });
+
 export const menuItemHandlers = {
   async listMenuItems({ auth, query, services: { db } }) {
     return { status: 200, body: await listRecords(db, auth.tenantId, menuItemListing, query, userScope(auth)) };
@@ -46,7 +50,12 @@ export const menuItemHandlers = {
     return { status: 200, body };
   },
 
-  async createMenuItem({ auth, body, services: { db } }) {
+  async createMenuItem(ctx) {
+    const {
+      auth,
+      body,
+      services: { db },
+    } = ctx;
     const created = await db.tenant(auth.tenantId, async (tx) => {
       const langId = await validateMenuItemDraft(tx, auth, {
         type: body.type,
@@ -70,15 +79,24 @@ export const menuItemHandlers = {
         sortNumber: body.sort_number ?? (await nextSortNumber(tx)),
       });
       if (body.entity_permissions) await replaceSubjectLists(tx, auth.tenantId, MENU_ITEM_ENTITY_TYPE, row.id, body.entity_permissions);
-      return presentForAdministration(tx, auth, row);
+      const record = await presentForAdministration(tx, auth, row);
+      await audit(tx, ctx, { action: 'menu_item.created', target: menuItemTarget(row), changes: recordChanges(null, record) });
+      return record;
     });
     return { status: 201, body: created };
   },
 
-  async updateMenuItem({ auth, params, body, services: { db } }) {
+  async updateMenuItem(ctx) {
+    const {
+      auth,
+      params,
+      body,
+      services: { db },
+    } = ctx;
     const updated = await db.tenant(auth.tenantId, async (tx) => {
       const current = await findUndeletedMenuItem(tx, params.menuItem);
       if (!current) throw notFound('The menu item');
+      const before = await presentForAdministration(tx, auth, current);
       const type = body.type ?? current.type;
       const link = body.link ?? current.link;
       const allowIframeAccess = body.allow_iframe_access ?? current.allowIframeAccess;
@@ -106,14 +124,24 @@ export const menuItemHandlers = {
         sortNumber: body.sort_number ?? current.sortNumber,
       });
       if (body.entity_permissions) await replaceSubjectLists(tx, auth.tenantId, MENU_ITEM_ENTITY_TYPE, current.id, body.entity_permissions);
-      return presentForAdministration(tx, auth, row);
+      const record = await presentForAdministration(tx, auth, row);
+      const changes = recordChanges(before, record);
+      if (Object.keys(changes).length > 0) await audit(tx, ctx, { action: 'menu_item.updated', target: menuItemTarget(row), changes });
+      return record;
     });
     return { status: 200, body: updated };
   },
 
-  async deleteMenuItem({ auth, params, services: { db } }) {
+  async deleteMenuItem(ctx) {
+    const {
+      auth,
+      params,
+      services: { db },
+    } = ctx;
     await db.tenant(auth.tenantId, async (tx) => {
-      if (!(await softDeleteMenuItem(tx, params.menuItem))) throw notFound('The menu item');
+      const current = await findUndeletedMenuItem(tx, params.menuItem);
+      if (!current || !(await softDeleteMenuItem(tx, params.menuItem))) throw notFound('The menu item');
+      await audit(tx, ctx, { action: 'menu_item.deleted', target: menuItemTarget(current) });
     });
     return { status: 204 };
   },

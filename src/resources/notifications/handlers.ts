@@ -5,10 +5,12 @@ import type { Handlers } from '../../platform/http/handler.ts';
 import { notFound, ProblemError } from '../../platform/http/problem.ts';
 import { listRecords, selectRecords, showRecord } from '../../platform/result-controls/listing.ts';
 import { readControls } from '../../platform/result-controls/result-controls.ts';
+import type { Tx } from '../../platform/database/database.ts';
+import { audit, type RequestContext } from '../audit-events/record.ts';
 import { announceTenantUnreadChange } from './channel.ts';
 import { isEventId } from './event-ids.ts';
-import { notify, queueDelivery } from './notify.ts';
-import { deleteTenantNotifications, markOwnNotification, markOwnNotifications, unreadCount } from './queries.ts';
+import { notify, queueDelivery, type NotifyInput } from './notify.ts';
+import { countRecipients, deleteTenantNotifications, markOwnNotification, markOwnNotifications, unreadCount } from './queries.ts';
 import { CUSTOM_NOTIFICATION, readState, TYPED_NOTIFICATIONS, type ReadStateInput, type TypedNotification } from './rules.ts';
 import { notifications } from './table.ts';
 import { byTarget, byType, notificationListing, notificationView } from './view.ts';
@@ -37,6 +39,27 @@ interface BulkInput extends ReadStateInput {
 
 const NOTIFICATION = 'The notification';
 
+/**
+ * Records a dispatch and its one audit event (`notification.sent`: one per fan-out, never
+ * one per recipient) with the number of users it reaches.
+ */
+async function sendAudited(tx: Tx, ctx: RequestContext, input: NotifyInput) {
+  const dispatch = await notify(tx, input);
+  const userIds = input.recipients.userIds ?? [];
+  const departmentIds = input.recipients.departmentIds ?? [];
+  await audit(tx, ctx, {
+    action: 'notification.sent',
+    target: { type: 'notification_dispatch', id: dispatch.dispatchId, label: input.data.title },
+    details: {
+      type: input.type,
+      user_ids: userIds,
+      department_ids: departmentIds,
+      recipient_count: await countRecipients(tx, userIds, departmentIds),
+    },
+  });
+  return dispatch;
+}
+
 export const notificationHandlers = {
   async listNotifications({ auth, query, services: { db } }) {
     return { status: 200, body: await listRecords(db, auth.tenantId, notificationListing, query, auth) };
@@ -62,10 +85,15 @@ export const notificationHandlers = {
     return { status: 200, body: await showRecord(db, auth.tenantId, notificationListing, query, auth, { key: params.notification }, NOTIFICATION) };
   },
 
-  async createNotification({ auth, body, services: { db, jobs } }) {
+  async createNotification(ctx) {
+    const {
+      auth,
+      body,
+      services: { db, jobs },
+    } = ctx;
     const input = body as GenericInput;
     const dispatch = await db.tenant(auth.tenantId, (tx) =>
-      notify(tx, {
+      sendAudited(tx, ctx, {
         recipients: { userIds: input.user_ids, departmentIds: input.department_ids },
         type: CUSTOM_NOTIFICATION,
         data: { title: input.title, body: input.body, url: input.url },
@@ -76,10 +104,15 @@ export const notificationHandlers = {
     return { status: 202, body: envelope(null) };
   },
 
-  async createTypedNotification({ auth, body, services: { db, jobs } }) {
+  async createTypedNotification(ctx) {
+    const {
+      auth,
+      body,
+      services: { db, jobs },
+    } = ctx;
     const input = body as TypedInput;
     const dispatch = await db.tenant(auth.tenantId, (tx) =>
-      notify(tx, {
+      sendAudited(tx, ctx, {
         recipients: { userIds: input.user_ids, departmentIds: input.department_ids },
         type: input.type,
         targetable: { type: TYPED_NOTIFICATIONS[input.type], id: input.targetable_id },
@@ -136,9 +169,14 @@ export const notificationHandlers = {
   },
 
   /** Every notification of the tenant and every pending delivery; settings stay (docs/notifications.md#recipients). */
-  async resetNotifications({ auth, services: { db } }) {
+  async resetNotifications(ctx) {
+    const {
+      auth,
+      services: { db },
+    } = ctx;
     await db.tenant(auth.tenantId, async (tx) => {
       await deleteTenantNotifications(tx);
+      await audit(tx, ctx, { action: 'notifications.reset', target: { type: 'tenant', id: auth.tenantId, label: null } });
       // Open streams of the tenant learn their count is now 0.
       await announceTenantUnreadChange(tx, auth.tenantId);
     });

@@ -5,7 +5,7 @@ import type { Db, Tx } from '../../platform/database/database.ts';
 import { missingIds } from '../../platform/database/existence.ts';
 import { prepared } from '../../platform/database/prepared.ts';
 import { requiredTenant } from '../../platform/database/tenancy.ts';
-import { departmentNotificationSettings, departments } from '../departments/table.ts';
+import { departmentNotificationSettings, departments, departmentUsers } from '../departments/table.ts';
 import { notificationSettings } from '../notification-settings/table.ts';
 import { users } from '../users/table.ts';
 import { announceStoredBatch, announceUnreadChange } from './channel.ts';
@@ -229,4 +229,17 @@ export function markOwnNotification(tx: Tx, auth: Auth, notificationId: string, 
 export async function deleteTenantNotifications(tx: Tx): Promise<void> {
   await tx.delete(notifications);
   await tx.delete(notificationDispatches);
+}
+
+/**
+ * How many users a dispatch reaches as sent: the users named and the members of the
+ * departments named, each once, deleted users left out (departments' notification
+ * settings may still decline some at delivery). One query; for the audit trail.
+ */
+export async function countRecipients(tx: Tx, userIds: readonly number[], departmentIds: readonly number[]): Promise<number> {
+  const [row] = await tx.execute<{ count: number }>(sql`
+    select count(*)::int as count from ${users} u
+    where u.deleted_at is null and (u.id = any(${`{${userIds.join(',')}}`}::bigint[])
+      or exists (select 1 from ${departmentUsers} m where m.user_id = u.id and m.department_id = any(${`{${departmentIds.join(',')}}`}::bigint[])))`);
+  return row?.count ?? 0;
 }

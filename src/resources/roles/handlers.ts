@@ -1,6 +1,8 @@
+import { changesBetween } from '../../platform/audit/audit.ts';
 import type { Handlers } from '../../platform/http/handler.ts';
 import { invalid, notFound } from '../../platform/http/problem.ts';
 import { listRecords, presentAll, showRecord } from '../../platform/result-controls/listing.ts';
+import { audit } from '../audit-events/record.ts';
 import { insertRole, lockRole, roleIdOf, updateRoleRow } from './queries.ts';
 import { assertMayAdministerRole, newRoleName, roleChangeErrors } from './rules.ts';
 import { roleListing, roleView } from './view.ts';
@@ -15,19 +17,36 @@ export const roleHandlers = {
     return { status: 200, body };
   },
 
-  async createRole({ auth, body, services: { db } }) {
+  async createRole(ctx) {
+    const {
+      auth,
+      body,
+      services: { db },
+    } = ctx;
     const permissions = body.permissions ?? [];
     const errors = roleChangeErrors(auth, { permissions: [], active: true, ownRole: false }, { permissions, active: body.active ?? true });
     if (Object.keys(errors).length > 0) throw invalid(errors);
     const created = await db.tenant(auth.tenantId, async (tx) => {
       const name = await newRoleName(tx, body.name);
-      return insertRole(tx, { tenantId: auth.tenantId, name, active: body.active ?? true, permissions });
+      const role = await insertRole(tx, { tenantId: auth.tenantId, name, active: body.active ?? true, permissions });
+      await audit(tx, ctx, {
+        action: 'role.created',
+        target: { type: 'role', id: role.id, label: role.name },
+        changes: changesBetween(null, { name: role.name, active: role.active, permissions: role.permissions }),
+      });
+      return role;
     });
     const [record] = await presentAll(roleView, null, [created], auth);
     return { status: 201, body: record! };
   },
 
-  async updateRole({ auth, params, body, services: { db } }) {
+  async updateRole(ctx) {
+    const {
+      auth,
+      params,
+      body,
+      services: { db },
+    } = ctx;
     const updated = await db.tenant(auth.tenantId, async (tx) => {
       const role = await lockRole(tx, params.role);
       if (!role) throw notFound('The role');
@@ -38,7 +57,14 @@ export const roleHandlers = {
       if (Object.keys(errors).length > 0) throw invalid(errors);
       // A name sent back unchanged is not judged again (it may predate these rules).
       if (next.name !== role.name) next.name = await newRoleName(tx, next.name, role.id);
-      return updateRoleRow(tx, role.id, next);
+      const updated = await updateRoleRow(tx, role.id, next);
+      const changes = changesBetween(
+        { name: role.name, active: role.active, permissions: role.permissions },
+        { name: updated.name, active: updated.active, permissions: updated.permissions },
+      );
+      if (Object.keys(changes).length > 0)
+        await audit(tx, ctx, { action: 'role.updated', target: { type: 'role', id: role.id, label: updated.name }, changes });
+      return updated;
     });
     const [record] = await presentAll(roleView, null, [updated], auth);
     return { status: 200, body: record! };

@@ -143,3 +143,19 @@ export function parseCell(kind: CellKind, raw: string, whitespaceToNull: boolean
  * columns cannot be null).
  */
 export const keepsCurrent = (key: UserKey, value: CellValue | undefined) => value === null && (USER_FIELDS[key].cell === 'boolean' || key === 'role_id');
+
+/**
+ * The user keys stored in columns of `users` with their values in `row` (camel-case
+ * columns), by key: what the audit trail compares before and after a write. Values that
+ * are SQL (a blackout's `clock_timestamp()`) are left out; the password is no column.
+ */
+export function storedFieldsOf(row: UserColumns): Record<string, unknown> {
+  const fields: Record<string, unknown> = {};
+  for (const [key, column] of COLUMN_KEYS) {
+    const value = row[column];
+    if (value === undefined) continue;
+    if (value !== null && typeof value === 'object' && !(value instanceof Date)) continue;
+    fields[key] = value;
+  }
+  return fields;
+}

@@ -1,4 +1,6 @@
 import { eq } from 'drizzle-orm';
+import { anonymizeAuditTrail, changesBetween, SECRET_CHANGED } from '../../platform/audit/audit.ts';
+import type { Changes } from '../../platform/audit/table.ts';
 import { authenticateRequest, can, requirePermission, requirePermissionUnlessSelf, type Auth } from '../../platform/auth/auth.ts';
 import { hashPassword } from '../../platform/auth/passwords.ts';
 import type { Tx } from '../../platform/database/database.ts';
@@ -7,13 +9,15 @@ import { uploadOf } from '../../platform/http/multipart.ts';
 import { coded, invalid, notFound, unauthorized } from '../../platform/http/problem.ts';
 import { listRecords, selectRecords, showRecord } from '../../platform/result-controls/listing.ts';
 import { endSessionsAfterPasswordChange, verifyOwnPassword } from '../auth/credentials.ts';
+import { audit, userLabel } from '../audit-events/record.ts';
 import { HOLDS_ENTITY_RIGHTS, usersHoldingRightsBeyond } from '../entity-permissions/rules.ts';
 import { defaultRoleErrors, loadDefaultRoleId, storeDefaultRoleId } from '../scim/settings.ts';
 import { importTemplate, previewCsvImport, type CsvImportOptions } from './csv-import.ts';
-import { columnsOf } from './fields.ts';
+import { columnsOf, storedFieldsOf } from './fields.ts';
 import { acceptPicture, inlineDisposition, pictureSignatureValid, type StoredPicture } from './profile-picture.ts';
 import {
   blackOut,
+  departmentIdsOf,
   endAllSessions,
   findPicture,
   insertUser,
@@ -78,6 +82,26 @@ const draftOf = (input: UserInput, current: UserDraft['current'], picture: Store
   hasPicture: picture === undefined ? undefined : picture !== null,
   current,
 });
+
+/**
+ * What a user write changed, for the audit trail: the stored fields before and after,
+ * the password only as changed, the picture as changed, the departments' ids.
+ */
+function userChanges(
+  before: Parameters<typeof storedFieldsOf>[0] | null,
+  after: Parameters<typeof storedFieldsOf>[0],
+  extra: { password: boolean; picture: StoredPicture | null | undefined; departments?: { from: number[] | null; to: readonly number[] | undefined } },
+): Changes {
+  const changes = changesBetween(before && storedFieldsOf(before), storedFieldsOf(after));
+  if (extra.password) changes.password = SECRET_CHANGED;
+  if (extra.picture !== undefined) changes.profile_picture = SECRET_CHANGED;
+  const departments = extra.departments;
+  if (departments?.to !== undefined) {
+    const to = [...departments.to].sort((a, b) => a - b);
+    if (JSON.stringify(departments.from) !== JSON.stringify(to)) changes.department_ids = { from: departments.from, to };
+  }
+  return changes;
+}
 
 /** The user just written, as a request without controls is answered (every visible field, the default relations). */
 async function presentUser(tx: Tx, viewer: Auth, userId: number) {
@@ -157,16 +181,20 @@ export const userHandlers = {
       addErrors(errors, requiredProfileKeyErrors(draft, await loadRequiredProfileKeys(tx)));
       addErrors(errors, await userWriteReferenceErrors(tx, auth, draft, { userId: null, departmentIds: input.department_ids }));
       if (Object.keys(errors).length > 0) throw userWriteRefusal(errors);
-      const id = await insertUser(tx, {
+      const stored = {
         ...columnsOf(input),
-        tenantId: auth.tenantId,
         username: input.username!,
         roleId: input.role_id!,
-        passwordHash,
         active: input.active ?? deriveActive(input.entering_date, input.leaving_date),
-      });
+      };
+      const id = await insertUser(tx, { ...stored, tenantId: auth.tenantId, passwordHash });
       await replaceDepartments(tx, auth.tenantId, id, input.department_ids);
       await replacePicture(tx, auth.tenantId, id, picture);
+      await audit(tx, ctx, {
+        action: 'user.created',
+        target: { type: 'user', id, label: userLabel({ firstName: null, lastName: null, ...stored }) },
+        changes: userChanges(null, stored, { password: true, picture, departments: { from: null, to: input.department_ids } }),
+      });
       return presentUser(tx, auth, id);
     });
     return { status: 201, body };
@@ -215,6 +243,7 @@ export const userHandlers = {
       addErrors(errors, userDraftErrors(draft, { ...services.config, requiredProfileKeys: await loadRequiredProfileKeys(tx) }));
       addErrors(errors, await userWriteReferenceErrors(tx, auth, draft, { userId: current.id, departmentIds: input.department_ids }));
       if (Object.keys(errors).length > 0) throw userWriteRefusal(errors);
+      const departmentsBefore = input.department_ids === undefined ? null : ((await departmentIdsOf(tx, [current.id])).get(current.id) ?? []);
       await updateUserColumns(tx, current.id, { ...columnsOf(input), ...(passwordHash ? { passwordHash } : {}) });
       if (passwordHash) {
         await endSessionsAfterPasswordChange(tx, auth, current.id);
@@ -223,6 +252,17 @@ export const userHandlers = {
       if (current.active && input.active === false) await endAllSessions(tx, current.id);
       await replaceDepartments(tx, auth.tenantId, current.id, input.department_ids);
       await replacePicture(tx, auth.tenantId, current.id, picture);
+      const after = { ...current, ...columnsOf(input) };
+      const changes = userChanges(current, after, {
+        password: passwordHash !== undefined,
+        picture,
+        departments: { from: departmentsBefore, to: input.department_ids },
+      });
+      // A write that changes nothing leaves no event; a password change alone is an action of its own.
+      if (Object.keys(changes).length > 0) {
+        const action = Object.keys(changes).length === 1 && changes.password ? 'user.password_changed' : 'user.updated';
+        await audit(tx, ctx, { action, target: { type: 'user', id: current.id, label: userLabel(after) }, changes });
+      }
       return presentUser(tx, auth, current.id);
     });
     return { status: 200, body };
@@ -237,22 +277,39 @@ export const userHandlers = {
     const body = await services.db.tenant(auth.tenantId, async (tx) => {
       const current = await requireAdministrableUser(tx, auth, params.user);
       await replacePicture(tx, auth.tenantId, current.id, picture);
+      await audit(tx, ctx, {
+        action: 'user.updated',
+        target: { type: 'user', id: current.id, label: userLabel(current) },
+        changes: { profile_picture: SECRET_CHANGED },
+      });
       return presentUser(tx, auth, current.id);
     });
     return { status: 200, body };
   },
 
-  async deleteUser({ auth, params, services: { db } }) {
+  async deleteUser(ctx) {
+    const {
+      auth,
+      params,
+      services: { db },
+    } = ctx;
     assertNotSelf(auth, params.user, 'delete');
     await db.tenant(auth.tenantId, async (tx) => {
-      await requireAdministrableUser(tx, auth, params.user);
+      const user = await requireAdministrableUser(tx, auth, params.user);
       if (!(await softDeleteUser(tx, params.user))) throw notFound('The user');
       await revokePendingLoginTokens(tx, params.user);
+      await audit(tx, ctx, { action: 'user.deleted', target: { type: 'user', id: user.id, label: userLabel(user) } });
     });
     return { status: 204 };
   },
 
-  async restoreUser({ auth, params, body, services: { db } }) {
+  async restoreUser(ctx) {
+    const {
+      auth,
+      params,
+      body,
+      services: { db },
+    } = ctx;
     const roleId = (body as { role_id?: number } | undefined)?.role_id;
     const restored = await db.tenant(auth.tenantId, async (tx) => {
       const user = await requireAdministrableUser(tx, auth, params.user, { withTrashed: true });
@@ -267,26 +324,47 @@ export const userHandlers = {
         if (Object.keys(conferred).length > 0) throw invalid(conferred);
       }
       await restoreDeletedUser(tx, user.id, roleId);
+      await audit(tx, ctx, {
+        action: 'user.restored',
+        target: { type: 'user', id: user.id, label: userLabel(user) },
+        changes: changesBetween({ role_id: user.roleId }, { role_id: roleId ?? user.roleId }),
+      });
       return presentUser(tx, auth, user.id);
     });
     return { status: 200, body: restored };
   },
 
-  async blackoutUser({ auth, params, services: { db, config } }) {
+  async blackoutUser(ctx) {
+    const {
+      auth,
+      params,
+      services: { db, config },
+    } = ctx;
     assertNotSelf(auth, params.user, 'black out');
     await db.tenant(auth.tenantId, async (tx) => {
       const target = await requireAdministrableUser(tx, auth, params.user, { withTrashed: true });
-      if (!(await blackOut(tx, config, target, blackoutValues(target.id)))) throw notFound('The user');
+      const values = blackoutValues(target.id);
+      if (!(await blackOut(tx, config, target, values))) throw notFound('The user');
+      // The person's data leaves the trail too: past events get the account's anonymized values.
+      const label = userLabel({ firstName: null, lastName: null, username: values.username! });
+      await anonymizeAuditTrail(tx, { actorType: 'user', targetType: 'user', id: target.id }, label, storedFieldsOf(values));
+      await audit(tx, ctx, { action: 'user.blacked_out', target: { type: 'user', id: target.id, label } });
     });
     return { status: 204 };
   },
 
   // Another user needs users.administer: the operation's x-permission (unless-self form).
-  async markUserForLogout({ auth, params, services: { db } }) {
+  async markUserForLogout(ctx) {
+    const {
+      auth,
+      params,
+      services: { db },
+    } = ctx;
     await db.tenant(auth.tenantId, async (tx) => {
       const user = await requireAdministrableUser(tx, auth, params.user);
       assertMayMarkForLogout(auth, user);
       await endAllSessions(tx, user.id);
+      await audit(tx, ctx, { action: 'user.marked_for_logout', target: { type: 'user', id: user.id, label: userLabel(user) } });
     });
     return { status: 204 };
   },
@@ -307,17 +385,27 @@ export const userHandlers = {
     return { status: 200, body };
   },
 
-  async updateUserSettings({ auth, body, services: { db } }) {
+  async updateUserSettings(ctx) {
+    const {
+      auth,
+      body,
+      services: { db },
+    } = ctx;
     const wanted = new Set(body.required_profile_keys);
     const keys = PROFILE_KEYS.filter((key) => wanted.has(key));
     const defaultRoleId = await db.tenant(auth.tenantId, async (tx) => {
+      const before = { required_profile_keys: await loadRequiredProfileKeys(tx), default_role_id: await loadDefaultRoleId(tx) };
       if (body.default_role_id !== undefined) {
         const errors = await defaultRoleErrors(tx, auth, body.default_role_id);
         if (Object.keys(errors).length > 0) throw invalid(errors);
         await storeDefaultRoleId(tx, auth.tenantId, body.default_role_id);
       }
       await storeRequiredProfileKeys(tx, auth.tenantId, keys);
-      return loadDefaultRoleId(tx);
+      const after = { required_profile_keys: keys, default_role_id: body.default_role_id === undefined ? before.default_role_id : body.default_role_id };
+      const changes = changesBetween(before, after);
+      if (Object.keys(changes).length > 0)
+        await audit(tx, ctx, { action: 'user_settings.updated', target: { type: 'tenant', id: auth.tenantId, label: null }, changes });
+      return after.default_role_id;
     });
     return { status: 200, body: { required_profile_keys: keys, default_role_id: defaultRoleId } };
   },

@@ -17,7 +17,7 @@ t.test('every signed-in user lists the roles, ordered by name, with filters and 
   t.ok(names.includes('Administrator') && names.includes('Employee'));
   t.strictSame(names, [...names].sort());
   const admin = res.body.find((r: { name: string }) => r.name === 'Administrator');
-  t.equal(admin.permissions.length, 11);
+  t.equal(admin.permissions.length, 12);
   const active = await api.call(t, 'listRoles', { token: employee.token, query: { filter: { active: false }, selects: 'name' } });
   t.strictSame(active.body, []);
   const unknown = await api.call(t, 'listRoles', { token: employee.token, query: { filter: { name: 'x' } } });

@@ -36,5 +36,5 @@ t.test('the administrator sees the seeded role with every permission', async (t)
   const res = await api.call(t, 'getCurrentUser', { token: tenant.adminToken });
   t.equal(res.status, 200);
   t.equal(res.body.role.name, 'Administrator');
-  t.equal(res.body.role.permissions.length, 11);
+  t.equal(res.body.role.permissions.length, 12);
 });

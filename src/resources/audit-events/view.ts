@@ -1,0 +1,103 @@
+import { and, desc, eq, gte, like, lt, sql, type SQL } from 'drizzle-orm';
+import type { Changes } from '../../platform/audit/table.ts';
+import { auditEvents } from '../../platform/audit/table.ts';
+import type { Auth } from '../../platform/auth/auth.ts';
+import { rfc3339 } from '../../platform/http/datetime.ts';
+import { coded, invalid, type FieldErrors } from '../../platform/http/problem.ts';
+import type { Listing } from '../../platform/result-controls/listing.ts';
+import { defineView } from '../../platform/result-controls/result-controls.ts';
+import { hiddenFieldPermission } from '../users/view.ts';
+
+export type AuditEventRow = typeof auditEvents.$inferSelect;
+
+/**
+ * The changes of `row` as `viewer` may see them: in an event about a user, a field the
+ * users resource hides from the viewer (personal fields without `users.view-personal`,
+ * administrative ones without `users.view-administrative`; one's own record shows all)
+ * shows only that it changed, never its values.
+ */
+export function visibleChanges(row: Pick<AuditEventRow, 'targetType' | 'targetId' | 'changes'>, viewer: Auth): Changes {
+  if (row.targetType !== 'user' || row.targetId === null) return row.changes;
+  const user = { id: Number(row.targetId) };
+  const shown: Changes = {};
+  for (const [key, change] of Object.entries(row.changes)) shown[key] = hiddenFieldPermission(viewer, key, user) ? { changed: true } : change;
+  return shown;
+}
+
+/** `action` filter: an action, or every action of a kind when it ends in a dot (`user.`). Actions hold no `%` or `\`; `_` is escaped. */
+function actionCondition(value: string): SQL {
+  return value.endsWith('.') ? like(auditEvents.action, `${value.replace(/_/g, '\\_')}%`) : eq(auditEvents.action, value);
+}
+
+export type AuditEventFilterKey = 'actor_id' | 'actor_type' | 'action' | 'target_type' | 'target_id' | 'from' | 'to' | 'request_id';
+
+export const auditEventView = defineView<AuditEventRow, Auth, AuditEventFilterKey>({
+  key: (row) => row.id,
+  // Who may see which changes is decided per field (visibleChanges); the records themselves need audit.view only.
+  visible: () => true,
+  fields: {
+    id: {},
+    occurred_at: { value: (r) => rfc3339(r.occurredAt) },
+    action: {},
+    actor: { value: (r) => ({ type: r.actorType, id: r.actorId, label: r.actorLabel }) },
+    target: { value: (r) => ({ type: r.targetType, id: r.targetId, label: r.targetLabel }) },
+    changes: { value: visibleChanges },
+    details: { value: (r) => r.details ?? null },
+    origin: {
+      value: (r) => ({
+        operation_id: r.operationId,
+        request_id: r.requestId,
+        client_address: r.clientAddress,
+        user_agent: r.userAgent,
+        command: r.command,
+        job: r.job,
+      }),
+    },
+  },
+  filters: {
+    actor_id: (value: number) => eq(auditEvents.actorId, value),
+    actor_type: (value: AuditEventRow['actorType']) => eq(auditEvents.actorType, value),
+    action: actionCondition,
+    target_type: (value: string) => eq(auditEvents.targetType, value),
+    target_id: (value: string) => eq(auditEvents.targetId, value),
+    from: (value: string) => gte(auditEvents.occurredAt, sql`${value}::timestamptz`),
+    to: (value: string) => lt(auditEvents.occurredAt, sql`${value}::timestamptz`),
+    request_id: (value: string) => eq(auditEvents.requestId, value),
+  },
+});
+
+/** The filters' rules beyond each value's own (the spec's): `target_id` needs `target_type`, and `from` is not after `to`. 422 otherwise. */
+export function assertFilterCoherent(filter: Partial<Record<AuditEventFilterKey, unknown>> | undefined): void {
+  const errors: FieldErrors = {};
+  if (filter?.target_id !== undefined && filter.target_type === undefined) {
+    errors['filter.target_id'] = [coded('required', 'needs filter[target_type]: ids are unique only within a kind of record')];
+  }
+  if (typeof filter?.from === 'string' && typeof filter.to === 'string' && Date.parse(filter.from) > Date.parse(filter.to)) {
+    errors['filter.from'] = [coded('out_of_range', 'must not be after filter[to]')];
+  }
+  if (Object.keys(errors).length > 0) throw invalid(errors, 'The filters are invalid.');
+}
+
+/** Newest first; ties by id, so the order is total. */
+export const AUDIT_ORDER = [desc(auditEvents.occurredAt), desc(auditEvents.id)];
+
+/** The rows after the event at `position` (its `occurred_at` as stored, to the microsecond) in list order. */
+export const olderThan = (position: { at: string; id: string }): SQL =>
+  sql`(${auditEvents.occurredAt}, ${auditEvents.id}) < (${position.at}::timestamptz, ${position.id}::uuid)`;
+
+/** The position of event `id` for the cursor, or undefined when the tenant has no such event. */
+export const positionColumn = sql<string>`${auditEvents.occurredAt}::text`;
+
+export const auditEventListing: Listing<AuditEventRow, Auth, AuditEventFilterKey> = {
+  view: auditEventView,
+  query: (tx) => tx.select().from(auditEvents),
+  key: auditEvents.id,
+  order: AUDIT_ORDER,
+  cursor: {
+    async after(tx, _viewer, id) {
+      const [named] = await tx.select({ at: positionColumn, id: auditEvents.id }).from(auditEvents).where(eq(auditEvents.id, id));
+      return named && and(olderThan(named));
+    },
+    of: (row) => row.id,
+  },
+};

@@ -1,0 +1,322 @@
+import t, { type Test } from 'tap';
+import { sql } from 'drizzle-orm';
+import { readFileSync } from 'node:fs';
+import { AUDIT_ACTIONS } from '../../../src/platform/audit/actions.ts';
+import { purgeExpiredAuditEvents } from '../../../src/platform/audit/purge-expired.job.ts';
+import { startTestApi, TEST_REQUEST_ID } from '../../helpers/atrium.ts';
+
+const api = await startTestApi(t);
+const tenant = await api.createTenant('audit');
+const other = await api.createTenant('audit-other');
+const auditor = await api.createUser(tenant.tenantId, { permissions: ['audit.view', 'users.view'] });
+const fullAuditor = await api.createUser(tenant.tenantId, {
+  permissions: ['audit.view', 'users.view', 'users.view-personal', 'users.view-administrative'],
+});
+const employee = await api.createUser(tenant.tenantId);
+const admin = tenant.adminToken;
+const roleIds = Object.fromEntries(
+  (await api.db.owner.execute<{ name: string; id: number }>(sql`select name, id::int as id from roles where tenant_id = ${tenant.tenantId}`)).map((r) => [
+    r.name,
+    r.id,
+  ]),
+);
+const employeeRole = roleIds.Employee!;
+const adminRole = roleIds.Administrator!;
+
+interface AuditEvent {
+  id: string;
+  occurred_at: string;
+  action: string;
+  actor: { type: string; id: number | null; label: string | null };
+  target: { type: string; id: string | null; label: string | null };
+  changes: Record<string, unknown>;
+  details: Record<string, unknown> | null;
+  origin: Record<string, string | null>;
+}
+
+/** The tenant's events about one record, newest first, as a full auditor sees them. */
+async function eventsAbout(t: Test, type: string, id: number | string, token = fullAuditor.token): Promise<AuditEvent[]> {
+  const res = await api.call(t, 'listAuditEvents', { token, query: { filter: { target_type: type, target_id: String(id) } } });
+  t.equal(res.status, 200);
+  return res.body;
+}
+
+const eventCount = async (tenantId = tenant.tenantId) => {
+  const [row] = await api.db.owner.execute<{ count: number }>(sql`select count(*)::int as count from audit_events where tenant_id = ${tenantId}`);
+  return row!.count;
+};
+
+let userSeq = 0;
+async function createUserViaApi(t: Test, values: Record<string, unknown> = {}) {
+  const res = await api.call(t, 'createUser', {
+    token: admin,
+    headers: { 'user-agent': 'audit-test/1.0' },
+    body: { username: `audited${++userSeq}`, password: 'a long enough password', first_name: 'Grace', last_name: 'Murray', role_id: employeeRole, ...values },
+  });
+  t.equal(res.status, 201, JSON.stringify(res.body));
+  return res.body as { id: number; username: string };
+}
+
+// ---- bad input first ----
+
+t.test('bad filters are 422 problem documents naming the filter', async (t) => {
+  const cases: [Record<string, unknown>, string][] = [
+    [{ target_id: '7' }, 'filter.target_id'],
+    [{ from: '2026-02-01T00:00:00Z', to: '2026-01-01T00:00:00Z' }, 'filter.from'],
+    [{ action: 'user' }, 'filter.action'],
+    [{ action: 'USER.created' }, 'filter.action'],
+    [{ actor_type: 'robot' }, 'filter.actor_type'],
+    [{ actor_id: 'x' }, 'filter.actor_id'],
+    [{ from: 'yesterday' }, 'filter.from'],
+    [{ nope: '1' }, 'filter'],
+  ];
+  for (const [filter, path] of cases) {
+    for (const operationId of ['listAuditEvents', 'exportAuditEvents'] as const) {
+      const res = await api.call(t, operationId, { token: auditor.token, query: { filter } });
+      t.equal(res.status, 422, `${operationId} ${JSON.stringify(filter)}`);
+      t.match(res.headers['content-type'], /application\/problem\+json/);
+      t.ok(
+        Object.keys(res.body.errors ?? {}).some((key) => key.startsWith(path)),
+        `${JSON.stringify(filter)} names ${path}: ${JSON.stringify(res.body.errors)}`,
+      );
+    }
+  }
+  const cursor = await api.call(t, 'listAuditEvents', { token: auditor.token, query: { limit: 1, before_id: '00000000-0000-4000-8000-000000000000' } });
+  t.equal(cursor.status, 422);
+  t.ok(cursor.body.errors.before_id);
+  const badId = await api.call(t, 'getAuditEvent', { token: auditor.token, params: { auditEvent: 'not-a-uuid' } });
+  t.equal(badId.status, 422);
+});
+
+t.test('reading the trail needs audit.view, which the seeded Administrator role holds', async (t) => {
+  for (const operationId of ['listAuditEvents', 'exportAuditEvents'] as const) {
+    const res = await api.call(t, operationId, { token: employee.token });
+    t.equal(res.status, 403);
+    t.match(res.body.detail, /audit\.view/);
+  }
+  const res = await api.call(t, 'listAuditEvents', { token: admin });
+  t.equal(res.status, 200);
+});
+
+t.test('the spec lists exactly the actions Atrium records', async (t) => {
+  const spec = JSON.parse(readFileSync(new URL('../../../generated/openapi.json', import.meta.url), 'utf8'));
+  t.strictSame(spec.components.schemas.AuditAction.enum, [...AUDIT_ACTIONS]);
+});
+
+// ---- one test per action ----
+
+t.test('user.created: the actor, the target, the changes and the origin, without the password', async (t) => {
+  const user = await createUserViaApi(t, { email: 'grace@example.com', department_ids: [] });
+  const [event] = await eventsAbout(t, 'user', user.id);
+  t.match(event, {
+    action: 'user.created',
+    actor: { type: 'user', id: tenant.adminUserId, label: 'Atrium Administrator' },
+    target: { type: 'user', id: String(user.id), label: 'Grace Murray' },
+    origin: { operation_id: 'createUser', request_id: TEST_REQUEST_ID, user_agent: 'audit-test/1.0', command: null, job: null },
+  });
+  t.ok(event!.origin.client_address, 'the client address is recorded');
+  t.match(event!.occurred_at, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+  t.strictSame(event!.changes.username, { from: null, to: user.username });
+  t.strictSame(event!.changes.email, { from: null, to: 'grace@example.com' });
+  t.strictSame(event!.changes.password, { changed: true });
+  t.notOk(JSON.stringify(event).includes('a long enough password'));
+  const shown = await api.call(t, 'getAuditEvent', { token: auditor.token, params: { auditEvent: event!.id } });
+  t.equal(shown.status, 200);
+  t.equal(shown.body.action, 'user.created');
+});
+
+t.test('user.updated records only what changed, from and to; a no-op writes nothing', async (t) => {
+  const user = await createUserViaApi(t);
+  const res = await api.call(t, 'updateUser', { token: admin, params: { user: user.id }, body: { last_name: 'Hopper', city: 'Arlington', active: true } });
+  t.equal(res.status, 200);
+  const [event] = await eventsAbout(t, 'user', user.id);
+  t.equal(event!.action, 'user.updated');
+  t.equal(event!.target.label, 'Grace Hopper');
+  t.strictSame(event!.changes, { last_name: { from: 'Murray', to: 'Hopper' }, city: { from: null, to: 'Arlington' } });
+  t.equal(event!.origin.operation_id, 'updateUser');
+  const before = await eventCount();
+  const same = await api.call(t, 'updateUser', { token: admin, params: { user: user.id }, body: { last_name: 'Hopper' } });
+  t.equal(same.status, 200);
+  t.equal(await eventCount(), before, 'nothing changed, nothing recorded');
+});
+
+t.test('user.password_changed says only that the password changed; no hash is ever stored', async (t) => {
+  const user = await createUserViaApi(t);
+  const res = await api.call(t, 'updateUser', { token: admin, params: { user: user.id }, body: { password: 'another long password' } });
+  t.equal(res.status, 200);
+  const [event] = await eventsAbout(t, 'user', user.id);
+  t.equal(event!.action, 'user.password_changed');
+  t.strictSame(event!.changes, { password: { changed: true } });
+  const leaked = await api.db.owner.execute(
+    sql`select 1 from audit_events where changes::text like '%argon2%' or changes::text like '%another long password%'`,
+  );
+  t.equal(leaked.length, 0);
+});
+
+t.test('user.deleted, user.restored, user.marked_for_logout', async (t) => {
+  const user = await createUserViaApi(t);
+  t.equal((await api.call(t, 'markUserForLogout', { token: admin, params: { user: user.id } })).status, 204);
+  t.equal((await api.call(t, 'deleteUser', { token: admin, params: { user: user.id } })).status, 204);
+  const restored = await api.call(t, 'restoreUser', { token: admin, params: { user: user.id }, body: { role_id: adminRole } });
+  t.equal(restored.status, 200);
+  const events = await eventsAbout(t, 'user', user.id);
+  t.strictSame(
+    events.map((e) => e.action),
+    ['user.restored', 'user.deleted', 'user.marked_for_logout', 'user.created'],
+  );
+  t.strictSame(events[0]!.changes, { role_id: { from: employeeRole, to: adminRole } });
+  t.strictSame(events[1]!.origin.operation_id, 'deleteUser');
+  t.strictSame(events[2]!.origin.operation_id, 'markUserForLogout');
+});
+
+t.test('user_settings.updated records the required profile keys before and after', async (t) => {
+  const res = await api.call(t, 'updateUserSettings', { token: admin, body: { required_profile_keys: ['email'] } });
+  t.equal(res.status, 200);
+  const [event] = await eventsAbout(t, 'tenant', tenant.tenantId);
+  t.equal(event!.action, 'user_settings.updated');
+  t.strictSame(event!.changes, { required_profile_keys: { from: [], to: ['email'] } });
+  await api.call(t, 'updateUserSettings', { token: admin, body: { required_profile_keys: [] } });
+});
+
+t.test('a refused write leaves no event', async (t) => {
+  const user = await createUserViaApi(t);
+  const before = await eventCount();
+  const refused = await api.call(t, 'updateUser', { token: admin, params: { user: user.id }, body: { last_name: 'X', role_id: 999_999 } });
+  t.equal(refused.status, 422);
+  const forbidden = await api.call(t, 'deleteUser', { token: employee.token, params: { user: user.id } });
+  t.equal(forbidden.status, 403);
+  const duplicate = await api.call(t, 'createUser', {
+    token: admin,
+    body: { username: user.username, password: 'a long enough password', first_name: 'A', last_name: 'B', role_id: employeeRole },
+  });
+  t.equal(duplicate.status, 422);
+  t.equal(await eventCount(), before);
+});
+
+t.test('personal and administrative fields in changes need the users resource’s permissions', async (t) => {
+  const user = await createUserViaApi(t);
+  await api.call(t, 'updateUser', { token: admin, params: { user: user.id }, body: { phone: '+1 555 0100', staff_number: 'S-1', first_name: 'Ada' } });
+  const [seen] = await eventsAbout(t, 'user', user.id, auditor.token);
+  t.strictSame(seen!.changes, { phone: { changed: true }, staff_number: { changed: true }, first_name: { from: 'Grace', to: 'Ada' } });
+  t.notOk(JSON.stringify(seen).includes('555'));
+  const [full] = await eventsAbout(t, 'user', user.id);
+  t.strictSame(full!.changes.phone, { from: null, to: '+1 555 0100' });
+  const exported = await api.call(t, 'exportAuditEvents', { token: auditor.token, query: { filter: { target_type: 'user', target_id: String(user.id) } } });
+  t.notOk(exported.text.includes('555'), 'the export hides them too');
+});
+
+t.test('a blackout rewrites the person’s past events and is recorded with who did it', async (t) => {
+  const user = await createUserViaApi(t, { email: 'erase@example.com' });
+  await api.call(t, 'updateUser', { token: admin, params: { user: user.id }, body: { city: 'Springfield', last_name: 'Secret' } });
+  // An event the person made themselves.
+  const own = await api.tokenFor(tenant.tenantId, user.id);
+  await api.call(t, 'updateUser', { token: own, params: { user: user.id }, body: { phone: '+1 555 0199' } });
+  const before = await eventsAbout(t, 'user', user.id);
+  const res = await api.call(t, 'blackoutUser', { token: admin, params: { user: user.id } });
+  t.equal(res.status, 204);
+  const after = await eventsAbout(t, 'user', user.id);
+  t.equal(after.length, before.length + 1);
+  t.match(after[0], {
+    action: 'user.blacked_out',
+    actor: { id: tenant.adminUserId, label: 'Atrium Administrator' },
+    target: { label: `deleted-user-${user.id}` },
+  });
+  const text = JSON.stringify(after);
+  for (const personal of ['erase@example.com', 'Springfield', 'Secret', 'Grace', '555', user.username]) t.notOk(text.includes(personal), `${personal} is gone`);
+  // Ids, actions and times stay.
+  t.strictSame(
+    after.slice(1).map((e) => [e.id, e.action, e.occurred_at, e.actor.id]),
+    before.map((e) => [e.id, e.action, e.occurred_at, e.actor.id]),
+  );
+  const created = after.find((e) => e.action === 'user.created')!;
+  t.strictSame(created.changes.email, { from: null, to: null });
+  t.strictSame(created.changes.username, { from: `deleted-user-${user.id}`, to: `deleted-user-${user.id}` });
+  const byThem = after.find((e) => e.actor.id === user.id)!;
+  t.equal(byThem.actor.label, `deleted-user-${user.id}`);
+});
+
+t.test('another tenant’s events are invisible (row-level security)', async (t) => {
+  await api.call(t, 'updateUserSettings', { token: other.adminToken, body: { required_profile_keys: ['city'] } });
+  const [theirs] = await api.db.owner.execute<{ id: string }>(sql`select id from audit_events where tenant_id = ${other.tenantId} limit 1`);
+  t.ok(theirs);
+  const shown = await api.call(t, 'getAuditEvent', { token: admin, params: { auditEvent: theirs!.id } });
+  t.equal(shown.status, 404);
+  const listed = await api.call(t, 'listAuditEvents', { token: admin });
+  t.notOk(listed.body.some((e: AuditEvent) => e.id === theirs!.id));
+  const visible = await api.db.tenant(tenant.tenantId, (tx) =>
+    tx.execute(sql`select count(*)::int as count from audit_events where tenant_id = ${other.tenantId}`),
+  );
+  t.equal((visible[0] as { count: number }).count, 0);
+});
+
+t.test('paging by cursor and filters by action prefix, actor, request id and time', async (t) => {
+  const all = await api.call(t, 'listAuditEvents', { token: fullAuditor.token });
+  const first = await api.call(t, 'listAuditEvents', { token: fullAuditor.token, query: { limit: 2 } });
+  t.strictSame(
+    first.body.map((e: AuditEvent) => e.id),
+    all.body.slice(0, 2).map((e: AuditEvent) => e.id),
+  );
+  t.match(first.headers.link, /before_id=/);
+  const next = await api.call(t, 'listAuditEvents', { token: fullAuditor.token, query: { limit: 2, before_id: first.body[1].id } });
+  t.strictSame(
+    next.body.map((e: AuditEvent) => e.id),
+    all.body.slice(2, 4).map((e: AuditEvent) => e.id),
+  );
+  const users = await api.call(t, 'listAuditEvents', { token: fullAuditor.token, query: { filter: { action: 'user.' } } });
+  t.ok(users.body.length > 0 && users.body.every((e: AuditEvent) => e.action.startsWith('user.')));
+  t.notOk(
+    users.body.some((e: AuditEvent) => e.action.startsWith('user_settings')),
+    'the prefix is literal: user_ is not user.',
+  );
+  const exact = await api.call(t, 'listAuditEvents', {
+    token: fullAuditor.token,
+    query: { filter: { action: 'user.deleted', actor_type: 'user', actor_id: tenant.adminUserId } },
+  });
+  t.ok(exact.body.length > 0 && exact.body.every((e: AuditEvent) => e.action === 'user.deleted'));
+  await createUserViaApi(t);
+  const byRequest = await api.call(t, 'listAuditEvents', { token: fullAuditor.token, query: { filter: { request_id: TEST_REQUEST_ID } } });
+  t.equal(byRequest.body.length, all.body.length + 1);
+  const future = await api.call(t, 'listAuditEvents', { token: fullAuditor.token, query: { filter: { from: '2999-01-01T00:00:00Z' } } });
+  t.strictSame(future.body, []);
+  const past = await api.call(t, 'listAuditEvents', { token: fullAuditor.token, query: { filter: { to: '2000-01-01T00:00:00Z' } } });
+  t.strictSame(past.body, []);
+});
+
+t.test('the export streams the selection as NDJSON, newest first, across batches', async (t) => {
+  // More events than one batch of the export.
+  await api.db.owner.execute(sql`
+    insert into audit_events (tenant_id, occurred_at, action, actor_type, target_type, target_id, target_label)
+    select ${tenant.tenantId}, now() - make_interval(secs => n), 'menu_item.created', 'system', 'menu_item', n::text, 'Item ' || n
+    from generate_series(1, 2500) n`);
+  const res = await api.call(t, 'exportAuditEvents', { token: fullAuditor.token, query: { filter: { target_type: 'menu_item' } } });
+  t.equal(res.status, 200);
+  t.match(res.headers['content-type'], /application\/x-ndjson/);
+  const lines = res.text.split('\n');
+  t.equal(lines.pop(), '', 'every line ends in a newline');
+  t.equal(lines.length, 2500);
+  const events = lines.map((line) => JSON.parse(line) as AuditEvent);
+  t.strictSame(
+    events.slice(0, 3).map((e) => e.target.id),
+    ['1', '2', '3'],
+  );
+  t.equal(new Set(events.map((e) => e.id)).size, 2500, 'none twice');
+  const listed = await api.call(t, 'listAuditEvents', { token: fullAuditor.token, query: { filter: { target_type: 'menu_item' }, limit: 5 } });
+  t.strictSame(listed.body, events.slice(0, 5));
+});
+
+t.test('retention purges events older than AUDIT_RETENTION_DAYS, in every tenant', async (t) => {
+  await api.db.owner.execute(sql`
+    insert into audit_events (tenant_id, occurred_at, action, actor_type, target_type)
+    values (${tenant.tenantId}, now() - interval '401 days', 'role.updated', 'system', 'role'),
+           (${other.tenantId}, now() - interval '500 days', 'role.updated', 'system', 'role'),
+           (${tenant.tenantId}, now() - interval '399 days', 'role.created', 'system', 'role')`);
+  const services = api.atrium.services;
+  t.equal(services.config.auditRetentionDays, 400);
+  const purged = await purgeExpiredAuditEvents(services);
+  t.equal(purged, 2);
+  const [left] = await api.db.owner.execute<{ count: number }>(
+    sql`select count(*)::int as count from audit_events where occurred_at < now() - interval '398 days'`,
+  );
+  t.equal(left!.count, 1);
+  t.equal(await purgeExpiredAuditEvents({ ...services, config: { ...services.config, auditRetentionDays: 0 } }), 0, '0 keeps them');
+});
