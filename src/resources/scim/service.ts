@@ -17,7 +17,7 @@ import { ProblemError, type FieldErrors } from '../../platform/http/problem.ts';
 import type { Services } from '../../platform/services.ts';
 import { audit } from '../audit-events/record.ts';
 import { pushSubscriptions } from '../push/table.ts';
-import { endAllSessions, insertUser, loadRequiredProfileKeys, revokePendingLoginTokens, softDeleteUser, updateUserColumns } from '../users/queries.ts';
+import { endAllSessions, insertUser, loadRequiredProfileKeys, softDeleteUser, updateUserColumns } from '../users/queries.ts';
 import { addErrors, passwordErrors, requireAdministrableUser, userDraftErrors, userWriteReferenceErrors, type UserDraft } from '../users/rules.ts';
 import { users } from '../users/table.ts';
 import { errorDocument, invalidSyntax, invalidValue, listResponse, pageOf, projectAttributes, SCIM_MEDIA_TYPE, ScimError, scimNotFound } from './protocol.ts';
@@ -195,8 +195,9 @@ async function saveUser(
         ),
       });
     }
-    if (passwordHash) await revokePendingLoginTokens(tx, id);
-    if ((current.active && changed.active === false) || passwordHash) await cutOff(tx, id);
+    // A deactivation cuts the leaver off; a new password ends what signed the user in, as the API's password change does.
+    if (current.active && changed.active === false) await cutOff(tx, id);
+    else if (passwordHash) await endAllSessions(tx, id);
   }
   if ((current?.externalId ?? null) !== write.externalId) await storeExternalId(tx, principal.tenantId, id, write.externalId);
   return id;

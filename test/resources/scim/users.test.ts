@@ -429,3 +429,16 @@ t.test('discovery: ServiceProviderConfig, ResourceTypes, Schemas', async (t) => 
   isError(t, await scim('GET', '/Schemas/urn:nope'), 404);
   isError(t, await scim('GET', '/Nothing'), 404);
 });
+
+t.test('a password sent over SCIM is set under the password rules and ends the sessions', async (t) => {
+  const user = await api.createUser(tenant.tenantId);
+  const path = `/Users/${user.id}`;
+  isError(t, await scim('PATCH', path, { schemas: [PATCH], Operations: [{ op: 'add', path: 'password', value: 'short' }] }), 400, 'invalidValue');
+  t.equal((await api.call(t, 'getCurrentUser', { token: user.token })).status, 200, 'a refused password ends nothing');
+  const res = await scim('PATCH', path, { schemas: [PATCH], Operations: [{ op: 'add', path: 'password', value: 'a new long password' }] });
+  t.equal(res.status, 200);
+  t.notOk('password' in res.body, 'never answered');
+  t.equal((await api.call(t, 'getCurrentUser', { token: user.token })).status, 401, 'the old session ended');
+  const login = await api.call(t, 'login', { body: { tenant: tenant.slug, username: user.username, password: 'a new long password' } });
+  t.equal(login.status, 200, 'the new password signs in');
+});
