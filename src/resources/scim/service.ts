@@ -269,11 +269,21 @@ function answerError(error: FastifyError | ScimError | ProblemError, request: Fa
     detail = status === 415 ? `The request body must be ${SCIM_MEDIA_TYPE} or application/json.` : error.message;
     if (status === 400) scimType = 'invalidSyntax';
   } else {
-    const unique = (error as { cause?: { code?: string } }).cause?.code === '23505';
-    if (unique) ({ status, scimType } = { status: 409, scimType: 'uniqueness' });
-    else status = 500;
-    detail = unique ? 'userName is already taken.' : 'An unexpected error occurred.';
-    if (!unique) request.log.error({ err: error }, 'SCIM request failed');
+    // Database refusals of the input (a race past the rules' own checks, text PostgreSQL refuses) are the client's, never a 5xx.
+    const code = ((error as { cause?: { code?: string } }).cause ?? (error as { code?: string })).code;
+    if (code === '23505') {
+      ({ status, scimType, detail } = { status: 409, scimType: 'uniqueness', detail: 'userName is already taken.' });
+    } else if (code === '23503' || code === '22021' || code === '22P05' || code === '22001') {
+      ({ status, scimType, detail } = {
+        status: 400,
+        scimType: 'invalidValue',
+        detail: 'A value is not accepted (a reference that does not exist, or text the database refuses).',
+      });
+    } else {
+      status = 500;
+      detail = 'An unexpected error occurred.';
+      request.log.error({ err: error }, 'SCIM request failed');
+    }
   }
   return reply
     .code(status)

@@ -442,3 +442,30 @@ t.test('a password sent over SCIM is set under the password rules and ends the s
   const login = await api.call(t, 'login', { body: { tenant: tenant.slug, username: user.username, password: 'a new long password' } });
   t.equal(login.status, 200, 'the new password signs in');
 });
+
+t.test('hostile input is a 4xx, never a 5xx, and changes nothing', async (t) => {
+  const before = await userCount();
+  const bodies = [
+    newUser({ userName: 'nul\u0000name' }),
+    newUser({ name: { givenName: 'Nul\u0000', familyName: 'Doe' } }),
+    newUser({ externalId: 'x\u0000' }),
+    newUser({ emails: [{ value: 'a@b.c', primary: 'sometimes' }] }),
+    newUser({ emails: [null] }),
+    newUser({ addresses: [{ locality: 5 }] }),
+    newUser({ [ENTERPRISE]: { employeeNumber: ['E-1'] } }),
+  ];
+  for (const body of bodies) {
+    const res = await scim('POST', '/Users', body);
+    t.ok(res.status >= 400 && res.status < 500, `${JSON.stringify(body).slice(0, 80)} → ${res.status}`);
+    t.same(res.body.schemas, [ERROR]);
+  }
+  for (const filter of ['userName eq "\u0000"', 'externalId eq "x\u0000"', 'x'.repeat(3000), 'emails[emails[type eq "a"]]', 'members[value eq "1"]']) {
+    const res = await scim('GET', `/Users?filter=${encodeURIComponent(filter)}`);
+    t.ok(res.status >= 200 && res.status < 500, `filter ${JSON.stringify(filter).slice(0, 40)} → ${res.status}`);
+  }
+  for (const query of ['count=-5', 'count=99999', 'startIndex=0', 'startIndex=99999999', 'count=1e3']) {
+    const res = await scim('GET', `/Users?${query}`);
+    t.ok(res.status === 200 || res.status === 400, `${query} → ${res.status}`);
+  }
+  t.equal(await userCount(), before);
+});
