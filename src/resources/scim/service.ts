@@ -270,7 +270,7 @@ function answerError(error: FastifyError | ScimError | ProblemError, request: Fa
     if (status === 400) scimType = 'invalidSyntax';
   } else {
     // Database refusals of the input (a race past the rules' own checks, text PostgreSQL refuses) are the client's, never a 5xx.
-    const code = ((error as { cause?: { code?: string } }).cause ?? (error as { code?: string })).code;
+    const code = ((error as { cause?: { code?: string } }).cause ?? error).code;
     if (code === '23505') {
       ({ status, scimType, detail } = { status: 409, scimType: 'uniqueness', detail: 'userName is already taken.' });
     } else if (code === '23503' || code === '22021' || code === '22P05' || code === '22001') {
