@@ -88,9 +88,26 @@ export interface Measured {
  */
 const loadWorkers = Number(process.env.BENCH_WORKERS ?? 1);
 
-export async function measure(name: string, url: string, headers: Record<string, string>, seconds: number, connections = 10): Promise<Measured> {
+/** Requests other than a plain GET: each connection sends them in turn (a write that must change something every time). */
+export type BenchRequests = { method: 'PUT' | 'POST' | 'PATCH' | 'DELETE'; body: string }[];
+
+export async function measure(
+  name: string,
+  url: string,
+  headers: Record<string, string>,
+  seconds: number,
+  connections = 10,
+  requests?: BenchRequests,
+): Promise<Measured> {
   const cpu = process.cpuUsage();
-  const result = await autocannon({ url, headers, duration: seconds, connections, ...(loadWorkers > 0 ? { workers: loadWorkers } : {}) });
+  const result = await autocannon({
+    url,
+    headers,
+    duration: seconds,
+    connections,
+    ...(requests ? { requests } : {}),
+    ...(loadWorkers > 0 ? { workers: loadWorkers } : {}),
+  });
   const used = process.cpuUsage(cpu);
   const answered = Math.max(1, result.requests.total);
   return {
@@ -171,8 +188,8 @@ export interface Compared {
  */
 export async function comparePair(
   name: string,
-  subject: { url: string; headers: Record<string, string> },
-  baseline: { url: string; headers: Record<string, string> },
+  subject: { url: string; headers: Record<string, string>; requests?: BenchRequests },
+  baseline: { url: string; headers: Record<string, string>; requests?: BenchRequests },
   options: { seconds: number; rounds: number; connections: number[]; label?: string; baselineName?: string },
 ): Promise<Compared[]> {
   const compared: Compared[] = [];
@@ -182,11 +199,11 @@ export async function comparePair(
     const runs: { subject: Measured; baseline: Measured }[] = [];
     // Warm-up: connections opened, statements prepared, code optimised on both sides (a
     // second at ~300 requests a second left Atrium's first round visibly slower than its later ones).
-    await measure('warm-up', subject.url, subject.headers, WARM_UP_SECONDS, connections);
-    await measure('warm-up', baseline.url, baseline.headers, WARM_UP_SECONDS, connections);
+    await measure('warm-up', subject.url, subject.headers, WARM_UP_SECONDS, connections, subject.requests);
+    await measure('warm-up', baseline.url, baseline.headers, WARM_UP_SECONDS, connections, baseline.requests);
     for (let round = 0; round < options.rounds; round++) {
-      const measureSubject = () => measure(`Atrium   ${name}`, subject.url, subject.headers, options.seconds, connections);
-      const measureBaseline = () => measure(`${baselineName} ${name}`, baseline.url, baseline.headers, options.seconds, connections);
+      const measureSubject = () => measure(`Atrium   ${name}`, subject.url, subject.headers, options.seconds, connections, subject.requests);
+      const measureBaseline = () => measure(`${baselineName} ${name}`, baseline.url, baseline.headers, options.seconds, connections, baseline.requests);
       if (round % 2 === 0) {
         const s = await measureSubject();
         runs.push({ subject: s, baseline: await measureBaseline() });

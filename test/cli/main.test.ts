@@ -228,7 +228,7 @@ t.test('user:set-password sets a lost password from standard input and ends the 
     sql`select action, actor_type, command, target_id, changes from audit_events where tenant_id = ${tenant.tenantId}`,
   );
   t.strictSame(
-    events,
+    [...events],
     [
       {
         action: 'user.password_changed',

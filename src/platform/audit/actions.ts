@@ -44,6 +44,8 @@ export const AUDIT_ACTIONS = [
   'default_value_source.created',
   'default_value_source.updated',
   'default_value_source.deleted',
+  'push_subscription.created',
+  'push_subscription.deleted',
   'notification.sent',
   'notifications.reset',
   'scim_token.created',

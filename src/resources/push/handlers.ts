@@ -1,3 +1,4 @@
+import { audit } from '../audit-events/record.ts';
 import type { Handlers } from '../../platform/http/handler.ts';
 import { coded, invalid, notFound } from '../../platform/http/problem.ts';
 import { listRecords, presentAll } from '../../platform/result-controls/listing.ts';
@@ -19,7 +20,8 @@ export const pushHandlers = {
     return { status: 200, body: await listRecords(db, auth.tenantId, pushSubscriptionListing, {}, auth) };
   },
 
-  async createPushSubscription({ auth, body, request, services: { db, outbound } }) {
+  async createPushSubscription(ctx) {
+    const { auth, body, request, services: { db, outbound } } = ctx;
     const input = body as SubscriptionInput;
     assertMayRegister(await db.tenant(auth.tenantId, (tx) => callerAccount(tx, auth.userId)));
     // Outside the transaction: judging the endpoint may wait for DNS.
@@ -31,13 +33,20 @@ export const pushHandlers = {
       if (Object.keys(capErrors).length > 0) throw invalid(capErrors);
       const rows = await saveSubscription(tx, auth, input, userAgent);
       if (rows.length === 0) throw invalid({ endpoint: [coded('taken', 'is registered by another user; it must be deleted by that user first')] });
+      // The endpoint is a capability (whoever knows it can push): the trail names the subscription by id only.
+      await audit(tx, ctx, { action: 'push_subscription.created', target: { type: 'push_subscription', id: rows[0]!.id, label: null } });
       return presentAll(pushSubscriptionView, tx, rows, auth);
     });
     return { status: 201, body: created! };
   },
 
-  async deletePushSubscription({ auth, params, services: { db } }) {
-    const deleted = await db.tenant(auth.tenantId, (tx) => deleteOwnSubscription(tx, auth.userId, params.subscription));
+  async deletePushSubscription(ctx) {
+    const { auth, params, services: { db } } = ctx;
+    const deleted = await db.tenant(auth.tenantId, async (tx) => {
+      const gone = await deleteOwnSubscription(tx, auth.userId, params.subscription);
+      if (gone) await audit(tx, ctx, { action: 'push_subscription.deleted', target: { type: 'push_subscription', id: params.subscription, label: null } });
+      return gone;
+    });
     if (!deleted) throw notFound('The push subscription');
     return { status: 204 };
   },

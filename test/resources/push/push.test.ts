@@ -156,7 +156,17 @@ t.test('another user’s or tenant’s subscription is answered like a missing o
   t.equal(await subscriptionCount(), 1, 'still there');
   t.equal((await api.call(t, 'deletePushSubscription', { token: alice.token, params: { subscription: created.body.id } })).status, 204);
   t.equal((await api.call(t, 'deletePushSubscription', { token: alice.token, params: { subscription: created.body.id } })).status, 404);
-  t.equal(await subscriptionCount(), 0);
+  t.equal(await subscriptionCount(), 0);  const events = await api.db.owner.execute<{ action: string; actor_id: string }>(
+    sql`select action, actor_id::text from audit_events where target_type = 'push_subscription' and target_id = ${String(created.body.id)} order by occurred_at, action`,
+  );
+  t.strictSame(
+    events.map((e) => [e.action, e.actor_id]),
+    [
+      ['push_subscription.created', String(alice.id)],
+      ['push_subscription.deleted', String(alice.id)],
+    ],
+    'one event per change: the refused and repeated deletes left none',
+  );
 });
 
 t.test('a notification is pushed encrypted and VAPID-signed to every subscription of the recipient', async (t) => {
