@@ -15,7 +15,7 @@ export const operations = {
   createUserLoginToken: { method: 'POST', path: '/api/administration/users/login-tokens', secured: true, permission: 'login-tokens.administer', unlessSelf: null, extension: false, deprecation: null },
   listScimTokens: { method: 'GET', path: '/api/administration/scim-tokens', secured: true, permission: 'users.administer', unlessSelf: null, extension: true, deprecation: null },
   createScimToken: { method: 'POST', path: '/api/administration/scim-tokens', secured: true, permission: 'users.administer', unlessSelf: null, extension: true, deprecation: null },
-  deleteScimToken: { method: 'DELETE', path: '/api/administration/scim-tokens/{scimToken}', secured: true, permission: 'users.administer', unlessSelf: null, extension: true, deprecation: null },
+  deleteScimToken: { method: 'DELETE', path: '/api/administration/scim-tokens/{scimTokenId}', secured: true, permission: 'users.administer', unlessSelf: null, extension: true, deprecation: null },
   createUserLoginTokenForEmail: { method: 'POST', path: '/api/administration/users/login-tokens/email', secured: true, permission: 'login-tokens.administer', unlessSelf: null, extension: false, deprecation: null },
   getUserLoginToken: { method: 'GET', path: '/api/administration/users/login-tokens/{userLoginToken}', secured: true, permission: 'login-tokens.administer', unlessSelf: null, extension: false, deprecation: null },
   deleteUserLoginToken: { method: 'DELETE', path: '/api/administration/users/login-tokens/{userLoginToken}', secured: true, permission: 'login-tokens.administer', unlessSelf: null, extension: false, deprecation: null },

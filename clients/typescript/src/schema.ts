@@ -451,13 +451,13 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/api/administration/scim-tokens/{scimToken}": {
+    "/api/administration/scim-tokens/{scimTokenId}": {
         parameters: {
             query?: never;
             header?: never;
             path: {
                 /** @description The token's id. */
-                scimToken: number;
+                scimTokenId: number;
             };
             cookie?: never;
         };
@@ -6943,7 +6943,7 @@ export interface operations {
             header?: never;
             path: {
                 /** @description The token's id. */
-                scimToken: number;
+                scimTokenId: number;
             };
             cookie?: never;
         };

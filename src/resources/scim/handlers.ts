@@ -35,7 +35,7 @@ export const scimTokenHandlers = {
   async deleteScimToken(ctx) {
     const { auth, params, services } = ctx;
     await services.db.tenant(auth.tenantId, async (tx) => {
-      const row = await deleteScimToken(tx, params.scimToken);
+      const row = await deleteScimToken(tx, params.scimTokenId);
       if (!row) throw notFound('The SCIM token');
       await audit(tx, ctx, { action: 'scim_token.revoked', target: { type: 'scim_token', id: row.id, label: row.name } });
     });

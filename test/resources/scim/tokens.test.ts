@@ -35,7 +35,7 @@ t.test('without users.administer the operations are refused', async (t) => {
   const viewer = await api.createUser(tenant.tenantId, { permissions: PERMISSIONS.filter((p) => p !== 'users.administer') });
   t.equal((await create(t, { name: 'x' }, viewer.token)).status, 403);
   t.equal((await api.call(t, 'listScimTokens', { token: viewer.token })).status, 403);
-  t.equal((await api.call(t, 'deleteScimToken', { token: viewer.token, params: { scimToken: 1 } })).status, 403);
+  t.equal((await api.call(t, 'deleteScimToken', { token: viewer.token, params: { scimTokenId: 1 } })).status, 403);
   t.equal((await api.call(t, 'listScimTokens')).status, 401);
 });
 
@@ -55,9 +55,9 @@ t.test('a token is shown once, listed without its value, and revoked', async (t)
   const used = (await api.call(t, 'listScimTokens', { token: admin })).body.find((token: { id: number }) => token.id === created.body.id);
   t.ok(used.last_used_at, 'its use is recorded');
 
-  t.equal((await api.call(t, 'deleteScimToken', { token: admin, params: { scimToken: created.body.id } })).status, 204);
+  t.equal((await api.call(t, 'deleteScimToken', { token: admin, params: { scimTokenId: created.body.id } })).status, 204);
   t.equal((await scim(created.body.token)).statusCode, 401, 'a revoked token is refused at once');
-  t.equal((await api.call(t, 'deleteScimToken', { token: admin, params: { scimToken: created.body.id } })).status, 404);
+  t.equal((await api.call(t, 'deleteScimToken', { token: admin, params: { scimTokenId: created.body.id } })).status, 404);
 });
 
 t.test('a SCIM token reaches nothing under /api, an access token nothing under /scim/v2', async (t) => {
@@ -72,7 +72,7 @@ t.test('a SCIM token reaches nothing under /api, an access token nothing under /
 
 t.test("another tenant's token cannot be revoked, and its users stay apart", async (t) => {
   const { body } = await create(t, { name: 'Other IdP' }, other.adminToken);
-  t.equal((await api.call(t, 'deleteScimToken', { token: admin, params: { scimToken: body.id } })).status, 404);
+  t.equal((await api.call(t, 'deleteScimToken', { token: admin, params: { scimTokenId: body.id } })).status, 404);
   const list = (await scim(body.token)).json();
   t.ok(
     list.Resources.every((user: { userName: string }) => user.userName === 'admin'),
@@ -97,7 +97,7 @@ t.test('an expired token is refused', async (t) => {
 
 t.test('minting and revoking are audited without the value', async (t) => {
   const { body } = await create(t, { name: 'audited' });
-  await api.call(t, 'deleteScimToken', { token: admin, params: { scimToken: body.id } });
+  await api.call(t, 'deleteScimToken', { token: admin, params: { scimTokenId: body.id } });
   const rows = await api.db.owner.execute<{ action: string; text: string }>(
     sql`select action, row_to_json(a)::text as text from audit_events a where target_type = 'scim_token' and target_id = ${String(body.id)} order by id`,
   );
