@@ -45,6 +45,11 @@ export interface AuditEntry {
 
 /** The longest user agent kept: a header is the client's to fill, the trail is not. */
 const USER_AGENT_LENGTH = 512;
+/** The longest label kept (the spec's `maxLength` of `actor.label` and `target.label`). */
+const LABEL_LENGTH = 1000;
+
+/** A label as stored: text cut to LABEL_LENGTH; a subquery as it is (it reads names, which are shorter). */
+const labelOf = (label: string | SQL | null): string | SQL | null => (typeof label === 'string' ? label.slice(0, LABEL_LENGTH) : label);
 
 /** A request's origin: its operation, its id (`X-Request-Id`), the client address (as the proxy settings resolve it) and its user agent. */
 export function requestOrigin(request: FastifyRequest): AuditOrigin {
@@ -72,10 +77,10 @@ export async function recordAudits(tx: Tx, source: AuditSource, entries: readonl
       action: entry.action,
       actorType: actor.type,
       actorId: actor.id,
-      actorLabel: actor.label as never,
+      actorLabel: labelOf(actor.label) as never,
       targetType: entry.target.type,
       targetId: entry.target.id === null ? null : String(entry.target.id),
-      targetLabel: entry.target.label as never,
+      targetLabel: labelOf(entry.target.label) as never,
       changes: entry.changes ?? {},
       details: entry.details ?? null,
       operationId: origin.operationId ?? null,

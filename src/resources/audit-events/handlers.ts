@@ -7,7 +7,7 @@ import type { components } from '../../../generated/api.ts';
 import type { Handlers } from '../../platform/http/handler.ts';
 import { listRecords, presentAll, showRecord } from '../../platform/result-controls/listing.ts';
 import { readControls } from '../../platform/result-controls/result-controls.ts';
-import { AUDIT_ORDER, assertFilterCoherent, auditEventListing, auditEventView, olderThan, positionColumn, type AuditEventRow } from './view.ts';
+import { AUDIT_ORDER, assertFilterCoherent, auditEventListing, auditEventView, olderThan, positionColumn } from './view.ts';
 
 /** An event as the spec answers it: the view presents every field of it (auditEventView). */
 type AuditEventRecord = components['schemas']['AuditEvent'];
@@ -35,7 +35,7 @@ async function* exportLines(db: Database, viewer: Auth, where: SQL | undefined):
     const records = await presentAll(
       auditEventView,
       null,
-      rows.map(({ row }) => row as AuditEventRow),
+      rows.map(({ row }) => row),
       viewer,
     );
     yield records.map((record) => `${JSON.stringify(record)}\n`).join('');
@@ -56,12 +56,15 @@ export const auditEventHandlers = {
     return { status: 200, body: body as AuditEventRecord };
   },
 
-  async exportAuditEvents({ auth, query, services: { db } }) {
+  async exportAuditEvents({ auth, query, request, services: { db } }) {
     assertFilterCoherent(query.filter);
     // The filters are judged (422) before the answer starts.
     const { where } = readControls(auditEventView, { filter: query.filter }, auth);
+    const headers = { 'content-type': 'application/x-ndjson; charset=utf-8' };
+    // Fastify answers HEAD with this handler: the head of an export, and nothing read.
+    if (request.method === 'HEAD') return { status: 200, body: '', headers };
     const stream = Readable.from(exportLines(db, auth, where), { objectMode: false });
     // A stream where the generated type says text: Fastify writes it as it is read (the spec's schema is the whole answer's).
-    return { status: 200, body: stream as unknown as string, headers: { 'content-type': 'application/x-ndjson; charset=utf-8' } };
+    return { status: 200, body: stream as unknown as string, headers };
   },
 } satisfies Partial<Handlers>;

@@ -1,6 +1,5 @@
 import { and, desc, eq, gte, like, lt, sql, type SQL } from 'drizzle-orm';
-import type { Changes } from '../../platform/audit/table.ts';
-import { auditEvents } from '../../platform/audit/table.ts';
+import { auditEvents, type Changes } from '../../platform/audit/table.ts';
 import type { Auth } from '../../platform/auth/auth.ts';
 import { rfc3339 } from '../../platform/http/datetime.ts';
 import { coded, invalid, type FieldErrors } from '../../platform/http/problem.ts';
@@ -60,19 +59,38 @@ export const auditEventView = defineView<AuditEventRow, Auth, AuditEventFilterKe
     action: actionCondition,
     target_type: (value: string) => eq(auditEvents.targetType, value),
     target_id: (value: string) => eq(auditEvents.targetId, value),
-    from: (value: string) => gte(auditEvents.occurredAt, sql`${value}::timestamptz`),
-    to: (value: string) => lt(auditEvents.occurredAt, sql`${value}::timestamptz`),
+    // As UTC text: PostgreSQL reads it whatever offset the client wrote (assertFilterCoherent has bounded it).
+    from: (value: string) => gte(auditEvents.occurredAt, sql`${new Date(value).toISOString()}::timestamptz`),
+    to: (value: string) => lt(auditEvents.occurredAt, sql`${new Date(value).toISOString()}::timestamptz`),
     request_id: (value: string) => eq(auditEvents.requestId, value),
   },
 });
 
-/** The filters' rules beyond each value's own (the spec's): `target_id` needs `target_type`, and `from` is not after `to`. 422 otherwise. */
+/** The instants a time filter may name: the years 1 to 9999, which PostgreSQL and RFC 3339 both hold. */
+const EARLIEST = Date.parse('0001-01-01T00:00:00Z');
+const LATEST = Date.parse('9999-12-31T23:59:59.999Z');
+
+/**
+ * The filters' rules beyond each value's own (the spec's): `from` and `to` within the years
+ * 1 to 9999, `target_id` needs `target_type`, and `from` is not after `to`. 422 otherwise.
+ */
 export function assertFilterCoherent(filter: Partial<Record<AuditEventFilterKey, unknown>> | undefined): void {
   const errors: FieldErrors = {};
+  for (const key of ['from', 'to'] as const) {
+    const value = filter?.[key];
+    if (typeof value !== 'string') continue;
+    const at = Date.parse(value);
+    if (!(at >= EARLIEST && at <= LATEST)) errors[`filter.${key}`] = [coded('out_of_range', 'must lie within the years 1 to 9999')];
+  }
   if (filter?.target_id !== undefined && filter.target_type === undefined) {
     errors['filter.target_id'] = [coded('required', 'needs filter[target_type]: ids are unique only within a kind of record')];
   }
-  if (typeof filter?.from === 'string' && typeof filter.to === 'string' && Date.parse(filter.from) > Date.parse(filter.to)) {
+  if (
+    Object.keys(errors).length === 0 &&
+    typeof filter?.from === 'string' &&
+    typeof filter.to === 'string' &&
+    Date.parse(filter.from) > Date.parse(filter.to)
+  ) {
     errors['filter.from'] = [coded('out_of_range', 'must not be after filter[to]')];
   }
   if (Object.keys(errors).length > 0) throw invalid(errors, 'The filters are invalid.');

@@ -204,7 +204,6 @@ async function deleteParentRecord<Row extends { id: number }, Input, Change>(
 export const formHandlers = {
   async createForm(ctx) {
     const {
-      auth,
       body,
       services: { db },
     } = ctx;
@@ -221,7 +220,6 @@ export const formHandlers = {
 
   async updateForm(ctx) {
     const {
-      auth,
       body,
       params,
       services: { db },
@@ -231,7 +229,6 @@ export const formHandlers = {
 
   async deleteForm(ctx) {
     const {
-      auth,
       params,
       services: { db },
     } = ctx;
@@ -241,7 +238,6 @@ export const formHandlers = {
 
   async createTaskTemplate(ctx) {
     const {
-      auth,
       body,
       services: { db },
     } = ctx;
@@ -258,7 +254,6 @@ export const formHandlers = {
 
   async updateTaskTemplate(ctx) {
     const {
-      auth,
       body,
       params,
       services: { db },
@@ -268,7 +263,6 @@ export const formHandlers = {
 
   async deleteTaskTemplate(ctx) {
     const {
-      auth,
       params,
       services: { db },
     } = ctx;

@@ -21,7 +21,12 @@ export const pushHandlers = {
   },
 
   async createPushSubscription(ctx) {
-    const { auth, body, request, services: { db, outbound } } = ctx;
+    const {
+      auth,
+      body,
+      request,
+      services: { db, outbound },
+    } = ctx;
     const input = body as SubscriptionInput;
     assertMayRegister(await db.tenant(auth.tenantId, (tx) => callerAccount(tx, auth.userId)));
     // Outside the transaction: judging the endpoint may wait for DNS.
@@ -41,7 +46,11 @@ export const pushHandlers = {
   },
 
   async deletePushSubscription(ctx) {
-    const { auth, params, services: { db } } = ctx;
+    const {
+      auth,
+      params,
+      services: { db },
+    } = ctx;
     const deleted = await db.tenant(auth.tenantId, async (tx) => {
       const gone = await deleteOwnSubscription(tx, auth.userId, params.subscription);
       if (gone) await audit(tx, ctx, { action: 'push_subscription.deleted', target: { type: 'push_subscription', id: params.subscription, label: null } });

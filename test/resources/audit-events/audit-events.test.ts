@@ -68,6 +68,7 @@ t.test('bad filters are 422 problem documents naming the filter', async (t) => {
     [{ actor_type: 'robot' }, 'filter.actor_type'],
     [{ actor_id: 'x' }, 'filter.actor_id'],
     [{ from: 'yesterday' }, 'filter.from'],
+    [{ from: '0000-01-01T00:00:00Z' }, 'filter.from'],
     [{ nope: '1' }, 'filter'],
   ];
   for (const [filter, path] of cases) {
@@ -280,6 +281,9 @@ t.test('paging by cursor and filters by action prefix, actor, request id and tim
   t.strictSame(future.body, []);
   const past = await api.call(t, 'listAuditEvents', { token: fullAuditor.token, query: { filter: { to: '2000-01-01T00:00:00Z' } } });
   t.strictSame(past.body, []);
+  // Any RFC 3339 offset is read, even one PostgreSQL would refuse to parse itself.
+  const farOffset = await api.call(t, 'listAuditEvents', { token: fullAuditor.token, query: { filter: { to: '2000-01-01T00:00:00+23:59' } } });
+  t.strictSame(farOffset.body, []);
 });
 
 t.test('the export streams the selection as NDJSON, newest first, across batches', async (t) => {
@@ -302,6 +306,24 @@ t.test('the export streams the selection as NDJSON, newest first, across batches
   t.equal(new Set(events.map((e) => e.id)).size, 2500, 'none twice');
   const listed = await api.call(t, 'listAuditEvents', { token: fullAuditor.token, query: { filter: { target_type: 'menu_item' }, limit: 5 } });
   t.strictSame(listed.body, events.slice(0, 5));
+  const head = await api.atrium.app!.inject({
+    method: 'HEAD',
+    url: '/api/administration/audit-events/export',
+    headers: { authorization: `Bearer ${fullAuditor.token}` },
+  });
+  t.equal(head.statusCode, 200);
+  t.match(head.headers['content-type'], /application\/x-ndjson/);
+  t.equal(head.body, '', 'HEAD reads nothing');
+});
+
+t.test('a page costs the same number of statements whatever its size', async (t) => {
+  const statements = async (limit: number) => {
+    const before = api.db.queryCount;
+    const res = await api.call(t, 'listAuditEvents', { token: fullAuditor.token, query: { limit, filter: { action: 'menu_item.' } } });
+    t.equal(res.body.length, limit);
+    return api.db.queryCount - before;
+  };
+  t.equal(await statements(1000), await statements(2));
 });
 
 t.test('retention purges events older than AUDIT_RETENTION_DAYS, in every tenant', async (t) => {

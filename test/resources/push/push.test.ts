@@ -156,7 +156,8 @@ t.test('another user’s or tenant’s subscription is answered like a missing o
   t.equal(await subscriptionCount(), 1, 'still there');
   t.equal((await api.call(t, 'deletePushSubscription', { token: alice.token, params: { subscription: created.body.id } })).status, 204);
   t.equal((await api.call(t, 'deletePushSubscription', { token: alice.token, params: { subscription: created.body.id } })).status, 404);
-  t.equal(await subscriptionCount(), 0);  const events = await api.db.owner.execute<{ action: string; actor_id: string }>(
+  t.equal(await subscriptionCount(), 0);
+  const events = await api.db.owner.execute<{ action: string; actor_id: string }>(
     sql`select action, actor_id::text from audit_events where target_type = 'push_subscription' and target_id = ${String(created.body.id)} order by occurred_at, action`,
   );
   t.strictSame(
