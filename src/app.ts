@@ -15,6 +15,7 @@ import { serializerCompiler } from './platform/http/serialization.ts';
 import { validatorCompiler } from './platform/http/validation.ts';
 import { registerMetrics } from './platform/metrics/metrics.ts';
 import type { Services } from './platform/services.ts';
+import { registerScim } from './resources/scim/service.ts';
 
 /**
  * Query parameter names whose values are credentials (signed picture URLs carry
@@ -149,5 +150,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   // Before the operations: its content-type parser and body hook must cover their routes.
   await registerMultipart(app);
   await registerOperations(app, handlers, services);
+  // SCIM 2.0 for identity providers, outside /api: its own tokens, media type and error documents.
+  await registerScim(app, services);
   return app;
 }

@@ -15,6 +15,7 @@ import { notificationHandlers } from './resources/notifications/handlers.ts';
 import { problemHandlers } from './resources/problems/handlers.ts';
 import { pushHandlers } from './resources/push/handlers.ts';
 import { notificationSettingHandlers } from './resources/notification-settings/handlers.ts';
+import { scimTokenHandlers } from './resources/scim/handlers.ts';
 import { userHandlers } from './resources/users/handlers.ts';
 
 export const handlers: Handlers = {
@@ -34,4 +35,5 @@ export const handlers: Handlers = {
   ...pushHandlers,
   ...problemHandlers,
   ...auditEventHandlers,
+  ...scimTokenHandlers,
 };

@@ -20,3 +20,4 @@ export { automations, webhookDeliveries, webhookDeliveryAttempts } from './resou
 export { notificationDispatches, notifications, notificationUnreadCounts } from './resources/notifications/table.ts';
 export { pushSubscriptions } from './resources/push/table.ts';
 export { auditEvents } from './platform/audit/table.ts';
+export { scimTokens, scimExternalIds, scimSettings } from './resources/scim/table.ts';

@@ -421,6 +421,60 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/administration/scim-tokens": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The tenant's SCIM tokens
+         * @description Newest first. The token values are never returned (only their hashes are stored);
+         *     `last_used_at` tells whether an identity provider still uses a token. Expired
+         *     tokens stay listed until they are deleted.
+         */
+        get: operations["listScimTokens"];
+        put?: never;
+        /**
+         * Mint a SCIM token for an identity provider
+         * @description The answer carries the token's value as `token`, the only time it is returned; the
+         *     server keeps only its hash. The token reaches `/scim/v2` of this tenant only (never
+         *     an operation under `/api`), until it expires (`expires_in` seconds after its
+         *     creation; without `expires_in` it does not expire) or is deleted. A tenant holds at
+         *     most 20 tokens (422 on `name` beyond).
+         */
+        post: operations["createScimToken"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/administration/scim-tokens/{scimTokenId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The token's id. */
+                scimTokenId: number;
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Revoke a SCIM token
+         * @description The token stops working at once (the next request with it answers 401) and leaves
+         *     the list. A request under way when it is revoked completes.
+         */
+        delete: operations["deleteScimToken"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/administration/tasks-2/fields": {
         parameters: {
             query?: never;
@@ -2781,6 +2835,32 @@ export interface components {
             /** @enum {string} */
             status: "success";
         };
+        /** Format: date-time */
+        created_at: string;
+        /**
+         * @description The created token plus its value, returned only here.
+         * @example {
+         *       "id": 3,
+         *       "name": "Entra ID provisioning",
+         *       "expires_at": "2027-01-31T14:05:00.000Z",
+         *       "last_used_at": null,
+         *       "created_at": "2026-01-31T14:05:00.000Z",
+         *       "token": "scim_q8Vq2bJx0mWl5S1nKc7dYt3uHf9gRz4eLp6aNo2iBvU"
+         *     }
+         */
+        CreatedScimToken: {
+            created_at: components["schemas"]["created_at"];
+            expires_at: components["schemas"]["expires_at"];
+            id: components["schemas"]["id"];
+            last_used_at: components["schemas"]["last_used_at"];
+            name: components["schemas"]["name"];
+            /**
+             * @description The bearer value for the identity provider's SCIM connection
+             *     (`Authorization: Bearer <token>`). Returned only in this answer; the server keeps
+             *     only its hash.
+             */
+            token: string;
+        };
         /**
          * @description The created token record, every field but the internal `id` (answered only when
          *     selected), plus the signed value, returned only here.
@@ -3341,6 +3421,11 @@ export interface components {
             user_ids?: components["schemas"]["Id"][];
         };
         /**
+         * Format: date-time
+         * @description When the token stops working; null when it does not expire.
+         */
+        expires_at: string | null;
+        /**
          * Format: int32
          * @description Lifetime in seconds, 1 through 86400.
          */
@@ -3668,6 +3753,8 @@ export interface components {
         } | unknown | unknown;
         /** Format: int32 */
         IconId: number;
+        /** Format: int64 */
+        id: number;
         /**
          * Format: int64
          * @description A record ID: an integer from 1 through 9007199254740991 (2^53 - 1, the largest
@@ -3732,6 +3819,11 @@ export interface components {
             id: string;
             name: string;
         };
+        /**
+         * Format: date-time
+         * @description When a request last authenticated with it (to the second, at most one write a minute); null before its first use.
+         */
+        last_used_at: string | null;
         /**
          * @description URL or same-origin path, optionally with placeholders (see MenuItem). It may not
          *     begin with a placeholder; `type` restricts the allowed forms. URLs and paths follow
@@ -3956,6 +4048,8 @@ export interface components {
             type?: components["schemas"]["MenuItemType"];
             user_confirmation_required?: boolean;
         };
+        /** @description What the token is for (which identity provider), as its creator named it. */
+        name: string;
         /**
          * @description A notification of the caller; fields absent were not selected. Datetimes are `YYYY-MM-DD HH:MM:SS` (UTC).
          * @example {
@@ -4595,6 +4689,36 @@ export interface components {
             active?: boolean;
             name?: components["schemas"]["RoleName"];
             permissions?: components["schemas"]["PermissionList"];
+        };
+        /**
+         * @description A bearer token an identity provider uses for `/scim/v2` of this tenant (and nothing
+         *     under `/api`). Its value is returned once, by the create operation, and stored only as
+         *     a hash; this record never holds it.
+         * @example {
+         *       "id": 3,
+         *       "name": "Entra ID provisioning",
+         *       "expires_at": "2027-01-31T14:05:00.000Z",
+         *       "last_used_at": "2026-02-01T08:00:00.000Z",
+         *       "created_at": "2026-01-31T14:05:00.000Z"
+         *     }
+         */
+        ScimToken: {
+            /** Format: date-time */
+            created_at: string;
+            /**
+             * Format: date-time
+             * @description When the token stops working; null when it does not expire.
+             */
+            expires_at: string | null;
+            /** Format: int64 */
+            id: number;
+            /**
+             * Format: date-time
+             * @description When a request last authenticated with it (to the second, at most one write a minute); null before its first use.
+             */
+            last_used_at: string | null;
+            /** @description What the token is for (which identity provider), as its creator named it. */
+            name: string;
         };
         /**
          * Format: int32
@@ -5580,6 +5704,15 @@ export interface components {
          *     }
          */
         UserSettings: {
+            /**
+             * Format: int64
+             * @description The role a user provisioned over SCIM (`POST /scim/v2/Users`) is given; SCIM has no
+             *     standard attribute for roles. Null (the default): SCIM cannot create users until
+             *     it is set. Always returned; on `PUT`, leaving it out keeps it. It must name a role
+             *     of the tenant (422 `missing_reference`) that grants no permission the caller lacks
+             *     (422 `permission_escalation`).
+             */
+            default_role_id?: number | null;
             /**
              * @description Profile keys every personal account must fill (see
              *     `PUT /api/administration/users/settings`), in this order: `profile_picture`,
@@ -7548,6 +7681,120 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["RoleRecordFull"];
                 };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            408: components["responses"]["RequestTimeout"];
+            413: components["responses"]["ContentTooLarge"];
+            414: components["responses"]["UriTooLong"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["InternalServerError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listScimTokens: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The tokens. */
+            200: {
+                headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ScimToken"][];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            408: components["responses"]["RequestTimeout"];
+            415: components["responses"]["UnsupportedMediaType"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["InternalServerError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    createScimToken: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /**
+                     * Format: int32
+                     * @description Lifetime in seconds, one minute through five years.
+                     */
+                    expires_in?: number;
+                    name: string;
+                };
+            };
+        };
+        responses: {
+            /** @description The created token with its value. */
+            201: {
+                headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CreatedScimToken"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            408: components["responses"]["RequestTimeout"];
+            413: components["responses"]["ContentTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["TooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["InternalServerError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    deleteScimToken: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The token's id. */
+                scimTokenId: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The token is revoked. */
+            204: {
+                headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];

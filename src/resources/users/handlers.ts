@@ -11,6 +11,7 @@ import { listRecords, selectRecords, showRecord } from '../../platform/result-co
 import { endSessionsAfterPasswordChange, verifyOwnPassword } from '../auth/credentials.ts';
 import { audit, userLabel } from '../audit-events/record.ts';
 import { HOLDS_ENTITY_RIGHTS, usersHoldingRightsBeyond } from '../entity-permissions/rules.ts';
+import { defaultRoleErrors, loadDefaultRoleId, storeDefaultRoleId } from '../scim/settings.ts';
 import { importTemplate, previewCsvImport, type CsvImportOptions } from './csv-import.ts';
 import { columnsOf, storedFieldsOf } from './fields.ts';
 import { acceptPicture, inlineDisposition, pictureSignatureValid, type StoredPicture } from './profile-picture.ts';
@@ -377,8 +378,11 @@ export const userHandlers = {
   },
 
   async getUserSettings({ auth, services: { db } }) {
-    const keys = await db.tenant(auth.tenantId, (tx) => loadRequiredProfileKeys(tx));
-    return { status: 200, body: { required_profile_keys: keys } };
+    const body = await db.tenant(auth.tenantId, async (tx) => ({
+      required_profile_keys: await loadRequiredProfileKeys(tx),
+      default_role_id: await loadDefaultRoleId(tx),
+    }));
+    return { status: 200, body };
   },
 
   async updateUserSettings(ctx) {
@@ -389,14 +393,21 @@ export const userHandlers = {
     } = ctx;
     const wanted = new Set(body.required_profile_keys);
     const keys = PROFILE_KEYS.filter((key) => wanted.has(key));
-    await db.tenant(auth.tenantId, async (tx) => {
-      const before = await loadRequiredProfileKeys(tx);
+    const defaultRoleId = await db.tenant(auth.tenantId, async (tx) => {
+      const before = { required_profile_keys: await loadRequiredProfileKeys(tx), default_role_id: await loadDefaultRoleId(tx) };
+      if (body.default_role_id !== undefined) {
+        const errors = await defaultRoleErrors(tx, auth, body.default_role_id);
+        if (Object.keys(errors).length > 0) throw invalid(errors);
+        await storeDefaultRoleId(tx, auth.tenantId, body.default_role_id);
+      }
       await storeRequiredProfileKeys(tx, auth.tenantId, keys);
-      const changes = changesBetween({ required_profile_keys: before }, { required_profile_keys: keys });
+      const after = { required_profile_keys: keys, default_role_id: body.default_role_id === undefined ? before.default_role_id : body.default_role_id };
+      const changes = changesBetween(before, after);
       if (Object.keys(changes).length > 0)
         await audit(tx, ctx, { action: 'user_settings.updated', target: { type: 'tenant', id: auth.tenantId, label: null }, changes });
+      return after.default_role_id;
     });
-    return { status: 200, body: { required_profile_keys: keys } };
+    return { status: 200, body: { required_profile_keys: keys, default_role_id: defaultRoleId } };
   },
 
   async getUserImportTemplate({ query }) {

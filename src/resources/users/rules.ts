@@ -110,6 +110,8 @@ export interface UserDraft {
 export interface UserWriteSettings {
   passwordMinLength: number;
   requiredProfileKeys?: readonly ProfileKey[];
+  /** A new user may have no password (one provisioned over SCIM signs in by other means); a password sent is still judged. */
+  passwordOptional?: boolean;
 }
 
 /** The error on a profile key that the tenant's settings require (`requiredProfileKeyErrors`). */
@@ -172,7 +174,7 @@ const resultingDates = (draft: UserDraft) => ({
 export function userDraftErrors(draft: UserDraft, options: UserWriteSettings): FieldErrors {
   const isNew = draft.current === undefined;
   const errors =
-    isNew && (draft.password === undefined || draft.password === null)
+    isNew && !options.passwordOptional && (draft.password === undefined || draft.password === null)
       ? { password: [coded('required', 'is required for new users')] }
       : passwordErrors(draft.password, options);
   if (isNew && (draft.roleId === undefined || draft.roleId === null)) errors.role_id = [coded('required', 'is required for new users')];

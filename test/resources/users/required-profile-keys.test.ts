@@ -33,7 +33,7 @@ const userRow = async (id: number) => (await api.db.owner.select().from(users).w
 t.test('a new tenant requires no profile key', async (t) => {
   const res = await settings(t, admin);
   t.equal(res.status, 200);
-  t.strictSame(res.body, { required_profile_keys: [] });
+  t.strictSame(res.body, { required_profile_keys: [], default_role_id: null });
 });
 
 t.test('bad settings are 422 problem documents and change nothing', async (t) => {
@@ -76,19 +76,23 @@ t.test('reading and changing the setting needs users.administer: not an employee
 
   const changed = await setKeys(t, delegate.token, { required_profile_keys: ['phone', 'email', 'city'] });
   t.equal(changed.status, 200);
-  t.strictSame(changed.body, { required_profile_keys: ['city', 'email', 'phone'] }, 'answered in the documented order');
-  t.strictSame((await settings(t, delegate.token)).body, { required_profile_keys: ['city', 'email', 'phone'] });
-  t.strictSame((await setKeys(t, delegate.token, { required_profile_keys: [] })).body, { required_profile_keys: [] }, 'emptied again');
+  t.strictSame(changed.body, { required_profile_keys: ['city', 'email', 'phone'], default_role_id: null }, 'answered in the documented order');
+  t.strictSame((await settings(t, delegate.token)).body, { required_profile_keys: ['city', 'email', 'phone'], default_role_id: null });
+  t.strictSame((await setKeys(t, delegate.token, { required_profile_keys: [] })).body, { required_profile_keys: [], default_role_id: null }, 'emptied again');
 });
 
 t.test("tenants' settings are apart", async (t) => {
   t.equal((await setKeys(t, admin, { required_profile_keys: ['phone', 'gender'] })).status, 200);
-  t.strictSame((await settings(t, other.adminToken)).body, { required_profile_keys: [] }, "the other tenant's setting is its own");
+  t.strictSame((await settings(t, other.adminToken)).body, { required_profile_keys: [], default_role_id: null }, "the other tenant's setting is its own");
   const otherRole = await roleNamed(api.db, other.tenantId, 'Employee');
   const created = await api.call(t, 'createUser', { token: other.adminToken, body: newUserBodies(otherRole.id, 'elsewhere')() });
   t.equal(created.status, 201, 'and the other tenant requires nothing');
   t.equal((await setKeys(t, other.adminToken, { required_profile_keys: ['street'] })).status, 200);
-  t.strictSame((await settings(t, admin)).body, { required_profile_keys: ['phone', 'gender'] }, 'changing it there changes nothing here');
+  t.strictSame(
+    (await settings(t, admin)).body,
+    { required_profile_keys: ['phone', 'gender'], default_role_id: null },
+    'changing it there changes nothing here',
+  );
   t.strictSame(await storedKeys(tenant.tenantId), ['gender', 'phone']);
 });
 

@@ -1,0 +1,214 @@
+/**
+ * SCIM discovery (RFC 7644 §4): what this service provider supports
+ * (`ServiceProviderConfig`), its resource types and the schemas of their attributes, as
+ * Atrium maps them (docs/scim.md#attribute-mapping).
+ */
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import {
+  ENTERPRISE_USER_SCHEMA,
+  GROUP_SCHEMA,
+  listResponse,
+  MAX_PAGE,
+  RESOURCE_TYPE_SCHEMA,
+  SCHEMA_SCHEMA,
+  SERVICE_PROVIDER_CONFIG_SCHEMA,
+  USER_SCHEMA,
+  scimNotFound,
+} from './protocol.ts';
+
+interface AttributeSpec {
+  name: string;
+  type: 'string' | 'boolean' | 'complex' | 'dateTime' | 'reference';
+  multiValued?: boolean;
+  required?: boolean;
+  caseExact?: boolean;
+  mutability?: 'readOnly' | 'readWrite' | 'immutable' | 'writeOnly';
+  returned?: 'always' | 'never' | 'default' | 'request';
+  uniqueness?: 'none' | 'server' | 'global';
+  description: string;
+  subAttributes?: AttributeSpec[];
+}
+
+/** An attribute definition with RFC 7643 §7's defaults filled in. */
+const attribute = (spec: AttributeSpec): Record<string, unknown> => ({
+  name: spec.name,
+  type: spec.type,
+  multiValued: spec.multiValued ?? false,
+  description: spec.description,
+  required: spec.required ?? false,
+  caseExact: spec.caseExact ?? false,
+  mutability: spec.mutability ?? 'readWrite',
+  returned: spec.returned ?? 'default',
+  uniqueness: spec.uniqueness ?? 'none',
+  ...(spec.subAttributes ? { subAttributes: spec.subAttributes.map(attribute) } : {}),
+});
+
+const typedValue = (what: string, extra: AttributeSpec[] = []): AttributeSpec[] => [
+  { name: 'value', type: 'string', description: `The ${what}.` },
+  { name: 'type', type: 'string', description: 'Always "work": Atrium keeps one, the primary or work one.' },
+  { name: 'primary', type: 'boolean', description: 'Always true.' },
+  ...extra,
+];
+
+const USER_ATTRIBUTES: AttributeSpec[] = [
+  { name: 'userName', type: 'string', required: true, uniqueness: 'server', description: "Atrium's username (unique in the tenant, deleted users included)." },
+  {
+    name: 'name',
+    type: 'complex',
+    description: 'First and last name (both required for a personal account).',
+    subAttributes: [
+      { name: 'givenName', type: 'string', description: 'first_name' },
+      { name: 'familyName', type: 'string', description: 'last_name' },
+      { name: 'formatted', type: 'string', mutability: 'readOnly', description: 'First and last name.' },
+    ],
+  },
+  { name: 'displayName', type: 'string', mutability: 'readOnly', description: 'First and last name, or the username.' },
+  { name: 'active', type: 'boolean', description: 'active; false ends every session, login token and push subscription at once.' },
+  { name: 'password', type: 'string', mutability: 'writeOnly', returned: 'never', description: "Set under Atrium's password rules; never returned." },
+  {
+    name: 'emails',
+    type: 'complex',
+    multiValued: true,
+    description: 'email: the primary (else work, else first) address.',
+    subAttributes: typedValue('e-mail address'),
+  },
+  {
+    name: 'phoneNumbers',
+    type: 'complex',
+    multiValued: true,
+    description: 'phone: the primary (else work, else first) number.',
+    subAttributes: typedValue('phone number'),
+  },
+  {
+    name: 'addresses',
+    type: 'complex',
+    multiValued: true,
+    description: 'street, zipcode and city: the primary (else work, else first) address.',
+    subAttributes: [
+      { name: 'streetAddress', type: 'string', description: 'street' },
+      { name: 'postalCode', type: 'string', description: 'zipcode' },
+      { name: 'locality', type: 'string', description: 'city' },
+      { name: 'type', type: 'string', description: 'Always "work".' },
+      { name: 'primary', type: 'boolean', description: 'Always true.' },
+    ],
+  },
+  {
+    name: 'preferredLanguage',
+    type: 'string',
+    description: "lang_id: the tenant's language with this tag, else one of the same primary language (de-CH → de-DE).",
+  },
+  { name: 'locale', type: 'string', description: 'lang_id, when preferredLanguage is not sent.' },
+];
+
+const GROUP_ATTRIBUTES: AttributeSpec[] = [
+  { name: 'displayName', type: 'string', required: true, uniqueness: 'server', description: "The department's name (no look-alike of another's)." },
+  {
+    name: 'members',
+    type: 'complex',
+    multiValued: true,
+    description: "The department's members among the users SCIM sees.",
+    subAttributes: [
+      { name: 'value', type: 'string', mutability: 'immutable', description: 'The user id.' },
+      { name: 'display', type: 'string', mutability: 'readOnly', description: 'The username.' },
+      { name: '$ref', type: 'reference', mutability: 'readOnly', description: 'The user resource.' },
+      { name: 'type', type: 'string', mutability: 'readOnly', description: 'Always "User".' },
+    ],
+  },
+];
+
+const ENTERPRISE_ATTRIBUTES: AttributeSpec[] = [{ name: 'employeeNumber', type: 'string', description: 'staff_number' }];
+
+const meta = (request: FastifyRequest, baseUrl: (request: FastifyRequest) => string, resourceType: string, id: string) => ({
+  resourceType,
+  location: `${baseUrl(request)}/${resourceType === 'Schema' ? 'Schemas' : 'ResourceTypes'}/${id}`,
+});
+
+function schemas(request: FastifyRequest, baseUrl: (request: FastifyRequest) => string) {
+  return [
+    {
+      schemas: [SCHEMA_SCHEMA],
+      id: USER_SCHEMA,
+      name: 'User',
+      description: 'An Atrium user (personal accounts only).',
+      attributes: USER_ATTRIBUTES.map(attribute),
+      meta: meta(request, baseUrl, 'Schema', USER_SCHEMA),
+    },
+    {
+      schemas: [SCHEMA_SCHEMA],
+      id: GROUP_SCHEMA,
+      name: 'Group',
+      description: 'An Atrium department.',
+      attributes: GROUP_ATTRIBUTES.map(attribute),
+      meta: meta(request, baseUrl, 'Schema', GROUP_SCHEMA),
+    },
+    {
+      schemas: [SCHEMA_SCHEMA],
+      id: ENTERPRISE_USER_SCHEMA,
+      name: 'EnterpriseUser',
+      description: 'Enterprise User extension.',
+      attributes: ENTERPRISE_ATTRIBUTES.map(attribute),
+      meta: meta(request, baseUrl, 'Schema', ENTERPRISE_USER_SCHEMA),
+    },
+  ];
+}
+
+function resourceTypes(request: FastifyRequest, baseUrl: (request: FastifyRequest) => string) {
+  return [
+    {
+      schemas: [RESOURCE_TYPE_SCHEMA],
+      id: 'User',
+      name: 'User',
+      endpoint: '/Users',
+      description: 'Atrium users',
+      schema: USER_SCHEMA,
+      schemaExtensions: [{ schema: ENTERPRISE_USER_SCHEMA, required: false }],
+      meta: meta(request, baseUrl, 'ResourceType', 'User'),
+    },
+    {
+      schemas: [RESOURCE_TYPE_SCHEMA],
+      id: 'Group',
+      name: 'Group',
+      endpoint: '/Groups',
+      description: 'Atrium departments',
+      schema: GROUP_SCHEMA,
+      meta: meta(request, baseUrl, 'ResourceType', 'Group'),
+    },
+  ];
+}
+
+/** The discovery endpoints, on the SCIM plugin. */
+export function discoveryRoutes(scim: FastifyInstance, baseUrl: (request: FastifyRequest) => string): void {
+  scim.get('/ServiceProviderConfig', async (request) => ({
+    schemas: [SERVICE_PROVIDER_CONFIG_SCHEMA],
+    patch: { supported: true },
+    bulk: { supported: false, maxOperations: 0, maxPayloadSize: 0 },
+    filter: { supported: true, maxResults: MAX_PAGE },
+    changePassword: { supported: true },
+    sort: { supported: false },
+    etag: { supported: false },
+    authenticationSchemes: [
+      { type: 'oauthbearertoken', name: 'SCIM token', description: 'A SCIM token minted under POST /api/administration/scim-tokens.', primary: true },
+    ],
+    meta: { resourceType: 'ServiceProviderConfig', location: `${baseUrl(request)}/ServiceProviderConfig` },
+  }));
+  scim.get('/ResourceTypes', async (request) => {
+    const all = resourceTypes(request, baseUrl);
+    return listResponse(all, all.length, 1);
+  });
+  scim.get('/ResourceTypes/:id', async (request) => {
+    const { id } = request.params as { id: string };
+    const found = resourceTypes(request, baseUrl).find((type) => type.id === id);
+    if (!found) throw scimNotFound('The resource type', id);
+    return found;
+  });
+  scim.get('/Schemas', async (request) => {
+    const all = schemas(request, baseUrl);
+    return listResponse(all, all.length, 1);
+  });
+  scim.get('/Schemas/:id', async (request) => {
+    const { id } = request.params as { id: string };
+    const found = schemas(request, baseUrl).find((schema) => schema.id === id);
+    if (!found) throw scimNotFound('The schema', id);
+    return found;
+  });
+}

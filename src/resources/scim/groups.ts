@@ -1,0 +1,138 @@
+/**
+ * SCIM Groups ↔ Atrium departments (docs/scim.md#attribute-mapping): `displayName` is the
+ * department's name, `members` its memberships of users SCIM sees (personal accounts
+ * that are not deleted; memberships of other accounts are left as they are).
+ */
+import { and, asc, count, eq, inArray, sql, type SQL } from 'drizzle-orm';
+import type { Caller } from '../../platform/auth/auth.ts';
+import type { Tx } from '../../platform/database/database.ts';
+import { lockTenantScope } from '../../platform/database/locks.ts';
+import { coded, invalid } from '../../platform/http/problem.ts';
+import { departmentCountAndLimit, saveDepartment, departmentRecords, type DepartmentRow } from '../departments/queries.ts';
+import { departmentAvailability, departmentLimitRefusal, departmentWrite } from '../departments/rules.ts';
+import { departmentUsers, departments } from '../departments/table.ts';
+import { membershipsConferringRights, CONFERS_ENTITY_RIGHTS } from '../entity-permissions/rules.ts';
+import { users } from '../users/table.ts';
+import { GROUP_SCHEMA, invalidValue, scimNotFound } from './protocol.ts';
+import { SCIM_USERS, type FilterAttribute } from './users.ts';
+
+/** Filterable Group attributes, by lower-case path. `members.value` asks whether the user is a member. */
+export const GROUP_ATTRIBUTES: Record<string, FilterAttribute> = {
+  id: { value: sql`${departments.id}`, kind: 'id' },
+  displayname: { value: sql`${departments.name}`, kind: 'text' },
+  'members.value': { value: sql`${departments.id}`, kind: 'member' },
+  members: { value: sql`${departments.id}`, kind: 'member' },
+};
+
+/** The department `id` (decimal text), or 404. */
+export async function requireGroup(tx: Tx, id: string): Promise<DepartmentRow> {
+  if (!/^[1-9]\d{0,15}$/.test(id)) throw scimNotFound('The group', id);
+  const [row] = await departmentRecords(tx).where(eq(departments.id, Number(id)));
+  if (!row) throw scimNotFound('The group', id);
+  return row;
+}
+
+/** A page of departments matching `where`, by id, and how many match. Two queries. */
+export async function listGroups(tx: Tx, where: SQL | undefined, offset: number, limit: number) {
+  const [counted] = await tx.select({ n: count() }).from(departments).where(where);
+  const rows = limit === 0 ? [] : await departmentRecords(tx).where(where).orderBy(asc(departments.id)).offset(offset).limit(limit);
+  return { rows, total: counted?.n ?? 0 };
+}
+
+/** The SCIM-visible members of each department, by department id: one query (none for none). */
+export async function membersOf(tx: Tx, departmentIds: number[]): Promise<Map<number, { id: number; username: string }[]>> {
+  const byDepartment = new Map<number, { id: number; username: string }[]>();
+  if (departmentIds.length === 0) return byDepartment;
+  const rows = await tx
+    .select({ departmentId: departmentUsers.departmentId, id: users.id, username: users.username })
+    .from(departmentUsers)
+    .innerJoin(users, and(eq(users.tenantId, departmentUsers.tenantId), eq(users.id, departmentUsers.userId)))
+    .where(and(inArray(departmentUsers.departmentId, departmentIds), SCIM_USERS))
+    .orderBy(asc(departmentUsers.departmentId), asc(users.id));
+  for (const row of rows) {
+    const list = byDepartment.get(row.departmentId) ?? [];
+    list.push({ id: row.id, username: row.username });
+    byDepartment.set(row.departmentId, list);
+  }
+  return byDepartment;
+}
+
+/** The department as a SCIM Group (RFC 7643 §4.2); `members` left out when not wanted. */
+export function presentGroup(row: DepartmentRow, members: { id: number; username: string }[] | undefined, baseUrl: string) {
+  return {
+    schemas: [GROUP_SCHEMA],
+    id: String(row.id),
+    displayName: row.name,
+    ...(members ? { members: members.map((m) => ({ value: String(m.id), display: m.username, $ref: `${baseUrl}/Users/${m.id}`, type: 'User' })) } : {}),
+    meta: {
+      resourceType: 'Group',
+      created: row.createdAt.toISOString(),
+      lastModified: row.updatedAt.toISOString(),
+      location: `${baseUrl}/Groups/${row.id}`,
+    },
+  };
+}
+
+/** What a Group writes: its name, and its members (undefined: unchanged), as user ids. */
+export function groupWrite(resource: Record<string, unknown>): { name: string; memberIds: number[] | undefined } {
+  const key = (name: string) => Object.keys(resource).find((candidate) => candidate.toLowerCase() === name.toLowerCase());
+  const displayName = resource[key('displayName') ?? ''];
+  if (typeof displayName !== 'string' || displayName.trim() === '') throw invalidValue('displayName is required.');
+  const members = resource[key('members') ?? ''];
+  if (members === undefined || members === null) return { name: displayName, memberIds: undefined };
+  if (!Array.isArray(members)) throw invalidValue('members must be an array.');
+  const ids = members.map((member) => {
+    const value = (member as { value?: unknown } | null)?.value;
+    if (typeof value !== 'string' || !/^[1-9]\d{0,15}$/.test(value)) throw invalidValue(`members: ${JSON.stringify(value)} is not a user id.`);
+    return Number(value);
+  });
+  // Repeated adds of the same member are one membership.
+  return { name: displayName, memberIds: [...new Set(ids)] };
+}
+
+/**
+ * Writes the department's name (through the department rules) and its SCIM-visible
+ * members: every member must be a user SCIM sees, and joining must confer no entity
+ * right beyond the token's minter (as `department_ids` of the user API is judged).
+ * Answers the department's id.
+ */
+export async function saveGroup(
+  tx: Tx,
+  caller: Caller & { tenantId: number },
+  write: { name: string; memberIds: number[] | undefined },
+  current: DepartmentRow | null,
+): Promise<number> {
+  if (!current) {
+    await lockTenantScope(tx, 'departments.limit');
+    const refusal = departmentLimitRefusal(departmentAvailability(await departmentCountAndLimit(tx)));
+    if (refusal) throw refusal;
+  }
+  // A department created over SCIM has no creator (`user_id` null): the token is no user.
+  const id = await saveDepartment(
+    tx,
+    { tenantId: caller.tenantId, userId: null as never },
+    await departmentWrite(tx, { name: write.name }, current),
+    current?.id ?? null,
+  );
+  if (write.memberIds === undefined) return id;
+  const stored = (await membersOf(tx, [id])).get(id)?.map((m) => m.id) ?? [];
+  const added = write.memberIds.filter((userId) => !stored.includes(userId));
+  const removed = stored.filter((userId) => !write.memberIds!.includes(userId));
+  if (added.length > 0) {
+    const known = await tx
+      .select({ id: users.id })
+      .from(users)
+      .where(and(inArray(users.id, added), SCIM_USERS));
+    const missing = added.filter((userId) => !known.some((row) => row.id === userId));
+    if (missing.length > 0) throw invalidValue(`members: no user ${missing.join(', ')}.`);
+    const conferred = await membershipsConferringRights(
+      tx,
+      caller,
+      added.map((userId) => ({ userId, departmentIds: [id] })),
+    );
+    if (conferred.some((c) => c.departmentIds.length > 0)) throw invalid({ members: [coded('confers_rights', CONFERS_ENTITY_RIGHTS)] });
+    await tx.insert(departmentUsers).values(added.map((userId) => ({ tenantId: caller.tenantId, departmentId: id, userId })));
+  }
+  if (removed.length > 0) await tx.delete(departmentUsers).where(and(eq(departmentUsers.departmentId, id), inArray(departmentUsers.userId, removed)));
+  return id;
+}

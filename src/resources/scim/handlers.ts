@@ -1,0 +1,44 @@
+import { hashToken } from '../../platform/auth/tokens.ts';
+import type { Handlers } from '../../platform/http/handler.ts';
+import { coded, invalid, notFound } from '../../platform/http/problem.ts';
+import { audit } from '../audit-events/record.ts';
+import { deleteScimToken, insertScimToken, listScimTokens, newScimTokenValue, presentScimToken, SCIM_TOKEN_LIMIT, scimTokenCount } from './tokens.ts';
+import { lockTenantScope } from '../../platform/database/locks.ts';
+
+export const scimTokenHandlers = {
+  async listScimTokens({ auth, services: { db } }) {
+    const rows = await db.tenant(auth.tenantId, (tx) => listScimTokens(tx).limit(SCIM_TOKEN_LIMIT));
+    return { status: 200, body: rows.map(presentScimToken) };
+  },
+
+  async createScimToken(ctx) {
+    const { auth, body, services } = ctx;
+    const name = body.name.trim();
+    const token = newScimTokenValue();
+    const created = await services.db.tenant(auth.tenantId, async (tx) => {
+      // Two concurrent creates must not both pass the count.
+      await lockTenantScope(tx, 'scim-tokens');
+      if ((await scimTokenCount(tx)) >= SCIM_TOKEN_LIMIT) {
+        throw invalid({ name: [coded('limit_reached', `a tenant holds at most ${SCIM_TOKEN_LIMIT} SCIM tokens; delete one first`)] });
+      }
+      const row = await insertScimToken(tx, auth.tenantId, auth.userId, name, hashToken(token), body.expires_in);
+      await audit(tx, ctx, {
+        action: 'scim_token.created',
+        target: { type: 'scim_token', id: row.id, label: row.name },
+        details: { expires_at: row.expiresAt?.toISOString() ?? null },
+      });
+      return row;
+    });
+    return { status: 201, body: { ...presentScimToken(created), token } };
+  },
+
+  async deleteScimToken(ctx) {
+    const { auth, params, services } = ctx;
+    await services.db.tenant(auth.tenantId, async (tx) => {
+      const row = await deleteScimToken(tx, params.scimTokenId);
+      if (!row) throw notFound('The SCIM token');
+      await audit(tx, ctx, { action: 'scim_token.revoked', target: { type: 'scim_token', id: row.id, label: row.name } });
+    });
+    return { status: 204 };
+  },
+} satisfies Partial<Handlers>;

@@ -1,0 +1,118 @@
+/**
+ * The SCIM 2.0 protocol's fixed parts (RFC 7643, RFC 7644) as Atrium serves them: schema
+ * URNs, the error document (RFC 7644 §3.12) and the list response.
+ */
+export const SCIM_MEDIA_TYPE = 'application/scim+json';
+
+export const USER_SCHEMA = 'urn:ietf:params:scim:schemas:core:2.0:User';
+export const ENTERPRISE_USER_SCHEMA = 'urn:ietf:params:scim:schemas:extension:enterprise:2.0:User';
+export const GROUP_SCHEMA = 'urn:ietf:params:scim:schemas:core:2.0:Group';
+export const LIST_RESPONSE_SCHEMA = 'urn:ietf:params:scim:api:messages:2.0:ListResponse';
+export const PATCH_OP_SCHEMA = 'urn:ietf:params:scim:api:messages:2.0:PatchOp';
+export const ERROR_SCHEMA = 'urn:ietf:params:scim:api:messages:2.0:Error';
+export const SERVICE_PROVIDER_CONFIG_SCHEMA = 'urn:ietf:params:scim:schemas:core:2.0:ServiceProviderConfig';
+export const RESOURCE_TYPE_SCHEMA = 'urn:ietf:params:scim:schemas:core:2.0:ResourceType';
+export const SCHEMA_SCHEMA = 'urn:ietf:params:scim:schemas:core:2.0:Schema';
+
+/** The `scimType` values of RFC 7644 §3.12 that Atrium answers. */
+export type ScimType = 'invalidFilter' | 'tooMany' | 'uniqueness' | 'mutability' | 'invalidSyntax' | 'invalidPath' | 'noTarget' | 'invalidValue';
+
+/** A refusal of a SCIM request, answered as an RFC 7644 §3.12 error document. */
+export class ScimError extends Error {
+  readonly status: number;
+  readonly scimType: ScimType | undefined;
+  readonly headers: Record<string, string>;
+  constructor(status: number, detail: string, scimType?: ScimType, headers: Record<string, string> = {}) {
+    super(detail);
+    this.status = status;
+    this.scimType = scimType;
+    this.headers = headers;
+  }
+}
+
+/** The error document of RFC 7644 §3.12: `status` is a string there. */
+export function errorDocument(status: number, detail: string, scimType?: ScimType) {
+  return { schemas: [ERROR_SCHEMA], status: String(status), ...(scimType ? { scimType } : {}), detail };
+}
+
+export const invalidValue = (detail: string) => new ScimError(400, detail, 'invalidValue');
+export const invalidSyntax = (detail: string) => new ScimError(400, detail, 'invalidSyntax');
+export const invalidFilter = (detail: string) => new ScimError(400, detail, 'invalidFilter');
+export const scimNotFound = (what: string, id: string) => new ScimError(404, `${what} ${JSON.stringify(id)} does not exist.`);
+
+/** The largest page: `count` above it is cut to it (RFC 7644 §3.4.2.4 lets the service provider choose). */
+export const MAX_PAGE = 200;
+
+/** `startIndex` (1-based, below 1 taken as 1) and `count` (negative taken as 0, above MAX_PAGE cut) of a list request. */
+export function pageOf(query: Record<string, unknown>): { startIndex: number; count: number } {
+  const number = (value: unknown, name: string): number | undefined => {
+    if (value === undefined || value === '') return undefined;
+    if (typeof value !== 'string' || !/^-?\d{1,9}$/.test(value)) throw invalidValue(`${name} must be an integer.`);
+    return Number(value);
+  };
+  const startIndex = Math.max(1, number(query.startIndex, 'startIndex') ?? 1);
+  const count = Math.min(MAX_PAGE, Math.max(0, number(query.count, 'count') ?? MAX_PAGE));
+  return { startIndex, count };
+}
+
+/** A list response (RFC 7644 §3.4.2). */
+export function listResponse<T>(resources: T[], totalResults: number, startIndex: number) {
+  return { schemas: [LIST_RESPONSE_SCHEMA], totalResults, startIndex, itemsPerPage: resources.length, Resources: resources };
+}
+
+/**
+ * Booleans as identity providers send them: JSON booleans, or the strings "true" and
+ * "false" in any case (Entra ID sends "False"). Anything else is refused.
+ */
+export function scimBoolean(value: unknown, attribute: string): boolean {
+  if (typeof value === 'boolean') return value;
+  if (typeof value === 'string') {
+    const lower = value.trim().toLowerCase();
+    if (lower === 'true') return true;
+    if (lower === 'false') return false;
+  }
+  throw invalidValue(`${attribute} must be a boolean.`);
+}
+
+/**
+ * `attributes` / `excludedAttributes` (RFC 7644 §3.4.2.5) applied to a resource:
+ * top-level names and `parent.child` sub-attributes, compared case-insensitively. `id`,
+ * `schemas` and `meta.resourceType` are always returned.
+ */
+export function projectAttributes(resource: Record<string, unknown>, query: Record<string, unknown>): Record<string, unknown> {
+  const list = (value: unknown) =>
+    typeof value === 'string' && value.trim() !== ''
+      ? value
+          .split(',')
+          .map((name) => name.trim().toLowerCase())
+          .map((name) => name.replace(`${USER_SCHEMA.toLowerCase()}:`, '').replace(`${GROUP_SCHEMA.toLowerCase()}:`, ''))
+      : null;
+  const wanted = list(query.attributes);
+  const excluded = list(query.excludedAttributes);
+  if (!wanted && !excluded) return resource;
+  const out: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(resource)) {
+    const name = key.toLowerCase();
+    if (name === 'id' || name === 'schemas') {
+      out[key] = value;
+      continue;
+    }
+    if (wanted) {
+      if (wanted.includes(name)) out[key] = value;
+      else {
+        const children = wanted.filter((w) => w.startsWith(`${name}.`) || w.startsWith(`${name}:`)).map((w) => w.slice(name.length + 1));
+        if (children.length > 0 && value && typeof value === 'object' && !Array.isArray(value)) {
+          out[key] = Object.fromEntries(Object.entries(value).filter(([child]) => children.includes(child.toLowerCase())));
+        } else if (children.length > 0 && Array.isArray(value)) {
+          out[key] = value.map((item: Record<string, unknown>) =>
+            Object.fromEntries(Object.entries(item).filter(([child]) => children.includes(child.toLowerCase()))),
+          );
+        }
+      }
+      if (name === 'meta' && !(key in out)) out[key] = { resourceType: (value as { resourceType?: string }).resourceType };
+    } else if (!excluded!.includes(name)) {
+      out[key] = value;
+    }
+  }
+  return out;
+}

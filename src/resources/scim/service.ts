@@ -1,0 +1,548 @@
+/**
+ * The SCIM 2.0 service provider at `/scim/v2` (docs/scim.md): Users, and the discovery
+ * resources, for identity providers holding a SCIM token of the tenant. Outside the
+ * operation binding of `/api`: SCIM has its own authentication (a SCIM token, never an
+ * access token), media type and error documents (RFC 7644 §3.12), so it is a Fastify
+ * plugin of its own, under the same request id, logging, security headers and rate limits.
+ */
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { and, asc, count, eq, sql } from 'drizzle-orm';
+import { scimPatch, ScimError as PatchError, type ScimPatchOperation } from 'scim-patch';
+import { changesBetween, type AuditSource, requestOrigin } from '../../platform/audit/audit.ts';
+import type { Caller } from '../../platform/auth/auth.ts';
+import { hashPassword } from '../../platform/auth/passwords.ts';
+import type { Tx } from '../../platform/database/database.ts';
+import { jsonBodyProblem, MAX_JSON_DEPTH } from '../../platform/http/json-body.ts';
+import { ProblemError, type FieldErrors } from '../../platform/http/problem.ts';
+import type { Services } from '../../platform/services.ts';
+import { audit } from '../audit-events/record.ts';
+import { pushSubscriptions } from '../push/table.ts';
+import { endAllSessions, insertUser, loadRequiredProfileKeys, softDeleteUser, updateUserColumns } from '../users/queries.ts';
+import { addErrors, passwordErrors, requireAdministrableUser, userDraftErrors, userWriteReferenceErrors, type UserDraft } from '../users/rules.ts';
+import { users } from '../users/table.ts';
+import { errorDocument, invalidSyntax, invalidValue, listResponse, pageOf, projectAttributes, SCIM_MEDIA_TYPE, ScimError, scimNotFound } from './protocol.ts';
+import { discoveryRoutes } from './discovery.ts';
+import { GROUP_ATTRIBUTES, groupWrite, listGroups, membersOf, presentGroup, requireGroup, saveGroup } from './groups.ts';
+import { deleteDepartment, entityPermissionsNaming, lockDepartment, type DepartmentRow } from '../departments/queries.ts';
+import { NAMED_ENTITIES_SHOWN, namedByEntityPermissionsRefusal } from '../departments/rules.ts';
+import { loadDefaultRoleId } from './settings.ts';
+import { scimExternalIds } from './table.ts';
+import { lookUpScimToken, recordScimTokenUse, type ScimPrincipal } from './tokens.ts';
+import {
+  API_FIELD_OF,
+  findScimUser,
+  languageId,
+  parseFilter,
+  presentScimUser,
+  SCIM_ATTRIBUTE_OF,
+  SCIM_USERS,
+  scimUserWrite,
+  selectScimUsers,
+  type ScimUserRow,
+  type ScimUserWrite,
+} from './users.ts';
+
+export const SCIM_PREFIX = '/scim/v2';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    scim: ScimPrincipal | null;
+  }
+}
+
+const BEARER = /^Bearer +(scim_[A-Za-z0-9_-]{43}) *$/i;
+
+/** The token's principal, or 401: a missing, unknown, expired or revoked token, or an access token of `/api`. */
+async function authenticate(services: Services, request: FastifyRequest): Promise<ScimPrincipal> {
+  const match = BEARER.exec(request.headers.authorization ?? '');
+  const principal = match ? await lookUpScimToken(services.db, match[1]!) : null;
+  if (!principal) throw new ScimError(401, 'A valid SCIM token is required.', undefined, { 'www-authenticate': 'Bearer realm="scim"' });
+  return principal;
+}
+
+/** The user rules judge a SCIM write as the administrator who minted the token would be judged, as no user of the tenant (id 0). */
+const callerOf = (principal: ScimPrincipal): Caller => ({ userId: 0, permissions: principal.permissions });
+
+/** Who the audit trail names: the token, and the request's origin. */
+const sourceOf = (request: FastifyRequest, principal: ScimPrincipal): AuditSource => ({
+  actor: { type: 'scim_token', id: principal.tokenId, label: sql`(select name from scim_tokens where id = ${principal.tokenId})` },
+  origin: { ...requestOrigin(request), operationId: `scim:${request.method} ${request.routeOptions.url ?? ''}` },
+});
+
+/** The base URL identity providers were given, for `meta.location`. */
+function baseUrlOf(request: FastifyRequest): string {
+  return `${request.protocol}://${request.host}${SCIM_PREFIX}`;
+}
+
+/** A refusal of the user rules (field errors) as a SCIM error: a taken username is `uniqueness` (409), anything else `invalidValue`. */
+function refusalOf(errors: FieldErrors): ScimError {
+  if (errors.username?.some((entry) => typeof entry !== 'string' && entry.code === 'taken')) {
+    return new ScimError(409, 'userName is already taken.', 'uniqueness');
+  }
+  const detail = Object.entries(errors)
+    .map(([field, messages]) => `${SCIM_ATTRIBUTE_OF[field] ?? field} ${messages.map((m) => (typeof m === 'string' ? m : m.message)).join('; ')}`)
+    .join('. ');
+  return invalidValue(`${detail}.`);
+}
+
+/** The role new SCIM users get (`default_role_id`), or a refusal when the tenant has set none. */
+async function defaultRole(tx: Tx): Promise<number> {
+  const roleId = await loadDefaultRoleId(tx);
+  if (roleId === null) {
+    throw invalidValue('This tenant has no default role for provisioned users: an administrator sets default_role_id in the user settings first.');
+  }
+  return roleId;
+}
+
+/** The columns of the write that differ from the stored user (all of them for a new user). */
+function changedColumns(write: ScimUserWrite, current: ScimUserRow | undefined): Record<string, unknown> {
+  const changed: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(write.columns)) {
+    if (value === undefined) continue;
+    if (!current || current[key as keyof ScimUserRow] !== value) changed[key] = value;
+  }
+  return changed;
+}
+
+/** API field names → values, for the audit trail. */
+const apiFields = (columns: Record<string, unknown>) =>
+  Object.fromEntries(Object.entries(columns).map(([key, value]) => [API_FIELD_OF[key as keyof typeof API_FIELD_OF] ?? key, value]));
+
+/**
+ * A leaver is cut off at once: their sessions end (a logout mark: every access token
+ * issued before it stops authenticating, and open event streams end at their next
+ * check), pending login tokens are revoked, and push subscriptions are deleted, so a
+ * reactivation revives none of them.
+ */
+async function cutOff(tx: Tx, userId: number): Promise<void> {
+  await endAllSessions(tx, userId);
+  await tx.delete(pushSubscriptions).where(eq(pushSubscriptions.userId, userId));
+}
+
+/** Stores (or removes) the user's externalId. */
+async function storeExternalId(tx: Tx, tenantId: number, userId: number, externalId: string | null): Promise<void> {
+  if (externalId === null) {
+    await tx.delete(scimExternalIds).where(eq(scimExternalIds.userId, userId));
+    return;
+  }
+  await tx
+    .insert(scimExternalIds)
+    .values({ tenantId, userId, externalId })
+    .onConflictDoUpdate({ target: [scimExternalIds.tenantId, scimExternalIds.userId], set: { externalId } });
+}
+
+/** The judged password's hash (or undefined when none was sent); a password that breaks the rules is refused first. */
+async function passwordHashOf(services: Services, write: ScimUserWrite): Promise<string | undefined> {
+  if (write.password === undefined) return undefined;
+  const errors = passwordErrors(write.password, services.config);
+  if (Object.keys(errors).length > 0) throw refusalOf(errors);
+  return hashPassword(write.password);
+}
+
+/**
+ * Writes `write` over the stored user `current` (absent: creates one), under the user rules
+ * the API and the CSV import judge with. Answers the user's id.
+ */
+async function saveUser(
+  tx: Tx,
+  services: Services,
+  request: FastifyRequest,
+  principal: ScimPrincipal,
+  write: ScimUserWrite,
+  current: ScimUserRow | undefined,
+  passwordHash: string | undefined,
+): Promise<number> {
+  const caller = callerOf(principal);
+  if (current) await requireAdministrableUser(tx, caller, current.id);
+  write = { ...write, columns: { ...write.columns, langId: await languageId(tx, write.columns.langId) } };
+  const changed = changedColumns(write, current);
+  const roleId = current ? undefined : await defaultRole(tx);
+  const draft: UserDraft = { ...(changed as Partial<UserDraft>), roleId, current };
+  const errors = userDraftErrors(draft, {
+    passwordMinLength: services.config.passwordMinLength,
+    requiredProfileKeys: await loadRequiredProfileKeys(tx),
+    passwordOptional: true,
+  });
+  addErrors(errors, await userWriteReferenceErrors(tx, caller, draft, { userId: current?.id ?? null }));
+  if (Object.keys(errors).length > 0) throw refusalOf(errors);
+  const source = sourceOf(request, principal);
+  let id: number;
+  if (!current) {
+    id = await insertUser(tx, {
+      ...(changed as object),
+      tenantId: principal.tenantId,
+      username: write.columns.username,
+      roleId: roleId!,
+      passwordHash: passwordHash ?? null,
+      active: write.columns.active ?? true,
+    });
+    await audit(tx, source, {
+      action: 'user.created',
+      target: { type: 'user', id, label: write.columns.username },
+      changes: changesBetween(null, { ...apiFields(changed), role_id: roleId, ...(passwordHash ? { password: true } : {}) }),
+    });
+  } else {
+    id = current.id;
+    if (Object.keys(changed).length > 0 || passwordHash) {
+      await updateUserColumns(tx, id, { ...changed, ...(passwordHash ? { passwordHash } : {}) });
+      const before = apiFields(Object.fromEntries(Object.keys(changed).map((key) => [key, current[key as keyof ScimUserRow]])));
+      await audit(tx, source, {
+        action: 'user.updated',
+        target: { type: 'user', id, label: write.columns.username },
+        changes: changesBetween(
+          { ...before, ...(passwordHash ? { password: 'old' } : {}) },
+          { ...apiFields(changed), ...(passwordHash ? { password: 'new' } : {}) },
+        ),
+      });
+    }
+    // A deactivation cuts the leaver off; a new password ends what signed the user in, as the API's password change does.
+    if (current.active && changed.active === false) await cutOff(tx, id);
+    else if (passwordHash) await endAllSessions(tx, id);
+  }
+  if ((current?.externalId ?? null) !== write.externalId) await storeExternalId(tx, principal.tenantId, id, write.externalId);
+  return id;
+}
+
+/** The stored user as a SCIM resource, or 404. */
+async function requireUser(tx: Tx, id: string): Promise<ScimUserRow> {
+  const user = await findScimUser(tx, id);
+  if (!user) throw scimNotFound('The user', id);
+  return user;
+}
+
+/** The body as a JSON object, or invalidSyntax. */
+function bodyObject(body: unknown): Record<string, unknown> {
+  if (!body || typeof body !== 'object' || Array.isArray(body)) throw invalidSyntax('The request body must be a JSON object.');
+  return body as Record<string, unknown>;
+}
+
+/**
+ * A PATCH request's operations (RFC 7644 §3.5.2), normalized for scim-patch and liberal
+ * where identity providers deviate: operation names in any case (`Replace`), `Operations`
+ * in any case.
+ */
+function patchOperations(body: unknown): ScimPatchOperation[] {
+  const request = bodyObject(body);
+  const key = Object.keys(request).find((name) => name.toLowerCase() === 'operations');
+  const operations = key ? request[key] : undefined;
+  if (!Array.isArray(operations) || operations.length === 0) throw invalidSyntax('Operations must be a non-empty array.');
+  if (operations.length > 1000) throw invalidSyntax('Operations must hold at most 1000 operations.');
+  return operations.map((entry) => {
+    const operation = bodyObject(entry);
+    const op = typeof operation.op === 'string' ? operation.op.toLowerCase() : '';
+    if (op !== 'add' && op !== 'replace' && op !== 'remove') throw invalidSyntax(`op must be add, replace or remove, not ${JSON.stringify(operation.op)}.`);
+    if (operation.path !== undefined && typeof operation.path !== 'string') throw invalidSyntax('path must be a string.');
+    if (op === 'remove' && !operation.path) throw new ScimError(400, 'A remove operation needs a path.', 'noTarget');
+    return { op, ...(operation.path ? { path: operation.path } : {}), ...('value' in operation ? { value: operation.value } : {}) } as ScimPatchOperation;
+  });
+}
+
+/** The resource after the PATCH operations, applied by scim-patch; its errors become SCIM errors. */
+function patched<T extends Record<string, unknown>>(resource: T, operations: ScimPatchOperation[]): T {
+  try {
+    return scimPatch(resource as never, operations, { mutateDocument: false, treatMissingAsAdd: true });
+  } catch (error) {
+    if (error instanceof PatchError) {
+      const scimType = (error as { scimType?: string }).scimType;
+      throw new ScimError(400, error.message, scimType === 'noTarget' || scimType === 'invalidPath' ? scimType : 'invalidValue');
+    }
+    throw invalidValue(`The PATCH cannot be applied: ${(error as Error).message}`);
+  }
+}
+
+/** What an error is to a SCIM client: an RFC 7644 §3.12 document, never a problem document. */
+function answerError(error: FastifyError | ScimError | ProblemError, request: FastifyRequest, reply: FastifyReply) {
+  let status: number;
+  let detail: string;
+  let scimType: string | undefined;
+  if (error instanceof ScimError) {
+    ({ status, scimType } = error);
+    detail = error.message;
+    reply.headers(error.headers);
+  } else if (error instanceof ProblemError) {
+    // A refusal of a shared rule (an administrator the token's minter may not administer: 403; a lost race: 404).
+    status = error.status;
+    detail = error.message;
+    if (status === 422) ({ status, scimType } = { status: 400, scimType: 'invalidValue' });
+  } else if (typeof error.statusCode === 'number' && error.statusCode < 500) {
+    status = error.statusCode!;
+    detail = status === 415 ? `The request body must be ${SCIM_MEDIA_TYPE} or application/json.` : error.message;
+    if (status === 400) scimType = 'invalidSyntax';
+  } else {
+    // Database refusals of the input (a race past the rules' own checks, text PostgreSQL refuses) are the client's, never a 5xx.
+    const code = ((error as { cause?: { code?: string } }).cause ?? error).code;
+    if (code === '23505') {
+      ({ status, scimType, detail } = { status: 409, scimType: 'uniqueness', detail: 'userName is already taken.' });
+    } else if (code === '23503' || code === '22021' || code === '22P05' || code === '22001') {
+      ({ status, scimType, detail } = {
+        status: 400,
+        scimType: 'invalidValue',
+        detail: 'A value is not accepted (a reference that does not exist, or text the database refuses).',
+      });
+    } else {
+      status = 500;
+      detail = 'An unexpected error occurred.';
+      request.log.error({ err: error }, 'SCIM request failed');
+    }
+  }
+  return reply
+    .code(status)
+    .type(`${SCIM_MEDIA_TYPE}; charset=utf-8`)
+    .send(errorDocument(status, detail, scimType as never));
+}
+
+/** Registers `/scim/v2`. */
+export async function registerScim(app: FastifyInstance, services: Services): Promise<void> {
+  app.decorateRequest('scim', null);
+  await app.register(
+    async (scim) => {
+      const { onProtoPoisoning, onConstructorPoisoning } = app.initialConfig as { onProtoPoisoning?: string; onConstructorPoisoning?: string };
+      const parse = scim.getDefaultJsonParser((onProtoPoisoning ?? 'error') as never, (onConstructorPoisoning ?? 'error') as never);
+      scim.addContentTypeParser(SCIM_MEDIA_TYPE, { parseAs: 'string' }, (request, body, done) => {
+        const problem = jsonBodyProblem(body as string, MAX_JSON_DEPTH);
+        if (problem) return done(invalidSyntax(problem), undefined);
+        void parse(request, body as string, done);
+      });
+      scim.setErrorHandler((error, request, reply) => answerError(error as FastifyError, request, reply));
+      scim.setNotFoundHandler((request, reply) =>
+        answerError(new ScimError(404, `${request.method} ${request.url.split('?')[0]} is not a SCIM endpoint.`), request, reply),
+      );
+      scim.addHook('onRequest', async (request) => {
+        request.scim = await authenticate(services, request);
+        const type = request.headers['content-type']?.split(';')[0]!.trim().toLowerCase();
+        if (type !== undefined && type !== SCIM_MEDIA_TYPE && type !== 'application/json') {
+          throw new ScimError(415, `The request body must be ${SCIM_MEDIA_TYPE} or application/json.`);
+        }
+      });
+      scim.addHook('onSend', async (request, reply, payload) => {
+        if (reply.statusCode < 400 && payload !== undefined && payload !== '') reply.type(`${SCIM_MEDIA_TYPE}; charset=utf-8`);
+        // Writes forget the last second's look-ups of access tokens: a deactivation holds for the next request.
+        if (request.method !== 'GET') services.principals.clear();
+        return payload;
+      });
+
+      /** One transaction in the token's tenant, recording the token's use. */
+      const inTenant = <T>(request: FastifyRequest, fn: (tx: Tx, principal: ScimPrincipal) => Promise<T>) => {
+        const principal = request.scim!;
+        return services.db.tenant(principal.tenantId, async (tx) => {
+          await recordScimTokenUse(tx, principal);
+          return fn(tx, principal);
+        });
+      };
+
+      discoveryRoutes(scim, baseUrlOf);
+
+      scim.get('/Users', async (request) => {
+        const query = request.query as Record<string, unknown>;
+        const condition = parseFilter(query.filter);
+        const { startIndex, count: pageSize } = pageOf(query);
+        const where = and(SCIM_USERS, condition);
+        const { rows, total } = await inTenant(request, async (tx) => {
+          const [counted] = await tx.select({ n: count() }).from(users).where(where);
+          const page =
+            pageSize === 0
+              ? []
+              : await selectScimUsers(tx)
+                  .where(where)
+                  .orderBy(asc(users.id))
+                  .offset(startIndex - 1)
+                  .limit(pageSize);
+          return { rows: page as ScimUserRow[], total: counted?.n ?? 0 };
+        });
+        const base = baseUrlOf(request);
+        return listResponse(
+          rows.map((row) => projectAttributes(presentScimUser(row, base), query)),
+          total,
+          startIndex,
+        );
+      });
+
+      scim.get('/Users/:id', async (request) => {
+        const { id } = request.params as { id: string };
+        const user = await inTenant(request, (tx) => requireUser(tx, id));
+        return projectAttributes(presentScimUser(user, baseUrlOf(request)), request.query as Record<string, unknown>);
+      });
+
+      scim.post('/Users', async (request, reply) => {
+        const write = scimUserWrite(bodyObject(request.body));
+        const passwordHash = await passwordHashOf(services, write);
+        const user = await inTenant(request, async (tx, principal) => {
+          const id = await saveUser(tx, services, request, principal, write, undefined, passwordHash);
+          return requireUser(tx, String(id));
+        });
+        const body = presentScimUser(user, baseUrlOf(request));
+        return reply.code(201).header('location', body.meta.location).send(body);
+      });
+
+      scim.put('/Users/:id', async (request) => {
+        const { id } = request.params as { id: string };
+        const resource = bodyObject(request.body);
+        if (resource.id !== undefined && resource.id !== id && resource.id !== Number(id)) throw new ScimError(400, 'id is immutable.', 'mutability');
+        const write = scimUserWrite(resource);
+        const passwordHash = await passwordHashOf(services, write);
+        const user = await inTenant(request, async (tx, principal) => {
+          const current = await requireUser(tx, id);
+          await saveUser(tx, services, request, principal, write, current, passwordHash);
+          return requireUser(tx, id);
+        });
+        return presentScimUser(user, baseUrlOf(request));
+      });
+
+      scim.patch('/Users/:id', async (request, reply) => {
+        const { id } = request.params as { id: string };
+        const operations = patchOperations(request.body);
+        const base = baseUrlOf(request);
+        const user = await inTenant(request, async (tx, principal) => {
+          const current = await requireUser(tx, id);
+          const before = presentScimUser(current, base);
+          const after = patched(before as unknown as Record<string, unknown>, operations);
+          if (String(after.id) !== before.id) throw new ScimError(400, 'id is immutable.', 'mutability');
+          const write = scimUserWrite(after);
+          const passwordHash = await passwordHashOf(services, write);
+          await saveUser(tx, services, request, principal, write, current, passwordHash);
+          return requireUser(tx, id);
+        });
+        if ((request.query as Record<string, unknown>).attributes === undefined && request.headers.prefer === 'return=minimal') return reply.code(204).send();
+        return presentScimUser(user, base);
+      });
+
+      /** Group writes change departments: the token's minter must hold `departments.manage`. */
+      const requireDepartmentsManage = (principal: ScimPrincipal) => {
+        if (!principal.permissions.has('departments.manage')) {
+          throw new ScimError(403, 'Writing groups needs the permission "departments.manage" of the administrator who minted this token.');
+        }
+      };
+      const withMembers = (query: Record<string, unknown>) =>
+        !(
+          typeof query.excludedAttributes === 'string' &&
+          query.excludedAttributes
+            .toLowerCase()
+            .split(',')
+            .map((name) => name.trim())
+            .includes('members')
+        ) &&
+        !(
+          typeof query.attributes === 'string' &&
+          !query.attributes
+            .toLowerCase()
+            .split(',')
+            .some((name) => name.trim().startsWith('members'))
+        );
+      const groupCaller = (principal: ScimPrincipal) => ({ ...callerOf(principal), tenantId: principal.tenantId });
+      const groupSource = (request: FastifyRequest, principal: ScimPrincipal) => sourceOf(request, principal);
+
+      scim.get('/Groups', async (request) => {
+        const query = request.query as Record<string, unknown>;
+        const where = parseFilter(query.filter, GROUP_ATTRIBUTES);
+        const { startIndex, count: pageSize } = pageOf(query);
+        const members = withMembers(query);
+        const { rows, total, memberships } = await inTenant(request, async (tx) => {
+          const page = await listGroups(tx, where, startIndex - 1, pageSize);
+          return {
+            ...page,
+            memberships: members
+              ? await membersOf(
+                  tx,
+                  page.rows.map((row) => row.id),
+                )
+              : null,
+          };
+        });
+        const base = baseUrlOf(request);
+        return listResponse(
+          rows.map((row) => projectAttributes(presentGroup(row, memberships ? (memberships.get(row.id) ?? []) : undefined, base), query)),
+          total,
+          startIndex,
+        );
+      });
+
+      scim.get('/Groups/:id', async (request) => {
+        const { id } = request.params as { id: string };
+        const query = request.query as Record<string, unknown>;
+        const members = withMembers(query);
+        const { row, memberships } = await inTenant(request, async (tx) => {
+          const group = await requireGroup(tx, id);
+          return { row: group, memberships: members ? await membersOf(tx, [group.id]) : null };
+        });
+        return projectAttributes(presentGroup(row, memberships ? (memberships.get(row.id) ?? []) : undefined, baseUrlOf(request)), query);
+      });
+
+      /** Saves the group and answers it as stored. */
+      const storeGroup = async (
+        request: FastifyRequest,
+        tx: Tx,
+        principal: ScimPrincipal,
+        write: ReturnType<typeof groupWrite>,
+        current: DepartmentRow | null,
+      ) => {
+        requireDepartmentsManage(principal);
+        const id = await saveGroup(tx, groupCaller(principal), write, current);
+        const stored = await requireGroup(tx, String(id));
+        await audit(tx, groupSource(request, principal), {
+          action: current ? 'department.updated' : 'department.created',
+          target: { type: 'department', id, label: stored.name },
+          changes: changesBetween(current ? { name: current.name } : null, { name: stored.name }),
+          ...(write.memberIds !== undefined ? { details: { member_ids: write.memberIds } } : {}),
+        });
+        return presentGroup(stored, (await membersOf(tx, [id])).get(id) ?? [], baseUrlOf(request));
+      };
+
+      scim.post('/Groups', async (request, reply) => {
+        const write = groupWrite(bodyObject(request.body));
+        const body = await inTenant(request, (tx, principal) => storeGroup(request, tx, principal, write, null));
+        return reply.code(201).header('location', body.meta.location).send(body);
+      });
+
+      scim.put('/Groups/:id', async (request) => {
+        const { id } = request.params as { id: string };
+        const write = groupWrite(bodyObject(request.body));
+        return inTenant(request, async (tx, principal) => storeGroup(request, tx, principal, write, await requireGroup(tx, id)));
+      });
+
+      scim.patch('/Groups/:id', async (request, reply) => {
+        const { id } = request.params as { id: string };
+        const operations = patchOperations(request.body);
+        const body = await inTenant(request, async (tx, principal) => {
+          const current = await requireGroup(tx, id);
+          const before = presentGroup(current, (await membersOf(tx, [current.id])).get(current.id) ?? [], baseUrlOf(request));
+          const after = patched(before as unknown as Record<string, unknown>, operations);
+          if (String(after.id) !== before.id) throw new ScimError(400, 'id is immutable.', 'mutability');
+          return storeGroup(request, tx, principal, groupWrite({ ...after, members: after.members ?? [] }), current);
+        });
+        if (request.headers.prefer === 'return=minimal') return reply.code(204).send();
+        return body;
+      });
+
+      scim.delete('/Groups/:id', async (request, reply) => {
+        const { id } = request.params as { id: string };
+        await inTenant(request, async (tx, principal) => {
+          requireDepartmentsManage(principal);
+          const current = await requireGroup(tx, id);
+          if (!(await lockDepartment(tx, current.id))) throw scimNotFound('The group', id);
+          const caller = { ...groupCaller(principal), tokenId: 0, passwordChangeRequired: false, secrets: services.secrets };
+          const refusal = namedByEntityPermissionsRefusal(await entityPermissionsNaming(tx, caller, current.id, NAMED_ENTITIES_SHOWN));
+          if (refusal) throw new ScimError(409, refusal.message);
+          await deleteDepartment(tx, current.id);
+          await audit(tx, groupSource(request, principal), {
+            action: 'department.deleted',
+            target: { type: 'department', id: current.id, label: current.name },
+          });
+        });
+        return reply.code(204).send();
+      });
+
+      scim.delete('/Users/:id', async (request, reply) => {
+        const { id } = request.params as { id: string };
+        await inTenant(request, async (tx, principal) => {
+          const current = await requireUser(tx, id);
+          await requireAdministrableUser(tx, callerOf(principal), current.id);
+          if (!(await softDeleteUser(tx, current.id))) throw scimNotFound('The user', id);
+          await cutOff(tx, current.id);
+          await audit(tx, sourceOf(request, principal), { action: 'user.deleted', target: { type: 'user', id: current.id, label: current.username } });
+        });
+        return reply.code(204).send();
+      });
+    },
+    { prefix: SCIM_PREFIX },
+  );
+}

@@ -1,0 +1,102 @@
+/** SCIM tokens: minting, listing, revoking, and authenticating a request with one. */
+import { randomBytes } from 'node:crypto';
+import { count, desc, eq, sql } from 'drizzle-orm';
+import type { Permission } from '../../platform/auth/permissions.ts';
+import { hashToken } from '../../platform/auth/tokens.ts';
+import type { Database, Tx } from '../../platform/database/database.ts';
+import { rfc3339 } from '../../platform/http/datetime.ts';
+import { scimTokens } from './table.ts';
+
+/** How many tokens a tenant may hold at once: one per identity provider, with room to rotate. */
+export const SCIM_TOKEN_LIMIT = 20;
+
+/** A new token value: 256 random bits, prefixed so that it is told apart from access tokens (`atr_`); only its SHA-256 is stored. */
+export function newScimTokenValue(): string {
+  return `scim_${randomBytes(32).toString('base64url')}`;
+}
+
+/** A stored token as the API presents it (never its value or hash). */
+export function presentScimToken(row: Pick<typeof scimTokens.$inferSelect, 'id' | 'name' | 'expiresAt' | 'lastUsedAt' | 'createdAt'>) {
+  return {
+    id: row.id,
+    name: row.name,
+    expires_at: rfc3339(row.expiresAt),
+    last_used_at: rfc3339(row.lastUsedAt),
+    created_at: rfc3339(row.createdAt)!,
+  };
+}
+
+const listed = {
+  id: scimTokens.id,
+  name: scimTokens.name,
+  expiresAt: scimTokens.expiresAt,
+  lastUsedAt: scimTokens.lastUsedAt,
+  createdAt: scimTokens.createdAt,
+};
+
+/** The tenant's tokens, newest first. */
+export function listScimTokens(tx: Tx) {
+  return tx.select(listed).from(scimTokens).orderBy(desc(scimTokens.createdAt), desc(scimTokens.id));
+}
+
+/** How many tokens the tenant holds. */
+export async function scimTokenCount(tx: Tx): Promise<number> {
+  const [row] = await tx.select({ n: count() }).from(scimTokens);
+  return row?.n ?? 0;
+}
+
+/** Stores a token (its hash) minted by `userId`; answers the stored record. */
+export async function insertScimToken(tx: Tx, tenantId: number, userId: number, name: string, tokenHash: Buffer, expiresIn: number | undefined) {
+  const [row] = await tx
+    .insert(scimTokens)
+    .values({
+      tenantId,
+      userId,
+      name,
+      tokenHash,
+      expiresAt: expiresIn === undefined ? null : (sql`clock_timestamp() + make_interval(secs => ${expiresIn})` as never),
+    })
+    .returning(listed);
+  return row!;
+}
+
+/** Deletes the token; answers the deleted record, or undefined when there is none. */
+export async function deleteScimToken(tx: Tx, id: number) {
+  const [row] = await tx.delete(scimTokens).where(eq(scimTokens.id, id)).returning(listed);
+  return row;
+}
+
+/** Who a SCIM request acts as: the token, in its tenant, with the permissions of the administrator who minted it. */
+export interface ScimPrincipal {
+  tenantId: number;
+  tokenId: number;
+  permissions: ReadonlySet<Permission>;
+  lastUsedAt: Date | null;
+}
+
+/** The principal the token value yields now (null: none), in one query through the security-definer `atrium_authenticate_scim`. */
+export async function lookUpScimToken(db: Database, token: string): Promise<ScimPrincipal | null> {
+  const [row] = await db.read(
+    () => db.appSql<{ tenant_id: string; token_id: string; permissions: Permission[]; last_used_at: Date | string | null }[]>`
+      select tenant_id, token_id, permissions, last_used_at from atrium_authenticate_scim(${hashToken(token)})`,
+  );
+  if (!row) return null;
+  return {
+    tenantId: Number(row.tenant_id),
+    tokenId: Number(row.token_id),
+    permissions: new Set(row.permissions),
+    lastUsedAt: row.last_used_at === null ? null : new Date(row.last_used_at),
+  };
+}
+
+/** How stale `last_used_at` may get: a use is recorded at most once a minute, so that a sync costs no write per request. */
+const LAST_USE_RESOLUTION_MS = 60_000;
+
+/** Records the use of the token in the request's transaction, unless one was recorded in the last minute. */
+export async function recordScimTokenUse(tx: Tx, principal: ScimPrincipal): Promise<void> {
+  if (principal.lastUsedAt && Date.now() - principal.lastUsedAt.getTime() < LAST_USE_RESOLUTION_MS) return;
+  await tx
+    .update(scimTokens)
+    .set({ lastUsedAt: sql`clock_timestamp()` })
+    .where(eq(scimTokens.id, principal.tokenId));
+}

@@ -1,0 +1,411 @@
+/**
+ * SCIM Users ↔ Atrium users (docs/scim.md#attribute-mapping): how a user is presented as a
+ * SCIM User, what a SCIM User writes, and SCIM filters as SQL conditions on `users`.
+ */
+import { and, eq, not, or, sql, type SQL } from 'drizzle-orm';
+import { parse, type Filter } from 'scim2-parse-filter';
+import type { Tx } from '../../platform/database/database.ts';
+import { parseCell } from '../users/fields.ts';
+import { selectUsers, type UserColumns, type UserRow } from '../users/queries.ts';
+import { departmentUsers } from '../departments/table.ts';
+import { languages } from '../languages/table.ts';
+import { users } from '../users/table.ts';
+import { ENTERPRISE_USER_SCHEMA, invalidFilter, invalidValue, scimBoolean, USER_SCHEMA } from './protocol.ts';
+import { scimExternalIds } from './table.ts';
+
+/** The identity provider's `externalId` of the user in the row, as a subquery. */
+const externalIdOf = sql<string | null>`(select ${scimExternalIds.externalId} from ${scimExternalIds}
+  where ${scimExternalIds.tenantId} = ${users.tenantId} and ${scimExternalIds.userId} = ${users.id})`;
+
+/** Users as SCIM sees them: personal accounts that are not deleted (group accounts stay Atrium's own). */
+export const SCIM_USERS = and(sql`${users.deletedAt} is null`, eq(users.groupAccount, false))!;
+
+/** Users with their `externalId` (add a `where`). */
+export function selectScimUsers(tx: Tx) {
+  return selectUsers(tx, { externalId: externalIdOf });
+}
+
+export type ScimUserRow = UserRow & { externalId: string | null };
+
+/** The user `id` (a SCIM id is text: anything but a decimal user id names no one), or undefined. */
+export async function findScimUser(tx: Tx, id: string): Promise<ScimUserRow | undefined> {
+  if (!/^[1-9]\d{0,15}$/.test(id)) return undefined;
+  const [row] = await selectScimUsers(tx).where(and(eq(users.id, Number(id)), SCIM_USERS));
+  return row as ScimUserRow | undefined;
+}
+
+/** The user as a SCIM User resource (RFC 7643 §4.1); `location` under `baseUrl`. */
+export function presentScimUser(row: ScimUserRow, baseUrl: string) {
+  const enterprise = row.staffNumber !== null;
+  const hasAddress = row.street !== null || row.zipcode !== null || row.city !== null;
+  return {
+    schemas: enterprise ? [USER_SCHEMA, ENTERPRISE_USER_SCHEMA] : [USER_SCHEMA],
+    id: String(row.id),
+    ...(row.externalId !== null ? { externalId: row.externalId } : {}),
+    userName: row.username,
+    name: {
+      ...(row.firstName !== null ? { givenName: row.firstName } : {}),
+      ...(row.lastName !== null ? { familyName: row.lastName } : {}),
+      formatted: [row.firstName, row.lastName].filter((part) => part).join(' '),
+    },
+    displayName: [row.firstName, row.lastName].filter((part) => part).join(' ') || row.username,
+    active: row.active,
+    ...(row.email !== null ? { emails: [{ value: row.email, type: 'work', primary: true }] } : {}),
+    ...(row.phone !== null ? { phoneNumbers: [{ value: row.phone, type: 'work', primary: true }] } : {}),
+    ...(hasAddress
+      ? {
+          addresses: [
+            {
+              type: 'work',
+              primary: true,
+              ...(row.street !== null ? { streetAddress: row.street } : {}),
+              ...(row.zipcode !== null ? { postalCode: row.zipcode } : {}),
+              ...(row.city !== null ? { locality: row.city } : {}),
+            },
+          ],
+        }
+      : {}),
+    ...(row.langId !== null ? { preferredLanguage: row.langId, locale: row.langId } : {}),
+    ...(enterprise ? { [ENTERPRISE_USER_SCHEMA]: { employeeNumber: row.staffNumber } } : {}),
+    meta: {
+      resourceType: 'User',
+      created: row.createdAt.toISOString(),
+      lastModified: row.updatedAt.toISOString(),
+      location: `${baseUrl}/Users/${row.id}`,
+      version: `W/"${row.updatedAt.getTime()}"`,
+    },
+  };
+}
+
+export type ScimUser = ReturnType<typeof presentScimUser>;
+
+/** What a SCIM User writes to Atrium: the user's columns, its `externalId`, and a password if one was sent. */
+export interface ScimUserWrite {
+  columns: Required<Pick<UserColumns, 'username' | 'firstName' | 'lastName' | 'email' | 'phone' | 'street' | 'zipcode' | 'city' | 'langId' | 'staffNumber'>> & {
+    active: boolean | undefined;
+  };
+  externalId: string | null;
+  password: string | undefined;
+}
+
+type Json = Record<string, unknown>;
+const object = (value: unknown): Json | undefined => (value && typeof value === 'object' && !Array.isArray(value) ? (value as Json) : undefined);
+
+/** Keys compared case-insensitively, as SCIM attribute names are (RFC 7643 §2.1). */
+function get(container: unknown, name: string): unknown {
+  const value = object(container);
+  if (!value) return undefined;
+  const lower = name.toLowerCase();
+  const key = Object.keys(value).find((candidate) => candidate.toLowerCase() === lower);
+  return key === undefined ? undefined : value[key];
+}
+
+/**
+ * The element of a multi-valued attribute Atrium keeps one of: the `primary` one, else the
+ * one of `type` "work", else the first; undefined for none (absent, null or empty).
+ */
+function chosenElement(value: unknown, attribute: string): Json | undefined {
+  if (value === undefined || value === null) return undefined;
+  if (!Array.isArray(value)) throw invalidValue(`${attribute} must be an array.`);
+  const elements = value.map((element) => {
+    const item = object(element);
+    if (!item) throw invalidValue(`Each element of ${attribute} must be an object.`);
+    return item;
+  });
+  const isPrimary = (item: Json) => {
+    const primary = get(item, 'primary');
+    return primary !== undefined && primary !== null && scimBoolean(primary, `${attribute}.primary`);
+  };
+  return (
+    elements.find(isPrimary) ??
+    elements.find((item) => {
+      const type = get(item, 'type');
+      return typeof type === 'string' && type.toLowerCase() === 'work';
+    }) ??
+    elements[0]
+  );
+}
+
+/**
+ * One text value of the resource, judged as the CSV import judges a cell of its key
+ * (`parseCell`: trimmed, at most 255 characters, an e-mail address's form, a username's
+ * rules), an empty text as none.
+ */
+function text(value: unknown, attribute: string, kind: 'username' | 'text' | 'email' | 'reference' = 'text'): string | null {
+  if (value === undefined || value === null) return null;
+  if (typeof value !== 'string') throw invalidValue(`${attribute} must be a string.`);
+  const cell = parseCell(kind, value, true);
+  if ('error' in cell) throw invalidValue(`${attribute} ${cell.error}.`);
+  return cell.value === '' ? null : (cell.value as string | null);
+}
+
+/** `preferredLanguage`, or else `locale`, as sent ("de-CH", "de_CH"); `languageId` finds the tenant's language for it. */
+function languageOf(resource: Json): string | null {
+  return text(get(resource, 'preferredLanguage'), 'preferredLanguage', 'reference') ?? text(get(resource, 'locale'), 'locale', 'reference');
+}
+
+/**
+ * The tenant's language for a language tag: the one with that id (case-insensitively,
+ * `_` taken as `-`), else the first, by id, of the same primary language ("de-CH" →
+ * "de-DE"); the tag as sent when none is (the user rules then refuse it).
+ */
+export async function languageId(tx: Tx, tag: string | null): Promise<string | null> {
+  if (tag === null) return null;
+  const wanted = tag.replace(/_/g, '-').toLowerCase();
+  const primary = wanted.split('-')[0]!;
+  const [found] = await tx
+    .select({ id: languages.id })
+    .from(languages)
+    .where(or(sql`lower(${languages.id}) = ${wanted}`, sql`split_part(lower(${languages.id}), '-', 1) = ${primary}`))
+    .orderBy(sql`lower(${languages.id}) = ${wanted} desc`, languages.id)
+    .limit(1);
+  return found?.id ?? tag;
+}
+
+/**
+ * A whole SCIM User (a POST or PUT body, or a resource after PATCH) → what it writes.
+ * An attribute the resource lacks writes null (a PUT replaces the user's SCIM-visible
+ * attributes), except `active`, which then stays as it is (true for a new user).
+ */
+export function scimUserWrite(resource: Json): ScimUserWrite {
+  const userName = text(get(resource, 'userName'), 'userName', 'username');
+  if (userName === null) throw invalidValue('userName is required.');
+  const name = get(resource, 'name');
+  if (name !== undefined && name !== null && !object(name)) throw invalidValue('name must be an object.');
+  const email = chosenElement(get(resource, 'emails'), 'emails');
+  const phone = chosenElement(get(resource, 'phoneNumbers'), 'phoneNumbers');
+  const address = chosenElement(get(resource, 'addresses'), 'addresses');
+  const enterprise = get(resource, ENTERPRISE_USER_SCHEMA);
+  const active = get(resource, 'active');
+  const externalId = get(resource, 'externalId');
+  if (externalId !== undefined && externalId !== null && (typeof externalId !== 'string' || externalId.length > 255)) {
+    throw invalidValue('externalId must be a string of at most 255 characters.');
+  }
+  const password = get(resource, 'password');
+  if (password !== undefined && password !== null && (typeof password !== 'string' || password.length > 1024)) {
+    throw invalidValue('password must be a string of at most 1024 characters.');
+  }
+  return {
+    columns: {
+      username: userName,
+      firstName: text(get(name, 'givenName'), 'name.givenName'),
+      lastName: text(get(name, 'familyName'), 'name.familyName'),
+      email: email ? text(get(email, 'value'), 'emails.value', 'email') : null,
+      phone: phone ? text(get(phone, 'value'), 'phoneNumbers.value') : null,
+      street: address ? text(get(address, 'streetAddress'), 'addresses.streetAddress') : null,
+      zipcode: address ? text(get(address, 'postalCode'), 'addresses.postalCode') : null,
+      city: address ? text(get(address, 'locality'), 'addresses.locality') : null,
+      langId: languageOf(resource),
+      staffNumber: text(get(enterprise, 'employeeNumber'), `${ENTERPRISE_USER_SCHEMA}:employeeNumber`),
+      active: active === undefined || active === null ? undefined : scimBoolean(active, 'active'),
+    },
+    externalId: typeof externalId === 'string' && externalId !== '' ? externalId : null,
+    password: typeof password === 'string' ? password : undefined,
+  };
+}
+
+/** The API field names of the columns a SCIM write may change, for the audit trail and the user rules' messages. */
+export const API_FIELD_OF: Record<keyof ScimUserWrite['columns'], string> = {
+  username: 'username',
+  firstName: 'first_name',
+  lastName: 'last_name',
+  email: 'email',
+  phone: 'phone',
+  street: 'street',
+  zipcode: 'zipcode',
+  city: 'city',
+  langId: 'lang_id',
+  staffNumber: 'staff_number',
+  active: 'active',
+};
+
+/** The SCIM attribute each API field comes from, to name it in an error detail. */
+export const SCIM_ATTRIBUTE_OF: Record<string, string> = {
+  username: 'userName',
+  first_name: 'name.givenName',
+  last_name: 'name.familyName',
+  email: 'emails',
+  phone: 'phoneNumbers',
+  street: 'addresses.streetAddress',
+  zipcode: 'addresses.postalCode',
+  city: 'addresses.locality',
+  lang_id: 'preferredLanguage',
+  staff_number: `${ENTERPRISE_USER_SCHEMA}:employeeNumber`,
+  active: 'active',
+  password: 'password',
+};
+
+// ---- filters → SQL ----
+
+type Kind = 'text' | 'exact' | 'boolean' | 'datetime' | 'id' | 'member';
+
+/** A filterable attribute: the SQL value it is in a row, and how it compares (`member`: the value is a department id, compared by membership). */
+export interface FilterAttribute {
+  value: SQL;
+  kind: Kind;
+}
+
+const column = (c: unknown) => sql`${c}`;
+/** The single element of `emails`/`phoneNumbers`/`addresses` exists when its value does: its constant `type` and `primary` exist then too. */
+const whenPresent = (present: SQL, value: SQL) => sql`(case when ${present} then ${value} end)`;
+
+const emailPresent = sql`${users.email} is not null`;
+const phonePresent = sql`${users.phone} is not null`;
+const addressPresent = sql`(${users.street} is not null or ${users.zipcode} is not null or ${users.city} is not null)`;
+
+/** Filterable User attributes, by lower-case path (core schema URN prefix removed). */
+const USER_ATTRIBUTES: Record<string, FilterAttribute> = {
+  id: { value: column(users.id), kind: 'id' },
+  externalid: { value: externalIdOf, kind: 'exact' },
+  username: { value: column(users.username), kind: 'text' },
+  displayname: { value: sql`coalesce(nullif(concat_ws(' ', ${users.firstName}, ${users.lastName}), ''), ${users.username})`, kind: 'text' },
+  'name.givenname': { value: column(users.firstName), kind: 'text' },
+  'name.familyname': { value: column(users.lastName), kind: 'text' },
+  'name.formatted': { value: sql`nullif(concat_ws(' ', ${users.firstName}, ${users.lastName}), '')`, kind: 'text' },
+  active: { value: column(users.active), kind: 'boolean' },
+  emails: { value: column(users.email), kind: 'text' },
+  'emails.value': { value: column(users.email), kind: 'text' },
+  'emails.type': { value: whenPresent(emailPresent, sql`'work'`), kind: 'text' },
+  'emails.primary': { value: whenPresent(emailPresent, sql`true`), kind: 'boolean' },
+  phonenumbers: { value: column(users.phone), kind: 'text' },
+  'phonenumbers.value': { value: column(users.phone), kind: 'text' },
+  'phonenumbers.type': { value: whenPresent(phonePresent, sql`'work'`), kind: 'text' },
+  'phonenumbers.primary': { value: whenPresent(phonePresent, sql`true`), kind: 'boolean' },
+  'addresses.streetaddress': { value: column(users.street), kind: 'text' },
+  'addresses.postalcode': { value: column(users.zipcode), kind: 'text' },
+  'addresses.locality': { value: column(users.city), kind: 'text' },
+  'addresses.type': { value: whenPresent(addressPresent, sql`'work'`), kind: 'text' },
+  'addresses.primary': { value: whenPresent(addressPresent, sql`true`), kind: 'boolean' },
+  preferredlanguage: { value: column(users.langId), kind: 'text' },
+  locale: { value: column(users.langId), kind: 'text' },
+  'enterprise.employeenumber': { value: column(users.staffNumber), kind: 'text' },
+  'meta.created': { value: column(users.createdAt), kind: 'datetime' },
+  'meta.lastmodified': { value: column(users.updatedAt), kind: 'datetime' },
+};
+
+/** An attribute path as the table above keys it: lower case, schema URNs resolved. */
+function normalizedPath(path: string): string {
+  const lower = path.toLowerCase();
+  const enterprise = `${ENTERPRISE_USER_SCHEMA.toLowerCase()}:`;
+  if (lower.startsWith(enterprise)) return `enterprise.${lower.slice(enterprise.length)}`;
+  const core = `${USER_SCHEMA.toLowerCase()}:`;
+  return lower.startsWith(core) ? lower.slice(core.length) : lower;
+}
+
+const TEXT_OPERATORS = new Set(['eq', 'ne', 'co', 'sw', 'ew', 'gt', 'ge', 'lt', 'le']);
+
+/** One comparison as SQL. Text compares case-insensitively (`caseExact` false), except `externalId` and `id`. */
+function comparison(attribute: FilterAttribute, op: string, path: string, value: unknown): SQL {
+  const { kind } = attribute;
+  if (kind === 'boolean') {
+    if (op !== 'eq' && op !== 'ne') throw invalidFilter(`${path} is a boolean: only eq and ne compare it.`);
+    let wanted: boolean;
+    try {
+      wanted = scimBoolean(value, path);
+    } catch {
+      throw invalidFilter(`${path} is compared with true or false.`);
+    }
+    return op === 'eq' ? sql`${attribute.value} = ${wanted}` : sql`${attribute.value} is distinct from ${wanted}`;
+  }
+  if (typeof value !== 'string') throw invalidFilter(`${path} is compared with a string.`);
+  if (!TEXT_OPERATORS.has(op)) throw invalidFilter(`Unknown operator ${op}.`);
+  if (kind === 'member') {
+    if (op !== 'eq') throw invalidFilter('members are compared with eq.');
+    if (!/^[1-9]\d{0,15}$/.test(value)) return sql`false`;
+    return sql`exists (select 1 from ${departmentUsers} where ${departmentUsers.departmentId} = ${attribute.value} and ${departmentUsers.userId} = ${Number(value)})`;
+  }
+  if (kind === 'id') {
+    // Ids are decimal text; anything else names no user.
+    if (!/^[1-9]\d{0,15}$/.test(value)) return op === 'ne' ? sql`true` : sql`false`;
+    if (op !== 'eq' && op !== 'ne') throw invalidFilter('id is compared with eq or ne.');
+    return op === 'eq' ? sql`${attribute.value} = ${Number(value)}` : sql`${attribute.value} <> ${Number(value)}`;
+  }
+  if (kind === 'datetime') {
+    const instant = new Date(value);
+    if (Number.isNaN(instant.getTime())) throw invalidFilter(`${path} is compared with a date and time (RFC 3339).`);
+    const operators: Record<string, string> = { eq: '=', ne: '<>', gt: '>', ge: '>=', lt: '<', le: '<=' };
+    const operator = operators[op];
+    if (!operator) throw invalidFilter(`${path} is a date and time: co, sw and ew do not compare it.`);
+    return sql`${attribute.value} ${sql.raw(operator)} ${instant.toISOString()}::timestamptz`;
+  }
+  const left = kind === 'text' ? sql`lower(${attribute.value})` : attribute.value;
+  const right = kind === 'text' ? sql`lower(${value})` : sql`${value}::text`;
+  switch (op) {
+    case 'eq':
+      return sql`${left} = ${right}`;
+    case 'ne':
+      return sql`${left} is distinct from ${right}`;
+    case 'co':
+      return sql`strpos(${left}, ${right}) > 0`;
+    case 'sw':
+      return sql`starts_with(${left}, ${right})`;
+    case 'ew':
+      return sql`right(${left}, char_length(${value})) = ${right}`;
+    case 'gt':
+      return sql`${left} > ${right}`;
+    case 'ge':
+      return sql`${left} >= ${right}`;
+    case 'lt':
+      return sql`${left} < ${right}`;
+    default:
+      return sql`${left} <= ${right}`;
+  }
+}
+
+/** The attribute named by `path` (inside a value path `parent[...]`, relative to it). */
+function attributeOf(attributes: Record<string, FilterAttribute>, path: string, parent: string | null): { attribute: FilterAttribute; name: string } {
+  const name = parent === null ? normalizedPath(path) : `${parent}.${path.toLowerCase()}`;
+  const attribute = attributes[name];
+  if (!attribute) throw invalidFilter(`The attribute ${parent === null ? path : `${parent}[${path}]`} cannot be filtered on.`);
+  return { attribute, name };
+}
+
+/** A parsed filter as an SQL condition over `attributes`; `parent` inside a value path. */
+export function filterCondition(filter: Filter, attributes: Record<string, FilterAttribute>, parent: string | null = null): SQL {
+  switch (filter.op) {
+    case 'and':
+    case 'or': {
+      const parts = filter.filters.map((part) => filterCondition(part, attributes, parent));
+      return (filter.op === 'and' ? and(...parts) : or(...parts))!;
+    }
+    case 'not':
+      return sql`coalesce(${not(filterCondition(filter.filter, attributes, parent))}, true)`;
+    case '[]': {
+      if (parent !== null) throw invalidFilter('A value path cannot be nested.');
+      const base = normalizedPath(filter.attrPath);
+      if (!Object.keys(attributes).some((name) => name.startsWith(`${base}.`))) throw invalidFilter(`${filter.attrPath} is not a multi-valued attribute.`);
+      return filterCondition(filter.valFilter, attributes, base);
+    }
+    case 'pr': {
+      const { attribute } = attributeOf(attributes, filter.attrPath, parent);
+      return attribute.kind === 'text' || attribute.kind === 'exact' ? sql`coalesce(${attribute.value}, '') <> ''` : sql`${attribute.value} is not null`;
+    }
+    default: {
+      const { attribute, name } = attributeOf(attributes, filter.attrPath, parent);
+      if (filter.compValue === null) {
+        // `eq null` is "not present", `ne null` "present" (RFC 7644 §3.4.2.2).
+        if (filter.op === 'eq') return sql`${attribute.value} is null`;
+        if (filter.op === 'ne') return sql`${attribute.value} is not null`;
+        throw invalidFilter(`${name} cannot be ordered against null.`);
+      }
+      return comparison(attribute, filter.op, filter.attrPath, filter.compValue);
+    }
+  }
+}
+
+/** The longest filter accepted: identity providers send one or two comparisons. */
+const MAX_FILTER_LENGTH = 2000;
+
+/** `filter` (RFC 7644 §3.4.2.2), parsed by scim2-parse-filter, as a condition on `attributes`; undefined for no filter. */
+export function parseFilter(filter: unknown, attributes: Record<string, FilterAttribute> = USER_ATTRIBUTES): SQL | undefined {
+  if (filter === undefined || filter === '') return undefined;
+  if (typeof filter !== 'string') throw invalidFilter('filter must be given once.');
+  if (filter.length > MAX_FILTER_LENGTH) throw invalidFilter(`filter must be at most ${MAX_FILTER_LENGTH} characters long.`);
+  let parsed: Filter;
+  try {
+    parsed = parse(filter);
+  } catch (error) {
+    throw invalidFilter(`The filter is malformed: ${(error as Error).message}`);
+  }
+  return filterCondition(parsed, attributes);
+}

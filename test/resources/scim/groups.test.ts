@@ -1,0 +1,134 @@
+import t from 'tap';
+import { sql } from 'drizzle-orm';
+import { hashToken } from '../../../src/platform/auth/tokens.ts';
+import { scimSettings, scimTokens } from '../../../src/resources/scim/table.ts';
+import { newScimTokenValue } from '../../../src/resources/scim/tokens.ts';
+import { startTestApi } from '../../helpers/atrium.ts';
+import { bearer, createDepartment, roleNamed, rowCount } from '../../helpers/fixtures.ts';
+
+// SCIM Groups ↔ departments through HTTP: bad input first.
+const api = await startTestApi(t);
+const app = api.atrium.app!;
+const tenant = await api.createTenant('scim-groups');
+const other = await api.createTenant('scim-groups-other');
+const employee = await roleNamed(api.db, tenant.tenantId, 'Employee');
+await api.db.owner.insert(scimSettings).values({ tenantId: tenant.tenantId, defaultRoleId: employee.id });
+
+async function tokenOf(tenantId: number, userId: number): Promise<string> {
+  const value = newScimTokenValue();
+  await api.db.owner.insert(scimTokens).values({ tenantId, userId, name: 'IdP', tokenHash: hashToken(value) });
+  return value;
+}
+const scimToken = await tokenOf(tenant.tenantId, tenant.adminUserId);
+
+const GROUP = 'urn:ietf:params:scim:schemas:core:2.0:Group';
+const PATCH = 'urn:ietf:params:scim:api:messages:2.0:PatchOp';
+const ERROR = 'urn:ietf:params:scim:api:messages:2.0:Error';
+
+async function scim(method: string, url: string, body?: unknown, token = scimToken) {
+  const response = await app.inject({
+    method: method as never,
+    url: `/scim/v2${url}`,
+    headers: { ...bearer(token), ...(body === undefined ? {} : { 'content-type': 'application/scim+json' }) },
+    payload: body === undefined ? undefined : JSON.stringify(body),
+  });
+  return { status: response.statusCode, body: response.body ? response.json() : undefined };
+}
+
+const departmentCount = () => rowCount(api.db, 'departments', sql`tenant_id = ${tenant.tenantId}`);
+const memberIds = async (departmentId: number) =>
+  (await api.db.owner.execute<{ user_id: string }>(sql`select user_id from department_users where department_id = ${departmentId} order by user_id`)).map(
+    (row) => String(row.user_id),
+  );
+
+const ann = await api.createUser(tenant.tenantId, { username: 'ann' });
+const ben = await api.createUser(tenant.tenantId, { username: 'ben' });
+const foreigner = await api.createUser(other.tenantId, { username: 'carl' });
+
+t.test('refused group writes store nothing', async (t) => {
+  const before = await departmentCount();
+  for (const body of [{}, { displayName: '' }, { displayName: 5 }, { displayName: 'X', members: 'ann' }, { displayName: 'X', members: [{ value: 'abc' }] }]) {
+    const res = await scim('POST', '/Groups', { schemas: [GROUP], ...body });
+    t.equal(res.status, 400, JSON.stringify(body));
+    t.same(res.body.schemas, [ERROR]);
+  }
+  const foreign = await scim('POST', '/Groups', { schemas: [GROUP], displayName: 'Foreign', members: [{ value: String(foreigner.id) }] });
+  t.equal(foreign.status, 400, "another tenant's user is no member");
+  const viewer = await api.createUser(tenant.tenantId, { permissions: ['users.administer'] });
+  const weak = await tokenOf(tenant.tenantId, viewer.id);
+  t.equal((await scim('POST', '/Groups', { schemas: [GROUP], displayName: 'Weak' }, weak)).status, 403, 'needs departments.manage');
+  t.equal(await departmentCount(), before);
+});
+
+t.test('a group is a department; members are memberships', async (t) => {
+  const created = await scim('POST', '/Groups', { schemas: [GROUP], displayName: 'Sales', members: [{ value: String(ann.id) }] });
+  t.equal(created.status, 201);
+  t.match(created.body, { displayName: 'Sales', members: [{ value: String(ann.id), display: 'ann' }] });
+  const id = Number(created.body.id);
+  const department = await api.call(t, 'getDepartment', { token: tenant.adminToken, params: { department: id } });
+  t.equal(department.body.name, 'Sales');
+
+  t.equal((await scim('POST', '/Groups', { schemas: [GROUP], displayName: 'Sales' })).status, 400, 'a taken name is refused by the department rules');
+
+  // Entra ID: add members (one already there), remove by value filter.
+  const added = await scim('PATCH', `/Groups/${id}`, {
+    schemas: [PATCH],
+    Operations: [{ op: 'Add', path: 'members', value: [{ value: String(ann.id) }, { value: String(ben.id) }] }],
+  });
+  t.equal(added.status, 200);
+  t.same(await memberIds(id), [String(ann.id), String(ben.id)].sort(), 'a repeated add is one membership');
+  const removed = await scim('PATCH', `/Groups/${id}`, { schemas: [PATCH], Operations: [{ op: 'Remove', path: `members[value eq "${ann.id}"]` }] });
+  t.equal(removed.status, 200);
+  t.same(await memberIds(id), [String(ben.id)]);
+  // Okta: rename with a path-less replace.
+  const renamed = await scim('PATCH', `/Groups/${id}`, {
+    schemas: [PATCH],
+    Operations: [{ op: 'replace', value: { id: String(id), displayName: 'Sales EMEA' } }],
+  });
+  t.equal(renamed.body.displayName, 'Sales EMEA');
+
+  const put = await scim('PUT', `/Groups/${id}`, { schemas: [GROUP], displayName: 'Sales EMEA', members: [{ value: String(ann.id) }] });
+  t.equal(put.status, 200);
+  t.same(await memberIds(id), [String(ann.id)]);
+
+  const listed = await scim('GET', `/Groups?filter=${encodeURIComponent('displayName eq "sales emea"')}&excludedAttributes=members`);
+  t.equal(listed.body.totalResults, 1);
+  t.notOk('members' in listed.body.Resources[0], 'excludedAttributes=members');
+  const byMember = await scim('GET', `/Groups?filter=${encodeURIComponent(`id eq "${id}" and members[value eq "${ann.id}"]`)}`);
+  t.equal(byMember.body.totalResults, 1, 'membership filter');
+  const notMember = await scim('GET', `/Groups?filter=${encodeURIComponent(`members[value eq "${ben.id}"] and id eq "${id}"`)}`);
+  t.equal(notMember.body.totalResults, 0);
+
+  t.equal((await scim('DELETE', `/Groups/${id}`)).status, 204);
+  t.equal((await scim('GET', `/Groups/${id}`)).status, 404);
+  const events = await api.db.owner.execute<{ action: string; actor_type: string }>(
+    sql`select action, actor_type from audit_events where target_type = 'department' and target_id = ${String(id)}`,
+  );
+  t.ok(events.length >= 5 && events.every((event) => event.actor_type === 'scim_token'), 'every write is audited as the token');
+});
+
+t.test("another tenant's department is a 404", async (t) => {
+  const foreign = await createDepartment(api.db, other.tenantId, 'Elsewhere');
+  for (const [method, body] of [
+    ['GET', undefined],
+    ['PUT', { schemas: [GROUP], displayName: 'Mine' }],
+    ['PATCH', { schemas: [PATCH], Operations: [{ op: 'replace', path: 'displayName', value: 'Mine' }] }],
+    ['DELETE', undefined],
+  ] as const) {
+    t.equal((await scim(method, `/Groups/${foreign.id}`, body)).status, 404, method);
+  }
+  const [row] = await api.db.owner.execute<{ name: string }>(sql`select name from departments where id = ${foreign.id}`);
+  t.equal(row!.name, 'Elsewhere');
+});
+
+t.test('a group list costs a constant number of queries', async (t) => {
+  const measure = async () => {
+    const before = api.db.queryCount;
+    t.equal((await scim('GET', '/Groups')).status, 200);
+    return api.db.queryCount - before;
+  };
+  await createDepartment(api.db, tenant.tenantId, 'Team first', [ann.id]);
+  const few = await measure();
+  for (let i = 0; i < 4; i++) await createDepartment(api.db, tenant.tenantId, `Team ${i}`, [ann.id, ben.id]);
+  t.equal(await measure(), few);
+});

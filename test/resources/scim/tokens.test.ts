@@ -1,0 +1,109 @@
+import t from 'tap';
+import { sql } from 'drizzle-orm';
+import { PERMISSIONS } from '../../../src/platform/auth/permissions.ts';
+import { startTestApi } from '../../helpers/atrium.ts';
+import { bearer, rowCount } from '../../helpers/fixtures.ts';
+
+const api = await startTestApi(t);
+const tenant = await api.createTenant('scim-tokens');
+const other = await api.createTenant('scim-tokens-other');
+const admin = tenant.adminToken;
+const app = api.atrium.app!;
+
+type Tt = Parameters<typeof api.call>[0];
+const create = (tt: Tt, body: unknown, token = admin) => api.call(tt, 'createScimToken', { token, body });
+const scim = (token: string, url = '/scim/v2/Users') => app.inject({ method: 'GET', url, headers: bearer(token) });
+
+t.test('bad input is a 422 and stores nothing', async (t) => {
+  const before = await rowCount(api.db, 'scim_tokens');
+  for (const body of [
+    {},
+    { name: '' },
+    { name: '   ' },
+    { name: 'x', expires_in: 59 },
+    { name: 'x', expires_in: '3600' },
+    { name: 'x', token: 'mine' },
+    { name: 'x'.repeat(201) },
+  ]) {
+    const res = await create(t, body);
+    t.equal(res.status, 422, JSON.stringify(body));
+  }
+  t.equal(await rowCount(api.db, 'scim_tokens'), before);
+});
+
+t.test('without users.administer the operations are refused', async (t) => {
+  const viewer = await api.createUser(tenant.tenantId, { permissions: PERMISSIONS.filter((p) => p !== 'users.administer') });
+  t.equal((await create(t, { name: 'x' }, viewer.token)).status, 403);
+  t.equal((await api.call(t, 'listScimTokens', { token: viewer.token })).status, 403);
+  t.equal((await api.call(t, 'deleteScimToken', { token: viewer.token, params: { scimTokenId: 1 } })).status, 403);
+  t.equal((await api.call(t, 'listScimTokens')).status, 401);
+});
+
+t.test('a token is shown once, listed without its value, and revoked', async (t) => {
+  const created = await create(t, { name: 'Entra ID', expires_in: 3600 });
+  t.equal(created.status, 201);
+  t.match(created.body.token, /^scim_[A-Za-z0-9_-]{43}$/);
+  t.equal(created.body.last_used_at, null);
+  t.ok(created.body.expires_at);
+  const listed = await api.call(t, 'listScimTokens', { token: admin });
+  const entry = listed.body.find((token: { id: number }) => token.id === created.body.id);
+  t.ok(entry);
+  t.notOk('token' in entry, 'the value is never listed');
+  t.notOk(listed.text.includes(created.body.token), 'nor anywhere in the list');
+
+  t.equal((await scim(created.body.token)).statusCode, 200, 'the token reaches /scim/v2');
+  const used = (await api.call(t, 'listScimTokens', { token: admin })).body.find((token: { id: number }) => token.id === created.body.id);
+  t.ok(used.last_used_at, 'its use is recorded');
+
+  t.equal((await api.call(t, 'deleteScimToken', { token: admin, params: { scimTokenId: created.body.id } })).status, 204);
+  t.equal((await scim(created.body.token)).statusCode, 401, 'a revoked token is refused at once');
+  t.equal((await api.call(t, 'deleteScimToken', { token: admin, params: { scimTokenId: created.body.id } })).status, 404);
+});
+
+t.test('a SCIM token reaches nothing under /api, an access token nothing under /scim/v2', async (t) => {
+  const { body } = await create(t, { name: 'Okta' });
+  t.equal((await api.call(t, 'getCurrentUser', { token: body.token })).status, 401);
+  t.equal((await api.call(t, 'listScimTokens', { token: body.token })).status, 401);
+  const refused = await scim(admin);
+  t.equal(refused.statusCode, 401);
+  t.same(refused.json().schemas, ['urn:ietf:params:scim:api:messages:2.0:Error']);
+  t.equal(refused.json().status, '401');
+});
+
+t.test("another tenant's token cannot be revoked, and its users stay apart", async (t) => {
+  const { body } = await create(t, { name: 'Other IdP' }, other.adminToken);
+  t.equal((await api.call(t, 'deleteScimToken', { token: admin, params: { scimTokenId: body.id } })).status, 404);
+  const list = (await scim(body.token)).json();
+  t.ok(
+    list.Resources.every((user: { userName: string }) => user.userName === 'admin'),
+    "only the other tenant's users",
+  );
+  t.equal(list.totalResults, 1);
+});
+
+t.test('a token stops working when its minter loses users.administer', async (t) => {
+  const delegate = await api.createUser(tenant.tenantId, { permissions: ['users.administer'] });
+  const { body } = await create(t, { name: 'delegated' }, delegate.token);
+  t.equal((await scim(body.token)).statusCode, 200);
+  await api.db.owner.execute(sql`update roles set permissions = '{}' where id = (select role_id from users where id = ${delegate.id})`);
+  t.equal((await scim(body.token)).statusCode, 401);
+});
+
+t.test('an expired token is refused', async (t) => {
+  const { body } = await create(t, { name: 'short', expires_in: 60 });
+  await api.db.owner.execute(sql`update scim_tokens set expires_at = now() - interval '1 second' where id = ${body.id}`);
+  t.equal((await scim(body.token)).statusCode, 401);
+});
+
+t.test('minting and revoking are audited without the value', async (t) => {
+  const { body } = await create(t, { name: 'audited' });
+  await api.call(t, 'deleteScimToken', { token: admin, params: { scimTokenId: body.id } });
+  const rows = await api.db.owner.execute<{ action: string; text: string }>(
+    sql`select action, row_to_json(a)::text as text from audit_events a where target_type = 'scim_token' and target_id = ${String(body.id)} order by id`,
+  );
+  t.same(rows.map((row) => row.action).sort(), ['scim_token.created', 'scim_token.revoked']);
+  t.notOk(
+    rows.some((row) => row.text.includes(body.token)),
+    'the value is not in the trail',
+  );
+});

@@ -1,0 +1,471 @@
+import t from 'tap';
+import { sql } from 'drizzle-orm';
+import { hashToken } from '../../../src/platform/auth/tokens.ts';
+import { scimSettings, scimTokens } from '../../../src/resources/scim/table.ts';
+import { newScimTokenValue } from '../../../src/resources/scim/tokens.ts';
+import { pushSubscriptions } from '../../../src/resources/push/table.ts';
+import { startTestApi } from '../../helpers/atrium.ts';
+import { bearer, roleNamed, rowCount } from '../../helpers/fixtures.ts';
+import { browserSubscription } from '../../helpers/push-service.ts';
+import { openSse } from '../../helpers/sse.ts';
+
+// SCIM 2.0 Users through HTTP, as identity providers send them: bad input first.
+const api = await startTestApi(t, { streamHeartbeatMs: 200 });
+const app = api.atrium.app!;
+const tenant = await api.createTenant('scim-users');
+const other = await api.createTenant('scim-users-other');
+const admin = tenant.adminToken;
+
+const USER = 'urn:ietf:params:scim:schemas:core:2.0:User';
+const ENTERPRISE = 'urn:ietf:params:scim:schemas:extension:enterprise:2.0:User';
+const PATCH = 'urn:ietf:params:scim:api:messages:2.0:PatchOp';
+const ERROR = 'urn:ietf:params:scim:api:messages:2.0:Error';
+
+type Tt = Parameters<typeof api.call>[0];
+
+async function mint(tt: Tt, token: string): Promise<string> {
+  const res = await api.call(tt, 'createScimToken', { token, body: { name: 'IdP' } });
+  return res.body.token;
+}
+
+const employee = await roleNamed(api.db, tenant.tenantId, 'Employee');
+// Set up as the operations would (they are tested below and in tokens.test.ts).
+await api.db.owner.insert(scimSettings).values({ tenantId: tenant.tenantId, defaultRoleId: employee.id });
+const scimToken = newScimTokenValue();
+await api.db.owner.insert(scimTokens).values({ tenantId: tenant.tenantId, userId: tenant.adminUserId, name: 'IdP', tokenHash: hashToken(scimToken) });
+
+interface Sent {
+  status: number;
+  body: any;
+  headers: Record<string, unknown>;
+}
+
+/** One SCIM request (application/scim+json unless told otherwise). */
+async function scim(
+  method: string,
+  url: string,
+  body?: unknown,
+  options: { token?: string | null; contentType?: string; payload?: string } = {},
+): Promise<Sent> {
+  const token = options.token === undefined ? scimToken : options.token;
+  const headers: Record<string, string> = token ? bearer(token) : {};
+  let payload = options.payload;
+  if (body !== undefined) payload = JSON.stringify(body);
+  if (payload !== undefined) headers['content-type'] = options.contentType ?? 'application/scim+json';
+  const response = await app.inject({ method: method as never, url: `/scim/v2${url}`, headers, payload });
+  return { status: response.statusCode, body: response.body ? response.json() : undefined, headers: response.headers };
+}
+
+const userCount = () => rowCount(api.db, 'users', sql`tenant_id = ${tenant.tenantId}`);
+const auditCount = () => rowCount(api.db, 'audit_events', sql`tenant_id = ${tenant.tenantId}`);
+
+let serial = 0;
+const newUser = (extra: Record<string, unknown> = {}) => ({
+  schemas: [USER],
+  userName: `scim.user${++serial}@example.com`,
+  name: { givenName: 'Sam', familyName: `Provisioned${serial}` },
+  emails: [{ value: `sam${serial}@example.com`, type: 'work', primary: true }],
+  active: true,
+  ...extra,
+});
+
+/** The error document of RFC 7644 §3.12. */
+function isError(t: Tt, res: Sent, status: number, scimType?: string) {
+  t.equal(res.status, status, `answers ${status}`);
+  t.same(res.body.schemas, [ERROR]);
+  t.equal(res.body.status, String(status), 'status is a string');
+  if (scimType) t.equal(res.body.scimType, scimType);
+  t.type(res.body.detail, 'string');
+  t.match(String(res.headers['content-type']), /^application\/scim\+json/);
+}
+
+t.test('without a valid SCIM token every endpoint is a 401 error document', async (t) => {
+  for (const token of [null, 'garbage-token-value-1234', admin, 'scim_' + 'A'.repeat(43)]) {
+    isError(t, await scim('GET', '/Users', undefined, { token }), 401);
+    isError(t, await scim('POST', '/Users', newUser(), { token }), 401);
+  }
+  isError(t, await scim('GET', '/ServiceProviderConfig', undefined, { token: null }), 401);
+});
+
+t.test('a malformed body is invalidSyntax and stores nothing', async (t) => {
+  const before = await userCount();
+  isError(t, await scim('POST', '/Users', undefined, { payload: '{"userName": ' }), 400, 'invalidSyntax');
+  isError(t, await scim('POST', '/Users', [newUser()]), 400, 'invalidSyntax');
+  isError(t, await scim('POST', '/Users', 'a string'), 400, 'invalidSyntax');
+  const wrongType = await scim('POST', '/Users', undefined, { payload: 'userName=x', contentType: 'text/plain' });
+  t.equal(wrongType.status, 415);
+  t.same(wrongType.body.schemas, [ERROR]);
+  t.equal(await userCount(), before);
+});
+
+t.test('values the user rules refuse are invalidValue and store nothing', async (t) => {
+  const before = await userCount();
+  const audits = await auditCount();
+  const bodies = [
+    newUser({ userName: undefined }),
+    newUser({ userName: '' }),
+    newUser({ userName: 42 }),
+    newUser({ userName: 'deleted-user-7' }),
+    newUser({ name: { givenName: 'Only' } }),
+    newUser({ name: 'Sam Doe' }),
+    newUser({ emails: [{ value: 'not an address', type: 'work' }] }),
+    newUser({ emails: 'sam@example.com' }),
+    newUser({ active: 'maybe' }),
+    newUser({ password: 'short' }),
+    newUser({ preferredLanguage: 'xx' }),
+    newUser({ externalId: 7 }),
+    newUser({ name: { givenName: 'x'.repeat(256), familyName: 'Doe' } }),
+  ];
+  for (const body of bodies) isError(t, await scim('POST', '/Users', body), 400, 'invalidValue');
+  t.equal(await userCount(), before, 'no user stored');
+  t.equal(await auditCount(), audits, 'no event recorded');
+});
+
+t.test('a taken userName is a 409 uniqueness error, deleted users included', async (t) => {
+  const before = await userCount();
+  isError(t, await scim('POST', '/Users', newUser({ userName: 'admin' })), 409, 'uniqueness');
+  const deleted = await api.createUser(tenant.tenantId, { values: { deletedAt: new Date() } });
+  isError(t, await scim('POST', '/Users', newUser({ userName: deleted.username })), 409, 'uniqueness');
+  t.equal(await userCount(), before + 1, 'only the fixture');
+});
+
+t.test("the tenant's required profile keys hold for SCIM as for the API", async (t) => {
+  await api.call(t, 'updateUserSettings', { token: admin, body: { required_profile_keys: ['phone'] } });
+  const before = await userCount();
+  const refused = await scim('POST', '/Users', newUser());
+  isError(t, refused, 400, 'invalidValue');
+  t.match(refused.body.detail, /phoneNumbers/);
+  t.equal(await userCount(), before);
+  const accepted = await scim('POST', '/Users', newUser({ phoneNumbers: [{ value: '+41 44 000 00 00', type: 'work' }] }));
+  t.equal(accepted.status, 201);
+  await api.call(t, 'updateUserSettings', { token: admin, body: { required_profile_keys: [] } });
+});
+
+t.test('without a default role SCIM creates nothing', async (t) => {
+  const bare = await api.createTenant('scim-no-role');
+  const token = await mint(t, bare.adminToken);
+  const settings = await api.call(t, 'getUserSettings', { token: bare.adminToken });
+  t.equal(settings.body.default_role_id, null);
+  isError(t, await scim('POST', '/Users', newUser(), { token }), 400, 'invalidValue');
+  const refused = await api.call(t, 'updateUserSettings', { token: bare.adminToken, body: { required_profile_keys: [], default_role_id: 999999 } });
+  t.equal(refused.status, 422);
+  t.ok(refused.body.errors.default_role_id);
+});
+
+t.test('POST creates a user mapped to Atrium fields, audited as the token', async (t) => {
+  const body = newUser({
+    externalId: 'entra-0001',
+    phoneNumbers: [{ value: '+41 44 111 11 11', type: 'mobile' }],
+    addresses: [{ type: 'work', streetAddress: 'Main 1', postalCode: '8000', locality: 'Zurich' }],
+    preferredLanguage: 'de-CH',
+    [ENTERPRISE]: { employeeNumber: 'E-17' },
+  });
+  body.schemas = [USER, ENTERPRISE];
+  const created = await scim('POST', '/Users', body);
+  t.equal(created.status, 201);
+  t.match(String(created.headers['content-type']), /^application\/scim\+json/);
+  t.match(created.headers.location, new RegExp(`/scim/v2/Users/${created.body.id}$`));
+  t.equal(created.headers.location, created.body.meta.location);
+  t.match(created.body, {
+    userName: body.userName,
+    externalId: 'entra-0001',
+    name: { givenName: 'Sam', familyName: body.name.familyName },
+    emails: [{ value: body.emails[0]!.value, type: 'work', primary: true }],
+    phoneNumbers: [{ value: '+41 44 111 11 11' }],
+    addresses: [{ streetAddress: 'Main 1', postalCode: '8000', locality: 'Zurich' }],
+    preferredLanguage: 'de-DE',
+    active: true,
+    [ENTERPRISE]: { employeeNumber: 'E-17' },
+    meta: { resourceType: 'User' },
+  });
+  t.notOk('password' in created.body);
+  const user = await api.call(t, 'getUser', { token: admin, params: { user: Number(created.body.id) } });
+  t.match(user.body, { username: body.userName, first_name: 'Sam', email: body.emails[0]!.value, phone: '+41 44 111 11 11', city: 'Zurich', zipcode: '8000' });
+  t.equal(user.body.role_id, employee.id, "the tenant's default role");
+  const [event] = await api.db.owner.execute<{ action: string; actor_type: string; actor_id: string }>(
+    sql`select action, actor_type, actor_id from audit_events where target_type = 'user' and target_id = ${created.body.id}`,
+  );
+  t.match(event, { action: 'user.created', actor_type: 'scim_token' });
+  t.ok(event!.actor_id, 'names the token');
+
+  const plain = await scim('POST', '/Users', newUser(), { contentType: 'application/json' });
+  t.equal(plain.status, 201, 'application/json is accepted too');
+});
+
+t.test('GET by id: 404 for unknown ids, other tenants and group accounts', async (t) => {
+  const created = await scim('POST', '/Users', newUser());
+  const found = await scim('GET', `/Users/${created.body.id}`);
+  t.equal(found.status, 200);
+  t.equal(found.body.userName, created.body.userName);
+  const foreign = await api.createUser(other.tenantId);
+  const group = await api.createUser(tenant.tenantId, { values: { groupAccount: true } });
+  for (const id of ['999999', 'abc', '0', '-1', String(foreign.id), String(group.id), '1e3']) isError(t, await scim('GET', `/Users/${id}`), 404);
+  isError(t, await scim('PUT', `/Users/${foreign.id}`, newUser()), 404);
+  isError(t, await scim('PATCH', `/Users/${foreign.id}`, { schemas: [PATCH], Operations: [{ op: 'replace', path: 'active', value: false }] }), 404);
+  isError(t, await scim('DELETE', `/Users/${foreign.id}`), 404);
+  const [row] = await api.db.owner.execute<{ active: boolean; deleted_at: Date | null }>(sql`select active, deleted_at from users where id = ${foreign.id}`);
+  t.match(row, { active: true, deleted_at: null }, "another tenant's user is untouched");
+});
+
+t.test('filters: bad ones are invalidFilter', async (t) => {
+  for (const filter of [
+    'userName eq',
+    'userName xx "a"',
+    'nosuch eq "a"',
+    'active co "t"',
+    'active eq "maybe"',
+    'meta.created gt "yesterday"',
+    'userName eq 5',
+    '((userName eq "a"',
+  ]) {
+    isError(t, await scim('GET', `/Users?filter=${encodeURIComponent(filter)}`), 400, 'invalidFilter');
+  }
+  isError(t, await scim('GET', '/Users?startIndex=abc'), 400, 'invalidValue');
+});
+
+t.test('filters: every operator, logical ones and value paths, as SQL with paging', async (t) => {
+  const fixtures = [];
+  for (const [given, family, email, active] of [
+    ['Ann', 'Filterton', 'ann@filter.example', true],
+    ['Ben', 'Filterton', 'ben@filter.example', false],
+    ['Cleo', 'Filterbach', 'cleo@other.example', true],
+  ] as const) {
+    const res = await scim(
+      'POST',
+      '/Users',
+      newUser({
+        userName: `${given.toLowerCase()}.filter`,
+        name: { givenName: given, familyName: family },
+        emails: [{ value: email, type: 'work' }],
+        active,
+        externalId: `ext-${given}`,
+      }),
+    );
+    t.equal(res.status, 201);
+    fixtures.push(res.body);
+  }
+  const names = async (filter: string, extra = '') => {
+    const res = await scim('GET', `/Users?filter=${encodeURIComponent(filter)}${extra}`);
+    t.equal(res.status, 200, filter);
+    return { names: res.body.Resources.map((user: { userName: string }) => user.userName).sort(), body: res.body };
+  };
+  t.same((await names('userName eq "ANN.FILTER"')).names, ['ann.filter'], 'eq, case-insensitive');
+  t.same((await names('name.familyName sw "Filter" and userName ne "ann.filter"')).names, ['ben.filter', 'cleo.filter'], 'sw, ne, and');
+  t.same((await names('emails.value co "@filter."')).names, ['ann.filter', 'ben.filter'], 'co');
+  t.same((await names('emails.value ew "other.example"')).names, ['cleo.filter'], 'ew');
+  t.same((await names('userName eq "ann.filter" or userName eq "cleo.filter"')).names, ['ann.filter', 'cleo.filter'], 'or');
+  t.same((await names('name.familyName sw "Filter" and not (active eq true)')).names, ['ben.filter'], 'not');
+  t.same((await names('emails[type eq "work"].value eq "cleo@other.example"')).names, ['cleo.filter'], 'value path');
+  t.same((await names('emails[type eq "work" and value sw "ben@"]')).names, ['ben.filter'], 'value filter');
+  t.same((await names('externalId eq "ext-Ben"')).names, ['ben.filter'], 'externalId');
+  t.same((await names('externalId eq "EXT-BEN"')).names, [], 'externalId is case-exact');
+  t.ok((await names('externalId pr')).names.includes('cleo.filter'), 'pr');
+  t.notOk((await names('externalId pr')).names.includes('admin'), 'pr leaves out users without one');
+  t.same((await names(`id eq "${fixtures[1].id}"`)).names, ['ben.filter'], 'id');
+  t.ok((await names('meta.created gt "2000-01-01T00:00:00Z" and name.familyName sw "Filter"')).names.length === 3, 'gt on a date');
+
+  const page = await names('name.familyName sw "Filter"', '&startIndex=2&count=1');
+  t.equal(page.body.totalResults, 3);
+  t.equal(page.body.startIndex, 2);
+  t.equal(page.body.itemsPerPage, 1);
+  t.equal(page.body.Resources[0].userName, 'ben.filter', 'ordered by id');
+
+  const projected = await scim('GET', `/Users?filter=${encodeURIComponent('userName eq "ann.filter"')}&attributes=userName,name.givenName`);
+  t.same(Object.keys(projected.body.Resources[0]).sort(), ['id', 'meta', 'name', 'schemas', 'userName']);
+  t.same(projected.body.Resources[0].name, { givenName: 'Ann' });
+  const excluded = await scim('GET', `/Users?filter=${encodeURIComponent('userName eq "ann.filter"')}&excludedAttributes=emails,name`);
+  t.notOk('emails' in excluded.body.Resources[0]);
+  t.notOk('name' in excluded.body.Resources[0]);
+  t.equal(excluded.body.Resources[0].userName, 'ann.filter');
+});
+
+t.test('a list costs a constant number of queries', async (t) => {
+  const measure = async () => {
+    const before = api.db.queryCount;
+    const res = await scim('GET', '/Users?count=100');
+    t.equal(res.status, 200);
+    return api.db.queryCount - before;
+  };
+  const few = await measure();
+  for (let i = 0; i < 5; i++) await scim('POST', '/Users', newUser());
+  t.equal(await measure(), few);
+});
+
+t.test('PUT replaces the SCIM attributes; PATCH in the forms of Entra ID and Okta', async (t) => {
+  const created = (await scim('POST', '/Users', newUser({ phoneNumbers: [{ value: '123', type: 'work' }] }))).body;
+  const path = `/Users/${created.id}`;
+
+  const put = await scim('PUT', path, { ...newUser({ userName: created.userName }), name: { givenName: 'Put', familyName: 'Name' } });
+  t.equal(put.status, 200);
+  t.equal(put.body.name.givenName, 'Put');
+  t.notOk('phoneNumbers' in put.body, 'an attribute left out of a PUT is cleared');
+
+  // Entra ID: capitalised op names, "False" strings, paths with value filters.
+  const entra = await scim('PATCH', path, {
+    schemas: [PATCH],
+    Operations: [
+      { op: 'Replace', path: 'name.givenName', value: 'Entra' },
+      { op: 'Replace', path: 'emails[type eq "work"].value', value: 'entra@example.com' },
+      { op: 'Add', path: 'externalId', value: 'entra-42' },
+      { op: 'Add', path: `${ENTERPRISE}:employeeNumber`, value: 'E-42' },
+    ],
+  });
+  t.equal(entra.status, 200);
+  t.match(entra.body, {
+    name: { givenName: 'Entra' },
+    emails: [{ value: 'entra@example.com' }],
+    externalId: 'entra-42',
+    [ENTERPRISE]: { employeeNumber: 'E-42' },
+  });
+
+  // Okta: a replace without path whose value holds the attributes, dotted keys too.
+  const okta = await scim('PATCH', path, { schemas: [PATCH], Operations: [{ op: 'replace', value: { 'name.familyName': 'Okta', displayName: 'ignored' } }] });
+  t.equal(okta.status, 200);
+  t.equal(okta.body.name.familyName, 'Okta');
+
+  const removeEmail = await scim('PATCH', path, { schemas: [PATCH], Operations: [{ op: 'remove', path: 'emails[type eq "work"]' }] });
+  t.equal(removeEmail.status, 200);
+  t.notOk('emails' in removeEmail.body);
+
+  const stored = await api.call(t, 'getUser', { token: admin, params: { user: Number(created.id) } });
+  t.match(stored.body, { first_name: 'Entra', last_name: 'Okta', email: null, staff_number: 'E-42' });
+});
+
+t.test('refused PATCHes change nothing', async (t) => {
+  const created = (await scim('POST', '/Users', newUser())).body;
+  const path = `/Users/${created.id}`;
+  const audits = await auditCount();
+  isError(t, await scim('PATCH', path, { schemas: [PATCH], Operations: [] }), 400, 'invalidSyntax');
+  isError(t, await scim('PATCH', path, { schemas: [PATCH], Operations: [{ op: 'move', path: 'active' }] }), 400, 'invalidSyntax');
+  isError(t, await scim('PATCH', path, { schemas: [PATCH], Operations: [{ op: 'remove' }] }), 400, 'noTarget');
+  isError(t, await scim('PATCH', path, { schemas: [PATCH], Operations: [{ op: 'replace', path: 'id', value: '1' }] }), 400, 'mutability');
+  isError(t, await scim('PUT', path, { ...newUser({ userName: created.userName }), id: '1' }), 400, 'mutability');
+  // The first operation is acceptable, the second breaks a rule: neither is applied.
+  isError(
+    t,
+    await scim('PATCH', path, {
+      schemas: [PATCH],
+      Operations: [
+        { op: 'replace', path: 'name.givenName', value: 'Changed' },
+        { op: 'remove', path: 'name.familyName' },
+      ],
+    }),
+    400,
+    'invalidValue',
+  );
+  isError(t, await scim('PATCH', path, { schemas: [PATCH], Operations: [{ op: 'replace', path: 'userName', value: 'admin' }] }), 409, 'uniqueness');
+  const after = await scim('GET', path);
+  t.same(after.body, created, 'the user is as it was');
+  t.equal(await auditCount(), audits, 'no event recorded');
+});
+
+t.test('the token acts with its minter authority: no administering users who can do more', async (t) => {
+  const delegate = await api.createUser(tenant.tenantId, { permissions: ['users.administer'] });
+  const token = await mint(t, delegate.token);
+  const res = await scim(
+    'PATCH',
+    `/Users/${tenant.adminUserId}`,
+    { schemas: [PATCH], Operations: [{ op: 'replace', path: 'active', value: false }] },
+    { token },
+  );
+  t.equal(res.status, 403);
+  t.same(res.body.schemas, [ERROR]);
+  const [row] = await api.db.owner.execute<{ active: boolean }>(sql`select active from users where id = ${tenant.adminUserId}`);
+  t.equal(row!.active, true);
+});
+
+t.test('a leaver is cut off at once: session, login token, push subscription and stream', async (t) => {
+  const base = await app.listen({ port: 0, host: '127.0.0.1' });
+  const leaver = await api.createUser(tenant.tenantId, { permissions: ['login-tokens.administer'] });
+  const loginToken = await api.call(t, 'createUserLoginToken', { token: leaver.token, body: { expires_in: 3600 } });
+  t.equal(loginToken.status, 201);
+  await api.db.owner
+    .insert(pushSubscriptions)
+    .values({ tenantId: tenant.tenantId, userId: leaver.id, endpoint: 'https://push.example/leaver', ...browserSubscription().keys });
+  const stream = await openSse(t, `${base}/api/notifications/stream`, bearer(leaver.token));
+  t.equal(stream.status, 200);
+
+  const res = await scim('PATCH', `/Users/${leaver.id}`, { schemas: [PATCH], Operations: [{ op: 'Replace', path: 'active', value: 'False' }] });
+  t.equal(res.status, 200);
+  t.equal(res.body.active, false);
+
+  t.equal((await api.call(t, 'getCurrentUser', { token: leaver.token })).status, 401, 'the session ended');
+  t.equal((await api.call(t, 'loginWithToken', { body: { token: loginToken.body.token } })).status, 401, 'the login token is revoked');
+  t.equal(await rowCount(api.db, 'push_subscriptions', sql`user_id = ${leaver.id}`), 0, 'the push subscription is gone');
+  await stream.ended;
+  t.pass('the stream ended');
+
+  const back = await scim('PATCH', `/Users/${leaver.id}`, { schemas: [PATCH], Operations: [{ op: 'replace', value: { active: true } }] });
+  t.equal(back.body.active, true);
+  t.equal((await api.call(t, 'getCurrentUser', { token: leaver.token })).status, 401, 'reactivation revives no session');
+});
+
+t.test('DELETE soft-deletes and cuts off; the API restores', async (t) => {
+  const leaver = await api.createUser(tenant.tenantId);
+  const audits = await auditCount();
+  const res = await scim('DELETE', `/Users/${leaver.id}`);
+  t.equal(res.status, 204);
+  isError(t, await scim('GET', `/Users/${leaver.id}`), 404);
+  isError(t, await scim('DELETE', `/Users/${leaver.id}`), 404);
+  t.equal((await api.call(t, 'getCurrentUser', { token: leaver.token })).status, 401);
+  t.equal(await auditCount(), audits + 1, 'one event');
+  const restored = await api.call(t, 'restoreUser', { token: admin, params: { user: leaver.id } });
+  t.equal(restored.status, 200);
+  t.equal((await scim('GET', `/Users/${leaver.id}`)).status, 200);
+});
+
+t.test('discovery: ServiceProviderConfig, ResourceTypes, Schemas', async (t) => {
+  const config = await scim('GET', '/ServiceProviderConfig');
+  t.equal(config.status, 200);
+  t.match(config.body, { patch: { supported: true }, filter: { supported: true }, bulk: { supported: false } });
+  const types = await scim('GET', '/ResourceTypes');
+  t.same(
+    types.body.Resources.map((type: { id: string }) => type.id),
+    ['User', 'Group'],
+  );
+  const schemas = await scim('GET', '/Schemas');
+  t.same(schemas.body.Resources.map((schema: { id: string }) => schema.id).sort(), [USER, ENTERPRISE, 'urn:ietf:params:scim:schemas:core:2.0:Group'].sort());
+  t.equal((await scim('GET', `/Schemas/${USER}`)).status, 200);
+  isError(t, await scim('GET', '/Schemas/urn:nope'), 404);
+  isError(t, await scim('GET', '/Nothing'), 404);
+});
+
+t.test('a password sent over SCIM is set under the password rules and ends the sessions', async (t) => {
+  const user = await api.createUser(tenant.tenantId);
+  const path = `/Users/${user.id}`;
+  isError(t, await scim('PATCH', path, { schemas: [PATCH], Operations: [{ op: 'add', path: 'password', value: 'short' }] }), 400, 'invalidValue');
+  t.equal((await api.call(t, 'getCurrentUser', { token: user.token })).status, 200, 'a refused password ends nothing');
+  const res = await scim('PATCH', path, { schemas: [PATCH], Operations: [{ op: 'add', path: 'password', value: 'a new long password' }] });
+  t.equal(res.status, 200);
+  t.notOk('password' in res.body, 'never answered');
+  t.equal((await api.call(t, 'getCurrentUser', { token: user.token })).status, 401, 'the old session ended');
+  const login = await api.call(t, 'login', { body: { tenant: tenant.slug, username: user.username, password: 'a new long password' } });
+  t.equal(login.status, 200, 'the new password signs in');
+});
+
+t.test('hostile input is a 4xx, never a 5xx, and changes nothing', async (t) => {
+  const before = await userCount();
+  const bodies = [
+    newUser({ userName: 'nul\u0000name' }),
+    newUser({ name: { givenName: 'Nul\u0000', familyName: 'Doe' } }),
+    newUser({ externalId: 'x\u0000' }),
+    newUser({ emails: [{ value: 'a@b.c', primary: 'sometimes' }] }),
+    newUser({ emails: [null] }),
+    newUser({ addresses: [{ locality: 5 }] }),
+    newUser({ [ENTERPRISE]: { employeeNumber: ['E-1'] } }),
+  ];
+  for (const body of bodies) {
+    const res = await scim('POST', '/Users', body);
+    t.ok(res.status >= 400 && res.status < 500, `${JSON.stringify(body).slice(0, 80)} → ${res.status}`);
+    t.same(res.body.schemas, [ERROR]);
+  }
+  for (const filter of ['userName eq "\u0000"', 'externalId eq "x\u0000"', 'x'.repeat(3000), 'emails[emails[type eq "a"]]', 'members[value eq "1"]']) {
+    const res = await scim('GET', `/Users?filter=${encodeURIComponent(filter)}`);
+    t.ok(res.status >= 200 && res.status < 500, `filter ${JSON.stringify(filter).slice(0, 40)} → ${res.status}`);
+  }
+  for (const query of ['count=-5', 'count=99999', 'startIndex=0', 'startIndex=99999999', 'count=1e3']) {
+    const res = await scim('GET', `/Users?${query}`);
+    t.ok(res.status === 200 || res.status === 400, `${query} → ${res.status}`);
+  }
+  t.equal(await userCount(), before);
+});
