@@ -518,7 +518,7 @@ export async function registerScim(app: FastifyInstance, services: Services): Pr
         await inTenant(request, async (tx, principal) => {
           requireDepartmentsManage(principal);
           const current = await requireGroup(tx, id);
-          if (!(await lockDepartment(tx, current.id))) throw scimNotFound('The group', id);
+          if (!(await lockDepartment(tx, principal.tenantId, current.id))) throw scimNotFound('The group', id);
           const caller = { ...groupCaller(principal), tokenId: 0, passwordChangeRequired: false, secrets: services.secrets };
           const refusal = namedByEntityPermissionsRefusal(await entityPermissionsNaming(tx, caller, current.id, NAMED_ENTITIES_SHOWN));
           if (refusal) throw new ScimError(409, refusal.message);
