@@ -7712,6 +7712,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7732,7 +7733,20 @@ export interface operations {
     createScimToken: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description Makes a retry safe (extension). A request that sends a key is carried out once: its
+                 *     answer is kept for 24 hours and a retry with the same key and the same request
+                 *     (operation, parameters, body, uploaded files) gets that answer again, with the header
+                 *     `Idempotent-Replayed: true`, without a second effect. The same key with another
+                 *     request is a 422 naming `Idempotency-Key`; a retry while the first request is still
+                 *     running is a 409 with `Retry-After`. A first request that was refused (4xx) or found
+                 *     the database out of reach (503) keeps nothing: its retry runs afresh. Keys belong to
+                 *     the caller; choose a new one (a UUID, say) for each new request.
+                 * @example 5f0c7a2e-3b1d-4c8e-9a55-0e2d7b1f9c34
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
             path?: never;
             cookie?: never;
         };
@@ -7755,6 +7769,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7765,6 +7780,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["IdempotencyConflict"];
             413: components["responses"]["ContentTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["UnprocessableEntity"];
@@ -7792,6 +7808,7 @@ export interface operations {
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
                     [name: string]: unknown;
                 };
                 content?: never;
