@@ -254,7 +254,7 @@ const phonePresent = sql`${users.phone} is not null`;
 const addressPresent = sql`(${users.street} is not null or ${users.zipcode} is not null or ${users.city} is not null)`;
 
 /** Filterable User attributes, by lower-case path (core schema URN prefix removed). */
-const USER_ATTRIBUTES: Record<string, FilterAttribute> = {
+export const USER_ATTRIBUTES: Record<string, FilterAttribute> = {
   id: { value: column(users.id), kind: 'id' },
   externalid: { value: externalIdOf, kind: 'exact' },
   username: { value: column(users.username), kind: 'text' },

@@ -132,3 +132,31 @@ t.test('a group list costs a constant number of queries', async (t) => {
   for (let i = 0; i < 4; i++) await createDepartment(api.db, tenant.tenantId, `Team ${i}`, [ann.id, ben.id]);
   t.equal(await measure(), few);
 });
+
+t.test('a PATCH path or value key naming __proto__, constructor or prototype is refused and pollutes nothing', async (t) => {
+  const created = await scim('POST', '/Groups', { schemas: [GROUP], displayName: 'Protos', members: [{ value: String(ann.id) }] });
+  t.equal(created.status, 201);
+  const path = `/Groups/${created.body.id}`;
+  const attacks = [
+    { op: 'add', path: '__proto__.polluted', value: 1 },
+    { op: 'add', path: 'constructor.prototype.polluted', value: 1 },
+    { op: 'add', path: 'members[value eq "1"].__proto__.polluted', value: 1 },
+    { op: 'add', path: 'urn:ietf:params:scim:schemas:core:2.0:Group:__proto__.polluted', value: 1 },
+    { op: 'add', path: 'userName', value: 'x' },
+    { op: 'add', value: { 'constructor.prototype.polluted': 1 } },
+    { op: 'replace', value: { members: [{ value: String(ben.id), PROTOTYPE: { polluted: 1 } }] } },
+  ];
+  for (const operation of attacks) {
+    const res = await scim('PATCH', path, { schemas: [PATCH], Operations: [{ op: 'replace', path: 'displayName', value: 'Changed' }, operation] });
+    t.equal(res.status, 400, JSON.stringify(operation));
+    t.same(res.body.schemas, [ERROR]);
+    t.equal(res.body.scimType, 'invalidPath');
+    t.equal(({} as Record<string, unknown>).polluted, undefined, `Object.prototype untouched by ${JSON.stringify(operation)}`);
+  }
+  // A "__proto__" key in the JSON text is refused by the body parser already.
+  const refused = await scim('PATCH', path, JSON.parse(`{"schemas":["${PATCH}"],"Operations":[{"op":"add","value":{"__proto__":{"polluted":1}}}]}`));
+  t.equal(refused.status, 400);
+  t.equal(refused.body.scimType, 'invalidSyntax');
+  t.equal(({} as Record<string, unknown>).polluted, undefined, 'Object.prototype untouched by a "__proto__" key');
+  t.same((await scim('GET', path)).body, created.body, 'the group is as it was');
+});

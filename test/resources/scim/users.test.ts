@@ -469,3 +469,30 @@ t.test('hostile input is a 4xx, never a 5xx, and changes nothing', async (t) => 
   }
   t.equal(await userCount(), before);
 });
+
+t.test('a PATCH path or value key naming __proto__, constructor or prototype is refused and pollutes nothing', async (t) => {
+  const created = (await scim('POST', '/Users', newUser())).body;
+  const path = `/Users/${created.id}`;
+  const audits = await auditCount();
+  const attacks = [
+    { op: 'add', path: '__proto__.polluted', value: 1 },
+    { op: 'add', path: 'constructor.prototype.polluted', value: 1 },
+    { op: 'replace', path: 'name.__PROTO__.polluted', value: 1 },
+    { op: 'add', path: `${ENTERPRISE}:__proto__.polluted`, value: 1 },
+    { op: 'add', path: 'emails[type eq "work"].constructor.prototype.polluted', value: 1 },
+    { op: 'add', path: 'unknownAttribute.x', value: 1 },
+    { op: 'add', value: { 'constructor.prototype.polluted': 1 } },
+    { op: 'replace', value: { name: { Constructor: { prototype: { polluted: 1 } } } } },
+  ];
+  for (const operation of attacks) {
+    const res = await scim('PATCH', path, { schemas: [PATCH], Operations: [{ op: 'replace', path: 'name.givenName', value: 'Changed' }, operation] });
+    isError(t, res, 400, 'invalidPath');
+    t.equal(({} as Record<string, unknown>).polluted, undefined, `Object.prototype untouched by ${JSON.stringify(operation)}`);
+  }
+  // A "__proto__" key in the JSON text is refused by the body parser already.
+  const payload = `{"schemas":["${PATCH}"],"Operations":[{"op":"add","value":{"__proto__":{"polluted":1}}}]}`;
+  isError(t, await scim('PATCH', path, undefined, { payload }), 400, 'invalidSyntax');
+  t.equal(({} as Record<string, unknown>).polluted, undefined, 'Object.prototype untouched by a "__proto__" key');
+  t.same((await scim('GET', path)).body, created, 'the user is as it was');
+  t.equal(await auditCount(), audits, 'no event recorded');
+});
