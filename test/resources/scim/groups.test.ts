@@ -54,7 +54,9 @@ t.test('refused group writes store nothing', async (t) => {
   }
   const foreign = await scim('POST', '/Groups', { schemas: [GROUP], displayName: 'Foreign', members: [{ value: String(foreigner.id) }] });
   t.equal(foreign.status, 400, "another tenant's user is no member");
-  const viewer = await api.createUser(tenant.tenantId, { permissions: ['users.administer'] });
+  const viewer = await api.createUser(tenant.tenantId, {
+    permissions: ['users.administer', 'users.view', 'users.view-personal', 'users.view-administrative'],
+  });
   const weak = await tokenOf(tenant.tenantId, viewer.id);
   t.equal((await scim('POST', '/Groups', { schemas: [GROUP], displayName: 'Weak' }, weak)).status, 403, 'needs departments.manage');
   t.equal(await departmentCount(), before);

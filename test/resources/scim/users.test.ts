@@ -360,7 +360,9 @@ t.test('refused PATCHes change nothing', async (t) => {
 });
 
 t.test('the token acts with its minter authority: no administering users who can do more', async (t) => {
-  const delegate = await api.createUser(tenant.tenantId, { permissions: ['users.administer'] });
+  const delegate = await api.createUser(tenant.tenantId, {
+    permissions: ['users.administer', 'users.view', 'users.view-personal', 'users.view-administrative'],
+  });
   const token = await mint(t, delegate.token);
   const res = await scim(
     'PATCH',
