@@ -162,3 +162,48 @@ t.test('a PATCH path or value key naming __proto__, constructor or prototype is 
   t.equal(({} as Record<string, unknown>).polluted, undefined, 'Object.prototype untouched by a "__proto__" key');
   t.same((await scim('GET', path)).body, created.body, 'the group is as it was');
 });
+
+t.test("a token's minter may add or remove only members they may administer", async (t) => {
+  const delegate = await api.createUser(tenant.tenantId, {
+    permissions: ['users.administer', 'users.view', 'users.view-personal', 'users.view-administrative', 'departments.manage'],
+  });
+  const weak = await tokenOf(tenant.tenantId, delegate.id);
+  // Created by the full administrator's token: the administrator (who holds more than the delegate) is a member.
+  const created = await scim('POST', '/Groups', { schemas: [GROUP], displayName: 'Guarded', members: [{ value: String(tenant.adminUserId) }] });
+  t.equal(created.status, 201);
+  const empty = await scim('POST', '/Groups', { schemas: [GROUP], displayName: 'Open' });
+  t.equal(empty.status, 201);
+  const guarded = Number(created.body.id);
+  const open = Number(empty.body.id);
+
+  const adding = await scim(
+    'PATCH',
+    `/Groups/${open}`,
+    { schemas: [PATCH], Operations: [{ op: 'add', path: 'members', value: [{ value: String(ann.id) }, { value: String(tenant.adminUserId) }] }] },
+    weak,
+  );
+  t.equal(adding.status, 403, 'adding a member who holds more than the minter is refused');
+  t.same(adding.body.schemas, [ERROR]);
+  t.same(await memberIds(open), [], 'no member added');
+
+  const removing = await scim(
+    'PATCH',
+    `/Groups/${guarded}`,
+    { schemas: [PATCH], Operations: [{ op: 'remove', path: `members[value eq "${tenant.adminUserId}"]` }] },
+    weak,
+  );
+  t.equal(removing.status, 403, 'removing such a member is refused');
+  const replacing = await scim('PUT', `/Groups/${guarded}`, { schemas: [GROUP], displayName: 'Renamed', members: [{ value: String(ann.id) }] }, weak);
+  t.equal(replacing.status, 403, 'a PUT leaving such a member out is refused');
+  t.same(await memberIds(guarded), [String(tenant.adminUserId)], 'the membership is as it was');
+  t.equal((await scim('GET', `/Groups/${guarded}`)).body.displayName, 'Guarded', 'the name is as it was');
+
+  const allowed = await scim(
+    'PATCH',
+    `/Groups/${open}`,
+    { schemas: [PATCH], Operations: [{ op: 'add', path: 'members', value: [{ value: String(ann.id) }] }] },
+    weak,
+  );
+  t.equal(allowed.status, 200, 'a member the minter may administer is added');
+  t.same(await memberIds(open), [String(ann.id)]);
+});
