@@ -215,6 +215,11 @@ t.test('filters: bad ones are invalidFilter', async (t) => {
     'active co "t"',
     'active eq "maybe"',
     'meta.created gt "yesterday"',
+    // Instants JavaScript reads but PostgreSQL's timestamptz cannot hold (or holds only oddly): years 1 to 9999 only.
+    'meta.created gt "0000-01-01T00:00:00Z"',
+    'meta.lastModified lt "+275760-09-13T00:00:00Z"',
+    'meta.created gt "-000001-01-01T00:00:00Z"',
+    'meta.created ge "+010000-01-01T00:00:00Z"',
     'userName eq 5',
     '((userName eq "a"',
   ]) {
