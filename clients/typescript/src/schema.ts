@@ -443,6 +443,14 @@ export interface paths {
          *     an operation under `/api`), until it expires (`expires_in` seconds after its
          *     creation; without `expires_in` it does not expire) or is deleted. A tenant holds at
          *     most 20 tokens (422 on `name` beyond).
+         *
+         *     SCIM reads, filters and writes every user field, so minting needs, besides
+         *     `users.administer`, the permissions that show them: `users.view`,
+         *     `users.view-personal` and `users.view-administrative` (403 `permission_missing`
+         *     naming the first one lacking). The token acts with its minter's authority as it
+         *     stands at each request: it stops working (401) when the minter loses any of these
+         *     four permissions, is deactivated or deleted, or is marked for logout after the token
+         *     was created.
          */
         post: operations["createScimToken"];
         delete?: never;

@@ -5,6 +5,7 @@
  */
 import { and, asc, count, eq, inArray, sql, type SQL } from 'drizzle-orm';
 import type { Caller } from '../../platform/auth/auth.ts';
+import { grantablePermissions } from '../../platform/auth/permissions.ts';
 import type { Tx } from '../../platform/database/database.ts';
 import { lockTenantScope } from '../../platform/database/locks.ts';
 import { coded, invalid } from '../../platform/http/problem.ts';
@@ -12,6 +13,8 @@ import { departmentCountAndLimit, saveDepartment, departmentRecords, type Depart
 import { departmentAvailability, departmentLimitRefusal, departmentWrite } from '../departments/rules.ts';
 import { departmentUsers, departments } from '../departments/table.ts';
 import { membershipsConferringRights, CONFERS_ENTITY_RIGHTS } from '../entity-permissions/rules.ts';
+import { roles } from '../roles/table.ts';
+import { assertMayAdminister } from '../users/rules.ts';
 import { users } from '../users/table.ts';
 import { GROUP_SCHEMA, invalidValue, scimNotFound } from './protocol.ts';
 import { SCIM_USERS, type FilterAttribute } from './users.ts';
@@ -23,6 +26,22 @@ export const GROUP_ATTRIBUTES: Record<string, FilterAttribute> = {
   'members.value': { value: sql`${departments.id}`, kind: 'member' },
   members: { value: sql`${departments.id}`, kind: 'member' },
 };
+
+/**
+ * A membership change is a change of the user: the token's minter must be allowed to
+ * administer every user added or removed (`assertMayAdminister`, 403 otherwise), so a
+ * delegate cannot move an administrator who holds more than they do. One query; users that
+ * do not exist are left to the caller's own check.
+ */
+async function requireAdministrableMembers(tx: Tx, caller: Caller, userIds: number[]): Promise<void> {
+  if (userIds.length === 0) return;
+  const rows = await tx
+    .select({ id: users.id, permissions: roles.permissions })
+    .from(users)
+    .innerJoin(roles, and(eq(roles.tenantId, users.tenantId), eq(roles.id, users.roleId)))
+    .where(inArray(users.id, userIds));
+  for (const row of rows) assertMayAdminister(caller, { id: row.id, grantable: grantablePermissions(row) });
+}
 
 /** The department `id` (decimal text), or 404. */
 export async function requireGroup(tx: Tx, id: string): Promise<DepartmentRow> {
@@ -118,6 +137,7 @@ export async function saveGroup(
   const stored = (await membersOf(tx, [id])).get(id)?.map((m) => m.id) ?? [];
   const added = write.memberIds.filter((userId) => !stored.includes(userId));
   const removed = stored.filter((userId) => !write.memberIds!.includes(userId));
+  await requireAdministrableMembers(tx, caller, [...added, ...removed]);
   if (added.length > 0) {
     const known = await tx
       .select({ id: users.id })

@@ -1,9 +1,18 @@
+import { requirePermission } from '../../platform/auth/auth.ts';
+import type { Permission } from '../../platform/auth/permissions.ts';
 import { hashToken } from '../../platform/auth/tokens.ts';
 import type { Handlers } from '../../platform/http/handler.ts';
 import { coded, invalid, notFound } from '../../platform/http/problem.ts';
 import { audit } from '../audit-events/record.ts';
 import { deleteScimToken, insertScimToken, listScimTokens, newScimTokenValue, presentScimToken, SCIM_TOKEN_LIMIT, scimTokenCount } from './tokens.ts';
 import { lockTenantScope } from '../../platform/database/locks.ts';
+
+/**
+ * What a minter must hold besides `users.administer`: SCIM reads, filters and writes every
+ * user field, so a token is minted only by someone the API shows all of them to (and
+ * stops working when they lose one, see atrium_authenticate_scim).
+ */
+const SCIM_FIELD_PERMISSIONS: Permission[] = ['users.view', 'users.view-personal', 'users.view-administrative'];
 
 export const scimTokenHandlers = {
   async listScimTokens({ auth, services: { db } }) {
@@ -13,6 +22,7 @@ export const scimTokenHandlers = {
 
   async createScimToken(ctx) {
     const { auth, body, services } = ctx;
+    for (const permission of SCIM_FIELD_PERMISSIONS) requirePermission(auth, permission);
     const name = body.name.trim();
     const token = newScimTokenValue();
     const created = await services.db.tenant(auth.tenantId, async (tx) => {

@@ -20,7 +20,20 @@ import { pushSubscriptions } from '../push/table.ts';
 import { endAllSessions, insertUser, loadRequiredProfileKeys, softDeleteUser, updateUserColumns } from '../users/queries.ts';
 import { addErrors, passwordErrors, requireAdministrableUser, userDraftErrors, userWriteReferenceErrors, type UserDraft } from '../users/rules.ts';
 import { users } from '../users/table.ts';
-import { errorDocument, invalidSyntax, invalidValue, listResponse, pageOf, projectAttributes, SCIM_MEDIA_TYPE, ScimError, scimNotFound } from './protocol.ts';
+import {
+  ENTERPRISE_USER_SCHEMA,
+  errorDocument,
+  GROUP_SCHEMA,
+  invalidSyntax,
+  invalidValue,
+  listResponse,
+  pageOf,
+  projectAttributes,
+  SCIM_MEDIA_TYPE,
+  ScimError,
+  scimNotFound,
+  USER_SCHEMA,
+} from './protocol.ts';
 import { discoveryRoutes } from './discovery.ts';
 import { GROUP_ATTRIBUTES, groupWrite, listGroups, membersOf, presentGroup, requireGroup, saveGroup } from './groups.ts';
 import { deleteDepartment, entityPermissionsNaming, lockDepartment, type DepartmentRow } from '../departments/queries.ts';
@@ -40,6 +53,7 @@ import {
   selectScimUsers,
   type ScimUserRow,
   type ScimUserWrite,
+  USER_ATTRIBUTES,
 } from './users.ts';
 
 export const SCIM_PREFIX = '/scim/v2';
@@ -216,12 +230,70 @@ function bodyObject(body: unknown): Record<string, unknown> {
   return body as Record<string, unknown>;
 }
 
+/** The first attribute of a path: up to its first `.` or `[`. */
+const firstAttribute = (path: string) => path.split(/[.[]/, 1)[0]!.trim().toLowerCase();
+
+/** What a PATCH may name first, by resource: the filterable attributes, and what is written though not filtered on. */
+const PATCHABLE = {
+  user: {
+    schema: USER_SCHEMA.toLowerCase(),
+    attributes: new Set([
+      ...Object.keys(USER_ATTRIBUTES)
+        .filter((key) => !key.startsWith('enterprise.'))
+        .map(firstAttribute),
+      'password',
+      'externalid',
+      ENTERPRISE_USER_SCHEMA.toLowerCase(),
+    ]),
+  },
+  group: { schema: GROUP_SCHEMA.toLowerCase(), attributes: new Set([...Object.keys(GROUP_ATTRIBUTES).map(firstAttribute), 'externalid']) },
+};
+type Patchable = keyof typeof PATCHABLE;
+
+/**
+ * Names that reach JavaScript's object machinery: scim-patch walks paths and value keys onto
+ * plain objects, so `__proto__.x` or `constructor.prototype.x` would change every object of
+ * the process. No SCIM attribute has these names.
+ */
+const FORBIDDEN_SEGMENTS = new Set(['__proto__', 'constructor', 'prototype']);
+const invalidPath = (detail: string) => new ScimError(400, detail, 'invalidPath');
+const namesForbidden = (name: string) => name.split(/[.[\]:]/).some((segment) => FORBIDDEN_SEGMENTS.has(segment.trim().toLowerCase()));
+
+/** Refuses a path that names no known attribute first, or that names a forbidden segment anywhere. */
+function checkPatchPath(path: string, resource: Patchable) {
+  if (namesForbidden(path)) throw invalidPath(`path ${JSON.stringify(path)} is not an attribute.`);
+  const { schema, attributes } = PATCHABLE[resource];
+  const lower = path.toLowerCase();
+  const enterprise = ENTERPRISE_USER_SCHEMA.toLowerCase();
+  if (resource === 'user' && (lower === enterprise || lower.startsWith(`${enterprise}:`))) return;
+  const attributePath = lower.startsWith(`${schema}:`) ? lower.slice(schema.length + 1) : lower;
+  if (!attributes.has(firstAttribute(attributePath))) throw invalidPath(`path ${JSON.stringify(path)} is not an attribute.`);
+}
+
+/** Refuses a value whose keys, at any depth, name a forbidden segment. */
+function checkPatchValue(value: unknown) {
+  const pending: unknown[] = [value];
+  while (pending.length > 0) {
+    const next = pending.pop();
+    if (!next || typeof next !== 'object') continue;
+    if (Array.isArray(next)) {
+      pending.push(...(next as unknown[]));
+      continue;
+    }
+    for (const key of Object.keys(next)) {
+      if (namesForbidden(key)) throw invalidPath(`${JSON.stringify(key)} is not an attribute.`);
+      pending.push((next as Record<string, unknown>)[key]);
+    }
+  }
+}
+
 /**
  * A PATCH request's operations (RFC 7644 §3.5.2), normalized for scim-patch and liberal
  * where identity providers deviate: operation names in any case (`Replace`), `Operations`
- * in any case.
+ * in any case. Paths must name an attribute of the resource; paths and value keys never
+ * name `__proto__`, `constructor` or `prototype` (invalidPath).
  */
-function patchOperations(body: unknown): ScimPatchOperation[] {
+function patchOperations(body: unknown, resource: Patchable): ScimPatchOperation[] {
   const request = bodyObject(body);
   const key = Object.keys(request).find((name) => name.toLowerCase() === 'operations');
   const operations = key ? request[key] : undefined;
@@ -233,6 +305,8 @@ function patchOperations(body: unknown): ScimPatchOperation[] {
     if (op !== 'add' && op !== 'replace' && op !== 'remove') throw invalidSyntax(`op must be add, replace or remove, not ${JSON.stringify(operation.op)}.`);
     if (operation.path !== undefined && typeof operation.path !== 'string') throw invalidSyntax('path must be a string.');
     if (op === 'remove' && !operation.path) throw new ScimError(400, 'A remove operation needs a path.', 'noTarget');
+    if (operation.path) checkPatchPath(operation.path, resource);
+    if ('value' in operation) checkPatchValue(operation.value);
     return { op, ...(operation.path ? { path: operation.path } : {}), ...('value' in operation ? { value: operation.value } : {}) } as ScimPatchOperation;
   });
 }
@@ -390,7 +464,7 @@ export async function registerScim(app: FastifyInstance, services: Services): Pr
 
       scim.patch('/Users/:id', async (request, reply) => {
         const { id } = request.params as { id: string };
-        const operations = patchOperations(request.body);
+        const operations = patchOperations(request.body, 'user');
         const base = baseUrlOf(request);
         const user = await inTenant(request, async (tx, principal) => {
           const current = await requireUser(tx, id);
@@ -501,7 +575,7 @@ export async function registerScim(app: FastifyInstance, services: Services): Pr
 
       scim.patch('/Groups/:id', async (request, reply) => {
         const { id } = request.params as { id: string };
-        const operations = patchOperations(request.body);
+        const operations = patchOperations(request.body, 'group');
         const body = await inTenant(request, async (tx, principal) => {
           const current = await requireGroup(tx, id);
           const before = presentGroup(current, (await membersOf(tx, [current.id])).get(current.id) ?? [], baseUrlOf(request));

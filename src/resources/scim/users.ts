@@ -254,7 +254,7 @@ const phonePresent = sql`${users.phone} is not null`;
 const addressPresent = sql`(${users.street} is not null or ${users.zipcode} is not null or ${users.city} is not null)`;
 
 /** Filterable User attributes, by lower-case path (core schema URN prefix removed). */
-const USER_ATTRIBUTES: Record<string, FilterAttribute> = {
+export const USER_ATTRIBUTES: Record<string, FilterAttribute> = {
   id: { value: column(users.id), kind: 'id' },
   externalid: { value: externalIdOf, kind: 'exact' },
   username: { value: column(users.username), kind: 'text' },
@@ -322,7 +322,10 @@ function comparison(attribute: FilterAttribute, op: string, path: string, value:
   }
   if (kind === 'datetime') {
     const instant = new Date(value);
-    if (Number.isNaN(instant.getTime())) throw invalidFilter(`${path} is compared with a date and time (RFC 3339).`);
+    // JavaScript reads years 0, negative and up to 275760; timestamptz in ISO form does not: years 1 to 9999 (UTC) only.
+    if (Number.isNaN(instant.getTime()) || instant.getUTCFullYear() < 1 || instant.getUTCFullYear() > 9999) {
+      throw invalidFilter(`${path} is compared with a date and time (RFC 3339) in the years 1 to 9999.`);
+    }
     const operators: Record<string, string> = { eq: '=', ne: '<>', gt: '>', ge: '>=', lt: '<', le: '<=' };
     const operator = operators[op];
     if (!operator) throw invalidFilter(`${path} is a date and time: co, sw and ew do not compare it.`);

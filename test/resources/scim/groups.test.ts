@@ -54,7 +54,9 @@ t.test('refused group writes store nothing', async (t) => {
   }
   const foreign = await scim('POST', '/Groups', { schemas: [GROUP], displayName: 'Foreign', members: [{ value: String(foreigner.id) }] });
   t.equal(foreign.status, 400, "another tenant's user is no member");
-  const viewer = await api.createUser(tenant.tenantId, { permissions: ['users.administer'] });
+  const viewer = await api.createUser(tenant.tenantId, {
+    permissions: ['users.administer', 'users.view', 'users.view-personal', 'users.view-administrative'],
+  });
   const weak = await tokenOf(tenant.tenantId, viewer.id);
   t.equal((await scim('POST', '/Groups', { schemas: [GROUP], displayName: 'Weak' }, weak)).status, 403, 'needs departments.manage');
   t.equal(await departmentCount(), before);
@@ -131,4 +133,77 @@ t.test('a group list costs a constant number of queries', async (t) => {
   const few = await measure();
   for (let i = 0; i < 4; i++) await createDepartment(api.db, tenant.tenantId, `Team ${i}`, [ann.id, ben.id]);
   t.equal(await measure(), few);
+});
+
+t.test('a PATCH path or value key naming __proto__, constructor or prototype is refused and pollutes nothing', async (t) => {
+  const created = await scim('POST', '/Groups', { schemas: [GROUP], displayName: 'Protos', members: [{ value: String(ann.id) }] });
+  t.equal(created.status, 201);
+  const path = `/Groups/${created.body.id}`;
+  const attacks = [
+    { op: 'add', path: '__proto__.polluted', value: 1 },
+    { op: 'add', path: 'constructor.prototype.polluted', value: 1 },
+    { op: 'add', path: 'members[value eq "1"].__proto__.polluted', value: 1 },
+    { op: 'add', path: 'urn:ietf:params:scim:schemas:core:2.0:Group:__proto__.polluted', value: 1 },
+    { op: 'add', path: 'userName', value: 'x' },
+    { op: 'add', value: { 'constructor.prototype.polluted': 1 } },
+    { op: 'replace', value: { members: [{ value: String(ben.id), PROTOTYPE: { polluted: 1 } }] } },
+  ];
+  for (const operation of attacks) {
+    const res = await scim('PATCH', path, { schemas: [PATCH], Operations: [{ op: 'replace', path: 'displayName', value: 'Changed' }, operation] });
+    t.equal(res.status, 400, JSON.stringify(operation));
+    t.same(res.body.schemas, [ERROR]);
+    t.equal(res.body.scimType, 'invalidPath');
+    t.equal(({} as Record<string, unknown>).polluted, undefined, `Object.prototype untouched by ${JSON.stringify(operation)}`);
+  }
+  // A "__proto__" key in the JSON text is refused by the body parser already.
+  const refused = await scim('PATCH', path, JSON.parse(`{"schemas":["${PATCH}"],"Operations":[{"op":"add","value":{"__proto__":{"polluted":1}}}]}`));
+  t.equal(refused.status, 400);
+  t.equal(refused.body.scimType, 'invalidSyntax');
+  t.equal(({} as Record<string, unknown>).polluted, undefined, 'Object.prototype untouched by a "__proto__" key');
+  t.same((await scim('GET', path)).body, created.body, 'the group is as it was');
+});
+
+t.test("a token's minter may add or remove only members they may administer", async (t) => {
+  const delegate = await api.createUser(tenant.tenantId, {
+    permissions: ['users.administer', 'users.view', 'users.view-personal', 'users.view-administrative', 'departments.manage'],
+  });
+  const weak = await tokenOf(tenant.tenantId, delegate.id);
+  // Created by the full administrator's token: the administrator (who holds more than the delegate) is a member.
+  const created = await scim('POST', '/Groups', { schemas: [GROUP], displayName: 'Guarded', members: [{ value: String(tenant.adminUserId) }] });
+  t.equal(created.status, 201);
+  const empty = await scim('POST', '/Groups', { schemas: [GROUP], displayName: 'Open' });
+  t.equal(empty.status, 201);
+  const guarded = Number(created.body.id);
+  const open = Number(empty.body.id);
+
+  const adding = await scim(
+    'PATCH',
+    `/Groups/${open}`,
+    { schemas: [PATCH], Operations: [{ op: 'add', path: 'members', value: [{ value: String(ann.id) }, { value: String(tenant.adminUserId) }] }] },
+    weak,
+  );
+  t.equal(adding.status, 403, 'adding a member who holds more than the minter is refused');
+  t.same(adding.body.schemas, [ERROR]);
+  t.same(await memberIds(open), [], 'no member added');
+
+  const removing = await scim(
+    'PATCH',
+    `/Groups/${guarded}`,
+    { schemas: [PATCH], Operations: [{ op: 'remove', path: `members[value eq "${tenant.adminUserId}"]` }] },
+    weak,
+  );
+  t.equal(removing.status, 403, 'removing such a member is refused');
+  const replacing = await scim('PUT', `/Groups/${guarded}`, { schemas: [GROUP], displayName: 'Renamed', members: [{ value: String(ann.id) }] }, weak);
+  t.equal(replacing.status, 403, 'a PUT leaving such a member out is refused');
+  t.same(await memberIds(guarded), [String(tenant.adminUserId)], 'the membership is as it was');
+  t.equal((await scim('GET', `/Groups/${guarded}`)).body.displayName, 'Guarded', 'the name is as it was');
+
+  const allowed = await scim(
+    'PATCH',
+    `/Groups/${open}`,
+    { schemas: [PATCH], Operations: [{ op: 'add', path: 'members', value: [{ value: String(ann.id) }] }] },
+    weak,
+  );
+  t.equal(allowed.status, 200, 'a member the minter may administer is added');
+  t.same(await memberIds(open), [String(ann.id)]);
 });

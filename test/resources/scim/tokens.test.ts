@@ -1,6 +1,6 @@
 import t from 'tap';
 import { sql } from 'drizzle-orm';
-import { PERMISSIONS } from '../../../src/platform/auth/permissions.ts';
+import { PERMISSIONS, type Permission } from '../../../src/platform/auth/permissions.ts';
 import { startTestApi } from '../../helpers/atrium.ts';
 import { bearer, rowCount } from '../../helpers/fixtures.ts';
 
@@ -81,8 +81,43 @@ t.test("another tenant's token cannot be revoked, and its users stay apart", asy
   t.equal(list.totalResults, 1);
 });
 
+/** What a minter holds: besides users.administer, every permission that shows user fields (SCIM reads and writes them all). */
+const MINTER: Permission[] = ['users.administer', 'users.view', 'users.view-personal', 'users.view-administrative'];
+
+t.test('minting needs every permission that shows user fields', async (t) => {
+  const before = await rowCount(api.db, 'scim_tokens');
+  for (const lacking of ['users.view', 'users.view-personal', 'users.view-administrative'] as const) {
+    const delegate = await api.createUser(tenant.tenantId, { permissions: MINTER.filter((p) => p !== lacking) });
+    const res = await create(t, { name: 'x' }, delegate.token);
+    t.equal(res.status, 403, `refused without ${lacking}`);
+    t.equal(res.body.code, 'permission_missing');
+    t.match(res.body.detail, lacking);
+  }
+  t.equal(await rowCount(api.db, 'scim_tokens'), before, 'no token stored');
+});
+
+t.test('a token stops working when its minter loses users.view-personal', async (t) => {
+  const delegate = await api.createUser(tenant.tenantId, { permissions: MINTER });
+  const { body } = await create(t, { name: 'delegated' }, delegate.token);
+  t.equal((await scim(body.token)).statusCode, 200);
+  await api.db.owner.execute(
+    sql`update roles set permissions = array_remove(permissions, 'users.view-personal') where id = (select role_id from users where id = ${delegate.id})`,
+  );
+  t.equal((await scim(body.token)).statusCode, 401);
+});
+
+t.test('a token stops working when its minter is marked for logout; a token minted after works', async (t) => {
+  const delegate = await api.createUser(tenant.tenantId, { permissions: MINTER });
+  const { body } = await create(t, { name: 'before the mark' }, delegate.token);
+  t.equal((await scim(body.token)).statusCode, 200);
+  t.equal((await api.call(t, 'markUserForLogout', { token: admin, params: { user: delegate.id } })).status, 204);
+  t.equal((await scim(body.token)).statusCode, 401, 'the token minted before the mark is refused');
+  const again = await create(t, { name: 'after the mark' });
+  t.equal((await scim(again.body.token)).statusCode, 200, 'a token of another minter is not concerned');
+});
+
 t.test('a token stops working when its minter loses users.administer', async (t) => {
-  const delegate = await api.createUser(tenant.tenantId, { permissions: ['users.administer'] });
+  const delegate = await api.createUser(tenant.tenantId, { permissions: MINTER });
   const { body } = await create(t, { name: 'delegated' }, delegate.token);
   t.equal((await scim(body.token)).statusCode, 200);
   await api.db.owner.execute(sql`update roles set permissions = '{}' where id = (select role_id from users where id = ${delegate.id})`);

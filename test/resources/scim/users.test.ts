@@ -215,6 +215,11 @@ t.test('filters: bad ones are invalidFilter', async (t) => {
     'active co "t"',
     'active eq "maybe"',
     'meta.created gt "yesterday"',
+    // Instants JavaScript reads but PostgreSQL's timestamptz cannot hold (or holds only oddly): years 1 to 9999 only.
+    'meta.created gt "0000-01-01T00:00:00Z"',
+    'meta.lastModified lt "+275760-09-13T00:00:00Z"',
+    'meta.created gt "-000001-01-01T00:00:00Z"',
+    'meta.created ge "+010000-01-01T00:00:00Z"',
     'userName eq 5',
     '((userName eq "a"',
   ]) {
@@ -360,7 +365,9 @@ t.test('refused PATCHes change nothing', async (t) => {
 });
 
 t.test('the token acts with its minter authority: no administering users who can do more', async (t) => {
-  const delegate = await api.createUser(tenant.tenantId, { permissions: ['users.administer'] });
+  const delegate = await api.createUser(tenant.tenantId, {
+    permissions: ['users.administer', 'users.view', 'users.view-personal', 'users.view-administrative'],
+  });
   const token = await mint(t, delegate.token);
   const res = await scim(
     'PATCH',
@@ -468,4 +475,31 @@ t.test('hostile input is a 4xx, never a 5xx, and changes nothing', async (t) => 
     t.ok(res.status === 200 || res.status === 400, `${query} → ${res.status}`);
   }
   t.equal(await userCount(), before);
+});
+
+t.test('a PATCH path or value key naming __proto__, constructor or prototype is refused and pollutes nothing', async (t) => {
+  const created = (await scim('POST', '/Users', newUser())).body;
+  const path = `/Users/${created.id}`;
+  const audits = await auditCount();
+  const attacks = [
+    { op: 'add', path: '__proto__.polluted', value: 1 },
+    { op: 'add', path: 'constructor.prototype.polluted', value: 1 },
+    { op: 'replace', path: 'name.__PROTO__.polluted', value: 1 },
+    { op: 'add', path: `${ENTERPRISE}:__proto__.polluted`, value: 1 },
+    { op: 'add', path: 'emails[type eq "work"].constructor.prototype.polluted', value: 1 },
+    { op: 'add', path: 'unknownAttribute.x', value: 1 },
+    { op: 'add', value: { 'constructor.prototype.polluted': 1 } },
+    { op: 'replace', value: { name: { Constructor: { prototype: { polluted: 1 } } } } },
+  ];
+  for (const operation of attacks) {
+    const res = await scim('PATCH', path, { schemas: [PATCH], Operations: [{ op: 'replace', path: 'name.givenName', value: 'Changed' }, operation] });
+    isError(t, res, 400, 'invalidPath');
+    t.equal(({} as Record<string, unknown>).polluted, undefined, `Object.prototype untouched by ${JSON.stringify(operation)}`);
+  }
+  // A "__proto__" key in the JSON text is refused by the body parser already.
+  const payload = `{"schemas":["${PATCH}"],"Operations":[{"op":"add","value":{"__proto__":{"polluted":1}}}]}`;
+  isError(t, await scim('PATCH', path, undefined, { payload }), 400, 'invalidSyntax');
+  t.equal(({} as Record<string, unknown>).polluted, undefined, 'Object.prototype untouched by a "__proto__" key');
+  t.same((await scim('GET', path)).body, created, 'the user is as it was');
+  t.equal(await auditCount(), audits, 'no event recorded');
 });
