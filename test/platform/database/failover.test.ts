@@ -10,7 +10,8 @@
  * promotion, readiness told the truth, and a live stream opened before both failovers
  * still receives what is sent after them.
  */
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { promisify } from 'node:util';
+import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, rmSync } from 'node:fs';
 import { chown, mkdir, mkdtemp } from 'node:fs/promises';
 import os from 'node:os';
@@ -345,7 +346,9 @@ t.test('a switchover: pg_autoctl perform failover', async (t) => {
   const before = await primaryName();
   const standbyPort = before === 'node_a' ? portB : portA;
   const started = Date.now();
-  execFileSync(PG_AUTOCTL, ['perform', 'failover', '--pgdata', path.join(dir, 'monitor')], { env, cwd: dir, ...owner, stdio: 'ignore', timeout: 60_000 });
+  // Asynchronously: the load and the Atrium under test run in this process, and a
+  // synchronous child would stop them for as long as the switchover takes.
+  await promisify(execFile)(PG_AUTOCTL, ['perform', 'failover', '--pgdata', path.join(dir, 'monitor')], { env, cwd: dir, ...owner, timeout: 180_000 });
   const promotedAt = await writableAt(standbyPort);
   const back = await recovery(promotedAt);
   t.comment(`switchover: the standby accepted writes ${promotedAt - started} ms after the command; Atrium wrote again ${back} ms after that`);
