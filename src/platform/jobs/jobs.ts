@@ -4,7 +4,7 @@ import postgres from 'postgres';
 import { dropConnection, isReadOnlyServer } from '../database/connection-loss.ts';
 import { driverUrl } from '../database/connection-url.ts';
 import type { Db } from '../database/database.ts';
-import { takeExpiredLeases, takeLease } from './leases.ts';
+import { lostJobs, removeExpiredLeases, takeLeases } from './leases.ts';
 
 /**
  * A background job: its queue (retry policy), how workers fetch it, an optional cron
@@ -109,6 +109,8 @@ export function jobQueueConnection(url: string, max: number): { db: PgBoss.Db; c
 
 /** Arbitrary constant: serialises the queue set-up of processes that start together. */
 const QUEUE_SETUP_LOCK = 720_431_978;
+/** Arbitrary constant: one lost-job sweep at a time across worker processes. */
+const SWEEP_LOCK = 720_431_979;
 
 /** pg-boss in its own schema, connected as the owner role (it creates its own tables). */
 export class Jobs {
@@ -171,14 +173,8 @@ export class Jobs {
   /** Starts workers for every definition (ATRIUM_ROLE worker or all); each job's work is given `context`. */
   async work<C>(definitions: readonly JobDefinition<never, C>[], context: C): Promise<void> {
     for (const definition of definitions) {
-      const id = await this.boss.work<never>(
-        definition.name,
-        { batchSize: 1, pollingIntervalSeconds: 2, ...definition.work, includeMetadata: true },
-        async (jobs) => {
-          for (const job of jobs) {
-            await this.leased(definition.name, job.id, () => definition.handle(job.data, context, { retried: job.retryCount > 0 }));
-          }
-        },
+      const id = await this.boss.work<never>(definition.name, { batchSize: 1, pollingIntervalSeconds: 2, ...definition.work, includeMetadata: true }, (jobs) =>
+        this.runLeased(definition, jobs, context),
       );
       this.workers.set(definition.name, id);
       if (definition.cron) await this.boss.schedule(definition.name, definition.cron, {});
@@ -195,33 +191,59 @@ export class Jobs {
   }
 
   /**
-   * Runs one job under a lease renewed every third of its length. A renewal that fails
-   * (database briefly away) is logged and tried again at the next tick; if the lease
-   * expires meanwhile the job is retried elsewhere, which jobs tolerate (they are safe to
-   * run twice).
+   * Runs a fetched batch under leases renewed every third of their length, one job at a
+   * time. A renewal that fails (database briefly away) is logged and tried again at the
+   * next tick; if a lease expires meanwhile the job is retried elsewhere, which jobs
+   * tolerate (they are safe to run twice).
+   *
+   * A job that succeeds is completed here, and only then is its lease released: were the
+   * completion lost (the database failed over at that moment), the job would stay running
+   * in pg-boss's eyes with nobody vouching for it. Kept, the lease expires and the sweeper
+   * retries the job. A job that fails is failed by pg-boss (the error thrown to it); its
+   * lease is left to expire, so that a failure pg-boss could not record is retried too.
    */
-  private async leased(queue: string, jobId: string, work: () => Promise<void>): Promise<void> {
+  private async runLeased<C>(definition: JobDefinition<never, C>, jobs: PgBoss.JobWithMetadata<never>[], context: C): Promise<void> {
     const { db, leaseSeconds } = this.options;
-    const lease = await takeLease(db, queue, jobId, leaseSeconds);
+    const queue = definition.name;
+    const leases = await takeLeases(
+      db,
+      queue,
+      jobs.map((job) => job.id),
+      leaseSeconds,
+    );
     const renewal = setInterval(() => {
-      lease.renew().catch((error: unknown) => this.log.warn({ err: error, queue, jobId }, 'job lease not renewed'));
+      leases.renew().catch((error: unknown) => this.log.warn({ err: error, queue }, 'job lease not renewed'));
     }, this.renewEveryMs());
     try {
-      await work();
+      for (const job of jobs) {
+        await definition.handle(job.data, context, { retried: job.retryCount > 0 });
+        await this.boss.complete(queue, job.id);
+        await leases.release(job.id).catch((error: unknown) => this.log.warn({ err: error, queue, jobId: job.id }, 'job lease not released'));
+      }
     } finally {
       clearInterval(renewal);
-      await lease.release().catch((error: unknown) => this.log.warn({ err: error, queue, jobId }, 'job lease not released'));
     }
   }
 
-  /** Fails every job whose worker stopped renewing its lease; pg-boss retries it per its queue's policy. */
+  /**
+   * Fails every job that no worker vouches for (`lostJobs`); pg-boss retries it per its
+   * queue's policy. One sweeper at a time, so each lost job is failed once.
+   */
   private async failLostJobs(): Promise<void> {
     try {
-      const lost = await takeExpiredLeases(this.options.db);
-      for (const { jobId, queue, holder } of lost) {
-        this.log.warn({ queue, jobId, holder }, 'job lost with its worker; retrying it');
-        await this.boss.fail(queue, jobId, { message: `worker ${holder} stopped renewing its lease` });
-      }
+      await this.options.db.transaction(async (tx) => {
+        const [turn] = await tx.execute<{ mine: boolean }>(sql`select pg_try_advisory_xact_lock(${SWEEP_LOCK}) as mine`);
+        if (!turn?.mine) return;
+        const lost = await lostJobs(tx, this.options.leaseSeconds);
+        for (const { jobId, queue, holder } of lost) {
+          this.log.warn({ queue, jobId, holder }, 'job lost with its worker; retrying it');
+          await this.boss.fail(queue, jobId, { message: holder ? `worker ${holder} stopped renewing its lease` : 'no worker holds a lease on the job' });
+        }
+        await removeExpiredLeases(
+          tx,
+          lost.map((job) => job.jobId),
+        );
+      });
     } catch (error) {
       this.log.error({ err: error }, 'lost-job sweep failed');
     }

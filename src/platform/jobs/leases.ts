@@ -1,15 +1,16 @@
 import { randomUUID } from 'node:crypto';
 import os from 'node:os';
-import { and, eq, lt, sql } from 'drizzle-orm';
+import { and, eq, inArray, lt, sql } from 'drizzle-orm';
 import { pgTable, text, timestamp, uuid } from 'drizzle-orm/pg-core';
 import type { Db } from '../database/database.ts';
 
 /**
  * Running jobs and how long their worker vouches for them (docs/fault-tolerance.md). A
- * worker writes a lease when it starts a job, renews it while the job runs, and deletes it
- * when the job ends. A lease that expires means the worker is gone (killed, out of memory,
- * host lost): the sweeper fails the job and pg-boss retries it. Installation-wide (not a
- * tenant's) and read only by the owner role.
+ * worker writes a lease when it fetches a job, renews it while the job runs, and deletes it
+ * once the job's completion is recorded. A running job without a live lease means the
+ * worker is gone (killed, out of memory, host lost) or could not record the outcome: the
+ * sweeper fails the job and pg-boss retries it. Installation-wide (not a tenant's) and
+ * read only by the owner role.
  */
 export const jobLeases = pgTable('job_leases', {
   /** The pg-boss job; its retries keep the id. */
@@ -25,36 +26,51 @@ export const jobLeases = pgTable('job_leases', {
 const holder = `${os.hostname()}:${process.pid}`;
 const expiry = (seconds: number) => sql`now() + make_interval(secs => ${seconds})`;
 
-export interface Lease {
+/** The leases of one fetched batch of jobs, taken together and renewed together. */
+export interface Leases {
   renew(): Promise<void>;
-  release(): Promise<void>;
+  /** Ends the lease of one job, once its outcome is recorded. */
+  release(jobId: string): Promise<void>;
 }
 
-/** Takes the lease of job `jobId` for `seconds` (replacing the lease of an earlier, lost run). */
-export async function takeLease(db: Db, queue: string, jobId: string, seconds: number): Promise<Lease> {
+/** Takes the leases of `jobIds` for `seconds` (replacing the leases of earlier, lost runs). */
+export async function takeLeases(db: Db, queue: string, jobIds: readonly string[], seconds: number): Promise<Leases> {
   const run = randomUUID();
   await db
     .insert(jobLeases)
-    .values({ jobId, queue, run, holder, expiresAt: expiry(seconds) })
+    .values(jobIds.map((jobId) => ({ jobId, queue, run, holder, expiresAt: expiry(seconds) })))
     .onConflictDoUpdate({ target: jobLeases.jobId, set: { run, holder, expiresAt: expiry(seconds) } });
-  const mine = and(eq(jobLeases.jobId, jobId), eq(jobLeases.run, run));
   return {
     async renew() {
       await db
         .update(jobLeases)
         .set({ expiresAt: expiry(seconds) })
-        .where(mine);
+        .where(eq(jobLeases.run, run));
     },
-    async release() {
-      await db.delete(jobLeases).where(mine);
+    async release(jobId) {
+      await db.delete(jobLeases).where(and(eq(jobLeases.jobId, jobId), eq(jobLeases.run, run)));
     },
   };
 }
 
-/** Removes every expired lease and returns its job, each to exactly one caller. */
-export function takeExpiredLeases(db: Db): Promise<{ jobId: string; queue: string; holder: string }[]> {
-  return db
-    .delete(jobLeases)
-    .where(lt(jobLeases.expiresAt, sql`now()`))
-    .returning({ jobId: jobLeases.jobId, queue: jobLeases.queue, holder: jobLeases.holder });
+/**
+ * The jobs pg-boss holds as running that no worker vouches for: active for longer than a
+ * lease, and without a lease that is still renewed. Their worker died (the lease
+ * expired), died before it wrote the lease, or could not record the job's outcome (the
+ * database went away at that moment: the lease is kept then, and expires).
+ */
+export function lostJobs(db: Pick<Db, 'execute'>, seconds: number): Promise<{ jobId: string; queue: string; holder: string | null }[]> {
+  return db.execute<{ jobId: string; queue: string; holder: string | null }>(sql`
+    select job.id as "jobId", job.name as queue, lease.holder
+    from pgboss.job job
+    left join ${jobLeases} lease on lease.job_id = job.id
+    where job.state = 'active'
+      and job.started_on < now() - make_interval(secs => ${seconds})
+      and (lease.expires_at is null or lease.expires_at < now())`);
+}
+
+/** Removes the expired leases of `jobIds` (their jobs were failed, for pg-boss to retry). */
+export async function removeExpiredLeases(db: Pick<Db, 'delete'>, jobIds: readonly string[]): Promise<void> {
+  if (jobIds.length === 0) return;
+  await db.delete(jobLeases).where(and(inArray(jobLeases.jobId, [...jobIds]), lt(jobLeases.expiresAt, sql`now()`)));
 }
