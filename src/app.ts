@@ -110,6 +110,14 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   const app = Fastify({
     ...(options.logger ? { loggerInstance: options.logger } : { logger: loggerOptions(services.config.logLevel) }),
     bodyLimit: services.config.bodyLimitBytes,
+    // Fastify lifts Node's limit on the time to receive a request: a client sending a body
+    // a byte at a time would hold its connection for ever. Headers get at most a minute of it.
+    requestTimeout: services.config.requestTimeoutSeconds * 1000,
+    http: {
+      headersTimeout: Math.min(60_000, services.config.requestTimeoutSeconds * 1000),
+      // How often Node looks for requests over time (its default, 30 s, would let a short limit overrun by that much).
+      connectionsCheckingInterval: Math.min(30_000, services.config.requestTimeoutSeconds * 250),
+    },
     trustProxy: fastifyTrustProxy(services.config.trustProxy),
     forceCloseConnections: 'idle',
     // `X-Request-Id` when well-formed, otherwise a new one; logged as `request_id`.

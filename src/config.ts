@@ -44,6 +44,12 @@ export interface Config {
   loginFailureWindowSeconds: number;
   bodyLimitBytes: number;
   /**
+   * How long a client may take to send one whole request, headers and body; a request not
+   * received by then is answered 408 and its connection closed. Bounds what a client that
+   * sends slowly holds on to; answers (live streams, exports) are not limited by it.
+   */
+  requestTimeoutSeconds: number;
+  /**
    * Which reverse proxies' `X-Forwarded-For` entries are believed (Fastify `trustProxy`):
    * false (none; the client address is the connection's), the number of proxy hops in
    * front of Atrium, or the proxies' addresses and CIDRs. Never "every hop".
@@ -176,6 +182,7 @@ export const environmentSchema = {
     LOGIN_MAX_FAILURES: integer(1, 1_000_000, 10, 'an integer of at least 1'),
     LOGIN_FAILURE_WINDOW: integer(1, 2 ** 31 - 1, 900, 'a number of seconds, at least 1'),
     BODY_LIMIT: integer(1024, 2 ** 31 - 1, 1024 * 1024, 'a number of bytes, at least 1024'),
+    REQUEST_TIMEOUT: integer(1, 3600, 300, 'a number of seconds from 1 to 3600'),
     TRUST_PROXY: {
       type: 'string',
       format: 'trust-proxy',
@@ -398,6 +405,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     loginMaxFailures: vars.LOGIN_MAX_FAILURES,
     loginFailureWindowSeconds: vars.LOGIN_FAILURE_WINDOW,
     bodyLimitBytes: vars.BODY_LIMIT,
+    requestTimeoutSeconds: vars.REQUEST_TIMEOUT,
     trustProxy: trustProxy(vars.TRUST_PROXY) ?? false,
     secretKey: vars.ATRIUM_SECRET_KEY,
     appDatabaseUrl: vars.ATRIUM_APP_DATABASE_URL,

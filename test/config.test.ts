@@ -40,6 +40,7 @@ t.test('unset and empty variables take their defaults', async (t) => {
   t.equal(config.role, 'all');
   t.equal(config.shutdownTimeoutMs, 20_000);
   t.equal(config.databasePoolSize, 10);
+  t.equal(config.requestTimeoutSeconds, 300);
   t.equal(loadConfig({ DATABASE_POOL_SIZE: '' }).databasePoolSize, 10);
   t.equal(loadConfig({ DATABASE_POOL_SIZE: '25' }).databasePoolSize, 25);
   t.strictSame(loadConfig({ WEBHOOK_ALLOWED_CIDRS: '10.0.0.0/8, ::1/128' }).webhookAllowedCidrs, ['10.0.0.0/8', '::1/128']);
@@ -65,6 +66,7 @@ t.test('each mistake is one line naming the variable and what it accepts', async
     [{ PORT: '99999' }, /^PORT: "99999" is not accepted/],
     [{ PORT: '1.5' }, /^PORT: /],
     [{ DATABASE_POOL_SIZE: '0' }, /^DATABASE_POOL_SIZE: "0" is not accepted; expected a number of connections from 1 to 1000$/],
+    [{ REQUEST_TIMEOUT: '0' }, /^REQUEST_TIMEOUT: "0" is not accepted; expected a number of seconds from 1 to 3600$/],
     [{ DATABASE_URL: 'garbage' }, /^DATABASE_URL: its value is not accepted; expected a PostgreSQL connection URL/],
     [{ DATABASE_URL: 'mysql://u:p@h/db' }, /^DATABASE_URL: /],
     [{ ATRIUM_APP_DATABASE_URL: 'postgres://' }, /^ATRIUM_APP_DATABASE_URL: /],

@@ -2,7 +2,8 @@
  * The platform's refusals are answers the spec declares: an over-long path segment (414),
  * an over-large body (413), a body of a media type the operation does not take (415), a
  * malformed path parameter (422), an unreadable body (400) and a request line and headers
- * over Node's limit (431) are problem documents, and each operation that gives them
+ * over Node's limit (431) are problem documents, as is a request that is not received in
+ * time (408: `REQUEST_TIMEOUT`, 2 s here), and each operation that gives them
  * declares them. `api.call` asserts the declaration (test/helpers/contract.ts), which is
  * strict: a status the operation does not declare fails the test, problem document or not.
  */
@@ -11,7 +12,7 @@ import t, { type Test } from 'tap';
 import { startTestApi } from '../../helpers/atrium.ts';
 import { contractViolations } from '../../helpers/contract.ts';
 
-const api = await startTestApi(t);
+const api = await startTestApi(t, { requestTimeoutSeconds: 2 });
 const app = api.atrium.app!;
 const tenant = await api.createTenant('declared');
 const token = tenant.adminToken;
@@ -78,8 +79,8 @@ t.test('a JSON body that cannot be read is a declared 400, also where the operat
   isProblem(t, answer, 400, 'bad-request');
 });
 
-/** Sends raw bytes to the listening server and answers the status, media type and body. */
-function rawRequest(port: number, request: string): Promise<{ status: number; contentType: string; body: unknown }> {
+/** Sends raw bytes to the listening server (and nothing more) and answers the status, media type and body, and when the server closed. */
+function rawRequest(port: number, request: string): Promise<{ status: number; contentType: string; body: unknown; closedAt: number }> {
   return new Promise((resolve, reject) => {
     const socket = connect(port, '127.0.0.1');
     const chunks: Buffer[] = [];
@@ -90,6 +91,7 @@ function rawRequest(port: number, request: string): Promise<{ status: number; co
         status: Number(/^HTTP\/1\.1 (\d{3}) /.exec(head)?.[1]),
         contentType: /\r\ncontent-type: ([^\r]*)/i.exec(head)?.[1] ?? '',
         body: JSON.parse(text.slice(head.length + 4)),
+        closedAt: Date.now(),
       });
     };
     socket.on('data', (chunk) => chunks.push(chunk));
@@ -109,4 +111,20 @@ t.test('a request line and headers over 16 KiB are a declared 431, before any op
   const header = await rawRequest(port, `GET /api/users/current HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${'x'.repeat(20_000)}\r\n\r\n`);
   t.equal(header.status, 431, 'an access token of 20 kB');
   t.strictSame(contractViolations('getCurrentUser', header.status, header.contentType, header.body), [], 'getCurrentUser declares it');
+});
+
+t.test('a request not received within REQUEST_TIMEOUT is a declared 408, and its connection is closed', async (t) => {
+  if (!app.server.listening) await app.listen({ port: 0, host: '127.0.0.1' });
+  const port = (app.server.address() as { port: number }).port;
+  // A body announced and never sent in full: before the limit existed, the connection stayed open for ever.
+  const body = await rawRequest(
+    port,
+    `PUT /api/users/${tenant.adminUserId} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"first_name":`,
+  );
+  t.equal(body.status, 408, 'a body that stops arriving');
+  t.match(body.body, { status: 408, type: '/problems/request-timeout' });
+  t.strictSame(contractViolations('updateUser', body.status, body.contentType, body.body), [], 'updateUser declares it');
+  const headers = await rawRequest(port, `GET /api/users/current HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\n`);
+  t.equal(headers.status, 408, 'headers that stop arriving');
+  t.strictSame(contractViolations('getCurrentUser', headers.status, headers.contentType, headers.body), [], 'getCurrentUser declares it');
 });
