@@ -55,14 +55,20 @@ await db.owner.execute(sql`
 await db.owner.execute(sql`
   create trigger refuse_first_completion before update on pgboss.job for each row execute function refuse_first_completion()`);
 
-t.test('a job fetched by a worker that vanished before writing its lease is retried', async (t) => {
-  const id = await jobs.send(probe as JobDefinition<{ key: string }, unknown>, { key: 'vanished' });
-  // Another worker fetches it (pg-boss marks it active) and is gone before its lease.
+/** A job of `queue` fetched by a pg-boss of another worker (pg-boss marks it active), whose connection then goes. */
+async function fetchElsewhere(queue: string): Promise<PgBoss.Job<unknown> | undefined> {
   const connection = jobQueueConnection(db.sessionUrl, 1);
   const other = new PgBoss({ db: connection.db, schema: 'pgboss', schedule: false, supervise: false });
   await other.start();
-  const [fetched] = await other.fetch(probe.name);
+  const [fetched] = await other.fetch(queue);
   await connection.close();
+  return fetched;
+}
+
+t.test('a job fetched by a worker that vanished before writing its lease is retried', async (t) => {
+  const id = await jobs.send(probe as JobDefinition<{ key: string }, unknown>, { key: 'vanished' });
+  // Another worker fetches it (pg-boss marks it active) and is gone before its lease.
+  const fetched = await fetchElsewhere(probe.name);
   t.equal(fetched?.id, id, 'the other worker fetched the job');
   t.equal((await stateOf(id))?.state, 'active');
 
@@ -110,11 +116,7 @@ t.test('a lease whose worker stopped renewing it is swept once, by one sweeper o
   t.teardown(() => second.stop());
   // A worker of neither Jobs holds the job: fetched with pg-boss, leased as a worker would, then silent.
   const id = await jobs.send(unattended as JobDefinition<{ key: string }, unknown>, { key: 'silent' });
-  const connection = jobQueueConnection(db.sessionUrl, 1);
-  const other = new PgBoss({ db: connection.db, schema: 'pgboss', schedule: false, supervise: false });
-  await other.start();
-  const [fetched] = await other.fetch(unattended.name);
-  await connection.close();
+  const fetched = await fetchElsewhere(unattended.name);
   t.equal(fetched?.id, id);
   await db.owner.execute(sql`
     insert into job_leases (job_id, queue, run, holder, expires_at) values (${id}, ${unattended.name}, gen_random_uuid(), 'elsewhere:1', now() + interval '1 second')`);
