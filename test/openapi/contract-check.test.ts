@@ -3,8 +3,9 @@
  * as a validating proxy: a required field missing from an answer fails it, whether the
  * body reaches the test or the server's serializer refused it (a 500); a field `selects`
  * may leave out does not. And the spec keeps its side: an answer that takes no `selects`
- * requires the `id` of the record it answers (docs/api-conventions.md#required-fields), and
- * every answer declares the `X-Request-Id` header the service sends on it.
+ * requires the `id` of the record it answers (docs/api-conventions.md#required-fields), every
+ * object nested in an answer requires the fields the service always sends, and every answer
+ * declares the `X-Request-Id` header the service sends on it.
  */
 import fastJsonStringify from 'fast-json-stringify';
 import t from 'tap';
@@ -125,4 +126,136 @@ t.test('every answer of every operation declares X-Request-Id', async (t) => {
   }
   t.ok(checked > 1000, `${checked} answers checked`);
   t.strictSame(lacking, []);
+});
+
+/**
+ * Every object an answer holds lists as `required` each field the service always sends
+ * (docs/api-conventions.md#required-fields): a nested object is answered whole (a relation's
+ * records, a configuration, a list of ids), so its fields are there whatever `selects` named.
+ * Only the record an answer with `selects` shapes keeps its fields optional. A field left
+ * optional below is one the service does not always send, for the reason given.
+ */
+const NOT_ALWAYS_SENT: Record<string, { fields: string[]; why: string }[]> = {
+  UserFull: [
+    {
+      fields: ['email', 'phone', 'street', 'zipcode', 'city', 'birthdate', 'gender'],
+      why: 'personal fields: shown with users.view-personal or on one own record',
+    },
+    {
+      fields: [
+        'staff_number',
+        'entering_date',
+        'leaving_date',
+        'active',
+        'role_id',
+        'request_password_change',
+        'prevent_logout',
+        'wants_email_notifications',
+        'default_route',
+        'last_login_at',
+        'role',
+      ],
+      why: 'administrative fields and the role relation: shown with users.view-administrative or on one own record',
+    },
+    { fields: ['static_url', 'url', 'url_context'], why: 'URL context: answered only when selects names it' },
+    { fields: ['departments', 'acceptedPolicies', 'entityPermissions'], why: 'relations not answered by default' },
+  ],
+  CurrentUser: [
+    { fields: ['static_url', 'url', 'url_context'], why: 'URL context: answered only when selects names it' },
+    { fields: ['departments', 'acceptedPolicies', 'entityPermissions'], why: 'relations not answered by default' },
+  ],
+  DepartmentFull: [
+    { fields: ['static_url', 'url', 'url_context'], why: 'URL context: answered only when selects names it' },
+    { fields: ['users', 'notification_settings', 'attribute_sets'], why: 'relations not answered by default' },
+  ],
+  MenuItemFull: [{ fields: ['language'], why: 'relation not answered by default' }],
+  NotificationFull: [{ fields: ['notifiable', 'targetable'], why: 'relations not answered by default' }],
+  WebhookDeliveryFull: [{ fields: ['attempt_log'], why: 'relation not answered by default' }],
+  CreatedUserLoginToken: [
+    { fields: ['id'], why: 'the internal id: answered only when selects names it' },
+    { fields: ['user', 'loginUser'], why: 'relations not answered by default' },
+  ],
+  // A relation whose records are users: each is the record `selects` shapes for users, its
+  // fields as the caller may see them.
+  User: [
+    {
+      fields: Object.keys((spec.components.schemas.User as { properties: object }).properties),
+      why: 'user records: fields as the caller may see them (a notification recipient, a department member, a login token user)',
+    },
+  ],
+  AttributeField: [{ fields: ['label'], why: 'optional when the set is written, and answered as written' }],
+  'WebhookConfigurationFull.auth': [{ fields: ['basic', 'header', 'secret'], why: 'the credentials answered are those written; `type` says which one is used' }],
+  'AuditEvent.details': [{ fields: ['recipient_count'], why: 'only notification.sent carries it' }],
+};
+
+t.test('every object an answer holds requires each field the service always sends', async (t) => {
+  type Node = Record<string, any>;
+  const document = spec as unknown as Node;
+  const resolve = (node: Node): Node => (node?.$ref ? resolve(node.$ref.split('/').slice(1).reduce((at: Node, key: string) => at[key], document)) : node);
+  const nameOf = (node: Node, at: string) => (node?.$ref ? node.$ref.split('/').pop()! : at);
+  const lacking = new Map<string, Set<string>>();
+  const excused = new Set<string>();
+  const visited = { shaped: new Set<Node>(), whole: new Set<Node>() };
+
+  /** Walks `node`, named `at`; `shaped`: the record `selects` shapes, whose own fields stay optional. */
+  const walk = (reference: Node, at: string, shaped: boolean): void => {
+    const name = nameOf(reference, at);
+    const node = resolve(reference);
+    if (!node || typeof node !== 'object') return;
+    const seen = shaped ? visited.shaped : visited.whole;
+    if (seen.has(node)) return;
+    seen.add(node);
+    for (const member of [...(node.oneOf ?? []), ...(node.anyOf ?? [])]) walk(member, name, shaped);
+    if (node.items) walk(node.items, name, shaped);
+    if (typeof node.additionalProperties === 'object') walk(node.additionalProperties, `${name}.*`, false);
+    // allOf members describe one object together: their properties and their required fields add up.
+    const members = [node, ...(node.allOf ?? []).map(resolve)];
+    const properties = Object.assign({}, ...members.map((member) => member.properties ?? {})) as Record<string, Node>;
+    const required = new Set(members.flatMap((member) => member.required ?? []));
+    if (!shaped) {
+      const optional = Object.keys(properties).filter((field) => !required.has(field));
+      const allowed = new Set((NOT_ALWAYS_SENT[name] ?? []).flatMap((entry) => entry.fields));
+      for (const field of optional) {
+        if (allowed.has(field)) excused.add(`${name}.${field}`);
+        else lacking.set(name, (lacking.get(name) ?? new Set()).add(field));
+      }
+    }
+    for (const [field, schema] of Object.entries(properties)) walk(schema, `${name}.${field}`, false);
+  };
+
+  let answers = 0;
+  for (const operationId of Object.keys(operations) as OperationId[]) {
+    const meta = operations[operationId];
+    const operation = document.paths[meta.path][meta.method.toLowerCase()] as Node;
+    const takesSelects = (operation.parameters ?? []).some((parameter: Node) => resolve(parameter).name === 'selects');
+    for (const [status, response] of Object.entries<Node>(operation.responses)) {
+      if (!status.startsWith('2')) continue;
+      const schema = resolve(response).content?.['application/json']?.schema;
+      if (!schema) continue;
+      answers++;
+      if (!takesSelects) {
+        walk(schema, operationId, false);
+        continue;
+      }
+      // The record `selects` shapes: the answer, an item of it, or under an envelope's `data`.
+      let record = schema;
+      if (resolve(record).type === 'array') record = resolve(record).items;
+      if (resolve(record).properties?.data && !resolve(record).properties.id) {
+        for (const [field, value] of Object.entries<Node>(resolve(record).properties)) if (field !== 'data') walk(value, `${operationId}.${field}`, false);
+        record = resolve(record).properties.data;
+        if (resolve(record).type === 'array') record = resolve(record).items;
+      }
+      walk(record, operationId, true);
+    }
+  }
+  t.ok(answers >= 80, `${answers} answers checked`);
+  t.strictSame(
+    [...lacking].map(([name, fields]) => `${name}: ${[...fields].join(', ')}`),
+    [],
+    'each field an answer always holds is required',
+  );
+  const stale = Object.entries(NOT_ALWAYS_SENT).flatMap(([name, entries]) =>
+    entries.flatMap((entry) => entry.fields.filter((field) => !excused.has(`${name}.${field}`)).map((field) => `${name}.${field}`)),
+  );
+  t.strictSame(stale, [], 'every exception names a field some answer leaves optional');
 });

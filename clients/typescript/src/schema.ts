@@ -2668,7 +2668,7 @@ export interface components {
              * @constant
              */
             action_type?: "webhook";
-            config?: components["schemas"]["WebhookConfiguration"];
+            config?: components["schemas"]["WebhookConfigurationFull"];
             /** Format: date-time */
             created_at?: string;
             /** Format: int64 */
@@ -2728,7 +2728,7 @@ export interface components {
              * @constant
              */
             action_type: "webhook";
-            config: components["schemas"]["WebhookConfiguration"];
+            config: components["schemas"]["WebhookConfigurationFull"];
             /** Format: date-time */
             created_at: string;
             /** Format: int64 */
@@ -2988,7 +2988,7 @@ export interface components {
                 };
                 /** Format: int32 */
                 line: number;
-                username?: string | null;
+                username: string | null;
             }[];
             new_users: {
                 /** Format: int32 */
@@ -3095,7 +3095,7 @@ export interface components {
                 /** Format: int64 */
                 id: number;
                 title: string;
-                version?: string | null;
+                version: string | null;
             }[];
             active: boolean;
             /** Format: date */
@@ -3238,7 +3238,7 @@ export interface components {
              *     values a department holds (`attributes`) and `attribute_set_ids` are shown to
              *     every signed-in user; the definitions (set names, field types and labels) are not.
              */
-            attribute_sets?: components["schemas"]["AttributeSet"][];
+            attribute_sets?: components["schemas"]["AttributeSetFull"][];
             /** @description Field key → value, for the fields of the attached attribute sets. */
             attributes?: {
                 [key: string]: unknown;
@@ -3256,7 +3256,7 @@ export interface components {
              */
             notification_setting_ids?: number[];
             /** @description Relation `notification_settings` (the assigned settings, by sort number). */
-            notification_settings?: components["schemas"]["NotificationSetting"][];
+            notification_settings?: components["schemas"]["NotificationSettingFull"][];
             static_url?: components["schemas"]["ContextStaticUrl"];
             /** @description Free tags; `filter[text]=#tag` matches them. */
             tags?: string[];
@@ -3307,7 +3307,7 @@ export interface components {
              *     values a department holds (`attributes`) and `attribute_set_ids` are shown to
              *     every signed-in user; the definitions (set names, field types and labels) are not.
              */
-            attribute_sets?: components["schemas"]["AttributeSet"][];
+            attribute_sets?: components["schemas"]["AttributeSetFull"][];
             /** @description Field key → value, for the fields of the attached attribute sets. */
             attributes: {
                 [key: string]: unknown;
@@ -3325,7 +3325,7 @@ export interface components {
              */
             notification_setting_ids: number[];
             /** @description Relation `notification_settings` (the assigned settings, by sort number). */
-            notification_settings?: components["schemas"]["NotificationSetting"][];
+            notification_settings?: components["schemas"]["NotificationSettingFull"][];
             static_url?: components["schemas"]["ContextStaticUrl"];
             /** @description Free tags; `filter[text]=#tag` matches them. */
             tags: string[];
@@ -3416,6 +3416,15 @@ export interface components {
             department_ids: number[];
             role_ids: number[];
             user_ids: number[];
+        };
+        /**
+         * @description The item's access restriction as answered (administration routes): the three lists,
+         *     always all of them, each empty when it names nobody. All empty means unrestricted.
+         */
+        EntityPermissionsFull: {
+            department_ids: components["schemas"]["Id"][];
+            role_ids: components["schemas"]["Id"][];
+            user_ids: components["schemas"]["Id"][];
         };
         /**
          * @description Who may administer the form or task template besides holders of `tasks.administer`:
@@ -3898,7 +3907,7 @@ export interface components {
              * @description Soft-deletion time (administration routes only).
              */
             deleted_at?: string | null;
-            entity_permissions?: components["schemas"]["EntityPermissions"];
+            entity_permissions?: components["schemas"]["EntityPermissionsFull"];
             /** Format: int32 */
             icon_id?: number;
             /** Format: int64 */
@@ -3909,8 +3918,8 @@ export interface components {
             lang_id?: string;
             /** @description Relation `language`. */
             language?: {
-                id?: string;
-                name?: string;
+                id: string;
+                name: string;
             } | null;
             /** @description The caller-resolved link (user routes) or the stored template (administration routes). */
             link?: string;
@@ -3998,7 +4007,7 @@ export interface components {
              * @description Soft-deletion time (administration routes only).
              */
             deleted_at: string | null;
-            entity_permissions: components["schemas"]["EntityPermissions"];
+            entity_permissions: components["schemas"]["EntityPermissionsFull"];
             /** Format: int32 */
             icon_id: number;
             /** Format: int64 */
@@ -4009,8 +4018,8 @@ export interface components {
             lang_id: string;
             /** @description Relation `language`. */
             language?: {
-                id?: string;
-                name?: string;
+                id: string;
+                name: string;
             } | null;
             /** @description The caller-resolved link (user routes) or the stored template (administration routes). */
             link: string;
@@ -4098,8 +4107,8 @@ export interface components {
              */
             targetable?: {
                 /** Format: int64 */
-                id?: number;
-                type?: string;
+                id: number;
+                type: string;
             } | null;
             /** Format: int64 */
             targetable_id?: number | null;
@@ -4195,8 +4204,8 @@ export interface components {
              */
             targetable?: {
                 /** Format: int64 */
-                id?: number;
-                type?: string;
+                id: number;
+                type: string;
             } | null;
             /** Format: int64 */
             targetable_id: number | null;
@@ -4223,6 +4232,22 @@ export interface components {
             key?: string;
             /** Format: int32 */
             sort_number?: number;
+        };
+        /**
+         * @description A notification setting with every field, as a department's relation `notification_settings` answers it.
+         * @example {
+         *       "id": 5,
+         *       "key": "custom_notification",
+         *       "sort_number": 5
+         *     }
+         */
+        NotificationSettingFull: {
+            /** Format: int64 */
+            id: number;
+            /** @description snake_case identifier, e.g. `infoboard_post_created`. */
+            key: string;
+            /** Format: int32 */
+            sort_number: number;
         };
         /** @description `YYYY-MM-DD HH:MM:SS`, UTC, or null. */
         NullableDatetime: string | null;
@@ -5269,7 +5294,7 @@ export interface components {
                 /** Format: int64 */
                 id: number;
                 title: string;
-                version?: string | null;
+                version: string | null;
             }[];
             active?: boolean;
             /** Format: date */
@@ -5545,7 +5570,7 @@ export interface components {
                 /** Format: int64 */
                 id: number;
                 title: string;
-                version?: string | null;
+                version: string | null;
             }[];
             active?: boolean;
             /** Format: date */
@@ -5703,7 +5728,7 @@ export interface components {
             role_id?: number;
         };
         /**
-         * @description The tenant's configuration of user records (extension).
+         * @description The tenant's configuration of user records (extension), as `PUT` takes it; answers hold UserSettingsFull.
          * @example {
          *       "required_profile_keys": [
          *         "email",
@@ -5721,6 +5746,34 @@ export interface components {
              *     (422 `permission_escalation`).
              */
             default_role_id?: number | null;
+            /**
+             * @description Profile keys every personal account must fill (see
+             *     `PUT /api/administration/users/settings`), in this order: `profile_picture`,
+             *     `street`, `zipcode`, `city`, `email`, `phone`, `birthdate`, `gender`. Empty: none
+             *     required.
+             */
+            required_profile_keys: components["schemas"]["ProfileKey"][];
+        };
+        /**
+         * @description The tenant's configuration of user records (extension), as answered, with every field.
+         * @example {
+         *       "required_profile_keys": [
+         *         "email",
+         *         "phone"
+         *       ],
+         *       "default_role_id": null
+         *     }
+         */
+        UserSettingsFull: {
+            /**
+             * Format: int64
+             * @description The role a user provisioned over SCIM (`POST /scim/v2/Users`) is given; SCIM has no
+             *     standard attribute for roles. Null (the default): SCIM cannot create users until
+             *     it is set. Always returned; on `PUT`, leaving it out keeps it. It must name a role
+             *     of the tenant (422 `missing_reference`) that grants no permission the caller lacks
+             *     (422 `permission_escalation`).
+             */
+            default_role_id: number | null;
             /**
              * @description Profile keys every personal account must fill (see
              *     `PUT /api/administration/users/settings`), in this order: `profile_picture`,
@@ -5963,6 +6016,70 @@ export interface components {
              * @enum {string|null}
              */
             method?: "GET" | "POST" | "PUT" | "PATCH" | "DELETE" | null;
+            /**
+             * @description Target URL; must be a valid active URL (see above).
+             * @example https://hooks.example.com/atrium
+             */
+            url: string;
+        };
+        /**
+         * Webhook action configuration as answered
+         * @description The `webhook` action's configuration as Automation answers it (the rules are
+         *     WebhookConfiguration's): every key, secrets masked as `"********"`. `method` is null
+         *     when none was set (the request is a `POST`); `auth` is null, or holds `type` (null:
+         *     no authentication) and the credentials that were written.
+         * @example {
+         *       "url": "https://hooks.example.com/atrium",
+         *       "method": "POST",
+         *       "headers": {
+         *         "X-Source": "atrium"
+         *       },
+         *       "auth": {
+         *         "type": "jwt"
+         *       }
+         *     }
+         */
+        WebhookConfigurationFull: {
+            /** @description Authentication of the outbound request; null or `type` null means none. */
+            auth: (({
+                basic?: {
+                    /** @description Stored encrypted; answered as `"********"`. */
+                    password: string;
+                    /** @description Must not contain a colon (RFC 7617). */
+                    username: string;
+                };
+                header?: {
+                    name: string;
+                    /** @description Stored encrypted; answered as `"********"`. */
+                    value: string;
+                };
+                secret?: {
+                    /** @description Stored encrypted; answered as `"********"`. */
+                    secret: string;
+                };
+                /**
+                 * @description `basic`: `Authorization: Basic base64(username:password)`. `header`: the named
+                 *     header with the value. `jwt`: `Authorization: Bearer <RS256 JWT>` with claims
+                 *     `iss` (`atrium`), `sub` (`automation:<id>`), `aud` (the target URL as
+                 *     configured), `iat`, `exp` (5 minutes later) and `jti` (unique per request);
+                 *     verify it with the keys at `GET /.well-known/jwks.json`. `secret`:
+                 *     Standard Webhooks signature headers `webhook-id`, `webhook-timestamp`,
+                 *     `webhook-signature: v1,<base64 HMAC-SHA256 of "id.timestamp.body">`; the HMAC
+                 *     key is the base64-decoded part after `whsec_` of a `whsec_…` secret, otherwise
+                 *     the secret's UTF-8 bytes.
+                 * @enum {string|null}
+                 */
+                type: "basic" | "header" | "jwt" | "secret" | null;
+            } & (unknown & unknown & unknown)) | null) & (unknown & unknown & unknown);
+            /** @description Custom request headers, name → value. */
+            headers: {
+                [key: string]: string;
+            };
+            /**
+             * @description HTTP method; POST when null or omitted.
+             * @enum {string|null}
+             */
+            method: "GET" | "POST" | "PUT" | "PATCH" | "DELETE" | null;
             /**
              * @description Target URL; must be a valid active URL (see above).
              * @example https://hooks.example.com/atrium
@@ -9051,7 +9168,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["UserSettings"];
+                    "application/json": components["schemas"]["UserSettingsFull"];
                 };
             };
             400: components["responses"]["BadRequest"];
@@ -9088,7 +9205,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["UserSettings"];
+                    "application/json": components["schemas"]["UserSettingsFull"];
                 };
             };
             400: components["responses"]["BadRequest"];

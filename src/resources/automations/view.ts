@@ -4,7 +4,7 @@ import { rfc3339 } from '../../platform/http/datetime.ts';
 import type { Listing } from '../../platform/result-controls/listing.ts';
 import { defineView, groupBy } from '../../platform/result-controls/result-controls.ts';
 import { automations, webhookDeliveries, webhookDeliveryAttempts, type AutomationRow, type DeliveryRow, type DeliveryStatus } from './table.ts';
-import { maskSecrets } from './webhook-configuration.ts';
+import { answeredConfiguration } from './webhook-configuration.ts';
 
 export const automationView = defineView<AutomationRow, Auth>({
   key: (row) => row.id,
@@ -13,7 +13,7 @@ export const automationView = defineView<AutomationRow, Auth>({
     id: {},
     name: {},
     action_type: { value: (row) => row.actionType },
-    config: { value: (row) => maskSecrets(row.config) },
+    config: { value: (row) => answeredConfiguration(row.config) },
     created_at: { value: (row) => rfc3339(row.createdAt) },
     updated_at: { value: (row) => rfc3339(row.updatedAt) },
   },

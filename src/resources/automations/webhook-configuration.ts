@@ -8,6 +8,8 @@ import { coded, type FieldErrors } from '../../platform/http/problem.ts';
 import type { Secrets } from '../../platform/secrets/secrets.ts';
 
 export type WebhookConfiguration = components['schemas']['WebhookConfiguration'];
+/** As answered (schema `WebhookConfigurationFull`): every key present, null where none was written. */
+export type AnsweredWebhookConfiguration = components['schemas']['WebhookConfigurationFull'];
 /** As stored: the same shape, with every secret replaced by its ciphertext. */
 export type StoredWebhookConfiguration = WebhookConfiguration;
 
@@ -30,8 +32,15 @@ function eachSecret(config: WebhookConfiguration, fn: (holder: SecretHolder, val
   return { ...config, auth };
 }
 
-/** The configuration as answered: secrets masked. */
-export const maskSecrets = (stored: StoredWebhookConfiguration): WebhookConfiguration => eachSecret(stored, () => MASK);
+/**
+ * The configuration as answered: secrets masked, and `method`, `auth` and `auth.type`, which
+ * a configuration may leave out, answered as null when left out (the spec, schema
+ * `WebhookConfigurationFull`), so that an answer always holds them.
+ */
+export function answeredConfiguration(stored: StoredWebhookConfiguration): AnsweredWebhookConfiguration {
+  const masked = eachSecret(stored, () => MASK);
+  return { ...masked, method: masked.method ?? null, auth: masked.auth ? { ...masked.auth, type: masked.auth.type ?? null } : null };
+}
 
 /**
  * Whether a masked secret may keep the stored one: only while the request still goes where

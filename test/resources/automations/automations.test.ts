@@ -147,6 +147,28 @@ t.test('the validate endpoint checks a configuration without storing it', async 
   t.equal(receiver.received('/v').length, 0, 'nothing sent');
 });
 
+t.test('method, auth and auth.type a configuration leaves out are answered as null', async (t) => {
+  const bare = await createAutomation(t, { url: PUBLIC_URL, headers: {} }, 'bare');
+  t.strictSame(bare.config, { url: PUBLIC_URL, method: null, headers: {}, auth: null });
+  const stored = (await api.db.owner.execute<{ config: any }>(sql`select config from automations where id = ${bare.id}`))[0]!.config;
+  t.strictSame(stored, { url: PUBLIC_URL, headers: {} }, 'stored as written');
+
+  const untyped = await api.call(t, 'updateAutomation', {
+    token,
+    params: { automation: bare.id },
+    body: { config: { url: PUBLIC_URL, headers: {}, auth: {} } },
+  });
+  t.equal(untyped.status, 200);
+  t.strictSame(untyped.body.config, { url: PUBLIC_URL, method: null, headers: {}, auth: { type: null } });
+  const listed = await api.call(t, 'listAutomations', { token, query: { selects: 'id,config' } });
+  t.strictSame((listed.body as { id: number; config: unknown }[]).find((automation) => automation.id === bare.id)?.config, {
+    url: PUBLIC_URL,
+    method: null,
+    headers: {},
+    auth: { type: null },
+  });
+});
+
 t.test('secrets are stored encrypted, answered masked, and a masked value keeps the stored one', async (t) => {
   const created = await createAutomation(
     t,
