@@ -124,9 +124,9 @@ const apiFields = (columns: Record<string, unknown>) =>
 
 /**
  * A leaver is cut off at once: their sessions end (a logout mark: every access token
- * issued before it stops authenticating, and open event streams end at their next
- * check), pending login tokens are revoked, and push subscriptions are deleted, so a
- * reactivation revives none of them.
+ * issued before it stops authenticating, and their open event streams end when the
+ * transaction commits), pending login tokens are revoked, and push subscriptions are
+ * deleted, so a reactivation revives none of them.
  */
 async function cutOff(tx: Tx, userId: number): Promise<void> {
   await endAllSessions(tx, userId);

@@ -5,12 +5,13 @@ import { scimSettings, scimTokens } from '../../../src/resources/scim/table.ts';
 import { newScimTokenValue } from '../../../src/resources/scim/tokens.ts';
 import { pushSubscriptions } from '../../../src/resources/push/table.ts';
 import { startTestApi } from '../../helpers/atrium.ts';
-import { bearer, roleNamed, rowCount } from '../../helpers/fixtures.ts';
+import { bearer, roleNamed, rowCount, sleep } from '../../helpers/fixtures.ts';
 import { browserSubscription } from '../../helpers/push-service.ts';
-import { openSse } from '../../helpers/sse.ts';
+import { openSse, type SseClient } from '../../helpers/sse.ts';
 
-// SCIM 2.0 Users through HTTP, as identity providers send them: bad input first.
-const api = await startTestApi(t, { streamHeartbeatMs: 200 });
+// SCIM 2.0 Users through HTTP, as identity providers send them: bad input first. The
+// streams' heartbeat is ten minutes away: a leaver's stream must end without it.
+const api = await startTestApi(t, { streamHeartbeatMs: 600_000 });
 const app = api.atrium.app!;
 const tenant = await api.createTenant('scim-users');
 const other = await api.createTenant('scim-users-other');
@@ -381,37 +382,67 @@ t.test('the token acts with its minter authority: no administering users who can
   t.equal(row!.active, true);
 });
 
+const base = await app.listen({ port: 0, host: '127.0.0.1' });
+
+/** Whether the stream ended within a guard against a hang far below the heartbeat (ten minutes): only the cut-off can have ended it. */
+const endsBeforeHeartbeat = (stream: SseClient) => Promise.race([stream.ended.then(() => true), sleep(10_000).then(() => false)]);
+
+/** A stream of the user's session, once it has its first event (it is registered then). */
+async function streamOf(tt: Tt, token: string): Promise<SseClient> {
+  const stream = await openSse(tt, `${base}/api/notifications/stream`, bearer(token));
+  tt.equal(stream.status, 200);
+  await stream.next((e) => e.event === 'count', 5000);
+  return stream;
+}
+
 t.test('a leaver is cut off at once: session, login token, push subscription and stream', async (t) => {
-  const base = await app.listen({ port: 0, host: '127.0.0.1' });
   const leaver = await api.createUser(tenant.tenantId, { permissions: ['login-tokens.administer'] });
   const loginToken = await api.call(t, 'createUserLoginToken', { token: leaver.token, body: { expires_in: 3600 } });
   t.equal(loginToken.status, 201);
   await api.db.owner
     .insert(pushSubscriptions)
     .values({ tenantId: tenant.tenantId, userId: leaver.id, endpoint: 'https://push.example/leaver', ...browserSubscription().keys });
-  const stream = await openSse(t, `${base}/api/notifications/stream`, bearer(leaver.token));
-  t.equal(stream.status, 200);
+  const stream = await streamOf(t, leaver.token);
 
   const res = await scim('PATCH', `/Users/${leaver.id}`, { schemas: [PATCH], Operations: [{ op: 'Replace', path: 'active', value: 'False' }] });
   t.equal(res.status, 200);
   t.equal(res.body.active, false);
+  t.ok(await endsBeforeHeartbeat(stream), 'the stream ended at once, not at the heartbeat');
 
   t.equal((await api.call(t, 'getCurrentUser', { token: leaver.token })).status, 401, 'the session ended');
   t.equal((await api.call(t, 'loginWithToken', { body: { token: loginToken.body.token } })).status, 401, 'the login token is revoked');
   t.equal(await rowCount(api.db, 'push_subscriptions', sql`user_id = ${leaver.id}`), 0, 'the push subscription is gone');
-  await stream.ended;
-  t.pass('the stream ended');
 
   const back = await scim('PATCH', `/Users/${leaver.id}`, { schemas: [PATCH], Operations: [{ op: 'replace', value: { active: true } }] });
   t.equal(back.body.active, true);
   t.equal((await api.call(t, 'getCurrentUser', { token: leaver.token })).status, 401, 'reactivation revives no session');
+  const again = await openSse(t, `${base}/api/notifications/stream`, bearer(leaver.token));
+  t.equal(again.status, 401, 'nor a stream of it');
+  t.equal((await api.call(t, 'loginWithToken', { body: { token: loginToken.body.token } })).status, 401, 'nor the login token');
+});
+
+t.test('PUT with active false ends the leaver’s streams at once; other users’ streams stay', async (t) => {
+  const created = (await scim('POST', '/Users', newUser())).body;
+  const token = await api.tokenFor(tenant.tenantId, Number(created.id));
+  const stream = await streamOf(t, token);
+  const bystander = await api.createUser(tenant.tenantId);
+  const bystanderStream = await streamOf(t, bystander.token);
+
+  const res = await scim('PUT', `/Users/${created.id}`, { ...created, active: false });
+  t.equal(res.status, 200);
+  t.equal(res.body.active, false);
+  t.ok(await endsBeforeHeartbeat(stream), 'the stream ended at once, not at the heartbeat');
+  t.equal(await Promise.race([bystanderStream.ended.then(() => 'ended'), sleep(300).then(() => 'open')]), 'open', "another user's stream stays open");
+  bystanderStream.close();
 });
 
 t.test('DELETE soft-deletes and cuts off; the API restores', async (t) => {
   const leaver = await api.createUser(tenant.tenantId);
+  const stream = await streamOf(t, leaver.token);
   const audits = await auditCount();
   const res = await scim('DELETE', `/Users/${leaver.id}`);
   t.equal(res.status, 204);
+  t.ok(await endsBeforeHeartbeat(stream), 'the stream ended at once, not at the heartbeat');
   isError(t, await scim('GET', `/Users/${leaver.id}`), 404);
   isError(t, await scim('DELETE', `/Users/${leaver.id}`), 404);
   t.equal((await api.call(t, 'getCurrentUser', { token: leaver.token })).status, 401);
@@ -419,6 +450,7 @@ t.test('DELETE soft-deletes and cuts off; the API restores', async (t) => {
   const restored = await api.call(t, 'restoreUser', { token: admin, params: { user: leaver.id } });
   t.equal(restored.status, 200);
   t.equal((await scim('GET', `/Users/${leaver.id}`)).status, 200);
+  t.equal((await api.call(t, 'getCurrentUser', { token: leaver.token })).status, 401, 'a restore revives no session');
 });
 
 t.test('discovery: ServiceProviderConfig, ResourceTypes, Schemas', async (t) => {
