@@ -20,12 +20,13 @@ export type UserColumns = Partial<typeof users.$inferInsert>;
 
 /**
  * The columns of a user that reads present or judge: every one but the password hash, which
- * only sign-in and the password checks read, each with a query of its own.
+ * only sign-in and the password checks read, each with a query of its own, and the
+ * lower-case username that only SCIM filters compare.
  */
-const { passwordHash: _passwordHash, ...userColumns } = getTableColumns(users);
+const { passwordHash: _passwordHash, usernameLower: _usernameLower, ...userColumns } = getTableColumns(users);
 
 /** A user row (no password hash) plus the stored picture's file name (never its bytes). */
-export type UserRow = Omit<typeof users.$inferSelect, 'passwordHash'> & { pictureFileName: string | null; pictureEtag: string | null };
+export type UserRow = Omit<typeof users.$inferSelect, 'passwordHash' | 'usernameLower'> & { pictureFileName: string | null; pictureEtag: string | null };
 
 /** The stored picture of the user in the row (at most one: the key is tenant and user). */
 const ownPicture = and(eq(userProfilePictures.tenantId, users.tenantId), eq(userProfilePictures.userId, users.id));

@@ -1,8 +1,10 @@
 import t from 'tap';
-import { sql } from 'drizzle-orm';
+import { and, count, sql } from 'drizzle-orm';
 import { hashToken } from '../../../src/platform/auth/tokens.ts';
 import { scimSettings, scimTokens } from '../../../src/resources/scim/table.ts';
 import { newScimTokenValue } from '../../../src/resources/scim/tokens.ts';
+import { parseFilter, SCIM_USERS } from '../../../src/resources/scim/users.ts';
+import { users } from '../../../src/resources/users/table.ts';
 import { pushSubscriptions } from '../../../src/resources/push/table.ts';
 import { startTestApi } from '../../helpers/atrium.ts';
 import { bearer, roleNamed, rowCount, sleep } from '../../helpers/fixtures.ts';
@@ -115,6 +117,7 @@ t.test('values the user rules refuse are invalidValue and store nothing', async 
     newUser({ password: 'short' }),
     newUser({ preferredLanguage: 'xx' }),
     newUser({ externalId: 7 }),
+    newUser({ externalId: 'x'.repeat(256) }),
     newUser({ name: { givenName: 'x'.repeat(256), familyName: 'Doe' } }),
   ];
   for (const body of bodies) isError(t, await scim('POST', '/Users', body), 400, 'invalidValue');
@@ -265,6 +268,10 @@ t.test('filters: every operator, logical ones and value paths, as SQL with pagin
   t.same((await names('emails[type eq "work" and value sw "ben@"]')).names, ['ben.filter'], 'value filter');
   t.same((await names('externalId eq "ext-Ben"')).names, ['ben.filter'], 'externalId');
   t.same((await names('externalId eq "EXT-BEN"')).names, [], 'externalId is case-exact');
+  t.same((await names('externalId ne "ext-Ben" and name.familyName sw "Filter"')).names, ['ann.filter', 'cleo.filter'], 'externalId ne');
+  t.same((await names('not (externalId eq "ext-Ben") and name.familyName sw "Filter"')).names, ['ann.filter', 'cleo.filter'], 'not externalId eq');
+  t.same((await names('externalId sw "ext-" and externalId ew "en"')).names, ['ben.filter'], 'externalId sw, ew');
+  t.same((await names('externalId co "Cle"')).names, ['cleo.filter'], 'externalId co');
   t.ok((await names('externalId pr')).names.includes('cleo.filter'), 'pr');
   t.notOk((await names('externalId pr')).names.includes('admin'), 'pr leaves out users without one');
   t.same((await names(`id eq "${fixtures[1].id}"`)).names, ['ben.filter'], 'id');
@@ -283,6 +290,46 @@ t.test('filters: every operator, logical ones and value paths, as SQL with pagin
   t.notOk('emails' in excluded.body.Resources[0]);
   t.notOk('name' in excluded.body.Resources[0]);
   t.equal(excluded.body.Resources[0].userName, 'ann.filter');
+});
+
+t.test('a change of externalId alone is audited, without its value', async (t) => {
+  const created = await scim('POST', '/Users', newUser({ externalId: 'okta-00u1' }));
+  t.equal(created.status, 201);
+  const audits = await auditCount();
+  const put = await scim('PUT', `/Users/${created.body.id}`, { ...created.body, externalId: 'okta-00u2' });
+  t.equal(put.status, 200);
+  t.equal(put.body.externalId, 'okta-00u2');
+  t.equal(await auditCount(), audits + 1, 'one event');
+  const [event] = await api.db.owner.execute<{ action: string; changes: Record<string, unknown> }>(
+    sql`select action, changes from audit_events where target_type = 'user' and target_id = ${created.body.id} order by occurred_at desc limit 1`,
+  );
+  t.same(event, { action: 'user.updated', changes: { external_id: { changed: true } } });
+  t.equal((await scim('PUT', `/Users/${created.body.id}`, { ...created.body, externalId: 'okta-00u2' })).status, 200);
+  t.equal(await auditCount(), audits + 1, 'a PUT that changes nothing records nothing');
+});
+
+/** The plan of the count a `GET /Users?filter=…` runs, as the application in the tenant's transaction. */
+async function usersPlan(filter: string): Promise<string> {
+  return api.db.tenant(tenant.tenantId, async (tx) => {
+    // With this few rows a sequential scan costs less: forbid it, so the plan shows whether an index can serve the filter at all.
+    await tx.execute(sql`set local enable_seqscan = off`);
+    const rows = await tx.execute<{ 'QUERY PLAN': string }>(
+      sql`explain ${tx
+        .select({ n: count() })
+        .from(users)
+        .where(and(SCIM_USERS, parseFilter(filter)))}`,
+    );
+    return rows.map((row) => row['QUERY PLAN']).join('\n');
+  });
+}
+
+t.test('filters on userName and externalId are index scans in the tenant', async (t) => {
+  const byName = await usersPlan('userName eq "Ann.Filter"');
+  t.match(byName, /Index (Only )?Scan using users_tenant_id_username_lower_idx|Bitmap Index Scan on users_tenant_id_username_lower_idx/, byName);
+  t.match(byName, /Index Cond: \(\(tenant_id = .*\) AND \(username_lower = /, 'tenant and the lower-case userName are both index conditions');
+  const byExternalId = await usersPlan('externalId eq "ext-Ann"');
+  t.match(byExternalId, /Index (Only )?Scan using scim_external_ids_external_id_idx|Bitmap Index Scan on scim_external_ids_external_id_idx/, byExternalId);
+  t.match(byExternalId, /Index Cond: \(\(tenant_id = .*\) AND \(external_id = /, 'tenant and externalId are both index conditions');
 });
 
 t.test('a list costs a constant number of queries', async (t) => {
