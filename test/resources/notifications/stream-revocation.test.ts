@@ -1,4 +1,6 @@
 import t, { type Test } from 'tap';
+import pino from 'pino';
+import { createAtrium } from '../../../src/server.ts';
 import { startTestApi } from '../../helpers/atrium.ts';
 import { bearer, sleep, waitForDispatches } from '../../helpers/fixtures.ts';
 import { openSse, type SseClient } from '../../helpers/sse.ts';
@@ -109,4 +111,16 @@ t.test('a sign-out ends that session’s streams only', async (t) => {
   const received = await other.next((e) => e.event === 'notification', 3000);
   t.equal(JSON.parse(received.data).data.title, 'to the other session', 'the other session keeps streaming');
   other.close();
+});
+
+t.test('a session ended in one process ends its stream in another at once', async (t) => {
+  // A second process on the same database, serving the API only: the notice reaches it through its own LISTEN.
+  const second = await createAtrium({ ...api.config, role: 'api' }, { logger: pino({ level: 'silent' }) });
+  t.teardown(() => second.stop());
+  const secondUrl = `${await second.app!.listen({ port: 0, host: '127.0.0.1' })}/api/notifications/stream`;
+  const user = await api.createUser(tenant.tenantId);
+  const stream = await openSse(t, secondUrl, bearer(user.token));
+  await stream.next((e) => e.event === 'count', 5000);
+  t.equal((await api.call(t, 'markUserForLogout', { token: tenant.adminToken, params: { user: user.id } })).status, 204);
+  t.ok(await endsBeforeHeartbeat(stream), 'the other process ended the stream long before the heartbeat');
 });
