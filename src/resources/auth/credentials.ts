@@ -8,6 +8,7 @@ import { accountLimitKey, userLimitKey } from './rules.ts';
 import { admitLoginAttempt, withdrawLoginAttempt } from './queries.ts';
 import { verifyPassword } from '../../platform/auth/passwords.ts';
 import { accessTokens } from './table.ts';
+import { announceSessionsEnded } from '../notifications/channel.ts';
 
 /**
  * Checks `password` against the caller's own stored password (`old_password` of a password
@@ -37,7 +38,7 @@ export async function verifyOwnPassword(db: Database, config: Config, auth: Auth
  * After `userId`'s password was changed in `tx`: a change of one's own password ends every
  * other session of the user (the access token used for the change keeps working) and
  * clears `request_password_change`; a reset of another user's password ends all of that
- * user's sessions.
+ * user's sessions. Their streams end on commit.
  */
 export async function endSessionsAfterPasswordChange(tx: Tx, auth: Auth, userId: number): Promise<void> {
   const own = userId === auth.userId;
@@ -45,5 +46,6 @@ export async function endSessionsAfterPasswordChange(tx: Tx, auth: Auth, userId:
     .update(accessTokens)
     .set({ revokedAt: sql`now()` })
     .where(and(eq(accessTokens.userId, userId), isNull(accessTokens.revokedAt), own ? ne(accessTokens.id, auth.tokenId) : undefined));
+  await announceSessionsEnded(tx, { tenantId: auth.tenantId, userId });
   if (own) await tx.update(users).set({ requestPasswordChange: false }).where(eq(users.id, userId));
 }

@@ -4,6 +4,7 @@ import { hashToken, newAccessToken } from '../../platform/auth/tokens.ts';
 import type { Database, Tx } from '../../platform/database/database.ts';
 import { currentTenant } from '../../platform/database/tenancy.ts';
 import { ProblemError } from '../../platform/http/problem.ts';
+import { announceSessionsEnded } from '../notifications/channel.ts';
 import { users } from '../users/table.ts';
 import { accountLimitKey, userLimitKey, type LimitKey } from './rules.ts';
 import { accessTokens } from './table.ts';
@@ -24,14 +25,16 @@ export async function findSignInUser(db: Database, tenantId: number, username: s
   });
 }
 
-/** Revokes the access token `tokenId` (sign-out). */
+/** Revokes the access token `tokenId` (sign-out); its streams end on commit. */
 export async function revokeAccessToken(db: Database, tenantId: number, tokenId: number): Promise<void> {
-  await db.tenant(tenantId, (tx) =>
-    tx
+  await db.tenant(tenantId, async (tx) => {
+    const [revoked] = await tx
       .update(accessTokens)
       .set({ revokedAt: sql`now()` })
-      .where(eq(accessTokens.id, tokenId)),
-  );
+      .where(eq(accessTokens.id, tokenId))
+      .returning({ userId: accessTokens.userId });
+    if (revoked) await announceSessionsEnded(tx, { tenantId, userId: revoked.userId });
+  });
 }
 
 /** Issues an access token for `userId` and stamps `last_login_at` (also used by login tokens). */

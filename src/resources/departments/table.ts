@@ -26,10 +26,17 @@ export const departments = pgTable(
       .default(sql`'{}'::jsonb`),
     createdAt: timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow(),
     updatedAt: timestamp('updated_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow(),
+    /**
+     * The identity provider's `externalId` of the department as a SCIM Group (docs/scim.md):
+     * case-exact, not unique (RFC 7643 §3.1 leaves its uniqueness to the provisioning
+     * client, and a tenant may have several).
+     */
+    externalId: text('external_id'),
   },
   (t) => [
     primaryKey({ columns: [t.tenantId, t.id] }),
     unique('departments_tenant_id_name_key').on(t.tenantId, t.name),
+    index('departments_tenant_id_external_id_idx').on(t.tenantId, t.externalId),
     foreignKey({ name: 'departments_creator_fk', columns: [t.tenantId, t.userId], foreignColumns: [users.tenantId, users.id] }),
     index('departments_tags_idx').using('gin', t.tags),
     tenantIsolation('departments'),

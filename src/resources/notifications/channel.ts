@@ -4,7 +4,8 @@ import type { Tx } from '../../platform/database/database.ts';
 
 /**
  * The channel of live streams (stream.ts). Payloads: a stored batch (recipients
- * `(after, last]` of a dispatch), or a user whose unread count changed otherwise (read).
+ * `(after, last]` of a dispatch), a user whose unread count changed otherwise (read), or
+ * a user some of whose sessions ended (their streams are checked at once).
  */
 export const NOTIFICATIONS_CHANNEL = 'atrium_notifications';
 export interface StoredBatch {
@@ -17,6 +18,12 @@ export interface UnreadChange {
   tenant_id: number;
   /** null: every user of the tenant (a reset). */
   user_id: number | null;
+}
+
+export interface SessionsEnded {
+  tenant_id: number;
+  user_id: number;
+  sessions_ended: true;
 }
 
 /** Tells the streams (every process) of a stored batch, on commit; the payload names the batch only. */
@@ -34,4 +41,16 @@ export async function announceUnreadChange(tx: Tx, auth: Pick<Auth, 'tenantId' |
 export async function announceTenantUnreadChange(tx: Tx, tenantId: number): Promise<void> {
   const change: UnreadChange = { tenant_id: tenantId, user_id: null };
   await tx.execute(sql`select pg_notify(${NOTIFICATIONS_CHANNEL}, ${JSON.stringify(change)})`);
+}
+
+/**
+ * Tells the user's streams (every process) that sessions of theirs ended in `tx` (a logout
+ * mark, deactivation, deletion, blackout, sign-out, password change), on commit: each
+ * process checks those streams' sessions then and ends the ones that no longer
+ * authenticate, instead of waiting for the next heartbeat. Identical notices of one
+ * transaction are delivered once.
+ */
+export async function announceSessionsEnded(tx: Tx, auth: Pick<Auth, 'tenantId' | 'userId'>): Promise<void> {
+  const ended: SessionsEnded = { tenant_id: auth.tenantId, user_id: auth.userId, sessions_ended: true };
+  await tx.execute(sql`select pg_notify(${NOTIFICATIONS_CHANNEL}, ${JSON.stringify(ended)})`);
 }

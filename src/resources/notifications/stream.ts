@@ -32,7 +32,7 @@ import { ChannelListener } from '../../platform/database/listener.ts';
 import { isGone, sseEvent } from '../../platform/http/event-stream.ts';
 import { present } from '../../platform/result-controls/result-controls.ts';
 import { StreamRegistry, type ErrorLog, type Stream } from '../../platform/streams/registry.ts';
-import { NOTIFICATIONS_CHANNEL, type StoredBatch, type UnreadChange } from './channel.ts';
+import { NOTIFICATIONS_CHANNEL, type SessionsEnded, type StoredBatch, type UnreadChange } from './channel.ts';
 import { compareEventIds, FIRST_EVENT_ID, storedAfter } from './event-ids.ts';
 import { newestEventId, selectStreamRows, unreadCounts, type StreamRow } from './stream-queries.ts';
 import { notifications } from './table.ts';
@@ -83,10 +83,10 @@ export class NotificationStreams {
     });
     this.listener = new ChannelListener(db.listenSql, NOTIFICATIONS_CHANNEL, {
       onNotice: (payload) => {
-        const notice = JSON.parse(payload) as StoredBatch | UnreadChange;
-        void ('dispatch_id' in notice ? this.onBatch(notice) : this.onUnreadChange(notice)).catch((error: unknown) =>
-          this.log.error({ err: error }, 'notification stream: delivering a notice failed'),
-        );
+        const notice = JSON.parse(payload) as StoredBatch | UnreadChange | SessionsEnded;
+        const handled =
+          'dispatch_id' in notice ? this.onBatch(notice) : 'sessions_ended' in notice ? this.onSessionsEnded(notice) : this.onUnreadChange(notice);
+        void handled.catch((error: unknown) => this.log.error({ err: error }, 'notification stream: delivering a notice failed'));
       },
       // Notices sent while the listener was down are lost: replay from each stream's last
       // id, to the streams whose sessions are still valid.
@@ -188,6 +188,17 @@ export class NotificationStreams {
         if (live.has(stream)) this.streams.enqueue(stream, () => this.write(stream, own, counts.get(userId) ?? 0));
       }
     }
+  }
+
+  /**
+   * Sessions of a user ended (logout mark, deactivation, deletion, blackout, sign-out,
+   * password change): their streams here are checked now, and those whose session no
+   * longer authenticates end, without waiting for the heartbeat.
+   */
+  private async onSessionsEnded(ended: SessionsEnded): Promise<void> {
+    const streams = this.streams.ofTenant(ended.tenant_id)?.get(ended.user_id);
+    if (!streams || streams.size === 0) return;
+    await this.stillValid([...streams]);
   }
 
   /** Notifications were read elsewhere (or reset): the concerned streams here get the new count. */

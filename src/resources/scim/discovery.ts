@@ -106,7 +106,7 @@ const GROUP_ATTRIBUTES: AttributeSpec[] = [
     name: 'members',
     type: 'complex',
     multiValued: true,
-    description: "The department's members among the users SCIM sees.",
+    description: "The department's members among the users SCIM sees; a PUT replaces them (none when it has no members).",
     subAttributes: [
       { name: 'value', type: 'string', mutability: 'immutable', description: 'The user id.' },
       { name: 'display', type: 'string', mutability: 'readOnly', description: 'The username.' },

@@ -22,6 +22,7 @@ import { SCIM_USERS, type FilterAttribute } from './users.ts';
 /** Filterable Group attributes, by lower-case path. `members.value` asks whether the user is a member. */
 export const GROUP_ATTRIBUTES: Record<string, FilterAttribute> = {
   id: { value: sql`${departments.id}`, kind: 'id' },
+  externalid: { value: sql`${departments.externalId}`, kind: 'exact' },
   displayname: { value: sql`${departments.name}`, kind: 'text' },
   'members.value': { value: sql`${departments.id}`, kind: 'member' },
   members: { value: sql`${departments.id}`, kind: 'member' },
@@ -81,6 +82,7 @@ export function presentGroup(row: DepartmentRow, members: { id: number; username
   return {
     schemas: [GROUP_SCHEMA],
     id: String(row.id),
+    ...(row.externalId !== null ? { externalId: row.externalId } : {}),
     displayName: row.name,
     ...(members ? { members: members.map((m) => ({ value: String(m.id), display: m.username, $ref: `${baseUrl}/Users/${m.id}`, type: 'User' })) } : {}),
     meta: {
@@ -92,13 +94,29 @@ export function presentGroup(row: DepartmentRow, members: { id: number; username
   };
 }
 
-/** What a Group writes: its name, and its members (undefined: unchanged), as user ids. */
-export function groupWrite(resource: Record<string, unknown>): { name: string; memberIds: number[] | undefined } {
+export interface GroupWrite {
+  name: string;
+  externalId: string | null;
+  /** The SCIM-visible members, as user ids. */
+  memberIds: number[];
+}
+
+/**
+ * A whole Group (a POST or PUT body, or a resource after PATCH) → what it writes. An
+ * attribute it lacks writes none: a PUT replaces the group (RFC 7644 §3.5.1), so a PUT
+ * without `members` leaves it without SCIM-visible members (docs/scim.md).
+ */
+export function groupWrite(resource: Record<string, unknown>): GroupWrite {
   const key = (name: string) => Object.keys(resource).find((candidate) => candidate.toLowerCase() === name.toLowerCase());
   const displayName = resource[key('displayName') ?? ''];
   if (typeof displayName !== 'string' || displayName.trim() === '') throw invalidValue('displayName is required.');
+  const externalId = resource[key('externalId') ?? ''];
+  if (externalId !== undefined && externalId !== null && (typeof externalId !== 'string' || externalId.length > 255)) {
+    throw invalidValue('externalId must be a string of at most 255 characters.');
+  }
+  const written = { name: displayName, externalId: typeof externalId === 'string' && externalId !== '' ? externalId : null };
   const members = resource[key('members') ?? ''];
-  if (members === undefined || members === null) return { name: displayName, memberIds: undefined };
+  if (members === undefined || members === null) return { ...written, memberIds: [] };
   if (!Array.isArray(members)) throw invalidValue('members must be an array.');
   const ids = members.map((member) => {
     const value = (member as { value?: unknown } | null)?.value;
@@ -106,21 +124,16 @@ export function groupWrite(resource: Record<string, unknown>): { name: string; m
     return Number(value);
   });
   // Repeated adds of the same member are one membership.
-  return { name: displayName, memberIds: [...new Set(ids)] };
+  return { ...written, memberIds: [...new Set(ids)] };
 }
 
 /**
- * Writes the department's name (through the department rules) and its SCIM-visible
- * members: every member must be a user SCIM sees, and joining must confer no entity
- * right beyond the token's minter (as `department_ids` of the user API is judged).
+ * Writes the department's name (through the department rules), its `externalId` and its
+ * SCIM-visible members: every member must be a user SCIM sees, and joining must confer no
+ * entity right beyond the token's minter (as `department_ids` of the user API is judged).
  * Answers the department's id.
  */
-export async function saveGroup(
-  tx: Tx,
-  caller: Caller & { tenantId: number },
-  write: { name: string; memberIds: number[] | undefined },
-  current: DepartmentRow | null,
-): Promise<number> {
+export async function saveGroup(tx: Tx, caller: Caller & { tenantId: number }, write: GroupWrite, current: DepartmentRow | null): Promise<number> {
   if (!current) {
     await lockTenantScope(tx, 'departments.limit');
     const refusal = departmentLimitRefusal(departmentAvailability(await departmentCountAndLimit(tx)));
@@ -133,10 +146,10 @@ export async function saveGroup(
     await departmentWrite(tx, { name: write.name }, current),
     current?.id ?? null,
   );
-  if (write.memberIds === undefined) return id;
+  if ((current?.externalId ?? null) !== write.externalId) await tx.update(departments).set({ externalId: write.externalId }).where(eq(departments.id, id));
   const stored = (await membersOf(tx, [id])).get(id)?.map((m) => m.id) ?? [];
   const added = write.memberIds.filter((userId) => !stored.includes(userId));
-  const removed = stored.filter((userId) => !write.memberIds!.includes(userId));
+  const removed = stored.filter((userId) => !write.memberIds.includes(userId));
   await requireAdministrableMembers(tx, caller, [...added, ...removed]);
   if (added.length > 0) {
     const known = await tx

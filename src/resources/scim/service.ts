@@ -35,7 +35,7 @@ import {
   USER_SCHEMA,
 } from './protocol.ts';
 import { discoveryRoutes } from './discovery.ts';
-import { GROUP_ATTRIBUTES, groupWrite, listGroups, membersOf, presentGroup, requireGroup, saveGroup } from './groups.ts';
+import { GROUP_ATTRIBUTES, groupWrite, listGroups, membersOf, presentGroup, requireGroup, saveGroup, type GroupWrite } from './groups.ts';
 import { deleteDepartment, entityPermissionsNaming, lockDepartment, type DepartmentRow } from '../departments/queries.ts';
 import { NAMED_ENTITIES_SHOWN, namedByEntityPermissionsRefusal } from '../departments/rules.ts';
 import { loadDefaultRoleId } from './settings.ts';
@@ -124,9 +124,9 @@ const apiFields = (columns: Record<string, unknown>) =>
 
 /**
  * A leaver is cut off at once: their sessions end (a logout mark: every access token
- * issued before it stops authenticating, and open event streams end at their next
- * check), pending login tokens are revoked, and push subscriptions are deleted, so a
- * reactivation revives none of them.
+ * issued before it stops authenticating, and their open event streams end when the
+ * transaction commits), pending login tokens are revoked, and push subscriptions are
+ * deleted, so a reactivation revives none of them.
  */
 async function cutOff(tx: Tx, userId: number): Promise<void> {
   await endAllSessions(tx, userId);
@@ -180,6 +180,12 @@ async function saveUser(
   addErrors(errors, await userWriteReferenceErrors(tx, caller, draft, { userId: current?.id ?? null }));
   if (Object.keys(errors).length > 0) throw refusalOf(errors);
   const source = sourceOf(request, principal);
+  // A change of the externalId is recorded as a change of a secret is (`{changed: true}`): it names the person at the
+  // identity provider, and blackout's erasure of the trail knows only the API's fields.
+  const externalIdChanged = (current?.externalId ?? null) !== write.externalId;
+  const externalIds = externalIdChanged
+    ? { before: { external_id: current?.externalId ?? null }, after: { external_id: write.externalId } }
+    : { before: {}, after: {} };
   let id: number;
   if (!current) {
     id = await insertUser(tx, {
@@ -193,19 +199,22 @@ async function saveUser(
     await audit(tx, source, {
       action: 'user.created',
       target: { type: 'user', id, label: write.columns.username },
-      changes: changesBetween(null, { ...apiFields(changed), role_id: roleId, ...(passwordHash ? { password: true } : {}) }),
+      changes: changesBetween(null, { ...apiFields(changed), role_id: roleId, ...externalIds.after, ...(passwordHash ? { password: true } : {}) }, [
+        'external_id',
+      ]),
     });
   } else {
     id = current.id;
-    if (Object.keys(changed).length > 0 || passwordHash) {
-      await updateUserColumns(tx, id, { ...changed, ...(passwordHash ? { passwordHash } : {}) });
+    if (Object.keys(changed).length > 0 || passwordHash) await updateUserColumns(tx, id, { ...changed, ...(passwordHash ? { passwordHash } : {}) });
+    if (Object.keys(changed).length > 0 || passwordHash || externalIdChanged) {
       const before = apiFields(Object.fromEntries(Object.keys(changed).map((key) => [key, current[key as keyof ScimUserRow]])));
       await audit(tx, source, {
         action: 'user.updated',
         target: { type: 'user', id, label: write.columns.username },
         changes: changesBetween(
-          { ...before, ...(passwordHash ? { password: 'old' } : {}) },
-          { ...apiFields(changed), ...(passwordHash ? { password: 'new' } : {}) },
+          { ...before, ...externalIds.before, ...(passwordHash ? { password: 'old' } : {}) },
+          { ...apiFields(changed), ...externalIds.after, ...(passwordHash ? { password: 'new' } : {}) },
+          ['external_id'],
         ),
       });
     }
@@ -213,7 +222,7 @@ async function saveUser(
     if (current.active && changed.active === false) await cutOff(tx, id);
     else if (passwordHash) await endAllSessions(tx, id);
   }
-  if ((current?.externalId ?? null) !== write.externalId) await storeExternalId(tx, principal.tenantId, id, write.externalId);
+  if (externalIdChanged) await storeExternalId(tx, principal.tenantId, id, write.externalId);
   return id;
 }
 
@@ -542,21 +551,18 @@ export async function registerScim(app: FastifyInstance, services: Services): Pr
       });
 
       /** Saves the group and answers it as stored. */
-      const storeGroup = async (
-        request: FastifyRequest,
-        tx: Tx,
-        principal: ScimPrincipal,
-        write: ReturnType<typeof groupWrite>,
-        current: DepartmentRow | null,
-      ) => {
+      const storeGroup = async (request: FastifyRequest, tx: Tx, principal: ScimPrincipal, write: GroupWrite, current: DepartmentRow | null) => {
         requireDepartmentsManage(principal);
         const id = await saveGroup(tx, groupCaller(principal), write, current);
         const stored = await requireGroup(tx, String(id));
         await audit(tx, groupSource(request, principal), {
           action: current ? 'department.updated' : 'department.created',
           target: { type: 'department', id, label: stored.name },
-          changes: changesBetween(current ? { name: current.name } : null, { name: stored.name }),
-          ...(write.memberIds !== undefined ? { details: { member_ids: write.memberIds } } : {}),
+          changes: changesBetween(current ? { name: current.name, external_id: current.externalId } : null, {
+            name: stored.name,
+            external_id: stored.externalId,
+          }),
+          details: { member_ids: write.memberIds },
         });
         return presentGroup(stored, (await membersOf(tx, [id])).get(id) ?? [], baseUrlOf(request));
       };
@@ -581,7 +587,7 @@ export async function registerScim(app: FastifyInstance, services: Services): Pr
           const before = presentGroup(current, (await membersOf(tx, [current.id])).get(current.id) ?? [], baseUrlOf(request));
           const after = patched(before as unknown as Record<string, unknown>, operations);
           if (String(after.id) !== before.id) throw new ScimError(400, 'id is immutable.', 'mutability');
-          return storeGroup(request, tx, principal, groupWrite({ ...after, members: after.members ?? [] }), current);
+          return storeGroup(request, tx, principal, groupWrite(after), current);
         });
         if (request.headers.prefer === 'return=minimal') return reply.code(204).send();
         return body;

@@ -17,6 +17,10 @@ import { scimExternalIds } from './table.ts';
 const externalIdOf = sql<string | null>`(select ${scimExternalIds.externalId} from ${scimExternalIds}
   where ${scimExternalIds.tenantId} = ${users.tenantId} and ${scimExternalIds.userId} = ${users.id})`;
 
+/** Whether the user in the row has an `externalId` meeting `condition`: a semi-join on the index of externalIds, where a comparison of the subquery above would run it for every user. */
+const someExternalId = (condition: (value: SQL) => SQL) => sql`exists (select 1 from ${scimExternalIds}
+  where ${scimExternalIds.tenantId} = ${users.tenantId} and ${scimExternalIds.userId} = ${users.id} and ${condition(sql`${scimExternalIds.externalId}`)})`;
+
 /** Users as SCIM sees them: personal accounts that are not deleted (group accounts stay Atrium's own). */
 export const SCIM_USERS = and(sql`${users.deletedAt} is null`, eq(users.groupAccount, false))!;
 
@@ -243,6 +247,10 @@ type Kind = 'text' | 'exact' | 'boolean' | 'datetime' | 'id' | 'member';
 export interface FilterAttribute {
   value: SQL;
   kind: Kind;
+  /** A text's lower-case form kept in a column, compared in place of `lower(value)` so that an index serves it. */
+  folded?: SQL;
+  /** For a value kept in a table of its own: whether a row of it meets the condition (a comparison of `value` would be a subquery per row). */
+  some?: (condition: (value: SQL) => SQL) => SQL;
 }
 
 const column = (c: unknown) => sql`${c}`;
@@ -256,8 +264,8 @@ const addressPresent = sql`(${users.street} is not null or ${users.zipcode} is n
 /** Filterable User attributes, by lower-case path (core schema URN prefix removed). */
 export const USER_ATTRIBUTES: Record<string, FilterAttribute> = {
   id: { value: column(users.id), kind: 'id' },
-  externalid: { value: externalIdOf, kind: 'exact' },
-  username: { value: column(users.username), kind: 'text' },
+  externalid: { value: externalIdOf, kind: 'exact', some: someExternalId },
+  username: { value: column(users.username), kind: 'text', folded: column(users.usernameLower) },
   displayname: { value: sql`coalesce(nullif(concat_ws(' ', ${users.firstName}, ${users.lastName}), ''), ${users.username})`, kind: 'text' },
   'name.givenname': { value: column(users.firstName), kind: 'text' },
   'name.familyname': { value: column(users.lastName), kind: 'text' },
@@ -331,8 +339,19 @@ function comparison(attribute: FilterAttribute, op: string, path: string, value:
     if (!operator) throw invalidFilter(`${path} is a date and time: co, sw and ew do not compare it.`);
     return sql`${attribute.value} ${sql.raw(operator)} ${instant.toISOString()}::timestamptz`;
   }
-  const left = kind === 'text' ? sql`lower(${attribute.value})` : attribute.value;
   const right = kind === 'text' ? sql`lower(${value})` : sql`${value}::text`;
+  if (attribute.some) {
+    // `ne` holds for a user without any value too, as `is distinct from` does.
+    return op === 'ne'
+      ? sql`not ${attribute.some((stored) => sql`${stored} = ${right}`)}`
+      : attribute.some((stored) => textComparison(op, stored, right, value));
+  }
+  const left = kind === 'text' ? (attribute.folded ?? sql`lower(${attribute.value})`) : attribute.value;
+  return textComparison(op, left, right, value);
+}
+
+/** `left op right` for text; `value` is the compared text as sent (its length ends `ew`). */
+function textComparison(op: string, left: SQL, right: SQL, value: string): SQL {
   switch (op) {
     case 'eq':
       return sql`${left} = ${right}`;

@@ -8,6 +8,7 @@ import { accessTokens } from '../auth/table.ts';
 import { departmentUsers } from '../departments/table.ts';
 import { formSubmissions } from '../forms/table.ts';
 import { languages } from '../languages/table.ts';
+import { announceSessionsEnded } from '../notifications/channel.ts';
 import { userLoginTokens } from '../login-tokens/table.ts';
 import { pushSubscriptions } from '../push/table.ts';
 import { roles } from '../roles/table.ts';
@@ -19,12 +20,13 @@ export type UserColumns = Partial<typeof users.$inferInsert>;
 
 /**
  * The columns of a user that reads present or judge: every one but the password hash, which
- * only sign-in and the password checks read, each with a query of its own.
+ * only sign-in and the password checks read, each with a query of its own, and the
+ * lower-case username that only SCIM filters compare.
  */
-const { passwordHash: _passwordHash, ...userColumns } = getTableColumns(users);
+const { passwordHash: _passwordHash, usernameLower: _usernameLower, ...userColumns } = getTableColumns(users);
 
 /** A user row (no password hash) plus the stored picture's file name (never its bytes). */
-export type UserRow = Omit<typeof users.$inferSelect, 'passwordHash'> & { pictureFileName: string | null; pictureEtag: string | null };
+export type UserRow = Omit<typeof users.$inferSelect, 'passwordHash' | 'usernameLower'> & { pictureFileName: string | null; pictureEtag: string | null };
 
 /** The stored picture of the user in the row (at most one: the key is tenant and user). */
 const ownPicture = and(eq(userProfilePictures.tenantId, users.tenantId), eq(userProfilePictures.userId, users.id));
@@ -191,24 +193,27 @@ export async function revokePendingLoginTokens(tx: Tx, userId: number): Promise<
 /**
  * Ends everything that signs `userId` in: sessions (a logout mark: tokens issued before it
  * stop authenticating) and pending login tokens (theirs, and those they created). Logout
- * marking and deactivation use it, so a later reactivation revives nothing.
+ * marking and deactivation use it, so a later reactivation revives nothing. The user's
+ * open event streams end on commit (`announceSessionsEnded`), not at their next heartbeat.
  */
 export async function endAllSessions(tx: Tx, userId: number): Promise<void> {
-  await tx.update(users).set({ logoutMarkedAt: statementClock }).where(eq(users.id, userId));
+  const [marked] = await tx.update(users).set({ logoutMarkedAt: statementClock }).where(eq(users.id, userId)).returning({ tenantId: users.tenantId });
+  if (marked) await announceSessionsEnded(tx, { tenantId: marked.tenantId, userId });
   await revokePendingLoginTokens(tx, userId);
 }
 
 /**
  * Soft-deletes the user unless already deleted, marked for logout too, so a later restore
- * revives no old session; answers whether it was.
+ * revives no old session (their open streams end on commit); answers whether it was.
  */
 export async function softDeleteUser(tx: Tx, userId: number): Promise<boolean> {
-  const deleted = await tx
+  const [deleted] = await tx
     .update(users)
     .set({ deletedAt: statementClock, logoutMarkedAt: statementClock, updatedAt: sql`now()` })
     .where(and(eq(users.id, userId), isNull(users.deletedAt)))
-    .returning({ id: users.id });
-  return deleted.length > 0;
+    .returning({ tenantId: users.tenantId });
+  if (deleted) await announceSessionsEnded(tx, { tenantId: deleted.tenantId, userId });
+  return deleted !== undefined;
 }
 
 /** Clears the user's `deleted_at`, and replaces the role when `roleId` is given. */
@@ -221,14 +226,16 @@ export async function restoreDeletedUser(tx: Tx, userId: number, roleId: number 
 
 /**
  * Blackout's writes beside the user's own `values` (rules.ts `blackoutValues`): the
- * picture, access tokens and push subscriptions go, pending login tokens are revoked, the
- * sign-in counts under the old username and the id are forgotten, and what the user typed
- * into forms and task templates is emptied — it may be about them; the submissions stay
- * (as made by the anonymised account, at that time). False when there is no such user.
+ * picture, access tokens and push subscriptions go, pending login tokens are revoked,
+ * open streams end on commit, the sign-in counts under the old username and the id are
+ * forgotten, and what the user typed into forms and task templates is emptied — it may be
+ * about them; the submissions stay (as made by the anonymised account, at that time).
+ * False when there is no such user.
  */
 export async function blackOut(tx: Tx, config: Config, user: { id: number; username: string }, values: UserColumns): Promise<boolean> {
-  const [updated] = await tx.update(users).set(values).where(eq(users.id, user.id)).returning({ id: users.id });
+  const [updated] = await tx.update(users).set(values).where(eq(users.id, user.id)).returning({ tenantId: users.tenantId });
   if (!updated) return false;
+  await announceSessionsEnded(tx, { tenantId: updated.tenantId, userId: user.id });
   await tx.delete(userProfilePictures).where(eq(userProfilePictures.userId, user.id));
   await tx.delete(accessTokens).where(eq(accessTokens.userId, user.id));
   await revokePendingLoginTokens(tx, user.id);

@@ -42,10 +42,20 @@ export const users = pgTable(
     deletedAt: timestamp('deleted_at', { withTimezone: true, mode: 'date' }),
     createdAt: timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow(),
     updatedAt: timestamp('updated_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow(),
+    /**
+     * `lower(username)`, kept by PostgreSQL: SCIM compares `userName` case-insensitively
+     * (RFC 7643 §4.1.1, caseExact false). A condition on `lower(username)` itself cannot
+     * use an index under row-level security (lower() is not leakproof, so PostgreSQL
+     * checks the tenant first); one on this column can.
+     */
+    usernameLower: text('username_lower')
+      .notNull()
+      .generatedAlwaysAs(sql`lower(username)`),
   },
   (t) => [
     primaryKey({ columns: [t.tenantId, t.id] }),
     unique('users_tenant_id_username_key').on(t.tenantId, t.username),
+    index('users_tenant_id_username_lower_idx').on(t.tenantId, t.usernameLower),
     foreignKey({ name: 'users_role_fk', columns: [t.tenantId, t.roleId], foreignColumns: [roles.tenantId, roles.id] }),
     foreignKey({ name: 'users_language_fk', columns: [t.tenantId, t.langId], foreignColumns: [languages.tenantId, languages.id] }),
     index('users_tenant_name_order_idx').on(t.tenantId, t.lastName, t.firstName, t.id),

@@ -1,4 +1,6 @@
 import t, { type Test } from 'tap';
+import pino from 'pino';
+import { createAtrium } from '../../../src/server.ts';
 import { startTestApi } from '../../helpers/atrium.ts';
 import { bearer, sleep, waitForDispatches } from '../../helpers/fixtures.ts';
 import { openSse, type SseClient } from '../../helpers/sse.ts';
@@ -31,7 +33,7 @@ const revocations: [string, (t: Test, userId: number, token: string) => Promise<
     async (t, userId) => t.equal((await api.call(t, 'markUserForLogout', { token: tenant.adminToken, params: { user: userId } })).status, 204),
   ],
 ];
-// (Deactivated and deleted users are no recipients at all; their streams end at the heartbeat.)
+// (Deactivated and deleted users are no recipients at all: their streams end below, with nothing to deliver.)
 
 for (const [how, revoke] of revocations) {
   t.test(`a stream whose session was ${how} receives no further notification and ends`, async (t) => {
@@ -61,4 +63,64 @@ t.test('a live session keeps streaming', async (t) => {
   const received = await stream.next((e) => e.event === 'notification', 3000);
   t.equal(JSON.parse(received.data).data.title, 'still here');
   stream.close();
+});
+
+/**
+ * Whether the stream ended within a guard against a hang, which is far below the
+ * heartbeat of this file (ten minutes): only the end of the session can have ended it.
+ */
+const endsBeforeHeartbeat = (stream: SseClient) => Promise.race([stream.ended.then(() => true), sleep(10_000).then(() => false)]);
+
+const quietEnds: [string, (t: Test, userId: number, token: string) => Promise<unknown>][] = [
+  ...revocations,
+  [
+    'deactivated',
+    async (t, userId) =>
+      t.equal((await api.call(t, 'updateUser', { token: tenant.adminToken, params: { user: userId }, body: { active: false } })).status, 200),
+  ],
+  ['deleted', async (t, userId) => t.equal((await api.call(t, 'deleteUser', { token: tenant.adminToken, params: { user: userId } })).status, 204)],
+  ['blacked out', async (t, userId) => t.equal((await api.call(t, 'blackoutUser', { token: tenant.adminToken, params: { user: userId } })).status, 204)],
+  [
+    'ended by a password reset',
+    async (t, userId) =>
+      t.equal(
+        (await api.call(t, 'updateUser', { token: tenant.adminToken, params: { user: userId }, body: { password: 'a new password for them' } })).status,
+        200,
+      ),
+  ],
+];
+
+// With no notification to deliver, nothing writes to the stream before the heartbeat: the
+// session's end itself (a notice on the streams' channel, on commit) must end it.
+for (const [how, revoke] of quietEnds) {
+  t.test(`a stream whose session was ${how} ends at once, with nothing to deliver`, async (t) => {
+    const user = await api.createUser(tenant.tenantId);
+    const { token, stream } = await streamOf(t, user.id);
+    await revoke(t, user.id, token);
+    t.ok(await endsBeforeHeartbeat(stream), 'the stream ended long before the heartbeat');
+  });
+}
+
+t.test('a sign-out ends that session’s streams only', async (t) => {
+  const user = await api.createUser(tenant.tenantId);
+  const { token, stream } = await streamOf(t, user.id);
+  const { stream: other } = await streamOf(t, user.id);
+  t.equal((await api.call(t, 'logout', { token })).status, 204);
+  t.ok(await endsBeforeHeartbeat(stream), 'the signed-out stream ended');
+  await send(t, [user.id], 'to the other session');
+  const received = await other.next((e) => e.event === 'notification', 3000);
+  t.equal(JSON.parse(received.data).data.title, 'to the other session', 'the other session keeps streaming');
+  other.close();
+});
+
+t.test('a session ended in one process ends its stream in another at once', async (t) => {
+  // A second process on the same database, serving the API only: the notice reaches it through its own LISTEN.
+  const second = await createAtrium({ ...api.config, role: 'api' }, { logger: pino({ level: 'silent' }) });
+  t.teardown(() => second.stop());
+  const secondUrl = `${await second.app!.listen({ port: 0, host: '127.0.0.1' })}/api/notifications/stream`;
+  const user = await api.createUser(tenant.tenantId);
+  const stream = await openSse(t, secondUrl, bearer(user.token));
+  await stream.next((e) => e.event === 'count', 5000);
+  t.equal((await api.call(t, 'markUserForLogout', { token: tenant.adminToken, params: { user: user.id } })).status, 204);
+  t.ok(await endsBeforeHeartbeat(stream), 'the other process ended the stream long before the heartbeat');
 });

@@ -1,8 +1,11 @@
 import t from 'tap';
-import { sql } from 'drizzle-orm';
+import { count, sql } from 'drizzle-orm';
 import { hashToken } from '../../../src/platform/auth/tokens.ts';
 import { scimSettings, scimTokens } from '../../../src/resources/scim/table.ts';
 import { newScimTokenValue } from '../../../src/resources/scim/tokens.ts';
+import { GROUP_ATTRIBUTES } from '../../../src/resources/scim/groups.ts';
+import { parseFilter } from '../../../src/resources/scim/users.ts';
+import { departments } from '../../../src/resources/departments/table.ts';
 import { startTestApi } from '../../helpers/atrium.ts';
 import { bearer, createDepartment, roleNamed, rowCount } from '../../helpers/fixtures.ts';
 
@@ -47,7 +50,15 @@ const foreigner = await api.createUser(other.tenantId, { username: 'carl' });
 
 t.test('refused group writes store nothing', async (t) => {
   const before = await departmentCount();
-  for (const body of [{}, { displayName: '' }, { displayName: 5 }, { displayName: 'X', members: 'ann' }, { displayName: 'X', members: [{ value: 'abc' }] }]) {
+  for (const body of [
+    {},
+    { displayName: '' },
+    { displayName: 5 },
+    { displayName: 'X', members: 'ann' },
+    { displayName: 'X', members: [{ value: 'abc' }] },
+    { displayName: 'X', externalId: 5 },
+    { displayName: 'X', externalId: 'x'.repeat(256) },
+  ]) {
     const res = await scim('POST', '/Groups', { schemas: [GROUP], ...body });
     t.equal(res.status, 400, JSON.stringify(body));
     t.same(res.body.schemas, [ERROR]);
@@ -206,4 +217,91 @@ t.test("a token's minter may add or remove only members they may administer", as
   );
   t.equal(allowed.status, 200, 'a member the minter may administer is added');
   t.same(await memberIds(open), [String(ann.id)]);
+});
+
+t.test('a PUT replaces the group: without members it has no SCIM-visible members', async (t) => {
+  const groupAccount = await api.createUser(tenant.tenantId, { username: 'shared-desk', values: { groupAccount: true } });
+  const created = await scim('POST', '/Groups', { schemas: [GROUP], displayName: 'Replaced', members: [{ value: String(ann.id) }, { value: String(ben.id) }] });
+  t.equal(created.status, 201);
+  const id = Number(created.body.id);
+  await api.db.owner.execute(sql`insert into department_users (tenant_id, department_id, user_id) values (${tenant.tenantId}, ${id}, ${groupAccount.id})`);
+
+  const refused = await scim('PUT', `/Groups/${id}`, { schemas: [GROUP], displayName: 'Replaced', members: [{ value: 'abc' }] });
+  t.equal(refused.status, 400, 'bad members are refused');
+  t.same(await memberIds(id), [String(ann.id), String(ben.id), String(groupAccount.id)].sort(), 'and change nothing');
+
+  const put = await scim('PUT', `/Groups/${id}`, { schemas: [GROUP], displayName: 'Replaced' });
+  t.equal(put.status, 200);
+  t.same(put.body.members, [], 'answered without members');
+  t.same(await memberIds(id), [String(groupAccount.id)], "members absent is no members (RFC 7644 §3.5.1); the group account's membership stays");
+  const [event] = await api.db.owner.execute<{ details: { member_ids: number[] } }>(
+    sql`select details from audit_events where target_type = 'department' and target_id = ${String(id)} and action = 'department.updated' order by occurred_at desc limit 1`,
+  );
+  t.same(event!.details.member_ids, [], 'the trail records the replaced membership');
+
+  const nulled = await scim('PUT', `/Groups/${id}`, { schemas: [GROUP], displayName: 'Replaced', members: [{ value: String(ann.id) }] });
+  t.same(await memberIds(id), [String(ann.id), String(groupAccount.id)].sort());
+  t.equal(nulled.status, 200);
+  t.equal((await scim('PUT', `/Groups/${id}`, { schemas: [GROUP], displayName: 'Replaced', members: null })).status, 200);
+  t.same(await memberIds(id), [String(groupAccount.id)], 'members null is no members too');
+
+  // A PATCH changes what it names: a rename keeps the members.
+  await scim('PUT', `/Groups/${id}`, { schemas: [GROUP], displayName: 'Replaced', members: [{ value: String(ben.id) }] });
+  const renamed = await scim('PATCH', `/Groups/${id}`, { schemas: [PATCH], Operations: [{ op: 'replace', value: { displayName: 'Replaced again' } }] });
+  t.equal(renamed.status, 200);
+  t.same(await memberIds(id), [String(ben.id), String(groupAccount.id)].sort(), 'a PATCH rename keeps the members');
+});
+
+t.test('externalId: stored on the department, answered, filtered case-exactly, replaced by PUT, audited', async (t) => {
+  const created = await scim('POST', '/Groups', { schemas: [GROUP], displayName: 'With external id', externalId: 'entra-7f3a' });
+  t.equal(created.status, 201);
+  t.equal(created.body.externalId, 'entra-7f3a', 'answered');
+  const id = Number(created.body.id);
+  t.equal((await scim('GET', `/Groups/${id}`)).body.externalId, 'entra-7f3a', 'stored');
+  const [row] = await api.db.owner.execute<{ external_id: string }>(sql`select external_id from departments where id = ${id}`);
+  t.equal(row!.external_id, 'entra-7f3a', 'on the department');
+
+  const found = await scim('GET', `/Groups?filter=${encodeURIComponent('externalId eq "entra-7f3a"')}`);
+  t.equal(found.body.totalResults, 1);
+  t.equal(found.body.Resources[0].id, String(id));
+  t.equal((await scim('GET', `/Groups?filter=${encodeURIComponent('externalId eq "ENTRA-7F3A"')}`)).body.totalResults, 0, 'case-exact');
+
+  const foreign = await createDepartment(api.db, other.tenantId, 'Foreign with external id');
+  await api.db.owner.execute(sql`update departments set external_id = 'entra-7f3a' where id = ${foreign.id}`);
+  t.equal((await scim('GET', `/Groups?filter=${encodeURIComponent('externalId eq "entra-7f3a"')}`)).body.totalResults, 1, "another tenant's is not found");
+  const twin = await scim('POST', '/Groups', { schemas: [GROUP], displayName: 'Same external id', externalId: 'entra-7f3a' });
+  t.equal(twin.status, 201, 'not unique: RFC 7643 §3.1 leaves that to each provisioning client');
+
+  const patched = await scim('PATCH', `/Groups/${id}`, { schemas: [PATCH], Operations: [{ op: 'replace', path: 'externalId', value: 'entra-8b4c' }] });
+  t.equal(patched.body.externalId, 'entra-8b4c', 'PATCH replaces it');
+  const put = await scim('PUT', `/Groups/${id}`, { schemas: [GROUP], displayName: 'With external id' });
+  t.equal(put.status, 200);
+  t.notOk('externalId' in put.body, 'a PUT without it removes it');
+  const events = await api.db.owner.execute<{ action: string; changes: Record<string, unknown> }>(
+    sql`select action, changes from audit_events where target_type = 'department' and target_id = ${String(id)} order by occurred_at`,
+  );
+  t.same(
+    events.map((event) => event.changes.external_id),
+    [
+      { from: null, to: 'entra-7f3a' },
+      { from: 'entra-7f3a', to: 'entra-8b4c' },
+      { from: 'entra-8b4c', to: null },
+    ],
+    'each change is in the trail',
+  );
+  const api_ = await api.call(t, 'getDepartment', { token: tenant.adminToken, params: { department: id } });
+  t.notOk('external_id' in api_.body, 'the API answers departments as before');
+});
+
+t.test('a filter on externalId is an index scan in the tenant', async (t) => {
+  const plan = await api.db.tenant(tenant.tenantId, async (tx) => {
+    // With this few rows a sequential scan costs less: forbid it, so the plan shows whether an index can serve the filter at all.
+    await tx.execute(sql`set local enable_seqscan = off`);
+    const rows = await tx.execute<{ 'QUERY PLAN': string }>(
+      sql`explain ${tx.select({ n: count() }).from(departments).where(parseFilter('externalId eq "entra-7f3a"', GROUP_ATTRIBUTES))}`,
+    );
+    return rows.map((row) => row['QUERY PLAN']).join('\n');
+  });
+  t.match(plan, /Index (Only )?Scan using departments_tenant_id_external_id_idx|Bitmap Index Scan on departments_tenant_id_external_id_idx/, plan);
+  t.match(plan, /Index Cond: \(\(tenant_id = .*\) AND \(external_id = /, 'tenant and externalId are both index conditions');
 });

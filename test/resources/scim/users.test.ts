@@ -1,16 +1,19 @@
 import t from 'tap';
-import { sql } from 'drizzle-orm';
+import { and, count, sql } from 'drizzle-orm';
 import { hashToken } from '../../../src/platform/auth/tokens.ts';
 import { scimSettings, scimTokens } from '../../../src/resources/scim/table.ts';
 import { newScimTokenValue } from '../../../src/resources/scim/tokens.ts';
+import { parseFilter, SCIM_USERS } from '../../../src/resources/scim/users.ts';
+import { users } from '../../../src/resources/users/table.ts';
 import { pushSubscriptions } from '../../../src/resources/push/table.ts';
 import { startTestApi } from '../../helpers/atrium.ts';
-import { bearer, roleNamed, rowCount } from '../../helpers/fixtures.ts';
+import { bearer, roleNamed, rowCount, sleep } from '../../helpers/fixtures.ts';
 import { browserSubscription } from '../../helpers/push-service.ts';
-import { openSse } from '../../helpers/sse.ts';
+import { openSse, type SseClient } from '../../helpers/sse.ts';
 
-// SCIM 2.0 Users through HTTP, as identity providers send them: bad input first.
-const api = await startTestApi(t, { streamHeartbeatMs: 200 });
+// SCIM 2.0 Users through HTTP, as identity providers send them: bad input first. The
+// streams' heartbeat is ten minutes away: a leaver's stream must end without it.
+const api = await startTestApi(t, { streamHeartbeatMs: 600_000 });
 const app = api.atrium.app!;
 const tenant = await api.createTenant('scim-users');
 const other = await api.createTenant('scim-users-other');
@@ -114,6 +117,7 @@ t.test('values the user rules refuse are invalidValue and store nothing', async 
     newUser({ password: 'short' }),
     newUser({ preferredLanguage: 'xx' }),
     newUser({ externalId: 7 }),
+    newUser({ externalId: 'x'.repeat(256) }),
     newUser({ name: { givenName: 'x'.repeat(256), familyName: 'Doe' } }),
   ];
   for (const body of bodies) isError(t, await scim('POST', '/Users', body), 400, 'invalidValue');
@@ -264,6 +268,10 @@ t.test('filters: every operator, logical ones and value paths, as SQL with pagin
   t.same((await names('emails[type eq "work" and value sw "ben@"]')).names, ['ben.filter'], 'value filter');
   t.same((await names('externalId eq "ext-Ben"')).names, ['ben.filter'], 'externalId');
   t.same((await names('externalId eq "EXT-BEN"')).names, [], 'externalId is case-exact');
+  t.same((await names('externalId ne "ext-Ben" and name.familyName sw "Filter"')).names, ['ann.filter', 'cleo.filter'], 'externalId ne');
+  t.same((await names('not (externalId eq "ext-Ben") and name.familyName sw "Filter"')).names, ['ann.filter', 'cleo.filter'], 'not externalId eq');
+  t.same((await names('externalId sw "ext-" and externalId ew "en"')).names, ['ben.filter'], 'externalId sw, ew');
+  t.same((await names('externalId co "Cle"')).names, ['cleo.filter'], 'externalId co');
   t.ok((await names('externalId pr')).names.includes('cleo.filter'), 'pr');
   t.notOk((await names('externalId pr')).names.includes('admin'), 'pr leaves out users without one');
   t.same((await names(`id eq "${fixtures[1].id}"`)).names, ['ben.filter'], 'id');
@@ -282,6 +290,46 @@ t.test('filters: every operator, logical ones and value paths, as SQL with pagin
   t.notOk('emails' in excluded.body.Resources[0]);
   t.notOk('name' in excluded.body.Resources[0]);
   t.equal(excluded.body.Resources[0].userName, 'ann.filter');
+});
+
+t.test('a change of externalId alone is audited, without its value', async (t) => {
+  const created = await scim('POST', '/Users', newUser({ externalId: 'okta-00u1' }));
+  t.equal(created.status, 201);
+  const audits = await auditCount();
+  const put = await scim('PUT', `/Users/${created.body.id}`, { ...created.body, externalId: 'okta-00u2' });
+  t.equal(put.status, 200);
+  t.equal(put.body.externalId, 'okta-00u2');
+  t.equal(await auditCount(), audits + 1, 'one event');
+  const [event] = await api.db.owner.execute<{ action: string; changes: Record<string, unknown> }>(
+    sql`select action, changes from audit_events where target_type = 'user' and target_id = ${created.body.id} order by occurred_at desc limit 1`,
+  );
+  t.same(event, { action: 'user.updated', changes: { external_id: { changed: true } } });
+  t.equal((await scim('PUT', `/Users/${created.body.id}`, { ...created.body, externalId: 'okta-00u2' })).status, 200);
+  t.equal(await auditCount(), audits + 1, 'a PUT that changes nothing records nothing');
+});
+
+/** The plan of the count a `GET /Users?filter=…` runs, as the application in the tenant's transaction. */
+async function usersPlan(filter: string): Promise<string> {
+  return api.db.tenant(tenant.tenantId, async (tx) => {
+    // With this few rows a sequential scan costs less: forbid it, so the plan shows whether an index can serve the filter at all.
+    await tx.execute(sql`set local enable_seqscan = off`);
+    const rows = await tx.execute<{ 'QUERY PLAN': string }>(
+      sql`explain ${tx
+        .select({ n: count() })
+        .from(users)
+        .where(and(SCIM_USERS, parseFilter(filter)))}`,
+    );
+    return rows.map((row) => row['QUERY PLAN']).join('\n');
+  });
+}
+
+t.test('filters on userName and externalId are index scans in the tenant', async (t) => {
+  const byName = await usersPlan('userName eq "Ann.Filter"');
+  t.match(byName, /Index (Only )?Scan using users_tenant_id_username_lower_idx|Bitmap Index Scan on users_tenant_id_username_lower_idx/, byName);
+  t.match(byName, /Index Cond: \(\(tenant_id = .*\) AND \(username_lower = /, 'tenant and the lower-case userName are both index conditions');
+  const byExternalId = await usersPlan('externalId eq "ext-Ann"');
+  t.match(byExternalId, /Index (Only )?Scan using scim_external_ids_external_id_idx|Bitmap Index Scan on scim_external_ids_external_id_idx/, byExternalId);
+  t.match(byExternalId, /Index Cond: \(\(tenant_id = .*\) AND \(external_id = /, 'tenant and externalId are both index conditions');
 });
 
 t.test('a list costs a constant number of queries', async (t) => {
@@ -381,37 +429,67 @@ t.test('the token acts with its minter authority: no administering users who can
   t.equal(row!.active, true);
 });
 
+const base = await app.listen({ port: 0, host: '127.0.0.1' });
+
+/** Whether the stream ended within a guard against a hang far below the heartbeat (ten minutes): only the cut-off can have ended it. */
+const endsBeforeHeartbeat = (stream: SseClient) => Promise.race([stream.ended.then(() => true), sleep(10_000).then(() => false)]);
+
+/** A stream of the user's session, once it has its first event (it is registered then). */
+async function streamOf(tt: Tt, token: string): Promise<SseClient> {
+  const stream = await openSse(tt, `${base}/api/notifications/stream`, bearer(token));
+  tt.equal(stream.status, 200);
+  await stream.next((e) => e.event === 'count', 5000);
+  return stream;
+}
+
 t.test('a leaver is cut off at once: session, login token, push subscription and stream', async (t) => {
-  const base = await app.listen({ port: 0, host: '127.0.0.1' });
   const leaver = await api.createUser(tenant.tenantId, { permissions: ['login-tokens.administer'] });
   const loginToken = await api.call(t, 'createUserLoginToken', { token: leaver.token, body: { expires_in: 3600 } });
   t.equal(loginToken.status, 201);
   await api.db.owner
     .insert(pushSubscriptions)
     .values({ tenantId: tenant.tenantId, userId: leaver.id, endpoint: 'https://push.example/leaver', ...browserSubscription().keys });
-  const stream = await openSse(t, `${base}/api/notifications/stream`, bearer(leaver.token));
-  t.equal(stream.status, 200);
+  const stream = await streamOf(t, leaver.token);
 
   const res = await scim('PATCH', `/Users/${leaver.id}`, { schemas: [PATCH], Operations: [{ op: 'Replace', path: 'active', value: 'False' }] });
   t.equal(res.status, 200);
   t.equal(res.body.active, false);
+  t.ok(await endsBeforeHeartbeat(stream), 'the stream ended at once, not at the heartbeat');
 
   t.equal((await api.call(t, 'getCurrentUser', { token: leaver.token })).status, 401, 'the session ended');
   t.equal((await api.call(t, 'loginWithToken', { body: { token: loginToken.body.token } })).status, 401, 'the login token is revoked');
   t.equal(await rowCount(api.db, 'push_subscriptions', sql`user_id = ${leaver.id}`), 0, 'the push subscription is gone');
-  await stream.ended;
-  t.pass('the stream ended');
 
   const back = await scim('PATCH', `/Users/${leaver.id}`, { schemas: [PATCH], Operations: [{ op: 'replace', value: { active: true } }] });
   t.equal(back.body.active, true);
   t.equal((await api.call(t, 'getCurrentUser', { token: leaver.token })).status, 401, 'reactivation revives no session');
+  const again = await openSse(t, `${base}/api/notifications/stream`, bearer(leaver.token));
+  t.equal(again.status, 401, 'nor a stream of it');
+  t.equal((await api.call(t, 'loginWithToken', { body: { token: loginToken.body.token } })).status, 401, 'nor the login token');
+});
+
+t.test('PUT with active false ends the leaver’s streams at once; other users’ streams stay', async (t) => {
+  const created = (await scim('POST', '/Users', newUser())).body;
+  const token = await api.tokenFor(tenant.tenantId, Number(created.id));
+  const stream = await streamOf(t, token);
+  const bystander = await api.createUser(tenant.tenantId);
+  const bystanderStream = await streamOf(t, bystander.token);
+
+  const res = await scim('PUT', `/Users/${created.id}`, { ...created, active: false });
+  t.equal(res.status, 200);
+  t.equal(res.body.active, false);
+  t.ok(await endsBeforeHeartbeat(stream), 'the stream ended at once, not at the heartbeat');
+  t.equal(await Promise.race([bystanderStream.ended.then(() => 'ended'), sleep(300).then(() => 'open')]), 'open', "another user's stream stays open");
+  bystanderStream.close();
 });
 
 t.test('DELETE soft-deletes and cuts off; the API restores', async (t) => {
   const leaver = await api.createUser(tenant.tenantId);
+  const stream = await streamOf(t, leaver.token);
   const audits = await auditCount();
   const res = await scim('DELETE', `/Users/${leaver.id}`);
   t.equal(res.status, 204);
+  t.ok(await endsBeforeHeartbeat(stream), 'the stream ended at once, not at the heartbeat');
   isError(t, await scim('GET', `/Users/${leaver.id}`), 404);
   isError(t, await scim('DELETE', `/Users/${leaver.id}`), 404);
   t.equal((await api.call(t, 'getCurrentUser', { token: leaver.token })).status, 401);
@@ -419,6 +497,7 @@ t.test('DELETE soft-deletes and cuts off; the API restores', async (t) => {
   const restored = await api.call(t, 'restoreUser', { token: admin, params: { user: leaver.id } });
   t.equal(restored.status, 200);
   t.equal((await scim('GET', `/Users/${leaver.id}`)).status, 200);
+  t.equal((await api.call(t, 'getCurrentUser', { token: leaver.token })).status, 401, 'a restore revives no session');
 });
 
 t.test('discovery: ServiceProviderConfig, ResourceTypes, Schemas', async (t) => {
