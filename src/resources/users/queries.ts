@@ -10,6 +10,7 @@ import { formSubmissions } from '../forms/table.ts';
 import { languages } from '../languages/table.ts';
 import { announceSessionsEnded } from '../notifications/channel.ts';
 import { userLoginTokens } from '../login-tokens/table.ts';
+import { scimExternalIds } from '../scim/table.ts';
 import { pushSubscriptions } from '../push/table.ts';
 import { roles } from '../roles/table.ts';
 import type { StoredPicture } from './profile-picture.ts';
@@ -228,7 +229,7 @@ export async function restoreDeletedUser(tx: Tx, userId: number, roleId: number 
  * Blackout's writes beside the user's own `values` (rules.ts `blackoutValues`): the
  * picture, access tokens and push subscriptions go, pending login tokens are revoked,
  * open streams end on commit, the sign-in counts under the old username and the id are
- * forgotten, and what the user typed into forms and task templates is emptied — it may be
+ * forgotten, the identity provider's id of the person (SCIM `externalId`) goes, and what the user typed into forms and task templates is emptied — it may be
  * about them; the submissions stay (as made by the anonymised account, at that time).
  * False when there is no such user.
  */
@@ -240,6 +241,7 @@ export async function blackOut(tx: Tx, config: Config, user: { id: number; usern
   await tx.delete(accessTokens).where(eq(accessTokens.userId, user.id));
   await revokePendingLoginTokens(tx, user.id);
   await tx.delete(pushSubscriptions).where(eq(pushSubscriptions.userId, user.id));
+  await tx.delete(scimExternalIds).where(eq(scimExternalIds.userId, user.id));
   await forgetAccountFailures(tx, config, user);
   await tx.update(formSubmissions).set({ values: {} }).where(eq(formSubmissions.userId, user.id));
   return true;

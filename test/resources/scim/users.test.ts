@@ -500,6 +500,18 @@ t.test('DELETE soft-deletes and cuts off; the API restores', async (t) => {
   t.equal((await api.call(t, 'getCurrentUser', { token: leaver.token })).status, 401, 'a restore revives no session');
 });
 
+t.test("a blackout erases the identity provider's id of the person", async (t) => {
+  const created = await scim('POST', '/Users', newUser({ externalId: 'entra-leaver-1' }));
+  t.equal(created.status, 201);
+  t.equal((await scim('GET', '/Users?filter=externalId eq "entra-leaver-1"')).body.totalResults, 1);
+  t.equal((await api.call(t, 'blackoutUser', { token: admin, params: { user: created.body.id } })).status, 204);
+  const found = await scim('GET', '/Users?filter=externalId eq "entra-leaver-1"');
+  t.equal(found.status, 200);
+  t.equal(found.body.totalResults, 0, 'the id no longer finds the anonymised account');
+  isError(t, await scim('GET', `/Users/${created.body.id}`), 404);
+  t.equal(await rowCount(api.db, 'scim_external_ids', sql`user_id = ${created.body.id}`), 0, 'nothing links the account to it');
+});
+
 t.test('discovery: ServiceProviderConfig, ResourceTypes, Schemas', async (t) => {
   const config = await scim('GET', '/ServiceProviderConfig');
   t.equal(config.status, 200);
