@@ -15,6 +15,8 @@ const fullAuditor = await api.createUser(tenant.tenantId, {
   permissions: ['audit.view', 'users.view', 'users.view-personal', 'users.view-administrative'],
 });
 const employee = await api.createUser(tenant.tenantId);
+// A second server on a database of its own, whose first start creates the first tenant.
+const firstStart = await startTestApi(t, { bootstrapTenant: { slug: 'first-start', name: 'First Start Inc.' } });
 const admin = tenant.adminToken;
 const roleIds = Object.fromEntries(
   (await api.db.owner.execute<{ name: string; id: number }>(sql`select name, id::int as id from roles where tenant_id = ${tenant.tenantId}`)).map((r) => [
@@ -207,6 +209,21 @@ t.test('personal and administrative fields in changes need the users resource’
   t.strictSame(full!.changes.phone, { from: null, to: '+1 555 0100' });
   const exported = await api.call(t, 'exportAuditEvents', { token: auditor.token, query: { filter: { target_type: 'user', target_id: String(user.id) } } });
   t.notOk(exported.text.includes('555'), 'the export hides them too');
+});
+
+t.test('the first tenant a server creates at its first start begins its trail with tenant.created, by the system', async (t) => {
+  const events = await firstStart.db.owner.execute<{
+    action: string;
+    actor_type: string;
+    target_type: string;
+    target_label: string;
+    command: string | null;
+    job: string | null;
+  }>(sql`select action, actor_type, target_type, target_label, command, job from audit_events`);
+  t.strictSame(
+    [...events],
+    [{ action: 'tenant.created', actor_type: 'system', target_type: 'tenant', target_label: 'First Start Inc.', command: null, job: null }],
+  );
 });
 
 t.test('a client’s X-Request-Id cannot make its events part of another request', async (t) => {
