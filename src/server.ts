@@ -78,7 +78,8 @@ export async function createAtrium(
     }
     // Only where the configuration names a first tenant (the embedded server's `demo` by default).
     const first = config.bootstrapTenant;
-    const seeded = first ? await seedFirstTenant(db, first, config.adminPassword) : null;
+    // Atrium itself creates it, at its first start: no command, no job.
+    const seeded = first ? await seedFirstTenant(db, first, config.adminPassword, { actor: { type: 'system', id: null, label: null }, origin: {} }) : null;
     if (seeded) logger.info({ tenant: first!.slug, username: 'admin' }, 'created the first tenant');
     if (seeded?.generatedPassword) options.onAdminPassword?.(seeded.generatedPassword, first!);
     const secrets = await Secrets.load(db, config.secretKey);

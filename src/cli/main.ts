@@ -76,7 +76,8 @@ const commands: Record<string, Command> = {
       const first = config.bootstrapTenant;
       if (!first) return;
       const { seedFirstTenant, generatedPasswordNotice } = await import('../resources/tenants/create-tenant.ts');
-      const seeded = await seedFirstTenant(db, first, config.adminPassword);
+      const { commandSource } = await import('../resources/audit-events/record.ts');
+      const seeded = await seedFirstTenant(db, first, config.adminPassword, commandSource('migrate'));
       if (!seeded) return;
       process.stdout.write(
         seeded.generatedPassword
@@ -100,8 +101,10 @@ const commands: Record<string, Command> = {
       const given = values['admin-password'];
       if (typeof given === 'string') await checkPasswordLength(given, config, '--admin-password');
       const { createTenant, generatePassword, generatedPasswordNotice } = await import('../resources/tenants/create-tenant.ts');
+      const { commandSource } = await import('../resources/audit-events/record.ts');
       const password = typeof given === 'string' ? given : generatePassword();
-      const created = await createTenant(db, { slug, name, adminUsername, adminPassword: password }).catch((error: unknown) => {
+      const source = commandSource('tenant:create');
+      const created = await createTenant(db, { slug, name, adminUsername, adminPassword: password }, source).catch((error: unknown) => {
         throw new Failure(error instanceof Error ? error.message : String(error));
       });
       process.stdout.write(`tenant ${slug} created (id ${created.tenantId}), administrator id ${created.adminUserId}\n`);

@@ -62,13 +62,38 @@ t.test('tenant:create, then token:create prints only a working access token', as
   const me = await api.call(t, 'getCurrentUser', { token: issued.stdout.trim() });
   t.equal(me.status, 200);
   t.equal(me.body.username, 'root');
-  const events = await api.db.owner.execute<{ action: string; actor_type: string; command: string; target_id: string; changes: unknown }>(
-    sql`select action, actor_type, command, target_id, changes from audit_events where tenant_id = (select id from tenants where slug = 'cli-co')`,
+  const tenantId = Number(/\(id (\d+)\)/.exec(created.stdout)![1]);
+  const events = await api.db.owner.execute<{ action: string; actor_type: string; command: string; target_id: string; changes: unknown; details: unknown }>(
+    sql`select action, actor_type, command, target_id, changes, details from audit_events
+        where tenant_id = (select id from tenants where slug = 'cli-co') order by occurred_at, action desc`,
   );
   t.strictSame(
     [...events],
-    [{ action: 'access_token.created', actor_type: 'command_line', command: 'token:create', target_id: String(me.body.id), changes: {} }],
+    [
+      {
+        action: 'tenant.created',
+        actor_type: 'command_line',
+        command: 'tenant:create',
+        target_id: String(tenantId),
+        changes: { slug: { from: null, to: 'cli-co' }, name: { from: null, to: 'CLI Co' } },
+        details: { administrator_id: me.body.id },
+      },
+      {
+        action: 'access_token.created',
+        actor_type: 'command_line',
+        command: 'token:create',
+        target_id: String(me.body.id),
+        changes: {},
+        details: { expires_in: 600 },
+      },
+    ],
+    'the tenant begins its trail with its creation, in its own trail',
   );
+  const trail = await api.call(t, 'listAuditEvents', { token: issued.stdout.trim(), query: { filter: { action: 'tenant.' } } });
+  t.equal(trail.status, 200);
+  t.match(trail.body, [
+    { action: 'tenant.created', actor: { type: 'command_line', id: null }, target: { type: 'tenant', label: 'CLI Co' }, origin: { command: 'tenant:create' } },
+  ]);
   t.notOk(JSON.stringify(events).includes(issued.stdout.trim()), 'the token is not in the trail');
 });
 
@@ -115,6 +140,10 @@ t.test('migrate with ATRIUM_BOOTSTRAP_TENANT creates that tenant on a database w
   t.equal(again.stdout, 'the database is up to date; no migration to apply\n', 'nothing the second time');
   const signIn = await atrium('token:create', '--tenant', 'first', '--username', 'admin', bootstrap);
   t.equal(signIn.code, 0, signIn.stderr);
+  const migrated = postgres(url.toString(), { max: 1, onnotice: () => {} });
+  t.teardown(() => migrated.end({ timeout: 5 }));
+  const created = await migrated<{ actor_type: string; command: string }[]>`select actor_type, command from audit_events where action = 'tenant.created'`;
+  t.strictSame([...created], [{ actor_type: 'command_line', command: 'migrate' }], 'the seeded tenant records its creation once');
 });
 
 t.test('--help: the overview and the usage of each command, on stdout, exit 0', async (t) => {
@@ -191,9 +220,13 @@ t.test('usage errors exit 2 with a message, and change nothing', async (t) => {
     t.equal(result.stdout, '', 'nothing on stdout');
     t.match(result.stderr, /^atrium: /);
   }
+  const recorded = async () =>
+    (await api.db.owner.execute<{ count: number }>(sql`select count(*)::int as count from audit_events where action = 'tenant.created'`))[0]!.count;
+  const before = await recorded();
   const again = await atrium('tenant:create', 'cli-co', '--name', 'Dup', '--admin-username', 'root', '--admin-password', 'long-enough-password');
   t.equal(again.code, 1);
   t.match(again.stderr, /exists already/);
+  t.equal(await recorded(), before, 'a refused tenant:create records nothing');
 });
 
 t.test('tenant:create counts the password as the API does: in characters (code points), not UTF-16 units', async (t) => {

@@ -2517,10 +2517,10 @@ export interface components {
         /**
          * @description What happened, as `<target type>.<what happened>`. Names are stable: new ones may be
          *     added, none is renamed or removed, so a client shows an action it does not know as
-         *     it is. `scim_token.*` is reserved for identity-provider provisioning.
+         *     it is.
          * @enum {string}
          */
-        AuditAction: "user.created" | "user.updated" | "user.deleted" | "user.restored" | "user.blacked_out" | "user.marked_for_logout" | "user.password_changed" | "user_settings.updated" | "access_token.created" | "role.created" | "role.updated" | "role.deleted" | "login_token.created" | "login_token.deleted" | "login_token.consumed" | "department.created" | "department.updated" | "department.deleted" | "menu_item.created" | "menu_item.updated" | "menu_item.deleted" | "attribute_set.created" | "attribute_set.updated" | "attribute_set.deleted" | "automation.created" | "automation.updated" | "automation.deleted" | "automation.run" | "form.created" | "form.updated" | "form.deleted" | "task_template.created" | "task_template.updated" | "task_template.deleted" | "form_field.created" | "form_field.updated" | "form_field.deleted" | "default_value_source.created" | "default_value_source.updated" | "default_value_source.deleted" | "push_subscription.created" | "push_subscription.deleted" | "notification.sent" | "notifications.reset" | "scim_token.created" | "scim_token.revoked";
+        AuditAction: "tenant.created" | "user.created" | "user.updated" | "user.deleted" | "user.restored" | "user.blacked_out" | "user.marked_for_logout" | "user.password_changed" | "user_settings.updated" | "access_token.created" | "role.created" | "role.updated" | "role.deleted" | "login_token.created" | "login_token.deleted" | "login_token.consumed" | "department.created" | "department.updated" | "department.deleted" | "menu_item.created" | "menu_item.updated" | "menu_item.deleted" | "attribute_set.created" | "attribute_set.updated" | "attribute_set.deleted" | "automation.created" | "automation.updated" | "automation.deleted" | "automation.run" | "form.created" | "form.updated" | "form.deleted" | "task_template.created" | "task_template.updated" | "task_template.deleted" | "form_field.created" | "form_field.updated" | "form_field.deleted" | "default_value_source.created" | "default_value_source.updated" | "default_value_source.deleted" | "push_subscription.created" | "push_subscription.deleted" | "notification.sent" | "notifications.reset" | "scim_token.created" | "scim_token.revoked";
         /**
          * @description One administrative change. Labels are as they were when the change was made (a
          *     blackout later replaces the person's with their anonymized ones). Personal user fields
@@ -2553,6 +2553,7 @@ export interface components {
          *       "origin": {
          *         "operation_id": "updateUser",
          *         "request_id": "3f2b8c1e-5d4a-4e6f-9a7b-1c2d3e4f5a6b",
+         *         "client_request_id": null,
          *         "client_address": "203.0.113.9",
          *         "user_agent": "Mozilla/5.0",
          *         "command": null,
@@ -2580,6 +2581,11 @@ export interface components {
             details: ({
                 /**
                  * Format: int64
+                 * @description `tenant.created`: the id of the tenant's first administrator, created with it.
+                 */
+                administrator_id?: number;
+                /**
+                 * Format: int64
                  * @description `notification.sent`: the users the dispatch reaches as sent (those named and the members of the departments named, each once, deleted users left out).
                  */
                 recipient_count?: number;
@@ -2595,15 +2601,28 @@ export interface components {
              */
             occurred_at: string;
             /**
-             * @description Where the change came from: a request (`operation_id`, `request_id` as in its
-             *     `X-Request-Id`, the client's address as the proxy settings resolve it, its user
-             *     agent), a command (`command`) or a background job (`job`). Unknown parts are null.
+             * @description Where the change came from: a request (`operation_id`, `request_id`, the
+             *     `X-Request-Id` the client sent as `client_request_id`, the client's address as the
+             *     proxy settings resolve it, its user agent), a command (`command`) or a background
+             *     job (`job`). Unknown parts are null.
              */
             origin: {
                 client_address: string | null;
+                /**
+                 * @description The `X-Request-Id` the client sent (echoed on the answer and in its problem
+                 *     documents), or null when it sent none. The client chose it, and any client may
+                 *     send any value: it links the event to the client's own logs, never to another
+                 *     request.
+                 */
+                client_request_id: string | null;
                 command: string | null;
                 job: string | null;
                 operation_id: string | null;
+                /**
+                 * @description The id the server gave the request, unique to it: the answer's `X-Request-Id` when
+                 *     the client sent none, a UUID of the server's otherwise (its log lines carry it as
+                 *     `server_request_id`). Events with the same `request_id` come from one request.
+                 */
                 request_id: string | null;
                 user_agent: string | null;
             };
@@ -2628,11 +2647,14 @@ export interface components {
             action?: string;
             actor_id?: components["schemas"]["Id"];
             actor_type?: components["schemas"]["ActorType"];
+            /** @description The events of requests that sent this `X-Request-Id` (`origin.client_request_id`); anyone may send any. */
+            client_request_id?: string;
             /**
              * Format: date-time
              * @description Events at or after this instant (RFC 3339).
              */
             from?: string;
+            /** @description The events of one request, by the id the server gave it (`origin.request_id`). */
             request_id?: string;
             target_id?: string;
             target_type?: string;

@@ -1,9 +1,10 @@
 /**
  * Every action an audit event may name (openapi/components/audit-events.yaml#/AuditAction
  * lists the same, and a test compares them): `<target type>.<past participle>`, stable
- * once released. `scim_token.*` is reserved for the identity-provider service.
+ * once released.
  */
 export const AUDIT_ACTIONS = [
+  'tenant.created',
   'user.created',
   'user.updated',
   'user.deleted',

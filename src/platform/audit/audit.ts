@@ -18,10 +18,13 @@ export interface AuditActor {
   label: string | SQL | null;
 }
 
-/** Where a change came from: the request's operation, id, address and agent; or a command; or a job. */
+/** Where a change came from: the request's operation, ids, address and agent; or a command; or a job. */
 export interface AuditOrigin {
   operationId?: string | null;
+  /** The id the server gave the request, unique to it. */
   requestId?: string | null;
+  /** The `X-Request-Id` the client sent, as its claim: anyone may send anyone's. */
+  clientRequestId?: string | null;
   clientAddress?: string | null;
   userAgent?: string | null;
   command?: string | null;
@@ -51,12 +54,18 @@ const LABEL_LENGTH = 1000;
 /** A label as stored: text cut to LABEL_LENGTH; a subquery as it is (it reads names, which are shorter). */
 const labelOf = (label: string | SQL | null): string | SQL | null => (typeof label === 'string' ? label.slice(0, LABEL_LENGTH) : label);
 
-/** A request's origin: its operation, its id (`X-Request-Id`), the client address (as the proxy settings resolve it) and its user agent. */
+/**
+ * A request's origin: its operation, the id the server gave it and the client's own
+ * `X-Request-Id` apart (a client may send another's id: the trail must not let it pass its
+ * events off as part of someone else's request), the client address (as the proxy
+ * settings resolve it) and its user agent.
+ */
 export function requestOrigin(request: FastifyRequest): AuditOrigin {
   const agent = request.headers['user-agent'];
   return {
     operationId: request.routeOptions.config?.operationId ?? null,
-    requestId: request.id,
+    requestId: request.serverRequestId || request.id,
+    clientRequestId: request.clientRequestId ?? null,
     clientAddress: request.ip ?? null,
     userAgent: typeof agent === 'string' ? agent.slice(0, USER_AGENT_LENGTH) : null,
   };
@@ -85,6 +94,7 @@ export async function recordAudits(tx: Tx, source: AuditSource, entries: readonl
       details: entry.details ?? null,
       operationId: origin.operationId ?? null,
       requestId: origin.requestId ?? null,
+      clientRequestId: origin.clientRequestId ?? null,
       clientAddress: origin.clientAddress ?? null,
       userAgent: origin.userAgent ?? null,
       command: origin.command ?? null,
@@ -143,30 +153,15 @@ export function changesBetween(
 export const SECRET_CHANGED: FieldChange = Object.freeze({ changed: true as const });
 
 /**
- * Erasure in the trail (docs/audit.md#erasure): in every past event about, or by, the
- * subject, its label becomes `label`, and each of `values`' fields in the changes of
- * events about it takes the anonymized value on both sides. Ids, actions and times stay.
- * One statement.
+ * Erasure in the trail (docs/audit.md#erasure): in every past event about, or by, the user
+ * `userId` of `tx`'s tenant, whom a blackout has cleared in this transaction, the label
+ * becomes their anonymized username, and each of `values`' fields in the changes of
+ * events about them takes the anonymized value on both sides. Ids, actions and times stay.
+ * The application role may not update the trail (it is append-only): this is the
+ * security-definer `atrium_anonymize_audit_trail`, which refuses a user not blacked out.
+ * One statement; answers how many events it rewrote.
  */
-export async function anonymizeAuditTrail(
-  tx: Tx,
-  subject: { actorType: ActorType; targetType: string; id: number },
-  label: string,
-  values: Readonly<Record<string, unknown>>,
-): Promise<void> {
-  const id = String(subject.id);
-  const replaced = JSON.stringify(values);
-  const aboutSubject = sql`(${auditEvents.targetType} = ${subject.targetType} and ${auditEvents.targetId} = ${id})`;
-  const bySubject = sql`(${auditEvents.actorType} = ${subject.actorType} and ${auditEvents.actorId} = ${subject.id})`;
-  await tx.execute(sql`
-    update ${auditEvents} set
-      target_label = case when ${aboutSubject} then ${label} else ${auditEvents.targetLabel} end,
-      actor_label = case when ${bySubject} then ${label} else ${auditEvents.actorLabel} end,
-      changes = case when ${aboutSubject} then coalesce((
-        select jsonb_object_agg(c.key, case
-          when ${replaced}::jsonb ? c.key and not (c.value ? 'changed')
-            then jsonb_build_object('from', ${replaced}::jsonb -> c.key, 'to', ${replaced}::jsonb -> c.key)
-          else c.value end)
-        from jsonb_each(${auditEvents.changes}) c), '{}'::jsonb) else ${auditEvents.changes} end
-    where ${aboutSubject} or ${bySubject}`);
+export async function anonymizeAuditTrail(tx: Tx, userId: number, values: Readonly<Record<string, unknown>>): Promise<number> {
+  const [row] = await tx.execute<{ rewritten: number }>(sql`select atrium_anonymize_audit_trail(${userId}, ${JSON.stringify(values)}::jsonb) as rewritten`);
+  return Number(row?.rewritten ?? 0);
 }

@@ -12,7 +12,7 @@ export type Changes = Record<string, FieldChange>;
 /**
  * The audit trail (docs/audit.md): one row per administrative change, written in the
  * change's transaction. Labels are stored as they were when the change was made; a
- * blackout rewrites the person's (anonymize.ts). Column names follow the API's fields
+ * blackout rewrites the person's (`anonymizeAuditTrail`). The application role may insert and read rows, never update or delete one (docs/audit.md#append-only). Column names follow the API's fields
  * (openapi/components/audit-events.yaml).
  */
 export const auditEvents = pgTable(
@@ -32,7 +32,10 @@ export const auditEvents = pgTable(
     /** What else the action carries (a fan-out's recipient count). */
     details: jsonb('details').$type<Record<string, unknown>>(),
     operationId: text('operation_id'),
+    /** The id the server gave the request: unique to it, whatever the client sent. */
     requestId: text('request_id'),
+    /** The client's own `X-Request-Id`, as it sent it: its claim, which links to its logs, never proof of anything. */
+    clientRequestId: text('client_request_id'),
     clientAddress: text('client_address'),
     userAgent: text('user_agent'),
     command: text('command'),
@@ -48,6 +51,9 @@ export const auditEvents = pgTable(
     index('audit_events_request_idx')
       .on(t.tenantId, t.requestId)
       .where(sql`${t.requestId} IS NOT NULL`),
+    index('audit_events_client_request_idx')
+      .on(t.tenantId, t.clientRequestId)
+      .where(sql`${t.clientRequestId} IS NOT NULL`),
     // The retention purge (across tenants) finds events by age.
     index('audit_events_purge_idx').on(t.occurredAt),
     tenantIsolation('audit_events'),

@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
 import type { FastifyInstance, FastifyReply, FastifyRequest, RouteOptions } from 'fastify';
 import openapiGlue from 'fastify-openapi-glue';
 import { operations, type OperationId } from '../../../generated/operations.ts';
-import { authenticateRequest, requirePermission, requirePermissionUnlessSelf, type Caller } from '../auth/auth.ts';
+import { authenticateRequest, requirePermission, requirePermissionUnlessSelf, type Auth, type Caller } from '../auth/auth.ts';
 import type { Permission } from '../auth/permissions.ts';
 import type { Services } from '../services.ts';
 import type { Context, Handlers } from './handler.ts';
@@ -216,6 +216,24 @@ export function permissionChecks(rule: PermissionRule): {
   if (!permission) return { onRequest: null, preHandler: null };
   if (!unlessSelf) return { onRequest: (auth) => requirePermission(auth, permission), preHandler: null };
   return { onRequest: null, preHandler: (auth, params) => requirePermissionUnlessSelf(auth, permission, Number(params[unlessSelf])) };
+}
+
+/**
+ * The caller of `request` as they stand now, judged as the request was when it began: its
+ * bearer token looked up afresh (never from the last second's look-ups) and the
+ * operation's `x-permission` checked again. Throws what a new request would be answered
+ * (401, 403). For an answer that outlives its start (an export read in batches): a session
+ * signed out, marked for logout, deactivated, deleted or blacked out, or a permission
+ * revoked, holds for the rest of it.
+ */
+export async function reauthorize(services: Pick<Services, 'db' | 'secrets'>, request: FastifyRequest): Promise<Auth> {
+  const meta = operations[request.routeOptions.config?.operationId as OperationId];
+  if (!meta?.secured) throw new Error('Only a secured operation has a caller to authorize again');
+  const auth = await authenticateRequest(services.db, services.secrets, request);
+  const checks = permissionChecks({ permission: meta.permission, unlessSelf: meta.unlessSelf });
+  checks.onRequest?.(auth);
+  checks.preHandler?.(auth, request.params as Record<string, unknown>);
+  return auth;
 }
 
 /**

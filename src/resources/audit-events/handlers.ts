@@ -4,6 +4,8 @@ import { auditEvents } from '../../platform/audit/table.ts';
 import type { Auth } from '../../platform/auth/auth.ts';
 import type { Database } from '../../platform/database/database.ts';
 import type { Handlers } from '../../platform/http/handler.ts';
+import { reauthorize } from '../../platform/http/operations.ts';
+import { ProblemError } from '../../platform/http/problem.ts';
 import { listRecords, presentAll, showRecord } from '../../platform/result-controls/listing.ts';
 import { readControls } from '../../platform/result-controls/result-controls.ts';
 import { AUDIT_ORDER, assertFilterCoherent, auditEventListing, auditEventView, olderThan, positionColumn } from './view.ts';
@@ -15,10 +17,15 @@ const EXPORT_BATCH = 1000;
  * The events `where` selects, newest first, as NDJSON lines, read batch by batch by keyset
  * (each batch a short transaction of its own, none held while the client reads) and
  * produced only as fast as the client takes them: memory holds one batch whatever the range.
+ * Before every batch after the first, the caller is judged again (`viewerNow`, which throws
+ * when they may no longer read the trail): an export outlives the moment its request was
+ * authorized. Each batch is shown as the viewer now may see it.
  */
-async function* exportLines(db: Database, viewer: Auth, where: SQL | undefined): AsyncGenerator<string> {
+async function* exportLines(db: Database, first: Auth, where: SQL | undefined, viewerNow: () => Promise<Auth>): AsyncGenerator<string> {
   let position: { at: string; id: string } | undefined;
+  let viewer = first;
   for (;;) {
+    if (position) viewer = await viewerNow();
     const rows = await db.tenant(viewer.tenantId, (tx) =>
       tx
         .select({ row: auditEvents, at: positionColumn })
@@ -52,14 +59,24 @@ export const auditEventHandlers = {
     return { status: 200, body };
   },
 
-  async exportAuditEvents({ auth, query, request, services: { db } }) {
+  async exportAuditEvents({ auth, query, request, services }) {
     assertFilterCoherent(query.filter);
     // The filters are judged (422) before the answer starts.
     const { where } = readControls(auditEventView, { filter: query.filter }, auth);
     const headers = { 'content-type': 'application/x-ndjson; charset=utf-8' };
     // Fastify answers HEAD with this handler: the head of an export, and nothing read.
     if (request.method === 'HEAD') return { status: 200, body: '', headers };
-    const stream = Readable.from(exportLines(db, auth, where), { objectMode: false });
+    // A caller who no longer holds ends the answer: the error cuts the connection, as a failure mid-stream does, so that no client takes the part for the whole.
+    const viewerNow = async (): Promise<Auth> => {
+      try {
+        return await reauthorize(services, request);
+      } catch (error) {
+        if (error instanceof ProblemError)
+          request.log.info({ status: error.status, code: error.code }, 'audit export ended: the caller may no longer read the trail');
+        throw error;
+      }
+    };
+    const stream = Readable.from(exportLines(services.db, auth, where, viewerNow), { objectMode: false });
     // A stream where the generated type says text: Fastify writes it as it is read (the spec's schema is the whole answer's).
     return { status: 200, body: stream as unknown as string, headers };
   },

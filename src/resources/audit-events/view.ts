@@ -28,7 +28,7 @@ function actionCondition(value: string): SQL {
   return value.endsWith('.') ? like(auditEvents.action, `${value.replace(/_/g, '\\_')}%`) : eq(auditEvents.action, value);
 }
 
-export type AuditEventFilterKey = 'actor_id' | 'actor_type' | 'action' | 'target_type' | 'target_id' | 'from' | 'to' | 'request_id';
+export type AuditEventFilterKey = 'actor_id' | 'actor_type' | 'action' | 'target_type' | 'target_id' | 'from' | 'to' | 'request_id' | 'client_request_id';
 
 export const auditEventView = defineView<AuditEventRow, Auth, AuditEventFilterKey>({
   key: (row) => row.id,
@@ -46,6 +46,7 @@ export const auditEventView = defineView<AuditEventRow, Auth, AuditEventFilterKe
       value: (r) => ({
         operation_id: r.operationId,
         request_id: r.requestId,
+        client_request_id: r.clientRequestId,
         client_address: r.clientAddress,
         user_agent: r.userAgent,
         command: r.command,
@@ -63,6 +64,7 @@ export const auditEventView = defineView<AuditEventRow, Auth, AuditEventFilterKe
     from: (value: string) => gte(auditEvents.occurredAt, sql`${new Date(value).toISOString()}::timestamptz`),
     to: (value: string) => lt(auditEvents.occurredAt, sql`${new Date(value).toISOString()}::timestamptz`),
     request_id: (value: string) => eq(auditEvents.requestId, value),
+    client_request_id: (value: string) => eq(auditEvents.clientRequestId, value),
   },
 });
 

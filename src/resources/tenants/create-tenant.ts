@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { sql } from 'drizzle-orm';
-import type { Database } from '../../platform/database/database.ts';
+import { changesBetween, recordAudit, type AuditSource } from '../../platform/audit/audit.ts';
+import { setTenant, type Database } from '../../platform/database/database.ts';
 import { hashPassword } from '../../platform/auth/passwords.ts';
 import { languages } from '../languages/table.ts';
 import { notificationSettings } from '../notification-settings/table.ts';
@@ -35,9 +36,11 @@ export class TenantExistsError extends Error {}
 /**
  * A tenant with its languages, the seeded roles (`Administrator`: all permissions,
  * `Employee`: none), notification settings and one administrator. Runs as the owner
- * role in one transaction: all or nothing.
+ * role in one transaction: all or nothing. With `source` (the command line, the first
+ * start), the new tenant's trail begins with its `tenant.created` event, in the same
+ * transaction (docs/audit.md#what-is-recorded).
  */
-export async function createTenant(db: Database, input: NewTenant) {
+export async function createTenant(db: Database, input: NewTenant, source?: AuditSource) {
   if (!SLUG.test(input.slug)) throw new Error(`Tenant slug "${input.slug}" must be lower-case letters, digits and dashes.`);
   const passwordHash = await hashPassword(input.adminPassword);
   return db.owner.transaction(async (tx) => {
@@ -68,6 +71,17 @@ export async function createTenant(db: Database, input: NewTenant) {
         langId: 'en-US',
       })
       .returning({ id: users.id });
+    if (source) {
+      // The event takes its tenant from the transaction, as every event does.
+      await setTenant(tx, tenantId);
+      await recordAudit(tx, source, {
+        action: 'tenant.created',
+        target: { type: 'tenant', id: tenantId, label: input.name },
+        changes: changesBetween(null, { slug: input.slug, name: input.name }),
+        // By id only: the administrator's name would outlive a blackout of them here.
+        details: { administrator_id: admin!.id },
+      });
+    }
     return { tenantId, adminUserId: admin!.id };
   });
 }
@@ -92,12 +106,13 @@ export async function seedFirstTenant(
   db: Database,
   tenant: { slug: string; name: string },
   adminPassword: string | undefined,
+  source?: AuditSource,
 ): Promise<{ generatedPassword?: string } | null> {
   const [row] = await db.owner.execute<{ any: boolean }>(sql`select exists (select 1 from tenants) as any`);
   if (row?.any) return null;
   const password = adminPassword ?? generatePassword();
   try {
-    await createTenant(db, { slug: tenant.slug, name: tenant.name, adminUsername: 'admin', adminPassword: password });
+    await createTenant(db, { slug: tenant.slug, name: tenant.name, adminUsername: 'admin', adminPassword: password }, source);
   } catch (error) {
     if (error instanceof TenantExistsError) return null; // another process created it first
     throw error;

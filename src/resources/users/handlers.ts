@@ -347,7 +347,7 @@ export const userHandlers = {
       if (!(await blackOut(tx, config, target, values))) throw notFound('The user');
       // The person's data leaves the trail too: past events get the account's anonymized values.
       const label = userLabel({ firstName: null, lastName: null, username: values.username! });
-      await anonymizeAuditTrail(tx, { actorType: 'user', targetType: 'user', id: target.id }, label, storedFieldsOf(values));
+      await anonymizeAuditTrail(tx, target.id, storedFieldsOf(values));
       await audit(tx, ctx, { action: 'user.blacked_out', target: { type: 'user', id: target.id, label } });
     });
     return { status: 204 };

@@ -1,5 +1,6 @@
 import { connect } from 'node:net';
 import { Writable } from 'node:stream';
+import { sql } from 'drizzle-orm';
 import pino from 'pino';
 import t from 'tap';
 import { buildApp } from '../../../src/app.ts';
@@ -94,6 +95,45 @@ t.test('every log line of a request carries its id', async (t) => {
   );
   t.ok(lines.some((line) => line.request_id === 'logged-1' && line.msg === 'request completed'));
   t.ok(lines.some((line) => line.request_id === 'logged-2'));
+});
+
+t.test('a client’s id is logged beside an id of the server’s, which the audit trail records', async (t) => {
+  lines.length = 0;
+  const sent = await app.inject({
+    method: 'PUT',
+    url: '/api/administration/users/settings',
+    headers: { authorization: `Bearer ${tenant.adminToken}`, 'x-request-id': 'logged-3', 'content-type': 'application/json' },
+    payload: JSON.stringify({ required_profile_keys: ['zipcode'] }),
+  });
+  t.equal(sent.statusCode, 200);
+  t.equal(sent.headers['x-request-id'], 'logged-3', 'the echo is the client’s id');
+  const ids = new Set(lines.map((line) => line.server_request_id));
+  t.equal(ids.size, 1, 'every line carries the same server id');
+  const [serverId] = ids;
+  t.match(serverId, UUID);
+  const [event] = await api.db.owner.execute<{ request_id: string; client_request_id: string }>(
+    sql`select request_id, client_request_id from audit_events where tenant_id = ${tenant.tenantId} and action = 'user_settings.updated'`,
+  );
+  t.strictSame(event, { request_id: serverId, client_request_id: 'logged-3' }, 'the trail names the request by the server’s id');
+
+  lines.length = 0;
+  const unnamed = await app.inject({
+    method: 'PUT',
+    url: '/api/administration/users/settings',
+    headers: { authorization: `Bearer ${tenant.adminToken}`, 'content-type': 'application/json' },
+    payload: JSON.stringify({ required_profile_keys: [] }),
+  });
+  t.equal(unnamed.statusCode, 200);
+  const own = unnamed.headers['x-request-id'] as string;
+  t.match(own, UUID);
+  t.ok(
+    lines.every((line) => line.request_id === own && line.server_request_id === undefined),
+    'without a client id the request’s id is the server’s, logged once',
+  );
+  const [second] = await api.db.owner.execute<{ request_id: string; client_request_id: string | null }>(
+    sql`select request_id, client_request_id from audit_events where tenant_id = ${tenant.tenantId} and action = 'user_settings.updated' order by occurred_at desc limit 1`,
+  );
+  t.strictSame(second, { request_id: own, client_request_id: null });
 });
 
 t.test('a request the HTTP parser refuses gets an id too', async (t) => {

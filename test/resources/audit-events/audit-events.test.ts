@@ -5,6 +5,8 @@ import { AUDIT_ACTIONS } from '../../../src/platform/audit/actions.ts';
 import { purgeExpiredAuditEvents } from '../../../src/platform/audit/purge-expired.job.ts';
 import { startTestApi, TEST_REQUEST_ID } from '../../helpers/atrium.ts';
 
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+
 const api = await startTestApi(t);
 const tenant = await api.createTenant('audit');
 const other = await api.createTenant('audit-other');
@@ -13,6 +15,8 @@ const fullAuditor = await api.createUser(tenant.tenantId, {
   permissions: ['audit.view', 'users.view', 'users.view-personal', 'users.view-administrative'],
 });
 const employee = await api.createUser(tenant.tenantId);
+// A second server on a database of its own, whose first start creates the first tenant.
+const firstStart = await startTestApi(t, { bootstrapTenant: { slug: 'first-start', name: 'First Start Inc.' } });
 const admin = tenant.adminToken;
 const roleIds = Object.fromEntries(
   (await api.db.owner.execute<{ name: string; id: number }>(sql`select name, id::int as id from roles where tenant_id = ${tenant.tenantId}`)).map((r) => [
@@ -113,8 +117,9 @@ t.test('user.created: the actor, the target, the changes and the origin, without
     action: 'user.created',
     actor: { type: 'user', id: tenant.adminUserId, label: 'Atrium Administrator' },
     target: { type: 'user', id: String(user.id), label: 'Grace Murray' },
-    origin: { operation_id: 'createUser', request_id: TEST_REQUEST_ID, user_agent: 'audit-test/1.0', command: null, job: null },
+    origin: { operation_id: 'createUser', client_request_id: TEST_REQUEST_ID, user_agent: 'audit-test/1.0', command: null, job: null },
   });
+  t.match(event!.origin.request_id, UUID, 'the request id is the server’s, not the one the client sent');
   t.ok(event!.origin.client_address, 'the client address is recorded');
   t.match(event!.occurred_at, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
   t.strictSame(event!.changes.username, { from: null, to: user.username });
@@ -206,6 +211,84 @@ t.test('personal and administrative fields in changes need the users resource’
   t.notOk(exported.text.includes('555'), 'the export hides them too');
 });
 
+t.test('the first tenant a server creates at its first start begins its trail with tenant.created, by the system', async (t) => {
+  const events = await firstStart.db.owner.execute<{
+    action: string;
+    actor_type: string;
+    target_type: string;
+    target_label: string;
+    command: string | null;
+    job: string | null;
+  }>(sql`select action, actor_type, target_type, target_label, command, job from audit_events`);
+  t.strictSame(
+    [...events],
+    [{ action: 'tenant.created', actor_type: 'system', target_type: 'tenant', target_label: 'First Start Inc.', command: null, job: null }],
+  );
+});
+
+t.test('a client’s X-Request-Id cannot make its events part of another request', async (t) => {
+  // The victim's request, without an id of its own: the server's UUID is echoed.
+  const victim = await api.call(t, 'updateUserSettings', { token: admin, headers: { 'x-request-id': '' }, body: { required_profile_keys: ['city'] } });
+  t.equal(victim.status, 200);
+  const victimId = victim.headers['x-request-id'] as string;
+  t.match(victimId, UUID);
+  const [victimEvent] = (await api.call(t, 'listAuditEvents', { token: fullAuditor.token, query: { limit: 1 } })).body as AuditEvent[];
+  t.match(victimEvent, { action: 'user_settings.updated', origin: { request_id: victimId, client_request_id: null } });
+  // Another caller sends that id as theirs: the echo is theirs as before, the trail keeps them apart.
+  const spoofer = await api.createUser(tenant.tenantId, { permissions: ['users.administer', 'users.view'] });
+  const spoofed = await api.call(t, 'updateUserSettings', {
+    token: spoofer.token,
+    headers: { 'x-request-id': victimId },
+    body: { required_profile_keys: [] },
+  });
+  t.equal(spoofed.status, 200);
+  t.equal(spoofed.headers['x-request-id'], victimId, 'X-Request-Id echoes what the client sent');
+  const byRequest = await api.call(t, 'listAuditEvents', { token: fullAuditor.token, query: { filter: { request_id: victimId } } });
+  t.strictSame(
+    byRequest.body.map((e: AuditEvent) => e.id),
+    [victimEvent!.id],
+    'the request id names the victim’s request alone',
+  );
+  const byClaim = await api.call(t, 'listAuditEvents', { token: fullAuditor.token, query: { filter: { client_request_id: victimId } } });
+  t.equal(byClaim.body.length, 1);
+  t.match(byClaim.body[0], { actor: { id: spoofer.id }, origin: { client_request_id: victimId } });
+  t.match(byClaim.body[0].origin.request_id, UUID);
+  t.not(byClaim.body[0].origin.request_id, victimId);
+});
+
+t.test('the trail is append-only for the application role: a request may not change or remove an event', async (t) => {
+  await createUserViaApi(t);
+  const [event] = await api.db.owner.execute<{ id: string; actor_label: string }>(
+    sql`select id, actor_label from audit_events where tenant_id = ${tenant.tenantId} order by occurred_at desc limit 1`,
+  );
+  const sqlState = (error: { cause?: { code?: string }; code?: string }) => error.cause?.code ?? error.code;
+  const statements = {
+    'an update of one event': sql`update audit_events set actor_label = 'Someone else' where id = ${event!.id}`,
+    'a delete of one event': sql`delete from audit_events where id = ${event!.id}`,
+    'a delete of all': sql`delete from audit_events`,
+    'a truncate': sql`truncate audit_events`,
+  };
+  for (const [what, statement] of Object.entries(statements)) {
+    const refused = await api.db.tenant(tenant.tenantId, (tx) => tx.execute(statement)).then(() => 'allowed', sqlState);
+    t.equal(refused, '42501', `${what} is refused (permission denied)`);
+  }
+  // The one rewrite it may ask for is erasure, and only of someone a blackout has cleared, in its own tenant.
+  const notBlackedOut = await api.db
+    .tenant(tenant.tenantId, (tx) => tx.execute(sql`select atrium_anonymize_audit_trail(${employee.id}, '{}'::jsonb)`))
+    .then(() => 'allowed', sqlState);
+  t.equal(notBlackedOut, '42501', 'a user who is not blacked out cannot be anonymized');
+  const noTenant = await api.db
+    .transaction((tx) => tx.execute(sql`select atrium_anonymize_audit_trail(${employee.id}, '{}'::jsonb)`))
+    .then(() => 'allowed', sqlState);
+  t.equal(noTenant, '42501', 'not without a tenant');
+  const [after] = await api.db.owner.execute<{ id: string; actor_label: string }>(sql`select id, actor_label from audit_events where id = ${event!.id}`);
+  t.strictSame(after, event, 'the event is as it was');
+  // Writing and reading stay: the request role records events and lists its tenant's.
+  const before = await eventCount();
+  await createUserViaApi(t);
+  t.equal(await eventCount(), before + 1);
+});
+
 t.test('a blackout rewrites the person’s past events and is recorded with who did it', async (t) => {
   const user = await createUserViaApi(t, { email: 'erase@example.com' });
   await api.call(t, 'updateUser', { token: admin, params: { user: user.id }, body: { city: 'Springfield', last_name: 'Secret' } });
@@ -234,6 +317,18 @@ t.test('a blackout rewrites the person’s past events and is recorded with who 
   t.strictSame(created.changes.username, { from: `deleted-user-${user.id}`, to: `deleted-user-${user.id}` });
   const byThem = after.find((e) => e.actor.id === user.id)!;
   t.equal(byThem.actor.label, `deleted-user-${user.id}`);
+  // The rewrite runs for the application role, which may not update the trail itself.
+  const again = await api.db.tenant(tenant.tenantId, (tx) =>
+    tx.execute<{ rewritten: number }>(sql`select atrium_anonymize_audit_trail(${user.id}, '{}'::jsonb) as rewritten`),
+  );
+  t.equal(again[0]!.rewritten, after.length, 'every event about or by them, and no other');
+  const elsewhere = await api.db
+    .tenant(other.tenantId, (tx) => tx.execute(sql`select atrium_anonymize_audit_trail(${user.id}, '{}'::jsonb)`))
+    .then(
+      () => 'allowed',
+      (error: { cause?: { code?: string }; code?: string }) => error.cause?.code ?? error.code,
+    );
+  t.equal(elsewhere, '42501', 'another tenant cannot name them');
 });
 
 t.test('another tenant’s events are invisible (row-level security)', async (t) => {
@@ -274,9 +369,23 @@ t.test('paging by cursor and filters by action prefix, actor, request id and tim
     query: { filter: { action: 'user.deleted', actor_type: 'user', actor_id: tenant.adminUserId } },
   });
   t.ok(exact.body.length > 0 && exact.body.every((e: AuditEvent) => e.action === 'user.deleted'));
+  const sentByClient = async () =>
+    (await api.call(t, 'listAuditEvents', { token: fullAuditor.token, query: { limit: 1000, filter: { client_request_id: TEST_REQUEST_ID } } }))
+      .body as AuditEvent[];
+  const sentBefore = await sentByClient();
   await createUserViaApi(t);
-  const byRequest = await api.call(t, 'listAuditEvents', { token: fullAuditor.token, query: { filter: { request_id: TEST_REQUEST_ID } } });
-  t.equal(byRequest.body.length, all.body.length + 1);
+  const byClientId = await sentByClient();
+  t.equal(byClientId.length, sentBefore.length + 1);
+  t.ok(
+    byClientId.every((e) => e.origin.client_request_id === TEST_REQUEST_ID),
+    'the filter selects what the client sent',
+  );
+  const newest = byClientId[0]!;
+  const byRequest = await api.call(t, 'listAuditEvents', { token: fullAuditor.token, query: { filter: { request_id: newest.origin.request_id! } } });
+  t.strictSame(
+    byRequest.body.map((e: AuditEvent) => e.id),
+    [newest.id],
+  );
   const future = await api.call(t, 'listAuditEvents', { token: fullAuditor.token, query: { filter: { from: '2999-01-01T00:00:00Z' } } });
   t.strictSame(future.body, []);
   const past = await api.call(t, 'listAuditEvents', { token: fullAuditor.token, query: { filter: { to: '2000-01-01T00:00:00Z' } } });

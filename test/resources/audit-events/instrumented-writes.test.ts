@@ -45,7 +45,7 @@ t.test('role.created and role.updated: the permissions before and after', async 
     action: 'role.created',
     actor: byAdmin,
     target: { label: 'Editors' },
-    origin: { operation_id: 'createRole', request_id: TEST_REQUEST_ID },
+    origin: { operation_id: 'createRole', client_request_id: TEST_REQUEST_ID },
   });
   t.strictSame(create!.changes.permissions, { from: null, to: ['users.view'] });
   t.match(update, { action: 'role.updated', origin: { operation_id: 'updateRole' } });
