@@ -106,15 +106,19 @@ export async function requireAdministeredExecution(tx: Tx, caller: Caller, id: n
  * two such writes queue instead of deadlocking.
  */
 export async function administrableField(tx: Tx, caller: Caller, id: number, lock: 'share' | 'update' = 'share'): Promise<FieldRow | undefined> {
+  // Named by its tenant too, and locked by a statement of its own before the check (a
+  // subquery on another table): Citus locks rows only in a statement it can send to one
+  // shard as it is.
+  const live = and(eq(formFields.tenantId, caller.tenantId), eq(formFields.id, id), isNull(formFields.deletedAt));
+  const [locked] = await tx.select({ id: formFields.id }).from(formFields).where(live).for(lock);
+  if (!locked) return undefined;
   const [row] = await tx
     .select({
       field: formFields,
       administrable: sql<boolean>`${fieldParentAdministrableBy(caller, formFields.formId, formFields.taskTemplateId)}`,
     })
     .from(formFields)
-    // Named by its tenant too: Citus locks rows only in a statement that names its shard.
-    .where(and(eq(formFields.tenantId, caller.tenantId), eq(formFields.id, id), isNull(formFields.deletedAt)))
-    .for(lock);
+    .where(live);
   return row?.administrable ? row.field : undefined;
 }
 
@@ -242,11 +246,13 @@ const NOT_ASSIGNED = coded('mismatch', 'is not assigned to you');
  * execution cannot be reassigned or deleted until the submission is stored.
  */
 export async function assignedExecutionErrors(tx: Tx, caller: Caller, executionId: number): Promise<{ errors: FieldErrors; execution?: TaskExecutionRow }> {
+  // The lock and the visibility check are two statements, as in `administrableField`.
+  const named = and(eq(taskExecutions.tenantId, caller.tenantId), eq(taskExecutions.id, executionId));
+  await tx.select({ id: taskExecutions.id }).from(taskExecutions).where(named).for('share');
   const [row] = await tx
     .select({ execution: taskExecutions, visible: sql<boolean>`${executionVisibleTo(caller)}` })
     .from(taskExecutions)
-    .where(and(eq(taskExecutions.tenantId, caller.tenantId), eq(taskExecutions.id, executionId)))
-    .for('share');
+    .where(named);
   if (!row?.visible) return { errors: { task_execution_id: [MISSING_REFERENCE] } };
   if (row.execution.userId !== caller.userId) return { errors: { task_execution_id: [NOT_ASSIGNED] } };
   return { errors: {}, execution: row.execution };
