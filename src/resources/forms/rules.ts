@@ -10,7 +10,7 @@ import type { Tx } from '../../platform/database/database.ts';
 import { missingIds, MISSING_REFERENCE } from '../../platform/database/existence.ts';
 import { isCalendarDate } from '../../platform/http/dates.ts';
 import { coded, forbidden, invalid, notFound, type FieldCode, type FieldErrors } from '../../platform/http/problem.ts';
-import { namesUser, type SubjectLists } from '../entity-permissions/queries.ts';
+import { namesUser, tenantBeside, type SubjectLists } from '../entity-permissions/queries.ts';
 import { missingSubjects } from '../entity-permissions/rules.ts';
 import { users } from '../users/table.ts';
 import { liveFields, type FieldInput, type FieldRow, type SubmissionRow, type TaskExecutionRow } from './queries.ts';
@@ -23,10 +23,11 @@ export type Caller = Pick<Auth, 'tenantId' | 'userId' | 'permissions'>;
  * "May administer this form or task template": holders of `tasks.administer`, and the
  * users its entity permissions name (directly, through their role or through one of their
  * departments). ONE set-based condition over the entity's type and id (SQL of the outer
- * query), so lists filter in the database instead of row by row.
+ * query), so lists filter in the database instead of row by row. `tenantId`: the outer
+ * query's `tenant_id`, when `entityId` is not a column of its table (see `namesUser`).
  */
-export function administrableBy(caller: Caller, entityType: SQL, entityId: SQL | AnyColumn): SQL {
-  return caller.permissions.has('tasks.administer') ? sql`true` : namesUser(entityType, entityId, caller.userId);
+export function administrableBy(caller: Caller, entityType: SQL, entityId: SQL | AnyColumn, tenantId?: SQL): SQL {
+  return caller.permissions.has('tasks.administer') ? sql`true` : namesUser(entityType, entityId, caller.userId, tenantId);
 }
 
 /** `administrableBy` over the rows of the forms or task templates table: what their lists hold. */
@@ -37,10 +38,17 @@ export function administrable(caller: Caller, type: ParentType): SQL {
 /**
  * `administrableBy` for the parent of a field, from the field's `form_id` and
  * `task_template_id` (columns or SQL of the outer query): who may use the field as the
- * target or source of a default value source, or read values submitted to it.
+ * target or source of a default value source, or read values submitted to it. The
+ * field's `tenant_id` is paired with the check's (Citus plans nothing else): that of the
+ * columns' table, or `tenantId` when they are SQL.
  */
-export function fieldParentAdministrableBy(caller: Caller, formId: SQL | AnyColumn, taskTemplateId: SQL | AnyColumn): SQL {
-  return administrableBy(caller, sql`case when ${formId} is not null then 'form' else 'taskTemplate' end`, sql`coalesce(${formId}, ${taskTemplateId})`);
+export function fieldParentAdministrableBy(caller: Caller, formId: SQL | AnyColumn, taskTemplateId: SQL | AnyColumn, tenantId?: SQL): SQL {
+  return administrableBy(
+    caller,
+    sql`case when ${formId} is not null then 'form' else 'taskTemplate' end`,
+    sql`coalesce(${formId}, ${taskTemplateId})`,
+    tenantBeside(formId, tenantId) ?? undefined,
+  );
 }
 
 /** Whether `caller` may administer the form or task template `id`; undefined when it does not exist (in this tenant). */
