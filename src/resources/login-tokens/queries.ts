@@ -83,18 +83,21 @@ export async function softDeleteLoginToken(tx: Tx, uuid: string): Promise<{ chan
 
 /**
  * Consumes the token whose value hashes to `tokenHash` and signs its user in, in one
- * transaction: the security-definer function marks the token used (atomically, see
- * migration `login-token-consumption`), then the access token is issued in the token's
- * tenant. If issuing fails, the token stays unused. Null when the token does not sign in.
+ * transaction: the token's tenant is looked up (security definer, reading only) and set,
+ * then `atrium_consume_login_token` marks the token used under row-level security
+ * (atomically, see migration `login-token-consumption`) and the access token is issued.
+ * Both writes are `atrium_app`'s: Citus refuses a second role on shards the first one
+ * wrote in the transaction. If issuing fails, the token stays unused. Null when the token
+ * does not sign in.
  */
 export async function consumeLoginToken(db: Database, tokenHash: Buffer, ttlSeconds: number, origin: AuditOrigin) {
   return db.transaction(async (tx) => {
-    const [consumed] = await tx.execute<{ tenant_id: string; login_user_id: string }>(
-      sql`select tenant_id, login_user_id from atrium_consume_login_token(${tokenHash})`,
-    );
-    if (!consumed) return null;
-    const tenantId = Number(consumed.tenant_id);
+    const [found] = await tx.execute<{ tenant_id: string | null }>(sql`select atrium_login_token_tenant(${tokenHash}) as tenant_id`);
+    if (!found?.tenant_id) return null;
+    const tenantId = Number(found.tenant_id);
     await setTenant(tx, tenantId);
+    const [consumed] = await tx.execute<{ login_user_id: string }>(sql`select login_user_id from atrium_consume_login_token(${tokenHash})`);
+    if (!consumed) return null;
     const loginUserId = Number(consumed.login_user_id);
     const [token] = await tx.select({ uuid: userLoginTokens.uuid }).from(userLoginTokens).where(eq(userLoginTokens.tokenHash, tokenHash));
     // Signed in by the token: the user it signs in acts.
