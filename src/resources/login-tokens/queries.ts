@@ -1,4 +1,4 @@
-import { and, eq, sql, type SQL } from 'drizzle-orm';
+import { and, eq, isNull, sql, type SQL } from 'drizzle-orm';
 import { setTenant, type Database, type Tx } from '../../platform/database/database.ts';
 import { recordAudit, type AuditOrigin } from '../../platform/audit/audit.ts';
 import { userLabelOf } from '../audit-events/record.ts';
@@ -67,18 +67,21 @@ export async function insertLoginToken(
 }
 
 /**
- * Soft-deletes the token; an already used or deleted one keeps its deletion time (the
- * earlier of the two: `least` passes over a null, and Citus refuses `coalesce` over a
- * function that is not immutable). Undefined when there is none; `changed` false when it
- * was deleted already.
+ * Soft-deletes the token; an already used or deleted one keeps its deletion time.
+ * Undefined when there is none; `changed` false when it was deleted already. The update
+ * takes only a token not deleted (of two concurrent deletes, the second finds it deleted),
+ * and only when it takes none is the token looked for: Citus refuses `now()` in
+ * `RETURNING`, which told the two apart in one statement.
  */
 export async function softDeleteLoginToken(tx: Tx, uuid: string): Promise<{ changed: boolean } | undefined> {
-  const [row] = await tx
+  const [deleted] = await tx
     .update(userLoginTokens)
-    .set({ deletedAt: sql`least(${userLoginTokens.deletedAt}, now())` })
-    .where(eq(userLoginTokens.uuid, uuid))
-    .returning({ changed: sql<boolean>`${userLoginTokens.deletedAt} = now()` });
-  return row;
+    .set({ deletedAt: sql`now()` })
+    .where(and(eq(userLoginTokens.uuid, uuid), isNull(userLoginTokens.deletedAt)))
+    .returning({ id: userLoginTokens.id });
+  if (deleted) return { changed: true };
+  const [kept] = await tx.select({ id: userLoginTokens.id }).from(userLoginTokens).where(eq(userLoginTokens.uuid, uuid));
+  return kept ? { changed: false } : undefined;
 }
 
 /**
