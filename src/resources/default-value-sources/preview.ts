@@ -45,10 +45,10 @@ const selected = <T>(values: T[] | undefined): values is T[] => values !== undef
  */
 function compatibleWith(caller: Caller, targetId: number): SQL {
   const pairs = Object.entries(COMPATIBLE_SOURCE_TYPES).flatMap(([target, sources]) => sources.map((source) => sql`(${target}, ${source})`));
-  const targetAdministrable = fieldParentAdministrableBy(caller, sql`t.form_id`, sql`t.task_template_id`);
+  const targetAdministrable = fieldParentAdministrableBy(caller, sql`t.form_id`, sql`t.task_template_id`, sql`t.tenant_id`);
   return sql`(${formFields.id} <> ${targetId} and exists (
     select 1 from form_fields t
-    where t.id = ${targetId} and t.deleted_at is null and ${targetAdministrable}
+    where t.tenant_id = ${formFields.tenantId} and t.id = ${targetId} and t.deleted_at is null and ${targetAdministrable}
       and (t.field_type, ${formFields.fieldType}::text) in (${sql.join(pairs, sql`, `)})))`;
 }
 
@@ -132,12 +132,25 @@ export async function filterOptions(tx: Tx, auth: Auth, key: MultiSelectKey, req
   // Fields of the other parent kind have no value for form_id / form_type / task_template_id.
   const present =
     key === 'form_id' || key === 'form_type' ? isNotNull(formFields.formId) : key === 'task_template_id' ? isNotNull(formFields.taskTemplateId) : undefined;
-  const rows = await tx
+  // A parent is joined only when the statement reads it, and as an inner join when only
+  // its fields remain (`present`, or the form_type filter): the rows are the same.
+  // PostgreSQL drops an outer join that nothing reads and makes one inner when the filter
+  // allows; Citus (on PostgreSQL 15 and 16) refuses what is left of such a plan ("outer
+  // joins and pseudoconstant quals": the tenant's row-level security condition).
+  const filter = request.filter ?? {};
+  const titled = filter.text !== undefined && filter.text.trim() !== '';
+  const onForm = and(eq(forms.tenantId, formFields.tenantId), eq(forms.id, formFields.formId));
+  const onTemplate = and(eq(taskTemplates.tenantId, formFields.tenantId), eq(taskTemplates.id, formFields.taskTemplateId));
+  let query = tx
     .select({ value: sql<string | number>`${source.value}`, label: sql<string>`${source.label}` })
     .from(formFields)
-    .leftJoin(forms, and(eq(forms.tenantId, formFields.tenantId), eq(forms.id, formFields.formId)))
-    .leftJoin(taskTemplates, and(eq(taskTemplates.tenantId, formFields.tenantId), eq(taskTemplates.id, formFields.taskTemplateId)))
-    .where(and(previewConditions(auth, request.filter ?? {}, key), present))
+    .$dynamic();
+  if (key === 'form_id' || key === 'form_type' || selected(filter.form_type)) query = query.innerJoin(forms, onForm);
+  else if (titled) query = query.leftJoin(forms, onForm);
+  if (key === 'task_template_id') query = query.innerJoin(taskTemplates, onTemplate);
+  else if (titled) query = query.leftJoin(taskTemplates, onTemplate);
+  const rows = await query
+    .where(and(previewConditions(auth, filter, key), present))
     .groupBy(...source.order, source.value, source.label)
     .orderBy(...source.order.map((o) => asc(o)))
     .limit(perPage + 1)

@@ -19,8 +19,10 @@ export interface SourceCandidate {
  * Would a `formFieldValue` source of `target` copying from `source` close a cycle? It does
  * when `source` already takes its defaults (directly or through other fields) from
  * `target`. One recursive query; `ignoreSourceId` leaves out the source being updated.
+ * It names the tenant (row-level security keeps it anyway): Citus runs a recursive query
+ * only on one shard, named by a filter on `tenant_id`.
  */
-export async function closesCycle(tx: Tx, target: number, source: number, ignoreSourceId: number | null): Promise<boolean> {
+export async function closesCycle(tx: Tx, tenantId: number, target: number, source: number, ignoreSourceId: number | null): Promise<boolean> {
   // Serialise field-to-field source writes per tenant: two concurrent writes could
   // otherwise each pass this check and together close a cycle.
   await lockTenantScope(tx, 'default_value_sources.cycles');
@@ -29,7 +31,7 @@ export async function closesCycle(tx: Tx, target: number, source: number, ignore
       select ${source}::bigint
       union
       select d.source_entity_id from default_value_sources d join reach r on d.form_field_id = r.field_id
-      where d.type = 'formFieldValue' and d.source_entity_type = ${FORM_FIELD_ALIAS}
+      where d.tenant_id = ${tenantId} and d.type = 'formFieldValue' and d.source_entity_type = ${FORM_FIELD_ALIAS}
         and d.source_entity_id is not null and d.id <> ${ignoreSourceId ?? 0}
     )
     select exists (select 1 from reach where field_id = ${target}) as cycle`);

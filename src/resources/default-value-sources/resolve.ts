@@ -26,15 +26,15 @@ type FieldValue = string | number | boolean | null;
 async function formFieldValues(tx: Tx, viewer: Auth, sources: SourceRow[], assigneeId: number): Promise<Map<number, FieldValue>> {
   const ids = sources.filter((s) => s.type === 'formFieldValue' && s.sourceEntityType === FORM_FIELD_ALIAS && s.sourceEntityId !== null).map((s) => s.id);
   if (ids.length === 0) return new Map();
-  const readable = viewer.userId === assigneeId ? sql`true` : fieldParentAdministrableBy(viewer, sql`sf.form_id`, sql`sf.task_template_id`);
+  const readable = viewer.userId === assigneeId ? sql`true` : fieldParentAdministrableBy(viewer, sql`sf.form_id`, sql`sf.task_template_id`, sql`sf.tenant_id`);
   const rows = await tx.execute<{ source_id: string; value: FieldValue }>(sql`
     select s.id as source_id, latest.value
     from default_value_sources s
-    join form_fields sf on sf.id = s.source_entity_id and sf.deleted_at is null
+    join form_fields sf on sf.tenant_id = s.tenant_id and sf.id = s.source_entity_id and sf.deleted_at is null
     cross join lateral (
       select sub.values -> sf.id::text as value
       from form_submissions sub
-      where sub.user_id = ${assigneeId}
+      where sub.tenant_id = sf.tenant_id and sub.user_id = ${assigneeId}
         and ((sf.form_id is not null and sub.form_id = sf.form_id)
           or (sf.task_template_id is not null and sub.task_template_id = sf.task_template_id))
       order by sub.created_at desc, sub.id desc
@@ -63,8 +63,8 @@ async function systemVariables(tx: Tx, assigneeId: number): Promise<Record<Syste
   }>(sql`
     select u.username, u.first_name, u.last_name, u.email, u.staff_number, u.lang_id,
       (select string_agg(d.name, ', ' order by d.name)
-         from department_users du join departments d on d.id = du.department_id
-        where du.user_id = u.id) as department_names,
+         from department_users du join departments d on d.tenant_id = du.tenant_id and d.id = du.department_id
+        where du.tenant_id = u.tenant_id and du.user_id = u.id) as department_names,
       (select t.name from tenants t where t.id = u.tenant_id) as tenant_name,
       to_char(now() at time zone 'UTC', 'YYYY-MM-DD') as today,
       to_char(now() at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') as now

@@ -151,7 +151,7 @@ export async function validateSource(tx: Tx, caller: Caller, candidate: SourceCa
       if (!source) errors.source_entity_id = [MISSING_REFERENCE];
       else if (target && !COMPATIBLE_SOURCE_TYPES[target.fieldType].includes(source.fieldType)) {
         errors.source_entity_id = [coded('mismatch', `a ${source.fieldType} field cannot fill a ${target.fieldType} field`)];
-      } else if (target && (await closesCycle(tx, candidate.formFieldId, candidate.sourceEntityId, ignoreSourceId))) {
+      } else if (target && (await closesCycle(tx, caller.tenantId, candidate.formFieldId, candidate.sourceEntityId, ignoreSourceId))) {
         errors.source_entity_id = [coded('cycle', 'would make a cycle: this field takes its default value from the target field')];
       }
     }

@@ -127,7 +127,7 @@ export async function entityPermissionsNaming(
   const administrable = sql<boolean>`case
     when ${entityPermissions.entityType} = ${MENU_ITEM_ENTITY_TYPE} then ${sql.raw(can(caller, 'menu-items.administer') ? 'true' : 'false')}
     when ${entityPermissions.entityType} in ('form', 'taskTemplate')
-      then ${administrableBy(caller, sql`${entityPermissions.entityType}`, sql`${entityPermissions.entityId}`)}
+      then ${administrableBy(caller, sql`${entityPermissions.entityType}`, entityPermissions.entityId)}
     else false end`;
   const [shown, [hidden]] = await Promise.all([
     tx

@@ -51,7 +51,7 @@ export async function replaceSubjectLists(tx: Tx, tenantId: number, entityType: 
  * `tenant_id`s (docs/scaling.md#writing-queries-that-stay-on-one-worker). Null when the
  * outer query names none: row-level security alone then keeps the tenant.
  */
-function tenantBeside(entityId: AnyColumn | SQL, tenantId?: SQL): SQL | null {
+export function tenantBeside(entityId: AnyColumn | SQL, tenantId?: SQL): SQL | null {
   if (tenantId) return tenantId;
   if (is(entityId, Column)) {
     const column = getTableColumns(entityId.table).tenantId;

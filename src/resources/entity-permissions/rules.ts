@@ -161,7 +161,9 @@ export const HOLDS_ENTITY_RIGHTS = 'this user holds rights through entity permis
  * function `atrium_consume_login_token` (migration `credential-lifetimes`).
  *
  * Answers which of `userIds` hold a right the caller lacks; ONE query for any number of
- * users. The caller themselves never does.
+ * users. The caller themselves never does. The list is read from `users` (entity
+ * permissions name only users that exist), which pairs `tenant_id` with the check's: Citus
+ * plans no correlated subquery over a list of values.
  */
 export async function usersHoldingRightsBeyond(
   tx: Tx,
@@ -171,12 +173,13 @@ export async function usersHoldingRightsBeyond(
   const ids = [...new Set(userIds)].filter((id) => id !== caller.userId);
   if (ids.length === 0) return new Set();
   const rows = await tx.execute<{ user_id: string }>(sql`
-    select x.user_id
-    from unnest(${bigintArray(ids)}::bigint[]) as x(user_id)
-    where exists (
-      select 1 from entity_permissions e
-      where ${subjectIsUser('e', sql`x.user_id`)}
-        and not (e.entity_type = any(${coveredEntityTypes(caller)}::text[]))
-        and not ${namesUser(sql`e.entity_type`, sql`e.entity_id`, caller.userId, sql`e.tenant_id`)})`);
+    select x.id as user_id
+    from users x
+    where x.id = any(${bigintArray(ids)}::bigint[])
+      and exists (
+        select 1 from entity_permissions e
+        where e.tenant_id = x.tenant_id and ${subjectIsUser('e', sql`x.id`)}
+          and not (e.entity_type = any(${coveredEntityTypes(caller)}::text[]))
+          and not ${namesUser(sql`e.entity_type`, sql`e.entity_id`, caller.userId, sql`e.tenant_id`)})`);
   return new Set(rows.map((row) => Number(row.user_id)));
 }

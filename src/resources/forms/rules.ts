@@ -10,7 +10,7 @@ import type { Tx } from '../../platform/database/database.ts';
 import { missingIds, MISSING_REFERENCE } from '../../platform/database/existence.ts';
 import { isCalendarDate } from '../../platform/http/dates.ts';
 import { coded, forbidden, invalid, notFound, type FieldCode, type FieldErrors } from '../../platform/http/problem.ts';
-import { namesUser, type SubjectLists } from '../entity-permissions/queries.ts';
+import { namesUser, tenantBeside, type SubjectLists } from '../entity-permissions/queries.ts';
 import { missingSubjects } from '../entity-permissions/rules.ts';
 import { users } from '../users/table.ts';
 import { liveFields, type FieldInput, type FieldRow, type SubmissionRow, type TaskExecutionRow } from './queries.ts';
@@ -23,10 +23,11 @@ export type Caller = Pick<Auth, 'tenantId' | 'userId' | 'permissions'>;
  * "May administer this form or task template": holders of `tasks.administer`, and the
  * users its entity permissions name (directly, through their role or through one of their
  * departments). ONE set-based condition over the entity's type and id (SQL of the outer
- * query), so lists filter in the database instead of row by row.
+ * query), so lists filter in the database instead of row by row. `tenantId`: the outer
+ * query's `tenant_id`, when `entityId` is not a column of its table (see `namesUser`).
  */
-export function administrableBy(caller: Caller, entityType: SQL, entityId: SQL | AnyColumn): SQL {
-  return caller.permissions.has('tasks.administer') ? sql`true` : namesUser(entityType, entityId, caller.userId);
+export function administrableBy(caller: Caller, entityType: SQL, entityId: SQL | AnyColumn, tenantId?: SQL): SQL {
+  return caller.permissions.has('tasks.administer') ? sql`true` : namesUser(entityType, entityId, caller.userId, tenantId);
 }
 
 /** `administrableBy` over the rows of the forms or task templates table: what their lists hold. */
@@ -37,10 +38,17 @@ export function administrable(caller: Caller, type: ParentType): SQL {
 /**
  * `administrableBy` for the parent of a field, from the field's `form_id` and
  * `task_template_id` (columns or SQL of the outer query): who may use the field as the
- * target or source of a default value source, or read values submitted to it.
+ * target or source of a default value source, or read values submitted to it. The
+ * field's `tenant_id` is paired with the check's (Citus plans nothing else): that of the
+ * columns' table, or `tenantId` when they are SQL.
  */
-export function fieldParentAdministrableBy(caller: Caller, formId: SQL | AnyColumn, taskTemplateId: SQL | AnyColumn): SQL {
-  return administrableBy(caller, sql`case when ${formId} is not null then 'form' else 'taskTemplate' end`, sql`coalesce(${formId}, ${taskTemplateId})`);
+export function fieldParentAdministrableBy(caller: Caller, formId: SQL | AnyColumn, taskTemplateId: SQL | AnyColumn, tenantId?: SQL): SQL {
+  return administrableBy(
+    caller,
+    sql`case when ${formId} is not null then 'form' else 'taskTemplate' end`,
+    sql`coalesce(${formId}, ${taskTemplateId})`,
+    tenantBeside(formId, tenantId) ?? undefined,
+  );
 }
 
 /** Whether `caller` may administer the form or task template `id`; undefined when it does not exist (in this tenant). */
@@ -106,15 +114,19 @@ export async function requireAdministeredExecution(tx: Tx, caller: Caller, id: n
  * two such writes queue instead of deadlocking.
  */
 export async function administrableField(tx: Tx, caller: Caller, id: number, lock: 'share' | 'update' = 'share'): Promise<FieldRow | undefined> {
+  // Named by its tenant too, and locked by a statement of its own before the check (a
+  // subquery on another table): Citus locks rows only in a statement it can send to one
+  // shard as it is.
+  const live = and(eq(formFields.tenantId, caller.tenantId), eq(formFields.id, id), isNull(formFields.deletedAt));
+  const [locked] = await tx.select({ id: formFields.id }).from(formFields).where(live).for(lock);
+  if (!locked) return undefined;
   const [row] = await tx
     .select({
       field: formFields,
       administrable: sql<boolean>`${fieldParentAdministrableBy(caller, formFields.formId, formFields.taskTemplateId)}`,
     })
     .from(formFields)
-    // Named by its tenant too: Citus locks rows only in a statement that names its shard.
-    .where(and(eq(formFields.tenantId, caller.tenantId), eq(formFields.id, id), isNull(formFields.deletedAt)))
-    .for(lock);
+    .where(live);
   return row?.administrable ? row.field : undefined;
 }
 
@@ -242,11 +254,13 @@ const NOT_ASSIGNED = coded('mismatch', 'is not assigned to you');
  * execution cannot be reassigned or deleted until the submission is stored.
  */
 export async function assignedExecutionErrors(tx: Tx, caller: Caller, executionId: number): Promise<{ errors: FieldErrors; execution?: TaskExecutionRow }> {
+  // The lock and the visibility check are two statements, as in `administrableField`.
+  const named = and(eq(taskExecutions.tenantId, caller.tenantId), eq(taskExecutions.id, executionId));
+  await tx.select({ id: taskExecutions.id }).from(taskExecutions).where(named).for('share');
   const [row] = await tx
     .select({ execution: taskExecutions, visible: sql<boolean>`${executionVisibleTo(caller)}` })
     .from(taskExecutions)
-    .where(and(eq(taskExecutions.tenantId, caller.tenantId), eq(taskExecutions.id, executionId)))
-    .for('share');
+    .where(named);
   if (!row?.visible) return { errors: { task_execution_id: [MISSING_REFERENCE] } };
   if (row.execution.userId !== caller.userId) return { errors: { task_execution_id: [NOT_ASSIGNED] } };
   return { errors: {}, execution: row.execution };

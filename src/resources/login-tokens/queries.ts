@@ -1,4 +1,4 @@
-import { and, eq, sql, type SQL } from 'drizzle-orm';
+import { and, eq, isNull, sql, type SQL } from 'drizzle-orm';
 import { setTenant, type Database, type Tx } from '../../platform/database/database.ts';
 import { recordAudit, type AuditOrigin } from '../../platform/audit/audit.ts';
 import { userLabelOf } from '../audit-events/record.ts';
@@ -67,34 +67,40 @@ export async function insertLoginToken(
 }
 
 /**
- * Soft-deletes the token; an already used or deleted one keeps its deletion time (the
- * earlier of the two: `least` passes over a null, and Citus refuses `coalesce` over a
- * function that is not immutable). Undefined when there is none; `changed` false when it
- * was deleted already.
+ * Soft-deletes the token; an already used or deleted one keeps its deletion time.
+ * Undefined when there is none; `changed` false when it was deleted already. The update
+ * takes only a token not deleted (of two concurrent deletes, the second finds it deleted),
+ * and only when it takes none is the token looked for: Citus refuses `now()` in
+ * `RETURNING`, which told the two apart in one statement.
  */
 export async function softDeleteLoginToken(tx: Tx, uuid: string): Promise<{ changed: boolean } | undefined> {
-  const [row] = await tx
+  const [deleted] = await tx
     .update(userLoginTokens)
-    .set({ deletedAt: sql`least(${userLoginTokens.deletedAt}, now())` })
-    .where(eq(userLoginTokens.uuid, uuid))
-    .returning({ changed: sql<boolean>`${userLoginTokens.deletedAt} = now()` });
-  return row;
+    .set({ deletedAt: sql`now()` })
+    .where(and(eq(userLoginTokens.uuid, uuid), isNull(userLoginTokens.deletedAt)))
+    .returning({ id: userLoginTokens.id });
+  if (deleted) return { changed: true };
+  const [kept] = await tx.select({ id: userLoginTokens.id }).from(userLoginTokens).where(eq(userLoginTokens.uuid, uuid));
+  return kept ? { changed: false } : undefined;
 }
 
 /**
  * Consumes the token whose value hashes to `tokenHash` and signs its user in, in one
- * transaction: the security-definer function marks the token used (atomically, see
- * migration `login-token-consumption`), then the access token is issued in the token's
- * tenant. If issuing fails, the token stays unused. Null when the token does not sign in.
+ * transaction: the token's tenant is looked up (security definer, reading only) and set,
+ * then `atrium_consume_login_token` marks the token used under row-level security
+ * (atomically, see migration `login-token-consumption`) and the access token is issued.
+ * Both writes are `atrium_app`'s: Citus refuses a second role on shards the first one
+ * wrote in the transaction. If issuing fails, the token stays unused. Null when the token
+ * does not sign in.
  */
 export async function consumeLoginToken(db: Database, tokenHash: Buffer, ttlSeconds: number, origin: AuditOrigin) {
   return db.transaction(async (tx) => {
-    const [consumed] = await tx.execute<{ tenant_id: string; login_user_id: string }>(
-      sql`select tenant_id, login_user_id from atrium_consume_login_token(${tokenHash})`,
-    );
-    if (!consumed) return null;
-    const tenantId = Number(consumed.tenant_id);
+    const [found] = await tx.execute<{ tenant_id: string | null }>(sql`select atrium_login_token_tenant(${tokenHash}) as tenant_id`);
+    if (!found?.tenant_id) return null;
+    const tenantId = Number(found.tenant_id);
     await setTenant(tx, tenantId);
+    const [consumed] = await tx.execute<{ login_user_id: string }>(sql`select login_user_id from atrium_consume_login_token(${tokenHash})`);
+    if (!consumed) return null;
     const loginUserId = Number(consumed.login_user_id);
     const [token] = await tx.select({ uuid: userLoginTokens.uuid }).from(userLoginTokens).where(eq(userLoginTokens.tokenHash, tokenHash));
     // Signed in by the token: the user it signs in acts.

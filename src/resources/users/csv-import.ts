@@ -220,20 +220,18 @@ async function rememberUsernames(tx: Tx, named: readonly ParsedLine[], usernames
   );
 }
 
-/** Users the file does not name (not soft-deleted, not the caller), by ascending id after `afterId`, at most `limit`. */
+/**
+ * Users the file does not name (not soft-deleted, not the caller), by ascending id after
+ * `afterId`, at most `limit`. An outer join with the file's usernames, not a correlated
+ * subquery: Citus joins a table of the session with a distributed one only in `FROM`.
+ */
 function usersAbsentFromFile(tx: Tx, callerId: number, afterId: number, limit: number) {
   return tx
     .select({ id: users.id, username: users.username, firstName: users.firstName, lastName: users.lastName, grantable: roles.permissions })
     .from(users)
-    .innerJoin(roles, eq(roles.id, users.roleId))
-    .where(
-      and(
-        isNull(users.deletedAt),
-        ne(users.id, callerId),
-        gt(users.id, afterId),
-        sql`not exists (select 1 from csv_import_usernames c where c.username = ${users.username})`,
-      ),
-    )
+    .innerJoin(roles, and(eq(roles.tenantId, users.tenantId), eq(roles.id, users.roleId)))
+    .leftJoin(sql`csv_import_usernames c`, sql`c.username = ${users.username}`)
+    .where(and(isNull(users.deletedAt), ne(users.id, callerId), gt(users.id, afterId), sql`c.username is null`))
     .orderBy(asc(users.id))
     .limit(limit);
 }

@@ -281,7 +281,10 @@ t.test('an inactive role is judged by what it lists: no token for its holder, an
   const employee = await api.createUser(tenant.tenantId, { permissions: ['users.view'], values: { email: 'soon-dormant@example.com' } });
   const created = await api.call(t, 'createUserLoginTokenForEmail', { token: creator.token, body: { expires_in: 600, email: 'soon-dormant@example.com' } });
   t.equal(created.status, 201);
-  await api.db.owner.execute(sql`update users set role_id = (select role_id from users where id = ${dormant.id}) where id = ${employee.id}`);
+  // Named by its tenant: Citus takes a subquery among an update's values only on one shard.
+  await api.db.owner.execute(
+    sql`update users set role_id = (select role_id from users where tenant_id = ${tenant.tenantId} and id = ${dormant.id}) where tenant_id = ${tenant.tenantId} and id = ${employee.id}`,
+  );
   t.equal((await signIn(t, created.body.token)).status, 401, 'the user now holds an inactive role listing a permission the creator lacks');
   t.equal((await tokenRow(created.body.uuid))!.used_at, null, 'left unused');
 });
