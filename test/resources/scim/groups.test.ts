@@ -4,6 +4,7 @@ import { hashToken } from '../../../src/platform/auth/tokens.ts';
 import { scimSettings, scimTokens } from '../../../src/resources/scim/table.ts';
 import { newScimTokenValue } from '../../../src/resources/scim/tokens.ts';
 import { startTestApi } from '../../helpers/atrium.ts';
+import { assertServedAnswer } from '../../helpers/contract.ts';
 import { bearer, createDepartment, roleNamed, rowCount } from '../../helpers/fixtures.ts';
 
 // SCIM Groups ↔ departments through HTTP: bad input first.
@@ -32,6 +33,7 @@ async function scim(method: string, url: string, body?: unknown, token = scimTok
     headers: { ...bearer(token), ...(body === undefined ? {} : { 'content-type': 'application/scim+json' }) },
     payload: body === undefined ? undefined : JSON.stringify(body),
   });
+  assertServedAnswer(method, `/scim/v2${url}`, response);
   return { status: response.statusCode, body: response.body ? response.json() : undefined };
 }
 

@@ -5,6 +5,7 @@ import { scimSettings, scimTokens } from '../../../src/resources/scim/table.ts';
 import { newScimTokenValue } from '../../../src/resources/scim/tokens.ts';
 import { pushSubscriptions } from '../../../src/resources/push/table.ts';
 import { startTestApi } from '../../helpers/atrium.ts';
+import { assertServedAnswer } from '../../helpers/contract.ts';
 import { bearer, roleNamed, rowCount } from '../../helpers/fixtures.ts';
 import { browserSubscription } from '../../helpers/push-service.ts';
 import { openSse } from '../../helpers/sse.ts';
@@ -53,6 +54,7 @@ async function scim(
   if (body !== undefined) payload = JSON.stringify(body);
   if (payload !== undefined) headers['content-type'] = options.contentType ?? 'application/scim+json';
   const response = await app.inject({ method: method as never, url: `/scim/v2${url}`, headers, payload });
+  assertServedAnswer(method, `/scim/v2${url}`, response);
   return { status: response.statusCode, body: response.body ? response.json() : undefined, headers: response.headers };
 }
 
