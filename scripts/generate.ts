@@ -2,7 +2,8 @@
  * Regenerates everything in generated/ from openapi/ (the one source of truth):
  *   generated/openapi.json   the bundled document (served at /api/openapi.json)
  *   generated/api.ts         TypeScript types (openapi-typescript)
- *   generated/operations.ts  every operation: method, path, security, permission rule, deprecation
+ *   generated/operations.ts  every operation: method, path, security, permission rule, deprecation;
+ *                            those another service serves (`x-atrium-served-by`) apart
  *   clients/typescript/src/schema.ts  the typed client's types (file parts as `Blob`)
  * `npm run generate`; CI fails when the committed files differ from a fresh run.
  */
@@ -77,6 +78,31 @@ export function deprecationOf(operationId: string, deprecated: unknown, since: u
   return { since: since as string, sunset: sunset as string };
 }
 
+/** The services that serve operations of the spec outside the operation binding, by the value of `x-atrium-served-by`. */
+export const SERVING_SERVICES = ['scim'] as const;
+export type ServingService = (typeof SERVING_SERVICES)[number];
+
+/**
+ * Reads an operation's `x-atrium-served-by`: absent (the operation binding serves it, from
+ * `operations`), or the service that serves it instead (`scim`: src/resources/scim/service.ts,
+ * under RFC 7644), whose operations the binding leaves alone. Such an operation authenticates
+ * and refuses in its service's own way, so `x-permission` and a deprecation, which only the
+ * binding enforces, would promise what nothing does: they are errors there, as is an unknown
+ * service.
+ */
+export function servingService(operationId: string, value: unknown, declarations: { permission: unknown; deprecated: unknown }): ServingService | null {
+  if (value === undefined) return null;
+  const fail = (why: string) => new Error(`${operationId}: ${why}`);
+  if (typeof value !== 'string' || !(SERVING_SERVICES as readonly string[]).includes(value)) {
+    throw fail(`x-atrium-served-by names ${JSON.stringify(value)}, not one of ${SERVING_SERVICES.join(', ')}`);
+  }
+  if (declarations.permission !== undefined) throw fail(`x-permission is set, but the ${value} service serves the operation and does not read it`);
+  if (declarations.deprecated !== undefined && declarations.deprecated !== false) {
+    throw fail(`deprecated is set, but the ${value} service serves the operation and sends no Deprecation or Sunset header`);
+  }
+  return value as ServingService;
+}
+
 /** One line of generated/operations.ts. */
 export function operationEntry(
   operationId: string,
@@ -93,6 +119,11 @@ export function operationEntry(
     `  ${operationId}: { method: '${method.toUpperCase()}', path: '${route}', secured: ${secured}, ` +
     `permission: ${literal(rule.permission)}, unlessSelf: ${literal(rule.unlessSelf)}, extension: ${extension}, deprecation: ${deprecated} },`
   );
+}
+
+/** One line of `servedElsewhere` in generated/operations.ts: an operation another service serves. */
+export function servedEntry(operationId: string, method: string, route: string, service: ServingService, extension: boolean): string {
+  return `  ${operationId}: { method: '${method.toUpperCase()}', path: '${route}', service: '${service}', extension: ${extension} },`;
 }
 
 async function generate(): Promise<void> {
@@ -118,6 +149,7 @@ async function generate(): Promise<void> {
           security?: unknown[];
           'x-permission'?: unknown;
           'x-atrium-extension'?: boolean;
+          'x-atrium-served-by'?: unknown;
           deprecated?: unknown;
           'x-deprecated-since'?: unknown;
           'x-sunset'?: unknown;
@@ -142,6 +174,7 @@ async function generate(): Promise<void> {
 
   const methods = ['get', 'put', 'post', 'delete', 'patch'];
   const entries: string[] = [];
+  const servedElsewhere: string[] = [];
   const seen = new Set<string>();
   for (const [route, item] of Object.entries(spec.paths)) {
     for (const method of methods) {
@@ -150,6 +183,11 @@ async function generate(): Promise<void> {
       if (!op.operationId) throw new Error(`${method.toUpperCase()} ${route} has no operationId`);
       if (seen.has(op.operationId)) throw new Error(`operationId ${op.operationId} is used twice`);
       seen.add(op.operationId);
+      const service = servingService(op.operationId, op['x-atrium-served-by'], { permission: op['x-permission'], deprecated: op.deprecated });
+      if (service) {
+        servedElsewhere.push(servedEntry(op.operationId, method, route, service, op['x-atrium-extension'] === true));
+        continue;
+      }
       const secured = (op.security ?? spec.security ?? []).length > 0;
       const rule = permissionRule(op.operationId, route, secured, op['x-permission']);
       const deprecation = deprecationOf(op.operationId, op.deprecated, op['x-deprecated-since'], op['x-sunset']);
@@ -158,9 +196,15 @@ async function generate(): Promise<void> {
   }
   writeFileSync(
     path.join(out, 'operations.ts'),
-    banner + `export const operations = {\n${entries.join('\n')}\n} as const;\n\n` + `export type OperationId = keyof typeof operations;\n`,
+    banner +
+      `/** The operations the operation binding serves (src/platform/http/operations.ts). */\n` +
+      `export const operations = {\n${entries.join('\n')}\n} as const;\n\n` +
+      `export type OperationId = keyof typeof operations;\n\n` +
+      `/** The operations another service serves (\`x-atrium-served-by\`); the binding leaves them alone. */\n` +
+      `export const servedElsewhere = {\n${servedElsewhere.join('\n')}\n} as const;\n\n` +
+      `export type ServedElsewhereId = keyof typeof servedElsewhere;\n`,
   );
-  console.log(`generated/: ${seen.size} operations`);
+  console.log(`generated/: ${seen.size} operations, ${servedElsewhere.length} of them served outside the operation binding`);
 }
 
 // Run by `npm run generate`; imported (by the tests of the functions above), it does nothing.

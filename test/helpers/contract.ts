@@ -13,7 +13,7 @@
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import addFormatsModule from 'ajv-formats';
 import { loadSpecification } from '../../src/platform/http/operations.ts';
-import { operations, type OperationId } from '../../generated/operations.ts';
+import { operations, servedElsewhere, type OperationId, type ServedElsewhereId } from '../../generated/operations.ts';
 
 const addFormats = addFormatsModule as unknown as typeof addFormatsModule.default;
 export const spec = loadSpecification() as {
@@ -63,25 +63,32 @@ ajv.addSchema(spec as object, 'spec');
 
 const escape = (segment: string) => segment.replace(/~/g, '~0').replace(/\//g, '~1');
 
+/** Every operation of the spec: those the binding serves, and those another service serves (SCIM). */
+const allOperations: Record<OperationId | ServedElsewhereId, { method: string; path: string }> = { ...operations, ...servedElsewhere };
+
 /**
  * The response the operation declares for `status`: its own code first, then its range
  * (`4XX`), then `default` (OpenAPI's order of precedence); null when none covers it.
  */
-function responseObject(operationId: OperationId, status: number): { pointer: string; content?: Record<string, unknown> } | null {
-  const meta = operations[operationId];
+function responseObject(
+  operationId: OperationId | ServedElsewhereId,
+  status: number,
+): { pointer: string; content?: Record<string, unknown>; headers?: Record<string, unknown> } | null {
+  const meta = allOperations[operationId];
   const responses = spec.paths[meta.path]?.[meta.method.toLowerCase()]?.responses ?? {};
   const key = [String(status), `${String(status)[0]}XX`, 'default'].find((candidate) => candidate in responses);
   if (key === undefined) return null;
-  const declared = responses[key] as { $ref?: string; content?: Record<string, unknown> };
+  const declared = responses[key] as { $ref?: string; content?: Record<string, unknown>; headers?: Record<string, unknown> };
   if (declared.$ref) {
     const name = declared.$ref.split('/').pop()!;
-    return { pointer: `#/components/responses/${escape(name)}`, content: (spec.components.responses[name] as { content?: Record<string, unknown> }).content };
+    const shared = spec.components.responses[name] as { content?: Record<string, unknown>; headers?: Record<string, unknown> };
+    return { pointer: `#/components/responses/${escape(name)}`, content: shared.content, headers: shared.headers };
   }
-  return { pointer: `#/paths/${escape(meta.path)}/${meta.method.toLowerCase()}/responses/${key}`, content: declared.content };
+  return { pointer: `#/paths/${escape(meta.path)}/${meta.method.toLowerCase()}/responses/${key}`, content: declared.content, headers: declared.headers };
 }
 
 /** Returns a list of contract violations (empty when the response honours the spec). */
-export function contractViolations(operationId: OperationId, status: number, contentType: string | undefined, body: unknown): string[] {
+export function contractViolations(operationId: OperationId | ServedElsewhereId, status: number, contentType: string | undefined, body: unknown): string[] {
   const declared = responseObject(operationId, status);
   const mediaType = (contentType ?? '').split(';')[0]!.trim();
   if (!declared) return [`${operationId} does not declare status ${status}`];
@@ -94,6 +101,74 @@ export function contractViolations(operationId: OperationId, status: number, con
   // A text answer may be empty (an NDJSON export that selects nothing); a JSON one may not.
   if (body === undefined && !/[/+]json\b/.test(mediaType)) body = '';
   return validate(body) ? [] : [`${status} body does not match the spec: ${ajv.errorsText(validate.errors)}`];
+}
+
+/** The operation served outside the binding (SCIM) whose method and path template match the request, or null. */
+export function servedOperationOf(method: string, url: string): ServedElsewhereId | null {
+  const path = url.split('?')[0]!;
+  const literal = (text: string) => text.replace(/[.*+?^$()|[\]\\]/g, '\\$&');
+  for (const [id, meta] of Object.entries(servedElsewhere)) {
+    const template = new RegExp(
+      `^${meta.path
+        .split(/\{[^}]+\}/)
+        .map(literal)
+        .join('[^/]+')}$`,
+    );
+    if (meta.method === method.toUpperCase() && template.test(path)) return id as ServedElsewhereId;
+  }
+  return null;
+}
+
+/** Answer headers the spec declares where they are sent: one the answer carries must be declared by its response. */
+const DECLARED_HEADERS = [
+  'x-request-id',
+  'location',
+  'www-authenticate',
+  'retry-after',
+  'ratelimit-limit',
+  'ratelimit-remaining',
+  'ratelimit-reset',
+  'etag',
+  'link',
+  'deprecation',
+  'sunset',
+];
+
+/**
+ * Contract violations of an answer of the SCIM service (docs/scim.md), which `api.call`
+ * cannot send (it knows the operation binding's operations only): the status, media type
+ * and body as `contractViolations` judges them, against the operation whose method and
+ * path template match the request; and the headers: each of DECLARED_HEADERS the answer
+ * carries must be declared by its response and match the declared schema. A path no
+ * operation declares must be answered as the SCIM service answers an unknown endpoint: a
+ * 404 error document.
+ */
+export function servedAnswerViolations(method: string, url: string, answer: { statusCode: number; headers: Record<string, unknown>; body: string }): string[] {
+  const contentType = String(answer.headers['content-type'] ?? '');
+  const body = answer.body === '' ? undefined : /[/+]json\b/.test(contentType) ? (JSON.parse(answer.body) as unknown) : answer.body;
+  const operationId = servedOperationOf(method, url);
+  if (!operationId) {
+    if (answer.statusCode !== 404) return [`no operation answers ${method} ${url}, but it was answered ${answer.statusCode}`];
+    return schemaViolations('#/components/schemas/ScimError', body).map((violation) => `${method} ${url} → 404: ${violation}`);
+  }
+  const violations = contractViolations(operationId, answer.statusCode, contentType, body);
+  const declared = responseObject(operationId, answer.statusCode);
+  const headers = new Map(Object.entries(declared?.headers ?? {}).map(([name, header]) => [name.toLowerCase(), { name, header: header as { $ref?: string } }]));
+  for (const name of DECLARED_HEADERS) {
+    const value = answer.headers[name];
+    if (value === undefined) continue;
+    const found = headers.get(name);
+    if (!found) {
+      violations.push(`${answer.statusCode} sends ${name}, which its response does not declare`);
+      continue;
+    }
+    const pointer = `${found.header.$ref ?? `${declared!.pointer}/headers/${escape(found.name)}`}/schema`;
+    // Header values are text: an integer header is judged as the number it spells.
+    const asNumber = /^\d+$/.test(String(value)) ? Number(value) : undefined;
+    const verdicts = [schemaViolations(pointer, value), ...(asNumber === undefined ? [] : [schemaViolations(pointer, asNumber)])];
+    if (!verdicts.some((verdict) => verdict.length === 0)) violations.push(`${answer.statusCode} header ${name}: ${verdicts[0]!.join('; ')}`);
+  }
+  return violations.map((violation) => `${operationId}: ${violation}`);
 }
 
 /**
@@ -153,4 +228,14 @@ export function webhookViolations(name: string, request: { method: string; heade
     else if (!validate(JSON.parse(request.body))) violations.push(`body: ${ajv.errorsText(validate.errors)}`);
   }
   return violations;
+}
+
+/**
+ * Throws when an answer of the SCIM service breaks the spec (`servedAnswerViolations`), so
+ * that a test's own request helper fails the test that made the request, whatever the test
+ * asserts of the answer itself.
+ */
+export function assertServedAnswer(method: string, url: string, answer: { statusCode: number; headers: Record<string, unknown>; body: string }): void {
+  const violations = servedAnswerViolations(method, url, answer);
+  if (violations.length > 0) throw new Error(`${method} ${url} → ${answer.statusCode} breaks the spec:\n${violations.join('\n')}`);
 }

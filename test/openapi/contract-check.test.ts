@@ -9,8 +9,8 @@
  */
 import fastJsonStringify from 'fast-json-stringify';
 import t from 'tap';
-import { operations, type OperationId } from '../../generated/operations.ts';
-import { contractViolations, serializerViolations, spec } from '../helpers/contract.ts';
+import { operations, servedElsewhere, type OperationId, type ServedElsewhereId } from '../../generated/operations.ts';
+import { contractViolations, servedAnswerViolations, servedOperationOf, serializerViolations, spec } from '../helpers/contract.ts';
 
 const department = {
   id: 1,
@@ -116,8 +116,10 @@ t.test('every answer of every operation declares X-Request-Id', async (t) => {
   const resolve = (node: Node): Node => (node?.$ref ? resolve(node.$ref.split('/').slice(1).reduce((at: Node, key: string) => at[key], document)) : node);
   const lacking: string[] = [];
   let checked = 0;
-  for (const operationId of Object.keys(operations) as OperationId[]) {
-    const meta = operations[operationId];
+  // The SCIM service's operations too: it answers every request with the id as well.
+  const all = { ...operations, ...servedElsewhere };
+  for (const operationId of Object.keys(all) as (OperationId | ServedElsewhereId)[]) {
+    const meta = all[operationId];
     for (const [status, response] of Object.entries<Node>(document.paths[meta.path][meta.method.toLowerCase()].responses)) {
       checked++;
       const header = resolve(resolve(response).headers?.['X-Request-Id']);
@@ -185,7 +187,10 @@ const NOT_ALWAYS_SENT: Record<string, { fields: string[]; why: string }[]> = {
   ],
   AttributeField: [{ fields: ['label'], why: 'optional when the set is written, and answered as written' }],
   'WebhookConfigurationFull.auth': [{ fields: ['basic', 'header', 'secret'], why: 'the credentials answered are those written; `type` says which one is used' }],
-  'AuditEvent.details': [{ fields: ['recipient_count'], why: 'only notification.sent carries it' }],
+  'AuditEvent.details': [
+    { fields: ['recipient_count'], why: 'only notification.sent carries it' },
+    { fields: ['administrator_id'], why: 'only tenant.created carries it' },
+  ],
 };
 
 t.test('every object an answer holds requires each field the service always sends', async (t) => {
@@ -258,4 +263,65 @@ t.test('every object an answer holds requires each field the service always send
     entries.flatMap((entry) => entry.fields.filter((field) => !excused.has(`${name}.${field}`)).map((field) => `${name}.${field}`)),
   );
   t.strictSame(stale, [], 'every exception names a field some answer leaves optional');
+});
+
+/** An answer of the SCIM service as `app.inject` gives it. */
+const answer = (statusCode: number, body: unknown, headers: Record<string, string> = {}) => ({
+  statusCode,
+  headers: { 'content-type': 'application/scim+json; charset=utf-8', 'x-request-id': 'atrium-test', ...headers },
+  body: body === undefined ? '' : JSON.stringify(body),
+});
+const scimError = (status: number, extra: Record<string, unknown> = {}) => ({
+  schemas: ['urn:ietf:params:scim:api:messages:2.0:Error'],
+  status: String(status),
+  detail: 'x',
+  ...extra,
+});
+const scimUser = {
+  schemas: ['urn:ietf:params:scim:schemas:core:2.0:User'],
+  id: '42',
+  userName: 'jane',
+  name: { givenName: 'Jane', familyName: 'Doe', formatted: 'Jane Doe' },
+  displayName: 'Jane Doe',
+  active: true,
+  meta: {
+    resourceType: 'User',
+    created: '2026-01-31T14:05:00.000Z',
+    lastModified: '2026-01-31T14:05:00.000Z',
+    location: 'http://localhost/scim/v2/Users/42',
+    version: 'W/"1769868300000"',
+  },
+};
+
+t.test('a SCIM request finds its operation by method and path template', async (t) => {
+  t.equal(servedOperationOf('GET', '/scim/v2/Users?filter=userName%20eq%20%22x%22'), 'listScimUsers');
+  t.equal(servedOperationOf('patch', '/scim/v2/Groups/7'), 'patchScimGroup');
+  t.equal(servedOperationOf('GET', '/scim/v2/Schemas/urn:ietf:params:scim:schemas:core:2.0:User'), 'getScimSchema');
+  t.equal(servedOperationOf('GET', '/scim/v2/Users/42/extra'), null, 'a template matches whole segments only');
+  t.equal(servedOperationOf('POST', '/scim/v2/Users/42'), null);
+});
+
+t.test('a SCIM answer is judged by its operation: status, media type, body and the headers it sends', async (t) => {
+  t.strictSame(servedAnswerViolations('POST', '/scim/v2/Users', answer(201, scimUser, { location: 'http://localhost/scim/v2/Users/42' })), []);
+  const { meta: _meta, ...withoutMeta } = scimUser;
+  t.match(servedAnswerViolations('POST', '/scim/v2/Users', answer(201, withoutMeta)), [/createScimUser: 201 body .*required property 'meta'/]);
+  t.strictSame(servedAnswerViolations('GET', '/scim/v2/Users/42', answer(200, { schemas: scimUser.schemas, id: '42' })), [], 'a read may be narrowed');
+  t.match(servedAnswerViolations('GET', '/scim/v2/Users/42', answer(200, { ...scimUser, nickName: 'J' })), [/must NOT have additional properties/]);
+  t.match(servedAnswerViolations('GET', '/scim/v2/Users', answer(400, { ...scimError(400), status: 400 })), [/status must be string/], 'status is a string');
+  t.match(servedAnswerViolations('GET', '/scim/v2/Users', answer(400, scimError(400, { scimType: 'wrong' }))), [/scimType must be equal to one of/]);
+  t.match(servedAnswerViolations('GET', '/scim/v2/Users', answer(404, scimError(404))), [/listScimUsers does not declare status 404/]);
+  t.match(servedAnswerViolations('GET', '/scim/v2/Users', answer(400, scimError(400), { 'content-type': 'application/json' })), [/400 answered application\/json/]);
+  t.strictSame(
+    servedAnswerViolations('GET', '/scim/v2/Users', answer(401, scimError(401), { 'www-authenticate': 'Bearer realm="scim"', 'ratelimit-limit': '600' })),
+    [],
+  );
+  t.match(servedAnswerViolations('GET', '/scim/v2/Users', answer(401, scimError(401), { 'www-authenticate': 'Basic' })), [/header www-authenticate: /]);
+  t.match(servedAnswerViolations('GET', '/scim/v2/Users/42', answer(200, scimUser, { etag: 'W/"1"' })), [/200 sends etag, which its response does not declare/]);
+  t.match(servedAnswerViolations('GET', '/scim/v2/Users', answer(200, {}, { 'ratelimit-remaining': '-1' })), [/200 body .*required property/, /header ratelimit-remaining: data must be integer/]);
+});
+
+t.test('a path no SCIM operation declares must be the 404 error document', async (t) => {
+  t.strictSame(servedAnswerViolations('GET', '/scim/v2/Nothing', answer(404, scimError(404))), []);
+  t.match(servedAnswerViolations('GET', '/scim/v2/Nothing', answer(200, scimUser)), [/no operation answers GET \/scim\/v2\/Nothing/]);
+  t.match(servedAnswerViolations('GET', '/scim/v2/Nothing', answer(404, { detail: 'x' })), [/required property 'schemas'/]);
 });

@@ -1,10 +1,10 @@
 /**
- * How scripts/generate.ts reads `x-permission` and an operation's deprecation into
- * generated/operations.ts: the forms each may take, and every declaration the binding
- * could not enforce as written refused at generation.
+ * How scripts/generate.ts reads `x-permission`, an operation's deprecation and
+ * `x-atrium-served-by` into generated/operations.ts: the forms each may take, and every
+ * declaration the binding could not enforce as written refused at generation.
  */
 import t from 'tap';
-import { deprecationOf, operationEntry, permissionRule } from '../../scripts/generate.ts';
+import { deprecationOf, operationEntry, permissionRule, servedEntry, servingService } from '../../scripts/generate.ts';
 
 t.test('no x-permission: any signed-in user', async (t) => {
   t.strictSame(permissionRule('listThings', '/api/things', true, undefined), { permission: null, unlessSelf: null });
@@ -83,4 +83,26 @@ t.test('each operation is one line of the map, with both parts of its rule and i
     "  getLiveness: { method: 'GET', path: '/health/live', secured: false, permission: null, unlessSelf: null, extension: true, " +
       "deprecation: { since: '2027-01-15', sunset: '2027-07-15' } },",
   );
+});
+
+t.test('x-atrium-served-by: absent, the binding serves the operation; scim, the SCIM service does', async (t) => {
+  const none = { permission: undefined, deprecated: undefined };
+  t.equal(servingService('listThings', undefined, none), null);
+  t.equal(servingService('listScimUsers', 'scim', none), 'scim');
+  t.equal(servingService('listScimUsers', 'scim', { permission: undefined, deprecated: false }), 'scim');
+  t.equal(
+    servedEntry('listScimUsers', 'get', '/scim/v2/Users', 'scim', true),
+    "  listScimUsers: { method: 'GET', path: '/scim/v2/Users', service: 'scim', extension: true },",
+  );
+});
+
+t.test('x-atrium-served-by refuses an unknown service, and what only the binding would enforce', async (t) => {
+  const none = { permission: undefined, deprecated: undefined };
+  const refused = (value: unknown, declarations: { permission: unknown; deprecated: unknown }, why: RegExp) =>
+    t.throws(() => servingService('op', value, declarations), { message: why }, JSON.stringify([value, declarations]));
+  refused('SCIM', none, /op: x-atrium-served-by names "SCIM", not one of scim/);
+  refused(true, none, /x-atrium-served-by names true/);
+  refused('', none, /x-atrium-served-by names ""/);
+  refused('scim', { permission: 'users.administer', deprecated: undefined }, /op: x-permission is set, but the scim service serves the operation/);
+  refused('scim', { permission: undefined, deprecated: true }, /op: deprecated is set, but the scim service .* sends no Deprecation or Sunset header/);
 });

@@ -2288,6 +2288,267 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/scim/v2/Groups": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List or find groups (SCIM)
+         * @description The tenant's departments as Groups, ordered by id, one page (`startIndex`, `count` at
+         *     most 200) with `totalResults`. Filterable: `id`, `displayName`, `members[value eq "42"]`.
+         *     `excludedAttributes=members` (or `attributes` without `members`) also skips loading the
+         *     members. 400 as for the user list.
+         */
+        get: operations["listScimGroups"];
+        put?: never;
+        /**
+         * Create a group (SCIM)
+         * @description Creates a department under the department rules, with the members sent; recorded as
+         *     `department.created` by the token. Needs `departments.manage` of the token's minter
+         *     (403), who must also be allowed to administer every member (403) and gain no entity
+         *     right through them (400 `invalidValue`). A member that is no user SCIM sees is a 400
+         *     `invalidValue`; a request refused stores nothing. 409 `uniqueness` when a concurrent
+         *     write took the name or the membership first.
+         */
+        post: operations["createScimGroup"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/scim/v2/Groups/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The resource's `id`. Any text is accepted; one that names no resource of the token's tenant is a 404. */
+                id: components["parameters"]["ScimResourceId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Read a group (SCIM)
+         * @description The department with this id; another tenant's is a 404.
+         */
+        get: operations["getScimGroup"];
+        /**
+         * Replace a group (SCIM)
+         * @description Renames the department and replaces its members of users SCIM sees (without `members`
+         *     they stay); recorded as `department.updated`. Refusals as for `POST /scim/v2/Groups`.
+         */
+        put: operations["replaceScimGroup"];
+        post?: never;
+        /**
+         * Delete a group (SCIM)
+         * @description Deletes the department (its memberships with it); recorded as `department.deleted`.
+         *     Needs `departments.manage` of the token's minter (403); 409 while entity permissions
+         *     still name the department.
+         */
+        delete: operations["deleteScimGroup"];
+        options?: never;
+        head?: never;
+        /**
+         * Change a group (SCIM)
+         * @description Applies RFC 7644 PATCH operations (see `ScimPatchRequest`), such as
+         *     `{"op": "add", "path": "members", "value": [{"value": "42"}]}` or
+         *     `{"op": "remove", "path": "members[value eq \"42\"]"}`, then writes the result as `PUT`
+         *     does. 400 `invalidSyntax`, `invalidPath`, `noTarget`, `invalidValue` or `mutability`;
+         *     403 and 409 as for `PUT`. With `Prefer: return=minimal` the answer is a 204.
+         */
+        patch: operations["patchScimGroup"];
+        trace?: never;
+    };
+    "/scim/v2/ResourceTypes": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The SCIM resource types
+         * @description `User` (with the enterprise extension) and `Group`, in one list response.
+         */
+        get: operations["listScimResourceTypes"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/scim/v2/ResourceTypes/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The resource's `id`. Any text is accepted; one that names no resource of the token's tenant is a 404. */
+                id: components["parameters"]["ScimResourceId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * One SCIM resource type
+         * @description `User` or `Group` (case-exact); any other id is a 404.
+         */
+        get: operations["getScimResourceType"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/scim/v2/Schemas": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The SCIM schemas
+         * @description The User, Group and enterprise User schemas with the attributes as Atrium maps them, in
+         *     one list response.
+         */
+        get: operations["listScimSchemas"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/scim/v2/Schemas/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The resource's `id`. Any text is accepted; one that names no resource of the token's tenant is a 404. */
+                id: components["parameters"]["ScimResourceId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * One SCIM schema
+         * @description By its URN (`urn:ietf:params:scim:schemas:core:2.0:User`, case-exact); any other id is a
+         *     404.
+         */
+        get: operations["getScimSchema"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/scim/v2/ServiceProviderConfig": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * What this SCIM service supports
+         * @description RFC 7644 §4: PATCH, filters (pages of at most 200) and password changes are supported;
+         *     bulk, sorting and ETags are not.
+         */
+        get: operations["getScimServiceProviderConfig"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/scim/v2/Users": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List or find users (SCIM)
+         * @description Users SCIM sees (personal accounts that are not deleted), ordered by id, one page
+         *     (`startIndex`, `count` at most 200) with `totalResults`. Identity providers find a user
+         *     with `filter=userName eq "..."`. 400 `invalidFilter` for a filter Atrium cannot apply,
+         *     `invalidValue` for a `startIndex` or `count` that is not an integer.
+         */
+        get: operations["listScimUsers"];
+        put?: never;
+        /**
+         * Create a user (SCIM)
+         * @description Creates an Atrium user with the tenant's default role for provisioned users
+         *     (`default_role_id` of `PUT /api/administration/users/settings`; without one, 400
+         *     `invalidValue`), under the user rules of `POST /api/users`; recorded in the audit trail
+         *     as `user.created` by the token. 400 `invalidSyntax` or `invalidValue`, 409 `uniqueness`
+         *     for a taken `userName`; a refused request stores nothing.
+         */
+        post: operations["createScimUser"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/scim/v2/Users/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The resource's `id`. Any text is accepted; one that names no resource of the token's tenant is a 404. */
+                id: components["parameters"]["ScimResourceId"];
+            };
+            cookie?: never;
+        };
+        /**
+         * Read a user (SCIM)
+         * @description The user with this id, if SCIM sees it: another tenant's user, a group account or a
+         *     deleted user is a 404.
+         */
+        get: operations["getScimUser"];
+        /**
+         * Replace a user (SCIM)
+         * @description Replaces every attribute the mapping writes (see `ScimUserInput`), under the user rules
+         *     of `PUT /api/users/{user}`; recorded as `user.updated` when anything changed.
+         *     `active: false` cuts the user off in the same transaction (sessions, login tokens, push
+         *     subscriptions); a new `password` ends their sessions. 400 `mutability` for a body whose
+         *     `id` differs from the path's, `invalidSyntax` or `invalidValue`; 403 when the user's role
+         *     grants a permission the token's minter lacks; 409 `uniqueness` for a taken `userName`.
+         */
+        put: operations["replaceScimUser"];
+        post?: never;
+        /**
+         * Delete a user (SCIM)
+         * @description Soft-deletes the user and cuts them off (sessions, login tokens, push subscriptions) in
+         *     one transaction; recorded as `user.deleted`. The user leaves SCIM (404 from then on) and
+         *     can be restored with `POST /api/users/restore/{user}`. 403 when their role grants a
+         *     permission the token's minter lacks.
+         */
+        delete: operations["deleteScimUser"];
+        options?: never;
+        head?: never;
+        /**
+         * Change a user (SCIM)
+         * @description Applies RFC 7644 PATCH operations (see `ScimPatchRequest`) to the user, then writes the
+         *     result as `PUT` does. 400 `invalidSyntax`, `invalidPath`, `noTarget`, `invalidValue` or
+         *     `mutability`; 403 and 409 as for `PUT`. With `Prefer: return=minimal` and no `attributes`
+         *     parameter the answer is a 204.
+         */
+        patch: operations["patchScimUser"];
+        trace?: never;
+    };
     "/users/{user}/profile-picture": {
         parameters: {
             query?: never;
@@ -4746,6 +5007,570 @@ export interface components {
             permissions?: components["schemas"]["PermissionList"];
         };
         /**
+         * @description `addresses` ↔ `street` (`streetAddress`), `zipcode` (`postalCode`) and `city`
+         *     (`locality`), answered as one `work` element that is `primary`; present when one
+         *     of the three is.
+         */
+        ScimAddress: {
+            locality?: string;
+            postalCode?: string;
+            /** @constant */
+            primary?: true;
+            streetAddress?: string;
+            /** @constant */
+            type?: "work";
+        };
+        ScimAddressFull: {
+            locality?: string;
+            postalCode?: string;
+            /** @constant */
+            primary: true;
+            streetAddress?: string;
+            /** @constant */
+            type: "work";
+        };
+        /** @description An attribute definition (RFC 7643 §7), its defaults filled in. */
+        ScimAttribute: {
+            caseExact: boolean;
+            description: string;
+            multiValued: boolean;
+            /** @enum {string} */
+            mutability: "readOnly" | "readWrite" | "immutable" | "writeOnly";
+            name: string;
+            required: boolean;
+            /** @enum {string} */
+            returned: "always" | "never" | "default" | "request";
+            subAttributes?: components["schemas"]["ScimAttribute"][];
+            /** @enum {string} */
+            type: "string" | "boolean" | "decimal" | "integer" | "dateTime" | "binary" | "reference" | "complex";
+            /** @enum {string} */
+            uniqueness: "none" | "server" | "global";
+        };
+        /**
+         * Format: int64
+         * @description How many resources match, all pages together.
+         */
+        ScimCount: number;
+        ScimDiscoveryMeta: {
+            location: components["schemas"]["ScimLocation"];
+            /** @enum {string} */
+            resourceType: "ResourceType" | "Schema";
+        };
+        /** @description The enterprise extension (`urn:ietf:params:scim:schemas:extension:enterprise:2.0:User`): `employeeNumber` ↔ `staff_number`. */
+        ScimEnterpriseUser: {
+            employeeNumber?: string;
+        };
+        /**
+         * @description An RFC 7644 §3.12 error document, the answer of every refusal the SCIM service makes
+         *     (never an RFC 9457 problem document, which only refusals made before a request reaches
+         *     the SCIM service are).
+         */
+        ScimError: {
+            /** @description What was refused, in English; it may quote the request (a PATCH path, a filter). */
+            detail: string;
+            schemas: "urn:ietf:params:scim:api:messages:2.0:Error"[];
+            /**
+             * @description The kind of a 400 or 409 (RFC 7644 §3.12). Atrium answers `invalidFilter` (a
+             *     filter that is malformed, names an attribute that cannot be filtered on, or
+             *     compares it the wrong way), `invalidSyntax` (a body that is not a JSON object or
+             *     not JSON, a PATCH without `Operations` or with an unknown `op`), `invalidValue`
+             *     (a value the user or department rules refuse, `startIndex` or `count` not an
+             *     integer, an unknown language, no default role for new users), `invalidPath` (a
+             *     PATCH path that names no attribute), `noTarget` (a `remove` without a path, or a
+             *     path whose filter matches nothing), `mutability` (a changed `id`) and `uniqueness`
+             *     (409: a taken `userName`); the others of RFC 7644 may be added.
+             * @enum {string}
+             */
+            scimType?: "invalidFilter" | "tooMany" | "uniqueness" | "mutability" | "invalidSyntax" | "invalidPath" | "noTarget" | "invalidValue" | "invalidVers" | "sensitive";
+            /** @description The HTTP status, as a string (RFC 7644 §3.12). */
+            status: string;
+        };
+        /**
+         * @description An Atrium department as a SCIM Group (RFC 7643 §4.2): `id` ↔ department `id`,
+         *     `displayName` ↔ `name`, `members` ↔ its memberships of users SCIM sees (personal
+         *     accounts that are not deleted; by user id), ordered by user id; `externalId` ↔ the
+         *     department's `external_id` (answered when set). `attributes` and `excludedAttributes`
+         *     may leave out any attribute but `schemas` and `id`.
+         * @example {
+         *       "schemas": [
+         *         "urn:ietf:params:scim:schemas:core:2.0:Group"
+         *       ],
+         *       "id": "7",
+         *       "displayName": "Customer Service",
+         *       "meta": {
+         *         "resourceType": "Group",
+         *         "created": "2026-01-31T14:05:00.000Z",
+         *         "lastModified": "2026-02-01T08:00:00.000Z",
+         *         "location": "https://atrium.example.com/scim/v2/Groups/7"
+         *       }
+         *     }
+         */
+        ScimGroup: {
+            /** @description The department's `name`. */
+            displayName?: string;
+            /** @description The identity provider's id of the group, stored on the department (case-exact in filters; not unique). */
+            externalId?: string;
+            id: components["schemas"]["ScimId"];
+            members?: components["schemas"]["ScimMember"][];
+            meta?: components["schemas"]["ScimGroupMeta"];
+            schemas: "urn:ietf:params:scim:schemas:core:2.0:Group"[];
+        };
+        /**
+         * @description A SCIM Group as a write answers it (`POST`, `PUT`, `PATCH`): every attribute, members included.
+         * @example {
+         *       "schemas": [
+         *         "urn:ietf:params:scim:schemas:core:2.0:Group"
+         *       ],
+         *       "id": "7",
+         *       "displayName": "Customer Service",
+         *       "members": [],
+         *       "meta": {
+         *         "resourceType": "Group",
+         *         "created": "2026-01-31T14:05:00.000Z",
+         *         "lastModified": "2026-02-01T08:00:00.000Z",
+         *         "location": "https://atrium.example.com/scim/v2/Groups/7"
+         *       }
+         *     }
+         */
+        ScimGroupFull: {
+            /** @description The department's `name`. */
+            displayName: string;
+            /** @description The identity provider's id of the group, stored on the department (case-exact in filters; not unique). */
+            externalId?: string;
+            id: components["schemas"]["ScimId"];
+            members: components["schemas"]["ScimMemberFull"][];
+            meta: components["schemas"]["ScimGroupMetaFull"];
+            schemas: "urn:ietf:params:scim:schemas:core:2.0:Group"[];
+        };
+        /**
+         * @description A whole SCIM Group, as `POST` creates and `PUT` replaces it. `displayName` is judged
+         *     by the department rules (not blank, no look-alike of another department's name, the
+         *     tenant's department limit). `members` replaces the memberships of users SCIM sees
+         *     (memberships of group accounts are left as they are; a member sent twice is one);
+         *     a `PUT` without `members` (or with `null`) leaves no member SCIM sees, as a `PUT`
+         *     replaces the resource. `externalId` is stored (an empty one or `null` removes it);
+         *     other attributes are ignored.
+         * @example {
+         *       "schemas": [
+         *         "urn:ietf:params:scim:schemas:core:2.0:Group"
+         *       ],
+         *       "displayName": "Customer Service",
+         *       "members": [
+         *         {
+         *           "value": "42"
+         *         }
+         *       ]
+         *     }
+         */
+        ScimGroupInput: {
+            displayName: string;
+            externalId?: string | null;
+            members?: {
+                value: components["schemas"]["ScimId"];
+            }[] | null;
+            /** @description Not read. */
+            schemas?: string[];
+        };
+        /**
+         * @description A list response (RFC 7644 §3.4.2) of groups, ordered by id.
+         * @example {
+         *       "schemas": [
+         *         "urn:ietf:params:scim:api:messages:2.0:ListResponse"
+         *       ],
+         *       "totalResults": 1,
+         *       "startIndex": 1,
+         *       "itemsPerPage": 1,
+         *       "Resources": [
+         *         {
+         *           "schemas": [
+         *             "urn:ietf:params:scim:schemas:core:2.0:Group"
+         *           ],
+         *           "id": "7",
+         *           "displayName": "Customer Service"
+         *         }
+         *       ]
+         *     }
+         */
+        ScimGroupList: {
+            /** Format: int32 */
+            itemsPerPage: number;
+            Resources: components["schemas"]["ScimGroup"][];
+            schemas: components["schemas"]["ScimListSchemas"];
+            /** Format: int32 */
+            startIndex: number;
+            totalResults: components["schemas"]["ScimCount"];
+        };
+        /** @description Answered, never written; `attributes` may narrow it as a User's. */
+        ScimGroupMeta: {
+            /**
+             * Format: date-time
+             * @description The department's `created_at`.
+             */
+            created?: string;
+            /**
+             * Format: date-time
+             * @description The department's `updated_at`.
+             */
+            lastModified?: string;
+            location?: components["schemas"]["ScimLocation"];
+            /** @constant */
+            resourceType?: "Group";
+        };
+        ScimGroupMetaFull: {
+            /**
+             * Format: date-time
+             * @description The department's `created_at`.
+             */
+            created: string;
+            /**
+             * Format: date-time
+             * @description The department's `updated_at`.
+             */
+            lastModified: string;
+            location: components["schemas"]["ScimLocation"];
+            /** @constant */
+            resourceType: "Group";
+        };
+        /**
+         * @description An Atrium record id as decimal text (SCIM ids are strings); read-only.
+         * @example 42
+         */
+        ScimId: string;
+        ScimListSchemas: "urn:ietf:params:scim:api:messages:2.0:ListResponse"[];
+        /**
+         * Format: uri
+         * @description The resource's URL: the request's scheme and `Host`, `/scim/v2`, then the resource's
+         *     path (`/Users/{id}`, `/Groups/{id}`, ...).
+         */
+        ScimLocation: string;
+        ScimMember: {
+            /** @description The member's username. */
+            display?: string;
+            /** @constant */
+            type?: "User";
+            value?: components["schemas"]["ScimId"];
+        } & {
+            [key: string]: components["schemas"]["ScimLocation"];
+        };
+        ScimMemberFull: {
+            /** @description The member's username. */
+            display: string;
+            /** @constant */
+            type: "User";
+            value: components["schemas"]["ScimId"];
+        } & {
+            [key: string]: components["schemas"]["ScimLocation"];
+        };
+        /** @description `name`: `givenName` ↔ `first_name`, `familyName` ↔ `last_name`; `attributes` may narrow it. */
+        ScimName: {
+            /** @description `last_name`. */
+            familyName?: string;
+            /** @description First and last name joined by a space (empty without either); answered, not written. */
+            formatted?: string;
+            /** @description `first_name`. */
+            givenName?: string;
+        };
+        ScimNameFull: {
+            /** @description `last_name`. */
+            familyName?: string;
+            /** @description First and last name joined by a space (empty without either); answered, not written. */
+            formatted: string;
+            /** @description `first_name`. */
+            givenName?: string;
+        };
+        /**
+         * @description RFC 7644 §3.5.2 PATCH operations, applied in order in one transaction: when any is
+         *     refused, none is applied. `op` is `add`, `replace` or `remove` in any case
+         *     (`Replace`); the key `Operations` in any case too. A `path` must start with an
+         *     attribute of the resource (or its schema URN), may hold value filters
+         *     (`emails[type eq "work"].value`, `members[value eq "42"]`), and neither it nor a key
+         *     of `value` may name `__proto__`, `constructor` or `prototype` (400 `invalidPath`). A
+         *     `remove` needs a `path` (400 `noTarget`). A path-less `replace` may carry dotted
+         *     keys (`"name.givenName"`) or schema-qualified ones. `id` cannot change (400
+         *     `mutability`). The result is judged as a `PUT` of the whole resource.
+         * @example {
+         *       "schemas": [
+         *         "urn:ietf:params:scim:api:messages:2.0:PatchOp"
+         *       ],
+         *       "Operations": [
+         *         {
+         *           "op": "replace",
+         *           "path": "active",
+         *           "value": false
+         *         },
+         *         {
+         *           "op": "Replace",
+         *           "value": {
+         *             "name.givenName": "Janet"
+         *           }
+         *         }
+         *       ]
+         *     }
+         */
+        ScimPatchRequest: {
+            Operations: {
+                /** @description `add`, `replace` or `remove`, in any case. */
+                op: string;
+                path?: string;
+                /** @description Any JSON value the attribute takes. */
+                value?: unknown;
+            }[];
+            /** @description Not read. */
+            schemas?: string[];
+        };
+        /**
+         * @description A resource type (RFC 7643 §6):`User` (Atrium users) or `Group` (departments).
+         * @example {
+         *       "schemas": [
+         *         "urn:ietf:params:scim:schemas:core:2.0:ResourceType"
+         *       ],
+         *       "id": "User",
+         *       "name": "User",
+         *       "endpoint": "/Users",
+         *       "description": "Atrium users",
+         *       "schema": "urn:ietf:params:scim:schemas:core:2.0:User",
+         *       "schemaExtensions": [
+         *         {
+         *           "schema": "urn:ietf:params:scim:schemas:extension:enterprise:2.0:User",
+         *           "required": false
+         *         }
+         *       ],
+         *       "meta": {
+         *         "resourceType": "ResourceType",
+         *         "location": "https://atrium.example.com/scim/v2/ResourceTypes/User"
+         *       }
+         *     }
+         */
+        ScimResourceType: {
+            description: string;
+            endpoint: string;
+            id: string;
+            meta: components["schemas"]["ScimDiscoveryMeta"];
+            name: string;
+            schema: string;
+            schemaExtensions?: {
+                required: boolean;
+                schema: string;
+            }[];
+            schemas: "urn:ietf:params:scim:schemas:core:2.0:ResourceType"[];
+        };
+        /**
+         * @description Every resource type, in one list response.
+         * @example {
+         *       "schemas": [
+         *         "urn:ietf:params:scim:api:messages:2.0:ListResponse"
+         *       ],
+         *       "totalResults": 2,
+         *       "startIndex": 1,
+         *       "itemsPerPage": 2,
+         *       "Resources": [
+         *         {
+         *           "schemas": [
+         *             "urn:ietf:params:scim:schemas:core:2.0:ResourceType"
+         *           ],
+         *           "id": "User",
+         *           "name": "User",
+         *           "endpoint": "/Users",
+         *           "description": "Atrium users",
+         *           "schema": "urn:ietf:params:scim:schemas:core:2.0:User",
+         *           "schemaExtensions": [
+         *             {
+         *               "schema": "urn:ietf:params:scim:schemas:extension:enterprise:2.0:User",
+         *               "required": false
+         *             }
+         *           ],
+         *           "meta": {
+         *             "resourceType": "ResourceType",
+         *             "location": "https://atrium.example.com/scim/v2/ResourceTypes/User"
+         *           }
+         *         },
+         *         {
+         *           "schemas": [
+         *             "urn:ietf:params:scim:schemas:core:2.0:ResourceType"
+         *           ],
+         *           "id": "Group",
+         *           "name": "Group",
+         *           "endpoint": "/Groups",
+         *           "description": "Atrium departments",
+         *           "schema": "urn:ietf:params:scim:schemas:core:2.0:Group",
+         *           "meta": {
+         *             "resourceType": "ResourceType",
+         *             "location": "https://atrium.example.com/scim/v2/ResourceTypes/Group"
+         *           }
+         *         }
+         *       ]
+         *     }
+         */
+        ScimResourceTypeList: {
+            /** Format: int32 */
+            itemsPerPage: number;
+            Resources: components["schemas"]["ScimResourceType"][];
+            schemas: components["schemas"]["ScimListSchemas"];
+            /** Format: int32 */
+            startIndex: number;
+            totalResults: components["schemas"]["ScimCount"];
+        };
+        /**
+         * @description A schema (RFC 7643 §7) with the attributes as Atrium maps them.
+         * @example {
+         *       "schemas": [
+         *         "urn:ietf:params:scim:schemas:core:2.0:Schema"
+         *       ],
+         *       "id": "urn:ietf:params:scim:schemas:core:2.0:User",
+         *       "name": "User",
+         *       "description": "An Atrium user (personal accounts only).",
+         *       "attributes": [
+         *         {
+         *           "name": "active",
+         *           "type": "boolean",
+         *           "multiValued": false,
+         *           "description": "active; false ends every session, login token and push subscription at once.",
+         *           "required": false,
+         *           "caseExact": false,
+         *           "mutability": "readWrite",
+         *           "returned": "default",
+         *           "uniqueness": "none"
+         *         }
+         *       ],
+         *       "meta": {
+         *         "resourceType": "Schema",
+         *         "location": "https://atrium.example.com/scim/v2/Schemas/urn:ietf:params:scim:schemas:core:2.0:User"
+         *       }
+         *     }
+         */
+        ScimSchema: {
+            attributes: components["schemas"]["ScimAttribute"][];
+            description: string;
+            id: string;
+            meta: components["schemas"]["ScimDiscoveryMeta"];
+            name: string;
+            schemas: "urn:ietf:params:scim:schemas:core:2.0:Schema"[];
+        };
+        /**
+         * @description Every schema, in one list response.
+         * @example {
+         *       "schemas": [
+         *         "urn:ietf:params:scim:api:messages:2.0:ListResponse"
+         *       ],
+         *       "totalResults": 3,
+         *       "startIndex": 1,
+         *       "itemsPerPage": 3,
+         *       "Resources": [
+         *         {
+         *           "schemas": [
+         *             "urn:ietf:params:scim:schemas:core:2.0:Schema"
+         *           ],
+         *           "id": "urn:ietf:params:scim:schemas:core:2.0:User",
+         *           "name": "User",
+         *           "description": "An Atrium user (personal accounts only).",
+         *           "attributes": [
+         *             {
+         *               "name": "active",
+         *               "type": "boolean",
+         *               "multiValued": false,
+         *               "description": "active; false ends every session, login token and push subscription at once.",
+         *               "required": false,
+         *               "caseExact": false,
+         *               "mutability": "readWrite",
+         *               "returned": "default",
+         *               "uniqueness": "none"
+         *             }
+         *           ],
+         *           "meta": {
+         *             "resourceType": "Schema",
+         *             "location": "https://atrium.example.com/scim/v2/Schemas/urn:ietf:params:scim:schemas:core:2.0:User"
+         *           }
+         *         }
+         *       ]
+         *     }
+         */
+        ScimSchemaList: {
+            /** Format: int32 */
+            itemsPerPage: number;
+            Resources: components["schemas"]["ScimSchema"][];
+            schemas: components["schemas"]["ScimListSchemas"];
+            /** Format: int32 */
+            startIndex: number;
+            totalResults: components["schemas"]["ScimCount"];
+        };
+        /**
+         * @description What this service provider supports (RFC 7643 §5).
+         * @example {
+         *       "schemas": [
+         *         "urn:ietf:params:scim:schemas:core:2.0:ServiceProviderConfig"
+         *       ],
+         *       "patch": {
+         *         "supported": true
+         *       },
+         *       "bulk": {
+         *         "supported": false,
+         *         "maxOperations": 0,
+         *         "maxPayloadSize": 0
+         *       },
+         *       "filter": {
+         *         "supported": true,
+         *         "maxResults": 200
+         *       },
+         *       "changePassword": {
+         *         "supported": true
+         *       },
+         *       "sort": {
+         *         "supported": false
+         *       },
+         *       "etag": {
+         *         "supported": false
+         *       },
+         *       "authenticationSchemes": [
+         *         {
+         *           "type": "oauthbearertoken",
+         *           "name": "SCIM token",
+         *           "description": "A SCIM token minted under POST /api/administration/scim-tokens.",
+         *           "primary": true
+         *         }
+         *       ],
+         *       "meta": {
+         *         "resourceType": "ServiceProviderConfig",
+         *         "location": "https://atrium.example.com/scim/v2/ServiceProviderConfig"
+         *       }
+         *     }
+         */
+        ScimServiceProviderConfig: {
+            authenticationSchemes: {
+                description: string;
+                name: string;
+                primary?: boolean;
+                type: string;
+            }[];
+            bulk: {
+                /** Format: int32 */
+                maxOperations: number;
+                /** Format: int32 */
+                maxPayloadSize: number;
+                supported: boolean;
+            };
+            changePassword: components["schemas"]["ScimSupported"];
+            etag: components["schemas"]["ScimSupported"];
+            filter: {
+                /**
+                 * Format: int32
+                 * @description The largest page (`count` above it is cut to it).
+                 */
+                maxResults: number;
+                supported: boolean;
+            };
+            meta: {
+                location: components["schemas"]["ScimLocation"];
+                /** @constant */
+                resourceType: "ServiceProviderConfig";
+            };
+            patch: components["schemas"]["ScimSupported"];
+            schemas: "urn:ietf:params:scim:schemas:core:2.0:ServiceProviderConfig"[];
+            sort: components["schemas"]["ScimSupported"];
+        };
+        ScimSupported: {
+            supported: boolean;
+        };
+        /**
          * @description A bearer token an identity provider uses for `/scim/v2` of this tenant (and nothing
          *     under `/api`). Its value is returned once, by the create operation, and stored only as
          *     a hash; this record never holds it.
@@ -4774,6 +5599,325 @@ export interface components {
             last_used_at: string | null;
             /** @description What the token is for (which identity provider), as its creator named it. */
             name: string;
+        };
+        /**
+         * @description `emails` ↔ `email`, `phoneNumbers` ↔ `phone`: Atrium keeps one value and answers it as
+         *     one `work` element that is `primary`.
+         */
+        ScimTypedValue: {
+            /** @constant */
+            primary?: true;
+            /** @constant */
+            type?: "work";
+            value?: string;
+        };
+        ScimTypedValueFull: {
+            /** @constant */
+            primary: true;
+            /** @constant */
+            type: "work";
+            value: string;
+        };
+        /** @description The value of the element Atrium keeps (`primary`, else `work`, else the first). */
+        ScimTypedValuesInput: {
+            primary?: boolean | string;
+            type?: string;
+            value?: string | null;
+        }[] | null;
+        /**
+         * @description An Atrium user (personal accounts that are not deleted; group accounts stay Atrium's
+         *     own) as a SCIM User (RFC 7643 §4.1). Attribute mapping (docs/scim.md#attribute-mapping):
+         *
+         *     | SCIM | Atrium user field |
+         *     |---|---|
+         *     | `id` | `id` (decimal text) |
+         *     | `userName` | `username` |
+         *     | `name.givenName`, `name.familyName` | `first_name`, `last_name` |
+         *     | `emails` | `email` |
+         *     | `phoneNumbers` | `phone` |
+         *     | `addresses` (`streetAddress`, `postalCode`, `locality`) | `street`, `zipcode`, `city` |
+         *     | `active` | `active` |
+         *     | `externalId` | stored beside the user |
+         *     | `preferredLanguage`, `locale` | `lang_id` (both answer it) |
+         *     | enterprise `employeeNumber` | `staff_number` |
+         *     | `displayName`, `name.formatted`, `meta` | computed; answered, not written |
+         *
+         *     An attribute whose Atrium field is empty is left out. `attributes` and
+         *     `excludedAttributes` may leave out any attribute but `schemas` and `id`, so a list or
+         *     a read requires no other. `password` is never answered.
+         * @example {
+         *       "schemas": [
+         *         "urn:ietf:params:scim:schemas:core:2.0:User"
+         *       ],
+         *       "id": "42",
+         *       "userName": "jane.doe@example.com",
+         *       "name": {
+         *         "givenName": "Jane",
+         *         "familyName": "Doe",
+         *         "formatted": "Jane Doe"
+         *       },
+         *       "displayName": "Jane Doe",
+         *       "active": true,
+         *       "emails": [
+         *         {
+         *           "value": "jane.doe@example.com",
+         *           "type": "work",
+         *           "primary": true
+         *         }
+         *       ],
+         *       "meta": {
+         *         "resourceType": "User",
+         *         "created": "2026-01-31T14:05:00.000Z",
+         *         "lastModified": "2026-02-01T08:00:00.000Z",
+         *         "location": "https://atrium.example.com/scim/v2/Users/42",
+         *         "version": "W/\"1769932800000\""
+         *       }
+         *     }
+         */
+        ScimUser: {
+            /** @description `active`. Setting it to false cuts the user off: sessions, login tokens and push subscriptions end at once. */
+            active?: boolean;
+            addresses?: components["schemas"]["ScimAddress"][];
+            /** @description First and last name, else the username; answered, not written. */
+            displayName?: string;
+            emails?: components["schemas"]["ScimTypedValue"][];
+            /** @description The identity provider's id of the user, stored beside it (case-exact in filters). */
+            externalId?: string;
+            id: components["schemas"]["ScimId"];
+            /** @description `lang_id` again. */
+            locale?: string;
+            meta?: components["schemas"]["ScimUserMeta"];
+            name?: components["schemas"]["ScimName"];
+            phoneNumbers?: components["schemas"]["ScimTypedValue"][];
+            /** @description `lang_id`: one of the tenant's language tags (`de-DE`). */
+            preferredLanguage?: string;
+            /** @description The core User schema, and the enterprise extension's when `employeeNumber` is answered. */
+            schemas: ("urn:ietf:params:scim:schemas:core:2.0:User" | "urn:ietf:params:scim:schemas:extension:enterprise:2.0:User")[];
+            "urn:ietf:params:scim:schemas:extension:enterprise:2.0:User"?: components["schemas"]["ScimEnterpriseUser"];
+            /** @description `username`: unique in the tenant, deleted users included; compared case-insensitively in filters. */
+            userName?: string;
+        };
+        /**
+         * @description A SCIM User as a write answers it (`POST`, `PUT`, `PATCH`): every attribute it always
+         *     holds, `attributes` and `excludedAttributes` aside.
+         * @example {
+         *       "schemas": [
+         *         "urn:ietf:params:scim:schemas:core:2.0:User",
+         *         "urn:ietf:params:scim:schemas:extension:enterprise:2.0:User"
+         *       ],
+         *       "id": "42",
+         *       "externalId": "8c7e0d5a-3b1f-4f0e-9d2a-6a1b2c3d4e5f",
+         *       "userName": "jane.doe@example.com",
+         *       "name": {
+         *         "givenName": "Jane",
+         *         "familyName": "Doe",
+         *         "formatted": "Jane Doe"
+         *       },
+         *       "displayName": "Jane Doe",
+         *       "active": true,
+         *       "emails": [
+         *         {
+         *           "value": "jane.doe@example.com",
+         *           "type": "work",
+         *           "primary": true
+         *         }
+         *       ],
+         *       "preferredLanguage": "de-DE",
+         *       "locale": "de-DE",
+         *       "urn:ietf:params:scim:schemas:extension:enterprise:2.0:User": {
+         *         "employeeNumber": "A-0042"
+         *       },
+         *       "meta": {
+         *         "resourceType": "User",
+         *         "created": "2026-01-31T14:05:00.000Z",
+         *         "lastModified": "2026-02-01T08:00:00.000Z",
+         *         "location": "https://atrium.example.com/scim/v2/Users/42",
+         *         "version": "W/\"1769932800000\""
+         *       }
+         *     }
+         */
+        ScimUserFull: {
+            /** @description `active`. Setting it to false cuts the user off: sessions, login tokens and push subscriptions end at once. */
+            active: boolean;
+            addresses?: components["schemas"]["ScimAddressFull"][];
+            /** @description First and last name, else the username; answered, not written. */
+            displayName: string;
+            emails?: components["schemas"]["ScimTypedValueFull"][];
+            /** @description The identity provider's id of the user, stored beside it (case-exact in filters). */
+            externalId?: string;
+            id: components["schemas"]["ScimId"];
+            /** @description `lang_id` again. */
+            locale?: string;
+            meta: components["schemas"]["ScimUserMetaFull"];
+            name: components["schemas"]["ScimNameFull"];
+            phoneNumbers?: components["schemas"]["ScimTypedValueFull"][];
+            /** @description `lang_id`: one of the tenant's language tags (`de-DE`). */
+            preferredLanguage?: string;
+            /** @description The core User schema, and the enterprise extension's when `employeeNumber` is answered. */
+            schemas: ("urn:ietf:params:scim:schemas:core:2.0:User" | "urn:ietf:params:scim:schemas:extension:enterprise:2.0:User")[];
+            "urn:ietf:params:scim:schemas:extension:enterprise:2.0:User"?: components["schemas"]["ScimEnterpriseUser"];
+            /** @description `username`: unique in the tenant, deleted users included; compared case-insensitively in filters. */
+            userName: string;
+        };
+        /**
+         * @description A whole SCIM User, as `POST` creates and `PUT` replaces it. Attribute names are
+         *     compared case-insensitively (RFC 7643 §2.1); attributes not listed here (`displayName`,
+         *     `meta`, `groups`, ...) are ignored. `PUT` replaces every attribute this mapping writes:
+         *     one left out is emptied, except `active`, which then stays as it is (true for a new
+         *     user), and `password`, which stays unless sent. Of `emails`, `phoneNumbers` and
+         *     `addresses` Atrium keeps one element: the `primary` one, else the one of `type`
+         *     `work`, else the first. Text values are trimmed and judged as the CSV import judges a
+         *     cell (at most 255 characters; an empty text is none), and the user rules of
+         *     `POST /api/users` apply (docs/scim.md#the-same-rules-as-the-api).
+         * @example {
+         *       "schemas": [
+         *         "urn:ietf:params:scim:schemas:core:2.0:User",
+         *         "urn:ietf:params:scim:schemas:extension:enterprise:2.0:User"
+         *       ],
+         *       "externalId": "8c7e0d5a-3b1f-4f0e-9d2a-6a1b2c3d4e5f",
+         *       "userName": "jane.doe@example.com",
+         *       "name": {
+         *         "givenName": "Jane",
+         *         "familyName": "Doe"
+         *       },
+         *       "active": true,
+         *       "emails": [
+         *         {
+         *           "value": "jane.doe@example.com",
+         *           "type": "work",
+         *           "primary": true
+         *         }
+         *       ],
+         *       "preferredLanguage": "de-CH",
+         *       "urn:ietf:params:scim:schemas:extension:enterprise:2.0:User": {
+         *         "employeeNumber": "A-0042"
+         *       }
+         *     }
+         */
+        ScimUserInput: {
+            /** @description `active`; the strings `"true"` and `"false"` in any case are accepted too. */
+            active?: boolean | string | null;
+            /** @description `street`, `zipcode`, `city` from the element Atrium keeps. */
+            addresses?: {
+                locality?: string | null;
+                postalCode?: string | null;
+                primary?: boolean | string;
+                streetAddress?: string | null;
+                type?: string;
+            }[] | null;
+            emails?: components["schemas"]["ScimTypedValuesInput"];
+            /** @description Stored beside the user; empty or null removes it. */
+            externalId?: string | null;
+            /**
+             * Format: int64
+             * @description `PUT` only, and optional: when sent, the id of the path (400 `mutability` otherwise).
+             */
+            id?: string | number;
+            /** @description `lang_id` when `preferredLanguage` is not sent, read the same way. */
+            locale?: string | null;
+            name?: {
+                /** @description `last_name`; required for a personal account, as in the API. */
+                familyName?: string | null;
+                /** @description `first_name`; required for a personal account, as in the API. */
+                givenName?: string | null;
+            } | null;
+            /**
+             * @description Optional; judged by the password rules (400 `invalidValue`), never answered.
+             *     Setting one ends the user's sessions.
+             */
+            password?: string | null;
+            phoneNumbers?: components["schemas"]["ScimTypedValuesInput"];
+            /**
+             * @description `lang_id`: the tenant's language with this tag (`_` read as `-`, any case), else
+             *     one of the same primary language (`de-CH` → `de-DE`); none: 400 `invalidValue`.
+             */
+            preferredLanguage?: string | null;
+            /** @description Not read. */
+            schemas?: string[];
+            "urn:ietf:params:scim:schemas:extension:enterprise:2.0:User"?: {
+                /** @description `staff_number`. */
+                employeeNumber?: string | null;
+            } | null;
+            /** @description `username`, under the username rules (reserved names refused); unique in the tenant (409 `uniqueness`). */
+            userName: string;
+        };
+        /**
+         * @description A list response (RFC 7644 §3.4.2) of users, ordered by id.
+         * @example {
+         *       "schemas": [
+         *         "urn:ietf:params:scim:api:messages:2.0:ListResponse"
+         *       ],
+         *       "totalResults": 1,
+         *       "startIndex": 1,
+         *       "itemsPerPage": 1,
+         *       "Resources": [
+         *         {
+         *           "schemas": [
+         *             "urn:ietf:params:scim:schemas:core:2.0:User"
+         *           ],
+         *           "id": "42",
+         *           "userName": "jane.doe@example.com",
+         *           "meta": {
+         *             "resourceType": "User"
+         *           }
+         *         }
+         *       ]
+         *     }
+         */
+        ScimUserList: {
+            /** Format: int32 */
+            itemsPerPage: number;
+            Resources: components["schemas"]["ScimUser"][];
+            schemas: components["schemas"]["ScimListSchemas"];
+            /** Format: int32 */
+            startIndex: number;
+            totalResults: components["schemas"]["ScimCount"];
+        };
+        /**
+         * @description Answered, never written. `attributes` may narrow it: `attributes` without `meta`
+         *     leaves `resourceType` alone; `attributes=meta.created` leaves `created` alone.
+         */
+        ScimUserMeta: {
+            /**
+             * Format: date-time
+             * @description The user's `created_at`.
+             */
+            created?: string;
+            /**
+             * Format: date-time
+             * @description The user's `updated_at`.
+             */
+            lastModified?: string;
+            location?: components["schemas"]["ScimLocation"];
+            /** @constant */
+            resourceType?: "User";
+            /**
+             * @description A weak version made of `updated_at` (milliseconds since the epoch). Informative
+             *     only: ETags are not supported (`ServiceProviderConfig` `etag.supported` false), no
+             *     `ETag` header is sent and `If-Match` is not read.
+             */
+            version?: string;
+        };
+        ScimUserMetaFull: {
+            /**
+             * Format: date-time
+             * @description The user's `created_at`.
+             */
+            created: string;
+            /**
+             * Format: date-time
+             * @description The user's `updated_at`.
+             */
+            lastModified: string;
+            location: components["schemas"]["ScimLocation"];
+            /** @constant */
+            resourceType: "User";
+            /**
+             * @description A weak version made of `updated_at` (milliseconds since the epoch). Informative
+             *     only: ETags are not supported (`ServiceProviderConfig` `etag.supported` false), no
+             *     `ETag` header is sent and `If-Match` is not read.
+             */
+            version: string;
         };
         /**
          * Format: int32
@@ -6471,6 +7615,155 @@ export interface components {
             };
         };
         /**
+         * @description A refusal of the request (`scimType` says which kind; see the operation). Requests the
+         *     service cannot read at all (malformed percent-encoding in the path, HTTP that is not
+         *     well-formed) are refused before they reach the SCIM service, as RFC 9457 problem
+         *     documents.
+         */
+        ScimBadRequest: {
+            headers: {
+                "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+                "application/scim+json": components["schemas"]["ScimError"];
+            };
+        };
+        /**
+         * @description A user write whose `userName` is taken in the tenant, by a deleted user too
+         *     (`scimType` `uniqueness`); a group's `DELETE` while entity permissions still name the
+         *     department (no `scimType`).
+         */
+        ScimConflict: {
+            headers: {
+                "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/scim+json": components["schemas"]["ScimError"];
+            };
+        };
+        /** @description The body is larger than the service accepts (`BODY_LIMIT`, 1 MiB by default). */
+        ScimContentTooLarge: {
+            headers: {
+                "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/scim+json": components["schemas"]["ScimError"];
+            };
+        };
+        /**
+         * @description The token's minter may not do this: change a user whose role grants a permission they
+         *     lack, add such a user to a group or remove them from one, or write groups without
+         *     `departments.manage`.
+         */
+        ScimForbidden: {
+            headers: {
+                "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/scim+json": components["schemas"]["ScimError"];
+            };
+        };
+        /**
+         * @description An unexpected error, the database unreachable included (the SCIM service answers no
+         *     503). It is logged with the request's id; the answer says nothing more. Client input
+         *     never causes it.
+         */
+        ScimInternalServerError: {
+            headers: {
+                "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/scim+json": components["schemas"]["ScimError"];
+            };
+        };
+        /**
+         * @description No such resource in the token's tenant (another tenant's id, a deleted user, a group
+         *     account, an id that is no decimal number), or a path under `/scim/v2` that is no SCIM
+         *     endpoint.
+         */
+        ScimNotFound: {
+            headers: {
+                "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/scim+json": components["schemas"]["ScimError"];
+            };
+        };
+        /**
+         * @description The general rate limit (per token and per client address, as for `/api`) is
+         *     exceeded. The SCIM error document carries the rate-limit headers but, unlike the
+         *     API's 429, no `Retry-After`: wait until `RateLimit-Reset` seconds have passed.
+         */
+        ScimTooManyRequests: {
+            headers: {
+                "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/scim+json": components["schemas"]["ScimError"];
+            };
+        };
+        /**
+         * @description No valid SCIM token: missing, unknown, expired or revoked, an access token of `/api`,
+         *     or a token whose minter lost `users.administer`, `users.view`, `users.view-personal`
+         *     or `users.view-administrative`, was deactivated, deleted or marked for logout after
+         *     it was minted.
+         */
+        ScimUnauthorized: {
+            headers: {
+                "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/scim+json": components["schemas"]["ScimError"];
+            };
+        };
+        /** @description A `Content-Type` other than `application/scim+json` or `application/json`, on any SCIM request. */
+        ScimUnsupportedMediaType: {
+            headers: {
+                "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/scim+json": components["schemas"]["ScimError"];
+            };
+        };
+        /**
          * @description The database is unreachable for the moment (a restart or a failover): try again after
          *     the number of seconds in `Retry-After`. Any operation that reads or writes the
          *     database may answer it, authentication included.
@@ -6640,6 +7933,29 @@ export interface components {
         /** @description Pipe-separated relation names to include. */
         Relations: string;
         RoleParameter: components["schemas"]["Id"];
+        /**
+         * @description Comma-separated attribute names (RFC 7644 §3.4.2.5), top-level or `parent.child`,
+         *     compared case-insensitively: only these are answered, with `schemas` and `id`.
+         */
+        ScimAttributes: string;
+        /** @description How many resources at most on the page; above 200 is taken as 200, below 0 as 0 (then only `totalResults`). */
+        ScimCount: number;
+        /** @description Comma-separated top-level attribute names left out of the answer (`schemas` and `id` stay). */
+        ScimExcludedAttributes: string;
+        /**
+         * @description An RFC 7644 §3.4.2.2 filter, at most 2000 characters: `eq`, `ne`, `co`, `sw`, `ew`,
+         *     `gt`, `ge`, `lt`, `le`, `pr`, `and`, `or`, `not`, grouping and value paths
+         *     (`emails[type eq "work"].value eq "..."`). Text compares case-insensitively, but
+         *     `externalId` and `id`. A malformed filter, or one naming an attribute that cannot be
+         *     filtered on, is a 400 `invalidFilter`.
+         */
+        ScimFilter: string;
+        /** @description `return=minimal` (RFC 7240): a successful PATCH answers 204 without a body. */
+        ScimPrefer: string;
+        /** @description The resource's `id`. Any text is accepted; one that names no resource of the token's tenant is a 404. */
+        ScimResourceId: string;
+        /** @description The 1-based index of the first resource of the page (RFC 7644 §3.4.2.4); below 1 is taken as 1. */
+        ScimStartIndex: number;
         /** @description Comma-separated field names to return. Default all visible fields. */
         Selects: string;
         /** @description The target's id; targets are stored with integer ids, so other text is a 422. */
@@ -6669,6 +7985,8 @@ export interface components {
         };
     };
     headers: {
+        /** @description The created resource's URL (its `meta.location`). */
+        Location: components["schemas"]["ScimLocation"];
         /**
          * @description Paging (extension; RFC 8288): `<…>; rel="next"`, sent when `limit` was given and
          *     more records follow this page. The target is a relative reference (resolve it
@@ -6687,6 +8005,8 @@ export interface components {
         "RateLimit-Remaining": number;
         /** @description Seconds until the current window ends. */
         "RateLimit-Reset": number;
+        /** @description The scheme a SCIM token is sent with. */
+        "WWW-Authenticate": "Bearer realm=\"scim\"";
         /**
          * @description The request's id, on every answer: the request's own `X-Request-Id` when it is 1 to
          *     128 characters of letters, digits and `._:@+=/-`, otherwise a UUID the server made.
@@ -11715,6 +13035,729 @@ export interface operations {
             429: components["responses"]["TooManyRequests"];
             431: components["responses"]["RequestHeaderFieldsTooLarge"];
             500: components["responses"]["InternalServerError"];
+        };
+    };
+    listScimGroups: {
+        parameters: {
+            query?: {
+                /**
+                 * @description Comma-separated attribute names (RFC 7644 §3.4.2.5), top-level or `parent.child`,
+                 *     compared case-insensitively: only these are answered, with `schemas` and `id`.
+                 */
+                attributes?: components["parameters"]["ScimAttributes"];
+                /** @description How many resources at most on the page; above 200 is taken as 200, below 0 as 0 (then only `totalResults`). */
+                count?: components["parameters"]["ScimCount"];
+                /** @description Comma-separated top-level attribute names left out of the answer (`schemas` and `id` stay). */
+                excludedAttributes?: components["parameters"]["ScimExcludedAttributes"];
+                /**
+                 * @description An RFC 7644 §3.4.2.2 filter, at most 2000 characters: `eq`, `ne`, `co`, `sw`, `ew`,
+                 *     `gt`, `ge`, `lt`, `le`, `pr`, `and`, `or`, `not`, grouping and value paths
+                 *     (`emails[type eq "work"].value eq "..."`). Text compares case-insensitively, but
+                 *     `externalId` and `id`. A malformed filter, or one naming an attribute that cannot be
+                 *     filtered on, is a 400 `invalidFilter`.
+                 */
+                filter?: components["parameters"]["ScimFilter"];
+                /** @description The 1-based index of the first resource of the page (RFC 7644 §3.4.2.4); below 1 is taken as 1. */
+                startIndex?: components["parameters"]["ScimStartIndex"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of groups. */
+            200: {
+                headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimGroupList"];
+                };
+            };
+            400: components["responses"]["ScimBadRequest"];
+            401: components["responses"]["ScimUnauthorized"];
+            408: components["responses"]["RequestTimeout"];
+            415: components["responses"]["ScimUnsupportedMediaType"];
+            429: components["responses"]["ScimTooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["ScimInternalServerError"];
+        };
+    };
+    createScimGroup: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The group. */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ScimGroupInput"];
+                "application/scim+json": components["schemas"]["ScimGroupInput"];
+            };
+        };
+        responses: {
+            /** @description The group, as stored. */
+            201: {
+                headers: {
+                    Location: components["headers"]["Location"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimGroupFull"];
+                };
+            };
+            400: components["responses"]["ScimBadRequest"];
+            401: components["responses"]["ScimUnauthorized"];
+            403: components["responses"]["ScimForbidden"];
+            408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["ScimConflict"];
+            413: components["responses"]["ScimContentTooLarge"];
+            415: components["responses"]["ScimUnsupportedMediaType"];
+            429: components["responses"]["ScimTooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["ScimInternalServerError"];
+        };
+    };
+    getScimGroup: {
+        parameters: {
+            query?: {
+                /**
+                 * @description Comma-separated attribute names (RFC 7644 §3.4.2.5), top-level or `parent.child`,
+                 *     compared case-insensitively: only these are answered, with `schemas` and `id`.
+                 */
+                attributes?: components["parameters"]["ScimAttributes"];
+                /** @description Comma-separated top-level attribute names left out of the answer (`schemas` and `id` stay). */
+                excludedAttributes?: components["parameters"]["ScimExcludedAttributes"];
+            };
+            header?: never;
+            path: {
+                /** @description The resource's `id`. Any text is accepted; one that names no resource of the token's tenant is a 404. */
+                id: components["parameters"]["ScimResourceId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The group. */
+            200: {
+                headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimGroup"];
+                };
+            };
+            400: components["responses"]["ScimBadRequest"];
+            401: components["responses"]["ScimUnauthorized"];
+            404: components["responses"]["ScimNotFound"];
+            408: components["responses"]["RequestTimeout"];
+            414: components["responses"]["UriTooLong"];
+            415: components["responses"]["ScimUnsupportedMediaType"];
+            429: components["responses"]["ScimTooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["ScimInternalServerError"];
+        };
+    };
+    replaceScimGroup: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The resource's `id`. Any text is accepted; one that names no resource of the token's tenant is a 404. */
+                id: components["parameters"]["ScimResourceId"];
+            };
+            cookie?: never;
+        };
+        /** @description The whole group. */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ScimGroupInput"];
+                "application/scim+json": components["schemas"]["ScimGroupInput"];
+            };
+        };
+        responses: {
+            /** @description The group, as stored. */
+            200: {
+                headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimGroupFull"];
+                };
+            };
+            400: components["responses"]["ScimBadRequest"];
+            401: components["responses"]["ScimUnauthorized"];
+            403: components["responses"]["ScimForbidden"];
+            404: components["responses"]["ScimNotFound"];
+            408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["ScimConflict"];
+            413: components["responses"]["ScimContentTooLarge"];
+            414: components["responses"]["UriTooLong"];
+            415: components["responses"]["ScimUnsupportedMediaType"];
+            429: components["responses"]["ScimTooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["ScimInternalServerError"];
+        };
+    };
+    deleteScimGroup: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The resource's `id`. Any text is accepted; one that names no resource of the token's tenant is a 404. */
+                id: components["parameters"]["ScimResourceId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            204: {
+                headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["ScimBadRequest"];
+            401: components["responses"]["ScimUnauthorized"];
+            403: components["responses"]["ScimForbidden"];
+            404: components["responses"]["ScimNotFound"];
+            408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["ScimConflict"];
+            413: components["responses"]["ScimContentTooLarge"];
+            414: components["responses"]["UriTooLong"];
+            415: components["responses"]["ScimUnsupportedMediaType"];
+            429: components["responses"]["ScimTooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["ScimInternalServerError"];
+        };
+    };
+    patchScimGroup: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description `return=minimal` (RFC 7240): a successful PATCH answers 204 without a body. */
+                Prefer?: components["parameters"]["ScimPrefer"];
+            };
+            path: {
+                /** @description The resource's `id`. Any text is accepted; one that names no resource of the token's tenant is a 404. */
+                id: components["parameters"]["ScimResourceId"];
+            };
+            cookie?: never;
+        };
+        /** @description The operations. */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ScimPatchRequest"];
+                "application/scim+json": components["schemas"]["ScimPatchRequest"];
+            };
+        };
+        responses: {
+            /** @description The group, as stored. */
+            200: {
+                headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimGroupFull"];
+                };
+            };
+            /** @description Applied (`Prefer: return=minimal`). */
+            204: {
+                headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["ScimBadRequest"];
+            401: components["responses"]["ScimUnauthorized"];
+            403: components["responses"]["ScimForbidden"];
+            404: components["responses"]["ScimNotFound"];
+            408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["ScimConflict"];
+            413: components["responses"]["ScimContentTooLarge"];
+            414: components["responses"]["UriTooLong"];
+            415: components["responses"]["ScimUnsupportedMediaType"];
+            429: components["responses"]["ScimTooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["ScimInternalServerError"];
+        };
+    };
+    listScimResourceTypes: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Every resource type. */
+            200: {
+                headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimResourceTypeList"];
+                };
+            };
+            400: components["responses"]["ScimBadRequest"];
+            401: components["responses"]["ScimUnauthorized"];
+            408: components["responses"]["RequestTimeout"];
+            415: components["responses"]["ScimUnsupportedMediaType"];
+            429: components["responses"]["ScimTooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["ScimInternalServerError"];
+        };
+    };
+    getScimResourceType: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The resource's `id`. Any text is accepted; one that names no resource of the token's tenant is a 404. */
+                id: components["parameters"]["ScimResourceId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The resource type. */
+            200: {
+                headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimResourceType"];
+                };
+            };
+            400: components["responses"]["ScimBadRequest"];
+            401: components["responses"]["ScimUnauthorized"];
+            404: components["responses"]["ScimNotFound"];
+            408: components["responses"]["RequestTimeout"];
+            414: components["responses"]["UriTooLong"];
+            415: components["responses"]["ScimUnsupportedMediaType"];
+            429: components["responses"]["ScimTooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["ScimInternalServerError"];
+        };
+    };
+    listScimSchemas: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Every schema. */
+            200: {
+                headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimSchemaList"];
+                };
+            };
+            400: components["responses"]["ScimBadRequest"];
+            401: components["responses"]["ScimUnauthorized"];
+            408: components["responses"]["RequestTimeout"];
+            415: components["responses"]["ScimUnsupportedMediaType"];
+            429: components["responses"]["ScimTooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["ScimInternalServerError"];
+        };
+    };
+    getScimSchema: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The resource's `id`. Any text is accepted; one that names no resource of the token's tenant is a 404. */
+                id: components["parameters"]["ScimResourceId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The schema. */
+            200: {
+                headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimSchema"];
+                };
+            };
+            400: components["responses"]["ScimBadRequest"];
+            401: components["responses"]["ScimUnauthorized"];
+            404: components["responses"]["ScimNotFound"];
+            408: components["responses"]["RequestTimeout"];
+            414: components["responses"]["UriTooLong"];
+            415: components["responses"]["ScimUnsupportedMediaType"];
+            429: components["responses"]["ScimTooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["ScimInternalServerError"];
+        };
+    };
+    getScimServiceProviderConfig: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The configuration. */
+            200: {
+                headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimServiceProviderConfig"];
+                };
+            };
+            400: components["responses"]["ScimBadRequest"];
+            401: components["responses"]["ScimUnauthorized"];
+            408: components["responses"]["RequestTimeout"];
+            415: components["responses"]["ScimUnsupportedMediaType"];
+            429: components["responses"]["ScimTooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["ScimInternalServerError"];
+        };
+    };
+    listScimUsers: {
+        parameters: {
+            query?: {
+                /**
+                 * @description Comma-separated attribute names (RFC 7644 §3.4.2.5), top-level or `parent.child`,
+                 *     compared case-insensitively: only these are answered, with `schemas` and `id`.
+                 */
+                attributes?: components["parameters"]["ScimAttributes"];
+                /** @description How many resources at most on the page; above 200 is taken as 200, below 0 as 0 (then only `totalResults`). */
+                count?: components["parameters"]["ScimCount"];
+                /** @description Comma-separated top-level attribute names left out of the answer (`schemas` and `id` stay). */
+                excludedAttributes?: components["parameters"]["ScimExcludedAttributes"];
+                /**
+                 * @description An RFC 7644 §3.4.2.2 filter, at most 2000 characters: `eq`, `ne`, `co`, `sw`, `ew`,
+                 *     `gt`, `ge`, `lt`, `le`, `pr`, `and`, `or`, `not`, grouping and value paths
+                 *     (`emails[type eq "work"].value eq "..."`). Text compares case-insensitively, but
+                 *     `externalId` and `id`. A malformed filter, or one naming an attribute that cannot be
+                 *     filtered on, is a 400 `invalidFilter`.
+                 */
+                filter?: components["parameters"]["ScimFilter"];
+                /** @description The 1-based index of the first resource of the page (RFC 7644 §3.4.2.4); below 1 is taken as 1. */
+                startIndex?: components["parameters"]["ScimStartIndex"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description One page of users. */
+            200: {
+                headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimUserList"];
+                };
+            };
+            400: components["responses"]["ScimBadRequest"];
+            401: components["responses"]["ScimUnauthorized"];
+            408: components["responses"]["RequestTimeout"];
+            415: components["responses"]["ScimUnsupportedMediaType"];
+            429: components["responses"]["ScimTooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["ScimInternalServerError"];
+        };
+    };
+    createScimUser: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The user. */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ScimUserInput"];
+                "application/scim+json": components["schemas"]["ScimUserInput"];
+            };
+        };
+        responses: {
+            /** @description The user, as stored. */
+            201: {
+                headers: {
+                    Location: components["headers"]["Location"];
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimUserFull"];
+                };
+            };
+            400: components["responses"]["ScimBadRequest"];
+            401: components["responses"]["ScimUnauthorized"];
+            408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["ScimConflict"];
+            413: components["responses"]["ScimContentTooLarge"];
+            415: components["responses"]["ScimUnsupportedMediaType"];
+            429: components["responses"]["ScimTooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["ScimInternalServerError"];
+        };
+    };
+    getScimUser: {
+        parameters: {
+            query?: {
+                /**
+                 * @description Comma-separated attribute names (RFC 7644 §3.4.2.5), top-level or `parent.child`,
+                 *     compared case-insensitively: only these are answered, with `schemas` and `id`.
+                 */
+                attributes?: components["parameters"]["ScimAttributes"];
+                /** @description Comma-separated top-level attribute names left out of the answer (`schemas` and `id` stay). */
+                excludedAttributes?: components["parameters"]["ScimExcludedAttributes"];
+            };
+            header?: never;
+            path: {
+                /** @description The resource's `id`. Any text is accepted; one that names no resource of the token's tenant is a 404. */
+                id: components["parameters"]["ScimResourceId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The user. */
+            200: {
+                headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimUser"];
+                };
+            };
+            400: components["responses"]["ScimBadRequest"];
+            401: components["responses"]["ScimUnauthorized"];
+            404: components["responses"]["ScimNotFound"];
+            408: components["responses"]["RequestTimeout"];
+            414: components["responses"]["UriTooLong"];
+            415: components["responses"]["ScimUnsupportedMediaType"];
+            429: components["responses"]["ScimTooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["ScimInternalServerError"];
+        };
+    };
+    replaceScimUser: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The resource's `id`. Any text is accepted; one that names no resource of the token's tenant is a 404. */
+                id: components["parameters"]["ScimResourceId"];
+            };
+            cookie?: never;
+        };
+        /** @description The whole user. */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ScimUserInput"];
+                "application/scim+json": components["schemas"]["ScimUserInput"];
+            };
+        };
+        responses: {
+            /** @description The user, as stored. */
+            200: {
+                headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimUserFull"];
+                };
+            };
+            400: components["responses"]["ScimBadRequest"];
+            401: components["responses"]["ScimUnauthorized"];
+            403: components["responses"]["ScimForbidden"];
+            404: components["responses"]["ScimNotFound"];
+            408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["ScimConflict"];
+            413: components["responses"]["ScimContentTooLarge"];
+            414: components["responses"]["UriTooLong"];
+            415: components["responses"]["ScimUnsupportedMediaType"];
+            429: components["responses"]["ScimTooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["ScimInternalServerError"];
+        };
+    };
+    deleteScimUser: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The resource's `id`. Any text is accepted; one that names no resource of the token's tenant is a 404. */
+                id: components["parameters"]["ScimResourceId"];
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            204: {
+                headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["ScimBadRequest"];
+            401: components["responses"]["ScimUnauthorized"];
+            403: components["responses"]["ScimForbidden"];
+            404: components["responses"]["ScimNotFound"];
+            408: components["responses"]["RequestTimeout"];
+            413: components["responses"]["ScimContentTooLarge"];
+            414: components["responses"]["UriTooLong"];
+            415: components["responses"]["ScimUnsupportedMediaType"];
+            429: components["responses"]["ScimTooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["ScimInternalServerError"];
+        };
+    };
+    patchScimUser: {
+        parameters: {
+            query?: {
+                /**
+                 * @description Sent (any value), it asks for the user in the answer even with
+                 *     `Prefer: return=minimal`; the answer is the whole user either way.
+                 */
+                attributes?: string;
+            };
+            header?: {
+                /** @description `return=minimal` (RFC 7240): a successful PATCH answers 204 without a body. */
+                Prefer?: components["parameters"]["ScimPrefer"];
+            };
+            path: {
+                /** @description The resource's `id`. Any text is accepted; one that names no resource of the token's tenant is a 404. */
+                id: components["parameters"]["ScimResourceId"];
+            };
+            cookie?: never;
+        };
+        /** @description The operations. */
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ScimPatchRequest"];
+                "application/scim+json": components["schemas"]["ScimPatchRequest"];
+            };
+        };
+        responses: {
+            /** @description The user, as stored. */
+            200: {
+                headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/scim+json": components["schemas"]["ScimUserFull"];
+                };
+            };
+            /** @description Applied (`Prefer: return=minimal`). */
+            204: {
+                headers: {
+                    "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                    "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                    "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                    "X-Request-Id": components["headers"]["X-Request-Id"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            400: components["responses"]["ScimBadRequest"];
+            401: components["responses"]["ScimUnauthorized"];
+            403: components["responses"]["ScimForbidden"];
+            404: components["responses"]["ScimNotFound"];
+            408: components["responses"]["RequestTimeout"];
+            409: components["responses"]["ScimConflict"];
+            413: components["responses"]["ScimContentTooLarge"];
+            414: components["responses"]["UriTooLong"];
+            415: components["responses"]["ScimUnsupportedMediaType"];
+            429: components["responses"]["ScimTooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["ScimInternalServerError"];
         };
     };
     getProfilePicture: {

@@ -28,12 +28,16 @@ import { coded, invalid, ProblemError } from './problem.ts';
  */
 function refuseResponseOnlyMediaTypes(app: FastifyInstance, specification: Record<string, unknown>): void {
   const types = new Set<string>();
-  const paths = (specification.paths ?? {}) as Record<string, Record<string, { responses?: Record<string, { content?: object }> }>>;
-  const responses = (specification.components as { responses?: Record<string, { content?: object }> } | undefined)?.responses ?? {};
-  for (const response of Object.values(responses)) for (const type of Object.keys(response.content ?? {})) types.add(type);
+  type Response = { $ref?: string; content?: object };
+  const paths = (specification.paths ?? {}) as Record<string, Record<string, { responses?: Record<string, Response> }>>;
+  const shared = (specification.components as { responses?: Record<string, Response> } | undefined)?.responses ?? {};
+  // The answers of the bound operations only: another service's (SCIM's own media type) are its business.
   for (const item of Object.values(paths)) {
     for (const operation of Object.values(item)) {
-      for (const response of Object.values(operation.responses ?? {})) for (const type of Object.keys(response.content ?? {})) types.add(type);
+      for (const declared of Object.values(operation.responses ?? {})) {
+        const response = declared.$ref ? shared[declared.$ref.replace('#/components/responses/', '')] : declared;
+        for (const type of Object.keys(response?.content ?? {})) types.add(type);
+      }
     }
   }
   for (const type of types) {
@@ -49,6 +53,23 @@ const specPath = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../
 /** The bundled OpenAPI document (generated/openapi.json). */
 export function loadSpecification(): Record<string, unknown> {
   return JSON.parse(readFileSync(specPath, 'utf8')) as Record<string, unknown>;
+}
+
+const HTTP_METHODS = new Set(['get', 'put', 'post', 'delete', 'patch', 'head', 'options', 'trace']);
+
+/**
+ * The document without the operations another service serves (`x-atrium-served-by`, such as
+ * SCIM at `/scim/v2`): scripts/generate.ts leaves those out of `operations`, and what is not
+ * there is no route of this binding. A path item left without an operation is dropped.
+ */
+export function boundSpecification(specification: Record<string, unknown>): Record<string, unknown> {
+  const bound = new Set(Object.values(operations).map((meta) => `${meta.method} ${meta.path}`));
+  const paths: Record<string, Record<string, unknown>> = {};
+  for (const [route, item] of Object.entries((specification.paths ?? {}) as Record<string, Record<string, unknown>>)) {
+    const kept = Object.fromEntries(Object.entries(item).filter(([key]) => !HTTP_METHODS.has(key) || bound.has(`${key.toUpperCase()} ${route}`)));
+    if (Object.keys(kept).some((key) => HTTP_METHODS.has(key))) paths[route] = kept;
+  }
+  return { ...specification, paths };
 }
 
 interface RequestBodyObject {
@@ -237,17 +258,17 @@ export async function reauthorize(services: Pick<Services, 'db' | 'secrets'>, re
 }
 
 /**
- * Binds every operation of the spec (fastify-openapi-glue builds the routes, request
- * validation and response serialization from it). Authentication runs in `onRequest`, so
- * a missing token is a 401 before the body is even parsed, let alone validated; the
- * operation's `x-permission` where `permissionChecks` says. Authentication also confines
- * a session whose user must change their password to the few operations that allows
- * (403 otherwise).
+ * Binds every operation of the spec but those another service serves (`boundSpecification`):
+ * fastify-openapi-glue builds the routes, request validation and response serialization
+ * from it. Authentication runs in `onRequest`, so a missing token is a 401 before the body
+ * is even parsed, let alone validated; the operation's `x-permission` where
+ * `permissionChecks` says. Authentication also confines a session whose user must change
+ * their password to the few operations that allows (403 otherwise).
  */
 export async function registerOperations(app: FastifyInstance, handlers: Handlers, services: Services): Promise<void> {
   app.decorateRequest('auth', null);
   app.decorateRequest('idempotencyKey', null);
-  const specification = loadSpecification();
+  const specification = boundSpecification(loadSpecification());
   refuseResponseOnlyMediaTypes(app, specification);
   await app.register(openapiGlue, {
     specification,

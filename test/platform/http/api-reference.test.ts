@@ -103,6 +103,12 @@ if (!existsSync(CHROMIUM)) {
     await page.waitForFunction((summary: string) => document.body.innerText.includes(summary), webhook, { timeout: 60_000 });
     t.pass('the automation.run webhook is listed under Automations');
 
+    // The SCIM operations, which the SCIM service serves rather than the binding, are listed in their tag's group.
+    await openGroup(page, 'SCIM 2.0');
+    const scimOperation: string = spec.paths['/scim/v2/Users'].post.summary;
+    await page.waitForFunction((summary: string) => document.body.innerText.includes(summary), scimOperation, { timeout: 60_000 });
+    t.pass('the SCIM operations are listed under SCIM 2.0');
+
     t.strictSame(elsewhere(), [], 'no request leaves the service');
     t.ok(
       requests.some((request) => request.url() === `${new URL(base).origin}/api/openapi.json`),

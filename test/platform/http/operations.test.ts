@@ -1,13 +1,14 @@
 /**
  * Where the binding checks an operation's `x-permission` (src/platform/http/operations.ts
  * `permissionChecks`), for any operation: a plain permission as soon as the caller is
- * known, the `unless-self` form after validation, on the validated path parameter.
+ * known, the `unless-self` form after validation, on the validated path parameter. And
+ * which operations it binds: not those another service serves (`x-atrium-served-by`).
  */
 import t from 'tap';
-import { operations } from '../../../generated/operations.ts';
+import { operations, servedElsewhere } from '../../../generated/operations.ts';
 import type { Caller } from '../../../src/platform/auth/auth.ts';
 import type { Permission } from '../../../src/platform/auth/permissions.ts';
-import { permissionChecks } from '../../../src/platform/http/operations.ts';
+import { boundSpecification, loadSpecification, permissionChecks } from '../../../src/platform/http/operations.ts';
 import { ProblemError } from '../../../src/platform/http/problem.ts';
 
 const caller = (userId: number, ...permissions: Permission[]): Caller => ({ userId, permissions: new Set(permissions) });
@@ -77,4 +78,31 @@ t.test('every unless-self rule of the generated map names a parameter of its pat
     t.ok(meta.permission, `${id}: names a permission`);
     t.ok(meta.path.includes(`{${meta.unlessSelf}}`), `${id}: {${meta.unlessSelf}} is in ${meta.path}`);
   }
+});
+
+t.test('the binding leaves the operations another service serves alone, and the served document keeps them', async (t) => {
+  const document = loadSpecification() as { paths: Record<string, Record<string, { operationId?: string }>> };
+  const bound = boundSpecification(document) as typeof document;
+  const idsOf = (paths: typeof document.paths) =>
+    Object.values(paths)
+      .flatMap((item) => Object.values(item))
+      .map((operation) => operation.operationId)
+      .filter(Boolean)
+      .sort();
+  t.strictSame(idsOf(bound.paths), Object.keys(operations).sort(), 'exactly the operations of the generated map');
+  t.notOk(
+    Object.keys(bound.paths).some((path) => path.startsWith('/scim/')),
+    'no SCIM path is bound',
+  );
+  const served = Object.keys(servedElsewhere).sort();
+  t.ok(served.length >= 17, `${served.length} operations served elsewhere`);
+  t.strictSame(
+    idsOf(document.paths).filter((id) => !(id! in operations)),
+    served,
+    'the document holds them all',
+  );
+  t.ok(
+    Object.values(servedElsewhere).every((meta) => meta.service === 'scim' && meta.path.startsWith('/scim/v2/')),
+    'all of them SCIM',
+  );
 });

@@ -7,6 +7,7 @@ import { GROUP_ATTRIBUTES } from '../../../src/resources/scim/groups.ts';
 import { parseFilter } from '../../../src/resources/scim/users.ts';
 import { departments } from '../../../src/resources/departments/table.ts';
 import { startTestApi } from '../../helpers/atrium.ts';
+import { assertServedAnswer } from '../../helpers/contract.ts';
 import { bearer, createDepartment, roleNamed, rowCount } from '../../helpers/fixtures.ts';
 
 // SCIM Groups ↔ departments through HTTP: bad input first.
@@ -35,6 +36,7 @@ async function scim(method: string, url: string, body?: unknown, token = scimTok
     headers: { ...bearer(token), ...(body === undefined ? {} : { 'content-type': 'application/scim+json' }) },
     payload: body === undefined ? undefined : JSON.stringify(body),
   });
+  assertServedAnswer(method, `/scim/v2${url}`, response);
   return { status: response.statusCode, body: response.body ? response.json() : undefined };
 }
 

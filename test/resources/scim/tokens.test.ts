@@ -2,6 +2,7 @@ import t from 'tap';
 import { sql } from 'drizzle-orm';
 import { PERMISSIONS, type Permission } from '../../../src/platform/auth/permissions.ts';
 import { startTestApi } from '../../helpers/atrium.ts';
+import { assertServedAnswer } from '../../helpers/contract.ts';
 import { bearer, rowCount } from '../../helpers/fixtures.ts';
 
 const api = await startTestApi(t);
@@ -12,7 +13,11 @@ const app = api.atrium.app!;
 
 type Tt = Parameters<typeof api.call>[0];
 const create = (tt: Tt, body: unknown, token = admin) => api.call(tt, 'createScimToken', { token, body });
-const scim = (token: string, url = '/scim/v2/Users') => app.inject({ method: 'GET', url, headers: bearer(token) });
+const scim = async (token: string, url = '/scim/v2/Users') => {
+  const response = await app.inject({ method: 'GET', url, headers: bearer(token) });
+  assertServedAnswer('GET', url, response);
+  return response;
+};
 
 t.test('bad input is a 422 and stores nothing', async (t) => {
   const before = await rowCount(api.db, 'scim_tokens');

@@ -7,6 +7,7 @@ import { parseFilter, SCIM_USERS } from '../../../src/resources/scim/users.ts';
 import { users } from '../../../src/resources/users/table.ts';
 import { pushSubscriptions } from '../../../src/resources/push/table.ts';
 import { startTestApi } from '../../helpers/atrium.ts';
+import { assertServedAnswer } from '../../helpers/contract.ts';
 import { bearer, roleNamed, rowCount, sleep } from '../../helpers/fixtures.ts';
 import { browserSubscription } from '../../helpers/push-service.ts';
 import { openSse, type SseClient } from '../../helpers/sse.ts';
@@ -56,6 +57,7 @@ async function scim(
   if (body !== undefined) payload = JSON.stringify(body);
   if (payload !== undefined) headers['content-type'] = options.contentType ?? 'application/scim+json';
   const response = await app.inject({ method: method as never, url: `/scim/v2${url}`, headers, payload });
+  assertServedAnswer(method, `/scim/v2${url}`, response);
   return { status: response.statusCode, body: response.body ? response.json() : undefined, headers: response.headers };
 }
 
