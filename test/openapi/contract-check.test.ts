@@ -305,7 +305,12 @@ t.test('a SCIM answer is judged by its operation: status, media type, body and t
   t.strictSame(servedAnswerViolations('POST', '/scim/v2/Users', answer(201, scimUser, { location: 'http://localhost/scim/v2/Users/42' })), []);
   const { meta: _meta, ...withoutMeta } = scimUser;
   t.match(servedAnswerViolations('POST', '/scim/v2/Users', answer(201, withoutMeta)), [/createScimUser: 201 body .*required property 'meta'/]);
-  t.strictSame(servedAnswerViolations('GET', '/scim/v2/Users/42', answer(200, { schemas: scimUser.schemas, id: '42' })), [], 'a read may be narrowed');
+  t.strictSame(servedAnswerViolations('GET', '/scim/v2/Users/42', answer(200, { schemas: scimUser.schemas, id: '42', meta: { resourceType: 'User' } })), [], 'a read may be narrowed');
+  t.match(
+    servedAnswerViolations('GET', '/scim/v2/Users/42', answer(200, { schemas: scimUser.schemas, id: '42' })),
+    [/required property 'meta'/],
+    'but never narrowed past meta.resourceType',
+  );
   t.match(servedAnswerViolations('GET', '/scim/v2/Users/42', answer(200, { ...scimUser, nickName: 'J' })), [/must NOT have additional properties/]);
   t.match(servedAnswerViolations('GET', '/scim/v2/Users', answer(400, { ...scimError(400), status: 400 })), [/status must be string/], 'status is a string');
   t.match(servedAnswerViolations('GET', '/scim/v2/Users', answer(400, scimError(400, { scimType: 'wrong' }))), [/scimType must be equal to one of/]);

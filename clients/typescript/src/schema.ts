@@ -2357,7 +2357,8 @@ export interface paths {
          *     `{"op": "add", "path": "members", "value": [{"value": "42"}]}` or
          *     `{"op": "remove", "path": "members[value eq \"42\"]"}`, then writes the result as `PUT`
          *     does. 400 `invalidSyntax`, `invalidPath`, `noTarget`, `invalidValue` or `mutability`;
-         *     403 and 409 as for `PUT`. With `Prefer: return=minimal` the answer is a 204.
+         *     403 and 409 as for `PUT`. With `Prefer: return=minimal` and no `attributes` parameter
+         *     the answer is a 204.
          */
         patch: operations["patchScimGroup"];
         trace?: never;
@@ -5090,7 +5091,7 @@ export interface components {
          *     `displayName` ↔ `name`, `members` ↔ its memberships of users SCIM sees (personal
          *     accounts that are not deleted; by user id), ordered by user id; `externalId` ↔ the
          *     department's `external_id` (answered when set). `attributes` and `excludedAttributes`
-         *     may leave out any attribute but `schemas` and `id`.
+         *     may leave out any attribute but `schemas`, `id` and `meta.resourceType`.
          * @example {
          *       "schemas": [
          *         "urn:ietf:params:scim:schemas:core:2.0:Group"
@@ -5112,11 +5113,12 @@ export interface components {
             externalId?: string;
             id: components["schemas"]["ScimId"];
             members?: components["schemas"]["ScimMember"][];
-            meta?: components["schemas"]["ScimGroupMeta"];
+            meta: components["schemas"]["ScimGroupMeta"];
             schemas: "urn:ietf:params:scim:schemas:core:2.0:Group"[];
         };
         /**
-         * @description A SCIM Group as a write answers it (`POST`, `PUT`, `PATCH`): every attribute, members included.
+         * @description A SCIM Group as a write answers it (`POST`, `PUT`, `PATCH`) without `attributes` or
+         *     `excludedAttributes`: every attribute, members included.
          * @example {
          *       "schemas": [
          *         "urn:ietf:params:scim:schemas:core:2.0:Group"
@@ -5186,7 +5188,10 @@ export interface components {
          *             "urn:ietf:params:scim:schemas:core:2.0:Group"
          *           ],
          *           "id": "7",
-         *           "displayName": "Customer Service"
+         *           "displayName": "Customer Service",
+         *           "meta": {
+         *             "resourceType": "Group"
+         *           }
          *         }
          *       ]
          *     }
@@ -5200,7 +5205,7 @@ export interface components {
             startIndex: number;
             totalResults: components["schemas"]["ScimCount"];
         };
-        /** @description Answered, never written; `attributes` may narrow it as a User's. */
+        /** @description Answered, never written; `attributes` and `excludedAttributes` may narrow it as a User's, `resourceType` always stays. */
         ScimGroupMeta: {
             /**
              * Format: date-time
@@ -5214,7 +5219,7 @@ export interface components {
             lastModified?: string;
             location?: components["schemas"]["ScimLocation"];
             /** @constant */
-            resourceType?: "Group";
+            resourceType: "Group";
         };
         ScimGroupMetaFull: {
             /**
@@ -5231,6 +5236,26 @@ export interface components {
             /** @constant */
             resourceType: "Group";
         };
+        /**
+         * @description A SCIM Group as a write answers it (`POST`, `PUT`, `PATCH`; RFC 7644 §3.9): whole
+         *     (`ScimGroupFull`), or, with `attributes` or `excludedAttributes`, narrowed as `GET`
+         *     narrows it (`ScimGroup`).
+         * @example {
+         *       "schemas": [
+         *         "urn:ietf:params:scim:schemas:core:2.0:Group"
+         *       ],
+         *       "id": "7",
+         *       "displayName": "Customer Service",
+         *       "members": [],
+         *       "meta": {
+         *         "resourceType": "Group",
+         *         "created": "2026-01-31T14:05:00.000Z",
+         *         "lastModified": "2026-02-01T08:00:00.000Z",
+         *         "location": "https://atrium.example.com/scim/v2/Groups/7"
+         *       }
+         *     }
+         */
+        ScimGroupWritten: components["schemas"]["ScimGroupFull"] | components["schemas"]["ScimGroup"];
         /**
          * @description An Atrium record id as decimal text (SCIM ids are strings); read-only.
          * @example 42
@@ -5643,8 +5668,9 @@ export interface components {
          *     | `displayName`, `name.formatted`, `meta` | computed; answered, not written |
          *
          *     An attribute whose Atrium field is empty is left out. `attributes` and
-         *     `excludedAttributes` may leave out any attribute but `schemas` and `id`, so a list or
-         *     a read requires no other. `password` is never answered.
+         *     `excludedAttributes` may leave out any attribute but `schemas`, `id` and
+         *     `meta.resourceType`, so a list or a read requires no other. `password` is never
+         *     answered.
          * @example {
          *       "schemas": [
          *         "urn:ietf:params:scim:schemas:core:2.0:User"
@@ -5686,7 +5712,7 @@ export interface components {
             id: components["schemas"]["ScimId"];
             /** @description `lang_id` again. */
             locale?: string;
-            meta?: components["schemas"]["ScimUserMeta"];
+            meta: components["schemas"]["ScimUserMeta"];
             name?: components["schemas"]["ScimName"];
             phoneNumbers?: components["schemas"]["ScimTypedValue"][];
             /** @description `lang_id`: one of the tenant's language tags (`de-DE`). */
@@ -5698,8 +5724,8 @@ export interface components {
             userName?: string;
         };
         /**
-         * @description A SCIM User as a write answers it (`POST`, `PUT`, `PATCH`): every attribute it always
-         *     holds, `attributes` and `excludedAttributes` aside.
+         * @description A SCIM User as a write answers it (`POST`, `PUT`, `PATCH`) without `attributes` or
+         *     `excludedAttributes`: every attribute it always holds.
          * @example {
          *       "schemas": [
          *         "urn:ietf:params:scim:schemas:core:2.0:User",
@@ -5874,8 +5900,10 @@ export interface components {
             totalResults: components["schemas"]["ScimCount"];
         };
         /**
-         * @description Answered, never written. `attributes` may narrow it: `attributes` without `meta`
-         *     leaves `resourceType` alone; `attributes=meta.created` leaves `created` alone.
+         * @description Answered, never written. `attributes` and `excludedAttributes` may narrow it, but
+         *     `resourceType` always stays: `attributes` without `meta` (or `excludedAttributes=meta`)
+         *     leaves `resourceType` alone; `attributes=meta.created` leaves `resourceType` and
+         *     `created`.
          */
         ScimUserMeta: {
             /**
@@ -5890,7 +5918,7 @@ export interface components {
             lastModified?: string;
             location?: components["schemas"]["ScimLocation"];
             /** @constant */
-            resourceType?: "User";
+            resourceType: "User";
             /**
              * @description A weak version made of `updated_at` (milliseconds since the epoch). Informative
              *     only: ETags are not supported (`ServiceProviderConfig` `etag.supported` false), no
@@ -5919,6 +5947,47 @@ export interface components {
              */
             version: string;
         };
+        /**
+         * @description A SCIM User as a write answers it (`POST`, `PUT`, `PATCH`; RFC 7644 §3.9): whole
+         *     (`ScimUserFull`), or, with `attributes` or `excludedAttributes`, narrowed as `GET`
+         *     narrows it (`ScimUser`).
+         * @example {
+         *       "schemas": [
+         *         "urn:ietf:params:scim:schemas:core:2.0:User",
+         *         "urn:ietf:params:scim:schemas:extension:enterprise:2.0:User"
+         *       ],
+         *       "id": "42",
+         *       "externalId": "8c7e0d5a-3b1f-4f0e-9d2a-6a1b2c3d4e5f",
+         *       "userName": "jane.doe@example.com",
+         *       "name": {
+         *         "givenName": "Jane",
+         *         "familyName": "Doe",
+         *         "formatted": "Jane Doe"
+         *       },
+         *       "displayName": "Jane Doe",
+         *       "active": true,
+         *       "emails": [
+         *         {
+         *           "value": "jane.doe@example.com",
+         *           "type": "work",
+         *           "primary": true
+         *         }
+         *       ],
+         *       "preferredLanguage": "de-DE",
+         *       "locale": "de-DE",
+         *       "urn:ietf:params:scim:schemas:extension:enterprise:2.0:User": {
+         *         "employeeNumber": "A-0042"
+         *       },
+         *       "meta": {
+         *         "resourceType": "User",
+         *         "created": "2026-01-31T14:05:00.000Z",
+         *         "lastModified": "2026-02-01T08:00:00.000Z",
+         *         "location": "https://atrium.example.com/scim/v2/Users/42",
+         *         "version": "W/\"1769932800000\""
+         *       }
+         *     }
+         */
+        ScimUserWritten: components["schemas"]["ScimUserFull"] | components["schemas"]["ScimUser"];
         /**
          * Format: int32
          * @description Default on create is automatic (the tenant's highest `sort_number` + 1).
@@ -7681,9 +7750,8 @@ export interface components {
             };
         };
         /**
-         * @description An unexpected error, the database unreachable included (the SCIM service answers no
-         *     503). It is logged with the request's id; the answer says nothing more. Client input
-         *     never causes it.
+         * @description An unexpected error. It is logged with the request's id; the answer says nothing
+         *     more. Client input never causes it.
          */
         ScimInternalServerError: {
             headers: {
@@ -7715,15 +7783,36 @@ export interface components {
             };
         };
         /**
+         * @description The database is unreachable for the moment (a restart or a failover), as the API's
+         *     503: try again after the number of seconds in `Retry-After`. Any SCIM request may
+         *     answer it, authentication included; a write it refuses stored nothing.
+         */
+        ScimServiceUnavailable: {
+            headers: {
+                "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                /** @description Seconds until the request is worth trying again. */
+                "Retry-After"?: number;
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/scim+json": components["schemas"]["ScimError"];
+            };
+        };
+        /**
          * @description The general rate limit (per token and per client address, as for `/api`) is
-         *     exceeded. The SCIM error document carries the rate-limit headers but, unlike the
-         *     API's 429, no `Retry-After`: wait until `RateLimit-Reset` seconds have passed.
+         *     exceeded: an error document with the API's 429 headers, `Retry-After` the seconds
+         *     until the window that refused the request ends.
          */
         ScimTooManyRequests: {
             headers: {
                 "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                 "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                 "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                /** @description Seconds until a request may succeed again. */
+                "Retry-After"?: number;
                 "X-Request-Id": components["headers"]["X-Request-Id"];
                 [name: string]: unknown;
             };
@@ -7934,13 +8023,17 @@ export interface components {
         Relations: string;
         RoleParameter: components["schemas"]["Id"];
         /**
-         * @description Comma-separated attribute names (RFC 7644 §3.4.2.5), top-level or `parent.child`,
-         *     compared case-insensitively: only these are answered, with `schemas` and `id`.
+         * @description Comma-separated attribute names (RFC 7644 §3.4.2.5, and §3.9 for the answers of
+         *     writes), top-level or `parent.child`, compared case-insensitively: only these are
+         *     answered, with `schemas`, `id` and `meta.resourceType`.
          */
         ScimAttributes: string;
         /** @description How many resources at most on the page; above 200 is taken as 200, below 0 as 0 (then only `totalResults`). */
         ScimCount: number;
-        /** @description Comma-separated top-level attribute names left out of the answer (`schemas` and `id` stay). */
+        /**
+         * @description Comma-separated top-level attribute names left out of the answer (RFC 7644 §3.4.2.5,
+         *     and §3.9 for the answers of writes); `schemas`, `id` and `meta.resourceType` stay.
+         */
         ScimExcludedAttributes: string;
         /**
          * @description An RFC 7644 §3.4.2.2 filter, at most 2000 characters: `eq`, `ne`, `co`, `sw`, `ew`,
@@ -7950,7 +8043,7 @@ export interface components {
          *     filtered on, is a 400 `invalidFilter`.
          */
         ScimFilter: string;
-        /** @description `return=minimal` (RFC 7240): a successful PATCH answers 204 without a body. */
+        /** @description `return=minimal` (RFC 7240): a successful PATCH answers 204 without a body, unless it sends `attributes`. */
         ScimPrefer: string;
         /** @description The resource's `id`. Any text is accepted; one that names no resource of the token's tenant is a 404. */
         ScimResourceId: string;
@@ -13041,13 +13134,17 @@ export interface operations {
         parameters: {
             query?: {
                 /**
-                 * @description Comma-separated attribute names (RFC 7644 §3.4.2.5), top-level or `parent.child`,
-                 *     compared case-insensitively: only these are answered, with `schemas` and `id`.
+                 * @description Comma-separated attribute names (RFC 7644 §3.4.2.5, and §3.9 for the answers of
+                 *     writes), top-level or `parent.child`, compared case-insensitively: only these are
+                 *     answered, with `schemas`, `id` and `meta.resourceType`.
                  */
                 attributes?: components["parameters"]["ScimAttributes"];
                 /** @description How many resources at most on the page; above 200 is taken as 200, below 0 as 0 (then only `totalResults`). */
                 count?: components["parameters"]["ScimCount"];
-                /** @description Comma-separated top-level attribute names left out of the answer (`schemas` and `id` stay). */
+                /**
+                 * @description Comma-separated top-level attribute names left out of the answer (RFC 7644 §3.4.2.5,
+                 *     and §3.9 for the answers of writes); `schemas`, `id` and `meta.resourceType` stay.
+                 */
                 excludedAttributes?: components["parameters"]["ScimExcludedAttributes"];
                 /**
                  * @description An RFC 7644 §3.4.2.2 filter, at most 2000 characters: `eq`, `ne`, `co`, `sw`, `ew`,
@@ -13086,11 +13183,24 @@ export interface operations {
             429: components["responses"]["ScimTooManyRequests"];
             431: components["responses"]["RequestHeaderFieldsTooLarge"];
             500: components["responses"]["ScimInternalServerError"];
+            503: components["responses"]["ScimServiceUnavailable"];
         };
     };
     createScimGroup: {
         parameters: {
-            query?: never;
+            query?: {
+                /**
+                 * @description Comma-separated attribute names (RFC 7644 §3.4.2.5, and §3.9 for the answers of
+                 *     writes), top-level or `parent.child`, compared case-insensitively: only these are
+                 *     answered, with `schemas`, `id` and `meta.resourceType`.
+                 */
+                attributes?: components["parameters"]["ScimAttributes"];
+                /**
+                 * @description Comma-separated top-level attribute names left out of the answer (RFC 7644 §3.4.2.5,
+                 *     and §3.9 for the answers of writes); `schemas`, `id` and `meta.resourceType` stay.
+                 */
+                excludedAttributes?: components["parameters"]["ScimExcludedAttributes"];
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -13114,7 +13224,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/scim+json": components["schemas"]["ScimGroupFull"];
+                    "application/scim+json": components["schemas"]["ScimGroupWritten"];
                 };
             };
             400: components["responses"]["ScimBadRequest"];
@@ -13127,17 +13237,22 @@ export interface operations {
             429: components["responses"]["ScimTooManyRequests"];
             431: components["responses"]["RequestHeaderFieldsTooLarge"];
             500: components["responses"]["ScimInternalServerError"];
+            503: components["responses"]["ScimServiceUnavailable"];
         };
     };
     getScimGroup: {
         parameters: {
             query?: {
                 /**
-                 * @description Comma-separated attribute names (RFC 7644 §3.4.2.5), top-level or `parent.child`,
-                 *     compared case-insensitively: only these are answered, with `schemas` and `id`.
+                 * @description Comma-separated attribute names (RFC 7644 §3.4.2.5, and §3.9 for the answers of
+                 *     writes), top-level or `parent.child`, compared case-insensitively: only these are
+                 *     answered, with `schemas`, `id` and `meta.resourceType`.
                  */
                 attributes?: components["parameters"]["ScimAttributes"];
-                /** @description Comma-separated top-level attribute names left out of the answer (`schemas` and `id` stay). */
+                /**
+                 * @description Comma-separated top-level attribute names left out of the answer (RFC 7644 §3.4.2.5,
+                 *     and §3.9 for the answers of writes); `schemas`, `id` and `meta.resourceType` stay.
+                 */
                 excludedAttributes?: components["parameters"]["ScimExcludedAttributes"];
             };
             header?: never;
@@ -13171,11 +13286,24 @@ export interface operations {
             429: components["responses"]["ScimTooManyRequests"];
             431: components["responses"]["RequestHeaderFieldsTooLarge"];
             500: components["responses"]["ScimInternalServerError"];
+            503: components["responses"]["ScimServiceUnavailable"];
         };
     };
     replaceScimGroup: {
         parameters: {
-            query?: never;
+            query?: {
+                /**
+                 * @description Comma-separated attribute names (RFC 7644 §3.4.2.5, and §3.9 for the answers of
+                 *     writes), top-level or `parent.child`, compared case-insensitively: only these are
+                 *     answered, with `schemas`, `id` and `meta.resourceType`.
+                 */
+                attributes?: components["parameters"]["ScimAttributes"];
+                /**
+                 * @description Comma-separated top-level attribute names left out of the answer (RFC 7644 §3.4.2.5,
+                 *     and §3.9 for the answers of writes); `schemas`, `id` and `meta.resourceType` stay.
+                 */
+                excludedAttributes?: components["parameters"]["ScimExcludedAttributes"];
+            };
             header?: never;
             path: {
                 /** @description The resource's `id`. Any text is accepted; one that names no resource of the token's tenant is a 404. */
@@ -13201,7 +13329,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/scim+json": components["schemas"]["ScimGroupFull"];
+                    "application/scim+json": components["schemas"]["ScimGroupWritten"];
                 };
             };
             400: components["responses"]["ScimBadRequest"];
@@ -13216,6 +13344,7 @@ export interface operations {
             429: components["responses"]["ScimTooManyRequests"];
             431: components["responses"]["RequestHeaderFieldsTooLarge"];
             500: components["responses"]["ScimInternalServerError"];
+            503: components["responses"]["ScimServiceUnavailable"];
         };
     };
     deleteScimGroup: {
@@ -13253,13 +13382,26 @@ export interface operations {
             429: components["responses"]["ScimTooManyRequests"];
             431: components["responses"]["RequestHeaderFieldsTooLarge"];
             500: components["responses"]["ScimInternalServerError"];
+            503: components["responses"]["ScimServiceUnavailable"];
         };
     };
     patchScimGroup: {
         parameters: {
-            query?: never;
+            query?: {
+                /**
+                 * @description Comma-separated attribute names (RFC 7644 §3.4.2.5, and §3.9 for the answers of
+                 *     writes), top-level or `parent.child`, compared case-insensitively: only these are
+                 *     answered, with `schemas`, `id` and `meta.resourceType`.
+                 */
+                attributes?: components["parameters"]["ScimAttributes"];
+                /**
+                 * @description Comma-separated top-level attribute names left out of the answer (RFC 7644 §3.4.2.5,
+                 *     and §3.9 for the answers of writes); `schemas`, `id` and `meta.resourceType` stay.
+                 */
+                excludedAttributes?: components["parameters"]["ScimExcludedAttributes"];
+            };
             header?: {
-                /** @description `return=minimal` (RFC 7240): a successful PATCH answers 204 without a body. */
+                /** @description `return=minimal` (RFC 7240): a successful PATCH answers 204 without a body, unless it sends `attributes`. */
                 Prefer?: components["parameters"]["ScimPrefer"];
             };
             path: {
@@ -13286,7 +13428,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/scim+json": components["schemas"]["ScimGroupFull"];
+                    "application/scim+json": components["schemas"]["ScimGroupWritten"];
                 };
             };
             /** @description Applied (`Prefer: return=minimal`). */
@@ -13312,6 +13454,7 @@ export interface operations {
             429: components["responses"]["ScimTooManyRequests"];
             431: components["responses"]["RequestHeaderFieldsTooLarge"];
             500: components["responses"]["ScimInternalServerError"];
+            503: components["responses"]["ScimServiceUnavailable"];
         };
     };
     listScimResourceTypes: {
@@ -13343,6 +13486,7 @@ export interface operations {
             429: components["responses"]["ScimTooManyRequests"];
             431: components["responses"]["RequestHeaderFieldsTooLarge"];
             500: components["responses"]["ScimInternalServerError"];
+            503: components["responses"]["ScimServiceUnavailable"];
         };
     };
     getScimResourceType: {
@@ -13379,6 +13523,7 @@ export interface operations {
             429: components["responses"]["ScimTooManyRequests"];
             431: components["responses"]["RequestHeaderFieldsTooLarge"];
             500: components["responses"]["ScimInternalServerError"];
+            503: components["responses"]["ScimServiceUnavailable"];
         };
     };
     listScimSchemas: {
@@ -13410,6 +13555,7 @@ export interface operations {
             429: components["responses"]["ScimTooManyRequests"];
             431: components["responses"]["RequestHeaderFieldsTooLarge"];
             500: components["responses"]["ScimInternalServerError"];
+            503: components["responses"]["ScimServiceUnavailable"];
         };
     };
     getScimSchema: {
@@ -13446,6 +13592,7 @@ export interface operations {
             429: components["responses"]["ScimTooManyRequests"];
             431: components["responses"]["RequestHeaderFieldsTooLarge"];
             500: components["responses"]["ScimInternalServerError"];
+            503: components["responses"]["ScimServiceUnavailable"];
         };
     };
     getScimServiceProviderConfig: {
@@ -13477,19 +13624,24 @@ export interface operations {
             429: components["responses"]["ScimTooManyRequests"];
             431: components["responses"]["RequestHeaderFieldsTooLarge"];
             500: components["responses"]["ScimInternalServerError"];
+            503: components["responses"]["ScimServiceUnavailable"];
         };
     };
     listScimUsers: {
         parameters: {
             query?: {
                 /**
-                 * @description Comma-separated attribute names (RFC 7644 §3.4.2.5), top-level or `parent.child`,
-                 *     compared case-insensitively: only these are answered, with `schemas` and `id`.
+                 * @description Comma-separated attribute names (RFC 7644 §3.4.2.5, and §3.9 for the answers of
+                 *     writes), top-level or `parent.child`, compared case-insensitively: only these are
+                 *     answered, with `schemas`, `id` and `meta.resourceType`.
                  */
                 attributes?: components["parameters"]["ScimAttributes"];
                 /** @description How many resources at most on the page; above 200 is taken as 200, below 0 as 0 (then only `totalResults`). */
                 count?: components["parameters"]["ScimCount"];
-                /** @description Comma-separated top-level attribute names left out of the answer (`schemas` and `id` stay). */
+                /**
+                 * @description Comma-separated top-level attribute names left out of the answer (RFC 7644 §3.4.2.5,
+                 *     and §3.9 for the answers of writes); `schemas`, `id` and `meta.resourceType` stay.
+                 */
                 excludedAttributes?: components["parameters"]["ScimExcludedAttributes"];
                 /**
                  * @description An RFC 7644 §3.4.2.2 filter, at most 2000 characters: `eq`, `ne`, `co`, `sw`, `ew`,
@@ -13528,11 +13680,24 @@ export interface operations {
             429: components["responses"]["ScimTooManyRequests"];
             431: components["responses"]["RequestHeaderFieldsTooLarge"];
             500: components["responses"]["ScimInternalServerError"];
+            503: components["responses"]["ScimServiceUnavailable"];
         };
     };
     createScimUser: {
         parameters: {
-            query?: never;
+            query?: {
+                /**
+                 * @description Comma-separated attribute names (RFC 7644 §3.4.2.5, and §3.9 for the answers of
+                 *     writes), top-level or `parent.child`, compared case-insensitively: only these are
+                 *     answered, with `schemas`, `id` and `meta.resourceType`.
+                 */
+                attributes?: components["parameters"]["ScimAttributes"];
+                /**
+                 * @description Comma-separated top-level attribute names left out of the answer (RFC 7644 §3.4.2.5,
+                 *     and §3.9 for the answers of writes); `schemas`, `id` and `meta.resourceType` stay.
+                 */
+                excludedAttributes?: components["parameters"]["ScimExcludedAttributes"];
+            };
             header?: never;
             path?: never;
             cookie?: never;
@@ -13556,7 +13721,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/scim+json": components["schemas"]["ScimUserFull"];
+                    "application/scim+json": components["schemas"]["ScimUserWritten"];
                 };
             };
             400: components["responses"]["ScimBadRequest"];
@@ -13568,17 +13733,22 @@ export interface operations {
             429: components["responses"]["ScimTooManyRequests"];
             431: components["responses"]["RequestHeaderFieldsTooLarge"];
             500: components["responses"]["ScimInternalServerError"];
+            503: components["responses"]["ScimServiceUnavailable"];
         };
     };
     getScimUser: {
         parameters: {
             query?: {
                 /**
-                 * @description Comma-separated attribute names (RFC 7644 §3.4.2.5), top-level or `parent.child`,
-                 *     compared case-insensitively: only these are answered, with `schemas` and `id`.
+                 * @description Comma-separated attribute names (RFC 7644 §3.4.2.5, and §3.9 for the answers of
+                 *     writes), top-level or `parent.child`, compared case-insensitively: only these are
+                 *     answered, with `schemas`, `id` and `meta.resourceType`.
                  */
                 attributes?: components["parameters"]["ScimAttributes"];
-                /** @description Comma-separated top-level attribute names left out of the answer (`schemas` and `id` stay). */
+                /**
+                 * @description Comma-separated top-level attribute names left out of the answer (RFC 7644 §3.4.2.5,
+                 *     and §3.9 for the answers of writes); `schemas`, `id` and `meta.resourceType` stay.
+                 */
                 excludedAttributes?: components["parameters"]["ScimExcludedAttributes"];
             };
             header?: never;
@@ -13612,11 +13782,24 @@ export interface operations {
             429: components["responses"]["ScimTooManyRequests"];
             431: components["responses"]["RequestHeaderFieldsTooLarge"];
             500: components["responses"]["ScimInternalServerError"];
+            503: components["responses"]["ScimServiceUnavailable"];
         };
     };
     replaceScimUser: {
         parameters: {
-            query?: never;
+            query?: {
+                /**
+                 * @description Comma-separated attribute names (RFC 7644 §3.4.2.5, and §3.9 for the answers of
+                 *     writes), top-level or `parent.child`, compared case-insensitively: only these are
+                 *     answered, with `schemas`, `id` and `meta.resourceType`.
+                 */
+                attributes?: components["parameters"]["ScimAttributes"];
+                /**
+                 * @description Comma-separated top-level attribute names left out of the answer (RFC 7644 §3.4.2.5,
+                 *     and §3.9 for the answers of writes); `schemas`, `id` and `meta.resourceType` stay.
+                 */
+                excludedAttributes?: components["parameters"]["ScimExcludedAttributes"];
+            };
             header?: never;
             path: {
                 /** @description The resource's `id`. Any text is accepted; one that names no resource of the token's tenant is a 404. */
@@ -13642,7 +13825,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/scim+json": components["schemas"]["ScimUserFull"];
+                    "application/scim+json": components["schemas"]["ScimUserWritten"];
                 };
             };
             400: components["responses"]["ScimBadRequest"];
@@ -13657,6 +13840,7 @@ export interface operations {
             429: components["responses"]["ScimTooManyRequests"];
             431: components["responses"]["RequestHeaderFieldsTooLarge"];
             500: components["responses"]["ScimInternalServerError"];
+            503: components["responses"]["ScimServiceUnavailable"];
         };
     };
     deleteScimUser: {
@@ -13693,19 +13877,26 @@ export interface operations {
             429: components["responses"]["ScimTooManyRequests"];
             431: components["responses"]["RequestHeaderFieldsTooLarge"];
             500: components["responses"]["ScimInternalServerError"];
+            503: components["responses"]["ScimServiceUnavailable"];
         };
     };
     patchScimUser: {
         parameters: {
             query?: {
                 /**
-                 * @description Sent (any value), it asks for the user in the answer even with
-                 *     `Prefer: return=minimal`; the answer is the whole user either way.
+                 * @description Comma-separated attribute names (RFC 7644 §3.4.2.5, and §3.9 for the answers of
+                 *     writes), top-level or `parent.child`, compared case-insensitively: only these are
+                 *     answered, with `schemas`, `id` and `meta.resourceType`.
                  */
-                attributes?: string;
+                attributes?: components["parameters"]["ScimAttributes"];
+                /**
+                 * @description Comma-separated top-level attribute names left out of the answer (RFC 7644 §3.4.2.5,
+                 *     and §3.9 for the answers of writes); `schemas`, `id` and `meta.resourceType` stay.
+                 */
+                excludedAttributes?: components["parameters"]["ScimExcludedAttributes"];
             };
             header?: {
-                /** @description `return=minimal` (RFC 7240): a successful PATCH answers 204 without a body. */
+                /** @description `return=minimal` (RFC 7240): a successful PATCH answers 204 without a body, unless it sends `attributes`. */
                 Prefer?: components["parameters"]["ScimPrefer"];
             };
             path: {
@@ -13732,7 +13923,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/scim+json": components["schemas"]["ScimUserFull"];
+                    "application/scim+json": components["schemas"]["ScimUserWritten"];
                 };
             };
             /** @description Applied (`Prefer: return=minimal`). */
@@ -13758,6 +13949,7 @@ export interface operations {
             429: components["responses"]["ScimTooManyRequests"];
             431: components["responses"]["RequestHeaderFieldsTooLarge"];
             500: components["responses"]["ScimInternalServerError"];
+            503: components["responses"]["ScimServiceUnavailable"];
         };
     };
     getProfilePicture: {

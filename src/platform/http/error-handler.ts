@@ -76,6 +76,9 @@ function databaseProblem(error: FastifyError): ProblemDocument | null {
   }
 }
 
+/** The headers of a 503 for a lost database connection: the client may try again in a second. */
+export const DATABASE_UNAVAILABLE_HEADERS: Readonly<Record<string, string>> = { 'retry-after': '1' };
+
 function toProblem(error: FastifyError): { problem: ProblemDocument; headers: Record<string, string> } | null {
   if (error instanceof ProblemError) return { problem: error.toDocument(), headers: error.headers };
   // Lost database connections (restart, failover, a proxy's idle timeout) are the
@@ -83,7 +86,7 @@ function toProblem(error: FastifyError): { problem: ProblemDocument; headers: Re
   if (isConnectionLoss(error)) {
     return {
       problem: problemDocument(503, 'The database is unavailable for the moment. Try again shortly.', { code: 'database_unavailable' }),
-      headers: { 'retry-after': '1' },
+      headers: { ...DATABASE_UNAVAILABLE_HEADERS },
     };
   }
   if (error.validation) {

@@ -16,7 +16,7 @@ import { membershipsConferringRights, CONFERS_ENTITY_RIGHTS } from '../entity-pe
 import { roles } from '../roles/table.ts';
 import { assertMayAdminister } from '../users/rules.ts';
 import { users } from '../users/table.ts';
-import { GROUP_SCHEMA, invalidValue, scimNotFound } from './protocol.ts';
+import { GROUP_SCHEMA, invalidValue, ScimError, scimNotFound } from './protocol.ts';
 import { SCIM_USERS, type FilterAttribute } from './users.ts';
 
 /** Filterable Group attributes, by lower-case path. `members.value` asks whether the user is a member. */
@@ -164,7 +164,14 @@ export async function saveGroup(tx: Tx, caller: Caller & { tenantId: number }, w
       added.map((userId) => ({ userId, departmentIds: [id] })),
     );
     if (conferred.some((c) => c.departmentIds.length > 0)) throw invalid({ members: [coded('confers_rights', CONFERS_ENTITY_RIGHTS)] });
-    await tx.insert(departmentUsers).values(added.map((userId) => ({ tenantId: caller.tenantId, departmentId: id, userId })));
+    try {
+      await tx.insert(departmentUsers).values(added.map((userId) => ({ tenantId: caller.tenantId, departmentId: id, userId })));
+    } catch (error) {
+      // A concurrent request made one of them a member after they were read: name them, not the table's key.
+      if (((error as { cause?: { code?: string } }).cause ?? (error as { code?: string })).code !== '23505') throw error;
+      const who = added.length === 1 ? `user ${added[0]} was` : `one of users ${added.join(', ')} was`;
+      throw new ScimError(409, `members: ${who} added to the group by a concurrent request.`, 'uniqueness');
+    }
   }
   if (removed.length > 0) await tx.delete(departmentUsers).where(and(eq(departmentUsers.departmentId, id), inArray(departmentUsers.userId, removed)));
   return id;

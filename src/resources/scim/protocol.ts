@@ -109,10 +109,10 @@ export function projectAttributes(resource: Record<string, unknown>, query: Reco
           );
         }
       }
-      if (name === 'meta' && !(key in out)) out[key] = { resourceType: (value as { resourceType?: string }).resourceType };
     } else if (!excluded!.includes(name)) {
       out[key] = value;
     }
+    if (name === 'meta') out[key] = { resourceType: (value as { resourceType?: string }).resourceType, ...(out[key] as object | undefined) };
   }
   return out;
 }

@@ -11,7 +11,9 @@ import { scimPatch, ScimError as PatchError, type ScimPatchOperation } from 'sci
 import { changesBetween, type AuditSource, requestOrigin } from '../../platform/audit/audit.ts';
 import type { Caller } from '../../platform/auth/auth.ts';
 import { hashPassword } from '../../platform/auth/passwords.ts';
+import { isConnectionLoss } from '../../platform/database/connection-loss.ts';
 import type { Tx } from '../../platform/database/database.ts';
+import { DATABASE_UNAVAILABLE_HEADERS, errorLogFields } from '../../platform/http/error-handler.ts';
 import { jsonBodyProblem, MAX_JSON_DEPTH } from '../../platform/http/json-body.ts';
 import { ProblemError, type FieldErrors } from '../../platform/http/problem.ts';
 import type { Services } from '../../platform/services.ts';
@@ -333,6 +335,17 @@ function patched<T extends Record<string, unknown>>(resource: T, operations: Sci
   }
 }
 
+/**
+ * What a lost race on a unique rule collided with, by the constraint PostgreSQL names: a
+ * user's `userName` or a group's `displayName` (a member is named where it is added,
+ * `saveGroup`: under row-level security the driver's error does not quote the key).
+ */
+function uniquenessDetail(constraint: string | undefined): string {
+  if (constraint === 'users_tenant_id_username_key') return 'userName is already taken.';
+  if (constraint === 'departments_tenant_id_name_key') return 'displayName is already taken by another group.';
+  return 'A value is already taken (by a concurrent request).';
+}
+
 /** What an error is to a SCIM client: an RFC 7644 §3.12 document, never a problem document. */
 function answerError(error: FastifyError | ScimError | ProblemError, request: FastifyRequest, reply: FastifyReply) {
   let status: number;
@@ -343,20 +356,27 @@ function answerError(error: FastifyError | ScimError | ProblemError, request: Fa
     detail = error.message;
     reply.headers(error.headers);
   } else if (error instanceof ProblemError) {
-    // A refusal of a shared rule (an administrator the token's minter may not administer: 403; a lost race: 404).
+    // A refusal of a shared rule (an administrator the token's minter may not administer: 403; a lost race: 404), or
+    // the general rate limit's 429, whose Retry-After is among its headers (the RateLimit ones are on the reply already).
     status = error.status;
     detail = error.message;
+    reply.headers(error.headers);
     if (status === 422) ({ status, scimType } = { status: 400, scimType: 'invalidValue' });
+  } else if (isConnectionLoss(error)) {
+    // The database lost for a moment (a restart, a failover): the API's 503, as an error document.
+    ({ status, detail } = { status: 503, detail: 'The database is unavailable for the moment. Try again shortly.' });
+    reply.headers(DATABASE_UNAVAILABLE_HEADERS);
+    request.log.warn(errorLogFields(error), 'database unavailable');
   } else if (typeof error.statusCode === 'number' && error.statusCode < 500) {
     status = error.statusCode!;
     detail = status === 415 ? `The request body must be ${SCIM_MEDIA_TYPE} or application/json.` : error.message;
     if (status === 400) scimType = 'invalidSyntax';
   } else {
     // Database refusals of the input (a race past the rules' own checks, text PostgreSQL refuses) are the client's, never a 5xx.
-    const code = ((error as { cause?: { code?: string } }).cause ?? error).code;
-    if (code === '23505') {
-      ({ status, scimType, detail } = { status: 409, scimType: 'uniqueness', detail: 'userName is already taken.' });
-    } else if (code === '23503' || code === '22021' || code === '22P05' || code === '22001') {
+    const driver = ((error as { cause?: unknown }).cause ?? error) as { code?: string; constraint_name?: string };
+    if (driver.code === '23505') {
+      ({ status, scimType, detail } = { status: 409, scimType: 'uniqueness', detail: uniquenessDetail(driver.constraint_name) });
+    } else if (driver.code === '23503' || driver.code === '22021' || driver.code === '22P05' || driver.code === '22001') {
       ({ status, scimType, detail } = {
         status: 400,
         scimType: 'invalidValue',
@@ -365,7 +385,7 @@ function answerError(error: FastifyError | ScimError | ProblemError, request: Fa
     } else {
       status = 500;
       detail = 'An unexpected error occurred.';
-      request.log.error({ err: error }, 'SCIM request failed');
+      request.log.error(errorLogFields(error), 'SCIM request failed');
     }
   }
   return reply
@@ -454,7 +474,10 @@ export async function registerScim(app: FastifyInstance, services: Services): Pr
           return requireUser(tx, String(id));
         });
         const body = presentScimUser(user, baseUrlOf(request));
-        return reply.code(201).header('location', body.meta.location).send(body);
+        return reply
+          .code(201)
+          .header('location', body.meta.location)
+          .send(projectAttributes(body, request.query as Record<string, unknown>));
       });
 
       scim.put('/Users/:id', async (request) => {
@@ -468,7 +491,7 @@ export async function registerScim(app: FastifyInstance, services: Services): Pr
           await saveUser(tx, services, request, principal, write, current, passwordHash);
           return requireUser(tx, id);
         });
-        return presentScimUser(user, baseUrlOf(request));
+        return projectAttributes(presentScimUser(user, baseUrlOf(request)), request.query as Record<string, unknown>);
       });
 
       scim.patch('/Users/:id', async (request, reply) => {
@@ -485,8 +508,9 @@ export async function registerScim(app: FastifyInstance, services: Services): Pr
           await saveUser(tx, services, request, principal, write, current, passwordHash);
           return requireUser(tx, id);
         });
-        if ((request.query as Record<string, unknown>).attributes === undefined && request.headers.prefer === 'return=minimal') return reply.code(204).send();
-        return presentScimUser(user, base);
+        const query = request.query as Record<string, unknown>;
+        if (query.attributes === undefined && request.headers.prefer === 'return=minimal') return reply.code(204).send();
+        return projectAttributes(presentScimUser(user, base), query);
       });
 
       /** Group writes change departments: the token's minter must hold `departments.manage`. */
@@ -570,13 +594,17 @@ export async function registerScim(app: FastifyInstance, services: Services): Pr
       scim.post('/Groups', async (request, reply) => {
         const write = groupWrite(bodyObject(request.body));
         const body = await inTenant(request, (tx, principal) => storeGroup(request, tx, principal, write, null));
-        return reply.code(201).header('location', body.meta.location).send(body);
+        return reply
+          .code(201)
+          .header('location', body.meta.location)
+          .send(projectAttributes(body, request.query as Record<string, unknown>));
       });
 
       scim.put('/Groups/:id', async (request) => {
         const { id } = request.params as { id: string };
         const write = groupWrite(bodyObject(request.body));
-        return inTenant(request, async (tx, principal) => storeGroup(request, tx, principal, write, await requireGroup(tx, id)));
+        const body = await inTenant(request, async (tx, principal) => storeGroup(request, tx, principal, write, await requireGroup(tx, id)));
+        return projectAttributes(body, request.query as Record<string, unknown>);
       });
 
       scim.patch('/Groups/:id', async (request, reply) => {
@@ -589,8 +617,9 @@ export async function registerScim(app: FastifyInstance, services: Services): Pr
           if (String(after.id) !== before.id) throw new ScimError(400, 'id is immutable.', 'mutability');
           return storeGroup(request, tx, principal, groupWrite(after), current);
         });
-        if (request.headers.prefer === 'return=minimal') return reply.code(204).send();
-        return body;
+        const query = request.query as Record<string, unknown>;
+        if (query.attributes === undefined && request.headers.prefer === 'return=minimal') return reply.code(204).send();
+        return projectAttributes(body, query);
       });
 
       scim.delete('/Groups/:id', async (request, reply) => {

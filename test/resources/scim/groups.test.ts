@@ -1,5 +1,6 @@
 import t from 'tap';
 import { count, sql } from 'drizzle-orm';
+import postgres from 'postgres';
 import { hashToken } from '../../../src/platform/auth/tokens.ts';
 import { scimSettings, scimTokens } from '../../../src/resources/scim/table.ts';
 import { newScimTokenValue } from '../../../src/resources/scim/tokens.ts';
@@ -8,6 +9,7 @@ import { parseFilter } from '../../../src/resources/scim/users.ts';
 import { departments } from '../../../src/resources/departments/table.ts';
 import { startTestApi } from '../../helpers/atrium.ts';
 import { assertServedAnswer } from '../../helpers/contract.ts';
+import { eventually } from '../../helpers/eventually.ts';
 import { bearer, createDepartment, roleNamed, rowCount } from '../../helpers/fixtures.ts';
 
 // SCIM Groups ↔ departments through HTTP: bad input first.
@@ -306,4 +308,90 @@ t.test('a filter on externalId is an index scan in the tenant', async (t) => {
   });
   t.match(plan, /Index (Only )?Scan using departments_tenant_id_external_id_idx|Bitmap Index Scan on departments_tenant_id_external_id_idx/, plan);
   t.match(plan, /Index Cond: \(\(tenant_id = .*\) AND \(external_id = /, 'tenant and externalId are both index conditions');
+});
+
+/**
+ * Runs `write` while another transaction holds `statement` uncommitted, a write that took no
+ * lock of the rules (so their checks cannot see it): `write` waits on the unique rule, and
+ * loses once the other commits.
+ */
+async function racedBy<T>(t: Parameters<typeof api.call>[0], statement: string, write: () => Promise<T>): Promise<T> {
+  const other = postgres(api.config.databaseUrl!, { max: 1, onnotice: () => {} });
+  t.teardown(() => other.end({ timeout: 1 }));
+  let answer!: Promise<T>;
+  await other.begin(async (tx) => {
+    await tx.unsafe(statement);
+    answer = write();
+    const waiting = await eventually(
+      async () =>
+        (await tx<{ n: number }[]>`select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`)[0]!.n,
+      (n) => n > 0,
+    );
+    t.ok(waiting > 0, 'the SCIM write waits on the uncommitted row');
+  });
+  return answer;
+}
+
+t.test("a lost race on a group's displayName or a membership is a 409 naming what collided", async (t) => {
+  const contested = (await scim('POST', '/Groups', { schemas: [GROUP], displayName: 'Before the race' })).body;
+  const renamed = await racedBy(t, `insert into departments (tenant_id, name) values (${tenant.tenantId}, 'Contested')`, () =>
+    scim('PUT', `/Groups/${contested.id}`, { schemas: [GROUP], displayName: 'Contested' }),
+  );
+  t.equal(renamed.status, 409);
+  t.match(renamed.body, { schemas: [ERROR], status: '409', scimType: 'uniqueness' });
+  t.match(renamed.body.detail, /displayName/, renamed.body.detail);
+  t.notMatch(renamed.body.detail, /userName/);
+  t.equal((await scim('GET', `/Groups/${contested.id}`)).body.displayName, 'Before the race', 'the group keeps its name');
+
+  const joined = await racedBy(
+    t,
+    `insert into department_users (tenant_id, department_id, user_id) values (${tenant.tenantId}, ${contested.id}, ${ann.id})`,
+    () => scim('PATCH', `/Groups/${contested.id}`, { schemas: [PATCH], Operations: [{ op: 'add', path: 'members', value: [{ value: String(ann.id) }] }] }),
+  );
+  t.equal(joined.status, 409);
+  t.match(joined.body, { schemas: [ERROR], status: '409', scimType: 'uniqueness' });
+  t.match(joined.body.detail, new RegExp(`members: user ${ann.id} `), joined.body.detail);
+  t.notMatch(joined.body.detail, /userName/);
+});
+
+t.test('attributes and excludedAttributes shape the answers of POST, PUT and PATCH too', async (t) => {
+  const created = await scim('POST', '/Groups?attributes=displayName', { schemas: [GROUP], displayName: 'Projected', members: [{ value: String(ann.id) }] });
+  t.equal(created.status, 201);
+  t.strictSame(created.body, { schemas: [GROUP], id: created.body.id, displayName: 'Projected', meta: { resourceType: 'Group' } });
+  const put = await scim('PUT', `/Groups/${created.body.id}?excludedAttributes=members`, {
+    schemas: [GROUP],
+    displayName: 'Projected again',
+    members: [{ value: String(ann.id) }],
+  });
+  t.equal(put.status, 200);
+  t.notOk('members' in put.body, 'members left out');
+  t.equal(put.body.displayName, 'Projected again');
+  const patched = await scim('PATCH', `/Groups/${created.body.id}?attributes=members.value`, {
+    schemas: [PATCH],
+    Operations: [{ op: 'add', path: 'members', value: [{ value: String(ben.id) }] }],
+  });
+  t.equal(patched.status, 200);
+  t.strictSame(patched.body, {
+    schemas: [GROUP],
+    id: created.body.id,
+    members: [{ value: String(ann.id) }, { value: String(ben.id) }].sort((a, b) => Number(a.value) - Number(b.value)),
+    meta: { resourceType: 'Group' },
+  });
+  t.same(await memberIds(Number(created.body.id)), [String(ann.id), String(ben.id)].sort(), 'the write itself is whole');
+
+  const minimal = async (query: string, displayName: string) => {
+    const url = `/scim/v2/Groups/${created.body.id}${query}`;
+    const response = await app.inject({
+      method: 'PATCH',
+      url,
+      headers: { ...bearer(scimToken), 'content-type': 'application/scim+json', prefer: 'return=minimal' },
+      payload: JSON.stringify({ schemas: [PATCH], Operations: [{ op: 'replace', path: 'displayName', value: displayName }] }),
+    });
+    assertServedAnswer('PATCH', url, response);
+    return response;
+  };
+  t.equal((await minimal('', 'Minimal')).statusCode, 204, 'Prefer: return=minimal answers no body');
+  const asked = await minimal('?attributes=displayName', 'Minimal asked');
+  t.equal(asked.statusCode, 200, 'unless attributes asks for one, as for Users');
+  t.strictSame(asked.json(), { schemas: [GROUP], id: created.body.id, displayName: 'Minimal asked', meta: { resourceType: 'Group' } });
 });

@@ -1,5 +1,6 @@
 import t from 'tap';
 import { and, count, sql } from 'drizzle-orm';
+import postgres from 'postgres';
 import { hashToken } from '../../../src/platform/auth/tokens.ts';
 import { scimSettings, scimTokens } from '../../../src/resources/scim/table.ts';
 import { newScimTokenValue } from '../../../src/resources/scim/tokens.ts';
@@ -15,6 +16,8 @@ import { openSse, type SseClient } from '../../helpers/sse.ts';
 // SCIM 2.0 Users through HTTP, as identity providers send them: bad input first. The
 // streams' heartbeat is ten minutes away: a leaver's stream must end without it.
 const api = await startTestApi(t, { streamHeartbeatMs: 600_000 });
+// A second service whose rate limit a test reaches: two requests a minute per token.
+const limited = await startTestApi(t, { rateLimitPerToken: 2, rateLimitPerAddress: 1_000_000, rateLimitWindowSeconds: 60 });
 const app = api.atrium.app!;
 const tenant = await api.createTenant('scim-users');
 const other = await api.createTenant('scim-users-other');
@@ -595,4 +598,84 @@ t.test('a PATCH path or value key naming __proto__, constructor or prototype is 
   t.equal(({} as Record<string, unknown>).polluted, undefined, 'Object.prototype untouched by a "__proto__" key');
   t.same((await scim('GET', path)).body, created, 'the user is as it was');
   t.equal(await auditCount(), audits, 'no event recorded');
+});
+
+t.test('attributes and excludedAttributes shape the answers of POST, PUT and PATCH; meta.resourceType always stays', async (t) => {
+  // Bad input first: a refused write is an error document whatever it asked to be answered.
+  isError(t, await scim('POST', '/Users?attributes=userName', { schemas: [USER] }), 400, 'invalidValue');
+
+  const posted = await scim('POST', '/Users?attributes=userName', newUser());
+  t.equal(posted.status, 201);
+  t.strictSame(posted.body, { schemas: posted.body.schemas, id: posted.body.id, userName: posted.body.userName, meta: { resourceType: 'User' } });
+  t.match(String(posted.headers.location), new RegExp(`/scim/v2/Users/${posted.body.id}$`), 'Location names the user all the same');
+  const path = `/Users/${posted.body.id}`;
+
+  const replacement = newUser({ userName: posted.body.userName });
+  const put = await scim('PUT', `${path}?excludedAttributes=name,emails`, replacement);
+  t.equal(put.status, 200);
+  t.notOk('name' in put.body || 'emails' in put.body, 'the excluded attributes are left out');
+  t.equal(put.body.userName, posted.body.userName);
+
+  const patch = await scim('PATCH', `${path}?attributes=name.givenName`, {
+    schemas: [PATCH],
+    Operations: [{ op: 'replace', path: 'name.givenName', value: 'Narrow' }],
+  });
+  t.equal(patch.status, 200);
+  t.strictSame(patch.body, { schemas: patch.body.schemas, id: posted.body.id, name: { givenName: 'Narrow' }, meta: { resourceType: 'User' } });
+  t.match((await scim('GET', path)).body, { name: { givenName: 'Narrow', familyName: replacement.name.familyName } }, 'the write itself is whole');
+
+  const created = await scim('GET', `${path}?attributes=meta.created`);
+  t.strictSame(Object.keys(created.body.meta).sort(), ['created', 'resourceType'], 'meta.resourceType comes with meta.created');
+  t.equal(created.body.meta.resourceType, 'User');
+  const withoutMeta = await scim('GET', `${path}?excludedAttributes=meta`);
+  t.strictSame(withoutMeta.body.meta, { resourceType: 'User' }, 'and when meta is excluded');
+});
+
+t.test("beyond the rate limit SCIM answers 429 with the API's Retry-After and RateLimit headers", async (t) => {
+  const limitedTenant = await limited.createTenant('scim-limited');
+  const token = newScimTokenValue();
+  await limited.db.owner
+    .insert(scimTokens)
+    .values({ tenantId: limitedTenant.tenantId, userId: limitedTenant.adminUserId, name: 'IdP', tokenHash: hashToken(token) });
+  const get = async () => {
+    const response = await limited.atrium.app!.inject({ method: 'GET', url: '/scim/v2/Users?count=1', headers: bearer(token) });
+    assertServedAnswer('GET', '/scim/v2/Users?count=1', response);
+    return { status: response.statusCode, body: response.json(), headers: response.headers };
+  };
+  t.equal((await get()).status, 200);
+  t.equal((await get()).status, 200);
+  const refused = await get();
+  isError(t, refused, 429);
+  const retryAfter = Number(refused.headers['retry-after']);
+  t.ok(Number.isInteger(retryAfter) && retryAfter > 0 && retryAfter <= 60, `Retry-After is the window's seconds left (${refused.headers['retry-after']})`);
+  t.equal(refused.headers['ratelimit-limit'], '2');
+  t.equal(refused.headers['ratelimit-remaining'], '0');
+  t.equal(refused.headers['ratelimit-reset'], refused.headers['retry-after'], 'RateLimit-Reset says the same');
+});
+
+t.test('with the database unreachable for a moment SCIM answers 503 with Retry-After, stores nothing, and serves again after', async (t) => {
+  const [database] = await api.db.owner.execute<{ name: string }>(sql`select current_database() as name`);
+  // An owner connection to another database, so that it survives what it does to this one.
+  const controlUrl = new URL(api.config.databaseUrl!);
+  controlUrl.pathname = '/postgres';
+  const control = postgres(controlUrl.toString(), { max: 1, onnotice: () => {} });
+  const reopen = () => control.unsafe(`alter database "${database!.name}" with allow_connections true`);
+  t.teardown(async () => {
+    await reopen();
+    await control.end({ timeout: 1 });
+  });
+  const before = await userCount();
+  await control.unsafe(`alter database "${database!.name}" with allow_connections false`);
+  await control`select pg_terminate_backend(pid) from pg_stat_activity
+    where datname = ${database!.name} and pid <> pg_backend_pid() and backend_type = 'client backend'`;
+
+  for (const res of [await scim('GET', '/Users'), await scim('POST', '/Users', newUser()), await scim('GET', '/Groups')]) {
+    isError(t, res, 503);
+    t.equal(res.headers['retry-after'], '1', 'says when to try again');
+    t.notOk('scimType' in res.body);
+  }
+
+  await reopen();
+  t.equal(await userCount(), before, 'the refused POST stored nothing');
+  t.equal((await scim('GET', '/Users?count=1')).status, 200, 'served again once the database is reachable');
 });
