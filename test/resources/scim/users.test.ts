@@ -8,6 +8,7 @@ import { parseFilter, SCIM_USERS } from '../../../src/resources/scim/users.ts';
 import { users } from '../../../src/resources/users/table.ts';
 import { pushSubscriptions } from '../../../src/resources/push/table.ts';
 import { startTestApi } from '../../helpers/atrium.ts';
+import { wireClient } from '../../helpers/http-client.ts';
 import { assertServedAnswer } from '../../helpers/contract.ts';
 import { bearer, roleNamed, rowCount, sleep } from '../../helpers/fixtures.ts';
 import { browserSubscription } from '../../helpers/push-service.ts';
@@ -18,7 +19,10 @@ import { openSse, type SseClient } from '../../helpers/sse.ts';
 const api = await startTestApi(t, { streamHeartbeatMs: 600_000 });
 // A second service whose rate limit a test reaches: two requests a minute per token.
 const limited = await startTestApi(t, { rateLimitPerToken: 2, rateLimitPerAddress: 1_000_000, rateLimitWindowSeconds: 60 });
+const limitedWire = await wireClient(limited.atrium.app!);
 const app = api.atrium.app!;
+// SCIM requests go over a real connection, as an identity provider's do.
+const wire = await wireClient(app);
 const tenant = await api.createTenant('scim-users');
 const other = await api.createTenant('scim-users-other');
 const admin = tenant.adminToken;
@@ -59,7 +63,7 @@ async function scim(
   let payload = options.payload;
   if (body !== undefined) payload = JSON.stringify(body);
   if (payload !== undefined) headers['content-type'] = options.contentType ?? 'application/scim+json';
-  const response = await app.inject({ method: method as never, url: `/scim/v2${url}`, headers, payload });
+  const response = await wire.send({ method: method as never, url: `/scim/v2${url}`, headers, payload });
   assertServedAnswer(method, `/scim/v2${url}`, response);
   return { status: response.statusCode, body: response.body ? response.json() : undefined, headers: response.headers };
 }
@@ -434,7 +438,7 @@ t.test('the token acts with its minter authority: no administering users who can
   t.equal(row!.active, true);
 });
 
-const base = await app.listen({ port: 0, host: '127.0.0.1' });
+const base = wire.base;
 
 /** Whether the stream ended within a guard against a hang far below the heartbeat (ten minutes): only the cut-off can have ended it. */
 const endsBeforeHeartbeat = (stream: SseClient) => Promise.race([stream.ended.then(() => true), sleep(10_000).then(() => false)]);
@@ -638,7 +642,7 @@ t.test("beyond the rate limit SCIM answers 429 with the API's Retry-After and Ra
     .insert(scimTokens)
     .values({ tenantId: limitedTenant.tenantId, userId: limitedTenant.adminUserId, name: 'IdP', tokenHash: hashToken(token) });
   const get = async () => {
-    const response = await limited.atrium.app!.inject({ method: 'GET', url: '/scim/v2/Users?count=1', headers: bearer(token) });
+    const response = await limitedWire.send({ method: 'GET', url: '/scim/v2/Users?count=1', headers: bearer(token) });
     assertServedAnswer('GET', '/scim/v2/Users?count=1', response);
     return { status: response.statusCode, body: response.json(), headers: response.headers };
   };
