@@ -41,9 +41,11 @@ export async function throwawayDatabase(): Promise<{ url: string; drop(): Promis
 /**
  * Atrium on `url` as an API process (`role: 'all'`: with its job workers too), from the
  * source or, with BENCH_COMPILED=1, from the compiled output (dist/; `npm run build` first)
- * as `npm start` runs it.
+ * as `npm start` runs it. `passwordHashCost: 'test'` hashes new passwords at the test
+ * suite's cost, for a bench whose subject is not Argon2 (the configuration allows it only
+ * under NODE_ENV=test, which a bench does not set).
  */
-export async function benchAtrium(url: string, options: { role?: 'api' | 'all' } = {}) {
+export async function benchAtrium(url: string, options: { role?: 'api' | 'all'; passwordHashCost?: 'standard' | 'test' } = {}) {
   // As the entry point does (src/main.ts): the driver's own statement on a connection lost
   // while the bench tears down (the database stops) is no failure of the bench.
   process.on(
@@ -61,6 +63,7 @@ export async function benchAtrium(url: string, options: { role?: 'api' | 'all' }
       logLevel: 'silent',
       adminPassword: 'benchmark-password',
       role: options.role ?? 'api',
+      ...(options.passwordHashCost ? { passwordHashCost: options.passwordHashCost } : {}),
       rateLimitPerToken: 0,
       rateLimitPerAddress: 0,
     },
