@@ -6,7 +6,7 @@
  */
 import { sql, type SQL } from 'drizzle-orm';
 import type { FastifyRequest } from 'fastify';
-import type { Tx } from '../database/database.ts';
+import { sendAhead, type Tx } from '../database/database.ts';
 import { requiredTenant } from '../database/tenancy.ts';
 import type { ActorType, AuditAction } from './actions.ts';
 import { auditEvents, type Changes, type FieldChange } from './table.ts';
@@ -71,16 +71,20 @@ export function requestOrigin(request: FastifyRequest): AuditOrigin {
   };
 }
 
-/** Writes one audit event in `tx` (whose tenant it takes). One statement. */
+/**
+ * Writes one audit event in `tx` (whose tenant it takes). One statement, sent ahead of the
+ * transaction's next one (`sendAhead`): no round trip of its own, and a failure of it
+ * still fails the change.
+ */
 export async function recordAudit(tx: Tx, source: AuditSource, entry: AuditEntry): Promise<void> {
   await recordAudits(tx, source, [entry]);
 }
 
-/** Writes one audit event per entry in `tx` (a command that changes several records), in one statement. */
+/** Writes one audit event per entry in `tx` (a command that changes several records), in one statement sent ahead. */
 export async function recordAudits(tx: Tx, source: AuditSource, entries: readonly AuditEntry[]): Promise<void> {
   if (entries.length === 0) return;
   const { actor, origin } = source;
-  await tx.insert(auditEvents).values(
+  const insert = tx.insert(auditEvents).values(
     entries.map((entry) => ({
       tenantId: requiredTenant as never,
       action: entry.action,
@@ -101,6 +105,7 @@ export async function recordAudits(tx: Tx, source: AuditSource, entries: readonl
       job: origin.job ?? null,
     })),
   );
+  await sendAhead(tx, insert);
 }
 
 /**

@@ -30,6 +30,43 @@ export async function setTenant(tx: Tx, tenantId: number): Promise<void> {
 interface OpenTransaction {
   connection: postgres.ReservedSql;
   open: boolean;
+  /** The drizzle instance its statements are issued on (`Database.tx`). */
+  tx: Tx;
+  /** Statements sent ahead (`sendAhead`), each answering its error or undefined once answered. */
+  ahead: Promise<Error | undefined>[];
+}
+
+/** The open transaction of the running code, whichever `Database` opened it. */
+const openTransactions = new AsyncLocalStorage<OpenTransaction>();
+
+/**
+ * Sends `statement` (a drizzle query on `tx`, not yet awaited) in `tx`'s transaction
+ * without waiting for its answer: it leaves in the same write as the transaction's next
+ * statement, or as its `COMMIT`, and the server runs them in order. A write whose result
+ * nobody reads (an audit event) so costs no round trip of its own. Its failure is the
+ * transaction's: every later statement fails, `COMMIT` rolls back, and the transaction
+ * throws this statement's error (not the later statements'). In a transaction other than
+ * `Database.tenant()`'s or `Database.transaction()`'s (the owner's), it is awaited.
+ */
+export async function sendAhead(tx: Tx, statement: PromiseLike<unknown>): Promise<void> {
+  const transaction = openTransactions.getStore();
+  if (transaction?.tx !== tx) {
+    await statement;
+    return;
+  }
+  if (!transaction.open) throw new Error('A statement was sent ahead outside its transaction: it runs inside db.tenant() or db.transaction().');
+  transaction.ahead.push(
+    Promise.resolve(statement).then(
+      () => undefined,
+      (error: unknown) => (error instanceof Error ? error : new Error(`A statement sent ahead failed: ${String(error)}`)),
+    ),
+  );
+}
+
+/** The first error of the statements sent ahead in `transaction`, once all are answered; undefined when none failed. */
+async function aheadFailure(transaction: OpenTransaction): Promise<Error | undefined> {
+  for (const error of await Promise.all(transaction.ahead)) if (error !== undefined) return error;
+  return undefined;
 }
 
 /**
@@ -141,7 +178,7 @@ export class Database {
   readonly owner: Db;
   /** What every transaction's function is given: one drizzle instance whose statements go to the transaction they run in. */
   private readonly tx: Tx;
-  private readonly transactions = new AsyncLocalStorage<OpenTransaction>();
+  private readonly transactions = openTransactions;
   /** Statements sent in `tenant()` and `transaction()`; tests use it to prove query counts are constant. */
   queryCount = 0;
 
@@ -251,18 +288,28 @@ export class Database {
           () => {},
         );
         let result: T;
-        const transaction = { connection, open: true };
+        const transaction: OpenTransaction = { connection, open: true, tx: this.tx, ahead: [] };
+        // Behind statements sent ahead, COMMIT leaves without waiting for them: the server commits only if they succeeded.
+        let committing: Promise<postgres.RowList<postgres.Row[]>> | undefined;
         try {
           // `fn` may answer a drizzle query (a thenable): it must be awaited inside the transaction's context, which `then` runs in.
           result = await this.transactions.run(transaction, async () => await fn(this.tx));
-          await opening;
-        } catch (error) {
-          await connection.unsafe('rollback').catch(() => {});
-          throw error;
-        } finally {
           transaction.open = false;
+          if (transaction.ahead.length > 0) {
+            committing = connection.unsafe('commit');
+            committing.catch(() => {});
+          }
+          await opening;
+          const failure = await aheadFailure(transaction);
+          if (failure !== undefined) throw failure;
+        } catch (error) {
+          transaction.open = false;
+          if (committing) await committing.catch(() => {});
+          else await connection.unsafe('rollback').catch(() => {});
+          // A statement sent ahead that failed made every later one fail: its error is the cause.
+          throw (await aheadFailure(transaction)) ?? error;
         }
-        const committed = await connection.unsafe('commit');
+        const committed = await (committing ?? connection.unsafe('commit'));
         // A statement failed inside and `fn` went on: the server ended the transaction with a rollback.
         if (committed.command !== 'COMMIT') throw new Error('The transaction was rolled back: one of its statements failed.');
         return result;
