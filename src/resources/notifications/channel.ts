@@ -26,21 +26,24 @@ export interface SessionsEnded {
   sessions_ended: true;
 }
 
+/** Sends `notice` on the channel in `tx`: PostgreSQL delivers it on commit, and not at all on rollback. */
+async function announce(tx: Tx, notice: StoredBatch | UnreadChange | SessionsEnded): Promise<void> {
+  await tx.execute(sql`select pg_notify(${NOTIFICATIONS_CHANNEL}, ${JSON.stringify(notice)})`);
+}
+
 /** Tells the streams (every process) of a stored batch, on commit; the payload names the batch only. */
 export async function announceStoredBatch(tx: Tx, batch: StoredBatch): Promise<void> {
-  await tx.execute(sql`select pg_notify(${NOTIFICATIONS_CHANNEL}, ${JSON.stringify(batch)})`);
+  await announce(tx, batch);
 }
 
 /** Tells the user's streams (every process) that their unread count changed, on commit. */
 export async function announceUnreadChange(tx: Tx, auth: Pick<Auth, 'tenantId' | 'userId'>): Promise<void> {
-  const change: UnreadChange = { tenant_id: auth.tenantId, user_id: auth.userId };
-  await tx.execute(sql`select pg_notify(${NOTIFICATIONS_CHANNEL}, ${JSON.stringify(change)})`);
+  await announce(tx, { tenant_id: auth.tenantId, user_id: auth.userId });
 }
 
 /** Tells every stream of the tenant (every process) that unread counts changed, on commit (reset). */
 export async function announceTenantUnreadChange(tx: Tx, tenantId: number): Promise<void> {
-  const change: UnreadChange = { tenant_id: tenantId, user_id: null };
-  await tx.execute(sql`select pg_notify(${NOTIFICATIONS_CHANNEL}, ${JSON.stringify(change)})`);
+  await announce(tx, { tenant_id: tenantId, user_id: null });
 }
 
 /**
@@ -51,6 +54,5 @@ export async function announceTenantUnreadChange(tx: Tx, tenantId: number): Prom
  * transaction are delivered once.
  */
 export async function announceSessionsEnded(tx: Tx, auth: Pick<Auth, 'tenantId' | 'userId'>): Promise<void> {
-  const ended: SessionsEnded = { tenant_id: auth.tenantId, user_id: auth.userId, sessions_ended: true };
-  await tx.execute(sql`select pg_notify(${NOTIFICATIONS_CHANNEL}, ${JSON.stringify(ended)})`);
+  await announce(tx, { tenant_id: auth.tenantId, user_id: auth.userId, sessions_ended: true });
 }
