@@ -85,7 +85,8 @@ export interface paths {
         };
         /**
          * The tenant's audit trail
-         * @description Every administrative change of the tenant, newest first (`occurred_at`, then `id`),
+         * @description Every change made in the tenant (administration, sign-ins and sign-outs, users' own
+         *     task work and read states), newest first (`occurred_at`, then `id`),
          *     narrowed by the filters. With `limit` the next page is linked by the cursor
          *     `before_id` (the last event answered): events recorded meanwhile cause neither gaps
          *     nor repeats. Events are kept for the installation's audit retention (by default
@@ -2782,9 +2783,10 @@ export interface components {
          *     it is.
          * @enum {string}
          */
-        AuditAction: "tenant.created" | "user.created" | "user.updated" | "user.deleted" | "user.restored" | "user.blacked_out" | "user.marked_for_logout" | "user.password_changed" | "user_settings.updated" | "access_token.created" | "role.created" | "role.updated" | "role.deleted" | "login_token.created" | "login_token.deleted" | "login_token.consumed" | "department.created" | "department.updated" | "department.deleted" | "menu_item.created" | "menu_item.updated" | "menu_item.deleted" | "attribute_set.created" | "attribute_set.updated" | "attribute_set.deleted" | "automation.created" | "automation.updated" | "automation.deleted" | "automation.run" | "form.created" | "form.updated" | "form.deleted" | "task_template.created" | "task_template.updated" | "task_template.deleted" | "form_field.created" | "form_field.updated" | "form_field.deleted" | "default_value_source.created" | "default_value_source.updated" | "default_value_source.deleted" | "push_subscription.created" | "push_subscription.deleted" | "notification.sent" | "notifications.reset" | "scim_token.created" | "scim_token.revoked";
+        AuditAction: "tenant.created" | "user.created" | "user.updated" | "user.deleted" | "user.restored" | "user.blacked_out" | "user.marked_for_logout" | "user.password_changed" | "user_settings.updated" | "access_token.created" | "access_token.revoked" | "role.created" | "role.updated" | "role.deleted" | "login_token.created" | "login_token.deleted" | "login_token.consumed" | "department.created" | "department.updated" | "department.deleted" | "menu_item.created" | "menu_item.updated" | "menu_item.deleted" | "attribute_set.created" | "attribute_set.updated" | "attribute_set.deleted" | "automation.created" | "automation.updated" | "automation.deleted" | "automation.run" | "form.created" | "form.updated" | "form.deleted" | "task_template.created" | "task_template.updated" | "task_template.deleted" | "form_field.created" | "form_field.updated" | "form_field.deleted" | "default_value_source.created" | "default_value_source.updated" | "default_value_source.deleted" | "task_execution.created" | "task_execution.updated" | "task_execution.deleted" | "form_submission.created" | "form_submission.updated" | "form_submission.deleted" | "push_subscription.created" | "push_subscription.deleted" | "notification.sent" | "notifications.reset" | "notification.seen" | "notification.read" | "notifications.seen" | "notifications.read" | "scim_token.created" | "scim_token.revoked";
         /**
-         * @description One administrative change. Labels are as they were when the change was made (a
+         * @description One change: an administrative one, a sign-in or sign-out, or a user's own work
+         *     (a task execution, a form submission, a notification's read state). Labels are as they were when the change was made (a
          *     blackout later replaces the person's with their anonymized ones). Personal user fields
          *     (see `User`) inside `changes` of a user need `users.view-personal`, administrative ones
          *     `users.view-administrative`; without it their change shows as `{"changed": true}`.
@@ -2846,6 +2848,13 @@ export interface components {
                  * @description `tenant.created`: the id of the tenant's first administrator, created with it.
                  */
                 administrator_id?: number;
+                /**
+                 * Format: int64
+                 * @description `notifications.read`, `notifications.seen`: how many of the user's notifications the request changed (one event for all of them).
+                 */
+                count?: number;
+                /** @description `form_submission.*`: the ids (as text) of the fields whose submitted value the action set, changed or removed; the values stay out of the trail. */
+                field_ids?: string[];
                 /**
                  * Format: int64
                  * @description `notification.sent`: the users the dispatch reaches as sent (those named and the members of the departments named, each once, deleted users left out).
@@ -3759,7 +3768,8 @@ export interface components {
         /**
          * @description One field's change: its value before and after (`null` where the record did not
          *     exist yet, or no longer does), or only `{"changed": true}` for a secret (a password:
-         *     its value is never recorded) or for a field the caller may not see.
+         *     its value is never recorded), for a submission's `values` (the person's own data,
+         *     named by field in `details.field_ids`) or for a field the caller may not see.
          */
         FieldChange: {
             /** @description The value before the change, as the API shows the field. */

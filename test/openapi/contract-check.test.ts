@@ -190,6 +190,8 @@ const NOT_ALWAYS_SENT: Record<string, { fields: string[]; why: string }[]> = {
   'AuditEvent.details': [
     { fields: ['recipient_count'], why: 'only notification.sent carries it' },
     { fields: ['administrator_id'], why: 'only tenant.created carries it' },
+    { fields: ['count'], why: 'only notifications.read and notifications.seen carry it' },
+    { fields: ['field_ids'], why: 'only form_submission.* carry it' },
   ],
 };
 

@@ -1,6 +1,8 @@
+import { requestOrigin } from '../../platform/audit/audit.ts';
 import { verifyPassword } from '../../platform/auth/passwords.ts';
 import type { Handlers } from '../../platform/http/handler.ts';
 import { unauthorized } from '../../platform/http/problem.ts';
+import { audit, userLabel } from '../audit-events/record.ts';
 import { admitLoginAttempt, clearLoginFailures, findSignInUser, findTenantId, issueAccessToken, revokeAccessToken, withdrawLoginAttempt } from './queries.ts';
 import { loginLimitKeys } from './rules.ts';
 
@@ -20,12 +22,31 @@ export const authHandlers = {
     const [byName, byAddress, byUser] = keys;
     await clearLoginFailures(db, [byName!, byUser!]);
     await withdrawLoginAttempt(db, attempt, [byAddress!]);
-    const answer = await db.tenant(tenantId, (tx) => issueAccessToken(tx, tenantId, user.id, config.accessTokenTtlSeconds));
+    const answer = await db.tenant(tenantId, async (tx) => {
+      // A session begun: the user signing in acts. The token's value is a credential and
+      // stays out of the trail; a refused sign-in is counted above, not recorded.
+      const label = userLabel(user);
+      await audit(
+        tx,
+        { actor: { type: 'user', id: user.id, label }, origin: requestOrigin(request) },
+        { action: 'access_token.created', target: { type: 'user', id: user.id, label }, details: { expires_in: config.accessTokenTtlSeconds } },
+      );
+      return issueAccessToken(tx, tenantId, user.id, config.accessTokenTtlSeconds);
+    });
     return { status: 200, body: answer };
   },
 
-  async logout({ auth, services: { db } }) {
-    await revokeAccessToken(db, auth.tenantId, auth.tokenId);
+  async logout(ctx) {
+    const {
+      auth,
+      services: { db },
+    } = ctx;
+    await db.tenant(auth.tenantId, async (tx) => {
+      // A token revoked meanwhile (a concurrent sign-out) changes nothing: no event.
+      if (await revokeAccessToken(tx, auth.tenantId, auth.tokenId)) {
+        await audit(tx, ctx, { action: 'access_token.revoked', target: { type: 'user', id: auth.userId, label: null } });
+      }
+    });
     return { status: 204 };
   },
 } satisfies Partial<Handlers>;

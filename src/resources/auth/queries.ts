@@ -14,27 +14,36 @@ export async function findTenantId(db: Database, slug: string): Promise<number |
   return row?.id ? Number(row.id) : null;
 }
 
-/** The user who may sign in as `username` in the tenant (not deleted), with what sign-in checks. */
+/** The user who may sign in as `username` in the tenant (not deleted), with what sign-in checks and their names (for the audit trail). */
 export async function findSignInUser(db: Database, tenantId: number, username: string) {
   return db.tenant(tenantId, async (tx) => {
     const [row] = await tx
-      .select({ id: users.id, passwordHash: users.passwordHash, active: users.active })
+      .select({
+        id: users.id,
+        passwordHash: users.passwordHash,
+        active: users.active,
+        username: users.username,
+        firstName: users.firstName,
+        lastName: users.lastName,
+      })
       .from(users)
       .where(and(eq(users.username, username), isNull(users.deletedAt)));
     return row;
   });
 }
 
-/** Revokes the access token `tokenId` (sign-out); its streams end on commit. */
-export async function revokeAccessToken(db: Database, tenantId: number, tokenId: number): Promise<void> {
-  await db.tenant(tenantId, async (tx) => {
-    const [revoked] = await tx
-      .update(accessTokens)
-      .set({ revokedAt: sql`now()` })
-      .where(eq(accessTokens.id, tokenId))
-      .returning({ userId: accessTokens.userId });
-    if (revoked) await announceSessionsEnded(tx, { tenantId, userId: revoked.userId });
-  });
+/**
+ * Revokes the access token `tokenId` (sign-out) in `tx`, if it is not revoked yet; its
+ * streams end on commit. Answers whether it revoked it.
+ */
+export async function revokeAccessToken(tx: Tx, tenantId: number, tokenId: number): Promise<boolean> {
+  const [revoked] = await tx
+    .update(accessTokens)
+    .set({ revokedAt: sql`now()` })
+    .where(and(eq(accessTokens.id, tokenId), isNull(accessTokens.revokedAt)))
+    .returning({ userId: accessTokens.userId });
+  if (revoked) await announceSessionsEnded(tx, { tenantId, userId: revoked.userId });
+  return revoked !== undefined;
 }
 
 /** Issues an access token for `userId` and stamps `last_login_at` (also used by login tokens). */

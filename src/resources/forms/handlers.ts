@@ -6,6 +6,7 @@ import { invalid, notFound, type FieldErrors } from '../../platform/http/problem
 import { listRecords, presentAll, showRecord, type Listing } from '../../platform/result-controls/listing.ts';
 import type { ControlsQuery, Presented } from '../../platform/result-controls/result-controls.ts';
 import type { AuditAction } from '../../platform/audit/actions.ts';
+import { changesBetween } from '../../platform/audit/audit.ts';
 import { audit, recordChanges, type RequestContext } from '../audit-events/record.ts';
 import { deleteSourcesFilling, sourcesCopyingFromRefusal } from '../default-value-sources/rules.ts';
 import { replaceSubjectLists, type SubjectLists } from '../entity-permissions/queries.ts';
@@ -34,6 +35,7 @@ import {
   updateTaskTemplate,
   type FieldInput,
   type FormRow,
+  type SubmissionRow,
   type TaskTemplateRow,
 } from './queries.ts';
 import {
@@ -121,6 +123,45 @@ async function auditWrite(
   const changes = recordChanges(before, after);
   if (what === 'updated' && Object.keys(changes).length === 0) return;
   await audit(tx, ctx, { action: `${type}.${what}` as AuditAction, target: auditTarget(type, (after ?? before)!), changes });
+}
+
+/** A submission's fields as the trail keeps them, by the API's names. */
+const submissionFields = (row: SubmissionRow) => ({
+  form_id: row.formId,
+  task_template_id: row.taskTemplateId,
+  task_execution_id: row.taskExecutionId,
+  user_id: row.userId,
+  values: row.values,
+});
+
+/** The field ids (keys of `values`) whose value differs between two submissions' values. */
+function changedFieldIds(before: Record<string, unknown>, after: Record<string, unknown>): string[] {
+  const keys = new Set([...Object.keys(before), ...Object.keys(after)]);
+  return [...keys].filter((key) => JSON.stringify(before[key]) !== JSON.stringify(after[key])).sort((a, b) => Number(a) - Number(b));
+}
+
+/**
+ * Records the event of a submission's write (`form_submission.*`), none for a resubmission
+ * that changes no value. The values themselves stay out of the trail: they are the
+ * person's own data, which a blackout clears from the submission but would not from an
+ * event; the trail says that `values` changed and which fields (`details.field_ids`).
+ */
+async function auditSubmission(
+  tx: Tx,
+  ctx: RequestContext,
+  what: 'created' | 'updated' | 'deleted',
+  before: SubmissionRow | null,
+  after: SubmissionRow | null,
+) {
+  const fieldIds = changedFieldIds(before?.values ?? {}, after?.values ?? {});
+  const changes = changesBetween(before && submissionFields(before), after && submissionFields(after), ['values']);
+  if (what === 'updated' && Object.keys(changes).length === 0) return;
+  await audit(tx, ctx, {
+    action: `form_submission.${what}`,
+    target: { type: 'form_submission', id: (after ?? before)!.id, label: null },
+    changes,
+    details: { field_ids: fieldIds },
+  });
 }
 
 /** Creates the parent, its fields and its entity permissions; answers it with `SHOW_RELATIONS`. */
@@ -339,13 +380,20 @@ export const formHandlers = {
     return { status: 204 };
   },
 
-  async createTaskExecution({ auth, body, services: { db } }) {
-    const created = await db.tenant(auth.tenantId, async (tx) => {
+  async createTaskExecution(ctx) {
+    const {
+      auth,
+      body,
+      services: { db },
+    } = ctx;
+    const record = await db.tenant(auth.tenantId, async (tx) => {
       refuse(await assignmentErrors(tx, auth, body));
-      return insertExecution(tx, auth.tenantId, { taskTemplateId: body.task_template_id, userId: body.user_id });
+      const execution = await insertExecution(tx, auth.tenantId, { taskTemplateId: body.task_template_id, userId: body.user_id });
+      const [presented] = await presentAll(taskExecutionView, null, [execution], auth);
+      await auditWrite(tx, ctx, 'task_execution', 'created', null, presented!);
+      return presented!;
     });
-    const [record] = await presentAll(taskExecutionView, null, [created], auth);
-    return { status: 201, body: record! };
+    return { status: 201, body: record };
   },
 
   async listTaskExecutions({ auth, query, services: { db } }) {
@@ -357,30 +405,53 @@ export const formHandlers = {
     return { status: 200, body: await showRecord(db, auth.tenantId, taskExecutionListing, query, auth, find, 'The task execution') };
   },
 
-  async updateTaskExecution({ auth, body, params, services: { db } }) {
-    const updated = await db.tenant(auth.tenantId, async (tx) => {
+  async updateTaskExecution(ctx) {
+    const {
+      auth,
+      body,
+      params,
+      services: { db },
+    } = ctx;
+    const record = await db.tenant(auth.tenantId, async (tx) => {
       const execution = await requireAdministeredExecution(tx, auth, params.taskExecution);
       refuse(await assignmentErrors(tx, auth, { task_template_id: execution.taskTemplateId, user_id: body.user_id }));
-      return reassignExecution(tx, execution.id, body.user_id);
+      const row = await reassignExecution(tx, execution.id, body.user_id);
+      const [before, after] = await presentAll(taskExecutionView, null, [execution, row], auth);
+      // Reassigned to the same user: nothing changed, no event.
+      await auditWrite(tx, ctx, 'task_execution', 'updated', before!, after!);
+      return after!;
     });
-    const [record] = await presentAll(taskExecutionView, null, [updated], auth);
-    return { status: 200, body: record! };
+    return { status: 200, body: record };
   },
 
-  async deleteTaskExecution({ auth, params, services: { db } }) {
+  async deleteTaskExecution(ctx) {
+    const {
+      auth,
+      params,
+      services: { db },
+    } = ctx;
     await db.tenant(auth.tenantId, async (tx) => {
       const execution = await requireAdministeredExecution(tx, auth, params.taskExecution);
       await deleteExecution(tx, execution.id);
+      const [before] = await presentAll(taskExecutionView, null, [execution], auth);
+      await auditWrite(tx, ctx, 'task_execution', 'deleted', before!, null);
     });
     return { status: 204 };
   },
 
-  async createSubmission({ auth, body, services: { db } }) {
+  async createSubmission(ctx) {
+    const {
+      auth,
+      body,
+      services: { db },
+    } = ctx;
     const parent = submissionParent(body);
     const created = await db.tenant(auth.tenantId, async (tx) => {
       const { errors, target } = await checkSubmission(tx, auth, parent, body.values);
       refuse(errors);
-      return insertSubmission(tx, auth.tenantId, auth.userId, target!, body.values);
+      const submission = await insertSubmission(tx, auth.tenantId, auth.userId, target!, body.values);
+      await auditSubmission(tx, ctx, 'created', null, submission);
+      return submission;
     });
     const [record] = await presentAll(submissionView, null, [created], auth);
     return { status: 201, body: record! };
@@ -397,22 +468,36 @@ export const formHandlers = {
     };
   },
 
-  async updateSubmission({ auth, body, params, services: { db } }) {
+  async updateSubmission(ctx) {
+    const {
+      auth,
+      body,
+      params,
+      services: { db },
+    } = ctx;
     const updated = await db.tenant(auth.tenantId, async (tx) => {
       const submission = await findOwnSubmission(tx, auth, params.formSubmission);
       if (!submission) throw notFound('The submission');
       refuse(await resubmissionErrors(tx, auth, submission, body.values));
-      return replaceSubmissionValues(tx, submission.id, body.values);
+      const row = await replaceSubmissionValues(tx, submission.id, body.values);
+      await auditSubmission(tx, ctx, 'updated', submission, row);
+      return row;
     });
     const [record] = await presentAll(submissionView, null, [updated], auth);
     return { status: 200, body: record! };
   },
 
-  async deleteSubmission({ auth, params, services: { db } }) {
+  async deleteSubmission(ctx) {
+    const {
+      auth,
+      params,
+      services: { db },
+    } = ctx;
     await db.tenant(auth.tenantId, async (tx) => {
       const submission = await findOwnSubmission(tx, auth, params.formSubmission);
       if (!submission) throw notFound('The submission');
       await deleteSubmission(tx, submission.id);
+      await auditSubmission(tx, ctx, 'deleted', submission, null);
     });
     return { status: 204 };
   },

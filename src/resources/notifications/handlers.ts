@@ -1,5 +1,8 @@
-import { eq } from 'drizzle-orm';
-import { presentedTokenHash } from '../../platform/auth/auth.ts';
+import { eq, type SQL } from 'drizzle-orm';
+import { changesBetween } from '../../platform/audit/audit.ts';
+import type { Changes } from '../../platform/audit/table.ts';
+import { presentedTokenHash, type Auth } from '../../platform/auth/auth.ts';
+import { notificationDatetime } from '../../platform/http/datetime.ts';
 import { EVENT_STREAM_HEADERS } from '../../platform/http/event-stream.ts';
 import type { Handlers } from '../../platform/http/handler.ts';
 import { notFound, ProblemError } from '../../platform/http/problem.ts';
@@ -11,7 +14,7 @@ import { announceTenantUnreadChange } from './channel.ts';
 import { isEventId } from './event-ids.ts';
 import { notify, queueDelivery, type NotifyInput } from './notify.ts';
 import { countRecipients, deleteTenantNotifications, markOwnNotification, markOwnNotifications, unreadCount } from './queries.ts';
-import { CUSTOM_NOTIFICATION, readState, TYPED_NOTIFICATIONS, type ReadStateInput, type TypedNotification } from './rules.ts';
+import { CUSTOM_NOTIFICATION, readState, TYPED_NOTIFICATIONS, type ReadState, type ReadStateInput, type TypedNotification } from './rules.ts';
 import { notifications } from './table.ts';
 import { byTarget, byType, notificationListing, notificationView } from './view.ts';
 
@@ -58,6 +61,42 @@ async function sendAudited(tx: Tx, ctx: RequestContext, input: NotifyInput) {
     },
   });
   return dispatch;
+}
+
+/**
+ * What a read state changed on each notification it took. It takes only records that lack
+ * the time it sets (`readStateChange`), so `from` is null. A read also sets `seen_at` where
+ * not yet seen; its event names `read_at` only.
+ */
+function readStateChanges(state: ReadState): Changes {
+  // As the API shows the times (`YYYY-MM-DD HH:MM:SS`).
+  return state.readAt
+    ? changesBetween({ read_at: null }, { read_at: notificationDatetime(state.readAt) })
+    : changesBetween({ seen_at: null }, { seen_at: notificationDatetime(state.seenAt) });
+}
+
+/**
+ * A bulk read-state change of the caller's notifications and its one event
+ * (`notifications.read` or `.seen`, with `details.count`, never one per notification);
+ * none when no notification changed. Answers how many changed.
+ */
+async function markOwnNotificationsAudited(
+  tx: Tx,
+  ctx: RequestContext & { auth: Auth },
+  where: SQL | undefined,
+  state: ReadState,
+  details: Record<string, unknown>,
+) {
+  const count = await markOwnNotifications(tx, ctx.auth, where, state);
+  if (count > 0) {
+    await audit(tx, ctx, {
+      action: state.readAt ? 'notifications.read' : 'notifications.seen',
+      target: { type: 'user', id: ctx.auth.userId, label: null },
+      changes: readStateChanges(state),
+      details: { count, ...details },
+    });
+  }
+  return count;
 }
 
 export const notificationHandlers = {
@@ -124,31 +163,66 @@ export const notificationHandlers = {
     return { status: 202, body: envelope(null) };
   },
 
-  async updateNotifications({ auth, body, services: { db } }) {
+  async updateNotifications(ctx) {
+    const {
+      auth,
+      body,
+      services: { db },
+    } = ctx;
     const input = body as BulkInput;
     const state = readState(input);
     const controls = readControls(notificationView, { filter: input.filter }, auth);
-    return { status: 200, body: envelope(await db.tenant(auth.tenantId, (tx) => markOwnNotifications(tx, auth, controls.where, state))) };
+    const details = input.filter === undefined ? {} : { filter: input.filter };
+    return { status: 200, body: envelope(await db.tenant(auth.tenantId, (tx) => markOwnNotificationsAudited(tx, ctx, controls.where, state, details))) };
   },
 
-  async updateNotificationsByType({ auth, body, params, services: { db } }) {
+  async updateNotificationsByType(ctx) {
+    const {
+      auth,
+      body,
+      params,
+      services: { db },
+    } = ctx;
     const state = readState(body as ReadStateInput);
     const where = byType(params.targetableType);
-    return { status: 200, body: envelope(await db.tenant(auth.tenantId, (tx) => markOwnNotifications(tx, auth, where, state))) };
+    const details = { targetable_type: params.targetableType };
+    return { status: 200, body: envelope(await db.tenant(auth.tenantId, (tx) => markOwnNotificationsAudited(tx, ctx, where, state, details))) };
   },
 
-  async updateNotificationsByTarget({ auth, body, params, services: { db } }) {
+  async updateNotificationsByTarget(ctx) {
+    const {
+      auth,
+      body,
+      params,
+      services: { db },
+    } = ctx;
     const state = readState(body as ReadStateInput);
     const where = byTarget(params.targetableType, params.targetableId);
-    return { status: 200, body: envelope(await db.tenant(auth.tenantId, (tx) => markOwnNotifications(tx, auth, where, state))) };
+    const details = { targetable_type: params.targetableType, targetable_id: params.targetableId };
+    return { status: 200, body: envelope(await db.tenant(auth.tenantId, (tx) => markOwnNotificationsAudited(tx, ctx, where, state, details))) };
   },
 
-  async updateNotification({ auth, body, params, services: { db } }) {
+  async updateNotification(ctx) {
+    const {
+      auth,
+      body,
+      params,
+      services: { db },
+    } = ctx;
     const state = readState(body as ReadStateInput);
     const [updated] = await db.tenant(auth.tenantId, async (tx) => {
-      // An already read (or seen) record keeps its times; the answer is the record either way.
-      await markOwnNotification(tx, auth, params.notification, state);
-      return selectRecords(tx, notificationListing, auth, { where: eq(notifications.id, params.notification) });
+      // An already read (or seen) record keeps its times, and records no event; the answer is the record either way.
+      const changed = await markOwnNotification(tx, auth, params.notification, state);
+      const records = await selectRecords(tx, notificationListing, auth, { where: eq(notifications.id, params.notification) });
+      if (changed > 0) {
+        const title = (records[0]?.data as { title?: unknown } | undefined)?.title;
+        await audit(tx, ctx, {
+          action: state.readAt ? 'notification.read' : 'notification.seen',
+          target: { type: 'notification', id: params.notification, label: typeof title === 'string' ? title : null },
+          changes: readStateChanges(state),
+        });
+      }
+      return records;
     });
     if (!updated) throw notFound(NOTIFICATION);
     return { status: 200, body: envelope(updated) };
