@@ -34,6 +34,11 @@ interface OpenTransaction {
   tx: Tx;
   /** Statements sent ahead (`sendAhead`), each answering its error or undefined once answered. */
   ahead: Promise<Error | undefined>[];
+  /** How many of `fn`'s statements were issued so far, and whether all were reads (`READ`). */
+  issued: number;
+  onlyRead: boolean;
+  /** The `COMMIT`, once sent behind the transaction's only statement (`onlyStatement`). */
+  committing?: Promise<postgres.RowList<postgres.Row[]>>;
 }
 
 /** The open transaction of the running code, whichever `Database` opened it. */
@@ -63,6 +68,32 @@ export async function sendAhead(tx: Tx, statement: PromiseLike<unknown>): Promis
   );
 }
 
+/** A read: a statement that changes nothing, so ending its transaction early can commit nothing else. */
+const READ = /^\s*select\b/i;
+
+/**
+ * Issues `statement` (a drizzle read on `tx`: a query, or a prepared statement's
+ * `execute`) as the one statement of `tx`'s transaction, with the `COMMIT`
+ * right behind it: `BEGIN` with the tenant setting, the read and `COMMIT` leave in one
+ * write, and the transaction ends without a round trip of its own. After it the
+ * transaction takes no statement (one issued fails as outside its transaction); a failing
+ * read makes the server answer the `COMMIT` with a rollback, and the transaction throws
+ * the read's error. When `tx` has issued a statement before, or the statement is not a
+ * `select`, it is an ordinary statement of the transaction.
+ */
+export function onlyStatement<T>(tx: Tx, statement: () => PromiseLike<T>): Promise<T> {
+  const transaction = openTransactions.getStore();
+  if (transaction?.tx !== tx || !transaction.open || transaction.issued > 0) return Promise.resolve(statement());
+  // `then` issues a drizzle query now (it is lazy until then).
+  const answer = Promise.resolve(statement().then((value) => value));
+  if (transaction.issued === 1 && transaction.onlyRead) {
+    transaction.open = false;
+    transaction.committing = transaction.connection.unsafe('commit').execute();
+    transaction.committing.catch(() => {});
+  }
+  return answer;
+}
+
 /** The first error of the statements sent ahead in `transaction`, once all are answered; undefined when none failed. */
 async function aheadFailure(transaction: OpenTransaction): Promise<Error | undefined> {
   for (const error of await Promise.all(transaction.ahead)) if (error !== undefined) return error;
@@ -88,7 +119,10 @@ function transactionClient(pool: postgres.Sql, current: AsyncLocalStorage<OpenTr
       const transaction = current.getStore();
       if (!transaction?.open) throw new Error('A statement was issued outside its transaction: it runs inside db.tenant() or db.transaction().');
       onQuery();
-      return transaction.connection.unsafe(query, params as never, { ...options, prepare });
+      transaction.issued++;
+      if (!READ.test(query)) transaction.onlyRead = false;
+      // Handed to the connection now, not when first awaited: statements leave in the order they are issued.
+      return transaction.connection.unsafe(query, params as never, { ...options, prepare }).execute();
     },
   };
   return client as unknown as postgres.Sql;
@@ -288,14 +322,16 @@ export class Database {
           () => {},
         );
         let result: T;
-        const transaction: OpenTransaction = { connection, open: true, tx: this.tx, ahead: [] };
+        const transaction: OpenTransaction = { connection, open: true, tx: this.tx, ahead: [], issued: 0, onlyRead: true };
         // Behind statements sent ahead, COMMIT leaves without waiting for them: the server commits only if they succeeded.
+        // Behind a transaction's only statement (`onlyStatement`), it has left already.
         let committing: Promise<postgres.RowList<postgres.Row[]>> | undefined;
         try {
           // `fn` may answer a drizzle query (a thenable): it must be awaited inside the transaction's context, which `then` runs in.
           result = await this.transactions.run(transaction, async () => await fn(this.tx));
           transaction.open = false;
-          if (transaction.ahead.length > 0) {
+          committing = transaction.committing;
+          if (!committing && transaction.ahead.length > 0) {
             committing = connection.unsafe('commit');
             committing.catch(() => {});
           }
@@ -304,6 +340,7 @@ export class Database {
           if (failure !== undefined) throw failure;
         } catch (error) {
           transaction.open = false;
+          committing ??= transaction.committing;
           if (committing) await committing.catch(() => {});
           else await connection.unsafe('rollback').catch(() => {});
           // A statement sent ahead that failed made every later one fail: its error is the cause.

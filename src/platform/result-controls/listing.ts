@@ -10,7 +10,7 @@
  * presented with `presentAll` / `presentGrouped`.
  */
 import { and, eq, is, sql, SQL, type Column, type Placeholder } from 'drizzle-orm';
-import type { Database, Tx } from '../database/database.ts';
+import { onlyStatement, type Database, type Tx } from '../database/database.ts';
 import { prepared } from '../database/prepared.ts';
 import { withNextPage } from '../http/next-page.ts';
 import { coded, invalid, notFound } from '../http/problem.ts';
@@ -149,6 +149,7 @@ function rowsWhere<Row, Viewer, FilterKey extends string, Shown>(
   which: Which,
   page: { limit?: number; offset?: number } = {},
   relations: readonly string[] = [],
+  last = false,
 ): Promise<Row[]> {
   const scope = listing.scope;
   const values: Record<string, unknown> = typeof scope === 'object' ? { ...scope.values?.(viewer) } : {};
@@ -170,7 +171,19 @@ function rowsWhere<Row, Viewer, FilterKey extends string, Shown>(
   const statement = reused
     ? prepared(tx, listing, [inline.join('|'), which.key !== undefined, Boolean(page.limit), Boolean(page.offset)].join(';'), build)
     : build(tx);
-  return statement.execute(values);
+  return last ? onlyStatement(tx, () => statement.execute(values)) : statement.execute(values);
+}
+
+/**
+ * Whether reading a listing's rows is all a request of it asks of the database: no `shape`,
+ * and every relation asked for rides in the rows' statement (`inline`). Its transaction
+ * can then end with that statement (`onlyStatement`).
+ */
+function rowsAreAll<Row, Viewer, FilterKey extends string, Shown>(
+  listing: ListingDefinition<Row, Viewer, FilterKey, Shown>,
+  relations: readonly string[],
+): boolean {
+  return !listing.shape && relations.every((name) => listing.view.relations?.[name]?.inline !== undefined || listing.view.relations?.[name] === undefined);
 }
 
 /**
@@ -220,7 +233,8 @@ export async function listRecords<Row, Viewer, FilterKey extends string, Shown>(
     if (cursor !== undefined && after === undefined)
       throw invalid({ before_id: [coded('missing_reference', 'does not exist')] }, 'The paging cursor names no record of this list.');
     // One row more than `limit`: when it exists, more follow.
-    const rows = await rowsWhere(tx, listing, viewer, { where: and(where, after) }, page, controls.relations);
+    const last = !options.before && cursor === undefined && rowsAreAll(listing, controls.relations);
+    const rows = await rowsWhere(tx, listing, viewer, { where: and(where, after) }, page, controls.relations, last);
     const more = limit !== undefined && rows.length > limit;
     const shown = more ? rows.slice(0, limit) : rows;
     const records = await present(listing.view, tx, await shaped(tx, listing, shown, viewer), controls, viewer);
@@ -258,7 +272,7 @@ export async function showRecord<Row, Viewer, FilterKey extends string, Shown>(
     const row =
       typeof which === 'function'
         ? await which(tx)
-        : (await rowsWhere(tx, listing, viewer, is(which, SQL) ? { where: which } : { key: which.key }, {}, relations))[0];
+        : (await rowsWhere(tx, listing, viewer, is(which, SQL) ? { where: which } : { key: which.key }, {}, relations, rowsAreAll(listing, relations)))[0];
     if (row === undefined) throw notFound(what);
     const [shown] = await shaped(tx, listing, [row], viewer);
     if (shown === undefined) throw notFound(what);

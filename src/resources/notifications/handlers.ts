@@ -8,7 +8,7 @@ import type { Handlers } from '../../platform/http/handler.ts';
 import { notFound, ProblemError } from '../../platform/http/problem.ts';
 import { listRecords, selectRecords, showRecord } from '../../platform/result-controls/listing.ts';
 import { readControls } from '../../platform/result-controls/result-controls.ts';
-import type { Tx } from '../../platform/database/database.ts';
+import { onlyStatement, type Tx } from '../../platform/database/database.ts';
 import { audit, type RequestContext } from '../audit-events/record.ts';
 import { announceTenantUnreadChange } from './channel.ts';
 import { isEventId } from './event-ids.ts';
@@ -107,7 +107,7 @@ export const notificationHandlers = {
   /** Served by the partial index on unread notifications (see table.ts and the benchmark). */
   async countNotifications({ auth, query, services: { db } }) {
     const controls = readControls(notificationView, { filter: query.filter }, auth);
-    return { status: 200, body: await db.tenant(auth.tenantId, (tx) => unreadCount(tx, auth, controls.where)) };
+    return { status: 200, body: await db.tenant(auth.tenantId, (tx) => onlyStatement(tx, () => unreadCount(tx, auth, controls.where))) };
   },
 
   async listNotificationsByType({ auth, query, params, services: { db } }) {
