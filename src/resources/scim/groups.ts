@@ -133,7 +133,12 @@ export function groupWrite(resource: Record<string, unknown>): GroupWrite {
  * entity right beyond the token's minter (as `department_ids` of the user API is judged).
  * Answers the department's id.
  */
-export async function saveGroup(tx: Tx, caller: Caller & { tenantId: number }, write: GroupWrite, current: DepartmentRow | null): Promise<number> {
+export async function saveGroup(
+  tx: Tx,
+  caller: Caller & { tenantId: number },
+  write: GroupWrite,
+  current: DepartmentRow | null,
+): Promise<{ id: number; membersChanged: boolean }> {
   if (!current) {
     await lockTenantScope(tx, 'departments.limit');
     const refusal = departmentLimitRefusal(departmentAvailability(await departmentCountAndLimit(tx)));
@@ -174,5 +179,5 @@ export async function saveGroup(tx: Tx, caller: Caller & { tenantId: number }, w
     }
   }
   if (removed.length > 0) await tx.delete(departmentUsers).where(and(eq(departmentUsers.departmentId, id), inArray(departmentUsers.userId, removed)));
-  return id;
+  return { id, membersChanged: added.length + removed.length > 0 };
 }

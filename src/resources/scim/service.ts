@@ -577,17 +577,21 @@ export async function registerScim(app: FastifyInstance, services: Services): Pr
       /** Saves the group and answers it as stored. */
       const storeGroup = async (request: FastifyRequest, tx: Tx, principal: ScimPrincipal, write: GroupWrite, current: DepartmentRow | null) => {
         requireDepartmentsManage(principal);
-        const id = await saveGroup(tx, groupCaller(principal), write, current);
+        const { id, membersChanged } = await saveGroup(tx, groupCaller(principal), write, current);
         const stored = await requireGroup(tx, String(id));
-        await audit(tx, groupSource(request, principal), {
-          action: current ? 'department.updated' : 'department.created',
-          target: { type: 'department', id, label: stored.name },
-          changes: changesBetween(current ? { name: current.name, external_id: current.externalId } : null, {
-            name: stored.name,
-            external_id: stored.externalId,
-          }),
-          details: { member_ids: write.memberIds },
+        const changes = changesBetween(current ? { name: current.name, external_id: current.externalId } : null, {
+          name: stored.name,
+          external_id: stored.externalId,
         });
+        // A write that leaves the group as it was (an identity provider's periodic PUT) records nothing, as in the API.
+        if (!current || membersChanged || Object.keys(changes).length > 0) {
+          await audit(tx, groupSource(request, principal), {
+            action: current ? 'department.updated' : 'department.created',
+            target: { type: 'department', id, label: stored.name },
+            changes,
+            details: { member_ids: write.memberIds },
+          });
+        }
         return presentGroup(stored, (await membersOf(tx, [id])).get(id) ?? [], baseUrlOf(request));
       };
 

@@ -245,6 +245,14 @@ t.test('a PUT replaces the group: without members it has no SCIM-visible members
     sql`select details from audit_events where target_type = 'department' and target_id = ${String(id)} and action = 'department.updated' order by occurred_at desc limit 1`,
   );
   t.same(event!.details.member_ids, [], 'the trail records the replaced membership');
+  const eventCount = async () =>
+    (
+      await api.db.owner.execute<{ n: number }>(sql`select count(*)::int as n from audit_events where target_type = 'department' and target_id = ${String(id)}`)
+    )[0]!.n;
+  const before = await eventCount();
+  const again = await scim('PUT', `/Groups/${id}`, { schemas: [GROUP], displayName: 'Replaced' });
+  t.equal(again.status, 200);
+  t.equal(await eventCount(), before, 'a PUT that changes nothing records no event');
 
   const nulled = await scim('PUT', `/Groups/${id}`, { schemas: [GROUP], displayName: 'Replaced', members: [{ value: String(ann.id) }] });
   t.same(await memberIds(id), [String(ann.id), String(groupAccount.id)].sort());
