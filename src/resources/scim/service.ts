@@ -6,7 +6,7 @@
  * plugin of its own, under the same request id, logging, security headers and rate limits.
  */
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { and, asc, count, eq, sql } from 'drizzle-orm';
+import { and, asc, count, eq } from 'drizzle-orm';
 import { scimPatch, ScimError as PatchError, type ScimPatchOperation } from 'scim-patch';
 import { changesBetween, type AuditSource, requestOrigin } from '../../platform/audit/audit.ts';
 import type { Caller } from '../../platform/auth/auth.ts';
@@ -81,7 +81,7 @@ const callerOf = (principal: ScimPrincipal): Caller => ({ userId: 0, permissions
 
 /** Who the audit trail names: the token, and the request's origin. */
 const sourceOf = (request: FastifyRequest, principal: ScimPrincipal): AuditSource => ({
-  actor: { type: 'scim_token', id: principal.tokenId, label: sql`(select name from scim_tokens where id = ${principal.tokenId})` },
+  actor: { type: 'scim_token', id: principal.tokenId, label: principal.tokenName },
   origin: { ...requestOrigin(request), operationId: `scim:${request.method} ${request.routeOptions.url ?? ''}` },
 });
 
@@ -628,7 +628,7 @@ export async function registerScim(app: FastifyInstance, services: Services): Pr
           requireDepartmentsManage(principal);
           const current = await requireGroup(tx, id);
           if (!(await lockDepartment(tx, principal.tenantId, current.id))) throw scimNotFound('The group', id);
-          const caller = { ...groupCaller(principal), tokenId: 0, passwordChangeRequired: false, secrets: services.secrets };
+          const caller = { ...groupCaller(principal), tokenId: 0, passwordChangeRequired: false, userLabel: principal.tokenName, secrets: services.secrets };
           const refusal = namedByEntityPermissionsRefusal(await entityPermissionsNaming(tx, caller, current.id, NAMED_ENTITIES_SHOWN));
           if (refusal) throw new ScimError(409, refusal.message);
           await deleteDepartment(tx, current.id);

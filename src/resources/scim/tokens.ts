@@ -72,13 +72,15 @@ export interface ScimPrincipal {
   tokenId: number;
   permissions: ReadonlySet<Permission>;
   lastUsedAt: Date | null;
+  /** The token's name as the look-up read it: the actor's label in the audit trail. */
+  tokenName: string;
 }
 
 /** The principal the token value yields now (null: none), in one query through the security-definer `atrium_authenticate_scim`. */
 export async function lookUpScimToken(db: Database, token: string): Promise<ScimPrincipal | null> {
   const [row] = await db.read(
-    () => db.appSql<{ tenant_id: string; token_id: string; permissions: Permission[]; last_used_at: Date | string | null }[]>`
-      select tenant_id, token_id, permissions, last_used_at from atrium_authenticate_scim(${hashToken(token)})`,
+    () => db.appSql<{ tenant_id: string; token_id: string; permissions: Permission[]; last_used_at: Date | string | null; name: string }[]>`
+      select tenant_id, token_id, permissions, last_used_at, name from atrium_authenticate_scim(${hashToken(token)})`,
   );
   if (!row) return null;
   return {
@@ -86,6 +88,7 @@ export async function lookUpScimToken(db: Database, token: string): Promise<Scim
     tokenId: Number(row.token_id),
     permissions: new Set(row.permissions),
     lastUsedAt: row.last_used_at === null ? null : new Date(row.last_used_at),
+    tokenName: row.name,
   };
 }
 
