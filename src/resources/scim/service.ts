@@ -13,7 +13,7 @@ import type { Caller } from '../../platform/auth/auth.ts';
 import { hashPassword } from '../../platform/auth/passwords.ts';
 import { isConnectionLoss } from '../../platform/database/connection-loss.ts';
 import type { Tx } from '../../platform/database/database.ts';
-import { DATABASE_UNAVAILABLE_HEADERS, errorLogFields } from '../../platform/http/error-handler.ts';
+import { DATABASE_UNAVAILABLE_HEADERS, errorLogFields, violatedConstraint } from '../../platform/http/error-handler.ts';
 import { jsonBodyProblem, MAX_JSON_DEPTH } from '../../platform/http/json-body.ts';
 import { ProblemError, type FieldErrors } from '../../platform/http/problem.ts';
 import type { Services } from '../../platform/services.ts';
@@ -373,9 +373,10 @@ function answerError(error: FastifyError | ScimError | ProblemError, request: Fa
     if (status === 400) scimType = 'invalidSyntax';
   } else {
     // Database refusals of the input (a race past the rules' own checks, text PostgreSQL refuses) are the client's, never a 5xx.
-    const driver = ((error as { cause?: unknown }).cause ?? error) as { code?: string; constraint_name?: string };
+    const driver = ((error as { cause?: unknown }).cause ?? error) as { code?: string; message?: string; constraint_name?: string };
     if (driver.code === '23505') {
-      ({ status, scimType, detail } = { status: 409, scimType: 'uniqueness', detail: uniquenessDetail(driver.constraint_name) });
+      // `violatedConstraint`: the constraint's name, also when a Citus worker raised it (its message names the shard's).
+      ({ status, scimType, detail } = { status: 409, scimType: 'uniqueness', detail: uniquenessDetail(violatedConstraint(driver)?.name) });
     } else if (driver.code === '23503' || driver.code === '22021' || driver.code === '22P05' || driver.code === '22001') {
       ({ status, scimType, detail } = {
         status: 400,

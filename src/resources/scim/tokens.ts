@@ -1,6 +1,6 @@
 /** SCIM tokens: minting, listing, revoking, and authenticating a request with one. */
 import { randomBytes } from 'node:crypto';
-import { count, desc, eq, sql } from 'drizzle-orm';
+import { and, count, desc, eq, sql } from 'drizzle-orm';
 import type { Permission } from '../../platform/auth/permissions.ts';
 import { hashToken } from '../../platform/auth/tokens.ts';
 import type { Database, Tx } from '../../platform/database/database.ts';
@@ -98,8 +98,9 @@ const LAST_USE_RESOLUTION_MS = 60_000;
 /** Records the use of the token in the request's transaction, unless one was recorded in the last minute. */
 export async function recordScimTokenUse(tx: Tx, principal: ScimPrincipal): Promise<void> {
   if (principal.lastUsedAt && Date.now() - principal.lastUsedAt.getTime() < LAST_USE_RESOLUTION_MS) return;
+  // Citus refuses a volatile function among an UPDATE's values, not one evaluated once per statement.
   await tx
     .update(scimTokens)
-    .set({ lastUsedAt: sql`clock_timestamp()` })
-    .where(eq(scimTokens.id, principal.tokenId));
+    .set({ lastUsedAt: sql`(select clock_timestamp())` })
+    .where(and(eq(scimTokens.tenantId, principal.tenantId), eq(scimTokens.id, principal.tokenId)));
 }
