@@ -127,11 +127,11 @@ const commands: Record<string, Command> = {
       const token = await db.tenant(tenantId, async (tx) => {
         const user = await activeUserNamed(tx, username);
         if (!user) throw new Failure(`no active user "${username}" in tenant "${tenantSlug}"`);
-        const { audit, commandSource, userLabelOf } = await import('../resources/audit-events/record.ts');
+        const { audit, commandSource } = await import('../resources/audit-events/record.ts');
         // The value is a credential: the trail records that a token was issued, and to whom.
         await audit(tx, commandSource('token:create'), {
           action: 'access_token.created',
-          target: { type: 'user', id: user.id, label: userLabelOf(user.id) },
+          target: { type: 'user', id: user.id, label: user.label },
           details: { expires_in: expiresIn },
         });
         return issueAccessToken(tx, tenantId, user.id, expiresIn);
@@ -162,11 +162,11 @@ const commands: Record<string, Command> = {
         const user = await activeUserNamed(tx, username);
         if (!user) throw new Failure(`no active user "${username}" in tenant "${tenantSlug}"`);
         await resetPassword(tx, config, { id: user.id, username }, passwordHash);
-        const { audit, commandSource, userLabelOf } = await import('../resources/audit-events/record.ts');
+        const { audit, commandSource } = await import('../resources/audit-events/record.ts');
         const { SECRET_CHANGED } = await import('../platform/audit/audit.ts');
         await audit(tx, commandSource('user:set-password'), {
           action: 'user.password_changed',
-          target: { type: 'user', id: user.id, label: userLabelOf(user.id) },
+          target: { type: 'user', id: user.id, label: user.label },
           changes: { password: SECRET_CHANGED },
         });
       });

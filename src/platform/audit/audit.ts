@@ -4,18 +4,21 @@
  * refused (rolled back) request leaves none. `changesBetween` turns a record before and
  * after into per-field `{from, to}`, and never lets a secret's value through.
  */
-import { sql, type SQL } from 'drizzle-orm';
+import { sql } from 'drizzle-orm';
 import type { FastifyRequest } from 'fastify';
 import { sendAhead, type Tx } from '../database/database.ts';
 import { requiredTenant } from '../database/tenancy.ts';
 import type { ActorType, AuditAction } from './actions.ts';
 import { auditEvents, type Changes, type FieldChange } from './table.ts';
 
-/** Who acted. `label` is their display name as it is now (text, or a subquery evaluated in the insert). */
+/**
+ * Who acted. `label` is their display name as it was when they acted: plain text, known
+ * before the event's insert (Citus refuses a subquery among an insert's values).
+ */
 export interface AuditActor {
   type: ActorType;
   id: number | null;
-  label: string | SQL | null;
+  label: string | null;
 }
 
 /** Where a change came from: the request's operation, ids, address and agent; or a command; or a job. */
@@ -40,10 +43,24 @@ export interface AuditSource {
 /** What an event says about the change. */
 export interface AuditEntry {
   action: AuditAction;
-  /** `label`: the record's name now (text, or a subquery evaluated in the insert). */
-  target: { type: string; id: string | number | null; label: string | SQL | null };
+  /** `label`: the record's name as the change leaves it (plain text, as the actor's). */
+  target: { type: string; id: string | number | null; label: string | null };
   changes?: Changes;
   details?: Record<string, unknown>;
+}
+
+/**
+ * A user's label in the trail: their full name (first and last, each trimmed, the blank
+ * ones left out), or their username when they have none. Made from what the statement that
+ * finds the user already reads (the bearer token's look-up, the login token's consumption),
+ * so the event's insert carries it as text.
+ */
+export function userLabel(user: { firstName: string | null; lastName: string | null; username: string }): string {
+  const name = [user.firstName, user.lastName]
+    .map((part) => part?.trim() ?? '')
+    .filter((part) => part !== '')
+    .join(' ');
+  return name === '' ? user.username : name;
 }
 
 /** The longest user agent kept: a header is the client's to fill, the trail is not. */
@@ -51,8 +68,8 @@ const USER_AGENT_LENGTH = 512;
 /** The longest label kept (the spec's `maxLength` of `actor.label` and `target.label`). */
 const LABEL_LENGTH = 1000;
 
-/** A label as stored: text cut to LABEL_LENGTH; a subquery as it is (it reads names, which are shorter). */
-const labelOf = (label: string | SQL | null): string | SQL | null => (typeof label === 'string' ? label.slice(0, LABEL_LENGTH) : label);
+/** A label as stored: cut to LABEL_LENGTH. */
+const labelOf = (label: string | null): string | null => label?.slice(0, LABEL_LENGTH) ?? null;
 
 /**
  * A request's origin: its operation, the id the server gave it and the client's own
@@ -90,10 +107,10 @@ export async function recordAudits(tx: Tx, source: AuditSource, entries: readonl
       action: entry.action,
       actorType: actor.type,
       actorId: actor.id,
-      actorLabel: labelOf(actor.label) as never,
+      actorLabel: labelOf(actor.label),
       targetType: entry.target.type,
       targetId: entry.target.id === null ? null : String(entry.target.id),
-      targetLabel: labelOf(entry.target.label) as never,
+      targetLabel: labelOf(entry.target.label),
       changes: entry.changes ?? {},
       details: entry.details ?? null,
       operationId: origin.operationId ?? null,

@@ -1,4 +1,5 @@
 import type { FastifyRequest } from 'fastify';
+import { userLabel } from '../audit/audit.ts';
 import type { Database } from '../database/database.ts';
 import type { Secrets } from '../secrets/secrets.ts';
 import { type Permission } from './permissions.ts';
@@ -14,6 +15,11 @@ export interface Auth {
   permissions: ReadonlySet<Permission>;
   /** The user must change their password (`request_password_change`): the session is restricted until then. */
   passwordChangeRequired: boolean;
+  /**
+   * The user's label in the audit trail (full name, else username), read with the token:
+   * the events of this request name them so. Up to a second old (`RecentPrincipals`).
+   */
+  userLabel: string;
   /** The installation's keys, for what answers to this caller must sign (picture URLs). */
   secrets: Secrets;
 }
@@ -87,6 +93,9 @@ interface PrincipalRow {
   token_id: string;
   permissions: Permission[] | null;
   password_change_required: boolean;
+  first_name: string | null;
+  last_name: string | null;
+  username: string;
 }
 
 /** The principal `tokenHash` yields now (null: none), in one query through the security-definer `atrium_authenticate`. */
@@ -94,7 +103,8 @@ export async function lookUpPrincipal(db: Database, tokenHash: Buffer): Promise<
   // atrium_authenticate only reads: safe to repeat on a fresh connection.
   const [row] = await db.read(
     () => db.appSql<PrincipalRow[]>`
-    select tenant_id, user_id, token_id, permissions, password_change_required from atrium_authenticate(${tokenHash})`,
+    select tenant_id, user_id, token_id, permissions, password_change_required, first_name, last_name, username
+    from atrium_authenticate(${tokenHash})`,
   );
   if (!row) return null;
   return {
@@ -103,6 +113,7 @@ export async function lookUpPrincipal(db: Database, tokenHash: Buffer): Promise<
     tokenId: Number(row.token_id),
     permissions: row.permissions ?? [],
     passwordChangeRequired: row.password_change_required === true,
+    userLabel: userLabel({ firstName: row.first_name, lastName: row.last_name, username: row.username }),
   };
 }
 
@@ -128,6 +139,7 @@ export async function authenticateRequest(db: Database, secrets: Secrets, reques
     tokenId: principal.tokenId,
     permissions: new Set(principal.permissions),
     passwordChangeRequired: principal.passwordChangeRequired,
+    userLabel: principal.userLabel,
     secrets,
   };
   assertSessionMayUse(auth, request);

@@ -15,6 +15,8 @@ export interface Principal {
   tokenId: number;
   permissions: readonly Permission[];
   passwordChangeRequired: boolean;
+  /** The user's label in the audit trail (full name, else username) when the token was looked up. */
+  userLabel: string;
 }
 
 const LIFETIME_MS = 1_000;

@@ -24,6 +24,20 @@ export const APP_ROLE = 'atrium_app';
  */
 export async function setTenant(tx: Tx, tenantId: number): Promise<void> {
   await tx.execute(sql.raw(setLocalTenant(tenantId)));
+  const transaction = openTransactions.getStore();
+  if (transaction?.tx === tx) transaction.tenantId = tenantId;
+}
+
+/**
+ * The tenant `tx`'s transaction was opened for (`Database.tenant`) or set to (`setTenant`),
+ * as the integer Atrium set, never text from a request; undefined when it has none or is
+ * not one of `Database`'s. For statements that name their tenant as a bound value, which
+ * Citus routes to the one worker holding it (docs/scaling.md); row-level security still
+ * decides what they see.
+ */
+export function transactionTenant(tx: Tx): number | undefined {
+  const transaction = openTransactions.getStore();
+  return transaction?.tx === tx && transaction.open ? transaction.tenantId : undefined;
 }
 
 /** The transaction a statement belongs to: its reserved connection, until the transaction ends. */
@@ -39,6 +53,8 @@ interface OpenTransaction {
   onlyRead: boolean;
   /** The `COMMIT`, once sent behind the transaction's only statement (`onlyStatement`). */
   committing?: Promise<postgres.RowList<postgres.Row[]>>;
+  /** The transaction's tenant (`transactionTenant`). */
+  tenantId?: number;
 }
 
 /** The open transaction of the running code, whichever `Database` opened it. */
@@ -284,7 +300,7 @@ export class Database {
    * database.
    */
   async tenant<T>(tenantId: number, fn: (tx: Tx) => Promise<T>): Promise<T> {
-    return this.run(`begin; ${setLocalTenant(tenantId)}`, fn);
+    return this.run(`begin; ${setLocalTenant(tenantId)}`, fn, tenantId);
   }
 
   /**
@@ -309,7 +325,7 @@ export class Database {
    * answer. Once `begin` is answered, a lost connection is the caller's error (the error
    * handler answers 503).
    */
-  private async run<T>(begin: string, fn: (tx: Tx) => Promise<T>): Promise<T> {
+  private async run<T>(begin: string, fn: (tx: Tx) => Promise<T>, tenantId?: number): Promise<T> {
     for (let attempt = 1; ; attempt++) {
       let begun = false;
       let connection: postgres.ReservedSql | undefined;
@@ -322,7 +338,7 @@ export class Database {
           () => {},
         );
         let result: T;
-        const transaction: OpenTransaction = { connection, open: true, tx: this.tx, ahead: [], issued: 0, onlyRead: true };
+        const transaction: OpenTransaction = { connection, open: true, tx: this.tx, ahead: [], issued: 0, onlyRead: true, tenantId };
         // Behind statements sent ahead, COMMIT leaves without waiting for them: the server commits only if they succeeded.
         // Behind a transaction's only statement (`onlyStatement`), it has left already.
         let committing: Promise<postgres.RowList<postgres.Row[]>> | undefined;

@@ -9,8 +9,8 @@
  * Records a handler has just written, or nests in another resource's answer, are
  * presented with `presentAll` / `presentGrouped`.
  */
-import { and, eq, is, sql, SQL, type Column, type Placeholder } from 'drizzle-orm';
-import { onlyStatement, type Database, type Tx } from '../database/database.ts';
+import { and, eq, fillPlaceholders, is, sql, SQL, type Column, type Placeholder } from 'drizzle-orm';
+import { onlyStatement, transactionTenant, type Database, type Tx } from '../database/database.ts';
 import { prepared } from '../database/prepared.ts';
 import { withNextPage } from '../http/next-page.ts';
 import { coded, invalid, notFound } from '../http/problem.ts';
@@ -25,6 +25,7 @@ export type Presentation = Pick<Controls, 'selects'> & { relations: readonly str
 /** A select that can be prepared (drizzle's `.prepare()`), then executed with its placeholders' values. */
 interface Preparable<Row> {
   prepare(name: string): { execute(values?: Record<string, unknown>): Promise<Row[]> };
+  toSQL(): { sql: string; params: unknown[] };
 }
 
 /** An ordered select that can still be cut: at most `limit` rows, `offset` rows skipped. */
@@ -62,6 +63,13 @@ export interface ListingDefinition<Row, Viewer, FilterKey extends string = never
    * relations loaded.
    */
   query(tx: Tx, columns?: Record<string, SQL>): RecordQuery<Row>;
+  /**
+   * The tenant column of the table the records come from (`<table>.tenantId`): every read
+   * names the transaction's tenant there, as a bound value, so that Citus sends it to the
+   * one worker holding the tenant instead of every shard (docs/scaling.md). Row-level
+   * security still decides what is seen; on one PostgreSQL the condition changes nothing.
+   */
+  tenant: Column;
   /**
    * The rows any request of this listing may see (e.g. the caller's own); without it, every
    * row of the tenant. A `Scope` (a condition on placeholders) keeps the listing's statements
@@ -136,12 +144,49 @@ function inlineColumns<Row, Viewer, FilterKey extends string, Shown>(
 type Which = { where?: SQL; key?: undefined } | { where?: undefined; key: unknown };
 
 /**
- * The listing's rows matching `which` within its scope, in list order, cut by `page`;
- * relations asked for ride along where they can (`inline`). The select is built with
- * placeholders for the scope's values, the key, `limit` and `offset`, and prepared; a
- * read without a condition of its own (every list without filters, every show by key)
- * reuses the statement built for the first such read.
+ * The select of the listing's rows matching `which` within its scope, in list order, cut by
+ * `page`; relations asked for ride along where they can (`inline`). It is built with
+ * placeholders for the transaction's tenant, the scope's values, the key, `limit` and
+ * `offset` (`values`); `key` names its form when it may be reused (a read without a
+ * condition of its own: every list without filters, every show by key).
  */
+function rowsSelect<Row, Viewer, FilterKey extends string, Shown>(
+  tx: Tx,
+  listing: ListingDefinition<Row, Viewer, FilterKey, Shown>,
+  viewer: Viewer,
+  which: Which,
+  page: { limit?: number; offset?: number },
+  relations: readonly string[],
+): { values: Record<string, unknown>; build: (tx: Tx) => Preparable<Row>; key: string | undefined } {
+  const scope = listing.scope;
+  const values: Record<string, unknown> = typeof scope === 'object' ? { ...scope.values?.(viewer) } : {};
+  // The tenant as Atrium set it on the transaction: Citus routes the statement by it.
+  const tenantId = transactionTenant(tx);
+  if (tenantId !== undefined) values.$tenant = tenantId;
+  if (which.key !== undefined) values.$key = which.key;
+  if (page.limit) values.$limit = page.limit;
+  if (page.offset) values.$offset = page.offset;
+  const inline = inlineRelations(listing, relations);
+  const build = (tx: Tx) => {
+    // `= any(array[…])`, not `=`: PostgreSQL would merge an equality with the row-level
+    // security policy's into a condition without columns, which Citus refuses beside an
+    // outer join ("outer joins and pseudoconstant quals"); Citus routes by either form.
+    const byTenant = tenantId === undefined ? undefined : sql`${listing.tenant} = any(array[${sql.placeholder('$tenant')}]::bigint[])`;
+    const byKey = which.key === undefined ? undefined : eq(listing.key!, sql.placeholder('$key'));
+    const scoped = typeof scope === 'function' ? scope(viewer) : scope?.where;
+    const ordered = listing
+      .query(tx, inlineColumns(listing, inline))
+      .where(and(byTenant, scoped, which.where, byKey))
+      .orderBy(...listing.order);
+    const cut = page.limit ? ordered.limit(sql.placeholder('$limit')) : ordered;
+    return page.offset ? cut.offset(sql.placeholder('$offset')) : cut;
+  };
+  const reused = which.where === undefined && typeof scope !== 'function';
+  const key = reused ? [inline.join('|'), tenantId !== undefined, which.key !== undefined, Boolean(page.limit), Boolean(page.offset)].join(';') : undefined;
+  return { values, build, key };
+}
+
+/** `rowsSelect`'s rows, by a statement prepared once per form where it may be reused. */
 function rowsWhere<Row, Viewer, FilterKey extends string, Shown>(
   tx: Tx,
   listing: ListingDefinition<Row, Viewer, FilterKey, Shown>,
@@ -151,26 +196,9 @@ function rowsWhere<Row, Viewer, FilterKey extends string, Shown>(
   relations: readonly string[] = [],
   last = false,
 ): Promise<Row[]> {
-  const scope = listing.scope;
-  const values: Record<string, unknown> = typeof scope === 'object' ? { ...scope.values?.(viewer) } : {};
-  if (which.key !== undefined) values.$key = which.key;
-  if (page.limit) values.$limit = page.limit;
-  if (page.offset) values.$offset = page.offset;
-  const inline = inlineRelations(listing, relations);
-  const build = (tx: Tx) => {
-    const byKey = which.key === undefined ? undefined : eq(listing.key!, sql.placeholder('$key'));
-    const scoped = typeof scope === 'function' ? scope(viewer) : scope?.where;
-    const ordered = listing
-      .query(tx, inlineColumns(listing, inline))
-      .where(and(scoped, which.where, byKey))
-      .orderBy(...listing.order);
-    const cut = page.limit ? ordered.limit(sql.placeholder('$limit')) : ordered;
-    return (page.offset ? cut.offset(sql.placeholder('$offset')) : cut).prepare('listing');
-  };
-  const reused = which.where === undefined && typeof scope !== 'function';
-  const statement = reused
-    ? prepared(tx, listing, [inline.join('|'), which.key !== undefined, Boolean(page.limit), Boolean(page.offset)].join(';'), build)
-    : build(tx);
+  const { values, build, key } = rowsSelect(tx, listing, viewer, which, page, relations);
+  const prepare = (tx: Tx) => build(tx).prepare('listing');
+  const statement = key === undefined ? prepare(tx) : prepared(tx, listing, key, prepare);
   return last ? onlyStatement(tx, () => statement.execute(values)) : statement.execute(values);
 }
 
@@ -184,6 +212,21 @@ function rowsAreAll<Row, Viewer, FilterKey extends string, Shown>(
   relations: readonly string[],
 ): boolean {
   return !listing.shape && relations.every((name) => listing.view.relations?.[name]?.inline !== undefined || listing.view.relations?.[name] === undefined);
+}
+
+/**
+ * The statement a list of `listing` without filters sends in `tx`, with its values, as
+ * `listRecords` builds it: for showing its plan (`EXPLAIN`, docs/scaling.md).
+ */
+export function listStatement<Row, Viewer, FilterKey extends string, Shown>(
+  tx: Tx,
+  listing: ListingDefinition<Row, Viewer, FilterKey, Shown>,
+  viewer: Viewer,
+  page: { limit?: number; offset?: number } = {},
+): { sql: string; params: unknown[] } {
+  const { values, build } = rowsSelect(tx, listing, viewer, {}, page, []);
+  const query = build(tx).toSQL();
+  return { sql: query.sql, params: fillPlaceholders(query.params, values) };
 }
 
 /**

@@ -22,6 +22,7 @@ export const attributeSetView = defineView<AttributeSetRow, Auth>({
 export const attributeSetListing: Listing<AttributeSetRow, Auth> = {
   view: attributeSetView,
   query: (tx) => tx.select().from(attributeSets),
+  tenant: attributeSets.tenantId,
   key: attributeSets.id,
   order: [asc(attributeSets.name), asc(attributeSets.id)],
 };

@@ -3,35 +3,23 @@
  * change's transaction, with the actor and origin taken from the request (`ctx`: the
  * handler's context), or from a command or job (`commandSource`, `jobSource`).
  */
-import { sql, type SQL } from 'drizzle-orm';
 import type { FastifyRequest } from 'fastify';
 import { changesBetween, recordAudit, requestOrigin, type AuditEntry, type AuditSource } from '../../platform/audit/audit.ts';
 import type { Changes } from '../../platform/audit/table.ts';
 import type { Auth } from '../../platform/auth/auth.ts';
 import type { Tx } from '../../platform/database/database.ts';
-import { users } from '../users/table.ts';
 
-/** A user's label in the trail: their full name, or their username when they have none. */
-export function userLabel(user: { firstName: string | null; lastName: string | null; username: string }): string {
-  const name = [user.firstName, user.lastName].filter((part) => part !== null && part.trim() !== '').join(' ');
-  return name === '' ? user.username : name;
-}
-
-/** `userLabel` of the user `userId`, as a subquery the event's insert evaluates (no round trip of its own). */
-export function userLabelOf(userId: number): SQL {
-  return sql`(select coalesce(nullif(concat_ws(' ', nullif(trim(${users.firstName}), ''), nullif(trim(${users.lastName}), '')), ''), ${users.username})
-    from ${users} where ${users.id} = ${userId})`;
-}
+export { userLabel } from '../../platform/audit/audit.ts';
 
 /** What a handler's context gives the trail: the request and its principal. */
 export interface RequestContext {
   request: FastifyRequest;
-  auth: Pick<Auth, 'userId'>;
+  auth: Pick<Auth, 'userId' | 'userLabel'>;
 }
 
-/** The signed-in user of `ctx`, and where the request came from. */
+/** The signed-in user of `ctx` (named as their token's look-up found them), and where the request came from. */
 export function requestSource(ctx: RequestContext): AuditSource {
-  return { actor: { type: 'user', id: ctx.auth.userId, label: userLabelOf(ctx.auth.userId) }, origin: requestOrigin(ctx.request) };
+  return { actor: { type: 'user', id: ctx.auth.userId, label: ctx.auth.userLabel }, origin: requestOrigin(ctx.request) };
 }
 
 /** An operator at the command line (`atrium <command>`). */

@@ -111,6 +111,7 @@ export const positionColumn = sql<string>`${auditEvents.occurredAt}::text`;
 export const auditEventListing: Listing<AuditEventRow, Auth, AuditEventFilterKey> = {
   view: auditEventView,
   query: (tx) => tx.select().from(auditEvents),
+  tenant: auditEvents.tenantId,
   key: auditEvents.id,
   order: AUDIT_ORDER,
   cursor: {

@@ -23,6 +23,7 @@ export const automationView = defineView<AutomationRow, Auth>({
 export const automationListing: Listing<AutomationRow, Auth> = {
   view: automationView,
   query: (tx) => tx.select().from(automations),
+  tenant: automations.tenantId,
   order: [asc(automations.id)],
 };
 
@@ -80,5 +81,6 @@ export const deliveryView = defineView<DeliveryRow, Auth, 'status'>({
 export const deliveryListing: Listing<DeliveryRow, Auth, 'status'> = {
   view: deliveryView,
   query: (tx) => tx.select().from(webhookDeliveries),
+  tenant: webhookDeliveries.tenantId,
   order: [desc(webhookDeliveries.id)],
 };

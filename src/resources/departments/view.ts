@@ -111,6 +111,7 @@ export const departmentView = defineView<DepartmentRow, Auth, 'text'>({
 export const departmentListing: Listing<DepartmentRow, Auth, 'text'> = {
   view: departmentView,
   query: departmentRecords,
+  tenant: departments.tenantId,
   key: departments.id,
   order: [asc(departments.name), asc(departments.id)],
 };

@@ -131,6 +131,7 @@ export const submissionView = defineView<SubmissionRow, Auth>({
 export const fieldListing: Listing<FieldRow, Auth, 'form_id' | 'task_template_id'> = {
   view: fieldView,
   query: (tx) => tx.select().from(formFields),
+  tenant: formFields.tenantId,
   scope: (auth) => and(isNull(formFields.deletedAt), fieldParentAdministrableBy(auth, formFields.formId, formFields.taskTemplateId)),
   order: [asc(formFields.formId), asc(formFields.taskTemplateId), asc(formFields.sortNumber), asc(formFields.id)],
 };
@@ -139,6 +140,7 @@ export const fieldListing: Listing<FieldRow, Auth, 'form_id' | 'task_template_id
 export const formListing: Listing<FormRow, Auth> = {
   view: formView,
   query: (tx) => tx.select().from(forms),
+  tenant: forms.tenantId,
   scope: (auth) => administrable(auth, 'form'),
   order: [asc(forms.title), asc(forms.id)],
 };
@@ -147,6 +149,7 @@ export const formListing: Listing<FormRow, Auth> = {
 export const taskTemplateListing: Listing<TaskTemplateRow, Auth> = {
   view: taskTemplateView,
   query: (tx) => tx.select().from(taskTemplates),
+  tenant: taskTemplates.tenantId,
   scope: (auth) => administrable(auth, 'taskTemplate'),
   order: [asc(taskTemplates.title), asc(taskTemplates.id)],
 };
@@ -155,6 +158,7 @@ export const taskTemplateListing: Listing<TaskTemplateRow, Auth> = {
 export const taskExecutionListing: Listing<TaskExecutionRow, Auth> = {
   view: taskExecutionView,
   query: (tx) => tx.select().from(taskExecutions),
+  tenant: taskExecutions.tenantId,
   scope: executionVisibleTo,
   order: [desc(taskExecutions.id)],
 };
@@ -163,6 +167,7 @@ export const taskExecutionListing: Listing<TaskExecutionRow, Auth> = {
 export const submissionListing: Listing<SubmissionRow, Auth> = {
   view: submissionView,
   query: (tx) => tx.select().from(formSubmissions),
+  tenant: formSubmissions.tenantId,
   scope: (auth) => eq(formSubmissions.userId, auth.userId),
   order: [desc(formSubmissions.id)],
 };

@@ -1,7 +1,7 @@
 import { and, eq, isNull, sql, type SQL } from 'drizzle-orm';
 import { setTenant, type Database, type Tx } from '../../platform/database/database.ts';
 import { recordAudit, type AuditOrigin } from '../../platform/audit/audit.ts';
-import { userLabelOf } from '../audit-events/record.ts';
+import { userLabel } from '../audit-events/record.ts';
 import { issueAccessToken } from '../auth/queries.ts';
 import { roles } from '../roles/table.ts';
 import { users } from '../users/table.ts';
@@ -99,14 +99,17 @@ export async function consumeLoginToken(db: Database, tokenHash: Buffer, ttlSeco
     if (!found?.tenant_id) return null;
     const tenantId = Number(found.tenant_id);
     await setTenant(tx, tenantId);
-    const [consumed] = await tx.execute<{ login_user_id: string }>(sql`select login_user_id from atrium_consume_login_token(${tokenHash})`);
+    const [consumed] = await tx.execute<{ login_user_id: string; first_name: string | null; last_name: string | null; username: string }>(
+      sql`select login_user_id, first_name, last_name, username from atrium_consume_login_token(${tokenHash})`,
+    );
     if (!consumed) return null;
     const loginUserId = Number(consumed.login_user_id);
+    const label = userLabel({ firstName: consumed.first_name, lastName: consumed.last_name, username: consumed.username });
     const [token] = await tx.select({ uuid: userLoginTokens.uuid }).from(userLoginTokens).where(eq(userLoginTokens.tokenHash, tokenHash));
     // Signed in by the token: the user it signs in acts.
     await recordAudit(
       tx,
-      { actor: { type: 'user', id: loginUserId, label: userLabelOf(loginUserId) }, origin },
+      { actor: { type: 'user', id: loginUserId, label }, origin },
       { action: 'login_token.consumed', target: { type: 'login_token', id: token?.uuid ?? null, label: null } },
     );
     return issueAccessToken(tx, tenantId, loginUserId, ttlSeconds);

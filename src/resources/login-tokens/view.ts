@@ -54,6 +54,7 @@ export const loginTokenView = defineView<LoginTokenRow, Auth>({
 export const loginTokenListing: Listing<LoginTokenRow, Auth> = {
   view: loginTokenView,
   query: (tx) => tx.select().from(userLoginTokens),
+  tenant: userLoginTokens.tenantId,
   key: userLoginTokens.uuid,
   order: [desc(userLoginTokens.createdAt), desc(userLoginTokens.id)],
 };

@@ -85,6 +85,7 @@ async function forAdministration(tx: Tx, rows: MenuItemRow[]): Promise<MenuItemR
 export const menuItemListing: Listing<MenuItemRow, MenuItemViewer, never, MenuItemRecord> = {
   view: menuItemView,
   query: (tx) => tx.select().from(menuItems),
+  tenant: menuItems.tenantId,
   key: menuItems.id,
   scope: (viewer) => (viewer.scope === 'user' ? visibleMenuItems(viewer.auth.userId) : undefined),
   order: [asc(menuItems.sortNumber), asc(menuItems.id)],

@@ -20,5 +20,6 @@ export const notificationSettingView = defineView<NotificationSettingRow, Auth>(
 export const notificationSettingListing: Listing<NotificationSettingRow, Auth> = {
   view: notificationSettingView,
   query: (tx) => tx.select().from(notificationSettings),
+  tenant: notificationSettings.tenantId,
   order: [asc(notificationSettings.sortNumber), asc(notificationSettings.id)],
 };

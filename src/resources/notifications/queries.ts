@@ -234,12 +234,13 @@ export async function deleteTenantNotifications(tx: Tx): Promise<void> {
 /**
  * How many users a dispatch reaches as sent: the users named and the members of the
  * departments named, each once, deleted users left out (departments' notification
- * settings may still decline some at delivery). One query; for the audit trail.
+ * settings may still decline some at delivery). One query; for the audit trail. The
+ * membership subquery pairs `tenant_id`: Citus refuses a correlated subquery that does not.
  */
 export async function countRecipients(tx: Tx, userIds: readonly number[], departmentIds: readonly number[]): Promise<number> {
   const [row] = await tx.execute<{ count: number }>(sql`
     select count(*)::int as count from ${users} u
     where u.deleted_at is null and (u.id = any(${`{${userIds.join(',')}}`}::bigint[])
-      or exists (select 1 from ${departmentUsers} m where m.user_id = u.id and m.department_id = any(${`{${departmentIds.join(',')}}`}::bigint[])))`);
+      or exists (select 1 from ${departmentUsers} m where m.tenant_id = u.tenant_id and m.user_id = u.id and m.department_id = any(${`{${departmentIds.join(',')}}`}::bigint[])))`);
   return row?.count ?? 0;
 }

@@ -79,6 +79,7 @@ export const notificationView = defineView<NotificationRow, Auth, FilterKey>({
 export const notificationListing: Listing<NotificationRow, Auth, FilterKey> = {
   view: notificationView,
   query: (tx) => tx.select().from(notifications),
+  tenant: notifications.tenantId,
   // ownNotifications, with the caller's id as a placeholder: the statements are prepared once.
   scope: {
     where: notificationsOf(sql.placeholder('userId')),

@@ -25,6 +25,7 @@ export const pushSubscriptionView = defineView<typeof pushSubscriptions.$inferSe
 export const pushSubscriptionListing: Listing<typeof pushSubscriptions.$inferSelect, Auth> = {
   view: pushSubscriptionView,
   query: (tx) => tx.select().from(pushSubscriptions),
+  tenant: pushSubscriptions.tenantId,
   scope: (auth) => eq(pushSubscriptions.userId, auth.userId),
   order: [asc(pushSubscriptions.id)],
 };

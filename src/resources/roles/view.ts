@@ -28,6 +28,7 @@ export const roleView = defineView<RoleRow, Auth, 'active'>({
 export const roleListing: Listing<RoleRow, Auth, 'active'> = {
   view: roleView,
   query: (tx: Tx) => tx.select().from(roles),
+  tenant: roles.tenantId,
   key: roles.id,
   order: [asc(roles.name), asc(roles.id)],
 };

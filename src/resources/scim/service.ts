@@ -6,14 +6,14 @@
  * plugin of its own, under the same request id, logging, security headers and rate limits.
  */
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { and, asc, count, eq, sql } from 'drizzle-orm';
+import { and, asc, count, eq } from 'drizzle-orm';
 import { scimPatch, ScimError as PatchError, type ScimPatchOperation } from 'scim-patch';
 import { changesBetween, type AuditSource, requestOrigin } from '../../platform/audit/audit.ts';
 import type { Caller } from '../../platform/auth/auth.ts';
 import { hashPassword } from '../../platform/auth/passwords.ts';
 import { isConnectionLoss } from '../../platform/database/connection-loss.ts';
 import type { Tx } from '../../platform/database/database.ts';
-import { DATABASE_UNAVAILABLE_HEADERS, errorLogFields } from '../../platform/http/error-handler.ts';
+import { DATABASE_UNAVAILABLE_HEADERS, errorLogFields, violatedConstraint } from '../../platform/http/error-handler.ts';
 import { jsonBodyProblem, MAX_JSON_DEPTH } from '../../platform/http/json-body.ts';
 import { ProblemError, type FieldErrors } from '../../platform/http/problem.ts';
 import type { Services } from '../../platform/services.ts';
@@ -81,7 +81,7 @@ const callerOf = (principal: ScimPrincipal): Caller => ({ userId: 0, permissions
 
 /** Who the audit trail names: the token, and the request's origin. */
 const sourceOf = (request: FastifyRequest, principal: ScimPrincipal): AuditSource => ({
-  actor: { type: 'scim_token', id: principal.tokenId, label: sql`(select name from scim_tokens where id = ${principal.tokenId})` },
+  actor: { type: 'scim_token', id: principal.tokenId, label: principal.tokenName },
   origin: { ...requestOrigin(request), operationId: `scim:${request.method} ${request.routeOptions.url ?? ''}` },
 });
 
@@ -373,9 +373,10 @@ function answerError(error: FastifyError | ScimError | ProblemError, request: Fa
     if (status === 400) scimType = 'invalidSyntax';
   } else {
     // Database refusals of the input (a race past the rules' own checks, text PostgreSQL refuses) are the client's, never a 5xx.
-    const driver = ((error as { cause?: unknown }).cause ?? error) as { code?: string; constraint_name?: string };
+    const driver = ((error as { cause?: unknown }).cause ?? error) as { code?: string; message?: string; constraint_name?: string };
     if (driver.code === '23505') {
-      ({ status, scimType, detail } = { status: 409, scimType: 'uniqueness', detail: uniquenessDetail(driver.constraint_name) });
+      // `violatedConstraint`: the constraint's name, also when a Citus worker raised it (its message names the shard's).
+      ({ status, scimType, detail } = { status: 409, scimType: 'uniqueness', detail: uniquenessDetail(violatedConstraint(driver)?.name) });
     } else if (driver.code === '23503' || driver.code === '22021' || driver.code === '22P05' || driver.code === '22001') {
       ({ status, scimType, detail } = {
         status: 400,
@@ -632,7 +633,7 @@ export async function registerScim(app: FastifyInstance, services: Services): Pr
           requireDepartmentsManage(principal);
           const current = await requireGroup(tx, id);
           if (!(await lockDepartment(tx, principal.tenantId, current.id))) throw scimNotFound('The group', id);
-          const caller = { ...groupCaller(principal), tokenId: 0, passwordChangeRequired: false, secrets: services.secrets };
+          const caller = { ...groupCaller(principal), tokenId: 0, passwordChangeRequired: false, userLabel: principal.tokenName, secrets: services.secrets };
           const refusal = namedByEntityPermissionsRefusal(await entityPermissionsNaming(tx, caller, current.id, NAMED_ENTITIES_SHOWN));
           if (refusal) throw new ScimError(409, refusal.message);
           await deleteDepartment(tx, current.id);

@@ -1,6 +1,6 @@
 /** SCIM tokens: minting, listing, revoking, and authenticating a request with one. */
 import { randomBytes } from 'node:crypto';
-import { count, desc, eq, sql } from 'drizzle-orm';
+import { and, count, desc, eq, sql } from 'drizzle-orm';
 import type { Permission } from '../../platform/auth/permissions.ts';
 import { hashToken } from '../../platform/auth/tokens.ts';
 import type { Database, Tx } from '../../platform/database/database.ts';
@@ -72,13 +72,15 @@ export interface ScimPrincipal {
   tokenId: number;
   permissions: ReadonlySet<Permission>;
   lastUsedAt: Date | null;
+  /** The token's name as the look-up read it: the actor's label in the audit trail. */
+  tokenName: string;
 }
 
 /** The principal the token value yields now (null: none), in one query through the security-definer `atrium_authenticate_scim`. */
 export async function lookUpScimToken(db: Database, token: string): Promise<ScimPrincipal | null> {
   const [row] = await db.read(
-    () => db.appSql<{ tenant_id: string; token_id: string; permissions: Permission[]; last_used_at: Date | string | null }[]>`
-      select tenant_id, token_id, permissions, last_used_at from atrium_authenticate_scim(${hashToken(token)})`,
+    () => db.appSql<{ tenant_id: string; token_id: string; permissions: Permission[]; last_used_at: Date | string | null; name: string }[]>`
+      select tenant_id, token_id, permissions, last_used_at, name from atrium_authenticate_scim(${hashToken(token)})`,
   );
   if (!row) return null;
   return {
@@ -86,6 +88,7 @@ export async function lookUpScimToken(db: Database, token: string): Promise<Scim
     tokenId: Number(row.token_id),
     permissions: new Set(row.permissions),
     lastUsedAt: row.last_used_at === null ? null : new Date(row.last_used_at),
+    tokenName: row.name,
   };
 }
 
@@ -95,8 +98,9 @@ const LAST_USE_RESOLUTION_MS = 60_000;
 /** Records the use of the token in the request's transaction, unless one was recorded in the last minute. */
 export async function recordScimTokenUse(tx: Tx, principal: ScimPrincipal): Promise<void> {
   if (principal.lastUsedAt && Date.now() - principal.lastUsedAt.getTime() < LAST_USE_RESOLUTION_MS) return;
+  // Citus refuses a volatile function among an UPDATE's values, not one evaluated once per statement.
   await tx
     .update(scimTokens)
-    .set({ lastUsedAt: sql`clock_timestamp()` })
-    .where(eq(scimTokens.id, principal.tokenId));
+    .set({ lastUsedAt: sql`(select clock_timestamp())` })
+    .where(and(eq(scimTokens.tenantId, principal.tenantId), eq(scimTokens.id, principal.tokenId)));
 }

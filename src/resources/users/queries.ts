@@ -1,6 +1,7 @@
 /** Reads and writes of users, in the transaction's tenant. */
 import { and, asc, eq, getTableColumns, inArray, isNotNull, isNull, ne, or, sql, type SQL } from 'drizzle-orm';
 import type { Config } from '../../config.ts';
+import { userLabel } from '../../platform/audit/audit.ts';
 import type { Tx } from '../../platform/database/database.ts';
 import { lockTenantScope } from '../../platform/database/locks.ts';
 import { forgetAccountFailures } from '../auth/queries.ts';
@@ -54,12 +55,12 @@ export async function findUser(tx: Tx, id: number, withTrashed = false): Promise
 }
 
 /** The active, not deleted user called `username`, or undefined. */
-export async function activeUserNamed(tx: Tx, username: string): Promise<{ id: number } | undefined> {
+export async function activeUserNamed(tx: Tx, username: string): Promise<{ id: number; label: string } | undefined> {
   const [user] = await tx
-    .select({ id: users.id, active: users.active })
+    .select({ id: users.id, active: users.active, firstName: users.firstName, lastName: users.lastName, username: users.username })
     .from(users)
     .where(and(eq(users.username, username), isNull(users.deletedAt)));
-  return user?.active ? { id: user.id } : undefined;
+  return user?.active ? { id: user.id, label: userLabel(user) } : undefined;
 }
 
 /** Users of the tenant (soft-deleted ones included) with what their role could grant, for the CSV preview (add a `where`). */

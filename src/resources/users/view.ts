@@ -230,6 +230,7 @@ export const userView = defineView<UserRow, UserViewer, UserFilterKey>({
 export const userListing: Listing<UserRow, UserViewer, UserFilterKey> = {
   view: userView,
   query: selectUsers,
+  tenant: users.tenantId,
   key: users.id,
   order: USER_ORDER,
   defaultRelations: DEFAULT_USER_RELATIONS,

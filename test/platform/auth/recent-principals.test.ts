@@ -2,7 +2,7 @@
 import t from 'tap';
 import { RecentPrincipals, type Principal } from '../../../src/platform/auth/recent-principals.ts';
 
-const principal: Principal = { tenantId: 1, userId: 2, tokenId: 3, permissions: ['users.view'], passwordChangeRequired: false };
+const principal: Principal = { tenantId: 1, userId: 2, tokenId: 3, permissions: ['users.view'], passwordChangeRequired: false, userLabel: 'Ann Smith' };
 const hash = Buffer.from('a token hash');
 
 t.test('a look-up is remembered for less than a second, then forgotten', async (t) => {

@@ -10,6 +10,10 @@ import { sql } from 'drizzle-orm';
 import t from 'tap';
 import { CitusRefusal, COORDINATOR_TABLES, distribute, tableStates } from '../../../src/platform/database/citus.ts';
 import type { Tx } from '../../../src/platform/database/database.ts';
+import { listRecords, listStatement } from '../../../src/platform/result-controls/listing.ts';
+import { auditEventListing } from '../../../src/resources/audit-events/view.ts';
+import { roleListing } from '../../../src/resources/roles/view.ts';
+import { listedUserListing } from '../../../src/resources/users/view.ts';
 import { unreadCountTriggersOnCitus } from '../../../src/resources/notifications/citus.ts';
 import { CITUS_ENV } from '../../helpers/citus.ts';
 import { startTestDatabase } from '../../helpers/tenant-data.ts';
@@ -17,9 +21,12 @@ import { startTestDatabase } from '../../helpers/tenant-data.ts';
 const onCitus = Boolean(process.env[CITUS_ENV]);
 const { db, createTenant, createUser } = await startTestDatabase(t);
 
-/** How many tasks Citus splits `statement` into, and the workers they run on, in `tx` (its tenant set). */
-async function plan(tx: Tx, statement: string): Promise<{ tasks: number; nodes: string[] }> {
-  const lines = (await tx.execute<{ 'QUERY PLAN': string }>(sql.raw(`explain ${statement}`))).map((row) => row['QUERY PLAN']);
+/** How many tasks Citus splits `statement` (with its bound `params`) into, and the workers they run on, in `tx` (its tenant set). */
+async function plan(tx: Tx, statement: string, params: unknown[] = []): Promise<{ tasks: number; nodes: string[] }> {
+  // The transaction's own client (drizzle's `$client`): the statement goes to its connection with its values bound.
+  const client = (tx as unknown as { $client: { unsafe(query: string, params: unknown[]): Promise<{ 'QUERY PLAN': string }[]> } }).$client;
+  const rows = await client.unsafe(`explain ${statement}`, params);
+  const lines = rows.map((row) => row['QUERY PLAN']);
   const count = lines.map((line) => /Task Count: (\d+)/.exec(line)).find(Boolean);
   const nodes = new Set(lines.flatMap((line) => /Node: host=(\S+) port=(\d+)/.exec(line)?.slice(1, 3).join(':') ?? []));
   return { tasks: count ? Number(count[1]) : 0, nodes: [...nodes] };
@@ -106,6 +113,43 @@ t.test('on Citus', { skip: !onCitus && `${CITUS_ENV} names no Citus coordinator 
       t.strictSame([write.tasks, write.nodes.length], [1, 1], `the write: ${JSON.stringify(write)}`);
       const insert = await plan(tx, `insert into departments (tenant_id, name, user_id) values (${a.tenantId}, 'One shard', ${member.id})`);
       t.strictSame([insert.tasks, insert.nodes.length], [1, 1], `the insert: ${JSON.stringify(insert)}`);
+    });
+  });
+
+  t.test('a list of the list mechanism names its tenant, bound: one task on one worker, outer join included', async (t) => {
+    const viewer = { tenantId: a.tenantId, userId: member.id, tokenId: 0, permissions: new Set([]), passwordChangeRequired: false, userLabel: 'x' };
+    await db.tenant(a.tenantId, async (tx) => {
+      const users = listStatement(tx, listedUserListing, viewer as never, { limit: 26 });
+      t.ok(users.params.includes(a.tenantId), 'the tenant is a bound value');
+      const usersPlan = await plan(tx, users.sql, users.params);
+      t.strictSame([usersPlan.tasks, usersPlan.nodes.length], [1, 1], `the users' list, its pictures an outer join: ${JSON.stringify(usersPlan)}`);
+      const roles = listStatement(tx, roleListing, viewer as never, { limit: 26, offset: 26 });
+      const rolesPlan = await plan(tx, roles.sql, roles.params);
+      t.strictSame([rolesPlan.tasks, rolesPlan.nodes.length], [1, 1], `the roles' list, a later page: ${JSON.stringify(rolesPlan)}`);
+      const events = listStatement(tx, auditEventListing, viewer as never, { limit: 26 });
+      const eventsPlan = await plan(tx, events.sql, events.params);
+      t.strictSame([eventsPlan.tasks, eventsPlan.nodes.length], [1, 1], `the audit trail: ${JSON.stringify(eventsPlan)}`);
+    });
+    const listed = await listRecords(db, a.tenantId, listedUserListing, {}, { ...viewer, permissions: new Set(['users.view']) } as never);
+    t.ok(
+      listed.some((user) => user.id === member.id),
+      'and it lists the tenant’s users',
+    );
+    const elsewhere = await db.transaction(async (tx) => listStatement(tx, listedUserListing, viewer as never));
+    t.notOk(elsewhere.params.length, 'a transaction without a tenant names none (row-level security shows it nothing)');
+  });
+
+  t.test('an audited write of one tenant is one task on one worker: the change and its event', async (t) => {
+    await db.tenant(a.tenantId, async (tx) => {
+      const write = await plan(tx, 'update users set city = $1 where tenant_id = $2 and id = $3', ['Bound', a.tenantId, member.id]);
+      t.strictSame([write.tasks, write.nodes.length], [1, 1], `the write: ${JSON.stringify(write)}`);
+      const event = await plan(
+        tx,
+        `insert into audit_events (tenant_id, action, actor_type, actor_id, actor_label, target_type, target_id, target_label)
+         values (current_setting('atrium.tenant_id')::bigint, 'user.updated', 'user', $1, $2, 'user', $3, $4)`,
+        [member.id, 'Ada Lovelace', String(member.id), 'Test member'],
+      );
+      t.strictSame([event.tasks, event.nodes.length], [1, 1], `its event, the tenant taken from the transaction: ${JSON.stringify(event)}`);
     });
   });
 

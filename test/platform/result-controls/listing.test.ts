@@ -146,6 +146,7 @@ const bookScope = (who: Viewer) => or(eq(books.hidden, false), eq(books.ownerId,
 const bookListing: Listing<BookRow, Viewer, 'title' | 'shelf_id'> = {
   view: bookView,
   query: (tx) => tx.select().from(books),
+  tenant: books.tenantId,
   scope: bookScope,
   order: [asc(books.position), asc(books.id)],
   defaultRelations: ['shelf', 'neighbours'],
@@ -158,6 +159,7 @@ const labelledView = defineView<LabelledBook, Viewer>({ key: (row) => row.id, vi
 const labelledListing: Listing<BookRow, Viewer, never, LabelledBook> = {
   view: labelledView,
   query: (tx) => tx.select().from(books),
+  tenant: books.tenantId,
   order: [asc(books.id)],
   async shape(tx, rows) {
     shapeCalls.push(rows.map((row) => row.id));
@@ -337,6 +339,7 @@ t.test('listRecords: each request builds the listing’s select with its own con
     view: bookView,
     scope: bookListing.scope,
     order: bookListing.order,
+    tenant: books.tenantId,
     query: (tx) => {
       boundBuilt++;
       return tx.select({ ...getTableColumns(books), label: sql<string>`${'B-'} || ${books.id}` }).from(books);
@@ -424,6 +427,7 @@ const inlineListing: Listing<BookRow, Viewer, 'title' | 'shelf_id'> = {
   ...bookListing,
   view: inlineView,
   query: (tx, columns) => tx.select({ ...getTableColumns(books), ...columns }).from(books),
+  tenant: books.tenantId,
 };
 
 t.test('an inline relation rides in the listing’s statement: the same answer, one statement fewer', async (t) => {

@@ -131,6 +131,38 @@ t.test('user.created: the actor, the target, the changes and the origin, without
   t.equal(shown.body.action, 'user.created');
 });
 
+t.test('an event names its actor as they were named when they acted, never as they are named later', async (t) => {
+  const actor = await api.createUser(tenant.tenantId, {
+    permissions: ['users.administer', 'users.view', 'users.view-personal', 'users.view-administrative'],
+    values: { firstName: ' Ada ', lastName: 'Lovelace' },
+  });
+  const rename = (firstName: string | null, lastName: string | null) =>
+    api.db.owner.execute(sql`update users set first_name = ${firstName}, last_name = ${lastName} where id = ${actor.id}`);
+  const cityBy = async (city: string) => {
+    const res = await api.call(t, 'updateUser', { token: actor.token, params: { user: employee.id }, body: { city } });
+    t.equal(res.status, 200, JSON.stringify(res.body));
+    const [event] = await eventsAbout(t, 'user', employee.id);
+    t.match(event, { action: 'user.updated', changes: { city: { to: city } } });
+    return event!;
+  };
+  const first = await cityBy('Ada One');
+  await rename('Augusta', 'King');
+  const second = await cityBy('Ada Two');
+  await rename('  ', null);
+  const third = await cityBy('Ada Three');
+  t.strictSame(
+    [first, second, third].map((event) => [event.actor.id, event.actor.label]),
+    [
+      [actor.id, 'Ada Lovelace'],
+      [actor.id, 'Augusta King'],
+      [actor.id, actor.username],
+    ],
+    'each event keeps the name of its time; a blank name falls back to the username',
+  );
+  const again = await eventsAbout(t, 'user', employee.id);
+  t.equal(again.find((event) => event.id === first.id)?.actor.label, 'Ada Lovelace', 'the first event did not follow the renames');
+});
+
 t.test('user.updated records only what changed, from and to; a no-op writes nothing', async (t) => {
   const user = await createUserViaApi(t);
   const res = await api.call(t, 'updateUser', { token: admin, params: { user: user.id }, body: { last_name: 'Hopper', city: 'Arlington', active: true } });
