@@ -6,7 +6,7 @@
  * plugin of its own, under the same request id, logging, security headers and rate limits.
  */
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { and, asc, count, eq } from 'drizzle-orm';
+import { and, asc, count, eq, sql } from 'drizzle-orm';
 import { scimPatch, ScimError as PatchError, type ScimPatchOperation } from 'scim-patch';
 import { changesBetween, type AuditSource, requestOrigin } from '../../platform/audit/audit.ts';
 import type { Caller } from '../../platform/auth/auth.ts';
@@ -442,16 +442,17 @@ export async function registerScim(app: FastifyInstance, services: Services): Pr
         const { startIndex, count: pageSize } = pageOf(query);
         const where = and(SCIM_USERS, condition);
         const { rows, total } = await inTenant(request, async (tx) => {
-          const [counted] = await tx.select({ n: count() }).from(users).where(where);
-          const page =
-            pageSize === 0
-              ? []
-              : await selectScimUsers(tx)
-                  .where(where)
-                  .orderBy(asc(users.id))
-                  .offset(startIndex - 1)
-                  .limit(pageSize);
-          return { rows: page as ScimUserRow[], total: counted?.n ?? 0 };
+          const countAll = async () => (await tx.select({ n: count() }).from(users).where(where))[0]?.n ?? 0;
+          if (pageSize === 0) return { rows: [], total: await countAll() };
+          // The total rides on the page's rows (a window over every match, taken before the offset and limit): one statement where
+          // the page holds a row. An empty page past the first is counted on its own; an empty first page means none match.
+          const page = (await selectScimUsers(tx, { total: sql<number>`count(*) over ()`.mapWith(Number) })
+            .where(where)
+            .orderBy(asc(users.id))
+            .offset(startIndex - 1)
+            .limit(pageSize)) as (ScimUserRow & { total: number })[];
+          const total = page.length > 0 ? page[0]!.total : startIndex === 1 ? 0 : await countAll();
+          return { rows: page, total };
         });
         const base = baseUrlOf(request);
         return listResponse(

@@ -24,9 +24,9 @@ const someExternalId = (condition: (value: SQL) => SQL) => sql`exists (select 1 
 /** Users as SCIM sees them: personal accounts that are not deleted (group accounts stay Atrium's own). */
 export const SCIM_USERS = and(sql`${users.deletedAt} is null`, eq(users.groupAccount, false))!;
 
-/** Users with their `externalId` (add a `where`). */
-export function selectScimUsers(tx: Tx) {
-  return selectUsers(tx, { externalId: externalIdOf });
+/** Users with their `externalId`, and any `columns` more (add a `where`). */
+export function selectScimUsers(tx: Tx, columns?: Record<string, SQL>) {
+  return selectUsers(tx, { externalId: externalIdOf, ...columns });
 }
 
 export type ScimUserRow = UserRow & { externalId: string | null };

@@ -68,6 +68,24 @@ t.test('a token is shown once, listed without its value, and revoked', async (t)
   t.equal((await api.call(t, 'deleteScimToken', { token: admin, params: { scimTokenId: created.body.id } })).status, 404);
 });
 
+t.test('a use is recorded at most once a minute: a look-up within it writes nothing', async (t) => {
+  const { body } = await create(t, { name: 'Throttled' });
+  const lastUsedAt = async () => {
+    const [row] = await api.db.owner.execute<{ at: string | null }>(sql`select last_used_at::text as at from scim_tokens where id = ${body.id}`);
+    return row!.at;
+  };
+  t.equal((await scim(body.token)).statusCode, 200);
+  const first = await lastUsedAt();
+  t.ok(first, 'the first use is recorded');
+  t.equal((await scim(body.token)).statusCode, 200);
+  t.equal(await lastUsedAt(), first, 'a second use within the minute writes nothing');
+  await api.db.owner.execute(sql`update scim_tokens set last_used_at = last_used_at - interval '61 seconds' where id = ${body.id}`);
+  const aged = await lastUsedAt();
+  t.equal((await scim(body.token)).statusCode, 200);
+  const after = await lastUsedAt();
+  t.ok(after !== null && after > aged!, 'a use a minute after the recorded one is recorded');
+});
+
 t.test('a SCIM token reaches nothing under /api, an access token nothing under /scim/v2', async (t) => {
   const { body } = await create(t, { name: 'Okta' });
   t.equal((await api.call(t, 'getCurrentUser', { token: body.token })).status, 401);

@@ -291,6 +291,14 @@ t.test('filters: every operator, logical ones and value paths, as SQL with pagin
   t.equal(page.body.startIndex, 2);
   t.equal(page.body.itemsPerPage, 1);
   t.equal(page.body.Resources[0].userName, 'ben.filter', 'ordered by id');
+  const pastTheEnd = await names('name.familyName sw "Filter"', '&startIndex=4');
+  t.same(pastTheEnd.names, [], 'a page past the last match is empty');
+  t.equal(pastTheEnd.body.totalResults, 3, 'and still counts every match');
+  t.equal(pastTheEnd.body.itemsPerPage, 0);
+  const countOnly = await names('name.familyName sw "Filter"', '&count=0');
+  t.same([countOnly.names, countOnly.body.totalResults], [[], 3], 'count=0 answers the total alone');
+  const none = await names('userName eq "nobody.filter"');
+  t.same([none.names, none.body.totalResults, none.body.itemsPerPage], [[], 0, 0], 'no match: an empty first page and a total of 0');
 
   const projected = await scim('GET', `/Users?filter=${encodeURIComponent('userName eq "ann.filter"')}&attributes=userName,name.givenName`);
   t.same(Object.keys(projected.body.Resources[0]).sort(), ['id', 'meta', 'name', 'schemas', 'userName']);
