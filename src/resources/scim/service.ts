@@ -12,7 +12,7 @@ import { changesBetween, type AuditSource, requestOrigin } from '../../platform/
 import type { Caller } from '../../platform/auth/auth.ts';
 import { hashPassword } from '../../platform/auth/passwords.ts';
 import { isConnectionLoss } from '../../platform/database/connection-loss.ts';
-import type { Tx } from '../../platform/database/database.ts';
+import { onlyStatement, type Tx } from '../../platform/database/database.ts';
 import { DATABASE_UNAVAILABLE_HEADERS, errorLogFields, violatedConstraint } from '../../platform/http/error-handler.ts';
 import { jsonBodyProblem, MAX_JSON_DEPTH } from '../../platform/http/json-body.ts';
 import { ProblemError, type FieldErrors } from '../../platform/http/problem.ts';
@@ -446,11 +446,14 @@ export async function registerScim(app: FastifyInstance, services: Services): Pr
           if (pageSize === 0) return { rows: [], total: await countAll() };
           // The total rides on the page's rows (a window over every match, taken before the offset and limit): one statement where
           // the page holds a row. An empty page past the first is counted on its own; an empty first page means none match.
-          const page = (await selectScimUsers(tx, { total: sql<number>`count(*) over ()`.mapWith(Number) })
-            .where(where)
-            .orderBy(asc(users.id))
-            .offset(startIndex - 1)
-            .limit(pageSize)) as (ScimUserRow & { total: number })[];
+          const read = () =>
+            selectScimUsers(tx, { total: sql<number>`count(*) over ()`.mapWith(Number) })
+              .where(where)
+              .orderBy(asc(users.id))
+              .offset(startIndex - 1)
+              .limit(pageSize);
+          // A first page needs nothing after it (an empty one means none match): its transaction ends with it.
+          const page = (await (startIndex === 1 ? onlyStatement(tx, read) : read())) as (ScimUserRow & { total: number })[];
           const total = page.length > 0 ? page[0]!.total : startIndex === 1 ? 0 : await countAll();
           return { rows: page, total };
         });
