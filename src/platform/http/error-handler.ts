@@ -1,9 +1,7 @@
-import { DrizzleQueryError, is } from 'drizzle-orm';
-import { getTableConfig, PgTable } from 'drizzle-orm/pg-core';
+import { DrizzleQueryError } from 'drizzle-orm';
 import { STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import * as schema from '../../schema.ts';
 import { isConnectionLoss } from '../database/connection-loss.ts';
 import { isMalformedMultipart, UPLOAD_MAX_BYTES } from './multipart.ts';
 import { randomUUID } from 'node:crypto';
@@ -27,49 +25,42 @@ const CLIENT_ERRORS: Record<string, [number, string]> = {
 interface PostgresError {
   code?: string;
   message?: string;
+  detail?: string;
+  where?: string;
   constraint_name?: string;
   table_name?: string;
 }
 
-/** Every constraint and index of the schema, by name, with its table's name. */
-let knownConstraints: Map<string, string> | undefined;
-function constraintTables(): Map<string, string> {
-  if (knownConstraints) return knownConstraints;
-  knownConstraints = new Map();
-  for (const table of Object.values(schema)) {
-    if (!is(table, PgTable)) continue;
-    const config = getTableConfig(table);
-    const names: string[] = [
-      ...config.uniqueConstraints.flatMap((constraint) => constraint.getName() ?? []),
-      ...config.foreignKeys.map((key) => key.getName()),
-      ...config.primaryKeys.map((key) => key.getName()),
-      ...config.checks.map((check) => check.name),
-      ...config.indexes.flatMap((index) => index.config.name ?? []),
-    ];
-    for (const name of names) knownConstraints.set(name, config.name);
-  }
-  return knownConstraints;
-}
-
 /**
- * The constraint `error` names, and its table. A Citus worker's refusal reaches the
- * coordinator's client without those fields: its message names the shard's constraint,
- * the schema's name followed by `_<shard id>` (`departments_tenant_id_name_key_102049`);
- * without the suffix it must be a constraint of the schema, or nothing is recognised.
+ * The constraint `error` names, and its table when the error says. A Citus worker's
+ * refusal reaches the coordinator's client without those fields (its `where` says "while
+ * executing command on" the worker): its message names the shard's constraint, the
+ * schema's name followed by `_<shard id>` (`departments_tenant_id_name_key_102049`), and
+ * the name is that without the suffix.
  */
 export function violatedConstraint(error: PostgresError): { name: string; table?: string } | undefined {
   if (error.constraint_name) return { name: error.constraint_name, table: error.table_name };
-  const quoted = /constraint "([a-z0-9_]+)_\d+"/.exec(error.message ?? '')?.[1];
-  const table = quoted === undefined ? undefined : constraintTables().get(quoted);
-  return table === undefined ? undefined : { name: quoted!, table };
+  if (!/while executing command on /.test(error.where ?? '')) return undefined;
+  const name = /constraint "([a-z0-9_]+)_\d+"/.exec(error.message ?? '')?.[1];
+  return name === undefined ? undefined : { name };
 }
 
-/** `users_tenant_id_username_key` → `username`: our unique rules are named `<table>_tenant_id_<field>_key`. */
+/**
+ * The field a violation names: `users_tenant_id_username_key` of `users` → `username` (our
+ * unique rules are named `<table>_tenant_id_<field>_key`); without the table (a Citus
+ * worker's refusal), the key's columns in the detail, `Key (tenant_id, username)=(…)`.
+ */
 function constraintField(error: PostgresError): string {
   const constraint = violatedConstraint(error);
-  const name = constraint?.name ?? '';
-  const field = name
-    .replace(new RegExp(`^${constraint?.table ?? ''}_`), '')
+  if (constraint?.table === undefined) {
+    const columns = /^Key \(([^)]+)\)=/
+      .exec(error.detail ?? '')?.[1]
+      ?.split(', ')
+      .filter((column) => column !== 'tenant_id');
+    return constraint && columns?.length ? columns.join('_') : 'body';
+  }
+  const field = constraint.name
+    .replace(new RegExp(`^${constraint.table}_`), '')
     .replace(/^tenant_id_/, '')
     .replace(/_(key|unique|fk|pkey)$/, '');
   return field || 'body';
