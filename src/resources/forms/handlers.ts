@@ -134,12 +134,6 @@ const submissionFields = (row: SubmissionRow) => ({
   values: row.values,
 });
 
-/** The field ids (keys of `values`) whose value differs between two submissions' values. */
-function changedFieldIds(before: Record<string, unknown>, after: Record<string, unknown>): string[] {
-  const keys = new Set([...Object.keys(before), ...Object.keys(after)]);
-  return [...keys].filter((key) => JSON.stringify(before[key]) !== JSON.stringify(after[key])).sort((a, b) => Number(a) - Number(b));
-}
-
 /**
  * Records the event of a submission's write (`form_submission.*`), none for a resubmission
  * that changes no value. The values themselves stay out of the trail: they are the
@@ -153,7 +147,8 @@ async function auditSubmission(
   before: SubmissionRow | null,
   after: SubmissionRow | null,
 ) {
-  const fieldIds = changedFieldIds(before?.values ?? {}, after?.values ?? {});
+  // The field ids (keys of `values`) whose value differs, compared as every change of the trail is.
+  const fieldIds = Object.keys(changesBetween(before?.values ?? {}, after?.values ?? {})).sort((a, b) => Number(a) - Number(b));
   const changes = changesBetween(before && submissionFields(before), after && submissionFields(after), ['values']);
   if (what === 'updated' && Object.keys(changes).length === 0) return;
   await audit(tx, ctx, {
