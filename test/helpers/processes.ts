@@ -1,5 +1,6 @@
-/** Processes the process tests look at: whether one still runs, and an embedded server's postmaster. */
-import { readFileSync } from 'node:fs';
+/** Processes the process tests look at: whether one still runs, an embedded server's postmaster, a port for a server they start. */
+import { existsSync, readFileSync } from 'node:fs';
+import net from 'node:net';
 import path from 'node:path';
 
 export function alive(pid: number): boolean {
@@ -15,4 +16,27 @@ export function alive(pid: number): boolean {
 export function postmasterOf(dataDir: string): { pid: number; port: number } {
   const lines = readFileSync(path.join(dataDir, 'pgdata', 'postmaster.pid'), 'utf8').split('\n');
   return { pid: Number(lines[0]), port: Number(lines[3]) };
+}
+
+/**
+ * A port on 127.0.0.1 for a server a test starts with its port fixed in its configuration
+ * (pg_autoctl's nodes, PgBouncer). `listen(0)` hands out a port of the kernel's ephemeral
+ * range, where any outgoing connection of a test running beside this one may take it as
+ * its local port before the server binds it; such a server then retries the same port for
+ * ever. A port below that range is taken only by a listener, and this one is checked free.
+ */
+export async function serverPort(): Promise<number> {
+  const range = '/proc/sys/net/ipv4/ip_local_port_range';
+  const ephemeralFrom = existsSync(range) ? Number(readFileSync(range, 'utf8').trim().split(/\s+/)[0]) || 32768 : 32768;
+  const lowest = 10_000;
+  for (let attempt = 0; attempt < 100; attempt++) {
+    const port = lowest + Math.floor(Math.random() * Math.max(1, ephemeralFrom - lowest));
+    const free = await new Promise<boolean>((resolve) => {
+      const server = net.createServer();
+      server.once('error', () => resolve(false));
+      server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
+    });
+    if (free) return port;
+  }
+  throw new Error(`no free port between ${lowest} and ${ephemeralFrom}`);
 }

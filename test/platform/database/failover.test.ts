@@ -21,11 +21,11 @@ import postgres from 'postgres';
 import t from 'tap';
 import type { OperationId } from '../../../generated/operations.ts';
 import { formatConnectionUrl, parseConnectionUrl } from '../../../src/platform/database/connection-url.ts';
-import { freePort } from '../../../src/platform/database/embedded.ts';
 import { startTestApi } from '../../helpers/atrium.ts';
 import { contractViolations } from '../../helpers/contract.ts';
 import { eventually } from '../../helpers/eventually.ts';
 import { bearer, sleep } from '../../helpers/fixtures.ts';
+import { serverPort } from '../../helpers/processes.ts';
 import { openSse } from '../../helpers/sse.ts';
 
 const PG_AUTOCTL = ['/usr/bin/pg_autoctl', '/usr/lib/postgresql/15/bin/pg_autoctl'].find((file) => existsSync(file));
@@ -95,7 +95,7 @@ process.once('SIGTERM', () => {
 /** The logs of every pg_autoctl service, for a failure's diagnosis. */
 const logs = () => services.map((service) => `--- ${service.name}\n${service.log.slice(-4000)}`).join('\n');
 
-const [monitorPort, portA, portB] = [await freePort(), await freePort(), await freePort()];
+const [monitorPort, portA, portB] = [await serverPort(), await serverPort(), await serverPort()];
 const connect = (port: number, database: string) =>
   postgres(`postgres://${superuser}@127.0.0.1:${port}/${database}`, { max: 1, onnotice: () => {}, connect_timeout: 2, idle_timeout: 1 });
 
@@ -165,7 +165,8 @@ const createNode = (name: string, port: number) =>
 const nodeStates = () => monitor<{ name: string; port: number; reported: string; goal: string }[]>`
   select nodename as name, nodeport as port, reportedstate::text as reported, goalstate::text as goal from pgautofailover.node order by nodeid`;
 const nodes = { node_a: createNode('node_a', portA), node_b: undefined as Service | undefined };
-await eventually(nodeStates, (states) => states.some((node) => node.reported === 'single' || node.reported === 'primary'), 60_000);
+const single = (states: Awaited<ReturnType<typeof nodeStates>>) => states.some((node) => node.reported === 'single' || node.reported === 'primary');
+if (!single(await eventually(nodeStates, single, 60_000))) throw new Error(`node_a did not start: ${JSON.stringify(await nodeStates())}\n${logs()}`);
 nodes.node_b = createNode('node_b', portB);
 // The standby is copied with pg_basebackup, which waits for a checkpoint that PostgreSQL
 // spreads over minutes by default: a CHECKPOINT on the primary has it done at once.

@@ -13,10 +13,10 @@ import path from 'node:path';
 import postgres from 'postgres';
 import t from 'tap';
 import { Database } from '../../../src/platform/database/database.ts';
-import { freePort } from '../../../src/platform/database/embedded.ts';
 import { startTestApi } from '../../helpers/atrium.ts';
 import { createTestDatabase } from '../../helpers/database.ts';
 import { eventually } from '../../helpers/eventually.ts';
+import { serverPort } from '../../helpers/processes.ts';
 
 const database = await createTestDatabase();
 t.teardown(() => database.drop());
@@ -37,7 +37,7 @@ t.teardown(async () => {
 const dir = await mkdtemp(path.join(os.tmpdir(), 'atrium-pgbouncer-'));
 await chmod(dir, 0o755);
 t.teardown(() => rm(dir, { recursive: true, force: true }));
-const port = await freePort();
+const port = await serverPort();
 const quote = (value: string) => `"${value.replace(/"/g, '""')}"`;
 await writeFile(
   path.join(dir, 'users.txt'),
