@@ -21,9 +21,9 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import postgres from 'postgres';
 import t from 'tap';
-import { freePort } from '../src/platform/database/embedded.ts';
 import { createTestDatabase } from './helpers/database.ts';
 import { eventually } from './helpers/eventually.ts';
+import { serverPort } from './helpers/processes.ts';
 
 // A server start, an npm install from the cache, two programs and a strict compile.
 t.setTimeout(400_000);
@@ -74,7 +74,7 @@ t.test('the README marks its walkthrough, and names no bare `atrium` command', a
 /** Atrium as `npm start` runs it, on a database of the suite's own: migrations, the demo seed, the API and the workers. */
 async function startServer() {
   const database = await createTestDatabase();
-  const port = await freePort();
+  const port = await serverPort();
   const env: NodeJS.ProcessEnv = { ...process.env, DATABASE_URL: database.url, HOST: '127.0.0.1', PORT: String(port), LOG_LEVEL: 'info' };
   // The embedded server's first tenant, which a DATABASE_URL gets only when asked for.
   Object.assign(env, { ATRIUM_BOOTSTRAP_TENANT: 'demo', ATRIUM_BOOTSTRAP_TENANT_NAME: 'Demo' });

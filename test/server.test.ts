@@ -14,9 +14,8 @@ import os from 'node:os';
 import path from 'node:path';
 import postgres from 'postgres';
 import t from 'tap';
-import { freePort } from '../src/platform/database/embedded.ts';
 import { REPEAT_GRACE_MS } from '../src/platform/process/signals.ts';
-import { alive, postmasterOf } from './helpers/processes.ts';
+import { alive, postmasterOf, serverPort } from './helpers/processes.ts';
 
 // `npm start` compiles first (incremental; a cold build takes a while on a busy machine).
 t.setTimeout(400_000);
@@ -109,7 +108,7 @@ async function halfSentLogin(port: number, password: string): Promise<{ finish()
 let generatedPassword: string | undefined;
 
 t.test('npm start: first start seeds demo, prints the password once, serves the API, and drains on SIGTERM', async (t) => {
-  const port = await freePort();
+  const port = await serverPort();
   const server = start(port, 'npm start');
   await server.listening;
   const password = /password "([^"]+)"/.exec(server.output())?.[1];
@@ -173,7 +172,7 @@ t.test('node dist/src/main.js: a restart keeps the data, seeds nothing, and stop
 const logged = (output: string, message: string) => output.split('\n').filter((line) => line.startsWith('{') && line.includes(`"msg":"${message}"`));
 
 t.test('npm start at a terminal: Ctrl-C reaches npm and node alike, and the server drains once', async (t) => {
-  const port = await freePort();
+  const port = await serverPort();
   const server = start(port, 'npm start (terminal)');
   await server.listening;
   const serverPid = server.serverPid();
@@ -193,7 +192,7 @@ t.test('npm start at a terminal: Ctrl-C reaches npm and node alike, and the serv
 });
 
 t.test('at a terminal, a second Ctrl-C a second later stops at once', async (t) => {
-  const port = await freePort();
+  const port = await serverPort();
   const server = start(port, 'node dist (terminal)');
   await server.listening;
   const database = postmaster();
