@@ -1,4 +1,5 @@
 /** Every background job. Workers start for all of them (ATRIUM_ROLE worker or all). */
+import { erasePendingAuditTrailsJob, eraseAuditTrailJob } from './platform/audit/erase.job.ts';
 import { purgeExpiredAuditEventsJob } from './platform/audit/purge-expired.job.ts';
 import { purgeExpiredIdempotencyKeys } from './platform/http/idempotency.ts';
 import type { JobDefinition } from './platform/jobs/jobs.ts';
@@ -25,4 +26,6 @@ export const jobDefinitions: readonly JobDefinition<never, Services>[] = [
   purgeExpiredDeliveriesJob,
   purgeExpiredIdempotencyKeys,
   purgeExpiredAuditEventsJob,
+  eraseAuditTrailJob,
+  erasePendingAuditTrailsJob,
 ];

@@ -19,5 +19,5 @@ export { defaultValueSources } from './resources/default-value-sources/table.ts'
 export { automations, webhookDeliveries, webhookDeliveryAttempts } from './resources/automations/table.ts';
 export { notificationDispatches, notifications, notificationUnreadCounts } from './resources/notifications/table.ts';
 export { pushSubscriptions } from './resources/push/table.ts';
-export { auditEvents } from './platform/audit/table.ts';
+export { auditEvents, auditErasures } from './platform/audit/table.ts';
 export { scimTokens, scimExternalIds, scimSettings } from './resources/scim/table.ts';

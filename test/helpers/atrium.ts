@@ -139,6 +139,17 @@ export async function startTestApi(t: Test, overrides: Partial<Config> = {}): Pr
 }
 
 /**
+ * A worker process (`ATRIUM_ROLE=worker`) on `api`'s database, for a file whose server
+ * serves the API alone: the jobs the API sends run there, as in a deployment, and the
+ * API's statement counts (`db.queryCount`) stay its own. Stopped at the file's end.
+ */
+export async function startTestWorker(t: Test, api: TestApi): Promise<Atrium> {
+  const worker = await createAtrium({ ...api.config, role: 'worker' }, { logger: pino({ level: 'silent' }) });
+  t.teardown(() => worker.stop());
+  return worker;
+}
+
+/**
  * The test server's logger: lines at `level` to stderr, as before (`TEST_LOG_LEVEL`, silent
  * by default), and the message of every error logged kept in `messages`, so that a 500 can
  * be told apart by its cause (see `serializerViolations`).

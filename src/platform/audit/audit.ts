@@ -6,10 +6,10 @@
  */
 import { sql } from 'drizzle-orm';
 import type { FastifyRequest } from 'fastify';
-import { sendAhead, type Tx } from '../database/database.ts';
+import { sendAhead, type Database, type Tx } from '../database/database.ts';
 import { requiredTenant } from '../database/tenancy.ts';
 import type { ActorType, AuditAction } from './actions.ts';
-import { auditEvents, type Changes, type FieldChange } from './table.ts';
+import { auditErasures, auditEvents, type Changes, type FieldChange } from './table.ts';
 
 /**
  * Who acted. `label` is their display name as it was when they acted: plain text, known
@@ -175,15 +175,36 @@ export function changesBetween(
 export const SECRET_CHANGED: FieldChange = Object.freeze({ changed: true as const });
 
 /**
- * Erasure in the trail (docs/audit.md#erasure): in every past event about, or by, the user
- * `userId` of `tx`'s tenant, whom a blackout has cleared in this transaction, the label
- * becomes their anonymized username, and each of `values`' fields in the changes of
- * events about them takes the anonymized value on both sides. Ids, actions and times stay.
- * The application role may not update the trail (it is append-only): this is the
- * security-definer `atrium_anonymize_audit_trail`, which refuses a user not blacked out.
- * One statement; answers how many events it rewrote.
+ * Erasure in the trail (docs/audit.md#erasure), first half: records in `tx`, the
+ * transaction of a blackout of the user `userId` of `tx`'s tenant, that their past events
+ * await erasure with `values` (the account's anonymized values, by the API's field names).
+ * It commits with the blackout or not at all; `eraseAuditTrail` does the rest in a
+ * transaction of its own. Recorded again (a second blackout), it stays as it is.
  */
-export async function anonymizeAuditTrail(tx: Tx, userId: number, values: Readonly<Record<string, unknown>>): Promise<number> {
-  const [row] = await tx.execute<{ rewritten: number }>(sql`select atrium_anonymize_audit_trail(${userId}, ${JSON.stringify(values)}::jsonb) as rewritten`);
-  return Number(row?.rewritten ?? 0);
+export async function recordErasure(tx: Tx, userId: number, values: Readonly<Record<string, unknown>>): Promise<void> {
+  const insert = tx
+    .insert(auditErasures)
+    .values({ tenantId: requiredTenant as never, userId, anonymizedValues: { ...values } })
+    .onConflictDoNothing({ target: [auditErasures.tenantId, auditErasures.userId] });
+  // Sent ahead like the blackout's own event: no round trip of its own, and its failure fails the blackout.
+  await sendAhead(tx, insert);
+}
+
+/**
+ * Erasure in the trail, second half, in a transaction of its own (the job `audit.erase`):
+ * in every past event about, or by, the blacked-out user `userId` of tenant `tenantId`
+ * whose erasure `recordErasure` recorded, the label becomes their anonymized username, and
+ * each recorded field in the changes of events about them takes the anonymized value on
+ * both sides; the record goes in the same transaction. Ids, actions and times stay.
+ * The application role may not update the trail (it is append-only): this is the
+ * security-definer `atrium_anonymize_audit_trail`, which refuses a user not blacked out,
+ * and which alone writes in this transaction (Citus refuses a second role's writes to the
+ * tenant's rows in one transaction). Answers how many events it rewrote: 0 when no erasure
+ * awaits (done already), so running it again changes nothing.
+ */
+export async function eraseAuditTrail(db: Database, tenantId: number, userId: number): Promise<number> {
+  return await db.tenant(tenantId, async (tx) => {
+    const [row] = await tx.execute<{ rewritten: number }>(sql`select atrium_anonymize_audit_trail(${userId}) as rewritten`);
+    return Number(row?.rewritten ?? 0);
+  });
 }

@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import { bigint, index, jsonb, pgTable, primaryKey, text, timestamp, uuid } from 'drizzle-orm/pg-core';
+import { bigint, check, index, jsonb, pgTable, primaryKey, text, timestamp, uuid } from 'drizzle-orm/pg-core';
 import { tenantIdColumn, tenantIsolation } from '../database/tenancy.ts';
 import { ACTOR_TYPES } from './actions.ts';
 
@@ -12,7 +12,7 @@ export type Changes = Record<string, FieldChange>;
 /**
  * The audit trail (docs/audit.md): one row per administrative change, written in the
  * change's transaction. Labels are stored as they were when the change was made; a
- * blackout rewrites the person's (`anonymizeAuditTrail`). The application role may insert and read rows, never update or delete one (docs/audit.md#append-only). Column names follow the API's fields
+ * blackout's erasure rewrites the person's (`eraseAuditTrail`). The application role may insert and read rows, never update or delete one (docs/audit.md#append-only). Column names follow the API's fields
  * (openapi/components/audit-events.yaml).
  */
 export const auditEvents = pgTable(
@@ -57,5 +57,29 @@ export const auditEvents = pgTable(
     // The retention purge (across tenants) finds events by age.
     index('audit_events_purge_idx').on(t.occurredAt),
     tenantIsolation('audit_events'),
+  ],
+).enableRLS();
+
+/**
+ * Erasures of the trail that await their job (docs/audit.md#erasure): a blackout records
+ * here, in its own transaction, the person whose past events are to be rewritten and the
+ * values their account took; the job `audit.erase` rewrites the events and removes the
+ * row in one transaction of its own (`atrium_anonymize_audit_trail`, as the table owner),
+ * and `audit.erase-pending` sends again every row left a minute after. The application
+ * role may insert and read rows, never update or delete one.
+ */
+export const auditErasures = pgTable(
+  'audit_erasures',
+  {
+    tenantId: tenantIdColumn(),
+    userId: bigint('user_id', { mode: 'number' }).notNull(),
+    /** The values the blackout gave the account, by the API's field names: the person's changes take them on both sides. */
+    anonymizedValues: jsonb('anonymized_values').$type<Record<string, unknown>>().notNull(),
+    requestedAt: timestamp('requested_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow(),
+  },
+  (t) => [
+    primaryKey({ columns: [t.tenantId, t.userId] }),
+    check('audit_erasures_values_object', sql`jsonb_typeof(${t.anonymizedValues}) = 'object'`),
+    tenantIsolation('audit_erasures'),
   ],
 ).enableRLS();

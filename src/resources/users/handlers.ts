@@ -1,5 +1,6 @@
 import { eq } from 'drizzle-orm';
-import { anonymizeAuditTrail, changesBetween, SECRET_CHANGED } from '../../platform/audit/audit.ts';
+import { changesBetween, recordErasure, SECRET_CHANGED } from '../../platform/audit/audit.ts';
+import { queueErasure } from '../../platform/audit/erase.job.ts';
 import type { Changes } from '../../platform/audit/table.ts';
 import { authenticateRequest, can, requirePermission, requirePermissionUnlessSelf, type Auth } from '../../platform/auth/auth.ts';
 import { hashPassword } from '../../platform/auth/passwords.ts';
@@ -338,18 +339,21 @@ export const userHandlers = {
     const {
       auth,
       params,
-      services: { db, config },
+      services: { db, config, jobs },
     } = ctx;
     assertNotSelf(auth, params.user, 'black out');
-    await db.tenant(auth.tenantId, async (tx) => {
+    const userId = await db.tenant(auth.tenantId, async (tx) => {
       const target = await requireAdministrableUser(tx, auth, params.user, { withTrashed: true });
       const values = blackoutValues(target.id);
       if (!(await blackOut(tx, config, target, values))) throw notFound('The user');
-      // The person's data leaves the trail too: past events get the account's anonymized values.
+      // The person's data leaves the trail too: past events get the account's anonymized
+      // values, in a transaction of its own right after this one (docs/audit.md#erasure).
+      await recordErasure(tx, target.id, storedFieldsOf(values));
       const label = userLabel({ firstName: null, lastName: null, username: values.username! });
-      await anonymizeAuditTrail(tx, target.id, storedFieldsOf(values));
       await audit(tx, ctx, { action: 'user.blacked_out', target: { type: 'user', id: target.id, label } });
+      return target.id;
     });
+    await queueErasure(jobs, { tenantId: auth.tenantId, userId });
     return { status: 204 };
   },
 

@@ -2,12 +2,20 @@ import t, { type Test } from 'tap';
 import { sql } from 'drizzle-orm';
 import { readFileSync } from 'node:fs';
 import { AUDIT_ACTIONS } from '../../../src/platform/audit/actions.ts';
+import { eraseAuditTrail, recordErasure } from '../../../src/platform/audit/audit.ts';
+import { eraseAuditTrailJob, erasePendingAuditTrailsJob, sendPendingErasures } from '../../../src/platform/audit/erase.job.ts';
 import { purgeExpiredAuditEvents } from '../../../src/platform/audit/purge-expired.job.ts';
-import { startTestApi, TEST_REQUEST_ID } from '../../helpers/atrium.ts';
+import { storedFieldsOf } from '../../../src/resources/users/fields.ts';
+import { blackOut } from '../../../src/resources/users/queries.ts';
+import { blackoutValues } from '../../../src/resources/users/rules.ts';
+import { startTestApi, startTestWorker, TEST_REQUEST_ID } from '../../helpers/atrium.ts';
+import { eventually } from '../../helpers/eventually.ts';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 
 const api = await startTestApi(t);
+// The blackout's erasure of the trail is a job, run by a worker process beside the API.
+await startTestWorker(t, api);
 const tenant = await api.createTenant('audit');
 const other = await api.createTenant('audit-other');
 const auditor = await api.createUser(tenant.tenantId, { permissions: ['audit.view', 'users.view'] });
@@ -306,12 +314,10 @@ t.test('the trail is append-only for the application role: a request may not cha
   }
   // The one rewrite it may ask for is erasure, and only of someone a blackout has cleared, in its own tenant.
   const notBlackedOut = await api.db
-    .tenant(tenant.tenantId, (tx) => tx.execute(sql`select atrium_anonymize_audit_trail(${employee.id}, '{}'::jsonb)`))
+    .tenant(tenant.tenantId, (tx) => tx.execute(sql`select atrium_anonymize_audit_trail(${employee.id})`))
     .then(() => 'allowed', sqlState);
   t.equal(notBlackedOut, '42501', 'a user who is not blacked out cannot be anonymized');
-  const noTenant = await api.db
-    .transaction((tx) => tx.execute(sql`select atrium_anonymize_audit_trail(${employee.id}, '{}'::jsonb)`))
-    .then(() => 'allowed', sqlState);
+  const noTenant = await api.db.transaction((tx) => tx.execute(sql`select atrium_anonymize_audit_trail(${employee.id})`)).then(() => 'allowed', sqlState);
   t.equal(noTenant, '42501', 'not without a tenant');
   const [after] = await api.db.owner.execute<{ id: string; actor_label: string }>(sql`select id, actor_label from audit_events where id = ${event!.id}`);
   t.strictSame(after, event, 'the event is as it was');
@@ -321,7 +327,41 @@ t.test('the trail is append-only for the application role: a request may not cha
   t.equal(await eventCount(), before + 1);
 });
 
-t.test('a blackout rewrites the person’s past events and is recorded with who did it', async (t) => {
+/** The events about or by user `userId`, as stored, in a stable order: what erasure rewrites. */
+const trailOf = (userId: number) =>
+  api.db.owner.execute<{ id: string; actor_label: string | null; target_label: string | null; changes: unknown }>(sql`
+    select id, actor_label, target_label, changes from audit_events
+     where tenant_id = ${tenant.tenantId} and ((target_type = 'user' and target_id = ${String(userId)}) or (actor_type = 'user' and actor_id = ${userId}))
+     order by id`);
+
+/** Whether the erasure of `userId`'s trail is still recorded, awaiting its job. */
+const erasurePending = async (userId: number) =>
+  (await api.db.owner.execute(sql`select 1 from audit_erasures where tenant_id = ${tenant.tenantId} and user_id = ${userId}`)).length > 0;
+
+/** Waits (for the erasure's job) until `text` is nowhere in the events about or by `userId`; answers whether it went. */
+async function leavesTrail(userId: number, text: string): Promise<boolean> {
+  const trail = await eventually(
+    async () => JSON.stringify(await trailOf(userId)),
+    (json) => !json.includes(text),
+  );
+  return !trail.includes(text);
+}
+
+/**
+ * A blackout's transaction without the job's send that follows its commit: as if the
+ * process died in between. The erasure stays recorded.
+ */
+async function blackoutWithoutJob(user: { id: number; username: string }): Promise<void> {
+  await api.db.tenant(tenant.tenantId, async (tx) => {
+    const values = blackoutValues(user.id);
+    await blackOut(tx, api.config, user, values);
+    await recordErasure(tx, user.id, storedFieldsOf(values));
+  });
+}
+
+const sqlStateOf = (error: { cause?: { code?: string }; code?: string }) => error.cause?.code ?? error.code;
+
+t.test('a blackout rewrites the person’s past events right after it commits, and is recorded with who did it', async (t) => {
   const user = await createUserViaApi(t, { email: 'erase@example.com' });
   await api.call(t, 'updateUser', { token: admin, params: { user: user.id }, body: { city: 'Springfield', last_name: 'Secret' } });
   // An event the person made themselves.
@@ -330,6 +370,9 @@ t.test('a blackout rewrites the person’s past events and is recorded with who 
   const before = await eventsAbout(t, 'user', user.id);
   const res = await api.call(t, 'blackoutUser', { token: admin, params: { user: user.id } });
   t.equal(res.status, 204);
+  // The erasure's job runs in a transaction of its own once the blackout committed.
+  t.ok(await leavesTrail(user.id, user.username), 'the job erased the trail');
+  t.notOk(await erasurePending(user.id), 'and its record with it');
   const after = await eventsAbout(t, 'user', user.id);
   t.equal(after.length, before.length + 1);
   t.match(after[0], {
@@ -350,18 +393,81 @@ t.test('a blackout rewrites the person’s past events and is recorded with who 
   t.strictSame(created.changes.username, { from: `deleted-user-${user.id}`, to: `deleted-user-${user.id}` });
   const byThem = after.find((e) => e.actor.id === user.id)!;
   t.equal(byThem.actor.label, `deleted-user-${user.id}`);
-  // The rewrite runs for the application role, which may not update the trail itself.
+  // The rewrite runs for the application role, which may not update the trail itself; with
+  // no erasure left to do, it rewrites nothing.
   const again = await api.db.tenant(tenant.tenantId, (tx) =>
-    tx.execute<{ rewritten: number }>(sql`select atrium_anonymize_audit_trail(${user.id}, '{}'::jsonb) as rewritten`),
+    tx.execute<{ rewritten: number }>(sql`select atrium_anonymize_audit_trail(${user.id}) as rewritten`),
   );
-  t.equal(again[0]!.rewritten, after.length, 'every event about or by them, and no other');
+  t.equal(again[0]!.rewritten, 0, 'done already: nothing to rewrite');
   const elsewhere = await api.db
-    .tenant(other.tenantId, (tx) => tx.execute(sql`select atrium_anonymize_audit_trail(${user.id}, '{}'::jsonb)`))
-    .then(
-      () => 'allowed',
-      (error: { cause?: { code?: string }; code?: string }) => error.cause?.code ?? error.code,
-    );
+    .tenant(other.tenantId, (tx) => tx.execute(sql`select atrium_anonymize_audit_trail(${user.id})`))
+    .then(() => 'allowed', sqlStateOf);
   t.equal(elsewhere, '42501', 'another tenant cannot name them');
+  // The application role may record an erasure (the blackout does), never remove one.
+  const removed = await api.db
+    .tenant(tenant.tenantId, (tx) => tx.execute(sql`delete from audit_erasures where user_id = ${user.id}`))
+    .then(() => 'allowed', sqlStateOf);
+  t.equal(removed, '42501', 'a request cannot cancel an erasure');
+});
+
+t.test('an erasure whose job was never sent is done by audit.erase-pending', async (t) => {
+  const user = await createUserViaApi(t, { email: 'lost-job@example.com', city: 'Shelbyville' });
+  await blackoutWithoutJob(user);
+  t.ok(await erasurePending(user.id), 'the blackout committed with its erasure recorded');
+  t.ok(JSON.stringify(await trailOf(user.id)).includes('Shelbyville'), 'and nothing erased yet');
+  // The sweep sends again what is recorded a minute after the blackout, not younger.
+  t.equal(await sendPendingErasures(api.atrium.services), 0, 'a young record is left to its own job');
+  await api.db.owner.execute(
+    sql`update audit_erasures set requested_at = now() - interval '2 minutes' where tenant_id = ${tenant.tenantId} and user_id = ${user.id}`,
+  );
+  t.equal(erasePendingAuditTrailsJob.name, 'audit.erase-pending');
+  await erasePendingAuditTrailsJob.handle({}, api.atrium.services, { retried: false });
+  t.ok(await leavesTrail(user.id, 'Shelbyville'), 'the worker ran the job the sweep sent');
+  for (const personal of ['lost-job@example.com', user.username]) t.notOk(JSON.stringify(await trailOf(user.id)).includes(personal), `${personal} is gone`);
+  t.notOk(await erasurePending(user.id), 'the record went with the erasure');
+  t.equal(await sendPendingErasures(api.atrium.services), 0, 'nothing left to send');
+});
+
+t.test('an erasure that failed is retried, and running it again changes nothing', async (t) => {
+  const user = await createUserViaApi(t, { email: 'retried@example.com', city: 'Capital City' });
+  await api.call(t, 'updateUser', { token: admin, params: { user: user.id }, body: { phone: '+1 555 0123' } });
+  await blackoutWithoutJob(user);
+  const unerased = await trailOf(user.id);
+  // An attempt that fails after the rewrite, before its commit (its process lost): nothing of it stays.
+  const failed = await api.db
+    .tenant(tenant.tenantId, async (tx) => {
+      await tx.execute(sql`select atrium_anonymize_audit_trail(${user.id})`);
+      throw new Error('the attempt failed before its commit');
+    })
+    .then(
+      () => 'committed',
+      (error: Error) => error.message,
+    );
+  t.equal(failed, 'the attempt failed before its commit');
+  t.strictSame(await trailOf(user.id), unerased, 'a failed attempt leaves the trail as it was');
+  t.ok(await erasurePending(user.id), 'and the erasure recorded');
+  // Its retry erases.
+  await eraseAuditTrailJob.handle({ tenantId: tenant.tenantId, userId: user.id }, api.atrium.services, { retried: true });
+  const erased = await trailOf(user.id);
+  t.equal(erased.length, unerased.length);
+  t.notOk(JSON.stringify(erased).includes('Capital City'));
+  t.notOk(await erasurePending(user.id));
+  // A job run again (a duplicate, or a retry after a lost completion) finds nothing to do.
+  await eraseAuditTrailJob.handle({ tenantId: tenant.tenantId, userId: user.id }, api.atrium.services, { retried: true });
+  t.strictSame(await trailOf(user.id), erased, 'a second run gives the same trail');
+  // A second blackout records the erasure again: erasing an erased trail gives the same trail.
+  await blackoutWithoutJob({ id: user.id, username: `deleted-user-${user.id}` });
+  t.equal(await eraseAuditTrail(api.db, tenant.tenantId, user.id), erased.length, 'every event about or by them, and no other');
+  t.strictSame(await trailOf(user.id), erased, 'erasing twice gives the same trail');
+  // Two runs at once: the first to remove the record erases, the other waits for it and finds nothing left.
+  await blackoutWithoutJob({ id: user.id, username: `deleted-user-${user.id}` });
+  const both = await Promise.all([eraseAuditTrail(api.db, tenant.tenantId, user.id), eraseAuditTrail(api.db, tenant.tenantId, user.id)]);
+  t.strictSame(
+    both.sort((a, b) => a - b),
+    [0, erased.length],
+    'one of two concurrent runs rewrites',
+  );
+  t.strictSame(await trailOf(user.id), erased);
 });
 
 t.test('another tenant’s events are invisible (row-level security)', async (t) => {

@@ -8,6 +8,7 @@ import { GROUP_ATTRIBUTES } from '../../../src/resources/scim/groups.ts';
 import { parseFilter } from '../../../src/resources/scim/users.ts';
 import { departments } from '../../../src/resources/departments/table.ts';
 import { startTestApi } from '../../helpers/atrium.ts';
+import { CITUS_ENV } from '../../helpers/citus.ts';
 import { wireClient } from '../../helpers/http-client.ts';
 import { assertServedAnswer } from '../../helpers/contract.ts';
 import { eventually } from '../../helpers/eventually.ts';
@@ -322,6 +323,13 @@ t.test('a filter on externalId is an index scan in the tenant', async (t) => {
 });
 
 /**
+ * Where a session waiting on a lock shows: this server's sessions; on Citus, every node's
+ * (`citus_stat_activity`), since the row is locked, and waited on, on the worker that holds
+ * it, while the coordinator's session only waits for that worker's answer.
+ */
+const activity = process.env[CITUS_ENV] ? 'citus_stat_activity' : 'pg_stat_activity';
+
+/**
  * Runs `write` while another transaction holds `statement` uncommitted, a write that took no
  * lock of the rules (so their checks cannot see it): `write` waits on the unique rule, and
  * loses once the other commits.
@@ -335,7 +343,7 @@ async function racedBy<T>(t: Parameters<typeof api.call>[0], statement: string, 
     answer = write();
     const waiting = await eventually(
       async () =>
-        (await tx<{ n: number }[]>`select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`)[0]!.n,
+        (await tx<{ n: number }[]>`select count(*)::int as n from ${tx(activity)} where datname = current_database() and wait_event_type = 'Lock'`)[0]!.n,
       (n) => n > 0,
     );
     t.ok(waiting > 0, 'the SCIM write waits on the uncommitted row');
