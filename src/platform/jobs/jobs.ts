@@ -2,6 +2,7 @@ import { sql } from 'drizzle-orm';
 import PgBoss from 'pg-boss';
 import postgres from 'postgres';
 import { dropConnection, isReadOnlyServer } from '../database/connection-loss.ts';
+import { citusVersion } from '../database/citus.ts';
 import { driverUrl } from '../database/connection-url.ts';
 import type { Db } from '../database/database.ts';
 import { lostJobs, removeExpiredLeases, takeLeases } from './leases.ts';
@@ -61,12 +62,18 @@ export interface JobsOptions {
  * JSON parameter is JSON text already (pg-boss stringifies some), an object is
  * stringified; `undefined` is NULL. Answers are read alike: JSON parsed, timestamps as
  * dates, bigint and numeric as strings.
+ *
+ * With `citus`, the database is a Citus coordinator, where the job queue stays
+ * (docs/scaling.md#what-runs-where): its sessions create pg-boss's schema, tables and
+ * partitions with Citus' DDL propagation off. Left on, Citus carries pg-boss's schema to
+ * the workers once the tenant tables are distributed, and the workers refuse it
+ * ("operation is not allowed on this node"): no process could start.
  */
-export function jobQueueConnection(url: string, max: number): { db: PgBoss.Db; close(): Promise<void> } {
+export function jobQueueConnection(url: string, max: number, citus = false): { db: PgBoss.Db; close(): Promise<void> } {
   const pool = postgres(driverUrl(url), {
     max,
     onnotice: () => {},
-    connection: { application_name: 'atrium-jobs' },
+    connection: { application_name: 'atrium-jobs', ...(citus ? { 'citus.enable_ddl_propagation': 'off' } : {}) },
     transform: { undefined: null },
     // Closer to a second than postgres.js's default (which grows to 20 s): a primary that is back is used at once.
     backoff: (lost: number) => Math.min(0.01 * lost, 0.5),
@@ -107,6 +114,16 @@ export function jobQueueConnection(url: string, max: number): { db: PgBoss.Db; c
   };
 }
 
+/** Whether the database at `url` has Citus (its job queue then stays on the coordinator: `jobQueueConnection`). */
+async function hasCitus(url: string): Promise<boolean> {
+  const probe = postgres(driverUrl(url), { max: 1, onnotice: () => {}, connect_timeout: 5 });
+  try {
+    return (await citusVersion(probe)) !== null;
+  } finally {
+    await probe.end({ timeout: 5 });
+  }
+}
+
 /** Arbitrary constant: serialises the queue set-up of processes that start together. */
 const QUEUE_SETUP_LOCK = 720_431_978;
 /** Arbitrary constant: one lost-job sweep at a time across worker processes. */
@@ -126,7 +143,7 @@ export class Jobs {
   ) {}
 
   static async start(url: string, definitions: readonly JobDefinition<never, never>[], log: JobsLogger, options: JobsOptions): Promise<Jobs> {
-    const connection = jobQueueConnection(url, 4);
+    const connection = jobQueueConnection(url, 4, await hasCitus(url));
     const boss = new PgBoss({
       db: connection.db,
       schema: 'pgboss',
@@ -159,7 +176,7 @@ export class Jobs {
    * on it.
    */
   static async install(url: string, definitions: readonly JobDefinition<never, never>[]): Promise<void> {
-    const connection = jobQueueConnection(url, 1);
+    const connection = jobQueueConnection(url, 1, await hasCitus(url));
     const boss = new PgBoss({ db: connection.db, schema: 'pgboss', schedule: false, supervise: false });
     try {
       await boss.start();
