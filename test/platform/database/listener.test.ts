@@ -54,7 +54,8 @@ t.test('when its backend is terminated it listens again on a new one, says so on
   await listener.start();
   const [before] = await listeningBackends('dropped');
   t.ok(before, 'listening');
-  await admin`select pg_terminate_backend(${before!})`;
+  // The pid as int: Citus adds a pg_terminate_backend(bigint, …) beside PostgreSQL's own.
+  await admin`select pg_terminate_backend(${before!}::int)`;
   await eventually(
     async () => heard.reconnects,
     (n) => n > 0,

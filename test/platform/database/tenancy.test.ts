@@ -2,6 +2,7 @@ import t from 'tap';
 import { sql } from 'drizzle-orm';
 import postgres from 'postgres';
 import { startTestDatabase } from '../../helpers/tenant-data.ts';
+import { CITUS_ENV } from '../../helpers/citus.ts';
 import { rejection } from '../../helpers/fixtures.ts';
 
 const data = await startTestDatabase(t);
@@ -68,16 +69,25 @@ t.test('writing a row for another tenant is refused by the policy', async (t) =>
     await failure(data.db.tenant(b.tenantId, (tx) => tx.execute(sql`insert into languages (tenant_id, id, name) values (${a.tenantId}, 'fr-FR', 'Français')`))),
     /row-level security/,
   );
-  t.match(await failure(data.db.tenant(b.tenantId, (tx) => tx.execute(sql`update users set tenant_id = ${a.tenantId}`))), /row-level security/);
+  // Moving a row to another tenant: refused by the policy's check; on Citus, before it, by
+  // Citus itself, which never lets an update change a row's distribution column.
+  const moved = process.env[CITUS_ENV] ? /row-level security|modifying the partition value/ : /row-level security/;
+  t.match(await failure(data.db.tenant(b.tenantId, (tx) => tx.execute(sql`update users set tenant_id = ${a.tenantId}`))), moved);
 });
 
 t.test('the app role cannot create tenants, and cannot reset the tenant setting to escape', async (t) => {
   await t.rejects(data.db.appSql`insert into tenants (slug, name) values ('evil', 'Evil')`, /permission denied/);
-  const rows = await data.db.tenant(b.tenantId, async (tx) => {
+  const [row] = await data.db.tenant(b.tenantId, async (tx) => {
     await tx.execute(sql`select set_config('atrium.tenant_id', '', true)`);
-    return tx.execute<{ n: number }>(sql`select count(*)::int as n from users`);
+    return tx.execute<{ all: number; others: number }>(
+      sql`select count(*)::int as all, (count(*) filter (where tenant_id <> ${b.tenantId}))::int as others from users`,
+    );
   });
-  t.equal(rows[0]!.n, 0, 'clearing the tenant shows nothing, not everything');
+  t.equal(row!.others, 0, "clearing the tenant shows no other tenant's rows");
+  // On one PostgreSQL it shows none at all. On Citus the workers keep the tenant the
+  // transaction began with (Citus carries SET LOCAL to them, not set_config), so the
+  // rows of that tenant stay visible there, and only those.
+  if (!process.env[CITUS_ENV]) t.equal(row!.all, 0, 'clearing the tenant shows nothing, not everything');
 });
 
 t.test('a connection made with the app role by URL is scoped the same way', async (t) => {
