@@ -39,16 +39,21 @@ const books = pgTable('listing_test_books', {
   position: integer('position').notNull(),
 });
 
-await db.owner.execute(sql`
-  create table listing_test_shelves (tenant_id bigint not null references tenants (id), id int primary key, name text not null);
-  create table listing_test_books (
-    tenant_id bigint not null references tenants (id), id int primary key, shelf_id int not null references listing_test_shelves (id),
-    title text not null, note text, owner_id int not null, hidden boolean not null default false, position int not null);
-  alter table listing_test_shelves enable row level security;
-  alter table listing_test_books enable row level security;
-  create policy own_tenant on listing_test_shelves using (tenant_id = nullif(current_setting('atrium.tenant_id', true), '')::bigint);
-  create policy own_tenant on listing_test_books using (tenant_id = nullif(current_setting('atrium.tenant_id', true), '')::bigint);
-  grant select on listing_test_shelves, listing_test_books to atrium_app`);
+// Keyed by tenant like the application's tables (on Citus a new table is distributed by it as it is created), one statement each.
+for (const statement of [
+  `create table listing_test_shelves (tenant_id bigint not null references tenants (id), id int not null, name text not null, primary key (tenant_id, id))`,
+  `create table listing_test_books (
+      tenant_id bigint not null references tenants (id), id int not null, shelf_id int not null,
+      title text not null, note text, owner_id int not null, hidden boolean not null default false, position int not null,
+      primary key (tenant_id, id), foreign key (tenant_id, shelf_id) references listing_test_shelves (tenant_id, id))`,
+  `alter table listing_test_shelves enable row level security`,
+  `alter table listing_test_books enable row level security`,
+  `create policy own_tenant on listing_test_shelves using (tenant_id = nullif(current_setting('atrium.tenant_id', true), '')::bigint)`,
+  `create policy own_tenant on listing_test_books using (tenant_id = nullif(current_setting('atrium.tenant_id', true), '')::bigint)`,
+  `grant select on listing_test_shelves, listing_test_books to atrium_app`,
+]) {
+  await db.owner.execute(sql.raw(statement));
+}
 
 const [home, away] = await db.owner
   .insert(tenants)
@@ -419,7 +424,7 @@ const inlineView = defineView<BookRow, Viewer, 'title' | 'shelf_id'>({
     ...bookView.relations,
     shelf: {
       ...bookView.relations!.shelf!,
-      inline: sql`(select json_build_object('id', s.id, 'name', s.name) from ${shelves} s where s.id = ${books.shelfId})`,
+      inline: sql`(select json_build_object('id', s.id, 'name', s.name) from ${shelves} s where s.tenant_id = ${books.tenantId} and s.id = ${books.shelfId})`,
     },
   },
 });
