@@ -1,11 +1,17 @@
 /**
  * The records of an uploaded CSV file, each with its line (docs/users.md#csv-import-preview).
- * csv-parse reads every file; a file without quotes, whose lines all end alike and none is
- * longer than csv-parse accepts, is split at its line ends and delimiters instead, which
- * gives the same records, lines and errors (`test/resources/users/csv-records.test.ts`
- * checks both on generated files) in a fraction of csv-parse's time, which looks at every
- * character. Whether a file is such a file is learnt on the reading that checks its
- * encoding (`FileShape`), before its records are read.
+ * csv-parse reads every file, except two kinds that are read in a fraction of its time
+ * (it looks at every character with every option in mind) and give the same records,
+ * lines and errors (`test/resources/users/csv-records.test.ts` checks both on generated
+ * files against csv-parse): a file without quotes, whose lines all end alike and none is
+ * longer than csv-parse accepts, is split at its line ends and delimiters
+ * (`SplitRecords`); a file whose quotes are all well placed (each quoted cell opens at a
+ * cell's start and closes before a delimiter, a line end or the file's end, a quote inside
+ * doubled), whose line ends alike and whose records are none longer than csv-parse
+ * accepts, is cut into records at the line ends outside quotes and each record into cells
+ * (`QuotedRecords`). Whether a file is of either kind is learnt on the reading that checks
+ * its encoding (`FileShape`), before its records are read; any other file, a malformed one
+ * included, goes to csv-parse, whose error the preview then reports.
  */
 import { isUtf8 } from 'node:buffer';
 import { once } from 'node:events';
@@ -34,6 +40,105 @@ export interface Records {
 const QUOTE = 0x22;
 const CR = 0x0d;
 const LF = 0x0a;
+const BOM = Buffer.from([0xef, 0xbb, 0xbf]);
+
+/** Where `QuoteScan` is: at a cell's start, in a cell without quotes, inside quotes, right after a quote inside quotes. */
+const enum Scan {
+  CellStart,
+  Unquoted,
+  Quoted,
+  QuoteSeen,
+}
+
+/**
+ * Whether a file's quotes are all where csv-parse takes them without an error, read byte
+ * by byte from the first chunk that holds a quote (the bytes before it hold none): a quote
+ * opens a cell only at its start, and inside quotes a quote is doubled or closes the cell
+ * before a delimiter, a carriage return, a line feed or the file's end. Also measures the
+ * records (the bytes between two line feeds outside quotes), which must be no longer than
+ * MAX_LINE_CHARACTERS bytes. Line ends are judged apart, by `FileShape`.
+ */
+class QuoteScan {
+  private state: Scan;
+  /** Bytes of the current record so far. */
+  private recordBytes: number;
+  private longestRecord = 0;
+  private wellPlaced = true;
+
+  constructor(
+    private readonly delimiter: number,
+    atCellStart: boolean,
+    recordBytes: number,
+    /** The longest record before the scan's start. */
+    longestRecord: number,
+    /** Bytes of a byte order mark still to come, which csv-parse drops. */
+    private bomLeft: number,
+  ) {
+    this.state = atCellStart ? Scan.CellStart : Scan.Unquoted;
+    this.recordBytes = recordBytes;
+    this.longestRecord = longestRecord;
+  }
+
+  add(chunk: Buffer): void {
+    if (!this.wellPlaced) return;
+    const delimiter = this.delimiter;
+    let state = this.state;
+    let recordBytes = this.recordBytes;
+    let from = 0;
+    if (this.bomLeft > 0) {
+      from = Math.min(this.bomLeft, chunk.length);
+      this.bomLeft -= from;
+      recordBytes += from;
+    }
+    for (let at = from; at < chunk.length; at++) {
+      const byte = chunk[at]!;
+      if (state === Scan.Quoted) {
+        // Up to the next quote at once: nothing else inside quotes matters.
+        const quote = chunk.indexOf(QUOTE, at);
+        if (quote === -1) {
+          recordBytes += chunk.length - at;
+          break;
+        }
+        recordBytes += quote - at + 1;
+        at = quote;
+        state = Scan.QuoteSeen;
+        continue;
+      }
+      if (byte === LF) {
+        // A record's end: only quotes leave it open.
+        if (recordBytes > this.longestRecord) this.longestRecord = recordBytes;
+        recordBytes = 0;
+        state = Scan.CellStart;
+        continue;
+      }
+      recordBytes++;
+      if (state === Scan.QuoteSeen) {
+        if (byte === QUOTE) state = Scan.Quoted;
+        else if (byte === delimiter) state = Scan.CellStart;
+        // A carriage return is followed by a line feed in any file that is read this way.
+        else if (byte === CR) state = Scan.Unquoted;
+        else {
+          this.wellPlaced = false;
+          return;
+        }
+      } else if (byte === QUOTE) {
+        if (state !== Scan.CellStart) {
+          this.wellPlaced = false;
+          return;
+        }
+        state = Scan.Quoted;
+      } else if (byte === delimiter) state = Scan.CellStart;
+      else state = Scan.Unquoted;
+    }
+    this.state = state;
+    this.recordBytes = recordBytes;
+  }
+
+  /** After the last chunk: whether csv-parse reads the file's quotes without an error, and no record is too long. */
+  get regular(): boolean {
+    return this.wellPlaced && this.state !== Scan.Quoted && Math.max(this.longestRecord, this.recordBytes) <= MAX_LINE_CHARACTERS;
+  }
+}
 
 /** The bytes at the end of `chunk` that begin a character it does not finish (0 to 3). */
 function unfinishedCharacter(chunk: Buffer): number {
@@ -65,6 +170,13 @@ export class FileShape {
   /** Bytes since the last line feed. */
   private lineBytes = 0;
   private lastByte = -1;
+  /** Bytes read so far. */
+  private bytes = 0;
+  /** The quotes' scan, from the chunk that holds the first quote (once the delimiter is known). */
+  private scan: QuoteScan | null = null;
+  /** A quote was seen before the end of the header line: the scan starts from the file's start once it ends. */
+  private scanPending = false;
+  private scanDelimiter: string | null = null;
 
   /** Reads the next chunk; answers whether the file is still UTF-8 (once it is not, the rest need not be read). */
   add(chunk: Buffer): boolean {
@@ -82,7 +194,14 @@ export class FileShape {
     }
     this.unfinished = cut < joined.length ? Buffer.from(joined.subarray(cut)) : null;
 
-    if (!this.quoted && chunk.indexOf(QUOTE) !== -1) this.quoted = true;
+    if (!this.quoted && chunk.indexOf(QUOTE) !== -1) {
+      this.quoted = true;
+      // The chunks before this one hold no quote: the scan starts here, from where the lines are.
+      if (this.headComplete) this.startScan(this.lastByte, this.lineBytes).add(chunk);
+      else this.scanPending = true;
+    } else if (this.scan) this.scan.add(chunk);
+    // The head holds every chunk so far (this one included) until it is complete.
+    else if (this.scanPending && this.headComplete) this.scanHead();
     for (let at = chunk.indexOf(CR); at !== -1; at = chunk.indexOf(CR, at + 1)) this.carriageReturns++;
     let start = 0;
     for (let at = chunk.indexOf(LF); at !== -1; at = chunk.indexOf(LF, start)) {
@@ -94,7 +213,38 @@ export class FileShape {
     }
     this.lineBytes += chunk.length - start;
     if (chunk.length > 0) this.lastByte = chunk[chunk.length - 1]!;
+    this.bytes += chunk.length;
     return true;
+  }
+
+  /** Whether the head is all it will be: it holds the first line feed, or MAX_LINE_CHARACTERS bytes. */
+  private get headComplete(): boolean {
+    return this.headBytes >= MAX_LINE_CHARACTERS || (this.headChunks.length > 0 && this.headChunks.at(-1)!.indexOf(LF) !== -1);
+  }
+
+  /** A scan starting after `this.bytes` bytes, the last of them `lastByte`, `lineBytes` since the last line feed. */
+  private startScan(lastByte: number, lineBytes: number): QuoteScan {
+    const delimiter = this.delimiter;
+    const bom = this.bomBytes;
+    const atStart = this.bytes <= bom;
+    const atCellStart = atStart || lastByte === LF || lastByte === delimiter.charCodeAt(0);
+    this.scanDelimiter = delimiter;
+    this.scan = new QuoteScan(delimiter.charCodeAt(0), atCellStart, lineBytes, this.longestLine, atStart ? bom - this.bytes : 0);
+    return this.scan;
+  }
+
+  /** The scan of the whole head, which holds every chunk read so far: from the file's start. */
+  private scanHead(): void {
+    this.scanPending = false;
+    const delimiter = this.delimiter;
+    this.scanDelimiter = delimiter;
+    this.scan = new QuoteScan(delimiter.charCodeAt(0), true, 0, 0, this.bomBytes);
+    for (const chunk of this.headChunks) this.scan.add(chunk);
+  }
+
+  /** The byte order mark's length at the file's start (0 without one). */
+  private get bomBytes(): number {
+    return this.head.subarray(0, 3).equals(BOM) ? 3 : 0;
   }
 
   /** Whether the whole file is UTF-8 (after its last chunk). */
@@ -124,15 +274,37 @@ export class FileShape {
    */
   get lineEnd(): '\n' | '\r\n' | null {
     if (!this.utf8 || this.quoted || Math.max(this.longestLine, this.lineBytes) > MAX_LINE_CHARACTERS) return null;
+    return this.sameLineEnds;
+  }
+
+  /** How every line ends: no carriage return, or one before every line feed and none elsewhere; null when they differ. */
+  private get sameLineEnds(): '\n' | '\r\n' | null {
     if (this.carriageReturns === 0) return '\n';
     return this.carriageReturns === this.crlfs && this.lineFeeds === this.crlfs ? '\r\n' : null;
+  }
+
+  /**
+   * How its lines end, when it holds quotes and its records can be cut at the line ends
+   * outside quotes by `QuotedRecords` (after its last chunk): its quotes are all well placed
+   * with `delimiter` between cells (`QuoteScan`), no record is longer than
+   * MAX_LINE_CHARACTERS bytes, and every line ends alike, inside quotes too. Otherwise (or
+   * when the file is no UTF-8) null: csv-parse reads it.
+   */
+  quotedLineEnd(delimiter: string): '\n' | '\r\n' | null {
+    if (!this.utf8 || !this.quoted) return null;
+    // No line end in the whole file: the head is all of it.
+    if (this.scanPending) this.scanHead();
+    if (!this.scan?.regular || this.scanDelimiter !== delimiter) return null;
+    return this.sameLineEnds;
   }
 }
 
 /** The records of the file `shape` has read, `delimiter` between cells. */
 export function recordsOf(shape: FileShape, delimiter: string, onRecord: OnRecord): Records {
   const lineEnd = shape.lineEnd;
-  return lineEnd ? new SplitRecords(delimiter, lineEnd, onRecord) : new NumberedRecords(delimiter, onRecord);
+  if (lineEnd) return new SplitRecords(delimiter, lineEnd, onRecord);
+  const quotedLineEnd = shape.quotedLineEnd(delimiter);
+  return quotedLineEnd ? new QuotedRecords(delimiter, quotedLineEnd, onRecord) : new NumberedRecords(delimiter, onRecord);
 }
 
 /**
@@ -264,5 +436,137 @@ export class SplitRecords implements Records {
       throw new MalformedCsv(`Invalid Record Length: expect ${this.cells}, got ${record.length} on line ${this.line}`);
     }
     this.onRecord(record, this.line);
+  }
+}
+
+/**
+ * The records of a file whose quotes `FileShape` found well placed (`quotedLineEnd`): a
+ * record ends at the first line feed after an even number of quotes since its start, it is
+ * decoded on its own and cut into cells at the delimiters outside quotes, a quoted cell's
+ * doubled quotes read as one. As csv-parse reads such a file: a byte order mark at the
+ * start is dropped, empty lines are skipped but counted, a record's line is the one it
+ * ends on (csv-parse counts a carriage return and a line feed inside quotes as a line
+ * each), and a record with another number of cells than the first fails the file with
+ * csv-parse's error.
+ */
+export class QuotedRecords implements Records {
+  /** The bytes of the record the chunks read so far end in (it is no longer than a record). */
+  private rest: Buffer | null = null;
+  /** Whether the quotes in `rest` leave it inside quotes. */
+  private restInside = false;
+  /** Line feeds in `rest` (all inside quotes). */
+  private restLineFeeds = 0;
+  /** The line the next record starts on. */
+  private line = 1;
+  private started = false;
+  /** The first record's number of cells. */
+  private cells = -1;
+  private readonly endLength: number;
+  /** Lines csv-parse counts for a line end inside quotes. */
+  private readonly linesPerQuotedEnd: number;
+
+  constructor(
+    private readonly delimiter: string,
+    lineEnd: '\n' | '\r\n',
+    private readonly onRecord: OnRecord,
+  ) {
+    this.endLength = lineEnd.length;
+    this.linesPerQuotedEnd = lineEnd.length;
+  }
+
+  // Synchronous: a chunk is cut at once (the interface is csv-parse's, which is a stream).
+  parse(chunk: Buffer): Promise<void> {
+    return settled(() => this.cut(chunk));
+  }
+
+  finish(): Promise<void> {
+    return settled(() => {
+      const rest = this.rest;
+      this.rest = null;
+      if (rest) this.record(rest, 0, rest.length, this.restLineFeeds);
+    });
+  }
+
+  private cut(chunk: Buffer): void {
+    let inside = this.restInside;
+    let lineFeeds = this.restLineFeeds;
+    let start = 0;
+    let quote = chunk.indexOf(QUOTE);
+    for (let at = chunk.indexOf(LF); ; at = chunk.indexOf(LF, at + 1)) {
+      // The quotes before this line feed (or the chunk's end) say whether it is inside quotes.
+      const before = at === -1 ? chunk.length : at;
+      while (quote !== -1 && quote < before) {
+        inside = !inside;
+        quote = chunk.indexOf(QUOTE, quote + 1);
+      }
+      if (at === -1) break;
+      if (inside) {
+        lineFeeds++;
+        continue;
+      }
+      if (this.rest) {
+        const first = Buffer.concat([this.rest, chunk.subarray(0, at + 1)]);
+        this.rest = null;
+        this.record(first, 0, first.length - this.endLength, lineFeeds);
+      } else this.record(chunk, start, at + 1 - this.endLength, lineFeeds);
+      lineFeeds = 0;
+      start = at + 1;
+    }
+    // A copy: the chunk's memory is its reader's.
+    if (start < chunk.length) this.rest = this.rest ? Buffer.concat([this.rest, chunk]) : Buffer.from(chunk.subarray(start));
+    this.restInside = inside;
+    this.restLineFeeds = lineFeeds;
+  }
+
+  /**
+   * The record `bytes[start, end)` (its line end left out), `lineFeeds` inside its quotes.
+   * Decoded on its own, so that a cell kept while its batch is judged holds its record's
+   * text, not a chunk's.
+   */
+  private record(bytes: Buffer, start: number, end: number, lineFeeds: number): void {
+    const line = this.line + lineFeeds * this.linesPerQuotedEnd;
+    this.line = line + 1;
+    if (!this.started) {
+      this.started = true;
+      if (end - start >= 3 && bytes[start] === 0xef && bytes[start + 1] === 0xbb && bytes[start + 2] === 0xbf) start += 3;
+    }
+    if (end <= start) return;
+    const text = bytes.toString('utf8', start, end);
+    const record = text.indexOf('"') === -1 ? text.split(this.delimiter) : cellsOf(text, this.delimiter);
+    if (this.cells === -1) this.cells = record.length;
+    else if (record.length !== this.cells) {
+      throw new MalformedCsv(`Invalid Record Length: expect ${this.cells}, got ${record.length} on line ${line}`);
+    }
+    this.onRecord(record, line);
+  }
+}
+
+/** The cells of a record whose quotes are well placed: quoted cells without their quotes, doubled quotes read as one. */
+function cellsOf(text: string, delimiter: string): string[] {
+  const cells: string[] = [];
+  for (let at = 0; ;) {
+    if (text.charCodeAt(at) === QUOTE) {
+      let close = text.indexOf('"', at + 1);
+      let doubled = false;
+      while (close !== -1 && text.charCodeAt(close + 1) === QUOTE) {
+        doubled = true;
+        close = text.indexOf('"', close + 2);
+      }
+      // Never so in a file FileShape let through: a failure of the service, not the file's.
+      if (close === -1 || (close + 1 < text.length && text[close + 1] !== delimiter)) throw new Error('a quoted cell is not well placed');
+      const cell = text.slice(at + 1, close);
+      cells.push(doubled ? cell.replaceAll('""', '"') : cell);
+      // The delimiter after the closing quote, or the record's end.
+      at = close + 2;
+      if (at > text.length) return cells;
+    } else {
+      const next = text.indexOf(delimiter, at);
+      if (next === -1) {
+        cells.push(text.slice(at));
+        return cells;
+      }
+      cells.push(text.slice(at, next));
+      at = next + 1;
+    }
   }
 }

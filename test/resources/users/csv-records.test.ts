@@ -1,9 +1,11 @@
 /**
  * The records of a CSV file (src/resources/users/csv-records.ts): a plain file (no quotes,
- * lines ending alike, none too long) is split without csv-parse, and must give exactly
- * what csv-parse gives: the same records with the same lines, the same failure with the
- * same message, whatever the chunks the file arrives in. Checked on generated files
- * against csv-parse itself, with the options the CSV import uses.
+ * lines ending alike, none too long) is split without csv-parse, a file whose quotes are
+ * well placed is cut without it, and each must give exactly what csv-parse gives: the
+ * same records with the same lines, the same failure with the same message, whatever the
+ * chunks the file arrives in. Checked on generated files against csv-parse itself, with
+ * the options the CSV import uses; a file that is neither (a quote out of place, a quote
+ * left open, line ends of both kinds, a record too long) goes to csv-parse.
  */
 import t from 'tap';
 import {
@@ -11,6 +13,7 @@ import {
   MalformedCsv,
   MAX_LINE_CHARACTERS,
   NumberedRecords,
+  QuotedRecords,
   recordsOf,
   SplitRecords,
   type Records,
@@ -91,6 +94,44 @@ function plainFile(next: () => number, delimiter: string, lineEnd: string): Buff
   return Buffer.from(text);
 }
 
+/**
+ * A file with quotes: random cells, some quoted (delimiters, doubled quotes and line ends of
+ * the file's kind inside), empty lines, a BOM, sometimes a row of another width, and
+ * sometimes one flaw csv-parse refuses or that makes the file no longer one of well-placed
+ * quotes (a quote inside an unquoted cell, text after a closing quote, a quote left open,
+ * a line end of the other kind, a bare carriage return, a quoted empty line).
+ */
+function quotedFile(next: () => number, delimiter: string, lineEnd: string): Buffer {
+  const width = 1 + Math.floor(next() * 6);
+  const pick = <T>(items: readonly T[]) => items[Math.floor(next() * items.length)]!;
+  const inside = [...CELL_CHARACTERS, '""', delimiter, delimiter === ',' ? ';' : ',', lineEnd];
+  const lines: string[] = [];
+  const rows = Math.floor(next() * 30);
+  for (let row = 0; row < rows; row++) {
+    if (next() < 0.08) {
+      lines.push(next() < 0.2 ? '""' : '');
+      continue;
+    }
+    const cells = next() < 0.05 ? width + (next() < 0.5 ? -1 : 1) : width;
+    const line: string[] = [];
+    for (let cell = 0; cell < Math.max(1, cells); cell++) {
+      let text = '';
+      const quoted = next() < 0.6;
+      const length = Math.floor(next() * (next() < 0.05 ? 40 : 6));
+      for (let i = 0; i < length; i++) text += quoted ? pick(inside) : pick(CELL_CHARACTERS);
+      line.push(quoted ? `"${text}"` : text);
+    }
+    lines.push(line.join(delimiter));
+  }
+  let text = (next() < 0.2 ? '\uFEFF' : '') + lines.join(lineEnd) + (next() < 0.5 ? lineEnd : '');
+  if (next() < 0.25 && text.length > 0) {
+    const at = Math.floor(next() * text.length);
+    const flaw = pick(['"', 'x"', '"x', '\r', '\n', '\r\n', 'x']);
+    text = text.slice(0, at) + flaw + text.slice(at);
+  }
+  return Buffer.from(text);
+}
+
 function randomCuts(next: () => number, length: number): number[] {
   const cuts = new Set<number>();
   const count = Math.floor(next() * 6);
@@ -125,6 +166,61 @@ t.test('a plain file is split as csv-parse parses it: the same records, lines an
   t.ok(failed > 20 && failed < 580, `both kinds of files among them (${failed} malformed)`);
 });
 
+t.test('a file with quotes is read as csv-parse reads it: the same records, lines and failures, in any chunks', async (t) => {
+  const next = random(20261128);
+  let cut = 0;
+  let failed = 0;
+  for (let round = 0; round < 1500; round++) {
+    const delimiter = next() < 0.5 ? ',' : ';';
+    const lineEnd = next() < 0.5 ? '\n' : '\r\n';
+    const file = quotedFile(next, delimiter, lineEnd);
+    const cuts = randomCuts(next, file.length);
+    const shape = shapeOf(file, cuts);
+    if (!shape.utf8) continue;
+    const expected = await read((onRecord) => new NumberedRecords(delimiter, onRecord), file, []);
+    const reader = (onRecord: (record: string[], line: number) => void) => recordsOf(shape, delimiter, onRecord);
+    const actual = await read(reader, file, cuts);
+    if (JSON.stringify(actual) !== JSON.stringify(expected)) {
+      t.strictSame(actual, expected, `round ${round}: ${JSON.stringify(file.toString())} cut at ${cuts.join(', ')}`);
+      break;
+    }
+    if (reader(() => undefined) instanceof QuotedRecords) {
+      cut++;
+      if (expected.failure) failed++;
+    }
+  }
+  t.ok(cut > 700, `most generated files cut without csv-parse (${cut})`);
+  t.ok(failed > 10, `files of another width among them (${failed})`);
+});
+
+t.test('the shape of a file with quotes: which files are cut, which go to csv-parse', async (t) => {
+  const quotedLineEnd = (text: string, cuts: number[] = [], delimiter = ',') => shapeOf(Buffer.from(text), cuts).quotedLineEnd(delimiter);
+  t.equal(quotedLineEnd('a,b\nc,d"x\n'), null, 'a quote inside an unquoted cell');
+  t.equal(quotedLineEnd('a,b\n"c"d,e\n'), null, 'text after a closing quote');
+  t.equal(quotedLineEnd('a,b\n"c,d\n'), null, 'a quote left open at the end');
+  t.equal(quotedLineEnd('a,b\r\n"c",d\n'), null, 'line ends of both kinds');
+  t.equal(quotedLineEnd('a,b\r\n"c\nx",d\r\n'), null, 'a line feed alone inside quotes of a CRLF file');
+  t.equal(quotedLineEnd('a,b\n"c\rx",d\n'), null, 'a carriage return alone inside quotes');
+  t.equal(quotedLineEnd(`a\n"${'x'.repeat(MAX_LINE_CHARACTERS)}"\n`, [10, 40_000]), null, 'a record longer than csv-parse accepts, across chunks');
+  t.equal(quotedLineEnd(`a\n"${'x\n'.repeat(MAX_LINE_CHARACTERS / 2)}"\n`), null, 'a record of short lines, longer than csv-parse accepts');
+  t.equal(quotedLineEnd('a;b\n"c";d\n', [], ','), null, 'another delimiter than the header line uses');
+  t.equal(quotedLineEnd('a,b\nc,d\n'), null, 'no quote at all (split instead)');
+  t.equal(quotedLineEnd('a,b\n"c ""x"", y",d\n'), '\n', 'quotes doubled and a delimiter inside quotes');
+  t.equal(quotedLineEnd('"a","b"\r\n"c\r\nx",d\r\n', [1, 9, 10]), '\r\n', 'CRLF, inside quotes too, in small chunks');
+  t.equal(quotedLineEnd('\uFEFF"a",b\n', [1, 2]), '\n', 'a quote after the byte order mark');
+  t.equal(quotedLineEnd('"a","b"', [3]), '\n', 'one line without an end');
+  t.equal(quotedLineEnd(`${'x'.repeat(70_000)}\n"a"\n`), null, 'a header line longer than csv-parse accepts');
+  t.equal(quotedLineEnd(`a,b\n${'c,d\n'.repeat(40_000)}"e",f\n`, [65_536, 131_072]), '\n', 'a first quote chunks after the header line');
+  t.equal(quotedLineEnd(`a,b\n${'c,d\n'.repeat(40_000)}e,"f`, [65_536, 131_072]), null, 'a quote left open, chunks after the header line');
+  t.equal(quotedLineEnd(`a,"b\n${'c,d\n'.repeat(40_000)}"\n`), null, 'a header line that is never finished');
+
+  const file = Buffer.from('a,b\n"x, y",z\n');
+  t.type(
+    recordsOf(shapeOf(file, []), ',', () => undefined),
+    QuotedRecords,
+  );
+});
+
 t.test('the shape of a file: which files are split, which go to csv-parse', async (t) => {
   const lineEnd = (text: string | Buffer, cuts: number[] = []) => shapeOf(Buffer.from(text), cuts).lineEnd;
   t.equal(lineEnd('a,b\nc,d\n'), '\n');
@@ -149,19 +245,16 @@ t.test('the shape of a file: which files are split, which go to csv-parse', asyn
   t.equal(shapeOf(Buffer.from('user,city;x\nanna;Bonn;x\n'), []).delimiter, ',', 'counted on the header line only');
 });
 
-t.test('files that are not plain are read by csv-parse', async (t) => {
-  const quoted = Buffer.from('a,b\n"x, y",z\n');
+t.test('files that are neither plain nor of well-placed quotes are read by csv-parse', async (t) => {
+  const quoted = Buffer.from('a,b\n"x, y"z,z\n');
   const shape = shapeOf(quoted, []);
   t.type(
     recordsOf(shape, ',', () => undefined),
     NumberedRecords,
   );
   t.strictSame(await read((onRecord) => recordsOf(shape, ',', onRecord), quoted, [5]), {
-    records: [
-      [['a', 'b'], 1],
-      [['x, y', 'z'], 2],
-    ],
-    failure: null,
+    records: [[['a', 'b'], 1]],
+    failure: 'Invalid Closing Quote: got "z" at line 2 instead of delimiter, record delimiter, trimable character (if activated) or comment',
   });
   const plain = shapeOf(Buffer.from('a,b\n'), []);
   t.type(
@@ -171,7 +264,11 @@ t.test('files that are not plain are read by csv-parse', async (t) => {
 });
 
 t.test('a failure of the record callback fails the reading, and no record after it is handed over', async (t) => {
-  for (const make of [(on: (r: string[]) => void) => new SplitRecords(',', '\n', on), (on: (r: string[]) => void) => new NumberedRecords(',', on)]) {
+  for (const make of [
+    (on: (r: string[]) => void) => new SplitRecords(',', '\n', on),
+    (on: (r: string[]) => void) => new QuotedRecords(',', '\n', on),
+    (on: (r: string[]) => void) => new NumberedRecords(',', on),
+  ]) {
     const seen: string[][] = [];
     const reader = make((record) => {
       if (record[0] === 'stop') throw new Error('refused');
@@ -195,7 +292,11 @@ t.test('a failure of the record callback comes before a malformed record after i
     if (line === 1) throw new Error('the header is refused');
   };
   for (const cuts of [[], [8], [9], [3, 12]]) {
-    for (const make of [() => new NumberedRecords(',', refuseHeader), () => new SplitRecords(',', '\n', refuseHeader)]) {
+    for (const make of [
+      () => new NumberedRecords(',', refuseHeader),
+      () => new SplitRecords(',', '\n', refuseHeader),
+      () => new QuotedRecords(',', '\n', refuseHeader),
+    ]) {
       const reader = make();
       await t.rejects(
         (async () => {
