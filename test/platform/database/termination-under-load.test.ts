@@ -213,8 +213,8 @@ t.test('backends terminated mid-load: no 500, every failure a 503 with Retry-Aft
 t.test('a write cut off after its transaction began answers 503, is not repeated, and changes nothing', async (t) => {
   const victim = targets[0]!;
   const before = await control<{ first_name: string; departments: number[] }[]>`
-    select u.first_name, array(select department_id::int from department_users where user_id = u.id order by 1) as departments
-    from users u where u.id = ${victim.id}`;
+    select u.first_name, array(select department_id::int from department_users where tenant_id = u.tenant_id and user_id = u.id order by 1) as departments
+    from users u where u.tenant_id = ${tenant.tenantId} and u.id = ${victim.id}`;
 
   // Hold the write inside its transaction: its name is updated, its departments wait for this lock.
   const held = await control.reserve();
@@ -237,8 +237,8 @@ t.test('a write cut off after its transaction began answers 503, is not repeated
     held.release();
   }
   const after = await control<{ first_name: string; departments: number[] }[]>`
-    select u.first_name, array(select department_id::int from department_users where user_id = u.id order by 1) as departments
-    from users u where u.id = ${victim.id}`;
+    select u.first_name, array(select department_id::int from department_users where tenant_id = u.tenant_id and user_id = u.id order by 1) as departments
+    from users u where u.tenant_id = ${tenant.tenantId} and u.id = ${victim.id}`;
   t.strictSame(after, before, 'neither its name nor its departments changed');
   t.ok(server.alive(), 'the API process is still running');
 });
