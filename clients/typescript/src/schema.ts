@@ -1960,7 +1960,11 @@ export interface paths {
          *     submitted in forms and task templates are emptied (the submissions stay, as made by
          *     the anonymised account at that time, since their values may say anything about the
          *     person). The user is soft-deleted and can never be restored. Records the user
-         *     authored keep pointing at the id. All of it happens in one transaction. Blacking
+         *     authored keep pointing at the id. All of it happens in one transaction. The
+         *     person's labels and changed values in past audit events are replaced by the
+         *     anonymised ones right after that transaction commits, in one of their own (a
+         *     background job, retried until done), so for a few seconds after the answer the trail
+         *     may still show them. Blacking
          *     out oneself is refused (403); repeating it is harmless (204). Blacking out a user
          *     whose current role lists a permission the caller lacks (active or not) is refused
          *     (403); rights the user holds through entity permissions do not matter here, since
@@ -2787,7 +2791,8 @@ export interface components {
         /**
          * @description One change: an administrative one, a sign-in or sign-out, or a user's own work
          *     (a task execution, a form submission, a notification's read state). Labels are as they were when the change was made (a
-         *     blackout later replaces the person's with their anonymized ones). Personal user fields
+         *     blackout later replaces the person's with their anonymized ones, within seconds of
+         *     its answer). Personal user fields
          *     (see `User`) inside `changes` of a user need `users.view-personal`, administrative ones
          *     `users.view-administrative`; without it their change shows as `{"changed": true}`.
          * @example {
