@@ -34,9 +34,9 @@ export const eraseAuditTrailJob = defineJob<Erasure>({
   },
 });
 
-/** Sends the erasure's job; call after the transaction that recorded it (`recordErasure`) committed. */
+/** Sends the erasure's job; call after the transaction that recorded it (`recordErasure`) committed (a failed send is left to the sweep). */
 export async function queueErasure(jobs: Jobs, erasure: Erasure): Promise<void> {
-  await jobs.send(eraseAuditTrailJob, erasure);
+  await jobs.sendCommitted(eraseAuditTrailJob, erasure);
 }
 
 /**

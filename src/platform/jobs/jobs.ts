@@ -274,6 +274,22 @@ export class Jobs {
     return id;
   }
 
+  /**
+   * Sends the job of work that a transaction has recorded and committed, and that a sweep
+   * sends again while no job has done it (a notification's dispatch, a webhook delivery, a
+   * trail's erasure). A send that fails (the database away for a moment, as in a failover)
+   * is logged, not thrown: the request that committed the work is answered as accepted,
+   * since the sweep delivers it, rather than with a 503 that a client would retry into the
+   * same work done twice (a refused answer keeps no idempotency key).
+   */
+  async sendCommitted<T extends object>(definition: JobDefinition<T, unknown>, data: T): Promise<void> {
+    try {
+      await this.send(definition, data);
+    } catch (error) {
+      this.log.error({ err: error, job: definition.name }, 'job not sent after its commit; its sweep sends it');
+    }
+  }
+
   async getJob(name: string, id: string): Promise<{ state: string } | null> {
     return await this.boss.getJobById(name, id);
   }

@@ -122,7 +122,8 @@ export const automationHandlers = {
       });
       return [rows[0]!, presented!] as const;
     });
-    await jobs.send(deliverWebhook, { tenantId: auth.tenantId, deliveryId: delivery.id, attempt: 1 });
+    // Recorded and committed: a failed send leaves it to automations.deliver-pending.
+    await jobs.sendCommitted(deliverWebhook, { tenantId: auth.tenantId, deliveryId: delivery.id, attempt: 1 });
     return { status: 202, body: answer };
   },
 

@@ -51,9 +51,10 @@ export async function notify(tx: Tx, input: NotifyInput): Promise<Dispatch> {
 }
 
 /**
- * Queues the delivery job; call after the transaction that ran `notify` committed. (A
- * dispatch whose job never got queued is picked up by `notifications.deliver-pending`.)
+ * Queues the delivery job; call after the transaction that ran `notify` committed. A
+ * dispatch whose job was not queued (the send failed, or the process died first) is picked
+ * up by `notifications.deliver-pending`.
  */
 export async function queueDelivery(jobs: Jobs, dispatch: Dispatch): Promise<void> {
-  await jobs.send(deliverNotifications, dispatch);
+  await jobs.sendCommitted(deliverNotifications, dispatch);
 }

@@ -299,6 +299,48 @@ t.test('a dispatch whose delivery job was lost is delivered by deliver-pending',
   );
 });
 
+t.test('a delivery job that cannot be sent after the commit: 202 all the same, and deliver-pending delivers the dispatch', async (t) => {
+  const late = await api.createUser(tenant.tenantId);
+  // The job queue refuses the delivery job, as a database does for a moment in a failover.
+  await api.db.owner.execute(sql`
+    create function refuse_delivery_job() returns trigger language plpgsql as $$
+    begin
+      if new.name = 'notifications.deliver' then
+        raise exception 'the server refuses writes now' using errcode = '25006';
+      end if;
+      return new;
+    end $$`);
+  await api.db.owner.execute(sql`create trigger refuse_delivery_job before insert on pgboss.job for each row execute function refuse_delivery_job()`);
+  let refused = true;
+  const allow = async () => {
+    if (!refused) return;
+    refused = false;
+    await api.db.owner.execute(sql`drop trigger refuse_delivery_job on pgboss.job`);
+    await api.db.owner.execute(sql`drop function refuse_delivery_job()`);
+  };
+  t.teardown(allow);
+  const before = await dispatchCount();
+  const answer = await send(t, { ...message, title: 'Sent late', user_ids: [late.id] });
+  t.equal(answer.status, 202, 'the dispatch is committed: accepted, not a 503 a client would retry into a second fan-out');
+  t.equal(await dispatchCount(), before + 1, 'one dispatch, committed');
+  const [dispatch] = await api.db.owner
+    .select({ id: notificationDispatches.id, deliveredAt: notificationDispatches.deliveredAt })
+    .from(notificationDispatches)
+    .where(and(eq(notificationDispatches.tenantId, tenant.tenantId), sql`${notificationDispatches.data}->>'title' = 'Sent late'`));
+  t.equal(dispatch?.deliveredAt, null, 'not delivered: its job was never queued');
+
+  await allow();
+  await api.db.owner.execute(sql`update notification_dispatches set created_at = now() - interval '5 minutes' where id = ${dispatch!.id}`);
+  await deliverPendingNotifications.handle({}, api.atrium.services, { retried: false });
+  await waitForDelivery(t);
+  const rows = await api.db.owner.select().from(notifications).where(eq(notifications.dispatchId, dispatch!.id));
+  t.strictSame(
+    rows.map((row) => row.notifiableId),
+    [late.id],
+    'delivered once, to its recipient',
+  );
+});
+
 t.test("show answers the caller's notification; another user's or tenant's is a 404 like a missing one", async (t) => {
   const mine = await stored(alice.id);
   const bobs = await stored(bob.id);
