@@ -11,6 +11,8 @@ import { scimPatch, ScimError as PatchError, type ScimPatchOperation } from 'sci
 import { changesBetween, type AuditSource, requestOrigin } from '../../platform/audit/audit.ts';
 import type { Caller } from '../../platform/auth/auth.ts';
 import { hashPassword } from '../../platform/auth/passwords.ts';
+import type { RecentPrincipals } from '../../platform/auth/recent-principals.ts';
+import { hashToken } from '../../platform/auth/tokens.ts';
 import { isConnectionLoss } from '../../platform/database/connection-loss.ts';
 import { onlyStatement, type Tx } from '../../platform/database/database.ts';
 import { DATABASE_UNAVAILABLE_HEADERS, errorLogFields, violatedConstraint } from '../../platform/http/error-handler.ts';
@@ -68,10 +70,19 @@ declare module 'fastify' {
 
 const BEARER = /^Bearer +(scim_[A-Za-z0-9_-]{43}) *$/i;
 
-/** The token's principal, or 401: a missing, unknown, expired or revoked token, or an access token of `/api`. */
-async function authenticate(services: Services, request: FastifyRequest): Promise<ScimPrincipal> {
+/**
+ * The token's principal, or 401: a missing, unknown, expired or revoked token, or an access
+ * token of `/api`. A safe request (`recent` given) may take it from a look-up of the same
+ * token made in the last second by this process, as under `/api`.
+ */
+async function authenticate(services: Services, request: FastifyRequest, recent?: RecentPrincipals<ScimPrincipal>): Promise<ScimPrincipal> {
   const match = BEARER.exec(request.headers.authorization ?? '');
-  const principal = match ? await lookUpScimToken(services.db, match[1]!) : null;
+  const tokenHash = match ? hashToken(match[1]!) : null;
+  let principal = tokenHash ? recent?.get(tokenHash) : undefined;
+  if (!principal && tokenHash) {
+    principal = (await lookUpScimToken(services.db, tokenHash)) ?? undefined;
+    if (principal) recent?.set(tokenHash, principal);
+  }
   if (!principal) throw new ScimError(401, 'A valid SCIM token is required.', undefined, { 'www-authenticate': 'Bearer realm="scim"' });
   return principal;
 }
@@ -398,6 +409,8 @@ function answerError(error: FastifyError | ScimError | ProblemError, request: Fa
 /** Registers `/scim/v2`. */
 export async function registerScim(app: FastifyInstance, services: Services): Promise<void> {
   app.decorateRequest('scim', null);
+  // The last second's look-ups of SCIM tokens, forgotten with those of access tokens: every write under `/api` or here clears both.
+  const recent = services.principals.companion<ScimPrincipal>();
   await app.register(
     async (scim) => {
       const { onProtoPoisoning, onConstructorPoisoning } = app.initialConfig as { onProtoPoisoning?: string; onConstructorPoisoning?: string };
@@ -412,7 +425,7 @@ export async function registerScim(app: FastifyInstance, services: Services): Pr
         answerError(new ScimError(404, `${request.method} ${request.url.split('?')[0]} is not a SCIM endpoint.`), request, reply),
       );
       scim.addHook('onRequest', async (request) => {
-        request.scim = await authenticate(services, request);
+        request.scim = await authenticate(services, request, request.method === 'GET' ? recent : undefined);
         const type = request.headers['content-type']?.split(';')[0]!.trim().toLowerCase();
         if (type !== undefined && type !== SCIM_MEDIA_TYPE && type !== 'application/json') {
           throw new ScimError(415, `The request body must be ${SCIM_MEDIA_TYPE} or application/json.`);
@@ -420,7 +433,7 @@ export async function registerScim(app: FastifyInstance, services: Services): Pr
       });
       scim.addHook('onSend', async (request, reply, payload) => {
         if (reply.statusCode < 400 && payload !== undefined && payload !== '') reply.type(`${SCIM_MEDIA_TYPE}; charset=utf-8`);
-        // Writes forget the last second's look-ups of access tokens: a deactivation holds for the next request.
+        // Writes forget the last second's look-ups of access tokens and of SCIM tokens: a deactivation holds for the next request.
         if (request.method !== 'GET') services.principals.clear();
         return payload;
       });
