@@ -6,7 +6,8 @@
  * plugin of its own, under the same request id, logging, security headers and rate limits.
  */
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { and, asc, count, eq, sql } from 'drizzle-orm';
+import { and, asc, count, eq, sql, type SQL } from 'drizzle-orm';
+import { PgDialect } from 'drizzle-orm/pg-core';
 import { scimPatch, ScimError as PatchError, type ScimPatchOperation } from 'scim-patch';
 import { changesBetween, type AuditSource, requestOrigin } from '../../platform/audit/audit.ts';
 import type { Caller } from '../../platform/auth/auth.ts';
@@ -15,6 +16,7 @@ import type { RecentPrincipals } from '../../platform/auth/recent-principals.ts'
 import { hashToken } from '../../platform/auth/tokens.ts';
 import { isConnectionLoss } from '../../platform/database/connection-loss.ts';
 import { onlyStatement, type Tx } from '../../platform/database/database.ts';
+import { prepared } from '../../platform/database/prepared.ts';
 import { DATABASE_UNAVAILABLE_HEADERS, errorLogFields, violatedConstraint } from '../../platform/http/error-handler.ts';
 import { jsonBodyProblem, MAX_JSON_DEPTH } from '../../platform/http/json-body.ts';
 import { ProblemError, type FieldErrors } from '../../platform/http/problem.ts';
@@ -50,6 +52,7 @@ import {
   findScimUser,
   languageId,
   parseFilter,
+  placeholders,
   presentScimUser,
   SCIM_ATTRIBUTE_OF,
   SCIM_USERS,
@@ -406,6 +409,32 @@ function answerError(error: FastifyError | ScimError | ProblemError, request: Fa
     .send(errorDocument(status, detail, scimType as never));
 }
 
+/** Renders a filter's condition as SQL text: what tells the forms of the prepared statements below apart. */
+const dialect = new PgDialect();
+
+/**
+ * The users meeting `where` (a condition whose values are placeholders, `placeholders()`),
+ * a page of them (`offset`, `limit`) with the count of all, by a statement prepared once
+ * per `form` (the condition's SQL text): identity providers look users up with the same
+ * filter but for its value, and building the select costs as much as the rest of the
+ * request.
+ */
+function usersPage(tx: Tx, where: SQL, form: string) {
+  return prepared(tx, usersPage, form, (tx) =>
+    selectScimUsers(tx, { total: sql<number>`count(*) over ()`.mapWith(Number) })
+      .where(where)
+      .orderBy(asc(users.id))
+      .offset(sql.placeholder('offset'))
+      .limit(sql.placeholder('limit'))
+      .prepare('scim_users'),
+  );
+}
+
+/** How many users meet `where`, prepared as `usersPage` is. */
+function usersCount(tx: Tx, where: SQL, form: string) {
+  return prepared(tx, usersCount, form, (tx) => tx.select({ n: count() }).from(users).where(where).prepare('scim_users_count'));
+}
+
 /** Registers `/scim/v2`. */
 export async function registerScim(app: FastifyInstance, services: Services): Promise<void> {
   app.decorateRequest('scim', null);
@@ -451,20 +480,16 @@ export async function registerScim(app: FastifyInstance, services: Services): Pr
 
       scim.get('/Users', async (request) => {
         const query = request.query as Record<string, unknown>;
-        const condition = parseFilter(query.filter);
+        const filter = placeholders();
+        const where = and(SCIM_USERS, parseFilter(query.filter, USER_ATTRIBUTES, filter.bind))!;
+        const form = dialect.sqlToQuery(where).sql;
         const { startIndex, count: pageSize } = pageOf(query);
-        const where = and(SCIM_USERS, condition);
         const { rows, total } = await inTenant(request, async (tx) => {
-          const countAll = async () => (await tx.select({ n: count() }).from(users).where(where))[0]?.n ?? 0;
+          const countAll = async () => (await usersCount(tx, where, form).execute(filter.values))[0]?.n ?? 0;
           if (pageSize === 0) return { rows: [], total: await countAll() };
           // The total rides on the page's rows (a window over every match, taken before the offset and limit): one statement where
           // the page holds a row. An empty page past the first is counted on its own; an empty first page means none match.
-          const read = () =>
-            selectScimUsers(tx, { total: sql<number>`count(*) over ()`.mapWith(Number) })
-              .where(where)
-              .orderBy(asc(users.id))
-              .offset(startIndex - 1)
-              .limit(pageSize);
+          const read = () => usersPage(tx, where, form).execute({ ...filter.values, offset: startIndex - 1, limit: pageSize });
           // A first page needs nothing after it (an empty one means none match): its transaction ends with it.
           const page = (await (startIndex === 1 ? onlyStatement(tx, read) : read())) as (ScimUserRow & { total: number })[];
           const total = page.length > 0 ? page[0]!.total : startIndex === 1 ? 0 : await countAll();
