@@ -5,6 +5,11 @@
  * change made through this process holds for its next request; a change made elsewhere
  * (another process, the command line, a job) holds here within `LIFETIME_MS`
  * (docs/tenancy-and-security.md#access-tokens).
+ *
+ * A companion (`companion()`) keeps another kind of principal, such as a SCIM token's,
+ * under the same rule: clearing any cache of the family clears them all, so the one
+ * `clear()` of a write forgets every kind. The platform knows only the access tokens'
+ * `Principal`; a resource creates the companion for its own.
  */
 import type { Permission } from './permissions.ts';
 
@@ -23,10 +28,22 @@ const LIFETIME_MS = 1_000;
 /** Entries expire by themselves; this bound only keeps memory small. */
 const MAX_ENTRIES = 10_000;
 
-export class RecentPrincipals {
-  private readonly entries = new Map<string, { principal: Principal; until: number }>();
+export class RecentPrincipals<P = Principal> {
+  private readonly entries = new Map<string, { principal: P; until: number }>();
+  /** The entries of this cache and of every cache of its family (the first and its companions), cleared together. */
+  private readonly family: Map<string, unknown>[];
 
-  get(tokenHash: Buffer, now = Date.now()): Principal | undefined {
+  constructor(family: Map<string, unknown>[] = []) {
+    this.family = family;
+    family.push(this.entries);
+  }
+
+  /** A cache of another kind of principal in this one's family: clearing either clears both. */
+  companion<Q>(): RecentPrincipals<Q> {
+    return new RecentPrincipals<Q>(this.family);
+  }
+
+  get(tokenHash: Buffer, now = Date.now()): P | undefined {
     const key = tokenHash.toString('base64');
     const entry = this.entries.get(key);
     if (entry && entry.until > now) return entry.principal;
@@ -34,12 +51,13 @@ export class RecentPrincipals {
     return undefined;
   }
 
-  set(tokenHash: Buffer, principal: Principal, now = Date.now()): void {
+  set(tokenHash: Buffer, principal: P, now = Date.now()): void {
     if (this.entries.size >= MAX_ENTRIES) this.entries.clear();
     this.entries.set(tokenHash.toString('base64'), { principal, until: now + LIFETIME_MS });
   }
 
+  /** Forgets every look-up, of this cache and of its family. */
   clear(): void {
-    this.entries.clear();
+    for (const entries of this.family) entries.clear();
   }
 }

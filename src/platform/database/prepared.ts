@@ -11,9 +11,16 @@ import type { Tx } from './database.ts';
 const statements = new WeakMap<Tx, WeakMap<object, Map<string, unknown>>>();
 
 /**
+ * Forms kept per owner. A listing has a handful; where the client's input chooses the form
+ * (a SCIM filter's shape), the forms past this many are built anew on each call, so no
+ * client can make the process keep statements without end.
+ */
+const MAX_FORMS = 100;
+
+/**
  * The statement `build` prepares on `tx`, built on the first call for `tx`'s database,
  * `owner` (what the statement belongs to: a listing, a function) and `key` (what tells
- * its forms apart), and kept for the process's life. Everything `build` reads but the
+ * its forms apart), and kept for the process's life (the first `MAX_FORMS` forms of an owner). Everything `build` reads but the
  * placeholders must be the same for every call with the same owner and key.
  */
 export function prepared<Statement>(tx: Tx, owner: object, key: string, build: (tx: Tx) => Statement): Statement {
@@ -22,6 +29,9 @@ export function prepared<Statement>(tx: Tx, owner: object, key: string, build: (
   let byKey = byOwner.get(owner);
   if (!byKey) byOwner.set(owner, (byKey = new Map<string, unknown>()));
   let statement = byKey.get(key) as Statement | undefined;
-  if (statement === undefined) byKey.set(key, (statement = build(tx)));
+  if (statement === undefined) {
+    statement = build(tx);
+    if (byKey.size < MAX_FORMS) byKey.set(key, statement);
+  }
   return statement;
 }

@@ -6,13 +6,17 @@
  * plugin of its own, under the same request id, logging, security headers and rate limits.
  */
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { and, asc, count, eq, sql } from 'drizzle-orm';
+import { and, asc, count, eq, sql, type SQL } from 'drizzle-orm';
+import { PgDialect } from 'drizzle-orm/pg-core';
 import { scimPatch, ScimError as PatchError, type ScimPatchOperation } from 'scim-patch';
 import { changesBetween, type AuditSource, requestOrigin } from '../../platform/audit/audit.ts';
 import type { Caller } from '../../platform/auth/auth.ts';
 import { hashPassword } from '../../platform/auth/passwords.ts';
+import type { RecentPrincipals } from '../../platform/auth/recent-principals.ts';
+import { hashToken } from '../../platform/auth/tokens.ts';
 import { isConnectionLoss } from '../../platform/database/connection-loss.ts';
 import { onlyStatement, type Tx } from '../../platform/database/database.ts';
+import { prepared } from '../../platform/database/prepared.ts';
 import { DATABASE_UNAVAILABLE_HEADERS, errorLogFields, violatedConstraint } from '../../platform/http/error-handler.ts';
 import { jsonBodyProblem, MAX_JSON_DEPTH } from '../../platform/http/json-body.ts';
 import { ProblemError, type FieldErrors } from '../../platform/http/problem.ts';
@@ -48,6 +52,7 @@ import {
   findScimUser,
   languageId,
   parseFilter,
+  placeholders,
   presentScimUser,
   SCIM_ATTRIBUTE_OF,
   SCIM_USERS,
@@ -68,10 +73,19 @@ declare module 'fastify' {
 
 const BEARER = /^Bearer +(scim_[A-Za-z0-9_-]{43}) *$/i;
 
-/** The token's principal, or 401: a missing, unknown, expired or revoked token, or an access token of `/api`. */
-async function authenticate(services: Services, request: FastifyRequest): Promise<ScimPrincipal> {
+/**
+ * The token's principal, or 401: a missing, unknown, expired or revoked token, or an access
+ * token of `/api`. A safe request (`recent` given) may take it from a look-up of the same
+ * token made in the last second by this process, as under `/api`.
+ */
+async function authenticate(services: Services, request: FastifyRequest, recent?: RecentPrincipals<ScimPrincipal>): Promise<ScimPrincipal> {
   const match = BEARER.exec(request.headers.authorization ?? '');
-  const principal = match ? await lookUpScimToken(services.db, match[1]!) : null;
+  const tokenHash = match ? hashToken(match[1]!) : null;
+  let principal = tokenHash ? recent?.get(tokenHash) : undefined;
+  if (!principal && tokenHash) {
+    principal = (await lookUpScimToken(services.db, tokenHash)) ?? undefined;
+    if (principal) recent?.set(tokenHash, principal);
+  }
   if (!principal) throw new ScimError(401, 'A valid SCIM token is required.', undefined, { 'www-authenticate': 'Bearer realm="scim"' });
   return principal;
 }
@@ -395,9 +409,37 @@ function answerError(error: FastifyError | ScimError | ProblemError, request: Fa
     .send(errorDocument(status, detail, scimType as never));
 }
 
+/** Renders a filter's condition as SQL text: what tells the forms of the prepared statements below apart. */
+const dialect = new PgDialect();
+
+/**
+ * The users meeting `where` (a condition whose values are placeholders, `placeholders()`),
+ * a page of them (`offset`, `limit`) with the count of all, by a statement prepared once
+ * per `form` (the condition's SQL text): identity providers look users up with the same
+ * filter but for its value, and building the select costs as much as the rest of the
+ * request.
+ */
+function usersPage(tx: Tx, where: SQL, form: string) {
+  return prepared(tx, usersPage, form, (tx) =>
+    selectScimUsers(tx, { total: sql<number>`count(*) over ()`.mapWith(Number) })
+      .where(where)
+      .orderBy(asc(users.id))
+      .offset(sql.placeholder('offset'))
+      .limit(sql.placeholder('limit'))
+      .prepare('scim_users'),
+  );
+}
+
+/** How many users meet `where`, prepared as `usersPage` is. */
+function usersCount(tx: Tx, where: SQL, form: string) {
+  return prepared(tx, usersCount, form, (tx) => tx.select({ n: count() }).from(users).where(where).prepare('scim_users_count'));
+}
+
 /** Registers `/scim/v2`. */
 export async function registerScim(app: FastifyInstance, services: Services): Promise<void> {
   app.decorateRequest('scim', null);
+  // The last second's look-ups of SCIM tokens, forgotten with those of access tokens: every write under `/api` or here clears both.
+  const recent = services.principals.companion<ScimPrincipal>();
   await app.register(
     async (scim) => {
       const { onProtoPoisoning, onConstructorPoisoning } = app.initialConfig as { onProtoPoisoning?: string; onConstructorPoisoning?: string };
@@ -412,7 +454,7 @@ export async function registerScim(app: FastifyInstance, services: Services): Pr
         answerError(new ScimError(404, `${request.method} ${request.url.split('?')[0]} is not a SCIM endpoint.`), request, reply),
       );
       scim.addHook('onRequest', async (request) => {
-        request.scim = await authenticate(services, request);
+        request.scim = await authenticate(services, request, request.method === 'GET' ? recent : undefined);
         const type = request.headers['content-type']?.split(';')[0]!.trim().toLowerCase();
         if (type !== undefined && type !== SCIM_MEDIA_TYPE && type !== 'application/json') {
           throw new ScimError(415, `The request body must be ${SCIM_MEDIA_TYPE} or application/json.`);
@@ -420,7 +462,7 @@ export async function registerScim(app: FastifyInstance, services: Services): Pr
       });
       scim.addHook('onSend', async (request, reply, payload) => {
         if (reply.statusCode < 400 && payload !== undefined && payload !== '') reply.type(`${SCIM_MEDIA_TYPE}; charset=utf-8`);
-        // Writes forget the last second's look-ups of access tokens: a deactivation holds for the next request.
+        // Writes forget the last second's look-ups of access tokens and of SCIM tokens: a deactivation holds for the next request.
         if (request.method !== 'GET') services.principals.clear();
         return payload;
       });
@@ -438,20 +480,16 @@ export async function registerScim(app: FastifyInstance, services: Services): Pr
 
       scim.get('/Users', async (request) => {
         const query = request.query as Record<string, unknown>;
-        const condition = parseFilter(query.filter);
+        const filter = placeholders();
+        const where = and(SCIM_USERS, parseFilter(query.filter, USER_ATTRIBUTES, filter.bind))!;
+        const form = dialect.sqlToQuery(where).sql;
         const { startIndex, count: pageSize } = pageOf(query);
-        const where = and(SCIM_USERS, condition);
         const { rows, total } = await inTenant(request, async (tx) => {
-          const countAll = async () => (await tx.select({ n: count() }).from(users).where(where))[0]?.n ?? 0;
+          const countAll = async () => (await usersCount(tx, where, form).execute(filter.values))[0]?.n ?? 0;
           if (pageSize === 0) return { rows: [], total: await countAll() };
           // The total rides on the page's rows (a window over every match, taken before the offset and limit): one statement where
           // the page holds a row. An empty page past the first is counted on its own; an empty first page means none match.
-          const read = () =>
-            selectScimUsers(tx, { total: sql<number>`count(*) over ()`.mapWith(Number) })
-              .where(where)
-              .orderBy(asc(users.id))
-              .offset(startIndex - 1)
-              .limit(pageSize);
+          const read = () => usersPage(tx, where, form).execute({ ...filter.values, offset: startIndex - 1, limit: pageSize });
           // A first page needs nothing after it (an empty one means none match): its transaction ends with it.
           const page = (await (startIndex === 1 ? onlyStatement(tx, read) : read())) as (ScimUserRow & { total: number })[];
           const total = page.length > 0 ? page[0]!.total : startIndex === 1 ? 0 : await countAll();

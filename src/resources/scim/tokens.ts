@@ -2,7 +2,6 @@
 import { randomBytes } from 'node:crypto';
 import { and, count, desc, eq, sql } from 'drizzle-orm';
 import type { Permission } from '../../platform/auth/permissions.ts';
-import { hashToken } from '../../platform/auth/tokens.ts';
 import type { Database, Tx } from '../../platform/database/database.ts';
 import { rfc3339 } from '../../platform/http/datetime.ts';
 import { scimTokens } from './table.ts';
@@ -71,16 +70,17 @@ export interface ScimPrincipal {
   tenantId: number;
   tokenId: number;
   permissions: ReadonlySet<Permission>;
+  /** The use last recorded: as the look-up read it, or as this process recorded it since (`recordScimTokenUse`). */
   lastUsedAt: Date | null;
   /** The token's name as the look-up read it: the actor's label in the audit trail. */
   tokenName: string;
 }
 
-/** The principal the token value yields now (null: none), in one query through the security-definer `atrium_authenticate_scim`. */
-export async function lookUpScimToken(db: Database, token: string): Promise<ScimPrincipal | null> {
+/** The principal the token (its hash) yields now (null: none), in one query through the security-definer `atrium_authenticate_scim`. */
+export async function lookUpScimToken(db: Database, tokenHash: Buffer): Promise<ScimPrincipal | null> {
   const [row] = await db.read(
     () => db.appSql<{ tenant_id: string; token_id: string; permissions: Permission[]; last_used_at: Date | string | null; name: string }[]>`
-      select tenant_id, token_id, permissions, last_used_at, name from atrium_authenticate_scim(${hashToken(token)})`,
+      select tenant_id, token_id, permissions, last_used_at, name from atrium_authenticate_scim(${tokenHash})`,
   );
   if (!row) return null;
   return {
@@ -95,9 +95,16 @@ export async function lookUpScimToken(db: Database, token: string): Promise<Scim
 /** How stale `last_used_at` may get: a use is recorded at most once a minute, so that a sync costs no write per request. */
 const LAST_USE_RESOLUTION_MS = 60_000;
 
-/** Records the use of the token in the request's transaction, unless one was recorded in the last minute. */
+/**
+ * Records the use of the token in the request's transaction, unless one was recorded in the
+ * last minute. The principal carries the new stamp, so that the requests that take it from
+ * the last second's look-ups (`RecentPrincipals`) write nothing within the minute either
+ * (should the transaction roll back, the look-up made a second later reads the stamp as stored).
+ */
 export async function recordScimTokenUse(tx: Tx, principal: ScimPrincipal): Promise<void> {
-  if (principal.lastUsedAt && Date.now() - principal.lastUsedAt.getTime() < LAST_USE_RESOLUTION_MS) return;
+  const now = Date.now();
+  if (principal.lastUsedAt && now - principal.lastUsedAt.getTime() < LAST_USE_RESOLUTION_MS) return;
+  principal.lastUsedAt = new Date(now);
   // Citus refuses a volatile function among an UPDATE's values, not one evaluated once per statement.
   await tx
     .update(scimTokens)

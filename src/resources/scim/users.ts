@@ -302,8 +302,34 @@ function normalizedPath(path: string): string {
 
 const TEXT_OPERATORS = new Set(['eq', 'ne', 'co', 'sw', 'ew', 'gt', 'ge', 'lt', 'le']);
 
+/**
+ * How a filter's compared values enter its SQL: as parameters of the statement (`inline`,
+ * the default), or as placeholders (`placeholders()`) whose values are given when a
+ * prepared statement runs.
+ */
+export type Bind = (value: unknown) => SQL;
+const inline: Bind = (value) => sql`${value}`;
+
+/**
+ * A binder that puts each compared value behind a placeholder (`filter0`, `filter1`, … in
+ * the order the filter names them) and keeps the values for `execute`. Two filters whose
+ * conditions read alike but for their values then make the same statement, prepared once.
+ */
+export function placeholders(): { bind: Bind; values: Record<string, unknown> } {
+  const values: Record<string, unknown> = {};
+  let next = 0;
+  return {
+    values,
+    bind(value) {
+      const name = `filter${next++}`;
+      values[name] = value;
+      return sql`${sql.placeholder(name)}`;
+    },
+  };
+}
+
 /** One comparison as SQL. Text compares case-insensitively (`caseExact` false), except `externalId` and `id`. */
-function comparison(attribute: FilterAttribute, op: string, path: string, value: unknown): SQL {
+function comparison(attribute: FilterAttribute, op: string, path: string, value: unknown, bind: Bind): SQL {
   const { kind } = attribute;
   if (kind === 'boolean') {
     if (op !== 'eq' && op !== 'ne') throw invalidFilter(`${path} is a boolean: only eq and ne compare it.`);
@@ -313,20 +339,20 @@ function comparison(attribute: FilterAttribute, op: string, path: string, value:
     } catch {
       throw invalidFilter(`${path} is compared with true or false.`);
     }
-    return op === 'eq' ? sql`${attribute.value} = ${wanted}` : sql`${attribute.value} is distinct from ${wanted}`;
+    return op === 'eq' ? sql`${attribute.value} = ${bind(wanted)}` : sql`${attribute.value} is distinct from ${bind(wanted)}`;
   }
   if (typeof value !== 'string') throw invalidFilter(`${path} is compared with a string.`);
   if (!TEXT_OPERATORS.has(op)) throw invalidFilter(`Unknown operator ${op}.`);
   if (kind === 'member') {
     if (op !== 'eq') throw invalidFilter('members are compared with eq.');
     if (!/^[1-9]\d{0,15}$/.test(value)) return sql`false`;
-    return sql`exists (select 1 from ${departmentUsers} where ${departmentUsers.departmentId} = ${attribute.value} and ${departmentUsers.userId} = ${Number(value)})`;
+    return sql`exists (select 1 from ${departmentUsers} where ${departmentUsers.departmentId} = ${attribute.value} and ${departmentUsers.userId} = ${bind(Number(value))})`;
   }
   if (kind === 'id') {
     // Ids are decimal text; anything else names no user.
     if (!/^[1-9]\d{0,15}$/.test(value)) return op === 'ne' ? sql`true` : sql`false`;
     if (op !== 'eq' && op !== 'ne') throw invalidFilter('id is compared with eq or ne.');
-    return op === 'eq' ? sql`${attribute.value} = ${Number(value)}` : sql`${attribute.value} <> ${Number(value)}`;
+    return op === 'eq' ? sql`${attribute.value} = ${bind(Number(value))}` : sql`${attribute.value} <> ${bind(Number(value))}`;
   }
   if (kind === 'datetime') {
     const instant = new Date(value);
@@ -337,21 +363,21 @@ function comparison(attribute: FilterAttribute, op: string, path: string, value:
     const operators: Record<string, string> = { eq: '=', ne: '<>', gt: '>', ge: '>=', lt: '<', le: '<=' };
     const operator = operators[op];
     if (!operator) throw invalidFilter(`${path} is a date and time: co, sw and ew do not compare it.`);
-    return sql`${attribute.value} ${sql.raw(operator)} ${instant.toISOString()}::timestamptz`;
+    return sql`${attribute.value} ${sql.raw(operator)} ${bind(instant.toISOString())}::timestamptz`;
   }
-  const right = kind === 'text' ? sql`lower(${value})` : sql`${value}::text`;
+  const right = kind === 'text' ? sql`lower(${bind(value)})` : sql`${bind(value)}::text`;
   if (attribute.some) {
     // `ne` holds for a user without any value too, as `is distinct from` does.
     return op === 'ne'
       ? sql`not ${attribute.some((stored) => sql`${stored} = ${right}`)}`
-      : attribute.some((stored) => textComparison(op, stored, right, value));
+      : attribute.some((stored) => textComparison(op, stored, right, value, bind));
   }
   const left = kind === 'text' ? (attribute.folded ?? sql`lower(${attribute.value})`) : attribute.value;
-  return textComparison(op, left, right, value);
+  return textComparison(op, left, right, value, bind);
 }
 
 /** `left op right` for text; `value` is the compared text as sent (its length ends `ew`). */
-function textComparison(op: string, left: SQL, right: SQL, value: string): SQL {
+function textComparison(op: string, left: SQL, right: SQL, value: string, bind: Bind): SQL {
   switch (op) {
     case 'eq':
       return sql`${left} = ${right}`;
@@ -362,7 +388,7 @@ function textComparison(op: string, left: SQL, right: SQL, value: string): SQL {
     case 'sw':
       return sql`starts_with(${left}, ${right})`;
     case 'ew':
-      return sql`right(${left}, char_length(${value})) = ${right}`;
+      return sql`right(${left}, char_length(${bind(value)})) = ${right}`;
     case 'gt':
       return sql`${left} > ${right}`;
     case 'ge':
@@ -383,20 +409,20 @@ function attributeOf(attributes: Record<string, FilterAttribute>, path: string, 
 }
 
 /** A parsed filter as an SQL condition over `attributes`; `parent` inside a value path. */
-export function filterCondition(filter: Filter, attributes: Record<string, FilterAttribute>, parent: string | null = null): SQL {
+export function filterCondition(filter: Filter, attributes: Record<string, FilterAttribute>, parent: string | null = null, bind: Bind = inline): SQL {
   switch (filter.op) {
     case 'and':
     case 'or': {
-      const parts = filter.filters.map((part) => filterCondition(part, attributes, parent));
+      const parts = filter.filters.map((part) => filterCondition(part, attributes, parent, bind));
       return (filter.op === 'and' ? and(...parts) : or(...parts))!;
     }
     case 'not':
-      return sql`coalesce(${not(filterCondition(filter.filter, attributes, parent))}, true)`;
+      return sql`coalesce(${not(filterCondition(filter.filter, attributes, parent, bind))}, true)`;
     case '[]': {
       if (parent !== null) throw invalidFilter('A value path cannot be nested.');
       const base = normalizedPath(filter.attrPath);
       if (!Object.keys(attributes).some((name) => name.startsWith(`${base}.`))) throw invalidFilter(`${filter.attrPath} is not a multi-valued attribute.`);
-      return filterCondition(filter.valFilter, attributes, base);
+      return filterCondition(filter.valFilter, attributes, base, bind);
     }
     case 'pr': {
       const { attribute } = attributeOf(attributes, filter.attrPath, parent);
@@ -410,7 +436,7 @@ export function filterCondition(filter: Filter, attributes: Record<string, Filte
         if (filter.op === 'ne') return sql`${attribute.value} is not null`;
         throw invalidFilter(`${name} cannot be ordered against null.`);
       }
-      return comparison(attribute, filter.op, filter.attrPath, filter.compValue);
+      return comparison(attribute, filter.op, filter.attrPath, filter.compValue, bind);
     }
   }
 }
@@ -418,8 +444,11 @@ export function filterCondition(filter: Filter, attributes: Record<string, Filte
 /** The longest filter accepted: identity providers send one or two comparisons. */
 const MAX_FILTER_LENGTH = 2000;
 
-/** `filter` (RFC 7644 §3.4.2.2), parsed by scim2-parse-filter, as a condition on `attributes`; undefined for no filter. */
-export function parseFilter(filter: unknown, attributes: Record<string, FilterAttribute> = USER_ATTRIBUTES): SQL | undefined {
+/**
+ * `filter` (RFC 7644 §3.4.2.2), parsed by scim2-parse-filter, as a condition on
+ * `attributes`, its values bound by `bind`; undefined for no filter.
+ */
+export function parseFilter(filter: unknown, attributes: Record<string, FilterAttribute> = USER_ATTRIBUTES, bind: Bind = inline): SQL | undefined {
   if (filter === undefined || filter === '') return undefined;
   if (typeof filter !== 'string') throw invalidFilter('filter must be given once.');
   if (filter.length > MAX_FILTER_LENGTH) throw invalidFilter(`filter must be at most ${MAX_FILTER_LENGTH} characters long.`);
@@ -429,5 +458,5 @@ export function parseFilter(filter: unknown, attributes: Record<string, FilterAt
   } catch (error) {
     throw invalidFilter(`The filter is malformed: ${(error as Error).message}`);
   }
-  return filterCondition(parsed, attributes);
+  return filterCondition(parsed, attributes, null, bind);
 }

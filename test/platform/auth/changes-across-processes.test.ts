@@ -3,7 +3,8 @@
  * look-ups of the last second in its process (src/platform/auth/recent-principals.ts), so a
  * change made through A is in force at B within one second: a revocation, a logout mark, a
  * role change (fewer or more permissions), a required password change, a blackout, a
- * deletion. At A itself, which made the change, it is in force at once.
+ * deletion; and for a SCIM token (`/scim/v2`), its revocation or a permission taken from
+ * the administrator who minted it. At A itself, which made the change, it is in force at once.
  */
 import pino from 'pino';
 import t, { type Test } from 'tap';
@@ -111,4 +112,36 @@ t.test('a user blacked out or deleted through A is refused by B within a second'
   const deleted = await answeredUser(t);
   t.equal((await api.call(t, 'deleteUser', { token: tenant.adminToken, params: { user: deleted.id } })).status, 204);
   await atBWithinASecond(t, '/api/users/current', deleted.token, 401, Date.now());
+});
+
+/** What a SCIM token's minter holds (docs/scim.md). */
+const MINTER: Permission[] = ['users.administer', 'users.view', 'users.view-personal', 'users.view-administrative'];
+
+/** A SCIM token minted through A by `minter`, which B and A have just answered. */
+async function answeredScimToken(t: Test, minter: string) {
+  const minted = await api.call(t, 'createScimToken', { token: minter, body: { name: 'two processes' } });
+  t.equal(minted.status, 201);
+  const token = minted.body.token as string;
+  t.equal((await atB('/scim/v2/Users', token)).status, 200, 'B has just looked the SCIM token up');
+  t.equal(await atA('/scim/v2/Users', token), 200, 'A has just looked the SCIM token up');
+  return { id: minted.body.id as number, token };
+}
+
+t.test('a SCIM token revoked through A is refused by A at once and by B within a second', async (t) => {
+  const { id, token } = await answeredScimToken(t, tenant.adminToken);
+  t.equal((await api.call(t, 'deleteScimToken', { token: tenant.adminToken, params: { scimTokenId: id } })).status, 204);
+  const changed = Date.now();
+  t.equal(await atA('/scim/v2/Users', token), 401, 'A refuses it at once');
+  await atBWithinASecond(t, '/scim/v2/Users', token, 401, changed);
+});
+
+t.test("a permission taken from a SCIM token's minter through A is refused by A at once and by B within a second", async (t) => {
+  const minter = await api.createUser(tenant.tenantId, { permissions: MINTER });
+  const { token } = await answeredScimToken(t, minter.token);
+  const roleId = (await atB('/api/users/current', minter.token)).body.role_id as number;
+  const permissions = MINTER.filter((permission) => permission !== 'users.administer');
+  t.equal((await api.call(t, 'updateRole', { token: tenant.adminToken, params: { role: roleId }, body: { permissions } })).status, 200);
+  const changed = Date.now();
+  t.equal(await atA('/scim/v2/Users', token), 401, 'A refuses it at once');
+  await atBWithinASecond(t, '/scim/v2/Users', token, 401, changed);
 });

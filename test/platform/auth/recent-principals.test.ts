@@ -21,3 +21,37 @@ t.test('clear forgets every look-up; another token’s is not answered', async (
   recent.clear();
   t.equal(recent.get(hash, 0), undefined);
 });
+
+t.test('a companion keeps another kind of principal, forgotten when either is cleared', async (t) => {
+  const recent = new RecentPrincipals();
+  const scim = recent.companion<{ tokenId: number }>();
+  const other = recent.companion<{ tokenId: number }>();
+  const scimPrincipal = { tokenId: 4 };
+  const refill = () => {
+    recent.set(hash, principal, 0);
+    scim.set(hash, scimPrincipal, 0);
+    other.set(hash, scimPrincipal, 0);
+  };
+
+  refill();
+  t.equal(recent.get(hash, 0), principal);
+  t.equal(scim.get(hash, 0), scimPrincipal, 'each cache answers its own look-ups');
+  recent.clear();
+  t.equal(scim.get(hash, 0), undefined, 'clearing the first clears its companions');
+  t.equal(other.get(hash, 0), undefined);
+
+  refill();
+  scim.clear();
+  t.equal(recent.get(hash, 0), undefined, 'clearing a companion clears the first');
+  t.equal(other.get(hash, 0), undefined, 'and the other companions');
+  t.equal(scim.get(hash, 0), undefined);
+
+  scim.set(hash, scimPrincipal, 10_000);
+  t.equal(scim.get(hash, 10_999), scimPrincipal, '999 ms later');
+  t.equal(scim.get(hash, 11_000), undefined, 'a second later the companion has forgotten it too');
+
+  const unrelated = new RecentPrincipals();
+  unrelated.set(hash, principal, 0);
+  recent.clear();
+  t.equal(unrelated.get(hash, 0), principal, 'another family keeps its look-ups');
+});

@@ -285,6 +285,13 @@ t.test('filters: every operator, logical ones and value paths, as SQL with pagin
   t.notOk((await names('externalId pr')).names.includes('admin'), 'pr leaves out users without one');
   t.same((await names(`id eq "${fixtures[1].id}"`)).names, ['ben.filter'], 'id');
   t.ok((await names('meta.created gt "2000-01-01T00:00:00Z" and name.familyName sw "Filter"')).names.length === 3, 'gt on a date');
+  // A form (the filter but for its values) is prepared once: the same form with other values finds other users.
+  for (const fixture of fixtures) t.same((await names(`userName eq "${fixture.userName}"`)).names, [fixture.userName], 'the same form, another value');
+  t.same((await names('emails.value ew "filter.example"')).names, ['ann.filter', 'ben.filter'], 'ew with another value');
+  t.same((await names(`id eq "${fixtures[2].id}"`)).names, ['cleo.filter'], 'id with another value');
+  t.same((await names('id eq "not-a-number"')).names, [], 'id that names no user: another form');
+  t.same((await names('name.familyName sw "Filter" and not (active eq false)')).names, ['ann.filter', 'cleo.filter'], 'not, another value');
+  t.ok((await names('meta.created lt "2000-01-01T00:00:00Z" and name.familyName sw "Filter"')).names.length === 0, 'a date, another value');
 
   const page = await names('name.familyName sw "Filter"', '&startIndex=2&count=1');
   t.equal(page.body.totalResults, 3);
