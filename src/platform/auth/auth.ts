@@ -120,9 +120,10 @@ export async function lookUpPrincipal(db: Database, tokenHash: Buffer): Promise<
 /**
  * Bearer token → Auth, in one query through the security-definer `atrium_authenticate`,
  * which also says whether the user must change their password; such a session is
- * restricted here, for every operation (`assertSessionMayUse`). Every request looks its
- * token up: a revocation, logout mark, deactivation or permission change committed by any
- * process holds for the next request.
+ * restricted here, for every operation (`assertSessionMayUse`). A safe request given
+ * `recent` may take the principal from a look-up of the last second in this process: a
+ * revocation, logout mark, deactivation or permission change committed by another process
+ * holds here within a second, one made through this process at once (recent-principals.ts).
  */
 export async function authenticateRequest(db: Database, secrets: Secrets, request: FastifyRequest, recent?: RecentPrincipals): Promise<Auth> {
   const tokenHash = presentedTokenHash(request);
