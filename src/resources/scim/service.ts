@@ -7,7 +7,6 @@
  */
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { and, asc, count, eq, sql, type SQL } from 'drizzle-orm';
-import { PgDialect } from 'drizzle-orm/pg-core';
 import { scimPatch, ScimError as PatchError, type ScimPatchOperation } from 'scim-patch';
 import { changesBetween, type AuditSource, requestOrigin } from '../../platform/audit/audit.ts';
 import type { Caller } from '../../platform/auth/auth.ts';
@@ -51,7 +50,10 @@ import {
   API_FIELD_OF,
   findScimUser,
   languageId,
+  filterCondition,
+  filterForm,
   parseFilter,
+  parsedFilter,
   placeholders,
   presentScimUser,
   SCIM_ATTRIBUTE_OF,
@@ -409,13 +411,10 @@ function answerError(error: FastifyError | ScimError | ProblemError, request: Fa
     .send(errorDocument(status, detail, scimType as never));
 }
 
-/** Renders a filter's condition as SQL text: what tells the forms of the prepared statements below apart. */
-const dialect = new PgDialect();
-
 /**
  * The users meeting `where` (a condition whose values are placeholders, `placeholders()`),
  * a page of them (`offset`, `limit`) with the count of all, by a statement prepared once
- * per `form` (the condition's SQL text): identity providers look users up with the same
+ * per `form` (`filterForm`: the filter but for its values): identity providers look users up with the same
  * filter but for its value, and building the select costs as much as the rest of the
  * request.
  */
@@ -480,9 +479,10 @@ export async function registerScim(app: FastifyInstance, services: Services): Pr
 
       scim.get('/Users', async (request) => {
         const query = request.query as Record<string, unknown>;
+        const parsed = parsedFilter(query.filter);
         const filter = placeholders();
-        const where = and(SCIM_USERS, parseFilter(query.filter, USER_ATTRIBUTES, filter.bind))!;
-        const form = dialect.sqlToQuery(where).sql;
+        const where = and(SCIM_USERS, parsed && filterCondition(parsed, USER_ATTRIBUTES, null, filter.bind))!;
+        const form = filterForm(parsed);
         const { startIndex, count: pageSize } = pageOf(query);
         const { rows, total } = await inTenant(request, async (tx) => {
           const countAll = async () => (await usersCount(tx, where, form).execute(filter.values))[0]?.n ?? 0;
