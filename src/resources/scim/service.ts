@@ -75,6 +75,9 @@ declare module 'fastify' {
 
 const BEARER = /^Bearer +(scim_[A-Za-z0-9_-]{43}) *$/i;
 
+/** Requests that change nothing (Fastify answers `HEAD` by a `GET` route): they may take a principal looked up in the last second. */
+const SAFE_METHODS = new Set(['GET', 'HEAD']);
+
 /**
  * The token's principal, or 401: a missing, unknown, expired or revoked token, or an access
  * token of `/api`. A safe request (`recent` given) may take it from a look-up of the same
@@ -85,8 +88,9 @@ async function authenticate(services: Services, request: FastifyRequest, recent?
   const tokenHash = match ? hashToken(match[1]!) : null;
   let principal = tokenHash ? recent?.get(tokenHash) : undefined;
   if (!principal && tokenHash) {
+    const start = recent?.start();
     principal = (await lookUpScimToken(services.db, tokenHash)) ?? undefined;
-    if (principal) recent?.set(tokenHash, principal);
+    if (principal && start) recent!.set(tokenHash, principal, start);
   }
   if (!principal) throw new ScimError(401, 'A valid SCIM token is required.', undefined, { 'www-authenticate': 'Bearer realm="scim"' });
   return principal;
@@ -453,7 +457,7 @@ export async function registerScim(app: FastifyInstance, services: Services): Pr
         answerError(new ScimError(404, `${request.method} ${request.url.split('?')[0]} is not a SCIM endpoint.`), request, reply),
       );
       scim.addHook('onRequest', async (request) => {
-        request.scim = await authenticate(services, request, request.method === 'GET' ? recent : undefined);
+        request.scim = await authenticate(services, request, SAFE_METHODS.has(request.method) ? recent : undefined);
         const type = request.headers['content-type']?.split(';')[0]!.trim().toLowerCase();
         if (type !== undefined && type !== SCIM_MEDIA_TYPE && type !== 'application/json') {
           throw new ScimError(415, `The request body must be ${SCIM_MEDIA_TYPE} or application/json.`);
@@ -462,7 +466,8 @@ export async function registerScim(app: FastifyInstance, services: Services): Pr
       scim.addHook('onSend', async (request, reply, payload) => {
         if (reply.statusCode < 400 && payload !== undefined && payload !== '') reply.type(`${SCIM_MEDIA_TYPE}; charset=utf-8`);
         // Writes forget the last second's look-ups of access tokens and of SCIM tokens: a deactivation holds for the next request.
-        if (request.method !== 'GET') services.principals.clear();
+        // A request refused before it was authenticated changes nothing, so it forgets nothing.
+        if (request.scim && !SAFE_METHODS.has(request.method)) services.principals.clear();
         return payload;
       });
 
