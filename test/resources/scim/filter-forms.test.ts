@@ -47,10 +47,7 @@ t.test('a value path and pr put their values behind placeholders too', async (t)
   for (const filter of ['emails[type eq "work" and value co "@example"]', 'externalId pr and userName sw "a"', 'externalId ne "x"', 'externalId eq "x"']) {
     const bound = placeholders();
     const { params } = dialect.sqlToQuery(parseFilter(filter, USER_ATTRIBUTES, bound.bind)!);
-    t.ok(
-      params.every((param) => param instanceof Placeholder),
-      filter,
-    );
+    t.ok(params.length > 0 && params.every((param) => param instanceof Placeholder), filter);
   }
 });
 
