@@ -130,9 +130,10 @@ export async function authenticateRequest(db: Database, secrets: Secrets, reques
   if (!tokenHash) throw unauthorized();
   let principal = recent?.get(tokenHash);
   if (!principal) {
+    const start = recent?.start();
     principal = (await lookUpPrincipal(db, tokenHash)) ?? undefined;
     if (!principal) throw unauthorized('The access token is invalid, expired or revoked.', 'token_invalid');
-    recent?.set(tokenHash, principal);
+    if (start) recent!.set(tokenHash, principal, start);
   }
   const auth: Auth = {
     tenantId: principal.tenantId,

@@ -28,14 +28,34 @@ const LIFETIME_MS = 1_000;
 /** Entries expire by themselves; this bound only keeps memory small. */
 const MAX_ENTRIES = 10_000;
 
+/** Where a look-up began: `set` keeps its answer only if no `clear` came since, and for a second from then. */
+export interface LookUpStart {
+  generation: number;
+  at: number;
+}
+
+/** A cache and its companions: their entries, cleared together, and how often they were. */
+interface Family {
+  entries: Map<string, unknown>[];
+  generation: number;
+}
+
 export class RecentPrincipals<P = Principal> {
   private readonly entries = new Map<string, { principal: P; until: number }>();
-  /** The entries of this cache and of every cache of its family (the first and its companions), cleared together. */
-  private readonly family: Map<string, unknown>[];
+  private readonly family: Family;
 
-  constructor(family: Map<string, unknown>[] = []) {
+  constructor(family: Family = { entries: [], generation: 0 }) {
     this.family = family;
-    family.push(this.entries);
+    family.entries.push(this.entries);
+  }
+
+  /**
+   * Marks the start of a look-up, to give to `set`. A change answered while the look-up
+   * ran (its `clear` came after the look-up read the database) then leaves nothing stale
+   * behind, and the answer is kept for a second from when it was asked, not answered.
+   */
+  start(now = Date.now()): LookUpStart {
+    return { generation: this.family.generation, at: now };
   }
 
   /** A cache of another kind of principal in this one's family: clearing either clears both. */
@@ -51,13 +71,16 @@ export class RecentPrincipals<P = Principal> {
     return undefined;
   }
 
-  set(tokenHash: Buffer, principal: P, now = Date.now()): void {
+  /** Keeps the answer of the look-up that began at `since`, unless the family was cleared since. */
+  set(tokenHash: Buffer, principal: P, since: LookUpStart): void {
+    if (since.generation !== this.family.generation) return;
     if (this.entries.size >= MAX_ENTRIES) this.entries.clear();
-    this.entries.set(tokenHash.toString('base64'), { principal, until: now + LIFETIME_MS });
+    this.entries.set(tokenHash.toString('base64'), { principal, until: since.at + LIFETIME_MS });
   }
 
-  /** Forgets every look-up, of this cache and of its family. */
+  /** Forgets every look-up, of this cache and of its family, and the answers of look-ups under way. */
   clear(): void {
-    for (const entries of this.family) entries.clear();
+    this.family.generation++;
+    for (const entries of this.family.entries) entries.clear();
   }
 }

@@ -12,15 +12,16 @@ const statements = new WeakMap<Tx, WeakMap<object, Map<string, unknown>>>();
 
 /**
  * Forms kept per owner. A listing has a handful; where the client's input chooses the form
- * (a SCIM filter's shape), the forms past this many are built anew on each call, so no
- * client can make the process keep statements without end.
+ * (a SCIM filter's shape), the least recently used form makes room for a new one past this
+ * many, so no client can make the process keep statements without end, nor keep the
+ * forms others use out for good.
  */
 const MAX_FORMS = 100;
 
 /**
  * The statement `build` prepares on `tx`, built on the first call for `tx`'s database,
  * `owner` (what the statement belongs to: a listing, a function) and `key` (what tells
- * its forms apart), and kept for the process's life (the first `MAX_FORMS` forms of an owner). Everything `build` reads but the
+ * its forms apart), and kept for the process's life (an owner's `MAX_FORMS` most recently used forms). Everything `build` reads but the
  * placeholders must be the same for every call with the same owner and key.
  */
 export function prepared<Statement>(tx: Tx, owner: object, key: string, build: (tx: Tx) => Statement): Statement {
@@ -31,7 +32,10 @@ export function prepared<Statement>(tx: Tx, owner: object, key: string, build: (
   let statement = byKey.get(key) as Statement | undefined;
   if (statement === undefined) {
     statement = build(tx);
-    if (byKey.size < MAX_FORMS) byKey.set(key, statement);
+    if (byKey.size >= MAX_FORMS) byKey.delete(byKey.keys().next().value!);
+  } else if (byKey.size > 1) {
+    byKey.delete(key); // set again below: a Map keeps its keys in insertion order, the least recently used first
   }
+  byKey.set(key, statement);
   return statement;
 }

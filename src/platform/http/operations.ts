@@ -318,7 +318,8 @@ export async function registerOperations(app: FastifyInstance, handlers: Handler
         onSend: safe
           ? undefined
           : async (request: FastifyRequest, reply: FastifyReply, payload: unknown) => {
-              services.principals.clear();
+              // A request refused before it was authenticated changes nothing, so it forgets nothing.
+              if (!meta.secured || request.auth) services.principals.clear();
               const claimed = request.idempotencyKey;
               if (claimed) {
                 request.idempotencyKey = null;

@@ -7,7 +7,6 @@
  */
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { and, asc, count, eq, sql, type SQL } from 'drizzle-orm';
-import { PgDialect } from 'drizzle-orm/pg-core';
 import { scimPatch, ScimError as PatchError, type ScimPatchOperation } from 'scim-patch';
 import { changesBetween, type AuditSource, requestOrigin } from '../../platform/audit/audit.ts';
 import type { Caller } from '../../platform/auth/auth.ts';
@@ -51,7 +50,10 @@ import {
   API_FIELD_OF,
   findScimUser,
   languageId,
+  filterCondition,
+  filterForm,
   parseFilter,
+  parsedFilter,
   placeholders,
   presentScimUser,
   SCIM_ATTRIBUTE_OF,
@@ -73,6 +75,9 @@ declare module 'fastify' {
 
 const BEARER = /^Bearer +(scim_[A-Za-z0-9_-]{43}) *$/i;
 
+/** Requests that change nothing (Fastify answers `HEAD` by a `GET` route): they may take a principal looked up in the last second. */
+const SAFE_METHODS = new Set(['GET', 'HEAD']);
+
 /**
  * The token's principal, or 401: a missing, unknown, expired or revoked token, or an access
  * token of `/api`. A safe request (`recent` given) may take it from a look-up of the same
@@ -83,8 +88,9 @@ async function authenticate(services: Services, request: FastifyRequest, recent?
   const tokenHash = match ? hashToken(match[1]!) : null;
   let principal = tokenHash ? recent?.get(tokenHash) : undefined;
   if (!principal && tokenHash) {
+    const start = recent?.start();
     principal = (await lookUpScimToken(services.db, tokenHash)) ?? undefined;
-    if (principal) recent?.set(tokenHash, principal);
+    if (principal && start) recent!.set(tokenHash, principal, start);
   }
   if (!principal) throw new ScimError(401, 'A valid SCIM token is required.', undefined, { 'www-authenticate': 'Bearer realm="scim"' });
   return principal;
@@ -409,13 +415,10 @@ function answerError(error: FastifyError | ScimError | ProblemError, request: Fa
     .send(errorDocument(status, detail, scimType as never));
 }
 
-/** Renders a filter's condition as SQL text: what tells the forms of the prepared statements below apart. */
-const dialect = new PgDialect();
-
 /**
  * The users meeting `where` (a condition whose values are placeholders, `placeholders()`),
  * a page of them (`offset`, `limit`) with the count of all, by a statement prepared once
- * per `form` (the condition's SQL text): identity providers look users up with the same
+ * per `form` (`filterForm`: the filter but for its values): identity providers look users up with the same
  * filter but for its value, and building the select costs as much as the rest of the
  * request.
  */
@@ -454,7 +457,7 @@ export async function registerScim(app: FastifyInstance, services: Services): Pr
         answerError(new ScimError(404, `${request.method} ${request.url.split('?')[0]} is not a SCIM endpoint.`), request, reply),
       );
       scim.addHook('onRequest', async (request) => {
-        request.scim = await authenticate(services, request, request.method === 'GET' ? recent : undefined);
+        request.scim = await authenticate(services, request, SAFE_METHODS.has(request.method) ? recent : undefined);
         const type = request.headers['content-type']?.split(';')[0]!.trim().toLowerCase();
         if (type !== undefined && type !== SCIM_MEDIA_TYPE && type !== 'application/json') {
           throw new ScimError(415, `The request body must be ${SCIM_MEDIA_TYPE} or application/json.`);
@@ -463,7 +466,8 @@ export async function registerScim(app: FastifyInstance, services: Services): Pr
       scim.addHook('onSend', async (request, reply, payload) => {
         if (reply.statusCode < 400 && payload !== undefined && payload !== '') reply.type(`${SCIM_MEDIA_TYPE}; charset=utf-8`);
         // Writes forget the last second's look-ups of access tokens and of SCIM tokens: a deactivation holds for the next request.
-        if (request.method !== 'GET') services.principals.clear();
+        // A request refused before it was authenticated changes nothing, so it forgets nothing.
+        if (request.scim && !SAFE_METHODS.has(request.method)) services.principals.clear();
         return payload;
       });
 
@@ -480,9 +484,10 @@ export async function registerScim(app: FastifyInstance, services: Services): Pr
 
       scim.get('/Users', async (request) => {
         const query = request.query as Record<string, unknown>;
+        const parsed = parsedFilter(query.filter);
         const filter = placeholders();
-        const where = and(SCIM_USERS, parseFilter(query.filter, USER_ATTRIBUTES, filter.bind))!;
-        const form = dialect.sqlToQuery(where).sql;
+        const where = and(SCIM_USERS, parsed && filterCondition(parsed, USER_ATTRIBUTES, null, filter.bind))!;
+        const form = filterForm(parsed);
         const { startIndex, count: pageSize } = pageOf(query);
         const { rows, total } = await inTenant(request, async (tx) => {
           const countAll = async () => (await usersCount(tx, where, form).execute(filter.values))[0]?.n ?? 0;

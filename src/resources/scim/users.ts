@@ -444,19 +444,38 @@ export function filterCondition(filter: Filter, attributes: Record<string, Filte
 /** The longest filter accepted: identity providers send one or two comparisons. */
 const MAX_FILTER_LENGTH = 2000;
 
+/** `filter` (RFC 7644 §3.4.2.2) as scim2-parse-filter parses it; undefined for no filter. */
+export function parsedFilter(filter: unknown): Filter | undefined {
+  if (filter === undefined || filter === '') return undefined;
+  if (typeof filter !== 'string') throw invalidFilter('filter must be given once.');
+  if (filter.length > MAX_FILTER_LENGTH) throw invalidFilter(`filter must be at most ${MAX_FILTER_LENGTH} characters long.`);
+  try {
+    return parse(filter);
+  } catch (error) {
+    throw invalidFilter(`The filter is malformed: ${(error as Error).message}`);
+  }
+}
+
 /**
  * `filter` (RFC 7644 §3.4.2.2), parsed by scim2-parse-filter, as a condition on
  * `attributes`, its values bound by `bind`; undefined for no filter.
  */
 export function parseFilter(filter: unknown, attributes: Record<string, FilterAttribute> = USER_ATTRIBUTES, bind: Bind = inline): SQL | undefined {
-  if (filter === undefined || filter === '') return undefined;
-  if (typeof filter !== 'string') throw invalidFilter('filter must be given once.');
-  if (filter.length > MAX_FILTER_LENGTH) throw invalidFilter(`filter must be at most ${MAX_FILTER_LENGTH} characters long.`);
-  let parsed: Filter;
-  try {
-    parsed = parse(filter);
-  } catch (error) {
-    throw invalidFilter(`The filter is malformed: ${(error as Error).message}`);
-  }
-  return filterCondition(parsed, attributes, null, bind);
+  const parsed = parsedFilter(filter);
+  return parsed === undefined ? undefined : filterCondition(parsed, attributes, null, bind);
+}
+
+/**
+ * What a parsed filter's condition (`filterCondition` with `placeholders()`) reads as, but
+ * for its values: the filter with each compared value replaced by what the SQL's form
+ * depends on (null, a decimal id or other text, another type). Two filters of one form
+ * make the same SQL text, so one prepared statement serves both; cheaper than rendering
+ * the condition (test/resources/scim/filter-forms.test.ts holds the two to agree).
+ */
+export function filterForm(filter: Filter | undefined): string {
+  return JSON.stringify(filter ?? null, (key, value: unknown) => {
+    if (key !== 'compValue') return value;
+    if (typeof value === 'string') return /^[1-9]\d{0,15}$/.test(value) ? 'decimal text' : 'text';
+    return value === null ? 'null' : typeof value;
+  });
 }

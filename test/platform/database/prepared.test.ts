@@ -1,6 +1,7 @@
 /**
  * `prepared` keeps one statement per owner and form, and no more than a bound of forms per
- * owner, so that forms chosen by clients (SCIM filters) cannot grow the process without end.
+ * owner (the most recently used), so that forms chosen by clients (SCIM filters) cannot grow
+ * the process without end.
  */
 import t from 'tap';
 import type { Tx } from '../../../src/platform/database/database.ts';
@@ -21,15 +22,18 @@ t.test('a form is built once for its owner and kept; another owner builds its ow
   t.equal(built, 3);
 });
 
-t.test('past 100 forms of one owner, a new form is built on each call; the kept ones stay', async (t) => {
+t.test('past 100 forms of one owner, the least recently used one makes room for a new one', async (t) => {
   const owner = {};
   let built = 0;
   const build = () => ({ built: ++built });
   const kept = Array.from({ length: 100 }, (_, i) => prepared(tx, owner, `form ${i}`, build));
   t.equal(built, 100);
-  const once = prepared(tx, owner, 'form 100', build);
-  t.not(prepared(tx, owner, 'form 100', build), once, 'the 101st form is not kept');
-  t.equal(built, 102);
-  t.equal(prepared(tx, owner, 'form 0', build), kept[0], 'the first forms are still kept');
+  t.equal(prepared(tx, owner, 'form 0', build), kept[0], 'form 0 used again: now the most recently used');
+  const added = prepared(tx, owner, 'form 100', build);
+  t.equal(prepared(tx, owner, 'form 100', build), added, 'the 101st form is kept');
+  t.equal(built, 101);
+  t.equal(prepared(tx, owner, 'form 0', build), kept[0], 'the recently used form stays');
+  t.equal(built, 101);
+  t.not(prepared(tx, owner, 'form 1', build), kept[1], 'the least recently used form made room: built again');
   t.equal(built, 102);
 });

@@ -291,7 +291,7 @@ t.test('filters: every operator, logical ones and value paths, as SQL with pagin
   t.same((await names(`id eq "${fixtures[2].id}"`)).names, ['cleo.filter'], 'id with another value');
   t.same((await names('id eq "not-a-number"')).names, [], 'id that names no user: another form');
   t.same((await names('name.familyName sw "Filter" and not (active eq false)')).names, ['ann.filter', 'cleo.filter'], 'not, another value');
-  t.ok((await names('meta.created lt "2000-01-01T00:00:00Z" and name.familyName sw "Filter"')).names.length === 0, 'a date, another value');
+  t.same((await names('meta.created gt "2999-01-01T00:00:00Z" and name.familyName sw "Filter"')).names, [], 'a date, another value');
 
   const page = await names('name.familyName sw "Filter"', '&startIndex=2&count=1');
   t.equal(page.body.totalResults, 3);
