@@ -16,7 +16,7 @@ import { membershipsConferringRights, CONFERS_ENTITY_RIGHTS } from '../entity-pe
 import { roles } from '../roles/table.ts';
 import { assertMayAdminister } from '../users/rules.ts';
 import { users } from '../users/table.ts';
-import { GROUP_SCHEMA, invalidValue, ScimError, scimNotFound } from './protocol.ts';
+import { GROUP_SCHEMA, invalidValue, isRecordId, ScimError, scimNotFound } from './protocol.ts';
 import { SCIM_USERS, type FilterAttribute } from './users.ts';
 
 /** Filterable Group attributes, by lower-case path. `members.value` asks whether the user is a member. */
@@ -46,7 +46,7 @@ async function requireAdministrableMembers(tx: Tx, caller: Caller, userIds: numb
 
 /** The department `id` (decimal text), or 404. */
 export async function requireGroup(tx: Tx, id: string): Promise<DepartmentRow> {
-  if (!/^[1-9]\d{0,15}$/.test(id)) throw scimNotFound('The group', id);
+  if (!isRecordId(id)) throw scimNotFound('The group', id);
   const [row] = await departmentRecords(tx).where(eq(departments.id, Number(id)));
   if (!row) throw scimNotFound('The group', id);
   return row;
@@ -120,7 +120,7 @@ export function groupWrite(resource: Record<string, unknown>): GroupWrite {
   if (!Array.isArray(members)) throw invalidValue('members must be an array.');
   const ids = members.map((member) => {
     const value = (member as { value?: unknown } | null)?.value;
-    if (typeof value !== 'string' || !/^[1-9]\d{0,15}$/.test(value)) throw invalidValue(`members: ${JSON.stringify(value)} is not a user id.`);
+    if (typeof value !== 'string' || !isRecordId(value)) throw invalidValue(`members: ${JSON.stringify(value)} is not a user id.`);
     return Number(value);
   });
   // Repeated adds of the same member are one membership.

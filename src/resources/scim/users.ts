@@ -10,7 +10,7 @@ import { selectUsers, type UserColumns, type UserRow } from '../users/queries.ts
 import { departmentUsers } from '../departments/table.ts';
 import { languages } from '../languages/table.ts';
 import { users } from '../users/table.ts';
-import { ENTERPRISE_USER_SCHEMA, invalidFilter, invalidValue, scimBoolean, USER_SCHEMA } from './protocol.ts';
+import { ENTERPRISE_USER_SCHEMA, invalidFilter, invalidValue, isRecordId, scimBoolean, USER_SCHEMA } from './protocol.ts';
 import { scimExternalIds } from './table.ts';
 
 /** The identity provider's `externalId` of the user in the row, as a subquery. */
@@ -33,7 +33,7 @@ export type ScimUserRow = UserRow & { externalId: string | null };
 
 /** The user `id` (a SCIM id is text: anything but a decimal user id names no one), or undefined. */
 export async function findScimUser(tx: Tx, id: string): Promise<ScimUserRow | undefined> {
-  if (!/^[1-9]\d{0,15}$/.test(id)) return undefined;
+  if (!isRecordId(id)) return undefined;
   const [row] = await selectScimUsers(tx).where(and(eq(users.id, Number(id)), SCIM_USERS));
   return row as ScimUserRow | undefined;
 }
@@ -345,12 +345,12 @@ function comparison(attribute: FilterAttribute, op: string, path: string, value:
   if (!TEXT_OPERATORS.has(op)) throw invalidFilter(`Unknown operator ${op}.`);
   if (kind === 'member') {
     if (op !== 'eq') throw invalidFilter('members are compared with eq.');
-    if (!/^[1-9]\d{0,15}$/.test(value)) return sql`false`;
+    if (!isRecordId(value)) return sql`false`;
     return sql`exists (select 1 from ${departmentUsers} where ${departmentUsers.departmentId} = ${attribute.value} and ${departmentUsers.userId} = ${bind(Number(value))})`;
   }
   if (kind === 'id') {
     // Ids are decimal text; anything else names no user.
-    if (!/^[1-9]\d{0,15}$/.test(value)) return op === 'ne' ? sql`true` : sql`false`;
+    if (!isRecordId(value)) return op === 'ne' ? sql`true` : sql`false`;
     if (op !== 'eq' && op !== 'ne') throw invalidFilter('id is compared with eq or ne.');
     return op === 'eq' ? sql`${attribute.value} = ${bind(Number(value))}` : sql`${attribute.value} <> ${bind(Number(value))}`;
   }
@@ -475,7 +475,7 @@ export function parseFilter(filter: unknown, attributes: Record<string, FilterAt
 export function filterForm(filter: Filter | undefined): string {
   return JSON.stringify(filter ?? null, (key, value: unknown) => {
     if (key !== 'compValue') return value;
-    if (typeof value === 'string') return /^[1-9]\d{0,15}$/.test(value) ? 'decimal text' : 'text';
+    if (typeof value === 'string') return isRecordId(value) ? 'record id' : 'text';
     return value === null ? 'null' : typeof value;
   });
 }
