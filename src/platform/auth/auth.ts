@@ -128,13 +128,9 @@ export async function lookUpPrincipal(db: Database, tokenHash: Buffer): Promise<
 export async function authenticateRequest(db: Database, secrets: Secrets, request: FastifyRequest, recent?: RecentPrincipals): Promise<Auth> {
   const tokenHash = presentedTokenHash(request);
   if (!tokenHash) throw unauthorized();
-  let principal = recent?.get(tokenHash);
-  if (!principal) {
-    const start = recent?.start();
-    principal = (await lookUpPrincipal(db, tokenHash)) ?? undefined;
-    if (!principal) throw unauthorized('The access token is invalid, expired or revoked.', 'token_invalid');
-    if (start) recent!.set(tokenHash, principal, start);
-  }
+  const lookUp = () => lookUpPrincipal(db, tokenHash);
+  const principal = await (recent ? recent.remembered(tokenHash, lookUp) : lookUp());
+  if (!principal) throw unauthorized('The access token is invalid, expired or revoked.', 'token_invalid');
   const auth: Auth = {
     tenantId: principal.tenantId,
     userId: principal.userId,

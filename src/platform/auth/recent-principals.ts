@@ -58,6 +58,19 @@ export class RecentPrincipals<P = Principal> {
     return { generation: this.family.generation, at: now };
   }
 
+  /**
+   * The principal of `tokenHash`: from a look-up of the last second, else from `lookUp`
+   * (null: none), whose answer is then kept as `set` keeps it.
+   */
+  async remembered(tokenHash: Buffer, lookUp: () => Promise<P | null>): Promise<P | null> {
+    const recent = this.get(tokenHash);
+    if (recent) return recent;
+    const start = this.start();
+    const principal = await lookUp();
+    if (principal) this.set(tokenHash, principal, start);
+    return principal;
+  }
+
   /** A cache of another kind of principal in this one's family: clearing either clears both. */
   companion<Q>(): RecentPrincipals<Q> {
     return new RecentPrincipals<Q>(this.family);

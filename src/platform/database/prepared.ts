@@ -21,8 +21,9 @@ const MAX_FORMS = 100;
 /**
  * The statement `build` prepares on `tx`, built on the first call for `tx`'s database,
  * `owner` (what the statement belongs to: a listing, a function) and `key` (what tells
- * its forms apart), and kept for the process's life (an owner's `MAX_FORMS` most recently used forms). Everything `build` reads but the
- * placeholders must be the same for every call with the same owner and key.
+ * its forms apart), and kept for the process's life (an owner's `MAX_FORMS` most recently
+ * used forms). Everything `build` reads but the placeholders must be the same for every
+ * call with the same owner and key.
  */
 export function prepared<Statement>(tx: Tx, owner: object, key: string, build: (tx: Tx) => Statement): Statement {
   let byOwner = statements.get(tx);

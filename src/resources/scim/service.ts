@@ -86,12 +86,8 @@ const SAFE_METHODS = new Set(['GET', 'HEAD']);
 async function authenticate(services: Services, request: FastifyRequest, recent?: RecentPrincipals<ScimPrincipal>): Promise<ScimPrincipal> {
   const match = BEARER.exec(request.headers.authorization ?? '');
   const tokenHash = match ? hashToken(match[1]!) : null;
-  let principal = tokenHash ? recent?.get(tokenHash) : undefined;
-  if (!principal && tokenHash) {
-    const start = recent?.start();
-    principal = (await lookUpScimToken(services.db, tokenHash)) ?? undefined;
-    if (principal && start) recent!.set(tokenHash, principal, start);
-  }
+  const lookUp = () => lookUpScimToken(services.db, tokenHash!);
+  const principal = tokenHash ? await (recent ? recent.remembered(tokenHash, lookUp) : lookUp()) : null;
   if (!principal) throw new ScimError(401, 'A valid SCIM token is required.', undefined, { 'www-authenticate': 'Bearer realm="scim"' });
   return principal;
 }
@@ -418,9 +414,9 @@ function answerError(error: FastifyError | ScimError | ProblemError, request: Fa
 /**
  * The users meeting `where` (a condition whose values are placeholders, `placeholders()`),
  * a page of them (`offset`, `limit`) with the count of all, by a statement prepared once
- * per `form` (`filterForm`: the filter but for its values): identity providers look users up with the same
- * filter but for its value, and building the select costs as much as the rest of the
- * request.
+ * per `form` (`filterForm`: the filter but for its values). Identity providers look users
+ * up with the same filter but for its value, and building the select costs as much as the
+ * rest of the request.
  */
 function usersPage(tx: Tx, where: SQL, form: string) {
   return prepared(tx, usersPage, form, (tx) =>
