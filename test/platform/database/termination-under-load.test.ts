@@ -34,12 +34,17 @@ const targets = await Promise.all(Array.from({ length: TARGETS }, (_, i) => api.
 const control = postgres(api.config.databaseUrl!, { max: 1, onnotice: () => {} });
 t.teardown(() => control.end({ timeout: 1 }));
 
-/** Ends every other backend of the database; answers how many of the API's were inside a statement or transaction. */
+/**
+ * When some of the API's backends are inside a statement or transaction, ends every other
+ * backend of the database; answers how many were busy and how many it ended. While none
+ * is busy it ends none: ending idle connections over and over would leave the API
+ * reconnecting instead of serving the load the termination should land in.
+ */
 async function terminateBackends(on: postgres.Sql = control) {
   const [row] = await on<{ busy: number; terminated: number }[]>`
-    select count(*) filter (where application_name = 'atrium' and state <> 'idle')::int as busy,
-           count(pg_terminate_backend(pid))::int as terminated
-    from pg_stat_activity where datname = current_database() and pid <> pg_backend_pid()`;
+    with others as (select pid, application_name, state from pg_stat_activity where datname = current_database() and pid <> pg_backend_pid()),
+         busy as (select count(*)::int as n from others where application_name = 'atrium' and state <> 'idle')
+    select busy.n as busy, (select count(pg_terminate_backend(pid))::int from others where busy.n > 0) as terminated from busy`;
   return row!;
 }
 
