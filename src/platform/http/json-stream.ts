@@ -94,8 +94,20 @@ export class JsonArraySpool {
     if (this.buffered > 0) yield this.buffer!.subarray(0, this.buffered);
   }
 
-  /** Releases the file (also when the answer is never sent). */
-  async close(): Promise<void> {
+  /** The release of the file, once `close` was called. */
+  private closing: Promise<void> | null = null;
+
+  /** Releases the file (also when the answer is never sent); once, however often it is called. */
+  close(): Promise<void> {
+    return (this.closing ??= this.release());
+  }
+
+  /** Settles when the file is released; null while `close` has not been called. */
+  get closed(): Promise<void> | null {
+    return this.closing;
+  }
+
+  private async release(): Promise<void> {
     await this.writing?.catch(() => undefined);
     const file = this.file;
     this.file = null;

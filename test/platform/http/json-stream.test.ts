@@ -1,4 +1,5 @@
-import t from 'tap';
+import type { Readable } from 'node:stream';
+import t, { type Test } from 'tap';
 import { JsonArraySpool, jsonObjectOfArrays } from '../../../src/platform/http/json-stream.ts';
 import { openFiles as openFilesMarked, withoutTempFolder } from '../../helpers/open-files.ts';
 
@@ -11,6 +12,18 @@ async function text(stream: NodeJS.ReadableStream): Promise<string> {
 
 /** Answer files this process holds open: a spool that spilled holds one, already removed from its folder. */
 const openFiles = () => openFilesMarked('atrium-answer-');
+
+/**
+ * Waits for the stream to close and for its spools to release their files: the release
+ * is asynchronous, and a spool the stream did not close fails here.
+ */
+async function released(t: Test, stream: Readable, spools: JsonArraySpool[]): Promise<void> {
+  if (!stream.closed) await new Promise((resolve) => stream.once('close', resolve));
+  for (const spool of spools) {
+    t.ok(spool.closed, 'the stream closed the spool');
+    await spool.closed;
+  }
+}
 
 t.test('arrays larger than the memory buffer spill to a file and come back whole, in order, as one JSON object', async (t) => {
   const small = new JsonArraySpool();
@@ -27,6 +40,7 @@ t.test('arrays larger than the memory buffer spill to a file and come back whole
     ['empty', empty],
   ]);
   const written = await text(streamed.stream);
+  await released(t, streamed.stream, [small, large, empty]);
   t.strictSame(JSON.parse(written), { small: [{ line: 1 }], large: items, empty: [] });
   t.equal(written, JSON.stringify({ small: [{ line: 1 }], large: items, empty: [] }), 'byte for byte what JSON.stringify writes');
   t.equal(await openFiles(), 0, 'the file is closed once the answer is written');
@@ -38,7 +52,7 @@ t.test('an answer abandoned half way closes its files too', async (t) => {
   t.equal(await openFiles(), 1);
   const { stream } = jsonObjectOfArrays<{ items: object[] }>([['items', spool]]);
   for await (const _chunk of stream) break;
-  await new Promise((resolve) => setImmediate(resolve));
+  await released(t, stream, [spool]);
   t.equal(await openFiles(), 0);
 });
 
@@ -56,7 +70,9 @@ t.test(
     await spool.add(items[0]);
     await spool.addAll(items.slice(1));
     t.equal(spool.length, items.length);
-    const written = await text(jsonObjectOfArrays<{ items: unknown[] }>([['items', spool]]).stream);
+    const { stream } = jsonObjectOfArrays<{ items: unknown[] }>([['items', spool]]);
+    const written = await text(stream);
+    await released(t, stream, [spool]);
     t.equal(written, JSON.stringify({ items }), 'byte for byte');
     t.equal(await openFiles(), 0);
   },
@@ -68,8 +84,7 @@ t.test('an answer destroyed before its first chunk (its client left while it was
   t.equal(await openFiles(), 1);
   const { stream } = jsonObjectOfArrays<{ items: object[] }>([['items', spool]]);
   stream.destroy();
-  await new Promise((resolve) => stream.once('close', resolve));
-  await new Promise((resolve) => setImmediate(resolve));
+  await released(t, stream, [spool]);
   t.equal(await openFiles(), 0);
 });
 
