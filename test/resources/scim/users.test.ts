@@ -20,6 +20,9 @@ const api = await startTestApi(t, { streamHeartbeatMs: 600_000 });
 // A second service whose rate limit a test reaches: two requests a minute per token.
 const limited = await startTestApi(t, { rateLimitPerToken: 2, rateLimitPerAddress: 1_000_000, rateLimitWindowSeconds: 60 });
 const limitedWire = await wireClient(limited.atrium.app!);
+// A third with one database connection: the statements a test reads there are the ones its requests prepared.
+const single = await startTestApi(t, { databasePoolSize: 1 });
+const singleWire = await wireClient(single.atrium.app!);
 const app = api.atrium.app!;
 // SCIM requests go over a real connection, as an identity provider's do.
 const wire = await wireClient(app);
@@ -427,6 +430,30 @@ t.test('filters on userName and externalId are index scans in the tenant', async
   const byExternalId = await usersPlan('externalId eq "ext-Ann"');
   t.match(byExternalId, /Index (Only )?Scan using scim_external_ids_external_id_idx|Bitmap Index Scan on scim_external_ids_external_id_idx/, byExternalId);
   t.match(byExternalId, /Index Cond: \(\(tenant_id = .*\) AND \(external_id = /, 'tenant and externalId are both index conditions');
+});
+
+t.test('a look-up by userName is planned once per connection, not on every request', async (t) => {
+  const planned = await single.createTenant('scim-plans');
+  const role = await roleNamed(single.db, planned.tenantId, 'Employee');
+  await single.db.owner.insert(scimSettings).values({ tenantId: planned.tenantId, defaultRoleId: role.id });
+  const token = newScimTokenValue();
+  await single.db.owner.insert(scimTokens).values({ tenantId: planned.tenantId, userId: planned.adminUserId, name: 'IdP', tokenHash: hashToken(token) });
+  // PostgreSQL plans a prepared statement for its values five times before it weighs a generic plan.
+  for (let i = 0; i < 12; i++) {
+    const filter = encodeURIComponent(`userName eq "planned${i}@example.com"`);
+    const url = `/scim/v2/Users?filter=${filter}`;
+    const res = await singleWire.send({ method: 'GET', url, headers: bearer(token) });
+    assertServedAnswer('GET', url, res);
+    t.equal(res.json().totalResults, 0);
+  }
+  const statements = await single.db.tenant(planned.tenantId, (tx) =>
+    tx.execute<{ generic_plans: number; custom_plans: number }>(
+      sql`select generic_plans::int, custom_plans::int from pg_prepared_statements where statement like '%count(*) over ()%' and statement like '%username_lower%'`,
+    ),
+  );
+  t.equal(statements.length, 1, 'one statement for the one filter form');
+  t.ok(statements[0]!.generic_plans >= 7, `a generic plan for the later executions (${JSON.stringify(statements[0])})`);
+  t.ok(statements[0]!.custom_plans <= 5, 'planned for its values only while PostgreSQL weighs a generic plan');
 });
 
 t.test('a list costs a constant number of queries', async (t) => {
