@@ -416,17 +416,18 @@ function answerError(error: FastifyError | ScimError | ProblemError, request: Fa
  * a page of them (`offset`, `limit`) with the count of all, by a statement prepared once
  * per `form` (`filterForm`: the filter but for its values). Identity providers look users
  * up with the same filter but for its value, and building the select costs as much as the
- * rest of the request.
+ * rest of the request. A first page has no `offset` in its statement, as the `/api` lists
+ * (listing.ts): PostgreSQL prices a generic plan with an unknown offset above the plans it
+ * makes for each value, and may then plan the statement anew on every execution.
  */
-function usersPage(tx: Tx, where: SQL, form: string) {
-  return prepared(tx, usersPage, form, (tx) =>
-    selectScimUsers(tx, { total: sql<number>`count(*) over ()`.mapWith(Number) })
+function usersPage(tx: Tx, where: SQL, form: string, first: boolean) {
+  return prepared(tx, usersPage, first ? form : `${form} past the first page`, (tx) => {
+    const page = selectScimUsers(tx, { total: sql<number>`count(*) over ()`.mapWith(Number) })
       .where(where)
       .orderBy(asc(users.id))
-      .offset(sql.placeholder('offset'))
-      .limit(sql.placeholder('limit'))
-      .prepare('scim_users'),
-  );
+      .limit(sql.placeholder('limit'));
+    return (first ? page : page.offset(sql.placeholder('offset'))).prepare('scim_users');
+  });
 }
 
 /** How many users meet `where`, prepared as `usersPage` is. */
@@ -490,7 +491,7 @@ export async function registerScim(app: FastifyInstance, services: Services): Pr
           if (pageSize === 0) return { rows: [], total: await countAll() };
           // The total rides on the page's rows (a window over every match, taken before the offset and limit): one statement where
           // the page holds a row. An empty page past the first is counted on its own; an empty first page means none match.
-          const read = () => usersPage(tx, where, form).execute({ ...filter.values, offset: startIndex - 1, limit: pageSize });
+          const read = () => usersPage(tx, where, form, startIndex === 1).execute({ ...filter.values, offset: startIndex - 1, limit: pageSize });
           // A first page needs nothing after it (an empty one means none match): its transaction ends with it.
           const page = (await (startIndex === 1 ? onlyStatement(tx, read) : read())) as (ScimUserRow & { total: number })[];
           const total = page.length > 0 ? page[0]!.total : startIndex === 1 ? 0 : await countAll();

@@ -20,6 +20,9 @@ const api = await startTestApi(t, { streamHeartbeatMs: 600_000 });
 // A second service whose rate limit a test reaches: two requests a minute per token.
 const limited = await startTestApi(t, { rateLimitPerToken: 2, rateLimitPerAddress: 1_000_000, rateLimitWindowSeconds: 60 });
 const limitedWire = await wireClient(limited.atrium.app!);
+// A third with one database connection: the statements a test reads there are the ones its requests prepared.
+const single = await startTestApi(t, { databasePoolSize: 1 });
+const singleWire = await wireClient(single.atrium.app!);
 const app = api.atrium.app!;
 // SCIM requests go over a real connection, as an identity provider's do.
 const wire = await wireClient(app);
@@ -205,6 +208,79 @@ t.test('POST creates a user mapped to Atrium fields, audited as the token', asyn
   t.equal(plain.status, 201, 'application/json is accepted too');
 });
 
+t.test('a User holds exactly its mapped fields, alike whether created, read by id, found by filter or projected', async (t) => {
+  const full = newUser({
+    externalId: 'exact-0001',
+    name: { givenName: 'Ana', familyName: 'O\'Neil "Lima"' },
+    phoneNumbers: [{ value: '+41 44 222 22 22', type: 'mobile' }],
+    addresses: [{ type: 'work', streetAddress: 'Main 2', postalCode: '8001', locality: 'Zürich' }],
+    preferredLanguage: 'de-CH',
+    [ENTERPRISE]: { employeeNumber: 'E-18' },
+  });
+  full.schemas = [USER, ENTERPRISE];
+  const minimal = { schemas: [USER], userName: `scim.minimal${++serial}@example.com`, name: { givenName: 'Min', familyName: 'Imal' } };
+  // What each should read as, from the API's view of the same user: absent values are left out, never null.
+  const expected = async (id: string, location: string) => {
+    const { body: user } = await api.call(t, 'getUser', { token: admin, params: { user: Number(id) } });
+    const meta = { resourceType: 'User', created: user.created_at, lastModified: user.updated_at, location, version: `W/"${Date.parse(user.updated_at)}"` };
+    if (user.username === minimal.userName) {
+      const language = user.lang_id === null ? {} : { preferredLanguage: user.lang_id, locale: user.lang_id };
+      return {
+        schemas: [USER],
+        id,
+        userName: minimal.userName,
+        name: { givenName: 'Min', familyName: 'Imal', formatted: 'Min Imal' },
+        displayName: 'Min Imal',
+        active: true,
+        ...language,
+        meta,
+      };
+    }
+    return {
+      schemas: [USER, ENTERPRISE],
+      id,
+      externalId: 'exact-0001',
+      userName: full.userName,
+      name: { givenName: 'Ana', familyName: 'O\'Neil "Lima"', formatted: 'Ana O\'Neil "Lima"' },
+      displayName: 'Ana O\'Neil "Lima"',
+      active: true,
+      emails: [{ value: full.emails[0]!.value, type: 'work', primary: true }],
+      phoneNumbers: [{ value: '+41 44 222 22 22', type: 'work', primary: true }],
+      addresses: [{ type: 'work', primary: true, streetAddress: 'Main 2', postalCode: '8001', locality: 'Zürich' }],
+      preferredLanguage: user.lang_id,
+      locale: user.lang_id,
+      [ENTERPRISE]: { employeeNumber: 'E-18' },
+      meta,
+    };
+  };
+  for (const sent of [full, minimal]) {
+    const created = await scim('POST', '/Users', sent);
+    t.equal(created.status, 201, JSON.stringify(created.body));
+    const id = String(created.body.id);
+    const location = String(created.headers.location);
+    t.match(location, new RegExp(`^http://[^/]+/scim/v2/Users/${id}$`));
+    const resource = await expected(id, location);
+    t.ok(typeof resource.meta.created === 'string' && typeof resource.meta.lastModified === 'string', 'the API presents both instants');
+    t.strictSame(created.body, resource, 'as created');
+    t.strictSame((await scim('GET', `/Users/${id}`)).body, resource, 'read by id');
+    const found = await scim('GET', `/Users?filter=${encodeURIComponent(`userName eq "${sent.userName.toUpperCase()}"`)}`);
+    t.strictSame(
+      found.body,
+      { schemas: ['urn:ietf:params:scim:api:messages:2.0:ListResponse'], totalResults: 1, startIndex: 1, itemsPerPage: 1, Resources: [resource] },
+      'found by filter',
+    );
+    const projected = await scim('GET', `/Users?filter=${encodeURIComponent(`userName eq "${sent.userName}"`)}&attributes=userName,name.formatted`);
+    t.strictSame(
+      projected.body.Resources,
+      [{ schemas: resource.schemas, id, userName: sent.userName, name: { formatted: resource.name.formatted }, meta: { resourceType: 'User' } }],
+      'projected',
+    );
+    const excluded = await scim('GET', `/Users/${id}?excludedAttributes=meta,name`);
+    const { meta: _meta, name: _name, ...rest } = resource;
+    t.strictSame(excluded.body, { ...rest, meta: { resourceType: 'User' } }, 'without excluded attributes');
+  }
+});
+
 t.test('GET by id: 404 for unknown ids, other tenants and group accounts', async (t) => {
   const created = await scim('POST', '/Users', newUser());
   const found = await scim('GET', `/Users/${created.body.id}`);
@@ -354,6 +430,30 @@ t.test('filters on userName and externalId are index scans in the tenant', async
   const byExternalId = await usersPlan('externalId eq "ext-Ann"');
   t.match(byExternalId, /Index (Only )?Scan using scim_external_ids_external_id_idx|Bitmap Index Scan on scim_external_ids_external_id_idx/, byExternalId);
   t.match(byExternalId, /Index Cond: \(\(tenant_id = .*\) AND \(external_id = /, 'tenant and externalId are both index conditions');
+});
+
+t.test('a look-up by userName is planned once per connection, not on every request', async (t) => {
+  const planned = await single.createTenant('scim-plans');
+  const role = await roleNamed(single.db, planned.tenantId, 'Employee');
+  await single.db.owner.insert(scimSettings).values({ tenantId: planned.tenantId, defaultRoleId: role.id });
+  const token = newScimTokenValue();
+  await single.db.owner.insert(scimTokens).values({ tenantId: planned.tenantId, userId: planned.adminUserId, name: 'IdP', tokenHash: hashToken(token) });
+  // PostgreSQL plans a prepared statement for its values five times before it weighs a generic plan.
+  for (let i = 0; i < 12; i++) {
+    const filter = encodeURIComponent(`userName eq "planned${i}@example.com"`);
+    const url = `/scim/v2/Users?filter=${filter}`;
+    const res = await singleWire.send({ method: 'GET', url, headers: bearer(token) });
+    assertServedAnswer('GET', url, res);
+    t.equal(res.json().totalResults, 0);
+  }
+  const statements = await single.db.tenant(planned.tenantId, (tx) =>
+    tx.execute<{ generic_plans: number; custom_plans: number }>(
+      sql`select generic_plans::int, custom_plans::int from pg_prepared_statements where statement like '%count(*) over ()%' and statement like '%username_lower%'`,
+    ),
+  );
+  t.equal(statements.length, 1, 'one statement for the one filter form');
+  t.ok(statements[0]!.generic_plans >= 7, `a generic plan for the later executions (${JSON.stringify(statements[0])})`);
+  t.ok(statements[0]!.custom_plans <= 5, 'planned for its values only while PostgreSQL weighs a generic plan');
 });
 
 t.test('a list costs a constant number of queries', async (t) => {
