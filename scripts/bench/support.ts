@@ -1,7 +1,7 @@
 /** Shared set-up for benchmarks: a throwaway database and a running Atrium on it. */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { rm } from 'node:fs/promises';
+import { readdir, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import autocannon from 'autocannon';
@@ -11,6 +11,31 @@ import { loadConfig } from '../../src/config.ts';
 import { toleratingConnectionLoss } from '../../src/platform/database/connection-loss.ts';
 import { startEmbeddedPostgres } from '../../src/platform/database/embedded.ts';
 import type { createAtrium as createAtriumFromSource } from '../../src/server.ts';
+
+/** The folder of the embedded server `throwawayDatabase` started, whose CPU `measure` reports; none on DATABASE_URL's server. */
+let embeddedDataDir: string | undefined;
+
+/**
+ * CPU time in ms of the embedded server so far: its postmaster and every process it
+ * started (Linux's /proc, at 100 ticks a second); undefined where that cannot be read.
+ */
+async function serverCpuMs(): Promise<number | undefined> {
+  if (!embeddedDataDir) return undefined;
+  try {
+    const postmaster = Number((await readFile(path.join(embeddedDataDir, 'pgdata', 'postmaster.pid'), 'utf8')).split('\n')[0]);
+    let ticks = 0;
+    for (const entry of await readdir('/proc')) {
+      if (!/^\d+$/.test(entry)) continue;
+      const stat = await readFile(`/proc/${entry}/stat`, 'utf8').catch(() => '');
+      // After the command's name in parentheses: state, ppid, …, utime (12th), stime (13th).
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      if (Number(entry) === postmaster || Number(fields[1]) === postmaster) ticks += Number(fields[11]) + Number(fields[12]);
+    }
+    return ticks * 10;
+  } catch {
+    return undefined;
+  }
+}
 
 export async function throwawayDatabase(): Promise<{ url: string; drop(): Promise<void> }> {
   if (process.env.DATABASE_URL) {
@@ -29,6 +54,7 @@ export async function throwawayDatabase(): Promise<{ url: string; drop(): Promis
   }
   const dir = path.join(os.tmpdir(), `atrium-bench-${randomBytes(4).toString('hex')}`);
   const server = await startEmbeddedPostgres(dir);
+  embeddedDataDir = dir;
   return {
     url: server.url,
     drop: async () => {
@@ -82,6 +108,11 @@ export interface Measured {
    * the same on both sides): steadier than throughput on a machine others load too.
    */
   cpuPerRequest: number;
+  /**
+   * CPU time of the PostgreSQL server per answered request, in ms (its every process), when
+   * the bench started it; absent on DATABASE_URL's server, which other work may share.
+   */
+  serverCpuPerRequest?: number;
 }
 
 /**
@@ -103,6 +134,7 @@ export async function measure(
   requests?: BenchRequests,
 ): Promise<Measured> {
   const cpu = process.cpuUsage();
+  const serverCpu = await serverCpuMs();
   const result = await autocannon({
     url,
     headers,
@@ -112,6 +144,7 @@ export async function measure(
     ...(loadWorkers > 0 ? { workers: loadWorkers } : {}),
   });
   const used = process.cpuUsage(cpu);
+  const serverUsed = serverCpu === undefined ? undefined : ((await serverCpuMs()) ?? serverCpu) - serverCpu;
   const answered = Math.max(1, result.requests.total);
   return {
     name,
@@ -120,13 +153,14 @@ export async function measure(
     p99: result.latency.p99,
     non2xx: result.non2xx,
     cpuPerRequest: (used.user + used.system) / 1000 / answered,
+    ...(serverUsed === undefined ? {} : { serverCpuPerRequest: serverUsed / answered }),
   };
 }
 
 export function report(subject: Measured, baseline: Measured): void {
   const row = (m: Measured) =>
     `${m.name.padEnd(52)} ${m.requests.toFixed(0).padStart(8)} req/s   p50 ${String(m.p50).padStart(4)} ms   p99 ${String(m.p99).padStart(4)} ms   ` +
-    `node ${m.cpuPerRequest.toFixed(2)} ms/req   non-2xx ${m.non2xx}`;
+    `node ${m.cpuPerRequest.toFixed(2)} ms/req   ${m.serverCpuPerRequest === undefined ? '' : `postgres ${m.serverCpuPerRequest.toFixed(2)} ms/req   `}non-2xx ${m.non2xx}`;
   console.log(row(subject));
   console.log(row(baseline));
 }
@@ -222,6 +256,9 @@ export async function comparePair(
       p99: median(runs.map((run) => run[side].p99)),
       non2xx: runs.reduce((sum, run) => sum + run[side].non2xx, 0),
       cpuPerRequest: median(runs.map((run) => run[side].cpuPerRequest)),
+      ...(runs.every((run) => run[side].serverCpuPerRequest !== undefined)
+        ? { serverCpuPerRequest: median(runs.map((run) => run[side].serverCpuPerRequest!)) }
+        : {}),
     });
     const ratios = runs.map((run) => run.subject.requests / Math.max(1, run.baseline.requests));
     const result: Compared = {
