@@ -456,13 +456,10 @@ export function parsedFilter(filter: unknown): Filter | undefined {
   }
 }
 
-/**
- * `filter` (RFC 7644 §3.4.2.2), parsed by scim2-parse-filter, as a condition on
- * `attributes`, its values bound by `bind`; undefined for no filter.
- */
-export function parseFilter(filter: unknown, attributes: Record<string, FilterAttribute> = USER_ATTRIBUTES, bind: Bind = inline): SQL | undefined {
+/** `filter` (RFC 7644 §3.4.2.2), parsed by scim2-parse-filter, as a condition on `attributes`; undefined for no filter. */
+export function parseFilter(filter: unknown, attributes: Record<string, FilterAttribute> = USER_ATTRIBUTES): SQL | undefined {
   const parsed = parsedFilter(filter);
-  return parsed === undefined ? undefined : filterCondition(parsed, attributes, null, bind);
+  return parsed === undefined ? undefined : filterCondition(parsed, attributes);
 }
 
 /**
