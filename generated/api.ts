@@ -1441,7 +1441,12 @@ export interface paths {
             };
             cookie?: never;
         };
-        /** The caller's notifications about one target */
+        /**
+         * The caller's notifications about one target
+         * @description As `GET /api/notifications`, narrowed to one target (`targetable_type` and
+         *     `targetable_id`), newest first. The route takes no `limit`: every such notification
+         *     of the caller is listed.
+         */
         get: operations["listNotificationsByTarget"];
         /**
          * Mark the caller's unread notifications about one target
