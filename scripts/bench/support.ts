@@ -10,6 +10,7 @@ import postgres from 'postgres';
 import { loadConfig } from '../../src/config.ts';
 import { toleratingConnectionLoss } from '../../src/platform/database/connection-loss.ts';
 import { startEmbeddedPostgres } from '../../src/platform/database/embedded.ts';
+import { postmasterOf } from '../../test/helpers/processes.ts';
 import type { createAtrium as createAtriumFromSource } from '../../src/server.ts';
 
 /** The folder of the embedded server `throwawayDatabase` started, whose CPU `measure` reports; none on DATABASE_URL's server. */
@@ -22,7 +23,7 @@ let embeddedDataDir: string | undefined;
 async function serverCpuMs(): Promise<number | undefined> {
   if (!embeddedDataDir) return undefined;
   try {
-    const postmaster = Number((await readFile(path.join(embeddedDataDir, 'pgdata', 'postmaster.pid'), 'utf8')).split('\n')[0]);
+    const postmaster = postmasterOf(embeddedDataDir).pid;
     let ticks = 0;
     for (const entry of await readdir('/proc')) {
       if (!/^\d+$/.test(entry)) continue;
