@@ -85,12 +85,14 @@ const EMAIL = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
  * is null; an empty text cell is `""`, or null with `whitespaceToNull`. A `department_ids`
  * cell lists IDs separated by `|` (`1|4`), an empty one none. A username or a
  * route must pass the rules the API applies to them (`usernameProblems`,
- * `defaultRouteProblems`).
+ * `defaultRouteProblems`). A NUL character (U+0000), which no text column can store and
+ * the API therefore refuses, makes any cell but the password (stored as a hash) invalid.
  */
 export function parseCell(kind: CellKind, raw: string, whitespaceToNull: boolean): { value: CellValue } | { error: string } {
   const text = raw.trim();
   // The create keys' limit (default_route allows more, but 255 is plenty for a CSV cell).
   if (kind !== 'password' && kind !== 'ids' && text.length > 255) return { error: 'must be at most 255 characters long' };
+  if (kind !== 'password' && text.includes('\u0000')) return { error: 'contains a NUL character, which cannot be stored' };
   switch (kind) {
     case 'username': {
       if (!text) return { error: 'is required' };
