@@ -9,14 +9,14 @@ import { grantablePermissions } from '../../platform/auth/permissions.ts';
 import type { Tx } from '../../platform/database/database.ts';
 import { lockTenantScope } from '../../platform/database/locks.ts';
 import { coded, invalid } from '../../platform/http/problem.ts';
-import { departmentCountAndLimit, saveDepartment, departmentRecords, type DepartmentRow } from '../departments/queries.ts';
+import { departmentCountAndLimit, saveDepartment, departmentRecords, lockDepartment, type DepartmentRow } from '../departments/queries.ts';
 import { departmentAvailability, departmentLimitRefusal, departmentWrite } from '../departments/rules.ts';
 import { departmentUsers, departments } from '../departments/table.ts';
 import { membershipsConferringRights, CONFERS_ENTITY_RIGHTS } from '../entity-permissions/rules.ts';
 import { roles } from '../roles/table.ts';
 import { assertMayAdminister } from '../users/rules.ts';
 import { users } from '../users/table.ts';
-import { GROUP_SCHEMA, invalidValue, isRecordId, ScimError, scimNotFound } from './protocol.ts';
+import { GROUP_SCHEMA, invalidValue, isRecordId, scimNotFound } from './protocol.ts';
 import { SCIM_USERS, type FilterAttribute } from './users.ts';
 
 /** Filterable Group attributes, by lower-case path. `members.value` asks whether the user is a member. */
@@ -50,6 +50,17 @@ export async function requireGroup(tx: Tx, id: string): Promise<DepartmentRow> {
   const [row] = await departmentRecords(tx).where(eq(departments.id, Number(id)));
   if (!row) throw scimNotFound('The group', id);
   return row;
+}
+
+/**
+ * The group `id` as `requireGroup` reads it, its row locked until the transaction ends,
+ * for a write of the group: a write reads the group's members only once no other write of
+ * the group is under way, so that concurrent PATCHes (an identity provider sends a group's
+ * membership changes in parallel batches) each apply to the members the others left.
+ */
+export async function lockedGroup(tx: Tx, tenantId: number, id: string): Promise<DepartmentRow> {
+  if (!isRecordId(id) || !(await lockDepartment(tx, tenantId, Number(id)))) throw scimNotFound('The group', id);
+  return requireGroup(tx, id);
 }
 
 /** A page of departments matching `where`, by id, and how many match. Two queries. */
@@ -169,14 +180,8 @@ export async function saveGroup(
       added.map((userId) => ({ userId, departmentIds: [id] })),
     );
     if (conferred.some((c) => c.departmentIds.length > 0)) throw invalid({ members: [coded('confers_rights', CONFERS_ENTITY_RIGHTS)] });
-    try {
-      await tx.insert(departmentUsers).values(added.map((userId) => ({ tenantId: caller.tenantId, departmentId: id, userId })));
-    } catch (error) {
-      // A concurrent request made one of them a member after they were read: name them, not the table's key.
-      if (((error as { cause?: { code?: string } }).cause ?? (error as { code?: string })).code !== '23505') throw error;
-      const who = added.length === 1 ? `user ${added[0]} was` : `one of users ${added.join(', ')} was`;
-      throw new ScimError(409, `members: ${who} added to the group by a concurrent request.`, 'uniqueness');
-    }
+    // No membership of the group can appear meanwhile: the write holds its row (`lockedGroup`), which a new membership's key references.
+    await tx.insert(departmentUsers).values(added.map((userId) => ({ tenantId: caller.tenantId, departmentId: id, userId })));
   }
   if (removed.length > 0) await tx.delete(departmentUsers).where(and(eq(departmentUsers.departmentId, id), inArray(departmentUsers.userId, removed)));
   return { id, membersChanged: added.length + removed.length > 0 };

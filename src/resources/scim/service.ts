@@ -40,8 +40,8 @@ import {
   USER_SCHEMA,
 } from './protocol.ts';
 import { discoveryRoutes } from './discovery.ts';
-import { GROUP_ATTRIBUTES, groupWrite, listGroups, membersOf, presentGroup, requireGroup, saveGroup, type GroupWrite } from './groups.ts';
-import { deleteDepartment, entityPermissionsNaming, lockDepartment, type DepartmentRow } from '../departments/queries.ts';
+import { GROUP_ATTRIBUTES, groupWrite, listGroups, membersOf, lockedGroup, presentGroup, requireGroup, saveGroup, type GroupWrite } from './groups.ts';
+import { deleteDepartment, entityPermissionsNaming, type DepartmentRow } from '../departments/queries.ts';
 import { NAMED_ENTITIES_SHOWN, namedByEntityPermissionsRefusal } from '../departments/rules.ts';
 import { loadDefaultRoleId } from './settings.ts';
 import { scimExternalIds } from './table.ts';
@@ -652,7 +652,7 @@ export async function registerScim(app: FastifyInstance, services: Services): Pr
       scim.put('/Groups/:id', async (request) => {
         const { id } = request.params as { id: string };
         const write = groupWrite(bodyObject(request.body));
-        const body = await inTenant(request, async (tx, principal) => storeGroup(request, tx, principal, write, await requireGroup(tx, id)));
+        const body = await inTenant(request, async (tx, principal) => storeGroup(request, tx, principal, write, await lockedGroup(tx, principal.tenantId, id)));
         return projectAttributes(body, request.query as Record<string, unknown>);
       });
 
@@ -660,7 +660,7 @@ export async function registerScim(app: FastifyInstance, services: Services): Pr
         const { id } = request.params as { id: string };
         const operations = patchOperations(request.body, 'group');
         const body = await inTenant(request, async (tx, principal) => {
-          const current = await requireGroup(tx, id);
+          const current = await lockedGroup(tx, principal.tenantId, id);
           const before = presentGroup(current, (await membersOf(tx, [current.id])).get(current.id) ?? [], baseUrlOf(request));
           const after = patched(before as unknown as Record<string, unknown>, operations);
           if (String(after.id) !== before.id) throw new ScimError(400, 'id is immutable.', 'mutability');
@@ -675,8 +675,7 @@ export async function registerScim(app: FastifyInstance, services: Services): Pr
         const { id } = request.params as { id: string };
         await inTenant(request, async (tx, principal) => {
           requireDepartmentsManage(principal);
-          const current = await requireGroup(tx, id);
-          if (!(await lockDepartment(tx, principal.tenantId, current.id))) throw scimNotFound('The group', id);
+          const current = await lockedGroup(tx, principal.tenantId, id);
           const caller = { ...groupCaller(principal), tokenId: 0, passwordChangeRequired: false, userLabel: principal.tokenName, secrets: services.secrets };
           const refusal = namedByEntityPermissionsRefusal(await entityPermissionsNaming(tx, caller, current.id, NAMED_ENTITIES_SHOWN));
           if (refusal) throw new ScimError(409, refusal.message);
