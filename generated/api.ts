@@ -5098,7 +5098,7 @@ export interface components {
              *     (a value the user or department rules refuse, `startIndex` or `count` not an
              *     integer, an unknown language, no default role for new users), `invalidPath` (a
              *     PATCH path that names no attribute), `noTarget` (a `remove` without a path, or a
-             *     path whose filter matches nothing), `mutability` (a changed `id`) and `uniqueness`
+             *     `replace` whose path's filter matches nothing), `mutability` (a changed `id`) and `uniqueness`
              *     (409: a taken `userName`); the others of RFC 7644 may be added.
              * @enum {string}
              */
@@ -5329,10 +5329,14 @@ export interface components {
          *     (`Replace`); the key `Operations` in any case too. A `path` must start with an
          *     attribute of the resource (or its schema URN), may hold value filters
          *     (`emails[type eq "work"].value`, `members[value eq "42"]`), and neither it nor a key
-         *     of `value` may name `__proto__`, `constructor` or `prototype` (400 `invalidPath`). A
-         *     `remove` needs a `path` (400 `noTarget`). A path-less `replace` may carry dotted
-         *     keys (`"name.givenName"`) or schema-qualified ones. `id` cannot change (400
-         *     `mutability`). The result is judged as a `PUT` of the whole resource.
+         *     of `value` may name `__proto__`, `constructor` or `prototype` (400 `invalidPath`).
+         *     Attribute names in paths, value filters and keys of `value` are case-insensitive.
+         *     A `remove` needs a `path` (400 `noTarget`); one whose filter matches nothing
+         *     changes nothing and succeeds, while a `replace` whose filter matches nothing is 400
+         *     `noTarget`. Members are removed by a value filter or with `path` `members` and the
+         *     members as `value` (`[{"value": "42"}]`, at most 1000). A path-less `replace` may
+         *     carry dotted keys (`"name.givenName"`) or schema-qualified ones. `id` cannot change
+         *     (400 `mutability`). The result is judged as a `PUT` of the whole resource.
          * @example {
          *       "schemas": [
          *         "urn:ietf:params:scim:api:messages:2.0:PatchOp"

@@ -118,6 +118,34 @@ const GROUP_ATTRIBUTES: AttributeSpec[] = [
 
 const ENTERPRISE_ATTRIBUTES: AttributeSpec[] = [{ name: 'employeeNumber', type: 'string', description: 'staff_number' }];
 
+/** An attribute's name as the schema spells it, and its sub-attributes', by lower-case name (`ATTRIBUTE_NAMES`). */
+export interface AttributeName {
+  name: string;
+  sub: AttributeNames;
+}
+export type AttributeNames = ReadonlyMap<string, AttributeName>;
+
+const namesOf = (specs: readonly { name: string; subAttributes?: readonly { name: string }[] }[]): AttributeNames =>
+  new Map(specs.map((spec) => [spec.name.toLowerCase(), { name: spec.name, sub: namesOf(spec.subAttributes ?? []) }]));
+
+/** The attributes every resource has (RFC 7643 §3.1). */
+const COMMON_ATTRIBUTES = [
+  { name: 'schemas' },
+  { name: 'id' },
+  { name: 'externalId' },
+  { name: 'meta', subAttributes: [{ name: 'resourceType' }, { name: 'created' }, { name: 'lastModified' }, { name: 'location' }, { name: 'version' }] },
+];
+
+/**
+ * The names of each resource's attributes as its schema spells them, by lower-case name:
+ * attribute names are case-insensitive (RFC 7643 §2.1), so a PATCH path or value key may
+ * spell them otherwise. The User's enterprise extension is an attribute named by its URN.
+ */
+export const ATTRIBUTE_NAMES: { user: AttributeNames; group: AttributeNames } = {
+  user: namesOf([...COMMON_ATTRIBUTES, ...USER_ATTRIBUTES, { name: ENTERPRISE_USER_SCHEMA, subAttributes: ENTERPRISE_ATTRIBUTES }]),
+  group: namesOf([...COMMON_ATTRIBUTES, ...GROUP_ATTRIBUTES]),
+};
+
 const meta = (request: FastifyRequest, baseUrl: (request: FastifyRequest) => string, resourceType: string, id: string) => ({
   resourceType,
   location: `${baseUrl(request)}/${resourceType === 'Schema' ? 'Schemas' : 'ResourceTypes'}/${id}`,

@@ -39,7 +39,7 @@ import {
   scimNotFound,
   USER_SCHEMA,
 } from './protocol.ts';
-import { discoveryRoutes } from './discovery.ts';
+import { ATTRIBUTE_NAMES, discoveryRoutes, type AttributeNames } from './discovery.ts';
 import { GROUP_ATTRIBUTES, groupWrite, listGroups, membersOf, lockedGroup, presentGroup, requireGroup, saveGroup, type GroupWrite } from './groups.ts';
 import { deleteDepartment, entityPermissionsNaming, type DepartmentRow } from '../departments/queries.ts';
 import { NAMED_ENTITIES_SHOWN, namedByEntityPermissionsRefusal } from '../departments/rules.ts';
@@ -315,10 +315,72 @@ function checkPatchValue(value: unknown) {
 }
 
 /**
+ * `path` (an attribute, a value filter, a sub-attribute, any of them schema-qualified)
+ * with its attribute names spelled as the schema spells them, and the names of what it
+ * points at (undefined: a single value). scim-patch compares names exactly, so a path
+ * or key in another case would otherwise be written beside the attribute and change
+ * nothing. A name the schema does not know is left as written.
+ */
+function canonical(path: string, names: AttributeNames): { path: string; names: AttributeNames | undefined } {
+  const lower = path.toLowerCase();
+  for (const urn of [ENTERPRISE_USER_SCHEMA, USER_SCHEMA, GROUP_SCHEMA]) {
+    const inner = urn === ENTERPRISE_USER_SCHEMA ? names.get(urn.toLowerCase())?.sub : names;
+    if (!inner) continue;
+    if (lower === urn.toLowerCase()) return { path: urn, names: inner };
+    if (lower.startsWith(`${urn.toLowerCase()}:`)) {
+      const rest = canonical(path.slice(urn.length + 1), inner);
+      return { path: `${urn}:${rest.path}`, names: rest.names };
+    }
+  }
+  const parts = /^([^.[\]]+)(?:\[(.*)\])?(?:\.([^.[\]]+))?$/s.exec(path);
+  const known = parts && names.get(parts[1]!.trim().toLowerCase());
+  if (!parts || !known) return { path, names: undefined };
+  const [, , filter, sub] = parts;
+  // In a value filter, the names outside string literals that are sub-attributes (`value`, `type`).
+  const canonicalFilter = filter?.replace(/"(?:[^"\\]|\\.)*"|[A-Za-z$][\w$]*/g, (token) =>
+    token.startsWith('"') ? token : (known.sub.get(token.toLowerCase())?.name ?? token),
+  );
+  const subName = sub === undefined ? undefined : known.sub.get(sub.trim().toLowerCase());
+  return {
+    path: `${known.name}${canonicalFilter === undefined ? '' : `[${canonicalFilter}]`}${sub === undefined ? '' : `.${subName?.name ?? sub}`}`,
+    names: sub === undefined ? (known.sub.size > 0 ? known.sub : undefined) : undefined,
+  };
+}
+
+/** `value` (a PATCH operation's) with its keys, at every depth, spelled as the schema spells them (`canonical`); dotted keys too. */
+function canonicalValue(value: unknown, names: AttributeNames | undefined): unknown {
+  if (!names || value === null || typeof value !== 'object') return value;
+  if (Array.isArray(value)) return value.map((item) => canonicalValue(item, names));
+  const result: Record<string, unknown> = {};
+  for (const [key, item] of Object.entries(value)) {
+    const named = canonical(key, names);
+    result[named.path] = canonicalValue(item, named.names);
+  }
+  return result;
+}
+
+/**
+ * Entra ID removes members as `{"op": "Remove", "path": "members", "value": [{"value": "<id>"}]}`.
+ * scim-patch would remove only members equal to those objects as a whole, and the group's
+ * members carry `display`, `$ref` and `type` besides: each is removed by its `value`
+ * instead, as the value-filter form Okta sends does.
+ */
+function memberRemovals(operation: ScimPatchOperation): ScimPatchOperation[] {
+  if (operation.op !== 'remove' || operation.path !== 'members' || !Array.isArray(operation.value)) return [operation];
+  if (operation.value.length > 1000) throw invalidValue('A remove of members lists at most 1000 of them.');
+  return (operation.value as unknown[]).map((member) => {
+    const id = (member as { value?: unknown } | null)?.value;
+    if (typeof id !== 'string') throw invalidValue(`members: ${JSON.stringify(id ?? null)} is not a user id.`);
+    return { op: 'remove', path: `members[value eq ${JSON.stringify(id)}]` };
+  });
+}
+
+/**
  * A PATCH request's operations (RFC 7644 §3.5.2), normalized for scim-patch and liberal
  * where identity providers deviate: operation names in any case (`Replace`), `Operations`
- * in any case. Paths must name an attribute of the resource; paths and value keys never
- * name `__proto__`, `constructor` or `prototype` (invalidPath).
+ * in any case, attribute names in paths and value keys in any case (`canonical`), members
+ * removed by value (`memberRemovals`). Paths must name an attribute of the resource; paths
+ * and value keys never name `__proto__`, `constructor` or `prototype` (invalidPath).
  */
 function patchOperations(body: unknown, resource: Patchable): ScimPatchOperation[] {
   const request = bodyObject(body);
@@ -326,16 +388,23 @@ function patchOperations(body: unknown, resource: Patchable): ScimPatchOperation
   const operations = key ? request[key] : undefined;
   if (!Array.isArray(operations) || operations.length === 0) throw invalidSyntax('Operations must be a non-empty array.');
   if (operations.length > 1000) throw invalidSyntax('Operations must hold at most 1000 operations.');
-  return operations.map((entry) => {
-    const operation = bodyObject(entry);
-    const op = typeof operation.op === 'string' ? operation.op.toLowerCase() : '';
-    if (op !== 'add' && op !== 'replace' && op !== 'remove') throw invalidSyntax(`op must be add, replace or remove, not ${JSON.stringify(operation.op)}.`);
-    if (operation.path !== undefined && typeof operation.path !== 'string') throw invalidSyntax('path must be a string.');
-    if (op === 'remove' && !operation.path) throw new ScimError(400, 'A remove operation needs a path.', 'noTarget');
-    if (operation.path) checkPatchPath(operation.path, resource);
-    if ('value' in operation) checkPatchValue(operation.value);
-    return { op, ...(operation.path ? { path: operation.path } : {}), ...('value' in operation ? { value: operation.value } : {}) } as ScimPatchOperation;
-  });
+  return operations
+    .map((entry) => {
+      const operation = bodyObject(entry);
+      const op = typeof operation.op === 'string' ? operation.op.toLowerCase() : '';
+      if (op !== 'add' && op !== 'replace' && op !== 'remove') throw invalidSyntax(`op must be add, replace or remove, not ${JSON.stringify(operation.op)}.`);
+      if (operation.path !== undefined && typeof operation.path !== 'string') throw invalidSyntax('path must be a string.');
+      if (op === 'remove' && !operation.path) throw new ScimError(400, 'A remove operation needs a path.', 'noTarget');
+      if (operation.path) checkPatchPath(operation.path, resource);
+      if ('value' in operation) checkPatchValue(operation.value);
+      const named = operation.path ? canonical(operation.path, ATTRIBUTE_NAMES[resource]) : { path: undefined, names: ATTRIBUTE_NAMES[resource] };
+      return memberRemovals({
+        op,
+        ...(named.path ? { path: named.path } : {}),
+        ...('value' in operation ? { value: canonicalValue(operation.value, named.names) } : {}),
+      } as ScimPatchOperation);
+    })
+    .flat();
 }
 
 /** The resource after the PATCH operations, applied by scim-patch; its errors become SCIM errors. */
@@ -344,7 +413,7 @@ function patched<T extends Record<string, unknown>>(resource: T, operations: Sci
     return scimPatch(resource as never, operations, { mutateDocument: false, treatMissingAsAdd: true });
   } catch (error) {
     if (error instanceof PatchError) {
-      const scimType = (error as { scimType?: string }).scimType;
+      const scimType = (error as { scimCode?: string }).scimCode;
       throw new ScimError(400, error.message, scimType === 'noTarget' || scimType === 'invalidPath' ? scimType : 'invalidValue');
     }
     throw invalidValue(`The PATCH cannot be applied: ${(error as Error).message}`);

@@ -172,6 +172,39 @@ t.test('concurrent PATCHes of one group each apply to the members the others lef
   t.strictSame(await memberIds(Number(group.id)), idsOf(...people.slice(6).map((person) => person.id)), 'no removed member comes back');
 });
 
+t.test('members removed as Entra ID sends it (path members, the members as value), and paths in any case', async (t) => {
+  const group = (
+    await scim('POST', '/Groups', { schemas: [GROUP], displayName: 'Entra removal', members: [{ value: String(ann.id) }, { value: String(ben.id) }] })
+  ).body;
+  const removed = await scim('PATCH', `/Groups/${group.id}`, {
+    schemas: [PATCH],
+    Operations: [{ op: 'Remove', path: 'members', value: [{ value: String(ann.id) }] }],
+  });
+  t.equal(removed.status, 200);
+  t.same(await memberIds(Number(group.id)), [String(ben.id)], 'the member named by value is removed, the other stays');
+  const again = await scim('PATCH', `/Groups/${group.id}`, {
+    schemas: [PATCH],
+    Operations: [{ op: 'Remove', path: 'members', value: [{ value: String(ann.id) }] }],
+  });
+  t.equal(again.status, 200, 'removing a member who left already is no error');
+  const bad = await scim('PATCH', `/Groups/${group.id}`, { schemas: [PATCH], Operations: [{ op: 'Remove', path: 'members', value: [{ display: 'ben' }] }] });
+  t.equal(bad.status, 400);
+  t.equal(bad.body.scimType, 'invalidValue');
+  t.same(await memberIds(Number(group.id)), [String(ben.id)], 'and changes nothing');
+
+  const cased = await scim('PATCH', `/Groups/${group.id}`, {
+    schemas: [PATCH],
+    Operations: [
+      { op: 'add', path: 'Members', value: [{ VALUE: String(ann.id) }] },
+      { op: 'remove', path: `MEMBERS[VALUE EQ "${ben.id}"]` },
+      { op: 'replace', path: 'DisplayName', value: 'Entra removal, cased' },
+    ],
+  });
+  t.equal(cased.status, 200);
+  t.equal(cased.body.displayName, 'Entra removal, cased');
+  t.same(await memberIds(Number(group.id)), [String(ann.id)]);
+});
+
 t.test('a group list costs a constant number of queries', async (t) => {
   const measure = async () => {
     const before = api.db.queryCount;

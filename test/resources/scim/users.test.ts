@@ -508,6 +508,41 @@ t.test('PUT replaces the SCIM attributes; PATCH in the forms of Entra ID and Okt
   t.match(stored.body, { first_name: 'Entra', last_name: 'Okta', email: null, staff_number: 'E-42' });
 });
 
+t.test('PATCH paths and value keys name attributes in any case, as RFC 7643 has them case-insensitive', async (t) => {
+  const created = (await scim('POST', '/Users', newUser())).body;
+  const path = `/Users/${created.id}`;
+  const patched = await scim('PATCH', path, {
+    schemas: [PATCH],
+    Operations: [
+      { op: 'replace', path: 'USERNAME', value: `renamed.${created.userName}` },
+      { op: 'replace', value: { NAME: { GIVENNAME: 'Given', FAMILYNAME: 'Keys' } } },
+      { op: 'replace', path: 'Name.GivenName', value: 'Upper' },
+      { op: 'replace', path: 'EMAILS[TYPE eq "work"].VALUE', value: 'cased@example.com' },
+      { op: 'add', path: `${ENTERPRISE.toLowerCase()}:EMPLOYEENUMBER`, value: 'E-7' },
+    ],
+  });
+  t.equal(patched.status, 200);
+  t.match(patched.body, {
+    userName: `renamed.${created.userName}`,
+    name: { givenName: 'Upper', familyName: 'Keys' },
+    emails: [{ value: 'cased@example.com' }],
+    [ENTERPRISE]: { employeeNumber: 'E-7' },
+  });
+  for (const key of Object.keys(patched.body)) t.ok(key === key.trim() && !/^(USERNAME|NAME|EMAILS)$/.test(key), `no attribute written beside its own: ${key}`);
+  const stored = await api.call(t, 'getUser', { token: admin, params: { user: Number(created.id) } });
+  t.match(stored.body, { username: `renamed.${created.userName}`, first_name: 'Upper', last_name: 'Keys', email: 'cased@example.com', staff_number: 'E-7' });
+});
+
+t.test('a replace whose value filter matches nothing is noTarget and changes nothing', async (t) => {
+  const created = (await scim('POST', '/Users', newUser())).body;
+  const refused = await scim('PATCH', `/Users/${created.id}`, {
+    schemas: [PATCH],
+    Operations: [{ op: 'replace', path: 'emails[type eq "home"]', value: { value: 'home@example.com', type: 'home' } }],
+  });
+  isError(t, refused, 400, 'noTarget');
+  t.match((await scim('GET', `/Users/${created.id}`)).body, { emails: [{ value: created.emails[0].value }] });
+});
+
 t.test('refused PATCHes change nothing', async (t) => {
   const created = (await scim('POST', '/Users', newUser())).body;
   const path = `/Users/${created.id}`;
