@@ -5166,8 +5166,8 @@ export interface components {
         };
         /**
          * @description A whole SCIM Group, as `POST` creates and `PUT` replaces it. `displayName` is judged
-         *     by the department rules (not blank, no look-alike of another department's name, the
-         *     tenant's department limit). `members` replaces the memberships of users SCIM sees
+         *     by the department rules (not blank, at most 255 characters, no look-alike of another
+         *     department's name, which is 409 `uniqueness`, the tenant's department limit). `members` replaces the memberships of users SCIM sees
          *     (memberships of group accounts are left as they are; a member sent twice is one);
          *     a `PUT` without `members` (or with `null`) leaves no member SCIM sees, as a `PUT`
          *     replaces the resource. `externalId` is stored (an empty one or `null` removes it);
@@ -7727,9 +7727,10 @@ export interface components {
             };
         };
         /**
-         * @description A user write whose `userName` is taken in the tenant, by a deleted user too
-         *     (`scimType` `uniqueness`); a group's `DELETE` while entity permissions still name the
-         *     department (no `scimType`).
+         * @description A user write whose `userName` is taken in the tenant, by a deleted user too, or a
+         *     group write whose `displayName` is taken by another department or looks like its
+         *     name (`scimType` `uniqueness`); a group's `DELETE` while entity permissions still
+         *     name the department (no `scimType`).
          */
         ScimConflict: {
             headers: {

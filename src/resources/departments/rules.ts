@@ -13,10 +13,15 @@ import { departmentNames, type DepartmentRow, type DepartmentWrite } from './que
 
 export type DepartmentInput = Body<'createDepartment'>;
 
-/** The stored name (surrounding blanks trimmed, NFC, see ../roles/names.ts) and what is wrong with it. */
-export function departmentName(sent: string): { name: string; problems: string[] } {
+/** The longest department name: the contract's limit, which the SCIM service (no schema of the API's in front of it) applies here too. */
+const NAME_MAX_LENGTH = 255;
+
+/** The stored name (surrounding blanks trimmed, NFC, see ../roles/names.ts) and what is wrong with it, coded. */
+export function departmentName(sent: string): { name: string; problems: FieldErrors[string] } {
   const name = storedName(sent.trim());
-  return { name, problems: name.length === 0 ? ['must not be blank'] : displayNameProblems(name) };
+  if (name.length === 0) return { name, problems: [coded('required', 'must not be blank')] };
+  if (name.length > NAME_MAX_LENGTH) return { name, problems: [coded('max_length', `must be at most ${NAME_MAX_LENGTH} characters long`)] };
+  return { name, problems: displayNameProblems(name).map((problem) => coded('pattern', problem)) };
 }
 
 /** `[id | {id, sort_number}]` → ordered, de-duplicated assignments (a bare id's sort number is its position). */
@@ -63,7 +68,7 @@ export function departmentLimitRefusal(availability: ReturnType<typeof departmen
 export async function departmentWrite(tx: Tx, body: DepartmentInput, current: DepartmentRow | null): Promise<DepartmentWrite> {
   const errors: FieldErrors = {};
   const { name, problems } = departmentName(body.name);
-  if (problems.length > 0) errors.name = problems.map((problem) => coded(name.length === 0 ? 'required' : 'pattern', problem));
+  if (problems.length > 0) errors.name = problems;
 
   const settingIds = body.notification_setting_ids ?? current?.notificationSettingIds ?? [];
   const assignments = body.attribute_set_ids

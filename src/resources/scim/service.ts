@@ -18,7 +18,7 @@ import { onlyStatement, type Tx } from '../../platform/database/database.ts';
 import { prepared } from '../../platform/database/prepared.ts';
 import { DATABASE_UNAVAILABLE_HEADERS, errorLogFields, violatedConstraint } from '../../platform/http/error-handler.ts';
 import { jsonBodyProblem, MAX_JSON_DEPTH } from '../../platform/http/json-body.ts';
-import { ProblemError, type FieldErrors } from '../../platform/http/problem.ts';
+import { coded, ProblemError, type FieldErrors } from '../../platform/http/problem.ts';
 import type { Services } from '../../platform/services.ts';
 import { audit } from '../audit-events/record.ts';
 import { pushSubscriptions } from '../push/table.ts';
@@ -106,13 +106,22 @@ function baseUrlOf(request: FastifyRequest): string {
   return `${request.protocol}://${request.host}${SCIM_PREFIX}`;
 }
 
-/** A refusal of the user rules (field errors) as a SCIM error: a taken username is `uniqueness` (409), anything else `invalidValue`. */
-function refusalOf(errors: FieldErrors): ScimError {
-  if (errors.username?.some((entry) => typeof entry !== 'string' && entry.code === 'taken')) {
-    return new ScimError(409, 'userName is already taken.', 'uniqueness');
-  }
+/** The SCIM attribute a field of the department rules is (`refusalOf`). */
+const GROUP_ATTRIBUTE_OF: Record<string, string> = { name: 'displayName', members: 'members' };
+
+/**
+ * A refusal of the user or department rules (field errors) as a SCIM error naming the
+ * attributes at fault: a taken `userName` or group `displayName` is `uniqueness` (409),
+ * anything else `invalidValue`.
+ */
+function refusalOf(errors: FieldErrors, resource: Patchable = 'user'): ScimError {
+  const taken = (field: string) => errors[field]?.some((entry) => typeof entry !== 'string' && entry.code === 'taken');
+  if (resource === 'user' && taken('username')) return new ScimError(409, 'userName is already taken.', 'uniqueness');
+  if (resource === 'group' && taken('name'))
+    return new ScimError(409, 'displayName is already taken by another group (or one that looks alike).', 'uniqueness');
+  const attributeOf = resource === 'user' ? SCIM_ATTRIBUTE_OF : GROUP_ATTRIBUTE_OF;
   const detail = Object.entries(errors)
-    .map(([field, messages]) => `${SCIM_ATTRIBUTE_OF[field] ?? field} ${messages.map((m) => (typeof m === 'string' ? m : m.message)).join('; ')}`)
+    .map(([field, messages]) => `${attributeOf[field] ?? field} ${messages.map((m) => (typeof m === 'string' ? m : m.message)).join('; ')}`)
     .join('. ');
   return invalidValue(`${detail}.`);
 }
@@ -446,7 +455,17 @@ function answerError(error: FastifyError | ScimError | ProblemError, request: Fa
     status = error.status;
     detail = error.message;
     reply.headers(error.headers);
-    if (status === 422) ({ status, scimType } = { status: 400, scimType: 'invalidValue' });
+    if (status === 422) {
+      // The fields at fault, named as SCIM names them (a group's `name` is its `displayName`).
+      const codes = error.errorCodes ?? {};
+      const errors = Object.fromEntries(
+        Object.entries(error.errors ?? {}).map(([field, messages]) => [field, messages.map((message, i) => coded(codes[field]?.[i] ?? 'invalid', message))]),
+      );
+      const refusal =
+        Object.keys(errors).length > 0 ? refusalOf(errors, request.url.startsWith(`${SCIM_PREFIX}/Groups`) ? 'group' : 'user') : invalidValue(detail);
+      ({ status, scimType } = refusal);
+      detail = refusal.message;
+    }
   } else if (isConnectionLoss(error)) {
     // The database lost for a moment (a restart, a failover): the API's 503, as an error document.
     ({ status, detail } = { status: 503, detail: 'The database is unavailable for the moment. Try again shortly.' });

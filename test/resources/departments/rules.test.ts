@@ -12,13 +12,15 @@ import {
   type DepartmentInput,
 } from '../../../src/resources/departments/rules.ts';
 
-t.test('departmentName: trimmed and composed (NFC); blank, invisible and padded names are refused', async (t) => {
+t.test('departmentName: trimmed and composed (NFC); blank, overlong, invisible and padded names are refused', async (t) => {
   t.strictSame(departmentName('  Sales  '), { name: 'Sales', problems: [] });
   t.equal(departmentName('Cafe\u0301').name, 'Caf\u00e9', 'stored in NFC');
-  t.strictSame(departmentName('   ').problems, ['must not be blank']);
-  t.strictSame(departmentName('').problems, ['must not be blank']);
-  t.match(departmentName('Sa\u200bles').problems, [/invisible/]);
-  t.match(departmentName('Sa\u0000les').problems, [/invisible/]);
+  t.strictSame(departmentName('   ').problems, [{ code: 'required', message: 'must not be blank' }]);
+  t.strictSame(departmentName('').problems, [{ code: 'required', message: 'must not be blank' }]);
+  t.strictSame(departmentName(` ${'x'.repeat(255)} `).problems, [], 'the limit counts the stored name');
+  t.strictSame(departmentName('x'.repeat(256)).problems, [{ code: 'max_length', message: 'must be at most 255 characters long' }]);
+  t.match(departmentName('Sa\u200bles').problems, [{ code: 'pattern', message: /invisible/ }]);
+  t.match(departmentName('Sa\u0000les').problems, [{ code: 'pattern', message: /invisible/ }]);
 });
 
 t.test('attributeSetAssignments: ids or {id, sort_number}, first occurrence wins, a bare id sorts by its position', async (t) => {

@@ -69,11 +69,16 @@ t.test('refused group writes store nothing', async (t) => {
     { displayName: 'X', members: [{ value: 'abc' }] },
     { displayName: 'X', externalId: 5 },
     { displayName: 'X', externalId: 'x'.repeat(256) },
+    // The contract's limit and the department API's: a longer name could not be saved under /api afterwards.
+    { displayName: 'x'.repeat(256) },
   ]) {
     const res = await scim('POST', '/Groups', { schemas: [GROUP], ...body });
     t.equal(res.status, 400, JSON.stringify(body));
     t.same(res.body.schemas, [ERROR]);
+    t.not(res.body.detail, 'The request is invalid.', `the detail names what is wrong: ${res.body.detail}`);
   }
+  const long = await scim('POST', '/Groups', { schemas: [GROUP], displayName: 'x'.repeat(256) });
+  t.match(long.body, { scimType: 'invalidValue', detail: /^displayName .*255/ });
   const foreign = await scim('POST', '/Groups', { schemas: [GROUP], displayName: 'Foreign', members: [{ value: String(foreigner.id) }] });
   t.equal(foreign.status, 400, "another tenant's user is no member");
   const viewer = await api.createUser(tenant.tenantId, {
@@ -92,7 +97,9 @@ t.test('a group is a department; members are memberships', async (t) => {
   const department = await api.call(t, 'getDepartment', { token: tenant.adminToken, params: { department: id } });
   t.equal(department.body.name, 'Sales');
 
-  t.equal((await scim('POST', '/Groups', { schemas: [GROUP], displayName: 'Sales' })).status, 400, 'a taken name is refused by the department rules');
+  const taken = await scim('POST', '/Groups', { schemas: [GROUP], displayName: 'sales ' });
+  t.equal(taken.status, 409, 'a taken (or look-alike) name is refused by the department rules, as SCIM answers a taken unique attribute');
+  t.match(taken.body, { scimType: 'uniqueness', detail: /^displayName / });
 
   // Entra ID: add members (one already there), remove by value filter.
   const added = await scim('PATCH', `/Groups/${id}`, {
