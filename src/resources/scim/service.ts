@@ -455,6 +455,8 @@ function answerError(error: FastifyError | ScimError | ProblemError, request: Fa
     status = error.status;
     detail = error.message;
     reply.headers(error.headers);
+    // A body JSON refuses as such (nested too deep, an unpaired surrogate), sent as application/json: the API's parser refused it.
+    if (status === 400) scimType = 'invalidSyntax';
     if (status === 422) {
       // The fields at fault, named as SCIM names them (a group's `name` is its `displayName`).
       const codes = error.errorCodes ?? {};

@@ -724,6 +724,14 @@ t.test('hostile input is a 4xx, never a 5xx, and changes nothing', async (t) => 
     const res = await scim('GET', `/Users?${query}`);
     t.ok(res.status === 200 || res.status === 400, `${query} → ${res.status}`);
   }
+  // Bodies JSON refuses as such are invalidSyntax whichever media type they are sent as.
+  const deep = `${'['.repeat(100)}${']'.repeat(100)}`;
+  for (const contentType of ['application/scim+json', 'application/json']) {
+    for (const payload of [`{"schemas": ${deep}}`, '{"userName": "\\ud800"}', '{"userName": ']) {
+      const res = await scim('POST', '/Users', undefined, { contentType, payload });
+      isError(t, res, 400, 'invalidSyntax');
+    }
+  }
   t.equal(await userCount(), before);
 });
 
