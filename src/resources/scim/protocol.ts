@@ -79,7 +79,8 @@ export function scimBoolean(value: unknown, attribute: string): boolean {
 
 /**
  * `attributes` / `excludedAttributes` (RFC 7644 §3.4.2.5) applied to a resource:
- * top-level names and `parent.child` sub-attributes, compared case-insensitively. `id`,
+ * top-level names and `parent.child` sub-attributes (an extension's as `urn:…:child`),
+ * in either list, compared case-insensitively. `id`,
  * `schemas` and `meta.resourceType` are always returned.
  */
 export function projectAttributes(resource: Record<string, unknown>, query: Record<string, unknown>): Record<string, unknown> {
@@ -113,7 +114,16 @@ export function projectAttributes(resource: Record<string, unknown>, query: Reco
         }
       }
     } else if (!excluded!.includes(name)) {
-      out[key] = value;
+      const children = excluded!.filter((e) => e.startsWith(`${name}.`) || e.startsWith(`${name}:`)).map((e) => e.slice(name.length + 1));
+      const without = (item: unknown) =>
+        item && typeof item === 'object' ? Object.fromEntries(Object.entries(item).filter(([child]) => !children.includes(child.toLowerCase()))) : item;
+      if (children.length === 0 || !value || typeof value !== 'object') out[key] = value;
+      else if (Array.isArray(value)) out[key] = value.map(without);
+      else {
+        const kept = without(value) as Record<string, unknown>;
+        // A complex attribute left with no sub-attribute is left out, as one without a value is.
+        if (Object.keys(kept).length > 0) out[key] = kept;
+      }
     }
     if (name === 'meta') out[key] = { resourceType: (value as { resourceType?: string }).resourceType, ...(out[key] as object | undefined) };
   }

@@ -791,6 +791,20 @@ t.test('attributes and excludedAttributes shape the answers of POST, PUT and PAT
   t.equal(created.body.meta.resourceType, 'User');
   const withoutMeta = await scim('GET', `${path}?excludedAttributes=meta`);
   t.strictSame(withoutMeta.body.meta, { resourceType: 'User' }, 'and when meta is excluded');
+
+  // Sub-attributes may be excluded too (RFC 7644 §3.4.2.5), an extension's by its URN.
+  await scim('PATCH', path, { schemas: [PATCH], Operations: [{ op: 'add', path: `${ENTERPRISE}:employeeNumber`, value: 'E-9' }] });
+  const narrowed = await scim(
+    'GET',
+    `${path}?excludedAttributes=${encodeURIComponent(`Name.GivenName,emails.type,meta.created,${ENTERPRISE}:employeeNumber`)}`,
+  );
+  t.equal(narrowed.status, 200);
+  t.strictSame(narrowed.body.name, { familyName: replacement.name.familyName, formatted: narrowed.body.name.formatted });
+  t.ok(narrowed.body.emails.length > 0 && narrowed.body.emails.every((email: object) => !('type' in email) && 'value' in email), 'emails without type');
+  t.notOk('created' in narrowed.body.meta);
+  t.ok('lastModified' in narrowed.body.meta);
+  t.notOk(ENTERPRISE in narrowed.body, 'an extension left with no attribute is left out');
+  t.equal(narrowed.body.userName, posted.body.userName);
 });
 
 t.test("beyond the rate limit SCIM answers 429 with the API's Retry-After and RateLimit headers", async (t) => {
