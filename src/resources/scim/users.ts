@@ -106,7 +106,9 @@ function get(container: unknown, name: string): unknown {
 
 /**
  * The element of a multi-valued attribute Atrium keeps one of: the `primary` one, else the
- * one of `type` "work", else the first; undefined for none (absent, null or empty).
+ * one of `type` "work", else the first; undefined for none (absent, null or empty). Of
+ * several primary ones the last: a PATCH that adds a primary value appends it, and makes
+ * it the primary one (RFC 7644 §3.5.2.1 takes `primary` away from the others).
  */
 function chosenElement(value: unknown, attribute: string): Json | undefined {
   if (value === undefined || value === null) return undefined;
@@ -121,7 +123,7 @@ function chosenElement(value: unknown, attribute: string): Json | undefined {
     return primary !== undefined && primary !== null && scimBoolean(primary, `${attribute}.primary`);
   };
   return (
-    elements.find(isPrimary) ??
+    [...elements].reverse().find(isPrimary) ??
     elements.find((item) => {
       const type = get(item, 'type');
       return typeof type === 'string' && type.toLowerCase() === 'work';

@@ -533,6 +533,18 @@ t.test('PATCH paths and value keys name attributes in any case, as RFC 7643 has 
   t.match(stored.body, { username: `renamed.${created.userName}`, first_name: 'Upper', last_name: 'Keys', email: 'cased@example.com', staff_number: 'E-7' });
 });
 
+t.test('a PATCH that adds a primary e-mail makes it the one Atrium keeps', async (t) => {
+  const created = (await scim('POST', '/Users', newUser())).body;
+  const patched = await scim('PATCH', `/Users/${created.id}`, {
+    schemas: [PATCH],
+    Operations: [{ op: 'add', path: 'emails', value: [{ value: `new.${created.emails[0].value}`, type: 'work', primary: true }] }],
+  });
+  t.equal(patched.status, 200);
+  t.match(patched.body.emails, [{ value: `new.${created.emails[0].value}`, primary: true }]);
+  const stored = await api.call(t, 'getUser', { token: admin, params: { user: Number(created.id) } });
+  t.equal(stored.body.email, `new.${created.emails[0].value}`);
+});
+
 t.test('a replace whose value filter matches nothing is noTarget and changes nothing', async (t) => {
   const created = (await scim('POST', '/Users', newUser())).body;
   const refused = await scim('PATCH', `/Users/${created.id}`, {
