@@ -305,6 +305,16 @@ function normalizedPath(path: string): string {
 const TEXT_OPERATORS = new Set(['eq', 'ne', 'co', 'sw', 'ew', 'gt', 'ge', 'lt', 'le']);
 
 /**
+ * Whether the department `department` (SQL of its id) has a member SCIM sees (`SCIM_USERS`:
+ * no deleted user, no group account), one meeting `which` if given: the members a filter
+ * compares are those the group shows.
+ */
+function scimMembers(department: SQL, which?: SQL): SQL {
+  return sql`exists (select 1 from ${departmentUsers} join ${users} on ${users.tenantId} = ${departmentUsers.tenantId} and ${users.id} = ${departmentUsers.userId}
+    where ${departmentUsers.departmentId} = ${department} and ${and(SCIM_USERS, which)})`;
+}
+
+/**
  * How a filter's compared values enter its SQL: as parameters of the statement (`inline`,
  * the default), or as placeholders (`placeholders()`) whose values are given when a
  * prepared statement runs.
@@ -348,7 +358,7 @@ function comparison(attribute: FilterAttribute, op: string, path: string, value:
   if (kind === 'member') {
     if (op !== 'eq') throw invalidFilter('members are compared with eq.');
     if (!isRecordId(value)) return sql`false`;
-    return sql`exists (select 1 from ${departmentUsers} where ${departmentUsers.departmentId} = ${attribute.value} and ${departmentUsers.userId} = ${bind(Number(value))})`;
+    return scimMembers(attribute.value, sql`${departmentUsers.userId} = ${bind(Number(value))}`);
   }
   if (kind === 'id') {
     // Ids are decimal text; anything else names no user.
@@ -428,12 +438,16 @@ export function filterCondition(filter: Filter, attributes: Record<string, Filte
     }
     case 'pr': {
       const { attribute } = attributeOf(attributes, filter.attrPath, parent);
+      if (attribute.kind === 'member') return scimMembers(attribute.value);
       return attribute.kind === 'text' || attribute.kind === 'exact' ? sql`coalesce(${attribute.value}, '') <> ''` : sql`${attribute.value} is not null`;
     }
     default: {
       const { attribute, name } = attributeOf(attributes, filter.attrPath, parent);
       if (filter.compValue === null) {
         // `eq null` is "not present", `ne null` "present" (RFC 7644 §3.4.2.2).
+        if (attribute.kind === 'member' && (filter.op === 'eq' || filter.op === 'ne')) {
+          return filter.op === 'eq' ? not(scimMembers(attribute.value)) : scimMembers(attribute.value);
+        }
         if (filter.op === 'eq') return sql`${attribute.value} is null`;
         if (filter.op === 'ne') return sql`${attribute.value} is not null`;
         throw invalidFilter(`${name} cannot be ordered against null.`);

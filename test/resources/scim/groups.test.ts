@@ -212,6 +212,29 @@ t.test('members removed as Entra ID sends it (path members, the members as value
   t.same(await memberIds(Number(group.id)), [String(ann.id)]);
 });
 
+t.test('members filters see the members a group shows: no deleted user, no group account', async (t) => {
+  const leaver = await api.createUser(tenant.tenantId, { username: 'filter-leaver' });
+  const desk = await api.createUser(tenant.tenantId, { username: 'filter-desk', values: { groupAccount: true } });
+  const group = (await scim('POST', '/Groups', { schemas: [GROUP], displayName: 'Filtered members', members: [{ value: String(leaver.id) }] })).body;
+  const empty = (await scim('POST', '/Groups', { schemas: [GROUP], displayName: 'Filtered, empty' })).body;
+  await api.db.owner.execute(sql`insert into department_users (tenant_id, department_id, user_id) values (${tenant.tenantId}, ${empty.id}, ${desk.id})`);
+  t.equal((await scim('DELETE', `/Users/${leaver.id}`)).status, 204);
+  t.same((await scim('GET', `/Groups/${group.id}`)).body.members ?? [], [], 'the group shows no member');
+  const found = async (filter: string) =>
+    (
+      (await scim('GET', `/Groups?filter=${encodeURIComponent(`(${filter}) and (id eq "${group.id}" or id eq "${empty.id}")`)}`)).body.Resources as {
+        id: string;
+      }[]
+    )
+      .map((resource) => resource.id)
+      .sort();
+  t.same(await found(`members[value eq "${leaver.id}"]`), [], 'a deleted member is no member');
+  t.same(await found(`members[value eq "${desk.id}"]`), [], 'nor is a group account');
+  t.same(await found('members pr'), [], 'neither group has a member SCIM sees');
+  t.same(await found('members eq null'), [group.id, empty.id].sort());
+  t.same(await found('not (members pr)'), [group.id, empty.id].sort());
+});
+
 t.test('a group list costs a constant number of queries', async (t) => {
   const measure = async () => {
     const before = api.db.queryCount;
