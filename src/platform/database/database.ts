@@ -55,7 +55,17 @@ interface OpenTransaction {
   committing?: Promise<postgres.RowList<postgres.Row[]>>;
   /** The transaction's tenant (`transactionTenant`). */
   tenantId?: number;
+  /**
+   * The error of the first of `fn`'s statements that failed. Every statement after it fails
+   * only because it did ("current transaction is aborted", 25P02), and may reach `fn`'s
+   * caller first (statements sent together under `Promise.all`): the transaction throws
+   * this one instead.
+   */
+  failure?: unknown;
 }
+
+/** Whether `error` (drizzle's, holding the driver's as its cause, or the driver's) is PostgreSQL's "current transaction is aborted". */
+const abortedBefore = (error: unknown) => ((error as { cause?: { code?: string } }).cause ?? (error as { code?: string })).code === '25P02';
 
 /** The open transaction of the running code, whichever `Database` opened it. */
 const openTransactions = new AsyncLocalStorage<OpenTransaction>();
@@ -138,7 +148,10 @@ function transactionClient(pool: postgres.Sql, current: AsyncLocalStorage<OpenTr
       transaction.issued++;
       if (!READ.test(query)) transaction.onlyRead = false;
       // Handed to the connection now, not when first awaited: statements leave in the order they are issued.
-      return transaction.connection.unsafe(query, params as never, { ...options, prepare }).execute();
+      const pending = transaction.connection.unsafe(query, params as never, { ...options, prepare }).execute();
+      // Answered in order: the first failure is recorded before any statement after it settles.
+      pending.catch((error: unknown) => (transaction.failure ??= error));
+      return pending;
     },
   };
   return client as unknown as postgres.Sql;
@@ -359,8 +372,8 @@ export class Database {
           committing ??= transaction.committing;
           if (committing) await committing.catch(() => {});
           else await connection.unsafe('rollback').catch(() => {});
-          // A statement sent ahead that failed made every later one fail: its error is the cause.
-          throw (await aheadFailure(transaction)) ?? error;
+          // A statement sent ahead that failed made every later one fail: its error is the cause; so is the first of fn's that failed.
+          throw (await aheadFailure(transaction)) ?? (abortedBefore(error) && transaction.failure !== undefined ? transaction.failure : error);
         }
         const committed = await (committing ?? connection.unsafe('commit'));
         // A statement failed inside and `fn` went on: the server ended the transaction with a rollback.
