@@ -94,6 +94,9 @@ export function projectAttributes(resource: Record<string, unknown>, query: Reco
   const wanted = list(query.attributes);
   const excluded = list(query.excludedAttributes);
   if (!wanted && !excluded) return resource;
+  // The sub-attributes `names` lists of the attribute `name` (`name.child`, an extension's `name:child`).
+  const childrenOf = (names: string[], name: string) =>
+    names.filter((n) => n.startsWith(`${name}.`) || n.startsWith(`${name}:`)).map((n) => n.slice(name.length + 1));
   const out: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(resource)) {
     const name = key.toLowerCase();
@@ -104,7 +107,7 @@ export function projectAttributes(resource: Record<string, unknown>, query: Reco
     if (wanted) {
       if (wanted.includes(name)) out[key] = value;
       else {
-        const children = wanted.filter((w) => w.startsWith(`${name}.`) || w.startsWith(`${name}:`)).map((w) => w.slice(name.length + 1));
+        const children = childrenOf(wanted, name);
         if (children.length > 0 && value && typeof value === 'object' && !Array.isArray(value)) {
           out[key] = Object.fromEntries(Object.entries(value).filter(([child]) => children.includes(child.toLowerCase())));
         } else if (children.length > 0 && Array.isArray(value)) {
@@ -114,7 +117,7 @@ export function projectAttributes(resource: Record<string, unknown>, query: Reco
         }
       }
     } else if (!excluded!.includes(name)) {
-      const children = excluded!.filter((e) => e.startsWith(`${name}.`) || e.startsWith(`${name}:`)).map((e) => e.slice(name.length + 1));
+      const children = childrenOf(excluded!, name);
       const without = (item: unknown) =>
         item && typeof item === 'object' ? Object.fromEntries(Object.entries(item).filter(([child]) => !children.includes(child.toLowerCase()))) : item;
       if (children.length === 0 || !value || typeof value !== 'object') out[key] = value;

@@ -106,8 +106,18 @@ function baseUrlOf(request: FastifyRequest): string {
   return `${request.protocol}://${request.host}${SCIM_PREFIX}`;
 }
 
-/** The SCIM attribute a field of the department rules is (`refusalOf`). */
-const GROUP_ATTRIBUTE_OF: Record<string, string> = { name: 'displayName', members: 'members' };
+/**
+ * How the fields of the user and the department rules read in SCIM (`refusalOf`): the
+ * SCIM attribute each is, and the field whose `taken` refusal is a `uniqueness` conflict.
+ */
+const RULE_FIELDS: Record<Patchable, { attributeOf: Record<string, string>; unique: string; taken: string }> = {
+  user: { attributeOf: SCIM_ATTRIBUTE_OF, unique: 'username', taken: 'userName is already taken.' },
+  group: {
+    attributeOf: { name: 'displayName', members: 'members' },
+    unique: 'name',
+    taken: 'displayName is already taken by another group (or one that looks alike).',
+  },
+};
 
 /**
  * A refusal of the user or department rules (field errors) as a SCIM error naming the
@@ -115,11 +125,8 @@ const GROUP_ATTRIBUTE_OF: Record<string, string> = { name: 'displayName', member
  * anything else `invalidValue`.
  */
 function refusalOf(errors: FieldErrors, resource: Patchable = 'user'): ScimError {
-  const taken = (field: string) => errors[field]?.some((entry) => typeof entry !== 'string' && entry.code === 'taken');
-  if (resource === 'user' && taken('username')) return new ScimError(409, 'userName is already taken.', 'uniqueness');
-  if (resource === 'group' && taken('name'))
-    return new ScimError(409, 'displayName is already taken by another group (or one that looks alike).', 'uniqueness');
-  const attributeOf = resource === 'user' ? SCIM_ATTRIBUTE_OF : GROUP_ATTRIBUTE_OF;
+  const { attributeOf, unique, taken } = RULE_FIELDS[resource];
+  if (errors[unique]?.some((entry) => typeof entry !== 'string' && entry.code === 'taken')) return new ScimError(409, taken, 'uniqueness');
   const detail = Object.entries(errors)
     .map(([field, messages]) => `${attributeOf[field] ?? field} ${messages.map((m) => (typeof m === 'string' ? m : m.message)).join('; ')}`)
     .join('. ');
@@ -435,8 +442,8 @@ function patched<T extends Record<string, unknown>>(resource: T, operations: Sci
  * `saveGroup`: under row-level security the driver's error does not quote the key).
  */
 function uniquenessDetail(constraint: string | undefined): string {
-  if (constraint === 'users_tenant_id_username_key') return 'userName is already taken.';
-  if (constraint === 'departments_tenant_id_name_key') return 'displayName is already taken by another group.';
+  if (constraint === 'users_tenant_id_username_key') return RULE_FIELDS.user.taken;
+  if (constraint === 'departments_tenant_id_name_key') return RULE_FIELDS.group.taken;
   return 'A value is already taken (by a concurrent request).';
 }
 
