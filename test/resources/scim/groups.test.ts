@@ -198,6 +198,11 @@ t.test('members removed as Entra ID sends it (path members, the members as value
   t.equal(bad.status, 400);
   t.equal(bad.body.scimType, 'invalidValue');
   t.same(await memberIds(Number(group.id)), [String(ben.id)], 'and changes nothing');
+  const tooMany = Array.from({ length: 1001 }, (_, i) => ({ value: String(i + 1) }));
+  const refused = await scim('PATCH', `/Groups/${group.id}`, { schemas: [PATCH], Operations: [{ op: 'Remove', path: 'members', value: tooMany }] });
+  t.equal(refused.status, 400, 'more than 1000 members in one remove');
+  t.equal(refused.body.scimType, 'invalidValue');
+  t.same(await memberIds(Number(group.id)), [String(ben.id)], 'and changes nothing either');
 
   const cased = await scim('PATCH', `/Groups/${group.id}`, {
     schemas: [PATCH],
