@@ -1,0 +1,57 @@
+/**
+ * autocannon's `setupClient` for `measure` (support.ts): records each answer's latency as
+ * autocannon's client measured it (`process.hrtime`, in fractional milliseconds) and sends
+ * the figures, in batches, to the BroadcastChannel named by ATRIUM_BENCH_LATENCY_CHANNEL.
+ * autocannon's own latency histogram keeps whole milliseconds only, so a p50 under one
+ * reads as 0 and p99 over p50 cannot be read; these figures keep the microseconds.
+ *
+ * autocannon loads this file in each of its worker threads (`require`, so CommonJS) and
+ * lets a worker end once its run is over; the recorder's timer keeps the worker until its
+ * last figures are sent (a second without answers).
+ */
+'use strict';
+
+const { BroadcastChannel } = require('node:worker_threads');
+
+const BATCH = 1024;
+const IDLE_MS = 1000;
+
+let channel;
+let channelName;
+let timer;
+let batch = [];
+let lastAnswerAt = 0;
+
+function send() {
+  if (batch.length === 0) return;
+  channel.postMessage(Float64Array.from(batch));
+  batch = [];
+}
+
+function stop() {
+  send();
+  channel.close();
+  clearInterval(timer);
+  channel = channelName = timer = undefined;
+}
+
+/** Opens the channel of this run (`measure` names one per run; without workers, runs share this module). */
+function useChannelOfThisRun() {
+  const name = process.env.ATRIUM_BENCH_LATENCY_CHANNEL;
+  if (!name) throw new Error('latency-recorder: ATRIUM_BENCH_LATENCY_CHANNEL is not set');
+  lastAnswerAt = Date.now();
+  if (name === channelName) return;
+  if (channel) stop();
+  channel = new BroadcastChannel(name);
+  channelName = name;
+  timer = setInterval(() => (Date.now() - lastAnswerAt > IDLE_MS ? stop() : send()), 20);
+}
+
+module.exports = function recordLatencies(client) {
+  useChannelOfThisRun();
+  client.on('response', (_statusCode, _bytes, responseTime) => {
+    batch.push(responseTime);
+    lastAnswerAt = Date.now();
+    if (batch.length >= BATCH) send();
+  });
+};
