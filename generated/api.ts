@@ -2494,7 +2494,7 @@ export interface paths {
          * @description Users SCIM sees (personal accounts that are not deleted), ordered by id, one page
          *     (`startIndex`, `count` at most 200) with `totalResults`. Identity providers find a user
          *     with `filter=userName eq "..."`. 400 `invalidFilter` for a filter Atrium cannot apply,
-         *     `invalidValue` for a `startIndex` or `count` that is not an integer.
+         *     `invalidValue` for a `startIndex` or `count` that is not an integer in its range.
          */
         get: operations["listScimUsers"];
         put?: never;

@@ -50,7 +50,8 @@ export const MAX_PAGE = 200;
 export function pageOf(query: Record<string, unknown>): { startIndex: number; count: number } {
   const number = (value: unknown, name: string): number | undefined => {
     if (value === undefined || value === '') return undefined;
-    if (typeof value !== 'string' || !/^-?\d{1,9}$/.test(value)) throw invalidValue(`${name} must be an integer.`);
+    // The spec's range (ScimStartIndex, ScimCount): nine digits either side of 0.
+    if (typeof value !== 'string' || !/^-?\d{1,9}$/.test(value)) throw invalidValue(`${name} must be an integer from -999999999 to 999999999.`);
     return Number(value);
   };
   const startIndex = Math.max(1, number(query.startIndex, 'startIndex') ?? 1);

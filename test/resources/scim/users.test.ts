@@ -315,6 +315,10 @@ t.test('filters: bad ones are invalidFilter', async (t) => {
     isError(t, await scim('GET', `/Users?filter=${encodeURIComponent(filter)}`), 400, 'invalidFilter');
   }
   isError(t, await scim('GET', '/Users?startIndex=abc'), 400, 'invalidValue');
+  // An integer out of the declared range is refused with the range, not as "not an integer".
+  const tooLarge = await scim('GET', '/Users?startIndex=9999999999');
+  isError(t, tooLarge, 400, 'invalidValue');
+  t.equal(tooLarge.body.detail, 'startIndex must be an integer from -999999999 to 999999999.');
 });
 
 t.test('filters: every operator, logical ones and value paths, as SQL with paging', async (t) => {
