@@ -4878,6 +4878,10 @@ export interface components {
              *     or resolves to a refused address, and names no address. Both rules are checked
              *     again on every send, on the address actually connected to: an endpoint whose host
              *     now resolves to a refused address is not sent to (recorded in `last_failure`).
+             *     Stored, compared and answered as its URL serialization (WHATWG) without a fragment,
+             *     which is what a push reaches: `HTTPS://Push.Example:443/x#y` is
+             *     `https://push.example/x`, and another user's endpoint in another spelling is still
+             *     theirs. Longer than 2048 characters once so written (percent-encoded) is a 422.
              */
             endpoint: string;
             expirationTime?: number | null;

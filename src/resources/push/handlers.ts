@@ -3,7 +3,7 @@ import type { Handlers } from '../../platform/http/handler.ts';
 import { coded, invalid, notFound } from '../../platform/http/problem.ts';
 import { listRecords, presentAll } from '../../platform/result-controls/listing.ts';
 import { callerAccount, deleteOwnSubscription, heldSubscriptions, saveSubscription } from './queries.ts';
-import { assertMayRegister, subscriptionCapErrors, subscriptionErrors, type SubscriptionInput } from './rules.ts';
+import { assertMayRegister, canonicalEndpoint, subscriptionCapErrors, subscriptionErrors, type SubscriptionInput } from './rules.ts';
 import { vapidKeys } from './vapid.ts';
 import { pushSubscriptionListing, pushSubscriptionView } from './view.ts';
 
@@ -27,11 +27,12 @@ export const pushHandlers = {
       request,
       services: { db, outbound },
     } = ctx;
-    const input = body as SubscriptionInput;
+    const sent = body as SubscriptionInput;
     assertMayRegister(await db.tenant(auth.tenantId, (tx) => callerAccount(tx, auth.userId)));
     // Outside the transaction: judging the endpoint may wait for DNS.
-    const errors = await subscriptionErrors(outbound, input);
+    const errors = await subscriptionErrors(outbound, sent);
     if (Object.keys(errors).length > 0) throw invalid(errors);
+    const input = { ...sent, endpoint: canonicalEndpoint(sent.endpoint) };
     const userAgent = request.headers['user-agent']?.slice(0, MAX_USER_AGENT) ?? null;
     const [created] = await db.tenant(auth.tenantId, async (tx) => {
       const capErrors = subscriptionCapErrors(await heldSubscriptions(tx, auth.tenantId, auth.userId, input.endpoint));

@@ -87,6 +87,21 @@ export async function endpointProblem(outbound: OutboundClient, endpoint: string
   return 'must be an https URL';
 }
 
+/** The longest endpoint stored (the spec's `maxLength` of `endpoint`, sent and answered). */
+const MAX_ENDPOINT_LENGTH = 2048;
+
+/**
+ * An endpoint as stored, compared and sent to: its URL serialization (WHATWG) without a
+ * fragment, which is what a request reaches. Spellings of one URL (`HTTP://`, an upper-case
+ * host, the default port, a `#fragment`) are then one endpoint, whose owner is one user.
+ * `endpoint` must parse (`endpointProblem` found none).
+ */
+export function canonicalEndpoint(endpoint: string): string {
+  const url = new URL(endpoint);
+  url.hash = '';
+  return url.href;
+}
+
 /**
  * Checks of a registration beyond the spec's shapes: an endpoint outbound requests may reach,
  * and keys a push message can actually be encrypted for (the spec, schema PushSubscriptionCreate).
@@ -97,6 +112,8 @@ export async function subscriptionErrors(outbound: OutboundClient, input: Subscr
   if (endpoint) {
     const refused = endpoint === NOT_AN_ALLOWED_DESTINATION || endpoint === PLAIN_HTTP_NOT_ADMITTED;
     errors.endpoint = [coded(refused ? 'destination_not_allowed' : 'format', endpoint)];
+  } else if (canonicalEndpoint(input.endpoint).length > MAX_ENDPOINT_LENGTH) {
+    errors.endpoint = [coded('max_length', `must be at most ${MAX_ENDPOINT_LENGTH} characters long written as a URL (percent-encoded)`)];
   }
   const p256dh = p256dhProblem(input.keys.p256dh);
   if (p256dh) errors['keys.p256dh'] = [coded('format', p256dh)];

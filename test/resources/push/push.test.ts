@@ -133,6 +133,43 @@ t.test('an endpoint registered by another user of the tenant is refused and stay
   await api.db.owner.delete(pushSubscriptions);
 });
 
+t.test('another spelling of an endpoint is the same endpoint: still refused to another user, the same record for its owner', async (t) => {
+  const endpoint = pushService.url(pushPath());
+  const alices = await register(t, alice.token, { endpoint, keys: browserSubscription().keys });
+  t.equal(alices.status, 201);
+  const [before] = await api.db.owner.select().from(pushSubscriptions).where(eq(pushSubscriptions.id, alices.body.id));
+  const url = new URL(endpoint);
+  const spellings = [
+    endpoint.replace(/^http:/, 'HTTP:'),
+    `${endpoint}#fragment`,
+    `${endpoint}#`,
+    `${url.protocol}//${url.hostname}:${url.port}${url.pathname}`.replace(url.hostname, url.hostname.toUpperCase()),
+  ];
+  for (const spelling of spellings) {
+    const taken = await register(t, bob.token, { endpoint: spelling, keys: browserSubscription().keys });
+    t.equal(taken.status, 422, `${spelling} is refused to another user`);
+    t.ok(taken.body.errors?.endpoint, 'names the endpoint');
+  }
+  const [after] = await api.db.owner.select().from(pushSubscriptions).where(eq(pushSubscriptions.id, alices.body.id));
+  t.same(after, before, 'owner and keys unchanged');
+  t.equal(await subscriptionCount(), 1, 'no second record');
+  const again = await register(t, alice.token, { endpoint: `${endpoint.replace(/^http:/, 'HTTP:')}#x`, keys: browserSubscription().keys });
+  t.equal(again.status, 201);
+  t.equal(again.body.id, alices.body.id, 'its owner re-registering another spelling updates the one record');
+  t.equal(again.body.endpoint, endpoint, 'answered as written as a URL, without the fragment');
+  await api.db.owner.delete(pushSubscriptions);
+});
+
+t.test('an endpoint longer than 2048 characters once written as a URL is refused and stores nothing', async (t) => {
+  // 1,000 spaces fit the schema's 2048 characters as sent, and become 3,000 as %20.
+  const endpoint = `${pushService.url(pushPath())}/${' '.repeat(1000)}end`;
+  t.ok(endpoint.length <= 2048);
+  const refused = await register(t, alice.token, { endpoint, keys: browserSubscription().keys });
+  t.equal(refused.status, 422);
+  t.strictSame(refused.body.error_codes?.endpoint, ['max_length']);
+  t.equal(await subscriptionCount(), 0);
+});
+
 t.test('a user holds at most 20 subscriptions; re-registering one of them still works', async (t) => {
   const carol = await api.createUser(tenant.tenantId);
   const endpoints = Array.from({ length: 20 }, () => pushService.url(pushPath()));
