@@ -1384,7 +1384,8 @@ export interface paths {
          *     The stream lives only as long as the session that opened it: its access token is
          *     checked again before every event is written (and at every heartbeat), and a stream
          *     whose token was revoked (for example by signing out) or expired, or whose user was
-         *     marked for logout, deactivated or deleted, is ended without receiving that event.
+         *     marked for logout, deactivated or deleted, or must now change their password (such a
+         *     session may hold no stream), is ended without receiving that event.
          *     It also ends when the server shuts down; clients reconnect. A reset of the tenant's
          *     notifications (`DELETE /api/administration/notifications/reset`) sends every open
          *     stream of the tenant its new `count`.

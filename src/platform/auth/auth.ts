@@ -152,7 +152,9 @@ export function presentedTokenHash(request: FastifyRequest): Buffer | null {
 
 /**
  * Which of the token hashes still authenticate (not revoked or expired, user active, not
- * deleted, not marked for logout since), in ONE query, as hex strings.
+ * deleted, not marked for logout since) and may still hold a long-lived request, in ONE
+ * query, as hex strings. A session whose user must change their password may not: it may
+ * only change the password, read its user and sign out (`assertSessionMayUse`).
  */
 export async function stillAuthenticated(db: Database, tokenHashes: Buffer[]): Promise<Set<string>> {
   if (tokenHashes.length === 0) return new Set();
@@ -160,7 +162,7 @@ export async function stillAuthenticated(db: Database, tokenHashes: Buffer[]): P
   const rows = await db.read(
     () => db.appSql<{ hash: string }[]>`
     select hash from unnest(${hashes}::text[]) as hash
-    where exists (select 1 from atrium_authenticate(decode(hash, 'hex')))`,
+    where exists (select 1 from atrium_authenticate(decode(hash, 'hex')) where not password_change_required)`,
   );
   return new Set(rows.map((row) => row.hash));
 }

@@ -48,7 +48,8 @@ export async function announceTenantUnreadChange(tx: Tx, tenantId: number): Prom
 
 /**
  * Tells the user's streams (every process) that sessions of theirs ended in `tx` (a logout
- * mark, deactivation, deletion, blackout, sign-out, password change), on commit: each
+ * mark, deactivation, deletion, blackout, sign-out, password change, or a password change
+ * required of them, which leaves a session no stream), on commit: each
  * process checks those streams' sessions then and ends the ones that no longer
  * authenticate, instead of waiting for the next heartbeat. Identical notices of one
  * transaction are delivered once.

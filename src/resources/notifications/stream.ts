@@ -119,7 +119,8 @@ export class NotificationStreams {
 
   /**
    * A stream lives longer than its token may: streams whose token was revoked (logout),
-   * expired, or whose user was deactivated, deleted or marked for logout are ended.
+   * expired, or whose user was deactivated, deleted, marked for logout or must change their
+   * password are ended.
    */
   private async endRevoked(): Promise<void> {
     await this.stillValid([...this.streams.all()]);

@@ -11,6 +11,7 @@ import { coded, invalid, notFound, unauthorized } from '../../platform/http/prob
 import { listRecords, selectRecords, showRecord } from '../../platform/result-controls/listing.ts';
 import { endSessionsAfterPasswordChange, verifyOwnPassword } from '../auth/credentials.ts';
 import { audit, userLabel } from '../audit-events/record.ts';
+import { announceSessionsEnded } from '../notifications/channel.ts';
 import { HOLDS_ENTITY_RIGHTS, usersHoldingRightsBeyond } from '../entity-permissions/rules.ts';
 import { defaultRoleErrors, loadDefaultRoleId, storeDefaultRoleId } from '../scim/settings.ts';
 import { importTemplate, previewCsvImport, type CsvImportOptions } from './csv-import.ts';
@@ -251,6 +252,10 @@ export const userHandlers = {
         await revokePendingLoginTokens(tx, current.id);
       }
       if (current.active && input.active === false) await endAllSessions(tx, current.id);
+      // A session that must change its password may hold no stream: the user's open ones end on commit.
+      else if (!current.requestPasswordChange && input.request_password_change === true) {
+        await announceSessionsEnded(tx, { tenantId: auth.tenantId, userId: current.id });
+      }
       await replaceDepartments(tx, auth.tenantId, current.id, input.department_ids);
       await replacePicture(tx, auth.tenantId, current.id, picture);
       const after = { ...current, ...columnsOf(input) };

@@ -32,6 +32,12 @@ const revocations: [string, (t: Test, userId: number, token: string) => Promise<
     'marked for logout',
     async (t, userId) => t.equal((await api.call(t, 'markUserForLogout', { token: tenant.adminToken, params: { user: userId } })).status, 204),
   ],
+  [
+    // Such a session may only change its password, read its user and sign out: no stream.
+    'restricted to changing its password',
+    async (t, userId) =>
+      t.equal((await api.call(t, 'updateUser', { token: tenant.adminToken, params: { user: userId }, body: { request_password_change: true } })).status, 200),
+  ],
 ];
 // (Deactivated and deleted users are no recipients at all: their streams end below, with nothing to deliver.)
 
