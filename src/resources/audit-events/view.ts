@@ -61,12 +61,22 @@ export const auditEventView = defineView<AuditEventRow, Auth, AuditEventFilterKe
     target_type: (value: string) => eq(auditEvents.targetType, value),
     target_id: (value: string) => eq(auditEvents.targetId, value),
     // As UTC text: PostgreSQL reads it whatever offset the client wrote (assertFilterCoherent has bounded it).
-    from: (value: string) => gte(auditEvents.occurredAt, sql`${new Date(value).toISOString()}::timestamptz`),
-    to: (value: string) => lt(auditEvents.occurredAt, sql`${new Date(value).toISOString()}::timestamptz`),
+    from: (value: string) => gte(auditEvents.occurredAt, sql`${new Date(instantOf(value)).toISOString()}::timestamptz`),
+    to: (value: string) => lt(auditEvents.occurredAt, sql`${new Date(instantOf(value)).toISOString()}::timestamptz`),
     request_id: (value: string) => eq(auditEvents.requestId, value),
     client_request_id: (value: string) => eq(auditEvents.clientRequestId, value),
   },
 });
+
+/**
+ * The instant an RFC 3339 date-time names, in ms (NaN if none). A leap second (`23:59:60`,
+ * which RFC 3339 and the spec's `date-time` admit but JavaScript's `Date` does not read) is
+ * read as PostgreSQL reads it: `23:59:60.5` is half a second into the next day.
+ */
+function instantOf(value: string): number {
+  const leap = /^(.*T\d\d:\d\d:)60(\.\d+)?(.*)$/i.exec(value);
+  return leap ? Date.parse(`${leap[1]}59${leap[2] ?? ''}${leap[3]}`) + 1000 : Date.parse(value);
+}
 
 /** The instants a time filter may name: the years 1 to 9999, which PostgreSQL and RFC 3339 both hold. */
 const EARLIEST = Date.parse('0001-01-01T00:00:00Z');
@@ -81,18 +91,13 @@ export function assertFilterCoherent(filter: Partial<Record<AuditEventFilterKey,
   for (const key of ['from', 'to'] as const) {
     const value = filter?.[key];
     if (typeof value !== 'string') continue;
-    const at = Date.parse(value);
+    const at = instantOf(value);
     if (!(at >= EARLIEST && at <= LATEST)) errors[`filter.${key}`] = [coded('out_of_range', 'must lie within the years 1 to 9999')];
   }
   if (filter?.target_id !== undefined && filter.target_type === undefined) {
     errors['filter.target_id'] = [coded('required', 'needs filter[target_type]: ids are unique only within a kind of record')];
   }
-  if (
-    Object.keys(errors).length === 0 &&
-    typeof filter?.from === 'string' &&
-    typeof filter.to === 'string' &&
-    Date.parse(filter.from) > Date.parse(filter.to)
-  ) {
+  if (Object.keys(errors).length === 0 && typeof filter?.from === 'string' && typeof filter.to === 'string' && instantOf(filter.from) > instantOf(filter.to)) {
     errors['filter.from'] = [coded('out_of_range', 'must not be after filter[to]')];
   }
   if (Object.keys(errors).length > 0) throw invalid(errors, 'The filters are invalid.');

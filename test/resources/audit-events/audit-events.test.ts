@@ -94,6 +94,16 @@ t.test('bad filters are 422 problem documents naming the filter', async (t) => {
       );
     }
   }
+  // A leap second is a date-time (RFC 3339): read as the start of the next second, as PostgreSQL reads it.
+  for (const operationId of ['listAuditEvents', 'exportAuditEvents'] as const) {
+    const leap = await api.call(t, operationId, { token: auditor.token, query: { filter: { from: '2016-12-31T23:59:60Z', to: '2017-01-01T00:00:00Z' } } });
+    t.equal(leap.status, 200, `${operationId}: a leap second is read`);
+  }
+  const inverted = await api.call(t, 'listAuditEvents', {
+    token: auditor.token,
+    query: { filter: { from: '2016-12-31T23:59:60.5Z', to: '2017-01-01T00:00:00Z' } },
+  });
+  t.equal(inverted.status, 422, 'the leap second comes after the second before midnight, not after midnight');
   const cursor = await api.call(t, 'listAuditEvents', { token: auditor.token, query: { limit: 1, before_id: '00000000-0000-4000-8000-000000000000' } });
   t.equal(cursor.status, 422);
   t.ok(cursor.body.errors.before_id);
