@@ -7271,7 +7271,11 @@ export interface components {
                  */
                 type?: "basic" | "header" | "jwt" | "secret" | null;
             } & (unknown & unknown & unknown)) | null) & (unknown & unknown & unknown);
-            /** @description Custom request headers, name → value. */
+            /**
+             * @description Custom request headers, name → value. They are not secrets: they are answered as
+             *     stored and kept in the audit trail's changes. A credential belongs in `auth`
+             *     (`auth.type: header`, whose value is stored encrypted and answered masked).
+             */
             headers: {
                 [key: string]: string;
             };
@@ -7335,7 +7339,11 @@ export interface components {
                  */
                 type: "basic" | "header" | "jwt" | "secret" | null;
             } & (unknown & unknown & unknown)) | null) & (unknown & unknown & unknown);
-            /** @description Custom request headers, name → value. */
+            /**
+             * @description Custom request headers, name → value. They are not secrets: they are answered as
+             *     stored and kept in the audit trail's changes. A credential belongs in `auth`
+             *     (`auth.type: header`, whose value is stored encrypted and answered masked).
+             */
             headers: {
                 [key: string]: string;
             };
