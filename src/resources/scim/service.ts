@@ -19,6 +19,7 @@ import { prepared } from '../../platform/database/prepared.ts';
 import { DATABASE_UNAVAILABLE_HEADERS, errorLogFields, violatedConstraint } from '../../platform/http/error-handler.ts';
 import { jsonBodyProblem, MAX_JSON_DEPTH } from '../../platform/http/json-body.ts';
 import { coded, ProblemError, type FieldErrors } from '../../platform/http/problem.ts';
+import { HOLDS_ENTITY_RIGHTS, usersHoldingRightsBeyond } from '../entity-permissions/rules.ts';
 import type { Services } from '../../platform/services.ts';
 import { audit } from '../audit-events/record.ts';
 import { pushSubscriptions } from '../push/table.ts';
@@ -212,6 +213,10 @@ async function saveUser(
     passwordOptional: true,
   });
   addErrors(errors, await userWriteReferenceErrors(tx, caller, draft, { userId: current?.id ?? null }));
+  // Whoever sets a password can sign in as the user: not while the user holds entity rights the minter lacks, as in the API.
+  if (current && passwordHash && (await usersHoldingRightsBeyond(tx, caller, [current.id])).size > 0) {
+    addErrors(errors, { password: [coded('confers_rights', HOLDS_ENTITY_RIGHTS)] });
+  }
   if (Object.keys(errors).length > 0) throw refusalOf(errors);
   const source = sourceOf(request, principal);
   // A change of the externalId is recorded as a change of a secret is (`{changed: true}`): it names the person at the

@@ -8,6 +8,8 @@
 import { eq, sql } from 'drizzle-orm';
 import t, { type Test } from 'tap';
 import { ownerUser, startTestApi } from '../../helpers/atrium.ts';
+import { assertServedAnswer } from '../../helpers/contract.ts';
+import { wireClient } from '../../helpers/http-client.ts';
 import { createDepartment, createEntitiesNaming, loginTokenRow, roleNamed, rowCount } from '../../helpers/fixtures.ts';
 import { departmentUsers } from '../../../src/resources/departments/table.ts';
 import { roles } from '../../../src/resources/roles/table.ts';
@@ -124,6 +126,37 @@ t.test('rights through a role or a direct naming count too; the administering pe
   t.equal((await reset(delegate.token, directly.id)).status, 422, 'named directly');
   t.equal((await reset(admin, directly.id)).status, 200, 'the administrator holds every administering permission');
   t.ok(audit, 'the task template exists');
+});
+
+t.test('nor through SCIM: a token sets a password only where its minter may', async (t) => {
+  const scimToken = (await api.call(t, 'createScimToken', { token: delegate.token, body: { name: 'IdP' } })).body.token as string;
+  const wire = await wireClient(api.atrium.app!);
+  const send = async (method: 'PATCH' | 'PUT', userId: number, body: unknown) => {
+    const url = `/scim/v2/Users/${userId}`;
+    const headers = { authorization: `Bearer ${scimToken}`, 'content-type': 'application/scim+json' };
+    const answer = await wire.send({ method, url, headers, payload: JSON.stringify(body) });
+    assertServedAnswer(method, url, answer);
+    return answer;
+  };
+  const patch = {
+    schemas: ['urn:ietf:params:scim:api:messages:2.0:PatchOp'],
+    Operations: [{ op: 'replace', path: 'password', value: 'a password the delegate chose' }],
+  };
+  const signsIn = async (username: string) =>
+    (await api.call(t, 'login', { body: { tenant: tenant.slug, username, password: 'a password the delegate chose' } })).status;
+
+  const refused = await send('PATCH', clerk.id, patch);
+  t.equal(refused.statusCode, 400);
+  t.equal(refused.json().scimType, 'invalidValue');
+  t.match(refused.json().detail, /^password this user holds rights through entity permissions/);
+  const current = (await wire.send({ method: 'GET', url: `/scim/v2/Users/${clerk.id}`, headers: { authorization: `Bearer ${scimToken}` } })).json();
+  const put = await send('PUT', clerk.id, { ...current, password: 'a password the delegate chose' });
+  t.equal(put.statusCode, 400, 'nor by a PUT');
+  t.equal(await signsIn('payroll-clerk'), 401, 'the clerk’s password is unchanged');
+
+  const plain = await api.createUser(tenant.tenantId, { values: { roleId: employeeRole.id } });
+  t.equal((await send('PATCH', plain.id, patch)).statusCode, 200, 'a user without such rights: the token may');
+  t.equal(await signsIn(plain.username), 200);
 });
 
 t.test('a caller named by the same entity may set the password', async (t) => {
