@@ -2211,7 +2211,9 @@ export interface paths {
         /**
          * Restore a soft-deleted user
          * @description Restores a soft-deleted user. `role_id`, when sent, replaces the role and must name
-         *     an active role of the tenant (422). A user that is not deleted, or that was blacked
+         *     an active role of the tenant (422: `missing_reference`, `role_inactive`); it is an
+         *     administrative field, so sending it needs `users.view-administrative` (422
+         *     `permission_missing` otherwise, as on `PUT /api/users/{user}`). A user that is not deleted, or that was blacked
          *     out, cannot be restored (422). No escalation: restoring a user whose current role
          *     lists a permission the caller lacks (active or not) is refused (403), and a sent
          *     `role_id` must name a role whose permissions the caller all holds and that confers

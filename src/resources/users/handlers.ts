@@ -322,8 +322,13 @@ export const userHandlers = {
       if (user.blackedOutAt) throw invalid({ user: [coded('blacked_out', 'was blacked out and cannot be restored')] });
       if (!user.deletedAt) throw invalid({ user: [coded('not_deleted', 'is not deleted')] });
       if (roleId !== undefined) {
+        // The role is an administrative field: written only by a caller who may see it, as by an update.
+        const hidden = hiddenKeyErrors(auth, user, ['role_id']);
+        if (Object.keys(hidden).length > 0) throw invalid(hidden);
         const references = await loadUserReferences(tx, { roleIds: [roleId] });
-        if (!references.roles.get(roleId)?.active) throw invalid({ role_id: [coded('role_inactive', 'must name an active role')] });
+        const role = references.roles.get(roleId);
+        if (!role) throw invalid({ role_id: [coded('missing_reference', 'does not exist')] });
+        if (!role.active) throw invalid({ role_id: [coded('role_inactive', 'must name an active role')] });
         const escalation = userReferenceErrors({ roleId, current: user }, references, auth);
         if (Object.keys(escalation).length > 0) throw invalid(escalation);
         const conferred = await conferredRightsErrors(tx, auth, user.id, { roleId });

@@ -95,6 +95,11 @@ t.test('a taken username is `taken`, an inactive role `role_inactive`', async (t
   const restore = await api.call(t, 'restoreUser', { token: tenant.adminToken, params: { user: created.body.id }, body: { role_id: inactive!.id } });
   t.equal(restore.status, 422);
   t.strictSame(restore.body.error_codes, { role_id: ['role_inactive'] });
+  // A role that does not exist is a missing reference, as everywhere else.
+  const missing = await api.call(t, 'restoreUser', { token: tenant.adminToken, params: { user: created.body.id }, body: { role_id: 999_999 } });
+  t.equal(missing.status, 422);
+  t.strictSame(missing.body.errors, { role_id: ['does not exist'] });
+  t.strictSame(missing.body.error_codes, { role_id: ['missing_reference'] });
 });
 
 t.test("the service's own rules name their code: a date out of range, a session that must change its password", async (t) => {

@@ -254,6 +254,14 @@ t.test('a delegate cannot write another user’s fields it may not see: 422 per 
   t.strictSame(await ownerUser(api.db, tenant.tenantId, victim.id), before, 'nothing changed');
   const visible = await api.call(t, 'updateUser', { token: blind.token, params: { user: victim.id }, body: { first_name: 'Vic', department_ids: [] } });
   t.equal(visible.status, 200, 'public fields may be written');
+  // Nor by deleting the user and restoring them with a role.
+  t.equal((await api.call(t, 'deleteUser', { token: blind.token, params: { user: victim.id } })).status, 204);
+  const deleted = await ownerUser(api.db, tenant.tenantId, victim.id);
+  const restore = await api.call(t, 'restoreUser', { token: blind.token, params: { user: victim.id }, body: { role_id: employeeRole.id } });
+  t.equal(restore.status, 422, 'restore with a role');
+  t.strictSame(restore.body.error_codes, { role_id: ['permission_missing'] });
+  t.strictSame(await ownerUser(api.db, tenant.tenantId, victim.id), deleted, 'still deleted, role unchanged');
+  t.equal((await api.call(t, 'restoreUser', { token: blind.token, params: { user: victim.id }, body: {} })).status, 200, 'restore without one');
 });
 
 t.test('with the view permissions the same writes pass; one’s own record and a new user are unaffected', async (t) => {
