@@ -5343,7 +5343,10 @@ export interface components {
          *     `noTarget`. Members are removed by a value filter or with `path` `members` and the
          *     members as `value` (`[{"value": "42"}]`, at most 1000). A path-less `replace` may
          *     carry dotted keys (`"name.givenName"`) or schema-qualified ones. `id` cannot change
-         *     (400 `mutability`). The result is judged as a `PUT` of the whole resource.
+         *     (400 `mutability`). The result is judged as a `PUT` of the whole resource. One
+         *     PATCH carries at most 1000 values in all its operations (an array's items each, a
+         *     path-less value's attributes each; 400 `invalidValue` beyond): send members in
+         *     batches.
          * @example {
          *       "schemas": [
          *         "urn:ietf:params:scim:api:messages:2.0:PatchOp"

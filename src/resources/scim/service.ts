@@ -388,7 +388,6 @@ function canonicalValue(value: unknown, names: AttributeNames | undefined): unkn
  */
 function memberRemovals(operation: ScimPatchOperation): ScimPatchOperation[] {
   if (operation.op !== 'remove' || operation.path !== 'members' || !Array.isArray(operation.value)) return [operation];
-  if (operation.value.length > 1000) throw invalidValue('A remove of members lists at most 1000 of them.');
   return (operation.value as unknown[]).map((member) => {
     const id = (member as { value?: unknown } | null)?.value;
     if (typeof id !== 'string') throw invalidValue(`members: ${JSON.stringify(id ?? null)} is not a user id.`);
@@ -409,6 +408,8 @@ function patchOperations(body: unknown, resource: Patchable): ScimPatchOperation
   const operations = key ? request[key] : undefined;
   if (!Array.isArray(operations) || operations.length === 0) throw invalidSyntax('Operations must be a non-empty array.');
   if (operations.length > 1000) throw invalidSyntax('Operations must hold at most 1000 operations.');
+  const values = operations.reduce<number>((sum, entry) => sum + valueCount((entry as { value?: unknown } | null)?.value), 0);
+  if (values > MAX_PATCH_VALUES) throw invalidValue(`A PATCH carries at most ${MAX_PATCH_VALUES} values in all its operations, not ${values}.`);
   return operations
     .map((entry) => {
       const operation = bodyObject(entry);
@@ -426,6 +427,22 @@ function patchOperations(body: unknown, resource: Patchable): ScimPatchOperation
       } as ScimPatchOperation);
     })
     .flat();
+}
+
+/**
+ * The values one PATCH may carry in all its operations. scim-patch compares each value it
+ * adds with those the attribute holds already, on the event loop: 45,000 e-mails in 1000
+ * operations of a 1 MiB body took over a minute, during which the process answered no one.
+ * Identity providers send members in batches of at most a few hundred.
+ */
+const MAX_PATCH_VALUES = 1000;
+
+/** How many values an operation's `value` carries: an array's items, an object's attributes (an array's items each), or one. */
+function valueCount(value: unknown): number {
+  if (value === undefined) return 0;
+  if (Array.isArray(value)) return value.length;
+  if (value !== null && typeof value === 'object') return Object.values(value).reduce<number>((sum, item) => sum + (Array.isArray(item) ? item.length : 1), 0);
+  return 1;
 }
 
 /** The resource after the PATCH operations, applied by scim-patch; its errors become SCIM errors. */

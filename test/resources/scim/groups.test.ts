@@ -203,6 +203,17 @@ t.test('members removed as Entra ID sends it (path members, the members as value
   t.equal(refused.status, 400, 'more than 1000 members in one remove');
   t.equal(refused.body.scimType, 'invalidValue');
   t.same(await memberIds(Number(group.id)), [String(ben.id)], 'and changes nothing either');
+  // The bound is on the whole request: 1000 values in all its operations, whichever they are.
+  const spread = Array.from({ length: 501 }, (_, i) => ({ op: 'add', path: 'members', value: [{ value: String(ann.id) }, { value: String(1_000_000 + i) }] }));
+  const tooLarge = await scim('PATCH', `/Groups/${group.id}`, { schemas: [PATCH], Operations: spread });
+  t.equal(tooLarge.status, 400, '1002 values in 501 operations');
+  t.equal(tooLarge.body.detail, 'A PATCH carries at most 1000 values in all its operations, not 1002.');
+  t.same(await memberIds(Number(group.id)), [String(ben.id)], 'and changes nothing');
+  const pathless = await scim('PATCH', `/Groups/${group.id}`, {
+    schemas: [PATCH],
+    Operations: [{ op: 'add', value: { members: Array.from({ length: 1001 }, () => ({ value: String(ann.id) })) } }],
+  });
+  t.equal(pathless.status, 400, 'a path-less value counts its arrays’ items');
 
   const cased = await scim('PATCH', `/Groups/${group.id}`, {
     schemas: [PATCH],
