@@ -8083,7 +8083,9 @@ export interface components {
          *     `gt`, `ge`, `lt`, `le`, `pr`, `and`, `or`, `not`, grouping and value paths
          *     (`emails[type eq "work"].value eq "..."`). Text compares case-insensitively, but
          *     `externalId` and `id`. A malformed filter, or one naming an attribute that cannot be
-         *     filtered on, is a 400 `invalidFilter`.
+         *     filtered on, is a 400 `invalidFilter`. A compared text holding an escaped backslash
+         *     (`"DOMAIN\\user"`) is read as a JSON string; otherwise each backslash is itself
+         *     (`"DOMAIN\user"`, as some identity providers send it): both find `DOMAIN\user`.
          */
         ScimFilter: string;
         /** @description `return=minimal` (RFC 7240): a successful PATCH answers 204 without a body, unless it sends `attributes`. */
@@ -13194,7 +13196,9 @@ export interface operations {
                  *     `gt`, `ge`, `lt`, `le`, `pr`, `and`, `or`, `not`, grouping and value paths
                  *     (`emails[type eq "work"].value eq "..."`). Text compares case-insensitively, but
                  *     `externalId` and `id`. A malformed filter, or one naming an attribute that cannot be
-                 *     filtered on, is a 400 `invalidFilter`.
+                 *     filtered on, is a 400 `invalidFilter`. A compared text holding an escaped backslash
+                 *     (`"DOMAIN\\user"`) is read as a JSON string; otherwise each backslash is itself
+                 *     (`"DOMAIN\user"`, as some identity providers send it): both find `DOMAIN\user`.
                  */
                 filter?: components["parameters"]["ScimFilter"];
                 /** @description The 1-based index of the first resource of the page (RFC 7644 §3.4.2.4); below 1 is taken as 1. */
@@ -13691,7 +13695,9 @@ export interface operations {
                  *     `gt`, `ge`, `lt`, `le`, `pr`, `and`, `or`, `not`, grouping and value paths
                  *     (`emails[type eq "work"].value eq "..."`). Text compares case-insensitively, but
                  *     `externalId` and `id`. A malformed filter, or one naming an attribute that cannot be
-                 *     filtered on, is a 400 `invalidFilter`.
+                 *     filtered on, is a 400 `invalidFilter`. A compared text holding an escaped backslash
+                 *     (`"DOMAIN\\user"`) is read as a JSON string; otherwise each backslash is itself
+                 *     (`"DOMAIN\user"`, as some identity providers send it): both find `DOMAIN\user`.
                  */
                 filter?: components["parameters"]["ScimFilter"];
                 /** @description The 1-based index of the first resource of the page (RFC 7644 §3.4.2.4); below 1 is taken as 1. */

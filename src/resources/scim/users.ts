@@ -460,13 +460,49 @@ export function filterCondition(filter: Filter, attributes: Record<string, Filte
 /** The longest filter accepted: identity providers send one or two comparisons. */
 const MAX_FILTER_LENGTH = 2000;
 
-/** `filter` (RFC 7644 §3.4.2.2) as scim2-parse-filter parses it; undefined for no filter. */
+/**
+ * A compared text as RFC 7644 writes it (a JSON string) where the sender escaped its
+ * backslashes. scim2-parse-filter reads a backslash as itself unless a quote follows (so
+ * `"DOMAIN\user"`, sent unescaped as some identity providers do, is `DOMAIN\user`), and
+ * so reads the escaped form `"DOMAIN\\user"` as two backslashes. A text holding an
+ * escaped backslash (`\\`) that is a valid JSON string is therefore read as one; any
+ * other is kept as the library read it (`"DOMAIN\nancy"` stays a backslash and `n`).
+ */
+function escapedText(read: string): string {
+  // What was sent between the quotes: the library turned only `\"` into `"`.
+  const sent = read.replaceAll('"', '\\"');
+  if (!sent.includes('\\\\')) return read;
+  try {
+    return JSON.parse(`"${sent}"`) as string;
+  } catch {
+    return read;
+  }
+}
+
+/** `filter` with each compared text as `escapedText` reads it. */
+function withEscapesRead(filter: Filter): Filter {
+  switch (filter.op) {
+    case 'and':
+    case 'or':
+      return { ...filter, filters: filter.filters.map(withEscapesRead) };
+    case 'not':
+      return { ...filter, filter: withEscapesRead(filter.filter) };
+    case '[]':
+      return { ...filter, valFilter: withEscapesRead(filter.valFilter) };
+    case 'pr':
+      return filter;
+    default:
+      return typeof filter.compValue === 'string' ? { ...filter, compValue: escapedText(filter.compValue) } : filter;
+  }
+}
+
+/** `filter` (RFC 7644 §3.4.2.2) as scim2-parse-filter parses it, escaped backslashes read (`escapedText`); undefined for no filter. */
 export function parsedFilter(filter: unknown): Filter | undefined {
   if (filter === undefined || filter === '') return undefined;
   if (typeof filter !== 'string') throw invalidFilter('filter must be given once.');
   if (filter.length > MAX_FILTER_LENGTH) throw invalidFilter(`filter must be at most ${MAX_FILTER_LENGTH} characters long.`);
   try {
-    return parse(filter);
+    return withEscapesRead(parse(filter));
   } catch (error) {
     throw invalidFilter(`The filter is malformed: ${(error as Error).message}`);
   }

@@ -321,6 +321,17 @@ t.test('filters: bad ones are invalidFilter', async (t) => {
   t.equal(tooLarge.body.detail, 'startIndex must be an integer from -999999999 to 999999999.');
 });
 
+t.test('a userName with a backslash is found whether the filter escapes it (RFC 7644: a JSON string) or not', async (t) => {
+  const created = await scim('POST', '/Users', newUser({ userName: 'CORP\\jdoe', externalId: 'ext\\jdoe' }));
+  t.equal(created.status, 201);
+  t.equal(created.body.userName, 'CORP\\jdoe', 'one backslash stored');
+  const found = async (filter: string) => (await scim('GET', `/Users?filter=${encodeURIComponent(filter)}`)).body.Resources?.map((r: { id: string }) => r.id);
+  t.same(await found('userName eq "CORP\\\\jdoe"'), [created.body.id], 'escaped, as a JSON string');
+  t.same(await found('userName eq "CORP\\jdoe"'), [created.body.id], 'sent unescaped, as some identity providers do');
+  t.same(await found('externalId eq "ext\\\\jdoe"'), [created.body.id], 'externalId alike');
+  t.same(await found('userName eq "CORP\\\\\\\\jdoe"'), [], 'two escaped backslashes are two');
+});
+
 t.test('filters: every operator, logical ones and value paths, as SQL with paging', async (t) => {
   const fixtures = [];
   for (const [given, family, email, active] of [
