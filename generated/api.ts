@@ -5340,7 +5340,9 @@ export interface components {
          *     Attribute names in paths, value filters and keys of `value` are case-insensitive.
          *     A `remove` needs a `path` (400 `noTarget`); one whose filter matches nothing
          *     changes nothing and succeeds, while a `replace` whose filter matches nothing is 400
-         *     `noTarget`. Members are removed by a value filter or with `path` `members` and the
+         *     `noTarget` (but for a sub-attribute of a User's multi-valued attribute,
+         *     `emails[type eq "work"].value`, which adds the value). A path naming a member's
+         *     sub-attribute (`display`, `$ref`, `type`: read-only) is 400 `mutability`. Members are removed by a value filter or with `path` `members` and the
          *     members as `value` (`[{"value": "42"}]`, at most 1000). A path-less `replace` may
          *     carry dotted keys (`"name.givenName"`) or schema-qualified ones. `id` cannot change
          *     (400 `mutability`). The result is judged as a `PUT` of the whole resource. One

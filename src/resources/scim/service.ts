@@ -316,6 +316,12 @@ function checkPatchPath(path: string, resource: Patchable) {
   if (resource === 'user' && (lower === enterprise || lower.startsWith(`${enterprise}:`))) return;
   const attributePath = lower.startsWith(`${schema}:`) ? lower.slice(schema.length + 1) : lower;
   if (!attributes.has(firstAttribute(attributePath))) throw invalidPath(`path ${JSON.stringify(path)} is not an attribute.`);
+  // A member's `display`, `$ref` and `type` are read-only. scim-patch would answer a replace of one whose member is
+  // absent by adding that member (`treatMissingAsAdd`, kept for Entra ID's e-mail replaces): a grant of membership.
+  const subAttribute = attributePath.startsWith('members.') || (attributePath.startsWith('members[') && !attributePath.endsWith(']'));
+  if (resource === 'group' && subAttribute) {
+    throw new ScimError(400, `path ${JSON.stringify(path)} names a member's sub-attribute, which is read-only: add or remove members.`, 'mutability');
+  }
 }
 
 /** Refuses a value whose keys, at any depth, name a forbidden segment. */

@@ -203,6 +203,13 @@ t.test('members removed as Entra ID sends it (path members, the members as value
   t.equal(refused.status, 400, 'more than 1000 members in one remove');
   t.equal(refused.body.scimType, 'invalidValue');
   t.same(await memberIds(Number(group.id)), [String(ben.id)], 'and changes nothing either');
+  // A member's sub-attributes are read-only: a replace of one whose member is absent must not add that member.
+  for (const path of [`members[value eq "${ann.id}"].display`, 'members.display', `MEMBERS[VALUE EQ "${ann.id}"].$ref`]) {
+    const readOnly = await scim('PATCH', `/Groups/${group.id}`, { schemas: [PATCH], Operations: [{ op: 'replace', path, value: 'x' }] });
+    t.equal(readOnly.status, 400, path);
+    t.equal(readOnly.body.scimType, 'mutability');
+  }
+  t.same(await memberIds(Number(group.id)), [String(ben.id)], 'ann was not added');
   // The bound is on the whole request: 1000 values in all its operations, whichever they are.
   const spread = Array.from({ length: 501 }, (_, i) => ({ op: 'add', path: 'members', value: [{ value: String(ann.id) }, { value: String(1_000_000 + i) }] }));
   const tooLarge = await scim('PATCH', `/Groups/${group.id}`, { schemas: [PATCH], Operations: spread });
