@@ -6026,7 +6026,7 @@ export interface components {
         ScimUserWritten: components["schemas"]["ScimUserFull"] | components["schemas"]["ScimUser"];
         /**
          * Format: int32
-         * @description Default on create is automatic (the tenant's highest `sort_number` + 1).
+         * @description Default on create is automatic (the tenant's highest `sort_number` + 1, at most 2147483647).
          */
         SortNumber: number;
         /**

@@ -41,10 +41,13 @@ export async function menuLanguage(tx: Tx, langId: string | undefined): Promise<
   return language?.id;
 }
 
-/** "Last + 1 within the tenant"; the lock keeps two concurrent creates from taking one number. */
+/**
+ * "Last + 1 within the tenant", at most the largest sort number (an item may hold it: the
+ * next ones then share it); the lock keeps two concurrent creates from taking one number.
+ */
 export async function nextSortNumber(tx: Tx): Promise<number> {
   await lockTenantScope(tx, 'menu_items.sort_number');
-  const [row] = await tx.select({ next: sql<number>`coalesce(max(${menuItems.sortNumber}), 0)::int + 1` }).from(menuItems);
+  const [row] = await tx.select({ next: sql<number>`least(coalesce(max(${menuItems.sortNumber}), 0)::bigint + 1, 2147483647)::int` }).from(menuItems);
   return row!.next;
 }
 

@@ -94,6 +94,12 @@ t.test('create applies the defaults: system language, next sort number, unrestri
   t.equal(explicit.body.sort_number, 500);
   const next = await create(t, {});
   t.equal(next.body.sort_number, 501, 'after the highest');
+  // The largest sort number taken: the next ones share it, instead of failing for the whole tenant.
+  const largest = await create(t, { sort_number: 2147483647 });
+  t.equal(largest.status, 201);
+  const after = await create(t, {});
+  t.equal(after.status, 201);
+  t.equal(after.body.sort_number, 2147483647, 'the largest, shared');
   // Sort numbers are per tenant.
   const foreign = await create(t, {}, other.adminToken);
   t.equal(foreign.body.sort_number, 1);
