@@ -5336,7 +5336,9 @@ export interface components {
          *     (`Replace`); the key `Operations` in any case too. A `path` must start with an
          *     attribute of the resource (or its schema URN), may hold value filters
          *     (`emails[type eq "work"].value`, `members[value eq "42"]`), and neither it nor a key
-         *     of `value` may name `__proto__`, `constructor` or `prototype` (400 `invalidPath`).
+         *     of `value` may name `__proto__`, `constructor` or `prototype` (400 `invalidPath`; so
+         *     is a path whose value filter is malformed). A `replace` whose `value` is null
+         *     removes what its path names (RFC 7643 §2.5: null is unassigned).
          *     Attribute names in paths, value filters and keys of `value` are case-insensitive.
          *     A `remove` needs a `path` (400 `noTarget`); one whose filter matches nothing
          *     changes nothing and succeeds, while a `replace` whose filter matches nothing is 400

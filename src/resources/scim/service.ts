@@ -316,6 +316,15 @@ function checkPatchPath(path: string, resource: Patchable) {
   if (resource === 'user' && (lower === enterprise || lower.startsWith(`${enterprise}:`))) return;
   const attributePath = lower.startsWith(`${schema}:`) ? lower.slice(schema.length + 1) : lower;
   if (!attributes.has(firstAttribute(attributePath))) throw invalidPath(`path ${JSON.stringify(path)} is not an attribute.`);
+  const valueFilter = /^[^[]*\[(.*)\](\.[^.[\]]+)?$/s.exec(path);
+  if (path.includes('[') && !valueFilter) throw invalidPath(`path ${JSON.stringify(path)} is not an attribute with a value filter.`);
+  if (valueFilter) {
+    try {
+      parsedFilter(valueFilter[1]);
+    } catch {
+      throw invalidPath(`path ${JSON.stringify(path)} holds a malformed value filter.`);
+    }
+  }
   // A member's `display`, `$ref` and `type` are read-only. scim-patch would answer a replace of one whose member is
   // absent by adding that member (`treatMissingAsAdd`, kept for Entra ID's e-mail replaces): a grant of membership.
   const subAttribute = attributePath.startsWith('members.') || (attributePath.startsWith('members[') && !attributePath.endsWith(']'));
@@ -426,6 +435,11 @@ function patchOperations(body: unknown, resource: Patchable): ScimPatchOperation
       if (operation.path) checkPatchPath(operation.path, resource);
       if ('value' in operation) checkPatchValue(operation.value);
       const named = operation.path ? canonical(operation.path, ATTRIBUTE_NAMES[resource]) : { path: undefined, names: ATTRIBUTE_NAMES[resource] };
+      // null is "unassigned" (RFC 7643 §2.5): a replace with it removes what the path names.
+      if (op === 'replace' && named.path && operation.value === null) {
+        const removal: ScimPatchOperation = { op: 'remove', path: named.path };
+        return [removal];
+      }
       return memberRemovals({
         op,
         ...(named.path ? { path: named.path } : {}),
@@ -460,7 +474,8 @@ function patched<T extends Record<string, unknown>>(resource: T, operations: Sci
       const scimType = (error as { scimCode?: string }).scimCode;
       throw new ScimError(400, error.message, scimType === 'noTarget' || scimType === 'invalidPath' ? scimType : 'invalidValue');
     }
-    throw invalidValue(`The PATCH cannot be applied: ${(error as Error).message}`);
+    // Anything else scim-patch throws is its own failure on a value of the wrong shape: its text would name its internals.
+    throw invalidValue('The PATCH cannot be applied: a value does not have the shape of the attribute it is written to.');
   }
 }
 

@@ -714,6 +714,21 @@ t.test('discovery: ServiceProviderConfig, ResourceTypes, Schemas', async (t) => 
   isError(t, await scim('GET', '/Nothing'), 404);
 });
 
+t.test('a PATCH path with a malformed value filter is invalidPath; null replaces as a remove; no library text leaks', async (t) => {
+  const user = await api.createUser(tenant.tenantId, { values: { roleId: employee.id, phone: '+1 555 0100' } });
+  const path = `/Users/${user.id}`;
+  for (const bad of ['emails[value eq ]', 'emails[type eq "work"', 'emails[type eq "work"]]', 'emails[type eq "work"].value.extra']) {
+    const res = await scim('PATCH', path, { schemas: [PATCH], Operations: [{ op: 'replace', path: bad, value: 'a@b.c' }] });
+    isError(t, res, 400, 'invalidPath');
+  }
+  const cleared = await scim('PATCH', path, { schemas: [PATCH], Operations: [{ op: 'replace', path: 'phoneNumbers', value: null }] });
+  t.equal(cleared.status, 200, 'replace with null removes');
+  t.notOk('phoneNumbers' in cleared.body);
+  const required = await scim('PATCH', path, { schemas: [PATCH], Operations: [{ op: 'replace', path: 'name', value: null }] });
+  isError(t, required, 400, 'invalidValue');
+  t.notMatch(required.body.detail, /undefined|null to object|Cannot/, 'names no internals');
+});
+
 t.test('a password sent over SCIM is set under the password rules and ends the sessions', async (t) => {
   const user = await api.createUser(tenant.tenantId);
   const path = `/Users/${user.id}`;
