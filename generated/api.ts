@@ -62,7 +62,9 @@ export interface paths {
         /**
          * Replace an attribute set's name and fields
          * @description Values that departments hold for fields the set no longer defines (or whose type
-         *     changed) stay stored until that department is next updated, and are validated then.
+         *     changed) stay stored until that department is next updated, and are validated then:
+         *     a field no longer defined is dropped, and a value that no longer fits its field's type
+         *     is a 422 on its key until the update sends a new value or null for it.
          */
         put: operations["updateAttributeSet"];
         post?: never;

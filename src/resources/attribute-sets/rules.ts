@@ -86,7 +86,15 @@ export function mergeAttributeValues(
   errors: FieldErrors,
 ): Record<string, unknown> {
   const result: Record<string, unknown> = {};
-  for (const [key, value] of Object.entries(current)) if (types.has(key)) result[key] = value;
+  for (const [key, value] of Object.entries(current)) {
+    const type = types.get(key);
+    if (!type) continue;
+    result[key] = value;
+    // A value stored before its field changed type is judged now, unless the write replaces it.
+    if (!(key in sent) && !fitsAttributeType(type, value)) {
+      errors[key] = [coded(type === 'date' ? 'format' : 'type', `holds a value stored before this field became of type ${type}: send a new value or null`)];
+    }
+  }
   for (const [key, value] of Object.entries(sent)) {
     const type = types.get(key);
     if (!type) {

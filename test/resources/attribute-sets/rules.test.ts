@@ -85,4 +85,17 @@ t.test('mergeAttributeValues: typed values of attached fields; null removes; uns
     founded: [coded('format', 'must be a date (YYYY-MM-DD)')],
     unknown: [coded('unknown_property', 'is not a field of an attached attribute set')],
   });
+  // A value stored before its field changed type is judged when the department is next written, unless replaced.
+  const stale: FieldErrors = {};
+  const kept = mergeAttributeValues(new Map(types), { cost_center: 'B2' }, { head_count: 'twelve', founded: 99999999999, cost_center: 'A1' }, stale);
+  t.strictSame(stale, {
+    head_count: [coded('type', 'holds a value stored before this field became of type integer: send a new value or null')],
+    founded: [coded('format', 'holds a value stored before this field became of type date: send a new value or null')],
+  });
+  t.strictSame(kept.cost_center, 'B2');
+  const replaced: FieldErrors = {};
+  t.strictSame(mergeAttributeValues(new Map(types), { head_count: 12, founded: null }, { head_count: 'twelve', founded: 99999999999 }, replaced), {
+    head_count: 12,
+  });
+  t.strictSame(replaced, {}, 'sending a new value or null for the key is accepted');
 });

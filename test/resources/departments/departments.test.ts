@@ -185,6 +185,29 @@ t.test('attribute sets define which extra keys a department takes, validated by 
   t.equal(unused.status, 204);
 });
 
+t.test('a value stored before its field changed type is refused at the next update until it is replaced', async (t) => {
+  const set = await createSet(t, 'Counted', [{ key: 'count', type: 'integer' }]);
+  const created = await create(t, { name: 'Retyped', attribute_set_ids: [set], count: 99999999999 });
+  t.equal(created.status, 201);
+  const department = created.body.id as number;
+  const retyped = await api.call(t, 'updateAttributeSet', {
+    token: tenant.adminToken,
+    params: { attributeSet: set },
+    body: { name: 'Counted', fields: [{ key: 'count', type: 'date' }] },
+  });
+  t.equal(retyped.status, 200);
+  const rename = await api.call(t, 'updateDepartment', { token: manager.token, params: { department }, body: { name: 'Retyped, renamed' } });
+  t.equal(rename.status, 422);
+  t.strictSame(rename.body.error_codes, { count: ['format'] });
+  const replaced = await api.call(t, 'updateDepartment', {
+    token: manager.token,
+    params: { department },
+    body: { name: 'Retyped, renamed', count: '2020-01-01' },
+  });
+  t.equal(replaced.status, 200);
+  t.strictSame(replaced.body.attributes, { count: '2020-01-01' });
+});
+
 t.test('attribute set administration validates fields and needs departments.manage', async (t) => {
   const denied = await api.call(t, 'createAttributeSet', { token: employee.token, body: { name: 'S', fields: [] } });
   t.equal(denied.status, 403);
