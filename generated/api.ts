@@ -1858,6 +1858,8 @@ export interface paths {
         /**
          * Update a user
          * @description Every create key is optional (default: the current value), plus `old_password`.
+         *     Another user's record is answered, so acting on another user needs `users.view`
+         *     too (403 without it), as reading them does.
          *     Soft-deleted users are not found (404). `profile_picture: null` removes the
          *     picture; a picture is uploaded with `multipart/form-data` (see `POST /api/users`).
          *     `default_route` must be a same-origin path or an absolute http(s) URL (422).
@@ -2179,7 +2181,9 @@ export interface paths {
         get?: never;
         /**
          * Upload or replace a profile picture
-         * @description Stores `profile_picture` (a file part: JPEG, PNG, WebP or GIF detected from the
+         * @description Another user's record is answered, so acting on another user needs `users.view`
+         *     too (403 without it), as reading them does.
+         *     Stores `profile_picture` (a file part: JPEG, PNG, WebP or GIF detected from the
          *     bytes, at most 5 MiB; other content → 422, larger → 413) as the user's picture,
          *     replacing any current one, and answers the user like `PUT /api/users/{user}`.
          *     The same picture can be sent within `createUser` and `updateUser`
@@ -2212,7 +2216,8 @@ export interface paths {
         put?: never;
         /**
          * Restore a soft-deleted user
-         * @description Restores a soft-deleted user. `role_id`, when sent, replaces the role and must name
+         * @description The answer is the user's record, so restoring needs `users.view` too (403 without it).
+         *     Restores a soft-deleted user. `role_id`, when sent, replaces the role and must name
          *     an active role of the tenant (422: `missing_reference`, `role_inactive`); it is an
          *     administrative field, so sending it needs `users.view-administrative` (422
          *     `permission_missing` otherwise, as on `PUT /api/users/{user}`). A user that is not deleted, or that was blacked

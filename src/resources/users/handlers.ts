@@ -206,6 +206,8 @@ export const userHandlers = {
   async updateUser(ctx) {
     const { auth, params, services } = ctx;
     const self = params.user === auth.userId;
+    // The answer is the user's record: another user's needs users.view, as reading it does.
+    requirePermissionUnlessSelf(auth, 'users.view', params.user);
     const input = { ...ctx.body };
     if (self) {
       // A session that must change its password may do only that (before anything is counted).
@@ -277,6 +279,8 @@ export const userHandlers = {
   // Another user needs users.administer: the operation's x-permission (unless-self form).
   async uploadProfilePicture(ctx) {
     const { auth, params, services } = ctx;
+    // The answer is the user's record: another user's needs users.view, as reading it does.
+    requirePermissionUnlessSelf(auth, 'users.view', params.user);
     const upload = uploadOf(ctx.request, 'profile_picture');
     if (!upload) throw invalid({ profile_picture: [coded('file_required', 'must be an image file part')] });
     const picture = await acceptPicture(upload);
@@ -317,6 +321,8 @@ export const userHandlers = {
       services: { db },
     } = ctx;
     const roleId = (body as { role_id?: number } | undefined)?.role_id;
+    // The answer is the user's record: it needs users.view, as reading it does.
+    requirePermission(auth, 'users.view');
     const restored = await db.tenant(auth.tenantId, async (tx) => {
       const user = await requireAdministrableUser(tx, auth, params.user, { withTrashed: true });
       if (user.blackedOutAt) throw invalid({ user: [coded('blacked_out', 'was blacked out and cannot be restored')] });

@@ -195,7 +195,7 @@ t.test('uploadProfilePicture: own picture, another user with users.administer, r
   t.equal(replaced.status, 200, 'users.administer uploads for another user');
   t.match(replaced.body.profile_picture_url, /by-admin\.gif/);
 
-  const delegated = await api.createUser(tenant.tenantId, { username: 'upload-delegated', permissions: ['users.administer'] });
+  const delegated = await api.createUser(tenant.tenantId, { username: 'upload-delegated', permissions: ['users.administer', 'users.view'] });
   const refused = await api.call(t, 'uploadProfilePicture', { token: delegated.token, params: { user: tenant.adminUserId }, ...(await form()) });
   t.equal(refused.status, 403, 'not for a user whose role holds more than the caller');
   t.equal(

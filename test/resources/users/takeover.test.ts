@@ -11,6 +11,7 @@ import { ownerUser, startTestApi } from '../../helpers/atrium.ts';
 import { assertServedAnswer } from '../../helpers/contract.ts';
 import { wireClient } from '../../helpers/http-client.ts';
 import { createDepartment, createEntitiesNaming, loginTokenRow, roleNamed, rowCount } from '../../helpers/fixtures.ts';
+import { multipart, PNG_1X1 } from '../../helpers/multipart.ts';
 import { departmentUsers } from '../../../src/resources/departments/table.ts';
 import { roles } from '../../../src/resources/roles/table.ts';
 
@@ -262,6 +263,27 @@ t.test('a delegate cannot write another user’s fields it may not see: 422 per 
   t.strictSame(restore.body.error_codes, { role_id: ['permission_missing'] });
   t.strictSame(await ownerUser(api.db, tenant.tenantId, victim.id), deleted, 'still deleted, role unchanged');
   t.equal((await api.call(t, 'restoreUser', { token: blind.token, params: { user: victim.id }, body: {} })).status, 200, 'restore without one');
+});
+
+t.test('without users.view, no operation answers another user’s record: update, restore, picture upload', async (t) => {
+  const unseeing = await api.createUser(tenant.tenantId, { permissions: ['users.administer'] });
+  const victim = await api.createUser(tenant.tenantId, { values: { roleId: employeeRole.id } });
+  const before = await ownerUser(api.db, tenant.tenantId, victim.id);
+  const empty = await api.call(t, 'updateUser', { token: unseeing.token, params: { user: victim.id }, body: {} });
+  t.equal(empty.status, 403, 'an empty update reads nothing');
+  t.equal(empty.body.code, 'permission_missing');
+  t.notOk(JSON.stringify(empty.body).includes(victim.username), 'names nothing of the user');
+  t.strictSame(await ownerUser(api.db, tenant.tenantId, victim.id), before, 'and writes nothing (updated_at included)');
+  const picture = await multipart({ profile_picture: { content: PNG_1X1, fileName: 'p.png', type: 'image/png' } });
+  const upload = await api.call(t, 'uploadProfilePicture', { token: unseeing.token, params: { user: victim.id }, ...picture });
+  t.equal(upload.status, 403, 'a picture upload');
+  t.equal((await api.call(t, 'deleteUser', { token: unseeing.token, params: { user: victim.id } })).status, 204, 'deleting answers no record');
+  t.equal((await api.call(t, 'restoreUser', { token: unseeing.token, params: { user: victim.id }, body: {} })).status, 403, 'a restore answers it');
+  t.equal(
+    (await api.call(t, 'updateUser', { token: unseeing.token, params: { user: unseeing.id }, body: { first_name: 'Self' } })).status,
+    200,
+    'one’s own record',
+  );
 });
 
 t.test('with the view permissions the same writes pass; one’s own record and a new user are unaffected', async (t) => {
