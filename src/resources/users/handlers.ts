@@ -42,6 +42,7 @@ import {
   deriveActive,
   filterVisibilityErrors,
   hiddenKeyErrors,
+  missingReferenceErrors,
   passwordErrors,
   requiredProfileKeyErrors,
   requireAdministrableUser,
@@ -332,9 +333,9 @@ export const userHandlers = {
         const hidden = hiddenKeyErrors(auth, user, ['role_id']);
         if (Object.keys(hidden).length > 0) throw invalid(hidden);
         const references = await loadUserReferences(tx, { roleIds: [roleId] });
-        const role = references.roles.get(roleId);
-        if (!role) throw invalid({ role_id: [coded('missing_reference', 'does not exist')] });
-        if (!role.active) throw invalid({ role_id: [coded('role_inactive', 'must name an active role')] });
+        const missing = missingReferenceErrors({ roleId }, references);
+        if (Object.keys(missing).length > 0) throw invalid(missing);
+        if (!references.roles.get(roleId)!.active) throw invalid({ role_id: [coded('role_inactive', 'must name an active role')] });
         const escalation = userReferenceErrors({ roleId, current: user }, references, auth);
         if (Object.keys(escalation).length > 0) throw invalid(escalation);
         const conferred = await conferredRightsErrors(tx, auth, user.id, { roleId });
