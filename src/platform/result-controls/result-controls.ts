@@ -258,7 +258,9 @@ export async function present<Row, Viewer, FilterKey extends string>(
     const loaded = new Map<string, Map<unknown, unknown>>();
     if (rows.length > 0) {
       const toLoad = wanted.filter((name) => !(view.relations![name]!.inline && Object.hasOwn(rows[0] as object, inlineColumn(name))));
-      const maps = await Promise.all(toLoad.map((name) => view.relations![name]!.load(tx, rows, viewer)));
+      // `async`: a loader that throws at once rejects like one that fails later, so a failing
+      // loader never leaves another's rejection unhandled (which would end the process).
+      const maps = await Promise.all(toLoad.map(async (name) => view.relations![name]!.load(tx, rows, viewer)));
       toLoad.forEach((name, i) => loaded.set(name, maps[i]!));
     }
     // Relations the viewer lacks the permission for are skipped, whoever built the controls.

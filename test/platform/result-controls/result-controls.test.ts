@@ -274,3 +274,29 @@ t.test('groupBy keeps item order within and across keys', async (t) => {
     ],
   );
 });
+
+t.test('relation loaders that fail, one at once and one later, fail present and leave no rejection unhandled', async (t) => {
+  const unhandled: unknown[] = [];
+  const record = (reason: unknown) => unhandled.push(reason);
+  process.on('unhandledRejection', record);
+  t.teardown(() => process.off('unhandledRejection', record));
+  const failing = defineView<Row, Viewer>({
+    key: (row) => row.id,
+    visible: () => true,
+    fields: { id: {} },
+    relations: {
+      later: { empty: [], load: async () => Promise.reject(new Error('the later load failed')) },
+      // A loader that is no async function throws while the loads are being started.
+      atOnce: {
+        empty: [],
+        load: () => {
+          throw new Error('the load failed at once');
+        },
+      },
+    },
+  });
+  await t.rejects(present(failing, noTransaction, rows, { selects: ['id'], relations: ['later', 'atOnce'] }, reader), /failed/);
+  // An unhandled rejection is reported once the microtasks have run.
+  await new Promise((resolve) => setImmediate(resolve));
+  t.strictSame(unhandled, [], 'every failing load was awaited');
+});
