@@ -1,5 +1,6 @@
-import { sql } from 'drizzle-orm';
-import type { Tx } from './database.ts';
+import { and, eq, sql } from 'drizzle-orm';
+import type { AnyPgColumn, PgTable } from 'drizzle-orm/pg-core';
+import { transactionTenant, type Tx } from './database.ts';
 import { requiredTenant } from './tenancy.ts';
 
 /**
@@ -12,4 +13,28 @@ import { requiredTenant } from './tenancy.ts';
 export async function lockTenantScope(tx: Tx, purpose: string): Promise<void> {
   // `requiredTenant` fails on an unset (or, later in a session, empty) tenant setting.
   await tx.execute(sql`select pg_advisory_xact_lock(hashtextextended(${`atrium.${purpose}:`} || ${requiredTenant}::text, 0))`);
+}
+
+/** A table of tenant records: an `id` and the `tenant_id` that places it. */
+type TenantTable = PgTable & { id: AnyPgColumn; tenantId: AnyPgColumn };
+
+/**
+ * Locks the record `id` of `table` in the transaction's tenant until the transaction ends
+ * and answers whether it exists. An update, delete or restore takes it before it reads
+ * the record: two writes of one record then run one after the other, and the second reads
+ * what the first left (a record deleted meanwhile is not found; no change is lost).
+ * `FOR NO KEY UPDATE` by default: other writes of the record wait, new rows that reference
+ * it do not; `FOR UPDATE` makes those wait too (a delete that checks what references the
+ * record, or a write that must see no new reference appear).
+ * The tenant is named as a value: Citus locks rows only in a statement that names its shard.
+ */
+export async function lockRecord(tx: Tx, table: TenantTable, id: number, strength: 'no key update' | 'update' = 'no key update'): Promise<boolean> {
+  const tenantId = transactionTenant(tx);
+  if (tenantId === undefined) throw new Error('lockRecord runs in a transaction of db.tenant().');
+  const [row] = await tx
+    .select({ id: table.id })
+    .from(table)
+    .where(and(eq(table.tenantId, tenantId), eq(table.id, id)))
+    .for(strength);
+  return row !== undefined;
 }

@@ -107,6 +107,20 @@ function databaseProblem(error: FastifyError): ProblemDocument | null {
 /** The headers of a 503 for a lost database connection: the client may try again in a second. */
 export const DATABASE_UNAVAILABLE_HEADERS: Readonly<Record<string, string>> = { 'retry-after': '1' };
 
+/**
+ * PostgreSQL ended the transaction to let a concurrent one proceed (a deadlock, 40P01, or a
+ * serialization failure, 40001): nothing of it was written, and the same request sent
+ * again succeeds or is refused on its merits. The answer is a 503 with `Retry-After`, as
+ * for a lost connection.
+ */
+export function isConcurrencyConflict(error: unknown): boolean {
+  const code = driverError(error).code;
+  return code === '40P01' || code === '40001';
+}
+
+/** The detail of that 503. */
+export const CONCURRENCY_CONFLICT_DETAIL = 'A concurrent request held the same records; nothing was changed. Send the request again.';
+
 function toProblem(error: FastifyError): { problem: ProblemDocument; headers: Record<string, string> } | null {
   if (error instanceof ProblemError) return { problem: error.toDocument(), headers: error.headers };
   // Lost database connections (restart, failover, a proxy's idle timeout) are the
@@ -116,6 +130,9 @@ function toProblem(error: FastifyError): { problem: ProblemDocument; headers: Re
       problem: problemDocument(503, 'The database is unavailable for the moment. Try again shortly.', { code: 'database_unavailable' }),
       headers: { ...DATABASE_UNAVAILABLE_HEADERS },
     };
+  }
+  if (isConcurrencyConflict(error)) {
+    return { problem: problemDocument(503, CONCURRENCY_CONFLICT_DETAIL, { code: 'service_unavailable' }), headers: { ...DATABASE_UNAVAILABLE_HEADERS } };
   }
   if (error.validation) {
     const context = error.validationContext === 'querystring' ? 'query' : error.validationContext;
@@ -185,8 +202,9 @@ export function registerErrorHandling(app: FastifyInstance): void {
     const known =
       toProblem(error) ?? (isMalformedMultipart(request, error) ? { problem: problemDocument(400, 'The multipart body is malformed.'), headers: {} } : null);
     if (known) {
-      if (known.problem.status === 503) request.log.warn(errorLogFields(error), 'database unavailable');
-      else if (known.problem.status >= 500) request.log.error(errorLogFields(error), 'request failed');
+      if (known.problem.status === 503) {
+        request.log.warn(errorLogFields(error), isConcurrencyConflict(error) ? 'transaction ended by a concurrent one' : 'database unavailable');
+      } else if (known.problem.status >= 500) request.log.error(errorLogFields(error), 'request failed');
       else if (UNCHECKED_INPUT.has(driverError(error).code ?? '')) request.log.warn(errorLogFields(error), 'input reached the database unchecked');
       return reply.code(known.problem.status).headers(known.headers).type(PROBLEM).send(identified(known.problem, request));
     }

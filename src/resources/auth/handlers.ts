@@ -3,7 +3,16 @@ import { verifyPassword } from '../../platform/auth/passwords.ts';
 import type { Handlers } from '../../platform/http/handler.ts';
 import { unauthorized } from '../../platform/http/problem.ts';
 import { audit, userLabel } from '../audit-events/record.ts';
-import { admitLoginAttempt, clearLoginFailures, findSignInUser, findTenantId, issueAccessToken, revokeAccessToken, withdrawLoginAttempt } from './queries.ts';
+import {
+  admitLoginAttempt,
+  clearLoginFailures,
+  findSignInUser,
+  findTenantId,
+  issueAccessToken,
+  revokeAccessToken,
+  stillSignsIn,
+  withdrawLoginAttempt,
+} from './queries.ts';
 import { loginLimitKeys } from './rules.ts';
 
 export const authHandlers = {
@@ -23,6 +32,8 @@ export const authHandlers = {
     await clearLoginFailures(db, [byName!, byUser!]);
     await withdrawLoginAttempt(db, attempt, [byAddress!]);
     const answer = await db.tenant(tenantId, async (tx) => {
+      // The password checked above may have changed since (`stillSignsIn`).
+      if (!(await stillSignsIn(tx, user.id, user.passwordHash!))) throw unauthorized('The tenant, username or password is wrong.', 'credentials_invalid');
       // A session begun: the user signing in acts. The token's value is a credential and
       // stays out of the trail; a refused sign-in is counted above, not recorded.
       const label = userLabel(user);

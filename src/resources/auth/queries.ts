@@ -1,7 +1,7 @@
 import { and, eq, isNull, sql } from 'drizzle-orm';
 import type { Config } from '../../config.ts';
 import { hashToken, newAccessToken } from '../../platform/auth/tokens.ts';
-import type { Database, Tx } from '../../platform/database/database.ts';
+import { transactionTenant, type Database, type Tx } from '../../platform/database/database.ts';
 import { currentTenant } from '../../platform/database/tenancy.ts';
 import { ProblemError } from '../../platform/http/problem.ts';
 import { announceSessionsEnded } from '../notifications/channel.ts';
@@ -44,6 +44,30 @@ export async function revokeAccessToken(tx: Tx, tenantId: number, tokenId: numbe
     .returning({ userId: accessTokens.userId });
   if (revoked) await announceSessionsEnded(tx, { tenantId, userId: revoked.userId });
   return revoked !== undefined;
+}
+
+/**
+ * Whether the user `userId` still signs in with the password whose hash `passwordHash` was
+ * checked, and may sign in (active, not deleted), locking the user's row until the
+ * transaction ends. A password change, deactivation or deletion committed since the check
+ * refuses the sign-in; one still under way waits until its token is stored, and then ends
+ * that session too. Named by its tenant too: Citus locks rows only in a statement that names its shard.
+ */
+export async function stillSignsIn(tx: Tx, userId: number, passwordHash: string): Promise<boolean> {
+  const [row] = await tx
+    .select({ id: users.id })
+    .from(users)
+    .where(
+      and(
+        eq(users.tenantId, transactionTenant(tx)!),
+        eq(users.id, userId),
+        eq(users.passwordHash, passwordHash),
+        eq(users.active, true),
+        isNull(users.deletedAt),
+      ),
+    )
+    .for('no key update');
+  return row !== undefined;
 }
 
 /** Issues an access token for `userId` and stamps `last_login_at` (also used by login tokens). */

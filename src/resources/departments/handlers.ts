@@ -1,12 +1,12 @@
 import { eq } from 'drizzle-orm';
 import type { Auth } from '../../platform/auth/auth.ts';
 import type { Tx } from '../../platform/database/database.ts';
-import { lockTenantScope } from '../../platform/database/locks.ts';
+import { lockRecord, lockTenantScope } from '../../platform/database/locks.ts';
 import type { Handlers } from '../../platform/http/handler.ts';
 import { notFound } from '../../platform/http/problem.ts';
 import { ALL_FIELDS, listRecords, selectRecords, showRecord } from '../../platform/result-controls/listing.ts';
 import { audit, recordChanges } from '../audit-events/record.ts';
-import { deleteDepartment, departmentCountAndLimit, entityPermissionsNaming, findDepartment, lockDepartment, saveDepartment } from './queries.ts';
+import { deleteDepartment, departmentCountAndLimit, entityPermissionsNaming, findDepartment, saveDepartment } from './queries.ts';
 import { departmentAvailability, departmentLimitRefusal, departmentWrite, NAMED_ENTITIES_SHOWN, namedByEntityPermissionsRefusal } from './rules.ts';
 import { departments } from './table.ts';
 import { departmentListing } from './view.ts';
@@ -64,6 +64,8 @@ export const departmentHandlers = {
       services: { db },
     } = ctx;
     const updated = await db.tenant(auth.tenantId, async (tx) => {
+      // A concurrent update or delete of the department waits, or is waited for: no change is lost.
+      if (!(await lockRecord(tx, departments, params.department))) throw notFound('The department');
       const current = await findDepartment(tx, params.department);
       const before = await presentDepartment(tx, auth, current.id);
       const record = await presentDepartment(tx, auth, await saveDepartment(tx, auth, await departmentWrite(tx, body, current), current.id));
@@ -87,7 +89,7 @@ export const departmentHandlers = {
     } = ctx;
     await db.tenant(auth.tenantId, async (tx) => {
       // The row lock keeps a concurrent delete of the same department from racing the check.
-      if (!(await lockDepartment(tx, auth.tenantId, params.department))) throw notFound('The department');
+      if (!(await lockRecord(tx, departments, params.department, 'update'))) throw notFound('The department');
       const refusal = namedByEntityPermissionsRefusal(await entityPermissionsNaming(tx, auth, params.department, NAMED_ENTITIES_SHOWN));
       if (refusal) throw refusal;
       const record = await presentDepartment(tx, auth, params.department);

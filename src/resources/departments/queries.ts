@@ -93,19 +93,6 @@ export async function saveDepartment(tx: Tx, author: Pick<Auth, 'tenantId' | 'us
   return id;
 }
 
-/**
- * Locks the department's row (FOR UPDATE) until the transaction ends; false when it does
- * not exist. Named by its tenant too: Citus locks rows only in a statement that names its shard.
- */
-export async function lockDepartment(tx: Tx, tenantId: number, id: number): Promise<boolean> {
-  const [locked] = await tx
-    .select({ id: departments.id })
-    .from(departments)
-    .where(and(eq(departments.tenantId, tenantId), eq(departments.id, id)))
-    .for('update');
-  return locked !== undefined;
-}
-
 /** Hard delete: memberships and assignments cascade. */
 export async function deleteDepartment(tx: Tx, id: number): Promise<void> {
   await tx.delete(departments).where(eq(departments.id, id));

@@ -21,7 +21,9 @@ export async function missingSubjects(tx: Tx, lists: Partial<SubjectLists>, pref
   const departmentIds = lists.department_ids ?? [];
   reportMissing(errors, `${prefix}.user_ids`, userIds, await missingIds(tx, users, userIds, isNull(users.deletedAt)));
   reportMissing(errors, `${prefix}.role_ids`, roleIds, await missingIds(tx, roles, roleIds));
-  reportMissing(errors, `${prefix}.department_ids`, departmentIds, await missingIds(tx, departments, departmentIds));
+  // Kept until the transaction ends: no foreign key holds a department an entity permission names,
+  // and a department's delete refuses while one names it (departments/handlers.ts).
+  reportMissing(errors, `${prefix}.department_ids`, departmentIds, await missingIds(tx, departments, departmentIds, undefined, { keep: true }));
   return errors;
 }
 

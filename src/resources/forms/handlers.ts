@@ -2,6 +2,7 @@ import type { Auth } from '../../platform/auth/auth.ts';
 import type { Database, Tx } from '../../platform/database/database.ts';
 import type { Handlers } from '../../platform/http/handler.ts';
 import { MISSING_REFERENCE } from '../../platform/database/existence.ts';
+import { lockRecord } from '../../platform/database/locks.ts';
 import { invalid, notFound, type FieldErrors } from '../../platform/http/problem.ts';
 import { listRecords, presentAll, showRecord, type Listing } from '../../platform/result-controls/listing.ts';
 import type { ControlsQuery, Presented } from '../../platform/result-controls/result-controls.ts';
@@ -52,7 +53,7 @@ import {
   resubmissionErrors,
   submissionParent,
 } from './rules.ts';
-import type { ParentType } from './table.ts';
+import { forms, taskTemplates, type ParentType } from './table.ts';
 import {
   fieldListing,
   fieldView,
@@ -78,6 +79,8 @@ interface Parent<Row extends { id: number }, Input, Change> {
   what: string;
   /** The key of a refusal to delete it (409). */
   key: string;
+  /** Its table, whose row an update or delete locks first (`lockRecord`). */
+  table: typeof forms | typeof taskTemplates;
   listing: Listing<Row, Auth>;
   insert(tx: Tx, tenantId: number, input: Input): Promise<Row>;
   find(tx: Tx, id: number): Promise<Row | undefined>;
@@ -89,6 +92,7 @@ const FORM: Parent<FormRow, Parameters<typeof insertForm>[2], Parameters<typeof 
   audit: 'form',
   what: 'The form',
   key: 'form',
+  table: forms,
   listing: formListing,
   insert: insertForm,
   find: findForm,
@@ -99,6 +103,7 @@ const TASK_TEMPLATE: Parent<TaskTemplateRow, Parameters<typeof insertTaskTemplat
   audit: 'task_template',
   what: 'The task template',
   key: 'task_template',
+  table: taskTemplates,
   listing: taskTemplateListing,
   insert: insertTaskTemplate,
   find: findTaskTemplate,
@@ -201,6 +206,8 @@ async function updateParent<Row extends { id: number }, Input, Change>(
 ): Promise<Presented> {
   const { auth } = ctx;
   return db.tenant(auth.tenantId, async (tx) => {
+    // A concurrent update or delete of the same parent waits, or is waited for.
+    if (!(await lockRecord(tx, parent.table, id))) throw notFound(parent.what);
     await requireAdministrable(tx, auth, parent.type, id, parent.what);
     const current = await parent.find(tx, id);
     const [before] = current ? await presentAll(parent.listing.view, tx, [current], auth, SHOW_RELATIONS) : [];
@@ -227,6 +234,7 @@ async function deleteParentRecord<Row extends { id: number }, Input, Change>(
 ): Promise<void> {
   const { auth } = ctx;
   await db.tenant(auth.tenantId, async (tx) => {
+    if (!(await lockRecord(tx, parent.table, id))) throw notFound(parent.what);
     await requireAdministrable(tx, auth, parent.type, id, parent.what);
     const current = await parent.find(tx, id);
     const fieldIds = await fieldIdsOf(tx, parent.type, id);

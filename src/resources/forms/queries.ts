@@ -1,6 +1,7 @@
 /** Reads and writes of forms, task templates, their fields, executions and submissions. */
 import { and, eq, isNull, sql, type SQL } from 'drizzle-orm';
 import type { Tx } from '../../platform/database/database.ts';
+import { lockTenantScope } from '../../platform/database/locks.ts';
 import { deleteSubjectLists, replaceSubjectLists, type SubjectLists } from '../entity-permissions/queries.ts';
 import { formFields, formSubmissions, forms, PARENT_TABLES, taskExecutions, taskTemplates, type FieldType, type ParentType } from './table.ts';
 
@@ -63,8 +64,12 @@ export async function fieldIdsOf(tx: Tx, type: ParentType, id: number): Promise<
   return rows.map((row) => row.id);
 }
 
-/** The next `sort_number` of a parent's fields: one more than its highest (1 for its first). */
+/**
+ * The next `sort_number` of a parent's fields: one more than its highest (1 for its first);
+ * the lock keeps two concurrent creates from taking one number.
+ */
 export async function nextFieldSortNumber(tx: Tx, type: ParentType, id: number): Promise<number> {
+  await lockTenantScope(tx, 'form_fields.sort_number');
   const column = type === 'form' ? formFields.formId : formFields.taskTemplateId;
   const [row] = await tx
     .select({ next: sql<number>`least(coalesce(max(${formFields.sortNumber}), 0)::bigint + 1, 2147483647)::int` })

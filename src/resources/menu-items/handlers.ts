@@ -1,5 +1,6 @@
 import type { Auth } from '../../platform/auth/auth.ts';
 import type { Tx } from '../../platform/database/database.ts';
+import { lockRecord } from '../../platform/database/locks.ts';
 import type { Handlers } from '../../platform/http/handler.ts';
 import { notFound } from '../../platform/http/problem.ts';
 import { listRecords, presentAll, showRecord } from '../../platform/result-controls/listing.ts';
@@ -15,7 +16,7 @@ import {
   type MenuItemRow,
 } from './queries.ts';
 import { iframeAccess, sameSubjects, validateMenuItemDraft } from './rules.ts';
-import { MENU_ITEM_ENTITY_TYPE } from './table.ts';
+import { MENU_ITEM_ENTITY_TYPE, menuItems } from './table.ts';
 import { menuItemListing, menuItemView, type MenuItemViewer } from './view.ts';
 
 const userScope = (auth: Auth): MenuItemViewer => ({ auth, scope: 'user' });
@@ -94,7 +95,9 @@ export const menuItemHandlers = {
       services: { db },
     } = ctx;
     const updated = await db.tenant(auth.tenantId, async (tx) => {
-      const current = await findUndeletedMenuItem(tx, params.menuItem);
+      // A concurrent update or delete of the item waits, or is waited for: no change is
+      // lost, and an item deleted meanwhile is not found.
+      const current = (await lockRecord(tx, menuItems, params.menuItem)) ? await findUndeletedMenuItem(tx, params.menuItem) : undefined;
       if (!current) throw notFound('The menu item');
       const before = await presentForAdministration(tx, auth, current);
       const type = body.type ?? current.type;

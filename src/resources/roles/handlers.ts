@@ -3,7 +3,7 @@ import type { Handlers } from '../../platform/http/handler.ts';
 import { invalid, notFound } from '../../platform/http/problem.ts';
 import { listRecords, presentAll, showRecord } from '../../platform/result-controls/listing.ts';
 import { audit } from '../audit-events/record.ts';
-import { insertRole, lockRole, roleIdOf, updateRoleRow } from './queries.ts';
+import { insertRole, lockAdministration, lockRole, roleIdOf, updateRoleRow } from './queries.ts';
 import { assertMayAdministerRole, newRoleName, roleChangeErrors } from './rules.ts';
 import { roleListing, roleView } from './view.ts';
 
@@ -48,6 +48,7 @@ export const roleHandlers = {
       services: { db },
     } = ctx;
     const updated = await db.tenant(auth.tenantId, async (tx) => {
+      await lockAdministration(tx, auth);
       const role = await lockRole(tx, auth.tenantId, params.role);
       if (!role) throw notFound('The role');
       assertMayAdministerRole(auth, role);

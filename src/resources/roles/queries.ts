@@ -1,6 +1,9 @@
 /** Reads and writes of roles, in the transaction's tenant. */
-import { and, eq, sql } from 'drizzle-orm';
+import { and, eq, isNull, sql } from 'drizzle-orm';
+import type { Caller } from '../../platform/auth/auth.ts';
 import type { Tx } from '../../platform/database/database.ts';
+import { lockTenantScope } from '../../platform/database/locks.ts';
+import { forbidden } from '../../platform/http/problem.ts';
 import { users } from '../users/table.ts';
 import { roles } from './table.ts';
 import type { RoleRow } from './view.ts';
@@ -21,6 +24,29 @@ export async function lockRole(tx: Tx, tenantId: number, roleId: number): Promis
     .where(and(eq(roles.tenantId, tenantId), eq(roles.id, roleId)))
     .for('update');
   return role;
+}
+
+/**
+ * For a write that can take administration away (a user's role changed, a user
+ * deactivated, deleted or blacked out, a role changed): serialises such writes of the
+ * tenant, then reads the caller's permissions again behind the lock. Two administrators
+ * who demote each other at the same moment are so judged one after the other, as if the
+ * requests came in turn: the second finds its permissions gone and is refused (403), and
+ * the tenant keeps an administrator. Taken before the write locks any row, so that two
+ * such writes never wait for each other's rows.
+ */
+export async function lockAdministration(tx: Tx, caller: Caller): Promise<void> {
+  await lockTenantScope(tx, 'administration');
+  const [row] = await tx
+    .select({ active: roles.active, permissions: roles.permissions })
+    .from(users)
+    .innerJoin(roles, eq(roles.id, users.roleId))
+    .where(and(eq(users.id, caller.userId), eq(users.active, true), isNull(users.deletedAt)));
+  const held = new Set<string>(row?.active ? row.permissions : []);
+  const lost = [...caller.permissions].filter((permission) => !held.has(permission));
+  if (lost.length > 0) {
+    throw forbidden(`Your permissions changed while this request was under way; it lacks "${lost.join('", "')}" now.`, 'permission_missing');
+  }
 }
 
 /** The role of the user `userId`. */

@@ -7,9 +7,9 @@ import { and, asc, count, eq, inArray, sql, type SQL } from 'drizzle-orm';
 import type { Caller } from '../../platform/auth/auth.ts';
 import { grantablePermissions } from '../../platform/auth/permissions.ts';
 import type { Tx } from '../../platform/database/database.ts';
-import { lockTenantScope } from '../../platform/database/locks.ts';
+import { lockRecord, lockTenantScope } from '../../platform/database/locks.ts';
 import { coded, invalid } from '../../platform/http/problem.ts';
-import { departmentCountAndLimit, saveDepartment, departmentRecords, lockDepartment, type DepartmentRow } from '../departments/queries.ts';
+import { departmentCountAndLimit, saveDepartment, departmentRecords, type DepartmentRow } from '../departments/queries.ts';
 import { departmentAvailability, departmentLimitRefusal, departmentWrite } from '../departments/rules.ts';
 import { departmentUsers, departments } from '../departments/table.ts';
 import { membershipsConferringRights, CONFERS_ENTITY_RIGHTS } from '../entity-permissions/rules.ts';
@@ -57,9 +57,11 @@ export async function requireGroup(tx: Tx, id: string): Promise<DepartmentRow> {
  * for a write of the group: a write reads the group's members only once no other write of
  * the group is under way, so that concurrent PATCHes (an identity provider sends a group's
  * membership changes in parallel batches) each apply to the members the others left.
+ * A membership added through `/api` meanwhile does not wait for it (`FOR NO KEY UPDATE`):
+ * the two writes then add the same row, and the one that comes second adds nothing.
  */
-export async function lockedGroup(tx: Tx, tenantId: number, id: string): Promise<DepartmentRow> {
-  if (!isRecordId(id) || !(await lockDepartment(tx, tenantId, Number(id)))) throw scimNotFound('The group', id);
+export async function lockedGroup(tx: Tx, id: string): Promise<DepartmentRow> {
+  if (!isRecordId(id) || !(await lockRecord(tx, departments, Number(id)))) throw scimNotFound('The group', id);
   return requireGroup(tx, id);
 }
 
@@ -180,8 +182,11 @@ export async function saveGroup(
       added.map((userId) => ({ userId, departmentIds: [id] })),
     );
     if (conferred.some((c) => c.departmentIds.length > 0)) throw invalid({ members: [coded('confers_rights', CONFERS_ENTITY_RIGHTS)] });
-    // No membership of the group can appear meanwhile: the write holds its row (`lockedGroup`), which a new membership's key references.
-    await tx.insert(departmentUsers).values(added.map((userId) => ({ tenantId: caller.tenantId, departmentId: id, userId })));
+    // A user's update through `/api` may add the same membership meanwhile (`lockedGroup`).
+    await tx
+      .insert(departmentUsers)
+      .values(added.map((userId) => ({ tenantId: caller.tenantId, departmentId: id, userId })))
+      .onConflictDoNothing();
   }
   if (removed.length > 0) await tx.delete(departmentUsers).where(and(eq(departmentUsers.departmentId, id), inArray(departmentUsers.userId, removed)));
   return { id, membersChanged: added.length + removed.length > 0 };

@@ -16,7 +16,13 @@ import { hashToken } from '../../platform/auth/tokens.ts';
 import { isConnectionLoss } from '../../platform/database/connection-loss.ts';
 import { onlyStatement, type Tx } from '../../platform/database/database.ts';
 import { prepared } from '../../platform/database/prepared.ts';
-import { DATABASE_UNAVAILABLE_HEADERS, errorLogFields, violatedConstraint } from '../../platform/http/error-handler.ts';
+import {
+  CONCURRENCY_CONFLICT_DETAIL,
+  DATABASE_UNAVAILABLE_HEADERS,
+  errorLogFields,
+  isConcurrencyConflict,
+  violatedConstraint,
+} from '../../platform/http/error-handler.ts';
 import { jsonBodyProblem, MAX_JSON_DEPTH } from '../../platform/http/json-body.ts';
 import { coded, ProblemError, type FieldErrors } from '../../platform/http/problem.ts';
 import { HOLDS_ENTITY_RIGHTS, usersHoldingRightsBeyond } from '../entity-permissions/rules.ts';
@@ -518,6 +524,9 @@ function answerError(error: FastifyError | ScimError | ProblemError, request: Fa
       ({ status, scimType } = refusal);
       detail = refusal.message;
     }
+  } else if (isConcurrencyConflict(error)) {
+    ({ status, detail } = { status: 503, detail: CONCURRENCY_CONFLICT_DETAIL });
+    reply.headers(DATABASE_UNAVAILABLE_HEADERS);
   } else if (isConnectionLoss(error)) {
     // The database lost for a moment (a restart, a failover): the API's 503, as an error document.
     ({ status, detail } = { status: 503, detail: 'The database is unavailable for the moment. Try again shortly.' });
@@ -792,7 +801,7 @@ export async function registerScim(app: FastifyInstance, services: Services): Pr
       scim.put('/Groups/:id', async (request) => {
         const { id } = request.params as { id: string };
         const write = groupWrite(bodyObject(request.body));
-        const body = await inTenant(request, async (tx, principal) => storeGroup(request, tx, principal, write, await lockedGroup(tx, principal.tenantId, id)));
+        const body = await inTenant(request, async (tx, principal) => storeGroup(request, tx, principal, write, await lockedGroup(tx, id)));
         return projectAttributes(body, request.query as Record<string, unknown>);
       });
 
@@ -800,7 +809,7 @@ export async function registerScim(app: FastifyInstance, services: Services): Pr
         const { id } = request.params as { id: string };
         const operations = patchOperations(request.body, 'group');
         const body = await inTenant(request, async (tx, principal) => {
-          const current = await lockedGroup(tx, principal.tenantId, id);
+          const current = await lockedGroup(tx, id);
           const before = presentGroup(current, (await membersOf(tx, [current.id])).get(current.id) ?? [], baseUrlOf(request));
           const after = patched(before as unknown as Record<string, unknown>, operations);
           if (String(after.id) !== before.id) throw new ScimError(400, 'id is immutable.', 'mutability');
@@ -815,7 +824,7 @@ export async function registerScim(app: FastifyInstance, services: Services): Pr
         const { id } = request.params as { id: string };
         await inTenant(request, async (tx, principal) => {
           requireDepartmentsManage(principal);
-          const current = await lockedGroup(tx, principal.tenantId, id);
+          const current = await lockedGroup(tx, id);
           const caller = { ...groupCaller(principal), tokenId: 0, passwordChangeRequired: false, userLabel: principal.tokenName, secrets: services.secrets };
           const refusal = namedByEntityPermissionsRefusal(await entityPermissionsNaming(tx, caller, current.id, NAMED_ENTITIES_SHOWN));
           if (refusal) throw new ScimError(409, refusal.message);

@@ -12,6 +12,7 @@ import { listRecords, selectRecords, showRecord } from '../../platform/result-co
 import { endSessionsAfterPasswordChange, verifyOwnPassword } from '../auth/credentials.ts';
 import { audit, userLabel } from '../audit-events/record.ts';
 import { announceSessionsEnded } from '../notifications/channel.ts';
+import { lockAdministration } from '../roles/queries.ts';
 import { HOLDS_ENTITY_RIGHTS, usersHoldingRightsBeyond } from '../entity-permissions/rules.ts';
 import { defaultRoleErrors, loadDefaultRoleId, storeDefaultRoleId } from '../scim/settings.ts';
 import { importTemplate, previewCsvImport, type CsvImportOptions } from './csv-import.ts';
@@ -228,6 +229,8 @@ export const userHandlers = {
     const picture = await pictureOf(ctx, input);
     const passwordHash = input.password !== undefined && Object.keys(errors).length === 0 ? await hashPassword(input.password) : undefined;
     const body = await services.db.tenant(auth.tenantId, async (tx) => {
+      // A new role or a deactivation may take administration away (`lockAdministration`).
+      if (input.role_id !== undefined || input.active === false) await lockAdministration(tx, auth);
       const current = await requireAdministrableUser(tx, auth, params.user);
       if (self) {
         const renameError = selfRenameError(auth, input.username, current.username);
@@ -306,6 +309,7 @@ export const userHandlers = {
     } = ctx;
     assertNotSelf(auth, params.user, 'delete');
     await db.tenant(auth.tenantId, async (tx) => {
+      await lockAdministration(tx, auth);
       const user = await requireAdministrableUser(tx, auth, params.user);
       if (!(await softDeleteUser(tx, params.user))) throw notFound('The user');
       await revokePendingLoginTokens(tx, params.user);
@@ -360,6 +364,7 @@ export const userHandlers = {
     } = ctx;
     assertNotSelf(auth, params.user, 'black out');
     const userId = await db.tenant(auth.tenantId, async (tx) => {
+      await lockAdministration(tx, auth);
       const target = await requireAdministrableUser(tx, auth, params.user, { withTrashed: true });
       const values = blackoutValues(target.id);
       if (!(await blackOut(tx, config, target, values))) throw notFound('The user');

@@ -2,7 +2,7 @@
 import { and, asc, eq, getTableColumns, inArray, isNotNull, isNull, ne, or, sql, type SQL } from 'drizzle-orm';
 import type { Config } from '../../config.ts';
 import { userLabel } from '../../platform/audit/audit.ts';
-import type { Tx } from '../../platform/database/database.ts';
+import { transactionTenant, type Tx } from '../../platform/database/database.ts';
 import { lockTenantScope } from '../../platform/database/locks.ts';
 import { forgetAccountFailures } from '../auth/queries.ts';
 import { accessTokens } from '../auth/table.ts';
@@ -47,9 +47,20 @@ export function selectUsers(tx: Tx, columns?: Record<string, SQL>) {
 /** Users ordered by last name, first name, id (as `GET /api/users` documents). */
 export const USER_ORDER = [asc(users.lastName), asc(users.firstName), asc(users.id)];
 
-/** The user with `id` in the transaction's tenant; soft-deleted ones only when `withTrashed`. */
-export async function findUser(tx: Tx, id: number, withTrashed = false): Promise<UserRow | undefined> {
-  const [row] = await selectUsers(tx).where(eq(users.id, id));
+/**
+ * The user with `id` in the transaction's tenant; soft-deleted ones only when `withTrashed`.
+ * `lock`: its row is locked until the transaction ends (`lockRecord`, in the same statement),
+ * so a concurrent write of the user waits, and this one reads what an earlier one left.
+ */
+export async function findUser(tx: Tx, id: number, withTrashed = false, options: { lock?: boolean } = {}): Promise<UserRow | undefined> {
+  const tenantId = options.lock ? transactionTenant(tx) : undefined;
+  const [row] =
+    tenantId === undefined
+      ? await selectUsers(tx).where(eq(users.id, id))
+      : // Named by its tenant too: Citus locks rows only in a statement that names its shard.
+        await selectUsers(tx)
+          .where(and(eq(users.tenantId, tenantId), eq(users.id, id)))
+          .for('no key update', { of: users });
   if (!row || (!withTrashed && row.deletedAt)) return undefined;
   return row;
 }
@@ -133,7 +144,11 @@ export async function replaceDepartments(tx: Tx, tenantId: number, userId: numbe
   if (departmentIds === undefined) return;
   await tx.delete(departmentUsers).where(eq(departmentUsers.userId, userId));
   if (departmentIds.length > 0) {
-    await tx.insert(departmentUsers).values(departmentIds.map((departmentId) => ({ tenantId, departmentId, userId })));
+    // A SCIM group write may add the same membership meanwhile (scim/groups.ts, `lockedGroup`).
+    await tx
+      .insert(departmentUsers)
+      .values(departmentIds.map((departmentId) => ({ tenantId, departmentId, userId })))
+      .onConflictDoNothing();
   }
 }
 

@@ -1,0 +1,243 @@
+/**
+ * Writes of one record sent at the same moment (docs/tenancy-and-security.md#concurrent-writes-of-one-record):
+ * they run one after the other, so none answers 5xx, none writes over what another left,
+ * a record deleted meanwhile is not written, and the tenant keeps an administrator. Each
+ * case sends its requests together, for several rounds: an interleaving that breaks the
+ * rule shows in most rounds when nothing serialises the writes.
+ */
+import { sql } from 'drizzle-orm';
+import t, { type Test } from 'tap';
+import { hashToken } from '../../../src/platform/auth/tokens.ts';
+import { scimSettings, scimTokens } from '../../../src/resources/scim/table.ts';
+import { newScimTokenValue } from '../../../src/resources/scim/tokens.ts';
+import { startTestApi, type CallResult } from '../../helpers/atrium.ts';
+import { bearer, roleNamed, rowCount } from '../../helpers/fixtures.ts';
+
+const api = await startTestApi(t);
+const tenant = await api.createTenant('concurrent');
+const admin = tenant.adminToken;
+const ROUNDS = 6;
+
+const statuses = (answers: CallResult[]) => answers.map((answer) => answer.status);
+const noServerError = (t: Test, answers: CallResult[]) =>
+  t.ok(
+    answers.every((answer) => answer.status < 500),
+    `no 5xx: ${answers.map((answer) => `${answer.status}${answer.status >= 500 ? ` ${answer.text}` : ''}`).join(', ')}`,
+  );
+/** The actions the trail recorded on a target, oldest first. */
+const trail = async (targetType: string, id: number) =>
+  (
+    await api.db.owner.execute<{ action: string }>(
+      sql`select action from audit_events where tenant_id = ${tenant.tenantId} and target_type = ${targetType} and target_id = ${String(id)} order by occurred_at, id`,
+    )
+  ).map((row) => row.action);
+
+t.test('an update and a delete of a form: the update finds the form or answers 404, and the process lives', async (t) => {
+  for (let round = 0; round < ROUNDS; round++) {
+    const form = await api.call(t, 'createForm', { token: admin, body: { title: `Form ${round}`, form_type: 'survey' } });
+    t.equal(form.status, 201);
+    const answers = await Promise.all([
+      api.call(t, 'deleteForm', { token: admin, params: { form: form.body.id } }),
+      api.call(t, 'updateForm', { token: admin, params: { form: form.body.id }, body: { title: 'Renamed' } }),
+    ]);
+    noServerError(t, answers);
+    t.equal(answers[0]!.status, 204, 'the delete goes through');
+    t.ok([200, 404].includes(answers[1]!.status), `the update answers 200 (before the delete) or 404 (after): ${answers[1]!.status}`);
+    const updates = (await trail('form', form.body.id)).filter((action) => action === 'form.updated');
+    t.equal(updates.length, answers[1]!.status === 200 ? 1 : 0, 'an update is recorded only when it went through');
+  }
+});
+
+t.test('an update and a delete of a department answer 200 or 404, never 500', async (t) => {
+  for (let round = 0; round < ROUNDS; round++) {
+    const department = await api.call(t, 'createDepartment', { token: admin, body: { name: `Department ${round}` } });
+    t.equal(department.status, 201);
+    const params = { department: department.body.id };
+    const answers = await Promise.all([
+      api.call(t, 'deleteDepartment', { token: admin, params }),
+      api.call(t, 'updateDepartment', { token: admin, params, body: { name: `Other ${round}` } }),
+      api.call(t, 'updateDepartment', { token: admin, params, body: { name: `Department ${round}`, tags: ['x'] } }),
+    ]);
+    noServerError(t, answers);
+    t.same(
+      statuses(answers.slice(1)).filter((status) => status !== 200 && status !== 404),
+      [],
+      `updates answer 200 or 404: ${statuses(answers).join(', ')}`,
+    );
+  }
+});
+
+t.test('concurrent updates of one department or menu item each keep what they changed', async (t) => {
+  for (let round = 0; round < ROUNDS; round++) {
+    const department = await api.call(t, 'createDepartment', { token: admin, body: { name: `Kept ${round}` } });
+    const params = { department: department.body.id };
+    noServerError(
+      t,
+      await Promise.all([
+        api.call(t, 'updateDepartment', { token: admin, params, body: { name: `Kept ${round} renamed` } }),
+        api.call(t, 'updateDepartment', { token: admin, params, body: { name: `Kept ${round}`, tags: ['kept'] } }),
+      ]),
+    );
+    // An update without `tags` keeps them: whichever went second, the tags the other set stay.
+    const stored = await api.call(t, 'getDepartment', { token: admin, params });
+    t.same(stored.body.tags, ['kept'], 'the tags are kept');
+
+    const item = await api.call(t, 'createMenuItem', {
+      token: admin,
+      body: { icon_id: 3, menu_identifier: 'main', type: 'link', title: 'Wiki', link: 'https://wiki.example.com/' },
+    });
+    t.equal(item.status, 201);
+    const menuItem = item.body.id;
+    noServerError(
+      t,
+      await Promise.all([
+        api.call(t, 'updateMenuItem', { token: admin, params: { menuItem }, body: { title: 'Handbook' } }),
+        api.call(t, 'updateMenuItem', { token: admin, params: { menuItem }, body: { sort_number: 777 } }),
+        api.call(t, 'updateMenuItem', { token: admin, params: { menuItem }, body: { link: 'https://handbook.example.com/' } }),
+      ]),
+    );
+    const kept = await api.call(t, 'getAdministeredMenuItem', { token: admin, params: { menuItem } });
+    t.match(kept.body, { title: 'Handbook', sort_number: 777, link: 'https://handbook.example.com/' }, 'all three changes are stored');
+
+    const [deleted, updated] = await Promise.all([
+      api.call(t, 'deleteMenuItem', { token: admin, params: { menuItem } }),
+      api.call(t, 'updateMenuItem', { token: admin, params: { menuItem }, body: { title: 'Too late' } }),
+    ]);
+    t.equal(deleted.status, 204);
+    t.ok([200, 404].includes(updated.status), `the update answers 200 (before the delete) or 404 (after): ${updated.status}`);
+  }
+});
+
+t.test('a blacked-out account is neither written to nor restored by a request that raced the blackout', async (t) => {
+  const personal = async (id: number) =>
+    (
+      await api.db.owner.execute<{ first_name: string | null; email: string | null; deleted_at: Date | null }>(
+        sql`select first_name, email, deleted_at from users where id = ${id}`,
+      )
+    )[0]!;
+  for (let round = 0; round < ROUNDS; round++) {
+    const updated = await api.createUser(tenant.tenantId, { username: `updated-${round}`, values: { email: `updated-${round}@example.com` } });
+    const answers = await Promise.all([
+      api.call(t, 'blackoutUser', { token: admin, params: { user: updated.id } }),
+      api.call(t, 'updateUser', { token: admin, params: { user: updated.id }, body: { first_name: 'Resurrected', email: 'new@example.com' } }),
+    ]);
+    noServerError(t, answers);
+    t.match(await personal(updated.id), { first_name: null, email: null }, 'no personal data after the blackout');
+
+    const restored = await api.createUser(tenant.tenantId, { username: `restored-${round}` });
+    t.equal((await api.call(t, 'deleteUser', { token: admin, params: { user: restored.id } })).status, 204);
+    noServerError(
+      t,
+      await Promise.all([
+        api.call(t, 'blackoutUser', { token: admin, params: { user: restored.id } }),
+        api.call(t, 'restoreUser', { token: admin, params: { user: restored.id } }),
+      ]),
+    );
+    t.not((await personal(restored.id)).deleted_at, null, 'the blacked-out account stays deleted');
+  }
+});
+
+t.test('two administrators demoting each other at the same moment: one of them stays an administrator', async (t) => {
+  const employee = await roleNamed(api.db, tenant.tenantId, 'Employee');
+  const administrator = await roleNamed(api.db, tenant.tenantId, 'Administrator');
+  for (let round = 0; round < ROUNDS; round++) {
+    const [a, b] = await Promise.all(
+      ['a', 'b'].map((name) => api.createUser(tenant.tenantId, { username: `admin-${name}-${round}`, values: { roleId: administrator.id } })),
+    );
+    const answers = await Promise.all([
+      api.call(t, 'updateUser', { token: a!.token, params: { user: b!.id }, body: { role_id: employee.id } }),
+      api.call(t, 'updateUser', { token: b!.token, params: { user: a!.id }, body: { role_id: employee.id } }),
+    ]);
+    t.same(statuses(answers).sort(), [200, 403], `one demotion goes through, the other is refused: ${statuses(answers).join(', ')}`);
+    t.equal(answers.find((answer) => answer.status === 403)?.body.code, 'permission_missing');
+  }
+});
+
+t.test('a sign-in that raced a password change yields no session that outlives the change', async (t) => {
+  for (let round = 0; round < ROUNDS; round++) {
+    const user = await api.createUser(tenant.tenantId, { username: `signing-in-${round}`, password: 'the old password' });
+    const logins = Array.from({ length: 12 }, () =>
+      api.call(t, 'login', { body: { tenant: tenant.slug, username: user.username, password: 'the old password' } }),
+    );
+    const change = api.call(t, 'updateUser', { token: admin, params: { user: user.id }, body: { password: 'the brand new password' } });
+    const answers = await Promise.all([...logins, change]);
+    noServerError(t, answers);
+    t.equal(answers.at(-1)!.status, 200, 'the password changes');
+    const tokens = answers.slice(0, -1).flatMap((answer) => (answer.status === 200 ? [answer.body.access_token as string] : []));
+    const usable = await Promise.all(tokens.map(async (token) => (await api.call(t, 'getCurrentUser', { token })).status === 200));
+    t.equal(usable.filter(Boolean).length, 0, `none of the ${tokens.length} sessions begun with the old password is usable`);
+  }
+});
+
+t.test('a user update through /api and SCIM group writes of the same memberships answer no 5xx', async (t) => {
+  const scimToken = newScimTokenValue();
+  await api.db.owner.insert(scimTokens).values({ tenantId: tenant.tenantId, userId: tenant.adminUserId, name: 'IdP', tokenHash: hashToken(scimToken) });
+  const employee = await roleNamed(api.db, tenant.tenantId, 'Employee');
+  await api.db.owner.insert(scimSettings).values({ tenantId: tenant.tenantId, defaultRoleId: employee.id });
+  const scim = (url: string, body: unknown) =>
+    api.atrium.app!.inject({
+      method: 'PATCH',
+      url: `/scim/v2${url}`,
+      headers: { ...bearer(scimToken), 'content-type': 'application/scim+json' },
+      payload: JSON.stringify(body),
+    });
+  for (let round = 0; round < 3; round++) {
+    const group = await api.call(t, 'createDepartment', { token: admin, body: { name: `Group ${round}` } });
+    const members = await Promise.all(Array.from({ length: 10 }, (_, i) => api.createUser(tenant.tenantId, { username: `member-${round}-${i}` })));
+    const answers = await Promise.all(
+      members.flatMap((member, i) => [
+        scim(`/Groups/${group.body.id}`, {
+          schemas: ['urn:ietf:params:scim:api:messages:2.0:PatchOp'],
+          Operations: [{ op: 'add', path: 'members', value: [{ value: String(member.id) }] }],
+        }).then((answer) => ({ status: answer.statusCode, text: answer.body })),
+        ...(i % 2 === 0 ? [api.call(t, 'updateUser', { token: admin, params: { user: member.id }, body: { department_ids: [group.body.id] } })] : []),
+      ]),
+    );
+    t.same(
+      answers.filter((answer) => answer.status >= 300),
+      [],
+      'every write goes through',
+    );
+    t.equal(await rowCount(api.db, 'department_users', sql`department_id = ${group.body.id}`), members.length, 'every member once');
+  }
+});
+
+t.test('fields created at the same moment without a sort number get distinct ones', async (t) => {
+  const form = await api.call(t, 'createForm', { token: admin, body: { title: 'Numbered', form_type: 'survey' } });
+  const created = await Promise.all(
+    Array.from({ length: 12 }, (_, i) =>
+      api.call(t, 'createFormField', { token: admin, body: { form_id: form.body.id, name: `Field ${i}`, field_type: 'text' } }),
+    ),
+  );
+  t.same(
+    statuses(created).filter((status) => status !== 201),
+    [],
+  );
+  t.equal(new Set(created.map((field) => field.body.sort_number)).size, created.length, 'every field its own number');
+});
+
+t.test('a menu item restricted to a department created while the department is deleted: one of the two is refused', async (t) => {
+  for (let round = 0; round < ROUNDS; round++) {
+    const department = await api.call(t, 'createDepartment', { token: admin, body: { name: `Audience ${round}` } });
+    const [item, deleted] = await Promise.all([
+      api.call(t, 'createMenuItem', {
+        token: admin,
+        body: {
+          icon_id: 3,
+          menu_identifier: 'main',
+          type: 'link',
+          title: 'Restricted',
+          link: 'https://wiki.example.com/',
+          entity_permissions: { department_ids: [department.body.id] },
+        },
+      }),
+      api.call(t, 'deleteDepartment', { token: admin, params: { department: department.body.id } }),
+    ]);
+    t.same(statuses([item, deleted]).sort(), item.status === 201 ? [201, 422] : [204, 422], `one is refused: ${item.status}, ${deleted.status}`);
+    t.equal(
+      await rowCount(api.db, 'entity_permissions', sql`subject_type = 'department' and subject_id = ${department.body.id}`),
+      item.status === 201 ? 1 : 0,
+      'no permission names a department that is gone',
+    );
+  }
+});
