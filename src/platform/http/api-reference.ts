@@ -75,11 +75,22 @@ const REFERENCE_PATHS = [API_REFERENCE_PREFIX, `${API_REFERENCE_PREFIX}/`, `${AP
 /** What the reference answers are made of: the package's answer headers passed on (its own framing is Fastify's). */
 const PASSED_HEADERS = ['content-type', 'location', 'content-disposition'];
 
+interface ReferenceAnswer {
+  statusCode: number;
+  headers: Record<string, unknown>;
+  /** The page as text (the policy hook reads its inline scripts), anything else as bytes. */
+  body: string | Buffer;
+}
+
 /**
- * The package's routes, on an instance of their own that answers nothing but them,
- * built on the first call (`inject`, no socket).
+ * The package's answer for each of its paths, asked once (its page and script do not change
+ * while the process runs) and then kept: every request for the script (several MiB) is sent
+ * the same buffer, so concurrent requests cost no memory of their own. The package's
+ * routes are asked on an instance of their own that answers nothing but them, built on
+ * the first call (`inject`, no socket).
  */
-function referenceAnswers(): (request: FastifyRequest) => Promise<{ statusCode: number; headers: Record<string, unknown>; body: string }> {
+function referenceAnswers(): (path: string) => Promise<ReferenceAnswer> {
+  const answers = new Map<string, Promise<ReferenceAnswer>>();
   let reference: Promise<FastifyInstance> | undefined;
   const build = async () => {
     const { default: apiReference } = await import('@scalar/fastify-api-reference');
@@ -88,13 +99,24 @@ function referenceAnswers(): (request: FastifyRequest) => Promise<{ statusCode: 
     await instance.ready();
     return instance;
   };
-  return async (request) => {
-    reference ??= build().catch((error: unknown) => {
-      reference = undefined;
-      throw error;
-    });
-    const answer = await (await reference).inject({ method: 'GET', url: request.url });
-    return { statusCode: answer.statusCode, headers: answer.headers, body: answer.body };
+  const ask = async (path: string): Promise<ReferenceAnswer> => {
+    reference ??= build();
+    const answer = await (await reference).inject({ method: 'GET', url: path });
+    const html = String(answer.headers['content-type'] ?? '').startsWith('text/html');
+    return { statusCode: answer.statusCode, headers: answer.headers, body: html ? answer.body : answer.rawPayload };
+  };
+  return (path) => {
+    let answer = answers.get(path);
+    if (!answer) {
+      // A failure is not kept: the next request asks again.
+      answer = ask(path).catch((error: unknown) => {
+        answers.delete(path);
+        reference = undefined;
+        throw error;
+      });
+      answers.set(path, answer);
+    }
+    return answer;
   };
 }
 
@@ -110,10 +132,13 @@ export async function registerApiReference(app: FastifyInstance): Promise<void> 
     // Browsers ask every site for an icon; answered here, not with a 404 problem.
     reference.get('/favicon.ico', async (_request, reply) => reply.code(204).send());
     /** The package's answer to the same path; a path it does not serve is this service's 404. */
+    // By the route's own path: a query string changes nothing in the package's answer.
     const handler = async (request: FastifyRequest, reply: FastifyReply) => {
-      const answer = await answers(request);
+      const answer = await answers(request.routeOptions.url!);
       if (answer.statusCode === 404) return reply.callNotFound();
       for (const name of PASSED_HEADERS) if (answer.headers[name] !== undefined) reply.header(name, answer.headers[name]);
+      // The script changes only with the package: a browser keeps it for an hour.
+      if (request.routeOptions.url!.endsWith('.js')) reply.header('cache-control', 'public, max-age=3600');
       return reply.code(answer.statusCode).send(answer.body);
     };
     for (const url of REFERENCE_PATHS) reference.get(url, { logLevel: 'warn' }, handler);

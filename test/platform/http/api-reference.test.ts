@@ -60,6 +60,17 @@ if (!existsSync(CHROMIUM)) {
     }
   });
 
+  t.test('the script is one kept answer, whatever the query, and browsers may keep it', async (t) => {
+    const scripts = await Promise.all(['/docs/js/scalar.js', '/docs/js/scalar.js?v=2', '/docs/js/scalar.js'].map((url) => app.inject({ method: 'GET', url })));
+    for (const script of scripts) {
+      t.equal(script.statusCode, 200);
+      t.match(String(script.headers['content-type']), /javascript/);
+      t.equal(script.headers['cache-control'], 'public, max-age=3600');
+      t.ok(script.rawPayload.equals(scripts[0]!.rawPayload), 'the same bytes');
+    }
+    t.ok(scripts[0]!.rawPayload.length > 1_000_000, `the whole script (${scripts[0]!.rawPayload.length} bytes)`);
+  });
+
   /**
    * A fresh browser context (no storage shared with another test), recording every request
    * the page makes and every failed answer, console error and page error. Every wait in it
