@@ -4743,7 +4743,10 @@ export interface components {
             error_codes?: {
                 [key: string]: ("required" | "type" | "format" | "pattern" | "min_length" | "max_length" | "minimum" | "maximum" | "exclusive_minimum" | "exclusive_maximum" | "multiple_of" | "min_items" | "max_items" | "unique_items" | "min_properties" | "max_properties" | "enum" | "const" | "unknown_property" | "property_name" | "taken" | "missing_reference" | "in_use" | "role_inactive" | "department_limit_reached" | "reused" | "permission_missing" | "permission_escalation" | "confers_rights" | "self_change_forbidden" | "password_change_required" | "required_by_settings" | "reserved" | "exactly_one" | "not_allowed" | "mismatch" | "out_of_range" | "cycle" | "limit_reached" | "not_deleted" | "blacked_out" | "not_eligible" | "destination_not_allowed" | "file_required" | "unsupported_file_type" | "csv_malformed" | "csv_empty" | "invalid")[];
             };
-            /** @description Field path → messages, for validation problems. */
+            /**
+             * @description Field path → messages, for validation problems. At most 100 fields are named; when
+             *     more are at fault, `detail` says so and the first 100 are named.
+             */
             errors?: {
                 [key: string]: string[];
             };

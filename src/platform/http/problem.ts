@@ -339,9 +339,20 @@ export class ProblemError extends Error {
 }
 
 /** A problem document; `errors` with their codes, when there are any. */
+/**
+ * At most this many fields are named in a problem's `errors`: a body of a hundred thousand
+ * unknown keys (1 MiB) would otherwise be answered with several megabytes.
+ */
+export const FIELDS_NAMED = 100;
+
 export function problemDocument(status: number, detail?: string, options: { code?: ProblemCode; errors?: FieldErrors } = {}): ProblemDocument {
   const problemType = problemTypeOf(status);
-  const errors = options.errors && Object.keys(options.errors).length > 0 ? options.errors : undefined;
+  const paths = options.errors ? Object.keys(options.errors) : [];
+  let errors = paths.length > 0 ? options.errors : undefined;
+  if (paths.length > FIELDS_NAMED) {
+    errors = Object.fromEntries(paths.slice(0, FIELDS_NAMED).map((path) => [path, options.errors![path]!]));
+    detail = `${detail ?? problemType.title} More than ${FIELDS_NAMED} fields are at fault; the first ${FIELDS_NAMED} are named.`;
+  }
   return {
     type: problemTypeUri(problemType.name),
     title: problemType.title,

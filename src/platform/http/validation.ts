@@ -3,7 +3,7 @@ import addFormatsModule from 'ajv-formats';
 import type { FastifySchemaCompiler } from 'fastify';
 import { isCalendarDate } from './dates.ts';
 import { isNotificationDatetimeSchema, NOTIFICATION_DATETIME_PROBLEM } from './datetime.ts';
-import { FIELD_CODES, type FieldCode, type FieldErrors } from './problem.ts';
+import { FIELD_CODES, FIELDS_NAMED, type FieldCode, type FieldErrors } from './problem.ts';
 
 // ajv-formats is CommonJS: its default import is the plugin function itself.
 const addFormats = addFormatsModule as unknown as typeof addFormatsModule.default;
@@ -197,6 +197,9 @@ export function fieldErrors(errors: ErrorObject[], context?: string): FieldError
     result.set(key, messages);
   };
   for (const error of errors) {
+    // One field beyond those a problem names (`FIELDS_NAMED`) tells it that there are more;
+    // the rest are not looked at (a body of 100,000 unknown keys is as many errors).
+    if (result.size > FIELDS_NAMED) break;
     const segments = error.instancePath
       .split('/')
       .slice(1)

@@ -10,6 +10,7 @@ import Fastify from 'fastify';
 import { sql } from 'drizzle-orm';
 import { registerErrorHandling } from '../../../src/platform/http/error-handler.ts';
 import { MAX_JSON_DEPTH } from '../../../src/platform/http/json-body.ts';
+import { FIELDS_NAMED } from '../../../src/platform/http/problem.ts';
 import { validatorCompiler } from '../../../src/platform/http/validation.ts';
 import { webhookDeliveries } from '../../../src/resources/automations/table.ts';
 import { startTestApi } from '../../helpers/atrium.ts';
@@ -128,6 +129,27 @@ t.test('JSON body integers: infinite, fractional or out-of-range numbers are 422
   });
   t.equal(sort.status, 422, 'an int32 column refuses 2^31');
   t.ok(sort.body.errors?.sort_number);
+});
+
+t.test(`a body with more faults than a problem names is answered with the first ${FIELDS_NAMED}, not all of them`, async (t) => {
+  // No token needed: sign-in takes a JSON body from anyone.
+  const keys = 20_000;
+  const unknown = JSON.stringify({
+    tenant: 'bounds',
+    username: 'admin',
+    password: 'x',
+    ...Object.fromEntries(Array.from({ length: keys }, (_, i) => [`k${i}`, 0])),
+  });
+  const refused = await api.call(t, 'login', { payload: unknown, contentType: 'application/json' });
+  t.equal(refused.status, 422);
+  t.equal(Object.keys(refused.body.errors).length, FIELDS_NAMED, 'the first fields are named');
+  t.same(Object.keys(refused.body.error_codes), Object.keys(refused.body.errors));
+  t.strictSame(refused.body.errors.k0, ['is not a known key']);
+  t.match(refused.body.detail, `More than ${FIELDS_NAMED} fields are at fault`);
+  t.ok(refused.raw.length < 20_000, `the answer stays small (${refused.raw.length} bytes for ${unknown.length})`);
+  const few = await api.call(t, 'login', { body: { tenant: 'bounds', username: 'admin', password: 'x', extra: 1 } });
+  t.strictSame(Object.keys(few.body.errors), ['extra'], 'a few faults: each named, and the detail as always');
+  t.equal(few.body.detail, 'The request is invalid.');
 });
 
 t.test(`JSON bodies nested more than ${MAX_JSON_DEPTH} levels deep are refused before they are walked`, async (t) => {
