@@ -5,7 +5,7 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import { isConnectionLoss } from '../database/connection-loss.ts';
 import { isMalformedMultipart, UPLOAD_MAX_BYTES } from './multipart.ts';
 import { randomUUID } from 'node:crypto';
-import { coded, ProblemError, problemDocument, type ProblemDocument } from './problem.ts';
+import { coded, noRouteDetail, ProblemError, problemDocument, type ProblemDocument } from './problem.ts';
 import { REQUEST_ID_HEADER } from './request-id.ts';
 import { fieldErrors } from './validation.ts';
 
@@ -218,7 +218,7 @@ export function registerErrorHandling(app: FastifyInstance): void {
     reply
       .code(404)
       .type(PROBLEM)
-      .send(identified(problemDocument(404, `No route ${request.method} ${request.url.split('?')[0]}.`), request)),
+      .send(identified(problemDocument(404, noRouteDetail(request.method, request.url)), request)),
   );
 }
 

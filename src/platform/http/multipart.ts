@@ -13,6 +13,7 @@ import type { FileHandle } from 'node:fs/promises';
 import multipart from '@fastify/multipart';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { anonymousFile } from './anonymous-file.ts';
+import { noRouteDetail, ProblemError } from './problem.ts';
 
 /** Bytes read back from an upload at a time. */
 export const UPLOAD_CHUNK_BYTES = 64 * 1024;
@@ -165,6 +166,12 @@ export async function registerMultipart(app: FastifyInstance): Promise<void> {
   // when the response closes, whether it was sent or the client left first.
   app.addHook('preValidation', (request, reply, done) => {
     if (request.isMultipart()) {
+      // Read only for an operation that takes it (any other operation refused it before, 415):
+      // a path no route serves, or a route outside the operations, answers without reading it.
+      if (request.routeOptions.config.operationId === undefined) {
+        done(request.is404 ? new ProblemError(404, noRouteDetail(request.method, request.url)) : new ProblemError(415, 'This resource takes no request body.'));
+        return;
+      }
       const files = new RequestFiles();
       request.uploadFiles = files;
       reply.raw.once('close', () => files.release());

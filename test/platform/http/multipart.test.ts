@@ -45,15 +45,18 @@ const usersCsv = (rows: number) =>
     ) + '\n',
   );
 
-/** A raw HTTP connection that sends `importUsersCsv` with the CSV as its file part, `sendBytes` of the body at first. */
-async function rawUpload(csv: Buffer, sendBytes: number) {
+/**
+ * A raw HTTP connection that sends `importUsersCsv` (or the same body to `path` with
+ * `method`, without a token) with the CSV as its file part, `sendBytes` of the body at first.
+ */
+async function rawUpload(csv: Buffer, sendBytes: number, path?: string, method = 'POST') {
   const { payload, contentType } = await multipart({ user_data_csv: { content: csv, fileName: 'users.csv', type: 'text/csv' } });
   const socket = net.connect(Number(base.port), base.hostname);
   await new Promise((resolve) => socket.once('connect', resolve));
   const head = [
-    'POST /api/users/csv HTTP/1.1',
+    `${method} ${path ?? '/api/users/csv'} HTTP/1.1`,
     `Host: ${base.host}`,
-    `Authorization: Bearer ${tenant.adminToken}`,
+    ...(path ? [] : [`Authorization: Bearer ${tenant.adminToken}`]),
     `Content-Type: ${contentType}`,
     `Content-Length: ${payload.length}`,
     'Connection: close',
@@ -135,6 +138,22 @@ t.test('the file is closed after an answer and after every refusal, which are pr
   t.equal(twoFiles.status, 413);
   t.equal(await noneOpen(), 0, 'after a second file part');
   t.strictSame(closedByCollector, [], 'closed by the service, not by the garbage collector');
+});
+
+t.test('an upload to a path no operation serves is answered at once, and not a byte of it is stored', async (t) => {
+  for (const [method, path, status] of [
+    ['POST', '/api/no-such-thing', 404],
+    ['POST', '/docs/', 404],
+    ['GET', '/health/live', 415],
+  ] as const) {
+    const upload = await rawUpload(usersCsv(50_000), 64 * 1024, path, method);
+    // Answered while most of the body is still unsent: nothing waits for the rest.
+    const answer = await upload.answered;
+    t.match(answer, new RegExp(`^HTTP/1.1 ${status} `), `${path}: ${answer.split('\r\n')[0]}`);
+    t.match(answer, /application\/problem\+json/);
+    t.equal(await openFiles(UPLOADS), 0, `${path}: no upload file was opened`);
+    upload.socket.destroy();
+  }
 });
 
 t.test('an upload answered over HTTP: the whole preview arrives and no file stays open', async (t) => {
