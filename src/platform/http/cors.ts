@@ -2,12 +2,13 @@ import cors from '@fastify/cors';
 import type { FastifyInstance } from 'fastify';
 
 /** Request headers a browser page may send besides the CORS-safelisted ones. */
-const ALLOWED_HEADERS = ['Authorization', 'Content-Type', 'X-Request-Id', 'Last-Event-ID'];
+const ALLOWED_HEADERS = ['Authorization', 'Content-Type', 'X-Request-Id', 'Last-Event-ID', 'Idempotency-Key', 'If-None-Match'];
 
 /**
  * Response headers a page may read besides the safelisted ones: where a created record is,
- * when to retry, the rate limit's state, the request's id, a download's file name and a
- * list's next page.
+ * when to retry, the rate limit's state, the request's id, a download's file name, a
+ * list's next page, a picture's validator, whether a retry was replayed, and an
+ * operation's deprecation.
  */
 export const EXPOSED_HEADERS = [
   'Location',
@@ -18,6 +19,10 @@ export const EXPOSED_HEADERS = [
   'X-Request-Id',
   'Content-Disposition',
   'Link',
+  'ETag',
+  'Idempotent-Replayed',
+  'Deprecation',
+  'Sunset',
 ];
 
 /**

@@ -34,6 +34,9 @@ t.test('a preflight from an allowed origin is answered with what the page may se
   t.match(String(res.headers['access-control-allow-headers']), /Authorization/);
   t.match(String(res.headers['access-control-allow-headers']), /Content-Type/);
   t.match(String(res.headers['access-control-allow-headers']), /X-Request-Id/);
+  // A page retries a create safely with the key, and revalidates a picture it holds.
+  t.match(String(res.headers['access-control-allow-headers']), /Idempotency-Key/);
+  t.match(String(res.headers['access-control-allow-headers']), /If-None-Match/);
   t.equal(res.headers['access-control-max-age'], '600');
   t.match(String(res.headers.vary), /Origin/, 'caches keep answers per origin');
   t.notOk(res.headers['access-control-allow-credentials'], 'no cookies are involved');
@@ -53,7 +56,20 @@ t.test('answers to an allowed origin expose the headers a client needs', async (
   t.equal(res.status, 200);
   t.equal(res.headers['access-control-allow-origin'], ALLOWED);
   const exposed = String(res.headers['access-control-expose-headers']);
-  for (const name of ['Location', 'Retry-After', 'RateLimit-Limit', 'RateLimit-Remaining', 'RateLimit-Reset', 'X-Request-Id', 'Link']) t.match(exposed, name);
+  for (const name of [
+    'Location',
+    'Retry-After',
+    'RateLimit-Limit',
+    'RateLimit-Remaining',
+    'RateLimit-Reset',
+    'X-Request-Id',
+    'Link',
+    'ETag',
+    'Idempotent-Replayed',
+    'Deprecation',
+    'Sunset',
+  ])
+    t.match(exposed, name);
   const denied = await api.call(t, 'getCurrentUser', { token: demo.adminToken, headers: { origin: 'https://evil.example.com' } });
   t.equal(denied.status, 200, 'CORS is the browser’s guard; the server answers as usual');
   t.notOk(denied.headers['access-control-allow-origin']);
