@@ -108,6 +108,16 @@ function databaseProblem(error: FastifyError): ProblemDocument | null {
 export const DATABASE_UNAVAILABLE_HEADERS: Readonly<Record<string, string>> = { 'retry-after': '1' };
 
 /**
+ * A lost database connection (`isConnectionLoss`), not the client's own socket: reading a
+ * request whose client left fails with the same ECONNRESET, but with the 400 Fastify gives
+ * it (the client's side, logged as such).
+ */
+export function isDatabaseConnectionLoss(error: unknown): boolean {
+  const status = (error as { statusCode?: unknown }).statusCode;
+  return !(typeof status === 'number' && status < 500) && isConnectionLoss(error);
+}
+
+/**
  * PostgreSQL ended the transaction to let a concurrent one proceed (a deadlock, 40P01, or a
  * serialization failure, 40001): nothing of it was written, and the same request sent
  * again succeeds or is refused on its merits. The answer is a 503 with `Retry-After`, as
@@ -125,7 +135,7 @@ function toProblem(error: FastifyError): { problem: ProblemDocument; headers: Re
   if (error instanceof ProblemError) return { problem: error.toDocument(), headers: error.headers };
   // Lost database connections (restart, failover, a proxy's idle timeout) are the
   // server's passing trouble, not a bug: the client may try again in a moment.
-  if (isConnectionLoss(error)) {
+  if (isDatabaseConnectionLoss(error)) {
     return {
       problem: problemDocument(503, 'The database is unavailable for the moment. Try again shortly.', { code: 'database_unavailable' }),
       headers: { ...DATABASE_UNAVAILABLE_HEADERS },

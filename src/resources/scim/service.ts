@@ -13,7 +13,6 @@ import type { Caller } from '../../platform/auth/auth.ts';
 import { hashPassword } from '../../platform/auth/passwords.ts';
 import type { RecentPrincipals } from '../../platform/auth/recent-principals.ts';
 import { hashToken } from '../../platform/auth/tokens.ts';
-import { isConnectionLoss } from '../../platform/database/connection-loss.ts';
 import { onlyStatement, type Tx } from '../../platform/database/database.ts';
 import { prepared } from '../../platform/database/prepared.ts';
 import {
@@ -21,6 +20,7 @@ import {
   DATABASE_UNAVAILABLE_HEADERS,
   errorLogFields,
   isConcurrencyConflict,
+  isDatabaseConnectionLoss,
   violatedConstraint,
 } from '../../platform/http/error-handler.ts';
 import { jsonBodyProblem, MAX_JSON_DEPTH } from '../../platform/http/json-body.ts';
@@ -527,7 +527,7 @@ function answerError(error: FastifyError | ScimError | ProblemError, request: Fa
   } else if (isConcurrencyConflict(error)) {
     ({ status, detail } = { status: 503, detail: CONCURRENCY_CONFLICT_DETAIL });
     reply.headers(DATABASE_UNAVAILABLE_HEADERS);
-  } else if (isConnectionLoss(error)) {
+  } else if (isDatabaseConnectionLoss(error)) {
     // The database lost for a moment (a restart, a failover): the API's 503, as an error document.
     ({ status, detail } = { status: 503, detail: 'The database is unavailable for the moment. Try again shortly.' });
     reply.headers(DATABASE_UNAVAILABLE_HEADERS);

@@ -298,6 +298,31 @@ t.test('a number out of range or text of the wrong type that reaches PostgreSQL 
   t.equal(logged.filter((line) => line.includes('input reached the database unchecked')).length, 3, 'each is logged as a missing bound');
 });
 
+t.test('a client that leaves in the middle of its body is no database outage', async (t) => {
+  const logged: string[] = [];
+  const bare = Fastify({ logger: { level: 'warn', stream: { write: (line: string) => logged.push(line) } } });
+  registerErrorHandling(bare);
+  bare.post('/echo', async (request) => request.body);
+  const failures: { code?: string; statusCode?: number }[] = [];
+  bare.addHook('onError', async (_request, _reply, error) => {
+    failures.push(error);
+  });
+  const address = new URL(await bare.listen({ port: 0, host: '127.0.0.1' }));
+  t.teardown(() => bare.close());
+  const socket = connect(Number(address.port), address.hostname);
+  await new Promise((resolve) => socket.once('connect', resolve));
+  socket.write('POST /echo HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"tenant":');
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  socket.destroy();
+  // The server's reading of the body fails once the socket is gone.
+  for (let waited = 0; failures.length === 0 && waited < 5_000; waited += 50) await new Promise((resolve) => setTimeout(resolve, 50));
+  t.match(failures, [{ code: 'ECONNRESET', statusCode: 400 }], 'reading the body failed');
+  t.notOk(
+    logged.some((line) => line.includes('database unavailable')),
+    `not as the database's trouble: ${logged.map((line) => JSON.parse(line).msg).join(', ')}`,
+  );
+});
+
 t.test('the spec gives every integer a format, and every integer input bounds within it', async (t) => {
   const spec = JSON.parse(readFileSync('generated/openapi.json', 'utf8'));
   const LIMITS = { int32: 2147483647, int64: 9007199254740991 } as const;
