@@ -1,5 +1,4 @@
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyServerOptions } from 'fastify';
-import qs from 'qs';
 import { fastifyTrustProxy } from './config.ts';
 import { registerApiReference, SPECIFICATION_URL } from './platform/http/api-reference.ts';
 import { handlers } from './handlers.ts';
@@ -10,6 +9,7 @@ import { registerSecurityHeaders } from './platform/http/security-headers.ts';
 import { answerClientError, answerRouterError, MAX_PATH_PARAMETER_LENGTH, registerErrorHandling } from './platform/http/error-handler.ts';
 import { registerJsonBodies } from './platform/http/json-body.ts';
 import { registerMultipart } from './platform/http/multipart.ts';
+import { parseQueryString, registerQueryStringLimits } from './platform/http/query-string.ts';
 import { loadSpecification, registerOperations } from './platform/http/operations.ts';
 import { serializerCompiler } from './platform/http/serialization.ts';
 import { validatorCompiler } from './platform/http/validation.ts';
@@ -126,10 +126,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     // Requests are logged by registerRequestLogging instead (probes at debug).
     logController: new LogController({ requestIdLogLabel: 'request_id', disableRequestLogging: true }),
     routerOptions: {
-      // `filter[text]=…` → { filter: { text: … } }; no `comma` option: `selects` stays one string.
-      // `plainObjects`: keys named like Object members (`filter[constructor]`) are kept as
-      // plain keys of null-prototype objects, so they are judged like any unknown key.
-      querystringParser: (query: string) => qs.parse(query, { depth: 2, parameterLimit: 200, arrayLimit: 100, plainObjects: true }),
+      querystringParser: parseQueryString,
       maxParamLength: MAX_PATH_PARAMETER_LENGTH,
     },
     // Refusals before any route runs are problem documents too.
@@ -142,6 +139,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   registerRequestLogging(app);
   registerMetrics(app, services.metrics, services.config.metricsToken);
   registerErrorHandling(app);
+  registerQueryStringLimits(app);
   registerJsonBodies(app);
   await registerCors(app, services.config.corsOrigins);
   registerSecurityHeaders(app);

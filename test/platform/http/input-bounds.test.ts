@@ -11,6 +11,8 @@ import { sql } from 'drizzle-orm';
 import { registerErrorHandling } from '../../../src/platform/http/error-handler.ts';
 import { MAX_JSON_DEPTH } from '../../../src/platform/http/json-body.ts';
 import { FIELDS_NAMED } from '../../../src/platform/http/problem.ts';
+import { MAX_QUERY_ARRAY_ITEMS, MAX_QUERY_PARAMETERS } from '../../../src/platform/http/query-string.ts';
+import { bearer } from '../../helpers/fixtures.ts';
 import { validatorCompiler } from '../../../src/platform/http/validation.ts';
 import { webhookDeliveries } from '../../../src/resources/automations/table.ts';
 import { startTestApi } from '../../helpers/atrium.ts';
@@ -78,6 +80,24 @@ t.test('query integers (filter keys, limit, signed URL expiry) refuse the same t
   t.equal(repeated.status, 422, 'a repeated parameter is judged element by element');
   const ok = await api.call(t, 'listUsers', { token, query: { filter: { role_id: '1' }, limit: '5' } });
   t.equal(ok.status, 200, 'decimal values pass');
+});
+
+t.test(`a query string of more than ${MAX_QUERY_PARAMETERS} parameters is refused, not read in part`, async (t) => {
+  const junk = (n: number) => Array.from({ length: n }, (_, i) => `j${i}=1`).join('&');
+  // Past the limit, qs would drop the filter and answer every user.
+  const refused = await app.inject({ method: 'GET', url: `/api/users?${junk(MAX_QUERY_PARAMETERS)}&filter[text]=no-such-user`, headers: bearer(token) });
+  t.equal(refused.statusCode, 400);
+  t.match(refused.headers['content-type'], PROBLEM);
+  t.match(refused.json().detail, /parameter limit/i);
+  const array = await app.inject({
+    method: 'GET',
+    url: `/api/users?${Array.from({ length: MAX_QUERY_ARRAY_ITEMS + 1 }, (_, i) => `selects[${i}]=id`).join('&')}`,
+    headers: bearer(token),
+  });
+  t.equal(array.statusCode, 400, 'an array beyond its limit too');
+  const within = await app.inject({ method: 'GET', url: `/api/users?${junk(MAX_QUERY_PARAMETERS - 1)}&filter[text]=no-such-user`, headers: bearer(token) });
+  t.equal(within.statusCode, 200);
+  t.strictSame(within.json(), [], 'within the limit, the filter holds');
 });
 
 t.test('the validator enforces the int32 and int64 formats on text and JSON values alike', async (t) => {

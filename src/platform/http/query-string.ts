@@ -1,0 +1,44 @@
+/**
+ * Query strings (docs/api-conventions.md#query-strings): `filter[text]=…` → `{ filter: { text: … } }`,
+ * read by qs to two levels of brackets, without the `comma` option (`selects` stays one
+ * string), into null-prototype objects (`plainObjects`: keys named like Object members,
+ * `filter[constructor]`, are kept as plain keys and judged like any unknown key).
+ *
+ * A query string beyond qs's limits (more than MAX_QUERY_PARAMETERS parameters, an array of
+ * more than MAX_QUERY_ARRAY_ITEMS) is refused, 400, rather than read in part: qs would
+ * otherwise drop the parameters past the limit, and the request be answered as if they were
+ * not sent. The parser runs while the request is routed, where it cannot answer: it marks
+ * the query, and `registerQueryStringLimits` refuses the request as it begins.
+ */
+import type { FastifyInstance } from 'fastify';
+import qs from 'qs';
+import { ProblemError } from './problem.ts';
+
+export const MAX_QUERY_PARAMETERS = 200;
+export const MAX_QUERY_ARRAY_ITEMS = 100;
+
+/** Where a refused query string carries qs's reason. */
+const REFUSED = Symbol('query string refused');
+
+export function parseQueryString(query: string): Record<string, unknown> {
+  try {
+    return qs.parse(query, {
+      depth: 2,
+      parameterLimit: MAX_QUERY_PARAMETERS,
+      arrayLimit: MAX_QUERY_ARRAY_ITEMS,
+      plainObjects: true,
+      throwOnLimitExceeded: true,
+    });
+  } catch (error) {
+    // qs's limits throw a RangeError that names the limit, and nothing of the query.
+    if (error instanceof RangeError) return { [REFUSED]: error.message } as Record<string, unknown>;
+    throw error;
+  }
+}
+
+export function registerQueryStringLimits(app: FastifyInstance): void {
+  app.addHook('onRequest', (request, _reply, done) => {
+    const refused = (request.query as Record<symbol, unknown> | undefined)?.[REFUSED];
+    done(refused === undefined ? undefined : new ProblemError(400, `The query string is refused: ${String(refused)}`));
+  });
+}
