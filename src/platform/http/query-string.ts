@@ -31,14 +31,14 @@ export function parseQueryString(query: string): Record<string, unknown> {
     });
   } catch (error) {
     // qs's limits throw a RangeError that names the limit, and nothing of the query.
-    if (error instanceof RangeError) return { [REFUSED]: error.message } as Record<string, unknown>;
+    if (error instanceof RangeError) return { [REFUSED]: error.message };
     throw error;
   }
 }
 
 export function registerQueryStringLimits(app: FastifyInstance): void {
   app.addHook('onRequest', (request, _reply, done) => {
-    const refused = (request.query as Record<symbol, unknown> | undefined)?.[REFUSED];
-    done(refused === undefined ? undefined : new ProblemError(400, `The query string is refused: ${String(refused)}`));
+    const refused = (request.query as Record<symbol, string | undefined> | undefined)?.[REFUSED];
+    done(refused === undefined ? undefined : new ProblemError(400, `The query string is refused: ${refused}`));
   });
 }
