@@ -320,6 +320,7 @@ export class ProblemError extends Error {
   /** Field path → codes, one per message. */
   readonly errorCodes: FieldCodes | undefined;
   readonly headers: Record<string, string>;
+  readonly #fieldErrors: FieldErrors | undefined;
 
   constructor(status: number, detail: string, options: ProblemOptions = {}) {
     super(detail);
@@ -329,22 +330,22 @@ export class ProblemError extends Error {
     this.errors = options.errors && fieldMessages(options.errors);
     this.errorCodes = options.errors && fieldCodes(options.errors);
     this.headers = options.headers ?? {};
+    this.#fieldErrors = options.errors;
   }
 
+  /** As `problemDocument` makes it (at most FIELDS_NAMED fields named). */
   toDocument(): ProblemDocument {
-    const document = problemDocument(this.status, this.message, { code: this.code });
-    if (this.errors && Object.keys(this.errors).length > 0) return { ...document, errors: this.errors, error_codes: this.errorCodes };
-    return document;
+    return problemDocument(this.status, this.message, { code: this.code, errors: this.#fieldErrors });
   }
 }
 
-/** A problem document; `errors` with their codes, when there are any. */
 /**
  * At most this many fields are named in a problem's `errors`: a body of a hundred thousand
  * unknown keys (1 MiB) would otherwise be answered with several megabytes.
  */
 export const FIELDS_NAMED = 100;
 
+/** A problem document; `errors` with their codes, when there are any. */
 export function problemDocument(status: number, detail?: string, options: { code?: ProblemCode; errors?: FieldErrors } = {}): ProblemDocument {
   const problemType = problemTypeOf(status);
   const paths = options.errors ? Object.keys(options.errors) : [];

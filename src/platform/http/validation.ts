@@ -196,7 +196,10 @@ export function fieldErrors(errors: ErrorObject[], context?: string): FieldError
     if (!messages.some((entry) => entry.message === message)) messages.push({ code, message });
     result.set(key, messages);
   };
-  for (const error of errors) {
+  // Unknown keys last: when more fields are at fault than a problem names, those the
+  // operation knows are named first.
+  const known = errors.filter((error) => error.keyword !== 'additionalProperties');
+  for (const error of known.length === errors.length ? errors : [...known, ...errors.filter((error) => error.keyword === 'additionalProperties')]) {
     // One field beyond those a problem names (`FIELDS_NAMED`) tells it that there are more;
     // the rest are not looked at (a body of 100,000 unknown keys is as many errors).
     if (result.size > FIELDS_NAMED) break;

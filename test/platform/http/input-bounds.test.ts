@@ -156,7 +156,7 @@ t.test(`a body with more faults than a problem names is answered with the first 
   const keys = 20_000;
   const unknown = JSON.stringify({
     tenant: 'bounds',
-    username: 'admin',
+    username: 7,
     password: 'x',
     ...Object.fromEntries(Array.from({ length: keys }, (_, i) => [`k${i}`, 0])),
   });
@@ -164,6 +164,7 @@ t.test(`a body with more faults than a problem names is answered with the first 
   t.equal(refused.status, 422);
   t.equal(Object.keys(refused.body.errors).length, FIELDS_NAMED, 'the first fields are named');
   t.same(Object.keys(refused.body.error_codes), Object.keys(refused.body.errors));
+  t.ok(refused.body.errors.username, 'a known field at fault is named before unknown keys');
   t.strictSame(refused.body.errors.k0, ['is not a known key']);
   t.match(refused.body.detail, `More than ${FIELDS_NAMED} fields are at fault`);
   t.ok(refused.raw.length < 20_000, `the answer stays small (${refused.raw.length} bytes for ${unknown.length})`);

@@ -1105,13 +1105,14 @@ t.test('a key named like a member of every object (constructor, toString) is rep
     { instancePath: '', schemaPath: '#/additionalProperties', keyword: 'additionalProperties', params: { additionalProperty: '__proto__' } },
     { instancePath: '/constructor', schemaPath: '#/type', keyword: 'type', params: { type: 'string' }, message: 'must be string' },
   ]);
+  // Known keys are named before unknown ones.
   t.strictSame(Object.entries(fieldMessages(errors)), [
-    ['__proto__', ['is not a known key']],
     ['constructor', ['must be string']],
+    ['__proto__', ['is not a known key']],
   ]);
   t.strictSame(Object.entries(fieldCodes(errors)), [
-    ['__proto__', ['unknown_property']],
     ['constructor', ['type']],
+    ['__proto__', ['unknown_property']],
   ]);
   for (const map of [errors, fieldMessages(errors), fieldCodes(errors)]) {
     t.equal(Object.getPrototypeOf(map), Object.prototype, 'an ordinary object, its prototype untouched');
