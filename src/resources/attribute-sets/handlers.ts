@@ -1,9 +1,11 @@
+import { lockRecord } from '../../platform/database/locks.ts';
 import type { Body, Handlers } from '../../platform/http/handler.ts';
-import { coded, invalid } from '../../platform/http/problem.ts';
+import { coded, invalid, notFound } from '../../platform/http/problem.ts';
 import { listRecords, presentAll, showRecord } from '../../platform/result-controls/listing.ts';
 import { audit, recordChanges } from '../audit-events/record.ts';
 import { attachedDepartmentCount, deleteAttributeSet, findAttributeSet, insertAttributeSet, updateAttributeSet } from './queries.ts';
 import { attributeSetErrors } from './rules.ts';
+import { attributeSets } from './table.ts';
 import { attributeSetListing, attributeSetView } from './view.ts';
 
 /** The stored values of a create or update body, after the set's rules (422 otherwise). */
@@ -50,6 +52,7 @@ export const attributeSetHandlers = {
     } = ctx;
     const values = attributeSetValues(body);
     const updated = await db.tenant(auth.tenantId, async (tx) => {
+      if (!(await lockRecord(tx, attributeSets, params.attributeSet))) throw notFound('The attribute set');
       const [before] = await presentAll(attributeSetView, null, [await findAttributeSet(tx, params.attributeSet)], auth);
       const [record] = await presentAll(attributeSetView, null, await updateAttributeSet(tx, params.attributeSet, values), auth);
       const changes = recordChanges(before!, record!);
@@ -67,6 +70,9 @@ export const attributeSetHandlers = {
       services: { db },
     } = ctx;
     await db.tenant(auth.tenantId, async (tx) => {
+      // FOR UPDATE: a second delete waits, then finds nothing (404), and a department that
+      // attaches the set meanwhile is seen by the count below, or waits and then misses it.
+      if (!(await lockRecord(tx, attributeSets, params.attributeSet, 'update'))) throw notFound('The attribute set');
       const current = await findAttributeSet(tx, params.attributeSet);
       const attached = await attachedDepartmentCount(tx, params.attributeSet);
       if (attached > 0) throw invalid({ attributeSet: [coded('in_use', `is attached to ${attached} department(s)`)] }, 'The attribute set is in use.');

@@ -1,5 +1,6 @@
+import { lockRecord } from '../../platform/database/locks.ts';
 import type { Handlers } from '../../platform/http/handler.ts';
-import { coded, invalid, type FieldErrors } from '../../platform/http/problem.ts';
+import { coded, invalid, notFound, type FieldErrors } from '../../platform/http/problem.ts';
 import { requireVisibleExecution } from '../forms/rules.ts';
 import { audit, recordChanges } from '../audit-events/record.ts';
 import { labelsFor } from './labels.ts';
@@ -7,6 +8,7 @@ import { FILTERS, filterOptions, isMultiSelect, previewFields } from './preview.
 import { deleteSource, insertSource, updateSource } from './queries.ts';
 import { resolveDefaultValues } from './resolve.ts';
 import { administrableSource, createdCandidate, entityPairErrors, sortNumberFor, updatedCandidate, validateSource } from './rules.ts';
+import { defaultValueSources } from './table.ts';
 import { presentSource } from './view.ts';
 
 /** 422 naming every problem, when there is one. */
@@ -45,6 +47,8 @@ export const defaultValueSourceHandlers = {
     } = ctx;
     refuse(entityPairErrors(body));
     const updated = await db.tenant(auth.tenantId, async (tx) => {
+      // A concurrent update or delete of the source waits, or is waited for: no change is lost.
+      if (!(await lockRecord(tx, defaultValueSources, params.defaultValueSource))) throw notFound('The default value source');
       const current = await administrableSource(tx, auth, params.defaultValueSource);
       const candidate = updatedCandidate(current, body);
       await validateSource(tx, auth, candidate, current.id);
@@ -64,6 +68,8 @@ export const defaultValueSourceHandlers = {
       services: { db },
     } = ctx;
     await db.tenant(auth.tenantId, async (tx) => {
+      // A second delete of the source waits for the first, then finds nothing (404).
+      if (!(await lockRecord(tx, defaultValueSources, params.defaultValueSource))) throw notFound('The default value source');
       const source = await administrableSource(tx, auth, params.defaultValueSource);
       await deleteSource(tx, source.id);
       await audit(tx, ctx, {

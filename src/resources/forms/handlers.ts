@@ -53,7 +53,7 @@ import {
   resubmissionErrors,
   submissionParent,
 } from './rules.ts';
-import { forms, taskTemplates, type ParentType } from './table.ts';
+import { forms, taskExecutions, taskTemplates, type ParentType } from './table.ts';
 import {
   fieldListing,
   fieldView,
@@ -416,6 +416,7 @@ export const formHandlers = {
       services: { db },
     } = ctx;
     const record = await db.tenant(auth.tenantId, async (tx) => {
+      if (!(await lockRecord(tx, taskExecutions, params.taskExecution))) throw notFound('The task execution');
       const execution = await requireAdministeredExecution(tx, auth, params.taskExecution);
       refuse(await assignmentErrors(tx, auth, { task_template_id: execution.taskTemplateId, user_id: body.user_id }));
       const row = await reassignExecution(tx, execution.id, body.user_id);
@@ -434,6 +435,8 @@ export const formHandlers = {
       services: { db },
     } = ctx;
     await db.tenant(auth.tenantId, async (tx) => {
+      // A second delete of the execution waits for the first, then finds nothing (404).
+      if (!(await lockRecord(tx, taskExecutions, params.taskExecution))) throw notFound('The task execution');
       const execution = await requireAdministeredExecution(tx, auth, params.taskExecution);
       await deleteExecution(tx, execution.id);
       const [before] = await presentAll(taskExecutionView, null, [execution], auth);

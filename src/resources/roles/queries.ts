@@ -1,9 +1,10 @@
 /** Reads and writes of roles, in the transaction's tenant. */
 import { and, eq, isNull, sql } from 'drizzle-orm';
 import type { Caller } from '../../platform/auth/auth.ts';
-import type { Tx } from '../../platform/database/database.ts';
+import { transactionTenant, type Tx } from '../../platform/database/database.ts';
 import { lockTenantScope } from '../../platform/database/locks.ts';
 import { forbidden } from '../../platform/http/problem.ts';
+import { scimTokens } from '../scim/table.ts';
 import { users } from '../users/table.ts';
 import { roles } from './table.ts';
 import type { RoleRow } from './view.ts';
@@ -33,15 +34,22 @@ export async function lockRole(tx: Tx, tenantId: number, roleId: number): Promis
  * who demote each other at the same moment are so judged one after the other, as if the
  * requests came in turn: the second finds its permissions gone and is refused (403), and
  * the tenant keeps an administrator. Taken before the write locks any row, so that two
- * such writes never wait for each other's rows.
+ * such writes never wait for each other's rows. A SCIM token (`scimTokenId`) acts with
+ * the permissions of the administrator who minted it: theirs are read again.
  */
-export async function lockAdministration(tx: Tx, caller: Caller): Promise<void> {
+export async function lockAdministration(tx: Tx, caller: Caller, scimTokenId?: number): Promise<void> {
   await lockTenantScope(tx, 'administration');
+  const tenantId = transactionTenant(tx)!;
+  const holder =
+    scimTokenId === undefined
+      ? caller.userId
+      : sql`(select ${scimTokens.userId} from ${scimTokens} where ${scimTokens.tenantId} = ${tenantId} and ${scimTokens.id} = ${scimTokenId})`;
   const [row] = await tx
     .select({ active: roles.active, permissions: roles.permissions })
     .from(users)
-    .innerJoin(roles, eq(roles.id, users.roleId))
-    .where(and(eq(users.id, caller.userId), eq(users.active, true), isNull(users.deletedAt)));
+    // Tenants paired and named: Citus joins and routes only so (docs/scaling.md).
+    .innerJoin(roles, and(eq(roles.tenantId, users.tenantId), eq(roles.id, users.roleId)))
+    .where(and(eq(users.tenantId, tenantId), eq(users.id, holder), eq(users.active, true), isNull(users.deletedAt)));
   const held = new Set<string>(row?.active ? row.permissions : []);
   const lost = [...caller.permissions].filter((permission) => !held.has(permission));
   if (lost.length > 0) {

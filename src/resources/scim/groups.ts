@@ -58,10 +58,12 @@ export async function requireGroup(tx: Tx, id: string): Promise<DepartmentRow> {
  * the group is under way, so that concurrent PATCHes (an identity provider sends a group's
  * membership changes in parallel batches) each apply to the members the others left.
  * A membership added through `/api` meanwhile does not wait for it (`FOR NO KEY UPDATE`):
- * the two writes then add the same row, and the one that comes second adds nothing.
+ * the two writes then add the same row, and the one that comes second adds nothing. A
+ * delete locks it `FOR UPDATE`, as `/api`'s does: a new reference to the department (an
+ * entity permission that names it) then waits, and is seen or refused.
  */
-export async function lockedGroup(tx: Tx, id: string): Promise<DepartmentRow> {
-  if (!isRecordId(id) || !(await lockRecord(tx, departments, Number(id)))) throw scimNotFound('The group', id);
+export async function lockedGroup(tx: Tx, id: string, strength: 'no key update' | 'update' = 'no key update'): Promise<DepartmentRow> {
+  if (!isRecordId(id) || !(await lockRecord(tx, departments, Number(id), strength))) throw scimNotFound('The group', id);
   return requireGroup(tx, id);
 }
 

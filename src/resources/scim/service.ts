@@ -32,12 +32,15 @@ import { pushSubscriptions } from '../push/table.ts';
 import { endAllSessions, insertUser, loadRequiredProfileKeys, softDeleteUser, updateUserColumns } from '../users/queries.ts';
 import { addErrors, passwordErrors, requireAdministrableUser, userDraftErrors, userWriteReferenceErrors, type UserDraft } from '../users/rules.ts';
 import { users } from '../users/table.ts';
+import { lockAdministration } from '../roles/queries.ts';
+import { lockRecord } from '../../platform/database/locks.ts';
 import {
   ENTERPRISE_USER_SCHEMA,
   errorDocument,
   GROUP_SCHEMA,
   invalidSyntax,
   invalidValue,
+  isRecordId,
   listResponse,
   pageOf,
   projectAttributes,
@@ -52,7 +55,7 @@ import { deleteDepartment, entityPermissionsNaming, type DepartmentRow } from '.
 import { NAMED_ENTITIES_SHOWN, namedByEntityPermissionsRefusal } from '../departments/rules.ts';
 import { loadDefaultRoleId } from './settings.ts';
 import { scimExternalIds } from './table.ts';
-import { lookUpScimToken, recordScimTokenUse, type ScimPrincipal } from './tokens.ts';
+import { holdScimToken, lookUpScimToken, recordScimTokenUse, type ScimPrincipal } from './tokens.ts';
 import {
   API_FIELD_OF,
   findScimUser,
@@ -85,6 +88,9 @@ const BEARER = /^Bearer +(scim_[A-Za-z0-9_-]{43}) *$/i;
 /** Requests that change nothing (Fastify answers `HEAD` by a `GET` route): they may take a principal looked up in the last second. */
 const SAFE_METHODS = new Set(['GET', 'HEAD']);
 
+/** The 401 of a request without a valid SCIM token. */
+const tokenRequired = () => new ScimError(401, 'A valid SCIM token is required.', undefined, { 'www-authenticate': 'Bearer realm="scim"' });
+
 /**
  * The token's principal, or 401: a missing, unknown, expired or revoked token, or an access
  * token of `/api`. A safe request (`recent` given) may take it from a look-up of the same
@@ -95,7 +101,7 @@ async function authenticate(services: Services, request: FastifyRequest, recent?
   const tokenHash = match ? hashToken(match[1]!) : null;
   const lookUp = () => lookUpScimToken(services.db, tokenHash!);
   const principal = tokenHash ? await (recent ? recent.remembered(tokenHash, lookUp) : lookUp()) : null;
-  if (!principal) throw new ScimError(401, 'A valid SCIM token is required.', undefined, { 'www-authenticate': 'Bearer realm="scim"' });
+  if (!principal) throw tokenRequired();
   return principal;
 }
 
@@ -276,6 +282,18 @@ async function requireUser(tx: Tx, id: string): Promise<ScimUserRow> {
   const user = await findScimUser(tx, id);
   if (!user) throw scimNotFound('The user', id);
   return user;
+}
+
+/**
+ * `requireUser` for a write of the user: first the tenant's administration lock
+ * (`lockAdministration`: a write may deactivate or delete an administrator, and the token's
+ * minter may have just lost the right), then the user's row (`lockRecord`), so that the
+ * write reads what a concurrent one left and none is lost. In that order, as `/api` takes them.
+ */
+async function lockedUser(tx: Tx, principal: ScimPrincipal, id: string): Promise<ScimUserRow> {
+  await lockAdministration(tx, callerOf(principal), principal.tokenId);
+  if (!isRecordId(id) || !(await lockRecord(tx, users, Number(id)))) throw scimNotFound('The user', id);
+  return requireUser(tx, id);
 }
 
 /** The body as a JSON object, or invalidSyntax. */
@@ -621,6 +639,9 @@ export async function registerScim(app: FastifyInstance, services: Services): Pr
       const inTenant = <T>(request: FastifyRequest, fn: (tx: Tx, principal: ScimPrincipal) => Promise<T>) => {
         const principal = request.scim!;
         return services.db.tenant(principal.tenantId, async (tx) => {
+          // A write commits only while its token exists (`holdScimToken`); a read may answer
+          // from a look-up up to a second old, as the API's reads do.
+          if (!SAFE_METHODS.has(request.method) && !(await holdScimToken(tx, principal))) throw tokenRequired();
           await recordScimTokenUse(tx, principal);
           return fn(tx, principal);
         });
@@ -681,7 +702,7 @@ export async function registerScim(app: FastifyInstance, services: Services): Pr
         const write = scimUserWrite(resource);
         const passwordHash = await passwordHashOf(services, write);
         const user = await inTenant(request, async (tx, principal) => {
-          const current = await requireUser(tx, id);
+          const current = await lockedUser(tx, principal, id);
           await saveUser(tx, services, request, principal, write, current, passwordHash);
           return requireUser(tx, id);
         });
@@ -693,7 +714,7 @@ export async function registerScim(app: FastifyInstance, services: Services): Pr
         const operations = patchOperations(request.body, 'user');
         const base = baseUrlOf(request);
         const user = await inTenant(request, async (tx, principal) => {
-          const current = await requireUser(tx, id);
+          const current = await lockedUser(tx, principal, id);
           const before = presentScimUser(current, base);
           const after = patched(before as unknown as Record<string, unknown>, operations);
           if (String(after.id) !== before.id) throw new ScimError(400, 'id is immutable.', 'mutability');
@@ -824,7 +845,7 @@ export async function registerScim(app: FastifyInstance, services: Services): Pr
         const { id } = request.params as { id: string };
         await inTenant(request, async (tx, principal) => {
           requireDepartmentsManage(principal);
-          const current = await lockedGroup(tx, id);
+          const current = await lockedGroup(tx, id, 'update');
           const caller = { ...groupCaller(principal), tokenId: 0, passwordChangeRequired: false, userLabel: principal.tokenName, secrets: services.secrets };
           const refusal = namedByEntityPermissionsRefusal(await entityPermissionsNaming(tx, caller, current.id, NAMED_ENTITIES_SHOWN));
           if (refusal) throw new ScimError(409, refusal.message);
@@ -840,7 +861,7 @@ export async function registerScim(app: FastifyInstance, services: Services): Pr
       scim.delete('/Users/:id', async (request, reply) => {
         const { id } = request.params as { id: string };
         await inTenant(request, async (tx, principal) => {
-          const current = await requireUser(tx, id);
+          const current = await lockedUser(tx, principal, id);
           await requireAdministrableUser(tx, callerOf(principal), current.id);
           if (!(await softDeleteUser(tx, current.id))) throw scimNotFound('The user', id);
           await cutOff(tx, current.id);

@@ -92,6 +92,21 @@ export async function lookUpScimToken(db: Database, tokenHash: Buffer): Promise<
   };
 }
 
+/**
+ * Whether the token still exists, holding it (`FOR KEY SHARE`) until the transaction ends:
+ * a write taken on the token's look-up must not commit after the token's revocation. A
+ * revocation committed since the look-up refuses the write; one under way waits for it.
+ * Named by its tenant too: Citus locks rows only in a statement that names its shard.
+ */
+export async function holdScimToken(tx: Tx, principal: ScimPrincipal): Promise<boolean> {
+  const [held] = await tx
+    .select({ id: scimTokens.id })
+    .from(scimTokens)
+    .where(and(eq(scimTokens.tenantId, principal.tenantId), eq(scimTokens.id, principal.tokenId)))
+    .for('key share');
+  return held !== undefined;
+}
+
 /** How stale `last_used_at` may get: a use is recorded at most once a minute, so that a sync costs no write per request. */
 const LAST_USE_RESOLUTION_MS = 60_000;
 

@@ -12,6 +12,7 @@ import { listRecords, selectRecords, showRecord } from '../../platform/result-co
 import { endSessionsAfterPasswordChange, verifyOwnPassword } from '../auth/credentials.ts';
 import { audit, userLabel } from '../audit-events/record.ts';
 import { announceSessionsEnded } from '../notifications/channel.ts';
+import { lockTenantScope } from '../../platform/database/locks.ts';
 import { lockAdministration } from '../roles/queries.ts';
 import { HOLDS_ENTITY_RIGHTS, usersHoldingRightsBeyond } from '../entity-permissions/rules.ts';
 import { defaultRoleErrors, loadDefaultRoleId, storeDefaultRoleId } from '../scim/settings.ts';
@@ -420,6 +421,9 @@ export const userHandlers = {
     const wanted = new Set(body.required_profile_keys);
     const keys = PROFILE_KEYS.filter((key) => wanted.has(key));
     const defaultRoleId = await db.tenant(auth.tenantId, async (tx) => {
+      // Before reading what it replaces: concurrent updates run in turn, and each one's event
+      // records the settings the one before left.
+      await lockTenantScope(tx, 'required-profile-keys');
       const before = { required_profile_keys: await loadRequiredProfileKeys(tx), default_role_id: await loadDefaultRoleId(tx) };
       if (body.default_role_id !== undefined) {
         const errors = await defaultRoleErrors(tx, auth, body.default_role_id);

@@ -54,12 +54,14 @@ export const USER_ORDER = [asc(users.lastName), asc(users.firstName), asc(users.
  */
 export async function findUser(tx: Tx, id: number, withTrashed = false, options: { lock?: boolean } = {}): Promise<UserRow | undefined> {
   const tenantId = options.lock ? transactionTenant(tx) : undefined;
+  if (options.lock && tenantId === undefined) throw new Error('findUser locks in a transaction of db.tenant().');
   const [row] =
     tenantId === undefined
       ? await selectUsers(tx).where(eq(users.id, id))
       : // Named by its tenant too: Citus locks rows only in a statement that names its shard.
+        // `= any(array[…])`, not `=`, beside the pictures' outer join (docs/scaling.md).
         await selectUsers(tx)
-          .where(and(eq(users.tenantId, tenantId), eq(users.id, id)))
+          .where(and(sql`${users.tenantId} = any(array[${tenantId}]::bigint[])`, eq(users.id, id)))
           .for('no key update', { of: users });
   if (!row || (!withTrashed && row.deletedAt)) return undefined;
   return row;

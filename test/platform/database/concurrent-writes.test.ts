@@ -11,12 +11,27 @@ import { hashToken } from '../../../src/platform/auth/tokens.ts';
 import { scimSettings, scimTokens } from '../../../src/resources/scim/table.ts';
 import { newScimTokenValue } from '../../../src/resources/scim/tokens.ts';
 import { startTestApi, type CallResult } from '../../helpers/atrium.ts';
-import { bearer, roleNamed, rowCount } from '../../helpers/fixtures.ts';
+import { bearer, roleNamed, rowCount, sleep } from '../../helpers/fixtures.ts';
 
-const api = await startTestApi(t);
+// Sign-ins refused because a password changed count as failures: not limited here.
+const api = await startTestApi(t, { loginMaxFailures: 1_000_000 });
 const tenant = await api.createTenant('concurrent');
 const admin = tenant.adminToken;
 const ROUNDS = 6;
+
+const scimToken = newScimTokenValue();
+await api.db.owner.insert(scimTokens).values({ tenantId: tenant.tenantId, userId: tenant.adminUserId, name: 'IdP', tokenHash: hashToken(scimToken) });
+await api.db.owner.insert(scimSettings).values({ tenantId: tenant.tenantId, defaultRoleId: (await roleNamed(api.db, tenant.tenantId, 'Employee')).id });
+const scim = (method: 'POST' | 'PATCH' | 'DELETE', url: string, body?: unknown, token = scimToken) =>
+  api.atrium
+    .app!.inject({
+      method,
+      url: `/scim/v2${url}`,
+      headers: { ...bearer(token), ...(body === undefined ? {} : { 'content-type': 'application/scim+json' }) },
+      payload: body === undefined ? undefined : JSON.stringify(body),
+    })
+    .then((answer) => ({ status: answer.statusCode, text: answer.body }) as CallResult);
+const countOf = async (action: string, targetType: string, id: number) => (await trail(targetType, id)).filter((recorded) => recorded === action).length;
 
 const statuses = (answers: CallResult[]) => answers.map((answer) => answer.status);
 const noServerError = (t: Test, answers: CallResult[]) =>
@@ -166,30 +181,23 @@ t.test('a sign-in that raced a password change yields no session that outlives t
     const tokens = answers.slice(0, -1).flatMap((answer) => (answer.status === 200 ? [answer.body.access_token as string] : []));
     const usable = await Promise.all(tokens.map(async (token) => (await api.call(t, 'getCurrentUser', { token })).status === 200));
     t.equal(usable.filter(Boolean).length, 0, `none of the ${tokens.length} sessions begun with the old password is usable`);
+    // A sign-in with the password now the user's goes through: the check refuses only stale ones.
+    const signedIn = await api.call(t, 'login', { body: { tenant: tenant.slug, username: user.username, password: 'the brand new password' } });
+    t.equal(signedIn.status, 200, 'the new password signs in');
+    t.equal((await api.call(t, 'getCurrentUser', { token: signedIn.body.access_token })).status, 200);
   }
 });
 
 t.test('a user update through /api and SCIM group writes of the same memberships answer no 5xx', async (t) => {
-  const scimToken = newScimTokenValue();
-  await api.db.owner.insert(scimTokens).values({ tenantId: tenant.tenantId, userId: tenant.adminUserId, name: 'IdP', tokenHash: hashToken(scimToken) });
-  const employee = await roleNamed(api.db, tenant.tenantId, 'Employee');
-  await api.db.owner.insert(scimSettings).values({ tenantId: tenant.tenantId, defaultRoleId: employee.id });
-  const scim = (url: string, body: unknown) =>
-    api.atrium.app!.inject({
-      method: 'PATCH',
-      url: `/scim/v2${url}`,
-      headers: { ...bearer(scimToken), 'content-type': 'application/scim+json' },
-      payload: JSON.stringify(body),
-    });
   for (let round = 0; round < 3; round++) {
     const group = await api.call(t, 'createDepartment', { token: admin, body: { name: `Group ${round}` } });
     const members = await Promise.all(Array.from({ length: 10 }, (_, i) => api.createUser(tenant.tenantId, { username: `member-${round}-${i}` })));
     const answers = await Promise.all(
       members.flatMap((member, i) => [
-        scim(`/Groups/${group.body.id}`, {
+        scim('PATCH', `/Groups/${group.body.id}`, {
           schemas: ['urn:ietf:params:scim:api:messages:2.0:PatchOp'],
           Operations: [{ op: 'add', path: 'members', value: [{ value: String(member.id) }] }],
-        }).then((answer) => ({ status: answer.statusCode, text: answer.body })),
+        }),
         ...(i % 2 === 0 ? [api.call(t, 'updateUser', { token: admin, params: { user: member.id }, body: { department_ids: [group.body.id] } })] : []),
       ]),
     );
@@ -217,8 +225,10 @@ t.test('fields created at the same moment without a sort number get distinct one
 });
 
 t.test('a menu item restricted to a department created while the department is deleted: one of the two is refused', async (t) => {
-  for (let round = 0; round < ROUNDS; round++) {
+  for (let round = 0; round < ROUNDS * 2; round++) {
     const department = await api.call(t, 'createDepartment', { token: admin, body: { name: `Audience ${round}` } });
+    // Deleted through /api and, every other round, as a SCIM group.
+    const viaScim = round % 2 === 1;
     const [item, deleted] = await Promise.all([
       api.call(t, 'createMenuItem', {
         token: admin,
@@ -231,13 +241,107 @@ t.test('a menu item restricted to a department created while the department is d
           entity_permissions: { department_ids: [department.body.id] },
         },
       }),
-      api.call(t, 'deleteDepartment', { token: admin, params: { department: department.body.id } }),
+      viaScim ? scim('DELETE', `/Groups/${department.body.id}`) : api.call(t, 'deleteDepartment', { token: admin, params: { department: department.body.id } }),
     ]);
-    t.same(statuses([item, deleted]).sort(), item.status === 201 ? [201, 422] : [204, 422], `one is refused: ${item.status}, ${deleted.status}`);
+    // The delete's refusal: 422 through /api, 409 through SCIM.
+    const refusedDelete = viaScim ? 409 : 422;
+    t.same(
+      statuses([item, deleted]).sort(),
+      item.status === 201 ? [201, refusedDelete] : [204, 422],
+      `one is refused${viaScim ? ' (SCIM)' : ''}: ${item.status}, ${deleted.status}`,
+    );
     t.equal(
       await rowCount(api.db, 'entity_permissions', sql`subject_type = 'department' and subject_id = ${department.body.id}`),
       item.status === 201 ? 1 : 0,
       'no permission names a department that is gone',
     );
   }
+});
+
+t.test('task executions, default value sources and attribute sets: an update and two deletes at once', async (t) => {
+  const [assignee, next] = await Promise.all(['assignee', 'next-assignee'].map((username) => api.createUser(tenant.tenantId, { username })));
+  const template = await api.call(t, 'createTaskTemplate', { token: admin, body: { title: 'Template', fields: [{ name: 'Name', field_type: 'text' }] } });
+  t.equal(template.status, 201);
+  for (let round = 0; round < ROUNDS; round++) {
+    const execution = await api.call(t, 'createTaskExecution', { token: admin, body: { task_template_id: template.body.id, user_id: assignee!.id } });
+    const taskExecution = execution.body.id;
+    const executions = await Promise.all([
+      api.call(t, 'updateTaskExecution', { token: admin, params: { taskExecution }, body: { user_id: next!.id } }),
+      api.call(t, 'deleteTaskExecution', { token: admin, params: { taskExecution } }),
+      api.call(t, 'deleteTaskExecution', { token: admin, params: { taskExecution } }),
+    ]);
+    noServerError(t, executions);
+    t.same(statuses(executions.slice(1)).sort(), [204, 404], 'one delete goes through, the other finds nothing');
+    t.equal(await countOf('task_execution.deleted', 'task_execution', taskExecution), 1, 'one delete recorded');
+
+    const created = await api.call(t, 'createDefaultValueSource', {
+      token: admin,
+      body: { type: 'systemVariable', form_field_id: template.body.fields[0].id, config: { variable: 'username' } },
+    });
+    t.equal(created.status, 201);
+    const defaultValueSource = created.body.id;
+    noServerError(
+      t,
+      await Promise.all([
+        api.call(t, 'updateDefaultValueSource', { token: admin, params: { defaultValueSource }, body: { config: { variable: 'email' } } }),
+        api.call(t, 'updateDefaultValueSource', { token: admin, params: { defaultValueSource }, body: { sort_number: 100 + round } }),
+      ]),
+    );
+    const kept = await api.call(t, 'updateDefaultValueSource', { token: admin, params: { defaultValueSource }, body: {} });
+    t.match(kept.body, { config: { variable: 'email' }, sort_number: 100 + round }, 'both changes are stored');
+    const sources = await Promise.all([
+      api.call(t, 'updateDefaultValueSource', { token: admin, params: { defaultValueSource }, body: { config: { variable: 'username' } } }),
+      api.call(t, 'deleteDefaultValueSource', { token: admin, params: { defaultValueSource } }),
+      api.call(t, 'deleteDefaultValueSource', { token: admin, params: { defaultValueSource } }),
+    ]);
+    noServerError(t, sources);
+    t.same(statuses(sources.slice(1)).sort(), [204, 404], 'one delete goes through, the other finds nothing');
+
+    const set = await api.call(t, 'createAttributeSet', { token: admin, body: { name: `Set ${round}`, fields: [{ key: 'budget', type: 'number' }] } });
+    const sets = await Promise.all([
+      api.call(t, 'deleteAttributeSet', { token: admin, params: { attributeSet: set.body.id } }),
+      api.call(t, 'deleteAttributeSet', { token: admin, params: { attributeSet: set.body.id } }),
+    ]);
+    t.same(statuses(sets).sort(), [204, 404], 'one delete goes through, the other finds nothing');
+    t.equal(await countOf('attribute_set.deleted', 'attribute_set', set.body.id), 1, 'one delete recorded');
+  }
+});
+
+t.test('a SCIM write does not commit after its token was revoked', async (t) => {
+  const value = newScimTokenValue();
+  const [token] = await api.db.owner
+    .insert(scimTokens)
+    .values({ tenantId: tenant.tenantId, userId: tenant.adminUserId, name: 'Revoked', tokenHash: hashToken(value) })
+    .returning({ id: scimTokens.id });
+  const user = { schemas: ['urn:ietf:params:scim:schemas:core:2.0:User'], userName: 'created-while-revoked', name: { givenName: 'A', familyName: 'B' } };
+  // A revocation under way: its row lock is held while the write, its token looked up, begins.
+  const write = await api.db.owner.transaction(async (revocation) => {
+    await revocation.execute(sql`select id from scim_tokens where id = ${token!.id} for update`);
+    const pending = scim('POST', '/Users', user, value);
+    await sleep(300);
+    await revocation.execute(sql`delete from scim_tokens where id = ${token!.id}`);
+    return { pending };
+  });
+  const answer = await write.pending;
+  t.equal(answer.status, 401, `refused once the revocation committed: ${answer.text}`);
+  t.equal(await rowCount(api.db, 'users', sql`username = 'created-while-revoked'`), 0, 'no user was created');
+});
+
+t.test('concurrent updates of the user settings: each event records what the one before left', async (t) => {
+  const keys = ['phone', 'city', 'street', 'zipcode', 'staff_number'];
+  const answers = await Promise.all(
+    Array.from({ length: 12 }, (_, i) =>
+      api.call(t, 'updateUserSettings', { token: admin, body: { required_profile_keys: keys.filter((_key, k) => (i >> k) % 2 === 1) } }),
+    ),
+  );
+  noServerError(t, answers);
+  const events = await api.db.owner.execute<{ changes: { required_profile_keys?: { from: string[]; to: string[] } } }>(
+    sql`select changes from audit_events where tenant_id = ${tenant.tenantId} and action = 'user_settings.updated' order by occurred_at, id`,
+  );
+  const steps = events.map((event) => event.changes.required_profile_keys).filter((step) => step !== undefined);
+  t.ok(steps.length > 1, `${steps.length} changes recorded`);
+  // Every update asks for other keys: run in turn, each starts from what the one before left,
+  // so no two start from the same settings (read before the others, all would start from none).
+  const froms = steps.map((step) => JSON.stringify(step.from));
+  t.equal(new Set(froms).size, froms.length, `each event starts from other settings: ${froms.join(' ')}`);
 });
