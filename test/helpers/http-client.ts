@@ -6,7 +6,7 @@ export interface WireRequest {
   method: string;
   url: string;
   headers?: Record<string, string>;
-  payload?: string;
+  payload?: string | Buffer;
 }
 
 /** An answer as a client on the network reads it, shaped as `app.inject` answers (for `assertServedAnswer`). */

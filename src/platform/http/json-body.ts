@@ -6,6 +6,7 @@
  * thousands of levels deep would exhaust the stack there. The check is one loop over the
  * text, so it cannot itself run out of stack, and runs before anything recursive does.
  */
+import { isUtf8 } from 'node:buffer';
 import type { FastifyInstance } from 'fastify';
 import { ProblemError } from './problem.ts';
 
@@ -61,15 +62,31 @@ export function jsonBodyProblem(text: string, limit: number): string | null {
   return null;
 }
 
+const CHARSET = /;\s*charset\s*=\s*"?([^";\s]*)/i;
+
+/**
+ * The text of a JSON body (`body` as received, with its `Content-Type`), or why it is
+ * refused: a charset other than UTF-8 (415), bytes that are not UTF-8 (400: decoding would
+ * put U+FFFD in their place, and store it without a word), or `jsonBodyProblem`'s (400).
+ */
+export function jsonBodyText(body: Buffer, contentType: string | undefined): { text: string } | { status: 400 | 415; problem: string } {
+  const charset = CHARSET.exec(contentType ?? '')?.[1]?.toLowerCase();
+  if (charset !== undefined && charset !== 'utf-8' && charset !== 'utf8') return { status: 415, problem: 'The request body must be UTF-8 (charset=utf-8).' };
+  if (!isUtf8(body)) return { status: 400, problem: 'The request body is not valid UTF-8.' };
+  const text = body.toString('utf8');
+  const problem = jsonBodyProblem(text, MAX_JSON_DEPTH);
+  return problem ? { status: 400, problem } : { text };
+}
+
 export function registerJsonBodies(app: FastifyInstance): void {
   const { onProtoPoisoning, onConstructorPoisoning } = app.initialConfig as { onProtoPoisoning?: string; onConstructorPoisoning?: string };
   const parse = app.getDefaultJsonParser((onProtoPoisoning ?? 'error') as never, (onConstructorPoisoning ?? 'error') as never);
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
-    const problem = jsonBodyProblem(body as string, MAX_JSON_DEPTH);
-    if (problem) {
-      done(new ProblemError(400, problem), undefined);
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {
+    const read = jsonBodyText(body as Buffer, request.headers['content-type']);
+    if ('problem' in read) {
+      done(new ProblemError(read.status, read.problem), undefined);
       return;
     }
-    void parse(request, body as string, done);
+    void parse(request, read.text, done);
   });
 }

@@ -23,7 +23,7 @@ import {
   isDatabaseConnectionLoss,
   violatedConstraint,
 } from '../../platform/http/error-handler.ts';
-import { jsonBodyProblem, MAX_JSON_DEPTH } from '../../platform/http/json-body.ts';
+import { jsonBodyText } from '../../platform/http/json-body.ts';
 import { coded, ProblemError, type FieldErrors } from '../../platform/http/problem.ts';
 import { HOLDS_ENTITY_RIGHTS, usersHoldingRightsBeyond } from '../entity-permissions/rules.ts';
 import type { Services } from '../../platform/services.ts';
@@ -611,10 +611,10 @@ export async function registerScim(app: FastifyInstance, services: Services): Pr
     async (scim) => {
       const { onProtoPoisoning, onConstructorPoisoning } = app.initialConfig as { onProtoPoisoning?: string; onConstructorPoisoning?: string };
       const parse = scim.getDefaultJsonParser((onProtoPoisoning ?? 'error') as never, (onConstructorPoisoning ?? 'error') as never);
-      scim.addContentTypeParser(SCIM_MEDIA_TYPE, { parseAs: 'string' }, (request, body, done) => {
-        const problem = jsonBodyProblem(body as string, MAX_JSON_DEPTH);
-        if (problem) return done(invalidSyntax(problem), undefined);
-        void parse(request, body as string, done);
+      scim.addContentTypeParser(SCIM_MEDIA_TYPE, { parseAs: 'buffer' }, (request, body, done) => {
+        const read = jsonBodyText(body as Buffer, request.headers['content-type']);
+        if ('problem' in read) return done(read.status === 415 ? new ScimError(415, read.problem) : invalidSyntax(read.problem), undefined);
+        void parse(request, read.text, done);
       });
       scim.setErrorHandler((error, request, reply) => answerError(error as FastifyError, request, reply));
       scim.setNotFoundHandler((request, reply) =>

@@ -251,6 +251,26 @@ t.test('a string escaping half of a surrogate pair is refused (400) before it re
   t.equal(paired.body.name, 'smile 😀 \\ud800');
 });
 
+t.test('a body that is not UTF-8, or declares another charset, is refused rather than stored with U+FFFD', async (t) => {
+  const departments = async () => (await api.call(t, 'listDepartments', { token })).body.length as number;
+  const before = await departments();
+  const latin1 = Buffer.concat([Buffer.from('{"name":"Caf'), Buffer.from([0xe9]), Buffer.from(' latin1"}')]);
+  const invalid = await api.call(t, 'createDepartment', { token, payload: latin1, contentType: 'application/json' });
+  t.equal(invalid.status, 400);
+  t.match(invalid.headers['content-type'], PROBLEM);
+  t.match(invalid.body.detail, /not valid UTF-8/);
+  // A lone surrogate written as raw bytes (CESU-8), which no UTF-8 decoder accepts either.
+  const cesu = Buffer.concat([Buffer.from('{"name":"x'), Buffer.from([0xed, 0xa0, 0x80]), Buffer.from('"}')]);
+  t.equal((await api.call(t, 'createDepartment', { token, payload: cesu, contentType: 'application/json' })).status, 400);
+  const declared = await api.call(t, 'createDepartment', { token, payload: latin1, contentType: 'application/json; charset=iso-8859-1' });
+  t.equal(declared.status, 415);
+  t.match(declared.body.detail, /UTF-8/);
+  t.equal(await departments(), before, 'nothing stored');
+  const utf8 = await api.call(t, 'createDepartment', { token, payload: Buffer.from('{"name":"Café ☕"}'), contentType: 'application/json; charset=UTF-8' });
+  t.equal(utf8.status, 201, 'UTF-8, declared or not, is read');
+  t.equal(utf8.body.name, 'Café ☕');
+});
+
 t.test('router refusals are problem documents', async (t) => {
   const long = await api.call(t, 'getUser', { token, params: { user: '1'.repeat(1025) } });
   t.equal(long.status, 414, 'a path segment over 1024 characters');

@@ -59,7 +59,7 @@ async function scim(
   method: string,
   url: string,
   body?: unknown,
-  options: { token?: string | null; contentType?: string; payload?: string } = {},
+  options: { token?: string | null; contentType?: string; payload?: string | Buffer } = {},
 ): Promise<Sent> {
   const token = options.token === undefined ? scimToken : options.token;
   const headers: Record<string, string> = token ? bearer(token) : {};
@@ -110,6 +110,15 @@ t.test('a malformed body is invalidSyntax and stores nothing', async (t) => {
   const wrongType = await scim('POST', '/Users', undefined, { payload: 'userName=x', contentType: 'text/plain' });
   t.equal(wrongType.status, 415);
   t.same(wrongType.body.schemas, [ERROR]);
+  // Bytes that are not UTF-8 would be stored as U+FFFD; another charset is not read.
+  const latin1 = Buffer.concat([
+    Buffer.from('{"schemas":["urn:ietf:params:scim:schemas:core:2.0:User"],"userName":"caf'),
+    Buffer.from([0xe9]),
+    Buffer.from('"}'),
+  ]);
+  isError(t, await scim('POST', '/Users', undefined, { payload: latin1 }), 400, 'invalidSyntax');
+  const charset = await scim('POST', '/Users', undefined, { payload: JSON.stringify(newUser()), contentType: 'application/scim+json; charset=iso-8859-1' });
+  t.equal(charset.status, 415);
   t.equal(await userCount(), before);
 });
 
