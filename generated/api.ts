@@ -6260,7 +6260,8 @@ export interface components {
          * @description Resolved for the execution's assignee at request time: `username`, `first_name`,
          *     `last_name`, `full_name` (first and last name, space separated), `email`,
          *     `staff_number`, `language` (the user's `lang_id`, e.g. `de-DE`), `department_names`
-         *     (the assignee's department names, sorted, joined by `, `), `current_date`
+         *     (the assignee's department names, sorted, joined by `, `, cut to the 10000 characters a
+         *     text value holds), `current_date`
          *     (`YYYY-MM-DD`, UTC), `current_datetime` (RFC 3339, UTC), `tenant_name`. A variable
          *     without a value (no e-mail, no departments) is null, so the next source is tried.
          *     `current_date` fills `date` and `text` fields; every other variable fills `text`

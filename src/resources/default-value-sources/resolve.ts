@@ -47,6 +47,9 @@ async function formFieldValues(tx: Tx, viewer: Auth, sources: SourceRow[], assig
   return new Map(rows.map((row) => [Number(row.source_id), row.value ?? null]));
 }
 
+/** The most characters a text field's value holds (the spec's `FieldValue`). */
+const FIELD_TEXT_MAX_LENGTH = 10_000;
+
 /** Every system variable for `assigneeId`, in one query; blank values count as null. */
 async function systemVariables(tx: Tx, assigneeId: number): Promise<Record<SystemVariable, string | null>> {
   const [row] = await tx.execute<{
@@ -62,7 +65,8 @@ async function systemVariables(tx: Tx, assigneeId: number): Promise<Record<Syste
     now: string;
   }>(sql`
     select u.username, u.first_name, u.last_name, u.email, u.staff_number, u.lang_id,
-      (select string_agg(d.name, ', ' order by d.name)
+      -- Cut to the most a text value holds (FieldValue), so the prefilled value can be submitted.
+      (select left(string_agg(d.name, ', ' order by d.name), ${FIELD_TEXT_MAX_LENGTH})
          from department_users du join departments d on d.tenant_id = du.tenant_id and d.id = du.department_id
         where du.tenant_id = u.tenant_id and du.user_id = u.id) as department_names,
       (select t.name from tenants t where t.id = u.tenant_id) as tenant_name,

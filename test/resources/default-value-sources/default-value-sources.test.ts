@@ -604,6 +604,15 @@ t.test('default values: every system variable of the assignee, the tenant and th
   });
   t.ok(Math.abs(Date.parse(values.current_datetime) - before) < 60_000, `current_datetime ${values.current_datetime} is now`);
   t.match(values.current_datetime, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+
+  // Names of many departments cut to what a text value holds, so the value can be submitted back.
+  const member = await api.createUser(tenant.tenantId);
+  for (let i = 0; i < 45; i++) await createDepartment(api.db, tenant.tenantId, `${String(i).padStart(2, '0')} ${'n'.repeat(247)}`, [member.id]);
+  const many = await api.call(t, 'createTaskExecution', { token: admin, body: { task_template_id: variables.body.id, user_id: member.id } });
+  const long = await api.call(t, 'getTaskExecutionDefaultValues', { token: admin, params: { taskExecution: many.body.id } });
+  const names = long.body.data.find((d: { name: string }) => d.name === 'department_names').value as string;
+  t.equal(names.length, 10_000, 'the joined names, cut');
+  t.ok(names.startsWith(`00 ${'n'.repeat(247)}, 01 `), 'in name order');
 });
 
 t.test('default values: variables describing another user resolve only as far as the caller may read that user', async (t) => {
