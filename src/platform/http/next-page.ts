@@ -31,13 +31,21 @@ export function nextPageOf(answer: unknown): NextPage | undefined {
 const encodeTarget = (text: string) =>
   text.replace(/[^A-Za-z0-9\-._~:/?[\]@!$&'()*+,;=%]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase().padStart(2, '0')}`);
 
+/**
+ * The top-level name a query parameter sets, as the query-string parser reads it: `offset`
+ * for `offset`, `offset[]` and `offset[0]` alike, so that a replaced parameter leaves none
+ * of its other spellings behind.
+ */
 function parameterName(part: string): string {
   const raw = part.split('=', 1)[0]!.replace(/\+/g, ' ');
+  let name: string;
   try {
-    return decodeURIComponent(raw);
+    name = decodeURIComponent(raw);
   } catch {
-    return raw;
+    name = raw;
   }
+  const bracket = name.indexOf('[');
+  return bracket > 0 ? name.slice(0, bracket) : name;
 }
 
 /**

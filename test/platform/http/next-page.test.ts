@@ -34,6 +34,11 @@ t.test('the link keeps the path and the other parameters as sent, replacing the 
     'a percent-encoded name is the same parameter',
   );
   t.equal(nextPageLink('/api/users?limit=1&%zz=1', { offset: 1 }), '</api/users?limit=1&%zz=1&offset=1>; rel="next"', 'a malformed name is kept');
+  t.equal(
+    nextPageLink('/api/users?limit=1&offset[]=0&offset%5B0%5D=0', { offset: 1 }),
+    '</api/users?limit=1&offset=1>; rel="next"',
+    'the bracket spellings the parser reads as the same parameter are replaced too',
+  );
   t.equal(nextPageLink('/api/users', { offset: 1 }), '</api/users?offset=1>; rel="next"');
 });
 
