@@ -263,7 +263,9 @@ export async function userWriteReferenceErrors(
   const errors = userReferenceErrors(draft, references, caller);
   addErrors(errors, await conferredRightsErrors(tx, caller, change.userId, { roleId: draft.roleId ?? undefined, departmentIds: change.departmentIds }));
   const departmentIds = change.departmentIds ?? [];
-  reportMissing(errors, 'department_ids', departmentIds, await missingIds(tx, departments, departmentIds));
+  // Kept until the write ends (`keep`): a department's delete, which locks its row first,
+  // then waits for this write, instead of both waiting on each other's memberships.
+  reportMissing(errors, 'department_ids', departmentIds, await missingIds(tx, departments, departmentIds, undefined, { keep: true }));
   if (draft.username !== undefined && usernameProblems(draft.username).length === 0 && (await usernameTaken(tx, draft.username, change.userId ?? undefined))) {
     errors.username = [coded('taken', 'is already taken')];
   }

@@ -329,9 +329,10 @@ t.test('a SCIM write does not commit after its token was revoked', async (t) => 
 
 t.test('concurrent updates of the user settings: each event records what the one before left', async (t) => {
   const keys = ['phone', 'city', 'street', 'zipcode', 'staff_number'];
+  // Twelve different sets of keys, none of them the tenant's first (none).
   const answers = await Promise.all(
     Array.from({ length: 12 }, (_, i) =>
-      api.call(t, 'updateUserSettings', { token: admin, body: { required_profile_keys: keys.filter((_key, k) => (i >> k) % 2 === 1) } }),
+      api.call(t, 'updateUserSettings', { token: admin, body: { required_profile_keys: keys.filter((_key, k) => ((i + 1) >> k) % 2 === 1) } }),
     ),
   );
   noServerError(t, answers);
@@ -344,4 +345,20 @@ t.test('concurrent updates of the user settings: each event records what the one
   // so no two start from the same settings (read before the others, all would start from none).
   const froms = steps.map((step) => JSON.stringify(step.from));
   t.equal(new Set(froms).size, froms.length, `each event starts from other settings: ${froms.join(' ')}`);
+});
+
+t.test("a department's delete and a user update naming it answer no 5xx", async (t) => {
+  for (let round = 0; round < ROUNDS * 2; round++) {
+    const [gone, kept] = await Promise.all(
+      ['Leaving', 'Staying'].map((name) => api.call(t, 'createDepartment', { token: admin, body: { name: `${name} ${round}` } })),
+    );
+    const member = await api.createUser(tenant.tenantId, { username: `moving-${round}` });
+    await api.call(t, 'updateUser', { token: admin, params: { user: member.id }, body: { department_ids: [gone!.body.id] } });
+    const answers = await Promise.all([
+      api.call(t, 'updateUser', { token: admin, params: { user: member.id }, body: { department_ids: [gone!.body.id, kept!.body.id] } }),
+      round % 2 === 1 ? scim('DELETE', `/Groups/${gone!.body.id}`) : api.call(t, 'deleteDepartment', { token: admin, params: { department: gone!.body.id } }),
+    ]);
+    noServerError(t, answers);
+    t.ok([200, 422].includes(answers[0]!.status), `the update goes through or names the department gone: ${answers[0]!.status}`);
+  }
 });
