@@ -139,10 +139,11 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   registerRequestLogging(app);
   registerMetrics(app, services.metrics, services.config.metricsToken);
   registerErrorHandling(app);
-  registerQueryStringLimits(app);
   registerJsonBodies(app);
   await registerCors(app, services.config.corsOrigins);
   registerSecurityHeaders(app);
+  // After CORS and the security headers: its refusal carries them, as every answer does.
+  registerQueryStringLimits(app);
   await registerRateLimit(app, {
     perToken: services.config.rateLimitPerToken,
     perAddress: services.config.rateLimitPerAddress,

@@ -89,6 +89,7 @@ t.test(`a query string of more than ${MAX_QUERY_PARAMETERS} parameters is refuse
   t.equal(refused.statusCode, 400);
   t.match(refused.headers['content-type'], PROBLEM);
   t.match(refused.json().detail, /parameter limit/i);
+  t.equal(refused.headers['x-content-type-options'], 'nosniff', 'with the security headers every answer has');
   const array = await app.inject({
     method: 'GET',
     url: `/api/users?${Array.from({ length: MAX_QUERY_ARRAY_ITEMS + 1 }, (_, i) => `selects[${i}]=id`).join('&')}`,
