@@ -102,6 +102,8 @@ function referenceAnswers(): (path: string) => Promise<ReferenceAnswer> {
   const ask = async (path: string): Promise<ReferenceAnswer> => {
     reference ??= build();
     const answer = await (await reference).inject({ method: 'GET', url: path });
+    // A failure of the package is not kept: the next request asks again.
+    if (answer.statusCode >= 500) throw new Error(`the API reference answered ${answer.statusCode} for ${path}`);
     const html = String(answer.headers['content-type'] ?? '').startsWith('text/html');
     return { statusCode: answer.statusCode, headers: answer.headers, body: html ? answer.body : answer.rawPayload };
   };
@@ -139,7 +141,8 @@ export async function registerApiReference(app: FastifyInstance): Promise<void> 
       for (const name of PASSED_HEADERS) if (answer.headers[name] !== undefined) reply.header(name, answer.headers[name]);
       // The script changes only with the package: a browser keeps it for an hour.
       if (request.routeOptions.url!.endsWith('.js')) reply.header('cache-control', 'public, max-age=3600');
-      return reply.code(answer.statusCode).send(answer.body);
+      // An answer without a body (the redirect to the page) is sent without one.
+      return reply.code(answer.statusCode).send(answer.body.length > 0 ? answer.body : undefined);
     };
     for (const url of REFERENCE_PATHS) reference.get(url, { logLevel: 'warn' }, handler);
   });

@@ -55,6 +55,7 @@ if (!existsSync(CHROMIUM)) {
     t.match(String(page.headers['content-security-policy']), /script-src 'self' 'sha256-[A-Za-z0-9+/=]+'/);
     const redirect = await app.inject({ method: 'GET', url: '/docs' });
     t.strictSame([redirect.statusCode, redirect.headers.location], [301, '/docs/']);
+    t.notMatch(String(redirect.headers['content-type'] ?? ''), /octet-stream/, 'the redirect has no body of bytes');
     for (const url of ['/docs/json', '/docs/openapi.json', '/docs/openapi.yaml']) {
       t.equal((await app.inject({ method: 'GET', url })).statusCode, 404, `${url}: no second copy of the spec`);
     }
