@@ -318,7 +318,14 @@ t.test('a SCIM write does not commit after its token was revoked', async (t) => 
   const write = await api.db.owner.transaction(async (revocation) => {
     await revocation.execute(sql`select id from scim_tokens where id = ${token!.id} for update`);
     const pending = scim('POST', '/Users', user, value);
-    await sleep(300);
+    // Until the write waits for the token's row (or 5 s: a write that does not wait is done by then).
+    const waiting = async () =>
+      (
+        await api.db.owner.execute<{ n: number }>(
+          sql`select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and query ilike '%scim_tokens%'`,
+        )
+      )[0]!.n;
+    for (let waited = 0; (await waiting()) === 0 && waited < 5_000; waited += 50) await sleep(50);
     await revocation.execute(sql`delete from scim_tokens where id = ${token!.id}`);
     return { pending };
   });
