@@ -23,6 +23,7 @@ import {
   blackOut,
   departmentIdsOf,
   endAllSessions,
+  findUser,
   findPicture,
   insertUser,
   loadRequiredProfileKeys,
@@ -253,7 +254,8 @@ export const userHandlers = {
       addErrors(errors, await userWriteReferenceErrors(tx, auth, draft, { userId: current.id, departmentIds: input.department_ids }));
       if (Object.keys(errors).length > 0) throw userWriteRefusal(errors);
       const departmentsBefore = input.department_ids === undefined ? null : ((await departmentIdsOf(tx, [current.id])).get(current.id) ?? []);
-      await updateUserColumns(tx, current.id, { ...columnsOf(input), ...(passwordHash ? { passwordHash } : {}) });
+      // Deleted or blacked out since it was read: not written over (`updateUserColumns`).
+      if (!(await updateUserColumns(tx, current.id, { ...columnsOf(input), ...(passwordHash ? { passwordHash } : {}) }))) throw notFound('The user');
       if (passwordHash) {
         await endSessionsAfterPasswordChange(tx, auth, current.id);
         await revokePendingLoginTokens(tx, current.id);
@@ -346,7 +348,11 @@ export const userHandlers = {
         const conferred = await conferredRightsErrors(tx, auth, user.id, { roleId });
         if (Object.keys(conferred).length > 0) throw invalid(conferred);
       }
-      await restoreDeletedUser(tx, user.id, roleId);
+      if (!(await restoreDeletedUser(tx, user.id, roleId))) {
+        // Restored or blacked out since it was read: answered as then.
+        const now = await findUser(tx, user.id, true);
+        throw invalid({ user: [now?.blackedOutAt ? coded('blacked_out', 'was blacked out and cannot be restored') : coded('not_deleted', 'is not deleted')] });
+      }
       await audit(tx, ctx, {
         action: 'user.restored',
         target: { type: 'user', id: user.id, label: userLabel(user) },

@@ -2,7 +2,7 @@
 import { and, asc, eq, getTableColumns, inArray, isNotNull, isNull, ne, or, sql, type SQL } from 'drizzle-orm';
 import type { Config } from '../../config.ts';
 import { userLabel } from '../../platform/audit/audit.ts';
-import { transactionTenant, type Tx } from '../../platform/database/database.ts';
+import { type Tx } from '../../platform/database/database.ts';
 import { lockTenantScope } from '../../platform/database/locks.ts';
 import { forgetAccountFailures } from '../auth/queries.ts';
 import { accessTokens } from '../auth/table.ts';
@@ -47,22 +47,9 @@ export function selectUsers(tx: Tx, columns?: Record<string, SQL>) {
 /** Users ordered by last name, first name, id (as `GET /api/users` documents). */
 export const USER_ORDER = [asc(users.lastName), asc(users.firstName), asc(users.id)];
 
-/**
- * The user with `id` in the transaction's tenant; soft-deleted ones only when `withTrashed`.
- * `lock`: its row is locked until the transaction ends (`lockRecord`, in the same statement),
- * so a concurrent write of the user waits, and this one reads what an earlier one left.
- */
-export async function findUser(tx: Tx, id: number, withTrashed = false, options: { lock?: boolean } = {}): Promise<UserRow | undefined> {
-  const tenantId = options.lock ? transactionTenant(tx) : undefined;
-  if (options.lock && tenantId === undefined) throw new Error('findUser locks in a transaction of db.tenant().');
-  const [row] =
-    tenantId === undefined
-      ? await selectUsers(tx).where(eq(users.id, id))
-      : // Named by its tenant too: Citus locks rows only in a statement that names its shard.
-        // `= any(array[…])`, not `=`, beside the pictures' outer join (docs/scaling.md).
-        await selectUsers(tx)
-          .where(and(sql`${users.tenantId} = any(array[${tenantId}]::bigint[])`, eq(users.id, id)))
-          .for('no key update', { of: users });
+/** The user with `id` in the transaction's tenant; soft-deleted ones only when `withTrashed`. */
+export async function findUser(tx: Tx, id: number, withTrashed = false): Promise<UserRow | undefined> {
+  const [row] = await selectUsers(tx).where(eq(users.id, id));
   if (!row || (!withTrashed && row.deletedAt)) return undefined;
   return row;
 }
@@ -133,12 +120,18 @@ export async function insertUser(tx: Tx, values: typeof users.$inferInsert): Pro
   return created!.id;
 }
 
-/** Stores `values` on the user (and the time of the update). */
-export async function updateUserColumns(tx: Tx, userId: number, values: UserColumns): Promise<void> {
-  await tx
+/**
+ * Stores `values` on the user (and the time of the update), unless the user is deleted or
+ * blacked out by now: false then. The condition is judged on the row as it is when written,
+ * so a delete or blackout that committed after the caller read the user is not overwritten.
+ */
+export async function updateUserColumns(tx: Tx, userId: number, values: UserColumns): Promise<boolean> {
+  const [updated] = await tx
     .update(users)
     .set({ ...values, updatedAt: sql`now()` })
-    .where(eq(users.id, userId));
+    .where(and(eq(users.id, userId), isNull(users.deletedAt)))
+    .returning({ id: users.id });
+  return updated !== undefined;
 }
 
 /** The user's departments become `departmentIds` (undefined: unchanged). */
@@ -235,12 +228,18 @@ export async function softDeleteUser(tx: Tx, userId: number): Promise<boolean> {
   return deleted !== undefined;
 }
 
-/** Clears the user's `deleted_at`, and replaces the role when `roleId` is given. */
-export async function restoreDeletedUser(tx: Tx, userId: number, roleId: number | undefined): Promise<void> {
-  await tx
+/**
+ * Clears the user's `deleted_at`, and replaces the role when `roleId` is given; false when,
+ * by the time it is written, the user is not deleted or was blacked out (a concurrent
+ * restore or blackout committed after the caller read the user).
+ */
+export async function restoreDeletedUser(tx: Tx, userId: number, roleId: number | undefined): Promise<boolean> {
+  const [restored] = await tx
     .update(users)
     .set({ deletedAt: null, updatedAt: sql`now()`, ...(roleId !== undefined ? { roleId } : {}) })
-    .where(eq(users.id, userId));
+    .where(and(eq(users.id, userId), isNotNull(users.deletedAt), isNull(users.blackedOutAt)))
+    .returning({ id: users.id });
+  return restored !== undefined;
 }
 
 /**

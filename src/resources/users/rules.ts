@@ -401,13 +401,10 @@ export function assertMayAdminister(caller: Caller, target: { id: number; granta
  * "May administer this user", the one rule of every operation that changes a user (update,
  * delete, restore, blackout, logout mark): the user `userId` of the tenant (soft-deleted
  * ones only `withTrashed`; 404 otherwise), whom the caller may administer
- * (`assertMayAdminister`, 403 otherwise; one's own record always). Answers the user, its
- * row locked until the transaction ends.
+ * (`assertMayAdminister`, 403 otherwise; one's own record always). Answers the user.
  */
 export async function requireAdministrableUser(tx: Tx, caller: Caller, userId: number, options: { withTrashed?: boolean } = {}): Promise<UserRow> {
-  // Locked: a concurrent update, delete, restore or blackout of the user waits, or is waited
-  // for, so none writes over what another left (a blacked-out account stays so).
-  const user = await findUser(tx, userId, options.withTrashed, { lock: true });
+  const user = await findUser(tx, userId, options.withTrashed);
   if (!user) throw notFound('The user');
   if (user.id !== caller.userId) {
     const role = (await loadUserReferences(tx, { roleIds: [user.roleId] })).roles.get(user.roleId);
