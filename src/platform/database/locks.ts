@@ -18,6 +18,9 @@ export async function lockTenantScope(tx: Tx, purpose: string): Promise<void> {
 /** A table of tenant records: an `id` and the `tenant_id` that places it. */
 type TenantTable = PgTable & { id: AnyPgColumn; tenantId: AnyPgColumn };
 
+/** The row lock `lockRecord` takes (below). */
+export type RecordLock = 'no key update' | 'update';
+
 /**
  * Locks the record `id` of `table` in the transaction's tenant until the transaction ends
  * and answers whether it exists. An update, delete or restore takes it before it reads
@@ -28,7 +31,7 @@ type TenantTable = PgTable & { id: AnyPgColumn; tenantId: AnyPgColumn };
  * record, or a write that must see no new reference appear).
  * The tenant is named as a value: Citus locks rows only in a statement that names its shard.
  */
-export async function lockRecord(tx: Tx, table: TenantTable, id: number, strength: 'no key update' | 'update' = 'no key update'): Promise<boolean> {
+export async function lockRecord(tx: Tx, table: TenantTable, id: number, strength: RecordLock = 'no key update'): Promise<boolean> {
   const tenantId = transactionTenant(tx);
   if (tenantId === undefined) throw new Error('lockRecord runs in a transaction of db.tenant().');
   const [row] = await tx

@@ -15,6 +15,9 @@ import {
 } from './queries.ts';
 import { loginLimitKeys } from './rules.ts';
 
+/** One answer for every refused sign-in: which part was wrong is not told. */
+const credentialsInvalid = () => unauthorized('The tenant, username or password is wrong.', 'credentials_invalid');
+
 export const authHandlers = {
   async login({ body, request, services: { db, config } }) {
     const tenantId = await findTenantId(db, body.tenant);
@@ -27,13 +30,13 @@ export const authHandlers = {
     // Always verify (against a dummy hash when there is no user): same answer, same time.
     const passwordOk = await verifyPassword(user?.passwordHash, body.password);
     // A failure stays counted on every key.
-    if (!tenantId || !user || !passwordOk || !user.active) throw unauthorized('The tenant, username or password is wrong.', 'credentials_invalid');
+    if (!tenantId || !user || !passwordOk || !user.active) throw credentialsInvalid();
     const [byName, byAddress, byUser] = keys;
     await clearLoginFailures(db, [byName!, byUser!]);
     await withdrawLoginAttempt(db, attempt, [byAddress!]);
     const answer = await db.tenant(tenantId, async (tx) => {
       // The password checked above may have changed since (`stillSignsIn`).
-      if (!(await stillSignsIn(tx, user.id, user.passwordHash!))) throw unauthorized('The tenant, username or password is wrong.', 'credentials_invalid');
+      if (!(await stillSignsIn(tx, user.id, user.passwordHash!))) throw credentialsInvalid();
       // A session begun: the user signing in acts. The token's value is a credential and
       // stays out of the trail; a refused sign-in is counted above, not recorded.
       const label = userLabel(user);

@@ -7,7 +7,7 @@ import { and, asc, count, eq, inArray, sql, type SQL } from 'drizzle-orm';
 import type { Caller } from '../../platform/auth/auth.ts';
 import { grantablePermissions } from '../../platform/auth/permissions.ts';
 import type { Tx } from '../../platform/database/database.ts';
-import { lockRecord, lockTenantScope } from '../../platform/database/locks.ts';
+import { lockRecord, lockTenantScope, type RecordLock } from '../../platform/database/locks.ts';
 import { coded, invalid } from '../../platform/http/problem.ts';
 import { departmentCountAndLimit, saveDepartment, departmentRecords, type DepartmentRow } from '../departments/queries.ts';
 import { departmentAvailability, departmentLimitRefusal, departmentWrite } from '../departments/rules.ts';
@@ -62,7 +62,7 @@ export async function requireGroup(tx: Tx, id: string): Promise<DepartmentRow> {
  * delete locks it `FOR UPDATE`, as `/api`'s does: a new reference to the department (an
  * entity permission that names it) then waits, and is seen or refused.
  */
-export async function lockedGroup(tx: Tx, id: string, strength: 'no key update' | 'update' = 'no key update'): Promise<DepartmentRow> {
+export async function lockedGroup(tx: Tx, id: string, strength: RecordLock = 'no key update'): Promise<DepartmentRow> {
   if (!isRecordId(id) || !(await lockRecord(tx, departments, Number(id), strength))) throw scimNotFound('The group', id);
   return requireGroup(tx, id);
 }

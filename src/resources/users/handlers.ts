@@ -35,6 +35,7 @@ import {
   softDeleteUser,
   storeRequiredProfileKeys,
   updateUserColumns,
+  type UserRow,
 } from './queries.ts';
 import {
   addErrors,
@@ -153,6 +154,12 @@ async function servePicture(ctx: Context<'getProfilePicture'> | Context<'getProf
       'x-content-type-options': 'nosniff',
     },
   };
+}
+
+/** A user can be restored only while deleted and not blacked out (422 otherwise). */
+function assertRestorable(user: Pick<UserRow, 'blackedOutAt' | 'deletedAt'>): void {
+  if (user.blackedOutAt) throw invalid({ user: [coded('blacked_out', 'was blacked out and cannot be restored')] });
+  if (!user.deletedAt) throw invalid({ user: [coded('not_deleted', 'is not deleted')] });
 }
 
 export const userHandlers = {
@@ -333,8 +340,7 @@ export const userHandlers = {
     requirePermission(auth, 'users.view');
     const restored = await db.tenant(auth.tenantId, async (tx) => {
       const user = await requireAdministrableUser(tx, auth, params.user, { withTrashed: true });
-      if (user.blackedOutAt) throw invalid({ user: [coded('blacked_out', 'was blacked out and cannot be restored')] });
-      if (!user.deletedAt) throw invalid({ user: [coded('not_deleted', 'is not deleted')] });
+      assertRestorable(user);
       if (roleId !== undefined) {
         // The role is an administrative field: written only by a caller who may see it, as by an update.
         const hidden = hiddenKeyErrors(auth, user, ['role_id']);
@@ -349,9 +355,8 @@ export const userHandlers = {
         if (Object.keys(conferred).length > 0) throw invalid(conferred);
       }
       if (!(await restoreDeletedUser(tx, user.id, roleId))) {
-        // Restored or blacked out since it was read: answered as then.
-        const now = await findUser(tx, user.id, true);
-        throw invalid({ user: [now?.blackedOutAt ? coded('blacked_out', 'was blacked out and cannot be restored') : coded('not_deleted', 'is not deleted')] });
+        // Restored or blacked out since it was read: answered as it is now.
+        assertRestorable((await findUser(tx, user.id, true))!);
       }
       await audit(tx, ctx, {
         action: 'user.restored',

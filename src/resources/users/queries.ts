@@ -2,7 +2,7 @@
 import { and, asc, eq, getTableColumns, inArray, isNotNull, isNull, ne, or, sql, type SQL } from 'drizzle-orm';
 import type { Config } from '../../config.ts';
 import { userLabel } from '../../platform/audit/audit.ts';
-import { type Tx } from '../../platform/database/database.ts';
+import type { Tx } from '../../platform/database/database.ts';
 import { lockTenantScope } from '../../platform/database/locks.ts';
 import { forgetAccountFailures } from '../auth/queries.ts';
 import { accessTokens } from '../auth/table.ts';
