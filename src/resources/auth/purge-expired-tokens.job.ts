@@ -15,8 +15,12 @@ export const purgeExpiredTokens = defineJob<{ olderThanSeconds?: number }>({
       delete from access_tokens
       where expires_at < now() - make_interval(secs => ${olderThan})
          or revoked_at < now() - make_interval(secs => ${olderThan})`);
+    // A count a sign-in holds is being renewed: skipped, not waited for (sign-ins lock in key order).
     await db.owner.execute(sql`
       delete from login_failures
-      where window_started_at < now() - make_interval(secs => ${config.loginFailureWindowSeconds})`);
+      where key in (
+        select key from login_failures
+        where window_started_at < now() - make_interval(secs => ${config.loginFailureWindowSeconds})
+        order by key for update skip locked)`);
   },
 });

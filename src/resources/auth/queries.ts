@@ -110,7 +110,7 @@ export async function admitLoginAttempt(db: Database, config: Config, keys: Limi
   const window = config.loginFailureWindowSeconds;
   const rows = await db.appSql<CountedRow[]>`
     insert into login_failures as f (key, failures, window_started_at)
-    select key, 1, now() from unnest(${keys.map((k) => k.key)}::text[]) with ordinality as k(key, n) order by n
+    select key, 1, now() from unnest(${keys.map((k) => k.key)}::text[]) as k(key) order by key
     on conflict (key) do update set
       failures = case when f.window_started_at + make_interval(secs => ${window}) <= now() then 1 else f.failures + 1 end,
       window_started_at = case when f.window_started_at + make_interval(secs => ${window}) <= now() then now() else f.window_started_at end
@@ -135,14 +135,18 @@ export async function withdrawLoginAttempt(db: Database, attempt: LoginAttempt, 
   const counted = keys ? attempt.counted.filter((c) => keys.some((k) => k.key === c.key)) : attempt.counted;
   if (counted.length === 0) return;
   await db.appSql`
+    with locked as (select key from login_failures where key = any(${counted.map((c) => c.key)}::text[]) order by key for update)
     update login_failures as f set failures = f.failures - 1
-    from unnest(${counted.map((c) => c.key)}::text[], ${counted.map((c) => c.window)}::bigint[]) as c(key, window_id)
-    where f.key = c.key and (extract(epoch from f.window_started_at) * 1000000)::bigint = c.window_id and f.failures > 0`;
+    from unnest(${counted.map((c) => c.key)}::text[], ${counted.map((c) => c.window)}::bigint[]) as c(key, window_id), locked
+    where f.key = c.key and locked.key = f.key
+      and (extract(epoch from f.window_started_at) * 1000000)::bigint = c.window_id and f.failures > 0`;
 }
 
 /** A successful sign-in: the account's counts (per name, per user) start over. */
 export async function clearLoginFailures(db: Database, keys: LimitKey[]): Promise<void> {
-  await db.appSql`delete from login_failures where key = any(${keys.map((k) => k.key)}::text[])`;
+  await db.appSql`
+    with locked as (select key from login_failures where key = any(${keys.map((k) => k.key)}::text[]) order by key for update)
+    delete from login_failures as f using locked where f.key = locked.key`;
 }
 
 /**
@@ -154,5 +158,7 @@ export async function forgetAccountFailures(tx: Tx, config: Config, user: { id: 
   if (!tenant) return;
   const byName = accountLimitKey(config, tenant.slug, user.username).key;
   const byUser = userLimitKey(config, Number(tenant.id), user.id).key;
-  await tx.execute(sql`delete from login_failures where key in (${byName}, ${byUser})`);
+  await tx.execute(sql`
+    with locked as (select key from login_failures where key in (${byName}, ${byUser}) order by key for update)
+    delete from login_failures as f using locked where f.key = locked.key`);
 }

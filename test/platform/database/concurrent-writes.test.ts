@@ -188,6 +188,24 @@ t.test('a sign-in that raced a password change yields no session that outlives t
   }
 });
 
+t.test('sign-ins of one account at the same moment, right and wrong, answer no 5xx', async (t) => {
+  // Each counts, withdraws and clears the account's failure counts: rows locked in one order.
+  for (let round = 0; round < ROUNDS * 2; round++) {
+    const user = await api.createUser(tenant.tenantId, { username: `busy-account-${round}`, password: 'the right password' });
+    const answers = await Promise.all(
+      Array.from({ length: 16 }, (_, i) =>
+        api.call(t, 'login', { body: { tenant: tenant.slug, username: user.username, password: i % 4 === 0 ? 'a wrong one' : 'the right password' } }),
+      ),
+    );
+    noServerError(t, answers);
+    t.same(
+      answers.flatMap((answer, i) => (answer.status === (i % 4 === 0 ? 401 : 200) ? [] : [answer.status])),
+      [],
+      'the right password signs in, the wrong one is refused',
+    );
+  }
+});
+
 t.test('a user update through /api and SCIM group writes of the same memberships answer no 5xx', async (t) => {
   for (let round = 0; round < 3; round++) {
     const group = await api.call(t, 'createDepartment', { token: admin, body: { name: `Group ${round}` } });
