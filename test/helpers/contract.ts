@@ -105,18 +105,22 @@ export function contractViolations(operationId: OperationId | ServedElsewhereId,
 
 /** The operation served outside the binding (SCIM) whose method and path template match the request, or null. */
 export function servedOperationOf(method: string, url: string): ServedElsewhereId | null {
+  return servedOperationsAt(url).find(([, meta]) => meta.method === method.toUpperCase())?.[0] ?? null;
+}
+
+/** The operations outside the binding whose path template matches `url`'s path. */
+function servedOperationsAt(url: string): [ServedElsewhereId, { method: string; path: string }][] {
   const path = url.split('?')[0]!;
   const literal = (text: string) => text.replace(/[.*+?^$()|[\]\\]/g, '\\$&');
-  for (const [id, meta] of Object.entries(servedElsewhere)) {
+  return Object.entries(servedElsewhere).flatMap(([id, meta]) => {
     const template = new RegExp(
       `^${meta.path
         .split(/\{[^}]+\}/)
         .map(literal)
         .join('[^/]+')}$`,
     );
-    if (meta.method === method.toUpperCase() && template.test(path)) return id as ServedElsewhereId;
-  }
-  return null;
+    return template.test(path) ? [[id as ServedElsewhereId, meta]] : [];
+  });
 }
 
 /** Answer headers the spec declares where they are sent: one the answer carries must be declared by its response. */
@@ -148,8 +152,18 @@ export function servedAnswerViolations(method: string, url: string, answer: { st
   const body = answer.body === '' ? undefined : /[/+]json\b/.test(contentType) ? (JSON.parse(answer.body) as unknown) : answer.body;
   const operationId = servedOperationOf(method, url);
   if (!operationId) {
-    if (answer.statusCode !== 404) return [`no operation answers ${method} ${url}, but it was answered ${answer.statusCode}`];
-    return schemaViolations('#/components/schemas/ScimError', body).map((violation) => `${method} ${url} → 404: ${violation}`);
+    // A path served with other methods: 405, `Allow` naming them (a GET's HEAD too); else 404.
+    const methods = servedOperationsAt(url).flatMap(([, meta]) => (meta.method === 'GET' ? ['GET', 'HEAD'] : [meta.method]));
+    const status = methods.length > 0 ? 405 : 404;
+    if (answer.statusCode !== status) return [`no operation answers ${method} ${url}, but it was answered ${answer.statusCode}, not ${status}`];
+    const violations = schemaViolations('#/components/schemas/ScimError', body).map((violation) => `${method} ${url} → ${status}: ${violation}`);
+    const allow = String(answer.headers.allow ?? '')
+      .split(', ')
+      .filter(Boolean);
+    if (status === 405 && !(allow.length === methods.length && methods.every((m) => allow.includes(m)))) {
+      violations.push(`${method} ${url} → 405: Allow is "${allow.join(', ')}", not the methods served (${methods.join(', ')})`);
+    }
+    return violations;
   }
   const violations = contractViolations(operationId, answer.statusCode, contentType, body);
   const declared = responseObject(operationId, answer.statusCode);

@@ -7,8 +7,8 @@ const ALLOWED_HEADERS = ['Authorization', 'Content-Type', 'X-Request-Id', 'Last-
 /**
  * Response headers a page may read besides the safelisted ones: where a created record is,
  * when to retry, the rate limit's state, the request's id, a download's file name, a
- * list's next page, a picture's validator, whether a retry was replayed, and an
- * operation's deprecation.
+ * list's next page, a picture's validator, whether a retry was replayed, an operation's
+ * deprecation, and the methods a path is served with (a 405's `Allow`).
  */
 export const EXPOSED_HEADERS = [
   'Location',
@@ -23,6 +23,7 @@ export const EXPOSED_HEADERS = [
   'Idempotent-Replayed',
   'Deprecation',
   'Sunset',
+  'Allow',
 ];
 
 /**
@@ -31,7 +32,8 @@ export const EXPOSED_HEADERS = [
  * methods, `Authorization` among the allowed headers, and a cache lifetime; from any other
  * origin it is answered without `Access-Control-Allow-Origin`, so the browser refuses the
  * call. Credentials (cookies) are not involved: the API takes bearer tokens. With no
- * origins configured nothing is registered and `OPTIONS` stays an unknown route (404).
+ * origins configured nothing is registered and `OPTIONS` is answered as any method a path
+ * is not served with (405, or 404 for an unknown path).
  */
 export async function registerCors(app: FastifyInstance, origins: string[]): Promise<void> {
   if (origins.length === 0) return;

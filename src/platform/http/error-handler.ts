@@ -5,7 +5,8 @@ import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from
 import { isConnectionLoss } from '../database/connection-loss.ts';
 import { isMalformedMultipart, UPLOAD_MAX_BYTES } from './multipart.ts';
 import { randomUUID } from 'node:crypto';
-import { coded, noRouteDetail, ProblemError, problemDocument, type ProblemDocument } from './problem.ts';
+import { noRouteError } from './no-route.ts';
+import { coded, ProblemError, problemDocument, type ProblemDocument } from './problem.ts';
 import { REQUEST_ID_HEADER } from './request-id.ts';
 import { fieldErrors } from './validation.ts';
 
@@ -224,12 +225,10 @@ export function registerErrorHandling(app: FastifyInstance): void {
       .type(PROBLEM)
       .send(identified(problemDocument(500, 'An unexpected error occurred.'), request));
   });
-  app.setNotFoundHandler((request, reply) =>
-    reply
-      .code(404)
-      .type(PROBLEM)
-      .send(identified(problemDocument(404, noRouteDetail(request.method, request.url)), request)),
-  );
+  app.setNotFoundHandler((request, reply) => {
+    const refusal = noRouteError(request);
+    return reply.code(refusal.status).headers(refusal.headers).type(PROBLEM).send(identified(refusal.toDocument(), request));
+  });
 }
 
 /** Maximum length of one path segment (a route parameter) before routing refuses the URL. */

@@ -13,7 +13,8 @@ import type { FileHandle } from 'node:fs/promises';
 import multipart from '@fastify/multipart';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { anonymousFile } from './anonymous-file.ts';
-import { noRouteDetail, ProblemError } from './problem.ts';
+import { noRouteError } from './no-route.ts';
+import { ProblemError } from './problem.ts';
 
 /** Bytes read back from an upload at a time. */
 export const UPLOAD_CHUNK_BYTES = 64 * 1024;
@@ -169,7 +170,7 @@ export async function registerMultipart(app: FastifyInstance): Promise<void> {
       // Read only for an operation that takes it (any other operation refused it before, 415):
       // a path no route serves, or a route outside the operations, answers without reading it.
       if (request.routeOptions.config.operationId === undefined) {
-        done(request.is404 ? new ProblemError(404, noRouteDetail(request.method, request.url)) : new ProblemError(415, 'This resource takes no request body.'));
+        done(request.is404 ? noRouteError(request) : new ProblemError(415, 'This resource takes no request body.'));
         return;
       }
       const files = new RequestFiles();

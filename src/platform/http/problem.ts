@@ -365,8 +365,6 @@ export function problemDocument(status: number, detail?: string, options: { code
 }
 
 export const notFound = (what = 'The record') => new ProblemError(404, `${what} does not exist.`);
-/** The detail of a 404 for a path and method no route serves. */
-export const noRouteDetail = (method: string, url: string) => `No route ${method} ${url.split('?')[0]}.`;
 export const forbidden = (detail = 'You are not permitted to do this.', code?: ProblemCode) => new ProblemError(403, detail, { code });
 export const unauthorized = (detail = 'A valid access token is required.', code?: ProblemCode) => new ProblemError(401, detail, { code });
 export const invalid = (errors: FieldErrors, detail = 'The request is invalid.') => new ProblemError(422, detail, { errors });

@@ -24,6 +24,7 @@ import {
   violatedConstraint,
 } from '../../platform/http/error-handler.ts';
 import { jsonBodyText } from '../../platform/http/json-body.ts';
+import { noRouteError } from '../../platform/http/no-route.ts';
 import { coded, ProblemError, type FieldErrors } from '../../platform/http/problem.ts';
 import { HOLDS_ENTITY_RIGHTS, usersHoldingRightsBeyond } from '../entity-permissions/rules.ts';
 import type { Services } from '../../platform/services.ts';
@@ -617,9 +618,15 @@ export async function registerScim(app: FastifyInstance, services: Services): Pr
         void parse(request, read.text, done);
       });
       scim.setErrorHandler((error, request, reply) => answerError(error as FastifyError, request, reply));
-      scim.setNotFoundHandler((request, reply) =>
-        answerError(new ScimError(404, `${request.method} ${request.url.split('?')[0]} is not a SCIM endpoint.`), request, reply),
-      );
+      scim.setNotFoundHandler((request, reply) => {
+        // A path served with other methods: 405 with `Allow`.
+        const refusal = noRouteError(request);
+        answerError(
+          refusal.status === 404 ? new ScimError(404, `${request.method} ${request.url.split('?')[0]} is not a SCIM endpoint.`) : refusal,
+          request,
+          reply,
+        );
+      });
       scim.addHook('onRequest', async (request) => {
         request.scim = await authenticate(services, request, SAFE_METHODS.has(request.method) ? recent : undefined);
         const type = request.headers['content-type']?.split(';')[0]!.trim().toLowerCase();

@@ -68,6 +68,7 @@ t.test('answers to an allowed origin expose the headers a client needs', async (
     'Idempotent-Replayed',
     'Deprecation',
     'Sunset',
+    'Allow',
   ])
     t.match(exposed, name);
   const denied = await api.call(t, 'getCurrentUser', { token: demo.adminToken, headers: { origin: 'https://evil.example.com' } });
@@ -91,7 +92,7 @@ t.test('refusals carry the allowance too, so the page can read the problem docum
   t.equal(missing.headers['access-control-allow-origin'], ALLOWED);
 });
 
-t.test('without CORS_ORIGINS no origin is allowed and OPTIONS is an unknown route', async (t) => {
+t.test('without CORS_ORIGINS no origin is allowed and OPTIONS is a method the path is not served with', async (t) => {
   const closed = await buildApp({ ...api.atrium.services, config: { ...api.config, corsOrigins: [] } }, { logger: api.atrium.logger });
   t.teardown(() => closed.close());
   const res = await closed.inject({
@@ -99,7 +100,8 @@ t.test('without CORS_ORIGINS no origin is allowed and OPTIONS is an unknown rout
     url: '/api/users/current',
     headers: { origin: ALLOWED, 'access-control-request-method': 'GET' },
   });
-  t.equal(res.statusCode, 404);
+  t.equal(res.statusCode, 405);
+  t.match(res.headers.allow, /^GET, HEAD\b/);
   t.equal(res.headers['content-type'], 'application/problem+json; charset=utf-8');
   t.notOk(res.headers['access-control-allow-origin']);
 });

@@ -32,6 +32,35 @@ t.test('unknown routes are problem documents', async (t) => {
   t.match(res.json(), { type: /problems\/not-found/, title: 'Not Found', status: 404, detail: 'No route GET /api/nothing-here.' });
 });
 
+t.test('a path served with other methods answers 405 with Allow', async (t) => {
+  const wrong = await app.inject({ method: 'PATCH', url: '/api/departments?limit=1', payload: { name: 'x' } });
+  t.equal(wrong.statusCode, 405);
+  t.equal(wrong.headers['content-type'], 'application/problem+json; charset=utf-8');
+  t.equal(wrong.headers.allow, 'GET, HEAD, POST');
+  t.match(wrong.json(), {
+    type: '/problems/method-not-allowed',
+    status: 405,
+    code: 'method_not_allowed',
+    detail: /^\/api\/departments is served with GET, HEAD, POST, not PATCH\.$/,
+  });
+  // A multipart body sent with the wrong method is refused unread, the same way.
+  const multipart = await app.inject({
+    method: 'POST',
+    url: '/api/notifications/count',
+    headers: { 'content-type': 'multipart/form-data; boundary=b' },
+    payload: '--b\r\nContent-Disposition: form-data; name="file"; filename="u.csv"\r\n\r\nusername\r\n--b--\r\n',
+  });
+  t.equal(multipart.statusCode, 405);
+  t.notMatch(multipart.headers.allow, /POST/, `Allow: ${multipart.headers.allow}`);
+  t.match(multipart.headers.allow, /^GET, HEAD\b/);
+  // A path no method serves stays 404, whatever the method.
+  for (const method of ['GET', 'DELETE', 'OPTIONS'] as const) {
+    const none = await app.inject({ method, url: '/api/nothing-here' });
+    t.equal(none.statusCode, 404, `${method} of an unknown path`);
+    t.equal(none.headers.allow, undefined);
+  }
+});
+
 t.test('uncaught errors are logged and answered 500 without internals', async (t) => {
   const logged: string[] = [];
   const bare = Fastify({

@@ -291,7 +291,8 @@ t.test('router refusals are problem documents', async (t) => {
   t.match(badEncoding.json(), { status: 400, title: 'Bad Request', detail: /percent-encoding/ });
 
   const wrongMethod = await app.inject({ method: 'PATCH', url: '/api/users/1', headers: { authorization: `Bearer ${token}` } });
-  t.equal(wrongMethod.statusCode, 404, 'an undeclared method is an unknown route');
+  t.equal(wrongMethod.statusCode, 405, 'an undeclared method of a known path: 405');
+  t.equal(wrongMethod.headers.allow, 'GET, HEAD, PUT, DELETE');
   t.match(wrongMethod.headers['content-type'], PROBLEM);
 });
 

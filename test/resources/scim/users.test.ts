@@ -721,6 +721,10 @@ t.test('discovery: ServiceProviderConfig, ResourceTypes, Schemas', async (t) => 
   t.equal((await scim('GET', `/Schemas/${USER}`)).status, 200);
   isError(t, await scim('GET', '/Schemas/urn:nope'), 404);
   isError(t, await scim('GET', '/Nothing'), 404);
+  // A path served with other methods: 405, and `Allow` names them.
+  const wrongMethod = await scim('DELETE', '/ServiceProviderConfig');
+  isError(t, wrongMethod, 405);
+  t.equal(wrongMethod.headers.allow, 'GET, HEAD');
 });
 
 t.test('a PATCH path with a malformed value filter is invalidPath; null replaces as a remove; no library text leaks', async (t) => {
