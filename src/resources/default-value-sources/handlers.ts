@@ -5,7 +5,7 @@ import { requireVisibleExecution } from '../forms/rules.ts';
 import { audit, recordChanges } from '../audit-events/record.ts';
 import { labelsFor } from './labels.ts';
 import { FILTERS, filterOptions, isMultiSelect, previewFields } from './preview.ts';
-import { deleteSource, insertSource, updateSource } from './queries.ts';
+import { deleteSource, holdTargetField, insertSource, updateSource } from './queries.ts';
 import { resolveDefaultValues } from './resolve.ts';
 import { administrableSource, createdCandidate, entityPairErrors, sortNumberFor, updatedCandidate, validateSource } from './rules.ts';
 import { defaultValueSources } from './table.ts';
@@ -47,7 +47,9 @@ export const defaultValueSourceHandlers = {
     } = ctx;
     refuse(entityPairErrors(body));
     const updated = await db.tenant(auth.tenantId, async (tx) => {
-      // A concurrent update or delete of the source waits, or is waited for: no change is lost.
+      // A concurrent update or delete of the source waits, or is waited for: no change is
+      // lost. The field it fills is held first (`holdTargetField`), as a field's delete takes it.
+      await holdTargetField(tx, params.defaultValueSource);
       if (!(await lockRecord(tx, defaultValueSources, params.defaultValueSource))) throw notFound('The default value source');
       const current = await administrableSource(tx, auth, params.defaultValueSource);
       const candidate = updatedCandidate(current, body);

@@ -1,7 +1,8 @@
 /** Reads and writes of default value sources. */
-import { eq, sql } from 'drizzle-orm';
-import type { Tx } from '../../platform/database/database.ts';
+import { and, eq, sql } from 'drizzle-orm';
+import { transactionTenant, type Tx } from '../../platform/database/database.ts';
 import { lockTenantScope } from '../../platform/database/locks.ts';
+import { formFields } from '../forms/table.ts';
 import { defaultValueSources, FORM_FIELD_ALIAS, type SourceType } from './table.ts';
 
 export type SourceRow = typeof defaultValueSources.$inferSelect;
@@ -13,6 +14,22 @@ export interface SourceCandidate {
   config: Record<string, unknown>;
   sourceEntityType: string | null;
   sourceEntityId: number | null;
+}
+
+/**
+ * Holds (FOR SHARE) the field the source fills, before the source itself is locked: a
+ * field's delete, and a form's or task template's, locks the field and then deletes the
+ * sources filling it, so a source's update takes the two in the same order. Named by its
+ * tenant: Citus locks rows only in a statement that names its shard.
+ */
+export async function holdTargetField(tx: Tx, sourceId: number): Promise<void> {
+  const tenantId = transactionTenant(tx)!;
+  await tx
+    .select({ id: formFields.id })
+    .from(formFields)
+    .innerJoin(defaultValueSources, and(eq(defaultValueSources.tenantId, formFields.tenantId), eq(defaultValueSources.formFieldId, formFields.id)))
+    .where(and(eq(formFields.tenantId, tenantId), eq(defaultValueSources.tenantId, tenantId), eq(defaultValueSources.id, sourceId)))
+    .for('share', { of: formFields });
 }
 
 /**

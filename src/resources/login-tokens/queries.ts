@@ -88,7 +88,8 @@ export async function softDeleteLoginToken(tx: Tx, uuid: string): Promise<{ chan
  * Consumes the token whose value hashes to `tokenHash` and signs its user in, in one
  * transaction: the token's tenant is looked up (security definer, reading only) and set,
  * then `atrium_consume_login_token` marks the token used under row-level security
- * (atomically, see migration `login-token-consumption`) and the access token is issued.
+ * (atomically, see migration `login-token-consumption`), its user's row locked first, and
+ * the access token is issued.
  * Both writes are `atrium_app`'s: Citus refuses a second role on shards the first one
  * wrote in the transaction. If issuing fails, the token stays unused. Null when the token
  * does not sign in.
@@ -99,6 +100,13 @@ export async function consumeLoginToken(db: Database, tokenHash: Buffer, ttlSeco
     if (!found?.tenant_id) return null;
     const tenantId = Number(found.tenant_id);
     await setTenant(tx, tenantId);
+    // The user's row first, as every write that ends the user's sessions takes it before
+    // revoking their pending tokens: one lock order, no deadlock. Such a write committed
+    // meanwhile is seen by the consumption, which then finds nothing to consume.
+    await tx.execute(sql`
+      select u.id from users u join user_login_tokens t on t.tenant_id = u.tenant_id and t.login_user_id = u.id
+      where u.tenant_id = ${tenantId} and t.token_hash = ${tokenHash}
+      for no key update of u`);
     const [consumed] = await tx.execute<{ login_user_id: string; first_name: string | null; last_name: string | null; username: string }>(
       sql`select login_user_id, first_name, last_name, username from atrium_consume_login_token(${tokenHash})`,
     );

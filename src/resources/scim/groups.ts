@@ -7,6 +7,7 @@ import { and, asc, count, eq, inArray, sql, type SQL } from 'drizzle-orm';
 import type { Caller } from '../../platform/auth/auth.ts';
 import { grantablePermissions } from '../../platform/auth/permissions.ts';
 import type { Tx } from '../../platform/database/database.ts';
+import { missingIds } from '../../platform/database/existence.ts';
 import { lockRecord, lockTenantScope, type RecordLock } from '../../platform/database/locks.ts';
 import { coded, invalid } from '../../platform/http/problem.ts';
 import { departmentCountAndLimit, saveDepartment, departmentRecords, type DepartmentRow } from '../departments/queries.ts';
@@ -172,12 +173,10 @@ export async function saveGroup(
   const removed = stored.filter((userId) => !write.memberIds.includes(userId));
   await requireAdministrableMembers(tx, caller, [...added, ...removed]);
   if (added.length > 0) {
-    const known = await tx
-      .select({ id: users.id })
-      .from(users)
-      .where(and(inArray(users.id, added), SCIM_USERS));
-    const missing = added.filter((userId) => !known.some((row) => row.id === userId));
-    if (missing.length > 0) throw invalidValue(`members: no user ${missing.join(', ')}.`);
+    // Held (FOR KEY SHARE) before the memberships are written, as a user's update through
+    // `/api` holds the user before its memberships: one order, so a rename does not deadlock.
+    const missing = await missingIds(tx, users, added, SCIM_USERS, { keep: true });
+    if (missing.size > 0) throw invalidValue(`members: no user ${[...missing].join(', ')}.`);
     const conferred = await membershipsConferringRights(
       tx,
       caller,

@@ -3,7 +3,7 @@ import { and, asc, eq, getTableColumns, inArray, isNotNull, isNull, ne, or, sql,
 import type { Config } from '../../config.ts';
 import { userLabel } from '../../platform/audit/audit.ts';
 import type { Tx } from '../../platform/database/database.ts';
-import { lockTenantScope } from '../../platform/database/locks.ts';
+import { lockRecord, lockTenantScope } from '../../platform/database/locks.ts';
 import { forgetAccountFailures } from '../auth/queries.ts';
 import { accessTokens } from '../auth/table.ts';
 import { departmentUsers } from '../departments/table.ts';
@@ -209,6 +209,10 @@ export async function revokePendingLoginTokens(tx: Tx, userId: number): Promise<
  * open event streams end on commit (`announceSessionsEnded`), not at their next heartbeat.
  */
 export async function endAllSessions(tx: Tx, userId: number): Promise<void> {
+  // The row locked before the mark's time is read: a sign-in that holds it (`stillSignsIn`,
+  // a login token's redemption) commits first, and its session is older than the mark.
+  // The UPDATE alone reads its clock before it waits for the row.
+  await lockRecord(tx, users, userId);
   const [marked] = await tx.update(users).set({ logoutMarkedAt: statementClock }).where(eq(users.id, userId)).returning({ tenantId: users.tenantId });
   if (marked) await announceSessionsEnded(tx, { tenantId: marked.tenantId, userId });
   await revokePendingLoginTokens(tx, userId);

@@ -216,7 +216,16 @@ t.test('a user update through /api and SCIM group writes of the same memberships
           schemas: ['urn:ietf:params:scim:api:messages:2.0:PatchOp'],
           Operations: [{ op: 'add', path: 'members', value: [{ value: String(member.id) }] }],
         }),
-        ...(i % 2 === 0 ? [api.call(t, 'updateUser', { token: admin, params: { user: member.id }, body: { department_ids: [group.body.id] } })] : []),
+        // Renamed too: a new username locks the user's row as a key (FOR UPDATE).
+        ...(i % 2 === 0
+          ? [
+              api.call(t, 'updateUser', {
+                token: admin,
+                params: { user: member.id },
+                body: { username: `${member.username}-renamed`, department_ids: [group.body.id] },
+              }),
+            ]
+          : []),
       ]),
     );
     t.same(
@@ -273,6 +282,49 @@ t.test('a menu item restricted to a department created while the department is d
       item.status === 201 ? 1 : 0,
       'no permission names a department that is gone',
     );
+  }
+});
+
+t.test('a login token redeemed while its user is marked for logout: no 5xx, and no session outlives the mark', async (t) => {
+  const user = await api.createUser(tenant.tenantId, { username: 'redeeming', values: { email: 'redeeming@example.com' } });
+  for (let round = 0; round < ROUNDS * 2; round++) {
+    const created = await api.call(t, 'createUserLoginTokenForEmail', { token: admin, body: { expires_in: 600, email: 'redeeming@example.com' } });
+    t.equal(created.status, 201);
+    // The mark must be later than the token's creation to end it: a moment apart.
+    await sleep(5);
+    const [redeemed, marked] = await Promise.all([
+      api.call(t, 'loginWithToken', { body: { token: created.body.token } }),
+      api.call(t, 'markUserForLogout', { token: admin, params: { user: user.id } }),
+    ]);
+    noServerError(t, [redeemed, marked]);
+    t.equal(marked.status, 204);
+    t.ok([200, 401].includes(redeemed.status), `the token signs in (before the mark) or is refused (after it): ${redeemed.status}`);
+    if (redeemed.status === 200) {
+      t.equal((await api.call(t, 'getCurrentUser', { token: redeemed.body.access_token })).status, 401, 'the session it began is ended by the mark');
+    }
+  }
+});
+
+t.test('a default value source updated while its field is deleted: no 5xx, and the source goes with the field', async (t) => {
+  const template = await api.call(t, 'createTaskTemplate', { token: admin, body: { title: 'Filled', fields: [] } });
+  for (let round = 0; round < ROUNDS * 2; round++) {
+    const field = await api.call(t, 'createFormField', {
+      token: admin,
+      body: { task_template_id: template.body.id, name: `Filled ${round}`, field_type: 'text' },
+    });
+    const source = await api.call(t, 'createDefaultValueSource', {
+      token: admin,
+      body: { type: 'systemVariable', form_field_id: field.body.id, config: { variable: 'username' } },
+    });
+    t.equal(source.status, 201);
+    const [updated, deleted] = await Promise.all([
+      api.call(t, 'updateDefaultValueSource', { token: admin, params: { defaultValueSource: source.body.id }, body: { config: { variable: 'email' } } }),
+      api.call(t, 'deleteFormField', { token: admin, params: { formField: field.body.id } }),
+    ]);
+    noServerError(t, [updated, deleted]);
+    t.equal(deleted.status, 204, 'the field is deleted');
+    t.ok([200, 404].includes(updated.status), `the update goes through (before the delete) or finds nothing: ${updated.status}`);
+    t.equal(await rowCount(api.db, 'default_value_sources', sql`id = ${source.body.id}`), 0, 'the source went with its field');
   }
 });
 
