@@ -1,5 +1,5 @@
 import { and, count, eq, sql } from 'drizzle-orm';
-import type { Tx } from '../../platform/database/database.ts';
+import { transactionTenant, type Tx } from '../../platform/database/database.ts';
 import type { NotificationData } from '../notifications/table.ts';
 import { users } from '../users/table.ts';
 import type { PushDelivery, PushSettlement, SubscriptionInput } from './rules.ts';
@@ -117,6 +117,13 @@ export async function loadMessages(tx: Tx, which: BatchRecipients | { deliveries
 /** Applies a settlement: gone subscriptions deleted, failures recorded; at most two statements. */
 export async function recordOutcomes(tx: Tx, settlement: Pick<PushSettlement, 'gone' | 'failures'>): Promise<void> {
   const { gone, failures } = settlement;
+  // Locked in id order first: two deliveries settling the same subscriptions (two worker
+  // processes) would otherwise lock them in the orders their statements meet them, and deadlock.
+  const settled = [...gone, ...failures.keys()].sort((a, b) => a - b);
+  if (settled.length === 0) return;
+  await tx.execute(sql`
+    select id from push_subscriptions where tenant_id = ${transactionTenant(tx)!} and id = any(${`{${settled.join(',')}}`}::bigint[])
+    order by id for update`);
   if (gone.size > 0) await tx.execute(sql`delete from push_subscriptions where id = any(${`{${[...gone].join(',')}}`}::bigint[])`);
   if (failures.size > 0) {
     await tx.execute(sql`

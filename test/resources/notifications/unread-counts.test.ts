@@ -129,6 +129,47 @@ t.test('concurrent reads, bulk reads and deliveries of one user keep the count e
   t.equal(await countOf(t, dave.token), unread, `the API answers the same (${unread})`);
 });
 
+t.test('a delete of several users’ notifications locks their counts in key order, as a delivery does', async (t) => {
+  const readers = await Promise.all(Array.from({ length: 20 }, () => api.createUser(tenant.tenantId)));
+  for (const reader of readers) await storeNotification(api.db, tenant.tenantId, reader.id, now());
+  const ids = readers.map((reader) => reader.id).sort((a, b) => a - b);
+  const [lowest, ...rest] = ids;
+  // Another transaction holds the lowest count: the delete waits for it before it takes any other.
+  let release!: () => void;
+  const released = new Promise<void>((resolve) => (release = resolve));
+  let holding!: () => void;
+  const held = new Promise<void>((resolve) => (holding = resolve));
+  const holder = api.db.owner.transaction(async (tx) => {
+    await tx.execute(sql`select 1 from notification_unread_counts where tenant_id = ${tenant.tenantId} and user_id = ${lowest} for update`);
+    holding();
+    await released;
+  });
+  await held;
+  // Sent now (a query is sent when awaited or `then`ed).
+  const deleting = api.db.owner
+    .execute(sql`delete from notifications where tenant_id = ${tenant.tenantId} and notifiable_id in ${ids}`)
+    .then((result) => result);
+  let waiting = false;
+  for (let i = 0; i < 200 && !waiting; i++) {
+    const [row] = await api.db.owner.execute<{ n: number }>(
+      sql`select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and query like 'delete from notifications%'`,
+    );
+    waiting = (row?.n ?? 0) > 0;
+    if (!waiting) await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+  t.ok(waiting, 'the delete waits for the held count');
+  const free = await api.db.owner.transaction((tx) =>
+    tx.execute<{ user_id: number }>(
+      sql`select user_id from notification_unread_counts where tenant_id = ${tenant.tenantId} and user_id in ${rest} for update skip locked`,
+    ),
+  );
+  t.equal(free.length, rest.length, 'the delete holds none of the higher counts while it waits');
+  release();
+  await holder;
+  await deleting;
+  t.strictSame(await mismatches(), [], 'every count equals its unread notifications');
+});
+
 t.test('the application role reads its own tenant’s counts and writes none', async (t) => {
   await storeNotification(api.db, other.tenantId, (await api.createUser(other.tenantId)).id, now());
   const seen = await api.db.tenant(tenant.tenantId, (tx) =>

@@ -5,6 +5,7 @@ import { eq, sql } from 'drizzle-orm';
 import { deliverDispatch } from '../../../src/resources/notifications/deliver.job.ts';
 import { findDispatch, storeNotificationBatch } from '../../../src/resources/notifications/queries.ts';
 import { notify } from '../../../src/resources/notifications/notify.ts';
+import { recordOutcomes } from '../../../src/resources/push/queries.ts';
 import { PUSH_MESSAGE_MAX_BYTES, pushPayload } from '../../../src/resources/push/rules.ts';
 import { sendPushes } from '../../../src/resources/push/send-push.job.ts';
 import { pushSubscriptions } from '../../../src/resources/push/table.ts';
@@ -439,4 +440,50 @@ t.test('push failures without a response are recorded alike: no port-scan oracle
     t.equal(subscription.last_failure_status, null, what);
   }
   await api.db.owner.delete(pushSubscriptions);
+});
+
+t.test('settling a delivery locks its subscriptions in id order, as another delivery settling them does', async (t) => {
+  await api.db.owner.delete(pushSubscriptions);
+  const rows = await api.db.owner
+    .insert(pushSubscriptions)
+    .values(
+      Array.from({ length: 8 }, (_, i) => ({ tenantId: tenant.tenantId, userId: alice.id, endpoint: `https://push.example.com/${i}`, p256dh: 'k', auth: 'a' })),
+    )
+    .returning({ id: pushSubscriptions.id });
+  const [lowest, ...rest] = rows.map((row) => row.id).sort((a, b) => a - b);
+  // Another settlement holds the lowest: this one waits for it before it takes any other.
+  let release!: () => void;
+  const released = new Promise<void>((resolve) => (release = resolve));
+  let holding!: () => void;
+  const held = new Promise<void>((resolve) => (holding = resolve));
+  const holder = api.db.owner.transaction(async (tx) => {
+    await tx.execute(sql`select 1 from push_subscriptions where tenant_id = ${tenant.tenantId} and id = ${lowest} for update`);
+    holding();
+    await released;
+  });
+  await held;
+  const settling = api.db.tenant(tenant.tenantId, (tx) =>
+    recordOutcomes(tx, {
+      gone: new Set(rest.slice(0, 4)),
+      failures: new Map([lowest!, ...rest.slice(4)].map((id) => [id, { status: 400, error: 'refused' }])),
+    }),
+  );
+  const waiting = await eventually(
+    async () =>
+      (
+        await api.db.owner.execute<{ n: number }>(
+          sql`select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and datname = current_database()`,
+        )
+      )[0]?.n ?? 0,
+    (n) => n > 0,
+  );
+  t.equal(waiting, 1, 'the settlement waits for the held subscription');
+  const free = await api.db.owner.transaction((tx) =>
+    tx.execute<{ id: number }>(sql`select id from push_subscriptions where tenant_id = ${tenant.tenantId} and id in ${rest} for update skip locked`),
+  );
+  t.equal(free.length, rest.length, 'none of the others is held while it waits');
+  release();
+  await holder;
+  await settling;
+  t.equal(await subscriptionCount(), 4, 'the gone ones are deleted');
 });
