@@ -7693,9 +7693,10 @@ export interface components {
         };
         /**
          * @description No such record in the caller's tenant (another tenant's record is answered the same),
-         *     or no route for the path (a path served with other methods answers `405` with
-         *     `Allow` instead: no operation's answer, so no operation lists it). A client whose URL parser resolves dot segments (`fetch`
-         *     and browsers do) turns a path parameter of `.` or `..`, or their percent-encoded
+         *     or no route for the path, a path parameter left empty (`/api/users/`) included (a
+         *     path served with other methods answers `405` with `Allow` instead: no operation's
+         *     answer, so no operation lists it). A client whose URL parser resolves dot segments
+         *     (`fetch` and browsers do) turns a path parameter of `.` or `..`, or their percent-encoded
          *     forms, into another path, which may have no route; the service itself takes such a
          *     value as it is and refuses it like any other invalid value (`422`).
          */

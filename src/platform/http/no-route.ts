@@ -13,7 +13,10 @@ export function allowedMethods(request: FastifyRequest): string[] {
   const url = request.url.split('?')[0]!;
   const served = (method: string) => {
     try {
-      return request.server.findRoute({ method, url }) !== null;
+      const route = request.server.findRoute({ method, url });
+      // A parameter left empty (`/api/users/`) names nothing: no path the spec declares. A
+      // wildcard's rest (`/docs/*`) may be empty.
+      return route !== null && Object.entries(route.params as Record<string, string>).every(([name, value]) => name === '*' || value !== '');
     } catch {
       return false; // a path the router cannot read is served by nothing
     }
@@ -24,12 +27,18 @@ export function allowedMethods(request: FastifyRequest): string[] {
 }
 
 /**
- * The refusal of a request no route serves: 405 with `Allow` when its path is served with
- * other methods (RFC 9110 §15.5.6), else 404.
+ * The refusal of a request no route serves, or served only by reading an empty path
+ * parameter (`emptyPathParameter`): 405 with `Allow` when its path is served with other
+ * methods (RFC 9110 §15.5.6), else 404.
  */
 export function noRouteError(request: FastifyRequest): ProblemError {
   const path = request.url.split('?')[0];
   const allowed = allowedMethods(request);
   if (allowed.length === 0) return new ProblemError(404, `No route ${request.method} ${path}.`);
   return new ProblemError(405, `${path} is served with ${allowed.join(', ')}, not ${request.method}.`, { headers: { Allow: allowed.join(', ') } });
+}
+
+/** Whether a route matched the request only by taking an empty segment for a path parameter (`/api/users/`). */
+export function emptyPathParameter(request: FastifyRequest): boolean {
+  return Object.values((request.params ?? {}) as Record<string, unknown>).some((value) => value === '');
 }

@@ -19,6 +19,7 @@ import {
   type Caller as KeyOwner,
   type StoredAnswer,
 } from './idempotency.ts';
+import { emptyPathParameter, noRouteError } from './no-route.ts';
 import { coded, invalid, ProblemError } from './problem.ts';
 
 /**
@@ -295,6 +296,8 @@ export async function registerOperations(app: FastifyInstance, handlers: Handler
        * 403), then the media type of a body.
        */
       const onRequest = async (request: FastifyRequest, reply: FastifyReply) => {
+        // `/api/users/` is no path the spec declares, as no route served it: 404 (or 405), before authentication.
+        if (emptyPathParameter(request)) throw noRouteError(request);
         if (deprecated) reply.headers(deprecated);
         if (meta.secured) {
           request.auth = await authenticateRequest(services.db, services.secrets, request, safe ? services.principals : undefined);

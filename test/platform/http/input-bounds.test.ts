@@ -291,6 +291,15 @@ t.test('router refusals are problem documents', async (t) => {
   t.match(badEncoding.json(), { status: 400, title: 'Bad Request', detail: /percent-encoding/ });
 
   const wrongMethod = await app.inject({ method: 'PATCH', url: '/api/users/1', headers: { authorization: `Bearer ${token}` } });
+  // A path parameter left empty is no path the spec declares, before authentication.
+  for (const url of ['/api/users/', '/api/departments/?limit=1']) {
+    const empty = await app.inject({ method: 'GET', url });
+    t.equal(empty.statusCode, 404, `${url}: no route`);
+    t.match(empty.json(), { type: '/problems/not-found', detail: `No route GET ${url.split('?')[0]}.` });
+  }
+  const emptyOfPut = await app.inject({ method: 'GET', url: '/api/users/profile-picture/', headers: { authorization: `Bearer ${token}` } });
+  t.equal(emptyOfPut.statusCode, 404, 'a path served with another method only through an empty parameter: 404, not 405');
+
   t.equal(wrongMethod.statusCode, 405, 'an undeclared method of a known path: 405');
   t.equal(wrongMethod.headers.allow, 'GET, HEAD, PUT, DELETE');
   t.match(wrongMethod.headers['content-type'], PROBLEM);
