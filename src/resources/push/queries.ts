@@ -64,6 +64,16 @@ export async function deleteOwnSubscription(tx: Tx, userId: number, id: number):
   return deleted.length > 0;
 }
 
+/**
+ * Deletes all of the user's subscriptions (a leaver cut off, a blackout), locked in id
+ * order first as a delivery's settlement locks them (`recordOutcomes`): a delivery and a
+ * deprovisioning of one user wait for each other instead of deadlocking.
+ */
+export async function deleteUserSubscriptions(tx: Tx, userId: number): Promise<void> {
+  await tx.execute(sql`select id from push_subscriptions where tenant_id = ${transactionTenant(tx)!} and user_id = ${userId} order by id for update`);
+  await tx.delete(pushSubscriptions).where(eq(pushSubscriptions.userId, userId));
+}
+
 /** The recipients `(afterUserId, lastUserId]` of one stored batch of a dispatch. */
 export interface BatchRecipients {
   dispatchId: string;

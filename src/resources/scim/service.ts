@@ -29,7 +29,7 @@ import { coded, ProblemError, type FieldErrors } from '../../platform/http/probl
 import { HOLDS_ENTITY_RIGHTS, usersHoldingRightsBeyond } from '../entity-permissions/rules.ts';
 import type { Services } from '../../platform/services.ts';
 import { audit } from '../audit-events/record.ts';
-import { pushSubscriptions } from '../push/table.ts';
+import { deleteUserSubscriptions } from '../push/queries.ts';
 import { endAllSessions, insertUser, loadRequiredProfileKeys, softDeleteUser, updateUserColumns } from '../users/queries.ts';
 import { addErrors, passwordErrors, requireAdministrableUser, userDraftErrors, userWriteReferenceErrors, type UserDraft } from '../users/rules.ts';
 import { users } from '../users/table.ts';
@@ -178,7 +178,7 @@ const apiFields = (columns: Record<string, unknown>) =>
  */
 async function cutOff(tx: Tx, userId: number): Promise<void> {
   await endAllSessions(tx, userId);
-  await tx.delete(pushSubscriptions).where(eq(pushSubscriptions.userId, userId));
+  await deleteUserSubscriptions(tx, userId);
 }
 
 /** Stores (or removes) the user's externalId. */

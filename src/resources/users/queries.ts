@@ -12,7 +12,7 @@ import { languages } from '../languages/table.ts';
 import { announceSessionsEnded } from '../notifications/channel.ts';
 import { userLoginTokens } from '../login-tokens/table.ts';
 import { scimExternalIds } from '../scim/table.ts';
-import { pushSubscriptions } from '../push/table.ts';
+import { deleteUserSubscriptions } from '../push/queries.ts';
 import { roles } from '../roles/table.ts';
 import type { StoredPicture } from './profile-picture.ts';
 import { PROFILE_KEYS, requiredProfileKeys, userProfilePictures, users, type ProfileKey } from './table.ts';
@@ -261,7 +261,7 @@ export async function blackOut(tx: Tx, config: Config, user: { id: number; usern
   await tx.delete(userProfilePictures).where(eq(userProfilePictures.userId, user.id));
   await tx.delete(accessTokens).where(eq(accessTokens.userId, user.id));
   await revokePendingLoginTokens(tx, user.id);
-  await tx.delete(pushSubscriptions).where(eq(pushSubscriptions.userId, user.id));
+  await deleteUserSubscriptions(tx, user.id);
   await tx.delete(scimExternalIds).where(eq(scimExternalIds.userId, user.id));
   await forgetAccountFailures(tx, config, user);
   await tx.update(formSubmissions).set({ values: {} }).where(eq(formSubmissions.userId, user.id));

@@ -5,7 +5,7 @@ import { eq, sql } from 'drizzle-orm';
 import { deliverDispatch } from '../../../src/resources/notifications/deliver.job.ts';
 import { findDispatch, storeNotificationBatch } from '../../../src/resources/notifications/queries.ts';
 import { notify } from '../../../src/resources/notifications/notify.ts';
-import { recordOutcomes } from '../../../src/resources/push/queries.ts';
+import { deleteUserSubscriptions, recordOutcomes } from '../../../src/resources/push/queries.ts';
 import { PUSH_MESSAGE_MAX_BYTES, pushPayload } from '../../../src/resources/push/rules.ts';
 import { sendPushes } from '../../../src/resources/push/send-push.job.ts';
 import { pushSubscriptions } from '../../../src/resources/push/table.ts';
@@ -442,7 +442,11 @@ t.test('push failures without a response are recorded alike: no port-scan oracle
   await api.db.owner.delete(pushSubscriptions);
 });
 
-t.test('settling a delivery locks its subscriptions in id order, as another delivery settling them does', async (t) => {
+/**
+ * Runs `write` while another transaction holds the lowest of eight subscriptions of alice:
+ * answers whether the write, waiting for it, held none of the others (it locks in id order).
+ */
+async function waitsHoldingNoneOthers(t: Test, write: (ids: number[]) => Promise<unknown>, prepare?: (ids: number[]) => Promise<unknown>) {
   await api.db.owner.delete(pushSubscriptions);
   const rows = await api.db.owner
     .insert(pushSubscriptions)
@@ -450,8 +454,9 @@ t.test('settling a delivery locks its subscriptions in id order, as another deli
       Array.from({ length: 8 }, (_, i) => ({ tenantId: tenant.tenantId, userId: alice.id, endpoint: `https://push.example.com/${i}`, p256dh: 'k', auth: 'a' })),
     )
     .returning({ id: pushSubscriptions.id });
-  const [lowest, ...rest] = rows.map((row) => row.id).sort((a, b) => a - b);
-  // Another settlement holds the lowest: this one waits for it before it takes any other.
+  const ids = rows.map((row) => row.id).sort((a, b) => a - b);
+  await prepare?.(ids);
+  const [lowest, ...rest] = ids;
   let release!: () => void;
   const released = new Promise<void>((resolve) => (release = resolve));
   let holding!: () => void;
@@ -462,28 +467,42 @@ t.test('settling a delivery locks its subscriptions in id order, as another deli
     await released;
   });
   await held;
-  const settling = api.db.tenant(tenant.tenantId, (tx) =>
-    recordOutcomes(tx, {
-      gone: new Set(rest.slice(0, 4)),
-      failures: new Map([lowest!, ...rest.slice(4)].map((id) => [id, { status: 400, error: 'refused' }])),
-    }),
-  );
+  const writing = write(ids);
   const waiting = await eventually(
     async () =>
       (
         await api.db.owner.execute<{ n: number }>(
-          sql`select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and datname = current_database()`,
+          sql`select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and datname = current_database() and query like '%push_subscriptions%'`,
         )
       )[0]?.n ?? 0,
     (n) => n > 0,
   );
-  t.equal(waiting, 1, 'the settlement waits for the held subscription');
+  t.equal(waiting, 1, 'the write waits for the held subscription');
   const free = await api.db.owner.transaction((tx) =>
     tx.execute<{ id: number }>(sql`select id from push_subscriptions where tenant_id = ${tenant.tenantId} and id in ${rest} for update skip locked`),
   );
   t.equal(free.length, rest.length, 'none of the others is held while it waits');
   release();
   await holder;
-  await settling;
+  await writing;
+}
+
+t.test('settling a delivery and deleting a user’s subscriptions lock them in id order, as another delivery does', async (t) => {
+  await waitsHoldingNoneOthers(t, ([lowest, ...rest]) =>
+    api.db.tenant(tenant.tenantId, (tx) =>
+      recordOutcomes(tx, {
+        gone: new Set(rest.slice(0, 4)),
+        failures: new Map([lowest!, ...rest.slice(4)].map((id) => [id, { status: 400, error: 'refused' }])),
+      }),
+    ),
+  );
   t.equal(await subscriptionCount(), 4, 'the gone ones are deleted');
+  // A leaver cut off or a blackout deletes all of them.
+  // The lowest rewritten first (its endpoint re-registered) lies last in the table and its indexes: a scan meets it last.
+  await waitsHoldingNoneOthers(
+    t,
+    () => api.db.tenant(tenant.tenantId, (tx) => deleteUserSubscriptions(tx, alice.id)),
+    ([lowest]) => api.db.owner.execute(sql`update push_subscriptions set endpoint = endpoint || '/moved', last_failure = 'refused' where id = ${lowest}`),
+  );
+  t.equal(await subscriptionCount(), 0, 'all are deleted');
 });
