@@ -2289,12 +2289,11 @@ export interface paths {
          *     against the URL of the request that was answered (RFC 9457). This operation is that
          *     URI: it describes the problem type, so that a client or a person reading a problem
          *     can look it up. The types: `bad-request` (400), `unauthorized` (401), `forbidden`
-         *     (403), `not-found` (404), `method-not-allowed` (405), `not-acceptable` (406),
-         *     `request-timeout` (408), `conflict` (409), `content-too-large` (413),
-         *     `uri-too-long` (414), `unsupported-media-type` (415), `unprocessable-content` (422),
-         *     `too-many-requests` (429), `request-header-fields-too-large` (431),
-         *     `internal-server-error` (500) and `service-unavailable` (503). Any other name is a
-         *     `404` problem.
+         *     (403), `not-found` (404), `method-not-allowed` (405), `request-timeout` (408),
+         *     `conflict` (409), `content-too-large` (413), `uri-too-long` (414),
+         *     `unsupported-media-type` (415), `unprocessable-content` (422), `too-many-requests`
+         *     (429), `request-header-fields-too-large` (431), `internal-server-error` (500) and
+         *     `service-unavailable` (503). Any other name is a `404` problem.
          *     The answer lists the type's `codes`, the values of a problem's `code` with what each
          *     means; the first is the code a problem of that status carries unless a more
          *     specific one applies.
@@ -4710,7 +4709,7 @@ export interface components {
              * @example validation_failed
              * @enum {string}
              */
-            code: "malformed_request" | "unauthenticated" | "token_invalid" | "credentials_invalid" | "login_token_invalid" | "signature_invalid" | "forbidden" | "permission_missing" | "password_change_required" | "own_account" | "logout_protected" | "permission_escalation" | "group_account" | "not_administrator" | "not_found" | "method_not_allowed" | "not_acceptable" | "request_timeout" | "conflict" | "record_in_use" | "idempotency_request_in_progress" | "content_too_large" | "uri_too_long" | "unsupported_media_type" | "validation_failed" | "idempotency_key_reused" | "rate_limited" | "sign_in_throttled" | "stream_limit_reached" | "headers_too_large" | "internal_error" | "service_unavailable" | "database_unavailable";
+            code: "malformed_request" | "unauthenticated" | "token_invalid" | "credentials_invalid" | "login_token_invalid" | "signature_invalid" | "forbidden" | "permission_missing" | "password_change_required" | "own_account" | "logout_protected" | "permission_escalation" | "group_account" | "not_administrator" | "not_found" | "method_not_allowed" | "request_timeout" | "conflict" | "record_in_use" | "idempotency_request_in_progress" | "content_too_large" | "uri_too_long" | "unsupported_media_type" | "validation_failed" | "idempotency_key_reused" | "rate_limited" | "sign_in_throttled" | "stream_limit_reached" | "headers_too_large" | "internal_error" | "service_unavailable" | "database_unavailable";
             detail?: string;
             /**
              * @description Field path → codes, beside `errors`: the same paths, and for each path one code per

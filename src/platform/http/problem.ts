@@ -183,13 +183,6 @@ const TYPES = [
     codes: [{ code: 'method_not_allowed', description: 'The path exists but not with this HTTP method.' }],
   },
   {
-    name: 'not-acceptable',
-    status: 406,
-    title: 'Not Acceptable',
-    description: 'The service cannot answer in a media type the `Accept` header allows.',
-    codes: [{ code: 'not_acceptable', description: 'No media type the `Accept` header allows can be answered.' }],
-  },
-  {
     name: 'request-timeout',
     status: 408,
     title: 'Request Timeout',
