@@ -155,3 +155,41 @@ export async function storeNotification(
     .returning();
   return row!;
 }
+
+/**
+ * Locks the rows `lock` selects (`… for update`) in an owner transaction of its own and
+ * holds them until `release()`: a test of lock order holds one row and sees what a write
+ * waiting for it holds meanwhile.
+ */
+export async function holdRows(db: Database, lock: SQL): Promise<{ release: () => Promise<void> }> {
+  let release!: () => void;
+  const released = new Promise<void>((resolve) => (release = resolve));
+  let holding!: () => void;
+  const held = new Promise<void>((resolve) => (holding = resolve));
+  const holder = db.owner.transaction(async (tx) => {
+    await tx.execute(lock);
+    holding();
+    await released;
+  });
+  await Promise.race([held, holder]);
+  return {
+    release: async () => {
+      release();
+      await holder;
+    },
+  };
+}
+
+/** How many sessions of the database wait for a lock in a statement containing `text` (waiting a while for one). */
+export async function lockWaiters(db: Database, text: string): Promise<number> {
+  return eventually(
+    async () =>
+      (
+        await db.owner.execute<{ n: number }>(
+          sql`select count(*)::int as n from pg_stat_activity
+              where wait_event_type = 'Lock' and datname = current_database() and strpos(query, ${text}) > 0 and pid <> pg_backend_pid()`,
+        )
+      )[0]?.n ?? 0,
+    (n) => n > 0,
+  );
+}

@@ -9,7 +9,7 @@ import { sql } from 'drizzle-orm';
 import t, { type Test } from 'tap';
 import { purgeExpiredNotifications } from '../../../src/resources/notifications/purge-expired.job.ts';
 import { startTestApi } from '../../helpers/atrium.ts';
-import { storeNotification, waitForDispatches } from '../../helpers/fixtures.ts';
+import { holdRows, lockWaiters, storeNotification, waitForDispatches } from '../../helpers/fixtures.ts';
 
 const api = await startTestApi(t, { role: 'all' });
 const tenant = await api.createTenant('unread-counts');
@@ -135,37 +135,19 @@ t.test('a delete of several users’ notifications locks their counts in key ord
   const ids = readers.map((reader) => reader.id).sort((a, b) => a - b);
   const [lowest, ...rest] = ids;
   // Another transaction holds the lowest count: the delete waits for it before it takes any other.
-  let release!: () => void;
-  const released = new Promise<void>((resolve) => (release = resolve));
-  let holding!: () => void;
-  const held = new Promise<void>((resolve) => (holding = resolve));
-  const holder = api.db.owner.transaction(async (tx) => {
-    await tx.execute(sql`select 1 from notification_unread_counts where tenant_id = ${tenant.tenantId} and user_id = ${lowest} for update`);
-    holding();
-    await released;
-  });
-  await held;
+  const held = await holdRows(api.db, sql`select 1 from notification_unread_counts where tenant_id = ${tenant.tenantId} and user_id = ${lowest} for update`);
   // Sent now (a query is sent when awaited or `then`ed).
   const deleting = api.db.owner
     .execute(sql`delete from notifications where tenant_id = ${tenant.tenantId} and notifiable_id in ${ids}`)
     .then((result) => result);
-  let waiting = false;
-  for (let i = 0; i < 200 && !waiting; i++) {
-    const [row] = await api.db.owner.execute<{ n: number }>(
-      sql`select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and query like 'delete from notifications%'`,
-    );
-    waiting = (row?.n ?? 0) > 0;
-    if (!waiting) await new Promise((resolve) => setTimeout(resolve, 25));
-  }
-  t.ok(waiting, 'the delete waits for the held count');
+  t.equal(await lockWaiters(api.db, 'delete from notifications'), 1, 'the delete waits for the held count');
   const free = await api.db.owner.transaction((tx) =>
     tx.execute<{ user_id: number }>(
       sql`select user_id from notification_unread_counts where tenant_id = ${tenant.tenantId} and user_id in ${rest} for update skip locked`,
     ),
   );
   t.equal(free.length, rest.length, 'the delete holds none of the higher counts while it waits');
-  release();
-  await holder;
+  await held.release();
   await deleting;
   t.strictSame(await mismatches(), [], 'every count equals its unread notifications');
 });

@@ -12,7 +12,7 @@ import { pushSubscriptions } from '../../../src/resources/push/table.ts';
 import { DESTINATION_NOT_ALLOWED, NOT_AN_ALLOWED_DESTINATION, NOT_DELIVERED } from '../../../src/platform/outbound/client.ts';
 import { startTestApi } from '../../helpers/atrium.ts';
 import { eventually } from '../../helpers/eventually.ts';
-import { rowCount, sleep } from '../../helpers/fixtures.ts';
+import { holdRows, lockWaiters, rowCount, sleep } from '../../helpers/fixtures.ts';
 import { browserSubscription, decryptPush, verifyVapid } from '../../helpers/push-service.ts';
 import { startReceiver } from '../../helpers/receiver.ts';
 
@@ -457,33 +457,14 @@ async function waitsHoldingNoneOthers(t: Test, write: (ids: number[]) => Promise
   const ids = rows.map((row) => row.id).sort((a, b) => a - b);
   await prepare?.(ids);
   const [lowest, ...rest] = ids;
-  let release!: () => void;
-  const released = new Promise<void>((resolve) => (release = resolve));
-  let holding!: () => void;
-  const held = new Promise<void>((resolve) => (holding = resolve));
-  const holder = api.db.owner.transaction(async (tx) => {
-    await tx.execute(sql`select 1 from push_subscriptions where tenant_id = ${tenant.tenantId} and id = ${lowest} for update`);
-    holding();
-    await released;
-  });
-  await held;
+  const held = await holdRows(api.db, sql`select 1 from push_subscriptions where tenant_id = ${tenant.tenantId} and id = ${lowest} for update`);
   const writing = write(ids);
-  const waiting = await eventually(
-    async () =>
-      (
-        await api.db.owner.execute<{ n: number }>(
-          sql`select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and datname = current_database() and query like '%push_subscriptions%'`,
-        )
-      )[0]?.n ?? 0,
-    (n) => n > 0,
-  );
-  t.equal(waiting, 1, 'the write waits for the held subscription');
+  t.equal(await lockWaiters(api.db, 'push_subscriptions'), 1, 'the write waits for the held subscription');
   const free = await api.db.owner.transaction((tx) =>
     tx.execute<{ id: number }>(sql`select id from push_subscriptions where tenant_id = ${tenant.tenantId} and id in ${rest} for update skip locked`),
   );
   t.equal(free.length, rest.length, 'none of the others is held while it waits');
-  release();
-  await holder;
+  await held.release();
   await writing;
 }
 
