@@ -8,6 +8,7 @@ import { jobDefinitions } from './jobs.ts';
 import { Database } from './platform/database/database.ts';
 import { Jobs } from './platform/jobs/jobs.ts';
 import { setPasswordHashCost } from './platform/auth/passwords.ts';
+import { stopEach } from './platform/process/shutdown.ts';
 import { Metrics } from './platform/metrics/metrics.ts';
 import { OutboundClient } from './platform/outbound/client.ts';
 import { Secrets } from './platform/secrets/secrets.ts';
@@ -96,10 +97,9 @@ export async function createAtrium(
     if (config.role !== 'api') await jobs.work(jobDefinitions, services);
     app = config.role !== 'worker' ? await buildApp(services, { logger }) : null;
   } catch (error) {
-    await jobs?.stop();
-    await outbound.close();
-    await db.close();
-    await server.stop();
+    // Everything started is stopped, whatever fails on the way; the start's own error is the one reported.
+    const failures = await stopEach([() => jobs?.stop(), () => outbound.close(), () => db.close(), () => server.stop()]);
+    for (const failure of failures) logger.error({ err: failure }, 'stopping after a failed start failed too');
     throw error;
   }
   const startedJobs = jobs;
@@ -119,10 +119,9 @@ export async function createAtrium(
           const sweep = setInterval(() => app.server.closeIdleConnections(), 100);
           await app.close().finally(() => clearInterval(sweep));
         }
-        await startedJobs.stop();
-        await outbound.close();
-        await db.close();
-        await server.stop();
+        // The rest stops even if one part fails to; the first failure is then the stop's.
+        const failures = await stopEach([() => startedJobs.stop(), () => outbound.close(), () => db.close(), () => server.stop()]);
+        if (failures.length > 0) throw failures[0];
       })()),
     abort: async () => {
       app?.server.closeAllConnections();
