@@ -19,6 +19,7 @@ import {
   fieldIdsOf,
   findForm,
   findOwnSubmission,
+  holdSubmissionExecution,
   findTaskTemplate,
   insertExecution,
   insertField,
@@ -482,6 +483,8 @@ export const formHandlers = {
       services: { db },
     } = ctx;
     const updated = await db.tenant(auth.tenantId, async (tx) => {
+      // Its execution first, as the execution's delete takes it (`holdSubmissionExecution`).
+      await holdSubmissionExecution(tx, auth, params.formSubmission);
       const submission = await findOwnSubmission(tx, auth, params.formSubmission);
       if (!submission) throw notFound('The submission');
       refuse(await resubmissionErrors(tx, auth, submission, body.values));

@@ -1,6 +1,6 @@
 /** Reads and writes of forms, task templates, their fields, executions and submissions. */
 import { and, eq, isNull, sql, type SQL } from 'drizzle-orm';
-import type { Tx } from '../../platform/database/database.ts';
+import { transactionTenant, type Tx } from '../../platform/database/database.ts';
 import { lockTenantScope } from '../../platform/database/locks.ts';
 import { deleteSubjectLists, replaceSubjectLists, type SubjectLists } from '../entity-permissions/queries.ts';
 import { formFields, formSubmissions, forms, PARENT_TABLES, taskExecutions, taskTemplates, type FieldType, type ParentType } from './table.ts';
@@ -53,6 +53,17 @@ export async function updateTaskTemplate(tx: Tx, id: number, values: { title?: s
  */
 export async function deleteParent(tx: Tx, type: ParentType, id: number): Promise<void> {
   const table = PARENT_TABLES[type];
+  // A task template's executions first, in id order, before the delete's cascade meets them:
+  // a submission being stored holds its execution and then, for its foreign key, the
+  // template, so the delete waits for it here instead of deadlocking with it.
+  if (type === 'taskTemplate') {
+    await tx
+      .select({ id: taskExecutions.id })
+      .from(taskExecutions)
+      .where(and(eq(taskExecutions.tenantId, transactionTenant(tx)!), eq(taskExecutions.taskTemplateId, id)))
+      .orderBy(taskExecutions.id)
+      .for('update');
+  }
   await deleteSubjectLists(tx, type, id);
   await tx.delete(table).where(eq(table.id, id));
 }
@@ -155,6 +166,27 @@ export async function reassignExecution(tx: Tx, id: number, userId: number): Pro
 /** Deletes the execution `id`; the values submitted for it go by the foreign key's cascade. */
 export async function deleteExecution(tx: Tx, id: number): Promise<void> {
   await tx.delete(taskExecutions).where(eq(taskExecutions.id, id));
+}
+
+/**
+ * Holds (FOR SHARE) the execution the caller's submission `id` was made for, if any, before
+ * the submission itself is locked: an execution's delete locks the execution and then, by
+ * its cascade, the submissions, so an update of a submission takes the two in that order.
+ */
+export async function holdSubmissionExecution(tx: Tx, owner: { tenantId: number; userId: number }, id: number): Promise<void> {
+  await tx
+    .select({ id: taskExecutions.id })
+    .from(taskExecutions)
+    .innerJoin(formSubmissions, and(eq(formSubmissions.tenantId, taskExecutions.tenantId), eq(formSubmissions.taskExecutionId, taskExecutions.id)))
+    .where(
+      and(
+        eq(taskExecutions.tenantId, owner.tenantId),
+        eq(formSubmissions.tenantId, owner.tenantId),
+        eq(formSubmissions.id, id),
+        eq(formSubmissions.userId, owner.userId),
+      ),
+    )
+    .for('share', { of: taskExecutions });
 }
 
 /**

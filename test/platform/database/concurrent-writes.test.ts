@@ -328,6 +328,39 @@ t.test('a default value source updated while its field is deleted: no 5xx, and t
   }
 });
 
+t.test('a submission stored or changed while its execution or its task template is deleted: no 5xx', async (t) => {
+  const assignee = await api.createUser(tenant.tenantId, { username: 'submitting' });
+  for (let round = 0; round < ROUNDS * 2; round++) {
+    const template = await api.call(t, 'createTaskTemplate', {
+      token: admin,
+      body: { title: `Submitted ${round}`, fields: [{ name: 'Note', field_type: 'text' }] },
+    });
+    const field = String(template.body.fields[0].id);
+    const execution = await api.call(t, 'createTaskExecution', { token: admin, body: { task_template_id: template.body.id, user_id: assignee.id } });
+    const taskExecution = execution.body.id;
+    // Changed while its execution is deleted (the delete's cascade takes the submission).
+    const stored = await api.call(t, 'createSubmission', { token: assignee.token, body: { task_execution_id: taskExecution, values: { [field]: 'first' } } });
+    t.equal(stored.status, 201);
+    const [changed, executionDeleted] = await Promise.all([
+      api.call(t, 'updateSubmission', { token: assignee.token, params: { formSubmission: stored.body.id }, body: { values: { [field]: 'second' } } }),
+      api.call(t, 'deleteTaskExecution', { token: admin, params: { taskExecution } }),
+    ]);
+    noServerError(t, [changed, executionDeleted]);
+    t.equal(executionDeleted.status, 204);
+    t.ok([200, 404].includes(changed.status), `the update goes through (before the delete) or finds nothing: ${changed.status}`);
+    // Stored while the task template is deleted (the submission's key holds the template).
+    const next = await api.call(t, 'createTaskExecution', { token: admin, body: { task_template_id: template.body.id, user_id: assignee.id } });
+    const [created, templateDeleted] = await Promise.all([
+      api.call(t, 'createSubmission', { token: assignee.token, body: { task_execution_id: next.body.id, values: { [field]: 'late' } } }),
+      api.call(t, 'deleteTaskTemplate', { token: admin, params: { taskTemplate: template.body.id } }),
+    ]);
+    noServerError(t, [created, templateDeleted]);
+    t.equal(templateDeleted.status, 204);
+    t.ok([201, 422].includes(created.status), `the submission is stored (before the delete) or names its execution gone: ${created.status}`);
+    t.equal(await rowCount(api.db, 'form_submissions', sql`task_template_id = ${template.body.id}`), 0, 'nothing of the template is left');
+  }
+});
+
 t.test('task executions, default value sources and attribute sets: an update and two deletes at once', async (t) => {
   const [assignee, next] = await Promise.all(['assignee', 'next-assignee'].map((username) => api.createUser(tenant.tenantId, { username })));
   const template = await api.call(t, 'createTaskTemplate', { token: admin, body: { title: 'Template', fields: [{ name: 'Name', field_type: 'text' }] } });
