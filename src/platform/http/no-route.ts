@@ -5,18 +5,24 @@ import { ProblemError } from './problem.ts';
 const METHODS = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
 
 /**
+ * Whether route parameters name nothing: one left empty (`/api/users/`) is no path the spec
+ * declares. A wildcard's rest (`/docs/*`) may be empty.
+ */
+function namesNothing(params: unknown): boolean {
+  return Object.entries((params ?? {}) as Record<string, unknown>).some(([name, value]) => name !== '*' && value === '');
+}
+
+/**
  * The methods some route serves the request's path with, besides the request's own
  * (`OPTIONS` only beside another: with cross-origin access configured, the preflight
  * route answers `OPTIONS` on every path). Empty when no route serves the path.
  */
-export function allowedMethods(request: FastifyRequest): string[] {
+function allowedMethods(request: FastifyRequest): string[] {
   const url = request.url.split('?')[0]!;
   const served = (method: string) => {
     try {
       const route = request.server.findRoute({ method, url });
-      // A parameter left empty (`/api/users/`) names nothing: no path the spec declares. A
-      // wildcard's rest (`/docs/*`) may be empty.
-      return route !== null && Object.entries(route.params as Record<string, string>).every(([name, value]) => name === '*' || value !== '');
+      return route !== null && !namesNothing(route.params);
     } catch {
       return false; // a path the router cannot read is served by nothing
     }
@@ -40,5 +46,5 @@ export function noRouteError(request: FastifyRequest): ProblemError {
 
 /** Whether a route matched the request only by taking an empty segment for a path parameter (`/api/users/`). */
 export function emptyPathParameter(request: FastifyRequest): boolean {
-  return Object.values((request.params ?? {}) as Record<string, unknown>).some((value) => value === '');
+  return namesNothing(request.params);
 }

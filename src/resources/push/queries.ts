@@ -129,7 +129,7 @@ export async function recordOutcomes(tx: Tx, settlement: Pick<PushSettlement, 'g
   const { gone, failures } = settlement;
   // Locked in id order first: two deliveries settling the same subscriptions (two worker
   // processes) would otherwise lock them in the orders their statements meet them, and deadlock.
-  const settled = [...gone, ...failures.keys()].sort((a, b) => a - b);
+  const settled = [...gone, ...failures.keys()];
   if (settled.length === 0) return;
   await tx.execute(sql`
     select id from push_subscriptions where tenant_id = ${transactionTenant(tx)!} and id = any(${`{${settled.join(',')}}`}::bigint[])
