@@ -9,6 +9,7 @@ import { Database } from './platform/database/database.ts';
 import { Jobs } from './platform/jobs/jobs.ts';
 import { setPasswordHashCost } from './platform/auth/passwords.ts';
 import { stopEach } from './platform/process/shutdown.ts';
+import { turnOffPretenuring } from './platform/process/heap.ts';
 import { Metrics } from './platform/metrics/metrics.ts';
 import { OutboundClient } from './platform/outbound/client.ts';
 import { Secrets } from './platform/secrets/secrets.ts';
@@ -47,6 +48,7 @@ export async function createAtrium(
   options: { logger?: Logger; onAdminPassword?: (password: string, tenant: { slug: string; name: string }) => void } = {},
 ): Promise<Atrium> {
   const logger = options.logger ?? pino(loggerOptions(config.logLevel) as pino.LoggerOptions);
+  turnOffPretenuring();
   setPasswordHashCost(config.passwordHashCost);
   // First: a malformed WEBHOOK_ALLOWED_CIDRS stops start-up before anything is opened.
   const outbound = new OutboundClient({
