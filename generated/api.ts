@@ -4234,7 +4234,14 @@ export interface components {
                 id: string;
                 name: string;
             } | null;
-            /** @description The caller-resolved link (user routes) or the stored template (administration routes). */
+            /**
+             * @description The stored template (administration routes; at most 2048 characters, see `Link`) or
+             *     the link resolved for the caller (user routes). Resolving can make a link longer than
+             *     its template, and than 2048 characters: each placeholder is replaced by the caller's
+             *     value, percent-encoded (up to twelve characters for each character of the value).
+             *     The bound is that of the longest template filled with the longest values: 113
+             *     `{{user.full_name}}` of 511 characters each.
+             */
             link?: string;
             /** @description Stable client identifier (not required to be unique). */
             menu_identifier?: string;
@@ -4334,7 +4341,14 @@ export interface components {
                 id: string;
                 name: string;
             } | null;
-            /** @description The caller-resolved link (user routes) or the stored template (administration routes). */
+            /**
+             * @description The stored template (administration routes; at most 2048 characters, see `Link`) or
+             *     the link resolved for the caller (user routes). Resolving can make a link longer than
+             *     its template, and than 2048 characters: each placeholder is replaced by the caller's
+             *     value, percent-encoded (up to twelve characters for each character of the value).
+             *     The bound is that of the longest template filled with the longest values: 113
+             *     `{{user.full_name}}` of 511 characters each.
+             */
             link: string;
             /** @description Stable client identifier (not required to be unique). */
             menu_identifier: string;

@@ -149,6 +149,23 @@ t.test('placeholders are resolved for the caller on the user routes; administrat
   t.equal(administered.body.link, template);
 });
 
+t.test('a resolved link may be longer than its template: the answer still matches the spec', async (t) => {
+  // Percent-encoding a value of three-byte characters writes nine characters for each.
+  const reader = await api.createUser(tenant.tenantId, { values: { firstName: '\u4e2d'.repeat(200), lastName: '\u6587'.repeat(200) } });
+  const template = `https://intranet.example.com/p?${Array.from({ length: 8 }, (_, i) => `n${i}={{user.full_name}}`).join('&')}`;
+  const item = await create(t, { link: template, menu_identifier: 'long-resolved' });
+  t.equal(item.status, 201);
+  // api.call checks every answer against the operation's response schema.
+  const mine = await api.call(t, 'getMenuItem', { token: reader.token, params: { menuItem: item.body.id } });
+  t.equal(mine.status, 200);
+  t.ok(mine.body.link.length > 2048, `resolved to ${mine.body.link.length} characters from ${template.length}`);
+  t.equal(decodeURIComponent(new URL(mine.body.link).searchParams.get('n7')!), `${'\u4e2d'.repeat(200)} ${'\u6587'.repeat(200)}`);
+  const listed = await api.call(t, 'listMenuItems', { token: reader.token });
+  t.equal(listed.status, 200);
+  t.equal(listed.body.find((row: { id: number }) => row.id === item.body.id).link, mine.body.link);
+  t.equal((await api.call(t, 'deleteMenuItem', { token: admin, params: { menuItem: item.body.id } })).status, 204);
+});
+
 t.test("a link may carry only the user fields its author may read: it sends every reader's values to its target", async (t) => {
   const delegate = await api.createUser(tenant.tenantId, { permissions: ['menu-items.administer'] });
   const reader = await api.createUser(tenant.tenantId, { permissions: ['menu-items.administer', 'users.view'] });
