@@ -24,7 +24,7 @@ import {
   violatedConstraint,
 } from '../../platform/http/error-handler.ts';
 import { jsonBodyText } from '../../platform/http/json-body.ts';
-import { noRouteError } from '../../platform/http/no-route.ts';
+import { emptyPathParameter, noRouteError } from '../../platform/http/no-route.ts';
 import { coded, ProblemError, type FieldErrors } from '../../platform/http/problem.ts';
 import { HOLDS_ENTITY_RIGHTS, usersHoldingRightsBeyond } from '../entity-permissions/rules.ts';
 import type { Services } from '../../platform/services.ts';
@@ -618,16 +618,15 @@ export async function registerScim(app: FastifyInstance, services: Services): Pr
         void parse(request, read.text, done);
       });
       scim.setErrorHandler((error, request, reply) => answerError(error as FastifyError, request, reply));
-      scim.setNotFoundHandler((request, reply) => {
-        // A path served with other methods: 405 with `Allow`.
+      /** A path no route serves: 404, or 405 with `Allow` when it is served with other methods. */
+      const noEndpoint = (request: FastifyRequest) => {
         const refusal = noRouteError(request);
-        answerError(
-          refusal.status === 404 ? new ScimError(404, `${request.method} ${request.url.split('?')[0]} is not a SCIM endpoint.`) : refusal,
-          request,
-          reply,
-        );
-      });
+        return refusal.status === 404 ? new ScimError(404, `${request.method} ${request.url.split('?')[0]} is not a SCIM endpoint.`) : refusal;
+      };
+      scim.setNotFoundHandler((request, reply) => answerError(noEndpoint(request), request, reply));
       scim.addHook('onRequest', async (request) => {
+        // `/Users/` (an empty id) names no resource, as in `/api`: no endpoint, before authentication.
+        if (emptyPathParameter(request)) throw noEndpoint(request);
         request.scim = await authenticate(services, request, SAFE_METHODS.has(request.method) ? recent : undefined);
         const type = request.headers['content-type']?.split(';')[0]!.trim().toLowerCase();
         if (type !== undefined && type !== SCIM_MEDIA_TYPE && type !== 'application/json') {

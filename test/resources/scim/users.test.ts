@@ -725,6 +725,13 @@ t.test('discovery: ServiceProviderConfig, ResourceTypes, Schemas', async (t) => 
   const wrongMethod = await scim('DELETE', '/ServiceProviderConfig');
   isError(t, wrongMethod, 405);
   t.equal(wrongMethod.headers.allow, 'GET, HEAD');
+  // An empty id (a trailing slash) names no resource: no endpoint, before the token is even looked at.
+  for (const method of ['GET', 'PUT', 'PATCH', 'DELETE'] as const) {
+    const trailing = await scim(method, '/Users/', method === 'GET' || method === 'DELETE' ? undefined : { schemas: [USER] });
+    isError(t, trailing, 404);
+    t.match(trailing.body.detail, /is not a SCIM endpoint/, `${method} /Users/`);
+  }
+  isError(t, await scim('GET', '/Groups/', undefined, { token: null }), 404);
 });
 
 t.test('a PATCH path with a malformed value filter is invalidPath; null replaces as a remove; no library text leaks', async (t) => {
