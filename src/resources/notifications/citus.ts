@@ -1,8 +1,8 @@
 /**
- * The unread counts on Citus (docs/scaling.md#unread-counts). The counts are kept by
- * statement-level triggers on `notifications` (migration 0018): each statement adds up
- * its rows per user and writes the sums in one `INSERT … SELECT` from its transition
- * table. On Citus the triggers run on each shard of `notifications`, over that shard's
+ * The unread counts on Citus (docs/scaling.md#functions-citus-cannot-run-as-they-are).
+ * The counts are kept by statement-level triggers on `notifications` (migration 0018):
+ * each statement adds up its rows per user and writes the sums in one `INSERT … SELECT`
+ * from its transition table. On Citus the triggers run on each shard of `notifications`, over that shard's
  * rows, and Citus plans a statement on a distributed table as a distributed one, which
  * cannot read the transition table ("could not find named tuplestore"). These forms read
  * the transition table alone (a plain query) and write each user's sum with a statement
