@@ -10,7 +10,7 @@
  *   as the test files under it, but for
  *   `--tier=<tier>[,<tier>…]`, which runs the files of those tiers (docs/testing.md#tiers):
  *   `unit`, `database`, `http`, `process`. A file's tier is the most it starts (`tierOf`).
- *   Unit files alone need no PostgreSQL, and none is started for them.
+ *   Unit files alone need no PostgreSQL, and none is started for them (by tier or by name).
  * - The embedded cluster runs without durability (TEST_CLUSTER_SETTINGS): its data lives
  *   for one run.
  * - Running `npx tap <file>` directly still works: each file then creates its own database
@@ -54,6 +54,17 @@ async function testFiles(folder = 'test'): Promise<string[]> {
     .sort();
 }
 
+/** Whether `args` name test files, and only files of the unit tier: such a run needs no PostgreSQL. */
+async function unitFilesOnly(args: string[]): Promise<boolean> {
+  const files = args.filter((arg) => !arg.startsWith('-'));
+  if (files.length === 0) return false;
+  for (const file of files) {
+    const source = await readFile(file, 'utf8').catch(() => null);
+    if (source === null || tierOf(source) !== 'unit') return false;
+  }
+  return true;
+}
+
 /**
  * tap's arguments, with a folder replaced by its test files (tap finds none in a folder:
  * without its TypeScript plugin it does not take `.ts` files for tests) and `--tier=…` by
@@ -66,7 +77,7 @@ async function tapArguments(given: string[]): Promise<{ args: string[]; needsDat
     args.push(...(folder ? await testFiles(arg) : [arg]));
   }
   const option = args.find((arg) => arg.startsWith('--tier='));
-  if (!option) return { args, needsDatabase: true };
+  if (!option) return { args, needsDatabase: !(await unitFilesOnly(args)) };
   const wanted = option.slice('--tier='.length).split(',');
   const unknown = wanted.filter((tier) => !(TIERS as readonly string[]).includes(tier));
   if (unknown.length > 0) {
