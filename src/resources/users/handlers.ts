@@ -12,7 +12,7 @@ import { listRecords, selectRecords, showRecord } from '../../platform/result-co
 import { endSessionsAfterPasswordChange, verifyOwnPassword } from '../auth/credentials.ts';
 import { audit, userLabel } from '../audit-events/record.ts';
 import { announceSessionsEnded } from '../notifications/channel.ts';
-import { lockTenantScope } from '../../platform/database/locks.ts';
+import { lockRecord, lockTenantScope } from '../../platform/database/locks.ts';
 import { lockAdministration } from '../roles/queries.ts';
 import { HOLDS_ENTITY_RIGHTS, usersHoldingRightsBeyond } from '../entity-permissions/rules.ts';
 import { defaultRoleErrors, loadDefaultRoleId, storeDefaultRoleId } from '../scim/settings.ts';
@@ -299,6 +299,9 @@ export const userHandlers = {
     if (!upload) throw invalid({ profile_picture: [coded('file_required', 'must be an image file part')] });
     const picture = await acceptPicture(upload);
     const body = await services.db.tenant(auth.tenantId, async (tx) => {
+      // The user's row first, as a blackout or a delete takes it: the user is then read as they left it (a picture
+      // stored behind a blackout would outlive it).
+      await lockRecord(tx, users, params.user);
       const current = await requireAdministrableUser(tx, auth, params.user);
       await replacePicture(tx, auth.tenantId, current.id, picture);
       await audit(tx, ctx, {

@@ -12,6 +12,7 @@ import { scimSettings, scimTokens } from '../../../src/resources/scim/table.ts';
 import { newScimTokenValue } from '../../../src/resources/scim/tokens.ts';
 import { startTestApi, type CallResult } from '../../helpers/atrium.ts';
 import { bearer, roleNamed, rowCount, sleep } from '../../helpers/fixtures.ts';
+import { multipart, PNG_1X1 } from '../../helpers/multipart.ts';
 
 // Sign-ins refused because a password changed count as failures: not limited here.
 const api = await startTestApi(t, { loginMaxFailures: 1_000_000 });
@@ -149,6 +150,25 @@ t.test('a blacked-out account is neither written to nor restored by a request th
       ]),
     );
     t.not((await personal(restored.id)).deleted_at, null, 'the blacked-out account stays deleted');
+  }
+});
+
+t.test('a picture uploaded while its account is blacked out is not kept', async (t) => {
+  const pictures = (id: number) => rowCount(api.db, 'user_profile_pictures', sql`user_id = ${id}`);
+  for (let round = 0; round < 2 * ROUNDS; round++) {
+    const target = await api.createUser(tenant.tenantId, { username: `pictured-${round}` });
+    const [blackout, upload] = await Promise.all([
+      api.call(t, 'blackoutUser', { token: admin, params: { user: target.id } }),
+      api.call(t, 'uploadProfilePicture', {
+        token: admin,
+        params: { user: target.id },
+        ...(await multipart({ profile_picture: { content: PNG_1X1, fileName: 'private.png' } })),
+      }),
+    ]);
+    noServerError(t, [blackout, upload]);
+    t.equal(blackout.status, 204);
+    t.ok([200, 404].includes(upload.status), `the upload answers 200 (before the blackout) or 404: ${upload.status}`);
+    t.equal(await pictures(target.id), 0, 'the blacked-out account holds no picture');
   }
 });
 
