@@ -1,6 +1,6 @@
 import { audit } from '../audit-events/record.ts';
 import type { Handlers } from '../../platform/http/handler.ts';
-import { coded, invalid, notFound } from '../../platform/http/problem.ts';
+import { coded, invalid, notFound, unauthorized } from '../../platform/http/problem.ts';
 import { listRecords, presentAll } from '../../platform/result-controls/listing.ts';
 import { callerAccount, deleteOwnSubscription, heldSubscriptions, saveSubscription } from './queries.ts';
 import { assertMayRegister, canonicalEndpoint, subscriptionCapErrors, subscriptionErrors, type SubscriptionInput } from './rules.ts';
@@ -35,7 +35,9 @@ export const pushHandlers = {
     const input = { ...sent, endpoint: canonicalEndpoint(sent.endpoint) };
     const userAgent = request.headers['user-agent']?.slice(0, MAX_USER_AGENT) ?? null;
     const [created] = await db.tenant(auth.tenantId, async (tx) => {
-      const capErrors = subscriptionCapErrors(await heldSubscriptions(tx, auth.tenantId, auth.userId, input.endpoint));
+      const held = await heldSubscriptions(tx, auth.tenantId, auth.userId, input.endpoint);
+      if (!held) throw unauthorized('The account was deleted while the request ran.');
+      const capErrors = subscriptionCapErrors(held);
       if (Object.keys(capErrors).length > 0) throw invalid(capErrors);
       const rows = await saveSubscription(tx, auth, input, userAgent);
       if (rows.length === 0) throw invalid({ endpoint: [coded('taken', 'is registered by another user; it must be deleted by that user first')] });

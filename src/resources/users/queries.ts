@@ -279,6 +279,22 @@ export async function resetPassword(tx: Tx, config: Config, user: { id: number; 
   await forgetAccountFailures(tx, config, user);
 }
 
+/**
+ * Holds the caller's own account until the transaction ends (`FOR KEY SHARE`), for a write
+ * that stores what is the caller's (a form submission): false when the account is deleted,
+ * a blackout that committed while the write waited for the row included. Without it such a
+ * write, begun before the blackout, would store the person's values after the blackout
+ * erased the others.
+ */
+export async function holdLiveUser(tx: Tx, userId: number): Promise<boolean> {
+  const [row] = await tx
+    .select({ id: users.id })
+    .from(users)
+    .where(and(eq(users.id, userId), isNull(users.deletedAt)))
+    .for('key share');
+  return row !== undefined;
+}
+
 /** A condition on users: not soft-deleted (`deleted` false) or soft-deleted (true). */
 export const deletedIs = (deleted: boolean): SQL => (deleted ? isNotNull(users.deletedAt) : isNull(users.deletedAt));
 

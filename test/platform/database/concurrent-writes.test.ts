@@ -11,7 +11,8 @@ import { hashToken } from '../../../src/platform/auth/tokens.ts';
 import { scimSettings, scimTokens } from '../../../src/resources/scim/table.ts';
 import { newScimTokenValue } from '../../../src/resources/scim/tokens.ts';
 import { startTestApi, type CallResult } from '../../helpers/atrium.ts';
-import { bearer, roleNamed, rowCount, sleep } from '../../helpers/fixtures.ts';
+import { bearer, holdRows, lockWaiters, roleNamed, rowCount, sleep } from '../../helpers/fixtures.ts';
+import { eventually } from '../../helpers/eventually.ts';
 import { multipart, PNG_1X1 } from '../../helpers/multipart.ts';
 
 // Sign-ins refused because a password changed count as failures: not limited here.
@@ -170,6 +171,41 @@ t.test('a picture uploaded while its account is blacked out is not kept', async 
     t.ok([200, 404].includes(upload.status), `the upload answers 200 (before the blackout) or 404: ${upload.status}`);
     t.equal(await pictures(target.id), 0, 'the blacked-out account holds no picture');
   }
+});
+
+t.test("a user's own submission waiting behind the user's blackout is refused and stores nothing", async (t) => {
+  const leaver = await api.createUser(tenant.tenantId, { username: 'leaving-submitter' });
+  const template = await api.call(t, 'createTaskTemplate', { token: admin, body: { title: 'Exit survey', fields: [{ name: 'Note', field_type: 'text' }] } });
+  const field = String(template.body.fields[0].id);
+  const execution = await api.call(t, 'createTaskExecution', { token: admin, body: { task_template_id: template.body.id, user_id: leaver.id } });
+  const stored = await api.call(t, 'createSubmission', { token: leaver.token, body: { task_execution_id: execution.body.id, values: { [field]: 'first' } } });
+  t.equal(stored.status, 201);
+  // A blackout under way: it holds the user's row (its new username takes the key lock) and has erased the values.
+  const blackout = await holdRows(
+    api.db,
+    sql`with erased as (update form_submissions set values = '{}' where user_id = ${leaver.id})
+        update users set username = 'deleted-user-' || id, deleted_at = now() where id = ${leaver.id}`,
+  );
+  const created = api.call(t, 'createSubmission', { token: leaver.token, body: { task_execution_id: execution.body.id, values: { [field]: 'secret' } } });
+  t.equal(await lockWaiters(api.db, ''), 1, 'the submission waits for the row');
+  const changed = api.call(t, 'updateSubmission', { token: leaver.token, params: { formSubmission: stored.body.id }, body: { values: { [field]: 'secret' } } });
+  t.equal(
+    await eventually(
+      () => lockWaiters(api.db, ''),
+      (n) => n === 2,
+    ),
+    2,
+    'so does the change',
+  );
+  await blackout.release();
+  t.equal((await created).status, 401, 'the submission is refused');
+  t.equal((await changed).status, 401, 'so is the change');
+  const kept = await api.db.owner.execute<{ values: unknown }>(sql`select values from form_submissions where user_id = ${leaver.id}`);
+  t.same(
+    kept.map((row) => row.values),
+    [{}],
+    'only the erased submission is left',
+  );
 });
 
 t.test('two administrators demoting each other at the same moment: one of them stays an administrator', async (t) => {
