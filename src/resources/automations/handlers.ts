@@ -16,7 +16,7 @@ import { webhookPayload } from './webhook-request.ts';
 
 const AUTOMATION = 'The automation';
 
-async function existingAutomation(tx: Tx, id: number, options: { forUpdate?: boolean; tenantId?: number } = {}): Promise<AutomationRow> {
+async function existingAutomation(tx: Tx, id: number, options: { lock?: 'update' | 'key share'; tenantId?: number } = {}): Promise<AutomationRow> {
   const row = await findAutomation(tx, id, options);
   if (!row) throw notFound(AUTOMATION);
   return row;
@@ -70,7 +70,7 @@ export const automationHandlers = {
     // One transaction with the row locked: the masked secrets are sealed against the value
     // this update overwrites, so a concurrent update cannot be lost.
     const [answer] = await db.tenant(auth.tenantId, async (tx) => {
-      const existing = await existingAutomation(tx, params.automation, { forUpdate: true, tenantId: auth.tenantId });
+      const existing = await existingAutomation(tx, params.automation, { lock: 'update', tenantId: auth.tenantId });
       const sealed = body.config ? sealSecrets(body.config, existing.config, secrets, 'config.') : undefined;
       if (sealed) assertValidConfiguration(sealed.errors);
       const [before] = await presentAll(automationView, tx, [existing], auth);
@@ -107,7 +107,8 @@ export const automationHandlers = {
     } = ctx;
     const eventId = `evt_${randomUUID().replace(/-/g, '')}`;
     const [delivery, answer] = await db.tenant(auth.tenantId, async (tx) => {
-      const automation = await existingAutomation(tx, params.automation);
+      // Held until the delivery is stored: a delete that committed meanwhile is a 404, not a broken reference.
+      const automation = await existingAutomation(tx, params.automation, { lock: 'key share', tenantId: auth.tenantId });
       const rows = await insertDelivery(tx, {
         tenantId: auth.tenantId,
         automationId: automation.id,

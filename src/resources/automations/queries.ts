@@ -17,13 +17,17 @@ const DUE_AT = sql`coalesce(${webhookDeliveries.nextAttemptAt}, ${webhookDeliver
 /** Grace after a delivery's due time before the sweeper considers its job lost. */
 const STUCK_AFTER = sql`interval '1 minute'`;
 
-/** The automation `id`; with `forUpdate`, locked, and named by `tenantId` too (Citus locks rows only in a statement that names its shard). */
-export async function findAutomation(tx: Tx, id: number, options: { forUpdate?: boolean; tenantId?: number } = {}): Promise<AutomationRow | undefined> {
+/** The automation `id`; with `lock`, locked, and named by `tenantId` too (Citus locks rows only in a statement that names its shard). */
+export async function findAutomation(
+  tx: Tx,
+  id: number,
+  options: { lock?: 'update' | 'key share'; tenantId?: number } = {},
+): Promise<AutomationRow | undefined> {
   const query = tx
     .select()
     .from(automations)
     .where(options.tenantId === undefined ? eq(automations.id, id) : and(eq(automations.tenantId, options.tenantId), eq(automations.id, id)));
-  const [row] = options.forUpdate ? await query.for('update') : await query;
+  const [row] = options.lock ? await query.for(options.lock) : await query;
   return row;
 }
 

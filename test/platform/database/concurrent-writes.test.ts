@@ -208,6 +208,21 @@ t.test("a user's own submission waiting behind the user's blackout is refused an
   );
 });
 
+t.test('an automation run while the automation is deleted answers 404, not a broken reference', async (t) => {
+  const created = await api.call(t, 'createAutomation', {
+    token: admin,
+    body: { name: 'leaving hook', config: { url: 'http://93.184.215.14/hook', headers: {} } }, // an IP literal: valid without DNS, never called
+  });
+  t.equal(created.status, 201);
+  const automation = created.body.id as number;
+  const deleting = await holdRows(api.db, sql`delete from automations where id = ${automation}`);
+  const run = api.call(t, 'runAutomation', { token: admin, params: { automation }, body: {} });
+  t.equal(await lockWaiters(api.db, ''), 1, 'the run waits for the delete');
+  await deleting.release();
+  t.equal((await run).status, 404);
+  t.equal(await rowCount(api.db, 'webhook_deliveries', sql`automation_id = ${automation}`), 0, 'no delivery was stored');
+});
+
 t.test('two administrators demoting each other at the same moment: one of them stays an administrator', async (t) => {
   const employee = await roleNamed(api.db, tenant.tenantId, 'Employee');
   const administrator = await roleNamed(api.db, tenant.tenantId, 'Administrator');
