@@ -5,6 +5,7 @@ import { dropConnection, isReadOnlyServer } from '../database/connection-loss.ts
 import { citusVersion } from '../database/citus.ts';
 import { driverUrl } from '../database/connection-url.ts';
 import type { Db } from '../database/database.ts';
+import { errorLogFields } from '../http/error-handler.ts';
 import { lostJobs, removeExpiredLeases, takeLeases } from './leases.ts';
 
 /**
@@ -216,8 +217,9 @@ export class Jobs {
    * A job that succeeds is completed here, and only then is its lease released: were the
    * completion lost (the database failed over at that moment), the job would stay running
    * in pg-boss's eyes with nobody vouching for it. Kept, the lease expires and the sweeper
-   * retries the job. A job that fails is failed by pg-boss (the error thrown to it); its
-   * lease is left to expire, so that a failure pg-boss could not record is retried too.
+   * retries the job. A job that fails is logged (a warning while retries are left, an
+   * error on its last) and failed by pg-boss (the error thrown to it); its lease is left to
+   * expire, so that a failure pg-boss could not record is retried too.
    */
   private async runLeased<C>(definition: JobDefinition<never, C>, jobs: PgBoss.JobWithMetadata<never>[], context: C): Promise<void> {
     const { db, leaseSeconds } = this.options;
@@ -233,7 +235,16 @@ export class Jobs {
     }, this.renewEveryMs());
     try {
       for (const job of jobs) {
-        await definition.handle(job.data, context, { retried: job.retryCount > 0 });
+        try {
+          await definition.handle(job.data, context, { retried: job.retryCount > 0 });
+        } catch (error) {
+          // pg-boss records the failure and retries per the queue's policy; the log says why, without the values a database error carries.
+          const last = job.retryCount >= job.retryLimit;
+          const fields = { ...errorLogFields(error), queue, jobId: job.id, retryCount: job.retryCount };
+          if (last) this.log.error(fields, 'job failed; no retry left');
+          else this.log.warn(fields, 'job failed; it is retried');
+          throw error;
+        }
         await this.boss.complete(queue, job.id);
         await leases.release(job.id).catch((error: unknown) => this.log.warn({ err: error, queue, jobId: job.id }, 'job lease not released'));
       }

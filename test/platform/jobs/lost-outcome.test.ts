@@ -4,7 +4,7 @@
  * between fetching the job and writing its lease, or the job's completion could not be
  * recorded (the database failed over at that moment). See docs/fault-tolerance.md.
  */
-import { sql } from 'drizzle-orm';
+import { DrizzleQueryError, sql } from 'drizzle-orm';
 import PgBoss from 'pg-boss';
 import t from 'tap';
 import { Database } from '../../../src/platform/database/database.ts';
@@ -32,10 +32,19 @@ const probe: JobDefinition<{ key: string }, undefined> = {
 };
 /** The same, on a queue that only the sweepers of the last test work on. */
 const unattended: JobDefinition<{ key: string }, undefined> = { ...probe, name: 'test.lost-lease' };
+/** A job whose work fails as a statement would, its values (a secret) in drizzle's error. */
+const failing: JobDefinition<{ key: string }, undefined> = {
+  name: 'test.failing',
+  queue: { retryLimit: 1, retryDelay: 1, expireInSeconds: 15 * 60 },
+  work: { batchSize: 1, pollingIntervalSeconds: 1 },
+  async handle(data) {
+    throw new DrizzleQueryError('update things set secret = $1', [`secret of ${data.key}`], new Error('the statement failed'));
+  },
+};
 const warnings: { object: unknown; message: string }[] = [];
 const errors: unknown[] = [];
 const log = { error: (object: unknown) => errors.push(object), warn: (object: unknown, message: string) => warnings.push({ object, message }) };
-const definitions = [probe, unattended] as unknown as JobDefinition<never, never>[];
+const definitions = [probe, unattended, failing] as unknown as JobDefinition<never, never>[];
 const jobs = await Jobs.start(db.sessionUrl, definitions, log, { schedule: true, leaseSeconds: LEASE_SECONDS, db: db.owner });
 t.teardown(() => jobs.stop());
 
@@ -137,4 +146,24 @@ t.test('a lease whose worker stopped renewing it is swept once, by one sweeper o
     'one sweep reported it, naming the silent worker',
   );
   t.strictSame(errors, [], 'no job queue error');
+});
+
+t.test('a job that fails is logged: a warning while retries are left, an error on the last', async (t) => {
+  const id = await jobs.send(failing as JobDefinition<{ key: string }, unknown>, { key: 'logged' });
+  await jobs.work([failing], undefined);
+  const after = await eventually(
+    () => stateOf(id),
+    (row) => row?.state === 'failed',
+    30_000,
+  );
+  t.equal(after?.state, 'failed', 'failed for good after its one retry');
+  const ofJob = (entries: unknown[]) => entries.filter((entry) => (entry as { jobId?: string }).jobId === id) as Record<string, unknown>[];
+  const retried = ofJob(warnings.map((warning) => ({ ...(warning.object as object), message: warning.message })));
+  t.match(retried, [{ message: 'job failed; it is retried', queue: failing.name, retryCount: 0 }], 'the first failure is a warning');
+  t.match(
+    ofJob(errors),
+    [{ queue: failing.name, retryCount: 1, databaseError: { query: 'update things set secret = $1' } }],
+    'the last is an error, with the query',
+  );
+  t.notMatch(JSON.stringify([retried, ofJob(errors)]), /secret of logged/, "never the statement's values");
 });
