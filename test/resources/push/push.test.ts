@@ -116,6 +116,21 @@ t.test('registering the same endpoint again updates the one subscription', async
   await api.db.owner.delete(pushSubscriptions);
 });
 
+t.test("a registration waiting behind the user's blackout is refused and stores nothing", async (t) => {
+  const leaver = await api.createUser(tenant.tenantId, { username: 'leaving-pusher' });
+  // A blackout under way: it holds the user's row (its new username takes the key lock) and has deleted the subscriptions.
+  const blackout = await holdRows(
+    api.db,
+    sql`with gone as (delete from push_subscriptions where user_id = ${leaver.id})
+        update users set username = 'deleted-user-' || id, deleted_at = now() where id = ${leaver.id}`,
+  );
+  const registered = register(t, leaver.token, { endpoint: pushService.url(pushPath()), keys: browserSubscription().keys });
+  t.equal(await lockWaiters(api.db, ''), 1, 'the registration waits for the row');
+  await blackout.release();
+  t.equal((await registered).status, 401, 'it is refused');
+  t.equal(await rowCount(api.db, 'push_subscriptions', sql`user_id = ${leaver.id}`), 0, 'and stored nothing');
+});
+
 t.test('an endpoint registered by another user of the tenant is refused and stays theirs', async (t) => {
   const endpoint = pushService.url(pushPath());
   const alices = await register(t, alice.token, { endpoint, keys: browserSubscription().keys });
