@@ -133,7 +133,7 @@ const integer = (minimum: number, maximum: number, fallback: number, accepted: s
 export const environmentSchema = {
   type: 'object',
   properties: {
-    HOST: { type: 'string', default: '127.0.0.1', description: 'an address or host name to listen on, e.g. 0.0.0.0' },
+    HOST: { type: 'string', format: 'listen-host', default: '127.0.0.1', description: 'an IP address or host name to listen on, e.g. 0.0.0.0 or ::' },
     PORT: integer(0, 65535, 3000, 'a TCP port, an integer from 0 to 65535'),
     DATABASE_URL: {
       type: 'string',
@@ -314,7 +314,20 @@ function corsOrigins(value: string): boolean {
   return origins.every((origin) => URL.canParse(origin) && /^https?:$/.test(new URL(origin).protocol) && new URL(origin).origin === origin);
 }
 
+/**
+ * An address to listen on: an IP address, or a host name of RFC 1123 labels whose last
+ * label is not all digits (dotted digits are an IPv4 address or nothing: 999.1.1.1 is no
+ * name to look up). Caught here, a mistyped address is a configuration error before
+ * PostgreSQL starts, not a failure to listen after.
+ */
+function listenHost(value: string): boolean {
+  if (isIP(value) !== 0) return true;
+  const labels = value.replace(/\.$/, '').split('.');
+  return value.length <= 253 && labels.every((label) => /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/i.test(label)) && !/^\d+$/.test(labels.at(-1)!);
+}
+
 function withFormats(ajv: Ajv): Ajv {
+  ajv.addFormat('listen-host', listenHost);
   ajv.addFormat('postgres-url', postgresUrl);
   ajv.addFormat('smtp-url', smtpUrl);
   ajv.addFormat('base64-key', base64Key);

@@ -45,6 +45,9 @@ t.test('unset and empty variables take their defaults', async (t) => {
   t.equal(loadConfig({ DATABASE_POOL_SIZE: '25' }).databasePoolSize, 25);
   t.strictSame(loadConfig({ WEBHOOK_ALLOWED_CIDRS: '10.0.0.0/8, ::1/128' }).webhookAllowedCidrs, ['10.0.0.0/8', '::1/128']);
   t.equal(loadConfig({ PORT: '8080' }).port, 8080);
+  for (const host of ['0.0.0.0', '::', '::1', '10.1.2.3', 'localhost', 'api.internal', 'atrium-1.example.com.']) {
+    t.equal(loadConfig({ HOST: host }).host, host, `HOST ${host}`);
+  }
 });
 
 t.test('the first tenant: demo on the embedded server, only what ATRIUM_BOOTSTRAP_TENANT names with DATABASE_URL', async (t) => {
@@ -65,6 +68,10 @@ t.test('each mistake is one line naming the variable and what it accepts', async
     [{ PORT: 'abc' }, /^PORT: "abc" is not accepted; expected .*integer from 0 to 65535$/],
     [{ PORT: '99999' }, /^PORT: "99999" is not accepted/],
     [{ PORT: '1.5' }, /^PORT: /],
+    [{ HOST: '999.1.1.1' }, /^HOST: "999.1.1.1" is not accepted; expected an IP address or host name to listen on/],
+    [{ HOST: 'not_a_host!' }, /^HOST: "not_a_host!" is not accepted/],
+    [{ HOST: '[::1]' }, /^HOST: "\[::1\]" is not accepted/],
+    [{ HOST: '-leading.example' }, /^HOST: /],
     [{ DATABASE_POOL_SIZE: '0' }, /^DATABASE_POOL_SIZE: "0" is not accepted; expected a number of connections from 1 to 1000$/],
     [{ REQUEST_TIMEOUT: '0' }, /^REQUEST_TIMEOUT: "0" is not accepted; expected a number of seconds from 1 to 3600$/],
     [{ DATABASE_URL: 'garbage' }, /^DATABASE_URL: its value is not accepted; expected a PostgreSQL connection URL/],
