@@ -216,7 +216,16 @@ export async function startEmbeddedPostgres(dataDir: string, options: EmbeddedOp
   const pgdata = path.join(dataDir, 'pgdata');
   const secretFile = path.join(dataDir, 'superuser-password');
   // 0711: the postgres user may pass through to pgdata/ but not list or read our files.
-  await mkdir(dataDir, { recursive: true, mode: 0o711 });
+  await mkdir(dataDir, { recursive: true, mode: 0o711 }).catch((error: NodeJS.ErrnoException) => {
+    // A file where the folder (or one of its parents) should be, or a parent this user may not write to: say which setting to change.
+    if (error.code === 'EEXIST' || error.code === 'ENOTDIR' || error.code === 'EACCES' || error.code === 'EROFS') {
+      throw new Error(
+        `The embedded PostgreSQL's folder ${dataDir} (DATA_DIR) cannot be created: ${error.code === 'EEXIST' || error.code === 'ENOTDIR' ? 'a file is in the way' : 'permission denied'}. Set DATA_DIR to a folder this user may create, or DATABASE_URL to use an existing PostgreSQL server.`,
+        { cause: error },
+      );
+    }
+    throw error;
+  });
   assertTraversableByOthers(pgdata, 'the data directory');
   assertTraversableByOthers(path.join(binaries, 'x'), 'the PostgreSQL binaries in node_modules');
   const fresh = !existsSync(path.join(pgdata, 'PG_VERSION'));

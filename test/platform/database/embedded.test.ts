@@ -17,6 +17,17 @@ import t from 'tap';
 import { freePort, startEmbeddedPostgres } from '../../../src/platform/database/embedded.ts';
 import { alive, postmasterOf } from '../../helpers/processes.ts';
 
+t.test('a DATA_DIR that cannot be a folder is refused in one sentence naming it, before anything starts', async (t) => {
+  const file = path.join(os.tmpdir(), `atrium-not-a-folder-${randomBytes(4).toString('hex')}`);
+  writeFileSync(file, '');
+  t.teardown(() => rm(file, { force: true }));
+  for (const dataDir of [file, path.join(file, 'data')]) {
+    await t.rejects(startEmbeddedPostgres(dataDir), {
+      message: `The embedded PostgreSQL's folder ${dataDir} (DATA_DIR) cannot be created: a file is in the way. Set DATA_DIR to a folder this user may create, or DATABASE_URL to use an existing PostgreSQL server.`,
+    });
+  }
+});
+
 t.test('a port taken between its choice and the start: the server starts on the next one chosen, with the settings asked for', async (t) => {
   // A folder of its own that startEmbeddedPostgres creates (it makes it traversable for the postgres user).
   const dataDir = path.join(os.tmpdir(), `atrium-embedded-test-${process.pid}-${randomBytes(4).toString('hex')}`);
