@@ -82,6 +82,11 @@ export function registerJsonBodies(app: FastifyInstance): void {
   const { onProtoPoisoning, onConstructorPoisoning } = app.initialConfig as { onProtoPoisoning?: string; onConstructorPoisoning?: string };
   const parse = app.getDefaultJsonParser((onProtoPoisoning ?? 'error') as never, (onConstructorPoisoning ?? 'error') as never);
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {
+    // No content is no body, whatever Content-Type says (many clients send one on every request, a DELETE's too).
+    if ((body as Buffer).length === 0) {
+      done(null, undefined);
+      return;
+    }
     const read = jsonBodyText(body as Buffer, request.headers['content-type']);
     if ('problem' in read) {
       done(new ProblemError(read.status, read.problem), undefined);

@@ -272,6 +272,15 @@ t.test('a body that is not UTF-8, or declares another charset, is refused rather
   t.equal(utf8.body.name, 'Café ☕');
 });
 
+t.test('a JSON media type without content is no body: a DELETE stays a DELETE, a body an operation requires is missing (422)', async (t) => {
+  const department = await api.call(t, 'createDepartment', { token, body: { name: 'Deleted with a content type' } });
+  const deleted = await api.call(t, 'deleteDepartment', { token, params: { department: department.body.id }, payload: '', contentType: 'application/json' });
+  t.equal(deleted.status, 204, 'deleted');
+  const missing = await api.call(t, 'createDepartment', { token, payload: '', contentType: 'application/json' });
+  t.equal(missing.status, 422);
+  t.strictSame(missing.body.errors, { body: ['is required'] });
+});
+
 t.test('router refusals are problem documents', async (t) => {
   const long = await api.call(t, 'getUser', { token, params: { user: '1'.repeat(1025) } });
   t.equal(long.status, 414, 'a path segment over 1024 characters');
