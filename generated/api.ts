@@ -2356,8 +2356,9 @@ export interface paths {
         get: operations["getScimGroup"];
         /**
          * Replace a group (SCIM)
-         * @description Renames the department and replaces its members of users SCIM sees (without `members`
-         *     they stay); recorded as `department.updated`. Refusals as for `POST /scim/v2/Groups`.
+         * @description Renames the department and replaces its members of users SCIM sees (without
+         *     `members`, or with `null`, it keeps none of them); recorded as `department.updated`.
+         *     Refusals as for `POST /scim/v2/Groups`.
          */
         put: operations["replaceScimGroup"];
         post?: never;
@@ -5356,15 +5357,24 @@ export interface components {
         /**
          * @description RFC 7644 §3.5.2 PATCH operations, applied in order in one transaction: when any is
          *     refused, none is applied. `op` is `add`, `replace` or `remove` in any case
-         *     (`Replace`); the key `Operations` in any case too. A `path` must start with an
-         *     attribute of the resource (or its schema URN), may hold value filters
+         *     (`Replace`); the keys `Operations`, `op`, `path` and `value` in any case too. An
+         *     `add` or `replace` needs a `value` (400 `invalidValue`), an object of attributes when
+         *     it has no `path`; such an object's keys that hold a value filter
+         *     (`"emails[type eq \"work\"].value"`) or name the enterprise extension are applied as
+         *     paths of their own. The enterprise extension may be written whole, by its URN as the
+         *     path or as a key (sub-attributes it does not name stay). The User attributes of RFC
+         *     7643 that Atrium does not keep (`title`, `nickName`, `userType`, `profileUrl`,
+         *     `timezone`, `ims`, `photos`, `entitlements`, `roles`, `x509Certificates`) are
+         *     accepted and ignored, with a path or without, as in `POST` and `PUT`. Any other
+         *     `path` must start with an attribute of the resource (or its schema URN), may hold value filters
          *     (`emails[type eq "work"].value`, `members[value eq "42"]`), and neither it nor a key
          *     of `value` may name `__proto__`, `constructor` or `prototype` (400 `invalidPath`; so
          *     is a path whose value filter is malformed). A `replace` whose `value` is null
          *     removes what its path names (RFC 7643 §2.5: null is unassigned).
          *     Attribute names in paths, value filters and keys of `value` are case-insensitive.
-         *     A `remove` needs a `path` (400 `noTarget`); one whose filter matches nothing
-         *     changes nothing and succeeds, while a `replace` whose filter matches nothing is 400
+         *     A `remove` needs a `path` (400 `noTarget`); one whose filter matches nothing (an
+         *     attribute left without values by an earlier `remove` included) changes nothing and
+         *     succeeds, while a `replace` whose filter matches nothing is 400
          *     `noTarget` (but for a sub-attribute of a User's multi-valued attribute,
          *     `emails[type eq "work"].value`, which adds the value). A path naming a member's
          *     sub-attribute (`display`, `$ref`, `type`: read-only) is 400 `mutability`. Members are removed by a value filter or with `path` `members` and the

@@ -125,7 +125,9 @@ export interface GroupWrite {
 export function groupWrite(resource: Record<string, unknown>): GroupWrite {
   const key = (name: string) => Object.keys(resource).find((candidate) => candidate.toLowerCase() === name.toLowerCase());
   const displayName = resource[key('displayName') ?? ''];
-  if (typeof displayName !== 'string' || displayName.trim() === '') throw invalidValue('displayName is required.');
+  if (displayName === undefined || displayName === null || (typeof displayName === 'string' && displayName.trim() === ''))
+    throw invalidValue('displayName is required.');
+  if (typeof displayName !== 'string') throw invalidValue('displayName must be a string.');
   const externalId = resource[key('externalId') ?? ''];
   if (externalId !== undefined && externalId !== null && (typeof externalId !== 'string' || externalId.length > 255)) {
     throw invalidValue('externalId must be a string of at most 255 characters.');

@@ -131,5 +131,8 @@ export function projectAttributes(resource: Record<string, unknown>, query: Reco
     }
     if (name === 'meta') out[key] = { resourceType: (value as { resourceType?: string }).resourceType, ...(out[key] as object | undefined) };
   }
+  // `schemas` names the extensions the answer holds (RFC 7643 §3): one projected away is not named.
+  if (Array.isArray(out.schemas))
+    out.schemas = out.schemas.filter((urn) => urn === USER_SCHEMA || urn === GROUP_SCHEMA || (typeof urn === 'string' && urn in out));
   return out;
 }

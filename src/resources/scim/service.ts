@@ -436,42 +436,125 @@ function memberRemovals(operation: ScimPatchOperation): ScimPatchOperation[] {
 }
 
 /**
+ * The User attributes of RFC 7643 §4.1 that Atrium does not keep. Like any attribute Atrium
+ * does not map, they are accepted and ignored in every write, a PATCH with a path to one
+ * included: an identity provider's default mapping sends some (Entra ID's `title`), and
+ * refusing them would fail every update of a user who has one.
+ */
+const IGNORED_USER_ATTRIBUTES = new Set([
+  'nickname',
+  'profileurl',
+  'title',
+  'usertype',
+  'timezone',
+  'ims',
+  'photos',
+  'entitlements',
+  'roles',
+  'x509certificates',
+]);
+
+/** Whether `path` (a User's) names first an attribute of `IGNORED_USER_ATTRIBUTES`, with or without the core schema's URN before it. */
+function ignoredUserPath(path: string): boolean {
+  const lower = path.toLowerCase();
+  const schema = USER_SCHEMA.toLowerCase();
+  return IGNORED_USER_ATTRIBUTES.has(firstAttribute(lower.startsWith(`${schema}:`) ? lower.slice(schema.length + 1) : lower));
+}
+
+/** A member of a PATCH operation (`op`, `path`, `value`) by its name in any case: RFC 7643 §2.1 has attribute names case-insensitive. */
+function operationMember(operation: Record<string, unknown>, name: string): { value: unknown } | undefined {
+  const key = Object.keys(operation).find((candidate) => candidate.toLowerCase() === name);
+  return key === undefined ? undefined : { value: operation[key] };
+}
+
+interface SentOperation {
+  op: 'add' | 'replace' | 'remove';
+  path?: string;
+  value?: unknown;
+}
+
+const isAttributes = (value: unknown): value is Record<string, unknown> => value !== null && typeof value === 'object' && !Array.isArray(value);
+
+/**
+ * The enterprise extension written as a whole, by its URN as the path or as a key of a
+ * path-less value, as one operation per sub-attribute (`URN:employeeNumber`), the form
+ * scim-patch applies: RFC 7644 §3.5.2 leaves sub-attributes the value does not name as
+ * they are, for an add and a replace alike.
+ */
+function extensionOperations(op: SentOperation['op'], value: unknown): SentOperation[] {
+  if (!isAttributes(value)) throw invalidValue(`${ENTERPRISE_USER_SCHEMA} takes an object of its attributes as its value.`);
+  return Object.entries(value).map(([key, item]) => ({ op, path: `${ENTERPRISE_USER_SCHEMA}:${key}`, value: item }));
+}
+
+/**
+ * A path-less add or replace, whose value holds the attributes to write, as operations
+ * scim-patch applies as meant: a key with a value filter (`emails[type eq "work"].value`,
+ * as Entra ID sends several attributes in one operation) or naming the enterprise
+ * extension becomes an operation with that path; the other keys stay together, dotted
+ * ones (`name.givenName`) included, which scim-patch reads as paths.
+ */
+function pathlessOperations(op: SentOperation['op'], value: Record<string, unknown>, resource: Patchable): SentOperation[] {
+  const together: Record<string, unknown> = {};
+  const apart: SentOperation[] = [];
+  const enterprise = ENTERPRISE_USER_SCHEMA.toLowerCase();
+  for (const [key, item] of Object.entries(value)) {
+    const lower = key.toLowerCase();
+    if (resource === 'user' && lower === enterprise) apart.push(...extensionOperations(op, item));
+    else if (key.includes('[') || (resource === 'user' && lower.startsWith(`${enterprise}:`))) apart.push({ op, path: key, value: item });
+    else together[key] = item;
+  }
+  return [...(Object.keys(together).length > 0 || apart.length === 0 ? [{ op, value: together }] : []), ...apart];
+}
+
+/**
  * A PATCH request's operations (RFC 7644 §3.5.2), normalized for scim-patch and liberal
- * where identity providers deviate: operation names in any case (`Replace`), `Operations`
- * in any case, attribute names in paths and value keys in any case (`canonical`), members
- * removed by value (`memberRemovals`). Paths must name an attribute of the resource; paths
- * and value keys never name `__proto__`, `constructor` or `prototype` (invalidPath).
+ * where identity providers deviate: `Operations`, `op`, `path` and `value` and operation
+ * names in any case (`Replace`), attribute names in paths and value keys in any case
+ * (`canonical`), members removed by value (`memberRemovals`), a path-less value's filtered
+ * and extension keys as paths of their own (`pathlessOperations`), attributes Atrium does
+ * not keep ignored (`IGNORED_USER_ATTRIBUTES`). An add or replace must carry a value, an
+ * object of attributes when it has no path. Paths must name an attribute of the resource;
+ * paths and value keys never name `__proto__`, `constructor` or `prototype` (invalidPath).
  */
 function patchOperations(body: unknown, resource: Patchable): ScimPatchOperation[] {
   const request = bodyObject(body);
-  const key = Object.keys(request).find((name) => name.toLowerCase() === 'operations');
-  const operations = key ? request[key] : undefined;
+  const operations = operationMember(request, 'operations')?.value;
   if (!Array.isArray(operations) || operations.length === 0) throw invalidSyntax('Operations must be a non-empty array.');
   if (operations.length > 1000) throw invalidSyntax('Operations must hold at most 1000 operations.');
-  const values = operations.reduce<number>((sum, entry) => sum + valueCount((entry as { value?: unknown } | null)?.value), 0);
+  const values = operations.reduce<number>((sum, entry) => sum + valueCount(isAttributes(entry) ? operationMember(entry, 'value')?.value : undefined), 0);
   if (values > MAX_PATCH_VALUES) throw invalidValue(`A PATCH carries at most ${MAX_PATCH_VALUES} values in all its operations, not ${values}.`);
-  return operations
-    .map((entry) => {
-      const operation = bodyObject(entry);
-      const op = typeof operation.op === 'string' ? operation.op.toLowerCase() : '';
-      if (op !== 'add' && op !== 'replace' && op !== 'remove') throw invalidSyntax(`op must be add, replace or remove, not ${JSON.stringify(operation.op)}.`);
-      if (operation.path !== undefined && typeof operation.path !== 'string') throw invalidSyntax('path must be a string.');
-      if (op === 'remove' && !operation.path) throw new ScimError(400, 'A remove operation needs a path.', 'noTarget');
+  const sent = operations.flatMap((entry): SentOperation[] => {
+    const operation = bodyObject(entry);
+    const name = operationMember(operation, 'op')?.value;
+    const op = typeof name === 'string' ? name.toLowerCase() : '';
+    if (op !== 'add' && op !== 'replace' && op !== 'remove') throw invalidSyntax(`op must be add, replace or remove, not ${JSON.stringify(name)}.`);
+    const path = operationMember(operation, 'path')?.value;
+    const value = operationMember(operation, 'value');
+    if (path !== undefined && typeof path !== 'string') throw invalidSyntax('path must be a string.');
+    if (op === 'remove' && !path) throw new ScimError(400, 'A remove operation needs a path.', 'noTarget');
+    if (value !== undefined) checkPatchValue(value.value);
+    if (op === 'remove') return [{ op, path: path!, ...(value === undefined ? {} : { value: value.value }) }];
+    if (value === undefined) throw invalidValue(`An ${op} operation needs a value.`);
+    if (!path) {
+      if (!isAttributes(value.value)) throw invalidValue(`An ${op} operation without a path takes an object of attributes as its value.`);
+      return pathlessOperations(op, value.value, resource);
+    }
+    if (resource === 'user' && path.toLowerCase() === ENTERPRISE_USER_SCHEMA.toLowerCase()) return extensionOperations(op, value.value);
+    return [{ op, path, value: value.value }];
+  });
+  return sent
+    .filter((operation) => !(resource === 'user' && operation.path !== undefined && !namesForbidden(operation.path) && ignoredUserPath(operation.path)))
+    .flatMap((operation) => {
       if (operation.path) checkPatchPath(operation.path, resource);
-      if ('value' in operation) checkPatchValue(operation.value);
       const named = operation.path ? canonical(operation.path, ATTRIBUTE_NAMES[resource]) : { path: undefined, names: ATTRIBUTE_NAMES[resource] };
       // null is "unassigned" (RFC 7643 §2.5): a replace with it removes what the path names.
-      if (op === 'replace' && named.path && operation.value === null) {
-        const removal: ScimPatchOperation = { op: 'remove', path: named.path };
-        return [removal];
-      }
+      if (operation.op === 'replace' && named.path && operation.value === null) return [{ op: 'remove', path: named.path }];
       return memberRemovals({
-        op,
+        op: operation.op,
         ...(named.path ? { path: named.path } : {}),
         ...('value' in operation ? { value: canonicalValue(operation.value, named.names) } : {}),
       } as ScimPatchOperation);
-    })
-    .flat();
+    });
 }
 
 /**
@@ -490,10 +573,28 @@ function valueCount(value: unknown): number {
   return 1;
 }
 
-/** The resource after the PATCH operations, applied by scim-patch; its errors become SCIM errors. */
+/**
+ * Whether `operation` removes by a value filter (`members[value eq "…"]`) from an attribute
+ * that holds no value in `resource`: it matches nothing, so it changes nothing (RFC 7644
+ * §3.5.2.2). scim-patch refuses it instead ("a mono valued attribute") once an earlier
+ * removal took the last value, as identity providers' batches of removals do.
+ */
+function removesFromNothing(resource: Record<string, unknown>, operation: ScimPatchOperation): boolean {
+  const filtered = operation.op === 'remove' && operation.path !== undefined ? /^([^.[\]:]+)\[/.exec(operation.path) : null;
+  if (!filtered) return false;
+  const held = resource[filtered[1]!];
+  return held === undefined || held === null || (Array.isArray(held) && held.length === 0);
+}
+
+/** The resource after the PATCH operations, applied in order by scim-patch (on a copy); its errors become SCIM errors. */
 function patched<T extends Record<string, unknown>>(resource: T, operations: ScimPatchOperation[]): T {
   try {
-    return scimPatch(resource as never, operations, { mutateDocument: false, treatMissingAsAdd: true });
+    let document = structuredClone(resource) as Record<string, unknown>;
+    for (const operation of operations) {
+      if (removesFromNothing(document, operation)) continue;
+      document = scimPatch(document as never, [operation], { mutateDocument: true, treatMissingAsAdd: true });
+    }
+    return document as T;
   } catch (error) {
     if (error instanceof PatchError) {
       const scimType = (error as { scimCode?: string }).scimCode;
@@ -613,6 +714,8 @@ export async function registerScim(app: FastifyInstance, services: Services): Pr
       const { onProtoPoisoning, onConstructorPoisoning } = app.initialConfig as { onProtoPoisoning?: string; onConstructorPoisoning?: string };
       const parse = scim.getDefaultJsonParser((onProtoPoisoning ?? 'error') as never, (onConstructorPoisoning ?? 'error') as never);
       scim.addContentTypeParser(SCIM_MEDIA_TYPE, { parseAs: 'buffer' }, (request, body, done) => {
+        // No content is no body, as under `/api`: a DELETE that names the media type is still a DELETE.
+        if ((body as Buffer).length === 0) return done(null, undefined);
         const read = jsonBodyText(body as Buffer, request.headers['content-type']);
         if ('problem' in read) return done(read.status === 415 ? new ScimError(415, read.problem) : invalidSyntax(read.problem), undefined);
         void parse(request, read.text, done);

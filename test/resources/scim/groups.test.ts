@@ -235,6 +235,62 @@ t.test('members removed as Entra ID sends it (path members, the members as value
   t.same(await memberIds(Number(group.id)), [String(ann.id)]);
 });
 
+t.test('removals in batches succeed when the group runs empty, in both forms; a member not in it is no error', async (t) => {
+  for (const form of ['value', 'filter'] as const) {
+    const group = (
+      await scim('POST', '/Groups', {
+        schemas: [GROUP],
+        displayName: `Batch removal by ${form}`,
+        members: [{ value: String(ann.id) }, { value: String(ben.id) }],
+      })
+    ).body;
+    const gone = [ann.id, ben.id, 999_999].map(String);
+    const operations =
+      form === 'value'
+        ? [{ op: 'Remove', path: 'members', value: gone.map((value) => ({ value })) }]
+        : gone.map((value) => ({ op: 'remove', path: `members[value eq "${value}"]` }));
+    const removed = await scim('PATCH', `/Groups/${group.id}`, { schemas: [PATCH], Operations: operations });
+    t.equal(removed.status, 200, `by ${form}`);
+    t.same(await memberIds(Number(group.id)), [], 'the group is empty');
+    const again = await scim('PATCH', `/Groups/${group.id}`, { schemas: [PATCH], Operations: operations });
+    t.equal(again.status, 200, 'and removing from an empty group changes nothing');
+  }
+});
+
+t.test('a DELETE that names a JSON media type without a body is a DELETE; a method no endpoint takes is still 405', async (t) => {
+  const group = (await scim('POST', '/Groups', { schemas: [GROUP], displayName: 'Deleted with a content type' })).body;
+  for (const [method, url, status] of [
+    ['DELETE', '/Groups', 405],
+    ['PUT', '/ServiceProviderConfig', 405],
+    ['DELETE', `/Groups/${group.id}`, 204],
+  ] as const) {
+    for (const type of ['application/scim+json', 'application/json']) {
+      const response = await wire.send({ method, url: `/scim/v2${url}`, headers: { ...bearer(scimToken), 'content-type': type } });
+      assertServedAnswer(method, `/scim/v2${url}`, response);
+      t.equal(response.statusCode, status === 204 && type === 'application/json' ? 404 : status, `${method} ${url} (${type})`);
+    }
+  }
+  t.equal(await rowCount(api.db, 'departments', sql`id = ${Number(group.id)}`), 0, 'the group is gone');
+});
+
+t.test('a group PATCH without a value, or path-less without an object, is invalidValue and changes nothing', async (t) => {
+  const group = (await scim('POST', '/Groups', { schemas: [GROUP], displayName: 'Valueless', members: [{ value: String(ann.id) }] })).body;
+  const typed = await scim('POST', '/Groups', { schemas: [GROUP], displayName: 123 });
+  t.equal(typed.status, 400);
+  t.match(typed.body, { scimType: 'invalidValue', detail: 'displayName must be a string.' }, 'a displayName of another type is told so');
+  for (const operation of [
+    { op: 'replace' },
+    { op: 'add', path: 'members' },
+    { op: 'replace', value: 'x' },
+    { op: 'add', value: [{ value: String(ben.id) }] },
+  ]) {
+    const refused = await scim('PATCH', `/Groups/${group.id}`, { schemas: [PATCH], Operations: [operation] });
+    t.equal(refused.status, 400, JSON.stringify(operation));
+    t.equal(refused.body.scimType, 'invalidValue');
+  }
+  t.same((await scim('GET', `/Groups/${group.id}`)).body, group, 'the group is as it was');
+});
+
 t.test('members filters see the members a group shows: no deleted user, no group account', async (t) => {
   const leaver = await api.createUser(tenant.tenantId, { username: 'filter-leaver' });
   const desk = await api.createUser(tenant.tenantId, { username: 'filter-desk', values: { groupAccount: true } });
