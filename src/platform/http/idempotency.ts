@@ -10,7 +10,7 @@
  * duplicate finds the claim and never reaches the handler. Keys belong to the caller
  * (tenant and user): another user's request with the same key is a request of its own.
  */
-import { createHash } from 'node:crypto';
+import { createHmac } from 'node:crypto';
 import type { FastifyBaseLogger } from 'fastify';
 import { and, eq, sql } from 'drizzle-orm';
 import { bigint, index, integer, pgTable, primaryKey, text, timestamp, unique } from 'drizzle-orm/pg-core';
@@ -57,7 +57,7 @@ export const idempotencyKeys = pgTable(
     userId: bigint('user_id', { mode: 'number' }).notNull(),
     key: text('key').notNull(),
     operationId: text('operation_id').notNull(),
-    /** SHA-256 of the operation and its parameters and body (`requestFingerprint`). */
+    /** HMAC-SHA256 of the operation and its parameters and body, under the installation's key (`requestFingerprint`). */
     fingerprint: bytea('fingerprint').notNull(),
     /** The answer, once the first request has one: status, media type, Location, body as sent (encrypted). */
     status: integer('status'),
@@ -89,16 +89,23 @@ function canonical(value: unknown): unknown {
   return value;
 }
 
+/** The purpose of the key that fingerprints requests (Secrets). */
+const FINGERPRINT_PURPOSE = 'idempotency-fingerprint';
+
 /**
  * What makes two requests the same: the operation, its path and query parameters and its
- * body as validated, and each uploaded file's name, media type and content.
+ * body as validated, and each uploaded file's name, media type and content, as an
+ * HMAC-SHA256 under the installation's key. A body may hold a password or a webhook's
+ * secret: a plain hash of it, kept for a day, would let whoever reads the database test
+ * guesses at one SHA-256 each; without the key, a fingerprint tells nothing.
  */
 export async function requestFingerprint(
+  secrets: Secrets,
   operationId: string,
   request: { params: unknown; query: unknown; body: unknown },
   uploads: Record<string, Upload> | null,
 ): Promise<Buffer> {
-  const hash = createHash('sha256');
+  const hash = createHmac('sha256', secrets.key(FINGERPRINT_PURPOSE));
   const { params, query, body } = request;
   hash.update(JSON.stringify(canonical({ operationId, params, query, body })) ?? '');
   for (const field of Object.keys(uploads ?? {}).sort()) {

@@ -335,7 +335,7 @@ export async function registerOperations(app: FastifyInstance, handlers: Handler
           const key = idempotent ? idempotencyKeyOf(request.headers) : null;
           if (key !== null) {
             const owner: KeyOwner = { tenantId: request.auth!.tenantId, userId: request.auth!.userId };
-            const fingerprint = await requestFingerprint(operationId, request, request.uploads);
+            const fingerprint = await requestFingerprint(services.secrets, operationId, request, request.uploads);
             const answered = await claimKey(services, owner, key, operationId, fingerprint);
             if (answered) return replay(reply, answered);
             request.idempotencyKey = { owner, key };

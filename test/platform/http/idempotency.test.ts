@@ -4,6 +4,7 @@
  * the first answer again without a second effect, concurrent duplicates never run twice,
  * the same key with another request is refused, and a failed first request keeps nothing.
  */
+import { createHash } from 'node:crypto';
 import { sql } from 'drizzle-orm';
 import t, { type Test } from 'tap';
 import { operations } from '../../../generated/operations.ts';
@@ -164,4 +165,27 @@ t.test('every POST that creates or dispatches declares the key, and the 409', as
     );
     t.ok(operation.responses['409'], `${operationId} declares 409`);
   }
+});
+
+t.test('a request is kept as a keyed fingerprint: a password in its body cannot be tested against it', async (t) => {
+  const employee = await roleNamed(api.db, tenant.tenantId, 'Employee');
+  const body = { username: 'fingerprinted', password: 'a guessable password', first_name: 'Finger', last_name: 'Print', role_id: employee.id };
+  const created = await api.call(t, 'createUser', { token: tenant.adminToken, headers: keyed('fingerprint-1'), body });
+  t.equal(created.status, 201);
+  const [kept] = await api.db.owner.execute<{ fingerprint: Buffer }>(sql`select fingerprint from idempotency_keys where key = 'fingerprint-1'`);
+  // The request as the fingerprint reads it: keys sorted at every level.
+  const sorted = (value: object) => Object.fromEntries(Object.entries(value).sort(([a], [b]) => a.localeCompare(b)));
+  const plain = createHash('sha256')
+    .update(JSON.stringify({ body: sorted(body), operationId: 'createUser', params: {}, query: {} }))
+    .digest();
+  t.equal(kept!.fingerprint.length, 32);
+  t.notOk(kept!.fingerprint.equals(plain), 'not the plain SHA-256 of the request, which a guess could be checked against');
+  const retry = await api.call(t, 'createUser', { token: tenant.adminToken, headers: keyed('fingerprint-1'), body });
+  t.equal(retry.headers['idempotent-replayed'], 'true', 'a retry still matches it');
+  const other = await api.call(t, 'createUser', {
+    token: tenant.adminToken,
+    headers: keyed('fingerprint-1'),
+    body: { ...body, password: 'another password here' },
+  });
+  t.equal(other.status, 422, 'another password is another request');
 });
