@@ -237,6 +237,8 @@ export const environmentSchema = {
     VAPID_PUBLIC_KEY: ['VAPID_PRIVATE_KEY'],
     VAPID_PRIVATE_KEY: ['VAPID_PUBLIC_KEY'],
     ATRIUM_BOOTSTRAP_TENANT_NAME: ['ATRIUM_BOOTSTRAP_TENANT'],
+    // Behind a pooler the application pool cannot switch roles at connection start: it logs in as its own role.
+    DATABASE_DIRECT_URL: ['DATABASE_URL', 'ATRIUM_APP_DATABASE_URL'],
   },
 } as const;
 
@@ -372,6 +374,15 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     const value = env[name];
     if (value !== undefined && value !== '') data[name] = value;
   }
+  // Ajv reads an integer's text as Number() does, "0x10", "3e3" and " 3300" included: an integer variable is decimal digits only.
+  const lines = new Map<string, string>();
+  for (const [name, spec] of Object.entries(environmentSchema.properties) as [string, { type?: string; description: string }][]) {
+    const value = data[name];
+    if (spec.type === 'integer' && value !== undefined && !/^\d+$/.test(value)) {
+      lines.set(name, `${name}: ${JSON.stringify(value)} is not accepted; expected ${spec.description}`);
+      delete data[name];
+    }
+  }
   let vars: Environment;
   try {
     vars = envSchema<Environment>({
@@ -383,12 +394,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   } catch (error) {
     const errors = (error as { errors?: ErrorObject[] }).errors;
     if (!errors) throw error;
-    const lines = new Map<string, string>();
     for (const described of errors.map((e) => describe(e, data))) {
       if (!lines.has(described.variable)) lines.set(described.variable, described.line);
     }
     throw new ConfigError([...lines.values()].join('\n'));
   }
+  if (lines.size > 0) throw new ConfigError([...lines.values()].join('\n'));
   // A weak hash is for the test suite only: anywhere else it would weaken every stored password.
   if (vars.PASSWORD_HASH_COST === 'test' && env.NODE_ENV !== 'test') {
     throw new ConfigError('PASSWORD_HASH_COST: "test" is not accepted unless NODE_ENV is test; expected standard');

@@ -68,6 +68,12 @@ t.test('each mistake is one line naming the variable and what it accepts', async
     [{ PORT: 'abc' }, /^PORT: "abc" is not accepted; expected .*integer from 0 to 65535$/],
     [{ PORT: '99999' }, /^PORT: "99999" is not accepted/],
     [{ PORT: '1.5' }, /^PORT: /],
+    [{ PORT: '0x10' }, /^PORT: "0x10" is not accepted; expected a TCP port, an integer from 0 to 65535$/],
+    [{ PORT: '3e3' }, /^PORT: "3e3" is not accepted/],
+    [{ PORT: ' 3300' }, /^PORT: " 3300" is not accepted/],
+    [{ PORT: '3300.0' }, /^PORT: "3300.0" is not accepted/],
+    [{ PORT: '-0' }, /^PORT: "-0" is not accepted/],
+    [{ BODY_LIMIT: '2e3' }, /^BODY_LIMIT: "2e3" is not accepted; expected a number of bytes, at least 1024$/],
     [{ HOST: '999.1.1.1' }, /^HOST: "999.1.1.1" is not accepted; expected an IP address or host name to listen on/],
     [{ HOST: 'not_a_host!' }, /^HOST: "not_a_host!" is not accepted/],
     [{ HOST: '[::1]' }, /^HOST: "\[::1\]" is not accepted/],
@@ -79,7 +85,14 @@ t.test('each mistake is one line naming the variable and what it accepts', async
     [{ ATRIUM_APP_DATABASE_URL: 'postgres://' }, /^ATRIUM_APP_DATABASE_URL: /],
     [{ DATABASE_URL: 'postgres://u:p@h1:5432,:5433/db' }, /^DATABASE_URL: its value is not accepted; expected .*host1:5432,host2:5432/],
     [{ DATABASE_URL: 'postgres://u:p@h1:5432,h2:99999/db' }, /^DATABASE_URL: its value is not accepted/],
-    [{ DATABASE_DIRECT_URL: 'postgres://u:p@h1,h2/db?target_session_attrs=writable' }, /^DATABASE_DIRECT_URL: its value is not accepted; expected .*bypasses/],
+    [
+      {
+        DATABASE_URL: 'postgres://u:p@pooler/db',
+        ATRIUM_APP_DATABASE_URL: 'postgres://app:p@pooler/db',
+        DATABASE_DIRECT_URL: 'postgres://u:p@h1,h2/db?target_session_attrs=writable',
+      },
+      /^DATABASE_DIRECT_URL: its value is not accepted; expected .*bypasses/,
+    ],
     [{ LOG_LEVEL: 'verbose' }, /^LOG_LEVEL: "verbose" is not accepted; expected one of fatal, error, warn, info, debug, trace, silent$/],
     [{ TRUST_PROXY: 'yes' }, /^TRUST_PROXY: "yes" is not accepted/],
     [{ ATRIUM_SECRET_KEY: 'c2hvcnQ=' }, /^ATRIUM_SECRET_KEY: its value is not accepted; expected 32 random bytes/],
@@ -97,6 +110,10 @@ t.test('each mistake is one line naming the variable and what it accepts', async
     ],
     [{ ATRIUM_BOOTSTRAP_TENANT_NAME: 'Acme Inc.' }, /^ATRIUM_BOOTSTRAP_TENANT must be set when ATRIUM_BOOTSTRAP_TENANT_NAME is$/],
     [
+      { DATABASE_URL: 'postgres://u:p@pooler/atrium', DATABASE_DIRECT_URL: 'postgres://u:p@db/atrium' },
+      /^ATRIUM_APP_DATABASE_URL must be set when DATABASE_DIRECT_URL is$/,
+    ],
+    [
       { DATABASE_URL: 'postgres://atrium:one@db:5432/atrium', ATRIUM_APP_DATABASE_URL: 'postgres://atrium:two@db:5432/atrium' },
       /^ATRIUM_APP_DATABASE_URL: its value is not accepted; expected a login role other than the one of DATABASE_URL, which owns the tables$/,
     ],
@@ -107,6 +124,12 @@ t.test('each mistake is one line naming the variable and what it accepts', async
     t.match(error.message, message);
     t.notMatch(error.message, /\n/, 'one line');
   }
+  const alone = t.throws(() => loadConfig({ DATABASE_DIRECT_URL: 'postgres://u:p@db/atrium' })) as Error;
+  t.equal(
+    alone.message,
+    'DATABASE_URL must be set when DATABASE_DIRECT_URL is\nATRIUM_APP_DATABASE_URL must be set when DATABASE_DIRECT_URL is',
+    'a direct URL alone: both it needs',
+  );
 });
 
 t.test('a database URL may name several hosts and the session it wants, as libpq and the driver read it', async (t) => {
