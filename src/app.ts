@@ -49,6 +49,12 @@ function decodeQueryName(name: string): string {
   }
 }
 
+/**
+ * A credential set anywhere in one `&`-separated pair, as a lenient parser may read it:
+ * after a `;` (`expires=1;signature=…`) or with its `=` percent-encoded (`signature%3D…`).
+ */
+const SECRET_ASSIGNMENT = new RegExp(`(^|[^a-z0-9_])(${[...SECRET_QUERY_NAMES].join('|')})(\\[[^\\]]*\\])*\\s*(=|%3d)`, 'i');
+
 /** A request URL for the logs: values of credential query parameters are replaced. */
 export function redactUrl(url: string): string {
   const start = url.indexOf('?');
@@ -63,7 +69,10 @@ export function redactUrl(url: string): string {
         .trim()
         .replace(/(\[[^\]]*\])+$/, '')
         .toLowerCase();
-      return SECRET_QUERY_NAMES.has(bare) ? `${name}=[redacted]` : pair;
+      if (SECRET_QUERY_NAMES.has(bare)) return `${name}=[redacted]`;
+      if (!SECRET_ASSIGNMENT.test(decodeQueryName(pair))) return pair;
+      // The whole value goes: where the credential starts in it is the parser's guess.
+      return `${equals === -1 ? pair.split(/%3d/i, 1)[0] : name}=[redacted]`;
     })
     .join('&');
   return `${url.slice(0, start)}?${query}`;

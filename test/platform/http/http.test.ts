@@ -176,6 +176,10 @@ t.test('credential query parameters are redacted from request logs in every spel
     'access_token=SECRET-H',
     'Token[x]=SECRET-I',
     'signature=SECRET-J',
+    'x=1;signature=SECRET-K',
+    'signature%3DSECRET-L',
+    'sig%3dSECRET-M',
+    'x=1;%73ignature=SECRET-N',
   ];
   for (const query of secrets) {
     const res = await logged.inject({
