@@ -5791,7 +5791,7 @@ export interface components {
             /** @description The core User schema, and the enterprise extension's when `employeeNumber` is answered. */
             schemas: ("urn:ietf:params:scim:schemas:core:2.0:User" | "urn:ietf:params:scim:schemas:extension:enterprise:2.0:User")[];
             "urn:ietf:params:scim:schemas:extension:enterprise:2.0:User"?: components["schemas"]["ScimEnterpriseUser"];
-            /** @description `username`: unique in the tenant, deleted users included; compared case-insensitively in filters. */
+            /** @description `username`: unique in the tenant, deleted users included; not case-exact: a SCIM create or rename to a name another user holds in another case is a 409 `uniqueness`, and filters compare case-insensitively. */
             userName?: string;
         };
         /**
@@ -5853,7 +5853,7 @@ export interface components {
             /** @description The core User schema, and the enterprise extension's when `employeeNumber` is answered. */
             schemas: ("urn:ietf:params:scim:schemas:core:2.0:User" | "urn:ietf:params:scim:schemas:extension:enterprise:2.0:User")[];
             "urn:ietf:params:scim:schemas:extension:enterprise:2.0:User"?: components["schemas"]["ScimEnterpriseUser"];
-            /** @description `username`: unique in the tenant, deleted users included; compared case-insensitively in filters. */
+            /** @description `username`: unique in the tenant, deleted users included; not case-exact: a SCIM create or rename to a name another user holds in another case is a 409 `uniqueness`, and filters compare case-insensitively. */
             userName: string;
         };
         /**

@@ -205,6 +205,24 @@ async function passwordHashOf(services: Services, write: ScimUserWrite): Promise
  * Writes `write` over the stored user `current` (absent: creates one), under the user rules
  * the API and the CSV import judge with. Answers the user's id.
  */
+/**
+ * Whether another user of the tenant, deleted ones included, holds `username` in another
+ * case. The API keeps usernames unique as written; SCIM's schema says `userName` is
+ * unique and not case-exact (RFC 7643 §2.2), and an identity provider that finds two users
+ * for its `userName eq` filter cannot match either. Writes of SCIM that could collide so
+ * take their turn (a transaction lock on the lower-cased name), so that two concurrent
+ * creates differing in case are not both kept.
+ */
+async function usernameTakenInAnyCase(tx: Tx, tenantId: number, username: string, userId: number | undefined): Promise<boolean> {
+  await tx.execute(sql`select pg_advisory_xact_lock(hashtextextended(${`atrium:scim-username:${tenantId}:`} || lower(${username}), 0))`);
+  const [held] = await tx
+    .select({ id: users.id })
+    .from(users)
+    .where(and(eq(users.tenantId, tenantId), sql`${users.usernameLower} = lower(${username})`, userId === undefined ? undefined : sql`${users.id} <> ${userId}`))
+    .limit(1);
+  return held !== undefined;
+}
+
 async function saveUser(
   tx: Tx,
   services: Services,
@@ -226,6 +244,9 @@ async function saveUser(
     passwordOptional: true,
   });
   addErrors(errors, await userWriteReferenceErrors(tx, caller, draft, { userId: current?.id ?? null }));
+  if (changed.username !== undefined && !errors.username && (await usernameTakenInAnyCase(tx, principal.tenantId, write.columns.username, current?.id))) {
+    errors.username = [coded('taken', 'is already taken')];
+  }
   // Whoever sets a password can sign in as the user: not while the user holds entity rights the minter lacks, as in the API.
   if (current && passwordHash && (await usersHoldingRightsBeyond(tx, caller, [current.id])).size > 0) {
     addErrors(errors, { password: [coded('confers_rights', HOLDS_ENTITY_RIGHTS)] });

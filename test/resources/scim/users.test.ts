@@ -154,6 +154,33 @@ t.test('a taken userName is a 409 uniqueness error, deleted users included', asy
   t.equal(await userCount(), before + 1, 'only the fixture');
 });
 
+t.test('a userName another user holds in another case is a 409 too: SCIM has userName unique and not case-exact', async (t) => {
+  const holder = await api.createUser(tenant.tenantId, { username: 'Case.Holder@example.com' });
+  const before = await userCount();
+  isError(t, await scim('POST', '/Users', newUser({ userName: 'case.holder@EXAMPLE.com' })), 409, 'uniqueness');
+  const deleted = await api.createUser(tenant.tenantId, { username: 'Deleted.Holder', values: { deletedAt: new Date() } });
+  isError(t, await scim('POST', '/Users', newUser({ userName: deleted.username.toUpperCase() })), 409, 'uniqueness');
+  t.equal(await userCount(), before + 1, 'nothing created but the fixture');
+  const other = (await scim('POST', '/Users', newUser())).body;
+  isError(
+    t,
+    await scim('PATCH', `/Users/${other.id}`, { schemas: [PATCH], Operations: [{ op: 'replace', path: 'userName', value: 'CASE.HOLDER@example.com' }] }),
+    409,
+    'uniqueness',
+  );
+  isError(t, await scim('PUT', `/Users/${other.id}`, { ...newUser(), userName: 'case.HOLDER@example.com' }), 409, 'uniqueness');
+  t.equal((await scim('GET', `/Users/${other.id}`)).body.userName, other.userName, 'the rename changed nothing');
+  const own = await scim('PATCH', `/Users/${holder.id}`, {
+    schemas: [PATCH],
+    Operations: [{ op: 'replace', path: 'userName', value: 'case.holder@example.com' }],
+  });
+  t.equal(own.status, 200, 'a user may change the case of their own userName');
+  const found = await scim('GET', `/Users?filter=${encodeURIComponent('userName eq "CASE.HOLDER@EXAMPLE.COM"')}`);
+  t.equal(found.body.totalResults, 1, 'a filter finds one user');
+  const racing = await Promise.all(['Racing.Case', 'racing.case', 'RACING.CASE'].map((userName) => scim('POST', '/Users', newUser({ userName }))));
+  t.same(racing.map((res) => res.status).sort(), [201, 409, 409], 'of concurrent creates differing in case, one is kept');
+});
+
 t.test("the tenant's required profile keys hold for SCIM as for the API", async (t) => {
   await api.call(t, 'updateUserSettings', { token: admin, body: { required_profile_keys: ['phone'] } });
   const before = await userCount();
