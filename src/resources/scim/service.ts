@@ -218,7 +218,9 @@ async function usernameTakenInAnyCase(tx: Tx, tenantId: number, username: string
   const [held] = await tx
     .select({ id: users.id })
     .from(users)
-    .where(and(eq(users.tenantId, tenantId), sql`${users.usernameLower} = lower(${username})`, userId === undefined ? undefined : sql`${users.id} <> ${userId}`))
+    .where(
+      and(eq(users.tenantId, tenantId), sql`${users.usernameLower} = lower(${username})`, userId === undefined ? undefined : sql`${users.id} <> ${userId}`),
+    )
     .limit(1);
   return held !== undefined;
 }
@@ -607,13 +609,37 @@ function removesFromNothing(resource: Record<string, unknown>, operation: ScimPa
   return held === undefined || held === null || (Array.isArray(held) && held.length === 0);
 }
 
+/**
+ * `operation` with the literal of its path's simple value filter (`emails[value eq "…"]`)
+ * spelled as the value it matches in `resource` ignoring case: string attributes are not
+ * case-exact (RFC 7643 §2.2), as filters on reads compare them, while scim-patch compares
+ * exactly.
+ */
+function matchingStoredCase(resource: Record<string, unknown>, operation: ScimPatchOperation): ScimPatchOperation {
+  const filter = operation.path === undefined ? null : /^([^.[\]:]+)\[\s*([^\s\]]+)\s+eq\s+("(?:[^"\\]|\\.)*")\s*\](.*)$/is.exec(operation.path);
+  const held = filter ? resource[filter[1]!] : undefined;
+  if (!filter || !Array.isArray(held)) return operation;
+  const [, attribute, sub, literal, rest] = filter;
+  let wanted: unknown;
+  try {
+    wanted = JSON.parse(literal!);
+  } catch {
+    return operation;
+  }
+  if (typeof wanted !== 'string') return operation;
+  const values = held.map((item) => (item as Record<string, unknown> | null)?.[sub!]);
+  if (values.includes(wanted)) return operation;
+  const stored = values.find((value): value is string => typeof value === 'string' && value.toLowerCase() === wanted.toLowerCase());
+  return stored === undefined ? operation : { ...operation, path: `${attribute}[${sub} eq ${JSON.stringify(stored)}]${rest}` };
+}
+
 /** The resource after the PATCH operations, applied in order by scim-patch (on a copy); its errors become SCIM errors. */
 function patched<T extends Record<string, unknown>>(resource: T, operations: ScimPatchOperation[]): T {
   try {
     let document = structuredClone(resource) as Record<string, unknown>;
     for (const operation of operations) {
       if (removesFromNothing(document, operation)) continue;
-      document = scimPatch(document as never, [operation], { mutateDocument: true, treatMissingAsAdd: true });
+      document = scimPatch(document as never, [matchingStoredCase(document, operation)], { mutateDocument: true, treatMissingAsAdd: true });
     }
     return document as T;
   } catch (error) {

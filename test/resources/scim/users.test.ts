@@ -637,6 +637,21 @@ t.test('PATCH as identity providers send it: unkept attributes by path, the exte
   const cased = await scim('PATCH', path, { SCHEMAS: [PATCH], operations: [{ OP: 'REPLACE', PATH: 'name.givenName', VALUE: 'Cased' }] });
   t.equal(cased.status, 200, 'op, path and value in any case');
   t.equal((await storedUser()).first_name, 'Cased');
+
+  // String attributes are not case-exact (RFC 7643 §2.2): a value filter matches a value in another case.
+  const typed = await scim('PATCH', path, {
+    schemas: [PATCH],
+    Operations: [{ op: 'replace', path: 'emails[type eq "WORK"].value', value: 'Mixed.Case@Example.com' }],
+  });
+  t.same(
+    typed.body.emails.map((email: { value: string }) => email.value),
+    ['Mixed.Case@Example.com'],
+    'the work e-mail replaced, none added',
+  );
+  const removed = await scim('PATCH', path, { schemas: [PATCH], Operations: [{ op: 'remove', path: 'emails[value eq "mixed.case@example.com"]' }] });
+  t.equal(removed.status, 200);
+  t.notOk('emails' in removed.body, 'the e-mail is removed by its value in another case');
+  t.equal((await storedUser()).email, null);
 });
 
 t.test('an add or replace without a value, or without a path and an object of attributes, is invalidValue and changes nothing', async (t) => {
