@@ -420,6 +420,28 @@ t.test('a blackout rewrites the person’s past events right after it commits, a
   t.equal(removed, '42501', 'a request cannot cancel an erasure');
 });
 
+t.test("an erasure recording values other than a blackout's rewrites nothing: a request cannot choose a history", async (t) => {
+  const user = await createUserViaApi(t, { email: 'forged@example.com', city: 'Ogdenville' });
+  await api.call(t, 'updateUser', { token: admin, params: { user: user.id }, body: { first_name: 'Forged' } });
+  await blackoutWithoutJob(user);
+  const unerased = await trailOf(user.id);
+  // A request able to run SQL replaces the recorded erasure with values of its choosing (the owner removes the genuine one first).
+  await api.db.owner.execute(sql`delete from audit_erasures where tenant_id = ${tenant.tenantId} and user_id = ${user.id}`);
+  for (const forged of [{ first_name: 'Someone Else' }, { role_id: 1 }, { username: 'chosen-name' }, { active: true }]) {
+    await api.db.tenant(tenant.tenantId, (tx) => recordErasure(tx, user.id, forged));
+    const refused = await api.db
+      .tenant(tenant.tenantId, (tx) => tx.execute(sql`select atrium_anonymize_audit_trail(${user.id})`))
+      .then(() => 'allowed', sqlStateOf);
+    t.equal(refused, '42501', `${JSON.stringify(forged)} is refused`);
+    t.strictSame(await trailOf(user.id), unerased, 'the trail is as it was');
+    await api.db.owner.execute(sql`delete from audit_erasures where tenant_id = ${tenant.tenantId} and user_id = ${user.id}`);
+  }
+  // The genuine one still erases.
+  await api.db.tenant(tenant.tenantId, (tx) => recordErasure(tx, user.id, storedFieldsOf(blackoutValues(user.id))));
+  await eraseAuditTrailJob.handle({ tenantId: tenant.tenantId, userId: user.id }, api.atrium.services, { retried: false });
+  t.notOk(JSON.stringify(await trailOf(user.id)).includes('Ogdenville'), 'the blackout values erase');
+});
+
 t.test('an erasure whose job was never sent is done by audit.erase-pending', async (t) => {
   const user = await createUserViaApi(t, { email: 'lost-job@example.com', city: 'Shelbyville' });
   await blackoutWithoutJob(user);
