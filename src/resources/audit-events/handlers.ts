@@ -21,11 +21,21 @@ const EXPORT_BATCH = 1000;
  * when they may no longer read the trail): an export outlives the moment its request was
  * authorized. Each batch is shown as the viewer now may see it.
  */
-async function* exportLines(db: Database, first: Auth, where: SQL | undefined, viewerNow: () => Promise<Auth>): AsyncGenerator<string> {
+async function* exportLines(
+  db: Database,
+  first: Auth,
+  where: SQL | undefined,
+  viewerNow: () => Promise<Auth>,
+  sent: () => Promise<void>,
+): AsyncGenerator<string> {
   let position: { at: string; id: string } | undefined;
   let viewer = first;
   for (;;) {
-    if (position) viewer = await viewerNow();
+    // The next batch is judged once the last has left the process, not while it waits in the answer's buffer.
+    if (position) {
+      await sent();
+      viewer = await viewerNow();
+    }
     const rows = await db.tenant(viewer.tenantId, (tx) =>
       tx
         .select({ row: auditEvents, at: positionColumn })
@@ -76,7 +86,18 @@ export const auditEventHandlers = {
         throw error;
       }
     };
-    const stream = Readable.from(exportLines(services.db, auth, where, viewerNow), { objectMode: false });
+    // Written out: nothing of the answer waits in Node's buffers (the socket's own still hold what they took).
+    const sent = () =>
+      new Promise<void>((resolve) => {
+        const socket = request.raw.socket;
+        if (!socket || socket.destroyed || !socket.writableNeedDrain) return resolve();
+        const done = () => {
+          socket.off('drain', done).off('close', done);
+          resolve();
+        };
+        socket.on('drain', done).on('close', done);
+      });
+    const stream = Readable.from(exportLines(services.db, auth, where, viewerNow, sent), { objectMode: false });
     // A stream where the generated type says text: Fastify writes it as it is read (the spec's schema is the whole answer's).
     return { status: 200, body: stream as unknown as string, headers };
   },

@@ -1,3 +1,6 @@
+import { once } from 'node:events';
+import { connect } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
 import t, { type Test } from 'tap';
 import { sql } from 'drizzle-orm';
 import type { Permission } from '../../../src/platform/auth/permissions.ts';
@@ -150,4 +153,26 @@ t.test('a caller who still holds gets every event, each batch as they may now se
   t.equal(reading.events.length, EVENTS, 'every event, once');
   t.match(reading.events[0]!.changes.email, { from: /@example\.com$/ }, 'the first batch was read with users.view-personal');
   t.strictSame(reading.events.at(-1)!.changes.email, { changed: true }, 'the last batch hides the email: the permission was revoked');
+});
+
+t.test('a client that stops reading holds the export at the batch it was sent: the next is read and judged once that one has left', async (t) => {
+  // Batches of some 12 MB, more than the socket's buffers take.
+  const large = await api.createTenant('audit-export-large');
+  await api.db.owner.execute(sql`
+    insert into audit_events (tenant_id, occurred_at, action, actor_type, actor_id, actor_label, target_type, target_id, target_label,
+      changes, operation_id, request_id)
+    select ${large.tenantId}, now() - make_interval(secs => n), 'user.updated', 'user', ${large.adminUserId}, 'Atrium Administrator',
+      'user', ${String(large.adminUserId)}, 'Atrium Administrator',
+      jsonb_build_object('default_route', jsonb_build_object('from', repeat('x', 12000), 'to', null)), 'updateUser', gen_random_uuid()::text
+    from generate_series(1, ${2 * BATCH + 500}) n`);
+  const before = api.db.queryCount;
+  const socket = connect(Number(new URL(address).port), '127.0.0.1');
+  t.teardown(() => socket.destroy());
+  socket.write(`GET /api/administration/audit-events/export HTTP/1.1\r\nHost: atrium\r\nAuthorization: Bearer ${large.adminToken}\r\n\r\n`);
+  await once(socket, 'data');
+  socket.pause();
+  // Whatever the server would read ahead, it reads within moments of the first write.
+  await sleep(1000);
+  // A batch is two statements of its transaction: the setting with BEGIN, and the read.
+  t.equal(api.db.queryCount - before, 2, 'one batch read: the second waits until the first has left the process');
 });
