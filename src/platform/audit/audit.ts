@@ -143,6 +143,18 @@ const SECRET_FIELDS: ReadonlySet<string> = new Set([
 ]);
 
 /** A value as the trail stores it: dates as RFC 3339 text, undefined as null. */
+/**
+ * Whether `a` and `b` are the same JSON value, whatever order their objects' keys came in:
+ * a record read back from PostgreSQL has its jsonb's keys in an order of its own.
+ */
+export function sameJson(a: unknown, b: unknown): boolean {
+  const sorted = (_key: string, value: unknown) =>
+    value && typeof value === 'object' && !Array.isArray(value)
+      ? Object.fromEntries(Object.entries(value).sort(([x], [y]) => (x < y ? -1 : x > y ? 1 : 0)))
+      : value;
+  return JSON.stringify(a, sorted) === JSON.stringify(b, sorted);
+}
+
 function stored(value: unknown): unknown {
   if (value === undefined) return null;
   if (value instanceof Date) return value.toISOString();
@@ -165,7 +177,7 @@ export function changesBetween(
   for (const key of keys) {
     const from = stored(before?.[key]);
     const to = stored(after?.[key]);
-    if (JSON.stringify(from) === JSON.stringify(to)) continue;
+    if (sameJson(from, to)) continue;
     changes[key] = SECRET_FIELDS.has(key) || secret.includes(key) ? { changed: true } : { from, to };
   }
   return changes;

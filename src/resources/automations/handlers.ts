@@ -11,7 +11,7 @@ import { deleteAutomation, deliveriesOf, findAutomation, insertAutomation, inser
 import { assertValidConfiguration, configurationErrors } from './rules.ts';
 import type { AutomationRow } from './table.ts';
 import { automationListing, automationView, deliveryListing, deliveryView } from './view.ts';
-import { sealSecrets } from './webhook-configuration.ts';
+import { sealSecrets, secretsChanged } from './webhook-configuration.ts';
 import { webhookPayload } from './webhook-request.ts';
 
 const AUTOMATION = 'The automation';
@@ -77,7 +77,7 @@ export const automationHandlers = {
       const presented = await presentAll(automationView, tx, await updateAutomation(tx, params.automation, { name: body.name, config: sealed?.stored }), auth);
       const changes = recordChanges(before!, presented[0]!);
       // A changed secret looks the same masked: that the configuration changed is still recorded.
-      if (sealed && !changes.config && JSON.stringify(sealed.stored) !== JSON.stringify(existing.config)) changes.config = SECRET_CHANGED;
+      if (sealed && !changes.config && secretsChanged(sealed.stored, existing.config)) changes.config = SECRET_CHANGED;
       if (Object.keys(changes).length > 0) await audit(tx, ctx, { action: 'automation.updated', target: automationTarget(presented[0]!), changes });
       return presented;
     });

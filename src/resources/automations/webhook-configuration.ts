@@ -33,6 +33,22 @@ function eachSecret(config: WebhookConfiguration, fn: (holder: SecretHolder, val
 }
 
 /**
+ * Whether `next` stores another secret than `previous` (a secret sent again, its value the
+ * same or not, is sealed anew: it counts as changed; the mask keeps the stored one).
+ */
+export function secretsChanged(next: StoredWebhookConfiguration, previous: StoredWebhookConfiguration): boolean {
+  const secretsOf = (config: StoredWebhookConfiguration) => {
+    const found: string[] = [];
+    eachSecret(config, (holder, value) => {
+      found.push(`${holder}:${value}`);
+      return value;
+    });
+    return found.join('\n');
+  };
+  return secretsOf(next) !== secretsOf(previous);
+}
+
+/**
  * The configuration as answered: secrets masked, and `method`, `auth` and `auth.type`, which
  * a configuration may leave out, answered as null when left out (the spec, schema
  * `WebhookConfigurationFull`), so that an answer always holds them.

@@ -165,6 +165,12 @@ t.test('attribute_set.*, automation.*, form.*, form_field.*: one event per write
   const [update] = await eventsAbout(t, 'automation', automation.body.id);
   t.match(update, { action: 'automation.updated', changes: { config: { changed: true } } }, 'a changed secret shows as changed only');
   t.notOk(JSON.stringify(update).includes('another-secret'));
+  // The configuration as the API shows it (the secret masked), sent back unchanged, with its keys in another order: no change, no event.
+  const shown = (await api.call(t, 'getAutomation', { token: admin, params: { automation: automation.body.id } })).body.config;
+  const reordered = Object.fromEntries(Object.entries(shown).reverse());
+  const unchanged = await api.call(t, 'updateAutomation', { token: admin, params: { automation: automation.body.id }, body: { config: reordered } });
+  t.equal(unchanged.status, 200, unchanged.text);
+  t.equal((await eventsAbout(t, 'automation', automation.body.id)).length, 2, 'an update that keeps the configuration records nothing');
   t.equal((await api.call(t, 'deleteAutomation', { token: admin, params: { automation: automation.body.id } })).status, 204);
   t.strictSame(
     (await eventsAbout(t, 'automation', automation.body.id)).map((e) => e.action),
