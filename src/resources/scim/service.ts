@@ -8,7 +8,7 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { and, asc, count, eq, sql, type SQL } from 'drizzle-orm';
 import { scimPatch, ScimError as PatchError, type ScimPatchOperation } from 'scim-patch';
-import { changesBetween, type AuditSource, requestOrigin } from '../../platform/audit/audit.ts';
+import { changesBetween, type AuditSource, requestOrigin, userLabel } from '../../platform/audit/audit.ts';
 import type { Caller } from '../../platform/auth/auth.ts';
 import { hashPassword } from '../../platform/auth/passwords.ts';
 import type { RecentPrincipals } from '../../platform/auth/recent-principals.ts';
@@ -273,7 +273,7 @@ async function saveUser(
     });
     await audit(tx, source, {
       action: 'user.created',
-      target: { type: 'user', id, label: write.columns.username },
+      target: { type: 'user', id, label: userLabel(write.columns) },
       changes: changesBetween(null, { ...apiFields(changed), role_id: roleId, ...externalIds.after, ...(passwordHash ? { password: true } : {}) }, [
         'external_id',
       ]),
@@ -285,7 +285,7 @@ async function saveUser(
       const before = apiFields(Object.fromEntries(Object.keys(changed).map((key) => [key, current[key as keyof ScimUserRow]])));
       await audit(tx, source, {
         action: 'user.updated',
-        target: { type: 'user', id, label: write.columns.username },
+        target: { type: 'user', id, label: userLabel(write.columns) },
         changes: changesBetween(
           { ...before, ...externalIds.before, ...(passwordHash ? { password: 'old' } : {}) },
           { ...apiFields(changed), ...externalIds.after, ...(passwordHash ? { password: 'new' } : {}) },
@@ -1021,7 +1021,7 @@ export async function registerScim(app: FastifyInstance, services: Services): Pr
           await requireAdministrableUser(tx, callerOf(principal), current.id);
           if (!(await softDeleteUser(tx, current.id))) throw scimNotFound('The user', id);
           await cutOff(tx, current.id);
-          await audit(tx, sourceOf(request, principal), { action: 'user.deleted', target: { type: 'user', id: current.id, label: current.username } });
+          await audit(tx, sourceOf(request, principal), { action: 'user.deleted', target: { type: 'user', id: current.id, label: userLabel(current) } });
         });
         return reply.code(204).send();
       });

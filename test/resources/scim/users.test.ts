@@ -234,11 +234,25 @@ t.test('POST creates a user mapped to Atrium fields, audited as the token', asyn
   const user = await api.call(t, 'getUser', { token: admin, params: { user: Number(created.body.id) } });
   t.match(user.body, { username: body.userName, first_name: 'Sam', email: body.emails[0]!.value, phone: '+41 44 111 11 11', city: 'Zurich', zipcode: '8000' });
   t.equal(user.body.role_id, employee.id, "the tenant's default role");
-  const [event] = await api.db.owner.execute<{ action: string; actor_type: string; actor_id: string }>(
-    sql`select action, actor_type, actor_id from audit_events where target_type = 'user' and target_id = ${created.body.id}`,
+  const [event] = await api.db.owner.execute<{ action: string; actor_type: string; actor_id: string; target_label: string }>(
+    sql`select action, actor_type, actor_id, target_label from audit_events where target_type = 'user' and target_id = ${created.body.id}`,
   );
   t.match(event, { action: 'user.created', actor_type: 'scim_token' });
   t.ok(event!.actor_id, 'names the token');
+  t.equal(event!.target_label, `Sam ${body.name.familyName}`, 'labelled by the full name, as the API labels a user');
+  // Changed and deleted alike.
+  await scim('PATCH', `/Users/${created.body.id}`, { schemas: [PATCH], Operations: [{ op: 'replace', path: 'name.givenName', value: 'Samuel' }] });
+  t.equal((await scim('DELETE', `/Users/${created.body.id}`)).status, 204);
+  const later = await api.db.owner.execute<{ action: string; target_label: string }>(
+    sql`select action, target_label from audit_events where target_type = 'user' and target_id = ${created.body.id} and action <> 'user.created' order by occurred_at`,
+  );
+  t.strictSame(
+    later.map((row) => [row.action, row.target_label]),
+    [
+      ['user.updated', `Samuel ${body.name.familyName}`],
+      ['user.deleted', `Samuel ${body.name.familyName}`],
+    ],
+  );
 
   const plain = await scim('POST', '/Users', newUser(), { contentType: 'application/json' });
   t.equal(plain.status, 201, 'application/json is accepted too');
