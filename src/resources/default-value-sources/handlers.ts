@@ -77,7 +77,6 @@ export const defaultValueSourceHandlers = {
       await audit(tx, ctx, {
         action: 'default_value_source.deleted',
         target: sourceTarget(presentSource(source)),
-        changes: recordChanges(presentSource(source), null),
       });
     });
     return { status: 204 };

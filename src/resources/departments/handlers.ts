@@ -94,7 +94,7 @@ export const departmentHandlers = {
       if (refusal) throw refusal;
       const record = await presentDepartment(tx, auth, params.department);
       await deleteDepartment(tx, params.department);
-      await audit(tx, ctx, { action: 'department.deleted', target: departmentTarget(record), changes: recordChanges(record, null) });
+      await audit(tx, ctx, { action: 'department.deleted', target: departmentTarget(record) });
     });
     return { status: 204 };
   },

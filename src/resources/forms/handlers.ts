@@ -248,7 +248,8 @@ async function deleteParentRecord<Row extends { id: number }, Input, Change>(
     await deleteParent(tx, parent.type, id);
     const refusal = await sourcesCopyingFromRefusal(tx, auth, fieldIds, parent.key, parent.what);
     if (refusal) throw refusal;
-    if (current) await auditWrite(tx, ctx, parent.audit, 'deleted', { ...current }, null);
+    // A delete changes no field (docs/audit.md): its event names what went, by its label.
+    if (current) await audit(tx, ctx, { action: `${parent.audit}.deleted` as AuditAction, target: auditTarget(parent.audit, { ...current }) });
   });
 }
 
@@ -385,7 +386,7 @@ export const formHandlers = {
       await deleteSourcesFilling(tx, [field.id]);
       const refusal = await sourcesCopyingFromRefusal(tx, auth, [field.id], 'form_field', 'The field');
       if (refusal) throw refusal;
-      await auditWrite(tx, ctx, 'form_field', 'deleted', before!, null);
+      await audit(tx, ctx, { action: 'form_field.deleted', target: auditTarget('form_field', before!) });
     });
     return { status: 204 };
   },

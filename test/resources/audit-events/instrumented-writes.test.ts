@@ -88,7 +88,8 @@ t.test('department.created, department.updated and department.deleted', async (t
   t.match(updated, { action: 'department.updated', target: { label: 'Field sales' } });
   t.strictSame(updated!.changes, { name: { from: 'Sales', to: 'Field sales' } });
   t.match(deleted, { action: 'department.deleted', origin: { operation_id: 'deleteDepartment' } });
-  t.strictSame(deleted!.changes.name, { from: 'Field sales', to: null });
+  t.strictSame(deleted!.changes, {}, 'a delete changes no field (docs/audit.md): its label names what went');
+  t.equal(deleted!.target.label, 'Field sales');
 });
 
 t.test('menu_item.created, menu_item.updated and menu_item.deleted', async (t) => {
@@ -187,6 +188,13 @@ t.test('attribute_set.*, automation.*, form.*, form_field.*: one event per write
   t.match(updatedForm, { action: 'form.updated', changes: { title: { from: 'Onboarding', to: 'Offboarding' } } });
   const [createdField] = await eventsAbout(t, 'form_field', field.body.id);
   t.match(createdField, { action: 'form_field.created', target: { label: 'Laptop' } });
+  const otherField = await api.call(t, 'createFormField', { token: admin, body: { form_id: form.body.id, name: 'Phone', field_type: 'text' } });
+  t.equal((await api.call(t, 'deleteFormField', { token: admin, params: { formField: otherField.body.id } })).status, 204);
+  const [deletedField] = await eventsAbout(t, 'form_field', otherField.body.id);
+  t.match(deletedField, { action: 'form_field.deleted', target: { label: 'Phone' } });
+  t.strictSame(deletedField!.changes, {});
   t.equal((await api.call(t, 'deleteForm', { token: admin, params: { form: form.body.id } })).status, 204);
-  t.equal((await eventsAbout(t, 'form', form.body.id))[0]!.action, 'form.deleted');
+  const [deletedForm] = await eventsAbout(t, 'form', form.body.id);
+  t.match(deletedForm, { action: 'form.deleted', target: { label: 'Offboarding' } });
+  t.strictSame(deletedForm!.changes, {}, 'a delete changes no field: no internal column names either');
 });

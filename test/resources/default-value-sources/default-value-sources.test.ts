@@ -230,6 +230,17 @@ t.test('delete answers 204 and removes the source; a second delete is 404', asyn
   t.equal(res.text, '');
   t.equal(await sourceCount(), 0);
   t.equal((await api.call(t, 'deleteDefaultValueSource', { token: admin, params: { defaultValueSource: source.body.id } })).status, 404);
+  // Recorded once, changing no field (docs/audit.md).
+  const events = await api.db.owner.execute<{ action: string; changes: object }>(
+    sql`select action, changes from audit_events where target_type = 'default_value_source' and target_id = ${String(source.body.id)} order by occurred_at`,
+  );
+  t.strictSame(
+    events.map((event) => [event.action, event.changes]),
+    [
+      ['default_value_source.created', events[0]!.changes],
+      ['default_value_source.deleted', {}],
+    ],
+  );
 });
 
 t.test('only those who can administer the target template manage its sources', async (t) => {
