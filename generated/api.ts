@@ -2930,8 +2930,9 @@ export interface components {
             };
         };
         /**
-         * @description Every filter given must hold. `target_id` needs `target_type`; `from` must not be
-         *     after `to`.
+         * @description Every filter given must hold. `target_id` needs `target_type`, and `actor_id` needs
+         *     `actor_type` (a user and a SCIM token may have the same id); `from` must not be after
+         *     `to`.
          */
         AuditEventFilter: {
             /** @description An action (`user.created`), or a prefix ending in a dot (`user.`) for every action of that kind. */

@@ -97,6 +97,9 @@ export function assertFilterCoherent(filter: Partial<Record<AuditEventFilterKey,
   if (filter?.target_id !== undefined && filter.target_type === undefined) {
     errors['filter.target_id'] = [coded('required', 'needs filter[target_type]: ids are unique only within a kind of record')];
   }
+  if (filter?.actor_id !== undefined && filter.actor_type === undefined) {
+    errors['filter.actor_id'] = [coded('required', 'needs filter[actor_type]: a user and a SCIM token may have the same id')];
+  }
   if (Object.keys(errors).length === 0 && typeof filter?.from === 'string' && typeof filter.to === 'string' && instantOf(filter.from) > instantOf(filter.to)) {
     errors['filter.from'] = [coded('out_of_range', 'must not be after filter[to]')];
   }

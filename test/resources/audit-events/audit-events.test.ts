@@ -74,6 +74,7 @@ async function createUserViaApi(t: Test, values: Record<string, unknown> = {}) {
 t.test('bad filters are 422 problem documents naming the filter', async (t) => {
   const cases: [Record<string, unknown>, string][] = [
     [{ target_id: '7' }, 'filter.target_id'],
+    [{ actor_id: '7' }, 'filter.actor_id'],
     [{ from: '2026-02-01T00:00:00Z', to: '2026-01-01T00:00:00Z' }, 'filter.from'],
     [{ action: 'user' }, 'filter.action'],
     [{ action: 'USER.created' }, 'filter.action'],
