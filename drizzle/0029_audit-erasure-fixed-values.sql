@@ -1,11 +1,11 @@
 -- Erasure in the trail takes only the values a blackout gives an account. The function of
 -- 0027 wrote into the person's past events whatever `audit_erasures.anonymized_values`
 -- held, and the application role may insert that row: a request able to run SQL could
--- have rewritten a blacked-out person's history with values of its choosing. The values
--- a blackout gives are fixed (`blackoutValues`, src/resources/users/rules.ts): the username
--- `deleted-user-<id>`, every personal field null, every flag false. The recorded values
--- must be among exactly those, or nothing is rewritten and the function fails; the label
--- is that username, not whatever the row holds now.
+-- have rewritten a blacked-out person's history with values of its choosing, or left
+-- fields out so that they were never erased. The values a blackout gives are fixed
+-- (`blackoutValues`, src/resources/users/rules.ts): the username `deleted-user-<id>`, every
+-- personal field null, every flag false. The function now writes those, whatever the row
+-- records (the row only says that an erasure is due), and labels with that username.
 CREATE OR REPLACE FUNCTION atrium_anonymize_audit_trail(p_user_id bigint)
 RETURNS integer
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = public, pg_temp AS $$
@@ -34,16 +34,13 @@ BEGIN
   IF v_values IS NULL THEN
     RETURN 0;
   END IF;
-  IF NOT (v_values <@ v_erased) THEN
-    RAISE EXCEPTION 'the erasure of user % records values a blackout does not give', p_user_id USING ERRCODE = 'insufficient_privilege';
-  END IF;
   UPDATE audit_events SET
     target_label = CASE WHEN target_type = 'user' AND target_id = p_user_id::text THEN v_label ELSE target_label END,
     actor_label = CASE WHEN actor_type = 'user' AND actor_id = p_user_id THEN v_label ELSE actor_label END,
     changes = CASE WHEN target_type = 'user' AND target_id = p_user_id::text THEN coalesce((
       SELECT jsonb_object_agg(c.key, CASE
-        WHEN v_values ? c.key AND NOT (c.value ? 'changed')
-          THEN jsonb_set(jsonb_set('{}'::jsonb, '{from}', v_values -> c.key), '{to}', v_values -> c.key)
+        WHEN v_erased ? c.key AND NOT (c.value ? 'changed')
+          THEN jsonb_set(jsonb_set('{}'::jsonb, '{from}', v_erased -> c.key), '{to}', v_erased -> c.key)
         ELSE c.value END)
       FROM jsonb_each(changes) c), '{}'::jsonb) ELSE changes END
   WHERE tenant_id = v_tenant

@@ -142,7 +142,6 @@ const SECRET_FIELDS: ReadonlySet<string> = new Set([
   'vapid_private_key',
 ]);
 
-/** A value as the trail stores it: dates as RFC 3339 text, undefined as null. */
 /**
  * Whether `a` and `b` are the same JSON value, whatever order their objects' keys came in:
  * a record read back from PostgreSQL has its jsonb's keys in an order of its own.
@@ -155,6 +154,7 @@ export function sameJson(a: unknown, b: unknown): boolean {
   return JSON.stringify(a, sorted) === JSON.stringify(b, sorted);
 }
 
+/** A value as the trail stores it: dates as RFC 3339 text, undefined as null. */
 function stored(value: unknown): unknown {
   if (value === undefined) return null;
   if (value instanceof Date) return value.toISOString();

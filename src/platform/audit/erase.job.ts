@@ -4,7 +4,7 @@
  * every erasure still recorded a minute after (its job never sent: the process died
  * between the commit and the send; or lost).
  */
-import { lt, sql } from 'drizzle-orm';
+import { and, lt, sql } from 'drizzle-orm';
 import { defineJob } from '../jobs/define.ts';
 import type { Jobs } from '../jobs/jobs.ts';
 import type { Services } from '../services.ts';
@@ -46,10 +46,17 @@ export async function queueErasure(jobs: Jobs, erasure: Erasure): Promise<void> 
  */
 export async function sendPendingErasures(services: Services): Promise<number> {
   // Maintenance across every tenant: the owner role, not a tenant transaction.
+  // Only of users a blackout has cleared: a record for anyone else (which only a request able to run SQL could write)
+  // is no erasure the function would do, and would fail its job every minute.
   const pending = await services.db.owner
     .select({ tenantId: auditErasures.tenantId, userId: auditErasures.userId })
     .from(auditErasures)
-    .where(lt(auditErasures.requestedAt, sql`now() - interval '1 minute'`))
+    .where(
+      and(
+        lt(auditErasures.requestedAt, sql`now() - interval '1 minute'`),
+        sql`exists (select 1 from users u where u.tenant_id = ${auditErasures.tenantId} and u.id = ${auditErasures.userId} and u.blacked_out_at is not null)`,
+      ),
+    )
     .limit(BATCH);
   for (const erasure of pending) await queueErasure(services.jobs, erasure);
   return pending.length;
