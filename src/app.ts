@@ -53,7 +53,7 @@ function decodeQueryName(name: string): string {
  * A credential set anywhere in one `&`-separated pair, as a lenient parser may read it:
  * after a `;` (`expires=1;signature=…`) or with its `=` percent-encoded (`signature%3D…`).
  */
-const SECRET_ASSIGNMENT = new RegExp(`(^|[^a-z0-9_])(${[...SECRET_QUERY_NAMES].join('|')})(\\[[^\\]]*\\])*\\s*(=|%3d)`, 'i');
+const SECRET_ASSIGNMENT = new RegExp(`(^|[^a-z0-9_])(${[...SECRET_QUERY_NAMES].join('|')})(\\[[^\\][]*\\])*\\s*(=|%3d)`, 'i');
 
 /** A request URL for the logs: values of credential query parameters are replaced. */
 export function redactUrl(url: string): string {
@@ -71,8 +71,8 @@ export function redactUrl(url: string): string {
         .toLowerCase();
       if (SECRET_QUERY_NAMES.has(bare)) return `${name}=[redacted]`;
       if (!SECRET_ASSIGNMENT.test(decodeQueryName(pair))) return pair;
-      // The whole value goes: where the credential starts in it is the parser's guess.
-      return `${equals === -1 ? pair.split(/%3d/i, 1)[0] : name}=[redacted]`;
+      // The whole pair goes but its plain start: where the credential starts in it is the parser's guess.
+      return `${pair.split(/[;%=+&]/, 1)[0]}=[redacted]`;
     })
     .join('&');
   return `${url.slice(0, start)}?${query}`;

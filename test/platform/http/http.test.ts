@@ -180,6 +180,9 @@ t.test('credential query parameters are redacted from request logs in every spel
     'signature%3DSECRET-L',
     'sig%3dSECRET-M',
     'x=1;%73ignature=SECRET-N',
+    'signature%3DSECRET-O=x',
+    'x%3Bsignature%3DSECRET-P=1',
+    'signature%253DSECRET-Q',
   ];
   for (const query of secrets) {
     const res = await logged.inject({
