@@ -413,7 +413,8 @@ function canonical(path: string, names: AttributeNames): { path: string; names: 
     if (lower === urn.toLowerCase()) return { path: urn, names: inner };
     if (lower.startsWith(`${urn.toLowerCase()}:`)) {
       const rest = canonical(path.slice(urn.length + 1), inner);
-      return { path: `${urn}:${rest.path}`, names: rest.names };
+      // A core attribute written with its schema's URN is that attribute: the path goes on without it, as every other rule reads it.
+      return urn === ENTERPRISE_USER_SCHEMA ? { path: `${urn}:${rest.path}`, names: rest.names } : rest;
     }
   }
   const parts = /^([^.[\]]+)(?:\[(.*)\])?(?:\.([^.[\]]+))?$/s.exec(path);

@@ -655,7 +655,7 @@ t.test('PATCH as identity providers send it: unkept attributes by path, the exte
   // String attributes are not case-exact (RFC 7643 §2.2): a value filter matches a value in another case.
   const typed = await scim('PATCH', path, {
     schemas: [PATCH],
-    Operations: [{ op: 'replace', path: 'emails[type eq "WORK"].value', value: 'Mixed.Case@Example.com' }],
+    Operations: [{ op: 'replace', path: `${USER}:emails[type eq "WORK"].value`, value: 'Mixed.Case@Example.com' }],
   });
   t.same(
     typed.body.emails.map((email: { value: string }) => email.value),
