@@ -204,6 +204,20 @@ export function errorLogFields(error: unknown): Record<string, unknown> {
   return own ? { databaseError: own } : { err: error };
 }
 
+/**
+ * What the log may keep of a background job's error (`Jobs`): a database error as
+ * `errorLogFields` keeps it; any other by its kind, its codes and its call sites, not its
+ * message, which may quote what the job was handling (an SMTP server's refusal names its
+ * recipient's address).
+ */
+export function jobErrorLogFields(error: unknown): Record<string, unknown> {
+  const fields = errorLogFields(error);
+  if (!('err' in fields)) return fields;
+  if (!(error instanceof Error)) return { error: { type: typeof error } };
+  const { code, responseCode, command } = error as Error & { code?: unknown; responseCode?: unknown; command?: unknown };
+  return { error: { type: error.name, code, responseCode, command, stack: stackFrames(error) } };
+}
+
 /** A problem document as sent: with the request's id, to quote when asking about it. */
 const identified = (problem: ProblemDocument, request: FastifyRequest): ProblemDocument => ({ ...problem, request_id: request.id });
 

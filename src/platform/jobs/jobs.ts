@@ -5,7 +5,7 @@ import { dropConnection, isReadOnlyServer } from '../database/connection-loss.ts
 import { citusVersion } from '../database/citus.ts';
 import { driverUrl } from '../database/connection-url.ts';
 import type { Db } from '../database/database.ts';
-import { errorLogFields } from '../http/error-handler.ts';
+import { jobErrorLogFields } from '../http/error-handler.ts';
 import { lostJobs, removeExpiredLeases, takeLeases } from './leases.ts';
 
 /**
@@ -238,9 +238,9 @@ export class Jobs {
         try {
           await definition.handle(job.data, context, { retried: job.retryCount > 0 });
         } catch (error) {
-          // pg-boss records the failure and retries per the queue's policy; the log says why, without the values a database error carries.
+          // pg-boss records the failure and retries per the queue's policy; the log says where, without the values the error may carry.
           const last = job.retryCount >= job.retryLimit;
-          const fields = { ...errorLogFields(error), queue, jobId: job.id, retryCount: job.retryCount };
+          const fields = { ...jobErrorLogFields(error), queue, jobId: job.id, retryCount: job.retryCount };
           if (last) this.log.error(fields, 'job failed; no retry left');
           else this.log.warn(fields, 'job failed; it is retried');
           throw error;

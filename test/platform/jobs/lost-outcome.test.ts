@@ -38,6 +38,14 @@ const failing: JobDefinition<{ key: string }, undefined> = {
   queue: { retryLimit: 1, retryDelay: 1, expireInSeconds: 15 * 60 },
   work: { batchSize: 1, pollingIntervalSeconds: 1 },
   async handle(data) {
+    if (data.key === 'smtp') {
+      // As nodemailer rejects a recipient: the message names the address.
+      throw Object.assign(new Error("Can't send mail - all recipients were rejected: 550 5.1.1 <alice@example.com>: Recipient address rejected"), {
+        code: 'EENVELOPE',
+        responseCode: 550,
+        command: 'RCPT TO',
+      });
+    }
     throw new DrizzleQueryError('update things set secret = $1', [`secret of ${data.key}`], new Error('the statement failed'));
   },
 };
@@ -166,4 +174,18 @@ t.test('a job that fails is logged: a warning while retries are left, an error o
     'the last is an error, with the query',
   );
   t.notMatch(JSON.stringify([retried, ofJob(errors)]), /secret of logged/, "never the statement's values");
+});
+
+t.test("a job's other errors are logged by kind, codes and call sites, not by a message that may name a person", async (t) => {
+  const id = await jobs.send(failing as JobDefinition<{ key: string }, unknown>, { key: 'smtp' });
+  await jobs.work([failing], undefined);
+  await eventually(
+    () => stateOf(id),
+    (row) => row?.state === 'failed',
+    30_000,
+  );
+  const logged = [...warnings.map((warning) => warning.object), ...errors].filter((entry) => (entry as { jobId?: string }).jobId === id);
+  t.equal(logged.length, 2, 'both failures logged');
+  t.match(logged, [{ error: { type: 'Error', code: 'EENVELOPE', responseCode: 550, command: 'RCPT TO', stack: /lost-outcome\.test\.ts/ } }, {}]);
+  t.notMatch(JSON.stringify(logged), /alice@example\.com/, 'not the address');
 });
