@@ -220,7 +220,7 @@ export async function startEmbeddedPostgres(dataDir: string, options: EmbeddedOp
     // A file where the folder (or one of its parents) should be, or a parent this user may not write to: say which setting to change.
     if (error.code === 'EEXIST' || error.code === 'ENOTDIR' || error.code === 'EACCES' || error.code === 'EROFS') {
       throw new Error(
-        `The embedded PostgreSQL's folder ${dataDir} (DATA_DIR) cannot be created: ${error.code === 'EEXIST' || error.code === 'ENOTDIR' ? 'a file is in the way' : 'permission denied'}. Set DATA_DIR to a folder this user may create, or DATABASE_URL to use an existing PostgreSQL server.`,
+        `The embedded PostgreSQL's folder ${dataDir} (DATA_DIR) cannot be created: ${error.code === 'EEXIST' || error.code === 'ENOTDIR' ? 'a file is in the way' : error.code === 'EROFS' ? 'the file system is read-only' : 'permission denied'}. Set DATA_DIR to a folder this user may create, or DATABASE_URL to use an existing PostgreSQL server.`,
         { cause: error },
       );
     }

@@ -5,6 +5,7 @@ import t, { type Test } from 'tap';
 import { sql } from 'drizzle-orm';
 import type { Permission } from '../../../src/platform/auth/permissions.ts';
 import { startTestApi } from '../../helpers/atrium.ts';
+import { eventually } from '../../helpers/eventually.ts';
 
 /**
  * Twelve batches, far more than the socket's buffers hold (each line about 1.5 KB, some
@@ -171,8 +172,12 @@ t.test('a client that stops reading holds the export at the batch it was sent: t
   socket.write(`GET /api/administration/audit-events/export HTTP/1.1\r\nHost: atrium\r\nAuthorization: Bearer ${large.adminToken}\r\n\r\n`);
   await once(socket, 'data');
   socket.pause();
-  // Whatever the server would read ahead, it reads within moments of the first write.
-  await sleep(1000);
+  // The first batch read; whatever the server would read ahead, it reads within moments of writing it.
+  await eventually(
+    async () => api.db.queryCount - before,
+    (n) => n >= 2,
+  );
+  await sleep(1500);
   // A batch is two statements of its transaction: the setting with BEGIN, and the read.
   t.equal(api.db.queryCount - before, 2, 'one batch read: the second waits until the first has left the process');
 });

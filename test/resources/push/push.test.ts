@@ -125,7 +125,7 @@ t.test("a registration waiting behind the user's blackout is refused and stores 
         update users set username = 'deleted-user-' || id, deleted_at = now() where id = ${leaver.id}`,
   );
   const registered = register(t, leaver.token, { endpoint: pushService.url(pushPath()), keys: browserSubscription().keys });
-  t.equal(await lockWaiters(api.db, ''), 1, 'the registration waits for the row');
+  t.equal(await lockWaiters(api.db, 'for update'), 1, "the registration's look-up waits for the row");
   await blackout.release();
   t.equal((await registered).status, 401, 'it is refused');
   t.equal(await rowCount(api.db, 'push_subscriptions', sql`user_id = ${leaver.id}`), 0, 'and stored nothing');
