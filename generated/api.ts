@@ -5384,7 +5384,9 @@ export interface components {
          *     (400 `mutability`). The result is judged as a `PUT` of the whole resource. One
          *     PATCH carries at most 1000 values in all its operations (an array's items each, a
          *     path-less value's attributes each; 400 `invalidValue` beyond): send members in
-         *     batches.
+         *     batches. Its value filters make at most 200,000 comparisons in all (a filter's terms
+         *     times the values it searches; a member removed by id costs none; 400 `invalidValue`
+         *     beyond).
          * @example {
          *       "schemas": [
          *         "urn:ietf:params:scim:api:messages:2.0:PatchOp"

@@ -634,12 +634,44 @@ function matchingStoredCase(resource: Record<string, unknown>, operation: ScimPa
   return stored === undefined ? operation : { ...operation, path: `${attribute}[${sub} eq ${JSON.stringify(stored)}]${rest}` };
 }
 
+/** A member removed by its id alone, as both big identity providers remove members (`memberRemovals` makes Entra ID's form this one). */
+const MEMBER_BY_ID = /^members\[\s*value\s+eq\s+("(?:[^"\\]|\\.)*")\s*\]$/i;
+
+/**
+ * The comparisons scim-patch may make for the value filters of one PATCH, each filter's
+ * terms times the values of the attribute it searches. It evaluates a filter on every value
+ * in turn, on the event loop, about a microsecond a comparison: 480 removals with 90-term
+ * filters from a group of 1000 held the process for 25 seconds. A removal of a member by
+ * id costs none of it (`MEMBER_BY_ID`).
+ */
+const MAX_FILTER_COMPARISONS = 200_000;
+
+/** How many comparisons `operation`'s value filter costs on `document` (0 without one). */
+function filterComparisons(document: Record<string, unknown>, operation: ScimPatchOperation): number {
+  const filter = operation.path === undefined ? null : /^([^.[\]:]+)\[(.*)\]/s.exec(operation.path);
+  if (!filter || MEMBER_BY_ID.test(operation.path!)) return 0;
+  const values = document[filter[1]!];
+  const terms = (filter[2]!.replace(/"(?:[^"\\]|\\.)*"/g, '""').match(/\b(eq|ne|co|sw|ew|gt|ge|lt|le|pr)\b/gi) ?? []).length;
+  return Math.max(1, terms) * (Array.isArray(values) ? values.length : 1);
+}
+
 /** The resource after the PATCH operations, applied in order by scim-patch (on a copy); its errors become SCIM errors. */
 function patched<T extends Record<string, unknown>>(resource: T, operations: ScimPatchOperation[]): T {
+  const comparisons = operations.reduce((sum, operation) => sum + filterComparisons(resource, operation), 0);
+  if (comparisons > MAX_FILTER_COMPARISONS) {
+    throw invalidValue(`The PATCH's value filters would compare ${comparisons} values, more than ${MAX_FILTER_COMPARISONS}: send fewer or simpler filters.`);
+  }
   try {
     let document = structuredClone(resource) as Record<string, unknown>;
     for (const operation of operations) {
       if (removesFromNothing(document, operation)) continue;
+      const member = operation.op === 'remove' && operation.path !== undefined ? MEMBER_BY_ID.exec(operation.path) : null;
+      if (member && Array.isArray(document.members)) {
+        // Applied here, once over the members: scim-patch would evaluate the filter on each of them, about 9 s for 1000 removals from 10,000.
+        const id = JSON.parse(member[1]!) as unknown;
+        document.members = document.members.filter((held) => (held as { value?: unknown } | null)?.value !== id);
+        continue;
+      }
       document = scimPatch(document as never, [matchingStoredCase(document, operation)], { mutateDocument: true, treatMissingAsAdd: true });
     }
     return document as T;
