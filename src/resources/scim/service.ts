@@ -8,7 +8,7 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { and, asc, count, eq, sql, type SQL } from 'drizzle-orm';
 import { scimPatch, ScimError as PatchError, type ScimPatchOperation } from 'scim-patch';
-import { changesBetween, type AuditSource, requestOrigin, userLabel } from '../../platform/audit/audit.ts';
+import { changesBetween, type AuditSource, requestOrigin, sameJson, userLabel } from '../../platform/audit/audit.ts';
 import type { Caller } from '../../platform/auth/auth.ts';
 import { hashPassword } from '../../platform/auth/passwords.ts';
 import type { RecentPrincipals } from '../../platform/auth/recent-principals.ts';
@@ -634,6 +634,22 @@ function matchingStoredCase(resource: Record<string, unknown>, operation: ScimPa
   return stored === undefined ? operation : { ...operation, path: `${attribute}[${sub} eq ${JSON.stringify(stored)}]${rest}` };
 }
 
+/**
+ * `after` (a User as patched from `before`) with `preferredLanguage` and `locale` agreeing:
+ * both show the one language Atrium keeps, and the write reads `preferredLanguage` first,
+ * so a PATCH of `locale` alone would change nothing, and a removal of `preferredLanguage`
+ * alone would fall back to the old `locale`. The one the PATCH changed wins, as in a PUT
+ * that sends only it.
+ */
+function followingLanguage(before: Record<string, unknown>, after: Record<string, unknown>): Record<string, unknown> {
+  const changed = (key: string) => !sameJson(before[key], after[key]);
+  const [from, to] =
+    changed('locale') && !changed('preferredLanguage') ? ['locale', 'preferredLanguage'] : changed('preferredLanguage') ? ['preferredLanguage', 'locale'] : [];
+  if (!from) return after;
+  const { [to!]: _, ...rest } = after;
+  return after[from] === undefined ? rest : { ...rest, [to!]: after[from] };
+}
+
 /** A member removed by its id alone, as both big identity providers remove members (`memberRemovals` makes Entra ID's form this one). */
 const MEMBER_BY_ID = /^members\[\s*value\s+eq\s+("(?:[^"\\]|\\.)*")\s*\]$/i;
 
@@ -905,7 +921,7 @@ export async function registerScim(app: FastifyInstance, services: Services): Pr
         const user = await inTenant(request, async (tx, principal) => {
           const current = await lockedUser(tx, principal, id);
           const before = presentScimUser(current, base);
-          const after = patched(before as unknown as Record<string, unknown>, operations);
+          const after = followingLanguage(before, patched(before as unknown as Record<string, unknown>, operations));
           if (String(after.id) !== before.id) throw new ScimError(400, 'id is immutable.', 'mutability');
           const write = scimUserWrite(after);
           const passwordHash = await passwordHashOf(services, write);
@@ -1021,7 +1037,7 @@ export async function registerScim(app: FastifyInstance, services: Services): Pr
         const body = await inTenant(request, async (tx, principal) => {
           const current = await lockedGroup(tx, id);
           const before = presentGroup(current, (await membersOf(tx, [current.id])).get(current.id) ?? [], baseUrlOf(request));
-          const after = patched(before as unknown as Record<string, unknown>, operations);
+          const after = followingLanguage(before, patched(before as unknown as Record<string, unknown>, operations));
           if (String(after.id) !== before.id) throw new ScimError(400, 'id is immutable.', 'mutability');
           return storeGroup(request, tx, principal, groupWrite(after), current);
         });

@@ -691,6 +691,21 @@ t.test('an add or replace without a value, or without a path and an object of at
   t.equal(await auditCount(), audits, 'no event recorded');
 });
 
+t.test('a PATCH of locale alone, or a removal of preferredLanguage, changes the language as a PUT does', async (t) => {
+  const created = (await scim('POST', '/Users', newUser({ preferredLanguage: 'en-US' }))).body;
+  const path = `/Users/${created.id}`;
+  const language = async () => (await api.call(t, 'getUser', { token: admin, params: { user: Number(created.id) } })).body.lang_id;
+  const byLocale = await scim('PATCH', path, { schemas: [PATCH], Operations: [{ op: 'replace', path: 'locale', value: 'de-DE' }] });
+  t.equal(byLocale.status, 200);
+  t.match(byLocale.body, { preferredLanguage: 'de-DE', locale: 'de-DE' });
+  t.equal(await language(), 'de-DE', 'locale alone changes the language');
+  const removed = await scim('PATCH', path, { schemas: [PATCH], Operations: [{ op: 'remove', path: 'preferredLanguage' }] });
+  t.equal(removed.status, 200);
+  const put = await scim('PUT', path, { ...newUser({ userName: created.userName }), name: created.name, emails: created.emails });
+  t.equal(removed.body.preferredLanguage, put.body.preferredLanguage, 'a removal leaves what a PUT without a language leaves');
+  t.equal(removed.body.locale, put.body.locale);
+});
+
 t.test('a PATCH that adds a primary e-mail makes it the one Atrium keeps', async (t) => {
   const created = (await scim('POST', '/Users', newUser())).body;
   const patched = await scim('PATCH', `/Users/${created.id}`, {
