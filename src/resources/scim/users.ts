@@ -272,6 +272,8 @@ export const USER_ATTRIBUTES: Record<string, FilterAttribute> = {
   'name.givenname': { value: column(users.firstName), kind: 'text' },
   'name.familyname': { value: column(users.lastName), kind: 'text' },
   'name.formatted': { value: sql`nullif(concat_ws(' ', ${users.firstName}, ${users.lastName}), '')`, kind: 'text' },
+  // A complex attribute as a whole, for `pr` and for what a value path searches.
+  name: { value: sql`nullif(concat_ws(' ', ${users.firstName}, ${users.lastName}), '')`, kind: 'text' },
   active: { value: column(users.active), kind: 'boolean' },
   emails: { value: column(users.email), kind: 'text' },
   'emails.value': { value: column(users.email), kind: 'text' },
@@ -281,6 +283,7 @@ export const USER_ATTRIBUTES: Record<string, FilterAttribute> = {
   'phonenumbers.value': { value: column(users.phone), kind: 'text' },
   'phonenumbers.type': { value: whenPresent(phonePresent, sql`'work'`), kind: 'text' },
   'phonenumbers.primary': { value: whenPresent(phonePresent, sql`true`), kind: 'boolean' },
+  addresses: { value: whenPresent(addressPresent, sql`'work'`), kind: 'text' },
   'addresses.streetaddress': { value: column(users.street), kind: 'text' },
   'addresses.postalcode': { value: column(users.zipcode), kind: 'text' },
   'addresses.locality': { value: column(users.city), kind: 'text' },
@@ -420,6 +423,12 @@ function attributeOf(attributes: Record<string, FilterAttribute>, path: string, 
   return { attribute, name };
 }
 
+/** Whether `attribute` has a value (`pr`): text that is not empty, a member SCIM sees, anything else not null. */
+function present(attribute: FilterAttribute): SQL {
+  if (attribute.kind === 'member') return scimMembers(attribute.value);
+  return attribute.kind === 'text' || attribute.kind === 'exact' ? sql`coalesce(${attribute.value}, '') <> ''` : sql`${attribute.value} is not null`;
+}
+
 /** A parsed filter as an SQL condition over `attributes`; `parent` inside a value path. */
 export function filterCondition(filter: Filter, attributes: Record<string, FilterAttribute>, parent: string | null = null, bind: Bind = inline): SQL {
   switch (filter.op) {
@@ -434,13 +443,13 @@ export function filterCondition(filter: Filter, attributes: Record<string, Filte
       if (parent !== null) throw invalidFilter('A value path cannot be nested.');
       const base = normalizedPath(filter.attrPath);
       if (!Object.keys(attributes).some((name) => name.startsWith(`${base}.`))) throw invalidFilter(`${filter.attrPath} is not a multi-valued attribute.`);
-      return filterCondition(filter.valFilter, attributes, base, bind);
+      // The filter is applied to the values present (RFC 7644 §3.4.2.2): a resource without any matches no `ne` or `not` either.
+      const whole = attributes[base];
+      const condition = filterCondition(filter.valFilter, attributes, base, bind);
+      return whole && whole.kind !== 'member' ? and(present(whole), condition)! : condition;
     }
-    case 'pr': {
-      const { attribute } = attributeOf(attributes, filter.attrPath, parent);
-      if (attribute.kind === 'member') return scimMembers(attribute.value);
-      return attribute.kind === 'text' || attribute.kind === 'exact' ? sql`coalesce(${attribute.value}, '') <> ''` : sql`${attribute.value} is not null`;
-    }
+    case 'pr':
+      return present(attributeOf(attributes, filter.attrPath, parent).attribute);
     default: {
       const { attribute, name } = attributeOf(attributes, filter.attrPath, parent);
       if (filter.compValue === null) {

@@ -457,6 +457,30 @@ t.test('filters: every operator, logical ones and value paths, as SQL with pagin
   t.equal(excluded.body.Resources[0].userName, 'ann.filter');
 });
 
+t.test('a value path matches only values present: ne and not find no user without any; pr on complex attributes', async (t) => {
+  const withAll = (await scim('POST', '/Users', newUser({ addresses: [{ type: 'work', locality: 'Bern' }], externalId: 'present-1' }))).body;
+  const bare = (await scim('POST', '/Users', { schemas: [USER], userName: `bare.${withAll.userName}`, name: { givenName: 'Bare', familyName: 'User' } })).body;
+  const found = async (filter: string) => {
+    const res = await scim('GET', `/Users?count=200&filter=${encodeURIComponent(filter)}`);
+    t.equal(res.status, 200, filter);
+    return new Set(res.body.Resources.map((user: { id: string }) => user.id));
+  };
+  for (const filter of [
+    'emails[type ne "home"]',
+    'emails[not (type eq "home")]',
+    'addresses[type ne "home"]',
+    'emails[primary ne false]',
+    'emails pr',
+    'addresses pr',
+  ]) {
+    const ids = await found(filter);
+    t.ok(ids.has(withAll.id), `${filter} finds the user with values`);
+    t.notOk(ids.has(bare.id), `${filter} does not find the user without any`);
+  }
+  const named = await found('name pr');
+  t.ok(named.has(withAll.id) && named.has(bare.id), 'name pr');
+});
+
 t.test('a change of externalId alone is audited, without its value', async (t) => {
   const created = await scim('POST', '/Users', newUser({ externalId: 'okta-00u1' }));
   t.equal(created.status, 201);
