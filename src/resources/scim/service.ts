@@ -939,22 +939,15 @@ export async function registerScim(app: FastifyInstance, services: Services): Pr
           throw new ScimError(403, 'Writing groups needs the permission "departments.manage" of the administrator who minted this token.');
         }
       };
+      /** The names a list of attributes gives, lower case, without the Group schema's URN before them. */
+      const attributeNames = (list: string) =>
+        list
+          .toLowerCase()
+          .split(',')
+          .map((name) => name.trim().replace(`${GROUP_SCHEMA.toLowerCase()}:`, ''));
       const withMembers = (query: Record<string, unknown>) =>
-        !(
-          typeof query.excludedAttributes === 'string' &&
-          query.excludedAttributes
-            .toLowerCase()
-            .split(',')
-            .map((name) => name.trim())
-            .includes('members')
-        ) &&
-        !(
-          typeof query.attributes === 'string' &&
-          !query.attributes
-            .toLowerCase()
-            .split(',')
-            .some((name) => name.trim().startsWith('members'))
-        );
+        !(typeof query.excludedAttributes === 'string' && attributeNames(query.excludedAttributes).includes('members')) &&
+        !(typeof query.attributes === 'string' && !attributeNames(query.attributes).some((name) => name.startsWith('members')));
       const groupCaller = (principal: ScimPrincipal) => ({ ...callerOf(principal), tenantId: principal.tenantId });
       const groupSource = (request: FastifyRequest, principal: ScimPrincipal) => sourceOf(request, principal);
 

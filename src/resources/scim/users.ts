@@ -10,7 +10,7 @@ import { selectUsers, type UserColumns, type UserRow } from '../users/queries.ts
 import { departmentUsers } from '../departments/table.ts';
 import { languages } from '../languages/table.ts';
 import { users } from '../users/table.ts';
-import { ENTERPRISE_USER_SCHEMA, invalidFilter, invalidValue, isRecordId, scimBoolean, USER_SCHEMA } from './protocol.ts';
+import { ENTERPRISE_USER_SCHEMA, GROUP_SCHEMA, invalidFilter, invalidValue, isRecordId, scimBoolean, USER_SCHEMA } from './protocol.ts';
 import { scimExternalIds } from './table.ts';
 
 /** The identity provider's `externalId` of the user in the row, as a subquery. */
@@ -301,8 +301,8 @@ function normalizedPath(path: string): string {
   const lower = path.toLowerCase();
   const enterprise = `${ENTERPRISE_USER_SCHEMA.toLowerCase()}:`;
   if (lower.startsWith(enterprise)) return `enterprise.${lower.slice(enterprise.length)}`;
-  const core = `${USER_SCHEMA.toLowerCase()}:`;
-  return lower.startsWith(core) ? lower.slice(core.length) : lower;
+  for (const core of [`${USER_SCHEMA.toLowerCase()}:`, `${GROUP_SCHEMA.toLowerCase()}:`]) if (lower.startsWith(core)) return lower.slice(core.length);
+  return lower;
 }
 
 const TEXT_OPERATORS = new Set(['eq', 'ne', 'co', 'sw', 'ew', 'gt', 'ge', 'lt', 'le']);

@@ -616,3 +616,16 @@ t.test('a PATCH whose value filters would hold the process is refused; removing 
   t.equal(removed.status, 200);
   t.strictSame(await memberIds(Number(group.id)), members.slice(1000), 'the thousand are gone, the others stay');
 });
+
+t.test("attributes and filters may name a Group attribute with the Group schema's URN", async (t) => {
+  const group = (await scim('POST', '/Groups', { schemas: [GROUP], displayName: 'Qualified names', members: [{ value: String(ann.id) }] })).body;
+  const only = await scim('GET', `/Groups/${group.id}?attributes=${encodeURIComponent(`${GROUP}:members`)}`);
+  t.equal(only.status, 200);
+  t.match(only.body.members, [{ value: String(ann.id) }], 'the members are answered');
+  const filtered = await scim('GET', `/Groups?filter=${encodeURIComponent(`${GROUP}:displayName eq "Qualified names"`)}`);
+  t.equal(filtered.status, 200);
+  t.strictSame(
+    filtered.body.Resources.map((found: { id: string }) => found.id),
+    [group.id],
+  );
+});
