@@ -12,6 +12,9 @@ import { setPasswordHashCost } from '../platform/auth/passwords.ts';
 import { onTerminationSignals, signalExitStatus } from '../platform/process/signals.ts';
 import { readPassword } from './password-input.ts';
 
+/** The longest `--expires-in`: the longest ACCESS_TOKEN_TTL (about 68 years). */
+const MAX_EXPIRES_IN = 2 ** 31 - 1;
+
 // The database and resource modules load only when a command runs, so that --help and
 // usage mistakes answer at once.
 const auth = () => import('../resources/auth/queries.ts');
@@ -118,8 +121,11 @@ const commands: Record<string, Command> = {
     options: { tenant: { type: 'string' }, username: { type: 'string' }, 'expires-in': { type: 'string' } },
     async run({ db, config, values }) {
       const raw = values['expires-in'];
+      // Decimal digits only, as the configuration's integers, and no later than ACCESS_TOKEN_TTL may be.
+      if (typeof raw === 'string' && !/^\d{1,10}$/.test(raw))
+        throw new UsageError(`--expires-in must be a whole number of seconds from 1 to ${MAX_EXPIRES_IN}`);
       const expiresIn = typeof raw === 'string' ? Number(raw) : config.accessTokenTtlSeconds;
-      if (!Number.isInteger(expiresIn) || expiresIn < 1) throw new UsageError('--expires-in must be a positive integer of seconds');
+      if (expiresIn < 1 || expiresIn > MAX_EXPIRES_IN) throw new UsageError(`--expires-in must be a whole number of seconds from 1 to ${MAX_EXPIRES_IN}`);
       const tenantSlug = required(values, 'tenant');
       const username = required(values, 'username');
       const tenantId = await tenantIdOf(db, tenantSlug);

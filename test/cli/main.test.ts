@@ -212,6 +212,9 @@ t.test('usage errors exit 2 with a message, and change nothing', async (t) => {
     ['token:create', '--tenant', 'cli-co'],
     ['token:create', '--tenant', 'no-such', '--username', 'root'],
     ['token:create', '--tenant', 'cli-co', '--username', 'root', '--expires-in', '0'],
+    // Beyond any date, or not decimal: a usage error, not the failed statement with its values (the token's hash).
+    ['token:create', '--tenant', 'cli-co', '--username', 'root', '--expires-in', '8000000000000'],
+    ['token:create', '--tenant', 'cli-co', '--username', 'root', '--expires-in', '0x10'],
   ];
   const results = await inParallel(cases, (args) => atrium(...args));
   for (const [i, args] of cases.entries()) {
@@ -219,6 +222,10 @@ t.test('usage errors exit 2 with a message, and change nothing', async (t) => {
     t.not(result.code, 0, args.join(' '));
     t.equal(result.stdout, '', 'nothing on stdout');
     t.match(result.stderr, /^atrium: /);
+    if (args.includes('--expires-in')) {
+      t.equal(result.code, 2, `${args.join(' ')}: a usage error`);
+      t.notMatch(result.stderr, /insert into|params/i, 'no statement quoted');
+    }
   }
   const recorded = async () =>
     (await api.db.owner.execute<{ count: number }>(sql`select count(*)::int as count from audit_events where action = 'tenant.created'`))[0]!.count;
