@@ -404,6 +404,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (vars.PASSWORD_HASH_COST === 'test' && env.NODE_ENV !== 'test') {
     throw new ConfigError('PASSWORD_HASH_COST: "test" is not accepted unless NODE_ENV is test; expected standard');
   }
+  // The first administrator's password is a password like any other (counted in characters, as the API counts).
+  if (vars.ATRIUM_ADMIN_PASSWORD !== undefined && [...vars.ATRIUM_ADMIN_PASSWORD].length < vars.PASSWORD_MIN_LENGTH) {
+    throw new ConfigError(
+      `ATRIUM_ADMIN_PASSWORD: its value is not accepted; expected a password of at least ${vars.PASSWORD_MIN_LENGTH} characters (PASSWORD_MIN_LENGTH)`,
+    );
+  }
   // The table owner is not subject to row-level security: the application pool must log in as another role.
   if (vars.DATABASE_URL && vars.ATRIUM_APP_DATABASE_URL && loginOf(vars.DATABASE_URL) === loginOf(vars.ATRIUM_APP_DATABASE_URL)) {
     throw new ConfigError(
