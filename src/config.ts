@@ -361,7 +361,16 @@ function describe(error: ErrorObject, data: Record<string, unknown>): { variable
  * docs/operations.md). Variables already in the environment take precedence.
  */
 export function readDotEnv(file = '.env'): Record<string, string | undefined> {
-  return existsSync(file) ? parseEnv(readFileSync(file, 'utf8')) : {};
+  if (!existsSync(file)) return {};
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (error) {
+    // A file that is there but cannot be read (its mode, a folder by that name) is a mistake to tell, not to pass over.
+    throw new ConfigError(`${file}: cannot be read (${(error as NodeJS.ErrnoException).code ?? String(error)}); fix its permissions or remove it`);
+  }
+  // An editor's byte order mark would otherwise become part of the first variable's name.
+  return parseEnv(text.replace(/^\uFEFF/, ''));
 }
 
 /**

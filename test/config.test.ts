@@ -5,7 +5,7 @@
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
@@ -219,4 +219,20 @@ t.test('.env in the working folder is read; the environment takes precedence', a
   const overridden = await run([cli, 'migrate'], environment({ LOG_LEVEL: 'warn' }), folder);
   t.equal(overridden.code, 78);
   t.match(overridden.stderr, /^atrium: PORT: "abc" is not accepted; expected a TCP port, an integer from 0 to 65535\n$/);
+  // An editor's byte order mark does not hide the first variable.
+  await writeFile(path.join(folder, '.env'), '\uFEFFPORT=abc\n');
+  const marked = await run([cli, 'migrate'], environment({}), folder);
+  t.equal(marked.code, 78);
+  t.match(marked.stderr, /^atrium: PORT: "abc" is not accepted/);
+});
+
+t.test('a .env that cannot be read is one line and status 78, not a stack trace', async (t) => {
+  const folder = await mkdtemp(path.join(os.tmpdir(), 'atrium-dotenv-'));
+  t.teardown(() => rm(folder, { recursive: true, force: true }));
+  // A folder by that name cannot be read as a file, whoever runs the test (root reads any file).
+  await mkdir(path.join(folder, '.env'));
+  const cli = path.join(root, 'bin', 'atrium.js');
+  const outcome = await run([cli, 'migrate'], environment({}), folder);
+  t.equal(outcome.code, 78);
+  t.match(outcome.stderr, /^atrium: \.env: cannot be read \(EISDIR\); fix its permissions or remove it\n$/);
 });

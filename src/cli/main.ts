@@ -5,7 +5,7 @@
  * explains one.
  */
 import { parseArgs } from 'node:util';
-import { entryPointConfig, type Config } from '../config.ts';
+import { entryPointConfig, readDotEnv, type Config } from '../config.ts';
 import { parseConnectionUrl } from '../platform/database/connection-url.ts';
 import type { Database } from '../platform/database/database.ts';
 import { setPasswordHashCost } from '../platform/auth/passwords.ts';
@@ -264,7 +264,8 @@ async function run(argv: string[]): Promise<void> {
     import('../database-server.ts'),
   ]);
   // Logs go to stderr: stdout carries only the command's answer (token:create prints the token).
-  const logger = pino({ level: process.env.LOG_LEVEL ? config.logLevel : 'warn' }, pino.destination(2));
+  // LOG_LEVEL from the environment or `.env`, as every other setting; unset, only warnings.
+  const logger = pino({ level: process.env.LOG_LEVEL || readDotEnv().LOG_LEVEL ? config.logLevel : 'warn' }, pino.destination(2));
   // As the server does (src/main.ts): a connection lost under a statement of the driver's own
   // (the database stopping on a signal while the command runs) does not end the process
   // before the signal's own exit.
