@@ -30,6 +30,11 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  /**
+   * The metrics of this process: the HTTP histogram, delivery counts, Node's own. The gauges
+   * read from the database are left without a value while it is away, so that a scrape in
+   * an outage still answers with the rest (the share of 5xx answers, say).
+   */
   constructor(db: Database) {
     collectDefaultMetrics({ register: this.registry, prefix: 'atrium_' });
     new Gauge({
@@ -39,8 +44,10 @@ export class Metrics {
       registers: [this.registry],
       async collect() {
         this.reset();
-        const rows = await db.owner.execute<{ name: string; state: string; count: number }>(
-          sql`select name, state::text as state, count(*)::int as count from pgboss.job group by name, state`,
+        const rows = await unlessAway(() =>
+          db.owner.execute<{ name: string; state: string; count: number }>(
+            sql`select name, state::text as state, count(*)::int as count from pgboss.job group by name, state`,
+          ),
         );
         for (const row of rows) this.set({ queue: row.name, state: row.state }, row.count);
       },
@@ -52,11 +59,13 @@ export class Metrics {
       registers: [this.registry],
       async collect() {
         this.reset();
-        const rows = await db.owner.execute<{ pool: string; state: string; count: number }>(
-          sql`select application_name as pool, coalesce(state, 'unknown') as state, count(*)::int as count
-                from pg_stat_activity
-               where datname = current_database() and application_name in ('atrium', 'atrium-owner')
-               group by 1, 2`,
+        const rows = await unlessAway(() =>
+          db.owner.execute<{ pool: string; state: string; count: number }>(
+            sql`select application_name as pool, coalesce(state, 'unknown') as state, count(*)::int as count
+                  from pg_stat_activity
+                 where datname = current_database() and application_name in ('atrium', 'atrium-owner')
+                 group by 1, 2`,
+          ),
         );
         for (const row of rows) this.set({ pool: row.pool === 'atrium' ? 'app' : 'owner', state: row.state }, row.count);
       },
@@ -83,6 +92,15 @@ export class Metrics {
         this.set(read());
       },
     });
+  }
+}
+
+/** The rows `read` answers, or none when the database cannot answer (`Metrics`' gauges). */
+async function unlessAway<Row>(read: () => Promise<Row[]>): Promise<Row[]> {
+  try {
+    return await read();
+  } catch {
+    return [];
   }
 }
 

@@ -3,6 +3,8 @@ import pino from 'pino';
 import t from 'tap';
 import { buildApp } from '../../../src/app.ts';
 import { loadConfig } from '../../../src/config.ts';
+import { Database } from '../../../src/platform/database/database.ts';
+import { Metrics } from '../../../src/platform/metrics/metrics.ts';
 import { eventually } from '../../helpers/eventually.ts';
 import { startReceiver } from '../../helpers/receiver.ts';
 import { startTestApi } from '../../helpers/atrium.ts';
@@ -124,4 +126,17 @@ t.test('probes and scrapes are logged at debug, other requests at info', async (
     lines.filter((line) => line.msg === 'request completed').map((line) => line.level),
     [20, 20, 20, 30],
   );
+});
+
+t.test("a scrape while the database is away still answers with the process's own metrics", async (t) => {
+  // A database nobody answers on: the gauges that read it have no value, the rest are there.
+  const away = new Database('postgres://atrium@127.0.0.1:1/gone');
+  t.teardown(() => away.close());
+  const metrics = new Metrics(away);
+  metrics.httpRequestDuration.observe({ method: 'GET', route: '/api/users/current', status_code: '503' }, 0.01);
+  const text = await metrics.registry.metrics();
+  t.equal(sample(text, 'atrium_http_request_duration_seconds_count', { status_code: '503' }), 1, 'the requests of the outage are counted');
+  t.ok(sample(text, 'atrium_process_cpu_user_seconds_total') !== undefined, "and Node's own metrics");
+  t.equal(sample(text, 'atrium_jobs'), undefined, 'the job counts are left out');
+  t.equal(sample(text, 'atrium_database_connections'), undefined, 'so are the connections');
 });
