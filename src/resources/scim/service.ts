@@ -558,9 +558,10 @@ function patchOperations(body: unknown, resource: Patchable): ScimPatchOperation
     if (op === 'remove' && !path) throw new ScimError(400, 'A remove operation needs a path.', 'noTarget');
     if (value !== undefined) checkPatchValue(value.value);
     if (op === 'remove') return [{ op, path: path!, ...(value === undefined ? {} : { value: value.value }) }];
-    if (value === undefined) throw invalidValue(`An ${op} operation needs a value.`);
+    if (value === undefined) throw invalidValue(`${op === 'add' ? 'An add' : 'A replace'} operation needs a value.`);
     if (!path) {
-      if (!isAttributes(value.value)) throw invalidValue(`An ${op} operation without a path takes an object of attributes as its value.`);
+      if (!isAttributes(value.value))
+        throw invalidValue(`${op === 'add' ? 'An add' : 'A replace'} operation without a path takes an object of attributes as its value.`);
       return pathlessOperations(op, value.value, resource);
     }
     if (resource === 'user' && path.toLowerCase() === ENTERPRISE_USER_SCHEMA.toLowerCase()) return extensionOperations(op, value.value);
@@ -750,7 +751,13 @@ function answerError(error: FastifyError | ScimError | ProblemError, request: Fa
     request.log.warn(errorLogFields(error), 'database unavailable');
   } else if (typeof error.statusCode === 'number' && error.statusCode < 500) {
     status = error.statusCode!;
-    detail = status === 415 ? `The request body must be ${SCIM_MEDIA_TYPE} or application/json.` : error.message;
+    detail =
+      status === 415
+        ? `The request body must be ${SCIM_MEDIA_TYPE} or application/json.`
+        : // Fastify's own wording names application/json, whichever JSON media type was sent.
+          error.code === 'FST_ERR_CTP_INVALID_JSON_BODY'
+          ? 'The request body is not valid JSON.'
+          : error.message;
     if (status === 400) scimType = 'invalidSyntax';
   } else {
     // Database refusals of the input (a race past the rules' own checks, text PostgreSQL refuses) are the client's, never a 5xx.

@@ -104,7 +104,11 @@ t.test('without a valid SCIM token every endpoint is a 401 error document', asyn
 
 t.test('a malformed body is invalidSyntax and stores nothing', async (t) => {
   const before = await userCount();
-  isError(t, await scim('POST', '/Users', undefined, { payload: '{"userName": ' }), 400, 'invalidSyntax');
+  for (const contentType of ['application/scim+json', 'application/json']) {
+    const truncated = await scim('POST', '/Users', undefined, { payload: '{"userName": ', contentType });
+    isError(t, truncated, 400, 'invalidSyntax');
+    t.equal(truncated.body.detail, 'The request body is not valid JSON.', `${contentType}: named as sent, not as application/json`);
+  }
   isError(t, await scim('POST', '/Users', [newUser()]), 400, 'invalidSyntax');
   isError(t, await scim('POST', '/Users', 'a string'), 400, 'invalidSyntax');
   const wrongType = await scim('POST', '/Users', undefined, { payload: 'userName=x', contentType: 'text/plain' });
