@@ -11,6 +11,7 @@ import type { Database } from '../platform/database/database.ts';
 import { setPasswordHashCost } from '../platform/auth/passwords.ts';
 import { onTerminationSignals, signalExitStatus } from '../platform/process/signals.ts';
 import { readPassword } from './password-input.ts';
+import { SLUG } from '../resources/tenants/slug.ts';
 
 /** The longest `--expires-in`: the longest ACCESS_TOKEN_TTL (about 68 years). */
 const MAX_EXPIRES_IN = 2 ** 31 - 1;
@@ -99,6 +100,8 @@ const commands: Record<string, Command> = {
     async run({ db, config, values, positionals }) {
       const slug = positionals[0];
       if (!slug) throw new UsageError('tenant:create needs a <slug>');
+      // A malformed argument is a usage error (status 2), told before the database is asked.
+      if (!SLUG.test(slug)) throw new UsageError('the <slug> must be 1 to 63 lower-case letters, digits and dashes, not starting or ending with a dash');
       const name = required(values, 'name');
       const adminUsername = required(values, 'admin-username');
       const given = values['admin-password'];
