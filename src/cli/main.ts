@@ -29,6 +29,8 @@ interface Command {
   options: Record<string, { type: 'string' }>;
   /** Further lines of `atrium <command> --help`. */
   details?: string;
+  /** How many arguments besides options it takes (none unless said). */
+  positionals?: number;
   run(context: { db: Database; config: Config; values: Options; positionals: string[] }): Promise<void>;
 }
 
@@ -92,6 +94,7 @@ const commands: Record<string, Command> = {
   },
   'tenant:create': {
     usage: 'atrium tenant:create <slug> --name <text> --admin-username <username> [--admin-password <password>]',
+    positionals: 1,
     summary: 'Create a tenant with its roles, languages, notification settings and one administrator.',
     details:
       'The slug is lower-case letters, digits and dashes. Without --admin-password a password is generated and\n' +
@@ -258,6 +261,8 @@ async function run(argv: string[]): Promise<void> {
     process.stdout.write(`${commandHelp(name)}\n`);
     return;
   }
+  const extra = parsed.positionals[command.positionals ?? 0];
+  if (extra !== undefined) throw new UsageError(`unexpected argument "${extra}"`, name);
 
   const config = entryPointConfig();
   setPasswordHashCost(config.passwordHashCost);

@@ -210,6 +210,10 @@ t.test('usage errors exit 2 with a message, and change nothing', async (t) => {
     ['tenant:create', 'x', '--name', 'X', '--admin-username', 'a', '--admin-password', 'short'],
     ['tenant:create', 'Bad Slug', '--name', 'X', '--admin-username', 'a', '--admin-password', 'long-enough-password'],
     ['tenant:create', 'a'.repeat(64), '--name', 'X', '--admin-username', 'a', '--admin-password', 'long-enough-password'],
+    // An argument no command takes is a mistake to tell, not to pass over.
+    ['migrate', 'extra'],
+    ['token:create', '--tenant', 'cli-co', '--username', 'root', 'extra'],
+    ['tenant:create', 'cli-extra', 'extra', '--name', 'X', '--admin-username', 'a', '--admin-password', 'long-enough-password'],
     ['token:create', '--tenant', 'cli-co'],
     ['token:create', '--tenant', 'no-such', '--username', 'root'],
     ['token:create', '--tenant', 'cli-co', '--username', 'root', '--expires-in', '0'],
@@ -223,8 +227,9 @@ t.test('usage errors exit 2 with a message, and change nothing', async (t) => {
     t.not(result.code, 0, args.join(' '));
     t.equal(result.stdout, '', 'nothing on stdout');
     t.match(result.stderr, /^atrium: /);
-    if (args[0] === 'tenant:create' && args[1] !== 'x' && args[1] !== undefined)
-      t.equal(result.code, 2, `${args[1].slice(0, 20)}: a malformed slug is a usage error`);
+    if (args[0] === 'tenant:create' && args[1] !== 'x' && args[1] !== undefined) t.equal(result.code, 2, `${args[1].slice(0, 20)}: a usage error`);
+    if (args.includes('extra')) t.match(result.stderr, /unexpected argument "extra"/, `${args.join(' ')}: the argument named`);
+    if (args.includes('extra')) t.equal(result.code, 2, `${args.join(' ')}: status 2`);
     if (args.includes('--expires-in')) {
       t.equal(result.code, 2, `${args.join(' ')}: a usage error`);
       t.notMatch(result.stderr, /insert into|params/i, 'no statement quoted');
