@@ -195,7 +195,13 @@ export const environmentSchema = {
     WEBHOOK_MAX_ATTEMPTS: integer(1, 100, 6, 'an integer from 1 to 100'),
     WEBHOOK_RETRY_DELAY_MS: integer(0, 2 ** 31 - 1, 30_000, 'a number of milliseconds'),
     SMTP_URL: { type: 'string', format: 'smtp-url', writeOnly: true, description: 'an SMTP URL, smtp://user:password@host:587 or smtps://…' },
-    SMTP_FROM: { type: 'string', default: 'Atrium <no-reply@atrium.invalid>', description: 'a sender address' },
+    SMTP_FROM: {
+      type: 'string',
+      format: 'sender-address',
+      maxLength: 998,
+      default: 'Atrium <no-reply@atrium.invalid>',
+      description: 'a sender address, name@example.com or Name <name@example.com>',
+    },
     VAPID_PUBLIC_KEY: { type: 'string', pattern: '^[A-Za-z0-9_-]+={0,2}$', description: 'a base64url key, as npx web-push generate-vapid-keys prints' },
     VAPID_PRIVATE_KEY: {
       type: 'string',
@@ -328,8 +334,12 @@ function listenHost(value: string): boolean {
   return value.length <= 253 && labels.every((label) => /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/i.test(label)) && !/^\d+$/.test(labels.at(-1)!);
 }
 
+/** A mail sender as nodemailer takes one: an address, or a display name and the address in angle brackets. */
+const senderAddress = (value: string) => /^(?:[^<>\r\n]*<[^\s@<>]+@[^\s@<>]+>|[^\s@<>]+@[^\s@<>]+)$/.test(value.trim());
+
 function withFormats(ajv: Ajv): Ajv {
   ajv.addFormat('listen-host', listenHost);
+  ajv.addFormat('sender-address', senderAddress);
   ajv.addFormat('postgres-url', postgresUrl);
   ajv.addFormat('smtp-url', smtpUrl);
   ajv.addFormat('base64-key', base64Key);

@@ -45,6 +45,9 @@ t.test('unset and empty variables take their defaults', async (t) => {
   t.equal(loadConfig({ DATABASE_POOL_SIZE: '25' }).databasePoolSize, 25);
   t.strictSame(loadConfig({ WEBHOOK_ALLOWED_CIDRS: '10.0.0.0/8, ::1/128' }).webhookAllowedCidrs, ['10.0.0.0/8', '::1/128']);
   t.equal(loadConfig({ PORT: '8080' }).port, 8080);
+  for (const from of ['no-reply@example.com', 'Atrium <no-reply@example.com>', '"Atrium, Inc." <no-reply@example.com>']) {
+    t.equal(loadConfig({ SMTP_FROM: from }).smtpFrom, from, `SMTP_FROM ${from}`);
+  }
   for (const host of ['0.0.0.0', '::', '::1', '10.1.2.3', 'localhost', 'api.internal', 'atrium-1.example.com.']) {
     t.equal(loadConfig({ HOST: host }).host, host, `HOST ${host}`);
   }
@@ -69,6 +72,8 @@ t.test('each mistake is one line naming the variable and what it accepts', async
     [{ PORT: '99999' }, /^PORT: "99999" is not accepted/],
     [{ PORT: '1.5' }, /^PORT: /],
     [{ PORT: '0x10' }, /^PORT: "0x10" is not accepted; expected a TCP port, an integer from 0 to 65535$/],
+    [{ SMTP_FROM: 'not an address' }, /^SMTP_FROM: "not an address" is not accepted; expected a sender address/],
+    [{ SMTP_FROM: 'Atrium <no-reply>' }, /^SMTP_FROM: /],
     [{ ATRIUM_ADMIN_PASSWORD: 'short' }, /^ATRIUM_ADMIN_PASSWORD: its value is not accepted; expected a password of at least 10 characters/],
     [{ ATRIUM_ADMIN_PASSWORD: 'a-long-one', PASSWORD_MIN_LENGTH: '12' }, /^ATRIUM_ADMIN_PASSWORD: .* at least 12 characters/],
     [{ ATRIUM_ADMIN_PASSWORD: '😀'.repeat(9) }, /^ATRIUM_ADMIN_PASSWORD: /],
