@@ -30,7 +30,7 @@ import { HOLDS_ENTITY_RIGHTS, usersHoldingRightsBeyond } from '../entity-permiss
 import type { Services } from '../../platform/services.ts';
 import { audit } from '../audit-events/record.ts';
 import { deleteUserSubscriptions } from '../push/queries.ts';
-import { endAllSessions, insertUser, loadRequiredProfileKeys, softDeleteUser, updateUserColumns } from '../users/queries.ts';
+import { endAllSessions, insertUser, loadRequiredProfileKeys, softDeleteUser, updateUserColumns, usernameTaken } from '../users/queries.ts';
 import { addErrors, passwordErrors, requireAdministrableUser, userDraftErrors, userWriteReferenceErrors, type UserDraft } from '../users/rules.ts';
 import { users } from '../users/table.ts';
 import { lockAdministration } from '../roles/queries.ts';
@@ -202,10 +202,6 @@ async function passwordHashOf(services: Services, write: ScimUserWrite): Promise
 }
 
 /**
- * Writes `write` over the stored user `current` (absent: creates one), under the user rules
- * the API and the CSV import judge with. Answers the user's id.
- */
-/**
  * Whether another user of the tenant, deleted ones included, holds `username` in another
  * case. The API keeps usernames unique as written; SCIM's schema says `userName` is
  * unique and not case-exact (RFC 7643 §2.2), and an identity provider that finds two users
@@ -215,16 +211,13 @@ async function passwordHashOf(services: Services, write: ScimUserWrite): Promise
  */
 async function usernameTakenInAnyCase(tx: Tx, tenantId: number, username: string, userId: number | undefined): Promise<boolean> {
   await tx.execute(sql`select pg_advisory_xact_lock(hashtextextended(${`atrium:scim-username:${tenantId}:`} || lower(${username}), 0))`);
-  const [held] = await tx
-    .select({ id: users.id })
-    .from(users)
-    .where(
-      and(eq(users.tenantId, tenantId), sql`${users.usernameLower} = lower(${username})`, userId === undefined ? undefined : sql`${users.id} <> ${userId}`),
-    )
-    .limit(1);
-  return held !== undefined;
+  return usernameTaken(tx, username, userId, { anyCase: true });
 }
 
+/**
+ * Writes `write` over the stored user `current` (absent: creates one), under the user rules
+ * the API and the CSV import judge with. Answers the user's id.
+ */
 async function saveUser(
   tx: Tx,
   services: Services,
@@ -598,6 +591,12 @@ function valueCount(value: unknown): number {
   return 1;
 }
 
+/** A path's attribute, its value filter and what follows (`emails[type eq "work"].value`); null for a path without a value filter. */
+function valueFilterOf(path: string | undefined): { attribute: string; filter: string; rest: string } | null {
+  const parts = path === undefined ? null : /^([^.[\]:]+)\[(.*)\]((?:\.[^.[\]]+)?)$/s.exec(path);
+  return parts ? { attribute: parts[1]!, filter: parts[2]!, rest: parts[3]! } : null;
+}
+
 /**
  * Whether `operation` removes by a value filter (`members[value eq "…"]`) from an attribute
  * that holds no value in `resource`: it matches nothing, so it changes nothing (RFC 7644
@@ -605,9 +604,9 @@ function valueCount(value: unknown): number {
  * removal took the last value, as identity providers' batches of removals do.
  */
 function removesFromNothing(resource: Record<string, unknown>, operation: ScimPatchOperation): boolean {
-  const filtered = operation.op === 'remove' && operation.path !== undefined ? /^([^.[\]:]+)\[/.exec(operation.path) : null;
+  const filtered = operation.op === 'remove' ? valueFilterOf(operation.path) : null;
   if (!filtered) return false;
-  const held = resource[filtered[1]!];
+  const held = resource[filtered.attribute];
   return held === undefined || held === null || (Array.isArray(held) && held.length === 0);
 }
 
@@ -618,10 +617,12 @@ function removesFromNothing(resource: Record<string, unknown>, operation: ScimPa
  * exactly.
  */
 function matchingStoredCase(resource: Record<string, unknown>, operation: ScimPatchOperation): ScimPatchOperation {
-  const filter = operation.path === undefined ? null : /^([^.[\]:]+)\[\s*([^\s\]]+)\s+eq\s+("(?:[^"\\]|\\.)*")\s*\](.*)$/is.exec(operation.path);
-  const held = filter ? resource[filter[1]!] : undefined;
-  if (!filter || !Array.isArray(held)) return operation;
-  const [, attribute, sub, literal, rest] = filter;
+  const filtered = valueFilterOf(operation.path);
+  const equality = filtered && /^\s*([^\s\]]+)\s+eq\s+("(?:[^"\\]|\\.)*")\s*$/is.exec(filtered.filter);
+  const held = filtered ? resource[filtered.attribute] : undefined;
+  if (!filtered || !equality || !Array.isArray(held)) return operation;
+  const { attribute, rest } = filtered;
+  const [, sub, literal] = equality;
   let wanted: unknown;
   try {
     wanted = JSON.parse(literal!);
@@ -665,10 +666,10 @@ const MAX_FILTER_COMPARISONS = 200_000;
 
 /** How many comparisons `operation`'s value filter costs on `document` (0 without one). */
 function filterComparisons(document: Record<string, unknown>, operation: ScimPatchOperation): number {
-  const filter = operation.path === undefined ? null : /^([^.[\]:]+)\[(.*)\]/s.exec(operation.path);
-  if (!filter || MEMBER_BY_ID.test(operation.path!)) return 0;
-  const values = document[filter[1]!];
-  const terms = (filter[2]!.replace(/"(?:[^"\\]|\\.)*"/g, '""').match(/\b(eq|ne|co|sw|ew|gt|ge|lt|le|pr)\b/gi) ?? []).length;
+  const filtered = valueFilterOf(operation.path);
+  if (!filtered || MEMBER_BY_ID.test(operation.path!)) return 0;
+  const values = document[filtered.attribute];
+  const terms = (filtered.filter.replace(/"(?:[^"\\]|\\.)*"/g, '""').match(/\b(eq|ne|co|sw|ew|gt|ge|lt|le|pr)\b/gi) ?? []).length;
   return Math.max(1, terms) * (Array.isArray(values) ? values.length : 1);
 }
 

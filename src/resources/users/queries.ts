@@ -102,11 +102,14 @@ export async function loadUserReferences(tx: Tx, which: { roleIds?: readonly num
 }
 
 /** Whether a user other than `exceptId` (soft-deleted and blacked-out ones included) is called `username`. */
-export async function usernameTaken(tx: Tx, username: string, exceptId?: number): Promise<boolean> {
+export async function usernameTaken(tx: Tx, username: string, exceptId?: number, options: { anyCase?: boolean } = {}): Promise<boolean> {
+  // In any case: through the stored lower-cased column and its index.
+  const same = options.anyCase ? sql`${users.usernameLower} = lower(${username})` : eq(users.username, username);
   const taken = await tx
     .select({ id: users.id })
     .from(users)
-    .where(and(eq(users.username, username), exceptId === undefined ? undefined : ne(users.id, exceptId)));
+    .where(and(same, exceptId === undefined ? undefined : ne(users.id, exceptId)))
+    .limit(1);
   return taken.length > 0;
 }
 
