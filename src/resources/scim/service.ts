@@ -835,7 +835,9 @@ export async function registerScim(app: FastifyInstance, services: Services): Pr
         // `/Users/` (an empty id) names no resource, as in `/api`: no endpoint, before authentication.
         if (emptyPathParameter(request)) throw noEndpoint(request);
         request.scim = await authenticate(services, request, SAFE_METHODS.has(request.method) ? recent : undefined);
-        const type = request.headers['content-type']?.split(';')[0]!.trim().toLowerCase();
+        // Only a method that takes a body is judged by its type: a GET or DELETE ignores one, as in `/api`.
+        const type =
+          SAFE_METHODS.has(request.method) || request.method === 'DELETE' ? undefined : request.headers['content-type']?.split(';')[0]!.trim().toLowerCase();
         if (type !== undefined && type !== SCIM_MEDIA_TYPE && type !== 'application/json') {
           throw new ScimError(415, `The request body must be ${SCIM_MEDIA_TYPE} or application/json.`);
         }

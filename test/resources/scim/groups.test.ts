@@ -258,7 +258,7 @@ t.test('removals in batches succeed when the group runs empty, in both forms; a 
   }
 });
 
-t.test('a DELETE that names a JSON media type without a body is a DELETE; a method no endpoint takes is still 405', async (t) => {
+t.test('a GET or DELETE is not judged by its Content-Type; a method no endpoint takes is still 405', async (t) => {
   const group = (await scim('POST', '/Groups', { schemas: [GROUP], displayName: 'Deleted with a content type' })).body;
   for (const [method, url, status] of [
     ['DELETE', '/Groups', 405],
@@ -272,6 +272,20 @@ t.test('a DELETE that names a JSON media type without a body is a DELETE; a meth
     }
   }
   t.equal(await rowCount(api.db, 'departments', sql`id = ${Number(group.id)}`), 0, 'the group is gone');
+  // A request without a body is not judged by a Content-Type a client library sends by default, as in /api.
+  const other = (await scim('POST', '/Groups', { schemas: [GROUP], displayName: 'Deleted with a form type' })).body;
+  for (const [method, type, status] of [
+    ['GET', 'text/plain', 200],
+    ['GET', 'application/x-www-form-urlencoded', 200],
+    ['DELETE', 'text/plain', 204],
+  ] as const) {
+    const response = await wire.send({ method, url: `/scim/v2/Groups/${other.id}`, headers: { ...bearer(scimToken), 'content-type': type } });
+    assertServedAnswer(method, `/scim/v2/Groups/${other.id}`, response);
+    t.equal(response.statusCode, status, `${method} (${type})`);
+  }
+  t.equal(await rowCount(api.db, 'departments', sql`id = ${Number(other.id)}`), 0, 'deleted');
+  const written = await wire.send({ method: 'POST', url: '/scim/v2/Groups', headers: { ...bearer(scimToken), 'content-type': 'text/plain' }, payload: '{}' });
+  t.equal(written.statusCode, 415, 'a body of another type is still refused');
 });
 
 t.test('a group PATCH without a value, or path-less without an object, is invalidValue and changes nothing', async (t) => {
