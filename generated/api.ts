@@ -5084,12 +5084,16 @@ export interface components {
         };
         /** @description An attribute definition (RFC 7643 §7), its defaults filled in. */
         ScimAttribute: {
+            /** @description The values the attribute takes, where it takes only these. */
+            canonicalValues?: string[];
             caseExact: boolean;
             description: string;
             multiValued: boolean;
             /** @enum {string} */
             mutability: "readOnly" | "readWrite" | "immutable" | "writeOnly";
             name: string;
+            /** @description The resource types a reference attribute may point to. */
+            referenceTypes?: string[];
             required: boolean;
             /** @enum {string} */
             returned: "always" | "never" | "default" | "request";

@@ -25,6 +25,8 @@ interface AttributeSpec {
   mutability?: 'readOnly' | 'readWrite' | 'immutable' | 'writeOnly';
   returned?: 'always' | 'never' | 'default' | 'request';
   uniqueness?: 'none' | 'server' | 'global';
+  canonicalValues?: string[];
+  referenceTypes?: string[];
   description: string;
   subAttributes?: AttributeSpec[];
 }
@@ -40,6 +42,8 @@ const attribute = (spec: AttributeSpec): Record<string, unknown> => ({
   mutability: spec.mutability ?? 'readWrite',
   returned: spec.returned ?? 'default',
   uniqueness: spec.uniqueness ?? 'none',
+  ...(spec.canonicalValues ? { canonicalValues: spec.canonicalValues } : {}),
+  ...(spec.referenceTypes ? { referenceTypes: spec.referenceTypes } : {}),
   ...(spec.subAttributes ? { subAttributes: spec.subAttributes.map(attribute) } : {}),
 });
 
@@ -55,10 +59,11 @@ const USER_ATTRIBUTES: AttributeSpec[] = [
   {
     name: 'name',
     type: 'complex',
-    description: 'First and last name (both required for a personal account).',
+    required: true,
+    description: 'First and last name: both required, as every user SCIM writes is a personal account.',
     subAttributes: [
-      { name: 'givenName', type: 'string', description: 'first_name' },
-      { name: 'familyName', type: 'string', description: 'last_name' },
+      { name: 'givenName', type: 'string', required: true, description: 'first_name' },
+      { name: 'familyName', type: 'string', required: true, description: 'last_name' },
       { name: 'formatted', type: 'string', mutability: 'readOnly', description: 'First and last name.' },
     ],
   },
@@ -110,8 +115,14 @@ const GROUP_ATTRIBUTES: AttributeSpec[] = [
     subAttributes: [
       { name: 'value', type: 'string', mutability: 'immutable', description: 'The user id.' },
       { name: 'display', type: 'string', mutability: 'readOnly', description: 'The username.' },
-      { name: '$ref', type: 'reference', mutability: 'readOnly', description: 'The user resource.' },
-      { name: 'type', type: 'string', mutability: 'readOnly', description: 'Always "User".' },
+      { name: '$ref', type: 'reference', referenceTypes: ['User'], mutability: 'readOnly', description: 'The user resource.' },
+      {
+        name: 'type',
+        type: 'string',
+        canonicalValues: ['User'],
+        mutability: 'readOnly',
+        description: 'Always "User": a member said to be a Group is refused (groups do not nest).',
+      },
     ],
   },
 ];

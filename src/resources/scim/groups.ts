@@ -110,6 +110,16 @@ export function presentGroup(row: DepartmentRow, members: { id: number; username
   };
 }
 
+/** The key of `object` that is `name` in any case. */
+const keyOf = (object: Record<string, unknown>, name: string) => Object.keys(object).find((candidate) => candidate.toLowerCase() === name.toLowerCase());
+
+/** Whether a member says it is a group: `type` "Group", or a `$ref` to a Group (RFC 7643 §4.2). */
+function namesGroup(member: Record<string, unknown>): boolean {
+  const type = member[keyOf(member, 'type') ?? ''];
+  const ref = member[keyOf(member, '$ref') ?? ''];
+  return (typeof type === 'string' && type.toLowerCase() === 'group') || (typeof ref === 'string' && /\/Groups\/[^/]*$/i.test(ref));
+}
+
 export interface GroupWrite {
   name: string;
   externalId: string | null;
@@ -123,7 +133,7 @@ export interface GroupWrite {
  * without `members` leaves it without SCIM-visible members (docs/scim.md).
  */
 export function groupWrite(resource: Record<string, unknown>): GroupWrite {
-  const key = (name: string) => Object.keys(resource).find((candidate) => candidate.toLowerCase() === name.toLowerCase());
+  const key = (name: string) => keyOf(resource, name);
   const displayName = resource[key('displayName') ?? ''];
   if (displayName === undefined || displayName === null || (typeof displayName === 'string' && displayName.trim() === ''))
     throw invalidValue('displayName is required.');
@@ -139,6 +149,8 @@ export function groupWrite(resource: Record<string, unknown>): GroupWrite {
   const ids = members.map((member) => {
     const value = (member as { value?: unknown } | null)?.value;
     if (typeof value !== 'string' || !isRecordId(value)) throw invalidValue(`members: ${JSON.stringify(value)} is not a user id.`);
+    // User and department ids overlap: a group named as a member must not be read as the user of its id.
+    if (namesGroup(member as Record<string, unknown>)) throw invalidValue(`members: ${value} is a group; a group's members are users (groups do not nest).`);
     return Number(value);
   });
   // Repeated adds of the same member are one membership.

@@ -89,6 +89,38 @@ t.test('refused group writes store nothing', async (t) => {
   t.equal(await departmentCount(), before);
 });
 
+t.test('a member that names a group is refused, whatever its id, and changes nothing', async (t) => {
+  const parent = await createDepartment(api.db, tenant.tenantId, 'Nesting parent');
+  const target = await createDepartment(api.db, tenant.tenantId, 'Nesting target');
+  // User ids and department ids overlap: a group's id read as a user's would make that user a member.
+  const asGroup = [
+    { value: String(ann.id), type: 'Group' },
+    { value: String(ann.id), TYPE: 'group' },
+    { value: String(ann.id), $ref: `http://localhost/scim/v2/Groups/${ann.id}` },
+    { value: String(parent.id), type: 'Group', $ref: `http://localhost/scim/v2/Groups/${parent.id}` },
+  ];
+  const before = await departmentCount();
+  for (const member of asGroup) {
+    const created = await scim('POST', '/Groups', { schemas: [GROUP], displayName: 'Nested', members: [member] });
+    t.equal(created.status, 400, JSON.stringify(member));
+    t.match(created.body, { scimType: 'invalidValue', detail: /group/i });
+    const put = await scim('PUT', `/Groups/${target.id}`, { schemas: [GROUP], displayName: 'Nesting target', members: [member] });
+    t.equal(put.status, 400, `PUT ${JSON.stringify(member)}`);
+    const patched = await scim('PATCH', `/Groups/${target.id}`, { schemas: [PATCH], Operations: [{ op: 'add', path: 'members', value: [member] }] });
+    t.equal(patched.status, 400, `PATCH ${JSON.stringify(member)}`);
+    t.match(patched.body, { scimType: 'invalidValue' });
+  }
+  t.equal(await departmentCount(), before, 'no group created');
+  t.same(await memberIds(target.id), [], 'no member added');
+  // A member said to be a user, as the Group's own answers name them, is one.
+  const user = await scim('PATCH', `/Groups/${target.id}`, {
+    schemas: [PATCH],
+    Operations: [{ op: 'add', path: 'members', value: [{ value: String(ann.id), type: 'User', $ref: `http://localhost/scim/v2/Users/${ann.id}` }] }],
+  });
+  t.equal(user.status, 200);
+  t.same(await memberIds(target.id), [String(ann.id)]);
+});
+
 t.test('a group is a department; members are memberships', async (t) => {
   const created = await scim('POST', '/Groups', { schemas: [GROUP], displayName: 'Sales', members: [{ value: String(ann.id) }] });
   t.equal(created.status, 201);

@@ -897,6 +897,15 @@ t.test('discovery: ServiceProviderConfig, ResourceTypes, Schemas', async (t) => 
   t.same(schemas.body.Resources.map((schema: { id: string }) => schema.id).sort(), [USER, ENTERPRISE, 'urn:ietf:params:scim:schemas:core:2.0:Group'].sort());
   t.equal((await scim('GET', `/Schemas/${USER}`)).status, 200);
   isError(t, await scim('GET', '/Schemas/urn:nope'), 404);
+  // The schemas say what the server does: a user without its name is refused; a group's members are users.
+  type Attribute = { name: string; required: boolean; subAttributes?: Attribute[]; referenceTypes?: string[]; canonicalValues?: string[] };
+  const attributesOf = (id: string) => (schemas.body.Resources as { id: string; attributes: Attribute[] }[]).find((schema) => schema.id === id)!.attributes;
+  const name = attributesOf(USER).find((attribute) => attribute.name === 'name')!;
+  t.same([name.required, ...name.subAttributes!.filter((sub) => sub.name !== 'formatted').map((sub) => sub.required)], [true, true, true]);
+  isError(t, await scim('POST', '/Users', { schemas: [USER], userName: 'no-name' }), 400, 'invalidValue');
+  const members = attributesOf('urn:ietf:params:scim:schemas:core:2.0:Group').find((attribute) => attribute.name === 'members')!;
+  t.same(members.subAttributes!.find((sub) => sub.name === '$ref')!.referenceTypes, ['User']);
+  t.same(members.subAttributes!.find((sub) => sub.name === 'type')!.canonicalValues, ['User']);
   isError(t, await scim('GET', '/Nothing'), 404);
   // A path served with other methods: 405, and `Allow` names them.
   const wrongMethod = await scim('DELETE', '/ServiceProviderConfig');
