@@ -25,6 +25,8 @@ export const GROUP_ATTRIBUTES: Record<string, FilterAttribute> = {
   id: { value: sql`${departments.id}`, kind: 'id' },
   externalid: { value: sql`${departments.externalId}`, kind: 'exact' },
   displayname: { value: sql`${departments.name}`, kind: 'text' },
+  'meta.created': { value: sql`${departments.createdAt}`, kind: 'datetime' },
+  'meta.lastmodified': { value: sql`${departments.updatedAt}`, kind: 'datetime' },
   'members.value': { value: sql`${departments.id}`, kind: 'member' },
   members: { value: sql`${departments.id}`, kind: 'member' },
 };

@@ -375,10 +375,27 @@ function comparison(attribute: FilterAttribute, op: string, path: string, value:
     if (Number.isNaN(instant.getTime()) || instant.getUTCFullYear() < 1 || instant.getUTCFullYear() > 9999) {
       throw invalidFilter(`${path} is compared with a date and time (RFC 3339) in the years 1 to 9999.`);
     }
-    const operators: Record<string, string> = { eq: '=', ne: '<>', gt: '>', ge: '>=', lt: '<', le: '<=' };
-    const operator = operators[op];
-    if (!operator) throw invalidFilter(`${path} is a date and time: co, sw and ew do not compare it.`);
-    return sql`${attribute.value} ${sql.raw(operator)} ${bind(instant.toISOString())}::timestamptz`;
+    // Kept to the microsecond, shown to the millisecond: compare the millisecond shown, so that the value a
+    // client read is `eq` to it and `gt` it leaves it out. Written as a range, which an index can serve.
+    const from = sql`${bind(instant.toISOString())}::timestamptz`;
+    const next = sql`${bind(new Date(instant.getTime() + 1).toISOString())}::timestamptz`;
+    const column = attribute.value;
+    switch (op) {
+      case 'eq':
+        return sql`(${column} >= ${from} and ${column} < ${next})`;
+      case 'ne':
+        return sql`not (${column} >= ${from} and ${column} < ${next})`;
+      case 'gt':
+        return sql`${column} >= ${next}`;
+      case 'ge':
+        return sql`${column} >= ${from}`;
+      case 'lt':
+        return sql`${column} < ${from}`;
+      case 'le':
+        return sql`${column} < ${next}`;
+      default:
+        throw invalidFilter(`${path} is a date and time: co, sw and ew do not compare it.`);
+    }
   }
   const right = kind === 'text' ? sql`lower(${bind(value)})` : sql`${bind(value)}::text`;
   if (attribute.some) {

@@ -675,3 +675,24 @@ t.test("attributes and filters may name a Group attribute with the Group schema'
     [group.id],
   );
 });
+
+t.test('groups are filtered on meta.created and meta.lastModified, as shown to the millisecond', async (t) => {
+  const group = await createDepartment(api.db, tenant.tenantId, 'Filtered by instant');
+  await api.db.owner.execute(
+    sql`update departments set created_at = '2026-01-02T03:04:05.678901Z', updated_at = '2026-02-03T04:05:06.789012Z' where id = ${group.id}`,
+  );
+  const shown = (await scim('GET', `/Groups/${group.id}`)).body.meta;
+  t.same([shown.created, shown.lastModified], ['2026-01-02T03:04:05.678Z', '2026-02-03T04:05:06.789Z']);
+  for (const [filter, matches] of [
+    [`meta.created eq "${shown.created}"`, true],
+    [`meta.lastModified eq "${shown.lastModified}"`, true],
+    [`meta.lastModified gt "${shown.lastModified}"`, false],
+    [`meta.lastModified ge "${shown.lastModified}"`, true],
+    [`meta.created lt "${shown.created}"`, false],
+    [`meta.created le "${shown.created}"`, true],
+  ] as const) {
+    const res = await scim('GET', `/Groups?filter=${encodeURIComponent(`${filter} and id eq "${group.id}"`)}&excludedAttributes=members`);
+    t.equal(res.status, 200, filter);
+    t.equal(res.body.totalResults, matches ? 1 : 0, filter);
+  }
+});

@@ -437,6 +437,22 @@ t.test('filters: every operator, logical ones and value paths, as SQL with pagin
   t.same((await names('id eq "not-a-number"')).names, [], 'id that names no user: another form');
   t.same((await names('name.familyName sw "Filter" and not (active eq false)')).names, ['ann.filter', 'cleo.filter'], 'not, another value');
   t.same((await names('meta.created gt "2999-01-01T00:00:00Z" and name.familyName sw "Filter"')).names, [], 'a date, another value');
+  // Instants are kept to the microsecond and shown to the millisecond: a filter compares what is shown, so the
+  // value a client read matches with eq, and gt that value (a delta sync's next page) leaves the user out.
+  await api.db.owner.execute(sql`update users set updated_at = '2026-01-02T03:04:05.678901Z' where id = ${Number(fixtures[1].id)}`);
+  const shown = (await scim('GET', `/Users/${fixtures[1].id}`)).body.meta.lastModified;
+  t.equal(shown, '2026-01-02T03:04:05.678Z');
+  for (const [op, matches] of [
+    ['eq', true],
+    ['ne', false],
+    ['ge', true],
+    ['le', true],
+    ['gt', false],
+    ['lt', false],
+  ] as const) {
+    const found = (await names(`meta.lastModified ${op} "${shown}" and userName eq "ben.filter"`)).names;
+    t.same(found, matches ? ['ben.filter'] : [], `${op} the instant shown`);
+  }
 
   const page = await names('name.familyName sw "Filter"', '&startIndex=2&count=1');
   t.equal(page.body.totalResults, 3);
