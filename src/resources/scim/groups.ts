@@ -112,6 +112,12 @@ export function presentGroup(row: DepartmentRow, members: { id: number; username
   };
 }
 
+/** How many missing members a refusal names: a whole directory of unknown ids would otherwise be its detail. */
+const MISSING_NAMED = 20;
+
+/** The first `most` of `ids`, and how many more there are. */
+const namedUpTo = (ids: number[], most: number) => ids.slice(0, most).join(', ') + (ids.length > most ? ` and ${ids.length - most} more` : '');
+
 /** The key of `object` that is `name` in any case. */
 const keyOf = (object: Record<string, unknown>, name: string) => Object.keys(object).find((candidate) => candidate.toLowerCase() === name.toLowerCase());
 
@@ -192,7 +198,7 @@ export async function saveGroup(
     // Held (FOR KEY SHARE) before the memberships are written, as a user's update through
     // `/api` holds the user before its memberships: one order, so a rename does not deadlock.
     const missing = await missingIds(tx, users, added, SCIM_USERS, { keep: true });
-    if (missing.size > 0) throw invalidValue(`members: no user ${[...missing].join(', ')}.`);
+    if (missing.size > 0) throw invalidValue(`members: no user ${namedUpTo([...missing], MISSING_NAMED)}.`);
     const conferred = await membershipsConferringRights(
       tx,
       caller,

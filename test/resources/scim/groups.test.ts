@@ -676,6 +676,15 @@ t.test("attributes and filters may name a Group attribute with the Group schema'
   );
 });
 
+t.test('a refusal names at most 20 unknown members, and how many more there are', async (t) => {
+  const unknown = Array.from({ length: 45 }, (_, index) => String(900_000 + index));
+  const refused = await scim('POST', '/Groups', { schemas: [GROUP], displayName: 'Unknown members', members: unknown.map((value) => ({ value })) });
+  t.equal(refused.status, 400);
+  t.equal(refused.body.detail, `members: no user ${unknown.slice(0, 20).join(', ')} and 25 more.`);
+  const few = await scim('POST', '/Groups', { schemas: [GROUP], displayName: 'Unknown members', members: [{ value: '900100' }] });
+  t.equal(few.body.detail, 'members: no user 900100.');
+});
+
 t.test('groups are filtered on meta.created and meta.lastModified, as shown to the millisecond', async (t) => {
   const group = await createDepartment(api.db, tenant.tenantId, 'Filtered by instant');
   await api.db.owner.execute(
