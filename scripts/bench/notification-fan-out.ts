@@ -1,7 +1,8 @@
 /**
  * Benchmark: fan-out of POST /api/notifications to one department of MEMBERS users
  * (default 10,000) through the whole stack (HTTP request, dispatch, queued delivery job,
- * batched inserts): the time from the 202 to the last member's notification stored.
+ * batched inserts): the time from sending the POST to the last member's notification stored
+ * (the 202 on the way printed apart), as the baseline's time is its whole statement.
  * Baseline: the same rows stored by one hand-written `INSERT … SELECT` as the owner role
  * (the department's active, not deleted, not group-account members; no queue, no
  * batches, no dispatch record). The two alternate over ROUNDS rounds (default 3; odd
@@ -77,7 +78,7 @@ async function atriumRound(title: string): Promise<{ acceptedMs: number; storedM
     if (performance.now() - started > ROUND_LIMIT_MS) throw new Error(`${title}: dispatch not delivered after ${ROUND_LIMIT_MS / 1000} s`);
     await pause(20);
   }
-  return { acceptedMs: accepted - started, storedMs: stored - accepted, wrong: await eachMemberHoldsOne(title) };
+  return { acceptedMs: accepted - started, storedMs: stored - started, wrong: await eachMemberHoldsOne(title) };
 }
 
 /** What is wrong unless every member holds exactly one notification titled `title` and no one else any (null: nothing). */
@@ -136,8 +137,8 @@ try {
     }
     timed.push({ atrium: a.storedMs, accepted: a.acceptedMs, baseline: b });
     console.log(
-      `round ${round}: Atrium POST → 202 ${a.acceptedMs.toFixed(1)} ms, 202 → last stored ${a.storedMs.toFixed(1)} ms; ` +
-        `baseline INSERT … SELECT ${b.toFixed(1)} ms; ratio (Atrium from the 202 / baseline time) ${(a.storedMs / b).toFixed(2)}`,
+      `round ${round}: Atrium POST → 202 ${a.acceptedMs.toFixed(1)} ms, POST → last stored ${a.storedMs.toFixed(1)} ms; ` +
+        `baseline INSERT … SELECT ${b.toFixed(1)} ms; ratio (Atrium's time / baseline time) ${(a.storedMs / b).toFixed(2)}`,
     );
     if (a.wrong === null) {
       checked++;
@@ -155,11 +156,11 @@ try {
 const ratios = timed.map((t) => t.atrium / t.baseline);
 console.log(`\nmedian of ${rounds} rounds:`);
 console.log(
-  `Atrium: POST → 202 ${median(timed.map((t) => t.accepted)).toFixed(1)} ms; from the 202 to the last record stored ${median(timed.map((t) => t.atrium)).toFixed(1)} ms`,
+  `Atrium: POST → 202 ${median(timed.map((t) => t.accepted)).toFixed(1)} ms; from the POST to the last record stored ${median(timed.map((t) => t.atrium)).toFixed(1)} ms`,
 );
 console.log(`baseline: one hand-written INSERT … SELECT ${median(timed.map((t) => t.baseline)).toFixed(1)} ms`);
 console.log(
-  `ratio (Atrium from the 202 / baseline time): ${median(ratios).toFixed(2)} (median of the rounds); per round: ${ratios.map((r) => r.toFixed(2)).join(' ')}`,
+  `ratio (Atrium's time / baseline time): ${median(ratios).toFixed(2)} (median of the rounds); per round: ${ratios.map((r) => r.toFixed(2)).join(' ')}`,
 );
 
 target(`fan-out to ${members} members`, 'rounds_each_member_exactly_one', checked, '=', rounds, 0);
