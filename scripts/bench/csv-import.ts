@@ -162,6 +162,22 @@ function csvOf({ rows, quoted }: FileSpec, roleId: number): string {
   return lines.join('\n') + '\n';
 }
 
+interface NewUser {
+  line: number;
+  user: Record<string, unknown>;
+}
+
+/** Fails unless the preview's new users hold the text cells csv-parse reads from `file`, row by row. */
+function assertSameCells(file: string, newUsers: NewUser[]): void {
+  const records = parse<Record<string, string>>(readFileSync(file), { bom: true, columns: true });
+  records.forEach((record, index) => {
+    for (const key of ['username', 'first_name', 'last_name', 'email', 'city', 'birthdate']) {
+      const read = newUsers[index]?.user[key];
+      if (read !== record[key]) throw new Error(`row ${index + 2}: Atrium read ${key} ${JSON.stringify(read)}, csv-parse ${JSON.stringify(record[key])}`);
+    }
+  });
+}
+
 const describe = (spec: FileSpec) => `${spec.quoted ? 'quoted' : 'plain'} ${spec.rows} rows`;
 
 async function main(specs: FileSpec[]): Promise<void> {
@@ -199,13 +215,16 @@ async function main(specs: FileSpec[]): Promise<void> {
       };
       const previewOnce = async () => {
         const answer = await preview(port, token, file);
-        const parsed = JSON.parse(answer.body.toString('utf8')) as { new_users?: unknown[]; invalid_rows?: unknown[] };
+        const parsed = JSON.parse(answer.body.toString('utf8')) as { new_users?: NewUser[]; invalid_rows?: unknown[] };
         if (answer.status !== 200 || parsed.new_users?.length !== rows || parsed.invalid_rows?.length !== 0) {
           throw new Error(`unexpected answer ${answer.status}: ${answer.body.toString('utf8', 0, 300)}`);
         }
-        return { ms: answer.ms, bytes: answer.body.length };
+        return { ms: answer.ms, bytes: answer.body.length, newUsers: parsed.new_users };
       };
       const [coldParse, coldPreview] = [await parseOnce(), await previewOnce()];
+      // Both sides read the same file alike before either is timed: as many records, and Atrium's cells csv-parse's.
+      if (coldParse.records !== rows + 1) throw new Error(`csv-parse read ${coldParse.records} records of ${rows} rows and a header`);
+      assertSameCells(file, coldPreview.newUsers);
       const timed: { atrium: number; baseline: number }[] = [];
       for (let round = 0; round < rounds; round++) {
         if (round % 2 === 0) {

@@ -12,6 +12,8 @@
  * For figures: a quiet machine, BENCH_COMPILED=1 (after `npm run build` in both trees),
  * three runs of the script, the median of each figure (docs/performance.md).
  */
+import { execFileSync } from 'node:child_process';
+import assert from 'node:assert/strict';
 import { benchAtrium, comparePair, printTargets, slices, target, throwawayDatabase, type BenchRequests } from './support.ts';
 
 type Support = { benchAtrium: typeof benchAtrium; throwawayDatabase: typeof throwawayDatabase };
@@ -21,6 +23,8 @@ if (!beforeTree) {
   console.error('BEFORE_TREE must name a checkout of the build before the audit trail (see the head of this file).');
   process.exit(2);
 }
+// The target's baseline is the build before the trail: the line says which build this one was.
+console.log(`before: ${beforeTree} at ${execFileSync('git', ['-C', beforeTree, 'rev-parse', '--short', 'HEAD'], { encoding: 'utf8' }).trim()}`);
 const before = (await import(new URL(`file://${beforeTree.replace(/\/$/, '')}/scripts/bench/support.ts`).href)) as Support;
 
 const { seconds, rounds } = slices();
@@ -47,6 +51,24 @@ async function side(support: Support) {
 
 const withTrail = await side({ benchAtrium, throwawayDatabase });
 const without = await side(before);
+// Both builds answer the write alike before anything is timed (the fields both present).
+for (const last of ['C', 'A']) {
+  const answers = [];
+  for (const s of [withTrail, without]) {
+    const response = await fetch(s.url, { method: 'PUT', headers: s.headers, body: JSON.stringify({ last_name: last }) });
+    const body = (await response.json()) as Record<string, unknown>;
+    answers.push({
+      status: response.status,
+      username: body.username,
+      first_name: body.first_name,
+      last_name: body.last_name,
+      role_id: body.role_id,
+      active: body.active,
+    });
+  }
+  assert.deepStrictEqual(answers[0], answers[1], 'both builds answer the PUT alike');
+  assert.equal(answers[0]!.status, 200);
+}
 const requests: BenchRequests = [
   { method: 'PUT', body: JSON.stringify({ last_name: 'A' }) },
   { method: 'PUT', body: JSON.stringify({ last_name: 'B' }) },
