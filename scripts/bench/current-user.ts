@@ -9,12 +9,22 @@
  * deleted and not marked for logout since. The two run in alternating rounds (the order
  * alternating too) at 10 and 64 connections; prints each side's median throughput, p50 and
  * p99, the median of the rounds' ratios, each round's ratio, and the TARGET lines.
+ *
+ * One token asked thousands of times a second is always one Atrium looked up within the
+ * last second, so its principal is remembered (docs/tenancy-and-security.md#access-tokens).
+ * The same comparison then runs with MANY_USERS users (default 5,000), each request with
+ * the next user's token, so that a token comes round again only after more than a second:
+ * every look-up is made, as for a directory whose users each ask less than once a second.
+ * Printed beside the target, not as it (the target's bench is the one-token one).
  *   npx tsx scripts/bench/current-user.ts [seconds per slice, default 3] [rounds, default 3 or ROUNDS]
  *   npm run bench [-- seconds rounds]
  *   BENCH_COMPILED=1: Atrium from the compiled output (dist/, `npm run build` first), as `npm start` runs it.
  */
+import { writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import Fastify from 'fastify';
-import { hashToken } from '../../src/platform/auth/tokens.ts';
+import { hashToken, newAccessToken } from '../../src/platform/auth/tokens.ts';
 import {
   assertSameBody,
   baselineSql,
@@ -73,6 +83,34 @@ const compared = await comparePair(
   { seconds, rounds, connections: [10, 64] },
 );
 endpointTargets(compared, 0.5);
+
+// Many users, a token each, every look-up made: the same two routes.
+const manyUsers = Number(process.env.MANY_USERS ?? 5000);
+const [demo] = await sql<{ tenant_id: number; role_id: number }[]>`select tenant_id::int, role_id::int from users where username = 'admin'`;
+const readers = await sql<{ id: number }[]>`
+  insert into users (tenant_id, username, role_id, first_name, last_name, email)
+  select ${demo!.tenant_id}, 'reader' || g, ${demo!.role_id}, 'Reader', 'No ' || g, 'reader' || g || '@example.com' from generate_series(1, ${manyUsers}) g
+  returning id::int`;
+const tokens = readers.map(() => newAccessToken());
+await sql`insert into access_tokens ${sql(
+  readers.map((reader, index) => ({
+    tenant_id: demo!.tenant_id,
+    user_id: reader.id,
+    token_hash: hashToken(tokens[index]!),
+    expires_at: new Date(Date.now() + 86_400_000),
+  })),
+)}`;
+await sql`analyze`;
+const tokensFile = path.join(os.tmpdir(), `atrium-bench-tokens-${process.pid}`);
+writeFileSync(tokensFile, tokens.join('\n'));
+for (const sample of [tokens[0]!, tokens[manyUsers - 1]!]) await assertSameBody(atriumUrl, bareUrl, { authorization: `Bearer ${sample}` });
+const firstHeaders = { authorization: `Bearer ${tokens[0]}` };
+await comparePair(
+  `GET /api/users/current, ${manyUsers} tokens in turn`,
+  { url: atriumUrl, headers: firstHeaders, tokensFile },
+  { url: bareUrl, headers: firstHeaders, tokensFile },
+  { seconds, rounds, connections: [10, 64] },
+);
 printTargets();
 
 await bare.close();

@@ -5,12 +5,17 @@
  * autocannon's own latency histogram keeps whole milliseconds only, so a p50 under one
  * reads as 0 and p99 over p50 cannot be read; these figures keep the microseconds.
  *
+ * With ATRIUM_BENCH_TOKENS naming a file of access tokens (one a line), each connection sends
+ * its next request with the next token of the file, in turn across the connections: a bench
+ * of many users, where a token comes round again only after all the others.
+ *
  * autocannon loads this file in each of its worker threads (`require`, so CommonJS) and
  * lets a worker end once its run is over; the recorder's timer keeps the worker until its
  * last figures are sent (a second without answers).
  */
 'use strict';
 
+const { readFileSync } = require('node:fs');
 const { BroadcastChannel } = require('node:worker_threads');
 
 const BATCH = 1024;
@@ -47,11 +52,29 @@ function useChannelOfThisRun() {
   timer = setInterval(() => (Date.now() - lastAnswerAt > IDLE_MS ? stop() : send()), 20);
 }
 
+let tokensFile;
+let tokens;
+let nextToken = 0;
+
+/** The tokens of this run (ATRIUM_BENCH_TOKENS), or undefined when it sends one token throughout. */
+function tokensOfThisRun() {
+  const file = process.env.ATRIUM_BENCH_TOKENS;
+  if (!file) return undefined;
+  if (file !== tokensFile) {
+    tokens = readFileSync(file, 'utf8').split('\n').filter(Boolean);
+    tokensFile = file;
+    nextToken = 0;
+  }
+  return tokens;
+}
+
 module.exports = function recordLatencies(client) {
   useChannelOfThisRun();
+  const rotating = tokensOfThisRun();
   client.on('response', (_statusCode, _bytes, responseTime) => {
     batch.push(responseTime);
     lastAnswerAt = Date.now();
     if (batch.length >= BATCH) send();
+    if (rotating) client.setHeaders({ authorization: `Bearer ${rotating[nextToken++ % rotating.length]}` });
   });
 };

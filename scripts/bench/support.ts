@@ -153,6 +153,8 @@ export async function measure(
   seconds: number,
   connections = 10,
   requests?: BenchRequests,
+  /** A file of access tokens, one a line: each request sends the next (`latency-recorder.cjs`); `headers` the first. */
+  tokensFile?: string,
 ): Promise<Measured> {
   const channelName = `atrium-bench-latency-${randomBytes(6).toString('hex')}`;
   const channel = new BroadcastChannel(channelName);
@@ -160,6 +162,8 @@ export async function measure(
   channel.onmessage = (event) => batches.push((event as { data: Float64Array }).data);
   // autocannon's worker threads copy the environment when they start; the recorder reads its channel there.
   process.env.ATRIUM_BENCH_LATENCY_CHANNEL = channelName;
+  if (tokensFile) process.env.ATRIUM_BENCH_TOKENS = tokensFile;
+  else delete process.env.ATRIUM_BENCH_TOKENS;
   const cpu = process.cpuUsage();
   const serverCpu = await serverCpuMs();
   const result = await autocannon({
@@ -270,8 +274,8 @@ export interface Compared {
  */
 export async function comparePair(
   name: string,
-  subject: { url: string; headers: Record<string, string>; requests?: BenchRequests },
-  baseline: { url: string; headers: Record<string, string>; requests?: BenchRequests },
+  subject: { url: string; headers: Record<string, string>; requests?: BenchRequests; tokensFile?: string },
+  baseline: { url: string; headers: Record<string, string>; requests?: BenchRequests; tokensFile?: string },
   options: { seconds: number; rounds: number; connections: number[]; label?: string; baselineName?: string },
 ): Promise<Compared[]> {
   const compared: Compared[] = [];
@@ -281,11 +285,13 @@ export async function comparePair(
     const runs: { subject: Measured; baseline: Measured }[] = [];
     // Warm-up: connections opened, statements prepared, code optimised on both sides (a
     // second at ~300 requests a second left Atrium's first round visibly slower than its later ones).
-    await measure('warm-up', subject.url, subject.headers, WARM_UP_SECONDS, connections, subject.requests);
-    await measure('warm-up', baseline.url, baseline.headers, WARM_UP_SECONDS, connections, baseline.requests);
+    await measure('warm-up', subject.url, subject.headers, WARM_UP_SECONDS, connections, subject.requests, subject.tokensFile);
+    await measure('warm-up', baseline.url, baseline.headers, WARM_UP_SECONDS, connections, baseline.requests, baseline.tokensFile);
     for (let round = 0; round < options.rounds; round++) {
-      const measureSubject = () => measure(`Atrium   ${name}`, subject.url, subject.headers, options.seconds, connections, subject.requests);
-      const measureBaseline = () => measure(`${baselineName} ${name}`, baseline.url, baseline.headers, options.seconds, connections, baseline.requests);
+      const measureSubject = () =>
+        measure(`Atrium   ${name}`, subject.url, subject.headers, options.seconds, connections, subject.requests, subject.tokensFile);
+      const measureBaseline = () =>
+        measure(`${baselineName} ${name}`, baseline.url, baseline.headers, options.seconds, connections, baseline.requests, baseline.tokensFile);
       if (round % 2 === 0) {
         const s = await measureSubject();
         runs.push({ subject: s, baseline: await measureBaseline() });
