@@ -5,7 +5,7 @@
  *   generated/operations.ts  every operation: method, path, security, permission rule, deprecation;
  *                            those another service serves (`x-atrium-served-by`) apart
  *   clients/typescript/src/schema.ts  the typed client's types (file parts as `Blob`)
- * `npm run generate`; CI fails when the committed files differ from a fresh run.
+ * `npm run generate`; `npm run check:generated` (CI) fails when the files differ from a fresh run.
  */
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -18,17 +18,26 @@ import type { Deprecation, PermissionRule } from '../src/platform/http/operation
 
 /**
  * Reads an operation's `x-permission` (docs/api-conventions.md#x-permission-string-and-unless-self-forms):
- * absent (any signed-in user), a permission key (every caller needs it), or
- * `{ permission: <key>, unless-self: <path parameter> }` (the caller whose own user the
- * parameter names needs no permission, every other caller needs the key). Anything the
- * binding could not enforce as written is an error: an unknown key, another shape, a
- * parameter that is not in the operation's path, a permission on an operation without
+ * `none` (any signed-in user reaches the handler, which decides), a permission key (every
+ * caller needs it), or `{ permission: <key>, unless-self: <path parameter> }` (the caller
+ * whose own user the parameter names needs no permission, every other caller needs the
+ * key). An operation with an access token must say which: left out, the operation would
+ * be open to every signed-in user without anyone having chosen that. Anything the binding
+ * could not enforce as written is an error: an unknown key, another shape, a parameter
+ * that is not in the operation's path, a permission on an operation without
  * authentication.
  */
 export function permissionRule(operationId: string, route: string, secured: boolean, value: unknown): PermissionRule {
-  if (value === undefined) return { permission: null, unlessSelf: null };
   const fail = (why: string) => new Error(`${operationId}: x-permission ${why}`);
+  if (value === undefined) {
+    if (!secured) return { permission: null, unlessSelf: null };
+    throw fail(
+      'is missing: an operation with an access token names the permission every caller needs, or says none when any signed-in user may call it ' +
+        '(docs/api-conventions.md#x-permission-string-and-unless-self-forms)',
+    );
+  }
   if (!secured) throw fail('is set, but the operation needs no access token, so no caller is known to check it against');
+  if (value === 'none') return { permission: null, unlessSelf: null };
   const known = (key: unknown): Permission => {
     if (typeof key !== 'string' || !(PERMISSIONS as readonly string[]).includes(key)) throw fail(`names ${JSON.stringify(key)}, which is not a permission key`);
     return key as Permission;

@@ -6,9 +6,14 @@
 import t from 'tap';
 import { deprecationOf, operationEntry, permissionRule, servedEntry, servingService } from '../../scripts/generate.ts';
 
-t.test('no x-permission: any signed-in user', async (t) => {
-  t.strictSame(permissionRule('listThings', '/api/things', true, undefined), { permission: null, unlessSelf: null });
+t.test('x-permission none: any signed-in user; none at all only without an access token', async (t) => {
+  t.strictSame(permissionRule('listThings', '/api/things', true, 'none'), { permission: null, unlessSelf: null });
   t.strictSame(permissionRule('getLiveness', '/health/live', false, undefined), { permission: null, unlessSelf: null });
+  // Left out, an operation with an access token would be open to every signed-in user without anyone choosing it.
+  t.throws(() => permissionRule('listThings', '/api/things', true, undefined), {
+    message: /^listThings: x-permission is missing: .* says none when any signed-in user may call it/,
+  });
+  t.throws(() => permissionRule('getLiveness', '/health/live', false, 'none'), { message: /needs no access token/ });
 });
 
 t.test('a permission key', async (t) => {
