@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import t from 'tap';
 import { operations, servedElsewhere } from '../generated/operations.ts';
 import { handlers } from '../src/handlers.ts';
@@ -16,7 +17,18 @@ const specRoutes = new Set(
 );
 
 t.test('every operationId of the spec has a handler, and every handler an operation', async (t) => {
-  t.strictSame(Object.keys(handlers).sort(), Object.keys(operations).sort());
+  const operationIds = new Set(Object.keys(operations));
+  const handled = new Set(Object.keys(handlers));
+  t.strictSame(
+    [...operationIds].filter((id) => !handled.has(id)),
+    [],
+    'operations without a handler (write it in the resource and spread it into src/handlers.ts)',
+  );
+  t.strictSame(
+    [...handled].filter((id) => !operationIds.has(id)),
+    [],
+    'handlers without an operation (is it in openapi/, and did npm run generate run?)',
+  );
   for (const [id, handler] of Object.entries(handlers)) t.type(handler, 'function', id);
 });
 
@@ -38,4 +50,25 @@ t.test('every operation beyond the interface is marked x-atrium-extension', asyn
     const route = normalise(`${meta.method} ${meta.path}`);
     t.equal(meta.extension, !inInterface.has(route), `${id} (${route})`);
   }
+});
+
+t.test("docs/interface-coverage.md's table of extensions names exactly the operations marked x-atrium-extension", async (t) => {
+  const [, extensions = ''] = readFileSync('docs/interface-coverage.md', 'utf8').split('\n## Extensions\n');
+  const listed = new Set(
+    extensions
+      .split('\n')
+      .filter((line) => line.startsWith('| ') && !line.startsWith('| Area'))
+      .flatMap((line) => [...(line.split('|')[2] ?? '').matchAll(/`(\w+)`/g)].map((match) => match[1]!)),
+  );
+  const marked = [...Object.entries(operations), ...Object.entries(servedElsewhere)].filter(([, meta]) => meta.extension).map(([id]) => id);
+  t.strictSame(
+    marked.filter((id) => !listed.has(id)),
+    [],
+    'extensions missing from the table',
+  );
+  t.strictSame(
+    [...listed].filter((id) => !marked.includes(id)),
+    [],
+    'listed operations that are no extension of the spec',
+  );
 });
