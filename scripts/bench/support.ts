@@ -59,13 +59,19 @@ export async function throwawayDatabase(): Promise<{ url: string; drop(): Promis
   const dir = path.join(os.tmpdir(), `atrium-bench-${randomBytes(4).toString('hex')}`);
   const server = await startEmbeddedPostgres(dir);
   embeddedDataDir = dir;
-  return {
-    url: server.url,
-    drop: async () => {
-      await server.stop();
-      await rm(dir, { recursive: true, force: true });
-    },
+  const drop = async () => {
+    await server.stop();
+    await rm(dir, { recursive: true, force: true });
   };
+  // Ctrl-C (or a kill) of a bench stops its PostgreSQL too: the server runs in a session of its own,
+  // and a signal ends Node without the exit hook that would stop it.
+  for (const [signal, code] of [
+    ['SIGINT', 130],
+    ['SIGTERM', 143],
+  ] as const) {
+    process.once(signal, () => void drop().finally(() => process.exit(code)));
+  }
+  return { url: server.url, drop };
 }
 
 /**
