@@ -10,6 +10,6 @@ if (existsSync(source)) {
   register();
   await import(source.href);
 } else {
-  // eslint-disable-next-line import-x/no-unresolved -- dist/ exists once `npm run build` has run.
-  await import('../dist/src/cli/main.js');
+  // By URL, as the source above: dist/ exists once `npm run build` has run, and the linter does not resolve it.
+  await import(new URL('../dist/src/cli/main.js', import.meta.url).href);
 }
