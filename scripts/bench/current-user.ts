@@ -20,7 +20,7 @@
  *   npm run bench [-- seconds rounds]
  *   BENCH_COMPILED=1: Atrium from the compiled output (dist/, `npm run build` first), as `npm start` runs it.
  */
-import { writeFileSync } from 'node:fs';
+import { rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import Fastify from 'fastify';
@@ -113,6 +113,7 @@ await comparePair(
 );
 printTargets();
 
+rmSync(tokensFile, { force: true });
 await bare.close();
 await sql.end();
 await atrium.stop();
