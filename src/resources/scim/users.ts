@@ -378,7 +378,8 @@ function comparison(attribute: FilterAttribute, op: string, path: string, value:
     // Kept to the microsecond, shown to the millisecond: compare the millisecond shown, so that the value a
     // client read is `eq` to it and `gt` it leaves it out. Written as a range, which an index can serve.
     const from = sql`${bind(instant.toISOString())}::timestamptz`;
-    const next = sql`${bind(new Date(instant.getTime() + 1).toISOString())}::timestamptz`;
+    // Added in SQL: the millisecond after the last one of 9999 is no instant JavaScript writes as PostgreSQL reads it.
+    const next = sql`(${from} + interval '1 millisecond')`;
     const column = attribute.value;
     switch (op) {
       case 'eq':

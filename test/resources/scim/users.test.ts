@@ -453,6 +453,11 @@ t.test('filters: every operator, logical ones and value paths, as SQL with pagin
     const found = (await names(`meta.lastModified ${op} "${shown}" and userName eq "ben.filter"`)).names;
     t.same(found, matches ? ['ben.filter'] : [], `${op} the instant shown`);
   }
+  // The last millisecond of the years a filter takes: the next one is past them, and still no error.
+  for (const op of ['eq', 'ne', 'gt', 'le']) {
+    const last = await names(`meta.lastModified ${op} "9999-12-31T23:59:59.999Z" and userName eq "ben.filter"`);
+    t.same(last.names, op === 'ne' || op === 'le' ? ['ben.filter'] : [], `${op} the last millisecond of 9999`);
+  }
 
   const page = await names('name.familyName sw "Filter"', '&startIndex=2&count=1');
   t.equal(page.body.totalResults, 3);
