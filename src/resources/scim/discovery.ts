@@ -115,12 +115,12 @@ const GROUP_ATTRIBUTES: AttributeSpec[] = [
     subAttributes: [
       { name: 'value', type: 'string', mutability: 'immutable', description: 'The user id.' },
       { name: 'display', type: 'string', mutability: 'readOnly', description: 'The username.' },
-      { name: '$ref', type: 'reference', referenceTypes: ['User'], mutability: 'readOnly', description: 'The user resource.' },
+      { name: '$ref', type: 'reference', referenceTypes: ['User'], mutability: 'immutable', description: 'The user resource.' },
       {
         name: 'type',
         type: 'string',
         canonicalValues: ['User'],
-        mutability: 'readOnly',
+        mutability: 'immutable',
         description: 'Always "User": a member said to be a Group is refused (groups do not nest).',
       },
     ],

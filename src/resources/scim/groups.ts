@@ -125,7 +125,7 @@ const keyOf = (object: Record<string, unknown>, name: string) => Object.keys(obj
 function namesGroup(member: Record<string, unknown>): boolean {
   const type = member[keyOf(member, 'type') ?? ''];
   const ref = member[keyOf(member, '$ref') ?? ''];
-  return (typeof type === 'string' && type.toLowerCase() === 'group') || (typeof ref === 'string' && /\/Groups\/[^/]*$/i.test(ref));
+  return (typeof type === 'string' && type.toLowerCase() === 'group') || (typeof ref === 'string' && /(^|\/)Groups\/[^/?#]+\/?([?#].*)?$/i.test(ref));
 }
 
 export interface GroupWrite {

@@ -97,6 +97,9 @@ t.test('a member that names a group is refused, whatever its id, and changes not
     { value: String(ann.id), type: 'Group' },
     { value: String(ann.id), TYPE: 'group' },
     { value: String(ann.id), $ref: `http://localhost/scim/v2/Groups/${ann.id}` },
+    { value: String(ann.id), $ref: `http://localhost/scim/v2/Groups/${ann.id}/` },
+    { value: String(ann.id), $ref: `Groups/${ann.id}` },
+    { value: String(ann.id), $ref: `http://localhost/scim/v2/Groups/${ann.id}?attributes=id` },
     { value: String(parent.id), type: 'Group', $ref: `http://localhost/scim/v2/Groups/${parent.id}` },
   ];
   const before = await departmentCount();
