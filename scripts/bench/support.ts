@@ -1,6 +1,7 @@
 /** Shared set-up for benchmarks: a throwaway database and a running Atrium on it. */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { readdir, readFile, rm } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import os from 'node:os';
@@ -41,6 +42,32 @@ async function serverCpuMs(): Promise<number | undefined> {
   }
 }
 
+/** What the throwaway databases of this process leave behind, undone when a signal ends it. */
+const drops = new Set<() => Promise<void>>();
+
+/**
+ * Ctrl-C or a kill of a bench drops its throwaway databases too (a signal ends Node without
+ * its exit hooks: an embedded server would outlive a killed bench, and a database on
+ * DATABASE_URL's server stay behind), every one before the process exits. Answers `drop`,
+ * which no longer runs on a signal once it has run.
+ */
+function dropOnSignal(drop: () => Promise<void>): () => Promise<void> {
+  if (drops.size === 0) {
+    for (const [signal, code] of [
+      ['SIGINT', 130],
+      ['SIGTERM', 143],
+    ] as const) {
+      process.once(signal, () => void Promise.allSettled([...drops].map((each) => each())).finally(() => process.exit(code)));
+    }
+  }
+  const once = async () => {
+    drops.delete(once);
+    await drop();
+  };
+  drops.add(once);
+  return once;
+}
+
 export async function throwawayDatabase(): Promise<{ url: string; drop(): Promise<void> }> {
   if (process.env.DATABASE_URL) {
     const name = `atrium_bench_${randomBytes(4).toString('hex')}`;
@@ -50,10 +77,10 @@ export async function throwawayDatabase(): Promise<{ url: string; drop(): Promis
     url.pathname = `/${name}`;
     return {
       url: url.toString(),
-      drop: async () => {
+      drop: dropOnSignal(async () => {
         await admin.unsafe(`drop database "${name}" with (force)`);
         await admin.end();
-      },
+      }),
     };
   }
   const dir = path.join(os.tmpdir(), `atrium-bench-${randomBytes(4).toString('hex')}`);
@@ -63,15 +90,7 @@ export async function throwawayDatabase(): Promise<{ url: string; drop(): Promis
     await server.stop();
     await rm(dir, { recursive: true, force: true });
   };
-  // Ctrl-C (or a kill) of a bench stops its PostgreSQL too: the server runs in a session of its own,
-  // and a signal ends Node without the exit hook that would stop it.
-  for (const [signal, code] of [
-    ['SIGINT', 130],
-    ['SIGTERM', 143],
-  ] as const) {
-    process.once(signal, () => void drop().finally(() => process.exit(code)));
-  }
-  return { url: server.url, drop };
+  return { url: server.url, drop: dropOnSignal(drop) };
 }
 
 /**
@@ -136,7 +155,15 @@ export interface Measured {
  */
 const loadWorkers = Number(process.env.BENCH_WORKERS ?? 1);
 
+/** Where the next run's requests start in a file of tokens (`measure`'s `tokensFile`): after the last run's. */
+let tokenCursor = 0;
+
 /** Requests other than a plain GET: each connection sends them in turn (a write that must change something every time). */
+/**
+ * Requests other than a plain GET: each connection sends them in turn. A single request whose
+ * body holds `{n}` is sent with a value there that no other request of the bench sends
+ * (`latency-recorder.cjs`), so that a write changes something every time.
+ */
 export type BenchRequests = { method: 'PUT' | 'POST' | 'PATCH' | 'DELETE'; body: string }[];
 
 /** autocannon's `setupClient` that sends each answer's latency to `measure` (see the file). */
@@ -168,8 +195,20 @@ export async function measure(
   channel.onmessage = (event) => batches.push((event as { data: Float64Array }).data);
   // autocannon's worker threads copy the environment when they start; the recorder reads its channel there.
   process.env.ATRIUM_BENCH_LATENCY_CHANNEL = channelName;
-  if (tokensFile) process.env.ATRIUM_BENCH_TOKENS = tokensFile;
-  else delete process.env.ATRIUM_BENCH_TOKENS;
+  const unique = requests?.find((request) => request.body.includes('{n}'));
+  if (unique && requests!.length > 1) throw new Error(`${name}: a body with {n} is the one request of a run`);
+  if (unique) process.env.ATRIUM_BENCH_BODY = unique.body;
+  else delete process.env.ATRIUM_BENCH_BODY;
+  let tokenCount = 0;
+  if (tokensFile) {
+    // One thread sends them all, in turn: several would each walk the same sequence.
+    if (loadWorkers > 1) throw new Error(`${name}: a file of tokens takes BENCH_WORKERS=1 or 0`);
+    tokenCount = readFileSync(tokensFile, 'utf8').split('\n').filter(Boolean).length;
+    process.env.ATRIUM_BENCH_TOKENS = tokensFile;
+    process.env.ATRIUM_BENCH_TOKENS_START = String(tokenCursor);
+  } else {
+    delete process.env.ATRIUM_BENCH_TOKENS;
+  }
   const cpu = process.cpuUsage();
   const serverCpu = await serverCpuMs();
   const result = await autocannon({
@@ -184,6 +223,12 @@ export async function measure(
       : { setupClient: createRequire(import.meta.url)(latencyRecorder) as (client: unknown) => void }),
   } as autocannon.Options);
   const used = process.cpuUsage(cpu);
+  if (tokensFile) {
+    tokenCursor += result.requests.sent + connections;
+    // A token asked again within a second would be remembered: the run would time the cache, not the look-ups.
+    if (result.requests.average >= tokenCount)
+      throw new Error(`${name}: ${result.requests.average} requests a second reuse ${tokenCount} tokens within a second`);
+  }
   const serverUsed = serverCpu === undefined ? undefined : ((await serverCpuMs()) ?? serverCpu) - serverCpu;
   // The recorder's last batches travel on their own channel, beside autocannon's result.
   const answered = result.requests.total;
