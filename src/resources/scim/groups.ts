@@ -18,7 +18,7 @@ import { roles } from '../roles/table.ts';
 import { assertMayAdminister } from '../users/rules.ts';
 import { users } from '../users/table.ts';
 import { GROUP_SCHEMA, invalidValue, isRecordId, scimNotFound } from './protocol.ts';
-import { SCIM_USERS, type FilterAttribute } from './users.ts';
+import { get, SCIM_USERS, type FilterAttribute } from './users.ts';
 
 /** Filterable Group attributes, by lower-case path. `members.value` asks whether the user is a member. */
 export const GROUP_ATTRIBUTES: Record<string, FilterAttribute> = {
@@ -118,13 +118,10 @@ const MISSING_NAMED = 20;
 /** The first `most` of `ids`, and how many more there are. */
 const namedUpTo = (ids: number[], most: number) => ids.slice(0, most).join(', ') + (ids.length > most ? ` and ${ids.length - most} more` : '');
 
-/** The key of `object` that is `name` in any case. */
-const keyOf = (object: Record<string, unknown>, name: string) => Object.keys(object).find((candidate) => candidate.toLowerCase() === name.toLowerCase());
-
 /** Whether a member says it is a group: `type` "Group", or a `$ref` to a Group (RFC 7643 §4.2). */
 function namesGroup(member: Record<string, unknown>): boolean {
-  const type = member[keyOf(member, 'type') ?? ''];
-  const ref = member[keyOf(member, '$ref') ?? ''];
+  const type = get(member, 'type');
+  const ref = get(member, '$ref');
   return (typeof type === 'string' && type.toLowerCase() === 'group') || (typeof ref === 'string' && /(^|\/)Groups\/[^/?#]+\/?([?#].*)?$/i.test(ref));
 }
 
@@ -141,17 +138,16 @@ export interface GroupWrite {
  * without `members` leaves it without SCIM-visible members (docs/scim.md).
  */
 export function groupWrite(resource: Record<string, unknown>): GroupWrite {
-  const key = (name: string) => keyOf(resource, name);
-  const displayName = resource[key('displayName') ?? ''];
+  const displayName = get(resource, 'displayName');
   if (displayName === undefined || displayName === null || (typeof displayName === 'string' && displayName.trim() === ''))
     throw invalidValue('displayName is required.');
   if (typeof displayName !== 'string') throw invalidValue('displayName must be a string.');
-  const externalId = resource[key('externalId') ?? ''];
+  const externalId = get(resource, 'externalId');
   if (externalId !== undefined && externalId !== null && (typeof externalId !== 'string' || externalId.length > 255)) {
     throw invalidValue('externalId must be a string of at most 255 characters.');
   }
   const written = { name: displayName, externalId: typeof externalId === 'string' && externalId !== '' ? externalId : null };
-  const members = resource[key('members') ?? ''];
+  const members = get(resource, 'members');
   if (members === undefined || members === null) return { ...written, memberIds: [] };
   if (!Array.isArray(members)) throw invalidValue('members must be an array.');
   const ids = members.map((member) => {

@@ -96,7 +96,7 @@ type Json = Record<string, unknown>;
 const object = (value: unknown): Json | undefined => (value && typeof value === 'object' && !Array.isArray(value) ? (value as Json) : undefined);
 
 /** Keys compared case-insensitively, as SCIM attribute names are (RFC 7643 §2.1). */
-function get(container: unknown, name: string): unknown {
+export function get(container: unknown, name: string): unknown {
   const value = object(container);
   if (!value) return undefined;
   const lower = name.toLowerCase();
