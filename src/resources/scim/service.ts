@@ -13,7 +13,7 @@ import type { Caller } from '../../platform/auth/auth.ts';
 import { hashPassword } from '../../platform/auth/passwords.ts';
 import type { RecentPrincipals } from '../../platform/auth/recent-principals.ts';
 import { hashToken } from '../../platform/auth/tokens.ts';
-import { onlyStatement, type Tx } from '../../platform/database/database.ts';
+import { onlyStatement, sendAhead, type Tx } from '../../platform/database/database.ts';
 import { prepared } from '../../platform/database/prepared.ts';
 import {
   CONCURRENCY_CONFLICT_DETAIL,
@@ -30,7 +30,7 @@ import { HOLDS_ENTITY_RIGHTS, usersHoldingRightsBeyond } from '../entity-permiss
 import type { Services } from '../../platform/services.ts';
 import { audit } from '../audit-events/record.ts';
 import { deleteUserSubscriptions } from '../push/queries.ts';
-import { endAllSessions, insertUser, loadRequiredProfileKeys, softDeleteUser, updateUserColumns, usernameTaken } from '../users/queries.ts';
+import { endAllSessions, insertUser, loadRequiredProfileKeys, softDeleteUser, updateUserColumns } from '../users/queries.ts';
 import { addErrors, passwordErrors, requireAdministrableUser, userDraftErrors, userWriteReferenceErrors, type UserDraft } from '../users/rules.ts';
 import { users } from '../users/table.ts';
 import { lockAdministration } from '../roles/queries.ts';
@@ -183,14 +183,16 @@ async function cutOff(tx: Tx, userId: number): Promise<void> {
 
 /** Stores (or removes) the user's externalId. */
 async function storeExternalId(tx: Tx, tenantId: number, userId: number, externalId: string | null): Promise<void> {
-  if (externalId === null) {
-    await tx.delete(scimExternalIds).where(eq(scimExternalIds.userId, userId));
-    return;
-  }
-  await tx
-    .insert(scimExternalIds)
-    .values({ tenantId, userId, externalId })
-    .onConflictDoUpdate({ target: [scimExternalIds.tenantId, scimExternalIds.userId], set: { externalId } });
+  // Sent ahead: nothing reads its answer, and it leaves with the read of the saved user.
+  await sendAhead(
+    tx,
+    externalId === null
+      ? tx.delete(scimExternalIds).where(eq(scimExternalIds.userId, userId))
+      : tx
+          .insert(scimExternalIds)
+          .values({ tenantId, userId, externalId })
+          .onConflictDoUpdate({ target: [scimExternalIds.tenantId, scimExternalIds.userId], set: { externalId } }),
+  );
 }
 
 /** The judged password's hash (or undefined when none was sent); a password that breaks the rules is refused first. */
@@ -199,19 +201,6 @@ async function passwordHashOf(services: Services, write: ScimUserWrite): Promise
   const errors = passwordErrors(write.password, services.config);
   if (Object.keys(errors).length > 0) throw refusalOf(errors);
   return hashPassword(write.password);
-}
-
-/**
- * Whether another user of the tenant, deleted ones included, holds `username` in another
- * case. The API keeps usernames unique as written; SCIM's schema says `userName` is
- * unique and not case-exact (RFC 7643 §2.2), and an identity provider that finds two users
- * for its `userName eq` filter cannot match either. Writes of SCIM that could collide so
- * take their turn (a transaction lock on the lower-cased name), so that two concurrent
- * creates differing in case are not both kept.
- */
-async function usernameTakenInAnyCase(tx: Tx, tenantId: number, username: string, userId: number | undefined): Promise<boolean> {
-  await tx.execute(sql`select pg_advisory_xact_lock(hashtextextended(${`atrium:scim-username:${tenantId}:`} || lower(${username}), 0))`);
-  return usernameTaken(tx, username, userId, { anyCase: true });
 }
 
 /**
@@ -229,19 +218,19 @@ async function saveUser(
 ): Promise<number> {
   const caller = callerOf(principal);
   if (current) await requireAdministrableUser(tx, caller, current.id);
-  write = { ...write, columns: { ...write.columns, langId: await languageId(tx, write.columns.langId) } };
+  // Three reads that do not depend on each other leave together (one round trip).
+  const [langId, roleId, requiredProfileKeys] = await Promise.all([
+    languageId(tx, write.columns.langId),
+    current ? undefined : defaultRole(tx),
+    loadRequiredProfileKeys(tx),
+  ]);
+  write = { ...write, columns: { ...write.columns, langId } };
   const changed = changedColumns(write, current);
-  const roleId = current ? undefined : await defaultRole(tx);
   const draft: UserDraft = { ...(changed as Partial<UserDraft>), roleId, current };
-  const errors = userDraftErrors(draft, {
-    passwordMinLength: services.config.passwordMinLength,
-    requiredProfileKeys: await loadRequiredProfileKeys(tx),
-    passwordOptional: true,
-  });
-  addErrors(errors, await userWriteReferenceErrors(tx, caller, draft, { userId: current?.id ?? null }));
-  if (changed.username !== undefined && !errors.username && (await usernameTakenInAnyCase(tx, principal.tenantId, write.columns.username, current?.id))) {
-    errors.username = [coded('taken', 'is already taken')];
-  }
+  const errors = userDraftErrors(draft, { passwordMinLength: services.config.passwordMinLength, requiredProfileKeys, passwordOptional: true });
+  // SCIM's schema says `userName` is unique and not case-exact (RFC 7643 §2.2): an identity provider that finds two
+  // users for its `userName eq` filter cannot match either. The API keeps usernames unique as written.
+  addErrors(errors, await userWriteReferenceErrors(tx, caller, draft, { userId: current?.id ?? null, usernameAnyCase: { tenantId: principal.tenantId } }));
   // Whoever sets a password can sign in as the user: not while the user holds entity rights the minter lacks, as in the API.
   if (current && passwordHash && (await usersHoldingRightsBeyond(tx, caller, [current.id])).size > 0) {
     addErrors(errors, { password: [coded('confers_rights', HOLDS_ENTITY_RIGHTS)] });
@@ -854,11 +843,31 @@ export async function registerScim(app: FastifyInstance, services: Services): Pr
       const inTenant = <T>(request: FastifyRequest, fn: (tx: Tx, principal: ScimPrincipal) => Promise<T>) => {
         const principal = request.scim!;
         return services.db.tenant(principal.tenantId, async (tx) => {
-          // A write commits only while its token exists (`holdScimToken`); a read may answer
-          // from a look-up up to a second old, as the API's reads do.
-          if (!SAFE_METHODS.has(request.method) && !(await holdScimToken(tx, principal))) throw tokenRequired();
-          await recordScimTokenUse(tx, principal);
-          return fn(tx, principal);
+          // A read may answer from a look-up up to a second old, as the API's reads do.
+          if (SAFE_METHODS.has(request.method)) {
+            await recordScimTokenUse(tx, principal);
+            return fn(tx, principal);
+          }
+          // A write commits only while its token exists (`holdScimToken`). The hold leaves with
+          // the write's first statements and the server takes it before them; a token revoked
+          // since its look-up refuses the write (401) and rolls it back. Its outcome is taken at
+          // once, so that a failure of it is never a rejection left unhandled while the write runs.
+          const hold = holdScimToken(tx, principal).then(
+            (held): { held: boolean; error?: Error } => ({ held }),
+            (error: Error) => ({ held: true, error }),
+          );
+          let result: T;
+          try {
+            await recordScimTokenUse(tx, principal);
+            result = await fn(tx, principal);
+          } catch (error) {
+            if (!(await hold).held) throw tokenRequired();
+            throw error;
+          }
+          const { held, error } = await hold;
+          if (error !== undefined) throw error;
+          if (!held) throw tokenRequired();
+          return result;
         });
       };
 

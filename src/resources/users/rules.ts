@@ -247,14 +247,15 @@ export async function conferredRightsErrors(
  * null: a new one): the role and language it names (`userReferenceErrors`), the entity
  * rights its role and departments would confer (`conferredRightsErrors`), departments that
  * do not exist (`department_ids.<i>: does not exist`) and a username another user has
- * (`is already taken`; not judged when the draft's username is refused already). One query
- * per kind of thing the write names.
+ * (`is already taken`; not judged when the draft's username is refused already; in any case
+ * where `usernameAnyCase` names the tenant, see `usernameTaken`). One query per kind of
+ * thing the write names.
  */
 export async function userWriteReferenceErrors(
   tx: Tx,
   caller: Caller,
   draft: UserDraft,
-  change: { userId: number | null; departmentIds?: readonly number[] },
+  change: { userId: number | null; departmentIds?: readonly number[]; usernameAnyCase?: { tenantId: number } },
 ): Promise<FieldErrors> {
   const references = await loadUserReferences(tx, {
     roleIds: draft.roleId === undefined || draft.roleId === null ? [] : [draft.roleId],
@@ -266,7 +267,11 @@ export async function userWriteReferenceErrors(
   // Kept until the write ends (`keep`): a department's delete, which locks its row first,
   // then waits for this write, instead of both waiting on each other's memberships.
   reportMissing(errors, 'department_ids', departmentIds, await missingIds(tx, departments, departmentIds, undefined, { keep: true }));
-  if (draft.username !== undefined && usernameProblems(draft.username).length === 0 && (await usernameTaken(tx, draft.username, change.userId ?? undefined))) {
+  if (
+    draft.username !== undefined &&
+    usernameProblems(draft.username).length === 0 &&
+    (await usernameTaken(tx, draft.username, change.userId ?? undefined, { anyCase: change.usernameAnyCase }))
+  ) {
     errors.username = [coded('taken', 'is already taken')];
   }
   return errors;

@@ -508,6 +508,38 @@ t.test('a SCIM write does not commit after its token was revoked', async (t) => 
   t.equal(await rowCount(api.db, 'users', sql`username = 'created-while-revoked'`), 0, 'no user was created');
 });
 
+t.test("a SCIM write whose token's hold fails is answered, creates nothing, and the process lives", async (t) => {
+  // The hold leaves with the write's first statements. Cancelled while it waits (an operator's
+  // pg_cancel_backend, a statement_timeout), it fails before the statements behind it do: its
+  // failure must be the answer, not a rejection nobody handles (which would end the process).
+  for (let round = 0; round < 3; round++) {
+    const user = { schemas: ['urn:ietf:params:scim:schemas:core:2.0:User'], userName: `cancelled-${round}`, name: { givenName: 'A', familyName: 'B' } };
+    const pending = await api.db.owner.transaction(async (revocation) => {
+      await revocation.execute(sql`select id from scim_tokens where token_hash = ${hashToken(scimToken)} for update`);
+      const pending = scim('POST', '/Users', user);
+      const waiting = async () =>
+        api.db.owner.execute<{ pid: number }>(sql`select pid from pg_stat_activity where wait_event_type = 'Lock' and query ilike '%scim_tokens%'`);
+      let waiters = await waiting();
+      for (let waited = 0; waiters.length === 0 && waited < 5_000; waited += 20) {
+        await sleep(20);
+        waiters = await waiting();
+      }
+      t.equal(waiters.length, 1, 'the hold waits for the token row');
+      await api.db.owner.execute(sql`select pg_cancel_backend(${waiters[0]!.pid})`);
+      return pending;
+    });
+    const answer = await pending;
+    t.ok(answer.status >= 400, `refused: ${answer.status}`);
+    t.equal(await rowCount(api.db, 'users', sql`username = ${user.userName}`), 0, 'no user was created');
+  }
+  const after = await scim('POST', '/Users', {
+    schemas: ['urn:ietf:params:scim:schemas:core:2.0:User'],
+    userName: 'after-cancel',
+    name: { givenName: 'A', familyName: 'B' },
+  });
+  t.equal(after.status, 201, 'the process still serves writes');
+});
+
 t.test('concurrent updates of the user settings: each event records what the one before left', async (t) => {
   const keys = ['phone', 'city', 'street', 'zipcode', 'staff_number'];
   // Twelve different sets of keys, none of them the tenant's first (none).
