@@ -230,7 +230,7 @@ async function saveUser(
   const errors = userDraftErrors(draft, { passwordMinLength: services.config.passwordMinLength, requiredProfileKeys, passwordOptional: true });
   // SCIM's schema says `userName` is unique and not case-exact (RFC 7643 §2.2): an identity provider that finds two
   // users for its `userName eq` filter cannot match either. The API keeps usernames unique as written.
-  addErrors(errors, await userWriteReferenceErrors(tx, caller, draft, { userId: current?.id ?? null, usernameAnyCase: { tenantId: principal.tenantId } }));
+  addErrors(errors, await userWriteReferenceErrors(tx, caller, draft, { userId: current?.id ?? null, usernameAnyCase: true }));
   // Whoever sets a password can sign in as the user: not while the user holds entity rights the minter lacks, as in the API.
   if (current && passwordHash && (await usersHoldingRightsBeyond(tx, caller, [current.id])).size > 0) {
     addErrors(errors, { password: [coded('confers_rights', HOLDS_ENTITY_RIGHTS)] });

@@ -107,7 +107,7 @@ export async function loadUserReferences(tx: Tx, which: { roleIds?: readonly num
  * tenant, so that two concurrent writes whose names differ only in case take their turn and
  * are not both kept (the table's unique key compares the name as written).
  */
-export async function usernameTaken(tx: Tx, username: string, exceptId?: number, options: { anyCase?: { tenantId: number } } = {}): Promise<boolean> {
+export async function usernameTaken(tx: Tx, username: string, exceptId?: number, options: { anyCase?: boolean } = {}): Promise<boolean> {
   // In any case: through the stored lower-cased column and its index.
   const same = options.anyCase ? sql`${users.usernameLower} = lower(${username})` : eq(users.username, username);
   const lookUp = tx
@@ -118,8 +118,7 @@ export async function usernameTaken(tx: Tx, username: string, exceptId?: number,
   if (!options.anyCase) return (await lookUp).length > 0;
   // The lock and the look-up leave together: the server runs them in order, and the look-up,
   // a statement of its own, reads what was committed once the lock was granted.
-  const lock = tx.execute(sql`select pg_advisory_xact_lock(hashtextextended(${`atrium:scim-username:${options.anyCase.tenantId}:`} || lower(${username}), 0))`);
-  const [, taken] = await Promise.all([lock, lookUp]);
+  const [, taken] = await Promise.all([lockTenantScope(tx, 'username-any-case', sql`lower(${username})`), lookUp]);
   return taken.length > 0;
 }
 

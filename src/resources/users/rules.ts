@@ -248,14 +248,13 @@ export async function conferredRightsErrors(
  * rights its role and departments would confer (`conferredRightsErrors`), departments that
  * do not exist (`department_ids.<i>: does not exist`) and a username another user has
  * (`is already taken`; not judged when the draft's username is refused already; in any case
- * where `usernameAnyCase` names the tenant, see `usernameTaken`). One query per kind of
- * thing the write names.
+ * with `usernameAnyCase`, see `usernameTaken`). One query per kind of thing the write names.
  */
 export async function userWriteReferenceErrors(
   tx: Tx,
   caller: Caller,
   draft: UserDraft,
-  change: { userId: number | null; departmentIds?: readonly number[]; usernameAnyCase?: { tenantId: number } },
+  change: { userId: number | null; departmentIds?: readonly number[]; usernameAnyCase?: boolean },
 ): Promise<FieldErrors> {
   const references = await loadUserReferences(tx, {
     roleIds: draft.roleId === undefined || draft.roleId === null ? [] : [draft.roleId],
