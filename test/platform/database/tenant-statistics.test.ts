@@ -19,16 +19,10 @@ async function addUsers(tenantId: number, prefix: string, count: number) {
     from generate_series(1, ${count}) g`);
 }
 
-/** The indexes the plan of `statement`, run in `tenantId`'s transaction as requests run, scans. */
-async function indexesScanned(tenantId: number, statement: ReturnType<typeof sql>): Promise<string[]> {
-  const rows = await db.tenant(tenantId, (tx) => tx.execute<{ 'QUERY PLAN': unknown }>(sql`explain (format json) ${statement}`));
-  const names: string[] = [];
-  const visit = (node: Record<string, unknown>) => {
-    if (typeof node['Index Name'] === 'string') names.push(node['Index Name']);
-    for (const child of (node.Plans as Record<string, unknown>[] | undefined) ?? []) visit(child);
-  };
-  visit((rows[0]!['QUERY PLAN'] as { Plan: Record<string, unknown> }[])[0]!.Plan);
-  return names;
+/** The plan of `statement`, as text, run in `tenantId`'s transaction as requests run. */
+async function planOf(tenantId: number, statement: ReturnType<typeof sql>): Promise<string> {
+  const rows = await db.tenant(tenantId, (tx) => tx.execute<{ 'QUERY PLAN': string }>(sql`explain ${statement}`));
+  return rows.map((row) => row['QUERY PLAN']).join('\n');
 }
 
 t.test('a look-up by username in any case, in a tenant grown since the last ANALYZE, uses its index', async (t) => {
@@ -40,8 +34,13 @@ t.test('a look-up by username in any case, in a tenant grown since the last ANAL
   const fresh = await data.createTenant('stats-fresh');
   await addUsers(fresh.tenantId, 'fresh-', 3_000);
 
-  const scanned = await indexesScanned(fresh.tenantId, sql`select id from users where username_lower = lower('nobody@example.com') limit 1`);
-  t.same(scanned, ['users_tenant_id_username_lower_idx'], 'the (tenant_id, username_lower) index, not one that reads all the tenant’s users');
+  const plan = await planOf(fresh.tenantId, sql`select id from users where username_lower = lower('nobody@example.com') limit 1`);
+  t.match(
+    plan,
+    /Index (Only )?Scan using users_tenant_id_username_lower_idx/,
+    'the (tenant_id, username_lower) index, not one that reads all the tenant’s users',
+  );
+  t.notMatch(plan, /users_tenant_id_id_pk/, 'and not the primary key');
   const found = await db.tenant(fresh.tenantId, (tx) => tx.execute<{ n: number }>(sql`select count(*)::int as n from users where username_lower = 'fresh-7'`));
   t.equal(found[0]!.n, 1, 'the tenant holds the users the plan was made for');
 });
