@@ -118,19 +118,28 @@ export function isDatabaseConnectionLoss(error: unknown): boolean {
   return !(typeof status === 'number' && status < 500) && isConnectionLoss(error);
 }
 
-/**
- * PostgreSQL ended the transaction to let a concurrent one proceed (a deadlock, 40P01, or a
- * serialization failure, 40001): nothing of it was written, and the same request sent
- * again succeeds or is refused on its merits. The answer is a 503 with `Retry-After`, as
- * for a lost connection.
- */
-export function isConcurrencyConflict(error: unknown): boolean {
-  const code = driverError(error).code;
-  return code === '40P01' || code === '40001';
-}
-
-/** The detail of that 503. */
+/** The detail of the 503 for a transaction PostgreSQL ended to let a concurrent one proceed. */
 export const CONCURRENCY_CONFLICT_DETAIL = 'A concurrent request held the same records; nothing was changed. Send the request again.';
+
+/**
+ * Why PostgreSQL ended the request's transaction though the request was not at fault, as
+ * the detail of a 503 with `Retry-After` (as for a lost connection); undefined for any
+ * other error. Nothing of the transaction was written. Either it was ended to let a
+ * concurrent one proceed (a deadlock, 40P01, or a serialization failure, 40001): the same
+ * request sent again succeeds or is refused on its merits. Or its statement was cancelled
+ * (57014): a `statement_timeout` the operator set, or an operator's `pg_cancel_backend`.
+ */
+export function endedByDatabase(error: unknown): string | undefined {
+  switch (driverError(error).code) {
+    case '40P01':
+    case '40001':
+      return CONCURRENCY_CONFLICT_DETAIL;
+    case '57014':
+      return "The database cancelled the request's statement (a statement timeout, or an operator); nothing was changed.";
+    default:
+      return undefined;
+  }
+}
 
 function toProblem(error: FastifyError): { problem: ProblemDocument; headers: Record<string, string> } | null {
   if (error instanceof ProblemError) return { problem: error.toDocument(), headers: error.headers };
@@ -142,9 +151,8 @@ function toProblem(error: FastifyError): { problem: ProblemDocument; headers: Re
       headers: { ...DATABASE_UNAVAILABLE_HEADERS },
     };
   }
-  if (isConcurrencyConflict(error)) {
-    return { problem: problemDocument(503, CONCURRENCY_CONFLICT_DETAIL, { code: 'service_unavailable' }), headers: { ...DATABASE_UNAVAILABLE_HEADERS } };
-  }
+  const ended = endedByDatabase(error);
+  if (ended) return { problem: problemDocument(503, ended, { code: 'service_unavailable' }), headers: { ...DATABASE_UNAVAILABLE_HEADERS } };
   if (error.validation) {
     const context = error.validationContext === 'querystring' ? 'query' : error.validationContext;
     return {
@@ -228,7 +236,7 @@ export function registerErrorHandling(app: FastifyInstance): void {
       toProblem(error) ?? (isMalformedMultipart(request, error) ? { problem: problemDocument(400, 'The multipart body is malformed.'), headers: {} } : null);
     if (known) {
       if (known.problem.status === 503) {
-        request.log.warn(errorLogFields(error), isConcurrencyConflict(error) ? 'transaction ended by a concurrent one' : 'database unavailable');
+        request.log.warn(errorLogFields(error), endedByDatabase(error) ? 'transaction ended by the database' : 'database unavailable');
       } else if (known.problem.status >= 500) request.log.error(errorLogFields(error), 'request failed');
       else if (UNCHECKED_INPUT.has(driverError(error).code ?? '')) request.log.warn(errorLogFields(error), 'input reached the database unchecked');
       return reply.code(known.problem.status).headers(known.headers).type(PROBLEM).send(identified(known.problem, request));

@@ -265,12 +265,12 @@ const TYPES = [
     status: 503,
     title: 'Service Unavailable',
     description:
-      "The service cannot answer now, for example while its database is unreachable, or after PostgreSQL ended the request's transaction to let a concurrent one on the same records proceed (nothing of it was written).",
+      "The service cannot answer now, for example while its database is unreachable, or after PostgreSQL ended the request's transaction to let a concurrent one on the same records proceed, or cancelled its statement (a statement timeout, an operator); nothing of it was written.",
     codes: [
       {
         code: 'service_unavailable',
         description:
-          'The service cannot answer now (a concurrent request held the same records, and nothing was changed): send the request again after `Retry-After` seconds.',
+          'The service cannot answer now (a concurrent request held the same records, or the database cancelled the statement; nothing was changed): send the request again after `Retry-After` seconds.',
       },
       { code: 'database_unavailable', description: 'The database is unreachable for the moment: retry after `Retry-After` seconds.' },
     ],

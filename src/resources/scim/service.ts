@@ -16,10 +16,9 @@ import { hashToken } from '../../platform/auth/tokens.ts';
 import { onlyStatement, sendAhead, type Tx } from '../../platform/database/database.ts';
 import { prepared } from '../../platform/database/prepared.ts';
 import {
-  CONCURRENCY_CONFLICT_DETAIL,
   DATABASE_UNAVAILABLE_HEADERS,
+  endedByDatabase,
   errorLogFields,
-  isConcurrencyConflict,
   isDatabaseConnectionLoss,
   violatedConstraint,
 } from '../../platform/http/error-handler.ts';
@@ -708,6 +707,7 @@ function answerError(error: FastifyError | ScimError | ProblemError, request: Fa
   let status: number;
   let detail: string;
   let scimType: string | undefined;
+  const ended = endedByDatabase(error);
   if (error instanceof ScimError) {
     ({ status, scimType } = error);
     detail = error.message;
@@ -731,9 +731,10 @@ function answerError(error: FastifyError | ScimError | ProblemError, request: Fa
       ({ status, scimType } = refusal);
       detail = refusal.message;
     }
-  } else if (isConcurrencyConflict(error)) {
-    ({ status, detail } = { status: 503, detail: CONCURRENCY_CONFLICT_DETAIL });
+  } else if (ended) {
+    ({ status, detail } = { status: 503, detail: ended });
     reply.headers(DATABASE_UNAVAILABLE_HEADERS);
+    request.log.warn(errorLogFields(error), 'transaction ended by the database');
   } else if (isDatabaseConnectionLoss(error)) {
     // The database lost for a moment (a restart, a failover): the API's 503, as an error document.
     ({ status, detail } = { status: 503, detail: 'The database is unavailable for the moment. Try again shortly.' });

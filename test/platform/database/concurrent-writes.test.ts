@@ -481,6 +481,32 @@ t.test('task executions, default value sources and attribute sets: an update and
   }
 });
 
+t.test('a write whose statement the database cancels answers 503 and changes nothing', async (t) => {
+  // A statement_timeout the operator set, or an operator's pg_cancel_backend, ends the
+  // statement (57014): the server's doing, not the request's, so no 500.
+  const department = await api.call(t, 'createDepartment', { token: admin, body: { name: 'Cancelled' } });
+  const params = { department: department.body.id };
+  const held = await holdRows(api.db, sql`select id from departments where tenant_id = ${tenant.tenantId} and id = ${params.department} for update`);
+  let answer: CallResult;
+  try {
+    const pending = api.call(t, 'updateDepartment', { token: admin, params, body: { name: 'Renamed while held' } });
+    t.equal(await lockWaiters(api.db, 'departments'), 1, 'the update waits for the row');
+    const [waiter] = await api.db.owner.execute<{ pid: number }>(
+      sql`select pid from pg_stat_activity where wait_event_type = 'Lock' and datname = current_database() and strpos(query, 'departments') > 0`,
+    );
+    await api.db.owner.execute(sql`select pg_cancel_backend(${waiter!.pid})`);
+    answer = await pending;
+  } finally {
+    await held.release();
+  }
+  t.equal(answer.status, 503, 'a 503');
+  t.equal(answer.body.code, 'service_unavailable');
+  t.equal(answer.headers['retry-after'], '1', 'with Retry-After');
+  const stored = await api.call(t, 'getDepartment', { token: admin, params });
+  t.equal(stored.body.name, 'Cancelled', 'the department is unchanged');
+  t.same(await trail('department', params.department), ['department.created'], 'no update is recorded');
+});
+
 t.test('a SCIM write does not commit after its token was revoked', async (t) => {
   const value = newScimTokenValue();
   const [token] = await api.db.owner
@@ -529,7 +555,8 @@ t.test("a SCIM write whose token's hold fails is answered, creates nothing, and 
       return pending;
     });
     const answer = await pending;
-    t.ok(answer.status >= 400, `refused: ${answer.status}`);
+    t.equal(answer.status, 503, `a 503, as an error document: ${answer.text}`);
+    t.match(JSON.parse(answer.text), { schemas: ['urn:ietf:params:scim:api:messages:2.0:Error'], status: '503' });
     t.equal(await rowCount(api.db, 'users', sql`username = ${user.userName}`), 0, 'no user was created');
   }
   const after = await scim('POST', '/Users', {
