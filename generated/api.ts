@@ -7823,6 +7823,23 @@ export interface components {
             };
         };
         /**
+         * @description A `filter` was sent. The discovery endpoints answer everything they describe and
+         *     refuse a filter (RFC 7644 §4), so that a client cannot take their answer for what
+         *     matches it; the other list parameters (`startIndex`, `count`, `sortBy`) are ignored.
+         */
+        ScimDiscoveryFilterRefused: {
+            headers: {
+                "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/scim+json": components["schemas"]["ScimError"];
+            };
+        };
+        /**
          * @description The token's minter may not do this: change a user whose role grants a permission they
          *     lack, add such a user to a group or remove them from one, or write groups without
          *     `departments.manage`.
@@ -13575,6 +13592,7 @@ export interface operations {
             };
             400: components["responses"]["ScimBadRequest"];
             401: components["responses"]["ScimUnauthorized"];
+            403: components["responses"]["ScimDiscoveryFilterRefused"];
             408: components["responses"]["RequestTimeout"];
             415: components["responses"]["ScimUnsupportedMediaType"];
             429: components["responses"]["ScimTooManyRequests"];
@@ -13610,6 +13628,7 @@ export interface operations {
             };
             400: components["responses"]["ScimBadRequest"];
             401: components["responses"]["ScimUnauthorized"];
+            403: components["responses"]["ScimDiscoveryFilterRefused"];
             404: components["responses"]["ScimNotFound"];
             408: components["responses"]["RequestTimeout"];
             414: components["responses"]["UriTooLong"];
@@ -13644,6 +13663,7 @@ export interface operations {
             };
             400: components["responses"]["ScimBadRequest"];
             401: components["responses"]["ScimUnauthorized"];
+            403: components["responses"]["ScimDiscoveryFilterRefused"];
             408: components["responses"]["RequestTimeout"];
             415: components["responses"]["ScimUnsupportedMediaType"];
             429: components["responses"]["ScimTooManyRequests"];
@@ -13679,6 +13699,7 @@ export interface operations {
             };
             400: components["responses"]["ScimBadRequest"];
             401: components["responses"]["ScimUnauthorized"];
+            403: components["responses"]["ScimDiscoveryFilterRefused"];
             404: components["responses"]["ScimNotFound"];
             408: components["responses"]["RequestTimeout"];
             414: components["responses"]["UriTooLong"];
@@ -13713,6 +13734,7 @@ export interface operations {
             };
             400: components["responses"]["ScimBadRequest"];
             401: components["responses"]["ScimUnauthorized"];
+            403: components["responses"]["ScimDiscoveryFilterRefused"];
             408: components["responses"]["RequestTimeout"];
             415: components["responses"]["ScimUnsupportedMediaType"];
             429: components["responses"]["ScimTooManyRequests"];

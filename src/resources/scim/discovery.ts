@@ -13,6 +13,7 @@ import {
   SCHEMA_SCHEMA,
   SERVICE_PROVIDER_CONFIG_SCHEMA,
   USER_SCHEMA,
+  ScimError,
   scimNotFound,
 } from './protocol.ts';
 
@@ -215,9 +216,20 @@ function resourceTypes(request: FastifyRequest, baseUrl: (request: FastifyReques
   ];
 }
 
+/**
+ * RFC 7644 §4: the discovery endpoints ignore the list parameters (paging, sorting), and
+ * refuse a filter, so that a client cannot take their whole answer for what matches it.
+ */
+function refuseFilter(request: FastifyRequest): void {
+  if ((request.query as Record<string, unknown>).filter !== undefined) {
+    throw new ScimError(403, 'The discovery endpoints take no filter: their answers are never filtered.');
+  }
+}
+
 /** The discovery endpoints, on the SCIM plugin. */
 export function discoveryRoutes(scim: FastifyInstance, baseUrl: (request: FastifyRequest) => string): void {
-  scim.get('/ServiceProviderConfig', async (request) => ({
+  const discovery = { preHandler: async (request: FastifyRequest) => refuseFilter(request) };
+  scim.get('/ServiceProviderConfig', discovery, async (request) => ({
     schemas: [SERVICE_PROVIDER_CONFIG_SCHEMA],
     patch: { supported: true },
     bulk: { supported: false, maxOperations: 0, maxPayloadSize: 0 },
@@ -230,21 +242,21 @@ export function discoveryRoutes(scim: FastifyInstance, baseUrl: (request: Fastif
     ],
     meta: { resourceType: 'ServiceProviderConfig', location: `${baseUrl(request)}/ServiceProviderConfig` },
   }));
-  scim.get('/ResourceTypes', async (request) => {
+  scim.get('/ResourceTypes', discovery, async (request) => {
     const all = resourceTypes(request, baseUrl);
     return listResponse(all, all.length, 1);
   });
-  scim.get('/ResourceTypes/:id', async (request) => {
+  scim.get('/ResourceTypes/:id', discovery, async (request) => {
     const { id } = request.params as { id: string };
     const found = resourceTypes(request, baseUrl).find((type) => type.id === id);
     if (!found) throw scimNotFound('The resource type', id);
     return found;
   });
-  scim.get('/Schemas', async (request) => {
+  scim.get('/Schemas', discovery, async (request) => {
     const all = schemas(request, baseUrl);
     return listResponse(all, all.length, 1);
   });
-  scim.get('/Schemas/:id', async (request) => {
+  scim.get('/Schemas/:id', discovery, async (request) => {
     const { id } = request.params as { id: string };
     const found = schemas(request, baseUrl).find((schema) => schema.id === id);
     if (!found) throw scimNotFound('The schema', id);

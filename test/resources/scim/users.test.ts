@@ -941,6 +941,20 @@ t.test('discovery: ServiceProviderConfig, ResourceTypes, Schemas', async (t) => 
   isError(t, await scim('GET', '/Groups/', undefined, { token: null }), 404);
 });
 
+t.test('discovery refuses a filter (403): its answers are never filtered', async (t) => {
+  // RFC 7644 §4: the discovery endpoints ignore the list parameters, and refuse a filter, so
+  // that a client cannot take an unfiltered answer for the resources that match.
+  for (const path of ['/ServiceProviderConfig', '/ResourceTypes', '/ResourceTypes/User', '/Schemas', `/Schemas/${USER}`]) {
+    for (const filter of ['id eq "User"', '']) {
+      const refused = await scim('GET', `${path}?filter=${encodeURIComponent(filter)}`);
+      isError(t, refused, 403);
+      t.match(refused.body.detail, /filter/, `${path} names the filter`);
+    }
+    t.equal((await scim('GET', `${path}?startIndex=2&count=1&sortBy=id`)).status, 200, `${path} ignores the other list parameters`);
+  }
+  isError(t, await scim('GET', '/Schemas?filter=x', undefined, { token: null }), 401);
+});
+
 t.test('a PATCH path with a malformed value filter is invalidPath; null replaces as a remove; no library text leaks', async (t) => {
   const user = await api.createUser(tenant.tenantId, { values: { roleId: employee.id, phone: '+1 555 0100' } });
   const path = `/Users/${user.id}`;
