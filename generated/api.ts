@@ -1871,8 +1871,10 @@ export interface paths {
          *
          *     **One's own record.** Every user may update their own record, with these limits:
          *     - `role_id`, `active` and `prevent_logout` are ignored (even for administrators);
-         *       without `users.administer`, `department_ids` and `request_password_change` are
-         *       ignored too (only an actual password change clears that flag).
+         *       without `users.administer`, `department_ids`, `request_password_change` (only an
+         *       actual password change clears that flag) and `group_account` are ignored too: a
+         *       group account is out of the identity provider's reach (SCIM neither lists nor
+         *       deactivates it), so no one takes their own account out of it.
          *     - Renaming oneself (a `username` other than the current one) needs `users.view`
          *       (422 on `username` otherwise, whatever the name): the answer "is already taken"
          *       would tell whether a username exists, which only `users.view` may learn.

@@ -310,12 +310,14 @@ export function filterVisibilityErrors(caller: Pick<Caller, 'permissions'>, filt
  * Keys a user's update of their own record ignores (see `PUT /api/users/{user}`):
  * `prevent_logout` always, and their own `role_id` and `active`, even for administrators
  * (no one locks themselves out or raises their own role). Without `users.administer`
- * their department membership and `request_password_change` too: only an actual password
- * change clears that flag.
+ * their department membership, `request_password_change` (only an actual password change
+ * clears that flag) and `group_account` too: a group account is a shared login, and one
+ * the identity provider neither lists nor deactivates (docs/scim.md), so an account made
+ * one by its own user would escape being switched off when its owner leaves.
  */
 export function selfUpdateIgnoredKeys(caller: Pick<Caller, 'permissions'>): string[] {
   const keys = ['role_id', 'active', 'prevent_logout'];
-  if (!can(caller, 'users.administer')) keys.push('department_ids', 'request_password_change');
+  if (!can(caller, 'users.administer')) keys.push('department_ids', 'request_password_change', 'group_account');
   return keys;
 }
 

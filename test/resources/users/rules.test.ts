@@ -188,7 +188,7 @@ t.test('addErrors keeps the errors a key has; hiddenKeyErrors and filterVisibili
 
 t.test("one's own record: ignored keys, the restricted session, renaming, deleting, logout marking", async (t) => {
   t.strictSame(selfUpdateIgnoredKeys(caller(1, 'users.administer')), ['role_id', 'active', 'prevent_logout']);
-  t.strictSame(selfUpdateIgnoredKeys(caller(1)), ['role_id', 'active', 'prevent_logout', 'department_ids', 'request_password_change']);
+  t.strictSame(selfUpdateIgnoredKeys(caller(1)), ['role_id', 'active', 'prevent_logout', 'department_ids', 'request_password_change', 'group_account']);
   t.strictSame(restrictedSelfUpdateErrors({ passwordChangeRequired: false }, { city: 'x' }), {});
   t.strictSame(restrictedSelfUpdateErrors({ passwordChangeRequired: true }, { password: 'new one', old_password: 'old one' }), {});
   t.strictSame(restrictedSelfUpdateErrors({ passwordChangeRequired: true }, { request_password_change: false }), {

@@ -318,7 +318,7 @@ t.test('update: a user changes their own record, but not role, active or prevent
   const res = await api.call(t, 'updateUser', {
     token: self.token,
     params: { user: self.id },
-    body: { city: 'Hamburg', role_id: employeeRole!.id, active: false, prevent_logout: true, department_ids: [department!.id] },
+    body: { city: 'Hamburg', role_id: employeeRole!.id, active: false, prevent_logout: true, department_ids: [department!.id], group_account: true },
   });
   t.equal(res.status, 200);
   const after = await ownerUser(api.db, tenant.tenantId, self.id);
@@ -326,6 +326,9 @@ t.test('update: a user changes their own record, but not role, active or prevent
   t.equal(after!.roleId, before!.roleId, 'role ignored');
   t.equal(after!.active, true, 'active ignored');
   t.equal(after!.preventLogout, false, 'prevent_logout ignored');
+  // A group account is out of the identity provider's reach (docs/scim.md): no one takes their own account out of it.
+  t.equal(after!.groupAccount, false, 'group_account ignored');
+  t.equal(res.body.group_account, false, 'and answered as stored');
   t.equal((await api.db.owner.select().from(departmentUsers).where(eq(departmentUsers.userId, self.id))).length, 0, 'departments ignored');
 });
 
