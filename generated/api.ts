@@ -4892,8 +4892,8 @@ export interface components {
          * @example {
          *       "endpoint": "https://fcm.googleapis.com/fcm/send/dpH5lCsTSSM:APA91bHqjZxM0VImWWqDRN7U0a3AycjUf4O-byuxb_wJsKRaKvV_iKw56s16ekq6FUqoCF7k2nICUpd8fHPxVTgqLunFeVeB9lLCQZyohyAztTH8ZQL9WCxKpA6dvTG_TUIhQUFq_n",
          *       "keys": {
-         *         "p256dh": "BLQELIDm-6b9Bl07YrEuXJ4BL_YBVQ0dvt9NQGGJxIQidJWHPNa9YrouvcQ9d7_MqzvGS9Alz60SZNCG3qfpk=",
-         *         "auth": "4vQK-SvRAN5eo-8ASlrwA"
+         *         "p256dh": "BCpqImSDdkfvMtLEJzLtkZMgEgvQ3fnj8zH2C4kfivK0AoLP3q6edZn_kep1V0PFHckml7beV_MavfkGLR8HqLs",
+         *         "auth": "lpYd6WcKNXIXuPF1c4hzEg"
          *       }
          *     }
          */
