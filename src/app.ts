@@ -8,6 +8,7 @@ import { registerRequestId, requestId } from './platform/http/request-id.ts';
 import { registerSecurityHeaders } from './platform/http/security-headers.ts';
 import { answerClientError, answerRouterError, MAX_PATH_PARAMETER_LENGTH, registerErrorHandling } from './platform/http/error-handler.ts';
 import { registerJsonBodies } from './platform/http/json-body.ts';
+import { registerContentCodings } from './platform/http/content-coding.ts';
 import { registerMultipart } from './platform/http/multipart.ts';
 import { parseQueryString, registerQueryStringLimits } from './platform/http/query-string.ts';
 import { loadSpecification, registerOperations } from './platform/http/operations.ts';
@@ -149,6 +150,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   registerMetrics(app, services.metrics, services.config.metricsToken);
   registerErrorHandling(app);
   registerJsonBodies(app);
+  registerContentCodings(app);
   await registerCors(app, services.config.corsOrigins);
   registerSecurityHeaders(app);
   // After CORS and the security headers: its refusal carries them, as every answer does.

@@ -5,6 +5,7 @@
  */
 import { connect } from 'node:net';
 import { readFileSync } from 'node:fs';
+import { gzipSync } from 'node:zlib';
 import t from 'tap';
 import Fastify from 'fastify';
 import { sql } from 'drizzle-orm';
@@ -270,6 +271,36 @@ t.test('a body that is not UTF-8, or declares another charset, is refused rather
   const utf8 = await api.call(t, 'createDepartment', { token, payload: Buffer.from('{"name":"Café ☕"}'), contentType: 'application/json; charset=UTF-8' });
   t.equal(utf8.status, 201, 'UTF-8, declared or not, is read');
   t.equal(utf8.body.name, 'Café ☕');
+});
+
+t.test('a content-coded body is refused (415), labelled or really compressed; an uncoded one is read', async (t) => {
+  const departments = async () => (await api.call(t, 'listDepartments', { token })).body.length as number;
+  const before = await departments();
+  // Plain JSON said to be gzip was read as if uncoded; real gzip was refused as text that is not UTF-8.
+  const labelled = await api.call(t, 'createDepartment', { token, body: { name: 'Labelled gzip' }, headers: { 'content-encoding': 'gzip' } });
+  t.equal(labelled.status, 415, 'plain JSON labelled gzip');
+  t.match(labelled.body.detail, /Content-Encoding/);
+  const gzipped = gzipSync(JSON.stringify({ name: 'Really gzip' }));
+  const real = await api.call(t, 'createDepartment', { token, payload: gzipped, contentType: 'application/json', headers: { 'content-encoding': 'gzip' } });
+  t.equal(real.status, 415, 'a gzip body');
+  const listed = await api.call(t, 'createDepartment', { token, body: { name: 'Two codings' }, headers: { 'content-encoding': 'identity, br' } });
+  t.equal(listed.status, 415, 'a list naming a coding');
+  const upload = await api.call(t, 'importUsersCsv', {
+    token,
+    payload: '--b\r\nContent-Disposition: form-data; name="file"; filename="u.csv"\r\n\r\nusername\r\n--b--\r\n',
+    contentType: 'multipart/form-data; boundary=b',
+    headers: { 'content-encoding': 'deflate' },
+  });
+  t.equal(upload.status, 415, 'a multipart body');
+  t.equal((await api.call(t, 'createDepartment', { body: { name: 'No token' }, headers: { 'content-encoding': 'gzip' } })).status, 401, 'authentication first');
+  t.equal(await departments(), before, 'nothing stored');
+  const identity = await api.call(t, 'createDepartment', { token, body: { name: 'Identity' }, headers: { 'content-encoding': 'Identity' } });
+  t.equal(identity.status, 201, '`identity` is no coding');
+  t.equal(
+    (await api.call(t, 'listDepartments', { token, headers: { 'content-encoding': 'gzip' } })).status,
+    200,
+    'a GET ignores the header, as it ignores a body',
+  );
 });
 
 t.test('a JSON media type without content is no body: a DELETE stays a DELETE, a body an operation requires is missing (422)', async (t) => {

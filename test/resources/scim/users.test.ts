@@ -59,10 +59,10 @@ async function scim(
   method: string,
   url: string,
   body?: unknown,
-  options: { token?: string | null; contentType?: string; payload?: string | Buffer } = {},
+  options: { token?: string | null; contentType?: string; payload?: string | Buffer; headers?: Record<string, string> } = {},
 ): Promise<Sent> {
   const token = options.token === undefined ? scimToken : options.token;
-  const headers: Record<string, string> = token ? bearer(token) : {};
+  const headers: Record<string, string> = { ...(token ? bearer(token) : {}), ...options.headers };
   let payload = options.payload;
   if (body !== undefined) payload = JSON.stringify(body);
   if (payload !== undefined) headers['content-type'] = options.contentType ?? 'application/scim+json';
@@ -123,6 +123,8 @@ t.test('a malformed body is invalidSyntax and stores nothing', async (t) => {
   isError(t, await scim('POST', '/Users', undefined, { payload: latin1 }), 400, 'invalidSyntax');
   const charset = await scim('POST', '/Users', undefined, { payload: JSON.stringify(newUser()), contentType: 'application/scim+json; charset=iso-8859-1' });
   t.equal(charset.status, 415);
+  // A content coding is not decoded: the body would be read as if it had none.
+  isError(t, await scim('POST', '/Users', newUser(), { headers: { 'content-encoding': 'br' } }), 415);
   t.equal(await userCount(), before);
 });
 

@@ -1,0 +1,28 @@
+/**
+ * Request bodies are taken as sent, never decoded from a content coding: a body whose
+ * `Content-Encoding` names one (gzip, br, …) is refused with 415 (RFC 9110 §8.4), before
+ * any parser reads it. Without this its bytes would be read as if uncoded: plain JSON
+ * labelled gzip accepted, real gzip refused as text that is not UTF-8.
+ */
+import type { FastifyInstance } from 'fastify';
+import { ProblemError } from './problem.ts';
+
+/** The methods whose body an operation reads; a GET or DELETE ignores one, as it ignores its `Content-Type`. */
+const WITH_BODY = new Set(['POST', 'PUT', 'PATCH']);
+
+/** Whether a `Content-Encoding` header names a coding other than `identity`. */
+export function isContentCoded(header: string | undefined): boolean {
+  if (header === undefined) return false;
+  return header.split(',').some((coding) => {
+    const name = coding.trim().toLowerCase();
+    return name !== '' && name !== 'identity';
+  });
+}
+
+export function registerContentCodings(app: FastifyInstance): void {
+  app.addHook('preParsing', async (request) => {
+    if (WITH_BODY.has(request.method) && isContentCoded(request.headers['content-encoding'])) {
+      throw new ProblemError(415, 'The request body must be sent without a content coding (Content-Encoding): it is read as sent.');
+    }
+  });
+}
