@@ -1806,7 +1806,11 @@ export interface paths {
         put?: never;
         /**
          * Create a user
-         * @description Creates a personal or group account. `first_name` and `last_name` are required for
+         * @description Creates a personal or group account. The caller needs `users.view` too (403
+         *     `This requires the permission "users.view".` without it, once the request is valid):
+         *     a taken username is refused (422 `is already taken`), which tells whether that
+         *     username exists, and only `users.view` may learn that, as for renaming oneself.
+         *     `first_name` and `last_name` are required for
          *     personal accounts (`group_account` false; see `UserCreate` for every rule on the
          *     values). `active`, when not sent, is derived from
          *     the dates: true unless `entering_date` lies in the future or `leaving_date` lies in

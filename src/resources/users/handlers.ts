@@ -184,6 +184,8 @@ export const userHandlers = {
 
   async createUser(ctx) {
     const { auth, services } = ctx;
+    // A taken username is refused ("is already taken"), which tells whether it exists: only users.view may learn that.
+    requirePermission(auth, 'users.view');
     const input = ctx.body as UserInput;
     const picture = await pictureOf(ctx, input);
     const draft = draftOf(input, undefined, picture);

@@ -31,6 +31,18 @@ let counter = 0;
 const userBody = newUserBodies(employeeRole.id);
 const newUserBody = (extra: Record<string, unknown> = {}) => userBody({ username: `sock-${++counter}`, password: 'sockpuppet-password', ...extra });
 
+t.test('create: without users.view a delegate is refused (403) before any username is judged', async (t) => {
+  // "is already taken" would tell whether a username exists, which only users.view may learn.
+  const blind = await api.createUser(tenant.tenantId, { permissions: ['users.administer'] });
+  const before = await userCount();
+  const taken = await api.call(t, 'createUser', { token: blind.token, body: newUserBody({ username: 'employee' }) });
+  const free = await api.call(t, 'createUser', { token: blind.token, body: newUserBody() });
+  t.same([taken.status, free.status], [403, 403]);
+  t.equal(taken.body.detail, 'This requires the permission "users.view".');
+  t.same(taken.body, free.body, 'a taken username and a free one answer alike');
+  t.equal(await userCount(), before, 'no user was stored');
+});
+
 t.test('create: a role granting permissions the caller lacks is 422 on role_id and stores nothing', async (t) => {
   const before = await userCount();
   const res = await api.call(t, 'createUser', { token: delegate.token, body: newUserBody({ role_id: adminRole.id }) });
