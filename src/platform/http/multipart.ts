@@ -200,6 +200,36 @@ export async function registerMultipart(app: FastifyInstance): Promise<void> {
       (part as unknown as { value: string }).value = part.filename || part.fieldname;
     },
   });
+  // After the plugin's hook, which has put the text fields on the body.
+  app.addHook('preValidation', (request, _reply, done) => {
+    done(request.isMultipart() ? garbledFieldError(request) : undefined);
+  });
+}
+
+/**
+ * U+FFFD, which the multipart parser puts for bytes that are not UTF-8 (a form sent in
+ * Latin-1), or an unpaired surrogate (a part declaring UTF-16).
+ */
+const GARBLED = /\uFFFD|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+/**
+ * A text field that holds what the client did not send: the multipart parser decodes a
+ * field's bytes itself, and puts U+FFFD in place of those that are not UTF-8, so such a
+ * value would be stored without a word (a JSON body with them is refused, 400). A field
+ * holding U+FFFD is refused the same way, though the character may have been sent: it
+ * is what such a decoder writes, and no name or address needs it. The file's own part is
+ * not judged here (its bytes are the file's).
+ */
+function garbledFieldError(request: FastifyRequest): ProblemError | undefined {
+  const body = request.body as Record<string, unknown> | undefined;
+  for (const [name, value] of Object.entries(body ?? {})) {
+    if (request.uploads?.[name] !== undefined) continue;
+    const values = Array.isArray(value) ? value : [value];
+    if (values.some((item) => typeof item === 'string' && GARBLED.test(item))) {
+      return new ProblemError(400, `The multipart field ${JSON.stringify(name.slice(0, 100))} is not valid UTF-8 text.`);
+    }
+  }
+  return undefined;
 }
 
 export const uploadOf = (request: FastifyRequest, field: string): Upload | undefined => request.uploads?.[field];

@@ -177,3 +177,27 @@ t.test('a file part that cannot be stored is the service failing (500), not a ma
   t.match(res.body, { status: 500, detail: 'An unexpected error occurred.' });
   t.equal(await noneOpen(), 0);
 });
+
+t.test('a text field whose bytes are not UTF-8 is refused (400), not stored with U+FFFD; UTF-8 is read, declared or not', async (t) => {
+  const user = await api.createUser(tenant.tenantId, { values: { roleId: role.id, firstName: 'Before' } });
+  const part = (headers: string, value: Buffer) =>
+    Buffer.concat([Buffer.from(`--b\r\nContent-Disposition: form-data; name="first_name"\r\n${headers}\r\n`), value, Buffer.from('\r\n--b--\r\n')]);
+  const update = (payload: Buffer) =>
+    api.call(t, 'updateUser', { token: tenant.adminToken, params: { user: user.id }, payload, contentType: 'multipart/form-data; boundary=b' });
+  const stored = async () => (await api.call(t, 'getUser', { token: tenant.adminToken, params: { user: user.id } })).body.first_name;
+
+  const latin1 = await update(part('', Buffer.from('Jos\xe9', 'latin1')));
+  t.equal(latin1.status, 400, 'a form sent in Latin-1');
+  t.match(latin1.body.detail, /"first_name" is not valid UTF-8/);
+  const declared = await update(part('Content-Type: text/plain; charset=utf-8\r\n', Buffer.from('M\xfcller', 'latin1')));
+  t.equal(declared.status, 400, 'not UTF-8 though it says so');
+  // 41 00, then a lone high surrogate (00 D8), then 42 00.
+  const utf16 = await update(part('Content-Type: text/plain; charset=utf-16le\r\n', Buffer.from([0x41, 0x00, 0x00, 0xd8, 0x42, 0x00])));
+  t.equal(utf16.status, 400, 'an unpaired surrogate');
+  t.equal(await stored(), 'Before', 'nothing changed');
+
+  t.equal((await update(part('', Buffer.from('Jörg ☕')))).status, 200, 'UTF-8 without a charset');
+  t.equal(await stored(), 'Jörg ☕');
+  t.equal((await update(part('Content-Type: text/plain; charset=utf-8\r\n', Buffer.from('Müller 😀')))).status, 200, 'UTF-8 declared');
+  t.equal(await stored(), 'Müller 😀');
+});
