@@ -7306,7 +7306,10 @@ export interface components {
                 };
                 header?: {
                     name: string;
-                    /** @description Stored encrypted; answered as `"********"`. */
+                    /**
+                     * @description Stored encrypted; answered as `"********"`. The characters of a custom
+                     *     header's value (see `headers`).
+                     */
                     value: string;
                 };
                 secret?: {
@@ -7374,7 +7377,10 @@ export interface components {
                 };
                 header?: {
                     name: string;
-                    /** @description Stored encrypted; answered as `"********"`. */
+                    /**
+                     * @description Stored encrypted; answered as `"********"`. The characters of a custom
+                     *     header's value (see `headers`).
+                     */
                     value: string;
                 };
                 secret?: {
@@ -7396,9 +7402,9 @@ export interface components {
                 type: "basic" | "header" | "jwt" | "secret" | null;
             } & (unknown & unknown & unknown)) | null) & (unknown & unknown & unknown);
             /**
-             * @description Custom request headers, name → value. They are not secrets: they are answered as
-             *     stored and kept in the audit trail's changes. A credential belongs in `auth`
-             *     (`auth.type: header`, whose value is stored encrypted and answered masked).
+             * @description Custom request headers, name → value, as stored. A value written before its
+             *     characters were limited (see `WebhookConfiguration`) may hold others; such a
+             *     configuration's deliveries fail at once.
              */
             headers: {
                 [key: string]: string;

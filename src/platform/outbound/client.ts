@@ -12,7 +12,7 @@ import { lookup as dnsLookupAsync } from 'node:dns/promises';
 import type * as Undici from 'undici';
 import { AddressPolicy, ipLiteral } from './address-policy.ts';
 
-export type OutboundFailure = 'refused' | 'timeout' | 'network';
+export type OutboundFailure = 'refused' | 'timeout' | 'network' | 'invalid';
 
 /**
  * What a tenant user may be told about a request that got no HTTP response. Nothing
@@ -27,7 +27,9 @@ export const NOT_DELIVERED = 'could not be delivered';
 export const NOT_AN_ALLOWED_DESTINATION = 'is not an allowed destination: its host must resolve, and only to addresses outbound requests may reach';
 
 /**
- * A request that produced no HTTP response; `kind` tells whether retrying can help.
+ * A request that produced no HTTP response; `kind` tells whether retrying can help:
+ * `refused` (a destination not admitted) and `invalid` (a request the HTTP client will
+ * not send, such as a header value it cannot write) fail alike every time.
  * `message` is DESTINATION_NOT_ALLOWED or NOT_DELIVERED, fit for users; `detail` is the
  * reason, for the server log only.
  */
@@ -297,5 +299,7 @@ function toOutboundError(error: unknown): OutboundError {
   const code = (error as { code?: string }).code ?? '';
   const message = error instanceof Error ? error.message : String(error);
   if (TIMEOUT_CODES.has(code)) return new OutboundError('timeout', `${code}: ${message}`);
+  // undici refused the request before sending it (a header value it cannot write): it would refuse it again.
+  if (code === 'UND_ERR_INVALID_ARG') return new OutboundError('invalid', `${code}: ${message}`);
   return new OutboundError('network', code ? `${code}: ${message}` : message);
 }

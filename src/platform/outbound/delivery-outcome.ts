@@ -94,11 +94,12 @@ export function responseOutcome(response: Pick<OutboundResponse, 'status' | 'hea
 
 /**
  * The outcome of a request that got no HTTP answer: the error's message only, no status
- * and no duration (see the header). A refused destination is final; anything else may
- * work on a later attempt.
+ * and no duration (see the header). A refused destination and a request the client will
+ * not send are final; anything else may work on a later attempt.
  */
 export function failureOutcome(error: OutboundError): DeliveryOutcome {
-  return { verdict: error.kind === 'refused' ? 'failed' : 'retry', responseStatus: null, durationMs: null, error: error.message };
+  const final = error.kind === 'refused' || error.kind === 'invalid';
+  return { verdict: final ? 'failed' : 'retry', responseStatus: null, durationMs: null, error: error.message };
 }
 
 /**

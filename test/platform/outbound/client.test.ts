@@ -48,6 +48,13 @@ t.test('redirects are answered as they are, not followed', async (t) => {
   t.equal(receiver.received('/redirected').length, 0);
 });
 
+t.test('a request the HTTP client refuses to send (a header value it cannot write) is invalid, not a network failure', async (t) => {
+  for (const value of ['\u0100', 'a\u0001b', '\u007f', '€']) {
+    const error = await failure(client.send({ url: receiver.url('/echo'), method: 'GET', headers: { 'X-A': value } }));
+    t.equal(error?.kind, 'invalid', JSON.stringify(value));
+  }
+});
+
 t.test('a peer that does not answer is cut off by the total timeout', async (t) => {
   receiver.script('/hang', ['hang']);
   const started = Date.now();

@@ -144,6 +144,9 @@ t.test('responseOutcome: the status, its verdict and error text, the duration, a
 t.test('failureOutcome: no status, no duration, only the message users may see; refusals are final', async (t) => {
   const refused = failureOutcome(new OutboundError('refused', 'address 10.0.0.1 (private) is not public'));
   t.strictSame(refused, { verdict: 'failed', responseStatus: null, durationMs: null, error: DESTINATION_NOT_ALLOWED });
+  // A request the client will never send: the next attempt would be refused alike.
+  const invalid = failureOutcome(new OutboundError('invalid', 'UND_ERR_INVALID_ARG: invalid x-a header'));
+  t.strictSame(invalid, { verdict: 'failed', responseStatus: null, durationMs: null, error: NOT_DELIVERED });
   for (const kind of ['timeout', 'network'] as const) {
     t.strictSame(
       failureOutcome(new OutboundError(kind, 'ECONNRESET: socket hang up')),

@@ -89,6 +89,14 @@ t.test('invalid configurations are 422 naming the exact key, and nothing is stor
     ['header name invalid', { url: PUBLIC_URL, headers: { 'Bad Name': 'x' } }, ['config.headers.Bad Name']],
     ['framing header', { url: PUBLIC_URL, headers: { Host: 'example.com' } }, ['config.headers.Host']],
     ['header value with a line break', { url: PUBLIC_URL, headers: { 'X-A': 'a\r\nX-Injected: 1' } }, ['config.headers.X-A']],
+    // What an HTTP field value cannot hold (RFC 9110 §5.5): other controls, and characters beyond one byte.
+    ['header value with a control', { url: PUBLIC_URL, headers: { 'X-A': 'a\u0001', 'X-B': '\u007f' } }, ['config.headers.X-A', 'config.headers.X-B']],
+    ['header value beyond Latin-1', { url: PUBLIC_URL, headers: { 'X-A': '€' } }, ['config.headers.X-A']],
+    [
+      'auth header value beyond Latin-1',
+      { url: PUBLIC_URL, headers: {}, auth: { type: 'header', header: { name: 'X-Key', value: 'k\u0100' } } },
+      ['config.auth.header.value'],
+    ],
     [
       'auth header named like a framing header',
       { url: PUBLIC_URL, headers: {}, auth: { type: 'header', header: { name: 'Content-Length', value: '1' } } },
