@@ -5779,8 +5779,7 @@ export interface components {
          *         "resourceType": "User",
          *         "created": "2026-01-31T14:05:00.000Z",
          *         "lastModified": "2026-02-01T08:00:00.000Z",
-         *         "location": "https://atrium.example.com/scim/v2/Users/42",
-         *         "version": "W/\"1769932800000\""
+         *         "location": "https://atrium.example.com/scim/v2/Users/42"
          *       }
          *     }
          */
@@ -5841,8 +5840,7 @@ export interface components {
          *         "resourceType": "User",
          *         "created": "2026-01-31T14:05:00.000Z",
          *         "lastModified": "2026-02-01T08:00:00.000Z",
-         *         "location": "https://atrium.example.com/scim/v2/Users/42",
-         *         "version": "W/\"1769932800000\""
+         *         "location": "https://atrium.example.com/scim/v2/Users/42"
          *       }
          *     }
          */
@@ -6003,12 +6001,6 @@ export interface components {
             location?: components["schemas"]["ScimLocation"];
             /** @constant */
             resourceType: "User";
-            /**
-             * @description A weak version made of `updated_at` (milliseconds since the epoch). Informative
-             *     only: ETags are not supported (`ServiceProviderConfig` `etag.supported` false), no
-             *     `ETag` header is sent and `If-Match` is not read.
-             */
-            version?: string;
         };
         ScimUserMetaFull: {
             /**
@@ -6024,12 +6016,6 @@ export interface components {
             location: components["schemas"]["ScimLocation"];
             /** @constant */
             resourceType: "User";
-            /**
-             * @description A weak version made of `updated_at` (milliseconds since the epoch). Informative
-             *     only: ETags are not supported (`ServiceProviderConfig` `etag.supported` false), no
-             *     `ETag` header is sent and `If-Match` is not read.
-             */
-            version: string;
         };
         /**
          * @description A SCIM User as a write answers it (`POST`, `PUT`, `PATCH`; RFC 7644 §3.9): whole
@@ -6066,8 +6052,7 @@ export interface components {
          *         "resourceType": "User",
          *         "created": "2026-01-31T14:05:00.000Z",
          *         "lastModified": "2026-02-01T08:00:00.000Z",
-         *         "location": "https://atrium.example.com/scim/v2/Users/42",
-         *         "version": "W/\"1769932800000\""
+         *         "location": "https://atrium.example.com/scim/v2/Users/42"
          *       }
          *     }
          */

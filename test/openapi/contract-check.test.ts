@@ -291,7 +291,6 @@ const scimUser = {
     created: '2026-01-31T14:05:00.000Z',
     lastModified: '2026-01-31T14:05:00.000Z',
     location: 'http://localhost/scim/v2/Users/42',
-    version: 'W/"1769868300000"',
   },
 };
 

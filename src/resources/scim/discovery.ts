@@ -145,7 +145,7 @@ const COMMON_ATTRIBUTES = [
   { name: 'schemas' },
   { name: 'id' },
   { name: 'externalId' },
-  { name: 'meta', subAttributes: [{ name: 'resourceType' }, { name: 'created' }, { name: 'lastModified' }, { name: 'location' }, { name: 'version' }] },
+  { name: 'meta', subAttributes: [{ name: 'resourceType' }, { name: 'created' }, { name: 'lastModified' }, { name: 'location' }] },
 ];
 
 /**

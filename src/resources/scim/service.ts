@@ -8,6 +8,7 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { and, asc, count, eq, sql, type SQL } from 'drizzle-orm';
 import { scimPatch, ScimError as PatchError, type ScimPatchOperation } from 'scim-patch';
+import { filter, parse } from 'scim2-parse-filter';
 import { changesBetween, type AuditSource, requestOrigin, sameJson, userLabel } from '../../platform/audit/audit.ts';
 import type { Caller } from '../../platform/auth/auth.ts';
 import { hashPassword } from '../../platform/auth/passwords.ts';
@@ -496,7 +497,10 @@ function extensionOperations(op: SentOperation['op'], value: unknown): SentOpera
  * scim-patch applies as meant: a key with a value filter (`emails[type eq "work"].value`,
  * as Entra ID sends several attributes in one operation) or naming the enterprise
  * extension becomes an operation with that path; the other keys stay together, dotted
- * ones (`name.givenName`) included, which scim-patch reads as paths.
+ * ones (`name.givenName`) included, which scim-patch reads as paths. A user's `name` as
+ * an object becomes dotted keys: its sub-attributes the value does not name are left as
+ * they are (RFC 7644 §3.5.2.1, §3.5.2.3), as with the path `name`; scim-patch would
+ * replace it whole.
  */
 function pathlessOperations(op: SentOperation['op'], value: Record<string, unknown>, resource: Patchable): SentOperation[] {
   const together: Record<string, unknown> = {};
@@ -504,7 +508,9 @@ function pathlessOperations(op: SentOperation['op'], value: Record<string, unkno
   const enterprise = ENTERPRISE_USER_SCHEMA.toLowerCase();
   for (const [key, item] of Object.entries(value)) {
     const lower = key.toLowerCase();
-    if (resource === 'user' && lower === enterprise) apart.push(...extensionOperations(op, item));
+    if (resource === 'user' && lower === 'name' && isAttributes(item)) {
+      for (const [sub, subValue] of Object.entries(item)) together[`${key}.${sub}`] = subValue;
+    } else if (resource === 'user' && lower === enterprise) apart.push(...extensionOperations(op, item));
     else if (key.includes('[') || (resource === 'user' && lower.startsWith(`${enterprise}:`))) apart.push({ op, path: key, value: item });
     else together[key] = item;
   }
@@ -586,16 +592,29 @@ function valueFilterOf(path: string | undefined): { attribute: string; filter: s
 }
 
 /**
- * Whether `operation` removes by a value filter (`members[value eq "…"]`) from an attribute
- * that holds no value in `resource`: it matches nothing, so it changes nothing (RFC 7644
- * §3.5.2.2). scim-patch refuses it instead ("a mono valued attribute") once an earlier
- * removal took the last value, as identity providers' batches of removals do.
+ * Whether `operation` removes by a value filter (`members[value eq "…"]`,
+ * `phoneNumbers[type eq "fax"].value`) what matches nothing in `resource`: it changes
+ * nothing, and succeeds (RFC 7644 §3.5.2.2). scim-patch refuses it instead: "a mono valued
+ * attribute" once an earlier removal took the last value, as identity providers' batches
+ * of removals do, and "no matching array entry" when the path names a sub-attribute, as
+ * Entra ID's removal of a cleared mobile or fax number does (without a sub-attribute,
+ * scim-patch removes nothing and succeeds, and members removed by id take a faster path
+ * than a filter over every member). The filter is judged as scim-patch judges it, so it
+ * is given after `matchingStoredCase`; one that does not parse is left to scim-patch.
  */
 function removesFromNothing(resource: Record<string, unknown>, operation: ScimPatchOperation): boolean {
   const filtered = operation.op === 'remove' ? valueFilterOf(operation.path) : null;
   if (!filtered) return false;
   const held = resource[filtered.attribute];
-  return held === undefined || held === null || (Array.isArray(held) && held.length === 0);
+  if (held === undefined || held === null || (Array.isArray(held) && held.length === 0)) return true;
+  if (filtered.rest === '' || !Array.isArray(held)) return false;
+  let matches: (item: unknown) => boolean;
+  try {
+    matches = filter(parse(filtered.filter));
+  } catch {
+    return false;
+  }
+  return !held.some((item) => matches(item));
 }
 
 /**
@@ -669,7 +688,8 @@ function patched<T extends Record<string, unknown>>(resource: T, operations: Sci
   }
   try {
     let document = structuredClone(resource) as Record<string, unknown>;
-    for (const operation of operations) {
+    for (const sent of operations) {
+      const operation = matchingStoredCase(document, sent);
       if (removesFromNothing(document, operation)) continue;
       const member = operation.op === 'remove' && operation.path !== undefined ? MEMBER_BY_ID.exec(operation.path) : null;
       if (member && Array.isArray(document.members)) {
@@ -678,7 +698,7 @@ function patched<T extends Record<string, unknown>>(resource: T, operations: Sci
         document.members = document.members.filter((held) => (held as { value?: unknown } | null)?.value !== id);
         continue;
       }
-      document = scimPatch(document as never, [matchingStoredCase(document, operation)], { mutateDocument: true, treatMissingAsAdd: true });
+      document = scimPatch(document as never, [operation], { mutateDocument: true, treatMissingAsAdd: true });
     }
     return document as T;
   } catch (error) {

@@ -76,7 +76,6 @@ export function presentScimUser(row: ScimUserRow, baseUrl: string) {
       created: row.createdAt.toISOString(),
       lastModified: row.updatedAt.toISOString(),
       location: `${baseUrl}/Users/${row.id}`,
-      version: `W/"${row.updatedAt.getTime()}"`,
     },
   };
 }
