@@ -42,7 +42,10 @@ export const pushHandlers = {
       const rows = await saveSubscription(tx, auth, input, userAgent);
       if (rows.length === 0) throw invalid({ endpoint: [coded('taken', 'is registered by another user; it must be deleted by that user first')] });
       // The endpoint is a capability (whoever knows it can push): the trail names the subscription by id only.
-      await audit(tx, ctx, { action: 'push_subscription.created', target: { type: 'push_subscription', id: rows[0]!.id, label: null } });
+      // An endpoint the user held already is the same subscription sent again (browsers do on every page load): no event.
+      if (!held.holdsEndpoint) {
+        await audit(tx, ctx, { action: 'push_subscription.created', target: { type: 'push_subscription', id: rows[0]!.id, label: null } });
+      }
       return presentAll(pushSubscriptionView, tx, rows, auth);
     });
     return { status: 201, body: created! };

@@ -201,7 +201,10 @@ t.test('a user holds at most 20 subscriptions; re-registering one of them still 
 });
 
 t.test('another user’s or tenant’s subscription is answered like a missing one', async (t) => {
-  const created = await register(t, alice.token, { endpoint: pushService.url(pushPath()), keys: browserSubscription().keys });
+  const subscription = { endpoint: pushService.url(pushPath()), keys: browserSubscription().keys };
+  const created = await register(t, alice.token, subscription);
+  // Browsers send their subscription again on every page load: the same subscription, no new event.
+  t.equal((await register(t, alice.token, subscription)).body.id, created.body.id, 'registered again: the same subscription');
   const stranger = await api.createUser(other.tenantId);
   t.equal((await api.call(t, 'deletePushSubscription', { token: bob.token, params: { subscription: created.body.id } })).status, 404);
   t.equal((await api.call(t, 'deletePushSubscription', { token: stranger.token, params: { subscription: created.body.id } })).status, 404);
@@ -219,7 +222,7 @@ t.test('another user’s or tenant’s subscription is answered like a missing o
       ['push_subscription.created', String(alice.id)],
       ['push_subscription.deleted', String(alice.id)],
     ],
-    'one event per change: the refused and repeated deletes left none',
+    'one event per change: the repeated registration and the refused and repeated deletes left none',
   );
 });
 
