@@ -2893,7 +2893,10 @@ export interface components {
             id: string;
             /**
              * Format: date-time
-             * @description When the change's transaction began (RFC 3339, UTC, milliseconds).
+             * @description When the change's transaction began (RFC 3339, UTC, milliseconds). A change that
+             *     took long (it waited for a lock) is recorded when it commits, so its event may
+             *     appear after events with a later `occurred_at`: a consumer exporting by windows of
+             *     time overlaps them and drops the ids it has (docs/audit.md, The export).
              * @example 2026-03-01T09:30:00.000Z
              */
             occurred_at: string;
