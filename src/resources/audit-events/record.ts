@@ -8,6 +8,8 @@ import { changesBetween, recordAudit, requestOrigin, type AuditEntry, type Audit
 import type { Changes } from '../../platform/audit/table.ts';
 import type { Auth } from '../../platform/auth/auth.ts';
 import type { Tx } from '../../platform/database/database.ts';
+import { unauthorized } from '../../platform/http/problem.ts';
+import { holdLiveUser } from '../users/queries.ts';
 
 export { userLabel } from '../../platform/audit/audit.ts';
 
@@ -28,9 +30,17 @@ export const commandSource = (command: string): AuditSource => ({ actor: { type:
 /** Atrium itself, in the job `job`. */
 export const jobSource = (job: string): AuditSource => ({ actor: { type: 'system', id: null, label: null }, origin: { job } });
 
-/** Records one audit event in `tx`: by the request's user (`ctx`), or by `source`. */
+/**
+ * Records one audit event in `tx`: by the request's user (`ctx`), or by `source`. A
+ * request's user is held until the change commits (`holdLiveUser`): a blackout of them that
+ * committed while the request ran (it waited for a lock) ends the request (401), so that
+ * no event naming the person commits after their trail was erased (docs/audit.md#erasure).
+ */
 export async function audit(tx: Tx, by: RequestContext | AuditSource, entry: AuditEntry): Promise<void> {
-  await recordAudit(tx, 'request' in by ? requestSource(by) : by, entry);
+  if (!('request' in by)) return recordAudit(tx, by, entry);
+  await recordAudit(tx, requestSource(by), entry);
+  // After the event, which leaves in the same write.
+  if (!(await holdLiveUser(tx, by.auth.userId))) throw unauthorized('The account was deleted while the request ran.');
 }
 
 /** Bookkeeping fields every record carries: a change is what the caller changed, not when. */

@@ -11,7 +11,7 @@ import { hashToken } from '../../../src/platform/auth/tokens.ts';
 import { scimSettings, scimTokens } from '../../../src/resources/scim/table.ts';
 import { newScimTokenValue } from '../../../src/resources/scim/tokens.ts';
 import { startTestApi, type CallResult } from '../../helpers/atrium.ts';
-import { bearer, holdRows, lockWaiters, roleNamed, rowCount, sleep } from '../../helpers/fixtures.ts';
+import { bearer, holdRows, lockWaiters, roleNamed, rowCount, sleep, storeNotification } from '../../helpers/fixtures.ts';
 import { eventually } from '../../helpers/eventually.ts';
 import { multipart, PNG_1X1 } from '../../helpers/multipart.ts';
 
@@ -206,6 +206,33 @@ t.test("a user's own submission waiting behind the user's blackout is refused an
     [{}],
     'only the erased submission is left',
   );
+});
+
+t.test("a user's write waiting behind the user's blackout is refused: no event names them after the erasure", async (t) => {
+  // The trail's erasure rewrites the events by the person once the blackout commits (docs/audit.md#erasure);
+  // an event of theirs committed after it would keep their name for good.
+  const reader = await api.createUser(tenant.tenantId, { username: 'leaving-reader', values: { firstName: 'Rita', lastName: 'Reader' } });
+  const notification = await storeNotification(api.db, tenant.tenantId, reader.id, new Date());
+  const held = await holdRows(api.db, sql`select id from notifications where id = ${notification.id} for update`);
+  let seen: Promise<CallResult>;
+  try {
+    seen = api.call(t, 'updateNotification', { token: reader.token, params: { notification: notification.id }, body: { seen_at: '2026-01-01 10:00:00' } });
+    t.equal(await lockWaiters(api.db, 'notifications'), 1, 'the write waits for the row');
+    t.equal((await api.call(t, 'blackoutUser', { token: admin, params: { user: reader.id } })).status, 204, 'the blackout commits meanwhile');
+  } finally {
+    await held.release();
+  }
+  t.equal((await seen).status, 401, 'the write is refused');
+  const events = await api.db.owner.execute<{ action: string }>(
+    sql`select action from audit_events where tenant_id = ${tenant.tenantId} and actor_type = 'user' and actor_id = ${reader.id}`,
+  );
+  t.same(
+    events.map((event) => event.action),
+    [],
+    'no event by the user',
+  );
+  const [row] = await api.db.owner.execute<{ seen_at: Date | null }>(sql`select seen_at from notifications where id = ${notification.id}`);
+  t.equal(row?.seen_at ?? null, null, 'nothing was marked');
 });
 
 t.test('an automation run while the automation is deleted answers 404, not a broken reference', async (t) => {
