@@ -159,10 +159,11 @@ t.test('failureOutcome: no status, no duration, only the message users may see; 
 t.test('attemptDelivery against a real peer', async (t) => {
   const receiver = await startReceiver(t);
   const logged: string[] = [];
+  // Long enough for a loopback answer on a busy machine (800 ms once ran out in CI under load); the hang case waits it out.
   const client = new OutboundClient({
     allowedCidrs: ['127.0.0.0/8'],
-    connectTimeoutMs: 1000,
-    timeoutMs: 800,
+    connectTimeoutMs: 3000,
+    timeoutMs: 3000,
     logger: { warn: (fields, message) => logged.push(JSON.stringify({ ...fields, message })) },
   });
   t.teardown(() => client.close());
