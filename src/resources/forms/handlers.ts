@@ -68,12 +68,12 @@ import {
   taskTemplateListing,
 } from './view.ts';
 
-/** 422 naming every problem, when there is one. */
 /** The caller's account, held while their submission is written: a blackout (or a delete) that committed meanwhile ends the request (401). */
 async function requireLiveCaller(tx: Tx, auth: Auth): Promise<void> {
   if (!(await holdLiveUser(tx, auth.userId))) throw unauthorized('The account was deleted while the request ran.');
 }
 
+/** 422 naming every problem, when there is one. */
 function refuse(errors: FieldErrors): void {
   if (Object.keys(errors).length > 0) throw invalid(errors);
 }
