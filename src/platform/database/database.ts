@@ -185,6 +185,13 @@ const CONNECT_TIMEOUT_SECONDS = 5;
 const WRITABLE = `not pg_is_in_recovery() and current_setting('transaction_read_only') = 'off' as writable`;
 /** How long readiness waits for the database before it answers "not ready". */
 const READINESS_TIMEOUT_MS = 2_000;
+/**
+ * How long start-up (migrations, the application login) waits to reach the database. A
+ * server that refuses fails at once; one that accepts and answers something else (a URL
+ * naming an HTTP port: the answer is not PostgreSQL's, the connection closes) would be
+ * tried again for ever, without a word.
+ */
+const REACH_TIMEOUT_MS = 10_000;
 
 /** `check`'s answer, or false when it takes longer than `ms`. */
 async function within(check: Promise<boolean>, ms: number): Promise<boolean> {
@@ -424,12 +431,24 @@ export class Database {
    */
   private async underMigrationLock<T>(fn: (connection: postgres.Sql) => Promise<T>): Promise<T> {
     // One connection, so the session-level advisory lock covers the whole of `fn`.
-    const connection = postgres(this.sessionUrl, { max: 1, onnotice: () => {} });
+    const connection = postgres(this.sessionUrl, { max: 1, onnotice: () => {}, connect_timeout: CONNECT_TIMEOUT_SECONDS });
     try {
+      // Reached first, within a deadline; the lock may then wait as long as another process's migrations take.
+      if (
+        !(await within(
+          connection`select 1`.then(() => true),
+          REACH_TIMEOUT_MS,
+        ))
+      ) {
+        const hosts = parseConnectionUrl(this.sessionUrl)?.hosts.map(({ host, port }) => `${host}:${port ?? 5432}`) ?? ['the server'];
+        throw new Error(
+          `no PostgreSQL server answered at ${hosts.join(', ')} within ${REACH_TIMEOUT_MS / 1000} s: check DATABASE_URL (or DATABASE_DIRECT_URL).`,
+        );
+      }
       await connection`select pg_advisory_lock(${MIGRATION_LOCK})`;
       return await fn(connection);
     } finally {
-      await connection.end({ timeout: 5 });
+      await connection.end({ timeout: 1 });
     }
   }
 
