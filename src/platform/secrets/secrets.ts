@@ -33,14 +33,30 @@ export async function instanceSecret(db: Database, name: string, generate: () =>
 export class Secrets {
   private constructor(private readonly master: Buffer) {}
 
+  /**
+   * The master key, which must be the one the database was first used with: its check value
+   * (an HMAC of a constant under it, which reveals nothing of it) is stored then, and a start
+   * with another key is refused. Another key (`ATRIUM_SECRET_KEY` set, changed or unset
+   * since) would leave every sealed secret undecryptable and every signed link invalid,
+   * without a word (docs/operations.md: the key is never changed).
+   */
   static async load(db: Database, configured: string | undefined): Promise<Secrets> {
+    let master: Buffer;
     if (configured) {
-      const key = Buffer.from(configured, 'base64');
-      if (key.length !== 32) throw new Error('ATRIUM_SECRET_KEY must be 32 bytes, base64 encoded');
-      return new Secrets(key);
+      master = Buffer.from(configured, 'base64');
+      if (master.length !== 32) throw new Error('ATRIUM_SECRET_KEY must be 32 bytes, base64 encoded');
+    } else {
+      master = Buffer.from(await instanceSecret(db, 'master-key', () => randomBytes(32).toString('base64')), 'base64');
     }
-    const stored = await instanceSecret(db, 'master-key', () => randomBytes(32).toString('base64'));
-    return new Secrets(Buffer.from(stored, 'base64'));
+    const check = createHmac('sha256', master).update('atrium:key-check').digest('base64url');
+    if ((await instanceSecret(db, 'master-key-check', () => check)) !== check) {
+      throw new Error(
+        configured
+          ? "ATRIUM_SECRET_KEY is not the key this database's secrets were sealed with: set the key it was first used with (the key is never changed)."
+          : "ATRIUM_SECRET_KEY is not set, but this database's secrets were sealed with a key given in it: set that key again.",
+      );
+    }
+    return new Secrets(master);
   }
 
   /** A 32-byte key for one purpose (e.g. `picture-url`, `webhook-secrets`). */

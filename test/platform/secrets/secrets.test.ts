@@ -1,6 +1,7 @@
 import t from 'tap';
 import { Secrets, instanceSecret } from '../../../src/platform/secrets/secrets.ts';
 import { startTestApi } from '../../helpers/atrium.ts';
+import { startTestDatabase } from '../../helpers/tenant-data.ts';
 
 const api = await startTestApi(t);
 const { db, secrets } = api.atrium.services;
@@ -8,9 +9,21 @@ const { db, secrets } = api.atrium.services;
 t.test('the master key is generated once and shared by every loader', async (t) => {
   const again = await Secrets.load(db, undefined);
   t.equal(again.sign('x', 'message'), secrets.sign('x', 'message'));
-  const configured = await Secrets.load(db, Buffer.alloc(32, 7).toString('base64'));
-  t.not(configured.sign('x', 'message'), secrets.sign('x', 'message'), 'ATRIUM_SECRET_KEY wins');
   await t.rejects(Secrets.load(db, 'c2hvcnQ='), /32 bytes/);
+});
+
+t.test('a key other than the one the database was first used with is refused, not used', async (t) => {
+  // The generated key's database, now with ATRIUM_SECRET_KEY set (a compose .env beside the checkout's npm start).
+  await t.rejects(Secrets.load(db, Buffer.alloc(32, 7).toString('base64')), {
+    message: "ATRIUM_SECRET_KEY is not the key this database's secrets were sealed with: set the key it was first used with (the key is never changed).",
+  });
+  // A database first used with a configured key: that key again works; another, or none, is refused.
+  const other = await startTestDatabase(t);
+  const key = Buffer.alloc(32, 9).toString('base64');
+  const first = await Secrets.load(other.db, key);
+  t.equal((await Secrets.load(other.db, key)).sign('x', 'm'), first.sign('x', 'm'), 'the same key again');
+  await t.rejects(Secrets.load(other.db, Buffer.alloc(32, 8).toString('base64')), /is not the key this database's secrets were sealed with/);
+  await t.rejects(Secrets.load(other.db, undefined), /ATRIUM_SECRET_KEY is not set, but this database's secrets were sealed with a key given in it/);
 });
 
 t.test('concurrent first use agrees on one value', async (t) => {
