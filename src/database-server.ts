@@ -14,6 +14,8 @@ export interface DatabaseServer {
   url: string;
   /** The embedded server's password for the application role's own login. */
   appPassword?: string;
+  /** The other live process that runs the embedded server, when this one only borrows it (`EmbeddedDatabase.ownedBy`). */
+  ownedBy?: number;
   stop(): Promise<void>;
 }
 

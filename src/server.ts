@@ -58,6 +58,14 @@ export async function createAtrium(
     logger,
   });
   const server = await openDatabaseServer(config, logger);
+  // The command line may borrow a server's embedded PostgreSQL; a second server may not: the
+  // first stops it when it ends, and the second would go on without a database.
+  if (server.ownedBy !== undefined) {
+    throw new Error(
+      `the embedded PostgreSQL of ${config.dataDir} is run by another Atrium (pid ${server.ownedBy}), which stops it when it ends: ` +
+        'run one server per data folder, or give several processes one PostgreSQL with DATABASE_URL',
+    );
+  }
   const db = new Database(server.url, {
     appUrl: appLoginUrl(config, server),
     directUrl: config.databaseUrl ? config.databaseDirectUrl : undefined,

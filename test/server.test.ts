@@ -162,6 +162,12 @@ t.test('node dist/src/main.js: a restart keeps the data, seeds nothing, and stop
   const res = await fetch(`${base}/health/ready`);
   t.equal(res.status, 200);
   t.equal(server.serverPid(), server.child.pid);
+  // A second server on the same data folder is refused: the first stops the database when it ends.
+  const second = start(0, 'node dist');
+  second.listening.catch(() => {}); // It never listens.
+  t.equal(await second.exited, 1, 'a second server exits');
+  t.match(second.output(), /atrium: could not start: the embedded PostgreSQL of .* is run by another Atrium \(pid \d+\)/);
+  t.equal((await fetch(`${base}/health/ready`)).status, 200, 'the first serves on');
   const database = postmaster();
   server.child.kill('SIGINT');
   t.equal(await server.exited, 0);

@@ -13,6 +13,8 @@ export interface EmbeddedDatabase {
   url: string;
   /** Password for the application role's own login (kept in the data dir). */
   appPassword: string;
+  /** The live process that runs the server and stops it when it ends, when that is another one (the server this one uses is borrowed). */
+  ownedBy?: number;
   stop(): Promise<void>;
 }
 
@@ -266,7 +268,8 @@ export async function startEmbeddedPostgres(dataDir: string, options: EmbeddedOp
     const running = runningPostmaster(pgdata);
     const runningUrl = running ? urlFor(password, running.port) : null;
     if (running && runningUrl && (await answers(runningUrl))) {
-      if (ownerOf(dataDir) !== null) return { url: runningUrl, appPassword, stop: async () => {} };
+      const owner = ownerOf(dataDir);
+      if (owner !== null) return { url: runningUrl, appPassword, ownedBy: owner, stop: async () => {} };
       const stop = ownPostmaster(
         dataDir,
         () => isAlive(running.pid) && process.kill(running.pid, 'SIGINT'),
