@@ -4,7 +4,10 @@
  * declaration the binding could not enforce as written refused at generation.
  */
 import t from 'tap';
-import { deprecationOf, operationEntry, permissionRule, servedEntry, servingService } from '../../scripts/generate.ts';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { deprecationOf, operationEntry, permissionRule, servedEntry, servingService, unreferencedPathItems } from '../../scripts/generate.ts';
 
 t.test('x-permission none: any signed-in user; none at all only without an access token', async (t) => {
   t.strictSame(permissionRule('listThings', '/api/things', true, 'none'), { permission: null, unlessSelf: null });
@@ -110,4 +113,30 @@ t.test('x-atrium-served-by refuses an unknown service, and what only the binding
   refused('', none, /x-atrium-served-by names ""/);
   refused('scim', { permission: 'users.administer', deprecated: undefined }, /op: x-permission is set, but the scim service serves the operation/);
   refused('scim', { permission: undefined, deprecated: true }, /op: deprecated is set, but the scim service .* sends no Deprecation or Sunset header/);
+});
+
+t.test('a path item openapi.yaml does not reference is refused; shared schemas and parameters in path files are not path items', async (t) => {
+  const root = mkdtempSync(path.join(os.tmpdir(), 'atrium-generate-'));
+  t.teardown(() => rmSync(root, { recursive: true, force: true }));
+  mkdirSync(path.join(root, 'openapi/paths'), { recursive: true });
+  writeFileSync(path.join(root, 'openapi/openapi.yaml'), 'paths:\n  /api/things:\n    $ref: paths/things.yaml#/collection\n');
+  writeFileSync(
+    path.join(root, 'openapi/paths/things.yaml'),
+    [
+      'collection:',
+      '  get:',
+      '    operationId: listThings',
+      'names:',
+      '  get:',
+      '    operationId: listThingNames',
+      'ThingParameter:',
+      '  name: thing',
+      '  in: path',
+      'Thing:',
+      '  type: object',
+      '',
+    ].join('\n'),
+  );
+  t.strictSame(unreferencedPathItems(root), ['openapi/paths/things.yaml#/names']);
+  t.strictSame(unreferencedPathItems(path.resolve('.')), [], "the repository's own spec references every path item");
 });
