@@ -434,17 +434,20 @@ export class Database {
     const connection = postgres(this.sessionUrl, { max: 1, onnotice: () => {}, connect_timeout: CONNECT_TIMEOUT_SECONDS });
     try {
       // Reached first, within a deadline; the lock may then wait as long as another process's migrations take.
-      if (
-        !(await within(
-          connection`select 1`.then(() => true),
-          REACH_TIMEOUT_MS,
-        ))
-      ) {
-        const hosts = parseConnectionUrl(this.sessionUrl)?.hosts.map(({ host, port }) => `${host}:${port ?? 5432}`) ?? ['the server'];
-        throw new Error(
-          `no PostgreSQL server answered at ${hosts.join(', ')} within ${REACH_TIMEOUT_MS / 1000} s: check DATABASE_URL (or DATABASE_DIRECT_URL).`,
-        );
-      }
+      // A failure names the server and the setting: the driver's own message names neither.
+      const where = `the database at ${
+        parseConnectionUrl(this.sessionUrl)
+          ?.hosts.map(({ host, port }) => `${host}:${port ?? 5432}`)
+          .join(', ') ?? 'DATABASE_URL'
+      }`;
+      const setting = 'check DATABASE_URL (or DATABASE_DIRECT_URL)';
+      const reached = await within(
+        connection`select 1`.then(() => true),
+        REACH_TIMEOUT_MS,
+      ).catch((error: unknown) => {
+        throw new Error(`${where}: ${error instanceof Error ? error.message : String(error)}: ${setting}.`, { cause: error });
+      });
+      if (!reached) throw new Error(`${where} did not answer as PostgreSQL within ${REACH_TIMEOUT_MS / 1000} s: ${setting}.`);
       await connection`select pg_advisory_lock(${MIGRATION_LOCK})`;
       return await fn(connection);
     } finally {

@@ -16,5 +16,18 @@ t.test('migrations against a server that is not PostgreSQL fail, naming the host
   const port = (server.address() as net.AddressInfo).port;
   const db = new Database(`postgres://atrium@127.0.0.1:${port}/atrium`);
   t.teardown(() => db.close());
-  await t.rejects(db.migrate(), { message: new RegExp(`^no PostgreSQL server answered at 127\\.0\\.0\\.1:${port} within \\d+ s: check DATABASE_URL`) });
+  await t.rejects(db.migrate(), {
+    message: new RegExp(`^the database at 127\\.0\\.0\\.1:${port} did not answer as PostgreSQL within \\d+ s: check DATABASE_URL`),
+  });
+});
+
+t.test('a refused connection fails at once, naming the host and DATABASE_URL', async (t) => {
+  // A port just freed: nothing listens there.
+  const probe = net.createServer();
+  await new Promise<void>((resolve) => probe.listen(0, '127.0.0.1', resolve));
+  const port = (probe.address() as net.AddressInfo).port;
+  await new Promise<void>((resolve) => probe.close(() => resolve()));
+  const db = new Database(`postgres://atrium@127.0.0.1:${port}/atrium`);
+  t.teardown(() => db.close());
+  await t.rejects(db.migrate(), { message: new RegExp(`^the database at 127\\.0\\.0\\.1:${port}: connect ECONNREFUSED .*: check DATABASE_URL`) });
 });
