@@ -260,7 +260,16 @@ export async function startEmbeddedPostgres(dataDir: string, options: EmbeddedOp
       createPostgresUser: true,
       onLog: (message) => onLog(String(message)),
       onError: (error) => log(`embedded postgres error: ${String(error)}`),
-    }).initialise();
+    })
+      .initialise()
+      .catch((error: unknown) => {
+        // The package's error quotes initdb's whole output (the SQL it was running, hundreds of
+        // lines on a Ctrl-C): the one line that says why stays, the rest goes to the debug log.
+        const text = String((error as Error)?.message ?? error);
+        log(text);
+        const reason = /^(?:FATAL|ERROR|initdb: error):.*$/m.exec(text)?.[0] ?? text.split('\n')[0]!.slice(0, 300);
+        throw new Error(`creating the embedded PostgreSQL's data folder (initdb) failed: ${reason}`, { cause: error });
+      });
   } else {
     // Already running on this data dir (a server while the CLI runs, or a postmaster left
     // behind by a killed process): use it rather than fight over its lock. Its owner, while

@@ -7,7 +7,7 @@
  */
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import net from 'node:net';
 import os from 'node:os';
@@ -26,6 +26,20 @@ t.test('a DATA_DIR that cannot be a folder is refused in one sentence naming it,
       message: `The embedded PostgreSQL's folder ${dataDir} (DATA_DIR) cannot be created: a file is in the way. Set DATA_DIR to a folder this user may create, or DATABASE_URL to use an existing PostgreSQL server.`,
     });
   }
+});
+
+t.test('initdb failing is one line saying why, not its whole output', async (t) => {
+  // A data folder with something in it but no cluster: initdb refuses it (as it stops, quoting its SQL, on a Ctrl-C).
+  const dataDir = path.join(os.tmpdir(), `atrium-initdb-${randomBytes(4).toString('hex')}`);
+  mkdirSync(path.join(dataDir, 'pgdata'), { recursive: true });
+  writeFileSync(path.join(dataDir, 'pgdata', 'stray'), '');
+  t.teardown(() => rm(dataDir, { recursive: true, force: true }));
+  const failed = await startEmbeddedPostgres(dataDir).then(
+    () => null,
+    (error: Error) => error,
+  );
+  t.match(failed?.message, /^creating the embedded PostgreSQL's data folder \(initdb\) failed: .*\bexists but is not empty/);
+  t.notMatch(failed?.message, /\n/, 'one line');
 });
 
 t.test('a port taken between its choice and the start: the server starts on the next one chosen, with the settings asked for', async (t) => {
