@@ -48,6 +48,8 @@ interface OpenTransaction {
   tx: Tx;
   /** Statements sent ahead (`sendAhead`), each answering its error or undefined once answered. */
   ahead: Promise<Error | undefined>[];
+  /** Statements whose answers decide whether the transaction commits (`checkBeforeCommit`): each answers the refusal or undefined. */
+  checks: Promise<Error | undefined>[];
   /** How many of `fn`'s statements were issued so far, and whether all were reads (`READ`). */
   issued: number;
   onlyRead: boolean;
@@ -91,6 +93,28 @@ export async function sendAhead(tx: Tx, statement: PromiseLike<unknown>): Promis
       () => undefined,
       (error: unknown) => (error instanceof Error ? error : new Error(`A statement sent ahead failed: ${String(error)}`)),
     ),
+  );
+}
+
+/**
+ * Issues `statement` (a drizzle read on `tx`, not yet awaited) now, without waiting for its
+ * answer, and judges the answer with `verdict` before the transaction commits: an error it
+ * answers rolls the transaction back, and the transaction throws it. The answer usually
+ * arrives with a statement the function awaits later, so the check costs no round trip of
+ * its own; when none follows, the `COMMIT` waits for it. A failure of the statement itself
+ * is the transaction's, as a statement sent ahead. Outside the owner's transactions it is
+ * awaited and judged at once.
+ */
+export async function checkBeforeCommit<T>(tx: Tx, statement: PromiseLike<T>, verdict: (answer: T) => Error | undefined): Promise<void> {
+  const transaction = openTransactions.getStore();
+  if (transaction?.tx !== tx) {
+    const refusal = verdict(await statement);
+    if (refusal) throw refusal;
+    return;
+  }
+  if (!transaction.open) throw new Error('A check was sent outside its transaction: it runs inside db.tenant() or db.transaction().');
+  transaction.checks.push(
+    Promise.resolve(statement).then(verdict, (error: unknown) => (error instanceof Error ? error : new Error(`A checked statement failed: ${String(error)}`))),
   );
 }
 
@@ -358,7 +382,7 @@ export class Database {
           () => {},
         );
         let result: T;
-        const transaction: OpenTransaction = { connection, open: true, tx: this.tx, ahead: [], issued: 0, onlyRead: true, tenantId };
+        const transaction: OpenTransaction = { connection, open: true, tx: this.tx, ahead: [], checks: [], issued: 0, onlyRead: true, tenantId };
         // Behind statements sent ahead, COMMIT leaves without waiting for them: the server commits only if they succeeded.
         // Behind a transaction's only statement (`onlyStatement`), it has left already.
         let committing: Promise<postgres.RowList<postgres.Row[]>> | undefined;
@@ -366,6 +390,8 @@ export class Database {
           // `fn` may answer a drizzle query (a thenable): it must be awaited inside the transaction's context, which `then` runs in.
           result = await this.transactions.run(transaction, async () => await fn(this.tx));
           transaction.open = false;
+          // The checks decide whether to commit; their answers are usually in already.
+          for (const refusal of await Promise.all(transaction.checks)) if (refusal !== undefined) throw refusal;
           committing = transaction.committing;
           if (!committing && transaction.ahead.length > 0) {
             committing = connection.unsafe('commit');

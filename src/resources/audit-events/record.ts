@@ -7,7 +7,7 @@ import type { FastifyRequest } from 'fastify';
 import { changesBetween, recordAudit, requestOrigin, type AuditEntry, type AuditSource } from '../../platform/audit/audit.ts';
 import type { Changes } from '../../platform/audit/table.ts';
 import type { Auth } from '../../platform/auth/auth.ts';
-import type { Tx } from '../../platform/database/database.ts';
+import { checkBeforeCommit, type Tx } from '../../platform/database/database.ts';
 import { unauthorized } from '../../platform/http/problem.ts';
 import { holdLiveUser } from '../users/queries.ts';
 
@@ -35,12 +35,13 @@ export const jobSource = (job: string): AuditSource => ({ actor: { type: 'system
  * request's user is held until the change commits (`holdLiveUser`): a blackout of them that
  * committed while the request ran (it waited for a lock) ends the request (401), so that
  * no event naming the person commits after their trail was erased (docs/audit.md#erasure).
+ * The hold leaves with the event and is judged before the commit (`checkBeforeCommit`):
+ * no round trip of its own when the handler reads after it.
  */
 export async function audit(tx: Tx, by: RequestContext | AuditSource, entry: AuditEntry): Promise<void> {
   if (!('request' in by)) return recordAudit(tx, by, entry);
   await recordAudit(tx, requestSource(by), entry);
-  // After the event, which leaves in the same write.
-  if (!(await holdLiveUser(tx, by.auth.userId))) throw unauthorized('The account was deleted while the request ran.');
+  await checkBeforeCommit(tx, holdLiveUser(tx, by.auth.userId), (held) => (held ? undefined : unauthorized('The account was deleted while the request ran.')));
 }
 
 /** Bookkeeping fields every record carries: a change is what the caller changed, not when. */

@@ -6,7 +6,7 @@
  */
 import t from 'tap';
 import { sql } from 'drizzle-orm';
-import { sendAhead, type Tx } from '../../../src/platform/database/database.ts';
+import { checkBeforeCommit, sendAhead, type Tx } from '../../../src/platform/database/database.ts';
 import { startTestDatabase } from '../../helpers/tenant-data.ts';
 
 const data = await startTestDatabase(t);
@@ -107,4 +107,31 @@ t.test("in the owner pool's transaction, a statement sent ahead is awaited there
     '23505',
     "its failure is the owner transaction's at once",
   );
+});
+
+t.test('checkBeforeCommit: a refusing verdict rolls the transaction back with its error; a passing one commits', async (t) => {
+  const probe = (tx: Tx, n: number) => tx.execute<{ n: number }>(sql`select n from send_ahead_probe where n = ${n}`);
+  const refused = db.tenant(tenant.tenantId, async (tx) => {
+    await sendAhead(tx, insert(tx, 40));
+    await checkBeforeCommit(tx, probe(tx, 41), (rows) => (rows.length > 0 ? undefined : new Error('no row 41')));
+    await insert(tx, 42); // a later statement: the check's answer arrives with it
+  });
+  await t.rejects(refused, { message: 'no row 41' });
+  t.strictSame([...(await labels(40)), ...(await labels(42))], [], 'nothing of it stays');
+  // The check as the transaction's last statement: the COMMIT waits for its answer.
+  await t.rejects(
+    db.tenant(tenant.tenantId, async (tx) => {
+      await sendAhead(tx, insert(tx, 43));
+      await checkBeforeCommit(tx, probe(tx, 41), (rows) => (rows.length > 0 ? undefined : new Error('still no row 41')));
+    }),
+    { message: 'still no row 41' },
+  );
+  t.strictSame(await labels(43), [], 'rolled back');
+  await db.tenant(tenant.tenantId, async (tx) => {
+    await sendAhead(tx, insert(tx, 44));
+    await checkBeforeCommit(tx, probe(tx, 44), (rows) => (rows.length === 1 ? undefined : new Error('row 44 missing')));
+  });
+  t.strictSame(await labels(44), ['probe'], 'a passing check commits');
+  // A checked statement that fails is the transaction's failure.
+  t.equal(await codeOf(db.tenant(tenant.tenantId, async (tx) => checkBeforeCommit(tx, tx.execute(sql`select 1 / 0`), () => undefined))), '22012');
 });
