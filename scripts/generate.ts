@@ -149,7 +149,8 @@ export function unreferencedPathItems(root: string): string[] {
     const items = parseYaml(readFileSync(path.join(root, 'openapi/paths', file), 'utf8')) as Record<string, unknown>;
     for (const [key, item] of Object.entries(items ?? {})) {
       const holdsOperation = item !== null && typeof item === 'object' && HTTP_METHODS.some((method) => method in item);
-      if (holdsOperation && !document.includes(`paths/${file}#/${key}`)) missing.push(`openapi/paths/${file}#/${key}`);
+      const referenced = document.split(/\s+/).includes(`paths/${file}#/${key}`);
+      if (holdsOperation && !referenced) missing.push(`openapi/paths/${file}#/${key}`);
     }
   }
   return missing;

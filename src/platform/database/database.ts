@@ -112,9 +112,21 @@ export async function checkBeforeCommit<T>(tx: Tx, statement: PromiseLike<T>, ve
     if (refusal) throw refusal;
     return;
   }
-  if (!transaction.open) throw new Error('A check was sent outside its transaction: it runs inside db.tenant() or db.transaction().');
+  const answered = Promise.resolve(statement);
+  if (!transaction.open) {
+    // Already started by the caller: its failure must not be left unobserved (it would end the process).
+    answered.catch(() => {});
+    throw new Error('A check was sent outside its transaction: it runs inside db.tenant() or db.transaction().');
+  }
+  const failed = (error: unknown) => (error instanceof Error ? error : new Error(`A checked statement failed: ${String(error)}`));
   transaction.checks.push(
-    Promise.resolve(statement).then(verdict, (error: unknown) => (error instanceof Error ? error : new Error(`A checked statement failed: ${String(error)}`))),
+    answered.then((answer) => {
+      try {
+        return verdict(answer);
+      } catch (error) {
+        return failed(error);
+      }
+    }, failed),
   );
 }
 
@@ -213,9 +225,10 @@ const READINESS_TIMEOUT_MS = 2_000;
  * How long start-up (migrations, the application login) waits to reach the database. A
  * server that refuses fails at once; one that accepts and answers something else (a URL
  * naming an HTTP port: the answer is not PostgreSQL's, the connection closes) would be
- * tried again for ever, without a word.
+ * tried again for ever, without a word. A minute: a pooler that queues its clients (RDS
+ * Proxy, PgBouncer in session mode) or a slow authentication may take long to answer.
  */
-const REACH_TIMEOUT_MS = 10_000;
+const REACH_TIMEOUT_MS = 60_000;
 
 /** `check`'s answer, or false when it takes longer than `ms`. */
 async function within(check: Promise<boolean>, ms: number): Promise<boolean> {
@@ -252,6 +265,8 @@ export interface DatabaseOptions {
    * statements (a later transaction may run on another server connection).
    */
   directUrl?: string;
+  /** How long start-up waits to reach the database (`REACH_TIMEOUT_MS` unless set; tests shorten it). */
+  reachTimeoutMs?: number;
 }
 
 const OWNER_POOL_SIZE = 4;
@@ -291,6 +306,8 @@ export class Database {
   private readonly probes: { url: string; options: postgres.Options<Record<string, never>> }[];
   /** Whether statements are prepared: not behind a transaction-pooling proxy (see `DatabaseOptions.directUrl`). */
   private readonly prepare: boolean;
+  /** `DatabaseOptions.reachTimeoutMs`. */
+  private readonly reachTimeoutMs: number;
 
   constructor(
     readonly url: string,
@@ -303,6 +320,7 @@ export class Database {
     this.poolSizes = { owner: OWNER_POOL_SIZE, app: appPoolSize };
     this.reconnectAttempts = Math.max(OWNER_POOL_SIZE, appPoolSize) + 1;
     this.prepare = options.directUrl === undefined;
+    this.reachTimeoutMs = options.reachTimeoutMs ?? REACH_TIMEOUT_MS;
     this.sessionUrl = driverUrl(options.directUrl ?? url);
     const appConnection = options.appUrl ? { application_name: 'atrium' } : { options: `-c role=${APP_ROLE}`, application_name: 'atrium' };
     const probe = { max: 1, onnotice: () => {}, connect_timeout: READINESS_TIMEOUT_MS / 1000, prepare: false, idle_timeout: 1 };
@@ -457,7 +475,7 @@ export class Database {
    */
   private async underMigrationLock<T>(fn: (connection: postgres.Sql) => Promise<T>): Promise<T> {
     // One connection, so the session-level advisory lock covers the whole of `fn`.
-    const connection = postgres(this.sessionUrl, { max: 1, onnotice: () => {}, connect_timeout: CONNECT_TIMEOUT_SECONDS });
+    const connection = postgres(this.sessionUrl, { max: 1, onnotice: () => {} });
     try {
       // Reached first, within a deadline; the lock may then wait as long as another process's migrations take.
       // A failure names the server and the setting: the driver's own message names neither.
@@ -469,11 +487,11 @@ export class Database {
       const setting = 'check DATABASE_URL (or DATABASE_DIRECT_URL)';
       const reached = await within(
         connection`select 1`.then(() => true),
-        REACH_TIMEOUT_MS,
+        this.reachTimeoutMs,
       ).catch((error: unknown) => {
         throw new Error(`${where}: ${error instanceof Error ? error.message : String(error)}: ${setting}.`, { cause: error });
       });
-      if (!reached) throw new Error(`${where} did not answer as PostgreSQL within ${REACH_TIMEOUT_MS / 1000} s: ${setting}.`);
+      if (!reached) throw new Error(`${where} did not answer as PostgreSQL within ${this.reachTimeoutMs / 1000} s: ${setting}.`);
       await connection`select pg_advisory_lock(${MIGRATION_LOCK})`;
       return await fn(connection);
     } finally {

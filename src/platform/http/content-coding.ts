@@ -21,6 +21,8 @@ export function isContentCoded(header: string | undefined): boolean {
 
 export function registerContentCodings(app: FastifyInstance): void {
   app.addHook('preParsing', async (request) => {
+    // A path and method no route serves answer 404 or 405 as ever (the not-found handler).
+    if (request.is404) return;
     if (WITH_BODY.has(request.method) && isContentCoded(request.headers['content-encoding'])) {
       throw new ProblemError(415, 'The request body must be sent without a content coding (Content-Encoding): it is read as sent.');
     }

@@ -48,7 +48,8 @@ export class Secrets {
     } else {
       master = Buffer.from(await instanceSecret(db, 'master-key', () => randomBytes(32).toString('base64')), 'base64');
     }
-    const check = createHmac('sha256', master).update('atrium:key-check').digest('base64url');
+    // Outside the `atrium:<purpose>` labels of `key()`: the check is never a purpose's key.
+    const check = createHmac('sha256', master).update('key check value').digest('base64url');
     if ((await instanceSecret(db, 'master-key-check', () => check)) !== check) {
       throw new Error(
         configured

@@ -2,7 +2,7 @@
 import { and, asc, eq, getTableColumns, inArray, isNotNull, isNull, ne, or, sql, type SQL } from 'drizzle-orm';
 import type { Config } from '../../config.ts';
 import { userLabel } from '../../platform/audit/audit.ts';
-import type { Tx } from '../../platform/database/database.ts';
+import { transactionTenant, type Tx } from '../../platform/database/database.ts';
 import { lockRecord, lockTenantScope } from '../../platform/database/locks.ts';
 import { forgetAccountFailures } from '../auth/queries.ts';
 import { accessTokens } from '../auth/table.ts';
@@ -299,10 +299,12 @@ export async function resetPassword(tx: Tx, config: Config, user: { id: number; 
  * erased the others.
  */
 export async function holdLiveUser(tx: Tx, userId: number): Promise<boolean> {
+  // Naming the transaction's tenant: Citus takes a row lock only in a statement that reaches one shard (docs/scaling.md).
+  const tenantId = transactionTenant(tx);
   const [row] = await tx
     .select({ id: users.id })
     .from(users)
-    .where(and(eq(users.id, userId), isNull(users.deletedAt)))
+    .where(and(tenantId === undefined ? undefined : eq(users.tenantId, tenantId), eq(users.id, userId), isNull(users.deletedAt)))
     .for('key share');
   return row !== undefined;
 }

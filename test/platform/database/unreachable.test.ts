@@ -14,7 +14,7 @@ t.test('migrations against a server that is not PostgreSQL fail, naming the host
   // Closed without waiting for its last connection, which the driver may still be opening.
   t.teardown(() => void server.close());
   const port = (server.address() as net.AddressInfo).port;
-  const db = new Database(`postgres://atrium@127.0.0.1:${port}/atrium`);
+  const db = new Database(`postgres://atrium@127.0.0.1:${port}/atrium`, { reachTimeoutMs: 3_000 });
   t.teardown(() => db.close());
   await t.rejects(db.migrate(), {
     message: new RegExp(`^the database at 127\\.0\\.0\\.1:${port} did not answer as PostgreSQL within \\d+ s: check DATABASE_URL`),

@@ -301,6 +301,14 @@ t.test('a content-coded body is refused (415), labelled or really compressed; an
     200,
     'a GET ignores the header, as it ignores a body',
   );
+  // A path no route serves answers 404 as ever, whatever the body's coding.
+  const nowhere = await api.atrium.app!.inject({
+    method: 'POST',
+    url: '/api/no-such-route',
+    headers: { 'content-type': 'application/json', 'content-encoding': 'gzip' },
+    payload: '{}',
+  });
+  t.equal(nowhere.statusCode, 404);
 });
 
 t.test('a JSON media type without content is no body: a DELETE stays a DELETE, a body an operation requires is missing (422)', async (t) => {
