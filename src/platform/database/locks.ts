@@ -9,12 +9,15 @@ import { requiredTenant } from './tenancy.ts';
  * a limit, a "last + 1" number, a cycle check), or of the same `purpose` and `key` (one
  * value of it: a name). The one key construction for such locks: a 64-bit hash of
  * `atrium.<purpose>:<tenant id>[:<key>]`, the tenant taken from the transaction itself
- * (db.tenant), so it cannot name another tenant; outside one it fails.
+ * (db.tenant), so it cannot name another tenant; outside one it fails. `shared`: the lock
+ * waits only for an exclusive holder, and holders of the shared lock do not wait for each
+ * other (many writes, one act that must not run beside any of them).
  */
-export async function lockTenantScope(tx: Tx, purpose: string, key?: SQL): Promise<void> {
+export async function lockTenantScope(tx: Tx, purpose: string, key?: SQL, mode: 'exclusive' | 'shared' = 'exclusive'): Promise<void> {
   // `requiredTenant` fails on an unset (or, later in a session, empty) tenant setting.
   const value = key === undefined ? sql`` : sql` || ':' || ${key}`;
-  await tx.execute(sql`select pg_advisory_xact_lock(hashtextextended(${`atrium.${purpose}:`} || ${requiredTenant}::text${value}, 0))`);
+  const lock = mode === 'shared' ? sql`pg_advisory_xact_lock_shared` : sql`pg_advisory_xact_lock`;
+  await tx.execute(sql`select ${lock}(hashtextextended(${`atrium.${purpose}:`} || ${requiredTenant}::text${value}, 0))`);
 }
 
 /** A table of tenant records: an `id` and the `tenant_id` that places it. */

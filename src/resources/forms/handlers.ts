@@ -3,7 +3,7 @@ import type { Database, Tx } from '../../platform/database/database.ts';
 import type { Handlers } from '../../platform/http/handler.ts';
 import { MISSING_REFERENCE } from '../../platform/database/existence.ts';
 import { lockRecord } from '../../platform/database/locks.ts';
-import { invalid, notFound, unauthorized, type FieldErrors } from '../../platform/http/problem.ts';
+import { invalid, notFound, type FieldErrors } from '../../platform/http/problem.ts';
 import { listRecords, presentAll, showRecord, type Listing } from '../../platform/result-controls/listing.ts';
 import type { ControlsQuery, Presented } from '../../platform/result-controls/result-controls.ts';
 import type { AuditAction } from '../../platform/audit/actions.ts';
@@ -12,7 +12,6 @@ import { audit, recordChanges, type RequestContext } from '../audit-events/recor
 import { deleteSourcesFilling, sourcesCopyingFromRefusal } from '../default-value-sources/rules.ts';
 import { replaceSubjectLists, type SubjectLists } from '../entity-permissions/queries.ts';
 import { missingSubjects } from '../entity-permissions/rules.ts';
-import { holdLiveUser } from '../users/queries.ts';
 import {
   deleteExecution,
   deleteParent,
@@ -67,11 +66,6 @@ import {
   taskExecutionView,
   taskTemplateListing,
 } from './view.ts';
-
-/** The caller's account, held while their submission is written: a blackout (or a delete) that committed meanwhile ends the request (401). */
-async function requireLiveCaller(tx: Tx, auth: Auth): Promise<void> {
-  if (!(await holdLiveUser(tx, auth.userId))) throw unauthorized('The account was deleted while the request ran.');
-}
 
 /** 422 naming every problem, when there is one. */
 function refuse(errors: FieldErrors): void {
@@ -461,7 +455,6 @@ export const formHandlers = {
     } = ctx;
     const parent = submissionParent(body);
     const created = await db.tenant(auth.tenantId, async (tx) => {
-      await requireLiveCaller(tx, auth);
       const { errors, target } = await checkSubmission(tx, auth, parent, body.values);
       refuse(errors);
       const submission = await insertSubmission(tx, auth.tenantId, auth.userId, target!, body.values);
@@ -491,7 +484,6 @@ export const formHandlers = {
       services: { db },
     } = ctx;
     const updated = await db.tenant(auth.tenantId, async (tx) => {
-      await requireLiveCaller(tx, auth);
       // Its execution next, as the execution's delete takes it (`holdSubmissionExecution`).
       await holdSubmissionExecution(tx, auth, params.formSubmission);
       const submission = await findOwnSubmission(tx, auth, params.formSubmission);

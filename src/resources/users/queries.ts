@@ -258,6 +258,9 @@ export async function restoreDeletedUser(tx: Tx, userId: number, roleId: number 
   return restored !== undefined;
 }
 
+/** The lock of one account that `holdLiveUser` shares and `blackOut` takes alone. */
+const ACCOUNT_LOCK = 'account';
+
 /**
  * Blackout's writes beside the user's own `values` (rules.ts `blackoutValues`): the
  * picture, access tokens and push subscriptions go, pending login tokens are revoked,
@@ -277,6 +280,9 @@ export async function blackOut(tx: Tx, config: Config, user: { id: number; usern
   await tx.delete(scimExternalIds).where(eq(scimExternalIds.userId, user.id));
   await forgetAccountFailures(tx, config, user);
   await tx.update(formSubmissions).set({ values: {} }).where(eq(formSubmissions.userId, user.id));
+  // Last, once every row of the person is written: waits for their writes that hold the account (`holdLiveUser`), which
+  // commit first; later ones see the account gone. Such a write holds nothing the blackout still needs.
+  await lockTenantScope(tx, ACCOUNT_LOCK, sql`${user.id}::text`);
   return true;
 }
 
@@ -292,20 +298,25 @@ export async function resetPassword(tx: Tx, config: Config, user: { id: number; 
 }
 
 /**
- * Holds the caller's own account until the transaction ends (`FOR KEY SHARE`), for a write
- * that stores what is the caller's (a form submission): false when the account is deleted,
- * a blackout that committed while the write waited for the row included. Without it such a
- * write, begun before the blackout, would store the person's values after the blackout
- * erased the others.
+ * Holds the caller's own account until the transaction ends, for a write that records an
+ * event of theirs (`audit`): false when the account is deleted, a blackout that committed
+ * while the write waited included. Without it such a write, begun before the blackout,
+ * would commit the person's name or values after the blackout erased the others. The hold
+ * is the account's lock shared (`blackOut` takes it exclusively, after its writes), so
+ * holders never wait for each other, and it touches no row; the account is read after the
+ * lock is granted (its own statement: a fresh snapshot), both sent together. On Citus the
+ * lock is the coordinator's, where both transactions run.
  */
 export async function holdLiveUser(tx: Tx, userId: number): Promise<boolean> {
-  // Naming the transaction's tenant: Citus takes a row lock only in a statement that reaches one shard (docs/scaling.md).
+  // Naming the transaction's tenant: Citus sends the read to the one worker holding it (docs/scaling.md).
   const tenantId = transactionTenant(tx);
-  const [row] = await tx
-    .select({ id: users.id })
-    .from(users)
-    .where(and(tenantId === undefined ? undefined : eq(users.tenantId, tenantId), eq(users.id, userId), isNull(users.deletedAt)))
-    .for('key share');
+  const [, [row]] = await Promise.all([
+    lockTenantScope(tx, ACCOUNT_LOCK, sql`${userId}::text`, 'shared'),
+    tx
+      .select({ id: users.id })
+      .from(users)
+      .where(and(tenantId === undefined ? undefined : eq(users.tenantId, tenantId), eq(users.id, userId), isNull(users.deletedAt))),
+  ]);
   return row !== undefined;
 }
 

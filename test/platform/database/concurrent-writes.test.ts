@@ -7,6 +7,7 @@
  */
 import { sql } from 'drizzle-orm';
 import t, { type Test } from 'tap';
+import { eraseAuditTrail } from '../../../src/platform/audit/audit.ts';
 import { hashToken } from '../../../src/platform/auth/tokens.ts';
 import { scimSettings, scimTokens } from '../../../src/resources/scim/table.ts';
 import { newScimTokenValue } from '../../../src/resources/scim/tokens.ts';
@@ -233,6 +234,89 @@ t.test("a user's write waiting behind the user's blackout is refused: no event n
   );
   const [row] = await api.db.owner.execute<{ seen_at: Date | null }>(sql`select seen_at from notifications where id = ${notification.id}`);
   t.equal(row?.seen_at ?? null, null, 'nothing was marked');
+});
+
+t.test("the user's blackout waits for a write of theirs that holds the account: the erasure rewrites its event", async (t) => {
+  // The other order: the write has taken its hold and is about to commit. A constraint trigger of the test's holds
+  // the write's COMMIT (on a lock the test owns) until the blackout has had its chance to run.
+  const reader = await api.createUser(tenant.tenantId, { username: 'held-reader', values: { firstName: 'Hilda', lastName: 'Holder' } });
+  const notification = await storeNotification(api.db, tenant.tenantId, reader.id, new Date());
+  await api.db.owner.execute(
+    sql.raw(`create function test_hold_commit() returns trigger language plpgsql as $$
+      begin if new.actor_id = ${reader.id} then perform pg_advisory_xact_lock_shared(4242); end if; return null; end $$`),
+  );
+  await api.db.owner.execute(
+    sql`create constraint trigger test_hold_commit after insert on audit_events deferrable initially deferred for each row execute function test_hold_commit()`,
+  );
+  t.teardown(async () => {
+    await api.db.owner.execute(sql`drop trigger if exists test_hold_commit on audit_events`);
+    await api.db.owner.execute(sql`drop function if exists test_hold_commit()`);
+  });
+  const commitHeld = await holdRows(api.db, sql`select pg_advisory_xact_lock(4242)`);
+  let seen!: Promise<CallResult>;
+  let blackout!: Promise<CallResult>;
+  try {
+    seen = api.call(t, 'updateNotification', { token: reader.token, params: { notification: notification.id }, body: { seen_at: '2026-01-01 10:00:00' } });
+    t.equal(await lockWaiters(api.db, 'commit'), 1, "the write's commit waits");
+    blackout = api.call(t, 'blackoutUser', { token: admin, params: { user: reader.id } });
+    t.equal(await lockWaiters(api.db, 'pg_advisory_xact_lock(hashtext'), 1, 'the blackout waits for the account the write holds');
+  } finally {
+    await commitHeld.release();
+  }
+  t.equal((await seen).status, 200, 'the write commits first');
+  t.equal((await blackout).status, 204, 'then the blackout');
+  // The erasure's job, as a worker runs it after the blackout (this file starts none).
+  t.ok((await eraseAuditTrail(api.db, tenant.tenantId, reader.id)) > 0, 'the erasure rewrites events');
+  const labels = (
+    await api.db.owner.execute<{ label: string }>(
+      sql`select actor_label as label from audit_events where tenant_id = ${tenant.tenantId} and action = 'notification.seen' and actor_id = ${reader.id}`,
+    )
+  ).map((row) => row.label);
+  t.same(labels, [`deleted-user-${reader.id}`], "the erasure rewrote the write's event");
+});
+
+t.test("a user's write of a row their blackout also writes, and that blackout, both go through: no deadlock", async (t) => {
+  // The delete of a push subscription holds its row, then its event holds the account; the blackout writes the account,
+  // then waits for that row (it deletes the person's subscriptions). The blackout takes the account's lock only after
+  // its writes, so the delete does not wait for the blackout while the blackout waits for it (PostgreSQL would end one
+  // of the two as a deadlock).
+  const leaver = await api.createUser(tenant.tenantId, { username: 'busy-subscriber' });
+  const [subscription] = await api.db.owner.execute<{ id: number }>(
+    sql`insert into push_subscriptions (tenant_id, user_id, endpoint, p256dh, auth)
+        values (${tenant.tenantId}, ${leaver.id}, 'https://push.example.test/busy', 'key', 'secret') returning id`,
+  );
+  // The delete pauses right after removing the row (on a lock the test owns), holding it.
+  await api.db.owner.execute(
+    sql.raw(`create function test_pause_unsubscribe() returns trigger language plpgsql as $$
+      begin if old.user_id = ${leaver.id} then perform pg_advisory_xact_lock_shared(4243); end if; return null; end $$`),
+  );
+  await api.db.owner.execute(
+    sql`create trigger test_pause_unsubscribe after delete on push_subscriptions for each row execute function test_pause_unsubscribe()`,
+  );
+  t.teardown(async () => {
+    await api.db.owner.execute(sql`drop trigger if exists test_pause_unsubscribe on push_subscriptions`);
+    await api.db.owner.execute(sql`drop function if exists test_pause_unsubscribe()`);
+  });
+  const paused = await holdRows(api.db, sql`select pg_advisory_xact_lock(4243)`);
+  let unsubscribed!: Promise<CallResult>;
+  let blackout!: Promise<CallResult>;
+  try {
+    unsubscribed = api.call(t, 'deletePushSubscription', { token: leaver.token, params: { subscription: subscription!.id } });
+    t.equal(await lockWaiters(api.db, 'push_subscriptions'), 1, 'the delete holds the subscription');
+    blackout = api.call(t, 'blackoutUser', { token: admin, params: { user: leaver.id } });
+    t.equal(
+      await eventually(
+        () => lockWaiters(api.db, 'push_subscriptions'),
+        (n) => n === 2,
+      ),
+      2,
+      'the blackout waits for the subscription',
+    );
+  } finally {
+    await paused.release();
+  }
+  t.equal((await unsubscribed).status, 204, 'the delete commits first');
+  t.equal((await blackout).status, 204, 'then the blackout');
 });
 
 t.test('an automation run while the automation is deleted answers 404, not a broken reference', async (t) => {
