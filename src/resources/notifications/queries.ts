@@ -158,13 +158,28 @@ export function undeliveredDispatches(owner: Db): Promise<Dispatch[]> {
     .limit(100);
 }
 
-/** The dispatch's notifications still without an e-mail copy whose recipient wants one and has an address. */
+/**
+ * The dispatch's notifications still without an e-mail copy whose recipient wants one, has
+ * an address, and still receives notifications (personal, active, not deleted), judged
+ * when the job runs: a retry long after the notification was stored sends nothing to
+ * someone deactivated or deleted meanwhile.
+ */
 export function pendingEmailCopies(tx: Tx, dispatchId: string) {
   return tx
     .select({ id: notifications.id, data: notifications.data, email: users.email, firstName: users.firstName, lastName: users.lastName })
     .from(notifications)
     .innerJoin(users, and(eq(users.tenantId, notifications.tenantId), eq(users.id, notifications.notifiableId)))
-    .where(and(eq(notifications.dispatchId, dispatchId), isNull(notifications.emailedAt), eq(users.wantsEmailNotifications, true), ne(users.email, '')));
+    .where(
+      and(
+        eq(notifications.dispatchId, dispatchId),
+        isNull(notifications.emailedAt),
+        eq(users.wantsEmailNotifications, true),
+        ne(users.email, ''),
+        eq(users.active, true),
+        isNull(users.deletedAt),
+        eq(users.groupAccount, false),
+      ),
+    );
 }
 
 /** Marks a notification's e-mail copy sent. */

@@ -83,3 +83,37 @@ t.test('e-mail copies go to recipients who want them and have an address, once',
   t.equal(again, 0, 'a retried e-mail job sends nothing twice');
   t.equal(received.length, 1);
 });
+
+t.test('a copy still to be sent when its recipient is deactivated or deleted is not sent', async (t) => {
+  // A retried job (SMTP away for a while) sends its copies long after the notification was stored.
+  const before = received.length;
+  const staying = await api.createUser(tenant.tenantId, { values: { wantsEmailNotifications: true, email: 'staying@example.test' } });
+  const leaving = await api.createUser(tenant.tenantId, { values: { wantsEmailNotifications: true, email: 'leaving@example.test' } });
+  const deleted = await api.createUser(tenant.tenantId, { values: { wantsEmailNotifications: true, email: 'deleted@example.test' } });
+  const res = await api.call(t, 'createNotification', {
+    token: sender.token,
+    body: { title: 'After hours', body: '<p>Plans</p>', url: '/plans', user_ids: [staying.id, leaving.id, deleted.id] },
+  });
+  t.equal(res.status, 202);
+  const [{ dispatchId } = { dispatchId: '' }] = await eventually(
+    () =>
+      api.db.owner.execute<{ dispatchId: string }>(
+        sql`select dispatch_id as "dispatchId" from notifications where tenant_id = ${tenant.tenantId} and notifiable_id = ${staying.id} and emailed_at is not null`,
+      ),
+    (rows) => rows.length === 1,
+  );
+  await eventually(
+    async () => received.length,
+    (n) => n === before + 3,
+  );
+  // As if the job had not run yet: the copies are pending again, and meanwhile one recipient was deactivated, one deleted.
+  await api.db.owner.execute(sql`update notifications set emailed_at = null where dispatch_id = ${dispatchId}`);
+  await api.call(t, 'updateUser', { token: tenant.adminToken, params: { user: leaving.id }, body: { active: false } }).then((r) => t.equal(r.status, 200));
+  await api.call(t, 'deleteUser', { token: tenant.adminToken, params: { user: deleted.id } }).then((r) => t.equal(r.status, 204));
+  const sent = await emailDispatch(api.atrium.services, { tenantId: tenant.tenantId, dispatchId });
+  t.equal(sent, 1, 'only the active recipient gets a copy');
+  t.strictSame(
+    received.slice(before + 3).map((message) => message.to),
+    [['staying@example.test']],
+  );
+});
