@@ -7332,7 +7332,9 @@ export interface components {
              */
             method?: "GET" | "POST" | "PUT" | "PATCH" | "DELETE" | null;
             /**
-             * @description Target URL; must be a valid active URL (see above).
+             * @description Target URL; must be a valid active URL (see above). It holds no space and no
+             *     control character (percent-encode them): the URL requested, and a JWT's `aud`, are
+             *     the URL as written.
              * @example https://hooks.example.com/atrium
              */
             url: string;
@@ -7403,7 +7405,7 @@ export interface components {
              */
             method: "GET" | "POST" | "PUT" | "PATCH" | "DELETE" | null;
             /**
-             * @description Target URL; must be a valid active URL (see above).
+             * @description Target URL (configurations stored before URLs were refused a space or control character are answered as stored).
              * @example https://hooks.example.com/atrium
              */
             url: string;

@@ -107,6 +107,11 @@ t.test('invalid configurations are 422 naming the exact key, and nothing is stor
     ['not http(s)', { url: 'ftp://93.184.215.14/x', headers: {} }, ['config.url']],
     ['credentials in the URL', { url: 'http://user:pw@93.184.215.14/x', headers: {} }, ['config.url']],
     ['host does not resolve', { url: 'https://no-such-host.invalid/hook', headers: {} }, ['config.url']],
+    // A URL parser drops or encodes these: the URL requested (and a JWT's aud) would not be the one stored.
+    ['CR LF in the URL', { url: `${PUBLIC_URL}/a\r\nX-Injected: 1`, headers: {} }, ['config.url']],
+    ['tab in the URL', { url: `${PUBLIC_URL}/a\t`, headers: {} }, ['config.url']],
+    ['space in the URL', { url: `${PUBLIC_URL}/a b`, headers: {} }, ['config.url']],
+    ['DEL in the URL', { url: `${PUBLIC_URL}/a\x7F`, headers: {} }, ['config.url']],
     [
       'masked secret with nothing stored',
       { url: PUBLIC_URL, headers: {}, auth: { type: 'secret', secret: { secret: '********' } } },
