@@ -7,7 +7,7 @@
  * text, so it cannot itself run out of stack, and runs before anything recursive does.
  */
 import { isUtf8 } from 'node:buffer';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { ProblemError } from './problem.ts';
 
 /** Deepest nesting of arrays and objects a JSON body may have (the body itself is level 1). */
@@ -69,7 +69,7 @@ const CHARSET = /;\s*charset\s*=\s*"?([^";\s]*)/i;
  * refused: a charset other than UTF-8 (415), bytes that are not UTF-8 (400: decoding would
  * put U+FFFD in their place, and store it without a word), or `jsonBodyProblem`'s (400).
  */
-export function jsonBodyText(body: Buffer, contentType: string | undefined): { text: string } | { status: 400 | 415; problem: string } {
+function jsonBodyText(body: Buffer, contentType: string | undefined): { text: string } | { status: 400 | 415; problem: string } {
   const charset = CHARSET.exec(contentType ?? '')?.[1]?.toLowerCase();
   if (charset !== undefined && charset !== 'utf-8' && charset !== 'utf8') return { status: 415, problem: 'The request body must be UTF-8 (charset=utf-8).' };
   if (!isUtf8(body)) return { status: 400, problem: 'The request body is not valid UTF-8.' };
@@ -78,10 +78,32 @@ export function jsonBodyText(body: Buffer, contentType: string | undefined): { t
   return problem ? { status: 400, problem } : { text };
 }
 
-export function registerJsonBodies(app: FastifyInstance): void {
+/** Why a well-formed JSON body that the parser refused is refused. */
+const PROTOTYPE_KEY = 'The request body holds a key "__proto__" (or "constructor" with "prototype"), which is refused.';
+
+function wellFormed(text: string): boolean {
+  try {
+    JSON.parse(text);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * The content-type parser of JSON bodies for `scope` (the API's, SCIM's): an empty body is
+ * none, `jsonBodyText`'s checks, then Fastify's parser, whose errors are passed on except
+ * for a refused `__proto__` key in well-formed JSON (Fastify calls it malformed), which is
+ * named. `refusal` makes the error answered for a status and its problem.
+ */
+export function jsonBodyParser(
+  app: FastifyInstance,
+  scope: FastifyInstance,
+  refusal: (status: 400 | 415, problem: string) => Error,
+): (request: FastifyRequest, body: string | Buffer, done: (error: Error | null, body?: unknown) => void) => void {
   const { onProtoPoisoning, onConstructorPoisoning } = app.initialConfig as { onProtoPoisoning?: string; onConstructorPoisoning?: string };
-  const parse = app.getDefaultJsonParser((onProtoPoisoning ?? 'error') as never, (onConstructorPoisoning ?? 'error') as never);
-  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (request, body, done) => {
+  const parse = scope.getDefaultJsonParser((onProtoPoisoning ?? 'error') as never, (onConstructorPoisoning ?? 'error') as never);
+  return (request, body, done) => {
     // No content is no body, whatever Content-Type says (many clients send one on every request, a DELETE's too).
     if ((body as Buffer).length === 0) {
       done(null, undefined);
@@ -89,9 +111,17 @@ export function registerJsonBodies(app: FastifyInstance): void {
     }
     const read = jsonBodyText(body as Buffer, request.headers['content-type']);
     if ('problem' in read) {
-      done(new ProblemError(read.status, read.problem), undefined);
+      done(refusal(read.status, read.problem), undefined);
       return;
     }
-    void parse(request, read.text, done);
-  });
+    void parse(request, read.text, (error, value) => done(error && wellFormed(read.text) ? refusal(400, PROTOTYPE_KEY) : error, value));
+  };
+}
+
+export function registerJsonBodies(app: FastifyInstance): void {
+  app.addContentTypeParser(
+    'application/json',
+    { parseAs: 'buffer' },
+    jsonBodyParser(app, app, (status, problem) => new ProblemError(status, problem)),
+  );
 }

@@ -4,6 +4,8 @@
  * string), into null-prototype objects (`plainObjects`: keys named like Object members,
  * `filter[constructor]`, are kept as plain keys and judged like any unknown key).
  *
+ * A key naming `__proto__` (`filter[__proto__]=1`) is refused, 400: qs drops such keys.
+ *
  * A query string beyond qs's limits (more than MAX_QUERY_PARAMETERS parameters, an array of
  * more than MAX_QUERY_ARRAY_ITEMS) is refused, 400, rather than read in part: qs would
  * otherwise drop the parameters past the limit, and the request be answered as if they were
@@ -22,13 +24,22 @@ const REFUSED = Symbol('query string refused');
 
 export function parseQueryString(query: string): Record<string, unknown> {
   try {
-    return qs.parse(query, {
+    let prototypeKey = false;
+    const parsed = qs.parse(query, {
       depth: 2,
       parameterLimit: MAX_QUERY_PARAMETERS,
       arrayLimit: MAX_QUERY_ARRAY_ITEMS,
       plainObjects: true,
       throwOnLimitExceeded: true,
+      // qs drops every `__proto__` key, even into null-prototype objects: `filter[__proto__]=1` would be read as no
+      // filter at all. Such a key is refused instead (400), as the JSON bodies' is.
+      decoder(text, decode, charset, type) {
+        const decoded = decode(text, decode, charset);
+        if (type === 'key' && decoded.includes('__proto__')) prototypeKey = true;
+        return decoded;
+      },
     });
+    return prototypeKey ? { [REFUSED]: 'a key names __proto__' } : parsed;
   } catch (error) {
     // qs's limits throw a RangeError that names the limit, and nothing of the query.
     if (error instanceof RangeError) return { [REFUSED]: error.message };

@@ -23,7 +23,7 @@ import {
   isDatabaseConnectionLoss,
   violatedConstraint,
 } from '../../platform/http/error-handler.ts';
-import { jsonBodyText } from '../../platform/http/json-body.ts';
+import { jsonBodyParser } from '../../platform/http/json-body.ts';
 import { emptyPathParameter, noRouteError } from '../../platform/http/no-route.ts';
 import { coded, ProblemError, type FieldErrors } from '../../platform/http/problem.ts';
 import { HOLDS_ENTITY_RIGHTS, usersHoldingRightsBeyond } from '../entity-permissions/rules.ts';
@@ -825,15 +825,12 @@ export async function registerScim(app: FastifyInstance, services: Services): Pr
   const recent = services.principals.companion<ScimPrincipal>();
   await app.register(
     async (scim) => {
-      const { onProtoPoisoning, onConstructorPoisoning } = app.initialConfig as { onProtoPoisoning?: string; onConstructorPoisoning?: string };
-      const parse = scim.getDefaultJsonParser((onProtoPoisoning ?? 'error') as never, (onConstructorPoisoning ?? 'error') as never);
-      scim.addContentTypeParser(SCIM_MEDIA_TYPE, { parseAs: 'buffer' }, (request, body, done) => {
-        // No content is no body, as under `/api`: a DELETE that names the media type is still a DELETE.
-        if ((body as Buffer).length === 0) return done(null, undefined);
-        const read = jsonBodyText(body as Buffer, request.headers['content-type']);
-        if ('problem' in read) return done(read.status === 415 ? new ScimError(415, read.problem) : invalidSyntax(read.problem), undefined);
-        void parse(request, read.text, done);
-      });
+      // As under `/api` (an empty body is none: a DELETE that names the media type is still a DELETE), answered as SCIM errors.
+      scim.addContentTypeParser(
+        SCIM_MEDIA_TYPE,
+        { parseAs: 'buffer' },
+        jsonBodyParser(app, scim, (status, problem) => (status === 415 ? new ScimError(415, problem) : invalidSyntax(problem))),
+      );
       scim.setErrorHandler((error, request, reply) => answerError(error as FastifyError, request, reply));
       /** A path no route serves: 404, or 405 with `Allow` when it is served with other methods. */
       const noEndpoint = (request: FastifyRequest) => {

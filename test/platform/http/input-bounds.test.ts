@@ -223,6 +223,10 @@ t.test(`JSON bodies nested more than ${MAX_JSON_DEPTH} levels deep are refused b
   t.equal(login.status, 400, 'every JSON body is checked, public operations included');
   const poisoned = await api.call(t, 'login', { payload: '{"__proto__":{"x":1}}', contentType: 'application/json' });
   t.equal(poisoned.status, 400, 'prototype poisoning is still refused');
+  t.match(poisoned.body.detail, /holds a key "__proto__"/, 'naming the key, not calling the JSON malformed');
+  const constructed = await api.call(t, 'login', { payload: '{"constructor":{"prototype":{"x":1}}}', contentType: 'application/json' });
+  t.equal(constructed.status, 400);
+  t.match(constructed.body.detail, /"constructor" with "prototype"/);
   const malformed = await api.call(t, 'login', { payload: '{"tenant":', contentType: 'application/json' });
   t.equal(malformed.status, 400, 'malformed JSON is still a 400');
 });

@@ -1168,6 +1168,12 @@ t.test('query parameters an operation does not declare are ignored, never read u
   const listed = await app.inject({ method: 'GET', url: '/api/users?filter[constructor]=1', headers: auth });
   t.equal(listed.statusCode, 422, 'a declared filter still refuses a key named like an Object member');
   t.ok(JSON.parse(listed.body).errors['filter.constructor'], 'reported under its own name');
+  // qs drops a `__proto__` key: read as no filter, the list would answer everything.
+  for (const query of ['filter[__proto__]=1', 'filter[%5F%5Fproto%5F%5F]=1', '__proto__[x]=1']) {
+    const refused = await app.inject({ method: 'GET', url: `/api/users?${query}`, headers: auth });
+    t.equal(refused.statusCode, 400, `${query} is refused`);
+    t.match(JSON.parse(refused.body).detail, /__proto__/, 'saying why');
+  }
 });
 
 t.test('a body declared by reference takes only its declared media types', async (t) => {

@@ -108,6 +108,9 @@ t.test('a malformed body is invalidSyntax and stores nothing', async (t) => {
     const truncated = await scim('POST', '/Users', undefined, { payload: '{"userName": ', contentType });
     isError(t, truncated, 400, 'invalidSyntax');
     t.equal(truncated.body.detail, 'The request body is not valid JSON.', `${contentType}: named as sent, not as application/json`);
+    const poisoned = await scim('POST', '/Users', undefined, { payload: '{"userName": "p", "__proto__": {"x": 1}}', contentType });
+    isError(t, poisoned, 400, 'invalidSyntax');
+    t.match(poisoned.body.detail, /holds a key "__proto__"/, `${contentType}: the refused key is named, the JSON not called malformed`);
   }
   isError(t, await scim('POST', '/Users', [newUser()]), 400, 'invalidSyntax');
   isError(t, await scim('POST', '/Users', 'a string'), 400, 'invalidSyntax');
