@@ -26,15 +26,20 @@ const CLIENT_CODES = new Set([
  */
 const SERVER_CODES = new Set(['57P01', '57P02', '57P03', '53300', '25006']);
 
-export function isConnectionLoss(error: unknown): boolean {
+/** Whether `error`, or a cause of it (five deep), has a `code` that `test` accepts. */
+export function hasCode(error: unknown, test: (code: string, current: { message?: unknown }) => boolean): boolean {
   for (let current = error, depth = 0; current && typeof current === 'object' && depth < 5; depth++) {
     const code = (current as { code?: unknown }).code;
-    if (typeof code === 'string' && (CLIENT_CODES.has(code) || SERVER_CODES.has(code) || code.startsWith('08'))) return true;
-    // 55000 at login: the database does not accept connections now (ALLOW_CONNECTIONS false, as in maintenance).
-    if (code === '55000' && /not currently accepting connections/.test(String((current as { message?: unknown }).message))) return true;
+    if (typeof code === 'string' && test(code, current)) return true;
     current = (current as { cause?: unknown }).cause;
   }
   return false;
+}
+
+export function isConnectionLoss(error: unknown): boolean {
+  // 55000 at login: the database does not accept connections now (ALLOW_CONNECTIONS false, as in maintenance).
+  const refusing = (code: string, error: { message?: unknown }) => code === '55000' && /not currently accepting connections/.test(String(error.message));
+  return hasCode(error, (code, current) => CLIENT_CODES.has(code) || SERVER_CODES.has(code) || code.startsWith('08') || refusing(code, current));
 }
 
 /**
@@ -44,13 +49,7 @@ export function isConnectionLoss(error: unknown): boolean {
  * `dropConnection` so that its pool connects again, to the server that accepts writes
  * now (`target_session_attrs=read-write`).
  */
-export function isReadOnlyServer(error: unknown): boolean {
-  for (let current = error, depth = 0; current && typeof current === 'object' && depth < 5; depth++) {
-    if ((current as { code?: unknown }).code === '25006') return true;
-    current = (current as { cause?: unknown }).cause;
-  }
-  return false;
-}
+export const isReadOnlyServer = (error: unknown) => hasCode(error, (code) => code === '25006');
 
 /**
  * Has the server end the session of `connection` (a reserved connection, or a pool of one),

@@ -93,9 +93,3 @@ export function driverUrl(value: string): string {
   const hosts = url.hosts.length > 1 ? url.hosts.map(({ host, port }) => ({ host, port: port ?? DEFAULT_PORT })) : url.hosts;
   return formatConnectionUrl({ ...url, hosts });
 }
-
-/** Where `url` connects, for logs and messages: its hosts and database, never its credentials. */
-export function describeConnectionUrl(url: ConnectionUrl): string {
-  const hosts = url.hosts.map(({ host, port }) => (port === undefined ? host : `${host}:${port}`)).join(',');
-  return `${hosts}/${url.database}`;
-}

@@ -18,6 +18,7 @@
  * already rolled the transaction back by ending its session.
  */
 import type postgres from 'postgres';
+import { hasCode } from './connection-loss.ts';
 
 /**
  * Failures that mean the transaction's socket is closed or closing (the driver ends the
@@ -25,14 +26,7 @@ import type postgres from 'postgres';
  */
 const SOCKET_GONE = new Set(['CONNECTION_CLOSED', 'CONNECTION_DESTROYED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT']);
 
-function isSocketGone(error: unknown): boolean {
-  for (let current = error, depth = 0; current && typeof current === 'object' && depth < 5; depth++) {
-    const code = (current as { code?: unknown }).code;
-    if (typeof code === 'string' && SOCKET_GONE.has(code)) return true;
-    current = (current as { cause?: unknown }).cause;
-  }
-  return false;
-}
+const isSocketGone = (error: unknown) => hasCode(error, (code) => SOCKET_GONE.has(code));
 
 /**
  * How long a transaction whose connection was lost waits for the driver to reject it.

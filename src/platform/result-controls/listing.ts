@@ -12,8 +12,9 @@
 import { and, eq, fillPlaceholders, is, sql, SQL, type Column, type Placeholder } from 'drizzle-orm';
 import { onlyStatement, transactionTenant, type Database, type Tx } from '../database/database.ts';
 import { prepared } from '../database/prepared.ts';
+import { MISSING_REFERENCE } from '../database/existence.ts';
 import { withNextPage } from '../http/next-page.ts';
-import { coded, invalid, notFound } from '../http/problem.ts';
+import { invalid, notFound } from '../http/problem.ts';
 import { groupBy, inlineColumn, present, readControls, splitList, type Controls, type ControlsQuery, type Presented, type View } from './result-controls.ts';
 
 /** Every visible field, no relations: how written records and nested records are answered. */
@@ -115,29 +116,16 @@ async function shaped<Row, Viewer, FilterKey extends string, Shown>(
 }
 
 /**
- * Which of `relations` ride in the listing's statement: those the view can select inline.
- * Only a listing without `shape` presents its rows as they are read.
- */
-function inlineRelations<Row, Viewer, FilterKey extends string, Shown>(
-  listing: ListingDefinition<Row, Viewer, FilterKey, Shown>,
-  relations: readonly string[],
-): string[] {
-  if (listing.shape || relations.length === 0) return [];
-  const names: string[] = [];
-  for (const [name, relation] of Object.entries(listing.view.relations ?? {})) if (relation.inline && relations.includes(name)) names.push(name);
-  return names;
-}
-
-/**
- * The columns that carry the relations `names` in the listing's statement, as JSON text:
- * `present` parses a record again only where it differs from the row before's.
+ * The columns that carry those of `relations` the view can select inline, as JSON text, in
+ * the listing's statement: `present` parses a record again only where it differs from the
+ * row before's. Only a listing without `shape` presents its rows as they are read.
  */
 function inlineColumns<Row, Viewer, FilterKey extends string, Shown>(
   listing: ListingDefinition<Row, Viewer, FilterKey, Shown>,
-  names: readonly string[],
-): Record<string, SQL> | undefined {
-  if (names.length === 0) return undefined;
-  return Object.fromEntries(names.map((name) => [inlineColumn(name), sql`(${listing.view.relations![name]!.inline!})::text`]));
+  relations: readonly string[],
+): Record<string, SQL> {
+  const inline = Object.entries(listing.view.relations ?? {}).filter(([name, relation]) => !listing.shape && relation.inline && relations.includes(name));
+  return Object.fromEntries(inline.map(([name, relation]) => [inlineColumn(name), sql`(${relation.inline!})::text`]));
 }
 
 /** Which rows a read asks for, besides the listing's scope: a condition, or the record with the listing's `key`. */
@@ -166,7 +154,7 @@ function rowsSelect<Row, Viewer, FilterKey extends string, Shown>(
   if (which.key !== undefined) values.$key = which.key;
   if (page.limit) values.$limit = page.limit;
   if (page.offset) values.$offset = page.offset;
-  const inline = inlineRelations(listing, relations);
+  const inline = inlineColumns(listing, relations);
   const build = (tx: Tx) => {
     // `= any(array[…])`, not `=`: PostgreSQL would merge an equality with the row-level
     // security policy's into a condition without columns, which Citus refuses beside an
@@ -175,14 +163,14 @@ function rowsSelect<Row, Viewer, FilterKey extends string, Shown>(
     const byKey = which.key === undefined ? undefined : eq(listing.key!, sql.placeholder('$key'));
     const scoped = typeof scope === 'function' ? scope(viewer) : scope?.where;
     const ordered = listing
-      .query(tx, inlineColumns(listing, inline))
+      .query(tx, inline)
       .where(and(byTenant, scoped, which.where, byKey))
       .orderBy(...listing.order);
     const cut = page.limit ? ordered.limit(sql.placeholder('$limit')) : ordered;
     return page.offset ? cut.offset(sql.placeholder('$offset')) : cut;
   };
   const reused = which.where === undefined && typeof scope !== 'function';
-  const key = reused ? [inline.join('|'), tenantId !== undefined, which.key !== undefined, Boolean(page.limit), Boolean(page.offset)].join(';') : undefined;
+  const key = reused ? [Object.keys(inline), tenantId !== undefined, which.key !== undefined, Boolean(page.limit), Boolean(page.offset)].join(';') : undefined;
   return { values, build, key };
 }
 
@@ -273,8 +261,7 @@ export async function listRecords<Row, Viewer, FilterKey extends string, Shown>(
   return db.tenant(tenantId, async (tx) => {
     await options.before?.(tx);
     const after = cursor === undefined ? undefined : await listing.cursor!.after(tx, viewer, cursor);
-    if (cursor !== undefined && after === undefined)
-      throw invalid({ before_id: [coded('missing_reference', 'does not exist')] }, 'The paging cursor names no record of this list.');
+    if (cursor !== undefined && after === undefined) throw invalid({ before_id: [MISSING_REFERENCE] }, 'The paging cursor names no record of this list.');
     // One row more than `limit`: when it exists, more follow.
     const last = !options.before && cursor === undefined && rowsAreAll(listing, controls.relations);
     const rows = await rowsWhere(tx, listing, viewer, { where: and(where, after) }, page, controls.relations, last);

@@ -64,7 +64,7 @@ export interface RelationDefinition<Row, Viewer> {
   empty: null | [];
 }
 
-export interface ViewDefinition<Row, Viewer, FilterKey extends string> {
+export interface View<Row, Viewer, FilterKey extends string = never> {
   key: (row: Row) => unknown;
   fields: Record<string, FieldDefinition<Row, Viewer>>;
   relations?: Record<string, RelationDefinition<Row, Viewer>>;
@@ -81,9 +81,7 @@ export interface ViewDefinition<Row, Viewer, FilterKey extends string> {
   visible: (viewer: Viewer, visibility: Visibility, row?: Row) => boolean;
 }
 
-export type View<Row, Viewer, FilterKey extends string = never> = ViewDefinition<Row, Viewer, FilterKey>;
-
-export const defineView = <Row, Viewer, FilterKey extends string = never>(definition: ViewDefinition<Row, Viewer, FilterKey>) => definition;
+export const defineView = <Row, Viewer, FilterKey extends string = never>(definition: View<Row, Viewer, FilterKey>) => definition;
 
 export interface ControlsQuery {
   selects?: string;
