@@ -39,7 +39,8 @@ const FORMS_BY_TYPE: Record<MenuItemType, UrlForm[]> = {
 /** Substitutes the caller's values, percent-encoded so that they cannot change the link's structure. */
 export function resolveLink(template: string, user: UserRow): string {
   return template.replace(PLACEHOLDER, (_, name: string) => {
-    const value = LINK_VARIABLES[name]?.(user);
+    // Own keys only: `{{constructor}}` or `{{__proto__}}` name no variable (a link stored before they were refused is empty there).
+    const value = Object.hasOwn(LINK_VARIABLES, name) ? LINK_VARIABLES[name]!(user) : null;
     return encodeURIComponent(value === null || value === undefined ? '' : String(value));
   });
 }
@@ -49,7 +50,7 @@ const sampleOf = (template: string) => template.replace(PLACEHOLDER, 'x');
 
 /** What is wrong with `template` as the link of a `type` item; empty when it is fine. */
 export function linkProblems(template: string, type: MenuItemType): string[] {
-  const unknown = [...template.matchAll(PLACEHOLDER)].map((match) => match[1]!).filter((name) => !(name in LINK_VARIABLES));
+  const unknown = [...template.matchAll(PLACEHOLDER)].map((match) => match[1]!).filter((name) => !Object.hasOwn(LINK_VARIABLES, name));
   if (unknown.length > 0) {
     return [`unknown placeholders: ${unknown.join(', ')}; supported: ${Object.keys(LINK_VARIABLES).join(', ')}`];
   }

@@ -42,6 +42,10 @@ t.test('bad create input is a 422 naming the field, and nothing is stored', asyn
     [{ type: 'iframe', link: 'https://{{user.username}}@evil.example.com/' }, 'link'],
     [{ link: '{{user.username}}/x' }, 'link'],
     [{ link: 'https://x.example.com/{{user.password}}' }, 'link'],
+    // Named like Object members: once stored, every reader's menu answered 500.
+    [{ type: 'route', link: '/x/{{__proto__}}' }, 'link'],
+    [{ type: 'route', link: '/x/{{constructor}}' }, 'link'],
+    [{ type: 'route', link: '/x/{{__defineGetter__}}' }, 'link'],
     [{ link: 'https://x.example.com/{{user.username}' }, 'link'],
     [{ type: 'route', link: 'https://wiki.example.com/' }, 'link'],
     [{ type: 'iframe', link: 'mailto:a@example.com' }, 'link'],

@@ -31,11 +31,17 @@ const draft = (over: Partial<MenuItemDraft>): MenuItemDraft => ({
 t.test('resolveLink: the caller’s values, percent-encoded; an absent value is empty', async (t) => {
   t.equal(resolveLink('/p?u={{ user.id }}&n={{user.username}}&s={{user.staff_number}}', user), '/p?u=42&n=a%26b&s=');
   t.equal(resolveLink('/p/{{user.full_name}}', user), '/p/Ada%20Byron');
+  for (const name of ['__proto__', 'constructor', 'toString', '__defineGetter__', 'hasOwnProperty']) {
+    t.equal(resolveLink(`/p/{{${name}}}/{{user.id}}`, user), '/p//42', `{{${name}}} is no variable: empty, not a failure`);
+  }
 });
 
 t.test('linkProblems: unknown and leading placeholders, malformed braces, forms per type', async (t) => {
   t.strictSame(linkProblems('https://example.com/{{user.id}}', 'link'), []);
   t.match(linkProblems('https://example.com/{{user.password}}', 'link'), [/unknown placeholders: user\.password; supported: user\.id/]);
+  for (const name of ['__proto__', 'constructor', 'toString', '__defineGetter__']) {
+    t.match(linkProblems(`/x/{{${name}}}`, 'route'), [new RegExp(`^unknown placeholders: ${name};`)], `{{${name}}}: named like an Object member, unknown`);
+  }
   t.strictSame(linkProblems('{{user.id}}/x', 'link'), ['may not begin with a placeholder']);
   t.strictSame(linkProblems('/x/{{user.id', 'route'), ['contains a malformed placeholder']);
   t.strictSame(linkProblems('mailto:ada@example.com', 'link'), []);
