@@ -78,6 +78,8 @@ const MAX_IDS = 1000;
 
 const BOOLEANS: Record<string, boolean> = { true: true, '1': true, yes: true, false: false, '0': false, no: false };
 const EMAIL = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
+/** `UserCreate.username`'s pattern in the spec (test/resources/users/fields.test.ts compares them). */
+export const USERNAME_PATTERN = /^\S(.*\S)?$/u;
 
 /**
  * One CSV cell → its value, or why it is none. Cells are trimmed, except the password,
@@ -96,6 +98,8 @@ export function parseCell(kind: CellKind, raw: string, whitespaceToNull: boolean
   switch (kind) {
     case 'username': {
       if (!text) return { error: 'is required' };
+      // The spec's pattern of `username`, as POST /api/users judges it: a line break inside (a quoted cell) is refused.
+      if (!USERNAME_PATTERN.test(text)) return { error: `must match pattern "${USERNAME_PATTERN.source}"` };
       const [problem] = usernameProblems(text);
       return problem ? { error: problem } : { value: text };
     }

@@ -227,3 +227,20 @@ t.test('the import template lists exactly the importable keys, department_ids in
     'a remapped header holds the key',
   );
 });
+
+t.test('a new username holding a line break (a quoted cell) is refused, as POST /api/users refuses it', async (t) => {
+  const csv = `username,password,first_name,last_name,role_id\n"line\nbreak",long-enough-password,A,B,${employeeRole.id}\n"sep\u2028arator",long-enough-password,A,B,${employeeRole.id}\n`;
+  const res = await importUsersCsv(api, t, admin.token, csv, {});
+  t.equal(res.status, 200);
+  t.strictSame(res.body.new_users, [], 'no such user is offered');
+  t.equal(res.body.invalid_rows.length, 2);
+  for (const row of res.body.invalid_rows as { errors: Record<string, string[]> }[]) t.match(row.errors.username, [/^must match pattern/]);
+  for (const username of ['line\nbreak', 'sep\u2028arator']) {
+    const created = await api.call(t, 'createUser', {
+      token: admin.token,
+      body: { username, password: 'long-enough-password', first_name: 'A', last_name: 'B', role_id: employeeRole.id },
+    });
+    t.equal(created.status, 422, 'the API refuses it alike');
+    t.ok(created.body.errors.username);
+  }
+});

@@ -1,6 +1,7 @@
 /** The user field map: columns of the keys a write holds, and CSV cells read by kind. */
 import t from 'tap';
-import { columnsOf, IMPORTABLE_KEYS, keepsCurrent, parseCell, USER_FIELDS } from '../../../src/resources/users/fields.ts';
+import { readFileSync } from 'node:fs';
+import { columnsOf, IMPORTABLE_KEYS, keepsCurrent, parseCell, USER_FIELDS, USERNAME_PATTERN } from '../../../src/resources/users/fields.ts';
 
 t.test("IMPORTABLE_KEYS: every writable key in the template's order, the password and departments included", async (t) => {
   t.strictSame(IMPORTABLE_KEYS.slice(0, 5), ['username', 'password', 'first_name', 'last_name', 'role_id']);
@@ -39,6 +40,20 @@ t.test('parseCell: usernames and passwords', async (t) => {
   t.strictSame(parseCell('username', ' ada ', false), { value: 'ada' });
   t.strictSame(parseCell('username', '  ', false), { error: 'is required' });
   t.strictSame(parseCell('username', 'deleted-user-9', false), { error: 'is reserved for blacked-out accounts' }, 'the rule of the API');
+  // A quoted cell may hold line breaks; POST /api/users refuses them by the spec's pattern.
+  for (const [name, label] of [
+    ['a\nb', 'LF'],
+    ['a\r\nb', 'CR LF'],
+    ['a\u2028b', 'U+2028'],
+    ['a\u2029b', 'U+2029'],
+  ]) {
+    t.match(parseCell('username', name!, false), { error: /^must match pattern/ }, `${label} inside`);
+  }
+  t.strictSame(parseCell('username', 'a b', false), { value: 'a b' }, 'a space inside is fine');
+  const spec = JSON.parse(readFileSync(new URL('../../../generated/openapi.json', import.meta.url), 'utf8')) as {
+    components: { schemas: { UserCreate: { properties: { username: { pattern: string } } } } };
+  };
+  t.equal(USERNAME_PATTERN.source, spec.components.schemas.UserCreate.properties.username.pattern, "the spec's pattern");
   t.strictSame(parseCell('password', ' spaced ', false), { value: ' spaced ' }, 'taken as written');
   t.strictSame(parseCell('password', '', false), { value: null });
   t.strictSame(parseCell('password', 'x'.repeat(1024), false), { value: 'x'.repeat(1024) }, 'longer than other cells');
