@@ -1,20 +1,15 @@
 import { lockRecord } from '../../platform/database/locks.ts';
 import type { Handlers } from '../../platform/http/handler.ts';
-import { coded, invalid, notFound, type FieldErrors } from '../../platform/http/problem.ts';
+import { coded, invalid, notFound } from '../../platform/http/problem.ts';
 import { requireVisibleExecution } from '../forms/rules.ts';
 import { audit, recordChanges } from '../audit-events/record.ts';
 import { labelsFor } from './labels.ts';
 import { FILTERS, filterOptions, isMultiSelect, previewFields } from './preview.ts';
 import { deleteSource, holdTargetField, insertSource, updateSource } from './queries.ts';
 import { resolveDefaultValues } from './resolve.ts';
-import { administrableSource, createdCandidate, entityPairErrors, sortNumberFor, updatedCandidate, validateSource } from './rules.ts';
+import { administrableSource, createdCandidate, sortNumberFor, updatedCandidate, validateSource } from './rules.ts';
 import { defaultValueSources } from './table.ts';
 import { presentSource } from './view.ts';
-
-/** 422 naming every problem, when there is one. */
-function refuse(errors: FieldErrors): void {
-  if (Object.keys(errors).length > 0) throw invalid(errors);
-}
 
 /** A default value source as the audit trail names it (it has no name of its own). */
 const sourceTarget = (record: Record<string, unknown>) => ({ type: 'default_value_source', id: record.id as number, label: null });
@@ -26,7 +21,6 @@ export const defaultValueSourceHandlers = {
       body,
       services: { db },
     } = ctx;
-    refuse(entityPairErrors(body));
     const created = await db.tenant(auth.tenantId, async (tx) => {
       const candidate = createdCandidate(body);
       await validateSource(tx, auth, candidate, null);
@@ -45,7 +39,6 @@ export const defaultValueSourceHandlers = {
       body,
       services: { db },
     } = ctx;
-    refuse(entityPairErrors(body));
     const updated = await db.tenant(auth.tenantId, async (tx) => {
       // A concurrent update or delete of the source waits, or is waited for: no change is
       // lost. The field it fills is held first (`holdTargetField`), as a field's delete takes it.

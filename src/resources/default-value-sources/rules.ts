@@ -55,9 +55,13 @@ export function configProblem(type: SourceType, config: Record<string, unknown>)
   return null;
 }
 
-/** `source_entity_id` sent (not null) without `source_entity_type` fails validation, whatever the source type. */
-export function entityPairErrors(body: { source_entity_id?: number | null; source_entity_type?: string | null }): FieldErrors {
-  if (body.source_entity_id != null && body.source_entity_type == null) {
+/**
+ * A source with a `source_entity_id` but no `source_entity_type` fails validation, whatever
+ * its type: a create as sent, an update as it would leave the source (a key not sent keeps
+ * its value).
+ */
+export function entityPairErrors(candidate: Pick<SourceCandidate, 'sourceEntityId' | 'sourceEntityType'>): FieldErrors {
+  if (candidate.sourceEntityId != null && candidate.sourceEntityType == null) {
     return { source_entity_type: [coded('required', 'is required when source_entity_id is given')] };
   }
   return {};
@@ -133,7 +137,7 @@ export async function validateSource(tx: Tx, caller: Caller, candidate: SourceCa
 
   const problem = configProblem(candidate.type, candidate.config);
   if (problem) errors.config = [coded(candidate.type === 'formFieldValue' ? 'not_allowed' : 'enum', problem)];
-  Object.assign(errors, entityPairErrors({ source_entity_id: candidate.sourceEntityId, source_entity_type: candidate.sourceEntityType }));
+  Object.assign(errors, entityPairErrors(candidate));
 
   if (candidate.type === 'formFieldValue') {
     if (candidate.sourceEntityType !== null && candidate.sourceEntityType !== FORM_FIELD_ALIAS) {

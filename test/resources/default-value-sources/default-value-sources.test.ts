@@ -185,7 +185,8 @@ t.test('update changes the named keys (200); bad updates are 422 and change noth
   const source = await create({ type: 'formFieldValue', form_field_id: T.Name, config: {}, source_entity_type: 'formField', source_entity_id: P['Full name'] });
   const id = source.body.id;
   const bad: [Record<string, unknown>, string][] = [
-    [{ source_entity_id: P.Shirt }, 'source_entity_type'],
+    // The pair as the update would leave it: the stored source_entity_id without a type.
+    [{ source_entity_type: null }, 'source_entity_type'],
     [{ config: { variable: 'username' } }, 'config'],
     [{ config: { colour: 'red' } }, 'config'],
     [{ source_entity_type: 'formField', source_entity_id: T.Name }, 'source_entity_id'],
@@ -202,13 +203,14 @@ t.test('update changes the named keys (200); bad updates are 422 and change noth
   );
   t.strictSame(stored, { source_entity_id: P['Full name'], form_field_id: T.Name }, 'unchanged');
 
+  // Every key defaults to its current value: the stored source_entity_type holds for a new source_entity_id.
   const repoint = await api.call(t, 'updateDefaultValueSource', {
     token: admin,
     params: { defaultValueSource: id },
-    body: { source_entity_type: 'formField', source_entity_id: P.Shirt, sort_number: 5 },
+    body: { source_entity_id: P.Shirt, sort_number: 5 },
   });
   t.equal(repoint.status, 200);
-  t.match(repoint.body, { id, source_entity_id: P.Shirt, sort_number: 5, form_field_id: T.Name });
+  t.match(repoint.body, { id, source_entity_type: 'formField', source_entity_id: P.Shirt, sort_number: 5, form_field_id: T.Name });
   await create({ type: 'systemVariable', form_field_id: T.Note, config: { variable: 'email' } });
   const moved = await api.call(t, 'updateDefaultValueSource', { token: admin, params: { defaultValueSource: id }, body: { form_field_id: T.Note } });
   t.equal(moved.status, 200);

@@ -36,14 +36,12 @@ t.test('configProblem: a formFieldValue source takes {}, a systemVariable source
   }
 });
 
-t.test('entityPairErrors: source_entity_id needs source_entity_type', async (t) => {
+t.test('entityPairErrors: a source_entity_id needs a source_entity_type', async (t) => {
   const refused = { source_entity_type: [coded('required', 'is required when source_entity_id is given')] };
-  t.strictSame(entityPairErrors({ source_entity_id: 5 }), refused);
-  t.strictSame(entityPairErrors({ source_entity_id: 5, source_entity_type: null }), refused);
-  t.strictSame(entityPairErrors({ source_entity_id: 5, source_entity_type: 'formField' }), {});
-  t.strictSame(entityPairErrors({ source_entity_id: null }), {});
-  t.strictSame(entityPairErrors({ source_entity_type: 'formField' }), {}, 'a type alone is judged by the source type');
-  t.strictSame(entityPairErrors({}), {});
+  t.strictSame(entityPairErrors({ sourceEntityId: 5, sourceEntityType: null }), refused);
+  t.strictSame(entityPairErrors({ sourceEntityId: 5, sourceEntityType: 'formField' }), {});
+  t.strictSame(entityPairErrors({ sourceEntityId: null, sourceEntityType: null }), {});
+  t.strictSame(entityPairErrors({ sourceEntityId: null, sourceEntityType: 'formField' }), {}, 'a type alone is judged by the source type');
 });
 
 t.test('variableFits and COMPATIBLE_SOURCE_TYPES: which values fill which fields', async (t) => {
