@@ -158,7 +158,7 @@ export const environmentSchema = {
     ATRIUM_ROLE: { type: 'string', enum: ['all', 'api', 'worker'], default: 'all', description: 'one of all, api, worker' },
     ATRIUM_BOOTSTRAP_TENANT: { type: 'string', pattern: SLUG.source, description: 'a tenant slug: lower-case letters, digits and dashes, e.g. acme' },
     ATRIUM_BOOTSTRAP_TENANT_NAME: { type: 'string', maxLength: 200, description: 'a tenant name of at most 200 characters, e.g. Acme Inc.' },
-    ATRIUM_ADMIN_PASSWORD: { type: 'string', writeOnly: true, description: 'a password' },
+    ATRIUM_ADMIN_PASSWORD: { type: 'string', writeOnly: true, maxLength: 1024, description: 'a password of at most 1024 characters' },
     ATRIUM_SECRET_KEY: {
       type: 'string',
       format: 'base64-key',

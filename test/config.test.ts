@@ -77,6 +77,8 @@ t.test('each mistake is one line naming the variable and what it accepts', async
     [{ ATRIUM_ADMIN_PASSWORD: 'short' }, /^ATRIUM_ADMIN_PASSWORD: its value is not accepted; expected a password of at least 10 characters/],
     [{ ATRIUM_ADMIN_PASSWORD: 'a-long-one', PASSWORD_MIN_LENGTH: '12' }, /^ATRIUM_ADMIN_PASSWORD: .* at least 12 characters/],
     [{ ATRIUM_ADMIN_PASSWORD: '😀'.repeat(9) }, /^ATRIUM_ADMIN_PASSWORD: /],
+    // Longer than the API's limit: that administrator could never sign in.
+    [{ ATRIUM_ADMIN_PASSWORD: 'p'.repeat(1025) }, /^ATRIUM_ADMIN_PASSWORD: its value is not accepted; expected a password of at most 1024 characters$/],
     [{ PORT: '3e3' }, /^PORT: "3e3" is not accepted/],
     [{ PORT: ' 3300' }, /^PORT: " 3300" is not accepted/],
     [{ PORT: '3300.0' }, /^PORT: "3300.0" is not accepted/],

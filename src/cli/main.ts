@@ -54,11 +54,19 @@ function required(values: Options, name: string): string {
 }
 
 async function checkPasswordLength(password: string, config: Config, what: string): Promise<void> {
-  const { passwordLength } = await import('../resources/users/rules.ts');
-  // Counted as the API counts a password (code points).
+  const { passwordLength, PASSWORD_MAX_LENGTH } = await import('../resources/users/rules.ts');
+  // Counted as the API counts a password (code points); a longer one than the API takes could never sign in.
   if (passwordLength(password) < config.passwordMinLength) {
     throw new UsageError(`${what} must have at least ${config.passwordMinLength} characters`);
   }
+  if (passwordLength(password) > PASSWORD_MAX_LENGTH) throw new UsageError(`${what} must have at most ${PASSWORD_MAX_LENGTH} characters`);
+}
+
+/** A username the API would refuse (its schema, a reserved name) is a usage error: such an administrator could never sign in. */
+async function checkUsername(username: string, what: string): Promise<void> {
+  const { usernameProblems, usernameShapeProblem } = await import('../resources/users/rules.ts');
+  const [problem] = [usernameShapeProblem(username), ...usernameProblems(username)].filter(Boolean);
+  if (problem) throw new UsageError(`${what} ${problem}`);
 }
 
 async function tenantIdOf(db: Database, slug: string): Promise<number> {
@@ -106,7 +114,10 @@ const commands: Record<string, Command> = {
       // A malformed argument is a usage error (status 2), told before the database is asked.
       if (!SLUG.test(slug)) throw new UsageError('the <slug> must be 1 to 63 lower-case letters, digits and dashes, not starting or ending with a dash');
       const name = required(values, 'name');
+      // As ATRIUM_BOOTSTRAP_TENANT_NAME takes it.
+      if ([...name].length > 200) throw new UsageError('--name must have at most 200 characters');
       const adminUsername = required(values, 'admin-username');
+      await checkUsername(adminUsername, '--admin-username');
       const given = values['admin-password'];
       if (typeof given === 'string') await checkPasswordLength(given, config, '--admin-password');
       const { createTenant, generatePassword, generatedPasswordNotice } = await import('../resources/tenants/create-tenant.ts');

@@ -210,6 +210,13 @@ t.test('usage errors exit 2 with a message, and change nothing', async (t) => {
     ['tenant:create', 'x', '--name', 'X', '--admin-username', 'a', '--admin-password', 'short'],
     ['tenant:create', 'Bad Slug', '--name', 'X', '--admin-username', 'a', '--admin-password', 'long-enough-password'],
     ['tenant:create', 'a'.repeat(64), '--name', 'X', '--admin-username', 'a', '--admin-password', 'long-enough-password'],
+    // What the API refuses could never sign in: a username beyond its schema or reserved, a password over its limit.
+    ['tenant:create', 'cli-long-user', '--name', 'X', '--admin-username', 'u'.repeat(256), '--admin-password', 'long-enough-password'],
+    ['tenant:create', 'cli-blank-user', '--name', 'X', '--admin-username', ' ', '--admin-password', 'long-enough-password'],
+    ['tenant:create', 'cli-spaced-user', '--name', 'X', '--admin-username', 'root ', '--admin-password', 'long-enough-password'],
+    ['tenant:create', 'cli-reserved-user', '--name', 'X', '--admin-username', 'deleted-user-13', '--admin-password', 'long-enough-password'],
+    ['tenant:create', 'cli-long-password', '--name', 'X', '--admin-username', 'root', '--admin-password', 'p'.repeat(1025)],
+    ['tenant:create', 'cli-long-name', '--name', 'n'.repeat(201), '--admin-username', 'root', '--admin-password', 'long-enough-password'],
     // An argument no command takes is a mistake to tell, not to pass over.
     ['migrate', 'extra'],
     ['token:create', '--tenant', 'cli-co', '--username', 'root', 'extra'],
@@ -261,6 +268,11 @@ t.test('user:set-password sets a lost password from standard input and ends the 
   const mistakes = [
     [['user:set-password', '--tenant', 'cli-reset', '--username', 'forgetful', { input: '' }], 2, /no password on standard input/],
     [['user:set-password', '--tenant', 'cli-reset', '--username', 'forgetful', { input: 'short\n' }], 2, /the password must have at least 10 characters/],
+    [
+      ['user:set-password', '--tenant', 'cli-reset', '--username', 'forgetful', { input: `${'p'.repeat(1025)}\n` }],
+      2,
+      /the password must have at most 1024 characters/,
+    ],
     [['user:set-password', '--tenant', 'cli-reset', { input: 'a new long password\n' }], 2, /--username is required/],
     [['user:set-password', '--tenant', 'cli-reset', '--username', 'nobody', { input: 'a new long password\n' }], 1, /no active user "nobody"/],
     [['user:set-password', '--tenant', 'no-such', '--username', 'forgetful', { input: 'a new long password\n' }], 1, /no tenant "no-such"/],

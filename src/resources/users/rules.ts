@@ -35,6 +35,23 @@ export function deriveActive(enteringDate: string | null | undefined, leavingDat
 
 // ---- what a user write must satisfy ----
 
+/** The spec's longest password (`UserCreate.password`): longer ones cannot sign in (the login's schema refuses them). */
+export const PASSWORD_MAX_LENGTH = 1024;
+
+/** `UserCreate.username`'s pattern in the spec (test/resources/users/fields.test.ts compares them). */
+export const USERNAME_PATTERN = /^\S(.*\S)?$/u;
+
+/**
+ * What the spec's schema refuses in a username (1 to 255 characters, the pattern), with the
+ * wording of the API's 422, for usernames that do not come through it: a CSV cell, the
+ * command line. The reserved names are `usernameProblems`'.
+ */
+export function usernameShapeProblem(username: string): string | undefined {
+  if (passwordLength(username) > 255) return 'must NOT have more than 255 characters';
+  if (!USERNAME_PATTERN.test(username)) return `must match pattern "${USERNAME_PATTERN.source}"`;
+  return undefined;
+}
+
 /** A password's length as people count characters: in code points (an emoji is one). */
 export function passwordLength(password: string): number {
   // As `[...password].length` counts, without making the array: a surrogate pair is one code point.

@@ -1,7 +1,8 @@
 /** The user field map: columns of the keys a write holds, and CSV cells read by kind. */
 import t from 'tap';
 import { readFileSync } from 'node:fs';
-import { columnsOf, IMPORTABLE_KEYS, keepsCurrent, parseCell, USER_FIELDS, USERNAME_PATTERN } from '../../../src/resources/users/fields.ts';
+import { columnsOf, IMPORTABLE_KEYS, keepsCurrent, parseCell, USER_FIELDS } from '../../../src/resources/users/fields.ts';
+import { USERNAME_PATTERN } from '../../../src/resources/users/rules.ts';
 
 t.test("IMPORTABLE_KEYS: every writable key in the template's order, the password and departments included", async (t) => {
   t.strictSame(IMPORTABLE_KEYS.slice(0, 5), ['username', 'password', 'first_name', 'last_name', 'role_id']);
