@@ -930,8 +930,8 @@ export interface paths {
          *     The token stops working if its creator later loses the authority to create it
          *     (deactivated, deleted, marked for logout, `login-tokens.administer`, one of the
          *     user's permissions or one of their entity rights lost), or if its user is marked
-         *     for logout or their password or the creator's is changed or reset (see
-         *     `POST /api/auth/login-token`).
+         *     for logout or their password or the creator's is changed or reset, or either gets a
+         *     new role (see `POST /api/auth/login-token`).
          */
         post: operations["createUserLoginTokenForEmail"];
         delete?: never;
@@ -1054,10 +1054,13 @@ export interface paths {
          *       unless the creator's role lists `tasks.administer` (forms, task templates) or
          *       `menu-items.administer` (menu items).
          *
-         *     Besides, these events revoke pending tokens at once (listed as `deleted`): a
-         *     password change of the user (their own or a reset) revokes the tokens that would
-         *     sign them in and those they created; so do a logout mark, deactivation, deletion
-         *     and blackout.
+         *     These are judged when the token is used. Besides, these events revoke pending tokens
+         *     at once and for good (listed as `deleted`): a password change of the user (their own
+         *     or a reset) revokes the tokens that would sign them in and those they created; so do
+         *     a new role for the user (`role_id` changed: giving the old role back revives none), a
+         *     logout mark, deactivation, deletion and blackout. A change to a role's permissions
+         *     revokes nothing: a token it makes unusable is usable again if the role gets them back
+         *     before the token expires (delete the token to end it for good).
          *
          *     Every attempt counts towards the per-client-address sign-in limit before the token
          *     is looked at (see `POST /api/auth/login`): beyond it, 429 with `Retry-After`, and

@@ -265,10 +265,10 @@ export const userHandlers = {
       const departmentsBefore = input.department_ids === undefined ? null : ((await departmentIdsOf(tx, [current.id])).get(current.id) ?? []);
       // Deleted or blacked out since it was read: not written over (`updateUserColumns`).
       if (!(await updateUserColumns(tx, current.id, { ...columnsOf(input), ...(passwordHash ? { passwordHash } : {}) }))) throw notFound('The user');
-      if (passwordHash) {
-        await endSessionsAfterPasswordChange(tx, auth, current.id);
-        await revokePendingLoginTokens(tx, current.id);
-      }
+      if (passwordHash) await endSessionsAfterPasswordChange(tx, auth, current.id);
+      // A login token is judged by its creator's authority and its user's rights: a new role for either ends it for good,
+      // so that giving the old role back revives nothing.
+      if (passwordHash || (input.role_id !== undefined && input.role_id !== current.roleId)) await revokePendingLoginTokens(tx, current.id);
       if (current.active && input.active === false) await endAllSessions(tx, current.id);
       // A session that must change its password may hold no stream: the user's open ones end on commit.
       else if (!current.requestPasswordChange && input.request_password_change === true) {

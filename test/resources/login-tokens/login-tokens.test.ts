@@ -334,6 +334,38 @@ t.test('a token dies with its creator’s authority: creator deleted, deactivate
   t.equal((await api.call(t, 'getCurrentUser', { token: ok.body.access_token })).body.id, intact.target.id);
 });
 
+t.test('a new role for the creator or the user revokes the pending tokens: the old role given back revives none', async (t) => {
+  const delegateRole = await api.call(t, 'createRole', {
+    token: admin,
+    body: { name: 'Token issuers', permissions: ['login-tokens.administer', 'users.view', 'users.view-personal'] },
+  });
+  const employee = (await api.call(t, 'listRoles', { token: admin })).body.find((role: { name: string }) => role.name === 'Employee');
+  const setRole = async (userId: number, roleId: number) =>
+    t.equal((await api.call(t, 'updateUser', { token: admin, params: { user: userId }, body: { role_id: roleId } })).status, 200);
+  const creator = await api.createUser(tenant.tenantId, { values: { roleId: delegateRole.body.id } });
+  const target = await api.createUser(tenant.tenantId, { values: { roleId: employee.id, email: 'role-change@example.com' } });
+  const mint = async () => {
+    const created = await api.call(t, 'createUserLoginTokenForEmail', { token: creator.token, body: { expires_in: 600, email: 'role-change@example.com' } });
+    t.equal(created.status, 201);
+    return created.body as { token: string; uuid: string };
+  };
+  const creatorsToken = await mint();
+  await setRole(creator.id, employee.id);
+  await setRole(creator.id, delegateRole.body.id);
+  t.equal((await signIn(t, creatorsToken.token)).status, 401, "the creator's role changed and came back: the token stays dead");
+  const revoked = (await tokenRow(creatorsToken.uuid))!;
+  t.ok(revoked.deleted_at && revoked.used_at === null, 'listed as deleted, never used');
+
+  const usersToken = await mint();
+  await setRole(target.id, delegateRole.body.id);
+  await setRole(target.id, employee.id);
+  t.equal((await signIn(t, usersToken.token)).status, 401, "the user's role changed and came back: the token stays dead");
+
+  const kept = await mint();
+  t.equal((await api.call(t, 'updateUser', { token: admin, params: { user: target.id }, body: { role_id: employee.id } })).status, 200);
+  t.equal((await signIn(t, kept.token)).status, 200, 'the same role sent again changes nothing');
+});
+
 t.test('a token dies when its user is marked for logout after it was created', async (t) => {
   const employee = await api.createUser(tenant.tenantId, { values: { email: 'marked@example.com' } });
   const before = await api.call(t, 'createUserLoginTokenForEmail', { token: admin, body: { expires_in: 600, email: 'marked@example.com' } });
