@@ -3261,6 +3261,9 @@ export interface components {
             zipcode?: string;
         };
         /**
+         * @description Each row names its `line`: the 1-based line of the file on which its record ends (the
+         *     header is line 1; empty lines count). A quoted cell may hold line breaks, so a record
+         *     may span several lines: its `line` is the last of them, as csv-parse counts lines.
          * @example {
          *       "new_users": [
          *         {
