@@ -8,8 +8,8 @@ import { changesBetween, recordAudit, requestOrigin, type AuditEntry, type Audit
 import type { Changes } from '../../platform/audit/table.ts';
 import type { Auth } from '../../platform/auth/auth.ts';
 import { checkBeforeCommit, type Tx } from '../../platform/database/database.ts';
-import { unauthorized } from '../../platform/http/problem.ts';
 import { holdLiveUser } from '../users/queries.ts';
+import { accountGone } from '../users/rules.ts';
 
 export { userLabel } from '../../platform/audit/audit.ts';
 
@@ -41,7 +41,7 @@ export const jobSource = (job: string): AuditSource => ({ actor: { type: 'system
 export async function audit(tx: Tx, by: RequestContext | AuditSource, entry: AuditEntry): Promise<void> {
   if (!('request' in by)) return recordAudit(tx, by, entry);
   await recordAudit(tx, requestSource(by), entry);
-  await checkBeforeCommit(tx, holdLiveUser(tx, by.auth.userId), (held) => (held ? undefined : unauthorized('The account was deleted while the request ran.')));
+  await checkBeforeCommit(tx, holdLiveUser(tx, by.auth.userId), (held) => (held ? undefined : accountGone()));
 }
 
 /** Bookkeeping fields every record carries: a change is what the caller changed, not when. */

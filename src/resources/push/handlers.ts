@@ -1,11 +1,12 @@
 import { audit } from '../audit-events/record.ts';
 import type { Handlers } from '../../platform/http/handler.ts';
-import { coded, invalid, notFound, unauthorized } from '../../platform/http/problem.ts';
+import { coded, invalid, notFound } from '../../platform/http/problem.ts';
 import { listRecords, presentAll } from '../../platform/result-controls/listing.ts';
 import { callerAccount, deleteOwnSubscription, heldSubscriptions, saveSubscription } from './queries.ts';
 import { assertMayRegister, canonicalEndpoint, subscriptionCapErrors, subscriptionErrors, type SubscriptionInput } from './rules.ts';
 import { vapidKeys } from './vapid.ts';
 import { pushSubscriptionListing, pushSubscriptionView } from './view.ts';
+import { accountGone } from '../users/rules.ts';
 
 const MAX_USER_AGENT = 512;
 
@@ -36,7 +37,7 @@ export const pushHandlers = {
     const userAgent = request.headers['user-agent']?.slice(0, MAX_USER_AGENT) ?? null;
     const [created] = await db.tenant(auth.tenantId, async (tx) => {
       const held = await heldSubscriptions(tx, auth.tenantId, auth.userId, input.endpoint);
-      if (!held) throw unauthorized('The account was deleted while the request ran.');
+      if (!held) throw accountGone();
       const capErrors = subscriptionCapErrors(held);
       if (Object.keys(capErrors).length > 0) throw invalid(capErrors);
       const rows = await saveSubscription(tx, auth, input, userAgent);

@@ -10,7 +10,7 @@ import { grantablePermissions, permissionsLacking } from '../../platform/auth/pe
 import type { Tx } from '../../platform/database/database.ts';
 import { missingIds, MISSING, reportMissing } from '../../platform/database/existence.ts';
 import { navigationUrlProblems, ROUTE_FORMS } from '../../platform/http/navigation-url.ts';
-import { coded, forbidden, invalid, notFound, type FieldErrors, type FieldMessage } from '../../platform/http/problem.ts';
+import { coded, forbidden, invalid, notFound, unauthorized, type FieldErrors, type FieldMessage } from '../../platform/http/problem.ts';
 import { departments } from '../departments/table.ts';
 import { CONFERS_ENTITY_RIGHTS, membershipsConferringRights } from '../entity-permissions/rules.ts';
 import { findUser, loadUserReferences, usernameTaken, type UserReferences, type UserRow } from './queries.ts';
@@ -435,6 +435,9 @@ export async function requireAdministrableUser(tx: Tx, caller: Caller, userId: n
   }
   return user;
 }
+
+/** The refusal of a write whose caller's account was deleted (or blacked out) while it ran: nothing of theirs is stored (401). */
+export const accountGone = () => unauthorized('The account was deleted while the request ran.');
 
 // ---- blackout ----
 
