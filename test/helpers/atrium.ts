@@ -14,7 +14,7 @@ import { toleratingConnectionLoss } from '../../src/platform/database/connection
 import type { Database } from '../../src/platform/database/database.ts';
 import { users } from '../../src/resources/users/table.ts';
 import { createAtrium, type Atrium } from '../../src/server.ts';
-import { contractViolations, serializerViolations } from './contract.ts';
+import { contractViolations, headerViolations, serializerViolations } from './contract.ts';
 import { createTestDatabase } from './database.ts';
 import { DEMO_PASSWORD, tenantData, type TenantData } from './tenant-data.ts';
 
@@ -128,7 +128,10 @@ export async function startTestApi(t: Test, overrides: Partial<Config> = {}): Pr
       const contentType = String(response.headers['content-type'] ?? '');
       // NDJSON (the audit export) is text: only JSON and problem+json are parsed.
       const body = /[/+]json\b/.test(contentType) && response.body.length > 0 ? response.json() : response.body;
-      const violations = contractViolations(operationId, response.statusCode, contentType, body === '' ? undefined : body);
+      const violations = [
+        ...contractViolations(operationId, response.statusCode, contentType, body === '' ? undefined : body),
+        ...headerViolations(operationId, response.statusCode, response.headers),
+      ];
       if (response.statusCode === 500) {
         violations.push(...serializerViolations(logged.messages.slice(before)));
         // The answer says only "internal server error": the cause is what the server logged.

@@ -135,8 +135,34 @@ const DECLARED_HEADERS = [
   'etag',
   'link',
   'deprecation',
+  'idempotent-replayed',
   'sunset',
 ];
+
+/**
+ * The headers of an answer of `operationId` with `status` that break the contract: each of
+ * DECLARED_HEADERS it carries must be declared by its response and match the declared schema.
+ */
+export function headerViolations(operationId: OperationId | ServedElsewhereId, status: number, answerHeaders: Record<string, unknown>): string[] {
+  const violations: string[] = [];
+  const declared = responseObject(operationId, status);
+  const headers = new Map(Object.entries(declared?.headers ?? {}).map(([name, header]) => [name.toLowerCase(), { name, header: header as { $ref?: string } }]));
+  for (const name of DECLARED_HEADERS) {
+    const value = answerHeaders[name];
+    if (value === undefined) continue;
+    const found = headers.get(name);
+    if (!found) {
+      violations.push(`${status} sends ${name}, which its response does not declare`);
+      continue;
+    }
+    const pointer = `${found.header.$ref ?? `${declared!.pointer}/headers/${escape(found.name)}`}/schema`;
+    // Header values are text: an integer header is judged as the number it spells.
+    const asNumber = /^\d+$/.test(String(value)) ? Number(value) : undefined;
+    const verdicts = [schemaViolations(pointer, value), ...(asNumber === undefined ? [] : [schemaViolations(pointer, asNumber)])];
+    if (!verdicts.some((verdict) => verdict.length === 0)) violations.push(`${status} header ${name}: ${verdicts[0]!.join('; ')}`);
+  }
+  return violations;
+}
 
 /**
  * Contract violations of an answer of the SCIM service (docs/scim.md), which `api.call`
@@ -165,23 +191,10 @@ export function servedAnswerViolations(method: string, url: string, answer: { st
     }
     return violations;
   }
-  const violations = contractViolations(operationId, answer.statusCode, contentType, body);
-  const declared = responseObject(operationId, answer.statusCode);
-  const headers = new Map(Object.entries(declared?.headers ?? {}).map(([name, header]) => [name.toLowerCase(), { name, header: header as { $ref?: string } }]));
-  for (const name of DECLARED_HEADERS) {
-    const value = answer.headers[name];
-    if (value === undefined) continue;
-    const found = headers.get(name);
-    if (!found) {
-      violations.push(`${answer.statusCode} sends ${name}, which its response does not declare`);
-      continue;
-    }
-    const pointer = `${found.header.$ref ?? `${declared!.pointer}/headers/${escape(found.name)}`}/schema`;
-    // Header values are text: an integer header is judged as the number it spells.
-    const asNumber = /^\d+$/.test(String(value)) ? Number(value) : undefined;
-    const verdicts = [schemaViolations(pointer, value), ...(asNumber === undefined ? [] : [schemaViolations(pointer, asNumber)])];
-    if (!verdicts.some((verdict) => verdict.length === 0)) violations.push(`${answer.statusCode} header ${name}: ${verdicts[0]!.join('; ')}`);
-  }
+  const violations = [
+    ...contractViolations(operationId, answer.statusCode, contentType, body),
+    ...headerViolations(operationId, answer.statusCode, answer.headers),
+  ];
   return violations.map((violation) => `${operationId}: ${violation}`);
 }
 
