@@ -7,6 +7,7 @@ import { registerRateLimit } from './platform/http/rate-limit.ts';
 import { registerRequestId, requestId } from './platform/http/request-id.ts';
 import { registerSecurityHeaders } from './platform/http/security-headers.ts';
 import { answerClientError, answerRouterError, MAX_PATH_PARAMETER_LENGTH, registerErrorHandling } from './platform/http/error-handler.ts';
+import { registerDrain } from './platform/http/drain.ts';
 import { registerJsonBodies } from './platform/http/json-body.ts';
 import { registerContentCodings } from './platform/http/content-coding.ts';
 import { registerMultipart } from './platform/http/multipart.ts';
@@ -129,7 +130,8 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
       connectionsCheckingInterval: Math.min(30_000, services.config.requestTimeoutSeconds * 250),
     },
     trustProxy: fastifyTrustProxy(services.config.trustProxy),
-    forceCloseConnections: 'idle',
+    // Connections are closed by registerDrain (drain.ts), once their answers are written.
+    forceCloseConnections: false,
     // `X-Request-Id` when well-formed, otherwise a new one; logged as `request_id`.
     requestIdHeader: false,
     genReqId: requestId,
@@ -149,6 +151,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   registerRequestLogging(app);
   registerMetrics(app, services.metrics, services.config.metricsToken);
   registerErrorHandling(app);
+  registerDrain(app);
   registerJsonBodies(app);
   registerContentCodings(app);
   await registerCors(app, services.config.corsOrigins);

@@ -123,12 +123,8 @@ export async function createAtrium(
       (stopping ??= (async () => {
         // Open event streams never finish by themselves: end them, or closing waits forever.
         await notificationStreams.close();
-        if (app) {
-          // Connections whose last request finishes during shutdown turn idle only then;
-          // close them as they do, instead of waiting out the keep-alive timeout.
-          const sweep = setInterval(() => app.server.closeIdleConnections(), 100);
-          await app.close().finally(() => clearInterval(sweep));
-        }
+        // Its connections close as their answers are written (drain.ts).
+        await app?.close();
         // The rest stops even if one part fails to; the first failure is then the stop's.
         const failures = await stopEach([() => startedJobs.stop(), () => outbound.close(), () => db.close(), () => server.stop()]);
         if (failures.length > 0) throw failures[0];

@@ -1,0 +1,54 @@
+/**
+ * A graceful stop (the signals' path: `Atrium.stop`) finishes the answers in flight: a large
+ * answer still being written to a slow client arrives whole, though its handler ended it
+ * before the stop began (docs/operations.md#signals-and-shutdown).
+ */
+import net from 'node:net';
+import { sql } from 'drizzle-orm';
+import t from 'tap';
+import { startTestApi } from '../../helpers/atrium.ts';
+import { sleep } from '../../helpers/fixtures.ts';
+
+const api = await startTestApi(t);
+const tenant = await api.createTenant('drain');
+// Enough users for an answer of several megabytes: more than the kernel's socket buffers hold, so part of it waits in the process.
+await api.db.owner.execute(sql`
+  insert into users (tenant_id, username, role_id, first_name, last_name)
+  select ${tenant.tenantId}, 'drained-' || g, (select min(id) from roles where tenant_id = ${tenant.tenantId}), 'Given', 'Family'
+  from generate_series(1, 20000) g`);
+const address = await api.atrium.app!.listen({ port: 0, host: '127.0.0.1' });
+const port = Number(new URL(address).port);
+
+t.test('an answer still being written when the stop begins arrives whole', async (t) => {
+  const socket = net.connect(port, '127.0.0.1');
+  await new Promise((resolve) => socket.once('connect', resolve));
+  const chunks: Buffer[] = [];
+  // A slow client, as over a slow link (5 MB a second): most of the answer waits in the server.
+  const began = Date.now();
+  let received = 0;
+  const allowed = () => ((Date.now() - began) / 1000) * 5_000_000;
+  socket.on('data', (chunk: Buffer) => {
+    chunks.push(chunk);
+    received += chunk.length;
+    if (received > allowed()) socket.pause();
+  });
+  const slowly = setInterval(() => {
+    if (received <= allowed()) socket.resume();
+  }, 10);
+  const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+  socket.write(`GET /api/users HTTP/1.1\r\nHost: atrium\r\nAuthorization: Bearer ${tenant.adminToken}\r\n\r\n`);
+  while (!Buffer.concat(chunks).includes('\r\n\r\n')) await sleep(20);
+  // The handler has ended the answer; the server is still writing it when the stop begins.
+  await sleep(500);
+  await Promise.all([closed, api.atrium.stop()]);
+  clearInterval(slowly);
+  const answer = Buffer.concat(chunks);
+  const split = answer.indexOf('\r\n\r\n');
+  const head = answer.subarray(0, split).toString('latin1');
+  t.match(head, /^HTTP\/1\.1 200 /);
+  const length = Number(/\r\ncontent-length: (\d+)/i.exec(head)?.[1]);
+  t.ok(length > 8_000_000, `an answer of ${length} bytes`);
+  t.equal(answer.length - split - 4, length, 'every byte of it arrived');
+  const users = JSON.parse(answer.subarray(split + 4).toString('utf8')) as unknown[];
+  t.ok(users.length > 20_000, 'and it is the whole list');
+});
