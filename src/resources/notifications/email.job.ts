@@ -12,7 +12,9 @@ const escapeHtml = (text: string) => text.replace(/[&<>"']/g, (c) => `&#${c.char
  */
 export async function emailDispatch(services: Services, dispatch: Dispatch): Promise<number> {
   const { db, config } = services;
-  if (!config.smtpUrl) return 0;
+  // Queued by a process that has SMTP_URL: one without it fails the job, which is retried (by a worker that has it,
+  // during a rollout that sets it), instead of marking copies it never sent as done.
+  if (!config.smtpUrl) throw new Error('SMTP_URL is not set in this process: the e-mail copies are left to a worker that has it.');
   const pending = await db.tenant(dispatch.tenantId, (tx) => pendingEmailCopies(tx, dispatch.dispatchId));
   if (pending.length === 0) return 0;
   // Loaded here: only a process that sends e-mail holds the SMTP client (docs/performance.md#memory-of-a-started-process).

@@ -117,3 +117,33 @@ t.test('a copy still to be sent when its recipient is deactivated or deleted is 
     [['staying@example.test']],
   );
 });
+
+t.test('a process without SMTP_URL fails the job instead of marking copies it never sent', async (t) => {
+  const before = received.length;
+  const recipient = await api.createUser(tenant.tenantId, { values: { wantsEmailNotifications: true, email: 'pending@example.test' } });
+  const res = await api.call(t, 'createNotification', {
+    token: sender.token,
+    body: { title: 'Rollout', body: '<p>x</p>', url: '/x', user_ids: [recipient.id] },
+  });
+  t.equal(res.status, 202);
+  const [{ dispatchId } = { dispatchId: '' }] = await eventually(
+    () =>
+      api.db.owner.execute<{ dispatchId: string }>(
+        sql`select dispatch_id as "dispatchId" from notifications where tenant_id = ${tenant.tenantId} and notifiable_id = ${recipient.id} and emailed_at is not null`,
+      ),
+    (rows) => rows.length === 1,
+  );
+  await eventually(
+    async () => received.length,
+    (n) => n === before + 1,
+  );
+  await api.db.owner.execute(sql`update notifications set emailed_at = null where dispatch_id = ${dispatchId}`);
+  // A worker of a rollout that has not set SMTP_URL yet.
+  const withoutSmtp = { ...api.atrium.services, config: { ...api.atrium.services.config, smtpUrl: undefined } };
+  await t.rejects(emailDispatch(withoutSmtp, { tenantId: tenant.tenantId, dispatchId }), /SMTP_URL is not set in this process/);
+  const [pending] = await api.db.owner.execute<{ emailed: boolean }>(
+    sql`select emailed_at is not null as emailed from notifications where dispatch_id = ${dispatchId}`,
+  );
+  t.equal(pending!.emailed, false, 'the copy is still owed');
+  t.equal(await emailDispatch(api.atrium.services, { tenantId: tenant.tenantId, dispatchId }), 1, 'a worker with SMTP_URL sends it');
+});
