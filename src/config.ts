@@ -496,9 +496,39 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
  * over `.env` when there is one. A mistake prints one line per variable on stderr, no stack
  * trace, and exits with status 78 (EX_CONFIG) before anything has started.
  */
+/** Edits (insert, delete, replace a character) from `a` to `b`. */
+function editDistance(a: string, b: string): number {
+  let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const current = [i];
+    for (let j = 1; j <= b.length; j++) current[j] = Math.min(previous[j]! + 1, current[j - 1]! + 1, previous[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+    previous = current;
+  }
+  return previous[b.length]!;
+}
+
+/**
+ * A line for each variable of `env` named as Atrium's are (`ATRIUM_…`) that Atrium does not
+ * read, naming the setting it most likely meant: a misspelt one (`ATRIUM_ROLLE=api`) would
+ * otherwise be ignored without a word, and the process run as something else.
+ */
+export function unknownSettings(env: NodeJS.ProcessEnv): string[] {
+  const known = Object.keys(environmentSchema.properties).filter((name) => name.startsWith('ATRIUM_'));
+  return Object.keys(env)
+    .filter((name) => name.startsWith('ATRIUM_') && !known.includes(name))
+    .sort()
+    .map((name) => {
+      const [closest] = known.map((candidate) => ({ candidate, distance: editDistance(name, candidate) })).sort((x, y) => x.distance - y.distance);
+      const meant = closest && closest.distance <= 2 ? ` (did you mean ${closest.candidate}?)` : '';
+      return `${name} is not a setting of Atrium${meant}; it is ignored`;
+    });
+}
+
 export function entryPointConfig(): Config {
   try {
-    return loadConfig({ ...readDotEnv(), ...process.env });
+    const env = { ...readDotEnv(), ...process.env };
+    for (const line of unknownSettings(env)) process.stderr.write(`atrium: ${line}\n`);
+    return loadConfig(env);
   } catch (error) {
     if (!(error instanceof ConfigError)) throw error;
     for (const line of error.message.split('\n')) process.stderr.write(`atrium: ${line}\n`);

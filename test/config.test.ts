@@ -9,7 +9,7 @@ import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
-import { ConfigError, loadConfig } from '../src/config.ts';
+import { ConfigError, loadConfig, unknownSettings } from '../src/config.ts';
 
 const root = path.resolve(import.meta.dirname, '..');
 
@@ -210,6 +210,18 @@ t.test('the server refuses a bad variable before it starts anything: one line, e
     t.notMatch(outcome.stderr, /\bat .*:\d+:\d+/, 'no stack trace');
     t.notOk(existsSync(dataDir), 'the embedded PostgreSQL was not started');
   }
+});
+
+t.test("a variable named as Atrium's that it does not read is named, with the setting it likely meant", async (t) => {
+  t.strictSame(unknownSettings({ ATRIUM_ROLLE: 'api', ATRIUM_ROLE: 'api', PORTT: '1', ATRIUM_SOMETHING_ELSE: 'x' }), [
+    'ATRIUM_ROLLE is not a setting of Atrium (did you mean ATRIUM_ROLE?); it is ignored',
+    'ATRIUM_SOMETHING_ELSE is not a setting of Atrium; it is ignored',
+  ]);
+  t.strictSame(unknownSettings({ ATRIUM_ROLE: 'worker', ATRIUM_SECRET_KEY: 'x' }), [], 'settings Atrium reads are not named');
+  // Before the process starts anything: the line on stderr, and the process goes on (here: to a bad PORT, exit 78).
+  const outcome = await run(['--import', 'tsx', 'src/main.ts'], environment({ ATRIUM_ROLLE: 'api', PORT: '99999' }));
+  t.equal(outcome.code, 78);
+  t.match(outcome.stderr, /^atrium: ATRIUM_ROLLE is not a setting of Atrium \(did you mean ATRIUM_ROLE\?\); it is ignored\natrium: PORT: /);
 });
 
 t.test('.env in the working folder is read; the environment takes precedence', async (t) => {
