@@ -12,7 +12,7 @@
  *
  * One token asked thousands of times a second is always one Atrium looked up within the
  * last second, so its principal is remembered (docs/tenancy-and-security.md#access-tokens).
- * The same comparison then runs with MANY_USERS users (default 5,000), each request with
+ * The same comparison then runs with MANY_USERS users (default 10,000), each request with
  * the next user's token, so that a token comes round again only after more than a second:
  * every look-up is made, as for a directory whose users each ask less than once a second.
  * Printed beside the target, not as it (the target's bench is the one-token one).
@@ -85,7 +85,7 @@ const compared = await comparePair(
 endpointTargets(compared, 0.5);
 
 // Many users, a token each, every look-up made: the same two routes.
-const manyUsers = Number(process.env.MANY_USERS ?? 5000);
+const manyUsers = Number(process.env.MANY_USERS ?? 10_000);
 const [demo] = await sql<{ tenant_id: number; role_id: number }[]>`select tenant_id::int, role_id::int from users where username = 'admin'`;
 const readers = await sql<{ id: number }[]>`
   insert into users (tenant_id, username, role_id, first_name, last_name, email)
