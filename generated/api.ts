@@ -1820,7 +1820,8 @@ export interface paths {
          *     the past (UTC). The password is hashed with Argon2id and never returned.
          *     `department_ids` must name departments of the tenant. Send `multipart/form-data`
          *     to upload `profile_picture` (JPEG, PNG, WebP or GIF detected from the bytes, at most
-         *     5 MiB; other content → 422, larger → 413); multipart values are text and are
+         *     5 MiB; other content, or more than 10,000 pixels a side or 50
+         *     megapixels → 422, larger → 413); multipart values are text and are
          *     converted to the declared types.
          *     No escalation (one rule with role administration and login tokens): `role_id` must
          *     name a role whose permissions the caller all holds — an inactive role included,
@@ -2193,7 +2194,8 @@ export interface paths {
          * @description Another user's record is answered, so acting on another user needs `users.view`
          *     too (403 without it), as reading them does.
          *     Stores `profile_picture` (a file part: JPEG, PNG, WebP or GIF detected from the
-         *     bytes, at most 5 MiB; other content → 422, larger → 413) as the user's picture,
+         *     bytes, at most 5 MiB; other content, or more than 10,000 pixels a side or 50
+         *     megapixels → 422, larger → 413) as the user's picture,
          *     replacing any current one, and answers the user like `PUT /api/users/{user}`.
          *     The same picture can be sent within `createUser` and `updateUser`
          *     (`multipart/form-data`); this operation has a multipart body only, so that client
@@ -4854,7 +4856,7 @@ export interface components {
         ProfilePictureUpload: {
             /**
              * Format: binary
-             * @description The picture as a file part (JPEG, PNG, WebP or GIF, detected from the bytes; at most 5 MiB).
+             * @description The picture as a file part (JPEG, PNG, WebP or GIF, detected from the bytes; at most 5 MiB, 10,000 pixels a side and 50 megapixels).
              */
             profile_picture: string;
         };
@@ -6803,7 +6805,8 @@ export interface components {
             /**
              * Format: binary
              * @description The picture as a file part (JPEG, PNG, WebP or GIF, detected from the bytes; at
-             *     most 5 MiB). A text part with an empty value removes the current picture.
+             *     most 5 MiB, 10,000 pixels a side and 50 megapixels, read from the image's header). A text part
+             *     with an empty value removes the current picture.
              */
             profile_picture?: string;
             request_password_change?: boolean;
@@ -7211,7 +7214,8 @@ export interface components {
             /**
              * Format: binary
              * @description The picture as a file part (JPEG, PNG, WebP or GIF, detected from the bytes; at
-             *     most 5 MiB). A text part with an empty value removes the current picture.
+             *     most 5 MiB, 10,000 pixels a side and 50 megapixels, read from the image's header). A text part
+             *     with an empty value removes the current picture.
              */
             profile_picture?: string;
             request_password_change?: boolean;

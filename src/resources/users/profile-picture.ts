@@ -9,6 +9,10 @@ import { ProblemError, coded, invalid } from '../../platform/http/problem.ts';
 import type { Secrets } from '../../platform/secrets/secrets.ts';
 
 export const PICTURE_MAX_BYTES = 5 * 1024 * 1024;
+/** The largest picture, in pixels: a side, and in all (a 48-megapixel phone photo fits). */
+export const PICTURE_MAX_SIDE = 10_000;
+export const PICTURE_MAX_PIXELS = 50_000_000;
+
 const PICTURE_TYPES: Record<string, string> = { 'image/jpeg': 'jpg', 'image/png': 'png', 'image/webp': 'webp', 'image/gif': 'gif' };
 const SIGNING_PURPOSE = 'profile-picture';
 /** URLs are valid until the end of the next full hour: stable for caching, 1–2 h long. */
@@ -45,6 +49,26 @@ export async function acceptPicture(upload: Pick<Upload, 'size' | 'content' | 'f
   const detected = await fileTypeFromBuffer(content);
   const extension = detected ? PICTURE_TYPES[detected.mime] : undefined;
   if (!detected || !extension) throw invalid({ profile_picture: [coded('unsupported_file_type', 'must be a JPEG, PNG, WebP or GIF image')] });
+  // Read from the image's header, never decoded here: a small file may declare a bitmap of gigabytes, which every
+  // reader's browser would try to decode. A header that cannot be read is no image.
+  const { imageSize } = await import('image-size');
+  let size: { width?: number; height?: number };
+  try {
+    size = imageSize(content);
+  } catch {
+    throw invalid({ profile_picture: [coded('unsupported_file_type', 'must be a JPEG, PNG, WebP or GIF image')] });
+  }
+  const { width = 0, height = 0 } = size;
+  if (width < 1 || height < 1 || width > PICTURE_MAX_SIDE || height > PICTURE_MAX_SIDE || width * height > PICTURE_MAX_PIXELS) {
+    throw invalid({
+      profile_picture: [
+        coded(
+          'out_of_range',
+          `must be at most ${PICTURE_MAX_SIDE} pixels a side and ${PICTURE_MAX_PIXELS / 1_000_000} megapixels (it is ${width} × ${height})`,
+        ),
+      ],
+    });
+  }
   return {
     mediaType: detected.mime,
     fileName: safeFileName(originalName, extension),

@@ -157,6 +157,14 @@ t.test('a user updates their own picture; blackout deletes it', async (t) => {
   t.equal((await api.db.owner.select().from(userProfilePictures).where(eq(userProfilePictures.userId, self.id))).length, 0);
 });
 
+/** PNG_1X1 with its header declaring `width` × `height` pixels (the rest unchanged: never decoded). */
+function pngOfSize(width: number, height: number): Buffer {
+  const png = Buffer.from(PNG_1X1);
+  png.writeUInt32BE(width, 16);
+  png.writeUInt32BE(height, 20);
+  return png;
+}
+
 t.test('uploadProfilePicture: bad uploads change nothing', async (t) => {
   const target = await api.createUser(tenant.tenantId, { username: 'upload-bad' });
   const pictures = await pictureCount();
@@ -175,7 +183,26 @@ t.test('uploadProfilePicture: bad uploads change nothing', async (t) => {
   t.equal((await api.call(t, 'uploadProfilePicture', { token: admin, params: { user: target.id }, ...big })).status, 413);
   const json = await api.call(t, 'uploadProfilePicture', { token: admin, params: { user: target.id }, body: { profile_picture: null } });
   t.equal(json.status, 415, 'multipart only');
+  // A small file that declares a huge bitmap: every reader's browser would try to decode gigabytes.
+  for (const [width, height] of [
+    [60_000, 60_000],
+    [10_001, 1],
+    [8_000, 7_000],
+  ]) {
+    const bomb = await upload({ profile_picture: { content: pngOfSize(width!, height!), fileName: 'bomb.png' } });
+    const refused = await api.call(t, 'uploadProfilePicture', { token: admin, params: { user: target.id }, ...bomb });
+    t.equal(refused.status, 422, `${width} × ${height} pixels`);
+    t.strictSame(refused.body.error_codes, { profile_picture: ['out_of_range'] });
+  }
+  const disguised = await upload({
+    profile_picture: { content: Buffer.concat([PNG_1X1.subarray(0, 8), Buffer.from('<html><script>alert(1)</script>')]), fileName: 'x.png' },
+  });
+  const notPng = await api.call(t, 'uploadProfilePicture', { token: admin, params: { user: target.id }, ...disguised });
+  t.equal(notPng.status, 422, "PNG's signature before HTML: no image header to read");
+  t.strictSame(notPng.body.error_codes, { profile_picture: ['unsupported_file_type'] });
   t.equal(await pictureCount(), pictures, 'nothing stored');
+  const phone = await upload({ profile_picture: { content: pngOfSize(8_000, 6_000), fileName: 'phone.png' } });
+  t.equal((await api.call(t, 'uploadProfilePicture', { token: admin, params: { user: target.id }, ...phone })).status, 200, 'a 48-megapixel photo fits');
 });
 
 t.test('uploadProfilePicture: own picture, another user with users.administer, refusals', async (t) => {
