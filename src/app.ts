@@ -151,7 +151,8 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   registerRequestLogging(app);
   registerMetrics(app, services.metrics, services.config.metricsToken);
   registerErrorHandling(app);
-  registerDrain(app);
+  // Half the shutdown's time: the job workers and the pools stop in the rest.
+  registerDrain(app, services.config.shutdownTimeoutMs / 2);
   registerJsonBodies(app);
   registerContentCodings(app);
   await registerCors(app, services.config.corsOrigins);

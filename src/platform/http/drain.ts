@@ -13,8 +13,13 @@ import type { Server } from 'node:http';
 import net, { type Socket } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 
-/** Closes `app`'s server gracefully before Fastify closes it (a `preClose` hook), when it listens. */
-export function registerDrain(app: FastifyInstance): void {
+/**
+ * Closes `app`'s server gracefully before Fastify closes it (a `preClose` hook), when it
+ * listens. An answer not written within `deadlineMs` (a client that stopped reading) has
+ * its connection closed then, so that the rest of the stop (the job workers, the pools)
+ * still runs within the shutdown's own timeout.
+ */
+export function registerDrain(app: FastifyInstance, deadlineMs: number): void {
   const server: Server = app.server;
   const open = new Set<Socket>();
   /** Connections carrying an answer, with how many (pipelined requests). */
@@ -46,6 +51,13 @@ export function registerDrain(app: FastifyInstance): void {
     closeIdle();
     // Connections whose last answer is written during the drain fall idle then: closed as they do.
     const sweep = setInterval(closeIdle, 100);
-    await closed.finally(() => clearInterval(sweep));
+    const deadline = setTimeout(() => {
+      app.log.warn({ connections: open.size, deadlineMs }, 'answers still being written at the drain deadline: their connections are closed');
+      for (const socket of open) socket.destroy();
+    }, deadlineMs);
+    await closed.finally(() => {
+      clearInterval(sweep);
+      clearTimeout(deadline);
+    });
   });
 }

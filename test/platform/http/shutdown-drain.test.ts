@@ -52,3 +52,35 @@ t.test('an answer still being written when the stop begins arrives whole', async
   const users = JSON.parse(answer.subarray(split + 4).toString('utf8')) as unknown[];
   t.ok(users.length > 20_000, 'and it is the whole list');
 });
+
+t.test('a client that stops reading does not hold the stop: its connection is closed at the drain deadline', async (t) => {
+  // An Atrium of its own: this one stops. Its drain deadline is half of SHUTDOWN_TIMEOUT_MS.
+  const stalled = await startTestApi(t, { shutdownTimeoutMs: 2_000 });
+  const stalledTenant = await stalled.createTenant('stalled');
+  await stalled.db.owner.execute(sql`
+    insert into users (tenant_id, username, role_id, first_name, last_name)
+    select ${stalledTenant.tenantId}, 'stalled-' || g, (select min(id) from roles where tenant_id = ${stalledTenant.tenantId}), 'Given', 'Family'
+    from generate_series(1, 20000) g`);
+  const stalledAddress = await stalled.atrium.app!.listen({ port: 0, host: '127.0.0.1' });
+  const socket = net.connect(Number(new URL(stalledAddress).port), '127.0.0.1');
+  let head = '';
+  const readHead = (chunk: Buffer) => {
+    head += chunk.toString('latin1');
+    // It reads the answer's head, then nothing more.
+    if (head.includes('\r\n\r\n')) {
+      socket.pause();
+      socket.off('data', readHead);
+    }
+  };
+  socket.on('data', readHead);
+  const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+  socket.write(`GET /api/users HTTP/1.1\r\nHost: atrium\r\nAuthorization: Bearer ${stalledTenant.adminToken}\r\n\r\n`);
+  while (!head.includes('\r\n\r\n')) await sleep(20);
+  const began = Date.now();
+  // Far beyond the deadline: only a stop that hangs on the connection would take it.
+  const outcome = await Promise.race([stalled.atrium.stop().then(() => 'stopped'), sleep(15_000).then(() => 'still waiting')]);
+  t.equal(outcome, 'stopped', `the stop ends (after ${Date.now() - began} ms)`);
+  socket.resume();
+  await closed;
+  t.pass('the connection was closed');
+});
