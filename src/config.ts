@@ -491,11 +491,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   };
 }
 
-/**
- * The configuration of an entry point (`npm start`, the `atrium` command): the environment,
- * over `.env` when there is one. A mistake prints one line per variable on stderr, no stack
- * trace, and exits with status 78 (EX_CONFIG) before anything has started.
- */
+/** Variables of `.env` that compose.yaml reads, not Atrium (`.env.example` sets them). */
+const COMPOSE_VARIABLES = ['ATRIUM_OWNER_PASSWORD', 'ATRIUM_APP_PASSWORD', 'ATRIUM_PUBLISH'];
+
 /** Edits (insert, delete, replace a character) from `a` to `b`. */
 function editDistance(a: string, b: string): number {
   let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
@@ -515,7 +513,7 @@ function editDistance(a: string, b: string): number {
 export function unknownSettings(env: NodeJS.ProcessEnv): string[] {
   const known = Object.keys(environmentSchema.properties).filter((name) => name.startsWith('ATRIUM_'));
   return Object.keys(env)
-    .filter((name) => name.startsWith('ATRIUM_') && !known.includes(name))
+    .filter((name) => name.startsWith('ATRIUM_') && !known.includes(name) && !COMPOSE_VARIABLES.includes(name))
     .sort()
     .map((name) => {
       const [closest] = known.map((candidate) => ({ candidate, distance: editDistance(name, candidate) })).sort((x, y) => x.distance - y.distance);
@@ -524,6 +522,11 @@ export function unknownSettings(env: NodeJS.ProcessEnv): string[] {
     });
 }
 
+/**
+ * The configuration of an entry point (`npm start`, the `atrium` command): the environment,
+ * over `.env` when there is one. A mistake prints one line per variable on stderr, no stack
+ * trace, and exits with status 78 (EX_CONFIG) before anything has started.
+ */
 export function entryPointConfig(): Config {
   try {
     const env = { ...readDotEnv(), ...process.env };

@@ -4,7 +4,7 @@
  */
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -218,6 +218,15 @@ t.test("a variable named as Atrium's that it does not read is named, with the se
     'ATRIUM_SOMETHING_ELSE is not a setting of Atrium; it is ignored',
   ]);
   t.strictSame(unknownSettings({ ATRIUM_ROLE: 'worker', ATRIUM_SECRET_KEY: 'x' }), [], 'settings Atrium reads are not named');
+  // The template of .env for compose: the variables compose reads are no mistake.
+  const template = Object.fromEntries(
+    readFileSync('.env.example', 'utf8')
+      .split('\n')
+      .filter((line) => /^[A-Z_]+=/.test(line))
+      .map((line) => [line.slice(0, line.indexOf('=')), line.slice(line.indexOf('=') + 1)]),
+  );
+  t.ok(Object.keys(template).includes('ATRIUM_PUBLISH'));
+  t.strictSame(unknownSettings(template), [], '.env.example names nothing');
   // Before the process starts anything: the line on stderr, and the process goes on (here: to a bad PORT, exit 78).
   const outcome = await run(['--import', 'tsx', 'src/main.ts'], environment({ ATRIUM_ROLLE: 'api', PORT: '99999' }));
   t.equal(outcome.code, 78);
