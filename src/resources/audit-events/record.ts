@@ -35,6 +35,8 @@ export const jobSource = (job: string): AuditSource => ({ actor: { type: 'system
  * request's user is held until the change commits (`holdLiveUser`): a blackout of them that
  * committed while the request ran (it waited for a lock) ends the request (401), so that
  * no event naming the person commits after their trail was erased (docs/audit.md#erasure).
+ * It is the change's last write of the user's rows: a row of theirs locked after it (their
+ * submission, subscription, token) would wait for a blackout that waits for the hold.
  * The hold leaves with the event and is judged before the commit (`checkBeforeCommit`):
  * no round trip of its own when the handler reads after it.
  */

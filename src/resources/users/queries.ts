@@ -3,6 +3,7 @@ import { and, asc, eq, getTableColumns, inArray, isNotNull, isNull, ne, or, sql,
 import type { Config } from '../../config.ts';
 import { userLabel } from '../../platform/audit/audit.ts';
 import { transactionTenant, type Tx } from '../../platform/database/database.ts';
+import { idempotencyKeys } from '../../platform/http/idempotency.ts';
 import { lockRecord, lockTenantScope } from '../../platform/database/locks.ts';
 import { forgetAccountFailures } from '../auth/queries.ts';
 import { accessTokens } from '../auth/table.ts';
@@ -265,8 +266,10 @@ const ACCOUNT_LOCK = 'account';
  * Blackout's writes beside the user's own `values` (rules.ts `blackoutValues`): the
  * picture, access tokens and push subscriptions go, pending login tokens are revoked,
  * open streams end on commit, the sign-in counts under the old username and the id are
- * forgotten, the identity provider's id of the person (SCIM `externalId`) goes, and what the user typed into forms and task templates is emptied — it may be
- * about them; the submissions stay (as made by the anonymised account, at that time).
+ * forgotten, the identity provider's id of the person (SCIM `externalId`) goes, what the
+ * user typed into forms and task templates is emptied — it may be about them; the
+ * submissions stay (as made by the anonymised account, at that time) — and the answers
+ * kept for the user's own `Idempotency-Key` retries go.
  * False when there is no such user.
  */
 export async function blackOut(tx: Tx, config: Config, user: { id: number; username: string }, values: UserColumns): Promise<boolean> {
@@ -279,10 +282,13 @@ export async function blackOut(tx: Tx, config: Config, user: { id: number; usern
   await deleteUserSubscriptions(tx, user.id);
   await tx.delete(scimExternalIds).where(eq(scimExternalIds.userId, user.id));
   await forgetAccountFailures(tx, config, user);
-  await tx.update(formSubmissions).set({ values: {} }).where(eq(formSubmissions.userId, user.id));
-  // Last, once every row of the person is written: waits for their writes that hold the account (`holdLiveUser`), which
-  // commit first; later ones see the account gone. Such a write holds nothing the blackout still needs.
+  // Once every other row of the person is written: waits for their writes that hold the account (`holdLiveUser`),
+  // which commit first; later ones see the account gone. Such a write holds nothing the blackout still needs.
   await lockTenantScope(tx, ACCOUNT_LOCK, sql`${user.id}::text`);
+  // After the lock, so that submissions those writes committed meanwhile are emptied too.
+  await tx.update(formSubmissions).set({ values: {} }).where(eq(formSubmissions.userId, user.id));
+  // The answers kept for the person's own Idempotency-Key retries (their submissions' values among them).
+  await tx.delete(idempotencyKeys).where(eq(idempotencyKeys.userId, user.id));
   return true;
 }
 

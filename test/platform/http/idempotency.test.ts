@@ -189,3 +189,20 @@ t.test('a request is kept as a keyed fingerprint: a password in its body cannot 
   });
   t.equal(other.status, 422, 'another password is another request');
 });
+
+t.test("a blackout removes the answers kept for the person's own keys, and no one else's", async (t) => {
+  const leaver = await api.createUser(tenant.tenantId, { permissions: ['departments.manage'] });
+  const stayer = await api.createUser(tenant.tenantId, { permissions: ['departments.manage'] });
+  for (const [user, name] of [
+    [leaver, 'Kept for the leaver'],
+    [stayer, 'Kept for the stayer'],
+  ] as const) {
+    const created = await api.call(t, 'createDepartment', { token: user.token, headers: keyed(`blackout-${user.id}`), body: { name } });
+    t.equal(created.status, 201);
+  }
+  const kept = async (userId: number) => rowCount(api.db, 'idempotency_keys', sql`user_id = ${userId}`);
+  t.equal(await kept(leaver.id), 1);
+  t.equal((await api.call(t, 'blackoutUser', { token: tenant.adminToken, params: { user: leaver.id } })).status, 204);
+  t.equal(await kept(leaver.id), 0, "the person's kept answers are gone");
+  t.equal(await kept(stayer.id), 1, "another user's stay");
+});
