@@ -7705,10 +7705,12 @@ export interface components {
         };
         /**
          * @description An unexpected error. It is logged with the request's id; the answer says nothing
-         *     more. Client input never causes it.
+         *     more. Client input never causes it. Its effect is unknown, so a request sent with an
+         *     `Idempotency-Key` keeps it, and a retry is answered the same (`Idempotent-Replayed`).
          */
         InternalServerError: {
             headers: {
+                "Idempotent-Replayed": components["headers"]["Idempotent-Replayed"];
                 "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                 "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                 "RateLimit-Reset": components["headers"]["RateLimit-Reset"];

@@ -35,7 +35,8 @@ export function parseQueryString(query: string): Record<string, unknown> {
       // filter at all. Such a key is refused instead (400), as the JSON bodies' is.
       decoder(text, decode, charset, type) {
         const decoded = decode(text, decode, charset);
-        if (type === 'key' && decoded.includes('__proto__')) prototypeKey = true;
+        // A segment of the key, as qs reads `a[b][c]`; `x__proto__y` is a key like any other.
+        if (type === 'key' && decoded.split(/[[\]]/).includes('__proto__')) prototypeKey = true;
         return decoded;
       },
     });

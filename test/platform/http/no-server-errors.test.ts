@@ -1174,6 +1174,8 @@ t.test('query parameters an operation does not declare are ignored, never read u
     t.equal(refused.statusCode, 400, `${query} is refused`);
     t.match(JSON.parse(refused.body).detail, /__proto__/, 'saying why');
   }
+  const named = await app.inject({ method: 'GET', url: '/api/users?filter[x__proto__y]=1', headers: auth });
+  t.equal(named.statusCode, 422, 'a key that only contains the name is an unknown filter key like any other');
 });
 
 t.test('a body declared by reference takes only its declared media types', async (t) => {
