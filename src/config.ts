@@ -491,9 +491,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   };
 }
 
-/** Variables of `.env` that compose.yaml reads, not Atrium (`.env.example` sets them). */
-const COMPOSE_VARIABLES = ['ATRIUM_OWNER_PASSWORD', 'ATRIUM_APP_PASSWORD', 'ATRIUM_PUBLISH'];
-
 /** Edits (insert, delete, replace a character) from `a` to `b`. */
 function editDistance(a: string, b: string): number {
   let previous = Array.from({ length: b.length + 1 }, (_, j) => j);
@@ -506,19 +503,19 @@ function editDistance(a: string, b: string): number {
 }
 
 /**
- * A line for each variable of `env` named as Atrium's are (`ATRIUM_…`) that Atrium does not
- * read, naming the setting it most likely meant: a misspelt one (`ATRIUM_ROLLE=api`) would
- * otherwise be ignored without a word, and the process run as something else.
+ * A line for each variable of `env` that looks like a misspelt setting: named `ATRIUM_…`, not
+ * a setting, and within two edits of one (`ATRIUM_ROLLE=api` would otherwise be ignored
+ * without a word, and the process run as all). Other `ATRIUM_…` names are left alone:
+ * compose files, platforms and tools use that prefix for their own variables.
  */
 export function unknownSettings(env: NodeJS.ProcessEnv): string[] {
   const known = Object.keys(environmentSchema.properties).filter((name) => name.startsWith('ATRIUM_'));
   return Object.keys(env)
-    .filter((name) => name.startsWith('ATRIUM_') && !known.includes(name) && !COMPOSE_VARIABLES.includes(name))
+    .filter((name) => name.startsWith('ATRIUM_') && !known.includes(name))
     .sort()
-    .map((name) => {
+    .flatMap((name) => {
       const [closest] = known.map((candidate) => ({ candidate, distance: editDistance(name, candidate) })).sort((x, y) => x.distance - y.distance);
-      const meant = closest && closest.distance <= 2 ? ` (did you mean ${closest.candidate}?)` : '';
-      return `${name} is not a setting of Atrium${meant}; it is ignored`;
+      return closest && closest.distance <= 2 ? [`${name} is not a setting of Atrium (did you mean ${closest.candidate}?); it is ignored`] : [];
     });
 }
 
