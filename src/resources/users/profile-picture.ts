@@ -48,7 +48,8 @@ export async function acceptPicture(upload: Pick<Upload, 'size' | 'content' | 'f
   const { fileTypeFromBuffer } = await import('file-type');
   const detected = await fileTypeFromBuffer(content);
   const extension = detected ? PICTURE_TYPES[detected.mime] : undefined;
-  if (!detected || !extension) throw invalid({ profile_picture: [coded('unsupported_file_type', 'must be a JPEG, PNG, WebP or GIF image')] });
+  const notAnImage = () => invalid({ profile_picture: [coded('unsupported_file_type', 'must be a JPEG, PNG, WebP or GIF image')] });
+  if (!detected || !extension) throw notAnImage();
   // Read from the image's header, never decoded here: a small file may declare a bitmap of gigabytes, which every
   // reader's browser would try to decode. A header that cannot be read is no image.
   const { imageSize } = await import('image-size');
@@ -56,7 +57,7 @@ export async function acceptPicture(upload: Pick<Upload, 'size' | 'content' | 'f
   try {
     size = imageSize(content);
   } catch {
-    throw invalid({ profile_picture: [coded('unsupported_file_type', 'must be a JPEG, PNG, WebP or GIF image')] });
+    throw notAnImage();
   }
   const { width = 0, height = 0 } = size;
   if (width < 1 || height < 1 || width > PICTURE_MAX_SIDE || height > PICTURE_MAX_SIDE || width * height > PICTURE_MAX_PIXELS) {

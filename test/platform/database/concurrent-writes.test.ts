@@ -236,23 +236,36 @@ t.test("a user's write waiting behind the user's blackout is refused: no event n
   t.equal(row?.seen_at ?? null, null, 'nothing was marked');
 });
 
+/**
+ * A trigger of the test's own (`trigger`: its kind, name, timing and table, as CREATE takes
+ * them) that makes each row write matching `condition` wait for the advisory lock `key`,
+ * which the test holds until it releases the answer. Dropped at the test's end.
+ */
+async function pauseWrites(t: Test, pause: { name: string; trigger: string; condition: string; key: number }) {
+  const table = / on (\w+)/.exec(pause.trigger)![1]!;
+  await api.db.owner.execute(
+    sql.raw(`create function ${pause.name}() returns trigger language plpgsql as $$
+      begin if ${pause.condition} then perform pg_advisory_xact_lock_shared(${pause.key}); end if; return null; end $$`),
+  );
+  await api.db.owner.execute(sql.raw(`create ${pause.trigger} for each row execute function ${pause.name}()`));
+  t.teardown(async () => {
+    await api.db.owner.execute(sql.raw(`drop trigger if exists ${pause.name} on ${table}`));
+    await api.db.owner.execute(sql.raw(`drop function if exists ${pause.name}()`));
+  });
+  return holdRows(api.db, sql`select pg_advisory_xact_lock(${pause.key})`);
+}
+
 t.test("the user's blackout waits for a write of theirs that holds the account: the erasure rewrites its event", async (t) => {
   // The other order: the write has taken its hold and is about to commit. A constraint trigger of the test's holds
   // the write's COMMIT (on a lock the test owns) until the blackout has had its chance to run.
   const reader = await api.createUser(tenant.tenantId, { username: 'held-reader', values: { firstName: 'Hilda', lastName: 'Holder' } });
   const notification = await storeNotification(api.db, tenant.tenantId, reader.id, new Date());
-  await api.db.owner.execute(
-    sql.raw(`create function test_hold_commit() returns trigger language plpgsql as $$
-      begin if new.actor_id = ${reader.id} then perform pg_advisory_xact_lock_shared(4242); end if; return null; end $$`),
-  );
-  await api.db.owner.execute(
-    sql`create constraint trigger test_hold_commit after insert on audit_events deferrable initially deferred for each row execute function test_hold_commit()`,
-  );
-  t.teardown(async () => {
-    await api.db.owner.execute(sql`drop trigger if exists test_hold_commit on audit_events`);
-    await api.db.owner.execute(sql`drop function if exists test_hold_commit()`);
+  const commitHeld = await pauseWrites(t, {
+    name: 'test_hold_commit',
+    trigger: 'constraint trigger test_hold_commit after insert on audit_events deferrable initially deferred',
+    condition: `new.actor_id = ${reader.id}`,
+    key: 4242,
   });
-  const commitHeld = await holdRows(api.db, sql`select pg_advisory_xact_lock(4242)`);
   let seen!: Promise<CallResult>;
   let blackout!: Promise<CallResult>;
   try {
@@ -286,18 +299,12 @@ t.test("a user's write of a row their blackout also writes, and that blackout, b
         values (${tenant.tenantId}, ${leaver.id}, 'https://push.example.test/busy', 'key', 'secret') returning id`,
   );
   // The delete pauses right after removing the row (on a lock the test owns), holding it.
-  await api.db.owner.execute(
-    sql.raw(`create function test_pause_unsubscribe() returns trigger language plpgsql as $$
-      begin if old.user_id = ${leaver.id} then perform pg_advisory_xact_lock_shared(4243); end if; return null; end $$`),
-  );
-  await api.db.owner.execute(
-    sql`create trigger test_pause_unsubscribe after delete on push_subscriptions for each row execute function test_pause_unsubscribe()`,
-  );
-  t.teardown(async () => {
-    await api.db.owner.execute(sql`drop trigger if exists test_pause_unsubscribe on push_subscriptions`);
-    await api.db.owner.execute(sql`drop function if exists test_pause_unsubscribe()`);
+  const paused = await pauseWrites(t, {
+    name: 'test_pause_unsubscribe',
+    trigger: 'trigger test_pause_unsubscribe after delete on push_subscriptions',
+    condition: `old.user_id = ${leaver.id}`,
+    key: 4243,
   });
-  const paused = await holdRows(api.db, sql`select pg_advisory_xact_lock(4243)`);
   let unsubscribed!: Promise<CallResult>;
   let blackout!: Promise<CallResult>;
   try {

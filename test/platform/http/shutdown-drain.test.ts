@@ -6,16 +6,24 @@
 import net from 'node:net';
 import { sql } from 'drizzle-orm';
 import t from 'tap';
-import { startTestApi } from '../../helpers/atrium.ts';
+import { startTestApi, type TestApi } from '../../helpers/atrium.ts';
 import { sleep } from '../../helpers/fixtures.ts';
 
+/**
+ * A tenant of `api` with enough users for a list of several megabytes: more than the kernel's
+ * socket buffers hold, so part of the answer waits in the process.
+ */
+async function tenantWithManyUsers(api: TestApi, slug: string) {
+  const tenant = await api.createTenant(slug);
+  await api.db.owner.execute(sql`
+    insert into users (tenant_id, username, role_id, first_name, last_name)
+    select ${tenant.tenantId}, ${slug} || '-' || g, (select min(id) from roles where tenant_id = ${tenant.tenantId}), 'Given', 'Family'
+    from generate_series(1, 20000) g`);
+  return tenant;
+}
+
 const api = await startTestApi(t);
-const tenant = await api.createTenant('drain');
-// Enough users for an answer of several megabytes: more than the kernel's socket buffers hold, so part of it waits in the process.
-await api.db.owner.execute(sql`
-  insert into users (tenant_id, username, role_id, first_name, last_name)
-  select ${tenant.tenantId}, 'drained-' || g, (select min(id) from roles where tenant_id = ${tenant.tenantId}), 'Given', 'Family'
-  from generate_series(1, 20000) g`);
+const tenant = await tenantWithManyUsers(api, 'drain');
 const address = await api.atrium.app!.listen({ port: 0, host: '127.0.0.1' });
 const port = Number(new URL(address).port);
 
@@ -56,11 +64,7 @@ t.test('an answer still being written when the stop begins arrives whole', async
 t.test('a client that stops reading does not hold the stop: its connection is closed at the drain deadline', async (t) => {
   // An Atrium of its own: this one stops. Its drain deadline is half of SHUTDOWN_TIMEOUT_MS.
   const stalled = await startTestApi(t, { shutdownTimeoutMs: 2_000 });
-  const stalledTenant = await stalled.createTenant('stalled');
-  await stalled.db.owner.execute(sql`
-    insert into users (tenant_id, username, role_id, first_name, last_name)
-    select ${stalledTenant.tenantId}, 'stalled-' || g, (select min(id) from roles where tenant_id = ${stalledTenant.tenantId}), 'Given', 'Family'
-    from generate_series(1, 20000) g`);
+  const stalledTenant = await tenantWithManyUsers(stalled, 'stalled');
   const stalledAddress = await stalled.atrium.app!.listen({ port: 0, host: '127.0.0.1' });
   const socket = net.connect(Number(new URL(stalledAddress).port), '127.0.0.1');
   let head = '';

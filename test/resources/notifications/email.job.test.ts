@@ -1,4 +1,4 @@
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { sql } from 'drizzle-orm';
 import { SMTPServer } from 'smtp-server';
 import { emailDispatch } from '../../../src/resources/notifications/email.job.ts';
@@ -84,30 +84,40 @@ t.test('e-mail copies go to recipients who want them and have an address, once',
   t.equal(received.length, 1);
 });
 
+/**
+ * A notification to `users` whose e-mail copies have all been sent, then made owed again (as
+ * if its job had not run yet): its dispatch id, for a test to run the job itself.
+ */
+async function owedDispatch(t: Test, users: { id: number }[], title: string): Promise<string> {
+  const before = received.length;
+  const res = await api.call(t, 'createNotification', {
+    token: sender.token,
+    body: { title, body: '<p>x</p>', url: '/x', user_ids: users.map((user) => user.id) },
+  });
+  t.equal(res.status, 202);
+  const [{ dispatchId } = { dispatchId: '' }] = await eventually(
+    () =>
+      api.db.owner.execute<{ dispatchId: string }>(
+        sql`select dispatch_id as "dispatchId" from notifications where tenant_id = ${tenant.tenantId} and notifiable_id = ${users[0]!.id} and emailed_at is not null`,
+      ),
+    (rows) => rows.length === 1,
+  );
+  await eventually(
+    async () => received.length,
+    (n) => n === before + users.length,
+  );
+  await api.db.owner.execute(sql`update notifications set emailed_at = null where dispatch_id = ${dispatchId}`);
+  return dispatchId;
+}
+
 t.test('a copy still to be sent when its recipient is deactivated or deleted is not sent', async (t) => {
   // A retried job (SMTP away for a while) sends its copies long after the notification was stored.
   const before = received.length;
   const staying = await api.createUser(tenant.tenantId, { values: { wantsEmailNotifications: true, email: 'staying@example.test' } });
   const leaving = await api.createUser(tenant.tenantId, { values: { wantsEmailNotifications: true, email: 'leaving@example.test' } });
   const deleted = await api.createUser(tenant.tenantId, { values: { wantsEmailNotifications: true, email: 'deleted@example.test' } });
-  const res = await api.call(t, 'createNotification', {
-    token: sender.token,
-    body: { title: 'After hours', body: '<p>Plans</p>', url: '/plans', user_ids: [staying.id, leaving.id, deleted.id] },
-  });
-  t.equal(res.status, 202);
-  const [{ dispatchId } = { dispatchId: '' }] = await eventually(
-    () =>
-      api.db.owner.execute<{ dispatchId: string }>(
-        sql`select dispatch_id as "dispatchId" from notifications where tenant_id = ${tenant.tenantId} and notifiable_id = ${staying.id} and emailed_at is not null`,
-      ),
-    (rows) => rows.length === 1,
-  );
-  await eventually(
-    async () => received.length,
-    (n) => n === before + 3,
-  );
-  // As if the job had not run yet: the copies are pending again, and meanwhile one recipient was deactivated, one deleted.
-  await api.db.owner.execute(sql`update notifications set emailed_at = null where dispatch_id = ${dispatchId}`);
+  const dispatchId = await owedDispatch(t, [staying, leaving, deleted], 'After hours');
+  // Meanwhile one recipient was deactivated, one deleted.
   await api.call(t, 'updateUser', { token: tenant.adminToken, params: { user: leaving.id }, body: { active: false } }).then((r) => t.equal(r.status, 200));
   await api.call(t, 'deleteUser', { token: tenant.adminToken, params: { user: deleted.id } }).then((r) => t.equal(r.status, 204));
   const sent = await emailDispatch(api.atrium.services, { tenantId: tenant.tenantId, dispatchId });
@@ -119,25 +129,8 @@ t.test('a copy still to be sent when its recipient is deactivated or deleted is 
 });
 
 t.test('a process without SMTP_URL fails the job instead of marking copies it never sent', async (t) => {
-  const before = received.length;
   const recipient = await api.createUser(tenant.tenantId, { values: { wantsEmailNotifications: true, email: 'pending@example.test' } });
-  const res = await api.call(t, 'createNotification', {
-    token: sender.token,
-    body: { title: 'Rollout', body: '<p>x</p>', url: '/x', user_ids: [recipient.id] },
-  });
-  t.equal(res.status, 202);
-  const [{ dispatchId } = { dispatchId: '' }] = await eventually(
-    () =>
-      api.db.owner.execute<{ dispatchId: string }>(
-        sql`select dispatch_id as "dispatchId" from notifications where tenant_id = ${tenant.tenantId} and notifiable_id = ${recipient.id} and emailed_at is not null`,
-      ),
-    (rows) => rows.length === 1,
-  );
-  await eventually(
-    async () => received.length,
-    (n) => n === before + 1,
-  );
-  await api.db.owner.execute(sql`update notifications set emailed_at = null where dispatch_id = ${dispatchId}`);
+  const dispatchId = await owedDispatch(t, [recipient], 'Rollout');
   // A worker of a rollout that has not set SMTP_URL yet.
   const withoutSmtp = { ...api.atrium.services, config: { ...api.atrium.services.config, smtpUrl: undefined } };
   await t.rejects(emailDispatch(withoutSmtp, { tenantId: tenant.tenantId, dispatchId }), /SMTP_URL is not set in this process/);
