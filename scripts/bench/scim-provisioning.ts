@@ -444,7 +444,6 @@ function presentBare(row: BareRow, base: string) {
       created: row.created_at.toISOString(),
       lastModified: row.updated_at.toISOString(),
       location: `${base}/Users/${row.id}`,
-      version: `W/"${row.updated_at.getTime()}"`,
     },
   };
 }
