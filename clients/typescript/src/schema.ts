@@ -1821,7 +1821,8 @@ export interface paths {
          *     `department_ids` must name departments of the tenant. Send `multipart/form-data`
          *     to upload `profile_picture` (JPEG, PNG, WebP or GIF detected from the bytes, at most
          *     5 MiB; other content, or more than 10,000 pixels a side or 50
-         *     megapixels → 422, larger → 413); multipart values are text and are
+         *     megapixels → 422, larger → 413; stored without its metadata, see
+         *     `uploadProfilePicture`); multipart values are text and are
          *     converted to the declared types.
          *     No escalation (one rule with role administration and login tokens): `role_id` must
          *     name a role whose permissions the caller all holds — an inactive role included,
@@ -2197,6 +2198,11 @@ export interface paths {
          *     bytes, at most 5 MiB; other content, or more than 10,000 pixels a side or 50
          *     megapixels → 422, larger → 413) as the user's picture,
          *     replacing any current one, and answers the user like `PUT /api/users/{user}`.
+         *     The picture is stored and served without its metadata: EXIF (a phone photo's GPS
+         *     position, time, camera), XMP, IPTC, comments, PNG text and time chunks, and
+         *     anything after the image; the image data is kept byte for byte, and a JPEG's
+         *     orientation is kept (as an EXIF block of that one tag). A JPEG, PNG or WebP whose
+         *     structure cannot be followed to its end is refused (422 `unsupported_file_type`).
          *     The same picture can be sent within `createUser` and `updateUser`
          *     (`multipart/form-data`); this operation has a multipart body only, so that client
          *     generators, which choose the JSON body of an operation offering both, produce a
@@ -4856,7 +4862,7 @@ export interface components {
         ProfilePictureUpload: {
             /**
              * Format: binary
-             * @description The picture as a file part (JPEG, PNG, WebP or GIF, detected from the bytes; at most 5 MiB, 10,000 pixels a side and 50 megapixels).
+             * @description The picture as a file part (JPEG, PNG, WebP or GIF, detected from the bytes; at most 5 MiB, 10,000 pixels a side and 50 megapixels; stored without its metadata).
              */
             profile_picture: Blob;
         };
@@ -6805,7 +6811,8 @@ export interface components {
             /**
              * Format: binary
              * @description The picture as a file part (JPEG, PNG, WebP or GIF, detected from the bytes; at
-             *     most 5 MiB, 10,000 pixels a side and 50 megapixels, read from the image's header). A text part
+             *     most 5 MiB, 10,000 pixels a side and 50 megapixels, read from the image's header; stored
+             *     without its metadata, see `uploadProfilePicture`). A text part
              *     with an empty value removes the current picture.
              */
             profile_picture?: Blob;
@@ -7214,7 +7221,8 @@ export interface components {
             /**
              * Format: binary
              * @description The picture as a file part (JPEG, PNG, WebP or GIF, detected from the bytes; at
-             *     most 5 MiB, 10,000 pixels a side and 50 megapixels, read from the image's header). A text part
+             *     most 5 MiB, 10,000 pixels a side and 50 megapixels, read from the image's header; stored
+             *     without its metadata, see `uploadProfilePicture`). A text part
              *     with an empty value removes the current picture.
              */
             profile_picture?: Blob;

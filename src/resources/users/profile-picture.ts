@@ -1,12 +1,13 @@
 /**
  * Profile pictures: JPEG, PNG, WebP or GIF detected from the bytes, at
- * most 5 MiB, stored in PostgreSQL, served by `/users/{user}/profile-picture/{fileName?}`
+ * most 5 MiB, stored in PostgreSQL without their metadata (picture-metadata.ts), served by `/users/{user}/profile-picture/{fileName?}`
  * to a signed, expiring URL or a Bearer token.
  */
 import { createHash } from 'node:crypto';
 import type { Upload } from '../../platform/http/multipart.ts';
 import { ProblemError, coded, invalid } from '../../platform/http/problem.ts';
 import type { Secrets } from '../../platform/secrets/secrets.ts';
+import { UnreadablePicture, withoutMetadata } from './picture-metadata.ts';
 
 export const PICTURE_MAX_BYTES = 5 * 1024 * 1024;
 /** The largest picture, in pixels: a side, and in all (a 48-megapixel phone photo fits). */
@@ -53,7 +54,7 @@ export async function acceptPicture(upload: Pick<Upload, 'size' | 'content' | 'f
   // Read from the image's header, never decoded here: a small file may declare a bitmap of gigabytes, which every
   // reader's browser would try to decode. A header that cannot be read is no image.
   const { imageSize } = await import('image-size');
-  let size: { width?: number; height?: number };
+  let size: { width?: number; height?: number; orientation?: number };
   try {
     size = imageSize(content);
   } catch {
@@ -70,11 +71,19 @@ export async function acceptPicture(upload: Pick<Upload, 'size' | 'content' | 'f
       ],
     });
   }
+  // Stored and served without the metadata beside the image (a phone photo's GPS position, for one).
+  let stored: Buffer;
+  try {
+    stored = withoutMetadata(content, detected.mime, size.orientation);
+  } catch (error) {
+    if (error instanceof UnreadablePicture) throw notAnImage();
+    throw error;
+  }
   return {
     mediaType: detected.mime,
     fileName: safeFileName(originalName, extension),
-    content,
-    etag: createHash('sha256').update(content).digest('base64url').slice(0, 32),
+    content: stored,
+    etag: createHash('sha256').update(stored).digest('base64url').slice(0, 32),
   };
 }
 

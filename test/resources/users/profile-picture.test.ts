@@ -1,8 +1,10 @@
 import { eq } from 'drizzle-orm';
+import exifr from 'exifr';
 import t from 'tap';
 import { startTestApi } from '../../helpers/atrium.ts';
 import { createDepartment, newUserBodies, roleNamed, rowCount } from '../../helpers/fixtures.ts';
 import { GIF_1X1, PNG_1X1, multipart } from '../../helpers/multipart.ts';
+import { jpegWithMetadata } from '../../helpers/pictures.ts';
 import { departmentUsers } from '../../../src/resources/departments/table.ts';
 import { userProfilePictures } from '../../../src/resources/users/table.ts';
 
@@ -200,9 +202,35 @@ t.test('uploadProfilePicture: bad uploads change nothing', async (t) => {
   const notPng = await api.call(t, 'uploadProfilePicture', { token: admin, params: { user: target.id }, ...disguised });
   t.equal(notPng.status, 422, "PNG's signature before HTML: no image header to read");
   t.strictSame(notPng.body.error_codes, { profile_picture: ['unsupported_file_type'] });
+  // Its header reads as a JPEG, but where its image data should end the file does: what follows cannot be told apart from metadata.
+  const photo = jpegWithMetadata(6);
+  const cut = await upload({ profile_picture: { content: photo.subarray(0, photo.length - 40), fileName: 'cut.jpg' } });
+  const cutOff = await api.call(t, 'uploadProfilePicture', { token: admin, params: { user: target.id }, ...cut });
+  t.equal(cutOff.status, 422, 'a JPEG cut off in its image data');
+  t.strictSame(cutOff.body.error_codes, { profile_picture: ['unsupported_file_type'] });
   t.equal(await pictureCount(), pictures, 'nothing stored');
   const phone = await upload({ profile_picture: { content: pngOfSize(8_000, 6_000), fileName: 'phone.png' } });
   t.equal((await api.call(t, 'uploadProfilePicture', { token: admin, params: { user: target.id }, ...phone })).status, 200, 'a 48-megapixel photo fits');
+});
+
+t.test('a phone photo is stored and served without its metadata (GPS position, camera), its orientation kept', async (t) => {
+  const target = await api.createUser(tenant.tenantId, { username: 'upload-photo' });
+  const sent = jpegWithMetadata(6);
+  t.ok((await exifr.gps(sent))?.latitude, 'the photo as sent holds a position');
+  const form = await multipart({ profile_picture: { content: sent, fileName: 'IMG_0001.JPG' } });
+  const res = await api.call(t, 'uploadProfilePicture', { token: admin, params: { user: target.id }, ...form });
+  t.equal(res.status, 200);
+  const { user, fileName, query } = parseUrl(res.body.profile_picture_url);
+  const served = await api.call(t, 'getProfilePictureNamed', { params: { user, fileName }, query });
+  t.equal(served.status, 200);
+  t.equal(served.headers['content-type'], 'image/jpeg');
+  t.equal(await exifr.gps(served.raw), undefined, 'no GPS position');
+  t.equal((await exifr.parse(served.raw))?.Make, undefined, 'no camera');
+  t.equal(await exifr.orientation(served.raw), 6, 'the orientation');
+  t.notMatch(served.raw.toString('latin1'), /SECRET/, 'no XMP, IPTC, comment or trailer');
+  t.ok(served.raw.length < sent.length);
+  const [stored] = await api.db.owner.select().from(userProfilePictures).where(eq(userProfilePictures.userId, target.id));
+  t.ok(stored!.content.equals(served.raw), 'stored as served: the metadata is not kept anywhere');
 });
 
 t.test('uploadProfilePicture: own picture, another user with users.administer, refusals', async (t) => {

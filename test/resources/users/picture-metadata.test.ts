@@ -1,0 +1,81 @@
+import exifr from 'exifr';
+import { imageSize } from 'image-size';
+import jpeg from 'jpeg-js';
+import t from 'tap';
+import { withoutMetadata } from '../../../src/resources/users/picture-metadata.ts';
+import { GIF_1X1, PNG_1X1 } from '../../helpers/multipart.ts';
+import { ICC_SEGMENT, SECRET_POSITION, WEBP_1X1, jpegWithMetadata, plainJpeg, riff, webpWithMetadata, pngWithMetadata } from '../../helpers/pictures.ts';
+
+const secretsIn = (file: Buffer) => file.toString('latin1').match(/SECRET[-A-Z]*/g) ?? [];
+
+t.test('a JPEG: EXIF (GPS, make), XMP, IPTC, comment, multi-picture index and trailer go; image, profile and orientation stay', async (t) => {
+  const sent = jpegWithMetadata(6);
+  // The fixture carries what a phone writes, as an independent reader sees it.
+  const before = await exifr.parse(sent, { gps: true, xmp: true, iptc: true });
+  t.equal(before.Make, 'SECRETCAM');
+  t.ok(
+    Math.abs(before.latitude - SECRET_POSITION.latitude) < 1e-6 && Math.abs(before.longitude - SECRET_POSITION.longitude) < 1e-6,
+    'the GPS position is readable before',
+  );
+  t.equal(imageSize(sent).orientation, 6);
+
+  const stored = withoutMetadata(sent, 'image/jpeg', imageSize(sent).orientation);
+  t.strictSame(secretsIn(stored), [], 'no metadata left');
+  const after = await exifr.parse(stored, { gps: true, xmp: true, iptc: true, mergeOutput: true });
+  t.equal(after?.latitude, undefined, 'no GPS position');
+  t.equal(after?.Make, undefined, 'no camera make');
+  t.equal(await exifr.orientation(stored), 6, 'the orientation is kept (a phone photo is not shown on its side)');
+  t.equal(imageSize(stored).orientation, 6);
+  t.ok(stored.includes(ICC_SEGMENT), 'the colour profile is kept');
+  t.strictSame(stored.subarray(-2), Buffer.from([0xff, 0xd9]), 'ends with the end of the image: the trailer is gone');
+  // The image data, byte for byte: both decode to the same pixels as the plain JPEG.
+  const pixels = (file: Buffer) => Buffer.from(jpeg.decode(file, { useTArray: true }).data);
+  t.ok(pixels(stored).equals(pixels(plainJpeg())), 'the same pixels');
+});
+
+t.test('a JPEG without orientation gets no EXIF at all; one without metadata is stored as sent', async (t) => {
+  const stored = withoutMetadata(jpegWithMetadata(undefined), 'image/jpeg', undefined);
+  t.equal(stored.indexOf(Buffer.from('Exif\0\0', 'latin1')), -1, 'no EXIF block');
+  t.strictSame(secretsIn(stored), []);
+  // Orientation 1 (as stored) needs no tag either.
+  t.equal(withoutMetadata(jpegWithMetadata(1), 'image/jpeg', 1).indexOf(Buffer.from('Exif', 'latin1')), -1);
+  const plain = plainJpeg();
+  t.ok(withoutMetadata(plain, 'image/jpeg', undefined).equals(plain), 'nothing to remove: the same bytes');
+});
+
+t.test('a PNG: text, EXIF and time chunks go, the rest is byte for byte the image', async (t) => {
+  const sent = pngWithMetadata();
+  t.ok((await exifr.parse(sent, { tiff: true }))?.Make === 'SECRETCAM', 'the fixture carries EXIF');
+  t.not(secretsIn(sent).length, 0);
+  t.ok(withoutMetadata(sent, 'image/png').equals(PNG_1X1), 'the plain PNG, every chunk and CRC as before');
+  t.ok(withoutMetadata(Buffer.concat([PNG_1X1, Buffer.from('SECRET-AFTER-IEND')]), 'image/png').equals(PNG_1X1), 'nothing after IEND');
+});
+
+t.test('a WebP: EXIF and XMP chunks go, their flags are cleared and the RIFF size matches', async (t) => {
+  const stored = withoutMetadata(webpWithMetadata(), 'image/webp');
+  t.strictSame(secretsIn(stored), []);
+  t.equal(stored.readUInt32LE(4), stored.length - 8, 'RIFF size');
+  t.equal(stored.subarray(12, 16).toString('latin1'), 'VP8X');
+  t.equal(stored[20], 0x10, 'only the alpha flag is left');
+  t.ok(stored.subarray(30).equals(WEBP_1X1.subarray(12)), 'the image chunk as sent');
+  t.strictSame(imageSize(stored), { height: 1, width: 1, type: 'webp' });
+  t.ok(withoutMetadata(WEBP_1X1, 'image/webp').equals(WEBP_1X1), 'a simple WebP is stored as sent');
+});
+
+t.test('a GIF is stored as sent', async (t) => {
+  t.ok(withoutMetadata(GIF_1X1, 'image/gif').equals(GIF_1X1));
+});
+
+t.test('a file whose structure cannot be followed is refused, never stored with what it may hide', async (t) => {
+  const jpegFile = jpegWithMetadata(6);
+  const cuts: [string, Buffer, string][] = [
+    ['a JPEG cut in its image data', jpegFile.subarray(0, jpegFile.length - 40), 'image/jpeg'],
+    ['a JPEG cut in a segment', jpegFile.subarray(0, 30), 'image/jpeg'],
+    ['a JPEG with bytes where a marker belongs', Buffer.concat([jpegFile.subarray(0, 20), Buffer.from('xx'), jpegFile.subarray(20)]), 'image/jpeg'],
+    ['a PNG cut in a chunk', PNG_1X1.subarray(0, PNG_1X1.length - 6), 'image/png'],
+    ['a PNG without IEND', PNG_1X1.subarray(0, PNG_1X1.length - 12), 'image/png'],
+    ['a WebP whose RIFF size exceeds the file', Buffer.concat([WEBP_1X1.subarray(0, 4), Buffer.from([0xff, 0, 0, 0]), WEBP_1X1.subarray(8)]), 'image/webp'],
+    ['a WebP whose chunk exceeds the RIFF', riff([Buffer.concat([Buffer.from('VP8L\xff\0\0\0', 'latin1'), Buffer.alloc(4)])]), 'image/webp'],
+  ];
+  for (const [name, file, type] of cuts) t.throws(() => withoutMetadata(file, type, 6), { name: 'UnreadablePicture' }, name);
+});
