@@ -7703,7 +7703,7 @@ export interface components {
                 "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                 "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                 /** @description Seconds to wait before retrying. */
-                "Retry-After"?: number;
+                "Retry-After": number;
                 "X-Request-Id": components["headers"]["X-Request-Id"];
                 [name: string]: unknown;
             };
@@ -7922,7 +7922,7 @@ export interface components {
                 "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                 "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                 /** @description Seconds until the request is worth trying again. */
-                "Retry-After"?: number;
+                "Retry-After": number;
                 "X-Request-Id": components["headers"]["X-Request-Id"];
                 [name: string]: unknown;
             };
@@ -7941,7 +7941,7 @@ export interface components {
                 "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                 "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                 /** @description Seconds until a request may succeed again. */
-                "Retry-After"?: number;
+                "Retry-After": number;
                 "X-Request-Id": components["headers"]["X-Request-Id"];
                 [name: string]: unknown;
             };
@@ -7960,7 +7960,7 @@ export interface components {
                 "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                 "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                 "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
-                "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
+                "WWW-Authenticate": components["headers"]["WWW-Authenticate-2"];
                 "X-Request-Id": components["headers"]["X-Request-Id"];
                 [name: string]: unknown;
             };
@@ -7992,7 +7992,7 @@ export interface components {
                 "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                 "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                 /** @description Seconds until the request is worth trying again. */
-                "Retry-After"?: number;
+                "Retry-After": number;
                 "X-Request-Id": components["headers"]["X-Request-Id"];
                 [name: string]: unknown;
             };
@@ -8012,7 +8012,7 @@ export interface components {
                 "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                 "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
                 /** @description Seconds until a request may succeed again. */
-                "Retry-After"?: number;
+                "Retry-After": number;
                 "X-Request-Id": components["headers"]["X-Request-Id"];
                 [name: string]: unknown;
             };
@@ -8026,6 +8026,7 @@ export interface components {
                 "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                 "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                 "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                "WWW-Authenticate": components["headers"]["WWW-Authenticate"];
                 "X-Request-Id": components["headers"]["X-Request-Id"];
                 [name: string]: unknown;
             };
@@ -8235,8 +8236,15 @@ export interface components {
         "RateLimit-Remaining": number;
         /** @description Seconds until the current window ends. */
         "RateLimit-Reset": number;
+        /**
+         * @description The scheme a request is authenticated with (RFC 9110, RFC 6750): `Bearer
+         *     realm="atrium"`, with `error="invalid_token"` when the access token sent was
+         *     refused (invalid, expired, revoked, or its user deactivated, deleted or marked for
+         *     logout).
+         */
+        "WWW-Authenticate": "Bearer realm=\"atrium\"" | "Bearer realm=\"atrium\", error=\"invalid_token\"";
         /** @description The scheme a SCIM token is sent with. */
-        "WWW-Authenticate": "Bearer realm=\"scim\"";
+        "WWW-Authenticate-2": "Bearer realm=\"scim\"";
         /**
          * @description The request's id, on every answer: the request's own `X-Request-Id` when it is 1 to
          *     128 characters of letters, digits and `._:@+=/-`, otherwise a UUID the server made.

@@ -18,7 +18,7 @@ import { operations, servedElsewhere, type OperationId, type ServedElsewhereId }
 const addFormats = addFormatsModule as unknown as typeof addFormatsModule.default;
 export const spec = loadSpecification() as {
   paths: Record<string, Record<string, { responses: Record<string, unknown> }>>;
-  components: { responses: Record<string, unknown>; schemas: Record<string, unknown> };
+  components: { responses: Record<string, unknown>; schemas: Record<string, unknown>; headers: Record<string, unknown> };
 };
 
 /** Keys of an OpenAPI document that are not JSON Schema keywords, and the spec's own `x-` extensions. */
@@ -123,7 +123,10 @@ function servedOperationsAt(url: string): [ServedElsewhereId, { method: string; 
   });
 }
 
-/** Answer headers the spec declares where they are sent: one the answer carries must be declared by its response. */
+/**
+ * Answer headers the spec declares where they are sent: one the answer carries must be
+ * declared by its response (and one its response declares `required` must be sent).
+ */
 const DECLARED_HEADERS = [
   'x-request-id',
   'location',
@@ -147,6 +150,11 @@ export function headerViolations(operationId: OperationId | ServedElsewhereId, s
   const violations: string[] = [];
   const declared = responseObject(operationId, status);
   const headers = new Map(Object.entries(declared?.headers ?? {}).map(([name, header]) => [name.toLowerCase(), { name, header: header as { $ref?: string } }]));
+  // A header the response declares required is on every such answer.
+  for (const [lower, { name, header }] of headers) {
+    const resolved = (header.$ref ? spec.components.headers[header.$ref.split('/').pop()!] : header) as { required?: boolean } | undefined;
+    if (resolved?.required && answerHeaders[lower] === undefined) violations.push(`${status} lacks ${name}, which its response declares required`);
+  }
   for (const name of DECLARED_HEADERS) {
     const value = answerHeaders[name];
     if (value === undefined) continue;

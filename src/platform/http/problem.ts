@@ -359,7 +359,15 @@ export function problemDocument(status: number, detail?: string, options: { code
 
 export const notFound = (what = 'The record') => new ProblemError(404, `${what} does not exist.`);
 export const forbidden = (detail = 'You are not permitted to do this.', code?: ProblemCode) => new ProblemError(403, detail, { code });
-export const unauthorized = (detail = 'A valid access token is required.', code?: ProblemCode) => new ProblemError(401, detail, { code });
+/**
+ * 401. RFC 9110 §11.6.1: the answer names the scheme that would do, RFC 6750's Bearer;
+ * `error="invalid_token"` (RFC 6750 §3.1) when a presented access token was refused.
+ */
+export const unauthorized = (detail = 'A valid access token is required.', code?: ProblemCode) =>
+  new ProblemError(401, detail, {
+    code,
+    headers: { 'www-authenticate': code === 'token_invalid' ? 'Bearer realm="atrium", error="invalid_token"' : 'Bearer realm="atrium"' },
+  });
 export const invalid = (errors: FieldErrors, detail = 'The request is invalid.') => new ProblemError(422, detail, { errors });
 /** 409: the record is still used by others (a delete they depend on); `errors` names them. */
 export const conflict = (errors: FieldErrors, detail: string) => new ProblemError(409, detail, { code: 'record_in_use', errors });

@@ -40,8 +40,15 @@ function securityHeaders(): Readonly<Record<string, string>> {
   return Object.freeze(headers);
 }
 
+/**
+ * Answers hold access tokens (sign-in, login and SCIM tokens) and personal data: no cache
+ * keeps them (RFC 9111 `no-store`; RFC 6749 §5.1 asks it of token answers). An answer
+ * meant to be cached says so itself (a profile picture, the JWKS), replacing this one.
+ */
+const NOT_STORED = { 'cache-control': 'no-store' };
+
 export function registerSecurityHeaders(app: FastifyInstance): void {
-  const headers = securityHeaders();
+  const headers = { ...securityHeaders(), ...NOT_STORED };
   app.addHook('onRequest', (_request, reply, done) => {
     reply.headers(headers);
     done();

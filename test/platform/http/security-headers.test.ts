@@ -1,5 +1,6 @@
 import t from 'tap';
 import { startTestApi } from '../../helpers/atrium.ts';
+import { DEMO_PASSWORD } from '../../helpers/tenant-data.ts';
 
 const api = await startTestApi(t);
 const app = api.atrium.app!;
@@ -25,6 +26,21 @@ t.test('answers of the API carry the security headers', async (t) => {
     for (const [name, value] of Object.entries(API_HEADERS)) t.equal(res.headers[name], value, name);
     t.notOk(res.headers['x-powered-by']);
   }
+});
+
+t.test('answers holding tokens or personal data are not stored by any cache; answers meant to be cached say so', async (t) => {
+  const login = await api.call(t, 'login', { body: { tenant: 'headers', username: 'admin', password: DEMO_PASSWORD } });
+  t.equal(login.status, 200);
+  t.equal(login.headers['cache-control'], 'no-store', 'a sign-in answer (the access token)');
+  const scimToken = await api.call(t, 'createScimToken', { token: tenant.adminToken, body: { name: 'cache check' } });
+  t.equal(scimToken.status, 201);
+  t.equal(scimToken.headers['cache-control'], 'no-store', 'a SCIM token shown once');
+  const current = await api.call(t, 'getCurrentUser', { token: tenant.adminToken });
+  t.equal(current.headers['cache-control'], 'no-store', 'personal data');
+  const refused = await api.call(t, 'getCurrentUser', { token: null });
+  t.equal(refused.headers['cache-control'], 'no-store', 'a problem document');
+  const keys = await app.inject({ method: 'GET', url: '/.well-known/jwks.json' });
+  t.match(String(keys.headers['cache-control']), /^public, max-age=\d+$/, 'the webhook signing keys keep their own');
 });
 
 t.test('the interactive reference loads with a policy that admits its own assets only', async (t) => {
