@@ -83,7 +83,11 @@ export function redactUrl(url: string): string {
 export function loggerOptions(level: string): FastifyServerOptions['logger'] {
   return {
     level,
-    redact: { paths: ['req.headers.authorization', 'req.headers.cookie', '*.password', '*.token', '*.access_token'], censor: '[redacted]' },
+    // `*.headers.…`: plugins log request headers under keys of their own (the multipart parser at trace).
+    redact: {
+      paths: ['req.headers.authorization', 'req.headers.cookie', '*.headers.authorization', '*.headers.cookie', '*.password', '*.token', '*.access_token'],
+      censor: '[redacted]',
+    },
     serializers: {
       req: (req: { method: string; url: string; ip?: string }) => ({
         method: req.method,

@@ -8,6 +8,7 @@ import { buildApp, loggerOptions } from '../../../src/app.ts';
 import { registerErrorHandling } from '../../../src/platform/http/error-handler.ts';
 import { ProblemError } from '../../../src/platform/http/problem.ts';
 import { startTestApi } from '../../helpers/atrium.ts';
+import { multipart as multipartForm } from '../../helpers/multipart.ts';
 
 const api = await startTestApi(t);
 const app = api.atrium.app!;
@@ -199,4 +200,31 @@ t.test('credential query parameters are redacted from request logs in every spel
     t.match(entry.req.url, /expires=4102444800/, 'other parameters are kept');
     t.match(entry.req.url, /=\[redacted\]/, 'the credential is marked as redacted');
   }
+});
+
+t.test('at trace level, headers a plugin logs are redacted too (the multipart parser logs the request headers)', async (t) => {
+  const lines: string[] = [];
+  const stream = new Writable({
+    write(chunk, _encoding, done) {
+      lines.push(...chunk.toString().split('\n').filter(Boolean));
+      done();
+    },
+  });
+  const logged = await buildApp(api.atrium.services, { logger: pino(loggerOptions('trace') as pino.LoggerOptions, stream) });
+  t.teardown(() => logged.close());
+  const tenant = await api.createTenant('trace-redaction');
+  const form = await multipartForm({ username: 'traced', password: 'short' });
+  const res = await logged.inject({
+    method: 'POST',
+    url: '/api/users',
+    headers: { authorization: `Bearer ${tenant.adminToken}`, cookie: 'session=SECRET-COOKIE', 'content-type': form.contentType },
+    payload: form.payload,
+  });
+  t.equal(res.statusCode, 422);
+  const parser = lines.filter((line) => line.includes('busboy'));
+  t.ok(parser.length > 0, 'the multipart parser logged the request headers');
+  t.match(parser.join('\n'), /"authorization":"\[redacted\]"/);
+  const text = lines.join('\n');
+  t.notOk(text.includes(tenant.adminToken), 'no access token in the log');
+  t.notMatch(text, /SECRET-COOKIE/, 'no cookie in the log');
 });
