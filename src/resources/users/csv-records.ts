@@ -362,7 +362,20 @@ export class NumberedRecords extends Parser implements Records {
 /** Synchronous `work` as a promise: its failure rejects it. */
 const settled = async (work: () => void): Promise<void> => work();
 
-const malformed = (error: unknown): Error => (error instanceof CsvError ? new MalformedCsv(error.message) : (error as Error));
+/**
+ * csv-parse's refusal as the problem tells it. Two of its messages quote the cell they
+ * stopped in (the text before a stray quote, the character after a closing one), which
+ * may be a password: those are told by line and field alone.
+ */
+function malformed(error: unknown): Error {
+  if (!(error instanceof CsvError)) return error as Error;
+  const at = error as CsvError & { lines?: number; column?: number | string };
+  if (error.code === 'INVALID_OPENING_QUOTE') return new MalformedCsv(`Invalid Opening Quote: a quote is found inside field ${at.column} at line ${at.lines}`);
+  if (error.code === 'CSV_INVALID_CLOSING_QUOTE') {
+    return new MalformedCsv(`Invalid Closing Quote: a quoted field is followed by something other than a delimiter at line ${at.lines}`);
+  }
+  return new MalformedCsv(error.message);
+}
 
 /**
  * The records of a file `FileShape` found plain: each line that is not empty is a record,

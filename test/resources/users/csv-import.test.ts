@@ -77,6 +77,14 @@ t.test('bad files are 422 problem documents and change nothing', async (t) => {
     );
     t.ok(JSON.stringify(res.body).length < 2048, `${name}: the problem does not repeat the file`);
   }
+  // A stray quote in a cell (a password, say): the refusal names the line, never the cell's text.
+  for (const csv of [`username,password,role_id\njoe,SECRET-PW-1-"quoted,${role!.id}\n`, `username,password,role_id\njoe,"SECRET-PW-2"x,${role!.id}\n`]) {
+    const res = await importCsv(t, csv);
+    t.equal(res.status, 422);
+    t.strictSame(res.body.error_codes, { user_data_csv: ['csv_malformed'] });
+    t.match(res.body.errors.user_data_csv[0], /at line 2/);
+    t.notMatch(JSON.stringify(res.body), /SECRET|got "/, 'no text of the cell');
+  }
   const noFile = await multipart({ update_users: 'true' });
   t.equal((await api.call(t, 'importUsersCsv', { token: admin, ...noFile })).status, 422, 'no file');
   const badFlag = await importCsv(t, 'username\nx\n', { update_users: 'maybe' });
