@@ -180,6 +180,27 @@ export async function holdRows(db: Database, lock: SQL): Promise<{ release: () =
   };
 }
 
+/**
+ * A trigger of the test's own (`trigger`: its kind, name, timing and table, as CREATE takes
+ * them) that makes each row write matching `condition` wait for the advisory lock `key`,
+ * which the test holds until it releases the answer. Dropped at the test's end. A deferred
+ * constraint trigger after an insert into `audit_events` holds a request's COMMIT: its
+ * writes are made and their locks held, not yet committed.
+ */
+export async function pauseWrites(t: Test, db: Database, pause: { name: string; trigger: string; condition: string; key: number }) {
+  const table = / on (\w+)/.exec(pause.trigger)![1]!;
+  await db.owner.execute(
+    sql.raw(`create function ${pause.name}() returns trigger language plpgsql as $$
+      begin if ${pause.condition} then perform pg_advisory_xact_lock_shared(${pause.key}); end if; return null; end $$`),
+  );
+  await db.owner.execute(sql.raw(`create ${pause.trigger} for each row execute function ${pause.name}()`));
+  t.teardown(async () => {
+    await db.owner.execute(sql.raw(`drop trigger if exists ${pause.name} on ${table}`));
+    await db.owner.execute(sql.raw(`drop function if exists ${pause.name}()`));
+  });
+  return holdRows(db, sql`select pg_advisory_xact_lock(${pause.key})`);
+}
+
 /** How many sessions of the database wait for a lock in a statement containing `text` (waiting a while for one). */
 export async function lockWaiters(db: Database, text: string): Promise<number> {
   return eventually(

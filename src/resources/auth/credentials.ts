@@ -2,8 +2,9 @@ import { and, eq, isNull, ne, sql } from 'drizzle-orm';
 import type { Config } from '../../config.ts';
 import { tenants } from '../../platform/database/tenancy.ts';
 import { users } from '../users/table.ts';
-import type { Database, Tx } from '../../platform/database/database.ts';
+import { transactionTenant, type Database, type Tx } from '../../platform/database/database.ts';
 import type { Auth } from '../../platform/auth/auth.ts';
+import { unauthorized } from '../../platform/http/problem.ts';
 import { accountLimitKey, userLimitKey } from './rules.ts';
 import { admitLoginAttempt, withdrawLoginAttempt } from './queries.ts';
 import { verifyPassword } from '../../platform/auth/passwords.ts';
@@ -17,7 +18,7 @@ import { announceSessionsEnded } from '../notifications/channel.ts';
  * id, which a rename does not change — before verifying: beyond the limit it throws 429
  * with `Retry-After` (and sign-in is refused too); a correct password withdraws its count.
  */
-export async function verifyOwnPassword(db: Database, config: Config, auth: Auth, password: string): Promise<boolean> {
+export async function verifyOwnPassword(db: Database, config: Config, auth: Auth, password: string): Promise<string | null> {
   const account = await db.tenant(auth.tenantId, async (tx) => {
     const [row] = await tx
       .select({ username: users.username, passwordHash: users.passwordHash, tenant: tenants.slug })
@@ -26,12 +27,41 @@ export async function verifyOwnPassword(db: Database, config: Config, auth: Auth
       .where(eq(users.id, auth.userId));
     return row;
   });
-  if (!account) return false;
+  if (!account) return null;
   const keys = [accountLimitKey(config, account.tenant, account.username), userLimitKey(config, auth.tenantId, auth.userId)];
   const attempt = await admitLoginAttempt(db, config, keys);
   const matches = await verifyPassword(account.passwordHash, password);
   if (matches) await withdrawLoginAttempt(db, attempt);
-  return matches;
+  return matches ? account.passwordHash : null;
+}
+
+/** The refusal of a write whose session was ended (a logout mark, a password change, a deactivation, a deletion) while it ran. */
+export const sessionEnded = () => unauthorized('The session ended while the request ran.', 'token_invalid');
+
+/**
+ * Holds the caller's session for the rest of `tx`, for a write that hands out what the
+ * end of a session must take back (a login or SCIM token, a push subscription) or that
+ * changes the password. The caller's user row is locked (`share`, or `update` to
+ * serialize the caller's own writes too), so whatever ends their sessions — a logout
+ * mark, a password change, a deactivation, a deletion, each of which locks that row
+ * first — either commits before this transaction goes on, or waits for it and then takes
+ * back what it wrote. The session is judged again once the lock is held (a statement of
+ * its own, so it reads what such an end committed): 401 when its access token
+ * (`tokenHash`) no longer authenticates. Answers the password hash the row holds now (null: none).
+ */
+export async function holdSession(tx: Tx, auth: Auth, tokenHash: Buffer, strength: 'share' | 'update' = 'share'): Promise<string | null> {
+  // Naming the tenant: Citus locks rows only in a statement that names its shard.
+  const tenantId = transactionTenant(tx) ?? auth.tenantId;
+  const [[row], [session]] = await Promise.all([
+    tx
+      .select({ passwordHash: users.passwordHash })
+      .from(users)
+      .where(and(eq(users.tenantId, tenantId), eq(users.id, auth.userId)))
+      .for(strength),
+    tx.execute<{ held: boolean }>(sql`select true as held from atrium_authenticate(${tokenHash}) where user_id = ${auth.userId}`),
+  ]);
+  if (!row || !session) throw sessionEnded();
+  return row.passwordHash;
 }
 
 /**

@@ -1,4 +1,4 @@
-import type { Auth } from '../../platform/auth/auth.ts';
+import { presentedTokenHash, type Auth } from '../../platform/auth/auth.ts';
 import { hashToken } from '../../platform/auth/tokens.ts';
 import type { Tx } from '../../platform/database/database.ts';
 import type { Handlers } from '../../platform/http/handler.ts';
@@ -7,6 +7,7 @@ import { listRecords, presentAll, showRecord } from '../../platform/result-contr
 import type { Secrets } from '../../platform/secrets/secrets.ts';
 import { changesBetween, requestOrigin } from '../../platform/audit/audit.ts';
 import { audit, type RequestContext } from '../audit-events/record.ts';
+import { holdSession } from '../auth/credentials.ts';
 import { admitLoginAttempt, withdrawLoginAttempt } from '../auth/queries.ts';
 import { clientAddressLimitKey } from '../auth/rules.ts';
 import { consumeLoginToken, insertLoginToken, softDeleteLoginToken, tokenTarget, tokenTargetsWithEmail, type TokenTarget } from './queries.ts';
@@ -17,6 +18,8 @@ import { loginTokenListing, loginTokenView } from './view.ts';
 /** Stores a new token for `target` (hash only) and answers the record plus the value, once. */
 async function createLoginToken(tx: Tx, ctx: RequestContext & { auth: Auth }, secrets: Secrets, target: TokenTarget, field: string, expiresIn: number) {
   const { auth } = ctx;
+  // The creator's session is held: ended meanwhile (a logout mark, a password change), this token would outlive it.
+  await holdSession(tx, auth, presentedTokenHash(ctx.request)!);
   await refuseUnlessSignInHeld(tx, auth, target, field);
   const token = newLoginTokenValue(secrets);
   const row = await insertLoginToken(tx, auth, target.id, hashToken(token), expiresIn);

@@ -1,3 +1,4 @@
+import { presentedTokenHash } from '../../platform/auth/auth.ts';
 import { audit } from '../audit-events/record.ts';
 import type { Handlers } from '../../platform/http/handler.ts';
 import { coded, invalid, notFound } from '../../platform/http/problem.ts';
@@ -6,7 +7,7 @@ import { callerAccount, deleteOwnSubscription, heldSubscriptions, saveSubscripti
 import { assertMayRegister, canonicalEndpoint, subscriptionCapErrors, subscriptionErrors, type SubscriptionInput } from './rules.ts';
 import { vapidKeys } from './vapid.ts';
 import { pushSubscriptionListing, pushSubscriptionView } from './view.ts';
-import { accountGone } from '../users/rules.ts';
+import { holdSession } from '../auth/credentials.ts';
 
 const MAX_USER_AGENT = 512;
 
@@ -36,8 +37,10 @@ export const pushHandlers = {
     const input = { ...sent, endpoint: canonicalEndpoint(sent.endpoint) };
     const userAgent = request.headers['user-agent']?.slice(0, MAX_USER_AGENT) ?? null;
     const [created] = await db.tenant(auth.tenantId, async (tx) => {
-      const held = await heldSubscriptions(tx, auth.tenantId, auth.userId, input.endpoint);
-      if (!held) throw accountGone();
+      // The session is held (its user's row locked for update): one ended meanwhile (a logout mark, a deactivation, a
+      // deletion or blackout) would have its subscription outlive it, and a reactivation revive it.
+      await holdSession(tx, auth, presentedTokenHash(request)!, 'update');
+      const held = await heldSubscriptions(tx, auth.userId, input.endpoint);
       const capErrors = subscriptionCapErrors(held);
       if (Object.keys(capErrors).length > 0) throw invalid(capErrors);
       const rows = await saveSubscription(tx, auth, input, userAgent);

@@ -1,4 +1,4 @@
-import { and, count, eq, isNull, sql } from 'drizzle-orm';
+import { and, count, eq, sql } from 'drizzle-orm';
 import { transactionTenant, type Tx } from '../../platform/database/database.ts';
 import type { NotificationData } from '../notifications/table.ts';
 import { users } from '../users/table.ts';
@@ -12,19 +12,11 @@ export async function callerAccount(tx: Tx, userId: number): Promise<{ groupAcco
 }
 
 /**
- * What the user holds, counted under a lock of the user's row: the lock serializes the
- * user's registrations, so concurrent ones cannot pass the cap together. The lock names
- * the tenant too: Citus locks rows only in a statement that names its shard. Null when the
- * user is deleted.
+ * What the user holds. Counted under the lock of the user's row that the registration
+ * holds (`holdSession`, `update`): the user's registrations then run one at a time, so
+ * concurrent ones cannot pass the cap together.
  */
-export async function heldSubscriptions(tx: Tx, tenantId: number, userId: number, endpoint: string): Promise<{ count: number; holdsEndpoint: boolean } | null> {
-  const [live] = await tx
-    .select({ id: users.id })
-    .from(users)
-    .where(and(eq(users.tenantId, tenantId), eq(users.id, userId), isNull(users.deletedAt)))
-    .for('update');
-  // Deleted, a blackout that committed while this waited for the row included: nothing of the person is stored.
-  if (!live) return null;
+export async function heldSubscriptions(tx: Tx, userId: number, endpoint: string): Promise<{ count: number; holdsEndpoint: boolean }> {
   const [held] = await tx
     .select({ count: count(), holdsEndpoint: sql<boolean>`coalesce(bool_or(${pushSubscriptions.endpoint} = ${endpoint}), false)` })
     .from(pushSubscriptions)

@@ -1,9 +1,10 @@
-import { requirePermission } from '../../platform/auth/auth.ts';
+import { presentedTokenHash, requirePermission } from '../../platform/auth/auth.ts';
 import type { Permission } from '../../platform/auth/permissions.ts';
 import { hashToken } from '../../platform/auth/tokens.ts';
 import type { Handlers } from '../../platform/http/handler.ts';
 import { coded, invalid, notFound } from '../../platform/http/problem.ts';
 import { audit } from '../audit-events/record.ts';
+import { holdSession } from '../auth/credentials.ts';
 import { deleteScimToken, insertScimToken, listScimTokens, newScimTokenValue, presentScimToken, SCIM_TOKEN_LIMIT, scimTokenCount } from './tokens.ts';
 import { lockTenantScope } from '../../platform/database/locks.ts';
 
@@ -26,6 +27,8 @@ export const scimTokenHandlers = {
     const name = body.name.trim();
     const token = newScimTokenValue();
     const created = await services.db.tenant(auth.tenantId, async (tx) => {
+      // The minter's session is held: ended meanwhile (a logout mark, a password change), the token would outlive it.
+      await holdSession(tx, auth, presentedTokenHash(ctx.request)!);
       // Two concurrent creates must not both pass the count.
       await lockTenantScope(tx, 'scim-tokens');
       if ((await scimTokenCount(tx)) >= SCIM_TOKEN_LIMIT) {

@@ -2,14 +2,14 @@ import { eq } from 'drizzle-orm';
 import { changesBetween, recordErasure, SECRET_CHANGED } from '../../platform/audit/audit.ts';
 import { queueErasure } from '../../platform/audit/erase.job.ts';
 import type { Changes } from '../../platform/audit/table.ts';
-import { authenticateRequest, can, requirePermission, requirePermissionUnlessSelf, type Auth } from '../../platform/auth/auth.ts';
+import { authenticateRequest, can, presentedTokenHash, requirePermission, requirePermissionUnlessSelf, type Auth } from '../../platform/auth/auth.ts';
 import { hashPassword } from '../../platform/auth/passwords.ts';
 import type { Tx } from '../../platform/database/database.ts';
 import type { Body, Context, Handlers } from '../../platform/http/handler.ts';
 import { uploadOf } from '../../platform/http/multipart.ts';
 import { coded, invalid, notFound, unauthorized } from '../../platform/http/problem.ts';
 import { listRecords, selectRecords, showRecord } from '../../platform/result-controls/listing.ts';
-import { endSessionsAfterPasswordChange, verifyOwnPassword } from '../auth/credentials.ts';
+import { endSessionsAfterPasswordChange, holdSession, verifyOwnPassword } from '../auth/credentials.ts';
 import { audit, userLabel } from '../audit-events/record.ts';
 import { announceSessionsEnded } from '../notifications/channel.ts';
 import { lockRecord, lockTenantScope } from '../../platform/database/locks.ts';
@@ -232,14 +232,23 @@ export const userHandlers = {
     // only an acceptable one is hashed.
     const errors = passwordErrors(input.password, services.config);
     const needsOldPassword = input.password !== undefined && self && !can(auth, 'users.administer');
+    // The stored hash `old_password` was checked against: the change is made only while it is still the stored one.
+    let verifiedHash: string | null = null;
     if (needsOldPassword && input.old_password === undefined) errors.old_password = [coded('required', 'is required to change your own password')];
     // Counted on the account's sign-in failure limit before it is checked (429 beyond it).
-    else if (needsOldPassword && !(await verifyOwnPassword(services.db, services.config, auth, input.old_password!))) {
-      errors.old_password = [coded('mismatch', 'does not match your current password')];
+    else if (needsOldPassword) {
+      verifiedHash = await verifyOwnPassword(services.db, services.config, auth, input.old_password!);
+      if (verifiedHash === null) errors.old_password = [coded('mismatch', 'does not match your current password')];
     }
     const picture = await pictureOf(ctx, input);
     const passwordHash = input.password !== undefined && Object.keys(errors).length === 0 ? await hashPassword(input.password) : undefined;
     const body = await services.db.tenant(auth.tenantId, async (tx) => {
+      // A change of one's own password holds the session that makes it: a concurrent change by another session of
+      // theirs ends this one (401), and one by this session changed the hash `old_password` was checked against.
+      if (self && passwordHash) {
+        const stored = await holdSession(tx, auth, presentedTokenHash(ctx.request)!, 'update');
+        if (needsOldPassword && stored !== verifiedHash) throw invalid({ old_password: [coded('mismatch', 'does not match your current password')] });
+      }
       // A new role or a deactivation may take administration away (`lockAdministration`).
       if (input.role_id !== undefined || input.active === false) await lockAdministration(tx, auth);
       const current = await requireAdministrableUser(tx, auth, params.user);

@@ -12,7 +12,7 @@ import { hashToken } from '../../../src/platform/auth/tokens.ts';
 import { scimSettings, scimTokens } from '../../../src/resources/scim/table.ts';
 import { newScimTokenValue } from '../../../src/resources/scim/tokens.ts';
 import { startTestApi, type CallResult } from '../../helpers/atrium.ts';
-import { bearer, holdRows, lockWaiters, roleNamed, rowCount, sleep, storeNotification } from '../../helpers/fixtures.ts';
+import { bearer, holdRows, lockWaiters, pauseWrites, roleNamed, rowCount, sleep, storeNotification } from '../../helpers/fixtures.ts';
 import { eventually } from '../../helpers/eventually.ts';
 import { multipart, PNG_1X1 } from '../../helpers/multipart.ts';
 
@@ -236,31 +236,12 @@ t.test("a user's write waiting behind the user's blackout is refused: no event n
   t.equal(row?.seen_at ?? null, null, 'nothing was marked');
 });
 
-/**
- * A trigger of the test's own (`trigger`: its kind, name, timing and table, as CREATE takes
- * them) that makes each row write matching `condition` wait for the advisory lock `key`,
- * which the test holds until it releases the answer. Dropped at the test's end.
- */
-async function pauseWrites(t: Test, pause: { name: string; trigger: string; condition: string; key: number }) {
-  const table = / on (\w+)/.exec(pause.trigger)![1]!;
-  await api.db.owner.execute(
-    sql.raw(`create function ${pause.name}() returns trigger language plpgsql as $$
-      begin if ${pause.condition} then perform pg_advisory_xact_lock_shared(${pause.key}); end if; return null; end $$`),
-  );
-  await api.db.owner.execute(sql.raw(`create ${pause.trigger} for each row execute function ${pause.name}()`));
-  t.teardown(async () => {
-    await api.db.owner.execute(sql.raw(`drop trigger if exists ${pause.name} on ${table}`));
-    await api.db.owner.execute(sql.raw(`drop function if exists ${pause.name}()`));
-  });
-  return holdRows(api.db, sql`select pg_advisory_xact_lock(${pause.key})`);
-}
-
 t.test("the user's blackout waits for a write of theirs that holds the account: the erasure rewrites its event", async (t) => {
   // The other order: the write has taken its hold and is about to commit. A constraint trigger of the test's holds
   // the write's COMMIT (on a lock the test owns) until the blackout has had its chance to run.
   const reader = await api.createUser(tenant.tenantId, { username: 'held-reader', values: { firstName: 'Hilda', lastName: 'Holder' } });
   const notification = await storeNotification(api.db, tenant.tenantId, reader.id, new Date());
-  const commitHeld = await pauseWrites(t, {
+  const commitHeld = await pauseWrites(t, api.db, {
     name: 'test_hold_commit',
     trigger: 'constraint trigger test_hold_commit after insert on audit_events deferrable initially deferred',
     condition: `new.actor_id = ${reader.id}`,
@@ -299,7 +280,7 @@ t.test("a user's write of a row their blackout also writes, and that blackout, b
         values (${tenant.tenantId}, ${leaver.id}, 'https://push.example.test/busy', 'key', 'secret') returning id`,
   );
   // The delete pauses right after removing the row (on a lock the test owns), holding it.
-  const paused = await pauseWrites(t, {
+  const paused = await pauseWrites(t, api.db, {
     name: 'test_pause_unsubscribe',
     trigger: 'trigger test_pause_unsubscribe after delete on push_subscriptions',
     condition: `old.user_id = ${leaver.id}`,

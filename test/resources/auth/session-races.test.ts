@@ -1,0 +1,133 @@
+/**
+ * What a session hands out while it is being ended. A logout mark, a password change or a
+ * deactivation is held at its COMMIT (its writes made, their locks held) by a trigger of
+ * the test's own, while a request of the ending session asks for something the end must
+ * take back: a SCIM token, a login token, a push subscription, another password change.
+ * That request must wait for the end and then be refused (401); nothing it could have
+ * handed out may work afterwards.
+ */
+import { eq } from 'drizzle-orm';
+import t, { type Test } from 'tap';
+import { pushSubscriptions } from '../../../src/resources/push/table.ts';
+import { startTestApi, type CallResult } from '../../helpers/atrium.ts';
+import { bearer, lockWaiters, pauseWrites, sleep } from '../../helpers/fixtures.ts';
+import { browserSubscription } from '../../helpers/push-service.ts';
+import { wireClient } from '../../helpers/http-client.ts';
+
+const api = await startTestApi(t, { webhookAllowedCidrs: ['127.0.0.1/32'] });
+const tenant = await api.createTenant('session-races');
+const admin = tenant.adminToken;
+const wire = await wireClient(api.atrium.app!);
+let pauses = 0;
+
+/**
+ * Holds the COMMIT of the request whose audit event is `action` on user `userId` until
+ * `release()`; answers once that request is waiting there.
+ */
+async function holdCommitOf(t: Test, action: string, userId: number, start: () => Promise<CallResult>) {
+  const n = ++pauses;
+  const paused = await pauseWrites(t, api.db, {
+    name: `test_hold_end_${n}`,
+    trigger: `constraint trigger test_hold_end_${n} after insert on audit_events deferrable initially deferred`,
+    condition: `new.action = '${action}' and new.target_id = '${userId}'`,
+    key: 7100 + n,
+  });
+  const ending = start();
+  t.ok((await lockWaiters(api.db, 'commit')) > 0, `the ${action} is held at its commit`);
+  return { ending, release: paused.release };
+}
+
+/** Waits until `request` answers or waits for a lock on a statement containing `text` (the session's hold). */
+async function answeredOrWaiting(request: Promise<CallResult>, text: string): Promise<void> {
+  await Promise.race([request, lockWaiters(api.db, text).catch(() => 0), sleep(5_000)]);
+}
+
+const SCIM_MINTER = ['users.administer', 'users.view', 'users.view-personal', 'users.view-administrative'] as const;
+
+t.test('a SCIM token minted while its minter is marked for logout is refused, and none works', async (t) => {
+  const minter = await api.createUser(tenant.tenantId, { username: 'scim-minter', permissions: [...SCIM_MINTER] });
+  const { ending, release } = await holdCommitOf(t, 'user.marked_for_logout', minter.id, () =>
+    api.call(t, 'markUserForLogout', { token: admin, params: { user: minter.id } }),
+  );
+  const mint = api.call(t, 'createScimToken', { token: minter.token, body: { name: 'raced' } });
+  await answeredOrWaiting(mint, 'for share');
+  await release();
+  const [marked, minted] = await Promise.all([ending, mint]);
+  t.equal(marked.status, 204);
+  t.equal(minted.status, 401, 'the mint waited for the mark, then found its session ended');
+  if (minted.status === 201) {
+    const answer = await wire.send({ method: 'GET', url: '/scim/v2/Users', headers: bearer(minted.body.token) });
+    t.equal(answer.statusCode, 401, 'a token minted in the race does not work');
+  }
+});
+
+t.test("a login token made while its creator's password is changed by another session is refused, and none signs in", async (t) => {
+  const creator = await api.createUser(tenant.tenantId, { username: 'token-creator', permissions: ['login-tokens.administer'] });
+  const other = await api.call(t, 'login', { body: { tenant: 'session-races', username: creator.username, password: creator.password } });
+  t.equal(other.status, 200);
+  const { ending, release } = await holdCommitOf(t, 'user.password_changed', creator.id, () =>
+    api.call(t, 'updateUser', {
+      token: other.body.access_token,
+      params: { user: creator.id },
+      body: { password: 'a brand new password', old_password: creator.password },
+    }),
+  );
+  const create = api.call(t, 'createUserLoginToken', { token: creator.token, body: { expires_in: 600 } });
+  await answeredOrWaiting(create, 'for share');
+  await release();
+  const [changed, created] = await Promise.all([ending, create]);
+  t.equal(changed.status, 200);
+  t.equal(created.status, 401, 'the token waited for the change, then found its session ended');
+  if (created.status === 201) t.equal((await api.call(t, 'loginWithToken', { body: { token: created.body.token } })).status, 401, 'it signs nobody in');
+});
+
+t.test('a push subscription registered while its user is deactivated is refused, and a reactivation revives none', async (t) => {
+  const user = await api.createUser(tenant.tenantId, { username: 'push-leaver' });
+  const { ending, release } = await holdCommitOf(t, 'user.updated', user.id, () =>
+    api.call(t, 'updateUser', { token: admin, params: { user: user.id }, body: { active: false } }),
+  );
+  const register = api.call(t, 'createPushSubscription', {
+    token: user.token,
+    body: { endpoint: 'http://127.0.0.1:9/push/raced', keys: browserSubscription().keys },
+  });
+  await answeredOrWaiting(register, 'for update');
+  await release();
+  const [deactivated, registered] = await Promise.all([ending, register]);
+  t.equal(deactivated.status, 200);
+  t.equal(registered.status, 401, 'the registration waited for the deactivation, then found its session ended');
+  t.equal((await api.call(t, 'updateUser', { token: admin, params: { user: user.id }, body: { active: true } })).status, 200);
+  const held = await api.db.owner.select().from(pushSubscriptions).where(eq(pushSubscriptions.userId, user.id));
+  t.equal(held.length, 0, 'no subscription came back with the reactivation');
+});
+
+t.test('two sessions change their own password at once: one change is made, the other session has ended', async (t) => {
+  const user = await api.createUser(tenant.tenantId, { username: 'two-sessions' });
+  const second = await api.call(t, 'login', { body: { tenant: 'session-races', username: user.username, password: user.password } });
+  const change = (token: string, password: string) =>
+    api.call(t, 'updateUser', { token, params: { user: user.id }, body: { password, old_password: user.password } });
+  const { ending, release } = await holdCommitOf(t, 'user.password_changed', user.id, () => change(user.token, 'first new password'));
+  const later = change(second.body.access_token, 'second new password');
+  await answeredOrWaiting(later, 'for update');
+  await release();
+  const [first, other] = await Promise.all([ending, later]);
+  t.equal(first.status, 200);
+  t.equal(other.status, 401, 'the later change waited, then found its session ended by the first');
+  const signIn = (password: string) => api.call(t, 'login', { body: { tenant: 'session-races', username: user.username, password } });
+  t.equal((await signIn('first new password')).status, 200, 'the change that was answered 200 holds');
+  t.equal((await signIn('second new password')).status, 401);
+});
+
+t.test('one session sends its password change twice at once: the second is checked against the new password', async (t) => {
+  const user = await api.createUser(tenant.tenantId, { username: 'double-send' });
+  const change = (password: string) =>
+    api.call(t, 'updateUser', { token: user.token, params: { user: user.id }, body: { password, old_password: user.password } });
+  const { ending, release } = await holdCommitOf(t, 'user.password_changed', user.id, () => change('first new password'));
+  const later = change('second new password');
+  await answeredOrWaiting(later, 'for update');
+  await release();
+  const [first, second] = await Promise.all([ending, later]);
+  t.equal(first.status, 200);
+  t.equal(second.status, 422, 'old_password no longer matches');
+  t.strictSame(second.body.error_codes, { old_password: ['mismatch'] });
+  t.equal((await api.call(t, 'login', { body: { tenant: 'session-races', username: user.username, password: 'first new password' } })).status, 200);
+});
