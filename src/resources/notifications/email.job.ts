@@ -21,24 +21,37 @@ export async function emailDispatch(services: Services, dispatch: Dispatch): Pro
   const { default: nodemailer } = await import('nodemailer');
   const transport = nodemailer.createTransport(config.smtpUrl);
   let sent = 0;
+  let refused = 0;
   try {
     for (const copy of pending) {
       if (!copy.email) continue;
       const data = copy.data;
       const link = /^https?:\/\//.test(data.url) ? data.url : null;
-      await transport.sendMail({
-        from: config.smtpFrom,
-        to: { name: [copy.firstName, copy.lastName].filter(Boolean).join(' '), address: copy.email },
-        subject: data.title,
-        text: `${plainText(data.body)}${link ? `\n\n${link}` : ''}`,
-        html: `${data.body}${link ? `<p><a href="${escapeHtml(link)}">${escapeHtml(link)}</a></p>` : ''}`,
-      });
+      try {
+        await transport.sendMail({
+          from: config.smtpFrom,
+          to: { name: [copy.firstName, copy.lastName].filter(Boolean).join(' '), address: copy.email },
+          subject: data.title,
+          text: `${plainText(data.body)}${link ? `\n\n${link}` : ''}`,
+          html: `${data.body}${link ? `<p><a href="${escapeHtml(link)}">${escapeHtml(link)}</a></p>` : ''}`,
+        });
+      } catch (error) {
+        // The server refused this recipient (a mistyped address, a full mailbox): the other copies are still sent,
+        // and the job fails after them, so its retry offers only this one again. Any other failure (the server
+        // away, refusing us) would meet every copy: it fails the job at once.
+        if ((error as { code?: unknown }).code !== 'EENVELOPE') throw error;
+        refused++;
+        continue;
+      }
       await db.tenant(dispatch.tenantId, (tx) => markEmailed(tx, copy.id));
       sent++;
     }
   } finally {
     transport.close();
   }
+  // The count only: the server's answers name the addresses.
+  if (refused > 0)
+    throw new Error(`The mail server refused ${refused} of the dispatch's e-mail copies; ${sent} were sent. A retry offers the refused ones again.`);
   return sent;
 }
 

@@ -165,21 +165,25 @@ export function undeliveredDispatches(owner: Db): Promise<Dispatch[]> {
  * someone deactivated or deleted meanwhile.
  */
 export function pendingEmailCopies(tx: Tx, dispatchId: string) {
-  return tx
-    .select({ id: notifications.id, data: notifications.data, email: users.email, firstName: users.firstName, lastName: users.lastName })
-    .from(notifications)
-    .innerJoin(users, and(eq(users.tenantId, notifications.tenantId), eq(users.id, notifications.notifiableId)))
-    .where(
-      and(
-        eq(notifications.dispatchId, dispatchId),
-        isNull(notifications.emailedAt),
-        eq(users.wantsEmailNotifications, true),
-        ne(users.email, ''),
-        eq(users.active, true),
-        isNull(users.deletedAt),
-        eq(users.groupAccount, false),
-      ),
-    );
+  return (
+    tx
+      .select({ id: notifications.id, data: notifications.data, email: users.email, firstName: users.firstName, lastName: users.lastName })
+      .from(notifications)
+      .innerJoin(users, and(eq(users.tenantId, notifications.tenantId), eq(users.id, notifications.notifiableId)))
+      .where(
+        and(
+          eq(notifications.dispatchId, dispatchId),
+          isNull(notifications.emailedAt),
+          eq(users.wantsEmailNotifications, true),
+          ne(users.email, ''),
+          eq(users.active, true),
+          isNull(users.deletedAt),
+          eq(users.groupAccount, false),
+        ),
+      )
+      // A fixed order: a retry meets the copies in the order the first attempt did.
+      .orderBy(notifications.id)
+  );
 }
 
 /** Marks a notification's e-mail copy sent. */

@@ -17,6 +17,10 @@ const smtp = new SMTPServer({
   authOptional: true,
   disabledCommands: ['STARTTLS'],
   logger: false,
+  // A recipient the server will not take (a mistyped address, say): 550 to RCPT TO.
+  onRcptTo(address, _session, callback) {
+    callback(address.address.startsWith('refused') ? Object.assign(new Error('No such user'), { responseCode: 550 }) : undefined);
+  },
   onData(stream, session, callback) {
     const chunks: Buffer[] = [];
     stream.on('data', (chunk: Buffer) => chunks.push(chunk));
@@ -139,4 +143,38 @@ t.test('a process without SMTP_URL fails the job instead of marking copies it ne
   );
   t.equal(pending!.emailed, false, 'the copy is still owed');
   t.equal(await emailDispatch(api.atrium.services, { tenantId: tenant.tenantId, dispatchId }), 1, 'a worker with SMTP_URL sends it');
+});
+
+t.test('a recipient the mail server refuses keeps no other copy from being sent; the retry offers only that one', async (t) => {
+  const before = received.length;
+  const refused = await api.createUser(tenant.tenantId, { values: { wantsEmailNotifications: true, email: 'refused@example.test' } });
+  const first = await api.createUser(tenant.tenantId, { values: { wantsEmailNotifications: true, email: 'first@example.test' } });
+  const second = await api.createUser(tenant.tenantId, { values: { wantsEmailNotifications: true, email: 'second@example.test' } });
+  const dispatchId = await owedDispatch(t, [first, second], 'Refused');
+  // The refused recipient's notification of the same dispatch, owed too (the dispatch above sent the others once).
+  await api.db.owner.execute(
+    sql`insert into notifications (tenant_id, type, notifiable_type, notifiable_id, data, dispatch_id)
+        select tenant_id, type, notifiable_type, ${refused.id}, data, dispatch_id from notifications where dispatch_id = ${dispatchId} limit 1`,
+  );
+  const sentBefore = received.length;
+  await t.rejects(emailDispatch(api.atrium.services, { tenantId: tenant.tenantId, dispatchId }), /refused 1 of the dispatch's e-mail copies; 2 were sent/);
+  t.strictSame(
+    received
+      .slice(sentBefore)
+      .flatMap((message) => message.to)
+      .sort(),
+    ['first@example.test', 'second@example.test'],
+    'both others got their copy, whatever the order',
+  );
+  const owed = await api.db.owner.execute<{ notifiable_id: number }>(
+    sql`select notifiable_id::int from notifications where dispatch_id = ${dispatchId} and emailed_at is null`,
+  );
+  t.strictSame(
+    owed.map((row) => row.notifiable_id),
+    [refused.id],
+    'only the refused copy is still owed',
+  );
+  await t.rejects(emailDispatch(api.atrium.services, { tenantId: tenant.tenantId, dispatchId }), /refused 1 .* 0 were sent/, 'the retry offers it alone');
+  t.equal(received.length, sentBefore + 2, 'nobody got a second copy');
+  t.ok(before <= sentBefore);
 });
