@@ -54,12 +54,13 @@ function required(values: Options, name: string): string {
 }
 
 async function checkPasswordLength(password: string, config: Config, what: string): Promise<void> {
-  const { passwordLength, PASSWORD_MAX_LENGTH } = await import('../resources/users/rules.ts');
+  const { PASSWORD_MAX_LENGTH } = await import('../resources/users/rules.ts');
+  const { characterCount } = await import('../platform/http/validation.ts');
   // Counted as the API counts a password (code points); a longer one than the API takes could never sign in.
-  if (passwordLength(password) < config.passwordMinLength) {
+  if (characterCount(password) < config.passwordMinLength) {
     throw new UsageError(`${what} must have at least ${config.passwordMinLength} characters`);
   }
-  if (passwordLength(password) > PASSWORD_MAX_LENGTH) throw new UsageError(`${what} must have at most ${PASSWORD_MAX_LENGTH} characters`);
+  if (characterCount(password) > PASSWORD_MAX_LENGTH) throw new UsageError(`${what} must have at most ${PASSWORD_MAX_LENGTH} characters`);
 }
 
 /** A username the API would refuse (its schema, a reserved name) is a usage error: such an administrator could never sign in. */

@@ -5,6 +5,25 @@ import { isCalendarDate } from './dates.ts';
 import { isNotificationDatetimeSchema, NOTIFICATION_DATETIME_PROBLEM } from './datetime.ts';
 import { FIELD_CODES, FIELDS_NAMED, type FieldCode, type FieldErrors } from './problem.ts';
 
+/**
+ * A text's length as JSON Schema's `maxLength` and `minLength` count it, and people count
+ * characters: in code points (an emoji is one, where `String.length` counts two). Rules
+ * that bound a length outside the schema (a value normalised first, a CSV cell, a SCIM
+ * attribute) count with this, so they agree with the contract.
+ */
+export function characterCount(text: string): number {
+  // As `[...text].length` counts, without making the array: a surrogate pair is one code point.
+  let length = 0;
+  for (let i = 0; i < text.length; i++, length++) {
+    const unit = text.charCodeAt(i);
+    if (unit >= 0xd800 && unit <= 0xdbff && i + 1 < text.length) {
+      const next = text.charCodeAt(i + 1);
+      if (next >= 0xdc00 && next <= 0xdfff) i++;
+    }
+  }
+  return length;
+}
+
 // ajv-formats is CommonJS: its default import is the plugin function itself.
 const addFormats = addFormatsModule as unknown as typeof addFormatsModule.default;
 

@@ -1,4 +1,5 @@
 /** The rules of departments (docs/departments.md#departments). */
+import { characterCount } from '../../platform/http/validation.ts';
 import type { Tx } from '../../platform/database/database.ts';
 import { missingIds, reportMissing } from '../../platform/database/existence.ts';
 import { lockTenantScope } from '../../platform/database/locks.ts';
@@ -20,7 +21,7 @@ const NAME_MAX_LENGTH = 255;
 export function departmentName(sent: string): { name: string; problems: FieldErrors[string] } {
   const name = storedName(sent.trim());
   if (name.length === 0) return { name, problems: [coded('required', 'must not be blank')] };
-  if (name.length > NAME_MAX_LENGTH) return { name, problems: [coded('max_length', `must be at most ${NAME_MAX_LENGTH} characters long`)] };
+  if (characterCount(name) > NAME_MAX_LENGTH) return { name, problems: [coded('max_length', `must be at most ${NAME_MAX_LENGTH} characters long`)] };
   return { name, problems: displayNameProblems(name).map((problem) => coded('pattern', problem)) };
 }
 

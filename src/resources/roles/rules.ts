@@ -1,4 +1,5 @@
 /** The rules of role administration (docs/permissions.md#the-no-escalation-rule). */
+import { characterCount } from '../../platform/http/validation.ts';
 import type { Caller } from '../../platform/auth/auth.ts';
 import { permissionsLacking } from '../../platform/auth/permissions.ts';
 import type { Tx } from '../../platform/database/database.ts';
@@ -7,6 +8,9 @@ import { coded, forbidden, invalid, type FieldErrors } from '../../platform/http
 import { displayNameProblems, NAME_TAKEN, nameTaken, storedName } from './names.ts';
 import { roleNames } from './queries.ts';
 import type { RoleRow } from './view.ts';
+
+/** The longest role name, as stored: the contract's limit. */
+const ROLE_NAME_MAX_LENGTH = 255;
 
 /**
  * A new role name (create, rename): no whitespace at either end, no invisible characters,
@@ -17,6 +21,10 @@ import type { RoleRow } from './view.ts';
 export async function newRoleName(tx: Tx, name: string, exceptId?: number): Promise<string> {
   const problems = displayNameProblems(name);
   if (problems.length > 0) throw invalid({ name: problems.map((problem) => coded('pattern', problem)) });
+  // The schema judged the name as sent; NFC may make it longer (a character it decomposes), and answers carry the stored one.
+  if (characterCount(storedName(name)) > ROLE_NAME_MAX_LENGTH) {
+    throw invalid({ name: [coded('max_length', `must be at most ${ROLE_NAME_MAX_LENGTH} characters long (in Unicode NFC, as it is stored)`)] });
+  }
   await lockTenantScope(tx, 'roles.name');
   if (nameTaken(await roleNames(tx), name, exceptId)) throw invalid({ name: [coded('taken', NAME_TAKEN)] });
   return storedName(name);

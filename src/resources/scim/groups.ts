@@ -3,6 +3,7 @@
  * department's name, `members` its memberships of users SCIM sees (personal accounts
  * that are not deleted; memberships of other accounts are left as they are).
  */
+import { characterCount } from '../../platform/http/validation.ts';
 import { and, asc, count, eq, inArray, sql, type SQL } from 'drizzle-orm';
 import type { Caller } from '../../platform/auth/auth.ts';
 import { grantablePermissions } from '../../platform/auth/permissions.ts';
@@ -143,7 +144,7 @@ export function groupWrite(resource: Record<string, unknown>): GroupWrite {
     throw invalidValue('displayName is required.');
   if (typeof displayName !== 'string') throw invalidValue('displayName must be a string.');
   const externalId = get(resource, 'externalId');
-  if (externalId !== undefined && externalId !== null && (typeof externalId !== 'string' || externalId.length > 255)) {
+  if (externalId !== undefined && externalId !== null && (typeof externalId !== 'string' || characterCount(externalId) > 255)) {
     throw invalidValue('externalId must be a string of at most 255 characters.');
   }
   const written = { name: displayName, externalId: typeof externalId === 'string' && externalId !== '' ? externalId : null };

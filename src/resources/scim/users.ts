@@ -2,6 +2,7 @@
  * SCIM Users ↔ Atrium users (docs/scim.md#attribute-mapping): how a user is presented as a
  * SCIM User, what a SCIM User writes, and SCIM filters as SQL conditions on `users`.
  */
+import { characterCount } from '../../platform/http/validation.ts';
 import { and, eq, not, or, sql, type SQL } from 'drizzle-orm';
 import { parse, type Filter } from 'scim2-parse-filter';
 import type { Tx } from '../../platform/database/database.ts';
@@ -183,11 +184,11 @@ export function scimUserWrite(resource: Json): ScimUserWrite {
   const enterprise = get(resource, ENTERPRISE_USER_SCHEMA);
   const active = get(resource, 'active');
   const externalId = get(resource, 'externalId');
-  if (externalId !== undefined && externalId !== null && (typeof externalId !== 'string' || externalId.length > 255)) {
+  if (externalId !== undefined && externalId !== null && (typeof externalId !== 'string' || characterCount(externalId) > 255)) {
     throw invalidValue('externalId must be a string of at most 255 characters.');
   }
   const password = get(resource, 'password');
-  if (password !== undefined && password !== null && (typeof password !== 'string' || password.length > 1024)) {
+  if (password !== undefined && password !== null && (typeof password !== 'string' || characterCount(password) > 1024)) {
     throw invalidValue('password must be a string of at most 1024 characters.');
   }
   return {

@@ -6,6 +6,7 @@
  * its type is judged by `userDraftErrors` and `userReferenceErrors` (rules.ts), again for
  * both.
  */
+import { characterCount } from '../../platform/http/validation.ts';
 import { isCalendarDate } from '../../platform/http/dates.ts';
 import { defaultRouteProblems, usernameProblems, usernameShapeProblem } from './rules.ts';
 import type { UserColumns } from './queries.ts';
@@ -91,7 +92,7 @@ const EMAIL = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
 export function parseCell(kind: CellKind, raw: string, whitespaceToNull: boolean): { value: CellValue } | { error: string } {
   const text = raw.trim();
   // The create keys' limit (default_route allows more, but 255 is plenty for a CSV cell).
-  if (kind !== 'password' && kind !== 'ids' && text.length > 255) return { error: 'must be at most 255 characters long' };
+  if (kind !== 'password' && kind !== 'ids' && characterCount(text) > 255) return { error: 'must be at most 255 characters long' };
   if (kind !== 'password' && text.includes('\u0000')) return { error: 'contains a NUL character, which cannot be stored' };
   switch (kind) {
     case 'username': {
@@ -101,7 +102,7 @@ export function parseCell(kind: CellKind, raw: string, whitespaceToNull: boolean
       return problem ? { error: problem } : { value: text };
     }
     case 'password':
-      if (raw.length > 1024) return { error: 'must be at most 1024 characters long' };
+      if (characterCount(raw) > 1024) return { error: 'must be at most 1024 characters long' };
       return { value: raw === '' ? null : raw };
     case 'text':
       return { value: text === '' && whitespaceToNull ? null : text };

@@ -4,6 +4,7 @@
  * operations and the CSV preview judge their writes with them), who may administer whom
  * (`requireAdministrableUser`), the limits of one's own record, logout marking, blackout.
  */
+import { characterCount } from '../../platform/http/validation.ts';
 import { sql } from 'drizzle-orm';
 import { can, type Auth, type Caller } from '../../platform/auth/auth.ts';
 import { grantablePermissions, permissionsLacking } from '../../platform/auth/permissions.ts';
@@ -47,23 +48,9 @@ export const USERNAME_PATTERN = /^\S(.*\S)?$/u;
  * command line. The reserved names are `usernameProblems`'.
  */
 export function usernameShapeProblem(username: string): string | undefined {
-  if (passwordLength(username) > 255) return 'must NOT have more than 255 characters';
+  if (characterCount(username) > 255) return 'must NOT have more than 255 characters';
   if (!USERNAME_PATTERN.test(username)) return `must match pattern "${USERNAME_PATTERN.source}"`;
   return undefined;
-}
-
-/** A password's length as people count characters: in code points (an emoji is one). */
-export function passwordLength(password: string): number {
-  // As `[...password].length` counts, without making the array: a surrogate pair is one code point.
-  let length = 0;
-  for (let i = 0; i < password.length; i++, length++) {
-    const unit = password.charCodeAt(i);
-    if (unit >= 0xd800 && unit <= 0xdbff && i + 1 < password.length) {
-      const next = password.charCodeAt(i + 1);
-      if (next >= 0xdc00 && next <= 0xdfff) i++;
-    }
-  }
-  return length;
 }
 
 const BLACKED_OUT_USERNAME = /^deleted-user-\d+$/;
@@ -81,9 +68,9 @@ export function defaultRouteProblems(route: string): string[] {
   return navigationUrlProblems(route, ROUTE_FORMS);
 }
 
-/** A password (when one is written) has at least `passwordMinLength` characters, counted by `passwordLength`. */
+/** A password (when one is written) has at least `passwordMinLength` characters, counted by `characterCount`. */
 export function passwordErrors(password: string | null | undefined, options: { passwordMinLength: number }): FieldErrors {
-  if (password === undefined || password === null || passwordLength(password) >= options.passwordMinLength) return {};
+  if (password === undefined || password === null || characterCount(password) >= options.passwordMinLength) return {};
   return { password: [coded('min_length', `must be at least ${options.passwordMinLength} characters long`)] };
 }
 
@@ -182,7 +169,7 @@ const resultingDates = (draft: UserDraft) => ({
 /**
  * What is wrong with the draft by itself (no stored data needed), by key: a new user needs
  * a password and a role; a password has at least `passwordMinLength` characters
- * (`passwordLength`); a personal account (not `group_account`) has both names, not blank;
+ * (`characterCount`); a personal account (not `group_account`) has both names, not blank;
  * `leaving_date` is not before `entering_date`; the username is not reserved; the
  * `default_route` is a navigation target; the tenant's required profile keys are filled
  * (`requiredProfileKeyErrors`). Names and dates are judged as the write would leave them,

@@ -58,6 +58,15 @@ t.test('bad department input is a 422 problem and stores nothing', async (t) => 
   t.equal(await departmentCount(), before, 'nothing was stored');
 });
 
+t.test('a name of 255 characters is taken whatever UTF-16 makes of it; 256 are not', async (t) => {
+  const emoji = await create(t, { name: '😀'.repeat(255) });
+  t.equal(emoji.status, 201, '255 emoji (510 UTF-16 units)');
+  const longer = await create(t, { name: '😀'.repeat(256) });
+  t.equal(longer.status, 422);
+  // The tests below start from no department.
+  t.equal((await api.call(t, 'deleteDepartment', { token: manager.token, params: { department: emoji.body.id } })).status, 204);
+});
+
 t.test('writing needs departments.manage; reading needs only a signed-in user', async (t) => {
   const denied = await create(t, { name: 'Denied' }, employee.token);
   t.equal(denied.status, 403);

@@ -1,7 +1,7 @@
 import t from 'tap';
 import { sql } from 'drizzle-orm';
 import { startTestApi } from '../../helpers/atrium.ts';
-import { rowCount } from '../../helpers/fixtures.ts';
+import { roleNamed, rowCount } from '../../helpers/fixtures.ts';
 
 const api = await startTestApi(t);
 const tenant = await api.createTenant('roles');
@@ -47,6 +47,22 @@ t.test('an administrator creates and updates a role', async (t) => {
   t.match(updated.body, { name: 'Editors', active: false, permissions: ['users.view'] });
   const shown = await api.call(t, 'getRole', { token: employee.token, params: { role: created.body.id }, query: { selects: 'name,active' } });
   t.strictSame(shown.body, { name: 'Editors', active: false });
+});
+
+t.test('a name is at most 255 characters as stored (NFC), counted in characters, not UTF-16 units', async (t) => {
+  const before = await count();
+  // U+0958 is excluded from composition: NFC writes each as two code points, so 200 of them are stored as 400.
+  const decomposing = '\u0958'.repeat(200);
+  const created = await api.call(t, 'createRole', { token: tenant.adminToken, body: { name: decomposing } });
+  t.equal(created.status, 422);
+  t.strictSame(created.body.error_codes, { name: ['max_length'] });
+  const employeeRole = await roleNamed(api.db, tenant.tenantId, 'Employee');
+  const renamed = await api.call(t, 'updateRole', { token: tenant.adminToken, params: { role: employeeRole.id }, body: { name: decomposing } });
+  t.equal(renamed.status, 422, 'a rename too');
+  t.equal(await count(), before, 'nothing stored');
+  // 200 emoji are 200 characters (400 UTF-16 units): within the limit.
+  const emoji = await api.call(t, 'createRole', { token: tenant.adminToken, body: { name: '😀'.repeat(200) } });
+  t.equal(emoji.status, 201);
 });
 
 t.test('a role cannot grant what its creator lacks, nor lock its editor out', async (t) => {

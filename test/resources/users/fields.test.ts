@@ -26,6 +26,10 @@ t.test('columnsOf: the user keys sent, under their columns; others and undefined
 
 t.test('parseCell: text, references, e-mail', async (t) => {
   t.strictSame(parseCell('text', '  Bonn ', false), { value: 'Bonn' }, 'trimmed');
+  // Lengths in characters, as the spec's maxLength counts (the API, SCIM and the CSV import agree): an emoji is one.
+  t.strictSame(parseCell('text', '😀'.repeat(255), false), { value: '😀'.repeat(255) }, '255 emoji are 255 characters');
+  t.strictSame(parseCell('text', '😀'.repeat(256), false), { error: 'must be at most 255 characters long' });
+  t.strictSame(parseCell('password', '😀'.repeat(1024), false), { value: '😀'.repeat(1024) }, 'a password of 1024 emoji');
   t.strictSame(parseCell('text', '   ', false), { value: '' });
   t.strictSame(parseCell('text', '   ', true), { value: null }, 'whitespace_to_null');
   t.strictSame(parseCell('text', 'x'.repeat(256), false), { error: 'must be at most 255 characters long' });

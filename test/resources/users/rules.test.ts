@@ -2,6 +2,7 @@
  * The user rules as functions: the write rules the API and the CSV preview share, one's own
  * record, no escalation, blackout; `requireAdministrableUser` on a real database.
  */
+import { characterCount } from '../../../src/platform/http/validation.ts';
 import t from 'tap';
 import type { Caller } from '../../../src/platform/auth/auth.ts';
 import type { Permission } from '../../../src/platform/auth/permissions.ts';
@@ -21,7 +22,6 @@ import {
   isReservedUsername,
   missingReferenceErrors,
   passwordErrors,
-  passwordLength,
   requiredProfileKeyErrors,
   requireAdministrableUser,
   restrictedSelfUpdateErrors,
@@ -74,7 +74,7 @@ t.test('requiredProfileKeyErrors: personal accounts only; new ones fill every ke
 });
 
 t.test('passwords: counted in code points; a new user needs one, an update need not send one', async (t) => {
-  t.equal(passwordLength('😀😀😀'), 3, 'an emoji is one character');
+  t.equal(characterCount('😀😀😀'), 3, 'an emoji is one character');
   t.strictSame(passwordErrors(undefined, rules), {});
   t.strictSame(passwordErrors('0123456789', rules), {});
   t.strictSame(
