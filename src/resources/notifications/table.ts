@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import { bigint, foreignKey, index, jsonb, pgTable, primaryKey, text, timestamp, unique, uuid } from 'drizzle-orm/pg-core';
+import { bigint, customType, foreignKey, index, jsonb, pgTable, primaryKey, text, timestamp, unique, uuid } from 'drizzle-orm/pg-core';
 import { tenantIdColumn, tenantIsolation } from '../../platform/database/tenancy.ts';
 import { users } from '../users/table.ts';
 
@@ -53,6 +53,19 @@ export const notificationDispatches = pgTable(
   ],
 ).enableRLS();
 
+/**
+ * A `timestamptz` whose year a client chooses (`read_at`, `seen_at`: years 0001–9999): read
+ * in ISO 8601 form. drizzle's `timestamp` column hands PostgreSQL's text
+ * (`0049-06-15 10:20:30+00`) to `new Date`, whose parser for that form reads a year below
+ * 100 as 19xx or 20xx (or swaps day and month).
+ */
+const clientTimestamp = customType<{ data: Date; driverData: string }>({
+  dataType: () => 'timestamp with time zone',
+  toDriver: (value) => value.toISOString(),
+  // `YYYY-MM-DD HH:MM:SS[.f]+HH[:MM]` → `YYYY-MM-DDTHH:MM:SS[.f]+HH:MM`, which every year parses as written.
+  fromDriver: (value) => new Date(value.replace(' ', 'T').replace(/([+-]\d\d)$/, '$1:00')),
+});
+
 /** Per-user notifications (schema Notification; docs/notifications.md). */
 export const notifications = pgTable(
   'notifications',
@@ -66,8 +79,8 @@ export const notifications = pgTable(
     targetableType: text('targetable_type'),
     targetableId: bigint('targetable_id', { mode: 'number' }),
     data: jsonb('data').$type<NotificationData>().notNull(),
-    seenAt: timestamp('seen_at', { withTimezone: true, mode: 'date' }),
-    readAt: timestamp('read_at', { withTimezone: true, mode: 'date' }),
+    seenAt: clientTimestamp('seen_at'),
+    readAt: clientTimestamp('read_at'),
     /** When the e-mail copy went out (internal; the e-mail job skips those already sent). */
     emailedAt: timestamp('emailed_at', { withTimezone: true, mode: 'date' }),
     createdAt: timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow(),

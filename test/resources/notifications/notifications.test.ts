@@ -367,6 +367,17 @@ t.test("show answers the caller's notification; another user's or tenant's is a 
   t.equal((await api.call(t, 'getNotification', { token: alice.token, params: { notification: 'not-a-uuid' } })).status, 422);
 });
 
+t.test('a read time in any year the form allows is answered as stored (0001 to 0099 included)', async (t) => {
+  for (const when of ['0001-06-15 10:20:30', '0049-06-15 10:20:30', '0050-12-31 23:59:59', '0099-01-02 03:04:05', '9999-12-31 23:59:59']) {
+    const note = await stored(alice.id);
+    const res = await api.call(t, 'updateNotification', { token: alice.token, params: { notification: note.id }, body: { read_at: when } });
+    t.equal(res.status, 200);
+    t.equal(res.body.data.read_at, when, `${when} answered as sent`);
+    const shown = await api.call(t, 'getNotification', { token: alice.token, params: { notification: note.id } });
+    t.equal(shown.body.read_at ?? shown.body.data?.read_at, when, `${when} shown as stored`);
+  }
+});
+
 t.test('PUT one: read_at without seen_at sets both; seen_at alone sets seen; stored times are kept', async (t) => {
   const unseen = await stored(alice.id);
   const put = (id: string, body: unknown, token = alice.token) => api.call(t, 'updateNotification', { token, params: { notification: id }, body });
