@@ -81,6 +81,7 @@ async function deliverOnce(services: Services, { tenantId, deliveryId, attempt }
   services.metrics.deliveries.inc({ channel: 'webhook', outcome: outcome.verdict });
 
   const next = nextState(outcome, attempt, { maxAttempts: config.webhookMaxAttempts, retryDelayMs: config.webhookRetryDelayMs }, new Date());
-  await db.tenant(tenantId, (tx) => recordAttempt(tx, { tenantId, deliveryId, number: attempt, startedAt }, outcome, next));
-  if (next.retryAt) await jobs.send(deliverWebhook, { tenantId, deliveryId, attempt: attempt + 1 }, { startAfter: next.retryAt });
+  const recorded = await db.tenant(tenantId, (tx) => recordAttempt(tx, { tenantId, deliveryId, number: attempt, startedAt }, outcome, next));
+  // Deleted with its automation while the attempt was made: nothing more to do.
+  if (recorded && next.retryAt) await jobs.send(deliverWebhook, { tenantId, deliveryId, attempt: attempt + 1 }, { startAfter: next.retryAt });
 }

@@ -4,6 +4,7 @@
  */
 import { and, eq, inArray, notExists, sql, type SQL } from 'drizzle-orm';
 import type { Db, Tx } from '../../platform/database/database.ts';
+import { lockRecord } from '../../platform/database/locks.ts';
 import type { DeliveryOutcome } from '../../platform/outbound/delivery-outcome.ts';
 import { automations, webhookDeliveries, webhookDeliveryAttempts, type AutomationRow, type DeliveryRow, type DeliveryStatus } from './table.ts';
 import type { StoredWebhookConfiguration } from './webhook-configuration.ts';
@@ -126,14 +127,18 @@ export async function findDeliveryWithAutomation(tx: Tx, deliveryId: number): Pr
 
 /**
  * Records attempt number `attempt` in the attempt log and as the delivery's latest outcome,
- * with the delivery's new status; a final status also sets `completed_at`.
+ * with the delivery's new status; a final status also sets `completed_at`. False when the
+ * delivery is gone (its automation was deleted while the attempt was made): nothing is
+ * recorded, and no attempt follows. The delivery's row is locked first, so a delete waits
+ * for the record (and takes it along) rather than the record failing on its reference.
  */
 export async function recordAttempt(
   tx: Tx,
   attempt: { tenantId: number; deliveryId: number; number: number; startedAt: Date },
   outcome: Pick<DeliveryOutcome, 'responseStatus' | 'durationMs' | 'error'>,
   next: { status: DeliveryStatus; retryAt: Date | null },
-): Promise<void> {
+): Promise<boolean> {
+  if (!(await lockRecord(tx, webhookDeliveries, attempt.deliveryId))) return false;
   const result = { responseStatus: outcome.responseStatus, durationMs: outcome.durationMs, error: outcome.error };
   await tx.insert(webhookDeliveryAttempts).values({ ...attempt, ...result });
   await tx
@@ -146,6 +151,7 @@ export async function recordAttempt(
       completedAt: next.status === 'succeeded' || next.status === 'failed' ? sql`now()` : null,
     })
     .where(eq(webhookDeliveries.id, attempt.deliveryId));
+  return true;
 }
 
 /**

@@ -461,6 +461,27 @@ t.test('a receiver that hangs is cut off by the timeout and retried', async (t) 
   t.equal(first.duration_ms, null);
 });
 
+t.test('an automation deleted while its attempt is made: the attempt ends quietly, nothing is retried', async (t) => {
+  receiver.script('/deleted-meanwhile', ['hang']);
+  const automation = await createAutomation(t, { url: receiver.url('/deleted-meanwhile'), headers: {} });
+  const delivery = await run(t, automation.id);
+  await eventually(
+    async () => receiver.received('/deleted-meanwhile').length,
+    (n) => n === 1,
+  );
+  t.equal((await api.call(t, 'deleteAutomation', { token, params: { automation: automation.id } })).status, 204);
+  // The attempt is cut off by the timeout, then finds its delivery gone.
+  const [job] = await eventually(
+    () =>
+      api.db.owner.execute<{ state: string }>(
+        sql`select state from pgboss.job where name = 'automations.deliver-webhook' and (data->>'deliveryId')::bigint = ${delivery.id}`,
+      ),
+    (rows) => rows.length === 1 && !['created', 'active'].includes(rows[0]!.state),
+  );
+  t.equal(job!.state, 'completed', 'the job ended without an error, and is not retried');
+  t.equal(await rowCount(api.db, 'webhook_delivery_attempts', sql`delivery_id = ${delivery.id}`), 0, 'nothing recorded of a deleted delivery');
+});
+
 t.test('deliveries: newest first, filterable, no secrets, constant query count', async (t) => {
   const automation = await createAutomation(t, {
     url: receiver.url('/many'),
