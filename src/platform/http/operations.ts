@@ -298,6 +298,10 @@ export async function registerOperations(app: FastifyInstance, handlers: Handler
       const onRequest = async (request: FastifyRequest, reply: FastifyReply) => {
         // `/api/users/` is no path the spec declares, as no route served it: 404 (or 405), before authentication.
         if (emptyPathParameter(request)) throw noRouteError(request);
+        // No bytes is no body, whatever Content-Type says (many clients send one on every request): without the header
+        // the body is neither parsed nor validated by a media type, and an optional body is absent.
+        const { 'content-length': length, 'transfer-encoding': chunked } = request.headers;
+        if (chunked === undefined && (length === undefined || length === '0')) delete request.headers['content-type'];
         if (deprecated) reply.headers(deprecated);
         if (meta.secured) {
           request.auth = await authenticateRequest(services.db, services.secrets, request, safe ? services.principals : undefined);

@@ -531,11 +531,15 @@ t.test('run accepts no body at all, and refuses a context that is not an object'
   const final = await settled(t, automation.id, bare.body.id);
   t.strictSame(JSON.parse(receiver.received('/nobody')[0]!.body).context, {});
   t.equal(final.status, 'succeeded');
+  // No bytes with a JSON Content-Type (clients that send one on every request) is no body too.
+  const labelled = await api.call(t, 'runAutomation', { token, params: { automation: automation.id }, payload: '', contentType: 'application/json' });
+  t.equal(labelled.status, 202, 'an empty body labelled JSON is no body');
+  t.equal((await settled(t, automation.id, labelled.body.id)).status, 'succeeded');
   const bad = await api.call(t, 'runAutomation', { token, params: { automation: automation.id }, body: { context: [1] } });
   t.equal(bad.status, 422);
   t.ok(bad.body.errors.context);
   const count = await api.db.owner.execute<{ n: number }>(sql`select count(*)::int as n from webhook_deliveries where automation_id = ${automation.id}`);
-  t.equal(count[0]!.n, 1, 'the refused run queued nothing');
+  t.equal(count[0]!.n, 2, 'the refused run queued nothing');
 });
 
 t.test('a duplicated delivery job sends once: each attempt is claimed by its number', async (t) => {
