@@ -55,8 +55,13 @@ export async function closesCycle(tx: Tx, tenantId: number, target: number, sour
   return row?.cycle === true;
 }
 
-/** The next `sort_number` of a target field: one more than its highest (1 for its first source). */
+/**
+ * The next `sort_number` of a target field: one more than its highest (1 for its first
+ * source). Under the field's lock until the transaction ends: concurrent creates on one
+ * field take one number each.
+ */
 export async function nextSortNumber(tx: Tx, formFieldId: number): Promise<number> {
+  await lockTenantScope(tx, 'default_value_sources.sort_number', sql`${formFieldId}::text`);
   const [row] = await tx
     .select({ next: sql<number>`least(coalesce(max(${defaultValueSources.sortNumber}), 0)::bigint + 1, 2147483647)::int` })
     .from(defaultValueSources)

@@ -181,6 +181,22 @@ t.test('create answers the source with its keys; sort_number is automatic per ta
   for (const s of [a, b, c, explicit, next]) await api.call(t, 'deleteDefaultValueSource', { token: admin, params: { defaultValueSource: s.body.id } });
 });
 
+t.test('concurrent creates on one field take one sort_number each', async (t) => {
+  const created = await Promise.all(
+    Array.from({ length: 10 }, () => create({ type: 'systemVariable', form_field_id: T.Name, config: { variable: 'full_name' } })),
+  );
+  t.ok(
+    created.every((res) => res.status === 201),
+    'all created',
+  );
+  t.strictSame(
+    created.map((res) => res.body.sort_number).sort((a, b) => a - b),
+    [1, 2, 3, 4, 5, 6, 7, 8, 9, 10],
+    '"last + 1", each its own',
+  );
+  for (const res of created) await api.call(t, 'deleteDefaultValueSource', { token: admin, params: { defaultValueSource: res.body.id } });
+});
+
 t.test('update changes the named keys (200); bad updates are 422 and change nothing', async (t) => {
   const source = await create({ type: 'formFieldValue', form_field_id: T.Name, config: {}, source_entity_type: 'formField', source_entity_id: P['Full name'] });
   const id = source.body.id;
