@@ -136,6 +136,7 @@ const DECLARED_HEADERS = [
   'ratelimit-remaining',
   'ratelimit-reset',
   'etag',
+  'content-disposition',
   'link',
   'deprecation',
   'idempotent-replayed',

@@ -13043,6 +13043,8 @@ export interface operations {
             /** @description The template. */
             200: {
                 headers: {
+                    /** @description A download named `users-import-template.csv`. */
+                    "Content-Disposition": "attachment; filename=\"users-import-template.csv\"";
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                     "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
                     "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
@@ -14146,6 +14148,13 @@ export interface operations {
             /** @description The picture. */
             200: {
                 headers: {
+                    /** @description Private caches may keep the picture for an hour (its URL changes when it does). */
+                    "Cache-Control": "private, max-age=3600";
+                    /**
+                     * @description `inline`, naming the stored file, or the `fileName` asked for (RFC 6266: an
+                     *     ASCII `filename` and the UTF-8 `filename*`, percent-encoded).
+                     */
+                    "Content-Disposition": string;
                     /** @description The picture's entity tag, a quoted hash of its bytes. */
                     ETag?: string;
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
@@ -14161,6 +14170,8 @@ export interface operations {
             /** @description Not modified (`If-None-Match` matched the `ETag`). */
             304: {
                 headers: {
+                    /** @description Private caches may keep the picture for an hour (its URL changes when it does). */
+                    "Cache-Control": "private, max-age=3600";
                     /** @description The picture's entity tag, a quoted hash of its bytes. */
                     ETag?: string;
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
@@ -14206,6 +14217,13 @@ export interface operations {
             /** @description The picture. */
             200: {
                 headers: {
+                    /** @description Private caches may keep the picture for an hour (its URL changes when it does). */
+                    "Cache-Control": "private, max-age=3600";
+                    /**
+                     * @description `inline`, naming the stored file, or the `fileName` asked for (RFC 6266: an
+                     *     ASCII `filename` and the UTF-8 `filename*`, percent-encoded).
+                     */
+                    "Content-Disposition": string;
                     /** @description The picture's entity tag, a quoted hash of its bytes. */
                     ETag?: string;
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
@@ -14221,6 +14239,8 @@ export interface operations {
             /** @description Not modified (`If-None-Match` matched the `ETag`). */
             304: {
                 headers: {
+                    /** @description Private caches may keep the picture for an hour (its URL changes when it does). */
+                    "Cache-Control": "private, max-age=3600";
                     /** @description The picture's entity tag, a quoted hash of its bytes. */
                     ETag?: string;
                     "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
