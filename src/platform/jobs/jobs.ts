@@ -243,7 +243,8 @@ export class Jobs {
           const fields = { ...jobErrorLogFields(error), queue, jobId: job.id, retryCount: job.retryCount };
           if (last) this.log.error(fields, 'job failed; no retry left');
           else this.log.warn(fields, 'job failed; it is retried');
-          throw error;
+          // pg-boss keeps what it is thrown in the job's row (`output`): what the log keeps, never the message or values.
+          throw Object.assign(new Error('The job failed: see the log for where.'), jobErrorLogFields(error));
         }
         await this.boss.complete(queue, job.id);
         await leases.release(job.id).catch((error: unknown) => this.log.warn({ err: error, queue, jobId: job.id }, 'job lease not released'));

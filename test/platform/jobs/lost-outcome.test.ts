@@ -56,6 +56,9 @@ const definitions = [probe, unattended, failing] as unknown as JobDefinition<nev
 const jobs = await Jobs.start(db.sessionUrl, definitions, log, { schedule: true, leaseSeconds: LEASE_SECONDS, db: db.owner });
 t.teardown(() => jobs.stop());
 
+/** What pg-boss keeps of a job's failure in its row (`output`), as text. */
+const outputOf = async (id: string) =>
+  JSON.stringify((await db.owner.execute<{ output: unknown }>(sql`select output from pgboss.job where id = ${id}`))[0]?.output ?? null);
 const stateOf = async (id: string) =>
   (await db.owner.execute<{ state: string; retry_count: number }>(sql`select state, retry_count from pgboss.job where id = ${id}`))[0];
 
@@ -174,6 +177,7 @@ t.test('a job that fails is logged: a warning while retries are left, an error o
     'the last is an error, with the query',
   );
   t.notMatch(JSON.stringify([retried, ofJob(errors)]), /secret of logged/, "never the statement's values");
+  t.notMatch(await outputOf(id), /secret of logged/, "nor does the job's row keep them");
 });
 
 t.test("a job's other errors are logged by kind, codes and call sites, not by a message that may name a person", async (t) => {
@@ -188,4 +192,7 @@ t.test("a job's other errors are logged by kind, codes and call sites, not by a 
   t.equal(logged.length, 2, 'both failures logged');
   t.match(logged, [{ error: { type: 'Error', code: 'EENVELOPE', responseCode: 550, command: 'RCPT TO', stack: /lost-outcome\.test\.ts/ } }, {}]);
   t.notMatch(JSON.stringify(logged), /alice@example\.com/, 'not the address');
+  const output = await outputOf(id);
+  t.match(output, /EENVELOPE/, "the job's row keeps the kind and codes");
+  t.notMatch(output, /alice@example\.com/, 'not the address');
 });
