@@ -1,7 +1,7 @@
 /**
  * A real HTTP peer on loopback for outbound-request tests: records every request and
  * answers per path from a script of statuses (the last one repeats). `'hang'` never
- * answers; `'redirect'` answers 302 to `/redirected`; `{status, body, headers}` answers
+ * answers (until `releaseHung()`, which answers 200); `'redirect'` answers 302 to `/redirected`; `{status, body, headers}` answers
  * that body (and headers).
  */
 import http from 'node:http';
@@ -25,11 +25,14 @@ export interface Receiver {
   port: number;
   received(path?: string): ReceivedRequest[];
   script(path: string, answers: Scripted[]): void;
+  /** Answers 200 to every request left hanging so far. */
+  releaseHung(): void;
 }
 
 export async function startReceiver(t: Test): Promise<Receiver> {
   const requests: ReceivedRequest[] = [];
   const scripts = new Map<string, Scripted[]>();
+  const hung: http.ServerResponse[] = [];
   const server = http.createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (chunk: Buffer) => chunks.push(chunk));
@@ -39,7 +42,10 @@ export async function startReceiver(t: Test): Promise<Receiver> {
       requests.push({ method: req.method ?? '', path, headers: req.headers, body: raw.toString('utf8'), raw, at: Date.now() });
       const script = scripts.get(path) ?? [200];
       const answer = script.length > 1 ? script.shift()! : script[0]!;
-      if (answer === 'hang') return;
+      if (answer === 'hang') {
+        hung.push(res);
+        return;
+      }
       if (answer === 'redirect') {
         res.writeHead(302, { location: '/redirected' }).end();
         return;
@@ -62,5 +68,8 @@ export async function startReceiver(t: Test): Promise<Receiver> {
     url: (path) => `http://127.0.0.1:${port}${path}`,
     received: (path) => requests.filter((request) => path === undefined || request.path === path),
     script: (path, answers) => scripts.set(path, [...answers]),
+    releaseHung: () => {
+      for (const res of hung.splice(0)) if (!res.writableEnded && !res.destroyed) res.writeHead(200, { 'content-type': 'text/plain' }).end('released');
+    },
   };
 }

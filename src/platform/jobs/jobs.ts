@@ -18,6 +18,12 @@ export interface JobDefinition<T extends object, C> {
   name: string;
   queue?: Omit<PgBoss.Queue, 'name'>;
   work?: PgBoss.WorkOptions;
+  /**
+   * How many of the queue's jobs a worker process runs at once (default 1), one pg-boss
+   * worker each. For jobs that wait on other servers (webhooks, push): a receiver that
+   * hangs until the timeout then holds one of them, not every delivery of the process.
+   */
+  concurrency?: number;
   /** Cron expression; scheduled once by a worker process. */
   cron?: string;
   /** One job's work. A worker runs the jobs of a fetched batch one at a time, in order. */
@@ -132,7 +138,8 @@ const SWEEP_LOCK = 720_431_979;
 
 /** pg-boss in its own schema, connected as the owner role (it creates its own tables). */
 export class Jobs {
-  private readonly workers = new Map<string, string>();
+  /** The pg-boss workers of each queue this process works (`concurrency` of them). */
+  private readonly workers = new Map<string, string[]>();
   private sweeper: NodeJS.Timeout | undefined;
   private sweeping: Promise<void> | undefined;
 
@@ -191,10 +198,15 @@ export class Jobs {
   /** Starts workers for every definition (ATRIUM_ROLE worker or all); each job's work is given `context`. */
   async work<C>(definitions: readonly JobDefinition<never, C>[], context: C): Promise<void> {
     for (const definition of definitions) {
-      const id = await this.boss.work<never>(definition.name, { batchSize: 1, pollingIntervalSeconds: 2, ...definition.work, includeMetadata: true }, (jobs) =>
-        this.runLeased(definition, jobs, context),
-      );
-      this.workers.set(definition.name, id);
+      const ids: string[] = [];
+      for (let i = 0; i < (definition.concurrency ?? 1); i++) {
+        ids.push(
+          await this.boss.work<never>(definition.name, { batchSize: 1, pollingIntervalSeconds: 2, ...definition.work, includeMetadata: true }, (jobs) =>
+            this.runLeased(definition, jobs, context),
+          ),
+        );
+      }
+      this.workers.set(definition.name, ids);
       if (definition.cron) await this.boss.schedule(definition.name, definition.cron, {});
     }
     if (this.options.schedule && !this.sweeper) {
@@ -281,8 +293,8 @@ export class Jobs {
   async send<T extends object>(definition: JobDefinition<T, unknown>, data: T, options: PgBoss.SendOptions = {}): Promise<string> {
     const id = await this.boss.send(definition.name, data, options);
     if (!id) throw new Error(`Job ${definition.name} was not queued`);
-    const worker = this.workers.get(definition.name);
-    if (worker) this.boss.notifyWorker(worker); // same process: no need to wait for the next poll
+    // Same process: no need to wait for the next poll (each worker is told: some may be busy).
+    for (const worker of this.workers.get(definition.name) ?? []) this.boss.notifyWorker(worker);
     return id;
   }
 

@@ -20,6 +20,12 @@ export type OutboundFailure = 'refused' | 'timeout' | 'network' | 'invalid';
  * refused, reset, timed out or failed in DNS or TLS would let them map the network
  * behind Atrium (which hosts exist, which ports are open). The reason is logged.
  */
+/**
+ * How many outbound deliveries of a queue (webhooks, push) a worker process makes at once
+ * (docs/outbound-delivery.md#concurrency).
+ */
+export const OUTBOUND_CONCURRENCY = 8;
+
 export const DESTINATION_NOT_ALLOWED = 'the destination is not allowed';
 export const NOT_DELIVERED = 'could not be delivered';
 

@@ -6,6 +6,7 @@
  * `WEBHOOK_RETRY_DELAY_MS`; every attempt is recorded (the spec, schema `WebhookDelivery`;
  * docs/outbound-delivery.md#webhooks).
  */
+import { OUTBOUND_CONCURRENCY } from '../../platform/outbound/client.ts';
 import { defineJob } from '../../platform/jobs/define.ts';
 import { attemptDelivery, nextState, type DeliveryOutcome } from '../../platform/outbound/delivery-outcome.ts';
 import type { Services } from '../../platform/services.ts';
@@ -36,6 +37,8 @@ export const deliverWebhook = defineJob<DeliverWebhookData>({
   // a failing job must not make pg-boss re-run the others of a batch.
   queue: { retryLimit: 3, retryDelay: 5, retryBackoff: true },
   work: { batchSize: 1, pollingIntervalSeconds: 1 },
+  // Each waits on a receiver up to OUTBOUND_TIMEOUT_MS: one tenant's that hangs holds one worker, not the process's deliveries.
+  concurrency: OUTBOUND_CONCURRENCY,
   async handle(data, services, run) {
     await deliverOnce(services, data, run.retried);
   },

@@ -13,6 +13,7 @@
  * not allowed" or "could not be delivered" (the subscriber must not learn which network
  * failure it was; the server log has the reason).
  */
+import { OUTBOUND_CONCURRENCY } from '../../platform/outbound/client.ts';
 import type webPushModule from 'web-push';
 import { defineJob } from '../../platform/jobs/define.ts';
 import { attemptDelivery, type DeliveryOutcome } from '../../platform/outbound/delivery-outcome.ts';
@@ -109,6 +110,8 @@ export const sendPushJob = defineJob<PushJobData>({
   // `tag` makes the browser replace it instead).
   queue: { retryLimit: 3, retryDelay: 5, retryBackoff: true },
   work: { batchSize: 1, pollingIntervalSeconds: 1 },
+  // Each waits on a receiver up to OUTBOUND_TIMEOUT_MS: one tenant's that hangs holds one worker, not the process's deliveries.
+  concurrency: OUTBOUND_CONCURRENCY,
   async handle(data, services) {
     await sendPushes(services, data);
   },
