@@ -376,6 +376,17 @@ t.test('jwt auth: the bearer token verifies against the served JWKS', async (t) 
   t.ok(payload.exp! > payload.iat!);
   const again = await api.call(t, 'getWebhookJwks', {});
   t.strictSame(again.body, jwks.body, 'the key pair is generated once');
+
+  // A URL written otherwise than URL parsing writes it: the JWT names the URL requested, the one the receiver sees.
+  const written = `HTTP://127.0.0.1:${receiver.port}/jwt-written/a/../b/./é?q=ü#fragment`;
+  const requested = `http://127.0.0.1:${receiver.port}/jwt-written/b/%C3%A9?q=%C3%BC`;
+  const odd = await createAutomation(t, { url: written, headers: {}, auth: { type: 'jwt' } });
+  t.equal(odd.config.url, written, 'stored and answered as written');
+  t.equal((await settled(t, odd.id, (await run(t, odd.id)).id)).status, 'succeeded');
+  const [oddRequest] = receiver.received('/jwt-written/b/%C3%A9');
+  t.ok(oddRequest, 'requested at the parsed URL');
+  const verified = await jwtVerify(String(oddRequest!.headers.authorization).split(' ')[1]!, createLocalJWKSet(jwks.body), { audience: requested });
+  t.equal(verified.payload.aud, requested, 'aud is the URL requested, which the receiver can compare with its own');
 });
 
 t.test('secret auth: the Standard Webhooks signature verifies independently', async (t) => {
