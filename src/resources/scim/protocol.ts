@@ -40,8 +40,11 @@ export const invalidSyntax = (detail: string) => new ScimError(400, detail, 'inv
 export const invalidFilter = (detail: string) => new ScimError(400, detail, 'invalidFilter');
 export const scimNotFound = (what: string, id: string) => new ScimError(404, `${what} ${JSON.stringify(id)} does not exist.`);
 
-/** Whether `value` is a SCIM id that can name a record: Atrium's ids are decimal text; anything else names none. */
-export const isRecordId = (value: string) => /^[1-9]\d{0,15}$/.test(value);
+/**
+ * Whether `value` is a SCIM id that can name a record: Atrium's ids are decimal text, at most
+ * 2^53 − 1 (a larger one would be read as another number); anything else names none.
+ */
+export const isRecordId = (value: string) => /^[1-9]\d{0,15}$/.test(value) && Number(value) <= Number.MAX_SAFE_INTEGER;
 
 /** The largest page: `count` above it is cut to it (RFC 7644 §3.4.2.4 lets the service provider choose). */
 export const MAX_PAGE = 200;

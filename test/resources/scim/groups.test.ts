@@ -79,6 +79,11 @@ t.test('refused group writes store nothing', async (t) => {
   }
   const long = await scim('POST', '/Groups', { schemas: [GROUP], displayName: 'x'.repeat(256) });
   t.match(long.body, { scimType: 'invalidValue', detail: /^displayName .*255/ });
+  // Beyond 2^53 − 1 no number reads it exactly: refused as no id, named as sent (not as the number it would round to).
+  const huge = await scim('POST', '/Groups', { schemas: [GROUP], displayName: 'Huge', members: [{ value: '9007199254740993' }] });
+  t.equal(huge.status, 400);
+  t.match(huge.body, { scimType: 'invalidValue', detail: /"9007199254740993" is not a user id/ });
+  t.equal((await scim('GET', '/Users/9007199254740993')).status, 404);
   const foreign = await scim('POST', '/Groups', { schemas: [GROUP], displayName: 'Foreign', members: [{ value: String(foreigner.id) }] });
   t.equal(foreign.status, 400, "another tenant's user is no member");
   const viewer = await api.createUser(tenant.tenantId, {
