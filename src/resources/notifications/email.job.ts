@@ -3,6 +3,12 @@ import type { Services } from '../../platform/services.ts';
 import { plainText } from './plain-text.ts';
 import { markEmailed, pendingEmailCopies, type Dispatch } from './queries.ts';
 
+/** Whether nodemailer's `error` is the server refusing one recipient (`RCPT TO`), not the sender, the message or the session. */
+function recipientRefused(error: unknown): boolean {
+  const { code, command, responseCode } = error as { code?: unknown; command?: unknown; responseCode?: unknown };
+  return code === 'EENVELOPE' && command === 'RCPT TO' && responseCode !== 421;
+}
+
 const escapeHtml = (text: string) => text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 
 /**
@@ -36,10 +42,10 @@ export async function emailDispatch(services: Services, dispatch: Dispatch): Pro
           html: `${data.body}${link ? `<p><a href="${escapeHtml(link)}">${escapeHtml(link)}</a></p>` : ''}`,
         });
       } catch (error) {
-        // The server refused this recipient (a mistyped address, a full mailbox): the other copies are still sent,
-        // and the job fails after them, so its retry offers only this one again. Any other failure (the server
-        // away, refusing us) would meet every copy: it fails the job at once.
-        if ((error as { code?: unknown }).code !== 'EENVELOPE') throw error;
+        // The server refused this recipient at RCPT TO (a mistyped address, a full mailbox): the other copies are
+        // still sent, and the job fails after them, so its retry offers only this one again. Any other failure (the
+        // server away, refusing the sender or the login, closing with 421) would meet every copy: it fails the job at once.
+        if (!recipientRefused(error)) throw error;
         refused++;
         continue;
       }

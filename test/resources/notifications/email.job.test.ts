@@ -17,6 +17,10 @@ const smtp = new SMTPServer({
   authOptional: true,
   disabledCommands: ['STARTTLS'],
   logger: false,
+  // A sender the server will not take: 550 to MAIL FROM.
+  onMailFrom(address, _session, callback) {
+    callback(address.address.startsWith('refused') ? Object.assign(new Error('Sender not allowed'), { responseCode: 550 }) : undefined);
+  },
   // A recipient the server will not take (a mistyped address, say): 550 to RCPT TO.
   onRcptTo(address, _session, callback) {
     callback(address.address.startsWith('refused') ? Object.assign(new Error('No such user'), { responseCode: 550 }) : undefined);
@@ -151,10 +155,12 @@ t.test('a recipient the mail server refuses keeps no other copy from being sent;
   const first = await api.createUser(tenant.tenantId, { values: { wantsEmailNotifications: true, email: 'first@example.test' } });
   const second = await api.createUser(tenant.tenantId, { values: { wantsEmailNotifications: true, email: 'second@example.test' } });
   const dispatchId = await owedDispatch(t, [first, second], 'Refused');
-  // The refused recipient's notification of the same dispatch, owed too (the dispatch above sent the others once).
+  // The refused recipient's notification of the same dispatch, owed too (the dispatch above sent the others once),
+  // with the smallest id: copies are sent in id order, so the refusal comes first, before the others.
   await api.db.owner.execute(
-    sql`insert into notifications (tenant_id, type, notifiable_type, notifiable_id, data, dispatch_id)
-        select tenant_id, type, notifiable_type, ${refused.id}, data, dispatch_id from notifications where dispatch_id = ${dispatchId} limit 1`,
+    sql`insert into notifications (id, tenant_id, type, notifiable_type, notifiable_id, data, dispatch_id)
+        select '00000000-0000-4000-8000-000000000000', tenant_id, type, notifiable_type, ${refused.id}, data, dispatch_id
+        from notifications where dispatch_id = ${dispatchId} limit 1`,
   );
   const sentBefore = received.length;
   await t.rejects(emailDispatch(api.atrium.services, { tenantId: tenant.tenantId, dispatchId }), /refused 1 of the dispatch's e-mail copies; 2 were sent/);
@@ -164,7 +170,7 @@ t.test('a recipient the mail server refuses keeps no other copy from being sent;
       .flatMap((message) => message.to)
       .sort(),
     ['first@example.test', 'second@example.test'],
-    'both others got their copy, whatever the order',
+    'both others got their copy, after the refused one',
   );
   const owed = await api.db.owner.execute<{ notifiable_id: number }>(
     sql`select notifiable_id::int from notifications where dispatch_id = ${dispatchId} and emailed_at is null`,
@@ -177,4 +183,23 @@ t.test('a recipient the mail server refuses keeps no other copy from being sent;
   await t.rejects(emailDispatch(api.atrium.services, { tenantId: tenant.tenantId, dispatchId }), /refused 1 .* 0 were sent/, 'the retry offers it alone');
   t.equal(received.length, sentBefore + 2, 'nobody got a second copy');
   t.ok(before <= sentBefore);
+});
+
+t.test('a server that refuses the sender (not a recipient) fails the job at its first copy', async (t) => {
+  const one = await api.createUser(tenant.tenantId, { values: { wantsEmailNotifications: true, email: 'one@example.test' } });
+  const two = await api.createUser(tenant.tenantId, { values: { wantsEmailNotifications: true, email: 'two@example.test' } });
+  const dispatchId = await owedDispatch(t, [one, two], 'Sender refused');
+  const before = received.length;
+  // The same server, asked with a sender it refuses at MAIL FROM.
+  const refusingSender = { ...api.atrium.services, config: { ...api.atrium.services.config, smtpFrom: 'refused-sender@example.test' } };
+  const failure = await emailDispatch(refusingSender, { tenantId: tenant.tenantId, dispatchId }).then(
+    () => null,
+    (error: unknown) => error as { command?: string },
+  );
+  t.equal(failure?.command, 'MAIL FROM', "the server's refusal of the sender fails the job");
+  t.equal(received.length, before, 'nothing sent');
+  const owed = await api.db.owner.execute<{ n: number }>(
+    sql`select count(*)::int as n from notifications where dispatch_id = ${dispatchId} and emailed_at is null`,
+  );
+  t.equal(owed[0]!.n, 2, 'both still owed: one try, not one per recipient');
 });
