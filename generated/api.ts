@@ -7326,7 +7326,7 @@ export interface components {
                  * @description `basic`: `Authorization: Basic base64(username:password)`. `header`: the named
                  *     header with the value. `jwt`: `Authorization: Bearer <RS256 JWT>` with claims
                  *     `iss` (`atrium`), `sub` (`automation:<id>`), `aud` (the target URL as
-                 *     requested: see `url`), `iat`, `exp` (5 minutes later) and `jti` (unique per request);
+                 *     configured; see `url`), `iat`, `exp` (5 minutes later) and `jti` (unique per request);
                  *     verify it with the keys at `GET /.well-known/jwks.json`. `secret`:
                  *     Standard Webhooks signature headers `webhook-id`, `webhook-timestamp`,
                  *     `webhook-signature: v1,<base64 HMAC-SHA256 of "id.timestamp.body">`; the HMAC
@@ -7351,10 +7351,11 @@ export interface components {
             method?: "GET" | "POST" | "PUT" | "PATCH" | "DELETE" | null;
             /**
              * @description Target URL; must be a valid active URL (see above). It holds no space and no
-             *     control character (percent-encode them). It is requested, and a JWT's `aud` names
-             *     it, as URL parsing writes it: scheme and host in lower case, dot segments resolved,
-             *     what is not ASCII percent-encoded, without the fragment (`HTTP://Hooks.example.com/a/../b#x`
-             *     is requested, and named, as `http://hooks.example.com/b`).
+             *     control character (percent-encode them). A JWT's `aud` is the URL as written; the
+             *     request goes to it as URL parsing writes it (scheme and host in lower case, dot
+             *     segments resolved, what is not ASCII percent-encoded, no fragment:
+             *     `HTTP://Hooks.example.com/a/../b#x` is requested as `http://hooks.example.com/b`).
+             *     Write it in that form when a receiver compares `aud` with the URL it sees.
              * @example https://hooks.example.com/atrium
              */
             url: string;
@@ -7401,7 +7402,7 @@ export interface components {
                  * @description `basic`: `Authorization: Basic base64(username:password)`. `header`: the named
                  *     header with the value. `jwt`: `Authorization: Bearer <RS256 JWT>` with claims
                  *     `iss` (`atrium`), `sub` (`automation:<id>`), `aud` (the target URL as
-                 *     requested: see `url`), `iat`, `exp` (5 minutes later) and `jti` (unique per request);
+                 *     configured; see `url`), `iat`, `exp` (5 minutes later) and `jti` (unique per request);
                  *     verify it with the keys at `GET /.well-known/jwks.json`. `secret`:
                  *     Standard Webhooks signature headers `webhook-id`, `webhook-timestamp`,
                  *     `webhook-signature: v1,<base64 HMAC-SHA256 of "id.timestamp.body">`; the HMAC

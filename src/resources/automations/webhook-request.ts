@@ -54,11 +54,7 @@ export async function buildWebhookRequest(
   now = new Date(),
 ): Promise<OutboundRequest> {
   const method = config.method ?? 'POST';
-  // The URL as it is requested: URL parsing lower-cases the scheme and host, resolves dot segments, percent-encodes
-  // what is not ASCII, and a fragment is never sent. A JWT's `aud` names this URL, the one the receiver sees.
-  const requested = new URL(config.url);
-  requested.hash = '';
-  const url = requested.href;
+
   // A GET carries no body (many servers reject one); every other method sends the payload.
   const body = method === 'GET' ? '' : delivery.payload;
   const headers = new HeaderSet();
@@ -75,7 +71,7 @@ export async function buildWebhookRequest(
       headers.set(auth.header!.name, auth.header!.value);
       break;
     case 'jwt':
-      headers.set('Authorization', `Bearer ${await signJwt({ subject: `automation:${delivery.automationId}`, audience: url, jti: randomUUID() })}`);
+      headers.set('Authorization', `Bearer ${await signJwt({ subject: `automation:${delivery.automationId}`, audience: config.url, jti: randomUUID() })}`);
       break;
     case 'secret': {
       const timestamp = Math.floor(now.getTime() / 1000);
@@ -87,5 +83,5 @@ export async function buildWebhookRequest(
     default:
       break;
   }
-  return { url, method, headers: headers.toObject(), ...(body !== '' ? { body } : {}) };
+  return { url: config.url, method, headers: headers.toObject(), ...(body !== '' ? { body } : {}) };
 }

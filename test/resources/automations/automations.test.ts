@@ -377,16 +377,16 @@ t.test('jwt auth: the bearer token verifies against the served JWKS', async (t) 
   const again = await api.call(t, 'getWebhookJwks', {});
   t.strictSame(again.body, jwks.body, 'the key pair is generated once');
 
-  // A URL written otherwise than URL parsing writes it: the JWT names the URL requested, the one the receiver sees.
+  // A URL written otherwise than URL parsing writes it: requested in its parsed form, named in `aud` as stored (what
+  // receivers pinned before; the spec tells to write the URL in its parsed form to have the two agree).
   const written = `HTTP://127.0.0.1:${receiver.port}/jwt-written/a/../b/./é?q=ü#fragment`;
-  const requested = `http://127.0.0.1:${receiver.port}/jwt-written/b/%C3%A9?q=%C3%BC`;
   const odd = await createAutomation(t, { url: written, headers: {}, auth: { type: 'jwt' } });
   t.equal(odd.config.url, written, 'stored and answered as written');
   t.equal((await settled(t, odd.id, (await run(t, odd.id)).id)).status, 'succeeded');
   const [oddRequest] = receiver.received('/jwt-written/b/%C3%A9');
   t.ok(oddRequest, 'requested at the parsed URL');
-  const verified = await jwtVerify(String(oddRequest!.headers.authorization).split(' ')[1]!, createLocalJWKSet(jwks.body), { audience: requested });
-  t.equal(verified.payload.aud, requested, 'aud is the URL requested, which the receiver can compare with its own');
+  const verified = await jwtVerify(String(oddRequest!.headers.authorization).split(' ')[1]!, createLocalJWKSet(jwks.body), { audience: written });
+  t.equal(verified.payload.aud, written, 'aud is the URL as stored');
 });
 
 t.test('secret auth: the Standard Webhooks signature verifies independently', async (t) => {
