@@ -5,7 +5,9 @@
  * for byte (nothing is decoded or re-encoded), and so are the segments a decoder needs
  * (tables, colour profile). A JPEG's orientation, which only EXIF carries, is written
  * back as a minimal EXIF block of that one tag, so a phone photo is not shown on its side.
- * GIF carries no EXIF and is kept as sent. docs/users.md#profile-pictures.
+ * PNG and WebP keep only the chunks they need (an allow-list). GIF carries no EXIF and is
+ * kept as sent (its comment and XMP blocks included). Pictures stored before are served as
+ * they were stored. docs/users.md#profile-pictures.
  */
 
 /** Thrown for a file whose structure this walk cannot follow: it is refused, not stored with what it may hide. */
@@ -13,12 +15,26 @@ export class UnreadablePicture extends Error {
   override name = 'UnreadablePicture';
 }
 
-/** JPEG segments kept besides the image's own (frame, tables, scans): JFIF (APP0), the ICC colour profile (APP2), Adobe's colour transform (APP14). */
-function keptJpegSegment(marker: number, payload: Buffer): boolean {
-  if (marker === 0xe0 || marker === 0xee) return true;
-  if (marker === 0xe2) return payload.subarray(0, 12).toString('latin1') === 'ICC_PROFILE\0';
-  // APP1 (EXIF, XMP), APP3–APP13, APP15 (vendors' metadata, IPTC) and COM (comments) go.
-  return !(marker >= 0xe1 && marker <= 0xef) && marker !== 0xfe;
+/**
+ * A JPEG segment (`segment`: marker, length, payload) as kept, or null when it goes. Kept
+ * besides the image's own (frame, tables, scans): JFIF's header (APP0) without the
+ * thumbnail it may carry, the ICC colour profile (APP2) and Adobe's colour transform
+ * (APP14). APP1 (EXIF, XMP), JFXX thumbnails, APP3–APP13, APP15 (vendors' metadata,
+ * IPTC, C2PA) and COM (comments) go.
+ */
+function keptJpegSegment(marker: number, segment: Buffer): Buffer | null {
+  const payload = segment.subarray(4);
+  if (marker === 0xe0) {
+    // JFIF: identifier, version, units, densities (14 bytes), then a thumbnail's size and pixels, which go.
+    if (payload.length < 14 || payload.subarray(0, 5).toString('latin1') !== 'JFIF\0') return null;
+    const header = Buffer.alloc(18);
+    segment.copy(header, 0, 0, 16);
+    header.writeUInt16BE(16, 2);
+    return header;
+  }
+  if (marker === 0xee) return segment;
+  if (marker === 0xe2) return payload.subarray(0, 12).toString('latin1') === 'ICC_PROFILE\0' ? segment : null;
+  return (marker >= 0xe1 && marker <= 0xef) || marker === 0xfe ? null : segment;
 }
 
 /** EXIF (APP1) holding only the orientation tag: a big-endian TIFF header and one IFD of one SHORT entry. */
@@ -49,9 +65,10 @@ function jpegWithoutMetadata(jpeg: Buffer, orientation: number | undefined): Buf
   let orientationTag = orientation !== undefined && orientation >= 2 && orientation <= 8 ? orientationSegment(orientation) : undefined;
   let at = 2;
   for (;;) {
-    // Fill bytes may precede a marker.
-    while (jpeg[at] === 0xff && jpeg[at + 1] === 0xff) at++;
-    if (jpeg[at] !== 0xff || at + 1 >= jpeg.length) throw new UnreadablePicture('no JPEG marker where one belongs');
+    // Fill bytes may precede a marker, and decoders pass over stray bytes before one (they go too).
+    if (jpeg[at] !== 0xff) at = jpeg.indexOf(0xff, at);
+    while (at !== -1 && jpeg[at] === 0xff && jpeg[at + 1] === 0xff) at++;
+    if (at === -1 || at + 1 >= jpeg.length) throw new UnreadablePicture('no JPEG marker where one belongs');
     const marker = jpeg[at + 1]!;
     if (orientationTag && marker !== 0xe0) {
       kept.push(orientationTag);
@@ -63,7 +80,8 @@ function jpegWithoutMetadata(jpeg: Buffer, orientation: number | undefined): Buf
     }
     const end = at + 4 <= jpeg.length ? at + 2 + jpeg.readUInt16BE(at + 2) : Infinity;
     if (end > jpeg.length || end < at + 4) throw new UnreadablePicture('a JPEG segment is cut off');
-    if (keptJpegSegment(marker, jpeg.subarray(at + 4, end))) kept.push(jpeg.subarray(at, end));
+    const segment = keptJpegSegment(marker, jpeg.subarray(at, end));
+    if (segment) kept.push(segment);
     at = end;
     if (marker !== 0xda) continue;
     // A scan: its entropy-coded data runs to the next 0xFF other than a stuffed 0xFF00 or a restart marker (0xFFD0–0xFFD7).
@@ -75,10 +93,34 @@ function jpegWithoutMetadata(jpeg: Buffer, orientation: number | undefined): Buf
   }
 }
 
-/** PNG chunks that hold text, EXIF or a time: the rest (image header and data, palette, colour, transparency) is kept. */
-const PNG_METADATA = new Set(['tEXt', 'zTXt', 'iTXt', 'eXIf', 'tIME']);
+/**
+ * PNG chunks kept: those of the image (header, palette, data, end, APNG's frames) and
+ * those that say how to show it (transparency, gamma, chromaticities, colour space, ICC
+ * profile, significant bits, background, pixel size, HDR metadata). Every other chunk
+ * goes: text, EXIF, time, C2PA manifests, and whatever an editor adds.
+ */
+const PNG_KEPT = new Set([
+  'IHDR',
+  'PLTE',
+  'IDAT',
+  'IEND',
+  'acTL',
+  'fcTL',
+  'fdAT',
+  'tRNS',
+  'gAMA',
+  'cHRM',
+  'sRGB',
+  'iCCP',
+  'cICP',
+  'mDCV',
+  'cLLI',
+  'sBIT',
+  'bKGD',
+  'pHYs',
+]);
 
-/** The PNG up to its IEND chunk, without its metadata chunks (each chunk carries its own CRC, so the rest stays valid). */
+/** The PNG up to its IEND chunk, with only the chunks it needs (each chunk carries its own CRC, so the rest stays valid). */
 function pngWithoutMetadata(png: Buffer): Buffer {
   const kept: Buffer[] = [png.subarray(0, 8)];
   let at = 8;
@@ -87,7 +129,7 @@ function pngWithoutMetadata(png: Buffer): Buffer {
     const end = at + 12 + png.readUInt32BE(at);
     const type = png.subarray(at + 4, at + 8).toString('latin1');
     if (end > png.length) throw new UnreadablePicture('a PNG chunk is cut off');
-    if (!PNG_METADATA.has(type)) kept.push(png.subarray(at, end));
+    if (PNG_KEPT.has(type)) kept.push(png.subarray(at, end));
     if (type === 'IEND') return Buffer.concat(kept);
     at = end;
   }
@@ -96,7 +138,13 @@ function pngWithoutMetadata(png: Buffer): Buffer {
 /** VP8X's flags: EXIF (bit 3) and XMP (bit 2) present. */
 const VP8X_METADATA_FLAGS = 0x08 | 0x04;
 
-/** The WebP (RIFF) without its EXIF and XMP chunks, the extended header's flags and the RIFF size made to match. */
+/**
+ * WebP chunks kept: the image's (lossy, lossless, alpha, animation and its frames), the
+ * extended header and the ICC profile. EXIF, XMP, C2PA and any other chunk go.
+ */
+const WEBP_KEPT = new Set(['VP8 ', 'VP8L', 'VP8X', 'ALPH', 'ANIM', 'ANMF', 'ICCP']);
+
+/** The WebP (RIFF) with only the chunks it needs, the extended header's EXIF and XMP flags cleared and the RIFF size made to match. */
 function webpWithoutMetadata(webp: Buffer): Buffer {
   const riffEnd = 8 + webp.readUInt32LE(4);
   if (riffEnd > webp.length) throw new UnreadablePicture('the WebP is cut off');
@@ -113,7 +161,7 @@ function webpWithoutMetadata(webp: Buffer): Buffer {
       const header = Buffer.from(webp.subarray(at, end));
       header[8] = header[8]! & ~VP8X_METADATA_FLAGS;
       kept.push(header);
-    } else if (type !== 'EXIF' && type !== 'XMP ') {
+    } else if (WEBP_KEPT.has(type)) {
       kept.push(webp.subarray(at, end));
     }
     at = end;
