@@ -62,8 +62,14 @@ export const notificationDispatches = pgTable(
 const clientTimestamp = customType<{ data: Date; driverData: string }>({
   dataType: () => 'timestamp with time zone',
   toDriver: (value) => value.toISOString(),
-  // `YYYY-MM-DD HH:MM:SS[.f]+HH[:MM]` → `YYYY-MM-DDTHH:MM:SS[.f]+HH:MM`, which every year parses as written.
-  fromDriver: (value) => new Date(value.replace(' ', 'T').replace(/([+-]\d\d)$/, '$1:00')),
+  fromDriver: (value) => {
+    // `YYYY-MM-DD HH:MM:SS[.f]±HH[:MM[:SS]]`: the session's time zone may give a historic date an offset in seconds.
+    const [, local, sign, hours, minutes = '0', seconds = '0'] = /^(.+)([+-])(\d\d)(?::(\d\d))?(?::(\d\d))?$/.exec(value) ?? [];
+    if (local === undefined) return new Date(Number.NaN);
+    const offsetMs = (sign === '-' ? -1 : 1) * (Number(hours) * 3600 + Number(minutes) * 60 + Number(seconds)) * 1000;
+    // The local part as ISO 8601 in UTC, which every year parses as written, then the offset taken away.
+    return new Date(new Date(`${local.replace(' ', 'T')}Z`).getTime() - offsetMs);
+  },
 });
 
 /** Per-user notifications (schema Notification; docs/notifications.md). */

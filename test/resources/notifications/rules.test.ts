@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import { PgDialect } from 'drizzle-orm/pg-core';
 import type { SQL } from 'drizzle-orm';
 import t from 'tap';
+import { notifications } from '../../../src/resources/notifications/table.ts';
 import { coded, ProblemError } from '../../../src/platform/http/problem.ts';
 import {
   CUSTOM_NOTIFICATION,
@@ -110,4 +111,12 @@ t.test('readStateChange: seeing alone sets seen_at only; only unseen records cha
   t.strictSame(Object.keys(change.set).sort(), ['seenAt', 'updatedAt']);
   t.match(text(change.set.seenAt!), /^coalesce\("notifications"\."seen_at", \$1::timestamptz\)$/);
   t.equal(text(change.changes), '"notifications"."seen_at" is null');
+});
+
+t.test("read and seen times are read from PostgreSQL's text in any year and any session time zone's offset", async (t) => {
+  const read = (text: string) => (notifications.readAt as unknown as { mapFromDriverValue(value: string): Date }).mapFromDriverValue(text).toISOString();
+  t.equal(read('0049-06-15 10:20:30+00'), '0049-06-15T10:20:30.000Z', 'a year below 100');
+  t.equal(read('0049-06-15 05:24:28-04:56:02'), '0049-06-15T10:20:30.000Z', 'a historic offset in seconds (a zone such as America/New_York)');
+  t.equal(read('2026-11-30 22:12:55.123456+05:30'), '2026-11-30T16:42:55.123Z');
+  t.equal(read('9999-12-31 23:59:59+00'), '9999-12-31T23:59:59.000Z');
 });
