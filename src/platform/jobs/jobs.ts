@@ -14,6 +14,9 @@ import { lostJobs, removeExpiredLeases, takeLeases } from './leases.ts';
  * define.ts). Resources define jobs next to their handlers, one `<verb>.job.ts` each, and
  * list them in src/jobs.ts.
  */
+/** How often the workers beyond a queue's first (`concurrency`) look for jobs. */
+const EXTRA_WORKER_POLL_SECONDS = 10;
+
 export interface JobDefinition<T extends object, C> {
   name: string;
   queue?: Omit<PgBoss.Queue, 'name'>;
@@ -200,11 +203,11 @@ export class Jobs {
     for (const definition of definitions) {
       const ids: string[] = [];
       for (let i = 0; i < (definition.concurrency ?? 1); i++) {
-        ids.push(
-          await this.boss.work<never>(definition.name, { batchSize: 1, pollingIntervalSeconds: 2, ...definition.work, includeMetadata: true }, (jobs) =>
-            this.runLeased(definition, jobs, context),
-          ),
-        );
+        const options = { batchSize: 1, pollingIntervalSeconds: 2, ...definition.work, includeMetadata: true as const };
+        // The first worker polls as the definition says; the others, there for when it is busy, every EXTRA_WORKER_POLL_SECONDS
+        // (a job sent by this process wakes them all at once), so an idle process asks little more than with one.
+        if (i > 0) options.pollingIntervalSeconds = Math.max(options.pollingIntervalSeconds, EXTRA_WORKER_POLL_SECONDS);
+        ids.push(await this.boss.work<never>(definition.name, options, (jobs) => this.runLeased(definition, jobs, context)));
       }
       this.workers.set(definition.name, ids);
       if (definition.cron) await this.boss.schedule(definition.name, definition.cron, {});
