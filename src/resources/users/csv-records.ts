@@ -370,7 +370,9 @@ const settled = async (work: () => void): Promise<void> => work();
 function malformed(error: unknown): Error {
   if (!(error instanceof CsvError)) return error as Error;
   const at = error as CsvError & { lines?: number; column?: number | string };
-  if (error.code === 'INVALID_OPENING_QUOTE') return new MalformedCsv(`Invalid Opening Quote: a quote is found inside field ${at.column} at line ${at.lines}`);
+  // csv-parse counts fields from 0; people, and the rest of the preview, from 1.
+  const field = typeof at.column === 'number' ? at.column + 1 : at.column;
+  if (error.code === 'INVALID_OPENING_QUOTE') return new MalformedCsv(`Invalid Opening Quote: a quote is found inside field ${field} at line ${at.lines}`);
   if (error.code === 'CSV_INVALID_CLOSING_QUOTE') {
     return new MalformedCsv(`Invalid Closing Quote: a quoted field is followed by something other than a delimiter at line ${at.lines}`);
   }

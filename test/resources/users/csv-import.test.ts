@@ -83,6 +83,7 @@ t.test('bad files are 422 problem documents and change nothing', async (t) => {
     t.equal(res.status, 422);
     t.strictSame(res.body.error_codes, { user_data_csv: ['csv_malformed'] });
     t.match(res.body.errors.user_data_csv[0], /at line 2/);
+    if (csv.includes('-"quoted')) t.match(res.body.errors.user_data_csv[0], /inside field 2 /, 'the password is the second field');
     t.notMatch(JSON.stringify(res.body), /SECRET|got "/, 'no text of the cell');
   }
   const noFile = await multipart({ update_users: 'true' });
