@@ -4921,9 +4921,10 @@ export interface components {
         PushSubscriptionCreate: {
             /**
              * @description The push service URL. Must be `https`; `http` only for hosts whose every address the
-             *     operator allow-list `WEBHOOK_ALLOWED_CIDRS` admits. The host must resolve to
+             *     operator's push allow-list `PUSH_ALLOWED_CIDRS` admits (empty unless set; the
+             *     webhooks' `WEBHOOK_ALLOWED_CIDRS` does not count here). The host must resolve to
              *     addresses outbound requests may reach (no loopback, private or link-local address
-             *     unless allow-listed; IPv6 forms carrying such an IPv4 address are refused as
+             *     unless on that list; IPv6 forms carrying such an IPv4 address are refused as
              *     described for webhook URLs). A malformed or refused endpoint is a 422 on
              *     `endpoint`; the message for a refused host is the same whether it does not resolve
              *     or resolves to a refused address, and names no address. Both rules are checked

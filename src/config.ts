@@ -59,8 +59,10 @@ export interface Config {
   appDatabaseUrl: string | undefined;
   /** Base64 32-byte master key; generated and stored in the database when unset. */
   secretKey: string | undefined;
-  /** CIDRs that outbound requests may reach although they are not public (docs/security.md#6-outbound-requests-and-the-ssrf-policy). */
+  /** CIDRs that webhooks may reach although they are not public (docs/security.md#6-outbound-requests-and-the-ssrf-policy). */
   webhookAllowedCidrs: string[];
+  /** CIDRs that push subscriptions, which every user registers, may reach although they are not public (none by default). */
+  pushAllowedCidrs: string[];
   /** Outbound HTTP: time to establish a connection (DNS and TLS included), and for the whole exchange. */
   outboundConnectTimeoutMs: number;
   outboundTimeoutMs: number;
@@ -190,6 +192,7 @@ export const environmentSchema = {
         'false, the number of proxy hops in front of Atrium (0 to 100), or a comma-separated list of proxy addresses or CIDRs (10.0.0.1,10.1.0.0/16); never true',
     },
     WEBHOOK_ALLOWED_CIDRS: { type: 'string', format: 'cidr-list', description: 'a comma-separated list of CIDRs, e.g. 10.0.0.0/8,::1/128' },
+    PUSH_ALLOWED_CIDRS: { type: 'string', format: 'cidr-list', description: 'a comma-separated list of CIDRs, e.g. 10.0.0.5/32' },
     OUTBOUND_CONNECT_TIMEOUT_MS: integer(1, 2 ** 31 - 1, 5_000, 'a number of milliseconds, at least 1'),
     OUTBOUND_TIMEOUT_MS: integer(1, 2 ** 31 - 1, 15_000, 'a number of milliseconds, at least 1'),
     WEBHOOK_MAX_ATTEMPTS: integer(1, 100, 6, 'an integer from 1 to 100'),
@@ -459,6 +462,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     secretKey: vars.ATRIUM_SECRET_KEY,
     appDatabaseUrl: vars.ATRIUM_APP_DATABASE_URL,
     webhookAllowedCidrs: list(vars.WEBHOOK_ALLOWED_CIDRS),
+    pushAllowedCidrs: list(vars.PUSH_ALLOWED_CIDRS),
     outboundConnectTimeoutMs: vars.OUTBOUND_CONNECT_TIMEOUT_MS,
     outboundTimeoutMs: vars.OUTBOUND_TIMEOUT_MS,
     webhookMaxAttempts: vars.WEBHOOK_MAX_ATTEMPTS,

@@ -50,9 +50,16 @@ export async function createAtrium(
   const logger = options.logger ?? pino(loggerOptions(config.logLevel) as pino.LoggerOptions);
   turnOffPretenuring();
   setPasswordHashCost(config.passwordHashCost);
-  // First: a malformed WEBHOOK_ALLOWED_CIDRS stops start-up before anything is opened.
+  // First: a malformed WEBHOOK_ALLOWED_CIDRS or PUSH_ALLOWED_CIDRS stops start-up before anything is opened.
   const outbound = new OutboundClient({
     allowedCidrs: config.webhookAllowedCidrs,
+    connectTimeoutMs: config.outboundConnectTimeoutMs,
+    timeoutMs: config.outboundTimeoutMs,
+    logger,
+  });
+  const pushOutbound = new OutboundClient({
+    allowedCidrs: config.pushAllowedCidrs,
+    allowListSetting: 'PUSH_ALLOWED_CIDRS',
     connectTimeoutMs: config.outboundConnectTimeoutMs,
     timeoutMs: config.outboundTimeoutMs,
     logger,
@@ -103,12 +110,12 @@ export async function createAtrium(
     const metrics = new Metrics(db);
     const streams = notificationStreams;
     metrics.observe('atrium_event_streams_open', 'Live notification streams this process holds open.', () => streams.openStreams());
-    services = { config, db, jobs, secrets, outbound, notificationStreams, metrics, principals: new RecentPrincipals() };
+    services = { config, db, jobs, secrets, outbound, pushOutbound, notificationStreams, metrics, principals: new RecentPrincipals() };
     if (config.role !== 'api') await jobs.work(jobDefinitions, services);
     app = config.role !== 'worker' ? await buildApp(services, { logger }) : null;
   } catch (error) {
     // Everything started is stopped, whatever fails on the way; the start's own error is the one reported.
-    const failures = await stopEach([() => jobs?.stop(), () => outbound.close(), () => db.close(), () => server.stop()]);
+    const failures = await stopEach([() => jobs?.stop(), () => outbound.close(), () => pushOutbound.close(), () => db.close(), () => server.stop()]);
     for (const failure of failures) logger.error({ err: failure }, 'stopping after a failed start failed too');
     throw error;
   }
@@ -126,7 +133,7 @@ export async function createAtrium(
         // Its connections close as their answers are written (drain.ts).
         await app?.close();
         // The rest stops even if one part fails to; the first failure is then the stop's.
-        const failures = await stopEach([() => startedJobs.stop(), () => outbound.close(), () => db.close(), () => server.stop()]);
+        const failures = await stopEach([() => startedJobs.stop(), () => outbound.close(), () => pushOutbound.close(), () => db.close(), () => server.stop()]);
         if (failures.length > 0) throw failures[0];
       })()),
     abort: async () => {

@@ -44,6 +44,8 @@ t.test('unset and empty variables take their defaults', async (t) => {
   t.equal(loadConfig({ DATABASE_POOL_SIZE: '' }).databasePoolSize, 10);
   t.equal(loadConfig({ DATABASE_POOL_SIZE: '25' }).databasePoolSize, 25);
   t.strictSame(loadConfig({ WEBHOOK_ALLOWED_CIDRS: '10.0.0.0/8, ::1/128' }).webhookAllowedCidrs, ['10.0.0.0/8', '::1/128']);
+  t.strictSame(loadConfig({ WEBHOOK_ALLOWED_CIDRS: '10.0.0.0/8' }).pushAllowedCidrs, [], "the webhooks' list opens nothing to push");
+  t.strictSame(loadConfig({ PUSH_ALLOWED_CIDRS: '10.0.0.5/32' }).pushAllowedCidrs, ['10.0.0.5/32']);
   t.equal(loadConfig({ PORT: '8080' }).port, 8080);
   for (const from of ['no-reply@example.com', 'Atrium <no-reply@example.com>', '"Atrium, Inc." <no-reply@example.com>']) {
     t.equal(loadConfig({ SMTP_FROM: from }).smtpFrom, from, `SMTP_FROM ${from}`);
@@ -108,6 +110,7 @@ t.test('each mistake is one line naming the variable and what it accepts', async
     [{ ATRIUM_SECRET_KEY: 'c2hvcnQ=' }, /^ATRIUM_SECRET_KEY: its value is not accepted; expected 32 random bytes/],
     [{ ATRIUM_ROLE: 'both' }, /^ATRIUM_ROLE: "both" is not accepted; expected one of all, api, worker$/],
     [{ WEBHOOK_ALLOWED_CIDRS: '10.0.0.0/8,intranet' }, /^WEBHOOK_ALLOWED_CIDRS: /],
+    [{ PUSH_ALLOWED_CIDRS: 'intranet' }, /^PUSH_ALLOWED_CIDRS: /],
     [{ SMTP_URL: 'mail.example.com' }, /^SMTP_URL: its value is not accepted/],
     [{ VAPID_SUBJECT: 'admin@example.com' }, /^VAPID_SUBJECT: /],
     [{ VAPID_PUBLIC_KEY: 'abc' }, /^VAPID_PRIVATE_KEY must be set together with VAPID_PUBLIC_KEY/],

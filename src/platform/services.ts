@@ -16,7 +16,10 @@ export interface Services {
   jobs: Jobs;
   secrets: Secrets;
   /** HTTP requests to user-configured addresses (webhooks): timeouts and the SSRF guard. */
+  /** Webhooks' outbound client (WEBHOOK_ALLOWED_CIDRS). */
   outbound: OutboundClient;
+  /** Push's (PUSH_ALLOWED_CIDRS): endpoints every user registers reach no host listed for webhooks only. */
+  pushOutbound: OutboundClient;
   /** Prometheus metrics of this process (docs/observability.md). */
   metrics: Metrics;
   /** Principals of tokens looked up in the last second (auth/recent-principals.ts). */

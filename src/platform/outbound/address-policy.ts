@@ -30,14 +30,17 @@ const NAT64_WELL_KNOWN: [ipaddr.IPv6, number] = [ipaddr.IPv6.parse('64:ff9b::'),
 export class AddressPolicy {
   private readonly allowed: Range[];
 
-  /** Throws on a malformed CIDR, so a bad `WEBHOOK_ALLOWED_CIDRS` stops start-up. */
-  constructor(allowedCidrs: readonly string[]) {
+  /** Throws on a malformed CIDR, so a bad allow-list (`setting`: its variable) stops start-up. */
+  constructor(
+    allowedCidrs: readonly string[],
+    readonly setting = 'WEBHOOK_ALLOWED_CIDRS',
+  ) {
     this.allowed = allowedCidrs.map((cidr) => {
       try {
         const [address, bits] = ipaddr.parseCIDR(cidr);
         return [normalise(address), address.kind() === 'ipv6' && normalise(address).kind() === 'ipv4' ? bits - 96 : bits];
       } catch {
-        throw new Error(`WEBHOOK_ALLOWED_CIDRS: "${cidr}" is not a CIDR such as 10.0.0.0/8 or ::1/128`);
+        throw new Error(`${setting}: "${cidr}" is not a CIDR such as 10.0.0.0/8 or ::1/128`);
       }
     });
   }

@@ -59,6 +59,8 @@ export interface OutboundLogger {
 
 export interface OutboundOptions {
   allowedCidrs: readonly string[];
+  /** The variable `allowedCidrs` comes from, named where an address is refused (default WEBHOOK_ALLOWED_CIDRS). */
+  allowListSetting?: string;
   connectTimeoutMs: number;
   timeoutMs: number;
   /** Response bytes kept; the rest is discarded and the connection closed. Default 64 KiB. */
@@ -102,7 +104,7 @@ export class OutboundClient {
   private dispatchers: Promise<Dispatchers> | null = null;
 
   constructor(private readonly options: OutboundOptions) {
-    this.policy = new AddressPolicy(options.allowedCidrs);
+    this.policy = new AddressPolicy(options.allowedCidrs, options.allowListSetting);
     this.maxResponseBytes = options.maxResponseBytes ?? 64 * 1024;
   }
 
@@ -113,12 +115,12 @@ export class OutboundClient {
       agent: this.guardedAgent(
         undici,
         (ip) => this.policy.permits(ip),
-        (ip) => `address ${this.policy.describe(ip)} is not public and not admitted by WEBHOOK_ALLOWED_CIDRS`,
+        (ip) => `address ${this.policy.describe(ip)} is not public and not admitted by ${this.policy.setting}`,
       ),
       allowListedAgent: this.guardedAgent(
         undici,
         (ip) => this.policy.allowListed(ip),
-        (ip) => `address ${this.policy.describe(ip)} is not admitted by WEBHOOK_ALLOWED_CIDRS (plain http)`,
+        (ip) => `address ${this.policy.describe(ip)} is not admitted by ${this.policy.setting} (plain http)`,
       ),
     }));
     // A failed load is not kept: the next request tries again.
@@ -186,10 +188,10 @@ export class OutboundClient {
     }
     if (options.allowListedOnly) {
       const outside = addresses.find((address) => !this.policy.allowListed(address));
-      return outside === undefined ? null : `address ${this.policy.describe(outside)} is not admitted by WEBHOOK_ALLOWED_CIDRS (plain http)`;
+      return outside === undefined ? null : `address ${this.policy.describe(outside)} is not admitted by ${this.policy.setting} (plain http)`;
     }
     const refused = addresses.find((address) => !this.policy.permits(address));
-    return refused === undefined ? null : `address ${this.policy.describe(refused)} is not public and not admitted by WEBHOOK_ALLOWED_CIDRS`;
+    return refused === undefined ? null : `address ${this.policy.describe(refused)} is not public and not admitted by ${this.policy.setting}`;
   }
 
   /** The host's addresses, null when it does not resolve, 'timeout' when the resolver is too slow. */

@@ -27,12 +27,12 @@ export const pushHandlers = {
       auth,
       body,
       request,
-      services: { db, outbound },
+      services: { db, pushOutbound },
     } = ctx;
     const sent = body as SubscriptionInput;
     assertMayRegister(await db.tenant(auth.tenantId, (tx) => callerAccount(tx, auth.userId)));
     // Outside the transaction: judging the endpoint may wait for DNS.
-    const errors = await subscriptionErrors(outbound, sent);
+    const errors = await subscriptionErrors(pushOutbound, sent);
     if (Object.keys(errors).length > 0) throw invalid(errors);
     const input = { ...sent, endpoint: canonicalEndpoint(sent.endpoint) };
     const userAgent = request.headers['user-agent']?.slice(0, MAX_USER_AGENT) ?? null;

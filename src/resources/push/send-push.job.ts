@@ -60,7 +60,7 @@ async function sendOne(services: Services, webPush: typeof webPushModule, keys: 
   // Plain http is admitted only inside the operator allow-list (rules.ts, endpointProblem),
   // and checked again here on the address connected to: a name may resolve elsewhere by now.
   return attemptDelivery(
-    services.outbound,
+    services.pushOutbound,
     { url: details.endpoint, method: 'POST', headers, body: details.body ?? undefined },
     { allowListedOnly: new URL(details.endpoint).protocol === 'http:', goneStatuses: GONE_STATUSES },
   );

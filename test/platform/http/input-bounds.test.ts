@@ -19,7 +19,7 @@ import { webhookDeliveries } from '../../../src/resources/automations/table.ts';
 import { startTestApi } from '../../helpers/atrium.ts';
 import { startReceiver } from '../../helpers/receiver.ts';
 
-const api = await startTestApi(t, { webhookAllowedCidrs: ['127.0.0.0/8'] });
+const api = await startTestApi(t, { webhookAllowedCidrs: ['127.0.0.0/8'], pushAllowedCidrs: ['127.0.0.0/8'] });
 const app = api.atrium.app!;
 const tenant = await api.createTenant('bounds');
 const token = tenant.adminToken;

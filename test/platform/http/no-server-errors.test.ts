@@ -40,7 +40,7 @@ const SEED = Number(process.env.NO5XX_SEED ?? 20240517);
 t.setTimeout(600_000);
 
 // The sign-in limit would answer every later sign-in with 429 before its input is read.
-const api = await startTestApi(t, { role: 'all', webhookAllowedCidrs: ['127.0.0.0/8'], loginMaxFailures: 1_000_000 });
+const api = await startTestApi(t, { role: 'all', webhookAllowedCidrs: ['127.0.0.0/8'], pushAllowedCidrs: ['127.0.0.0/8'], loginMaxFailures: 1_000_000 });
 const app = api.atrium.app!;
 const receiver = await startReceiver(t);
 

@@ -10,7 +10,13 @@ import { startReceiver } from '../../helpers/receiver.ts';
 import { startTestApi } from '../../helpers/atrium.ts';
 
 const METRICS_TOKEN = 'metrics-token-0123456789';
-const api = await startTestApi(t, { role: 'all', metricsToken: METRICS_TOKEN, webhookAllowedCidrs: ['127.0.0.1/32'], databasePoolSize: 7 });
+const api = await startTestApi(t, {
+  role: 'all',
+  metricsToken: METRICS_TOKEN,
+  webhookAllowedCidrs: ['127.0.0.1/32'],
+  pushAllowedCidrs: ['127.0.0.1/32'],
+  databasePoolSize: 7,
+});
 const app = api.atrium.app!;
 const receiver = await startReceiver(t);
 const tenant = await api.createTenant('metrics');

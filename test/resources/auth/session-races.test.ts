@@ -14,7 +14,7 @@ import { bearer, lockWaiters, pauseWrites, sleep } from '../../helpers/fixtures.
 import { browserSubscription } from '../../helpers/push-service.ts';
 import { wireClient } from '../../helpers/http-client.ts';
 
-const api = await startTestApi(t, { webhookAllowedCidrs: ['127.0.0.1/32'] });
+const api = await startTestApi(t, { webhookAllowedCidrs: ['127.0.0.1/32'], pushAllowedCidrs: ['127.0.0.1/32'] });
 const tenant = await api.createTenant('session-races');
 const admin = tenant.adminToken;
 const wire = await wireClient(api.atrium.app!);

@@ -493,6 +493,19 @@ t.test('an automation deleted while its attempt is made: the attempt ends quietl
   t.equal(await rowCount(api.db, 'webhook_delivery_attempts', sql`delivery_id = ${delivery.id}`), 0, 'nothing recorded of a deleted delivery');
 });
 
+t.test('a host allowed for webhooks is not one for push subscriptions, which every user registers', async (t) => {
+  // WEBHOOK_ALLOWED_CIDRS admits loopback here; PUSH_ALLOWED_CIDRS is not set.
+  const employee = await api.createUser(tenant.tenantId);
+  const endpoint = receiver.url('/push-here');
+  const webhook = await api.call(t, 'validateWebhookConfiguration', { token, body: { url: endpoint, headers: {} } });
+  t.equal(webhook.status, 200, 'a webhook may reach it');
+  const keys = { p256dh: 'BNcRdreALRFXTkOOUHK1EtK2wtaz5Ry4YfYCA_0QTpQtUbVlUls0VJXg7A8u-Ts1XbjhazAkj7I99e8QcYP7DkM', auth: 'tBHItJI5svbpez7KI4CCXg' };
+  const push = await api.call(t, 'createPushSubscription', { token: employee.token, body: { endpoint, keys } });
+  t.equal(push.status, 422, 'a push subscription may not');
+  t.ok(push.body.errors.endpoint);
+  t.equal(receiver.received('/push-here').length, 0);
+});
+
 t.test('deliveries: newest first, filterable, no secrets, constant query count', async (t) => {
   const automation = await createAutomation(t, {
     url: receiver.url('/many'),

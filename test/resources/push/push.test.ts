@@ -17,7 +17,13 @@ import { browserSubscription, decryptPush, verifyVapid } from '../../helpers/pus
 import { startReceiver } from '../../helpers/receiver.ts';
 
 // Loopback push services are only reachable because the operator allow-list admits them.
-const api = await startTestApi(t, { role: 'all', webhookAllowedCidrs: ['127.0.0.1/32'], pushRetryDelayMs: 50, pushMaxAttempts: 3 });
+const api = await startTestApi(t, {
+  role: 'all',
+  webhookAllowedCidrs: ['127.0.0.1/32'],
+  pushAllowedCidrs: ['127.0.0.1/32'],
+  pushRetryDelayMs: 50,
+  pushMaxAttempts: 3,
+});
 const pushService = await startReceiver(t);
 const tenant = await api.createTenant('push');
 const other = await api.createTenant('push-other');

@@ -12,7 +12,7 @@ import { formSubmissions } from '../../../src/resources/forms/table.ts';
 import { pushSubscriptions } from '../../../src/resources/push/table.ts';
 
 // Plain-http push endpoints on loopback are accepted only because the allow-list admits them.
-const api = await startTestApi(t, { webhookAllowedCidrs: ['127.0.0.1/32'] });
+const api = await startTestApi(t, { webhookAllowedCidrs: ['127.0.0.1/32'], pushAllowedCidrs: ['127.0.0.1/32'] });
 const tenant = await api.createTenant('lifecycle');
 const admin = tenant.adminToken;
 let counter = 0;
