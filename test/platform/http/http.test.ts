@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { Writable } from 'node:stream';
-import t from 'tap';
+import t, { type Test } from 'tap';
 import Fastify from 'fastify';
 import pino from 'pino';
 import { DrizzleQueryError } from 'drizzle-orm';
@@ -155,8 +155,8 @@ t.test('a problem document is not accepted as a request body (415)', async (t) =
   t.equal(res.status, 415);
 });
 
-t.test('credential query parameters are redacted from request logs in every spelling', async (t) => {
-  // The production logger (loggerOptions), writing to a stream this test reads.
+/** Another app on the test's services, with the production logger (loggerOptions) at `level` writing to `lines`. */
+async function appLoggingTo(t: Test, level: string) {
   const lines: string[] = [];
   const stream = new Writable({
     write(chunk, _encoding, done) {
@@ -164,8 +164,13 @@ t.test('credential query parameters are redacted from request logs in every spel
       done();
     },
   });
-  const logged = await buildApp(api.atrium.services, { logger: pino(loggerOptions('info') as pino.LoggerOptions, stream) });
+  const logged = await buildApp(api.atrium.services, { logger: pino(loggerOptions(level) as pino.LoggerOptions, stream) });
   t.teardown(() => logged.close());
+  return { logged, lines };
+}
+
+t.test('credential query parameters are redacted from request logs in every spelling', async (t) => {
+  const { logged, lines } = await appLoggingTo(t, 'info');
   const tenant = await api.createTenant('redaction');
   const secrets = [
     'signature[]=SECRET-A',
@@ -203,15 +208,7 @@ t.test('credential query parameters are redacted from request logs in every spel
 });
 
 t.test('at trace level, headers a plugin logs are redacted too (the multipart parser logs the request headers)', async (t) => {
-  const lines: string[] = [];
-  const stream = new Writable({
-    write(chunk, _encoding, done) {
-      lines.push(...chunk.toString().split('\n').filter(Boolean));
-      done();
-    },
-  });
-  const logged = await buildApp(api.atrium.services, { logger: pino(loggerOptions('trace') as pino.LoggerOptions, stream) });
-  t.teardown(() => logged.close());
+  const { logged, lines } = await appLoggingTo(t, 'trace');
   const tenant = await api.createTenant('trace-redaction');
   const form = await multipartForm({ username: 'traced', password: 'short' });
   const res = await logged.inject({
