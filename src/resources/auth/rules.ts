@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import ipaddr from 'ipaddr.js';
 import type { Config } from '../../config.ts';
 
@@ -18,10 +19,13 @@ export interface LimitKey {
 
 /**
  * The per-account count under the name signed in with, shared by every check of the
- * account's password (sign-in, `old_password`); it exists for unknown names too.
+ * account's password (sign-in, `old_password`); it exists for unknown names too. The key
+ * holds the SHA-256 of the tenant and name, not the name: what was typed as a name may be
+ * a password typed into the wrong field (docs/security.md#7-logging-and-data-protection).
  */
 export function accountLimitKey(config: Config, tenant: string, username: string): LimitKey {
-  return { key: `account:${tenant.toLowerCase()}/${username.toLowerCase()}`, max: config.loginMaxFailures };
+  const name = createHash('sha256').update(`${tenant.toLowerCase()}/${username.toLowerCase()}`).digest('base64url');
+  return { key: `account:${name}`, max: config.loginMaxFailures };
 }
 
 /**

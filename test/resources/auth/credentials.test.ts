@@ -9,7 +9,7 @@ import { sql } from 'drizzle-orm';
 import { loadConfig } from '../../../src/config.ts';
 import { newLoginTokenValue } from '../../../src/resources/login-tokens/token-value.ts';
 import { verifyPassword } from '../../../src/platform/auth/passwords.ts';
-import { clientOf } from '../../../src/resources/auth/rules.ts';
+import { accountLimitKey, clientOf } from '../../../src/resources/auth/rules.ts';
 import { ownerUser, startTestApi } from '../../helpers/atrium.ts';
 
 // One proxy hop in front: the client address is the last X-Forwarded-For entry, so every
@@ -21,6 +21,8 @@ type Tt = Parameters<typeof api.call>[0];
 const from = (address: string) => ({ 'x-forwarded-for': address });
 const login = (tt: Tt, username: string, password: string, address: string) =>
   api.call(tt, 'login', { body: { tenant: 'credentials', username, password }, headers: from(address) });
+/** The key of the per-account count under `username` in this file's tenant. */
+const accountKey = (username: string) => accountLimitKey(loadConfig({}), 'credentials', username).key;
 const failures = async (key: string) =>
   (await api.db.owner.execute<{ failures: number }>(sql`select failures from login_failures where key = ${key}`))[0]?.failures ?? 0;
 
@@ -40,7 +42,7 @@ t.test('a burst of wrong passwords for one account gets no more checks than the 
   const right = await login(t, user.username, user.password, '198.51.100.11');
   t.equal(right.status, 429, 'the right password is refused within the window, from any address');
   t.ok(Number(right.headers['retry-after']) > 0);
-  t.equal(await failures(`account:credentials/${user.username}`), 10, 'refused attempts are not counted as guesses');
+  t.equal(await failures(accountKey(user.username)), 10, 'refused attempts are not counted as guesses');
 });
 
 t.test('a burst of wrong login tokens from one address gets no more checks than the address limit', async (t) => {
@@ -65,9 +67,9 @@ t.test('successful sign-ins do not count against the client address; a failure d
   t.equal(await failures(`ip:${address}`), 0);
   t.equal((await login(t, user.username, 'wrong password!', address)).status, 401);
   t.equal(await failures(`ip:${address}`), 1);
-  t.equal(await failures(`account:credentials/${user.username}`), 1);
+  t.equal(await failures(accountKey(user.username)), 1);
   t.equal((await login(t, user.username, user.password, address)).status, 200);
-  t.equal(await failures(`account:credentials/${user.username}`), 0, 'a sign-in clears the account count');
+  t.equal(await failures(accountKey(user.username)), 0, 'a sign-in clears the account count');
 });
 
 t.test('wrong old_password attempts count towards the account limit; beyond it the update is 429', async (t) => {
@@ -83,10 +85,10 @@ t.test('wrong old_password attempts count towards the account limit; beyond it t
   t.equal((await api.call(t, 'getCurrentUser', { token: user.token })).status, 200, 'the session itself is untouched');
   // The window over (under the name and the user id): the right old password works and is not counted.
   await api.db.owner.execute(
-    sql`update login_failures set window_started_at = now() - interval '1 day' where key in (${`account:credentials/${user.username}`}, ${`user:${tenant.tenantId}/${user.id}`})`,
+    sql`update login_failures set window_started_at = now() - interval '1 day' where key in (${accountKey(user.username)}, ${`user:${tenant.tenantId}/${user.id}`})`,
   );
   t.equal((await change('the first password')).status, 200);
-  t.equal(await failures(`account:credentials/${user.username}`), 0);
+  t.equal(await failures(accountKey(user.username)), 0);
 });
 
 t.test('a burst of wrong old_password attempts gets no more checks than the limit', async (t) => {
@@ -230,7 +232,7 @@ t.test('a restricted session cannot lift request_password_change, nor change any
   }
   t.strictSame(await ownerUser(api.db, tenant.tenantId, user.id), before, 'nothing changed, the flag included');
   t.equal((await api.call(t, 'listRoles', { token: user.token })).status, 403, 'the session is still restricted');
-  t.equal(await failures(`account:credentials/${user.username}`), 0, 'refused before any old_password was checked');
+  t.equal(await failures(accountKey(user.username)), 0, 'refused before any old_password was checked');
   const changed = await api.call(t, 'updateUser', {
     token: user.token,
     params,
@@ -283,7 +285,7 @@ t.test('renaming oneself does not reset the sign-in limit: a known user is count
   t.equal((await login(t, `${user.username}-moved`, 'wrong guess 12', '198.51.100.82')).status, 429, 'the new name inherits the count');
   // The window over, a right password clears both counts.
   await api.db.owner.execute(
-    sql`update login_failures set window_started_at = now() - interval '1 day' where key in (${`account:credentials/${user.username}`}, ${`user:${tenant.tenantId}/${user.id}`})`,
+    sql`update login_failures set window_started_at = now() - interval '1 day' where key in (${accountKey(user.username)}, ${`user:${tenant.tenantId}/${user.id}`})`,
   );
   t.equal((await login(t, `${user.username}-moved`, 'the first password', '198.51.100.82')).status, 200);
   t.equal(await failures(`user:${tenant.tenantId}/${user.id}`), 0);
@@ -295,7 +297,17 @@ t.test('blackout forgets the per-user count as well as the one under the usernam
   t.equal(await failures(`user:${tenant.tenantId}/${user.id}`), 1);
   t.equal((await api.call(t, 'blackoutUser', { token: tenant.adminToken, params: { user: user.id } })).status, 204);
   const left = await api.db.owner.execute(
-    sql`select key from login_failures where key in (${`account:credentials/${user.username}`}, ${`user:${tenant.tenantId}/${user.id}`})`,
+    sql`select key from login_failures where key in (${accountKey(user.username)}, ${`user:${tenant.tenantId}/${user.id}`})`,
   );
   t.strictSame([...left], []);
+});
+
+t.test('the per-account count keeps no name as typed: a password typed as the name is not stored', async (t) => {
+  const typed = 'Correct Horse Battery Staple 42';
+  t.equal((await login(t, typed, 'a wrong guess', '198.51.100.90')).status, 401);
+  t.equal(await failures(accountKey(typed)), 1, 'counted under the name');
+  t.equal(await failures(accountKey(typed.toUpperCase())), 1, 'in any case');
+  const keys = await api.db.owner.execute<{ key: string }>(sql`select key from login_failures`);
+  t.ok(keys.length > 0);
+  for (const { key } of keys) t.notMatch(key.toLowerCase(), /horse|credentials\//, `${key} holds neither the name nor the tenant`);
 });

@@ -5,6 +5,8 @@
  */
 import { eq, sql } from 'drizzle-orm';
 import t, { type Test } from 'tap';
+import { loadConfig } from '../../../src/config.ts';
+import { accountLimitKey } from '../../../src/resources/auth/rules.ts';
 import { startTestApi } from '../../helpers/atrium.ts';
 import { rowCount } from '../../helpers/fixtures.ts';
 import { browserSubscription } from '../../helpers/push-service.ts';
@@ -69,10 +71,13 @@ t.test('blackout leaves no push subscription, no usable login token and no submi
   }
   t.equal((await api.call(t, 'blackoutUser', { token: admin, params: { user: user.id } })).status, 204);
 
-  const counted = await api.db.owner.execute<{ key: string }>(sql`select key from login_failures where key like 'account:lifecycle/%' order by key`);
+  const accountKey = (username: string) => accountLimitKey(loadConfig({}), 'lifecycle', username).key;
+  const counted = await api.db.owner.execute<{ key: string }>(
+    sql`select key from login_failures where key in (${accountKey(user.username)}, ${accountKey(other.username)}) order by key`,
+  );
   t.strictSame(
     counted.map((row) => row.key),
-    [`account:lifecycle/${other.username}`],
+    [accountKey(other.username)],
     'no sign-in count names the person any more',
   );
   const subscriptions = await api.db.owner.select().from(pushSubscriptions).where(eq(pushSubscriptions.tenantId, tenant.tenantId));
