@@ -28,12 +28,28 @@ function embeddedPostgresInstalled(): boolean {
   }
 }
 
-export async function openDatabaseServer(config: Config, logger: Logger): Promise<DatabaseServer> {
+/**
+ * `onLost`, when given (the server process, src/main.ts): the embedded server is started
+ * again when it exits without being stopped, and `onLost` is called when it cannot be
+ * (docs/fault-tolerance.md#the-embedded-postgresql-dies).
+ */
+export async function openDatabaseServer(config: Config, logger: Logger, onLost?: () => void): Promise<DatabaseServer> {
   if (config.databaseUrl) return { url: config.databaseUrl, stop: async () => {} };
   if (!embeddedPostgresInstalled()) {
     throw new Error('DATABASE_URL is not set and this installation has no embedded PostgreSQL (the container image leaves it out): set DATABASE_URL');
   }
   logger.info({ dataDir: config.dataDir }, 'starting embedded PostgreSQL');
   // In a session of its own: a terminal's Ctrl-C reaches Atrium, which stops it last.
-  return startEmbeddedPostgres(config.dataDir, { log: (line) => logger.debug({ postgres: line }), ownSession: true });
+  return startEmbeddedPostgres(config.dataDir, {
+    log: (line) => logger.debug({ postgres: line }),
+    ownSession: true,
+    restart: onLost && {
+      exited: (pid, how) => logger.error({ postmaster: pid, exit: how }, 'the embedded PostgreSQL exited unexpectedly; starting it again'),
+      restarted: () => logger.info('the embedded PostgreSQL accepts connections again'),
+      failed: (reason) => {
+        logger.fatal({ reason }, 'the embedded PostgreSQL could not be started again; exiting');
+        onLost();
+      },
+    },
+  });
 }

@@ -40,6 +40,8 @@ try {
   atrium = await createAtrium(config, {
     // Shown once on the terminal, on purpose outside the (JSON) log.
     onAdminPassword: (password, tenant) => process.stdout.write(generatedPasswordNotice(tenant, 'admin', password)),
+    // The embedded PostgreSQL died and did not start again: exit 1, for a supervisor to act on.
+    onDatabaseLost: () => stopAtOnce(atrium),
   });
 } catch (error) {
   fail('could not start', error);

@@ -45,7 +45,12 @@ export interface Atrium {
  */
 export async function createAtrium(
   config: Config,
-  options: { logger?: Logger; onAdminPassword?: (password: string, tenant: { slug: string; name: string }) => void } = {},
+  options: {
+    logger?: Logger;
+    onAdminPassword?: (password: string, tenant: { slug: string; name: string }) => void;
+    /** Given, the embedded PostgreSQL is started again when it dies, and this called when it cannot be (`openDatabaseServer`). */
+    onDatabaseLost?: () => void;
+  } = {},
 ): Promise<Atrium> {
   const logger = options.logger ?? pino(loggerOptions(config.logLevel) as pino.LoggerOptions);
   turnOffPretenuring();
@@ -64,7 +69,7 @@ export async function createAtrium(
     timeoutMs: config.outboundTimeoutMs,
     logger,
   });
-  const server = await openDatabaseServer(config, logger);
+  const server = await openDatabaseServer(config, logger, options.onDatabaseLost);
   // The command line may borrow a server's embedded PostgreSQL; a second server may not: the
   // first stops it when it ends, and the second would go on without a database.
   if (server.ownedBy !== undefined) {

