@@ -6,6 +6,7 @@ import { createDepartment, newUserBodies, roleNamed, rowCount } from '../../help
 import { GIF_1X1, PNG_1X1, multipart } from '../../helpers/multipart.ts';
 import { jpegWithMetadata } from '../../helpers/pictures.ts';
 import { departmentUsers } from '../../../src/resources/departments/table.ts';
+import { signedPictureUrl } from '../../../src/resources/users/profile-picture.ts';
 import { userProfilePictures } from '../../../src/resources/users/table.ts';
 
 const api = await startTestApi(t);
@@ -103,7 +104,14 @@ t.test('picture access: signature or Bearer token; otherwise refused', async (t)
   const { user, query } = parseUrl(created.body.profile_picture_url);
   t.equal((await api.call(t, 'getProfilePicture', { params: { user } })).status, 401, 'neither');
   t.equal((await api.call(t, 'getProfilePicture', { params: { user }, query: { ...query, signature: 'forged' } })).status, 401, 'forged');
-  t.equal((await api.call(t, 'getProfilePicture', { params: { user }, query: { ...query, expires: 1000 } })).status, 401, 'expired / altered');
+  t.equal((await api.call(t, 'getProfilePicture', { params: { user }, query: { ...query, expires: 1000 } })).status, 401, 'expires altered');
+  // Well signed, differing only in the time it was signed at: expiry alone decides.
+  const signedAt = (now: number) => parseUrl(signedPictureUrl(api.atrium.services.secrets, tenant.tenantId, user, 'x.gif', query.v!, now)).query;
+  const expired = signedAt(Date.now() - 3 * 3600_000);
+  t.ok(Number(expired.expires) * 1000 < Date.now(), 'signed 3 h ago: expired');
+  t.equal((await api.call(t, 'getProfilePicture', { params: { user }, query: expired })).status, 401, 'expired, correctly signed');
+  const current = signedAt(Date.now() + 3 * 3600_000);
+  t.equal((await api.call(t, 'getProfilePicture', { params: { user }, query: current })).status, 200, 'signed the same way, not expired');
   t.equal(
     (await api.call(t, 'getProfilePicture', { params: { user: user }, query: { ...query, tenant: other.tenantId } })).status,
     401,
