@@ -163,18 +163,19 @@ t.test('deleted, expired, forged and unknown tokens are refused with the same 40
   const valid = await create(t, { expires_in: 600 });
   const value: string = valid.body.token;
   const flipped = value.slice(0, -1) + (value.endsWith('A') ? 'B' : 'A');
-  const candidates = [
-    deleted.body.token,
-    expired.body.token,
+  const unsigned = [
     flipped, // broken signature
     value.slice(0, 20), // truncated
     'alt_' + 'A'.repeat(43) + '.' + 'A'.repeat(43), // another instance's or made-up signature
-    newLoginTokenValue(api.atrium.services.secrets), // well signed, never stored
-    '',
   ];
+  const unknown = newLoginTokenValue(api.atrium.services.secrets); // well signed, never stored
+  const candidates = [deleted.body.token, expired.body.token, ...unsigned, unknown, ''];
   const bodies = new Set<string>();
+  const statements = new Map<string, number>();
   for (const candidate of candidates) {
+    const before = api.db.queryCount;
     const res = await signIn(t, candidate);
+    statements.set(candidate, api.db.queryCount - before);
     if (candidate === '') {
       t.equal(res.status, 422, 'empty value');
       continue;
@@ -183,6 +184,13 @@ t.test('deleted, expired, forged and unknown tokens are refused with the same 40
     bodies.add(res.text);
   }
   t.equal(bodies.size, 1, 'one and the same answer');
+  // A value without this instance's signature never reaches the database (the attempt count aside, kept outside transactions).
+  t.strictSame(
+    unsigned.map((candidate) => statements.get(candidate)),
+    unsigned.map(() => 0),
+    'no statement for an unsigned value',
+  );
+  t.ok(statements.get(unknown)! > 0, 'a well-signed unknown value is looked up (the count sees the lookup)');
   t.equal((await tokenRow(valid.body.uuid))!.used_at, null, 'the genuine token is untouched');
   t.equal((await tokenRow(expired.body.uuid))!.deleted_at, null, 'expired stays as it was');
   const state = await api.call(t, 'getUserLoginToken', { token: admin, params: { userLoginToken: expired.body.uuid } });
