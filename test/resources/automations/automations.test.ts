@@ -503,7 +503,7 @@ t.test('a host allowed for webhooks is not one for push subscriptions, which eve
   const push = await api.call(t, 'createPushSubscription', { token: employee.token, body: { endpoint, keys } });
   t.equal(push.status, 422, 'a push subscription may not');
   t.ok(push.body.errors.endpoint);
-  t.equal(receiver.received('/push-here').length, 0);
+  t.equal(await rowCount(api.db, 'push_subscriptions', sql`user_id = ${employee.id}`), 0, 'nothing stored');
 });
 
 t.test('deliveries: newest first, filterable, no secrets, constant query count', async (t) => {
@@ -540,12 +540,24 @@ t.test('deliveries: newest first, filterable, no secrets, constant query count',
     'response_status',
     'status',
   ]);
-  const filtered = await api.call(t, 'listAutomationDeliveries', { token, params: { automation: automation.id }, query: { filter: { status: 'failed' } } });
-  t.strictSame(filtered.body, []);
+  const byStatus = async (status: string) => {
+    const res = await api.call(t, 'listAutomationDeliveries', { token, params: { automation: automation.id }, query: { filter: { status } } });
+    t.equal(res.status, 200, status);
+    return (res.body as { id: number }[]).map((delivery) => delivery.id);
+  };
+  const delivered = four.res.body.map((delivery: { id: number }) => delivery.id);
+  t.strictSame(await byStatus('failed'), [], 'none failed yet');
   const badFilter = await api.call(t, 'listAutomationDeliveries', { token, params: { automation: automation.id }, query: { filter: { status: 'lost' } } });
   t.equal(badFilter.status, 422);
   const selected = await api.call(t, 'listAutomationDeliveries', { token, params: { automation: automation.id }, query: { selects: 'status', limit: 1 } });
   t.strictSame(selected.body, [{ status: 'succeeded' }]);
+  // One delivery refused (a 4xx is final at once): each filter finds exactly its own.
+  receiver.script('/many', [404, 200]);
+  const refused = await run(t, automation.id);
+  t.equal((await settled(t, automation.id, refused.id)).status, 'failed');
+  t.strictSame(await byStatus('failed'), [refused.id], 'the failed one');
+  t.strictSame(await byStatus('succeeded'), delivered, 'the four delivered, newest first');
+  t.strictSame(await byStatus('pending'), [], 'none pending');
 });
 
 t.test('run accepts no body at all, and refuses a context that is not an object', async (t) => {
