@@ -225,9 +225,29 @@ t.test('filters: text, group_account, department_id, role_id, active', async (t)
   t.strictSame(await names({ filter: { text: 'erin' } }), ['employee'], 'first name');
   t.strictSame(await names({ filter: { text: '%' } }), [], 'wildcards are literal');
   t.strictSame(await names({ filter: { department_id: department!.id } }), ['employee']);
-  t.strictSame(await names({ filter: { group_account: true } }), []);
-  t.ok((await names({ filter: { active: true } })).includes('employee'));
-  t.strictSame(await names({ filter: { role_id: employeeRole!.id } }), []);
+  // One user for each remaining filter to find, and to leave out of the others.
+  const group = await api.createUser(tenant.tenantId, { username: 'filter-group', values: { groupAccount: true } });
+  const inRole = await api.createUser(tenant.tenantId, { username: 'filter-employee', values: { roleId: employeeRole!.id } });
+  const inactive = await api.createUser(tenant.tenantId, { username: 'filter-inactive', values: { active: false } });
+  const everyone = await names({});
+  t.ok(
+    [group, inRole, inactive, employee].every((u) => everyone.includes(u.username)),
+    'all listed without a filter',
+  );
+  t.strictSame(await names({ filter: { group_account: true } }), ['filter-group'], 'group accounts');
+  t.strictSame(
+    await names({ filter: { group_account: false } }),
+    everyone.filter((name) => name !== 'filter-group'),
+    'personal accounts: everyone but the group account',
+  );
+  t.strictSame(await names({ filter: { role_id: employeeRole!.id } }), ['filter-employee'], "the role's one user");
+  t.strictSame(await names({ filter: { active: false } }), ['filter-inactive'], 'inactive users');
+  t.strictSame(
+    await names({ filter: { active: true } }),
+    everyone.filter((name) => name !== 'filter-inactive'),
+    'active: everyone but the inactive user',
+  );
+  t.strictSame(await names({ filter: { active: true, role_id: employeeRole!.id, group_account: false } }), ['filter-employee'], 'filters combine');
   const limited = await names({ limit: 2 });
   t.equal(limited.length, 2, 'limit');
   const ordered = await api.call(t, 'listUsers', { token: admin.token, query: { selects: 'last_name' } });
