@@ -80,11 +80,17 @@ t.test('an inactive role is judged by the permissions it would grant once reacti
   t.match(update.body.errors?.role_id?.[0], /automations\.administer/);
   t.strictSame(await ownerUser(api.db, tenant.tenantId, employee.id), employeeBefore, 'the employee is unchanged');
   // Reactivating the role must not hand the delegate's sock puppet administrator rights.
+  // A user placed in the role is the control: the filter finds who holds it.
+  const retired = await api.createUser(tenant.tenantId, { username: 'retired-admin', values: { roleId: inactiveAdminLike!.id } });
   await api.db.owner.update(roles).set({ active: true }).where(eq(roles.id, inactiveAdminLike!.id));
   const reactivated = await api.call(t, 'listUsers', {
     token: tenant.adminToken,
     query: { filter: { role_id: inactiveAdminLike!.id }, selects: 'id,username' },
   });
+  t.ok(
+    reactivated.body.some((u: { id: number }) => u.id === retired.id),
+    'the filter finds a user who holds it',
+  );
   t.notOk(
     reactivated.body.some((u: { username: string }) => u.username === puppet.username),
     "the delegate's sock puppet does not hold it",
