@@ -18,8 +18,16 @@ t.test('every signed-in user lists the roles, ordered by name, with filters and 
   t.strictSame(names, [...names].sort());
   const admin = res.body.find((r: { name: string }) => r.name === 'Administrator');
   t.equal(admin.permissions.length, 12);
-  const active = await api.call(t, 'listRoles', { token: employee.token, query: { filter: { active: false }, selects: 'name' } });
-  t.strictSame(active.body, []);
+  const inactive = async () => (await api.call(t, 'listRoles', { token: employee.token, query: { filter: { active: false }, selects: 'name' } })).body;
+  t.strictSame(await inactive(), [], 'every role is active');
+  await api.db.owner.execute(sql`insert into roles (tenant_id, name, permissions, active) values (${tenant.tenantId}, 'Retired', '{}', false)`);
+  t.strictSame(await inactive(), [{ name: 'Retired' }], 'the one inactive role');
+  const active = await api.call(t, 'listRoles', { token: employee.token, query: { filter: { active: true }, selects: 'name' } });
+  t.strictSame(
+    active.body.map((r: { name: string }) => r.name),
+    names,
+    'active: every role listed before',
+  );
   const unknown = await api.call(t, 'listRoles', { token: employee.token, query: { filter: { name: 'x' } } });
   t.equal(unknown.status, 422);
 });
@@ -37,14 +45,18 @@ t.test('an administrator creates and updates a role', async (t) => {
     body: { name: 'Editors', permissions: ['users.view', 'departments.manage'] },
   });
   t.equal(created.status, 201);
-  t.match(created.body, { name: 'Editors', active: true, permissions: ['users.view', 'departments.manage'] });
+  t.match(created.body, { name: 'Editors', active: true });
+  t.strictSame(created.body.permissions, ['users.view', 'departments.manage']);
   const updated = await api.call(t, 'updateRole', {
     token: tenant.adminToken,
     params: { role: created.body.id },
     body: { active: false, permissions: ['users.view'] },
   });
   t.equal(updated.status, 200);
-  t.match(updated.body, { name: 'Editors', active: false, permissions: ['users.view'] });
+  t.match(updated.body, { name: 'Editors', active: false });
+  t.strictSame(updated.body.permissions, ['users.view'], 'departments.manage removed');
+  const [stored] = await api.db.owner.execute<{ permissions: string[] }>(sql`select permissions from roles where id = ${created.body.id}`);
+  t.strictSame(stored!.permissions, ['users.view'], 'and removed as stored');
   const shown = await api.call(t, 'getRole', { token: employee.token, params: { role: created.body.id }, query: { selects: 'name,active' } });
   t.strictSame(shown.body, { name: 'Editors', active: false });
 });
