@@ -593,6 +593,30 @@ t.test('paging by cursor and filters by action prefix, actor, request id and tim
     byRequest.body.map((e: AuditEvent) => e.id),
     [newest.id],
   );
+  // A window around the event's own time finds it; a window beside it does not.
+  const ids = async (filter: Record<string, unknown>) =>
+    ((await api.call(t, 'listAuditEvents', { token: fullAuditor.token, query: { filter } })).body as AuditEvent[]).map((e) => e.id);
+  const occurred = Date.parse(newest.occurred_at);
+  const at = (ms: number) => new Date(ms).toISOString();
+  const ofRequest = { request_id: newest.origin.request_id! };
+  t.strictSame(await ids({ ...ofRequest, from: at(occurred - 1000), to: at(occurred + 1000) }), [newest.id], 'a window around it');
+  t.strictSame(await ids({ ...ofRequest, from: at(occurred + 1000) }), [], 'from after it');
+  t.strictSame(await ids({ ...ofRequest, to: at(occurred - 1000) }), [], 'to before it');
+  // The bounds, on an event stored at a whole second: from is inclusive, to exclusive (the spec's "at or after", "before").
+  const second = Math.floor(Date.now() / 1000) * 1000 - 3_600_000;
+  await api.db.owner.execute(sql`
+    insert into audit_events (tenant_id, occurred_at, action, actor_type, target_type, target_id)
+    values (${tenant.tenantId}, ${at(second)}::timestamptz, 'role.updated', 'system', 'role', 'window-probe')`);
+  const probe = { target_type: 'role', target_id: 'window-probe' };
+  const [probeId] = await ids(probe);
+  t.ok(probeId, 'the probe is listed');
+  t.strictSame(await ids({ ...probe, from: at(second) }), [probeId], 'from at its instant');
+  t.strictSame(await ids({ ...probe, from: at(second + 1) }), [], 'from a millisecond after it');
+  t.strictSame(await ids({ ...probe, to: at(second) }), [], 'to at its instant');
+  t.strictSame(await ids({ ...probe, to: at(second + 1) }), [probeId], 'to a millisecond after it');
+  t.strictSame(await ids({ ...probe, from: at(second), to: at(second + 1) }), [probeId], 'the one-millisecond window');
+  const withOffset = new Date(second + 2 * 3_600_000).toISOString().replace('Z', '+02:00');
+  t.strictSame(await ids({ ...probe, from: withOffset, to: at(second + 1) }), [probeId], 'from at its instant, with an offset');
   const future = await api.call(t, 'listAuditEvents', { token: fullAuditor.token, query: { filter: { from: '2999-01-01T00:00:00Z' } } });
   t.strictSame(future.body, []);
   const past = await api.call(t, 'listAuditEvents', { token: fullAuditor.token, query: { filter: { to: '2000-01-01T00:00:00Z' } } });
