@@ -6,19 +6,24 @@ import { startTestApi } from '../../helpers/atrium.ts';
 import { eventually } from '../../helpers/eventually.ts';
 import { bearer, sleep } from '../../helpers/fixtures.ts';
 import { openSse } from '../../helpers/sse.ts';
+import { MAX_STREAMS_PER_USER } from '../../../src/resources/notifications/stream.ts';
 
 // How streams are registered and let go: early disconnects, HEAD, the per-user cap,
 // ended streams, and counts announced by the tenant-wide reset.
 const api = await startTestApi(t, { role: 'all', streamHeartbeatMs: 200 });
 const base = await api.atrium.app!.listen({ port: 0, host: '127.0.0.1' });
 const url = `${base}/api/notifications/stream`;
-const address = new URL(base);
 const streams = api.atrium.services.notificationStreams;
 const tenant = await api.createTenant('stream-life');
 const alice = await api.createUser(tenant.tenantId);
+// A server whose heartbeat never comes during the file: the heartbeat forgets gone streams,
+// and would hide a stream registered after its client left.
+const quiet = await startTestApi(t, { role: 'api', streamHeartbeatMs: 600_000 });
+const quietBase = await quiet.atrium.app!.listen({ port: 0, host: '127.0.0.1' });
 
 /** A stream request written on a raw socket that is destroyed right after the request is sent. */
-async function connectAndAbort(token: string): Promise<void> {
+async function connectAndAbort(server: string, token: string): Promise<void> {
+  const address = new URL(server);
   const socket = net.connect(Number(address.port), address.hostname);
   await new Promise((resolve) => socket.once('connect', resolve));
   socket.write(`GET /api/notifications/stream HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\nAuthorization: Bearer ${token}\r\n\r\n`);
@@ -26,17 +31,45 @@ async function connectAndAbort(token: string): Promise<void> {
 }
 
 t.test('a client that disconnects at once leaves no stream registered', async (t) => {
-  for (let i = 0; i < 8; i++) await connectAndAbort(alice.token);
-  // Longer than authentication and the handler take; nothing may remain afterwards.
-  await sleep(1000);
-  t.equal(streams.openStreams(), 0, 'no registration remains');
-  const stream = await openSse(t, url, bearer(alice.token));
+  const quietStreams = quiet.atrium.services.notificationStreams;
+  const quietTenant = await quiet.createTenant('stream-life-quiet');
+  const frank = await quiet.createUser(quietTenant.tenantId);
+  // Each request the handler hands to the streams has passed authentication.
+  const opened: Promise<void>[] = [];
+  const open = quietStreams.open.bind(quietStreams);
+  quietStreams.open = (...args) => {
+    const opening = open(...args);
+    opened.push(opening);
+    return opening;
+  };
+  // Three times as many as a user may hold open, in waves of that many at once (each wave
+  // handled before the next): were gone clients registered, the cap would be full.
+  const aborts = 3 * MAX_STREAMS_PER_USER;
+  while (opened.length < aborts) {
+    const wave = opened.length + MAX_STREAMS_PER_USER;
+    await Promise.all(Array.from({ length: MAX_STREAMS_PER_USER }, () => connectAndAbort(quietBase, frank.token)));
+    await eventually(
+      async () => opened.length,
+      (n) => n >= wave,
+      2000,
+    );
+    if (opened.length < wave) break;
+    await Promise.allSettled(opened);
+  }
+  t.equal(opened.length, aborts, 'every aborted request passed authentication and reached the streams');
+  t.equal(quietStreams.openStreams(), 0, 'no registration remains');
+  const stream = await openSse(t, `${quietBase}/api/notifications/stream`, bearer(frank.token));
   t.equal(stream.status, 200, 'the aborted attempts do not count against the cap');
+  t.equal(quietStreams.openStreams(), 1);
   stream.close();
-  await eventually(
-    async () => streams.openStreams(),
-    (n) => n === 0,
-    2000,
+  t.equal(
+    await eventually(
+      async () => quietStreams.openStreams(),
+      (n) => n === 0,
+      2000,
+    ),
+    0,
+    'a closed stream is let go',
   );
 });
 
@@ -100,10 +133,14 @@ t.test('a stream ended because its token expired is no longer registered', async
   await api.db.owner.execute(sql`update access_tokens set expires_at = now() - interval '1 second' where user_id = ${carol.id}`);
   const ended = await Promise.race([stream.ended.then(() => true), sleep(3000).then(() => false)]);
   if (!ended) t.fail('the stream was not ended');
-  await eventually(
-    async () => streams.openStreams(),
-    (n) => n === 0,
-    2000,
+  t.equal(
+    await eventually(
+      async () => streams.openStreams(),
+      (n) => n === 0,
+      2000,
+    ),
+    0,
+    'no longer registered',
   );
 });
 
