@@ -35,14 +35,32 @@ const memberships = async (userId: number) =>
 /** A CSV cell for an API value: department IDs joined by `|`, null as an empty cell. */
 const cell = (value: unknown) => (Array.isArray(value) ? value.join('|') : value === null || value === undefined ? '' : String(value));
 
-/** The preview of one row `{username, ...body}` (update_users on): the row's errors, or none when it is offered. */
-async function previewErrors(t: Test, token: string, username: string, body: Record<string, unknown>) {
+/**
+ * The preview of one row `{username, ...body}` (update_users on): the row's errors (none when
+ * it is offered), and its entry in update_users or new_users (none when it is not offered).
+ */
+async function preview(t: Test, token: string, username: string, body: Record<string, unknown>) {
   const keys = Object.keys(body);
   const csv = [['username', ...keys].join(','), [username, ...keys.map((key) => cell(body[key]))].join(',')].join('\n') + '\n';
   const res = await importUsersCsv(api, t, token, csv, { update_users: 'true' });
   t.equal(res.status, 200, 'the preview answers');
-  return (res.body.invalid_rows[0]?.errors ?? {}) as Record<string, string[]>;
+  return {
+    errors: (res.body.invalid_rows[0]?.errors ?? {}) as Record<string, string[]>,
+    updated: (res.body.update_users as { username: string; changes: Record<string, { from: unknown; to: unknown }> }[]).find(
+      (row) => row.username === username,
+    ),
+    created: (res.body.new_users as { user: Record<string, unknown> }[]).find((row) => row.user.username === username),
+  };
 }
+
+/** What the preview shows a row's accepted body as: department IDs ascending, the password never. */
+const shown = (body: Record<string, unknown>) =>
+  Object.fromEntries(
+    Object.entries(body).map(([key, value]) => [
+      key,
+      key === 'password' ? null : Array.isArray(value) ? [...(value as number[])].sort((a, b) => a - b) : value,
+    ]),
+  );
 
 const errorKeys = (errors: Record<string, string[]> | undefined) => Object.keys(errors ?? {}).sort();
 
@@ -117,11 +135,16 @@ t.test('the same update through the CSV preview and PUT /api/users/{user}: accep
   for (const testCase of cases) {
     await api.call(t, 'updateUserSettings', { token: admin.token, body: { required_profile_keys: testCase.required ?? [] } });
     const user = await (testCase.user ?? target)();
-    const preview = await previewErrors(t, testCase.caller.token, user.username, testCase.body);
+    const { errors, updated } = await preview(t, testCase.caller.token, user.username, testCase.body);
     const put = await api.call(t, 'updateUser', { token: testCase.caller.token, params: { user: user.id }, body: testCase.body });
     t.equal(put.status, testCase.refused.length === 0 ? 200 : 422, `${testCase.name}: PUT`);
-    t.strictSame(errorKeys(preview), testCase.refused, `${testCase.name}: CSV preview`);
-    t.strictSame(errorKeys(put.body.errors), errorKeys(preview), `${testCase.name}: same keys`);
+    t.strictSame(errorKeys(errors), testCase.refused, `${testCase.name}: CSV preview`);
+    t.strictSame(errorKeys(put.body.errors), errorKeys(errors), `${testCase.name}: same keys`);
+    if (testCase.refused.length === 0) {
+      // Accepted means offered with every change the row asks for, not a row that was ignored.
+      const to = updated && Object.fromEntries(Object.entries(updated.changes).map(([key, change]) => [key, change.to]));
+      t.strictSame(to, shown(testCase.body), `${testCase.name}: the preview offers the changes`);
+    } else t.notOk(updated, `${testCase.name}: the preview offers no change`);
   }
   await api.call(t, 'updateUserSettings', { token: admin.token, body: { required_profile_keys: [] } });
 });
@@ -145,11 +168,16 @@ t.test('the same new user through the CSV preview and POST /api/users: accepted 
     await api.call(t, 'updateUserSettings', { token: admin.token, body: { required_profile_keys: testCase.required ?? [] } });
     const username = `recruit-${++counter}`;
     const body = { password: 'a long enough password', first_name: 'Rob', last_name: 'Recruit', role_id: employeeRole.id, ...testCase.body };
-    const preview = await previewErrors(t, testCase.caller.token, username, body);
+    const { errors, created } = await preview(t, testCase.caller.token, username, body);
     const post = await api.call(t, 'createUser', { token: testCase.caller.token, body: { username, ...body } });
     t.equal(post.status, testCase.refused.length === 0 ? 201 : 422, `${testCase.name}: POST`);
-    t.strictSame(errorKeys(preview), testCase.refused, `${testCase.name}: CSV preview`);
-    t.strictSame(errorKeys(post.body.errors), errorKeys(preview), `${testCase.name}: same keys`);
+    t.strictSame(errorKeys(errors), testCase.refused, `${testCase.name}: CSV preview`);
+    t.strictSame(errorKeys(post.body.errors), errorKeys(errors), `${testCase.name}: same keys`);
+    if (testCase.refused.length === 0) {
+      // Accepted means offered with every value of the row, the password left out.
+      const { password: _password, ...values } = shown(body);
+      t.strictSame(created?.user, { username, ...values }, `${testCase.name}: the preview offers the user`);
+    } else t.notOk(created, `${testCase.name}: the preview offers no user`);
   }
   await api.call(t, 'updateUserSettings', { token: admin.token, body: { required_profile_keys: [] } });
 });
