@@ -87,6 +87,8 @@ t.test('filters of one form (filterForm) make the same SQL text, whatever their 
     else textOf.set(filterForm(parsed), { filter, text });
   }
   t.ok(compared > 1000, `${compared} filters compared with another of their form`);
-  t.equal(filterForm(undefined), filterForm(undefined), 'no filter is a form of its own');
+  const none = filterForm(undefined);
+  t.not(none, filterForm(parsedFilter('userName pr')), 'no filter is not the form of a filter matching every user');
+  t.notOk(textOf.has(none), `no filter is a form of its own, none of the ${textOf.size} forms above`);
   t.not(filterForm(parsedFilter('id eq "12"')), filterForm(parsedFilter('id eq "x"')), 'a decimal id and other text are different forms');
 });
