@@ -6,7 +6,9 @@ import { loadConfig } from '../../../src/config.ts';
 import { Database } from '../../../src/platform/database/database.ts';
 import { Metrics } from '../../../src/platform/metrics/metrics.ts';
 import { eventually } from '../../helpers/eventually.ts';
+import { bearer } from '../../helpers/fixtures.ts';
 import { startReceiver } from '../../helpers/receiver.ts';
+import { openSse } from '../../helpers/sse.ts';
 import { startTestApi } from '../../helpers/atrium.ts';
 
 const METRICS_TOKEN = 'metrics-token-0123456789';
@@ -100,8 +102,20 @@ t.test('after some traffic the metrics show requests, jobs, deliveries, connecti
   t.match(text, /# TYPE atrium_jobs gauge/);
   t.ok((sample(text, 'atrium_database_connections', { pool: 'app' }) ?? 0) >= 1, 'the app pool has connections');
   t.equal(sample(text, 'atrium_database_pool_max_connections', { pool: 'app' }), 7, 'as DATABASE_POOL_SIZE says');
-  t.equal(sample(text, 'atrium_event_streams_open'), 0);
+  t.equal(sample(text, 'atrium_event_streams_open'), 0, 'no stream open yet');
   t.ok((sample(text, 'atrium_process_resident_memory_bytes') ?? 0) > 0, 'process metrics too');
+});
+
+t.test('the open event streams gauge follows a stream opened and closed', async (t) => {
+  const streams = async () => sample((await scrape(METRICS_TOKEN)).body, 'atrium_event_streams_open');
+  t.equal(await streams(), 0, 'none open');
+  const base = await app.listen({ port: 0, host: '127.0.0.1' });
+  const stream = await openSse(t, `${base}/api/notifications/stream`, bearer(tenant.adminToken));
+  t.equal(stream.status, 200);
+  await stream.next((event) => event.event === 'count', 2000);
+  t.equal(await streams(), 1, 'one stream open');
+  stream.close();
+  t.equal(await eventually(streams, (open) => open === 0, 2000), 0, 'none open once it is closed');
 });
 
 t.test('probes and scrapes are logged at debug, other requests at info', async (t) => {
