@@ -191,6 +191,16 @@ interface PlannedField<Row, Viewer> {
 /** The fields shown for each `selects` (joined by `,`; '' for every field), per view: the same for every request. */
 const fieldPlans = new WeakMap<object, Map<string, PlannedField<never, never>[]>>();
 
+/**
+ * Plans kept per view. A client chooses `selects` (any subset of the fields, in any order),
+ * so past this many the oldest plan goes: no client can make the process keep plans
+ * without end, and a plan made again costs a few microseconds.
+ */
+export const MAX_FIELD_PLANS = 100;
+
+/** How many plans `view` keeps (tests). */
+export const fieldPlanCount = (view: object) => fieldPlans.get(view)?.size ?? 0;
+
 /** The view's fields `selects` shows (null: every field but those shown only when selected), in the view's order. */
 function plannedFields<Row, Viewer, FilterKey extends string>(
   view: View<Row, Viewer, FilterKey>,
@@ -205,6 +215,7 @@ function plannedFields<Row, Viewer, FilterKey extends string>(
     planned = Object.entries(view.fields)
       .filter(([name, field]) => (selected ? selected.has(name) : !field.onlyWhenSelected))
       .map(([name, field]) => ({ name, visibility: field.visibility ?? 'public', compute: field.value }));
+    if (plans.size >= MAX_FIELD_PLANS) plans.delete(plans.keys().next().value!);
     plans.set(key, planned);
   }
   return planned;

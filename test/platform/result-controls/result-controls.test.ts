@@ -8,7 +8,15 @@ import t from 'tap';
 import type { Permission } from '../../../src/platform/auth/permissions.ts';
 import type { Tx } from '../../../src/platform/database/database.ts';
 import { ProblemError } from '../../../src/platform/http/problem.ts';
-import { defineView, groupBy, present, readControls, type ControlsQuery } from '../../../src/platform/result-controls/result-controls.ts';
+import {
+  defineView,
+  fieldPlanCount,
+  groupBy,
+  MAX_FIELD_PLANS,
+  present,
+  readControls,
+  type ControlsQuery,
+} from '../../../src/platform/result-controls/result-controls.ts';
 
 interface Viewer {
   userId: number;
@@ -178,6 +186,23 @@ t.test('present: each row shows the fields its viewer may see on it', async (t) 
 t.test('present: selects choose the fields, still only where visible', async (t) => {
   const shown = await present(view, noTransaction, rows.slice(0, 2), { selects: ['link', 'salary'], relations: [] }, reader);
   t.strictSame(shown, [{ salary: 10, link: '/rows/1' }, { link: '/rows/2' }]);
+});
+
+t.test('present keeps a bounded number of field plans, however many orders of selects clients send', async (t) => {
+  const names = ['id', 'name', 'display', 'email', 'salary', 'link'];
+  // Every order of the six fields: 720 distinct `selects`, each answered right.
+  const orders = (left: string[]): string[][] =>
+    left.length <= 1 ? [left] : left.flatMap((name, i) => orders(left.filter((_, j) => j !== i)).map((rest) => [name, ...rest]));
+  const all = orders(names);
+  t.equal(all.length, 720);
+  const wrong: string[] = [];
+  for (const selects of all) {
+    const [shown] = await present(view, noTransaction, rows.slice(1, 2), { selects, relations: [] }, administrator);
+    if (Object.keys(shown!).sort().join() !== [...names].sort().join()) wrong.push(selects.join(','));
+  }
+  t.strictSame(wrong, [], 'every order answered with its six fields');
+  t.ok(fieldPlanCount(view) <= MAX_FIELD_PLANS, `at most ${MAX_FIELD_PLANS} plans kept (${fieldPlanCount(view)})`);
+  t.ok(fieldPlanCount(view) > 0);
 });
 
 t.test('present: one load per relation for all rows; empty values; row-wise visibility; permission', async (t) => {
