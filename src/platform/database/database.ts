@@ -171,9 +171,14 @@ async function aheadFailure(transaction: OpenTransaction): Promise<Error | undef
  * running), fails: it could otherwise land in another request's transaction. Statements
  * are prepared on each connection unless a transaction-pooling proxy is in between
  * (PostgreSQL plans a statement with row-level security in about 0.3 ms; a prepared one
- * is planned once per connection).
+ * is planned once per connection), as `prepare` says of each text (`MAX_PREPARED_TEXTS`).
  */
-function transactionClient(pool: postgres.Sql, current: AsyncLocalStorage<OpenTransaction>, prepare: boolean, onQuery: () => void): postgres.Sql {
+function transactionClient(
+  pool: postgres.Sql,
+  current: AsyncLocalStorage<OpenTransaction>,
+  prepare: (query: string) => boolean,
+  onQuery: () => void,
+): postgres.Sql {
   const client = {
     // The pool's (the reserved connections' too): drizzle sets its type parsers there.
     options: pool.options,
@@ -184,13 +189,35 @@ function transactionClient(pool: postgres.Sql, current: AsyncLocalStorage<OpenTr
       transaction.issued++;
       if (!READ.test(query)) transaction.onlyRead = false;
       // Handed to the connection now, not when first awaited: statements leave in the order they are issued.
-      const pending = transaction.connection.unsafe(query, params as never, { ...options, prepare }).execute();
+      const pending = transaction.connection.unsafe(query, params as never, { ...options, prepare: prepare(query) }).execute();
       // Answered in order: the first failure is recorded before any statement after it settles.
       pending.catch((error: unknown) => (transaction.failure ??= error));
       return pending;
     },
   };
   return client as unknown as postgres.Sql;
+}
+
+/**
+ * Statement texts the application pool prepares, at most: the driver keeps each text a
+ * connection prepared until the connection closes (after 30 to 60 minutes), and the server
+ * keeps its plans, tens of kilobytes each with row-level security. The texts follow client
+ * input (a SCIM filter's shape, the filters and relations a list names, how many ids a page
+ * loads), so they are taken first come: past this many, a new text runs unprepared (planned
+ * on every execution) and no client can make either side keep statements without end
+ * (docs/performance.md#prepared-statements).
+ */
+export const MAX_PREPARED_TEXTS = 1_000;
+
+/** Whether a text is prepared: every text seen while fewer than `max` were, and no later one. */
+function preparedTexts(max: number): (query: string) => boolean {
+  const admitted = new Set<string>();
+  return (query) => {
+    if (admitted.has(query)) return true;
+    if (admitted.size >= max) return false;
+    admitted.add(query);
+    return true;
+  };
 }
 
 const migrationsFolder = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../../drizzle');
@@ -352,7 +379,8 @@ export class Database {
       connection: appConnection,
     });
     this.owner = drizzle(this.ownerSql);
-    this.tx = drizzle(transactionClient(this.appSql, this.transactions, this.prepare, () => this.queryCount++));
+    const prepared = this.prepare ? preparedTexts(MAX_PREPARED_TEXTS) : () => false;
+    this.tx = drizzle(transactionClient(this.appSql, this.transactions, prepared, () => this.queryCount++));
   }
 
   /**

@@ -14,7 +14,8 @@ const statements = new WeakMap<Tx, WeakMap<object, Map<string, unknown>>>();
  * Forms kept per owner. A listing has a handful; where the client's input chooses the form
  * (a SCIM filter's shape), the least recently used form makes room for a new one past this
  * many, so no client can make the process keep statements without end, nor keep the
- * forms others use out for good.
+ * forms others use out for good. (The driver's prepared texts have a bound of their own:
+ * `MAX_PREPARED_TEXTS`, database.ts.)
  */
 const MAX_FORMS = 100;
 

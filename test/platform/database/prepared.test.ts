@@ -1,11 +1,14 @@
 /**
  * `prepared` keeps one statement per owner and form, and no more than a bound of forms per
  * owner (the most recently used), so that forms chosen by clients (SCIM filters) cannot grow
- * the process without end.
+ * the process without end; and the request pool prepares no more than a bound of statement
+ * texts, so that they cannot grow the driver's or the server's memory without end either.
  */
+import { sql } from 'drizzle-orm';
 import t from 'tap';
-import type { Tx } from '../../../src/platform/database/database.ts';
+import { Database, MAX_PREPARED_TEXTS, type Tx } from '../../../src/platform/database/database.ts';
 import { prepared } from '../../../src/platform/database/prepared.ts';
+import { createTestDatabase } from '../../helpers/database.ts';
 
 /** A stand-in for the drizzle instance: `prepared` only keys its statements by it. */
 const tx = {} as Tx;
@@ -36,4 +39,40 @@ t.test('past 100 forms of one owner, the least recently used one makes room for 
   t.equal(built, 101);
   t.not(prepared(tx, owner, 'form 1', build), kept[1], 'the least recently used form made room: built again');
   t.equal(built, 102);
+});
+
+t.test('past MAX_PREPARED_TEXTS statement texts, a connection prepares no more; later texts still run', async (t) => {
+  const database = await createTestDatabase();
+  // One connection: every statement lands on it, and pg_prepared_statements shows what it keeps.
+  const db = new Database(database.url, { appUrl: database.appUrl, poolSize: 1 });
+  t.teardown(async () => {
+    await db.close();
+    await database.drop();
+  });
+  // Texts with a parameter (the driver sends those without one as simple queries, never prepared), each distinct.
+  const texts = MAX_PREPARED_TEXTS + 50;
+  const sums = await db.transaction(async (tx) => {
+    const answers: number[] = [];
+    for (let i = 0; i < texts; i++) answers.push((await tx.execute<{ n: number }>(sql`select ${sql.raw(String(i))} + ${1}::int as n`))[0]!.n);
+    return answers;
+  });
+  t.strictSame(
+    sums,
+    Array.from({ length: texts }, (_, i) => i + 1),
+    'every statement answered, prepared or not',
+  );
+  const kept = async () =>
+    (
+      await db.transaction((tx) =>
+        tx.execute<{ n: number }>(sql`select count(*)::int as n from pg_prepared_statements where statement like ${'select % + $1::int as n'}`),
+      )
+    )[0]!.n;
+  t.equal(await kept(), MAX_PREPARED_TEXTS, "the connection keeps the first texts only (the driver's own statements aside)");
+  // A text past the bound runs again, still unprepared; one within it is still prepared.
+  const again = await db.transaction(async (tx) => [
+    (await tx.execute<{ n: number }>(sql`select ${sql.raw(String(texts - 1))} + ${2}::int as n`))[0]!.n,
+    (await tx.execute<{ n: number }>(sql`select ${sql.raw('0')} + ${2}::int as n`))[0]!.n,
+  ]);
+  t.strictSame(again, [texts + 1, 2]);
+  t.equal(await kept(), MAX_PREPARED_TEXTS);
 });
