@@ -163,7 +163,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   registerSecurityHeaders(app);
   // After CORS and the security headers: its refusal carries them, as every answer does.
   registerQueryStringLimits(app);
-  await registerRateLimit(app, {
+  registerRateLimit(app, {
     perToken: services.config.rateLimitPerToken,
     perAddress: services.config.rateLimitPerAddress,
     windowSeconds: services.config.rateLimitWindowSeconds,

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
-import ipaddr from 'ipaddr.js';
 import type { Config } from '../../config.ts';
+import { clientOf } from '../../platform/http/client-address.ts';
 
 /**
  * Sign-in attempts are counted per account and per client address in PostgreSQL, so every
@@ -42,19 +42,6 @@ export function loginLimitKeys(config: Config, tenant: string, username: string,
   const keys = [accountLimitKey(config, tenant, username), clientAddressLimitKey(config, ip)];
   if (user) keys.push(userLimitKey(config, user.tenantId, user.userId));
   return keys;
-}
-
-/**
- * The client a per-address count belongs to: an IPv4 address (IPv4-mapped IPv6 included)
- * as it is, an IPv6 address by its /64 network — one subscriber commonly holds a whole /64
- * and could otherwise rotate through it, one address per attempt.
- */
-export function clientOf(ip: string): string {
-  if (!ipaddr.isValid(ip)) return ip;
-  const address = ipaddr.process(ip);
-  if (address.kind() === 'ipv4') return address.toString();
-  const parts = (address as ipaddr.IPv6).parts.slice(0, 4);
-  return `${new ipaddr.IPv6([...parts, 0, 0, 0, 0]).toString()}/64`;
 }
 
 /** The per-client-address count, shared by every way of signing in (password, login token). */

@@ -1,6 +1,7 @@
 import t from 'tap';
 import { buildApp } from '../../../src/app.ts';
 import { loadConfig } from '../../../src/config.ts';
+import { Limit, MAX_KEYS } from '../../../src/platform/http/rate-limit.ts';
 import { startTestApi } from '../../helpers/atrium.ts';
 
 const api = await startTestApi(t, { rateLimitPerToken: 3, rateLimitPerAddress: 5, rateLimitWindowSeconds: 60 });
@@ -85,4 +86,26 @@ t.test('with both limits at 0 nothing is limited or announced', async (t) => {
     t.equal(res.statusCode, 200);
     t.notOk(res.headers['ratelimit-limit']);
   }
+});
+
+t.test('a limit keeps at most MAX_KEYS keys: expired windows go first, then the one ending first', async (t) => {
+  const length = 10 * MAX_KEYS;
+  const limit = new Limit(2, length, () => null);
+  const start = 1_000_000;
+  // One window per key, each starting a millisecond after the one before, all still open.
+  for (let i = 0; i < MAX_KEYS; i++) limit.count(`key ${i}`, start + i);
+  t.equal(limit.size, MAX_KEYS);
+  const now = start + MAX_KEYS;
+  t.equal(limit.count('key 5', now).count, 2, 'a kept key counts on in its window');
+  // Full: a new key makes room by dropping the window that ends first.
+  t.equal(limit.count('new', now).count, 1);
+  t.equal(limit.size, MAX_KEYS);
+  t.equal(limit.count('key 0', now).count, 1, 'the window ending first was forgotten: its key starts afresh');
+  t.equal(limit.count('key 2', now).count, 2, 'the others are kept');
+  // Much later every window has ended: a new key drops all the expired ones.
+  const later = start + 100 * MAX_KEYS;
+  t.equal(limit.count('later', later).count, 1);
+  t.equal(limit.size, 1, 'expired windows are dropped together');
+  t.equal(limit.count('later', later + length - 1).count, 2, 'within its window');
+  t.equal(limit.count('later', later + length).count, 1, 'a window ends after its length');
 });

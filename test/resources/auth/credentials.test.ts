@@ -9,7 +9,8 @@ import { sql } from 'drizzle-orm';
 import { loadConfig } from '../../../src/config.ts';
 import { newLoginTokenValue } from '../../../src/resources/login-tokens/token-value.ts';
 import { verifyPassword } from '../../../src/platform/auth/passwords.ts';
-import { accountLimitKey, clientOf } from '../../../src/resources/auth/rules.ts';
+import { clientOf } from '../../../src/platform/http/client-address.ts';
+import { accountLimitKey } from '../../../src/resources/auth/rules.ts';
 import { ownerUser, startTestApi } from '../../helpers/atrium.ts';
 
 // One proxy hop in front: the client address is the last X-Forwarded-For entry, so every
