@@ -2139,7 +2139,10 @@ export interface paths {
          *     keys in English: exactly the keys `POST /api/users/csv` accepts (the create keys
          *     except `profile_picture`, `department_ids` included; see there for the cell
          *     formats). A query parameter named like a key replaces that column's header
-         *     (e.g. `?username=Login`).
+         *     (e.g. `?username=Login`). A header beginning with `=`, `+`, `-`, `@`, a tab or a
+         *     carriage return, which a spreadsheet would run as a formula when the file is
+         *     opened, is written after an apostrophe (`'=Login`), so it shows as text; the
+         *     import reads such a header cell as the text after the apostrophe.
          */
         get: operations["getUserImportTemplate"];
         put?: never;

@@ -45,12 +45,25 @@ import {
 import { users } from './table.ts';
 import { fullName } from './view.ts';
 
-const csvCell = (value: string) => (/[",;\r\n]/.test(value) ? `"${value.replace(/"/g, '""')}"` : value);
+/**
+ * How a spreadsheet recognises a formula: a cell beginning with one of these runs when the
+ * file is opened (a header text comes from the query, so a link could carry one).
+ */
+const FORMULA_START = /^[=+\-@\t\r]/;
+
+/** A header as the template writes it: a formula's text after an apostrophe (shown as text), quoted where needed. */
+function csvCell(value: string): string {
+  const text = FORMULA_START.test(value) ? `'${value}` : value;
+  return /[",;\r\n]/.test(text) ? `"${text.replace(/"/g, '""')}"` : text;
+}
 
 /** The template: one header row of the importable keys, each replaceable by `headers[key]`. */
 export function importTemplate(headers: Partial<Record<string, string>>): string {
   return IMPORTABLE_KEYS.map((key) => csvCell(headers[key] ?? key)).join(',') + '\r\n';
 }
+
+/** The header a cell names: as written, or as the template wrote a formula's text (after an apostrophe). */
+const headerText = (cell: string) => (cell.startsWith("'") && FORMULA_START.test(cell.slice(1)) ? cell.slice(1) : cell);
 
 export interface CsvImportOptions {
   updateUsers: boolean;
@@ -80,7 +93,7 @@ function mapHeader(header: string[], remap: CsvImportOptions['headers']): UserKe
   const keys: UserKey[] = [];
   const problems: string[] = [];
   header.forEach((cell, index) => {
-    const key = byHeader.get(cell.trim());
+    const key = byHeader.get(cell.trim()) ?? byHeader.get(headerText(cell.trim()));
     if (!key) problems.push(`column ${index + 1} ${quoted(cell)} is not an importable key`);
     else if (keys.includes(key)) problems.push(`column ${index + 1} ${quoted(cell)} repeats ${key}`);
     keys.push(key as UserKey);

@@ -190,7 +190,33 @@ t.test('import template: English keys, each header replaceable by a query parame
   t.equal(renamed.text.split(',')[0], 'Login');
   t.match(renamed.text, /,"Stadt, Land",/);
   t.equal((await api.call(t, 'getUserImportTemplate', { token: admin, query: { shoe_size: 'x' } })).status, 422, 'unknown key');
+  // A header from a link an administrator follows must not run as a formula in their spreadsheet.
+  const formulas = await api.call(t, 'getUserImportTemplate', {
+    token: admin,
+    query: { username: '=HYPERLINK("https://evil.example")', city: '+1', email: '@x', phone: '-2' },
+  });
+  t.equal(formulas.text.split(',')[0], `"'=HYPERLINK(""https://evil.example"")"`, 'a formula is written as text, quoted');
+  t.match(formulas.text, /,'\+1,/);
+  t.match(formulas.text, /,'-2,/);
+  t.match(formulas.text, /,'@x,/);
   t.equal((await api.call(t, 'getUserImportTemplate', { token: viewer.token })).status, 403);
+});
+
+t.test('a template whose headers a spreadsheet would run as formulas imports with the same headers', async (t) => {
+  const headers = { username: '=Login', email: '@Mail' };
+  const template = (await api.call(t, 'getUserImportTemplate', { token: admin, query: headers })).text;
+  t.equal(template.split(',')[0], "'=Login");
+  const row = IMPORTABLE_KEYS.map(
+    (key) =>
+      ({ username: 'formula-header', password: 'a long password', first_name: 'F', last_name: 'H', role_id: String(role!.id), email: 'fh@example.com' })[
+        key as string
+      ] ?? '',
+  );
+  const res = await importCsv(t, template + row.join(',') + '\r\n', headers);
+  t.equal(res.status, 200);
+  t.strictSame(res.body.invalid_rows, []);
+  t.equal(res.body.new_users[0].user.username, 'formula-header');
+  t.equal(res.body.new_users[0].user.email, 'fh@example.com');
 });
 
 t.test('a template filled in imports as new users', async (t) => {
