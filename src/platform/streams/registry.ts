@@ -1,8 +1,9 @@
 /**
  * The event streams a process holds open, by tenant and user: how many one user may hold
  * (one more is a 429), each stream's writes in order, heartbeats, and ending them (the
- * client left, the caller ended it, the process shuts down). Knows nothing of what is
- * streamed: the resource decides what each stream receives, and when one must end.
+ * client left, the caller ended it, the client reads too slowly, the process shuts down).
+ * Knows nothing of what is streamed: the resource decides what each stream receives, and
+ * when one must end.
  */
 import type { ServerResponse } from 'node:http';
 import type { FastifyReply } from 'fastify';
@@ -17,6 +18,7 @@ export interface Stream {
 
 export interface ErrorLog {
   error(object: unknown, message: string): void;
+  warn(object: unknown, message: string): void;
 }
 
 export interface StreamRegistryOptions {
@@ -28,6 +30,14 @@ export interface StreamRegistryOptions {
   retryMs: number;
   /** Interval of the heartbeat comment. */
   heartbeatMs: number;
+  /**
+   * Bytes a stream may leave unsent (written, not yet taken by the connection) when its
+   * next write or heartbeat comes; beyond them its client does not keep up (it stopped
+   * reading, or its network is gone without a word) and the stream is ended, so that the
+   * process does not hold what it cannot deliver. A client that reconnects is given what
+   * it missed from its last event id.
+   */
+  maxUnsentBytes: number;
   /** Runs at every heartbeat, after the comments are written (e.g. the sessions' re-check). */
   onHeartbeat?: () => void;
   log: ErrorLog;
@@ -97,9 +107,10 @@ export class StreamRegistry<S extends Stream> {
     return this.streams.get(tenantId);
   }
 
-  /** Runs `task` after the stream's earlier writes; a failing one ends the stream. */
+  /** Runs `task` after the stream's earlier writes; a failing one ends the stream, and so does a client that does not keep up. */
   enqueue(stream: S, task: () => Promise<void>): void {
-    const chain = (this.chains.get(stream) ?? Promise.resolve()).then(task).catch((error: unknown) => {
+    const run = () => (this.lagging(stream) ? undefined : task());
+    const chain = (this.chains.get(stream) ?? Promise.resolve()).then(run).catch((error: unknown) => {
       this.options.log.error({ err: error }, `${this.options.kind} stream: write failed`);
       this.end(stream);
     });
@@ -118,6 +129,22 @@ export class StreamRegistry<S extends Stream> {
     if (this.heartbeat) clearInterval(this.heartbeat);
     for (const stream of this.all()) stream.response.end();
     this.streams.clear();
+  }
+
+  /**
+   * Whether the stream's client left more than `maxUnsentBytes` unsent; such a stream is
+   * ended at once (destroyed: what it holds is released, not flushed) and forgotten.
+   */
+  private lagging(stream: S): boolean {
+    const unsent = stream.response.writableLength;
+    if (unsent <= this.options.maxUnsentBytes) return false;
+    this.options.log.warn(
+      { unsent, tenantId: stream.auth.tenantId, userId: stream.auth.userId },
+      `${this.options.kind} stream: the client does not keep up; ended`,
+    );
+    this.remove(stream);
+    stream.response.destroy();
+    return true;
   }
 
   private add(stream: S): void {
@@ -143,7 +170,7 @@ export class StreamRegistry<S extends Stream> {
     this.heartbeat = setInterval(() => {
       for (const stream of [...this.all()]) {
         if (isGone(stream.response)) this.end(stream);
-        else stream.response.write(sseComment('heartbeat'));
+        else if (!this.lagging(stream)) stream.response.write(sseComment('heartbeat'));
       }
       this.options.onHeartbeat?.();
     }, this.options.heartbeatMs);

@@ -53,6 +53,12 @@ const REPLAY_LIMIT = 1000;
 const SENT_MEMORY = 2 * REPLAY_LIMIT;
 /** How long a client waits before reconnecting (also the 429's Retry-After). */
 const RETRY_MS = 3000;
+/**
+ * Unsent bytes at which a stream's client counts as not keeping up (docs/notifications.md):
+ * several replays of ordinary notifications, which a reading client takes in well before
+ * the next heartbeat.
+ */
+const MAX_UNSENT_BYTES = 4 * 1024 * 1024;
 
 interface NotificationStream extends Stream {
   auth: Auth;
@@ -78,6 +84,7 @@ export class NotificationStreams {
       maxPerUser: MAX_STREAMS_PER_USER,
       retryMs: RETRY_MS,
       heartbeatMs,
+      maxUnsentBytes: MAX_UNSENT_BYTES,
       log,
       onHeartbeat: () => void this.endRevoked().catch((error: unknown) => this.log.error({ err: error }, 'notification stream: token check failed')),
     });

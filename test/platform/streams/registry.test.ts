@@ -1,4 +1,5 @@
 import http from 'node:http';
+import net from 'node:net';
 import t, { type Test } from 'tap';
 import Fastify from 'fastify';
 import { registerErrorHandling } from '../../../src/platform/http/error-handler.ts';
@@ -17,12 +18,14 @@ interface Opened extends Stream {
  */
 async function streamingServer(t: Test, options: Partial<StreamRegistryOptions> = {}, ready: () => Promise<unknown> = async () => {}) {
   const errors: string[] = [];
+  const warnings: { object: unknown; message: string }[] = [];
   const registry = new StreamRegistry<Opened>({
     kind: 'test',
     maxPerUser: 2,
     retryMs: 3000,
     heartbeatMs: 60_000,
-    log: { error: (_object, message) => errors.push(message) },
+    maxUnsentBytes: 1024 * 1024,
+    log: { error: (_object, message) => errors.push(message), warn: (object, message) => warnings.push({ object, message }) },
     ...options,
   });
   const opened: Opened[] = [];
@@ -51,7 +54,7 @@ async function streamingServer(t: Test, options: Partial<StreamRegistryOptions> 
     await app.close();
   });
   const url = (tenant: number, user: number, label = '') => `${base}/stream?tenant=${tenant}&user=${user}&label=${label}`;
-  return { registry, opened, firstWrites, settled, errors, url };
+  return { registry, opened, firstWrites, settled, errors, warnings, url, port: new URL(base).port };
 }
 
 /** A plain GET: status, headers and the whole body (for answers that end). */
@@ -188,4 +191,48 @@ t.test('close() ends every stream; later ones are ended at once, unregistered', 
   t.equal(late.body, 'retry: 3000\n\n', 'an empty stream that ends: the client reconnects elsewhere');
   t.strictSame(firstWrites, ['a', 'b']);
   t.equal(registry.size(), 0);
+});
+
+t.test('a client that stops reading is ended once it leaves more than maxUnsentBytes unsent; one that reads is not', async (t) => {
+  const { registry, opened, warnings, url, port } = await streamingServer(t);
+  // A quarter of maxUnsentBytes a write: one write alone never exceeds it.
+  const quarter = `: ${'x'.repeat(256 * 1024)}\n\n`;
+
+  // Reads everything: each write is taken before the next is written, and the stream stays.
+  const reader = await openSse(t, url(1, 1, 'reader'), {});
+  await reader.next((e) => e.event === 'hello', 5000);
+  for (let i = 1; i <= 8; i++) {
+    registry.enqueue(opened[0]!, async () => void opened[0]!.response.write(quarter));
+    registry.enqueue(opened[0]!, async () => void opened[0]!.response.write(sseEvent('n', i)));
+    await reader.next((e) => e.event === 'n' && e.data === String(i), 15_000);
+  }
+  t.equal(registry.size(), 1, 'a client that keeps up keeps its stream');
+  t.strictSame(warnings, []);
+
+  // Connected, then never reads: the kernel's buffers fill, then the response's.
+  const idle = net.connect(Number(port), '127.0.0.1');
+  idle.on('error', () => {});
+  t.teardown(() => void idle.destroy());
+  idle.write(`GET ${new URL(url(1, 2, 'idle')).pathname}${new URL(url(1, 2, 'idle')).search} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n`);
+  idle.pause();
+  await eventually(
+    async () => registry.size(),
+    (n) => n === 2,
+    15_000,
+  );
+  const stream = opened[1]!;
+  let written = 0;
+  while (registry.size() === 2 && written < 256) {
+    registry.enqueue(stream, async () => void stream.response.write(quarter));
+    written++;
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  t.equal(registry.size(), 1, 'the stream of the client that stopped reading is ended and forgotten');
+  t.ok(stream.response.destroyed, 'and destroyed: what it held is released');
+  t.ok(written > 1 && written < 256, `ended after ${written} writes of 256 KiB`);
+  t.equal(warnings.length, 1);
+  t.equal(warnings[0]!.message, 'test stream: the client does not keep up; ended');
+  t.ok((warnings[0]!.object as { unsent: number }).unsent > 1024 * 1024, 'with what was left unsent');
+  t.strictSame([...registry.all()], [opened[0]], 'the reader stays');
+  reader.close();
 });
