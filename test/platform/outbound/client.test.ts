@@ -9,10 +9,11 @@ import { startReceiver } from '../../helpers/receiver.ts';
 const receiver = await startReceiver(t);
 /** What the client logs, as the server log would keep it. */
 const logged: string[] = [];
+// Long enough for a loopback answer on a busy machine (800 ms once ran out in CI under load); the hang cases wait it out.
 const client = new OutboundClient({
   allowedCidrs: ['127.0.0.0/8', '::1/128'],
-  connectTimeoutMs: 1000,
-  timeoutMs: 800,
+  connectTimeoutMs: 3000,
+  timeoutMs: 3000,
   maxResponseBytes: 1024,
   logger: { warn: (fields, message) => logged.push(JSON.stringify({ ...fields, message })) },
 });
@@ -61,7 +62,7 @@ t.test('a peer that does not answer is cut off by the total timeout', async (t) 
   const error = await failure(client.send({ url: receiver.url('/hang'), method: 'GET', headers: {} }));
   t.ok(error instanceof OutboundError);
   t.equal(error!.kind, 'timeout');
-  t.ok(Date.now() - started < 3000, 'within the timeout, not the peer’s pace');
+  t.ok(Date.now() - started < 10_000, 'within the timeout, not the peer’s pace');
 });
 
 t.test('network errors and non-admitted addresses are OutboundErrors of their kind', async (t) => {
