@@ -21,6 +21,9 @@ const alice = await api.createUser(tenant.tenantId);
 const quiet = await startTestApi(t, { role: 'api', streamHeartbeatMs: 600_000 });
 const quietBase = await quiet.atrium.app!.listen({ port: 0, host: '127.0.0.1' });
 
+/** How long a case waits for what it expects before it fails: a guard against a hang, not a speed target. */
+const WAIT_MS = 15_000;
+
 /** A stream request written on a raw socket that is destroyed right after the request is sent. */
 async function connectAndAbort(server: string, token: string): Promise<void> {
   const address = new URL(server);
@@ -51,7 +54,7 @@ t.test('a client that disconnects at once leaves no stream registered', async (t
     await eventually(
       async () => opened.length,
       (n) => n >= wave,
-      2000,
+      WAIT_MS,
     );
     if (opened.length < wave) break;
     await Promise.allSettled(opened);
@@ -66,7 +69,7 @@ t.test('a client that disconnects at once leaves no stream registered', async (t
     await eventually(
       async () => quietStreams.openStreams(),
       (n) => n === 0,
-      2000,
+      WAIT_MS,
     ),
     0,
     'a closed stream is let go',
@@ -82,8 +85,8 @@ t.test('HEAD is answered at once and opens no stream', async (t) => {
     });
     const timer = setTimeout(() => {
       request.destroy();
-      reject(new Error('HEAD got no complete answer within 2 s'));
-    }, 2000);
+      reject(new Error(`HEAD got no complete answer within ${WAIT_MS} ms`));
+    }, WAIT_MS);
     request.on('close', () => clearTimeout(timer));
     request.on('error', reject);
     request.end();
@@ -113,7 +116,7 @@ t.test('a user holds at most 10 streams: the 11th is a 429 until one closes', as
   await eventually(
     async () => streams.openStreams(),
     (n) => n === 9,
-    2000,
+    WAIT_MS,
   );
   const again = await openSse(t, url, bearer(bob.token));
   t.equal(again.status, 200, 'a closed stream frees its place');
@@ -121,23 +124,23 @@ t.test('a user holds at most 10 streams: the 11th is a 429 until one closes', as
   await eventually(
     async () => streams.openStreams(),
     (n) => n === 0,
-    2000,
+    WAIT_MS,
   );
 });
 
 t.test('a stream ended because its token expired is no longer registered', async (t) => {
   const carol = await api.createUser(tenant.tenantId);
   const stream = await openSse(t, url, bearer(carol.token));
-  await stream.next((event) => event.event === 'count', 2000);
+  await stream.next((event) => event.event === 'count', WAIT_MS);
   t.equal(streams.openStreams(), 1);
   await api.db.owner.execute(sql`update access_tokens set expires_at = now() - interval '1 second' where user_id = ${carol.id}`);
-  const ended = await Promise.race([stream.ended.then(() => true), sleep(3000).then(() => false)]);
+  const ended = await Promise.race([stream.ended.then(() => true), sleep(WAIT_MS).then(() => false)]);
   if (!ended) t.fail('the stream was not ended');
   t.equal(
     await eventually(
       async () => streams.openStreams(),
       (n) => n === 0,
-      2000,
+      WAIT_MS,
     ),
     0,
     'no longer registered',
@@ -163,12 +166,12 @@ t.test('resetting the tenant’s notifications sends every open stream of the te
   );
   const stream = await openSse(t, url, bearer(dave.token));
   const strangerStream = await openSse(t, url, bearer(stranger.token));
-  t.equal(JSON.parse((await stream.next((event) => event.event === 'count', 2000)).data), 1);
-  await strangerStream.next((event) => event.event === 'count', 2000);
+  t.equal(JSON.parse((await stream.next((event) => event.event === 'count', WAIT_MS)).data), 1);
+  await strangerStream.next((event) => event.event === 'count', WAIT_MS);
   const seen = stream.events.length;
   const strangerSeen = strangerStream.events.length;
   t.equal((await api.call(t, 'resetNotifications', { token: tenant.adminToken })).status, 200);
-  const count = await stream.next((event) => event.event === 'count', 2000, seen);
+  const count = await stream.next((event) => event.event === 'count', WAIT_MS, seen);
   t.equal(JSON.parse(count.data), 0, 'the stream learns the count is 0');
   await sleep(500);
   t.equal(strangerStream.events.length, strangerSeen, 'another tenant’s streams hear nothing');
@@ -179,7 +182,7 @@ t.test('resetting the tenant’s notifications sends every open stream of the te
 t.test('after the listening connection was lost, open streams get what was stored meanwhile', async (t) => {
   const erin = await api.createUser(tenant.tenantId);
   const stream = await openSse(t, url, bearer(erin.token));
-  t.equal(JSON.parse((await stream.next((event) => event.event === 'count', 2000)).data), 0);
+  t.equal(JSON.parse((await stream.next((event) => event.event === 'count', WAIT_MS)).data), 0);
   // Stored without a notice: what a client misses while the listener is disconnected.
   await api.db.owner.execute(sql`
     insert into notifications (tenant_id, dispatch_id, type, notifiable_type, notifiable_id, data)
@@ -189,8 +192,8 @@ t.test('after the listening connection was lost, open streams get what was store
     sql`select pg_terminate_backend(pid) from pg_stat_activity where datname = current_database() and query = 'listen "atrium_notifications"'`,
   );
   t.equal(terminated.length, 1, 'the process’s one listening connection');
-  const replayed = await stream.next((event) => event.event === 'notification', 5000, seen);
+  const replayed = await stream.next((event) => event.event === 'notification', WAIT_MS, seen);
   t.equal(JSON.parse(replayed.data).data.title, 'missed', 'replayed once listening again');
-  t.equal(JSON.parse((await stream.next((event) => event.event === 'count', 2000, stream.events.indexOf(replayed))).data), 1, 'then the count');
+  t.equal(JSON.parse((await stream.next((event) => event.event === 'count', WAIT_MS, stream.events.indexOf(replayed))).data), 1, 'then the count');
   stream.close();
 });
