@@ -65,7 +65,7 @@ t.test('an idle stream receives heartbeat comments', async (t) => {
   await eventually(
     async () => stream.comments.length,
     (n) => n >= 2,
-    3000,
+    WAIT_MS,
   );
   t.ok(stream.comments.filter((c) => c === 'heartbeat').length >= 2, 'heartbeats keep coming');
   stream.close();
@@ -137,11 +137,11 @@ t.test('reading notifications sends the new unread count to the reader’s strea
   const [newest] = (await api.call(t, 'listNotifications', { token: alice.token, query: { limit: 1 } })).body;
   const now = new Date().toISOString().slice(0, 19).replace('T', ' ');
   t.equal((await api.call(t, 'updateNotification', { token: alice.token, params: { notification: newest.id }, body: { read_at: now } })).status, 200);
-  const afterOne = await stream.next((e) => e.event === 'count', 2000, from);
+  const afterOne = await stream.next((e) => e.event === 'count', WAIT_MS, from);
   t.equal(JSON.parse(afterOne.data), JSON.parse(initial.data) - 1, 'one fewer (marked in process A, streamed by B)');
   const from2 = stream.events.length;
   t.equal((await api.call(t, 'updateNotifications', { token: alice.token, body: { read_at: now } })).status, 200);
-  const afterAll = await stream.next((e) => e.event === 'count', 2000, from2);
+  const afterAll = await stream.next((e) => e.event === 'count', WAIT_MS, from2);
   t.equal(JSON.parse(afterAll.data), 0, 'none after marking all read');
   stream.close();
 });
@@ -151,7 +151,7 @@ t.test('a stream ends soon after its token is revoked', async (t) => {
   const stream = await openSse(t, urlA, bearer(token));
   await stream.next((e) => e.event === 'count', WAIT_MS);
   t.equal((await api.call(t, 'logout', { token })).status, 204);
-  const ended = await Promise.race([stream.ended.then(() => true), new Promise((resolve) => setTimeout(() => resolve(false), 2000))]);
+  const ended = await Promise.race([stream.ended.then(() => true), new Promise((resolve) => setTimeout(() => resolve(false), WAIT_MS))]);
   t.ok(ended, 'ended at the next heartbeat');
 });
 
