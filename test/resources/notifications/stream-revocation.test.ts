@@ -12,6 +12,9 @@ const base = await api.atrium.app!.listen({ port: 0, host: '127.0.0.1' });
 const url = `${base}/api/notifications/stream`;
 const tenant = await api.createTenant('stream-revoked');
 
+/** How long a case waits for an event it expects before it fails: a guard against a hang, not a speed target. */
+const WAIT_MS = 15_000;
+
 async function send(t: Test, userIds: number[], title: string): Promise<void> {
   const res = await api.call(t, 'createNotification', { token: tenant.adminToken, body: { user_ids: userIds, title, body: '<p>x</p>', url: '/x' } });
   t.equal(res.status, 202);
@@ -22,7 +25,7 @@ async function send(t: Test, userIds: number[], title: string): Promise<void> {
 async function streamOf(t: Test, userId: number): Promise<{ token: string; stream: SseClient }> {
   const token = await api.tokenFor(tenant.tenantId, userId);
   const stream = await openSse(t, url, bearer(token));
-  await stream.next((e) => e.event === 'count', 2000);
+  await stream.next((e) => e.event === 'count', WAIT_MS);
   return { token, stream };
 }
 
@@ -49,14 +52,14 @@ for (const [how, revoke] of revocations) {
     const { stream: witnessStream } = await streamOf(t, witness.id);
     await revoke(t, user.id, token);
     await send(t, [user.id, witness.id], `after ${how}`);
-    await witnessStream.next((e) => e.event === 'notification', 3000);
+    await witnessStream.next((e) => e.event === 'notification', WAIT_MS);
     await sleep(300);
     t.strictSame(
       stream.events.filter((e) => e.event === 'notification'),
       [],
       'the revoked session got nothing (a live session of the same batch did)',
     );
-    const ended = await Promise.race([stream.ended.then(() => true), sleep(2000).then(() => false)]);
+    const ended = await Promise.race([stream.ended.then(() => true), sleep(WAIT_MS).then(() => false)]);
     t.ok(ended, 'and its stream was ended without waiting for the heartbeat');
     witnessStream.close();
   });
@@ -66,7 +69,7 @@ t.test('a live session keeps streaming', async (t) => {
   const user = await api.createUser(tenant.tenantId);
   const { stream } = await streamOf(t, user.id);
   await send(t, [user.id], 'still here');
-  const received = await stream.next((e) => e.event === 'notification', 3000);
+  const received = await stream.next((e) => e.event === 'notification', WAIT_MS);
   t.equal(JSON.parse(received.data).data.title, 'still here');
   stream.close();
 });
@@ -114,7 +117,7 @@ t.test('a sign-out ends that session’s streams only', async (t) => {
   t.equal((await api.call(t, 'logout', { token })).status, 204);
   t.ok(await endsBeforeHeartbeat(stream), 'the signed-out stream ended');
   await send(t, [user.id], 'to the other session');
-  const received = await other.next((e) => e.event === 'notification', 3000);
+  const received = await other.next((e) => e.event === 'notification', WAIT_MS);
   t.equal(JSON.parse(received.data).data.title, 'to the other session', 'the other session keeps streaming');
   other.close();
 });
@@ -126,7 +129,7 @@ t.test('a session ended in one process ends its stream in another at once', asyn
   const secondUrl = `${await second.app!.listen({ port: 0, host: '127.0.0.1' })}/api/notifications/stream`;
   const user = await api.createUser(tenant.tenantId);
   const stream = await openSse(t, secondUrl, bearer(user.token));
-  await stream.next((e) => e.event === 'count', 5000);
+  await stream.next((e) => e.event === 'count', WAIT_MS);
   t.equal((await api.call(t, 'markUserForLogout', { token: tenant.adminToken, params: { user: user.id } })).status, 204);
   t.ok(await endsBeforeHeartbeat(stream), 'the other process ended the stream long before the heartbeat');
 });
