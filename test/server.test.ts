@@ -15,6 +15,7 @@ import path from 'node:path';
 import postgres from 'postgres';
 import t from 'tap';
 import { REPEAT_GRACE_MS } from '../src/platform/process/signals.ts';
+import { eventually } from './helpers/eventually.ts';
 import { alive, postmasterOf, serverPort } from './helpers/processes.ts';
 
 // `npm start` compiles first (incremental; a cold build takes a while on a busy machine).
@@ -77,6 +78,18 @@ function start(port: number, how: 'npm start' | 'npm start (terminal)' | 'node d
 }
 
 /**
+ * The status `/health/ready` answers at `base`, asked until it is 200 (up to 15 s). Readiness
+ * gives the database two seconds (the pools, then fresh connections); on a loaded machine
+ * just after a start the first probe may take longer.
+ */
+const readiness = (base: string) =>
+  eventually(
+    () => fetch(`${base}/health/ready`).then((res) => res.status),
+    (status) => status === 200,
+    15_000,
+  );
+
+/**
  * A sign-in whose body is only half sent: in flight on the server. `finish()` sends the
  * rest and resolves with the raw HTTP answer. A first request on the same connection makes
  * sure the server has accepted the connection before anything else happens.
@@ -130,8 +143,7 @@ t.test('npm start: first start seeds demo, prints the password once, serves the 
   );
 
   const base = `http://127.0.0.1:${port}`;
-  const ready = await fetch(`${base}/health/ready`);
-  t.equal(ready.status, 200);
+  t.equal(await readiness(base), 200);
   t.equal(await applicationLogins(), 'atrium_app', 'the API pool logs in as atrium_app itself, the role that cannot bypass row-level security');
 
   const serverPid = server.serverPid();
@@ -159,15 +171,14 @@ t.test('node dist/src/main.js: a restart keeps the data, seeds nothing, and stop
   const base = /"msg":"Server listening at (http:\/\/127\.0\.0\.1:\d+)"/.exec(server.output())?.[1];
   t.ok(base && !base.endsWith(':0'), 'the port the system gave');
   t.match(server.output(), `"msg":"API docs at ${base}/docs"`, 'the docs address is the one listened on');
-  const res = await fetch(`${base}/health/ready`);
-  t.equal(res.status, 200);
+  t.equal(await readiness(base!), 200);
   t.equal(server.serverPid(), server.child.pid);
   // A second server on the same data folder is refused: the first stops the database when it ends.
   const second = start(0, 'node dist');
   second.listening.catch(() => {}); // It never listens.
   t.equal(await second.exited, 1, 'a second server exits');
   t.match(second.output(), /atrium: could not start: the embedded PostgreSQL of .* is run by another Atrium \(pid \d+\)/);
-  t.equal((await fetch(`${base}/health/ready`)).status, 200, 'the first serves on');
+  t.equal(await readiness(base!), 200, 'the first serves on');
   const database = postmaster();
   server.child.kill('SIGINT');
   t.equal(await server.exited, 0);
