@@ -112,10 +112,10 @@ t.test('the open event streams gauge follows a stream opened and closed', async 
   const base = await app.listen({ port: 0, host: '127.0.0.1' });
   const stream = await openSse(t, `${base}/api/notifications/stream`, bearer(tenant.adminToken));
   t.equal(stream.status, 200);
-  await stream.next((event) => event.event === 'count', 2000);
+  await stream.next((event) => event.event === 'count', 15_000);
   t.equal(await streams(), 1, 'one stream open');
   stream.close();
-  t.equal(await eventually(streams, (open) => open === 0, 2000), 0, 'none open once it is closed');
+  t.equal(await eventually(streams, (open) => open === 0, 15_000), 0, 'none open once it is closed');
 });
 
 t.test('probes and scrapes are logged at debug, other requests at info', async (t) => {
