@@ -14,7 +14,8 @@ import { rowCount, sleep } from '../../helpers/fixtures.ts';
 const api = await startTestApi(t, {
   role: 'all',
   webhookAllowedCidrs: ['127.0.0.0/8', '::1/128'],
-  outboundTimeoutMs: 1500,
+  // Long enough for a loopback answer on a busy machine: the receiver answers in this process too. The hang cases wait it out.
+  outboundTimeoutMs: 3000,
   webhookRetryDelayMs: 50,
   webhookMaxAttempts: 3,
 });
