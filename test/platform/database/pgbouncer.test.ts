@@ -100,7 +100,14 @@ const api = await startTestApi(t, {
 });
 
 t.test('requests, writes and background delivery work through a transaction pooler', async (t) => {
-  t.equal((await api.atrium.app!.inject({ method: 'GET', url: '/health/ready' })).statusCode, 200);
+  // Readiness gives the database two seconds, through the pooler's first connections here: a
+  // loaded machine may need longer.
+  const ready = await eventually(
+    async () => (await api.atrium.app!.inject({ method: 'GET', url: '/health/ready' })).statusCode,
+    (status) => status === 200,
+    15_000,
+  );
+  t.equal(ready, 200);
   const tenant = await api.createTenant('pooled');
   for (let round = 0; round < 3; round++) {
     // The same statements again and again, concurrently: with named prepared statements they
