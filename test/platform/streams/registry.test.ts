@@ -233,6 +233,9 @@ t.test('a client that stops reading is ended once it leaves more than maxUnsentB
   t.equal(warnings.length, 1);
   t.equal(warnings[0]!.message, 'test stream: the client does not keep up; ended');
   t.ok((warnings[0]!.object as { unsent: number }).unsent > 1024 * 1024, 'with what was left unsent');
+  registry.enqueue(stream, async () => void stream.response.write(quarter));
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  t.equal(warnings.length, 1, 'a write queued after the end adds no second warning');
   t.strictSame([...registry.all()], [opened[0]], 'the reader stays');
   reader.close();
 });
