@@ -197,6 +197,28 @@ const commands: Record<string, Command> = {
       process.stdout.write(`password of ${username} in tenant ${tenantSlug} set; the user's sessions ended\n`);
     },
   },
+  'pictures:strip-metadata': {
+    usage: 'atrium pictures:strip-metadata',
+    summary: 'Store the profile pictures kept from before Atrium removed their metadata (EXIF, XMP, …) without it.',
+    details:
+      "Every tenant's pictures are read in turn; each that carries metadata is stored again without it, the image data\n" +
+      "byte for byte, as an upload is stored now, and recorded in its tenant's audit trail as a change of the user's\n" +
+      'profile picture. A picture whose structure cannot be followed is left as stored and counted. Safe to run again\n' +
+      '(it then changes nothing) and while servers run. See docs/users.md#profile-pictures.',
+    options: {},
+    async run({ db }) {
+      const [{ stripStoredPictures }, { commandSource }] = await Promise.all([
+        import('../resources/users/stored-pictures.ts'),
+        import('../resources/audit-events/record.ts'),
+      ]);
+      const { read, stripped, unreadable } = await stripStoredPictures(db, commandSource('pictures:strip-metadata'));
+      process.stdout.write(
+        `${read} profile picture(s) read: ${stripped} stored again without their metadata` +
+          (unreadable > 0 ? `, ${unreadable} left as stored (their structure could not be followed)` : '') +
+          '\n',
+      );
+    },
+  },
   'citus:distribute': {
     usage: 'atrium citus:distribute [--shard-count <n>]',
     summary: 'On a Citus coordinator: distribute the tenant tables by tenant_id, make tenants a reference table.',

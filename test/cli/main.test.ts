@@ -1,10 +1,12 @@
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { sql } from 'drizzle-orm';
+import { eq, sql } from 'drizzle-orm';
 import postgres from 'postgres';
 import t, { type Test } from 'tap';
+import { userProfilePictures } from '../../src/resources/users/table.ts';
 import { startTestApi } from '../helpers/atrium.ts';
+import { jpegWithMetadata } from '../helpers/pictures.ts';
 
 // Every case is a process of its own, started through tsx: slow on a busy machine.
 t.setTimeout(600_000);
@@ -314,4 +316,21 @@ t.test('user:set-password sets a lost password from standard input and ends the 
     ],
     'one event, the mistakes left none',
   );
+});
+
+t.test('pictures:strip-metadata stores the pictures kept with their metadata without it, and says how many', async (t) => {
+  const tenant = await api.createTenant('cli-pictures');
+  const user = await api.createUser(tenant.tenantId, { username: 'photographer' });
+  // As an earlier version stored an upload: the file as sent, GPS position and camera included.
+  const sent = jpegWithMetadata(6);
+  await api.db.owner
+    .insert(userProfilePictures)
+    .values({ tenantId: tenant.tenantId, userId: user.id, mediaType: 'image/jpeg', fileName: 'p.jpg', content: sent, etag: 'before' });
+  const first = await atrium('pictures:strip-metadata');
+  t.equal(first.code, 0, first.stderr);
+  t.equal(first.stdout, '1 profile picture(s) read: 1 stored again without their metadata\n');
+  const [stored] = await api.db.owner.select().from(userProfilePictures).where(eq(userProfilePictures.userId, user.id));
+  t.notMatch(stored!.content.toString('latin1'), /SECRET/, 'no metadata left');
+  const again = await atrium('pictures:strip-metadata');
+  t.equal(again.stdout, '1 profile picture(s) read: 0 stored again without their metadata\n', 'nothing the second time');
 });

@@ -7,7 +7,8 @@
  * back as a minimal EXIF block of that one tag, so a phone photo is not shown on its side.
  * PNG and WebP keep only the chunks they need (an allow-list). GIF carries no EXIF and is
  * kept as sent (its comment and XMP blocks included). Pictures stored before are served as
- * they were stored. docs/users.md#profile-pictures.
+ * they were stored until `atrium pictures:strip-metadata` stores them without it
+ * (stored-pictures.ts). docs/users.md#profile-pictures.
  */
 
 /** Thrown for a file whose structure this walk cannot follow: it is refused, not stored with what it may hide. */

@@ -83,9 +83,12 @@ export async function acceptPicture(upload: Pick<Upload, 'size' | 'content' | 'f
     mediaType: detected.mime,
     fileName: safeFileName(originalName, extension),
     content: stored,
-    etag: createHash('sha256').update(stored).digest('base64url').slice(0, 32),
+    etag: pictureEtag(stored),
   };
 }
+
+/** A stored picture's ETag: the SHA-256 of its bytes (base64url, 32 characters). */
+export const pictureEtag = (content: Buffer): string => createHash('sha256').update(content).digest('base64url').slice(0, 32);
 
 const signedMessage = (tenantId: number, userId: number, expires: number) => `${tenantId}.${userId}.${expires}`;
 
