@@ -11,6 +11,7 @@ import { lockRecord } from '../../platform/database/locks.ts';
 import { audit, userLabel } from '../audit-events/record.ts';
 import { UnreadablePicture, withoutMetadata } from './picture-metadata.ts';
 import { pictureEtag } from './profile-picture.ts';
+import { findUser } from './queries.ts';
 import { userProfilePictures, users } from './table.ts';
 
 /** Pictures read at a time: each may be 5 MiB. */
@@ -81,10 +82,7 @@ export async function stripStoredPictures(db: Database, source: AuditSource): Pr
           .where(and(eq(userProfilePictures.userId, picture.userId), eq(userProfilePictures.etag, picture.etag)))
           .returning({ userId: userProfilePictures.userId });
         if (!updated) return false;
-        const [user] = await tx
-          .select({ firstName: users.firstName, lastName: users.lastName, username: users.username })
-          .from(users)
-          .where(eq(users.id, picture.userId));
+        const user = await findUser(tx, picture.userId, true);
         await audit(tx, source, {
           action: 'user.updated',
           target: { type: 'user', id: picture.userId, label: userLabel(user!) },
