@@ -24,6 +24,14 @@ const quietBase = await quiet.atrium.app!.listen({ port: 0, host: '127.0.0.1' })
 /** How long a case waits for what it expects before it fails: a guard against a hang, not a speed target. */
 const WAIT_MS = 15_000;
 
+/** How many streams `registry` holds once it holds `count`, or after WAIT_MS (then the count it holds). */
+const openStreamsOnce = (registry: typeof streams, count: number) =>
+  eventually(
+    async () => registry.openStreams(),
+    (n) => n === count,
+    WAIT_MS,
+  );
+
 /** A stream request written on a raw socket that is destroyed right after the request is sent. */
 async function connectAndAbort(server: string, token: string): Promise<void> {
   const address = new URL(server);
@@ -63,28 +71,12 @@ t.test('a client that disconnects at once leaves no stream registered', async (t
   // A client's abort reaches the server as its socket's close, which may come after the open
   // returned (the stream registered, then let go on close): none may stay. The quiet server's
   // heartbeat is ten minutes away, so only the close can let one go.
-  t.equal(
-    await eventually(
-      async () => quietStreams.openStreams(),
-      (n) => n === 0,
-      WAIT_MS,
-    ),
-    0,
-    'no registration remains',
-  );
+  t.equal(await openStreamsOnce(quietStreams, 0), 0, 'no registration remains');
   const stream = await openSse(t, `${quietBase}/api/notifications/stream`, bearer(frank.token));
   t.equal(stream.status, 200, 'the aborted attempts do not count against the cap');
   t.equal(quietStreams.openStreams(), 1);
   stream.close();
-  t.equal(
-    await eventually(
-      async () => quietStreams.openStreams(),
-      (n) => n === 0,
-      WAIT_MS,
-    ),
-    0,
-    'a closed stream is let go',
-  );
+  t.equal(await openStreamsOnce(quietStreams, 0), 0, 'a closed stream is let go');
 });
 
 t.test('HEAD is answered at once and opens no stream', async (t) => {
@@ -124,19 +116,11 @@ t.test('a user holds at most 10 streams: the 11th is a 429 until one closes', as
   t.equal(others.status, 200, 'the cap is per user');
   others.close();
   open.pop()!.close();
-  await eventually(
-    async () => streams.openStreams(),
-    (n) => n === 9,
-    WAIT_MS,
-  );
+  await openStreamsOnce(streams, 9);
   const again = await openSse(t, url, bearer(bob.token));
   t.equal(again.status, 200, 'a closed stream frees its place');
   for (const stream of [...open, again]) stream.close();
-  await eventually(
-    async () => streams.openStreams(),
-    (n) => n === 0,
-    WAIT_MS,
-  );
+  await openStreamsOnce(streams, 0);
 });
 
 t.test('a stream ended because its token expired is no longer registered', async (t) => {
@@ -147,15 +131,7 @@ t.test('a stream ended because its token expired is no longer registered', async
   await api.db.owner.execute(sql`update access_tokens set expires_at = now() - interval '1 second' where user_id = ${carol.id}`);
   const ended = await Promise.race([stream.ended.then(() => true), sleep(WAIT_MS).then(() => false)]);
   if (!ended) t.fail('the stream was not ended');
-  t.equal(
-    await eventually(
-      async () => streams.openStreams(),
-      (n) => n === 0,
-      WAIT_MS,
-    ),
-    0,
-    'no longer registered',
-  );
+  t.equal(await openStreamsOnce(streams, 0), 0, 'no longer registered');
 });
 
 t.test('resetting the tenant’s notifications sends every open stream of the tenant its new count', async (t) => {
