@@ -15,7 +15,7 @@ import path from 'node:path';
 import postgres from 'postgres';
 import t from 'tap';
 import { REPEAT_GRACE_MS } from '../src/platform/process/signals.ts';
-import { eventually } from './helpers/eventually.ts';
+import { readinessOnceReady } from './helpers/eventually.ts';
 import { alive, postmasterOf, serverPort } from './helpers/processes.ts';
 
 // `npm start` compiles first (incremental; a cold build takes a while on a busy machine).
@@ -77,17 +77,8 @@ function start(port: number, how: 'npm start' | 'npm start (terminal)' | 'node d
   return { child, listening: waitFor('Server listening'), waitFor, exited, serverPid, output: () => output, ctrlC };
 }
 
-/**
- * The status `/health/ready` answers at `base`, asked until it is 200 (up to 15 s). Readiness
- * gives the database two seconds (the pools, then fresh connections); on a loaded machine
- * just after a start the first probe may take longer.
- */
-const readiness = (base: string) =>
-  eventually(
-    () => fetch(`${base}/health/ready`).then((res) => res.status),
-    (status) => status === 200,
-    15_000,
-  );
+/** The status `/health/ready` answers at `base`, asked until it is 200 (up to 15 s). */
+const readiness = (base: string) => readinessOnceReady(() => fetch(`${base}/health/ready`).then((res) => res.status));
 
 /**
  * A sign-in whose body is only half sent: in flight on the server. `finish()` sends the

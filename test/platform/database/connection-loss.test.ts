@@ -7,7 +7,7 @@ import { sql } from 'drizzle-orm';
 import postgres from 'postgres';
 import t from 'tap';
 import { startTestApi } from '../../helpers/atrium.ts';
-import { eventually } from '../../helpers/eventually.ts';
+import { readinessOnceReady } from '../../helpers/eventually.ts';
 
 const api = await startTestApi(t);
 const tenant = await api.createTenant('outage');
@@ -28,17 +28,8 @@ const terminateBackends = async () =>
       where datname = ${database!.name} and pid <> pg_backend_pid() and backend_type = 'client backend'`
   )[0]!.n;
 
-/**
- * The status readiness answers, asked until it is 200 (up to 15 s). It gives the database two
- * seconds (the pools, then fresh connections); on a loaded machine, with every connection
- * to open again, the first probe may take longer.
- */
-const readyAgain = async () =>
-  eventually(
-    async () => (await app.inject({ method: 'GET', url: '/health/ready' })).statusCode,
-    (status) => status === 200,
-    15_000,
-  );
+/** The status readiness answers, asked until it is 200 (up to 15 s). */
+const readyAgain = () => readinessOnceReady(async () => (await app.inject({ method: 'GET', url: '/health/ready' })).statusCode);
 
 const requests = () => {
   const auth = { authorization: `Bearer ${tenant.adminToken}` };

@@ -11,7 +11,7 @@ import { rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import t, { type Test } from 'tap';
-import { eventually } from '../../helpers/eventually.ts';
+import { eventually, readinessOnceReady } from '../../helpers/eventually.ts';
 import { alive, postmasterOf } from '../../helpers/processes.ts';
 
 t.setTimeout(300_000);
@@ -88,13 +88,7 @@ t.test('kill -9 of the postmaster: started again within seconds, a committed wri
   );
   t.equal(read.status, 200, 'requests succeed again within 15 s');
   t.match(read.body, '"name":"Written before the crash"', 'the write from before the crash is there');
-  // Readiness gives the database two seconds (its own connections, then fresh ones); on a
-  // loaded machine just after crash recovery the first probe may take longer.
-  const ready = await eventually(
-    () => fetch(`${atrium.base}/health/ready`).then((res) => res.status),
-    (status) => status === 200,
-    15_000,
-  );
+  const ready = await readinessOnceReady(() => fetch(`${atrium.base}/health/ready`).then((res) => res.status));
   t.equal(ready, 200, 'ready again within 15 s', { output: ready === 200 ? undefined : atrium.output() });
   t.equal(atrium.logged(EXITED).length, 1, 'one line says what happened');
   t.match(atrium.logged(EXITED)[0], `"postmaster":${killed},"exit":"SIGKILL"`);

@@ -15,7 +15,7 @@ import t from 'tap';
 import { Database } from '../../../src/platform/database/database.ts';
 import { startTestApi } from '../../helpers/atrium.ts';
 import { createTestDatabase } from '../../helpers/database.ts';
-import { eventually } from '../../helpers/eventually.ts';
+import { eventually, readinessOnceReady } from '../../helpers/eventually.ts';
 import { serverPort } from '../../helpers/processes.ts';
 
 const database = await createTestDatabase();
@@ -100,13 +100,7 @@ const api = await startTestApi(t, {
 });
 
 t.test('requests, writes and background delivery work through a transaction pooler', async (t) => {
-  // Readiness gives the database two seconds, through the pooler's first connections here: a
-  // loaded machine may need longer.
-  const ready = await eventually(
-    async () => (await api.atrium.app!.inject({ method: 'GET', url: '/health/ready' })).statusCode,
-    (status) => status === 200,
-    15_000,
-  );
+  const ready = await readinessOnceReady(async () => (await api.atrium.app!.inject({ method: 'GET', url: '/health/ready' })).statusCode);
   t.equal(ready, 200);
   const tenant = await api.createTenant('pooled');
   for (let round = 0; round < 3; round++) {

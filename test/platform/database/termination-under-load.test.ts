@@ -12,7 +12,7 @@ import postgres from 'postgres';
 import t from 'tap';
 import { Pool } from 'undici';
 import { startTestApi } from '../../helpers/atrium.ts';
-import { eventually } from '../../helpers/eventually.ts';
+import { eventually, readinessOnceReady } from '../../helpers/eventually.ts';
 
 const KILLS = 5;
 const CLIENTS = 12;
@@ -249,17 +249,11 @@ t.test('a write cut off after its transaction began answers 503, is not repeated
 });
 
 t.test('afterwards readiness says ready and every kind of request is served', async (t) => {
-  // Readiness gives the database two seconds (the pools, then fresh connections); on a loaded
-  // machine, with the connections just terminated to open again, the first probe may take longer.
-  const ready = await eventually(
-    async () => {
-      const response = await http.request({ method: 'GET', path: '/health/ready' });
-      await response.body.dump();
-      return response.statusCode;
-    },
-    (status) => status === 200,
-    15_000,
-  );
+  const ready = await readinessOnceReady(async () => {
+    const response = await http.request({ method: 'GET', path: '/health/ready' });
+    await response.body.dump();
+    return response.statusCode;
+  });
   t.equal(ready, 200, 'ready: the database is up and reachable');
   for (const [kind, path] of reads) t.equal((await send(kind, 'GET', path())).status, 200, kind);
   t.equal((await assign(targets[1]!.id, 2, 1_000_000)).status, 200, 'a write');
