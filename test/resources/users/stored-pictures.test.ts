@@ -13,6 +13,7 @@ import { pictureEtag } from '../../../src/resources/users/profile-picture.ts';
 import { stripStoredPictures } from '../../../src/resources/users/stored-pictures.ts';
 import { userProfilePictures } from '../../../src/resources/users/table.ts';
 import { startTestApi } from '../../helpers/atrium.ts';
+import { eventually } from '../../helpers/eventually.ts';
 import { PNG_1X1 } from '../../helpers/multipart.ts';
 import { jpegWithMetadata, pngWithMetadata } from '../../helpers/pictures.ts';
 
@@ -87,4 +88,32 @@ t.test('pictures with metadata are stored without it, in every tenant; the rest 
 
   t.strictSame(await stripStoredPictures(api.db, commandSource('pictures:strip-metadata')), { read: 5, stripped: 0, unreadable: 1 }, 'again: nothing to do');
   t.equal((await events(tenant.tenantId)).length, 2, 'and nothing recorded');
+});
+
+t.test('a picture replaced after the command read it is kept as replaced, and nothing is recorded', async (t) => {
+  const racer = await api.createUser(tenant.tenantId, { username: 'racer' });
+  await storeAsBefore(tenant.tenantId, racer.id, 'image/jpeg', jpegWithMetadata(1));
+  const waitingForLock = async () =>
+    (
+      await api.db.owner.execute<{ n: number }>(
+        sql`select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`,
+      )
+    )[0]!.n;
+  let run: ReturnType<typeof stripStoredPictures> | undefined;
+  // The user's row is held as an upload holds it, so the command has read the picture and waits
+  // for the row when the picture is replaced; then the command goes on with what it read.
+  await api.db.owner.transaction(async (tx) => {
+    await tx.execute(sql`select 1 from users where tenant_id = ${tenant.tenantId} and id = ${racer.id} for no key update`);
+    run = stripStoredPictures(api.db, commandSource('pictures:strip-metadata'));
+    t.equal(await eventually(waitingForLock, (n) => n === 1), 1, 'the command waits for the user');
+    await tx
+      .update(userProfilePictures)
+      .set({ mediaType: 'image/png', content: PNG_1X1, etag: pictureEtag(PNG_1X1) })
+      .where(eq(userProfilePictures.userId, racer.id));
+  });
+  t.strictSame(await run, { read: 6, stripped: 0, unreadable: 1 }, 'the only picture with metadata was replaced meanwhile');
+  const kept = await storedOf(racer.id);
+  t.ok(kept.content.equals(PNG_1X1), 'the replacement stays');
+  t.equal(kept.etag, pictureEtag(PNG_1X1), 'with its own ETag');
+  t.equal((await events(tenant.tenantId)).length, 2, 'nothing recorded for it');
 });
