@@ -4,6 +4,7 @@
  */
 import { entryPointConfig } from './config.ts';
 import { toleratingConnectionLoss } from './platform/database/connection-loss.ts';
+import { failureMessage } from './platform/database/failure-message.ts';
 import { onTerminationSignals, type TerminationSignal } from './platform/process/signals.ts';
 import type { Atrium } from './server.ts';
 
@@ -14,7 +15,7 @@ const [{ createAtrium }, { generatedPasswordNotice }] = await Promise.all([impor
 
 /** A start-up failure: one line on stderr (the log may not exist yet), exit status 1. */
 function fail(what: string, error: unknown): never {
-  process.stderr.write(`atrium: ${what}: ${error instanceof Error ? error.message : String(error)}\n`);
+  process.stderr.write(`atrium: ${what}: ${failureMessage(error)}\n`);
   process.exit(1);
 }
 

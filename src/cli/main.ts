@@ -7,6 +7,7 @@
 import { parseArgs } from 'node:util';
 import { entryPointConfig, readDotEnv, type Config } from '../config.ts';
 import { parseConnectionUrl } from '../platform/database/connection-url.ts';
+import { failureMessage } from '../platform/database/failure-message.ts';
 import type { Database } from '../platform/database/database.ts';
 import { setPasswordHashCost } from '../platform/auth/passwords.ts';
 import { onTerminationSignals, signalExitStatus } from '../platform/process/signals.ts';
@@ -358,7 +359,7 @@ async function run(argv: string[]): Promise<void> {
 run(process.argv.slice(2)).then(
   () => process.exit(0),
   (error: unknown) => {
-    process.stderr.write(`atrium: ${error instanceof Error ? error.message : String(error)}\n`);
+    process.stderr.write(`atrium: ${failureMessage(error)}\n`);
     if (error instanceof UsageError) {
       process.stderr.write(`\n${error.command ? commandHelp(error.command) : overview()}\n`);
       process.exit(2);

@@ -318,6 +318,24 @@ t.test('user:set-password sets a lost password from standard input and ends the 
   );
 });
 
+t.test('a command whose statement fails says why, without the parameters it sent (a password hash)', async (t) => {
+  const tenant = await api.createTenant('cli-refused');
+  await api.createUser(tenant.tenantId, { username: 'refused-reset' });
+  // The database refuses this user's new password, as a statement timeout or a lost connection would.
+  await api.db.owner.execute(
+    sql.raw(`create function cli_refuse_password() returns trigger language plpgsql as $$ begin raise exception 'password change refused'; end $$;
+      create trigger cli_refuse_password before update of password_hash on users for each row when (new.username = 'refused-reset')
+        execute function cli_refuse_password();`),
+  );
+  t.teardown(() => api.db.owner.execute(sql.raw('drop trigger cli_refuse_password on users; drop function cli_refuse_password()')));
+  const result = await atrium('user:set-password', '--tenant', 'cli-refused', '--username', 'refused-reset', { input: 'a refused long password\n' });
+  t.equal(result.code, 1);
+  t.match(result.stderr, /password change refused/, 'the reason is told');
+  t.notMatch(result.stderr, /\$argon2/, 'the new password hash is not');
+  t.notMatch(result.stderr, /params:/);
+  t.notMatch(result.stdout + result.stderr, /a refused long password/);
+});
+
 t.test('pictures:strip-metadata stores the pictures kept with their metadata without it, and says how many', async (t) => {
   const tenant = await api.createTenant('cli-pictures');
   const user = await api.createUser(tenant.tenantId, { username: 'photographer' });
