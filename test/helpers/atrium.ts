@@ -9,6 +9,7 @@ import pino from 'pino';
 import qs from 'qs';
 import type { Test } from 'tap';
 import { operations, type OperationId } from '../../generated/operations.ts';
+import { loggerOptions } from '../../src/app.ts';
 import { loadConfig, type Config } from '../../src/config.ts';
 import { toleratingConnectionLoss } from '../../src/platform/database/connection-loss.ts';
 import type { Database } from '../../src/platform/database/database.ts';
@@ -47,6 +48,8 @@ export interface TestApi extends TenantData {
   atrium: Atrium;
   db: Database;
   config: Config;
+  /** Every line the server logged at its `logLevel` (none at `silent`, the default), as JSON text. */
+  logLines: string[];
   call<T = any>(t: Test, operationId: OperationId, options?: CallOptions): Promise<CallResult<T>>;
 }
 
@@ -104,6 +107,7 @@ export async function startTestApi(t: Test, overrides: Partial<Config> = {}): Pr
     atrium,
     db,
     config,
+    logLines: logged.lines,
     async call(t, operationId, options = {}) {
       const meta = operations[operationId] as (typeof operations)[typeof operationId] | undefined;
       if (!meta) throw new Error(`${operationId} is not in generated/operations.ts: add it to openapi/ and run npm run generate`);
@@ -158,22 +162,28 @@ export async function startTestWorker(t: Test, api: TestApi): Promise<Atrium> {
 }
 
 /**
- * The test server's logger: lines at `level` to stderr, as before (`TEST_LOG_LEVEL`, silent
- * by default), and the message of every error logged kept in `messages`, so that a 500 can
- * be told apart by its cause (see `serializerViolations`).
+ * The test server's logger, with the options production logs with (redaction, the request
+ * serializer): every line at `level` kept in `lines` (and written to stderr when
+ * `TEST_LOG_LEVEL` asks for it), and the message of every error logged kept in `messages`,
+ * so that a 500 can be told apart by its cause (see `serializerViolations`).
  */
-function errorsLogged(level: string): { logger: pino.Logger; messages: string[] } {
+function errorsLogged(level: string): { logger: pino.Logger; messages: string[]; lines: string[] } {
   const messages: string[] = [];
-  const keep = {
+  const lines: string[] = [];
+  const keepErrors = {
     write(line: string) {
       const entry = JSON.parse(line) as { err?: { message?: unknown } };
       if (typeof entry.err?.message === 'string') messages.push(entry.err.message);
     },
   };
-  const streams: pino.StreamEntry[] = [{ level: 'error', stream: keep }];
-  if (level !== 'silent') streams.push({ level: level as pino.Level, stream: pino.destination(2) });
+  const streams: pino.StreamEntry[] = [{ level: 'error', stream: keepErrors }];
+  if (level !== 'silent') {
+    streams.push({ level: level as pino.Level, stream: { write: (line: string) => void lines.push(line) } });
+    if (process.env.TEST_LOG_LEVEL) streams.push({ level: level as pino.Level, stream: pino.destination(2) });
+  }
   const lowest = Math.min(...streams.map((entry) => pino.levels.values[entry.level!]!));
-  return { logger: pino({ level: pino.levels.labels[lowest]! }, pino.multistream(streams)), messages };
+  const options = loggerOptions(pino.levels.labels[lowest]!) as pino.LoggerOptions;
+  return { logger: pino(options, pino.multistream(streams)), messages, lines };
 }
 
 /** Looks a user row up as the owner (bypassing tenancy), for assertions. */
