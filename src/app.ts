@@ -6,7 +6,7 @@ import { registerCors } from './platform/http/cors.ts';
 import { registerRateLimit } from './platform/http/rate-limit.ts';
 import { registerRequestId, requestId } from './platform/http/request-id.ts';
 import { registerSecurityHeaders } from './platform/http/security-headers.ts';
-import { answerClientError, answerRouterError, MAX_PATH_PARAMETER_LENGTH, registerErrorHandling } from './platform/http/error-handler.ts';
+import { answerClientError, answerRouterError, MAX_PATH_PARAMETER_LENGTH, registerErrorHandling, serializeLoggedError } from './platform/http/error-handler.ts';
 import { registerDrain } from './platform/http/drain.ts';
 import { registerJsonBodies } from './platform/http/json-body.ts';
 import { registerContentCodings } from './platform/http/content-coding.ts';
@@ -89,6 +89,7 @@ export function loggerOptions(level: string): FastifyServerOptions['logger'] {
       censor: '[redacted]',
     },
     serializers: {
+      err: serializeLoggedError,
       req: (req: { method: string; url: string; ip?: string }) => ({
         method: req.method,
         url: redactUrl(req.url),

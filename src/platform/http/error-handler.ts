@@ -2,6 +2,7 @@ import { DrizzleQueryError } from 'drizzle-orm';
 import { STATUS_CODES } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import pino from 'pino';
 import { isConnectionLoss } from '../database/connection-loss.ts';
 import { isMalformedMultipart, UPLOAD_MAX_BYTES } from './multipart.ts';
 import { randomUUID } from 'node:crypto';
@@ -210,6 +211,22 @@ export function errorLogFields(error: unknown): Record<string, unknown> {
   const own = driver(error);
   // Not under `err`: pino's error serializer would fold the messages and lose the fields.
   return own ? { databaseError: own } : { err: error };
+}
+
+/**
+ * The logger's `err` serializer: a database error logged as `{ err }` anywhere (a job, a
+ * stream, the idempotency store) keeps what `errorLogFields` keeps, never the statement's
+ * values; any other error is serialized as pino does.
+ */
+export function serializeLoggedError(error: Error): pino.SerializedError {
+  const fields = errorLogFields(error);
+  if (!('databaseError' in fields)) return pino.stdSerializers.err(error);
+  const kept = fields.databaseError as { type: string; message?: string; query?: string; stack: string };
+  // `raw`, as pino's own, is not enumerable: the log line never holds the error itself.
+  return Object.defineProperty({ ...kept, message: kept.message ?? `Failed query: ${kept.query}` }, 'raw', {
+    value: error,
+    enumerable: false,
+  }) as pino.SerializedError;
 }
 
 /**

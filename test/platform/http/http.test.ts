@@ -3,7 +3,7 @@ import { Writable } from 'node:stream';
 import t, { type Test } from 'tap';
 import Fastify from 'fastify';
 import pino from 'pino';
-import { DrizzleQueryError } from 'drizzle-orm';
+import { DrizzleQueryError, sql } from 'drizzle-orm';
 import { buildApp, loggerOptions } from '../../../src/app.ts';
 import { registerErrorHandling } from '../../../src/platform/http/error-handler.ts';
 import { ProblemError } from '../../../src/platform/http/problem.ts';
@@ -153,6 +153,22 @@ t.test('query strings with nested filters parse with depth 2, deeper nesting is 
 t.test('a problem document is not accepted as a request body (415)', async (t) => {
   const res = await api.call(t, 'login', { payload: '{"tenant":"demo"}', contentType: 'application/problem+json' });
   t.equal(res.status, 415);
+});
+
+t.test('an error logged as err: a failed statement keeps its query and reason, never its values', async (t) => {
+  const lines: string[] = [];
+  const logger = pino(loggerOptions('info') as pino.LoggerOptions, { write: (line: string) => void lines.push(line) });
+  const failed = await api.db.owner.execute(sql`select 1 / 0 where ${'SECRET-param-value'}::text is not null`).then(
+    () => null,
+    (error: unknown) => error,
+  );
+  t.ok(failed instanceof DrizzleQueryError, 'a failed statement');
+  logger.error({ err: failed }, 'a job failed');
+  logger.error({ err: new Error('plain failure') }, 'something else failed');
+  const [database, plain] = lines.map((line) => JSON.parse(line) as { err: unknown });
+  t.match(database!.err, { type: 'DrizzleQueryError', message: /^Failed query: select 1 \/ 0/, cause: { message: 'division by zero' } });
+  t.notMatch(lines[0], /SECRET-param-value/, 'not the values it sent');
+  t.match(plain!.err, { type: 'Error', message: 'plain failure', stack: /\bat / }, 'any other error as pino serializes it');
 });
 
 /** Another app on the test's services, with the production logger (loggerOptions) at `level` writing to `lines`. */
