@@ -436,7 +436,8 @@ function textComparison(op: string, left: SQL, right: SQL, value: string, bind: 
 /** The attribute named by `path` (inside a value path `parent[...]`, relative to it). */
 function attributeOf(attributes: Record<string, FilterAttribute>, path: string, parent: string | null): { attribute: FilterAttribute; name: string } {
   const name = parent === null ? normalizedPath(path) : `${parent}.${path.toLowerCase()}`;
-  const attribute = attributes[name];
+  // Own keys only: `constructor` or `__proto__` would otherwise find what every object inherits.
+  const attribute = Object.hasOwn(attributes, name) ? attributes[name] : undefined;
   if (!attribute) throw invalidFilter(`The attribute ${parent === null ? path : `${parent}[${path}]`} cannot be filtered on.`);
   return { attribute, name };
 }

@@ -693,6 +693,14 @@ t.test('a refusal names at most 20 unknown members, and how many more there are'
   t.equal(few.body.detail, 'members: no user 900100.');
 });
 
+t.test('a filter naming what every JavaScript object has is an unknown attribute', async (t) => {
+  for (const filter of ['constructor eq "x"', '__proto__ eq "x"', 'constructor pr', 'not (__proto__ pr)']) {
+    const res = await scim('GET', `/Groups?filter=${encodeURIComponent(filter)}`);
+    t.equal(res.status, 400, filter);
+    t.match(res.body, { schemas: [ERROR], status: '400', scimType: 'invalidFilter', detail: /cannot be filtered on/ }, filter);
+  }
+});
+
 t.test('groups are filtered on meta.created and meta.lastModified, as shown to the millisecond', async (t) => {
   const group = await createDepartment(api.db, tenant.tenantId, 'Filtered by instant');
   await api.db.owner.execute(

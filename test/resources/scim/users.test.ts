@@ -381,6 +381,14 @@ t.test('filters: bad ones are invalidFilter', async (t) => {
   t.equal(tooLarge.body.detail, 'startIndex must be an integer from -999999999 to 999999999.');
 });
 
+t.test('a filter naming what every JavaScript object has is an unknown attribute', async (t) => {
+  for (const filter of ['constructor eq "x"', '__proto__ eq "x"', 'constructor pr', 'not (__proto__ pr)']) {
+    const res = await scim('GET', `/Users?filter=${encodeURIComponent(filter)}`);
+    isError(t, res, 400, 'invalidFilter');
+    t.match(res.body.detail, /cannot be filtered on/, filter);
+  }
+});
+
 t.test('a userName with a backslash is found whether the filter escapes it (RFC 7644: a JSON string) or not', async (t) => {
   const created = await scim('POST', '/Users', newUser({ userName: 'CORP\\jdoe', externalId: 'ext\\jdoe' }));
   t.equal(created.status, 201);
