@@ -532,8 +532,6 @@ function patchOperations(body: unknown, resource: Patchable): ScimPatchOperation
   const operations = operationMember(request, 'operations')?.value;
   if (!Array.isArray(operations) || operations.length === 0) throw invalidSyntax('Operations must be a non-empty array.');
   if (operations.length > 1000) throw invalidSyntax('Operations must hold at most 1000 operations.');
-  const values = operations.reduce<number>((sum, entry) => sum + valueCount(isAttributes(entry) ? operationMember(entry, 'value')?.value : undefined), 0);
-  if (values > MAX_PATCH_VALUES) throw invalidValue(`A PATCH carries at most ${MAX_PATCH_VALUES} values in all its operations, not ${values}.`);
   const sent = operations.flatMap((entry): SentOperation[] => {
     const operation = bodyObject(entry);
     const name = operationMember(operation, 'op')?.value;
@@ -554,6 +552,9 @@ function patchOperations(body: unknown, resource: Patchable): ScimPatchOperation
     if (resource === 'user' && path.toLowerCase() === ENTERPRISE_USER_SCHEMA.toLowerCase()) return extensionOperations(op, value.value);
     return [{ op, path, value: value.value }];
   });
+  // Counted as scim-patch applies them: a path-less value's extension is an operation of its own, whose arrays it compares item by item.
+  const values = sent.reduce<number>((sum, operation) => sum + valueCount(operation.value), 0);
+  if (values > MAX_PATCH_VALUES) throw invalidValue(`A PATCH carries at most ${MAX_PATCH_VALUES} values in all its operations, not ${values}.`);
   return sent
     .filter((operation) => !(resource === 'user' && operation.path !== undefined && !namesForbidden(operation.path) && ignoredUserPath(operation.path)))
     .flatMap((operation) => {

@@ -1077,6 +1077,24 @@ t.test('hostile input is a 4xx, never a 5xx, and changes nothing', async (t) => 
   t.equal(await userCount(), before);
 });
 
+t.test("a path-less PATCH counts the values of the extension it names: 1000 in all, as any PATCH's", async (t) => {
+  const created = (await scim('POST', '/Users', newUser({ [ENTERPRISE]: { employeeNumber: 'E-1000' } }))).body;
+  // scim-patch compares each value an add appends with those already there: two such adds of 40,000 held the process for seconds.
+  const managers = (from: number) => Array.from({ length: 501 }, (_, i) => ({ value: String(from + i) }));
+  const refused = await scim('PATCH', `/Users/${created.id}`, {
+    schemas: [PATCH],
+    Operations: [
+      { op: 'add', value: { [ENTERPRISE]: { employeeNumber: 'E-1001', manager: managers(1_000_000) } } },
+      { op: 'add', value: { [ENTERPRISE]: { manager: managers(2_000_000) } } },
+    ],
+  });
+  isError(t, refused, 400, 'invalidValue');
+  t.match(refused.body.detail, /at most 1000 values in all its operations/);
+  const after = await scim('GET', `/Users/${created.id}`);
+  t.equal(after.body[ENTERPRISE].employeeNumber, 'E-1000', 'and changes nothing');
+  t.equal(after.body.meta.lastModified, created.meta.lastModified);
+});
+
 t.test('a PATCH path or value key naming __proto__, constructor or prototype is refused and pollutes nothing', async (t) => {
   const created = (await scim('POST', '/Users', newUser())).body;
   const path = `/Users/${created.id}`;
