@@ -683,13 +683,17 @@ function filterComparisons(document: Record<string, unknown>, operation: ScimPat
 
 /** The resource after the PATCH operations, applied in order by scim-patch (on a copy); its errors become SCIM errors. */
 function patched<T extends Record<string, unknown>>(resource: T, operations: ScimPatchOperation[]): T {
+  const tooManyComparisons = (comparisons: string) =>
+    invalidValue(`The PATCH's value filters would compare ${comparisons} values, more than ${MAX_FILTER_COMPARISONS}: send fewer or simpler filters.`);
   const comparisons = operations.reduce((sum, operation) => sum + filterComparisons(resource, operation), 0);
-  if (comparisons > MAX_FILTER_COMPARISONS) {
-    throw invalidValue(`The PATCH's value filters would compare ${comparisons} values, more than ${MAX_FILTER_COMPARISONS}: send fewer or simpler filters.`);
-  }
+  if (comparisons > MAX_FILTER_COMPARISONS) throw tooManyComparisons(String(comparisons));
+  // Counted again as the operations are applied: an earlier one may add the values a later filter searches.
+  let applied = 0;
   try {
     let document = structuredClone(resource) as Record<string, unknown>;
     for (const sent of operations) {
+      applied += filterComparisons(document, sent);
+      if (applied > MAX_FILTER_COMPARISONS) throw tooManyComparisons(`at least ${applied}`);
       const operation = matchingStoredCase(document, sent);
       if (removesFromNothing(document, operation)) continue;
       const member = operation.op === 'remove' && operation.path !== undefined ? MEMBER_BY_ID.exec(operation.path) : null;
@@ -703,6 +707,7 @@ function patched<T extends Record<string, unknown>>(resource: T, operations: Sci
     }
     return document as T;
   } catch (error) {
+    if (error instanceof ScimError) throw error;
     if (error instanceof PatchError) {
       const scimType = (error as { scimCode?: string }).scimCode;
       throw new ScimError(400, error.message, scimType === 'noTarget' || scimType === 'invalidPath' ? scimType : 'invalidValue');

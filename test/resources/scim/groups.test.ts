@@ -671,6 +671,27 @@ t.test('a PATCH whose value filters would hold the process is refused; removing 
   t.strictSame(await memberIds(Number(group.id)), members.slice(1000), 'the thousand are gone, the others stay');
 });
 
+t.test('value filters are judged on the members an earlier operation of the same PATCH added', async (t) => {
+  const group = (await scim('POST', '/Groups', { schemas: [GROUP], displayName: 'Filled and filtered' })).body;
+  const made = await api.db.owner.execute<{ id: string }>(sql`
+    insert into users (tenant_id, username, role_id, first_name, last_name)
+    select ${tenant.tenantId}, 'filled-' || g, ${employee.id}, 'Filled', 'Member ' || g from generate_series(1, 1000) g
+    returning id`);
+  // The group is empty when the PATCH arrives: its filters would search nothing, were they judged on the group as it was.
+  const filter = Array.from({ length: 90 }, (_, i) => `value eq "${9_000_000 + i}"`).join(' or ');
+  const heavy = await scim('PATCH', `/Groups/${group.id}?excludedAttributes=members`, {
+    schemas: [PATCH],
+    Operations: [
+      { op: 'add', path: 'members', value: made.map((row) => ({ value: String(row.id) })) },
+      ...Array.from({ length: 50 }, () => ({ op: 'remove', path: `members[${filter}]` })),
+    ],
+  });
+  t.equal(heavy.status, 400);
+  t.equal(heavy.body.scimType, 'invalidValue');
+  t.match(heavy.body.detail, /value filters would compare .* more than 200000/);
+  t.same(await memberIds(Number(group.id)), [], 'and changes nothing');
+});
+
 t.test("attributes and filters may name a Group attribute with the Group schema's URN", async (t) => {
   const group = (await scim('POST', '/Groups', { schemas: [GROUP], displayName: 'Qualified names', members: [{ value: String(ann.id) }] })).body;
   const only = await scim('GET', `/Groups/${group.id}?attributes=${encodeURIComponent(`${GROUP}:members`)}`);
