@@ -467,6 +467,9 @@ function ignoredUserPath(path: string): boolean {
   return IGNORED_USER_ATTRIBUTES.has(firstAttribute(lower.startsWith(`${schema}:`) ? lower.slice(schema.length + 1) : lower));
 }
 
+/** The multi-valued attributes a PATCH writes, as `canonical` spells their paths. */
+const MULTI_VALUED = new Set(['members', 'emails', 'phoneNumbers', 'addresses']);
+
 /** A member of a PATCH operation (`op`, `path`, `value`) by its name in any case: RFC 7643 §2.1 has attribute names case-insensitive. */
 function operationMember(operation: Record<string, unknown>, name: string): { value: unknown } | undefined {
   const key = Object.keys(operation).find((candidate) => candidate.toLowerCase() === name);
@@ -562,10 +565,13 @@ function patchOperations(body: unknown, resource: Patchable): ScimPatchOperation
       const named = operation.path ? canonical(operation.path, ATTRIBUTE_NAMES[resource]) : { path: undefined, names: ATTRIBUTE_NAMES[resource] };
       // null is "unassigned" (RFC 7643 §2.5): a replace with it removes what the path names.
       if (operation.op === 'replace' && named.path && operation.value === null) return [{ op: 'remove', path: named.path }];
+      // A multi-valued attribute replaced by one value holds that value alone (RFC 7644 §3.5.2.3): scim-patch would
+      // merge it into each value held, and drop it where none is.
+      const single = operation.op === 'replace' && MULTI_VALUED.has(named.path ?? '') && !Array.isArray(operation.value);
       return memberRemovals({
         op: operation.op,
         ...(named.path ? { path: named.path } : {}),
-        ...('value' in operation ? { value: canonicalValue(operation.value, named.names) } : {}),
+        ...('value' in operation ? { value: canonicalValue(single ? [operation.value] : operation.value, named.names) } : {}),
       } as ScimPatchOperation);
     });
 }

@@ -671,6 +671,29 @@ t.test('a PATCH whose value filters would hold the process is refused; removing 
   t.strictSame(await memberIds(Number(group.id)), members.slice(1000), 'the thousand are gone, the others stay');
 });
 
+t.test('a replace of members with one member, not a list, makes that user the only member, of an empty group too', async (t) => {
+  const empty = (await scim('POST', '/Groups', { schemas: [GROUP], displayName: 'Replaced from empty' })).body;
+  const filled = await scim('PATCH', `/Groups/${empty.id}`, {
+    schemas: [PATCH],
+    Operations: [{ op: 'replace', path: 'members', value: { value: String(ann.id) } }],
+  });
+  t.equal(filled.status, 200);
+  t.same(await memberIds(Number(empty.id)), [String(ann.id)], 'the member is added, not dropped');
+  const full = (
+    await scim('POST', '/Groups', { schemas: [GROUP], displayName: 'Replaced from two', members: [{ value: String(ann.id) }, { value: String(ben.id) }] })
+  ).body;
+  const replaced = await scim('PATCH', `/Groups/${full.id}`, {
+    schemas: [PATCH],
+    Operations: [{ op: 'replace', path: 'members', value: { value: String(ben.id) } }],
+  });
+  t.equal(replaced.status, 200);
+  t.same(await memberIds(Number(full.id)), [String(ben.id)], 'the one named replaces them all');
+  const text = await scim('PATCH', `/Groups/${empty.id}`, { schemas: [PATCH], Operations: [{ op: 'replace', path: 'members', value: 'x' }] });
+  t.equal(text.status, 400, 'a text is no member, whether the group is empty or not');
+  t.equal(text.body.scimType, 'invalidValue');
+  t.same(await memberIds(Number(empty.id)), [String(ann.id)], 'and changes nothing');
+});
+
 t.test('value filters are judged on the members an earlier operation of the same PATCH added', async (t) => {
   const group = (await scim('POST', '/Groups', { schemas: [GROUP], displayName: 'Filled and filtered' })).body;
   const made = await api.db.owner.execute<{ id: string }>(sql`
