@@ -251,6 +251,9 @@ export const userHandlers = {
       }
       // A new role or a deactivation may take administration away (`lockAdministration`).
       if (input.role_id !== undefined || input.active === false) await lockAdministration(tx, auth);
+      // The user's row before it is read: a concurrent write of the user (a new role, other dates) commits first, and
+      // this one is judged on what it left, not on what it replaced.
+      await lockRecord(tx, users, params.user);
       const current = await requireAdministrableUser(tx, auth, params.user);
       if (self) {
         const renameError = selfRenameError(auth, input.username, current.username);

@@ -8,10 +8,11 @@
 import { sql } from 'drizzle-orm';
 import t, { type Test } from 'tap';
 import { eraseAuditTrail } from '../../../src/platform/audit/audit.ts';
+import { verifyPassword } from '../../../src/platform/auth/passwords.ts';
 import { hashToken } from '../../../src/platform/auth/tokens.ts';
 import { scimSettings, scimTokens } from '../../../src/resources/scim/table.ts';
 import { newScimTokenValue } from '../../../src/resources/scim/tokens.ts';
-import { startTestApi, type CallResult } from '../../helpers/atrium.ts';
+import { ownerUser, startTestApi, type CallResult } from '../../helpers/atrium.ts';
 import { bearer, holdRows, lockWaiters, pauseWrites, roleNamed, rowCount, sleep, storeNotification } from '../../helpers/fixtures.ts';
 import { eventually } from '../../helpers/eventually.ts';
 import { multipart, PNG_1X1 } from '../../helpers/multipart.ts';
@@ -336,6 +337,66 @@ t.test('two administrators demoting each other at the same moment: one of them s
     t.same(statuses(answers).sort(), [200, 403], `one demotion goes through, the other is refused: ${statuses(answers).join(', ')}`);
     t.equal(answers.find((answer) => answer.status === 403)?.body.code, 'permission_missing');
   }
+});
+
+/**
+ * Holds the commit of the administrator's `updateUser` of `userId` (its writes made, their locks held) until released,
+ * so that another write of the same user arrives meanwhile.
+ */
+const holdAdministratorUpdate = (t: Test, userId: number, key: number) =>
+  pauseWrites(t, api.db, {
+    name: `test_hold_user_update_${key}`,
+    trigger: `constraint trigger test_hold_user_update_${key} after insert on audit_events deferrable initially deferred`,
+    condition: `new.actor_id = ${tenant.adminUserId} and new.target_type = 'user' and new.target_id = '${userId}'`,
+    key,
+  });
+
+t.test('two updates of one user at the same moment: the second is judged on what the first left', async (t) => {
+  const delegate = await api.createUser(tenant.tenantId, {
+    username: 'dates-delegate',
+    permissions: ['users.view', 'users.administer', 'users.view-administrative'],
+  });
+  const joiner = await api.createUser(tenant.tenantId, { username: 'joiner' });
+  const commitHeld = await holdAdministratorUpdate(t, joiner.id, 4250);
+  let entering!: Promise<CallResult>;
+  let leaving!: Promise<CallResult>;
+  try {
+    entering = api.call(t, 'updateUser', { token: admin, params: { user: joiner.id }, body: { entering_date: '2024-05-01' } });
+    t.equal(await lockWaiters(api.db, 'commit'), 1, "the first update's commit waits");
+    leaving = api.call(t, 'updateUser', { token: delegate.token, params: { user: joiner.id }, body: { leaving_date: '2024-04-01' } });
+    t.equal(await lockWaiters(api.db, '"users"'), 1, 'the second waits for the user');
+  } finally {
+    await commitHeld.release();
+  }
+  t.equal((await entering).status, 200, 'the first goes through');
+  const refused = await leaving;
+  t.equal(refused.status, 422, 'the second is refused: it would leave the leaving date before the entering date');
+  t.ok(refused.body.errors?.leaving_date, 'on leaving_date');
+  const row = await ownerUser(api.db, tenant.tenantId, joiner.id);
+  t.equal(row!.enteringDate, '2024-05-01');
+  t.equal(row!.leavingDate, null, 'no leaving date before the entering date is stored');
+});
+
+t.test("a delegate's update of a user promoted at the same moment is judged on the promotion: 403, no password set", async (t) => {
+  const delegate = await api.createUser(tenant.tenantId, { username: 'password-delegate', permissions: ['users.view', 'users.administer'] });
+  const rising = await api.createUser(tenant.tenantId, { username: 'rising', password: 'the rising password' });
+  const administrator = await roleNamed(api.db, tenant.tenantId, 'Administrator');
+  const commitHeld = await holdAdministratorUpdate(t, rising.id, 4251);
+  let promotion!: Promise<CallResult>;
+  let takeover!: Promise<CallResult>;
+  try {
+    promotion = api.call(t, 'updateUser', { token: admin, params: { user: rising.id }, body: { role_id: administrator.id } });
+    t.equal(await lockWaiters(api.db, 'commit'), 1, "the promotion's commit waits");
+    takeover = api.call(t, 'updateUser', { token: delegate.token, params: { user: rising.id }, body: { password: 'taken-over-password' } });
+    t.equal(await lockWaiters(api.db, '"users"'), 1, "the delegate's update waits for the user");
+  } finally {
+    await commitHeld.release();
+  }
+  t.equal((await promotion).status, 200, 'the promotion goes through');
+  t.equal((await takeover).status, 403, 'the update of an administrator is refused to the delegate');
+  const row = await ownerUser(api.db, tenant.tenantId, rising.id);
+  t.equal(row!.roleId, administrator.id);
+  t.ok(await verifyPassword(row!.passwordHash, 'the rising password'), 'the password was not replaced');
 });
 
 t.test('a sign-in that raced a password change yields no session that outlives the change', async (t) => {
