@@ -26,6 +26,9 @@ export type OutboundFailure = 'refused' | 'timeout' | 'network' | 'invalid';
  */
 export const OUTBOUND_CONCURRENCY = 8;
 
+/** The longest an idle connection to a receiver is kept for its next request, in ms (a receiver's `Keep-Alive` asking more gets this). */
+export const KEEP_ALIVE_MAX_MS = 5_000;
+
 export const DESTINATION_NOT_ALLOWED = 'the destination is not allowed';
 export const NOT_DELIVERED = 'could not be delivered';
 
@@ -147,6 +150,9 @@ export class OutboundClient {
       headersTimeout: this.options.timeoutMs,
       bodyTimeout: this.options.timeoutMs,
       connections: 32,
+      // A receiver may ask to keep an idle connection for up to undici's ten minutes (`Keep-Alive: timeout=600`):
+      // peers are chosen by tenants, so an idle connection is kept at most this long, whatever it asks.
+      keepAliveMaxTimeout: KEEP_ALIVE_MAX_MS,
     });
   }
 

@@ -1,8 +1,17 @@
 /** The outbound HTTP client (src/platform/outbound) against a real peer on loopback. */
+import { createServer as createHttpServer } from 'node:http';
 import { createServer } from 'node:net';
 import t from 'tap';
 import { AddressPolicy } from '../../../src/platform/outbound/address-policy.ts';
-import { DESTINATION_NOT_ALLOWED, NOT_AN_ALLOWED_DESTINATION, NOT_DELIVERED, OutboundClient, OutboundError } from '../../../src/platform/outbound/client.ts';
+import {
+  DESTINATION_NOT_ALLOWED,
+  KEEP_ALIVE_MAX_MS,
+  NOT_AN_ALLOWED_DESTINATION,
+  NOT_DELIVERED,
+  OutboundClient,
+  OutboundError,
+} from '../../../src/platform/outbound/client.ts';
+import { eventually } from '../../helpers/eventually.ts';
 import { rejection } from '../../helpers/fixtures.ts';
 import { startReceiver } from '../../helpers/receiver.ts';
 
@@ -146,6 +155,31 @@ t.test('embedded forms are refused at connect time, not only when validated', as
     t.equal(refused?.kind, 'refused', `sent: ${address}`);
   }
   t.equal(receiver.received('/embedded').length, 0);
+});
+
+t.test('an idle connection is closed after KEEP_ALIVE_MAX_MS, though the receiver asks to keep it ten minutes', async (t) => {
+  let closed = 0;
+  const lingering = createHttpServer((_request, response) => {
+    response.writeHead(204, { connection: 'keep-alive', 'keep-alive': 'timeout=600' });
+    response.end();
+  });
+  lingering.keepAliveTimeout = 600_000;
+  lingering.on('connection', (socket) => socket.on('close', () => closed++));
+  await new Promise<void>((resolve) => lingering.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => lingering.close());
+  const port = (lingering.address() as { port: number }).port;
+  const started = Date.now();
+  t.equal((await client.send({ url: `http://127.0.0.1:${port}/`, method: 'POST', headers: {}, body: '{}' })).status, 204);
+  t.equal(
+    await eventually(
+      async () => closed,
+      (count) => count === 1,
+      KEEP_ALIVE_MAX_MS + 10_000,
+    ),
+    1,
+    'the client closed it',
+  );
+  t.ok(Date.now() - started >= KEEP_ALIVE_MAX_MS - 1_000, 'not before it was idle for about that long');
 });
 
 t.test('failures without a response are told apart only in the log', async (t) => {
