@@ -416,6 +416,8 @@ export const userHandlers = {
       services: { db },
     } = ctx;
     await db.tenant(auth.tenantId, async (tx) => {
+      // Locked before it is read, as an update does: a promotion committing meanwhile is what the caller is judged against.
+      await lockRecord(tx, users, params.user);
       const user = await requireAdministrableUser(tx, auth, params.user);
       assertMayMarkForLogout(auth, user);
       await endAllSessions(tx, user.id);

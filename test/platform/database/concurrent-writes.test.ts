@@ -399,6 +399,39 @@ t.test("a delegate's update of a user promoted at the same moment is judged on t
   t.ok(await verifyPassword(row!.passwordHash, 'the rising password'), 'the password was not replaced');
 });
 
+// A logout mark waits for the user's row; a deletion and a blackout take the administration lock the promotion holds.
+for (const [operationId, what, key, unchanged, waitsFor] of [
+  ['markUserForLogout', 'logout mark', 4252, 'no logout mark', '"users"'],
+  ['deleteUser', 'deletion', 4253, 'not deleted', 'pg_advisory_xact_lock'],
+  ['blackoutUser', 'blackout', 4254, 'not blacked out', 'pg_advisory_xact_lock'],
+] as const) {
+  t.test(`a delegate's ${what} of a user promoted at the same moment is judged on the promotion: 403, ${unchanged}`, async (t) => {
+    const delegate = await api.createUser(tenant.tenantId, { username: `${operationId}-delegate`, permissions: ['users.view', 'users.administer'] });
+    const rising = await api.createUser(tenant.tenantId, { username: `${operationId}-rising` });
+    const administrator = await roleNamed(api.db, tenant.tenantId, 'Administrator');
+    const commitHeld = await holdAdministratorUpdate(t, rising.id, key);
+    let promotion!: Promise<CallResult>;
+    let act!: Promise<CallResult>;
+    try {
+      promotion = api.call(t, 'updateUser', { token: admin, params: { user: rising.id }, body: { role_id: administrator.id } });
+      t.equal(await lockWaiters(api.db, 'commit'), 1, "the promotion's commit waits");
+      act = api.call(t, operationId, { token: delegate.token, params: { user: rising.id } });
+      t.equal(await lockWaiters(api.db, waitsFor), 1, `the delegate's ${what} waits`);
+    } finally {
+      await commitHeld.release();
+    }
+    t.equal((await promotion).status, 200, 'the promotion goes through');
+    t.equal((await act).status, 403, `the ${what} of an administrator is refused to the delegate`);
+    const row = await ownerUser(api.db, tenant.tenantId, rising.id);
+    t.strictSame(
+      { logoutMarkedAt: row!.logoutMarkedAt, deletedAt: row!.deletedAt, blackedOutAt: row!.blackedOutAt, username: row!.username },
+      { logoutMarkedAt: null, deletedAt: null, blackedOutAt: null, username: `${operationId}-rising` },
+      unchanged,
+    );
+    t.equal((await api.call(t, 'getCurrentUser', { token: rising.token })).status, 200, 'the session still works');
+  });
+}
+
 t.test('a sign-in that raced a password change yields no session that outlives the change', async (t) => {
   for (let round = 0; round < ROUNDS; round++) {
     const user = await api.createUser(tenant.tenantId, { username: `signing-in-${round}`, password: 'the old password' });
