@@ -16,6 +16,9 @@ export async function findTenantId(db: Database, slug: string): Promise<number |
 
 /** The user who may sign in as `username` in the tenant (not deleted), with what sign-in checks and their names (for the audit trail). */
 export async function findSignInUser(db: Database, tenantId: number, username: string) {
+  // PostgreSQL stores no NUL in text, so no user has such a name; asking would fail (422)
+  // only where the tenant exists, and tell so.
+  if (username.includes('\u0000')) return undefined;
   return db.tenant(tenantId, async (tx) => {
     const [row] = await tx
       .select({

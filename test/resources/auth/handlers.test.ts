@@ -45,6 +45,18 @@ t.test('wrong password, unknown user, unknown tenant, inactive and deleted users
   t.equal(new Set(bodies).size, 1, 'identical bodies');
 });
 
+t.test('a username no user can have (a NUL character) gets the same 401 whether the tenant exists or not', async (t) => {
+  await api.createTenant('nul-name');
+  const answers = [];
+  for (const [i, tenant] of ['nul-name', 'no-such-tenant'].entries()) {
+    const res = await login(t, { tenant, username: 'ad\u0000min', password: DEMO_PASSWORD }, { 'x-forwarded-for': `10.0.1.${i}` });
+    t.equal(res.status, 401, tenant);
+    t.equal(res.body.code, 'credentials_invalid', tenant);
+    answers.push(res.text);
+  }
+  t.equal(answers[0], answers[1], 'identical bodies: the answer does not tell that the tenant exists');
+});
+
 t.test('a user of another tenant cannot sign in through this tenant', async (t) => {
   const a = await api.createTenant('tenant-a');
   const b = await api.createTenant('tenant-b');
