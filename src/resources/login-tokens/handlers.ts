@@ -10,7 +10,7 @@ import { audit, type RequestContext } from '../audit-events/record.ts';
 import { holdSession } from '../auth/credentials.ts';
 import { admitLoginAttempt, withdrawLoginAttempt } from '../auth/queries.ts';
 import { clientAddressLimitKey } from '../auth/rules.ts';
-import { consumeLoginToken, insertLoginToken, softDeleteLoginToken, tokenTarget, tokenTargetsWithEmail, type TokenTarget } from './queries.ts';
+import { consumeLoginToken, heldTokenTarget, insertLoginToken, softDeleteLoginToken, tokenTarget, tokenTargetsWithEmail, type TokenTarget } from './queries.ts';
 import { refuseUnlessSignInHeld, requireEmailLookup, soleActiveUser, unusableTarget } from './rules.ts';
 import { isSignedLoginTokenValue, newLoginTokenValue } from './token-value.ts';
 import { loginTokenListing, loginTokenView } from './view.ts';
@@ -20,7 +20,10 @@ async function createLoginToken(tx: Tx, ctx: RequestContext & { auth: Auth }, se
   const { auth } = ctx;
   // The creator's session is held: ended meanwhile (a logout mark, a password change), this token would outlive it.
   await holdSession(tx, auth, presentedTokenHash(ctx.request)!);
-  await refuseUnlessSignInHeld(tx, auth, target, field);
+  // The user it signs in is judged as held: a new role or a deactivation committed since the look-up is seen.
+  const held = await heldTokenTarget(tx, target.id);
+  if (!held || !soleActiveUser([held])) throw unusableTarget(field);
+  await refuseUnlessSignInHeld(tx, auth, held, field);
   const token = newLoginTokenValue(secrets);
   const row = await insertLoginToken(tx, auth, target.id, hashToken(token), expiresIn);
   // The value is a credential: the trail names the token by its uuid only.

@@ -1,5 +1,5 @@
 import { and, eq, isNull, sql, type SQL } from 'drizzle-orm';
-import { setTenant, type Database, type Tx } from '../../platform/database/database.ts';
+import { setTenant, transactionTenant, type Database, type Tx } from '../../platform/database/database.ts';
 import { recordAudit, type AuditOrigin } from '../../platform/audit/audit.ts';
 import { userLabel } from '../audit-events/record.ts';
 import { issueAccessToken } from '../auth/queries.ts';
@@ -38,6 +38,23 @@ function tokenTargets(tx: Tx, where: SQL): Promise<TokenTarget[]> {
 export async function tokenTarget(tx: Tx, id: number): Promise<TokenTarget | undefined> {
   const [target] = await tokenTargets(tx, eq(users.id, id));
   return target;
+}
+
+/**
+ * The user `id` as a token target, read once their row is held (`FOR SHARE`, by a statement
+ * of its own) until the transaction ends, or undefined. A write that changes what a token
+ * for them may be (a new role, a deactivation, a deletion) locks that row before it revokes
+ * their pending tokens: one committed meanwhile is read here, one after waits and then
+ * revokes the token made here. Named by its tenant: Citus locks rows only in a statement
+ * that names its shard.
+ */
+export async function heldTokenTarget(tx: Tx, id: number): Promise<TokenTarget | undefined> {
+  await tx
+    .select({ id: users.id })
+    .from(users)
+    .where(and(eq(users.tenantId, transactionTenant(tx)!), eq(users.id, id)))
+    .for('share');
+  return tokenTarget(tx, id);
 }
 
 /** The users whose e-mail address is `email` (compared case-insensitively), as token targets. */

@@ -799,3 +799,42 @@ t.test("a department's delete and a user update naming it answer no 5xx", async 
     t.ok([200, 422].includes(answers[0]!.status), `the update goes through or names the department gone: ${answers[0]!.status}`);
   }
 });
+
+// A token for a user whose new role (or deactivation) commits meanwhile: judged on what that write left, or revoked by it.
+for (const [what, change, key] of [
+  ['promoted', 'role', 4255],
+  ['deactivated', 'active', 4256],
+] as const) {
+  t.test(`a login token for a user ${what} at the same moment is judged on that write: 422, no pending token`, async (t) => {
+    const creator = await api.createUser(tenant.tenantId, {
+      username: `token-creator-${what}`,
+      permissions: ['login-tokens.administer', 'users.view', 'users.view-personal'],
+    });
+    const email = `token-target-${what}@example.com`;
+    const target = await api.createUser(tenant.tenantId, { username: `token-target-${what}`, values: { email } });
+    const administrator = await roleNamed(api.db, tenant.tenantId, 'Administrator');
+    const commitHeld = await holdAdministratorUpdate(t, target.id, key);
+    let write!: Promise<CallResult>;
+    let created!: Promise<CallResult>;
+    try {
+      write = api.call(t, 'updateUser', {
+        token: admin,
+        params: { user: target.id },
+        body: change === 'role' ? { role_id: administrator.id } : { active: false },
+      });
+      t.equal(await lockWaiters(api.db, 'commit'), 1, "the user's write's commit waits");
+      created = api.call(t, 'createUserLoginTokenForEmail', { token: creator.token, body: { expires_in: 600, email } });
+      t.equal(await lockWaiters(api.db, '"users"'), 1, 'the token waits for the user');
+    } finally {
+      await commitHeld.release();
+    }
+    t.equal((await write).status, 200, `the user is ${what}`);
+    const answer = await created;
+    t.equal(answer.status, 422, 'the token is refused: it is judged on the user as that write left them');
+    t.equal(
+      await rowCount(api.db, 'user_login_tokens', sql`login_user_id = ${target.id} and deleted_at is null`),
+      0,
+      `no pending token signs in the ${what} user`,
+    );
+  });
+}
