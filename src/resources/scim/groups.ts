@@ -35,11 +35,19 @@ export const GROUP_ATTRIBUTES: Record<string, FilterAttribute> = {
 /**
  * A membership change is a change of the user: the token's minter must be allowed to
  * administer every user added or removed (`assertMayAdminister`, 403 otherwise), so a
- * delegate cannot move an administrator who holds more than they do. One query; users that
- * do not exist are left to the caller's own check.
+ * delegate cannot move an administrator who holds more than they do. The users' rows are
+ * held first (`FOR SHARE`, in id order, by a statement of their own), as a new role locks
+ * its user's row: one committed meanwhile is what they are judged on. Two queries; users
+ * that do not exist are left to the caller's own check.
  */
-async function requireAdministrableMembers(tx: Tx, caller: Caller, userIds: number[]): Promise<void> {
+async function requireAdministrableMembers(tx: Tx, caller: Caller & { tenantId: number }, userIds: number[]): Promise<void> {
   if (userIds.length === 0) return;
+  await tx
+    .select({ id: users.id })
+    .from(users)
+    .where(and(eq(users.tenantId, caller.tenantId), inArray(users.id, userIds)))
+    .orderBy(asc(users.id))
+    .for('share');
   const rows = await tx
     .select({ id: users.id, permissions: roles.permissions })
     .from(users)

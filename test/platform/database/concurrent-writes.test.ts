@@ -838,3 +838,35 @@ for (const [what, change, key] of [
     );
   });
 }
+
+t.test("a delegate's SCIM group write adding a user promoted at the same moment is judged on the promotion: 403, no membership", async (t) => {
+  const delegate = await api.createUser(tenant.tenantId, {
+    username: 'scim-group-delegate',
+    permissions: ['users.administer', 'users.view', 'users.view-personal', 'users.view-administrative', 'departments.manage'],
+  });
+  const delegateToken = newScimTokenValue();
+  await api.db.owner.insert(scimTokens).values({ tenantId: tenant.tenantId, userId: delegate.id, name: 'Delegate IdP', tokenHash: hashToken(delegateToken) });
+  const group = await api.call(t, 'createDepartment', { token: admin, body: { name: 'Promoted members' } });
+  const rising = await api.createUser(tenant.tenantId, { username: 'scim-group-rising' });
+  const administrator = await roleNamed(api.db, tenant.tenantId, 'Administrator');
+  const commitHeld = await holdAdministratorUpdate(t, rising.id, 4257);
+  let promotion!: Promise<CallResult>;
+  let added!: Promise<CallResult>;
+  try {
+    promotion = api.call(t, 'updateUser', { token: admin, params: { user: rising.id }, body: { role_id: administrator.id } });
+    t.equal(await lockWaiters(api.db, 'commit'), 1, "the promotion's commit waits");
+    added = scim(
+      'PATCH',
+      `/Groups/${group.body.id}`,
+      { schemas: ['urn:ietf:params:scim:api:messages:2.0:PatchOp'], Operations: [{ op: 'add', path: 'members', value: [{ value: String(rising.id) }] }] },
+      delegateToken,
+    );
+    t.equal(await lockWaiters(api.db, '"users"'), 1, 'the group write waits for the user');
+  } finally {
+    await commitHeld.release();
+  }
+  t.equal((await promotion).status, 200, 'the promotion goes through');
+  const answer = await added;
+  t.equal(answer.status, 403, `the membership of an administrator is refused to the delegate's token: ${answer.text}`);
+  t.equal(await rowCount(api.db, 'department_users', sql`department_id = ${group.body.id}`), 0, 'no membership was stored');
+});
