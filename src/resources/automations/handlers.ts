@@ -91,7 +91,8 @@ export const automationHandlers = {
       services: { db },
     } = ctx;
     await db.tenant(auth.tenantId, async (tx) => {
-      const existing = await findAutomation(tx, params.automation);
+      // Locked before it is read, as an update takes it: the event names the automation as a write committed meanwhile left it.
+      const existing = await findAutomation(tx, params.automation, { lock: 'update', tenantId: auth.tenantId });
       if (!existing || !(await deleteAutomation(tx, params.automation))) throw notFound(AUTOMATION);
       await audit(tx, ctx, { action: 'automation.deleted', target: { type: 'automation', id: existing.id, label: existing.name } });
     });

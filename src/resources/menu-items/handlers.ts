@@ -142,7 +142,8 @@ export const menuItemHandlers = {
       services: { db },
     } = ctx;
     await db.tenant(auth.tenantId, async (tx) => {
-      const current = await findUndeletedMenuItem(tx, params.menuItem);
+      // Locked before it is read, as an update takes it: the event names the item as a write committed meanwhile left it.
+      const current = (await lockRecord(tx, menuItems, params.menuItem)) ? await findUndeletedMenuItem(tx, params.menuItem) : undefined;
       if (!current || !(await softDeleteMenuItem(tx, params.menuItem))) throw notFound('The menu item');
       await audit(tx, ctx, { action: 'menu_item.deleted', target: menuItemTarget(current) });
     });

@@ -337,6 +337,8 @@ export const userHandlers = {
     assertNotSelf(auth, params.user, 'delete');
     await db.tenant(auth.tenantId, async (tx) => {
       await lockAdministration(tx, auth);
+      // Then the user's row, as an update takes them: the event names the user as a write committed meanwhile left them.
+      await lockRecord(tx, users, params.user);
       const user = await requireAdministrableUser(tx, auth, params.user);
       if (!(await softDeleteUser(tx, params.user))) throw notFound('The user');
       await revokePendingLoginTokens(tx, params.user);

@@ -870,3 +870,60 @@ t.test("a delegate's SCIM group write adding a user promoted at the same moment 
   t.equal(answer.status, 403, `the membership of an administrator is refused to the delegate's token: ${answer.text}`);
   t.equal(await rowCount(api.db, 'department_users', sql`department_id = ${group.body.id}`), 0, 'no membership was stored');
 });
+
+// A delete waiting behind a rename of the same record: its event names the record as the rename left it.
+for (const [what, targetType, table, key] of [
+  ['menu item', 'menu_item', '"menu_items"', 4258],
+  ['automation', 'automation', '"automations"', 4259],
+  ['user', 'user', '"users"', 4260],
+] as const) {
+  t.test(`${what === 'automation' ? 'an' : 'a'} ${what} deleted while it is renamed: the delete's event names it as renamed`, async (t) => {
+    let id: number;
+    let rename: () => Promise<CallResult>;
+    let remove: () => Promise<CallResult>;
+    if (what === 'menu item') {
+      const item = await api.call(t, 'createMenuItem', {
+        token: admin,
+        body: { icon_id: 3, menu_identifier: 'main', type: 'link', title: 'Old title', link: 'https://old.example.com/' },
+      });
+      id = item.body.id;
+      rename = () => api.call(t, 'updateMenuItem', { token: admin, params: { menuItem: id }, body: { title: 'New title' } });
+      remove = () => api.call(t, 'deleteMenuItem', { token: admin, params: { menuItem: id } });
+    } else if (what === 'automation') {
+      const created = await api.call(t, 'createAutomation', {
+        token: admin,
+        body: { name: 'Old title', config: { url: 'http://93.184.215.14/hook', headers: {} } },
+      });
+      id = created.body.id;
+      rename = () => api.call(t, 'updateAutomation', { token: admin, params: { automation: id }, body: { name: 'New title' } });
+      remove = () => api.call(t, 'deleteAutomation', { token: admin, params: { automation: id } });
+    } else {
+      id = (await api.createUser(tenant.tenantId, { username: 'renamed-leaver', values: { firstName: 'Old', lastName: 'title' } })).id;
+      rename = () => api.call(t, 'updateUser', { token: admin, params: { user: id }, body: { first_name: 'New' } });
+      remove = () => api.call(t, 'deleteUser', { token: admin, params: { user: id } });
+    }
+    const commitHeld = await pauseWrites(t, api.db, {
+      name: `test_hold_rename_${key}`,
+      trigger: `constraint trigger test_hold_rename_${key} after insert on audit_events deferrable initially deferred`,
+      condition: `new.target_type = '${targetType}' and new.target_id = '${id}' and new.action = '${targetType}.updated'`,
+      key,
+    });
+    let renamed!: Promise<CallResult>;
+    let deleted!: Promise<CallResult>;
+    try {
+      renamed = rename();
+      t.equal(await lockWaiters(api.db, 'commit'), 1, "the rename's commit waits");
+      deleted = remove();
+      t.equal(await lockWaiters(api.db, table), 1, `the delete waits for the ${what}`);
+    } finally {
+      await commitHeld.release();
+    }
+    t.equal((await renamed).status, 200, 'the rename goes through');
+    t.equal((await deleted).status, 204, 'then the delete');
+    const [event] = await api.db.owner.execute<{ label: string | null }>(
+      sql`select target_label as label from audit_events
+          where tenant_id = ${tenant.tenantId} and target_type = ${targetType} and target_id = ${String(id)} and action = ${`${targetType}.deleted`}`,
+    );
+    t.equal(event?.label, 'New title', 'the delete names it as the rename left it');
+  });
+}
