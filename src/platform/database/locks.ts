@@ -24,7 +24,7 @@ export async function lockTenantScope(tx: Tx, purpose: string, key?: SQL, mode: 
 type TenantTable = PgTable & { id: AnyPgColumn; tenantId: AnyPgColumn };
 
 /** The row lock `lockRecord` takes (below). */
-export type RecordLock = 'no key update' | 'update';
+export type RecordLock = 'no key update' | 'update' | 'share';
 
 /**
  * Locks the record `id` of `table` in the transaction's tenant until the transaction ends
@@ -33,7 +33,8 @@ export type RecordLock = 'no key update' | 'update';
  * what the first left (a record deleted meanwhile is not found; no change is lost).
  * `FOR NO KEY UPDATE` by default: other writes of the record wait, new rows that reference
  * it do not; `FOR UPDATE` makes those wait too (a delete that checks what references the
- * record, or a write that must see no new reference appear).
+ * record, or a write that must see no new reference appear); `FOR SHARE` only waits for writes of
+ * it and makes them wait, so two readers that each judge the other's record cannot deadlock.
  * The tenant is named as a value: Citus locks rows only in a statement that names its shard.
  */
 export async function lockRecord(tx: Tx, table: TenantTable, id: number, strength: RecordLock = 'no key update'): Promise<boolean> {

@@ -1,5 +1,6 @@
 import { and, eq, isNull, sql, type SQL } from 'drizzle-orm';
-import { setTenant, transactionTenant, type Database, type Tx } from '../../platform/database/database.ts';
+import { setTenant, type Database, type Tx } from '../../platform/database/database.ts';
+import { lockRecord } from '../../platform/database/locks.ts';
 import { recordAudit, type AuditOrigin } from '../../platform/audit/audit.ts';
 import { userLabel } from '../audit-events/record.ts';
 import { issueAccessToken } from '../auth/queries.ts';
@@ -45,15 +46,10 @@ export async function tokenTarget(tx: Tx, id: number): Promise<TokenTarget | und
  * of its own) until the transaction ends, or undefined. A write that changes what a token
  * for them may be (a new role, a deactivation, a deletion) locks that row before it revokes
  * their pending tokens: one committed meanwhile is read here, one after waits and then
- * revokes the token made here. Named by its tenant: Citus locks rows only in a statement
- * that names its shard.
+ * revokes the token made here.
  */
 export async function heldTokenTarget(tx: Tx, id: number): Promise<TokenTarget | undefined> {
-  await tx
-    .select({ id: users.id })
-    .from(users)
-    .where(and(eq(users.tenantId, transactionTenant(tx)!), eq(users.id, id)))
-    .for('share');
+  await lockRecord(tx, users, id, 'share');
   return tokenTarget(tx, id);
 }
 
