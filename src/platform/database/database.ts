@@ -331,6 +331,8 @@ export class Database {
   private readonly reconnectAttempts: number;
   /** How a connection of its own reaches the server as each pool does (readiness' second opinion). */
   private readonly probes: { url: string; options: postgres.Options<Record<string, never>> }[];
+  /** The readiness check under way: the probes that ask meanwhile share it. */
+  private readiness: Promise<boolean> | null = null;
   /** Whether statements are prepared: not behind a transaction-pooling proxy (see `DatabaseOptions.directUrl`). */
   private readonly prepare: boolean;
   /** `DatabaseOptions.reachTimeoutMs`. */
@@ -633,7 +635,20 @@ export class Database {
    * time, connections of their own ask again (within READINESS_TIMEOUT_MS): readiness is about the server, and the pools
    * recover by themselves.
    */
-  async isReady(): Promise<boolean> {
+  /**
+   * Whether both pools reach a writable server with every migration applied (the pools
+   * first, then connections of their own). Probes that ask while a check runs share its
+   * answer: readiness is unauthenticated, and a flood of it costs the database one check
+   * at a time, not a pool's statements and two fresh connections per request.
+   */
+  isReady(): Promise<boolean> {
+    this.readiness ??= this.checkReadiness().finally(() => {
+      this.readiness = null;
+    });
+    return this.readiness;
+  }
+
+  private async checkReadiness(): Promise<boolean> {
     if (await within(this.readyThrough(this.ownerSql, this.appSql), READINESS_TIMEOUT_MS / 2)) return true;
     const [owner, app] = this.probes.map(({ url, options }) => postgres(url, options)) as [postgres.Sql, postgres.Sql];
     try {

@@ -120,3 +120,39 @@ t.test('a write a read-only server refuses answers 503 and drops its connection;
   t.strictSame(after.slice(-8), Array(8).fill(200), `writes succeed again once the read-only connections are gone (${after.join(' ')})`);
   t.equal(await readyAgain(), 200, 'ready again');
 });
+
+t.test('probes of readiness that arrive while a check runs share it: a flood opens no connection per probe', async (t) => {
+  // The migrations' table held, so that the check waits on its pools and then on connections of its own.
+  const holder = postgres(api.config.databaseUrl!, { max: 1, onnotice: () => {} });
+  t.teardown(() => holder.end({ timeout: 1 }));
+  const held = await holder.reserve();
+  await held`begin`;
+  await held`lock table drizzle.__drizzle_migrations in access exclusive mode`;
+  const waiting = async () =>
+    (
+      await control<{ n: number }[]>`
+        select count(*)::int as n from pg_stat_activity
+        where datname = ${database!.name} and wait_event_type = 'Lock' and query like '%__drizzle_migrations%'`
+    )[0]!.n;
+  let most = 0;
+  let sampling = true;
+  const sampler = (async () => {
+    while (sampling) {
+      most = Math.max(most, await waiting());
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+  })();
+  const answers = await Promise.all(Array.from({ length: 30 }, () => app.inject({ method: 'GET', url: '/health/ready' })));
+  sampling = false;
+  await sampler;
+  await held`rollback`;
+  held.release();
+  t.strictSame(
+    answers.map((answer) => answer.statusCode),
+    answers.map(() => 503),
+    'not ready while the check cannot read',
+  );
+  t.ok(most >= 1, `the check waited on the table (${most} statements at most)`);
+  t.ok(most <= 2, `one check for all 30 probes: at most its two statements waited at once, not ${most}`);
+  t.equal(await readyAgain(), 200, 'ready again once the table is free');
+});
