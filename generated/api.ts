@@ -1699,8 +1699,8 @@ export interface paths {
         /**
          * Resolved default values of a task execution
          * @description For each (not deleted) field of the execution's task template, its sources are
-         *     evaluated in `sort_number` order (then id) and the first non-null value wins;
-         *     without one, `value` and `default_value_source_id` are null. `formFieldValue`:
+         *     evaluated in `sort_number` order (then id) and the first non-null value that fits
+         *     the field wins (a choice a select field's `options` lack does not); without one, `value` and `default_value_source_id` are null. `formFieldValue`:
          *     the value of the source field in the latest submission (by creation time, then id)
          *     of that field's form or task template by the execution's assignee (null when that
          *     submission lacks the field or the source field was deleted). Submitted values are

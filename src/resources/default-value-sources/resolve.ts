@@ -1,6 +1,7 @@
 /**
  * Resolution of a task execution's default values (the spec, operationId getTaskExecutionDefaultValues):
- * per field of the template, sources in `sort_number` order, first non-null value wins.
+ * per field of the template, sources in `sort_number` order, the first non-null value that
+ * fits the field wins.
  * One query per source kind, whatever the number of fields.
  */
 import { and, asc, eq, isNull, sql } from 'drizzle-orm';
@@ -8,7 +9,7 @@ import type { Tx } from '../../platform/database/database.ts';
 import { can, type Auth } from '../../platform/auth/auth.ts';
 import type { Visibility } from '../../platform/result-controls/result-controls.ts';
 import { fullName, userFieldVisible } from '../users/view.ts';
-import { fieldParentAdministrableBy } from '../forms/rules.ts';
+import { fieldParentAdministrableBy, fieldValueProblem } from '../forms/rules.ts';
 import { formFields, type FieldType } from '../forms/table.ts';
 import type { SourceRow } from './queries.ts';
 import type { SystemVariable } from './rules.ts';
@@ -143,7 +144,9 @@ export async function resolveDefaultValues(tx: Tx, viewer: Auth, execution: { id
     }
     if (!source || entry.default_value_source_id !== null) continue;
     const value = valueOf(source);
-    if (value !== null) Object.assign(entry, { value, default_value_source_id: source.id, type: source.type });
+    // A value that does not fit the field (a choice its options lack) could not be
+    // submitted as it is: the next source is tried.
+    if (value !== null && fieldValueProblem(field, value) === null) Object.assign(entry, { value, default_value_source_id: source.id, type: source.type });
   }
   return { task_execution_id: execution.id, data: [...byField.values()] };
 }

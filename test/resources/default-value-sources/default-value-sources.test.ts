@@ -605,6 +605,59 @@ t.test('default values: sources in sort_number order, first non-null value wins'
   t.match(again.body.data[0], { value: `Test ${employee.username}`, default_value_source_id: nameFromVariable.body.id });
 });
 
+t.test('default values: a copied choice that is not among the target select field’s options is skipped', async (t) => {
+  await api.db.owner.execute(sql`delete from default_value_sources`);
+  const sizes = await api.call(t, 'createForm', {
+    token: admin,
+    body: {
+      title: 'Sizes',
+      form_type: 'survey',
+      fields: [{ name: 'Size', field_type: 'select', options: ['M', 'XL'] }],
+      entity_permissions: { user_ids: [employee.id] },
+    },
+  });
+  const wide = sizes.body.fields[0].id;
+  const fromSizes = await create({ type: 'formFieldValue', form_field_id: T.Size, source_entity_type: 'formField', source_entity_id: wide, sort_number: 1 });
+  const fromProfile = await create({
+    type: 'formFieldValue',
+    form_field_id: T.Size,
+    source_entity_type: 'formField',
+    source_entity_id: P.Shirt,
+    sort_number: 2,
+  });
+  t.equal(fromSizes.status, 201);
+  t.equal(fromProfile.status, 201);
+  t.equal(
+    (
+      await api.call(t, 'createSubmission', {
+        token: employee.token,
+        body: { form_id: profile.id, values: { [String(P['Full name'])]: 'Ada Lovelace', [String(P.Shirt)]: 'M' } },
+      })
+    ).status,
+    201,
+  );
+  t.equal((await api.call(t, 'createSubmission', { token: employee.token, body: { form_id: sizes.body.id, values: { [wide]: 'XL' } } })).status, 201);
+
+  const execution = await api.call(t, 'createTaskExecution', { token: admin, body: { task_template_id: template.id, user_id: employee.id } });
+  const res = await api.call(t, 'getTaskExecutionDefaultValues', { token: employee.token, params: { taskExecution: execution.body.id } });
+  t.equal(res.status, 200);
+  const size = res.body.data.find((entry: { form_field_id: number }) => entry.form_field_id === T.Size);
+  t.strictSame(size, {
+    form_field_id: T.Size,
+    name: 'Size',
+    field_type: 'select',
+    value: 'M',
+    default_value_source_id: fromProfile.body.id,
+    type: 'formFieldValue',
+  });
+  const submitted = await api.call(t, 'createSubmission', {
+    token: employee.token,
+    body: { task_execution_id: execution.body.id, values: { [String(T.Size)]: size.value } },
+  });
+  t.equal(submitted.status, 201, 'the default value can be submitted as it is');
+  await api.db.owner.execute(sql`delete from default_value_sources`);
+});
+
 t.test('default values: every system variable of the assignee, the tenant and the clock', async (t) => {
   await api.db.owner.execute(sql`update users set email = 'ada@example.com', staff_number = 'S-17' where id = ${employee.id}`);
   await createDepartment(api.db, tenant.tenantId, 'Accounting', [employee.id]);
