@@ -4923,7 +4923,7 @@ export interface components {
          */
         PushSubscriptionCreate: {
             /**
-             * @description The push service URL. Must be `https`; `http` only for hosts whose every address the
+             * @description The push service URL, not on port 0. Must be `https`; `http` only for hosts whose every address the
              *     operator's push allow-list `PUSH_ALLOWED_CIDRS` admits (empty unless set; the
              *     webhooks' `WEBHOOK_ALLOWED_CIDRS` does not count here). The host must resolve to
              *     addresses outbound requests may reach (no loopback, private or link-local address
@@ -7258,7 +7258,7 @@ export interface components {
          * @description Configuration of the `webhook` automation action. Values are plain strings: `{{…}}`
          *     placeholders are sent literally.
          *
-         *     - `url`: http or https, no credentials in it, and its host must resolve (DNS) to
+         *     - `url`: http or https, no credentials in it, not port 0, and its host must resolve (DNS) to
          *       addresses Atrium may reach: public addresses, or ranges the operator admits with
          *       `WEBHOOK_ALLOWED_CIDRS`. The same check runs again on the address actually connected
          *       to when a delivery is sent. A host that does not resolve and one that resolves to a

@@ -158,7 +158,7 @@ export class OutboundClient {
 
   /**
    * Why `url` cannot be a destination (null when it can): http or https only, no
-   * credentials in the URL, a host that resolves, and only to permitted addresses.
+   * credentials in the URL, not port 0, a host that resolves, and only to permitted addresses.
    * Used when a configuration is validated; `send` checks again at connect time.
    * `allowListedOnly`: every address must be one the operator allow-list admits (push
    * endpoints over plain http). Every refusal of the host is the same
@@ -175,6 +175,8 @@ export class OutboundClient {
     }
     if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') return 'must be an http or https URL';
     if (parsed.username || parsed.password) return 'must not contain credentials; use auth instead';
+    // URL parsing admits port 0, which no connection reaches: every request would fail, and be retried.
+    if (parsed.port === '0') return 'must name a port from 1 to 65535 (or none)';
     const reason = await this.hostProblem(parsed.hostname, options);
     if (reason === null) return null;
     this.options.logger?.warn({ outbound: { host: parsed.host, reason } }, 'outbound destination refused');

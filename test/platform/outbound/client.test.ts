@@ -213,6 +213,8 @@ t.test('destinationProblem explains what is wrong with a URL, never where its ho
   t.equal(await client.destinationProblem(`http://localhost:${receiver.port}/`), null, 'localhost resolves into the admitted range');
   t.match(await client.destinationProblem('mailto:a@b.c'), /http or https/);
   t.match(await client.destinationProblem('/relative'), /absolute/);
+  t.match(await client.destinationProblem(`http://localhost:0/`), /port/, 'port 0 reaches nothing, even on an admitted host');
+  t.match(await client.destinationProblem(`https://127.0.0.1:000/`), /port/);
   logged.length = 0;
   const unresolvable = await client.destinationProblem('http://no-such-host.invalid/');
   const privateAddress = await client.destinationProblem('http://192.168.0.1/');

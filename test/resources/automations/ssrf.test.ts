@@ -81,6 +81,25 @@ t.test('private destinations are refused when a configuration is validated or st
   t.equal(receiver.received().length, 0, 'nothing sent');
 });
 
+t.test('port 0, which no connection can reach, is refused when a configuration is validated or stored', async (t) => {
+  // A public address literal: only the port is wrong. Accepted, every delivery would fail and be retried.
+  for (const url of ['http://1.1.1.1:0/hook', 'https://1.1.1.1:00/hook']) {
+    const validated = await api.call(t, 'validateWebhookConfiguration', { token, body: { url, headers: {} } });
+    t.equal(validated.status, 422, url);
+    t.match(validated.body.errors?.url, [/port/], url);
+    const created = await api.call(t, 'createAutomation', { token, body: { name: 'port zero', config: { url, headers: {} } } });
+    t.equal(created.status, 422, url);
+    t.match(created.body.errors?.['config.url'], [/port/], url);
+  }
+  const [count] = await api.db.owner.execute<{ n: number }>(sql`select count(*)::int as n from automations where name = 'port zero'`);
+  t.equal(count!.n, 0, 'nothing stored');
+  t.equal(
+    (await api.call(t, 'validateWebhookConfiguration', { token, body: { url: 'http://1.1.1.1:65535/hook', headers: {} } })).status,
+    200,
+    'port 65535 is fine',
+  );
+});
+
 t.test('at send time a private address is refused, recorded, and not retried', async (t) => {
   // Stored directly: a host that resolved to a public address when it was validated and
   // resolves to loopback now (DNS rebinding) looks exactly like this to the sender.
