@@ -4201,7 +4201,12 @@ export interface components {
          *     system-variable placeholders `{{name}}` (spaces inside the braces allowed). Supported:
          *     `user.id`, `user.username`, `user.first_name`, `user.last_name`, `user.full_name`,
          *     `user.email`, `user.staff_number`, `user.lang_id`: the calling user's values,
-         *     percent-encoded (an absent value becomes the empty string). The user routes
+         *     percent-encoded (an absent value becomes the empty string). A value never changes
+         *     where the link leads: a path segment that a value makes `.` or `..` (which URL
+         *     parsers read as "here" or "the parent", `%2e` spellings too) is left empty
+         *     (`/people/{{user.username}}/x` is `/people//x` for a user named `..`), and a
+         *     same-origin path that an empty value would open with `//` (another host, to a
+         *     browser) opens with `/.//` instead, a path of the same origin. The user routes
          *     (`/api/menu/items…`) answer the link resolved for the caller; the administration
          *     routes answer the stored template. Since a resolved link hands the reader's values to
          *     its target, an author may only use placeholders of user fields they may read of

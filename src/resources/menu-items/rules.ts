@@ -36,17 +36,52 @@ const FORMS_BY_TYPE: Record<MenuItemType, UrlForm[]> = {
   route: ['path'],
 };
 
-/** Substitutes the caller's values, percent-encoded so that they cannot change the link's structure. */
+/**
+ * Substitutes the caller's values, percent-encoded so that they cannot change the link's
+ * structure (the spec, schema MenuItem): no value writes `/`, `?` or `#`, a path segment
+ * that only a value made `.` or `..` is left empty, and a same-origin path that an empty
+ * value would open with `//` opens with `/.//` (`keepPath`).
+ */
 export function resolveLink(template: string, user: UserRow): string {
-  return template.replace(PLACEHOLDER, (_, name: string) => {
+  const resolved = template.replace(PLACEHOLDER, (_, name: string) => {
     // Own keys only: `{{constructor}}` or `{{__proto__}}` name no variable (a link stored before they were refused is empty there).
     const value = Object.hasOwn(LINK_VARIABLES, name) ? LINK_VARIABLES[name]!(user) : null;
     return encodeURIComponent(value === null || value === undefined ? '' : String(value));
   });
+  return keepPath(resolved, sampleOf(template));
 }
 
 /** The link as any caller would see it, structure-wise (placeholders stand for a neutral value). */
 const sampleOf = (template: string) => template.replace(PLACEHOLDER, 'x');
+
+/** A segment URL parsers read as "here" or "the parent" (`%2e` is a dot to them too). */
+const DOT_SEGMENT = /^(?:\.|%2e){1,2}$/i;
+
+/** A link cut into what precedes its path (`scheme://authority`, or nothing for a same-origin path), the path, and the rest. */
+function pathParts(link: string): { head: string; path: string; rest: string } | null {
+  const head = link.startsWith('/') ? '' : /^https?:\/\/[^/?#]*/i.exec(link)?.[0];
+  if (head === undefined) return null;
+  const after = link.slice(head.length);
+  const end = after.search(/[?#]/);
+  return end < 0 ? { head, path: after, rest: '' } : { head, path: after.slice(0, end), rest: after.slice(end) };
+}
+
+/**
+ * `resolved` with the path structure of `sample`, the same template with a neutral value
+ * for each placeholder. Values are percent-encoded, so both have the same segments; a
+ * segment that is a dot segment only in `resolved` came from a value and would move the
+ * link up or in place: it is left empty. A same-origin path that then opens with `//`
+ * would name another host: it opens with `/.` (`/.//x` is the path `//x` of the origin).
+ */
+function keepPath(resolved: string, sample: string): string {
+  const link = pathParts(resolved);
+  const model = pathParts(sample);
+  if (!link || !model) return resolved;
+  const modelSegments = model.path.split('/');
+  const segments = link.path.split('/').map((segment, i) => (DOT_SEGMENT.test(segment) && !DOT_SEGMENT.test(modelSegments[i] ?? '') ? '' : segment));
+  const path = segments.join('/');
+  return `${link.head}${link.head === '' && path.startsWith('//') ? `/.${path}` : path}${link.rest}`;
+}
 
 /** What is wrong with `template` as the link of a `type` item; empty when it is fine. */
 export function linkProblems(template: string, type: MenuItemType): string[] {

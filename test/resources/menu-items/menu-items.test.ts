@@ -153,6 +153,29 @@ t.test('placeholders are resolved for the caller on the user routes; administrat
   t.equal(administered.body.link, template);
 });
 
+t.test("a user's values cannot change where a resolved link leads", async (t) => {
+  const reader = await api.createUser(tenant.tenantId, { values: { staffNumber: null } });
+  // The administrator may name a user `..`: a link with the username as a path segment must not climb out of it.
+  const renamed = await api.call(t, 'updateUser', { token: admin, params: { user: reader.id }, body: { username: '..' } });
+  t.equal(renamed.status, 200);
+  const profile = await create(t, { link: 'https://wiki.example.com/people/{{user.username}}/private', menu_identifier: 'dots' });
+  t.equal(profile.status, 201);
+  const mine = await api.call(t, 'getMenuItem', { token: reader.token, params: { menuItem: profile.body.id } });
+  t.equal(mine.status, 200);
+  t.equal(new URL(mine.body.link).pathname, '/people//private', `${mine.body.link} stays under /people/`);
+  // An absent value opening a route's path must not turn it into `//host`, which a browser opens as another host.
+  const route = await create(t, { type: 'route', link: '/{{user.staff_number}}/evil.example/x', menu_identifier: 'absent' });
+  t.equal(route.status, 201);
+  const resolved = await api.call(t, 'getMenuItem', { token: reader.token, params: { menuItem: route.body.id } });
+  t.equal(resolved.status, 200);
+  t.notOk(resolved.body.link.startsWith('//'), `${resolved.body.link} is a same-origin path`);
+  t.equal(new URL(resolved.body.link, 'https://atrium.example.com/').host, 'atrium.example.com');
+  t.equal(resolved.body.iframe_access, true, 'still a same-origin path, so embeddable');
+  const listed = await api.call(t, 'listMenuItems', { token: reader.token });
+  t.equal(listed.body.find((row: { id: number }) => row.id === route.body.id).link, resolved.body.link);
+  for (const item of [profile, route]) t.equal((await api.call(t, 'deleteMenuItem', { token: admin, params: { menuItem: item.body.id } })).status, 204);
+});
+
 t.test('a resolved link may be longer than its template: the answer still matches the spec', async (t) => {
   // Percent-encoding a value of three-byte characters writes nine characters for each.
   const reader = await api.createUser(tenant.tenantId, { values: { firstName: '\u4e2d'.repeat(200), lastName: '\u6587'.repeat(200) } });

@@ -36,6 +36,31 @@ t.test('resolveLink: the caller’s values, percent-encoded; an absent value is 
   }
 });
 
+t.test('resolveLink: a value cannot change where the link leads', async (t) => {
+  const named = (username: string, over: Partial<UserRow> = {}) => ({ ...user, username, ...over }) as UserRow;
+  // `.` and `..` (and their %2e spellings) as a whole path segment are read by URL parsers as a step in place or up.
+  t.equal(resolveLink('https://wiki.example.com/people/{{user.username}}/edit', named('..')), 'https://wiki.example.com/people//edit');
+  t.equal(resolveLink('https://wiki.example.com/people/{{user.username}}', named('.')), 'https://wiki.example.com/people/');
+  t.equal(resolveLink('/people/{{user.first_name}}{{user.last_name}}/x', named('u', { firstName: '.', lastName: '.' })), '/people//x');
+  t.equal(resolveLink('/people/%2e{{user.username}}/x', named('.')), '/people//x', 'a segment that becomes %2e. with the value');
+  // Where the template itself has a dot segment, or the value is not a whole segment, or not in the path, it stays.
+  t.equal(resolveLink('/people/../{{user.username}}', named('...')), '/people/../...');
+  t.equal(resolveLink('/people/a{{user.username}}', named('..')), '/people/a..');
+  t.equal(resolveLink('/people?u={{user.username}}#{{user.username}}', named('..')), '/people?u=..#..');
+  t.equal(resolveLink('https://wiki.example.com/p?u={{user.username}}/../x', named('..')), 'https://wiki.example.com/p?u=../../x');
+  // An absent value opening a same-origin path would make it `//host…`, another host to a browser.
+  const sameOrigin = resolveLink('/{{user.staff_number}}/evil.example/x', named('u', { staffNumber: null }));
+  t.equal(sameOrigin, '/.//evil.example/x');
+  t.equal(new URL(sameOrigin, 'https://atrium.example.com/').host, 'atrium.example.com', 'opened on the same origin');
+  t.equal(resolveLink('/{{user.username}}/x', named('..')), '/.//x');
+  t.equal(
+    resolveLink('https://wiki.example.com/{{user.staff_number}}/x', named('u', { staffNumber: null })),
+    'https://wiki.example.com//x',
+    'after a host, // stays on it',
+  );
+  t.equal(resolveLink('mailto:{{user.username}}@example.com', named('..')), 'mailto:..@example.com');
+});
+
 t.test('linkProblems: unknown and leading placeholders, malformed braces, forms per type', async (t) => {
   t.strictSame(linkProblems('https://example.com/{{user.id}}', 'link'), []);
   t.match(linkProblems('https://example.com/{{user.password}}', 'link'), [/unknown placeholders: user\.password; supported: user\.id/]);
