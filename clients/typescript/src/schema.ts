@@ -343,7 +343,10 @@ export interface paths {
         /**
          * Soft-delete a menu item
          * @description The item disappears from the user routes and stays in the administration list with
-         *     `deleted_at`. An already deleted item is answered 404.
+         *     `deleted_at`. Its entity permissions are removed with it (the administration routes
+         *     show it with empty lists): shown to no one, it grants nothing any more, so being named
+         *     by it no longer counts as a right, and a department it named can be deleted. An
+         *     already deleted item is answered 404.
          */
         delete: operations["deleteMenuItem"];
         options?: never;

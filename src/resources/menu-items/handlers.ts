@@ -5,7 +5,7 @@ import type { Handlers } from '../../platform/http/handler.ts';
 import { notFound } from '../../platform/http/problem.ts';
 import { listRecords, presentAll, showRecord } from '../../platform/result-controls/listing.ts';
 import { audit, recordChanges } from '../audit-events/record.ts';
-import { replaceSubjectLists } from '../entity-permissions/queries.ts';
+import { deleteSubjectLists, replaceSubjectLists } from '../entity-permissions/queries.ts';
 import {
   findUndeletedMenuItem,
   insertMenuItem,
@@ -145,6 +145,10 @@ export const menuItemHandlers = {
       // Locked before it is read, as an update takes it: the event names the item as a write committed meanwhile left it.
       const current = (await lockRecord(tx, menuItems, params.menuItem)) ? await findUndeletedMenuItem(tx, params.menuItem) : undefined;
       if (!current || !(await softDeleteMenuItem(tx, params.menuItem))) throw notFound('The menu item');
+      // A deleted item is shown to no one, so its restriction grants nothing any more. Kept, its rows would still count
+      // as rights (a new membership, a password set), and keep the departments they name from being deleted for good:
+      // a deleted item cannot be updated to name them out.
+      await deleteSubjectLists(tx, MENU_ITEM_ENTITY_TYPE, current.id);
       await audit(tx, ctx, { action: 'menu_item.deleted', target: menuItemTarget(current) });
     });
     return { status: 204 };

@@ -1,4 +1,5 @@
 import t from 'tap';
+import { readFileSync } from 'node:fs';
 import { sql, type SQL } from 'drizzle-orm';
 import { startTestApi } from '../../helpers/atrium.ts';
 import { createDepartment, rowCount } from '../../helpers/fixtures.ts';
@@ -323,6 +324,37 @@ t.test('soft-deleted items leave the user routes and stay in the administration 
   t.ok(shown.body.deleted_at);
   t.equal((await api.call(t, 'deleteMenuItem', { token: admin, params })).status, 404, 'already deleted');
   t.equal((await api.call(t, 'updateMenuItem', { token: admin, params, body: { title: 'again' } })).status, 404, 'not updatable');
+});
+
+t.test('a deleted item restricts no one any more: its entity permissions go with it', async (t) => {
+  const delegate = await api.createUser(tenant.tenantId, { permissions: ['users.administer', 'users.view', 'users.view-administrative'] });
+  const member = await api.createUser(tenant.tenantId);
+  const department = (await createDepartment(api.db, tenant.tenantId, 'Archived audience')).id;
+  const roleId = await scalar(sql`select id::int as value from roles where tenant_id = ${tenant.tenantId} and name = 'Employee'`);
+  const item = await create(t, { entity_permissions: { department_ids: [department], role_ids: [roleId], user_ids: [member.id] } });
+  const params = { menuItem: item.body.id };
+  t.equal((await api.call(t, 'deleteMenuItem', { token: admin, params })).status, 204);
+  const remaining = await scalar(sql`select count(*)::int as value from entity_permissions where entity_type = 'menuItem' and entity_id = ${item.body.id}`);
+  t.equal(remaining, 0, 'no entity permission of the deleted item is left');
+  const shown = await api.call(t, 'getAdministeredMenuItem', { token: admin, params });
+  t.strictSame(shown.body.entity_permissions, { user_ids: [], role_ids: [], department_ids: [] }, 'shown without lists');
+  // The item grants nothing any more: joining its former audience confers no right the delegate lacks.
+  const joiner = await api.createUser(tenant.tenantId);
+  const joined = await api.call(t, 'updateUser', { token: delegate.token, params: { user: joiner.id }, body: { department_ids: [department] } });
+  t.equal(joined.status, 200, 'a delegate may add a user to the former audience');
+  const password = await api.call(t, 'updateUser', { token: delegate.token, params: { user: member.id }, body: { password: 'a new password for member' } });
+  t.equal(password.status, 200, 'and set the password of a user the item named');
+  // Nor does it keep the department: it can be deleted (it could not be named out of a deleted item).
+  const deleted = await api.call(t, 'deleteDepartment', { token: admin, params: { department } });
+  t.equal(deleted.status, 204, 'the department it named can be deleted');
+  // Items deleted before kept theirs: the migration removes them, and only them.
+  const earlier = await create(t, { entity_permissions: { user_ids: [member.id] } });
+  const live = await create(t, { entity_permissions: { user_ids: [member.id] } });
+  await api.db.owner.execute(sql`update menu_items set deleted_at = now() where id = ${earlier.body.id}`);
+  await api.db.owner.execute(sql.raw(readFileSync(new URL('../../../drizzle/0031_deleted-menu-items-entity-permissions.sql', import.meta.url), 'utf8')));
+  const left = async (id: number) => scalar(sql`select count(*)::int as value from entity_permissions where entity_type = 'menuItem' and entity_id = ${id}`);
+  t.equal(await left(earlier.body.id), 0, 'the migration removes those of an item deleted before');
+  t.equal(await left(live.body.id), 1, 'and keeps those of a live item');
 });
 
 t.test('update: absent keys keep their value; entity_permissions replaces the restriction', async (t) => {
