@@ -415,7 +415,12 @@ export interface paths {
          *     role or any other role granting more than they hold. On a role the caller may
          *     change, permissions the caller lacks may not be added (422 on `permissions`), and
          *     `active` may be changed only while the role's new permissions are all the caller's
-         *     too (422 on `active`). The caller's own role cannot be deactivated or lose
+         *     too (422 on `active`). An inactive role grants nothing, not even the rights that
+         *     entity permissions naming it give its holders (forms, task templates, menu items):
+         *     reactivating it gives them back, so it also needs the caller to have each of them,
+         *     named by the entity too or holding `tasks.administer` (forms, task templates) or
+         *     `menu-items.administer` (menu items); 422 `confers_rights` on `active` otherwise. The
+         *     caller's own role cannot be deactivated or lose
          *     `users.administer` (422): that would lock the caller out. A new `name` follows the
          *     rules of create (`RoleInput`); a name sent back unchanged is not judged again.
          */
@@ -3743,8 +3748,8 @@ export interface components {
         /**
          * @description Access restriction of the item's user routes. All lists empty (or the object
          *     absent) means unrestricted; otherwise the item is visible to users named in
-         *     `user_ids`, holding a role in `role_ids`, or belonging to a department in
-         *     `department_ids`. Every ID must name a record of the tenant (users: not deleted);
+         *     `user_ids`, holding a role in `role_ids` while that role is active, or belonging to
+         *     a department in `department_ids`. Every ID must name a record of the tenant (users: not deleted);
          *     each one that does not is a 422 on `entity_permissions.<list>.<index>`, "does not
          *     exist" (an ID of another tenant included). When sent on update, the object replaces
          *     the whole restriction (a missing list counts as empty).
@@ -3771,8 +3776,8 @@ export interface components {
         };
         /**
          * @description Who may administer the form or task template besides holders of `tasks.administer`:
-         *     the named users, the users holding one of the roles, and the members of one of the
-         *     departments. Every ID must name a record of the tenant (users: not deleted); an ID
+         *     the named users, the users holding one of the roles while it is active, and the
+         *     members of one of the departments. Every ID must name a record of the tenant (users: not deleted); an ID
          *     that does not is a 422 keyed by its position, e.g. `entity_permissions.role_ids.1`.
          */
         EntityPermissionsInput: {

@@ -73,9 +73,10 @@ export function isRestricted(entityType: string, entityId: AnyColumn): SQL {
 }
 
 /**
- * True when the entity's permissions name `userId` directly, through the user's role, or
- * through one of the user's departments. A correlated EXISTS: one set-based query for any
- * number of entities. (The subquery's alias is `p`: outer queries use another one.)
+ * True when the entity's permissions name `userId` directly, through the user's role while
+ * it is active, or through one of the user's departments (`subjectIsUser`). A correlated
+ * EXISTS: one set-based query for any number of entities. (The subquery's alias is `p`:
+ * outer queries use another one.)
  */
 export function namesUser(entityType: string | SQL, entityId: AnyColumn | SQL, userId: number | SQL, tenantId?: SQL): SQL {
   return sql`exists (select 1 from entity_permissions p
@@ -85,11 +86,15 @@ export function namesUser(entityType: string | SQL, entityId: AnyColumn | SQL, u
 /**
  * True when the entity-permission row `row` (an alias of `entity_permissions`) names
  * `userId` directly, through the user's role, or through one of the user's departments.
+ * An inactive role grants nothing, so by default it names no one. `inactiveRoles: true`
+ * asks what the user could hold instead: an inactive role can be reactivated at any time
+ * (as `grantablePermissions` counts its permission keys).
  */
-export function subjectIsUser(row: 'p' | 'e', userId: number | SQL): SQL {
+export function subjectIsUser(row: 'p' | 'e', userId: number | SQL, { inactiveRoles = false } = {}): SQL {
   const r = sql.raw(row);
+  const active = inactiveRoles ? sql`` : sql` and exists (select 1 from roles ro where ro.tenant_id = u.tenant_id and ro.id = u.role_id and ro.active)`;
   return sql`((${r}.subject_type = 'user' and ${r}.subject_id = ${userId})
-        or (${r}.subject_type = 'role' and ${r}.subject_id = (select u.role_id from users u where u.tenant_id = ${r}.tenant_id and u.id = ${userId}))
+        or (${r}.subject_type = 'role' and ${r}.subject_id = (select u.role_id from users u where u.tenant_id = ${r}.tenant_id and u.id = ${userId}${active}))
         or (${r}.subject_type = 'department' and ${r}.subject_id in (
           select du.department_id from department_users du where du.tenant_id = ${r}.tenant_id and du.user_id = ${userId})))`;
 }

@@ -180,7 +180,7 @@ export async function usersHoldingRightsBeyond(
     where x.id = any(${bigintArray(ids)}::bigint[])
       and exists (
         select 1 from entity_permissions e
-        where e.tenant_id = x.tenant_id and ${subjectIsUser('e', sql`x.id`)}
+        where e.tenant_id = x.tenant_id and ${subjectIsUser('e', sql`x.id`, { inactiveRoles: true })}
           and not (e.entity_type = any(${coveredEntityTypes(caller)}::text[]))
           and not ${namesUser(sql`e.entity_type`, sql`e.entity_id`, caller.userId, sql`e.tenant_id`)})`);
   return new Set(rows.map((row) => Number(row.user_id)));

@@ -1,6 +1,7 @@
 import { changesBetween } from '../../platform/audit/audit.ts';
 import type { Handlers } from '../../platform/http/handler.ts';
-import { invalid, notFound } from '../../platform/http/problem.ts';
+import { coded, invalid, notFound } from '../../platform/http/problem.ts';
+import { CONFERS_ENTITY_RIGHTS, membershipsConferringRights } from '../entity-permissions/rules.ts';
 import { listRecords, presentAll, showRecord } from '../../platform/result-controls/listing.ts';
 import { audit } from '../audit-events/record.ts';
 import { insertRole, lockAdministration, lockRole, roleIdOf, updateRoleRow } from './queries.ts';
@@ -55,6 +56,10 @@ export const roleHandlers = {
       const next = { name: body.name ?? role.name, active: body.active ?? role.active, permissions: body.permissions ?? role.permissions };
       const ownRole = (await roleIdOf(tx, auth.userId)) === role.id;
       const errors = roleChangeErrors(auth, { ...role, ownRole }, next);
+      // Reactivated, the role gives its holders again what entity permissions naming it confer: the caller must have it.
+      if (!role.active && next.active && (await membershipsConferringRights(tx, auth, [{ userId: null, roleId: role.id }]))[0]!.role) {
+        (errors.active ??= []).push(coded('confers_rights', CONFERS_ENTITY_RIGHTS));
+      }
       if (Object.keys(errors).length > 0) throw invalid(errors);
       // A name sent back unchanged is not judged again (it may predate these rules).
       if (next.name !== role.name) next.name = await newRoleName(tx, next.name, role.id);
