@@ -65,6 +65,10 @@ export interface paths {
          *     changed) stay stored until that department is next updated, and are validated then:
          *     a field no longer defined is dropped, and a value that no longer fits its field's type
          *     is a 422 on its key until the update sends a new value or null for it.
+         *
+         *     A field may not take a type other than the one another set attached beside this one
+         *     to a department gives the same key (422 `mismatch` on `fields.<index>.type`): the
+         *     department would refuse every write until one of the two sets were detached.
          */
         put: operations["updateAttributeSet"];
         post?: never;

@@ -3,8 +3,8 @@ import type { Body, Handlers } from '../../platform/http/handler.ts';
 import { coded, invalid, notFound } from '../../platform/http/problem.ts';
 import { listRecords, presentAll, showRecord } from '../../platform/result-controls/listing.ts';
 import { audit, recordChanges } from '../audit-events/record.ts';
-import { attachedDepartmentCount, deleteAttributeSet, findAttributeSet, insertAttributeSet, updateAttributeSet } from './queries.ts';
-import { attributeSetErrors } from './rules.ts';
+import { attachedDepartmentCount, deleteAttributeSet, fieldsAttachedBeside, findAttributeSet, insertAttributeSet, updateAttributeSet } from './queries.ts';
+import { attributeSetErrors, clashesBeside } from './rules.ts';
 import { attributeSets } from './table.ts';
 import { attributeSetListing, attributeSetView } from './view.ts';
 
@@ -52,7 +52,10 @@ export const attributeSetHandlers = {
     } = ctx;
     const values = attributeSetValues(body);
     const updated = await db.tenant(auth.tenantId, async (tx) => {
-      if (!(await lockRecord(tx, attributeSets, params.attributeSet))) throw notFound('The attribute set');
+      // FOR UPDATE: a department that attaches the set meanwhile waits, and then judges it by its new fields.
+      if (!(await lockRecord(tx, attributeSets, params.attributeSet, 'update'))) throw notFound('The attribute set');
+      const clashes = clashesBeside(values.fields, await fieldsAttachedBeside(tx, params.attributeSet));
+      if (Object.keys(clashes).length > 0) throw invalid(clashes);
       const [before] = await presentAll(attributeSetView, null, [await findAttributeSet(tx, params.attributeSet)], auth);
       const [record] = await presentAll(attributeSetView, null, await updateAttributeSet(tx, params.attributeSet, values), auth);
       const changes = recordChanges(before!, record!);

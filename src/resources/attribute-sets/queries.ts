@@ -1,5 +1,5 @@
-import { count, eq, inArray, sql } from 'drizzle-orm';
-import type { Tx } from '../../platform/database/database.ts';
+import { and, count, eq, inArray, sql } from 'drizzle-orm';
+import { transactionTenant, type Tx } from '../../platform/database/database.ts';
 import { notFound } from '../../platform/http/problem.ts';
 import { departmentAttributeSets } from '../departments/table.ts';
 import { attributeSets, type AttributeField } from './table.ts';
@@ -13,13 +13,39 @@ export async function findAttributeSet(tx: Tx, id: number): Promise<AttributeSet
   return row;
 }
 
-/** The fields of the given sets (one query; none for []). */
+/**
+ * The fields of the given sets (one query; none for []), for a department write that
+ * attaches them. The sets are kept until the transaction ends (`FOR KEY SHARE`): an update
+ * of one of them (`lockRecord(…, 'update')`) waits, and then judges its new fields against
+ * the sets attached beside it (`fieldsAttachedBeside`). Named by its tenant: Citus locks
+ * rows only in a statement that names its shard.
+ */
 export async function attributeSetFields(tx: Tx, setIds: readonly number[]): Promise<{ fields: AttributeField[] }[]> {
   if (setIds.length === 0) return [];
   return tx
     .select({ fields: attributeSets.fields })
     .from(attributeSets)
-    .where(inArray(attributeSets.id, [...setIds]));
+    .where(and(eq(attributeSets.tenantId, transactionTenant(tx)!), inArray(attributeSets.id, [...setIds])))
+    .for('key share');
+}
+
+/**
+ * The fields of every other set attached to a department beside the set `id`, by
+ * department (one query). Those sets are kept until the transaction ends (`FOR KEY
+ * SHARE`), so that two concurrent updates of sets attached together judge each other's
+ * new fields, one after the other (or one is ended as a deadlock, 503).
+ */
+export async function fieldsAttachedBeside(tx: Tx, id: number): Promise<{ departmentId: number; fields: AttributeField[] }[]> {
+  const tenantId = transactionTenant(tx)!;
+  const rows = await tx.execute<{ department_id: string; fields: AttributeField[] }>(sql`
+    select mine.department_id, s.fields
+    from ${departmentAttributeSets} mine
+    join ${departmentAttributeSets} beside
+      on beside.tenant_id = mine.tenant_id and beside.department_id = mine.department_id and beside.attribute_set_id <> mine.attribute_set_id
+    join ${attributeSets} s on s.tenant_id = beside.tenant_id and s.id = beside.attribute_set_id
+    where mine.tenant_id = ${tenantId} and mine.attribute_set_id = ${id}
+    for key share of s`);
+  return rows.map((row) => ({ departmentId: Number(row.department_id), fields: row.fields }));
 }
 
 /** The sets `ids` names, in no particular order: one query (also for []). */

@@ -42,6 +42,25 @@ export function attributeSetErrors(draft: AttributeSetDraft): FieldErrors {
   return errors;
 }
 
+/**
+ * The set's new fields against the sets attached beside it to a department
+ * (`fieldsAttachedBeside`): a key another of them defines with another type is a 422 on
+ * the field's type (`fields.<i>.type`). Two such sets would make the department refuse
+ * every write until one is detached (`attributeFieldTypes`).
+ */
+export function clashesBeside(fields: readonly AttributeField[], beside: readonly { fields: readonly AttributeField[] }[]): FieldErrors {
+  const types = new Map<string, AttributeType[]>();
+  for (const set of beside) for (const field of set.fields) (types.get(field.key) ?? types.set(field.key, []).get(field.key)!).push(field.type);
+  const errors: FieldErrors = {};
+  fields.forEach((field, index) => {
+    const other = types.get(field.key)?.find((type) => type !== field.type);
+    if (other) {
+      errors[`fields.${index}.type`] = [coded('mismatch', `must be ${other}: a set attached beside this one to a department defines ${field.key} so`)];
+    }
+  });
+  return errors;
+}
+
 /** Does `value` fit a field of `type`? (null always fits: it clears the value.) */
 export function fitsAttributeType(type: AttributeType, value: unknown): boolean {
   if (value === null) return true;

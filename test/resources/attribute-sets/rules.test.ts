@@ -4,6 +4,7 @@ import { coded, type FieldErrors } from '../../../src/platform/http/problem.ts';
 import {
   attributeFieldTypes,
   attributeSetErrors,
+  clashesBeside,
   DEPARTMENT_KEYS,
   fitsAttributeType,
   mergeAttributeValues,
@@ -98,4 +99,17 @@ t.test('mergeAttributeValues: typed values of attached fields; null removes; uns
     head_count: 12,
   });
   t.strictSame(replaced, {}, 'sending a new value or null for the key is accepted');
+});
+
+t.test('clashesBeside: a key another type beside it, in any department, is a mismatch on its type', async (t) => {
+  const fields = [
+    { key: 'note', type: 'string' as const },
+    { key: 'amount', type: 'string' as const },
+  ];
+  // Two departments: the first attaches the key with the same type, the second with another.
+  const beside = [{ fields: [{ key: 'amount', type: 'string' as const }] }, { fields: [{ key: 'amount', type: 'number' as const }] }];
+  t.strictSame(Object.keys(clashesBeside(fields, beside)), ['fields.1.type']);
+  t.match(clashesBeside(fields, beside)['fields.1.type']![0], { code: 'mismatch' });
+  t.strictSame(clashesBeside(fields, [beside[0]!]), {}, 'the same type is no clash');
+  t.strictSame(clashesBeside(fields, []), {}, 'nothing beside it');
 });

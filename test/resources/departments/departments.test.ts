@@ -4,7 +4,7 @@ import { departmentUsers, departments } from '../../../src/resources/departments
 import { tenants } from '../../../src/platform/database/tenancy.ts';
 import { entityPermissions } from '../../../src/resources/entity-permissions/table.ts';
 import { startTestApi } from '../../helpers/atrium.ts';
-import { rowCount } from '../../helpers/fixtures.ts';
+import { holdRows, lockWaiters, rowCount } from '../../helpers/fixtures.ts';
 
 const api = await startTestApi(t);
 const tenant = await api.createTenant('departments');
@@ -221,6 +221,64 @@ t.test('a value stored before its field changed type is refused at the next upda
   });
   t.equal(replaced.status, 200);
   t.strictSame(replaced.body.attributes, { count: '2020-01-01' });
+});
+
+t.test('a set may not change a type so that it clashes with a set attached beside it (422), which would lock the department', async (t) => {
+  const money = await createSet(t, 'Money', [{ key: 'amount', type: 'number' }]);
+  const extra = await createSet(t, 'Extra', [{ key: 'note', type: 'string' }]);
+  const created = await create(t, { name: 'Clashing', attribute_set_ids: [money, extra], amount: 2.5 });
+  t.equal(created.status, 201);
+  const retyped = await api.call(t, 'updateAttributeSet', {
+    token: manager.token,
+    params: { attributeSet: extra },
+    body: {
+      name: 'Extra',
+      fields: [
+        { key: 'note', type: 'string' },
+        { key: 'amount', type: 'string' },
+      ],
+    },
+  });
+  t.equal(retyped.status, 422, 'amount is a number beside it');
+  t.strictSame(retyped.body.error_codes, { 'fields.1.type': ['mismatch'] });
+  const [stored] = await api.db.owner.execute<{ fields: unknown }>(sql`select fields from attribute_sets where id = ${extra}`);
+  t.strictSame(stored!.fields, [{ key: 'note', type: 'string' }], 'the set is unchanged');
+  const renamed = await api.call(t, 'updateDepartment', { token: manager.token, params: { department: created.body.id }, body: { name: 'Clashing, renamed' } });
+  t.equal(renamed.status, 200, 'the department stays writable');
+  const sameType = await api.call(t, 'updateAttributeSet', {
+    token: manager.token,
+    params: { attributeSet: extra },
+    body: { name: 'Extra', fields: [{ key: 'amount', type: 'number', label: 'Amount' }] },
+  });
+  t.equal(sameType.status, 200, 'the same key with the same type is no clash');
+  const alone = await createSet(t, 'Alone', [{ key: 'amount', type: 'number' }]);
+  const free = await api.call(t, 'updateAttributeSet', {
+    token: manager.token,
+    params: { attributeSet: alone },
+    body: { name: 'Alone', fields: [{ key: 'amount', type: 'string' }] },
+  });
+  t.equal(free.status, 200, 'a set attached nowhere beside another changes freely');
+});
+
+t.test('a department attaching a set while its update is under way judges the set by its new fields', async (t) => {
+  const money = await createSet(t, 'Money race', [{ key: 'amount', type: 'number' }]);
+  const extra = await createSet(t, 'Extra race', [{ key: 'note', type: 'string' }]);
+  // An update of Extra in flight: locked as updateAttributeSet locks it, its new fields written, not yet committed.
+  const held = await holdRows(
+    api.db,
+    sql`with locked as (select id from attribute_sets where id = ${extra} for update)
+        update attribute_sets set fields = '[{"key": "amount", "type": "string"}]' where id in (select id from locked)`,
+  );
+  let pending;
+  try {
+    pending = create(t, { name: 'Raced', attribute_set_ids: [money, extra] });
+    t.equal(await lockWaiters(api.db, 'attribute_sets'), 1, 'the department write waits for the set');
+  } finally {
+    await held.release();
+  }
+  const attached = await pending;
+  t.equal(attached.status, 422, 'judged by the fields the update left');
+  t.ok(attached.body.errors?.attribute_set_ids);
 });
 
 t.test('attribute set administration validates fields and needs departments.manage', async (t) => {
