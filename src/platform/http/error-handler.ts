@@ -20,6 +20,8 @@ const CLIENT_ERRORS: Record<string, [number, string]> = {
   FST_ERR_CTP_EMPTY_JSON_BODY: [400, 'The request declares a JSON body but sends none.'],
   FST_ERR_CTP_INVALID_CONTENT_LENGTH: [400, 'The Content-Length header does not match the body.'],
   FST_ERR_CTP_INVALID_JSON_BODY: [400, 'The request body is not valid JSON.'],
+  // @fastify/multipart reads a part that declares `Content-Type: application/json` as JSON, and gives a 406 when it is not.
+  FST_INVALID_JSON_FIELD_ERROR: [400, 'A multipart field declared as JSON (Content-Type: application/json) is not valid JSON.'],
   FST_FILES_LIMIT: [413, 'The request carries more than one file; each operation takes one file.'],
   FST_REQ_FILE_TOO_LARGE: [413, `The file is larger than ${UPLOAD_MAX_BYTES / 1024 / 1024} MiB.`],
 };

@@ -201,3 +201,22 @@ t.test('a text field whose bytes are not UTF-8 is refused (400), not stored with
   t.equal((await update(part('Content-Type: text/plain; charset=utf-8\r\n', Buffer.from('Müller 😀')))).status, 200, 'UTF-8 declared');
   t.equal(await stored(), 'Müller 😀');
 });
+
+t.test('a part declared as JSON that is not JSON is a malformed body (400), and nothing changes', async (t) => {
+  const user = await api.createUser(tenant.tenantId, { values: { roleId: role.id, firstName: 'Before' } });
+  const payload = Buffer.from(
+    '--b\r\nContent-Disposition: form-data; name="last_name"\r\n\r\nAfter\r\n' +
+      '--b\r\nContent-Disposition: form-data; name="first_name"\r\nContent-Type: application/json\r\n\r\nnot json\r\n--b--\r\n',
+  );
+  // api.call judges the answer by the operation's declared statuses: no operation declares a 406.
+  const refused = await api.call(t, 'updateUser', {
+    token: tenant.adminToken,
+    params: { user: user.id },
+    payload,
+    contentType: 'multipart/form-data; boundary=b',
+  });
+  t.equal(refused.status, 400);
+  t.match(refused.body, { type: '/problems/bad-request', status: 400, code: 'malformed_request', detail: /not valid JSON/ });
+  const stored = await api.call(t, 'getUser', { token: tenant.adminToken, params: { user: user.id } });
+  t.strictSame([stored.body.first_name, stored.body.last_name], ['Before', user.username], 'nothing changed');
+});
