@@ -14,7 +14,7 @@ import multipart from '@fastify/multipart';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { anonymousFile } from './anonymous-file.ts';
 import { noRouteError } from './no-route.ts';
-import { ProblemError } from './problem.ts';
+import { coded, invalid, ProblemError } from './problem.ts';
 
 /** Bytes read back from an upload at a time. */
 export const UPLOAD_CHUNK_BYTES = 64 * 1024;
@@ -202,8 +202,27 @@ export async function registerMultipart(app: FastifyInstance): Promise<void> {
   });
   // After the plugin's hook, which has put the text fields on the body.
   app.addHook('preValidation', (request, _reply, done) => {
-    done(request.isMultipart() ? garbledFieldError(request) : undefined);
+    done(request.isMultipart() ? (fileInTextFieldError(request) ?? garbledFieldError(request)) : undefined);
   });
+}
+
+type FormSchema = { properties?: Record<string, { format?: string } | undefined> };
+
+/**
+ * A file part sent for a field the operation takes as text (a page that appends a Blob
+ * for `first_name`): the body field holds the part's file name, which the field would
+ * otherwise take as its value ("blob") without a word. Refused as the wrong type of value
+ * for that field. A field the form does not know is left to validation ("is not a known key").
+ */
+function fileInTextFieldError(request: FastifyRequest): ProblemError | undefined {
+  const body = request.routeOptions.schema?.body as { content?: Record<string, { schema?: FormSchema }> } | undefined;
+  const properties = body?.content?.['multipart/form-data']?.schema?.properties ?? {};
+  const misplaced = Object.keys(request.uploads ?? {}).filter((field) => {
+    const declared = Object.hasOwn(properties, field) ? properties[field] : undefined;
+    return declared !== undefined && declared.format !== 'binary';
+  });
+  if (misplaced.length === 0) return undefined;
+  return invalid(Object.fromEntries(misplaced.map((field) => [field, [coded('type', 'must be a text field, not a file part')]])));
 }
 
 /**

@@ -10,7 +10,7 @@ import { UPLOAD_MAX_BYTES } from '../../../src/platform/http/multipart.ts';
 import { startTestApi } from '../../helpers/atrium.ts';
 import { eventually } from '../../helpers/eventually.ts';
 import { importUsersCsv, roleNamed } from '../../helpers/fixtures.ts';
-import { multipart } from '../../helpers/multipart.ts';
+import { multipart, PNG_1X1 } from '../../helpers/multipart.ts';
 import { openFiles, withoutTempFolder } from '../../helpers/open-files.ts';
 
 const api = await startTestApi(t);
@@ -219,4 +219,43 @@ t.test('a part declared as JSON that is not JSON is a malformed body (400), and 
   t.match(refused.body, { type: '/problems/bad-request', status: 400, code: 'malformed_request', detail: /not valid JSON/ });
   const stored = await api.call(t, 'getUser', { token: tenant.adminToken, params: { user: user.id } });
   t.strictSame([stored.body.first_name, stored.body.last_name], ['Before', user.username], 'nothing changed');
+});
+
+t.test('a file part where the operation takes a text field is refused (422), not read as its file name', async (t) => {
+  const user = await api.createUser(tenant.tenantId, { values: { roleId: role.id, firstName: 'Before' } });
+  // A page that appends a Blob to its form sends a file part, named "blob" unless it says otherwise.
+  const asFile = (text: string) => ({ content: Buffer.from(text), fileName: 'blob', type: 'text/plain' });
+  const form = await multipart({ first_name: asFile('After') });
+  const refused = await api.call(t, 'updateUser', {
+    token: tenant.adminToken,
+    params: { user: user.id },
+    payload: form.payload,
+    contentType: form.contentType,
+  });
+  t.equal(refused.status, 422);
+  t.strictSame(refused.body.error_codes, { first_name: ['type'] });
+  const stored = await api.call(t, 'getUser', { token: tenant.adminToken, params: { user: user.id } });
+  t.equal(stored.body.first_name, 'Before', 'nothing changed');
+
+  const created = await multipart({
+    username: asFile('filed'),
+    password: 'a long password',
+    first_name: 'First',
+    last_name: 'Last',
+    role_id: String(role.id),
+  });
+  const create = await api.call(t, 'createUser', { token: tenant.adminToken, payload: created.payload, contentType: created.contentType });
+  t.equal(create.status, 422);
+  t.strictSame(create.body.error_codes, { username: ['type'] });
+  const listed = await api.call(t, 'listUsers', { token: tenant.adminToken, query: { filter: { text: 'blob' } } });
+  t.strictSame(listed.body, [], 'no user was created');
+  // The operation's file field still takes its file.
+  const picture = await multipart({ profile_picture: { content: PNG_1X1, fileName: 'me.png', type: 'image/png' } });
+  const uploaded = await api.call(t, 'updateUser', {
+    token: tenant.adminToken,
+    params: { user: user.id },
+    payload: picture.payload,
+    contentType: picture.contentType,
+  });
+  t.equal(uploaded.status, 200);
 });
