@@ -99,6 +99,14 @@ export function loggerOptions(level: string): FastifyServerOptions['logger'] {
   };
 }
 
+/** A request target in origin form: an absolute-form http(s) target without its scheme and authority. */
+export function originForm(target: string): string {
+  const authority = /^https?:\/\/[^/?#]*/i.exec(target);
+  if (!authority) return target;
+  const rest = target.slice(authority[0].length);
+  return rest.startsWith('/') ? rest : `/${rest}`;
+}
+
 /** Paths polled by machines (probes, the metrics scrape): their requests are logged at debug. */
 const QUIET_PATHS = /^\/(health\/|metrics(\?|$))/;
 
@@ -142,6 +150,11 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     genReqId: requestId,
     // Requests are logged by registerRequestLogging instead (probes at debug).
     logController: new LogController({ requestIdLogLabel: 'request_id', disableRequestLogging: true }),
+    // A request target in absolute form (`GET http://host/path`, as sent to a proxy; RFC 9112
+    // §3.2.2) is routed by its path, and read as its path everywhere else too: the next-page
+    // `Link` is built from the target as received, and would otherwise name the host the
+    // client wrote. The router reads http and https targets so; anything else stays unrouted.
+    rewriteUrl: (request) => originForm(request.url ?? '/'),
     routerOptions: {
       querystringParser: parseQueryString,
       maxParamLength: MAX_PATH_PARAMETER_LENGTH,

@@ -8,6 +8,8 @@ import { buildApp, loggerOptions } from '../../../src/app.ts';
 import { registerErrorHandling } from '../../../src/platform/http/error-handler.ts';
 import { ProblemError } from '../../../src/platform/http/problem.ts';
 import { startTestApi } from '../../helpers/atrium.ts';
+import { contractViolations, headerViolations } from '../../helpers/contract.ts';
+import { wireClient } from '../../helpers/http-client.ts';
 import { multipart as multipartForm } from '../../helpers/multipart.ts';
 
 const api = await startTestApi(t);
@@ -60,6 +62,31 @@ t.test('a path served with other methods answers 405 with Allow', async (t) => {
     t.equal(none.statusCode, 404, `${method} of an unknown path`);
     t.equal(none.headers.allow, undefined);
   }
+});
+
+t.test('a request target in absolute form is read as its path: links and refusals name the path alone', async (t) => {
+  // As a client sends it to a proxy (RFC 9112 §3.2.2), and a proxy may pass it on: the host is the client's to write.
+  const tenant = await api.createTenant('absolute-form');
+  await api.createUser(tenant.tenantId);
+  const wire = await wireClient(app);
+  const headers = { authorization: `Bearer ${tenant.adminToken}` };
+  const page = await wire.send({ method: 'GET', url: 'http://elsewhere.example/api/roles?limit=1', headers });
+  t.strictSame(
+    [
+      ...contractViolations('listRoles', page.statusCode, page.headers['content-type'] as string, page.json()),
+      ...headerViolations('listRoles', page.statusCode, page.headers),
+    ],
+    [],
+  );
+  t.equal(page.statusCode, 200);
+  t.equal(page.headers.link, '</api/roles?limit=1&offset=1>; rel="next"', 'a relative reference, as for a path');
+  const wrong = await wire.send({ method: 'PATCH', url: 'HTTP://elsewhere.example/api/departments?limit=1', headers });
+  t.equal(wrong.statusCode, 405);
+  t.equal(wrong.headers.allow, 'GET, HEAD, POST');
+  t.equal(wrong.json().detail, '/api/departments is served with GET, HEAD, POST, not PATCH.');
+  const none = await wire.send({ method: 'GET', url: 'http://elsewhere.example?x=1', headers });
+  t.equal(none.statusCode, 404);
+  t.equal(none.json().detail, 'No route GET /.');
 });
 
 t.test('uncaught errors are logged and answered 500 without internals', async (t) => {
