@@ -6,7 +6,14 @@ import { registerCors } from './platform/http/cors.ts';
 import { registerRateLimit } from './platform/http/rate-limit.ts';
 import { registerRequestId, requestId } from './platform/http/request-id.ts';
 import { registerSecurityHeaders } from './platform/http/security-headers.ts';
-import { answerClientError, answerRouterError, MAX_PATH_PARAMETER_LENGTH, registerErrorHandling, serializeLoggedError } from './platform/http/error-handler.ts';
+import {
+  answerClientError,
+  registerNodeRefusals,
+  answerRouterError,
+  MAX_PATH_PARAMETER_LENGTH,
+  registerErrorHandling,
+  serializeLoggedError,
+} from './platform/http/error-handler.ts';
 import { registerDrain } from './platform/http/drain.ts';
 import { registerJsonBodies } from './platform/http/json-body.ts';
 import { registerContentCodings } from './platform/http/content-coding.ts';
@@ -139,6 +146,8 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     requestTimeout: services.config.requestTimeoutSeconds * 1000,
     http: {
       headersTimeout: Math.min(60_000, services.config.requestTimeoutSeconds * 1000),
+      // Node would answer a request without Host with a bare 400; registerNodeRefusals refuses it as a problem document.
+      requireHostHeader: false,
       // How often Node looks for requests over time (its default, 30 s, would let a short limit overrun by that much).
       connectionsCheckingInterval: Math.min(30_000, services.config.requestTimeoutSeconds * 250),
     },
@@ -177,6 +186,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   registerSecurityHeaders(app);
   // After CORS and the security headers: its refusal carries them, as every answer does.
   registerQueryStringLimits(app);
+  registerNodeRefusals(app);
   registerRateLimit(app, {
     perToken: services.config.rateLimitPerToken,
     perAddress: services.config.rateLimitPerAddress,

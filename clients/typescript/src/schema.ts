@@ -7639,8 +7639,9 @@ export interface components {
          *     a `Content-Type: application/json` without a body; a malformed multipart body;
          *     malformed percent-encoding in a path segment; or a request that is not well-formed
          *     HTTP (answered before any operation runs, without rate-limit headers, and the
-         *     connection is closed). Every operation but a `GET` reads a JSON body sent to it,
-         *     whether or not it takes one.
+         *     connection is closed), or an HTTP/1.1 request without a `Host` header. Every
+         *     operation but a `GET` reads a JSON body sent to it, whether or not it takes one. An
+         *     `Expect` header other than `100-continue` is ignored, never answered with a 417.
          */
         BadRequest: {
             headers: {

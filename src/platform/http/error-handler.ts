@@ -322,3 +322,19 @@ export function answerClientError(this: FastifyInstance, error: NodeJS.ErrnoExce
   }
   socket.destroy(error);
 }
+
+/**
+ * Requests Node's HTTP server would answer by itself, with no problem document, no request
+ * id and no security headers. An HTTP/1.1 request without `Host` (which RFC 9112 §3.2 has a
+ * server refuse, 400; the server is created with `requireHostHeader: false`) is refused
+ * here, after the hooks that give every answer its headers. An `Expect` other than
+ * `100-continue`, which Node answers with a bare 417, is ignored: RFC 9110 §10.1.1 lets a
+ * server refuse it, and the request is answered as if it were not sent.
+ */
+export function registerNodeRefusals(app: FastifyInstance): void {
+  app.server.on('checkExpectation', (request, response) => app.server.emit('request', request, response));
+  app.addHook('onRequest', (request, _reply, done) => {
+    const hostless = request.raw.httpVersion === '1.1' && request.headers.host === undefined;
+    done(hostless ? new ProblemError(400, 'The request has no Host header, which HTTP/1.1 requires.') : undefined);
+  });
+}

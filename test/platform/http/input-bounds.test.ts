@@ -386,6 +386,34 @@ t.test('requests the HTTP parser refuses are problem documents', async (t) => {
   t.match(JSON.parse(garbage.slice(garbage.indexOf('\r\n\r\n') + 4)), { status: 400, title: 'Bad Request' });
 });
 
+t.test('requests Node would answer by itself: no Host is a 400 problem document, an unknown Expect is ignored', async (t) => {
+  if (!app.server.listening) await app.listen({ port: 0, host: '127.0.0.1' });
+  const port = (app.server.address() as { port: number }).port;
+  const bodyOf = (answer: string) => JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4)) as unknown;
+
+  // RFC 9112 §3.2: an HTTP/1.1 request without Host is a 400, a problem document like any other.
+  const hostless = await rawRequest(port, 'GET /health/live HTTP/1.1\r\nConnection: close\r\n\r\n');
+  t.match(hostless, /^HTTP\/1\.1 400 /);
+  t.match(hostless, /\r\ncontent-type: application\/problem\+json/i);
+  t.match(hostless, /\r\nx-request-id: /i);
+  t.match(bodyOf(hostless), { status: 400, code: 'malformed_request', detail: /Host/ });
+  // HTTP/1.0 has no Host to require.
+  t.match(await rawRequest(port, 'GET /health/live HTTP/1.0\r\n\r\n'), /^HTTP\/1\.1 200 /);
+
+  // RFC 9110 §10.1.1 lets a server refuse an expectation it cannot meet with 417; the request is answered instead.
+  const expecting = await rawRequest(
+    port,
+    `GET /api/roles HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\nExpect: something-else\r\nConnection: close\r\n\r\n`,
+  );
+  t.match(expecting, /^HTTP\/1\.1 200 /);
+  t.ok(Array.isArray(bodyOf(expecting)), 'the list of roles');
+  const continued = await rawRequest(
+    port,
+    `POST /api/departments HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\nExpect: 100-continue\r\nContent-Type: application/json\r\nContent-Length: 19\r\nConnection: close\r\n\r\n{"name":"Expected"}`,
+  );
+  t.match(continued, /^HTTP\/1\.1 100 Continue\r\n\r\nHTTP\/1\.1 201 /, '100-continue works as before');
+});
+
 t.test('a number out of range or text of the wrong type that reaches PostgreSQL is a 422, not a 500', async (t) => {
   const logged: string[] = [];
   const bare = Fastify({ logger: { level: 'warn', stream: { write: (line: string) => logged.push(line) } } });
