@@ -8082,7 +8082,9 @@ export interface components {
          * @description The request body has a media type the operation does not declare (`detail` names the
          *     ones it takes); or the operation takes no body and one is sent as
          *     `multipart/form-data`, or (to any operation but a `GET`) as a media type the service
-         *     reads for no operation, such as `application/x-www-form-urlencoded`. Checked before
+         *     reads for no operation, such as `application/x-www-form-urlencoded`; or (to a
+         *     `POST`, `PUT` or `PATCH`) a body sent with a content coding (`Content-Encoding`) or
+         *     a transfer coding besides `chunked`, which the service never decodes. Checked before
          *     the body is read.
          */
         UnsupportedMediaType: {

@@ -2,7 +2,9 @@
  * Request bodies are taken as sent, never decoded from a content coding: a body whose
  * `Content-Encoding` names one (gzip, br, …) is refused with 415 (RFC 9110 §8.4), before
  * any parser reads it. Without this its bytes would be read as if uncoded: plain JSON
- * labelled gzip accepted, real gzip refused as text that is not UTF-8.
+ * labelled gzip accepted, real gzip refused as text that is not UTF-8. The same holds for a
+ * transfer coding (`Transfer-Encoding: gzip, chunked`): Node undoes the chunked framing
+ * and nothing else, so a coding besides `chunked` is refused the same way.
  */
 import type { FastifyInstance } from 'fastify';
 import { ProblemError } from './problem.ts';
@@ -19,12 +21,25 @@ export function isContentCoded(header: string | undefined): boolean {
   });
 }
 
+/** Whether a `Transfer-Encoding` header names a coding besides `chunked` (the framing Node reads) and `identity`. */
+export function isTransferCoded(header: string | undefined): boolean {
+  return isContentCoded(
+    header
+      ?.split(',')
+      .filter((coding) => coding.trim().toLowerCase() !== 'chunked')
+      .join(','),
+  );
+}
+
 export function registerContentCodings(app: FastifyInstance): void {
   app.addHook('preParsing', async (request) => {
     // A path and method no route serves answer 404 or 405 as ever (the not-found handler).
-    if (request.is404) return;
-    if (WITH_BODY.has(request.method) && isContentCoded(request.headers['content-encoding'])) {
+    if (request.is404 || !WITH_BODY.has(request.method)) return;
+    if (isContentCoded(request.headers['content-encoding'])) {
       throw new ProblemError(415, 'The request body must be sent without a content coding (Content-Encoding): it is read as sent.');
+    }
+    if (isTransferCoded(request.headers['transfer-encoding'])) {
+      throw new ProblemError(415, 'The request body must be sent without a transfer coding besides chunked (Transfer-Encoding): it is read as sent.');
     }
   });
 }

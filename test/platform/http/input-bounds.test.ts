@@ -315,6 +315,26 @@ t.test('a content-coded body is refused (415), labelled or really compressed; an
   t.equal(nowhere.statusCode, 404);
 });
 
+t.test('a body sent with a transfer coding other than chunked is refused (415) like a content-coded one', async (t) => {
+  if (!app.server.listening) await app.listen({ port: 0, host: '127.0.0.1' });
+  const port = (app.server.address() as { port: number }).port;
+  const departments = async () => (await api.call(t, 'listDepartments', { token })).body.length as number;
+  const before = await departments();
+  const chunked = (codings: string, body: string) =>
+    rawRequest(
+      port,
+      `POST /api/departments HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\nContent-Type: application/json\r\n` +
+        `Transfer-Encoding: ${codings}\r\nConnection: close\r\n\r\n${Buffer.byteLength(body).toString(16)}\r\n${body}\r\n0\r\n\r\n`,
+    );
+  // Node takes the chunked framing and hands the bytes on as they are: plain JSON labelled gzip was read as if uncoded.
+  const labelled = await chunked('gzip, chunked', JSON.stringify({ name: 'Transfer-coded' }));
+  t.match(labelled, /^HTTP\/1\.1 415 /, 'plain JSON labelled gzip');
+  t.match(labelled, /\r\ncontent-type: application\/problem\+json/i);
+  t.match(JSON.parse(labelled.slice(labelled.indexOf('\r\n\r\n') + 4)), { status: 415, detail: /Transfer-Encoding/ });
+  t.equal(await departments(), before, 'nothing stored');
+  t.match(await chunked('chunked', JSON.stringify({ name: 'Only chunked' })), /^HTTP\/1\.1 201 /, 'chunked alone is framing, read as ever');
+});
+
 t.test('a JSON media type without content is no body: a DELETE stays a DELETE, a body an operation requires is missing (422)', async (t) => {
   const department = await api.call(t, 'createDepartment', { token, body: { name: 'Deleted with a content type' } });
   const deleted = await api.call(t, 'deleteDepartment', { token, params: { department: department.body.id }, payload: '', contentType: 'application/json' });
@@ -371,7 +391,7 @@ function rawRequest(port: number, request: string): Promise<string> {
 }
 
 t.test('requests the HTTP parser refuses are problem documents', async (t) => {
-  await app.listen({ port: 0, host: '127.0.0.1' });
+  if (!app.server.listening) await app.listen({ port: 0, host: '127.0.0.1' });
   const port = (app.server.address() as { port: number }).port;
 
   const huge = await rawRequest(port, `GET /health/live HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(64 * 1024)}\r\n\r\n`);
