@@ -4768,7 +4768,7 @@ export interface components {
              * @example validation_failed
              * @enum {string}
              */
-            code: "malformed_request" | "unauthenticated" | "token_invalid" | "credentials_invalid" | "login_token_invalid" | "signature_invalid" | "forbidden" | "permission_missing" | "password_change_required" | "own_account" | "logout_protected" | "permission_escalation" | "group_account" | "not_administrator" | "not_found" | "method_not_allowed" | "request_timeout" | "conflict" | "record_in_use" | "idempotency_request_in_progress" | "content_too_large" | "uri_too_long" | "unsupported_media_type" | "validation_failed" | "idempotency_key_reused" | "rate_limited" | "sign_in_throttled" | "stream_limit_reached" | "headers_too_large" | "internal_error" | "service_unavailable" | "database_unavailable";
+            code: "malformed_request" | "unauthenticated" | "token_invalid" | "credentials_invalid" | "login_token_invalid" | "signature_invalid" | "forbidden" | "permission_missing" | "password_change_required" | "own_account" | "logout_protected" | "permission_escalation" | "group_account" | "not_administrator" | "not_found" | "method_not_allowed" | "request_timeout" | "conflict" | "record_in_use" | "idempotency_request_in_progress" | "precondition_failed" | "content_too_large" | "uri_too_long" | "unsupported_media_type" | "validation_failed" | "idempotency_key_reused" | "rate_limited" | "sign_in_throttled" | "stream_limit_reached" | "headers_too_large" | "internal_error" | "service_unavailable" | "database_unavailable";
             detail?: string;
             /**
              * @description Field path → codes, beside `errors`: the same paths, and for each path one code per
@@ -7790,6 +7790,25 @@ export interface components {
             };
         };
         /**
+         * @description A write sent with a precondition that does not hold (RFC 9110 §13.1): records carry
+         *     no entity tag, so an `If-Match` naming one (weak, strong or in a list) never matches,
+         *     and `If-None-Match: *` asks that the target not exist. Nothing is changed. `If-Match: *`
+         *     holds, and an `If-None-Match` naming entity tags holds. Checked once the request is
+         *     authenticated and valid, before the record is looked up.
+         */
+        PreconditionFailed: {
+            headers: {
+                "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/problem+json": components["schemas"]["Problem"];
+            };
+        };
+        /**
          * @description The request line and headers together are larger than 16 KiB (Node.js's
          *     `maxHeaderSize`), such as a URL or an `Authorization` header of that size. Refused
          *     before the request reaches any operation: the answer carries no rate-limit headers,
@@ -8412,6 +8431,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             408: components["responses"]["RequestTimeout"];
             409: components["responses"]["IdempotencyConflict"];
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["ContentTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["UnprocessableEntity"];
@@ -8495,6 +8515,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             408: components["responses"]["RequestTimeout"];
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["ContentTooLarge"];
             414: components["responses"]["UriTooLong"];
             415: components["responses"]["UnsupportedMediaType"];
@@ -8532,6 +8553,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             408: components["responses"]["RequestTimeout"];
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["ContentTooLarge"];
             414: components["responses"]["UriTooLong"];
             415: components["responses"]["UnsupportedMediaType"];
@@ -8778,6 +8800,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             408: components["responses"]["RequestTimeout"];
             409: components["responses"]["IdempotencyConflict"];
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["ContentTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["UnprocessableEntity"];
@@ -8863,6 +8886,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             408: components["responses"]["RequestTimeout"];
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["ContentTooLarge"];
             414: components["responses"]["UriTooLong"];
             415: components["responses"]["UnsupportedMediaType"];
@@ -8900,6 +8924,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             408: components["responses"]["RequestTimeout"];
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["ContentTooLarge"];
             414: components["responses"]["UriTooLong"];
             415: components["responses"]["UnsupportedMediaType"];
@@ -9020,6 +9045,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             408: components["responses"]["RequestTimeout"];
             409: components["responses"]["IdempotencyConflict"];
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["ContentTooLarge"];
             414: components["responses"]["UriTooLong"];
             415: components["responses"]["UnsupportedMediaType"];
@@ -9063,6 +9089,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             408: components["responses"]["RequestTimeout"];
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["ContentTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["UnprocessableEntity"];
@@ -9171,6 +9198,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             408: components["responses"]["RequestTimeout"];
             409: components["responses"]["IdempotencyConflict"];
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["ContentTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["UnprocessableEntity"];
@@ -9256,6 +9284,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             408: components["responses"]["RequestTimeout"];
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["ContentTooLarge"];
             414: components["responses"]["UriTooLong"];
             415: components["responses"]["UnsupportedMediaType"];
@@ -9293,6 +9322,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             408: components["responses"]["RequestTimeout"];
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["ContentTooLarge"];
             414: components["responses"]["UriTooLong"];
             415: components["responses"]["UnsupportedMediaType"];
@@ -9329,6 +9359,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             408: components["responses"]["RequestTimeout"];
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["ContentTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
@@ -9382,6 +9413,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             408: components["responses"]["RequestTimeout"];
             409: components["responses"]["IdempotencyConflict"];
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["ContentTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["UnprocessableEntity"];
@@ -9424,6 +9456,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             408: components["responses"]["RequestTimeout"];
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["ContentTooLarge"];
             414: components["responses"]["UriTooLong"];
             415: components["responses"]["UnsupportedMediaType"];
@@ -9519,6 +9552,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             408: components["responses"]["RequestTimeout"];
             409: components["responses"]["IdempotencyConflict"];
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["ContentTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["UnprocessableEntity"];
@@ -9556,6 +9590,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             408: components["responses"]["RequestTimeout"];
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["ContentTooLarge"];
             414: components["responses"]["UriTooLong"];
             415: components["responses"]["UnsupportedMediaType"];
@@ -9669,6 +9704,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             408: components["responses"]["RequestTimeout"];
             409: components["responses"]["IdempotencyConflict"];
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["ContentTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["UnprocessableEntity"];
@@ -9754,6 +9790,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             408: components["responses"]["RequestTimeout"];
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["ContentTooLarge"];
             414: components["responses"]["UriTooLong"];
             415: components["responses"]["UnsupportedMediaType"];
@@ -9792,6 +9829,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             408: components["responses"]["RequestTimeout"];
             409: components["responses"]["Conflict"];
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["ContentTooLarge"];
             414: components["responses"]["UriTooLong"];
             415: components["responses"]["UnsupportedMediaType"];
@@ -9901,6 +9939,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             408: components["responses"]["RequestTimeout"];
             409: components["responses"]["IdempotencyConflict"];
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["ContentTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["UnprocessableEntity"];
@@ -9986,6 +10025,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             408: components["responses"]["RequestTimeout"];
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["ContentTooLarge"];
             414: components["responses"]["UriTooLong"];
             415: components["responses"]["UnsupportedMediaType"];
@@ -10024,6 +10064,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             408: components["responses"]["RequestTimeout"];
             409: components["responses"]["Conflict"];
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["ContentTooLarge"];
             414: components["responses"]["UriTooLong"];
             415: components["responses"]["UnsupportedMediaType"];
@@ -10133,6 +10174,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             408: components["responses"]["RequestTimeout"];
             409: components["responses"]["IdempotencyConflict"];
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["ContentTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["UnprocessableEntity"];
@@ -10218,6 +10260,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             408: components["responses"]["RequestTimeout"];
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["ContentTooLarge"];
             414: components["responses"]["UriTooLong"];
             415: components["responses"]["UnsupportedMediaType"];
@@ -10256,6 +10299,7 @@ export interface operations {
             404: components["responses"]["NotFound"];
             408: components["responses"]["RequestTimeout"];
             409: components["responses"]["Conflict"];
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["ContentTooLarge"];
             414: components["responses"]["UriTooLong"];
             415: components["responses"]["UnsupportedMediaType"];
@@ -10311,6 +10355,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             408: components["responses"]["RequestTimeout"];
             409: components["responses"]["IdempotencyConflict"];
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["ContentTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["UnprocessableEntity"];
@@ -10353,6 +10398,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             408: components["responses"]["RequestTimeout"];
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["ContentTooLarge"];
             414: components["responses"]["UriTooLong"];
             415: components["responses"]["UnsupportedMediaType"];
@@ -10390,6 +10436,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             408: components["responses"]["RequestTimeout"];
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["ContentTooLarge"];
             414: components["responses"]["UriTooLong"];
             415: components["responses"]["UnsupportedMediaType"];
@@ -10430,6 +10477,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             408: components["responses"]["RequestTimeout"];
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["ContentTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["UnprocessableEntity"];
@@ -10465,6 +10513,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             408: components["responses"]["RequestTimeout"];
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["ContentTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
@@ -10506,6 +10555,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             408: components["responses"]["RequestTimeout"];
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["ContentTooLarge"];
             414: components["responses"]["UriTooLong"];
             415: components["responses"]["UnsupportedMediaType"];
@@ -10618,6 +10668,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             408: components["responses"]["RequestTimeout"];
             409: components["responses"]["IdempotencyConflict"];
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["ContentTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["UnprocessableEntity"];
@@ -10699,6 +10750,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             408: components["responses"]["RequestTimeout"];
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["ContentTooLarge"];
             414: components["responses"]["UriTooLong"];
             415: components["responses"]["UnsupportedMediaType"];
@@ -10759,6 +10811,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             408: components["responses"]["RequestTimeout"];
             409: components["responses"]["IdempotencyConflict"];
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["ContentTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["UnprocessableEntity"];
@@ -10831,6 +10884,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             408: components["responses"]["RequestTimeout"];
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["ContentTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["UnprocessableEntity"];
@@ -10873,6 +10927,7 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             408: components["responses"]["RequestTimeout"];
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["ContentTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["UnprocessableEntity"];
@@ -10913,6 +10968,7 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             408: components["responses"]["RequestTimeout"];
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["ContentTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["UnprocessableEntity"];
@@ -10945,6 +11001,7 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             408: components["responses"]["RequestTimeout"];
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["ContentTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             429: components["responses"]["TooManyRequests"];
@@ -11055,6 +11112,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             408: components["responses"]["RequestTimeout"];
             409: components["responses"]["IdempotencyConflict"];
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["ContentTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["UnprocessableEntity"];
@@ -11140,6 +11198,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             408: components["responses"]["RequestTimeout"];
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["ContentTooLarge"];
             414: components["responses"]["UriTooLong"];
             415: components["responses"]["UnsupportedMediaType"];
@@ -11177,6 +11236,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             408: components["responses"]["RequestTimeout"];
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["ContentTooLarge"];
             414: components["responses"]["UriTooLong"];
             415: components["responses"]["UnsupportedMediaType"];
@@ -11482,6 +11542,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             408: components["responses"]["RequestTimeout"];
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["ContentTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["UnprocessableEntity"];
@@ -11536,6 +11597,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             408: components["responses"]["RequestTimeout"];
             409: components["responses"]["IdempotencyConflict"];
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["ContentTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["UnprocessableEntity"];
@@ -11617,6 +11679,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             408: components["responses"]["RequestTimeout"];
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["ContentTooLarge"];
             414: components["responses"]["UriTooLong"];
             415: components["responses"]["UnsupportedMediaType"];
@@ -11772,6 +11835,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             408: components["responses"]["RequestTimeout"];
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["ContentTooLarge"];
             414: components["responses"]["UriTooLong"];
             415: components["responses"]["UnsupportedMediaType"];
@@ -11832,6 +11896,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             408: components["responses"]["RequestTimeout"];
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["ContentTooLarge"];
             414: components["responses"]["UriTooLong"];
             415: components["responses"]["UnsupportedMediaType"];
@@ -11887,6 +11952,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             408: components["responses"]["RequestTimeout"];
             409: components["responses"]["IdempotencyConflict"];
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["ContentTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["UnprocessableEntity"];
@@ -11974,6 +12040,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             408: components["responses"]["RequestTimeout"];
             409: components["responses"]["IdempotencyConflict"];
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["ContentTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["UnprocessableEntity"];
@@ -12010,6 +12077,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             408: components["responses"]["RequestTimeout"];
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["ContentTooLarge"];
             414: components["responses"]["UriTooLong"];
             415: components["responses"]["UnsupportedMediaType"];
@@ -12252,6 +12320,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             408: components["responses"]["RequestTimeout"];
             409: components["responses"]["IdempotencyConflict"];
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["ContentTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["UnprocessableEntity"];
@@ -12337,6 +12406,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             408: components["responses"]["RequestTimeout"];
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["ContentTooLarge"];
             414: components["responses"]["UriTooLong"];
             415: components["responses"]["UnsupportedMediaType"];
@@ -12374,6 +12444,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             408: components["responses"]["RequestTimeout"];
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["ContentTooLarge"];
             414: components["responses"]["UriTooLong"];
             415: components["responses"]["UnsupportedMediaType"];
@@ -12521,6 +12592,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             408: components["responses"]["RequestTimeout"];
             409: components["responses"]["IdempotencyConflict"];
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["ContentTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["UnprocessableEntity"];
@@ -12606,6 +12678,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             408: components["responses"]["RequestTimeout"];
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["ContentTooLarge"];
             414: components["responses"]["UriTooLong"];
             415: components["responses"]["UnsupportedMediaType"];
@@ -12643,6 +12716,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             408: components["responses"]["RequestTimeout"];
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["ContentTooLarge"];
             414: components["responses"]["UriTooLong"];
             415: components["responses"]["UnsupportedMediaType"];
@@ -12755,6 +12829,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             408: components["responses"]["RequestTimeout"];
             409: components["responses"]["IdempotencyConflict"];
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["ContentTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["UnprocessableEntity"];
@@ -12843,6 +12918,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             408: components["responses"]["RequestTimeout"];
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["ContentTooLarge"];
             414: components["responses"]["UriTooLong"];
             415: components["responses"]["UnsupportedMediaType"];
@@ -12881,6 +12957,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             408: components["responses"]["RequestTimeout"];
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["ContentTooLarge"];
             414: components["responses"]["UriTooLong"];
             415: components["responses"]["UnsupportedMediaType"];
@@ -12918,6 +12995,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             408: components["responses"]["RequestTimeout"];
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["ContentTooLarge"];
             414: components["responses"]["UriTooLong"];
             415: components["responses"]["UnsupportedMediaType"];
@@ -12958,6 +13036,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             408: components["responses"]["RequestTimeout"];
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["ContentTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["UnprocessableEntity"];
@@ -13121,6 +13200,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             408: components["responses"]["RequestTimeout"];
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["ContentTooLarge"];
             414: components["responses"]["UriTooLong"];
             415: components["responses"]["UnsupportedMediaType"];
@@ -13164,6 +13244,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             408: components["responses"]["RequestTimeout"];
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["ContentTooLarge"];
             414: components["responses"]["UriTooLong"];
             415: components["responses"]["UnsupportedMediaType"];
@@ -13207,6 +13288,7 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             408: components["responses"]["RequestTimeout"];
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["ContentTooLarge"];
             414: components["responses"]["UriTooLong"];
             415: components["responses"]["UnsupportedMediaType"];

@@ -19,6 +19,7 @@ const SHARED: Record<number, string> = {
   403: 'Forbidden',
   404: 'NotFound',
   408: 'RequestTimeout',
+  412: 'PreconditionFailed',
   413: 'ContentTooLarge',
   414: 'UriTooLong',
   415: 'UnsupportedMediaType',
@@ -61,6 +62,7 @@ function platformRefusals(id: OperationId): Map<number, string> {
     if (!OPEN_WHILE_PASSWORD_CHANGE_REQUIRED.has(id)) refusals.set(403, 'a session whose password must be changed');
   }
   if (meta.method !== 'GET') refusals.set(413, 'a body over the limit, which every method but GET reads');
+  if (meta.method !== 'GET') refusals.set(412, 'an If-Match naming an entity tag, or If-None-Match: *, on a write');
   if (inPath) {
     refusals.set(404, 'a record that does not exist, or a dot segment a client resolves into another path');
     refusals.set(414, 'a path segment over 1024 characters');

@@ -20,6 +20,7 @@ import {
   type StoredAnswer,
 } from './idempotency.ts';
 import { emptyPathParameter, noRouteError } from './no-route.ts';
+import { failedPrecondition } from './preconditions.ts';
 import { coded, invalid, ProblemError } from './problem.ts';
 
 /**
@@ -334,7 +335,18 @@ export async function registerOperations(app: FastifyInstance, handlers: Handler
               }
               return payload;
             },
-        preHandler: afterValidation ? async (request: FastifyRequest) => afterValidation(request.auth!, request.params as Record<string, unknown>) : undefined,
+        // Then a write's preconditions (If-Match, If-None-Match): once the request is authenticated, permitted and
+        // valid, before the handler looks anything up.
+        preHandler:
+          afterValidation || !safe
+            ? async (request: FastifyRequest) => {
+                afterValidation?.(request.auth!, request.params as Record<string, unknown>);
+                if (!safe) {
+                  const failed = failedPrecondition(request.headers);
+                  if (failed) throw failed;
+                }
+              }
+            : undefined,
         handler: async (request: FastifyRequest, reply: FastifyReply) => {
           const key = idempotent ? idempotencyKeyOf(request.headers) : null;
           if (key !== null) {

@@ -204,6 +204,18 @@ const TYPES = [
     ],
   },
   {
+    name: 'precondition-failed',
+    status: 412,
+    title: 'Precondition Failed',
+    description: 'A precondition of the request (If-Match, If-None-Match) does not hold; nothing was changed.',
+    codes: [
+      {
+        code: 'precondition_failed',
+        description: 'If-Match named an entity tag (records carry none), or If-None-Match: * asked that the target not exist: nothing was changed.',
+      },
+    ],
+  },
+  {
     name: 'content-too-large',
     status: 413,
     title: 'Content Too Large',

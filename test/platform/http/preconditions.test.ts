@@ -1,0 +1,57 @@
+/**
+ * Conditional writes (src/platform/http/preconditions.ts, docs/api-conventions.md#conditional-requests):
+ * records carry no entity tag, so a write whose `If-Match` names one, or whose
+ * `If-None-Match` is `*`, is refused with 412 and changes nothing; `If-Match: *` and an
+ * `If-None-Match` naming tags hold. Reads ignore both.
+ */
+import t from 'tap';
+import { startTestApi } from '../../helpers/atrium.ts';
+
+const api = await startTestApi(t);
+const tenant = await api.createTenant('preconditions');
+const token = tenant.adminToken;
+
+const departmentNamed = async (id: number) => (await api.call(t, 'getDepartment', { token, params: { department: id } })).body.name as string;
+
+t.test('an If-Match naming an entity tag, weak, strong or in a list, is a 412 and changes nothing', async (t) => {
+  const created = await api.call(t, 'createDepartment', { token, body: { name: 'Guarded' } });
+  const id = created.body.id as number;
+  for (const ifMatch of ['"v1"', 'W/"v1"', '"v1", W/"v2"', '']) {
+    const refused = await api.call(t, 'updateDepartment', {
+      token,
+      params: { department: id },
+      body: { name: 'Overwritten' },
+      headers: { 'if-match': ifMatch },
+    });
+    t.equal(refused.status, 412, `If-Match: ${ifMatch}`);
+    t.match(refused.body, { type: '/problems/precondition-failed', code: 'precondition_failed' });
+  }
+  t.equal(await departmentNamed(id), 'Guarded', 'nothing changed');
+  const deleted = await api.call(t, 'deleteDepartment', { token, params: { department: id }, headers: { 'if-match': '"v1"' } });
+  t.equal(deleted.status, 412);
+  t.equal(await departmentNamed(id), 'Guarded', 'still there');
+
+  const any = await api.call(t, 'updateDepartment', { token, params: { department: id }, body: { name: 'Updated' }, headers: { 'if-match': '*' } });
+  t.equal(any.status, 200, 'If-Match: * holds for a record that exists');
+  t.equal(await departmentNamed(id), 'Updated');
+  const missing = await api.call(t, 'updateDepartment', { token, params: { department: 999999 }, body: { name: 'X' }, headers: { 'if-match': '*' } });
+  t.equal(missing.status, 404);
+});
+
+t.test('If-None-Match: * on a write is a 412; one naming entity tags holds', async (t) => {
+  const before = (await api.call(t, 'listDepartments', { token })).body.length as number;
+  const refused = await api.call(t, 'createDepartment', { token, body: { name: 'Only if new' }, headers: { 'if-none-match': '*' } });
+  t.equal(refused.status, 412);
+  t.equal((await api.call(t, 'listDepartments', { token })).body.length, before, 'nothing created');
+  const tagged = await api.call(t, 'createDepartment', { token, body: { name: 'Tagged' }, headers: { 'if-none-match': '"v1"' } });
+  t.equal(tagged.status, 201);
+});
+
+t.test('the precondition is judged after authentication and validation; reads ignore it', async (t) => {
+  const unauthenticated = await api.call(t, 'createDepartment', { body: { name: 'X' }, headers: { 'if-match': '"v1"' } });
+  t.equal(unauthenticated.status, 401);
+  const invalid = await api.call(t, 'createDepartment', { token, body: { name: 5 }, headers: { 'if-match': '"v1"' } });
+  t.equal(invalid.status, 422);
+  const read = await api.call(t, 'listDepartments', { token, headers: { 'if-match': '"v1"', 'if-none-match': '*' } });
+  t.equal(read.status, 200);
+});
