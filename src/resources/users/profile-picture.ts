@@ -115,8 +115,13 @@ export function pictureSignatureValid(
   return secrets.verify(SIGNING_PURPOSE, signedMessage(query.tenant, userId, query.expires), query.signature);
 }
 
-/** `Content-Disposition` naming the download; RFC 6266/5987 encoded. */
+/**
+ * `Content-Disposition` naming the download (RFC 6266): a plain ASCII `filename` and the
+ * exact name as `filename*` (RFC 8187), whose value allows only attr-chars: what
+ * `encodeURIComponent` leaves as it is but `'`, `(`, `)` and `*` is percent-encoded too.
+ */
 export function inlineDisposition(fileName: string): string {
   const ascii = fileName.replace(/[^\x20-\x7e]|["\\]/g, '_');
-  return `inline; filename="${ascii}"; filename*=UTF-8''${encodeURIComponent(fileName)}`;
+  const extended = encodeURIComponent(fileName).replace(/['()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
+  return `inline; filename="${ascii}"; filename*=UTF-8''${extended}`;
 }

@@ -89,6 +89,19 @@ t.test('create with a picture (multipart): type detected from bytes, served with
   t.equal(cached.raw.length, 0);
 });
 
+t.test('the download name is written as RFC 8187 allows, whatever name the URL asks for', async (t) => {
+  const form = await multipart({ ...createFields(), profile_picture: { content: PNG_1X1, fileName: 'a.png', type: 'image/png' } });
+  const created = await api.call(t, 'createUser', { token: admin, ...form });
+  const { user, query } = parseUrl(created.body.profile_picture_url);
+  const fileName = "it's (1)*.png";
+  const named = await api.call(t, 'getProfilePictureNamed', { params: { user, fileName }, query });
+  t.equal(named.status, 200);
+  const extended = /filename\*=UTF-8''([^;]*)/.exec(String(named.headers['content-disposition']))?.[1];
+  // attr-char: letters, digits and !#$&+-.^_`|~; anything else percent-encoded.
+  t.match(extended, /^(?:[A-Za-z0-9!#$&+\-.^_`|~]|%[0-9A-F]{2})+$/, 'only attr-chars and percent-encoded octets');
+  t.equal(decodeURIComponent(extended!), fileName, 'which decode to the name asked for');
+});
+
 t.test('multipart: repeated fields are arrays (department_ids)', async (t) => {
   const [a, b] = [await createDepartment(api.db, tenant.tenantId, 'A'), await createDepartment(api.db, tenant.tenantId, 'B')];
   const form = await multipart({ ...createFields(), department_ids: [String(a!.id), String(b!.id)] });
