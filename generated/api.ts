@@ -7839,7 +7839,9 @@ export interface components {
             };
         };
         /**
-         * @description A refusal of the request (`scimType` says which kind; see the operation). Requests the
+         * @description A refusal of the request (`scimType` says which kind; see the operation). A request
+         *     that names no host (HTTP/1.0 without `Host`) is refused too: answers state where their
+         *     resources are (`meta.location`, `Location`) at the request's host. Requests the
          *     service cannot read at all (malformed percent-encoding in the path, HTTP that is not
          *     well-formed) are refused before they reach the SCIM service, as RFC 9457 problem
          *     documents.

@@ -853,6 +853,9 @@ export async function registerScim(app: FastifyInstance, services: Services): Pr
       scim.addHook('onRequest', async (request) => {
         // `/Users/` (an empty id) names no resource, as in `/api`: no endpoint, before authentication.
         if (emptyPathParameter(request)) throw noEndpoint(request);
+        // Answers state where their resources are (`meta.location`, `Location`) at the request's
+        // host; HTTP/1.0 may name none.
+        if (!request.host) throw new ScimError(400, 'The request names no host (Host header): SCIM answers state where their resources are.');
         request.scim = await authenticate(services, request, SAFE_METHODS.has(request.method) ? recent : undefined);
         // Only a method that takes a body is judged by its type: a GET or DELETE ignores one, as in `/api`.
         const type =

@@ -1,3 +1,4 @@
+import { connect } from 'node:net';
 import t from 'tap';
 import { and, count, sql } from 'drizzle-orm';
 import postgres from 'postgres';
@@ -93,6 +94,35 @@ function isError(t: Tt, res: Sent, status: number, scimType?: string) {
   t.type(res.body.detail, 'string');
   t.match(String(res.headers['content-type']), /^application\/scim\+json/);
 }
+
+t.test('a request naming no host (HTTP/1.0 without Host) is a 400 and creates nothing', async (t) => {
+  // Every answer states the location of its resources, whose address is the request's Host.
+  const { port } = new URL(wire.base);
+  const before = await userCount();
+  for (const [method, url, body] of [
+    ['POST', '/scim/v2/Users', JSON.stringify(newUser())],
+    ['GET', '/scim/v2/Users', ''],
+    ['GET', '/scim/v2/ServiceProviderConfig', ''],
+  ] as const) {
+    const answer = await new Promise<string>((resolve, reject) => {
+      const socket = connect(Number(port), '127.0.0.1');
+      const chunks: Buffer[] = [];
+      socket.on('data', (chunk) => chunks.push(chunk));
+      socket.on('error', reject);
+      socket.on('end', () => resolve(Buffer.concat(chunks).toString()));
+      socket.write(
+        `${method} ${url} HTTP/1.0\r\nAuthorization: Bearer ${scimToken}\r\n` +
+          (body ? `Content-Type: application/scim+json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` : '') +
+          `\r\n${body}`,
+      );
+    });
+    t.match(answer, /^HTTP\/1\.1 400 /, `${method} ${url}: 400`);
+    t.match(answer, /\r\ncontent-type: application\/scim\+json/i, 'a SCIM error document');
+    t.notMatch(answer, /undefined/, 'naming no made-up host');
+    t.match(JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4)), { schemas: [ERROR], status: '400', detail: /Host/ });
+  }
+  t.equal(await userCount(), before, 'no user was created');
+});
 
 t.test('without a valid SCIM token every endpoint is a 401 error document', async (t) => {
   for (const token of [null, 'garbage-token-value-1234', admin, 'scim_' + 'A'.repeat(43)]) {
