@@ -1,10 +1,21 @@
 /** Reading a password for the command line without putting it in the process list or the shell history. */
 
-async function readAll(stream: NodeJS.ReadableStream): Promise<string> {
+/** Characters read without a line break after which reading stops (the password is then longer than any the API takes). */
+const MAX_LINE = 16 * 1024;
+
+/**
+ * The first line of `stream`, without its line break: read up to that line break, not to
+ * the stream's end, so that an input kept open after it (`kubectl exec -i`, a pipe from a
+ * program that goes on running) does not hold the command forever.
+ */
+async function firstLine(stream: NodeJS.ReadableStream): Promise<string> {
   let text = '';
   stream.setEncoding('utf8'); // whole characters, even where a chunk ends inside one
-  for await (const chunk of stream) text += String(chunk);
-  return text;
+  for await (const chunk of stream) {
+    text += String(chunk);
+    if (text.includes('\n') || text.length > MAX_LINE) break;
+  }
+  return text.split(/\r?\n/)[0]!;
 }
 
 /** One line typed at the terminal with echo off; the prompt goes to stderr (stdout is the command's answer). */
@@ -46,7 +57,7 @@ export async function readPassword(question: string, repeat: string): Promise<st
     if ((await prompt(repeat)) !== first) throw new Error('the two entries differ');
     return first;
   }
-  const line = (await readAll(process.stdin)).split(/\r?\n/)[0] ?? '';
+  const line = await firstLine(process.stdin);
   if (line === '') throw new Error('no password on standard input (pipe it in, or run the command at a terminal to be asked)');
   return line;
 }

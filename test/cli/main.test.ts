@@ -1,4 +1,4 @@
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { eq, sql } from 'drizzle-orm';
@@ -316,6 +316,28 @@ t.test('user:set-password sets a lost password from standard input and ends the 
     ],
     'one event, the mistakes left none',
   );
+});
+
+t.test('user:set-password takes the first line of an input that stays open (kubectl exec -i), and does not wait for its end', async (t) => {
+  const tenant = await api.createTenant('cli-open-input');
+  await api.createUser(tenant.tenantId, { username: 'typist' });
+  const child = spawn(process.execPath, ['bin/atrium.js', 'user:set-password', '--tenant', 'cli-open-input', '--username', 'typist'], {
+    env,
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  let output = '';
+  child.stdout.on('data', (chunk) => (output += chunk));
+  child.stderr.on('data', (chunk) => (output += chunk));
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  // Typed and sent with Enter; the input is not closed.
+  child.stdin.write('an open input password\n');
+  let timer: NodeJS.Timeout | undefined;
+  const waited = await Promise.race([exited.then(() => 'exited'), new Promise((resolve) => (timer = setTimeout(() => resolve('still waiting'), 60_000)))]);
+  clearTimeout(timer);
+  t.equal(waited, 'exited', 'the command ends without the end of its input');
+  child.stdin.end();
+  t.equal(await exited, 0, output);
+  t.equal(await signIn(t, 'cli-open-input', 'typist', 'an open input password'), 200, 'the line typed is the new password');
 });
 
 t.test('a command whose statement fails says why, without the parameters it sent (a password hash)', async (t) => {
