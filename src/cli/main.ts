@@ -9,6 +9,7 @@ import { entryPointConfig, readDotEnv, type Config } from '../config.ts';
 import { parseConnectionUrl } from '../platform/database/connection-url.ts';
 import { failureMessage } from '../platform/database/failure-message.ts';
 import type { Database } from '../platform/database/database.ts';
+import type { DatabaseServer } from '../database-server.ts';
 import { setPasswordHashCost } from '../platform/auth/passwords.ts';
 import { onTerminationSignals, signalExitStatus } from '../platform/process/signals.ts';
 import { readPassword } from './password-input.ts';
@@ -32,7 +33,12 @@ interface Command {
   details?: string;
   /** How many arguments besides options it takes (none unless said). */
   positionals?: number;
-  run(context: { db: Database; config: Config; values: Options; positionals: string[] }): Promise<void>;
+  /**
+   * Checks the arguments, then calls `open` for the database (started, migrated, the
+   * application login set up) once it needs it: a usage mistake is told before the
+   * database is opened, the same whether it is up, down or not migrated yet.
+   */
+  run(context: { open: () => Promise<Database>; config: Config; values: Options; positionals: string[] }): Promise<void>;
 }
 
 /** A mistake in how the command was called: the message and that command's usage, exit 2. */
@@ -87,8 +93,9 @@ const commands: Record<string, Command> = {
       'With ATRIUM_BOOTSTRAP_TENANT, on a database without any tenant, it creates that tenant with the administrator\n' +
       '"admin" and prints the generated password once (ATRIUM_ADMIN_PASSWORD chooses it instead).',
     options: {},
-    // Every command migrates and sets up the application login before it runs; this one reports both, and seeds.
-    async run({ db, config }) {
+    // Every command migrates and sets up the application login as it opens the database; this one reports both, and seeds.
+    async run({ open, config }) {
+      const db = await open();
       const first = config.bootstrapTenant;
       if (!first) return;
       const { seedFirstTenant, generatedPasswordNotice } = await import('../resources/tenants/create-tenant.ts');
@@ -110,7 +117,7 @@ const commands: Record<string, Command> = {
       'The slug is lower-case letters, digits and dashes. Without --admin-password a password is generated and\n' +
       'printed once. A password given here is visible in the process list; change it after signing in.',
     options: { name: { type: 'string' }, 'admin-username': { type: 'string' }, 'admin-password': { type: 'string' } },
-    async run({ db, config, values, positionals }) {
+    async run({ open, config, values, positionals }) {
       const slug = positionals[0];
       if (!slug) throw new UsageError('tenant:create needs a <slug>');
       // A malformed argument is a usage error (status 2), told before the database is asked.
@@ -126,6 +133,7 @@ const commands: Record<string, Command> = {
       const { commandSource } = await import('../resources/audit-events/record.ts');
       const password = typeof given === 'string' ? given : generatePassword();
       const source = commandSource('tenant:create');
+      const db = await open();
       const created = await createTenant(db, { slug, name, adminUsername, adminPassword: password }, source).catch((error: unknown) => {
         throw new Failure(error instanceof Error ? error.message : String(error));
       });
@@ -138,7 +146,7 @@ const commands: Record<string, Command> = {
     summary: 'Issue an access token for an active user; prints only the token.',
     details: 'The lifetime defaults to ACCESS_TOKEN_TTL.',
     options: { tenant: { type: 'string' }, username: { type: 'string' }, 'expires-in': { type: 'string' } },
-    async run({ db, config, values }) {
+    async run({ open, config, values }) {
       const raw = values['expires-in'];
       // Decimal digits only, as the configuration's integers, and no later than ACCESS_TOKEN_TTL may be.
       if (typeof raw === 'string' && !/^\d{1,10}$/.test(raw))
@@ -147,6 +155,7 @@ const commands: Record<string, Command> = {
       if (expiresIn < 1 || expiresIn > MAX_EXPIRES_IN) throw new UsageError(`--expires-in must be a whole number of seconds from 1 to ${MAX_EXPIRES_IN}`);
       const tenantSlug = required(values, 'tenant');
       const username = required(values, 'username');
+      const db = await open();
       const tenantId = await tenantIdOf(db, tenantSlug);
       const [{ issueAccessToken }, { activeUserNamed }] = await Promise.all([auth(), users()]);
       const token = await db.tenant(tenantId, async (tx) => {
@@ -172,9 +181,11 @@ const commands: Record<string, Command> = {
       'Every session and pending login token of the user ends, and the sign-in failure counts start over.\n' +
       'Example: printf %s "$NEW_PASSWORD" | atrium user:set-password --tenant demo --username admin',
     options: { tenant: { type: 'string' }, username: { type: 'string' } },
-    async run({ db, config, values }) {
+    async run({ open, config, values }) {
       const tenantSlug = required(values, 'tenant');
       const username = required(values, 'username');
+      // Asked for once the database is open: the embedded PostgreSQL's start comes before the prompt, not after the answer.
+      const db = await open();
       const password = await readPassword('New password: ', 'Repeat it: ').catch((error: unknown) => {
         throw new UsageError(error instanceof Error ? error.message : String(error));
       });
@@ -207,7 +218,8 @@ const commands: Record<string, Command> = {
       'profile picture. A picture whose structure cannot be followed is left as stored and counted. Safe to run again\n' +
       '(it then changes nothing) and while servers run. See docs/users.md#profile-pictures.',
     options: {},
-    async run({ db }) {
+    async run({ open }) {
+      const db = await open();
       const [{ stripStoredPictures }, { commandSource }] = await Promise.all([
         import('../resources/users/stored-pictures.ts'),
         import('../resources/audit-events/record.ts'),
@@ -230,12 +242,14 @@ const commands: Record<string, Command> = {
       'on a tenant table that a later migration creates is distributed as it is created. --shard-count sets the\n' +
       "shards of the tenant tables the first time (Citus' citus.shard_count otherwise). See docs/scaling.md.",
     options: { 'shard-count': { type: 'string' } },
-    async run({ db, config, values }) {
+    async run({ open, config, values }) {
       const raw = values['shard-count'];
-      const shardCount = typeof raw === 'string' ? Number(raw) : undefined;
-      if (shardCount !== undefined && (!Number.isInteger(shardCount) || shardCount < 1 || shardCount > 64_000)) {
+      // Decimal digits only, as --expires-in and the configuration's integers ("0x10" or "1e3" are no shard count).
+      const shardCount = typeof raw === 'string' && /^\d{1,5}$/.test(raw) ? Number(raw) : undefined;
+      if (typeof raw === 'string' && (shardCount === undefined || shardCount < 1 || shardCount > 64_000)) {
         throw new UsageError('--shard-count must be an integer from 1 to 64000');
       }
+      const db = await open();
       const [{ distribute, CitusRefusal }, { unreadCountTriggersOnCitus }] = await Promise.all([
         import('../platform/database/citus.ts'),
         import('../resources/notifications/citus.ts'),
@@ -317,8 +331,9 @@ async function run(argv: string[]): Promise<void> {
     'unhandledRejection',
     toleratingConnectionLoss((error) => logger.debug({ err: error }, 'database connection lost under a statement of the driver')),
   );
-  const opening = openDatabaseServer(config, logger);
-  let db: Database | undefined = undefined;
+  // Opened when the command asks (`Command.run`), once: after its arguments are checked.
+  let opening: Promise<DatabaseServer> | undefined;
+  let db: Database | undefined;
   // The embedded PostgreSQL runs in a session of its own, out of reach of a terminal's
   // Ctrl-C: on a signal, stop what this command started, then end as the signal would
   // (128 + its number). A second signal a second later or more ends at once.
@@ -326,33 +341,40 @@ async function run(argv: string[]): Promise<void> {
     first: (signal) =>
       void (async () => {
         await db?.close();
-        await (await opening).stop();
+        await (await opening)?.stop();
       })().finally(() => process.exit(signalExitStatus(signal))),
     again: (signal) => process.exit(signalExitStatus(signal)),
   });
-  const server = await opening;
-  db = new Database(server.url, { poolSize: 2, directUrl: config.databaseUrl ? config.databaseDirectUrl : undefined });
-  try {
-    const applied = await db.migrate();
-    const appLogin = config.appDatabaseUrl ? await db.ensureAppLogin(config.appDatabaseUrl) : 'unchanged';
-    if (name === 'migrate') {
-      process.stdout.write(
-        applied.length > 0
-          ? `applied ${applied.length} migration${applied.length === 1 ? '' : 's'}:\n${applied.map((tag) => `  ${tag}\n`).join('')}`
-          : 'the database is up to date; no migration to apply\n',
-      );
-      if (appLogin !== 'unchanged') {
-        const role = parseConnectionUrl(config.appDatabaseUrl!)?.user;
-        process.stdout.write(`${appLogin} the application login ${role} (a member of atrium_app, no superuser, no BYPASSRLS)\n`);
+  let opened: Promise<Database> | undefined;
+  const open = () =>
+    (opened ??= (async () => {
+      opening = openDatabaseServer(config, logger);
+      const server = await opening;
+      const database = (db = new Database(server.url, { poolSize: 2, directUrl: config.databaseUrl ? config.databaseDirectUrl : undefined }));
+      const applied = await database.migrate();
+      const appLogin = config.appDatabaseUrl ? await database.ensureAppLogin(config.appDatabaseUrl) : 'unchanged';
+      if (name === 'migrate') {
+        process.stdout.write(
+          applied.length > 0
+            ? `applied ${applied.length} migration${applied.length === 1 ? '' : 's'}:\n${applied.map((tag) => `  ${tag}\n`).join('')}`
+            : 'the database is up to date; no migration to apply\n',
+        );
+        if (appLogin !== 'unchanged') {
+          const role = parseConnectionUrl(config.appDatabaseUrl!)?.user;
+          process.stdout.write(`${appLogin} the application login ${role} (a member of atrium_app, no superuser, no BYPASSRLS)\n`);
+        }
       }
-    }
-    await command.run({ db, config, ...parsed }).catch((error: unknown) => {
+      return database;
+    })());
+  try {
+    await command.run({ open, config, ...parsed }).catch((error: unknown) => {
       if (error instanceof UsageError && error.command === undefined) throw new UsageError(error.message, name);
       throw error;
     });
   } finally {
-    await db.close();
-    await server.stop();
+    await db?.close();
+    // A server that did not start has nothing to stop (its error is the command's).
+    await (await opening?.catch(() => undefined))?.stop();
   }
 }
 

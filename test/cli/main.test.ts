@@ -253,6 +253,47 @@ t.test('usage errors exit 2 with a message, and change nothing', async (t) => {
   t.equal(await recorded(), before, 'a refused tenant:create records nothing');
 });
 
+t.test('a usage mistake is told before the database is opened: status 2 with the database down, and no migration applied', async (t) => {
+  // Nothing listens on port 1: a command that opened the database would fail with status 1.
+  const down = { env: { ...env, DATABASE_URL: 'postgres://postgres@127.0.0.1:1/atrium' } };
+  const cases: [string[], RegExp][] = [
+    [['tenant:create'], /tenant:create needs a <slug>/],
+    [['tenant:create', 'Bad Slug', '--name', 'X', '--admin-username', 'root'], /the <slug> must be/],
+    [['tenant:create', 'cli-down', '--name', 'X', '--admin-username', 'root', '--admin-password', 'short'], /--admin-password must have at least/],
+    [['token:create', '--tenant', 'cli-co'], /--username is required/],
+    [['token:create', '--tenant', 'cli-co', '--username', 'root', '--expires-in', 'soon'], /--expires-in must be/],
+    [['user:set-password', '--tenant', 'cli-co'], /--username is required/],
+    [['citus:distribute', '--shard-count', 'many'], /--shard-count must be an integer/],
+    // Not decimal digits, as --expires-in and the configuration's integers must be.
+    [['citus:distribute', '--shard-count', '0x10'], /--shard-count must be an integer/],
+    [['citus:distribute', '--shard-count', '1e2'], /--shard-count must be an integer/],
+  ];
+  const results = await inParallel(cases, ([args]) => atrium(...args, down));
+  for (const [i, [args, message]] of cases.entries()) {
+    const result = results[i]!;
+    t.equal(result.code, 2, args.join(' '));
+    t.match(result.stderr, message);
+    t.notMatch(result.stderr, /the database at/, 'the database is not asked');
+  }
+
+  // A database not migrated yet stays as it was.
+  const admin = postgres(api.db.url, { max: 1, onnotice: () => {} });
+  const name = `atrium_cli_usage_${randomBytes(4).toString('hex')}`;
+  await admin.unsafe(`create database "${name}"`);
+  t.teardown(async () => {
+    await admin.unsafe(`drop database if exists "${name}" with (force)`);
+    await admin.end({ timeout: 5 });
+  });
+  const url = new URL(api.db.url);
+  url.pathname = `/${name}`;
+  const mistake = await atrium('token:create', '--tenant', 'cli-co', { env: { ...env, DATABASE_URL: url.toString() } });
+  t.equal(mistake.code, 2, mistake.stderr);
+  const fresh = postgres(url.toString(), { max: 1, onnotice: () => {} });
+  const [{ tables } = { tables: -1 }] = await fresh<{ tables: number }[]>`select count(*)::int as tables from pg_tables where schemaname = 'public'`;
+  await fresh.end({ timeout: 5 });
+  t.equal(tables, 0, 'no migration was applied');
+});
+
 t.test('tenant:create counts the password as the API does: in characters (code points), not UTF-16 units', async (t) => {
   // Six emoji are twelve UTF-16 units but six characters: shorter than the minimum of ten.
   const result = await atrium('tenant:create', 'cli-emoji', '--name', 'Emoji', '--admin-username', 'root', '--admin-password', '😀'.repeat(6));
