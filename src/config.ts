@@ -1,3 +1,4 @@
+import { createECDH } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import path from 'node:path';
@@ -205,12 +206,16 @@ export const environmentSchema = {
       default: 'Atrium <no-reply@atrium.invalid>',
       description: 'a sender address, name@example.com or Name <name@example.com>',
     },
-    VAPID_PUBLIC_KEY: { type: 'string', pattern: '^[A-Za-z0-9_-]+={0,2}$', description: 'a base64url key, as npx web-push generate-vapid-keys prints' },
+    VAPID_PUBLIC_KEY: {
+      type: 'string',
+      format: 'vapid-public-key',
+      description: 'a P-256 public key, 65 bytes in base64url without padding, as npx web-push generate-vapid-keys prints',
+    },
     VAPID_PRIVATE_KEY: {
       type: 'string',
-      pattern: '^[A-Za-z0-9_-]+={0,2}$',
+      format: 'vapid-private-key',
       writeOnly: true,
-      description: 'a base64url key, as npx web-push generate-vapid-keys prints',
+      description: 'a P-256 private key, 32 bytes in base64url without padding, as npx web-push generate-vapid-keys prints',
     },
     VAPID_SUBJECT: {
       type: 'string',
@@ -284,6 +289,29 @@ function smtpUrl(value: string): boolean {
   return URL.canParse(value) && ['smtp:', 'smtps:'].includes(new URL(value).protocol) && new URL(value).hostname !== '';
 }
 
+/**
+ * VAPID keys as web-push takes them (base64url without padding): the public key an
+ * uncompressed P-256 point (65 bytes, 0x04 first), the private key 32 bytes. Anything else
+ * would be accepted here and fail every push, and be handed to browsers, later.
+ */
+function vapidKey(kind: 'public' | 'private'): (value: string) => boolean {
+  return (value) => {
+    const key = Buffer.from(value, 'base64url');
+    return /^[A-Za-z0-9_-]+$/.test(value) && (kind === 'public' ? key.length === 65 && key[0] === 0x04 : key.length === 32);
+  };
+}
+
+/** Whether `publicKey` is the public half of `privateKey` (both well-formed). */
+function vapidPair(publicKey: string, privateKey: string): boolean {
+  try {
+    const ecdh = createECDH('prime256v1');
+    ecdh.setPrivateKey(Buffer.from(privateKey, 'base64url'));
+    return ecdh.getPublicKey().equals(Buffer.from(publicKey, 'base64url'));
+  } catch {
+    return false; // not a private key of the curve (zero, or beyond its order)
+  }
+}
+
 function base64Key(value: string): boolean {
   return /^[A-Za-z0-9+/_-]+={0,2}$/.test(value) && Buffer.from(value, 'base64').length === 32;
 }
@@ -346,6 +374,8 @@ function withFormats(ajv: Ajv): Ajv {
   ajv.addFormat('postgres-url', postgresUrl);
   ajv.addFormat('smtp-url', smtpUrl);
   ajv.addFormat('base64-key', base64Key);
+  ajv.addFormat('vapid-public-key', vapidKey('public'));
+  ajv.addFormat('vapid-private-key', vapidKey('private'));
   ajv.addFormat('trust-proxy', (value: string) => trustProxy(value) !== null);
   ajv.addFormat('cidr-list', (value: string) => list(value).every((cidr) => ipaddr.isValidCIDR(cidr)));
   ajv.addFormat('cors-origins', corsOrigins);
@@ -430,6 +460,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (vars.ATRIUM_ADMIN_PASSWORD !== undefined && [...vars.ATRIUM_ADMIN_PASSWORD].length < vars.PASSWORD_MIN_LENGTH) {
     throw new ConfigError(
       `ATRIUM_ADMIN_PASSWORD: its value is not accepted; expected a password of at least ${vars.PASSWORD_MIN_LENGTH} characters (PASSWORD_MIN_LENGTH)`,
+    );
+  }
+  // Two well-formed keys of different pairs would sign pushes that no push service accepts.
+  if (vars.VAPID_PUBLIC_KEY && vars.VAPID_PRIVATE_KEY && !vapidPair(vars.VAPID_PUBLIC_KEY, vars.VAPID_PRIVATE_KEY)) {
+    throw new ConfigError(
+      'VAPID_PUBLIC_KEY: its value is not accepted; expected the public key of VAPID_PRIVATE_KEY (the pair npx web-push generate-vapid-keys prints together)',
     );
   }
   // The table owner is not subject to row-level security: the application pool must log in as another role.

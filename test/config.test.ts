@@ -9,9 +9,16 @@ import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
+import webPush from 'web-push';
 import { ConfigError, loadConfig, unknownSettings } from '../src/config.ts';
 
 const root = path.resolve(import.meta.dirname, '..');
+
+/** A VAPID key pair, as npx web-push generate-vapid-keys makes one. */
+function vapidPair(): { VAPID_PUBLIC_KEY: string; VAPID_PRIVATE_KEY: string } {
+  const { publicKey, privateKey } = webPush.generateVAPIDKeys();
+  return { VAPID_PUBLIC_KEY: publicKey, VAPID_PRIVATE_KEY: privateKey };
+}
 
 interface Outcome {
   code: number | null;
@@ -113,8 +120,8 @@ t.test('each mistake is one line naming the variable and what it accepts', async
     [{ PUSH_ALLOWED_CIDRS: 'intranet' }, /^PUSH_ALLOWED_CIDRS: /],
     [{ SMTP_URL: 'mail.example.com' }, /^SMTP_URL: its value is not accepted/],
     [{ VAPID_SUBJECT: 'admin@example.com' }, /^VAPID_SUBJECT: /],
-    [{ VAPID_PUBLIC_KEY: 'abc' }, /^VAPID_PRIVATE_KEY must be set together with VAPID_PUBLIC_KEY/],
-    [{ VAPID_PRIVATE_KEY: 'abc' }, /^VAPID_PUBLIC_KEY must be set together with VAPID_PRIVATE_KEY/],
+    [{ VAPID_PUBLIC_KEY: vapidPair().VAPID_PUBLIC_KEY }, /^VAPID_PRIVATE_KEY must be set together with VAPID_PUBLIC_KEY/],
+    [{ VAPID_PRIVATE_KEY: vapidPair().VAPID_PRIVATE_KEY }, /^VAPID_PUBLIC_KEY must be set together with VAPID_PRIVATE_KEY/],
     [{ ACCESS_TOKEN_TTL: '10' }, /^ACCESS_TOKEN_TTL: "10" is not accepted; expected a number of seconds, at least 60$/],
     [{ SHUTDOWN_TIMEOUT_MS: 'soon' }, /^SHUTDOWN_TIMEOUT_MS: /],
     [
@@ -171,6 +178,31 @@ t.test('secret values are never repeated in the message', async (t) => {
     const error = t.throws(() => loadConfig({ [name]: value, VAPID_PUBLIC_KEY: 'abc' })) as Error;
     t.match(error.message, name);
     t.notMatch(error.message, /hunter2/, name);
+  }
+});
+
+t.test('VAPID keys are refused unless they are one pair as web-push takes it', async (t) => {
+  const good = vapidPair();
+  t.equal(loadConfig(good).vapidPublicKey, good.VAPID_PUBLIC_KEY, 'a generated pair is accepted');
+  const other = vapidPair();
+  const mistakes: [Record<string, string>, RegExp][] = [
+    // Well-formed base64url, but no key: every push would fail, and browsers could not subscribe.
+    [{ VAPID_PUBLIC_KEY: 'abc', VAPID_PRIVATE_KEY: 'hunter2-private' }, /^VAPID_PUBLIC_KEY: "abc" is not accepted; expected a P-256 public key/m],
+    [{ VAPID_PUBLIC_KEY: 'abc', VAPID_PRIVATE_KEY: 'hunter2-private' }, /^VAPID_PRIVATE_KEY: its value is not accepted; expected a P-256 private key/m],
+    // The two halves swapped.
+    [{ VAPID_PUBLIC_KEY: good.VAPID_PRIVATE_KEY, VAPID_PRIVATE_KEY: good.VAPID_PUBLIC_KEY }, /^VAPID_PUBLIC_KEY: .* is not accepted/m],
+    // Padded: web-push refuses a key with "=".
+    [{ VAPID_PUBLIC_KEY: `${good.VAPID_PUBLIC_KEY}=`, VAPID_PRIVATE_KEY: good.VAPID_PRIVATE_KEY }, /^VAPID_PUBLIC_KEY: .* is not accepted/m],
+    // Halves of two pairs.
+    [
+      { VAPID_PUBLIC_KEY: good.VAPID_PUBLIC_KEY, VAPID_PRIVATE_KEY: other.VAPID_PRIVATE_KEY },
+      /^VAPID_PUBLIC_KEY: its value is not accepted; expected the public key of VAPID_PRIVATE_KEY/,
+    ],
+  ];
+  for (const [env, message] of mistakes) {
+    const error = t.throws(() => loadConfig(env), ConfigError) as ConfigError;
+    t.match(error.message, message, JSON.stringify(env).slice(0, 60));
+    t.notMatch(error.message, env.VAPID_PRIVATE_KEY!, 'the private key is not repeated');
   }
 });
 
