@@ -378,8 +378,20 @@ async function run(argv: string[]): Promise<void> {
   }
 }
 
+// A reader that went away (`| head -1`) makes writes to stdout fail (EPIPE): without a
+// listener, Node ends the process there with a stack trace, before the command has closed
+// what it opened. The command goes on; the end says the answer was not all written.
+let unwritten: Error | undefined;
+process.stdout.on('error', (error: Error) => {
+  unwritten ??= error;
+});
+
 run(process.argv.slice(2)).then(
-  () => process.exit(0),
+  () => {
+    if (!unwritten) process.exit(0);
+    process.stderr.write(`atrium: standard output was closed before the answer was written (${unwritten.message}); the command was carried out\n`);
+    process.exit(1);
+  },
   (error: unknown) => {
     process.stderr.write(`atrium: ${failureMessage(error)}\n`);
     if (error instanceof UsageError) {

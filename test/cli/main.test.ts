@@ -381,6 +381,24 @@ t.test('user:set-password takes the first line of an input that stays open (kube
   t.equal(await signIn(t, 'cli-open-input', 'typist', 'an open input password'), 200, 'the line typed is the new password');
 });
 
+t.test('an answer whose reader went away (| head -1) is one line on stderr, not a stack trace; the command is carried out', async (t) => {
+  const child = spawn(
+    process.execPath,
+    ['bin/atrium.js', 'tenant:create', 'cli-closed-output', '--name', 'Closed', '--admin-username', 'root', '--admin-password', 'long-enough-password'],
+    { env, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  // Nobody reads the answer: writing it fails (EPIPE).
+  child.stdout.destroy();
+  let stderr = '';
+  child.stderr.on('data', (chunk) => (stderr += chunk));
+  const code = await new Promise<number | null>((resolve) => child.on('close', (status) => resolve(status)));
+  t.equal(code, 1, stderr);
+  t.match(stderr, /^atrium: standard output was closed before the answer was written \(write EPIPE\); the command was carried out\n$/);
+  t.notMatch(stderr, /\bat .*:\d+:\d+/, 'no stack trace');
+  const issued = await atrium('token:create', '--tenant', 'cli-closed-output', '--username', 'root');
+  t.equal(issued.code, 0, 'the tenant was created');
+});
+
 t.test('a command whose statement fails says why, without the parameters it sent (a password hash)', async (t) => {
   const tenant = await api.createTenant('cli-refused');
   await api.createUser(tenant.tenantId, { username: 'refused-reset' });
