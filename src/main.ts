@@ -5,7 +5,7 @@
 import { entryPointConfig } from './config.ts';
 import { toleratingConnectionLoss } from './platform/database/connection-loss.ts';
 import { failureMessage } from './platform/database/failure-message.ts';
-import { onTerminationSignals, type TerminationSignal } from './platform/process/signals.ts';
+import { onTerminationSignals, signalExitStatus, type TerminationSignal } from './platform/process/signals.ts';
 import type { Atrium } from './server.ts';
 
 const config = entryPointConfig();
@@ -20,13 +20,19 @@ function fail(what: string, error: unknown): never {
 }
 
 // A signal during start-up (a terminal's Ctrl-C while migrations run, say) is acted on once
-// the process is up, so that the embedded PostgreSQL it started is stopped with it.
+// the process is up, so that the embedded PostgreSQL it started is stopped with it. With
+// DATABASE_URL nothing of the process outlives it (what start-up writes, it writes in
+// transactions), and a database that does not answer would hold the start, and the signal,
+// for a minute: the process ends at once, as the signal would end it (128 + its number).
 let atrium: Atrium | undefined;
 let signalledDuringStart: TerminationSignal | undefined;
 onTerminationSignals({
   first(signal) {
     if (atrium) shutDown(atrium, signal);
-    else signalledDuringStart = signal;
+    else if (config.databaseUrl) {
+      process.stderr.write(`atrium: ${signal} before the start had finished: stopped\n`);
+      process.exit(signalExitStatus(signal));
+    } else signalledDuringStart = signal;
   },
   repeat(signal) {
     atrium?.logger.debug({ signal }, 'the same signal again within a second: already shutting down');
