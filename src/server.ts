@@ -133,12 +133,24 @@ export async function createAtrium(
     logger,
     stop: () =>
       (stopping ??= (async () => {
+        const stopBy = Date.now() + config.shutdownTimeoutMs;
         // Open event streams never finish by themselves: end them, or closing waits forever.
         await notificationStreams.close();
         // Its connections close as their answers are written (drain.ts).
         await app?.close();
+        // Running jobs may finish in what is left of SHUTDOWN_TIMEOUT_MS but a quarter of it,
+        // kept for the outbound agents, the pools and the embedded database: the drain takes
+        // at most half, so jobs have a quarter at least, and three quarters without the API.
+        // Those still running then are handed back, and the process exits within its budget.
+        const jobsWaitMs = Math.max(0, stopBy - Date.now() - config.shutdownTimeoutMs / 4);
         // The rest stops even if one part fails to; the first failure is then the stop's.
-        const failures = await stopEach([() => startedJobs.stop(), () => outbound.close(), () => pushOutbound.close(), () => db.close(), () => server.stop()]);
+        const failures = await stopEach([
+          () => startedJobs.stop(jobsWaitMs),
+          () => outbound.close(),
+          () => pushOutbound.close(),
+          () => db.close(),
+          () => server.stop(),
+        ]);
         if (failures.length > 0) throw failures[0];
       })()),
     abort: async () => {

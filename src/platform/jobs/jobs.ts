@@ -321,10 +321,16 @@ export class Jobs {
     return await this.boss.getJobById(name, id);
   }
 
-  async stop(): Promise<void> {
+  /**
+   * Stops taking jobs and waits up to `waitMs` for the running ones to finish; pg-boss then
+   * fails those still running ("pg-boss shut down while active"), which hands them back to
+   * be retried. pg-boss looks whether they have every half second, so it is given half a
+   * second less; it waits a second at least.
+   */
+  async stop(waitMs = 10_000): Promise<void> {
     clearInterval(this.sweeper);
     await this.sweeping;
-    await this.boss.stop({ graceful: true, wait: true, timeout: 10_000 });
+    await this.boss.stop({ graceful: true, wait: true, timeout: Math.max(1_000, waitMs - 500) });
     await this.connection.close();
   }
 }

@@ -278,9 +278,17 @@ export class OutboundClient {
     }
   }
 
+  /**
+   * Takes no more requests and closes each connection once its request has ended, without
+   * waiting for those still in flight. A shutdown closes the client after the job workers
+   * have stopped: such a request belongs to a job they handed back, to be retried. Waiting
+   * for it would hold the shutdown up to OUTBOUND_TIMEOUT_MS, and cutting it would wake the
+   * job to record, as failed, the attempt that its retry makes again; it ends with the process.
+   */
   async close(): Promise<void> {
     const dispatchers = await this.dispatchers?.catch(() => null);
-    if (dispatchers) await Promise.all([dispatchers.agent.close(), dispatchers.allowListedAgent.close()]);
+    if (!dispatchers) return;
+    for (const agent of [dispatchers.agent, dispatchers.allowListedAgent]) agent.close().catch(() => {});
   }
 }
 
