@@ -12,7 +12,8 @@ import { startTestApi } from '../../helpers/atrium.ts';
 import { eventually } from '../../helpers/eventually.ts';
 import { startReceiver } from '../../helpers/receiver.ts';
 
-const SHUTDOWN_TIMEOUT_MS = 4_000;
+// Room to stop on a loaded machine, and less than the 10 s the job workers used to wait whatever the budget.
+const SHUTDOWN_TIMEOUT_MS = 8_000;
 
 // The API only: the worker is the child process below. The webhook receiver is on loopback.
 const api = await startTestApi(t, { role: 'api', webhookAllowedCidrs: ['127.0.0.0/8'] });
