@@ -1,7 +1,41 @@
-/** Processes the process tests look at: whether one still runs, an embedded server's postmaster, a port for a server they start. */
+/** Processes the process tests look at: Atrium in a process of its own, whether one still runs, an embedded server's postmaster, a port for a server they start. */
+import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
+import type { Test } from 'tap';
+
+/** Atrium started as it is deployed (`startAtriumProcess`). */
+export interface AtriumProcess {
+  child: ChildProcess;
+  /** Its exit status once it has exited (null when a signal ended it). */
+  exited: Promise<number | null>;
+  /** What it has printed so far, standard output and error together. */
+  output(): string;
+}
+
+/**
+ * Atrium as it is deployed: `src/main.ts` in a process of its own, on the database `api`
+ * serves (its application login too, when it has one), with `env` added to this process's
+ * environment. Ended with `SIGTERM` when `t` ends, if still running.
+ */
+export function startAtriumProcess(t: Test, api: { config: { databaseUrl?: string; appDatabaseUrl?: string } }, env: Record<string, string>): AtriumProcess {
+  const environment: NodeJS.ProcessEnv = { ...process.env, DATABASE_URL: api.config.databaseUrl, ...env };
+  if (api.config.appDatabaseUrl) environment.ATRIUM_APP_DATABASE_URL = api.config.appDatabaseUrl;
+  else delete environment.ATRIUM_APP_DATABASE_URL;
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], { env: environment, stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  child.stdout!.on('data', (chunk) => (output += chunk));
+  child.stderr!.on('data', (chunk) => (output += chunk));
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  t.teardown(async () => {
+    if (child.exitCode === null && child.signalCode === null) {
+      child.kill('SIGTERM');
+      await exited;
+    }
+  });
+  return { child, exited, output: () => output };
+}
 
 export function alive(pid: number): boolean {
   try {

@@ -6,13 +6,14 @@
  * write cut off after its transaction began answers 503, is not repeated, and leaves nothing
  * half-written; readiness and service are normal afterwards.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { sql } from 'drizzle-orm';
 import postgres from 'postgres';
 import t from 'tap';
 import { Pool } from 'undici';
 import { startTestApi } from '../../helpers/atrium.ts';
 import { eventually, readinessOnceReady } from '../../helpers/eventually.ts';
+import { startAtriumProcess } from '../../helpers/processes.ts';
 
 const KILLS = 5;
 const CLIENTS = 12;
@@ -57,42 +58,30 @@ interface ApiProcess {
 
 /** The API as it is deployed: its own process (`ATRIUM_ROLE=api`), on a port of its own. */
 async function startApiProcess(): Promise<ApiProcess> {
-  const env: NodeJS.ProcessEnv = {
-    ...process.env,
+  const { child, output } = startAtriumProcess(t, api, {
     ATRIUM_ROLE: 'api',
-    DATABASE_URL: api.config.databaseUrl,
     HOST: '127.0.0.1',
     PORT: '0',
     LOG_LEVEL: 'info',
     RATE_LIMIT_PER_TOKEN: '0',
     RATE_LIMIT_PER_ADDRESS: '0',
-  };
-  if (api.config.appDatabaseUrl) env.ATRIUM_APP_DATABASE_URL = api.config.appDatabaseUrl;
-  else delete env.ATRIUM_APP_DATABASE_URL;
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-  let output = '';
-  child.stdout!.on('data', (chunk) => (output += chunk));
-  child.stderr!.on('data', (chunk) => (output += chunk));
+  });
+  // Set before the process is ended: teardowns run last added first.
   let stopping = false;
-  const exited = new Promise<void>((resolve) => child.on('exit', () => resolve()));
+  t.teardown(() => {
+    stopping = true;
+  });
   child.on('exit', (code, signal) => {
     // Where it died is the finding: show the end of what it printed.
-    if (!stopping) t.comment(`the API process exited (${code ?? signal}):\n${output.slice(-4_000)}`);
-  });
-  t.teardown(async () => {
-    stopping = true;
-    if (child.exitCode === null && child.signalCode === null) {
-      child.kill('SIGTERM');
-      await exited;
-    }
+    if (!stopping) t.comment(`the API process exited (${code ?? signal}):\n${output().slice(-4_000)}`);
   });
   const listening = await eventually(
-    async () => /Server listening at (http:\/\/127\.0\.0\.1:\d+)/.exec(output)?.[1] ?? (child.exitCode !== null ? 'exited' : undefined),
+    async () => /Server listening at (http:\/\/127\.0\.0\.1:\d+)/.exec(output())?.[1] ?? (child.exitCode !== null ? 'exited' : undefined),
     (found) => found !== undefined,
     60_000,
   );
-  if (!listening || listening === 'exited') throw new Error(`the API process did not start:\n${output}`);
-  return { child, origin: listening, output: () => output, alive: () => child.exitCode === null && child.signalCode === null };
+  if (!listening || listening === 'exited') throw new Error(`the API process did not start:\n${output()}`);
+  return { child, origin: listening, output, alive: () => child.exitCode === null && child.signalCode === null };
 }
 
 const server = await startApiProcess();

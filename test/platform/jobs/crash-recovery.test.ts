@@ -3,7 +3,6 @@
  * for a lease's length: another worker's sweeper fails it and pg-boss retries it there
  * (docs/fault-tolerance.md). Real processes, a real fan-out, no duplicates.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { eq, sql } from 'drizzle-orm';
 import postgres from 'postgres';
 import t, { type Test } from 'tap';
@@ -13,6 +12,7 @@ import { deliverNotifications } from '../../../src/resources/notifications/deliv
 import { notificationDispatches, notifications } from '../../../src/resources/notifications/table.ts';
 import { startTestApi } from '../../helpers/atrium.ts';
 import { eventually } from '../../helpers/eventually.ts';
+import { startAtriumProcess, type AtriumProcess } from '../../helpers/processes.ts';
 import { startReceiver } from '../../helpers/receiver.ts';
 
 const LEASE_SECONDS = 3;
@@ -20,51 +20,33 @@ const MEMBERS = 3000;
 
 // The API only: the workers are the child processes below. The webhook receiver is on loopback.
 const api = await startTestApi(t, { role: 'api', jobLeaseSeconds: LEASE_SECONDS, webhookAllowedCidrs: ['127.0.0.0/8'] });
-interface Worker {
-  child: ChildProcess;
+interface Worker extends AtriumProcess {
   started: Promise<void>;
-  exited: Promise<void>;
-  output(): string;
 }
 const workers: Worker[] = [];
 
 function startWorker(): Worker {
-  const env: NodeJS.ProcessEnv = {
-    ...process.env,
+  const worker = startAtriumProcess(t, api, {
     ATRIUM_ROLE: 'worker',
-    DATABASE_URL: api.config.databaseUrl,
     JOB_LEASE_SECONDS: String(LEASE_SECONDS),
     WEBHOOK_ALLOWED_CIDRS: '127.0.0.0/8',
     LOG_LEVEL: 'info',
-  };
-  if (api.config.appDatabaseUrl) env.ATRIUM_APP_DATABASE_URL = api.config.appDatabaseUrl;
-  else delete env.ATRIUM_APP_DATABASE_URL;
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-  let output = '';
-  child.stdout.on('data', (chunk) => (output += chunk));
-  child.stderr.on('data', (chunk) => (output += chunk));
-  const exited = new Promise<void>((resolve) => child.on('exit', () => resolve()));
+  });
   const started = new Promise<void>((resolve, reject) => {
     const timer = setInterval(() => {
-      if (output.includes('job workers started')) {
+      if (worker.output().includes('job workers started')) {
         clearInterval(timer);
         resolve();
       }
     }, 50);
-    void exited.then(() => {
+    void worker.exited.then(() => {
       clearInterval(timer);
-      reject(new Error(`worker exited early:\n${output}`));
+      reject(new Error(`worker exited early:\n${worker.output()}`));
     });
   });
-  t.teardown(async () => {
-    if (child.exitCode === null && child.signalCode === null) {
-      child.kill('SIGTERM');
-      await exited;
-    }
-  });
-  const worker = { child, started, exited, output: () => output };
-  workers.push(worker);
-  return worker;
+  const live: Worker = { ...worker, started };
+  workers.push(live);
+  return live;
 }
 
 /** Two live worker processes: the one that takes the job, and one to notice its loss. */

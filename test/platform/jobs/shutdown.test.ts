@@ -4,12 +4,12 @@
  * closes what is left in order and exits 0 (docs/operations.md#signals-and-shutdown); another
  * worker then retries the job. Real processes, a webhook whose receiver does not answer.
  */
-import { spawn } from 'node:child_process';
 import { sql } from 'drizzle-orm';
 import t from 'tap';
 import { deliverWebhook } from '../../../src/resources/automations/deliver-webhook.job.ts';
 import { startTestApi } from '../../helpers/atrium.ts';
 import { eventually } from '../../helpers/eventually.ts';
+import { startAtriumProcess } from '../../helpers/processes.ts';
 import { startReceiver } from '../../helpers/receiver.ts';
 
 // Room to stop on a loaded machine, and less than the 10 s the job workers used to wait whatever the budget.
@@ -19,30 +19,14 @@ const SHUTDOWN_TIMEOUT_MS = 8_000;
 const api = await startTestApi(t, { role: 'api', webhookAllowedCidrs: ['127.0.0.0/8'] });
 
 function startWorker() {
-  const env: NodeJS.ProcessEnv = {
-    ...process.env,
+  return startAtriumProcess(t, api, {
     ATRIUM_ROLE: 'worker',
-    DATABASE_URL: api.config.databaseUrl,
     WEBHOOK_ALLOWED_CIDRS: '127.0.0.0/8',
     SHUTDOWN_TIMEOUT_MS: String(SHUTDOWN_TIMEOUT_MS),
     // The request outlasts the shutdown: only the shutdown ends it.
     OUTBOUND_TIMEOUT_MS: '60000',
     LOG_LEVEL: 'info',
-  };
-  if (api.config.appDatabaseUrl) env.ATRIUM_APP_DATABASE_URL = api.config.appDatabaseUrl;
-  else delete env.ATRIUM_APP_DATABASE_URL;
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-  let output = '';
-  child.stdout.on('data', (chunk) => (output += chunk));
-  child.stderr.on('data', (chunk) => (output += chunk));
-  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-  t.teardown(async () => {
-    if (child.exitCode === null && child.signalCode === null) {
-      child.kill('SIGKILL');
-      await exited;
-    }
   });
-  return { child, exited, output: () => output };
 }
 
 t.test('SIGTERM while a job runs: the worker stops within SHUTDOWN_TIMEOUT_MS, exits 0 and hands the job back', async (t) => {
