@@ -4213,8 +4213,9 @@ export interface components {
          *     system-variable placeholders `{{name}}` (spaces inside the braces allowed). Supported:
          *     `user.id`, `user.username`, `user.first_name`, `user.last_name`, `user.full_name`,
          *     `user.email`, `user.staff_number`, `user.lang_id`: the calling user's values,
-         *     percent-encoded (an absent value becomes the empty string). A value never changes
-         *     where the link leads: a path segment that a value makes `.` or `..` (which URL
+         *     percent-encoded (an absent value becomes the empty string). A value never changes the
+         *     link's structure (a placeholder an author puts in a URL's host is part of that host,
+         *     as the author chose): a path segment that a value makes `.` or `..` (which URL
          *     parsers read as "here" or "the parent", `%2e` spellings too) is left empty
          *     (`/people/{{user.username}}/x` is `/people//x` for a user named `..`), and a
          *     same-origin path that an empty value would open with `//` (another host, to a
@@ -7794,7 +7795,9 @@ export interface components {
          *     no entity tag, so an `If-Match` naming one (weak, strong or in a list) never matches,
          *     and `If-None-Match: *` asks that the target not exist. Nothing is changed. `If-Match: *`
          *     holds, and an `If-None-Match` naming entity tags holds. Checked once the request is
-         *     authenticated and valid, before the record is looked up.
+         *     authenticated, holds the operation's permission and is valid, before the handler
+         *     runs: a refusal the handler would make (a record that does not exist, a rule's 403,
+         *     422 or 409) is answered 412 instead (docs/api-conventions.md#conditional-requests).
          */
         PreconditionFailed: {
             headers: {

@@ -2,7 +2,7 @@ import cors from '@fastify/cors';
 import type { FastifyInstance } from 'fastify';
 
 /** Request headers a browser page may send besides the CORS-safelisted ones. */
-const ALLOWED_HEADERS = ['Authorization', 'Content-Type', 'X-Request-Id', 'Last-Event-ID', 'Idempotency-Key', 'If-None-Match'];
+const ALLOWED_HEADERS = ['Authorization', 'Content-Type', 'X-Request-Id', 'Last-Event-ID', 'Idempotency-Key', 'If-None-Match', 'If-Match'];
 
 /**
  * Response headers a page may read besides the safelisted ones: where a created record is,

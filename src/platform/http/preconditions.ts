@@ -13,8 +13,12 @@
  */
 import { ProblemError } from './problem.ts';
 
-/** Whether a list-valued header names `*` among its members. */
-const namesAny = (header: string) => header.split(',').some((member) => member.trim() === '*');
+/**
+ * Whether a precondition header is `*` (RFC 9110: `*` or a list of entity tags, never
+ * both). Repeated headers arrive joined by commas (`*, *`); a list with an entity tag in it
+ * is not `*`, nor is a tag that holds a star or a comma (`"a, *, b"`).
+ */
+const namesAny = (header: string) => header.split(',').every((member) => member.trim() === '*');
 
 /** The 412 of a write whose precondition does not hold, or undefined. */
 export function failedPrecondition(headers: { 'if-match'?: string; 'if-none-match'?: string }): ProblemError | undefined {

@@ -34,9 +34,10 @@ t.test('a preflight from an allowed origin is answered with what the page may se
   t.match(String(res.headers['access-control-allow-headers']), /Authorization/);
   t.match(String(res.headers['access-control-allow-headers']), /Content-Type/);
   t.match(String(res.headers['access-control-allow-headers']), /X-Request-Id/);
-  // A page retries a create safely with the key, and revalidates a picture it holds.
+  // A page retries a create safely with the key, revalidates a picture it holds, and sends a write's preconditions.
   t.match(String(res.headers['access-control-allow-headers']), /Idempotency-Key/);
   t.match(String(res.headers['access-control-allow-headers']), /If-None-Match/);
+  t.match(String(res.headers['access-control-allow-headers']), /If-Match/);
   t.equal(res.headers['access-control-max-age'], '600');
   t.match(String(res.headers.vary), /Origin/, 'caches keep answers per origin');
   t.notOk(res.headers['access-control-allow-credentials'], 'no cookies are involved');

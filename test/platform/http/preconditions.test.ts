@@ -16,7 +16,8 @@ const departmentNamed = async (id: number) => (await api.call(t, 'getDepartment'
 t.test('an If-Match naming an entity tag, weak, strong or in a list, is a 412 and changes nothing', async (t) => {
   const created = await api.call(t, 'createDepartment', { token, body: { name: 'Guarded' } });
   const id = created.body.id as number;
-  for (const ifMatch of ['"v1"', 'W/"v1"', '"v1", W/"v2"', '']) {
+  // `"a, *, b"` is one entity tag holding a star, not `*`.
+  for (const ifMatch of ['"v1"', 'W/"v1"', '"v1", W/"v2"', '', '"a, *, b"', '"v1", *']) {
     const refused = await api.call(t, 'updateDepartment', {
       token,
       params: { department: id },
