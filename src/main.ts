@@ -22,8 +22,9 @@ function fail(what: string, error: unknown): never {
 // A signal during start-up (a terminal's Ctrl-C while migrations run, say) is acted on once
 // the process is up, so that the embedded PostgreSQL it started is stopped with it. With
 // DATABASE_URL nothing of the process outlives it (what start-up writes, it writes in
-// transactions), and a database that does not answer would hold the start, and the signal,
-// for a minute: the process ends at once, as the signal would end it (128 + its number).
+// transactions; the job workers start last, when start-up is all but done), and a database
+// that does not answer would hold the start, and the signal, for a minute: the process ends
+// at once, as the signal would end it (128 + its number).
 let atrium: Atrium | undefined;
 let signalledDuringStart: TerminationSignal | undefined;
 onTerminationSignals({

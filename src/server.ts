@@ -116,8 +116,9 @@ export async function createAtrium(
     const streams = notificationStreams;
     metrics.observe('atrium_event_streams_open', 'Live notification streams this process holds open.', () => streams.openStreams());
     services = { config, db, jobs, secrets, outbound, pushOutbound, notificationStreams, metrics, principals: new RecentPrincipals() };
-    if (config.role !== 'api') await jobs.work(jobDefinitions, services);
     app = config.role !== 'worker' ? await buildApp(services, { logger }) : null;
+    // Last: until the workers take jobs, a process that ends at once leaves no job half done.
+    if (config.role !== 'api') await jobs.work(jobDefinitions, services);
   } catch (error) {
     // Everything started is stopped, whatever fails on the way; the start's own error is the one reported.
     const failures = await stopEach([() => jobs?.stop(), () => outbound.close(), () => pushOutbound.close(), () => db.close(), () => server.stop()]);
