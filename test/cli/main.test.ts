@@ -99,10 +99,10 @@ t.test('tenant:create, then token:create prints only a working access token', as
   t.notOk(JSON.stringify(events).includes(issued.stdout.trim()), 'the token is not in the trail');
 });
 
-t.test('migrate names the migrations it applied, then says nothing is left', async (t) => {
-  const migrations = (JSON.parse(readFileSync('drizzle/meta/_journal.json', 'utf8')) as { entries: { tag: string }[] }).entries.map((e) => e.tag);
+/** The URL of a new, empty database on the test server (no migration applied), dropped when `t` ends. */
+async function emptyDatabase(t: Test, prefix: string): Promise<string> {
   const admin = postgres(api.db.url, { max: 1, onnotice: () => {} });
-  const name = `atrium_cli_fresh_${randomBytes(4).toString('hex')}`;
+  const name = `${prefix}_${randomBytes(4).toString('hex')}`;
   await admin.unsafe(`create database "${name}"`);
   t.teardown(async () => {
     await admin.unsafe(`drop database if exists "${name}" with (force)`);
@@ -110,14 +110,20 @@ t.test('migrate names the migrations it applied, then says nothing is left', asy
   });
   const url = new URL(api.db.url);
   url.pathname = `/${name}`;
-  const fresh = { env: { ...env, DATABASE_URL: url.toString() } };
+  return url.toString();
+}
+
+t.test('migrate names the migrations it applied, then says nothing is left', async (t) => {
+  const migrations = (JSON.parse(readFileSync('drizzle/meta/_journal.json', 'utf8')) as { entries: { tag: string }[] }).entries.map((e) => e.tag);
+  const url = await emptyDatabase(t, 'atrium_cli_fresh');
+  const fresh = { env: { ...env, DATABASE_URL: url } };
   const first = await atrium('migrate', fresh);
   t.equal(first.code, 0, first.stderr);
   t.equal(first.stdout, `applied ${migrations.length} migrations:\n${migrations.map((tag) => `  ${tag}\n`).join('')}`);
   const again = await atrium('migrate', fresh);
   t.equal(again.code, 0, again.stderr);
   t.equal(again.stdout, 'the database is up to date; no migration to apply\n');
-  const migrated = postgres(url.toString(), { max: 1, onnotice: () => {} });
+  const migrated = postgres(url, { max: 1, onnotice: () => {} });
   const [{ count } = { count: -1 }] = await migrated<{ count: number }[]>`select count(*)::int as count from tenants`;
   await migrated.end({ timeout: 5 });
   t.equal(count, 0, 'with DATABASE_URL and no ATRIUM_BOOTSTRAP_TENANT, no tenant appears');
@@ -277,18 +283,10 @@ t.test('a usage mistake is told before the database is opened: status 2 with the
   }
 
   // A database not migrated yet stays as it was.
-  const admin = postgres(api.db.url, { max: 1, onnotice: () => {} });
-  const name = `atrium_cli_usage_${randomBytes(4).toString('hex')}`;
-  await admin.unsafe(`create database "${name}"`);
-  t.teardown(async () => {
-    await admin.unsafe(`drop database if exists "${name}" with (force)`);
-    await admin.end({ timeout: 5 });
-  });
-  const url = new URL(api.db.url);
-  url.pathname = `/${name}`;
-  const mistake = await atrium('token:create', '--tenant', 'cli-co', { env: { ...env, DATABASE_URL: url.toString() } });
+  const url = await emptyDatabase(t, 'atrium_cli_usage');
+  const mistake = await atrium('token:create', '--tenant', 'cli-co', { env: { ...env, DATABASE_URL: url } });
   t.equal(mistake.code, 2, mistake.stderr);
-  const fresh = postgres(url.toString(), { max: 1, onnotice: () => {} });
+  const fresh = postgres(url, { max: 1, onnotice: () => {} });
   const [{ tables } = { tables: -1 }] = await fresh<{ tables: number }[]>`select count(*)::int as tables from pg_tables where schemaname = 'public'`;
   await fresh.end({ timeout: 5 });
   t.equal(tables, 0, 'no migration was applied');
