@@ -14251,7 +14251,15 @@ export interface operations {
                 /** @description Version of the picture (cache key in `profile_picture_url`); ignored. */
                 v?: string;
             };
-            header?: never;
+            header?: {
+                /**
+                 * @description `*`, or entity tags (RFC 9110 §13.1.2): the answer is `304` when it is `*` or one of
+                 *     its tags is the picture's `ETag`, compared weakly (`W/"…"` matches `"…"`). A tag is
+                 *     everything between its quotes, commas included: `"a,b"` is one tag. A `*` beside
+                 *     tags matches nothing, and a value that is no such list is ignored.
+                 */
+                "If-None-Match"?: string;
+            };
             path: {
                 user: components["schemas"]["Id"];
             };
@@ -14319,7 +14327,15 @@ export interface operations {
                 /** @description Version of the picture (cache key in `profile_picture_url`); ignored. */
                 v?: string;
             };
-            header?: never;
+            header?: {
+                /**
+                 * @description `*`, or entity tags (RFC 9110 §13.1.2): the answer is `304` when it is `*` or one of
+                 *     its tags is the picture's `ETag`, compared weakly (`W/"…"` matches `"…"`). A tag is
+                 *     everything between its quotes, commas included: `"a,b"` is one tag. A `*` beside
+                 *     tags matches nothing, and a value that is no such list is ignored.
+                 */
+                "If-None-Match"?: string;
+            };
             path: {
                 fileName: string;
                 user: components["schemas"]["Id"];

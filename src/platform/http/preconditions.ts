@@ -1,24 +1,75 @@
 /**
- * Conditional writes (RFC 9110 §13.1; docs/api-conventions.md#conditional-requests). Records
- * carry no entity tag, so of the preconditions a write may send, `If-Match: *` (the target
- * exists; the handler answers 404 when it does not) and an `If-None-Match` naming entity
- * tags (none of them is the target's) hold, and any other does not: an `If-Match` naming
- * an entity tag, weak or strong, alone or in a list, can match nothing, and
- * `If-None-Match: *` asks that the target not exist. A server must not carry out a write
- * whose precondition does not hold (412); ignoring one would let a client that guards
- * its update with the tag it read overwrite a change it never saw.
+ * Conditional requests (RFC 9110 §13.1; docs/api-conventions.md#conditional-requests).
+ *
+ * Writes: records carry no entity tag, so of the preconditions a write may send,
+ * `If-Match: *` (the target exists; the handler answers 404 when it does not) and an
+ * `If-None-Match` naming entity tags (none of them is the target's) hold, and any other
+ * does not: an `If-Match` naming an entity tag, weak or strong, alone or in a list, can
+ * match nothing, and `If-None-Match: *` asks that the target not exist. A server must not
+ * carry out a write whose precondition does not hold (412); ignoring one would let a
+ * client that guards its update with the tag it read overwrite a change it never saw.
+ *
+ * Reads of what does carry an entity tag (a profile picture) answer 304 when
+ * `If-None-Match` matches it (`noneMatch`).
  *
  * `If-Unmodified-Since` is ignored: records carry no modification date an answer states
  * (RFC 9110 §13.1.4).
  */
 import { ProblemError } from './problem.ts';
 
+/** An entity tag as a field names it (RFC 9110 §8.8.3): its opaque tag with its quotes (`"xyz"`), and whether it is weak (`W/"xyz"`). */
+export interface EntityTag {
+  weak: boolean;
+  opaque: string;
+}
+
 /**
- * Whether a precondition header is `*` (RFC 9110: `*` or a list of entity tags, never
- * both). Repeated headers arrive joined by commas (`*, *`); a list with an entity tag in it
- * is not `*`, nor is a tag that holds a star or a comma (`"a, *, b"`).
+ * A field of `*` or entity tags: `If-Match`, `If-None-Match` (RFC 9110 §13.1.1, §13.1.2).
+ * `*` only when every member is `*` (repeated fields arrive joined by commas: `*, *`);
+ * otherwise its entity tags, of which a `*` among them is none.
  */
-const namesAny = (header: string) => header.split(',').every((member) => member.trim() === '*');
+export type EntityTagList = { any: true } | { any: false; tags: EntityTag[] };
+
+/**
+ * One member of the list and the comma after it: `*`, or an entity tag (`W/`, then an
+ * opaque tag in quotes, of any visible characters but `"`: commas and stars included), or
+ * nothing (an empty member, which RFC 9110 §5.6.1 has a recipient skip).
+ */
+const MEMBER = /[ \t]*(?:(\*)|(W\/)?("[\x21\x23-\x7e\x80-\xff]*"))?[ \t]*(?:,|$)/y;
+
+/**
+ * The field value read as RFC 9110 writes it, or undefined when it is no such list (an
+ * unclosed quote, a lower-case `w/`, text outside quotes). A comma inside a tag's quotes
+ * is part of the tag, so `"a,*,b"` is one entity tag, neither `*` nor three members.
+ */
+export function entityTagList(value: string): EntityTagList | undefined {
+  const tags: EntityTag[] = [];
+  let stars = 0;
+  for (let at = 0; at < value.length; at = MEMBER.lastIndex) {
+    MEMBER.lastIndex = at;
+    const member = MEMBER.exec(value);
+    if (!member) return undefined;
+    if (member[1]) stars++;
+    else if (member[3]) tags.push({ weak: member[2] !== undefined, opaque: member[3] });
+  }
+  return stars > 0 && tags.length === 0 ? { any: true } : { any: false, tags };
+}
+
+/** Whether a precondition field is `*` (RFC 9110: `*` or a list of entity tags, never both). */
+const namesAny = (value: string) => entityTagList(value)?.any === true;
+
+/**
+ * Whether a read's `If-None-Match` does not hold for a representation whose entity tag is
+ * `etag` (`"xyz"`), so that the answer is 304 (RFC 9110 §13.1.2): it is `*`, or one of its
+ * tags matches `etag` by the weak comparison (§8.8.3.2: the opaque tags are the same,
+ * either or both weak). A field that is no list of `*` or entity tags is ignored.
+ */
+export function noneMatchFails(ifNoneMatch: string | undefined, etag: string): boolean {
+  if (ifNoneMatch === undefined) return false;
+  const list = entityTagList(ifNoneMatch);
+  if (!list) return false;
+  return list.any || list.tags.some((tag) => tag.opaque === etag);
+}
 
 /** The 412 of a write whose precondition does not hold, or undefined. */
 export function failedPrecondition(headers: { 'if-match'?: string; 'if-none-match'?: string }): ProblemError | undefined {

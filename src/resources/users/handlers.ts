@@ -7,6 +7,7 @@ import { hashPassword } from '../../platform/auth/passwords.ts';
 import type { Tx } from '../../platform/database/database.ts';
 import type { Body, Context, Handlers } from '../../platform/http/handler.ts';
 import { uploadOf } from '../../platform/http/multipart.ts';
+import { noneMatchFails } from '../../platform/http/preconditions.ts';
 import { coded, invalid, notFound, unauthorized } from '../../platform/http/problem.ts';
 import { listRecords, selectRecords, showRecord } from '../../platform/result-controls/listing.ts';
 import { endSessionsAfterPasswordChange, holdSession, verifyOwnPassword } from '../auth/credentials.ts';
@@ -140,8 +141,7 @@ async function servePicture(ctx: Context<'getProfilePicture'> | Context<'getProf
   if (!picture) throw notFound('The profile picture');
   const etag = `"${picture.etag}"`;
   const caching = { etag, 'cache-control': 'private, max-age=3600' };
-  const ifNoneMatch = request.headers['if-none-match'];
-  if (ifNoneMatch && ifNoneMatch.split(',').some((tag) => tag.trim().replace(/^W\//, '') === etag || tag.trim() === '*')) {
+  if (noneMatchFails(request.headers['if-none-match'], etag)) {
     return { status: 304 as const, headers: caching };
   }
   return {

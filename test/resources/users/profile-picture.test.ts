@@ -89,6 +89,23 @@ t.test('create with a picture (multipart): type detected from bytes, served with
   t.equal(cached.raw.length, 0);
 });
 
+t.test('If-None-Match is read as RFC 9110 writes it: `*`, or entity tags that may hold commas, weak ones compared weakly', async (t) => {
+  const form = await multipart({ ...createFields(), profile_picture: { content: PNG_1X1, fileName: 'a.png', type: 'image/png' } });
+  const created = await api.call(t, 'createUser', { token: admin, ...form });
+  const { user, query } = parseUrl(created.body.profile_picture_url);
+  const etag = String((await api.call(t, 'getProfilePicture', { params: { user }, query })).headers.etag);
+  const statusWith = async (ifNoneMatch: string) =>
+    (await api.call(t, 'getProfilePicture', { params: { user }, query, headers: { 'if-none-match': ifNoneMatch } })).status;
+  for (const matching of [etag, `W/${etag}`, `"a,b", ${etag}`, `"a,b",${etag}`, `"x", W/${etag}`, '*', '*, *', `, ${etag},`]) {
+    t.equal(await statusWith(matching), 304, `If-None-Match: ${matching}`);
+  }
+  // One entity tag holding commas and a star (`"a,*,b"`) is no `*`, and a tag that merely holds the picture's is not its tag.
+  const inner = etag.slice(1, -1);
+  for (const other of ['"a,*,b"', '"a,b"', `"${inner},x"`, `"x,${inner}"`, `w/${etag}`, `"v1", *`, `W/"${inner}`]) {
+    t.equal(await statusWith(other), 200, `If-None-Match: ${other}`);
+  }
+});
+
 t.test('the download name is written as RFC 8187 allows, whatever name the URL asks for', async (t) => {
   const form = await multipart({ ...createFields(), profile_picture: { content: PNG_1X1, fileName: 'a.png', type: 'image/png' } });
   const created = await api.call(t, 'createUser', { token: admin, ...form });
