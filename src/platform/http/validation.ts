@@ -58,13 +58,25 @@ const textAjv = makeAjv({ coerceTypes: 'array' });
 /**
  * How numbers are written in text (paths, query strings, multipart fields): decimal
  * digits, an optional minus sign and, for non-integers, a decimal fraction. At most 20
- * digits before the point, so the value is always finite and the spec's bounds judge it.
+ * digits before the point, leading zeros aside, so the value is always finite and the
+ * spec's bounds judge it.
  */
-const TEXT_INTEGER = /^-?[0-9]{1,20}$/;
-const TEXT_NUMBER = /^-?[0-9]{1,20}(\.[0-9]{1,20})?$/;
+const TEXT_INTEGER = /^-?0*[0-9]{1,20}$/;
+const TEXT_NUMBER = /^-?0*[0-9]{1,20}(\.[0-9]{1,20})?$/;
+/** More digits than those 20 before the point: a number written as it should be, beyond every range. */
+const TEXT_INTEGER_TOO_LONG = /^-?0*[1-9][0-9]{20,}$/;
+const TEXT_NUMBER_TOO_LONG = /^-?0*[1-9][0-9]{20,}(\.[0-9]{1,20})?$/;
+
+/** The range of a format that bounds integers (ajv-formats' int64 admits every integer a JSON number holds). */
+const FORMAT_RANGES: Record<string, { minimum: number; maximum: number }> = {
+  int32: { minimum: -(2 ** 31), maximum: 2 ** 31 - 1 },
+};
 
 type SchemaNode = {
   type?: string | string[];
+  format?: string;
+  minimum?: number;
+  maximum?: number;
   allOf?: SchemaNode[];
   items?: SchemaNode;
   properties?: Record<string, SchemaNode>;
@@ -72,6 +84,19 @@ type SchemaNode = {
 };
 
 const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
+
+/**
+ * The error of a number written in decimal digits, too many of them (more than 20 before
+ * the point): it lies beyond every bound, so it is told the bound it breaks (the schema's
+ * `maximum` or `minimum`, else its format's range; without either, that it is too large or
+ * too small) as Ajv tells a number of 20 digits, not that it is no decimal number.
+ */
+function outOfRange(node: SchemaNode, path: string, negative: boolean): ErrorObject {
+  const keyword = negative ? 'minimum' : 'maximum';
+  const bound = node[keyword] ?? (node.format === undefined ? undefined : FORMAT_RANGES[node.format]?.[keyword]);
+  const message = bound === undefined ? `is too ${negative ? 'small' : 'large'}` : `must be ${negative ? '>=' : '<='} ${bound}`;
+  return { instancePath: path, schemaPath: `#/${keyword}`, keyword, params: { comparison: negative ? '>=' : '<=', limit: bound }, message };
+}
 
 /**
  * Numbers written in text other than in plain decimal: Ajv's coercion reads text with
@@ -89,6 +114,10 @@ export function textNumberErrors(schema: unknown, data: unknown, path = '', erro
     if (!types.includes('string')) {
       const integer = types.includes('integer');
       if ((integer || types.includes('number')) && !(integer ? TEXT_INTEGER : TEXT_NUMBER).test(data)) {
+        if ((integer ? TEXT_INTEGER_TOO_LONG : TEXT_NUMBER_TOO_LONG).test(data)) {
+          errors.push(outOfRange(node, path, data.startsWith('-')));
+          return errors;
+        }
         errors.push({
           instancePath: path,
           schemaPath: '#/type',

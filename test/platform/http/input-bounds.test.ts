@@ -83,6 +83,39 @@ t.test('query integers (filter keys, limit, signed URL expiry) refuse the same t
   t.equal(ok.status, 200, 'decimal values pass');
 });
 
+t.test('an integer of more than 20 decimal digits is told it is out of range, not that it is no decimal integer', async (t) => {
+  const huge = '1'.repeat(21);
+  const tooLarge = /^must be <= 9007199254740991$/;
+  const user = await api.call(t, 'getUser', { token, params: { user: huge } });
+  t.equal(user.status, 422, 'a path ID');
+  t.match(user.body.errors, { user: [tooLarge] });
+  t.match(user.body.error_codes, { user: ['maximum'] });
+  const zeros = await api.call(t, 'getUser', { token, params: { user: `${'0'.repeat(30)}${tenant.adminUserId}` } });
+  t.equal(zeros.status, 200, 'leading zeros are no digits too many');
+  const filtered = await api.call(t, 'listUsers', { token, query: { filter: { role_id: '9'.repeat(400) } } });
+  t.equal(filtered.status, 422, 'a filter');
+  t.match(filtered.body.errors, { 'filter.role_id': [tooLarge] });
+  const limited = await api.call(t, 'listUsers', { token, query: { limit: `-${huge}` } });
+  t.equal(limited.status, 422, 'a negative limit');
+  t.match(limited.body.errors, { limit: [/^must be >= 1$/] });
+  t.match(limited.body.error_codes, { limit: ['minimum'] });
+  // A schema without a bound of its own: its format's range.
+  const text = validatorCompiler({
+    schema: { type: 'object', properties: { small: { type: 'integer', format: 'int32' }, any: { type: 'integer' } } },
+    httpPart: 'querystring',
+    method: 'GET',
+    url: '/',
+  } as never) as ((data: unknown) => boolean) & { errors?: { instancePath: string; keyword: string; message?: string }[] };
+  t.notOk(text({ small: huge, any: `-${huge}` }));
+  t.match(
+    text.errors?.map(({ instancePath, keyword, message }) => ({ instancePath, keyword, message })),
+    [
+      { instancePath: '/small', keyword: 'maximum', message: 'must be <= 2147483647' },
+      { instancePath: '/any', keyword: 'minimum', message: 'is too small' },
+    ],
+  );
+});
+
 t.test(`a query string of more than ${MAX_QUERY_PARAMETERS} parameters is refused, not read in part`, async (t) => {
   const junk = (n: number) => Array.from({ length: n }, (_, i) => `j${i}=1`).join('&');
   // Past the limit, qs would drop the filter and answer every user.
