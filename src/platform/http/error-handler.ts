@@ -1,5 +1,5 @@
 import { DrizzleQueryError } from 'drizzle-orm';
-import { STATUS_CODES } from 'node:http';
+import { ServerResponse, STATUS_CODES, type IncomingMessage } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import pino from 'pino';
@@ -330,9 +330,24 @@ export function answerClientError(this: FastifyInstance, error: NodeJS.ErrnoExce
  * here, after the hooks that give every answer its headers. An `Expect` other than
  * `100-continue`, which Node answers with a bare 417, is ignored: RFC 9110 §10.1.1 lets a
  * server refuse it, and the request is answered as if it were not sent.
+ *
+ * A `CONNECT` (RFC 9110 §9.3.6, which asks a proxy for a tunnel: this server is none) is
+ * not handed to the router by Node, which closes its connection without an answer when
+ * nothing takes it. It is answered as any method no route serves is (404, or 405 on a
+ * path served with other methods: the not-found handler), through every hook; the
+ * connection, which Node no longer parses, is closed after the answer.
  */
 export function registerNodeRefusals(app: FastifyInstance): void {
   app.server.on('checkExpectation', (request, response) => app.server.emit('request', request, response));
+  app.server.on('connect', (request: IncomingMessage, socket: Socket) => {
+    const response = new ServerResponse(request);
+    response.shouldKeepAlive = false;
+    response.assignSocket(socket);
+    // As Node ends a connection it will not keep: once the answer is written (the client may still be sending).
+    response.on('finish', () => socket.destroySoon());
+    socket.on('error', () => socket.destroy());
+    app.server.emit('request', request, response);
+  });
   app.addHook('onRequest', (request, _reply, done) => {
     const hostless = request.raw.httpVersion === '1.1' && request.headers.host === undefined;
     done(hostless ? new ProblemError(400, 'The request has no Host header, which HTTP/1.1 requires.') : undefined);

@@ -467,6 +467,31 @@ t.test('requests Node would answer by itself: no Host is a 400 problem document,
   t.match(continued, /^HTTP\/1\.1 100 Continue\r\n\r\nHTTP\/1\.1 201 /, '100-continue works as before');
 });
 
+t.test('CONNECT is answered as any other method no route serves, and the connection is then closed', async (t) => {
+  if (!app.server.listening) await app.listen({ port: 0, host: '127.0.0.1' });
+  const port = (app.server.address() as { port: number }).port;
+  const headOf = (answer: string) => answer.slice(0, answer.indexOf('\r\n\r\n'));
+  const bodyOf = (answer: string) => JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4)) as unknown;
+
+  // Node closes a CONNECT's connection without a word unless something takes it; the client would not learn why.
+  // The answer comes whole, and the server closes the connection (rawRequest resolves once it is closed).
+  const tunnel = await rawRequest(port, 'CONNECT atrium.test:443 HTTP/1.1\r\nHost: atrium.test:443\r\n\r\n');
+  t.match(tunnel, /^HTTP\/1\.1 404 /, 'an authority is no path a route serves');
+  t.match(headOf(tunnel), /\r\ncontent-type: application\/problem\+json/i);
+  t.match(headOf(tunnel), /\r\nx-request-id: /i);
+  t.match(headOf(tunnel), /\r\nx-content-type-options: nosniff/i, 'with the headers every answer has');
+  t.match(headOf(tunnel), /\r\nconnection: close/i);
+  t.match(bodyOf(tunnel), { status: 404, code: 'not_found', detail: 'No route CONNECT atrium.test:443.' });
+
+  // As PROPFIND, which Node hands to the router: 405 on a path served with other methods.
+  const propfind = await rawRequest(port, 'PROPFIND /api/roles HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
+  const connect = await rawRequest(port, 'CONNECT /api/roles HTTP/1.1\r\nHost: x\r\n\r\n');
+  t.match(propfind, /^HTTP\/1\.1 405 /);
+  t.match(connect, /^HTTP\/1\.1 405 /);
+  t.equal(/\r\nallow: ([^\r]*)/i.exec(connect)?.[1], /\r\nallow: ([^\r]*)/i.exec(propfind)?.[1], 'the same Allow');
+  t.match(bodyOf(connect), { status: 405, code: 'method_not_allowed', detail: '/api/roles is served with GET, HEAD, not CONNECT.' });
+});
+
 t.test('a number out of range or text of the wrong type that reaches PostgreSQL is a 422, not a 500', async (t) => {
   const logged: string[] = [];
   const bare = Fastify({ logger: { level: 'warn', stream: { write: (line: string) => logged.push(line) } } });
