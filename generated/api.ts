@@ -8274,7 +8274,9 @@ export interface components {
          *     more records follow this page. The target is a relative reference (resolve it
          *     against the request's URL): this request's query with the parameter that leads
          *     to the next page (`offset`, or `before_id` on the notification lists) replaced.
-         *     Absent on the last page.
+         *     Absent on the last page, and where the next page's `offset` would be beyond the
+         *     largest `offset` takes (1000000): records that far down a list are reached by
+         *     narrowing it with its filters.
          */
         NextPageLink: string;
         /**

@@ -13,9 +13,20 @@ import { and, eq, fillPlaceholders, is, sql, SQL, type Column, type Placeholder 
 import { onlyStatement, transactionTenant, type Database, type Tx } from '../database/database.ts';
 import { prepared } from '../database/prepared.ts';
 import { MISSING_REFERENCE } from '../database/existence.ts';
-import { withNextPage } from '../http/next-page.ts';
+import { withNextPage, type NextPage } from '../http/next-page.ts';
 import { invalid, notFound } from '../http/problem.ts';
-import { groupBy, inlineColumn, present, readControls, splitList, type Controls, type ControlsQuery, type Presented, type View } from './result-controls.ts';
+import {
+  groupBy,
+  inlineColumn,
+  MAX_OFFSET,
+  present,
+  readControls,
+  splitList,
+  type Controls,
+  type ControlsQuery,
+  type Presented,
+  type View,
+} from './result-controls.ts';
 
 /** Every visible field, no relations: how written records and nested records are answered. */
 export const ALL_FIELDS: Readonly<{ selects: null; relations: readonly string[] }> = Object.freeze({ selects: null, relations: Object.freeze([]) });
@@ -243,7 +254,8 @@ export async function selectRecords<Row, Viewer, FilterKey extends string, Shown
  *
  * With `limit`, one row more is read: when it exists, the answer is marked with the query
  * of the next page (`withNextPage`), which continues after the last row of this one, by
- * the cursor where the listing has one, otherwise by `offset`.
+ * the cursor where the listing has one, otherwise by `offset` as far as the spec takes one
+ * (`nextPageByOffset`).
  */
 export async function listRecords<Row, Viewer, FilterKey extends string, Shown>(
   db: Database,
@@ -269,9 +281,20 @@ export async function listRecords<Row, Viewer, FilterKey extends string, Shown>(
     const shown = more ? rows.slice(0, limit) : rows;
     const records = await present(listing.view, tx, await shaped(tx, listing, shown, viewer), controls, viewer);
     if (!more) return records;
-    const next = listing.cursor ? { before_id: listing.cursor.of(shown.at(-1)!), offset: undefined } : { offset: offset + limit };
-    return withNextPage(records, next);
+    const next = listing.cursor ? { before_id: listing.cursor.of(shown.at(-1)!), offset: undefined } : nextPageByOffset(offset, limit);
+    return next ? withNextPage(records, next) : records;
   });
+}
+
+/**
+ * The query of the page after a full one of `limit` records from `offset`, in a listing
+ * continued by offset; none when that page would start beyond MAX_OFFSET, which the spec
+ * refuses (a 422): a link is never one that fails. Records further down such a list are
+ * reached by narrowing it with its filters (docs/api-conventions.md#paging).
+ */
+export function nextPageByOffset(offset: number, limit: number): NextPage | undefined {
+  const next = offset + limit;
+  return next <= MAX_OFFSET ? { offset: next } : undefined;
 }
 
 /**

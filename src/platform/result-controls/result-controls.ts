@@ -83,6 +83,9 @@ export interface View<Row, Viewer, FilterKey extends string = never> {
 
 export const defineView = <Row, Viewer, FilterKey extends string = never>(definition: View<Row, Viewer, FilterKey>) => definition;
 
+/** The largest `offset` a list takes (the spec's `Offset`, common.yaml): a larger one is a 422. */
+export const MAX_OFFSET = 1_000_000;
+
 export interface ControlsQuery {
   selects?: string;
   relations?: string;

@@ -8,6 +8,8 @@ import { sql } from 'drizzle-orm';
 import qs from 'qs';
 import t, { type Test } from 'tap';
 import { operations, type OperationId } from '../../../generated/operations.ts';
+import { nextPageByOffset } from '../../../src/platform/result-controls/listing.ts';
+import { MAX_OFFSET } from '../../../src/platform/result-controls/result-controls.ts';
 import { users } from '../../../src/resources/users/table.ts';
 import { startTestApi, type CallResult } from '../../helpers/atrium.ts';
 import { spec } from '../../helpers/contract.ts';
@@ -146,6 +148,17 @@ t.test('offset skips rows of the list in its order; without limit there is no Li
   t.equal(rest.headers.link, undefined, 'no limit: the answer is the rest of the list');
   const beyond = await api.call(t, 'listUsers', { token: tenant.adminToken, query: { offset: 1_000_000, limit: 5 } });
   t.strictSame([beyond.status, beyond.body, beyond.headers.link], [200, [], undefined], 'past the end: an empty page, no next link');
+});
+
+t.test('no Link names an offset beyond the largest the spec takes: the page whose next would start there has none', async (t) => {
+  // Showing it through the API needs a list of more than a million records: the listings' own rule is judged here.
+  const largest = (spec.components as unknown as { parameters: { Offset: { schema: { maximum: number } } } }).parameters.Offset.schema.maximum;
+  t.equal(MAX_OFFSET, largest, "the bound is the spec's");
+  t.strictSame(nextPageByOffset(0, 20), { offset: 20 });
+  t.strictSame(nextPageByOffset(largest - 20, 20), { offset: largest }, 'a next page at the largest offset is linked');
+  t.equal(nextPageByOffset(largest - 19, 20), undefined, 'one beyond it is not: that link would be a 422');
+  t.equal(nextPageByOffset(largest, 1), undefined);
+  t.equal(nextPageByOffset(1, largest), undefined, 'nor after a page of the largest limit');
 });
 
 t.test('paging through users with limit yields every user once, in list order, keeping the other controls', async (t) => {
