@@ -2978,7 +2978,10 @@ export interface components {
             client_request_id?: string;
             /**
              * Format: date-time
-             * @description Events at or after this instant (RFC 3339).
+             * @description Events at or after this instant (RFC 3339). Events are stored to the microsecond
+             *     (`occurred_at` shows the millisecond), and the bound is compared as written, to
+             *     the microsecond or finer: `…T12:00:00.0005Z` lists an event at `12:00:00.000700`
+             *     but not one at `12:00:00.000200`.
              */
             from?: string;
             /** @description The events of one request, by the id the server gave it (`origin.request_id`). */
@@ -2987,7 +2990,9 @@ export interface components {
             target_type?: string;
             /**
              * Format: date-time
-             * @description Events before this instant (RFC 3339).
+             * @description Events before this instant (RFC 3339), compared as `from` is, to the microsecond
+             *     or finer. A `from` equal to the previous window's `to` starts where that one
+             *     ended: no instant lies in both windows or in neither.
              */
             to?: string;
         };

@@ -60,9 +60,9 @@ export const auditEventView = defineView<AuditEventRow, Auth, AuditEventFilterKe
     action: actionCondition,
     target_type: (value: string) => eq(auditEvents.targetType, value),
     target_id: (value: string) => eq(auditEvents.targetId, value),
-    // As UTC text: PostgreSQL reads it whatever offset the client wrote (assertFilterCoherent has bounded it).
-    from: (value: string) => gte(auditEvents.occurredAt, sql`${new Date(instantOf(value)).toISOString()}::timestamptz`),
-    to: (value: string) => lt(auditEvents.occurredAt, sql`${new Date(instantOf(value)).toISOString()}::timestamptz`),
+    // As UTC text to the microsecond: PostgreSQL reads it whatever offset the client wrote (assertFilterCoherent has bounded it).
+    from: (value: string) => gte(auditEvents.occurredAt, sql`${utcText(boundOf(value))}::timestamptz`),
+    to: (value: string) => lt(auditEvents.occurredAt, sql`${utcText(boundOf(value))}::timestamptz`),
     request_id: (value: string) => eq(auditEvents.requestId, value),
     client_request_id: (value: string) => eq(auditEvents.clientRequestId, value),
   },
@@ -78,9 +78,28 @@ function instantOf(value: string): number {
   return leap ? Date.parse(`${leap[1]}59${leap[2] ?? ''}${leap[3]}`) + 1000 : Date.parse(value);
 }
 
-/** The instants a time filter may name: the years 1 to 9999, which PostgreSQL and RFC 3339 both hold. */
+/**
+ * A time filter's instant to the microsecond, as events are stored (`timestamptz`): the
+ * whole second (in ms, NaN if none) and the microseconds into it. An instant between two
+ * microseconds is taken as the later one: an event, at a whole microsecond, is at or after
+ * the instant exactly when it is at or after that one, so both bounds (`from` at or after,
+ * `to` before) hold of the instant as written. Read to the millisecond, a bound 500 µs
+ * into a millisecond would list an event 200 µs into it as after it.
+ */
+function boundOf(value: string): { second: number; micros: number } {
+  const [, whole = '', fraction = '', zone = ''] = /^(.*T\d\d:\d\d:\d\d)(?:\.(\d+))?(.*)$/i.exec(value) ?? [];
+  const second = instantOf(`${whole}${zone}`);
+  const micros = Number(fraction.slice(0, 6).padEnd(6, '0')) + (/[1-9]/.test(fraction.slice(6)) ? 1 : 0);
+  return micros === 1_000_000 ? { second: second + 1000, micros: 0 } : { second, micros };
+}
+
+/** `boundOf`'s instant as UTC text PostgreSQL reads exactly (`2026-01-31T08:00:00.000200Z`). */
+const utcText = ({ second, micros }: { second: number; micros: number }) =>
+  `${new Date(second).toISOString().slice(0, 19)}.${String(micros).padStart(6, '0')}Z`;
+
+/** The instants a time filter may name: the years 1 to 9999, which PostgreSQL and RFC 3339 both hold (by their whole second). */
 const EARLIEST = Date.parse('0001-01-01T00:00:00Z');
-const LATEST = Date.parse('9999-12-31T23:59:59.999Z');
+const LATEST = Date.parse('9999-12-31T23:59:59Z');
 
 /**
  * The filters' rules beyond each value's own (the spec's): `from` and `to` within the years
@@ -91,8 +110,8 @@ export function assertFilterCoherent(filter: Partial<Record<AuditEventFilterKey,
   for (const key of ['from', 'to'] as const) {
     const value = filter?.[key];
     if (typeof value !== 'string') continue;
-    const at = instantOf(value);
-    if (!(at >= EARLIEST && at <= LATEST)) errors[`filter.${key}`] = [coded('out_of_range', 'must lie within the years 1 to 9999')];
+    const { second } = boundOf(value);
+    if (!(second >= EARLIEST && second <= LATEST)) errors[`filter.${key}`] = [coded('out_of_range', 'must lie within the years 1 to 9999')];
   }
   if (filter?.target_id !== undefined && filter.target_type === undefined) {
     errors['filter.target_id'] = [coded('required', 'needs filter[target_type]: ids are unique only within a kind of record')];
@@ -100,7 +119,13 @@ export function assertFilterCoherent(filter: Partial<Record<AuditEventFilterKey,
   if (filter?.actor_id !== undefined && filter.actor_type === undefined) {
     errors['filter.actor_id'] = [coded('required', 'needs filter[actor_type]: a user and a SCIM token may have the same id')];
   }
-  if (Object.keys(errors).length === 0 && typeof filter?.from === 'string' && typeof filter.to === 'string' && instantOf(filter.from) > instantOf(filter.to)) {
+  // UTC text of four-digit years compares as the instants do.
+  if (
+    Object.keys(errors).length === 0 &&
+    typeof filter?.from === 'string' &&
+    typeof filter.to === 'string' &&
+    utcText(boundOf(filter.from)) > utcText(boundOf(filter.to))
+  ) {
     errors['filter.from'] = [coded('out_of_range', 'must not be after filter[to]')];
   }
   if (Object.keys(errors).length > 0) throw invalid(errors, 'The filters are invalid.');

@@ -617,6 +617,33 @@ t.test('paging by cursor and filters by action prefix, actor, request id and tim
   t.strictSame(await ids({ ...probe, from: at(second), to: at(second + 1) }), [probeId], 'the one-millisecond window');
   const withOffset = new Date(second + 2 * 3_600_000).toISOString().replace('Z', '+02:00');
   t.strictSame(await ids({ ...probe, from: withOffset, to: at(second + 1) }), [probeId], 'from at its instant, with an offset');
+  // Events are stored to the microsecond, and the bounds are read to it (or finer): an event 200 µs into a
+  // millisecond is after a bound 100 µs into it and before one 500 µs into it.
+  await api.db.owner.execute(sql`
+    insert into audit_events (tenant_id, occurred_at, action, actor_type, target_type, target_id)
+    values (${tenant.tenantId}, ${at(second)}::timestamptz + interval '200 microseconds', 'role.updated', 'system', 'role', 'micro-probe')`);
+  const micro = { target_type: 'role', target_id: 'micro-probe' };
+  const [microId] = await ids(micro);
+  const into = (fraction: string) => at(second).replace('.000Z', `.${fraction}Z`);
+  for (const [bounds, listed, what] of [
+    [{ from: into('000100') }, true, 'from before it'],
+    [{ from: into('000200') }, true, 'from at its instant'],
+    [{ from: into('000500') }, false, 'from after it, within its millisecond'],
+    [{ from: into('0001999') }, true, 'from a tenth of a microsecond before it'],
+    [{ from: into('0002001') }, false, 'from a tenth of a microsecond after it'],
+    [{ to: into('000500') }, true, 'to after it, within its millisecond'],
+    [{ to: into('000200') }, false, 'to at its instant'],
+    [{ to: into('000201') }, true, 'to a microsecond after it'],
+    [{ to: into('0002001') }, true, 'to a tenth of a microsecond after it'],
+    [{ from: into('000100'), to: into('000300') }, true, 'a window of 200 µs around it'],
+    [{ from: new Date(second + 2 * 3_600_000).toISOString().replace('.000Z', '.000500+02:00') }, false, 'from after it, with an offset'],
+    [{ from: new Date(second + 2 * 3_600_000).toISOString().replace('.000Z', '.000100+02:00') }, true, 'from before it, with an offset'],
+  ] as const) {
+    t.strictSame(await ids({ ...micro, ...bounds }), listed ? [microId] : [], what);
+  }
+  const reversed = await api.call(t, 'listAuditEvents', { token: fullAuditor.token, query: { filter: { from: into('000500'), to: into('000200') } } });
+  t.equal(reversed.status, 422, 'from after to, within one millisecond');
+  t.ok(reversed.body.errors?.['filter.from']);
   const future = await api.call(t, 'listAuditEvents', { token: fullAuditor.token, query: { filter: { from: '2999-01-01T00:00:00Z' } } });
   t.strictSame(future.body, []);
   const past = await api.call(t, 'listAuditEvents', { token: fullAuditor.token, query: { filter: { to: '2000-01-01T00:00:00Z' } } });
