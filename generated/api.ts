@@ -1888,7 +1888,9 @@ export interface paths {
          *     may not be sent empty for a personal account, nor left empty when a group account
          *     becomes personal (422 `is required by this tenant's settings` on each key); keys
          *     the update does not send are not judged, so users stored before a key became
-         *     required can still be updated.
+         *     required can still be updated. An update that changes nothing (the stored values
+         *     sent back, as a client saving the record it read does) leaves `updated_at` as it
+         *     was and records no audit event, as a SCIM write of the user does.
          *
          *     **One's own record.** Every user may update their own record, with these limits:
          *     - `role_id`, `active` and `prevent_logout` are ignored (even for administrators);

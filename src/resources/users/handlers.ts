@@ -275,8 +275,16 @@ export const userHandlers = {
       addErrors(errors, await userWriteReferenceErrors(tx, auth, draft, { userId: current.id, departmentIds: input.department_ids }));
       if (Object.keys(errors).length > 0) throw userWriteRefusal(errors);
       const departmentsBefore = input.department_ids === undefined ? null : ((await departmentIdsOf(tx, [current.id])).get(current.id) ?? []);
-      // Deleted or blacked out since it was read: not written over (`updateUserColumns`).
-      if (!(await updateUserColumns(tx, current.id, { ...columnsOf(input), ...(passwordHash ? { passwordHash } : {}) }))) throw notFound('The user');
+      const after = { ...current, ...columnsOf(input) };
+      const changes = userChanges(current, after, {
+        password: passwordHash !== undefined,
+        picture,
+        departments: { from: departmentsBefore, to: input.department_ids },
+      });
+      // Deleted or blacked out since it was read: not written over (`updateUserColumns`). The stored values sent back
+      // (a client saving the record it read) are no change: `updated_at` stays, as a SCIM write that changes nothing leaves it.
+      const stored = { ...columnsOf(input), ...(passwordHash ? { passwordHash } : {}) };
+      if (!(await updateUserColumns(tx, current.id, stored, { changed: Object.keys(changes).length > 0 }))) throw notFound('The user');
       if (passwordHash) await endSessionsAfterPasswordChange(tx, auth, current.id);
       // A login token is judged by its creator's authority and its user's rights: a new role for either ends it for good,
       // so that giving the old role back revives nothing.
@@ -288,12 +296,6 @@ export const userHandlers = {
       }
       await replaceDepartments(tx, auth.tenantId, current.id, input.department_ids);
       await replacePicture(tx, auth.tenantId, current.id, picture);
-      const after = { ...current, ...columnsOf(input) };
-      const changes = userChanges(current, after, {
-        password: passwordHash !== undefined,
-        picture,
-        departments: { from: departmentsBefore, to: input.department_ids },
-      });
       // A write that changes nothing leaves no event; a password change alone is an action of its own.
       if (Object.keys(changes).length > 0) {
         const action = Object.keys(changes).length === 1 && changes.password ? 'user.password_changed' : 'user.updated';

@@ -134,14 +134,15 @@ export async function insertUser(tx: Tx, values: typeof users.$inferInsert): Pro
 }
 
 /**
- * Stores `values` on the user (and the time of the update), unless the user is deleted or
+ * Stores `values` on the user (and, unless `changed` is false, the time of the update: a
+ * write that changes nothing leaves `updated_at` as it was), unless the user is deleted or
  * blacked out by now: false then. The condition is judged on the row as it is when written,
  * so a delete or blackout that committed after the caller read the user is not overwritten.
  */
-export async function updateUserColumns(tx: Tx, userId: number, values: UserColumns): Promise<boolean> {
+export async function updateUserColumns(tx: Tx, userId: number, values: UserColumns, { changed = true } = {}): Promise<boolean> {
   const [updated] = await tx
     .update(users)
-    .set({ ...values, updatedAt: sql`now()` })
+    .set({ ...values, updatedAt: changed ? sql`now()` : sql`${users.updatedAt}` })
     .where(and(eq(users.id, userId), isNull(users.deletedAt)))
     .returning({ id: users.id });
   return updated !== undefined;

@@ -666,6 +666,29 @@ t.test('PUT replaces the SCIM attributes; PATCH in the forms of Entra ID and Okt
   t.match(stored.body, { first_name: 'Entra', last_name: 'Okta', email: null, staff_number: 'E-42' });
 });
 
+t.test('a PUT or PATCH that changes nothing (a periodic sync) leaves meta.lastModified and records no event', async (t) => {
+  const created = (await scim('POST', '/Users', newUser({ externalId: `sync-${serial}`, [ENTERPRISE]: { employeeNumber: 'E-7' } }))).body;
+  const path = `/Users/${created.id}`;
+  // A time well before the requests, so that a moved lastModified shows whatever the clock's resolution.
+  await api.db.owner.execute(sql`update users set updated_at = '2026-01-02T03:04:05.678Z' where id = ${Number(created.id)}`);
+  const before = await auditCount();
+  const { meta: _meta, id: _id, ...resource } = (await scim('GET', path)).body;
+  const put = await scim('PUT', path, resource);
+  t.equal(put.status, 200);
+  t.equal(put.body.meta.lastModified, '2026-01-02T03:04:05.678Z', 'a PUT of the resource as read');
+  const patch = await scim('PATCH', path, {
+    schemas: [PATCH],
+    Operations: [
+      { op: 'replace', path: 'name.givenName', value: created.name.givenName },
+      { op: 'replace', path: 'active', value: true },
+      { op: 'add', path: 'externalId', value: created.externalId },
+    ],
+  });
+  t.equal(patch.status, 200);
+  t.equal(patch.body.meta.lastModified, '2026-01-02T03:04:05.678Z', 'a PATCH of the values it has');
+  t.equal(await auditCount(), before, 'and neither records an event');
+});
+
 t.test('PATCH paths and value keys name attributes in any case, as RFC 7643 has them case-insensitive', async (t) => {
   const created = (await scim('POST', '/Users', newUser())).body;
   const path = `/Users/${created.id}`;

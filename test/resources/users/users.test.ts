@@ -1,9 +1,10 @@
-import { eq } from 'drizzle-orm';
+import { eq, sql } from 'drizzle-orm';
 import t from 'tap';
 import { ownerUser, startTestApi } from '../../helpers/atrium.ts';
 import { createDepartment, newUserBodies, roleNamed, rowCount } from '../../helpers/fixtures.ts';
 import { departments, departmentUsers } from '../../../src/resources/departments/table.ts';
 import { roles } from '../../../src/resources/roles/table.ts';
+import { users } from '../../../src/resources/users/table.ts';
 import { verifyPassword } from '../../../src/platform/auth/passwords.ts';
 
 const api = await startTestApi(t);
@@ -357,6 +358,40 @@ t.test("update: an administrator's own prevent_logout is ignored too", async (t)
   t.equal(res.status, 200);
   t.equal(res.body.prevent_logout, false);
   t.equal(res.body.active, true);
+});
+
+t.test('update: the stored values sent back change nothing: updated_at stays and no event is recorded, for oneself or an administrator', async (t) => {
+  const self = await api.createUser(tenant.tenantId, {
+    username: 'echo',
+    values: { email: 'echo@example.com', city: 'Kiel', birthdate: '1985-06-07', gender: 'female', langId: 'de-DE' },
+  });
+  // A time well before the requests, so that a moved updated_at shows whatever the clock's resolution.
+  await api.db.owner
+    .update(users)
+    .set({ updatedAt: new Date('2026-01-02T03:04:05.678Z') })
+    .where(eq(users.id, self.id));
+  const before = await ownerUser(api.db, tenant.tenantId, self.id);
+  const events = () => rowCount(api.db, 'audit_events', sql`tenant_id = ${tenant.tenantId}`);
+  const eventsBefore = await events();
+  const record = (await api.call(t, 'getCurrentUser', { token: self.token })).body;
+  const writable = ['username', 'first_name', 'last_name', 'lang_id', 'email', 'phone', 'street', 'zipcode', 'city', 'birthdate', 'gender'] as const;
+  const own = Object.fromEntries(writable.map((key) => [key, record[key]]));
+  const mine = await api.call(t, 'updateUser', { token: self.token, params: { user: self.id }, body: own });
+  t.equal(mine.status, 200);
+  t.equal(mine.body.updated_at, '2026-01-02T03:04:05.678Z', 'one’s own update answers the updated_at it had');
+  t.strictSame(await ownerUser(api.db, tenant.tenantId, self.id), before, 'and stores nothing');
+  const shown = (await api.call(t, 'getUser', { token: admin.token, params: { user: self.id } })).body;
+  const administrative = ['staff_number', 'entering_date', 'leaving_date', 'active', 'role_id', 'request_password_change', 'prevent_logout'] as const;
+  const all = { ...own, ...Object.fromEntries(administrative.map((key) => [key, shown[key]])), department_ids: [] };
+  const theirs = await api.call(t, 'updateUser', { token: admin.token, params: { user: self.id }, body: all });
+  t.equal(theirs.status, 200);
+  t.equal(theirs.body.updated_at, '2026-01-02T03:04:05.678Z', 'an administrator’s update too');
+  t.strictSame(await ownerUser(api.db, tenant.tenantId, self.id), before);
+  t.equal(await events(), eventsBefore, 'and neither records an event');
+  const changed = await api.call(t, 'updateUser', { token: self.token, params: { user: self.id }, body: { ...own, city: 'Lübeck' } });
+  t.equal(changed.status, 200);
+  t.not(changed.body.updated_at, '2026-01-02T03:04:05.678Z', 'a change moves it');
+  t.equal(await events(), eventsBefore + 1);
 });
 
 t.test("update: changing one's own password needs the current one without users.administer", async (t) => {
