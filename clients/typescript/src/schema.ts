@@ -299,7 +299,8 @@ export interface paths {
          * @description `lang_id` defaults to the tenant's system language, `sort_number` to the tenant's
          *     highest + 1, `entity_permissions` to unrestricted. `iframe_access` is computed.
          *     Unknown `lang_id`, IDs in `entity_permissions` that do not exist in the tenant,
-         *     and links not allowed for `type` are 422. A link resolves, for every reader, to that
+         *     links not allowed for `type`, and a URL whose host is placeholders alone (see
+         *     `MenuItem`) are 422. A link resolves, for every reader, to that
          *     reader's own values and takes them to a target the author chooses, so its
          *     placeholders are limited to the user fields the caller may read of other users
          *     (422 on `link` naming the permission lacking): `users.view` for every `user.…`
@@ -4226,7 +4227,13 @@ export interface components {
          *     parsers read as "here" or "the parent", `%2e` spellings too) is left empty
          *     (`/people/{{user.username}}/x` is `/people//x` for a user named `..`), and a
          *     same-origin path that an empty value would open with `//` (another host, to a
-         *     browser) opens with `/.//` instead, a path of the same origin. The user routes
+         *     browser) opens with `/.//` instead, a path of the same origin. A URL's host may not
+         *     be placeholders alone (`https://{{user.staff_number}}/x`, 422 on `link`): the
+         *     reader's value would be the whole host, and an empty one would leave none
+         *     (`https:///x`, which browsers open as the host `x`). A URL that a reader's values
+         *     leave without a host (such a link stored before) or with a host no URL may have (a
+         *     value with a space in a host `{{user.first_name}}.example.com`) is answered as the
+         *     empty string to that reader: no link, and `iframe_access` false. The user routes
          *     (`/api/menu/items…`) answer the link resolved for the caller; the administration
          *     routes answer the stored template. Since a resolved link hands the reader's values to
          *     its target, an author may only use placeholders of user fields they may read of

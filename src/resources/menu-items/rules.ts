@@ -40,7 +40,9 @@ const FORMS_BY_TYPE: Record<MenuItemType, UrlForm[]> = {
  * Substitutes the caller's values, percent-encoded so that they cannot change the link's
  * structure (the spec, schema MenuItem): no value writes `/`, `?` or `#`, a path segment
  * that only a value made `.` or `..` is left empty, and a same-origin path that an empty
- * value would open with `//` opens with `/.//` (`keepPath`).
+ * value would open with `//` opens with `/.//` (`keepPath`). A URL the values leave
+ * without the form its template has (no host, or a host no URL may have) is no link: the
+ * empty string (`keepForm`).
  */
 export function resolveLink(template: string, user: UserRow): string {
   const resolved = template.replace(PLACEHOLDER, (_, name: string) => {
@@ -48,7 +50,30 @@ export function resolveLink(template: string, user: UserRow): string {
     const value = Object.hasOwn(LINK_VARIABLES, name) ? LINK_VARIABLES[name]!(user) : null;
     return encodeURIComponent(value === null || value === undefined ? '' : String(value));
   });
-  return keepPath(resolved, sampleOf(template));
+  if (resolved === template) return resolved;
+  const sample = sampleOf(template);
+  return keepForm(keepPath(resolved, sample), sample);
+}
+
+/**
+ * `resolved`, or the empty string when it is an http(s) URL in the template (`sample`) but
+ * not once resolved: a host the values left empty (a host of placeholders alone, stored
+ * before `linkProblems` refused it), which browsers repair by taking the path's first
+ * segment as the host (`https:///evil.example/x` opens evil.example), or one holding a
+ * character no host may (a space). Such a link leads nowhere the author wrote.
+ */
+function keepForm(resolved: string, sample: string): string {
+  if (!/^https?:/i.test(sample)) return resolved;
+  return urlForm(resolved) === urlForm(sample) ? resolved : '';
+}
+
+/**
+ * The host of an http(s) URL `template` (its authority without the port), or undefined
+ * for any other link.
+ */
+function hostOf(template: string): string | undefined {
+  const authority = /^https?:\/\/([^/?#]*)/i.exec(template)?.[1];
+  return authority?.replace(/:\d*$/, '');
 }
 
 /** The link as any caller would see it, structure-wise (placeholders stand for a neutral value). */
@@ -92,7 +117,13 @@ export function linkProblems(template: string, type: MenuItemType): string[] {
   if (/^\s*\{\{/.test(template)) return ['may not begin with a placeholder'];
   const sample = sampleOf(template);
   if (/\{\{|\}\}/.test(sample)) return ['contains a malformed placeholder'];
-  return navigationUrlProblems(sample, FORMS_BY_TYPE[type], `a ${type} item needs`);
+  const problems = navigationUrlProblems(sample, FORMS_BY_TYPE[type], `a ${type} item needs`);
+  if (problems.length > 0) return problems;
+  // The reader's value would be the whole host, and an empty one would leave none (`resolveLink` gives no link then).
+  if (hostOf(template)?.replace(PLACEHOLDER, '') === '') {
+    return ["a URL's host may not be placeholders alone: a reader's empty value would leave the link without one"];
+  }
+  return [];
 }
 
 /** "May be embedded": an https: URL or a same-origin path (http would be mixed content). */

@@ -41,6 +41,8 @@ t.test('bad create input is a 422 naming the field, and nothing is stored', asyn
     [{ link: 'https:///evil.example.com/' }, 'link'],
     [{ link: 'https://wiki.example.com@evil.example.com/' }, 'link'],
     [{ type: 'iframe', link: 'https://{{user.username}}@evil.example.com/' }, 'link'],
+    // The host would be the reader's value; an empty one leaves `https:///evil.example.com/`, opened as that host.
+    [{ link: 'https://{{user.staff_number}}/evil.example.com/' }, 'link'],
     [{ link: '{{user.username}}/x' }, 'link'],
     [{ link: 'https://x.example.com/{{user.password}}' }, 'link'],
     // Named like Object members: once stored, every reader's menu answered 500.
@@ -174,7 +176,19 @@ t.test("a user's values cannot change where a resolved link leads", async (t) =>
   t.equal(resolved.body.iframe_access, true, 'still a same-origin path, so embeddable');
   const listed = await api.call(t, 'listMenuItems', { token: reader.token });
   t.equal(listed.body.find((row: { id: number }) => row.id === route.body.id).link, resolved.body.link);
-  for (const item of [profile, route]) t.equal((await api.call(t, 'deleteMenuItem', { token: admin, params: { menuItem: item.body.id } })).status, 204);
+  // A host of placeholders alone, stored before it was refused: the reader's empty value leaves no host, and
+  // `https:///evil.example/x` is opened as the host evil.example. The reader gets no link.
+  const hostless = await create(t, { link: 'https://wiki.example.com/', menu_identifier: 'hostless' });
+  t.equal(hostless.status, 201);
+  await api.db.owner.execute(sql`update menu_items set link = 'https://{{user.staff_number}}/evil.example/x' where id = ${hostless.body.id}`);
+  const noLink = await api.call(t, 'getMenuItem', { token: reader.token, params: { menuItem: hostless.body.id } });
+  t.equal(noLink.status, 200);
+  t.equal(noLink.body.link, '', 'no link rather than another host');
+  t.equal(noLink.body.iframe_access, false, 'and nothing to embed');
+  const listedNoLink = await api.call(t, 'listMenuItems', { token: reader.token });
+  t.equal(listedNoLink.body.find((row: { id: number }) => row.id === hostless.body.id).link, '');
+  for (const item of [profile, route, hostless])
+    t.equal((await api.call(t, 'deleteMenuItem', { token: admin, params: { menuItem: item.body.id } })).status, 204);
 });
 
 t.test('a resolved link may be longer than its template: the answer still matches the spec', async (t) => {

@@ -61,6 +61,19 @@ t.test('resolveLink: a value cannot change where the link leads', async (t) => {
   t.equal(resolveLink('mailto:{{user.username}}@example.com', named('..')), 'mailto:..@example.com');
 });
 
+t.test('resolveLink: a link its values leave without a host, or with one no URL may have, is no link', async (t) => {
+  const named = (username: string, over: Partial<UserRow> = {}) => ({ ...user, username, ...over }) as UserRow;
+  // Stored before such a host was refused: `https:///evil.example/x` is opened by browsers as the host evil.example.
+  t.equal(resolveLink('https://{{user.staff_number}}/evil.example/x', named('u', { staffNumber: null })), '');
+  t.equal(resolveLink('https://{{user.staff_number}}:8443/x', named('u', { staffNumber: null })), '');
+  t.equal(resolveLink('http://{{user.first_name}}{{user.last_name}}/x', named('u', { firstName: null, lastName: '' })), '');
+  // A host part whose value no host may hold (a space) makes no URL: no link either.
+  t.equal(resolveLink('https://{{user.first_name}}.wiki.example.com/', named('u', { firstName: 'Ada Lovelace' })), '');
+  // A host the values leave as a host stays as the author chose it.
+  t.equal(resolveLink('https://{{user.first_name}}.wiki.example.com/x', user), 'https://Ada.wiki.example.com/x');
+  t.equal(resolveLink('https://wiki{{user.staff_number}}.example.com/x', user), 'https://wiki.example.com/x');
+});
+
 t.test('linkProblems: unknown and leading placeholders, malformed braces, forms per type', async (t) => {
   t.strictSame(linkProblems('https://example.com/{{user.id}}', 'link'), []);
   t.match(linkProblems('https://example.com/{{user.password}}', 'link'), [/unknown placeholders: user\.password; supported: user\.id/]);
@@ -73,6 +86,21 @@ t.test('linkProblems: unknown and leading placeholders, malformed braces, forms 
   t.match(linkProblems('mailto:ada@example.com', 'iframe'), [/^a iframe item needs/]);
   t.match(linkProblems('https://example.com/', 'route'), [/^a route item needs a same-origin path/]);
   t.match(linkProblems('javascript:alert(1)', 'link'), [/needs/]);
+});
+
+t.test('linkProblems: a URL whose host is placeholders alone is refused; a host with a placeholder in it is not', async (t) => {
+  for (const link of [
+    'https://{{user.staff_number}}/x',
+    'http://{{ user.username }}',
+    'https://{{user.first_name}}{{user.last_name}}:8443/x?y',
+    'https://{{user.id}}#x',
+  ]) {
+    t.match(linkProblems(link, 'link'), [/host may not be placeholders alone/], link);
+  }
+  t.match(linkProblems('https://{{user.id}}/x', 'iframe'), [/host may not be placeholders alone/]);
+  for (const link of ['https://{{user.username}}.wiki.example.com/', 'https://wiki-{{user.id}}:8443/x', 'https://wiki.example.com/{{user.id}}']) {
+    t.strictSame(linkProblems(link, 'link'), [], link);
+  }
 });
 
 t.test('embeddable and iframeAccess: https or a same-origin path, and only when allowed', async (t) => {
