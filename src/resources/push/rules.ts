@@ -71,6 +71,8 @@ const PLAIN_HTTP_NOT_ADMITTED = 'must be an https URL (plain http only to destin
  * https to a reachable address; http only where every address is allow-listed
  * (docs/tenancy-and-security.md#outbound-address-policy). A refused endpoint is told apart
  * from a malformed one, never why its host was refused (the outbound client's one message).
+ * Over plain http only the refusal of the host says "https": a URL no scheme makes
+ * reachable (port 0) is told as it is over https.
  */
 export async function endpointProblem(outbound: OutboundClient, endpoint: string): Promise<string | null> {
   let url: URL;
@@ -82,7 +84,7 @@ export async function endpointProblem(outbound: OutboundClient, endpoint: string
   if (url.protocol === 'https:') return outbound.destinationProblem(endpoint);
   if (url.protocol === 'http:') {
     const problem = await outbound.destinationProblem(endpoint, { allowListedOnly: true });
-    return problem === null ? null : PLAIN_HTTP_NOT_ADMITTED;
+    return problem === NOT_AN_ALLOWED_DESTINATION ? PLAIN_HTTP_NOT_ADMITTED : problem;
   }
   return 'must be an https URL';
 }

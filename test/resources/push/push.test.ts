@@ -73,6 +73,13 @@ t.test('bad subscriptions are refused with a problem document and store nothing'
     t.ok(answer.status >= 400 && answer.status < 500, `${name} → ${answer.status}`);
     t.equal(answer.headers['content-type'], 'application/problem+json; charset=utf-8');
   }
+  // Port 0 reaches nothing: told as such over plain http too, not as a destination the operator does not admit.
+  for (const scheme of ['https', 'http']) {
+    const answer = await register(t, alice.token, { endpoint: `${scheme}://127.0.0.1:0/push`, keys });
+    t.equal(answer.status, 422, `${scheme} on port 0`);
+    t.strictSame(answer.body.errors, { endpoint: ['must name a port from 1 to 65535 (or none)'] });
+    t.strictSame(answer.body.error_codes, { endpoint: ['format'] });
+  }
   const malformed = await api.call(t, 'createPushSubscription', { token: alice.token, payload: '{"endpoint"', contentType: 'application/json' });
   t.equal(malformed.status, 400);
   t.equal((await register(t, '', { endpoint, keys })).status, 401, 'no token');

@@ -66,6 +66,11 @@ t.test('endpointProblem: https to a permitted address, plain http only where the
   t.equal(await endpointProblem(outbound, 'http://10.1.2.3/push'), 'must be an https URL (plain http only to destinations the operator admits)');
   t.equal(await endpointProblem(outbound, 'ftp://127.0.0.1/push'), 'must be an https URL');
   t.equal(await endpointProblem(outbound, 'not a url'), 'must be an absolute https URL');
+  // Port 0 reaches nothing, whatever the scheme: plain http on it is no question of the allow-list.
+  const port = 'must name a port from 1 to 65535 (or none)';
+  t.equal(await endpointProblem(outbound, 'https://127.0.0.1:0/push'), port);
+  t.equal(await endpointProblem(outbound, 'http://127.0.0.1:0/push'), port, 'http on an admitted host');
+  t.equal(await endpointProblem(outbound, 'http://10.1.2.3:0/push'), port, 'http on a host not admitted');
 });
 
 t.test('subscriptionErrors: every problem at once, by field', async (t) => {
@@ -82,6 +87,9 @@ t.test('subscriptionErrors: every problem at once, by field', async (t) => {
   });
   t.strictSame(await subscriptionErrors(outbound, { endpoint: 'http://10.1.2.3/push', keys }), {
     endpoint: [coded('destination_not_allowed', 'must be an https URL (plain http only to destinations the operator admits)')],
+  });
+  t.strictSame(await subscriptionErrors(outbound, { endpoint: 'http://127.0.0.1:0/push', keys }), {
+    endpoint: [coded('format', 'must name a port from 1 to 65535 (or none)')],
   });
 });
 
