@@ -140,6 +140,11 @@ export const servedElsewhere = {
   getScimResourceType: { method: 'GET', path: '/scim/v2/ResourceTypes/{id}', service: 'scim', extension: true },
   listScimSchemas: { method: 'GET', path: '/scim/v2/Schemas', service: 'scim', extension: true },
   getScimSchema: { method: 'GET', path: '/scim/v2/Schemas/{id}', service: 'scim', extension: true },
+  getScimMe: { method: 'GET', path: '/scim/v2/Me', service: 'scim', extension: true },
+  replaceScimMe: { method: 'PUT', path: '/scim/v2/Me', service: 'scim', extension: true },
+  createScimMe: { method: 'POST', path: '/scim/v2/Me', service: 'scim', extension: true },
+  deleteScimMe: { method: 'DELETE', path: '/scim/v2/Me', service: 'scim', extension: true },
+  patchScimMe: { method: 'PATCH', path: '/scim/v2/Me', service: 'scim', extension: true },
 } as const;
 
 export type ServedElsewhereId = keyof typeof servedElsewhere;

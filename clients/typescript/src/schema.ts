@@ -2418,6 +2418,49 @@ export interface paths {
         patch: operations["patchScimGroup"];
         trace?: never;
     };
+    "/scim/v2/Me": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The authenticated subject (SCIM, not supported)
+         * @description `/Me` (RFC 7644 §3.11) stands for the resource of the authenticated subject. A SCIM
+         *     token acts for no user of its own, so Atrium does not support it and answers 501 to
+         *     every method, once the token is judged (401 without a valid one). Nothing is read or
+         *     changed. `HEAD` is answered as `GET`, without a body.
+         */
+        get: operations["getScimMe"];
+        /**
+         * Replace the authenticated subject (SCIM, not supported)
+         * @description Not supported: 501 (see the response), once the token is judged (401 without a
+         *     valid one), whatever the body. Nothing is read or changed.
+         */
+        put: operations["replaceScimMe"];
+        /**
+         * Create the authenticated subject (SCIM, not supported)
+         * @description Not supported: 501 (see the response), once the token is judged (401 without a
+         *     valid one), whatever the body. Nothing is read or changed.
+         */
+        post: operations["createScimMe"];
+        /**
+         * Delete the authenticated subject (SCIM, not supported)
+         * @description Not supported: 501 (see the response), once the token is judged (401 without a
+         *     valid one). Nothing is read or changed.
+         */
+        delete: operations["deleteScimMe"];
+        options?: never;
+        head?: never;
+        /**
+         * Modify the authenticated subject (SCIM, not supported)
+         * @description Not supported: 501 (see the response), once the token is judged (401 without a
+         *     valid one), whatever the body. Nothing is read or changed.
+         */
+        patch: operations["patchScimMe"];
+        trace?: never;
+    };
     "/scim/v2/ResourceTypes": {
         parameters: {
             query?: never;
@@ -7963,6 +8006,23 @@ export interface components {
          *     endpoint.
          */
         ScimNotFound: {
+            headers: {
+                "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/scim+json": components["schemas"]["ScimError"];
+            };
+        };
+        /**
+         * @description `/Me` is not supported (RFC 7644 §3.11: a service provider that does not support it
+         *     answers 501): it names the authenticated subject, and a SCIM token acts for no user
+         *     of its own. Users are read and written at `/Users`.
+         */
+        ScimNotImplemented: {
             headers: {
                 "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
                 "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
@@ -13752,6 +13812,106 @@ export interface operations {
             429: components["responses"]["ScimTooManyRequests"];
             431: components["responses"]["RequestHeaderFieldsTooLarge"];
             500: components["responses"]["ScimInternalServerError"];
+            503: components["responses"]["ScimServiceUnavailable"];
+        };
+    };
+    getScimMe: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            400: components["responses"]["ScimBadRequest"];
+            401: components["responses"]["ScimUnauthorized"];
+            408: components["responses"]["RequestTimeout"];
+            415: components["responses"]["ScimUnsupportedMediaType"];
+            429: components["responses"]["ScimTooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["ScimInternalServerError"];
+            501: components["responses"]["ScimNotImplemented"];
+            503: components["responses"]["ScimServiceUnavailable"];
+        };
+    };
+    replaceScimMe: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            400: components["responses"]["ScimBadRequest"];
+            401: components["responses"]["ScimUnauthorized"];
+            408: components["responses"]["RequestTimeout"];
+            415: components["responses"]["ScimUnsupportedMediaType"];
+            429: components["responses"]["ScimTooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["ScimInternalServerError"];
+            501: components["responses"]["ScimNotImplemented"];
+            503: components["responses"]["ScimServiceUnavailable"];
+        };
+    };
+    createScimMe: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            400: components["responses"]["ScimBadRequest"];
+            401: components["responses"]["ScimUnauthorized"];
+            408: components["responses"]["RequestTimeout"];
+            415: components["responses"]["ScimUnsupportedMediaType"];
+            429: components["responses"]["ScimTooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["ScimInternalServerError"];
+            501: components["responses"]["ScimNotImplemented"];
+            503: components["responses"]["ScimServiceUnavailable"];
+        };
+    };
+    deleteScimMe: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            400: components["responses"]["ScimBadRequest"];
+            401: components["responses"]["ScimUnauthorized"];
+            408: components["responses"]["RequestTimeout"];
+            415: components["responses"]["ScimUnsupportedMediaType"];
+            429: components["responses"]["ScimTooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["ScimInternalServerError"];
+            501: components["responses"]["ScimNotImplemented"];
+            503: components["responses"]["ScimServiceUnavailable"];
+        };
+    };
+    patchScimMe: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            400: components["responses"]["ScimBadRequest"];
+            401: components["responses"]["ScimUnauthorized"];
+            408: components["responses"]["RequestTimeout"];
+            415: components["responses"]["ScimUnsupportedMediaType"];
+            429: components["responses"]["ScimTooManyRequests"];
+            431: components["responses"]["RequestHeaderFieldsTooLarge"];
+            500: components["responses"]["ScimInternalServerError"];
+            501: components["responses"]["ScimNotImplemented"];
             503: components["responses"]["ScimServiceUnavailable"];
         };
     };

@@ -906,6 +906,17 @@ export async function registerScim(app: FastifyInstance, services: Services): Pr
 
       discoveryRoutes(scim, baseUrlOf);
 
+      // `/Me` names the authenticated subject (RFC 7644 §3.11), and a SCIM token is no user: not supported, which a
+      // service provider answers with 501 (§3.11), for every method. Refused before its body is read (a token is judged first).
+      scim.route({
+        method: ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'],
+        url: '/Me',
+        onRequest: async () => {
+          throw new ScimError(501, '/Me is not supported: a SCIM token acts for no user of its own. Use /Users.');
+        },
+        handler: async () => undefined,
+      });
+
       scim.get('/Users', async (request) => {
         const query = request.query as Record<string, unknown>;
         const parsed = parsedFilter(query.filter);

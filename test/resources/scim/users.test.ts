@@ -1053,6 +1053,49 @@ t.test('discovery: ServiceProviderConfig, ResourceTypes, Schemas', async (t) => 
   isError(t, await scim('GET', '/Groups/', undefined, { token: null }), 404);
 });
 
+t.test('/Me is not supported: 501 for every method, as RFC 7644 §3.11 has a service provider answer', async (t) => {
+  const before = await userCount();
+  for (const method of ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'] as const) {
+    const body = method === 'PATCH' ? { schemas: [PATCH], Operations: [] } : { schemas: [USER], userName: 'me@example.com' };
+    const res = await scim(method, '/Me', method === 'GET' || method === 'DELETE' ? undefined : body);
+    isError(t, res, 501);
+    t.match(res.body.detail, /\/Me/, `${method} /Me says what is not supported`);
+  }
+  isError(t, await scim('GET', '/Me?attributes=userName'), 501);
+  // The token is judged first, as on every SCIM endpoint: without one, a 401.
+  isError(t, await scim('GET', '/Me', undefined, { token: null }), 401);
+  isError(t, await scim('POST', '/Me', newUser(), { token: null }), 401);
+  // HEAD, as every GET brings it: the 501's headers, no body.
+  const head = await wire.send({ method: 'HEAD', url: '/scim/v2/Me', headers: bearer(scimToken) });
+  t.equal(head.statusCode, 501);
+  t.match(String(head.headers['content-type']), /^application\/scim\+json/);
+  t.equal(head.body, '');
+  t.equal(await userCount(), before, 'and creates no one');
+});
+
+t.test('HEAD on a SCIM GET endpoint is answered as the GET, without its body, as under /api', async (t) => {
+  // The spec declares GET alone, in SCIM and in `/api`: every GET brings HEAD (docs/api-conventions.md).
+  const head = (url: string, token: string | null = scimToken) => wire.send({ method: 'HEAD', url, headers: token ? bearer(token) : {} });
+  const current = await head('/api/users/current', admin);
+  t.equal(current.statusCode, 200, '/api answers HEAD on a GET operation');
+  t.equal(current.body, '');
+  for (const [url, status] of [
+    ['/scim/v2/Users', 200],
+    ['/scim/v2/ServiceProviderConfig', 200],
+    ['/scim/v2/Users/999999999', 404],
+  ] as const) {
+    const get = await wire.send({ method: 'GET', url, headers: bearer(scimToken) });
+    const answer = await head(url);
+    t.equal(answer.statusCode, status, `HEAD ${url}`);
+    t.equal(get.statusCode, status, `GET ${url}`);
+    t.equal(answer.headers['content-type'], get.headers['content-type'], 'the same media type');
+    t.equal(answer.body, '', 'and no body');
+  }
+  const refused = await head('/scim/v2/Users', null);
+  t.equal(refused.statusCode, 401, 'authenticated as the GET is');
+  t.equal(refused.body, '');
+});
+
 t.test('discovery refuses a filter (403): its answers are never filtered', async (t) => {
   // RFC 7644 §4: the discovery endpoints ignore the list parameters, and refuse a filter, so
   // that a client cannot take an unfiltered answer for the resources that match.
