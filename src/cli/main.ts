@@ -13,6 +13,7 @@ import type { DatabaseServer } from '../database-server.ts';
 import { setPasswordHashCost } from '../platform/auth/passwords.ts';
 import { onTerminationSignals, signalExitStatus } from '../platform/process/signals.ts';
 import { readPassword } from './password-input.ts';
+import { displayNameProblems, storedName } from '../resources/roles/names.ts';
 import { SLUG } from '../resources/tenants/slug.ts';
 
 /** The longest `--expires-in`: the longest ACCESS_TOKEN_TTL (about 68 years). */
@@ -77,6 +78,21 @@ async function checkUsername(username: string, what: string): Promise<void> {
   if (problem) throw new UsageError(`${what} ${problem}`);
 }
 
+/**
+ * `--name` as it is stored (NFC), judged as the API judges the names people read (a role's,
+ * a department's: src/resources/roles/names.ts): not blank, no whitespace at either end, no
+ * control, format or other invisible character (a newline, a bell, a bidirectional override).
+ * At most 200 characters, as ATRIUM_BOOTSTRAP_TENANT_NAME.
+ */
+function tenantName(sent: string): string {
+  if (sent.trim() === '') throw new UsageError('--name must not be blank');
+  const [problem] = displayNameProblems(sent);
+  if (problem) throw new UsageError(`--name ${problem}`);
+  const name = storedName(sent);
+  if ([...name].length > 200) throw new UsageError('--name must have at most 200 characters');
+  return name;
+}
+
 async function tenantIdOf(db: Database, slug: string): Promise<number> {
   const tenantId = await (await auth()).findTenantId(db, slug);
   if (!tenantId) throw new Failure(`no tenant "${slug}"`);
@@ -122,9 +138,7 @@ const commands: Record<string, Command> = {
       if (!slug) throw new UsageError('tenant:create needs a <slug>');
       // A malformed argument is a usage error (status 2), told before the database is asked.
       if (!SLUG.test(slug)) throw new UsageError('the <slug> must be 1 to 63 lower-case letters, digits and dashes, not starting or ending with a dash');
-      const name = required(values, 'name');
-      // As ATRIUM_BOOTSTRAP_TENANT_NAME takes it.
-      if ([...name].length > 200) throw new UsageError('--name must have at most 200 characters');
+      const name = tenantName(required(values, 'name'));
       const adminUsername = required(values, 'admin-username');
       await checkUsername(adminUsername, '--admin-username');
       const given = values['admin-password'];

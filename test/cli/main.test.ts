@@ -300,6 +300,29 @@ t.test('tenant:create counts the password as the API does: in characters (code p
   t.equal((await atrium('token:create', '--tenant', 'cli-emoji', '--username', 'root')).code, 1, 'no such tenant was created');
 });
 
+t.test('tenant:create refuses a blank name, or one with control or other invisible characters, as the API refuses names; nothing is stored', async (t) => {
+  // As a role's or a department's name is judged (src/resources/roles/names.ts): shown to people, it must show as it is.
+  const cases: [string, string, RegExp][] = [
+    ['cli-blank-name', '   ', /^atrium: --name must not be blank\n\nusage: atrium tenant:create /],
+    ['cli-empty-name', '', /^atrium: --name is required\n\nusage: atrium tenant:create /],
+    ['cli-newline-name', 'Acme\nInc.', /^atrium: --name may not contain control, format or other invisible characters\n\nusage: atrium tenant:create /],
+    ['cli-bell-name', 'Acme\u0007', /^atrium: --name may not contain control, format or other invisible characters\n\nusage: atrium tenant:create /],
+    ['cli-bidi-name', 'Acme \u202eInc.', /^atrium: --name may not contain control, format or other invisible characters\n/],
+    ['cli-spaced-name', ' Acme', /^atrium: --name may not begin or end with whitespace\n/],
+  ];
+  const results = await inParallel(cases, ([slug, name]) =>
+    atrium('tenant:create', slug, '--name', name, '--admin-username', 'root', '--admin-password', 'long-enough-password'),
+  );
+  for (const [i, [slug, , message]] of cases.entries()) {
+    const result = results[i]!;
+    t.equal(result.code, 2, `${slug}: a usage mistake`);
+    t.equal(result.stdout, '', 'nothing on stdout');
+    t.match(result.stderr, message, slug);
+  }
+  const stored = await api.db.owner.execute<{ slug: string }>(sql`select slug from tenants where slug like 'cli-%-name'`);
+  t.strictSame([...stored], [], 'no tenant was stored');
+});
+
 t.test('user:set-password sets a lost password from standard input and ends the sessions', async (t) => {
   const tenant = await api.createTenant('cli-reset');
   const user = await api.createUser(tenant.tenantId, { username: 'forgetful' });
