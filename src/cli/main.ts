@@ -315,8 +315,23 @@ async function run(argv: string[]): Promise<void> {
   if (!command) throw new UsageError(`unknown command "${name}"`);
   let parsed: { values: Options; positionals: string[] };
   try {
-    parsed = parseArgs({ args: rest, allowPositionals: true, strict: true, options: { ...command.options, help: { type: 'boolean', short: 'h' } } });
+    const { values, positionals, tokens } = parseArgs({
+      args: rest,
+      allowPositionals: true,
+      strict: true,
+      tokens: true,
+      options: { ...command.options, help: { type: 'boolean', short: 'h' } },
+    });
+    parsed = { values, positionals };
+    // parseArgs keeps the last of an option given twice: `--name a --name b` would pass over `a` without a word.
+    const seen = new Set<string>();
+    for (const token of tokens) {
+      if (token.kind !== 'option') continue;
+      if (seen.has(token.name)) throw new UsageError(`--${token.name} is given more than once`, name);
+      seen.add(token.name);
+    }
   } catch (error) {
+    if (error instanceof UsageError) throw error;
     // Node's own message ("Unknown option '--x'. …"), without its error code.
     throw new UsageError(error instanceof Error ? error.message : String(error), name);
   }

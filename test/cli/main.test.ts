@@ -292,6 +292,31 @@ t.test('a usage mistake is told before the database is opened: status 2 with the
   t.equal(tables, 0, 'no migration was applied');
 });
 
+t.test('an option given twice is a usage mistake that names it, told before the database is opened', async (t) => {
+  // Nothing listens on port 1: a command that opened the database would fail with status 1.
+  const down = { env: { ...env, DATABASE_URL: 'postgres://postgres@127.0.0.1:1/atrium' } };
+  const cases: [string[], string][] = [
+    [['tenant:create', 'cli-twice', '--name', 'A', '--name', 'B', '--admin-username', 'root'], '--name'],
+    [['tenant:create', 'cli-twice', '--name=A', '--admin-username', 'root', '--name', 'B'], '--name'],
+    [
+      ['tenant:create', 'cli-twice', '--name', 'A', '--admin-username', 'root', '--admin-password', 'long-enough-1', '--admin-password', 'long-enough-2'],
+      '--admin-password',
+    ],
+    [['token:create', '--tenant', 'cli-co', '--tenant', 'other', '--username', 'root'], '--tenant'],
+    [['token:create', '--tenant', 'cli-co', '--username', 'root', '--expires-in', '60', '--expires-in', '600'], '--expires-in'],
+    [['user:set-password', '--tenant', 'cli-co', '--username', 'a', '--username', 'b'], '--username'],
+    [['citus:distribute', '--shard-count', '4', '--shard-count', '8'], '--shard-count'],
+  ];
+  const results = await inParallel(cases, ([args]) => atrium(...args, down));
+  for (const [i, [args, option]] of cases.entries()) {
+    const result = results[i]!;
+    t.equal(result.code, 2, args.join(' '));
+    t.equal(result.stdout, '', 'nothing on stdout');
+    t.match(result.stderr, new RegExp(`^atrium: ${option} is given more than once\\n\\nusage: atrium ${args[0]} `), `${option} named`);
+    t.notMatch(result.stderr, /the database at/, 'the database is not asked');
+  }
+});
+
 t.test('tenant:create counts the password as the API does: in characters (code points), not UTF-16 units', async (t) => {
   // Six emoji are twelve UTF-16 units but six characters: shorter than the minimum of ten.
   const result = await atrium('tenant:create', 'cli-emoji', '--name', 'Emoji', '--admin-username', 'root', '--admin-password', '😀'.repeat(6));
