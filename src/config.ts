@@ -7,7 +7,7 @@ import type { Ajv, ErrorObject } from 'ajv';
 import envSchema from 'env-schema';
 import ipaddr from 'ipaddr.js';
 import type { PasswordHashCost } from './platform/auth/passwords.ts';
-import { parseConnectionUrl } from './platform/database/connection-url.ts';
+import { hasUnknownSslMode, parseConnectionUrl, SSL_MODES } from './platform/database/connection-url.ts';
 import { SLUG } from './resources/tenants/slug.ts';
 
 /** Process configuration, read once from the environment (README "Configuration"). */
@@ -432,6 +432,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     const value = data[name];
     if (spec.type === 'integer' && value !== undefined && !/^\d+$/.test(value)) {
       lines.set(name, `${name}: ${JSON.stringify(value)} is not accepted; expected ${spec.description}`);
+      delete data[name];
+    }
+  }
+  // A mistyped sslmode is told as such: the URL's own description says nothing of it.
+  for (const name of ['DATABASE_URL', 'DATABASE_DIRECT_URL', 'ATRIUM_APP_DATABASE_URL']) {
+    const value = data[name];
+    if (value !== undefined && hasUnknownSslMode(value)) {
+      lines.set(name, `${name}: its sslmode is not accepted; expected one of ${SSL_MODES.join(', ')}`);
       delete data[name];
     }
   }

@@ -104,6 +104,18 @@ t.test('each mistake is one line naming the variable and what it accepts', async
     [{ ATRIUM_APP_DATABASE_URL: 'postgres://' }, /^ATRIUM_APP_DATABASE_URL: /],
     [{ DATABASE_URL: 'postgres://u:p@h1:5432,:5433/db' }, /^DATABASE_URL: its value is not accepted; expected .*host1:5432,host2:5432/],
     [{ DATABASE_URL: 'postgres://u:p@h1:5432,h2:99999/db' }, /^DATABASE_URL: its value is not accepted/],
+    // The driver took any sslmode it does not know as "TLS, the certificate verified": a typo is no setting to guess at.
+    [
+      { DATABASE_URL: 'postgres://u:p@db/atrium?sslmode=bogus' },
+      /^DATABASE_URL: its sslmode is not accepted; expected one of disable, allow, prefer, require, verify-ca, verify-full$/,
+    ],
+    [{ DATABASE_URL: 'postgres://u:p@db/atrium?sslmode=' }, /^DATABASE_URL: its sslmode is not accepted/],
+    [{ DATABASE_URL: 'postgres://u:p@db/atrium?sslmode=REQUIRE' }, /^DATABASE_URL: its sslmode is not accepted/],
+    [{ DATABASE_URL: 'postgres://u:p@db/atrium?sslmode=require&sslmode=requir' }, /^DATABASE_URL: its sslmode is not accepted/],
+    [
+      { ATRIUM_APP_DATABASE_URL: 'postgres://app:p@db1,db2/atrium?target_session_attrs=read-write&sslmode=verify_full' },
+      /^ATRIUM_APP_DATABASE_URL: its sslmode /,
+    ],
     [
       {
         DATABASE_URL: 'postgres://u:p@pooler/db',
@@ -164,6 +176,13 @@ t.test('a database URL may name several hosts and the session it wants, as libpq
     /^ATRIUM_APP_DATABASE_URL: its value is not accepted; expected a login role other than the one of DATABASE_URL/,
     'the owner login is recognised behind a host list too',
   );
+});
+
+t.test('a database URL takes the sslmode values libpq documents', async (t) => {
+  for (const mode of ['disable', 'allow', 'prefer', 'require', 'verify-ca', 'verify-full']) {
+    const url = `postgres://atrium:secret@db.example:5432/atrium?sslmode=${mode}`;
+    t.equal(loadConfig({ DATABASE_URL: url }).databaseUrl, url, mode);
+  }
 });
 
 t.test('secret values are never repeated in the message', async (t) => {
@@ -235,6 +254,8 @@ t.test('the server refuses a bad variable before it starts anything: one line, e
     ['PORT', '99999'],
     ['ATRIUM_SECRET_KEY', 'not-a-key'],
     ['PASSWORD_HASH_COST', 'test'],
+    // Nothing listens on port 1: a process that took this URL would fail to connect, with status 1.
+    ['DATABASE_URL', 'postgres://postgres@127.0.0.1:1/atrium?sslmode=bogus'],
   ] as const) {
     const outcome = await run(['--import', 'tsx', 'src/main.ts'], environment({ DATA_DIR: dataDir, [name]: value }));
     t.equal(outcome.code, 78, `${name}=${value} exits 78`);

@@ -24,6 +24,15 @@ export interface ConnectionUrl {
 /** The values of `target_session_attrs` the driver (postgres.js) knows. */
 export const TARGET_SESSION_ATTRS = ['read-write', 'read-only', 'primary', 'standby', 'prefer-standby'] as const;
 
+/**
+ * The values of `sslmode` libpq documents (https://www.postgresql.org/docs/current/libpq-ssl.html).
+ * postgres.js takes any other as "TLS, the certificate verified", so a typo would turn into a
+ * setting nobody chose: only these are accepted. The driver reads `allow` as `require` (TLS
+ * first, not after a refused plain connection) and `verify-ca` as `verify-full` (the host name
+ * checked too): what it does is never weaker than what libpq does.
+ */
+export const SSL_MODES = ['disable', 'allow', 'prefer', 'require', 'verify-ca', 'verify-full'] as const;
+
 const DEFAULT_PORT = 5432;
 const SHAPE = /^(postgres|postgresql):\/\/([^/?#]*)(\/[^?#]*)?(\?[^#]*)?$/;
 /** A host name or IPv4 address, or an IPv6 address in brackets, and an optional port. */
@@ -37,10 +46,19 @@ function decode(value: string): string | null {
   }
 }
 
+/** Whether `value`, when it has the shape of a connection URL, gives an `sslmode` that is not one of `SSL_MODES` (an empty one included). */
+export function hasUnknownSslMode(value: string): boolean {
+  const query = SHAPE.exec(value.trim())?.[4];
+  return query !== undefined && sslModeUnknown(new URLSearchParams(query.replace(/^\?/, '')));
+}
+
+/** Every `sslmode` in `params` (the driver reads the last, libpq too) must be one libpq knows. */
+const sslModeUnknown = (params: URLSearchParams) => params.getAll('sslmode').some((mode) => !(SSL_MODES as readonly string[]).includes(mode));
+
 /**
  * The parts of `value`, or null when it is not a PostgreSQL connection URL with at least one
  * host (each `name[:port]`, the port from 1 to 65535; an IPv6 address only alone) and, when
- * it names one, a `target_session_attrs` the driver knows.
+ * it names one, a `target_session_attrs` the driver knows and an `sslmode` libpq knows.
  */
 export function parseConnectionUrl(value: string): ConnectionUrl | null {
   const shape = SHAPE.exec(value.trim());
@@ -69,6 +87,7 @@ export function parseConnectionUrl(value: string): ConnectionUrl | null {
   const params = new URLSearchParams(query.replace(/^\?/, ''));
   const target = params.get('target_session_attrs');
   if (target !== null && !(TARGET_SESSION_ATTRS as readonly string[]).includes(target)) return null;
+  if (sslModeUnknown(params)) return null;
   return { scheme, user, password, hosts, database, params };
 }
 

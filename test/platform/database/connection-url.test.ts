@@ -23,6 +23,10 @@ t.test('malformed URLs are refused', async (t) => {
     'postgres://u:p@h1,h2/db?target_session_attrs=any',
     'postgres://u:p@h1,h2/db?target_session_attrs=',
     'postgres://u:p@[::1]:5432,h2/db',
+    // An sslmode libpq does not know: the driver would take it as verify-full.
+    'postgres://u:p@h/db?sslmode=bogus',
+    'postgres://u:p@h/db?sslmode=',
+    'postgres://u:p@h/db?sslmode=disable&sslmode=bogus',
   ]) {
     t.equal(parseConnectionUrl(value), null, JSON.stringify(value));
   }
