@@ -1,7 +1,7 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { constants as fsConstants, existsSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, stat, writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import net from 'node:net';
 import path from 'node:path';
@@ -50,6 +50,47 @@ function assertTraversableByOthers(target: string, what: string): void {
       );
     }
   }
+}
+
+/**
+ * `mkdir -p` one level at a time, each new folder with `mode`. Node's own (`recursive: true`,
+ * Node 20 and 22 on Linux) never ends where a parent exists but takes no new folder, as
+ * /proc does: it is told the folder's parent is missing (ENOENT), finds that parent there
+ * (EEXIST) and asks again, for ever. Here a folder still missing once its parent is there is
+ * an error (ENOENT), as a folder that cannot be made is.
+ */
+async function createFolder(folder: string, mode: number): Promise<void> {
+  const made = await mkdir(folder, { mode }).then(
+    () => true,
+    async (error: NodeJS.ErrnoException) => {
+      // There already: fine when it is a folder (a symbolic link to one included).
+      if (error.code === 'EEXIST') {
+        if (
+          !(await stat(folder).then(
+            (found) => found.isDirectory(),
+            () => false,
+          ))
+        )
+          throw error;
+        return true;
+      }
+      if (error.code !== 'ENOENT' || path.dirname(folder) === folder) throw error;
+      return false;
+    },
+  );
+  if (made) return;
+  await createFolder(path.dirname(folder), mode);
+  // The parent is there now: missing again, this one cannot be made in it.
+  await mkdir(folder, { mode }).catch(async (error: NodeJS.ErrnoException) => {
+    if (
+      error.code !== 'EEXIST' ||
+      !(await stat(folder).then(
+        (found) => found.isDirectory(),
+        () => false,
+      ))
+    )
+      throw error;
+  });
 }
 
 function isAlive(pid: number): boolean {
@@ -233,15 +274,22 @@ export async function startEmbeddedPostgres(dataDir: string, options: EmbeddedOp
   const pgdata = path.join(dataDir, 'pgdata');
   const secretFile = path.join(dataDir, 'superuser-password');
   // 0711: the postgres user may pass through to pgdata/ but not list or read our files.
-  await mkdir(dataDir, { recursive: true, mode: 0o711 }).catch((error: NodeJS.ErrnoException) => {
-    // A file where the folder (or one of its parents) should be, or a parent this user may not write to: say which setting to change.
-    if (error.code === 'EEXIST' || error.code === 'ENOTDIR' || error.code === 'EACCES' || error.code === 'EROFS') {
-      throw new Error(
-        `The embedded PostgreSQL's folder ${dataDir} (DATA_DIR) cannot be created: ${error.code === 'EEXIST' || error.code === 'ENOTDIR' ? 'a file is in the way' : error.code === 'EROFS' ? 'the file system is read-only' : 'permission denied'}. Set DATA_DIR to a folder this user may create, or DATABASE_URL to use an existing PostgreSQL server.`,
-        { cause: error },
-      );
-    }
-    throw error;
+  await createFolder(dataDir, 0o711).catch((error: NodeJS.ErrnoException) => {
+    // A file where the folder (or one of its parents) should be, a parent this user may not write to, or one that
+    // takes no new folder (under /proc): say which setting to change.
+    const reasons: Record<string, string> = {
+      EEXIST: 'a file is in the way',
+      ENOTDIR: 'a file is in the way',
+      EACCES: 'permission denied',
+      EROFS: 'the file system is read-only',
+      ENOENT: 'the folder above it takes no new folder',
+    };
+    const reason = error.code === undefined ? undefined : reasons[error.code];
+    if (reason === undefined) throw error;
+    throw new Error(
+      `The embedded PostgreSQL's folder ${dataDir} (DATA_DIR) cannot be created: ${reason}. Set DATA_DIR to a folder this user may create, or DATABASE_URL to use an existing PostgreSQL server.`,
+      { cause: error },
+    );
   });
   assertTraversableByOthers(pgdata, 'the data directory');
   assertTraversableByOthers(path.join(binaries, 'x'), 'the PostgreSQL binaries in node_modules');

@@ -15,7 +15,7 @@ import path from 'node:path';
 import postgres from 'postgres';
 import t from 'tap';
 import { freePort, startEmbeddedPostgres } from '../../../src/platform/database/embedded.ts';
-import { alive, postmasterOf } from '../../helpers/processes.ts';
+import { alive, postmasterOf, startAtriumProcess } from '../../helpers/processes.ts';
 
 t.test('a DATA_DIR that cannot be a folder is refused in one sentence naming it, before anything starts', async (t) => {
   const file = path.join(os.tmpdir(), `atrium-not-a-folder-${randomBytes(4).toString('hex')}`);
@@ -27,6 +27,27 @@ t.test('a DATA_DIR that cannot be a folder is refused in one sentence naming it,
     });
   }
 });
+
+t.test(
+  'a DATA_DIR in a folder that takes no new folder (/proc) stops the start in one line, at once',
+  { skip: !existsSync('/proc/self') && 'no /proc on this system' },
+  async (t) => {
+    // Node's recursive mkdir asks for /proc/atrium-… (ENOENT), then for /proc (EEXIST), then again, for ever.
+    const dataDir = `/proc/atrium-${randomBytes(4).toString('hex')}`;
+    const atrium = startAtriumProcess(t, { config: {} }, { DATA_DIR: dataDir, LOG_LEVEL: 'silent' });
+    let timer: NodeJS.Timeout | undefined;
+    const ended = await Promise.race([atrium.exited, new Promise<'running'>((resolve) => (timer = setTimeout(() => resolve('running'), 60_000)))]);
+    clearTimeout(timer);
+    // A start still under way would wait for the mkdir before acting on SIGTERM.
+    if (ended === 'running') atrium.child.kill('SIGKILL');
+    t.equal(ended, 1, `the start ends with status 1: ${atrium.output()}`);
+    t.equal(
+      atrium.output(),
+      `atrium: could not start: The embedded PostgreSQL's folder ${dataDir} (DATA_DIR) cannot be created: the folder above it takes no new folder. ` +
+        'Set DATA_DIR to a folder this user may create, or DATABASE_URL to use an existing PostgreSQL server.\n',
+    );
+  },
+);
 
 t.test('initdb failing is one line saying why, not its whole output', async (t) => {
   // A data folder with something in it but no cluster: initdb refuses it (as it stops, quoting its SQL, on a Ctrl-C).
