@@ -415,10 +415,23 @@ process.stdout.on('error', (error: Error) => {
   unwritten ??= error;
 });
 
+/**
+ * Whether the answer was all written, once every write to stdout has ended: the first error
+ * of one, if any. A write that fails at once marks the stream (`errored`) but tells its
+ * 'error' listeners a tick later, after the exit when nothing is left to wait for (--help);
+ * a write still under way ends with the callback of the one asked for here.
+ */
+function answerUnwritten(): Promise<Error | undefined> {
+  return new Promise((resolve) => {
+    process.stdout.write('', (error) => resolve(unwritten ?? process.stdout.errored ?? error ?? undefined));
+  });
+}
+
 run(process.argv.slice(2)).then(
-  () => {
-    if (!unwritten) process.exit(0);
-    process.stderr.write(`atrium: standard output was closed before the answer was written (${unwritten.message}); the command was carried out\n`);
+  async () => {
+    const error = await answerUnwritten();
+    if (!error) process.exit(0);
+    process.stderr.write(`atrium: standard output was closed before the answer was written (${error.message}); the command was carried out\n`);
     process.exit(1);
   },
   (error: unknown) => {

@@ -445,6 +445,24 @@ t.test('an answer whose reader went away (| head -1) is one line on stderr, not 
   t.equal(issued.code, 0, 'the tenant was created');
 });
 
+t.test('an answer written last, just before the exit, whose reader went away is told too (the exit does not come first)', async (t) => {
+  // --help writes its answer and ends without any database to close: nothing stands between the failed write and the exit.
+  const cases = [['--help'], ['tenant:create', '--help']];
+  const results = await inParallel(cases, async (args) => {
+    const child = spawn(process.execPath, ['bin/atrium.js', ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    child.stdout.destroy();
+    let stderr = '';
+    child.stderr.on('data', (chunk) => (stderr += chunk));
+    const code = await new Promise<number | null>((resolve) => child.on('close', (status) => resolve(status)));
+    return { code, stderr };
+  });
+  for (const [i, args] of cases.entries()) {
+    const { code, stderr } = results[i]!;
+    t.equal(code, 1, `${args.join(' ')}: status 1`);
+    t.match(stderr, /^atrium: standard output was closed before the answer was written \(write EPIPE\); the command was carried out\n$/);
+  }
+});
+
 t.test('a command whose statement fails says why, without the parameters it sent (a password hash)', async (t) => {
   const tenant = await api.createTenant('cli-refused');
   await api.createUser(tenant.tenantId, { username: 'refused-reset' });
