@@ -8,6 +8,7 @@ import envSchema from 'env-schema';
 import ipaddr from 'ipaddr.js';
 import type { PasswordHashCost } from './platform/auth/passwords.ts';
 import { hasUnknownSslMode, parseConnectionUrl, SSL_MODES } from './platform/database/connection-url.ts';
+import { displayNameProblems, storedName } from './resources/roles/names.ts';
 import { SLUG } from './resources/tenants/slug.ts';
 
 /** Process configuration, read once from the environment (README "Configuration"). */
@@ -160,7 +161,13 @@ export const environmentSchema = {
     DATA_DIR: { type: 'string', default: '.data', description: 'a folder for the embedded PostgreSQL' },
     ATRIUM_ROLE: { type: 'string', enum: ['all', 'api', 'worker'], default: 'all', description: 'one of all, api, worker' },
     ATRIUM_BOOTSTRAP_TENANT: { type: 'string', pattern: SLUG.source, description: 'a tenant slug: lower-case letters, digits and dashes, e.g. acme' },
-    ATRIUM_BOOTSTRAP_TENANT_NAME: { type: 'string', maxLength: 200, description: 'a tenant name of at most 200 characters, e.g. Acme Inc.' },
+    ATRIUM_BOOTSTRAP_TENANT_NAME: {
+      type: 'string',
+      format: 'tenant-name',
+      maxLength: 200,
+      description:
+        'a tenant name of at most 200 characters, not blank, without whitespace at either end or control or other invisible characters, e.g. Acme Inc.',
+    },
     ATRIUM_ADMIN_PASSWORD: { type: 'string', writeOnly: true, maxLength: 1024, description: 'a password of at most 1024 characters' },
     ATRIUM_SECRET_KEY: {
       type: 'string',
@@ -379,6 +386,8 @@ function withFormats(ajv: Ajv): Ajv {
   ajv.addFormat('trust-proxy', (value: string) => trustProxy(value) !== null);
   ajv.addFormat('cidr-list', (value: string) => list(value).every((cidr) => ipaddr.isValidCIDR(cidr)));
   ajv.addFormat('cors-origins', corsOrigins);
+  // As atrium tenant:create takes --name, and the API the names people read (src/resources/roles/names.ts).
+  ajv.addFormat('tenant-name', (value: string) => value.trim() !== '' && displayNameProblems(value).length === 0);
   return ajv;
 }
 
@@ -492,7 +501,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     passwordMinLength: vars.PASSWORD_MIN_LENGTH,
     passwordHashCost: vars.PASSWORD_HASH_COST as PasswordHashCost,
     bootstrapTenant: vars.ATRIUM_BOOTSTRAP_TENANT
-      ? { slug: vars.ATRIUM_BOOTSTRAP_TENANT, name: vars.ATRIUM_BOOTSTRAP_TENANT_NAME ?? vars.ATRIUM_BOOTSTRAP_TENANT }
+      ? { slug: vars.ATRIUM_BOOTSTRAP_TENANT, name: storedName(vars.ATRIUM_BOOTSTRAP_TENANT_NAME ?? vars.ATRIUM_BOOTSTRAP_TENANT) }
       : vars.DATABASE_URL
         ? undefined
         : { slug: 'demo', name: 'Demo' },

@@ -141,6 +141,14 @@ t.test('each mistake is one line naming the variable and what it accepts', async
       /^ATRIUM_BOOTSTRAP_TENANT: "Acme Inc" is not accepted; expected a tenant slug: lower-case letters, digits and dashes/,
     ],
     [{ ATRIUM_BOOTSTRAP_TENANT_NAME: 'Acme Inc.' }, /^ATRIUM_BOOTSTRAP_TENANT must be set when ATRIUM_BOOTSTRAP_TENANT_NAME is$/],
+    // Judged as atrium tenant:create judges --name, and the API a role's name: shown to people, it must show as it is.
+    [
+      { ATRIUM_BOOTSTRAP_TENANT: 'acme', ATRIUM_BOOTSTRAP_TENANT_NAME: '   ' },
+      /^ATRIUM_BOOTSTRAP_TENANT_NAME: " {3}" is not accepted; expected a tenant name of at most 200 characters, not blank, /,
+    ],
+    [{ ATRIUM_BOOTSTRAP_TENANT: 'acme', ATRIUM_BOOTSTRAP_TENANT_NAME: 'Acme\nInc.' }, /^ATRIUM_BOOTSTRAP_TENANT_NAME: "Acme\\nInc\." is not accepted/],
+    [{ ATRIUM_BOOTSTRAP_TENANT: 'acme', ATRIUM_BOOTSTRAP_TENANT_NAME: 'Acme\u0007' }, /^ATRIUM_BOOTSTRAP_TENANT_NAME: /],
+    [{ ATRIUM_BOOTSTRAP_TENANT: 'acme', ATRIUM_BOOTSTRAP_TENANT_NAME: 'Acme Inc. ' }, /^ATRIUM_BOOTSTRAP_TENANT_NAME: /],
     [
       { DATABASE_URL: 'postgres://u:p@pooler/atrium', DATABASE_DIRECT_URL: 'postgres://u:p@db/atrium' },
       /^ATRIUM_APP_DATABASE_URL must be set when DATABASE_DIRECT_URL is$/,
