@@ -51,10 +51,16 @@ export class Secrets {
     // Outside the `atrium:<purpose>` labels of `key()`: the check is never a purpose's key.
     const check = createHmac('sha256', master).update('key check value').digest('base64url');
     if ((await instanceSecret(db, 'master-key-check', () => check)) !== check) {
+      if (!configured) throw new Error("ATRIUM_SECRET_KEY is not set, but this database's secrets were sealed with a key given in it: set that key again.");
+      // A database first started without a key keeps the one it generated: its operator never had one to set.
+      const [generated] = await db.owner
+        .select({ name: instanceSecrets.name })
+        .from(instanceSecrets)
+        .where(sql`${instanceSecrets.name} = 'master-key'`);
       throw new Error(
-        configured
-          ? "ATRIUM_SECRET_KEY is not the key this database's secrets were sealed with: set the key it was first used with (the key is never changed)."
-          : "ATRIUM_SECRET_KEY is not set, but this database's secrets were sealed with a key given in it: set that key again.",
+        generated
+          ? 'ATRIUM_SECRET_KEY is set, but this database was first started without it and keeps a key it generated then: unset ATRIUM_SECRET_KEY (the key is never changed).'
+          : "ATRIUM_SECRET_KEY is not the key this database's secrets were sealed with: set the key it was first used with (the key is never changed).",
       );
     }
     return new Secrets(master);

@@ -13,9 +13,11 @@ t.test('the master key is generated once and shared by every loader', async (t) 
 });
 
 t.test('a key other than the one the database was first used with is refused, not used', async (t) => {
-  // The generated key's database, now with ATRIUM_SECRET_KEY set (a compose .env beside the checkout's npm start).
+  // The generated key's database, now with ATRIUM_SECRET_KEY set (a compose .env beside the checkout's npm start):
+  // the operator never had a key, so the answer is to unset it, not to find "the key it was first used with".
   await t.rejects(Secrets.load(db, Buffer.alloc(32, 7).toString('base64')), {
-    message: "ATRIUM_SECRET_KEY is not the key this database's secrets were sealed with: set the key it was first used with (the key is never changed).",
+    message:
+      'ATRIUM_SECRET_KEY is set, but this database was first started without it and keeps a key it generated then: unset ATRIUM_SECRET_KEY (the key is never changed).',
   });
   // A database first used with a configured key: that key again works; another, or none, is refused.
   const other = await startTestDatabase(t);
