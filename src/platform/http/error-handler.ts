@@ -339,14 +339,26 @@ export function answerClientError(this: FastifyInstance, error: NodeJS.ErrnoExce
  */
 export function registerNodeRefusals(app: FastifyInstance): void {
   app.server.on('checkExpectation', (request, response) => app.server.emit('request', request, response));
+  // The last answer handed out on each connection: a CONNECT pipelined behind requests waits for their answers.
+  const lastAnswer = new WeakMap<Socket, ServerResponse>();
+  app.server.on('request', (request: IncomingMessage, response: ServerResponse) => lastAnswer.set(request.socket, response));
   app.server.on('connect', (request: IncomingMessage, socket: Socket) => {
-    const response = new ServerResponse(request);
-    response.shouldKeepAlive = false;
-    response.assignSocket(socket);
-    // As Node ends a connection it will not keep: once the answer is written (the client may still be sending).
-    response.on('finish', () => socket.destroySoon());
     socket.on('error', () => socket.destroy());
-    app.server.emit('request', request, response);
+    const answer = () => {
+      // A request before it closed the connection (`Connection: close`), or the client left: nothing to answer on.
+      if (socket.destroyed || !socket.writable) return void socket.destroy();
+      const response = new ServerResponse(request);
+      response.shouldKeepAlive = false;
+      response.assignSocket(socket);
+      // As Node ends a connection it will not keep: once the answer is written (the client may still be sending).
+      response.on('finish', () => socket.destroySoon());
+      app.server.emit('request', request, response);
+    };
+    // Requests pipelined before it are still owed their answers on this connection (Node writes them in order, each
+    // once the one before is done): the CONNECT's answer comes after the last of them, as a request's would.
+    const previous = lastAnswer.get(socket);
+    if (previous && !previous.closed) previous.once('close', answer);
+    else answer();
   });
   app.addHook('onRequest', (request, _reply, done) => {
     const hostless = request.raw.httpVersion === '1.1' && request.headers.host === undefined;

@@ -492,6 +492,21 @@ t.test('CONNECT is answered as any other method no route serves, and the connect
   t.match(bodyOf(connect), { status: 405, code: 'method_not_allowed', detail: '/api/roles is served with GET, HEAD, not CONNECT.' });
 });
 
+t.test('a CONNECT pipelined behind requests still being answered is answered after them, in order', async (t) => {
+  if (!app.server.listening) await app.listen({ port: 0, host: '127.0.0.1' });
+  const port = (app.server.address() as { port: number }).port;
+  // Node parses all three at once and hands over the CONNECT's connection while the others' answers are still owed
+  // on it: the CONNECT's answer waits its turn (it took the connection from under them, a throw that ended the process).
+  const get = `GET /api/roles HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\n\r\n`;
+  const answers = await rawRequest(port, `${get}${get}CONNECT atrium.test:443 HTTP/1.1\r\nHost: x\r\n\r\n`);
+  const statuses = [...answers.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((match) => match[1]);
+  t.strictSame(statuses, ['200', '200', '404'], 'both lists, then the refusal of the CONNECT');
+  t.match(answers.slice(answers.lastIndexOf('HTTP/1.1 ')), /\r\nconnection: close\r\n[^]*"detail":"No route CONNECT atrium\.test:443\."/i);
+
+  // The server still answers.
+  t.match(await rawRequest(port, 'GET /health/live HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n'), /^HTTP\/1\.1 200 /);
+});
+
 t.test('a number out of range or text of the wrong type that reaches PostgreSQL is a 422, not a 500', async (t) => {
   const logged: string[] = [];
   const bare = Fastify({ logger: { level: 'warn', stream: { write: (line: string) => logged.push(line) } } });
