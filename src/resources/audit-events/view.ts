@@ -87,7 +87,9 @@ function instantOf(value: string): number {
  * into a millisecond would list an event 200 µs into it as after it.
  */
 function boundOf(value: string): { second: number; micros: number } {
-  const [, whole = '', fraction = '', zone = ''] = /^(.*T\d\d:\d\d:\d\d)(?:\.(\d+))?(.*)$/i.exec(value) ?? [];
+  // RFC 3339 §5.6 lets a space stand for the `T` (the spec's date-time admits any blank there): read as the `T`.
+  const written = value.replace(/^(\d{4}-\d\d-\d\d)\s/, '$1T');
+  const [, whole = '', fraction = '', zone = ''] = /^(.*T\d\d:\d\d:\d\d)(?:\.(\d+))?(.*)$/i.exec(written) ?? [];
   const second = instantOf(`${whole}${zone}`);
   const micros = Number(fraction.slice(0, 6).padEnd(6, '0')) + (/[1-9]/.test(fraction.slice(6)) ? 1 : 0);
   return micros === 1_000_000 ? { second: second + 1000, micros: 0 } : { second, micros };

@@ -644,6 +644,20 @@ t.test('paging by cursor and filters by action prefix, actor, request id and tim
   const reversed = await api.call(t, 'listAuditEvents', { token: fullAuditor.token, query: { filter: { from: into('000500'), to: into('000200') } } });
   t.equal(reversed.status, 422, 'from after to, within one millisecond');
   t.ok(reversed.body.errors?.['filter.from']);
+  // RFC 3339 §5.6 lets a space stand for the `T`, and the spec's date-time admits it: the same instants, to the microsecond.
+  const spaced = (text: string) => text.replace('T', ' ');
+  for (const [bounds, listed, what] of [
+    [{ from: spaced(into('000100')), to: spaced(into('000300')) }, true, 'a window of 200 µs around it, spaced'],
+    [{ from: spaced(into('000500')) }, false, 'from after it, spaced'],
+    [{ to: spaced(into('000200')) }, false, 'to at its instant, spaced'],
+  ] as const) {
+    t.strictSame(await ids({ ...micro, ...bounds }), listed ? [microId] : [], what);
+  }
+  const spacedReversed = await api.call(t, 'listAuditEvents', {
+    token: fullAuditor.token,
+    query: { filter: { from: spaced(into('000500')), to: spaced(into('000200')) } },
+  });
+  t.strictSame(spacedReversed.body.errors, { 'filter.from': ['must not be after filter[to]'] }, 'told the order, not the years');
   const future = await api.call(t, 'listAuditEvents', { token: fullAuditor.token, query: { filter: { from: '2999-01-01T00:00:00Z' } } });
   t.strictSame(future.body, []);
   const past = await api.call(t, 'listAuditEvents', { token: fullAuditor.token, query: { filter: { to: '2000-01-01T00:00:00Z' } } });
