@@ -4271,7 +4271,9 @@ export interface components {
          *     (`/people/{{user.username}}/x` is `/people//x` for a user named `..`), and a
          *     same-origin path that an empty value would open with `//` (another host, to a
          *     browser) opens with `/.//` instead, a path of the same origin. A URL's host may not
-         *     be placeholders alone (`https://{{user.staff_number}}/x`, 422 on `link`): the
+         *     be placeholders alone (`https://{{user.staff_number}}/x`, 422 on `link`), dots
+         *     between or after them aside (`https://{{user.first_name}}.{{user.last_name}}/`,
+         *     `https://{{user.staff_number}}./`): the
          *     reader's value would be the whole host, and an empty one would leave none
          *     (`https:///x`, which browsers open as the host `x`). A URL that a reader's values
          *     leave without a host (such a link stored before) or with a host no URL may have (a

@@ -68,12 +68,21 @@ function keepForm(resolved: string, sample: string): string {
 }
 
 /**
- * The host of an http(s) URL `template` (its authority without the port), or undefined
- * for any other link.
+ * Whether the host of an http(s) URL `template` is its placeholders alone: read as URL
+ * parsers read it, with every placeholder one value and then another, it holds nothing but
+ * that value and dots. Dots are no part of a host the author chose: a trailing one names
+ * the same host (`evil.example.`), and parsers read `%2e` and the ideographic full stop
+ * as one too.
  */
-function hostOf(template: string): string | undefined {
-  const authority = /^https?:\/\/([^/?#]*)/i.exec(template)?.[1];
-  return authority?.replace(/:\d*$/, '');
+function hostOfPlaceholdersAlone(template: string): boolean {
+  if (!/^https?:/i.test(template)) return false;
+  return ['a', 'b'].every((value) => {
+    try {
+      return new RegExp(`^[${value}.]+$`).test(new URL(template.replace(PLACEHOLDER, value)).hostname);
+    } catch {
+      return false;
+    }
+  });
 }
 
 /** The link as any caller would see it, structure-wise (placeholders stand for a neutral value). */
@@ -120,7 +129,7 @@ export function linkProblems(template: string, type: MenuItemType): string[] {
   const problems = navigationUrlProblems(sample, FORMS_BY_TYPE[type], `a ${type} item needs`);
   if (problems.length > 0) return problems;
   // The reader's value would be the whole host, and an empty one would leave none (`resolveLink` gives no link then).
-  if (hostOf(template)?.replace(PLACEHOLDER, '') === '') {
+  if (hostOfPlaceholdersAlone(template)) {
     return ["a URL's host may not be placeholders alone: a reader's empty value would leave the link without one"];
   }
   return [];

@@ -98,7 +98,25 @@ t.test('linkProblems: a URL whose host is placeholders alone is refused; a host 
     t.match(linkProblems(link, 'link'), [/host may not be placeholders alone/], link);
   }
   t.match(linkProblems('https://{{user.id}}/x', 'iframe'), [/host may not be placeholders alone/]);
-  for (const link of ['https://{{user.username}}.wiki.example.com/', 'https://wiki-{{user.id}}:8443/x', 'https://wiki.example.com/{{user.id}}']) {
+  // Dots alone are no part of a host the author chose: a trailing dot names the same host (`evil.example.` is
+  // `evil.example`), and URL parsers read `%2e` and the ideographic full stop as a dot too. The readers' values would
+  // still be the whole host.
+  for (const link of [
+    'https://{{user.staff_number}}./x',
+    'https://{{user.staff_number}}%2E/x',
+    'https://{{user.staff_number}}\u3002/x',
+    'https://{{user.first_name}}.{{user.last_name}}/x',
+    'https://{{user.first_name}}..{{user.last_name}}.:8443/x',
+  ]) {
+    t.match(linkProblems(link, 'link'), [/host may not be placeholders alone/], link);
+  }
+  for (const link of [
+    'https://{{user.username}}.wiki.example.com/',
+    'https://wiki-{{user.id}}:8443/x',
+    'https://wiki.example.com/{{user.id}}',
+    'https://{{user.username}}a.example/',
+    'https://a{{user.id}}./x',
+  ]) {
     t.strictSame(linkProblems(link, 'link'), [], link);
   }
 });
