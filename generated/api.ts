@@ -8273,7 +8273,7 @@ export interface components {
          * @description Paging (extension): how many records of the list, in its documented order, to skip
          *     before the first one answered. Default 0; beyond the end the answer is an empty
          *     list. With `limit`, an answer that stops before the end of the list carries a
-         *     `Link` header to the next page.
+         *     `Link` header to the next page, unless that page would start beyond 1000000.
          */
         Offset: number;
         /** @description Pipe-separated relation names to include. */
@@ -8349,10 +8349,10 @@ export interface components {
          * @description Paging (extension; RFC 8288): `<…>; rel="next"`, sent when `limit` was given and
          *     more records follow this page. The target is a relative reference (resolve it
          *     against the request's URL): this request's query with the parameter that leads
-         *     to the next page (`offset`, or `before_id` on the notification lists) replaced.
-         *     Absent on the last page, and where the next page's `offset` would be beyond the
-         *     largest `offset` takes (1000000): records that far down a list are reached by
-         *     narrowing it with its filters.
+         *     to the next page (`offset`, or `before_id` on the notification lists and the
+         *     audit trail) replaced. Absent on the last page, and where the next page's `offset`
+         *     would be beyond the largest `offset` accepted (1000000): records that far down a
+         *     list are reached by narrowing it with its filters.
          */
         NextPageLink: string;
         /**
@@ -8431,7 +8431,7 @@ export interface operations {
                  * @description Paging (extension): how many records of the list, in its documented order, to skip
                  *     before the first one answered. Default 0; beyond the end the answer is an empty
                  *     list. With `limit`, an answer that stops before the end of the list carries a
-                 *     `Link` header to the next page.
+                 *     `Link` header to the next page, unless that page would start beyond 1000000.
                  */
                 offset?: components["parameters"]["Offset"];
                 /** @description Comma-separated field names to return. Default all visible fields. */
@@ -8669,7 +8669,7 @@ export interface operations {
                  * @description Paging (extension): how many records of the list, in its documented order, to skip
                  *     before the first one answered. Default 0; beyond the end the answer is an empty
                  *     list. With `limit`, an answer that stops before the end of the list carries a
-                 *     `Link` header to the next page.
+                 *     `Link` header to the next page, unless that page would start beyond 1000000.
                  */
                 offset?: components["parameters"]["Offset"];
             };
@@ -8798,7 +8798,7 @@ export interface operations {
                  * @description Paging (extension): how many records of the list, in its documented order, to skip
                  *     before the first one answered. Default 0; beyond the end the answer is an empty
                  *     list. With `limit`, an answer that stops before the end of the list carries a
-                 *     `Link` header to the next page.
+                 *     `Link` header to the next page, unless that page would start beyond 1000000.
                  */
                 offset?: components["parameters"]["Offset"];
                 /** @description Pipe-separated relation names to include. */
@@ -9036,7 +9036,7 @@ export interface operations {
                  * @description Paging (extension): how many records of the list, in its documented order, to skip
                  *     before the first one answered. Default 0; beyond the end the answer is an empty
                  *     list. With `limit`, an answer that stops before the end of the list carries a
-                 *     `Link` header to the next page.
+                 *     `Link` header to the next page, unless that page would start beyond 1000000.
                  */
                 offset?: components["parameters"]["Offset"];
                 /** @description Pipe-separated relation names to include. */
@@ -9196,7 +9196,7 @@ export interface operations {
                  * @description Paging (extension): how many records of the list, in its documented order, to skip
                  *     before the first one answered. Default 0; beyond the end the answer is an empty
                  *     list. With `limit`, an answer that stops before the end of the list carries a
-                 *     `Link` header to the next page.
+                 *     `Link` header to the next page, unless that page would start beyond 1000000.
                  */
                 offset?: components["parameters"]["Offset"];
                 /** @description Pipe-separated relation names to include. */
@@ -9702,7 +9702,7 @@ export interface operations {
                  * @description Paging (extension): how many records of the list, in its documented order, to skip
                  *     before the first one answered. Default 0; beyond the end the answer is an empty
                  *     list. With `limit`, an answer that stops before the end of the list carries a
-                 *     `Link` header to the next page.
+                 *     `Link` header to the next page, unless that page would start beyond 1000000.
                  */
                 offset?: components["parameters"]["Offset"];
                 /** @description Pipe-separated relation names to include. */
@@ -9937,7 +9937,7 @@ export interface operations {
                  * @description Paging (extension): how many records of the list, in its documented order, to skip
                  *     before the first one answered. Default 0; beyond the end the answer is an empty
                  *     list. With `limit`, an answer that stops before the end of the list carries a
-                 *     `Link` header to the next page.
+                 *     `Link` header to the next page, unless that page would start beyond 1000000.
                  */
                 offset?: components["parameters"]["Offset"];
                 /** @description Pipe-separated relation names to include. */
@@ -10172,7 +10172,7 @@ export interface operations {
                  * @description Paging (extension): how many records of the list, in its documented order, to skip
                  *     before the first one answered. Default 0; beyond the end the answer is an empty
                  *     list. With `limit`, an answer that stops before the end of the list carries a
-                 *     `Link` header to the next page.
+                 *     `Link` header to the next page, unless that page would start beyond 1000000.
                  */
                 offset?: components["parameters"]["Offset"];
                 /** @description Pipe-separated relation names to include. */
@@ -10663,7 +10663,7 @@ export interface operations {
                  * @description Paging (extension): how many records of the list, in its documented order, to skip
                  *     before the first one answered. Default 0; beyond the end the answer is an empty
                  *     list. With `limit`, an answer that stops before the end of the list carries a
-                 *     `Link` header to the next page.
+                 *     `Link` header to the next page, unless that page would start beyond 1000000.
                  */
                 offset?: components["parameters"]["Offset"];
                 /** @description Pipe-separated relation names to include. */
@@ -11110,7 +11110,7 @@ export interface operations {
                  * @description Paging (extension): how many records of the list, in its documented order, to skip
                  *     before the first one answered. Default 0; beyond the end the answer is an empty
                  *     list. With `limit`, an answer that stops before the end of the list carries a
-                 *     `Link` header to the next page.
+                 *     `Link` header to the next page, unless that page would start beyond 1000000.
                  */
                 offset?: components["parameters"]["Offset"];
                 /** @description Pipe-separated relation names to include. */
@@ -11377,7 +11377,7 @@ export interface operations {
                  * @description Paging (extension): how many records of the list, in its documented order, to skip
                  *     before the first one answered. Default 0; beyond the end the answer is an empty
                  *     list. With `limit`, an answer that stops before the end of the list carries a
-                 *     `Link` header to the next page.
+                 *     `Link` header to the next page, unless that page would start beyond 1000000.
                  */
                 offset?: components["parameters"]["Offset"];
                 /** @description Pipe-separated relation names to include. */
@@ -11474,7 +11474,7 @@ export interface operations {
                  * @description Paging (extension): how many records of the list, in its documented order, to skip
                  *     before the first one answered. Default 0; beyond the end the answer is an empty
                  *     list. With `limit`, an answer that stops before the end of the list carries a
-                 *     `Link` header to the next page.
+                 *     `Link` header to the next page, unless that page would start beyond 1000000.
                  */
                 offset?: components["parameters"]["Offset"];
                 /** @description Pipe-separated relation names to include. */
@@ -11580,7 +11580,7 @@ export interface operations {
                  * @description Paging (extension): how many records of the list, in its documented order, to skip
                  *     before the first one answered. Default 0; beyond the end the answer is an empty
                  *     list. With `limit`, an answer that stops before the end of the list carries a
-                 *     `Link` header to the next page.
+                 *     `Link` header to the next page, unless that page would start beyond 1000000.
                  */
                 offset?: components["parameters"]["Offset"];
                 /** @description Pipe-separated relation names to include. */
@@ -11872,7 +11872,7 @@ export interface operations {
                  * @description Paging (extension): how many records of the list, in its documented order, to skip
                  *     before the first one answered. Default 0; beyond the end the answer is an empty
                  *     list. With `limit`, an answer that stops before the end of the list carries a
-                 *     `Link` header to the next page.
+                 *     `Link` header to the next page, unless that page would start beyond 1000000.
                  */
                 offset?: components["parameters"]["Offset"];
                 /** @description Comma-separated field names to return. Default all visible fields. */
@@ -12221,7 +12221,7 @@ export interface operations {
                  * @description Paging (extension): how many records of the list, in its documented order, to skip
                  *     before the first one answered. Default 0; beyond the end the answer is an empty
                  *     list. With `limit`, an answer that stops before the end of the list carries a
-                 *     `Link` header to the next page.
+                 *     `Link` header to the next page, unless that page would start beyond 1000000.
                  */
                 offset?: components["parameters"]["Offset"];
                 /** @description Pipe-separated relation names to include. */
@@ -12318,7 +12318,7 @@ export interface operations {
                  * @description Paging (extension): how many records of the list, in its documented order, to skip
                  *     before the first one answered. Default 0; beyond the end the answer is an empty
                  *     list. With `limit`, an answer that stops before the end of the list carries a
-                 *     `Link` header to the next page.
+                 *     `Link` header to the next page, unless that page would start beyond 1000000.
                  */
                 offset?: components["parameters"]["Offset"];
                 /** @description Pipe-separated relation names to include. */
@@ -12590,7 +12590,7 @@ export interface operations {
                  * @description Paging (extension): how many records of the list, in its documented order, to skip
                  *     before the first one answered. Default 0; beyond the end the answer is an empty
                  *     list. With `limit`, an answer that stops before the end of the list carries a
-                 *     `Link` header to the next page.
+                 *     `Link` header to the next page, unless that page would start beyond 1000000.
                  */
                 offset?: components["parameters"]["Offset"];
                 /** @description Pipe-separated relation names to include. */
@@ -12826,7 +12826,7 @@ export interface operations {
                  * @description Paging (extension): how many records of the list, in its documented order, to skip
                  *     before the first one answered. Default 0; beyond the end the answer is an empty
                  *     list. With `limit`, an answer that stops before the end of the list carries a
-                 *     `Link` header to the next page.
+                 *     `Link` header to the next page, unless that page would start beyond 1000000.
                  */
                 offset?: components["parameters"]["Offset"];
                 /** @description Pipe-separated relation names to include. */
@@ -13177,7 +13177,7 @@ export interface operations {
                  * @description Paging (extension): how many records of the list, in its documented order, to skip
                  *     before the first one answered. Default 0; beyond the end the answer is an empty
                  *     list. With `limit`, an answer that stops before the end of the list carries a
-                 *     `Link` header to the next page.
+                 *     `Link` header to the next page, unless that page would start beyond 1000000.
                  */
                 offset?: components["parameters"]["Offset"];
                 /** @description Pipe-separated relation names to include. */
