@@ -2436,13 +2436,15 @@ export interface paths {
         /**
          * Replace the authenticated subject (SCIM, not supported)
          * @description Not supported: 501 (see the response), once the token is judged (401 without a
-         *     valid one), whatever the body. Nothing is read or changed.
+         *     valid one), whatever the body holds. A body of a media type other than SCIM's or
+         *     JSON is a 415 first, as on every SCIM endpoint. Nothing is read or changed.
          */
         put: operations["replaceScimMe"];
         /**
          * Create the authenticated subject (SCIM, not supported)
          * @description Not supported: 501 (see the response), once the token is judged (401 without a
-         *     valid one), whatever the body. Nothing is read or changed.
+         *     valid one), whatever the body holds. A body of a media type other than SCIM's or
+         *     JSON is a 415 first, as on every SCIM endpoint. Nothing is read or changed.
          */
         post: operations["createScimMe"];
         /**
@@ -2456,7 +2458,8 @@ export interface paths {
         /**
          * Modify the authenticated subject (SCIM, not supported)
          * @description Not supported: 501 (see the response), once the token is judged (401 without a
-         *     valid one), whatever the body. Nothing is read or changed.
+         *     valid one), whatever the body holds. A body of a media type other than SCIM's or
+         *     JSON is a 415 first, as on every SCIM endpoint. Nothing is read or changed.
          */
         patch: operations["patchScimMe"];
         trace?: never;

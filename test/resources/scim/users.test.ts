@@ -1065,6 +1065,8 @@ t.test('/Me is not supported: 501 for every method, as RFC 7644 §3.11 has a ser
   // The token is judged first, as on every SCIM endpoint: without one, a 401.
   isError(t, await scim('GET', '/Me', undefined, { token: null }), 401);
   isError(t, await scim('POST', '/Me', newUser(), { token: null }), 401);
+  // A body of a media type no SCIM endpoint takes is refused first (415), whatever the path, as the spec says.
+  isError(t, await scim('POST', '/Me', undefined, { payload: 'x', contentType: 'text/plain' }), 415);
   // HEAD, as every GET brings it: the 501's headers, no body.
   const head = await wire.send({ method: 'HEAD', url: '/scim/v2/Me', headers: bearer(scimToken) });
   t.equal(head.statusCode, 501);
