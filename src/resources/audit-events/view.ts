@@ -86,18 +86,37 @@ function instantOf(value: string): number {
  * `to` before) hold of the instant as written. Read to the millisecond, a bound 500 µs
  * into a millisecond would list an event 200 µs into it as after it.
  */
-function boundOf(value: string): { second: number; micros: number } {
+function boundOf(value: string): Bound {
   // RFC 3339 §5.6 lets a space stand for the `T` (the spec's date-time admits any blank there): read as the `T`.
   const written = value.replace(/^(\d{4}-\d\d-\d\d)\s/, '$1T');
   const [, whole = '', fraction = '', zone = ''] = /^(.*T\d\d:\d\d:\d\d)(?:\.(\d+))?(.*)$/i.exec(written) ?? [];
   const second = instantOf(`${whole}${zone}`);
   const micros = Number(fraction.slice(0, 6).padEnd(6, '0')) + (/[1-9]/.test(fraction.slice(6)) ? 1 : 0);
-  return micros === 1_000_000 ? { second: second + 1000, micros: 0 } : { second, micros };
+  return micros === 1_000_000 ? { second: second + 1000, micros: 0, writtenSecond: second } : { second, micros, writtenSecond: second };
 }
 
-/** `boundOf`'s instant as UTC text PostgreSQL reads exactly (`2026-01-31T08:00:00.000200Z`). */
-const utcText = ({ second, micros }: { second: number; micros: number }) =>
-  `${new Date(second).toISOString().slice(0, 19)}.${String(micros).padStart(6, '0')}Z`;
+/**
+ * `boundOf`'s instant (`second`, `micros`); `writtenSecond` is the second the value names, before a
+ * fraction finer than a microsecond carried it into the next one.
+ */
+interface Bound {
+  second: number;
+  micros: number;
+  writtenSecond: number;
+}
+
+/**
+ * `boundOf`'s instant as UTC text PostgreSQL reads exactly (`2026-01-31T08:00:00.000200Z`); the
+ * year 10000 (the last instant of 9999, carried) as `10000-…`, without the sign `toISOString` gives it.
+ */
+const utcText = ({ second, micros }: Bound) =>
+  `${new Date(second)
+    .toISOString()
+    .replace(/^\+0*/, '')
+    .replace(/\.\d{3}Z$/, '')}.${String(micros).padStart(6, '0')}Z`;
+
+/** Whether bound `a` is a later instant than `b`. */
+const later = (a: Bound, b: Bound) => a.second > b.second || (a.second === b.second && a.micros > b.micros);
 
 /** The instants a time filter may name: the years 1 to 9999, which PostgreSQL and RFC 3339 both hold (by their whole second). */
 const EARLIEST = Date.parse('0001-01-01T00:00:00Z');
@@ -112,8 +131,9 @@ export function assertFilterCoherent(filter: Partial<Record<AuditEventFilterKey,
   for (const key of ['from', 'to'] as const) {
     const value = filter?.[key];
     if (typeof value !== 'string') continue;
-    const { second } = boundOf(value);
-    if (!(second >= EARLIEST && second <= LATEST)) errors[`filter.${key}`] = [coded('out_of_range', 'must lie within the years 1 to 9999')];
+    // The instant as written: the last one of 9999, finer than a microsecond, lies within them though it is compared as 10000.
+    const { writtenSecond } = boundOf(value);
+    if (!(writtenSecond >= EARLIEST && writtenSecond <= LATEST)) errors[`filter.${key}`] = [coded('out_of_range', 'must lie within the years 1 to 9999')];
   }
   if (filter?.target_id !== undefined && filter.target_type === undefined) {
     errors['filter.target_id'] = [coded('required', 'needs filter[target_type]: ids are unique only within a kind of record')];
@@ -121,12 +141,11 @@ export function assertFilterCoherent(filter: Partial<Record<AuditEventFilterKey,
   if (filter?.actor_id !== undefined && filter.actor_type === undefined) {
     errors['filter.actor_id'] = [coded('required', 'needs filter[actor_type]: a user and a SCIM token may have the same id')];
   }
-  // UTC text of four-digit years compares as the instants do.
   if (
     Object.keys(errors).length === 0 &&
     typeof filter?.from === 'string' &&
     typeof filter.to === 'string' &&
-    utcText(boundOf(filter.from)) > utcText(boundOf(filter.to))
+    later(boundOf(filter.from), boundOf(filter.to))
   ) {
     errors['filter.from'] = [coded('out_of_range', 'must not be after filter[to]')];
   }

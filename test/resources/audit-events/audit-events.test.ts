@@ -105,6 +105,19 @@ t.test('bad filters are 422 problem documents naming the filter', async (t) => {
     query: { filter: { from: '2016-12-31T23:59:60.5Z', to: '2017-01-01T00:00:00Z' } },
   });
   t.equal(inverted.status, 422, 'the leap second comes after the second before midnight, not after midnight');
+  // The last instant of the year 9999, finer than a microsecond: within the years the filters take, though the next
+  // microsecond, which it is compared as, is in the year 10000 (PostgreSQL reads it so too).
+  for (const operationId of ['listAuditEvents', 'exportAuditEvents'] as const) {
+    for (const key of ['from', 'to'] as const) {
+      const last = await api.call(t, operationId, { token: auditor.token, query: { filter: { [key]: '9999-12-31T23:59:59.9999995Z' } } });
+      t.equal(last.status, 200, `${operationId}: filter[${key}] in the last microsecond of 9999`);
+    }
+  }
+  const lastWindow = await api.call(t, 'listAuditEvents', {
+    token: auditor.token,
+    query: { filter: { from: '9999-12-31T23:59:59.999999Z', to: '9999-12-31T23:59:59.9999995Z' } },
+  });
+  t.strictSame(lastWindow.body, [], 'from before to, in the last microsecond: nothing lies there');
   const cursor = await api.call(t, 'listAuditEvents', { token: auditor.token, query: { limit: 1, before_id: '00000000-0000-4000-8000-000000000000' } });
   t.equal(cursor.status, 422);
   t.ok(cursor.body.errors.before_id);
