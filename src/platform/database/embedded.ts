@@ -65,13 +65,7 @@ async function createFolder(folder: string, mode: number): Promise<void> {
     async (error: NodeJS.ErrnoException) => {
       // There already: fine when it is a folder (a symbolic link to one included).
       if (error.code === 'EEXIST') {
-        if (
-          !(await stat(folder).then(
-            (found) => found.isDirectory(),
-            () => false,
-          ))
-        )
-          throw error;
+        if (!(await isFolder(folder))) throw error;
         return true;
       }
       if (error.code !== 'ENOENT' || path.dirname(folder) === folder) throw error;
@@ -82,16 +76,16 @@ async function createFolder(folder: string, mode: number): Promise<void> {
   await createFolder(path.dirname(folder), mode);
   // The parent is there now: missing again, this one cannot be made in it.
   await mkdir(folder, { mode }).catch(async (error: NodeJS.ErrnoException) => {
-    if (
-      error.code !== 'EEXIST' ||
-      !(await stat(folder).then(
-        (found) => found.isDirectory(),
-        () => false,
-      ))
-    )
-      throw error;
+    if (error.code !== 'EEXIST' || !(await isFolder(folder))) throw error;
   });
 }
+
+/** Whether `folder` is there and a folder (a symbolic link to one included). */
+const isFolder = (folder: string) =>
+  stat(folder).then(
+    (found) => found.isDirectory(),
+    () => false,
+  );
 
 function isAlive(pid: number): boolean {
   try {
