@@ -5,6 +5,7 @@ import { defineConfig } from 'eslint/config';
 import prettier from 'eslint-config-prettier';
 import { createTypeScriptImportResolver } from 'eslint-import-resolver-typescript';
 import { importX } from 'eslint-plugin-import-x';
+import regexp from 'eslint-plugin-regexp';
 import unusedImports from 'eslint-plugin-unused-imports';
 import globals from 'globals';
 import tseslint from 'typescript-eslint';
@@ -80,6 +81,17 @@ export default defineConfig(
     languageOptions: { parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname } },
     rules: {
       '@typescript-eslint/require-await': 'off', // handlers are async by the Handler contract
+    },
+  },
+  {
+    // Regular expressions that could take more than linear time on some input: the time one
+    // request holds the event loop must not grow with the square of what it sends (ReDoS).
+    // Both rules are static analyses of the pattern, so a finding does not depend on timing.
+    files: ['src/**/*.ts', 'scripts/**/*.ts'],
+    plugins: { regexp },
+    rules: {
+      'regexp/no-super-linear-backtracking': 'error',
+      'regexp/no-super-linear-move': 'error',
     },
   },
   {

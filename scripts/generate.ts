@@ -50,7 +50,7 @@ export function permissionRule(operationId: string, route: string, secured: bool
   if (extra.length > 0 || !('unless-self' in form))
     throw fail(`as an object has exactly the keys permission and unless-self (got ${Object.keys(form).join(', ') || 'none'})`);
   const parameter = form['unless-self'];
-  const pathParameters = [...route.matchAll(/\{([^}]+)\}/g)].map((match) => match[1]);
+  const pathParameters = [...route.matchAll(/\{([^{}]+)\}/g)].map((match) => match[1]);
   if (typeof parameter !== 'string' || !pathParameters.includes(parameter)) {
     throw fail(`unless-self must name a parameter of the path ${route} (got ${JSON.stringify(parameter)})`);
   }

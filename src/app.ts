@@ -74,10 +74,8 @@ export function redactUrl(url: string): string {
     .map((pair) => {
       const equals = pair.indexOf('=');
       const name = equals === -1 ? pair : pair.slice(0, equals);
-      const bare = decodeQueryName(name)
-        .trim()
-        .replace(/(\[[^\]]*\])+$/, '')
-        .toLowerCase();
+      // The name before any bracket (`token[]`, `token[a][b]`): what a parser of nested names reads as the parameter.
+      const bare = decodeQueryName(name).split('[', 1)[0]!.trim().toLowerCase();
       if (SECRET_QUERY_NAMES.has(bare)) return `${name}=[redacted]`;
       if (!SECRET_ASSIGNMENT.test(decodeQueryName(pair))) return pair;
       // The whole pair goes but its plain start: where the credential starts in it is the parser's guess.

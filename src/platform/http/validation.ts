@@ -61,8 +61,8 @@ const textAjv = makeAjv({ coerceTypes: 'array' });
  * digits before the point, leading zeros aside, so the value is always finite and the
  * spec's bounds judge it.
  */
-const TEXT_INTEGER = /^-?0*[0-9]{1,20}$/;
-const TEXT_NUMBER = /^-?0*[0-9]{1,20}(\.[0-9]{1,20})?$/;
+const TEXT_INTEGER = /^-?(?=[0-9])0*(?:[1-9][0-9]{0,19})?$/;
+const TEXT_NUMBER = /^-?(?=[0-9])0*(?:[1-9][0-9]{0,19})?(\.[0-9]{1,20})?$/;
 /** More digits than those 20 before the point: a number written as it should be, beyond every range. */
 const TEXT_INTEGER_TOO_LONG = /^-?0*[1-9][0-9]{20,}$/;
 const TEXT_NUMBER_TOO_LONG = /^-?0*[1-9][0-9]{20,}(\.[0-9]{1,20})?$/;

@@ -74,8 +74,8 @@ export const auditEventView = defineView<AuditEventRow, Auth, AuditEventFilterKe
  * read as PostgreSQL reads it: `23:59:60.5` is half a second into the next day.
  */
 function instantOf(value: string): number {
-  const leap = /^(.*T\d\d:\d\d:)60(\.\d+)?(.*)$/i.exec(value);
-  return leap ? Date.parse(`${leap[1]}59${leap[2] ?? ''}${leap[3]}`) + 1000 : Date.parse(value);
+  const leap = /^([^T]*T\d\d:\d\d:)60(\.\d+)?(\D.*)?$/is.exec(value);
+  return leap ? Date.parse(`${leap[1]}59${leap[2] ?? ''}${leap[3] ?? ''}`) + 1000 : Date.parse(value);
 }
 
 /**
@@ -89,7 +89,7 @@ function instantOf(value: string): number {
 function boundOf(value: string): Bound {
   // RFC 3339 §5.6 lets a space stand for the `T` (the spec's date-time admits any blank there): read as the `T`.
   const written = value.replace(/^(\d{4}-\d\d-\d\d)\s/, '$1T');
-  const [, whole = '', fraction = '', zone = ''] = /^(.*T\d\d:\d\d:\d\d)(?:\.(\d+))?(.*)$/i.exec(written) ?? [];
+  const [, whole = '', fraction = '', zone = ''] = /^([^T]*T\d\d:\d\d:\d\d)(?:\.(\d+))?(\D.*)?$/is.exec(written) ?? [];
   const second = instantOf(`${whole}${zone}`);
   const micros = Number(fraction.slice(0, 6).padEnd(6, '0')) + (/[1-9]/.test(fraction.slice(6)) ? 1 : 0);
   return micros === 1_000_000 ? { second: second + 1000, micros: 0, writtenSecond: second } : { second, micros, writtenSecond: second };

@@ -5,7 +5,7 @@
 export const plainText = (html: string) =>
   html
     .replace(/<br\s*\/?>|<\/p>|<\/li>|<\/h\d>/gi, '\n')
-    .replace(/<[^>]*>/g, '')
+    .replace(/<[^<>]*>/g, '')
     .replace(/&nbsp;/g, ' ')
     .replace(/&lt;/g, '<')
     .replace(/&gt;/g, '>')

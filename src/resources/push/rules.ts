@@ -35,11 +35,13 @@ export function subscriptionCapErrors(held: { count: number; holdsEndpoint: bool
   return { endpoint: [coded('limit_reached', `at most ${MAX_SUBSCRIPTIONS_PER_USER} push subscriptions per user; delete one first`)] };
 }
 
-const BASE64URL = /^[A-Za-z0-9_-]+={0,2}$/;
+/** Base64url, its padding optional (captured without it). */
+const BASE64URL = /^([A-Za-z0-9_-]+)={0,2}$/;
 
 /** The bytes of a base64url string, or null when it is not one. */
 function base64url(value: string): Buffer | null {
-  return BASE64URL.test(value) ? Buffer.from(value.replace(/=+$/, ''), 'base64url') : null;
+  const unpadded = BASE64URL.exec(value)?.[1];
+  return unpadded === undefined ? null : Buffer.from(unpadded, 'base64url');
 }
 
 /** Used only to check that a public key is a point on P-256 (computeSecret rejects others). */

@@ -131,7 +131,7 @@ const namedUpTo = (ids: number[], most: number) => ids.slice(0, most).join(', ')
 function namesGroup(member: Record<string, unknown>): boolean {
   const type = get(member, 'type');
   const ref = get(member, '$ref');
-  return (typeof type === 'string' && type.toLowerCase() === 'group') || (typeof ref === 'string' && /(^|\/)Groups\/[^/?#]+\/?([?#].*)?$/i.test(ref));
+  return (typeof type === 'string' && type.toLowerCase() === 'group') || (typeof ref === 'string' && /(^|\/)Groups\/[^/?#]+\/?([?#].*)?$/is.test(ref));
 }
 
 export interface GroupWrite {

@@ -404,7 +404,7 @@ function canonical(path: string, names: AttributeNames): { path: string; names: 
   if (!parts || !known) return { path, names: undefined };
   const [, , filter, sub] = parts;
   // In a value filter, the names outside string literals that are sub-attributes (`value`, `type`).
-  const canonicalFilter = filter?.replace(/"(?:[^"\\]|\\.)*"|[A-Za-z$][\w$]*/g, (token) =>
+  const canonicalFilter = filter?.replace(/"(?:[^"\\]|\\[^])*(?:"|\\?$)|[A-Za-z$][\w$]*/g, (token) =>
     token.startsWith('"') ? token : (known.sub.get(token.toLowerCase())?.name ?? token),
   );
   const subName = sub === undefined ? undefined : known.sub.get(sub.trim().toLowerCase());
@@ -683,7 +683,7 @@ function filterComparisons(document: Record<string, unknown>, operation: ScimPat
   const filtered = valueFilterOf(operation.path);
   if (!filtered || MEMBER_BY_ID.test(operation.path!)) return 0;
   const values = document[filtered.attribute];
-  const terms = (filtered.filter.replace(/"(?:[^"\\]|\\.)*"/g, '""').match(/\b(eq|ne|co|sw|ew|gt|ge|lt|le|pr)\b/gi) ?? []).length;
+  const terms = (filtered.filter.replace(/"(?:[^"\\]|\\[^])*(?:"|\\?$)/g, '""').match(/\b(eq|ne|co|sw|ew|gt|ge|lt|le|pr)\b/gi) ?? []).length;
   return Math.max(1, terms) * (Array.isArray(values) ? values.length : 1);
 }
 

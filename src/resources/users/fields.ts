@@ -78,7 +78,8 @@ export type CellValue = string | number | boolean | null | number[];
 const MAX_IDS = 1000;
 
 const BOOLEANS: Record<string, boolean> = { true: true, '1': true, yes: true, false: false, '0': false, no: false };
-const EMAIL = /^[^\s@]+@[^\s@]+\.[^\s@]+$/;
+/** Text, `@`, and a domain with a dot after its first character and before its last. */
+const EMAIL = /^[^\s@]+@[^\s@][^\s@.]*\.[^\s@]+$/;
 
 /**
  * One CSV cell → its value, or why it is none. Cells are trimmed, except the password,

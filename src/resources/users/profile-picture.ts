@@ -32,7 +32,7 @@ function safeFileName(original: string | undefined, extension: string): string {
     .replace(/\.[^.]*$/, '')
     .normalize('NFKD')
     .replace(/[^A-Za-z0-9_-]+/g, '-')
-    .replace(/^-+|-+$/g, '')
+    .replace(/^-+|(?<!-)-+$/g, '')
     .slice(0, 100);
   return `${base || 'profile-picture'}.${extension}`;
 }

@@ -58,23 +58,16 @@ t.test('the precondition is judged after authentication and validation; reads ig
   t.equal(read.status, 200);
 });
 
-t.test('a long header of no entity-tag list is read in time proportional to its length', async (t) => {
-  // As long as a request head can be (16 KiB): blanks that lead to no member, alone or after a tag. Read with
-  // backtracking over the blanks on both sides of an absent member, such a header cost tenths of a second of the
-  // event loop, every answer of the process waiting, where one of tags takes a fraction of a millisecond.
+t.test('a long header of blanks that ends in no member is no entity-tag list', async (t) => {
+  // As long as a request head can be (16 KiB). That the list is read in time proportional to its length
+  // is not timed here: the lint's regexp/no-super-linear-backtracking rule refuses a pattern that is not.
   const blanks = ' \t'.repeat(8 * 1024);
   for (const [name, value] of [
     ['blanks, then text', `${blanks}x`],
     ['a tag, a comma, blanks, then text', `"a", ${blanks}x`],
     ['a star, a comma, blanks, then text', `*,${blanks}x`],
   ] as const) {
-    let fastest = Infinity;
-    for (let run = 0; run < 3; run++) {
-      const started = performance.now();
-      t.equal(entityTagList(value), undefined, `${name}: no list`);
-      fastest = Math.min(fastest, performance.now() - started);
-    }
-    t.ok(fastest < 25, `${name}: read in ${fastest.toFixed(1)} ms`);
+    t.equal(entityTagList(value), undefined, `${name}: no list`);
   }
   t.strictSame(entityTagList(`"a",${blanks}"b"`), {
     any: false,
