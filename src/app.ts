@@ -64,8 +64,20 @@ function decodeQueryName(name: string): string {
  */
 const SECRET_ASSIGNMENT = new RegExp(`(^|[^a-z0-9_])(${[...SECRET_QUERY_NAMES].join('|')})(\\[[^\\][]*\\])*\\s*(=|%3d)`, 'i');
 
-/** A request URL for the logs: values of credential query parameters are replaced. */
-export function redactUrl(url: string): string {
+/**
+ * The user information before a target's host (`user:password@`), up to the host's last `@`:
+ * a CONNECT's target is an authority (RFC 9110 §9.3.6), and an absolute-form target carries
+ * one after its scheme (RFC 9112 §3.2.2), whatever the scheme. A target in origin form
+ * (`/…`) has none.
+ */
+const USER_INFO = /^((?:[a-z][a-z0-9+.-]*:\/\/)?)[^/?#]*@/i;
+
+/**
+ * A request URL for the logs: the user information of its authority (a password, as often
+ * as not) and values of credential query parameters are replaced.
+ */
+export function redactUrl(target: string): string {
+  const url = target.replace(USER_INFO, '$1[redacted]@');
   const start = url.indexOf('?');
   if (start === -1) return url;
   const query = url

@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { connect } from 'node:net';
 import { Writable } from 'node:stream';
 import t, { type Test } from 'tap';
 import Fastify from 'fastify';
@@ -248,6 +249,44 @@ t.test('credential query parameters are redacted from request logs in every spel
     t.match(entry.req.url, /expires=4102444800/, 'other parameters are kept');
     t.match(entry.req.url, /=\[redacted\]/, 'the credential is marked as redacted');
   }
+});
+
+t.test('credentials in the authority of a request target are kept out of request logs', async (t) => {
+  // docs/security.md, logging: a request's URL is logged without credentials. A target may carry a user and
+  // password before its host: a CONNECT's authority (RFC 9110 §9.3.6) or an absolute-form target (RFC 9112 §3.2.2).
+  const { logged, lines } = await appLoggingTo(t, 'info');
+  await logged.listen({ port: 0, host: '127.0.0.1' });
+  const { port } = logged.server.address() as { port: number };
+  const raw = (request: string) =>
+    new Promise<string>((resolve, reject) => {
+      const socket = connect(port, '127.0.0.1');
+      const chunks: Buffer[] = [];
+      socket.on('data', (chunk: Buffer) => chunks.push(chunk));
+      socket.on('error', () => resolve(Buffer.concat(chunks).toString()));
+      socket.on('close', () => resolve(Buffer.concat(chunks).toString()));
+      socket.setTimeout(5000, () => reject(new Error('no answer')));
+      socket.write(request);
+    });
+  const targets = [
+    ['CONNECT', 'user:SECRET-A@atrium.test:443'],
+    ['CONNECT', 'SECRET-B@atrium.test:443'],
+    ['GET', 'http://user:SECRET-C@atrium.test/api/nothing-here'],
+    ['GET', 'HTTPS://user:SECRET-D@atrium.test/api/roles?limit=1'],
+    ['GET', 'ftp://user:SECRET-E@atrium.test/file'],
+    ['GET', 'http://user:SECRET-F@atrium.test'],
+  ] as const;
+  for (const [method, target] of targets) {
+    const answer = await raw(`${method} ${target} HTTP/1.1\r\nHost: atrium.test\r\nConnection: close\r\n\r\n`);
+    t.match(answer, /^HTTP\/1\.1 [1-4]\d\d /, `${method} ${target} is answered`);
+  }
+  const requests = lines.map((line) => JSON.parse(line)).filter((entry) => entry.msg === 'incoming request');
+  t.equal(requests.length, targets.length, 'every request was logged');
+  t.notMatch(lines.join('\n'), /SECRET-/, 'no credential in the log');
+  t.strictSame(
+    requests.map((entry) => entry.req.url),
+    ['[redacted]@atrium.test:443', '[redacted]@atrium.test:443', '/api/nothing-here', '/api/roles?limit=1', 'ftp://[redacted]@atrium.test/file', '/'],
+    'the host and path are kept',
+  );
 });
 
 t.test('at trace level, headers a plugin logs are redacted too (the multipart parser logs the request headers)', async (t) => {
