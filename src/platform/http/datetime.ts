@@ -3,7 +3,22 @@
  * RFC 3339 in UTC generally; `YYYY-MM-DD HH:MM:SS` in UTC for notifications (the spec's
  * `Datetime` schema in components/notifications.yaml). Calendar dates are dates.ts.
  */
+import { fullFormats } from 'ajv-formats/dist/formats.js';
 import { coded, invalid } from './problem.ts';
+
+/** ajv-formats' `date-time`: RFC 3339's, but for the offset (isRfc3339DateTime). */
+const lenientDateTime = (fullFormats['date-time'] as { validate: (value: string) => boolean }).validate;
+
+/** RFC 3339 §5.6's `time-offset`, at the end of a date-time: `Z`, or `+hh:mm` / `-hh:mm`. */
+const RFC3339_OFFSET = /(?:z|[+-]\d\d:\d\d)$/i;
+
+/**
+ * The spec's `date-time` format (JSON Schema's: RFC 3339 §5.6), which request validation
+ * checks. ajv-formats' own also takes ISO 8601's offsets without minutes (`+14`) or without
+ * their colon (`+1400`), which RFC 3339 does not write; JavaScript's `Date` reads no `+14`,
+ * and such a value reached the reading of a filter as an instant it could not read.
+ */
+export const isRfc3339DateTime = (value: string): boolean => lenientDateTime(value) && RFC3339_OFFSET.test(value);
 
 /**
  * The shape of a notification datetime: the pattern of the spec's `Datetime` and

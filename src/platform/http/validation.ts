@@ -2,7 +2,7 @@ import { Ajv, type ErrorObject, type Options } from 'ajv';
 import addFormatsModule from 'ajv-formats';
 import type { FastifySchemaCompiler } from 'fastify';
 import { isCalendarDate } from './dates.ts';
-import { isNotificationDatetimeSchema, NOTIFICATION_DATETIME_PROBLEM } from './datetime.ts';
+import { isNotificationDatetimeSchema, isRfc3339DateTime, NOTIFICATION_DATETIME_PROBLEM } from './datetime.ts';
 import { FIELD_CODES, FIELDS_NAMED, type FieldCode, type FieldErrors } from './problem.ts';
 
 /**
@@ -43,6 +43,8 @@ function makeAjv(options: Options): Ajv {
   addFormats(ajv);
   // The one calendar-date rule (no 2023-02-30, no year 0000, which PostgreSQL refuses).
   ajv.addFormat('date', isCalendarDate);
+  // RFC 3339's date-time, offsets with their minutes (ajv-formats' takes `+14` and `+1400` as well).
+  ajv.addFormat('date-time', isRfc3339DateTime);
   ajv.addFormat('binary', true);
   ajv.addKeyword({ keyword: 'example' });
   return ajv;

@@ -95,6 +95,25 @@ t.test('bad filters are 422 problem documents naming the filter', async (t) => {
       );
     }
   }
+  // RFC 3339 §5.6, the spec's date-time, writes an offset as `Z` or `+hh:mm` / `-hh:mm`: one without its minutes
+  // or its colon is no date-time, and is told so as any other value that is none, not that it lies outside the years.
+  const notADateTime = await api.call(t, 'listAuditEvents', { token: auditor.token, query: { filter: { from: 'yesterday' } } });
+  t.strictSame(notADateTime.body.errors, { 'filter.from': ['must match format "date-time"'] }, 'the wording of any value that is no date-time');
+  for (const operationId of ['listAuditEvents', 'exportAuditEvents'] as const) {
+    for (const from of ['2026-01-01T00:00:00+14', '2026-01-01T00:00:00.5-05', '2026-01-01 00:00:00+14', '2026-01-01T00:00:00+1400']) {
+      const res = await api.call(t, operationId, { token: auditor.token, query: { filter: { from } } });
+      t.equal(res.status, 422, `${operationId} ${from}`);
+      t.strictSame([res.body.errors, res.body.error_codes], [notADateTime.body.errors, notADateTime.body.error_codes], `${from}: told the format`);
+    }
+    // With its minutes, the furthest offset is read as its instant.
+    const east = await api.call(t, operationId, { token: auditor.token, query: { filter: { from: '2026-01-01T00:00:00+14:00', to: '2025-12-31T10:00:00Z' } } });
+    t.equal(east.status, 200, `${operationId}: +14:00 is ten hours before 10:00 UTC`);
+    const after = await api.call(t, operationId, {
+      token: auditor.token,
+      query: { filter: { from: '2026-01-01T00:00:00+14:00', to: '2025-12-31T09:59:59Z' } },
+    });
+    t.strictSame(after.body.errors, { 'filter.from': ['must not be after filter[to]'] }, `${operationId}: and not after it`);
+  }
   // A leap second is a date-time (RFC 3339): read as the start of the next second, as PostgreSQL reads it.
   for (const operationId of ['listAuditEvents', 'exportAuditEvents'] as const) {
     const leap = await api.call(t, operationId, { token: auditor.token, query: { filter: { from: '2016-12-31T23:59:60Z', to: '2017-01-01T00:00:00Z' } } });
