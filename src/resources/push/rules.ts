@@ -66,6 +66,13 @@ export function authSecretProblem(value: string): string | null {
   return bytes && bytes.length === 16 ? null : 'must be the base64url encoding of a 16-byte authentication secret';
 }
 
+/**
+ * The endpoint problem of a user or password in its URL. The outbound client's own message
+ * sends a webhook to its `auth`; a push endpoint has none (`keys.auth` is the browser's
+ * encryption secret), so it is told only that credentials do not belong in the URL.
+ */
+const CREDENTIALS_IN_URL = 'must not contain credentials (a user name or password before the host)';
+
 /** The endpoint problem of plain http to a destination the operator does not admit. */
 const PLAIN_HTTP_NOT_ADMITTED = 'must be an https URL (plain http only to destinations the operator admits)';
 
@@ -83,6 +90,7 @@ export async function endpointProblem(outbound: OutboundClient, endpoint: string
   } catch {
     return 'must be an absolute https URL';
   }
+  if ((url.protocol === 'https:' || url.protocol === 'http:') && (url.username || url.password)) return CREDENTIALS_IN_URL;
   if (url.protocol === 'https:') return outbound.destinationProblem(endpoint);
   if (url.protocol === 'http:') {
     const problem = await outbound.destinationProblem(endpoint, { allowListedOnly: true });

@@ -80,6 +80,11 @@ t.test('bad subscriptions are refused with a problem document and store nothing'
     t.strictSame(answer.body.errors, { endpoint: ['must name a port from 1 to 65535 (or none)'] });
     t.strictSame(answer.body.error_codes, { endpoint: ['format'] });
   }
+  // Credentials in the URL are refused as such: the message names no `auth` (the keys' `auth` is no credential of the URL).
+  const withCredentials = await register(t, alice.token, { endpoint: pushService.url(pushPath()).replace('://', '://user:pw@'), keys });
+  t.equal(withCredentials.status, 422, 'credentials in the endpoint');
+  t.strictSame(withCredentials.body.errors, { endpoint: ['must not contain credentials (a user name or password before the host)'] });
+  t.strictSame(withCredentials.body.error_codes, { endpoint: ['format'] });
   const malformed = await api.call(t, 'createPushSubscription', { token: alice.token, payload: '{"endpoint"', contentType: 'application/json' });
   t.equal(malformed.status, 400);
   t.equal((await register(t, '', { endpoint, keys })).status, 401, 'no token');

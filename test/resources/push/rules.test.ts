@@ -71,6 +71,12 @@ t.test('endpointProblem: https to a permitted address, plain http only where the
   t.equal(await endpointProblem(outbound, 'https://127.0.0.1:0/push'), port);
   t.equal(await endpointProblem(outbound, 'http://127.0.0.1:0/push'), port, 'http on an admitted host');
   t.equal(await endpointProblem(outbound, 'http://10.1.2.3:0/push'), port, 'http on a host not admitted');
+  // A push endpoint has no `auth` of its own to send credentials with (keys.auth is the browser's encryption secret):
+  // the endpoint is told that credentials do not belong in its URL, not to use something else.
+  const credentials = 'must not contain credentials (a user name or password before the host)';
+  for (const endpoint of ['https://user:pw@127.0.0.1/push', 'https://user@127.0.0.1/push', 'https://:pw@127.0.0.1/push', 'http://user:pw@127.0.0.1:9/push']) {
+    t.equal(await endpointProblem(outbound, endpoint), credentials, endpoint);
+  }
 });
 
 t.test('subscriptionErrors: every problem at once, by field', async (t) => {
