@@ -4279,7 +4279,8 @@ export interface components {
          *     `https://{{user.staff_number}}./`): the
          *     reader's value would be the whole host, and an empty one would leave none
          *     (`https:///x`, which browsers open as the host `x`). A URL that a reader's values
-         *     leave without a host (such a link stored before) or with a host no URL may have (a
+         *     leave without a host or with dots alone for one (`https://./x`; such links stored
+         *     before) or with a host no URL may have (a
          *     value with a space in a host `{{user.first_name}}.example.com`) is answered as the
          *     empty string to that reader: no link, and `iframe_access` false. The user routes
          *     (`/api/menu/items…`) answer the link resolved for the caller; the administration

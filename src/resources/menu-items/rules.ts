@@ -59,12 +59,23 @@ export function resolveLink(template: string, user: UserRow): string {
  * `resolved`, or the empty string when it is an http(s) URL in the template (`sample`) but
  * not once resolved: a host the values left empty (a host of placeholders alone, stored
  * before `linkProblems` refused it), which browsers repair by taking the path's first
- * segment as the host (`https:///evil.example/x` opens evil.example), or one holding a
- * character no host may (a space). Such a link leads nowhere the author wrote.
+ * segment as the host (`https:///evil.example/x` opens evil.example), one the values left
+ * as dots alone (a host of placeholders and dots, refused since as well: `https://./x`
+ * names no host), or one holding a character no host may (a space). Such a link leads
+ * nowhere the author wrote.
  */
 function keepForm(resolved: string, sample: string): string {
   if (!/^https?:/i.test(sample)) return resolved;
-  return urlForm(resolved) === urlForm(sample) ? resolved : '';
+  return urlForm(resolved) === urlForm(sample) && !hostOfDotsAlone(resolved) ? resolved : '';
+}
+
+/** Whether the host of URL `link` is dots alone, as URL parsers read it (`%2e` and the ideographic full stop are dots to them). */
+function hostOfDotsAlone(link: string): boolean {
+  try {
+    return /^\.+$/.test(new URL(link).hostname);
+  } catch {
+    return false;
+  }
 }
 
 /**

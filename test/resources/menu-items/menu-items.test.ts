@@ -187,7 +187,16 @@ t.test("a user's values cannot change where a resolved link leads", async (t) =>
   t.equal(noLink.body.iframe_access, false, 'and nothing to embed');
   const listedNoLink = await api.call(t, 'listMenuItems', { token: reader.token });
   t.equal(listedNoLink.body.find((row: { id: number }) => row.id === hostless.body.id).link, '');
-  for (const item of [profile, route, hostless])
+  // So with a dot after the placeholder (`https://{{user.staff_number}}./x`): the empty value leaves `https://./x`.
+  const dotted = await create(t, { link: 'https://wiki.example.com/', menu_identifier: 'dotted-host' });
+  t.equal(dotted.status, 201);
+  await api.db.owner.execute(sql`update menu_items set link = 'https://{{user.staff_number}}./x' where id = ${dotted.body.id}`);
+  const dottedNoLink = await api.call(t, 'getMenuItem', { token: reader.token, params: { menuItem: dotted.body.id } });
+  t.equal(dottedNoLink.status, 200);
+  t.strictSame([dottedNoLink.body.link, dottedNoLink.body.iframe_access], ['', false], 'no link, and nothing to embed');
+  const listedDotted = await api.call(t, 'listMenuItems', { token: reader.token });
+  t.equal(listedDotted.body.find((row: { id: number }) => row.id === dotted.body.id).link, '');
+  for (const item of [profile, route, hostless, dotted])
     t.equal((await api.call(t, 'deleteMenuItem', { token: admin, params: { menuItem: item.body.id } })).status, 204);
 });
 

@@ -67,6 +67,19 @@ t.test('resolveLink: a link its values leave without a host, or with one no URL 
   t.equal(resolveLink('https://{{user.staff_number}}/evil.example/x', named('u', { staffNumber: null })), '');
   t.equal(resolveLink('https://{{user.staff_number}}:8443/x', named('u', { staffNumber: null })), '');
   t.equal(resolveLink('http://{{user.first_name}}{{user.last_name}}/x', named('u', { firstName: null, lastName: '' })), '');
+  // A host of placeholders and dots alone, stored before it was refused: the empty value leaves a host of dots, which
+  // names no host (`https://./x`). No link, as for a host of placeholders alone.
+  for (const template of [
+    'https://{{user.staff_number}}./x',
+    'https://{{user.staff_number}}%2E/x',
+    'https://{{user.staff_number}}\u3002/x',
+    'https://{{user.first_name}}.{{user.last_name}}/x',
+    'https://{{user.first_name}}..{{user.last_name}}.:8443/x',
+  ]) {
+    t.equal(resolveLink(template, named('u', { staffNumber: null, firstName: null, lastName: '' })), '', template);
+  }
+  // A value there is the host, as with a host of placeholders alone.
+  t.equal(resolveLink('https://{{user.staff_number}}./x', named('u', { staffNumber: 'wiki' })), 'https://wiki./x');
   // A host part whose value no host may hold (a space) makes no URL: no link either.
   t.equal(resolveLink('https://{{user.first_name}}.wiki.example.com/', named('u', { firstName: 'Ada Lovelace' })), '');
   // A host the values leave as a host stays as the author chose it.
