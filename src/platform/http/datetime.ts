@@ -3,11 +3,14 @@
  * RFC 3339 in UTC generally; `YYYY-MM-DD HH:MM:SS` in UTC for notifications (the spec's
  * `Datetime` schema in components/notifications.yaml). Calendar dates are dates.ts.
  */
-import { fullFormats } from 'ajv-formats/dist/formats.js';
+import addFormatsModule from 'ajv-formats';
 import { coded, invalid } from './problem.ts';
 
+// ajv-formats is CommonJS: its default import is the plugin function itself.
+const addFormats = addFormatsModule as unknown as typeof addFormatsModule.default;
+
 /** ajv-formats' `date-time`: RFC 3339's, but for the offset (isRfc3339DateTime). */
-const lenientDateTime = (fullFormats['date-time'] as { validate: (value: string) => boolean }).validate;
+const lenientDateTime = (addFormats.get('date-time') as { validate: (value: string) => boolean }).validate;
 
 /** RFC 3339 §5.6's `time-offset`, at the end of a date-time: `Z`, or `+hh:mm` / `-hh:mm`. */
 const RFC3339_OFFSET = /(?:z|[+-]\d\d:\d\d)$/i;

@@ -24,7 +24,7 @@ export function characterCount(text: string): number {
   return length;
 }
 
-// ajv-formats is CommonJS: its default import is the plugin function itself.
+// ajv-formats is CommonJS: its default import is the plugin function itself (datetime.ts reads one of its formats).
 const addFormats = addFormatsModule as unknown as typeof addFormatsModule.default;
 
 function makeAjv(options: Options): Ajv {
