@@ -5498,7 +5498,10 @@ export interface components {
          *     path-less value's attributes each; 400 `invalidValue` beyond): send members in
          *     batches. Its value filters make at most 200,000 comparisons in all (a filter's terms
          *     times the values it searches; a member removed by id costs none; 400 `invalidValue`
-         *     beyond).
+         *     beyond). Its paths and keys of `value` are cut at their dots, reading on from each
+         *     dot to the path's end: their dots times their length make at most 1,000,000 in all
+         *     (400 `invalidPath` beyond; `emails[value eq "first.last@example.com"]` makes about a
+         *     hundred).
          * @example {
          *       "schemas": [
          *         "urn:ietf:params:scim:api:messages:2.0:PatchOp"

@@ -363,8 +363,30 @@ function checkPatchPath(path: string, resource: Patchable) {
   }
 }
 
-/** Refuses a value whose keys, at any depth, name a forbidden segment. */
-function checkPatchValue(value: unknown) {
+/**
+ * What scim-patch may read to cut the paths and value keys of one PATCH at their dots: from
+ * each dot on to the next `]` or the end (its SPLIT_PERIOD), on the event loop, so a path
+ * costs at most its dots times its length; 128 KiB of dots held the process for ten
+ * seconds. The paths identity providers send (`name.givenName`, `emails[value eq
+ * "first.last@example.com"]`) cost tens to hundreds, a thousand of them well below this.
+ */
+const MAX_PATH_READING = 1_000_000;
+
+/** `reading` and what cutting `path` (or a key) at its dots may read, its dots times its length; beyond MAX_PATH_READING, invalidPath. */
+function withReading(reading: number, path: string): number {
+  let dots = 0;
+  for (let at = path.indexOf('.'); at !== -1; at = path.indexOf('.', at + 1)) dots++;
+  const total = reading + dots * path.length;
+  if (total > MAX_PATH_READING) {
+    throw invalidPath(
+      `The PATCH's paths and value keys hold too many dots for their length (dots times length over ${MAX_PATH_READING} in all): send shorter paths, with fewer dots.`,
+    );
+  }
+  return total;
+}
+
+/** Refuses a value whose keys, at any depth, name a forbidden segment; answers `reading` with its keys' (`withReading`). */
+function checkPatchValue(value: unknown, reading: number): number {
   const pending: unknown[] = [value];
   while (pending.length > 0) {
     const next = pending.pop();
@@ -374,10 +396,12 @@ function checkPatchValue(value: unknown) {
       continue;
     }
     for (const key of Object.keys(next)) {
+      reading = withReading(reading, key);
       if (namesForbidden(key)) throw invalidPath(`${JSON.stringify(key)} is not an attribute.`);
       pending.push((next as Record<string, unknown>)[key]);
     }
   }
+  return reading;
 }
 
 /**
@@ -535,6 +559,7 @@ function patchOperations(body: unknown, resource: Patchable): ScimPatchOperation
   const operations = operationMember(request, 'operations')?.value;
   if (!Array.isArray(operations) || operations.length === 0) throw invalidSyntax('Operations must be a non-empty array.');
   if (operations.length > 1000) throw invalidSyntax('Operations must hold at most 1000 operations.');
+  let reading = 0;
   const sent = operations.flatMap((entry): SentOperation[] => {
     const operation = bodyObject(entry);
     const name = operationMember(operation, 'op')?.value;
@@ -544,7 +569,8 @@ function patchOperations(body: unknown, resource: Patchable): ScimPatchOperation
     const value = operationMember(operation, 'value');
     if (path !== undefined && typeof path !== 'string') throw invalidSyntax('path must be a string.');
     if (op === 'remove' && !path) throw new ScimError(400, 'A remove operation needs a path.', 'noTarget');
-    if (value !== undefined) checkPatchValue(value.value);
+    if (path) reading = withReading(reading, path);
+    if (value !== undefined) reading = checkPatchValue(value.value, reading);
     if (op === 'remove') return [{ op, path: path!, ...(value === undefined ? {} : { value: value.value }) }];
     if (value === undefined) throw invalidValue(`${op === 'add' ? 'An add' : 'A replace'} operation needs a value.`);
     if (!path) {
