@@ -333,9 +333,14 @@ type Patchable = keyof typeof PATCHABLE;
  * plain objects, so `__proto__.x` or `constructor.prototype.x` would change every object of
  * the process. No SCIM attribute has these names.
  */
-const FORBIDDEN_SEGMENTS = new Set(['__proto__', 'constructor', 'prototype']);
+const FORBIDDEN_SEGMENT = /(?:^|[.:[\]])\s*(?:__proto__|constructor|prototype)\s*(?:[.:[\]]|$)/i;
 const invalidPath = (detail: string) => new ScimError(400, detail, 'invalidPath');
-const namesForbidden = (name: string) => name.split(/[.[\]:]/).some((segment) => FORBIDDEN_SEGMENTS.has(segment.trim().toLowerCase()));
+/**
+ * Whether a segment of `name` (between `.`, `[`, `]` and `:`), blanks around it and case
+ * aside, is one of those names. Read in place: cut into its segments, a mebibyte of `[`
+ * was a million strings, 70 to 100 ms of the event loop each time a path was judged.
+ */
+const namesForbidden = (name: string) => FORBIDDEN_SEGMENT.test(name);
 
 /** Refuses a path that names no known attribute first, or that names a forbidden segment anywhere. */
 function checkPatchPath(path: string, resource: Patchable) {

@@ -84,3 +84,20 @@ t.test('the paths identity providers send pass, a thousand of them too', async (
   t.equal(removed.status, 200, 'a thousand removals by an e-mail address with dots');
   t.match(removed.body, { emails: [{ value: 'dorothy.tested@mail.example.com' }] }, 'which match nothing');
 });
+
+t.test('a forbidden segment is found among a mebibyte of separators, in a path and in a key', async (t) => {
+  // Segments are told apart in place (the path is not cut into a million strings); what is refused is as before.
+  // No dots: a mebibyte of them is refused for its dots first.
+  const separators = '[:]'.repeat(Math.floor((1024 * 1024 - 256) / 3));
+  for (const [name, operation] of [
+    ['a path', { op: 'remove', path: `emails${separators} Constructor ` }],
+    ['a key', { op: 'replace', value: { [`name${separators}\t__PROTO__`]: 'x' } }],
+  ] as const) {
+    const res = await scim('PATCH', user, { schemas: [PATCH], Operations: [operation] });
+    t.equal(res.status, 400, `${name}: 400`);
+    t.equal(res.body.scimType, 'invalidPath', `${name}: invalidPath`);
+    t.match(res.body.detail, /is not an attribute/, `${name}: as naming no attribute`);
+  }
+  const allowed = await scim('PATCH', user, { schemas: [PATCH], Operations: [{ op: 'replace', value: { 'name.constructors': 'x' } }] });
+  t.not(allowed.body.detail ?? '', /is not an attribute/, 'a segment that only begins with a forbidden name is none');
+});
