@@ -105,6 +105,9 @@ t.test('a member that names a group is refused, whatever its id, and changes not
     { value: String(ann.id), $ref: `http://localhost/scim/v2/Groups/${ann.id}/` },
     { value: String(ann.id), $ref: `Groups/${ann.id}` },
     { value: String(ann.id), $ref: `http://localhost/scim/v2/Groups/${ann.id}?attributes=id` },
+    // A line break in the query or the fragment, which URL parsers drop: still the group's URL.
+    { value: String(ann.id), $ref: `http://localhost/scim/v2/Groups/${ann.id}?\n` },
+    { value: String(ann.id), $ref: `http://localhost/scim/v2/Groups/${ann.id}#a\r\nb` },
     { value: String(parent.id), type: 'Group', $ref: `http://localhost/scim/v2/Groups/${parent.id}` },
   ];
   const before = await departmentCount();
