@@ -5,6 +5,7 @@ import { userLabel } from '../../platform/audit/audit.ts';
 import { transactionTenant, type Tx } from '../../platform/database/database.ts';
 import { idempotencyKeys } from '../../platform/http/idempotency.ts';
 import { lockRecord, lockTenantScope } from '../../platform/database/locks.ts';
+import { updateTime } from '../../platform/database/update-time.ts';
 import { forgetAccountFailures } from '../auth/queries.ts';
 import { accessTokens } from '../auth/table.ts';
 import { departmentUsers } from '../departments/table.ts';
@@ -135,14 +136,15 @@ export async function insertUser(tx: Tx, values: typeof users.$inferInsert): Pro
 
 /**
  * Stores `values` on the user (and, unless `changed` is false, the time of the update: a
- * write that changes nothing leaves `updated_at` as it was), unless the user is deleted or
- * blacked out by now: false then. The condition is judged on the row as it is when written,
- * so a delete or blackout that committed after the caller read the user is not overwritten.
+ * write that changes nothing leaves `updated_at` as it was, `updateTime`), unless the user
+ * is deleted or blacked out by now: false then. The condition is judged on the row as it is
+ * when written, so a delete or blackout that committed after the caller read the user is
+ * not overwritten.
  */
 export async function updateUserColumns(tx: Tx, userId: number, values: UserColumns, { changed = true } = {}): Promise<boolean> {
   const [updated] = await tx
     .update(users)
-    .set({ ...values, updatedAt: changed ? sql`now()` : sql`${users.updatedAt}` })
+    .set({ ...values, updatedAt: updateTime(users.updatedAt, changed) })
     .where(and(eq(users.id, userId), isNull(users.deletedAt)))
     .returning({ id: users.id });
   return updated !== undefined;
