@@ -1156,7 +1156,11 @@ export interface paths {
         get: operations["getDepartment"];
         /**
          * Update a department
-         * @description Same keys as create; `name` is required. Omitted id lists and tags keep their current values.
+         * @description Same keys as create; `name` is required. Omitted id lists and tags keep their current
+         *     values. An update that changes nothing (the stored values sent back, as a client saving
+         *     the record it read does; id lists compare as the department answers them) leaves
+         *     `updated_at` as it was and records no audit event, as `PUT /api/users/{user}` does.
+         *     A change of an id list alone moves it.
          */
         put: operations["updateDepartment"];
         post?: never;
@@ -2393,7 +2397,10 @@ export interface paths {
          * Replace a group (SCIM)
          * @description Renames the department and replaces its members of users SCIM sees (without
          *     `members`, or with `null`, it keeps none of them); recorded as `department.updated`.
-         *     Refusals as for `POST /scim/v2/Groups`.
+         *     Refusals as for `POST /scim/v2/Groups`. A replacement that changes nothing (the group
+         *     as stored, its members in any order, as an identity provider's periodic sync sends
+         *     it) leaves `meta.lastModified` as it was and records no event; a change of the name,
+         *     `externalId` or members moves it.
          */
         put: operations["replaceScimGroup"];
         post?: never;
@@ -2411,9 +2418,10 @@ export interface paths {
          * @description Applies RFC 7644 PATCH operations (see `ScimPatchRequest`), such as
          *     `{"op": "add", "path": "members", "value": [{"value": "42"}]}` or
          *     `{"op": "remove", "path": "members[value eq \"42\"]"}`, then writes the result as `PUT`
-         *     does. 400 `invalidSyntax`, `invalidPath`, `noTarget`, `invalidValue` or `mutability`;
-         *     403 and 409 as for `PUT`. With `Prefer: return=minimal` and no `attributes` parameter
-         *     the answer is a 204.
+         *     does: operations that leave the group as it was leave `meta.lastModified` as it was
+         *     and record no event. 400 `invalidSyntax`, `invalidPath`, `noTarget`, `invalidValue`
+         *     or `mutability`; 403 and 409 as for `PUT`. With `Prefer: return=minimal` and no
+         *     `attributes` parameter the answer is a 204.
          */
         patch: operations["patchScimGroup"];
         trace?: never;

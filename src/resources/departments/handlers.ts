@@ -4,12 +4,19 @@ import type { Tx } from '../../platform/database/database.ts';
 import { lockRecord, lockTenantScope } from '../../platform/database/locks.ts';
 import type { Handlers } from '../../platform/http/handler.ts';
 import { notFound } from '../../platform/http/problem.ts';
-import { ALL_FIELDS, listRecords, selectRecords, showRecord } from '../../platform/result-controls/listing.ts';
+import { ALL_FIELDS, listRecords, presentAll, selectRecords, showRecord } from '../../platform/result-controls/listing.ts';
 import { audit, recordChanges } from '../audit-events/record.ts';
 import { deleteDepartment, departmentCountAndLimit, entityPermissionsNaming, findDepartment, saveDepartment } from './queries.ts';
-import { departmentAvailability, departmentLimitRefusal, departmentWrite, NAMED_ENTITIES_SHOWN, namedByEntityPermissionsRefusal } from './rules.ts';
+import {
+  departmentAfter,
+  departmentAvailability,
+  departmentLimitRefusal,
+  departmentWrite,
+  NAMED_ENTITIES_SHOWN,
+  namedByEntityPermissionsRefusal,
+} from './rules.ts';
 import { departments } from './table.ts';
-import { departmentListing } from './view.ts';
+import { departmentListing, departmentView } from './view.ts';
 
 /** The department just written, with every field and no relations. */
 async function presentDepartment(tx: Tx, auth: Auth, id: number) {
@@ -67,9 +74,13 @@ export const departmentHandlers = {
       // A concurrent update or delete of the department waits, or is waited for: no change is lost.
       if (!(await lockRecord(tx, departments, params.department))) throw notFound('The department');
       const current = await findDepartment(tx, params.department);
-      const before = await presentDepartment(tx, auth, current.id);
-      const record = await presentDepartment(tx, auth, await saveDepartment(tx, auth, await departmentWrite(tx, body, current), current.id));
-      const changes = recordChanges(before, record);
+      const write = await departmentWrite(tx, body, current);
+      // Judged before the write, on the department as reads answer it: one that changes nothing (the record sent back
+      // as it was read) leaves updated_at as it was (the spec, operationId updateDepartment), and records no event.
+      const [before, after] = await presentAll(departmentView, null, [current, departmentAfter(current, write)], auth);
+      const changes = recordChanges(before!, after!);
+      await saveDepartment(tx, auth, write, current.id, { changed: Object.keys(changes).length > 0 });
+      const record = await presentDepartment(tx, auth, current.id);
       if (Object.keys(changes).length > 0) await audit(tx, ctx, { action: 'department.updated', target: departmentTarget(record), changes });
       return record;
     });

@@ -2,6 +2,7 @@ import { and, asc, count, eq, getTableColumns, inArray, not, sql } from 'drizzle
 import { can, type Auth } from '../../platform/auth/auth.ts';
 import type { Tx } from '../../platform/database/database.ts';
 import { tenants } from '../../platform/database/tenancy.ts';
+import { updateTime } from '../../platform/database/update-time.ts';
 import { notFound } from '../../platform/http/problem.ts';
 import { entityPermissions } from '../entity-permissions/table.ts';
 import { administrableBy } from '../forms/rules.ts';
@@ -57,15 +58,25 @@ export interface DepartmentWrite {
   attributeSets?: readonly { id: number; sortNumber: number }[];
 }
 
-/** Inserts (`currentId` null) or updates the department and replaces the assignments given; answers its id. */
-export async function saveDepartment(tx: Tx, author: Pick<Auth, 'tenantId' | 'userId'>, write: DepartmentWrite, currentId: number | null): Promise<number> {
+/**
+ * Inserts (`currentId` null) or updates the department and replaces the assignments given;
+ * answers its id. An update stores the time of the update in `updated_at` unless `changed`
+ * is false: one that changes nothing leaves it as it was (`updateTime`).
+ */
+export async function saveDepartment(
+  tx: Tx,
+  author: Pick<Auth, 'tenantId' | 'userId'>,
+  write: DepartmentWrite,
+  currentId: number | null,
+  { changed = true } = {},
+): Promise<number> {
   const { tenantId } = author;
   const values = { name: write.name, tags: write.tags, attributes: write.attributes };
   let id: number;
   if (currentId !== null) {
     await tx
       .update(departments)
-      .set({ ...values, updatedAt: sql`now()` })
+      .set({ ...values, updatedAt: updateTime(departments.updatedAt, changed) })
       .where(eq(departments.id, currentId));
     id = currentId;
   } else {

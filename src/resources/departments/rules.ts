@@ -38,6 +38,24 @@ export function attributeSetAssignments(items: DepartmentInput['attribute_set_id
   return result;
 }
 
+/**
+ * The department as `write` leaves `current`, its id lists as reads answer them (the
+ * settings by id, the sets by sort number and id): what an update is compared with to
+ * know, before it is stored, whether it changes anything.
+ */
+export function departmentAfter(current: DepartmentRow, write: DepartmentWrite): DepartmentRow {
+  const settingIds = write.notificationSettingIds && [...new Set(write.notificationSettingIds)].sort((a, b) => a - b);
+  const sets = write.attributeSets && [...write.attributeSets].sort((a, b) => a.sortNumber - b.sortNumber || a.id - b.id);
+  return {
+    ...current,
+    name: write.name,
+    tags: write.tags,
+    attributes: write.attributes,
+    notificationSettingIds: settingIds ?? current.notificationSettingIds,
+    attributeSetIds: sets?.map((set) => set.id) ?? current.attributeSetIds,
+  };
+}
+
 const INPUT_KEYS = ['name', 'tags', 'notification_setting_ids', 'attribute_set_ids'];
 
 /** The body's keys beyond the declared ones: attribute values (read-only fields like `user_id` fail as unknown). */

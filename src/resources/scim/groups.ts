@@ -5,6 +5,7 @@
  */
 import { characterCount } from '../../platform/http/validation.ts';
 import { and, asc, count, eq, inArray, sql, type SQL } from 'drizzle-orm';
+import { sameJson } from '../../platform/audit/audit.ts';
 import type { Caller } from '../../platform/auth/auth.ts';
 import { grantablePermissions } from '../../platform/auth/permissions.ts';
 import type { Tx } from '../../platform/database/database.ts';
@@ -12,7 +13,7 @@ import { missingIds } from '../../platform/database/existence.ts';
 import { lockRecord, lockTenantScope, type RecordLock } from '../../platform/database/locks.ts';
 import { coded, invalid } from '../../platform/http/problem.ts';
 import { departmentCountAndLimit, saveDepartment, departmentRecords, type DepartmentRow } from '../departments/queries.ts';
-import { departmentAvailability, departmentLimitRefusal, departmentWrite } from '../departments/rules.ts';
+import { departmentAfter, departmentAvailability, departmentLimitRefusal, departmentWrite } from '../departments/rules.ts';
 import { departmentUsers, departments } from '../departments/table.ts';
 import { membershipsConferringRights, CONFERS_ENTITY_RIGHTS } from '../entity-permissions/rules.ts';
 import { roles } from '../roles/table.ts';
@@ -187,17 +188,17 @@ export async function saveGroup(
     const refusal = departmentLimitRefusal(departmentAvailability(await departmentCountAndLimit(tx)));
     if (refusal) throw refusal;
   }
-  // A department created over SCIM has no creator (`user_id` null): the token is no user.
-  const id = await saveDepartment(
-    tx,
-    { tenantId: caller.tenantId, userId: null as never },
-    await departmentWrite(tx, { name: write.name }, current),
-    current?.id ?? null,
-  );
-  if ((current?.externalId ?? null) !== write.externalId) await tx.update(departments).set({ externalId: write.externalId }).where(eq(departments.id, id));
-  const stored = (await membersOf(tx, [id])).get(id)?.map((m) => m.id) ?? [];
+  const department = await departmentWrite(tx, { name: write.name }, current);
+  const externalIdChanged = (current?.externalId ?? null) !== write.externalId;
+  const stored = current ? ((await membersOf(tx, [current.id])).get(current.id)?.map((m) => m.id) ?? []) : [];
   const added = write.memberIds.filter((userId) => !stored.includes(userId));
   const removed = stored.filter((userId) => !write.memberIds.includes(userId));
+  // A write that leaves the group as it was (an identity provider's periodic PUT) leaves its `updated_at`, which is
+  // its `meta.lastModified`, as it was; a change of its members moves it.
+  const changed = !current || !sameJson(departmentAfter(current, department), current) || externalIdChanged || added.length + removed.length > 0;
+  // A department created over SCIM has no creator (`user_id` null): the token is no user.
+  const id = await saveDepartment(tx, { tenantId: caller.tenantId, userId: null as never }, department, current?.id ?? null, { changed });
+  if (externalIdChanged) await tx.update(departments).set({ externalId: write.externalId }).where(eq(departments.id, id));
   await requireAdministrableMembers(tx, caller, [...added, ...removed]);
   if (added.length > 0) {
     // Held (FOR KEY SHARE) before the memberships are written, as a user's update through

@@ -136,6 +136,70 @@ t.test('update: id lists default to the current values; sent lists replace them'
   t.strictSame(row!.tags, [], 'the refused update changed nothing');
 });
 
+t.test('update: the stored values sent back change nothing: updated_at stays and no event is recorded', async (t) => {
+  const [s1, s2, s3] = await settingIds(tenant.tenantId);
+  const kept = await createSet(t, 'Kept profile', [
+    { key: 'kept_code', type: 'string' },
+    { key: 'kept_size', type: 'integer' },
+  ]);
+  const rate = await createSet(t, 'Kept rate', [{ key: 'kept_rate', type: 'number' }]);
+  const created = await create(t, {
+    name: 'Kept',
+    tags: ['north', 'Field'],
+    notification_setting_ids: [s2, s1],
+    attribute_set_ids: [
+      { id: rate, sort_number: 2 },
+      { id: kept, sort_number: 1 },
+    ],
+    kept_code: 'K-1',
+    kept_size: 3,
+    kept_rate: 0.5,
+  });
+  t.equal(created.status, 201);
+  const department = created.body.id;
+  // A time well before the requests, so that a moved updated_at shows whatever the clock's resolution.
+  const past = '2026-01-02T03:04:05.678Z';
+  const backdate = () =>
+    api.db.owner
+      .update(departments)
+      .set({ updatedAt: new Date(past) })
+      .where(eq(departments.id, department));
+  await backdate();
+  const events = () => rowCount(api.db, 'audit_events', sql`tenant_id = ${tenant.tenantId}`);
+  const eventsBefore = await events();
+  const read = (await api.call(t, 'getDepartment', { token: manager.token, params: { department } })).body;
+  // As a form saves the record it read: every key, the setting ids in another order.
+  const form = {
+    name: read.name,
+    tags: read.tags,
+    notification_setting_ids: [...read.notification_setting_ids].reverse(),
+    attribute_set_ids: read.attribute_set_ids,
+    ...read.attributes,
+  };
+  const same = await api.call(t, 'updateDepartment', { token: manager.token, params: { department }, body: form });
+  t.equal(same.status, 200);
+  t.equal(same.body.updated_at, past, 'the update answers the updated_at it had');
+  t.strictSame(same.body, read, 'and the record as it was');
+  const named = await api.call(t, 'updateDepartment', { token: manager.token, params: { department }, body: { name: 'Kept' } });
+  t.equal(named.body.updated_at, past, 'the name alone, as it is');
+  const [row] = await api.db.owner.select({ updatedAt: departments.updatedAt }).from(departments).where(eq(departments.id, department));
+  t.equal(row!.updatedAt.toISOString(), past, 'stored so');
+  t.equal(await events(), eventsBefore, 'and no event is recorded');
+
+  const retagged = await api.call(t, 'updateDepartment', { token: manager.token, params: { department }, body: { ...form, tags: ['north'] } });
+  t.equal(retagged.status, 200);
+  t.not(retagged.body.updated_at, past, 'a change moves it');
+  t.equal(await events(), eventsBefore + 1);
+  await backdate();
+  const assigned = await api.call(t, 'updateDepartment', {
+    token: manager.token,
+    params: { department },
+    body: { name: 'Kept', notification_setting_ids: [s3] },
+  });
+  t.not(assigned.body.updated_at, past, 'so does a change of an assignment alone');
+  t.equal(await events(), eventsBefore + 2);
+});
+
 t.test('attribute sets define which extra keys a department takes, validated by type', async (t) => {
   const profile = await createSet(t, 'Profile', [
     { key: 'cost_center', type: 'string' },

@@ -539,6 +539,36 @@ t.test('externalId: stored on the department, answered, filtered case-exactly, r
   t.notOk('external_id' in api_.body, 'the API answers departments as before');
 });
 
+t.test('a PUT or PATCH that changes nothing (a periodic sync) leaves meta.lastModified and records no event', async (t) => {
+  const members = [{ value: String(ann.id) }, { value: String(ben.id) }];
+  const created = (await scim('POST', '/Groups', { schemas: [GROUP], displayName: 'Synced', externalId: 'okta-synced', members })).body;
+  const path = `/Groups/${created.id}`;
+  // A time well before the requests, so that a moved lastModified shows whatever the clock's resolution.
+  const past = '2026-01-02T03:04:05.678Z';
+  await api.db.owner.execute(sql`update departments set updated_at = ${past} where id = ${Number(created.id)}`);
+  const events = () => rowCount(api.db, 'audit_events', sql`tenant_id = ${tenant.tenantId}`);
+  const before = await events();
+  const { meta: _meta, id: _id, ...resource } = (await scim('GET', path)).body;
+  const put = await scim('PUT', path, { ...resource, members: [...resource.members].reverse() });
+  t.equal(put.status, 200);
+  t.equal(put.body.meta.lastModified, past, 'a PUT of the group as read, its members in another order');
+  const patch = await scim('PATCH', path, {
+    schemas: [PATCH],
+    Operations: [
+      { op: 'replace', path: 'displayName', value: 'Synced' },
+      { op: 'add', path: 'members', value: [{ value: String(ann.id) }] },
+      { op: 'replace', path: 'externalId', value: 'okta-synced' },
+    ],
+  });
+  t.equal(patch.status, 200);
+  t.equal(patch.body.meta.lastModified, past, 'a PATCH of the values it has');
+  t.equal(await events(), before, 'and neither records an event');
+  const removed = await scim('PATCH', path, { schemas: [PATCH], Operations: [{ op: 'remove', path: `members[value eq "${ben.id}"]` }] });
+  t.equal(removed.status, 200);
+  t.not(removed.body.meta.lastModified, past, 'a change of its members moves it');
+  t.equal(await events(), before + 1);
+});
+
 t.test('a filter on externalId is an index scan in the tenant', async (t) => {
   const plan = await api.db.tenant(tenant.tenantId, async (tx) => {
     // With this few rows a sequential scan costs less: forbid it, so the plan shows whether an index can serve the filter at all.
