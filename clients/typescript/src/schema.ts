@@ -69,6 +69,9 @@ export interface paths {
          *     A field may not take a type other than the one another set attached beside this one
          *     to a department gives the same key (422 `mismatch` on `fields.<index>.type`): the
          *     department would refuse every write until one of the two sets were detached.
+         *
+         *     An update that changes nothing (the set's name and fields sent back as stored) leaves
+         *     `updated_at` as it was and records no audit event, as `PUT /api/users/{user}` does.
          */
         put: operations["updateAttributeSet"];
         post?: never;
@@ -427,7 +430,9 @@ export interface paths {
          *     `menu-items.administer` (menu items); 422 `confers_rights` on `active` otherwise. The
          *     caller's own role cannot be deactivated or lose
          *     `users.administer` (422): that would lock the caller out. A new `name` follows the
-         *     rules of create (`RoleInput`); a name sent back unchanged is not judged again.
+         *     rules of create (`RoleInput`); a name sent back unchanged is not judged again. An
+         *     update that changes nothing (the stored values sent back, or no key) leaves
+         *     `updated_at` as it was and records no audit event, as `PUT /api/users/{user}` does.
          */
         put: operations["updateRole"];
         post?: never;

@@ -56,9 +56,12 @@ export const attributeSetHandlers = {
       if (!(await lockRecord(tx, attributeSets, params.attributeSet, 'update'))) throw notFound('The attribute set');
       const clashes = clashesBeside(values.fields, await fieldsAttachedBeside(tx, params.attributeSet));
       if (Object.keys(clashes).length > 0) throw invalid(clashes);
-      const [before] = await presentAll(attributeSetView, null, [await findAttributeSet(tx, params.attributeSet)], auth);
-      const [record] = await presentAll(attributeSetView, null, await updateAttributeSet(tx, params.attributeSet, values), auth);
-      const changes = recordChanges(before!, record!);
+      const current = await findAttributeSet(tx, params.attributeSet);
+      // Judged before the write: one that changes nothing (the set sent back as it was read) leaves updated_at as it was.
+      const [before, after] = await presentAll(attributeSetView, null, [current, { ...current, ...values }], auth);
+      const changes = recordChanges(before!, after!);
+      const stored = await updateAttributeSet(tx, params.attributeSet, values, { changed: Object.keys(changes).length > 0 });
+      const [record] = await presentAll(attributeSetView, null, stored, auth);
       if (Object.keys(changes).length > 0) await audit(tx, ctx, { action: 'attribute_set.updated', target: attributeSetTarget(record!), changes });
       return record;
     });

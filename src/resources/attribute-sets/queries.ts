@@ -1,5 +1,6 @@
 import { and, count, eq, inArray, sql } from 'drizzle-orm';
 import { transactionTenant, type Tx } from '../../platform/database/database.ts';
+import { updateTime } from '../../platform/database/update-time.ts';
 import { notFound } from '../../platform/http/problem.ts';
 import { departmentAttributeSets } from '../departments/table.ts';
 import { attributeSets, type AttributeField } from './table.ts';
@@ -60,11 +61,16 @@ export async function insertAttributeSet(tx: Tx, tenantId: number, values: { nam
     .returning();
 }
 
-/** The updated set, or 404. */
-export async function updateAttributeSet(tx: Tx, id: number, values: { name: string; fields: AttributeField[] }): Promise<AttributeSetRow[]> {
+/** The updated set, or 404; the time of the update is stored unless it changes nothing (`changed`: `updateTime`). */
+export async function updateAttributeSet(
+  tx: Tx,
+  id: number,
+  values: { name: string; fields: AttributeField[] },
+  { changed }: { changed: boolean },
+): Promise<AttributeSetRow[]> {
   const rows = await tx
     .update(attributeSets)
-    .set({ ...values, updatedAt: sql`now()` })
+    .set({ ...values, updatedAt: updateTime(attributeSets.updatedAt, changed) })
     .where(eq(attributeSets.id, id))
     .returning();
   if (rows.length === 0) throw notFound('The attribute set');

@@ -63,11 +63,9 @@ export const roleHandlers = {
       if (Object.keys(errors).length > 0) throw invalid(errors);
       // A name sent back unchanged is not judged again (it may predate these rules).
       if (next.name !== role.name) next.name = await newRoleName(tx, next.name, role.id);
-      const updated = await updateRoleRow(tx, role.id, next);
-      const changes = changesBetween(
-        { name: role.name, active: role.active, permissions: role.permissions },
-        { name: updated.name, active: updated.active, permissions: updated.permissions },
-      );
+      // A write that changes nothing (the role sent back as it was read) leaves updated_at as it was and records no event.
+      const changes = changesBetween({ name: role.name, active: role.active, permissions: role.permissions }, next);
+      const updated = await updateRoleRow(tx, role.id, next, { changed: Object.keys(changes).length > 0 });
       if (Object.keys(changes).length > 0)
         await audit(tx, ctx, { action: 'role.updated', target: { type: 'role', id: role.id, label: updated.name }, changes });
       return updated;

@@ -3,6 +3,7 @@ import { and, eq, isNull, sql } from 'drizzle-orm';
 import type { Caller } from '../../platform/auth/auth.ts';
 import { transactionTenant, type Tx } from '../../platform/database/database.ts';
 import { lockTenantScope } from '../../platform/database/locks.ts';
+import { updateTime } from '../../platform/database/update-time.ts';
 import { forbidden } from '../../platform/http/problem.ts';
 import { scimTokens } from '../scim/table.ts';
 import { users } from '../users/table.ts';
@@ -68,10 +69,16 @@ export async function insertRole(tx: Tx, values: Omit<typeof roles.$inferInsert,
   return created!;
 }
 
-export async function updateRoleRow(tx: Tx, roleId: number, values: Pick<RoleRow, 'name' | 'active' | 'permissions'>): Promise<RoleRow> {
+/** Stores `values` on the role, and the time of the update unless it changes nothing (`changed`: `updateTime`). */
+export async function updateRoleRow(
+  tx: Tx,
+  roleId: number,
+  values: Pick<RoleRow, 'name' | 'active' | 'permissions'>,
+  { changed }: { changed: boolean },
+): Promise<RoleRow> {
   const [updated] = await tx
     .update(roles)
-    .set({ ...values, updatedAt: sql`now()` })
+    .set({ ...values, updatedAt: updateTime(roles.updatedAt, changed) })
     .where(eq(roles.id, roleId))
     .returning();
   return updated!;

@@ -377,6 +377,32 @@ t.test('attribute set administration validates fields and needs departments.mana
   t.ok(clash.body.errors.attribute_set_ids);
 });
 
+t.test('an attribute set update that changes nothing leaves updated_at as it was and records no event', async (t) => {
+  const id = await createSet(t, 'Unchanged set', [
+    { key: 'unchanged_code', type: 'string', label: 'Code' },
+    { key: 'unchanged_size', type: 'integer' },
+  ]);
+  // A time well before the requests, so that a moved updated_at shows whatever the clock's resolution.
+  const past = '2026-01-02T03:04:05.678Z';
+  await api.db.owner.execute(sql`update attribute_sets set updated_at = ${past} where id = ${id}`);
+  const events = () => rowCount(api.db, 'audit_events', sql`tenant_id = ${tenant.tenantId}`);
+  const eventsBefore = await events();
+  const read = (await api.call(t, 'getAttributeSet', { token: manager.token, params: { attributeSet: id } })).body;
+  const same = await api.call(t, 'updateAttributeSet', { token: manager.token, params: { attributeSet: id }, body: { name: read.name, fields: read.fields } });
+  t.equal(same.status, 200);
+  t.equal(same.body.updated_at, past, 'the set sent back as read answers the updated_at it had');
+  t.strictSame(same.body, read, 'and the set as it was');
+  t.equal(await events(), eventsBefore, 'and no event is recorded');
+  const changed = await api.call(t, 'updateAttributeSet', {
+    token: manager.token,
+    params: { attributeSet: id },
+    body: { name: read.name, fields: read.fields.slice(1) },
+  });
+  t.equal(changed.status, 200);
+  t.not(changed.body.updated_at, past, 'a change moves it');
+  t.equal(await events(), eventsBefore + 1);
+});
+
 t.test('URL context: static_url, url and url_context only when selected, as for users', async (t) => {
   const id = (await create(t, { name: 'Routed' })).body.id as number;
   const plain = await api.call(t, 'getDepartment', { token: employee.token, params: { department: id } });

@@ -61,6 +61,31 @@ t.test('an administrator creates and updates a role', async (t) => {
   t.strictSame(shown.body, { name: 'Editors', active: false });
 });
 
+t.test('an update that changes nothing leaves updated_at as it was and records no event', async (t) => {
+  const created = await api.call(t, 'createRole', { token: tenant.adminToken, body: { name: 'Unchanged', permissions: ['users.view'] } });
+  t.equal(created.status, 201);
+  const role = created.body.id;
+  // A time well before the requests, so that a moved updated_at shows whatever the clock's resolution.
+  const past = '2026-01-02T03:04:05.678Z';
+  await api.db.owner.execute(sql`update roles set updated_at = ${past} where id = ${role}`);
+  const events = () => rowCount(api.db, 'audit_events', sql`tenant_id = ${tenant.tenantId}`);
+  const eventsBefore = await events();
+  const read = (await api.call(t, 'getRole', { token: tenant.adminToken, params: { role } })).body;
+  const same = await api.call(t, 'updateRole', {
+    token: tenant.adminToken,
+    params: { role },
+    body: { name: read.name, active: read.active, permissions: read.permissions },
+  });
+  t.equal(same.status, 200);
+  t.equal(same.body.updated_at, past, 'the role sent back as read answers the updated_at it had');
+  t.strictSame(same.body, read, 'and the role as it was');
+  t.equal((await api.call(t, 'updateRole', { token: tenant.adminToken, params: { role }, body: {} })).body.updated_at, past, 'so does an empty body');
+  t.equal(await events(), eventsBefore, 'and neither records an event');
+  const changed = await api.call(t, 'updateRole', { token: tenant.adminToken, params: { role }, body: { active: false } });
+  t.not(changed.body.updated_at, past, 'a change moves it');
+  t.equal(await events(), eventsBefore + 1);
+});
+
 t.test('a name is at most 255 characters as stored (NFC), counted in characters, not UTF-16 units', async (t) => {
   const before = await count();
   // U+0958 is excluded from composition: NFC writes each as two code points, so 200 of them are stored as 400.
