@@ -344,7 +344,9 @@ export interface paths {
          *     narrowing, widening and clearing alike) needs every permission the link's
          *     placeholders need, otherwise 422 on `entity_permissions` naming the permission
          *     lacking. Sending the current lists back is not a change. Deleting such an item
-         *     needs nothing more.
+         *     needs nothing more. An update that changes nothing (the stored values sent back, the
+         *     lists in any order) leaves `updated_at` as it was and records no audit event, as
+         *     `PUT /api/users/{user}` does; a change of `entity_permissions` alone moves it.
          */
         put: operations["updateMenuItem"];
         post?: never;

@@ -35,6 +35,16 @@ export async function deleteSubjectLists(tx: Tx, entityType: string, entityId: n
   await tx.delete(entityPermissions).where(and(eq(entityPermissions.entityType, entityType), eq(entityPermissions.entityId, entityId)));
 }
 
+/**
+ * `lists` as `replaceSubjectLists` stores them and `loadSubjectLists` reads them back: each
+ * list without duplicates, by id; a missing list empty. What a write is compared with to
+ * know, before it is stored, whether it changes the entity's lists.
+ */
+export function storedSubjectLists(lists: Partial<SubjectLists>): SubjectLists {
+  const stored = (ids: number[] | undefined) => [...new Set(ids ?? [])].sort((a, b) => a - b);
+  return { user_ids: stored(lists.user_ids), role_ids: stored(lists.role_ids), department_ids: stored(lists.department_ids) };
+}
+
 /** Replaces the entity's lists with `lists` (duplicates collapse). */
 export async function replaceSubjectLists(tx: Tx, tenantId: number, entityType: string, entityId: number, lists: Partial<SubjectLists>): Promise<void> {
   await deleteSubjectLists(tx, entityType, entityId);

@@ -5,7 +5,7 @@ import type { Handlers } from '../../platform/http/handler.ts';
 import { notFound } from '../../platform/http/problem.ts';
 import { listRecords, presentAll, showRecord } from '../../platform/result-controls/listing.ts';
 import { audit, recordChanges } from '../audit-events/record.ts';
-import { deleteSubjectLists, replaceSubjectLists } from '../entity-permissions/queries.ts';
+import { deleteSubjectLists, replaceSubjectLists, storedSubjectLists } from '../entity-permissions/queries.ts';
 import {
   findUndeletedMenuItem,
   insertMenuItem,
@@ -99,7 +99,8 @@ export const menuItemHandlers = {
       // lost, and an item deleted meanwhile is not found.
       const current = (await lockRecord(tx, menuItems, params.menuItem)) ? await findUndeletedMenuItem(tx, params.menuItem) : undefined;
       if (!current) throw notFound('The menu item');
-      const before = await presentForAdministration(tx, auth, current);
+      const viewer = administrationScope(auth);
+      const [shown] = await menuItemListing.shape(tx, [current], viewer);
       const type = body.type ?? current.type;
       const link = body.link ?? current.link;
       const allowIframeAccess = body.allow_iframe_access ?? current.allowIframeAccess;
@@ -113,7 +114,7 @@ export const menuItemHandlers = {
         newLink: link !== current.link,
         newAudience,
       });
-      const row = await updateMenuItem(tx, current.id, {
+      const values = {
         langId,
         iconId: body.icon_id ?? current.iconId,
         menuIdentifier: body.menu_identifier ?? current.menuIdentifier,
@@ -125,10 +126,15 @@ export const menuItemHandlers = {
         iframeAccess: iframeAccess(allowIframeAccess, link),
         userConfirmationRequired: body.user_confirmation_required ?? current.userConfirmationRequired,
         sortNumber: body.sort_number ?? current.sortNumber,
-      });
+      };
+      // Judged before the write, on the item as the administration routes answer it: one that changes nothing (the
+      // item sent back as it was read) leaves updated_at as it was (the spec, operationId updateMenuItem).
+      const entityPermissions = sent ? storedSubjectLists(sent) : shown!.entityPermissions;
+      const [before, after] = await presentAll(menuItemView, null, [shown!, { ...shown!, ...values, entityPermissions }], viewer);
+      const changes = recordChanges(before!, after!);
+      const row = await updateMenuItem(tx, current.id, values, { changed: Object.keys(changes).length > 0 });
       if (body.entity_permissions) await replaceSubjectLists(tx, auth.tenantId, MENU_ITEM_ENTITY_TYPE, current.id, body.entity_permissions);
       const record = await presentForAdministration(tx, auth, row);
-      const changes = recordChanges(before, record);
       if (Object.keys(changes).length > 0) await audit(tx, ctx, { action: 'menu_item.updated', target: menuItemTarget(row), changes });
       return record;
     });

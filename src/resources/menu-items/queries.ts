@@ -1,6 +1,7 @@
 import { and, eq, isNull, not, or, sql, type SQL } from 'drizzle-orm';
 import type { Tx } from '../../platform/database/database.ts';
 import { lockTenantScope } from '../../platform/database/locks.ts';
+import { updateTime } from '../../platform/database/update-time.ts';
 import { isRestricted, loadSubjectLists, namesUser, type SubjectLists } from '../entity-permissions/queries.ts';
 import { languages } from '../languages/table.ts';
 import { MENU_ITEM_ENTITY_TYPE, menuItems } from './table.ts';
@@ -59,10 +60,11 @@ export async function insertMenuItem(tx: Tx, tenantId: number, values: MenuItemV
   return row!;
 }
 
-export async function updateMenuItem(tx: Tx, id: number, values: MenuItemValues): Promise<MenuItemRow> {
+/** Stores `values` on the item, and the time of the update unless it changes nothing (`changed`: `updateTime`). */
+export async function updateMenuItem(tx: Tx, id: number, values: MenuItemValues, { changed }: { changed: boolean }): Promise<MenuItemRow> {
   const [row] = await tx
     .update(menuItems)
-    .set({ ...values, updatedAt: sql`now()` })
+    .set({ ...values, updatedAt: updateTime(menuItems.updatedAt, changed) })
     .where(eq(menuItems.id, id))
     .returning();
   return row!;

@@ -403,6 +403,39 @@ t.test('update: absent keys keep their value; entity_permissions replaces the re
   t.strictSame((await api.call(t, 'getAdministeredMenuItem', { token: admin, params })).body, before, 'nothing changed');
 });
 
+t.test('update: the stored values sent back change nothing: updated_at stays and no event is recorded', async (t) => {
+  const [one, two] = [await api.createUser(tenant.tenantId), await api.createUser(tenant.tenantId)];
+  const item = await create(t, { title: 'Kept', entity_permissions: { user_ids: [one.id, two.id] } });
+  t.equal(item.status, 201);
+  const params = { menuItem: item.body.id };
+  // A time well before the requests, so that a moved updated_at shows whatever the clock's resolution.
+  const past = '2026-01-02T03:04:05.678Z';
+  const backdate = () => api.db.owner.execute(sql`update menu_items set updated_at = ${past} where id = ${item.body.id}`);
+  await backdate();
+  const events = () => rowCount(api.db, 'audit_events', sql`tenant_id = ${tenant.tenantId}`);
+  const eventsBefore = await events();
+  const read = (await api.call(t, 'getAdministeredMenuItem', { token: admin, params })).body;
+  const writable = ['lang_id', 'icon_id', 'menu_identifier', 'type', 'title', 'link', 'allow_iframe_access', 'user_confirmation_required', 'sort_number'];
+  const form = {
+    ...Object.fromEntries(writable.map((key) => [key, read[key]])),
+    // The same subjects in another order, one twice: the same restriction.
+    entity_permissions: { ...read.entity_permissions, user_ids: [two.id, one.id, two.id] },
+  };
+  const same = await api.call(t, 'updateMenuItem', { token: admin, params, body: form });
+  t.equal(same.status, 200);
+  t.equal(same.body.updated_at, past, 'the item sent back as read answers the updated_at it had');
+  t.strictSame(same.body, read, 'and the item as it was');
+  t.equal(await events(), eventsBefore, 'and no event is recorded');
+  const renamed = await api.call(t, 'updateMenuItem', { token: admin, params, body: { ...form, title: 'Renamed' } });
+  t.not(renamed.body.updated_at, past, 'a change moves it');
+  t.equal(await events(), eventsBefore + 1);
+  await backdate();
+  const narrowed = await api.call(t, 'updateMenuItem', { token: admin, params, body: { entity_permissions: { user_ids: [one.id] } } });
+  t.equal(narrowed.status, 200);
+  t.not(narrowed.body.updated_at, past, 'so does a change of the restriction alone');
+  t.equal(await events(), eventsBefore + 2);
+});
+
 t.test('another tenant’s item is answered like a missing one on every route', async (t) => {
   const foreign = await create(t, { menu_identifier: 'foreign' }, other.adminToken);
   const params = { menuItem: foreign.body.id };
