@@ -626,6 +626,9 @@ export interface paths {
          *     roles or departments confers only the right to administer this form, which the
          *     caller holds already, so no caller can grant through it a right they lack. A caller
          *     who removes themselves (or their role or department) loses access to it at once.
+         *     An update that changes nothing (the stored values sent back, the lists in any order)
+         *     leaves `updated_at` as it was and records no audit event, as `PUT /api/users/{user}`
+         *     does; a change of `entity_permissions` alone moves it.
          */
         put: operations["updateForm"];
         post?: never;
@@ -695,6 +698,9 @@ export interface paths {
          *     roles or departments confers only the right to administer this task template, which the
          *     caller holds already, so no caller can grant through it a right they lack. A caller
          *     who removes themselves (or their role or department) loses access to it at once.
+         *     An update that changes nothing (the stored values sent back, the lists in any order)
+         *     leaves `updated_at` as it was and records no audit event, as `PUT /api/users/{user}`
+         *     does; a change of `entity_permissions` alone moves it.
          */
         put: operations["updateTaskTemplate"];
         post?: never;

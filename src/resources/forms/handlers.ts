@@ -10,7 +10,7 @@ import type { AuditAction } from '../../platform/audit/actions.ts';
 import { changesBetween } from '../../platform/audit/audit.ts';
 import { audit, recordChanges, type RequestContext } from '../audit-events/record.ts';
 import { deleteSourcesFilling, sourcesCopyingFromRefusal } from '../default-value-sources/rules.ts';
-import { replaceSubjectLists, type SubjectLists } from '../entity-permissions/queries.ts';
+import { replaceSubjectLists, storedSubjectLists, type SubjectLists } from '../entity-permissions/queries.ts';
 import { missingSubjects } from '../entity-permissions/rules.ts';
 import {
   deleteExecution,
@@ -33,6 +33,8 @@ import {
   softDeleteField,
   submissionWithId,
   updateField,
+  updatedForm,
+  updatedTaskTemplate,
   updateForm,
   updateTaskTemplate,
   type FieldInput,
@@ -85,7 +87,9 @@ interface Parent<Row extends { id: number }, Input, Change> {
   listing: Listing<Row, Auth>;
   insert(tx: Tx, tenantId: number, input: Input): Promise<Row>;
   find(tx: Tx, id: number): Promise<Row | undefined>;
-  update(tx: Tx, id: number, change: Change): Promise<Row>;
+  update(tx: Tx, id: number, change: Change, options: { changed: boolean }): Promise<Row>;
+  /** The row as `update` leaves it with `change`. */
+  updated(row: Row, change: Change): Row;
 }
 
 const FORM: Parent<FormRow, Parameters<typeof insertForm>[2], Parameters<typeof updateForm>[2]> = {
@@ -98,6 +102,7 @@ const FORM: Parent<FormRow, Parameters<typeof insertForm>[2], Parameters<typeof 
   insert: insertForm,
   find: findForm,
   update: updateForm,
+  updated: updatedForm,
 };
 const TASK_TEMPLATE: Parent<TaskTemplateRow, Parameters<typeof insertTaskTemplate>[2], Parameters<typeof updateTaskTemplate>[2]> = {
   type: 'taskTemplate',
@@ -109,6 +114,7 @@ const TASK_TEMPLATE: Parent<TaskTemplateRow, Parameters<typeof insertTaskTemplat
   insert: insertTaskTemplate,
   find: findTaskTemplate,
   update: updateTaskTemplate,
+  updated: updatedTaskTemplate,
 };
 
 /** A form, task template or field as the audit trail names it: by its name, or its label. */
@@ -211,13 +217,18 @@ async function updateParent<Row extends { id: number }, Input, Change>(
     if (!(await lockRecord(tx, parent.table, id))) throw notFound(parent.what);
     await requireAdministrable(tx, auth, parent.type, id, parent.what);
     const current = await parent.find(tx, id);
-    const [before] = current ? await presentAll(parent.listing.view, tx, [current], auth, SHOW_RELATIONS) : [];
+    if (!current) throw notFound(parent.what);
+    const [before] = await presentAll(parent.listing.view, tx, [current], auth, SHOW_RELATIONS);
     const { entity_permissions: permissions, ...change } = body;
     if (permissions) refuse(await missingSubjects(tx, permissions, 'entity_permissions'));
-    const row = await parent.update(tx, id, change as Change);
+    // Judged before the write, on the parent as it is answered (its fields as they are, the lists sent as they are
+    // stored): one that changes nothing (the parent sent back as it was read) leaves updated_at as it was.
+    const [shown] = await presentAll(parent.listing.view, null, [parent.updated(current, change as Change)], auth);
+    const after = { ...before!, ...shown!, ...(permissions ? { entity_permissions: storedSubjectLists(permissions) } : {}) };
+    const row = await parent.update(tx, id, change as Change, { changed: Object.keys(recordChanges(before!, after)).length > 0 });
     if (permissions) await replaceSubjectLists(tx, auth.tenantId, parent.type, id, permissions);
     const [record] = await presentAll(parent.listing.view, tx, [row], auth, SHOW_RELATIONS);
-    await auditWrite(tx, ctx, parent.audit, 'updated', before ?? null, record!);
+    await auditWrite(tx, ctx, parent.audit, 'updated', before!, after);
     return record!;
   });
 }

@@ -2,6 +2,7 @@
 import { and, eq, isNull, sql, type SQL } from 'drizzle-orm';
 import { transactionTenant, type Tx } from '../../platform/database/database.ts';
 import { lockTenantScope } from '../../platform/database/locks.ts';
+import { updateTime } from '../../platform/database/update-time.ts';
 import { deleteSubjectLists, replaceSubjectLists, type SubjectLists } from '../entity-permissions/queries.ts';
 import { formFields, formSubmissions, forms, PARENT_TABLES, taskExecutions, taskTemplates, type FieldType, type ParentType } from './table.ts';
 
@@ -36,16 +37,42 @@ export async function findTaskTemplate(tx: Tx, id: number): Promise<TaskTemplate
   return (await tx.select().from(taskTemplates).where(eq(taskTemplates.id, id)))[0];
 }
 
-/** The form's stored values changed by `values` (keys as the update body names them); the unchanged row when none is sent. */
-export async function updateForm(tx: Tx, id: number, values: { title?: string; form_type?: string }): Promise<FormRow> {
-  const [form] = await tx.update(forms).set({ title: values.title, formType: values.form_type, updatedAt: new Date() }).where(eq(forms.id, id)).returning();
+/**
+ * The form's stored values changed by `values` (keys as the update body names them); the
+ * unchanged row when none is sent. The time of the update is stored unless it changes
+ * nothing (`changed`: `updateTime`).
+ */
+export async function updateForm(tx: Tx, id: number, values: { title?: string; form_type?: string }, { changed }: { changed: boolean }): Promise<FormRow> {
+  const [form] = await tx
+    .update(forms)
+    .set({ title: values.title, formType: values.form_type, updatedAt: updateTime(forms.updatedAt, changed) })
+    .where(eq(forms.id, id))
+    .returning();
   return form!;
 }
 
-export async function updateTaskTemplate(tx: Tx, id: number, values: { title?: string }): Promise<TaskTemplateRow> {
-  const [template] = await tx.update(taskTemplates).set({ title: values.title, updatedAt: new Date() }).where(eq(taskTemplates.id, id)).returning();
+/** The form as `updateForm` leaves it with `values`. */
+export const updatedForm = (form: FormRow, values: { title?: string; form_type?: string }): FormRow => ({
+  ...form,
+  title: values.title ?? form.title,
+  formType: values.form_type ?? form.formType,
+});
+
+/** As `updateForm`, for a task template. */
+export async function updateTaskTemplate(tx: Tx, id: number, values: { title?: string }, { changed }: { changed: boolean }): Promise<TaskTemplateRow> {
+  const [template] = await tx
+    .update(taskTemplates)
+    .set({ title: values.title, updatedAt: updateTime(taskTemplates.updatedAt, changed) })
+    .where(eq(taskTemplates.id, id))
+    .returning();
   return template!;
 }
+
+/** The task template as `updateTaskTemplate` leaves it with `values`. */
+export const updatedTaskTemplate = (template: TaskTemplateRow, values: { title?: string }): TaskTemplateRow => ({
+  ...template,
+  title: values.title ?? template.title,
+});
 
 /**
  * Deletes the form or task template `id` and its entity permissions. Its fields, their

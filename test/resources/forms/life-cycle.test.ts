@@ -131,6 +131,50 @@ t.test('a form and a template are updated; entity permissions sent replace all t
   t.strictSame(renamed.body.entity_permissions, { user_ids: [], role_ids: [], department_ids: [] });
 });
 
+t.test('an update that changes nothing leaves updated_at as it was and records no event, for a form and a template', async (t) => {
+  const named = await api.createUser(tenant.tenantId);
+  const form = await createForm(t, {
+    fields: [{ name: 'Room', field_type: 'text' }],
+    entity_permissions: { user_ids: [delegate.id, named.id], department_ids: [department!.id] },
+  });
+  const template = await createTemplate(t, { entity_permissions: { user_ids: [delegate.id] } });
+  // A time well before the requests, so that a moved updated_at shows whatever the clock's resolution.
+  const past = '2026-01-02T03:04:05.678Z';
+  await api.db.owner.execute(sql`update forms set updated_at = ${past} where id = ${form.id}`);
+  await api.db.owner.execute(sql`update task_templates set updated_at = ${past} where id = ${template.id}`);
+  const events = () => count('audit_events');
+  const eventsBefore = await events();
+  const readForm = (await api.call(t, 'getForm', { token: admin, params: { form: form.id } })).body;
+  const sameForm = await api.call(t, 'updateForm', {
+    token: admin,
+    params: { form: form.id },
+    // The same subjects in another order, one twice: the same lists.
+    body: {
+      title: readForm.title,
+      form_type: readForm.form_type,
+      entity_permissions: { ...readForm.entity_permissions, user_ids: [named.id, delegate.id, named.id] },
+    },
+  });
+  t.equal(sameForm.status, 200);
+  t.equal(sameForm.body.updated_at, past, 'the form sent back as read answers the updated_at it had');
+  t.strictSame(sameForm.body, readForm, 'and the form as it was');
+  const readTemplate = (await api.call(t, 'getTaskTemplate', { token: admin, params: { taskTemplate: template.id } })).body;
+  const sameTemplate = await api.call(t, 'updateTaskTemplate', {
+    token: admin,
+    params: { taskTemplate: template.id },
+    body: { title: readTemplate.title, entity_permissions: readTemplate.entity_permissions },
+  });
+  t.equal(sameTemplate.status, 200);
+  t.equal(sameTemplate.body.updated_at, past, 'the template too');
+  t.strictSame(sameTemplate.body, readTemplate);
+  t.equal(await events(), eventsBefore, 'and neither records an event');
+  const renamed = await api.call(t, 'updateForm', { token: admin, params: { form: form.id }, body: { title: 'Renamed form' } });
+  t.not(renamed.body.updated_at, past, 'a change moves it');
+  const narrowed = await api.call(t, 'updateTaskTemplate', { token: admin, params: { taskTemplate: template.id }, body: { entity_permissions: {} } });
+  t.not(narrowed.body.updated_at, past, 'so does a change of the entity permissions alone');
+  t.equal(await events(), eventsBefore + 2);
+});
+
 t.test('a delegate named by a form administers its entity permissions; others cannot touch it', async (t) => {
   const form = await createForm(t, { fields: [{ name: 'Size', field_type: 'text' }], entity_permissions: { user_ids: [delegate.id] } });
   const widened = await api.call(t, 'updateForm', {
