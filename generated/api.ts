@@ -195,7 +195,11 @@ export interface paths {
         get: operations["getAutomation"];
         /**
          * Update an automation
-         * @description Keys not sent keep their values. How a masked secret (`"********"`) is kept or must be sent again is described on `WebhookConfiguration`.
+         * @description Keys not sent keep their values. How a masked secret (`"********"`) is kept or must be
+         *     sent again is described on `WebhookConfiguration`. An update that changes nothing
+         *     (the automation sent back as answered, its secrets masked) leaves `updated_at` as it
+         *     was and records no audit event, as `PUT /api/users/{user}` does; a secret sent in
+         *     plain text is stored anew, a change even when its value is the same.
          */
         put: operations["updateAutomation"];
         post?: never;
@@ -769,7 +773,9 @@ export interface paths {
          * @description Same rules as create, checked on the source as it would be after the update. The
          *     caller must be able to administer the template of the current `form_field_id`
          *     (otherwise 404, exactly like a missing source) and of a new one (otherwise 422,
-         *     "does not exist", like a missing field).
+         *     "does not exist", like a missing field). An update that changes nothing (the stored
+         *     values sent back, or no key) leaves `updated_at` as it was and records no audit
+         *     event, as `PUT /api/users/{user}` does.
          */
         put: operations["updateDefaultValueSource"];
         post?: never;

@@ -21,6 +21,17 @@ export async function rowCount(db: Database, table: string, where?: SQL): Promis
   return row!.n;
 }
 
+/**
+ * Sets the `updated_at` of the row `id` of `table` to a time well before the test's
+ * requests, so that an update that moves it shows whatever the clock's resolution, and
+ * answers that time as the API shows it.
+ */
+export async function backdateUpdatedAt(db: Database, table: string, id: number): Promise<string> {
+  const past = '2026-01-02T03:04:05.678Z';
+  await db.owner.execute(sql`update ${sql.identifier(table)} set updated_at = ${past} where id = ${id}`);
+  return past;
+}
+
 /** A department of the tenant with `memberIds` as its members, written directly. */
 export async function createDepartment(db: Database, tenantId: number, name: string, memberIds: number[] = []) {
   const [department] = await db.owner.insert(departments).values({ tenantId, name }).returning();

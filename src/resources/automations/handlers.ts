@@ -73,11 +73,15 @@ export const automationHandlers = {
       const existing = await existingAutomation(tx, params.automation, { lock: 'update', tenantId: auth.tenantId });
       const sealed = body.config ? sealSecrets(body.config, existing.config, secrets, 'config.') : undefined;
       if (sealed) assertValidConfiguration(sealed.errors);
-      const [before] = await presentAll(automationView, tx, [existing], auth);
-      const presented = await presentAll(automationView, tx, await updateAutomation(tx, params.automation, { name: body.name, config: sealed?.stored }), auth);
-      const changes = recordChanges(before!, presented[0]!);
+      const next = { name: body.name ?? existing.name, config: sealed?.stored ?? existing.config };
+      // Judged before the write: one that changes nothing (the automation sent back as it was read, its secrets
+      // masked) leaves updated_at as it was.
+      const [before, after] = await presentAll(automationView, null, [existing, { ...existing, ...next }], auth);
+      const changes = recordChanges(before!, after!);
       // A changed secret looks the same masked: that the configuration changed is still recorded.
       if (sealed && !changes.config && secretsChanged(sealed.stored, existing.config)) changes.config = SECRET_CHANGED;
+      const stored = await updateAutomation(tx, params.automation, { name: body.name, config: sealed?.stored }, { changed: Object.keys(changes).length > 0 });
+      const presented = await presentAll(automationView, tx, stored, auth);
       if (Object.keys(changes).length > 0) await audit(tx, ctx, { action: 'automation.updated', target: automationTarget(presented[0]!), changes });
       return presented;
     });

@@ -5,6 +5,7 @@
 import { and, eq, inArray, notExists, sql, type SQL } from 'drizzle-orm';
 import type { Db, Tx } from '../../platform/database/database.ts';
 import { lockRecord } from '../../platform/database/locks.ts';
+import { updateTime } from '../../platform/database/update-time.ts';
 import type { DeliveryOutcome } from '../../platform/outbound/delivery-outcome.ts';
 import { automations, webhookDeliveries, webhookDeliveryAttempts, type AutomationRow, type DeliveryRow, type DeliveryStatus } from './table.ts';
 import type { StoredWebhookConfiguration } from './webhook-configuration.ts';
@@ -39,14 +40,22 @@ export function insertAutomation(tx: Tx, values: { tenantId: number; name: strin
     .returning();
 }
 
-/** Sets the keys given (and `updated_at`); the updated row, none when it does not exist. */
-export function updateAutomation(tx: Tx, id: number, changes: { name?: string; config?: StoredWebhookConfiguration }): Promise<AutomationRow[]> {
+/**
+ * Sets the keys given (and `updated_at`, unless the update changes nothing: `changed`,
+ * `updateTime`); the updated row, none when it does not exist.
+ */
+export function updateAutomation(
+  tx: Tx,
+  id: number,
+  changes: { name?: string; config?: StoredWebhookConfiguration },
+  { changed }: { changed: boolean },
+): Promise<AutomationRow[]> {
   return tx
     .update(automations)
     .set({
       ...(changes.name !== undefined ? { name: changes.name } : {}),
       ...(changes.config ? { config: changes.config } : {}),
-      updatedAt: sql`now()`,
+      updatedAt: updateTime(automations.updatedAt, changed),
     })
     .where(eq(automations.id, id))
     .returning();

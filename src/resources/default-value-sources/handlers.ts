@@ -47,9 +47,11 @@ export const defaultValueSourceHandlers = {
       const current = await administrableSource(tx, auth, params.defaultValueSource);
       const candidate = updatedCandidate(current, body);
       await validateSource(tx, auth, candidate, current.id);
-      const source = await updateSource(tx, current.id, candidate, await sortNumberFor(tx, body.sort_number, candidate, current));
+      const sortNumber = await sortNumberFor(tx, body.sort_number, candidate, current);
+      // Judged before the write: one that changes nothing (the source sent back as it was read) leaves updated_at as it was.
+      const changes = recordChanges(presentSource(current), presentSource({ ...current, ...candidate, sortNumber }));
+      const source = await updateSource(tx, current.id, candidate, sortNumber, { changed: Object.keys(changes).length > 0 });
       const record = presentSource(source);
-      const changes = recordChanges(presentSource(current), record);
       if (Object.keys(changes).length > 0) await audit(tx, ctx, { action: 'default_value_source.updated', target: sourceTarget(record), changes });
       return source;
     });

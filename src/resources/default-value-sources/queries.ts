@@ -2,6 +2,7 @@
 import { and, eq, sql } from 'drizzle-orm';
 import { transactionTenant, type Tx } from '../../platform/database/database.ts';
 import { lockTenantScope } from '../../platform/database/locks.ts';
+import { updateTime } from '../../platform/database/update-time.ts';
 import { formFields } from '../forms/table.ts';
 import { defaultValueSources, FORM_FIELD_ALIAS, type SourceType } from './table.ts';
 
@@ -77,10 +78,11 @@ export async function insertSource(tx: Tx, tenantId: number, candidate: SourceCa
   return row!;
 }
 
-export async function updateSource(tx: Tx, id: number, candidate: SourceCandidate, sortNumber: number): Promise<SourceRow> {
+/** Stores the source's keys, and the time of the update unless it changes nothing (`changed`: `updateTime`). */
+export async function updateSource(tx: Tx, id: number, candidate: SourceCandidate, sortNumber: number, { changed }: { changed: boolean }): Promise<SourceRow> {
   const [row] = await tx
     .update(defaultValueSources)
-    .set({ ...candidate, sortNumber, updatedAt: new Date() })
+    .set({ ...candidate, sortNumber, updatedAt: updateTime(defaultValueSources.updatedAt, changed) })
     .where(eq(defaultValueSources.id, id))
     .returning();
   return row!;

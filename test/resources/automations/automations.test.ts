@@ -8,7 +8,7 @@ import { startTestApi } from '../../helpers/atrium.ts';
 import { webhookViolations } from '../../helpers/contract.ts';
 import { startReceiver } from '../../helpers/receiver.ts';
 import { eventually } from '../../helpers/eventually.ts';
-import { rowCount, sleep } from '../../helpers/fixtures.ts';
+import { backdateUpdatedAt, rowCount, sleep } from '../../helpers/fixtures.ts';
 
 // The receiver runs on loopback, which only the operator allow-list admits (docs/tenancy-and-security.md#outbound-address-policy).
 const api = await startTestApi(t, {
@@ -226,6 +226,32 @@ t.test('secrets are stored encrypted, answered masked, and a masked value keeps 
   t.equal(switched.status, 422, 'a mask where nothing is stored under that key');
   t.ok(switched.body.errors['config.auth.header.value']);
   t.equal(await decrypt(), 'n3w', 'unchanged by the refused update');
+});
+
+t.test('an update that changes nothing leaves updated_at as it was and records no event', async (t) => {
+  const created = await createAutomation(
+    t,
+    { url: PUBLIC_URL, headers: { 'X-Team': 'ops' }, auth: { type: 'basic', basic: { username: 'ann', password: 'kept-secret' } } },
+    'unchanged',
+  );
+  const past = await backdateUpdatedAt(api.db, 'automations', created.id);
+  const events = () => rowCount(api.db, 'audit_events', sql`tenant_id = ${tenant.tenantId}`);
+  const eventsBefore = await events();
+  const read = (await api.call(t, 'getAutomation', { token, params: { automation: created.id } })).body;
+  // The configuration as answered, its secret masked: the stored secret is kept.
+  const same = await api.call(t, 'updateAutomation', { token, params: { automation: created.id }, body: { name: read.name, config: read.config } });
+  t.equal(same.status, 200, same.text);
+  t.equal(same.body.updated_at, past, 'the automation sent back as read answers the updated_at it had');
+  t.strictSame(same.body, read, 'and the automation as it was');
+  t.equal(await events(), eventsBefore, 'and no event is recorded');
+  const resealed = await api.call(t, 'updateAutomation', {
+    token,
+    params: { automation: created.id },
+    body: { config: { ...read.config, auth: { type: 'basic', basic: { username: 'ann', password: 'kept-secret' } } } },
+  });
+  t.equal(resealed.status, 200);
+  t.not(resealed.body.updated_at, past, 'a secret sent again is stored anew (and recorded as a change): it moves');
+  t.equal(await events(), eventsBefore + 1);
 });
 
 t.test('a masked secret is kept only while url and auth type stay the same; otherwise it must be sent again (422)', async (t) => {

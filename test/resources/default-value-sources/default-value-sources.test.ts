@@ -2,7 +2,7 @@ import t from 'tap';
 import { sql } from 'drizzle-orm';
 import { departmentUsers } from '../../../src/resources/departments/table.ts';
 import { startTestApi } from '../../helpers/atrium.ts';
-import { createDepartment, FIELDS_OF_EVERY_TYPE, rowCount } from '../../helpers/fixtures.ts';
+import { backdateUpdatedAt, createDepartment, FIELDS_OF_EVERY_TYPE, rowCount } from '../../helpers/fixtures.ts';
 
 const api = await startTestApi(t);
 const tenant = await api.createTenant('dvs');
@@ -236,6 +236,28 @@ t.test('update changes the named keys (200); bad updates are 422 and change noth
   const missing = await api.call(t, 'updateDefaultValueSource', { token: other.adminToken, params: { defaultValueSource: 999999 }, body: {} });
   t.equal(foreign.status, 404);
   t.strictSame(foreign.body, missing.body, "another tenant's source is answered like a missing one");
+  await api.db.owner.execute(sql`delete from default_value_sources`);
+});
+
+t.test('an update that changes nothing leaves updated_at as it was and records no event', async (t) => {
+  const source = await create({ type: 'formFieldValue', form_field_id: T.Name, config: {}, source_entity_type: 'formField', source_entity_id: P['Full name'] });
+  t.equal(source.status, 201);
+  const id = source.body.id;
+  const past = await backdateUpdatedAt(api.db, 'default_value_sources', id);
+  const events = () => rowCount(api.db, 'audit_events', sql`tenant_id = ${tenant.tenantId}`);
+  const eventsBefore = await events();
+  const { id: _id, type: _type, created_at: _created, updated_at: _updated, ...writable } = source.body;
+  const same = await api.call(t, 'updateDefaultValueSource', { token: admin, params: { defaultValueSource: id }, body: writable });
+  t.equal(same.status, 200);
+  t.equal(same.body.updated_at, past, 'the source sent back as read answers the updated_at it had');
+  t.strictSame(same.body, { ...source.body, updated_at: past }, 'and the source as it was');
+  const empty = await api.call(t, 'updateDefaultValueSource', { token: admin, params: { defaultValueSource: id }, body: {} });
+  t.equal(empty.body.updated_at, past, 'so does an empty body');
+  t.equal(await events(), eventsBefore, 'and neither records an event');
+  const reordered = await api.call(t, 'updateDefaultValueSource', { token: admin, params: { defaultValueSource: id }, body: { sort_number: 7 } });
+  t.equal(reordered.status, 200);
+  t.not(reordered.body.updated_at, past, 'a change moves it');
+  t.equal(await events(), eventsBefore + 1);
   await api.db.owner.execute(sql`delete from default_value_sources`);
 });
 
