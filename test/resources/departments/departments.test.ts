@@ -4,7 +4,7 @@ import { departmentUsers, departments } from '../../../src/resources/departments
 import { tenants } from '../../../src/platform/database/tenancy.ts';
 import { entityPermissions } from '../../../src/resources/entity-permissions/table.ts';
 import { startTestApi } from '../../helpers/atrium.ts';
-import { holdRows, lockWaiters, rowCount } from '../../helpers/fixtures.ts';
+import { backdateUpdatedAt, holdRows, lockWaiters, rowCount } from '../../helpers/fixtures.ts';
 
 const api = await startTestApi(t);
 const tenant = await api.createTenant('departments');
@@ -157,14 +157,8 @@ t.test('update: the stored values sent back change nothing: updated_at stays and
   });
   t.equal(created.status, 201);
   const department = created.body.id;
-  // A time well before the requests, so that a moved updated_at shows whatever the clock's resolution.
-  const past = '2026-01-02T03:04:05.678Z';
-  const backdate = () =>
-    api.db.owner
-      .update(departments)
-      .set({ updatedAt: new Date(past) })
-      .where(eq(departments.id, department));
-  await backdate();
+  const backdate = () => backdateUpdatedAt(api.db, 'departments', department);
+  const past = await backdate();
   const events = () => rowCount(api.db, 'audit_events', sql`tenant_id = ${tenant.tenantId}`);
   const eventsBefore = await events();
   const read = (await api.call(t, 'getDepartment', { token: manager.token, params: { department } })).body;
@@ -382,9 +376,7 @@ t.test('an attribute set update that changes nothing leaves updated_at as it was
     { key: 'unchanged_code', type: 'string', label: 'Code' },
     { key: 'unchanged_size', type: 'integer' },
   ]);
-  // A time well before the requests, so that a moved updated_at shows whatever the clock's resolution.
-  const past = '2026-01-02T03:04:05.678Z';
-  await api.db.owner.execute(sql`update attribute_sets set updated_at = ${past} where id = ${id}`);
+  const past = await backdateUpdatedAt(api.db, 'attribute_sets', id);
   const events = () => rowCount(api.db, 'audit_events', sql`tenant_id = ${tenant.tenantId}`);
   const eventsBefore = await events();
   const read = (await api.call(t, 'getAttributeSet', { token: manager.token, params: { attributeSet: id } })).body;

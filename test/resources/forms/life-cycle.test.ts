@@ -7,7 +7,7 @@
 import { sql } from 'drizzle-orm';
 import t, { type Test } from 'tap';
 import { startTestApi, type CallResult } from '../../helpers/atrium.ts';
-import { createDepartment, rowCount } from '../../helpers/fixtures.ts';
+import { backdateUpdatedAt, createDepartment, rowCount } from '../../helpers/fixtures.ts';
 
 const api = await startTestApi(t);
 const tenant = await api.createTenant('life-cycle');
@@ -138,10 +138,8 @@ t.test('an update that changes nothing leaves updated_at as it was and records n
     entity_permissions: { user_ids: [delegate.id, named.id], department_ids: [department!.id] },
   });
   const template = await createTemplate(t, { entity_permissions: { user_ids: [delegate.id] } });
-  // A time well before the requests, so that a moved updated_at shows whatever the clock's resolution.
-  const past = '2026-01-02T03:04:05.678Z';
-  await api.db.owner.execute(sql`update forms set updated_at = ${past} where id = ${form.id}`);
-  await api.db.owner.execute(sql`update task_templates set updated_at = ${past} where id = ${template.id}`);
+  const past = await backdateUpdatedAt(api.db, 'forms', form.id);
+  await backdateUpdatedAt(api.db, 'task_templates', template.id);
   const events = () => count('audit_events');
   const eventsBefore = await events();
   const readForm = (await api.call(t, 'getForm', { token: admin, params: { form: form.id } })).body;

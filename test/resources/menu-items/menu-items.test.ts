@@ -2,7 +2,7 @@ import t from 'tap';
 import { readFileSync } from 'node:fs';
 import { sql, type SQL } from 'drizzle-orm';
 import { startTestApi } from '../../helpers/atrium.ts';
-import { createDepartment, rowCount } from '../../helpers/fixtures.ts';
+import { backdateUpdatedAt, createDepartment, rowCount } from '../../helpers/fixtures.ts';
 
 const api = await startTestApi(t);
 const tenant = await api.createTenant('menus');
@@ -408,10 +408,8 @@ t.test('update: the stored values sent back change nothing: updated_at stays and
   const item = await create(t, { title: 'Kept', entity_permissions: { user_ids: [one.id, two.id] } });
   t.equal(item.status, 201);
   const params = { menuItem: item.body.id };
-  // A time well before the requests, so that a moved updated_at shows whatever the clock's resolution.
-  const past = '2026-01-02T03:04:05.678Z';
-  const backdate = () => api.db.owner.execute(sql`update menu_items set updated_at = ${past} where id = ${item.body.id}`);
-  await backdate();
+  const backdate = () => backdateUpdatedAt(api.db, 'menu_items', item.body.id);
+  const past = await backdate();
   const events = () => rowCount(api.db, 'audit_events', sql`tenant_id = ${tenant.tenantId}`);
   const eventsBefore = await events();
   const read = (await api.call(t, 'getAdministeredMenuItem', { token: admin, params })).body;

@@ -1,7 +1,7 @@
 import t from 'tap';
 import { sql } from 'drizzle-orm';
 import { startTestApi } from '../../helpers/atrium.ts';
-import { roleNamed, rowCount } from '../../helpers/fixtures.ts';
+import { backdateUpdatedAt, roleNamed, rowCount } from '../../helpers/fixtures.ts';
 
 const api = await startTestApi(t);
 const tenant = await api.createTenant('roles');
@@ -65,9 +65,7 @@ t.test('an update that changes nothing leaves updated_at as it was and records n
   const created = await api.call(t, 'createRole', { token: tenant.adminToken, body: { name: 'Unchanged', permissions: ['users.view'] } });
   t.equal(created.status, 201);
   const role = created.body.id;
-  // A time well before the requests, so that a moved updated_at shows whatever the clock's resolution.
-  const past = '2026-01-02T03:04:05.678Z';
-  await api.db.owner.execute(sql`update roles set updated_at = ${past} where id = ${role}`);
+  const past = await backdateUpdatedAt(api.db, 'roles', role);
   const events = () => rowCount(api.db, 'audit_events', sql`tenant_id = ${tenant.tenantId}`);
   const eventsBefore = await events();
   const read = (await api.call(t, 'getRole', { token: tenant.adminToken, params: { role } })).body;

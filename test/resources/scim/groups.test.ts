@@ -12,7 +12,7 @@ import { CITUS_ENV } from '../../helpers/citus.ts';
 import { wireClient } from '../../helpers/http-client.ts';
 import { assertServedAnswer } from '../../helpers/contract.ts';
 import { eventually } from '../../helpers/eventually.ts';
-import { bearer, createDepartment, roleNamed, rowCount } from '../../helpers/fixtures.ts';
+import { backdateUpdatedAt, bearer, createDepartment, roleNamed, rowCount } from '../../helpers/fixtures.ts';
 
 // SCIM Groups ↔ departments through HTTP: bad input first.
 const api = await startTestApi(t);
@@ -543,9 +543,7 @@ t.test('a PUT or PATCH that changes nothing (a periodic sync) leaves meta.lastMo
   const members = [{ value: String(ann.id) }, { value: String(ben.id) }];
   const created = (await scim('POST', '/Groups', { schemas: [GROUP], displayName: 'Synced', externalId: 'okta-synced', members })).body;
   const path = `/Groups/${created.id}`;
-  // A time well before the requests, so that a moved lastModified shows whatever the clock's resolution.
-  const past = '2026-01-02T03:04:05.678Z';
-  await api.db.owner.execute(sql`update departments set updated_at = ${past} where id = ${Number(created.id)}`);
+  const past = await backdateUpdatedAt(api.db, 'departments', Number(created.id));
   const events = () => rowCount(api.db, 'audit_events', sql`tenant_id = ${tenant.tenantId}`);
   const before = await events();
   const { meta: _meta, id: _id, ...resource } = (await scim('GET', path)).body;
