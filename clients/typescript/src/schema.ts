@@ -1555,8 +1555,11 @@ export interface paths {
          * @description Personal accounts only (group accounts receive no notifications: 403). A user may
          *     hold several subscriptions (one per browser or device), at most 20: registering a
          *     21st endpoint is a 422 (`errors.endpoint`) until one is deleted. Registering an
-         *     endpoint the caller already holds updates that record (keys, user agent) and answers
-         *     it with 201 again; no duplicate is created. An endpoint another user of the tenant
+         *     endpoint the caller already holds updates that record (keys, user agent; the last
+         *     failure is cleared) and answers it with 201 again; no duplicate is created. Sent again
+         *     as it is stored (the same keys from the same user agent, no failure recorded, as a
+         *     browser does on every page load), it changes nothing and leaves `updated_at` as it
+         *     was. An endpoint another user of the tenant
          *     holds is a 422 (`errors.endpoint`) and that record stays unchanged: it must be
          *     deleted by its owner first (a browser profile shared by two accounts is registered by
          *     the first of them). Every new notification stored for the

@@ -7,8 +7,13 @@ import type { AnyPgColumn } from 'drizzle-orm/pg-core';
  * changes nothing (the record sent back as it was read, an identity provider's periodic
  * sync) leaves `updated_at` as it was, and what is read from it (SCIM's
  * `meta.lastModified`), as it records no audit event (docs/audit.md). Whether the write
- * changes anything is its caller's to judge, from the changes its event would record.
+ * changes anything is its caller's to judge, from the changes its event would record; or,
+ * where the write reads no row first (an upsert), the statement's, by the condition
+ * `changed` on the row it updates. `now`: the time of the update, where `now()` may not
+ * stand (an upsert's `DO UPDATE SET` on Citus takes the inserted row's own,
+ * `excluded.updated_at`).
  */
-export function updateTime(column: AnyPgColumn, changed: boolean): SQL {
-  return changed ? sql`now()` : sql`${column}`;
+export function updateTime(column: AnyPgColumn, changed: boolean | SQL, now: SQL = sql`now()`): SQL {
+  if (typeof changed === 'boolean') return changed ? now : sql`${column}`;
+  return sql`case when ${changed} then ${now} else ${column} end`;
 }

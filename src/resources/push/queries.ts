@@ -1,5 +1,6 @@
 import { and, count, eq, sql } from 'drizzle-orm';
 import { transactionTenant, type Tx } from '../../platform/database/database.ts';
+import { updateTime } from '../../platform/database/update-time.ts';
 import type { NotificationData } from '../notifications/table.ts';
 import { users } from '../users/table.ts';
 import type { PushDelivery, PushSettlement, SubscriptionInput } from './rules.ts';
@@ -43,7 +44,14 @@ export function saveSubscription(tx: Tx, owner: { tenantId: number; userId: numb
         lastFailure: null,
         lastFailureAt: null,
         // The inserted row's own time (its default): Citus refuses a function that is not immutable in DO UPDATE SET.
-        updatedAt: sql`excluded.updated_at`,
+        // The subscription sent again as it is stored (a browser does on every page load) changes nothing: updated_at
+        // stays, as after any write that changes nothing (`updateTime`).
+        updatedAt: updateTime(
+          pushSubscriptions.updatedAt,
+          sql`(${pushSubscriptions.p256dh}, ${pushSubscriptions.auth}, ${pushSubscriptions.userAgent}, ${pushSubscriptions.lastFailureStatus},
+            ${pushSubscriptions.lastFailure}, ${pushSubscriptions.lastFailureAt}) is distinct from (excluded.p256dh, excluded.auth, excluded.user_agent, null, null, null)`,
+          sql`excluded.updated_at`,
+        ),
       },
       setWhere: eq(pushSubscriptions.userId, owner.userId),
     })

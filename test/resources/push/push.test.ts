@@ -12,7 +12,7 @@ import { pushSubscriptions } from '../../../src/resources/push/table.ts';
 import { DESTINATION_NOT_ALLOWED, NOT_AN_ALLOWED_DESTINATION, NOT_DELIVERED } from '../../../src/platform/outbound/client.ts';
 import { startTestApi } from '../../helpers/atrium.ts';
 import { eventually } from '../../helpers/eventually.ts';
-import { holdRows, lockWaiters, rowCount, sleep } from '../../helpers/fixtures.ts';
+import { backdateUpdatedAt, holdRows, lockWaiters, rowCount, sleep } from '../../helpers/fixtures.ts';
 import { browserSubscription, decryptPush, verifyVapid } from '../../helpers/push-service.ts';
 import { startReceiver } from '../../helpers/receiver.ts';
 
@@ -131,6 +131,32 @@ t.test('registering the same endpoint again updates the one subscription', async
     [created.body.id],
   );
   t.same((await api.call(t, 'listPushSubscriptions', { token: bob.token })).body, [], 'only the caller’s own');
+  await api.db.owner.delete(pushSubscriptions);
+});
+
+t.test('registering a subscription again as it is stored leaves updated_at as it was', async (t) => {
+  const endpoint = pushService.url(pushPath());
+  const keys = browserSubscription().keys;
+  const firefox = { 'user-agent': 'Firefox/130' };
+  const created = await register(t, alice.token, { endpoint, keys }, firefox);
+  t.equal(created.status, 201);
+  const id = created.body.id;
+  const past = await backdateUpdatedAt(api.db, 'push_subscriptions', id);
+  // A browser sends its subscription on every page load (docs/audit.md): the same keys from the same browser.
+  const again = await register(t, alice.token, { endpoint, keys }, firefox);
+  t.equal(again.status, 201);
+  t.equal(again.body.updated_at, past, 'the same keys and user agent answer the updated_at it had');
+  t.strictSame(again.body, { ...created.body, updated_at: past }, 'and the subscription as it was');
+  const upgraded = await register(t, alice.token, { endpoint, keys }, { 'user-agent': 'Firefox/131' });
+  t.not(upgraded.body.updated_at, past, 'another user agent moves it');
+  await backdateUpdatedAt(api.db, 'push_subscriptions', id);
+  await api.db.owner
+    .update(pushSubscriptions)
+    .set({ lastFailureStatus: 400, lastFailure: 'refused', lastFailureAt: new Date() })
+    .where(eq(pushSubscriptions.id, id));
+  const cleared = await register(t, alice.token, { endpoint, keys }, { 'user-agent': 'Firefox/131' });
+  t.equal(cleared.body.last_failure_status, null, 'a registration clears the last failure');
+  t.not(cleared.body.updated_at, past, 'which moves it too');
   await api.db.owner.delete(pushSubscriptions);
 });
 
