@@ -175,14 +175,15 @@ export function groupWrite(resource: Record<string, unknown>): GroupWrite {
  * Writes the department's name (through the department rules), its `externalId` and its
  * SCIM-visible members: every member must be a user SCIM sees, and joining must confer no
  * entity right beyond the token's minter (as `department_ids` of the user API is judged).
- * Answers the department's id.
+ * Answers the department's id, and whether the write changed it (its name, `externalId`,
+ * members, or the values of fields no longer attached, which any write drops).
  */
 export async function saveGroup(
   tx: Tx,
   caller: Caller & { tenantId: number },
   write: GroupWrite,
   current: DepartmentRow | null,
-): Promise<{ id: number; membersChanged: boolean }> {
+): Promise<{ id: number; changed: boolean }> {
   if (!current) {
     await lockTenantScope(tx, 'departments.limit');
     const refusal = departmentLimitRefusal(departmentAvailability(await departmentCountAndLimit(tx)));
@@ -218,5 +219,5 @@ export async function saveGroup(
       .onConflictDoNothing();
   }
   if (removed.length > 0) await tx.delete(departmentUsers).where(and(eq(departmentUsers.departmentId, id), inArray(departmentUsers.userId, removed)));
-  return { id, membersChanged: added.length + removed.length > 0 };
+  return { id, changed };
 }

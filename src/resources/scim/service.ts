@@ -1084,14 +1084,13 @@ export async function registerScim(app: FastifyInstance, services: Services): Pr
       /** Saves the group and answers it as stored. */
       const storeGroup = async (request: FastifyRequest, tx: Tx, principal: ScimPrincipal, write: GroupWrite, current: DepartmentRow | null) => {
         requireDepartmentsManage(principal);
-        const { id, membersChanged } = await saveGroup(tx, groupCaller(principal), write, current);
+        const { id, changed } = await saveGroup(tx, groupCaller(principal), write, current);
         const stored = await requireGroup(tx, String(id));
-        const changes = changesBetween(current ? { name: current.name, external_id: current.externalId } : null, {
-          name: stored.name,
-          external_id: stored.externalId,
-        });
+        // The attributes too: a write drops the values of fields no longer attached, a change the trail must hold.
+        const recorded = (row: DepartmentRow) => ({ name: row.name, external_id: row.externalId, attributes: row.attributes });
+        const changes = changesBetween(current ? recorded(current) : null, recorded(stored));
         // A write that leaves the group as it was (an identity provider's periodic PUT) records nothing, as in the API.
-        if (!current || membersChanged || Object.keys(changes).length > 0) {
+        if (!current || changed) {
           await audit(tx, groupSource(request, principal), {
             action: current ? 'department.updated' : 'department.created',
             target: { type: 'department', id, label: stored.name },

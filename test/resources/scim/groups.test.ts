@@ -796,3 +796,36 @@ t.test('groups are filtered on meta.created and meta.lastModified, as shown to t
     t.equal(res.body.totalResults, matches ? 1 : 0, filter);
   }
 });
+
+t.test('a PUT as read that drops the values of a field no longer attached records the change', async (t) => {
+  const set = await api.call(t, 'createAttributeSet', { token: tenant.adminToken, body: { name: 'Sync colours', fields: [{ key: 'hue', type: 'string' }] } });
+  t.equal(set.status, 201);
+  const created = await api.call(t, 'createDepartment', {
+    token: tenant.adminToken,
+    body: { name: 'Coloured', attribute_set_ids: [set.body.id], hue: 'red' } as never,
+  });
+  t.equal(created.status, 201);
+  const id = created.body.id as number;
+  // The field goes; the department keeps its value until its next write (docs/departments.md#attribute-sets-and-values).
+  const retired = await api.call(t, 'updateAttributeSet', {
+    token: tenant.adminToken,
+    params: { attributeSet: set.body.id },
+    body: { name: 'Sync colours', fields: [] },
+  });
+  t.equal(retired.status, 200);
+  t.same((await api.call(t, 'getDepartment', { token: tenant.adminToken, params: { department: id } })).body.attributes, { hue: 'red' });
+  const past = await backdateUpdatedAt(api.db, 'departments', id);
+  const events = () => rowCount(api.db, 'audit_events', sql`target_type = 'department' and target_id = ${String(id)}`);
+  const before = await events();
+  const { meta: _meta, id: _id, ...resource } = (await scim('GET', `/Groups/${id}`)).body;
+  const put = await scim('PUT', `/Groups/${id}`, resource);
+  t.equal(put.status, 200);
+  const after = (await api.call(t, 'getDepartment', { token: tenant.adminToken, params: { department: id } })).body;
+  t.same(after.attributes, {}, 'the value is dropped');
+  t.not(put.body.meta.lastModified, past, 'which moves meta.lastModified');
+  t.equal(await events(), before + 1, 'and is in the trail');
+  const [event] = await api.db.owner.execute<{ changes: Record<string, unknown> }>(
+    sql`select changes from audit_events where target_type = 'department' and target_id = ${String(id)} order by occurred_at desc limit 1`,
+  );
+  t.same(event!.changes, { attributes: { from: { hue: 'red' }, to: {} } }, 'as the change it is');
+});
