@@ -73,11 +73,17 @@ const SECRET_ASSIGNMENT = new RegExp(`(^|[^a-z0-9_])(${[...SECRET_QUERY_NAMES].j
 const USER_INFO = /^((?:[a-z][a-z0-9+.-]*:\/\/)?)[^/?#]*@/i;
 
 /**
+ * The user information of a CONNECT's target, up to its last `@`: the target is an authority
+ * alone, so a `/`, `?` or `#` in it starts no path, query or fragment (Node passes `/` and `?`).
+ */
+const CONNECT_USER_INFO = /^[^]*@/;
+
+/**
  * A request URL for the logs: the user information of its authority (a password, as often
  * as not) and values of credential query parameters are replaced.
  */
-export function redactUrl(target: string): string {
-  const url = target.replace(USER_INFO, '$1[redacted]@');
+export function redactUrl(target: string, method?: string): string {
+  const url = method === 'CONNECT' ? target.replace(CONNECT_USER_INFO, '[redacted]@') : target.replace(USER_INFO, '$1[redacted]@');
   const start = url.indexOf('?');
   if (start === -1) return url;
   const query = url
@@ -109,7 +115,7 @@ export function loggerOptions(level: string): FastifyServerOptions['logger'] {
       err: serializeLoggedError,
       req: (req: { method: string; url: string; ip?: string }) => ({
         method: req.method,
-        url: redactUrl(req.url),
+        url: redactUrl(req.url, req.method),
         remoteAddress: req.ip,
       }),
     },

@@ -274,6 +274,9 @@ t.test('credentials in the authority of a request target are kept out of request
     ['GET', 'HTTPS://user:SECRET-D@atrium.test/api/roles?limit=1'],
     ['GET', 'ftp://user:SECRET-E@atrium.test/file'],
     ['GET', 'http://user:SECRET-F@atrium.test'],
+    // A CONNECT's target is all authority: a `/` or `?` in its password starts no path or query (Node passes both).
+    ['CONNECT', 'user:SECRET-G/more@atrium.test:443'],
+    ['CONNECT', 'user:SECRET-H?more@atrium.test:443'],
   ] as const;
   for (const [method, target] of targets) {
     const answer = await raw(`${method} ${target} HTTP/1.1\r\nHost: atrium.test\r\nConnection: close\r\n\r\n`);
@@ -284,7 +287,16 @@ t.test('credentials in the authority of a request target are kept out of request
   t.notMatch(lines.join('\n'), /SECRET-/, 'no credential in the log');
   t.strictSame(
     requests.map((entry) => entry.req.url),
-    ['[redacted]@atrium.test:443', '[redacted]@atrium.test:443', '/api/nothing-here', '/api/roles?limit=1', 'ftp://[redacted]@atrium.test/file', '/'],
+    [
+      '[redacted]@atrium.test:443',
+      '[redacted]@atrium.test:443',
+      '/api/nothing-here',
+      '/api/roles?limit=1',
+      'ftp://[redacted]@atrium.test/file',
+      '/',
+      '[redacted]@atrium.test:443',
+      '[redacted]@atrium.test:443',
+    ],
     'the host and path are kept',
   );
 });
