@@ -192,8 +192,11 @@ export async function saveGroup(
   const department = await departmentWrite(tx, { name: write.name }, current);
   const externalIdChanged = (current?.externalId ?? null) !== write.externalId;
   const stored = current ? ((await membersOf(tx, [current.id])).get(current.id)?.map((m) => m.id) ?? []) : [];
-  const added = write.memberIds.filter((userId) => !stored.includes(userId));
-  const removed = stored.filter((userId) => !write.memberIds.includes(userId));
+  // Compared through sets: each list searched in the other was 10,000 × 10,000 comparisons for a group of 10,000.
+  const storedIds = new Set(stored);
+  const writtenIds = new Set(write.memberIds);
+  const added = write.memberIds.filter((userId) => !storedIds.has(userId));
+  const removed = stored.filter((userId) => !writtenIds.has(userId));
   // A write that leaves the group as it was (an identity provider's periodic PUT) leaves its `updated_at`, which is
   // its `meta.lastModified`, as it was; a change of its members moves it.
   const changed = !current || !sameJson(departmentAfter(current, department), current) || externalIdChanged || added.length + removed.length > 0;
