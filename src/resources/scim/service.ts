@@ -718,6 +718,36 @@ function filterComparisons(document: Record<string, unknown>, operation: ScimPat
   return Math.max(1, terms) * (Array.isArray(values) ? values.length : 1);
 }
 
+/** A JSON value as text, its objects' keys sorted: equal for values scim-patch deems equal (fast-deep-equal). */
+const jsonKey = (value: unknown) =>
+  JSON.stringify(value, (_key, item: unknown) =>
+    item && typeof item === 'object' && !Array.isArray(item) ? Object.fromEntries(Object.entries(item).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) : item,
+  );
+
+/** A list `addedToList` made, with the JSON of its values. */
+interface KeyedList {
+  list: unknown[];
+  keys: Set<string>;
+}
+
+/**
+ * `document`'s list at `operation`'s path after an add of a list of values to it, applied as
+ * scim-patch applies it: the values it does not hold already are appended. null for any other
+ * operation. scim-patch compares each added value with every value held, on the event loop:
+ * 1000 members added to a group of 10,000 held the process for a quarter of a second, and a
+ * group may have any number of members. Held values are looked up by their JSON here, kept
+ * from the list `last` made when it is still the one held (1000 adds in a row).
+ */
+function addedToList(document: Record<string, unknown>, operation: ScimPatchOperation, last: KeyedList | null): KeyedList | null {
+  if (operation.op !== 'add' || operation.path === undefined || !Object.hasOwn(document, operation.path)) return null;
+  const held: unknown = document[operation.path];
+  if (!Array.isArray(held) || !Array.isArray(operation.value)) return null;
+  const keys = last?.list === held ? last.keys : new Set((held as unknown[]).map(jsonKey));
+  const added = (operation.value as unknown[]).map((item) => [item, jsonKey(item)] as const).filter(([, key]) => !keys.has(key));
+  for (const [, key] of added) keys.add(key);
+  return { list: [...(held as unknown[]), ...added.map(([item]) => item)], keys };
+}
+
 /** The resource after the PATCH operations, applied in order by scim-patch (on a copy); its errors become SCIM errors. */
 function patched<T extends Record<string, unknown>>(resource: T, operations: ScimPatchOperation[]): T {
   const tooManyComparisons = (comparisons: string) =>
@@ -728,6 +758,8 @@ function patched<T extends Record<string, unknown>>(resource: T, operations: Sci
   let applied = 0;
   try {
     let document = structuredClone(resource) as Record<string, unknown>;
+    // The last list an add made, with its values' JSON: any other operation may change it in place, and forgets it.
+    let keyed: KeyedList | null = null;
     for (const sent of operations) {
       applied += filterComparisons(document, sent);
       if (applied > MAX_FILTER_COMPARISONS) throw tooManyComparisons(`at least ${applied}`);
@@ -738,6 +770,11 @@ function patched<T extends Record<string, unknown>>(resource: T, operations: Sci
         // Applied here, once over the members: scim-patch would evaluate the filter on each of them, about 9 s for 1000 removals from 10,000.
         const id = JSON.parse(member[1]!) as unknown;
         document.members = document.members.filter((held) => (held as { value?: unknown } | null)?.value !== id);
+        continue;
+      }
+      keyed = addedToList(document, operation, keyed);
+      if (keyed) {
+        document[operation.path!] = keyed.list;
         continue;
       }
       document = scimPatch(document as never, [operation], { mutateDocument: true, treatMissingAsAdd: true });
