@@ -1,4 +1,5 @@
 import { request } from 'node:http';
+import { connect } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 
 /** What `app.inject` takes, for a request sent over a real connection instead. */
@@ -47,4 +48,21 @@ export async function wireClient(app: FastifyInstance): Promise<{ base: string; 
       outgoing.end(payload);
     });
   return { base, send };
+}
+
+/**
+ * Sends `bytes` as written over a new loopback connection to `port` and answers all the
+ * server sent back before the connection ended (a request the HTTP parser refuses, a
+ * CONNECT, a request line no client library would write).
+ */
+export function rawRequest(port: number, bytes: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = connect(port, '127.0.0.1');
+    const chunks: Buffer[] = [];
+    socket.on('data', (chunk: Buffer) => chunks.push(chunk));
+    socket.on('error', () => resolve(Buffer.concat(chunks).toString()));
+    socket.on('close', () => resolve(Buffer.concat(chunks).toString()));
+    socket.setTimeout(5000, () => reject(new Error('no answer')));
+    socket.write(bytes);
+  });
 }

@@ -1,5 +1,4 @@
 import { readFileSync } from 'node:fs';
-import { connect } from 'node:net';
 import { Writable } from 'node:stream';
 import t, { type Test } from 'tap';
 import Fastify from 'fastify';
@@ -10,7 +9,7 @@ import { registerErrorHandling } from '../../../src/platform/http/error-handler.
 import { ProblemError } from '../../../src/platform/http/problem.ts';
 import { startTestApi } from '../../helpers/atrium.ts';
 import { contractViolations, headerViolations } from '../../helpers/contract.ts';
-import { wireClient } from '../../helpers/http-client.ts';
+import { rawRequest, wireClient } from '../../helpers/http-client.ts';
 import { multipart as multipartForm } from '../../helpers/multipart.ts';
 
 const api = await startTestApi(t);
@@ -257,16 +256,6 @@ t.test('credentials in the authority of a request target are kept out of request
   const { logged, lines } = await appLoggingTo(t, 'info');
   await logged.listen({ port: 0, host: '127.0.0.1' });
   const { port } = logged.server.address() as { port: number };
-  const raw = (request: string) =>
-    new Promise<string>((resolve, reject) => {
-      const socket = connect(port, '127.0.0.1');
-      const chunks: Buffer[] = [];
-      socket.on('data', (chunk: Buffer) => chunks.push(chunk));
-      socket.on('error', () => resolve(Buffer.concat(chunks).toString()));
-      socket.on('close', () => resolve(Buffer.concat(chunks).toString()));
-      socket.setTimeout(5000, () => reject(new Error('no answer')));
-      socket.write(request);
-    });
   const targets = [
     ['CONNECT', 'user:SECRET-A@atrium.test:443'],
     ['CONNECT', 'SECRET-B@atrium.test:443'],
@@ -279,7 +268,7 @@ t.test('credentials in the authority of a request target are kept out of request
     ['CONNECT', 'user:SECRET-H?more@atrium.test:443'],
   ] as const;
   for (const [method, target] of targets) {
-    const answer = await raw(`${method} ${target} HTTP/1.1\r\nHost: atrium.test\r\nConnection: close\r\n\r\n`);
+    const answer = await rawRequest(port, `${method} ${target} HTTP/1.1\r\nHost: atrium.test\r\nConnection: close\r\n\r\n`);
     t.match(answer, /^HTTP\/1\.1 [1-4]\d\d /, `${method} ${target} is answered`);
   }
   const requests = lines.map((line) => JSON.parse(line)).filter((entry) => entry.msg === 'incoming request');

@@ -17,6 +17,7 @@ import { bearer } from '../../helpers/fixtures.ts';
 import { validatorCompiler } from '../../../src/platform/http/validation.ts';
 import { webhookDeliveries } from '../../../src/resources/automations/table.ts';
 import { startTestApi } from '../../helpers/atrium.ts';
+import { rawRequest } from '../../helpers/http-client.ts';
 import { startReceiver } from '../../helpers/receiver.ts';
 
 const api = await startTestApi(t, { webhookAllowedCidrs: ['127.0.0.0/8'], pushAllowedCidrs: ['127.0.0.0/8'] });
@@ -409,19 +410,6 @@ t.test('router refusals are problem documents', async (t) => {
   t.equal(wrongMethod.headers.allow, 'GET, HEAD, PUT, DELETE');
   t.match(wrongMethod.headers['content-type'], PROBLEM);
 });
-
-/** Sends raw bytes to the listening server and answers the raw response. */
-function rawRequest(port: number, request: string): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const socket = connect(port, '127.0.0.1');
-    const chunks: Buffer[] = [];
-    socket.on('data', (chunk) => chunks.push(chunk));
-    socket.on('error', () => resolve(Buffer.concat(chunks).toString()));
-    socket.on('close', () => resolve(Buffer.concat(chunks).toString()));
-    socket.setTimeout(5000, () => reject(new Error('no answer')));
-    socket.write(request);
-  });
-}
 
 t.test('requests the HTTP parser refuses are problem documents', async (t) => {
   if (!app.server.listening) await app.listen({ port: 0, host: '127.0.0.1' });

@@ -1,10 +1,10 @@
-import { connect } from 'node:net';
 import { Writable } from 'node:stream';
 import { sql } from 'drizzle-orm';
 import pino from 'pino';
 import t from 'tap';
 import { buildApp } from '../../../src/app.ts';
 import { startTestApi } from '../../helpers/atrium.ts';
+import { rawRequest } from '../../helpers/http-client.ts';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 
@@ -139,15 +139,7 @@ t.test('a client’s id is logged beside an id of the server’s, which the audi
 t.test('a request the HTTP parser refuses gets an id too', async (t) => {
   await app.listen({ port: 0, host: '127.0.0.1' });
   const port = (app.server.address() as { port: number }).port;
-  const answer = await new Promise<string>((resolve, reject) => {
-    const socket = connect(port, '127.0.0.1');
-    const chunks: Buffer[] = [];
-    socket.on('data', (chunk: Buffer) => chunks.push(chunk));
-    socket.on('error', () => resolve(Buffer.concat(chunks).toString()));
-    socket.on('close', () => resolve(Buffer.concat(chunks).toString()));
-    socket.setTimeout(5000, () => reject(new Error('no answer')));
-    socket.write('NOT HTTP AT ALL\r\n\r\n');
-  });
+  const answer = await rawRequest(port, 'NOT HTTP AT ALL\r\n\r\n');
   const id = /\r\nX-Request-Id: ([^\r]+)\r\n/.exec(answer)?.[1];
   t.match(id, UUID);
   t.equal(JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4)).request_id, id);
