@@ -718,10 +718,20 @@ function filterComparisons(document: Record<string, unknown>, operation: ScimPat
   return Math.max(1, terms) * (Array.isArray(values) ? values.length : 1);
 }
 
-/** A JSON value as text, its objects' keys sorted: equal for values scim-patch deems equal (fast-deep-equal). */
+/**
+ * A JSON value as text, its objects' keys sorted: equal for values scim-patch deems equal (fast-deep-equal).
+ * Strings are marked `s` and numbers JSON has no text for (1e999 is read as Infinity) `n`: JSON.stringify
+ * writes those as null, which they are not equal to.
+ */
 const jsonKey = (value: unknown) =>
   JSON.stringify(value, (_key, item: unknown) =>
-    item && typeof item === 'object' && !Array.isArray(item) ? Object.fromEntries(Object.entries(item).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) : item,
+    typeof item === 'string'
+      ? `s${item}`
+      : typeof item === 'number' && !Number.isFinite(item)
+        ? `n${item}`
+        : item && typeof item === 'object' && !Array.isArray(item)
+          ? Object.fromEntries(Object.entries(item).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
+          : item,
   );
 
 /** A list `addedToList` made, with the JSON of its values. */

@@ -834,6 +834,19 @@ t.test('a PATCH that adds a primary e-mail makes it the one Atrium keeps', async
   t.equal(stored.body.email, `new.${created.emails[0].value}`);
 });
 
+t.test('an add of e-mails tells a value too large for a number from null, as scim-patch does', async (t) => {
+  // JSON reads 1e999 as Infinity, which JSON.stringify writes as null: the two are different values (fast-deep-equal).
+  const created = (await scim('POST', '/Users', newUser())).body;
+  const [first, second] = [`first.${created.emails[0].value}`, `second.${created.emails[0].value}`];
+  const add = (email: string, display: string) => `{"op": "add", "path": "emails", "value": [{"value": "${email}", "primary": true, "display": ${display}}]}`;
+  const patched = await scim('PATCH', `/Users/${created.id}`, undefined, {
+    payload: `{"schemas": ["${PATCH}"], "Operations": [${add(first, 'null')}, ${add(second, '"x"')}, ${add(first, '1e999')}]}`,
+  });
+  t.equal(patched.status, 200);
+  const stored = await api.call(t, 'getUser', { token: admin, params: { user: Number(created.id) } });
+  t.equal(stored.body.email, first, 'the last primary e-mail added, the first one again, is kept');
+});
+
 t.test('a remove whose value filter matches nothing changes nothing and succeeds, with a sub-attribute too', async (t) => {
   // Entra ID removes the mobile and fax numbers of its default mapping when they are cleared at the source;
   // the user's one phone is answered as work, so such a filter matches nothing while the attribute holds a value.
