@@ -673,15 +673,20 @@ t.test('attributes and excludedAttributes shape the answers of POST, PUT and PAT
   t.strictSame(asked.json(), { schemas: [GROUP], id: created.body.id, displayName: 'Minimal asked', meta: { resourceType: 'Group' } });
 });
 
-t.test('a PATCH whose value filters would hold the process is refused; removing members by id is cheap at any size', async (t) => {
-  const group = (await scim('POST', '/Groups', { schemas: [GROUP], displayName: 'Large' })).body;
+/** A SCIM group of `count` employees, made in SQL (as many as no test would provision one by one), and its member ids. */
+async function groupOfMembers(displayName: string, count: number): Promise<{ group: { id: string }; members: string[] }> {
+  const group = (await scim('POST', '/Groups', { schemas: [GROUP], displayName })).body;
   await api.db.owner.execute(sql`
     with made as (
       insert into users (tenant_id, username, role_id, first_name, last_name)
-      select ${tenant.tenantId}, 'large-' || g, ${employee.id}, 'Large', 'Member ' || g from generate_series(1, 2000) g
+      select ${tenant.tenantId}, ${displayName.toLowerCase()} || '-' || g, ${employee.id}, ${displayName}, 'Member ' || g from generate_series(1, ${count}) g
       returning id)
     insert into department_users (tenant_id, department_id, user_id) select ${tenant.tenantId}, ${Number(group.id)}, id from made`);
-  const members = await memberIds(Number(group.id));
+  return { group, members: await memberIds(Number(group.id)) };
+}
+
+t.test('a PATCH whose value filters would hold the process is refused; removing members by id is cheap at any size', async (t) => {
+  const { group, members } = await groupOfMembers('Large', 2000);
   t.equal(members.length, 2000);
   // Many removals, each by a long `or` of ids: a few hundred thousand comparisons and more.
   const filter = Array.from({ length: 90 }, (_, i) => `value eq "${9_000_000 + i}"`).join(' or ');
@@ -705,14 +710,7 @@ t.test('a PATCH whose value filters would hold the process is refused; removing 
 t.test('a write of a group of thousands changes the members it names and keeps the rest', async (t) => {
   // saveGroup compares the stored members with the written ones: searched list in list, 10,000 members held the
   // process for 200 ms on a rename. The answers are pinned here, not the time.
-  const group = (await scim('POST', '/Groups', { schemas: [GROUP], displayName: 'Thousands' })).body;
-  await api.db.owner.execute(sql`
-    with made as (
-      insert into users (tenant_id, username, role_id, first_name, last_name)
-      select ${tenant.tenantId}, 'thousands-' || g, ${employee.id}, 'Thousands', 'Member ' || g from generate_series(1, 3000) g
-      returning id)
-    insert into department_users (tenant_id, department_id, user_id) select ${tenant.tenantId}, ${Number(group.id)}, id from made`);
-  const members = await memberIds(Number(group.id));
+  const { group, members } = await groupOfMembers('Thousands', 3000);
   t.equal(members.length, 3000);
   const renamed = await scim('PATCH', `/Groups/${group.id}?excludedAttributes=members`, {
     schemas: [PATCH],
