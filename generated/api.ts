@@ -1981,7 +1981,7 @@ export interface paths {
          *     way the one-time login tokens that would sign the user in, and those the user
          *     created, are revoked (listed as `deleted`). Deactivating a user (`active` from true
          *     to false) ends every session of theirs and those login tokens, like a logout mark,
-         *     so reactivating them later revives none.
+         *     and deletes their push subscriptions, so reactivating them later revives none.
          */
         put: operations["updateUser"];
         post?: never;
@@ -1990,7 +1990,8 @@ export interface paths {
          * @description Soft-deletes the user (restorable). Deleting oneself is refused with 403. The
          *     user's access tokens stop working at once and stay invalid after a restore; the
          *     pending one-time login tokens that would sign them in, and those they created, are
-         *     revoked (listed as `deleted`) and stay unusable after a restore. Deleting a user
+         *     revoked (listed as `deleted`) and stay unusable after a restore; their push
+         *     subscriptions are deleted, so a restore revives none. Deleting a user
          *     whose current role lists a permission the caller lacks (active or not) is refused
          *     (403). Rights the user holds through entity permissions do not matter here
          *     (unlike for setting their password): deleting gives no access as the user.

@@ -29,8 +29,7 @@ import { coded, ProblemError, type FieldErrors } from '../../platform/http/probl
 import { HOLDS_ENTITY_RIGHTS, usersHoldingRightsBeyond } from '../entity-permissions/rules.ts';
 import type { Services } from '../../platform/services.ts';
 import { audit } from '../audit-events/record.ts';
-import { deleteUserSubscriptions } from '../push/queries.ts';
-import { endAllSessions, insertUser, loadRequiredProfileKeys, softDeleteUser, updateUserColumns } from '../users/queries.ts';
+import { cutOff, endAllSessions, insertUser, loadRequiredProfileKeys, softDeleteUser, updateUserColumns } from '../users/queries.ts';
 import { addErrors, passwordErrors, requireAdministrableUser, userDraftErrors, userWriteReferenceErrors, type UserDraft } from '../users/rules.ts';
 import { users } from '../users/table.ts';
 import { lockAdministration } from '../roles/queries.ts';
@@ -169,17 +168,6 @@ function changedColumns(write: ScimUserWrite, current: ScimUserRow | undefined):
 /** API field names → values, for the audit trail. */
 const apiFields = (columns: Record<string, unknown>) =>
   Object.fromEntries(Object.entries(columns).map(([key, value]) => [API_FIELD_OF[key as keyof typeof API_FIELD_OF] ?? key, value]));
-
-/**
- * A leaver is cut off at once: their sessions end (a logout mark: every access token
- * issued before it stops authenticating, and their open event streams end when the
- * transaction commits), pending login tokens are revoked, and push subscriptions are
- * deleted, so a reactivation revives none of them.
- */
-async function cutOff(tx: Tx, userId: number): Promise<void> {
-  await endAllSessions(tx, userId);
-  await deleteUserSubscriptions(tx, userId);
-}
 
 /** Stores (or removes) the user's externalId. */
 async function storeExternalId(tx: Tx, tenantId: number, userId: number, externalId: string | null): Promise<void> {

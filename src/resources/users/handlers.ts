@@ -22,6 +22,7 @@ import { columnsOf, storedFieldsOf } from './fields.ts';
 import { acceptPicture, inlineDisposition, pictureSignatureValid, type StoredPicture } from './profile-picture.ts';
 import {
   blackOut,
+  cutOff,
   departmentIdsOf,
   endAllSessions,
   findUser,
@@ -289,7 +290,7 @@ export const userHandlers = {
       // A login token is judged by its creator's authority and its user's rights: a new role for either ends it for good,
       // so that giving the old role back revives nothing.
       if (passwordHash || (input.role_id !== undefined && input.role_id !== current.roleId)) await revokePendingLoginTokens(tx, current.id);
-      if (current.active && input.active === false) await endAllSessions(tx, current.id);
+      if (current.active && input.active === false) await cutOff(tx, current.id);
       // A session that must change its password may hold no stream: the user's open ones end on commit.
       else if (!current.requestPasswordChange && input.request_password_change === true) {
         await announceSessionsEnded(tx, { tenantId: auth.tenantId, userId: current.id });
@@ -343,7 +344,7 @@ export const userHandlers = {
       await lockRecord(tx, users, params.user);
       const user = await requireAdministrableUser(tx, auth, params.user);
       if (!(await softDeleteUser(tx, params.user))) throw notFound('The user');
-      await revokePendingLoginTokens(tx, params.user);
+      await cutOff(tx, params.user);
       await audit(tx, ctx, { action: 'user.deleted', target: { type: 'user', id: user.id, label: userLabel(user) } });
     });
     return { status: 204 };

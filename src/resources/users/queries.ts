@@ -235,6 +235,16 @@ export async function endAllSessions(tx: Tx, userId: number): Promise<void> {
 }
 
 /**
+ * Cuts a leaver off (a deactivation or a deletion, through the API or SCIM): every session
+ * and pending login token ends (`endAllSessions`), and their push subscriptions are
+ * deleted, so that a reactivation or a restore revives none of them.
+ */
+export async function cutOff(tx: Tx, userId: number): Promise<void> {
+  await endAllSessions(tx, userId);
+  await deleteUserSubscriptions(tx, userId);
+}
+
+/**
  * Soft-deletes the user unless already deleted, marked for logout too, so a later restore
  * revives no old session (their open streams end on commit); answers whether it was.
  */

@@ -144,3 +144,30 @@ t.test('deactivating a user ends their sessions and pending login tokens: reacti
   t.equal((await api.call(t, 'updateUser', { token: admin, params: { user: user.id }, body: { active: true } })).status, 200);
   t.equal((await api.call(t, 'getCurrentUser', { token: again.body.access_token })).status, 200, 'an update that does not deactivate ends nothing');
 });
+
+t.test('deactivating or deleting a user deletes their push subscriptions: a reactivation or restore revives none', async (t) => {
+  const keys = browserSubscription().keys;
+  const bystander = await person(t);
+  const register = async (who: { token: string }, path: string) => {
+    const res = await api.call(t, 'createPushSubscription', { token: who.token, body: { endpoint: `http://127.0.0.1:9/push/${path}`, keys } });
+    t.equal(res.status, 201, 'subscription registered');
+  };
+  const subscriptionsOf = (userId: number) => rowCount(api.db, 'push_subscriptions', sql`user_id = ${userId}`);
+  await register(bystander, 'bystander');
+
+  const leaver = await person(t);
+  await register(leaver, 'leaver');
+  t.equal((await api.call(t, 'updateUser', { token: admin, params: { user: leaver.id }, body: { active: false } })).status, 200);
+  t.equal(await subscriptionsOf(leaver.id), 0, 'the deactivation deleted the subscription');
+  t.equal((await api.call(t, 'updateUser', { token: admin, params: { user: leaver.id }, body: { active: true } })).status, 200);
+  t.equal(await subscriptionsOf(leaver.id), 0, 'the reactivation revives none');
+
+  const deleted = await person(t);
+  await register(deleted, 'deleted');
+  t.equal((await api.call(t, 'deleteUser', { token: admin, params: { user: deleted.id } })).status, 204);
+  t.equal(await subscriptionsOf(deleted.id), 0, 'the deletion deleted the subscription');
+  t.equal((await api.call(t, 'restoreUser', { token: admin, params: { user: deleted.id } })).status, 200);
+  t.equal(await subscriptionsOf(deleted.id), 0, 'the restore revives none');
+
+  t.equal(await subscriptionsOf(bystander.id), 1, "another user's subscription stays");
+});
