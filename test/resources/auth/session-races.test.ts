@@ -6,11 +6,11 @@
  * That request must wait for the end and then be refused (401); nothing it could have
  * handed out may work afterwards.
  */
-import { eq } from 'drizzle-orm';
+import { eq, sql } from 'drizzle-orm';
 import t, { type Test } from 'tap';
 import { pushSubscriptions } from '../../../src/resources/push/table.ts';
 import { startTestApi, type CallResult } from '../../helpers/atrium.ts';
-import { bearer, lockWaiters, pauseWrites, sleep } from '../../helpers/fixtures.ts';
+import { bearer, holdRows, lockWaiters, pauseWrites, sleep } from '../../helpers/fixtures.ts';
 import { browserSubscription } from '../../helpers/push-service.ts';
 import { wireClient } from '../../helpers/http-client.ts';
 
@@ -130,4 +130,21 @@ t.test('one session sends its password change twice at once: the second is check
   t.equal(second.status, 422, 'old_password no longer matches');
   t.strictSame(second.body.error_codes, { old_password: ['mismatch'] });
   t.equal((await api.call(t, 'login', { body: { tenant: 'session-races', username: user.username, password: 'first new password' } })).status, 200);
+});
+
+t.test("a password set for another user by a session ended before it commits is refused: the session's holder gets no account", async (t) => {
+  const delegate = await api.createUser(tenant.tenantId, { username: 'ending-delegate', permissions: ['users.administer', 'users.view'] });
+  const victim = await api.createUser(tenant.tenantId, { username: 'reset-victim' });
+  // The victim's row is held, so the reset, authenticated already, waits in its transaction while the delegate's
+  // session is ended and that end commits.
+  const held = await holdRows(api.db, sql`select 1 from users where tenant_id = ${tenant.tenantId} and id = ${victim.id} for no key update`);
+  const reset = api.call(t, 'updateUser', { token: delegate.token, params: { user: victim.id }, body: { password: 'a password of my choosing' } });
+  t.ok((await lockWaiters(api.db, 'for no key update')) > 0, 'the reset waits for the victim');
+  t.equal((await api.call(t, 'markUserForLogout', { token: admin, params: { user: delegate.id } })).status, 204);
+  t.equal((await api.call(t, 'getCurrentUser', { token: delegate.token })).status, 401, "the delegate's session has ended");
+  await held.release();
+  t.equal((await reset).status, 401, 'the reset found its session ended');
+  const signIn = (password: string) => api.call(t, 'login', { body: { tenant: 'session-races', username: victim.username, password } });
+  t.equal((await signIn('a password of my choosing')).status, 401, 'the password was not set');
+  t.equal((await signIn(victim.password)).status, 200, 'the old one still signs in');
 });
