@@ -1879,6 +1879,9 @@ export interface paths {
          *     A personal account must fill the tenant's required profile keys (see
          *     `PUT /api/administration/users/settings`; 422 `is required by this tenant's
          *     settings` on each key left empty); group accounts are exempt.
+         *     A new account signs in with the password the caller chose: it is refused (401), and
+         *     nothing stored, when the caller's own session ended while the request ran (a logout
+         *     mark, a deactivation, a deletion).
          */
         post: operations["createUser"];
         delete?: never;

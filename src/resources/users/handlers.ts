@@ -197,6 +197,9 @@ export const userHandlers = {
       addErrors(errors, requiredProfileKeyErrors(draft, await loadRequiredProfileKeys(tx)));
       addErrors(errors, await userWriteReferenceErrors(tx, auth, draft, { userId: null, departmentIds: input.department_ids }));
       if (Object.keys(errors).length > 0) throw userWriteRefusal(errors);
+      // A new account with the password the caller chose is theirs to sign in with: the session creating it is held, as
+      // one setting another user's password is, so that a session ended while the create waited creates none.
+      await holdSession(tx, auth, presentedTokenHash(ctx.request)!);
       const stored = {
         ...columnsOf(input),
         username: input.username!,

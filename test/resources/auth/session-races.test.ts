@@ -10,7 +10,7 @@ import { eq, sql } from 'drizzle-orm';
 import t, { type Test } from 'tap';
 import { pushSubscriptions } from '../../../src/resources/push/table.ts';
 import { startTestApi, type CallResult } from '../../helpers/atrium.ts';
-import { bearer, holdRows, lockWaiters, pauseWrites, sleep } from '../../helpers/fixtures.ts';
+import { bearer, createDepartment, holdRows, lockWaiters, newUserBodies, pauseWrites, roleNamed, sleep } from '../../helpers/fixtures.ts';
 import { browserSubscription } from '../../helpers/push-service.ts';
 import { wireClient } from '../../helpers/http-client.ts';
 
@@ -147,4 +147,22 @@ t.test("a password set for another user by a session ended before it commits is 
   const signIn = (password: string) => api.call(t, 'login', { body: { tenant: 'session-races', username: victim.username, password } });
   t.equal((await signIn('a password of my choosing')).status, 401, 'the password was not set');
   t.equal((await signIn(victim.password)).status, 200, 'the old one still signs in');
+});
+
+t.test('a user created by a session ended before the create commits is refused: no account to sign in with', async (t) => {
+  const delegate = await api.createUser(tenant.tenantId, { username: 'ending-creator', permissions: ['users.administer', 'users.view'] });
+  const department = await createDepartment(api.db, tenant.tenantId, 'Waiting room');
+  const employee = await roleNamed(api.db, tenant.tenantId, 'Employee');
+  const body = newUserBodies(employee.id, 'puppet')({ password: 'a password of my choosing', department_ids: [department.id] });
+  // The department's row is held, so the create, authenticated already, waits in its transaction while the
+  // delegate's session is ended and that end commits.
+  const held = await holdRows(api.db, sql`select 1 from departments where tenant_id = ${tenant.tenantId} and id = ${department.id} for update`);
+  const create = api.call(t, 'createUser', { token: delegate.token, body });
+  t.ok((await lockWaiters(api.db, 'for key share')) > 0, 'the create waits for the department');
+  t.equal((await api.call(t, 'markUserForLogout', { token: admin, params: { user: delegate.id } })).status, 204);
+  t.equal((await api.call(t, 'getCurrentUser', { token: delegate.token })).status, 401, "the delegate's session has ended");
+  await held.release();
+  t.equal((await create).status, 401, 'the create found its session ended');
+  const signIn = await api.call(t, 'login', { body: { tenant: 'session-races', username: body.username, password: 'a password of my choosing' } });
+  t.equal(signIn.status, 401, 'no account was created');
 });
