@@ -55,7 +55,7 @@ import { deleteDepartment, entityPermissionsNaming, type DepartmentRow } from '.
 import { NAMED_ENTITIES_SHOWN, namedByEntityPermissionsRefusal } from '../departments/rules.ts';
 import { loadDefaultRoleId } from './settings.ts';
 import { scimExternalIds } from './table.ts';
-import { holdScimToken, lookUpScimToken, recordScimTokenUse, type ScimPrincipal } from './tokens.ts';
+import { holdScimToken, lookUpScimToken, recordScimTokenUse, stillAuthenticates, type ScimPrincipal } from './tokens.ts';
 import {
   API_FIELD_OF,
   findScimUser,
@@ -224,6 +224,9 @@ async function saveUser(
     addErrors(errors, { password: [coded('confers_rights', HOLDS_ENTITY_RIGHTS)] });
   }
   if (Object.keys(errors).length > 0) throw refusalOf(errors);
+  // Judged again once every wait of the write is over (rows, locks, the password's hash): a token ended since its
+  // look-up (its minter marked for logout, deactivated or stripped of a permission) writes nothing.
+  if (!(await stillAuthenticates(tx, principal))) throw tokenRequired();
   const source = sourceOf(request, principal);
   // A change of the externalId is recorded as a change of a secret is (`{changed: true}`): it names the person at the
   // identity provider, and blackout's erasure of the trail knows only the API's fields.
@@ -1189,6 +1192,8 @@ export async function registerScim(app: FastifyInstance, services: Services): Pr
         await inTenant(request, async (tx, principal) => {
           const current = await lockedUser(tx, principal, id);
           await requireAdministrableUser(tx, callerOf(principal), current.id);
+          // As `saveUser`: a token ended while the delete waited for the user deletes nothing.
+          if (!(await stillAuthenticates(tx, principal))) throw tokenRequired();
           if (!(await softDeleteUser(tx, current.id))) throw scimNotFound('The user', id);
           await cutOff(tx, current.id);
           await audit(tx, sourceOf(request, principal), { action: 'user.deleted', target: { type: 'user', id: current.id, label: userLabel(current) } });

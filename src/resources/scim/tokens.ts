@@ -6,6 +6,9 @@ import type { Database, Tx } from '../../platform/database/database.ts';
 import { rfc3339 } from '../../platform/http/datetime.ts';
 import { scimTokens } from './table.ts';
 
+/** What a token's minter must hold for it to work, as `atrium_authenticate_scim` requires (migration `audit-labels-before-insert`). */
+const SCIM_TOKEN_PERMISSIONS: readonly Permission[] = ['users.administer', 'users.view', 'users.view-personal', 'users.view-administrative'];
+
 /** How many tokens a tenant may hold at once: one per identity provider, with room to rotate. */
 export const SCIM_TOKEN_LIMIT = 20;
 
@@ -90,6 +93,31 @@ export async function lookUpScimToken(db: Database, tokenHash: Buffer): Promise<
     lastUsedAt: row.last_used_at === null ? null : new Date(row.last_used_at),
     tokenName: row.name,
   };
+}
+
+/**
+ * Whether the token still authenticates now, judged in the write's transaction by a
+ * statement of its own (so it reads what committed since the look-up), as
+ * `atrium_authenticate_scim` judges it: not expired, its minter active, not deleted, not
+ * marked for logout since it was minted, with an active role holding what a token needs.
+ * Read as `atrium_app`, under row-level security: on Citus a transaction that wrote a
+ * tenant's shards (the token's use) reaches them as one role only. A write that waited
+ * (for a user's row, the administration lock, the password's hash) asks it before it
+ * writes, so a token ended meanwhile writes nothing. The write's own changes are not made
+ * yet then: one that deactivates the minter is not refused by it.
+ */
+export async function stillAuthenticates(tx: Tx, principal: ScimPrincipal): Promise<boolean> {
+  const rows = await tx.execute<{ valid: boolean }>(sql`
+    select true as valid
+    from scim_tokens t
+    join users u on u.tenant_id = t.tenant_id and u.id = t.user_id
+    join roles r on r.tenant_id = u.tenant_id and r.id = u.role_id
+    where t.tenant_id = ${principal.tenantId} and t.id = ${principal.tokenId}
+      and (t.expires_at is null or t.expires_at > now())
+      and u.active and u.deleted_at is null
+      and (u.logout_marked_at is null or t.created_at > u.logout_marked_at)
+      and r.active and r.permissions @> ${`{${SCIM_TOKEN_PERMISSIONS.join(',')}}`}::text[]`);
+  return rows.length > 0;
 }
 
 /**

@@ -5,7 +5,7 @@ import { startTestApi } from '../../helpers/atrium.ts';
 import { eventually } from '../../helpers/eventually.ts';
 import { wireClient } from '../../helpers/http-client.ts';
 import { assertServedAnswer } from '../../helpers/contract.ts';
-import { bearer, rowCount } from '../../helpers/fixtures.ts';
+import { bearer, holdRows, lockWaiters, rowCount } from '../../helpers/fixtures.ts';
 
 const api = await startTestApi(t);
 const tenant = await api.createTenant('scim-tokens');
@@ -170,6 +170,32 @@ t.test('a token stops working when its minter is marked for logout; a token mint
   t.equal((await scim(body.token)).statusCode, 401, 'the token minted before the mark is refused');
   const again = await create(t, { name: 'after the mark' });
   t.equal((await scim(again.body.token)).statusCode, 200, 'a token of another minter is not concerned');
+});
+
+t.test("a write under way when its minter's logout mark commits is refused: it sets no password", async (t) => {
+  const delegate = await api.createUser(tenant.tenantId, { permissions: MINTER });
+  const victim = await api.createUser(tenant.tenantId, { username: 'scim-reset-victim' });
+  const { body } = await create(t, { name: 'stolen' }, delegate.token);
+  // The victim's row is held, so the PATCH, its token judged already, waits in its transaction while the minter is
+  // marked for logout (which ends the token) and that mark commits.
+  const held = await holdRows(api.db, sql`select 1 from users where tenant_id = ${tenant.tenantId} and id = ${victim.id} for no key update`);
+  const patch = wire.send({
+    method: 'PATCH',
+    url: `/scim/v2/Users/${victim.id}`,
+    headers: { ...bearer(body.token), 'content-type': 'application/scim+json' },
+    payload: JSON.stringify({
+      schemas: ['urn:ietf:params:scim:api:messages:2.0:PatchOp'],
+      Operations: [{ op: 'replace', path: 'password', value: 'a password of my choosing' }],
+    }),
+  });
+  t.ok((await lockWaiters(api.db, 'for no key update')) > 0, 'the PATCH waits for the victim');
+  t.equal((await api.call(t, 'markUserForLogout', { token: admin, params: { user: delegate.id } })).status, 204);
+  t.equal((await scim(body.token)).statusCode, 401, 'the token has stopped working');
+  await held.release();
+  t.equal((await patch).statusCode, 401, 'the PATCH found its token ended');
+  const signIn = (password: string) => api.call(t, 'login', { body: { tenant: tenant.slug, username: victim.username, password } });
+  t.equal((await signIn('a password of my choosing')).status, 401, 'the password was not set');
+  t.equal((await signIn(victim.password)).status, 200, 'the old one still signs in');
 });
 
 t.test('a token stops working when its minter loses users.administer (changed through this process: at once)', async (t) => {
