@@ -502,7 +502,10 @@ export interface paths {
         /**
          * Revoke a SCIM token
          * @description The token stops working at once (the next request with it answers 401) and leaves
-         *     the list. A request under way when it is revoked completes.
+         *     the list. A request under way when it is revoked completes. A token acts with the
+         *     authority of the administrator who minted it, so revoking it is judged as
+         *     administering them: refused (403) while their role lists a permission the caller
+         *     lacks (active or not), as their logout mark would be.
          */
         delete: operations["deleteScimToken"];
         options?: never;

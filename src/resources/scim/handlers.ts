@@ -5,7 +5,17 @@ import type { Handlers } from '../../platform/http/handler.ts';
 import { coded, invalid, notFound } from '../../platform/http/problem.ts';
 import { audit } from '../audit-events/record.ts';
 import { holdSession } from '../auth/credentials.ts';
-import { deleteScimToken, insertScimToken, listScimTokens, newScimTokenValue, presentScimToken, SCIM_TOKEN_LIMIT, scimTokenCount } from './tokens.ts';
+import { assertMayAdminister } from '../users/rules.ts';
+import {
+  deleteScimToken,
+  insertScimToken,
+  listScimTokens,
+  newScimTokenValue,
+  presentScimToken,
+  SCIM_TOKEN_LIMIT,
+  scimTokenCount,
+  scimTokenMinter,
+} from './tokens.ts';
 import { lockTenantScope } from '../../platform/database/locks.ts';
 
 /**
@@ -48,6 +58,11 @@ export const scimTokenHandlers = {
   async deleteScimToken(ctx) {
     const { auth, params, services } = ctx;
     await services.db.tenant(auth.tenantId, async (tx) => {
+      // The token acts with its minter's authority: a caller who may not administer them (their role lists a
+      // permission the caller lacks) may not cut it off either, as they may not mark them for logout (403).
+      const minter = await scimTokenMinter(tx, params.scimTokenId);
+      if (!minter) throw notFound('The SCIM token');
+      assertMayAdminister(auth, minter);
       const row = await deleteScimToken(tx, params.scimTokenId);
       if (!row) throw notFound('The SCIM token');
       await audit(tx, ctx, { action: 'scim_token.revoked', target: { type: 'scim_token', id: row.id, label: row.name } });

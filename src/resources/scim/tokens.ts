@@ -4,6 +4,8 @@ import { and, count, desc, eq, sql } from 'drizzle-orm';
 import type { Permission } from '../../platform/auth/permissions.ts';
 import type { Database, Tx } from '../../platform/database/database.ts';
 import { rfc3339 } from '../../platform/http/datetime.ts';
+import { roles } from '../roles/table.ts';
+import { users } from '../users/table.ts';
 import { scimTokens } from './table.ts';
 
 /** What a token's minter must hold for it to work, as `atrium_authenticate_scim` requires (migration `audit-labels-before-insert`). */
@@ -60,6 +62,21 @@ export async function insertScimToken(tx: Tx, tenantId: number, userId: number, 
     })
     .returning(listed);
   return row!;
+}
+
+/**
+ * Who minted the token `id` and what their role lists (active or not), or undefined when
+ * there is no such token: a token acts with its minter's authority, so revoking it is
+ * judged as administering them is.
+ */
+export async function scimTokenMinter(tx: Tx, id: number): Promise<{ id: number; grantable: string[] } | undefined> {
+  const [row] = await tx
+    .select({ id: users.id, grantable: roles.permissions })
+    .from(scimTokens)
+    .innerJoin(users, and(eq(users.tenantId, scimTokens.tenantId), eq(users.id, scimTokens.userId)))
+    .innerJoin(roles, and(eq(roles.tenantId, users.tenantId), eq(roles.id, users.roleId)))
+    .where(eq(scimTokens.id, id));
+  return row;
 }
 
 /** Deletes the token; answers the deleted record, or undefined when there is none. */

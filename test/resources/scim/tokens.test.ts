@@ -90,6 +90,21 @@ t.test('a token is shown once, listed without its value, and revoked', async (t)
   t.equal((await api.call(t, 'deleteScimToken', { token: admin, params: { scimTokenId: created.body.id } })).status, 404);
 });
 
+t.test("revoking a token needs every permission its minter's role lists, as signing the minter out does", async (t) => {
+  const delegate = await api.createUser(tenant.tenantId, { permissions: MINTER });
+  const administrators = await create(t, { name: "the administrator's" });
+  const delegates = await create(t, { name: "the delegate's" }, delegate.token);
+  const revoke = (token: string, id: number) => api.call(t, 'deleteScimToken', { token, params: { scimTokenId: id } });
+  const refused = await revoke(delegate.token, administrators.body.id);
+  t.equal(refused.status, 403, "a delegate cannot cut off the administrator's identity provider");
+  t.equal(refused.body.code, 'permission_escalation');
+  t.equal((await scim(administrators.body.token)).statusCode, 200, 'the token still works');
+  t.equal((await revoke(delegate.token, delegates.body.id)).status, 204, 'the delegate revokes their own');
+  const again = await create(t, { name: "the delegate's, again" }, delegate.token);
+  t.equal((await revoke(admin, again.body.id)).status, 204, "the administrator revokes the delegate's");
+  t.equal((await revoke(admin, administrators.body.id)).status, 204);
+});
+
 t.test('a use is recorded at most once a minute: a look-up within it writes nothing', async (t) => {
   const { body } = await create(t, { name: 'Throttled' });
   const lastUsedAt = async () => {
