@@ -1,4 +1,4 @@
-import { lockRecord } from '../../platform/database/locks.ts';
+import { lockRecord, lockTenantScope } from '../../platform/database/locks.ts';
 import type { Body, Handlers } from '../../platform/http/handler.ts';
 import { coded, invalid, notFound } from '../../platform/http/problem.ts';
 import { listRecords, presentAll, showRecord } from '../../platform/result-controls/listing.ts';
@@ -52,6 +52,9 @@ export const attributeSetHandlers = {
     } = ctx;
     const values = attributeSetValues(body);
     const updated = await db.tenant(auth.tenantId, async (tx) => {
+      // Updates of sets take turns in the tenant: each holds its set and then the sets attached beside it, so two sets
+      // attached together and updated at once would otherwise each wait for the other's (a deadlock, 503).
+      await lockTenantScope(tx, 'attribute_sets.update');
       // FOR UPDATE: a department that attaches the set meanwhile waits, and then judges it by its new fields.
       if (!(await lockRecord(tx, attributeSets, params.attributeSet, 'update'))) throw notFound('The attribute set');
       const clashes = clashesBeside(values.fields, await fieldsAttachedBeside(tx, params.attributeSet));

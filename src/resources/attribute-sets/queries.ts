@@ -33,8 +33,9 @@ export async function attributeSetFields(tx: Tx, setIds: readonly number[]): Pro
 /**
  * The fields of every other set attached to a department beside the set `id`, by
  * department (one query). Those sets are kept until the transaction ends (`FOR KEY
- * SHARE`), so that two concurrent updates of sets attached together judge each other's
- * new fields, one after the other (or one is ended as a deadlock, 503).
+ * SHARE`), and updates of sets take turns in the tenant (`updateAttributeSet`), so that two
+ * concurrent updates of sets attached together judge each other's new fields, one after
+ * the other.
  */
 export async function fieldsAttachedBeside(tx: Tx, id: number): Promise<{ departmentId: number; fields: AttributeField[] }[]> {
   const tenantId = transactionTenant(tx)!;

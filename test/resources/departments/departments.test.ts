@@ -5,6 +5,7 @@ import { tenants } from '../../../src/platform/database/tenancy.ts';
 import { entityPermissions } from '../../../src/resources/entity-permissions/table.ts';
 import { startTestApi } from '../../helpers/atrium.ts';
 import { backdateUpdatedAt, holdRows, lockWaiters, rowCount } from '../../helpers/fixtures.ts';
+import { eventually } from '../../helpers/eventually.ts';
 
 const api = await startTestApi(t);
 const tenant = await api.createTenant('departments');
@@ -337,6 +338,50 @@ t.test('a department attaching a set while its update is under way judges the se
   const attached = await pending;
   t.equal(attached.status, 422, 'judged by the fields the update left');
   t.ok(attached.body.errors?.attribute_set_ids);
+});
+
+t.test('two sets attached together and updated at the same moment are both stored: no deadlock, no 503', async (t) => {
+  const first = await createSet(t, 'First together', [{ key: 'first', type: 'string' }]);
+  const second = await createSet(t, 'Second together', [{ key: 'second', type: 'string' }]);
+  t.equal((await create(t, { name: 'Together', attribute_set_ids: [first, second] })).status, 201);
+  // The attachments held away for a moment: each update gets as far as it can before it reads the set beside its own.
+  const held = await holdRows(api.db, sql`lock table department_attribute_sets in access exclusive mode`);
+  let updates;
+  try {
+    updates = [first, second].map((id, i) =>
+      api.call(t, 'updateAttributeSet', {
+        token: manager.token,
+        params: { attributeSet: id },
+        body: { name: i === 0 ? 'First together' : 'Second together', fields: [{ key: i === 0 ? 'first' : 'second', type: 'string', label: 'Labelled' }] },
+      }),
+    );
+    const waiting = await eventually(
+      async () =>
+        (
+          await api.db.owner.execute<{ n: number }>(
+            sql`select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and datname = current_database()`,
+          )
+        )[0]!.n,
+      (n) => n >= 2,
+    );
+    t.equal(waiting, 2, 'both updates wait');
+  } finally {
+    await held.release();
+  }
+  const answers = await Promise.all(updates);
+  t.strictSame(
+    answers.map((answer) => answer.status),
+    [200, 200],
+    `both go through: ${answers.map((answer) => answer.body.detail ?? answer.status).join('; ')}`,
+  );
+  const stored = await api.db.owner.execute<{ label: string }>(
+    sql`select f->>'label' as label from attribute_sets, jsonb_array_elements(fields) f where id in (${first}, ${second})`,
+  );
+  t.strictSame(
+    stored.map((row) => row.label),
+    ['Labelled', 'Labelled'],
+    'both changes are stored',
+  );
 });
 
 t.test('attribute set administration validates fields and needs departments.manage', async (t) => {
