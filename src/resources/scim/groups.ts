@@ -197,13 +197,16 @@ export async function saveGroup(
   const writtenIds = new Set(write.memberIds);
   const added = write.memberIds.filter((userId) => !storedIds.has(userId));
   const removed = stored.filter((userId) => !writtenIds.has(userId));
+  // Before the department's row is written: a new name locks it as a key (FOR UPDATE), which a user's update through
+  // `/api` that holds the user and names the department waits for, so the users must be held first, or the two
+  // writes wait for each other.
+  await requireAdministrableMembers(tx, caller, [...added, ...removed]);
   // A write that leaves the group as it was (an identity provider's periodic PUT) leaves its `updated_at`, which is
   // its `meta.lastModified`, as it was; a change of its members moves it.
   const changed = !current || !sameJson(departmentAfter(current, department), current) || externalIdChanged || added.length + removed.length > 0;
   // A department created over SCIM has no creator (`user_id` null): the token is no user.
   const id = await saveDepartment(tx, { tenantId: caller.tenantId, userId: null as never }, department, current?.id ?? null, { changed });
   if (externalIdChanged) await tx.update(departments).set({ externalId: write.externalId }).where(eq(departments.id, id));
-  await requireAdministrableMembers(tx, caller, [...added, ...removed]);
   if (added.length > 0) {
     // Held (FOR KEY SHARE) before the memberships are written, as a user's update through
     // `/api` holds the user before its memberships: one order, so a rename does not deadlock.

@@ -26,7 +26,7 @@ const ROUNDS = 6;
 const scimToken = newScimTokenValue();
 await api.db.owner.insert(scimTokens).values({ tenantId: tenant.tenantId, userId: tenant.adminUserId, name: 'IdP', tokenHash: hashToken(scimToken) });
 await api.db.owner.insert(scimSettings).values({ tenantId: tenant.tenantId, defaultRoleId: (await roleNamed(api.db, tenant.tenantId, 'Employee')).id });
-const scim = (method: 'POST' | 'PATCH' | 'DELETE', url: string, body?: unknown, token = scimToken) =>
+const scim = (method: 'POST' | 'PUT' | 'PATCH' | 'DELETE', url: string, body?: unknown, token = scimToken) =>
   api.atrium
     .app!.inject({
       method,
@@ -503,6 +503,42 @@ t.test('a user update through /api and SCIM group writes of the same memberships
     );
     t.equal(await rowCount(api.db, 'department_users', sql`department_id = ${group.body.id}`), members.length, 'every member once');
   }
+});
+
+t.test('a SCIM group write that renames the group and a user update naming it, at the same moment: both go through', async (t) => {
+  const group = await api.call(t, 'createDepartment', { token: admin, body: { name: 'Renamed group' } });
+  const member = await api.createUser(tenant.tenantId, { username: 'renamed-group-member' });
+  // The rename pauses once it has written the group's row (on a lock the test owns), holding it.
+  const paused = await pauseWrites(t, api.db, {
+    name: 'test_pause_group_rename',
+    trigger: 'trigger test_pause_group_rename after update on departments',
+    condition: `new.id = ${group.body.id} and new.name <> old.name`,
+    key: 4261,
+  });
+  let renamed!: Promise<CallResult>;
+  let updated!: Promise<CallResult>;
+  try {
+    renamed = scim('PUT', `/Groups/${group.body.id}`, {
+      schemas: ['urn:ietf:params:scim:schemas:core:2.0:Group'],
+      displayName: 'Renamed group, renamed',
+      members: [{ value: String(member.id) }],
+    });
+    t.equal(await lockWaiters(api.db, 'update "departments"'), 1, 'the rename holds the group');
+    updated = api.call(t, 'updateUser', { token: admin, params: { user: member.id }, body: { department_ids: [group.body.id] } });
+    t.equal(
+      await eventually(
+        () => lockWaiters(api.db, ''),
+        (n) => n === 2,
+      ),
+      2,
+      'the user update waits too',
+    );
+  } finally {
+    await paused.release();
+  }
+  const answers = [await renamed, await updated];
+  t.strictSame(statuses(answers), [200, 200], `both go through: ${answers.map((answer) => answer.text).join('; ')}`);
+  t.equal(await rowCount(api.db, 'department_users', sql`department_id = ${group.body.id} and user_id = ${member.id}`), 1, 'the member once');
 });
 
 t.test('fields created at the same moment without a sort number get distinct ones', async (t) => {
