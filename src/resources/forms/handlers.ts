@@ -341,7 +341,7 @@ export const formHandlers = {
     const created = await db.tenant(auth.tenantId, async (tx) => {
       const errors = fieldOptionsErrors(body.field_type, body.options, 'options');
       // A parent hidden from the caller "does not exist", exactly like a missing one.
-      if ((await canAdminister(tx, auth, parent.type, parent.id)) !== true) errors[parent.key] = [MISSING_REFERENCE];
+      if ((await canAdminister(tx, auth, parent.type, parent.id, { hold: true })) !== true) errors[parent.key] = [MISSING_REFERENCE];
       refuse(errors);
       const sortNumber = body.sort_number ?? (await nextFieldSortNumber(tx, parent.type, parent.id));
       const field = await insertField(tx, auth.tenantId, parent.type, parent.id, body, sortNumber);

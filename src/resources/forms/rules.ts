@@ -51,9 +51,17 @@ export function fieldParentAdministrableBy(caller: Caller, formId: SQL | AnyColu
   );
 }
 
-/** Whether `caller` may administer the form or task template `id`; undefined when it does not exist (in this tenant). */
-export async function canAdminister(tx: Tx, caller: Caller, type: ParentType, id: number): Promise<boolean | undefined> {
+/**
+ * Whether `caller` may administer the form or task template `id`; undefined when it does not
+ * exist (in this tenant). `hold`, for a write that adds a record to it (a field, a task
+ * execution): it is kept until the transaction ends (`FOR KEY SHARE`, by a statement of its
+ * own, `missingIds`), so that its delete, under way or later, waits for the write, and one
+ * committed meanwhile is found missing here rather than by the new row's foreign key (whose
+ * refusal names no field of the request).
+ */
+export async function canAdminister(tx: Tx, caller: Caller, type: ParentType, id: number, { hold = false } = {}): Promise<boolean | undefined> {
   const table = PARENT_TABLES[type];
+  if (hold) await missingIds(tx, table, [id], undefined, { keep: true });
   const [row] = await tx
     .select({ allowed: sql<boolean>`${administrable(caller, type)}` })
     .from(table)
@@ -165,7 +173,7 @@ export function fieldOptionsErrors(fieldType: FieldType, options: readonly strin
  */
 export async function assignmentErrors(tx: Tx, caller: Caller, assignment: { task_template_id: number; user_id: number }): Promise<FieldErrors> {
   const errors: FieldErrors = {};
-  if ((await canAdminister(tx, caller, 'taskTemplate', assignment.task_template_id)) !== true) errors.task_template_id = [MISSING_REFERENCE];
+  if ((await canAdminister(tx, caller, 'taskTemplate', assignment.task_template_id, { hold: true })) !== true) errors.task_template_id = [MISSING_REFERENCE];
   const missingUsers = await missingIds(tx, users, [assignment.user_id], isNull(users.deletedAt));
   if (missingUsers.size > 0) errors.user_id = [MISSING_REFERENCE];
   return errors;

@@ -541,6 +541,48 @@ t.test('a SCIM group write that renames the group and a user update naming it, a
   t.equal(await rowCount(api.db, 'department_users', sql`department_id = ${group.body.id} and user_id = ${member.id}`), 1, 'the member once');
 });
 
+t.test('a field or task execution created while its form or task template is deleted is refused on the id it sent', async (t) => {
+  const assignee = await api.createUser(tenant.tenantId, { username: 'assigned-while-deleted' });
+  const cases: [string, 'forms' | 'task_templates', (id: number) => Promise<CallResult>, string][] = [
+    [
+      'a field of a form',
+      'forms',
+      (id) => api.call(t, 'createFormField', { token: admin, body: { form_id: id, name: 'Late', field_type: 'text' } }),
+      'form_id',
+    ],
+    [
+      'a field of a task template',
+      'task_templates',
+      (id) => api.call(t, 'createFormField', { token: admin, body: { task_template_id: id, name: 'Late', field_type: 'text' } }),
+      'task_template_id',
+    ],
+    [
+      'a task execution',
+      'task_templates',
+      (id) => api.call(t, 'createTaskExecution', { token: admin, body: { task_template_id: id, user_id: assignee.id } }),
+      'task_template_id',
+    ],
+  ];
+  for (const [what, table, create, key] of cases) {
+    const parent =
+      table === 'forms'
+        ? await api.call(t, 'createForm', { token: admin, body: { title: `Going ${what}`, form_type: 'survey' } })
+        : await api.call(t, 'createTaskTemplate', { token: admin, body: { title: `Going ${what}`, fields: [] } });
+    // The parent's delete in flight: its row deleted, not yet committed.
+    const deleting = await holdRows(api.db, sql`delete from ${sql.identifier(table)} where id = ${parent.body.id}`);
+    let created!: Promise<CallResult>;
+    try {
+      created = create(parent.body.id);
+      t.equal(await lockWaiters(api.db, ''), 1, `${what}: the create waits for the delete`);
+    } finally {
+      await deleting.release();
+    }
+    const answer = await created;
+    t.equal(answer.status, 422, `${what}: refused`);
+    t.strictSame(answer.body.error_codes, { [key]: ['missing_reference'] }, `${what}: on ${key}, as for a parent deleted before`);
+  }
+});
+
 t.test('fields created at the same moment without a sort number get distinct ones', async (t) => {
   const form = await api.call(t, 'createForm', { token: admin, body: { title: 'Numbered', form_type: 'survey' } });
   const created = await Promise.all(
