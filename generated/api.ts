@@ -2125,7 +2125,7 @@ export interface paths {
          *     The whole file is refused (422) for: not UTF-8, unknown or duplicate headers, more
          *     header columns than importable keys, no `username` column, rows with a different
          *     number of cells than the header, a line longer than 64 KiB (65,536 characters), no
-         *     data rows, a username on more than one row. The file is judged whole before the
+         *     data rows, more than 200,000 data rows, a username on more than one row. The file is judged whole before the
          *     answer starts, so a refused file never gets a partial answer.
          */
         post: operations["importUsersCsv"];
@@ -3367,7 +3367,7 @@ export interface components {
             update_users: boolean;
             /**
              * Format: binary
-             * @description The CSV file (at most 20 MiB).
+             * @description The CSV file (at most 20 MiB and 200,000 data rows).
              */
             user_data_csv: string;
             username?: string;

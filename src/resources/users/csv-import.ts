@@ -154,6 +154,17 @@ const BATCH_ROWS = 500;
  */
 const BATCHES_IN_FLIGHT = 2;
 
+/**
+ * The most data rows a file may hold; one more refuses the file (422) once the rows before
+ * it are read. Each row is judged and answered, and an invalid row's entry in the answer is
+ * some 200 bytes however short the row: the upload's 20 MiB held almost 4 million rows of
+ * one-character usernames, judged for four minutes and answered with a gigabyte spooled to
+ * a temporary file. As many rows as the benchmark's largest file are accepted.
+ */
+export const MAX_CSV_ROWS = 200_000;
+
+const tooManyRows = () => invalid({ user_data_csv: [coded('csv_malformed', `has more than ${MAX_CSV_ROWS} data rows`)] }, 'The CSV file has too many rows.');
+
 /** A data row's cells read (`parseCell`), before it is judged against the tenant's users. */
 interface ParsedLine {
   line: number;
@@ -315,18 +326,20 @@ async function judgeFile(tx: Tx, file: Upload, shape: FileShape, options: CsvImp
       };
       return;
     }
-    rows++;
-    parsed.push(parseLine(judging.keys, record, line, options.whitespaceToNull));
+    // Rows past the limit are counted, not kept: the file is refused once its chunk is read.
+    if (++rows <= MAX_CSV_ROWS) parsed.push(parseLine(judging.keys, record, line, options.whitespaceToNull));
   });
   try {
     for await (const chunk of file.chunks({ transient: true })) {
       await parser.parse(chunk);
+      if (rows > MAX_CSV_ROWS) throw tooManyRows();
       while (parsed.length >= BATCH_ROWS) {
         start(parsed.splice(0, BATCH_ROWS));
         while (inFlight.length > BATCHES_IN_FLIGHT) await writeNext();
       }
     }
     await parser.finish();
+    if (rows > MAX_CSV_ROWS) throw tooManyRows();
     if (!judging) throw invalid({ user_data_csv: [coded('csv_empty', 'is empty')] }, 'The CSV file is empty.');
     if (rows === 0) throw invalid({ user_data_csv: [coded('csv_empty', 'has no data rows')] }, 'The CSV file has no data rows.');
     if (parsed.length > 0) start(parsed.splice(0));

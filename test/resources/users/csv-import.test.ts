@@ -6,6 +6,7 @@ import { multipart } from '../../helpers/multipart.ts';
 import { roles } from '../../../src/resources/roles/table.ts';
 import { users } from '../../../src/resources/users/table.ts';
 import { IMPORTABLE_KEYS } from '../../../src/resources/users/fields.ts';
+import { MAX_CSV_ROWS } from '../../../src/resources/users/csv-import.ts';
 
 const api = await startTestApi(t);
 const tenant = await api.createTenant('csv');
@@ -527,6 +528,15 @@ t.test(
     t.strictSame(await snapshot(), before, 'nothing written');
   },
 );
+
+t.test(`a file of more than ${MAX_CSV_ROWS} data rows is refused as a whole, however short its rows`, async (t) => {
+  // One-character usernames fit millions of rows into the upload's 20 MiB, each judged and answered with an entry of its own.
+  const lines = Array.from({ length: MAX_CSV_ROWS + 1 }, (_, i) => i.toString(36));
+  const res = await importCsv(t, `username\n${lines.join('\n')}\n`);
+  t.equal(res.status, 422);
+  t.strictSame(res.body.errors, { user_data_csv: [`has more than ${MAX_CSV_ROWS} data rows`] });
+  t.strictSame(res.body.error_codes, { user_data_csv: ['csv_malformed'] });
+});
 
 t.test('UTF-8 is judged across the chunks the file is read in: a character split between two is accepted, a file cut inside one is not', async (t) => {
   const header = 'username,first_name,last_name\n';
