@@ -1141,7 +1141,9 @@ export interface paths {
          * @description Every signed-in user sees every department of the tenant (departments are used for
          *     targeting and membership everywhere). Ordered by name, then id. Relations: `users`
          *     (the members, shown as the caller may see users; needs `users.view`, 422 when
-         *     named without it), `notification_settings`, `attribute_sets` (the attribute set
+         *     named without it; at most 50,000 memberships in all the answer's departments,
+         *     422 on `relations` beyond: ask for fewer departments with `limit`, or list the
+         *     members with `GET /api/users?filter[department_id]=`), `notification_settings`, `attribute_sets` (the attribute set
          *     definitions; needs `departments.manage`, like `GET /api/administration/attribute-sets`,
          *     422 when named without it). `filter[text]`: every word must match; a word starting with `#`
          *     matches a tag (case-insensitive, whole tag), any other word a part of the name
@@ -1173,7 +1175,9 @@ export interface paths {
         /**
          * One department
          * @description Open to every signed-in user. Relations as in the list: `users` needs `users.view`,
-         *     `attribute_sets` needs `departments.manage` (422 when named without).
+         *     `attribute_sets` needs `departments.manage` (422 when named without); `users` of a
+         *     department of more than 50,000 members is a 422 on `relations` (list them with
+         *     `GET /api/users?filter[department_id]=`).
          */
         get: operations["getDepartment"];
         /**
@@ -3718,7 +3722,7 @@ export interface components {
              * @description The user who created the department.
              */
             user_id?: number | null;
-            /** @description Relation `users` (the members; user fields as the caller may see them). */
+            /** @description Relation `users` (the members; user fields as the caller may see them). At most 50,000 memberships in one answer. */
             users?: components["schemas"]["User"][];
         };
         /** @description Departments whose members are notified (required when `user_ids` is absent). */
@@ -3787,7 +3791,7 @@ export interface components {
              * @description The user who created the department.
              */
             user_id: number | null;
-            /** @description Relation `users` (the members; user fields as the caller may see them). */
+            /** @description Relation `users` (the members; user fields as the caller may see them). At most 50,000 memberships in one answer. */
             users?: components["schemas"]["User"][];
         };
         /**

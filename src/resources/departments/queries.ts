@@ -140,11 +140,12 @@ export async function entityPermissionsNaming(
 }
 
 /** The departments' members (user ids), in no particular order. */
-export function departmentMemberships(tx: Tx, departmentIds: number[]): Promise<{ departmentId: number; userId: number }[]> {
+export function departmentMemberships(tx: Tx, departmentIds: number[], limit: number): Promise<{ departmentId: number; userId: number }[]> {
   return tx
     .select({ departmentId: departmentUsers.departmentId, userId: departmentUsers.userId })
     .from(departmentUsers)
-    .where(inArray(departmentUsers.departmentId, departmentIds));
+    .where(inArray(departmentUsers.departmentId, departmentIds))
+    .limit(limit);
 }
 
 /** The notification settings `ids` names, by `sort_number` and id: one query (also for []). */

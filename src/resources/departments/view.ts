@@ -1,6 +1,7 @@
 import { and, asc, sql, type SQL } from 'drizzle-orm';
 import type { Auth } from '../../platform/auth/auth.ts';
 import { containsPattern } from '../../platform/database/text-search.ts';
+import { invalid } from '../../platform/http/problem.ts';
 import { rfc3339 } from '../../platform/http/datetime.ts';
 import { presentGrouped, type Listing } from '../../platform/result-controls/listing.ts';
 import { defineView, groupBy } from '../../platform/result-controls/result-controls.ts';
@@ -11,6 +12,13 @@ import { presentUsersById } from '../users/view.ts';
 import { attributeSetsByIds } from '../attribute-sets/queries.ts';
 import { departmentMemberships, departmentRecords, notificationSettingsByIds, type DepartmentRow } from './queries.ts';
 import { departments } from './table.ts';
+
+/**
+ * The most memberships the `users` relation shows in one answer; more are refused (422).
+ * Each membership is a user in the answer, and departments share members: a few departments
+ * of a large tenant would answer millions of users, held in memory at once.
+ */
+export const MAX_MEMBERS_SHOWN = 50_000;
 
 /**
  * `filter[text]` (docs/departments.md#departments): every word must match; `#word` matches
@@ -54,7 +62,15 @@ export const departmentView = defineView<DepartmentRow, Auth, 'text'>({
         const memberships = await departmentMemberships(
           tx,
           rows.map((r) => r.id),
+          MAX_MEMBERS_SHOWN + 1,
         );
+        if (memberships.length > MAX_MEMBERS_SHOWN) {
+          throw invalid({
+            relations: [
+              `users: the departments have more than ${MAX_MEMBERS_SHOWN} members in all; ask for fewer departments (limit), or list the members with GET /api/users?filter[department_id]=`,
+            ],
+          });
+        }
         const presented = await presentUsersById(
           tx,
           memberships.map((m) => m.userId),

@@ -3,6 +3,7 @@ import { eq, sql } from 'drizzle-orm';
 import { departmentUsers, departments } from '../../../src/resources/departments/table.ts';
 import { tenants } from '../../../src/platform/database/tenancy.ts';
 import { entityPermissions } from '../../../src/resources/entity-permissions/table.ts';
+import { MAX_MEMBERS_SHOWN } from '../../../src/resources/departments/view.ts';
 import { startTestApi } from '../../helpers/atrium.ts';
 import { backdateUpdatedAt, holdRows, lockWaiters, rowCount } from '../../helpers/fixtures.ts';
 import { eventually } from '../../helpers/eventually.ts';
@@ -530,6 +531,28 @@ t.test('relation users needs users.view: named without it is 422, never shown to
     [member.id],
     'shown with users.view',
   );
+});
+
+t.test(`relation users loads at most ${MAX_MEMBERS_SHOWN} members in one answer: more are refused (422), not loaded`, async (t) => {
+  // Departments repeat their members: each membership is a user in the answer, so a few departments of a large
+  // tenant answered millions of users (60 of 20,000 members held the process for half a minute and ended in a 500).
+  const crowd = await api.createTenant('departments-crowd');
+  const viewer = await api.createUser(crowd.tenantId, { permissions: ['users.view'] });
+  const perDepartment = MAX_MEMBERS_SHOWN / 2 + 1;
+  await api.db.owner.execute(sql`insert into users (tenant_id, username, role_id)
+    select ${crowd.tenantId}, 'crowd' || g, (select id from roles where tenant_id = ${crowd.tenantId} and name = 'Employee') from generate_series(1, ${perDepartment}) g`);
+  // Planned without statistics, the memberships' foreign-key checks took most of a minute.
+  await api.db.owner.execute(sql`analyze users`);
+  await api.db.owner.execute(sql`insert into departments (tenant_id, name) values (${crowd.tenantId}, 'Crowd A'), (${crowd.tenantId}, 'Crowd B')`);
+  await api.db.owner.execute(sql`insert into department_users (tenant_id, department_id, user_id)
+    select ${crowd.tenantId}, d.id, u.id from departments d, users u
+    where d.tenant_id = ${crowd.tenantId} and u.tenant_id = ${crowd.tenantId} and u.username like 'crowd%'`);
+  const both = await api.call(t, 'listDepartments', { token: viewer.token, query: { relations: 'users' } });
+  t.equal(both.status, 422, `${2 * perDepartment} members in all`);
+  t.match(both.body.errors, { relations: [new RegExp(`more than ${MAX_MEMBERS_SHOWN} members`)] });
+  const one = await api.call(t, 'listDepartments', { token: viewer.token, query: { relations: 'users', limit: 1 } });
+  t.equal(one.status, 200, 'a page of fewer departments');
+  t.equal(one.body[0].users.length, perDepartment);
 });
 
 t.test('relations notification_settings and attribute_sets show the assigned records in order', async (t) => {
