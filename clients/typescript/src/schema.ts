@@ -2393,7 +2393,10 @@ export interface paths {
          * @description The tenant's departments as Groups, ordered by id, one page (`startIndex`, `count` at
          *     most 200) with `totalResults`. Filterable: `id`, `displayName`, `members[value eq "42"]`.
          *     `excludedAttributes=members` (or `attributes` without `members`) also skips loading the
-         *     members. 400 as for the user list.
+         *     members. With members, a page lists at most 50,000 members in all: it ends before the
+         *     group that would pass them (`itemsPerPage` says how many groups it holds; ask for the
+         *     next page from `startIndex` + `itemsPerPage`), and a first group of more members is
+         *     answered alone. 400 as for the user list.
          */
         get: operations["listScimGroups"];
         put?: never;

@@ -87,22 +87,60 @@ export async function listGroups(tx: Tx, where: SQL | undefined, offset: number,
   return { rows, total: counted?.n ?? 0 };
 }
 
-/** The SCIM-visible members of each department, by department id: one query (none for none). */
-export async function membersOf(tx: Tx, departmentIds: number[]): Promise<Map<number, { id: number; username: string }[]>> {
+/**
+ * The SCIM-visible members of each department, by department id: one query (none for none).
+ * With `limit`, the first that many memberships in department order; the last department
+ * read may then be cut short.
+ */
+export async function membersOf(tx: Tx, departmentIds: number[], limit?: number): Promise<Map<number, { id: number; username: string }[]>> {
   const byDepartment = new Map<number, { id: number; username: string }[]>();
   if (departmentIds.length === 0) return byDepartment;
-  const rows = await tx
+  const query = tx
     .select({ departmentId: departmentUsers.departmentId, id: users.id, username: users.username })
     .from(departmentUsers)
     .innerJoin(users, and(eq(users.tenantId, departmentUsers.tenantId), eq(users.id, departmentUsers.userId)))
     .where(and(inArray(departmentUsers.departmentId, departmentIds), SCIM_USERS))
-    .orderBy(asc(departmentUsers.departmentId), asc(users.id));
+    .orderBy(asc(departmentUsers.departmentId), asc(users.id))
+    .$dynamic();
+  const rows = await (limit === undefined ? query : query.limit(limit));
   for (const row of rows) {
     const list = byDepartment.get(row.departmentId) ?? [];
     list.push({ id: row.id, username: row.username });
     byDepartment.set(row.departmentId, list);
   }
   return byDepartment;
+}
+
+/**
+ * The most members a page of groups lists. Groups share members, so a page of 200 groups
+ * of a large tenant would list millions, all held in memory before the answer is written.
+ */
+export const MAX_LISTED_MEMBERS = 50_000;
+
+/**
+ * The groups of a page (`rows`, in id order, as `listGroups` reads them) with their
+ * members, the page ended before the group whose members would pass MAX_LISTED_MEMBERS:
+ * RFC 7644 §3.4.2.4 lets a page hold fewer resources than asked for, and a client asks
+ * for the next from `startIndex` + `itemsPerPage`. A first group beyond the bound is
+ * answered alone and whole, as `GET /Groups/{id}` answers it.
+ */
+export async function groupsWithMembers<Row extends { id: number }>(
+  tx: Tx,
+  rows: Row[],
+): Promise<{ rows: Row[]; memberships: Map<number, { id: number; username: string }[]> }> {
+  const memberships = await membersOf(
+    tx,
+    rows.map((row) => row.id),
+    MAX_LISTED_MEMBERS + 1,
+  );
+  let listed = 0;
+  for (const members of memberships.values()) listed += members.length;
+  if (listed <= MAX_LISTED_MEMBERS) return { rows, memberships };
+  // Read in id order: every group before the last one read is whole.
+  const cut = Math.max(...memberships.keys());
+  const whole = rows.filter((row) => row.id < cut);
+  if (whole.length > 0) return { rows: whole, memberships };
+  return { rows: rows.slice(0, 1), memberships: await membersOf(tx, [rows[0]!.id]) };
 }
 
 /** The department as a SCIM Group (RFC 7643 §4.2); `members` left out when not wanted. */

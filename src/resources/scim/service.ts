@@ -50,7 +50,18 @@ import {
   USER_SCHEMA,
 } from './protocol.ts';
 import { ATTRIBUTE_NAMES, discoveryRoutes, type AttributeNames } from './discovery.ts';
-import { GROUP_ATTRIBUTES, groupWrite, listGroups, membersOf, lockedGroup, presentGroup, requireGroup, saveGroup, type GroupWrite } from './groups.ts';
+import {
+  GROUP_ATTRIBUTES,
+  groupWrite,
+  groupsWithMembers,
+  listGroups,
+  membersOf,
+  lockedGroup,
+  presentGroup,
+  requireGroup,
+  saveGroup,
+  type GroupWrite,
+} from './groups.ts';
 import { deleteDepartment, entityPermissionsNaming, type DepartmentRow } from '../departments/queries.ts';
 import { NAMED_ENTITIES_SHOWN, namedByEntityPermissionsRefusal } from '../departments/rules.ts';
 import { loadDefaultRoleId } from './settings.ts';
@@ -1090,15 +1101,7 @@ export async function registerScim(app: FastifyInstance, services: Services): Pr
         const members = withMembers(query);
         const { rows, total, memberships } = await inTenant(request, async (tx) => {
           const page = await listGroups(tx, where, startIndex - 1, pageSize);
-          return {
-            ...page,
-            memberships: members
-              ? await membersOf(
-                  tx,
-                  page.rows.map((row) => row.id),
-                )
-              : null,
-          };
+          return { total: page.total, ...(members ? await groupsWithMembers(tx, page.rows) : { rows: page.rows, memberships: null }) };
         });
         const base = baseUrlOf(request);
         return listResponse(

@@ -4,7 +4,7 @@ import postgres from 'postgres';
 import { hashToken } from '../../../src/platform/auth/tokens.ts';
 import { scimSettings, scimTokens } from '../../../src/resources/scim/table.ts';
 import { newScimTokenValue } from '../../../src/resources/scim/tokens.ts';
-import { GROUP_ATTRIBUTES } from '../../../src/resources/scim/groups.ts';
+import { GROUP_ATTRIBUTES, MAX_LISTED_MEMBERS } from '../../../src/resources/scim/groups.ts';
 import { parseFilter } from '../../../src/resources/scim/users.ts';
 import { departments } from '../../../src/resources/departments/table.ts';
 import { startTestApi } from '../../helpers/atrium.ts';
@@ -773,6 +773,30 @@ t.test('a write of a group of thousands changes the members it names and keeps t
   t.equal(mixed.status, 200);
   const after = await memberIds(Number(group.id));
   t.ok(!after.includes(first!) && after.includes(second!) && after.length === 3498, 'the last word on each member holds');
+});
+
+t.test(`a page of groups lists at most ${MAX_LISTED_MEMBERS} members: it ends before the group that would pass them`, async (t) => {
+  // Groups share members: a page of 200 groups of a large tenant listed millions, all held in memory at once.
+  const half = MAX_LISTED_MEMBERS / 2 + 1;
+  const a = await groupOfMembers('Crowd A', half);
+  const b = await groupOfMembers('Crowd B', half);
+  const both = (await scim('POST', '/Groups', { schemas: [GROUP], displayName: 'Crowd C' })).body;
+  await api.db.owner.execute(sql`analyze users`);
+  await api.db.owner.execute(sql`insert into department_users (tenant_id, department_id, user_id)
+    select tenant_id, ${Number(both.id)}, user_id from department_users where department_id in (${Number(a.group.id)}, ${Number(b.group.id)})`);
+  const page = (startIndex: number) => scim('GET', `/Groups?filter=${encodeURIComponent('displayName sw "Crowd"')}&startIndex=${startIndex}`);
+  const first = await page(1);
+  t.equal(first.status, 200);
+  t.match(first.body, { totalResults: 3, startIndex: 1, itemsPerPage: 1 }, `A and B hold ${2 * half} members`);
+  t.strictSame(idsOf(...first.body.Resources[0].members.map((m: { value: string }) => Number(m.value))), a.members, 'A with every member');
+  const second = await page(2);
+  t.match(second.body, { totalResults: 3, startIndex: 2, itemsPerPage: 1 });
+  t.equal(second.body.Resources[0].id, b.group.id);
+  const third = await page(3);
+  t.match(third.body, { totalResults: 3, startIndex: 3, itemsPerPage: 1 }, 'a group beyond the bound alone');
+  t.equal(third.body.Resources[0].members.length, 2 * half, 'whole, as GET /Groups/{id} answers it');
+  const without = await scim('GET', `/Groups?filter=${encodeURIComponent('displayName sw "Crowd"')}&excludedAttributes=members`);
+  t.match(without.body, { totalResults: 3, itemsPerPage: 3 }, 'without members, a whole page');
 });
 
 t.test('a replace of members with one member, not a list, makes that user the only member, of an empty group too', async (t) => {
