@@ -3,6 +3,7 @@ import type { AnyPgColumn } from 'drizzle-orm/pg-core';
 import { can, type Auth, type Caller } from '../../platform/auth/auth.ts';
 import type { Permission } from '../../platform/auth/permissions.ts';
 import type { Tx } from '../../platform/database/database.ts';
+import { inIdList } from '../../platform/database/id-list.ts';
 import { containsPattern } from '../../platform/database/text-search.ts';
 import { rfc3339 } from '../../platform/http/datetime.ts';
 import { ALL_FIELDS, selectRecords, type Listing } from '../../platform/result-controls/listing.ts';
@@ -141,7 +142,7 @@ export const userView = defineView<UserRow, UserViewer, UserFilterKey>({
           .from(departmentUsers)
           .innerJoin(departments, and(eq(departments.tenantId, departmentUsers.tenantId), eq(departments.id, departmentUsers.departmentId)))
           .where(
-            inArray(
+            inIdList(
               departmentUsers.userId,
               rows.map((r) => r.id),
             ),
@@ -169,7 +170,7 @@ export const userView = defineView<UserRow, UserViewer, UserFilterKey>({
           .from(acceptedPolicies)
           .innerJoin(termsOfUse, and(eq(termsOfUse.tenantId, acceptedPolicies.tenantId), eq(termsOfUse.id, acceptedPolicies.termsOfUseId)))
           .where(
-            inArray(
+            inIdList(
               acceptedPolicies.userId,
               rows.map((r) => r.id),
             ),
@@ -197,7 +198,7 @@ export const userView = defineView<UserRow, UserViewer, UserFilterKey>({
           .where(
             and(
               eq(entityPermissions.subjectType, 'user'),
-              inArray(
+              inIdList(
                 entityPermissions.subjectId,
                 rows.map((r) => r.id),
               ),
@@ -255,7 +256,7 @@ export async function presentUsersById(
   options: { exceptDeleted?: boolean } = {},
 ): Promise<Map<number, Record<string, unknown>>> {
   const unique = [...new Set(ids)];
-  const where = options.exceptDeleted ? and(inArray(users.id, unique), isNull(users.deletedAt)) : inArray(users.id, unique);
+  const where = options.exceptDeleted ? and(inIdList(users.id, unique), isNull(users.deletedAt)) : inIdList(users.id, unique);
   // `id` is a public field: every presented user carries it.
   const presented = await selectRecords(tx, userListing, viewer, { where, presentation: ALL_FIELDS });
   return new Map(presented.map((user) => [user.id as number, user]));

@@ -1,4 +1,5 @@
 import t from 'tap';
+import { sql } from 'drizzle-orm';
 import { startTestApi } from '../../helpers/atrium.ts';
 import { entityPermissions } from '../../../src/resources/entity-permissions/table.ts';
 import { acceptedPolicies, termsOfUse } from '../../../src/resources/terms-of-use/table.ts';
@@ -69,4 +70,19 @@ t.test('reading users for an answer never reads their password hashes', async (t
     t.match(statement, /"users"\."username"/, 'a statement reading users');
     t.notMatch(statement, /password_hash/, 'without the password hash');
   }
+});
+
+t.test('a list of more users than a statement takes parameters loads their relations', async (t) => {
+  // PostgreSQL takes at most 65,535 parameters in a statement: a relation that named each user as one answered 500.
+  const crowd = await api.createTenant('queries-crowd');
+  const role = await roleNamed(api.db, crowd.tenantId, 'Employee');
+  await api.db.owner.execute(sql`insert into users (tenant_id, username, role_id)
+    select ${crowd.tenantId}, 'crowd' || g, ${role!.id} from generate_series(1, 65536) g`);
+  const listed = await api.call(t, 'listUsers', {
+    token: crowd.adminToken,
+    query: { selects: 'id', relations: 'departments|acceptedPolicies|entityPermissions', filter: { text: 'crowd' } },
+  });
+  t.equal(listed.status, 200);
+  t.equal(listed.body.length, 65536);
+  t.strictSame(listed.body[0], { id: listed.body[0].id, departments: [], acceptedPolicies: [], entityPermissions: [] });
 });
