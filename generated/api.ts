@@ -1849,7 +1849,9 @@ export interface paths {
          *     `users.view-administrative`, so hidden fields cannot be probed), `role_id`,
          *     `active`, `group_account`, `department_id`. Filtering by the administrative fields
          *     `role_id` or `active` needs `users.view-administrative` (422 otherwise), so hidden
-         *     fields cannot be probed through filters.
+         *     fields cannot be probed through filters. The relation `departments` shows at most
+         *     50,000 memberships in one answer: more are a 422 on `relations` (ask for fewer users
+         *     with `limit`; a user is in at most 1000 departments).
          */
         get: operations["listUsers"];
         put?: never;
@@ -3559,7 +3561,7 @@ export interface components {
             default_route: string | null;
             /** Format: date-time */
             deleted_at: string | null;
-            /** @description Relation; the departments the user belongs to, by name. */
+            /** @description Relation; the departments the user belongs to, by name. At most 50,000 memberships in one answer. */
             departments?: {
                 /** Format: int64 */
                 id: number;
@@ -6762,7 +6764,7 @@ export interface components {
             default_route?: string | null;
             /** Format: date-time */
             deleted_at?: string | null;
-            /** @description Relation; the departments the user belongs to, by name. */
+            /** @description Relation; the departments the user belongs to, by name. At most 50,000 memberships in one answer. */
             departments?: {
                 /** Format: int64 */
                 id: number;
@@ -7040,7 +7042,7 @@ export interface components {
             default_route?: string | null;
             /** Format: date-time */
             deleted_at: string | null;
-            /** @description Relation; the departments the user belongs to, by name. */
+            /** @description Relation; the departments the user belongs to, by name. At most 50,000 memberships in one answer. */
             departments?: {
                 /** Format: int64 */
                 id: number;

@@ -6,6 +6,7 @@ import type { Tx } from '../../platform/database/database.ts';
 import { inIdList } from '../../platform/database/id-list.ts';
 import { containsPattern } from '../../platform/database/text-search.ts';
 import { rfc3339 } from '../../platform/http/datetime.ts';
+import { invalid } from '../../platform/http/problem.ts';
 import { ALL_FIELDS, selectRecords, type Listing } from '../../platform/result-controls/listing.ts';
 import { defineView, groupBy, type Visibility } from '../../platform/result-controls/result-controls.ts';
 import { urlContextFields } from '../../platform/result-controls/url-context.ts';
@@ -49,6 +50,13 @@ export const fullName = (row: Pick<UserRow, 'firstName' | 'lastName'>) =>
 
 const personal = { visibility: 'personal' } as const;
 const administrative = { visibility: 'administrative' } as const;
+
+/**
+ * The most memberships the `departments` relation shows in one answer; more are refused
+ * (422). A user may be in 1000 departments, and the list is unpaged without `limit`: 5,000
+ * users in 200 departments were a million departments in one answer.
+ */
+export const MAX_DEPARTMENTS_SHOWN = 50_000;
 
 /** Relations shown when `relations` is not sent. */
 export const DEFAULT_USER_RELATIONS = ['role', 'language'];
@@ -147,7 +155,13 @@ export const userView = defineView<UserRow, UserViewer, UserFilterKey>({
               rows.map((r) => r.id),
             ),
           )
-          .orderBy(asc(departments.name), asc(departments.id));
+          .orderBy(asc(departments.name), asc(departments.id))
+          .limit(MAX_DEPARTMENTS_SHOWN + 1);
+        if (found.length > MAX_DEPARTMENTS_SHOWN) {
+          throw invalid({
+            relations: [`departments: the users are members of more than ${MAX_DEPARTMENTS_SHOWN} departments in all; ask for fewer users (limit)`],
+          });
+        }
         return groupBy(
           found,
           (f) => f.userId,

@@ -4,6 +4,7 @@ import { startTestApi } from '../../helpers/atrium.ts';
 import { entityPermissions } from '../../../src/resources/entity-permissions/table.ts';
 import { acceptedPolicies, termsOfUse } from '../../../src/resources/terms-of-use/table.ts';
 import { selectUsers, usersWithRoleGrants } from '../../../src/resources/users/queries.ts';
+import { MAX_DEPARTMENTS_SHOWN } from '../../../src/resources/users/view.ts';
 import { userProfilePictures, users } from '../../../src/resources/users/table.ts';
 import { createDepartment, roleNamed } from '../../helpers/fixtures.ts';
 import { PNG_1X1 } from '../../helpers/multipart.ts';
@@ -85,4 +86,26 @@ t.test('a list of more users than a statement takes parameters loads their relat
   t.equal(listed.status, 200);
   t.equal(listed.body.length, 65536);
   t.strictSame(listed.body[0], { id: listed.body[0].id, departments: [], acceptedPolicies: [], entityPermissions: [] });
+});
+
+t.test(`relation departments shows at most ${MAX_DEPARTMENTS_SHOWN} memberships in one answer: more are refused (422), not loaded`, async (t) => {
+  // A user may be in 1000 departments, and the list is unpaged without limit: 5,000 users in 200 departments took 13 s.
+  const crowd = await api.createTenant('queries-departments');
+  const role = await roleNamed(api.db, crowd.tenantId, 'Employee');
+  const perUser = 1000;
+  const members = MAX_DEPARTMENTS_SHOWN / perUser + 1;
+  await api.db.owner.execute(
+    sql`insert into users (tenant_id, username, role_id) select ${crowd.tenantId}, 'member' || g, ${role!.id} from generate_series(1, ${members}) g`,
+  );
+  await api.db.owner.execute(sql`insert into departments (tenant_id, name) select ${crowd.tenantId}, 'Department ' || g from generate_series(1, ${perUser}) g`);
+  await api.db.owner.execute(sql`analyze users`);
+  await api.db.owner.execute(sql`insert into department_users (tenant_id, department_id, user_id)
+    select ${crowd.tenantId}, d.id, u.id from departments d, users u where d.tenant_id = ${crowd.tenantId} and u.tenant_id = ${crowd.tenantId} and u.username like 'member%'`);
+  const query = { selects: 'id', relations: 'departments', filter: { text: 'member' } };
+  const all = await api.call(t, 'listUsers', { token: crowd.adminToken, query });
+  t.equal(all.status, 422, `${members * perUser} memberships`);
+  t.match(all.body.errors, { relations: [new RegExp(`more than ${MAX_DEPARTMENTS_SHOWN} departments`)] });
+  const page = await api.call(t, 'listUsers', { token: crowd.adminToken, query: { ...query, limit: members - 1 } });
+  t.equal(page.status, 200, 'a page of fewer users');
+  t.equal(page.body[0].departments.length, perUser);
 });
