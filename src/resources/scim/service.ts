@@ -1126,6 +1126,9 @@ export async function registerScim(app: FastifyInstance, services: Services): Pr
       const storeGroup = async (request: FastifyRequest, tx: Tx, principal: ScimPrincipal, write: GroupWrite, current: DepartmentRow | null) => {
         requireDepartmentsManage(principal);
         const { id, changed } = await saveGroup(tx, groupCaller(principal), write, current);
+        // As `saveUser`, once every wait of the write is over (the group's row, its members' rows): a token ended since
+        // its look-up adds no member (whom a department may give entity rights) and renames nothing; the throw rolls back.
+        if (!(await stillAuthenticates(tx, principal))) throw tokenRequired();
         const stored = await requireGroup(tx, String(id));
         // The attributes too: a write drops the values of fields no longer attached, a change the trail must hold.
         const recorded = (row: DepartmentRow) => ({ name: row.name, external_id: row.externalId, attributes: row.attributes });
@@ -1181,6 +1184,8 @@ export async function registerScim(app: FastifyInstance, services: Services): Pr
           const caller = { ...groupCaller(principal), tokenId: 0, passwordChangeRequired: false, userLabel: principal.tokenName, secrets: services.secrets };
           const refusal = namedByEntityPermissionsRefusal(await entityPermissionsNaming(tx, caller, current.id, NAMED_ENTITIES_SHOWN));
           if (refusal) throw new ScimError(409, refusal.message);
+          // As `saveUser`: a token ended while the delete waited for the group deletes nothing.
+          if (!(await stillAuthenticates(tx, principal))) throw tokenRequired();
           await deleteDepartment(tx, current.id);
           await audit(tx, groupSource(request, principal), {
             action: 'department.deleted',

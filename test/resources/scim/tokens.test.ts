@@ -5,7 +5,7 @@ import { startTestApi } from '../../helpers/atrium.ts';
 import { eventually } from '../../helpers/eventually.ts';
 import { wireClient } from '../../helpers/http-client.ts';
 import { assertServedAnswer } from '../../helpers/contract.ts';
-import { bearer, holdRows, lockWaiters, rowCount } from '../../helpers/fixtures.ts';
+import { bearer, createDepartment, holdRows, lockWaiters, rowCount } from '../../helpers/fixtures.ts';
 
 const api = await startTestApi(t);
 const tenant = await api.createTenant('scim-tokens');
@@ -211,6 +211,34 @@ t.test("a write under way when its minter's logout mark commits is refused: it s
   const signIn = (password: string) => api.call(t, 'login', { body: { tenant: tenant.slug, username: victim.username, password } });
   t.equal((await signIn('a password of my choosing')).status, 401, 'the password was not set');
   t.equal((await signIn(victim.password)).status, 200, 'the old one still signs in');
+});
+
+t.test("a group write under way when its minter's logout mark commits is refused: it adds no member", async (t) => {
+  const delegate = await api.createUser(tenant.tenantId, { permissions: [...MINTER, 'departments.manage'] });
+  const accomplice = await api.createUser(tenant.tenantId, { username: 'scim-group-accomplice' });
+  const department = await createDepartment(api.db, tenant.tenantId, 'Vault keepers');
+  const { body } = await create(t, { name: 'stolen-groups' }, delegate.token);
+  // The group's row is held, so the PATCH, its token judged already, waits in its transaction while the minter is
+  // marked for logout (which ends the token) and that mark commits.
+  const held = await holdRows(api.db, sql`select 1 from departments where tenant_id = ${tenant.tenantId} and id = ${department.id} for update`);
+  const patch = wire.send({
+    method: 'PATCH',
+    url: `/scim/v2/Groups/${department.id}`,
+    headers: { ...bearer(body.token), 'content-type': 'application/scim+json' },
+    payload: JSON.stringify({
+      schemas: ['urn:ietf:params:scim:api:messages:2.0:PatchOp'],
+      Operations: [{ op: 'add', path: 'members', value: [{ value: String(accomplice.id) }] }],
+    }),
+  });
+  t.ok((await lockWaiters(api.db, 'for no key update')) > 0, 'the PATCH waits for the group');
+  t.equal((await api.call(t, 'markUserForLogout', { token: admin, params: { user: delegate.id } })).status, 204);
+  t.equal((await scim(body.token)).statusCode, 401, 'the token has stopped working');
+  await held.release();
+  t.equal((await patch).statusCode, 401, 'the PATCH found its token ended');
+  const members = await api.db.owner.execute<{ n: number }>(
+    sql`select count(*)::int as n from department_users where tenant_id = ${tenant.tenantId} and department_id = ${department.id}`,
+  );
+  t.equal(members[0]!.n, 0, 'the accomplice was not made a member');
 });
 
 t.test('a token stops working when its minter loses users.administer (changed through this process: at once)', async (t) => {
