@@ -1989,9 +1989,10 @@ export interface paths {
          *     **Credentials that end.** A password change ends sessions and pending login
          *     tokens: changing one's own password revokes every other access token of the user
          *     (the one used for the change keeps working) and clears `request_password_change`;
-         *     setting another user's password revokes all of that user's access tokens, and is
-         *     refused (401) when the caller's own session ended while the request ran (a logout
-         *     mark, a deactivation, a deletion): no password is set then. Either
+         *     setting another user's password revokes all of that user's access tokens. An update
+         *     of another user (a password, a role, departments, a reactivation) is refused (401)
+         *     when the caller's own session ended while the request ran (a logout mark, a
+         *     deactivation, a deletion): nothing is written then. Either
          *     way the one-time login tokens that would sign the user in, and those the user
          *     created, are revoked (listed as `deleted`). Deactivating a user (`active` from true
          *     to false) ends every session of theirs and those login tokens, like a logout mark,

@@ -259,9 +259,10 @@ export const userHandlers = {
       // this one is judged on what it left, not on what it replaced.
       await lockRecord(tx, users, params.user);
       const current = await requireAdministrableUser(tx, auth, params.user);
-      // Another user's password hands out their account: the session setting it is held as one changing its own is
-      // (above), once the user's row is, so that a session ended meanwhile (a logout mark, a deactivation) sets none.
-      if (!self && passwordHash) await holdSession(tx, auth, presentedTokenHash(ctx.request)!);
+      // A write of another user hands out access (their password, a role, memberships whose departments confer entity
+      // rights, a reactivation): the session making it is held as one changing its own password is (above), once the
+      // user's row is, so that a session ended meanwhile (a logout mark, a deactivation) writes none of it.
+      if (!self) await holdSession(tx, auth, presentedTokenHash(ctx.request)!);
       if (self) {
         const renameError = selfRenameError(auth, input.username, current.username);
         if (renameError) {

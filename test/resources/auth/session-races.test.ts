@@ -166,3 +166,44 @@ t.test('a user created by a session ended before the create commits is refused: 
   const signIn = await api.call(t, 'login', { body: { tenant: 'session-races', username: body.username, password: 'a password of my choosing' } });
   t.equal(signIn.status, 401, 'no account was created');
 });
+
+t.test("a role given to another user by a session ended before it commits is refused: the session's holder gains nothing", async (t) => {
+  const delegate = await api.createUser(tenant.tenantId, {
+    username: 'ending-promoter',
+    permissions: ['users.administer', 'users.view', 'users.view-administrative'],
+  });
+  const accomplice = await api.createUser(tenant.tenantId, { username: 'promoted-accomplice' });
+  const [delegateRow] = await api.db.owner.execute<{ roleId: number }>(
+    sql`select role_id::int as "roleId" from users where tenant_id = ${tenant.tenantId} and id = ${delegate.id}`,
+  );
+  const roleId = delegateRow!.roleId;
+  // The accomplice's row is held, so the update, authenticated already, waits in its transaction while the delegate's
+  // session is ended and that end commits.
+  const held = await holdRows(api.db, sql`select 1 from users where tenant_id = ${tenant.tenantId} and id = ${accomplice.id} for no key update`);
+  const promote = api.call(t, 'updateUser', { token: delegate.token, params: { user: accomplice.id }, body: { role_id: roleId } });
+  t.ok((await lockWaiters(api.db, 'for no key update')) > 0, 'the update waits for the accomplice');
+  t.equal((await api.call(t, 'markUserForLogout', { token: admin, params: { user: delegate.id } })).status, 204);
+  t.equal((await api.call(t, 'getCurrentUser', { token: delegate.token })).status, 401, "the delegate's session has ended");
+  await held.release();
+  t.equal((await promote).status, 401, 'the update found its session ended');
+  const [after] = await api.db.owner.execute<{ roleId: number }>(
+    sql`select role_id::int as "roleId" from users where tenant_id = ${tenant.tenantId} and id = ${accomplice.id}`,
+  );
+  t.not(after!.roleId, roleId, 'the accomplice keeps the role they had');
+});
+
+t.test('a membership given to another user by a session ended before it commits is refused', async (t) => {
+  const delegate = await api.createUser(tenant.tenantId, { username: 'ending-member-maker', permissions: ['users.administer', 'users.view'] });
+  const accomplice = await api.createUser(tenant.tenantId, { username: 'member-accomplice' });
+  const department = await createDepartment(api.db, tenant.tenantId, 'Inner circle');
+  const held = await holdRows(api.db, sql`select 1 from users where tenant_id = ${tenant.tenantId} and id = ${accomplice.id} for no key update`);
+  const join = api.call(t, 'updateUser', { token: delegate.token, params: { user: accomplice.id }, body: { department_ids: [department.id] } });
+  t.ok((await lockWaiters(api.db, 'for no key update')) > 0, 'the update waits for the accomplice');
+  t.equal((await api.call(t, 'markUserForLogout', { token: admin, params: { user: delegate.id } })).status, 204);
+  await held.release();
+  t.equal((await join).status, 401, 'the update found its session ended');
+  const [members] = await api.db.owner.execute<{ n: number }>(
+    sql`select count(*)::int as n from department_users where tenant_id = ${tenant.tenantId} and department_id = ${department.id}`,
+  );
+  t.equal(members!.n, 0, 'the accomplice was not made a member');
+});
