@@ -439,6 +439,8 @@ export interface paths {
          *     rules of create (`RoleInput`); a name sent back unchanged is not judged again. An
          *     update that changes nothing (the stored values sent back, or no key) leaves
          *     `updated_at` as it was and records no audit event, as `PUT /api/users/{user}` does.
+         *     An update whose caller's own session ended while it ran (a logout mark, a
+         *     deactivation, a deletion) is refused (401) and changes nothing.
          */
         put: operations["updateRole"];
         post?: never;

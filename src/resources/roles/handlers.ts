@@ -1,9 +1,11 @@
 import { changesBetween } from '../../platform/audit/audit.ts';
+import { presentedTokenHash } from '../../platform/auth/auth.ts';
 import type { Handlers } from '../../platform/http/handler.ts';
 import { coded, invalid, notFound } from '../../platform/http/problem.ts';
 import { CONFERS_ENTITY_RIGHTS, membershipsConferringRights } from '../entity-permissions/rules.ts';
 import { listRecords, presentAll, showRecord } from '../../platform/result-controls/listing.ts';
 import { audit } from '../audit-events/record.ts';
+import { holdSession } from '../auth/credentials.ts';
 import { insertRole, lockAdministration, lockRole, roleIdOf, updateRoleRow } from './queries.ts';
 import { assertMayAdministerRole, newRoleName, roleChangeErrors } from './rules.ts';
 import { roleListing, roleView } from './view.ts';
@@ -52,6 +54,9 @@ export const roleHandlers = {
       await lockAdministration(tx, auth);
       const role = await lockRole(tx, auth.tenantId, params.role);
       if (!role) throw notFound('The role');
+      // A role's permissions (or its reactivation) reach every holder of it: the session changing them is held, as one
+      // updating another user is, once the role's row is, so that a session ended while the write waited changes none.
+      await holdSession(tx, auth, presentedTokenHash(ctx.request)!);
       assertMayAdministerRole(auth, role);
       const next = { name: body.name ?? role.name, active: body.active ?? role.active, permissions: body.permissions ?? role.permissions };
       const ownRole = (await roleIdOf(tx, auth.userId)) === role.id;

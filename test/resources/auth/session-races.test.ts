@@ -207,3 +207,25 @@ t.test('a membership given to another user by a session ended before it commits 
   );
   t.equal(members!.n, 0, 'the accomplice was not made a member');
 });
+
+t.test("permissions given to another user's role by a session ended before it commits are refused", async (t) => {
+  const delegate = await api.createUser(tenant.tenantId, { username: 'ending-role-editor', permissions: ['users.administer', 'users.view'] });
+  const accomplice = await api.createUser(tenant.tenantId, { username: 'role-accomplice' });
+  const [row] = await api.db.owner.execute<{ roleId: number }>(
+    sql`select role_id::int as "roleId" from users where tenant_id = ${tenant.tenantId} and id = ${accomplice.id}`,
+  );
+  const roleId = row!.roleId;
+  // The role's row is held, so the update, authenticated already, waits in its transaction while the delegate's
+  // session is ended and that end commits.
+  const held = await holdRows(api.db, sql`select 1 from roles where tenant_id = ${tenant.tenantId} and id = ${roleId} for update`);
+  const grant = api.call(t, 'updateRole', { token: delegate.token, params: { role: roleId }, body: { permissions: ['users.administer', 'users.view'] } });
+  t.ok((await lockWaiters(api.db, 'for update')) > 0, 'the update waits for the role');
+  t.equal((await api.call(t, 'markUserForLogout', { token: admin, params: { user: delegate.id } })).status, 204);
+  t.equal((await api.call(t, 'getCurrentUser', { token: delegate.token })).status, 401, "the delegate's session has ended");
+  await held.release();
+  t.equal((await grant).status, 401, 'the update found its session ended');
+  const [after] = await api.db.owner.execute<{ permissions: string[] }>(
+    sql`select permissions from roles where tenant_id = ${tenant.tenantId} and id = ${roleId}`,
+  );
+  t.strictSame(after!.permissions, [], 'the role grants nothing more');
+});
