@@ -2306,7 +2306,9 @@ export interface paths {
          *     no entity rights the caller lacks (as on `PUT /api/users/{user}`; 422 on
          *     `role_id`). Rights the user already holds through entity permissions do not
          *     matter: restoring gives no access as the user (their password stays unknown to
-         *     the caller, and their old sessions and login tokens stay dead).
+         *     the caller, and their old sessions and login tokens stay dead). A restore whose
+         *     caller's own session ended while it ran (a logout mark, a deactivation, a deletion)
+         *     is refused (401): the user stays deleted.
          */
         post: operations["restoreUser"];
         delete?: never;

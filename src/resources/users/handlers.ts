@@ -368,7 +368,11 @@ export const userHandlers = {
     // The answer is the user's record: it needs users.view, as reading it does.
     requirePermission(auth, 'users.view');
     const restored = await db.tenant(auth.tenantId, async (tx) => {
+      // Locked before it is read, as an update does; then the session, as an update of another user holds it: a
+      // restore hands an account back, and a session ended while it waited for the user restores none.
+      await lockRecord(tx, users, params.user);
       const user = await requireAdministrableUser(tx, auth, params.user, { withTrashed: true });
+      await holdSession(tx, auth, presentedTokenHash(ctx.request)!);
       assertRestorable(user);
       if (roleId !== undefined) {
         // The role is an administrative field: written only by a caller who may see it, as by an update.

@@ -229,3 +229,20 @@ t.test("permissions given to another user's role by a session ended before it co
   );
   t.strictSame(after!.permissions, [], 'the role grants nothing more');
 });
+
+t.test('a user restored by a session ended before the restore commits is refused: the account stays deleted', async (t) => {
+  const delegate = await api.createUser(tenant.tenantId, { username: 'ending-restorer', permissions: ['users.administer', 'users.view'] });
+  const accomplice = await api.createUser(tenant.tenantId, { username: 'restored-accomplice' });
+  t.equal((await api.call(t, 'deleteUser', { token: admin, params: { user: accomplice.id } })).status, 204);
+  // The deleted user's row is held, so the restore, authenticated already, waits in its transaction while the
+  // delegate's session is ended and that end commits.
+  const held = await holdRows(api.db, sql`select 1 from users where tenant_id = ${tenant.tenantId} and id = ${accomplice.id} for no key update`);
+  const restore = api.call(t, 'restoreUser', { token: delegate.token, params: { user: accomplice.id } });
+  t.ok((await lockWaiters(api.db, 'update')) > 0, 'the restore waits for the user');
+  t.equal((await api.call(t, 'markUserForLogout', { token: admin, params: { user: delegate.id } })).status, 204);
+  t.equal((await api.call(t, 'getCurrentUser', { token: delegate.token })).status, 401, "the delegate's session has ended");
+  await held.release();
+  t.equal((await restore).status, 401, 'the restore found its session ended');
+  const signIn = await api.call(t, 'login', { body: { tenant: 'session-races', username: accomplice.username, password: accomplice.password } });
+  t.equal(signIn.status, 401, 'the account was not restored');
+});
