@@ -255,6 +255,10 @@ export const userHandlers = {
       }
       // A new role or a deactivation may take administration away (`lockAdministration`).
       if (input.role_id !== undefined || input.active === false) await lockAdministration(tx, auth);
+      // Two users' rows are taken in key order, as several rows of one table are: the caller's (the session's hold,
+      // below) first when it comes first, so that two administrators updating each other wait instead of deadlocking.
+      // The session is then judged again below, once the user's row is held.
+      if (!self && auth.userId < params.user) await holdSession(tx, auth, presentedTokenHash(ctx.request)!);
       // The user's row before it is read: a concurrent write of the user (a new role, other dates) commits first, and
       // this one is judged on what it left, not on what it replaced.
       await lockRecord(tx, users, params.user);

@@ -13,6 +13,7 @@ import { startTestApi, type CallResult } from '../../helpers/atrium.ts';
 import { bearer, createDepartment, holdRows, lockWaiters, newUserBodies, pauseWrites, roleNamed, sleep } from '../../helpers/fixtures.ts';
 import { browserSubscription } from '../../helpers/push-service.ts';
 import { wireClient } from '../../helpers/http-client.ts';
+import { eventually } from '../../helpers/eventually.ts';
 
 const api = await startTestApi(t, { webhookAllowedCidrs: ['127.0.0.1/32'], pushAllowedCidrs: ['127.0.0.1/32'] });
 const tenant = await api.createTenant('session-races');
@@ -133,8 +134,9 @@ t.test('one session sends its password change twice at once: the second is check
 });
 
 t.test("a password set for another user by a session ended before it commits is refused: the session's holder gets no account", async (t) => {
-  const delegate = await api.createUser(tenant.tenantId, { username: 'ending-delegate', permissions: ['users.administer', 'users.view'] });
+  // The victim first: a caller whose row comes after the user's holds its session once the user's row is held (key order).
   const victim = await api.createUser(tenant.tenantId, { username: 'reset-victim' });
+  const delegate = await api.createUser(tenant.tenantId, { username: 'ending-delegate', permissions: ['users.administer', 'users.view'] });
   // The victim's row is held, so the reset, authenticated already, waits in its transaction while the delegate's
   // session is ended and that end commits.
   const held = await holdRows(api.db, sql`select 1 from users where tenant_id = ${tenant.tenantId} and id = ${victim.id} for no key update`);
@@ -168,11 +170,11 @@ t.test('a user created by a session ended before the create commits is refused: 
 });
 
 t.test("a role given to another user by a session ended before it commits is refused: the session's holder gains nothing", async (t) => {
+  const accomplice = await api.createUser(tenant.tenantId, { username: 'promoted-accomplice' });
   const delegate = await api.createUser(tenant.tenantId, {
     username: 'ending-promoter',
     permissions: ['users.administer', 'users.view', 'users.view-administrative'],
   });
-  const accomplice = await api.createUser(tenant.tenantId, { username: 'promoted-accomplice' });
   const [delegateRow] = await api.db.owner.execute<{ roleId: number }>(
     sql`select role_id::int as "roleId" from users where tenant_id = ${tenant.tenantId} and id = ${delegate.id}`,
   );
@@ -193,8 +195,8 @@ t.test("a role given to another user by a session ended before it commits is ref
 });
 
 t.test('a membership given to another user by a session ended before it commits is refused', async (t) => {
-  const delegate = await api.createUser(tenant.tenantId, { username: 'ending-member-maker', permissions: ['users.administer', 'users.view'] });
   const accomplice = await api.createUser(tenant.tenantId, { username: 'member-accomplice' });
+  const delegate = await api.createUser(tenant.tenantId, { username: 'ending-member-maker', permissions: ['users.administer', 'users.view'] });
   const department = await createDepartment(api.db, tenant.tenantId, 'Inner circle');
   const held = await holdRows(api.db, sql`select 1 from users where tenant_id = ${tenant.tenantId} and id = ${accomplice.id} for no key update`);
   const join = api.call(t, 'updateUser', { token: delegate.token, params: { user: accomplice.id }, body: { department_ids: [department.id] } });
@@ -245,4 +247,40 @@ t.test('a user restored by a session ended before the restore commits is refused
   t.equal((await restore).status, 401, 'the restore found its session ended');
   const signIn = await api.call(t, 'login', { body: { tenant: 'session-races', username: accomplice.username, password: accomplice.password } });
   t.equal(signIn.status, 401, 'the account was not restored');
+});
+
+t.test("two administrators set each other's password at once: they wait for each other, neither deadlocks", async (t) => {
+  const first = await api.createUser(tenant.tenantId, { username: 'mutual-first', permissions: ['users.administer', 'users.view'] });
+  const second = await api.createUser(tenant.tenantId, { username: 'mutual-second', permissions: ['users.administer', 'users.view'] });
+  // The first's row is held: the second's reset of the first waits for it, then the first's reset of the second,
+  // which has the second's row by then, waits for it too (holding the first's session). Released, the second's
+  // reset has the first's row, and each then wants the row the other holds unless both take them in one order.
+  const held = await holdRows(api.db, sql`select 1 from users where tenant_id = ${tenant.tenantId} and id = ${first.id} for update`);
+  const ofFirst = api.call(t, 'updateUser', { token: second.token, params: { user: first.id }, body: { password: 'chosen by the second' } });
+  t.ok((await lockWaiters(api.db, 'for no key update')) > 0, "the second's reset waits for the first");
+  const ofSecond = api.call(t, 'updateUser', { token: first.token, params: { user: second.id }, body: { password: 'chosen by the first' } });
+  t.ok((await lockWaiters(api.db, 'for share')) > 0, "the first's reset waits for its own row");
+  await held.release();
+  const statuses = [(await ofFirst).status, (await ofSecond).status];
+  t.notOk(statuses.includes(503), `no deadlock (${statuses.join(', ')})`);
+  t.ok(statuses.includes(200), 'one of them is made');
+});
+
+t.test("a caller whose row comes first holds its session before the user's row: an end waits for the write", async (t) => {
+  const delegate = await api.createUser(tenant.tenantId, { username: 'early-delegate', permissions: ['users.administer', 'users.view'] });
+  const user = await api.createUser(tenant.tenantId, { username: 'later-user' });
+  const held = await holdRows(api.db, sql`select 1 from users where tenant_id = ${tenant.tenantId} and id = ${user.id} for no key update`);
+  const update = api.call(t, 'updateUser', { token: delegate.token, params: { user: user.id }, body: { first_name: 'Renamed' } });
+  t.ok((await lockWaiters(api.db, 'for no key update')) > 0, 'the update waits for the user, holding its session');
+  const mark = api.call(t, 'markUserForLogout', { token: admin, params: { user: delegate.id } });
+  const waiters = () =>
+    eventually(
+      () => lockWaiters(api.db, 'for'),
+      (n) => n >= 2,
+    );
+  t.ok((await waiters()) >= 2, 'the logout mark waits for the update');
+  await held.release();
+  t.equal((await update).status, 200, 'the update committed before the mark');
+  t.equal((await mark).status, 204);
+  t.equal((await api.call(t, 'getCurrentUser', { token: delegate.token })).status, 401, 'the mark ended the session after it');
 });
