@@ -1127,8 +1127,11 @@ export async function registerScim(app: FastifyInstance, services: Services): Pr
         requireDepartmentsManage(principal);
         const { id, changed } = await saveGroup(tx, groupCaller(principal), write, current);
         // As `saveUser`, once every wait of the write is over (the group's row, its members' rows): a token ended since
-        // its look-up adds no member (whom a department may give entity rights) and renames nothing; the throw rolls back.
-        if (!(await stillAuthenticates(tx, principal))) throw tokenRequired();
+        // its look-up adds no member (whom a department may give entity rights) and renames nothing, nor does one whose
+        // minter lost departments.manage meanwhile (403, as before the write); the throw rolls back.
+        const permissions = await stillAuthenticates(tx, principal);
+        if (!permissions) throw tokenRequired();
+        requireDepartmentsManage({ ...principal, permissions });
         const stored = await requireGroup(tx, String(id));
         // The attributes too: a write drops the values of fields no longer attached, a change the trail must hold.
         const recorded = (row: DepartmentRow) => ({ name: row.name, external_id: row.externalId, attributes: row.attributes });
@@ -1184,8 +1187,11 @@ export async function registerScim(app: FastifyInstance, services: Services): Pr
           const caller = { ...groupCaller(principal), tokenId: 0, passwordChangeRequired: false, userLabel: principal.tokenName, secrets: services.secrets };
           const refusal = namedByEntityPermissionsRefusal(await entityPermissionsNaming(tx, caller, current.id, NAMED_ENTITIES_SHOWN));
           if (refusal) throw new ScimError(409, refusal.message);
-          // As `saveUser`: a token ended while the delete waited for the group deletes nothing.
-          if (!(await stillAuthenticates(tx, principal))) throw tokenRequired();
+          // As `storeGroup`: a token ended while the delete waited for the group deletes nothing (nor one that lost
+          // departments.manage meanwhile).
+          const permissions = await stillAuthenticates(tx, principal);
+          if (!permissions) throw tokenRequired();
+          requireDepartmentsManage({ ...principal, permissions });
           await deleteDepartment(tx, current.id);
           await audit(tx, groupSource(request, principal), {
             action: 'department.deleted',

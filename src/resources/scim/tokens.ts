@@ -121,11 +121,13 @@ export async function lookUpScimToken(db: Database, tokenHash: Buffer): Promise<
  * tenant's shards (the token's use) reaches them as one role only. A write that waited
  * (for a user's row, the administration lock, the password's hash) asks it before it
  * writes, so a token ended meanwhile writes nothing. The write's own changes are not made
- * yet then: one that deactivates the minter is not refused by it.
+ * yet then: one that deactivates the minter is not refused by it. Answers the minter's
+ * permissions as they stand now (null: the token ended), for a write that needs one beyond
+ * those every token needs (a group's, `departments.manage`).
  */
-export async function stillAuthenticates(tx: Tx, principal: ScimPrincipal): Promise<boolean> {
-  const rows = await tx.execute<{ valid: boolean }>(sql`
-    select true as valid
+export async function stillAuthenticates(tx: Tx, principal: ScimPrincipal): Promise<ReadonlySet<Permission> | null> {
+  const rows = await tx.execute<{ permissions: Permission[] }>(sql`
+    select r.permissions
     from scim_tokens t
     join users u on u.tenant_id = t.tenant_id and u.id = t.user_id
     join roles r on r.tenant_id = u.tenant_id and r.id = u.role_id
@@ -134,7 +136,7 @@ export async function stillAuthenticates(tx: Tx, principal: ScimPrincipal): Prom
       and u.active and u.deleted_at is null
       and (u.logout_marked_at is null or t.created_at > u.logout_marked_at)
       and r.active and r.permissions @> ${`{${SCIM_TOKEN_PERMISSIONS.join(',')}}`}::text[]`);
-  return rows.length > 0;
+  return rows[0] ? new Set(rows[0].permissions) : null;
 }
 
 /**

@@ -241,6 +241,34 @@ t.test("a group write under way when its minter's logout mark commits is refused
   t.equal(members[0]!.n, 0, 'the accomplice was not made a member');
 });
 
+t.test('a group write under way when its minter loses departments.manage is refused: it adds no member', async (t) => {
+  const delegate = await api.createUser(tenant.tenantId, { permissions: [...MINTER, 'departments.manage'] });
+  const accomplice = await api.createUser(tenant.tenantId, { username: 'scim-group-accomplice-2' });
+  const department = await createDepartment(api.db, tenant.tenantId, 'Vault keepers 2');
+  const { body } = await create(t, { name: 'demoted-groups' }, delegate.token);
+  const held = await holdRows(api.db, sql`select 1 from departments where tenant_id = ${tenant.tenantId} and id = ${department.id} for update`);
+  const patch = wire.send({
+    method: 'PATCH',
+    url: `/scim/v2/Groups/${department.id}`,
+    headers: { ...bearer(body.token), 'content-type': 'application/scim+json' },
+    payload: JSON.stringify({
+      schemas: ['urn:ietf:params:scim:api:messages:2.0:PatchOp'],
+      Operations: [{ op: 'add', path: 'members', value: [{ value: String(accomplice.id) }] }],
+    }),
+  });
+  t.ok((await lockWaiters(api.db, 'for no key update')) > 0, 'the PATCH waits for the group');
+  // The minter's role loses departments.manage, and that change commits while the PATCH waits.
+  await api.db.owner.execute(
+    sql`update roles set permissions = array_remove(permissions, 'departments.manage') where id = (select role_id from users where id = ${delegate.id})`,
+  );
+  await held.release();
+  t.equal((await patch).statusCode, 403, 'the PATCH found the permission gone');
+  const members = await api.db.owner.execute<{ n: number }>(
+    sql`select count(*)::int as n from department_users where tenant_id = ${tenant.tenantId} and department_id = ${department.id}`,
+  );
+  t.equal(members[0]!.n, 0, 'the accomplice was not made a member');
+});
+
 t.test('a token stops working when its minter loses users.administer (changed through this process: at once)', async (t) => {
   const delegate = await api.createUser(tenant.tenantId, { permissions: MINTER });
   const { body } = await create(t, { name: 'delegated' }, delegate.token);
