@@ -135,6 +135,19 @@ export async function insertUser(tx: Tx, values: typeof users.$inferInsert): Pro
 }
 
 /**
+ * The transaction's tenant as a condition on `users` (none outside a tenant's transaction).
+ * On Citus an update that leaves its tenant to row-level security reaches every shard, and
+ * such a multi-shard update first locks every shard of the table on the coordinator; one that
+ * waits there for another while holding the user's row on a worker (`lockRecord`) makes a
+ * distributed deadlock that plain PostgreSQL does not have. Named, it reaches one shard
+ * and takes no such lock.
+ */
+function tenantNamed(tx: Tx): SQL | undefined {
+  const tenantId = transactionTenant(tx);
+  return tenantId === undefined ? undefined : eq(users.tenantId, tenantId);
+}
+
+/**
  * Stores `values` on the user (and, unless `changed` is false, the time of the update: a
  * write that changes nothing leaves `updated_at` as it was, `updateTime`), unless the user
  * is deleted or blacked out by now: false then. The condition is judged on the row as it is
@@ -145,7 +158,7 @@ export async function updateUserColumns(tx: Tx, userId: number, values: UserColu
   const [updated] = await tx
     .update(users)
     .set({ ...values, updatedAt: updateTime(users.updatedAt, changed) })
-    .where(and(eq(users.id, userId), isNull(users.deletedAt)))
+    .where(and(tenantNamed(tx), eq(users.id, userId), isNull(users.deletedAt)))
     .returning({ id: users.id });
   return updated !== undefined;
 }
@@ -286,7 +299,11 @@ const ACCOUNT_LOCK = 'account';
  * False when there is no such user.
  */
 export async function blackOut(tx: Tx, config: Config, user: { id: number; username: string }, values: UserColumns): Promise<boolean> {
-  const [updated] = await tx.update(users).set(values).where(eq(users.id, user.id)).returning({ tenantId: users.tenantId });
+  const [updated] = await tx
+    .update(users)
+    .set(values)
+    .where(and(tenantNamed(tx), eq(users.id, user.id)))
+    .returning({ tenantId: users.tenantId });
   if (!updated) return false;
   await announceSessionsEnded(tx, { tenantId: updated.tenantId, userId: user.id });
   await tx.delete(userProfilePictures).where(eq(userProfilePictures.userId, user.id));
