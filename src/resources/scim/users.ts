@@ -8,7 +8,7 @@ import { parse, type Filter } from 'scim2-parse-filter';
 import type { Tx } from '../../platform/database/database.ts';
 import { parseCell } from '../users/fields.ts';
 import { selectUsers, type UserColumns, type UserRow } from '../users/queries.ts';
-import { departmentUsers } from '../departments/table.ts';
+import { departmentUsers, departments } from '../departments/table.ts';
 import { languages } from '../languages/table.ts';
 import { users } from '../users/table.ts';
 import { ENTERPRISE_USER_SCHEMA, GROUP_SCHEMA, invalidFilter, invalidValue, isRecordId, scimBoolean, USER_SCHEMA } from './protocol.ts';
@@ -313,9 +313,17 @@ const TEXT_OPERATORS = new Set(['eq', 'ne', 'co', 'sw', 'ew', 'gt', 'ge', 'lt', 
  * compares are those the group shows.
  */
 function scimMembers(department: SQL, which?: SQL): SQL {
+  // The department's tenant paired too: Citus joins the memberships to their department only on the distribution column.
   return sql`exists (select 1 from ${departmentUsers} join ${users} on ${users.tenantId} = ${departmentUsers.tenantId} and ${users.id} = ${departmentUsers.userId}
-    where ${departmentUsers.departmentId} = ${department} and ${and(SCIM_USERS, which)})`;
+    where ${departmentUsers.tenantId} = ${departments.tenantId} and ${departmentUsers.departmentId} = ${department} and ${and(SCIM_USERS, which)})`;
 }
+
+/**
+ * A comparison no record meets (a value that is no record id): its id is never null. Not
+ * the constant `false`, which PostgreSQL 15 and 16 make a pseudoconstant qual that Citus
+ * refuses under the user list's outer join ("outer joins and pseudoconstant quals").
+ */
+const noRecord = (id: SQL): SQL => sql`${id} is null`;
 
 /**
  * How a filter's compared values enter its SQL: as parameters of the statement (`inline`,
@@ -360,12 +368,12 @@ function comparison(attribute: FilterAttribute, op: string, path: string, value:
   if (!TEXT_OPERATORS.has(op)) throw invalidFilter(`Unknown operator ${op}.`);
   if (kind === 'member') {
     if (op !== 'eq') throw invalidFilter('members are compared with eq.');
-    if (!isRecordId(value)) return sql`false`;
+    if (!isRecordId(value)) return noRecord(attribute.value);
     return scimMembers(attribute.value, sql`${departmentUsers.userId} = ${bind(Number(value))}`);
   }
   if (kind === 'id') {
     // Ids are decimal text; anything else names no user.
-    if (!isRecordId(value)) return op === 'ne' ? sql`true` : sql`false`;
+    if (!isRecordId(value)) return op === 'ne' ? sql`true` : noRecord(attribute.value);
     if (op !== 'eq' && op !== 'ne') throw invalidFilter('id is compared with eq or ne.');
     return op === 'eq' ? sql`${attribute.value} = ${bind(Number(value))}` : sql`${attribute.value} <> ${bind(Number(value))}`;
   }
