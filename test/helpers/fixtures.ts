@@ -11,6 +11,7 @@ import { departments, departmentUsers } from '../../src/resources/departments/ta
 import { notifications } from '../../src/resources/notifications/table.ts';
 import { roles } from '../../src/resources/roles/table.ts';
 import type { TestApi } from './atrium.ts';
+import { CITUS_ENV } from './citus.ts';
 import { eventually } from './eventually.ts';
 import { multipart } from './multipart.ts';
 
@@ -192,6 +193,16 @@ export async function holdRows(db: Database, lock: SQL): Promise<{ release: () =
 }
 
 /**
+ * The options of a test that pauses writes (`pauseWrites`): skipped on Citus, which refuses the test's trigger on a
+ * distributed table ("triggers are not supported on distributed tables"). Allowed there
+ * (`citus.enable_unsafe_triggers`), it would run on the worker of the row's shard, and its advisory lock, and the
+ * COMMIT it holds (a PREPARE TRANSACTION there), would be the worker's, not the coordinator's the test holds and reads.
+ */
+export const PAUSES_WRITES = {
+  skip: process.env[CITUS_ENV] ? 'pauses writes with a trigger of the test, which Citus refuses on a distributed table' : false,
+};
+
+/**
  * A trigger of the test's own (`trigger`: its kind, name, timing and table, as CREATE takes
  * them) that makes each row write matching `condition` wait for the advisory lock `key`,
  * which the test holds until it releases the answer. Dropped at the test's end. A deferred
@@ -212,14 +223,21 @@ export async function pauseWrites(t: Test, db: Database, pause: { name: string; 
   return holdRows(db, sql`select pg_advisory_xact_lock(${pause.key})`);
 }
 
-/** How many sessions of the database wait for a lock in a statement containing `text` (waiting a while for one). */
+/**
+ * How many sessions of the database wait for a lock in a statement containing `text` (waiting a while for one). On
+ * Citus every node's sessions (`citus_stat_activity`): a row is locked, and waited on, on the worker that holds it,
+ * where the statement is the shard's, as Citus wrote it (its keywords in upper case), while the coordinator's session
+ * only waits for the worker's answer.
+ */
 export async function lockWaiters(db: Database, text: string): Promise<number> {
+  const activity = sql.raw(process.env[CITUS_ENV] ? 'citus_stat_activity' : 'pg_stat_activity');
   return eventually(
     async () =>
       (
         await db.owner.execute<{ n: number }>(
-          sql`select count(*)::int as n from pg_stat_activity
-              where wait_event_type = 'Lock' and datname = current_database() and strpos(query, ${text}) > 0 and pid <> pg_backend_pid()`,
+          sql`select count(*)::int as n from ${activity}
+              where wait_event_type = 'Lock' and datname = current_database() and strpos(lower(query), lower(${text})) > 0
+                and pid <> pg_backend_pid()`,
         )
       )[0]?.n ?? 0,
     (n) => n > 0,

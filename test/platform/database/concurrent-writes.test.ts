@@ -13,7 +13,8 @@ import { hashToken } from '../../../src/platform/auth/tokens.ts';
 import { scimSettings, scimTokens } from '../../../src/resources/scim/table.ts';
 import { newScimTokenValue } from '../../../src/resources/scim/tokens.ts';
 import { ownerUser, startTestApi, type CallResult } from '../../helpers/atrium.ts';
-import { bearer, holdRows, lockWaiters, pauseWrites, roleNamed, rowCount, sleep, storeNotification } from '../../helpers/fixtures.ts';
+import { bearer, holdRows, lockWaiters, PAUSES_WRITES, pauseWrites, roleNamed, rowCount, sleep, storeNotification } from '../../helpers/fixtures.ts';
+import { CITUS_ENV } from '../../helpers/citus.ts';
 import { eventually } from '../../helpers/eventually.ts';
 import { multipart, PNG_1X1 } from '../../helpers/multipart.ts';
 
@@ -43,6 +44,16 @@ const noServerError = (t: Test, answers: CallResult[]) =>
     answers.every((answer) => answer.status < 500),
     `no 5xx: ${answers.map((answer) => `${answer.status}${answer.status >= 500 ? ` ${answer.text}` : ''}`).join(', ')}`,
   );
+/**
+ * Where a session waiting on a row lock shows, and the id `pg_cancel_backend` takes: this server's sessions; on Citus
+ * every node's (`citus_stat_activity`), since the row is locked, and waited on, on the worker that holds it, and the
+ * waiting session's global id (Citus' `pg_cancel_backend(bigint)` cancels it on its node).
+ */
+const activity = sql.raw(process.env[CITUS_ENV] ? 'citus_stat_activity' : 'pg_stat_activity');
+const waiterId = sql.raw(process.env[CITUS_ENV] ? 'global_pid' : 'pid');
+/** Cancels the statement of the session `id` (`waiterId`): Citus' overload takes a bigint, PostgreSQL's an integer. */
+const cancel = (id: number) => sql`select pg_cancel_backend(${id}::${sql.raw(process.env[CITUS_ENV] ? 'bigint' : 'integer')})`;
+
 /** The actions the trail recorded on a target, oldest first. */
 const trail = async (targetType: string, id: number) =>
   (
@@ -185,8 +196,8 @@ t.test("a user's own submission waiting behind the user's blackout is refused an
   // A blackout under way: it holds the user's row (its new username takes the key lock) and has erased the values.
   const blackout = await holdRows(
     api.db,
-    sql`with erased as (update form_submissions set values = '{}' where user_id = ${leaver.id})
-        update users set username = 'deleted-user-' || id, deleted_at = now() where id = ${leaver.id}`,
+    sql`with erased as (update form_submissions set values = '{}' where tenant_id = ${tenant.tenantId} and user_id = ${leaver.id})
+        update users set username = ${`deleted-user-${leaver.id}`}, deleted_at = now() where tenant_id = ${tenant.tenantId} and id = ${leaver.id}`,
   );
   const created = api.call(t, 'createSubmission', { token: leaver.token, body: { task_execution_id: execution.body.id, values: { [field]: 'secret' } } });
   t.equal(await lockWaiters(api.db, ''), 1, 'the submission waits for the row');
@@ -215,7 +226,7 @@ t.test("a user's write waiting behind the user's blackout is refused: no event n
   // an event of theirs committed after it would keep their name for good.
   const reader = await api.createUser(tenant.tenantId, { username: 'leaving-reader', values: { firstName: 'Rita', lastName: 'Reader' } });
   const notification = await storeNotification(api.db, tenant.tenantId, reader.id, new Date());
-  const held = await holdRows(api.db, sql`select id from notifications where id = ${notification.id} for update`);
+  const held = await holdRows(api.db, sql`select id from notifications where tenant_id = ${tenant.tenantId} and id = ${notification.id} for update`);
   let seen: Promise<CallResult>;
   try {
     seen = api.call(t, 'updateNotification', { token: reader.token, params: { notification: notification.id }, body: { seen_at: '2026-01-01 10:00:00' } });
@@ -237,7 +248,7 @@ t.test("a user's write waiting behind the user's blackout is refused: no event n
   t.equal(row?.seen_at ?? null, null, 'nothing was marked');
 });
 
-t.test("the user's blackout waits for a write of theirs that holds the account: the erasure rewrites its event", async (t) => {
+t.test("the user's blackout waits for a write of theirs that holds the account: the erasure rewrites its event", PAUSES_WRITES, async (t) => {
   // The other order: the write has taken its hold and is about to commit. A constraint trigger of the test's holds
   // the write's COMMIT (on a lock the test owns) until the blackout has had its chance to run.
   const reader = await api.createUser(tenant.tenantId, { username: 'held-reader', values: { firstName: 'Hilda', lastName: 'Holder' } });
@@ -270,7 +281,7 @@ t.test("the user's blackout waits for a write of theirs that holds the account: 
   t.same(labels, [`deleted-user-${reader.id}`], "the erasure rewrote the write's event");
 });
 
-t.test("a user's write of a row their blackout also writes, and that blackout, both go through: no deadlock", async (t) => {
+t.test("a user's write of a row their blackout also writes, and that blackout, both go through: no deadlock", PAUSES_WRITES, async (t) => {
   // The delete of a push subscription holds its row, then its event holds the account; the blackout writes the account,
   // then waits for that row (it deletes the person's subscriptions). The blackout takes the account's lock only after
   // its writes, so the delete does not wait for the blackout while the blackout waits for it (PostgreSQL would end one
@@ -351,7 +362,7 @@ const holdAdministratorUpdate = (t: Test, userId: number, key: number) =>
     key,
   });
 
-t.test('two updates of one user at the same moment: the second is judged on what the first left', async (t) => {
+t.test('two updates of one user at the same moment: the second is judged on what the first left', PAUSES_WRITES, async (t) => {
   const delegate = await api.createUser(tenant.tenantId, {
     username: 'dates-delegate',
     permissions: ['users.view', 'users.administer', 'users.view-administrative'],
@@ -377,7 +388,7 @@ t.test('two updates of one user at the same moment: the second is judged on what
   t.equal(row!.leavingDate, null, 'no leaving date before the entering date is stored');
 });
 
-t.test("a delegate's update of a user promoted at the same moment is judged on the promotion: 403, no password set", async (t) => {
+t.test("a delegate's update of a user promoted at the same moment is judged on the promotion: 403, no password set", PAUSES_WRITES, async (t) => {
   const delegate = await api.createUser(tenant.tenantId, { username: 'password-delegate', permissions: ['users.view', 'users.administer'] });
   const rising = await api.createUser(tenant.tenantId, { username: 'rising', password: 'the rising password' });
   const administrator = await roleNamed(api.db, tenant.tenantId, 'Administrator');
@@ -405,7 +416,7 @@ for (const [operationId, what, key, unchanged, waitsFor] of [
   ['deleteUser', 'deletion', 4253, 'not deleted', 'pg_advisory_xact_lock'],
   ['blackoutUser', 'blackout', 4254, 'not blacked out', 'pg_advisory_xact_lock'],
 ] as const) {
-  t.test(`a delegate's ${what} of a user promoted at the same moment is judged on the promotion: 403, ${unchanged}`, async (t) => {
+  t.test(`a delegate's ${what} of a user promoted at the same moment is judged on the promotion: 403, ${unchanged}`, PAUSES_WRITES, async (t) => {
     const delegate = await api.createUser(tenant.tenantId, { username: `${operationId}-delegate`, permissions: ['users.view', 'users.administer'] });
     const rising = await api.createUser(tenant.tenantId, { username: `${operationId}-rising` });
     const administrator = await roleNamed(api.db, tenant.tenantId, 'Administrator');
@@ -505,7 +516,7 @@ t.test('a user update through /api and SCIM group writes of the same memberships
   }
 });
 
-t.test('a SCIM group write that renames the group and a user update naming it, at the same moment: both go through', async (t) => {
+t.test('a SCIM group write that renames the group and a user update naming it, at the same moment: both go through', PAUSES_WRITES, async (t) => {
   const group = await api.call(t, 'createDepartment', { token: admin, body: { name: 'Renamed group' } });
   const member = await api.createUser(tenant.tenantId, { username: 'renamed-group-member' });
   // The rename pauses once it has written the group's row (on a lock the test owns), holding it.
@@ -767,9 +778,9 @@ t.test('a write whose statement the database cancels answers 503 and changes not
     const pending = api.call(t, 'updateDepartment', { token: admin, params, body: { name: 'Renamed while held' } });
     t.equal(await lockWaiters(api.db, 'departments'), 1, 'the update waits for the row');
     const [waiter] = await api.db.owner.execute<{ pid: number }>(
-      sql`select pid from pg_stat_activity where wait_event_type = 'Lock' and datname = current_database() and strpos(query, 'departments') > 0`,
+      sql`select ${waiterId} as pid from ${activity} where wait_event_type = 'Lock' and datname = current_database() and strpos(query, 'departments') > 0`,
     );
-    await api.db.owner.execute(sql`select pg_cancel_backend(${waiter!.pid})`);
+    await api.db.owner.execute(cancel(waiter!.pid));
     answer = await pending;
   } finally {
     await held.release();
@@ -791,13 +802,13 @@ t.test('a SCIM write does not commit after its token was revoked', async (t) => 
   const user = { schemas: ['urn:ietf:params:scim:schemas:core:2.0:User'], userName: 'created-while-revoked', name: { givenName: 'A', familyName: 'B' } };
   // A revocation under way: its row lock is held while the write, its token looked up, begins.
   const write = await api.db.owner.transaction(async (revocation) => {
-    await revocation.execute(sql`select id from scim_tokens where id = ${token!.id} for update`);
+    await revocation.execute(sql`select id from scim_tokens where tenant_id = ${tenant.tenantId} and id = ${token!.id} for update`);
     const pending = scim('POST', '/Users', user, value);
     // Until the write waits for the token's row (or 5 s: a write that does not wait is done by then).
     const waiting = async () =>
       (
         await api.db.owner.execute<{ n: number }>(
-          sql`select count(*)::int as n from pg_stat_activity where wait_event_type = 'Lock' and query ilike '%scim_tokens%'`,
+          sql`select count(*)::int as n from ${activity} where wait_event_type = 'Lock' and query ilike '%scim_tokens%'`,
         )
       )[0]!.n;
     for (let waited = 0; (await waiting()) === 0 && waited < 5_000; waited += 50) await sleep(50);
@@ -816,17 +827,17 @@ t.test("a SCIM write whose token's hold fails is answered, creates nothing, and 
   for (let round = 0; round < 3; round++) {
     const user = { schemas: ['urn:ietf:params:scim:schemas:core:2.0:User'], userName: `cancelled-${round}`, name: { givenName: 'A', familyName: 'B' } };
     const pending = await api.db.owner.transaction(async (revocation) => {
-      await revocation.execute(sql`select id from scim_tokens where token_hash = ${hashToken(scimToken)} for update`);
+      await revocation.execute(sql`select id from scim_tokens where tenant_id = ${tenant.tenantId} and token_hash = ${hashToken(scimToken)} for update`);
       const pending = scim('POST', '/Users', user);
       const waiting = async () =>
-        api.db.owner.execute<{ pid: number }>(sql`select pid from pg_stat_activity where wait_event_type = 'Lock' and query ilike '%scim_tokens%'`);
+        api.db.owner.execute<{ pid: number }>(sql`select ${waiterId} as pid from ${activity} where wait_event_type = 'Lock' and query ilike '%scim_tokens%'`);
       let waiters = await waiting();
       for (let waited = 0; waiters.length === 0 && waited < 5_000; waited += 20) {
         await sleep(20);
         waiters = await waiting();
       }
       t.equal(waiters.length, 1, 'the hold waits for the token row');
-      await api.db.owner.execute(sql`select pg_cancel_backend(${waiters[0]!.pid})`);
+      await api.db.owner.execute(cancel(waiters[0]!.pid));
       return pending;
     });
     const answer = await pending;
@@ -883,7 +894,7 @@ for (const [what, change, key] of [
   ['promoted', 'role', 4255],
   ['deactivated', 'active', 4256],
 ] as const) {
-  t.test(`a login token for a user ${what} at the same moment is judged on that write: 422, no pending token`, async (t) => {
+  t.test(`a login token for a user ${what} at the same moment is judged on that write: 422, no pending token`, PAUSES_WRITES, async (t) => {
     const creator = await api.createUser(tenant.tenantId, {
       username: `token-creator-${what}`,
       permissions: ['login-tokens.administer', 'users.view', 'users.view-personal'],
@@ -917,7 +928,7 @@ for (const [what, change, key] of [
   });
 }
 
-t.test("a delegate's SCIM group write adding a user promoted at the same moment is judged on the promotion: 403, no membership", async (t) => {
+t.test("a delegate's SCIM group write adding a user promoted at the same moment is judged on the promotion: 403, no membership", PAUSES_WRITES, async (t) => {
   const delegate = await api.createUser(tenant.tenantId, {
     username: 'scim-group-delegate',
     permissions: ['users.administer', 'users.view', 'users.view-personal', 'users.view-administrative', 'departments.manage'],
@@ -955,7 +966,7 @@ for (const [what, targetType, table, key] of [
   ['automation', 'automation', '"automations"', 4259],
   ['user', 'user', '"users"', 4260],
 ] as const) {
-  t.test(`${what === 'automation' ? 'an' : 'a'} ${what} deleted while it is renamed: the delete's event names it as renamed`, async (t) => {
+  t.test(`${what === 'automation' ? 'an' : 'a'} ${what} deleted while it is renamed: the delete's event names it as renamed`, PAUSES_WRITES, async (t) => {
     let id: number;
     let rename: () => Promise<CallResult>;
     let remove: () => Promise<CallResult>;

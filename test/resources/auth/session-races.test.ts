@@ -10,7 +10,7 @@ import { eq, sql } from 'drizzle-orm';
 import t, { type Test } from 'tap';
 import { pushSubscriptions } from '../../../src/resources/push/table.ts';
 import { startTestApi, type CallResult } from '../../helpers/atrium.ts';
-import { bearer, createDepartment, holdRows, lockWaiters, newUserBodies, pauseWrites, roleNamed, sleep } from '../../helpers/fixtures.ts';
+import { bearer, createDepartment, holdRows, lockWaiters, newUserBodies, PAUSES_WRITES, pauseWrites, roleNamed, sleep } from '../../helpers/fixtures.ts';
 import { browserSubscription } from '../../helpers/push-service.ts';
 import { wireClient } from '../../helpers/http-client.ts';
 import { eventually } from '../../helpers/eventually.ts';
@@ -45,7 +45,7 @@ async function answeredOrWaiting(request: Promise<CallResult>, text: string): Pr
 
 const SCIM_MINTER = ['users.administer', 'users.view', 'users.view-personal', 'users.view-administrative'] as const;
 
-t.test('a SCIM token minted while its minter is marked for logout is refused, and none works', async (t) => {
+t.test('a SCIM token minted while its minter is marked for logout is refused, and none works', PAUSES_WRITES, async (t) => {
   const minter = await api.createUser(tenant.tenantId, { username: 'scim-minter', permissions: [...SCIM_MINTER] });
   const { ending, release } = await holdCommitOf(t, 'user.marked_for_logout', minter.id, () =>
     api.call(t, 'markUserForLogout', { token: admin, params: { user: minter.id } }),
@@ -62,7 +62,7 @@ t.test('a SCIM token minted while its minter is marked for logout is refused, an
   }
 });
 
-t.test("a login token made while its creator's password is changed by another session is refused, and none signs in", async (t) => {
+t.test("a login token made while its creator's password is changed by another session is refused, and none signs in", PAUSES_WRITES, async (t) => {
   const creator = await api.createUser(tenant.tenantId, { username: 'token-creator', permissions: ['login-tokens.administer'] });
   const other = await api.call(t, 'login', { body: { tenant: 'session-races', username: creator.username, password: creator.password } });
   t.equal(other.status, 200);
@@ -82,7 +82,7 @@ t.test("a login token made while its creator's password is changed by another se
   if (created.status === 201) t.equal((await api.call(t, 'loginWithToken', { body: { token: created.body.token } })).status, 401, 'it signs nobody in');
 });
 
-t.test('a push subscription registered while its user is deactivated is refused, and a reactivation revives none', async (t) => {
+t.test('a push subscription registered while its user is deactivated is refused, and a reactivation revives none', PAUSES_WRITES, async (t) => {
   const user = await api.createUser(tenant.tenantId, { username: 'push-leaver' });
   const { ending, release } = await holdCommitOf(t, 'user.updated', user.id, () =>
     api.call(t, 'updateUser', { token: admin, params: { user: user.id }, body: { active: false } }),
@@ -101,7 +101,7 @@ t.test('a push subscription registered while its user is deactivated is refused,
   t.equal(held.length, 0, 'no subscription came back with the reactivation');
 });
 
-t.test('two sessions change their own password at once: one change is made, the other session has ended', async (t) => {
+t.test('two sessions change their own password at once: one change is made, the other session has ended', PAUSES_WRITES, async (t) => {
   const user = await api.createUser(tenant.tenantId, { username: 'two-sessions' });
   const second = await api.call(t, 'login', { body: { tenant: 'session-races', username: user.username, password: user.password } });
   const change = (token: string, password: string) =>
@@ -118,7 +118,7 @@ t.test('two sessions change their own password at once: one change is made, the 
   t.equal((await signIn('second new password')).status, 401);
 });
 
-t.test('one session sends its password change twice at once: the second is checked against the new password', async (t) => {
+t.test('one session sends its password change twice at once: the second is checked against the new password', PAUSES_WRITES, async (t) => {
   const user = await api.createUser(tenant.tenantId, { username: 'double-send' });
   const change = (password: string) =>
     api.call(t, 'updateUser', { token: user.token, params: { user: user.id }, body: { password, old_password: user.password } });

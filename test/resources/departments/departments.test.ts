@@ -326,8 +326,9 @@ t.test('a department attaching a set while its update is under way judges the se
   // An update of Extra in flight: locked as updateAttributeSet locks it, its new fields written, not yet committed.
   const held = await holdRows(
     api.db,
-    sql`with locked as (select id from attribute_sets where id = ${extra} for update)
-        update attribute_sets set fields = '[{"key": "amount", "type": "string"}]' where id in (select id from locked)`,
+    sql`with locked as (select id from attribute_sets where tenant_id = ${tenant.tenantId} and id = ${extra} for update)
+        update attribute_sets set fields = '[{"key": "amount", "type": "string"}]'
+        where tenant_id = ${tenant.tenantId} and id in (select id from locked)`,
   );
   let pending;
   try {

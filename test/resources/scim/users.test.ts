@@ -9,6 +9,7 @@ import { parseFilter, SCIM_USERS } from '../../../src/resources/scim/users.ts';
 import { users } from '../../../src/resources/users/table.ts';
 import { pushSubscriptions } from '../../../src/resources/push/table.ts';
 import { startTestApi } from '../../helpers/atrium.ts';
+import { CITUS_ENV } from '../../helpers/citus.ts';
 import { wireClient } from '../../helpers/http-client.ts';
 import { assertServedAnswer } from '../../helpers/contract.ts';
 import { bearer, roleNamed, rowCount, sleep } from '../../helpers/fixtures.ts';
@@ -590,7 +591,11 @@ t.test('filters on userName and externalId are index scans in the tenant', async
   t.match(byExternalId, /Index Cond: \(\(tenant_id = .*\) AND \(external_id = /, 'tenant and externalId are both index conditions');
 });
 
-t.test('a look-up by userName is planned once per connection, not on every request', async (t) => {
+// On Citus the list reaches every shard (its tenant is left to row-level security), and Citus gives such a statement no
+// generic plan: it is planned for its values on every execution (a custom plan), by design.
+const planCached = { skip: process.env[CITUS_ENV] ? 'Citus plans a multi-shard statement for its values on every execution' : false };
+
+t.test('a look-up by userName is planned once per connection, not on every request', planCached, async (t) => {
   const planned = await single.createTenant('scim-plans');
   const role = await roleNamed(single.db, planned.tenantId, 'Employee');
   await single.db.owner.insert(scimSettings).values({ tenantId: planned.tenantId, defaultRoleId: role.id });
