@@ -173,7 +173,6 @@ export async function distribute(sql: postgres.Sql, options: DistributionOptions
     }
     for (const table of toReference) await tx`select create_reference_table(${table})`;
     for (const key of keys) await tx.unsafe(`alter table ${quoted(key.table)} add constraint ${quoted(key.name)} ${key.definition}`);
-    await sqlFunctionsAsPlpgsql(tx);
     for (const statement of options.adaptations ?? []) await tx.unsafe(statement);
     await keepNewTablesDistributed(tx);
     await tx.unsafe(await propagateSetCommands(tx));
@@ -184,33 +183,6 @@ export async function distribute(sql: postgres.Sql, options: DistributionOptions
   const placements: DistributionResult['placements'] = { distributed: [], reference: [], coordinator: [] };
   for (const state of await tableStates(sql)) placements[state.wanted].push(state.table);
   return { citusVersion: version, distributed: toDistribute, referenced: toReference, placements };
-}
-
-/**
- * Citus cannot plan a query of an SQL-language function that uses the function's
- * parameters and reaches more than one shard ("could not create distributed plan"): the
- * look-ups that run before a tenant is known (a token by its hash) and the consumption of
- * a login token are such queries. The same query in PL/pgSQL is planned with the
- * parameters' values. So each SQL function of `public` that takes parameters is defined
- * again, unchanged but for its language: `RETURN QUERY` of its body (columns win over the
- * output names, as in SQL). A migration that defines one again in SQL is converted by the
- * next run.
- */
-async function sqlFunctionsAsPlpgsql(tx: postgres.TransactionSql): Promise<void> {
-  const functions = await tx<{ definition: string; body: string; returnsSet: boolean }[]>`
-    select pg_get_functiondef(p.oid) as definition, p.prosrc as body, p.proretset as "returnsSet"
-    from pg_proc p
-    where p.pronamespace = 'public'::regnamespace and p.prolang = (select oid from pg_language where lanname = 'sql')
-      and p.pronargs > 0 and p.prokind = 'f'`;
-  for (const fn of functions) {
-    const header = fn.definition.slice(0, fn.definition.lastIndexOf('\nAS $'));
-    if (!/\n LANGUAGE sql\n/.test(header)) throw new Error(`unexpected function definition:\n${fn.definition}`);
-    const query = fn.body.trim().replace(/;\s*$/, '');
-    const body = fn.returnsSet ? `RETURN QUERY ${query};` : `RETURN (${query});`;
-    await tx.unsafe(
-      `${header.replace(/\n LANGUAGE sql\n/, '\n LANGUAGE plpgsql\n')}\nAS $atrium$\n#variable_conflict use_column\nBEGIN\n${body}\nEND\n$atrium$`,
-    );
-  }
 }
 
 /**
