@@ -101,7 +101,7 @@ export class NotificationStreams {
         void this.endRevoked()
           .catch((error: unknown) => this.log.error({ err: error }, 'notification stream: token check failed'))
           .finally(() => {
-            for (const stream of this.streams.all()) this.streams.enqueue(stream, () => this.catchUp(stream));
+            for (const stream of this.streams.all()) this.streams.enqueue(stream, () => this.catchUp(stream, false));
           });
       },
     });
@@ -110,7 +110,9 @@ export class NotificationStreams {
   /** Takes the request over and keeps it open as the caller's stream; its first events catch up. */
   async open(auth: Auth, tokenHash: Buffer, reply: FastifyReply, lastEventId: string | undefined): Promise<void> {
     const stream: NotificationStream = { auth, tokenHash: tokenHash.toString('hex'), response: reply.raw, lastEventId: lastEventId ?? null, sent: new Set() };
-    await this.streams.open(reply, stream, { ready: () => this.listener.start(), first: () => this.catchUp(stream) });
+    // The session is judged again once the stream is registered: one ended after the request was authenticated, but
+    // before then, sent its notice when no stream was there to end.
+    await this.streams.open(reply, stream, { ready: () => this.listener.start(), first: () => this.catchUp(stream, true) });
   }
 
   /** How many streams are registered in this process (tests, diagnostics). */
@@ -156,11 +158,20 @@ export class NotificationStreams {
   /**
    * On connect (or listener reconnect): what was stored after the stream's last id, then
    * the count. A stream without one starts from its newest notification, so that a
-   * listener reconnect can replay what it missed.
+   * listener reconnect can replay what it missed. With `judge`, the stream's session is
+   * judged alongside (a reconnect judged every stream just before): an ended one gets
+   * nothing and ends.
    */
-  private async catchUp(stream: NotificationStream): Promise<void> {
+  private async catchUp(stream: NotificationStream, judge: boolean): Promise<void> {
     const { auth } = stream;
-    const { rows, counts } = await this.db.tenant(auth.tenantId, async (tx) => {
+    const [{ rows, counts }, live] = await Promise.all([this.readCatchUp(stream), judge ? this.stillValid([stream]).then((valid) => valid.has(stream)) : true]);
+    if (live) await this.write(stream, rows, counts.get(auth.userId) ?? 0);
+  }
+
+  /** What `catchUp` writes: the notifications stored after the stream's last id, and the unread count. */
+  private async readCatchUp(stream: NotificationStream): Promise<{ rows: StreamRow[]; counts: Map<number, number> }> {
+    const { auth } = stream;
+    return this.db.tenant(auth.tenantId, async (tx) => {
       if (stream.lastEventId === null) {
         stream.lastEventId = (await newestEventId(tx, auth)) ?? FIRST_EVENT_ID;
         return { rows: [], counts: await unreadCounts(tx, [auth.userId]) };
@@ -170,7 +181,6 @@ export class NotificationStreams {
         counts: await unreadCounts(tx, [auth.userId]),
       };
     });
-    await this.write(stream, rows, counts.get(auth.userId) ?? 0);
   }
 
   /** A stored batch: the notifications of the users streaming here, in one query. */

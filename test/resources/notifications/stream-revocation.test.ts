@@ -133,3 +133,30 @@ t.test('a session ended in one process ends its stream in another at once', asyn
   t.equal((await api.call(t, 'markUserForLogout', { token: tenant.adminToken, params: { user: user.id } })).status, 204);
   t.ok(await endsBeforeHeartbeat(stream), 'the other process ended the stream long before the heartbeat');
 });
+
+t.test('a session ended while its stream was being opened gets nothing replayed, and its stream ends', async (t) => {
+  const user = await api.createUser(tenant.tenantId);
+  await send(t, [user.id], 'before the sign-out');
+  const token = await api.tokenFor(tenant.tenantId, user.id);
+  // The sign-out commits after the stream's request was authenticated, before the stream is registered: its notice
+  // finds no stream to end.
+  const streams = api.atrium.services.notificationStreams;
+  const open = streams.open.bind(streams);
+  streams.open = async (...args) => {
+    t.equal((await api.call(t, 'logout', { token })).status, 204);
+    return open(...args);
+  };
+  t.teardown(() => {
+    streams.open = open;
+  });
+  // From the first event id on: a replay of every notification the user has.
+  const stream = await openSse(t, url, { ...bearer(token), 'last-event-id': '0-00000000-0000-0000-0000-000000000000' });
+  streams.open = open;
+  t.equal(stream.status, 200, 'authenticated before the sign-out');
+  t.ok(await endsBeforeHeartbeat(stream), 'the stream ended long before the heartbeat');
+  t.strictSame(
+    stream.events.filter((e) => e.event === 'notification'),
+    [],
+    'nothing was replayed to the ended session',
+  );
+});
