@@ -10,6 +10,7 @@ import { listRecords, selectRecords, showRecord } from '../../platform/result-co
 import { readControls } from '../../platform/result-controls/result-controls.ts';
 import { onlyStatement, type Tx } from '../../platform/database/database.ts';
 import { audit, type RequestContext } from '../audit-events/record.ts';
+import { holdSession } from '../auth/credentials.ts';
 import { announceTenantUnreadChange } from './channel.ts';
 import { isEventId } from './event-ids.ts';
 import { notify, queueDelivery, type NotifyInput } from './notify.ts';
@@ -44,9 +45,11 @@ const NOTIFICATION = 'The notification';
 
 /**
  * Records a dispatch and its one audit event (`notification.sent`: one per fan-out, never
- * one per recipient) with the number of users it reaches.
+ * one per recipient) with the number of users it reaches. The sender's session is held
+ * first: one ended before then sends nothing (401), and an end under way waits for it.
  */
-async function sendAudited(tx: Tx, ctx: RequestContext, input: NotifyInput) {
+async function sendAudited(tx: Tx, ctx: RequestContext & { auth: Auth }, input: NotifyInput) {
+  await holdSession(tx, ctx.auth, presentedTokenHash(ctx.request)!);
   const dispatch = await notify(tx, input);
   const userIds = input.recipients.userIds ?? [];
   const departmentIds = input.recipients.departmentIds ?? [];
@@ -249,6 +252,8 @@ export const notificationHandlers = {
       services: { db },
     } = ctx;
     await db.tenant(auth.tenantId, async (tx) => {
+      // The session is held before the rows are: one ended meanwhile deletes nothing (401), an end under way waits.
+      await holdSession(tx, auth, presentedTokenHash(ctx.request)!);
       await deleteTenantNotifications(tx);
       await audit(tx, ctx, { action: 'notifications.reset', target: { type: 'tenant', id: auth.tenantId, label: null } });
       // Open streams of the tenant learn their count is now 0.

@@ -10,7 +10,18 @@ import { eq, sql } from 'drizzle-orm';
 import t, { type Test } from 'tap';
 import { pushSubscriptions } from '../../../src/resources/push/table.ts';
 import { startTestApi, type CallResult } from '../../helpers/atrium.ts';
-import { bearer, createDepartment, holdRows, lockWaiters, newUserBodies, PAUSES_WRITES, pauseWrites, roleNamed, sleep } from '../../helpers/fixtures.ts';
+import {
+  bearer,
+  createDepartment,
+  holdRows,
+  lockWaiters,
+  newUserBodies,
+  PAUSES_WRITES,
+  pauseWrites,
+  roleNamed,
+  sleep,
+  storeNotification,
+} from '../../helpers/fixtures.ts';
 import { browserSubscription } from '../../helpers/push-service.ts';
 import { wireClient } from '../../helpers/http-client.ts';
 import { eventually } from '../../helpers/eventually.ts';
@@ -281,6 +292,49 @@ t.test("a caller whose row comes first holds its session before the user's row: 
   t.ok((await waiters()) >= 2, 'the logout mark waits for the update');
   await held.release();
   t.equal((await update).status, 200, 'the update committed before the mark');
+  t.equal((await mark).status, 204);
+  t.equal((await api.call(t, 'getCurrentUser', { token: delegate.token })).status, 401, 'the mark ended the session after it');
+});
+
+t.test("a reset of the tenant's notifications holds its session: an end waits for it", async (t) => {
+  const delegate = await api.createUser(tenant.tenantId, { username: 'ending-resetter', permissions: ['notifications.administer'] });
+  const recipient = await api.createUser(tenant.tenantId, { username: 'reset-recipient' });
+  const notification = await storeNotification(api.db, tenant.tenantId, recipient.id, new Date());
+  // A notification's row is held, so the reset, authenticated already, waits in its transaction for it.
+  const held = await holdRows(api.db, sql`select 1 from notifications where tenant_id = ${tenant.tenantId} and id = ${notification.id} for update`);
+  const reset = api.call(t, 'resetNotifications', { token: delegate.token });
+  t.ok((await lockWaiters(api.db, 'delete')) > 0, 'the reset waits for the notification');
+  let marked = false;
+  const mark = api.call(t, 'markUserForLogout', { token: admin, params: { user: delegate.id } }).finally(() => (marked = true));
+  await Promise.race([mark, sleep(1_000)]);
+  t.notOk(marked, 'the logout mark waits for the reset');
+  await held.release();
+  t.equal((await reset).status, 200, 'the reset committed before the mark');
+  t.equal((await mark).status, 204);
+  t.equal((await api.call(t, 'getCurrentUser', { token: delegate.token })).status, 401, 'the mark ended the session after it');
+});
+
+t.test('a notification sent by a session being ended holds its session: an end waits for it', PAUSES_WRITES, async (t) => {
+  const delegate = await api.createUser(tenant.tenantId, { username: 'ending-sender', permissions: ['notifications.send'] });
+  const recipient = await api.createUser(tenant.tenantId, { username: 'send-recipient' });
+  // The dispatch's insert is held, so the send, authenticated already, waits in its transaction.
+  const paused = await pauseWrites(t, api.db, {
+    name: 'test_hold_dispatch',
+    trigger: 'trigger test_hold_dispatch after insert on notification_dispatches',
+    condition: `new.created_by = ${delegate.id}`,
+    key: 7199,
+  });
+  const send = api.call(t, 'createNotification', {
+    token: delegate.token,
+    body: { user_ids: [recipient.id], title: 'Click here', body: '<p>x</p>', url: '/x' },
+  });
+  t.ok((await lockWaiters(api.db, 'notification_dispatches')) > 0, 'the send waits');
+  let marked = false;
+  const mark = api.call(t, 'markUserForLogout', { token: admin, params: { user: delegate.id } }).finally(() => (marked = true));
+  await Promise.race([mark, sleep(1_000)]);
+  t.notOk(marked, 'the logout mark waits for the send');
+  await paused.release();
+  t.equal((await send).status, 202, 'the send committed before the mark');
   t.equal((await mark).status, 204);
   t.equal((await api.call(t, 'getCurrentUser', { token: delegate.token })).status, 401, 'the mark ended the session after it');
 });
