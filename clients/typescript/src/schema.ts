@@ -1427,6 +1427,8 @@ export interface paths {
          *     id>`, ordered like the notifications). A client reconnecting with `Last-Event-ID`
          *     (browsers' `EventSource` do so by themselves) first receives, oldest first, the
          *     notifications stored after that event (at most 1000), then `count`, then new ones.
+         *     A replay holds at most 2 MiB of notification data: one that reaches it ends the
+         *     stream once written, and the client reconnects from its last event for the rest.
          *     Known limit: ids follow the time the storing transaction began, so a notification
          *     committed while the client was disconnected, but stored by a transaction that began
          *     before the client's last event, is not replayed (it is in `GET /api/notifications`,

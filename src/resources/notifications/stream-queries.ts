@@ -1,5 +1,5 @@
 /** What the live stream reads: notifications with their event ids, and unread counts. */
-import { asc, desc, getTableColumns, inArray, type SQL } from 'drizzle-orm';
+import { and, asc, desc, eq, getTableColumns, inArray, lt, sql, type SQL } from 'drizzle-orm';
 import type { Auth } from '../../platform/auth/auth.ts';
 import type { Tx } from '../../platform/database/database.ts';
 import { eventIdColumn } from './event-ids.ts';
@@ -15,6 +15,38 @@ export function selectStreamRows(tx: Tx, where: SQL | undefined) {
     .from(notifications)
     .where(where)
     .orderBy(asc(notifications.createdAt), asc(notifications.id));
+}
+
+/**
+ * The first `rows` notifications matching `where`, in the stream's order, as far as their
+ * data reaches `bytes` (one at least), in one statement: a catch-up holds and writes a
+ * bounded amount, however large the notifications are. `full`: the bound was reached, so
+ * more may follow.
+ */
+export async function selectReplayRows(tx: Tx, where: SQL | undefined, limits: { rows: number; bytes: number }): Promise<{ rows: StreamRow[]; full: boolean }> {
+  const size = sql`octet_length(${notifications.data}::text)`;
+  const order = [asc(notifications.createdAt), asc(notifications.id)];
+  // The data's bytes up to each notification, through it; only those that start within the bound are read in full.
+  // Partitioned by tenant, one partition here: Citus runs a window function only partitioned by the distribution column.
+  const reached = tx
+    .select({
+      tenantId: notifications.tenantId,
+      id: notifications.id,
+      reach: sql<number>`sum(${size}) over (partition by ${notifications.tenantId} order by ${notifications.createdAt}, ${notifications.id})`.as('reach'),
+    })
+    .from(notifications)
+    .where(where)
+    .orderBy(...order)
+    .limit(limits.rows)
+    .as('reached');
+  const rows = await tx
+    .select({ ...getTableColumns(notifications), eventId: eventIdColumn, reach: reached.reach })
+    .from(notifications)
+    .innerJoin(reached, and(eq(reached.tenantId, notifications.tenantId), eq(reached.id, notifications.id)))
+    .where(lt(sql`${reached.reach} - ${size}`, limits.bytes))
+    .orderBy(...order);
+  const reach = Number(rows.at(-1)?.reach ?? 0);
+  return { rows: rows.map(({ reach: _reach, ...row }) => row), full: reach >= limits.bytes };
 }
 
 /** The event id of the caller's newest notification, if any. */

@@ -34,7 +34,7 @@ import { present } from '../../platform/result-controls/result-controls.ts';
 import { StreamRegistry, type ErrorLog, type Stream } from '../../platform/streams/registry.ts';
 import { NOTIFICATIONS_CHANNEL, type SessionsEnded, type StoredBatch, type UnreadChange } from './channel.ts';
 import { compareEventIds, FIRST_EVENT_ID, storedAfter } from './event-ids.ts';
-import { newestEventId, selectStreamRows, unreadCounts, type StreamRow } from './stream-queries.ts';
+import { newestEventId, selectReplayRows, selectStreamRows, unreadCounts, type StreamRow } from './stream-queries.ts';
 import { notifications } from './table.ts';
 import { notificationView, ownNotifications } from './view.ts';
 
@@ -49,6 +49,8 @@ declare module '../../platform/services.ts' {
 export const MAX_STREAMS_PER_USER = 10;
 /** Most notifications a reconnect replays; older ones are in `GET /api/notifications`. */
 const REPLAY_LIMIT = 1000;
+/** Most bytes of notification data a catch-up replays (one notification at least), half what a stream may leave unsent. */
+export const REPLAY_BYTES = 2 * 1024 * 1024;
 /** Ids remembered per stream to skip duplicates (more than a replay can hold). */
 const SENT_MEMORY = 2 * REPLAY_LIMIT;
 /** How long a client waits before reconnecting (also the 429's Retry-After). */
@@ -160,26 +162,30 @@ export class NotificationStreams {
    * the count. A stream without one starts from its newest notification, so that a
    * listener reconnect can replay what it missed. With `judge`, the stream's session is
    * judged alongside (a reconnect judged every stream just before): an ended one gets
-   * nothing and ends.
+   * nothing and ends. A replay that reached REPLAY_BYTES ends the stream once written: the
+   * client reconnects from its last event and is given the rest, a bounded part at a time.
    */
   private async catchUp(stream: NotificationStream, judge: boolean): Promise<void> {
     const { auth } = stream;
-    const [{ rows, counts }, live] = await Promise.all([this.readCatchUp(stream), judge ? this.stillValid([stream]).then((valid) => valid.has(stream)) : true]);
-    if (live) await this.write(stream, rows, counts.get(auth.userId) ?? 0);
+    const [{ rows, full, counts }, live] = await Promise.all([
+      this.readCatchUp(stream),
+      judge ? this.stillValid([stream]).then((valid) => valid.has(stream)) : true,
+    ]);
+    if (!live) return;
+    await this.write(stream, rows, counts.get(auth.userId) ?? 0);
+    if (full) this.streams.end(stream);
   }
 
-  /** What `catchUp` writes: the notifications stored after the stream's last id, and the unread count. */
-  private async readCatchUp(stream: NotificationStream): Promise<{ rows: StreamRow[]; counts: Map<number, number> }> {
+  /** What `catchUp` writes: the notifications stored after the stream's last id (`full`: as many as a replay takes), and the unread count. */
+  private async readCatchUp(stream: NotificationStream): Promise<{ rows: StreamRow[]; full: boolean; counts: Map<number, number> }> {
     const { auth } = stream;
     return this.db.tenant(auth.tenantId, async (tx) => {
       if (stream.lastEventId === null) {
         stream.lastEventId = (await newestEventId(tx, auth)) ?? FIRST_EVENT_ID;
-        return { rows: [], counts: await unreadCounts(tx, [auth.userId]) };
+        return { rows: [], full: false, counts: await unreadCounts(tx, [auth.userId]) };
       }
-      return {
-        rows: await selectStreamRows(tx, and(ownNotifications(auth), storedAfter(stream.lastEventId))).limit(REPLAY_LIMIT),
-        counts: await unreadCounts(tx, [auth.userId]),
-      };
+      const replay = await selectReplayRows(tx, and(ownNotifications(auth), storedAfter(stream.lastEventId)), { rows: REPLAY_LIMIT, bytes: REPLAY_BYTES });
+      return { ...replay, counts: await unreadCounts(tx, [auth.userId]) };
     });
   }
 

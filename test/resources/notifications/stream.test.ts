@@ -1,10 +1,13 @@
 import t, { type Test } from 'tap';
+import { sql } from 'drizzle-orm';
 import pino from 'pino';
 import { createAtrium } from '../../../src/server.ts';
 import { startTestApi } from '../../helpers/atrium.ts';
 import { eventually } from '../../helpers/eventually.ts';
-import { bearer, waitForDispatches } from '../../helpers/fixtures.ts';
+import { bearer, sleep, waitForDispatches } from '../../helpers/fixtures.ts';
 import { openSse, type SseEvent } from '../../helpers/sse.ts';
+import { FIRST_EVENT_ID } from '../../../src/resources/notifications/event-ids.ts';
+import { REPLAY_BYTES } from '../../../src/resources/notifications/stream.ts';
 
 // Two Atrium processes on one database: A serves the API only (no job workers, so
 // everything A streams was stored by B and reached A through LISTEN/NOTIFY); B runs both.
@@ -127,6 +130,39 @@ t.test('reconnecting with Last-Event-ID replays what was missed, oldest first', 
   const unread = (await api.call(t, 'countNotifications', { token: bob.token })).body;
   t.equal(JSON.parse(count.data), unread);
   resumed.close();
+});
+
+t.test('a replay bigger than its byte bound ends its stream after the bound; reconnecting goes on from there', async (t) => {
+  const carol = await api.createUser(tenant.tenantId);
+  // A hundred notifications of 64 KB each: 6.4 MB, far more than a replay writes at once.
+  const body = `<p>${'x'.repeat(64 * 1024)}</p>`;
+  await api.db.owner.execute(sql`
+    insert into notifications (tenant_id, dispatch_id, type, notifiable_type, notifiable_id, data, created_at)
+    select ${tenant.tenantId}, gen_random_uuid(), 'customNotification', 'user', ${carol.id},
+           jsonb_build_object('title', 'big ' || n, 'body', ${body}::text, 'url', '/x'), now() + n * interval '1 millisecond'
+    from generate_series(1, 100) as n`);
+  const titles: string[] = [];
+  let lastEventId = FIRST_EVENT_ID;
+  for (let connection = 1; titles.length < 100 && connection <= 100; connection++) {
+    const stream = await openSse(t, urlA, { ...bearer(carol.token), 'last-event-id': lastEventId });
+    // The replay, then the count; or the end of a stream that could not write it all.
+    await Promise.race([stream.next((e) => e.event === 'count', WAIT_MS).catch(() => undefined), stream.ended]);
+    const replayed = stream.events.filter((e) => e.event === 'notification');
+    const bytes = replayed.reduce((sum, e) => sum + Buffer.byteLength(e.data), 0);
+    if (connection === 1) {
+      t.ok(bytes <= REPLAY_BYTES + 70 * 1024, `the first connection replays about the bound, at most (${bytes} bytes)`);
+      const ended = await Promise.race([stream.ended.then(() => true), sleep(5_000).then(() => false)]);
+      t.ok(ended, 'and then ends, for the client to reconnect from its last event');
+    }
+    stream.close();
+    titles.push(...replayed.map((e) => JSON.parse(e.data).data.title as string));
+    lastEventId = replayed.at(-1)?.id ?? lastEventId;
+  }
+  t.strictSame(
+    titles,
+    Array.from({ length: 100 }, (_, i) => `big ${i + 1}`),
+    'reconnecting with the last event id replays every notification once, in order',
+  );
 });
 
 t.test('reading notifications sends the new unread count to the reader’s streams', async (t) => {
