@@ -93,9 +93,12 @@ export interface PushMessage extends PushDelivery {
 }
 
 /**
- * The messages of a batch or of a retry, in ONE query whatever the number of recipients:
+ * The messages of a batch or of a retry, in TWO queries whatever the number of recipients:
  * each notification × each subscription of its recipient, recipients still personal,
- * active and not deleted.
+ * active and not deleted; then the contents, once per dispatch. Every notification of a
+ * dispatch holds the dispatch's contents (up to 64 KiB of HTML, several times that once
+ * sanitized): read with each message, a batch of 5000 recipients would hold 5000 copies.
+ * A message whose notification was deleted between the two (a reset) is left out.
  */
 export async function loadMessages(tx: Tx, which: BatchRecipients | { deliveries: readonly PushDelivery[] }): Promise<PushMessage[]> {
   const selection =
@@ -106,25 +109,33 @@ export async function loadMessages(tx: Tx, which: BatchRecipients | { deliveries
   const rows = await tx.execute<{
     subscription_id: string;
     notification_id: string;
+    dispatch_id: string;
     endpoint: string;
     p256dh: string;
     auth: string;
-    data: NotificationData;
   }>(sql`
-    select s.id as subscription_id, n.id as notification_id, s.endpoint, s.p256dh, s.auth, n.data
+    select s.id as subscription_id, n.id as notification_id, n.dispatch_id, s.endpoint, s.p256dh, s.auth
     from notifications n
     join users u on u.tenant_id = n.tenant_id and u.id = n.notifiable_id
     join push_subscriptions s on s.tenant_id = n.tenant_id and s.user_id = n.notifiable_id
     where n.notifiable_type = 'user' and u.active and u.deleted_at is null and not u.group_account
       and ${selection}`);
-  return rows.map((row) => ({
-    subscriptionId: Number(row.subscription_id),
-    notificationId: row.notification_id,
-    endpoint: row.endpoint,
-    p256dh: row.p256dh,
-    auth: row.auth,
-    data: row.data,
-  }));
+  if (rows.length === 0) return [];
+  const firstOfDispatch = new Map<string, string>();
+  for (const row of rows) if (!firstOfDispatch.has(row.dispatch_id)) firstOfDispatch.set(row.dispatch_id, row.notification_id);
+  const contents = await tx.execute<{ dispatch_id: string; data: NotificationData }>(sql`
+    select dispatch_id, data from notifications where id = any(${`{${[...firstOfDispatch.values()].join(',')}}`}::uuid[])`);
+  const dataOf = new Map(contents.map((row) => [row.dispatch_id, row.data]));
+  return rows
+    .filter((row) => dataOf.has(row.dispatch_id))
+    .map((row) => ({
+      subscriptionId: Number(row.subscription_id),
+      notificationId: row.notification_id,
+      endpoint: row.endpoint,
+      p256dh: row.p256dh,
+      auth: row.auth,
+      data: dataOf.get(row.dispatch_id)!,
+    }));
 }
 
 /** Applies a settlement: gone subscriptions deleted, failures recorded; at most two statements. */

@@ -1,10 +1,11 @@
 /**
  * Web Push delivery (docs/notifications.md#push): one job per stored notification batch
  * sends the batch's notifications to every subscription of its recipients, loaded with ONE
- * set-based query (a 10,000-recipient fan-out is two batches, so two queries, never one per
- * user). Messages are encrypted (RFC 8291, aes128gcm) and signed (VAPID, RFC 8292) by
- * `web-push`'s `generateRequestDetails`, and sent through the outbound client (timeouts, no
- * redirects, the address policy on the address connected to).
+ * set-based query and their shared contents with one more (a 10,000-recipient fan-out is two
+ * batches, so four queries, never one per user). Messages are encrypted (RFC 8291,
+ * aes128gcm) and signed (VAPID, RFC 8292) by `web-push`'s `generateRequestDetails`, and sent
+ * through the outbound client (timeouts, no redirects, the address policy on the address
+ * connected to).
  *
  * Each send is judged by the shared delivery rules (docs/outbound-delivery.md#delivery-outcomes)
  * with 404 and 410 as gone, and settled by `settleOutcomes` (rules.ts): gone subscriptions

@@ -5,7 +5,8 @@ import { eq, sql } from 'drizzle-orm';
 import { deliverDispatch } from '../../../src/resources/notifications/deliver.job.ts';
 import { findDispatch, storeNotificationBatch } from '../../../src/resources/notifications/queries.ts';
 import { notify } from '../../../src/resources/notifications/notify.ts';
-import { deleteUserSubscriptions, recordOutcomes } from '../../../src/resources/push/queries.ts';
+import { sanitizeBody } from '../../../src/resources/notifications/rules.ts';
+import { deleteUserSubscriptions, loadMessages, recordOutcomes } from '../../../src/resources/push/queries.ts';
 import { PUSH_MESSAGE_MAX_BYTES, pushPayload } from '../../../src/resources/push/rules.ts';
 import { sendPushes } from '../../../src/resources/push/send-push.job.ts';
 import { pushSubscriptions } from '../../../src/resources/push/table.ts';
@@ -386,6 +387,33 @@ t.test('pushes for a batch cost the same number of queries for 2 or 40 recipient
   t.equal(few.sent, 2);
   t.equal(many.sent, 40);
   t.equal(many.queries, few.queries, `constant: ${few.queries} queries`);
+});
+
+t.test("a batch's push job holds a notification's contents once, whatever the number of recipients", async (t) => {
+  await api.db.owner.delete(pushSubscriptions);
+  const recipients = await Promise.all(Array.from({ length: 30 }, () => api.createUser(tenant.tenantId)));
+  const path = pushPath();
+  pushService.script(path, [201]);
+  for (const user of recipients) await register(t, user.token, { endpoint: pushService.url(`${path}-${user.id}`), keys: browserSubscription().keys });
+  // The longest body a notification takes, sanitized: each `&` is stored as `&amp;`, some 320 KB in all.
+  const data = { title: 'Long', body: sanitizeBody('&'.repeat(65535)), url: '/' };
+  const dispatchId = crypto.randomUUID();
+  await api.db.owner.execute(sql`
+    insert into notifications (tenant_id, dispatch_id, type, notifiable_id, data)
+    select ${tenant.tenantId}, ${dispatchId}::uuid, 'customNotification', u, ${JSON.stringify(data)}::jsonb
+    from unnest(${`{${recipients.map((u) => u.id).join(',')}}`}::bigint[]) u`);
+  const ids = recipients.map((u) => u.id);
+  const batch = { dispatchId, afterUserId: Math.min(...ids) - 1, lastUserId: Math.max(...ids) };
+  const messages = await api.db.tenant(tenant.tenantId, (tx) => loadMessages(tx, batch));
+  t.equal(messages.length, 30);
+  t.ok(
+    messages.every((message) => message.data === messages[0]!.data),
+    'one copy of the contents for all the messages (5000 recipients would otherwise hold 5000 copies: 1.6 GB)',
+  );
+  t.same(messages[0]!.data, data);
+  t.equal((await sendPushes(api.atrium.services, { tenantId: tenant.tenantId, ...batch })).sent, 30);
+  const [first] = pushService.received(`${path}-${recipients[0]!.id}`);
+  t.ok(first, 'pushed');
 });
 
 t.test('a long body is shortened so the message fits a push', async (t) => {
