@@ -141,19 +141,46 @@ export async function subscriptionErrors(outbound: OutboundClient, input: Subscr
  */
 export const PUSH_MESSAGE_MAX_BYTES = 3072;
 
-/** The push message is `{id, title, body, url}`, body as plain text (the spec, operationId createPushSubscription). */
-export function pushPayload(notificationId: string, data: NotificationData): string {
-  const message = (body: string) => JSON.stringify({ id: notificationId, title: data.title, body, url: data.url });
+const pushMessage = (notificationId: string, data: NotificationData, body: string) =>
+  JSON.stringify({ id: notificationId, title: data.title, body, url: data.url });
+
+/** The body of the push message of notification `notificationId`: plain text, shortened with `…` until the message fits. */
+function pushBody(notificationId: string, data: NotificationData): string {
   const text = plainText(data.body);
-  let json = message(text);
+  let body = text;
+  let json = pushMessage(notificationId, data, body);
   const characters = [...text];
   let keep = characters.length;
   // Shrink in proportion to the excess (characters take 1–4 bytes, more when escaped).
   while (Buffer.byteLength(json) > PUSH_MESSAGE_MAX_BYTES && keep > 0) {
     keep = Math.min(keep - 1, Math.floor((keep * PUSH_MESSAGE_MAX_BYTES) / Buffer.byteLength(json)));
-    json = message(keep > 0 ? `${characters.slice(0, keep).join('')}…` : '');
+    body = keep > 0 ? `${characters.slice(0, keep).join('')}…` : '';
+    json = pushMessage(notificationId, data, body);
   }
-  return json;
+  return body;
+}
+
+/** The push message is `{id, title, body, url}`, body as plain text (the spec, operationId createPushSubscription). */
+export function pushPayload(notificationId: string, data: NotificationData): string {
+  return pushMessage(notificationId, data, pushBody(notificationId, data));
+}
+
+/**
+ * `pushPayload` for the messages of one job, which share their contents (one dispatch's):
+ * the body is made plain and shortened once per contents, not once per message, since that
+ * takes milliseconds of the event loop for a long body. It fits every id of the same length
+ * (notification ids are UUIDs).
+ */
+export function pushPayloads(): (notificationId: string, data: NotificationData) => string {
+  const bodies = new Map<NotificationData, { idLength: number; body: string }>();
+  return (notificationId, data) => {
+    let known = bodies.get(data);
+    if (known?.idLength !== notificationId.length) {
+      known = { idLength: notificationId.length, body: pushBody(notificationId, data) };
+      bodies.set(data, known);
+    }
+    return pushMessage(notificationId, data, known.body);
+  };
 }
 
 /** Statuses with which a push service says the subscription no longer exists: it is deleted (the spec, operationId createPushSubscription). */

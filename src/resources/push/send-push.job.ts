@@ -20,7 +20,7 @@ import { defineJob } from '../../platform/jobs/define.ts';
 import { attemptDelivery, type DeliveryOutcome } from '../../platform/outbound/delivery-outcome.ts';
 import type { Services } from '../../platform/services.ts';
 import { loadMessages, recordOutcomes, type BatchRecipients, type PushMessage } from './queries.ts';
-import { GONE_STATUSES, pushPayload, settleOutcomes, type PushDelivery, type PushTally } from './rules.ts';
+import { GONE_STATUSES, pushPayloads, settleOutcomes, type PushDelivery, type PushTally } from './rules.ts';
 import { vapidKeys, type VapidKeys } from './vapid.ts';
 
 /** The recipients `(afterUserId, lastUserId]` of one stored batch of a dispatch. */
@@ -42,12 +42,18 @@ const PUSH_TTL_SECONDS = 24 * 3600;
 /** Requests in flight at once per job. */
 const CONCURRENCY = 8;
 
-async function sendOne(services: Services, webPush: typeof webPushModule, keys: VapidKeys, message: PushMessage): Promise<DeliveryOutcome> {
+async function sendOne(
+  services: Services,
+  webPush: typeof webPushModule,
+  keys: VapidKeys,
+  payload: ReturnType<typeof pushPayloads>,
+  message: PushMessage,
+): Promise<DeliveryOutcome> {
   let details: ReturnType<typeof webPushModule.generateRequestDetails>;
   try {
     details = webPush.generateRequestDetails(
       { endpoint: message.endpoint, keys: { p256dh: message.p256dh, auth: message.auth } },
-      pushPayload(message.notificationId, message.data),
+      payload(message.notificationId, message.data),
       {
         vapidDetails: { subject: services.config.vapidSubject, publicKey: keys.publicKey, privateKey: keys.privateKey },
         TTL: PUSH_TTL_SECONDS,
@@ -88,7 +94,8 @@ export async function sendPushes(services: Services, data: PushJobData): Promise
   const keys = await vapidKeys(services.config, services.db);
   // Loaded here: only a process that sends push messages holds the library (docs/performance.md#memory-of-a-started-process).
   const { default: webPush } = await import('web-push');
-  const outcomes = await inPool(messages, CONCURRENCY, (message) => sendOne(services, webPush, keys, message));
+  const payload = pushPayloads();
+  const outcomes = await inPool(messages, CONCURRENCY, (message) => sendOne(services, webPush, keys, payload, message));
   for (const outcome of outcomes) services.metrics.deliveries.inc({ channel: 'push', outcome: outcome.verdict });
   const attempt = 'attempt' in data ? data.attempt : 1;
   const policy = { maxAttempts: services.config.pushMaxAttempts, retryDelayMs: services.config.pushRetryDelayMs };

@@ -7,7 +7,7 @@ import { findDispatch, storeNotificationBatch } from '../../../src/resources/not
 import { notify } from '../../../src/resources/notifications/notify.ts';
 import { sanitizeBody } from '../../../src/resources/notifications/rules.ts';
 import { deleteUserSubscriptions, loadMessages, recordOutcomes } from '../../../src/resources/push/queries.ts';
-import { PUSH_MESSAGE_MAX_BYTES, pushPayload } from '../../../src/resources/push/rules.ts';
+import { PUSH_MESSAGE_MAX_BYTES, pushPayload, pushPayloads } from '../../../src/resources/push/rules.ts';
 import { sendPushes } from '../../../src/resources/push/send-push.job.ts';
 import { pushSubscriptions } from '../../../src/resources/push/table.ts';
 import { DESTINATION_NOT_ALLOWED, NOT_AN_ALLOWED_DESTINATION, NOT_DELIVERED } from '../../../src/platform/outbound/client.ts';
@@ -414,6 +414,25 @@ t.test("a batch's push job holds a notification's contents once, whatever the nu
   t.equal((await sendPushes(api.atrium.services, { tenantId: tenant.tenantId, ...batch })).sent, 30);
   const [first] = pushService.received(`${path}-${recipients[0]!.id}`);
   t.ok(first, 'pushed');
+});
+
+t.test('the messages of one contents shorten its body once, not once per message', async (t) => {
+  const data = { title: 'Long', body: sanitizeBody('&'.repeat(65535)), url: '/' };
+  const ids = Array.from({ length: 200 }, () => crypto.randomUUID());
+  const single = performance.now();
+  for (const id of ids.slice(0, 20)) pushPayload(id, data);
+  const twentyAlone = performance.now() - single;
+  const payload = pushPayloads();
+  const started = performance.now();
+  const messages = ids.map((id) => payload(id, data));
+  const twoHundredTogether = performance.now() - started;
+  t.ok(twoHundredTogether < twentyAlone, `200 messages in ${Math.round(twoHundredTogether)} ms, 20 made alone in ${Math.round(twentyAlone)} ms`);
+  t.strictSame(
+    messages.slice(0, 3),
+    ids.slice(0, 3).map((id) => pushPayload(id, data)),
+    'the same messages',
+  );
+  t.ok(Buffer.byteLength(messages[0]!) <= PUSH_MESSAGE_MAX_BYTES);
 });
 
 t.test('a long body is shortened so the message fits a push', async (t) => {
