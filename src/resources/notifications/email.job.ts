@@ -28,18 +28,21 @@ export async function emailDispatch(services: Services, dispatch: Dispatch): Pro
   const transport = nodemailer.createTransport(config.smtpUrl);
   let sent = 0;
   let refused = 0;
+  // The copies share their contents (one dispatch's): the message is made once, not once per copy.
+  const { title, body, url } = pending[0]!.data;
+  const link = /^https?:\/\//.test(url) ? url : null;
+  const text = `${plainText(body)}${link ? `\n\n${link}` : ''}`;
+  const html = `${body}${link ? `<p><a href="${escapeHtml(link)}">${escapeHtml(link)}</a></p>` : ''}`;
   try {
     for (const copy of pending) {
       if (!copy.email) continue;
-      const data = copy.data;
-      const link = /^https?:\/\//.test(data.url) ? data.url : null;
       try {
         await transport.sendMail({
           from: config.smtpFrom,
           to: { name: [copy.firstName, copy.lastName].filter(Boolean).join(' '), address: copy.email },
-          subject: data.title,
-          text: `${plainText(data.body)}${link ? `\n\n${link}` : ''}`,
-          html: `${data.body}${link ? `<p><a href="${escapeHtml(link)}">${escapeHtml(link)}</a></p>` : ''}`,
+          subject: title,
+          text,
+          html,
         });
       } catch (error) {
         // The server refused this recipient at RCPT TO (a mistyped address, a full mailbox): the other copies are

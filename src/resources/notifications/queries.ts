@@ -162,28 +162,33 @@ export function undeliveredDispatches(owner: Db): Promise<Dispatch[]> {
  * The dispatch's notifications still without an e-mail copy whose recipient wants one, has
  * an address, and still receives notifications (personal, active, not deleted), judged
  * when the job runs: a retry long after the notification was stored sends nothing to
- * someone deactivated or deleted meanwhile.
+ * someone deactivated or deleted meanwhile. Every copy shares one object of the contents,
+ * read once: each notification of the dispatch holds them (up to 64 KiB of HTML, several
+ * times that once sanitized), and 5000 copies read with each would take gigabytes.
  */
-export function pendingEmailCopies(tx: Tx, dispatchId: string) {
-  return (
-    tx
-      .select({ id: notifications.id, data: notifications.data, email: users.email, firstName: users.firstName, lastName: users.lastName })
-      .from(notifications)
-      .innerJoin(users, and(eq(users.tenantId, notifications.tenantId), eq(users.id, notifications.notifiableId)))
-      .where(
-        and(
-          eq(notifications.dispatchId, dispatchId),
-          isNull(notifications.emailedAt),
-          eq(users.wantsEmailNotifications, true),
-          ne(users.email, ''),
-          eq(users.active, true),
-          isNull(users.deletedAt),
-          eq(users.groupAccount, false),
-        ),
-      )
-      // A fixed order: a retry meets the copies in the order the first attempt did.
-      .orderBy(notifications.id)
-  );
+export async function pendingEmailCopies(tx: Tx, dispatchId: string) {
+  const copies = await tx
+    .select({ id: notifications.id, email: users.email, firstName: users.firstName, lastName: users.lastName })
+    .from(notifications)
+    .innerJoin(users, and(eq(users.tenantId, notifications.tenantId), eq(users.id, notifications.notifiableId)))
+    .where(
+      and(
+        eq(notifications.dispatchId, dispatchId),
+        isNull(notifications.emailedAt),
+        eq(users.wantsEmailNotifications, true),
+        ne(users.email, ''),
+        eq(users.active, true),
+        isNull(users.deletedAt),
+        eq(users.groupAccount, false),
+      ),
+    )
+    // A fixed order: a retry meets the copies in the order the first attempt did.
+    .orderBy(notifications.id);
+  if (copies.length === 0) return [];
+  const [contents] = await tx.select({ data: notifications.data }).from(notifications).where(eq(notifications.id, copies[0]!.id));
+  // Deleted since (a reset): nothing is owed any more.
+  if (!contents) return [];
+  return copies.map((copy) => ({ ...copy, data: contents.data }));
 }
 
 /** Marks a notification's e-mail copy sent. */

@@ -2,6 +2,7 @@ import t, { type Test } from 'tap';
 import { sql } from 'drizzle-orm';
 import { SMTPServer } from 'smtp-server';
 import { emailDispatch } from '../../../src/resources/notifications/email.job.ts';
+import { pendingEmailCopies } from '../../../src/resources/notifications/queries.ts';
 import { startTestApi } from '../../helpers/atrium.ts';
 import { eventually } from '../../helpers/eventually.ts';
 
@@ -202,4 +203,26 @@ t.test('a server that refuses the sender (not a recipient) fails the job at its 
     sql`select count(*)::int as n from notifications where dispatch_id = ${dispatchId} and emailed_at is null`,
   );
   t.equal(owed[0]!.n, 2, 'both still owed: one try, not one per recipient');
+});
+
+t.test("a dispatch's e-mail copies hold its contents once, whatever the number of recipients", async (t) => {
+  const before = received.length;
+  const recipients = await Promise.all(
+    Array.from({ length: 12 }, (_, i) => api.createUser(tenant.tenantId, { values: { wantsEmailNotifications: true, email: `many-${i}@example.test` } })),
+  );
+  const dispatchId = await owedDispatch(t, recipients, 'To many');
+  const copies = await api.db.tenant(tenant.tenantId, (tx) => pendingEmailCopies(tx, dispatchId));
+  t.equal(copies.length, 12);
+  t.ok(
+    copies.every((copy) => copy.data === copies[0]!.data),
+    'one copy of the contents for all the e-mails (5000 recipients of a long body would otherwise hold gigabytes)',
+  );
+  t.equal(copies[0]!.data.title, 'To many');
+  t.equal(await emailDispatch(api.atrium.services, { tenantId: tenant.tenantId, dispatchId }), 12);
+  const sent = received.slice(before + 12);
+  t.strictSame(sent.map((message) => message.to[0]).sort(), recipients.map((_, i) => `many-${i}@example.test`).sort());
+  t.ok(
+    sent.every((message) => /Subject: To many/.test(message.raw)),
+    'every copy has the contents',
+  );
 });
