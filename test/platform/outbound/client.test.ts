@@ -74,6 +74,21 @@ t.test('a peer that does not answer is cut off by the total timeout', async (t) 
   t.ok(Date.now() - started < 10_000, 'within the timeout, not the peer’s pace');
 });
 
+t.test('a peer that answers at once, then sends its body a byte at a time for ever, is cut off by the total timeout', async (t) => {
+  // Each byte comes well within the body timeout, which restarts with every chunk: only the total timeout ends it.
+  const trickler = createHttpServer((_request, response) => {
+    response.writeHead(200, { 'content-type': 'text/plain' });
+    const timer = setInterval(() => response.write('x'), 100);
+    response.on('close', () => clearInterval(timer));
+  });
+  await new Promise<void>((resolve) => trickler.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => trickler.close());
+  const started = Date.now();
+  const error = await failure(client.send({ url: `http://127.0.0.1:${(trickler.address() as { port: number }).port}/`, method: 'GET', headers: {} }));
+  t.equal(error?.kind, 'timeout');
+  t.ok(Date.now() - started < 10_000, 'within the timeout, not the peer’s pace');
+});
+
 t.test('network errors and non-admitted addresses are OutboundErrors of their kind', async (t) => {
   // Port 1 (tcpmux) is closed on any test machine: the connection is refused.
   const closed = await failure(client.send({ url: 'http://127.0.0.1:1/', method: 'GET', headers: {} }));
