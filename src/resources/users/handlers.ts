@@ -24,7 +24,6 @@ import {
   blackOut,
   cutOff,
   departmentIdsOf,
-  endAllSessions,
   findUser,
   findPicture,
   insertUser,
@@ -440,7 +439,9 @@ export const userHandlers = {
       await lockRecord(tx, users, params.user);
       const user = await requireAdministrableUser(tx, auth, params.user);
       assertMayMarkForLogout(auth, user);
-      await endAllSessions(tx, user.id);
+      // The remedy for a compromised account (docs/security.md, "A compromised account"): a push subscription registered
+      // from a stolen session would outlive it, so the user's go too; their devices register again when they sign in again.
+      await cutOff(tx, user.id);
       await audit(tx, ctx, { action: 'user.marked_for_logout', target: { type: 'user', id: user.id, label: userLabel(user) } });
     });
     return { status: 204 };

@@ -233,8 +233,9 @@ export async function revokePendingLoginTokens(tx: Tx, userId: number): Promise<
 
 /**
  * Ends everything that signs `userId` in: sessions (a logout mark: tokens issued before it
- * stop authenticating) and pending login tokens (theirs, and those they created). Logout
- * marking and deactivation use it, so a later reactivation revives nothing. The user's
+ * stop authenticating) and pending login tokens (theirs, and those they created). A logout
+ * mark and a deactivation use it (through `cutOff`), so a later reactivation revives
+ * nothing; an operator's password reset (`resetPassword`) and a SCIM password change too. The user's
  * open event streams end on commit (`announceSessionsEnded`), not at their next heartbeat.
  */
 export async function endAllSessions(tx: Tx, userId: number): Promise<void> {
@@ -248,9 +249,11 @@ export async function endAllSessions(tx: Tx, userId: number): Promise<void> {
 }
 
 /**
- * Cuts a leaver off (a deactivation or a deletion, through the API or SCIM): every session
- * and pending login token ends (`endAllSessions`), and their push subscriptions are
- * deleted, so that a reactivation or a restore revives none of them.
+ * Cuts a user off (a logout mark; a leaver's deactivation or deletion, through the API or
+ * SCIM): every session and pending login token ends (`endAllSessions`), and their push
+ * subscriptions are deleted, so that a reactivation or a restore revives none of them, and
+ * a subscription registered from a stolen session outlives no logout mark. A password
+ * change keeps them: a subscription belongs to the user's devices, not to a session.
  */
 export async function cutOff(tx: Tx, userId: number): Promise<void> {
   await endAllSessions(tx, userId);
