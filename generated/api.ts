@@ -2229,7 +2229,10 @@ export interface paths {
          *     (401). The pending one-time login tokens that would sign the user in, and those the
          *     user created for anyone, are revoked (listed as `deleted`); a token is refused at
          *     use too when its user or its creator was marked after it was created (see
-         *     `POST /api/auth/login-token`). Tokens created afterwards work. Marking another user
+         *     `POST /api/auth/login-token`). Tokens created afterwards work. The user's push
+         *     subscriptions are deleted in the same transaction, as by a deactivation: one
+         *     registered from a stolen session would otherwise go on receiving the user's
+         *     notifications. Their devices register again when they sign in again. Marking another user
          *     needs `users.administer` (403 `This requires the permission "users.administer".`,
          *     before the user is looked up) and, like updating or deleting them, is refused (403)
          *     while their role lists a permission the caller lacks (active or not); rights the
