@@ -12,8 +12,9 @@
  *   which network failure it was, or how long it took, would let tenant users map the
  *   network behind Atrium (docs/security.md#6-outbound-requests-and-the-ssrf-policy).
  *   The client logs the reason.
- * - Retry: after the base delay doubled per attempt, or the receiver's `Retry-After` when
- *   that is longer (at most an hour), until the channel's number of attempts is spent.
+ * - Retry: after the base delay doubled per attempt up to a day, or the receiver's
+ *   `Retry-After` when that is longer (at most an hour), until the channel's number of
+ *   attempts is spent.
  */
 import { OutboundError, type OutboundClient, type OutboundRequest, type OutboundResponse } from './client.ts';
 
@@ -46,6 +47,12 @@ export interface JudgeOptions {
 
 /** Longest wait a receiver's `Retry-After` can impose. */
 export const MAX_RETRY_AFTER_MS = 3_600_000;
+
+/**
+ * Where the doubling stops: a day. Unbounded, 30 s doubled 39 times (attempt 40, which
+ * WEBHOOK_MAX_ATTEMPTS and PUSH_MAX_ATTEMPTS admit) is past the last date JavaScript holds.
+ */
+export const MAX_RETRY_DELAY_MS = 24 * 3_600_000;
 
 /** `Retry-After` as seconds or an HTTP date → milliseconds from `now` (undefined when absent, unreadable or not in the future). */
 export function retryAfterMs(header: string | string[] | undefined, now: Date): number | undefined {
@@ -123,8 +130,9 @@ export async function attemptDelivery(
 
 /**
  * The delivery's state after attempt number `attempt` (1 for the first), and when to try
- * again: the base delay doubled per attempt, or the receiver's `Retry-After` when that is
- * longer. Failed and gone are final, and so is a retry once `maxAttempts` are spent.
+ * again: the base delay doubled per attempt, at most MAX_RETRY_DELAY_MS (a base longer than
+ * that is kept, undoubled), or the receiver's `Retry-After` when that is longer. Failed and
+ * gone are final, and so is a retry once `maxAttempts` are spent.
  */
 export function nextState(
   outcome: Pick<DeliveryOutcome, 'verdict' | 'retryAfterMs'>,
@@ -134,7 +142,8 @@ export function nextState(
 ): { status: 'succeeded' | 'retrying' | 'failed'; retryAt: Date | null } {
   if (outcome.verdict === 'succeeded') return { status: 'succeeded', retryAt: null };
   if (outcome.verdict === 'retry' && attempt < policy.maxAttempts) {
-    const delay = Math.max(policy.retryDelayMs * 2 ** (attempt - 1), outcome.retryAfterMs ?? 0);
+    const doubled = Math.min(policy.retryDelayMs * 2 ** (attempt - 1), Math.max(policy.retryDelayMs, MAX_RETRY_DELAY_MS));
+    const delay = Math.max(doubled, outcome.retryAfterMs ?? 0);
     return { status: 'retrying', retryAt: new Date(now.getTime() + delay) };
   }
   return { status: 'failed', retryAt: null };

@@ -116,6 +116,25 @@ t.test('nextState: backoff doubles from the base delay, Retry-After only when lo
   t.strictSame(nextState({ verdict: 'succeeded' }, 5, policy, now), { status: 'succeeded', retryAt: null });
 });
 
+t.test('nextState: the doubled delay stops at a day, so the highest attempt number WEBHOOK_MAX_ATTEMPTS allows still has a date', async (t) => {
+  const now = new Date('2026-03-01T12:00:00Z');
+  const policy = { maxAttempts: 100, retryDelayMs: 30_000 };
+  const day = 24 * 3600 * 1000;
+  const delay = (attempt: number, outcome: { verdict: 'retry'; retryAfterMs?: number } = { verdict: 'retry' }) =>
+    nextState(outcome, attempt, policy, now).retryAt!.getTime() - now.getTime();
+  t.equal(delay(12), 30_000 * 2 ** 11, 'attempt 12 waits 17 h, still doubled');
+  t.equal(delay(13), day, 'attempt 13 would wait 34 h: a day');
+  for (const attempt of [40, 60, 99]) t.equal(delay(attempt), day, `attempt ${attempt}: a day, a valid date`);
+  t.equal(nextState({ verdict: 'retry' }, 99, policy, now).retryAt!.toISOString(), '2026-03-02T12:00:00.000Z');
+  t.equal(delay(99, { verdict: 'retry', retryAfterMs: 3_600_000 }), day, 'a shorter Retry-After changes nothing');
+  const longBase = { maxAttempts: 100, retryDelayMs: 2 ** 31 - 1 };
+  t.equal(
+    nextState({ verdict: 'retry' }, 99, longBase, now).retryAt!.getTime() - now.getTime(),
+    2 ** 31 - 1,
+    'a base delay above a day (the largest one configurable) is kept, never doubled',
+  );
+});
+
 t.test('responseOutcome: the status, its verdict and error text, the duration, and a usable Retry-After', async (t) => {
   const now = new Date('2026-03-01T12:00:00Z');
   t.strictSame(responseOutcome({ status: 204, headers: {}, durationMs: 12 }, now), { verdict: 'succeeded', responseStatus: 204, durationMs: 12, error: null });
