@@ -29,7 +29,7 @@ export interface Receiver {
   releaseHung(): void;
 }
 
-export async function startReceiver(t: Test): Promise<Receiver> {
+export async function startReceiver(t: Test, options: { maxBodyBytes?: number } = {}): Promise<Receiver> {
   const requests: ReceivedRequest[] = [];
   const scripts = new Map<string, Scripted[]>();
   const hung: http.ServerResponse[] = [];
@@ -40,6 +40,10 @@ export async function startReceiver(t: Test): Promise<Receiver> {
       const path = (req.url ?? '/').split('?')[0]!;
       const raw = Buffer.concat(chunks);
       requests.push({ method: req.method ?? '', path, headers: req.headers, body: raw.toString('utf8'), raw, at: Date.now() });
+      if (options.maxBodyBytes !== undefined && raw.length > options.maxBodyBytes) {
+        res.writeHead(413, { 'content-type': 'text/plain' }).end('payload too large');
+        return;
+      }
       const script = scripts.get(path) ?? [200];
       const answer = script.length > 1 ? script.shift()! : script[0]!;
       if (answer === 'hang') {

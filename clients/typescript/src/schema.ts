@@ -1575,7 +1575,10 @@ export interface paths {
          *     deleted by its owner first (a browser profile shared by two accounts is registered by
          *     the first of them). Every new notification stored for the
          *     user is then pushed to each subscription as the JSON message
-         *     `{id, title, body, url}` (`body` as plain text). A subscription the push service
+         *     `{id, title, body, url}` (`body` as plain text) of at most 3072 bytes, which push
+         *     services accept: a longer body is shortened first, then the title (each ending with
+         *     `…`), and a `url` too long to fit is sent as `/`. The notification itself keeps them
+         *     whole (fetch it by `id`). A subscription the push service
          *     answers with 404 or 410 is deleted. Delivery is at least once: if sending a batch
          *     fails inside Atrium after messages went out (database unavailable), the batch is sent
          *     again and a device may receive a message twice (same `id`).

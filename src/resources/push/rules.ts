@@ -135,51 +135,86 @@ export async function subscriptionErrors(outbound: OutboundClient, input: Subscr
 }
 
 /**
- * Push services accept about 4 KB of payload (RFC 8291 §4: 4078 bytes of plaintext in one
- * record; some services less), and a notification shows a few lines anyway: the body is
- * shortened until the whole message fits in PUSH_MESSAGE_MAX_BYTES.
+ * A push service must accept 4096 bytes of encrypted body and may refuse more (RFC 8030
+ * §7.2; 413). Encrypted in one aes128gcm record (RFC 8291 §4), a message takes 103 bytes
+ * more with `web-push` (an 86-byte header with the sender's key, a 16-byte tag and the
+ * padding delimiter): 3993 bytes would fit. A notification shows a few lines anyway, so a
+ * message is kept within PUSH_MESSAGE_MAX_BYTES, 3175 bytes encrypted
+ * (test/resources/push/push.test.ts measures what the library sends).
  */
 export const PUSH_MESSAGE_MAX_BYTES = 3072;
 
-const pushMessage = (notificationId: string, data: NotificationData, body: string) =>
-  JSON.stringify({ id: notificationId, title: data.title, body, url: data.url });
+/** What a push message says of its notification. */
+interface PushParts {
+  title: string;
+  body: string;
+  url: string;
+}
 
-/** The body of the push message of notification `notificationId`: plain text, shortened with `…` until the message fits. */
-function pushBody(notificationId: string, data: NotificationData): string {
-  const text = plainText(data.body);
-  let body = text;
-  let json = pushMessage(notificationId, data, body);
-  const characters = [...text];
-  let keep = characters.length;
-  // Shrink in proportion to the excess (characters take 1–4 bytes, more when escaped).
-  while (Buffer.byteLength(json) > PUSH_MESSAGE_MAX_BYTES && keep > 0) {
-    keep = Math.min(keep - 1, Math.floor((keep * PUSH_MESSAGE_MAX_BYTES) / Buffer.byteLength(json)));
-    body = keep > 0 ? `${characters.slice(0, keep).join('')}…` : '';
-    json = pushMessage(notificationId, data, body);
+const pushMessage = (notificationId: string, parts: PushParts) => JSON.stringify({ id: notificationId, title: parts.title, body: parts.body, url: parts.url });
+
+const fits = (json: string) => Buffer.byteLength(json) <= PUSH_MESSAGE_MAX_BYTES;
+
+/**
+ * `text`, or its longest beginning followed by `…` that `fits` ('' when none does). It is
+ * cut between code points, never inside a surrogate pair (JSON would carry half of one as
+ * an escape that no UTF-8 decoder makes a character of).
+ */
+function longestFitting(text: string, fits: (candidate: string) => boolean): string {
+  if (fits(text)) return text;
+  // Every character takes a byte at least: no more than the limit can fit.
+  const characters: string[] = [];
+  for (const character of text) {
+    if (characters.length === PUSH_MESSAGE_MAX_BYTES) break;
+    characters.push(character);
   }
-  return body;
+  const candidate = (keep: number) => (keep > 0 ? `${characters.slice(0, keep).join('')}…` : '');
+  // A longer beginning never takes fewer bytes: the longest that fits, by halving.
+  let low = 0;
+  let high = characters.length;
+  while (low < high) {
+    const middle = Math.ceil((low + high) / 2);
+    if (fits(candidate(middle))) low = middle;
+    else high = middle - 1;
+  }
+  return candidate(low);
+}
+
+/**
+ * What the push message of notification `notificationId` says, shortened until it fits:
+ * the body first (plain text), then the title. The URL is kept whole or not at all, since a
+ * shortened one leads elsewhere: when it leaves no room even alone (thousands of bytes, as
+ * a URL of 2048 characters of 2 to 4 bytes each can be), the start page `/` stands in for
+ * it. The notification's record keeps every part whole.
+ */
+function pushParts(notificationId: string, data: NotificationData): PushParts {
+  const message = (parts: PushParts) => pushMessage(notificationId, parts);
+  const body = plainText(data.body);
+  const url = fits(message({ title: '', body: '', url: data.url })) ? data.url : '/';
+  const title = longestFitting(data.title, (candidate) => fits(message({ title: candidate, body: '', url })));
+  return { title, body: longestFitting(body, (candidate) => fits(message({ title, body: candidate, url }))), url };
 }
 
 /** The push message is `{id, title, body, url}`, body as plain text (the spec, operationId createPushSubscription). */
 export function pushPayload(notificationId: string, data: NotificationData): string {
-  return pushMessage(notificationId, data, pushBody(notificationId, data));
+  return pushMessage(notificationId, pushParts(notificationId, data));
 }
 
 /**
  * `pushPayload` for the messages of one job, which share their contents (one dispatch's):
- * the body is made plain and shortened once per contents, not once per message, since that
- * takes milliseconds of the event loop for a long body. It fits every id of the same length
- * (notification ids are UUIDs).
+ * the parts are made plain and shortened once per contents, not once per message, since
+ * that takes milliseconds of the event loop for a long body. They fit every id of the same
+ * length (notification ids are UUIDs).
  */
 export function pushPayloads(): (notificationId: string, data: NotificationData) => string {
-  const bodies = new Map<NotificationData, { idLength: number; body: string }>();
+  const shortened = new Map<NotificationData, { idLength: number; parts: PushParts }>();
   return (notificationId, data) => {
-    let known = bodies.get(data);
+    let known = shortened.get(data);
     if (known?.idLength !== notificationId.length) {
-      known = { idLength: notificationId.length, body: pushBody(notificationId, data) };
-      bodies.set(data, known);
+      known = { idLength: notificationId.length, parts: pushParts(notificationId, data) };
+      shortened.set(data, known);
     }
-    return pushMessage(notificationId, data, known.body);
+    return pushMessage(notificationId, known.parts);
   };
 }
 

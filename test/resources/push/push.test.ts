@@ -25,7 +25,8 @@ const api = await startTestApi(t, {
   pushRetryDelayMs: 50,
   pushMaxAttempts: 3,
 });
-const pushService = await startReceiver(t);
+// A push service must accept 4096 bytes of body (RFC 8030 §7.2, RFC 8291 §4), and refuses more, as real ones do.
+const pushService = await startReceiver(t, { maxBodyBytes: 4096 });
 const tenant = await api.createTenant('push');
 const other = await api.createTenant('push-other');
 const alice = await api.createUser(tenant.tenantId);
@@ -443,6 +444,47 @@ t.test('a long body is shortened so the message fits a push', async (t) => {
   t.equal(message.title, 'T');
   const short = JSON.parse(pushPayload('00000000-0000-0000-0000-000000000000', { title: 'T', body: '<p>a &lt; b</p>', url: '/u' }));
   t.equal(short.body, 'a < b', 'short bodies stay whole, entities decoded');
+});
+
+t.test('a notification with the longest title and URL the API accepts arrives, within what push services take', async (t) => {
+  await api.db.owner.delete(pushSubscriptions);
+  // Each title character a control character (6 bytes escaped in JSON), each URL character 2 or 4 bytes: some 5,700
+  // to 9,300 bytes of message, which push services would refuse (413) once encrypted.
+  const cases = [
+    { name: 'control characters and ü', title: '\u0001'.repeat(255), url: `/${'ü'.repeat(2047)}`, body: '<p>At 10:00</p>' },
+    { name: 'emoji (surrogate pairs)', title: '😀'.repeat(255), url: `/${'😀'.repeat(2047)}`, body: `<p>${'😀'.repeat(5000)}</p>` },
+    { name: 'a URL that fits, a title that must be shortened', title: '\u0001'.repeat(255), url: `/${'ü'.repeat(1400)}`, body: '<p>Body</p>' },
+  ];
+  const lone = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+  for (const { name, title, url, body } of cases) {
+    const subscriber = await api.createUser(tenant.tenantId);
+    const browser = browserSubscription();
+    const path = pushPath();
+    pushService.script(path, [201]);
+    await register(t, subscriber.token, { endpoint: pushService.url(path), keys: browser.keys });
+    t.equal((await notifyUsers(t, [subscriber.id], { title, body, url })).status, 202, `${name}: accepted`);
+    const [request] = await eventually(
+      async () => pushService.received(path),
+      (r) => r.length >= 1,
+    );
+    t.ok(request!.raw.length <= 4096, `${name}: ${request!.raw.length} bytes encrypted, at most 4096`);
+    const [row] = await api.db.owner.select().from(pushSubscriptions).where(eq(pushSubscriptions.userId, subscriber.id));
+    t.equal(row!.lastFailureStatus, null, `${name}: no failure recorded`);
+    let text: string;
+    try {
+      text = decryptPush(browser, request!.raw);
+    } catch (error) {
+      t.fail(`${name}: not one record the browser can decrypt: ${(error as Error).message}`);
+      continue;
+    }
+    t.ok(Buffer.byteLength(text) <= PUSH_MESSAGE_MAX_BYTES, `${name}: ${Buffer.byteLength(text)} bytes decrypted`);
+    const message = JSON.parse(text) as { id: string; title: string; body: string; url: string };
+    const [stored] = (await api.call(t, 'listNotifications', { token: subscriber.token })).body;
+    t.equal(message.id, stored.id, `${name}: the notification's id`);
+    for (const field of ['title', 'body', 'url'] as const) t.notMatch(message[field], lone, `${name}: ${field} holds whole characters`);
+    t.ok(message.url === url || message.url === '/', `${name}: the URL whole, or the start page when it cannot fit`);
+    t.ok(title.startsWith(message.title.replace(/…$/, '')), `${name}: the title, or its beginning`);
+  }
 });
 
 t.test('a delivery resumed after a crash pushes the batches whose push was lost, and none twice', async (t) => {

@@ -104,6 +104,36 @@ t.test('pushPayload: {id, title, body, url} with the body as plain text', async 
   t.strictSame(JSON.parse(pushPayload(id, { title: 'T', body: '<p>a &amp; <b>b</b></p>', url: '/x' })), { id, title: 'T', body: 'a & b', url: '/x' });
 });
 
+t.test('pushPayload: the body is shortened first, then the title; a URL that cannot fit alone becomes /', async (t) => {
+  const id = '00000000-0000-0000-0000-000000000001';
+  const limit = 3072;
+  const lone = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+  const made = (data: { title: string; body: string; url: string }) => {
+    const json = pushPayload(id, data);
+    t.ok(Buffer.byteLength(json) <= limit, `${Buffer.byteLength(json)} bytes`);
+    const message = JSON.parse(json) as { id: string; title: string; body: string; url: string };
+    for (const field of ['title', 'body', 'url'] as const) t.notMatch(message[field], lone, `${field}: no half of a surrogate pair`);
+    return message;
+  };
+  const controls = '\u0001'.repeat(255);
+  // 255 control characters are 1,530 bytes in JSON, a URL of 2047 'ü' 4,095: together 5,700.
+  t.strictSame(made({ title: controls, body: '<p>Body</p>', url: `/${'ü'.repeat(2047)}` }), { id, title: controls, body: 'Body', url: '/' });
+  const fitting = `/${'ü'.repeat(1400)}`;
+  const shortTitle = made({ title: controls, body: '<p>Body</p>', url: fitting });
+  t.equal(shortTitle.url, fitting, 'a URL that fits stays whole');
+  t.equal(shortTitle.body, '', 'the body gives way first');
+  t.equal(shortTitle.title, `${'\u0001'.repeat(shortTitle.title.length - 1)}…`, 'then the title, marked as shortened');
+  const oneMore = JSON.stringify({ id, title: `${'\u0001'.repeat(shortTitle.title.length)}…`, body: '', url: fitting });
+  t.ok(Buffer.byteLength(oneMore) > limit, 'and no shorter than it must be');
+  const emoji = made({ title: '😀'.repeat(255), body: `<p>${'😀'.repeat(5000)}</p>`, url: `/${'😀'.repeat(2047)}` });
+  t.equal(emoji.url, '/');
+  t.equal(emoji.title, '😀'.repeat(255));
+  t.match(emoji.body, /^(😀)+…$/, 'cut between characters');
+  const long = made({ title: 'T', body: `<p>${'ä'.repeat(5000)}</p>`, url: '/u' });
+  t.match(long.body, /^ä+…$/);
+  t.strictSame([long.title, long.url], ['T', '/u'], 'a long body alone leaves title and URL as they are');
+});
+
 t.test('settleOutcomes: sent, gone, recorded, retried after the backoff, given up on the last attempt', async (t) => {
   t.strictSame(GONE_STATUSES, [404, 410]);
   const now = new Date('2030-01-01T00:00:00Z');
