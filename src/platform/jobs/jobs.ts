@@ -335,6 +335,14 @@ export class Jobs {
   }
 }
 
+/**
+ * Creates each queue, or brings one that exists to its definition: pg-boss's `createQueue`
+ * leaves an existing queue as it is, so a database set up by an older release would keep
+ * that release's policy (an expiry since raised, say).
+ */
 async function createQueues(boss: PgBoss, definitions: readonly JobDefinition<never, never>[]): Promise<void> {
-  for (const definition of definitions) await boss.createQueue(definition.name, { name: definition.name, ...definition.queue });
+  for (const definition of definitions) {
+    await boss.createQueue(definition.name, { name: definition.name, ...definition.queue });
+    if (definition.queue) await boss.updateQueue(definition.name, { name: definition.name, ...definition.queue });
+  }
 }

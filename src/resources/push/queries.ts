@@ -86,6 +86,8 @@ export interface BatchRecipients {
 
 /** One message to send, with what it is encrypted for. */
 export interface PushMessage extends PushDelivery {
+  /** The user the notification is for. */
+  recipientId: number;
   endpoint: string;
   p256dh: string;
   auth: string;
@@ -99,8 +101,9 @@ export interface PushMessage extends PushDelivery {
  * dispatch holds the dispatch's contents (up to 64 KiB of HTML, several times that once
  * sanitized): read with each message, a batch of 5000 recipients would hold 5000 copies.
  * A message whose notification was deleted between the two (a reset) is left out.
+ * With `limit`, a batch's first `limit` messages only, in recipient order.
  */
-export async function loadMessages(tx: Tx, which: BatchRecipients | { deliveries: readonly PushDelivery[] }): Promise<PushMessage[]> {
+export async function loadMessages(tx: Tx, which: BatchRecipients | { deliveries: readonly PushDelivery[] }, limit?: number): Promise<PushMessage[]> {
   const selection =
     'deliveries' in which
       ? sql`(s.id, n.id) in (select * from unnest(${`{${which.deliveries.map((d) => Math.trunc(d.subscriptionId)).join(',')}}`}::bigint[],
@@ -109,17 +112,19 @@ export async function loadMessages(tx: Tx, which: BatchRecipients | { deliveries
   const rows = await tx.execute<{
     subscription_id: string;
     notification_id: string;
+    recipient_id: string;
     dispatch_id: string;
     endpoint: string;
     p256dh: string;
     auth: string;
   }>(sql`
-    select s.id as subscription_id, n.id as notification_id, n.dispatch_id, s.endpoint, s.p256dh, s.auth
+    select s.id as subscription_id, n.id as notification_id, n.notifiable_id as recipient_id, n.dispatch_id, s.endpoint, s.p256dh, s.auth
     from notifications n
     join users u on u.tenant_id = n.tenant_id and u.id = n.notifiable_id
     join push_subscriptions s on s.tenant_id = n.tenant_id and s.user_id = n.notifiable_id
     where n.notifiable_type = 'user' and u.active and u.deleted_at is null and not u.group_account
-      and ${selection}`);
+      and ${selection}
+    ${limit === undefined ? sql`` : sql`order by n.notifiable_id, s.id limit ${limit}`}`);
   if (rows.length === 0) return [];
   const firstOfDispatch = new Map<string, string>();
   for (const row of rows) if (!firstOfDispatch.has(row.dispatch_id)) firstOfDispatch.set(row.dispatch_id, row.notification_id);
@@ -131,6 +136,7 @@ export async function loadMessages(tx: Tx, which: BatchRecipients | { deliveries
     .map((row) => ({
       subscriptionId: Number(row.subscription_id),
       notificationId: row.notification_id,
+      recipientId: Number(row.recipient_id),
       endpoint: row.endpoint,
       p256dh: row.p256dh,
       auth: row.auth,

@@ -2,10 +2,11 @@
  * Web Push delivery (docs/notifications.md#push): one job per stored notification batch
  * sends the batch's notifications to every subscription of its recipients, loaded with ONE
  * set-based query and their shared contents with one more (a 10,000-recipient fan-out is two
- * batches, so four queries, never one per user). Messages are encrypted (RFC 8291,
- * aes128gcm) and signed (VAPID, RFC 8292) by `web-push`'s `generateRequestDetails`, and sent
- * through the outbound client (timeouts, no redirects, the address policy on the address
- * connected to).
+ * batches, so four queries, never one per user). A job sends at most `pushMessagesPerJob`
+ * messages, so that it ends within its expiry; the rest is another job. Messages are
+ * encrypted (RFC 8291, aes128gcm) and signed (VAPID, RFC 8292) by `web-push`'s
+ * `generateRequestDetails`, and sent through the outbound client (timeouts, no redirects,
+ * the address policy on the address connected to).
  *
  * Each send is judged by the shared delivery rules (docs/outbound-delivery.md#delivery-outcomes)
  * with 404 and 410 as gone, and settled by `settleOutcomes` (rules.ts): gone subscriptions
@@ -16,6 +17,7 @@
  */
 import { OUTBOUND_CONCURRENCY } from '../../platform/outbound/client.ts';
 import type webPushModule from 'web-push';
+import type { Tx } from '../../platform/database/database.ts';
 import { defineJob } from '../../platform/jobs/define.ts';
 import { attemptDelivery, type DeliveryOutcome } from '../../platform/outbound/delivery-outcome.ts';
 import type { Services } from '../../platform/services.ts';
@@ -41,6 +43,50 @@ export type PushJobData = PushBatch | PushRetry;
 const PUSH_TTL_SECONDS = 24 * 3600;
 /** Requests in flight at once per job. */
 const CONCURRENCY = 8;
+
+/**
+ * How long pg-boss lets a push job run (`expireInSeconds`). Past it, pg-boss deems the job
+ * lost and runs it again, beside the first run if that is merely slow: every message of
+ * the job would be sent twice. So each job is bounded to end well within it
+ * (`pushMessagesPerJob`). pg-boss admits less than 24 hours.
+ */
+export const PUSH_JOB_EXPIRE_SECONDS = 30 * 60;
+
+/** Of the expiry, what is kept for all but the requests: the queries, encrypting and signing, queueing the retries. */
+const PUSH_JOB_SPARE_SECONDS = 5 * 60;
+
+/**
+ * The most messages one job sends, so that it ends within its expiry when every request
+ * takes the whole OUTBOUND_TIMEOUT_MS (which bounds each, the connection included): as many
+ * rounds of CONCURRENCY requests as fit in the expiry less the spare time, three at least
+ * (24 messages, more than the 20 subscriptions one recipient may hold). With the 15 s
+ * default that is 100 rounds, 800 messages, 25 minutes at the very worst; three rounds fit
+ * up to a timeout of 500 s.
+ */
+export function pushMessagesPerJob(outboundTimeoutMs: number): number {
+  const rounds = Math.floor(((PUSH_JOB_EXPIRE_SECONDS - PUSH_JOB_SPARE_SECONDS) * 1000) / outboundTimeoutMs);
+  return CONCURRENCY * Math.max(3, rounds);
+}
+
+/**
+ * The job's own messages, at most `limit`, and the rest of its work as a job of its own.
+ * A batch is cut between recipients (in id order), so its rest is again a batch: the
+ * recipients after the last one this job sends to. Never less than one recipient's
+ * messages: one who held more than `limit` subscriptions (beyond the cap) would get the
+ * first `limit`.
+ */
+async function jobShare(tx: Tx, data: PushJobData, limit: number): Promise<{ messages: PushMessage[]; rest: PushJobData | null }> {
+  if ('deliveries' in data) {
+    const rest = data.deliveries.length > limit ? { ...data, deliveries: data.deliveries.slice(limit) } : null;
+    return { messages: await loadMessages(tx, { deliveries: data.deliveries.slice(0, limit) }), rest };
+  }
+  const loaded = await loadMessages(tx, data, limit + 1);
+  if (loaded.length <= limit) return { messages: loaded, rest: null };
+  const cut = loaded[limit]!.recipientId;
+  const whole = loaded.filter((message) => message.recipientId < cut);
+  const messages = whole.length > 0 ? whole : loaded.slice(0, limit);
+  return { messages, rest: { ...data, afterUserId: messages.at(-1)!.recipientId } };
+}
 
 async function sendOne(
   services: Services,
@@ -87,9 +133,15 @@ async function inPool<T, R>(items: T[], limit: number, work: (item: T) => Promis
   return results;
 }
 
-/** Sends the job's messages and applies the outcomes with a constant number of queries. */
+/**
+ * Sends the job's messages (at most `pushMessagesPerJob`; the rest is queued as another
+ * job) and applies the outcomes with a constant number of queries.
+ */
 export async function sendPushes(services: Services, data: PushJobData): Promise<PushTally> {
-  const messages = await services.db.tenant(data.tenantId, (tx) => loadMessages(tx, data));
+  const limit = pushMessagesPerJob(services.config.outboundTimeoutMs);
+  const { messages, rest } = await services.db.tenant(data.tenantId, (tx) => jobShare(tx, data, limit));
+  // Queued first: another worker sends it meanwhile.
+  if (rest) await services.jobs.send(sendPushJob, rest);
   if (messages.length === 0) return { sent: 0, gone: 0, retried: 0, failed: 0 };
   const keys = await vapidKeys(services.config, services.db);
   // Loaded here: only a process that sends push messages holds the library (docs/performance.md#memory-of-a-started-process).
@@ -116,7 +168,7 @@ export const sendPushJob = defineJob<PushJobData>({
   // sends the batch's messages again: delivery is at least once, and a device may show a
   // notification twice (a service worker that uses the message `id` as the notification
   // `tag` makes the browser replace it instead).
-  queue: { retryLimit: 3, retryDelay: 5, retryBackoff: true },
+  queue: { retryLimit: 3, retryDelay: 5, retryBackoff: true, expireInSeconds: PUSH_JOB_EXPIRE_SECONDS },
   work: { batchSize: 1, pollingIntervalSeconds: 1 },
   // Each waits on a receiver up to OUTBOUND_TIMEOUT_MS: one tenant's that hangs holds one worker, not the process's deliveries.
   concurrency: OUTBOUND_CONCURRENCY,

@@ -8,6 +8,7 @@ import t from 'tap';
 import { jobDefinitions } from '../../../src/jobs.ts';
 import { Database } from '../../../src/platform/database/database.ts';
 import { Jobs } from '../../../src/platform/jobs/jobs.ts';
+import { PUSH_JOB_EXPIRE_SECONDS } from '../../../src/resources/push/send-push.job.ts';
 import { CITUS_ENV } from '../../helpers/citus.ts';
 import { createTestDatabase } from '../../helpers/database.ts';
 
@@ -44,4 +45,15 @@ t.test('three processes start the job queue at once on a database that has none'
     const workers = await db.ownerSql<{ result: string }[]>`select result from run_command_on_workers($$select to_regnamespace('pgboss') is not null$$)`;
     t.ok(workers.length > 0 && workers.every((worker) => worker.result === 'f'), 'no job queue on any worker');
   }
+});
+
+t.test('a queue an older release created is brought to its definition when a process starts', async (t) => {
+  // As a release before push jobs had an expiry of their own left it: pg-boss's default (null: 15 minutes).
+  await db.ownerSql`update pgboss.queue set expire_seconds = null, retry_limit = 0 where name = 'push.send'`;
+  const log = { error: () => {}, warn: () => {} };
+  const jobs = await Jobs.start(db.sessionUrl, jobDefinitions, log, { schedule: false, leaseSeconds: 15, db: db.owner });
+  t.teardown(() => jobs.stop());
+  const [queue] = await db.ownerSql<{ expire_seconds: number | null; retry_limit: number }[]>`
+    select expire_seconds, retry_limit from pgboss.queue where name = 'push.send'`;
+  t.strictSame({ ...queue }, { expire_seconds: PUSH_JOB_EXPIRE_SECONDS, retry_limit: 3 }, 'the expiry and retry policy of the definition');
 });

@@ -8,7 +8,7 @@ import { notify } from '../../../src/resources/notifications/notify.ts';
 import { sanitizeBody } from '../../../src/resources/notifications/rules.ts';
 import { deleteUserSubscriptions, loadMessages, recordOutcomes } from '../../../src/resources/push/queries.ts';
 import { PUSH_MESSAGE_MAX_BYTES, pushPayload, pushPayloads } from '../../../src/resources/push/rules.ts';
-import { sendPushes } from '../../../src/resources/push/send-push.job.ts';
+import { sendPushJob, sendPushes } from '../../../src/resources/push/send-push.job.ts';
 import { pushSubscriptions } from '../../../src/resources/push/table.ts';
 import { DESTINATION_NOT_ALLOWED, NOT_AN_ALLOWED_DESTINATION, NOT_DELIVERED } from '../../../src/platform/outbound/client.ts';
 import { startTestApi } from '../../helpers/atrium.ts';
@@ -485,6 +485,52 @@ t.test('a notification with the longest title and URL the API accepts arrives, w
     t.ok(message.url === url || message.url === '/', `${name}: the URL whole, or the start page when it cannot fit`);
     t.ok(title.startsWith(message.title.replace(/…$/, '')), `${name}: the title, or its beginning`);
   }
+});
+
+t.test('a push job ends within the expiry pg-boss stores for it, even when every push service takes the whole timeout', async (t) => {
+  await api.db.owner.delete(pushSubscriptions);
+  // Push services that each take OUTBOUND_TIMEOUT_MS at 5 minutes (a value the configuration admits), 8 requests in flight.
+  const timeoutSeconds = 300;
+  const services = { ...api.atrium.services, config: { ...api.atrium.services.config, outboundTimeoutMs: timeoutSeconds * 1000 } };
+  const recipients = await Promise.all(Array.from({ length: 30 }, () => api.createUser(tenant.tenantId)));
+  const path = pushPath();
+  await api.db.owner.insert(pushSubscriptions).values(
+    recipients.flatMap((user) =>
+      ['phone', 'laptop'].map((device) => ({
+        tenantId: tenant.tenantId,
+        userId: user.id,
+        endpoint: pushService.url(`${path}-${user.id}-${device}`),
+        ...browserSubscription().keys,
+      })),
+    ),
+  );
+  const dispatchId = crypto.randomUUID();
+  await api.db.owner.execute(sql`
+    insert into notifications (tenant_id, dispatch_id, type, notifiable_id, data)
+    select ${tenant.tenantId}, ${dispatchId}::uuid, 'customNotification', u, '{"title":"T","body":"B","url":"/"}'::jsonb
+    from unnest(${`{${recipients.map((u) => u.id).join(',')}}`}::bigint[]) u`);
+  const ids = recipients.map((u) => u.id);
+  const batch = { tenantId: tenant.tenantId, dispatchId, afterUserId: Math.min(...ids) - 1, lastUserId: Math.max(...ids) };
+  // The job as the delivery queues it, kept from the workers (a day ahead): its expiry as pg-boss stores it.
+  const queued = await api.atrium.services.jobs.send(sendPushJob, batch, { startAfter: new Date(Date.now() + 86_400_000) });
+  const [stored] = await api.db.owner.execute<{ expire: number }>(
+    sql`select extract(epoch from expire_in)::int as expire from pgboss.job where id = ${queued}::uuid`,
+  );
+  await api.db.owner.execute(sql`delete from pgboss.job where id = ${queued}::uuid`);
+  const [queue] = await api.db.owner.execute<{ expire_seconds: number | null }>(sql`select expire_seconds from pgboss.queue where name = 'push.send'`);
+  t.equal(queue!.expire_seconds, stored!.expire, "the queue's expiry, which every push job gets");
+
+  const tally = await sendPushes(services, batch);
+  const longest = Math.ceil(tally.sent / 8) * timeoutSeconds;
+  t.ok(longest < stored!.expire, `this job sent ${tally.sent} of 60 messages, at most ${longest} s, within its expiry of ${stored!.expire} s`);
+  const received = await eventually(
+    async () => recipients.flatMap((user) => ['phone', 'laptop'].map((device) => pushService.received(`${path}-${user.id}-${device}`).length)),
+    (counts) => counts.every((count) => count >= 1),
+  );
+  t.ok(
+    received.every((count) => count === 1),
+    'the rest went out as jobs of their own: every subscription got its message once',
+  );
 });
 
 t.test('a delivery resumed after a crash pushes the batches whose push was lost, and none twice', async (t) => {
