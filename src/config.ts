@@ -202,7 +202,8 @@ export const environmentSchema = {
     WEBHOOK_ALLOWED_CIDRS: { type: 'string', format: 'cidr-list', description: 'a comma-separated list of CIDRs, e.g. 10.0.0.0/8,::1/128' },
     PUSH_ALLOWED_CIDRS: { type: 'string', format: 'cidr-list', description: 'a comma-separated list of CIDRs, e.g. 10.0.0.5/32' },
     OUTBOUND_CONNECT_TIMEOUT_MS: integer(1, 2 ** 31 - 1, 5_000, 'a number of milliseconds, at least 1'),
-    OUTBOUND_TIMEOUT_MS: integer(1, 2 ** 31 - 1, 15_000, 'a number of milliseconds, at least 1'),
+    // At most five minutes: a push job's bound (three rounds of requests within its expiry) holds up to 500 s.
+    OUTBOUND_TIMEOUT_MS: integer(1, 300_000, 15_000, 'a number of milliseconds from 1 to 300000 (five minutes)'),
     WEBHOOK_MAX_ATTEMPTS: integer(1, 100, 6, 'an integer from 1 to 100'),
     WEBHOOK_RETRY_DELAY_MS: integer(0, 2 ** 31 - 1, 30_000, 'a number of milliseconds'),
     SMTP_URL: { type: 'string', format: 'smtp-url', writeOnly: true, description: 'an SMTP URL, smtp://user:password@host:587 or smtps://…' },

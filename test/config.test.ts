@@ -89,6 +89,8 @@ t.test('each mistake is one line naming the variable and what it accepts', async
     // Longer than the API's limit: that administrator could never sign in.
     [{ ATRIUM_ADMIN_PASSWORD: 'p'.repeat(1025) }, /^ATRIUM_ADMIN_PASSWORD: its value is not accepted; expected a password of at most 1024 characters$/],
     [{ PORT: '3e3' }, /^PORT: "3e3" is not accepted/],
+    // Longer, a push job could outlast its expiry and be sent again beside itself.
+    [{ OUTBOUND_TIMEOUT_MS: '300001' }, /^OUTBOUND_TIMEOUT_MS: "300001" is not accepted; expected a number of milliseconds from 1 to 300000 \(five minutes\)$/],
     [{ PORT: ' 3300' }, /^PORT: " 3300" is not accepted/],
     [{ PORT: '3300.0' }, /^PORT: "3300.0" is not accepted/],
     [{ PORT: '-0' }, /^PORT: "-0" is not accepted/],
