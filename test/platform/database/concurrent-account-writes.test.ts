@@ -453,7 +453,7 @@ t.test('a SCIM write does not commit after its token was revoked', async (t) => 
     const waiting = async () =>
       (
         await api.db.owner.execute<{ n: number }>(
-          sql`select count(*)::int as n from ${activity} where wait_event_type = 'Lock' and query ilike '%scim_tokens%'`,
+          sql`select count(*)::int as n from ${activity} where wait_event_type = 'Lock' and datname = current_database() and query ilike '%scim_tokens%'`,
         )
       )[0]!.n;
     for (let waited = 0; (await waiting()) === 0 && waited < 5_000; waited += 50) await sleep(50);
@@ -475,7 +475,9 @@ t.test("a SCIM write whose token's hold fails is answered, creates nothing, and 
       await revocation.execute(sql`select id from scim_tokens where tenant_id = ${tenant.tenantId} and token_hash = ${hashToken(scimToken)} for update`);
       const pending = scim('POST', '/Users', user);
       const waiting = async () =>
-        api.db.owner.execute<{ pid: number }>(sql`select ${waiterId} as pid from ${activity} where wait_event_type = 'Lock' and query ilike '%scim_tokens%'`);
+        api.db.owner.execute<{ pid: number }>(
+          sql`select ${waiterId} as pid from ${activity} where wait_event_type = 'Lock' and datname = current_database() and query ilike '%scim_tokens%'`,
+        );
       let waiters = await waiting();
       for (let waited = 0; waiters.length === 0 && waited < 5_000; waited += 20) {
         await sleep(20);
