@@ -17,6 +17,9 @@ import t from 'tap';
 import { freePort, startEmbeddedPostgres } from '../../../src/platform/database/embedded.ts';
 import { alive, postmasterOf, startAtriumProcess } from '../../helpers/processes.ts';
 
+// Embedded PostgreSQL servers initialised, started and stopped: 50 s here, more on a slower machine than tap's 120 s allow.
+t.setTimeout(300_000);
+
 t.test('a DATA_DIR that cannot be a folder is refused in one sentence naming it, before anything starts', async (t) => {
   const file = path.join(os.tmpdir(), `atrium-not-a-folder-${randomBytes(4).toString('hex')}`);
   writeFileSync(file, '');

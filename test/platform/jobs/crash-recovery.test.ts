@@ -15,6 +15,9 @@ import { eventually } from '../../helpers/eventually.ts';
 import { startAtriumProcess, type AtriumProcess } from '../../helpers/processes.ts';
 import { startReceiver } from '../../helpers/receiver.ts';
 
+// Worker processes started, killed and started again: a minute here, more on a slower machine than tap's 120 s allow.
+t.setTimeout(300_000);
+
 const LEASE_SECONDS = 3;
 const MEMBERS = 3000;
 
