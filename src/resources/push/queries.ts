@@ -100,7 +100,8 @@ export interface PushMessage extends PushDelivery {
  * active and not deleted; then the contents, once per dispatch. Every notification of a
  * dispatch holds the dispatch's contents (up to 64 KiB of HTML, several times that once
  * sanitized): read with each message, a batch of 5000 recipients would hold 5000 copies.
- * A message whose notification was deleted between the two (a reset) is left out.
+ * A message whose notification was deleted between the two (a reset) is left out; the
+ * others of its dispatch are not.
  * With `limit`, a batch's first `limit` messages only, in recipient order.
  */
 export async function loadMessages(tx: Tx, which: BatchRecipients | { deliveries: readonly PushDelivery[] }, limit?: number): Promise<PushMessage[]> {
@@ -110,6 +111,7 @@ export async function loadMessages(tx: Tx, which: BatchRecipients | { deliveries
                                                    ${`{${which.deliveries.map((d) => d.notificationId).join(',')}}`}::uuid[]))`
       : sql`n.dispatch_id = ${which.dispatchId}::uuid and n.notifiable_id > ${which.afterUserId} and n.notifiable_id <= ${which.lastUserId}`;
   const rows = await tx.execute<{
+    tenant_id: string;
     subscription_id: string;
     notification_id: string;
     recipient_id: string;
@@ -118,7 +120,7 @@ export async function loadMessages(tx: Tx, which: BatchRecipients | { deliveries
     p256dh: string;
     auth: string;
   }>(sql`
-    select s.id as subscription_id, n.id as notification_id, n.notifiable_id as recipient_id, n.dispatch_id, s.endpoint, s.p256dh, s.auth
+    select n.tenant_id, s.id as subscription_id, n.id as notification_id, n.notifiable_id as recipient_id, n.dispatch_id, s.endpoint, s.p256dh, s.auth
     from notifications n
     join users u on u.tenant_id = n.tenant_id and u.id = n.notifiable_id
     join push_subscriptions s on s.tenant_id = n.tenant_id and s.user_id = n.notifiable_id
@@ -126,13 +128,18 @@ export async function loadMessages(tx: Tx, which: BatchRecipients | { deliveries
       and ${selection}
     ${limit === undefined ? sql`` : sql`order by n.notifiable_id, s.id limit ${limit}`}`);
   if (rows.length === 0) return [];
-  const firstOfDispatch = new Map<string, string>();
-  for (const row of rows) if (!firstOfDispatch.has(row.dispatch_id)) firstOfDispatch.set(row.dispatch_id, row.notification_id);
-  const contents = await tx.execute<{ dispatch_id: string; data: NotificationData }>(sql`
-    select dispatch_id, data from notifications where id = any(${`{${[...firstOfDispatch.values()].join(',')}}`}::uuid[])`);
-  const dataOf = new Map(contents.map((row) => [row.dispatch_id, row.data]));
+  // Which of the messages' notifications still exist, and the contents of the first of each dispatch (its `data`
+  // read for that row only). Named by its tenant: one shard's statement on Citus, which runs the window there.
+  // The rows' tenant is the transaction's (row-level security).
+  const present = await tx.execute<{ id: string; dispatch_id: string; data: NotificationData | null }>(sql`
+    select id, dispatch_id, case when row_number() over (partition by dispatch_id order by id) = 1 then data end as data
+    from notifications
+    where tenant_id = ${rows[0]!.tenant_id} and id = any(${`{${[...new Set(rows.map((row) => row.notification_id))].join(',')}}`}::uuid[])`);
+  const dataOf = new Map<string, NotificationData>();
+  for (const row of present) if (row.data !== null) dataOf.set(row.dispatch_id, row.data);
+  const kept = new Set(present.map((row) => row.id));
   return rows
-    .filter((row) => dataOf.has(row.dispatch_id))
+    .filter((row) => kept.has(row.notification_id))
     .map((row) => ({
       subscriptionId: Number(row.subscription_id),
       notificationId: row.notification_id,

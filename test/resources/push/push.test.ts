@@ -417,6 +417,50 @@ t.test("a batch's push job holds a notification's contents once, whatever the nu
   t.ok(first, 'pushed');
 });
 
+t.test("a notification deleted while its batch's push job reads takes only its own messages with it", async (t) => {
+  await api.db.owner.delete(pushSubscriptions);
+  const recipients = await Promise.all(Array.from({ length: 3 }, () => api.createUser(tenant.tenantId)));
+  const path = pushPath();
+  pushService.script(path, [201]);
+  for (const user of recipients) await register(t, user.token, { endpoint: pushService.url(`${path}-${user.id}`), keys: browserSubscription().keys });
+  const dispatchId = crypto.randomUUID();
+  const stored = await api.db.owner.execute<{ id: string; notifiable_id: string }>(sql`
+    insert into notifications (tenant_id, dispatch_id, type, notifiable_id, data)
+    select ${tenant.tenantId}, ${dispatchId}::uuid, 'customNotification', u, '{"title":"Kept","body":"B","url":"/"}'::jsonb
+    from unnest(${`{${recipients.map((u) => u.id).join(',')}}`}::bigint[]) u
+    returning id, notifiable_id`);
+  const ids = recipients.map((u) => u.id);
+  const batch = { dispatchId, afterUserId: Math.min(...ids) - 1, lastUserId: Math.max(...ids) };
+  // The first recipient's notification is the one whose contents the job reads: deleted (its recipient's reset)
+  // right after the job's first read, committed before its second.
+  const gone = stored.find((row) => Number(row.notifiable_id) === Math.min(...ids))!;
+  let reads = 0;
+  const messages = await api.db.tenant(tenant.tenantId, (tx) => {
+    const interrupted = new Proxy(tx, {
+      get(target, key) {
+        const value = Reflect.get(target, key, target) as unknown;
+        if (key !== 'execute' || typeof value !== 'function') return typeof value === 'function' ? value.bind(target) : value;
+        return async (...args: unknown[]) => {
+          const result = await (value as (...args: unknown[]) => Promise<unknown>).apply(target, args);
+          if (++reads === 1) await api.db.owner.execute(sql`delete from notifications where id = ${gone.id}::uuid`);
+          return result;
+        };
+      },
+    });
+    return loadMessages(interrupted, batch);
+  });
+  t.equal(reads, 2, 'the delete came between the two reads');
+  t.strictSame(
+    messages.map((message) => message.recipientId).sort((a, b) => a - b),
+    ids.filter((id) => id !== Number(gone.notifiable_id)).sort((a, b) => a - b),
+    "the other recipients' messages are kept",
+  );
+  t.ok(
+    messages.every((message) => message.data.title === 'Kept'),
+    'with the contents',
+  );
+});
+
 t.test('the messages of one contents shorten its body once, not once per message', async (t) => {
   const data = { title: 'Long', body: sanitizeBody('&'.repeat(65535)), url: '/' };
   const ids = Array.from({ length: 200 }, () => crypto.randomUUID());
