@@ -226,3 +226,71 @@ t.test("a dispatch's e-mail copies hold its contents once, whatever the number o
     'every copy has the contents',
   );
 });
+
+t.test("a notification deleted while its dispatch's copies are read takes only its own copy with it", async (t) => {
+  const before = received.length;
+  const recipients = await Promise.all(
+    Array.from({ length: 3 }, (_, i) => api.createUser(tenant.tenantId, { values: { wantsEmailNotifications: true, email: `reset-${i}@example.test` } })),
+  );
+  const dispatchId = await owedDispatch(t, recipients, 'Partly reset');
+  const [first] = await api.db.owner.execute<{ id: string; notifiable_id: string }>(
+    sql`select id, notifiable_id from notifications where dispatch_id = ${dispatchId} order by id limit 1`,
+  );
+  // The copies' first notification, whose contents the job reads, is deleted (its recipient's reset) once the job's
+  // read of the copies is answered, and committed before its next statement.
+  let deletes = 0;
+  const deleteFirst = async <T>(rows: T) => {
+    deletes++;
+    await api.db.owner.execute(sql`delete from notifications where id = ${first!.id}::uuid`);
+    return rows;
+  };
+  /** The query `builder` builds (`from` answers another builder), whose answer waits for the delete. */
+  const answeredThenDeleted = (builder: object): object =>
+    new Proxy(builder, {
+      get(target, key) {
+        const value = Reflect.get(target, key, target) as unknown;
+        if (typeof value !== 'function') return value;
+        if (key === 'then') {
+          return (resolve: (rows: unknown) => unknown, reject: (error: unknown) => unknown) =>
+            (value as (ok: (rows: unknown) => unknown) => Promise<unknown>).call(target, deleteFirst).then(resolve, reject);
+        }
+        return (...args: unknown[]) => {
+          const built = (value as (...args: unknown[]) => unknown).apply(target, args);
+          return typeof built === 'object' && built !== null ? answeredThenDeleted(built) : built;
+        };
+      },
+    });
+  let selects = 0;
+  const copies = await api.db.tenant(tenant.tenantId, (tx) =>
+    pendingEmailCopies(
+      new Proxy(tx, {
+        get(target, key) {
+          const value = Reflect.get(target, key, target) as unknown;
+          if (typeof value !== 'function') return value;
+          if (key !== 'select') return value.bind(target);
+          return (...args: unknown[]) => {
+            const builder = (value as (...args: unknown[]) => object).apply(target, args);
+            return selects++ === 0 ? answeredThenDeleted(builder) : builder;
+          };
+        },
+      }) as typeof tx,
+      dispatchId,
+    ),
+  );
+  t.equal(deletes, 1, 'the delete came between the two reads');
+  const owed = recipients.filter((user) => user.id !== Number(first!.notifiable_id)).map((user) => user.id);
+  t.strictSame(
+    copies.map((copy) => copy.email).sort(),
+    recipients
+      .filter((user) => owed.includes(user.id))
+      .map((user) => `reset-${recipients.indexOf(user)}@example.test`)
+      .sort(),
+    "the others' copies are still owed",
+  );
+  t.ok(
+    copies.every((copy) => copy.data.title === 'Partly reset'),
+    'with the contents',
+  );
+  t.equal(await emailDispatch(api.atrium.services, { tenantId: tenant.tenantId, dispatchId }), 2, 'and sent');
+  t.equal(received.length, before + 3 + 2);
+});
