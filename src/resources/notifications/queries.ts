@@ -12,6 +12,7 @@ import { announceStoredBatch, announceUnreadChange } from './channel.ts';
 import { notificationSettingKey, readStateChange, type ReadState } from './rules.ts';
 import { notificationDispatches, notifications, notificationUnreadCounts, type NotificationData } from './table.ts';
 import { ownNotifications, unreadNotifications } from './view.ts';
+import { presentContents } from './contents.ts';
 
 /** A recorded dispatch, as its delivery job names it. */
 export interface Dispatch {
@@ -185,16 +186,15 @@ export async function pendingEmailCopies(tx: Tx, dispatchId: string) {
     // A fixed order: a retry meets the copies in the order the first attempt did.
     .orderBy(notifications.id);
   if (copies.length === 0) return [];
-  // Which copies' notifications still exist (one deleted since, by a reset, is owed no copy), and the contents of
-  // the first of them, read for that row only. Named by its tenant: one shard's statement on Citus, which runs the window there.
-  const present = await tx.execute<{ id: string; data: NotificationData | null }>(sql`
-    select id, case when row_number() over (order by id) = 1 then data end as data
-    from ${notifications}
-    where tenant_id = ${copies[0]!.tenantId} and id = any(${`{${copies.map((copy) => copy.id).join(',')}}`}::uuid[])`);
-  const data = present.find((row) => row.data !== null)?.data;
-  if (data == null) return [];
-  const kept = new Set(present.map((row) => row.id));
-  return copies.filter((copy) => kept.has(copy.id)).map(({ tenantId: _tenantId, ...copy }) => ({ ...copy, data }));
+  // A copy whose notification was deleted since (a reset) is owed no more; the others are.
+  const { present, contents } = await presentContents(
+    tx,
+    copies[0]!.tenantId,
+    copies.map((copy) => copy.id),
+  );
+  const data = contents.get(dispatchId);
+  if (data === undefined) return [];
+  return copies.filter((copy) => present.has(copy.id)).map((copy) => ({ ...copy, data }));
 }
 
 /** Marks a notification's e-mail copy sent. */

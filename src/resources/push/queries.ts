@@ -1,6 +1,7 @@
 import { and, count, eq, sql } from 'drizzle-orm';
 import { transactionTenant, type Tx } from '../../platform/database/database.ts';
 import { updateTime } from '../../platform/database/update-time.ts';
+import { presentContents } from '../notifications/contents.ts';
 import type { NotificationData } from '../notifications/table.ts';
 import { users } from '../users/table.ts';
 import type { PushDelivery, PushSettlement, SubscriptionInput } from './rules.ts';
@@ -128,18 +129,14 @@ export async function loadMessages(tx: Tx, which: BatchRecipients | { deliveries
       and ${selection}
     ${limit === undefined ? sql`` : sql`order by n.notifiable_id, s.id limit ${limit}`}`);
   if (rows.length === 0) return [];
-  // Which of the messages' notifications still exist, and the contents of the first of each dispatch (its `data`
-  // read for that row only). Named by its tenant: one shard's statement on Citus, which runs the window there.
   // The rows' tenant is the transaction's (row-level security).
-  const present = await tx.execute<{ id: string; dispatch_id: string; data: NotificationData | null }>(sql`
-    select id, dispatch_id, case when row_number() over (partition by dispatch_id order by id) = 1 then data end as data
-    from notifications
-    where tenant_id = ${rows[0]!.tenant_id} and id = any(${`{${[...new Set(rows.map((row) => row.notification_id))].join(',')}}`}::uuid[])`);
-  const dataOf = new Map<string, NotificationData>();
-  for (const row of present) if (row.data !== null) dataOf.set(row.dispatch_id, row.data);
-  const kept = new Set(present.map((row) => row.id));
+  const { present, contents } = await presentContents(
+    tx,
+    rows[0]!.tenant_id,
+    rows.map((row) => row.notification_id),
+  );
   return rows
-    .filter((row) => kept.has(row.notification_id))
+    .filter((row) => present.has(row.notification_id))
     .map((row) => ({
       subscriptionId: Number(row.subscription_id),
       notificationId: row.notification_id,
@@ -147,7 +144,7 @@ export async function loadMessages(tx: Tx, which: BatchRecipients | { deliveries
       endpoint: row.endpoint,
       p256dh: row.p256dh,
       auth: row.auth,
-      data: dataOf.get(row.dispatch_id)!,
+      data: contents.get(row.dispatch_id)!,
     }));
 }
 
