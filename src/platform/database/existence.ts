@@ -6,6 +6,7 @@ import { and, eq, inArray, type SQL } from 'drizzle-orm';
 import type { PgColumn, PgTable } from 'drizzle-orm/pg-core';
 import { coded, type FieldErrors } from '../http/problem.ts';
 import { transactionTenant, type Tx } from './database.ts';
+import { inIdList } from './id-list.ts';
 
 /** The field error of an id that names no record. */
 export const MISSING = 'does not exist';
@@ -20,6 +21,8 @@ export const MISSING_REFERENCE = coded('missing_reference', MISSING);
  * `keep`: the rows found stay until the transaction ends (`FOR KEY SHARE`, as a foreign
  * key holds what it references), for a reference no foreign key keeps: a delete that takes
  * the row's lock first (`lockRecord(…, 'update')`) waits, and then sees the reference.
+ * Numeric ids go as one array parameter (`inIdList`), so a list of any length is one
+ * statement.
  */
 export async function missingIds<Id extends number | string>(
   tx: Tx,
@@ -34,7 +37,13 @@ export async function missingIds<Id extends number | string>(
     .select({ id: table.id })
     .from(table)
     // Named by its tenant too when locking: Citus locks rows only in a statement that names its shard.
-    .where(and(inArray(table.id, distinct), where, options.keep && table.tenantId ? eq(table.tenantId, transactionTenant(tx)!) : undefined));
+    .where(
+      and(
+        distinct.every((id) => typeof id === 'number') ? inIdList(table.id, distinct) : inArray(table.id, distinct),
+        where,
+        options.keep && table.tenantId ? eq(table.tenantId, transactionTenant(tx)!) : undefined,
+      ),
+    );
   const rows = options.keep ? await query.for('key share') : await query;
   const found = new Set<unknown>(rows.map((row) => row.id));
   return new Set(distinct.filter((id) => !found.has(id)));

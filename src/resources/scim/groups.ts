@@ -10,6 +10,7 @@ import type { Caller } from '../../platform/auth/auth.ts';
 import { grantablePermissions } from '../../platform/auth/permissions.ts';
 import type { Tx } from '../../platform/database/database.ts';
 import { missingIds } from '../../platform/database/existence.ts';
+import { inIdList } from '../../platform/database/id-list.ts';
 import { lockRecord, lockTenantScope, type RecordLock } from '../../platform/database/locks.ts';
 import { coded, invalid } from '../../platform/http/problem.ts';
 import { departmentCountAndLimit, saveDepartment, departmentRecords, type DepartmentRow } from '../departments/queries.ts';
@@ -46,14 +47,14 @@ async function requireAdministrableMembers(tx: Tx, caller: Caller & { tenantId: 
   await tx
     .select({ id: users.id })
     .from(users)
-    .where(and(eq(users.tenantId, caller.tenantId), inArray(users.id, userIds)))
+    .where(and(eq(users.tenantId, caller.tenantId), inIdList(users.id, userIds)))
     .orderBy(asc(users.id))
     .for('share');
   const rows = await tx
     .select({ id: users.id, permissions: roles.permissions })
     .from(users)
     .innerJoin(roles, and(eq(roles.tenantId, users.tenantId), eq(roles.id, users.roleId)))
-    .where(inArray(users.id, userIds));
+    .where(inIdList(users.id, userIds));
   for (const row of rows) assertMayAdminister(caller, { id: row.id, grantable: grantablePermissions(row) });
 }
 
@@ -256,12 +257,14 @@ export async function saveGroup(
       added.map((userId) => ({ userId, departmentIds: [id] })),
     );
     if (conferred.some((c) => c.departmentIds.length > 0)) throw invalid({ members: [coded('confers_rights', CONFERS_ENTITY_RIGHTS)] });
-    // A user's update through `/api` may add the same membership meanwhile (`lockedGroup`).
-    await tx
-      .insert(departmentUsers)
-      .values(added.map((userId) => ({ tenantId: caller.tenantId, departmentId: id, userId })))
-      .onConflictDoNothing();
+    // A user's update through `/api` may add the same membership meanwhile (`lockedGroup`). The members go as one
+    // array, as the statements above take them: a whole directory's "All employees" is one statement, never past
+    // PostgreSQL's 65,535 parameters.
+    await tx.execute(sql`
+      insert into department_users (tenant_id, department_id, user_id)
+      select ${caller.tenantId}::bigint, ${id}::bigint, user_id from unnest(${`{${added.join(',')}}`}::bigint[]) as added (user_id)
+      on conflict do nothing`);
   }
-  if (removed.length > 0) await tx.delete(departmentUsers).where(and(eq(departmentUsers.departmentId, id), inArray(departmentUsers.userId, removed)));
+  if (removed.length > 0) await tx.delete(departmentUsers).where(and(eq(departmentUsers.departmentId, id), inIdList(departmentUsers.userId, removed)));
   return { id, changed };
 }

@@ -778,6 +778,39 @@ t.test('a write of a group of thousands changes the members it names and keeps t
   t.ok(!after.includes(first!) && after.includes(second!) && after.length === 3498, 'the last word on each member holds');
 });
 
+t.test('a POST or PUT naming more members than a statement takes parameters (22,000) is answered, not a 500', async (t) => {
+  // Each membership took three parameters of one insert: past 21,844 members PostgreSQL's limit of 65,535 was passed
+  // and the identity provider's "All employees" group was answered 500.
+  const large = await api.createTenant('scim-groups-large');
+  const largeEmployee = await roleNamed(api.db, large.tenantId, 'Employee');
+  const made = await api.db.owner.execute<{ id: string }>(sql`
+    insert into users (tenant_id, username, role_id, first_name, last_name)
+    select ${large.tenantId}, 'everyone-' || g, ${largeEmployee.id}, 'Every', 'One ' || g from generate_series(1, 22000) g
+    returning id`);
+  const everyone = made.map((row) => String(row.id));
+  const token = await tokenOf(large.tenantId, large.adminUserId);
+  const created = await scim(
+    'POST',
+    '/Groups?excludedAttributes=members',
+    { schemas: [GROUP], displayName: 'All employees', members: everyone.map((value) => ({ value })) },
+    token,
+  );
+  t.equal(created.status, 201);
+  const id = Number(created.body.id);
+  t.strictSame(await memberIds(id), idsOf(...everyone.map(Number)), 'every member joins');
+  const emptied = await scim('PUT', `/Groups/${id}?excludedAttributes=members`, { schemas: [GROUP], displayName: 'All employees' }, token);
+  t.equal(emptied.status, 200);
+  t.strictSame(await memberIds(id), [], 'a PUT without members removes all 22,000');
+  const refilled = await scim(
+    'PUT',
+    `/Groups/${id}?excludedAttributes=members`,
+    { schemas: [GROUP], displayName: 'All employees', members: everyone.map((value) => ({ value })) },
+    token,
+  );
+  t.equal(refilled.status, 200);
+  t.equal((await memberIds(id)).length, 22000, 'and a PUT naming them all adds them again');
+});
+
 t.test(`a page of groups lists at most ${MAX_LISTED_MEMBERS} members: it ends before the group that would pass them`, async (t) => {
   // Groups share members: a page of 200 groups of a large tenant listed millions, all held in memory at once.
   const half = MAX_LISTED_MEMBERS / 2 + 1;
