@@ -68,14 +68,20 @@ export async function holdSession(tx: Tx, auth: Auth, tokenHash: Buffer, strengt
  * After `userId`'s password was changed in `tx`: a change of one's own password ends every
  * other session of the user (the access token used for the change keeps working) and
  * clears `request_password_change`; a reset of another user's password ends all of that
- * user's sessions. Their streams end on commit.
+ * user's sessions. Their streams end on commit. A change by a SCIM token (`auth` names only
+ * the tenant: the token is no user) is a reset. Neither marks the user for logout, so the
+ * SCIM tokens the user minted keep working (docs/scim.md).
  */
-export async function endSessionsAfterPasswordChange(tx: Tx, auth: Auth, userId: number): Promise<void> {
+export async function endSessionsAfterPasswordChange(
+  tx: Tx,
+  auth: Pick<Auth, 'tenantId'> & Partial<Pick<Auth, 'userId' | 'tokenId'>>,
+  userId: number,
+): Promise<void> {
   const own = userId === auth.userId;
   await tx
     .update(accessTokens)
     .set({ revokedAt: sql`now()` })
-    .where(and(eq(accessTokens.userId, userId), isNull(accessTokens.revokedAt), own ? ne(accessTokens.id, auth.tokenId) : undefined));
+    .where(and(eq(accessTokens.userId, userId), isNull(accessTokens.revokedAt), own ? ne(accessTokens.id, auth.tokenId!) : undefined));
   await announceSessionsEnded(tx, { tenantId: auth.tenantId, userId });
   if (own) await tx.update(users).set({ requestPasswordChange: false }).where(eq(users.id, userId));
 }

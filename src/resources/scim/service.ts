@@ -29,7 +29,8 @@ import { coded, ProblemError, type FieldErrors } from '../../platform/http/probl
 import { HOLDS_ENTITY_RIGHTS, usersHoldingRightsBeyond } from '../entity-permissions/rules.ts';
 import type { Services } from '../../platform/services.ts';
 import { audit } from '../audit-events/record.ts';
-import { cutOff, endAllSessions, insertUser, loadRequiredProfileKeys, softDeleteUser, updateUserColumns } from '../users/queries.ts';
+import { endSessionsAfterPasswordChange } from '../auth/credentials.ts';
+import { cutOff, insertUser, revokePendingLoginTokens, loadRequiredProfileKeys, softDeleteUser, updateUserColumns } from '../users/queries.ts';
 import { addErrors, passwordErrors, requireAdministrableUser, userDraftErrors, userWriteReferenceErrors, type UserDraft } from '../users/rules.ts';
 import { users } from '../users/table.ts';
 import { lockAdministration } from '../roles/queries.ts';
@@ -277,9 +278,13 @@ async function saveUser(
         ),
       });
     }
-    // A deactivation cuts the leaver off; a new password ends what signed the user in, as the API's password change does.
+    // A deactivation cuts the leaver off; a new password ends what signed the user in, as the API's password change
+    // does: their sessions and pending login tokens, not the SCIM tokens they minted (no logout mark).
     if (current.active && changed.active === false) await cutOff(tx, id);
-    else if (passwordHash) await endAllSessions(tx, id);
+    else if (passwordHash) {
+      await endSessionsAfterPasswordChange(tx, { tenantId: principal.tenantId }, id);
+      await revokePendingLoginTokens(tx, id);
+    }
   }
   if (externalIdChanged) await storeExternalId(tx, principal.tenantId, id, write.externalId);
   return id;

@@ -937,7 +937,7 @@ t.test('refused PATCHes change nothing', async (t) => {
 
 t.test('the token acts with its minter authority: no administering users who can do more', async (t) => {
   const delegate = await api.createUser(tenant.tenantId, {
-    permissions: ['users.administer', 'users.view', 'users.view-personal', 'users.view-administrative'],
+    permissions: ['users.administer', 'users.view', 'users.view-personal', 'users.view-administrative', 'login-tokens.administer'],
   });
   const token = await mint(t, delegate.token);
   const res = await scim(
@@ -1156,6 +1156,33 @@ t.test('a password sent over SCIM is set under the password rules and ends the s
   t.equal((await api.call(t, 'getCurrentUser', { token: user.token })).status, 401, 'the old session ended');
   const login = await api.call(t, 'login', { body: { tenant: tenant.slug, username: user.username, password: 'a new long password' } });
   t.equal(login.status, 200, 'the new password signs in');
+});
+
+t.test("a password set over SCIM ends the user's sessions, not the SCIM tokens they minted", async (t) => {
+  // As a password change through the API: an identity provider that syncs the minter's password must not cut off
+  // its own connection (docs/scim.md). It once marked the user for logout, which every token they minted obeys.
+  const minter = await api.createUser(tenant.tenantId, {
+    permissions: ['users.administer', 'users.view', 'users.view-personal', 'users.view-administrative', 'login-tokens.administer'],
+  });
+  const minted = await mint(t, minter.token);
+  const loginToken = await api.call(t, 'createUserLoginToken', { token: minter.token, body: { expires_in: 3600 } });
+  t.equal(loginToken.status, 201);
+  const path = `/Users/${minter.id}`;
+  const byAnother = await scim('PATCH', path, { schemas: [PATCH], Operations: [{ op: 'replace', path: 'password', value: 'rotated by the IdP 1' }] });
+  t.equal(byAnother.status, 200);
+  t.equal((await api.call(t, 'getCurrentUser', { token: minter.token })).status, 401, "the minter's session ended");
+  t.equal((await api.call(t, 'loginWithToken', { body: { token: loginToken.body.token } })).status, 401, 'and their login token');
+  t.equal((await scim('GET', '/Users?count=1', undefined, { token: minted })).status, 200, 'the token they minted still works');
+  const byItself = await scim(
+    'PATCH',
+    path,
+    { schemas: [PATCH], Operations: [{ op: 'replace', path: 'password', value: 'rotated by the IdP 2' }] },
+    { token: minted },
+  );
+  t.equal(byItself.status, 200, "the token may set its own minter's password");
+  t.equal((await scim('GET', '/Users?count=1', undefined, { token: minted })).status, 200, 'and still works after');
+  const login = await api.call(t, 'login', { body: { tenant: tenant.slug, username: minter.username, password: 'rotated by the IdP 2' } });
+  t.equal(login.status, 200, 'the last password signs in');
 });
 
 t.test('hostile input is a 4xx, never a 5xx, and changes nothing', async (t) => {
