@@ -5536,7 +5536,9 @@ export interface components {
          *     it has no `path`; such an object's keys that hold a value filter
          *     (`"emails[type eq \"work\"].value"`) or name the enterprise extension are applied as
          *     paths of their own. The enterprise extension may be written whole, by its URN as the
-         *     path or as a key (sub-attributes it does not name stay). The User attributes of RFC
+         *     path or as a key (sub-attributes it does not name stay), and removed whole by a
+         *     `remove` of its URN or a `replace` of it with `null`. A path-less value's attributes
+         *     may come wrapped in the resource's core schema URN. The User attributes of RFC
          *     7643 that Atrium does not keep (`title`, `nickName`, `userType`, `profileUrl`,
          *     `timezone`, `ims`, `photos`, `entitlements`, `roles`, `x509Certificates`) are
          *     accepted and ignored, with a path or without, as in `POST` and `PUT`. Any other

@@ -265,7 +265,9 @@ async function saveUser(
     });
   } else {
     id = current.id;
-    if (Object.keys(changed).length > 0 || passwordHash) await updateUserColumns(tx, id, { ...changed, ...(passwordHash ? { passwordHash } : {}) });
+    // A new externalId alone is a change of the User too: its meta.lastModified moves, as a group's does.
+    if (Object.keys(changed).length > 0 || passwordHash || externalIdChanged)
+      await updateUserColumns(tx, id, { ...changed, ...(passwordHash ? { passwordHash } : {}) });
     if (Object.keys(changed).length > 0 || passwordHash || externalIdChanged) {
       const before = apiFields(Object.fromEntries(Object.keys(changed).map((key) => [key, current[key as keyof ScimUserRow]])));
       await audit(tx, source, {
@@ -527,9 +529,17 @@ const isAttributes = (value: unknown): value is Record<string, unknown> => value
  * they are, for an add and a replace alike.
  */
 function extensionOperations(op: SentOperation['op'], value: unknown): SentOperation[] {
+  // A remove of the extension, or a replace with null ("unassigned", RFC 7643 §2.5), removes each attribute it holds.
+  if (op === 'remove' || (op === 'replace' && value === null)) return EXTENSION_REMOVALS;
   if (!isAttributes(value)) throw invalidValue(`${ENTERPRISE_USER_SCHEMA} takes an object of its attributes as its value.`);
   return Object.entries(value).map(([key, item]) => ({ op, path: `${ENTERPRISE_USER_SCHEMA}:${key}`, value: item }));
 }
+
+/** The enterprise extension removed whole: a remove of each attribute Atrium keeps of it (scim-patch removes nothing by the URN alone). */
+const EXTENSION_REMOVALS: SentOperation[] = [...ATTRIBUTE_NAMES.user.get(ENTERPRISE_USER_SCHEMA.toLowerCase())!.sub.values()].map(({ name }) => ({
+  op: 'remove',
+  path: `${ENTERPRISE_USER_SCHEMA}:${name}`,
+}));
 
 /**
  * A path-less add or replace, whose value holds the attributes to write, as operations
@@ -550,6 +560,9 @@ function pathlessOperations(op: SentOperation['op'], value: Record<string, unkno
     if (resource === 'user' && lower === 'name' && isAttributes(item)) {
       for (const [sub, subValue] of Object.entries(item)) together[`${key}.${sub}`] = subValue;
     } else if (resource === 'user' && lower === enterprise) apart.push(...extensionOperations(op, item));
+    // The resource's core schema wrapping its attributes (`{"urn:…:core:2.0:User": {"active": false}}`) is those attributes.
+    else if (lower === (resource === 'user' ? USER_SCHEMA : GROUP_SCHEMA).toLowerCase() && isAttributes(item))
+      apart.push(...pathlessOperations(op, item, resource));
     else if (key.includes('[') || (resource === 'user' && lower.startsWith(`${enterprise}:`))) apart.push({ op, path: key, value: item });
     else together[key] = item;
   }
@@ -583,7 +596,10 @@ function patchOperations(body: unknown, resource: Patchable): ScimPatchOperation
     if (op === 'remove' && !path) throw new ScimError(400, 'A remove operation needs a path.', 'noTarget');
     if (path) reading = withReading(reading, path);
     if (value !== undefined) reading = checkPatchValue(value.value, reading);
-    if (op === 'remove') return [{ op, path: path!, ...(value === undefined ? {} : { value: value.value }) }];
+    if (op === 'remove') {
+      if (resource === 'user' && path!.toLowerCase() === ENTERPRISE_USER_SCHEMA.toLowerCase()) return extensionOperations(op, undefined);
+      return [{ op, path: path!, ...(value === undefined ? {} : { value: value.value }) }];
+    }
     if (value === undefined) throw invalidValue(`${op === 'add' ? 'An add' : 'A replace'} operation needs a value.`);
     if (!path) {
       if (!isAttributes(value.value))

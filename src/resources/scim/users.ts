@@ -2,6 +2,7 @@
  * SCIM Users ↔ Atrium users (docs/scim.md#attribute-mapping): how a user is presented as a
  * SCIM User, what a SCIM User writes, and SCIM filters as SQL conditions on `users`.
  */
+import { isRfc3339DateTime } from '../../platform/http/datetime.ts';
 import { characterCount } from '../../platform/http/validation.ts';
 import { and, eq, not, or, sql, type SQL } from 'drizzle-orm';
 import { parse, type Filter } from 'scim2-parse-filter';
@@ -378,7 +379,8 @@ function comparison(attribute: FilterAttribute, op: string, path: string, value:
     return op === 'eq' ? sql`${attribute.value} = ${bind(Number(value))}` : sql`${attribute.value} <> ${bind(Number(value))}`;
   }
   if (kind === 'datetime') {
-    const instant = new Date(value);
+    // A date and time as RFC 3339 writes it: JavaScript's Date alone also reads "5" (the year 2005) and "May 5".
+    const instant = new Date(isRfc3339DateTime(value) ? value : NaN);
     // JavaScript reads years 0, negative and up to 275760; timestamptz in ISO form does not: years 1 to 9999 (UTC) only.
     if (Number.isNaN(instant.getTime()) || instant.getUTCFullYear() < 1 || instant.getUTCFullYear() > 9999) {
       throw invalidFilter(`${path} is compared with a date and time (RFC 3339) in the years 1 to 9999.`);

@@ -1185,6 +1185,58 @@ t.test("a password set over SCIM ends the user's sessions, not the SCIM tokens t
   t.equal(login.status, 200, 'the last password signs in');
 });
 
+t.test('the enterprise extension removed whole, by its URN, or replaced with null, clears what it held', async (t) => {
+  // scim-patch removes nothing by the bare URN: the remove was answered 200 and the employeeNumber stayed.
+  for (const operation of [
+    { op: 'remove', path: ENTERPRISE },
+    { op: 'Remove', path: ENTERPRISE.toUpperCase() },
+    { op: 'replace', path: ENTERPRISE, value: null },
+    { op: 'replace', value: { [ENTERPRISE]: null } },
+  ]) {
+    const created = await scim('POST', '/Users', newUser({ schemas: [USER, ENTERPRISE], [ENTERPRISE]: { employeeNumber: 'E-77' } }));
+    t.equal(created.status, 201);
+    const res = await scim('PATCH', `/Users/${created.body.id}`, { schemas: [PATCH], Operations: [operation] });
+    t.equal(res.status, 200, JSON.stringify(operation));
+    t.notOk(ENTERPRISE in res.body, 'the answer holds no extension');
+    const [stored] = await api.db.owner.execute<{ staff_number: string | null }>(sql`select staff_number from users where id = ${Number(created.body.id)}`);
+    t.equal(stored!.staff_number, null, 'the staff number is cleared');
+  }
+});
+
+t.test("the core schema's URN wrapping a path-less value's attributes is those attributes", async (t) => {
+  const created = await scim('POST', '/Users', newUser());
+  const res = await scim('PATCH', `/Users/${created.body.id}`, {
+    schemas: [PATCH],
+    Operations: [{ op: 'replace', value: { [USER]: { active: false, name: { givenName: 'Wrapped' } } } }],
+  });
+  t.equal(res.status, 200);
+  t.equal(res.body.active, false, 'active is written, not dropped as an unknown attribute');
+  t.equal(res.body.name.givenName, 'Wrapped');
+  t.equal((await scim('GET', `/Users/${created.body.id}`)).body.active, false, 'and stored');
+});
+
+t.test('a new externalId alone moves meta.lastModified, and a delta query finds the user', async (t) => {
+  const created = await scim('POST', '/Users', newUser({ externalId: 'ext-before' }));
+  const before = created.body.meta.lastModified as string;
+  await api.db.owner.execute(sql`update users set updated_at = updated_at - interval '1 minute' where id = ${Number(created.body.id)}`);
+  const backdated = (await scim('GET', `/Users/${created.body.id}`)).body.meta.lastModified as string;
+  t.ok(backdated < before, 'set back a minute');
+  const res = await scim('PATCH', `/Users/${created.body.id}`, { schemas: [PATCH], Operations: [{ op: 'replace', path: 'externalId', value: 'ext-after' }] });
+  t.equal(res.status, 200);
+  t.equal(res.body.externalId, 'ext-after');
+  t.ok(res.body.meta.lastModified > backdated, 'lastModified moved');
+  const delta = await scim('GET', `/Users?filter=${encodeURIComponent(`meta.lastModified gt "${backdated}" and externalId eq "ext-after"`)}`);
+  t.equal(delta.body.totalResults, 1, 'a delta query since the last read finds it');
+});
+
+t.test('a datetime filter value must be an RFC 3339 date and time: "5" or "May 5" is invalidFilter', async (t) => {
+  for (const value of ['5', 'May 5, 2026', '2026-05-05', '2026-05-05T10:00:00']) {
+    isError(t, await scim('GET', `/Users?filter=${encodeURIComponent(`meta.created gt "${value}"`)}`), 400, 'invalidFilter');
+  }
+  t.equal((await scim('GET', `/Users?filter=${encodeURIComponent('meta.created gt "2000-01-01T00:00:00Z"')}`)).status, 200);
+  t.equal((await scim('GET', `/Users?filter=${encodeURIComponent('meta.created gt "2000-01-01T00:00:00.5+02:00"')}`)).status, 200);
+});
+
 t.test('hostile input is a 4xx, never a 5xx, and changes nothing', async (t) => {
   const before = await userCount();
   const bodies = [
