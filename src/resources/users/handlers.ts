@@ -98,11 +98,11 @@ const draftOf = (input: UserInput, current: UserDraft['current'], picture: Store
 function userChanges(
   before: Parameters<typeof storedFieldsOf>[0] | null,
   after: Parameters<typeof storedFieldsOf>[0],
-  extra: { password: boolean; picture: StoredPicture | null | undefined; departments?: { from: number[] | null; to: readonly number[] | undefined } },
+  extra: { password: boolean; picture: boolean; departments?: { from: number[] | null; to: readonly number[] | undefined } },
 ): Changes {
   const changes = changesBetween(before && storedFieldsOf(before), storedFieldsOf(after));
   if (extra.password) changes.password = SECRET_CHANGED;
-  if (extra.picture !== undefined) changes.profile_picture = SECRET_CHANGED;
+  if (extra.picture) changes.profile_picture = SECRET_CHANGED;
   const departments = extra.departments;
   if (departments?.to !== undefined) {
     const to = [...departments.to].sort((a, b) => a - b);
@@ -207,11 +207,11 @@ export const userHandlers = {
       };
       const id = await insertUser(tx, { ...stored, tenantId: auth.tenantId, passwordHash });
       await replaceDepartments(tx, auth.tenantId, id, input.department_ids);
-      await replacePicture(tx, auth.tenantId, id, picture);
+      const pictureChanged = await replacePicture(tx, auth.tenantId, id, picture);
       await audit(tx, ctx, {
         action: 'user.created',
         target: { type: 'user', id, label: userLabel({ firstName: null, lastName: null, ...stored }) },
-        changes: userChanges(null, stored, { password: true, picture, departments: { from: null, to: input.department_ids } }),
+        changes: userChanges(null, stored, { password: true, picture: pictureChanged, departments: { from: null, to: input.department_ids } }),
       });
       return presentUser(tx, auth, id);
     });
@@ -287,9 +287,11 @@ export const userHandlers = {
       if (Object.keys(errors).length > 0) throw userWriteRefusal(errors);
       const departmentsBefore = input.department_ids === undefined ? null : ((await departmentIdsOf(tx, [current.id])).get(current.id) ?? []);
       const after = { ...current, ...columnsOf(input) };
+      // Before the changes are judged: a `null` for a user without a picture removes none and changes nothing.
+      const pictureChanged = await replacePicture(tx, auth.tenantId, current.id, picture);
       const changes = userChanges(current, after, {
         password: passwordHash !== undefined,
-        picture,
+        picture: pictureChanged,
         departments: { from: departmentsBefore, to: input.department_ids },
       });
       // Deleted or blacked out since it was read: not written over (`updateUserColumns`). The stored values sent back
@@ -306,7 +308,6 @@ export const userHandlers = {
         await announceSessionsEnded(tx, { tenantId: auth.tenantId, userId: current.id });
       }
       await replaceDepartments(tx, auth.tenantId, current.id, input.department_ids);
-      await replacePicture(tx, auth.tenantId, current.id, picture);
       // A write that changes nothing leaves no event; a password change alone is an action of its own.
       if (Object.keys(changes).length > 0) {
         const action = Object.keys(changes).length === 1 && changes.password ? 'user.password_changed' : 'user.updated';

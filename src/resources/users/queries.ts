@@ -177,11 +177,12 @@ export async function replaceDepartments(tx: Tx, tenantId: number, userId: numbe
 }
 
 /** The user's picture becomes `picture` (null: none; undefined: unchanged). */
-export async function replacePicture(tx: Tx, tenantId: number, userId: number, picture: StoredPicture | null | undefined): Promise<void> {
-  if (picture === undefined) return;
+export async function replacePicture(tx: Tx, tenantId: number, userId: number, picture: StoredPicture | null | undefined): Promise<boolean> {
+  if (picture === undefined) return false;
   if (picture === null) {
-    await tx.delete(userProfilePictures).where(eq(userProfilePictures.userId, userId));
-    return;
+    // No picture to remove is no change (the audit trail records none).
+    const removed = await tx.delete(userProfilePictures).where(eq(userProfilePictures.userId, userId)).returning({ userId: userProfilePictures.userId });
+    return removed.length > 0;
   }
   const values = { ...picture, updatedAt: sql`now()` as never };
   await tx
@@ -192,6 +193,7 @@ export async function replacePicture(tx: Tx, tenantId: number, userId: number, p
       target: [userProfilePictures.tenantId, userProfilePictures.userId],
       set: { ...picture, updatedAt: sql`excluded.updated_at` },
     });
+  return true;
 }
 
 /** The stored picture of a user who is not deleted, or undefined. */

@@ -394,6 +394,30 @@ t.test('update: the stored values sent back change nothing: updated_at stays and
   t.equal(await events(), eventsBefore + 1);
 });
 
+t.test('a picture removed from a user who has none is no change: no event, updated_at stays', async (t) => {
+  // `profile_picture: null` was recorded as a changed picture whether or not one was stored: any user could fill the
+  // trail with false events about themselves.
+  const self = await api.createUser(tenant.tenantId, { username: 'nopicture' });
+  await api.db.owner
+    .update(users)
+    .set({ updatedAt: new Date('2026-01-02T03:04:05.678Z') })
+    .where(eq(users.id, self.id));
+  const events = () => rowCount(api.db, 'audit_events', sql`tenant_id = ${tenant.tenantId} and target_id = ${String(self.id)}`);
+  const eventsBefore = await events();
+  for (const token of [self.token, admin.token]) {
+    const res = await api.call(t, 'updateUser', { token, params: { user: self.id }, body: { profile_picture: null } });
+    t.equal(res.status, 200);
+    t.equal(res.body.updated_at, '2026-01-02T03:04:05.678Z', 'updated_at stays');
+  }
+  t.equal(await events(), eventsBefore, 'and no event is recorded');
+  const created = await api.call(t, 'createUser', { token: admin.token, body: newUserBody({ profile_picture: null }) });
+  t.equal(created.status, 201);
+  const [event] = await api.db.owner.execute<{ changes: Record<string, unknown> }>(
+    sql`select changes from audit_events where action = 'user.created' and target_id = ${String(created.body.id)}`,
+  );
+  t.notOk('profile_picture' in event!.changes, 'a create without a picture records none');
+});
+
 t.test("update: changing one's own password needs the current one without users.administer", async (t) => {
   const self = await api.createUser(tenant.tenantId, { username: 'pw-self', password: 'the first password' });
   const params = { user: self.id };
