@@ -102,6 +102,17 @@ export function projectAttributes(resource: Record<string, unknown>, query: Reco
   const childrenOf = (names: string[], name: string) =>
     names.filter((n) => n.startsWith(`${name}.`) || n.startsWith(`${name}:`)).map((n) => n.slice(name.length + 1));
   const out: Record<string, unknown> = {};
+  // A complex attribute left with no sub-attribute is left out, as one without a value is (RFC 7643 §2.5); so is
+  // a multi-valued one whose every value was left so.
+  const keep = (key: string, value: unknown) => {
+    const empty = (item: unknown) => item !== null && typeof item === 'object' && !Array.isArray(item) && Object.keys(item).length === 0;
+    if (!Array.isArray(value)) {
+      if (!empty(value)) out[key] = value;
+      return;
+    }
+    const kept = value.filter((item) => !empty(item));
+    if (kept.length > 0 || value.length === 0) out[key] = kept;
+  };
   for (const [key, value] of Object.entries(resource)) {
     const name = key.toLowerCase();
     if (name === 'id' || name === 'schemas') {
@@ -113,10 +124,11 @@ export function projectAttributes(resource: Record<string, unknown>, query: Reco
       else {
         const children = childrenOf(wanted, name);
         if (children.length > 0 && value && typeof value === 'object' && !Array.isArray(value)) {
-          out[key] = Object.fromEntries(Object.entries(value).filter(([child]) => children.includes(child.toLowerCase())));
+          keep(key, Object.fromEntries(Object.entries(value).filter(([child]) => children.includes(child.toLowerCase()))));
         } else if (children.length > 0 && Array.isArray(value)) {
-          out[key] = value.map((item: Record<string, unknown>) =>
-            Object.fromEntries(Object.entries(item).filter(([child]) => children.includes(child.toLowerCase()))),
+          keep(
+            key,
+            value.map((item: Record<string, unknown>) => Object.fromEntries(Object.entries(item).filter(([child]) => children.includes(child.toLowerCase())))),
           );
         }
       }
@@ -125,12 +137,7 @@ export function projectAttributes(resource: Record<string, unknown>, query: Reco
       const without = (item: unknown) =>
         item && typeof item === 'object' ? Object.fromEntries(Object.entries(item).filter(([child]) => !children.includes(child.toLowerCase()))) : item;
       if (children.length === 0 || !value || typeof value !== 'object') out[key] = value;
-      else if (Array.isArray(value)) out[key] = value.map(without);
-      else {
-        const kept = without(value) as Record<string, unknown>;
-        // A complex attribute left with no sub-attribute is left out, as one without a value is.
-        if (Object.keys(kept).length > 0) out[key] = kept;
-      }
+      else keep(key, Array.isArray(value) ? value.map(without) : without(value));
     }
     if (name === 'meta') out[key] = { resourceType: (value as { resourceType?: string }).resourceType, ...(out[key] as object | undefined) };
   }

@@ -1237,6 +1237,22 @@ t.test('a datetime filter value must be an RFC 3339 date and time: "5" or "May 5
   t.equal((await scim('GET', `/Users?filter=${encodeURIComponent('meta.created gt "2000-01-01T00:00:00.5+02:00"')}`)).status, 200);
 });
 
+t.test('a projection leaves out a complex attribute it leaves empty, and values it leaves empty', async (t) => {
+  // `attributes=name.middleName` answered `"name": {}`, and `addresses.streetAddress` of an address without one `[{}]`.
+  const created = await scim('POST', '/Users', newUser({ addresses: [{ type: 'work', locality: 'Kiel' }] }));
+  t.equal(created.status, 201);
+  const projected = await scim('GET', `/Users/${created.body.id}?attributes=addresses.streetAddress,name.middleName`);
+  t.equal(projected.status, 200);
+  t.notOk('name' in projected.body, 'no empty name');
+  t.notOk('addresses' in projected.body, 'no empty address');
+  const excluded = await scim('GET', `/Users/${created.body.id}?excludedAttributes=addresses.type,addresses.locality,addresses.primary`);
+  t.notOk('addresses' in excluded.body, 'an address left with nothing is left out');
+  t.equal(excluded.body.name.givenName, 'Sam', 'the rest stays');
+  const kept = await scim('GET', `/Users/${created.body.id}?attributes=addresses.locality,name.givenName`);
+  t.same(kept.body.addresses, [{ locality: 'Kiel' }]);
+  t.same(kept.body.name, { givenName: 'Sam' });
+});
+
 t.test('hostile input is a 4xx, never a 5xx, and changes nothing', async (t) => {
   const before = await userCount();
   const bodies = [
