@@ -115,6 +115,15 @@ async function owedDispatch(t: Test, users: { id: number }[], title: string): Pr
     async () => received.length,
     (n) => n === before + users.length,
   );
+  // Every copy recorded as sent before they are made owed again: the mail server has a message before the job's
+  // record of it commits, and a record committed after the reset below took that copy out of the test's dispatch.
+  await eventually(
+    async () =>
+      (
+        await api.db.owner.execute<{ n: number }>(sql`select count(*)::int as n from notifications where dispatch_id = ${dispatchId} and emailed_at is null`)
+      )[0]!.n,
+    (n) => n === 0,
+  );
   await api.db.owner.execute(sql`update notifications set emailed_at = null where dispatch_id = ${dispatchId}`);
   return dispatchId;
 }
