@@ -2,6 +2,7 @@ import { isNull, sql } from 'drizzle-orm';
 import type { Permission } from '../../platform/auth/permissions.ts';
 import type { Tx } from '../../platform/database/database.ts';
 import { missingIds, reportMissing } from '../../platform/database/existence.ts';
+import { idArray } from '../../platform/database/id-list.ts';
 import type { FieldErrors } from '../../platform/http/problem.ts';
 import { departments } from '../departments/table.ts';
 import { MENU_ITEM_ENTITY_TYPE } from '../menu-items/table.ts';
@@ -56,8 +57,6 @@ export interface ConferredRights {
 
 /** The error for a membership that `membershipsConferringRights` refuses; it names no entity. */
 export const CONFERS_ENTITY_RIGHTS = 'would give access through entity permissions (of a form, task template or menu item) that you do not have yourself';
-
-const bigintArray = (ids: readonly (number | null)[]) => `{${ids.map((id) => (id === null ? 'NULL' : String(Math.trunc(id)))).join(',')}}`;
 
 /** The entity types whose rights `caller` has anyway, through their administering permission (a text[] literal). */
 function coveredEntityTypes(caller: { permissions: ReadonlySet<string> }): string {
@@ -127,7 +126,7 @@ export async function membershipsConferringRights(
   const index = askedBy.map((_, at) => at);
   const rows = await tx.execute<{ i: number; role_id: string | null; department_id: string | null }>(sql`
     select distinct c.i, c.role_id, c.department_id
-    from unnest(${bigintArray(index)}::int[], ${bigintArray(targets)}::bigint[], ${bigintArray(roleIds)}::bigint[], ${bigintArray(departmentIds)}::bigint[])
+    from unnest(${idArray(index)}::int[], ${idArray(targets)}::bigint[], ${idArray(roleIds)}::bigint[], ${idArray(departmentIds)}::bigint[])
       as c(i, user_id, role_id, department_id)
     join entity_permissions e
       on (e.subject_type = 'role' and e.subject_id = c.role_id)
@@ -177,7 +176,7 @@ export async function usersHoldingRightsBeyond(
   const rows = await tx.execute<{ user_id: string }>(sql`
     select x.id as user_id
     from users x
-    where x.id = any(${bigintArray(ids)}::bigint[])
+    where x.id = any(${idArray(ids)}::bigint[])
       and exists (
         select 1 from entity_permissions e
         where e.tenant_id = x.tenant_id and ${subjectIsUser('e', sql`x.id`, { inactiveRoles: true })}

@@ -10,7 +10,7 @@ import type { Caller } from '../../platform/auth/auth.ts';
 import { grantablePermissions } from '../../platform/auth/permissions.ts';
 import type { Tx } from '../../platform/database/database.ts';
 import { missingIds } from '../../platform/database/existence.ts';
-import { inIdList } from '../../platform/database/id-list.ts';
+import { idArray, inIdList } from '../../platform/database/id-list.ts';
 import { lockRecord, lockTenantScope, type RecordLock } from '../../platform/database/locks.ts';
 import { coded, invalid } from '../../platform/http/problem.ts';
 import { departmentCountAndLimit, saveDepartment, departmentRecords, type DepartmentRow } from '../departments/queries.ts';
@@ -262,7 +262,7 @@ export async function saveGroup(
     // PostgreSQL's 65,535 parameters.
     await tx.execute(sql`
       insert into department_users (tenant_id, department_id, user_id)
-      select ${caller.tenantId}::bigint, ${id}::bigint, user_id from unnest(${`{${added.join(',')}}`}::bigint[]) as added (user_id)
+      select ${caller.tenantId}::bigint, ${id}::bigint, user_id from unnest(${idArray(added)}::bigint[]) as added (user_id)
       on conflict do nothing`);
   }
   if (removed.length > 0) await tx.delete(departmentUsers).where(and(eq(departmentUsers.departmentId, id), inIdList(departmentUsers.userId, removed)));

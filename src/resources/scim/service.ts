@@ -266,9 +266,8 @@ async function saveUser(
   } else {
     id = current.id;
     // A new externalId alone is a change of the User too: its meta.lastModified moves, as a group's does.
-    if (Object.keys(changed).length > 0 || passwordHash || externalIdChanged)
-      await updateUserColumns(tx, id, { ...changed, ...(passwordHash ? { passwordHash } : {}) });
     if (Object.keys(changed).length > 0 || passwordHash || externalIdChanged) {
+      await updateUserColumns(tx, id, { ...changed, ...(passwordHash ? { passwordHash } : {}) });
       const before = apiFields(Object.fromEntries(Object.keys(changed).map((key) => [key, current[key as keyof ScimUserRow]])));
       await audit(tx, source, {
         action: 'user.updated',
