@@ -77,8 +77,9 @@ const WHILE_PASSWORD_CHANGE_REQUIRED: Record<string, 'any' | 'self'> = {
 function assertSessionMayUse(auth: Auth, request: FastifyRequest): void {
   if (!auth.passwordChangeRequired) return;
   const allowed = WHILE_PASSWORD_CHANGE_REQUIRED[request.routeOptions.config?.operationId ?? ''];
+  // The path is not validated yet: its id is read as validation will read it (`012` is 12).
   const target = (request.params as Record<string, unknown> | undefined)?.user;
-  if (allowed === 'any' || (allowed === 'self' && String(target) === String(auth.userId))) return;
+  if (allowed === 'any' || (allowed === 'self' && target !== '' && Number(target) === auth.userId)) return;
   throw forbidden(
     'Your password must be changed first: until then this session may only change your own password ' +
       '(PUT /api/users/{your id} with password and old_password), read your own user and sign out.',

@@ -162,6 +162,9 @@ t.test('a session whose password must be changed may only change it, read itself
   }
   t.equal((await api.call(t, 'getCurrentUser', { token })).status, 200, 'reads itself');
   t.equal((await api.call(t, 'getUser', { token, params: { user: user.id } })).status, 200, 'reads itself by id');
+  // The path's id is read as its number, as validation reads it for every other session.
+  t.equal((await api.call(t, 'getUser', { token, params: { user: `0${user.id}` } })).status, 200, 'reads itself by an id spelled 0…');
+  t.equal((await api.call(t, 'getUser', { token, params: { user: `0${colleague.id}` } })).status, 403, 'but no one else');
 
   const changed = await api.call(t, 'updateUser', {
     token,
