@@ -64,12 +64,12 @@ export function retryAfterMs(header: string | string[] | undefined, now: Date): 
 
 /**
  * What an HTTP status means for the delivery: 2xx succeeded, 429 and 5xx retry, anything
- * else failed. It takes the status alone, so `statuses.map(judgeResponse)` works; a channel
+ * else (a status past 599 too, which Node's client passes on) failed. It takes the status alone, so `statuses.map(judgeResponse)` works; a channel
  * with gone statuses uses `judgeResponseWithGone`.
  */
 export function judgeResponse(status: number): Verdict {
   if (status >= 200 && status < 300) return 'succeeded';
-  if (status >= 500 || status === 429) return 'retry';
+  if ((status >= 500 && status < 600) || status === 429) return 'retry';
   return 'failed';
 }
 

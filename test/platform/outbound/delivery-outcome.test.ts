@@ -40,6 +40,8 @@ t.test('judgeResponse: 2xx succeeded, 429 and 5xx retry, gone statuses only when
     'retry',
     'retry',
   ]);
+  // Node's client takes any three-digit status; one past 599 is no server error.
+  t.strictSame([600, 699, 999].map(judgeResponse), ['failed', 'failed', 'failed'], 'a status past 5xx fails at once');
   t.strictSame(
     statuses.map((status) => judgeResponseWithGone(status, PUSH_GONE.goneStatuses)),
     [
