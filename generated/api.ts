@@ -630,7 +630,8 @@ export interface paths {
          * @description Every key optional. Answers the form with the relations `fields` and
          *     `entity_permissions`. A form the caller cannot administer is answered 404, exactly
          *     like a missing one. Every ID in `entity_permissions` must name a record of the
-         *     tenant (users: not deleted), otherwise 422 keyed by its position.
+         *     tenant (users: not deleted, but for one it names already), otherwise 422 keyed by its
+         *     position.
          *     Who may change `entity_permissions`: whoever administers the form. Naming users,
          *     roles or departments confers only the right to administer this form, which the
          *     caller holds already, so no caller can grant through it a right they lack. A caller
@@ -702,7 +703,8 @@ export interface paths {
          * @description Every key optional. Answers the task template with the relations `fields` and
          *     `entity_permissions`. A task template the caller cannot administer is answered 404, exactly
          *     like a missing one. Every ID in `entity_permissions` must name a record of the
-         *     tenant (users: not deleted), otherwise 422 keyed by its position.
+         *     tenant (users: not deleted, but for one it names already), otherwise 422 keyed by its
+         *     position.
          *     Who may change `entity_permissions`: whoever administers the task template. Naming users,
          *     roles or departments confers only the right to administer this task template, which the
          *     caller holds already, so no caller can grant through it a right they lack. A caller
@@ -3870,8 +3872,10 @@ export interface components {
          *     `user_ids`, holding a role in `role_ids` while that role is active, or belonging to
          *     a department in `department_ids`. Every ID must name a record of the tenant (users: not deleted);
          *     each one that does not is a 422 on `entity_permissions.<list>.<index>`, "does not
-         *     exist" (an ID of another tenant included). When sent on update, the object replaces
-         *     the whole restriction (a missing list counts as empty).
+         *     exist" (an ID of another tenant included). A user the item already names stays named
+         *     when deleted (a restore brings their access back), so on update the lists sent back
+         *     as they were read are accepted. When sent on update, the object replaces the whole
+         *     restriction (a missing list counts as empty).
          */
         EntityPermissions: {
             department_ids?: components["schemas"]["Id"][];
@@ -3897,7 +3901,9 @@ export interface components {
          * @description Who may administer the form or task template besides holders of `tasks.administer`:
          *     the named users, the users holding one of the roles while it is active, and the
          *     members of one of the departments. Every ID must name a record of the tenant (users: not deleted); an ID
-         *     that does not is a 422 keyed by its position, e.g. `entity_permissions.role_ids.1`.
+         *     that does not is a 422 keyed by its position, e.g. `entity_permissions.role_ids.1`. A user the form or
+         *     task template already names stays named when deleted (a restore gives them their access back), so on
+         *     update the lists sent back as they were read are accepted.
          */
         EntityPermissionsInput: {
             department_ids?: components["schemas"]["Id"][];

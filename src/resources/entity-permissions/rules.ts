@@ -14,13 +14,19 @@ import { namesUser, subjectIsUser, type SubjectLists } from './queries.ts';
  * Field errors (`<prefix>.user_ids.3: does not exist`) for ids that name no record of the
  * transaction's tenant (users: none that is deleted), see
  * docs/api-conventions.md#missing-references. One query per non-empty list.
+ *
+ * `stored`, on an update, is what the entity names now: a user it names stays named while
+ * deleted (a restore brings them back with their access), so the lists sent back as they
+ * were read are no change and pass.
  */
-export async function missingSubjects(tx: Tx, lists: Partial<SubjectLists>, prefix: string): Promise<FieldErrors> {
+export async function missingSubjects(tx: Tx, lists: Partial<SubjectLists>, prefix: string, stored?: SubjectLists): Promise<FieldErrors> {
   const errors: FieldErrors = {};
   const userIds = lists.user_ids ?? [];
   const roleIds = lists.role_ids ?? [];
   const departmentIds = lists.department_ids ?? [];
-  reportMissing(errors, `${prefix}.user_ids`, userIds, await missingIds(tx, users, userIds, isNull(users.deletedAt)));
+  const named = new Set(stored?.user_ids);
+  const judged = userIds.filter((id) => !named.has(id));
+  reportMissing(errors, `${prefix}.user_ids`, userIds, await missingIds(tx, users, judged, isNull(users.deletedAt)));
   reportMissing(errors, `${prefix}.role_ids`, roleIds, await missingIds(tx, roles, roleIds));
   // Kept until the transaction ends: no foreign key holds a department an entity permission names,
   // and a department's delete refuses while one names it (departments/handlers.ts).

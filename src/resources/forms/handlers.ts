@@ -220,7 +220,7 @@ async function updateParent<Row extends { id: number }, Input, Change>(
     if (!current) throw notFound(parent.what);
     const [before] = await presentAll(parent.listing.view, tx, [current], auth, SHOW_RELATIONS);
     const { entity_permissions: permissions, ...change } = body;
-    if (permissions) refuse(await missingSubjects(tx, permissions, 'entity_permissions'));
+    if (permissions) refuse(await missingSubjects(tx, permissions, 'entity_permissions', before!.entity_permissions as SubjectLists));
     // Judged before the write, on the parent as it is answered (its fields as they are, the lists sent as they are
     // stored): one that changes nothing (the parent sent back as it was read) leaves updated_at as it was.
     const [shown] = await presentAll(parent.listing.view, null, [parent.updated(current, change as Change)], auth);

@@ -6,15 +6,7 @@ import { notFound } from '../../platform/http/problem.ts';
 import { listRecords, presentAll, showRecord } from '../../platform/result-controls/listing.ts';
 import { audit, recordChanges } from '../audit-events/record.ts';
 import { deleteSubjectLists, replaceSubjectLists, storedSubjectLists } from '../entity-permissions/queries.ts';
-import {
-  findUndeletedMenuItem,
-  insertMenuItem,
-  menuItemSubjectLists,
-  nextSortNumber,
-  softDeleteMenuItem,
-  updateMenuItem,
-  type MenuItemRow,
-} from './queries.ts';
+import { findUndeletedMenuItem, insertMenuItem, nextSortNumber, softDeleteMenuItem, updateMenuItem, type MenuItemRow } from './queries.ts';
 import { iframeAccess, sameSubjects, validateMenuItemDraft } from './rules.ts';
 import { MENU_ITEM_ENTITY_TYPE, menuItems } from './table.ts';
 import { menuItemListing, menuItemView, type MenuItemViewer } from './view.ts';
@@ -105,12 +97,14 @@ export const menuItemHandlers = {
       const link = body.link ?? current.link;
       const allowIframeAccess = body.allow_iframe_access ?? current.allowIframeAccess;
       const sent = body.entity_permissions;
-      const newAudience = sent !== undefined && !sameSubjects(sent, await menuItemSubjectLists(tx, current.id));
+      const stored = shown!.entityPermissions;
+      const newAudience = sent !== undefined && !sameSubjects(sent, stored);
       const langId = await validateMenuItemDraft(tx, auth, {
         type,
         link,
         langId: body.lang_id ?? current.langId,
         entityPermissions: body.entity_permissions,
+        storedEntityPermissions: stored,
         newLink: link !== current.link,
         newAudience,
       });
@@ -129,7 +123,7 @@ export const menuItemHandlers = {
       };
       // Judged before the write, on the item as the administration routes answer it: one that changes nothing (the
       // item sent back as it was read) leaves updated_at as it was (the spec, operationId updateMenuItem).
-      const entityPermissions = sent ? storedSubjectLists(sent) : shown!.entityPermissions;
+      const entityPermissions = sent ? storedSubjectLists(sent) : stored;
       const [before, after] = await presentAll(menuItemView, null, [shown!, { ...shown!, ...values, entityPermissions }], viewer);
       const changes = recordChanges(before!, after!);
       const row = await updateMenuItem(tx, current.id, values, { changed: Object.keys(changes).length > 0 });

@@ -2,7 +2,7 @@ import { and, eq, isNull, not, or, sql, type SQL } from 'drizzle-orm';
 import type { Tx } from '../../platform/database/database.ts';
 import { lockTenantScope } from '../../platform/database/locks.ts';
 import { updateTime } from '../../platform/database/update-time.ts';
-import { isRestricted, loadSubjectLists, namesUser, type SubjectLists } from '../entity-permissions/queries.ts';
+import { isRestricted, namesUser } from '../entity-permissions/queries.ts';
 import { languages } from '../languages/table.ts';
 import { MENU_ITEM_ENTITY_TYPE, menuItems } from './table.ts';
 
@@ -25,11 +25,6 @@ export async function findUndeletedMenuItem(tx: Tx, id: number): Promise<MenuIte
     .from(menuItems)
     .where(and(eq(menuItems.id, id), isNull(menuItems.deletedAt)));
   return row;
-}
-
-/** The item's entity permissions, as the API shows them. */
-export async function menuItemSubjectLists(tx: Tx, id: number): Promise<SubjectLists> {
-  return (await loadSubjectLists(tx, MENU_ITEM_ENTITY_TYPE, [id])).get(id)!;
 }
 
 /** The language `langId` names, or the tenant's system language when undefined; undefined when there is none. */

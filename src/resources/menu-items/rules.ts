@@ -204,6 +204,8 @@ export interface MenuItemDraft {
   /** Undefined: the tenant's system language. */
   langId: string | undefined;
   entityPermissions: Partial<SubjectLists> | undefined;
+  /** On an update, the lists the item holds now (a deleted user they name may stay named). */
+  storedEntityPermissions?: SubjectLists;
   /** Whether the link is new (create, or changed by an update): its placeholders are then checked against the author. */
   newLink: boolean;
   /**
@@ -254,7 +256,7 @@ export async function validateMenuItemDraft(tx: Tx, caller: Pick<Auth, 'permissi
         : coded('missing_reference', `no language "${draft.langId}" exists`),
     ];
   }
-  if (draft.entityPermissions) Object.assign(errors, await missingSubjects(tx, draft.entityPermissions, 'entity_permissions'));
+  if (draft.entityPermissions) Object.assign(errors, await missingSubjects(tx, draft.entityPermissions, 'entity_permissions', draft.storedEntityPermissions));
   if (Object.keys(errors).length > 0) throw invalid(errors);
   return language!;
 }

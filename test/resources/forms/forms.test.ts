@@ -242,3 +242,30 @@ t.test('text the database cannot store (a NUL character) is 422, not a server er
   t.equal(search.status, 422);
   t.equal(await count('forms'), before + 1, 'only the valid form was stored');
 });
+
+t.test('a deleted user a form or template names stays named: the lists sent back as read are accepted', async (t) => {
+  for (const [create, get, update, key] of [
+    ['createForm', 'getForm', 'updateForm', 'form'],
+    ['createTaskTemplate', 'getTaskTemplate', 'updateTaskTemplate', 'taskTemplate'],
+  ] as const) {
+    const [named, leaving, gone] = [await api.createUser(tenant.tenantId), await api.createUser(tenant.tenantId), await api.createUser(tenant.tenantId)];
+    const body = { title: `Named ${key}`, entity_permissions: { user_ids: [named.id, leaving.id] }, ...(key === 'form' ? { form_type: 'survey' } : {}) };
+    const created = await api.call(t, create, { token: admin, body });
+    t.equal(created.status, 201);
+    const params = { [key]: created.body.id };
+    for (const user of [leaving, gone]) t.equal((await api.call(t, 'deleteUser', { token: admin, params: { user: user.id } })).status, 204);
+    const read = (await api.call(t, get, { token: admin, params })).body;
+    t.strictSame(
+      read.entity_permissions.user_ids,
+      [named.id, leaving.id].sort((a, b) => a - b),
+      'the deleted user is still listed',
+    );
+    const saved = await api.call(t, update, { token: admin, params, body: { title: `Renamed ${key}`, entity_permissions: read.entity_permissions } });
+    t.equal(saved.status, 200, `${key}: the lists as read are no change`);
+    t.strictSame(saved.body.entity_permissions, read.entity_permissions);
+    const added = await api.call(t, update, { token: admin, params, body: { entity_permissions: { user_ids: [gone.id] } } });
+    t.equal(added.status, 422, `${key}: a deleted user it did not name is refused`);
+    t.strictSame(added.body.errors, { 'entity_permissions.user_ids.0': ['does not exist'] });
+    t.equal((await api.call(t, get, { token: admin, params })).body.title, `Renamed ${key}`, 'the refusal changed nothing');
+  }
+});

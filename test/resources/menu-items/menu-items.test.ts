@@ -434,6 +434,28 @@ t.test('update: the stored values sent back change nothing: updated_at stays and
   t.equal(await events(), eventsBefore + 2);
 });
 
+t.test('a deleted user the item names stays named: the lists sent back as read are accepted', async (t) => {
+  const [kept, leaving, gone] = [await api.createUser(tenant.tenantId), await api.createUser(tenant.tenantId), await api.createUser(tenant.tenantId)];
+  const item = await create(t, { title: 'Named', entity_permissions: { user_ids: [kept.id, leaving.id] } });
+  const params = { menuItem: item.body.id };
+  for (const user of [leaving, gone]) t.equal((await api.call(t, 'deleteUser', { token: admin, params: { user: user.id } })).status, 204);
+  const read = (await api.call(t, 'getAdministeredMenuItem', { token: admin, params })).body;
+  t.strictSame(
+    read.entity_permissions.user_ids,
+    [kept.id, leaving.id].sort((a, b) => a - b),
+    'the deleted user is still listed',
+  );
+  const saved = await api.call(t, 'updateMenuItem', { token: admin, params, body: { title: 'Renamed', entity_permissions: read.entity_permissions } });
+  t.equal(saved.status, 200, 'the lists as read are no change');
+  t.strictSame(saved.body.entity_permissions, read.entity_permissions);
+  const added = await api.call(t, 'updateMenuItem', { token: admin, params, body: { entity_permissions: { user_ids: [kept.id, leaving.id, gone.id] } } });
+  t.equal(added.status, 422, 'a deleted user the item did not name is refused');
+  t.strictSame(added.body.errors, { 'entity_permissions.user_ids.2': ['does not exist'] });
+  const created = await create(t, { entity_permissions: { user_ids: [leaving.id] } });
+  t.equal(created.status, 422, 'as on create');
+  t.strictSame((await api.call(t, 'getAdministeredMenuItem', { token: admin, params })).body.title, 'Renamed', 'the refusal changed nothing');
+});
+
 t.test('another tenant’s item is answered like a missing one on every route', async (t) => {
   const foreign = await create(t, { menu_identifier: 'foreign' }, other.adminToken);
   const params = { menuItem: foreign.body.id };
