@@ -63,7 +63,8 @@ export interface paths {
          * Replace an attribute set's name and fields
          * @description Values that departments hold for fields the set no longer defines (or whose type
          *     changed) stay stored until that department is next updated, and are validated then:
-         *     a field no longer defined is dropped, and a value that no longer fits its field's type
+         *     a field no longer defined is dropped (sent back as it was read, or as null, it is no
+         *     error), and a value that no longer fits its field's type
          *     is a 422 on its key until the update sends a new value or null for it.
          *
          *     A field may not take a type other than the one another set attached beside this one
@@ -3708,7 +3709,10 @@ export interface components {
              *     every signed-in user; the definitions (set names, field types and labels) are not.
              */
             attribute_sets?: components["schemas"]["AttributeSetFull"][];
-            /** @description Field key → value, for the fields of the attached attribute sets. */
+            /**
+             * @description Field key → value, for the fields of the attached attribute sets, and for a field a set
+             *     no longer defines until the department's next update drops it.
+             */
             attributes?: {
                 [key: string]: unknown;
             };
@@ -3777,7 +3781,10 @@ export interface components {
              *     every signed-in user; the definitions (set names, field types and labels) are not.
              */
             attribute_sets?: components["schemas"]["AttributeSetFull"][];
-            /** @description Field key → value, for the fields of the attached attribute sets. */
+            /**
+             * @description Field key → value, for the fields of the attached attribute sets, and for a field a set
+             *     no longer defines until the department's next update drops it.
+             */
             attributes: {
                 [key: string]: unknown;
             };

@@ -2,6 +2,7 @@
  * The rules of attribute sets and of the values departments hold for their fields
  * (docs/departments.md#attribute-sets-and-values).
  */
+import { isDeepStrictEqual } from 'node:util';
 import { coded, type FieldErrors } from '../../platform/http/problem.ts';
 import { isCalendarDate } from '../../platform/http/dates.ts';
 import type { AttributeField, AttributeType } from './table.ts';
@@ -96,7 +97,8 @@ export function attributeFieldTypes(sets: readonly { fields: readonly AttributeF
  * The department's attribute values after a create or update: values for fields of the
  * attached sets only, each of the field's type (errors keyed by the attribute key);
  * `null` removes a value; values not sent are kept from `current`, unless their field is
- * no longer attached.
+ * no longer attached. A value of a field no longer attached is dropped too when it is sent
+ * as it is stored, or as null: the department sent back as it was read is no error.
  */
 export function mergeAttributeValues(
   types: Map<string, AttributeType>,
@@ -117,6 +119,7 @@ export function mergeAttributeValues(
   for (const [key, value] of Object.entries(sent)) {
     const type = types.get(key);
     if (!type) {
+      if (Object.hasOwn(current, key) && (value === null || isDeepStrictEqual(value, current[key]))) continue;
       errors[key] = [coded('unknown_property', 'is not a field of an attached attribute set')];
       continue;
     }

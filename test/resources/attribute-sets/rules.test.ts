@@ -99,6 +99,17 @@ t.test('mergeAttributeValues: typed values of attached fields; null removes; uns
     head_count: 12,
   });
   t.strictSame(replaced, {}, 'sending a new value or null for the key is accepted');
+  // A value of a field no longer attached is answered until the next write drops it: sent back as read, or as null, it is no error.
+  const detached: FieldErrors = {};
+  const dropped = mergeAttributeValues(new Map(types), { gone: 7, cleared: null, cost_center: 'A1' }, { gone: 7, cleared: 'x', cost_center: 'A1' }, detached);
+  t.strictSame(detached, {}, 'the stored value of a detached field sent back is accepted');
+  t.strictSame(dropped, { cost_center: 'A1' }, 'and dropped with the rest of the detached values');
+  const changed: FieldErrors = {};
+  mergeAttributeValues(new Map(types), { gone: 8 }, { gone: 7 }, changed);
+  t.strictSame(changed, { gone: [coded('unknown_property', 'is not a field of an attached attribute set')] }, 'another value for it is still refused');
+  const inherited: FieldErrors = {};
+  mergeAttributeValues(new Map(types), { constructor: null, toString: 1 }, {}, inherited);
+  t.strictSame(Object.keys(inherited).sort(), ['constructor', 'toString'], 'a key the stored object only inherits is no stored value');
 });
 
 t.test('clashesBeside: a key another type beside it, in any department, is a mismatch on its type', async (t) => {

@@ -283,6 +283,31 @@ t.test('a value stored before its field changed type is refused at the next upda
   t.strictSame(replaced.body.attributes, { count: '2020-01-01' });
 });
 
+t.test('a value of a field its set no longer defines is answered until the next update drops it, the department sent back as read too', async (t) => {
+  const set = await createSet(t, 'Shrinking', [
+    { key: 'budget', type: 'integer' },
+    { key: 'open', type: 'boolean' },
+  ]);
+  const created = await create(t, { name: 'Shrunk', attribute_set_ids: [set], budget: 7, open: true });
+  t.equal(created.status, 201);
+  const department = created.body.id as number;
+  const shrunk = await api.call(t, 'updateAttributeSet', {
+    token: tenant.adminToken,
+    params: { attributeSet: set },
+    body: { name: 'Shrinking', fields: [{ key: 'open', type: 'boolean' }] },
+  });
+  t.equal(shrunk.status, 200);
+  const read = (await api.call(t, 'getDepartment', { token: manager.token, params: { department } })).body;
+  t.strictSame(read.attributes, { budget: 7, open: true }, 'the value stays stored until the next update');
+  const { id: _id, attributes, created_at: _created, updated_at: _updated, user_id: _user, ...writable } = read;
+  const refused = await api.call(t, 'updateDepartment', { token: manager.token, params: { department }, body: { ...writable, ...attributes, budget: 8 } });
+  t.equal(refused.status, 422, 'another value for the field no set defines is refused');
+  t.strictSame(refused.body.error_codes, { budget: ['unknown_property'] });
+  const saved = await api.call(t, 'updateDepartment', { token: manager.token, params: { department }, body: { ...writable, ...attributes } });
+  t.equal(saved.status, 200, 'the department sent back as read is accepted');
+  t.strictSame(saved.body.attributes, { open: true }, 'and the update drops the value');
+});
+
 t.test('a set may not change a type so that it clashes with a set attached beside it (422), which would lock the department', async (t) => {
   const money = await createSet(t, 'Money', [{ key: 'amount', type: 'number' }]);
   const extra = await createSet(t, 'Extra', [{ key: 'note', type: 'string' }]);
