@@ -2083,10 +2083,10 @@ export interface paths {
          *     names the CSV header that holds that key (e.g. `username=Login`).
          *
          *     Groups: `new_users` (no user with that username), `update_users` (only with
-         *     `update_users=true`: active users whose values differ), `unchanged_users` (matching
-         *     users without differences, or all matching users without `update_users`),
-         *     `delete_users` (only with `delete_users=true`: active users absent from the CSV,
-         *     never the caller), `invalid_rows` (1-based CSV line and errors by key). Passwords
+         *     `update_users=true`: users whose values differ; here and below, users are those not
+         *     deleted, `active` or not), `unchanged_users` (matching users without differences, or
+         *     all matching users without `update_users`), `delete_users` (only with
+         *     `delete_users=true`: users absent from the CSV, never the caller), `invalid_rows` (1-based CSV line and errors by key). Passwords
          *     are never shown.
          *
          *     What a row may change is what `PUT /api/users/{user}` lets the same caller change
