@@ -5,10 +5,9 @@
  * for byte (nothing is decoded or re-encoded), and so are the segments a decoder needs
  * (tables, colour profile). A JPEG's orientation, which only EXIF carries, is written
  * back as a minimal EXIF block of that one tag, so a phone photo is not shown on its side.
- * PNG and WebP keep only the chunks they need (an allow-list). GIF carries no EXIF and is
- * kept as sent (its comment and XMP blocks included). Pictures stored before are served as
- * they were stored until `atrium pictures:strip-metadata` stores them without it
- * (stored-pictures.ts). docs/users.md#profile-pictures.
+ * PNG, WebP and GIF keep only the chunks or blocks they need (an allow-list). Pictures
+ * stored before are served as they were stored until `atrium pictures:strip-metadata`
+ * stores them without it (stored-pictures.ts). docs/users.md#profile-pictures.
  */
 
 /** Thrown for a file whose structure this walk cannot follow: it is refused, not stored with what it may hide. */
@@ -173,6 +172,64 @@ function webpWithoutMetadata(webp: Buffer): Buffer {
 }
 
 /**
+ * GIF application extensions kept, by their identifier and authentication code: the
+ * animation's loop count (Netscape's, and its twin) and the ICC colour profile. XMP and
+ * any other application's data go.
+ */
+const GIF_KEPT_APPLICATIONS = new Set(['NETSCAPE2.0', 'ANIMEXTS1.0', 'ICCRGBG1012']);
+
+/**
+ * The GIF up to its trailer, with its header, colour tables, images, graphic control and
+ * plain-text extensions and the application extensions in `GIF_KEPT_APPLICATIONS`;
+ * comments, other application extensions and unknown ones go, as does whatever follows
+ * the trailer. Blocks are self-delimiting, so what is kept stays valid.
+ */
+function gifWithoutMetadata(gif: Buffer): Buffer {
+  const cut = () => new UnreadablePicture('a GIF block is cut off');
+  /** The end of the data sub-blocks starting at `at` (after their zero-length terminator). */
+  const afterSubBlocks = (at: number): number => {
+    for (;;) {
+      if (at >= gif.length) throw cut();
+      const size = gif[at]!;
+      at += 1 + size;
+      if (size === 0) return at;
+    }
+  };
+  /** The size of a colour table that the packed byte `packed` announces, or 0. */
+  const colourTable = (packed: number) => (packed & 0x80 ? 3 * 2 ** ((packed & 0x07) + 1) : 0);
+  if (gif.length < 13) throw cut();
+  let at = 13 + colourTable(gif[10]!);
+  const kept: Buffer[] = [gif.subarray(0, at)];
+  for (;;) {
+    if (at >= gif.length) throw cut();
+    const introducer = gif[at]!;
+    if (introducer === 0x3b) {
+      kept.push(gif.subarray(at, at + 1));
+      return Buffer.concat(kept);
+    }
+    let end: number;
+    let keep: boolean;
+    if (introducer === 0x2c) {
+      if (at + 10 > gif.length) throw cut();
+      // The descriptor, its local colour table, the LZW code size, then the image's sub-blocks.
+      end = afterSubBlocks(at + 10 + colourTable(gif[at + 9]!) + 1);
+      keep = true;
+    } else if (introducer === 0x21) {
+      if (at + 2 > gif.length) throw cut();
+      const label = gif[at + 1]!;
+      end = afterSubBlocks(at + 2);
+      const application = label === 0xff && gif[at + 2] === 11 ? gif.subarray(at + 3, at + 14).toString('latin1') : null;
+      keep = label === 0xf9 || label === 0x01 || (application !== null && GIF_KEPT_APPLICATIONS.has(application));
+    } else {
+      throw new UnreadablePicture('a GIF block of an unknown kind');
+    }
+    if (end > gif.length) throw cut();
+    if (keep) kept.push(gif.subarray(at, end));
+    at = end;
+  }
+}
+
+/**
  * `content` (of the detected `mediaType`) without its metadata; `orientation` is the
  * EXIF orientation read from it (image-size), written back for a JPEG.
  */
@@ -184,6 +241,8 @@ export function withoutMetadata(content: Buffer, mediaType: string, orientation?
       return pngWithoutMetadata(content);
     case 'image/webp':
       return webpWithoutMetadata(content);
+    case 'image/gif':
+      return gifWithoutMetadata(content);
     default:
       return content;
   }

@@ -66,7 +66,7 @@ export async function acceptPicture(upload: Pick<Upload, 'size' | 'content' | 'f
       profile_picture: [
         coded(
           'out_of_range',
-          `must be at most ${PICTURE_MAX_SIDE} pixels a side and ${PICTURE_MAX_PIXELS / 1_000_000} megapixels (it is ${width} × ${height})`,
+          `must be at least 1 and at most ${PICTURE_MAX_SIDE} pixels a side and ${PICTURE_MAX_PIXELS / 1_000_000} megapixels (it is ${width} × ${height})`,
         ),
       ],
     });

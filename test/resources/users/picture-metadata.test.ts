@@ -100,8 +100,35 @@ t.test("what decoders pass over is passed over; JFIF's thumbnail, JFXX and unkno
   t.ok(withoutMetadata(webp, 'image/webp').equals(WEBP_1X1), 'WebP: only the chunks it needs');
 });
 
-t.test('a GIF is stored as sent', async (t) => {
-  t.ok(withoutMetadata(GIF_1X1, 'image/gif').equals(GIF_1X1));
+/** GIF_1X1 with `blocks` before its image (after its header, screen and colour table, 19 bytes, and graphic control, 8). */
+const gifWith = (...blocks: Buffer[]) => Buffer.concat([GIF_1X1.subarray(0, 27), ...blocks, GIF_1X1.subarray(27)]);
+/** A GIF extension: introducer, label, the data as sub-blocks of at most 255 bytes, terminator. */
+const gifExtension = (label: number, ...subBlocks: string[]) =>
+  Buffer.concat([
+    Buffer.from([0x21, label]),
+    ...subBlocks.map((data) => Buffer.concat([Buffer.from([data.length]), Buffer.from(data, 'latin1')])),
+    Buffer.from([0]),
+  ]);
+
+t.test('a GIF keeps its images, graphic control, loop count and colour profile; comments, XMP and the rest go', async (t) => {
+  t.ok(withoutMetadata(GIF_1X1, 'image/gif').equals(GIF_1X1), 'a plain GIF is stored as sent');
+  const loop = gifExtension(0xff, 'NETSCAPE2.0', '\x01\0\0');
+  const profile = gifExtension(0xff, 'ICCRGBG1012', 'not a real profile');
+  const looping = gifWith(loop, profile);
+  t.ok(withoutMetadata(looping, 'image/gif').equals(looping), 'the loop count and the colour profile kept');
+  const commented = Buffer.concat([
+    gifWith(
+      gifExtension(0xfe, 'SECRET-COMMENT'),
+      gifExtension(0xff, 'XMP DataXMP', '<x:xmpmeta>SECRET-XMP</x:xmpmeta>'),
+      loop,
+      gifExtension(0x99, 'SECRET-UNKNOWN'),
+    ),
+    Buffer.from('SECRET-AFTER-THE-TRAILER', 'latin1'),
+  ]);
+  const stored = withoutMetadata(commented, 'image/gif');
+  t.strictSame(secretsIn(stored), [], 'no comment, XMP, unknown extension or trailing bytes left');
+  t.ok(stored.equals(gifWith(loop)), 'the rest as sent');
+  t.strictSame(imageSize(stored), { height: 1, width: 1, type: 'gif' });
 });
 
 t.test('a file whose structure cannot be followed is refused, never stored with what it may hide', async (t) => {
@@ -113,6 +140,9 @@ t.test('a file whose structure cannot be followed is refused, never stored with 
     ['a PNG without IEND', PNG_1X1.subarray(0, PNG_1X1.length - 12), 'image/png'],
     ['a WebP whose RIFF size exceeds the file', Buffer.concat([WEBP_1X1.subarray(0, 4), Buffer.from([0xff, 0, 0, 0]), WEBP_1X1.subarray(8)]), 'image/webp'],
     ['a WebP whose chunk exceeds the RIFF', riff([Buffer.concat([Buffer.from('VP8L\xff\0\0\0', 'latin1'), Buffer.alloc(4)])]), 'image/webp'],
+    ['a GIF cut in its image data', GIF_1X1.subarray(0, GIF_1X1.length - 3), 'image/gif'],
+    ['a GIF without its trailer', GIF_1X1.subarray(0, GIF_1X1.length - 1), 'image/gif'],
+    ['a GIF header followed by other bytes', Buffer.concat([GIF_1X1.subarray(0, 13), Buffer.from('<script>alert(1)</script>', 'latin1')]), 'image/gif'],
   ];
   for (const [name, file, type] of cuts) t.throws(() => withoutMetadata(file, type, 6), { name: 'UnreadablePicture' }, name);
 });

@@ -172,7 +172,8 @@ t.test('update: upload replaces, profile_picture null removes', async (t) => {
   const sameName = await api.call(t, 'updateUser', {
     token: admin,
     params: { user: id },
-    ...(await multipart({ profile_picture: { content: Buffer.concat([GIF_1X1, Buffer.from([0])]), fileName: 'p.gif' } })),
+    // Another delay in its graphic control extension: other bytes, the same picture.
+    ...(await multipart({ profile_picture: { content: Buffer.concat([GIF_1X1.subarray(0, 23), Buffer.from([1]), GIF_1X1.subarray(24)]), fileName: 'p.gif' } })),
   });
   t.not(sameName.body.profile_picture_url, replaced.body.profile_picture_url, 'new bytes, new URL (cache key), even with the same name');
   const [stored] = await api.db.owner.select().from(userProfilePictures).where(eq(userProfilePictures.userId, id));
@@ -234,6 +235,25 @@ t.test('uploadProfilePicture: bad uploads change nothing', async (t) => {
     t.equal(refused.status, 422, `${width} × ${height} pixels`);
     t.strictSame(refused.body.error_codes, { profile_picture: ['out_of_range'] });
   }
+  // A GIF whose screen and image declare no pixel: the refusal says a side needs one.
+  const empty = Buffer.from(GIF_1X1);
+  for (const at of [6, 8, 32, 34]) empty.writeUInt16LE(0, at);
+  const noPixel = await api.call(t, 'uploadProfilePicture', {
+    token: admin,
+    params: { user: target.id },
+    ...(await upload({ profile_picture: { content: empty, fileName: 'x.gif' } })),
+  });
+  t.equal(noPixel.status, 422, '0 × 0 pixels');
+  t.match(noPixel.body.errors.profile_picture[0], /at least 1 and at most 10000 pixels a side .*\(it is 0 × 0\)/);
+  // A GIF header followed by anything but a GIF's blocks is no image.
+  const scripted = Buffer.concat([GIF_1X1.subarray(0, 13), Buffer.from('<script>alert(1)</script>')]);
+  const notGif = await api.call(t, 'uploadProfilePicture', {
+    token: admin,
+    params: { user: target.id },
+    ...(await upload({ profile_picture: { content: scripted, fileName: 'x.gif' } })),
+  });
+  t.equal(notGif.status, 422, "GIF's header before a script");
+  t.strictSame(notGif.body.error_codes, { profile_picture: ['unsupported_file_type'] });
   const disguised = await upload({
     profile_picture: { content: Buffer.concat([PNG_1X1.subarray(0, 8), Buffer.from('<html><script>alert(1)</script>')]), fileName: 'x.png' },
   });
