@@ -6918,7 +6918,7 @@ export interface components {
             role_id: number;
             staff_number?: string | null;
             street?: string | null;
-            /** @description Unique per tenant; no leading or trailing whitespace. `deleted-user-<number>` is reserved for blacked-out accounts (422). */
+            /** @description Unique per tenant; no leading or trailing whitespace. `deleted-user-<number>`, in any letter case, is reserved for blacked-out accounts, and a control or format character (a zero-width space, a bidirectional override) is refused (422 `pattern`); a stored name sent back unchanged is not judged again. */
             username: string;
             wants_email_notifications?: boolean;
             zipcode?: string | null;
@@ -6985,7 +6985,7 @@ export interface components {
             role_id: number;
             staff_number?: string | null;
             street?: string | null;
-            /** @description Unique per tenant; no leading or trailing whitespace. `deleted-user-<number>` is reserved for blacked-out accounts (422). */
+            /** @description Unique per tenant; no leading or trailing whitespace. `deleted-user-<number>`, in any letter case, is reserved for blacked-out accounts, and a control or format character (a zero-width space, a bidirectional override) is refused (422 `pattern`); a stored name sent back unchanged is not judged again. */
             username: string;
             wants_email_notifications?: boolean;
             zipcode?: string | null;
@@ -7330,7 +7330,7 @@ export interface components {
             role_id?: number;
             staff_number?: string | null;
             street?: string | null;
-            /** @description Unique per tenant; no leading or trailing whitespace. `deleted-user-<number>` is reserved for blacked-out accounts (422). */
+            /** @description Unique per tenant; no leading or trailing whitespace. `deleted-user-<number>`, in any letter case, is reserved for blacked-out accounts, and a control or format character (a zero-width space, a bidirectional override) is refused (422 `pattern`); a stored name sent back unchanged is not judged again. */
             username?: string;
             wants_email_notifications?: boolean;
             zipcode?: string | null;
@@ -7395,7 +7395,7 @@ export interface components {
             role_id?: number;
             staff_number?: string | null;
             street?: string | null;
-            /** @description Unique per tenant; no leading or trailing whitespace. `deleted-user-<number>` is reserved for blacked-out accounts (422). */
+            /** @description Unique per tenant; no leading or trailing whitespace. `deleted-user-<number>`, in any letter case, is reserved for blacked-out accounts, and a control or format character (a zero-width space, a bidirectional override) is refused (422 `pattern`); a stored name sent back unchanged is not judged again. */
             username?: string;
             wants_email_notifications?: boolean;
             zipcode?: string | null;

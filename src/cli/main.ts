@@ -74,7 +74,7 @@ async function checkPasswordLength(password: string, config: Config, what: strin
 /** A username the API would refuse (its schema, a reserved name) is a usage error: such an administrator could never sign in. */
 async function checkUsername(username: string, what: string): Promise<void> {
   const { usernameProblems, usernameShapeProblem } = await import('../resources/users/rules.ts');
-  const [problem] = [usernameShapeProblem(username), ...usernameProblems(username)].filter(Boolean);
+  const [problem] = [usernameShapeProblem(username), ...usernameProblems(username).map((issue) => issue.message)].filter(Boolean);
   if (problem) throw new UsageError(`${what} ${problem}`);
 }
 

@@ -11,14 +11,19 @@
  */
 const INVISIBLE = /[\p{Cc}\p{Cf}\p{Co}\p{Cs}\p{Zl}\p{Zp}]/u;
 
+export const INVISIBLE_CHARACTER_PROBLEM = 'may not contain control, format or other invisible characters';
+
 /** The form a name is stored in: Unicode NFC, so one name has one spelling. */
 export const storedName = (name: string): string => name.normalize('NFC');
+
+/** Whether `text` holds an invisible character (`INVISIBLE`): refused in names people read, and in usernames. */
+export const hasInvisibleCharacter = (text: string): boolean => INVISIBLE.test(text);
 
 /** What is wrong with `name` as a display name: whitespace at either end, an invisible character. */
 export function displayNameProblems(name: string): string[] {
   const problems: string[] = [];
   if (/^\s|\s$/u.test(name)) problems.push('may not begin or end with whitespace');
-  if (INVISIBLE.test(name)) problems.push('may not contain control, format or other invisible characters');
+  if (hasInvisibleCharacter(name)) problems.push(INVISIBLE_CHARACTER_PROBLEM);
   return problems;
 }
 

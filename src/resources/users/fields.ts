@@ -8,7 +8,7 @@
  */
 import { characterCount } from '../../platform/http/validation.ts';
 import { isCalendarDate } from '../../platform/http/dates.ts';
-import { defaultRouteProblems, usernameProblems, usernameShapeProblem } from './rules.ts';
+import { defaultRouteProblems, usernameShapeProblem } from './rules.ts';
 import type { UserColumns } from './queries.ts';
 import { GENDERS } from './table.ts';
 
@@ -85,9 +85,8 @@ const EMAIL = /^[^\s@]+@[^\s@][^\s@.]*\.[^\s@]+$/;
  * One CSV cell → its value, or why it is none. Cells are trimmed, except the password,
  * which is taken as written. An empty cell of a date, number, boolean, language or route
  * is null; an empty text cell is `""`, or null with `whitespaceToNull`. A `department_ids`
- * cell lists IDs separated by `|` (`1|4`), an empty one none. A username or a
- * route must pass the rules the API applies to them (`usernameProblems`,
- * `defaultRouteProblems`). A NUL character (U+0000), which no text column can store and
+ * cell lists IDs separated by `|` (`1|4`), an empty one none. A username must have the
+ * spec's form, and a route pass the rules the API applies to it (`defaultRouteProblems`). A NUL character (U+0000), which no text column can store and
  * the API therefore refuses, makes any cell but the password (stored as a hash) invalid.
  */
 export function parseCell(kind: CellKind, raw: string, whitespaceToNull: boolean): { value: CellValue } | { error: string } {
@@ -99,7 +98,8 @@ export function parseCell(kind: CellKind, raw: string, whitespaceToNull: boolean
     case 'username': {
       if (!text) return { error: 'is required' };
       // The spec's schema of `username`, as POST /api/users judges it: a line break inside (a quoted cell) is refused.
-      const [problem] = [usernameShapeProblem(text), ...usernameProblems(text)].filter(Boolean);
+      // The rules of a new name (`usernameProblems`) judge the rows that create a user: a row matching a stored name keeps it.
+      const problem = usernameShapeProblem(text);
       return problem ? { error: problem } : { value: text };
     }
     case 'password':

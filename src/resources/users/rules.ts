@@ -11,8 +11,9 @@ import { grantablePermissions, permissionsLacking } from '../../platform/auth/pe
 import type { Tx } from '../../platform/database/database.ts';
 import { missingIds, MISSING, reportMissing } from '../../platform/database/existence.ts';
 import { navigationUrlProblems, ROUTE_FORMS } from '../../platform/http/navigation-url.ts';
-import { coded, forbidden, invalid, notFound, unauthorized, type FieldErrors, type FieldMessage } from '../../platform/http/problem.ts';
+import { coded, forbidden, invalid, notFound, unauthorized, type CodedMessage, type FieldErrors, type FieldMessage } from '../../platform/http/problem.ts';
 import { departments } from '../departments/table.ts';
+import { hasInvisibleCharacter, INVISIBLE_CHARACTER_PROBLEM } from '../roles/names.ts';
 import { CONFERS_ENTITY_RIGHTS, membershipsConferringRights } from '../entity-permissions/rules.ts';
 import { findUser, loadUserReferences, usernameTaken, type UserReferences, type UserRow } from './queries.ts';
 import type { ProfileKey, users } from './table.ts';
@@ -53,14 +54,25 @@ export function usernameShapeProblem(username: string): string | undefined {
   return undefined;
 }
 
-const BLACKED_OUT_USERNAME = /^deleted-user-\d+$/;
+const BLACKED_OUT_USERNAME = /^deleted-user-\d+$/i;
 
-/** Blackout renames accounts `deleted-user-<id>`; no one else may take such a name. */
+/**
+ * Blackout renames accounts `deleted-user-<id>`; no one else may take such a name, in any
+ * letter case (a new name is judged taken in any case too).
+ */
 export const isReservedUsername = (username: string) => BLACKED_OUT_USERNAME.test(username);
 
-/** What is wrong with `username` as a new name (its form is the spec's): none, or that it is reserved. */
-export function usernameProblems(username: string): string[] {
-  return isReservedUsername(username) ? ['is reserved for blacked-out accounts'] : [];
+/**
+ * What is wrong with `username` as a new name (its form is the spec's): it is reserved, or
+ * it holds a character that does not show (a zero-width space, a bidirectional override),
+ * with which it could pass for another user's name. A stored name kept as it is is not
+ * judged again.
+ */
+export function usernameProblems(username: string): CodedMessage[] {
+  const problems: CodedMessage[] = [];
+  if (isReservedUsername(username)) problems.push(coded('reserved', 'is reserved for blacked-out accounts'));
+  if (hasInvisibleCharacter(username)) problems.push(coded('pattern', INVISIBLE_CHARACTER_PROBLEM));
+  return problems;
 }
 
 /** What is wrong with `route` as a `default_route`: it must be a same-origin path or an absolute http(s) URL. */
@@ -79,7 +91,7 @@ type ProfileColumn = 'street' | 'zipcode' | 'city' | 'email' | 'phone' | 'birthd
 
 /** What a user draft falls back on for the values an update does not write. */
 export type StoredUser = Pick<UserRow, 'groupAccount' | 'firstName' | 'lastName' | 'enteringDate' | 'leavingDate' | 'roleId'> &
-  Partial<Pick<UserRow, ProfileColumn | 'pictureFileName'>>;
+  Partial<Pick<UserRow, ProfileColumn | 'pictureFileName' | 'username'>>;
 
 /**
  * A user as a write would leave it: the values it writes (undefined: not written, so an
@@ -182,8 +194,8 @@ export function userDraftErrors(draft: UserDraft, options: UserWriteSettings): F
       ? { password: [coded('required', 'is required for new users')] }
       : passwordErrors(draft.password, options);
   if (isNew && (draft.roleId === undefined || draft.roleId === null)) errors.role_id = [coded('required', 'is required for new users')];
-  const usernameIssues = draft.username === undefined ? [] : usernameProblems(draft.username);
-  if (usernameIssues.length > 0) errors.username = usernameIssues.map((issue) => coded('reserved', issue));
+  const usernameIssues = draft.username === undefined || draft.username === draft.current?.username ? [] : usernameProblems(draft.username);
+  if (usernameIssues.length > 0) errors.username = usernameIssues;
   if (!resultingGroupAccount(draft)) {
     const { firstName, lastName } = resultingNames(draft);
     if (!firstName?.trim()) errors.first_name = [coded('required', 'is required for personal accounts')];

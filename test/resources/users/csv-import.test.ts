@@ -144,6 +144,28 @@ t.test('row rules: reserved usernames, names of personal accounts on update, ove
   );
 });
 
+t.test('a new name may not be reserved in any case nor hold an invisible character; a stored one is matched as it is', async (t) => {
+  // Stored before usernames with invisible characters were refused.
+  const legacy = await api.createUser(tenant.tenantId, { username: 'legacy\u200b', values: { firstName: 'Leg', lastName: 'Acy' } });
+  const csv = `username,password,first_name,last_name,role_id,city\nDeleted-User-4,a password 4,A,B,${role.id},\nzed\u200b,a password 5,A,B,${role.id},\n\u202eoen,a password 6,A,B,${role.id},\nlegacy\u200b,,Leg,Acy,,Köln\n`;
+  const res = await importCsv(t, csv, { update_users: 'true' });
+  t.equal(res.status, 200);
+  t.strictSame(
+    (res.body.invalid_rows as { line: number; errors: Record<string, string[]> }[]).map((row) => [row.line, row.errors]),
+    [
+      [2, { username: ['is reserved for blacked-out accounts'] }],
+      [3, { username: ['may not contain control, format or other invisible characters'] }],
+      [4, { username: ['may not contain control, format or other invisible characters'] }],
+    ],
+  );
+  t.strictSame(res.body.new_users, []);
+  t.strictSame(
+    (res.body.update_users as { id: number; changes: object }[]).map((row) => [row.id, row.changes]),
+    [[legacy.id, { city: { from: null, to: 'Köln' } }]],
+    'the stored name matches its user',
+  );
+});
+
 t.test('a NUL character, which no text column can store, makes its cell invalid: never a 500, never an offered row', async (t) => {
   const before = await snapshot();
   const csv = `username,password,first_name,last_name,role_id,city\nne\u0000w1,a password 1,A,B,${role.id},\nnew2,a password 2,A\u0000,B,${role.id},Bonn\nanna,,Anna,Alt,,Bo\u0000nn\n`;

@@ -96,6 +96,18 @@ t.test('userDraftErrors: a new user needs a role; usernames of blacked-out accou
   t.notOk(isReservedUsername('deleted-user-'), 'no id');
   t.notOk(isReservedUsername('deleted-user-1x'));
   t.notOk(isReservedUsername('xdeleted-user-1'));
+  t.ok(isReservedUsername('Deleted-User-1'), 'in any letter case, as new names are judged taken');
+  // A character that does not show would let a name pass for another one.
+  for (const username of ['admin\u200b', '\u202eadmin', 'ad\u00admin', 'a\tb']) {
+    t.strictSame(
+      userDraftErrors({ ...newUser, username }, rules),
+      { username: [coded('pattern', 'may not contain control, format or other invisible characters')] },
+      JSON.stringify(username),
+    );
+  }
+  const legacy = { current: { ...stored, username: 'legacy\u200b' } };
+  t.strictSame(userDraftErrors({ ...legacy, username: 'legacy\u200b' }, rules), {}, 'a stored name sent back as it is is not judged again');
+  t.ok(userDraftErrors({ ...legacy, username: 'other\u200b' }, rules).username, 'a new one is');
 });
 
 t.test('userDraftErrors: names of personal accounts, as the write would leave them', async (t) => {

@@ -98,12 +98,27 @@ t.test('update: bad inputs are 422 and change nothing', async (t) => {
     ['short password', { password: 'x' }, 'password'],
     ['unknown role', { role_id: 424242 }, 'role_id'],
     ['leading whitespace in username', { username: ' padded' }, 'username'],
+    ['a reserved username in another case', { username: 'Deleted-User-77' }, 'username'],
+    ['a zero-width space in the username', { username: 'viewer\u200b' }, 'username'],
+    ['a bidirectional override in the username', { username: '\u202eemployee' }, 'username'],
   ] as const) {
     const res = await api.call(t, 'updateUser', { token: admin.token, params, body });
     t.equal(res.status, 422, name);
     t.ok(res.body.errors?.[field], `${name}: names ${field}`);
   }
   t.strictSame(await ownerUser(api.db, tenant.tenantId, employee.id), before);
+});
+
+t.test('a stored username with an invisible character, sent back as it is, is no error', async (t) => {
+  // Stored before such names were refused: a client saving the user it read keeps working.
+  const legacy = await api.createUser(tenant.tenantId, { username: 'legacy\u200b' });
+  const read = (await api.call(t, 'getUser', { token: admin.token, params: { user: legacy.id } })).body;
+  const saved = await api.call(t, 'updateUser', { token: admin.token, params: { user: legacy.id }, body: { username: read.username, city: 'Bonn' } });
+  t.equal(saved.status, 200);
+  t.equal(saved.body.username, 'legacy\u200b');
+  const created = await api.call(t, 'createUser', { token: admin.token, body: newUserBody({ username: 'fresh\u200b' }) });
+  t.equal(created.status, 422, 'a new user may not take such a name');
+  t.strictSame(created.body.error_codes, { username: ['pattern'] });
 });
 
 t.test('default_route: javascript: and other non-navigation targets are 422 on create and update, and change nothing', async (t) => {
