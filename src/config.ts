@@ -261,6 +261,8 @@ export const environmentSchema = {
     ATRIUM_BOOTSTRAP_TENANT_NAME: ['ATRIUM_BOOTSTRAP_TENANT'],
     // Behind a pooler the application pool cannot switch roles at connection start: it logs in as its own role.
     DATABASE_DIRECT_URL: ['DATABASE_URL', 'ATRIUM_APP_DATABASE_URL'],
+    // The embedded server sets up the application login itself; another one would reach another database.
+    ATRIUM_APP_DATABASE_URL: ['DATABASE_URL'],
   },
 } as const;
 

@@ -103,7 +103,7 @@ t.test('each mistake is one line naming the variable and what it accepts', async
     [{ REQUEST_TIMEOUT: '0' }, /^REQUEST_TIMEOUT: "0" is not accepted; expected a number of seconds from 1 to 3600$/],
     [{ DATABASE_URL: 'garbage' }, /^DATABASE_URL: its value is not accepted; expected a PostgreSQL connection URL/],
     [{ DATABASE_URL: 'mysql://u:p@h/db' }, /^DATABASE_URL: /],
-    [{ ATRIUM_APP_DATABASE_URL: 'postgres://' }, /^ATRIUM_APP_DATABASE_URL: /],
+    [{ DATABASE_URL: 'postgres://u:p@db/atrium', ATRIUM_APP_DATABASE_URL: 'postgres://' }, /^ATRIUM_APP_DATABASE_URL: /],
     [{ DATABASE_URL: 'postgres://u:p@h1:5432,:5433/db' }, /^DATABASE_URL: its value is not accepted; expected .*host1:5432,host2:5432/],
     [{ DATABASE_URL: 'postgres://u:p@h1:5432,h2:99999/db' }, /^DATABASE_URL: its value is not accepted/],
     // The driver took any sslmode it does not know as "TLS, the certificate verified": a typo is no setting to guess at.
@@ -151,6 +151,8 @@ t.test('each mistake is one line naming the variable and what it accepts', async
     [{ ATRIUM_BOOTSTRAP_TENANT: 'acme', ATRIUM_BOOTSTRAP_TENANT_NAME: 'Acme\nInc.' }, /^ATRIUM_BOOTSTRAP_TENANT_NAME: "Acme\\nInc\." is not accepted/],
     [{ ATRIUM_BOOTSTRAP_TENANT: 'acme', ATRIUM_BOOTSTRAP_TENANT_NAME: 'Acme\u0007' }, /^ATRIUM_BOOTSTRAP_TENANT_NAME: /],
     [{ ATRIUM_BOOTSTRAP_TENANT: 'acme', ATRIUM_BOOTSTRAP_TENANT_NAME: 'Acme Inc. ' }, /^ATRIUM_BOOTSTRAP_TENANT_NAME: /],
+    // The embedded server sets up its application login itself: another login would reach another server.
+    [{ ATRIUM_APP_DATABASE_URL: 'postgres://atrium_api:pw@db/atrium' }, /^DATABASE_URL must be set when ATRIUM_APP_DATABASE_URL is$/],
     [
       { DATABASE_URL: 'postgres://u:p@pooler/atrium', DATABASE_DIRECT_URL: 'postgres://u:p@db/atrium' },
       /^ATRIUM_APP_DATABASE_URL must be set when DATABASE_DIRECT_URL is$/,

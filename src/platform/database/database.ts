@@ -606,13 +606,28 @@ export class Database {
   /**
    * Refuses an application role that could see past row-level security: superuser,
    * BYPASSRLS, (a member of) the owner of a table with row-level security (owners are not
-   * subject to it), or not a member of `atrium_app` (whose grants the policies assume).
+   * subject to it), or not a member of `atrium_app` (whose grants the policies assume); and
+   * an application pool that reaches another database than the owner's, which it would
+   * answer from without a word while readiness, asked of the owner's, said all was well.
    */
   async verifyAppRole(): Promise<void> {
-    const [role] = await this.appSql<{ name: string; rolsuper: boolean; rolbypassrls: boolean; member: boolean; owner: boolean }[]>`
+    // Which database each pool reaches: its name, and its cluster's system identifier (a standby shares its primary's).
+    const reached = `current_database() as database, (select system_identifier::text from pg_control_system()) as system`;
+    const [[role], [owner]] = await Promise.all([
+      this.appSql<{ name: string; rolsuper: boolean; rolbypassrls: boolean; member: boolean; owner: boolean; database: string; system: string }[]>`
       select r.rolname as name, r.rolsuper, r.rolbypassrls, pg_has_role(current_user, ${APP_ROLE}, 'MEMBER') as member,
-        exists (select 1 from pg_class c where c.relrowsecurity and pg_has_role(r.oid, c.relowner, 'MEMBER')) as owner
-      from pg_roles r where r.rolname = current_user`;
+        exists (select 1 from pg_class c where c.relrowsecurity and pg_has_role(r.oid, c.relowner, 'MEMBER')) as owner,
+        ${this.appSql.unsafe(reached)}
+      from pg_roles r where r.rolname = current_user`,
+      this.ownerSql.unsafe<{ database: string; system: string }[]>(`select ${reached}`),
+    ]);
+    if (role && owner && (role.database !== owner.database || role.system !== owner.system)) {
+      const where = role.system === owner.system ? '' : ' on another PostgreSQL server';
+      throw new Error(
+        `The application pool (ATRIUM_APP_DATABASE_URL) reaches the database "${role.database}"${where}, not the database "${owner.database}" ` +
+          'that DATABASE_URL names and migrates: both must name the same database.',
+      );
+    }
     if (!role || role.rolsuper || role.rolbypassrls || role.owner || !role.member) {
       throw new Error(
         `The application database role "${role?.name ?? '?'}" must not be a superuser, have BYPASSRLS or own the tables, and must be a member of ${APP_ROLE} ` +

@@ -68,6 +68,17 @@ t.test('a role that is a member of the tables’ owner is refused: it could swit
   await t.rejects(db.verifyAppRole(), /must not be a superuser, have BYPASSRLS or own the tables/);
 });
 
+t.test('an application login that reaches another database than DATABASE_URL is refused: it would answer every request from there', async (t) => {
+  const url = new URL(await loginRole('nosuperuser nobypassrls in role atrium_app'));
+  url.pathname = '/postgres';
+  const db = new Database(api.db.url, { appUrl: url.toString() });
+  t.teardown(() => db.close());
+  const [owner] = await api.db.ownerSql<{ name: string }[]>`select current_database() as name`;
+  await t.rejects(db.verifyAppRole(), {
+    message: `The application pool (ATRIUM_APP_DATABASE_URL) reaches the database "postgres", not the database "${owner!.name}" that DATABASE_URL names and migrates: both must name the same database.`,
+  });
+});
+
 /** A URL of the test's database that logs in as `name` with `password` (the role need not exist). */
 function urlOf(name: string, password: string): string {
   const url = new URL(api.db.url);
