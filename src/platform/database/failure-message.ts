@@ -1,12 +1,20 @@
 import { DrizzleQueryError } from 'drizzle-orm/errors';
 
+/** How much of a failed statement the message quotes: a migration's whole file would bury the reason. */
+const QUOTED_STATEMENT = 160;
+
 /**
  * An error's message for a terminal: the last line of a command that failed, or of a start
- * that did. A failed query's is its statement and the database's reason, without the
- * parameters drizzle's message lists (a password's hash, a sealed secret), as the log
- * keeps it (`errorLogFields`).
+ * that did, on one line. A failed query's is the start of its statement and the database's
+ * reason, without the parameters drizzle's message lists (a password's hash, a sealed
+ * secret), as the log keeps it (`errorLogFields`).
  */
 export function failureMessage(error: unknown): string {
-  if (error instanceof DrizzleQueryError) return `Failed query: ${error.query}: ${error.cause instanceof Error ? error.cause.message : 'no reason given'}`;
-  return error instanceof Error ? error.message : String(error);
+  const oneLine = (text: string) => text.replace(/\s+/g, ' ').trim();
+  if (error instanceof DrizzleQueryError) {
+    const statement = oneLine(error.query);
+    const quoted = statement.length > QUOTED_STATEMENT ? `${statement.slice(0, QUOTED_STATEMENT)}…` : statement;
+    return `Failed query: ${quoted}: ${error.cause instanceof Error ? oneLine(error.cause.message) : 'no reason given'}`;
+  }
+  return oneLine(error instanceof Error ? error.message : String(error));
 }
