@@ -268,7 +268,8 @@ const commands: Record<string, Command> = {
         import('../platform/database/citus.ts'),
         import('../resources/notifications/citus.ts'),
       ]);
-      const appLogin = config.appDatabaseUrl ? decodeURIComponent(new URL(config.appDatabaseUrl).username) : undefined;
+      // As the driver reads it: the URL may list several hosts, which `URL` cannot parse.
+      const appLogin = config.appDatabaseUrl ? parseConnectionUrl(config.appDatabaseUrl)?.user : undefined;
       const result = await distribute(db.ownerSql, { shardCount, appLogin, adaptations: unreadCountTriggersOnCitus }).catch((error: unknown) => {
         throw error instanceof CitusRefusal ? new Failure(error.message) : error;
       });

@@ -202,10 +202,21 @@ t.test(
   'citus:distribute refuses with one line, exit 1, where Citus is absent; a bad --shard-count is a usage mistake',
   { skip: Boolean(process.env.CITUS_DATABASE_URL) && 'this run is on Citus' },
   async (t) => {
-    const [absent, badCount] = await Promise.all([atrium('citus:distribute'), atrium('citus:distribute', '--shard-count', 'many')]);
+    // An application login naming several hosts (the high-availability form) is read as the driver reads it.
+    const login = `atrium_cli_${randomBytes(4).toString('hex')}`;
+    t.teardown(() => api.db.ownerSql.unsafe(`drop role if exists ${login}`));
+    const url = new URL(api.db.url);
+    const hosts = `postgres://${login}:pw-${login}@${url.host},${url.host}${url.pathname}?target_session_attrs=read-write`;
+    const [absent, badCount, severalHosts] = await Promise.all([
+      atrium('citus:distribute'),
+      atrium('citus:distribute', '--shard-count', 'many'),
+      atrium('citus:distribute', { env: { ...env, ATRIUM_APP_DATABASE_URL: hosts } }),
+    ]);
+    const refusal = 'atrium: Citus is not installed in this database (CREATE EXTENSION citus on the coordinator and every worker; docs/scaling.md)\n';
     t.equal(absent.code, 1);
     t.equal(absent.stdout, '');
-    t.equal(absent.stderr, 'atrium: Citus is not installed in this database (CREATE EXTENSION citus on the coordinator and every worker; docs/scaling.md)\n');
+    t.equal(absent.stderr, refusal);
+    t.equal(severalHosts.stderr, refusal, 'several hosts in ATRIUM_APP_DATABASE_URL');
     t.equal(badCount.code, 2);
     t.match(badCount.stderr, /^atrium: --shard-count must be an integer from 1 to 64000\n\nusage: atrium citus:distribute /);
   },
