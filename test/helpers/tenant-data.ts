@@ -74,6 +74,8 @@ export function tenantData(db: Database): TenantData {
 
 export interface TestDatabaseApi extends TenantData {
   db: Database;
+  /** The application role's own login onto the same database, where the server provides one (`db` uses it). */
+  appUrl?: string;
 }
 
 /**
@@ -92,5 +94,5 @@ export async function startTestDatabase(t: Test): Promise<TestDatabaseApi> {
   });
   // Nothing to do on a template copy; a database made for `npx tap <file>` alone is empty.
   await db.migrate();
-  return { db, ...tenantData(db) };
+  return { db, appUrl: database.appUrl, ...tenantData(db) };
 }

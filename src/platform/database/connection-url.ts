@@ -91,6 +91,21 @@ export function parseConnectionUrl(value: string): ConnectionUrl | null {
   return { scheme, user, password, hosts, database, params };
 }
 
+/**
+ * The hosts of `value` as postgres.js options when one is an IPv6 address, else none (the
+ * URL says them). postgres.js 3.4 splits a URL's host at its first colon, so `[::1]:5432`
+ * would send it to a host named `[` (porsager/postgres#663, unreleased); given as options,
+ * the hosts and ports are taken as they are. Spread into every pool's options.
+ */
+export function driverHosts(value: string): { host?: string; port?: number } {
+  const url = parseConnectionUrl(value);
+  if (!url?.hosts.some(({ host }) => host.startsWith('['))) return {};
+  // The driver takes arrays here (one entry per host), though its types name a single value.
+  const host = url.hosts.map(({ host: name }) => name.replace(/^\[(.*)\]$/, '$1'));
+  const port = url.hosts.map(({ port: number }) => number ?? DEFAULT_PORT);
+  return { host: host as unknown as string, port: port as unknown as number };
+}
+
 /** `url` as a connection URL again (each part encoded), which `parseConnectionUrl` reads back as it is. */
 export function formatConnectionUrl(url: ConnectionUrl): string {
   const credentials =

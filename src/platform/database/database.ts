@@ -7,7 +7,7 @@ import { drizzle, type PostgresJsDatabase } from 'drizzle-orm/postgres-js';
 import { migrate } from 'drizzle-orm/postgres-js/migrator';
 import postgres from 'postgres';
 import { dropConnection, isConnectionLoss, isReadOnlyServer } from './connection-loss.ts';
-import { driverUrl, parseConnectionUrl } from './connection-url.ts';
+import { driverHosts, driverUrl, parseConnectionUrl } from './connection-url.ts';
 import { setLocalTenant } from './tenancy.ts';
 import { guardTransactions } from './transaction-guard.ts';
 
@@ -354,12 +354,13 @@ export class Database {
     const appConnection = options.appUrl ? { application_name: 'atrium' } : { options: `-c role=${APP_ROLE}`, application_name: 'atrium' };
     const probe = { max: 1, onnotice: () => {}, connect_timeout: READINESS_TIMEOUT_MS / 1000, prepare: false, idle_timeout: 1 };
     this.probes = [
-      { url: ownerUrl, options: { ...probe, connection: { application_name: 'atrium-owner' } } },
-      { url: appUrl ?? ownerUrl, options: { ...probe, connection: appConnection } },
+      { url: ownerUrl, options: { ...driverHosts(url), ...probe, connection: { application_name: 'atrium-owner' } } },
+      { url: appUrl ?? ownerUrl, options: { ...driverHosts(options.appUrl ?? url), ...probe, connection: appConnection } },
     ];
     // The owner pool's transactions (`sql.begin`) are guarded against the driver's writes to a closed connection (transaction-guard.ts).
     this.ownerSql = guardTransactions(
       postgres(ownerUrl, {
+        ...driverHosts(url),
         max: OWNER_POOL_SIZE,
         onnotice: () => {},
         backoff: reconnectDelaySeconds,
@@ -370,9 +371,16 @@ export class Database {
     );
     this.listenSql = this.prepare
       ? this.ownerSql
-      : postgres(this.sessionUrl, { max: 1, onnotice: () => {}, backoff: reconnectDelaySeconds, connection: { application_name: 'atrium-owner' } });
+      : postgres(this.sessionUrl, {
+          ...driverHosts(this.sessionUrl),
+          max: 1,
+          onnotice: () => {},
+          backoff: reconnectDelaySeconds,
+          connection: { application_name: 'atrium-owner' },
+        });
     this.dedicatedAppLogin = options.appUrl !== undefined;
     this.appSql = postgres(appUrl ?? ownerUrl, {
+      ...driverHosts(options.appUrl ?? url),
       max: appPoolSize,
       onnotice: () => {},
       backoff: reconnectDelaySeconds,
@@ -505,7 +513,13 @@ export class Database {
    */
   private async underMigrationLock<T>(fn: (connection: postgres.Sql) => Promise<T>): Promise<T> {
     // One connection, so the session-level advisory lock covers the whole of `fn`.
-    const connection = postgres(this.sessionUrl, { max: 1, onnotice: () => {} });
+    // The deadline below, not the driver's connect timeout (30 s by default), says when the server did not answer.
+    const connection = postgres(this.sessionUrl, {
+      ...driverHosts(this.sessionUrl),
+      max: 1,
+      onnotice: () => {},
+      connect_timeout: this.reachTimeoutMs / 1000 + 1,
+    });
     try {
       // Reached first, within a deadline; the lock may then wait as long as another process's migrations take.
       // A failure names the server and the setting: the driver's own message names neither.
@@ -589,7 +603,7 @@ export class Database {
 
   /** Whether `appUrl` signs in, and whether that role is a member of `atrium_app`. */
   private async appLoginState(appUrl: string): Promise<'member' | 'not a member' | 'no login'> {
-    const probe = postgres(driverUrl(appUrl), { max: 1, onnotice: () => {}, connect_timeout: CONNECT_TIMEOUT_SECONDS, prepare: false });
+    const probe = postgres(driverUrl(appUrl), { ...driverHosts(appUrl), max: 1, onnotice: () => {}, connect_timeout: CONNECT_TIMEOUT_SECONDS, prepare: false });
     try {
       const [row] = await probe<{ member: boolean }[]>`select pg_has_role(current_user, ${APP_ROLE}, 'MEMBER') as member`;
       return row?.member ? 'member' : 'not a member';

@@ -3,7 +3,7 @@ import PgBoss from 'pg-boss';
 import postgres from 'postgres';
 import { dropConnection, isReadOnlyServer } from '../database/connection-loss.ts';
 import { citusVersion } from '../database/citus.ts';
-import { driverUrl } from '../database/connection-url.ts';
+import { driverHosts, driverUrl } from '../database/connection-url.ts';
 import type { Db } from '../database/database.ts';
 import { jobErrorLogFields } from '../http/error-handler.ts';
 import { lostJobs, removeExpiredLeases, takeLeases } from './leases.ts';
@@ -81,6 +81,7 @@ export interface JobsOptions {
  */
 export function jobQueueConnection(url: string, max: number, citus = false): { db: PgBoss.Db; close(): Promise<void> } {
   const pool = postgres(driverUrl(url), {
+    ...driverHosts(url),
     max,
     onnotice: () => {},
     connection: { application_name: 'atrium-jobs', ...(citus ? { 'citus.enable_ddl_propagation': 'off' } : {}) },
@@ -126,7 +127,7 @@ export function jobQueueConnection(url: string, max: number, citus = false): { d
 
 /** Whether the database at `url` has Citus (its job queue then stays on the coordinator: `jobQueueConnection`). */
 async function hasCitus(url: string): Promise<boolean> {
-  const probe = postgres(driverUrl(url), { max: 1, onnotice: () => {}, connect_timeout: 5 });
+  const probe = postgres(driverUrl(url), { ...driverHosts(url), max: 1, onnotice: () => {}, connect_timeout: 5 });
   try {
     return (await citusVersion(probe)) !== null;
   } finally {
