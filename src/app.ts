@@ -185,7 +185,7 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
       maxParamLength: MAX_PATH_PARAMETER_LENGTH,
     },
     // Refusals before any route runs are problem documents too.
-    frameworkErrors: answerRouterError,
+    frameworkErrors: answerRouterError(services.config.corsOrigins),
     clientErrorHandler: answerClientError,
   });
   app.setValidatorCompiler(validatorCompiler);
@@ -198,8 +198,9 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   registerDrain(app, services.config.shutdownTimeoutMs / 2);
   registerJsonBodies(app);
   registerContentCodings(app);
-  await registerCors(app, services.config.corsOrigins);
+  // Before CORS: a preflight, answered in CORS's own hook, carries them too.
   registerSecurityHeaders(app);
+  await registerCors(app, services.config.corsOrigins);
   // After CORS and the security headers: its refusal carries them, as every answer does.
   registerQueryStringLimits(app);
   registerNodeRefusals(app);

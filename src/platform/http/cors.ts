@@ -49,3 +49,19 @@ export async function registerCors(app: FastifyInstance, origins: string[]): Pro
     strictPreflight: false,
   });
 }
+
+/**
+ * The allowance that `registerCors` gives an answer to `origin`, for a refusal made before
+ * its hook runs (the router's): a page of a listed origin can then read the problem
+ * document. Empty for an origin not listed, or none.
+ */
+export function corsAnswerHeaders(origins: readonly string[], origin: string | undefined): Record<string, string> {
+  if (origin === undefined || origins.length === 0) return {};
+  const any = origins.includes('*');
+  if (!any && !origins.includes(origin)) return {};
+  return {
+    'access-control-allow-origin': any ? '*' : origin,
+    'access-control-expose-headers': EXPOSED_HEADERS.join(', '),
+    ...(any ? {} : { vary: 'Origin' }),
+  };
+}

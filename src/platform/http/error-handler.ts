@@ -9,6 +9,8 @@ import { randomUUID } from 'node:crypto';
 import { noRouteError } from './no-route.ts';
 import { coded, ProblemError, problemDocument, type ProblemDocument } from './problem.ts';
 import { REQUEST_ID_HEADER } from './request-id.ts';
+import { ANSWER_HEADERS } from './security-headers.ts';
+import { corsAnswerHeaders } from './cors.ts';
 import { fieldErrors } from './validation.ts';
 
 const PROBLEM = 'application/problem+json';
@@ -278,22 +280,27 @@ export const MAX_PATH_PARAMETER_LENGTH = 1024;
 /**
  * Refusals of the router, before any route runs (Fastify's `frameworkErrors`): a path
  * segment longer than MAX_PATH_PARAMETER_LENGTH (414) and malformed percent-encoding in
- * the path (400). Answered as problem documents like every other failure.
+ * the path (400). Answered as problem documents like every other failure, with the
+ * headers every answer carries, the allowance of a listed origin (`corsOrigins`) included:
+ * the request's hooks, which give them, have not run.
  */
-export function answerRouterError(error: FastifyError, request: FastifyRequest, reply: FastifyReply): void {
-  const [status, detail]: [number, string] =
-    error.code === 'FST_ERR_MAX_PARAM_LENGTH'
-      ? [414, `A path segment is longer than ${MAX_PATH_PARAMETER_LENGTH} characters.`]
-      : error.code === 'FST_ERR_BAD_URL'
-        ? [400, 'The request path is not valid (malformed percent-encoding).']
-        : [500, 'An unexpected error occurred.'];
-  if (status >= 500) request.log.error(errorLogFields(error), 'router error');
-  // Refused before the request's hooks ran: echo its id here.
-  void reply
-    .code(status)
-    .header(REQUEST_ID_HEADER, request.id)
-    .type(PROBLEM)
-    .send(identified(problemDocument(status, detail), request));
+export function answerRouterError(corsOrigins: readonly string[]): (error: FastifyError, request: FastifyRequest, reply: FastifyReply) => void {
+  return (error, request, reply) => {
+    const [status, detail]: [number, string] =
+      error.code === 'FST_ERR_MAX_PARAM_LENGTH'
+        ? [414, `A path segment is longer than ${MAX_PATH_PARAMETER_LENGTH} characters.`]
+        : error.code === 'FST_ERR_BAD_URL'
+          ? [400, 'The request path is not valid (malformed percent-encoding).']
+          : [500, 'An unexpected error occurred.'];
+    if (status >= 500) request.log.error(errorLogFields(error), 'router error');
+    const origin = request.headers.origin;
+    void reply
+      .code(status)
+      .headers({ ...ANSWER_HEADERS, ...corsAnswerHeaders(corsOrigins, typeof origin === 'string' ? origin : undefined) })
+      .header(REQUEST_ID_HEADER, request.id)
+      .type(PROBLEM)
+      .send(identified(problemDocument(status, detail), request));
+  };
 }
 
 /**
@@ -315,8 +322,12 @@ export function answerClientError(this: FastifyInstance, error: NodeJS.ErrnoExce
   this.log.debug({ request_id: id, err: { code: error.code, message: error.message } }, 'client error');
   if (socket.writable) {
     const body = JSON.stringify({ ...problemDocument(status, detail), request_id: id });
+    // The headers every answer carries (no request was read, so no origin is known to allow).
+    const headers = Object.entries(ANSWER_HEADERS)
+      .map(([name, value]) => `${name}: ${value}\r\n`)
+      .join('');
     socket.write(
-      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: ${PROBLEM}; charset=utf-8\r\nX-Request-Id: ${id}\r\n` +
+      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: ${PROBLEM}; charset=utf-8\r\nX-Request-Id: ${id}\r\n${headers}` +
         `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
     );
   }

@@ -47,10 +47,17 @@ function securityHeaders(): Readonly<Record<string, string>> {
  */
 const NOT_STORED = { 'cache-control': 'no-store' };
 
+/** What every answer carries unless it says otherwise: the security headers and `NOT_STORED`. */
+export const ANSWER_HEADERS: Readonly<Record<string, string>> = Object.freeze({ ...securityHeaders(), ...NOT_STORED });
+
+/**
+ * `ANSWER_HEADERS` on every answer, from the first hook on (registered before CORS, whose
+ * preflight answers in its own hook). The refusals made before any hook runs (the router's,
+ * Node's parser's) add them themselves (error-handler.ts).
+ */
 export function registerSecurityHeaders(app: FastifyInstance): void {
-  const headers = { ...securityHeaders(), ...NOT_STORED };
   app.addHook('onRequest', (_request, reply, done) => {
-    reply.headers(headers);
+    reply.headers(ANSWER_HEADERS);
     done();
   });
 }

@@ -91,6 +91,24 @@ t.test('refusals carry the allowance too, so the page can read the problem docum
   const missing = await app.inject({ method: 'GET', url: '/api/no-such-route', headers: { origin: ALLOWED } });
   t.equal(missing.statusCode, 404);
   t.equal(missing.headers['access-control-allow-origin'], ALLOWED);
+  // Refused by the router before any hook runs: the same allowance as any other answer.
+  for (const url of ['/api/roles/%zz', `/api/roles/${'1'.repeat(1025)}`]) {
+    const early = await app.inject({ method: 'GET', url, headers: { origin: ALLOWED } });
+    t.ok([400, 414].includes(early.statusCode), url.slice(0, 20));
+    for (const name of ['access-control-allow-origin', 'access-control-expose-headers', 'vary']) t.equal(early.headers[name], missing.headers[name], name);
+    const stranger = await app.inject({ method: 'GET', url, headers: { origin: 'https://evil.example.com' } });
+    t.notOk(stranger.headers['access-control-allow-origin'], 'none for an origin not listed');
+  }
+});
+
+t.test('a preflight carries the headers every answer carries', async (t) => {
+  for (const origin of [ALLOWED, 'https://evil.example.com']) {
+    const res = await preflight(origin);
+    t.equal(res.statusCode, 204);
+    t.equal(res.headers['x-content-type-options'], 'nosniff', origin);
+    t.equal(res.headers['cache-control'], 'no-store');
+    t.equal(res.headers['content-security-policy'], "default-src 'none';base-uri 'none';form-action 'none';frame-ancestors 'none'");
+  }
 });
 
 t.test('without CORS_ORIGINS no origin is allowed and OPTIONS is a method the path is not served with', async (t) => {

@@ -425,6 +425,12 @@ t.test('requests the HTTP parser refuses are problem documents', async (t) => {
   t.match(garbage, /^HTTP\/1\.1 400 /);
   t.match(garbage, /\r\nContent-Type: application\/problem\+json/i);
   t.match(JSON.parse(garbage.slice(garbage.indexOf('\r\n\r\n') + 4)), { status: 400, title: 'Bad Request' });
+  // Written before any hook runs, with the headers every answer carries.
+  for (const answer of [huge, garbage]) {
+    t.match(answer, /\r\ncache-control: no-store\r\n/i);
+    t.match(answer, /\r\nx-content-type-options: nosniff\r\n/i);
+    t.match(answer, /\r\ncontent-security-policy: default-src 'none'/i);
+  }
 });
 
 t.test('requests Node would answer by itself: no Host is a 400 problem document, an unknown Expect is ignored', async (t) => {

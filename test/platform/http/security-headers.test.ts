@@ -21,9 +21,13 @@ t.test('answers of the API carry the security headers', async (t) => {
   const refused = await api.call(t, 'getCurrentUser', { token: null });
   const missing = await app.inject({ method: 'GET', url: '/api/no-such-route' });
   const probe = await api.call(t, 'getLiveness');
-  t.strictSame([ok.status, refused.status, missing.statusCode, probe.status], [200, 401, 404, 200]);
-  for (const res of [ok, refused, missing, probe]) {
+  // Refused by the router, before any hook runs: malformed percent-encoding, an overlong path segment.
+  const badEncoding = await app.inject({ method: 'GET', url: '/api/roles/%zz' });
+  const longSegment = await app.inject({ method: 'GET', url: `/api/roles/${'1'.repeat(1025)}` });
+  t.strictSame([ok.status, refused.status, missing.statusCode, probe.status, badEncoding.statusCode, longSegment.statusCode], [200, 401, 404, 200, 400, 414]);
+  for (const res of [ok, refused, missing, probe, badEncoding, longSegment]) {
     for (const [name, value] of Object.entries(API_HEADERS)) t.equal(res.headers[name], value, name);
+    t.equal(res.headers['cache-control'], 'no-store');
     t.notOk(res.headers['x-powered-by']);
   }
 });
