@@ -9,8 +9,12 @@
 import type { FastifyInstance } from 'fastify';
 import { ProblemError } from './problem.ts';
 
-/** The methods whose body an operation reads; a GET or DELETE ignores one, as it ignores its `Content-Type`. */
+/** The methods whose body an operation reads; a GET ignores one, as it ignores its `Content-Type`. */
 const WITH_BODY = new Set(['POST', 'PUT', 'PATCH']);
+
+/** Whether the request sends a body: a DELETE's is parsed when it has one, though no operation reads it. */
+const sendsBody = (headers: Record<string, string | string[] | undefined>) =>
+  headers['transfer-encoding'] !== undefined || (headers['content-length'] !== undefined && headers['content-length'] !== '0');
 
 /** Whether a `Content-Encoding` header names a coding other than `identity`. */
 export function isContentCoded(header: string | undefined): boolean {
@@ -34,7 +38,7 @@ export function isTransferCoded(header: string | undefined): boolean {
 export function registerContentCodings(app: FastifyInstance): void {
   app.addHook('preParsing', async (request) => {
     // A path and method no route serves answer 404 or 405 as ever (the not-found handler).
-    if (request.is404 || !WITH_BODY.has(request.method)) return;
+    if (request.is404 || !(WITH_BODY.has(request.method) || (request.method === 'DELETE' && sendsBody(request.headers)))) return;
     if (isContentCoded(request.headers['content-encoding'])) {
       throw new ProblemError(415, 'The request body must be sent without a content coding (Content-Encoding): it is read as sent.');
     }

@@ -5,11 +5,14 @@
 import type { ServerResponse } from 'node:http';
 import type { FastifyReply } from 'fastify';
 
-/** The head of an event stream: never cached or transformed, never buffered by a proxy. */
+/**
+ * The head of an event stream: never stored (it carries a user's notifications: `no-store`,
+ * as every other answer) or transformed, never buffered by a proxy. The connection is left
+ * to Node, which keeps it for the stream and honours a client's `Connection: close`.
+ */
 export const EVENT_STREAM_HEADERS: Readonly<Record<string, string>> = {
   'content-type': 'text/event-stream; charset=utf-8',
-  'cache-control': 'no-cache, no-transform',
-  connection: 'keep-alive',
+  'cache-control': 'no-store, no-transform',
   'x-accel-buffering': 'no',
 };
 

@@ -339,6 +339,12 @@ t.test('a content-coded body is refused (415), labelled or really compressed; an
     200,
     'a GET ignores the header, as it ignores a body',
   );
+  // A DELETE's body is parsed when it has one (no operation reads it): coded, it is refused as the others are.
+  const deleteParams = { params: { department: identity.body.id } };
+  const codedDelete = await api.call(t, 'deleteDepartment', { token, ...deleteParams, body: {}, headers: { 'content-encoding': 'gzip' } });
+  t.equal(codedDelete.status, 415, 'a DELETE with a coded body');
+  const bodiless = await api.call(t, 'deleteDepartment', { token, ...deleteParams, headers: { 'content-encoding': 'gzip' } });
+  t.equal(bodiless.status, 204, 'a DELETE without a body is a DELETE, whatever the header says');
   // A path no route serves answers 404 as ever, whatever the body's coding.
   const nowhere = await api.atrium.app!.inject({
     method: 'POST',

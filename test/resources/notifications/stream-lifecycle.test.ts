@@ -6,6 +6,7 @@ import { startTestApi } from '../../helpers/atrium.ts';
 import { eventually } from '../../helpers/eventually.ts';
 import { bearer, sleep } from '../../helpers/fixtures.ts';
 import { openSse } from '../../helpers/sse.ts';
+import { rawRequest } from '../../helpers/http-client.ts';
 import { MAX_STREAMS_PER_USER } from '../../../src/resources/notifications/stream.ts';
 
 // How streams are registered and let go: early disconnects, HEAD, the per-user cap,
@@ -98,6 +99,14 @@ t.test('HEAD is answered at once and opens no stream', async (t) => {
   t.match(answer.contentType, /^text\/event-stream/);
   t.equal(answer.body, '');
   t.equal(streams.openStreams(), 0);
+  // A client that asks the connection closed has it closed (rawRequest resolves at the close), and no cache may keep the answer.
+  const closed = await rawRequest(
+    Number(new URL(base).port),
+    `HEAD /api/notifications/stream HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${alice.token}\r\nConnection: close\r\n\r\n`,
+  );
+  t.match(closed, /^HTTP\/1\.1 200 /);
+  t.match(closed, /\r\ncache-control: no-store, no-transform\r\n/i, 'stored by no cache: it carries a user’s notifications');
+  t.notMatch(closed, /\r\nconnection: keep-alive\r\n/i);
 });
 
 t.test('a user holds at most 10 streams: the 11th is a 429 until one closes', async (t) => {
