@@ -227,9 +227,10 @@ export const environmentSchema = {
     },
     VAPID_SUBJECT: {
       type: 'string',
-      pattern: '^(mailto:|https://)',
+      // A contact: an address after mailto:, a host after https://.
+      pattern: '^(mailto:[^\\s@]+@[^\\s@]+|https://[^\\s/?#]+\\S*)$',
       default: 'mailto:no-reply@atrium.invalid',
-      description: 'a mailto: or https:// contact',
+      description: 'a mailto: address or an https:// URL of a contact',
     },
     PUSH_MAX_ATTEMPTS: integer(1, 100, 5, 'an integer from 1 to 100'),
     PUSH_RETRY_DELAY_MS: integer(0, 2 ** 31 - 1, 30_000, 'a number of milliseconds'),

@@ -134,6 +134,10 @@ t.test('each mistake is one line naming the variable and what it accepts', async
     [{ PUSH_ALLOWED_CIDRS: 'intranet' }, /^PUSH_ALLOWED_CIDRS: /],
     [{ SMTP_URL: 'mail.example.com' }, /^SMTP_URL: its value is not accepted/],
     [{ VAPID_SUBJECT: 'admin@example.com' }, /^VAPID_SUBJECT: /],
+    // A push service refuses a VAPID contact that names no one: a scheme alone is none.
+    [{ VAPID_SUBJECT: 'mailto:' }, /^VAPID_SUBJECT: /],
+    [{ VAPID_SUBJECT: 'https://' }, /^VAPID_SUBJECT: /],
+    [{ VAPID_SUBJECT: 'mailto:ops' }, /^VAPID_SUBJECT: /],
     [{ VAPID_PUBLIC_KEY: vapidPair().VAPID_PUBLIC_KEY }, /^VAPID_PRIVATE_KEY must be set together with VAPID_PUBLIC_KEY/],
     [{ VAPID_PRIVATE_KEY: vapidPair().VAPID_PRIVATE_KEY }, /^VAPID_PUBLIC_KEY must be set together with VAPID_PRIVATE_KEY/],
     [{ ACCESS_TOKEN_TTL: '10' }, /^ACCESS_TOKEN_TTL: "10" is not accepted; expected a number of seconds, at least 60$/],

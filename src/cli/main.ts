@@ -308,7 +308,8 @@ async function run(argv: string[]): Promise<void> {
   const [name, ...rest] = argv;
   if (name === '--help' || name === '-h' || name === 'help') {
     const topic = rest[0];
-    process.stdout.write(`${topic && commands[topic] ? commandHelp(topic) : overview()}\n`);
+    if (topic !== undefined && !commands[topic]) throw new UsageError(`unknown command "${topic}"`);
+    process.stdout.write(`${topic ? commandHelp(topic) : overview()}\n`);
     return;
   }
   if (name === undefined) throw new UsageError('no command given');

@@ -176,6 +176,11 @@ t.test('--help: the overview and the usage of each command, on stdout, exit 0', 
     t.match(result.stdout, usage);
     if (usage === overview) for (const command of commands) t.match(result.stdout, `\n  ${command} `);
   }
+  // Help on a command that does not exist is a usage mistake, as the command itself would be.
+  const unknown = await atrium('help', 'bogus');
+  t.equal(unknown.code, 2, 'help bogus');
+  t.equal(unknown.stdout, '');
+  t.match(unknown.stderr, /^atrium: unknown command "bogus"\n\nusage: atrium <command> \[options\]\n/);
 });
 
 t.test('usage mistakes print the message and the usage on stderr, exit 2; failures print only the message, exit 1', async (t) => {
