@@ -299,6 +299,22 @@ export interface DatabaseOptions {
 const OWNER_POOL_SIZE = 4;
 
 /**
+ * Which database `sql` reaches: its name, and its cluster's system identifier (a standby
+ * shares its primary's); null where the role may not read it (`pg_control_system` revoked).
+ */
+async function reachedDatabase(sql: postgres.Sql): Promise<{ database: string; system: string | null }> {
+  try {
+    const [row] = await sql<{ database: string; system: string }[]>`
+      select current_database() as database, (select system_identifier::text from pg_control_system()) as system`;
+    return row!;
+  } catch (error) {
+    if ((error as { code?: unknown }).code !== '42501') throw error;
+    const [row] = await sql<{ database: string }[]>`select current_database() as database`;
+    return { database: row!.database, system: null };
+  }
+}
+
+/**
  * Two pools over one server: `owner` (the role in DATABASE_URL: migrations, tenant
  * creation, the job queue) and the application pool, whose connections run as
  * `atrium_app`, which cannot bypass row-level security. Requests only ever use the
@@ -606,6 +622,8 @@ export class Database {
     const probe = postgres(driverUrl(appUrl), { ...driverHosts(appUrl), max: 1, onnotice: () => {}, connect_timeout: CONNECT_TIMEOUT_SECONDS, prepare: false });
     try {
       const [row] = await probe<{ member: boolean }[]>`select pg_has_role(current_user, ${APP_ROLE}, 'MEMBER') as member`;
+      // Before any role statement: a login of another database is not the one to set up here.
+      await this.refuseAnotherDatabase(probe);
       return row?.member ? 'member' : 'not a member';
     } catch (error) {
       // 28000: no such role (or no pg_hba.conf entry); 28P01: another password.
@@ -625,29 +643,28 @@ export class Database {
    * answer from without a word while readiness, asked of the owner's, said all was well.
    */
   async verifyAppRole(): Promise<void> {
-    // Which database each pool reaches: its name, and its cluster's system identifier (a standby shares its primary's).
-    const reached = `current_database() as database, (select system_identifier::text from pg_control_system()) as system`;
-    const [[role], [owner]] = await Promise.all([
-      this.appSql<{ name: string; rolsuper: boolean; rolbypassrls: boolean; member: boolean; owner: boolean; database: string; system: string }[]>`
+    if (this.dedicatedAppLogin) await this.refuseAnotherDatabase(this.appSql);
+    const [role] = await this.appSql<{ name: string; rolsuper: boolean; rolbypassrls: boolean; member: boolean; owner: boolean }[]>`
       select r.rolname as name, r.rolsuper, r.rolbypassrls, pg_has_role(current_user, ${APP_ROLE}, 'MEMBER') as member,
-        exists (select 1 from pg_class c where c.relrowsecurity and pg_has_role(r.oid, c.relowner, 'MEMBER')) as owner,
-        ${this.appSql.unsafe(reached)}
-      from pg_roles r where r.rolname = current_user`,
-      this.ownerSql.unsafe<{ database: string; system: string }[]>(`select ${reached}`),
-    ]);
-    if (role && owner && (role.database !== owner.database || role.system !== owner.system)) {
-      const where = role.system === owner.system ? '' : ' on another PostgreSQL server';
-      throw new Error(
-        `The application pool (ATRIUM_APP_DATABASE_URL) reaches the database "${role.database}"${where}, not the database "${owner.database}" ` +
-          'that DATABASE_URL names and migrates: both must name the same database.',
-      );
-    }
+        exists (select 1 from pg_class c where c.relrowsecurity and pg_has_role(r.oid, c.relowner, 'MEMBER')) as owner
+      from pg_roles r where r.rolname = current_user`;
     if (!role || role.rolsuper || role.rolbypassrls || role.owner || !role.member) {
       throw new Error(
         `The application database role "${role?.name ?? '?'}" must not be a superuser, have BYPASSRLS or own the tables, and must be a member of ${APP_ROLE} ` +
           '(see ATRIUM_APP_DATABASE_URL in the README).',
       );
     }
+  }
+
+  /** Throws when `app` (a connection of the application login) reaches another database than the owner pool. */
+  private async refuseAnotherDatabase(app: postgres.Sql): Promise<void> {
+    const [reached, owner] = await Promise.all([reachedDatabase(app), reachedDatabase(this.ownerSql)]);
+    const otherServer = reached.system !== null && owner.system !== null && reached.system !== owner.system;
+    if (reached.database === owner.database && !otherServer) return;
+    throw new Error(
+      `The application pool (ATRIUM_APP_DATABASE_URL) reaches the database "${reached.database}"${otherServer ? ' on another PostgreSQL server' : ''}, ` +
+        `not the database "${owner.database}" that DATABASE_URL names and migrates: both must name the same database.`,
+    );
   }
 
   /** Gives `atrium_app` a login (embedded server: the cluster belongs to this installation). */

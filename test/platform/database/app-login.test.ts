@@ -74,9 +74,13 @@ t.test('an application login that reaches another database than DATABASE_URL is 
   const db = new Database(api.db.url, { appUrl: url.toString() });
   t.teardown(() => db.close());
   const [owner] = await api.db.ownerSql<{ name: string }[]>`select current_database() as name`;
-  await t.rejects(db.verifyAppRole(), {
-    message: `The application pool (ATRIUM_APP_DATABASE_URL) reaches the database "postgres", not the database "${owner!.name}" that DATABASE_URL names and migrates: both must name the same database.`,
-  });
+  const message = `The application pool (ATRIUM_APP_DATABASE_URL) reaches the database "postgres", not the database "${owner!.name}" that DATABASE_URL names and migrates: both must name the same database.`;
+  await t.rejects(db.verifyAppRole(), { message });
+  // Found before the login is set up: a role of the URL that signs in there is left as it is.
+  const outsider = new URL(await loginRole('nosuperuser nobypassrls'));
+  outsider.pathname = '/postgres';
+  await t.rejects(api.db.ensureAppLogin(outsider.toString()), { message });
+  t.equal((await attributesOf(decodeURIComponent(outsider.username)))!.member, false, 'not made a member of atrium_app');
 });
 
 /** A URL of the test's database that logs in as `name` with `password` (the role need not exist). */
