@@ -308,12 +308,12 @@ async function run(argv: string[]): Promise<void> {
   const [name, ...rest] = argv;
   if (name === '--help' || name === '-h' || name === 'help') {
     const topic = rest[0];
-    if (topic !== undefined && !commands[topic]) throw new UsageError(`unknown command "${topic}"`);
+    if (topic !== undefined && !Object.hasOwn(commands, topic)) throw new UsageError(`unknown command "${topic}"`);
     process.stdout.write(`${topic ? commandHelp(topic) : overview()}\n`);
     return;
   }
   if (name === undefined) throw new UsageError('no command given');
-  const command = commands[name];
+  const command = Object.hasOwn(commands, name) ? commands[name] : undefined;
   if (!command) throw new UsageError(`unknown command "${name}"`);
   let parsed: { values: Options; positionals: string[] };
   try {

@@ -176,11 +176,15 @@ t.test('--help: the overview and the usage of each command, on stdout, exit 0', 
     t.match(result.stdout, usage);
     if (usage === overview) for (const command of commands) t.match(result.stdout, `\n  ${command} `);
   }
-  // Help on a command that does not exist is a usage mistake, as the command itself would be.
-  const unknown = await atrium('help', 'bogus');
-  t.equal(unknown.code, 2, 'help bogus');
-  t.equal(unknown.stdout, '');
-  t.match(unknown.stderr, /^atrium: unknown command "bogus"\n\nusage: atrium <command> \[options\]\n/);
+  // Help on a command that does not exist is a usage mistake, as the command itself would be; an object's own keys are none.
+  const unknowns = ['bogus', 'constructor', 'toString'];
+  const answers = await inParallel([...unknowns.map((name) => ['help', name]), ['constructor'], ['__proto__']], (args) => atrium(...args));
+  for (const [i, answer] of answers.entries()) {
+    const name = i < unknowns.length ? unknowns[i]! : ['constructor', '__proto__'][i - unknowns.length]!;
+    t.equal(answer.code, 2, name);
+    t.equal(answer.stdout, '');
+    t.match(answer.stderr, new RegExp(`^atrium: unknown command "${name}"\\n\\nusage: atrium <command> \\[options\\]\\n`));
+  }
 });
 
 t.test('usage mistakes print the message and the usage on stderr, exit 2; failures print only the message, exit 1', async (t) => {
