@@ -8266,9 +8266,9 @@ export interface components {
          *     ones it takes); or the operation takes no body and one is sent as
          *     `multipart/form-data`, or (to any operation but a `GET`) as a media type the service
          *     reads for no operation, such as `application/x-www-form-urlencoded`; or (to a
-         *     `POST`, `PUT` or `PATCH`) a body sent with a content coding (`Content-Encoding`) or
-         *     a transfer coding besides `chunked`, which the service never decodes. Checked before
-         *     the body is read.
+         *     `POST`, `PUT` or `PATCH`, or a `DELETE` that sends a body) a body sent with a
+         *     content coding (`Content-Encoding`) or a transfer coding besides `chunked`, which the
+         *     service never decodes. Checked before the body is read.
          */
         UnsupportedMediaType: {
             headers: {

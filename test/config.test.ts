@@ -180,6 +180,12 @@ t.test('each mistake is one line naming the variable and what it accepts', async
   );
 });
 
+t.test('VAPID_SUBJECT takes a mailto: address or an https:// URL', async (t) => {
+  for (const value of ['mailto:ops@example.com', 'https://example.com', 'https://example.com/contact']) {
+    t.equal(loadConfig({ VAPID_SUBJECT: value }).vapidSubject, value, value);
+  }
+});
+
 t.test('a database URL may name several hosts and the session it wants, as libpq and the driver read it', async (t) => {
   const owner = 'postgres://atrium:one@db1:5432,db2:5433/atrium?target_session_attrs=read-write';
   const app = 'postgres://atrium_login:two@db1:5432,db2:5433/atrium?target_session_attrs=read-write';

@@ -5,6 +5,7 @@ import type { Secrets } from '../secrets/secrets.ts';
 import { type Permission } from './permissions.ts';
 import type { Principal, RecentPrincipals } from './recent-principals.ts';
 import { forbidden, unauthorized } from '../http/problem.ts';
+import { isTextInteger } from '../http/validation.ts';
 import { hashToken } from './tokens.ts';
 
 /** Who is calling: resolved from the bearer token alone. */
@@ -79,7 +80,7 @@ function assertSessionMayUse(auth: Auth, request: FastifyRequest): void {
   const allowed = WHILE_PASSWORD_CHANGE_REQUIRED[request.routeOptions.config?.operationId ?? ''];
   // The path is not validated yet: its id is read as validation will read it (`012` is 12).
   const target = (request.params as Record<string, unknown> | undefined)?.user;
-  if (allowed === 'any' || (allowed === 'self' && target !== '' && Number(target) === auth.userId)) return;
+  if (allowed === 'any' || (allowed === 'self' && typeof target === 'string' && isTextInteger(target) && Number(target) === auth.userId)) return;
   throw forbidden(
     'Your password must be changed first: until then this session may only change your own password ' +
       '(PUT /api/users/{your id} with password and old_password), read your own user and sign out.',

@@ -13,7 +13,9 @@ export function failureMessage(error: unknown): string {
   const oneLine = (text: string) => text.replace(/\s+/g, ' ').trim();
   if (error instanceof DrizzleQueryError) {
     const statement = oneLine(error.query);
-    const quoted = statement.length > QUOTED_STATEMENT ? `${statement.slice(0, QUOTED_STATEMENT)}…` : statement;
+    // Cut by characters (code points), never inside one.
+    const characters = [...statement];
+    const quoted = characters.length > QUOTED_STATEMENT ? `${characters.slice(0, QUOTED_STATEMENT).join('')}…` : statement;
     return `Failed query: ${quoted}: ${error.cause instanceof Error ? oneLine(error.cause.message) : 'no reason given'}`;
   }
   return oneLine(error instanceof Error ? error.message : String(error));

@@ -67,6 +67,9 @@ const TEXT_INTEGER = /^-?(?=[0-9])0*(?:[1-9][0-9]{0,19})?$/;
 const TEXT_NUMBER = /^-?(?=[0-9])0*(?:[1-9][0-9]{0,19})?(\.[0-9]{1,20})?$/;
 /** More digits than those 20 before the point: a number written as it should be, beyond every range. */
 const TEXT_INTEGER_TOO_LONG = /^-?0*[1-9][0-9]{20,}$/;
+
+/** Whether `text` is an integer as validation reads one in text (a path's id): `012` is, ` 12` and `1e1` are not. */
+export const isTextInteger = (text: string): boolean => TEXT_INTEGER.test(text);
 const TEXT_NUMBER_TOO_LONG = /^-?0*[1-9][0-9]{20,}(\.[0-9]{1,20})?$/;
 
 /** The range of a format that bounds integers (ajv-formats' int64 admits every integer a JSON number holds). */

@@ -179,10 +179,11 @@ function webpWithoutMetadata(webp: Buffer): Buffer {
 const GIF_KEPT_APPLICATIONS = new Set(['NETSCAPE2.0', 'ANIMEXTS1.0', 'ICCRGBG1012']);
 
 /**
- * The GIF up to its trailer, with its header, colour tables, images, graphic control and
- * plain-text extensions and the application extensions in `GIF_KEPT_APPLICATIONS`;
- * comments, other application extensions and unknown ones go, as does whatever follows
- * the trailer. Blocks are self-delimiting, so what is kept stays valid.
+ * The GIF up to its trailer, with its header, colour tables, images, graphic control
+ * extensions and the application extensions in `GIF_KEPT_APPLICATIONS`; comments,
+ * plain-text extensions (text that browsers do not show), other application extensions
+ * and unknown ones go, as does whatever follows the trailer. Blocks are self-delimiting,
+ * so what is kept stays valid.
  */
 function gifWithoutMetadata(gif: Buffer): Buffer {
   const cut = () => new UnreadablePicture('a GIF block is cut off');
@@ -219,7 +220,7 @@ function gifWithoutMetadata(gif: Buffer): Buffer {
       const label = gif[at + 1]!;
       end = afterSubBlocks(at + 2);
       const application = label === 0xff && gif[at + 2] === 11 ? gif.subarray(at + 3, at + 14).toString('latin1') : null;
-      keep = label === 0xf9 || label === 0x01 || (application !== null && GIF_KEPT_APPLICATIONS.has(application));
+      keep = label === 0xf9 || (application !== null && GIF_KEPT_APPLICATIONS.has(application));
     } else {
       throw new UnreadablePicture('a GIF block of an unknown kind');
     }

@@ -110,7 +110,7 @@ const gifExtension = (label: number, ...subBlocks: string[]) =>
     Buffer.from([0]),
   ]);
 
-t.test('a GIF keeps its images, graphic control, loop count and colour profile; comments, XMP and the rest go', async (t) => {
+t.test('a GIF keeps its images, graphic control, loop count and colour profile; comments, plain text, XMP and the rest go', async (t) => {
   t.ok(withoutMetadata(GIF_1X1, 'image/gif').equals(GIF_1X1), 'a plain GIF is stored as sent');
   const loop = gifExtension(0xff, 'NETSCAPE2.0', '\x01\0\0');
   const profile = gifExtension(0xff, 'ICCRGBG1012', 'not a real profile');
@@ -119,6 +119,7 @@ t.test('a GIF keeps its images, graphic control, loop count and colour profile; 
   const commented = Buffer.concat([
     gifWith(
       gifExtension(0xfe, 'SECRET-COMMENT'),
+      gifExtension(0x01, 'SECRET-PLAIN-TEXT'),
       gifExtension(0xff, 'XMP DataXMP', '<x:xmpmeta>SECRET-XMP</x:xmpmeta>'),
       loop,
       gifExtension(0x99, 'SECRET-UNKNOWN'),
