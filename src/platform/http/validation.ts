@@ -68,6 +68,12 @@ const TEXT_NUMBER = /^-?(?=[0-9])0*(?:[1-9][0-9]{0,19})?(\.[0-9]{1,20})?$/;
 /** More digits than those 20 before the point: a number written as it should be, beyond every range. */
 const TEXT_INTEGER_TOO_LONG = /^-?0*[1-9][0-9]{20,}$/;
 
+/** ajv-formats' `email` (its full mode, as `addFormats(ajv)` sets it): the API's format of an e-mail address. */
+const EMAIL_FORMAT = addFormats.get('email') as RegExp;
+
+/** Whether `text` is an e-mail address as the spec's `format: email` reads one: for values that do not come through it (a CSV cell, SCIM). */
+export const isEmailAddress = (text: string): boolean => EMAIL_FORMAT.test(text);
+
 /** Whether `text` is an integer as validation reads one in text (a path's id): `012` is, ` 12` and `1e1` are not. */
 export const isTextInteger = (text: string): boolean => TEXT_INTEGER.test(text);
 const TEXT_NUMBER_TOO_LONG = /^-?0*[1-9][0-9]{20,}(\.[0-9]{1,20})?$/;

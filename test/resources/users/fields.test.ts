@@ -39,6 +39,10 @@ t.test('parseCell: text, references, e-mail', async (t) => {
   t.strictSame(parseCell('email', '', false), { value: '' });
   t.strictSame(parseCell('email', '', true), { value: null });
   t.strictSame(parseCell('email', 'not-an-address', false), { error: 'must be an e-mail address' });
+  // As the API's `format: email` judges them (SCIM's emails too): a value the API refuses is refused here.
+  for (const address of ['a"b<c>@x.test', 'g:x@evil.test;', 'a,b@x.test', 'a@b@x.test']) {
+    t.strictSame(parseCell('email', address, false), { error: 'must be an e-mail address' }, address);
+  }
 });
 
 t.test('parseCell: usernames and passwords', async (t) => {
