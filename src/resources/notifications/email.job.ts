@@ -3,10 +3,17 @@ import type { Services } from '../../platform/services.ts';
 import { plainText } from './plain-text.ts';
 import { markEmailed, pendingEmailCopies, type Dispatch } from './queries.ts';
 
-/** Whether nodemailer's `error` is the server refusing one recipient (`RCPT TO`), not the sender, the message or the session. */
+/**
+ * Whether nodemailer's `error` is the server refusing this copy's one recipient, not the
+ * sender or the session: at `RCPT TO` (a mistyped address), or once the message was sent,
+ * after `DATA` (a full mailbox, a policy: many servers answer so). Each copy is a message
+ * to one recipient, so a refusal after its data is that recipient's. 421 closes the
+ * session: it would meet every copy.
+ */
 function recipientRefused(error: unknown): boolean {
   const { code, command, responseCode } = error as { code?: unknown; command?: unknown; responseCode?: unknown };
-  return code === 'EENVELOPE' && command === 'RCPT TO' && responseCode !== 421;
+  const refusedAt = (code === 'EENVELOPE' && command === 'RCPT TO') || (code === 'EMESSAGE' && command === 'DATA');
+  return refusedAt && typeof responseCode === 'number' && responseCode !== 421;
 }
 
 const escapeHtml = (text: string) => text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
@@ -45,9 +52,9 @@ export async function emailDispatch(services: Services, dispatch: Dispatch): Pro
           html,
         });
       } catch (error) {
-        // The server refused this recipient at RCPT TO (a mistyped address, a full mailbox): the other copies are
-        // still sent, and the job fails after them, so its retry offers only this one again. Any other failure (the
-        // server away, refusing the sender or the login, closing with 421) would meet every copy: it fails the job at once.
+        // The server refused this recipient (at RCPT TO or after DATA): the other copies are still sent, and the job
+        // fails after them, so its retry offers only this one again. Any other failure (the server away, refusing the
+        // sender or the login, closing with 421) would meet every copy: it fails the job at once.
         if (!recipientRefused(error)) throw error;
         refused++;
         continue;

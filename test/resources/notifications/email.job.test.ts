@@ -30,6 +30,11 @@ const smtp = new SMTPServer({
     const chunks: Buffer[] = [];
     stream.on('data', (chunk: Buffer) => chunks.push(chunk));
     stream.on('end', () => {
+      // A recipient refused only once the message is sent (a full mailbox, a policy): 550 after DATA.
+      if (session.envelope.rcptTo.some((r) => r.address.startsWith('bounced'))) {
+        callback(Object.assign(new Error('Mailbox full'), { responseCode: 550 }));
+        return;
+      }
       received.push({
         from: session.envelope.mailFrom ? session.envelope.mailFrom.address : '',
         to: session.envelope.rcptTo.map((r) => r.address),
@@ -159,41 +164,46 @@ t.test('a process without SMTP_URL fails the job instead of marking copies it ne
   t.equal(await emailDispatch(api.atrium.services, { tenantId: tenant.tenantId, dispatchId }), 1, 'a worker with SMTP_URL sends it');
 });
 
-t.test('a recipient the mail server refuses keeps no other copy from being sent; the retry offers only that one', async (t) => {
-  const before = received.length;
-  const refused = await api.createUser(tenant.tenantId, { values: { wantsEmailNotifications: true, email: 'refused@example.test' } });
-  const first = await api.createUser(tenant.tenantId, { values: { wantsEmailNotifications: true, email: 'first@example.test' } });
-  const second = await api.createUser(tenant.tenantId, { values: { wantsEmailNotifications: true, email: 'second@example.test' } });
-  const dispatchId = await owedDispatch(t, [first, second], 'Refused');
-  // The refused recipient's notification of the same dispatch, owed too (the dispatch above sent the others once),
-  // with the smallest id: copies are sent in id order, so the refusal comes first, before the others.
-  await api.db.owner.execute(
-    sql`insert into notifications (id, tenant_id, type, notifiable_type, notifiable_id, data, dispatch_id)
-        select '00000000-0000-4000-8000-000000000000', tenant_id, type, notifiable_type, ${refused.id}, data, dispatch_id
+for (const [kind, address, smallestId] of [
+  ['at RCPT TO', 'refused', '00000000-0000-4000-8000-000000000000'],
+  ['after DATA', 'bounced', '00000000-0000-4000-8000-000000000001'],
+] as const) {
+  t.test(`a recipient the mail server refuses (${kind}) keeps no other copy from being sent; the retry offers only that one`, async (t) => {
+    const before = received.length;
+    const refused = await api.createUser(tenant.tenantId, { values: { wantsEmailNotifications: true, email: `${address}@example.test` } });
+    const first = await api.createUser(tenant.tenantId, { values: { wantsEmailNotifications: true, email: `first-${address}@example.test` } });
+    const second = await api.createUser(tenant.tenantId, { values: { wantsEmailNotifications: true, email: `second-${address}@example.test` } });
+    const dispatchId = await owedDispatch(t, [first, second], 'Refused');
+    // The refused recipient's notification of the same dispatch, owed too (the dispatch above sent the others once),
+    // with the smallest id: copies are sent in id order, so the refusal comes first, before the others.
+    await api.db.owner.execute(
+      sql`insert into notifications (id, tenant_id, type, notifiable_type, notifiable_id, data, dispatch_id)
+        select ${smallestId}::uuid, tenant_id, type, notifiable_type, ${refused.id}, data, dispatch_id
         from notifications where dispatch_id = ${dispatchId} limit 1`,
-  );
-  const sentBefore = received.length;
-  await t.rejects(emailDispatch(api.atrium.services, { tenantId: tenant.tenantId, dispatchId }), /refused 1 of the dispatch's e-mail copies; 2 were sent/);
-  t.strictSame(
-    received
-      .slice(sentBefore)
-      .flatMap((message) => message.to)
-      .sort(),
-    ['first@example.test', 'second@example.test'],
-    'both others got their copy, after the refused one',
-  );
-  const owed = await api.db.owner.execute<{ notifiable_id: number }>(
-    sql`select notifiable_id::int from notifications where dispatch_id = ${dispatchId} and emailed_at is null`,
-  );
-  t.strictSame(
-    owed.map((row) => row.notifiable_id),
-    [refused.id],
-    'only the refused copy is still owed',
-  );
-  await t.rejects(emailDispatch(api.atrium.services, { tenantId: tenant.tenantId, dispatchId }), /refused 1 .* 0 were sent/, 'the retry offers it alone');
-  t.equal(received.length, sentBefore + 2, 'nobody got a second copy');
-  t.ok(before <= sentBefore);
-});
+    );
+    const sentBefore = received.length;
+    await t.rejects(emailDispatch(api.atrium.services, { tenantId: tenant.tenantId, dispatchId }), /refused 1 of the dispatch's e-mail copies; 2 were sent/);
+    t.strictSame(
+      received
+        .slice(sentBefore)
+        .flatMap((message) => message.to)
+        .sort(),
+      [`first-${address}@example.test`, `second-${address}@example.test`],
+      'both others got their copy, after the refused one',
+    );
+    const owed = await api.db.owner.execute<{ notifiable_id: number }>(
+      sql`select notifiable_id::int from notifications where dispatch_id = ${dispatchId} and emailed_at is null`,
+    );
+    t.strictSame(
+      owed.map((row) => row.notifiable_id),
+      [refused.id],
+      'only the refused copy is still owed',
+    );
+    await t.rejects(emailDispatch(api.atrium.services, { tenantId: tenant.tenantId, dispatchId }), /refused 1 .* 0 were sent/, 'the retry offers it alone');
+    t.equal(received.length, sentBefore + 2, 'nobody got a second copy');
+    t.ok(before <= sentBefore);
+  });
+}
 
 t.test('a server that refuses the sender (not a recipient) fails the job at its first copy', async (t) => {
   const one = await api.createUser(tenant.tenantId, { values: { wantsEmailNotifications: true, email: 'one@example.test' } });
