@@ -375,6 +375,22 @@ t.test('a crash: the primary and its keeper killed with SIGKILL', async (t) => {
   if (!steady(settled)) throw new Error(`the formation did not settle after the switchover: ${JSON.stringify(settled)}\n${logs()}`);
   const victim = (await primaryName())!;
   const survivorPort = victim === 'node_a' ? portB : portA;
+  // And as the primary itself says: a standby it waits for (sync or quorum), which has flushed all it wrote. The
+  // monitor's states alone let one CI run crash it while what it acknowledged was on no standby (71 users lost).
+  const primary = connect(victim === 'node_a' ? portA : portB, 'postgres');
+  const synchronous = await eventually(
+    () =>
+      primary<{ synced: boolean }[]>`
+        select exists (select 1 from pg_stat_replication
+          where sync_state in ('sync', 'quorum') and flush_lsn >= pg_current_wal_lsn()) as synced`.then(
+        ([row]) => row!.synced,
+        () => false,
+      ),
+    (synced) => synced,
+    60_000,
+  );
+  await primary.end({ timeout: 1 });
+  if (!synchronous) throw new Error(`the primary reported no synchronous standby after the switchover\n${logs()}`);
   const killedAt = Date.now();
   killGroup(nodes[victim as 'node_a' | 'node_b']!, 'SIGKILL');
   const promotedAt = await writableAt(survivorPort);
