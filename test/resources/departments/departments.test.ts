@@ -26,6 +26,9 @@ const createSet = async (t: Test, name: string, fields: unknown[], token = tenan
   t.equal(res.status, 201);
   return res.body.id as number;
 };
+/** `updateAttributeSet` of `set` with a name and fields; answers the response. */
+const redefineSet = (t: Test, set: number, name: string, fields: unknown[], token = tenant.adminToken) =>
+  api.call(t, 'updateAttributeSet', { token, params: { attributeSet: set }, body: { name, fields } });
 
 t.test('bad department input is a 422 problem and stores nothing', async (t) => {
   const foreignSetting = (await settingIds(other.tenantId))[0]!;
@@ -265,11 +268,7 @@ t.test('a value stored before its field changed type is refused at the next upda
   const created = await create(t, { name: 'Retyped', attribute_set_ids: [set], count: 99999999999 });
   t.equal(created.status, 201);
   const department = created.body.id as number;
-  const retyped = await api.call(t, 'updateAttributeSet', {
-    token: tenant.adminToken,
-    params: { attributeSet: set },
-    body: { name: 'Counted', fields: [{ key: 'count', type: 'date' }] },
-  });
+  const retyped = await redefineSet(t, set, 'Counted', [{ key: 'count', type: 'date' }]);
   t.equal(retyped.status, 200);
   const rename = await api.call(t, 'updateDepartment', { token: manager.token, params: { department }, body: { name: 'Retyped, renamed' } });
   t.equal(rename.status, 422);
@@ -291,11 +290,7 @@ t.test('a value of a field its set no longer defines is answered until the next 
   const created = await create(t, { name: 'Shrunk', attribute_set_ids: [set], budget: 7, open: true });
   t.equal(created.status, 201);
   const department = created.body.id as number;
-  const shrunk = await api.call(t, 'updateAttributeSet', {
-    token: tenant.adminToken,
-    params: { attributeSet: set },
-    body: { name: 'Shrinking', fields: [{ key: 'open', type: 'boolean' }] },
-  });
+  const shrunk = await redefineSet(t, set, 'Shrinking', [{ key: 'open', type: 'boolean' }]);
   t.equal(shrunk.status, 200);
   const read = (await api.call(t, 'getDepartment', { token: manager.token, params: { department } })).body;
   t.strictSame(read.attributes, { budget: 7, open: true }, 'the value stays stored until the next update');
@@ -313,35 +308,26 @@ t.test('a set may not change a type so that it clashes with a set attached besid
   const extra = await createSet(t, 'Extra', [{ key: 'note', type: 'string' }]);
   const created = await create(t, { name: 'Clashing', attribute_set_ids: [money, extra], amount: 2.5 });
   t.equal(created.status, 201);
-  const retyped = await api.call(t, 'updateAttributeSet', {
-    token: manager.token,
-    params: { attributeSet: extra },
-    body: {
-      name: 'Extra',
-      fields: [
-        { key: 'note', type: 'string' },
-        { key: 'amount', type: 'string' },
-      ],
-    },
-  });
+  const retyped = await redefineSet(
+    t,
+    extra,
+    'Extra',
+    [
+      { key: 'note', type: 'string' },
+      { key: 'amount', type: 'string' },
+    ],
+    manager.token,
+  );
   t.equal(retyped.status, 422, 'amount is a number beside it');
   t.strictSame(retyped.body.error_codes, { 'fields.1.type': ['mismatch'] });
   const [stored] = await api.db.owner.execute<{ fields: unknown }>(sql`select fields from attribute_sets where id = ${extra}`);
   t.strictSame(stored!.fields, [{ key: 'note', type: 'string' }], 'the set is unchanged');
   const renamed = await api.call(t, 'updateDepartment', { token: manager.token, params: { department: created.body.id }, body: { name: 'Clashing, renamed' } });
   t.equal(renamed.status, 200, 'the department stays writable');
-  const sameType = await api.call(t, 'updateAttributeSet', {
-    token: manager.token,
-    params: { attributeSet: extra },
-    body: { name: 'Extra', fields: [{ key: 'amount', type: 'number', label: 'Amount' }] },
-  });
+  const sameType = await redefineSet(t, extra, 'Extra', [{ key: 'amount', type: 'number', label: 'Amount' }], manager.token);
   t.equal(sameType.status, 200, 'the same key with the same type is no clash');
   const alone = await createSet(t, 'Alone', [{ key: 'amount', type: 'number' }]);
-  const free = await api.call(t, 'updateAttributeSet', {
-    token: manager.token,
-    params: { attributeSet: alone },
-    body: { name: 'Alone', fields: [{ key: 'amount', type: 'string' }] },
-  });
+  const free = await redefineSet(t, alone, 'Alone', [{ key: 'amount', type: 'string' }], manager.token);
   t.equal(free.status, 200, 'a set attached nowhere beside another changes freely');
 });
 
