@@ -6,6 +6,7 @@
  * automatic failover (docs/operations.md#high-availability). WHATWG's `URL` refuses such a
  * host list, so every database URL Atrium reads goes through here.
  */
+import postgres from 'postgres';
 
 export interface ConnectionUrl {
   /** `postgres` or `postgresql`. */
@@ -104,6 +105,14 @@ export function driverHosts(value: string): { host?: string; port?: number } {
   const host = url.hosts.map(({ host: name }) => name.replace(/^\[(.*)\]$/, '$1'));
   const port = url.hosts.map(({ port: number }) => number ?? DEFAULT_PORT);
   return { host: host as unknown as string, port: port as unknown as number };
+}
+
+/**
+ * A postgres.js client of the database URL `value`, given to the driver as it must be
+ * (`driverUrl`, `driverHosts`), with `options`. Every pool and probe connects through here.
+ */
+export function connectTo<T extends Record<string, postgres.PostgresType>>(value: string, options: postgres.Options<T>) {
+  return postgres(driverUrl(value), { ...driverHosts(value), ...options });
 }
 
 /** `url` as a connection URL again (each part encoded), which `parseConnectionUrl` reads back as it is. */

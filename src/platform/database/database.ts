@@ -5,9 +5,9 @@ import { fileURLToPath } from 'node:url';
 import { sql } from 'drizzle-orm';
 import { drizzle, type PostgresJsDatabase } from 'drizzle-orm/postgres-js';
 import { migrate } from 'drizzle-orm/postgres-js/migrator';
-import postgres from 'postgres';
+import type postgres from 'postgres';
 import { dropConnection, isConnectionLoss, isReadOnlyServer } from './connection-loss.ts';
-import { driverHosts, driverUrl, parseConnectionUrl } from './connection-url.ts';
+import { connectTo, driverUrl, parseConnectionUrl } from './connection-url.ts';
 import { setLocalTenant } from './tenancy.ts';
 import { guardTransactions } from './transaction-guard.ts';
 
@@ -358,9 +358,7 @@ export class Database {
     readonly url: string,
     options: DatabaseOptions = {},
   ) {
-    // Hosts and credentials as the driver reads them (a URL may list several hosts).
-    const ownerUrl = driverUrl(url);
-    const appUrl = options.appUrl === undefined ? undefined : driverUrl(options.appUrl);
+    const appUrl = options.appUrl ?? url;
     const appPoolSize = options.poolSize ?? 10;
     this.poolSizes = { owner: OWNER_POOL_SIZE, app: appPoolSize };
     this.reconnectAttempts = Math.max(OWNER_POOL_SIZE, appPoolSize) + 1;
@@ -370,13 +368,12 @@ export class Database {
     const appConnection = options.appUrl ? { application_name: 'atrium' } : { options: `-c role=${APP_ROLE}`, application_name: 'atrium' };
     const probe = { max: 1, onnotice: () => {}, connect_timeout: READINESS_TIMEOUT_MS / 1000, prepare: false, idle_timeout: 1 };
     this.probes = [
-      { url: ownerUrl, options: { ...driverHosts(url), ...probe, connection: { application_name: 'atrium-owner' } } },
-      { url: appUrl ?? ownerUrl, options: { ...driverHosts(options.appUrl ?? url), ...probe, connection: appConnection } },
+      { url, options: { ...probe, connection: { application_name: 'atrium-owner' } } },
+      { url: appUrl, options: { ...probe, connection: appConnection } },
     ];
     // The owner pool's transactions (`sql.begin`) are guarded against the driver's writes to a closed connection (transaction-guard.ts).
     this.ownerSql = guardTransactions(
-      postgres(ownerUrl, {
-        ...driverHosts(url),
+      connectTo(url, {
         max: OWNER_POOL_SIZE,
         onnotice: () => {},
         backoff: reconnectDelaySeconds,
@@ -387,16 +384,9 @@ export class Database {
     );
     this.listenSql = this.prepare
       ? this.ownerSql
-      : postgres(this.sessionUrl, {
-          ...driverHosts(this.sessionUrl),
-          max: 1,
-          onnotice: () => {},
-          backoff: reconnectDelaySeconds,
-          connection: { application_name: 'atrium-owner' },
-        });
+      : connectTo(this.sessionUrl, { max: 1, onnotice: () => {}, backoff: reconnectDelaySeconds, connection: { application_name: 'atrium-owner' } });
     this.dedicatedAppLogin = options.appUrl !== undefined;
-    this.appSql = postgres(appUrl ?? ownerUrl, {
-      ...driverHosts(options.appUrl ?? url),
+    this.appSql = connectTo(appUrl, {
       max: appPoolSize,
       onnotice: () => {},
       backoff: reconnectDelaySeconds,
@@ -530,12 +520,7 @@ export class Database {
   private async underMigrationLock<T>(fn: (connection: postgres.Sql) => Promise<T>): Promise<T> {
     // One connection, so the session-level advisory lock covers the whole of `fn`.
     // The deadline below, not the driver's connect timeout (30 s by default), says when the server did not answer.
-    const connection = postgres(this.sessionUrl, {
-      ...driverHosts(this.sessionUrl),
-      max: 1,
-      onnotice: () => {},
-      connect_timeout: this.reachTimeoutMs / 1000 + 1,
-    });
+    const connection = connectTo(this.sessionUrl, { max: 1, onnotice: () => {}, connect_timeout: this.reachTimeoutMs / 1000 + 1 });
     try {
       // Reached first, within a deadline; the lock may then wait as long as another process's migrations take.
       // A failure names the server and the setting: the driver's own message names neither.
@@ -619,7 +604,7 @@ export class Database {
 
   /** Whether `appUrl` signs in, and whether that role is a member of `atrium_app`. */
   private async appLoginState(appUrl: string): Promise<'member' | 'not a member' | 'no login'> {
-    const probe = postgres(driverUrl(appUrl), { ...driverHosts(appUrl), max: 1, onnotice: () => {}, connect_timeout: CONNECT_TIMEOUT_SECONDS, prepare: false });
+    const probe = connectTo(appUrl, { max: 1, onnotice: () => {}, connect_timeout: CONNECT_TIMEOUT_SECONDS, prepare: false });
     try {
       const [row] = await probe<{ member: boolean }[]>`select pg_has_role(current_user, ${APP_ROLE}, 'MEMBER') as member`;
       // Before any role statement: a login of another database is not the one to set up here.
@@ -696,7 +681,7 @@ export class Database {
 
   private async checkReadiness(): Promise<boolean> {
     if (await within(this.readyThrough(this.ownerSql, this.appSql), READINESS_TIMEOUT_MS / 2)) return true;
-    const [owner, app] = this.probes.map(({ url, options }) => postgres(url, options)) as [postgres.Sql, postgres.Sql];
+    const [owner, app] = this.probes.map(({ url, options }) => connectTo(url, options)) as [postgres.Sql, postgres.Sql];
     try {
       return await within(this.readyThrough(owner, app), READINESS_TIMEOUT_MS);
     } finally {

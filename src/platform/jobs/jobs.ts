@@ -1,9 +1,8 @@
 import { sql } from 'drizzle-orm';
 import PgBoss from 'pg-boss';
-import postgres from 'postgres';
 import { dropConnection, isReadOnlyServer } from '../database/connection-loss.ts';
 import { citusVersion } from '../database/citus.ts';
-import { driverHosts, driverUrl } from '../database/connection-url.ts';
+import { connectTo } from '../database/connection-url.ts';
 import type { Db } from '../database/database.ts';
 import { jobErrorLogFields } from '../http/error-handler.ts';
 import { lostJobs, removeExpiredLeases, takeLeases } from './leases.ts';
@@ -80,8 +79,7 @@ export interface JobsOptions {
  * ("operation is not allowed on this node"): no process could start.
  */
 export function jobQueueConnection(url: string, max: number, citus = false): { db: PgBoss.Db; close(): Promise<void> } {
-  const pool = postgres(driverUrl(url), {
-    ...driverHosts(url),
+  const pool = connectTo(url, {
     max,
     onnotice: () => {},
     connection: { application_name: 'atrium-jobs', ...(citus ? { 'citus.enable_ddl_propagation': 'off' } : {}) },
@@ -127,7 +125,7 @@ export function jobQueueConnection(url: string, max: number, citus = false): { d
 
 /** Whether the database at `url` has Citus (its job queue then stays on the coordinator: `jobQueueConnection`). */
 async function hasCitus(url: string): Promise<boolean> {
-  const probe = postgres(driverUrl(url), { ...driverHosts(url), max: 1, onnotice: () => {}, connect_timeout: 5 });
+  const probe = connectTo(url, { max: 1, onnotice: () => {}, connect_timeout: 5 });
   try {
     return (await citusVersion(probe)) !== null;
   } finally {
