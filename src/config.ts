@@ -75,6 +75,8 @@ export interface Config {
   smtpUrl: string | undefined;
   /** Sender address of those e-mails. */
   smtpFrom: string;
+  /** One e-mail copy's whole SMTP conversation, connection to the server's last answer. */
+  smtpTimeoutMs: number;
   /** VAPID key pair (base64url, as `web-push generate-vapid-keys` prints); generated and stored in the database when unset. */
   vapidPublicKey: string | undefined;
   vapidPrivateKey: string | undefined;
@@ -214,6 +216,8 @@ export const environmentSchema = {
       default: 'Atrium <no-reply@atrium.invalid>',
       description: 'a sender address, name@example.com or Name <name@example.com>',
     },
+    // At most ten minutes, nodemailer's own bound on a silent server.
+    SMTP_TIMEOUT_MS: integer(1, 600_000, 60_000, 'a number of milliseconds from 1 to 600000 (ten minutes)'),
     VAPID_PUBLIC_KEY: {
       type: 'string',
       format: 'vapid-public-key',
@@ -526,6 +530,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     webhookRetryDelayMs: vars.WEBHOOK_RETRY_DELAY_MS,
     smtpUrl: vars.SMTP_URL,
     smtpFrom: vars.SMTP_FROM!,
+    smtpTimeoutMs: vars.SMTP_TIMEOUT_MS,
     vapidPublicKey: vars.VAPID_PUBLIC_KEY,
     vapidPrivateKey: vars.VAPID_PRIVATE_KEY,
     vapidSubject: vars.VAPID_SUBJECT!,

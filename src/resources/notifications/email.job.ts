@@ -1,7 +1,8 @@
+import { randomUUID } from 'node:crypto';
 import { defineJob } from '../../platform/jobs/define.ts';
 import type { Services } from '../../platform/services.ts';
 import { plainText } from './plain-text.ts';
-import { markEmailed, pendingEmailCopies, type Dispatch } from './queries.ts';
+import { claimEmailCopy, markEmailed, pendingEmailCopies, releaseEmailCopy, type Dispatch } from './queries.ts';
 
 /**
  * Whether nodemailer's `error` is the server refusing this copy's one recipient, not the
@@ -21,7 +22,10 @@ const escapeHtml = (text: string) => text.replace(/[&<>"']/g, (c) => `&#${c.char
 /**
  * E-mail copies of a dispatch (docs/notifications.md#e-mail-copies): to recipients with
  * `wants_email_notifications` and an address, over SMTP (`SMTP_URL`). Each sent copy is
- * marked, so a retry only sends the ones still missing.
+ * marked, so a retry only sends the ones still missing. Each copy is claimed before it is
+ * sent, so a run that lost its lease while the retry started (the two then work through
+ * the same copies) sends none that the other sends; each send is bounded by
+ * `SMTP_TIMEOUT_MS`, and the claim outlasts it.
  */
 export async function emailDispatch(services: Services, dispatch: Dispatch): Promise<number> {
   const { db, config } = services;
@@ -33,8 +37,11 @@ export async function emailDispatch(services: Services, dispatch: Dispatch): Pro
   // Loaded here: only a process that sends e-mail holds the SMTP client (docs/performance.md#memory-of-a-started-process).
   const { default: nodemailer } = await import('nodemailer');
   const transport = nodemailer.createTransport(config.smtpUrl);
+  const claim = randomUUID();
+  const claimSeconds = Math.ceil(config.smtpTimeoutMs / 1000) + 60;
   let sent = 0;
   let refused = 0;
+  let held = 0;
   // The copies share their contents (one dispatch's): the message is made once, not once per copy.
   const { title, body, url } = pending[0]!.data;
   const link = /^https?:\/\//.test(url) ? url : null;
@@ -43,6 +50,12 @@ export async function emailDispatch(services: Services, dispatch: Dispatch): Pro
   try {
     for (const copy of pending) {
       if (!copy.email) continue;
+      const state = await db.tenant(dispatch.tenantId, (tx) => claimEmailCopy(tx, copy.id, claim, claimSeconds));
+      if (state === 'sent') continue;
+      if (state === 'held') {
+        held++;
+        continue;
+      }
       try {
         await transport.sendMail({
           from: config.smtpFrom,
@@ -50,11 +63,18 @@ export async function emailDispatch(services: Services, dispatch: Dispatch): Pro
           subject: title,
           text,
           html,
+          // The whole conversation, a server that accepts and then stalls included: the connection is closed at the
+          // deadline, before the message's end was sent or while its answer is awaited.
+          signal: AbortSignal.timeout(config.smtpTimeoutMs),
         });
       } catch (error) {
+        // Not sent: the claim is taken back, so the retry need not wait for it to lapse. If the database is away
+        // too, it lapses on its own.
+        await db.tenant(dispatch.tenantId, (tx) => releaseEmailCopy(tx, copy.id, claim)).catch(() => {});
         // The server refused this recipient (at RCPT TO or after DATA): the other copies are still sent, and the job
         // fails after them, so its retry offers only this one again. Any other failure (the server away, refusing the
-        // sender or the login, closing with 421) would meet every copy: it fails the job at once.
+        // sender or the login, closing with 421, not done within SMTP_TIMEOUT_MS) would meet every copy: it fails
+        // the job at once.
         if (!recipientRefused(error)) throw error;
         refused++;
         continue;
@@ -68,6 +88,10 @@ export async function emailDispatch(services: Services, dispatch: Dispatch): Pro
   // The count only: the server's answers name the addresses.
   if (refused > 0)
     throw new Error(`The mail server refused ${refused} of the dispatch's e-mail copies; ${sent} were sent. A retry offers the refused ones again.`);
+  // Another run of the job is sending these (one that lost its lease, or died with its claims held): a retry sends
+  // any it did not, once their claims lapse.
+  if (held > 0)
+    throw new Error(`${held} of the dispatch's e-mail copies are claimed by another run of the job; ${sent} were sent. A retry sends any left unsent.`);
   return sent;
 }
 

@@ -1,5 +1,5 @@
 /** Reads and writes of notifications and their dispatches (docs/notifications.md). */
-import { and, count, eq, isNull, lt, ne, sql, type SQL } from 'drizzle-orm';
+import { and, count, eq, isNull, lt, lte, ne, or, sql, type SQL } from 'drizzle-orm';
 import type { Auth } from '../../platform/auth/auth.ts';
 import type { Db, Tx } from '../../platform/database/database.ts';
 import { missingIds } from '../../platform/database/existence.ts';
@@ -197,11 +197,38 @@ export async function pendingEmailCopies(tx: Tx, dispatchId: string) {
   return copies.filter((copy) => present.has(copy.id)).map((copy) => ({ ...copy, data }));
 }
 
-/** Marks a notification's e-mail copy sent. */
+/**
+ * Claims the e-mail copy of notification `notificationId` for the run `claim` of the e-mail
+ * job, for `seconds` (past the longest its sending can take): only while it is unsent and
+ * no other run's claim holds. `claimed`: this run may send it; `sent`: it needs no sending
+ * (sent meanwhile, or its notification deleted); `held`: another run's claim holds it, and
+ * a later run sends it if that one does not.
+ */
+export async function claimEmailCopy(tx: Tx, notificationId: string, claim: string, seconds: number): Promise<'claimed' | 'sent' | 'held'> {
+  const owed = and(eq(notifications.id, notificationId), isNull(notifications.emailedAt));
+  const claimed = await tx
+    .update(notifications)
+    .set({ emailClaim: claim, emailClaimedUntil: sql`now() + make_interval(secs => ${seconds})` })
+    .where(and(owed, or(isNull(notifications.emailClaimedUntil), lte(notifications.emailClaimedUntil, sql`now()`))))
+    .returning({ id: notifications.id });
+  if (claimed.length > 0) return 'claimed';
+  const [stillOwed] = await tx.select({ id: notifications.id }).from(notifications).where(owed);
+  return stillOwed ? 'held' : 'sent';
+}
+
+/** Takes back the run `claim`'s claim on a copy it did not send (the server refused it, or the run failed), if it still holds it. */
+export async function releaseEmailCopy(tx: Tx, notificationId: string, claim: string): Promise<void> {
+  await tx
+    .update(notifications)
+    .set({ emailClaim: null, emailClaimedUntil: null })
+    .where(and(eq(notifications.id, notificationId), eq(notifications.emailClaim, claim), isNull(notifications.emailedAt)));
+}
+
+/** Marks a notification's e-mail copy sent, which ends any claim on it. */
 export async function markEmailed(tx: Tx, notificationId: string): Promise<void> {
   await tx
     .update(notifications)
-    .set({ emailedAt: sql`now()` })
+    .set({ emailedAt: sql`now()`, emailClaim: null, emailClaimedUntil: null })
     .where(eq(notifications.id, notificationId));
 }
 

@@ -89,6 +89,12 @@ export const notifications = pgTable(
     readAt: clientTimestamp('read_at'),
     /** When the e-mail copy went out (internal; the e-mail job skips those already sent). */
     emailedAt: timestamp('emailed_at', { withTimezone: true, mode: 'date' }),
+    /**
+     * The e-mail job's claim on the copy while it sends it (internal; docs/notifications.md#e-mail-copies):
+     * the claiming run's id, and until when the claim holds. A copy claimed by another run is not sent.
+     */
+    emailClaim: uuid('email_claim'),
+    emailClaimedUntil: timestamp('email_claimed_until', { withTimezone: true, mode: 'date' }),
     createdAt: timestamp('created_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow(),
     updatedAt: timestamp('updated_at', { withTimezone: true, mode: 'date' }).notNull().defaultNow(),
   },

@@ -14,6 +14,8 @@ interface Received {
 
 /** A real SMTP server on loopback that keeps every message it receives. */
 const received: Received[] = [];
+/** A message to `address` the server takes its time over: it answers it once `until` settles (`reached` is called first). */
+let holdNext: { address: string; until: Promise<void>; reached: () => void } | undefined;
 const smtp = new SMTPServer({
   authOptional: true,
   disabledCommands: ['STARTTLS'],
@@ -29,11 +31,19 @@ const smtp = new SMTPServer({
   onData(stream, session, callback) {
     const chunks: Buffer[] = [];
     stream.on('data', (chunk: Buffer) => chunks.push(chunk));
-    stream.on('end', () => {
+    stream.on('end', async () => {
       // A recipient refused only once the message is sent (a full mailbox, a policy): 550 after DATA.
       if (session.envelope.rcptTo.some((r) => r.address.startsWith('bounced'))) {
         callback(Object.assign(new Error('Mailbox full'), { responseCode: 550 }));
         return;
+      }
+      // A server that took the message and never answers: the client must give up.
+      if (session.envelope.rcptTo.some((r) => r.address.startsWith('stalled'))) return;
+      const hold = holdNext;
+      if (hold && session.envelope.rcptTo.some((r) => r.address === hold.address)) {
+        holdNext = undefined;
+        hold.reached();
+        await hold.until;
       }
       received.push({
         from: session.envelope.mailFrom ? session.envelope.mailFrom.address : '',
@@ -308,4 +318,98 @@ t.test("a notification deleted while its dispatch's copies are read takes only i
   );
   t.equal(await emailDispatch(api.atrium.services, { tenantId: tenant.tenantId, dispatchId }), 2, 'and sent');
   t.equal(received.length, before + 3 + 2);
+});
+
+/** Inserts an owed copy of `dispatchId` for `user` with the notification id `id`: copies are sent in id order. */
+async function owedCopyFirst(dispatchId: string, user: { id: number }, id: string): Promise<void> {
+  await api.db.owner.execute(
+    sql`insert into notifications (id, tenant_id, type, notifiable_type, notifiable_id, data, dispatch_id)
+      select ${id}::uuid, tenant_id, type, notifiable_type, ${user.id}, data, dispatch_id
+      from notifications where dispatch_id = ${dispatchId} limit 1`,
+  );
+}
+
+t.test('a run that lost its lease sends no copy that the retry sends', async (t) => {
+  const slow = await api.createUser(tenant.tenantId, { values: { wantsEmailNotifications: true, email: 'slow@example.test' } });
+  const others = await Promise.all(
+    [0, 1].map((i) => api.createUser(tenant.tenantId, { values: { wantsEmailNotifications: true, email: `lease-${i}@example.test` } })),
+  );
+  const dispatchId = await owedDispatch(t, others, 'Lease lost');
+  await owedCopyFirst(dispatchId, slow, '00000000-0000-4000-8000-000000000002');
+  const before = received.length;
+  // The first run is held up by the server at its first copy (as a worker frozen mid-send, or cut off from the
+  // database, whose lease expires meanwhile), and the job's retry starts beside it.
+  let release!: () => void;
+  const reached = new Promise<void>((resolve) => {
+    holdNext = { address: 'slow@example.test', until: new Promise<void>((done) => (release = done)), reached: resolve };
+  });
+  const first = emailDispatch(api.atrium.services, { tenantId: tenant.tenantId, dispatchId });
+  await reached;
+  await t.rejects(
+    emailDispatch(api.atrium.services, { tenantId: tenant.tenantId, dispatchId }),
+    /1 of the dispatch's e-mail copies are claimed by another run of the job; 2 were sent/,
+    'the retry sends the copies nobody holds, and leaves the held one to its run',
+  );
+  release();
+  t.equal(await first, 1, 'the first run sends the copy it held, and none the retry sent');
+  t.strictSame(
+    received
+      .slice(before)
+      .flatMap((message) => message.to)
+      .sort(),
+    ['lease-0@example.test', 'lease-1@example.test', 'slow@example.test'],
+    'each recipient got one copy',
+  );
+  const [state] = await api.db.owner.execute<{ owed: number; claimed: number }>(
+    sql`select count(*) filter (where emailed_at is null)::int as owed, count(email_claim)::int as claimed from notifications where dispatch_id = ${dispatchId}`,
+  );
+  t.strictSame(state, { owed: 0, claimed: 0 }, 'all sent, no claim left');
+});
+
+t.test("a copy another run holds is left to it until that run's claim lapses", async (t) => {
+  const recipient = await api.createUser(tenant.tenantId, { values: { wantsEmailNotifications: true, email: 'held@example.test' } });
+  const dispatchId = await owedDispatch(t, [recipient], 'Held');
+  const before = received.length;
+  // A run that died while sending it (its claim outlasts the longest a send may take).
+  await api.db.owner.execute(
+    sql`update notifications set email_claim = gen_random_uuid(), email_claimed_until = now() + interval '1 minute' where dispatch_id = ${dispatchId}`,
+  );
+  await t.rejects(
+    emailDispatch(api.atrium.services, { tenantId: tenant.tenantId, dispatchId }),
+    /1 of the dispatch's e-mail copies are claimed by another run/,
+  );
+  t.equal(received.length, before, 'not sent while held');
+  await api.db.owner.execute(sql`update notifications set email_claimed_until = now() - interval '1 second' where dispatch_id = ${dispatchId}`);
+  t.equal(await emailDispatch(api.atrium.services, { tenantId: tenant.tenantId, dispatchId }), 1, 'sent once the claim lapsed');
+  t.strictSame(
+    received.slice(before).map((message) => message.to),
+    [['held@example.test']],
+  );
+});
+
+t.test('a server that stops answering is given up after SMTP_TIMEOUT_MS, and the copy stays owed', async (t) => {
+  const stalled = await api.createUser(tenant.tenantId, { values: { wantsEmailNotifications: true, email: 'stalled@example.test' } });
+  const other = await api.createUser(tenant.tenantId, { values: { wantsEmailNotifications: true, email: 'after-stalled@example.test' } });
+  const dispatchId = await owedDispatch(t, [other], 'Stalled');
+  await owedCopyFirst(dispatchId, stalled, '00000000-0000-4000-8000-000000000003');
+  const before = received.length;
+  const impatient = { ...api.atrium.services, config: { ...api.atrium.services.config, smtpTimeoutMs: 300 } };
+  const failure = await emailDispatch(impatient, { tenantId: tenant.tenantId, dispatchId }).then(
+    () => null,
+    (error: unknown) => error as { code?: string },
+  );
+  t.equal(failure?.code, 'EABORT', 'the send is abandoned, which fails the job (it is retried)');
+  t.equal(received.length, before, 'nothing sent after it');
+  const owed = await api.db.owner.execute<{ email: string; claimed: boolean }>(
+    sql`select u.email, n.email_claim is not null as claimed from notifications n join users u on u.tenant_id = n.tenant_id and u.id = n.notifiable_id
+      where n.dispatch_id = ${dispatchId} and n.emailed_at is null order by u.email`,
+  );
+  t.strictSame(
+    [...owed],
+    [
+      { email: 'after-stalled@example.test', claimed: false },
+      { email: 'stalled@example.test', claimed: false },
+    ],
+    'both still owed, the abandoned one no longer claimed',
+  );
 });
