@@ -3215,7 +3215,9 @@ export interface components {
             /**
              * @description Any JSON object; sent as `context` in the payload. Like every JSON body, the
              *     request may nest at most 64 levels deep (the body is level 1, `context` level 2);
-             *     a deeper one is a 400 and nothing is queued.
+             *     a deeper one is a 400 and nothing is queued. A number too large for a double
+             *     (`1e400`), which the payload could only send as `null`, is a 422 (code `type`
+             *     at its path, such as `context.amount`).
              */
             context?: Record<string, never>;
         };

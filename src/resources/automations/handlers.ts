@@ -1,14 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import type { Tx } from '../../platform/database/database.ts';
 import type { Handlers } from '../../platform/http/handler.ts';
-import { notFound } from '../../platform/http/problem.ts';
+import { coded, invalid, notFound } from '../../platform/http/problem.ts';
 import { listRecords, presentAll, showRecord } from '../../platform/result-controls/listing.ts';
 import { SECRET_CHANGED } from '../../platform/audit/audit.ts';
 import { audit, recordChanges } from '../audit-events/record.ts';
 import { deliverWebhook } from './deliver-webhook.job.ts';
 import { webhookJwks } from './jwt-keys.ts';
 import { deleteAutomation, deliveriesOf, findAutomation, insertAutomation, insertDelivery, updateAutomation } from './queries.ts';
-import { assertValidConfiguration, configurationErrors } from './rules.ts';
+import { assertValidConfiguration, configurationErrors, infiniteNumberPath } from './rules.ts';
 import type { AutomationRow } from './table.ts';
 import { automationListing, automationView, deliveryListing, deliveryView } from './view.ts';
 import { sealSecrets, secretsChanged } from './webhook-configuration.ts';
@@ -110,6 +110,9 @@ export const automationHandlers = {
       body,
       services: { db, jobs },
     } = ctx;
+    const context = body?.context ?? {};
+    const infinite = infiniteNumberPath(context, 'context');
+    if (infinite !== undefined) throw invalid({ [infinite]: [coded('type', 'must be a finite number: JSON has no value for one this large')] });
     const eventId = `evt_${randomUUID().replace(/-/g, '')}`;
     const [delivery, answer] = await db.tenant(auth.tenantId, async (tx) => {
       // Held until the delivery is stored: a delete that committed meanwhile is a 404, not a broken reference.
@@ -118,7 +121,7 @@ export const automationHandlers = {
         tenantId: auth.tenantId,
         automationId: automation.id,
         eventId,
-        payload: webhookPayload(eventId, automation, body?.context ?? {}, new Date()),
+        payload: webhookPayload(eventId, automation, context, new Date()),
       });
       const [presented] = await presentAll(deliveryView, tx, rows, auth);
       await audit(tx, ctx, {

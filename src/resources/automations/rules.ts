@@ -33,3 +33,18 @@ export async function configurationErrors(config: WebhookConfiguration, outbound
 export function assertValidConfiguration(errors: FieldErrors): void {
   if (Object.keys(errors).length > 0) throw invalid(errors, 'The webhook configuration is invalid.');
 }
+
+/**
+ * The path (dotted, as a field error's) of the first number in `value` that JSON has no text
+ * for: a number too large for a double (`1e400`) is read as Infinity, and would be sent on as
+ * `null`. undefined when there is none.
+ */
+export function infiniteNumberPath(value: unknown, path: string): string | undefined {
+  if (typeof value === 'number') return Number.isFinite(value) ? undefined : path;
+  if (value === null || typeof value !== 'object') return undefined;
+  for (const [key, item] of Object.entries(value)) {
+    const found = infiniteNumberPath(item, `${path}.${key}`);
+    if (found !== undefined) return found;
+  }
+  return undefined;
+}

@@ -587,7 +587,7 @@ t.test('deliveries: newest first, filterable, no secrets, constant query count',
   t.strictSame(await byStatus('pending'), [], 'none pending');
 });
 
-t.test('run accepts no body at all, and refuses a context that is not an object', async (t) => {
+t.test('run accepts no body at all, and refuses a context that is not an object or holds an infinite number', async (t) => {
   const automation = await createAutomation(t, { url: receiver.url('/nobody'), headers: {} });
   const bare = await api.call(t, 'runAutomation', { token, params: { automation: automation.id } });
   t.equal(bare.status, 202);
@@ -601,8 +601,17 @@ t.test('run accepts no body at all, and refuses a context that is not an object'
   const bad = await api.call(t, 'runAutomation', { token, params: { automation: automation.id }, body: { context: [1] } });
   t.equal(bad.status, 422);
   t.ok(bad.body.errors.context);
+  // A number too large for a double is read as Infinity, which JSON has no text for: it would reach the receiver as null.
+  for (const [text, path] of [
+    ['{"context": {"amount": 1e400}}', 'context.amount'],
+    ['{"context": {"lines": [1, {"total": -1e999}]}}', 'context.lines.1.total'],
+  ] as const) {
+    const infinite = await api.call(t, 'runAutomation', { token, params: { automation: automation.id }, payload: text, contentType: 'application/json' });
+    t.equal(infinite.status, 422, text);
+    t.strictSame(infinite.body.error_codes, { [path]: ['type'] }, text);
+  }
   const count = await api.db.owner.execute<{ n: number }>(sql`select count(*)::int as n from webhook_deliveries where automation_id = ${automation.id}`);
-  t.equal(count[0]!.n, 2, 'the refused run queued nothing');
+  t.equal(count[0]!.n, 2, 'the refused runs queued nothing');
 });
 
 t.test('a duplicated delivery job sends once: each attempt is claimed by its number', async (t) => {
