@@ -9696,6 +9696,12 @@ export interface operations {
                      * @description Lifetime in seconds, one minute through five years.
                      */
                     expires_in?: number;
+                    /**
+                     * @description Stored without whitespace at either end. It labels the token's events in the
+                     *     audit trail, so, as in role and department names, control, format and other
+                     *     invisible characters (a line feed, a zero-width space, a bidirectional
+                     *     override) are refused: 422, code `pattern`.
+                     */
                     name: string;
                 };
             };

@@ -6,6 +6,7 @@ import { coded, invalid, notFound } from '../../platform/http/problem.ts';
 import { audit } from '../audit-events/record.ts';
 import { holdSession } from '../auth/credentials.ts';
 import { assertMayAdminister } from '../users/rules.ts';
+import { hasInvisibleCharacter, INVISIBLE_CHARACTER_PROBLEM } from '../roles/names.ts';
 import {
   deleteScimToken,
   insertScimToken,
@@ -35,6 +36,8 @@ export const scimTokenHandlers = {
     const { auth, body, services } = ctx;
     for (const permission of SCIM_FIELD_PERMISSIONS) requirePermission(auth, permission);
     const name = body.name.trim();
+    // The name labels the token's events in the audit trail, as a role's name labels the role.
+    if (hasInvisibleCharacter(name)) throw invalid({ name: [coded('pattern', INVISIBLE_CHARACTER_PROBLEM)] });
     const token = newScimTokenValue();
     const created = await services.db.tenant(auth.tenantId, async (tx) => {
       // The minter's session is held: ended meanwhile (a logout mark, a password change), the token would outlive it.

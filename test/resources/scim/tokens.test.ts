@@ -58,6 +58,13 @@ t.test('bad input is a 422 and stores nothing', async (t) => {
     const res = await create(t, body);
     t.equal(res.status, 422, JSON.stringify(body));
   }
+  // The name labels every event the token writes in the audit trail: characters that do not show, or that turn or
+  // break the text around them, are refused as in role and department names.
+  for (const name of ['Entra\u202eDI', 'Entra\nID', 'Entra\u200bID', 'Entra\u0000ID']) {
+    const res = await create(t, { name });
+    t.equal(res.status, 422, JSON.stringify(name));
+    t.strictSame(res.body.error_codes, { name: ['pattern'] }, JSON.stringify(name));
+  }
   t.equal(await rowCount(api.db, 'scim_tokens'), before);
 });
 
