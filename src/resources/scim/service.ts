@@ -248,20 +248,24 @@ async function saveUser(
     : { before: {}, after: {} };
   let id: number;
   if (!current) {
+    // Recorded whether it was sent or not, as the API's create records it.
+    const active = write.columns.active ?? true;
     id = await insertUser(tx, {
       ...(changed as object),
       tenantId: principal.tenantId,
       username: write.columns.username,
       roleId: roleId!,
       passwordHash: passwordHash ?? null,
-      active: write.columns.active ?? true,
+      active,
     });
     await audit(tx, source, {
       action: 'user.created',
       target: { type: 'user', id, label: userLabel(write.columns) },
-      changes: changesBetween(null, { ...apiFields(changed), role_id: roleId, ...externalIds.after, ...(passwordHash ? { password: true } : {}) }, [
-        'external_id',
-      ]),
+      changes: changesBetween(
+        null,
+        { ...apiFields({ ...changed, active }), role_id: roleId, ...externalIds.after, ...(passwordHash ? { password: true } : {}) },
+        ['external_id'],
+      ),
     });
   } else {
     id = current.id;

@@ -250,6 +250,18 @@ t.test('without a default role SCIM creates nothing', async (t) => {
   t.ok(refused.body.errors.default_role_id);
 });
 
+t.test("a created user's event records `active` whether it was sent or not, as the API's create does", async (t) => {
+  for (const sent of [undefined, true, false]) {
+    const { active: _default, ...body } = newUser();
+    const created = await scim('POST', '/Users', sent === undefined ? body : { ...body, active: sent });
+    t.equal(created.status, 201);
+    const [event] = await api.db.owner.execute<{ changes: Record<string, unknown> }>(
+      sql`select changes from audit_events where action = 'user.created' and target_type = 'user' and target_id = ${created.body.id}`,
+    );
+    t.strictSame(event!.changes.active, { from: null, to: sent ?? true }, `active ${String(sent)}`);
+  }
+});
+
 t.test('POST creates a user mapped to Atrium fields, audited as the token', async (t) => {
   const body = newUser({
     externalId: 'entra-0001',
