@@ -112,7 +112,7 @@ export function mergeAttributeValues(
     if (!type) continue;
     result[key] = value;
     // A value stored before its field changed type is judged now, unless the write replaces it.
-    if (!(key in sent) && !fitsAttributeType(type, value)) {
+    if (!Object.hasOwn(sent, key) && !fitsAttributeType(type, value)) {
       errors[key] = [coded(type === 'date' ? 'format' : 'type', `holds a value stored before this field became of type ${type}: send a new value or null`)];
     }
   }

@@ -110,6 +110,15 @@ t.test('mergeAttributeValues: typed values of attached fields; null removes; uns
   const inherited: FieldErrors = {};
   mergeAttributeValues(new Map(types), { constructor: null, toString: 1 }, {}, inherited);
   t.strictSame(Object.keys(inherited).sort(), ['constructor', 'toString'], 'a key the stored object only inherits is no stored value');
+  // A field whose key every object inherits (`constructor`): its stale value is judged like any other's.
+  const staleInherited: FieldErrors = {};
+  mergeAttributeValues(new Map([['constructor', 'boolean']]), {}, { constructor: 7 }, staleInherited);
+  // Compared as entries: tap takes an own `constructor` for the object's class.
+  t.strictSame(
+    Object.entries(staleInherited),
+    [['constructor', [coded('type', 'holds a value stored before this field became of type boolean: send a new value or null')]]],
+    'a write that does not send the key does not replace its value',
+  );
 });
 
 t.test('clashesBeside: a key another type beside it, in any department, is a mismatch on its type', async (t) => {
