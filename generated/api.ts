@@ -2952,7 +2952,8 @@ export interface components {
          * @description One change: an administrative one, a sign-in or sign-out, or a user's own work
          *     (a task execution, a form submission, a notification's read state). Labels are as they were when the change was made (a
          *     blackout later replaces the person's with their anonymized ones, within seconds of
-         *     its answer). Personal user fields
+         *     its answer, and clears `origin.client_address` and `origin.user_agent` of the events
+         *     the person made). Personal user fields
          *     (see `User`) inside `changes` of a user need `users.view-personal`, administrative ones
          *     `users.view-administrative`; without it their change shows as `{"changed": true}`.
          * @example {

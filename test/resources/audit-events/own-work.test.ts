@@ -298,44 +298,66 @@ t.test('notifications.read and notifications.seen: one event per request with th
   t.equal((await eventsOf(t, 'notifications.read')).length, 2, 'one event per request, not one per notification');
 });
 
-t.test("a blackout leaves none of the person's names in the events of their creation, sign-ins, sign-outs and task work", async (t) => {
-  // Created through the API: the event of the creation holds the username too, which the labels do not.
-  const password = "the person's own password";
-  const employeeRole = await roleNamed(api.db, tenant.tenantId, 'Employee');
-  const created = await api.call(t, 'createUser', {
-    token: admin,
-    body: { username: 'erased-person', password, first_name: 'Ada', last_name: 'Byron', role_id: employeeRole.id },
-  });
-  t.equal(created.status, 201);
-  const person = { id: created.body.id as number, username: 'erased-person' };
-  const signedIn = await api.call(t, 'login', { body: { tenant: 'own-work', username: person.username, password } });
-  t.equal(signedIn.status, 200);
-  const form = await api.call(t, 'createForm', {
-    token: admin,
-    body: { title: 'Erasure', form_type: 'survey', fields: [{ name: 'Note', field_type: 'text' }] },
-  });
-  const submitted = await api.call(t, 'createSubmission', {
-    token: signedIn.body.access_token,
-    body: { form_id: form.body.id, values: { [form.body.fields[0].id]: 'private note' } },
-  });
-  t.equal(submitted.status, 201);
-  t.equal((await api.call(t, 'logout', { token: signedIn.body.access_token })).status, 204);
-  // Before the blackout the names are in the trail (labels, the creation's changes); a submission's values never are.
-  for (const personal of ['Ada', 'Byron', 'erased-person']) t.ok(await inTrail(personal), `${personal} is in the trail before the blackout`);
-  t.notOk(await inTrail('private note'), 'the submitted value is not in the trail');
-  t.equal((await api.call(t, 'blackoutUser', { token: admin, params: { user: person.id } })).status, 204);
-  const rows = await api.db.owner.execute<{ action: string }>(sql`
-    select action from audit_events where tenant_id = ${tenant.tenantId} and (actor_id = ${person.id} or (target_type = 'user' and target_id = ${String(person.id)}))`);
-  t.ok(
-    ['user.created', 'access_token.created', 'form_submission.created', 'access_token.revoked'].every((action) => rows.some((row) => row.action === action)),
-  );
-  // Erased by the job that follows the blackout's commit.
-  for (const personal of ['Ada', 'Byron', 'erased-person'])
-    t.notOk(
-      await eventually(
-        () => inTrail(personal),
-        (found) => !found,
-      ),
-      `${personal} is gone`,
+t.test(
+  "a blackout leaves none of the person's names, addresses or user agents in the events of their creation, sign-ins, sign-outs and task work",
+  async (t) => {
+    // Created through the API: the event of the creation holds the username too, which the labels do not.
+    const password = "the person's own password";
+    const employeeRole = await roleNamed(api.db, tenant.tenantId, 'Employee');
+    const created = await api.call(t, 'createUser', {
+      token: admin,
+      body: { username: 'erased-person', password, first_name: 'Ada', last_name: 'Byron', role_id: employeeRole.id },
+    });
+    t.equal(created.status, 201);
+    const person = { id: created.body.id as number, username: 'erased-person' };
+    const signedIn = await api.call(t, 'login', { body: { tenant: 'own-work', username: person.username, password } });
+    t.equal(signedIn.status, 200);
+    const form = await api.call(t, 'createForm', {
+      token: admin,
+      body: { title: 'Erasure', form_type: 'survey', fields: [{ name: 'Note', field_type: 'text' }] },
+    });
+    const submitted = await api.call(t, 'createSubmission', {
+      token: signedIn.body.access_token,
+      body: { form_id: form.body.id, values: { [form.body.fields[0].id]: 'private note' } },
+    });
+    t.equal(submitted.status, 201);
+    t.equal((await api.call(t, 'logout', { token: signedIn.body.access_token })).status, 204);
+    // Before the blackout the names are in the trail (labels, the creation's changes); a submission's values never are.
+    for (const personal of ['Ada', 'Byron', 'erased-person']) t.ok(await inTrail(personal), `${personal} is in the trail before the blackout`);
+    t.notOk(await inTrail('private note'), 'the submitted value is not in the trail');
+    // The person's requests carried their address and user agent, as everyone's do.
+    const origins = () =>
+      api.db.owner.execute<{ mine: boolean; address: string | null; agent: string | null }>(sql`
+      select actor_id = ${person.id} as mine, client_address as address, user_agent as agent from audit_events
+      where tenant_id = ${tenant.tenantId} and (actor_id = ${person.id} or (target_type = 'user' and target_id = ${String(person.id)}))`);
+    t.ok(
+      (await origins()).every((row) => row.address !== null && row.agent !== null),
+      'every event of theirs and about them has an address and a user agent before',
     );
-});
+    t.equal((await api.call(t, 'blackoutUser', { token: admin, params: { user: person.id } })).status, 204);
+    const rows = await api.db.owner.execute<{ action: string }>(sql`
+    select action from audit_events where tenant_id = ${tenant.tenantId} and (actor_id = ${person.id} or (target_type = 'user' and target_id = ${String(person.id)}))`);
+    t.ok(
+      ['user.created', 'access_token.created', 'form_submission.created', 'access_token.revoked'].every((action) => rows.some((row) => row.action === action)),
+    );
+    // Erased by the job that follows the blackout's commit.
+    for (const personal of ['Ada', 'Byron', 'erased-person'])
+      t.notOk(
+        await eventually(
+          () => inTrail(personal),
+          (found) => !found,
+        ),
+        `${personal} is gone`,
+      );
+    const after = await origins();
+    t.ok(after.some((row) => row.mine) && after.some((row) => !row.mine));
+    t.ok(
+      after.filter((row) => row.mine).every((row) => row.address === null && row.agent === null),
+      'the events they made keep neither their address nor their user agent',
+    );
+    t.ok(
+      after.filter((row) => !row.mine).every((row) => row.address !== null && row.agent !== null),
+      "the events others made about them keep those others' origin",
+    );
+  },
+);
