@@ -474,8 +474,10 @@ function canonicalValue(value: unknown, names: AttributeNames | undefined): unkn
  * instead, as the value-filter form Okta sends does.
  */
 function memberRemovals(operation: ScimPatchOperation): ScimPatchOperation[] {
-  if (operation.op !== 'remove' || operation.path !== 'members' || !Array.isArray(operation.value)) return [operation];
-  return (operation.value as unknown[]).map((member) => {
+  if (operation.op !== 'remove' || operation.path !== 'members' || operation.value === undefined) return [operation];
+  // One member sent as an object, not a list of one, is removed alike.
+  const members = Array.isArray(operation.value) ? (operation.value as unknown[]) : [operation.value];
+  return members.map((member) => {
     const id = (member as { value?: unknown } | null)?.value;
     if (typeof id !== 'string') throw invalidValue(`members: ${JSON.stringify(id ?? null)} is not a user id.`);
     return { op: 'remove', path: `members[value eq ${JSON.stringify(id)}]` };
@@ -622,6 +624,9 @@ function patchOperations(body: unknown, resource: Patchable): ScimPatchOperation
       const named = operation.path ? canonical(operation.path, ATTRIBUTE_NAMES[resource]) : { path: undefined, names: ATTRIBUTE_NAMES[resource] };
       // null is "unassigned" (RFC 7643 §2.5): a replace with it removes what the path names.
       if (operation.op === 'replace' && named.path && operation.value === null) return [{ op: 'remove', path: named.path }];
+      // `name` is one complex attribute: scim-patch would merge a list into it by its indexes, which Atrium ignores.
+      if (resource === 'user' && named.path === 'name' && operation.op !== 'remove' && !isAttributes(operation.value))
+        throw invalidValue('name must be an object.');
       // A multi-valued attribute replaced by one value holds that value alone (RFC 7644 §3.5.2.3): scim-patch would
       // merge it into each value held, and drop it where none is.
       const single = operation.op === 'replace' && MULTI_VALUED.has(named.path ?? '') && !Array.isArray(operation.value);

@@ -237,6 +237,14 @@ t.test('members removed as Entra ID sends it (path members, the members as value
     Operations: [{ op: 'Remove', path: 'members', value: [{ value: String(ann.id) }] }],
   });
   t.equal(again.status, 200, 'removing a member who left already is no error');
+  // One member as an object rather than a list of one: removed the same way.
+  await scim('PATCH', `/Groups/${group.id}`, { schemas: [PATCH], Operations: [{ op: 'add', path: 'members', value: [{ value: String(ann.id) }] }] });
+  const single = await scim('PATCH', `/Groups/${group.id}`, {
+    schemas: [PATCH],
+    Operations: [{ op: 'Remove', path: 'members', value: { value: String(ann.id) } }],
+  });
+  t.equal(single.status, 200);
+  t.same(await memberIds(Number(group.id)), [String(ben.id)], 'the member sent as an object is removed');
   const bad = await scim('PATCH', `/Groups/${group.id}`, { schemas: [PATCH], Operations: [{ op: 'Remove', path: 'members', value: [{ display: 'ben' }] }] });
   t.equal(bad.status, 400);
   t.equal(bad.body.scimType, 'invalidValue');

@@ -948,6 +948,12 @@ t.test('refused PATCHes change nothing', async (t) => {
     'invalidValue',
   );
   isError(t, await scim('PATCH', path, { schemas: [PATCH], Operations: [{ op: 'replace', path: 'userName', value: 'admin' }] }), 409, 'uniqueness');
+  // `name` is one complex attribute: a value that is not an object is refused, as in a POST or PUT.
+  for (const value of [[1], [{ givenName: 'Listed' }], 'Sam', 7]) {
+    for (const op of ['replace', 'add']) {
+      isError(t, await scim('PATCH', path, { schemas: [PATCH], Operations: [{ op, path: 'name', value }] }), 400, 'invalidValue');
+    }
+  }
   const after = await scim('GET', path);
   t.same(after.body, created, 'the user is as it was');
   t.equal(await auditCount(), audits, 'no event recorded');
