@@ -373,9 +373,9 @@ function comparison(attribute: FilterAttribute, op: string, path: string, value:
     return scimMembers(attribute.value, sql`${departmentUsers.userId} = ${bind(Number(value))}`);
   }
   if (kind === 'id') {
+    if (op !== 'eq' && op !== 'ne') throw invalidFilter('id is compared with eq or ne.');
     // Ids are decimal text; anything else names no user.
     if (!isRecordId(value)) return op === 'ne' ? sql`true` : noRecord(attribute.value);
-    if (op !== 'eq' && op !== 'ne') throw invalidFilter('id is compared with eq or ne.');
     return op === 'eq' ? sql`${attribute.value} = ${bind(Number(value))}` : sql`${attribute.value} <> ${bind(Number(value))}`;
   }
   if (kind === 'datetime') {

@@ -420,6 +420,9 @@ t.test('filters: bad ones are invalidFilter', async (t) => {
     'meta.created ge "+010000-01-01T00:00:00Z"',
     'userName eq 5',
     '((userName eq "a"',
+    // id is compared with eq or ne, whatever the value (one that is no id too).
+    'id gt "abc"',
+    'id co "1"',
   ]) {
     isError(t, await scim('GET', `/Users?filter=${encodeURIComponent(filter)}`), 400, 'invalidFilter');
   }
