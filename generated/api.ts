@@ -3827,9 +3827,10 @@ export interface components {
         /**
          * @description `name` is required and unique in the tenant, surrounding blanks trimmed. People
          *     must tell departments apart by it, so a name may not be a look-alike of another
-         *     department's: names that differ only in letter case, in runs of whitespace, or in
-         *     Unicode form (compared after compatibility normalisation, NFKC) are the same name
-         *     (422 "is already taken"); control, format (zero-width, bidirectional) and other
+         *     department's: names that differ only in letter case, in runs of whitespace, in
+         *     Unicode form (compared after compatibility normalisation, NFKC), or in letters drawn
+         *     alike (Unicode's confusables, UTS #39: a Cyrillic `а` for a Latin `a`, `0` for `o`;
+         *     accents count) are the same name (422 "is already taken"); control, format (zero-width, bidirectional) and other
          *     invisible characters are refused (422). It is stored in composed form (NFC). On
          *     update, a name sent back unchanged is not judged again. `notification_setting_ids` and
          *     `attribute_set_ids` keep their current values when omitted on update (none on
@@ -5156,9 +5157,10 @@ export interface components {
         /**
          * @description Unique in the tenant, and people must be able to tell roles apart by it, so a name
          *     may not be a look-alike of another role's name: names that differ only in letter
-         *     case, in runs of whitespace, or in Unicode form (compared after compatibility
-         *     normalisation, NFKC, so full-width letters count as plain ones) are the same name
-         *     (422 "is already taken"). A name may not begin or end with whitespace, nor contain
+         *     case, in runs of whitespace, in Unicode form (compared after compatibility
+         *     normalisation, NFKC, so full-width letters count as plain ones), or in letters drawn
+         *     alike (Unicode's confusables, UTS #39: a Cyrillic `а` for a Latin `a`, `0` for `o`;
+         *     accents count) are the same name (422 "is already taken"). A name may not begin or end with whitespace, nor contain
          *     control, format (zero-width, bidirectional) or other invisible characters (422). It
          *     is stored in composed form (NFC).
          */

@@ -4,6 +4,8 @@
  * beside "Administrator") could be picked, or shown, in place of the real one.
  */
 
+import { rectifyConfusion } from 'unicode-confusables';
+
 /**
  * Characters that do not show, or change how the text around them shows: control and
  * format characters (zero-width spaces and joiners, bidirectional overrides, soft
@@ -29,12 +31,18 @@ export function displayNameProblems(name: string): string[] {
 
 /**
  * The key two names are compared by: compatibility-normalised (NFKC: full-width and other
- * variant letters become the plain ones), lower-cased, with every run of whitespace as one
- * space. Names with the same key count as one name.
+ * variant letters become the plain ones), lower-cased, each character replaced by the one
+ * it is drawn like (the skeleton of Unicode's UTS #39: a Cyrillic `а` is a Latin `a`, `0`
+ * an `o`), lower-cased again, with every run of whitespace as one space. Names with the
+ * same key count as one name. Accents stay: `é` is not `e`.
  */
-export const nameKey = (name: string): string => name.normalize('NFKC').toLowerCase().normalize('NFKC').replace(/\s+/gu, ' ').trim();
+export const nameKey = (name: string): string => {
+  const folded = name.normalize('NFKC').toLowerCase().normalize('NFKC');
+  const skeleton = rectifyConfusion(folded.normalize('NFD')).normalize('NFD');
+  return skeleton.toLowerCase().replace(/\s+/gu, ' ').trim();
+};
 
-export const NAME_TAKEN = 'is already taken (names that differ only in letter case, spacing or Unicode form count as the same name)';
+export const NAME_TAKEN = 'is already taken (names that differ only in letter case, spacing, Unicode form or letters drawn alike count as the same name)';
 
 /** Whether a record other than `exceptId` among `existing` has a name with the key of `name`. */
 export function nameTaken(existing: { id: number; name: string }[], name: string, exceptId?: number): boolean {

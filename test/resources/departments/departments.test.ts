@@ -625,6 +625,8 @@ t.test('department names: no look-alikes of another department (case, Unicode fo
     ['Field sales\u200b', 'zero-width space'],
     ['Field\u202esales', 'bidi override'],
     ['Field\u0007sales', 'control character'],
+    // Letters of other scripts drawn as Latin ones (Unicode's confusables, UTS #39).
+    ['Fi\u0435ld s\u0430les', 'Cyrillic e and a'],
   ] as const) {
     const res = await create(t, { name });
     t.equal(res.status, 422, what);

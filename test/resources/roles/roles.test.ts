@@ -221,6 +221,10 @@ t.test('role names: no look-alikes of another role (case, Unicode form, spacing)
     ['Administrator\u202e', 'bidi override'],
     ['Admin\tistrator', 'tab'],
     ['Admin\u0007', 'control character'],
+    // Letters of other scripts drawn as Latin ones (Unicode's confusables, UTS #39).
+    ['Administr\u0430tor', 'Cyrillic a'],
+    ['\u0410dministrator', 'Cyrillic capital A'],
+    ['Adm\u0456nistrat\u03bfr', 'Cyrillic i and Greek o'],
   ];
   for (const [name, what] of lookAlikes) {
     const res = await api.call(t, 'createRole', { token: delegate.token, body: { name } });
