@@ -2,6 +2,7 @@
  * `npm start` (and the container's command, `node dist/src/main.js`): the API and the job
  * workers (ATRIUM_ROLE narrows it) until SIGTERM, SIGINT or SIGHUP (docs/operations.md#signals-and-shutdown).
  */
+import net from 'node:net';
 import { entryPointConfig } from './config.ts';
 import { toleratingConnectionLoss } from './platform/database/connection-loss.ts';
 import { failureMessage } from './platform/database/failure-message.ts';
@@ -17,6 +18,24 @@ const [{ createAtrium }, { generatedPasswordNotice }] = await Promise.all([impor
 function fail(what: string, error: unknown): never {
   process.stderr.write(`atrium: ${what}: ${failureMessage(error)}\n`);
   process.exit(1);
+}
+
+/**
+ * Listens on `host:port` and closes again: a port another process holds is found before
+ * anything starts, rather than after the embedded PostgreSQL was set up and the demo
+ * tenant's password printed. The listen proper may still fail, if the port is taken in
+ * between.
+ */
+function probePort(host: string, port: number): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer();
+    server.once('error', reject);
+    server.listen({ host, port, exclusive: true }, () => server.close(() => resolve()));
+  });
+}
+
+if (config.role !== 'worker' && config.port !== 0) {
+  await probePort(config.host, config.port).catch((error: unknown) => fail(`cannot listen on ${config.host}:${config.port}`, error));
 }
 
 // A signal during start-up (a terminal's Ctrl-C while migrations run, say) is acted on once

@@ -6,6 +6,7 @@ import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
@@ -292,6 +293,20 @@ t.test('the server refuses a bad variable before it starts anything: one line, e
     t.notMatch(outcome.stderr, /\bat .*:\d+:\d+/, 'no stack trace');
     t.notOk(existsSync(dataDir), 'the embedded PostgreSQL was not started');
   }
+});
+
+t.test('a port another process holds is one line, before anything starts or any password is printed', async (t) => {
+  const dataDir = path.join(os.tmpdir(), `atrium-config-test-${randomBytes(4).toString('hex')}`);
+  t.teardown(() => rm(dataDir, { recursive: true, force: true }));
+  const holder = net.createServer();
+  await new Promise<void>((resolve) => holder.listen({ host: '127.0.0.1', port: 0 }, resolve));
+  t.teardown(() => new Promise<void>((resolve) => holder.close(() => resolve())));
+  const port = (holder.address() as net.AddressInfo).port;
+  const outcome = await run(['--import', 'tsx', 'src/main.ts'], environment({ DATA_DIR: dataDir, PORT: String(port) }));
+  t.equal(outcome.code, 1);
+  t.equal(outcome.stdout, '', 'no demo password printed');
+  t.match(outcome.stderr, new RegExp(`^atrium: cannot listen on 127\\.0\\.0\\.1:${port}: .*EADDRINUSE.*\\n$`));
+  t.notOk(existsSync(dataDir), 'the embedded PostgreSQL was not started');
 });
 
 t.test('a variable that looks like a misspelt setting is named, with the setting it likely meant', async (t) => {
