@@ -106,8 +106,9 @@ const commands: Record<string, Command> = {
     details:
       'Migrations only go forward. Run this before starting processes of a new version.\n' +
       'With ATRIUM_APP_DATABASE_URL it creates or updates that login (a member of atrium_app, no superuser, no BYPASSRLS).\n' +
-      'With ATRIUM_BOOTSTRAP_TENANT, on a database without any tenant, it creates that tenant with the administrator\n' +
-      '"admin" and prints the generated password once (ATRIUM_ADMIN_PASSWORD chooses it instead).',
+      'With ATRIUM_BOOTSTRAP_TENANT (without DATABASE_URL, on the embedded server: the tenant "demo" when it is unset),\n' +
+      'on a database without any tenant, it creates that tenant with the administrator "admin" and prints the\n' +
+      'generated password once (ATRIUM_ADMIN_PASSWORD chooses it instead).',
     options: {},
     // Every command migrates and sets up the application login as it opens the database; this one reports both, and seeds.
     async run({ open, config }) {
