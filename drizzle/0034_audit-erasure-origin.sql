@@ -1,7 +1,9 @@
 -- Erasure in the trail (docs/audit.md#erasure) also clears, in every event the person made,
--- the address their request came from and their user agent: both describe the person's
--- own device and connection, tied to their account id, and were left as they were. Events
--- about them made by others keep those others' origin. The function is 0029's otherwise.
+-- the address their request came from, their user agent and the request id their client
+-- sent: what their device and client sent, tied to their account id, left as they were.
+-- Events about them made by others keep those others' origin. The function is 0029's
+-- otherwise; the statement after it clears the same in the events of people blacked out
+-- before this migration, whose erasure has run.
 CREATE OR REPLACE FUNCTION atrium_anonymize_audit_trail(p_user_id bigint)
 RETURNS integer
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = public, pg_temp AS $$
@@ -35,6 +37,7 @@ BEGIN
     actor_label = CASE WHEN actor_type = 'user' AND actor_id = p_user_id THEN v_label ELSE actor_label END,
     client_address = CASE WHEN actor_type = 'user' AND actor_id = p_user_id THEN NULL ELSE client_address END,
     user_agent = CASE WHEN actor_type = 'user' AND actor_id = p_user_id THEN NULL ELSE user_agent END,
+    client_request_id = CASE WHEN actor_type = 'user' AND actor_id = p_user_id THEN NULL ELSE client_request_id END,
     changes = CASE WHEN target_type = 'user' AND target_id = p_user_id::text THEN coalesce((
       SELECT jsonb_object_agg(c.key, CASE
         WHEN v_erased ? c.key AND NOT (c.value ? 'changed')
@@ -47,3 +50,8 @@ BEGIN
   RETURN v_count;
 END
 $$;
+--> statement-breakpoint
+UPDATE audit_events e SET client_address = NULL, user_agent = NULL, client_request_id = NULL
+FROM users u
+WHERE e.actor_type = 'user' AND u.tenant_id = e.tenant_id AND u.id = e.actor_id AND u.blacked_out_at IS NOT NULL
+  AND (e.client_address IS NOT NULL OR e.user_agent IS NOT NULL OR e.client_request_id IS NOT NULL);

@@ -30,7 +30,7 @@ function probePort(host: string, port: number): Promise<void> {
   return new Promise((resolve, reject) => {
     const server = net.createServer();
     server.once('error', reject);
-    server.listen({ host, port, exclusive: true }, () => server.close(() => resolve()));
+    server.listen({ host, port }, () => server.close(() => resolve()));
   });
 }
 

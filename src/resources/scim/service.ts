@@ -474,7 +474,8 @@ function canonicalValue(value: unknown, names: AttributeNames | undefined): unkn
  * instead, as the value-filter form Okta sends does.
  */
 function memberRemovals(operation: ScimPatchOperation): ScimPatchOperation[] {
-  if (operation.op !== 'remove' || operation.path !== 'members' || operation.value === undefined) return [operation];
+  // Without a value (or null), scim-patch removes every member, as RFC 7644 §3.5.2.2 has a remove without a filter do.
+  if (operation.op !== 'remove' || operation.path !== 'members' || operation.value == null) return [operation];
   // One member sent as an object, not a list of one, is removed alike.
   const members = Array.isArray(operation.value) ? (operation.value as unknown[]) : [operation.value];
   return members.map((member) => {

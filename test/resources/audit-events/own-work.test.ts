@@ -310,7 +310,10 @@ t.test(
     });
     t.equal(created.status, 201);
     const person = { id: created.body.id as number, username: 'erased-person' };
-    const signedIn = await api.call(t, 'login', { body: { tenant: 'own-work', username: person.username, password } });
+    const signedIn = await api.call(t, 'login', {
+      body: { tenant: 'own-work', username: person.username, password },
+      headers: { 'x-request-id': 'the-persons-own-request-id' },
+    });
     t.equal(signedIn.status, 200);
     const form = await api.call(t, 'createForm', {
       token: admin,
@@ -327,12 +330,16 @@ t.test(
     t.notOk(await inTrail('private note'), 'the submitted value is not in the trail');
     // The person's requests carried their address and user agent, as everyone's do.
     const origins = () =>
-      api.db.owner.execute<{ mine: boolean; address: string | null; agent: string | null }>(sql`
-      select actor_id = ${person.id} as mine, client_address as address, user_agent as agent from audit_events
+      api.db.owner.execute<{ mine: boolean; address: string | null; agent: string | null; clientId: string | null }>(sql`
+      select actor_id = ${person.id} as mine, client_address as address, user_agent as agent, client_request_id as "clientId" from audit_events
       where tenant_id = ${tenant.tenantId} and (actor_id = ${person.id} or (target_type = 'user' and target_id = ${String(person.id)}))`);
     t.ok(
       (await origins()).every((row) => row.address !== null && row.agent !== null),
       'every event of theirs and about them has an address and a user agent before',
+    );
+    t.ok(
+      (await origins()).some((row) => row.clientId === 'the-persons-own-request-id'),
+      'and their sign-in the request id their client sent',
     );
     t.equal((await api.call(t, 'blackoutUser', { token: admin, params: { user: person.id } })).status, 204);
     const rows = await api.db.owner.execute<{ action: string }>(sql`
@@ -352,8 +359,8 @@ t.test(
     const after = await origins();
     t.ok(after.some((row) => row.mine) && after.some((row) => !row.mine));
     t.ok(
-      after.filter((row) => row.mine).every((row) => row.address === null && row.agent === null),
-      'the events they made keep neither their address nor their user agent',
+      after.filter((row) => row.mine).every((row) => row.address === null && row.agent === null && row.clientId === null),
+      'the events they made keep neither their address, their user agent nor their client request id',
     );
     t.ok(
       after.filter((row) => !row.mine).every((row) => row.address !== null && row.agent !== null),

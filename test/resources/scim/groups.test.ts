@@ -284,6 +284,10 @@ t.test('members removed as Entra ID sends it (path members, the members as value
   t.equal(cased.status, 200);
   t.equal(cased.body.displayName, 'Entra removal, cased');
   t.same(await memberIds(Number(group.id)), [String(ann.id)]);
+  // A remove of `members` with no value, or null, removes them all.
+  const all = await scim('PATCH', `/Groups/${group.id}`, { schemas: [PATCH], Operations: [{ op: 'remove', path: 'members', value: null }] });
+  t.equal(all.status, 200);
+  t.same(await memberIds(Number(group.id)), [], 'no member left');
 });
 
 t.test('removals in batches succeed when the group runs empty, in both forms; a member not in it is no error', async (t) => {
