@@ -14,7 +14,7 @@ const ROLE_NAME_MAX_LENGTH = 255;
 
 /**
  * A new role name (create, rename): no whitespace at either end, no invisible characters,
- * and not a look-alike of another role's name (`nameKey`); 422 on `name` otherwise. The
+ * and not a look-alike of another role's name (`nameKeys`); 422 on `name` otherwise. The
  * check runs under a tenant lock, so two concurrent requests cannot both take look-alike
  * names (the database's unique rule compares names exactly). Returns the name to store (NFC).
  */

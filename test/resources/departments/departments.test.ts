@@ -627,6 +627,9 @@ t.test('department names: no look-alikes of another department (case, Unicode fo
     ['Field\u0007sales', 'control character'],
     // Letters of other scripts drawn as Latin ones (Unicode's confusables, UTS #39).
     ['Fi\u0435ld s\u0430les', 'Cyrillic e and a'],
+    // A capital whose lower case looks like no Latin letter (Cyrillic Т), and a capital I for an l.
+    ['FIELD SALES'.replace('I', '\u0406'), 'Cyrillic capital I'],
+    ['Fie\u0406d sa\u0406es'.replace(/\u0406/g, 'I'), 'capital I for l'],
   ] as const) {
     const res = await create(t, { name });
     t.equal(res.status, 422, what);

@@ -225,6 +225,9 @@ t.test('role names: no look-alikes of another role (case, Unicode form, spacing)
     ['Administr\u0430tor', 'Cyrillic a'],
     ['\u0410dministrator', 'Cyrillic capital A'],
     ['Adm\u0456nistrat\u03bfr', 'Cyrillic i and Greek o'],
+    // Capitals whose lower case looks like no Latin letter: Cyrillic М and Т, Greek Ε.
+    ['AD\u041cINIS\u0422RATOR', 'Cyrillic capital M and T'],
+    ['\u0395mployee', 'Greek capital E'],
   ];
   for (const [name, what] of lookAlikes) {
     const res = await api.call(t, 'createRole', { token: delegate.token, body: { name } });
