@@ -216,8 +216,8 @@ export const environmentSchema = {
       default: 'Atrium <no-reply@atrium.invalid>',
       description: 'a sender address, name@example.com or Name <name@example.com>',
     },
-    // At most ten minutes, nodemailer's own bound on a silent server.
-    SMTP_TIMEOUT_MS: integer(1, 600_000, 60_000, 'a number of milliseconds from 1 to 600000 (ten minutes)'),
+    // Ten minutes by default: RFC 5321 has a client wait that long for the answer to a message's end.
+    SMTP_TIMEOUT_MS: integer(1, 3_600_000, 600_000, 'a number of milliseconds from 1 to 3600000 (an hour)'),
     VAPID_PUBLIC_KEY: {
       type: 'string',
       format: 'vapid-public-key',

@@ -49,8 +49,8 @@ t.test('unset and empty variables take their defaults', async (t) => {
   t.equal(config.shutdownTimeoutMs, 20_000);
   t.equal(config.databasePoolSize, 10);
   t.equal(config.requestTimeoutSeconds, 300);
-  t.equal(config.smtpTimeoutMs, 60_000);
-  t.equal(loadConfig({ SMTP_TIMEOUT_MS: '600000' }).smtpTimeoutMs, 600_000);
+  t.equal(config.smtpTimeoutMs, 600_000);
+  t.equal(loadConfig({ SMTP_TIMEOUT_MS: '3600000' }).smtpTimeoutMs, 3_600_000);
   t.equal(loadConfig({ DATABASE_POOL_SIZE: '' }).databasePoolSize, 10);
   t.equal(loadConfig({ DATABASE_POOL_SIZE: '25' }).databasePoolSize, 25);
   t.strictSame(loadConfig({ WEBHOOK_ALLOWED_CIDRS: '10.0.0.0/8, ::1/128' }).webhookAllowedCidrs, ['10.0.0.0/8', '::1/128']);
@@ -94,8 +94,8 @@ t.test('each mistake is one line naming the variable and what it accepts', async
     [{ PORT: '3e3' }, /^PORT: "3e3" is not accepted/],
     // Longer, a push job could outlast its expiry and be sent again beside itself.
     [{ OUTBOUND_TIMEOUT_MS: '300001' }, /^OUTBOUND_TIMEOUT_MS: "300001" is not accepted; expected a number of milliseconds from 1 to 300000 \(five minutes\)$/],
-    [{ SMTP_TIMEOUT_MS: '0' }, /^SMTP_TIMEOUT_MS: "0" is not accepted; expected a number of milliseconds from 1 to 600000 \(ten minutes\)$/],
-    [{ SMTP_TIMEOUT_MS: '600001' }, /^SMTP_TIMEOUT_MS: "600001" is not accepted/],
+    [{ SMTP_TIMEOUT_MS: '0' }, /^SMTP_TIMEOUT_MS: "0" is not accepted; expected a number of milliseconds from 1 to 3600000 \(an hour\)$/],
+    [{ SMTP_TIMEOUT_MS: '3600001' }, /^SMTP_TIMEOUT_MS: "3600001" is not accepted/],
     [{ PORT: ' 3300' }, /^PORT: " 3300" is not accepted/],
     [{ PORT: '3300.0' }, /^PORT: "3300.0" is not accepted/],
     [{ PORT: '-0' }, /^PORT: "-0" is not accepted/],

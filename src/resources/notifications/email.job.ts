@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { defineJob } from '../../platform/jobs/define.ts';
 import type { Services } from '../../platform/services.ts';
 import { plainText } from './plain-text.ts';
-import { claimEmailCopy, markEmailed, pendingEmailCopies, releaseEmailCopy, type Dispatch } from './queries.ts';
+import { claimEmailCopy, lastEmailClaim, markEmailed, pendingEmailCopies, releaseEmailCopy, type Dispatch } from './queries.ts';
 
 /**
  * Whether nodemailer's `error` is the server refusing this copy's one recipient, not the
@@ -17,6 +17,12 @@ function recipientRefused(error: unknown): boolean {
   return refusedAt && typeof responseCode === 'number' && responseCode !== 421;
 }
 
+/** How much longer a copy's claim lasts than its send may: the send ends half of it before the claim lapses. */
+const CLAIM_BEYOND_SEND_SECONDS = 60;
+
+/** Whether `error` is nodemailer's answer to the send's deadline (`AbortSignal`): the message may have been taken. */
+const abandoned = (error: unknown) => (error as { code?: unknown }).code === 'EABORT';
+
 const escapeHtml = (text: string) => text.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
 
 /**
@@ -25,7 +31,9 @@ const escapeHtml = (text: string) => text.replace(/[&<>"']/g, (c) => `&#${c.char
  * marked, so a retry only sends the ones still missing. Each copy is claimed before it is
  * sent, so a run that lost its lease while the retry started (the two then work through
  * the same copies) sends none that the other sends; each send is bounded by
- * `SMTP_TIMEOUT_MS`, and the claim outlasts it.
+ * `SMTP_TIMEOUT_MS`, and ends half a minute before its claim lapses. Copies another run
+ * holds are left to it: a job queued for when their claims lapse sends any it did not,
+ * without spending one of this job's retries.
  */
 export async function emailDispatch(services: Services, dispatch: Dispatch): Promise<number> {
   const { db, config } = services;
@@ -38,7 +46,7 @@ export async function emailDispatch(services: Services, dispatch: Dispatch): Pro
   const { default: nodemailer } = await import('nodemailer');
   const transport = nodemailer.createTransport(config.smtpUrl);
   const claim = randomUUID();
-  const claimSeconds = Math.ceil(config.smtpTimeoutMs / 1000) + 60;
+  const claimSeconds = Math.ceil(config.smtpTimeoutMs / 1000) + CLAIM_BEYOND_SEND_SECONDS;
   let sent = 0;
   let refused = 0;
   let held = 0;
@@ -50,6 +58,8 @@ export async function emailDispatch(services: Services, dispatch: Dispatch): Pro
   try {
     for (const copy of pending) {
       if (!copy.email) continue;
+      // The claim runs from the database's clock, which may have read it well before its answer arrived here.
+      const claiming = performance.now();
       const state = await db.tenant(dispatch.tenantId, (tx) => claimEmailCopy(tx, copy.id, claim, claimSeconds));
       if (state === 'sent') continue;
       if (state === 'held') {
@@ -64,13 +74,17 @@ export async function emailDispatch(services: Services, dispatch: Dispatch): Pro
           text,
           html,
           // The whole conversation, a server that accepts and then stalls included: the connection is closed at the
-          // deadline, before the message's end was sent or while its answer is awaited.
-          signal: AbortSignal.timeout(config.smtpTimeoutMs),
+          // deadline, before the message's end was sent or while its answer is awaited. It ends half a minute before
+          // the claim lapses, however long the claim's answer took.
+          signal: AbortSignal.timeout(
+            Math.max(1, Math.min(config.smtpTimeoutMs, (claimSeconds - CLAIM_BEYOND_SEND_SECONDS / 2) * 1000 - (performance.now() - claiming))),
+          ),
         });
       } catch (error) {
-        // Not sent: the claim is taken back, so the retry need not wait for it to lapse. If the database is away
-        // too, it lapses on its own.
-        await db.tenant(dispatch.tenantId, (tx) => releaseEmailCopy(tx, copy.id, claim)).catch(() => {});
+        // Not sent: the claim is taken back, so the retry need not wait for it to lapse (if the database is away too,
+        // it lapses on its own). Not so when the deadline ended the send: the server may have taken the message, whose
+        // answer was awaited, so the copy is left claimed and is sent again only once its claim lapses.
+        if (!abandoned(error)) await db.tenant(dispatch.tenantId, (tx) => releaseEmailCopy(tx, copy.id, claim)).catch(() => {});
         // The server refused this recipient (at RCPT TO or after DATA): the other copies are still sent, and the job
         // fails after them, so its retry offers only this one again. Any other failure (the server away, refusing the
         // sender or the login, closing with 421, not done within SMTP_TIMEOUT_MS) would meet every copy: it fails
@@ -88,10 +102,12 @@ export async function emailDispatch(services: Services, dispatch: Dispatch): Pro
   // The count only: the server's answers name the addresses.
   if (refused > 0)
     throw new Error(`The mail server refused ${refused} of the dispatch's e-mail copies; ${sent} were sent. A retry offers the refused ones again.`);
-  // Another run of the job is sending these (one that lost its lease, or died with its claims held): a retry sends
-  // any it did not, once their claims lapse.
-  if (held > 0)
-    throw new Error(`${held} of the dispatch's e-mail copies are claimed by another run of the job; ${sent} were sent. A retry sends any left unsent.`);
+  // Another run of the job is sending these (one that lost its lease, or died with its claims held): a job for when
+  // their claims lapse sends any it did not. Failing this one instead would spend a retry on each wait.
+  if (held > 0) {
+    const lapse = await db.tenant(dispatch.tenantId, (tx) => lastEmailClaim(tx, dispatch.dispatchId));
+    if (lapse) await services.jobs.send(emailNotifications, dispatch, { singletonKey: dispatch.dispatchId, startAfter: new Date(lapse.getTime() + 1000) });
+  }
   return sent;
 }
 

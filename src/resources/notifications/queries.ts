@@ -216,6 +216,15 @@ export async function claimEmailCopy(tx: Tx, notificationId: string, claim: stri
   return stillOwed ? 'held' : 'sent';
 }
 
+/** When the last claim on a copy of `dispatchId` still owed lapses; null when none is claimed. */
+export async function lastEmailClaim(tx: Tx, dispatchId: string): Promise<Date | null> {
+  const [row] = await tx
+    .select({ until: sql<Date | null>`max(${notifications.emailClaimedUntil})`.mapWith(notifications.emailClaimedUntil) })
+    .from(notifications)
+    .where(and(eq(notifications.dispatchId, dispatchId), isNull(notifications.emailedAt)));
+  return row?.until ?? null;
+}
+
 /** Takes back the run `claim`'s claim on a copy it did not send (the server refused it, or the run failed), if it still holds it. */
 export async function releaseEmailCopy(tx: Tx, notificationId: string, claim: string): Promise<void> {
   await tx
