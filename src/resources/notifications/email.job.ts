@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { defineJob } from '../../platform/jobs/define.ts';
 import type { Services } from '../../platform/services.ts';
 import { plainText } from './plain-text.ts';
-import { claimEmailCopy, lastEmailClaim, markEmailed, pendingEmailCopies, releaseEmailCopy, type Dispatch } from './queries.ts';
+import { claimEmailCopy, markEmailed, pendingEmailCopies, releaseEmailCopy, type Dispatch } from './queries.ts';
 
 /**
  * Whether nodemailer's `error` is the server refusing this copy's one recipient, not the
@@ -49,7 +49,8 @@ export async function emailDispatch(services: Services, dispatch: Dispatch): Pro
   const claimSeconds = Math.ceil(config.smtpTimeoutMs / 1000) + CLAIM_BEYOND_SEND_SECONDS;
   let sent = 0;
   let refused = 0;
-  let held = 0;
+  // When the last claim another run holds on a copy lapses; null while none holds one.
+  let heldUntil: Date | null = null;
   // The copies share their contents (one dispatch's): the message is made once, not once per copy.
   const { title, body, url } = pending[0]!.data;
   const link = /^https?:\/\//.test(url) ? url : null;
@@ -60,10 +61,10 @@ export async function emailDispatch(services: Services, dispatch: Dispatch): Pro
       if (!copy.email) continue;
       // The claim runs from the database's clock, which may have read it well before its answer arrived here.
       const claiming = performance.now();
-      const state = await db.tenant(dispatch.tenantId, (tx) => claimEmailCopy(tx, copy.id, claim, claimSeconds));
-      if (state === 'sent') continue;
-      if (state === 'held') {
-        held++;
+      const claimed = await db.tenant(dispatch.tenantId, (tx) => claimEmailCopy(tx, copy.id, claim, claimSeconds));
+      if (claimed.state === 'sent') continue;
+      if (claimed.state === 'held') {
+        if (heldUntil === null || claimed.until > heldUntil) heldUntil = claimed.until;
         continue;
       }
       try {
@@ -104,10 +105,8 @@ export async function emailDispatch(services: Services, dispatch: Dispatch): Pro
     throw new Error(`The mail server refused ${refused} of the dispatch's e-mail copies; ${sent} were sent. A retry offers the refused ones again.`);
   // Another run of the job is sending these (one that lost its lease, or died with its claims held): a job for when
   // their claims lapse sends any it did not. Failing this one instead would spend a retry on each wait.
-  if (held > 0) {
-    const lapse = await db.tenant(dispatch.tenantId, (tx) => lastEmailClaim(tx, dispatch.dispatchId));
-    if (lapse) await services.jobs.send(emailNotifications, dispatch, { singletonKey: dispatch.dispatchId, startAfter: new Date(lapse.getTime() + 1000) });
-  }
+  if (heldUntil !== null)
+    await services.jobs.send(emailNotifications, dispatch, { singletonKey: dispatch.dispatchId, startAfter: new Date(heldUntil.getTime() + 1000) });
   return sent;
 }
 

@@ -201,28 +201,26 @@ export async function pendingEmailCopies(tx: Tx, dispatchId: string) {
  * Claims the e-mail copy of notification `notificationId` for the run `claim` of the e-mail
  * job, for `seconds` (past the longest its sending can take): only while it is unsent and
  * no other run's claim holds. `claimed`: this run may send it; `sent`: it needs no sending
- * (sent meanwhile, or its notification deleted); `held`: another run's claim holds it, and
- * a later run sends it if that one does not.
+ * (sent meanwhile, or its notification deleted); `held`: another run's claim holds it until
+ * `until`, and a later run sends it if that one does not.
  */
-export async function claimEmailCopy(tx: Tx, notificationId: string, claim: string, seconds: number): Promise<'claimed' | 'sent' | 'held'> {
+export async function claimEmailCopy(
+  tx: Tx,
+  notificationId: string,
+  claim: string,
+  seconds: number,
+): Promise<{ state: 'claimed' | 'sent' } | { state: 'held'; until: Date }> {
   const owed = and(eq(notifications.id, notificationId), isNull(notifications.emailedAt));
   const claimed = await tx
     .update(notifications)
     .set({ emailClaim: claim, emailClaimedUntil: sql`now() + make_interval(secs => ${seconds})` })
     .where(and(owed, or(isNull(notifications.emailClaimedUntil), lte(notifications.emailClaimedUntil, sql`now()`))))
     .returning({ id: notifications.id });
-  if (claimed.length > 0) return 'claimed';
-  const [stillOwed] = await tx.select({ id: notifications.id }).from(notifications).where(owed);
-  return stillOwed ? 'held' : 'sent';
-}
-
-/** When the last claim on a copy of `dispatchId` still owed lapses; null when none is claimed. */
-export async function lastEmailClaim(tx: Tx, dispatchId: string): Promise<Date | null> {
-  const [row] = await tx
-    .select({ until: sql<Date | null>`max(${notifications.emailClaimedUntil})`.mapWith(notifications.emailClaimedUntil) })
-    .from(notifications)
-    .where(and(eq(notifications.dispatchId, dispatchId), isNull(notifications.emailedAt)));
-  return row?.until ?? null;
+  if (claimed.length > 0) return { state: 'claimed' };
+  const [held] = await tx.select({ until: notifications.emailClaimedUntil }).from(notifications).where(owed);
+  // Owed but not claimable: a claim holds it (read after the update, so the claim may have lapsed since; then `until`
+  // is already past, and the follow-up run starts at once).
+  return held ? { state: 'held', until: held.until ?? new Date() } : { state: 'sent' };
 }
 
 /** Takes back the run `claim`'s claim on a copy it did not send (the server refused it, or the run failed), if it still holds it. */

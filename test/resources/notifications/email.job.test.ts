@@ -186,11 +186,7 @@ for (const [kind, address, smallestId] of [
     const dispatchId = await owedDispatch(t, [first, second], 'Refused');
     // The refused recipient's notification of the same dispatch, owed too (the dispatch above sent the others once),
     // with the smallest id: copies are sent in id order, so the refusal comes first, before the others.
-    await api.db.owner.execute(
-      sql`insert into notifications (id, tenant_id, type, notifiable_type, notifiable_id, data, dispatch_id)
-        select ${smallestId}::uuid, tenant_id, type, notifiable_type, ${refused.id}, data, dispatch_id
-        from notifications where dispatch_id = ${dispatchId} limit 1`,
-    );
+    await owedCopyFirst(dispatchId, refused, smallestId);
     const sentBefore = received.length;
     await t.rejects(emailDispatch(api.atrium.services, { tenantId: tenant.tenantId, dispatchId }), /refused 1 of the dispatch's e-mail copies; 2 were sent/);
     t.strictSame(
