@@ -295,7 +295,8 @@ function overview(): string {
     'Commands:',
     ...Object.entries(commands).map(([name, command]) => `  ${name.padEnd(width)}  ${command.summary}`),
     '',
-    'atrium <command> --help explains a command. Configuration comes from the environment',
+    'atrium <command> --help explains a command. In a checkout the command is npx atrium;',
+    'in the container image, node bin/atrium.js. Configuration comes from the environment',
     '(and .env in the working folder), as for the server; see the README.',
   ].join('\n');
 }

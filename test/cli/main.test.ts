@@ -174,7 +174,10 @@ t.test('--help: the overview and the usage of each command, on stdout, exit 0', 
     t.equal(result.code, 0, args.join(' '));
     t.equal(result.stderr, '');
     t.match(result.stdout, usage);
-    if (usage === overview) for (const command of commands) t.match(result.stdout, `\n  ${command} `);
+    if (usage === overview) {
+      for (const command of commands) t.match(result.stdout, `\n  ${command} `);
+      t.match(result.stdout, 'In a checkout the command is npx atrium', 'how to call it where the bin is not on the PATH');
+    }
   }
   // Help on a command that does not exist is a usage mistake, as the command itself would be; an object's own keys are none.
   const unknowns = ['bogus', 'constructor', 'toString'];
