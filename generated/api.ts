@@ -5583,24 +5583,6 @@ export interface components {
          *     dot to the path's end: their dots times their length make at most 1,000,000 in all
          *     (400 `invalidPath` beyond; `emails[value eq "first.last@example.com"]` makes about a
          *     hundred).
-         * @example {
-         *       "schemas": [
-         *         "urn:ietf:params:scim:api:messages:2.0:PatchOp"
-         *       ],
-         *       "Operations": [
-         *         {
-         *           "op": "replace",
-         *           "path": "active",
-         *           "value": false
-         *         },
-         *         {
-         *           "op": "Replace",
-         *           "value": {
-         *             "name.givenName": "Janet"
-         *           }
-         *         }
-         *       ]
-         *     }
          */
         ScimPatchRequest: {
             Operations: {
@@ -13867,7 +13849,53 @@ export interface operations {
         /** @description The operations. */
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "schemas": [
+                 *         "urn:ietf:params:scim:api:messages:2.0:PatchOp"
+                 *       ],
+                 *       "Operations": [
+                 *         {
+                 *           "op": "replace",
+                 *           "path": "displayName",
+                 *           "value": "Customer Support"
+                 *         },
+                 *         {
+                 *           "op": "Add",
+                 *           "path": "members",
+                 *           "value": [
+                 *             {
+                 *               "value": "2"
+                 *             }
+                 *           ]
+                 *         }
+                 *       ]
+                 *     }
+                 */
                 "application/json": components["schemas"]["ScimPatchRequest"];
+                /**
+                 * @example {
+                 *       "schemas": [
+                 *         "urn:ietf:params:scim:api:messages:2.0:PatchOp"
+                 *       ],
+                 *       "Operations": [
+                 *         {
+                 *           "op": "replace",
+                 *           "path": "displayName",
+                 *           "value": "Customer Support"
+                 *         },
+                 *         {
+                 *           "op": "Add",
+                 *           "path": "members",
+                 *           "value": [
+                 *             {
+                 *               "value": "2"
+                 *             }
+                 *           ]
+                 *         }
+                 *       ]
+                 *     }
+                 */
                 "application/scim+json": components["schemas"]["ScimPatchRequest"];
             };
         };
@@ -14469,7 +14497,47 @@ export interface operations {
         /** @description The operations. */
         requestBody: {
             content: {
+                /**
+                 * @example {
+                 *       "schemas": [
+                 *         "urn:ietf:params:scim:api:messages:2.0:PatchOp"
+                 *       ],
+                 *       "Operations": [
+                 *         {
+                 *           "op": "replace",
+                 *           "path": "active",
+                 *           "value": false
+                 *         },
+                 *         {
+                 *           "op": "Replace",
+                 *           "value": {
+                 *             "name.givenName": "Janet"
+                 *           }
+                 *         }
+                 *       ]
+                 *     }
+                 */
                 "application/json": components["schemas"]["ScimPatchRequest"];
+                /**
+                 * @example {
+                 *       "schemas": [
+                 *         "urn:ietf:params:scim:api:messages:2.0:PatchOp"
+                 *       ],
+                 *       "Operations": [
+                 *         {
+                 *           "op": "replace",
+                 *           "path": "active",
+                 *           "value": false
+                 *         },
+                 *         {
+                 *           "op": "Replace",
+                 *           "value": {
+                 *             "name.givenName": "Janet"
+                 *           }
+                 *         }
+                 *       ]
+                 *     }
+                 */
                 "application/scim+json": components["schemas"]["ScimPatchRequest"];
             };
         };

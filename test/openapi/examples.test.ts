@@ -8,7 +8,7 @@
  * must be what the examples promise on the demo tenant.
  */
 import t from 'tap';
-import { schemaViolations, spec } from '../helpers/contract.ts';
+import { schemaViolations, servedAnswerViolations, spec } from '../helpers/contract.ts';
 import { DEMO_PASSWORD, startTestApi } from '../helpers/atrium.ts';
 import type { OperationId } from '../../generated/operations.ts';
 import { authSecretProblem, p256dhProblem } from '../../src/resources/push/rules.ts';
@@ -212,9 +212,34 @@ t.test('the examples give the answers they promise on the demo tenant', async (t
 
   // The create examples build on one another as on a fresh demo tenant: the department
   // above is department 1, which the user, notification, menu item and form examples name.
+  const createdIds: Partial<Record<OperationId, unknown>> = {};
   for (const id of ['createUser', 'createNotification', 'createRole', 'createMenuItem', 'createForm', 'createTaskTemplate', 'createAttributeSet', 'createUserLoginToken'] as const) {
     const answer = await api.call(t, id, { token, body: requestExample(id) });
     t.ok(answer.status === 201 || answer.status === 202, `${id} accepts its request example (${answer.status})`);
+    createdIds[id] = (answer.body as { id?: unknown }).id;
+  }
+
+  // The SCIM PATCH examples, each on its own resource: the user example's user and the department above (a group),
+  // whose example adds that user as a member.
+  const scimToken = await api.call(t, 'createScimToken', { token, body: requestExample('createScimToken') });
+  t.equal(scimToken.status, 201);
+  const userId = String(createdIds.createUser);
+  const patches = [
+    ['patchScimUser', `/scim/v2/Users/${userId}`],
+    ['patchScimGroup', `/scim/v2/Groups/${String(created.body.id)}`],
+  ] as const;
+  for (const [id, url] of patches) {
+    // Served outside the operation binding, so not through api.call: judged by the same contract checker.
+    const body = example(media(`${operation(id).pointer}/requestBody/content/application~1scim+json`));
+    if (id === 'patchScimGroup') t.match(JSON.stringify(body), `"value":"${userId}"`, "the group example adds the example user");
+    const answer = await api.atrium.app!.inject({
+      method: 'PATCH',
+      url,
+      headers: { authorization: `Bearer ${scimToken.body.token as string}`, 'content-type': 'application/scim+json' },
+      payload: JSON.stringify(body),
+    });
+    t.strictSame(servedAnswerViolations('PATCH', url, answer), [], `${id} → ${answer.statusCode} honours the spec`);
+    t.equal(answer.statusCode, 200, `${id} accepts its request example`);
   }
   // The push subscription's endpoint names a real push service, which a test does not reach: its keys are judged as a create judges them.
   const push = requestExample('createPushSubscription') as { keys: { p256dh: string; auth: string } };
