@@ -36,7 +36,9 @@ export interface paths {
         put?: never;
         /**
          * Create an attribute set
-         * @description Names are unique in the tenant; field keys unique within the set.
+         * @description The name is stored with its surrounding blanks trimmed, and may not be blank (422
+         *     `required` on `name`). Names are unique in the tenant, compared as stored (422
+         *     `taken`); field keys are unique within the set.
          */
         post: operations["createAttributeSet"];
         delete?: never;
@@ -61,7 +63,9 @@ export interface paths {
         get: operations["getAttributeSet"];
         /**
          * Replace an attribute set's name and fields
-         * @description Values that departments hold for fields the set no longer defines (or whose type
+         * @description The name follows the rules of the create: trimmed, not blank, unique in the tenant.
+         *
+         *     Values that departments hold for fields the set no longer defines (or whose type
          *     changed) stay stored until that department is next updated, and are validated then:
          *     a field no longer defined is dropped (sent back as it was read, or as null, it is no
          *     error), and a value that no longer fits its field's type

@@ -415,6 +415,14 @@ t.test('attribute set administration validates fields and needs departments.mana
   const id = await createSet(t, 'Location', [{ key: 'city', type: 'string', label: 'City' }], manager.token);
   const dup = await api.call(t, 'createAttributeSet', { token: manager.token, body: { name: 'Location', fields: [] } });
   t.equal(dup.status, 422);
+  t.strictSame(dup.body.error_codes, { name: ['taken'] });
+  // As the spec says: stored trimmed, never blank, and compared as stored.
+  const blank = await api.call(t, 'createAttributeSet', { token: manager.token, body: { name: ' \t ', fields: [] } });
+  t.strictSame([blank.status, blank.body.error_codes], [422, { name: ['required'] }]);
+  const padded = await api.call(t, 'createAttributeSet', { token: manager.token, body: { name: '  Padded  ', fields: [] } });
+  t.strictSame([padded.status, padded.body.name], [201, 'Padded']);
+  const paddedAgain = await api.call(t, 'createAttributeSet', { token: manager.token, body: { name: 'Padded ', fields: [] } });
+  t.strictSame([paddedAgain.status, paddedAgain.body.error_codes], [422, { name: ['taken'] }]);
   const updated = await api.call(t, 'updateAttributeSet', { token: manager.token, params: { attributeSet: id }, body: { name: 'Place', fields: [] } });
   t.match(updated.body, { id, name: 'Place' });
   t.strictSame(updated.body.fields, [], 'the fields replaced by none');
