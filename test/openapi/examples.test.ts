@@ -190,7 +190,7 @@ t.test('the examples give the answers they promise on the demo tenant', async (t
     if (first) return resolve(first, '').node.value;
     return (resolve(node.schema as Node, '').node.examples as unknown[] | undefined)?.[0];
   };
-  const operation = (id: OperationId) => operations.find((op) => op.operationId === id)!;
+  const operation = (id: string) => operations.find((op) => op.operationId === id)!;
   const requestExample = (id: OperationId) => example(media(`${operation(id).pointer}/requestBody/content/application~1json`));
   const parameterExamples = (id: OperationId) =>
     Object.fromEntries(
