@@ -8,6 +8,7 @@ import { migrate } from 'drizzle-orm/postgres-js/migrator';
 import type postgres from 'postgres';
 import { dropConnection, isConnectionLoss, isReadOnlyServer } from './connection-loss.ts';
 import { connectTo, driverUrl, parseConnectionUrl } from './connection-url.ts';
+import { ConnectionShares } from './connection-shares.ts';
 import { setLocalTenant } from './tenancy.ts';
 import { guardTransactions } from './transaction-guard.ts';
 
@@ -353,6 +354,8 @@ export class Database {
   private readonly prepare: boolean;
   /** `DatabaseOptions.reachTimeoutMs`. */
   private readonly reachTimeoutMs: number;
+  /** The request pool's connections, shared between tenants: no tenant's transactions take them all. */
+  private readonly shares: ConnectionShares;
 
   constructor(
     readonly url: string,
@@ -361,6 +364,7 @@ export class Database {
     const appUrl = options.appUrl ?? url;
     const appPoolSize = options.poolSize ?? 10;
     this.poolSizes = { owner: OWNER_POOL_SIZE, app: appPoolSize };
+    this.shares = new ConnectionShares(appPoolSize);
     this.reconnectAttempts = Math.max(OWNER_POOL_SIZE, appPoolSize) + 1;
     this.prepare = options.directUrl === undefined;
     this.reachTimeoutMs = options.reachTimeoutMs ?? REACH_TIMEOUT_MS;
@@ -432,56 +436,64 @@ export class Database {
    * handler answers 503).
    */
   private async run<T>(begin: string, fn: (tx: Tx) => Promise<T>, tenantId?: number): Promise<T> {
-    for (let attempt = 1; ; attempt++) {
-      let begun = false;
-      let connection: postgres.ReservedSql | undefined;
-      try {
-        connection = await this.appSql.reserve();
-        const opening = connection.unsafe(begin);
-        this.queryCount++;
-        opening.then(
-          () => (begun = true),
-          () => {},
-        );
-        let result: T;
-        const transaction: OpenTransaction = { connection, open: true, tx: this.tx, ahead: [], checks: [], issued: 0, onlyRead: true, tenantId };
-        // Behind statements sent ahead, COMMIT leaves without waiting for them: the server commits only if they succeeded.
-        // Behind a transaction's only statement (`onlyStatement`), it has left already.
-        let committing: Promise<postgres.RowList<postgres.Row[]>> | undefined;
+    // A place among the tenants' shares of the pool first (connection-shares.ts), kept through the retries.
+    const share = tenantId ?? 0;
+    const entering = this.shares.enter(share);
+    if (entering) await entering;
+    try {
+      for (let attempt = 1; ; attempt++) {
+        let begun = false;
+        let connection: postgres.ReservedSql | undefined;
         try {
-          // `fn` may answer a drizzle query (a thenable): it must be awaited inside the transaction's context, which `then` runs in.
-          result = await this.transactions.run(transaction, async () => await fn(this.tx));
-          transaction.open = false;
-          // The checks decide whether to commit; their answers are usually in already.
-          for (const refusal of await Promise.all(transaction.checks)) if (refusal !== undefined) throw refusal;
-          committing = transaction.committing;
-          if (!committing && transaction.ahead.length > 0) {
-            committing = connection.unsafe('commit');
-            committing.catch(() => {});
+          connection = await this.appSql.reserve();
+          const opening = connection.unsafe(begin);
+          this.queryCount++;
+          opening.then(
+            () => (begun = true),
+            () => {},
+          );
+          let result: T;
+          const transaction: OpenTransaction = { connection, open: true, tx: this.tx, ahead: [], checks: [], issued: 0, onlyRead: true, tenantId };
+          // Behind statements sent ahead, COMMIT leaves without waiting for them: the server commits only if they succeeded.
+          // Behind a transaction's only statement (`onlyStatement`), it has left already.
+          let committing: Promise<postgres.RowList<postgres.Row[]>> | undefined;
+          try {
+            // `fn` may answer a drizzle query (a thenable): it must be awaited inside the transaction's context, which `then` runs in.
+            result = await this.transactions.run(transaction, async () => await fn(this.tx));
+            transaction.open = false;
+            // The checks decide whether to commit; their answers are usually in already.
+            for (const refusal of await Promise.all(transaction.checks)) if (refusal !== undefined) throw refusal;
+            committing = transaction.committing;
+            if (!committing && transaction.ahead.length > 0) {
+              committing = connection.unsafe('commit');
+              committing.catch(() => {});
+            }
+            await opening;
+            const failure = await aheadFailure(transaction);
+            if (failure !== undefined) throw failure;
+          } catch (error) {
+            transaction.open = false;
+            committing ??= transaction.committing;
+            if (committing) await committing.catch(() => {});
+            else await connection.unsafe('rollback').catch(() => {});
+            // A statement sent ahead that failed made every later one fail: its error is the cause; so is the first of fn's that failed.
+            throw (await aheadFailure(transaction)) ?? (abortedBefore(error) && transaction.failure !== undefined ? transaction.failure : error);
           }
-          await opening;
-          const failure = await aheadFailure(transaction);
-          if (failure !== undefined) throw failure;
+          const committed = await (committing ?? connection.unsafe('commit'));
+          // A statement failed inside and `fn` went on: the server ended the transaction with a rollback.
+          if (committed.command !== 'COMMIT') throw new Error('The transaction was rolled back: one of its statements failed.');
+          return result;
         } catch (error) {
-          transaction.open = false;
-          committing ??= transaction.committing;
-          if (committing) await committing.catch(() => {});
-          else await connection.unsafe('rollback').catch(() => {});
-          // A statement sent ahead that failed made every later one fail: its error is the cause; so is the first of fn's that failed.
-          throw (await aheadFailure(transaction)) ?? (abortedBefore(error) && transaction.failure !== undefined ? transaction.failure : error);
+          // A read-only server answered (the primary failed over): this connection is no use any more.
+          if (connection && isReadOnlyServer(error)) await dropConnection(connection);
+          if (begun || attempt >= this.reconnectAttempts || !isConnectionLoss(error)) throw error;
+          await settleClosedConnections();
+        } finally {
+          connection?.release();
         }
-        const committed = await (committing ?? connection.unsafe('commit'));
-        // A statement failed inside and `fn` went on: the server ended the transaction with a rollback.
-        if (committed.command !== 'COMMIT') throw new Error('The transaction was rolled back: one of its statements failed.');
-        return result;
-      } catch (error) {
-        // A read-only server answered (the primary failed over): this connection is no use any more.
-        if (connection && isReadOnlyServer(error)) await dropConnection(connection);
-        if (begun || attempt >= this.reconnectAttempts || !isConnectionLoss(error)) throw error;
-        await settleClosedConnections();
-      } finally {
-        connection?.release();
       }
+    } finally {
+      this.shares.leave(share);
     }
   }
 

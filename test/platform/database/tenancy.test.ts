@@ -1,6 +1,7 @@
 import t from 'tap';
 import { sql } from 'drizzle-orm';
 import postgres from 'postgres';
+import { Database } from '../../../src/platform/database/database.ts';
 import { startTestDatabase } from '../../helpers/tenant-data.ts';
 import { CITUS_ENV } from '../../helpers/citus.ts';
 import { rejection } from '../../helpers/fixtures.ts';
@@ -95,4 +96,38 @@ t.test('a connection made with the app role by URL is scoped the same way', asyn
   t.teardown(() => direct.end({ timeout: 1 }));
   const [row] = await direct<{ n: number }[]>`select count(*)::int as n from users`;
   t.equal(row!.n, 0);
+});
+
+t.test("one tenant's transactions never hold every connection of the request pool: another tenant's runs beside them", async (t) => {
+  // docs/tenancy-and-security.md#sharing-the-request-pool. A pool of three: alpha's slow transactions may hold two.
+  const pool = new Database(data.db.url, { appUrl: data.appUrl, poolSize: 3 });
+  t.teardown(() => pool.close());
+  // Alpha's transactions wait for a lock the test holds, on a connection of its own.
+  const LOCK = 716_004_291;
+  const holder = postgres(data.db.url, { max: 1, onnotice: () => {} });
+  t.teardown(() => holder.end({ timeout: 5 }));
+  const [{ pid } = { pid: 0 }] = await holder<{ pid: number }[]>`select pg_backend_pid() as pid, pg_advisory_lock(${LOCK})`;
+  const waitingForLock = async () => {
+    const [row] = await data.db.ownerSql<{ count: number }[]>`
+      select count(*)::int as count from pg_locks where locktype = 'advisory' and objid = ${LOCK} and not granted and pid <> ${pid}`;
+    return row!.count;
+  };
+  const slow = Array.from({ length: 3 }, () => pool.tenant(a.tenantId, (tx) => tx.execute(sql`select pg_advisory_xact_lock_shared(${LOCK})`)));
+  // Once two of alpha's wait at the lock, beta's transaction runs. Without the shares, all three of alpha's would
+  // hold the pool's three connections and beta's would wait for the lock too.
+  while ((await waitingForLock()) < 2) await new Promise((resolve) => setTimeout(resolve, 20));
+  const beta = pool.tenant(b.tenantId, (tx) => tx.execute(sql`select 'beta ran' as answer`));
+  let raced = false;
+  const third = (async () => {
+    while (!raced && (await waitingForLock()) < 3) await new Promise((resolve) => setTimeout(resolve, 20));
+    return 'alpha took the third connection';
+  })();
+  const first = await Promise.race([beta.then(([row]) => row!.answer as string), third]);
+  raced = true;
+  t.equal(first, 'beta ran', "beta's transaction ran while alpha's two held their connections");
+  t.equal(await waitingForLock(), 2, "alpha's third waited for a place of its own");
+  await holder`select pg_advisory_unlock(${LOCK})`;
+  await third;
+  await beta;
+  t.equal((await Promise.all(slow)).length, 3, "alpha's transactions all ran once the lock was free");
 });

@@ -1,0 +1,90 @@
+/**
+ * The request pool's connections shared between tenants (src/platform/database/connection-shares.ts,
+ * docs/tenancy-and-security.md#sharing-the-request-pool): a place freed goes to the waiting
+ * tenant that holds the fewest, and no tenant takes the last free connection.
+ */
+import t from 'tap';
+import { ConnectionShares } from '../../../src/platform/database/connection-shares.ts';
+
+/** Enters `tenant` and records when it got its place. */
+function enterAs(shares: ConnectionShares, tenant: number, admitted: string[], label: string): Promise<void> {
+  const entering = shares.enter(tenant);
+  if (!entering) {
+    admitted.push(label);
+    return Promise.resolve();
+  }
+  return entering.then(() => {
+    admitted.push(label);
+  });
+}
+
+const settle = () => new Promise((resolve) => setImmediate(resolve));
+
+t.test('a tenant alone takes all but one connection; another tenant takes the one left at once', async (t) => {
+  const shares = new ConnectionShares(4);
+  t.equal(shares.perTenant, 3);
+  const admitted: string[] = [];
+  for (const label of ['a1', 'a2', 'a3', 'a4']) void enterAs(shares, 1, admitted, label);
+  await settle();
+  t.strictSame(admitted, ['a1', 'a2', 'a3'], "the fourth waits though a connection is free: it is the other tenants'");
+  void enterAs(shares, 2, admitted, 'b1');
+  await settle();
+  t.strictSame(admitted, ['a1', 'a2', 'a3', 'b1'], 'another tenant is not queued behind them');
+  shares.leave(2);
+  await settle();
+  t.strictSame(admitted, ['a1', 'a2', 'a3', 'b1'], 'the free connection stays kept back');
+  shares.leave(1);
+  await settle();
+  t.strictSame(admitted, ['a1', 'a2', 'a3', 'b1', 'a4'], 'a place its tenant gave back lets its next one in');
+});
+
+t.test('a place freed goes to the waiting tenant that holds the fewest, then to the one that waited longest', async (t) => {
+  const shares = new ConnectionShares(4);
+  const admitted: string[] = [];
+  for (const label of ['a1', 'a2', 'a3']) void enterAs(shares, 1, admitted, label);
+  void enterAs(shares, 2, admitted, 'b1');
+  await settle();
+  // The pool is full: A holds 3, B 1. A queues more first, then B and C.
+  for (const label of ['a4', 'a5']) void enterAs(shares, 1, admitted, label);
+  void enterAs(shares, 2, admitted, 'b2');
+  void enterAs(shares, 3, admitted, 'c1');
+  void enterAs(shares, 3, admitted, 'c2');
+  await settle();
+  t.strictSame(admitted, ['a1', 'a2', 'a3', 'b1']);
+  shares.leave(1);
+  await settle();
+  t.strictSame(admitted.slice(4), ['c1'], 'C holds none: it goes first, though A and B waited before it');
+  // Now A holds 2, B and C 1 each.
+  shares.leave(1);
+  await settle();
+  t.strictSame(admitted.slice(5), ['a4'], 'all hold one: A, whose transactions have waited longest');
+  shares.leave(1);
+  await settle();
+  t.strictSame(admitted.slice(6), ['a5'], 'again all hold one: A once more, its own in the order they came');
+  shares.leave(1);
+  await settle();
+  t.strictSame(admitted.slice(7), ['b2'], 'A has none waiting; B and C hold one: B, which waited before C');
+  shares.leave(1);
+  await settle();
+  t.strictSame(admitted.slice(8), ['c2'], 'C holds one, B two');
+});
+
+t.test('pools of one or two keep nothing back', async (t) => {
+  for (const size of [1, 2]) {
+    const shares = new ConnectionShares(size);
+    const admitted: string[] = [];
+    for (let i = 0; i < size; i++) void enterAs(shares, 1, admitted, `a${i}`);
+    await settle();
+    t.equal(admitted.length, size, `a pool of ${size} is all one tenant's`);
+  }
+});
+
+t.test('transactions without a tenant share as tenant 0; a place given back is taken again at once when nobody waits', async (t) => {
+  const shares = new ConnectionShares(3);
+  t.equal(shares.enter(0), undefined);
+  t.equal(shares.enter(0), undefined);
+  t.ok(shares.enter(0) instanceof Promise, 'the third waits: one is kept back');
+  t.equal(shares.enter(5), undefined);
+  shares.leave(5);
+  t.equal(shares.enter(5), undefined, 'given back and taken again synchronously');
+});
