@@ -239,3 +239,49 @@ t.test('a client that stops reading is ended once it leaves more than maxUnsentB
   t.strictSame([...registry.all()], [opened[0]], 'the reader stays');
   reader.close();
 });
+
+t.test('a client that took nothing of what was left unsent between two heartbeats is ended, however little that is', async (t) => {
+  // maxUnsentBytes far above what is written: only the heartbeats' rule can end the stream.
+  const { registry, opened, warnings, url, port } = await streamingServer(t, { heartbeatMs: 300, maxUnsentBytes: 1024 * 1024 * 1024 });
+  const chunk = `: ${'x'.repeat(256 * 1024)}\n\n`;
+  const reader = await openSse(t, url(1, 1, 'reader'), {});
+  await reader.next((e) => e.event === 'hello', 5000);
+
+  const idle = net.connect(Number(port), '127.0.0.1');
+  idle.on('error', () => {});
+  t.teardown(() => void idle.destroy());
+  idle.write(`GET ${new URL(url(1, 2, 'idle')).pathname}${new URL(url(1, 2, 'idle')).search} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n`);
+  idle.pause();
+  await eventually(
+    async () => registry.size(),
+    (n) => n === 2,
+    15_000,
+  );
+  const stream = opened[1]!;
+  // Written until the kernel's buffers are full and the response holds some, then no more.
+  let written = 0;
+  while (stream.response.writableLength === 0 && written < 1024) {
+    stream.response.write(chunk);
+    written++;
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+  t.ok(stream.response.writableLength > 0, `the response holds what the kernel did not take, after ${written} writes of 256 KiB`);
+  await eventually(
+    async () => registry.size(),
+    (n) => n === 1,
+    15_000,
+  );
+  t.ok(stream.response.destroyed, 'the stream of the client that stopped reading is ended and destroyed');
+  t.strictSame(
+    warnings.map((warning) => warning.message),
+    ['test stream: the client stopped reading; ended'],
+  );
+  // The reader, sent heartbeats all along, stays.
+  await eventually(
+    async () => reader.comments.filter((comment) => comment === 'heartbeat').length,
+    (n) => n >= 2,
+    15_000,
+  );
+  t.strictSame([...registry.all()], [opened[0]], 'the reader stays');
+  reader.close();
+});
