@@ -6,14 +6,16 @@
  * `diff-recommended` rules, scripts/check-compatibility.redocly.yaml): `major` can break
  * a client, `minor` adds, `patch` changes neither. Also checked: `info.version` is a
  * version (MAJOR.MINOR.PATCH) not lower than the released one; a version other than the
- * released one has its section in CHANGELOG.md; the typed client carries `info.version`.
+ * released one has its section in CHANGELOG.md; the typed client carries `info.version`;
+ * while a new major version is open, every breaking change is one that
+ * openapi/accepted-breaking-changes.txt accepts, and that file accepts no other.
  *
  * `npm run check:compat` (CI runs it after `generated/` is checked to be fresh). Options
  * for other files: --current FILE, --released FOLDER, --changelog FILE, --client FILE
- * (the client's package.json).
+ * (the client's package.json), --accepted FILE.
  */
 import { execFile } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseArgs, promisify } from 'node:util';
@@ -50,6 +52,8 @@ export interface Files {
   changelog: string;
   /** The typed client's package.json, whose version must be `info.version`; not checked when absent. */
   client?: string;
+  /** The breaking changes accepted for the open major version, one `<where>: <what>` a line; none when absent. */
+  accepted?: string;
 }
 
 export const REPOSITORY_FILES: Files = {
@@ -57,6 +61,7 @@ export const REPOSITORY_FILES: Files = {
   released: path.join(root, 'openapi/released'),
   changelog: path.join(root, 'CHANGELOG.md'),
   client: path.join(root, 'clients/typescript/package.json'),
+  accepted: path.join(root, 'openapi/accepted-breaking-changes.txt'),
 };
 
 type Version = [number, number, number];
@@ -162,6 +167,37 @@ export function versionProblems({ version, released, breaking, changelog, client
   return problems;
 }
 
+/** A change as the accepted list and the report name it: `<where>: <what>`. */
+export const changeLine = (change: Change): string => `${change.where}: ${change.what}`;
+
+/** The lines of an accepted list: blank lines and `#` comments skipped. */
+export function acceptedLines(text: string): string[] {
+  return text
+    .split('\n')
+    .map((line) => line.trim())
+    .filter((line) => line !== '' && !line.startsWith('#'));
+}
+
+/**
+ * Why the breaking changes and the accepted list disagree (empty when they agree). While a
+ * new major version is open (`open`), each breaking change must be accepted: a breaking
+ * change made after the major version was opened fails until its author lists it there
+ * (and in CHANGELOG.md), so none slips in unnoticed. A line that names no change the
+ * contract makes fails too, so the list stays the open version's.
+ */
+export function acceptanceProblems(breaking: Change[], accepted: string[], open: boolean, name: string): string[] {
+  const made = new Set(breaking.map(changeLine));
+  const listed = new Set(accepted);
+  const problems: string[] = [];
+  if (open) {
+    for (const line of made) {
+      if (!listed.has(line)) problems.push(`a change that can break clients is not accepted in ${name} (list it there and in CHANGELOG.md): ${line}`);
+    }
+  }
+  for (const line of listed) if (!made.has(line)) problems.push(`${name} accepts a change the contract does not make (remove the line): ${line}`);
+  return problems;
+}
+
 /** Compares the current contract with the latest released one; see the file's header. */
 export async function checkCompatibility(files: Files): Promise<Verdict> {
   const released = latestRelease(files.released);
@@ -182,6 +218,10 @@ export async function checkCompatibility(files: Files): Promise<Verdict> {
     changelog: { text: readFileSync(files.changelog, 'utf8'), name: shown(files.changelog) },
     client: files.client ? { version: read(files.client).version, name: shown(files.client) } : undefined,
   });
+  const current = parseVersion(version);
+  const open = current !== null && current[0] > parseVersion(released)![0];
+  const accepted = files.accepted && existsSync(files.accepted) ? acceptedLines(readFileSync(files.accepted, 'utf8')) : [];
+  problems.push(...acceptanceProblems(breaking, accepted, open, files.accepted ? shown(files.accepted) : 'the accepted list'));
   const releasedVersion = read(releasedFile).info?.version;
   if (releasedVersion !== released) problems.unshift(`${shown(releasedFile)}: its info.version is ${JSON.stringify(releasedVersion)}, not ${released}`);
   return { ok: problems.length === 0, released, version, breaking, compatible, problems };
@@ -190,7 +230,7 @@ export async function checkCompatibility(files: Files): Promise<Verdict> {
 /** The report `npm run check:compat` prints. */
 export function report(verdict: Verdict): string {
   const lines = [`contract ${verdict.version}, last released ${verdict.released}`];
-  const list = (changes: Change[]) => changes.map((change) => `  ${change.impact.padEnd(5)}  ${change.where}: ${change.what}`);
+  const list = (changes: Change[]) => changes.map((change) => `  ${change.impact.padEnd(5)}  ${changeLine(change)}`);
   if (verdict.breaking.length > 0) lines.push(`changes that can break clients (${verdict.breaking.length}):`, ...list(verdict.breaking));
   if (verdict.compatible.length > 0) {
     lines.push(`compatible changes (${verdict.compatible.length}; CHANGELOG.md lists them under the version that releases them):`, ...list(verdict.compatible));
@@ -203,7 +243,13 @@ export function report(verdict: Verdict): string {
 
 async function main(): Promise<void> {
   const { values } = parseArgs({
-    options: { current: { type: 'string' }, released: { type: 'string' }, changelog: { type: 'string' }, client: { type: 'string' } },
+    options: {
+      current: { type: 'string' },
+      released: { type: 'string' },
+      changelog: { type: 'string' },
+      client: { type: 'string' },
+      accepted: { type: 'string' },
+    },
   });
   const verdict = await checkCompatibility({ ...REPOSITORY_FILES, ...values });
   console.log(report(verdict));
