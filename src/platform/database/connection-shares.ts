@@ -4,13 +4,17 @@
  * enters before it reserves a connection and leaves once it has released it.
  *
  * While a connection is free, a transaction enters at once, unless its tenant already
- * holds all but one of them: one is always left to the other tenants, and to the
- * authentication statements, which reserve none. When none is free, it waits, and each
- * place freed goes to the waiting tenant that holds the fewest (then to the one that has
- * waited longest), its transactions in the order they came. So one tenant's many slow
- * requests (long lists, CSV previews) wait behind each other, not in front of another
- * tenant's, and a pool that one tenant alone uses is all its own but one connection.
+ * holds all but one of them while other tenants are about (one of them took a connection
+ * within the last second): that one is left to them, and to the authentication
+ * statements, which reserve none. When none is free, it waits, and each place freed goes
+ * to the waiting tenant that holds the fewest (then to the one that has waited longest),
+ * its transactions in the order they came. So one tenant's many slow requests (long
+ * lists, CSV previews) wait behind each other, not in front of another tenant's, and a
+ * tenant alone (a deployment of one) has the whole pool.
  */
+/** How recently another tenant must have taken a connection for the last free one to be kept for it. */
+const OTHERS_ABOUT_MS = 1_000;
+
 export class ConnectionShares {
   /** Places taken, all tenants together. */
   private taken = 0;
@@ -18,11 +22,18 @@ export class ConnectionShares {
   private readonly held = new Map<number, number>();
   /** The transactions waiting, by tenant, in the order each tenant first waited. */
   private readonly waiting = new Map<number, (() => void)[]>();
-  /** Most places one tenant may hold. */
+  /** Most places one tenant may hold while other tenants are about. */
   readonly perTenant: number;
+  /** The tenant that took a place last, and when; when another tenant than that one last took one. */
+  private lastTenant = NaN;
+  private lastAt = -Infinity;
+  private otherAt = -Infinity;
 
-  constructor(readonly capacity: number) {
-    // Too small a pool to keep one back: a tenant alone would lose half of it or more.
+  constructor(
+    readonly capacity: number,
+    private readonly now: () => number = () => performance.now(),
+  ) {
+    // Too small a pool to keep one back: a tenant would lose half of it or more.
     this.perTenant = capacity > 2 ? capacity - 1 : capacity;
   }
 
@@ -67,11 +78,25 @@ export class ConnectionShares {
   }
 
   private mayTake(tenant: number): boolean {
-    return this.taken < this.capacity && this.holds(tenant) < this.perTenant;
+    if (this.taken >= this.capacity) return false;
+    return this.holds(tenant) < this.perTenant || !this.othersAbout(tenant);
+  }
+
+  /**
+   * Whether a tenant other than `tenant` took a place within the last second. (One that holds a place now
+   * needs no asking: then the pool is full before `tenant` holds all but one.)
+   */
+  private othersAbout(tenant: number): boolean {
+    return this.now() - (this.lastTenant !== tenant ? this.lastAt : this.otherAt) < OTHERS_ABOUT_MS;
   }
 
   private take(tenant: number): void {
     this.taken++;
     this.held.set(tenant, this.holds(tenant) + 1);
+    if (tenant !== this.lastTenant) {
+      this.otherAt = this.lastAt;
+      this.lastTenant = tenant;
+    }
+    this.lastAt = this.now();
   }
 }

@@ -20,26 +20,44 @@ function enterAs(shares: ConnectionShares, tenant: number, admitted: string[], l
 
 const settle = () => new Promise((resolve) => setImmediate(resolve));
 
-t.test('a tenant alone takes all but one connection; another tenant takes the one left at once', async (t) => {
-  const shares = new ConnectionShares(4);
+t.test('a tenant alone takes the whole pool; while another took a connection within the last second, not its last one', async (t) => {
+  let now = 0;
+  const shares = new ConnectionShares(4, () => now);
   t.equal(shares.perTenant, 3);
   const admitted: string[] = [];
   for (const label of ['a1', 'a2', 'a3', 'a4']) void enterAs(shares, 1, admitted, label);
   await settle();
-  t.strictSame(admitted, ['a1', 'a2', 'a3'], "the fourth waits though a connection is free: it is the other tenants'");
+  t.strictSame(admitted, ['a1', 'a2', 'a3', 'a4'], 'no other tenant is about: all four');
   void enterAs(shares, 2, admitted, 'b1');
   await settle();
-  t.strictSame(admitted, ['a1', 'a2', 'a3', 'b1'], 'another tenant is not queued behind them');
-  shares.leave(2);
-  await settle();
-  t.strictSame(admitted, ['a1', 'a2', 'a3', 'b1'], 'the free connection stays kept back');
+  t.strictSame(admitted.slice(4), [], 'the pool is full');
   shares.leave(1);
   await settle();
-  t.strictSame(admitted, ['a1', 'a2', 'a3', 'b1', 'a4'], 'a place its tenant gave back lets its next one in');
+  t.strictSame(admitted.slice(4), ['b1'], 'the first place given back goes to the other tenant, which holds none');
+  now = 500;
+  void enterAs(shares, 1, admitted, 'a5');
+  shares.leave(2);
+  await settle();
+  t.strictSame(admitted.slice(5), [], "b1 took its place half a second ago: A's fourth waits, a connection stays free");
+  void enterAs(shares, 2, admitted, 'b2');
+  await settle();
+  t.strictSame(admitted.slice(5), ['b2'], 'and the other tenant takes it at once');
+  now = 600;
+  shares.leave(2);
+  await settle();
+  t.strictSame(admitted.slice(6), [], 'B took one a moment ago');
+  now = 1_700;
+  shares.leave(1);
+  await settle();
+  t.strictSame(admitted.slice(6), ['a5'], 'once a place is given back, A, below its share, takes it');
+  void enterAs(shares, 1, admitted, 'a6');
+  await settle();
+  t.strictSame(admitted.slice(7), ['a6'], 'B has taken none for more than a second: A takes the last connection too');
 });
 
 t.test('a place freed goes to the waiting tenant that holds the fewest, then to the one that waited longest', async (t) => {
-  const shares = new ConnectionShares(4);
+  // All within one instant: every tenant is about.
+  const shares = new ConnectionShares(4, () => 0);
   const admitted: string[] = [];
   for (const label of ['a1', 'a2', 'a3']) void enterAs(shares, 1, admitted, label);
   void enterAs(shares, 2, admitted, 'b1');
@@ -80,10 +98,12 @@ t.test('pools of one or two keep nothing back', async (t) => {
 });
 
 t.test('transactions without a tenant share as tenant 0; a place given back is taken again at once when nobody waits', async (t) => {
-  const shares = new ConnectionShares(3);
+  const shares = new ConnectionShares(3, () => 0);
+  t.equal(shares.enter(5), undefined);
+  shares.leave(5);
   t.equal(shares.enter(0), undefined);
   t.equal(shares.enter(0), undefined);
-  t.ok(shares.enter(0) instanceof Promise, 'the third waits: one is kept back');
+  t.ok(shares.enter(0) instanceof Promise, 'the third waits: tenant 5 took one a moment ago');
   t.equal(shares.enter(5), undefined);
   shares.leave(5);
   t.equal(shares.enter(5), undefined, 'given back and taken again synchronously');

@@ -112,6 +112,8 @@ t.test("one tenant's transactions never hold every connection of the request poo
       select count(*)::int as count from pg_locks where locktype = 'advisory' and objid = ${LOCK} and not granted and pid <> ${pid}`;
     return row!.count;
   };
+  // Beta is about (it took a connection a moment ago): alpha may not take the pool's last connection.
+  await pool.tenant(b.tenantId, (tx) => tx.execute(sql`select 1`));
   const slow = Array.from({ length: 3 }, () => pool.tenant(a.tenantId, (tx) => tx.execute(sql`select pg_advisory_xact_lock_shared(${LOCK})`)));
   // Once two of alpha's wait at the lock, beta's transaction runs. Without the shares, all three of alpha's would
   // hold the pool's three connections and beta's would wait for the lock too.
