@@ -8111,6 +8111,24 @@ export interface components {
             };
         };
         /**
+         * @description A write's precondition does not hold, as under `/api`: SCIM resources carry no entity
+         *     tag (`ServiceProviderConfig`'s `etag` is unsupported), so an `If-Match` naming one, or
+         *     `If-None-Match: *`, never holds (`If-Match: *` does). Judged once the request is
+         *     authenticated and its body read; nothing was changed.
+         */
+        ScimPreconditionFailed: {
+            headers: {
+                "RateLimit-Limit": components["headers"]["RateLimit-Limit"];
+                "RateLimit-Remaining": components["headers"]["RateLimit-Remaining"];
+                "RateLimit-Reset": components["headers"]["RateLimit-Reset"];
+                "X-Request-Id": components["headers"]["X-Request-Id"];
+                [name: string]: unknown;
+            };
+            content: {
+                "application/scim+json": components["schemas"]["ScimError"];
+            };
+        };
+        /**
          * @description The database is unreachable for the moment (a restart or a failover), as the API's
          *     503: try again after the number of seconds in `Retry-After`. Any SCIM request may
          *     answer it, authentication included; a write it refuses stored nothing.
@@ -13672,6 +13690,7 @@ export interface operations {
             403: components["responses"]["ScimForbidden"];
             408: components["responses"]["RequestTimeout"];
             409: components["responses"]["ScimConflict"];
+            412: components["responses"]["ScimPreconditionFailed"];
             413: components["responses"]["ScimContentTooLarge"];
             415: components["responses"]["ScimUnsupportedMediaType"];
             429: components["responses"]["ScimTooManyRequests"];
@@ -13778,6 +13797,7 @@ export interface operations {
             404: components["responses"]["ScimNotFound"];
             408: components["responses"]["RequestTimeout"];
             409: components["responses"]["ScimConflict"];
+            412: components["responses"]["ScimPreconditionFailed"];
             413: components["responses"]["ScimContentTooLarge"];
             414: components["responses"]["UriTooLong"];
             415: components["responses"]["ScimUnsupportedMediaType"];
@@ -13816,6 +13836,7 @@ export interface operations {
             404: components["responses"]["ScimNotFound"];
             408: components["responses"]["RequestTimeout"];
             409: components["responses"]["ScimConflict"];
+            412: components["responses"]["ScimPreconditionFailed"];
             413: components["responses"]["ScimContentTooLarge"];
             414: components["responses"]["UriTooLong"];
             415: components["responses"]["ScimUnsupportedMediaType"];
@@ -13934,6 +13955,7 @@ export interface operations {
             404: components["responses"]["ScimNotFound"];
             408: components["responses"]["RequestTimeout"];
             409: components["responses"]["ScimConflict"];
+            412: components["responses"]["ScimPreconditionFailed"];
             413: components["responses"]["ScimContentTooLarge"];
             414: components["responses"]["UriTooLong"];
             415: components["responses"]["ScimUnsupportedMediaType"];
@@ -14321,6 +14343,7 @@ export interface operations {
             401: components["responses"]["ScimUnauthorized"];
             408: components["responses"]["RequestTimeout"];
             409: components["responses"]["ScimConflict"];
+            412: components["responses"]["ScimPreconditionFailed"];
             413: components["responses"]["ScimContentTooLarge"];
             415: components["responses"]["ScimUnsupportedMediaType"];
             429: components["responses"]["ScimTooManyRequests"];
@@ -14427,6 +14450,7 @@ export interface operations {
             404: components["responses"]["ScimNotFound"];
             408: components["responses"]["RequestTimeout"];
             409: components["responses"]["ScimConflict"];
+            412: components["responses"]["ScimPreconditionFailed"];
             413: components["responses"]["ScimContentTooLarge"];
             414: components["responses"]["UriTooLong"];
             415: components["responses"]["ScimUnsupportedMediaType"];
@@ -14464,6 +14488,7 @@ export interface operations {
             403: components["responses"]["ScimForbidden"];
             404: components["responses"]["ScimNotFound"];
             408: components["responses"]["RequestTimeout"];
+            412: components["responses"]["ScimPreconditionFailed"];
             413: components["responses"]["ScimContentTooLarge"];
             414: components["responses"]["UriTooLong"];
             415: components["responses"]["ScimUnsupportedMediaType"];
@@ -14576,6 +14601,7 @@ export interface operations {
             404: components["responses"]["ScimNotFound"];
             408: components["responses"]["RequestTimeout"];
             409: components["responses"]["ScimConflict"];
+            412: components["responses"]["ScimPreconditionFailed"];
             413: components["responses"]["ScimContentTooLarge"];
             414: components["responses"]["UriTooLong"];
             415: components["responses"]["ScimUnsupportedMediaType"];

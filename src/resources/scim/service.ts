@@ -25,6 +25,7 @@ import {
 } from '../../platform/http/error-handler.ts';
 import { jsonBodyParser } from '../../platform/http/json-body.ts';
 import { emptyPathParameter, noRouteError } from '../../platform/http/no-route.ts';
+import { failedPrecondition } from '../../platform/http/preconditions.ts';
 import { coded, ProblemError, type FieldErrors } from '../../platform/http/problem.ts';
 import { HOLDS_ENTITY_RIGHTS, usersHoldingRightsBeyond } from '../entity-permissions/rules.ts';
 import type { Services } from '../../platform/services.ts';
@@ -973,6 +974,15 @@ export async function registerScim(app: FastifyInstance, services: Services): Pr
         if (type !== undefined && type !== SCIM_MEDIA_TYPE && type !== 'application/json') {
           throw new ScimError(415, `The request body must be ${SCIM_MEDIA_TYPE} or application/json.`);
         }
+      });
+      // A write's preconditions, as under `/api` (docs/api-conventions.md#conditional-requests): resources carry no
+      // entity tag (ServiceProviderConfig: etag unsupported), so an If-Match naming one, or If-None-Match: *, never
+      // holds (412), once the request is authenticated and its body read; ignoring it would let a write through that
+      // the client made conditional.
+      scim.addHook('preHandler', async (request) => {
+        if (SAFE_METHODS.has(request.method)) return;
+        const failed = failedPrecondition(request.headers);
+        if (failed) throw new ScimError(412, failed.message);
       });
       scim.addHook('onSend', async (request, reply, payload) => {
         if (reply.statusCode < 400 && payload !== undefined && payload !== '') reply.type(`${SCIM_MEDIA_TYPE}; charset=utf-8`);

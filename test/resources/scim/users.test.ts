@@ -1157,6 +1157,29 @@ t.test('discovery refuses a filter (403): its answers are never filtered', async
   isError(t, await scim('GET', '/Schemas?filter=x', undefined, { token: null }), 401);
 });
 
+t.test("a write's If-Match naming an entity tag, or If-None-Match: *, is 412 and changes nothing; If-Match: * holds", async (t) => {
+  // Resources carry no entity tag (ServiceProviderConfig: etag unsupported), as under /api.
+  const user = await api.createUser(tenant.tenantId, { values: { roleId: employee.id, firstName: 'Kept' } });
+  const path = `/Users/${user.id}`;
+  const rename = { schemas: [PATCH], Operations: [{ op: 'replace', path: 'name.givenName', value: 'Changed' }] };
+  for (const headers of [{ 'if-match': '"abc"' }, { 'if-match': 'W/"1", "2"' }, { 'if-none-match': '*' }] as Record<string, string>[]) {
+    const refused = await scim('PATCH', path, rename, { headers });
+    isError(t, refused, 412);
+    t.match(refused.body.detail, /precondition does not hold/, JSON.stringify(headers));
+    isError(t, await scim('PUT', path, newUser({ userName: user.username }), { headers }), 412);
+    isError(t, await scim('DELETE', path, undefined, { headers }), 412);
+  }
+  const before = await scim('GET', '/Users?filter=userName%20eq%20%22precondition.new%40example.com%22');
+  isError(t, await scim('POST', '/Users', newUser({ userName: 'precondition.new@example.com' }), { headers: { 'if-none-match': '*' } }), 412);
+  const after = await scim('GET', '/Users?filter=userName%20eq%20%22precondition.new%40example.com%22');
+  t.strictSame([before.body.totalResults, after.body.totalResults], [0, 0], 'no user was created');
+  const kept = await scim('GET', path);
+  t.strictSame([kept.status, kept.body.name.givenName], [200, 'Kept'], 'nothing changed, nothing deleted');
+  const anyTag = await scim('PATCH', path, rename, { headers: { 'if-match': '*' } });
+  t.strictSame([anyTag.status, anyTag.body.name.givenName], [200, 'Changed'], 'If-Match: * holds: the user exists');
+  t.equal((await scim('GET', path, undefined, { headers: { 'if-match': '"abc"' } })).status, 200, 'a read ignores If-Match');
+});
+
 t.test('a PATCH path with a malformed value filter is invalidPath; null replaces as a remove; no library text leaks', async (t) => {
   const user = await api.createUser(tenant.tenantId, { values: { roleId: employee.id, phone: '+1 555 0100' } });
   const path = `/Users/${user.id}`;
