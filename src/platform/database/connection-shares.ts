@@ -83,7 +83,7 @@ export class ConnectionShares {
   }
 
   /**
-   * Whether a tenant other than `tenant` took a place within the last second. (One that holds a place now
+   * Whether a tenant other than `tenant` (and not 0) took a place within the last second. (One that holds a place now
    * needs no asking: then the pool is full before `tenant` holds all but one.)
    */
   private othersAbout(tenant: number): boolean {
@@ -93,6 +93,8 @@ export class ConnectionShares {
   private take(tenant: number): void {
     this.taken++;
     this.held.set(tenant, this.holds(tenant) + 1);
+    // Transactions without a tenant (sign-in's, the job queue's housekeeping) keep nothing back for themselves.
+    if (tenant === 0) return;
     if (tenant !== this.lastTenant) {
       this.otherAt = this.lastAt;
       this.lastTenant = tenant;

@@ -97,8 +97,12 @@ t.test('pools of one or two keep nothing back', async (t) => {
   }
 });
 
-t.test('transactions without a tenant share as tenant 0; a place given back is taken again at once when nobody waits', async (t) => {
+t.test('transactions without a tenant share as tenant 0, and keep nothing back for themselves', async (t) => {
   const shares = new ConnectionShares(3, () => 0);
+  t.equal(shares.enter(0), undefined);
+  shares.leave(0);
+  for (let i = 0; i < 3; i++) t.equal(shares.enter(7), undefined, 'tenant 0 took one a moment ago: tenant 7 still takes all three');
+  for (let i = 0; i < 3; i++) shares.leave(7);
   t.equal(shares.enter(5), undefined);
   shares.leave(5);
   t.equal(shares.enter(0), undefined);
