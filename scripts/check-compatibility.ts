@@ -251,7 +251,15 @@ async function main(): Promise<void> {
       accepted: { type: 'string' },
     },
   });
-  const verdict = await checkCompatibility({ ...REPOSITORY_FILES, ...values });
+  let verdict: Verdict;
+  try {
+    verdict = await checkCompatibility({ ...REPOSITORY_FILES, ...values });
+  } catch (error) {
+    // A file missing or unreadable (no released folder, a contract that is no JSON): one line saying which, no stack.
+    console.log(`FAILED: the check could not compare the contracts: ${error instanceof Error ? error.message : String(error)}`);
+    process.exitCode = 1;
+    return;
+  }
   console.log(report(verdict));
   process.exitCode = verdict.ok ? 0 : 1;
 }

@@ -191,6 +191,13 @@ t.test('what the versions must say, given the changes', async (t) => {
   t.strictSame(versionProblems({ version: '1.4.2', released: '1.4.2', breaking: 0, changelog: changelog('1.4.2') }), [], 'no client, not checked');
 });
 
+t.test('npm run check:compat without a released folder fails in one line, without a stack', async (t) => {
+  const missing = await checkCompat({ ...files('no-release', () => {}), released: path.join(folder, 'nowhere') });
+  t.equal(missing.code, 1);
+  t.match(missing.stdout, /^FAILED: the check could not compare the contracts: ENOENT[^\n]*nowhere/);
+  t.notMatch(missing.stdout, /\n\s+at /, 'no stack trace');
+});
+
 t.test('npm run check:compat exits 1 on a breaking change and prints why', async (t) => {
   t.equal(cli.code, 1);
   t.match(cli.stdout, /changes that can break clients \(6\):\n {2}major {2}POST \/api\/auth\/login/);
