@@ -28,6 +28,8 @@ export class ConnectionShares {
   private lastTenant = NaN;
   private lastAt = -Infinity;
   private otherAt = -Infinity;
+  /** The look at waiting transactions set for when the other tenants' second has passed. */
+  private recheck: NodeJS.Timeout | null = null;
 
   constructor(
     readonly capacity: number,
@@ -50,6 +52,7 @@ export class ConnectionShares {
       const queue = this.waiting.get(tenant);
       if (queue) queue.push(resolve);
       else this.waiting.set(tenant, [resolve]);
+      this.recheckLater();
     });
   }
 
@@ -59,18 +62,39 @@ export class ConnectionShares {
     const holds = this.held.get(tenant)! - 1;
     if (holds === 0) this.held.delete(tenant);
     else this.held.set(tenant, holds);
+    this.admitWaiting();
+  }
+
+  /** Lets waiting transactions in while places are free, the tenant holding the fewest first. */
+  private admitWaiting(): void {
     while (this.taken < this.capacity) {
       let next: number | undefined;
       for (const waiter of this.waiting.keys()) {
         if (this.mayTake(waiter) && (next === undefined || this.holds(waiter) < this.holds(next))) next = waiter;
       }
-      if (next === undefined) return;
+      if (next === undefined) break;
       const queue = this.waiting.get(next)!;
       const admit = queue.shift()!;
       if (queue.length === 0) this.waiting.delete(next);
       this.take(next);
       admit();
     }
+    this.recheckLater();
+  }
+
+  /**
+   * A place free while transactions wait: they wait for the other tenants to be gone
+   * (`othersAbout`), which no `leave` may come to tell. They are looked at again once the
+   * second since the last other tenant's take has passed.
+   */
+  private recheckLater(): void {
+    if (this.recheck !== null || this.taken >= this.capacity || this.waiting.size === 0) return;
+    const wait = Math.max(1, this.lastAt + OTHERS_ABOUT_MS - this.now());
+    this.recheck = setTimeout(() => {
+      this.recheck = null;
+      this.admitWaiting();
+    }, wait);
+    this.recheck.unref();
   }
 
   private holds(tenant: number): number {

@@ -87,14 +87,32 @@ t.test('a place freed goes to the waiting tenant that holds the fewest, then to 
   t.strictSame(admitted.slice(8), ['c2'], 'C holds one, B two');
 });
 
-t.test('pools of one or two keep nothing back', async (t) => {
+t.test('pools of one or two keep nothing back, though another tenant is about', async (t) => {
   for (const size of [1, 2]) {
-    const shares = new ConnectionShares(size);
+    const shares = new ConnectionShares(size, () => 0);
+    t.equal(shares.enter(9), undefined);
+    shares.leave(9);
     const admitted: string[] = [];
     for (let i = 0; i < size; i++) void enterAs(shares, 1, admitted, `a${i}`);
     await settle();
     t.equal(admitted.length, size, `a pool of ${size} is all one tenant's`);
   }
+  t.equal(new ConnectionShares(3).perTenant, 2, 'from three up, one is kept back');
+});
+
+t.test('a transaction kept waiting for the other tenants goes in once their second has passed, with no place given back', async (t) => {
+  let now = 0;
+  const shares = new ConnectionShares(3, () => now);
+  t.equal(shares.enter(2), undefined);
+  shares.leave(2);
+  const admitted: string[] = [];
+  for (const label of ['a1', 'a2', 'a3']) void enterAs(shares, 1, admitted, label);
+  await settle();
+  t.strictSame(admitted, ['a1', 'a2'], 'B took one a moment ago: the third connection is kept for it');
+  // Nobody gives a place back; B does not come again. The look at the waiting is set for B's second's end (real time).
+  now = 1_000;
+  await new Promise((resolve) => setTimeout(resolve, 1_100));
+  t.strictSame(admitted, ['a1', 'a2', 'a3'], 'the third goes in once the second has passed');
 });
 
 t.test('transactions without a tenant share as tenant 0, and keep nothing back for themselves', async (t) => {
