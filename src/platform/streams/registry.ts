@@ -35,10 +35,7 @@ export interface StreamRegistryOptions {
    * next write or heartbeat comes; beyond them its client does not keep up (it stopped
    * reading, or its network is gone without a word) and the stream is ended, so that the
    * process does not hold what it cannot deliver. A client that reconnects is given what
-   * it missed from its last event id. However little is left unsent, a client that took
-   * none of it between two heartbeats has stopped reading, and its stream is ended at the
-   * second: a client that never reads holds what it was sent (a replay of up to megabytes)
-   * for two heartbeats at most, not for as long as its connection stays open.
+   * it missed from its last event id.
    */
   maxUnsentBytes: number;
   /** Runs at every heartbeat, after the comments are written (e.g. the sessions' re-check). */
@@ -51,8 +48,6 @@ export class StreamRegistry<S extends Stream> {
   private readonly streams = new Map<number, Map<number, Set<S>>>();
   /** Each stream's pending writes, in order. */
   private readonly chains = new WeakMap<S, Promise<void>>();
-  /** What each stream had left unsent at the last heartbeat, while that was anything. */
-  private readonly unsentAtHeartbeat = new WeakMap<S, number>();
   private heartbeat: NodeJS.Timeout | null = null;
   private closed = false;
 
@@ -152,25 +147,6 @@ export class StreamRegistry<S extends Stream> {
     return true;
   }
 
-  /**
-   * At a heartbeat: whether the stream's client took nothing of what it had left unsent at
-   * the previous one (it stopped reading); such a stream is ended as a lagging one is.
-   */
-  private stalled(stream: S): boolean {
-    const unsent = stream.response.writableLength;
-    const before = this.unsentAtHeartbeat.get(stream);
-    if (unsent === 0) this.unsentAtHeartbeat.delete(stream);
-    else this.unsentAtHeartbeat.set(stream, unsent);
-    if (before === undefined || unsent < before) return false;
-    this.options.log.warn(
-      { unsent, tenantId: stream.auth.tenantId, userId: stream.auth.userId },
-      `${this.options.kind} stream: the client stopped reading; ended`,
-    );
-    this.remove(stream);
-    stream.response.destroy();
-    return true;
-  }
-
   private add(stream: S): void {
     const { tenantId, userId } = stream.auth;
     let users = this.streams.get(tenantId);
@@ -194,7 +170,7 @@ export class StreamRegistry<S extends Stream> {
     this.heartbeat = setInterval(() => {
       for (const stream of [...this.all()]) {
         if (isGone(stream.response)) this.end(stream);
-        else if (!this.lagging(stream) && !this.stalled(stream)) stream.response.write(sseComment('heartbeat'));
+        else if (!this.lagging(stream)) stream.response.write(sseComment('heartbeat'));
       }
       this.options.onHeartbeat?.();
     }, this.options.heartbeatMs);
