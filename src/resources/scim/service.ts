@@ -980,7 +980,8 @@ export async function registerScim(app: FastifyInstance, services: Services): Pr
       // holds (412), once the request is authenticated and its body read; ignoring it would let a write through that
       // the client made conditional.
       scim.addHook('preHandler', async (request) => {
-        if (SAFE_METHODS.has(request.method)) return;
+        // A path or method no route serves is its 404 or 405, whatever its preconditions.
+        if (SAFE_METHODS.has(request.method) || request.is404) return;
         const failed = failedPrecondition(request.headers);
         if (failed) throw new ScimError(412, failed.message);
       });

@@ -1178,6 +1178,11 @@ t.test("a write's If-Match naming an entity tag, or If-None-Match: *, is 412 and
   const anyTag = await scim('PATCH', path, rename, { headers: { 'if-match': '*' } });
   t.strictSame([anyTag.status, anyTag.body.name.givenName], [200, 'Changed'], 'If-Match: * holds: the user exists');
   t.equal((await scim('GET', path, undefined, { headers: { 'if-match': '"abc"' } })).status, 200, 'a read ignores If-Match');
+  // A path or method no route serves is still its 404 or 405.
+  isError(t, await scim('POST', '/Bulk', { schemas: [] }, { headers: { 'if-match': '"abc"' } }), 404);
+  const unserved = await scim('PUT', '/Users', newUser(), { headers: { 'if-match': '"abc"' } });
+  isError(t, unserved, 405);
+  t.ok(unserved.headers.allow, 'with Allow');
 });
 
 t.test('a PATCH path with a malformed value filter is invalidPath; null replaces as a remove; no library text leaks', async (t) => {
