@@ -208,7 +208,7 @@ const commands: Record<string, Command> = {
       const tenantId = await tenantIdOf(db, tenantSlug);
       const { hashPassword } = await import('../platform/auth/passwords.ts');
       const { activeUserNamed, resetPassword } = await users();
-      const passwordHash = await hashPassword(password);
+      const passwordHash = await hashPassword(password, tenantId);
       await db.tenant(tenantId, async (tx) => {
         const user = await activeUserNamed(tx, username);
         if (!user) throw new Failure(`no active user "${username}" in tenant "${tenantSlug}"`);

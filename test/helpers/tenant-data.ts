@@ -54,7 +54,7 @@ export function tenantData(db: Database): TenantData {
         .values({
           tenantId,
           username,
-          passwordHash: await hashPassword(password),
+          passwordHash: await hashPassword(password, 0),
           firstName: 'Test',
           lastName: username,
           roleId: role!.id,

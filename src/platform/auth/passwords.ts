@@ -3,7 +3,22 @@
  * at start: a process that never signs anyone in never holds it
  * (docs/performance.md#memory-of-a-started-process).
  */
-const argon2 = () => import('@node-rs/argon2');
+import os from 'node:os';
+import type * as Argon2 from '@node-rs/argon2';
+import { TenantShares } from '../tenant-shares.ts';
+
+let argon2Module: Promise<typeof Argon2> | undefined;
+/** The library, loaded once: every hash and check then waits for the same load, and they enter `hashing` in the order they came. */
+const argon2 = () => (argon2Module ??= import('@node-rs/argon2'));
+
+/**
+ * Hashes and checks under way at once, shared between tenants (tenant-shares.ts): one
+ * tenant's many password writes (a SCIM sync that sets passwords, a script) wait behind
+ * each other, not in front of another tenant's sign-ins. As many as the machine has cores
+ * (each is a core's work for tens of milliseconds), and no more than libuv's thread pool
+ * holds, which also serves file and DNS work (docs/tenancy-and-security.md#sharing-between-tenants).
+ */
+const hashing = new TenantShares(Math.max(1, Math.min(os.availableParallelism(), Number(process.env.UV_THREADPOOL_SIZE) || 4)));
 
 /**
  * How much work a new hash costs. `standard` is the library's default (m=19 MiB, t=2, p=1:
@@ -25,24 +40,27 @@ export function setPasswordHashCost(value: PasswordHashCost): void {
   cost = value;
 }
 
-export async function hashPassword(password: string): Promise<string> {
+/** A new hash of `password`, made in a place of `tenant`'s (0: work of no tenant yet, such as creating one). */
+export async function hashPassword(password: string, tenant: number): Promise<string> {
   const { hash, Algorithm } = await argon2();
-  return hash(password, { algorithm: Algorithm.Argon2id, ...COSTS[cost] });
+  return hashing.run(tenant, () => hash(password, { algorithm: Algorithm.Argon2id, ...COSTS[cost] }));
 }
 
 /** A hash of a random password, verified against when the user is unknown so that
  * "no such user" and "wrong password" take the same time. */
 let dummyHash: Promise<string> | undefined;
 
-export async function verifyPassword(passwordHash: string | null | undefined, password: string): Promise<boolean> {
+/** Whether `password` matches `passwordHash`, checked in a place of `tenant`'s (0: a sign-in to no known tenant). */
+export async function verifyPassword(passwordHash: string | null | undefined, password: string, tenant: number): Promise<boolean> {
   const { verify } = await argon2();
   if (!passwordHash) {
-    dummyHash ??= hashPassword('atrium-timing-equaliser');
-    await verify(await dummyHash, password).catch(() => false);
+    dummyHash ??= hashPassword('atrium-timing-equaliser', 0);
+    const dummy = await dummyHash;
+    await hashing.run(tenant, () => verify(dummy, password)).catch(() => false);
     return false;
   }
   try {
-    return await verify(passwordHash, password);
+    return await hashing.run(tenant, () => verify(passwordHash, password));
   } catch {
     return false;
   }

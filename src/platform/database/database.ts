@@ -8,7 +8,7 @@ import { migrate } from 'drizzle-orm/postgres-js/migrator';
 import type postgres from 'postgres';
 import { dropConnection, isConnectionLoss, isReadOnlyServer } from './connection-loss.ts';
 import { connectTo, driverUrl, parseConnectionUrl } from './connection-url.ts';
-import { ConnectionShares } from './connection-shares.ts';
+import { TenantShares } from '../tenant-shares.ts';
 import { setLocalTenant } from './tenancy.ts';
 import { guardTransactions } from './transaction-guard.ts';
 
@@ -354,8 +354,8 @@ export class Database {
   private readonly prepare: boolean;
   /** `DatabaseOptions.reachTimeoutMs`. */
   private readonly reachTimeoutMs: number;
-  /** The request pool's connections, shared between tenants: no tenant's transactions take them all. */
-  private readonly shares: ConnectionShares;
+  /** The request pool's connections, shared between tenants: no tenant's transactions take them all (the one kept back serves token look-ups too, which reserve none). */
+  private readonly shares: TenantShares;
 
   constructor(
     readonly url: string,
@@ -364,7 +364,7 @@ export class Database {
     const appUrl = options.appUrl ?? url;
     const appPoolSize = options.poolSize ?? 10;
     this.poolSizes = { owner: OWNER_POOL_SIZE, app: appPoolSize };
-    this.shares = new ConnectionShares(appPoolSize);
+    this.shares = new TenantShares(appPoolSize);
     this.reconnectAttempts = Math.max(OWNER_POOL_SIZE, appPoolSize) + 1;
     this.prepare = options.directUrl === undefined;
     this.reachTimeoutMs = options.reachTimeoutMs ?? REACH_TIMEOUT_MS;
@@ -436,7 +436,7 @@ export class Database {
    * handler answers 503).
    */
   private async run<T>(begin: string, fn: (tx: Tx) => Promise<T>, tenantId?: number): Promise<T> {
-    // A place among the tenants' shares of the pool first (connection-shares.ts), kept through the retries.
+    // A place among the tenants' shares of the pool first (tenant-shares.ts), kept through the retries.
     const share = tenantId ?? 0;
     const entering = this.shares.enter(share);
     if (entering) await entering;

@@ -30,7 +30,7 @@ export async function verifyOwnPassword(db: Database, config: Config, auth: Auth
   if (!account) return null;
   const keys = [accountLimitKey(config, account.tenant, account.username), userLimitKey(config, auth.tenantId, auth.userId)];
   const attempt = await admitLoginAttempt(db, config, keys);
-  const matches = await verifyPassword(account.passwordHash, password);
+  const matches = await verifyPassword(account.passwordHash, password, auth.tenantId);
   if (matches) await withdrawLoginAttempt(db, attempt);
   return matches ? account.passwordHash : null;
 }

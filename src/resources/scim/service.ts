@@ -197,11 +197,11 @@ async function storeExternalId(tx: Tx, tenantId: number, userId: number, externa
 }
 
 /** The judged password's hash (or undefined when none was sent); a password that breaks the rules is refused first. */
-async function passwordHashOf(services: Services, write: ScimUserWrite): Promise<string | undefined> {
+async function passwordHashOf(services: Services, write: ScimUserWrite, tenant: number): Promise<string | undefined> {
   if (write.password === undefined) return undefined;
   const errors = passwordErrors(write.password, services.config);
   if (Object.keys(errors).length > 0) throw refusalOf(errors);
-  return hashPassword(write.password);
+  return hashPassword(write.password, tenant);
 }
 
 /**
@@ -1072,7 +1072,7 @@ export async function registerScim(app: FastifyInstance, services: Services): Pr
 
       scim.post('/Users', async (request, reply) => {
         const write = scimUserWrite(bodyObject(request.body));
-        const passwordHash = await passwordHashOf(services, write);
+        const passwordHash = await passwordHashOf(services, write, request.scim!.tenantId);
         const user = await inTenant(request, async (tx, principal) => {
           const id = await saveUser(tx, services, request, principal, write, undefined, passwordHash);
           return requireUser(tx, String(id));
@@ -1089,7 +1089,7 @@ export async function registerScim(app: FastifyInstance, services: Services): Pr
         const resource = bodyObject(request.body);
         if (resource.id !== undefined && resource.id !== id && resource.id !== Number(id)) throw new ScimError(400, 'id is immutable.', 'mutability');
         const write = scimUserWrite(resource);
-        const passwordHash = await passwordHashOf(services, write);
+        const passwordHash = await passwordHashOf(services, write, request.scim!.tenantId);
         const user = await inTenant(request, async (tx, principal) => {
           const current = await lockedUser(tx, principal, id);
           await saveUser(tx, services, request, principal, write, current, passwordHash);
@@ -1108,7 +1108,7 @@ export async function registerScim(app: FastifyInstance, services: Services): Pr
           const after = followingLanguage(before, patched(before as unknown as Record<string, unknown>, operations));
           if (String(after.id) !== before.id) throw new ScimError(400, 'id is immutable.', 'mutability');
           const write = scimUserWrite(after);
-          const passwordHash = await passwordHashOf(services, write);
+          const passwordHash = await passwordHashOf(services, write, principal.tenantId);
           await saveUser(tx, services, request, principal, write, current, passwordHash);
           return requireUser(tx, id);
         });

@@ -42,7 +42,7 @@ export class TenantExistsError extends Error {}
  */
 export async function createTenant(db: Database, input: NewTenant, source?: AuditSource) {
   if (!SLUG.test(input.slug)) throw new Error(`Tenant slug "${input.slug}" must be lower-case letters, digits and dashes.`);
-  const passwordHash = await hashPassword(input.adminPassword);
+  const passwordHash = await hashPassword(input.adminPassword, 0);
   return db.owner.transaction(async (tx) => {
     const [tenant] = await tx.insert(tenants).values({ slug: input.slug, name: input.name }).onConflictDoNothing().returning({ id: tenants.id });
     if (!tenant) throw new TenantExistsError(`Tenant "${input.slug}" exists already.`);

@@ -191,7 +191,7 @@ export const userHandlers = {
     const draft = draftOf(input, undefined, picture);
     // The tenant's required profile keys are judged in the transaction (they are stored).
     const errors = userDraftErrors(draft, services.config);
-    const passwordHash = Object.keys(errors).length === 0 ? await hashPassword(input.password!) : null;
+    const passwordHash = Object.keys(errors).length === 0 ? await hashPassword(input.password!, auth.tenantId) : null;
     const body = await services.db.tenant(auth.tenantId, async (tx) => {
       addErrors(errors, requiredProfileKeyErrors(draft, await loadRequiredProfileKeys(tx)));
       addErrors(errors, await userWriteReferenceErrors(tx, auth, draft, { userId: null, departmentIds: input.department_ids }));
@@ -244,7 +244,7 @@ export const userHandlers = {
       if (verifiedHash === null) errors.old_password = [coded('mismatch', 'does not match your current password')];
     }
     const picture = await pictureOf(ctx, input);
-    const passwordHash = input.password !== undefined && Object.keys(errors).length === 0 ? await hashPassword(input.password) : undefined;
+    const passwordHash = input.password !== undefined && Object.keys(errors).length === 0 ? await hashPassword(input.password, auth.tenantId) : undefined;
     const body = await services.db.tenant(auth.tenantId, async (tx) => {
       // A change of one's own password holds the session that makes it: a concurrent change by another session of
       // theirs ends this one (401), and one by this session changed the hash `old_password` was checked against.

@@ -9,22 +9,40 @@ t.teardown(() => setPasswordHashCost('standard'));
 
 t.test('the standard cost is the OWASP baseline (m=19 MiB, t=2, p=1)', async (t) => {
   setPasswordHashCost('standard');
-  const hash = await hashPassword('correct horse battery');
+  const hash = await hashPassword('correct horse battery', 0);
   t.match(hash, /^\$argon2id\$v=19\$m=19456,t=2,p=1\$/);
-  t.ok(await verifyPassword(hash, 'correct horse battery'));
-  t.notOk(await verifyPassword(hash, 'correct horse battery!'));
+  t.ok(await verifyPassword(hash, 'correct horse battery', 0));
+  t.notOk(await verifyPassword(hash, 'correct horse battery!', 0));
 });
 
 t.test('the test cost is far weaker, and its hashes verify under either setting', async (t) => {
   setPasswordHashCost('test');
-  const weak = await hashPassword('correct horse battery');
+  const weak = await hashPassword('correct horse battery', 0);
   t.match(weak, /^\$argon2id\$v=19\$m=256,t=1,p=1\$/);
   setPasswordHashCost('standard');
-  t.ok(await verifyPassword(weak, 'correct horse battery'));
-  t.notOk(await verifyPassword(weak, 'wrong'));
+  t.ok(await verifyPassword(weak, 'correct horse battery', 0));
+  t.notOk(await verifyPassword(weak, 'wrong', 0));
 });
 
 t.test('an unknown user or a hash that is not one answers false', async (t) => {
-  t.notOk(await verifyPassword(null, 'anything'));
-  t.notOk(await verifyPassword('not-a-hash', 'anything'));
+  t.notOk(await verifyPassword(null, 'anything', 0));
+  t.notOk(await verifyPassword('not-a-hash', 'anything', 0));
+});
+
+t.test("one tenant's many hashes do not hold up another tenant's check", async (t) => {
+  setPasswordHashCost('test');
+  const stored = await hashPassword('the other tenant', 2);
+  const finished: string[] = [];
+  // Tenant 1 sets forty passwords at once (a sync, a script); then a user of tenant 2 signs in.
+  const flood = Array.from({ length: 40 }, (_, i) => hashPassword(`password ${i}`, 1).then(() => finished.push(`tenant 1, hash ${i}`)));
+  const check = verifyPassword(stored, 'the other tenant', 2).then((matches) => {
+    finished.push('tenant 2');
+    return matches;
+  });
+  t.ok(await check, 'the check answers');
+  await Promise.all(flood);
+  // Places are as many as the cores, at most four: the check waits for one of tenant 1's, not for all forty.
+  const position = finished.indexOf('tenant 2') + 1;
+  t.ok(position <= 10, `the check was done ${position}th of 41`);
+  setPasswordHashCost('standard');
 });

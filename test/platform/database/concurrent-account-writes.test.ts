@@ -273,7 +273,7 @@ t.test("a delegate's update of a user promoted at the same moment is judged on t
   t.equal((await takeover).status, 403, 'the update of an administrator is refused to the delegate');
   const row = await ownerUser(api.db, tenant.tenantId, rising.id);
   t.equal(row!.roleId, administrator.id);
-  t.ok(await verifyPassword(row!.passwordHash, 'the rising password'), 'the password was not replaced');
+  t.ok(await verifyPassword(row!.passwordHash, 'the rising password', 0), 'the password was not replaced');
 });
 
 // A logout mark waits for the user's row; a deletion and a blackout take the administration lock the promotion holds.

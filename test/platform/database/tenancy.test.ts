@@ -99,7 +99,7 @@ t.test('a connection made with the app role by URL is scoped the same way', asyn
 });
 
 t.test("one tenant's transactions never hold every connection of the request pool: another tenant's runs beside them", async (t) => {
-  // docs/tenancy-and-security.md#sharing-the-request-pool. A pool of three: alpha's slow transactions may hold two.
+  // docs/tenancy-and-security.md#the-request-pool. A pool of three: alpha's slow transactions may hold two.
   const pool = new Database(data.db.url, { appUrl: data.appUrl, poolSize: 3 });
   t.teardown(() => pool.close());
   // Alpha's transactions wait for a lock the test holds, on a connection of its own.

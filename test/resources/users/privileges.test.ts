@@ -122,7 +122,7 @@ t.test('update: another user whose role grants permissions the caller lacks is 4
   }
   const after = await ownerUser(api.db, tenant.tenantId, tenant.adminUserId);
   t.strictSame(after, before, 'the administrator is unchanged');
-  t.notOk(await verifyPassword(after!.passwordHash, 'taken-over-admin'), 'the password was not replaced');
+  t.notOk(await verifyPassword(after!.passwordHash, 'taken-over-admin', 0), 'the password was not replaced');
 });
 
 t.test('delete, blackout and restore of a user whose role grants permissions the caller lacks are 403', async (t) => {

@@ -309,7 +309,7 @@ t.test('create: defaults of the create keys, password hashed and never returned'
   t.notOk(JSON.stringify(res.body).includes(body.password), 'password not in the answer');
   const row = await ownerUser(api.db, tenant.tenantId, res.body.id);
   t.match(row!.passwordHash, /^\$argon2id\$/);
-  t.ok(await verifyPassword(row!.passwordHash, body.password));
+  t.ok(await verifyPassword(row!.passwordHash, body.password, 0));
   const members = await api.db.owner.select().from(departmentUsers).where(eq(departmentUsers.userId, res.body.id));
   t.equal(members.length, 1, 'department membership stored');
 });
@@ -344,7 +344,7 @@ t.test('update: an administrator changes another user, including password and de
   t.equal(res.body.prevent_logout, true);
   t.equal(res.body.username, created.body.username, 'other keys keep their value');
   const row = await ownerUser(api.db, tenant.tenantId, created.body.id);
-  t.ok(await verifyPassword(row!.passwordHash, 'another long password'));
+  t.ok(await verifyPassword(row!.passwordHash, 'another long password', 0));
   t.equal((await api.db.owner.select().from(departmentUsers).where(eq(departmentUsers.userId, created.body.id))).length, 0);
 });
 
@@ -441,10 +441,10 @@ t.test("update: changing one's own password needs the current one without users.
   t.ok(missing.body.errors.old_password);
   const wrong = await api.call(t, 'updateUser', { token: self.token, params, body: { password: 'the second password', old_password: 'nope nope nope' } });
   t.equal(wrong.status, 422);
-  t.ok(await verifyPassword((await ownerUser(api.db, tenant.tenantId, self.id))!.passwordHash, 'the first password'), 'unchanged');
+  t.ok(await verifyPassword((await ownerUser(api.db, tenant.tenantId, self.id))!.passwordHash, 'the first password', 0), 'unchanged');
   const ok = await api.call(t, 'updateUser', { token: self.token, params, body: { password: 'the second password', old_password: 'the first password' } });
   t.equal(ok.status, 200);
-  t.ok(await verifyPassword((await ownerUser(api.db, tenant.tenantId, self.id))!.passwordHash, 'the second password'));
+  t.ok(await verifyPassword((await ownerUser(api.db, tenant.tenantId, self.id))!.passwordHash, 'the second password', 0));
 });
 
 t.test('update: another user needs users.administer', async (t) => {

@@ -1,13 +1,14 @@
 /**
- * The request pool's connections shared between tenants (src/platform/database/connection-shares.ts,
- * docs/tenancy-and-security.md#sharing-the-request-pool): a place freed goes to the waiting
- * tenant that holds the fewest, and no tenant takes the last free connection.
+ * Places shared between tenants (src/platform/tenant-shares.ts,
+ * docs/tenancy-and-security.md#sharing-between-tenants), as the request pool's connections
+ * use them: a place freed goes to the waiting tenant that holds the fewest, and no tenant
+ * takes the last free one while others are about.
  */
 import t from 'tap';
-import { ConnectionShares } from '../../../src/platform/database/connection-shares.ts';
+import { TenantShares } from '../../src/platform/tenant-shares.ts';
 
 /** Enters `tenant` and records when it got its place. */
-function enterAs(shares: ConnectionShares, tenant: number, admitted: string[], label: string): Promise<void> {
+function enterAs(shares: TenantShares, tenant: number, admitted: string[], label: string): Promise<void> {
   const entering = shares.enter(tenant);
   if (!entering) {
     admitted.push(label);
@@ -22,7 +23,7 @@ const settle = () => new Promise((resolve) => setImmediate(resolve));
 
 t.test('a tenant alone takes the whole pool; while another took a connection within the last second, not its last one', async (t) => {
   let now = 0;
-  const shares = new ConnectionShares(4, () => now);
+  const shares = new TenantShares(4, () => now);
   t.equal(shares.perTenant, 3);
   const admitted: string[] = [];
   for (const label of ['a1', 'a2', 'a3', 'a4']) void enterAs(shares, 1, admitted, label);
@@ -57,7 +58,7 @@ t.test('a tenant alone takes the whole pool; while another took a connection wit
 
 t.test('a place freed goes to the waiting tenant that holds the fewest, then to the one that waited longest', async (t) => {
   // All within one instant: every tenant is about.
-  const shares = new ConnectionShares(4, () => 0);
+  const shares = new TenantShares(4, () => 0);
   const admitted: string[] = [];
   for (const label of ['a1', 'a2', 'a3']) void enterAs(shares, 1, admitted, label);
   void enterAs(shares, 2, admitted, 'b1');
@@ -89,7 +90,7 @@ t.test('a place freed goes to the waiting tenant that holds the fewest, then to 
 
 t.test('pools of one or two keep nothing back, though another tenant is about', async (t) => {
   for (const size of [1, 2]) {
-    const shares = new ConnectionShares(size, () => 0);
+    const shares = new TenantShares(size, () => 0);
     t.equal(shares.enter(9), undefined);
     shares.leave(9);
     const admitted: string[] = [];
@@ -97,12 +98,12 @@ t.test('pools of one or two keep nothing back, though another tenant is about', 
     await settle();
     t.equal(admitted.length, size, `a pool of ${size} is all one tenant's`);
   }
-  t.equal(new ConnectionShares(3).perTenant, 2, 'from three up, one is kept back');
+  t.equal(new TenantShares(3).perTenant, 2, 'from three up, one is kept back');
 });
 
 t.test('a transaction kept waiting for the other tenants goes in once their second has passed, with no place given back', async (t) => {
   let now = 0;
-  const shares = new ConnectionShares(3, () => now);
+  const shares = new TenantShares(3, () => now);
   t.equal(shares.enter(2), undefined);
   shares.leave(2);
   const admitted: string[] = [];
@@ -116,7 +117,7 @@ t.test('a transaction kept waiting for the other tenants goes in once their seco
 });
 
 t.test('transactions without a tenant share as tenant 0, and keep nothing back for themselves', async (t) => {
-  const shares = new ConnectionShares(3, () => 0);
+  const shares = new TenantShares(3, () => 0);
   t.equal(shares.enter(0), undefined);
   shares.leave(0);
   for (let i = 0; i < 3; i++) t.equal(shares.enter(7), undefined, 'tenant 0 took one a moment ago: tenant 7 still takes all three');
@@ -129,4 +130,13 @@ t.test('transactions without a tenant share as tenant 0, and keep nothing back f
   t.equal(shares.enter(5), undefined);
   shares.leave(5);
   t.equal(shares.enter(5), undefined, 'given back and taken again synchronously');
+});
+
+t.test('run gives its place back when its work fails', async (t) => {
+  const shares = new TenantShares(1, () => 0);
+  await t.rejects(
+    shares.run(1, () => Promise.reject(new Error('failed'))),
+    /failed/,
+  );
+  t.equal(await shares.run(2, () => Promise.resolve('next')), 'next', 'the place is free again');
 });

@@ -1,26 +1,26 @@
 /**
- * How the request pool's connections are shared between tenants
- * (docs/tenancy-and-security.md#sharing-the-request-pool). Every transaction of the pool
- * enters before it reserves a connection and leaves once it has released it.
+ * Places of a resource with room for a few at a time, shared between tenants
+ * (docs/tenancy-and-security.md#sharing-between-tenants): the request pool's connections
+ * (database.ts) and password hashing (auth/passwords.ts). Work enters before it uses the
+ * resource and leaves once it is done with it.
  *
- * While a connection is free, a transaction enters at once, unless its tenant already
- * holds all but one of them while other tenants are about (one of them took a connection
- * within the last second): that one is left to them, and to the authentication
- * statements, which reserve none. When none is free, it waits, and each place freed goes
- * to the waiting tenant that holds the fewest (then to the one that has waited longest),
- * its transactions in the order they came. So one tenant's many slow requests (long
- * lists, CSV previews) wait behind each other, not in front of another tenant's, and a
- * tenant alone (a deployment of one) has the whole pool.
+ * While a place is free, work enters at once, unless its tenant already holds all but one
+ * of them while other tenants are about (one of them took a place within the last
+ * second): that one is left to them. When none is free, it waits, and each place freed
+ * goes to the waiting tenant that holds the fewest (then to the one that has waited
+ * longest), its work in the order it came. So one tenant's much or slow work waits behind
+ * itself, not in front of another tenant's, and a tenant alone (a deployment of one) has
+ * every place.
  */
-/** How recently another tenant must have taken a connection for the last free one to be kept for it. */
+/** How recently another tenant must have taken a place for the last free one to be kept for it. */
 const OTHERS_ABOUT_MS = 1_000;
 
-export class ConnectionShares {
+export class TenantShares {
   /** Places taken, all tenants together. */
   private taken = 0;
   /** Places each tenant holds (none kept at zero). */
   private readonly held = new Map<number, number>();
-  /** The transactions waiting, by tenant, in the order each tenant first waited. */
+  /** The work waiting, by tenant, in the order each tenant first waited. */
   private readonly waiting = new Map<number, (() => void)[]>();
   /** Most places one tenant may hold while other tenants are about. */
   readonly perTenant: number;
@@ -28,20 +28,20 @@ export class ConnectionShares {
   private lastTenant = NaN;
   private lastAt = -Infinity;
   private otherAt = -Infinity;
-  /** The look at waiting transactions set for when the other tenants' second has passed. */
+  /** The look at waiting work set for when the other tenants' second has passed. */
   private recheck: NodeJS.Timeout | null = null;
 
   constructor(
     readonly capacity: number,
     private readonly now: () => number = () => performance.now(),
   ) {
-    // Too small a pool to keep one back: a tenant would lose half of it or more.
+    // Too few places to keep one back: a tenant would lose half of them or more.
     this.perTenant = capacity > 2 ? capacity - 1 : capacity;
   }
 
   /**
-   * Takes a place for a transaction of `tenant` (0 for one without a tenant): undefined
-   * when it is taken at once, else a promise settled once it is.
+   * Takes a place for work of `tenant` (0 for work without a tenant): undefined when it is
+   * taken at once, else a promise settled once it is.
    */
   enter(tenant: number): Promise<void> | undefined {
     if (!this.waiting.has(tenant) && this.mayTake(tenant)) {
@@ -65,7 +65,18 @@ export class ConnectionShares {
     this.admitWaiting();
   }
 
-  /** Lets waiting transactions in while places are free, the tenant holding the fewest first. */
+  /** Runs `fn` in a place of `tenant`'s, given back when it settles. */
+  async run<T>(tenant: number, fn: () => Promise<T>): Promise<T> {
+    const entering = this.enter(tenant);
+    if (entering) await entering;
+    try {
+      return await fn();
+    } finally {
+      this.leave(tenant);
+    }
+  }
+
+  /** Lets waiting work in while places are free, the tenant holding the fewest first. */
   private admitWaiting(): void {
     while (this.taken < this.capacity) {
       let next: number | undefined;
@@ -83,7 +94,7 @@ export class ConnectionShares {
   }
 
   /**
-   * A place free while transactions wait: they wait for the other tenants to be gone
+   * A place free while work waits: it waits for the other tenants to be gone
    * (`othersAbout`), which no `leave` may come to tell. They are looked at again once the
    * second since the last other tenant's take has passed.
    */
@@ -108,7 +119,7 @@ export class ConnectionShares {
 
   /**
    * Whether a tenant other than `tenant` (and not 0) took a place within the last second. (One that holds a place now
-   * needs no asking: then the pool is full before `tenant` holds all but one.)
+   * needs no asking: then every place is taken before `tenant` holds all but one.)
    */
   private othersAbout(tenant: number): boolean {
     return this.now() - (this.lastTenant !== tenant ? this.lastAt : this.otherAt) < OTHERS_ABOUT_MS;
@@ -117,7 +128,7 @@ export class ConnectionShares {
   private take(tenant: number): void {
     this.taken++;
     this.held.set(tenant, this.holds(tenant) + 1);
-    // Transactions without a tenant (sign-in's, the job queue's housekeeping) keep nothing back for themselves.
+    // Work without a tenant (a sign-in's look-ups, the job queue's housekeeping) keeps nothing back for itself.
     if (tenant === 0) return;
     if (tenant !== this.lastTenant) {
       this.otherAt = this.lastAt;
