@@ -308,9 +308,9 @@ export class Jobs {
    * since the sweep delivers it, rather than with a 503 that a client would retry into the
    * same work done twice (a refused answer keeps no idempotency key).
    */
-  async sendCommitted<T extends object>(definition: JobDefinition<T, unknown>, data: T): Promise<void> {
+  async sendCommitted<T extends object>(definition: JobDefinition<T, unknown>, data: T, options: PgBoss.SendOptions = {}): Promise<void> {
     try {
-      await this.send(definition, data);
+      await this.send(definition, data, options);
     } catch (error) {
       this.log.error({ err: error, job: definition.name }, 'job not sent after its commit; its sweep sends it');
     }

@@ -2,7 +2,7 @@
 import { defineJob } from '../../platform/jobs/define.ts';
 import type { Services } from '../../platform/services.ts';
 import { deliverWebhook } from './deliver-webhook.job.ts';
-import { failInterruptedDelivery, stuckDeliveries } from './queries.ts';
+import { failInterruptedDelivery, queuePriority, stuckDeliveries } from './queries.ts';
 
 /** Deliveries handled per run. */
 const BATCH = 100;
@@ -17,13 +17,21 @@ export async function requeueStuckDeliveries(services: Services): Promise<number
   // Maintenance across every tenant: the owner role, not a tenant transaction.
   const stuck = await stuckDeliveries(services.db.owner, BATCH);
   let queued = 0;
+  // Each tenant's requeued deliveries take turns with the other tenants' (`queuePriority`): its first one here goes first.
+  const requeued = new Map<number, number>();
   for (const delivery of stuck) {
     if (delivery.attempts >= services.config.webhookMaxAttempts) {
       // Its last allowed attempt was claimed and never reported (the process died): final.
       await failInterruptedDelivery(services.db.owner, delivery.tenantId, delivery.deliveryId, delivery.attempts);
       continue;
     }
-    await services.jobs.send(deliverWebhook, { tenantId: delivery.tenantId, deliveryId: delivery.deliveryId, attempt: delivery.attempts + 1 });
+    const ahead = requeued.get(delivery.tenantId) ?? 0;
+    requeued.set(delivery.tenantId, ahead + 1);
+    await services.jobs.send(
+      deliverWebhook,
+      { tenantId: delivery.tenantId, deliveryId: delivery.deliveryId, attempt: delivery.attempts + 1 },
+      { priority: queuePriority(ahead) },
+    );
     queued += 1;
   }
   return queued;

@@ -11,7 +11,7 @@ import { defineJob } from '../../platform/jobs/define.ts';
 import { attemptDelivery, nextState, type DeliveryOutcome } from '../../platform/outbound/delivery-outcome.ts';
 import type { Services } from '../../platform/services.ts';
 import { signWebhookJwt } from './jwt-keys.ts';
-import { claimAttempt, findDeliveryWithAutomation, reclaimInterruptedAttempt, recordAttempt } from './queries.ts';
+import { claimAttempt, findDeliveryWithAutomation, queuePriority, reclaimInterruptedAttempt, recordAttempt, waitingDeliveries } from './queries.ts';
 import { unsealSecrets, type WebhookConfiguration } from './webhook-configuration.ts';
 import { buildWebhookRequest } from './webhook-request.ts';
 
@@ -84,7 +84,15 @@ async function deliverOnce(services: Services, { tenantId, deliveryId, attempt }
   services.metrics.deliveries.inc({ channel: 'webhook', outcome: outcome.verdict });
 
   const next = nextState(outcome, attempt, { maxAttempts: config.webhookMaxAttempts, retryDelayMs: config.webhookRetryDelayMs }, new Date());
-  const recorded = await db.tenant(tenantId, (tx) => recordAttempt(tx, { tenantId, deliveryId, number: attempt, startedAt }, outcome, next));
-  // Deleted with its automation while the attempt was made: nothing more to do.
-  if (recorded && next.retryAt) await jobs.send(deliverWebhook, { tenantId, deliveryId, attempt: attempt + 1 }, { startAfter: next.retryAt });
+  const [recorded, waiting] = await db.tenant(tenantId, (tx) =>
+    Promise.all([recordAttempt(tx, { tenantId, deliveryId, number: attempt, startedAt }, outcome, next), next.retryAt ? waitingDeliveries(tx, tenantId) : 0]),
+  );
+  // Deleted with its automation while the attempt was made: nothing more to do. A retry queues behind the tenant's other waiting deliveries.
+  if (recorded && next.retryAt) {
+    await jobs.send(
+      deliverWebhook,
+      { tenantId, deliveryId, attempt: attempt + 1 },
+      { startAfter: next.retryAt, priority: queuePriority(Math.max(0, waiting - 1)) },
+    );
+  }
 }

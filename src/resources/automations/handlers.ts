@@ -7,7 +7,16 @@ import { SECRET_CHANGED } from '../../platform/audit/audit.ts';
 import { audit, recordChanges } from '../audit-events/record.ts';
 import { deliverWebhook } from './deliver-webhook.job.ts';
 import { webhookJwks } from './jwt-keys.ts';
-import { deleteAutomation, deliveriesOf, findAutomation, insertAutomation, insertDelivery, updateAutomation } from './queries.ts';
+import {
+  deleteAutomation,
+  deliveriesOf,
+  findAutomation,
+  insertAutomation,
+  insertDelivery,
+  queuePriority,
+  updateAutomation,
+  waitingDeliveries,
+} from './queries.ts';
 import { assertValidConfiguration, configurationErrors, infiniteNumberPath } from './rules.ts';
 import type { AutomationRow } from './table.ts';
 import { automationListing, automationView, deliveryListing, deliveryView } from './view.ts';
@@ -114,25 +123,29 @@ export const automationHandlers = {
     const infinite = infiniteNumberPath(context, 'context');
     if (infinite !== undefined) throw invalid({ [infinite]: [coded('type', 'must be a finite number: JSON has no value for one this large')] });
     const eventId = `evt_${randomUUID().replace(/-/g, '')}`;
-    const [delivery, answer] = await db.tenant(auth.tenantId, async (tx) => {
+    const [delivery, answer, ahead] = await db.tenant(auth.tenantId, async (tx) => {
       // Held until the delivery is stored: a delete that committed meanwhile is a 404, not a broken reference.
       const automation = await existingAutomation(tx, params.automation, { lock: 'key share', tenantId: auth.tenantId });
-      const rows = await insertDelivery(tx, {
-        tenantId: auth.tenantId,
-        automationId: automation.id,
-        eventId,
-        payload: webhookPayload(eventId, automation, context, new Date()),
-      });
+      // The tenant's deliveries still waiting, counted before this one joins them (one round trip: sent together).
+      const [waiting, rows] = await Promise.all([
+        waitingDeliveries(tx, auth.tenantId),
+        insertDelivery(tx, {
+          tenantId: auth.tenantId,
+          automationId: automation.id,
+          eventId,
+          payload: webhookPayload(eventId, automation, context, new Date()),
+        }),
+      ]);
       const [presented] = await presentAll(deliveryView, tx, rows, auth);
       await audit(tx, ctx, {
         action: 'automation.run',
         target: { type: 'automation', id: automation.id, label: automation.name },
         details: { event_id: eventId, delivery_id: rows[0]!.id },
       });
-      return [rows[0]!, presented!] as const;
+      return [rows[0]!, presented!, waiting] as const;
     });
     // Recorded and committed: a failed send leaves it to automations.deliver-pending.
-    await jobs.sendCommitted(deliverWebhook, { tenantId: auth.tenantId, deliveryId: delivery.id, attempt: 1 });
+    await jobs.sendCommitted(deliverWebhook, { tenantId: auth.tenantId, deliveryId: delivery.id, attempt: 1 }, { priority: queuePriority(ahead) });
     return { status: 202, body: answer };
   },
 

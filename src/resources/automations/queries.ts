@@ -70,6 +70,26 @@ export async function deleteAutomation(tx: Tx, id: number): Promise<boolean> {
 /** The deliveries of one automation (a `where` for the deliveries listing). */
 export const deliveriesOf = (automationId: number): SQL => eq(webhookDeliveries.automationId, automationId);
 
+/**
+ * How many of the tenant's deliveries still expect an attempt: a new job of the tenant's
+ * queues behind that many of its own (`queuePriority`), not behind other tenants' backlogs.
+ */
+export async function waitingDeliveries(tx: Tx, tenantId: number): Promise<number> {
+  const [row] = await tx
+    .select({ waiting: sql<number>`count(*)::int` })
+    .from(webhookDeliveries)
+    .where(and(eq(webhookDeliveries.tenantId, tenantId), inArray(webhookDeliveries.status, OPEN_STATUSES)));
+  return row?.waiting ?? 0;
+}
+
+/**
+ * The pg-boss priority of a delivery job whose tenant has `ahead` other deliveries waiting
+ * (docs/outbound-delivery.md#concurrency). Workers take the highest first, then the
+ * oldest: a tenant's first waiting delivery goes before another tenant's tenth, so one
+ * tenant's backlog queues behind itself, and the tenants' deliveries take turns.
+ */
+export const queuePriority = (ahead: number): number => -ahead;
+
 export function insertDelivery(tx: Tx, values: { tenantId: number; automationId: number; eventId: string; payload: string }): Promise<DeliveryRow[]> {
   return tx.insert(webhookDeliveries).values(values).returning();
 }

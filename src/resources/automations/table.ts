@@ -54,6 +54,10 @@ export const webhookDeliveries = pgTable(
       foreignColumns: [automations.tenantId, automations.id],
     }).onDelete('cascade'),
     index('webhook_deliveries_automation_idx').on(t.tenantId, t.automationId, t.id),
+    // A tenant's deliveries still to be made, counted for the place of its next one in the queue (`waitingDeliveries`).
+    index('webhook_deliveries_open_idx')
+      .on(t.tenantId)
+      .where(sql`${t.status} IN ('pending', 'retrying')`),
     check('webhook_deliveries_status_known', sql`${t.status} IN ('pending', 'retrying', 'succeeded', 'failed')`),
     // The retention purge (purge-expired.job.ts) finds finished deliveries by age.
     index('webhook_deliveries_completed_idx')

@@ -8,6 +8,7 @@ import t from 'tap';
 import { startTestApi } from '../../helpers/atrium.ts';
 import { eventually } from '../../helpers/eventually.ts';
 import { startReceiver } from '../../helpers/receiver.ts';
+import { OUTBOUND_CONCURRENCY } from '../../../src/platform/outbound/client.ts';
 
 const api = await startTestApi(t, { role: 'all', webhookAllowedCidrs: ['127.0.0.0/8'], outboundTimeoutMs: 60_000, webhookMaxAttempts: 1 });
 const receiver = await startReceiver(t);
@@ -51,4 +52,47 @@ t.test("one tenant's receiver that hangs does not hold another tenant's delivery
     ).status,
     'succeeded',
   );
+});
+
+t.test("one tenant's queue of deliveries does not hold another tenant's delivery behind it", async (t) => {
+  // docs/outbound-delivery.md#concurrency. Every worker busy with the first tenant's receiver, twelve more of its deliveries
+  // queued, then one of another tenant: once the workers are free again, the other tenant's comes before the twelve.
+  receiver.script('/backlog', ['hang']);
+  const created = await api.call(t, 'createAutomation', {
+    token: slow.adminToken,
+    body: { name: 'backlog', config: { url: receiver.url('/backlog'), headers: {} } },
+  });
+  for (let i = 0; i < OUTBOUND_CONCURRENCY + 12; i++) {
+    t.equal((await api.call(t, 'runAutomation', { token: slow.adminToken, params: { automation: created.body.id }, body: {} })).status, 202);
+  }
+  await eventually(
+    async () => receiver.received('/backlog').length,
+    (n) => n === OUTBOUND_CONCURRENCY,
+  );
+  const other = await runAutomationAt(prompt.adminToken, '/after-backlog');
+  receiver.releaseHung();
+  // The workers busy again: the other tenant's delivery is among what they took.
+  const busy = await eventually(
+    async () => ({ backlog: receiver.received('/backlog').length, other: receiver.received('/after-backlog').length }),
+    (seen) => seen.backlog + seen.other >= 2 * OUTBOUND_CONCURRENCY,
+  );
+  t.equal(busy.other, 1, `the other tenant's delivery was made before the first tenant's next ${busy.backlog - OUTBOUND_CONCURRENCY}`);
+  t.equal(
+    (
+      await eventually(
+        () => delivery(prompt.adminToken, other),
+        (d) => d?.status === 'succeeded',
+      )
+    ).status,
+    'succeeded',
+  );
+  // Each of the first tenant's requests hangs until released: released until every delivery is made.
+  const made = await eventually(
+    async () => {
+      receiver.releaseHung();
+      return (await api.call(t, 'listAutomationDeliveries', { token: slow.adminToken, params: { automation: created.body.id } })).body as { status: string }[];
+    },
+    (deliveries) => deliveries.length === OUTBOUND_CONCURRENCY + 12 && deliveries.every((d) => d.status === 'succeeded'),
+  );
+  t.equal(made.filter((d) => d.status === 'succeeded').length, OUTBOUND_CONCURRENCY + 12, "then every one of the first tenant's");
 });
