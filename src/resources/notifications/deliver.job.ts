@@ -1,6 +1,6 @@
 import { defineJob } from '../../platform/jobs/define.ts';
 import type { Services } from '../../platform/services.ts';
-import { sendPushJob } from '../push/send-push.job.ts';
+import { pushPriority, sendPushJob } from '../push/send-push.job.ts';
 import { emailNotifications } from './email.job.ts';
 import { findDispatch, markDispatchDelivered, recordPushedThrough, storeNotificationBatch, type Dispatch, type DispatchRow } from './queries.ts';
 
@@ -17,11 +17,12 @@ export async function deliverDispatch(services: Services, dispatch: Dispatch, ba
   if (!found) return 0; // reset in the meantime
   let after = 0;
   let stored = 0;
-  for (;;) {
+  // The batch's place in this dispatch: a fan-out's later batches queue behind other dispatches' first ones.
+  for (let turn = 0; ; turn++) {
     const batch = await db.tenant(dispatch.tenantId, (tx) => storeNotificationBatch(tx, found, after, batchSize));
     stored += batch.stored;
     if (batch.last === null) break;
-    await queuePushes(services, found, after, batch.last);
+    await queuePushes(services, found, after, batch.last, turn);
     after = batch.last;
   }
   await db.tenant(dispatch.tenantId, (tx) => markDispatchDelivered(tx, found.id));
@@ -37,14 +38,13 @@ export async function deliverDispatch(services: Services, dispatch: Dispatch, ba
  * queued, so a delivery re-run after a crash queues the batches whose push was lost and
  * none twice (except the one batch between the send and the update: at least once).
  */
-async function queuePushes(services: Services, dispatch: DispatchRow, after: number, last: number): Promise<void> {
+async function queuePushes(services: Services, dispatch: DispatchRow, after: number, last: number, turn: number): Promise<void> {
   if (last <= dispatch.pushedThrough) return;
-  await services.jobs.send(sendPushJob, {
-    tenantId: dispatch.tenantId,
-    dispatchId: dispatch.id,
-    afterUserId: Math.max(after, dispatch.pushedThrough),
-    lastUserId: last,
-  });
+  await services.jobs.send(
+    sendPushJob,
+    { tenantId: dispatch.tenantId, dispatchId: dispatch.id, afterUserId: Math.max(after, dispatch.pushedThrough), lastUserId: last, turn },
+    pushPriority(turn),
+  );
   await services.db.tenant(dispatch.tenantId, (tx) => recordPushedThrough(tx, dispatch.id, last));
   dispatch.pushedThrough = last;
 }

@@ -37,7 +37,20 @@ export interface PushRetry {
   deliveries: PushDelivery[];
 }
 
-export type PushJobData = PushBatch | PushRetry;
+/**
+ * How many jobs of the same work went before this one (a dispatch's earlier batches, the
+ * job this one continues or retries); absent: none. The job's pg-boss priority is minus
+ * that (`pushPriority`): workers take the highest first, then the oldest, so another
+ * tenant's first push job goes before a fan-out's later ones.
+ */
+interface Turn {
+  turn?: number;
+}
+
+export type PushJobData = (PushBatch | PushRetry) & Turn;
+
+/** The queue options of a push job that has `turn` jobs of the same work before it (docs/outbound-delivery.md#concurrency). */
+export const pushPriority = (turn: number | undefined) => ({ priority: -(turn ?? 0) });
 
 /** How long push services keep an undelivered message (the device may be offline). */
 const PUSH_TTL_SECONDS = 24 * 3600;
@@ -141,7 +154,7 @@ export async function sendPushes(services: Services, data: PushJobData): Promise
   const limit = pushMessagesPerJob(services.config.outboundTimeoutMs);
   const { messages, rest } = await services.db.tenant(data.tenantId, (tx) => jobShare(tx, data, limit));
   // Queued first: another worker sends it meanwhile.
-  if (rest) await services.jobs.send(sendPushJob, rest);
+  if (rest) await services.jobs.send(sendPushJob, { ...rest, turn: (data.turn ?? 0) + 1 }, pushPriority((data.turn ?? 0) + 1));
   if (messages.length === 0) return { sent: 0, gone: 0, retried: 0, failed: 0 };
   const keys = await vapidKeys(services.config, services.db);
   // Loaded here: only a process that sends push messages holds the library (docs/performance.md#memory-of-a-started-process).
@@ -154,7 +167,12 @@ export async function sendPushes(services: Services, data: PushJobData): Promise
   const settlement = settleOutcomes(messages, outcomes, attempt, policy, new Date());
   await services.db.tenant(data.tenantId, (tx) => recordOutcomes(tx, settlement));
   for (const [at, deliveries] of settlement.retries) {
-    await services.jobs.send(sendPushJob, { tenantId: data.tenantId, attempt: attempt + 1, deliveries }, { startAfter: new Date(at) });
+    const turn = (data.turn ?? 0) + 1;
+    await services.jobs.send(
+      sendPushJob,
+      { tenantId: data.tenantId, attempt: attempt + 1, deliveries, turn },
+      { startAfter: new Date(at), ...pushPriority(turn) },
+    );
   }
   return settlement.tally;
 }

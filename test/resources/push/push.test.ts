@@ -10,7 +10,7 @@ import { deleteUserSubscriptions, loadMessages, recordOutcomes } from '../../../
 import { PUSH_MESSAGE_MAX_BYTES, pushPayload, pushPayloads } from '../../../src/resources/push/rules.ts';
 import { sendPushJob, sendPushes } from '../../../src/resources/push/send-push.job.ts';
 import { pushSubscriptions } from '../../../src/resources/push/table.ts';
-import { DESTINATION_NOT_ALLOWED, NOT_AN_ALLOWED_DESTINATION, NOT_DELIVERED } from '../../../src/platform/outbound/client.ts';
+import { DESTINATION_NOT_ALLOWED, NOT_AN_ALLOWED_DESTINATION, NOT_DELIVERED, OUTBOUND_CONCURRENCY } from '../../../src/platform/outbound/client.ts';
 import { startTestApi } from '../../helpers/atrium.ts';
 import { eventually } from '../../helpers/eventually.ts';
 import { backdateUpdatedAt, holdRows, lockWaiters, rowCount, sleep } from '../../helpers/fixtures.ts';
@@ -727,4 +727,51 @@ t.test('settling a delivery and deleting a user’s subscriptions lock them in i
     ([lowest]) => api.db.owner.execute(sql`update push_subscriptions set endpoint = endpoint || '/moved', last_failure = 'refused' where id = ${lowest}`),
   );
   t.equal(await subscriptionCount(), 0, 'all are deleted');
+});
+
+t.test("one tenant's fan-out does not queue another tenant's push behind all of its batches", async (t) => {
+  // docs/outbound-delivery.md#concurrency. The first tenant's notification to twenty recipients, stored one recipient a
+  // batch: twenty push jobs. Every push worker is held by its push service, twelve jobs wait; then another tenant's
+  // notification. Once the workers are free, its push is among the next ones sent, not after the twelve.
+  await api.db.owner.delete(pushSubscriptions);
+  // An endpoint is the one user's: each recipient's own, every one held by the push service until released.
+  const paths: string[] = [];
+  const recipients: number[] = [];
+  for (let i = 0; i < OUTBOUND_CONCURRENCY + 12; i++) {
+    const path = pushPath();
+    pushService.script(path, ['hang']);
+    const recipient = await api.createUser(tenant.tenantId);
+    t.equal((await register(t, recipient.token, { endpoint: pushService.url(path), keys: browserSubscription().keys })).status, 201);
+    paths.push(path);
+    recipients.push(recipient.id);
+  }
+  const backlog = () => paths.reduce((sum, path) => sum + pushService.received(path).length, 0);
+  const data = { title: 'Everyone', body: 'B', url: '/' };
+  const fanOut = await api.db.tenant(tenant.tenantId, (tx) => notify(tx, { recipients: { userIds: recipients }, type: 'customNotification', data }));
+  await deliverDispatch(api.atrium.services, fanOut, 1);
+  await eventually(
+    async () => backlog(),
+    (n) => n === OUTBOUND_CONCURRENCY,
+  );
+  const besidePath = pushPath();
+  pushService.script(besidePath, [201]);
+  const beside = await api.createUser(other.tenantId);
+  t.equal((await register(t, beside.token, { endpoint: pushService.url(besidePath), keys: browserSubscription().keys })).status, 201);
+  const single = await api.db.tenant(other.tenantId, (tx) => notify(tx, { recipients: { userIds: [beside.id] }, type: 'customNotification', data }));
+  await deliverDispatch(api.atrium.services, single);
+  pushService.releaseHung();
+  const busy = await eventually(
+    async () => ({ backlog: backlog(), beside: pushService.received(besidePath).length }),
+    (seen) => seen.backlog + seen.beside >= 2 * OUTBOUND_CONCURRENCY,
+  );
+  t.equal(busy.beside, 1, `the other tenant's push was sent before the first tenant's next ${busy.backlog - OUTBOUND_CONCURRENCY}`);
+  // The rest of the fan-out, released as it arrives.
+  const all = await eventually(
+    async () => {
+      pushService.releaseHung();
+      return backlog();
+    },
+    (n) => n === OUTBOUND_CONCURRENCY + 12,
+  );
+  t.equal(all, OUTBOUND_CONCURRENCY + 12, 'then every one of the fan-out');
 });
