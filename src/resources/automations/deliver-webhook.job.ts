@@ -87,12 +87,9 @@ async function deliverOnce(services: Services, { tenantId, deliveryId, attempt }
   const [recorded, waiting] = await db.tenant(tenantId, (tx) =>
     Promise.all([recordAttempt(tx, { tenantId, deliveryId, number: attempt, startedAt }, outcome, next), next.retryAt ? waitingDeliveries(tx, tenantId) : 0]),
   );
-  // Deleted with its automation while the attempt was made: nothing more to do. A retry queues behind the tenant's other waiting deliveries.
+  // Deleted with its automation while the attempt was made: nothing more to do. A retry queues behind the tenant's deliveries
+  // waiting now (this one, its attempt just made, is not among them).
   if (recorded && next.retryAt) {
-    await jobs.send(
-      deliverWebhook,
-      { tenantId, deliveryId, attempt: attempt + 1 },
-      { startAfter: next.retryAt, priority: queuePriority(Math.max(0, waiting - 1)) },
-    );
+    await jobs.send(deliverWebhook, { tenantId, deliveryId, attempt: attempt + 1 }, { startAfter: next.retryAt, priority: queuePriority(waiting) });
   }
 }

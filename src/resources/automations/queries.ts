@@ -71,14 +71,16 @@ export async function deleteAutomation(tx: Tx, id: number): Promise<boolean> {
 export const deliveriesOf = (automationId: number): SQL => eq(webhookDeliveries.automationId, automationId);
 
 /**
- * How many of the tenant's deliveries still expect an attempt: a new job of the tenant's
- * queues behind that many of its own (`queuePriority`), not behind other tenants' backlogs.
+ * How many of the tenant's deliveries wait for their attempt now: open, due, and not being
+ * made (an attempt in flight holds it past its lease). A new job of the tenant's queues
+ * behind that many of its own (`queuePriority`), not behind other tenants' backlogs; retries
+ * scheduled for later do not count until they are due.
  */
 export async function waitingDeliveries(tx: Tx, tenantId: number): Promise<number> {
   const [row] = await tx
     .select({ waiting: sql<number>`count(*)::int` })
     .from(webhookDeliveries)
-    .where(and(eq(webhookDeliveries.tenantId, tenantId), inArray(webhookDeliveries.status, OPEN_STATUSES)));
+    .where(and(eq(webhookDeliveries.tenantId, tenantId), inArray(webhookDeliveries.status, OPEN_STATUSES), sql`${DUE_AT} <= now()`));
   return row?.waiting ?? 0;
 }
 
