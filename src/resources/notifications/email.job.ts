@@ -17,9 +17,6 @@ function recipientRefused(error: unknown): boolean {
   return refusedAt && typeof responseCode === 'number' && responseCode !== 421;
 }
 
-/** Dispatches whose copies a worker process sends at once (each over an SMTP connection of its own). */
-export const EMAIL_CONCURRENCY = 4;
-
 /** How much longer a copy's claim lasts than its send may: the send ends half of it before the claim lapses. */
 const CLAIM_BEYOND_SEND_SECONDS = 60;
 
@@ -119,9 +116,6 @@ export const emailNotifications = defineJob<Dispatch>({
   // dispatch (re-delivery) waits, then finds every copy marked sent.
   queue: { policy: 'singleton', retryLimit: 5, retryDelay: 30, retryBackoff: true },
   work: { batchSize: 1, pollingIntervalSeconds: 1 },
-  // A job sends all of its dispatch's copies, one after another, each waiting on the mail server (up to SMTP_TIMEOUT_MS):
-  // one tenant's dispatch to thousands holds one of these workers, not every tenant's e-mail behind it.
-  concurrency: EMAIL_CONCURRENCY,
   async handle(data, services) {
     await emailDispatch(services, data);
   },

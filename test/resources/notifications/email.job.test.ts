@@ -424,37 +424,3 @@ t.test('a server that stops answering is given up after SMTP_TIMEOUT_MS; the cop
   );
   t.ok(await followUpAfter(dispatchId), 'a job is queued for when its claim lapses');
 });
-
-t.test("one tenant's e-mail copies that take long do not hold another tenant's", async (t) => {
-  // docs/notifications.md#e-mail-copies: a worker sends several dispatches' copies at once.
-  const other = await api.createTenant('emails-beside');
-  const otherSender = await api.createUser(other.tenantId, { permissions: ['notifications.send'] });
-  const busy = await api.createUser(tenant.tenantId, { values: { wantsEmailNotifications: true, email: 'busy@example.test' } });
-  const beside = await api.createUser(other.tenantId, { values: { wantsEmailNotifications: true, email: 'beside@example.test' } });
-  let release!: () => void;
-  const reached = new Promise<void>((resolve) => {
-    holdNext = { address: 'busy@example.test', until: new Promise<void>((done) => (release = done)), reached: resolve };
-  });
-  const body = { body: '<p>Hello</p>', url: 'https://intranet.example.test/' };
-  t.equal((await api.call(t, 'createNotification', { token: sender.token, body: { ...body, title: 'Slow to send', user_ids: [busy.id] } })).status, 202);
-  // The first tenant's copy is with the mail server, which takes its time over it.
-  await reached;
-  t.equal((await api.call(t, 'createNotification', { token: otherSender.token, body: { ...body, title: 'Meanwhile', user_ids: [beside.id] } })).status, 202);
-  const sent = (address: string) => received.some((message) => message.to.includes(address));
-  t.ok(
-    await eventually(
-      async () => sent('beside@example.test'),
-      (done) => done,
-    ),
-    "the other tenant's copy is sent while the first tenant's is still being sent",
-  );
-  t.notOk(sent('busy@example.test'), 'the first one still is');
-  release();
-  t.ok(
-    await eventually(
-      async () => sent('busy@example.test'),
-      (done) => done,
-    ),
-    'then it is sent',
-  );
-});
