@@ -3,6 +3,7 @@
  * at start: a process that never signs anyone in never holds it
  * (docs/performance.md#memory-of-a-started-process).
  */
+import { createHash } from 'node:crypto';
 import os from 'node:os';
 import type * as Argon2 from '@node-rs/argon2';
 import { TenantShares } from '../tenant-shares.ts';
@@ -44,6 +45,19 @@ export function setPasswordHashCost(value: PasswordHashCost): void {
 export async function hashPassword(password: string, tenant: number): Promise<string> {
   const { hash, Algorithm } = await argon2();
   return hashing.run(tenant, () => hash(password, { algorithm: Algorithm.Argon2id, ...COSTS[cost] }));
+}
+
+/**
+ * The share a sign-in's check takes: its tenant's, or, for a tenant name no tenant has, one
+ * of that name's own (a negative number, which no tenant id is). A sign-in so waits behind
+ * the checks made under the name it gives, whether or not a tenant has that name: how long
+ * it waits tells nothing of which names exist. (Under one share for every unknown name, a
+ * sign-in naming a made-up tenant would wait behind a flood of them, and one naming a real
+ * tenant would not.)
+ */
+export function signInShare(tenantId: number | null | undefined, tenantName: string): number {
+  if (tenantId) return tenantId;
+  return -1 - createHash('sha256').update(tenantName).digest().readUIntBE(0, 6);
 }
 
 /** A hash of a random password, verified against when the user is unknown so that

@@ -1,5 +1,5 @@
 import { requestOrigin } from '../../platform/audit/audit.ts';
-import { verifyPassword } from '../../platform/auth/passwords.ts';
+import { signInShare, verifyPassword } from '../../platform/auth/passwords.ts';
 import type { Handlers } from '../../platform/http/handler.ts';
 import { unauthorized } from '../../platform/http/problem.ts';
 import { audit, userLabel } from '../audit-events/record.ts';
@@ -28,7 +28,7 @@ export const authHandlers = {
     const keys = loginLimitKeys(config, body.tenant, body.username, request.ip, tenantId && user ? { tenantId, userId: user.id } : undefined);
     const attempt = await admitLoginAttempt(db, config, keys);
     // Always verify (against a dummy hash when there is no user): same answer, same time.
-    const passwordOk = await verifyPassword(user?.passwordHash, body.password, tenantId ?? 0);
+    const passwordOk = await verifyPassword(user?.passwordHash, body.password, signInShare(tenantId, body.tenant));
     // A failure stays counted on every key.
     if (!tenantId || !user || !passwordOk || !user.active) throw credentialsInvalid();
     const [byName, byAddress, byUser] = keys;

@@ -3,7 +3,7 @@
  * hash, so hashes of either cost verify whatever the process's own setting.
  */
 import t from 'tap';
-import { hashPassword, setPasswordHashCost, verifyPassword } from '../../../src/platform/auth/passwords.ts';
+import { hashPassword, setPasswordHashCost, signInShare, verifyPassword } from '../../../src/platform/auth/passwords.ts';
 
 t.teardown(() => setPasswordHashCost('standard'));
 
@@ -43,6 +43,27 @@ t.test("one tenant's many hashes do not hold up another tenant's check", async (
   await Promise.all(flood);
   // Places are as many as the cores, at most four: the check waits for one of tenant 1's, not for all forty.
   const position = finished.indexOf('tenant 2') + 1;
-  t.ok(position <= 10, `the check was done ${position}th of 41`);
+  t.ok(position <= 10, `the check was done in place ${position} of 41`);
+  setPasswordHashCost('standard');
+});
+
+t.test("a sign-in naming no tenant waits behind its own name's checks, as one naming a tenant does", async (t) => {
+  t.equal(signInShare(7, 'acme'), 7, "a tenant's sign-ins take its share");
+  t.ok(signInShare(null, 'made-up') < 0, 'a name no tenant has takes a share no tenant id is');
+  t.equal(signInShare(null, 'made-up'), signInShare(undefined, 'made-up'), 'the same one for the same name');
+  t.not(signInShare(null, 'made-up'), signInShare(null, 'made-up-too'), 'another for another name');
+  setPasswordHashCost('test');
+  /** Where a sign-in naming `probeName` finishes among forty naming `floodName` at once (each checked against the dummy hash). */
+  const probePosition = async (floodName: string, probeName: string) => {
+    const finished: string[] = [];
+    const flood = Array.from({ length: 40 }, (_, i) => verifyPassword(null, `guess ${i}`, signInShare(null, floodName)).then(() => finished.push('flood')));
+    const probe = verifyPassword(null, 'a guess', signInShare(null, probeName)).then(() => finished.push('probe'));
+    await Promise.all([...flood, probe]);
+    return finished.indexOf('probe') + 1;
+  };
+  const other = await probePosition('made-up', 'made-up-too');
+  t.ok(other <= 10, `a sign-in naming another name was done in place ${other} of 41`);
+  const same = await probePosition('made-up', 'made-up');
+  t.ok(same > 30, `one naming the same name waits behind them: place ${same} of 41`);
   setPasswordHashCost('standard');
 });
