@@ -13,6 +13,22 @@ import { lostJobs, removeExpiredLeases, takeLeases } from './leases.ts';
  * define.ts). Resources define jobs next to their handlers, one `<verb>.job.ts` each, and
  * list them in src/jobs.ts.
  */
+/** 2026-01-01 UTC in seconds: turn priorities count from it, so they stay within PostgreSQL's integer for decades. */
+const TURN_EPOCH_SECONDS = 1_767_225_600;
+
+/**
+ * The pg-boss priority of a job that has `ahead` jobs of the same work before it (a tenant's
+ * deliveries waiting, a fan-out's earlier batches), each counted `paceSeconds` later than
+ * now: a virtual time, whose earliest workers take first (pg-boss takes the highest
+ * priority, then the oldest job). One tenant's burst is so spread over `ahead × paceSeconds`,
+ * and others' jobs queued meanwhile go between its jobs instead of behind all of them,
+ * while a job queued earlier still goes before one queued later with as many ahead of it:
+ * none waits for ever behind newer work (docs/outbound-delivery.md#concurrency).
+ */
+export function turnPriority(ahead: number, paceSeconds: number, now = Date.now()): number {
+  return -(Math.floor(now / 1000) - TURN_EPOCH_SECONDS + ahead * paceSeconds);
+}
+
 /** How often the workers beyond a queue's first (`concurrency`) look for jobs. */
 const EXTRA_WORKER_POLL_SECONDS = 10;
 

@@ -4,6 +4,7 @@
  */
 import { and, eq, inArray, notExists, sql, type SQL } from 'drizzle-orm';
 import type { Db, Tx } from '../../platform/database/database.ts';
+import { turnPriority } from '../../platform/jobs/jobs.ts';
 import { lockRecord } from '../../platform/database/locks.ts';
 import { updateTime } from '../../platform/database/update-time.ts';
 import type { DeliveryOutcome } from '../../platform/outbound/delivery-outcome.ts';
@@ -85,12 +86,12 @@ export async function waitingDeliveries(tx: Tx, tenantId: number): Promise<numbe
 }
 
 /**
- * The pg-boss priority of a delivery job whose tenant has `ahead` other deliveries waiting
- * (docs/outbound-delivery.md#concurrency). Workers take the highest first, then the
- * oldest: a tenant's first waiting delivery goes before another tenant's tenth, so one
- * tenant's backlog queues behind itself, and the tenants' deliveries take turns.
+ * The pg-boss priority of a delivery job whose tenant has `ahead` other deliveries waiting:
+ * each counts ten seconds of the queue's virtual time (`turnPriority`), about one attempt
+ * at a receiver that is slow to answer. A tenant's thousand deliveries queued at once are
+ * spread over three hours of it, and another tenant's queued meanwhile go between them.
  */
-export const queuePriority = (ahead: number): number => -ahead;
+export const queuePriority = (ahead: number): number => turnPriority(ahead, 10);
 
 export function insertDelivery(tx: Tx, values: { tenantId: number; automationId: number; eventId: string; payload: string }): Promise<DeliveryRow[]> {
   return tx.insert(webhookDeliveries).values(values).returning();

@@ -19,6 +19,7 @@ import { OUTBOUND_CONCURRENCY } from '../../platform/outbound/client.ts';
 import type webPushModule from 'web-push';
 import type { Tx } from '../../platform/database/database.ts';
 import { defineJob } from '../../platform/jobs/define.ts';
+import { turnPriority } from '../../platform/jobs/jobs.ts';
 import { attemptDelivery, type DeliveryOutcome } from '../../platform/outbound/delivery-outcome.ts';
 import type { Services } from '../../platform/services.ts';
 import { loadMessages, recordOutcomes, type BatchRecipients, type PushMessage } from './queries.ts';
@@ -39,9 +40,9 @@ export interface PushRetry {
 
 /**
  * How many jobs of the same work went before this one (a dispatch's earlier batches, the
- * job this one continues or retries); absent: none. The job's pg-boss priority is minus
- * that (`pushPriority`): workers take the highest first, then the oldest, so another
- * tenant's first push job goes before a fan-out's later ones.
+ * job this one continues or retries); absent: none. Each counts a minute of the queue's
+ * virtual time (`pushPriority`, `turnPriority`), about what a batch's job takes: another
+ * dispatch's first push job queued meanwhile goes before a fan-out's later ones.
  */
 interface Turn {
   turn?: number;
@@ -50,7 +51,7 @@ interface Turn {
 export type PushJobData = (PushBatch | PushRetry) & Turn;
 
 /** The queue options of a push job that has `turn` jobs of the same work before it (docs/outbound-delivery.md#concurrency). */
-export const pushPriority = (turn: number | undefined) => ({ priority: -(turn ?? 0) });
+export const pushPriority = (turn: number | undefined) => ({ priority: turnPriority(turn ?? 0, 60) });
 
 /** How long push services keep an undelivered message (the device may be offline). */
 const PUSH_TTL_SECONDS = 24 * 3600;
