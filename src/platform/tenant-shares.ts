@@ -7,8 +7,8 @@
  * While a place is free, work enters at once, unless its tenant already holds all but one
  * of them while other tenants are about (one of them took a place within the last
  * second): that one is left to them. When none is free, it waits, and each place freed
- * goes to the waiting tenant that holds the fewest (then to the one that has waited
- * longest), its work in the order it came. So one tenant's much or slow work waits behind
+ * goes to the waiting tenant that holds the fewest (among equals they take turns), its
+ * work in the order it came. So one tenant's much or slow work waits behind
  * itself, not in front of another tenant's, and a tenant alone (a deployment of one) has
  * every place.
  */
@@ -20,7 +20,7 @@ export class TenantShares {
   private taken = 0;
   /** Places each tenant holds (none kept at zero). */
   private readonly held = new Map<number, number>();
-  /** The work waiting, by tenant, in the order each tenant first waited. */
+  /** The work waiting, by tenant: the tenants in turn order (one served goes to the back), each's work in the order it came. */
   private readonly waiting = new Map<number, (() => void)[]>();
   /** Most places one tenant may hold while other tenants are about. */
   readonly perTenant: number;
@@ -86,7 +86,9 @@ export class TenantShares {
       if (next === undefined) break;
       const queue = this.waiting.get(next)!;
       const admit = queue.shift()!;
-      if (queue.length === 0) this.waiting.delete(next);
+      // Its turn taken: behind the other waiting tenants, among those holding as many.
+      this.waiting.delete(next);
+      if (queue.length > 0) this.waiting.set(next, queue);
       this.take(next);
       admit();
     }

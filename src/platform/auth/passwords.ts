@@ -47,24 +47,25 @@ export async function hashPassword(password: string, tenant: number): Promise<st
   return hashing.run(tenant, () => hash(password, { algorithm: Algorithm.Argon2id, ...COSTS[cost] }));
 }
 
+/** How many shares sign-ins are spread over, by the tenant name they give (`signInShare`). */
+const SIGN_IN_SHARES = 16;
+
 /**
- * The share a sign-in's check takes: its tenant's, or, for a tenant name no tenant has, one
- * of that name's own (a negative number, which no tenant id is). A sign-in so waits behind
- * the checks made under the name it gives, whether or not a tenant has that name: how long
- * it waits tells nothing of which names exist. (Under one share for every unknown name, a
- * sign-in naming a made-up tenant would wait behind a flood of them, and one naming a real
- * tenant would not.)
+ * The share a sign-in's check takes: one of `SIGN_IN_SHARES`, by a hash of the tenant name
+ * it gives, whether or not a tenant has that name (negative numbers, which no tenant id
+ * is). Waiting so tells nothing of which names exist, and sign-ins naming made-up tenants,
+ * however many names they give, hold no more than these shares: a tenant's own work (a
+ * password change, a new user) is one share beside them.
  */
-export function signInShare(tenantId: number | null | undefined, tenantName: string): number {
-  if (tenantId) return tenantId;
-  return -1 - createHash('sha256').update(tenantName).digest().readUIntBE(0, 6);
+export function signInShare(tenantName: string): number {
+  return -1 - (createHash('sha256').update(tenantName).digest().readUInt32BE(0) % SIGN_IN_SHARES);
 }
 
 /** A hash of a random password, verified against when the user is unknown so that
  * "no such user" and "wrong password" take the same time. */
 let dummyHash: Promise<string> | undefined;
 
-/** Whether `password` matches `passwordHash`, checked in a place of `tenant`'s (0: a sign-in to no known tenant). */
+/** Whether `password` matches `passwordHash`, checked in a place of `tenant`'s share (a sign-in's: `signInShare`). */
 export async function verifyPassword(passwordHash: string | null | undefined, password: string, tenant: number): Promise<boolean> {
   const { verify } = await argon2();
   if (!passwordHash) {

@@ -28,7 +28,7 @@ export const authHandlers = {
     const keys = loginLimitKeys(config, body.tenant, body.username, request.ip, tenantId && user ? { tenantId, userId: user.id } : undefined);
     const attempt = await admitLoginAttempt(db, config, keys);
     // Always verify (against a dummy hash when there is no user): same answer, same time.
-    const passwordOk = await verifyPassword(user?.passwordHash, body.password, signInShare(tenantId, body.tenant));
+    const passwordOk = await verifyPassword(user?.passwordHash, body.password, signInShare(body.tenant));
     // A failure stays counted on every key.
     if (!tenantId || !user || !passwordOk || !user.active) throw credentialsInvalid();
     const [byName, byAddress, byUser] = keys;

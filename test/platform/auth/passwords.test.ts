@@ -47,23 +47,35 @@ t.test("one tenant's many hashes do not hold up another tenant's check", async (
   setPasswordHashCost('standard');
 });
 
-t.test("a sign-in naming no tenant waits behind its own name's checks, as one naming a tenant does", async (t) => {
-  t.equal(signInShare(7, 'acme'), 7, "a tenant's sign-ins take its share");
-  t.ok(signInShare(null, 'made-up') < 0, 'a name no tenant has takes a share no tenant id is');
-  t.equal(signInShare(null, 'made-up'), signInShare(undefined, 'made-up'), 'the same one for the same name');
-  t.not(signInShare(null, 'made-up'), signInShare(null, 'made-up-too'), 'another for another name');
+t.test('a sign-in waits under a share of the tenant name it gives, one of sixteen, whether or not a tenant has it', async (t) => {
+  t.equal(signInShare('acme'), signInShare('acme'), 'the same share for the same name');
+  const shares = new Set(Array.from({ length: 1000 }, (_, i) => signInShare(`made-up-${i}`)));
+  t.equal(shares.size, 16, 'a thousand names take sixteen shares');
+  t.ok(
+    [...shares].every((share) => share < 0),
+    'none of them a tenant id',
+  );
   setPasswordHashCost('test');
   /** Where a sign-in naming `probeName` finishes among forty naming `floodName` at once (each checked against the dummy hash). */
   const probePosition = async (floodName: string, probeName: string) => {
     const finished: string[] = [];
-    const flood = Array.from({ length: 40 }, (_, i) => verifyPassword(null, `guess ${i}`, signInShare(null, floodName)).then(() => finished.push('flood')));
-    const probe = verifyPassword(null, 'a guess', signInShare(null, probeName)).then(() => finished.push('probe'));
+    const flood = Array.from({ length: 40 }, (_, i) => verifyPassword(null, `guess ${i}`, signInShare(floodName)).then(() => finished.push('flood')));
+    const probe = verifyPassword(null, 'a guess', signInShare(probeName)).then(() => finished.push('probe'));
     await Promise.all([...flood, probe]);
     return finished.indexOf('probe') + 1;
   };
-  const other = await probePosition('made-up', 'made-up-too');
-  t.ok(other <= 10, `a sign-in naming another name was done in place ${other} of 41`);
+  const otherName = Array.from({ length: 100 }, (_, i) => `another-${i}`).find((name) => signInShare(name) !== signInShare('made-up'))!;
+  const other = await probePosition('made-up', otherName);
+  t.ok(other <= 10, `a sign-in under another share was done in place ${other} of 41`);
   const same = await probePosition('made-up', 'made-up');
   t.ok(same > 30, `one naming the same name waits behind them: place ${same} of 41`);
+  // Forty names of every share at once: a tenant's own check still waits for a few of them, not all forty.
+  const mine = await hashPassword('mine', 0);
+  const finished: string[] = [];
+  const spread = Array.from({ length: 40 }, (_, i) => verifyPassword(mine, 'guess', signInShare(`made-up-${i}`)).then(() => finished.push('flood')));
+  const own = verifyPassword(mine, 'mine', 7).then(() => finished.push('tenant'));
+  await Promise.all([...spread, own]);
+  const place = finished.indexOf('tenant') + 1;
+  t.ok(place <= 20, `a tenant's own check beside them was done in place ${place} of 41`);
   setPasswordHashCost('standard');
 });
