@@ -90,6 +90,10 @@ async function deliverOnce(services: Services, { tenantId, deliveryId, attempt }
   // Deleted with its automation while the attempt was made: nothing more to do. A retry queues behind the tenant's deliveries
   // waiting now (this one, its attempt just made, is not among them).
   if (recorded && next.retryAt) {
-    await jobs.send(deliverWebhook, { tenantId, deliveryId, attempt: attempt + 1 }, { startAfter: next.retryAt, priority: queuePriority(waiting) });
+    await jobs.send(
+      deliverWebhook,
+      { tenantId, deliveryId, attempt: attempt + 1 },
+      { startAfter: next.retryAt, priority: queuePriority(waiting, next.retryAt.getTime()) },
+    );
   }
 }

@@ -90,8 +90,9 @@ export async function waitingDeliveries(tx: Tx, tenantId: number): Promise<numbe
  * each counts ten seconds of the queue's virtual time (`turnPriority`), about one attempt
  * at a receiver that is slow to answer. A tenant's thousand deliveries queued at once are
  * spread over three hours of it, and another tenant's queued meanwhile go between them.
+ * A job that waits to be due (a retry) counts from when it is due, not from when it was queued.
  */
-export const queuePriority = (ahead: number): number => turnPriority(ahead, 10);
+export const queuePriority = (ahead: number, due = Date.now()): number => turnPriority(ahead, 10, due);
 
 export function insertDelivery(tx: Tx, values: { tenantId: number; automationId: number; eventId: string; payload: string }): Promise<DeliveryRow[]> {
   return tx.insert(webhookDeliveries).values(values).returning();

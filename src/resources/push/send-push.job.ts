@@ -51,7 +51,7 @@ interface Turn {
 export type PushJobData = (PushBatch | PushRetry) & Turn;
 
 /** The queue options of a push job that has `turn` jobs of the same work before it (docs/outbound-delivery.md#concurrency). */
-export const pushPriority = (turn: number | undefined) => ({ priority: turnPriority(turn ?? 0, 60) });
+export const pushPriority = (turn: number | undefined, due = Date.now()) => ({ priority: turnPriority(turn ?? 0, 60, due) });
 
 /** How long push services keep an undelivered message (the device may be offline). */
 const PUSH_TTL_SECONDS = 24 * 3600;
@@ -172,7 +172,7 @@ export async function sendPushes(services: Services, data: PushJobData): Promise
     await services.jobs.send(
       sendPushJob,
       { tenantId: data.tenantId, attempt: attempt + 1, deliveries, turn },
-      { startAfter: new Date(at), ...pushPriority(turn) },
+      { startAfter: new Date(at), ...pushPriority(turn, at) },
     );
   }
   return settlement.tally;
