@@ -17,6 +17,7 @@ import { users } from '../../src/resources/users/table.ts';
 import { createAtrium, type Atrium } from '../../src/server.ts';
 import { contractViolations, headerViolations, serializerViolations } from './contract.ts';
 import { createTestDatabase } from './database.ts';
+import { exitWhenEnded } from './processes.ts';
 import { DEMO_PASSWORD, tenantData, type TenantData } from './tenant-data.ts';
 
 export { DEMO_PASSWORD, type TestTenant } from './tenant-data.ts';
@@ -54,17 +55,6 @@ export interface TestApi extends TenantData {
 }
 
 /**
- * Ends the process once tap has taken everything written to stdout. Writes to a pipe are
- * asynchronous: while tap is slow to read (a busy machine), the rest of a file's results
- * waits in the process, and exiting then drops it (the file's output ends mid-test, exit
- * code 0).
- */
-function exitOnceFlushed(): void {
-  if (process.stdout.writableLength === 0) process.exit();
-  else process.stdout.once('drain', exitOnceFlushed);
-}
-
-/**
  * As the entry point does (src/main.ts): a lost connection under a statement of the driver's
  * own that nobody awaits (the array types it reads on each new connection) does not end
  * the process; any other unhandled rejection still does. Files that terminate the
@@ -96,10 +86,7 @@ export async function startTestApi(t: Test, overrides: Partial<Config> = {}): Pr
     await atrium.stop();
     await database.drop();
   });
-  // When files run in parallel, a finished file's process sometimes lingers with nothing
-  // open but its pipes to tap, until tap's timeout kills it and fails the file. Once the
-  // file's results are out, it ends (keeping tap's exit code).
-  t.on('end', () => setTimeout(exitOnceFlushed, 2_000).unref());
+  exitWhenEnded(t);
   const db = atrium.services.db;
   const app = atrium.app!;
 

@@ -74,3 +74,25 @@ export async function serverPort(): Promise<number> {
   }
   throw new Error(`no free port between ${lowest} and ${ephemeralFrom}`);
 }
+
+/**
+ * Ends this process once `t`, a file's test, has ended and tap has taken everything the
+ * process wrote. When files run in parallel, a finished file's process sometimes lingers
+ * with nothing open but its pipes to tap, until tap's timeout kills it and fails the file.
+ * Exiting keeps tap's exit code. A file that shares its process with others (a subtest of
+ * shared-process.ts) leaves that to the process's last file.
+ */
+export function exitWhenEnded(t: Test): void {
+  if (t.parent) return;
+  t.on('end', () => setTimeout(exitOnceFlushed, 2_000).unref());
+}
+
+/**
+ * Writes to a pipe are asynchronous: while tap is slow to read (a busy machine), the rest of
+ * a file's results waits in the process, and exiting then drops it (the file's output ends
+ * mid-test, exit code 0).
+ */
+function exitOnceFlushed(): void {
+  if (process.stdout.writableLength === 0) process.exit();
+  else process.stdout.once('drain', exitOnceFlushed);
+}

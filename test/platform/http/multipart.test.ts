@@ -19,7 +19,9 @@ const role = await roleNamed(api.db, tenant.tenantId, 'Employee');
 const app = api.atrium.app!;
 const base = new URL(await app.listen({ port: 0, host: '127.0.0.1' }));
 
-// A handle left for the garbage collector to close is a leak that only looks closed.
+// A handle left for the garbage collector to close is a leak that only looks closed. Node
+// warns of it once a process, so:
+// This file runs in a process of its own (no other file's handle may take the one warning).
 const closedByCollector: string[] = [];
 process.on('warning', (warning: Error & { code?: string }) => {
   if (warning.code === 'DEP0137') closedByCollector.push(warning.message);
