@@ -586,13 +586,14 @@ export function unknownSettings(env: NodeJS.ProcessEnv): string[] {
 }
 
 /**
- * The configuration of an entry point (`npm start`, the `atrium` command): the environment,
- * over `.env` when there is one. A mistake prints one line per variable on stderr, no stack
- * trace, and exits with status 78 (EX_CONFIG) before anything has started.
+ * The configuration of an entry point (`npm start`, the `atrium` command): `variables` (the
+ * process's environment unless given) over `.env` when there is one. A mistake prints one
+ * line per variable on stderr, no stack trace, and exits with status 78 (EX_CONFIG) before
+ * anything has started.
  */
-export function entryPointConfig(): Config {
+export function entryPointConfig(variables: NodeJS.ProcessEnv = process.env): Config {
   try {
-    const env = { ...readDotEnv(), ...process.env };
+    const env = { ...readDotEnv(), ...variables };
     for (const line of unknownSettings(env)) process.stderr.write(`atrium: ${line}\n`);
     return loadConfig(env);
   } catch (error) {
