@@ -15,9 +15,9 @@
  *   for one run.
  * - Running `npx tap <file>` directly still works: each file then creates its own database
  *   (see test/helpers/database.ts).
- * - Files that start no process of their own share a few processes, each running its share
- *   one file after another (test/helpers/shared-process.ts, docs/testing.md#files-sharing-a-process);
- *   a run of a few files gives each its own.
+ * - Files share a few processes, which take them one after another from one queue
+ *   (test/helpers/shared-process.ts, docs/testing.md#files-sharing-a-process); a file that
+ *   says so, and each file of a run of a few, runs in a process of its own.
  * - Files run several at a time: twice as many as the machine has cores (tap's own default
  *   leaves a core free, which on a two-core machine means one file at a time), because a test
  *   file mostly waits for PostgreSQL, child processes and background jobs. `--jobs=N` overrides.
@@ -100,37 +100,37 @@ async function tapArguments(given: string[]): Promise<{ args: string[]; needsDat
 const OWN_PROCESS = /^\/\/ This file runs in a process of its own\b/m;
 
 /**
- * `args` with the files that may share a process (all but the process tier's and those
- * that say OWN_PROCESS) given to `processes` processes instead, each running its share one
- * file after another (test/helpers/shared-process.ts): loading Node, tsx and Atrium's
- * modules for each file took most of a small file's time. Shares are balanced by the files'
- * sizes, the largest placed first. A run of few files runs each in a process of its own.
- * The entry file of each share is written to `folder`.
+ * `args` with the files that may share a process (all but those that say OWN_PROCESS) given
+ * to `processes` processes instead, which take them one at a time from one queue
+ * (test/helpers/shared-process.ts): loading Node, tsx and Atrium's modules for each file took
+ * most of a small file's time, and a queue lets the processes end together whatever the
+ * files' lengths. The queue puts the longest files first, as far as their sizes tell: the
+ * process tier's (which wait on the programs they start), then the others, each by size. A
+ * run of few files runs each in a process of its own. The queue and the entry file of each
+ * process are written to `folder`.
  */
 async function sharingProcesses(given: string[], processes: number, folder: string): Promise<string[]> {
   // No file named: every test file (tap would find them by its `include`).
   const args = given.some((arg) => !arg.startsWith('-')) ? given : [...given, ...(await testFiles())];
-  const sizes = new Map<string, number>();
+  const queue: { file: string; processTier: boolean; size: number }[] = [];
   for (const file of args.filter((arg) => !arg.startsWith('-'))) {
     const source = await readFile(file, 'utf8').catch(() => null);
-    if (source !== null && tierOf(source) !== 'process' && !OWN_PROCESS.test(source)) sizes.set(file, source.length);
+    if (source !== null && !OWN_PROCESS.test(source)) queue.push({ file, processTier: tierOf(source) === 'process', size: source.length });
   }
-  if (sizes.size < 2 * processes) return given;
-  const shares = Array.from({ length: processes }, () => ({ files: [] as string[], size: 0 }));
-  for (const [file, size] of [...sizes].sort((a, b) => b[1] - a[1])) {
-    const share = shares.reduce((least, candidate) => (candidate.size < least.size ? candidate : least));
-    share.files.push(file);
-    share.size += size;
-  }
+  if (queue.length < 2 * processes) return given;
+  queue.sort((a, b) => Number(b.processTier) - Number(a.processTier) || b.size - a.size);
   await mkdir(folder, { recursive: true });
+  const queueFile = path.join(folder, 'queue.json');
+  await writeFile(queueFile, JSON.stringify(queue.map((entry) => entry.file)));
   const runner = pathToFileURL(path.resolve('test/helpers/shared-process.ts')).href;
   const entries: string[] = [];
-  for (const [index, share] of shares.entries()) {
+  for (let index = 0; index < processes; index++) {
     const entry = path.join(folder, `shared-${index + 1}.test.mjs`);
-    await writeFile(entry, `import { runFiles } from ${JSON.stringify(runner)};\nawait runFiles(${JSON.stringify(share.files)});\n`);
+    await writeFile(entry, `import { runQueue } from ${JSON.stringify(runner)};\nawait runQueue(${JSON.stringify(queueFile)});\n`);
     entries.push(entry);
   }
-  return [...args.filter((arg) => !sizes.has(arg)), ...entries];
+  const queued = new Set(queue.map((entry) => entry.file));
+  return [...args.filter((arg) => !queued.has(arg)), ...entries];
 }
 
 const tap = await tapArguments(process.argv.slice(2));
@@ -139,18 +139,16 @@ process.argv.splice(2, Infinity, ...tap.args);
 const tapRunner = path.resolve('node_modules/tap/dist/esm/run.mjs');
 const jobCount = Math.max(2, os.availableParallelism() * 2);
 const jobs = `--jobs=${jobCount}`;
-// tap starts files in the order of their paths: tmp/ after test/. So the files that start
-// processes of their own, the longest chains (the command line's takes minutes), take every
-// place first, and the shares take the places as those end.
+// tap starts files in the order of their paths: tmp/ after test/. So a file that needs a
+// process of its own starts first, and the shared processes take the places as those end.
 const sharesFolder = path.resolve('tmp', `test-shares-${process.pid}`);
-// A share fewer than places: once the shares run, they leave the machine's cores a little air.
 const places = Number(
   tap.args
     .filter((arg) => arg.startsWith('--jobs='))
     .at(-1)
     ?.slice('--jobs='.length) ?? jobCount,
 );
-tap.args = await sharingProcesses(tap.args, Math.max(1, places - 1), sharesFolder);
+tap.args = await sharingProcesses(tap.args, places, sharesFolder);
 process.on('exit', () => rmSync(sharesFolder, { recursive: true, force: true }));
 const runNode = (args: string[], env: NodeJS.ProcessEnv = process.env) =>
   new Promise<number>((resolve) => {

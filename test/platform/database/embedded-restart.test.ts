@@ -14,6 +14,8 @@ import t, { type Test } from 'tap';
 import { eventually, readinessOnceReady } from '../../helpers/eventually.ts';
 import { alive, postmasterOf } from '../../helpers/processes.ts';
 
+// This file runs in a process of its own (once, in a process shared with other files, its Atrium neither logged the postmaster's death nor started it again; not explained).
+
 t.setTimeout(300_000);
 
 const root = path.resolve(import.meta.dirname, '../../..');

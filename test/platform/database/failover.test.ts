@@ -28,6 +28,8 @@ import { bearer, sleep } from '../../helpers/fixtures.ts';
 import { serverPort } from '../../helpers/processes.ts';
 import { openSse } from '../../helpers/sse.ts';
 
+// This file runs in a process of its own (it ends early by exiting where pg_autoctl is missing, and leaves pg_auto_failover's processes to its exit handler).
+
 const PG_AUTOCTL = ['/usr/bin/pg_autoctl', '/usr/lib/postgresql/15/bin/pg_autoctl'].find((file) => existsSync(file));
 const PG_BIN = '/usr/lib/postgresql/15/bin';
 if (!PG_AUTOCTL || !existsSync(path.join(PG_BIN, 'pg_ctl'))) {
