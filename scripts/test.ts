@@ -4,7 +4,8 @@
  *
  * - Without DATABASE_URL it starts an embedded PostgreSQL under the system temp folder and
  *   removes it afterwards; with DATABASE_URL it uses that server (the role must be allowed
- *   to create databases) and drops everything it created.
+ *   to create databases) and drops everything it created, the files' copies all together
+ *   when the run ends (each `DROP DATABASE` makes the server write a checkpoint).
  * - The template holds the migrations and the job queue's schema and queues (pg-boss).
  * - Arguments are passed to tap (`npm test -- test/resources/users/users.test.ts`), a folder
  *   as the test files under it, but for
@@ -34,7 +35,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import postgres from 'postgres';
-import { TEST_CLUSTER_ENV, TEST_CLUSTER_SETTINGS, type TestCluster } from '../test/helpers/database.ts';
+import { runCopies, TEST_CLUSTER_ENV, TEST_CLUSTER_SETTINGS, type TestCluster } from '../test/helpers/database.ts';
 
 const TIERS = ['unit', 'database', 'http', 'process'] as const;
 type Tier = (typeof TIERS)[number];
@@ -182,10 +183,26 @@ const admin = postgres(server.url, { max: 1, onnotice: () => {} });
 
 async function cleanUp(): Promise<void> {
   if (nodes) await dropCitusDatabase(nodes, template).catch(() => {});
+  if (external && !nodes) await dropRunCopies().catch(() => {});
   await admin.unsafe(`drop database if exists "${template}" with (force)`).catch(() => {});
   await admin.end({ timeout: 5 });
   await server.stop();
   if (!external) await rm(dataDir, { recursive: true, force: true });
+}
+
+/**
+ * Drops the databases the run's files copied from the template, several at once: drops
+ * that wait together share the checkpoint each asks for. (The embedded cluster is removed
+ * whole instead.)
+ */
+async function dropRunCopies(): Promise<void> {
+  const copies = await admin<{ datname: string }[]>`select datname from pg_database where datname like ${runCopies(template)}`;
+  const dropper = postgres(server.url, { max: 8, onnotice: () => {} });
+  try {
+    await Promise.all(copies.map(({ datname }) => dropper.unsafe(`drop database if exists "${datname}" with (force)`)));
+  } finally {
+    await dropper.end({ timeout: 5 });
+  }
 }
 
 let status: number;

@@ -1,7 +1,7 @@
 /**
  * One isolated PostgreSQL database per test file, so tap can run files in parallel:
  * - under `npm test` (scripts/test.ts), a copy of the run's migrated template database on
- *   the run's one server, dropped afterwards;
+ *   the run's one server, dropped with the run's other copies when the run ends;
  * - with DATABASE_URL (a file run by `npx tap` directly), a fresh database on that server;
  * - otherwise a fresh embedded cluster under os.tmpdir(), stopped and removed afterwards.
  * With CITUS_DATABASE_URL (a Citus coordinator) each file's database spans the coordinator
@@ -22,6 +22,18 @@ import { CITUS_ENV, citusNodes, copyCitusDatabase, createCitusTemplate, dropCitu
  * and every commit would otherwise be flushed).
  */
 export const TEST_CLUSTER_SETTINGS = { fsync: 'off', synchronous_commit: 'off', full_page_writes: 'off' };
+
+/**
+ * The copies a run's files make of its template are named after it, so that the run drops
+ * them all when it ends (`runCopies`). A file does not drop its own: `DROP DATABASE` makes
+ * the whole server write a checkpoint and waits for it, and with a file ending every
+ * second or two those checkpoints made each copy, and the files beside it, wait
+ * (docs/testing.md#where-a-runs-time-goes).
+ */
+const copyName = (template: string) => `${template}_${process.pid}_${randomBytes(4).toString('hex')}`;
+
+/** A `like` pattern for the databases `copyName` names after `template`. */
+export const runCopies = (template: string) => `${template.replace(/_/g, '\\_')}\\_%`;
 
 /** Set by scripts/test.ts: the run's server and template (JSON of `TestCluster`). */
 export const TEST_CLUSTER_ENV = 'ATRIUM_TEST_CLUSTER';
@@ -51,7 +63,7 @@ const withDatabase = (url: string, name: string) => {
 };
 
 async function databaseOnServer(serverUrl: string, template?: string, appPassword?: string): Promise<TestDatabase> {
-  const name = `atrium_test_${process.pid}_${randomBytes(4).toString('hex')}`;
+  const name = template ? copyName(template) : `atrium_test_${process.pid}_${randomBytes(4).toString('hex')}`;
   const admin = postgres(serverUrl, { max: 1, onnotice: () => {} });
   await admin.unsafe(template ? `create database "${name}" template "${template}"` : `create database "${name}"`);
   const appUrl = appPassword ? withDatabase(serverUrl, name) : undefined;
@@ -63,7 +75,15 @@ async function databaseOnServer(serverUrl: string, template?: string, appPasswor
     url: withDatabase(serverUrl, name).toString(),
     appUrl: appUrl?.toString(),
     async drop() {
-      await admin.unsafe(`drop database if exists "${name}" with (force)`);
+      if (template) {
+        // A copy of the run's template is dropped when the run ends (scripts/test.ts). Until
+        // then it takes no connection, and one the file left open ends now, as the drop would
+        // end it: nothing of the file keeps its process (shared with other files) busy.
+        await admin.unsafe(`alter database "${name}" with allow_connections false`);
+        await admin`select pg_terminate_backend(pid) from pg_stat_activity where datname = ${name}`;
+      } else {
+        await admin.unsafe(`drop database if exists "${name}" with (force)`);
+      }
       await admin.end({ timeout: 5 });
     },
   };

@@ -42,6 +42,8 @@ export async function runQueue(queueFile: string): Promise<void> {
       await import(pathToFileURL(path.resolve(file)).href);
     });
   }
+  // The queue is done: so is the process, whatever a file left running (exitWhenEnded).
+  t.end();
 }
 
 /** Whether this process takes a file of the queue: the one that creates its `mark` first does. */
