@@ -22,7 +22,9 @@
  *   `target_session_attrs=read-write` asks, as in the seconds of a failover) was never
  *   answered while the connection went round the hosts for ever (porsager/postgres#1174);
  * - a reserve whose connection attempt failed stayed queued, so the connection made later
- *   was handed to it, already refused, and never given back: the pool lost it for good.
+ *   was handed to it, already refused, and never given back: the pool lost it for good;
+ * - a reserve after the pool had ended opened a new connection, which nothing would end
+ *   (a statement is refused there), so the process could not exit on its own.
  */
 import net from 'node:net';
 import postgres from 'postgres';
@@ -413,4 +415,22 @@ t.test('a reserve refused while the server is down does not take the connection 
     new Promise((resolve) => setTimeout(() => resolve('never answered'), 5_000)),
   ]);
   t.equal(answer, 1, 'once it is back, the pool serves the next statement (published: the connection went to the failed reserve)');
+});
+
+t.test('a reserve after the pool has ended is refused, as a statement is, and opens no connection', async (t) => {
+  const name = 'atrium-reserve-after-end';
+  const sql = postgres(database.url, { max: 2, onnotice: () => {}, connection: { application_name: name } });
+  const control = postgres(database.url, { max: 1, onnotice: () => {} });
+  t.teardown(async () => {
+    await terminate(name);
+    await control.end({ timeout: 1 });
+  });
+  const connections = async () => (await control<{ n: number }[]>`select count(*)::int as n from pg_stat_activity where application_name = ${name}`)[0]!.n;
+  await sql`select 1`;
+  await sql.end();
+  t.equal(await connections(), 0, 'the ended pool holds no connection');
+  t.strictSame(await outcome(sql`select 1`), { error: 'CONNECTION_ENDED' }, 'a statement is refused');
+  const reserve = outcome(sql.reserve().then((reserved) => (reserved.release(), 'reserved')));
+  t.strictSame(await reserve, { error: 'CONNECTION_ENDED' }, 'so is a reserve (published: it connects, and the process cannot exit)');
+  t.equal(await connections(), 0, 'and no connection was opened for it');
 });

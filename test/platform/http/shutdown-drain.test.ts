@@ -5,6 +5,7 @@
  */
 import net from 'node:net';
 import { sql } from 'drizzle-orm';
+import postgres from 'postgres';
 import t from 'tap';
 import { startTestApi, type TestApi } from '../../helpers/atrium.ts';
 import { sleep } from '../../helpers/fixtures.ts';
@@ -59,6 +60,26 @@ t.test('an answer still being written when the stop begins arrives whole', async
   t.equal(answer.length - split - 4, length, 'every byte of it arrived');
   const users = JSON.parse(answer.subarray(split + 4).toString('utf8')) as unknown[];
   t.ok(users.length > 20_000, 'and it is the whole list');
+});
+
+t.test('work still under way after the stop (an export’s next batch, say) is refused, and opens no connection that would keep the process alive', async (t) => {
+  // `api` stopped in the test above: its pools are ended.
+  const control = postgres(api.config.databaseUrl!, { max: 1, onnotice: () => {} });
+  t.teardown(() => control.end({ timeout: 1 }));
+  const atriumConnections = async () =>
+    (
+      await control<{ n: number }[]>`
+        select count(*)::int as n from pg_stat_activity where datname = current_database() and application_name like 'atrium%'`
+    )[0]!.n;
+  t.equal(await atriumConnections(), 0, 'the stopped Atrium holds no connection');
+  const late = await api.atrium.services.db
+    .tenant(tenant.tenantId, (tx) => tx.execute(sql`select 1`))
+    .then(
+      () => 'ran',
+      (error: { code?: string }) => error.code,
+    );
+  t.equal(late, 'CONNECTION_ENDED', 'a transaction begun after the stop is refused');
+  t.equal(await atriumConnections(), 0, 'and no connection was opened for it');
 });
 
 t.test('a client that stops reading does not hold the stop: its connection is closed at the drain deadline', async (t) => {
