@@ -120,8 +120,9 @@ export async function lookUpScimToken(db: Database, tokenHash: Buffer): Promise<
  * Read as `atrium_app`, under row-level security: on Citus a transaction that wrote a
  * tenant's shards (the token's use) reaches them as one role only. A write that waited
  * (for a user's row, the administration lock, the password's hash) asks it before it
- * writes, so a token ended meanwhile writes nothing. The write's own changes are not made
- * yet then: one that deactivates the minter is not refused by it. Answers the minter's
+ * writes, so a token ended meanwhile writes nothing (its lifetime too: judged by the clock,
+ * `clock_timestamp()`, not by the transaction's start, `now()`). The write's own changes
+ * are not made yet then: one that deactivates the minter is not refused by it. Answers the minter's
  * permissions as they stand now (null: the token ended), for a write that needs one beyond
  * those every token needs (a group's, `departments.manage`).
  */
@@ -132,7 +133,7 @@ export async function stillAuthenticates(tx: Tx, principal: ScimPrincipal): Prom
     join users u on u.tenant_id = t.tenant_id and u.id = t.user_id
     join roles r on r.tenant_id = u.tenant_id and r.id = u.role_id
     where t.tenant_id = ${principal.tenantId} and t.id = ${principal.tokenId}
-      and (t.expires_at is null or t.expires_at > now())
+      and (t.expires_at is null or t.expires_at > clock_timestamp())
       and u.active and u.deleted_at is null
       and (u.logout_marked_at is null or t.created_at > u.logout_marked_at)
       and r.active and r.permissions @> ${`{${SCIM_TOKEN_PERMISSIONS.join(',')}}`}::text[]`);

@@ -220,6 +220,33 @@ t.test("a write under way when its minter's logout mark commits is refused: it s
   t.equal((await signIn(victim.password)).status, 200, 'the old one still signs in');
 });
 
+t.test('a write under way when its token expires is refused: it sets no password', async (t) => {
+  const delegate = await api.createUser(tenant.tenantId, { permissions: MINTER });
+  const victim = await api.createUser(tenant.tenantId, { username: 'scim-expiry-victim' });
+  const { body } = await create(t, { name: 'expiring', expires_in: 60 }, delegate.token);
+  // Used once: its use is recorded, so the PATCH does not write the token's row (which the expiry below changes).
+  t.equal((await scim(body.token)).statusCode, 200);
+  // The PATCH, its token judged valid, waits for the victim's row while the token's lifetime ends.
+  const held = await holdRows(api.db, sql`select 1 from users where tenant_id = ${tenant.tenantId} and id = ${victim.id} for no key update`);
+  const patch = wire.send({
+    method: 'PATCH',
+    url: `/scim/v2/Users/${victim.id}`,
+    headers: { ...bearer(body.token), 'content-type': 'application/scim+json' },
+    payload: JSON.stringify({
+      schemas: ['urn:ietf:params:scim:api:messages:2.0:PatchOp'],
+      Operations: [{ op: 'replace', path: 'password', value: 'a password of my choosing' }],
+    }),
+  });
+  t.ok((await lockWaiters(api.db, 'for no key update')) > 0, 'the PATCH waits for the victim');
+  // Expired now: later than the PATCH's transaction began, earlier than its token is judged again.
+  await api.db.owner.execute(sql`update scim_tokens set expires_at = clock_timestamp() where id = ${body.id}`);
+  await held.release();
+  t.equal((await patch).statusCode, 401, 'the PATCH found its token expired');
+  const signIn = (password: string) => api.call(t, 'login', { body: { tenant: tenant.slug, username: victim.username, password } });
+  t.equal((await signIn('a password of my choosing')).status, 401, 'the password was not set');
+  t.equal((await signIn(victim.password)).status, 200, 'the old one still signs in');
+});
+
 t.test("a group write under way when its minter's logout mark commits is refused: it adds no member", async (t) => {
   const delegate = await api.createUser(tenant.tenantId, { permissions: [...MINTER, 'departments.manage'] });
   const accomplice = await api.createUser(tenant.tenantId, { username: 'scim-group-accomplice' });
