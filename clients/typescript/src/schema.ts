@@ -5565,8 +5565,9 @@ export interface components {
          *     `timezone`, `ims`, `photos`, `entitlements`, `roles`, `x509Certificates`) are
          *     accepted and ignored, with a path or without, as in `POST` and `PUT`. Any other
          *     `path` must start with an attribute of the resource (or its schema URN), may hold value filters
-         *     (`emails[type eq "work"].value`, `members[value eq "42"]`), and neither it nor a key
-         *     of `value` may name `__proto__`, `constructor` or `prototype` (400 `invalidPath`; so
+         *     (`emails[type eq "work"].value`, `members[value eq "42"]`), and neither it (its value
+         *     filters' attributes included) nor a key of `value` may name `__proto__`,
+         *     `constructor` or `prototype` (400 `invalidPath`; so
          *     is a path whose value filter is malformed). A `replace` whose `value` is null
          *     removes what its path names (RFC 7643 §2.5: null is unassigned).
          *     Attribute names in paths, value filters and keys of `value` are case-insensitive.

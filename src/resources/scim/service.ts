@@ -8,7 +8,7 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { and, asc, count, eq, sql, type SQL } from 'drizzle-orm';
 import { scimPatch, ScimError as PatchError, type ScimPatchOperation } from 'scim-patch';
-import { filter, parse } from 'scim2-parse-filter';
+import { filter, parse, type Filter } from 'scim2-parse-filter';
 import { changesBetween, type AuditSource, requestOrigin, sameJson, userLabel } from '../../platform/audit/audit.ts';
 import type { Caller } from '../../platform/auth/auth.ts';
 import { hashPassword } from '../../platform/auth/passwords.ts';
@@ -355,9 +355,42 @@ const invalidPath = (detail: string) => new ScimError(400, detail, 'invalidPath'
  */
 const namesForbidden = (name: string) => FORBIDDEN_SEGMENT.test(name);
 
+/** The attribute paths `filter` names, those of its value paths and their filters too. */
+function filterAttributes(filter: Filter): string[] {
+  switch (filter.op) {
+    case 'and':
+    case 'or':
+      return filter.filters.flatMap(filterAttributes);
+    case 'not':
+      return filterAttributes(filter.filter);
+    case '[]':
+      return [filter.attrPath, ...filterAttributes(filter.valFilter)];
+    default:
+      return [filter.attrPath];
+  }
+}
+
+/**
+ * Whether `path` names a forbidden segment, its value filter (`emails[type eq "work"]`)
+ * included, where an operator follows a name rather than a separator. A filter that does
+ * not parse is left to scim-patch, which refuses it.
+ */
+function pathNamesForbidden(path: string): boolean {
+  if (namesForbidden(path)) return true;
+  const filtered = valueFilterOf(path);
+  if (!filtered) return false;
+  let names: string[];
+  try {
+    names = filterAttributes(parse(filtered.filter));
+  } catch {
+    return false;
+  }
+  return names.some(namesForbidden);
+}
+
 /** Refuses a path that names no known attribute first, or that names a forbidden segment anywhere. */
 function checkPatchPath(path: string, resource: Patchable) {
-  if (namesForbidden(path)) throw invalidPath(`path ${JSON.stringify(path)} is not an attribute.`);
+  if (pathNamesForbidden(path)) throw invalidPath(`path ${JSON.stringify(path)} is not an attribute.`);
   const { schema, attributes } = PATCHABLE[resource];
   const lower = path.toLowerCase();
   const enterprise = ENTERPRISE_USER_SCHEMA.toLowerCase();
@@ -620,7 +653,7 @@ function patchOperations(body: unknown, resource: Patchable): ScimPatchOperation
   const values = sent.reduce<number>((sum, operation) => sum + valueCount(operation.value), 0);
   if (values > MAX_PATCH_VALUES) throw invalidValue(`A PATCH carries at most ${MAX_PATCH_VALUES} values in all its operations, not ${values}.`);
   return sent
-    .filter((operation) => !(resource === 'user' && operation.path !== undefined && !namesForbidden(operation.path) && ignoredUserPath(operation.path)))
+    .filter((operation) => !(resource === 'user' && operation.path !== undefined && !pathNamesForbidden(operation.path) && ignoredUserPath(operation.path)))
     .flatMap((operation) => {
       if (operation.path) checkPatchPath(operation.path, resource);
       const named = operation.path ? canonical(operation.path, ATTRIBUTE_NAMES[resource]) : { path: undefined, names: ATTRIBUTE_NAMES[resource] };

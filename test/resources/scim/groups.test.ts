@@ -404,6 +404,9 @@ t.test('a PATCH path or value key naming __proto__, constructor or prototype is 
     { op: 'add', path: '__proto__.polluted', value: 1 },
     { op: 'add', path: 'constructor.prototype.polluted', value: 1 },
     { op: 'add', path: 'members[value eq "1"].__proto__.polluted', value: 1 },
+    // Inside a value filter too, where an operator follows the name.
+    { op: 'remove', path: 'members[__proto__ eq "1"]' },
+    { op: 'remove', path: 'members[value eq "1" or constructor pr]' },
     { op: 'add', path: 'urn:ietf:params:scim:schemas:core:2.0:Group:__proto__.polluted', value: 1 },
     { op: 'add', path: 'userName', value: 'x' },
     { op: 'add', value: { 'constructor.prototype.polluted': 1 } },

@@ -1371,6 +1371,10 @@ t.test('a PATCH path or value key naming __proto__, constructor or prototype is 
     { op: 'replace', path: 'name.__PROTO__.polluted', value: 1 },
     { op: 'add', path: `${ENTERPRISE}:__proto__.polluted`, value: 1 },
     { op: 'add', path: 'emails[type eq "work"].constructor.prototype.polluted', value: 1 },
+    // Inside a value filter too, where an operator follows the name.
+    { op: 'replace', path: 'emails[__proto__ eq "x"].value', value: 'p@example.com' },
+    { op: 'replace', path: 'emails[type eq "work" and not (Constructor pr)].value', value: 'p@example.com' },
+    { op: 'remove', path: 'phoneNumbers[prototype eq "x"]' },
     { op: 'add', path: 'unknownAttribute.x', value: 1 },
     { op: 'add', value: { 'constructor.prototype.polluted': 1 } },
     { op: 'replace', value: { name: { Constructor: { prototype: { polluted: 1 } } } } },
