@@ -10,6 +10,12 @@ import { insertRole, lockAdministration, lockRole, roleIdOf, updateRoleRow } fro
 import { assertMayAdministerRole, newRoleName, roleChangeErrors } from './rules.ts';
 import { roleListing, roleView } from './view.ts';
 
+/** Whether two lists without repeats hold the same permissions, in whatever order. */
+function samePermissions(sent: readonly string[], stored: readonly string[]): boolean {
+  const held = new Set(stored);
+  return sent.length === held.size && sent.every((permission) => held.has(permission));
+}
+
 export const roleHandlers = {
   async listRoles({ auth, query, services: { db } }) {
     return { status: 200, body: await listRecords(db, auth.tenantId, roleListing, query, auth) };
@@ -58,7 +64,9 @@ export const roleHandlers = {
       // updating another user is, once the role's row is, so that a session ended while the write waited changes none.
       await holdSession(tx, auth, presentedTokenHash(ctx.request)!);
       assertMayAdministerRole(auth, role);
-      const next = { name: body.name ?? role.name, active: body.active ?? role.active, permissions: body.permissions ?? role.permissions };
+      // Permissions are a set (the spec's uniqueItems): the same ones in another order are kept as stored, no change.
+      const permissions = body.permissions && !samePermissions(body.permissions, role.permissions) ? body.permissions : role.permissions;
+      const next = { name: body.name ?? role.name, active: body.active ?? role.active, permissions };
       const ownRole = (await roleIdOf(tx, auth.userId)) === role.id;
       const errors = roleChangeErrors(auth, { ...role, ownRole }, next);
       // Reactivated, the role gives its holders again what entity permissions naming it confer: the caller must have it.

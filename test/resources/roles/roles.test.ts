@@ -62,7 +62,10 @@ t.test('an administrator creates and updates a role', async (t) => {
 });
 
 t.test('an update that changes nothing leaves updated_at as it was and records no event', async (t) => {
-  const created = await api.call(t, 'createRole', { token: tenant.adminToken, body: { name: 'Unchanged', permissions: ['users.view'] } });
+  const created = await api.call(t, 'createRole', {
+    token: tenant.adminToken,
+    body: { name: 'Unchanged', permissions: ['users.view', 'departments.manage', 'audit.view'] },
+  });
   t.equal(created.status, 201);
   const role = created.body.id;
   const past = await backdateUpdatedAt(api.db, 'roles', role);
@@ -78,7 +81,16 @@ t.test('an update that changes nothing leaves updated_at as it was and records n
   t.equal(same.body.updated_at, past, 'the role sent back as read answers the updated_at it had');
   t.strictSame(same.body, read, 'and the role as it was');
   t.equal((await api.call(t, 'updateRole', { token: tenant.adminToken, params: { role }, body: {} })).body.updated_at, past, 'so does an empty body');
-  t.equal(await events(), eventsBefore, 'and neither records an event');
+  // Permissions are a set: the same ones in another order are no change.
+  const reordered = await api.call(t, 'updateRole', {
+    token: tenant.adminToken,
+    params: { role },
+    body: { permissions: ['audit.view', 'users.view', 'departments.manage'] },
+  });
+  t.equal(reordered.status, 200);
+  t.equal(reordered.body.updated_at, past, 'so do its permissions in another order');
+  t.strictSame(reordered.body.permissions, read.permissions, 'which are answered as they were');
+  t.equal(await events(), eventsBefore, 'and none of them records an event');
   const changed = await api.call(t, 'updateRole', { token: tenant.adminToken, params: { role }, body: { active: false } });
   t.not(changed.body.updated_at, past, 'a change moves it');
   t.equal(await events(), eventsBefore + 1);
