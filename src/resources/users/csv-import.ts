@@ -35,6 +35,7 @@ import {
   administerRefusal,
   assignsRole,
   hiddenKeyErrors,
+  hiddenRequiredKeyErrors,
   missingReferenceErrors,
   selfUpdateIgnoredKeys,
   userDraftErrors,
@@ -426,6 +427,7 @@ async function judgeBatch(tx: Tx, judging: Judging, batch: readonly ParsedLine[]
         }
       }
       draft = rowDraft(values, user, new Set(['username', ...Object.keys(errors)]));
+      addErrors(errors, hiddenRequiredKeyErrors(caller, user, draft, rules.requiredProfileKeys ?? []));
     }
     if (draft) {
       addErrors(errors, userDraftErrors(draft, rules));

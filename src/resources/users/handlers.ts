@@ -47,6 +47,7 @@ import {
   deriveActive,
   filterVisibilityErrors,
   hiddenKeyErrors,
+  hiddenRequiredKeyErrors,
   missingReferenceErrors,
   passwordErrors,
   requiredProfileKeyErrors,
@@ -282,7 +283,10 @@ export const userHandlers = {
         }
       }
       const draft = { ...draftOf(input, current, picture), password: undefined };
-      addErrors(errors, userDraftErrors(draft, { ...services.config, requiredProfileKeys: await loadRequiredProfileKeys(tx) }));
+      const requiredProfileKeys = await loadRequiredProfileKeys(tx);
+      // First: what the caller may not see is refused before the rules judge it.
+      addErrors(errors, hiddenRequiredKeyErrors(auth, current, draft, requiredProfileKeys));
+      addErrors(errors, userDraftErrors(draft, { ...services.config, requiredProfileKeys }));
       addErrors(errors, await userWriteReferenceErrors(tx, auth, draft, { userId: current.id, departmentIds: input.department_ids }));
       if (Object.keys(errors).length > 0) throw userWriteRefusal(errors);
       const departmentsBefore = input.department_ids === undefined ? null : ((await departmentIdsOf(tx, [current.id])).get(current.id) ?? []);

@@ -313,6 +313,24 @@ export function hiddenKeyErrors(caller: Caller, user: Pick<UserRow, 'id'>, keys:
   return errors;
 }
 
+/**
+ * A group account turned personal is judged on every required profile key, stored values
+ * included (`requiredProfileKeyErrors`): those the caller may not see are refused whatever
+ * they hold, as writing them is, so that the answer does not tell which are empty. One who
+ * may see them turns the account personal.
+ */
+export function hiddenRequiredKeyErrors(caller: Caller, user: Pick<UserRow, 'id'>, draft: UserDraft, required: readonly ProfileKey[]): FieldErrors {
+  const errors: FieldErrors = {};
+  if (!draft.current?.groupAccount || resultingGroupAccount(draft)) return errors;
+  for (const key of required) {
+    const permission = hiddenFieldPermission(caller, key, user);
+    if (permission) {
+      errors[key] = [coded('permission_missing', `is required by this tenant's settings, and seeing it needs the permission "${permission}"`)];
+    }
+  }
+  return errors;
+}
+
 /** Filtering users by the administrative fields `role_id` or `active` would reveal them: it needs their permission. */
 export function filterVisibilityErrors(caller: Pick<Caller, 'permissions'>, filter: Record<string, unknown> | undefined): FieldErrors {
   if (can(caller, 'users.view-administrative')) return {};

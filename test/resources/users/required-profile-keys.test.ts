@@ -245,3 +245,54 @@ t.test('the CSV preview reports the missing keys per row; group accounts exempt'
   );
   await setKeys(t, admin, { required_profile_keys: [] });
 });
+
+t.test('a group account turned personal by a caller who may not see its required keys: refused on them whatever they hold', async (t) => {
+  await setKeys(t, admin, { required_profile_keys: ['email', 'phone'] });
+  // Without users.view-personal: the two accounts' e-mail and phone are hidden from the caller.
+  const blind = await api.createUser(tenant.tenantId, { username: 'blind-delegate', permissions: ['users.view', 'users.administer'] });
+  const withEmail = await api.createUser(tenant.tenantId, {
+    username: 'desk-with-email',
+    values: { roleId: employeeRole.id, groupAccount: true, email: 'desk@example.com' },
+  });
+  const withPhone = await api.createUser(tenant.tenantId, {
+    username: 'desk-with-phone',
+    values: { roleId: employeeRole.id, groupAccount: true, phone: '+49 4' },
+  });
+  const hidden = ['is required by this tenant\'s settings, and seeing it needs the permission "users.view-personal"'];
+  const answers = [];
+  for (const desk of [withEmail, withPhone]) {
+    const before = await userRow(desk.id);
+    const res = await api.call(t, 'updateUser', {
+      token: blind.token,
+      params: { user: desk.id },
+      body: { group_account: false, first_name: 'Front', last_name: 'Desk' },
+    });
+    t.equal(res.status, 422);
+    t.strictSame(res.body.error_codes, { email: ['permission_missing'], phone: ['permission_missing'] }, `${desk.username}: on both keys`);
+    t.strictSame(await userRow(desk.id), before, `${desk.username}: unchanged`);
+    answers.push({ errors: res.body.errors, detail: res.body.detail });
+  }
+  t.strictSame(answers[0], answers[1], 'the same answer, whichever key the account has filled');
+  t.strictSame(answers[0]!.errors, { email: hidden, phone: hidden });
+
+  const csv = ['username,group_account,first_name,last_name', 'desk-with-email,false,Front,Desk', 'desk-with-phone,false,Front,Desk'].join('\n');
+  const preview = await importUsersCsv(api, t, blind.token, csv, { update_users: 'true' });
+  t.equal(preview.status, 200);
+  t.strictSame(
+    preview.body.invalid_rows,
+    [
+      { line: 2, username: 'desk-with-email', errors: { email: hidden, phone: hidden } },
+      { line: 3, username: 'desk-with-phone', errors: { email: hidden, phone: hidden } },
+    ],
+    'the CSV preview answers alike',
+  );
+
+  // One who may see them is told which are empty, and may turn an account that fills them personal.
+  const seen = await api.call(t, 'updateUser', {
+    token: admin,
+    params: { user: withEmail.id },
+    body: { group_account: false, first_name: 'Front', last_name: 'Desk' },
+  });
+  t.strictSame(seen.body.errors, { phone: ["is required by this tenant's settings"] });
+  await setKeys(t, admin, { required_profile_keys: [] });
+});
