@@ -4,6 +4,7 @@ import { updateTime } from '../../platform/database/update-time.ts';
 import { notFound } from '../../platform/http/problem.ts';
 import { departmentAttributeSets } from '../departments/table.ts';
 import { attributeSets, type AttributeField } from './table.ts';
+import { inIdList } from '../../platform/database/id-list.ts';
 
 export type AttributeSetRow = typeof attributeSets.$inferSelect;
 
@@ -52,7 +53,7 @@ export async function fieldsAttachedBeside(tx: Tx, id: number): Promise<{ depart
 
 /** The sets `ids` names, in no particular order: one query (also for []). */
 export function attributeSetsByIds(tx: Tx, ids: number[]): Promise<AttributeSetRow[]> {
-  return tx.select().from(attributeSets).where(inArray(attributeSets.id, ids));
+  return tx.select().from(attributeSets).where(inIdList(attributeSets.id, ids));
 }
 
 export async function insertAttributeSet(tx: Tx, tenantId: number, values: { name: string; fields: AttributeField[] }): Promise<AttributeSetRow[]> {

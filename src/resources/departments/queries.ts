@@ -1,4 +1,4 @@
-import { and, asc, count, eq, getTableColumns, inArray, not, sql } from 'drizzle-orm';
+import { and, asc, count, eq, getTableColumns, not, sql } from 'drizzle-orm';
 import { can, type Auth } from '../../platform/auth/auth.ts';
 import type { Tx } from '../../platform/database/database.ts';
 import { tenants } from '../../platform/database/tenancy.ts';
@@ -9,6 +9,7 @@ import { administrableBy } from '../forms/rules.ts';
 import { MENU_ITEM_ENTITY_TYPE } from '../menu-items/table.ts';
 import { notificationSettings } from '../notification-settings/table.ts';
 import { departmentAttributeSets, departmentNotificationSettings, departmentUsers, departments } from './table.ts';
+import { inIdList } from '../../platform/database/id-list.ts';
 
 const toNumbers = (value: unknown) => ((value as (string | number)[] | null) ?? []).map(Number);
 
@@ -144,7 +145,7 @@ export function departmentMemberships(tx: Tx, departmentIds: number[], limit: nu
   return tx
     .select({ departmentId: departmentUsers.departmentId, userId: departmentUsers.userId })
     .from(departmentUsers)
-    .where(inArray(departmentUsers.departmentId, departmentIds))
+    .where(inIdList(departmentUsers.departmentId, departmentIds))
     .limit(limit);
 }
 
@@ -153,6 +154,6 @@ export function notificationSettingsByIds(tx: Tx, ids: number[]) {
   return tx
     .select()
     .from(notificationSettings)
-    .where(inArray(notificationSettings.id, ids))
+    .where(inIdList(notificationSettings.id, ids))
     .orderBy(asc(notificationSettings.sortNumber), asc(notificationSettings.id));
 }

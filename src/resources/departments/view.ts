@@ -90,10 +90,7 @@ export const departmentView = defineView<DepartmentRow, Auth, 'text'>({
       empty: [],
       // Each department's settings in the settings' order (sort_number, id).
       async load(tx, rows, viewer) {
-        const settings = await notificationSettingsByIds(
-          tx,
-          rows.flatMap((r) => r.notificationSettingIds),
-        );
+        const settings = await notificationSettingsByIds(tx, [...new Set(rows.flatMap((r) => r.notificationSettingIds))]);
         const items = settings.flatMap((setting) =>
           rows.filter((r) => r.notificationSettingIds.includes(setting.id)).map((r) => ({ key: r.id, row: setting })),
         );
@@ -108,14 +105,7 @@ export const departmentView = defineView<DepartmentRow, Auth, 'text'>({
       empty: [],
       // Each department's sets in its `attribute_set_ids` order.
       async load(tx, rows, viewer) {
-        const sets = new Map(
-          (
-            await attributeSetsByIds(
-              tx,
-              rows.flatMap((r) => r.attributeSetIds),
-            )
-          ).map((set) => [set.id, set]),
-        );
+        const sets = new Map((await attributeSetsByIds(tx, [...new Set(rows.flatMap((r) => r.attributeSetIds))])).map((set) => [set.id, set]));
         const items = rows.flatMap((r) => r.attributeSetIds.flatMap((id) => (sets.has(id) ? [{ key: r.id, row: sets.get(id)! }] : [])));
         return presentGrouped(attributeSetView, items, viewer);
       },

@@ -3,9 +3,10 @@
  * `{user_ids, role_ids, department_ids}`. Generic over the entity's morph alias, so menu
  * items, forms and task templates share one implementation. Every function is set-based.
  */
-import { and, Column, eq, getTableColumns, getTableName, inArray, is, sql, type AnyColumn, type SQL } from 'drizzle-orm';
+import { and, Column, eq, getTableColumns, getTableName, is, sql, type AnyColumn, type SQL } from 'drizzle-orm';
 import type { Tx } from '../../platform/database/database.ts';
 import { entityPermissions } from './table.ts';
+import { inIdList } from '../../platform/database/id-list.ts';
 
 export interface SubjectLists {
   user_ids: number[];
@@ -24,7 +25,7 @@ export async function loadSubjectLists(tx: Tx, entityType: string, entityIds: nu
   const rows = await tx
     .select({ entityId: entityPermissions.entityId, subjectType: entityPermissions.subjectType, subjectId: entityPermissions.subjectId })
     .from(entityPermissions)
-    .where(and(eq(entityPermissions.entityType, entityType), inArray(entityPermissions.entityId, entityIds)))
+    .where(and(eq(entityPermissions.entityType, entityType), inIdList(entityPermissions.entityId, entityIds)))
     .orderBy(entityPermissions.subjectId);
   for (const row of rows) result.get(row.entityId)?.[LIST_OF[row.subjectType]].push(row.subjectId);
   return result;

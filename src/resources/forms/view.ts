@@ -1,4 +1,4 @@
-import { and, asc, desc, eq, inArray, isNull } from 'drizzle-orm';
+import { and, asc, desc, eq, isNull } from 'drizzle-orm';
 import type { Auth } from '../../platform/auth/auth.ts';
 import type { Tx } from '../../platform/database/database.ts';
 import { rfc3339 } from '../../platform/http/datetime.ts';
@@ -8,6 +8,7 @@ import { loadSubjectLists } from '../entity-permissions/queries.ts';
 import type { FieldRow, FormRow, SubmissionRow, TaskExecutionRow, TaskTemplateRow } from './queries.ts';
 import { administrable, executionVisibleTo, fieldParentAdministrableBy } from './rules.ts';
 import { formFields, formSubmissions, forms, taskExecutions, taskTemplates, type ParentType } from './table.ts';
+import { inIdList } from '../../platform/database/id-list.ts';
 
 /** Relations a form or task template is shown with by default (its show, and the answer of its create). */
 export const SHOW_RELATIONS = ['fields', 'entity_permissions'] as const;
@@ -42,7 +43,7 @@ function fieldsRelation(parent: 'formId' | 'taskTemplateId'): RelationDefinition
         .from(formFields)
         .where(
           and(
-            inArray(
+            inIdList(
               column,
               rows.map((r) => r.id),
             ),

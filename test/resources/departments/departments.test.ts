@@ -754,3 +754,24 @@ t.test('the refused delete names only the records the caller may administer', as
   t.match(byAdmin.body.errors?.department?.[0], new RegExp(`menuItem ${item.body.id}`), 'an administrator is told which ones');
   t.match(byAdmin.body.errors?.department?.[0], new RegExp(`form ${form.body.id}`));
 });
+
+t.test('a list whose relations name more ids than a statement takes parameters loads them', async (t) => {
+  // PostgreSQL takes at most 65,535 parameters in a statement: a relation that named each department, or each
+  // department's set or setting, as one answered 500.
+  const crowd = await api.createTenant('departments-many-ids');
+  const count = 65_536;
+  await api.db.owner.execute(sql`insert into departments (tenant_id, name) select ${crowd.tenantId}, 'Crowd ' || g from generate_series(1, ${count}) g`);
+  await api.db.owner.execute(sql`insert into attribute_sets (tenant_id, name) values (${crowd.tenantId}, 'Shared set')`);
+  await api.db.owner.execute(sql`insert into notification_settings (tenant_id, key, sort_number) values (${crowd.tenantId}, 'shared', 1)`);
+  await api.db.owner.execute(sql`insert into department_attribute_sets (tenant_id, department_id, attribute_set_id)
+    select d.tenant_id, d.id, s.id from departments d, attribute_sets s where d.tenant_id = ${crowd.tenantId} and s.tenant_id = ${crowd.tenantId}`);
+  await api.db.owner.execute(sql`insert into department_notification_settings (tenant_id, department_id, notification_setting_id)
+    select d.tenant_id, d.id, s.id from departments d, notification_settings s where d.tenant_id = ${crowd.tenantId} and s.tenant_id = ${crowd.tenantId} and s.key = 'shared'`);
+  const listed = await api.call(t, 'listDepartments', {
+    token: crowd.adminToken,
+    query: { selects: 'id', relations: 'users|attribute_sets|notification_settings' },
+  });
+  t.equal(listed.status, 200);
+  t.equal(listed.body.length, count);
+  t.match(listed.body.at(-1), { users: [], attribute_sets: [{ name: 'Shared set' }], notification_settings: [{ key: 'shared' }] });
+});
