@@ -14,6 +14,7 @@ import { formFields, type FieldType } from '../forms/table.ts';
 import type { SourceRow } from './queries.ts';
 import type { SystemVariable } from './rules.ts';
 import { defaultValueSources, FORM_FIELD_ALIAS } from './table.ts';
+import { inIdList } from '../../platform/database/id-list.ts';
 /** A stored field value (submissions hold only these, see forms/rules.ts). */
 type FieldValue = string | number | boolean | null;
 
@@ -41,10 +42,7 @@ async function formFieldValues(tx: Tx, viewer: Auth, sources: SourceRow[], assig
       order by sub.created_at desc, sub.id desc
       limit 1
     ) latest
-    where s.id in (${sql.join(
-      ids.map((id) => sql`${id}`),
-      sql`, `,
-    )}) and ${readable}`);
+    where ${inIdList(sql`s.id`, ids)} and ${readable}`);
   return new Map(rows.map((row) => [Number(row.source_id), row.value ?? null]));
 }
 

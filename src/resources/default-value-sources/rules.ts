@@ -3,7 +3,7 @@
  * who may manage a source, what a source must be, and its sort number. A field, source or
  * template the caller may not administer is answered exactly like a missing one.
  */
-import { and, asc, eq, inArray, sql } from 'drizzle-orm';
+import { and, asc, eq, sql } from 'drizzle-orm';
 import type { Tx } from '../../platform/database/database.ts';
 import { MISSING_REFERENCE } from '../../platform/database/existence.ts';
 import type { Body } from '../../platform/http/handler.ts';
@@ -12,6 +12,7 @@ import { administrableBy, administrableField, type Caller } from '../forms/rules
 import { formFields, type FieldType } from '../forms/table.ts';
 import { closesCycle, nextSortNumber, type SourceCandidate, type SourceRow } from './queries.ts';
 import { defaultValueSources, FORM_FIELD_ALIAS, type SourceType } from './table.ts';
+import { inIdList } from '../../platform/database/id-list.ts';
 
 /**
  * Which source field types a `formFieldValue` source may copy into a target of each type.
@@ -193,7 +194,7 @@ export async function sourcesCopyingFromRefusal(
     .select({ id: defaultValueSources.id, shown: sql<boolean>`${administrableBy(caller, sql`'taskTemplate'`, formFields.taskTemplateId)}` })
     .from(defaultValueSources)
     .innerJoin(formFields, and(eq(formFields.tenantId, defaultValueSources.tenantId), eq(formFields.id, defaultValueSources.formFieldId)))
-    .where(and(eq(defaultValueSources.sourceEntityType, FORM_FIELD_ALIAS), inArray(defaultValueSources.sourceEntityId, [...copiedFrom])))
+    .where(and(eq(defaultValueSources.sourceEntityType, FORM_FIELD_ALIAS), inIdList(defaultValueSources.sourceEntityId, copiedFrom)))
     .orderBy(asc(defaultValueSources.id));
   if (rows.length === 0) return null;
   const shown = rows.filter((row) => row.shown).map((row) => String(row.id));
@@ -207,5 +208,5 @@ export async function sourcesCopyingFromRefusal(
 
 /** Deletes the default value sources that fill any of the fields `filled` (they go with the fields). */
 export async function deleteSourcesFilling(tx: Tx, filled: readonly number[]): Promise<void> {
-  if (filled.length > 0) await tx.delete(defaultValueSources).where(inArray(defaultValueSources.formFieldId, [...filled]));
+  if (filled.length > 0) await tx.delete(defaultValueSources).where(inIdList(defaultValueSources.formFieldId, filled));
 }

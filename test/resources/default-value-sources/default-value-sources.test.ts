@@ -863,3 +863,17 @@ t.test('default values: for the assignee and template administrators; 404 for ot
   t.equal(foreign.status, 404);
   t.strictSame(foreign.body, missing.body);
 });
+
+t.test('default values resolve with more sources copying from forms than a statement takes parameters', async (t) => {
+  // PostgreSQL takes at most 65,535 parameters in a statement: the sources were named one parameter each (500).
+  const crowded = await api.call(t, 'createTaskTemplate', { token: admin, body: { title: 'Crowded', fields: [{ name: 'target', field_type: 'text' }] } });
+  const target = crowded.body.fields[0].id;
+  await api.db.owner.execute(sql`
+    insert into default_value_sources (tenant_id, form_field_id, type, config, source_entity_type, source_entity_id, sort_number)
+    select ${tenant.tenantId}, ${target}, 'formFieldValue', '{}', 'formField', ${P['Full name']}, g from generate_series(1, 65536) g`);
+  const execution = await api.call(t, 'createTaskExecution', { token: admin, body: { task_template_id: crowded.body.id, user_id: employee.id } });
+  const res = await api.call(t, 'getTaskExecutionDefaultValues', { token: admin, params: { taskExecution: execution.body.id } });
+  t.equal(res.status, 200);
+  t.match(res.body.data, [{ value: 'Ada Lovelace' }], 'the first source with a value fills the field');
+  await api.db.owner.execute(sql`delete from default_value_sources where form_field_id = ${target}`);
+});
