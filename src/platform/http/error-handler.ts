@@ -268,6 +268,10 @@ export function registerErrorHandling(app: FastifyInstance): void {
       .type(PROBLEM)
       .send(identified(problemDocument(500, 'An unexpected error occurred.'), request));
   });
+  // Answered before the body is read: a parser would refuse a malformed, oversized or non-UTF-8 one first (400, 413, 415).
+  app.addHook('preParsing', async (request) => {
+    if (request.is404) throw noRouteError(request);
+  });
   app.setNotFoundHandler((request, reply) => {
     const refusal = noRouteError(request);
     return reply.code(refusal.status).headers(refusal.headers).type(PROBLEM).send(identified(refusal.toDocument(), request));

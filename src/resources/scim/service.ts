@@ -1001,6 +1001,8 @@ export async function registerScim(app: FastifyInstance, services: Services): Pr
         // host; HTTP/1.0 may name none.
         if (!request.host) throw new ScimError(400, 'The request names no host (Host header): SCIM answers state where their resources are.');
         request.scim = await authenticate(services, request, SAFE_METHODS.has(request.method) ? recent : undefined);
+        // A path and method no route serves: answered before the body is read, so that a malformed one decides nothing.
+        if (request.is404) throw noEndpoint(request);
         // Only a method that takes a body is judged by its type: a GET or DELETE ignores one, as in `/api`.
         const type =
           SAFE_METHODS.has(request.method) || request.method === 'DELETE' ? undefined : request.headers['content-type']?.split(';')[0]!.trim().toLowerCase();

@@ -62,6 +62,23 @@ t.test('a path served with other methods answers 405 with Allow', async (t) => {
     t.equal(none.statusCode, 404, `${method} of an unknown path`);
     t.equal(none.headers.allow, undefined);
   }
+  // Whatever the body: it is not read, so neither malformed JSON, nor a charset, nor its size decides the answer.
+  const bodies = [
+    { headers: { 'content-type': 'application/json' }, payload: '{' },
+    { headers: { 'content-type': 'application/json; charset=latin1' }, payload: '{}' },
+    { headers: { 'content-type': 'application/json' }, payload: `"${'x'.repeat(2 * 1024 * 1024)}"` },
+  ];
+  for (const body of bodies) {
+    const what = `${body.headers['content-type']}, ${body.payload.length} bytes`;
+    const none = await app.inject({ method: 'POST', url: '/api/nothing-here', ...body });
+    t.equal(none.statusCode, 404, `an unknown path with ${what}`);
+    const other = await app.inject({ method: 'PUT', url: '/api/auth/login', ...body });
+    t.equal(other.statusCode, 405, `a path served with other methods with ${what}`);
+    t.equal(other.headers.allow, 'POST');
+    const probe = await app.inject({ method: 'POST', url: '/health/live', ...body });
+    t.equal(probe.statusCode, 405, `a probe with ${what}`);
+    t.match(probe.headers.allow, /^GET\b/);
+  }
 });
 
 t.test('a request target in absolute form is read as its path: links and refusals name the path alone', async (t) => {

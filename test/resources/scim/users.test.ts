@@ -1089,6 +1089,15 @@ t.test('discovery: ServiceProviderConfig, ResourceTypes, Schemas', async (t) => 
   const wrongMethod = await scim('DELETE', '/ServiceProviderConfig');
   isError(t, wrongMethod, 405);
   t.equal(wrongMethod.headers.allow, 'GET, HEAD');
+  // Whatever the body: it is not read, so a malformed one decides nothing.
+  for (const payload of ['{', '{}']) {
+    const nowhere = await scim('POST', '/Nothing', undefined, { payload });
+    isError(t, nowhere, 404);
+    t.match(nowhere.body.detail, /is not a SCIM endpoint/, `POST /Nothing with ${payload}`);
+    const other = await scim('PUT', '/ServiceProviderConfig', undefined, { payload });
+    isError(t, other, 405);
+    t.equal(other.headers.allow, 'GET, HEAD', `PUT /ServiceProviderConfig with ${payload}`);
+  }
   // An empty id (a trailing slash) names no resource: no endpoint, before the token is even looked at.
   for (const method of ['GET', 'PUT', 'PATCH', 'DELETE'] as const) {
     const trailing = await scim(method, '/Users/', method === 'GET' || method === 'DELETE' ? undefined : { schemas: [USER] });
