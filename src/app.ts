@@ -201,15 +201,18 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
   registerContentCodings(app);
   // Before CORS: a preflight, answered in CORS's own hook, carries them too.
   registerSecurityHeaders(app);
-  await registerCors(app, services.config.corsOrigins);
-  // After CORS and the security headers: its refusal carries them, as every answer does.
-  registerQueryStringLimits(app);
-  registerNodeRefusals(app);
+  // Before CORS, which answers a preflight in its own hook: a preflight is counted too, and the
+  // refusal carries a listed origin's allowance itself.
   registerRateLimit(app, {
     perToken: services.config.rateLimitPerToken,
     perAddress: services.config.rateLimitPerAddress,
     windowSeconds: services.config.rateLimitWindowSeconds,
+    corsOrigins: services.config.corsOrigins,
   });
+  await registerCors(app, services.config.corsOrigins);
+  // After CORS and the security headers: their refusals carry them, as every answer does.
+  registerQueryStringLimits(app);
+  registerNodeRefusals(app);
 
   const specification = loadSpecification();
   app.get(SPECIFICATION_URL, async () => specification);

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { clientOf } from './client-address.ts';
+import { corsAnswerHeaders } from './cors.ts';
 import { ProblemError } from './problem.ts';
 
 export interface RateLimitOptions {
@@ -9,6 +10,11 @@ export interface RateLimitOptions {
   /** Requests per window per client address (an IPv6 client by its /64); 0: no such limit. */
   perAddress: number;
   windowSeconds: number;
+  /**
+   * The CORS origins (`CORS_ORIGINS`): the limit counts before CORS answers a preflight, so
+   * its refusal carries a listed origin's allowance itself (`corsAnswerHeaders`).
+   */
+  corsOrigins: readonly string[];
 }
 
 /** Paths no limit counts: probes and the metrics scrape (machines on a schedule). */
@@ -114,6 +120,8 @@ export function registerRateLimit(app: FastifyInstance, options: RateLimitOption
       .header('ratelimit-remaining', Math.max(0, shown.max - shown.window.count))
       .header('ratelimit-reset', reset);
     if (!refused) return done();
-    done(new ProblemError(429, `Too many requests; retry in ${reset} seconds.`, { headers: { 'retry-after': String(reset) } }));
+    const origin = typeof request.headers.origin === 'string' ? request.headers.origin : undefined;
+    const headers = { 'retry-after': String(reset), ...corsAnswerHeaders(options.corsOrigins, origin) };
+    done(new ProblemError(429, `Too many requests; retry in ${reset} seconds.`, { headers }));
   });
 }

@@ -109,3 +109,27 @@ t.test('a limit keeps at most MAX_KEYS keys: expired windows go first, then the 
   t.equal(limit.count('later', later + length - 1).count, 2, 'within its window');
   t.equal(limit.count('later', later + length).count, 1, 'a window ends after its length');
 });
+
+t.test('with CORS origins, preflights count too, and a refusal carries the allowance of a listed origin', async (t) => {
+  const origin = 'https://app.example.com';
+  const cross = await buildApp({ ...api.atrium.services, config: { ...api.config, corsOrigins: [origin] } }, { logger: api.atrium.logger });
+  t.teardown(() => cross.close());
+  const preflight = () =>
+    cross.inject({ method: 'OPTIONS', url: '/api/users', remoteAddress: '10.0.0.4', headers: { origin, 'access-control-request-method': 'GET' } });
+  for (const remaining of ['4', '3', '2', '1', '0']) {
+    const res = await preflight();
+    t.equal(res.statusCode, 204);
+    t.equal(res.headers['ratelimit-remaining'], remaining, 'a preflight is counted');
+  }
+  const refused = await preflight();
+  t.equal(refused.statusCode, 429, 'a preflight beyond the limit');
+  t.ok(Number(refused.headers['retry-after']) >= 1);
+  t.equal(refused.headers['access-control-allow-origin'], origin, 'the refusal is readable by the listed origin');
+  const read = await cross.inject({ method: 'GET', url: '/api/users', remoteAddress: '10.0.0.4', headers: { origin } });
+  t.equal(read.statusCode, 429, 'and so is the page’s request');
+  t.equal(read.headers['access-control-allow-origin'], origin);
+  t.match(read.headers['access-control-expose-headers'], /Retry-After/);
+  const unlisted = await cross.inject({ method: 'GET', url: '/api/users', remoteAddress: '10.0.0.4', headers: { origin: 'https://elsewhere.example' } });
+  t.equal(unlisted.statusCode, 429);
+  t.equal(unlisted.headers['access-control-allow-origin'], undefined, 'no allowance for an origin not listed');
+});
