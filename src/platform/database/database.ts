@@ -575,7 +575,7 @@ export class Database {
     const password = url.password === '' ? null : url.password;
     if (name === '') throw new Error('ATRIUM_APP_DATABASE_URL names no user: Atrium cannot create its application login.');
     const signsIn = await this.appLoginState(appUrl);
-    if (signsIn === 'member') return 'unchanged';
+    if (signsIn === 'ready') return 'unchanged';
     return this.underMigrationLock(async (connection) => {
       const [role] = await connection<{ rolsuper: boolean; rolbypassrls: boolean; member: boolean; owner: boolean }[]>`
         select r.rolsuper, r.rolbypassrls, pg_has_role(r.oid, ${APP_ROLE}, 'MEMBER') as member,
@@ -614,14 +614,21 @@ export class Database {
     });
   }
 
-  /** Whether `appUrl` signs in, and whether that role is a member of `atrium_app`. */
-  private async appLoginState(appUrl: string): Promise<'member' | 'not a member' | 'no login'> {
+  /**
+   * Whether `appUrl` signs in, and whether that role is ready: a member of `atrium_app` that
+   * could not see past row-level security. Any other is judged (and refused, or set up)
+   * under the migration lock.
+   */
+  private async appLoginState(appUrl: string): Promise<'ready' | 'not ready' | 'no login'> {
     const probe = connectTo(appUrl, { max: 1, onnotice: () => {}, connect_timeout: CONNECT_TIMEOUT_SECONDS, prepare: false });
     try {
-      const [row] = await probe<{ member: boolean }[]>`select pg_has_role(current_user, ${APP_ROLE}, 'MEMBER') as member`;
+      const [row] = await probe<{ ready: boolean }[]>`
+        select pg_has_role(current_user, ${APP_ROLE}, 'MEMBER') and not r.rolsuper and not r.rolbypassrls
+          and not exists (select 1 from pg_class c where c.relrowsecurity and pg_has_role(r.oid, c.relowner, 'MEMBER')) as ready
+        from pg_roles r where r.rolname = current_user`;
       // Before any role statement: a login of another database is not the one to set up here.
       await this.refuseAnotherDatabase(probe);
-      return row?.member ? 'member' : 'not a member';
+      return row?.ready ? 'ready' : 'not ready';
     } catch (error) {
       // 28000: no such role (or no pg_hba.conf entry); 28P01: another password.
       const code = (error as { code?: unknown }).code;

@@ -176,3 +176,14 @@ t.test('ensureAppLogin refuses a role of that name that could see past row-level
     t.equal(before?.login, false, `${attributes}: still no login`);
   }
 });
+
+t.test('ensureAppLogin refuses a login that signs in and is a member of atrium_app but could see past row-level security', async (t) => {
+  const [owner] = await api.db.ownerSql<{ name: string }[]>`select current_user as name`;
+  for (const attributes of ['superuser in role atrium_app', 'nosuperuser bypassrls in role atrium_app', `nosuperuser in role atrium_app, ${owner!.name}`]) {
+    const url = await loginRole(attributes);
+    const name = new URL(url).username;
+    const before = await attributesOf(name);
+    await t.rejects(api.db.ensureAppLogin(url), /would see past row-level security/, `${attributes}: refused, as at a server's start`);
+    t.strictSame(await attributesOf(name), before, `${attributes}: the role is as it was`);
+  }
+});
