@@ -277,6 +277,15 @@ async function within(check: Promise<boolean>, ms: number): Promise<boolean> {
  */
 const settleClosedConnections = () => new Promise((resolve) => setTimeout(resolve, 10));
 
+/** `the database at host:port, …` of `url` (`fallback` for one that names none): a failure names the server it could not reach. */
+function databaseAt(url: string, fallback: string): string {
+  const hosts = parseConnectionUrl(url)?.hosts.map(({ host, port }) => `${host}:${port ?? 5432}`);
+  return `the database at ${hosts?.join(', ') ?? fallback}`;
+}
+
+/** Refusals of a login, not of a server: 28000 no such role (or no pg_hba.conf entry), 28P01 another password. */
+const NO_LOGIN: ReadonlySet<unknown> = new Set(['28000', '28P01']);
+
 export interface DatabaseOptions {
   poolSize?: number;
   /**
@@ -536,11 +545,7 @@ export class Database {
     try {
       // Reached first, within a deadline; the lock may then wait as long as another process's migrations take.
       // A failure names the server and the setting: the driver's own message names neither.
-      const where = `the database at ${
-        parseConnectionUrl(this.sessionUrl)
-          ?.hosts.map(({ host, port }) => `${host}:${port ?? 5432}`)
-          .join(', ') ?? 'DATABASE_URL'
-      }`;
+      const where = databaseAt(this.sessionUrl, 'DATABASE_URL');
       const setting = 'check DATABASE_URL (or DATABASE_DIRECT_URL)';
       const reached = await within(
         connection`select 1`.then(() => true),
@@ -625,14 +630,19 @@ export class Database {
       const [row] = await probe<{ ready: boolean }[]>`
         select pg_has_role(current_user, ${APP_ROLE}, 'MEMBER') and not r.rolsuper and not r.rolbypassrls
           and not exists (select 1 from pg_class c where c.relrowsecurity and pg_has_role(r.oid, c.relowner, 'MEMBER')) as ready
-        from pg_roles r where r.rolname = current_user`;
+        from pg_roles r where r.rolname = current_user`.catch((error: unknown) => {
+        if (NO_LOGIN.has((error as { code?: unknown }).code)) throw error;
+        // As a failure of DATABASE_URL is told (`underMigrationLock`): the driver's message names neither server nor setting.
+        throw new Error(
+          `${databaseAt(appUrl, 'ATRIUM_APP_DATABASE_URL')}: ${error instanceof Error ? error.message : String(error)}: check ATRIUM_APP_DATABASE_URL.`,
+          { cause: error },
+        );
+      });
       // Before any role statement: a login of another database is not the one to set up here.
       await this.refuseAnotherDatabase(probe);
       return row?.ready ? 'ready' : 'not ready';
     } catch (error) {
-      // 28000: no such role (or no pg_hba.conf entry); 28P01: another password.
-      const code = (error as { code?: unknown }).code;
-      if (code === '28000' || code === '28P01') return 'no login';
+      if (NO_LOGIN.has((error as { code?: unknown }).code)) return 'no login';
       throw error;
     } finally {
       await probe.end({ timeout: 1 });

@@ -5,6 +5,7 @@
  * policies is refused at start.
  */
 import { randomBytes } from 'node:crypto';
+import net from 'node:net';
 import t from 'tap';
 import { sql } from 'drizzle-orm';
 import { Database } from '../../../src/platform/database/database.ts';
@@ -186,4 +187,21 @@ t.test('ensureAppLogin refuses a login that signs in and is a member of atrium_a
     await t.rejects(api.db.ensureAppLogin(url), /would see past row-level security/, `${attributes}: refused, as at a server's start`);
     t.strictSame(await attributesOf(name), before, `${attributes}: the role is as it was`);
   }
+});
+
+t.test('ensureAppLogin names the server and ATRIUM_APP_DATABASE_URL when that login cannot reach its database', async (t) => {
+  const closed = new URL(await loginRole('nosuperuser nobypassrls in role atrium_app'));
+  const listener = net.createServer();
+  await new Promise<void>((resolve) => listener.listen(0, '127.0.0.1', resolve));
+  closed.hostname = '127.0.0.1';
+  closed.port = String((listener.address() as net.AddressInfo).port);
+  await new Promise((resolve) => listener.close(resolve));
+  await t.rejects(api.db.ensureAppLogin(closed.toString()), {
+    message: new RegExp(`^the database at 127\\.0\\.0\\.1:${closed.port}: .*ECONNREFUSED.*: check ATRIUM_APP_DATABASE_URL\\.$`),
+  });
+  const missing = new URL(await loginRole('nosuperuser nobypassrls in role atrium_app'));
+  missing.pathname = `/atrium_missing_${suffix}`;
+  await t.rejects(api.db.ensureAppLogin(missing.toString()), {
+    message: new RegExp(`^the database at .*: database "atrium_missing_${suffix}" does not exist: check ATRIUM_APP_DATABASE_URL\\.$`),
+  });
 });
