@@ -80,7 +80,8 @@ export function parseConnectionUrl(value: string): ConnectionUrl | null {
     const port = host[2] === undefined ? undefined : Number(host[2]);
     if (port !== undefined && (port < 1 || port > 65535)) return null;
     const name = decode(host[1]!);
-    if (name === null || name === '') return null;
+    // A bracket written encoded (`%5B`) is no IPv6 address, and no host name either.
+    if (name === null || name === '' || (!host[1]!.startsWith('[') && /[[\]]/.test(name))) return null;
     hosts.push({ host: name, port });
   }
   // The driver splits each entry of a host list at its first colon: an IPv6 address works alone only.

@@ -23,6 +23,10 @@ t.test('malformed URLs are refused', async (t) => {
     'postgres://u:p@h1,h2/db?target_session_attrs=any',
     'postgres://u:p@h1,h2/db?target_session_attrs=',
     'postgres://u:p@[::1]:5432,h2/db',
+    // A bracket written encoded is no IPv6 address: the driver would be given an invalid URL.
+    'postgres://u:p@%5B/db',
+    'postgres://u:p@%5Bx%5D/db',
+    'postgres://u:p@%5B%3A%3A1%5D:5432/db',
     // An sslmode libpq does not know: the driver would take it as verify-full.
     'postgres://u:p@h/db?sslmode=bogus',
     'postgres://u:p@h/db?sslmode=',
