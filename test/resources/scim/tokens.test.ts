@@ -194,30 +194,39 @@ t.test('a token stops working when its minter is marked for logout; a token mint
   t.equal((await scim(again.body.token)).statusCode, 200, 'a token of another minter is not concerned');
 });
 
-t.test("a write under way when its minter's logout mark commits is refused: it sets no password", async (t) => {
-  const delegate = await api.createUser(tenant.tenantId, { permissions: MINTER });
-  const victim = await api.createUser(tenant.tenantId, { username: 'scim-reset-victim' });
-  const { body } = await create(t, { name: 'stolen' }, delegate.token);
-  // The victim's row is held, so the PATCH, its token judged already, waits in its transaction while the minter is
-  // marked for logout (which ends the token) and that mark commits.
+/**
+ * A SCIM PATCH setting `victim`'s password with `token`, its token judged already, waits for the victim's row
+ * while `meanwhile` ends the token; then it must be refused (401) and set no password.
+ */
+async function passwordSetWhileTokenEnds(t: Tt, token: string, victim: { id: number; username: string; password: string }, meanwhile: () => Promise<void>) {
   const held = await holdRows(api.db, sql`select 1 from users where tenant_id = ${tenant.tenantId} and id = ${victim.id} for no key update`);
   const patch = wire.send({
     method: 'PATCH',
     url: `/scim/v2/Users/${victim.id}`,
-    headers: { ...bearer(body.token), 'content-type': 'application/scim+json' },
+    headers: { ...bearer(token), 'content-type': 'application/scim+json' },
     payload: JSON.stringify({
       schemas: ['urn:ietf:params:scim:api:messages:2.0:PatchOp'],
       Operations: [{ op: 'replace', path: 'password', value: 'a password of my choosing' }],
     }),
   });
   t.ok((await lockWaiters(api.db, 'for no key update')) > 0, 'the PATCH waits for the victim');
-  t.equal((await api.call(t, 'markUserForLogout', { token: admin, params: { user: delegate.id } })).status, 204);
-  t.equal((await scim(body.token)).statusCode, 401, 'the token has stopped working');
+  await meanwhile();
   await held.release();
   t.equal((await patch).statusCode, 401, 'the PATCH found its token ended');
   const signIn = (password: string) => api.call(t, 'login', { body: { tenant: tenant.slug, username: victim.username, password } });
   t.equal((await signIn('a password of my choosing')).status, 401, 'the password was not set');
   t.equal((await signIn(victim.password)).status, 200, 'the old one still signs in');
+}
+
+t.test("a write under way when its minter's logout mark commits is refused: it sets no password", async (t) => {
+  const delegate = await api.createUser(tenant.tenantId, { permissions: MINTER });
+  const victim = await api.createUser(tenant.tenantId, { username: 'scim-reset-victim' });
+  const { body } = await create(t, { name: 'stolen' }, delegate.token);
+  await passwordSetWhileTokenEnds(t, body.token, victim, async () => {
+    // The minter is marked for logout (which ends the token), and that mark commits.
+    t.equal((await api.call(t, 'markUserForLogout', { token: admin, params: { user: delegate.id } })).status, 204);
+    t.equal((await scim(body.token)).statusCode, 401, 'the token has stopped working');
+  });
 });
 
 t.test('a write under way when its token expires is refused: it sets no password', async (t) => {
@@ -226,25 +235,10 @@ t.test('a write under way when its token expires is refused: it sets no password
   const { body } = await create(t, { name: 'expiring', expires_in: 60 }, delegate.token);
   // Used once: its use is recorded, so the PATCH does not write the token's row (which the expiry below changes).
   t.equal((await scim(body.token)).statusCode, 200);
-  // The PATCH, its token judged valid, waits for the victim's row while the token's lifetime ends.
-  const held = await holdRows(api.db, sql`select 1 from users where tenant_id = ${tenant.tenantId} and id = ${victim.id} for no key update`);
-  const patch = wire.send({
-    method: 'PATCH',
-    url: `/scim/v2/Users/${victim.id}`,
-    headers: { ...bearer(body.token), 'content-type': 'application/scim+json' },
-    payload: JSON.stringify({
-      schemas: ['urn:ietf:params:scim:api:messages:2.0:PatchOp'],
-      Operations: [{ op: 'replace', path: 'password', value: 'a password of my choosing' }],
-    }),
+  await passwordSetWhileTokenEnds(t, body.token, victim, async () => {
+    // Expired now: later than the PATCH's transaction began, earlier than its token is judged again.
+    await api.db.owner.execute(sql`update scim_tokens set expires_at = clock_timestamp() where id = ${body.id}`);
   });
-  t.ok((await lockWaiters(api.db, 'for no key update')) > 0, 'the PATCH waits for the victim');
-  // Expired now: later than the PATCH's transaction began, earlier than its token is judged again.
-  await api.db.owner.execute(sql`update scim_tokens set expires_at = clock_timestamp() where id = ${body.id}`);
-  await held.release();
-  t.equal((await patch).statusCode, 401, 'the PATCH found its token expired');
-  const signIn = (password: string) => api.call(t, 'login', { body: { tenant: tenant.slug, username: victim.username, password } });
-  t.equal((await signIn('a password of my choosing')).status, 401, 'the password was not set');
-  t.equal((await signIn(victim.password)).status, 200, 'the old one still signs in');
 });
 
 t.test("a group write under way when its minter's logout mark commits is refused: it adds no member", async (t) => {
