@@ -24,7 +24,10 @@
  * - a reserve whose connection attempt failed stayed queued, so the connection made later
  *   was handed to it, already refused, and never given back: the pool lost it for good;
  * - a reserve after the pool had ended opened a new connection, which nothing would end
- *   (a statement is refused there), so the process could not exit on its own.
+ *   (a statement is refused there), so the process could not exit on its own;
+ * - a write for a connection whose socket had closed (a transaction's own ROLLBACK after its
+ *   connection was lost) threw from the immediate that flushes it, and ended the process
+ *   (porsager/postgres#1208, #1154).
  */
 import net from 'node:net';
 import postgres from 'postgres';
@@ -433,4 +436,31 @@ t.test('a reserve after the pool has ended is refused, as a statement is, and op
   const reserve = outcome(sql.reserve().then((reserved) => (reserved.release(), 'reserved')));
   t.strictSame(await reserve, { error: 'CONNECTION_ENDED' }, 'so is a reserve (published: it connects, and the process cannot exit)');
   t.equal(await connections(), 0, 'and no connection was opened for it');
+});
+
+t.test('a transaction whose connection is lost mid-statement fails, and its own rollback does not end the process (porsager/postgres#1208)', async (t) => {
+  const name = 'atrium-lost-transaction';
+  const sql = postgres(database.url, { max: 2, onnotice: () => {}, connection: { application_name: name } });
+  t.teardown(() => sql.end({ timeout: 1 }));
+  let began!: () => void;
+  const running = new Promise<void>((resolve) => (began = resolve));
+  const transaction = sql
+    .begin(async (tx) => {
+      began();
+      await tx`select pg_sleep(30)`;
+    })
+    .then(
+      () => 'committed',
+      (error: { code?: string }) => error.code,
+    );
+  await running;
+  await eventually(
+    async () => (await terminate(name)) > 0,
+    (ended) => ended,
+  );
+  // The driver then writes the transaction's ROLLBACK to the closed connection; published, that write
+  // throws from a timer, where nothing can catch it (here, tap's uncaughtException fails the test).
+  t.ok(['57P01', 'CONNECTION_CLOSED', 'ECONNRESET'].includes(String(await transaction)), 'the transaction fails');
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  t.strictSame(await outcome(sql`select 7 as seven`.then(([row]) => row!.seven)), { value: 7 }, 'and the pool serves the next statement');
 });
