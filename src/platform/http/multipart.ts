@@ -13,7 +13,6 @@ import type { FileHandle } from 'node:fs/promises';
 import multipart from '@fastify/multipart';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { anonymousFile } from './anonymous-file.ts';
-import { noRouteError } from './no-route.ts';
 import { coded, invalid, ProblemError } from './problem.ts';
 
 /** Bytes read back from an upload at a time. */
@@ -168,9 +167,10 @@ export async function registerMultipart(app: FastifyInstance): Promise<void> {
   app.addHook('preValidation', (request, reply, done) => {
     if (request.isMultipart()) {
       // Read only for an operation that takes it (any other operation refused it before, 415):
-      // a path no route serves, or a route outside the operations, answers without reading it.
+      // a route outside the operations answers without reading it (a path no route serves was
+      // answered before its body was read: error-handler.ts).
       if (request.routeOptions.config.operationId === undefined) {
-        done(request.is404 ? noRouteError(request) : new ProblemError(415, 'This resource takes no request body.'));
+        done(new ProblemError(415, 'This resource takes no request body.'));
         return;
       }
       const files = new RequestFiles();

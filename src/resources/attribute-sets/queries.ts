@@ -1,10 +1,10 @@
 import { and, count, eq, inArray, sql } from 'drizzle-orm';
 import { transactionTenant, type Tx } from '../../platform/database/database.ts';
 import { updateTime } from '../../platform/database/update-time.ts';
+import { inIdList } from '../../platform/database/id-list.ts';
 import { notFound } from '../../platform/http/problem.ts';
 import { departmentAttributeSets } from '../departments/table.ts';
 import { attributeSets, type AttributeField } from './table.ts';
-import { inIdList } from '../../platform/database/id-list.ts';
 
 export type AttributeSetRow = typeof attributeSets.$inferSelect;
 

@@ -3,9 +3,9 @@ import type { Auth } from '../../platform/auth/auth.ts';
 import { rfc3339 } from '../../platform/http/datetime.ts';
 import type { Listing } from '../../platform/result-controls/listing.ts';
 import { defineView, groupBy } from '../../platform/result-controls/result-controls.ts';
+import { inIdList } from '../../platform/database/id-list.ts';
 import { automations, webhookDeliveries, webhookDeliveryAttempts, type AutomationRow, type DeliveryRow, type DeliveryStatus } from './table.ts';
 import { answeredConfiguration } from './webhook-configuration.ts';
-import { inIdList } from '../../platform/database/id-list.ts';
 
 export const automationView = defineView<AutomationRow, Auth>({
   key: (row) => row.id,

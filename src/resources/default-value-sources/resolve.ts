@@ -6,6 +6,7 @@
  */
 import { and, asc, eq, isNull, sql } from 'drizzle-orm';
 import type { Tx } from '../../platform/database/database.ts';
+import { inIdList } from '../../platform/database/id-list.ts';
 import { can, type Auth } from '../../platform/auth/auth.ts';
 import type { Visibility } from '../../platform/result-controls/result-controls.ts';
 import { fullName, userFieldVisible } from '../users/view.ts';
@@ -14,7 +15,6 @@ import { formFields, type FieldType } from '../forms/table.ts';
 import type { SourceRow } from './queries.ts';
 import type { SystemVariable } from './rules.ts';
 import { defaultValueSources, FORM_FIELD_ALIAS } from './table.ts';
-import { inIdList } from '../../platform/database/id-list.ts';
 /** A stored field value (submissions hold only these, see forms/rules.ts). */
 type FieldValue = string | number | boolean | null;
 

@@ -6,13 +6,13 @@
 import { and, asc, eq, sql } from 'drizzle-orm';
 import type { Tx } from '../../platform/database/database.ts';
 import { MISSING_REFERENCE } from '../../platform/database/existence.ts';
+import { inIdList } from '../../platform/database/id-list.ts';
 import type { Body } from '../../platform/http/handler.ts';
 import { coded, conflict, invalid, notFound, type FieldErrors, type ProblemError } from '../../platform/http/problem.ts';
 import { administrableBy, administrableField, type Caller } from '../forms/rules.ts';
 import { formFields, type FieldType } from '../forms/table.ts';
 import { closesCycle, nextSortNumber, type SourceCandidate, type SourceRow } from './queries.ts';
 import { defaultValueSources, FORM_FIELD_ALIAS, type SourceType } from './table.ts';
-import { inIdList } from '../../platform/database/id-list.ts';
 
 /**
  * Which source field types a `formFieldValue` source may copy into a target of each type.

@@ -3,13 +3,13 @@ import { can, type Auth } from '../../platform/auth/auth.ts';
 import type { Tx } from '../../platform/database/database.ts';
 import { tenants } from '../../platform/database/tenancy.ts';
 import { updateTime } from '../../platform/database/update-time.ts';
+import { inIdList } from '../../platform/database/id-list.ts';
 import { notFound } from '../../platform/http/problem.ts';
 import { entityPermissions } from '../entity-permissions/table.ts';
 import { administrableBy } from '../forms/rules.ts';
 import { MENU_ITEM_ENTITY_TYPE } from '../menu-items/table.ts';
 import { notificationSettings } from '../notification-settings/table.ts';
 import { departmentAttributeSets, departmentNotificationSettings, departmentUsers, departments } from './table.ts';
-import { inIdList } from '../../platform/database/id-list.ts';
 
 const toNumbers = (value: unknown) => ((value as (string | number)[] | null) ?? []).map(Number);
 

@@ -5,8 +5,8 @@
  */
 import { and, Column, eq, getTableColumns, getTableName, is, sql, type AnyColumn, type SQL } from 'drizzle-orm';
 import type { Tx } from '../../platform/database/database.ts';
-import { entityPermissions } from './table.ts';
 import { inIdList } from '../../platform/database/id-list.ts';
+import { entityPermissions } from './table.ts';
 
 export interface SubjectLists {
   user_ids: number[];

@@ -1,6 +1,7 @@
 import { and, asc, desc, eq, isNull } from 'drizzle-orm';
 import type { Auth } from '../../platform/auth/auth.ts';
 import type { Tx } from '../../platform/database/database.ts';
+import { inIdList } from '../../platform/database/id-list.ts';
 import { rfc3339 } from '../../platform/http/datetime.ts';
 import { ALL_FIELDS, type Listing } from '../../platform/result-controls/listing.ts';
 import { defineView, groupBy, present, type RelationDefinition } from '../../platform/result-controls/result-controls.ts';
@@ -8,7 +9,6 @@ import { loadSubjectLists } from '../entity-permissions/queries.ts';
 import type { FieldRow, FormRow, SubmissionRow, TaskExecutionRow, TaskTemplateRow } from './queries.ts';
 import { administrable, executionVisibleTo, fieldParentAdministrableBy } from './rules.ts';
 import { formFields, formSubmissions, forms, taskExecutions, taskTemplates, type ParentType } from './table.ts';
-import { inIdList } from '../../platform/database/id-list.ts';
 
 /** Relations a form or task template is shown with by default (its show, and the answer of its create). */
 export const SHOW_RELATIONS = ['fields', 'entity_permissions'] as const;

@@ -7,7 +7,7 @@
 import { characterCount } from '../../platform/http/validation.ts';
 import { sql } from 'drizzle-orm';
 import { can, type Auth, type Caller } from '../../platform/auth/auth.ts';
-import { grantablePermissions, permissionsLacking } from '../../platform/auth/permissions.ts';
+import { grantablePermissions, permissionsLacking, type Permission } from '../../platform/auth/permissions.ts';
 import type { Tx } from '../../platform/database/database.ts';
 import { missingIds, MISSING, reportMissing } from '../../platform/database/existence.ts';
 import { navigationUrlProblems, ROUTE_FORMS } from '../../platform/http/navigation-url.ts';
@@ -304,11 +304,16 @@ export function addErrors(errors: FieldErrors, more: FieldErrors): FieldErrors {
  * value — writing it blind could redirect the user's e-mail, and "changed" or "unchanged"
  * would tell the stored value. The update operation and the CSV preview refuse them alike.
  */
-export function hiddenKeyErrors(caller: Caller, user: Pick<UserRow, 'id'>, keys: readonly string[]): FieldErrors {
+export function hiddenKeyErrors(
+  caller: Caller,
+  user: Pick<UserRow, 'id'>,
+  keys: readonly string[],
+  message: (permission: Permission) => string = hiddenFieldError,
+): FieldErrors {
   const errors: FieldErrors = {};
   for (const key of keys) {
     const permission = hiddenFieldPermission(caller, key, user);
-    if (permission) errors[key] = [coded('permission_missing', hiddenFieldError(permission))];
+    if (permission) errors[key] = [coded('permission_missing', message(permission))];
   }
   return errors;
 }
@@ -320,15 +325,8 @@ export function hiddenKeyErrors(caller: Caller, user: Pick<UserRow, 'id'>, keys:
  * may see them turns the account personal.
  */
 export function hiddenRequiredKeyErrors(caller: Caller, user: Pick<UserRow, 'id'>, draft: UserDraft, required: readonly ProfileKey[]): FieldErrors {
-  const errors: FieldErrors = {};
-  if (!draft.current?.groupAccount || resultingGroupAccount(draft)) return errors;
-  for (const key of required) {
-    const permission = hiddenFieldPermission(caller, key, user);
-    if (permission) {
-      errors[key] = [coded('permission_missing', `is required by this tenant's settings, and seeing it needs the permission "${permission}"`)];
-    }
-  }
-  return errors;
+  if (!draft.current?.groupAccount || resultingGroupAccount(draft)) return {};
+  return hiddenKeyErrors(caller, user, required, (permission) => `is required by this tenant's settings, and seeing it needs the permission "${permission}"`);
 }
 
 /** Filtering users by the administrative fields `role_id` or `active` would reveal them: it needs their permission. */
