@@ -27,7 +27,9 @@
  *   (a statement is refused there), so the process could not exit on its own;
  * - a write for a connection whose socket had closed (a transaction's own ROLLBACK after its
  *   connection was lost) threw from the immediate that flushes it, and ended the process
- *   (porsager/postgres#1208, #1154).
+ *   (porsager/postgres#1208, #1154);
+ * - a close left a write still pending for its socket marked as scheduled, so the next
+ *   connection's startup message waited behind it for ever (porsager/postgres#1133, #1215).
  */
 import net from 'node:net';
 import postgres from 'postgres';
@@ -250,6 +252,29 @@ t.test('statements written between a connection’s error and its close are answ
   t.ok(lost.test(first?.error ?? '') || JSON.stringify(first?.value) === '[{"one":"stale"}]', `the first: ${JSON.stringify(first)}`);
   t.ok(lost.test(second?.error ?? '') || JSON.stringify(second?.value) === '[{"two":2}]', `the second: ${JSON.stringify(second)}`);
   // The next connection answers its own statements.
+  t.same(await settled(sql`select 'fresh' as one`), { value: [{ one: 'fresh' }] });
+  t.same(await settled(sql`select 3 as three`), { value: [{ three: 3 }] });
+});
+
+t.test('a statement written in the turn of its connection’s error, after the flush, leaves the next connection able to start', async (t) => {
+  const { sql, reset } = await relayedConnection(t);
+  let issue!: (late: { statement: Promise<unknown> }) => void;
+  const issued = new Promise<{ statement: Promise<unknown> }>((resolve) => (issue = resolve));
+  void sql`select pg_sleep(5)`.catch(() => {
+    // Later in the same turn of the event loop, after the driver's flush of small writes and
+    // before the close: a statement issued by a timer or by another socket's close lands here.
+    setImmediate(() => issue({ statement: sql`select 'late' as one` }));
+  });
+  await new Promise((resolve) => setTimeout(resolve, 100));
+  reset();
+  const answer = (await settled((await issued).statement)) as { value?: unknown; error?: string };
+  t.ok(
+    /^(CONNECTION_CLOSED|ECONNRESET|EPIPE)$/.test(answer.error ?? '') || JSON.stringify(answer.value) === '[{"one":"late"}]',
+    `the late one: ${JSON.stringify(answer)}`,
+  );
+  // Published, the close cancels that statement's pending flush but keeps its bytes as pending:
+  // the next connection's startup message is queued behind them and never sent (each attempt
+  // then ends in CONNECT_TIMEOUT, for as long as the process runs).
   t.same(await settled(sql`select 'fresh' as one`), { value: [{ one: 'fresh' }] });
   t.same(await settled(sql`select 3 as three`), { value: [{ three: 3 }] });
 });
