@@ -320,10 +320,6 @@ export interface ProblemOptions {
 export class ProblemError extends Error {
   readonly status: number;
   readonly code: ProblemCode;
-  /** Field path → messages, as sent. */
-  readonly errors: FieldMessages | undefined;
-  /** Field path → codes, one per message. */
-  readonly errorCodes: FieldCodes | undefined;
   readonly headers: Record<string, string>;
   readonly #fieldErrors: FieldErrors | undefined;
 
@@ -332,10 +328,20 @@ export class ProblemError extends Error {
     this.name = 'ProblemError';
     this.status = status;
     this.code = options.code ?? defaultCode(status);
-    this.errors = options.errors && fieldMessages(options.errors);
-    this.errorCodes = options.errors && fieldCodes(options.errors);
     this.headers = options.headers ?? {};
     this.#fieldErrors = options.errors;
+  }
+
+  // Made when read, not when thrown: a refusal of a body with many faulty keys is sent
+  // through `toDocument`, which names only the first FIELDS_NAMED.
+  /** Field path → messages, every field at fault. */
+  get errors(): FieldMessages | undefined {
+    return this.#fieldErrors && fieldMessages(this.#fieldErrors);
+  }
+
+  /** Field path → codes, one per message. */
+  get errorCodes(): FieldCodes | undefined {
+    return this.#fieldErrors && fieldCodes(this.#fieldErrors);
   }
 
   /** As `problemDocument` makes it (at most FIELDS_NAMED fields named). */

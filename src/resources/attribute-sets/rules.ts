@@ -3,7 +3,7 @@
  * (docs/departments.md#attribute-sets-and-values).
  */
 import { isDeepStrictEqual } from 'node:util';
-import { coded, type FieldErrors } from '../../platform/http/problem.ts';
+import { coded, FIELDS_NAMED, type FieldErrors } from '../../platform/http/problem.ts';
 import { isCalendarDate } from '../../platform/http/dates.ts';
 import type { AttributeField, AttributeType } from './table.ts';
 
@@ -99,12 +99,15 @@ export function attributeFieldTypes(sets: readonly { fields: readonly AttributeF
  * `null` removes a value; values not sent are kept from `current`, unless their field is
  * no longer attached. A value of a field no longer attached is dropped too when it is sent
  * as it is stored, or as null: the department sent back as it was read is no error.
+ * `sent` is the body; its `declared` keys (the department's own) are not attribute values.
+ * At most one fault more than a problem names (FIELDS_NAMED) is collected.
  */
 export function mergeAttributeValues(
   types: Map<string, AttributeType>,
   sent: Record<string, unknown>,
   current: Record<string, unknown>,
   errors: FieldErrors,
+  declared: readonly string[] = [],
 ): Record<string, unknown> {
   const result: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(current)) {
@@ -116,15 +119,24 @@ export function mergeAttributeValues(
       errors[key] = [coded(type === 'date' ? 'format' : 'type', `holds a value stored before this field became of type ${type}: send a new value or null`)];
     }
   }
-  for (const [key, value] of Object.entries(sent)) {
+  // One field beyond those a problem names tells it that there are more; the rest are not
+  // looked at (a body of 75,000 unknown keys would be as many errors). Keys, not entries:
+  // only the keys looked at are read.
+  let faults = Object.keys(errors).length;
+  for (const key of Object.keys(sent)) {
+    if (faults > FIELDS_NAMED) break;
+    if (declared.includes(key)) continue;
+    const value = sent[key];
     const type = types.get(key);
     if (!type) {
       if (Object.hasOwn(current, key) && (value === null || isDeepStrictEqual(value, current[key]))) continue;
       errors[key] = [coded('unknown_property', 'is not a field of an attached attribute set')];
+      faults++;
       continue;
     }
     if (!fitsAttributeType(type, value)) {
       errors[key] = [type === 'date' ? coded('format', 'must be a date (YYYY-MM-DD)') : coded('type', `must be of type ${type}`)];
+      faults++;
       continue;
     }
     if (value === null) delete result[key];

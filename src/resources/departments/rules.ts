@@ -56,11 +56,8 @@ export function departmentAfter(current: DepartmentRow, write: DepartmentWrite):
   };
 }
 
-const INPUT_KEYS = ['name', 'tags', 'notification_setting_ids', 'attribute_set_ids'];
-
-/** The body's keys beyond the declared ones: attribute values (read-only fields like `user_id` fail as unknown). */
-export const extraKeys = (body: DepartmentInput): Record<string, unknown> =>
-  Object.fromEntries(Object.entries(body).filter(([key]) => !INPUT_KEYS.includes(key)));
+/** The body's own keys; every other key is an attribute value (read-only fields like `user_id` fail as unknown). */
+export const INPUT_KEYS = ['name', 'tags', 'notification_setting_ids', 'attribute_set_ids'];
 
 /** `{count, limit, remaining}`: `limit` and `remaining` null when unlimited, `remaining` never below 0. */
 export function departmentAvailability({ count, limit }: { count: number; limit: number | null }) {
@@ -114,7 +111,7 @@ export async function departmentWrite(tx: Tx, body: DepartmentInput, current: De
     ),
   );
   if (conflicts.length > 0) (errors.attribute_set_ids ??= []).push(coded('mismatch', `the attached sets define ${conflicts.join(', ')} with different types`));
-  const attributes = mergeAttributeValues(types, extraKeys(body), current?.attributes ?? {}, errors);
+  const attributes = mergeAttributeValues(types, body, current?.attributes ?? {}, errors, INPUT_KEYS);
   if (Object.keys(errors).length > 0) throw invalid(errors);
 
   return {

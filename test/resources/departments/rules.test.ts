@@ -1,12 +1,13 @@
 /** The department rules on their own (no HTTP, no database). */
 import t from 'tap';
-import type { ProblemError } from '../../../src/platform/http/problem.ts';
+import { coded, FIELDS_NAMED, type FieldErrors, type ProblemError } from '../../../src/platform/http/problem.ts';
+import { mergeAttributeValues } from '../../../src/resources/attribute-sets/rules.ts';
 import {
   attributeSetAssignments,
   departmentAvailability,
   departmentLimitRefusal,
   departmentName,
-  extraKeys,
+  INPUT_KEYS,
   NAMED_ENTITIES_SHOWN,
   namedByEntityPermissionsRefusal,
   type DepartmentInput,
@@ -33,10 +34,24 @@ t.test('attributeSetAssignments: ids or {id, sort_number}, first occurrence wins
   ]);
 });
 
-t.test('extraKeys: every key but the declared ones (attribute values, and read-only fields, which then fail as unknown)', async (t) => {
+t.test('a body’s keys beyond the declared ones are attribute values (read-only fields fail as unknown)', async (t) => {
   const body = { name: 'X', tags: ['a'], notification_setting_ids: [1], attribute_set_ids: [2], cost_center: 'A1', user_id: 5 } as unknown as DepartmentInput;
-  t.strictSame(extraKeys(body), { cost_center: 'A1', user_id: 5 });
-  t.strictSame(extraKeys({ name: 'X' } as DepartmentInput), {});
+  const types = new Map([['cost_center', 'string']] as const);
+  const errors: FieldErrors = {};
+  t.strictSame(mergeAttributeValues(new Map(types), body, {}, errors, INPUT_KEYS), { cost_center: 'A1' });
+  t.strictSame(errors, { user_id: [coded('unknown_property', 'is not a field of an attached attribute set')] });
+  const declaredOnly: FieldErrors = {};
+  t.strictSame(mergeAttributeValues(new Map(types), { name: 'X' }, {}, declaredOnly, INPUT_KEYS), {});
+  t.strictSame(declaredOnly, {});
+});
+
+t.test('of many unknown keys, one more than a problem names is collected', async (t) => {
+  const body: Record<string, unknown> = { name: 'X' };
+  for (let i = 0; i < 5_000; i++) body[`k${i}`] = i;
+  const errors: FieldErrors = { name: [coded('taken', 'is already taken')] };
+  mergeAttributeValues(new Map(), body, {}, errors, INPUT_KEYS);
+  t.equal(Object.keys(errors).length, FIELDS_NAMED + 1);
+  t.ok(errors.name && errors.k0 && errors[`k${FIELDS_NAMED - 2}`], 'the faults found first, the ones found before included');
 });
 
 t.test('departmentAvailability: remaining is null without a limit and never below 0', async (t) => {
