@@ -3835,7 +3835,7 @@ export interface components {
          *     Unicode form (compared after compatibility normalisation, NFKC), or in letters drawn
          *     alike (Unicode's confusables, UTS #39: a Cyrillic `а` for a Latin `a`, `0` for `o`;
          *     accents count) are the same name (422 "is already taken"); control, format (zero-width, bidirectional) and other
-         *     invisible characters are refused (422). It is stored in composed form (NFC). On
+         *     invisible characters (variation selectors, Hangul fillers, the blank braille pattern) are refused (422). It is stored in composed form (NFC). On
          *     update, a name sent back unchanged is not judged again. `notification_setting_ids` and
          *     `attribute_set_ids` keep their current values when omitted on update (none on
          *     create); every id must name a record of the tenant, and each one that does not is a
@@ -5165,7 +5165,7 @@ export interface components {
          *     normalisation, NFKC, so full-width letters count as plain ones), or in letters drawn
          *     alike (Unicode's confusables, UTS #39: a Cyrillic `а` for a Latin `a`, `0` for `o`;
          *     accents count) are the same name (422 "is already taken"). A name may not begin or end with whitespace, nor contain
-         *     control, format (zero-width, bidirectional) or other invisible characters (422). It
+         *     control, format (zero-width, bidirectional) or other invisible characters, such as variation selectors, Hangul fillers or the blank braille pattern (422). It
          *     is stored in composed form (NFC).
          */
         RoleName: string;
@@ -6910,7 +6910,7 @@ export interface components {
             role_id: number;
             staff_number?: string | null;
             street?: string | null;
-            /** @description Unique per tenant; no leading or trailing whitespace. `deleted-user-<number>`, in any letter case, is reserved for blacked-out accounts, and a control or format character (a zero-width space, a bidirectional override) is refused (422 `pattern`); a stored name sent back unchanged is not judged again. */
+            /** @description Unique per tenant; no leading or trailing whitespace. `deleted-user-<number>`, in any letter case, is reserved for blacked-out accounts, and a control or format character (a zero-width space, a bidirectional override) or another character drawn as nothing (a variation selector, a Hangul filler, the blank braille pattern) is refused (422 `pattern`); a stored name sent back unchanged is not judged again. */
             username: string;
             wants_email_notifications?: boolean;
             zipcode?: string | null;
@@ -6977,7 +6977,7 @@ export interface components {
             role_id: number;
             staff_number?: string | null;
             street?: string | null;
-            /** @description Unique per tenant; no leading or trailing whitespace. `deleted-user-<number>`, in any letter case, is reserved for blacked-out accounts, and a control or format character (a zero-width space, a bidirectional override) is refused (422 `pattern`); a stored name sent back unchanged is not judged again. */
+            /** @description Unique per tenant; no leading or trailing whitespace. `deleted-user-<number>`, in any letter case, is reserved for blacked-out accounts, and a control or format character (a zero-width space, a bidirectional override) or another character drawn as nothing (a variation selector, a Hangul filler, the blank braille pattern) is refused (422 `pattern`); a stored name sent back unchanged is not judged again. */
             username: string;
             wants_email_notifications?: boolean;
             zipcode?: string | null;
@@ -7322,7 +7322,7 @@ export interface components {
             role_id?: number;
             staff_number?: string | null;
             street?: string | null;
-            /** @description Unique per tenant; no leading or trailing whitespace. `deleted-user-<number>`, in any letter case, is reserved for blacked-out accounts, and a control or format character (a zero-width space, a bidirectional override) is refused (422 `pattern`); a stored name sent back unchanged is not judged again. */
+            /** @description Unique per tenant; no leading or trailing whitespace. `deleted-user-<number>`, in any letter case, is reserved for blacked-out accounts, and a control or format character (a zero-width space, a bidirectional override) or another character drawn as nothing (a variation selector, a Hangul filler, the blank braille pattern) is refused (422 `pattern`); a stored name sent back unchanged is not judged again. */
             username?: string;
             wants_email_notifications?: boolean;
             zipcode?: string | null;
@@ -7387,7 +7387,7 @@ export interface components {
             role_id?: number;
             staff_number?: string | null;
             street?: string | null;
-            /** @description Unique per tenant; no leading or trailing whitespace. `deleted-user-<number>`, in any letter case, is reserved for blacked-out accounts, and a control or format character (a zero-width space, a bidirectional override) is refused (422 `pattern`); a stored name sent back unchanged is not judged again. */
+            /** @description Unique per tenant; no leading or trailing whitespace. `deleted-user-<number>`, in any letter case, is reserved for blacked-out accounts, and a control or format character (a zero-width space, a bidirectional override) or another character drawn as nothing (a variation selector, a Hangul filler, the blank braille pattern) is refused (422 `pattern`); a stored name sent back unchanged is not judged again. */
             username?: string;
             wants_email_notifications?: boolean;
             zipcode?: string | null;

@@ -9,9 +9,14 @@ import { rectifyConfusion } from 'unicode-confusables';
 /**
  * Characters that do not show, or change how the text around them shows: control and
  * format characters (zero-width spaces and joiners, bidirectional overrides, soft
- * hyphens), private-use and unpaired surrogate code points, line and paragraph separators.
+ * hyphens), private-use and unpaired surrogate code points, line and paragraph separators,
+ * the characters Unicode says to draw as nothing where unsupported (default-ignorable:
+ * variation selectors, the combining grapheme joiner, Hangul fillers) and the blank
+ * braille pattern.
  */
-const INVISIBLE = /[\p{Cc}\p{Cf}\p{Co}\p{Cs}\p{Zl}\p{Zp}]/u;
+const INVISIBLE = /[\p{Cc}\p{Cf}\p{Co}\p{Cs}\p{Zl}\p{Zp}\p{Default_Ignorable_Code_Point}\u2800]/u;
+/** Default-ignorable characters, which UTS #39's skeleton removes before comparing. */
+const IGNORABLE = /\p{Default_Ignorable_Code_Point}/gu;
 
 export const INVISIBLE_CHARACTER_PROBLEM = 'may not contain control, format or other invisible characters';
 
@@ -56,8 +61,8 @@ const latinised = (text: string): string =>
 /**
  * The keys two names are compared by; names with an equal first key or an equal second key
  * count as one name. Both take each character for the one it is drawn like (`skeleton`),
- * ignore letter case and Unicode form (`folded`), and take every run of whitespace for one
- * space. The first takes letters of other scripts for Latin ones before it folds, so that
+ * ignore letter case and Unicode form (`folded`) and default-ignorable characters, and take
+ * every run of whitespace for one space. The first takes letters of other scripts for Latin ones before it folds, so that
  * a Cyrillic `М` (whose lower case `м` looks like no Latin letter) is an `M` while `IT` is
  * still `it`; the second takes every character for its look-alike before it folds, so that
  * a capital `I` is an `l` too. Accents stay: `é` is not `e`.
@@ -65,7 +70,11 @@ const latinised = (text: string): string =>
 export function nameKeys(name: string): readonly [string, string] {
   let keys = knownKeys.get(name);
   if (keys === undefined) {
-    const key = (text: string) => skeleton(folded(text)).toLowerCase().replace(/\s+/gu, ' ').trim();
+    const key = (text: string) =>
+      skeleton(folded(text.replace(IGNORABLE, '')))
+        .toLowerCase()
+        .replace(/\s+/gu, ' ')
+        .trim();
     keys = [key(latinised(name)), key(skeleton(name))];
     if (knownKeys.size >= KNOWN_KEYS_MAX) knownKeys.clear();
     knownKeys.set(name, keys);

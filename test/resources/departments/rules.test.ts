@@ -22,6 +22,8 @@ t.test('departmentName: trimmed and composed (NFC); blank, overlong, invisible a
   t.strictSame(departmentName('x'.repeat(256)).problems, [{ code: 'max_length', message: 'must be at most 255 characters long' }]);
   t.match(departmentName('Sa\u200bles').problems, [{ code: 'pattern', message: /invisible/ }]);
   t.match(departmentName('Sa\u0000les').problems, [{ code: 'pattern', message: /invisible/ }]);
+  t.match(departmentName('Sales\ufe0f').problems, [{ code: 'pattern', message: /invisible/ }], 'a variation selector');
+  t.match(departmentName('Sales\u2800').problems, [{ code: 'pattern', message: /invisible/ }], 'the blank braille pattern');
 });
 
 t.test('attributeSetAssignments: ids or {id, sort_number}, first occurrence wins, a bare id sorts by its position', async (t) => {

@@ -98,7 +98,7 @@ t.test('userDraftErrors: a new user needs a role; usernames of blacked-out accou
   t.notOk(isReservedUsername('xdeleted-user-1'));
   t.ok(isReservedUsername('Deleted-User-1'), 'in any letter case, as new names are judged taken');
   // A character that does not show would let a name pass for another one.
-  for (const username of ['admin\u200b', '\u202eadmin', 'ad\u00admin', 'a\tb']) {
+  for (const username of ['admin\u200b', '\u202eadmin', 'ad\u00admin', 'a\tb', 'admin\u3164', 'ad\u034fmin']) {
     t.strictSame(
       userDraftErrors({ ...newUser, username }, rules),
       { username: [coded('pattern', 'may not contain control, format or other invisible characters')] },
