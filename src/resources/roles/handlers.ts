@@ -36,6 +36,8 @@ export const roleHandlers = {
     const errors = roleChangeErrors(auth, { permissions: [], active: true, ownRole: false }, { permissions, active: body.active ?? true });
     if (Object.keys(errors).length > 0) throw invalid(errors);
     const created = await db.tenant(auth.tenantId, async (tx) => {
+      // The permissions are judged again as the caller holds them now (a demotion under way is waited for).
+      await lockAdministration(tx, auth, undefined, 'shared');
       const name = await newRoleName(tx, body.name);
       const role = await insertRole(tx, { tenantId: auth.tenantId, name, active: body.active ?? true, permissions });
       await audit(tx, ctx, {

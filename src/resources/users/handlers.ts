@@ -194,6 +194,9 @@ export const userHandlers = {
     const errors = userDraftErrors(draft, services.config);
     const passwordHash = Object.keys(errors).length === 0 ? await hashPassword(input.password!, auth.tenantId) : null;
     const body = await services.db.tenant(auth.tenantId, async (tx) => {
+      // The role and departments are the caller's to give as their permissions stand now, not as they stood when the
+      // request began (its password's hash may have waited): a demotion under way is waited for.
+      await lockAdministration(tx, auth, undefined, 'shared');
       addErrors(errors, requiredProfileKeyErrors(draft, await loadRequiredProfileKeys(tx)));
       addErrors(errors, await userWriteReferenceErrors(tx, auth, draft, { userId: null, departmentIds: input.department_ids }));
       if (Object.keys(errors).length > 0) throw userWriteRefusal(errors);
@@ -247,14 +250,16 @@ export const userHandlers = {
     const picture = await pictureOf(ctx, input);
     const passwordHash = input.password !== undefined && Object.keys(errors).length === 0 ? await hashPassword(input.password, auth.tenantId) : undefined;
     const body = await services.db.tenant(auth.tenantId, async (tx) => {
+      // A new role or a deactivation may take administration away (`lockAdministration`); departments assigned are a
+      // grant. Before any row is locked, as every holder of that lock takes it, so that none waits for another's rows.
+      if (input.role_id !== undefined || input.active === false) await lockAdministration(tx, auth);
+      else if (input.department_ids !== undefined) await lockAdministration(tx, auth, undefined, 'shared');
       // A change of one's own password holds the session that makes it: a concurrent change by another session of
       // theirs ends this one (401), and one by this session changed the hash `old_password` was checked against.
       if (self && passwordHash) {
         const stored = await holdSession(tx, auth, presentedTokenHash(ctx.request)!, 'update');
         if (needsOldPassword && stored !== verifiedHash) throw invalid({ old_password: [coded('mismatch', 'does not match your current password')] });
       }
-      // A new role or a deactivation may take administration away (`lockAdministration`).
-      if (input.role_id !== undefined || input.active === false) await lockAdministration(tx, auth);
       // Two users' rows are taken in key order, as several rows of one table are: the caller's (the session's hold,
       // below) first when it comes first, so that two administrators updating each other wait instead of deadlocking.
       // The session is then judged again below, once the user's row is held.

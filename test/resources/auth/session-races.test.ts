@@ -10,6 +10,7 @@ import { eq, sql } from 'drizzle-orm';
 import t, { type Test } from 'tap';
 import { pushSubscriptions } from '../../../src/resources/push/table.ts';
 import { startTestApi, type CallResult } from '../../helpers/atrium.ts';
+import { lockTenantScope } from '../../../src/platform/database/locks.ts';
 import {
   bearer,
   createDepartment,
@@ -178,6 +179,62 @@ t.test('a user created by a session ended before the create commits is refused: 
   t.equal((await create).status, 401, 'the create found its session ended');
   const signIn = await api.call(t, 'login', { body: { tenant: 'session-races', username: body.username, password: 'a password of my choosing' } });
   t.equal(signIn.status, 401, 'no account was created');
+});
+
+t.test('a delegate demoted while its create is under way: the demotion is acknowledged only after that create', async (t) => {
+  const delegate = await api.createUser(tenant.tenantId, { username: 'demoted-creator', permissions: ['users.administer', 'users.view'] });
+  const department = await createDepartment(api.db, tenant.tenantId, 'Antechamber');
+  const employee = await roleNamed(api.db, tenant.tenantId, 'Employee');
+  const body = newUserBodies(employee.id, 'shadow')({ password: 'a password of my choosing', department_ids: [department.id] });
+  const answered: string[] = [];
+  // The department's row is held, so the create, judged already, waits in its transaction.
+  const held = await holdRows(api.db, sql`select 1 from departments where tenant_id = ${tenant.tenantId} and id = ${department.id} for update`);
+  const create = api.call(t, 'createUser', { token: delegate.token, body }).then((res) => (answered.push('create'), res));
+  t.ok((await lockWaiters(api.db, 'for key share')) > 0, 'the create waits for the department');
+  const demote = api
+    .call(t, 'updateUser', { token: admin, params: { user: delegate.id }, body: { role_id: employee.id } })
+    .then((res) => (answered.push('demotion'), res));
+  // Published at once, the demotion would let the create commit afterwards under the permissions it removed.
+  await Promise.race([demote, lockWaiters(api.db, 'pg_advisory_xact_lock')]);
+  await held.release();
+  const [created, demoted] = await Promise.all([create, demote]);
+  t.equal(created.status, 201, 'the create was judged before the demotion');
+  t.equal(demoted.status, 200);
+  t.strictSame(answered, ['create', 'demotion'], 'and the demotion waited for it');
+  t.equal((await api.call(t, 'createUser', { token: delegate.token, body: { ...body, username: 'shadow-after' } })).status, 403, 'the next create is refused');
+});
+
+t.test('a delegate demoted while its new role is under way: the demotion is acknowledged only after that role', async (t) => {
+  const delegate = await api.createUser(tenant.tenantId, { username: 'demoted-role-maker', permissions: ['users.administer', 'users.view'] });
+  const employee = await roleNamed(api.db, tenant.tenantId, 'Employee');
+  const answered: string[] = [];
+  // The tenant's role names are held, so the create, judged already, waits in its transaction.
+  let release!: () => void;
+  const released = new Promise<void>((resolve) => (release = resolve));
+  const holder = api.db.tenant(tenant.tenantId, async (tx) => {
+    await lockTenantScope(tx, 'roles.name');
+    await released;
+  });
+  const create = api
+    .call(t, 'createRole', { token: delegate.token, body: { name: 'Shadow administrators', permissions: ['users.administer', 'users.view'] } })
+    .then((res) => (answered.push('create'), res));
+  t.ok((await lockWaiters(api.db, 'pg_advisory_xact_lock')) > 0, 'the create waits for the role names');
+  const demote = api
+    .call(t, 'updateUser', { token: admin, params: { user: delegate.id }, body: { role_id: employee.id } })
+    .then((res) => (answered.push('demotion'), res));
+  await Promise.race([
+    demote,
+    eventually(
+      () => lockWaiters(api.db, 'pg_advisory_xact_lock'),
+      (n) => n > 1,
+    ),
+  ]);
+  release();
+  await holder;
+  const [created, demoted] = await Promise.all([create, demote]);
+  t.equal(created.status, 201, 'the role was judged before the demotion');
+  t.equal(demoted.status, 200);
+  t.strictSame(answered, ['create', 'demotion'], 'and the demotion waited for it');
 });
 
 t.test("a role given to another user by a session ended before it commits is refused: the session's holder gains nothing", async (t) => {
