@@ -56,6 +56,7 @@ export const menuItemHandlers = {
         langId: body.lang_id,
         entityPermissions: body.entity_permissions,
         newLink: true,
+        newType: true,
         newAudience: false,
       });
       const allowIframeAccess = body.allow_iframe_access ?? true;
@@ -106,6 +107,7 @@ export const menuItemHandlers = {
         entityPermissions: body.entity_permissions,
         storedEntityPermissions: stored,
         newLink: link !== current.link,
+        newType: type !== current.type,
         newAudience,
       });
       const values = {

@@ -208,6 +208,8 @@ export interface MenuItemDraft {
   storedEntityPermissions?: SubjectLists;
   /** Whether the link is new (create, or changed by an update): its placeholders are then checked against the author. */
   newLink: boolean;
+  /** Whether the type is new (create, or changed by an update): the link's form is then judged for it, as for a new link. */
+  newType: boolean;
   /**
    * Whether an update changes who sees the item (its entity permissions): the link's
    * placeholders are then checked against the caller too, since the new audience is sent
@@ -223,7 +225,9 @@ export interface MenuItemDraft {
  */
 export function menuItemDraftErrors(caller: Pick<Auth, 'permissions'>, draft: MenuItemDraft): FieldErrors {
   const errors: FieldErrors = {};
-  const linkErrors = linkProblems(draft.link, draft.type);
+  // A link kept as it is, for the same type, is not judged again (a rule made since it was stored would leave the
+  // item's other keys uneditable); its placeholders still are when its audience changes.
+  const linkErrors = draft.newLink || draft.newType ? linkProblems(draft.link, draft.type) : [];
   const placeholders = linkErrors.length === 0 && (draft.newLink || draft.newAudience) ? placeholderProblems(caller, draft.link) : [];
   const link = [
     ...linkErrors.map((problem) => coded('format', problem)),

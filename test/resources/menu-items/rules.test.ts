@@ -24,6 +24,7 @@ const draft = (over: Partial<MenuItemDraft>): MenuItemDraft => ({
   langId: undefined,
   entityPermissions: undefined,
   newLink: true,
+  newType: true,
   newAudience: false,
   ...over,
 });
@@ -188,4 +189,16 @@ t.test('menuItemDraftErrors: placeholders are judged for a new link (on link) an
     { link: [coded('format', 'may not begin with a placeholder')] },
     'a bad link is judged as a link only',
   );
+});
+
+t.test('menuItemDraftErrors: a stored link a later rule refuses, kept as it is for the same type, leaves the other keys editable', async (t) => {
+  const legacy = 'https://{{user.first_name}}/x';
+  t.match(linkProblems(legacy, 'link'), [/host may not be placeholders alone/], 'refused as a new link');
+  t.strictSame(menuItemDraftErrors(holder('users.view'), draft({ link: legacy, newLink: false, newType: false })), {});
+  t.match(
+    menuItemDraftErrors(holder('users.view'), draft({ link: legacy, newLink: false, newType: true })),
+    { link: [{ code: 'format' }] },
+    'a new type judges it',
+  );
+  t.match(menuItemDraftErrors(holder('users.view'), draft({ link: legacy })), { link: [{ code: 'format' }] }, 'as a new link does');
 });
