@@ -74,16 +74,25 @@ const WHILE_PASSWORD_CHANGE_REQUIRED: Record<string, 'any' | 'self'> = {
   getProfilePictureNamed: 'self',
 };
 
+/**
+ * The user id the path's `{user}` names (undefined: none, or no id). Read before validation
+ * (authentication of most operations) it is text, read as validation will read it (`012` is
+ * 12); read after it (the picture routes authenticate in their handler) it is a number.
+ */
+function pathUserId(request: FastifyRequest): number | undefined {
+  const user = (request.params as Record<string, unknown> | undefined)?.user;
+  if (typeof user === 'number') return user;
+  return typeof user === 'string' && isTextInteger(user) ? Number(user) : undefined;
+}
+
 /** Refuses (403) every operation but those above while `auth`'s user must change their password. */
 function assertSessionMayUse(auth: Auth, request: FastifyRequest): void {
   if (!auth.passwordChangeRequired) return;
   const allowed = WHILE_PASSWORD_CHANGE_REQUIRED[request.routeOptions.config?.operationId ?? ''];
-  // The path is not validated yet: its id is read as validation will read it (`012` is 12).
-  const target = (request.params as Record<string, unknown> | undefined)?.user;
-  if (allowed === 'any' || (allowed === 'self' && typeof target === 'string' && isTextInteger(target) && Number(target) === auth.userId)) return;
+  if (allowed === 'any' || (allowed === 'self' && pathUserId(request) === auth.userId)) return;
   throw forbidden(
     'Your password must be changed first: until then this session may only change your own password ' +
-      '(PUT /api/users/{your id} with password and old_password), read your own user and sign out.',
+      '(PUT /api/users/{your id} with password and old_password), read your own user and picture, and sign out.',
     'password_change_required',
   );
 }
