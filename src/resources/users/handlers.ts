@@ -11,7 +11,7 @@ import { noneMatchFails } from '../../platform/http/preconditions.ts';
 import { coded, invalid, notFound, unauthorized } from '../../platform/http/problem.ts';
 import { listRecords, selectRecords, showRecord } from '../../platform/result-controls/listing.ts';
 import { endSessionsAfterPasswordChange, holdSession, verifyOwnPassword } from '../auth/credentials.ts';
-import { audit, userLabel } from '../audit-events/record.ts';
+import { audit, userLabel, type RequestContext } from '../audit-events/record.ts';
 import { announceSessionsEnded } from '../notifications/channel.ts';
 import { lockRecord, lockTenantScope } from '../../platform/database/locks.ts';
 import { lockAdministration } from '../roles/queries.ts';
@@ -110,6 +110,17 @@ function userChanges(
     if (JSON.stringify(departments.from) !== JSON.stringify(to)) changes.department_ids = { from: departments.from, to };
   }
   return changes;
+}
+
+/**
+ * The event of an update of the user `after` (as the write left them) that changed `changes`
+ * (`userChanges`): none when it changed nothing, `user.password_changed` for a password
+ * change alone, `user.updated` otherwise. The write's last, as `audit` must be.
+ */
+async function auditUserUpdate(tx: Tx, ctx: RequestContext, after: Parameters<typeof userLabel>[0] & { id: number }, changes: Changes): Promise<void> {
+  if (Object.keys(changes).length === 0) return;
+  const action = Object.keys(changes).length === 1 && changes.password ? 'user.password_changed' : 'user.updated';
+  await audit(tx, ctx, { action, target: { type: 'user', id: after.id, label: userLabel(after) }, changes });
 }
 
 /** The user just written, as a request without controls is answered (every visible field, the default relations). */
@@ -318,10 +329,7 @@ export const userHandlers = {
       }
       await replaceDepartments(tx, auth.tenantId, current.id, input.department_ids);
       // A write that changes nothing leaves no event; a password change alone is an action of its own.
-      if (Object.keys(changes).length > 0) {
-        const action = Object.keys(changes).length === 1 && changes.password ? 'user.password_changed' : 'user.updated';
-        await audit(tx, ctx, { action, target: { type: 'user', id: current.id, label: userLabel(after) }, changes });
-      }
+      await auditUserUpdate(tx, ctx, after, changes);
       return presentUser(tx, auth, current.id);
     });
     return { status: 200, body };
@@ -340,12 +348,12 @@ export const userHandlers = {
       // stored behind a blackout would outlive it).
       await lockRecord(tx, users, params.user);
       const current = await requireAdministrableUser(tx, auth, params.user);
-      await replacePicture(tx, auth.tenantId, current.id, picture);
-      await audit(tx, ctx, {
-        action: 'user.updated',
-        target: { type: 'user', id: current.id, label: userLabel(current) },
-        changes: { profile_picture: SECRET_CHANGED },
-      });
+      // The picture is judged, stored and recorded as `updateUser` does with a picture alone: a changed picture moves
+      // the user's `updated_at`, which clients keep their copies by.
+      const pictureChanged = await replacePicture(tx, auth.tenantId, current.id, picture);
+      const changes = userChanges(current, current, { password: false, picture: pictureChanged });
+      if (!(await updateUserColumns(tx, current.id, {}, { changed: Object.keys(changes).length > 0 }))) throw notFound('The user');
+      await auditUserUpdate(tx, ctx, current, changes);
       return presentUser(tx, auth, current.id);
     });
     return { status: 200, body };

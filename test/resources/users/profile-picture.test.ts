@@ -1,4 +1,4 @@
-import { eq } from 'drizzle-orm';
+import { eq, inArray, sql } from 'drizzle-orm';
 import exifr from 'exifr';
 import t from 'tap';
 import { startTestApi } from '../../helpers/atrium.ts';
@@ -7,7 +7,7 @@ import { GIF_1X1, PNG_1X1, multipart } from '../../helpers/multipart.ts';
 import { jpegWithMetadata } from '../../helpers/pictures.ts';
 import { departmentUsers } from '../../../src/resources/departments/table.ts';
 import { signedPictureUrl } from '../../../src/resources/users/profile-picture.ts';
-import { userProfilePictures } from '../../../src/resources/users/table.ts';
+import { userProfilePictures, users } from '../../../src/resources/users/table.ts';
 
 const api = await startTestApi(t);
 const tenant = await api.createTenant('pictures');
@@ -322,4 +322,51 @@ t.test('uploadProfilePicture: own picture, another user with users.administer, r
   t.equal((await api.call(t, 'uploadProfilePicture', { params: { user: self.id }, ...(await form()) })).status, 401);
   const [stored] = await api.db.owner.select().from(userProfilePictures).where(eq(userProfilePictures.userId, self.id));
   t.equal(stored!.mediaType, 'image/gif', 'the refused uploads changed nothing');
+});
+
+t.test('uploadProfilePicture answers and stores the user as updateUser does: updated_at and the audit event', async (t) => {
+  const earlier = new Date('2026-01-02T03:04:05.678Z');
+  /** A user without a picture, last updated at `earlier`, so that a moved updated_at shows whatever the clock's resolution. */
+  const twin = async (username: string) => {
+    const user = await api.createUser(tenant.tenantId, { username });
+    await api.db.owner.update(users).set({ updatedAt: earlier }).where(eq(users.id, user.id));
+    return user;
+  };
+  /** What a write left on `userId`: its answer's updated_at, the stored one, and the events it recorded (action, changes). */
+  const send = async (operationId: 'updateUser' | 'uploadProfilePicture', userId: number, content: Buffer, fileName: string) => {
+    const before = await auditOf(userId);
+    const res = await api.call(t, operationId, { token: admin, params: { user: userId }, ...(await multipart({ profile_picture: { content, fileName } })) });
+    t.equal(res.status, 200, `${operationId} → 200`);
+    const [stored] = await api.db.owner.select({ updatedAt: users.updatedAt }).from(users).where(eq(users.id, userId));
+    return { answered: res.body.updated_at as string, stored: stored!.updatedAt.toISOString(), events: (await auditOf(userId)).slice(before.length) };
+  };
+  const auditOf = async (userId: number) =>
+    (
+      await api.db.owner.execute<{ action: string; changes: Record<string, unknown> }>(
+        sql`select action, changes from audit_events where target_type = 'user' and target_id = ${String(userId)} order by occurred_at, id`,
+      )
+    ).map((row) => ({ action: row.action, changes: row.changes }));
+
+  const updated = await twin('updated-twin');
+  const uploaded = await twin('uploaded-twin');
+  const first = { update: await send('updateUser', updated.id, PNG_1X1, 'p.png'), upload: await send('uploadProfilePicture', uploaded.id, PNG_1X1, 'p.png') };
+  t.not(first.update.answered, earlier.toISOString(), 'updateUser with a new picture moves updated_at');
+  t.not(first.upload.answered, earlier.toISOString(), 'so does uploadProfilePicture');
+  t.equal(first.upload.stored, first.upload.answered, 'as stored');
+  t.strictSame(first.upload.events, first.update.events, 'and records the same event');
+  t.strictSame(first.upload.events, [{ action: 'user.updated', changes: { profile_picture: { changed: true } } }], 'user.updated, the picture changed');
+
+  // The same picture again, from a time well before: each operation as the other.
+  await api.db.owner
+    .update(users)
+    .set({ updatedAt: earlier })
+    .where(inArray(users.id, [updated.id, uploaded.id]));
+  const again = { update: await send('updateUser', updated.id, PNG_1X1, 'p.png'), upload: await send('uploadProfilePicture', uploaded.id, PNG_1X1, 'p.png') };
+  t.equal(
+    again.upload.answered === earlier.toISOString(),
+    again.update.answered === earlier.toISOString(),
+    `the same picture again: updated_at ${again.update.answered === earlier.toISOString() ? 'stays' : 'moves'} with either operation`,
+  );
+  t.equal(again.upload.stored, again.upload.answered, 'as stored');
+  t.strictSame(again.upload.events, again.update.events, 'and either records the same events');
 });
