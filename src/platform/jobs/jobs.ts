@@ -128,6 +128,9 @@ export function jobQueueConnection(url: string, max: number, citus = false): { d
           const rows: unknown[] = Array.isArray(result[0]) ? (result.at(-1) as unknown as unknown[]) : result;
           return { rows };
         } catch (error) {
+          // A text of several statements that opens a transaction (pg-boss's maintenance: BEGIN; …; COMMIT) and fails
+          // midway leaves it open and failed: every later statement on the connection would be refused (25P02).
+          await connection.unsafe('rollback').catch(() => {});
           if (isReadOnlyServer(error)) await dropConnection(connection);
           throw error;
         } finally {

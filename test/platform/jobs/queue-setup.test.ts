@@ -7,7 +7,7 @@
 import t from 'tap';
 import { jobDefinitions } from '../../../src/jobs.ts';
 import { Database } from '../../../src/platform/database/database.ts';
-import { Jobs } from '../../../src/platform/jobs/jobs.ts';
+import { Jobs, jobQueueConnection } from '../../../src/platform/jobs/jobs.ts';
 import { PUSH_JOB_EXPIRE_SECONDS } from '../../../src/resources/push/send-push.job.ts';
 import { CITUS_ENV } from '../../helpers/citus.ts';
 import { createTestDatabase } from '../../helpers/database.ts';
@@ -56,4 +56,21 @@ t.test('a queue an older release created is brought to its definition when a pro
   const [queue] = await db.ownerSql<{ expire_seconds: number | null; retry_limit: number }[]>`
     select expire_seconds, retry_limit from pgboss.queue where name = 'push.send'`;
   t.strictSame({ ...queue }, { expire_seconds: PUSH_JOB_EXPIRE_SECONDS, retry_limit: 3 }, 'the expiry and retry policy of the definition');
+});
+
+t.test('a text of several statements that fails inside its transaction leaves the connection usable', async (t) => {
+  // pg-boss sends its maintenance so (BEGIN; …; COMMIT): a failure midway (a lock timeout, a deadlock, a server
+  // turned read-only by a failover) must not leave the transaction open on the pooled connection.
+  const connection = jobQueueConnection(db.sessionUrl, 1);
+  t.teardown(() => connection.close());
+  const failed = await connection.db.executeSql('begin; select 1 / 0; commit', []).then(
+    () => 'no error',
+    (error: { code?: string }) => error.code,
+  );
+  t.equal(failed, '22012', 'the statement that failed is the error');
+  const next = await connection.db.executeSql('select $1::int as n', [7]).then(
+    (result) => [...result.rows],
+    (error: { code?: string }) => error.code,
+  );
+  t.strictSame(next, [{ n: 7 }], 'the next statement on the connection is answered, not refused (25P02)');
 });
