@@ -2275,6 +2275,7 @@ export interface paths {
          *     bytes, at most 5 MiB; other content, or more than 10,000 pixels a side or 50
          *     megapixels → 422, larger → 413) as the user's picture,
          *     replacing any current one, and answers the user like `PUT /api/users/{user}`.
+         *     An animated PNG (APNG) is a PNG: it keeps its frames and is served as `image/png`.
          *     The picture is stored and served without its metadata: EXIF (a phone photo's GPS
          *     position, time, camera), XMP, IPTC, comments, PNG text and time chunks, and
          *     anything after the image; the image data is kept byte for byte, and a JPEG's
@@ -2728,7 +2729,8 @@ export interface paths {
         };
         /**
          * Profile picture (stored file name)
-         * @description The stored picture bytes with their detected media type. Access: either a valid
+         * @description The stored picture bytes with their detected media type (`image/jpeg`, `image/png`,
+         *     an animated PNG's included, `image/webp` or `image/gif`). Access: either a valid
          *     signature (`tenant`, `expires`, `signature` as in the user's `profile_picture_url`,
          *     which stays valid for one to two hours) or a Bearer token of the caller's own
          *     account or of a holder of `users.view`. Otherwise 401 (403 for a Bearer token
@@ -2753,7 +2755,8 @@ export interface paths {
         };
         /**
          * Profile picture (named)
-         * @description The stored picture bytes with their detected media type. Access: either a valid
+         * @description The stored picture bytes with their detected media type (`image/jpeg`, `image/png`,
+         *     an animated PNG's included, `image/webp` or `image/gif`). Access: either a valid
          *     signature (`tenant`, `expires`, `signature` as in the user's `profile_picture_url`,
          *     which stays valid for one to two hours) or a Bearer token of the caller's own
          *     account or of a holder of `users.view`. Otherwise 401 (403 for a Bearer token

@@ -113,6 +113,46 @@ export function pngWithMetadata(): Buffer {
   ]);
 }
 
+/**
+ * A 1×1 animated PNG of two frames, as an encoder writes one: the animation's control
+ * chunk (acTL) and the first frame's (fcTL) before the image data, which is the first
+ * frame, then the second frame's control and data chunks (fcTL, fdAT: `PNG_1X1`'s pixels
+ * again). Each chunk after the header carries the next sequence number.
+ */
+export function animatedPng(): Buffer {
+  const afterHeader = 8 + 12 + PNG_1X1.readUInt32BE(8);
+  const imageData = PNG_1X1.subarray(afterHeader + 8, afterHeader + 8 + PNG_1X1.readUInt32BE(afterHeader));
+  const animation = Buffer.alloc(8);
+  animation.writeUInt32BE(2, 0); // two frames, played for ever (0 loops)
+  const frameControl = (sequence: number) => {
+    const control = Buffer.alloc(26);
+    control.writeUInt32BE(sequence, 0);
+    control.writeUInt32BE(1, 4); // width
+    control.writeUInt32BE(1, 8); // height; the offsets stay 0
+    control.writeUInt16BE(1, 20); // a delay of 1/10 s
+    control.writeUInt16BE(10, 22);
+    return pngChunk('fcTL', control);
+  };
+  const sequenced = Buffer.alloc(4);
+  sequenced.writeUInt32BE(2, 0);
+  return Buffer.concat([
+    PNG_1X1.subarray(0, afterHeader),
+    pngChunk('acTL', animation),
+    frameControl(0),
+    PNG_1X1.subarray(afterHeader, PNG_1X1.length - 12),
+    frameControl(1),
+    pngChunk('fdAT', Buffer.concat([sequenced, imageData])),
+    PNG_1X1.subarray(PNG_1X1.length - 12),
+  ]);
+}
+
+/** `animatedPng()` with a text chunk after its header chunk. */
+export function animatedPngWithMetadata(): Buffer {
+  const plain = animatedPng();
+  const afterHeader = 8 + 12 + plain.readUInt32BE(8);
+  return Buffer.concat([plain.subarray(0, afterHeader), pngChunk('tEXt', Buffer.from('Author\0SECRET-AUTHOR', 'latin1')), plain.subarray(afterHeader)]);
+}
+
 /** A RIFF chunk of a WebP: type, little-endian size, data padded to an even length. */
 function webpChunk(type: string, data: Buffer): Buffer {
   const head = Buffer.alloc(8);

@@ -14,7 +14,18 @@ export const PICTURE_MAX_BYTES = 5 * 1024 * 1024;
 export const PICTURE_MAX_SIDE = 10_000;
 export const PICTURE_MAX_PIXELS = 50_000_000;
 
-const PICTURE_TYPES: Record<string, string> = { 'image/jpeg': 'jpg', 'image/png': 'png', 'image/webp': 'webp', 'image/gif': 'gif' };
+/**
+ * The media type each detected type is stored and served as, and its file extension. An
+ * animated PNG (APNG) is a PNG whose frames sit in chunks that other readers pass over:
+ * file-type names it image/apng, but it is stored, stripped and served as image/png.
+ */
+const PICTURE_TYPES: Record<string, { mediaType: string; extension: string }> = {
+  'image/jpeg': { mediaType: 'image/jpeg', extension: 'jpg' },
+  'image/png': { mediaType: 'image/png', extension: 'png' },
+  'image/apng': { mediaType: 'image/png', extension: 'png' },
+  'image/webp': { mediaType: 'image/webp', extension: 'webp' },
+  'image/gif': { mediaType: 'image/gif', extension: 'gif' },
+};
 const SIGNING_PURPOSE = 'profile-picture';
 /** URLs are valid until the end of the next full hour: stable for caching, 1–2 h long. */
 const URL_WINDOW_SECONDS = 3600;
@@ -48,9 +59,9 @@ export async function acceptPicture(upload: Pick<Upload, 'size' | 'content' | 'f
   // Loaded on the first picture, not at start (docs/performance.md#memory-of-a-started-process).
   const { fileTypeFromBuffer } = await import('file-type');
   const detected = await fileTypeFromBuffer(content);
-  const extension = detected ? PICTURE_TYPES[detected.mime] : undefined;
+  const type = detected ? PICTURE_TYPES[detected.mime] : undefined;
   const notAnImage = () => invalid({ profile_picture: [coded('unsupported_file_type', 'must be a JPEG, PNG, WebP or GIF image')] });
-  if (!detected || !extension) throw notAnImage();
+  if (!type) throw notAnImage();
   // Read from the image's header, never decoded here: a small file may declare a bitmap of gigabytes, which every
   // reader's browser would try to decode. A header that cannot be read is no image.
   const { imageSize } = await import('image-size');
@@ -74,14 +85,14 @@ export async function acceptPicture(upload: Pick<Upload, 'size' | 'content' | 'f
   // Stored and served without the metadata beside the image (a phone photo's GPS position, for one).
   let stored: Buffer;
   try {
-    stored = withoutMetadata(content, detected.mime, size.orientation);
+    stored = withoutMetadata(content, type.mediaType, size.orientation);
   } catch (error) {
     if (error instanceof UnreadablePicture) throw notAnImage();
     throw error;
   }
   return {
-    mediaType: detected.mime,
-    fileName: safeFileName(originalName, extension),
+    mediaType: type.mediaType,
+    fileName: safeFileName(originalName, type.extension),
     content: stored,
     etag: pictureEtag(stored),
   };

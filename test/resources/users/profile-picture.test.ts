@@ -4,7 +4,7 @@ import t from 'tap';
 import { startTestApi } from '../../helpers/atrium.ts';
 import { createDepartment, newUserBodies, roleNamed, rowCount } from '../../helpers/fixtures.ts';
 import { GIF_1X1, PNG_1X1, multipart } from '../../helpers/multipart.ts';
-import { jpegWithMetadata } from '../../helpers/pictures.ts';
+import { animatedPng, animatedPngWithMetadata, jpegWithMetadata } from '../../helpers/pictures.ts';
 import { departmentUsers } from '../../../src/resources/departments/table.ts';
 import { signedPictureUrl } from '../../../src/resources/users/profile-picture.ts';
 import { userProfilePictures, users } from '../../../src/resources/users/table.ts';
@@ -289,6 +289,21 @@ t.test('a phone photo is stored and served without its metadata (GPS position, c
   t.ok(served.raw.length < sent.length);
   const [stored] = await api.db.owner.select().from(userProfilePictures).where(eq(userProfilePictures.userId, target.id));
   t.ok(stored!.content.equals(served.raw), 'stored as served: the metadata is not kept anywhere');
+});
+
+t.test('an animated PNG is a PNG: stored with its frames and without its text, served as image/png', async (t) => {
+  const target = await api.createUser(tenant.tenantId, { username: 'upload-apng' });
+  const form = await multipart({ profile_picture: { content: animatedPngWithMetadata(), fileName: 'wave.apng', type: 'image/png' } });
+  const res = await api.call(t, 'uploadProfilePicture', { token: admin, params: { user: target.id }, ...form });
+  if (!t.equal(res.status, 200, 'accepted')) return;
+  t.match(res.body.profile_picture_url, /\/wave\.png\?/, "a PNG's extension");
+  const { user, fileName, query } = parseUrl(res.body.profile_picture_url);
+  const served = await api.call(t, 'getProfilePictureNamed', { params: { user, fileName }, query });
+  t.equal(served.status, 200);
+  t.equal(served.headers['content-type'], 'image/png');
+  t.ok(served.raw.equals(animatedPng()), 'every frame kept (acTL, fcTL, fdAT), the text chunk gone');
+  const [stored] = await api.db.owner.select().from(userProfilePictures).where(eq(userProfilePictures.userId, target.id));
+  t.equal(stored!.mediaType, 'image/png');
 });
 
 t.test('uploadProfilePicture: own picture, another user with users.administer, refusals', async (t) => {
