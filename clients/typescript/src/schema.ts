@@ -2276,6 +2276,9 @@ export interface paths {
          *     megapixels → 422, larger → 413) as the user's picture,
          *     replacing any current one, and answers the user like `PUT /api/users/{user}`.
          *     An animated PNG (APNG) is a PNG: it keeps its frames and is served as `image/png`.
+         *     A GIF's size is that of its screen and every frame at its place (a browser grows
+         *     the screen to fit a larger frame): a frame that reaches beyond 10,000 pixels a side
+         *     or 50 megapixels is a 422 `out_of_range` too.
          *     The picture is stored and served without its metadata: EXIF (a phone photo's GPS
          *     position, time, camera), XMP, IPTC, comments, PNG text and time chunks, and
          *     anything after the image; the image data is kept byte for byte, and a JPEG's

@@ -7,7 +7,9 @@
  * back as a minimal EXIF block of that one tag, so a phone photo is not shown on its side.
  * PNG, WebP and GIF keep only the chunks or blocks they need (an allow-list). Pictures
  * stored before are served as they were stored until `atrium pictures:strip-metadata`
- * stores them without it (stored-pictures.ts). docs/users.md#profile-pictures.
+ * stores them without it (stored-pictures.ts). The same walk of a GIF's blocks gives the
+ * size its frames reach (`gifExtent`), which the upload's size limit judges.
+ * docs/users.md#profile-pictures.
  */
 
 /** Thrown for a file whose structure this walk cannot follow: it is refused, not stored with what it may hide. */
@@ -178,14 +180,22 @@ function webpWithoutMetadata(webp: Buffer): Buffer {
  */
 const GIF_KEPT_APPLICATIONS = new Set(['NETSCAPE2.0', 'ANIMEXTS1.0', 'ICCRGBG1012']);
 
+/** A GIF's block: where it starts and ends, what it is, and whether it is kept without metadata. */
+interface GifBlock {
+  kind: 'screen' | 'image' | 'extension' | 'trailer';
+  at: number;
+  end: number;
+  keep: boolean;
+}
+
 /**
- * The GIF up to its trailer, with its header, colour tables, images, graphic control
- * extensions and the application extensions in `GIF_KEPT_APPLICATIONS`; comments,
- * plain-text extensions (text that browsers do not show), other application extensions
- * and unknown ones go, as does whatever follows the trailer. Blocks are self-delimiting,
- * so what is kept stays valid.
+ * The blocks of a GIF up to its trailer: first its header, screen and colour table, then
+ * its images, extensions and trailer. Kept are the images, the graphic control extensions
+ * and the application extensions in `GIF_KEPT_APPLICATIONS`; comments, plain-text
+ * extensions (text that browsers do not show), other application extensions and unknown
+ * ones are not. Blocks are self-delimiting, so what is kept stays valid.
  */
-function gifWithoutMetadata(gif: Buffer): Buffer {
+function* gifBlocks(gif: Buffer): Generator<GifBlock> {
   const cut = () => new UnreadablePicture('a GIF block is cut off');
   /** The end of the data sub-blocks starting at `at` (after their zero-length terminator). */
   const afterSubBlocks = (at: number): number => {
@@ -200,34 +210,62 @@ function gifWithoutMetadata(gif: Buffer): Buffer {
   const colourTable = (packed: number) => (packed & 0x80 ? 3 * 2 ** ((packed & 0x07) + 1) : 0);
   if (gif.length < 13) throw cut();
   let at = 13 + colourTable(gif[10]!);
-  const kept: Buffer[] = [gif.subarray(0, at)];
+  yield { kind: 'screen', at: 0, end: at, keep: true };
   for (;;) {
     if (at >= gif.length) throw cut();
     const introducer = gif[at]!;
     if (introducer === 0x3b) {
-      kept.push(gif.subarray(at, at + 1));
-      return Buffer.concat(kept);
+      yield { kind: 'trailer', at, end: at + 1, keep: true };
+      return;
     }
-    let end: number;
-    let keep: boolean;
+    let block: GifBlock;
     if (introducer === 0x2c) {
       if (at + 10 > gif.length) throw cut();
       // The descriptor, its local colour table, the LZW code size, then the image's sub-blocks.
-      end = afterSubBlocks(at + 10 + colourTable(gif[at + 9]!) + 1);
-      keep = true;
+      block = { kind: 'image', at, end: afterSubBlocks(at + 10 + colourTable(gif[at + 9]!) + 1), keep: true };
     } else if (introducer === 0x21) {
       if (at + 2 > gif.length) throw cut();
       const label = gif[at + 1]!;
-      end = afterSubBlocks(at + 2);
       const application = label === 0xff && gif[at + 2] === 11 ? gif.subarray(at + 3, at + 14).toString('latin1') : null;
-      keep = label === 0xf9 || (application !== null && GIF_KEPT_APPLICATIONS.has(application));
+      const keep = label === 0xf9 || (application !== null && GIF_KEPT_APPLICATIONS.has(application));
+      block = { kind: 'extension', at, end: afterSubBlocks(at + 2), keep };
     } else {
       throw new UnreadablePicture('a GIF block of an unknown kind');
     }
-    if (end > gif.length) throw cut();
-    if (keep) kept.push(gif.subarray(at, end));
-    at = end;
+    if (block.end > gif.length) throw cut();
+    yield block;
+    at = block.end;
   }
+}
+
+/** The GIF up to its trailer with only the blocks it needs (`gifBlocks`); whatever follows the trailer goes. */
+function gifWithoutMetadata(gif: Buffer): Buffer {
+  const kept: Buffer[] = [];
+  for (const block of gifBlocks(gif)) if (block.keep) kept.push(gif.subarray(block.at, block.end));
+  return Buffer.concat(kept);
+}
+
+/**
+ * The width and height of the smallest rectangle that holds a GIF's screen and each of its
+ * images at its place (left and top plus width and height). A browser grows the screen to
+ * fit a first image larger than it, so a small file whose screen is 1×1 may declare an
+ * image of billions of pixels: that is the size to judge, not the screen's. Throws
+ * `UnreadablePicture` where `withoutMetadata` would.
+ */
+export function gifExtent(gif: Buffer): { width: number; height: number } {
+  let width = 0;
+  let height = 0;
+  for (const block of gifBlocks(gif)) {
+    // The screen's width and height follow the 6-byte header; an image's left, top, width and height follow its 0x2C.
+    if (block.kind === 'screen') {
+      width = gif.readUInt16LE(6);
+      height = gif.readUInt16LE(8);
+    } else if (block.kind === 'image') {
+      width = Math.max(width, gif.readUInt16LE(block.at + 1) + gif.readUInt16LE(block.at + 5));
+      height = Math.max(height, gif.readUInt16LE(block.at + 3) + gif.readUInt16LE(block.at + 7));
+    }
+  }
+  return { width, height };
 }
 
 /**

@@ -7,7 +7,7 @@ import { createHash } from 'node:crypto';
 import type { Upload } from '../../platform/http/multipart.ts';
 import { ProblemError, coded, invalid } from '../../platform/http/problem.ts';
 import type { Secrets } from '../../platform/secrets/secrets.ts';
-import { UnreadablePicture, withoutMetadata } from './picture-metadata.ts';
+import { UnreadablePicture, gifExtent, withoutMetadata } from './picture-metadata.ts';
 
 export const PICTURE_MAX_BYTES = 5 * 1024 * 1024;
 /** The largest picture, in pixels: a side, and in all (a 48-megapixel phone photo fits). */
@@ -71,7 +71,17 @@ export async function acceptPicture(upload: Pick<Upload, 'size' | 'content' | 'f
   } catch {
     throw notAnImage();
   }
-  const { width = 0, height = 0 } = size;
+  let { width = 0, height = 0 } = size;
+  if (type.mediaType === 'image/gif') {
+    // A GIF's header gives its screen, but a browser grows the screen to fit a larger first frame: the size judged is
+    // that of the screen and every frame at its place.
+    try {
+      ({ width, height } = gifExtent(content));
+    } catch (error) {
+      if (error instanceof UnreadablePicture) throw notAnImage();
+      throw error;
+    }
+  }
   if (width < 1 || height < 1 || width > PICTURE_MAX_SIDE || height > PICTURE_MAX_SIDE || width * height > PICTURE_MAX_PIXELS) {
     throw invalid({
       profile_picture: [

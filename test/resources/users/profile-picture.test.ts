@@ -271,6 +271,56 @@ t.test('uploadProfilePicture: bad uploads change nothing', async (t) => {
   t.equal((await api.call(t, 'uploadProfilePicture', { token: admin, params: { user: target.id }, ...phone })).status, 200, 'a 48-megapixel photo fits');
 });
 
+/** GIF_1X1 (a 1×1 screen) whose one image is `width` × `height` pixels at `left`, `top`; the rest unchanged (never decoded). */
+function gifWithFrame(left: number, top: number, width: number, height: number): Buffer {
+  const gif = Buffer.from(GIF_1X1);
+  // The image descriptor follows the header, screen, colour table and graphic control (27 bytes) and its 0x2C.
+  [left, top, width, height].forEach((value, i) => gif.writeUInt16LE(value, 28 + 2 * i));
+  return gif;
+}
+
+t.test("a GIF's frames are judged by the limits of its screen: browsers grow the screen to fit a larger frame", async (t) => {
+  const target = await api.createUser(tenant.tenantId, { username: 'upload-gif-frames' });
+  const pictures = await pictureCount();
+  const send = async (content: Buffer) =>
+    api.call(t, 'uploadProfilePicture', {
+      token: admin,
+      params: { user: target.id },
+      ...(await multipart({ profile_picture: { content, fileName: 'x.gif' } })),
+    });
+  // 35 bytes: a 1×1 screen without a colour table, one 60000×60000 image of a few bytes of LZW data, the trailer.
+  const screen = Buffer.from([1, 0, 1, 0, 0, 0, 0]);
+  const descriptor = Buffer.from([0x2c, 0, 0, 0, 0, 0x60, 0xea, 0x60, 0xea, 0]);
+  const bomb = Buffer.concat([Buffer.from('GIF89a', 'latin1'), screen, descriptor, Buffer.from([2, 8, 0x4c, 1, 0, 0, 0, 0, 0, 0, 0, 0x3b])]);
+  t.equal(bomb.length, 35);
+  const refused = await send(bomb);
+  t.equal(refused.status, 422, 'a 1×1 screen holding a 60000 × 60000 frame');
+  t.strictSame(refused.body.error_codes, { profile_picture: ['out_of_range'] });
+  t.match(refused.body.errors?.profile_picture?.[0], /\(it is 60000 × 60000\)/, 'the size a browser would decode');
+  // The frame's size, and where it ends (its place plus its size), a side and in all.
+  for (const [left, top, width, height] of [
+    [0, 0, 10_001, 1],
+    [0, 0, 1, 10_001],
+    [0, 0, 8_000, 7_000],
+    [9_999, 0, 2, 1],
+    [0, 60_000, 1, 1],
+    [5_000, 0, 5_000, 7_000],
+  ]) {
+    const res = await send(gifWithFrame(left!, top!, width!, height!));
+    t.equal(res.status, 422, `a ${width} × ${height} frame at ${left}, ${top}`);
+    t.strictSame(res.body.error_codes, { profile_picture: ['out_of_range'] });
+  }
+  // Every frame, not only the first.
+  const twoFrames = Buffer.concat([GIF_1X1.subarray(0, 42), gifWithFrame(0, 0, 60_000, 60_000).subarray(27)]);
+  const second = await send(twoFrames);
+  t.equal(second.status, 422, 'a second frame of 60000 × 60000');
+  t.strictSame(second.body.error_codes, { profile_picture: ['out_of_range'] });
+  t.equal(await pictureCount(), pictures, 'nothing stored');
+  // A frame beyond the screen but within the limits is a picture of that size.
+  t.equal((await send(gifWithFrame(50, 50, 100, 100))).status, 200, 'a 100 × 100 frame at 50, 50 of a 1×1 screen');
+  t.equal((await send(gifWithFrame(0, 0, 8_000, 6_000))).status, 200, 'a 48-megapixel frame');
+});
+
 t.test('a phone photo is stored and served without its metadata (GPS position, camera), its orientation kept', async (t) => {
   const target = await api.createUser(tenant.tenantId, { username: 'upload-photo' });
   const sent = jpegWithMetadata(6);
