@@ -59,6 +59,19 @@ export function exifSegment(orientation: number): Buffer {
 /** The colour profile's APP2 (kept: decoders need it); its bytes are no real profile, which no test decodes. */
 export const ICC_SEGMENT = segment(0xe2, Buffer.from('ICC_PROFILE\0\x01\x01colour-profile-bytes', 'latin1'));
 
+/** An APP14 segment holding `payload`. */
+export const app14Segment = (payload: string): Buffer => segment(0xee, Buffer.from(payload, 'latin1'));
+
+/** Adobe's APP14 (kept: it tells a decoder how the colours were transformed): identifier, version 100, no flags, transform 1 (YCbCr). */
+export const ADOBE_SEGMENT = app14Segment('Adobe\0\x64\0\0\0\0\x01');
+
+/** `plainJpeg()` with `segments` after its JFIF header. */
+export function jpegWith(...segments: Buffer[]): Buffer {
+  const plain = plainJpeg();
+  const afterJfif = 4 + plain.readUInt16BE(4);
+  return Buffer.concat([plain.subarray(0, afterJfif), ...segments, plain.subarray(afterJfif)]);
+}
+
 /** A 16×8 JPEG of a few colours (jpeg-js, baseline), without metadata but its JFIF header. */
 export function plainJpeg(): Buffer {
   const width = 16;

@@ -17,12 +17,16 @@ export class UnreadablePicture extends Error {
   override name = 'UnreadablePicture';
 }
 
+/** The length of Adobe's APP14 payload: `Adobe`, version, flags0, flags1 and the colour transform. */
+const ADOBE_LENGTH = 12;
+
 /**
  * A JPEG segment (`segment`: marker, length, payload) as kept, or null when it goes. Kept
  * besides the image's own (frame, tables, scans): JFIF's header (APP0) without the
  * thumbnail it may carry, the ICC colour profile (APP2) and Adobe's colour transform
- * (APP14). APP1 (EXIF, XMP), JFXX thumbnails, APP3–APP13, APP15 (vendors' metadata,
- * IPTC, C2PA) and COM (comments) go.
+ * (APP14 starting with `Adobe`, cut to the 12 bytes decoders read). APP1 (EXIF, XMP),
+ * JFXX thumbnails, APP3–APP13, any other APP14, APP15 (vendors' metadata, IPTC, C2PA) and
+ * COM (comments) go.
  */
 function keptJpegSegment(marker: number, segment: Buffer): Buffer | null {
   const payload = segment.subarray(4);
@@ -34,7 +38,14 @@ function keptJpegSegment(marker: number, segment: Buffer): Buffer | null {
     header.writeUInt16BE(16, 2);
     return header;
   }
-  if (marker === 0xee) return segment;
+  if (marker === 0xee) {
+    // Adobe's: identifier, version, two flag words and the colour transform. Whatever else an application writes in
+    // APP14, or after those 12 bytes, is no part of the image.
+    if (payload.length < ADOBE_LENGTH || payload.subarray(0, 5).toString('latin1') !== 'Adobe') return null;
+    const adobe = Buffer.from(segment.subarray(0, 4 + ADOBE_LENGTH));
+    adobe.writeUInt16BE(2 + ADOBE_LENGTH, 2);
+    return adobe;
+  }
   if (marker === 0xe2) return payload.subarray(0, 12).toString('latin1') === 'ICC_PROFILE\0' ? segment : null;
   return (marker >= 0xe1 && marker <= 0xef) || marker === 0xfe ? null : segment;
 }

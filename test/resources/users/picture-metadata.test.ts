@@ -5,7 +5,19 @@ import { crc32 } from 'node:zlib';
 import t from 'tap';
 import { withoutMetadata } from '../../../src/resources/users/picture-metadata.ts';
 import { GIF_1X1, PNG_1X1 } from '../../helpers/multipart.ts';
-import { ICC_SEGMENT, SECRET_POSITION, WEBP_1X1, jpegWithMetadata, plainJpeg, riff, webpWithMetadata, pngWithMetadata } from '../../helpers/pictures.ts';
+import {
+  ADOBE_SEGMENT,
+  ICC_SEGMENT,
+  SECRET_POSITION,
+  WEBP_1X1,
+  app14Segment,
+  jpegWith,
+  jpegWithMetadata,
+  plainJpeg,
+  riff,
+  webpWithMetadata,
+  pngWithMetadata,
+} from '../../helpers/pictures.ts';
 
 const secretsIn = (file: Buffer) => file.toString('latin1').match(/SECRET[-A-Z]*/g) ?? [];
 
@@ -42,6 +54,21 @@ t.test('a JPEG without orientation gets no EXIF at all; one without metadata is 
   t.equal(withoutMetadata(jpegWithMetadata(1), 'image/jpeg', 1).indexOf(Buffer.from('Exif', 'latin1')), -1);
   const plain = plainJpeg();
   t.ok(withoutMetadata(plain, 'image/jpeg', undefined).equals(plain), 'nothing to remove: the same bytes');
+});
+
+t.test("APP14 is kept only as Adobe's colour transform, and only its 12 bytes; any other APP14 goes", async (t) => {
+  const adobe = jpegWith(ADOBE_SEGMENT);
+  t.ok(withoutMetadata(adobe, 'image/jpeg').equals(adobe), "Adobe's segment kept as sent");
+  const address = jpegWith(app14Segment('Home: 1 SECRET-STREET, 48.8567 N 2.3508 E'));
+  t.strictSame(secretsIn(withoutMetadata(address, 'image/jpeg')), [], 'an APP14 of text goes');
+  t.ok(withoutMetadata(address, 'image/jpeg').equals(plainJpeg()), 'the rest as sent');
+  const both = jpegWith(app14Segment('SECRET-NOT-ADOBE'), ADOBE_SEGMENT);
+  t.ok(withoutMetadata(both, 'image/jpeg').equals(adobe), "another APP14 beside Adobe's goes");
+  // Decoders read Adobe's first 12 bytes; what an application appends after them goes.
+  const appended = jpegWith(app14Segment(`${ADOBE_SEGMENT.subarray(4).toString('latin1')}SECRET-APPENDED`));
+  t.ok(withoutMetadata(appended, 'image/jpeg').equals(adobe), "Adobe's segment cut to its 12 bytes");
+  // Shorter than Adobe's segment, decoders pass over it.
+  t.ok(withoutMetadata(jpegWith(app14Segment('Adobe')), 'image/jpeg').equals(plainJpeg()), "Adobe's identifier alone goes");
 });
 
 t.test('a PNG: text, EXIF and time chunks go, the rest is byte for byte the image', async (t) => {

@@ -4,7 +4,7 @@ import t from 'tap';
 import { startTestApi } from '../../helpers/atrium.ts';
 import { createDepartment, newUserBodies, roleNamed, rowCount } from '../../helpers/fixtures.ts';
 import { GIF_1X1, PNG_1X1, multipart } from '../../helpers/multipart.ts';
-import { animatedPng, animatedPngWithMetadata, jpegWithMetadata } from '../../helpers/pictures.ts';
+import { ADOBE_SEGMENT, animatedPng, animatedPngWithMetadata, app14Segment, jpegWith, jpegWithMetadata } from '../../helpers/pictures.ts';
 import { departmentUsers } from '../../../src/resources/departments/table.ts';
 import { signedPictureUrl } from '../../../src/resources/users/profile-picture.ts';
 import { userProfilePictures, users } from '../../../src/resources/users/table.ts';
@@ -339,6 +339,19 @@ t.test('a phone photo is stored and served without its metadata (GPS position, c
   t.ok(served.raw.length < sent.length);
   const [stored] = await api.db.owner.select().from(userProfilePictures).where(eq(userProfilePictures.userId, target.id));
   t.ok(stored!.content.equals(served.raw), 'stored as served: the metadata is not kept anywhere');
+});
+
+t.test("a JPEG's APP14 is served only as Adobe's colour transform: text an application wrote there is not", async (t) => {
+  const target = await api.createUser(tenant.tenantId, { username: 'upload-app14' });
+  const sent = jpegWith(app14Segment('Home: 1 SECRET-STREET, 48.8567 N 2.3508 E'), ADOBE_SEGMENT);
+  const form = await multipart({ profile_picture: { content: sent, fileName: 'me.jpg' } });
+  const res = await api.call(t, 'uploadProfilePicture', { token: admin, params: { user: target.id }, ...form });
+  t.equal(res.status, 200);
+  const { user, fileName, query } = parseUrl(res.body.profile_picture_url);
+  const served = await api.call(t, 'getProfilePictureNamed', { params: { user, fileName }, query });
+  t.equal(served.status, 200);
+  t.notMatch(served.raw.toString('latin1'), /SECRET/, 'no address');
+  t.ok(served.raw.equals(jpegWith(ADOBE_SEGMENT)), "Adobe's segment kept, the rest as sent");
 });
 
 t.test('an animated PNG is a PNG: stored with its frames and without its text, served as image/png', async (t) => {
