@@ -21,6 +21,8 @@
  *   waiting for a connection when no host would do (all down, or none writable as
  *   `target_session_attrs=read-write` asks, as in the seconds of a failover) was never
  *   answered while the connection went round the hosts for ever (porsager/postgres#1174);
+ * - with several hosts, the statement a connection was opened for was never answered when
+ *   the connection was lost while it ran (a loss then was taken for a failed attempt);
  * - a reserve whose connection attempt failed stayed queued, so the connection made later
  *   was handed to it, already refused, and never given back: the pool lost it for good;
  * - a reserve after the pool had ended opened a new connection, which nothing would end
@@ -131,15 +133,15 @@ t.test('a statement cut off by its lost connection does not swallow the refusals
 });
 
 /**
- * A pool of one connection through a loopback relay in front of the server, which records
- * the client's writes while `writes` is an array: the client writes only after the answer
- * to its previous write, so each is a round trip.
+ * A loopback relay in front of the server, which records the client's writes while
+ * `writes` is an array, and resets the clients' connections (TCP RST) on `reset`: the
+ * driver sees an error event, then the close.
  */
-async function relayedConnection(t: Test) {
+async function relay(t: Test) {
   const server = new URL(database.url);
   const recording: { writes: string[] | null } = { writes: null };
   const clients = new Set<net.Socket>();
-  const relay = net.createServer((client) => {
+  const relayServer = net.createServer((client) => {
     clients.add(client);
     client.on('close', () => clients.delete(client));
     const upstream = net.connect(Number(server.port), server.hostname);
@@ -152,21 +154,26 @@ async function relayedConnection(t: Test) {
     upstream.on('error', () => client.destroy());
     client.on('close', () => upstream.destroy());
   });
-  relay.listen(0, '127.0.0.1');
-  await new Promise((resolve) => relay.once('listening', resolve));
-  const relayed = new URL(database.url);
-  relayed.hostname = '127.0.0.1';
-  relayed.port = String((relay.address() as net.AddressInfo).port);
-  const sql = postgres(relayed.toString(), { max: 1, onnotice: () => {} });
-  t.teardown(async () => {
-    await sql.end({ timeout: 1 });
-    await new Promise((resolve) => relay.close(resolve));
-  });
-  await sql`select 1`;
-  /** Resets the client's connections (TCP RST): the driver sees an error event, then the close. */
+  relayServer.listen(0, '127.0.0.1');
+  await new Promise((resolve) => relayServer.once('listening', resolve));
+  t.teardown(() => new Promise((resolve) => relayServer.close(resolve)));
   const reset = () => {
     for (const client of clients) client.resetAndDestroy();
   };
+  return { host: `127.0.0.1:${(relayServer.address() as net.AddressInfo).port}`, recording, reset };
+}
+
+/**
+ * A pool of one connection through a relay (above): the client writes only after the
+ * answer to its previous write, so each recorded write is a round trip.
+ */
+async function relayedConnection(t: Test) {
+  const { host, recording, reset } = await relay(t);
+  const relayed = new URL(database.url);
+  relayed.host = host;
+  const sql = postgres(relayed.toString(), { max: 1, onnotice: () => {} });
+  t.teardown(() => sql.end({ timeout: 1 }));
+  await sql`select 1`;
   return { sql, recording, reset };
 }
 
@@ -410,6 +417,28 @@ t.test('with several hosts, a statement fails once every host has refused, and t
   t.teardown(() => mixed.end({ timeout: 0 }));
   t.equal(await settled(mixed`select 1`), 'answered', 'the first host down, the second serves');
   t.equal(await settled(mixed`select 1`), 'answered');
+});
+
+t.test('with several hosts, the first statement of a connection is answered when the connection is lost while it runs', async (t) => {
+  const { host, reset } = await relay(t);
+  const url = new URL(database.url);
+  // The relay first, then a host that refuses: a second host is left to try.
+  const refusing = net.createServer();
+  await new Promise<void>((resolve) => refusing.listen(0, '127.0.0.1', resolve));
+  const { port } = refusing.address() as net.AddressInfo;
+  await new Promise((resolve) => refusing.close(resolve));
+  const sql = postgres(`postgres://${url.username}:${url.password}@${host},127.0.0.1:${port}${url.pathname}`, { max: 1, onnotice: () => {} });
+  t.teardown(() => sql.end({ timeout: 0 }));
+  // The connection is opened for this statement; it counts as connecting until the statement is answered.
+  const first = settled(sql`select pg_sleep(5)`);
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  reset();
+  const answer = (await first) as { error?: string };
+  t.ok(
+    /^(CONNECTION_CLOSED|ECONNRESET)$/.test(answer.error ?? ''),
+    `it fails as lost (published: it is never answered, since another host is left): ${JSON.stringify(answer)}`,
+  );
+  t.same(await settled(sql`select 'next' as one`), { value: [{ one: 'next' }] }, 'and the pool answers the next statement');
 });
 
 t.test('a reserve refused while the server is down does not take the connection made once it is back', async (t) => {
