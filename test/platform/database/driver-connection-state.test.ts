@@ -23,6 +23,9 @@
  *   answered while the connection went round the hosts for ever (porsager/postgres#1174);
  * - with several hosts, the statement a connection was opened for was never answered when
  *   the connection was lost while it ran (a loss then was taken for a failed attempt);
+ * - a transaction (`sql.begin()`) whose connection was lost while its function awaited
+ *   something else failed, but the function's later statements, and its COMMIT, went to the
+ *   connection reconnected for other callers (porsager/postgres#1216);
  * - a reserve whose connection attempt failed stayed queued, so the connection made later
  *   was handed to it, already refused, and never given back: the pool lost it for good;
  * - a reserve after the pool had ended opened a new connection, which nothing would end
@@ -490,6 +493,46 @@ t.test('a reserve after the pool has ended is refused, as a statement is, and op
   const reserve = outcome(sql.reserve().then((reserved) => (reserved.release(), 'reserved')));
   t.strictSame(await reserve, { error: 'CONNECTION_ENDED' }, 'so is a reserve (published: it connects, and the process cannot exit)');
   t.equal(await connections(), 0, 'and no connection was opened for it');
+});
+
+t.test('a transaction whose connection was lost between its statements sends nothing more, to that connection or its successor', async (t) => {
+  const name = 'atrium-lost-between-statements';
+  const sql = postgres(database.url, { max: 1, onnotice: () => {}, backoff: () => 0.01, connection: { application_name: name } });
+  t.teardown(() => sql.end({ timeout: 1 }));
+  await sql`create table lost_between (n int)`;
+  t.teardown(() => postgres(database.url, { max: 1, onnotice: () => {} }).begin((control) => control`drop table lost_between`));
+  let opened!: () => void;
+  const open = new Promise<void>((resolve) => (opened = resolve));
+  let proceed!: () => void;
+  const gate = new Promise<void>((resolve) => (proceed = resolve));
+  let sentLate!: (answer: Promise<unknown>) => void;
+  const late = new Promise<unknown>((resolve) => (sentLate = resolve));
+  const transaction = sql
+    .begin(async (tx) => {
+      await tx`select 1`;
+      opened();
+      // The transaction waits on something else (another connection, a hash): meanwhile its own is lost.
+      await gate;
+      const answer = outcome(tx`insert into lost_between values (1)`);
+      sentLate(answer);
+      await answer;
+    })
+    .then(
+      () => 'committed',
+      (error: { code?: string }) => error.code,
+    );
+  await open;
+  t.equal(await terminate(name), 1, 'the transaction’s backend is terminated while idle in it');
+  t.equal(await transaction, 'CONNECTION_CLOSED', 'the transaction fails');
+  // The pool connects again for another caller: the same connection object, a new session.
+  t.strictSame(await outcome(sql`select 2 as two`.then(([row]) => row!.two)), { value: 2 }, 'the pool serves the next statement');
+  proceed();
+  t.strictSame(await late, { error: 'CONNECTION_CLOSED' }, 'a statement the lost transaction sends later fails');
+  t.strictSame(
+    await outcome(sql`select count(*)::int as n from lost_between`.then(([row]) => row!.n)),
+    { value: 0 },
+    'and ran nowhere (published: it ran on the new session, outside any transaction, and was kept)',
+  );
 });
 
 t.test('a transaction whose connection is lost mid-statement fails, and its own rollback does not end the process (porsager/postgres#1208)', async (t) => {
