@@ -27,7 +27,7 @@ const CLIENT_CODES = new Set([
 const SERVER_CODES = new Set(['57P01', '57P02', '57P03', '53300', '25006']);
 
 /** Whether `error`, or a cause of it (five deep), has a `code` that `test` accepts. */
-export function hasCode(error: unknown, test: (code: string, current: { message?: unknown }) => boolean): boolean {
+function hasCode(error: unknown, test: (code: string, current: { message?: unknown }) => boolean): boolean {
   for (let current = error, depth = 0; current && typeof current === 'object' && depth < 5; depth++) {
     const code = (current as { code?: unknown }).code;
     if (typeof code === 'string' && test(code, current)) return true;

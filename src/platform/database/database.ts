@@ -10,7 +10,6 @@ import { dropConnection, isConnectionLoss, isReadOnlyServer } from './connection
 import { connectTo, driverUrl, parseConnectionUrl } from './connection-url.ts';
 import { TenantShares } from '../tenant-shares.ts';
 import { setLocalTenant } from './tenancy.ts';
-import { guardTransactions } from './transaction-guard.ts';
 
 export type Db = PostgresJsDatabase;
 /** A transaction of `Database.tenant()` (its tenant set: every row-level security policy is in force) or `Database.transaction()`. */
@@ -384,17 +383,14 @@ export class Database {
       { url, options: { ...probe, connection: { application_name: 'atrium-owner' } } },
       { url: appUrl, options: { ...probe, connection: appConnection } },
     ];
-    // The owner pool's transactions (`sql.begin`) are guarded against the driver's writes to a closed connection (transaction-guard.ts).
-    this.ownerSql = guardTransactions(
-      connectTo(url, {
-        max: OWNER_POOL_SIZE,
-        onnotice: () => {},
-        backoff: reconnectDelaySeconds,
-        connect_timeout: CONNECT_TIMEOUT_SECONDS,
-        prepare: this.prepare,
-        connection: { application_name: 'atrium-owner' },
-      }),
-    );
+    this.ownerSql = connectTo(url, {
+      max: OWNER_POOL_SIZE,
+      onnotice: () => {},
+      backoff: reconnectDelaySeconds,
+      connect_timeout: CONNECT_TIMEOUT_SECONDS,
+      prepare: this.prepare,
+      connection: { application_name: 'atrium-owner' },
+    });
     this.listenSql = this.prepare
       ? this.ownerSql
       : connectTo(this.sessionUrl, { max: 1, onnotice: () => {}, backoff: reconnectDelaySeconds, connection: { application_name: 'atrium-owner' } });
