@@ -21,6 +21,9 @@
  *   waiting for a connection when no host would do (all down, or none writable as
  *   `target_session_attrs=read-write` asks, as in the seconds of a failover) was never
  *   answered while the connection went round the hosts for ever (porsager/postgres#1174);
+ * - a server that accepted and then closed during startup (a proxy in front of a server that
+ *   is down) left the statement waiting for ever, and the driver connected again at once, for
+ *   ever (porsager/postgres#1193);
  * - with several hosts, the statement a connection was opened for was never answered when
  *   the connection was lost while it ran (a loss then was taken for a failed attempt);
  * - a transaction (`sql.begin()`) whose connection was lost while its function awaited
@@ -442,6 +445,31 @@ t.test('with several hosts, the first statement of a connection is answered when
     `it fails as lost (published: it is never answered, since another host is left): ${JSON.stringify(answer)}`,
   );
   t.same(await settled(sql`select 'next' as one`), { value: [{ one: 'next' }] }, 'and the pool answers the next statement');
+});
+
+t.test('a server that accepts and closes at once fails the statement waiting, and is not asked again until a statement waits', async (t) => {
+  // As a proxy in front of a server that is down does: Docker's published port while the container is stopped.
+  let accepted = 0;
+  const closing = net.createServer((client) => {
+    accepted++;
+    client.resume().end();
+  });
+  await new Promise<void>((resolve) => closing.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => new Promise((resolve) => closing.close(resolve)));
+  const url = new URL(database.url);
+  url.host = `127.0.0.1:${(closing.address() as net.AddressInfo).port}`;
+  const sql = postgres(url.toString(), { max: 1, onnotice: () => {}, connect_timeout: 2 });
+  t.teardown(() => sql.end({ timeout: 0 }));
+  t.strictSame(await settled(sql`select 1`), { error: 'CONNECTION_CLOSED' }, 'the statement fails (published: never answered)');
+  const attempts = accepted;
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  t.equal(accepted, attempts, `no attempt once nothing waits (published: it connects again at once, for ever; ${accepted} attempts)`);
+  t.strictSame(await settled(sql`select 2`), { error: 'CONNECTION_CLOSED' }, 'the next statement tries again, and fails too');
+  const server = new URL(database.url);
+  const both = `postgres://${server.username}:${server.password}@${url.host},${server.host}${server.pathname}`;
+  const then = postgres(both, { max: 1, onnotice: () => {}, connect_timeout: 2 });
+  t.teardown(() => then.end({ timeout: 0 }));
+  t.strictSame(await settled(then<{ three: number }[]>`select 3 as three`.then(([row]) => row!.three)), { value: 3 }, 'with a host after it, that host serves');
 });
 
 t.test('a reserve refused while the server is down does not take the connection made once it is back', async (t) => {
