@@ -271,8 +271,8 @@ async function within(check: Promise<boolean>, ms: number): Promise<boolean> {
 /**
  * Lets the sockets of lost connections finish closing before a retry. postgres.js reports
  * a reset connection on the socket's `error` event and takes it out of the pool only on
- * the `close` that follows; a query handed to it in between is never answered (it waits
- * out the connect timeout).
+ * the `close` that follows; a transaction handed to it in between fails as lost too, and
+ * uses up one of its attempts (after a restart, every pooled connection is such a one).
  */
 const settleClosedConnections = () => new Promise((resolve) => setTimeout(resolve, 10));
 
@@ -686,16 +686,12 @@ export class Database {
    * Ready = both pools reach a server that accepts writes (a primary; not a standby, nor a
    * primary being demoted or promoted) within half of READINESS_TIMEOUT_MS (a connection
    * the server dropped is replaced, not reported) and every migration of this build is
-   * applied. A pooled connection the server dropped while a statement was being written can hold
-   * that statement until the driver's connect timeout, so when the pools do not answer in
-   * time, connections of their own ask again (within READINESS_TIMEOUT_MS): readiness is about the server, and the pools
-   * recover by themselves.
-   */
-  /**
-   * Whether both pools reach a writable server with every migration applied (the pools
-   * first, then connections of their own). Probes that ask while a check runs share its
-   * answer: readiness is unauthenticated, and a flood of it costs the database one check
-   * at a time, not a pool's statements and two fresh connections per request.
+   * applied. When the pools do not answer in time (all their connections busy, or being
+   * replaced), connections of their own ask again (within READINESS_TIMEOUT_MS): readiness
+   * is about the server, and the pools recover by themselves. Probes that ask while a check
+   * runs share its answer: readiness is unauthenticated, and a flood of it costs the
+   * database one check at a time, not a pool's statements and two fresh connections per
+   * request.
    */
   isReady(): Promise<boolean> {
     this.readiness ??= this.checkReadiness().finally(() => {
