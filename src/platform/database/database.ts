@@ -250,10 +250,10 @@ const WRITABLE = `not pg_is_in_recovery() and current_setting('transaction_read_
 const READINESS_TIMEOUT_MS = 2_000;
 /**
  * How long start-up (migrations, the application login) waits to reach the database. A
- * server that refuses fails at once; one that accepts and answers something else (a URL
- * naming an HTTP port: the answer is not PostgreSQL's, the connection closes) would be
- * tried again for ever, without a word. A minute: a pooler that queues its clients (RDS
- * Proxy, PgBouncer in session mode) or a slow authentication may take long to answer.
+ * server that refuses, or accepts and closes (a URL naming an HTTP port: the answer is not
+ * PostgreSQL's), fails at once; one that accepts and answers nothing would be waited for
+ * without a word. A minute: a pooler that queues its clients (RDS Proxy, PgBouncer in
+ * session mode) or a slow authentication may take long to answer.
  */
 const REACH_TIMEOUT_MS = 60_000;
 
@@ -547,6 +547,10 @@ export class Database {
         connection`select 1`.then(() => true),
         this.reachTimeoutMs,
       ).catch((error: unknown) => {
+        // Closed before any answer: a server that speaks something else (the URL names another service's port).
+        if ((error as { code?: unknown }).code === 'CONNECTION_CLOSED') {
+          throw new Error(`${where} closed the connection without answering as PostgreSQL: ${setting}.`, { cause: error });
+        }
         throw new Error(`${where}: ${error instanceof Error ? error.message : String(error)}: ${setting}.`, { cause: error });
       });
       if (!reached) throw new Error(`${where} did not answer as PostgreSQL within ${this.reachTimeoutMs / 1000} s: ${setting}.`);

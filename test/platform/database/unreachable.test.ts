@@ -1,8 +1,9 @@
 /**
  * Start-up against a URL that names something other than a PostgreSQL server: one that
- * accepts, answers HTTP and closes (a port mistaken for the database's) is given up after
- * the start-up deadline with one message naming the host and the setting, instead of being
- * tried again for ever without a word. A server that refuses fails at once, as before.
+ * accepts, answers HTTP and closes (a port mistaken for the database's) fails at once with
+ * one message naming the host and the setting, instead of being tried again for ever
+ * without a word; one that accepts and stays silent is given up after the start-up
+ * deadline. A server that refuses fails at once, as before.
  */
 import net from 'node:net';
 import t from 'tap';
@@ -17,7 +18,26 @@ t.test('migrations against a server that is not PostgreSQL fail, naming the host
   const db = new Database(`postgres://atrium@127.0.0.1:${port}/atrium`, { reachTimeoutMs: 3_000 });
   t.teardown(() => db.close());
   await t.rejects(db.migrate(), {
-    message: new RegExp(`^the database at 127\\.0\\.0\\.1:${port} did not answer as PostgreSQL within \\d+ s: check DATABASE_URL`),
+    message: new RegExp(`^the database at 127\\.0\\.0\\.1:${port} closed the connection without answering as PostgreSQL: check DATABASE_URL`),
+  });
+});
+
+t.test('migrations against a server that accepts and stays silent fail after the deadline, naming the host and DATABASE_URL', async (t) => {
+  const sockets = new Set<net.Socket>();
+  const server = net.createServer((socket) => {
+    sockets.add(socket);
+    socket.resume();
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => {
+    for (const socket of sockets) socket.destroy();
+    server.close();
+  });
+  const port = (server.address() as net.AddressInfo).port;
+  const db = new Database(`postgres://atrium@127.0.0.1:${port}/atrium`, { reachTimeoutMs: 1_000 });
+  t.teardown(() => db.close());
+  await t.rejects(db.migrate(), {
+    message: new RegExp(`^the database at 127\\.0\\.0\\.1:${port} did not answer as PostgreSQL within 1 s: check DATABASE_URL`),
   });
 });
 
