@@ -140,10 +140,11 @@ t.test('a statement cut off by its lost connection does not swallow the refusals
 
 /**
  * A loopback relay in front of the server, which records the client's writes while
- * `writes` is an array, and resets the clients' connections (TCP RST) on `reset`: the
- * driver sees an error event, then the close.
+ * `writes` is an array, and resets the clients' connections (TCP RST) on `reset`, or a
+ * client's connection instead of passing on a write `resetOn` picks: the driver sees an
+ * error event, then the close.
  */
-async function relay(t: Test) {
+async function relay(t: Test, resetOn?: (write: string) => boolean) {
   const server = new URL(database.url);
   const recording: { writes: string[] | null } = { writes: null };
   const clients = new Set<net.Socket>();
@@ -153,6 +154,11 @@ async function relay(t: Test) {
     const upstream = net.connect(Number(server.port), server.hostname);
     client.on('data', (data: Buffer) => {
       recording.writes?.push(data.toString('latin1'));
+      if (resetOn?.(data.toString('latin1'))) {
+        upstream.destroy();
+        client.resetAndDestroy();
+        return;
+      }
       upstream.write(data);
     });
     upstream.pipe(client);
@@ -445,6 +451,27 @@ t.test('with several hosts, the first statement of a connection is answered when
     `it fails as lost (published: it is never answered, since another host is left): ${JSON.stringify(answer)}`,
   );
   t.same(await settled(sql`select 'next' as one`), { value: [{ one: 'next' }] }, 'and the pool answers the next statement');
+});
+
+t.test('with several hosts, a connection lost during the driver’s own type query goes on to the next host, and its reserve is served', async (t) => {
+  // The relay first, the server second; the relay cuts the first connection when the driver
+  // asks for the server's array types, which it does before handing a reserve its connection.
+  let cut = false;
+  const { host } = await relay(t, (write) => !cut && write.includes('typarray') && (cut = true));
+  const url = new URL(database.url);
+  const sql = postgres(`postgres://${url.username}:${url.password}@${host},${url.host}${url.pathname}`, { max: 1, onnotice: () => {} });
+  t.teardown(() => sql.end({ timeout: 0 }));
+  const served = settled(
+    sql.reserve().then(async (reserved) => {
+      const [row] = await reserved<{ one: number }[]>`select 1 as one`;
+      reserved.release();
+      return row!.one;
+    }),
+  );
+  t.strictSame(await served, { value: 1 }, 'the reserve is served by the second host');
+  t.ok(cut, 'the first connection was cut during the type query');
+  // The driver's type query is its own: failed there, nothing would handle its rejection (tap fails the test on one).
+  await new Promise((resolve) => setTimeout(resolve, 100));
 });
 
 t.test('a server that accepts and closes at once fails the statement waiting, and is not asked again until a statement waits', async (t) => {
