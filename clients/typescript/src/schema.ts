@@ -2808,7 +2808,8 @@ export interface webhooks {
          *
          *     Verifying `secret`: compute HMAC-SHA256 over `<webhook-id>.<webhook-timestamp>.<body>`
          *     (the raw body bytes as received; empty for `GET`) with the key: the base64-decoded
-         *     part after `whsec_` of a `whsec_…` secret, otherwise the secret's UTF-8 bytes. Compare
+         *     part after `whsec_` of a `whsec_…` secret (24 to 64 bytes), otherwise the secret's
+         *     UTF-8 bytes. Compare
          *     its base64 with the part after `v1,` in constant time and reject timestamps far from
          *     your clock. Any Standard Webhooks library does this.
          *
@@ -7481,7 +7482,13 @@ export interface components {
                     value: string;
                 };
                 secret?: {
-                    /** @description Stored encrypted; answered as `"********"`. */
+                    /**
+                     * @description Stored encrypted; answered as `"********"`. A secret that starts with
+                     *     `whsec_` must go on with the standard base64 (optionally padded) of a key
+                     *     of 24 to 64 bytes (422, code `format`): decoding would otherwise skip what
+                     *     is not base64 and sign with a shorter key, or none. Any other secret is
+                     *     used as its UTF-8 bytes.
+                     */
                     secret: string;
                 };
                 /**
@@ -7492,8 +7499,8 @@ export interface components {
                  *     verify it with the keys at `GET /.well-known/jwks.json`. `secret`:
                  *     Standard Webhooks signature headers `webhook-id`, `webhook-timestamp`,
                  *     `webhook-signature: v1,<base64 HMAC-SHA256 of "id.timestamp.body">`; the HMAC
-                 *     key is the base64-decoded part after `whsec_` of a `whsec_…` secret, otherwise
-                 *     the secret's UTF-8 bytes.
+                 *     key is the base64-decoded part after `whsec_` of a `whsec_…` secret (24 to 64
+                 *     bytes, as Standard Webhooks asks), otherwise the secret's UTF-8 bytes.
                  * @enum {string|null}
                  */
                 type?: "basic" | "header" | "jwt" | "secret" | null;
@@ -7557,7 +7564,13 @@ export interface components {
                     value: string;
                 };
                 secret?: {
-                    /** @description Stored encrypted; answered as `"********"`. */
+                    /**
+                     * @description Stored encrypted; answered as `"********"`. A secret that starts with
+                     *     `whsec_` must go on with the standard base64 (optionally padded) of a key
+                     *     of 24 to 64 bytes (422, code `format`): decoding would otherwise skip what
+                     *     is not base64 and sign with a shorter key, or none. Any other secret is
+                     *     used as its UTF-8 bytes.
+                     */
                     secret: string;
                 };
                 /**
@@ -7568,8 +7581,8 @@ export interface components {
                  *     verify it with the keys at `GET /.well-known/jwks.json`. `secret`:
                  *     Standard Webhooks signature headers `webhook-id`, `webhook-timestamp`,
                  *     `webhook-signature: v1,<base64 HMAC-SHA256 of "id.timestamp.body">`; the HMAC
-                 *     key is the base64-decoded part after `whsec_` of a `whsec_…` secret, otherwise
-                 *     the secret's UTF-8 bytes.
+                 *     key is the base64-decoded part after `whsec_` of a `whsec_…` secret (24 to 64
+                 *     bytes, as Standard Webhooks asks), otherwise the secret's UTF-8 bytes.
                  * @enum {string|null}
                  */
                 type: "basic" | "header" | "jwt" | "secret" | null;

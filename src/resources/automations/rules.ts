@@ -5,6 +5,7 @@
 import { coded, invalid, type FieldErrors } from '../../platform/http/problem.ts';
 import { NOT_AN_ALLOWED_DESTINATION, type OutboundClient } from '../../platform/outbound/client.ts';
 import type { WebhookConfiguration } from './webhook-configuration.ts';
+import { whsecKey } from './webhook-request.ts';
 
 /** Headers Atrium frames itself; a configured value would corrupt or smuggle requests. */
 const RESERVED_HEADERS = new Set(['host', 'content-length', 'transfer-encoding', 'connection', 'keep-alive', 'upgrade', 'te', 'trailer', 'expect']);
@@ -12,7 +13,8 @@ export const isReservedHeader = (name: string) => RESERVED_HEADERS.has(name.toLo
 
 /**
  * The rules beyond the schema: `url` must be a valid active URL (http/https, host resolves
- * to reachable addresses), and custom headers may not be framing headers. Paths are
+ * to reachable addresses), custom headers may not be framing headers, and a `whsec_…`
+ * signing secret must hold a key. Paths are
  * prefixed with `prefix` (`config.` when the configuration is nested). Resolves the host
  * (DNS), so it runs outside any transaction.
  */
@@ -25,6 +27,10 @@ export async function configurationErrors(config: WebhookConfiguration, outbound
   }
   if (config.auth?.type === 'header' && config.auth.header && isReservedHeader(config.auth.header.name)) {
     errors[`${prefix}auth.header.name`] = [coded('reserved', 'is set by Atrium and cannot be configured')];
+  }
+  const secret = config.auth?.type === 'secret' ? config.auth.secret?.secret : undefined;
+  if (secret?.startsWith('whsec_') && !whsecKey(secret)) {
+    errors[`${prefix}auth.secret.secret`] = [coded('format', 'must be whsec_ followed by the base64 of a 24 to 64 byte key')];
   }
   return errors;
 }

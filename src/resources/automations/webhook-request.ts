@@ -22,11 +22,24 @@ export function webhookPayload(eventId: string, automation: { id: number; name: 
 }
 
 /**
+ * The key of a `whsec_…` secret (Standard Webhooks): the base64 after `whsec_`, 24 to 64
+ * bytes; undefined when the rest is not that. Base64 decoding skips what is not base64, so
+ * `whsec_!!!` would otherwise be an empty key, with which anyone can sign.
+ */
+export function whsecKey(secret: string): Buffer | undefined {
+  const encoded = secret.slice('whsec_'.length);
+  if (!/^[A-Za-z0-9+/]+={0,2}$/.test(encoded) || encoded.length % 4 === 1) return undefined;
+  const key = Buffer.from(encoded, 'base64');
+  return key.length >= 24 && key.length <= 64 ? key : undefined;
+}
+
+/**
  * Standard Webhooks signature: `v1,` + base64 HMAC-SHA256 of `id.timestamp.body`; the key
- * is the base64 part of a `whsec_…` secret, otherwise the secret's UTF-8 bytes.
+ * is the base64 part of a `whsec_…` secret, otherwise the secret's UTF-8 bytes (those of a
+ * `whsec_…` secret stored before its form was checked, too: never an empty or cut key).
  */
 export function standardWebhookSignature(secret: string, id: string, timestamp: number, body: string): string {
-  const key = secret.startsWith('whsec_') ? Buffer.from(secret.slice('whsec_'.length), 'base64') : Buffer.from(secret, 'utf8');
+  const key = (secret.startsWith('whsec_') ? whsecKey(secret) : undefined) ?? Buffer.from(secret, 'utf8');
   return `v1,${createHmac('sha256', key).update(`${id}.${timestamp}.${body}`).digest('base64')}`;
 }
 

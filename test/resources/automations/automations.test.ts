@@ -113,6 +113,18 @@ t.test('invalid configurations are 422 naming the exact key, and nothing is stor
     ['tab in the URL', { url: `${PUBLIC_URL}/a\t`, headers: {} }, ['config.url']],
     ['space in the URL', { url: `${PUBLIC_URL}/a b`, headers: {} }, ['config.url']],
     ['DEL in the URL', { url: `${PUBLIC_URL}/a\x7F`, headers: {} }, ['config.url']],
+    // A whsec_ secret's key is the base64 after the prefix: decoding skips what is not base64, and would leave no key.
+    [
+      'whsec_ secret that is not base64',
+      { url: PUBLIC_URL, headers: {}, auth: { type: 'secret', secret: { secret: 'whsec_!!!' } } },
+      ['config.auth.secret.secret'],
+    ],
+    ['whsec_ secret without a key', { url: PUBLIC_URL, headers: {}, auth: { type: 'secret', secret: { secret: 'whsec_' } } }, ['config.auth.secret.secret']],
+    [
+      'whsec_ secret of a 16-byte key',
+      { url: PUBLIC_URL, headers: {}, auth: { type: 'secret', secret: { secret: `whsec_${Buffer.alloc(16, 7).toString('base64')}` } } },
+      ['config.auth.secret.secret'],
+    ],
     [
       'masked secret with nothing stored',
       { url: PUBLIC_URL, headers: {}, auth: { type: 'secret', secret: { secret: '********' } } },
@@ -156,6 +168,12 @@ t.test('the validate endpoint checks a configuration without storing it', async 
   });
   t.equal(unresolvable.status, 422);
   t.strictSame(Object.keys(unresolvable.body.errors).sort(), ['headers.Connection', 'url']);
+  const keyless = await api.call(t, 'validateWebhookConfiguration', {
+    token,
+    body: { url: receiver.url('/v'), headers: {}, auth: { type: 'secret', secret: { secret: 'whsec_!!!' } } },
+  });
+  t.equal(keyless.status, 422, 'a whsec_ secret without a key');
+  t.strictSame(Object.keys(keyless.body.errors), ['auth.secret.secret']);
   t.match(unresolvable.body.errors.url[0], /is not an allowed destination/);
   t.equal(await countAutomations(), 0, 'nothing stored');
   t.equal(receiver.received('/v').length, 0, 'nothing sent');
