@@ -281,9 +281,10 @@ export interface paths {
         /**
          * Check a webhook configuration without storing it
          * @description The body is a `WebhookConfiguration`. 200 when valid; 422 with `errors` keyed by the
-         *     exact path (`url`, `auth.basic.password`, `headers.Host`) otherwise. Nothing is stored
-         *     and no request is sent to the URL (its host is only resolved). A refused `url` host
-         *     is one message whatever the reason (see `WebhookConfiguration`).
+         *     exact path (`url`, `auth.basic.password`, `headers.Host`) otherwise, as a create
+         *     would answer it: a masked secret (`"********"`) has no stored value to keep here (422).
+         *     Nothing is stored and no request is sent to the URL (its host is only resolved). A
+         *     refused `url` host is one message whatever the reason (see `WebhookConfiguration`).
          */
         post: operations["validateWebhookConfiguration"];
         delete?: never;

@@ -157,8 +157,10 @@ export const automationHandlers = {
     return { status: 200, body };
   },
 
-  async validateWebhookConfiguration({ body, services: { outbound } }) {
-    assertValidConfiguration(await configurationErrors(body, outbound));
+  async validateWebhookConfiguration({ body, services: { outbound, secrets } }) {
+    // Judged as a create would judge it: nothing is stored, so a masked secret has nothing to keep.
+    const sealed = sealSecrets(body, null, secrets, '');
+    assertValidConfiguration({ ...(await configurationErrors(body, outbound)), ...sealed.errors });
     return { status: 200, body: { valid: true } };
   },
 

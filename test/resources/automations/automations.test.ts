@@ -174,6 +174,12 @@ t.test('the validate endpoint checks a configuration without storing it', async 
   });
   t.equal(keyless.status, 422, 'a whsec_ secret without a key');
   t.strictSame(Object.keys(keyless.body.errors), ['auth.secret.secret']);
+  const masked = await api.call(t, 'validateWebhookConfiguration', {
+    token,
+    body: { url: receiver.url('/v'), headers: {}, auth: { type: 'basic', basic: { username: 'u', password: '********' } } },
+  });
+  t.equal(masked.status, 422, 'a masked secret, as a create answers it: nothing is stored to keep');
+  t.strictSame(masked.body.errors, { 'auth.basic.password': ['is masked, but no value is stored to keep'] });
   t.match(unresolvable.body.errors.url[0], /is not an allowed destination/);
   t.equal(await countAutomations(), 0, 'nothing stored');
   t.equal(receiver.received('/v').length, 0, 'nothing sent');
