@@ -207,6 +207,26 @@ t.test('method, auth and auth.type a configuration leaves out are answered as nu
   });
 });
 
+t.test('an update to a whsec_ secret that holds no key is a 422, and the stored secret stays', async (t) => {
+  const secret = `whsec_${Buffer.alloc(24, 6).toString('base64')}`;
+  const created = await createAutomation(t, { url: PUBLIC_URL, headers: {}, auth: { type: 'secret', secret: { secret } } }, 'signed');
+  const storedSecret = async () =>
+    api.atrium.services.secrets.decrypt(
+      'webhook-secrets',
+      (await api.db.owner.execute<{ config: any }>(sql`select config from automations where id = ${created.id}`))[0]!.config.auth.secret.secret,
+    );
+  for (const bad of ['whsec_!!!', 'whsec_']) {
+    const res = await api.call(t, 'updateAutomation', {
+      token,
+      params: { automation: created.id },
+      body: { config: { url: PUBLIC_URL, headers: {}, auth: { type: 'secret', secret: { secret: bad } } } },
+    });
+    t.equal(res.status, 422, bad);
+    t.strictSame(Object.keys(res.body.errors), ['config.auth.secret.secret'], bad);
+  }
+  t.equal(await storedSecret(), secret, 'the stored secret is unchanged');
+});
+
 t.test('secrets are stored encrypted, answered masked, and a masked value keeps the stored one', async (t) => {
   const created = await createAutomation(
     t,
