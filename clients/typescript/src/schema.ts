@@ -6111,7 +6111,8 @@ export interface components {
                 givenName?: string | null;
             } | null;
             /**
-             * @description Optional; judged by the password rules (400 `invalidValue`), never answered.
+             * @description Optional; judged by the password rules (400 `invalidValue`), hashed in Unicode's
+             *     compatibility composition (NFKC) as every password is, never answered.
              *     Setting one ends the user's sessions.
              */
             password?: string | null;
@@ -6903,7 +6904,7 @@ export interface components {
             last_name?: string | null;
             /** Format: date */
             leaving_date?: string | null;
-            /** @description At least `PASSWORD_MIN_LENGTH` (default 10) characters. Never returned. */
+            /** @description At least `PASSWORD_MIN_LENGTH` (default 10) characters, counted in Unicode's compatibility composition (NFKC), the form that is hashed and compared, so one password typed as differently encoded characters (an accented letter as one code point or as a letter and a combining accent, full-width digits) signs in. Never returned. */
             password: string;
             phone?: string | null;
             prevent_logout?: boolean;
@@ -6968,7 +6969,7 @@ export interface components {
             last_name?: string | null;
             /** Format: date */
             leaving_date?: string | null;
-            /** @description At least `PASSWORD_MIN_LENGTH` (default 10) characters. Never returned. */
+            /** @description At least `PASSWORD_MIN_LENGTH` (default 10) characters, counted in Unicode's compatibility composition (NFKC), the form that is hashed and compared, so one password typed as differently encoded characters (an accented letter as one code point or as a letter and a combining accent, full-width digits) signs in. Never returned. */
             password: string;
             phone?: string | null;
             prevent_logout?: boolean;
@@ -7315,7 +7316,7 @@ export interface components {
              *     limits (see `PUT /api/users/{user}`).
              */
             old_password?: string;
-            /** @description At least `PASSWORD_MIN_LENGTH` (default 10) characters. Never returned. */
+            /** @description At least `PASSWORD_MIN_LENGTH` (default 10) characters, counted in Unicode's compatibility composition (NFKC), the form that is hashed and compared, so one password typed as differently encoded characters (an accented letter as one code point or as a letter and a combining accent, full-width digits) signs in. Never returned. */
             password?: string;
             phone?: string | null;
             prevent_logout?: boolean;
@@ -7378,7 +7379,7 @@ export interface components {
              *     limits (see `PUT /api/users/{user}`).
              */
             old_password?: string;
-            /** @description At least `PASSWORD_MIN_LENGTH` (default 10) characters. Never returned. */
+            /** @description At least `PASSWORD_MIN_LENGTH` (default 10) characters, counted in Unicode's compatibility composition (NFKC), the form that is hashed and compared, so one password typed as differently encoded characters (an accented letter as one code point or as a letter and a combining accent, full-width digits) signs in. Never returned. */
             password?: string;
             phone?: string | null;
             prevent_logout?: boolean;

@@ -41,10 +41,28 @@ export function setPasswordHashCost(value: PasswordHashCost): void {
   cost = value;
 }
 
-/** A new hash of `password`, made in a place of `tenant`'s (0: work of no tenant yet, such as creating one). */
+/**
+ * The form of a password that is hashed: Unicode's compatibility composition (NFKC), so
+ * one password typed on keyboards or systems that encode it differently (`é` as one code
+ * point or as `e` and a combining accent, full-width digits) is the same password.
+ */
+export const normalizedPassword = (password: string): string => password.normalize('NFKC');
+
+/** A new hash of `password` (its `normalizedPassword` form), made in a place of `tenant`'s (0: work of no tenant yet, such as creating one). */
 export async function hashPassword(password: string, tenant: number): Promise<string> {
   const { hash, Algorithm } = await argon2();
-  return hashing.run(tenant, () => hash(password, { algorithm: Algorithm.Argon2id, ...COSTS[cost] }));
+  return hashing.run(tenant, () => hash(normalizedPassword(password), { algorithm: Algorithm.Argon2id, ...COSTS[cost] }));
+}
+
+/**
+ * Whether `password` matches `passwordHash`: its normalized form, or, when that differs,
+ * the password as typed, which a hash made before passwords were normalized holds.
+ */
+async function matches(passwordHash: string, password: string, tenant: number): Promise<boolean> {
+  const { verify } = await argon2();
+  const normalized = normalizedPassword(password);
+  if (await hashing.run(tenant, () => verify(passwordHash, normalized))) return true;
+  return normalized !== password && (await hashing.run(tenant, () => verify(passwordHash, password)));
 }
 
 /** How many shares sign-ins are spread over, by the tenant name they give (`signInShare`). */
@@ -67,15 +85,14 @@ let dummyHash: Promise<string> | undefined;
 
 /** Whether `password` matches `passwordHash`, checked in a place of `tenant`'s share (a sign-in's: `signInShare`). */
 export async function verifyPassword(passwordHash: string | null | undefined, password: string, tenant: number): Promise<boolean> {
-  const { verify } = await argon2();
   if (!passwordHash) {
+    // As many checks as a wrong password of a known user costs (two when its normalized form differs).
     dummyHash ??= hashPassword('atrium-timing-equaliser', 0);
-    const dummy = await dummyHash;
-    await hashing.run(tenant, () => verify(dummy, password)).catch(() => false);
+    await matches(await dummyHash, password, tenant).catch(() => false);
     return false;
   }
   try {
-    return await hashing.run(tenant, () => verify(passwordHash, password));
+    return await matches(passwordHash, password, tenant);
   } catch {
     return false;
   }

@@ -3,6 +3,7 @@
  * hash, so hashes of either cost verify whatever the process's own setting.
  */
 import t from 'tap';
+import { Algorithm, hash } from '@node-rs/argon2';
 import { hashPassword, setPasswordHashCost, signInShare, verifyPassword } from '../../../src/platform/auth/passwords.ts';
 
 t.teardown(() => setPasswordHashCost('standard'));
@@ -22,6 +23,25 @@ t.test('the test cost is far weaker, and its hashes verify under either setting'
   setPasswordHashCost('standard');
   t.ok(await verifyPassword(weak, 'correct horse battery', 0));
   t.notOk(await verifyPassword(weak, 'wrong', 0));
+});
+
+t.test('a password is the same password however its characters are encoded (NFKC)', async (t) => {
+  setPasswordHashCost('test');
+  const composed = 'caf\u00e9 \uff11\uff12\uff13 r\u00e9sum\u00e9';
+  const decomposed = 'cafe\u0301 123 re\u0301sume\u0301';
+  const stored = await hashPassword(decomposed, 0);
+  t.ok(await verifyPassword(stored, composed, 0), 'an accented letter as one code point, full-width digits');
+  t.ok(await verifyPassword(stored, decomposed, 0), 'the form it was set in');
+  t.notOk(await verifyPassword(stored, 'cafe 123 resume', 0), 'the letters without their accents are another password');
+  setPasswordHashCost('standard');
+});
+
+t.test('a hash made of the password as typed, before passwords were normalized, still verifies', async (t) => {
+  const typed = 'cafe\u0301 au lait';
+  const legacy = await hash(typed, { algorithm: Algorithm.Argon2id, memoryCost: 256, timeCost: 1, parallelism: 1 });
+  t.ok(await verifyPassword(legacy, typed, 0), 'the same code points');
+  t.notOk(await verifyPassword(legacy, 'cafe\u0301 au laid', 0));
+  t.notOk(await verifyPassword(null, typed, 0), 'an unknown user, with a password whose normalized form differs');
 });
 
 t.test('an unknown user or a hash that is not one answers false', async (t) => {

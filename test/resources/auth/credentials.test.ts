@@ -120,6 +120,17 @@ t.test('changing one’s own password ends every other session of the user, not 
   t.equal((await login(t, user.username, 'the second password', '198.51.100.50')).status, 200, 'the new password signs in');
 });
 
+t.test('a password set with a combining accent signs in typed with the accented letter, and the other way round', async (t) => {
+  const user = await api.createUser(tenant.tenantId);
+  const change = (password: string, old: string) =>
+    api.call(t, 'updateUser', { token: user.token, params: { user: user.id }, body: { password, old_password: old } });
+  t.equal((await change('mot de passe re\u0301sume\u0301', user.password)).status, 200, 'set with combining accents');
+  t.equal((await login(t, user.username, 'mot de passe r\u00e9sum\u00e9', '198.51.100.55')).status, 200, 'typed with accented letters');
+  t.equal((await login(t, user.username, 'mot de passe resume', '198.51.100.55')).status, 401, 'without the accents it is another password');
+  t.equal((await change('un autre mot de passe', 'mot de passe r\u00e9sum\u00e9')).status, 200, 'old_password is compared the same way');
+  t.equal((await login(t, user.username, 'un autre mot de passe', '198.51.100.55')).status, 200);
+});
+
 t.test('an administrator’s reset of another user’s password ends every session of that user', async (t) => {
   const user = await api.createUser(tenant.tenantId);
   const second = (await login(t, user.username, user.password, '198.51.100.60')).body.access_token;
