@@ -5094,7 +5094,9 @@ export interface components {
          */
         PushSubscriptionCreate: {
             /**
-             * @description The push service URL, not on port 0. Must be `https`; `http` only for hosts whose every address the
+             * @description The push service URL, not on port 0, with no space, control or format character
+             *     of any script (a no-break space, a C1 control, a zero-width space) and no user
+             *     information, even empty (`https://:@host`). Must be `https`; `http` only for hosts whose every address the
              *     operator's push allow-list `PUSH_ALLOWED_CIDRS` admits (empty unless set; the
              *     webhooks' `WEBHOOK_ALLOWED_CIDRS` does not count here). The host must resolve to
              *     addresses outbound requests may reach (no loopback, private or link-local address
@@ -5105,9 +5107,11 @@ export interface components {
              *     again on every send, on the address actually connected to: an endpoint whose host
              *     now resolves to a refused address is not sent to (recorded in `last_failure`).
              *     Stored, compared and answered as its URL serialization (WHATWG) without a fragment,
-             *     which is what a push reaches: `HTTPS://Push.Example:443/x#y` is
-             *     `https://push.example/x`, and another user's endpoint in another spelling is still
-             *     theirs. Longer than 2048 characters once so written (percent-encoded) is a 422.
+             *     which is what a push reaches, with the percent-encodings of its path and query
+             *     normalized (RFC 3986: an unreserved character decoded, other hex digits in upper
+             *     case) and an IPv4-mapped IPv6 host written as its IPv4 address:
+             *     `HTTPS://Push.Example:443/%78#y` is `https://push.example/x`, and another user's
+             *     endpoint in another spelling is still theirs. Longer than 2048 characters once so written (percent-encoded) is a 422.
              */
             endpoint: string;
             expirationTime?: number | null;
@@ -7521,8 +7525,10 @@ export interface components {
              */
             method?: "GET" | "POST" | "PUT" | "PATCH" | "DELETE" | null;
             /**
-             * @description Target URL; must be a valid active URL (see above). It holds no space and no
-             *     control character (percent-encode them). A JWT's `aud` is the URL as written; the
+             * @description Target URL; must be a valid active URL (see above). It holds no space, control
+             *     or format character, in any script (a no-break or ideographic space, a C1
+             *     control, a zero-width space: percent-encode them), and no user information, even
+             *     an empty one (`https://:@host`; use `auth`). A JWT's `aud` is the URL as written; the
              *     request goes to it as URL parsing writes it (scheme and host in lower case, dot
              *     segments resolved, what is not ASCII percent-encoded, no fragment:
              *     `HTTP://Hooks.example.com/a/../b#x` is requested as `http://hooks.example.com/b`).

@@ -32,6 +32,19 @@ export const KEEP_ALIVE_MAX_MS = 5_000;
 export const DESTINATION_NOT_ALLOWED = 'the destination is not allowed';
 export const NOT_DELIVERED = 'could not be delivered';
 
+/**
+ * A space, control or format character of any script (a no-break or ideographic space, a
+ * C1 control, a zero-width space): URL parsing drops, maps or percent-encodes it, so the
+ * URL requested would not be the one stored and shown.
+ */
+const HIDDEN_IN_URL = /[\p{Z}\p{Cc}\p{Cf}]/u;
+
+/**
+ * Whether `url`'s authority holds userinfo, even an empty one (`http://:@host`), which URL
+ * parsing answers as an empty `username` and `password`. Special schemes take `\` as `/`.
+ */
+export const hasUserinfo = (url: string): boolean => /^[a-z][a-z\d+.-]*:[\\/]*[^\\/?#]*@/i.test(url);
+
 /** A destination `destinationProblem` refuses, worded for a field error. */
 export const NOT_AN_ALLOWED_DESTINATION = 'is not an allowed destination: its host must resolve, and only to addresses outbound requests may reach';
 
@@ -167,6 +180,7 @@ export class OutboundClient {
    * where they point. The reason is logged.
    */
   async destinationProblem(url: string, options: { allowListedOnly?: boolean } = {}): Promise<string | null> {
+    if (HIDDEN_IN_URL.test(url)) return 'must not contain a space, control or format character (percent-encode it)';
     let parsed: URL;
     try {
       parsed = new URL(url);
@@ -174,7 +188,7 @@ export class OutboundClient {
       return 'must be an absolute http or https URL';
     }
     if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') return 'must be an http or https URL';
-    if (parsed.username || parsed.password) return 'must not contain credentials; use auth instead';
+    if (parsed.username || parsed.password || hasUserinfo(url)) return 'must not contain credentials; use auth instead';
     // URL parsing admits port 0, which no connection reaches: every request would fail, and be retried.
     if (parsed.port === '0') return 'must name a port from 1 to 65535 (or none)';
     const reason = await this.hostProblem(parsed.hostname, options);

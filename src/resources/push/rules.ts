@@ -5,7 +5,7 @@
  */
 import { createECDH } from 'node:crypto';
 import { coded, forbidden, type FieldErrors } from '../../platform/http/problem.ts';
-import { NOT_AN_ALLOWED_DESTINATION, type OutboundClient } from '../../platform/outbound/client.ts';
+import { hasUserinfo, NOT_AN_ALLOWED_DESTINATION, type OutboundClient } from '../../platform/outbound/client.ts';
 import { nextState, type DeliveryOutcome, type RetryPolicy } from '../../platform/outbound/delivery-outcome.ts';
 import { plainText } from '../notifications/plain-text.ts';
 import type { NotificationData } from '../notifications/table.ts';
@@ -90,7 +90,7 @@ export async function endpointProblem(outbound: OutboundClient, endpoint: string
   } catch {
     return 'must be an absolute https URL';
   }
-  if ((url.protocol === 'https:' || url.protocol === 'http:') && (url.username || url.password)) return CREDENTIALS_IN_URL;
+  if ((url.protocol === 'https:' || url.protocol === 'http:') && (url.username || url.password || hasUserinfo(endpoint))) return CREDENTIALS_IN_URL;
   if (url.protocol === 'https:') return outbound.destinationProblem(endpoint);
   if (url.protocol === 'http:') {
     const problem = await outbound.destinationProblem(endpoint, { allowListedOnly: true });
@@ -102,15 +102,34 @@ export async function endpointProblem(outbound: OutboundClient, endpoint: string
 /** The longest endpoint stored (the spec's `maxLength` of `endpoint`, sent and answered). */
 const MAX_ENDPOINT_LENGTH = 2048;
 
+/** `text` with its percent-encodings as RFC 3986 (§6.2.2) compares them: an unreserved character's decoded, the others' hex digits in upper case. */
+const normalizedPercents = (text: string): string =>
+  text.replace(/%([0-9a-f]{2})/gi, (_encoded, hex: string) => {
+    const character = String.fromCharCode(parseInt(hex, 16));
+    return /^[A-Za-z0-9\-._~]$/.test(character) ? character : `%${hex.toUpperCase()}`;
+  });
+
+/** An IPv4-mapped IPv6 literal (`[::ffff:102:304]`, as URL parsing writes `[::ffff:1.2.3.4]`) as the IPv4 address it is. */
+const MAPPED_IPV4 = /^\[::ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})\]$/;
+
 /**
  * An endpoint as stored, compared and sent to: its URL serialization (WHATWG) without a
- * fragment, which is what a request reaches. Spellings of one URL (`HTTP://`, an upper-case
- * host, the default port, a `#fragment`) are then one endpoint, whose owner is one user.
- * `endpoint` must parse (`endpointProblem` found none).
+ * fragment, which is what a request reaches, with the percent-encodings of its path and
+ * query normalized and an IPv4-mapped IPv6 host written as its IPv4 address. Spellings of
+ * one URL (`HTTP://`, an upper-case host, the default port, a `#fragment`, `%61` for `a`,
+ * `[::ffff:1.2.3.4]`) are then one endpoint, whose owner is one user. `endpoint` must
+ * parse (`endpointProblem` found none).
  */
 export function canonicalEndpoint(endpoint: string): string {
   const url = new URL(endpoint);
   url.hash = '';
+  url.pathname = normalizedPercents(url.pathname);
+  if (url.search) url.search = normalizedPercents(url.search);
+  const mapped = MAPPED_IPV4.exec(url.hostname);
+  if (mapped) {
+    const [high, low] = [parseInt(mapped[1]!, 16), parseInt(mapped[2]!, 16)];
+    url.hostname = [high >> 8, high & 255, low >> 8, low & 255].join('.');
+  }
   return url.href;
 }
 

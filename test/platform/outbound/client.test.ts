@@ -230,6 +230,35 @@ t.test('destinationProblem explains what is wrong with a URL, never where its ho
   t.match(await client.destinationProblem('/relative'), /absolute/);
   t.match(await client.destinationProblem(`http://localhost:0/`), /port/, 'port 0 reaches nothing, even on an admitted host');
   t.match(await client.destinationProblem(`https://127.0.0.1:000/`), /port/);
+  // Characters URL parsing would drop, map or encode: the URL requested would not be the one stored and shown.
+  for (const hidden of ['\u0085', '\u009b', '\u00a0', '\u3000', '\u2028', '\u200b', '\u202e', '\ufeff']) {
+    const code = `U+${hidden.codePointAt(0)!.toString(16).toUpperCase().padStart(4, '0')}`;
+    t.equal(
+      await client.destinationProblem(`http://localhost:${receiver.port}/a${hidden}b`),
+      'must not contain a space, control or format character (percent-encode it)',
+      `${code} in the path`,
+    );
+    t.equal(
+      await client.destinationProblem(`http://local${hidden}host:${receiver.port}/`),
+      'must not contain a space, control or format character (percent-encode it)',
+      `${code} in the host`,
+    );
+  }
+  t.equal(await client.destinationProblem(`http://localhost:${receiver.port}/a%C2%A0b`), null, 'percent-encoded, it is fine');
+  t.equal(
+    await client.destinationProblem(`http://localhost:${receiver.port}/caf\u00e9`),
+    null,
+    'a letter of another script is fine (requested percent-encoded)',
+  );
+  for (const userinfo of [':@', '@', 'user@', ':pw@']) {
+    t.equal(await client.destinationProblem(`http://${userinfo}localhost:${receiver.port}/`), 'must not contain credentials; use auth instead', userinfo);
+  }
+  t.equal(
+    await client.destinationProblem(`http:\\\\:@localhost:${receiver.port}/`),
+    'must not contain credentials; use auth instead',
+    'backslashes as slashes',
+  );
+  t.equal(await client.destinationProblem(`http://localhost:${receiver.port}/a@b?c=d@e`), null, 'an @ in the path or query is no user information');
   logged.length = 0;
   const unresolvable = await client.destinationProblem('http://no-such-host.invalid/');
   const privateAddress = await client.destinationProblem('http://192.168.0.1/');

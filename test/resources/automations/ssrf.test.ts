@@ -100,6 +100,20 @@ t.test('port 0, which no connection can reach, is refused when a configuration i
   );
 });
 
+t.test('a URL with a space, control or format character of any script, or empty user information, is refused and not stored', async (t) => {
+  // The spec's pattern refuses ASCII ones; these pass it, and URL parsing would request another URL than the one stored.
+  for (const url of ['http://1.1.1.1/a\u00a0b', 'http://1.1.1.1/a\u0085b', 'http://1.1.1.\u200b1/hook', 'http://1.1.1.1/\u3000', 'http://:@1.1.1.1/hook']) {
+    const validated = await api.call(t, 'validateWebhookConfiguration', { token, body: { url, headers: {} } });
+    t.equal(validated.status, 422, JSON.stringify(url));
+    t.match(validated.body.errors?.url, [/space, control or format character|credentials/], JSON.stringify(url));
+    const created = await api.call(t, 'createAutomation', { token, body: { name: 'hidden character', config: { url, headers: {} } } });
+    t.equal(created.status, 422, JSON.stringify(url));
+    t.strictSame(created.body.errors?.['config.url'], validated.body.errors?.url, 'the create says the same');
+  }
+  const [count] = await api.db.owner.execute<{ n: number }>(sql`select count(*)::int as n from automations where name = 'hidden character'`);
+  t.equal(count!.n, 0, 'nothing stored');
+});
+
 t.test('at send time a private address is refused, recorded, and not retried', async (t) => {
   // Stored directly: a host that resolved to a public address when it was validated and
   // resolves to loopback now (DNS rebinding) looks exactly like this to the sender.

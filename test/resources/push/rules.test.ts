@@ -8,6 +8,7 @@ import {
   GONE_STATUSES,
   MAX_SUBSCRIPTIONS_PER_USER,
   assertMayRegister,
+  canonicalEndpoint,
   authSecretProblem,
   endpointProblem,
   p256dhProblem,
@@ -74,8 +75,35 @@ t.test('endpointProblem: https to a permitted address, plain http only where the
   // A push endpoint has no `auth` of its own to send credentials with (keys.auth is the browser's encryption secret):
   // the endpoint is told that credentials do not belong in its URL, not to use something else.
   const credentials = 'must not contain credentials (a user name or password before the host)';
-  for (const endpoint of ['https://user:pw@127.0.0.1/push', 'https://user@127.0.0.1/push', 'https://:pw@127.0.0.1/push', 'http://user:pw@127.0.0.1:9/push']) {
+  for (const endpoint of [
+    'https://user:pw@127.0.0.1/push',
+    'https://user@127.0.0.1/push',
+    'https://:pw@127.0.0.1/push',
+    'http://user:pw@127.0.0.1:9/push',
+    'https://:@127.0.0.1/push',
+    'https://@127.0.0.1/push',
+  ]) {
     t.equal(await endpointProblem(outbound, endpoint), credentials, endpoint);
+  }
+});
+
+t.test('canonicalEndpoint: one spelling for every spelling of one URL', async (t) => {
+  const spellings = [
+    'https://push.example/send/victim?key=a~b%2Fc',
+    'HTTPS://Push.Example:443/send/victim?key=a~b%2Fc#fragment',
+    'https://push.example/%73end/%76ictim?key=%61%7Eb%2fc',
+  ];
+  for (const spelling of spellings) t.equal(canonicalEndpoint(spelling), spellings[0], spelling);
+  t.equal(canonicalEndpoint('http://[::ffff:127.0.0.1]:9/push'), 'http://127.0.0.1:9/push', 'an IPv4-mapped IPv6 host');
+  t.equal(canonicalEndpoint('http://[::ffff:7f00:2]/push'), 'http://127.0.0.2/push', 'the same, as URL parsing writes it');
+  t.equal(canonicalEndpoint('https://push.example/a%2fb%c3%a9'), 'https://push.example/a%2Fb%C3%A9', 'a reserved or non-ASCII one stays encoded');
+  t.equal(canonicalEndpoint('https://push.example/x?'), 'https://push.example/x?', 'an empty query as it was');
+});
+
+t.test('an endpoint with a space, control or format character of any script is refused', async (t) => {
+  const outbound = new OutboundClient({ allowedCidrs: ['127.0.0.1/32'], connectTimeoutMs: 1000, timeoutMs: 1000 });
+  for (const hidden of ['\u00a0', '\u0085', '\u200b', '\u3000']) {
+    t.equal(await endpointProblem(outbound, `https://127.0.0.1/pu${hidden}sh`), 'must not contain a space, control or format character (percent-encode it)');
   }
 });
 
