@@ -5096,7 +5096,8 @@ export interface components {
             /**
              * @description The push service URL, not on port 0, with no space, control or format character
              *     of any script (a no-break space, a C1 control, a zero-width space) and no user
-             *     information, even empty (`https://:@host`). Must be `https`; `http` only for hosts whose every address the
+             *     information, even empty (`https://:@host`), nor a `%` that does not begin a
+             *     percent-encoding (write it `%25`). Must be `https`; `http` only for hosts whose every address the
              *     operator's push allow-list `PUSH_ALLOWED_CIDRS` admits (empty unless set; the
              *     webhooks' `WEBHOOK_ALLOWED_CIDRS` does not count here). The host must resolve to
              *     addresses outbound requests may reach (no loopback, private or link-local address
@@ -6908,7 +6909,7 @@ export interface components {
             last_name?: string | null;
             /** Format: date */
             leaving_date?: string | null;
-            /** @description At least `PASSWORD_MIN_LENGTH` (default 10) characters, counted in Unicode's compatibility composition (NFKC), the form that is hashed and compared, so one password typed as differently encoded characters (an accented letter as one code point or as a letter and a combining accent, full-width digits) signs in. Never returned. */
+            /** @description At least `PASSWORD_MIN_LENGTH` (default 10) characters, counted as the code points of its canonical composition (NFC), so an accented letter is one character however it is typed. Hashed and compared in Unicode's compatibility composition (NFKC), so one password typed as differently encoded characters (an accented letter as one code point or as a letter and a combining accent, full-width digits) signs in. Never returned. */
             password: string;
             phone?: string | null;
             prevent_logout?: boolean;
@@ -6973,7 +6974,7 @@ export interface components {
             last_name?: string | null;
             /** Format: date */
             leaving_date?: string | null;
-            /** @description At least `PASSWORD_MIN_LENGTH` (default 10) characters, counted in Unicode's compatibility composition (NFKC), the form that is hashed and compared, so one password typed as differently encoded characters (an accented letter as one code point or as a letter and a combining accent, full-width digits) signs in. Never returned. */
+            /** @description At least `PASSWORD_MIN_LENGTH` (default 10) characters, counted as the code points of its canonical composition (NFC), so an accented letter is one character however it is typed. Hashed and compared in Unicode's compatibility composition (NFKC), so one password typed as differently encoded characters (an accented letter as one code point or as a letter and a combining accent, full-width digits) signs in. Never returned. */
             password: string;
             phone?: string | null;
             prevent_logout?: boolean;
@@ -7320,7 +7321,7 @@ export interface components {
              *     limits (see `PUT /api/users/{user}`).
              */
             old_password?: string;
-            /** @description At least `PASSWORD_MIN_LENGTH` (default 10) characters, counted in Unicode's compatibility composition (NFKC), the form that is hashed and compared, so one password typed as differently encoded characters (an accented letter as one code point or as a letter and a combining accent, full-width digits) signs in. Never returned. */
+            /** @description At least `PASSWORD_MIN_LENGTH` (default 10) characters, counted as the code points of its canonical composition (NFC), so an accented letter is one character however it is typed. Hashed and compared in Unicode's compatibility composition (NFKC), so one password typed as differently encoded characters (an accented letter as one code point or as a letter and a combining accent, full-width digits) signs in. Never returned. */
             password?: string;
             phone?: string | null;
             prevent_logout?: boolean;
@@ -7383,7 +7384,7 @@ export interface components {
              *     limits (see `PUT /api/users/{user}`).
              */
             old_password?: string;
-            /** @description At least `PASSWORD_MIN_LENGTH` (default 10) characters, counted in Unicode's compatibility composition (NFKC), the form that is hashed and compared, so one password typed as differently encoded characters (an accented letter as one code point or as a letter and a combining accent, full-width digits) signs in. Never returned. */
+            /** @description At least `PASSWORD_MIN_LENGTH` (default 10) characters, counted as the code points of its canonical composition (NFC), so an accented letter is one character however it is typed. Hashed and compared in Unicode's compatibility composition (NFKC), so one password typed as differently encoded characters (an accented letter as one code point or as a letter and a combining accent, full-width digits) signs in. Never returned. */
             password?: string;
             phone?: string | null;
             prevent_logout?: boolean;
@@ -7527,7 +7528,8 @@ export interface components {
             /**
              * @description Target URL; must be a valid active URL (see above). It holds no space, control
              *     or format character, in any script (a no-break or ideographic space, a C1
-             *     control, a zero-width space: percent-encode them), and no user information, even
+             *     control, a zero-width space: percent-encode them; the zero-width non-joiner and
+             *     joiner, parts of words in some scripts, are accepted), and no user information, even
              *     an empty one (`https://:@host`; use `auth`). A JWT's `aud` is the URL as written; the
              *     request goes to it as URL parsing writes it (scheme and host in lower case, dot
              *     segments resolved, what is not ASCII percent-encoded, no fragment:

@@ -6,7 +6,7 @@ import { parseEnv } from 'node:util';
 import type { Ajv, ErrorObject } from 'ajv';
 import envSchema from 'env-schema';
 import ipaddr from 'ipaddr.js';
-import type { PasswordHashCost } from './platform/auth/passwords.ts';
+import { passwordLength, type PasswordHashCost } from './platform/auth/passwords.ts';
 import { hasUnknownSslMode, parseConnectionUrl, SSL_MODES } from './platform/database/connection-url.ts';
 import { displayNameProblems, storedName } from './resources/roles/names.ts';
 import { SLUG } from './resources/tenants/slug.ts';
@@ -482,7 +482,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError('PASSWORD_HASH_COST: "test" is not accepted unless NODE_ENV is test; expected standard');
   }
   // The first administrator's password is a password like any other (counted in characters, as the API counts).
-  if (vars.ATRIUM_ADMIN_PASSWORD !== undefined && [...vars.ATRIUM_ADMIN_PASSWORD].length < vars.PASSWORD_MIN_LENGTH) {
+  if (vars.ATRIUM_ADMIN_PASSWORD !== undefined && passwordLength(vars.ATRIUM_ADMIN_PASSWORD) < vars.PASSWORD_MIN_LENGTH) {
     throw new ConfigError(
       `ATRIUM_ADMIN_PASSWORD: its value is not accepted; expected a password of at least ${vars.PASSWORD_MIN_LENGTH} characters (PASSWORD_MIN_LENGTH)`,
     );

@@ -89,6 +89,9 @@ t.test('each mistake is one line naming the variable and what it accepts', async
     [{ ATRIUM_ADMIN_PASSWORD: 'short' }, /^ATRIUM_ADMIN_PASSWORD: its value is not accepted; expected a password of at least 10 characters/],
     [{ ATRIUM_ADMIN_PASSWORD: 'a-long-one', PASSWORD_MIN_LENGTH: '12' }, /^ATRIUM_ADMIN_PASSWORD: .* at least 12 characters/],
     [{ ATRIUM_ADMIN_PASSWORD: '😀'.repeat(9) }, /^ATRIUM_ADMIN_PASSWORD: /],
+    // Counted as the API counts a password: nine accented letters, each a letter and a combining accent; one ligature.
+    [{ ATRIUM_ADMIN_PASSWORD: 'e\u0301'.repeat(9) }, /^ATRIUM_ADMIN_PASSWORD: /],
+    [{ ATRIUM_ADMIN_PASSWORD: '\ufdfa' }, /^ATRIUM_ADMIN_PASSWORD: /],
     // Longer than the API's limit: that administrator could never sign in.
     [{ ATRIUM_ADMIN_PASSWORD: 'p'.repeat(1025) }, /^ATRIUM_ADMIN_PASSWORD: its value is not accepted; expected a password of at most 1024 characters$/],
     [{ PORT: '3e3' }, /^PORT: "3e3" is not accepted/],

@@ -73,8 +73,9 @@ function required(values: Options, name: string): string {
 async function checkPasswordLength(password: string, config: Config, what: string): Promise<void> {
   const { PASSWORD_MAX_LENGTH } = await import('../resources/users/rules.ts');
   const { characterCount } = await import('../platform/http/validation.ts');
-  // Counted as the API counts a password (code points); a longer one than the API takes could never sign in.
-  if (characterCount(password) < config.passwordMinLength) {
+  const { passwordLength } = await import('../platform/auth/passwords.ts');
+  // Counted as the API counts a password; a longer one than the API takes (in code points, as sent) could never sign in.
+  if (passwordLength(password) < config.passwordMinLength) {
     throw new UsageError(`${what} must have at least ${config.passwordMinLength} characters`);
   }
   if (characterCount(password) > PASSWORD_MAX_LENGTH) throw new UsageError(`${what} must have at most ${PASSWORD_MAX_LENGTH} characters`);

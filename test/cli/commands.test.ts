@@ -104,6 +104,13 @@ t.test('arguments the commands refuse are usage mistakes, told before the databa
     [['tenant:create', 'cli-down', '--name', 'X', '--admin-username', 'root', '--admin-password', 'short'], /--admin-password must have at least/],
     // Six emoji are twelve UTF-16 units but six characters: counted as the API counts a password (code points), shorter than the minimum of ten.
     [['tenant:create', 'cli-emoji', '--name', 'Emoji', '--admin-username', 'root', '--admin-password', '😀'.repeat(6)], /--admin-password must have at least/],
+    // Nine accented letters typed as letter and combining accent: eighteen code points, nine characters (the API's count).
+    [
+      ['tenant:create', 'cli-accent', '--name', 'X', '--admin-username', 'root', '--admin-password', 'e\u0301'.repeat(9)],
+      /--admin-password must have at least/,
+    ],
+    // One character that NFKC writes as eighteen is still one.
+    [['tenant:create', 'cli-ligature', '--name', 'X', '--admin-username', 'root', '--admin-password', '\ufdfa'], /--admin-password must have at least/],
     // An argument no command takes is a mistake to tell, not to pass over.
     [['migrate', 'extra'], /unexpected argument "extra"/],
     [['token:create', '--tenant', 'cli-co', '--username', 'root', 'extra'], /unexpected argument "extra"/],

@@ -48,6 +48,13 @@ export function setPasswordHashCost(value: PasswordHashCost): void {
  */
 export const normalizedPassword = (password: string): string => password.normalize('NFKC');
 
+/**
+ * A password's length as its rules count it (`PASSWORD_MIN_LENGTH`): the code points of its
+ * canonical composition (NFC), so an accented letter is one character however it is typed,
+ * and a compatibility character that NFKC expands (a ligature, U+FDFA) is one as well.
+ */
+export const passwordLength = (password: string): number => [...password.normalize('NFC')].length;
+
 /** A new hash of `password` (its `normalizedPassword` form), made in a place of `tenant`'s (0: work of no tenant yet, such as creating one). */
 export async function hashPassword(password: string, tenant: number): Promise<string> {
   const { hash, Algorithm } = await argon2();

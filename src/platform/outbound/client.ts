@@ -35,9 +35,11 @@ export const NOT_DELIVERED = 'could not be delivered';
 /**
  * A space, control or format character of any script (a no-break or ideographic space, a
  * C1 control, a zero-width space): URL parsing drops, maps or percent-encodes it, so the
- * URL requested would not be the one stored and shown.
+ * URL requested would not be the one stored and shown. The zero-width non-joiner and
+ * joiner (U+200C, U+200D) are letters' parts in some scripts (Persian, the Indic ones),
+ * kept in a host's IDNA form as an accented letter is.
  */
-const HIDDEN_IN_URL = /[\p{Z}\p{Cc}\p{Cf}]/u;
+const HIDDEN_IN_URL = /(?![\u200c\u200d])[\p{Z}\p{Cc}\p{Cf}]/u;
 
 /**
  * Whether `url`'s authority holds userinfo, even an empty one (`http://:@host`), which URL

@@ -91,6 +91,8 @@ export async function endpointProblem(outbound: OutboundClient, endpoint: string
     return 'must be an absolute https URL';
   }
   if ((url.protocol === 'https:' || url.protocol === 'http:') && (url.username || url.password || hasUserinfo(endpoint))) return CREDENTIALS_IN_URL;
+  // URL parsing keeps such a `%` as it is: normalizing the encodings after it (`canonicalEndpoint`) could make a new one.
+  if (/%(?![0-9a-f]{2})/i.test(endpoint)) return 'must not contain a "%" that does not begin a percent-encoding (write it as %25)';
   if (url.protocol === 'https:') return outbound.destinationProblem(endpoint);
   if (url.protocol === 'http:') {
     const problem = await outbound.destinationProblem(endpoint, { allowListedOnly: true });

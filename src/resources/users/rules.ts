@@ -7,7 +7,7 @@
 import { characterCount } from '../../platform/http/validation.ts';
 import { sql } from 'drizzle-orm';
 import { can, type Auth, type Caller } from '../../platform/auth/auth.ts';
-import { normalizedPassword } from '../../platform/auth/passwords.ts';
+import { passwordLength } from '../../platform/auth/passwords.ts';
 import { grantablePermissions, permissionsLacking, type Permission } from '../../platform/auth/permissions.ts';
 import type { Tx } from '../../platform/database/database.ts';
 import { missingIds, MISSING, reportMissing } from '../../platform/database/existence.ts';
@@ -81,9 +81,9 @@ export function defaultRouteProblems(route: string): string[] {
   return navigationUrlProblems(route, ROUTE_FORMS);
 }
 
-/** A password (when one is written) has at least `passwordMinLength` characters, counted by `characterCount` in the form that is hashed. */
+/** A password (when one is written) has at least `passwordMinLength` characters, counted by `passwordLength`. */
 export function passwordErrors(password: string | null | undefined, options: { passwordMinLength: number }): FieldErrors {
-  if (password === undefined || password === null || characterCount(normalizedPassword(password)) >= options.passwordMinLength) return {};
+  if (password === undefined || password === null || passwordLength(password) >= options.passwordMinLength) return {};
   return { password: [coded('min_length', `must be at least ${options.passwordMinLength} characters long`)] };
 }
 

@@ -245,6 +245,9 @@ t.test('destinationProblem explains what is wrong with a URL, never where its ho
     );
   }
   t.equal(await client.destinationProblem(`http://localhost:${receiver.port}/a%C2%A0b`), null, 'percent-encoded, it is fine');
+  // The zero-width non-joiner and joiner are parts of words in some scripts: a host's IDNA form keeps them.
+  t.equal(await client.destinationProblem(`http://localhost:${receiver.port}/\u0646\u0627\u0645\u0647\u200c\u0627\u06cc`), null, 'U+200C');
+  t.equal(await client.destinationProblem(`http://localhost:${receiver.port}/\u0915\u094d\u200d`), null, 'U+200D');
   t.equal(
     await client.destinationProblem(`http://localhost:${receiver.port}/caf\u00e9`),
     null,

@@ -98,10 +98,18 @@ t.test('canonicalEndpoint: one spelling for every spelling of one URL', async (t
   t.equal(canonicalEndpoint('http://[::ffff:7f00:2]/push'), 'http://127.0.0.2/push', 'the same, as URL parsing writes it');
   t.equal(canonicalEndpoint('https://push.example/a%2fb%c3%a9'), 'https://push.example/a%2Fb%C3%A9', 'a reserved or non-ASCII one stays encoded');
   t.equal(canonicalEndpoint('https://push.example/x?'), 'https://push.example/x?', 'an empty query as it was');
+  for (const spelling of [...spellings, 'http://[::ffff:7f00:2]/push', 'https://push.example/a%2fb%c3%a9?%7e=%2e%2E', 'https://push.example/%2e%2e/a/%2E/b']) {
+    t.equal(canonicalEndpoint(canonicalEndpoint(spelling)), canonicalEndpoint(spelling), `written once and twice alike: ${spelling}`);
+  }
 });
 
 t.test('an endpoint with a space, control or format character of any script is refused', async (t) => {
   const outbound = new OutboundClient({ allowedCidrs: ['127.0.0.1/32'], connectTimeoutMs: 1000, timeoutMs: 1000 });
+  // A "%" that begins no percent-encoding: normalizing the encodings after it would make a new one (`%%37%30` as `%70`).
+  for (const endpoint of ['https://127.0.0.1/%%37%30ush', 'https://127.0.0.1/push/%', 'https://127.0.0.1/push?t=%%34%31', 'https://127.0.0.1/%zzpush']) {
+    t.equal(await endpointProblem(outbound, endpoint), 'must not contain a "%" that does not begin a percent-encoding (write it as %25)', endpoint);
+  }
+  t.equal(await endpointProblem(outbound, 'https://127.0.0.1/push/%25x%2F'), null, 'percent-encodings are fine');
   for (const hidden of ['\u00a0', '\u0085', '\u200b', '\u3000']) {
     t.equal(await endpointProblem(outbound, `https://127.0.0.1/pu${hidden}sh`), 'must not contain a space, control or format character (percent-encode it)');
   }

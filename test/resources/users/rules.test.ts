@@ -85,9 +85,14 @@ t.test('passwords: counted in code points; a new user needs one, an update need 
   t.strictSame(
     passwordErrors('e\u0301'.repeat(9), rules),
     { password: [coded('min_length', 'must be at least 10 characters long')] },
-    'nine accented letters, each typed as a letter and a combining accent, are nine characters in the form that is hashed',
+    'nine accented letters, each typed as a letter and a combining accent, are nine characters',
   );
   t.strictSame(passwordErrors('e\u0301'.repeat(10), rules), {});
+  t.strictSame(
+    passwordErrors('\ufdfa', rules),
+    { password: [coded('min_length', 'must be at least 10 characters long')] },
+    'one character that NFKC writes as eighteen is one character',
+  );
   t.strictSame(userDraftErrors({ ...newUser, password: undefined }, rules), { password: [coded('required', 'is required for new users')] });
   t.strictSame(userDraftErrors({ ...newUser, password: null }, rules), { password: [coded('required', 'is required for new users')] }, 'an empty CSV cell');
   t.strictSame(userDraftErrors({ current: stored }, rules), {}, 'an update that writes nothing');
