@@ -3592,7 +3592,7 @@ export interface components {
             default_route: string | null;
             /** Format: date-time */
             deleted_at: string | null;
-            /** @description Relation; the departments the user belongs to, by name. At most 50,000 memberships in one answer. */
+            /** @description Relation; the departments the user belongs to, by name. At most 50,000 memberships in one answer, for all its users together; more are a 422 on `relations` (ask for fewer users with `limit`). */
             departments?: {
                 /** Format: int64 */
                 id: number;
@@ -3601,7 +3601,7 @@ export interface components {
             email: string | null;
             /** Format: date */
             entering_date: string | null;
-            /** @description Relation (administrative); entity permissions that name this user as subject. */
+            /** @description Relation (administrative); entity permissions that name this user as subject. At most 50,000 in one answer, for all its users together; more are a 422 on `relations` (ask for fewer users with `limit`). */
             entityPermissions?: {
                 /** Format: int64 */
                 entity_id: number;
@@ -6798,7 +6798,7 @@ export interface components {
             default_route?: string | null;
             /** Format: date-time */
             deleted_at?: string | null;
-            /** @description Relation; the departments the user belongs to, by name. At most 50,000 memberships in one answer. */
+            /** @description Relation; the departments the user belongs to, by name. At most 50,000 memberships in one answer, for all its users together; more are a 422 on `relations` (ask for fewer users with `limit`). */
             departments?: {
                 /** Format: int64 */
                 id: number;
@@ -6807,7 +6807,7 @@ export interface components {
             email?: string | null;
             /** Format: date */
             entering_date?: string | null;
-            /** @description Relation (administrative); entity permissions that name this user as subject. */
+            /** @description Relation (administrative); entity permissions that name this user as subject. At most 50,000 in one answer, for all its users together; more are a 422 on `relations` (ask for fewer users with `limit`). */
             entityPermissions?: {
                 /** Format: int64 */
                 entity_id: number;
@@ -7076,7 +7076,7 @@ export interface components {
             default_route?: string | null;
             /** Format: date-time */
             deleted_at: string | null;
-            /** @description Relation; the departments the user belongs to, by name. At most 50,000 memberships in one answer. */
+            /** @description Relation; the departments the user belongs to, by name. At most 50,000 memberships in one answer, for all its users together; more are a 422 on `relations` (ask for fewer users with `limit`). */
             departments?: {
                 /** Format: int64 */
                 id: number;
@@ -7085,7 +7085,7 @@ export interface components {
             email?: string | null;
             /** Format: date */
             entering_date?: string | null;
-            /** @description Relation (administrative); entity permissions that name this user as subject. */
+            /** @description Relation (administrative); entity permissions that name this user as subject. At most 50,000 in one answer, for all its users together; more are a 422 on `relations` (ask for fewer users with `limit`). */
             entityPermissions?: {
                 /** Format: int64 */
                 entity_id: number;

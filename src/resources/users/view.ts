@@ -58,6 +58,13 @@ const administrative = { visibility: 'administrative' } as const;
  */
 export const MAX_DEPARTMENTS_SHOWN = 50_000;
 
+/**
+ * The most entity permissions the `entityPermissions` relation shows in one answer; more
+ * are refused (422), as for `MAX_DEPARTMENTS_SHOWN`: each form or task template may name
+ * 1000 users, and a tenant may hold any number of them.
+ */
+export const MAX_ENTITY_PERMISSIONS_SHOWN = 50_000;
+
 /** Relations shown when `relations` is not sent. */
 export const DEFAULT_USER_RELATIONS = ['role', 'language'];
 
@@ -218,7 +225,15 @@ export const userView = defineView<UserRow, UserViewer, UserFilterKey>({
               ),
             ),
           )
-          .orderBy(asc(entityPermissions.id));
+          .orderBy(asc(entityPermissions.id))
+          .limit(MAX_ENTITY_PERMISSIONS_SHOWN + 1);
+        if (found.length > MAX_ENTITY_PERMISSIONS_SHOWN) {
+          throw invalid({
+            relations: [
+              `entityPermissions: the users are named by more than ${MAX_ENTITY_PERMISSIONS_SHOWN} entity permissions in all; ask for fewer users (limit)`,
+            ],
+          });
+        }
         return groupBy(
           found,
           (f) => f.subjectId,

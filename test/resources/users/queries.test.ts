@@ -4,7 +4,7 @@ import { startTestApi } from '../../helpers/atrium.ts';
 import { entityPermissions } from '../../../src/resources/entity-permissions/table.ts';
 import { acceptedPolicies, termsOfUse } from '../../../src/resources/terms-of-use/table.ts';
 import { selectUsers, usersWithRoleGrants } from '../../../src/resources/users/queries.ts';
-import { MAX_DEPARTMENTS_SHOWN } from '../../../src/resources/users/view.ts';
+import { MAX_DEPARTMENTS_SHOWN, MAX_ENTITY_PERMISSIONS_SHOWN } from '../../../src/resources/users/view.ts';
 import { userProfilePictures, users } from '../../../src/resources/users/table.ts';
 import { createDepartment, roleNamed } from '../../helpers/fixtures.ts';
 import { PNG_1X1 } from '../../helpers/multipart.ts';
@@ -108,4 +108,26 @@ t.test(`relation departments shows at most ${MAX_DEPARTMENTS_SHOWN} memberships 
   const page = await api.call(t, 'listUsers', { token: crowd.adminToken, query: { ...query, limit: members - 1 } });
   t.equal(page.status, 200, 'a page of fewer users');
   t.equal(page.body[0].departments.length, perUser);
+});
+
+t.test(`relation entityPermissions shows at most ${MAX_ENTITY_PERMISSIONS_SHOWN} in one answer: more are refused (422), not loaded`, async (t) => {
+  // Each form or task template may name 1000 users, and a tenant may hold any number of them.
+  const crowd = await api.createTenant('queries-entity-rights');
+  const role = await roleNamed(api.db, crowd.tenantId, 'Employee');
+  const perUser = 1000;
+  const named = MAX_ENTITY_PERMISSIONS_SHOWN / perUser + 1;
+  await api.db.owner.execute(
+    sql`insert into users (tenant_id, username, role_id) select ${crowd.tenantId}, 'named' || g, ${role!.id} from generate_series(1, ${named}) g`,
+  );
+  await api.db.owner.execute(sql`analyze users`);
+  await api.db.owner.execute(sql`insert into entity_permissions (tenant_id, entity_type, entity_id, subject_type, subject_id)
+    select ${crowd.tenantId}, 'form', g, 'user', u.id from generate_series(1, ${perUser}) g, users u
+    where u.tenant_id = ${crowd.tenantId} and u.username like 'named%'`);
+  const query = { selects: 'id', relations: 'entityPermissions', filter: { text: 'named' } };
+  const all = await api.call(t, 'listUsers', { token: crowd.adminToken, query });
+  t.equal(all.status, 422, `${named * perUser} entity permissions`);
+  t.match(all.body.errors, { relations: [new RegExp(`more than ${MAX_ENTITY_PERMISSIONS_SHOWN} entity permissions`)] });
+  const page = await api.call(t, 'listUsers', { token: crowd.adminToken, query: { ...query, limit: named - 1 } });
+  t.equal(page.status, 200, 'a page of fewer users');
+  t.equal(page.body[0].entityPermissions.length, perUser);
 });
