@@ -5408,8 +5408,10 @@ export interface components {
          * @description A whole SCIM Group, as `POST` creates and `PUT` replaces it. `displayName` is judged
          *     by the department rules (not blank, at most 255 characters, no look-alike of another
          *     department's name, which is 409 `uniqueness`, the tenant's department limit). `members` replaces the memberships of users SCIM sees
-         *     (memberships of group accounts are left as they are; a member sent twice is one);
-         *     a `PUT` without `members` (or with `null`) leaves no member SCIM sees, as a `PUT`
+         *     (memberships of group accounts are left as they are; a member sent twice is one; a
+         *     user belongs to at most 1000 groups, as `department_ids` holds at most 1000, and a
+         *     write that would put one in more is `400 invalidValue` and changes nothing, a
+         *     `PATCH` adding members too); a `PUT` without `members` (or with `null`) leaves no member SCIM sees, as a `PUT`
          *     replaces the resource. `externalId` is stored (an empty one or `null` removes it);
          *     other attributes are ignored.
          * @example {

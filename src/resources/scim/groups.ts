@@ -18,7 +18,7 @@ import { departmentAfter, departmentAvailability, departmentLimitRefusal, depart
 import { departmentUsers, departments } from '../departments/table.ts';
 import { membershipsConferringRights, CONFERS_ENTITY_RIGHTS } from '../entity-permissions/rules.ts';
 import { roles } from '../roles/table.ts';
-import { assertMayAdminister } from '../users/rules.ts';
+import { assertMayAdminister, MAX_DEPARTMENTS_PER_USER } from '../users/rules.ts';
 import { users } from '../users/table.ts';
 import { GROUP_SCHEMA, invalidValue, isRecordId, scimNotFound } from './protocol.ts';
 import { get, SCIM_USERS, type FilterAttribute } from './users.ts';
@@ -264,6 +264,14 @@ export async function saveGroup(
       insert into department_users (tenant_id, department_id, user_id)
       select ${caller.tenantId}::bigint, ${id}::bigint, user_id from unnest(${idArray(added)}::bigint[]) as added (user_id)
       on conflict do nothing`);
+    // Counted once the memberships are written, in one statement for all the members added; a refusal rolls them back.
+    const crowded = await tx.execute<{ user_id: string }>(sql`
+      select user_id::text from department_users where tenant_id = ${caller.tenantId} and user_id = any(${idArray(added)}::bigint[])
+      group by user_id having count(*) > ${MAX_DEPARTMENTS_PER_USER} order by user_id limit ${MISSING_NAMED}`);
+    if (crowded.length > 0) {
+      const named = crowded.map((row) => row.user_id).join(', ');
+      throw invalidValue(`members: a user belongs to at most ${MAX_DEPARTMENTS_PER_USER} groups; user ${named} would belong to more.`);
+    }
   }
   if (removed.length > 0) await tx.delete(departmentUsers).where(and(eq(departmentUsers.departmentId, id), inIdList(departmentUsers.userId, removed)));
   return { id, changed };

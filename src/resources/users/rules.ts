@@ -38,6 +38,13 @@ export function deriveActive(enteringDate: string | null | undefined, leavingDat
 
 // ---- what a user write must satisfy ----
 
+/**
+ * The most departments a user belongs to: the spec's `maxItems` of `department_ids` (a
+ * user write) and of the user's `departments` relation. SCIM adds members one group at a
+ * time, so a group write checks it too.
+ */
+export const MAX_DEPARTMENTS_PER_USER = 1000;
+
 /** The spec's longest password (`UserCreate.password`): longer ones cannot sign in (the login's schema refuses them). */
 export const PASSWORD_MAX_LENGTH = 1024;
 

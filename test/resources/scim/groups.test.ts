@@ -906,6 +906,43 @@ t.test("attributes and filters may name a Group attribute with the Group schema'
   );
 });
 
+t.test('a user belongs to at most 1000 groups: an add past it is invalidValue and changes nothing', async (t) => {
+  // The user API's `department_ids` takes at most 1000; SCIM adds one group at a time, so each write is judged.
+  const busy = await api.createUser(tenant.tenantId, { username: 'busy-member' });
+  await api.db.owner.execute(sql`
+    with made as (insert into departments (tenant_id, name) select ${tenant.tenantId}, 'busy ' || g from generate_series(1, 999) g returning id)
+    insert into department_users (tenant_id, department_id, user_id) select ${tenant.tenantId}, id, ${busy.id} from made`);
+  const memberships = () => rowCount(api.db, 'department_users', sql`user_id = ${busy.id}`);
+  const thousandth = await scim('POST', '/Groups', { schemas: [GROUP], displayName: 'busy thousandth', members: [{ value: String(busy.id) }] });
+  t.equal(thousandth.status, 201, 'the thousandth group');
+  const before = await departmentCount();
+  const created = await scim('POST', '/Groups', {
+    schemas: [GROUP],
+    displayName: 'busy one too many',
+    members: [{ value: String(ann.id) }, { value: String(busy.id) }],
+  });
+  t.equal(created.status, 400);
+  t.equal(created.body.scimType, 'invalidValue');
+  t.match(created.body.detail, new RegExp(`at most 1000 groups; user ${busy.id} would`));
+  t.equal(await departmentCount(), before, 'no group created');
+  const empty = await scim('POST', '/Groups', { schemas: [GROUP], displayName: 'busy empty' });
+  t.equal(empty.status, 201);
+  const patched = await scim('PATCH', `/Groups/${empty.body.id}`, {
+    schemas: [PATCH],
+    Operations: [{ op: 'add', path: 'members', value: [{ value: String(ann.id) }, { value: String(busy.id) }] }],
+  });
+  t.equal(patched.status, 400);
+  t.equal(patched.body.scimType, 'invalidValue');
+  t.strictSame(await memberIds(Number(empty.body.id)), [], 'no member added, not even the one with room');
+  t.equal(await memberships(), 1000);
+  const replaced = await scim('PUT', `/Groups/${empty.body.id}`, { schemas: [GROUP], displayName: 'busy empty', members: [{ value: String(busy.id) }] });
+  t.equal(replaced.status, 400, 'a PUT too');
+  t.equal(await memberships(), 1000);
+  const listed = await api.call(t, 'getUser', { token: tenant.adminToken, params: { user: busy.id }, query: { relations: 'departments' } });
+  t.equal(listed.status, 200);
+  t.equal(listed.body.departments.length, 1000, 'the relation within its maxItems');
+});
+
 t.test('a refusal names at most 20 unknown members, and how many more there are', async (t) => {
   const unknown = Array.from({ length: 45 }, (_, index) => String(900_000 + index));
   const refused = await scim('POST', '/Groups', { schemas: [GROUP], displayName: 'Unknown members', members: unknown.map((value) => ({ value })) });
