@@ -3601,7 +3601,7 @@ export interface components {
             email: string | null;
             /** Format: date */
             entering_date: string | null;
-            /** @description Relation (administrative); entity permissions that name this user as subject. At most 50,000 in one answer, for all its users together; more are a 422 on `relations` (ask for fewer users with `limit`). */
+            /** @description Relation (administrative); entity permissions that name this user as subject. At most 50,000 in one answer, for all its users together; more are a 422 on `relations` (ask for fewer users with `limit`; a single user named by more cannot be shown with this relation). */
             entityPermissions?: {
                 /** Format: int64 */
                 entity_id: number;
@@ -6809,7 +6809,7 @@ export interface components {
             email?: string | null;
             /** Format: date */
             entering_date?: string | null;
-            /** @description Relation (administrative); entity permissions that name this user as subject. At most 50,000 in one answer, for all its users together; more are a 422 on `relations` (ask for fewer users with `limit`). */
+            /** @description Relation (administrative); entity permissions that name this user as subject. At most 50,000 in one answer, for all its users together; more are a 422 on `relations` (ask for fewer users with `limit`; a single user named by more cannot be shown with this relation). */
             entityPermissions?: {
                 /** Format: int64 */
                 entity_id: number;
@@ -7087,7 +7087,7 @@ export interface components {
             email?: string | null;
             /** Format: date */
             entering_date?: string | null;
-            /** @description Relation (administrative); entity permissions that name this user as subject. At most 50,000 in one answer, for all its users together; more are a 422 on `relations` (ask for fewer users with `limit`). */
+            /** @description Relation (administrative); entity permissions that name this user as subject. At most 50,000 in one answer, for all its users together; more are a 422 on `relations` (ask for fewer users with `limit`; a single user named by more cannot be shown with this relation). */
             entityPermissions?: {
                 /** Format: int64 */
                 entity_id: number;

@@ -265,11 +265,14 @@ export async function saveGroup(
       select ${caller.tenantId}::bigint, ${id}::bigint, user_id from unnest(${idArray(added)}::bigint[]) as added (user_id)
       on conflict do nothing`);
     // Counted once the memberships are written, in one statement for all the members added; a refusal rolls them back.
-    const crowded = await tx.execute<{ user_id: string }>(sql`
-      select user_id::text from department_users where tenant_id = ${caller.tenantId} and user_id = any(${idArray(added)}::bigint[])
-      group by user_id having count(*) > ${MAX_DEPARTMENTS_PER_USER} order by user_id limit ${MISSING_NAMED}`);
+    const crowded = await tx.execute<{ user_id: number | string }>(sql`
+      select user_id from department_users where tenant_id = ${caller.tenantId} and user_id = any(${idArray(added)}::bigint[])
+      group by user_id having count(*) > ${MAX_DEPARTMENTS_PER_USER}`);
     if (crowded.length > 0) {
-      const named = crowded.map((row) => row.user_id).join(', ');
+      const named = namedUpTo(
+        crowded.map((row) => Number(row.user_id)).sort((a, b) => a - b),
+        MISSING_NAMED,
+      );
       throw invalidValue(`members: a user belongs to at most ${MAX_DEPARTMENTS_PER_USER} groups; user ${named} would belong to more.`);
     }
   }
