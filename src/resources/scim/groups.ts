@@ -38,9 +38,12 @@ export const GROUP_ATTRIBUTES: Record<string, FilterAttribute> = {
  * A membership change is a change of the user: the token's minter must be allowed to
  * administer every user added or removed (`assertMayAdminister`, 403 otherwise), so a
  * delegate cannot move an administrator who holds more than they do. The users' rows are
- * held first (`FOR SHARE`, in id order, by a statement of their own), as a new role locks
- * its user's row: one committed meanwhile is what they are judged on. Two queries; users
- * that do not exist are left to the caller's own check.
+ * held first (in id order, by a statement of their own), as a new role locks its user's
+ * row: one committed meanwhile is what they are judged on. They are held `FOR NO KEY
+ * UPDATE`, not `FOR SHARE`: two group writes that change one user's memberships (parallel
+ * `PATCH`es of an identity provider) then take turns, so each counts the groups the other
+ * gave the user (`MAX_DEPARTMENTS_PER_USER`). Two queries; users that do not exist are
+ * left to the caller's own check.
  */
 async function requireAdministrableMembers(tx: Tx, caller: Caller & { tenantId: number }, userIds: number[]): Promise<void> {
   if (userIds.length === 0) return;
@@ -49,7 +52,7 @@ async function requireAdministrableMembers(tx: Tx, caller: Caller & { tenantId: 
     .from(users)
     .where(and(eq(users.tenantId, caller.tenantId), inIdList(users.id, userIds)))
     .orderBy(asc(users.id))
-    .for('share');
+    .for('no key update');
   const rows = await tx
     .select({ id: users.id, permissions: roles.permissions })
     .from(users)

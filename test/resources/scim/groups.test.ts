@@ -938,6 +938,21 @@ t.test('a user belongs to at most 1000 groups: an add past it is invalidValue an
   const replaced = await scim('PUT', `/Groups/${empty.body.id}`, { schemas: [GROUP], displayName: 'busy empty', members: [{ value: String(busy.id) }] });
   t.equal(replaced.status, 400, 'a PUT too');
   t.equal(await memberships(), 1000);
+  // A concurrent group write that adds the user (it holds the user's row as a group write does, and adds a membership):
+  // this one waits for it, then counts its membership too.
+  const [concurrent] = await api.db.owner.execute<{ id: number }>(
+    sql`insert into departments (tenant_id, name) values (${tenant.tenantId}, 'busy concurrent') returning id`,
+  );
+  await api.db.owner.execute(sql`delete from department_users where user_id = ${busy.id} and department_id = ${Number(thousandth.body.id)}`);
+  const raced = await racedBy(
+    t,
+    `with held as (select tenant_id, id from users where id = ${busy.id} for share)
+      insert into department_users (tenant_id, department_id, user_id) select tenant_id, ${concurrent!.id}, id from held`,
+    () =>
+      scim('PATCH', `/Groups/${thousandth.body.id}`, { schemas: [PATCH], Operations: [{ op: 'add', path: 'members', value: [{ value: String(busy.id) }] }] }),
+  );
+  t.equal(raced.status, 400, 'the write that came second counts the first one’s membership');
+  t.equal(await memberships(), 1000);
   const listed = await api.call(t, 'getUser', { token: tenant.adminToken, params: { user: busy.id }, query: { relations: 'departments' } });
   t.equal(listed.status, 200);
   t.equal(listed.body.departments.length, 1000, 'the relation within its maxItems');
