@@ -1,5 +1,6 @@
 /** Reads and writes of users, in the transaction's tenant. */
 import { and, asc, eq, getTableColumns, inArray, isNotNull, isNull, ne, or, sql, type SQL } from 'drizzle-orm';
+import type { AnyPgColumn } from 'drizzle-orm/pg-core';
 import type { Config } from '../../config.ts';
 import { userLabel } from '../../platform/audit/audit.ts';
 import { transactionTenant, type Tx } from '../../platform/database/database.ts';
@@ -135,16 +136,17 @@ export async function insertUser(tx: Tx, values: typeof users.$inferInsert): Pro
 }
 
 /**
- * The transaction's tenant as a condition on `users` (none outside a tenant's transaction).
- * On Citus an update that leaves its tenant to row-level security reaches every shard, and
+ * The transaction's tenant as a condition on `column` (`users.tenant_id` unless another
+ * table's; none outside a tenant's transaction). Citus then reads one worker's shard
+ * (docs/scaling.md); row-level security still decides what is seen. On Citus an update that leaves its tenant to row-level security reaches every shard, and
  * such a multi-shard update first locks every shard of the table on the coordinator; one that
  * waits there for another while holding the user's row on a worker (`lockRecord`) makes a
  * distributed deadlock that plain PostgreSQL does not have. Named, it reaches one shard
  * and takes no such lock.
  */
-function tenantNamed(tx: Tx): SQL | undefined {
+export function tenantNamed(tx: Tx, column: AnyPgColumn = users.tenantId): SQL | undefined {
   const tenantId = transactionTenant(tx);
-  return tenantId === undefined ? undefined : eq(users.tenantId, tenantId);
+  return tenantId === undefined ? undefined : eq(column, tenantId);
 }
 
 /**

@@ -2,7 +2,7 @@ import { and, asc, eq, inArray, isNull, sql, type SQL } from 'drizzle-orm';
 import type { AnyPgColumn } from 'drizzle-orm/pg-core';
 import { can, type Auth, type Caller } from '../../platform/auth/auth.ts';
 import type { Permission } from '../../platform/auth/permissions.ts';
-import { transactionTenant, type Tx } from '../../platform/database/database.ts';
+import type { Tx } from '../../platform/database/database.ts';
 import { inIdList } from '../../platform/database/id-list.ts';
 import { containsPattern } from '../../platform/database/text-search.ts';
 import { rfc3339 } from '../../platform/http/datetime.ts';
@@ -16,7 +16,7 @@ import { languages } from '../languages/table.ts';
 import { roles } from '../roles/table.ts';
 import { acceptedPolicies, termsOfUse } from '../terms-of-use/table.ts';
 import { signedPictureUrl } from './profile-picture.ts';
-import { deletedIs, selectUsers, USER_ORDER, type UserRow } from './queries.ts';
+import { deletedIs, selectUsers, tenantNamed, USER_ORDER, type UserRow } from './queries.ts';
 import { users } from './table.ts';
 
 /** Whoever users are presented to: the caller, whose `secrets` sign picture URLs. */
@@ -47,16 +47,6 @@ export const hiddenFieldError = (permission: Permission) => `cannot be changed: 
 
 export const fullName = (row: Pick<UserRow, 'firstName' | 'lastName'>) =>
   [row.firstName, row.lastName].filter((part) => part !== null && part !== '').join(' ');
-
-/**
- * `column` is the transaction's tenant: the relations bounded per answer name it, so that
- * Citus reads them on the one worker holding the tenant (docs/scaling.md); row-level
- * security still decides what is seen.
- */
-const byTenant = (column: AnyPgColumn, tx: Tx): SQL | undefined => {
-  const tenantId = transactionTenant(tx);
-  return tenantId === undefined ? undefined : eq(column, tenantId);
-};
 
 const personal = { visibility: 'personal' } as const;
 const administrative = { visibility: 'administrative' } as const;
@@ -168,7 +158,7 @@ export const userView = defineView<UserRow, UserViewer, UserFilterKey>({
           .innerJoin(departments, and(eq(departments.tenantId, departmentUsers.tenantId), eq(departments.id, departmentUsers.departmentId)))
           .where(
             and(
-              byTenant(departmentUsers.tenantId, tx),
+              tenantNamed(tx, departmentUsers.tenantId),
               inIdList(
                 departmentUsers.userId,
                 rows.map((r) => r.id),
@@ -231,7 +221,7 @@ export const userView = defineView<UserRow, UserViewer, UserFilterKey>({
           .from(entityPermissions)
           .where(
             and(
-              byTenant(entityPermissions.tenantId, tx),
+              tenantNamed(tx, entityPermissions.tenantId),
               eq(entityPermissions.subjectType, 'user'),
               inIdList(
                 entityPermissions.subjectId,

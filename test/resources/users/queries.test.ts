@@ -88,17 +88,23 @@ t.test('a list of more users than a statement takes parameters loads their relat
   t.strictSame(listed.body[0], { id: listed.body[0].id, departments: [], acceptedPolicies: [], entityPermissions: [] });
 });
 
+/** A tenant of its own with `count` employees named `<prefix>1` … (inserted by the owner, statistics taken). */
+async function tenantOfUsers(slug: string, prefix: string, count: number) {
+  const crowd = await api.createTenant(slug);
+  const role = await roleNamed(api.db, crowd.tenantId, 'Employee');
+  await api.db.owner.execute(
+    sql`insert into users (tenant_id, username, role_id) select ${crowd.tenantId}, ${prefix} || g, ${role!.id} from generate_series(1, ${count}) g`,
+  );
+  await api.db.owner.execute(sql`analyze users`);
+  return crowd;
+}
+
 t.test(`relation departments shows at most ${MAX_DEPARTMENTS_SHOWN} memberships in one answer: more are refused (422), not loaded`, async (t) => {
   // A user may be in 1000 departments, and the list is unpaged without limit: 5,000 users in 200 departments took 13 s.
-  const crowd = await api.createTenant('queries-departments');
-  const role = await roleNamed(api.db, crowd.tenantId, 'Employee');
   const perUser = 1000;
   const members = MAX_DEPARTMENTS_SHOWN / perUser + 1;
-  await api.db.owner.execute(
-    sql`insert into users (tenant_id, username, role_id) select ${crowd.tenantId}, 'member' || g, ${role!.id} from generate_series(1, ${members}) g`,
-  );
+  const crowd = await tenantOfUsers('queries-departments', 'member', members);
   await api.db.owner.execute(sql`insert into departments (tenant_id, name) select ${crowd.tenantId}, 'Department ' || g from generate_series(1, ${perUser}) g`);
-  await api.db.owner.execute(sql`analyze users`);
   await api.db.owner.execute(sql`insert into department_users (tenant_id, department_id, user_id)
     select ${crowd.tenantId}, d.id, u.id from departments d, users u where d.tenant_id = ${crowd.tenantId} and u.tenant_id = ${crowd.tenantId} and u.username like 'member%'`);
   const query = { selects: 'id', relations: 'departments', filter: { text: 'member' } };
@@ -112,14 +118,9 @@ t.test(`relation departments shows at most ${MAX_DEPARTMENTS_SHOWN} memberships 
 
 t.test(`relation entityPermissions shows at most ${MAX_ENTITY_PERMISSIONS_SHOWN} in one answer: more are refused (422), not loaded`, async (t) => {
   // Each form or task template may name 1000 users, and a tenant may hold any number of them.
-  const crowd = await api.createTenant('queries-entity-rights');
-  const role = await roleNamed(api.db, crowd.tenantId, 'Employee');
   const perUser = 1000;
   const named = MAX_ENTITY_PERMISSIONS_SHOWN / perUser + 1;
-  await api.db.owner.execute(
-    sql`insert into users (tenant_id, username, role_id) select ${crowd.tenantId}, 'named' || g, ${role!.id} from generate_series(1, ${named}) g`,
-  );
-  await api.db.owner.execute(sql`analyze users`);
+  const crowd = await tenantOfUsers('queries-entity-rights', 'named', named);
   await api.db.owner.execute(sql`insert into entity_permissions (tenant_id, entity_type, entity_id, subject_type, subject_id)
     select ${crowd.tenantId}, 'form', g, 'user', u.id from generate_series(1, ${perUser}) g, users u
     where u.tenant_id = ${crowd.tenantId} and u.username like 'named%'`);
