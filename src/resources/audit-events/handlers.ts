@@ -69,7 +69,7 @@ export const auditEventHandlers = {
     return { status: 200, body };
   },
 
-  async exportAuditEvents({ auth, query, request, services }) {
+  async exportAuditEvents({ auth, query, request, reply, services }) {
     assertFilterCoherent(query.filter);
     // The filters are judged (422) before the answer starts.
     const { where } = readControls(auditEventView, { filter: query.filter }, auth);
@@ -86,16 +86,18 @@ export const auditEventHandlers = {
         throw error;
       }
     };
-    // Written out: nothing of the answer waits in Node's buffers (the socket's own still hold what they took).
+    // Written out: nothing of the answer waits in Node's buffers (the socket's own still hold what they took). Asked of the
+    // response, which the stream is written to: on Node 24 and 26 a batch just written may wait in the response's buffer
+    // while the socket is corked, and the socket then reports no need to drain.
     const sent = () =>
       new Promise<void>((resolve) => {
-        const socket = request.raw.socket;
-        if (!socket || socket.destroyed || !socket.writableNeedDrain) return resolve();
+        const response = reply.raw;
+        if (response.destroyed || !response.writableNeedDrain) return resolve();
         const done = () => {
-          socket.off('drain', done).off('close', done);
+          response.off('drain', done).off('close', done);
           resolve();
         };
-        socket.on('drain', done).on('close', done);
+        response.on('drain', done).on('close', done);
       });
     const stream = Readable.from(exportLines(services.db, auth, where, viewerNow, sent), { objectMode: false });
     // A stream where the generated type says text: Fastify writes it as it is read (the spec's schema is the whole answer's).
