@@ -542,7 +542,7 @@ function withEscapesRead(filter: Filter): Filter {
  * (24 held the process for a tenth of a second). A line feed between the parts of a filter
  * is a blank to the tokenizer, and stays one.
  */
-function lineFeedInText(filter: string): boolean {
+export function lineFeedInText(filter: string): boolean {
   let inText = false;
   for (let i = 0; i < filter.length; i++) {
     const char = filter[i];
@@ -554,12 +554,15 @@ function lineFeedInText(filter: string): boolean {
   return false;
 }
 
+/** The refusal of a filter, or a PATCH path (whose value filter the parser reads too), that `lineFeedInText` finds malformed; `what` names it. */
+export const lineFeedRefusal = (what: 'filter' | 'path') => `The ${what} is malformed: a compared text holds a line feed (a JSON string writes it \\n).`;
+
 /** `filter` (RFC 7644 §3.4.2.2) as scim2-parse-filter parses it, escaped backslashes read (`escapedText`); undefined for no filter. */
 export function parsedFilter(filter: unknown): Filter | undefined {
   if (filter === undefined || filter === '') return undefined;
   if (typeof filter !== 'string') throw invalidFilter('filter must be given once.');
   if (filter.length > MAX_FILTER_LENGTH) throw invalidFilter(`filter must be at most ${MAX_FILTER_LENGTH} characters long.`);
-  if (lineFeedInText(filter)) throw invalidFilter('The filter is malformed: a compared text holds a line feed (a JSON string writes it \\n).');
+  if (lineFeedInText(filter)) throw invalidFilter(lineFeedRefusal('filter'));
   try {
     return withEscapesRead(parse(filter));
   } catch (error) {

@@ -6,6 +6,11 @@
  * PATCH whose paths and keys would take more than MAX_PATH_READING characters to cut is
  * refused before scim-patch runs; these tests check the refusal and that it changes
  * nothing, not the time.
+ *
+ * A path's value filter is read by scim2-parse-filter (Atrium's checks and scim-patch), whose
+ * time doubles with each line feed in a compared text left unclosed: 28 of them held the
+ * process for four seconds. As in a filter of a read (filter-line-feeds.test.ts), such a
+ * path is refused before the parser reads it, and the refusal names the line feed.
  */
 import t from 'tap';
 import { hashToken } from '../../../src/platform/auth/tokens.ts';
@@ -100,4 +105,38 @@ t.test('a forbidden segment is found among a mebibyte of separators, in a path a
   }
   const allowed = await scim('PATCH', user, { schemas: [PATCH], Operations: [{ op: 'replace', value: { 'name.constructors': 'x' } }] });
   t.not(allowed.body.detail ?? '', /is not an attribute/, 'a segment that only begins with a forbidden name is none');
+});
+
+t.test('a path whose value filter holds a line feed in a compared text is invalidPath, naming it, and changes nothing', async (t) => {
+  const group = await scim('POST', '/Groups', { schemas: ['urn:ietf:params:scim:schemas:core:2.0:Group'], displayName: 'Line feeds' });
+  t.equal(group.status, 201);
+  const feeds = '\n'.repeat(28);
+  const userBefore = await scim('GET', user);
+  const groupBefore = await scim('GET', `/Groups/${group.body.id}`);
+  for (const [name, url, operations] of [
+    ['a removal by an unclosed text', user, [{ op: 'remove', path: `emails[value eq "${feeds}]` }]],
+    ['a replace of a sub-attribute', user, [{ op: 'replace', path: `emails[type eq "work${feeds}"].value`, value: 'x@example.com' }]],
+    ['a path-less value key', user, [{ op: 'replace', value: { [`emails[value eq "${feeds}].value`]: 'x@example.com' } }]],
+    [
+      'after an operation that would apply',
+      user,
+      [
+        { op: 'replace', path: 'name.givenName', value: 'Changed' },
+        { op: 'remove', path: `emails[value eq "${feeds}` },
+      ],
+    ],
+    ['a member removal', `/Groups/${group.body.id}`, [{ op: 'remove', path: `members[value eq "${feeds}]` }]],
+  ] as const) {
+    const res = await scim('PATCH', url, { schemas: [PATCH], Operations: operations });
+    t.equal(res.status, 400, `${name}: 400`);
+    t.equal(res.body.scimType, 'invalidPath', `${name}: invalidPath`);
+    t.match(res.body.detail, /line feed/, `${name}: the detail names the line feed`);
+  }
+  t.strictSame(await scim('GET', user), userBefore, 'the user is as it was');
+  t.strictSame(await scim('GET', `/Groups/${group.body.id}`), groupBefore, 'the group is as it was');
+  const between = await scim('PATCH', user, {
+    schemas: [PATCH],
+    Operations: [{ op: 'replace', path: 'emails[type eq "work"]\n.value', value: 'lf@example.com' }],
+  });
+  t.not(between.body.detail ?? '', /line feed/, 'a line feed outside a compared text is not what is refused');
 });
