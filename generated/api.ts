@@ -2668,7 +2668,9 @@ export interface paths {
          *     (`default_role_id` of `PUT /api/administration/users/settings`; without one, 400
          *     `invalidValue`), under the user rules of `POST /api/users`; recorded in the audit trail
          *     as `user.created` by the token. 400 `invalidSyntax` or `invalidValue`, 409 `uniqueness`
-         *     for a taken `userName`; a refused request stores nothing.
+         *     for a taken `userName`; 403 when a change of the token's minter's permissions, under
+         *     way as the request began, took away one the token acts with (the default role is
+         *     judged by what it left); a refused request stores nothing.
          */
         post: operations["createScimUser"];
         delete?: never;
@@ -14373,6 +14375,7 @@ export interface operations {
             };
             400: components["responses"]["ScimBadRequest"];
             401: components["responses"]["ScimUnauthorized"];
+            403: components["responses"]["ScimForbidden"];
             408: components["responses"]["RequestTimeout"];
             409: components["responses"]["ScimConflict"];
             412: components["responses"]["ScimPreconditionFailed"];

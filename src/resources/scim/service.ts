@@ -317,6 +317,16 @@ async function lockedUser(tx: Tx, principal: ScimPrincipal, id: string): Promise
   return requireUser(tx, id);
 }
 
+/**
+ * The tenant's administration lock, shared (`lockAdministration`), for a write that grants
+ * what the token's minter holds: a new user given the default role, members given what
+ * their group's entity permissions confer. Taken before the write locks any row, as `/api`
+ * takes it: a change of the minter's permissions under way is waited for and judged (403
+ * when one the token acts with was taken away), and one that comes later waits for this
+ * write, so none is answered before a grant made under what it removed.
+ */
+const lockGrants = (tx: Tx, principal: ScimPrincipal) => lockAdministration(tx, callerOf(principal), principal.tokenId, 'shared');
+
 /** The body as a JSON object, or invalidSyntax. */
 function bodyObject(body: unknown): Record<string, unknown> {
   if (!body || typeof body !== 'object' || Array.isArray(body)) throw invalidSyntax('The request body must be a JSON object.');
@@ -1114,6 +1124,7 @@ export async function registerScim(app: FastifyInstance, services: Services): Pr
         const write = scimUserWrite(bodyObject(request.body));
         const passwordHash = await passwordHashOf(services, write, request.scim!.tenantId);
         const user = await inTenant(request, async (tx, principal) => {
+          await lockGrants(tx, principal);
           const id = await saveUser(tx, services, request, principal, write, undefined, passwordHash);
           return requireUser(tx, String(id));
         });
@@ -1231,7 +1242,10 @@ export async function registerScim(app: FastifyInstance, services: Services): Pr
 
       scim.post('/Groups', async (request, reply) => {
         const write = groupWrite(bodyObject(request.body));
-        const body = await inTenant(request, (tx, principal) => storeGroup(request, tx, principal, write, null));
+        const body = await inTenant(request, async (tx, principal) => {
+          await lockGrants(tx, principal);
+          return storeGroup(request, tx, principal, write, null);
+        });
         return reply
           .code(201)
           .header('location', body.meta.location)
@@ -1241,7 +1255,10 @@ export async function registerScim(app: FastifyInstance, services: Services): Pr
       scim.put('/Groups/:id', async (request) => {
         const { id } = request.params as { id: string };
         const write = groupWrite(bodyObject(request.body));
-        const body = await inTenant(request, async (tx, principal) => storeGroup(request, tx, principal, write, await lockedGroup(tx, id)));
+        const body = await inTenant(request, async (tx, principal) => {
+          await lockGrants(tx, principal);
+          return storeGroup(request, tx, principal, write, await lockedGroup(tx, id));
+        });
         return projectAttributes(body, request.query as Record<string, unknown>);
       });
 
@@ -1249,6 +1266,7 @@ export async function registerScim(app: FastifyInstance, services: Services): Pr
         const { id } = request.params as { id: string };
         const operations = patchOperations(request.body, 'group');
         const body = await inTenant(request, async (tx, principal) => {
+          await lockGrants(tx, principal);
           const current = await lockedGroup(tx, id);
           const before = presentGroup(current, (await membersOf(tx, [current.id])).get(current.id) ?? [], baseUrlOf(request));
           const after = followingLanguage(before, patched(before as unknown as Record<string, unknown>, operations));

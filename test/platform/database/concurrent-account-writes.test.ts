@@ -561,7 +561,7 @@ t.test("a delegate's SCIM group write adding a user promoted at the same moment 
       { schemas: ['urn:ietf:params:scim:api:messages:2.0:PatchOp'], Operations: [{ op: 'add', path: 'members', value: [{ value: String(rising.id) }] }] },
       delegateToken,
     );
-    t.equal(await lockWaiters(api.db, '"users"'), 1, 'the group write waits for the user');
+    t.equal(await lockWaiters(api.db, 'pg_advisory_xact_lock_shared'), 1, "the group write waits for the promotion's administration lock");
   } finally {
     await commitHeld.release();
   }

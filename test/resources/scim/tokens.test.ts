@@ -297,6 +297,97 @@ t.test('a group write under way when its minter loses departments.manage is refu
   t.equal(members[0]!.n, 0, 'the accomplice was not made a member');
 });
 
+/**
+ * Sends `send` (a SCIM write of `token`) while the token's row is held, so that it waits at its first statement, and
+ * answers its answer once `meanwhile` (a change of the minter's permissions, answered) is done and the row released.
+ */
+async function writeWhileMinterChanges(
+  t: Tt,
+  token: { id: number },
+  send: () => Promise<{ statusCode: number; body: string }>,
+  meanwhile: () => Promise<void>,
+) {
+  const held = await holdRows(api.db, sql`select 1 from scim_tokens where tenant_id = ${tenant.tenantId} and id = ${token.id} for update`);
+  const write = send();
+  t.ok((await lockWaiters(api.db, 'for key share')) > 0, 'the write waits for its token');
+  await meanwhile();
+  await held.release();
+  return write;
+}
+
+t.test('a user created while its minter loses a permission the default role grants is refused: 403, no user', async (t) => {
+  const [granting] = await api.db.owner.execute<{ id: number }>(
+    sql`insert into roles (tenant_id, name, permissions) values (${tenant.tenantId}, 'Auditing newcomers', '{audit.view}') returning id::int`,
+  );
+  await api.db.owner.execute(sql`insert into scim_settings (tenant_id, default_role_id) values (${tenant.tenantId}, ${granting!.id})
+    on conflict (tenant_id) do update set default_role_id = excluded.default_role_id`);
+  t.teardown(() => api.db.owner.execute(sql`delete from scim_settings where tenant_id = ${tenant.tenantId}`));
+  const delegate = await api.createUser(tenant.tenantId, { permissions: [...MINTER, 'audit.view'] });
+  const roleId = (await api.call(t, 'getCurrentUser', { token: delegate.token })).body.role_id as number;
+  const { body: token } = await create(t, { name: 'newcomers' }, delegate.token);
+  const created = await writeWhileMinterChanges(
+    t,
+    token,
+    () =>
+      wire.send({
+        method: 'POST',
+        url: '/scim/v2/Users',
+        headers: { ...bearer(token.token), 'content-type': 'application/scim+json' },
+        payload: JSON.stringify({
+          schemas: ['urn:ietf:params:scim:schemas:core:2.0:User'],
+          userName: 'scim-auditing-newcomer',
+          name: { givenName: 'Ada', familyName: 'Newcomer' },
+        }),
+      }),
+    async () => {
+      const demoted = await api.call(t, 'updateRole', { token: admin, params: { role: roleId }, body: { permissions: MINTER } });
+      t.equal(demoted.status, 200, "the minter's audit.view is taken away, and that is answered");
+    },
+  );
+  t.equal(created.statusCode, 403, `the create found the permission gone: ${created.body}`);
+  t.match(JSON.parse(created.body), { status: '403', detail: /permissions changed/ }, 'a SCIM error naming why');
+  t.equal(await rowCount(api.db, 'users', sql`username = 'scim-auditing-newcomer'`), 0, 'no user was created');
+});
+
+t.test("members added while the minter loses what lets them confer a form's rights are refused: 403, no member", async (t) => {
+  const delegate = await api.createUser(tenant.tenantId, { permissions: [...MINTER, 'departments.manage', 'tasks.administer'] });
+  const roleId = (await api.call(t, 'getCurrentUser', { token: delegate.token })).body.role_id as number;
+  const accomplice = await api.createUser(tenant.tenantId, { username: 'scim-form-accomplice' });
+  const department = await createDepartment(api.db, tenant.tenantId, 'Salary readers');
+  const form = await api.call(t, 'createForm', {
+    token: admin,
+    body: {
+      title: 'Salaries',
+      form_type: 'survey',
+      fields: [{ name: 'Salary', field_type: 'number' }],
+      entity_permissions: { department_ids: [department.id] },
+    },
+  });
+  t.equal(form.status, 201, 'a form names the department');
+  const { body: token } = await create(t, { name: 'forms' }, delegate.token);
+  const added = await writeWhileMinterChanges(
+    t,
+    token,
+    () =>
+      wire.send({
+        method: 'PATCH',
+        url: `/scim/v2/Groups/${department.id}`,
+        headers: { ...bearer(token.token), 'content-type': 'application/scim+json' },
+        payload: JSON.stringify({
+          schemas: ['urn:ietf:params:scim:api:messages:2.0:PatchOp'],
+          Operations: [{ op: 'add', path: 'members', value: [{ value: String(accomplice.id) }] }],
+        }),
+      }),
+    async () => {
+      const demoted = await api.call(t, 'updateRole', { token: admin, params: { role: roleId }, body: { permissions: [...MINTER, 'departments.manage'] } });
+      t.equal(demoted.status, 200, "the minter's tasks.administer is taken away, and that is answered");
+    },
+  );
+  t.equal(added.statusCode, 403, `the PATCH found the permission gone: ${added.body}`);
+  t.match(JSON.parse(added.body), { status: '403', detail: /permissions changed/ }, 'a SCIM error naming why');
+  t.equal(await rowCount(api.db, 'department_users', sql`department_id = ${department.id}`), 0, 'the accomplice was not made a member');
+});
+
 t.test('a token stops working when its minter loses users.administer (changed through this process: at once)', async (t) => {
   const delegate = await api.createUser(tenant.tenantId, { permissions: MINTER });
   const { body } = await create(t, { name: 'delegated' }, delegate.token);
