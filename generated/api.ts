@@ -2462,7 +2462,8 @@ export interface paths {
          * Replace a group (SCIM)
          * @description Renames the department and replaces its members of users SCIM sees (without
          *     `members`, or with `null`, it keeps none of them); recorded as `department.updated`.
-         *     Refusals as for `POST /scim/v2/Groups`. A replacement that changes nothing (the group
+         *     Refusals as for `POST /scim/v2/Groups`, and 400 `mutability` for a body whose `id`
+         *     differs from the path's. A replacement that changes nothing (the group
          *     as stored, its members in any order, as an identity provider's periodic sync sends
          *     it) leaves `meta.lastModified` as it was and records no event; a change of the name,
          *     `externalId` or members moves it.
@@ -8408,7 +8409,8 @@ export interface components {
         /**
          * @description Comma-separated attribute names (RFC 7644 §3.4.2.5, and §3.9 for the answers of
          *     writes), top-level or `parent.child`, compared case-insensitively: only these are
-         *     answered, with `schemas`, `id` and `meta.resourceType`.
+         *     answered, with `schemas`, `id` and `meta.resourceType`. Given once: a second
+         *     `attributes` (or one with brackets) is 400 `invalidValue`.
          */
         ScimAttributes: string;
         /** @description How many resources at most on the page; above 200 is taken as 200, below 0 as 0 (then only `totalResults`). */
@@ -8416,6 +8418,7 @@ export interface components {
         /**
          * @description Comma-separated top-level attribute names left out of the answer (RFC 7644 §3.4.2.5,
          *     and §3.9 for the answers of writes); `schemas`, `id` and `meta.resourceType` stay.
+         *     Given once: a second `excludedAttributes` (or one with brackets) is 400 `invalidValue`.
          */
         ScimExcludedAttributes: string;
         /**
@@ -13626,7 +13629,8 @@ export interface operations {
                 /**
                  * @description Comma-separated attribute names (RFC 7644 §3.4.2.5, and §3.9 for the answers of
                  *     writes), top-level or `parent.child`, compared case-insensitively: only these are
-                 *     answered, with `schemas`, `id` and `meta.resourceType`.
+                 *     answered, with `schemas`, `id` and `meta.resourceType`. Given once: a second
+                 *     `attributes` (or one with brackets) is 400 `invalidValue`.
                  */
                 attributes?: components["parameters"]["ScimAttributes"];
                 /** @description How many resources at most on the page; above 200 is taken as 200, below 0 as 0 (then only `totalResults`). */
@@ -13634,6 +13638,7 @@ export interface operations {
                 /**
                  * @description Comma-separated top-level attribute names left out of the answer (RFC 7644 §3.4.2.5,
                  *     and §3.9 for the answers of writes); `schemas`, `id` and `meta.resourceType` stay.
+                 *     Given once: a second `excludedAttributes` (or one with brackets) is 400 `invalidValue`.
                  */
                 excludedAttributes?: components["parameters"]["ScimExcludedAttributes"];
                 /**
@@ -13684,12 +13689,14 @@ export interface operations {
                 /**
                  * @description Comma-separated attribute names (RFC 7644 §3.4.2.5, and §3.9 for the answers of
                  *     writes), top-level or `parent.child`, compared case-insensitively: only these are
-                 *     answered, with `schemas`, `id` and `meta.resourceType`.
+                 *     answered, with `schemas`, `id` and `meta.resourceType`. Given once: a second
+                 *     `attributes` (or one with brackets) is 400 `invalidValue`.
                  */
                 attributes?: components["parameters"]["ScimAttributes"];
                 /**
                  * @description Comma-separated top-level attribute names left out of the answer (RFC 7644 §3.4.2.5,
                  *     and §3.9 for the answers of writes); `schemas`, `id` and `meta.resourceType` stay.
+                 *     Given once: a second `excludedAttributes` (or one with brackets) is 400 `invalidValue`.
                  */
                 excludedAttributes?: components["parameters"]["ScimExcludedAttributes"];
             };
@@ -13739,12 +13746,14 @@ export interface operations {
                 /**
                  * @description Comma-separated attribute names (RFC 7644 §3.4.2.5, and §3.9 for the answers of
                  *     writes), top-level or `parent.child`, compared case-insensitively: only these are
-                 *     answered, with `schemas`, `id` and `meta.resourceType`.
+                 *     answered, with `schemas`, `id` and `meta.resourceType`. Given once: a second
+                 *     `attributes` (or one with brackets) is 400 `invalidValue`.
                  */
                 attributes?: components["parameters"]["ScimAttributes"];
                 /**
                  * @description Comma-separated top-level attribute names left out of the answer (RFC 7644 §3.4.2.5,
                  *     and §3.9 for the answers of writes); `schemas`, `id` and `meta.resourceType` stay.
+                 *     Given once: a second `excludedAttributes` (or one with brackets) is 400 `invalidValue`.
                  */
                 excludedAttributes?: components["parameters"]["ScimExcludedAttributes"];
             };
@@ -13788,12 +13797,14 @@ export interface operations {
                 /**
                  * @description Comma-separated attribute names (RFC 7644 §3.4.2.5, and §3.9 for the answers of
                  *     writes), top-level or `parent.child`, compared case-insensitively: only these are
-                 *     answered, with `schemas`, `id` and `meta.resourceType`.
+                 *     answered, with `schemas`, `id` and `meta.resourceType`. Given once: a second
+                 *     `attributes` (or one with brackets) is 400 `invalidValue`.
                  */
                 attributes?: components["parameters"]["ScimAttributes"];
                 /**
                  * @description Comma-separated top-level attribute names left out of the answer (RFC 7644 §3.4.2.5,
                  *     and §3.9 for the answers of writes); `schemas`, `id` and `meta.resourceType` stay.
+                 *     Given once: a second `excludedAttributes` (or one with brackets) is 400 `invalidValue`.
                  */
                 excludedAttributes?: components["parameters"]["ScimExcludedAttributes"];
             };
@@ -13886,12 +13897,14 @@ export interface operations {
                 /**
                  * @description Comma-separated attribute names (RFC 7644 §3.4.2.5, and §3.9 for the answers of
                  *     writes), top-level or `parent.child`, compared case-insensitively: only these are
-                 *     answered, with `schemas`, `id` and `meta.resourceType`.
+                 *     answered, with `schemas`, `id` and `meta.resourceType`. Given once: a second
+                 *     `attributes` (or one with brackets) is 400 `invalidValue`.
                  */
                 attributes?: components["parameters"]["ScimAttributes"];
                 /**
                  * @description Comma-separated top-level attribute names left out of the answer (RFC 7644 §3.4.2.5,
                  *     and §3.9 for the answers of writes); `schemas`, `id` and `meta.resourceType` stay.
+                 *     Given once: a second `excludedAttributes` (or one with brackets) is 400 `invalidValue`.
                  */
                 excludedAttributes?: components["parameters"]["ScimExcludedAttributes"];
             };
@@ -14280,7 +14293,8 @@ export interface operations {
                 /**
                  * @description Comma-separated attribute names (RFC 7644 §3.4.2.5, and §3.9 for the answers of
                  *     writes), top-level or `parent.child`, compared case-insensitively: only these are
-                 *     answered, with `schemas`, `id` and `meta.resourceType`.
+                 *     answered, with `schemas`, `id` and `meta.resourceType`. Given once: a second
+                 *     `attributes` (or one with brackets) is 400 `invalidValue`.
                  */
                 attributes?: components["parameters"]["ScimAttributes"];
                 /** @description How many resources at most on the page; above 200 is taken as 200, below 0 as 0 (then only `totalResults`). */
@@ -14288,6 +14302,7 @@ export interface operations {
                 /**
                  * @description Comma-separated top-level attribute names left out of the answer (RFC 7644 §3.4.2.5,
                  *     and §3.9 for the answers of writes); `schemas`, `id` and `meta.resourceType` stay.
+                 *     Given once: a second `excludedAttributes` (or one with brackets) is 400 `invalidValue`.
                  */
                 excludedAttributes?: components["parameters"]["ScimExcludedAttributes"];
                 /**
@@ -14338,12 +14353,14 @@ export interface operations {
                 /**
                  * @description Comma-separated attribute names (RFC 7644 §3.4.2.5, and §3.9 for the answers of
                  *     writes), top-level or `parent.child`, compared case-insensitively: only these are
-                 *     answered, with `schemas`, `id` and `meta.resourceType`.
+                 *     answered, with `schemas`, `id` and `meta.resourceType`. Given once: a second
+                 *     `attributes` (or one with brackets) is 400 `invalidValue`.
                  */
                 attributes?: components["parameters"]["ScimAttributes"];
                 /**
                  * @description Comma-separated top-level attribute names left out of the answer (RFC 7644 §3.4.2.5,
                  *     and §3.9 for the answers of writes); `schemas`, `id` and `meta.resourceType` stay.
+                 *     Given once: a second `excludedAttributes` (or one with brackets) is 400 `invalidValue`.
                  */
                 excludedAttributes?: components["parameters"]["ScimExcludedAttributes"];
             };
@@ -14393,12 +14410,14 @@ export interface operations {
                 /**
                  * @description Comma-separated attribute names (RFC 7644 §3.4.2.5, and §3.9 for the answers of
                  *     writes), top-level or `parent.child`, compared case-insensitively: only these are
-                 *     answered, with `schemas`, `id` and `meta.resourceType`.
+                 *     answered, with `schemas`, `id` and `meta.resourceType`. Given once: a second
+                 *     `attributes` (or one with brackets) is 400 `invalidValue`.
                  */
                 attributes?: components["parameters"]["ScimAttributes"];
                 /**
                  * @description Comma-separated top-level attribute names left out of the answer (RFC 7644 §3.4.2.5,
                  *     and §3.9 for the answers of writes); `schemas`, `id` and `meta.resourceType` stay.
+                 *     Given once: a second `excludedAttributes` (or one with brackets) is 400 `invalidValue`.
                  */
                 excludedAttributes?: components["parameters"]["ScimExcludedAttributes"];
             };
@@ -14442,12 +14461,14 @@ export interface operations {
                 /**
                  * @description Comma-separated attribute names (RFC 7644 §3.4.2.5, and §3.9 for the answers of
                  *     writes), top-level or `parent.child`, compared case-insensitively: only these are
-                 *     answered, with `schemas`, `id` and `meta.resourceType`.
+                 *     answered, with `schemas`, `id` and `meta.resourceType`. Given once: a second
+                 *     `attributes` (or one with brackets) is 400 `invalidValue`.
                  */
                 attributes?: components["parameters"]["ScimAttributes"];
                 /**
                  * @description Comma-separated top-level attribute names left out of the answer (RFC 7644 §3.4.2.5,
                  *     and §3.9 for the answers of writes); `schemas`, `id` and `meta.resourceType` stay.
+                 *     Given once: a second `excludedAttributes` (or one with brackets) is 400 `invalidValue`.
                  */
                 excludedAttributes?: components["parameters"]["ScimExcludedAttributes"];
             };
@@ -14539,12 +14560,14 @@ export interface operations {
                 /**
                  * @description Comma-separated attribute names (RFC 7644 §3.4.2.5, and §3.9 for the answers of
                  *     writes), top-level or `parent.child`, compared case-insensitively: only these are
-                 *     answered, with `schemas`, `id` and `meta.resourceType`.
+                 *     answered, with `schemas`, `id` and `meta.resourceType`. Given once: a second
+                 *     `attributes` (or one with brackets) is 400 `invalidValue`.
                  */
                 attributes?: components["parameters"]["ScimAttributes"];
                 /**
                  * @description Comma-separated top-level attribute names left out of the answer (RFC 7644 §3.4.2.5,
                  *     and §3.9 for the answers of writes); `schemas`, `id` and `meta.resourceType` stay.
+                 *     Given once: a second `excludedAttributes` (or one with brackets) is 400 `invalidValue`.
                  */
                 excludedAttributes?: components["parameters"]["ScimExcludedAttributes"];
             };

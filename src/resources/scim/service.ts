@@ -327,6 +327,11 @@ async function lockedUser(tx: Tx, principal: ScimPrincipal, id: string): Promise
  */
 const lockGrants = (tx: Tx, principal: ScimPrincipal) => lockAdministration(tx, callerOf(principal), principal.tokenId, 'shared');
 
+/** A `PUT` body's `id`, when it has one, must name the resource of the URL: `id` is immutable (RFC 7644 §3.5.1). */
+function refuseOtherId(resource: Record<string, unknown>, id: string): void {
+  if (resource.id !== undefined && resource.id !== id && resource.id !== Number(id)) throw new ScimError(400, 'id is immutable.', 'mutability');
+}
+
 /** The body as a JSON object, or invalidSyntax. */
 function bodyObject(body: unknown): Record<string, unknown> {
   if (!body || typeof body !== 'object' || Array.isArray(body)) throw invalidSyntax('The request body must be a JSON object.');
@@ -1018,6 +1023,12 @@ export async function registerScim(app: FastifyInstance, services: Services): Pr
         request.scim = await authenticate(services, request, SAFE_METHODS.has(request.method) ? recent : undefined);
         // A path and method no route serves: answered before the body is read, so that a malformed one decides nothing.
         if (request.is404) throw noEndpoint(request);
+        // Each names one list (RFC 7644 §3.4.2.5): sent twice (or with brackets), it would be read as none, so it is
+        // refused, as a second `filter` is.
+        const query = request.query as Record<string, unknown>;
+        for (const name of ['attributes', 'excludedAttributes']) {
+          if (query[name] !== undefined && typeof query[name] !== 'string') throw invalidValue(`${name} must be given once, as one comma-separated list.`);
+        }
         // Only a method that takes a body is judged by its type: a GET or DELETE ignores one, as in `/api`.
         const type =
           SAFE_METHODS.has(request.method) || request.method === 'DELETE' ? undefined : request.headers['content-type']?.split(';')[0]!.trim().toLowerCase();
@@ -1138,7 +1149,7 @@ export async function registerScim(app: FastifyInstance, services: Services): Pr
       scim.put('/Users/:id', async (request) => {
         const { id } = request.params as { id: string };
         const resource = bodyObject(request.body);
-        if (resource.id !== undefined && resource.id !== id && resource.id !== Number(id)) throw new ScimError(400, 'id is immutable.', 'mutability');
+        refuseOtherId(resource, id);
         const write = scimUserWrite(resource);
         const passwordHash = await passwordHashOf(services, write, request.scim!.tenantId);
         const user = await inTenant(request, async (tx, principal) => {
@@ -1254,7 +1265,9 @@ export async function registerScim(app: FastifyInstance, services: Services): Pr
 
       scim.put('/Groups/:id', async (request) => {
         const { id } = request.params as { id: string };
-        const write = groupWrite(bodyObject(request.body));
+        const resource = bodyObject(request.body);
+        refuseOtherId(resource, id);
+        const write = groupWrite(resource);
         const body = await inTenant(request, async (tx, principal) => {
           await lockGrants(tx, principal);
           return storeGroup(request, tx, principal, write, await lockedGroup(tx, id));

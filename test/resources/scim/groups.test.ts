@@ -646,6 +646,42 @@ t.test("a lost race on a group's displayName is a 409 naming it; a membership ma
   t.same(await memberIds(Number(contested.id)), [String(ann.id)], 'one membership');
 });
 
+t.test("a PUT whose body's id names another group is a mutability error and changes nothing", async (t) => {
+  const created = await scim('POST', '/Groups', { schemas: [GROUP], displayName: 'Immutable id', members: [{ value: String(ann.id) }] });
+  t.equal(created.status, 201);
+  const other = Number(created.body.id) + 1000;
+  for (const id of [String(other), other]) {
+    const res = await scim('PUT', `/Groups/${created.body.id}`, { schemas: [GROUP], id, displayName: 'Renamed' });
+    t.equal(res.status, 400, `id ${JSON.stringify(id)}: 400`);
+    t.equal(res.body.scimType, 'mutability');
+  }
+  t.match(
+    (await scim('GET', `/Groups/${created.body.id}`)).body,
+    { displayName: 'Immutable id', members: [{ value: String(ann.id) }] },
+    'the group is as it was',
+  );
+  const same = await scim('PUT', `/Groups/${created.body.id}`, { schemas: [GROUP], id: created.body.id, displayName: 'Renamed' });
+  t.equal(same.status, 200, 'its own id is no change');
+});
+
+t.test('attributes or excludedAttributes given twice, or with brackets, is invalidValue, on reads and writes alike', async (t) => {
+  const created = await scim('POST', '/Groups', { schemas: [GROUP], displayName: 'Twice projected' });
+  t.equal(created.status, 201);
+  for (const query of ['attributes=displayName&attributes=id', 'excludedAttributes=members&excludedAttributes=meta', 'attributes[x]=displayName']) {
+    for (const [method, url, body] of [
+      ['GET', `/Groups?${query}`],
+      ['GET', `/Groups?filter=${encodeURIComponent('displayName eq "no such group"')}&${query}`],
+      ['GET', `/Groups/${created.body.id}?${query}`],
+      ['PUT', `/Groups/${created.body.id}?${query}`, { schemas: [GROUP], displayName: 'Changed' }],
+    ] as const) {
+      const res = await scim(method, url, body);
+      t.equal(res.status, 400, `${method} ${url}: 400`);
+      t.match(res.body, { scimType: 'invalidValue', detail: /given once/ });
+    }
+  }
+  t.equal((await scim('GET', `/Groups/${created.body.id}`)).body.displayName, 'Twice projected', 'the refused PUT changed nothing');
+});
+
 t.test('attributes and excludedAttributes shape the answers of POST, PUT and PATCH too', async (t) => {
   const created = await scim('POST', '/Groups?attributes=displayName', { schemas: [GROUP], displayName: 'Projected', members: [{ value: String(ann.id) }] });
   t.equal(created.status, 201);
