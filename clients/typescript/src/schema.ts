@@ -474,7 +474,10 @@ export interface paths {
         /**
          * Mint a SCIM token for an identity provider
          * @description The answer carries the token's value as `token`, the only time it is returned; the
-         *     server keeps only its hash. The token reaches `/scim/v2` of this tenant only (never
+         *     server keeps only its hash to recognise it. A request sent with an `Idempotency-Key`
+         *     is the exception: its answer, the value with it, is kept encrypted for 24 hours and
+         *     given again to a retry with the same key (as every create's answer is: see the
+         *     parameter); mint without the header to have the value never stored. The token reaches `/scim/v2` of this tenant only (never
          *     an operation under `/api`), until it expires (`expires_in` seconds after its
          *     creation; without `expires_in` it does not expire) or is deleted. A tenant holds at
          *     most 20 tokens (422 on `name` beyond).
