@@ -741,30 +741,65 @@ function removesFromNothing(resource: Record<string, unknown>, operation: ScimPa
   return !held.some((item) => matches(item));
 }
 
+/** `filter` with its compared texts in lower case, for `ignoringCase`. */
+function lowerCased(filter: Filter): Filter {
+  switch (filter.op) {
+    case 'and':
+    case 'or':
+      return { ...filter, filters: filter.filters.map(lowerCased) };
+    case 'not':
+      return { ...filter, filter: lowerCased(filter.filter) };
+    case '[]':
+      return { ...filter, valFilter: lowerCased(filter.valFilter) };
+    case 'pr':
+      return filter;
+    default:
+      return typeof filter.compValue === 'string' ? { ...filter, compValue: filter.compValue.toLowerCase() } : filter;
+  }
+}
+
+/** `value` with every text in it in lower case. */
+const lowerCasedValue = (value: unknown): unknown =>
+  typeof value === 'string'
+    ? value.toLowerCase()
+    : Array.isArray(value)
+      ? value.map(lowerCasedValue)
+      : value && typeof value === 'object'
+        ? Object.fromEntries(Object.entries(value).map(([key, item]) => [key, lowerCasedValue(item)]))
+        : value;
+
 /**
- * `operation` with the literal of its path's simple value filter (`emails[value eq "…"]`)
- * spelled as the value it matches in `resource` ignoring case: string attributes are not
+ * `operation` with its path's value filter (`emails[type eq "work" and value co "EXAMPLE"]`)
+ * matching the values it matches in `resource` ignoring case: string attributes are not
  * case-exact (RFC 7643 §2.2), as filters on reads compare them, while scim-patch compares
- * exactly.
+ * exactly. Where the two differ, the filter is written as the values it matched, each by
+ * what it holds (`(value eq "Bob@Example.com" and type eq "work")`). A User holds one
+ * value of each such attribute; a group's members are compared as sent (their `value` is
+ * an id, and a member is removed by it). A filter that does not parse is left to scim-patch.
  */
 function matchingStoredCase(resource: Record<string, unknown>, operation: ScimPatchOperation): ScimPatchOperation {
   const filtered = valueFilterOf(operation.path);
-  const equality = filtered && /^\s*([^\s\]]+)\s+eq\s+("(?:[^"\\]|\\.)*")\s*$/is.exec(filtered.filter);
   const held = filtered ? resource[filtered.attribute] : undefined;
-  if (!filtered || !equality || !Array.isArray(held)) return operation;
-  const { attribute, rest } = filtered;
-  const [, sub, literal] = equality;
-  let wanted: unknown;
+  if (!filtered || !Array.isArray(held) || held.length === 0 || filtered.attribute === 'members') return operation;
+  let exactly: (item: unknown) => boolean;
+  let ignoringCase: (item: unknown) => boolean;
   try {
-    wanted = JSON.parse(literal!);
+    const parsed = parse(filtered.filter);
+    exactly = filter(parsed);
+    const lower = filter(lowerCased(parsed));
+    ignoringCase = (item) => lower(lowerCasedValue(item));
   } catch {
     return operation;
   }
-  if (typeof wanted !== 'string') return operation;
-  const values = held.map((item) => (item as Record<string, unknown> | null)?.[sub!]);
-  if (values.includes(wanted)) return operation;
-  const stored = values.find((value): value is string => typeof value === 'string' && value.toLowerCase() === wanted.toLowerCase());
-  return stored === undefined ? operation : { ...operation, path: `${attribute}[${sub} eq ${JSON.stringify(stored)}]${rest}` };
+  const matched = held.filter((item) => ignoringCase(item));
+  if (matched.length === 0 || (matched.every((item) => exactly(item)) && held.filter((item) => exactly(item)).length === matched.length)) return operation;
+  const terms = matched.map((item) =>
+    Object.entries(item as Record<string, unknown>)
+      .filter(([, value]) => ['string', 'boolean', 'number'].includes(typeof value))
+      .map(([key, value]) => `${key} eq ${JSON.stringify(value)}`),
+  );
+  if (terms.some((parts) => parts.length === 0)) return operation;
+  return { ...operation, path: `${filtered.attribute}[${terms.map((parts) => `(${parts.join(' and ')})`).join(' or ')}]${filtered.rest}` };
 }
 
 /**

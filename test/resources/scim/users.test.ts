@@ -808,6 +808,35 @@ t.test('PATCH as identity providers send it: unkept attributes by path, the exte
   t.equal(removed.status, 200);
   t.notOk('emails' in removed.body, 'the e-mail is removed by its value in another case');
   t.equal((await storedUser()).email, null);
+
+  // So does a filter of several terms, or with another operator, as a read's filter does.
+  const restore = (value: string) =>
+    scim('PATCH', path, { schemas: [PATCH], Operations: [{ op: 'add', path: 'emails', value: [{ value, type: 'work', primary: true }] }] });
+  for (const filter of [
+    'type eq "work" and value eq "bob@example.com"',
+    'value co "EXAMPLE"',
+    'not (value ne "BOB@EXAMPLE.COM")',
+    'value sw "BOB" or type eq "home"',
+  ]) {
+    t.equal((await restore('Bob@Example.com')).status, 200);
+    const found = await scim('GET', `/Users?filter=${encodeURIComponent(`emails[${filter}]`)}`);
+    t.ok(
+      found.body.Resources.some((user: { id: string }) => user.id === created.id),
+      `a read finds the user by emails[${filter}]`,
+    );
+    const replaced = await scim('PATCH', path, {
+      schemas: [PATCH],
+      Operations: [{ op: 'replace', path: `emails[${filter}].value`, value: 'bob.b@example.com' }],
+    });
+    t.equal(replaced.status, 200, `replace emails[${filter}].value`);
+    t.same(replaced.body.emails, [{ value: 'bob.b@example.com', type: 'work', primary: true }], 'the one e-mail replaced, none added');
+    t.equal((await restore('Bob@Example.com')).status, 200);
+    const gone = await scim('PATCH', path, { schemas: [PATCH], Operations: [{ op: 'remove', path: `emails[${filter}]` }] });
+    t.equal(gone.status, 200, `remove emails[${filter}]`);
+    t.equal((await storedUser()).email, null, 'the e-mail is removed');
+  }
+  const other = await scim('PATCH', path, { schemas: [PATCH], Operations: [{ op: 'remove', path: 'emails[value co "nobody"]' }] });
+  t.equal(other.status, 200, 'a filter matching nothing removes nothing, and succeeds');
 });
 
 t.test('an add or replace without a value, or without a path and an object of attributes, is invalidValue and changes nothing', async (t) => {
