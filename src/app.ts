@@ -64,6 +64,9 @@ function decodeQueryName(name: string): string {
  */
 const SECRET_ASSIGNMENT = new RegExp(`(^|[^a-z0-9_])(${[...SECRET_QUERY_NAMES].join('|')})(\\[[^\\][]*\\])*\\s*(=|%3d)`, 'i');
 
+/** A percent-encoded `=` (`%3D`, or encoded again: `%253D`) and all that follows it. */
+const ENCODED_EQUALS = /%(?:25)*3d[^]*/i;
+
 /**
  * The user information before a target's host (`user:password@`), up to the host's last `@`:
  * a CONNECT's target is an authority (RFC 9110 §9.3.6), and an absolute-form target carries
@@ -94,7 +97,8 @@ export function redactUrl(target: string, method?: string): string {
       const name = equals === -1 ? pair : pair.slice(0, equals);
       // The name before any bracket (`token[]`, `token[a][b]`): what a parser of nested names reads as the parameter.
       const bare = decodeQueryName(name).split('[', 1)[0]!.trim().toLowerCase();
-      if (SECRET_QUERY_NAMES.has(bare)) return `${name}=[redacted]`;
+      // Shown up to a percent-encoded `=` (`signature[]%3D…`): what follows is the value to a lenient parser.
+      if (SECRET_QUERY_NAMES.has(bare)) return `${name.replace(ENCODED_EQUALS, '')}=[redacted]`;
       if (!SECRET_ASSIGNMENT.test(decodeQueryName(pair))) return pair;
       // The whole pair goes but its plain start: where the credential starts in it is the parser's guess.
       return `${pair.split(/[;%=+&]/, 1)[0]}=[redacted]`;

@@ -249,6 +249,10 @@ t.test('credential query parameters are redacted from request logs in every spel
     'signature%3DSECRET-O=x',
     'x%3Bsignature%3DSECRET-P=1',
     'signature%253DSECRET-Q',
+    // A name the query parser reads as a credential, followed by a percent-encoded `=`: the rest is the value to a
+    // lenient parser, and stays out of the name shown.
+    'signature[]%3DSECRET-R',
+    'Token[x]%253DSECRET-S',
   ];
   for (const query of secrets) {
     const res = await logged.inject({
