@@ -18,7 +18,7 @@ import { registerDrain } from './platform/http/drain.ts';
 import { registerJsonBodies } from './platform/http/json-body.ts';
 import { registerContentCodings } from './platform/http/content-coding.ts';
 import { registerMultipart } from './platform/http/multipart.ts';
-import { parseQueryString, registerQueryStringLimits } from './platform/http/query-string.ts';
+import { parseQueryString, queryParameterName, registerQueryStringLimits } from './platform/http/query-string.ts';
 import { loadSpecification, registerOperations } from './platform/http/operations.ts';
 import { serializerCompiler } from './platform/http/serialization.ts';
 import { validatorCompiler } from './platform/http/validation.ts';
@@ -29,7 +29,8 @@ import { registerScim } from './resources/scim/service.ts';
 /**
  * Query parameter names whose values are credentials (signed picture URLs carry
  * `signature`), compared in lower case after percent-decoding and without a trailing
- * `[]` or `[key]` (`signature[]=…` is the same parameter to the query parser).
+ * `[]` or `[key]` (`signature[]=…` is the same parameter to the query parser), or as the
+ * query parser reads the name (`[signature]=…` and `%5Bsignature%5D=…` set `signature`).
  */
 const SECRET_QUERY_NAMES = new Set([
   'signature',
@@ -60,9 +61,16 @@ function decodeQueryName(name: string): string {
 
 /**
  * A credential set anywhere in one `&`-separated pair, as a lenient parser may read it:
- * after a `;` (`expires=1;signature=…`) or with its `=` percent-encoded (`signature%3D…`).
+ * after a `;` (`expires=1;signature=…`) or with its `=` percent-encoded (`signature%3D…`),
+ * its name in brackets of its own as well (`expires=1;[signature]=…`), as the query parser
+ * reads a name that starts with a bracket. A bracket after another name or bracket
+ * (`filter[key]=…`, `[filter][key]=…`) names a key inside that parameter: no credential.
  */
-const SECRET_ASSIGNMENT = new RegExp(`(^|[^a-z0-9_])(${[...SECRET_QUERY_NAMES].join('|')})(\\[[^\\][]*\\])*\\s*(=|%3d)`, 'i');
+const SECRET_NAME = `(?:${[...SECRET_QUERY_NAMES].join('|')})`;
+const SECRET_ASSIGNMENT = new RegExp(
+  `(?:(?:^|[^a-z0-9_])${SECRET_NAME}|(?:^|[^a-z0-9_[\\]])\\[\\s*${SECRET_NAME}\\s*\\])(?:\\[[^\\][]*\\])*\\s*(?:=|%3d)`,
+  'i',
+);
 
 /** A percent-encoded `=` (`%3D`, or encoded again: `%253D`) and all that follows it. */
 const ENCODED_EQUALS = /%(?:25)*3d[^]*/i;
@@ -95,10 +103,14 @@ export function redactUrl(target: string, method?: string): string {
     .map((pair) => {
       const equals = pair.indexOf('=');
       const name = equals === -1 ? pair : pair.slice(0, equals);
-      // The name before any bracket (`token[]`, `token[a][b]`): what a parser of nested names reads as the parameter.
-      const bare = decodeQueryName(name).split('[', 1)[0]!.trim().toLowerCase();
+      // The name before any bracket (`token[]`, `token[a][b]`), and the parameter the query parser reads, which for a
+      // name starting with a bracket is inside it (`[token]`, `%5Btoken%5D`).
+      const bare = decodeQueryName(name).split('[', 1)[0]!;
+      const parsed = queryParameterName(pair) ?? '';
       // Shown up to a percent-encoded `=` (`signature[]%3D…`): what follows is the value to a lenient parser.
-      if (SECRET_QUERY_NAMES.has(bare)) return `${name.replace(ENCODED_EQUALS, '')}=[redacted]`;
+      if ([bare, parsed].some((candidate) => SECRET_QUERY_NAMES.has(candidate.trim().toLowerCase()))) {
+        return `${name.replace(ENCODED_EQUALS, '')}=[redacted]`;
+      }
       if (!SECRET_ASSIGNMENT.test(decodeQueryName(pair))) return pair;
       // The whole pair goes but its plain start: where the credential starts in it is the parser's guess.
       return `${pair.split(/[;%=+&]/, 1)[0]}=[redacted]`;

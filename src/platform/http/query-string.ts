@@ -19,6 +19,9 @@ import { ProblemError } from './problem.ts';
 export const MAX_QUERY_PARAMETERS = 200;
 export const MAX_QUERY_ARRAY_ITEMS = 100;
 
+/** How qs reads a key's nesting (`filter[text]`) into objects: for the query and for its parameters' names alike. */
+const NESTING = { depth: 2, plainObjects: true } as const;
+
 /** Where a refused query string carries qs's reason. */
 const REFUSED = Symbol('query string refused');
 
@@ -26,10 +29,9 @@ export function parseQueryString(query: string): Record<string, unknown> {
   try {
     let prototypeKey = false;
     const parsed = qs.parse(query, {
-      depth: 2,
+      ...NESTING,
       parameterLimit: MAX_QUERY_PARAMETERS,
       arrayLimit: MAX_QUERY_ARRAY_ITEMS,
-      plainObjects: true,
       throwOnLimitExceeded: true,
       // qs drops every `__proto__` key, even into null-prototype objects: `filter[__proto__]=1` would be read as no
       // filter at all. Such a key is refused instead (400), as the JSON bodies' is.
@@ -46,6 +48,16 @@ export function parseQueryString(query: string): Record<string, unknown> {
     if (error instanceof RangeError) return { [REFUSED]: error.message };
     throw error;
   }
+}
+
+/**
+ * The parameter one `name=value` pair of a query string sets, as parseQueryString reads it: `signature` for
+ * `signature[]=…`, `[signature]=…` and `%5Bsignature%5D=…` alike (qs takes a key's first bracket for its name when
+ * nothing comes before it, and reads percent-encoded brackets as brackets). Undefined when it sets none (`__proto__`).
+ * Never refused for qs's limits: a request refused for them is still logged.
+ */
+export function queryParameterName(pair: string): string | undefined {
+  return Object.keys(qs.parse(pair, { ...NESTING, parameterLimit: 1 }))[0];
 }
 
 export function registerQueryStringLimits(app: FastifyInstance): void {

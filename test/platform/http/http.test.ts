@@ -253,6 +253,15 @@ t.test('credential query parameters are redacted from request logs in every spel
     // lenient parser, and stays out of the name shown.
     'signature[]%3DSECRET-R',
     'Token[x]%253DSECRET-S',
+    // A name that starts with a bracket is named by it to the query parser: `[signature]=…` sets `signature`.
+    '[signature]=SECRET-T',
+    '%5Bsignature%5D=SECRET-U',
+    '[token]=SECRET-V',
+    '%5bSignature%5d=SECRET-W',
+    '[signature]x=SECRET-X',
+    '[ signature ][]=SECRET-Y',
+    'x=1;[signature]=SECRET-Z',
+    '[signature]%3DSECRET-AA',
   ];
   for (const query of secrets) {
     const res = await logged.inject({
@@ -269,6 +278,20 @@ t.test('credential query parameters are redacted from request logs in every spel
     t.match(entry.req.url, /expires=4102444800/, 'other parameters are kept');
     t.match(entry.req.url, /=\[redacted\]/, 'the credential is marked as redacted');
   }
+});
+
+t.test('a credential name inside another parameter names no credential: request logs keep its value', async (t) => {
+  // The query parser reads each as a key inside another parameter (`filter`, `0`, `a`) or as a name of its own
+  // (`[token]`), none of which is a credential.
+  const { logged, lines } = await appLoggingTo(t, 'info');
+  const query = 'filter[key]=kept-A&[filter][signature]=kept-B&[][code]=kept-C&[[token]]=kept-D&a[signature]=kept-E&[expires]=kept-F';
+  await logged.inject({ method: 'GET', url: `/api/nothing-here?${query}` });
+  const requests = lines.map((line) => JSON.parse(line)).filter((entry) => entry.msg === 'incoming request');
+  t.strictSame(
+    requests.map((entry) => entry.req.url),
+    [`/api/nothing-here?${query}`],
+    'the URL as sent',
+  );
 });
 
 t.test('credentials in the authority of a request target are kept out of request logs', async (t) => {
