@@ -178,7 +178,7 @@ export async function replaceDepartments(tx: Tx, tenantId: number, userId: numbe
   }
 }
 
-/** The user's picture becomes `picture` (null: none; undefined: unchanged). */
+/** The user's picture becomes `picture` (null: none; undefined: unchanged); whether that changed it. */
 export async function replacePicture(tx: Tx, tenantId: number, userId: number, picture: StoredPicture | null | undefined): Promise<boolean> {
   if (picture === undefined) return false;
   if (picture === null) {
@@ -187,15 +187,21 @@ export async function replacePicture(tx: Tx, tenantId: number, userId: number, p
     return removed.length > 0;
   }
   const values = { ...picture, updatedAt: sql`now()` as never };
-  await tx
+  const written = await tx
     .insert(userProfilePictures)
     .values({ tenantId, userId, ...values })
     // The inserted row's own time (excluded): Citus refuses a function that is not immutable in DO UPDATE SET.
     .onConflictDoUpdate({
       target: [userProfilePictures.tenantId, userProfilePictures.userId],
       set: { ...picture, updatedAt: sql`excluded.updated_at` },
-    });
-  return true;
+      // The picture stored already, sent again, is no change (docs/audit.md: no event; `updated_at` stays): the same
+      // bytes (the ETag is their hash) under the same name and type, all that its URL and its download show. The row
+      // is then left as it is, and not returned.
+      setWhere: sql`(${userProfilePictures.etag}, ${userProfilePictures.fileName}, ${userProfilePictures.mediaType})
+        is distinct from (excluded.etag, excluded.file_name, excluded.media_type)`,
+    })
+    .returning({ userId: userProfilePictures.userId });
+  return written.length > 0;
 }
 
 /** The stored picture of a user who is not deleted, or undefined. */

@@ -436,17 +436,30 @@ t.test('uploadProfilePicture answers and stores the user as updateUser does: upd
   t.strictSame(first.upload.events, first.update.events, 'and records the same event');
   t.strictSame(first.upload.events, [{ action: 'user.updated', changes: { profile_picture: { changed: true } } }], 'user.updated, the picture changed');
 
-  // The same picture again, from a time well before: each operation as the other.
-  await api.db.owner
-    .update(users)
-    .set({ updatedAt: earlier })
-    .where(inArray(users.id, [updated.id, uploaded.id]));
+  // The same picture again, from a time well before: no change (docs/audit.md), so no event, and updated_at stays.
+  const fromEarlier = () =>
+    api.db.owner
+      .update(users)
+      .set({ updatedAt: earlier })
+      .where(inArray(users.id, [updated.id, uploaded.id]));
+  await fromEarlier();
   const again = { update: await send('updateUser', updated.id, PNG_1X1, 'p.png'), upload: await send('uploadProfilePicture', uploaded.id, PNG_1X1, 'p.png') };
-  t.equal(
-    again.upload.answered === earlier.toISOString(),
-    again.update.answered === earlier.toISOString(),
-    `the same picture again: updated_at ${again.update.answered === earlier.toISOString() ? 'stays' : 'moves'} with either operation`,
-  );
+  t.equal(again.update.answered, earlier.toISOString(), 'the same picture again: updated_at stays with updateUser');
+  t.equal(again.upload.answered, earlier.toISOString(), 'and with uploadProfilePicture');
   t.equal(again.upload.stored, again.upload.answered, 'as stored');
-  t.strictSame(again.upload.events, again.update.events, 'and either records the same events');
+  t.strictSame(again.update.events, [], 'no event for updateUser');
+  t.strictSame(again.upload.events, [], 'nor for uploadProfilePicture');
+
+  // The same bytes under another name are another picture: the name is the file of its URL and of its download.
+  await fromEarlier();
+  const renamed = { update: await send('updateUser', updated.id, PNG_1X1, 'q.png'), upload: await send('uploadProfilePicture', uploaded.id, PNG_1X1, 'q.png') };
+  t.not(renamed.update.answered, earlier.toISOString(), 'the same bytes under another name: updateUser moves updated_at');
+  t.not(renamed.upload.answered, earlier.toISOString(), 'so does uploadProfilePicture');
+  t.strictSame(renamed.upload.events, [{ action: 'user.updated', changes: { profile_picture: { changed: true } } }], 'the picture changed');
+  t.strictSame(renamed.update.events, renamed.upload.events, 'with either operation');
+  const [stored] = await api.db.owner
+    .select({ fileName: userProfilePictures.fileName })
+    .from(userProfilePictures)
+    .where(eq(userProfilePictures.userId, uploaded.id));
+  t.equal(stored?.fileName, 'q.png', 'stored under the new name');
 });
