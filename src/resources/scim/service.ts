@@ -79,6 +79,7 @@ import {
   parsedFilter,
   lineFeedInText,
   lineFeedRefusal,
+  withComparedTexts,
   placeholders,
   presentScimUser,
   SCIM_ATTRIBUTE_OF,
@@ -741,23 +742,6 @@ function removesFromNothing(resource: Record<string, unknown>, operation: ScimPa
   return !held.some((item) => matches(item));
 }
 
-/** `filter` with its compared texts in lower case, for `ignoringCase`. */
-function lowerCased(filter: Filter): Filter {
-  switch (filter.op) {
-    case 'and':
-    case 'or':
-      return { ...filter, filters: filter.filters.map(lowerCased) };
-    case 'not':
-      return { ...filter, filter: lowerCased(filter.filter) };
-    case '[]':
-      return { ...filter, valFilter: lowerCased(filter.valFilter) };
-    case 'pr':
-      return filter;
-    default:
-      return typeof filter.compValue === 'string' ? { ...filter, compValue: filter.compValue.toLowerCase() } : filter;
-  }
-}
-
 /** `value` with every text in it in lower case. */
 const lowerCasedValue = (value: unknown): unknown =>
   typeof value === 'string'
@@ -786,7 +770,7 @@ function matchingStoredCase(resource: Record<string, unknown>, operation: ScimPa
   try {
     const parsed = parse(filtered.filter);
     exactly = filter(parsed);
-    const lower = filter(lowerCased(parsed));
+    const lower = filter(withComparedTexts(parsed, (text) => text.toLowerCase()));
     ignoringCase = (item) => lower(lowerCasedValue(item));
   } catch {
     return operation;

@@ -517,22 +517,26 @@ function escapedText(read: string): string {
   }
 }
 
-/** `filter` with each compared text as `escapedText` reads it. */
-function withEscapesRead(filter: Filter): Filter {
+/** `filter` with each compared text replaced by `read` of it. */
+export function withComparedTexts(filter: Filter, read: (text: string) => string): Filter {
+  const each = (inner: Filter) => withComparedTexts(inner, read);
   switch (filter.op) {
     case 'and':
     case 'or':
-      return { ...filter, filters: filter.filters.map(withEscapesRead) };
+      return { ...filter, filters: filter.filters.map(each) };
     case 'not':
-      return { ...filter, filter: withEscapesRead(filter.filter) };
+      return { ...filter, filter: each(filter.filter) };
     case '[]':
-      return { ...filter, valFilter: withEscapesRead(filter.valFilter) };
+      return { ...filter, valFilter: each(filter.valFilter) };
     case 'pr':
       return filter;
     default:
-      return typeof filter.compValue === 'string' ? { ...filter, compValue: escapedText(filter.compValue) } : filter;
+      return typeof filter.compValue === 'string' ? { ...filter, compValue: read(filter.compValue) } : filter;
   }
 }
+
+/** `filter` with each compared text as `escapedText` reads it. */
+const withEscapesRead = (filter: Filter): Filter => withComparedTexts(filter, escapedText);
 
 /**
  * Whether a compared text of `filter` (a string literal; one left unclosed runs to the end)
