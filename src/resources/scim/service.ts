@@ -321,8 +321,8 @@ async function lockedUser(tx: Tx, principal: ScimPrincipal, id: string): Promise
 /**
  * The tenant's administration lock, shared (`lockAdministration`), for a write that grants
  * what the token's minter holds: a new user given the default role, members given what
- * their group's entity permissions confer. Taken before the write locks any row, as `/api`
- * takes it: a change of the minter's permissions under way is waited for and judged (403
+ * their group's entity permissions confer. Taken before the write locks any row but its
+ * token's (`holdScimToken`, which no holder of this lock waits for), as `/api` takes it: a change of the minter's permissions under way is waited for and judged (403
  * when one the token acts with was taken away), and one that comes later waits for this
  * write, so none is answered before a grant made under what it removed.
  */
@@ -754,36 +754,30 @@ const lowerCasedValue = (value: unknown): unknown =>
 
 /**
  * `operation` with its path's value filter (`emails[type eq "work" and value co "EXAMPLE"]`)
- * matching the values it matches in `resource` ignoring case: string attributes are not
+ * matching a User's value that it matches ignoring case: string attributes are not
  * case-exact (RFC 7643 §2.2), as filters on reads compare them, while scim-patch compares
- * exactly. Where the two differ, the filter is written as the values it matched, each by
- * what it holds (`(value eq "Bob@Example.com" and type eq "work")`). A User holds one
- * value of each such attribute; a group's members are compared as sent (their `value` is
- * an id, and a member is removed by it). A filter that does not parse is left to scim-patch.
+ * exactly. A User holds one value of each such attribute; one the filter matches only
+ * ignoring case is named instead by a sub-attribute it holds (`emails[value pr]`), which
+ * needs no text written again (scim-patch and the filter parser each read some characters
+ * of a text otherwise: a backslash, `:`, `[`). A group's members are compared as sent
+ * (their `value` is an id, and a member is removed by it). A filter that does not parse
+ * is left to scim-patch.
  */
 function matchingStoredCase(resource: Record<string, unknown>, operation: ScimPatchOperation): ScimPatchOperation {
   const filtered = valueFilterOf(operation.path);
   const held = filtered ? resource[filtered.attribute] : undefined;
-  if (!filtered || !Array.isArray(held) || held.length === 0 || filtered.attribute === 'members') return operation;
-  let exactly: (item: unknown) => boolean;
-  let ignoringCase: (item: unknown) => boolean;
+  if (!filtered || !Array.isArray(held) || held.length !== 1 || filtered.attribute === 'members') return operation;
+  const [value] = held as unknown[];
+  if (!value || typeof value !== 'object') return operation;
   try {
     const parsed = parse(filtered.filter);
-    exactly = filter(parsed);
-    const lower = filter(withComparedTexts(parsed, (text) => text.toLowerCase()));
-    ignoringCase = (item) => lower(lowerCasedValue(item));
+    const ignoringCase = filter(withComparedTexts(parsed, (text) => text.toLowerCase()));
+    if (filter(parsed)(value) || !ignoringCase(lowerCasedValue(value))) return operation;
   } catch {
     return operation;
   }
-  const matched = held.filter((item) => ignoringCase(item));
-  if (matched.length === 0 || (matched.every((item) => exactly(item)) && held.filter((item) => exactly(item)).length === matched.length)) return operation;
-  const terms = matched.map((item) =>
-    Object.entries(item as Record<string, unknown>)
-      .filter(([, value]) => ['string', 'boolean', 'number'].includes(typeof value))
-      .map(([key, value]) => `${key} eq ${JSON.stringify(value)}`),
-  );
-  if (terms.some((parts) => parts.length === 0)) return operation;
-  return { ...operation, path: `${filtered.attribute}[${terms.map((parts) => `(${parts.join(' and ')})`).join(' or ')}]${filtered.rest}` };
+  const present = Object.keys(value).find((key) => /^[a-z]+$/i.test(key) && (value as Record<string, unknown>)[key] != null);
+  return present === undefined ? operation : { ...operation, path: `${filtered.attribute}[${present} pr]${filtered.rest}` };
 }
 
 /**

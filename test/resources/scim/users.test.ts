@@ -839,6 +839,29 @@ t.test('PATCH as identity providers send it: unkept attributes by path, the exte
   t.equal(other.status, 200, 'a filter matching nothing removes nothing, and succeeds');
 });
 
+t.test('a value filter matching in another case reaches values holding what paths and filters read specially', async (t) => {
+  // A phone number as RFC 7643 writes it (`tel:`), and streets with a line feed, a backslash, `:` and brackets.
+  const phone = (await scim('POST', '/Users', newUser({ phoneNumbers: [{ value: 'tel:+1-201-555-0123', type: 'work' }] }))).body;
+  const replaced = await scim('PATCH', `/Users/${phone.id}`, {
+    schemas: [PATCH],
+    Operations: [{ op: 'replace', path: 'phoneNumbers[type eq "Work"].value', value: 'tel:+1-201-555-0199' }],
+  });
+  t.equal(replaced.status, 200, 'a tel: number replaced by a filter in another case');
+  t.same(replaced.body.phoneNumbers, [{ value: 'tel:+1-201-555-0199', type: 'work', primary: true }]);
+  for (const street of ['Main St 1\nFloor 2', 'C:\\Street', 'Unit: 5', 'Bldg [A]', 'Ends\\']) {
+    const user = (await scim('POST', '/Users', newUser({ addresses: [{ type: 'work', streetAddress: street, locality: 'Berlin' }] }))).body;
+    const moved = await scim('PATCH', `/Users/${user.id}`, {
+      schemas: [PATCH],
+      Operations: [{ op: 'replace', path: 'addresses[type eq "Work"].locality', value: 'Hamburg' }],
+    });
+    t.equal(moved.status, 200, `${JSON.stringify(street)}: the locality replaced`);
+    t.match(moved.body.addresses, [{ streetAddress: street, locality: 'Hamburg' }]);
+    const removed = await scim('PATCH', `/Users/${user.id}`, { schemas: [PATCH], Operations: [{ op: 'remove', path: 'addresses[type eq "WORK"]' }] });
+    t.equal(removed.status, 200);
+    t.notOk('addresses' in removed.body, `${JSON.stringify(street)}: the address removed`);
+  }
+});
+
 t.test('an add or replace without a value, or without a path and an object of attributes, is invalidValue and changes nothing', async (t) => {
   const created = (await scim('POST', '/Users', newUser())).body;
   const path = `/Users/${created.id}`;
