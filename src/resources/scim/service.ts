@@ -757,8 +757,9 @@ const lowerCasedValue = (value: unknown): unknown =>
  * matching a User's value that it matches ignoring case: string attributes are not
  * case-exact (RFC 7643 §2.2), as filters on reads compare them, while scim-patch compares
  * exactly. A User holds one value of each such attribute; one the filter matches only
- * ignoring case is named instead by a sub-attribute it holds (`emails[value pr]`), which
- * needs no text written again (scim-patch and the filter parser each read some characters
+ * ignoring case is named instead by a sub-attribute it holds (`emails[value pr]`), and one
+ * it matches only exactly is named by a filter that matches nothing; neither
+ * writes a text again (scim-patch and the filter parser each read some characters
  * of a text otherwise: a backslash, `:`, `[`). A group's members are compared as sent
  * (their `value` is an id, and a member is removed by it). A filter that does not parse
  * is left to scim-patch.
@@ -769,15 +770,18 @@ function matchingStoredCase(resource: Record<string, unknown>, operation: ScimPa
   if (!filtered || !Array.isArray(held) || held.length !== 1 || filtered.attribute === 'members') return operation;
   const [value] = held as unknown[];
   if (!value || typeof value !== 'object') return operation;
+  let matches: boolean;
   try {
     const parsed = parse(filtered.filter);
-    const ignoringCase = filter(withComparedTexts(parsed, (text) => text.toLowerCase()));
-    if (filter(parsed)(value) || !ignoringCase(lowerCasedValue(value))) return operation;
+    matches = filter(withComparedTexts(parsed, (text) => text.toLowerCase()))(lowerCasedValue(value));
+    if (filter(parsed)(value) === matches) return operation;
   } catch {
     return operation;
   }
   const present = Object.keys(value).find((key) => /^[a-z]+$/i.test(key) && (value as Record<string, unknown>)[key] != null);
-  return present === undefined ? operation : { ...operation, path: `${filtered.attribute}[${present} pr]${filtered.rest}` };
+  if (present === undefined) return operation;
+  // Matched only exactly (`value ne "bob@example.com"` against `Bob@Example.com`): a filter that matches nothing.
+  return { ...operation, path: `${filtered.attribute}[${matches ? `${present} pr` : `${present} pr and not (${present} pr)`}]${filtered.rest}` };
 }
 
 /**

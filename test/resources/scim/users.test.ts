@@ -837,6 +837,18 @@ t.test('PATCH as identity providers send it: unkept attributes by path, the exte
   }
   const other = await scim('PATCH', path, { schemas: [PATCH], Operations: [{ op: 'remove', path: 'emails[value co "nobody"]' }] });
   t.equal(other.status, 200, 'a filter matching nothing removes nothing, and succeeds');
+
+  // And a filter that matches only as written, not ignoring case, matches nothing, as on reads.
+  t.equal((await restore('Bob@Example.com')).status, 200);
+  const unequal = `emails[value ne "bob@example.com"]`;
+  const read = await scim('GET', `/Users?filter=${encodeURIComponent(unequal)}`);
+  t.notOk(
+    read.body.Resources.some((user: { id: string }) => user.id === created.id),
+    'a read does not find the user by it',
+  );
+  const kept = await scim('PATCH', path, { schemas: [PATCH], Operations: [{ op: 'remove', path: unequal }] });
+  t.equal(kept.status, 200, 'its removal succeeds');
+  t.equal((await storedUser()).email, 'Bob@Example.com', 'and removes nothing');
 });
 
 t.test('a value filter matching in another case reaches values holding what paths and filters read specially', async (t) => {
