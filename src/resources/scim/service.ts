@@ -482,7 +482,16 @@ function checkPatchValue(value: unknown, reading: number): number {
  */
 function canonical(path: string, names: AttributeNames): { path: string; names: AttributeNames | undefined } {
   const lower = path.toLowerCase();
-  for (const urn of [ENTERPRISE_USER_SCHEMA, USER_SCHEMA, GROUP_SCHEMA]) {
+  // The URNs of the resource's own schemas; another resource's names no attribute (scim-patch would drop it, as any URN).
+  const [urns, foreign] =
+    names === ATTRIBUTE_NAMES.user
+      ? [[ENTERPRISE_USER_SCHEMA, USER_SCHEMA], [GROUP_SCHEMA]]
+      : names === ATTRIBUTE_NAMES.group
+        ? [[GROUP_SCHEMA], [ENTERPRISE_USER_SCHEMA, USER_SCHEMA]]
+        : [[], []];
+  if (foreign.some((urn) => lower === urn.toLowerCase() || lower.startsWith(`${urn.toLowerCase()}:`)))
+    throw invalidPath(`${JSON.stringify(path)} is not an attribute.`);
+  for (const urn of urns) {
     const inner = urn === ENTERPRISE_USER_SCHEMA ? names.get(urn.toLowerCase())?.sub : names;
     if (!inner) continue;
     if (lower === urn.toLowerCase()) return { path: urn, names: inner };

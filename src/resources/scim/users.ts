@@ -297,13 +297,18 @@ export const USER_ATTRIBUTES: Record<string, FilterAttribute> = {
   'meta.lastmodified': { value: column(users.updatedAt), kind: 'datetime' },
 };
 
-/** An attribute path as the table above keys it: lower case, schema URNs resolved. */
-function normalizedPath(path: string): string {
+/**
+ * An attribute path as `attributes` keys it: lower case, the URNs of its resource's schemas
+ * resolved (the User's and its enterprise extension's for `USER_ATTRIBUTES`, the Group's for
+ * a group's); another resource's URN is left, and names no attribute.
+ */
+function normalizedPath(path: string, attributes: Record<string, FilterAttribute>): string {
   const lower = path.toLowerCase();
+  const ofUsers = attributes === USER_ATTRIBUTES;
   const enterprise = `${ENTERPRISE_USER_SCHEMA.toLowerCase()}:`;
-  if (lower.startsWith(enterprise)) return `enterprise.${lower.slice(enterprise.length)}`;
-  for (const core of [`${USER_SCHEMA.toLowerCase()}:`, `${GROUP_SCHEMA.toLowerCase()}:`]) if (lower.startsWith(core)) return lower.slice(core.length);
-  return lower;
+  if (ofUsers && lower.startsWith(enterprise)) return `enterprise.${lower.slice(enterprise.length)}`;
+  const core = `${(ofUsers ? USER_SCHEMA : GROUP_SCHEMA).toLowerCase()}:`;
+  return lower.startsWith(core) ? lower.slice(core.length) : lower;
 }
 
 const TEXT_OPERATORS = new Set(['eq', 'ne', 'co', 'sw', 'ew', 'gt', 'ge', 'lt', 'le']);
@@ -445,7 +450,7 @@ function textComparison(op: string, left: SQL, right: SQL, value: string, bind: 
 
 /** The attribute named by `path` (inside a value path `parent[...]`, relative to it). */
 function attributeOf(attributes: Record<string, FilterAttribute>, path: string, parent: string | null): { attribute: FilterAttribute; name: string } {
-  const name = parent === null ? normalizedPath(path) : `${parent}.${path.toLowerCase()}`;
+  const name = parent === null ? normalizedPath(path, attributes) : `${parent}.${path.toLowerCase()}`;
   // Own keys only: `constructor` or `__proto__` would otherwise find what every object inherits.
   const attribute = Object.hasOwn(attributes, name) ? attributes[name] : undefined;
   if (!attribute) throw invalidFilter(`The attribute ${parent === null ? path : `${parent}[${path}]`} cannot be filtered on.`);
@@ -470,7 +475,7 @@ export function filterCondition(filter: Filter, attributes: Record<string, Filte
       return sql`coalesce(${not(filterCondition(filter.filter, attributes, parent, bind))}, true)`;
     case '[]': {
       if (parent !== null) throw invalidFilter('A value path cannot be nested.');
-      const base = normalizedPath(filter.attrPath);
+      const base = normalizedPath(filter.attrPath, attributes);
       if (!Object.keys(attributes).some((name) => name.startsWith(`${base}.`))) throw invalidFilter(`${filter.attrPath} is not a multi-valued attribute.`);
       // The filter is applied to the values present (RFC 7644 §3.4.2.2): a resource without any matches no `ne` or `not` either.
       const whole = attributes[base];

@@ -851,6 +851,26 @@ t.test('PATCH as identity providers send it: unkept attributes by path, the exte
   t.equal((await storedUser()).email, 'Bob@Example.com', 'and removes nothing');
 });
 
+t.test("another resource's schema URN names no attribute of a User: not in a filter, not in a PATCH's value keys", async (t) => {
+  const GROUP = 'urn:ietf:params:scim:schemas:core:2.0:Group';
+  const user = (await scim('POST', '/Users', newUser())).body;
+  const filtered = await scim('GET', `/Users?filter=${encodeURIComponent(`${GROUP}:userName eq "${user.userName}"`)}`);
+  isError(t, filtered, 400, 'invalidFilter');
+  const own = await scim('GET', `/Users?filter=${encodeURIComponent(`${USER}:userName eq "${user.userName}"`)}`);
+  t.equal(own.body.totalResults, 1, "the User schema's own URN still names userName");
+  const patched = await scim('PATCH', `/Users/${user.id}`, {
+    schemas: [PATCH],
+    Operations: [{ op: 'replace', value: { [`${GROUP}:name.givenName`]: 'Renamed' } }],
+  });
+  isError(t, patched, 400, 'invalidPath');
+  t.equal((await scim('GET', `/Users/${user.id}`)).body.name.givenName, user.name.givenName, 'the user is as it was');
+  const renamed = await scim('PATCH', `/Users/${user.id}`, {
+    schemas: [PATCH],
+    Operations: [{ op: 'replace', value: { [`${USER}:name.givenName`]: 'Renamed' } }],
+  });
+  t.equal(renamed.body.name.givenName, 'Renamed', "the User schema's own URN still names it");
+});
+
 t.test('a value filter matching in another case reaches values holding what paths and filters read specially', async (t) => {
   // A phone number as RFC 7643 writes it (`tel:`), and streets with a line feed, a backslash, `:` and brackets.
   const phone = (await scim('POST', '/Users', newUser({ phoneNumbers: [{ value: 'tel:+1-201-555-0123', type: 'work' }] }))).body;
