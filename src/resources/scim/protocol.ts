@@ -88,12 +88,15 @@ export function scimBoolean(value: unknown, attribute: string): boolean {
  * `schemas` and `meta.resourceType` are always returned.
  */
 export function projectAttributes(resource: Record<string, unknown>, query: Record<string, unknown>): Record<string, unknown> {
+  // A name qualified by the resource's own core schema is that attribute; another resource's names none.
+  const core = [USER_SCHEMA, GROUP_SCHEMA].find((schema) => Array.isArray(resource.schemas) && resource.schemas.includes(schema));
+  const qualified = core === undefined ? undefined : `${core.toLowerCase()}:`;
   const list = (value: unknown) =>
     typeof value === 'string' && value.trim() !== ''
       ? value
           .split(',')
           .map((name) => name.trim().toLowerCase())
-          .map((name) => name.replace(`${USER_SCHEMA.toLowerCase()}:`, '').replace(`${GROUP_SCHEMA.toLowerCase()}:`, ''))
+          .map((name) => (qualified !== undefined && name.startsWith(qualified) ? name.slice(qualified.length) : name))
       : null;
   const wanted = list(query.attributes);
   const excluded = list(query.excludedAttributes);

@@ -869,6 +869,14 @@ t.test("another resource's schema URN names no attribute of a User: not in a fil
     Operations: [{ op: 'replace', value: { [`${USER}:name.givenName`]: 'Renamed' } }],
   });
   t.equal(renamed.body.name.givenName, 'Renamed', "the User schema's own URN still names it");
+  const projected = await scim('GET', `/Users/${user.id}?attributes=${encodeURIComponent(`${GROUP}:userName`)}`);
+  t.strictSame(
+    projected.body,
+    { schemas: [USER], id: user.id, meta: { resourceType: 'User' } },
+    "attributes: the Group URN's userName is no attribute of a User",
+  );
+  const ownProjected = await scim('GET', `/Users/${user.id}?attributes=${encodeURIComponent(`${USER}:userName`)}`);
+  t.equal(ownProjected.body.userName, user.userName, "the User schema's own URN names userName");
 });
 
 t.test('a value filter matching in another case reaches values holding what paths and filters read specially', async (t) => {
