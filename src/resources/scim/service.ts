@@ -322,9 +322,10 @@ async function lockedUser(tx: Tx, principal: ScimPrincipal, id: string): Promise
  * The tenant's administration lock, shared (`lockAdministration`), for a write that grants
  * what the token's minter holds: a new user given the default role, members given what
  * their group's entity permissions confer. Taken before the write locks any row but its
- * token's (`holdScimToken`, which no holder of this lock waits for), as `/api` takes it: a change of the minter's permissions under way is waited for and judged (403
- * when one the token acts with was taken away), and one that comes later waits for this
- * write, so none is answered before a grant made under what it removed.
+ * token's (`holdScimToken`, which no holder of this lock waits for), as `/api` takes it:
+ * a change of the minter's permissions under way is waited for and judged (403 when one
+ * the token acts with was taken away), and one that comes later waits for this write, so
+ * none is answered before a grant made under what it removed.
  */
 const lockGrants = (tx: Tx, principal: ScimPrincipal) => lockAdministration(tx, callerOf(principal), principal.tokenId, 'shared');
 

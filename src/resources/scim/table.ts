@@ -59,6 +59,7 @@ export const scimSettings = pgTable(
     tenantId: tenantIdColumn().primaryKey(),
     defaultRoleId: bigint('default_role_id', { mode: 'number' }),
   },
-  // No foreign key: deleting the role must stay possible; a missing default role refuses SCIM creates; an inactive one is assigned, as `/api` assigns one (docs/scim.md).
+  // No foreign key: deleting the role must stay possible. A missing default role refuses SCIM creates; an inactive one
+  // is assigned, as `/api` assigns one (docs/scim.md).
   () => [tenantIsolation('scim_settings')],
 ).enableRLS();
