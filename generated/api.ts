@@ -5597,7 +5597,9 @@ export interface components {
          *     succeeds, while a `replace` whose filter matches nothing is 400
          *     `noTarget` (but for a sub-attribute of a User's multi-valued attribute,
          *     `emails[type eq "work"].value`, which adds the value). A path naming a member's
-         *     sub-attribute (`display`, `$ref`, `type`: read-only) is 400 `mutability`. Members are removed by a value filter or with `path` `members` and the
+         *     sub-attribute (`display`, `$ref`, `type`: read-only) is 400 `mutability`, and an `add`
+         *     whose path filters members (`members[value eq "42"]`) is 400 `invalidPath`: members are
+         *     added with `path` `members`. Members are removed by a value filter or with `path` `members` and the
          *     members as `value` (`[{"value": "42"}]`, at most 1000). A path-less `replace` may
          *     carry dotted keys (`"name.givenName"`) or schema-qualified ones. `id` cannot change
          *     (400 `mutability`). The result is judged as a `PUT` of the whole resource. One

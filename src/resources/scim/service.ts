@@ -408,7 +408,7 @@ function pathNamesForbidden(path: string): boolean {
 }
 
 /** Refuses a path that names no known attribute first, or that names a forbidden segment anywhere. */
-function checkPatchPath(path: string, resource: Patchable) {
+function checkPatchPath(path: string, resource: Patchable, op: SentOperation['op']) {
   if (pathNamesForbidden(path)) throw invalidPath(`path ${JSON.stringify(path)} is not an attribute.`);
   const { schema, attributes } = PATCHABLE[resource];
   const lower = path.toLowerCase();
@@ -430,6 +430,10 @@ function checkPatchPath(path: string, resource: Patchable) {
   const subAttribute = attributePath.startsWith('members.') || (attributePath.startsWith('members[') && !attributePath.endsWith(']'));
   if (resource === 'group' && subAttribute) {
     throw new ScimError(400, `path ${JSON.stringify(path)} names a member's sub-attribute, which is read-only: add or remove members.`, 'mutability');
+  }
+  // scim-patch would merge an add's value into the members the filter matches: an add that replaced a member.
+  if (resource === 'group' && op === 'add' && attributePath.startsWith('members[')) {
+    throw invalidPath(`path ${JSON.stringify(path)} filters members: add members with the path "members" and the members as its value.`);
   }
 }
 
@@ -686,7 +690,7 @@ function patchOperations(body: unknown, resource: Patchable): ScimPatchOperation
   return sent
     .filter((operation) => !(resource === 'user' && operation.path !== undefined && !pathNamesForbidden(operation.path) && ignoredUserPath(operation.path)))
     .flatMap((operation) => {
-      if (operation.path) checkPatchPath(operation.path, resource);
+      if (operation.path) checkPatchPath(operation.path, resource, operation.op);
       const named = operation.path ? canonical(operation.path, ATTRIBUTE_NAMES[resource]) : { path: undefined, names: ATTRIBUTE_NAMES[resource] };
       // null is "unassigned" (RFC 7643 §2.5): a replace with it removes what the path names.
       if (operation.op === 'replace' && named.path && operation.value === null) return [{ op: 'remove', path: named.path }];

@@ -361,6 +361,24 @@ t.test('a group PATCH without a value, or path-less without an object, is invali
   t.same((await scim('GET', `/Groups/${group.id}`)).body, group, 'the group is as it was');
 });
 
+t.test('an add whose path filters members is invalidPath and changes nothing, whichever members it matches', async (t) => {
+  // An add names no member by a filter: members are added with the path members and the members as value.
+  const group = (await scim('POST', '/Groups', { schemas: [GROUP], displayName: 'Filtered adds', members: [{ value: String(ann.id) }] })).body;
+  for (const [path, value] of [
+    [`members[value eq "${ben.id}"]`, [{ value: String(ben.id) }]],
+    [`members[value eq "${ben.id}"]`, { value: String(ben.id) }],
+    [`members[value eq "${ann.id}"]`, { value: String(ben.id) }],
+    [`Members[Value eq "${ann.id}"]`, [{ value: String(ben.id) }]],
+    [`${GROUP}:members[value pr]`, [{ value: String(ben.id) }]],
+  ] as const) {
+    const refused = await scim('PATCH', `/Groups/${group.id}`, { schemas: [PATCH], Operations: [{ op: 'Add', path, value }] });
+    t.equal(refused.status, 400, `${path} ${JSON.stringify(value)}`);
+    t.equal(refused.body.scimType, 'invalidPath');
+  }
+  t.strictSame(await memberIds(Number(group.id)), idsOf(ann.id), 'the members are as they were');
+  t.same((await scim('GET', `/Groups/${group.id}`)).body, group, 'the group is as it was');
+});
+
 t.test('members filters see the members a group shows: no deleted user, no group account', async (t) => {
   const leaver = await api.createUser(tenant.tenantId, { username: 'filter-leaver' });
   const desk = await api.createUser(tenant.tenantId, { username: 'filter-desk', values: { groupAccount: true } });
