@@ -71,6 +71,7 @@ import { scimExternalIds } from './table.ts';
 import { holdScimToken, lookUpScimToken, recordScimTokenUse, stillAuthenticates, type ScimPrincipal } from './tokens.ts';
 import {
   API_FIELD_OF,
+  escapedText,
   findScimUser,
   languageId,
   filterCondition,
@@ -768,9 +769,10 @@ const lowerCasedValue = (value: unknown): unknown =>
 
 /**
  * `operation` with its path's value filter (`emails[type eq "work" and value co "EXAMPLE"]`)
- * matching a User's value that it matches ignoring case: string attributes are not
- * case-exact (RFC 7643 §2.2), as filters on reads compare them, while scim-patch compares
- * exactly. A User holds one value of each such attribute; one the filter matches only
+ * matching a User's value that it matches ignoring case, its escaped backslashes read
+ * (`"C:\\Street"`, `escapedText`): string attributes are not case-exact (RFC 7643 §2.2),
+ * as filters on reads compare them, while scim-patch compares exactly, and reads a
+ * backslash as itself. A User holds one value of each such attribute; one the filter matches only
  * ignoring case is named instead by a sub-attribute it holds (`emails[value pr]`), and one
  * it matches only exactly is named by a filter that matches nothing; neither
  * writes a text again (scim-patch and the filter parser each read some characters
@@ -787,7 +789,7 @@ function matchingStoredCase(resource: Record<string, unknown>, operation: ScimPa
   let matches: boolean;
   try {
     const parsed = parse(filtered.filter);
-    matches = filter(withComparedTexts(parsed, (text) => text.toLowerCase()))(lowerCasedValue(value));
+    matches = filter(withComparedTexts(parsed, (text) => escapedText(text).toLowerCase()))(lowerCasedValue(value));
     if (filter(parsed)(value) === matches) return operation;
   } catch {
     return operation;

@@ -511,7 +511,7 @@ const MAX_FILTER_LENGTH = 2000;
  * escaped backslash (`\\`) that is a valid JSON string is therefore read as one; any
  * other is kept as the library read it (`"DOMAIN\nancy"` stays a backslash and `n`).
  */
-function escapedText(read: string): string {
+export function escapedText(read: string): string {
   // What was sent between the quotes: the library turned only `\"` into `"`.
   const sent = read.replaceAll('"', '\\"');
   if (!sent.includes('\\\\')) return read;

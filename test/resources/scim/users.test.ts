@@ -902,6 +902,25 @@ t.test('a value filter matching in another case reaches values holding what path
   }
 });
 
+t.test('a PATCH value filter reads an escaped backslash as one, as a read filter does', async (t) => {
+  // RFC 7644 writes a compared text as a JSON string: `"C:\\Street"` compares with `C:\Street`, in a PATCH path too.
+  const street = 'C:\\Street';
+  const user = (await scim('POST', '/Users', newUser({ addresses: [{ type: 'work', streetAddress: street, locality: 'Berlin' }] }))).body;
+  const sent = `addresses[streetAddress eq ${JSON.stringify(street)}]`;
+  const moved = await scim('PATCH', `/Users/${user.id}`, { schemas: [PATCH], Operations: [{ op: 'replace', path: `${sent}.locality`, value: 'Hamburg' }] });
+  t.equal(moved.status, 200, 'the locality replaced by a filter with an escaped backslash');
+  t.match(moved.body.addresses, [{ streetAddress: street, locality: 'Hamburg' }]);
+  const cased = await scim('PATCH', `/Users/${user.id}`, {
+    schemas: [PATCH],
+    Operations: [{ op: 'replace', path: `addresses[streetAddress eq ${JSON.stringify(street.toUpperCase())}].locality`, value: 'Bremen' }],
+  });
+  t.equal(cased.status, 200, 'and in another case');
+  t.match(cased.body.addresses, [{ streetAddress: street, locality: 'Bremen' }]);
+  const removed = await scim('PATCH', `/Users/${user.id}`, { schemas: [PATCH], Operations: [{ op: 'remove', path: sent }] });
+  t.equal(removed.status, 200);
+  t.notOk('addresses' in removed.body, 'the address removed by it');
+});
+
 t.test('an add or replace without a value, or without a path and an object of attributes, is invalidValue and changes nothing', async (t) => {
   const created = (await scim('POST', '/Users', newUser())).body;
   const path = `/Users/${created.id}`;
