@@ -93,7 +93,8 @@ const idArray = (ids: number[]) => `{${ids.map((id) => Math.trunc(id)).join(',')
  * with an id above `after`, at most `batchSize`, in ONE `INSERT … SELECT`. The unique key
  * (tenant, dispatch, recipient) makes a retried batch store nothing twice. When it stored
  * any, it notifies NOTIFICATIONS_CHANNEL (live streams). Returns the
- * highest recipient id of the batch (null when none is left) and how many were stored.
+ * highest recipient id of the batch (null when none is left, or a reset deleted the
+ * dispatch) and how many were stored.
  */
 export async function storeNotificationBatch(
   tx: Tx,
@@ -101,6 +102,15 @@ export async function storeNotificationBatch(
   after: number,
   batchSize: number,
 ): Promise<{ last: number | null; stored: number }> {
+  // The dispatch is held until the batch commits (named by its tenant: Citus locks rows only in a statement that names
+  // its shard). A reset deletes the dispatches before the notifications, so one under way waits for the batch and then
+  // deletes it too; a dispatch a reset deleted first stores nothing more, and its delivery ends.
+  const [held] = await tx
+    .select({ id: notificationDispatches.id })
+    .from(notificationDispatches)
+    .where(and(eq(notificationDispatches.tenantId, dispatch.tenantId), eq(notificationDispatches.id, dispatch.id)))
+    .for('key share');
+  if (!held) return { last: null, stored: 0 };
   const [row] = await tx.execute<{ last: string | null; stored: number }>(sql`
     with setting as (
       select s.id from ${notificationSettings} s
@@ -289,10 +299,14 @@ export function markOwnNotification(tx: Tx, auth: Auth, notificationId: string, 
   return applyReadState(tx, auth, eq(notifications.id, notificationId), state);
 }
 
-/** Deletes every notification and every pending dispatch of the transaction's tenant. */
+/**
+ * Deletes every notification and every pending dispatch of the transaction's tenant. The
+ * dispatches go first: a batch being stored holds its dispatch (`storeNotificationBatch`), so
+ * the delete waits for it, and the notifications' delete after it takes that batch along.
+ */
 export async function deleteTenantNotifications(tx: Tx): Promise<void> {
-  await tx.delete(notifications);
   await tx.delete(notificationDispatches);
+  await tx.delete(notifications);
 }
 
 /**
