@@ -2,7 +2,15 @@ import { defineJob } from '../../platform/jobs/define.ts';
 import type { Services } from '../../platform/services.ts';
 import { pushPriority, sendPushJob } from '../push/send-push.job.ts';
 import { emailNotifications } from './email.job.ts';
-import { findDispatch, markDispatchDelivered, recordPushedThrough, storeNotificationBatch, type Dispatch, type DispatchRow } from './queries.ts';
+import {
+  findDispatch,
+  holdPushedThrough,
+  markDispatchDelivered,
+  recordPushedThrough,
+  storeNotificationBatch,
+  type Dispatch,
+  type DispatchRow,
+} from './queries.ts';
 
 /** Recipients per `INSERT … SELECT` (one transaction each, so a crash loses at most one batch's work). */
 export const DELIVERY_BATCH_SIZE = 5000;
@@ -36,17 +44,27 @@ export async function deliverDispatch(services: Services, dispatch: Dispatch, ba
  * Push copies of the batch of recipients `(after, last]`: one job, whose one query finds
  * every subscription of these recipients. `pushed_through` remembers how far pushes are
  * queued, so a delivery re-run after a crash queues the batches whose push was lost and
- * none twice (except the one batch between the send and the update: at least once).
+ * none twice (except the one batch between the send and the update: at least once). It is
+ * read, and the job queued and recorded, with the dispatch's row locked: another run of
+ * the delivery at the same time (the sweeper's, while this one is slow) waits, then finds
+ * the batch queued, instead of queueing its push job again from what it read at its start.
  */
 async function queuePushes(services: Services, dispatch: DispatchRow, after: number, last: number, turn: number): Promise<void> {
   if (last <= dispatch.pushedThrough) return;
-  await services.jobs.send(
-    sendPushJob,
-    { tenantId: dispatch.tenantId, dispatchId: dispatch.id, afterUserId: Math.max(after, dispatch.pushedThrough), lastUserId: last, turn },
-    pushPriority(turn),
-  );
-  await services.db.tenant(dispatch.tenantId, (tx) => recordPushedThrough(tx, dispatch.id, last));
-  dispatch.pushedThrough = last;
+  const pushedThrough = await services.db.tenant(dispatch.tenantId, async (tx) => {
+    const queued = await holdPushedThrough(tx, dispatch);
+    // Deleted by a reset: nothing of it is left to push.
+    if (queued === undefined) return last;
+    if (last <= queued) return queued;
+    await services.jobs.send(
+      sendPushJob,
+      { tenantId: dispatch.tenantId, dispatchId: dispatch.id, afterUserId: Math.max(after, queued), lastUserId: last, turn },
+      pushPriority(turn),
+    );
+    await recordPushedThrough(tx, dispatch.id, last);
+    return last;
+  });
+  dispatch.pushedThrough = pushedThrough;
 }
 
 export const deliverNotifications = defineJob<Dispatch & { batchSize?: number }>({

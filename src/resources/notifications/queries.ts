@@ -144,6 +144,20 @@ export async function storeNotificationBatch(
   return { last, stored: row?.stored ?? 0 };
 }
 
+/**
+ * How far push jobs of the dispatch are queued, its row locked until the transaction ends
+ * (named by its tenant: Citus locks rows only in a statement that names its shard), so that
+ * two runs of its delivery queue each batch's push job once; undefined when a reset deleted it.
+ */
+export async function holdPushedThrough(tx: Tx, dispatch: Pick<DispatchRow, 'tenantId' | 'id'>): Promise<number | undefined> {
+  const [row] = await tx
+    .select({ pushedThrough: notificationDispatches.pushedThrough })
+    .from(notificationDispatches)
+    .where(and(eq(notificationDispatches.tenantId, dispatch.tenantId), eq(notificationDispatches.id, dispatch.id)))
+    .for('no key update');
+  return row?.pushedThrough;
+}
+
 /** Remembers that push jobs are queued for the dispatch's recipients up to user id `last`. */
 export async function recordPushedThrough(tx: Tx, dispatchId: string, last: number): Promise<void> {
   await tx.update(notificationDispatches).set({ pushedThrough: last }).where(eq(notificationDispatches.id, dispatchId));
