@@ -389,6 +389,10 @@ export const userHandlers = {
     // The answer is the user's record: it needs users.view, as reading it does.
     requirePermission(auth, 'users.view');
     const restored = await db.tenant(auth.tenantId, async (tx) => {
+      // A restore hands an account back, and a `role_id` is a role assignment: both are judged by the caller's
+      // permissions as they stand now, and a demotion under way waits for it (`lockAdministration`, shared, before any
+      // row is locked, as every holder of that lock takes it).
+      await lockAdministration(tx, auth, undefined, 'shared');
       // Locked before it is read, as an update does; then the session, as an update of another user holds it: a
       // restore hands an account back, and a session ended while it waited for the user restores none.
       await lockRecord(tx, users, params.user);

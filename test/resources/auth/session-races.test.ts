@@ -237,6 +237,44 @@ t.test('a delegate demoted while its new role is under way: the demotion is ackn
   t.strictSame(answered, ['create', 'demotion'], 'and the demotion waited for it');
 });
 
+t.test('a delegate demoted while its restore with a role is under way: the demotion is acknowledged only after that restore', async (t) => {
+  const delegate = await api.createUser(tenant.tenantId, {
+    username: 'demoted-restorer',
+    permissions: ['users.administer', 'users.view', 'users.view-administrative', 'notifications.send'],
+  });
+  const returning = await api.createUser(tenant.tenantId, { username: 'restored-sender' });
+  const employee = await roleNamed(api.db, tenant.tenantId, 'Employee');
+  const senders = await api.call(t, 'createRole', { token: admin, body: { name: 'Restored senders', permissions: ['notifications.send'] } });
+  t.equal(senders.status, 201);
+  t.equal((await api.call(t, 'deleteUser', { token: admin, params: { user: returning.id } })).status, 204);
+  const answered: string[] = [];
+  // The deleted user's row is held, so the restore, authenticated already, waits in its transaction.
+  const held = await holdRows(api.db, sql`select 1 from users where tenant_id = ${tenant.tenantId} and id = ${returning.id} for no key update`);
+  const restore = api
+    .call(t, 'restoreUser', { token: delegate.token, params: { user: returning.id }, body: { role_id: senders.body.id } })
+    .then((res) => (answered.push('restore'), res));
+  t.ok((await lockWaiters(api.db, 'for')) > 0, 'the restore waits');
+  // The demotion takes notifications.send away: a restore judged after it may not give a role listing it.
+  const demote = api
+    .call(t, 'updateUser', { token: admin, params: { user: delegate.id }, body: { role_id: employee.id } })
+    .then((res) => (answered.push('demotion'), res));
+  await Promise.race([demote, sleep(1_000)]);
+  await held.release();
+  const [restored, demoted] = await Promise.all([restore, demote]);
+  t.equal(demoted.status, 200);
+  const [row] = await api.db.owner.execute<{ roleId: number; deleted: boolean }>(
+    sql`select role_id::int as "roleId", deleted_at is not null as deleted from users where tenant_id = ${tenant.tenantId} and id = ${returning.id}`,
+  );
+  if (answered[0] === 'demotion') {
+    t.equal(restored.status, 403, 'a restore judged after the demotion is refused');
+    t.ok(row!.deleted, 'the user stays deleted');
+    t.not(row!.roleId, senders.body.id, 'without the role');
+  } else {
+    t.equal(restored.status, 200, 'the restore was judged before the demotion');
+    t.equal(row!.roleId, senders.body.id);
+  }
+});
+
 t.test("a role given to another user by a session ended before it commits is refused: the session's holder gains nothing", async (t) => {
   const accomplice = await api.createUser(tenant.tenantId, { username: 'promoted-accomplice' });
   const delegate = await api.createUser(tenant.tenantId, {
