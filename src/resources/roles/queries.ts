@@ -37,8 +37,8 @@ export async function lockRole(tx: Tx, tenantId: number, roleId: number): Promis
  * the tenant keeps an administrator. Taken before the write locks any row, so that two
  * such writes never wait for each other's rows. A SCIM token (`scimTokenId`) acts with
  * the permissions of the administrator who minted it: theirs are read again.
- * `shared`, for a write that grants what the caller holds (a new user given a role, a user restored, a new
- * role, departments assigned): it waits for such a change under way and is judged by what
+ * `shared`, for a write that grants what the caller holds (a new user given a role, a user restored, another
+ * user's update, a new role, departments assigned): it waits for such a change under way and is judged by what
  * it left, and a change of the caller's permissions waits for it, so none is acknowledged
  * before a grant made under the permissions it removed; grants do not wait for each other.
  */

@@ -262,9 +262,11 @@ export const userHandlers = {
     const passwordHash = input.password !== undefined && Object.keys(errors).length === 0 ? await hashPassword(input.password, auth.tenantId) : undefined;
     const body = await services.db.tenant(auth.tenantId, async (tx) => {
       // A new role or a deactivation may take administration away (`lockAdministration`); departments assigned are a
-      // grant. Before any row is locked, as every holder of that lock takes it, so that none waits for another's rows.
+      // grant, and so is any write of another user (a password, a reactivation), which the caller may make only while
+      // it holds every permission the user's role lists: judged as a demotion under way leaves them. Before any row is
+      // locked, as every holder of that lock takes it, so that none waits for another's rows.
       if (input.role_id !== undefined || input.active === false) await lockAdministration(tx, auth);
-      else if (input.department_ids !== undefined) await lockAdministration(tx, auth, undefined, 'shared');
+      else if (!self || input.department_ids !== undefined) await lockAdministration(tx, auth, undefined, 'shared');
       // A change of one's own password holds the session that makes it: a concurrent change by another session of
       // theirs ends this one (401), and one by this session changed the hash `old_password` was checked against.
       if (self && passwordHash) {

@@ -265,7 +265,7 @@ t.test("a delegate's update of a user promoted at the same moment is judged on t
     promotion = api.call(t, 'updateUser', { token: admin, params: { user: rising.id }, body: { role_id: administrator.id } });
     t.equal(await lockWaiters(api.db, 'commit'), 1, "the promotion's commit waits");
     takeover = api.call(t, 'updateUser', { token: delegate.token, params: { user: rising.id }, body: { password: 'taken-over-password' } });
-    t.equal(await lockWaiters(api.db, '"users"'), 1, "the delegate's update waits for the user");
+    t.equal(await lockWaiters(api.db, 'pg_advisory_xact_lock'), 1, "the delegate's update waits for the promotion's administration lock");
   } finally {
     await commitHeld.release();
   }

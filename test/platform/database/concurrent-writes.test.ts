@@ -360,11 +360,12 @@ t.test("a department's delete and a user update naming it answer no 5xx", async 
   }
 });
 
-// A delete waiting behind a rename of the same record: its event names the record as the rename left it.
+// A delete waiting behind a rename of the same record: its event names the record as the rename left it. A user's
+// delete waits at the administration lock, which the rename of another user holds shared until it commits.
 for (const [what, targetType, table, key] of [
   ['menu item', 'menu_item', '"menu_items"', 4258],
   ['automation', 'automation', '"automations"', 4259],
-  ['user', 'user', '"users"', 4260],
+  ['user', 'user', 'pg_advisory_xact_lock', 4260],
 ] as const) {
   t.test(`${what === 'automation' ? 'an' : 'a'} ${what} deleted while it is renamed: the delete's event names it as renamed`, PAUSES_WRITES, async (t) => {
     let id: number;

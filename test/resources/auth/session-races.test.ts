@@ -275,6 +275,41 @@ t.test('a delegate demoted while its restore with a role is under way: the demot
   }
 });
 
+t.test('a delegate demoted while its password set is under way: the demotion is acknowledged only after that set', async (t) => {
+  // The user first: a caller whose row comes after the user's holds its session only once the user's row is held.
+  const holder = await api.createUser(tenant.tenantId, { username: 'sender-holder', permissions: ['notifications.send'] });
+  const delegate = await api.createUser(tenant.tenantId, {
+    username: 'demoted-resetter',
+    permissions: ['users.administer', 'users.view', 'notifications.send'],
+  });
+  const employee = await roleNamed(api.db, tenant.tenantId, 'Employee');
+  const answered: string[] = [];
+  // The user's row is held, so the password set, authenticated already, waits in its transaction.
+  const held = await holdRows(api.db, sql`select 1 from users where tenant_id = ${tenant.tenantId} and id = ${holder.id} for no key update`);
+  const reset = api
+    .call(t, 'updateUser', { token: delegate.token, params: { user: holder.id }, body: { password: 'a password of my choosing' } })
+    .then((res) => (answered.push('reset'), res));
+  t.ok((await lockWaiters(api.db, 'for')) > 0, 'the password set waits');
+  // The demotion takes notifications.send away: a password set judged after it may not take over a user holding it.
+  const demote = api
+    .call(t, 'updateUser', { token: admin, params: { user: delegate.id }, body: { role_id: employee.id } })
+    .then((res) => (answered.push('demotion'), res));
+  await Promise.race([demote, sleep(1_000)]);
+  await held.release();
+  const [set, demoted] = await Promise.all([reset, demote]);
+  t.equal(demoted.status, 200);
+  const signIn = (password: string) => api.call(t, 'login', { body: { tenant: 'session-races', username: holder.username, password } });
+  if (answered[0] === 'demotion') {
+    t.equal(set.status, 403, 'a password set judged after the demotion is refused');
+    t.equal((await signIn('a password of my choosing')).status, 401, 'the password was not set');
+    t.equal((await signIn(holder.password)).status, 200, 'the old one still signs in');
+  } else {
+    t.equal(set.status, 200, 'the password set was judged before the demotion');
+  }
+  const next = await api.call(t, 'updateUser', { token: delegate.token, params: { user: holder.id }, body: { password: 'another of my choosing' } });
+  t.equal(next.status, 403, 'the next password set is refused');
+});
+
 t.test("a role given to another user by a session ended before it commits is refused: the session's holder gains nothing", async (t) => {
   const accomplice = await api.createUser(tenant.tenantId, { username: 'promoted-accomplice' });
   const delegate = await api.createUser(tenant.tenantId, {
