@@ -496,6 +496,9 @@ export const userHandlers = {
     const wanted = new Set(body.required_profile_keys);
     const keys = PROFILE_KEYS.filter((key) => wanted.has(key));
     const defaultRoleId = await db.tenant(auth.tenantId, async (tx) => {
+      // A default role is a grant to the users provisioned later: judged by the caller's permissions as a demotion
+      // under way leaves them (`lockAdministration`, shared, first, as every holder of that lock takes it).
+      if (body.default_role_id !== undefined) await lockAdministration(tx, auth, undefined, 'shared');
       // Before reading what it replaces: concurrent updates run in turn, and each one's event
       // records the settings the one before left.
       await lockTenantScope(tx, 'required-profile-keys');

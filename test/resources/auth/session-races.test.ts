@@ -237,6 +237,41 @@ t.test('a delegate demoted while its new role is under way: the demotion is ackn
   t.strictSame(answered, ['create', 'demotion'], 'and the demotion waited for it');
 });
 
+t.test('a delegate demoted while its default role for provisioned users is under way: the demotion waits for it', async (t) => {
+  const delegate = await api.createUser(tenant.tenantId, {
+    username: 'demoted-defaulter',
+    permissions: ['users.administer', 'users.view', 'notifications.send'],
+  });
+  const employee = await roleNamed(api.db, tenant.tenantId, 'Employee');
+  const senders = await api.call(t, 'createRole', { token: admin, body: { name: 'Default senders', permissions: ['notifications.send'] } });
+  t.equal(senders.status, 201);
+  const answered: string[] = [];
+  // The settings are held, so the update, authenticated already, waits in its transaction.
+  let release!: () => void;
+  const released = new Promise<void>((resolve) => (release = resolve));
+  const holder = api.db.tenant(tenant.tenantId, async (tx) => {
+    await lockTenantScope(tx, 'required-profile-keys');
+    await released;
+  });
+  const update = api
+    .call(t, 'updateUserSettings', { token: delegate.token, body: { required_profile_keys: [], default_role_id: senders.body.id } })
+    .then((res) => (answered.push('settings'), res));
+  t.ok((await lockWaiters(api.db, 'pg_advisory_xact_lock')) > 0, 'the update waits for the settings');
+  // The demotion takes notifications.send away: new users may not be given a role listing it by this delegate.
+  const demote = api
+    .call(t, 'updateUser', { token: admin, params: { user: delegate.id }, body: { role_id: employee.id } })
+    .then((res) => (answered.push('demotion'), res));
+  await Promise.race([demote, sleep(1_000)]);
+  release();
+  await holder;
+  const [updated, demoted] = await Promise.all([update, demote]);
+  t.equal(demoted.status, 200);
+  t.equal(updated.status, 200, 'the default role was judged before the demotion');
+  t.strictSame(answered, ['settings', 'demotion'], 'and the demotion waited for it');
+  const next = await api.call(t, 'updateUserSettings', { token: delegate.token, body: { required_profile_keys: [], default_role_id: null } });
+  t.equal(next.status, 403, 'the demoted delegate administers users no more');
+});
+
 t.test('a delegate demoted while its restore with a role is under way: the demotion is acknowledged only after that restore', async (t) => {
   const delegate = await api.createUser(tenant.tenantId, {
     username: 'demoted-restorer',
