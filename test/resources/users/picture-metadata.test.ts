@@ -3,11 +3,12 @@ import { imageSize } from 'image-size';
 import jpeg from 'jpeg-js';
 import { crc32 } from 'node:zlib';
 import t from 'tap';
-import { withoutMetadata } from '../../../src/resources/users/picture-metadata.ts';
+import { jpegSizeHeader, withoutMetadata } from '../../../src/resources/users/picture-metadata.ts';
 import { GIF_1X1, PNG_1X1 } from '../../helpers/multipart.ts';
 import {
   ADOBE_SEGMENT,
   ICC_SEGMENT,
+  exifSegment,
   SECRET_POSITION,
   WEBP_1X1,
   app14Segment,
@@ -173,4 +174,22 @@ t.test('a file whose structure cannot be followed is refused, never stored with 
     ['a GIF header followed by other bytes', Buffer.concat([GIF_1X1.subarray(0, 13), Buffer.from('<script>alert(1)</script>', 'latin1')]), 'image/gif'],
   ];
   for (const [name, file, type] of cuts) t.throws(() => withoutMetadata(file, type, 6), { name: 'UnreadablePicture' }, name);
+});
+
+t.test("a JPEG's size and orientation are read from its header alone, however many segments come before its frame header", async (t) => {
+  // image-size walks every segment before the frame header at a cost each: a file of a million tiny ones held the event
+  // loop for most of a second. It is given the start, the last EXIF block, the frame header and an end, no more.
+  const tables = Buffer.alloc(4 * 1_000_000);
+  for (let at = 0; at < tables.length; at += 4) tables.set([0xff, 0xc4, 0x00, 0x02], at);
+  for (const [name, sent] of [
+    ['plain', plainJpeg()],
+    ['with metadata and orientation 6', jpegWithMetadata(6)],
+    ['a million tables first', jpegWith(tables)],
+    ['a million tables after EXIF (orientation 8)', jpegWith(exifSegment(8), tables)],
+  ] as const) {
+    const header = jpegSizeHeader(sent);
+    t.ok(header.length < 1024, `${name}: ${header.length} bytes read`);
+    t.strictSame(imageSize(header), imageSize(sent), `${name}: the size and orientation image-size reads of the whole file`);
+  }
+  t.throws(() => jpegSizeHeader(jpegWith(tables).subarray(0, 4_000)), { name: 'UnreadablePicture' }, 'no frame header: unreadable');
 });
