@@ -190,10 +190,17 @@ export async function replacePicture(tx: Tx, tenantId: number, userId: number, p
   const written = await tx
     .insert(userProfilePictures)
     .values({ tenantId, userId, ...values })
-    // The inserted row's own time (excluded): Citus refuses a function that is not immutable in DO UPDATE SET.
+    // The inserted row's values (excluded), so that the picture's bytes are sent once, and its time: Citus refuses a
+    // function that is not immutable in DO UPDATE SET.
     .onConflictDoUpdate({
       target: [userProfilePictures.tenantId, userProfilePictures.userId],
-      set: { ...picture, updatedAt: sql`excluded.updated_at` },
+      set: {
+        mediaType: sql`excluded.media_type`,
+        fileName: sql`excluded.file_name`,
+        content: sql`excluded.content`,
+        etag: sql`excluded.etag`,
+        updatedAt: sql`excluded.updated_at`,
+      },
       // The picture stored already, sent again, is no change (docs/audit.md: no event; `updated_at` stays): the same
       // bytes (the ETag is their hash) under the same name and type, all that its URL and its download show. The row
       // is then left as it is, and not returned.
