@@ -9,6 +9,10 @@ export function idArray(ids: readonly (number | null)[]): string {
   return `{${ids.map((id) => (id === null ? 'NULL' : String(Math.trunc(id)))).join(',')}}`;
 }
 
+/** Texts as one PostgreSQL array literal, bound as one parameter and cast by the statement (`::text[]`). */
+export const textArray = (values: readonly string[]) =>
+  `{${values.map((value) => `"${value.includes('"') || value.includes('\\') ? value.replace(/[\\"]/g, '\\$&') : value}"`).join(',')}}`;
+
 /**
  * `column = any(ids)`, the ids sent as one array parameter (`idArray`): an `in` list binds
  * one parameter per id, so a list of more users than PostgreSQL's limit failed (and

@@ -10,7 +10,7 @@
  * client that guards its update with the tag it read overwrite a change it never saw.
  *
  * Reads of what does carry an entity tag (a profile picture) answer 304 when
- * `If-None-Match` matches it (`noneMatch`).
+ * `If-None-Match` matches it (`noneMatchTags`).
  *
  * `If-Unmodified-Since` is ignored: records carry no modification date an answer states
  * (RFC 9110 §13.1.4).
@@ -62,16 +62,15 @@ export function entityTagList(value: string): EntityTagList | undefined {
 const namesAny = (value: string) => entityTagList(value)?.any === true;
 
 /**
- * Whether a read's `If-None-Match` does not hold for a representation whose entity tag is
- * `etag` (`"xyz"`), so that the answer is 304 (RFC 9110 §13.1.2): it is `*`, or one of its
- * tags matches `etag` by the weak comparison (§8.8.3.2: the opaque tags are the same,
- * either or both weak). A field that is no list of `*` or entity tags is ignored.
+ * The entity tags for which a read's `If-None-Match` does not hold, so that the answer is
+ * 304 (RFC 9110 §13.1.2): `'any'` for `*`, else the opaque tags it names without their
+ * quotes, compared by the weak comparison (§8.8.3.2: either or both may be weak). A field
+ * that is no list of `*` or entity tags is ignored (none).
  */
-export function noneMatchFails(ifNoneMatch: string | undefined, etag: string): boolean {
-  if (ifNoneMatch === undefined) return false;
-  const list = entityTagList(ifNoneMatch);
-  if (!list) return false;
-  return list.any || list.tags.some((tag) => tag.opaque === etag);
+export function noneMatchTags(ifNoneMatch: string | undefined): 'any' | string[] {
+  const list = ifNoneMatch === undefined ? undefined : entityTagList(ifNoneMatch);
+  if (!list) return [];
+  return list.any ? 'any' : list.tags.map((tag) => tag.opaque.slice(1, -1));
 }
 
 /** The 412 of a write whose precondition does not hold, or undefined. */

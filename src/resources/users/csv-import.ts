@@ -21,6 +21,7 @@ import type { components } from '../../../generated/api.ts';
 import type { Auth } from '../../platform/auth/auth.ts';
 import type { Tx } from '../../platform/database/database.ts';
 import { missingIds, reportMissing } from '../../platform/database/existence.ts';
+import { textArray } from '../../platform/database/id-list.ts';
 import { JsonArraySpool, jsonObjectOfArrays, type StreamedJson } from '../../platform/http/json-stream.ts';
 import type { Upload } from '../../platform/http/multipart.ts';
 import { coded, fieldMessages, invalid, type FieldErrors, type FieldMessages } from '../../platform/http/problem.ts';
@@ -218,10 +219,6 @@ interface Judging {
  */
 const createUsernameTable = (tx: Tx) =>
   tx.execute(sql`create temporary table csv_import_usernames (username text collate "C" primary key, line integer not null) on commit drop`);
-
-/** A PostgreSQL text[] literal. */
-const textArray = (values: readonly string[]) =>
-  `{${values.map((value) => `"${value.includes('"') || value.includes('\\') ? value.replace(/[\\"]/g, '\\$&') : value}"`).join(',')}}`;
 
 /** Records the batch's usernames (`usernames`: their text[] literal); 422 for the first row (by line) whose username an earlier row holds. */
 async function rememberUsernames(tx: Tx, named: readonly ParsedLine[], usernames: string): Promise<void> {

@@ -7,7 +7,7 @@ import { hashPassword } from '../../platform/auth/passwords.ts';
 import type { Tx } from '../../platform/database/database.ts';
 import type { Body, Context, Handlers } from '../../platform/http/handler.ts';
 import { uploadOf } from '../../platform/http/multipart.ts';
-import { noneMatchFails } from '../../platform/http/preconditions.ts';
+import { noneMatchTags } from '../../platform/http/preconditions.ts';
 import { coded, invalid, notFound, unauthorized } from '../../platform/http/problem.ts';
 import { listRecords, selectRecords, showRecord } from '../../platform/result-controls/listing.ts';
 import { endSessionsAfterPasswordChange, holdSession, verifyOwnPassword } from '../auth/credentials.ts';
@@ -149,13 +149,11 @@ async function servePicture(ctx: Context<'getProfilePicture'> | Context<'getProf
     requirePermissionUnlessSelf(auth, 'users.view', params.user);
     tenantId = auth.tenantId;
   }
-  const picture = await services.db.tenant(tenantId, (tx) => findPicture(tx, params.user));
+  const picture = await services.db.tenant(tenantId, (tx) => findPicture(tx, params.user, noneMatchTags(request.headers['if-none-match'])));
   if (!picture) throw notFound('The profile picture');
-  const etag = `"${picture.etag}"`;
-  const caching = { etag, 'cache-control': 'private, max-age=3600' };
-  if (noneMatchFails(request.headers['if-none-match'], etag)) {
-    return { status: 304 as const, headers: caching };
-  }
+  const caching = { etag: `"${picture.etag}"`, 'cache-control': 'private, max-age=3600' };
+  // No bytes: If-None-Match names the picture's tag.
+  if (picture.content === null) return { status: 304 as const, headers: caching };
   return {
     status: 200 as const,
     body: picture.content,

@@ -7,6 +7,7 @@ import { transactionTenant, type Tx } from '../../platform/database/database.ts'
 import { idempotencyKeys } from '../../platform/http/idempotency.ts';
 import { lockRecord, lockTenantScope } from '../../platform/database/locks.ts';
 import { updateTime } from '../../platform/database/update-time.ts';
+import { textArray } from '../../platform/database/id-list.ts';
 import { forgetAccountFailures } from '../auth/queries.ts';
 import { accessTokens } from '../auth/table.ts';
 import { departmentUsers } from '../departments/table.ts';
@@ -211,14 +212,23 @@ export async function replacePicture(tx: Tx, tenantId: number, userId: number, p
   return written.length > 0;
 }
 
-/** The stored picture of a user who is not deleted, or undefined. */
-export async function findPicture(tx: Tx, userId: number) {
+/**
+ * The stored picture of a user who is not deleted, or undefined. Its `content` is null when
+ * its ETag is one of `known` (`'any'`: whatever it is): a conditional read answered 304
+ * reads no bytes of a picture of up to 5 MiB.
+ */
+export async function findPicture(tx: Tx, userId: number, known: 'any' | string[]) {
+  const content =
+    known === 'any'
+      ? sql<null>`null`
+      : sql<Buffer | null>`case when ${userProfilePictures.etag} = any(${textArray(known)}::text[]) then null else ${userProfilePictures.content} end`;
   const [row] = await tx
     .select({
       mediaType: userProfilePictures.mediaType,
       fileName: userProfilePictures.fileName,
       etag: userProfilePictures.etag,
-      content: userProfilePictures.content,
+      // The driver reads bytea as a Buffer, as the column does.
+      content,
     })
     .from(userProfilePictures)
     .innerJoin(users, and(eq(users.tenantId, userProfilePictures.tenantId), eq(users.id, userProfilePictures.userId)))
