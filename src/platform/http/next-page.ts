@@ -6,6 +6,8 @@
  * the header (`nextPageLink`). No handler writes it.
  */
 
+import { queryParameterName } from './query-string.ts';
+
 /** Query parameters of the next page: a value replaces the parameter, `undefined` removes it. */
 export type NextPage = Readonly<Record<string, string | number | undefined>>;
 
@@ -32,23 +34,6 @@ const encodeTarget = (text: string) =>
   text.replace(/[^A-Za-z0-9\-._~:/?[\]@!$&'()*+,;=%]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase().padStart(2, '0')}`);
 
 /**
- * The top-level name a query parameter sets, as the query-string parser reads it: `offset`
- * for `offset`, `offset[]` and `offset[0]` alike, so that a replaced parameter leaves none
- * of its other spellings behind.
- */
-function parameterName(part: string): string {
-  const raw = part.split('=', 1)[0]!.replace(/\+/g, ' ');
-  let name: string;
-  try {
-    name = decodeURIComponent(raw);
-  } catch {
-    name = raw;
-  }
-  const bracket = name.indexOf('[');
-  return bracket > 0 ? name.slice(0, bracket) : name;
-}
-
-/**
  * The `Link` header value for the next page of the request `url` (path and query as
  * received): a relative reference to the same path with the same query, the parameters
  * `next` names replaced or removed, in the order the client sent the others.
@@ -57,7 +42,9 @@ export function nextPageLink(url: string, next: NextPage): string {
   const question = url.indexOf('?');
   const path = question === -1 ? url : url.slice(0, question);
   const query = question === -1 ? '' : url.slice(question + 1);
-  const kept = query.split('&').filter((part) => part !== '' && !Object.hasOwn(next, parameterName(part)));
+  // A parameter is replaced in every spelling the query parser reads as it (`offset`, `offset[]`, `[offset]`,
+  // `off%73et`): one left behind would make the next page's parameter an array, and the link a 422.
+  const kept = query.split('&').filter((part) => part !== '' && !Object.hasOwn(next, queryParameterName(part) ?? ''));
   const changed = Object.entries(next)
     .filter((entry): entry is [string, string | number] => entry[1] !== undefined)
     .map(([name, value]) => `${encodeURIComponent(name)}=${encodeURIComponent(String(value))}`);

@@ -39,6 +39,11 @@ t.test('the link keeps the path and the other parameters as sent, replacing the 
     '</api/users?limit=1&offset=1>; rel="next"',
     'the bracket spellings the parser reads as the same parameter are replaced too',
   );
+  t.equal(
+    nextPageLink('/api/users?limit=1&[offset]=0&%5Boffset%5D=0&[offset][]=0', { offset: 1 }),
+    '</api/users?limit=1&offset=1>; rel="next"',
+    'so is a name in brackets of its own, which the parser reads as the name',
+  );
   t.equal(nextPageLink('/api/users', { offset: 1 }), '</api/users?offset=1>; rel="next"');
 });
 

@@ -178,6 +178,22 @@ t.test('paging through users with limit yields every user once, in list order, k
   t.strictSame(paged.records, filtered.body, 'the filter and selects carry over to every page');
 });
 
+t.test('the next link leads to the next page whichever spelling of offset the parser read', async (t) => {
+  const app = api.atrium.app!;
+  const all = await api.call(t, 'listUsers', { token: tenant.adminToken, query: { selects: 'id' } });
+  // The query parser reads `[offset]` and `%5Boffset%5D` as `offset`: a link keeping them beside the new offset would
+  // send two, read as an array (422).
+  for (const spelling of ['[offset]=0', '%5Boffset%5D=0', '[offset][]=0']) {
+    const headers = { authorization: `Bearer ${tenant.adminToken}` };
+    const first = await app.inject({ method: 'GET', url: `/api/users?selects=id&limit=5&${spelling}`, headers });
+    t.strictSame([first.statusCode, first.json()], [200, all.body.slice(0, 5)], spelling);
+    const link = /^<([^>]*)>; rel="next"$/.exec(String(first.headers.link))?.[1];
+    t.ok(link, `a next link: ${String(first.headers.link)}`);
+    const next = await app.inject({ method: 'GET', url: link!, headers });
+    t.strictSame([next.statusCode, next.json()], [200, all.body.slice(5, 10)], `${link}: the next page`);
+  }
+});
+
 t.test('every list that takes limit takes offset and declares the Link header, marked as extensions', async (t) => {
   interface Declared {
     $ref?: string;
