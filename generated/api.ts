@@ -7811,7 +7811,8 @@ export interface components {
          * @description The request could not be read. A JSON body that is not valid JSON, nests arrays and
          *     objects more than 64 levels deep or escapes half of a surrogate pair (`"\ud800"`);
          *     a `Content-Type: application/json` without a body; a malformed multipart body;
-         *     malformed percent-encoding in a path segment; or a request that is not well-formed
+         *     malformed percent-encoding in a path segment or the query string (escapes that do
+         *     not spell UTF-8, such as `%FF`, or a lone `%`); or a request that is not well-formed
          *     HTTP (answered before any operation runs, without rate-limit headers, and the
          *     connection is closed), or an HTTP/1.1 request without a `Host` header. Every
          *     operation but a `GET` reads a JSON body sent to it, whether or not it takes one. An

@@ -5,6 +5,8 @@
  * `filter[constructor]`, are kept as plain keys and judged like any unknown key).
  *
  * A key naming `__proto__` (`filter[__proto__]=1`) is refused, 400: qs drops such keys.
+ * So is a key or value whose percent-encoding does not decode (`%FF`, a lone `%`), which qs
+ * would keep as the characters sent.
  *
  * A query string beyond qs's limits (more than MAX_QUERY_PARAMETERS parameters, an array of
  * more than MAX_QUERY_ARRAY_ITEMS) is refused, 400, rather than read in part: qs would
@@ -25,9 +27,21 @@ const NESTING = { depth: 2, plainObjects: true } as const;
 /** Where a refused query string carries qs's reason. */
 const REFUSED = Symbol('query string refused');
 
+/** Whether a key or value of a query string decodes: every `%` starts an escape, and the escapes spell UTF-8. */
+function isPercentEncoded(text: string): boolean {
+  if (!text.includes('%')) return true;
+  try {
+    decodeURIComponent(text);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 export function parseQueryString(query: string): Record<string, unknown> {
   try {
     let prototypeKey = false;
+    let malformed = false;
     const parsed = qs.parse(query, {
       ...NESTING,
       parameterLimit: MAX_QUERY_PARAMETERS,
@@ -36,12 +50,16 @@ export function parseQueryString(query: string): Record<string, unknown> {
       // qs drops every `__proto__` key, even into null-prototype objects: `filter[__proto__]=1` would be read as no
       // filter at all. Such a key is refused instead (400), as the JSON bodies' is.
       decoder(text, decode, charset, type) {
+        // qs keeps text it cannot decode as it was sent (`%FF`, `%E9t%E9` from a Latin-1 form, a lone `%`): the value
+        // would be read as those characters, a question the client did not ask. Refused instead (400), as such a path is.
+        if (!isPercentEncoded(text)) malformed = true;
         const decoded = decode(text, decode, charset);
         // A segment of the key, as qs reads `a[b][c]`; `x__proto__y` is a key like any other.
         if (type === 'key' && decoded.split(/[[\]]/).includes('__proto__')) prototypeKey = true;
         return decoded;
       },
     });
+    if (malformed) return { [REFUSED]: 'it is not valid percent-encoded UTF-8' };
     return prototypeKey ? { [REFUSED]: 'a key names __proto__' } : parsed;
   } catch (error) {
     // qs's limits throw a RangeError that names the limit, and nothing of the query.

@@ -136,6 +136,18 @@ t.test(`a query string of more than ${MAX_QUERY_PARAMETERS} parameters is refuse
   t.strictSame(within.json(), [], 'within the limit, the filter holds');
 });
 
+t.test('a query string whose percent-encoding does not decode is refused, as such a path is, not read as the text sent', async (t) => {
+  // `%E9t%E9` is "été" from a Latin-1 form: read as those nine characters, the filter would answer a question never asked.
+  for (const query of ['filter[text]=%E9t%E9', 'filter[text]=%FF', 'filter[text]=100%', 'selects=%E0%A4%A', 'filter[te%FFxt]=a', 'cache=%ED%A0%80']) {
+    const refused = await app.inject({ method: 'GET', url: `/api/users?${query}`, headers: bearer(token) });
+    t.equal(refused.statusCode, 400, `${query} is refused`);
+    t.match(refused.headers['content-type'], PROBLEM);
+    t.match(refused.json(), { code: 'malformed_request', detail: /percent-encoded/ });
+  }
+  const encoded = await app.inject({ method: 'GET', url: '/api/users?filter[text]=%C3%A9t%C3%A9%20100%25+a', headers: bearer(token) });
+  t.strictSame([encoded.statusCode, encoded.json()], [200, []], 'UTF-8 percent-encoding, `%25` and `+` are read as ever');
+});
+
 t.test('the validator enforces the int32 and int64 formats on text and JSON values alike', async (t) => {
   const schema = {
     type: 'object',
