@@ -215,19 +215,23 @@ export async function replacePicture(tx: Tx, tenantId: number, userId: number, p
 /**
  * The stored picture of a user who is not deleted, or undefined. Its `content` is null when
  * its ETag is one of `known` (`'any'`: whatever it is): a conditional read answered 304
- * reads no bytes of a picture of up to 5 MiB.
+ * reads no bytes of a picture of up to 5 MiB. The bytes come as base64 text, which the
+ * server encodes and Node decodes natively: the driver's hex text of a `bytea` is half as
+ * long again, and decoding it held the event loop about twice as long
+ * (docs/performance.md#profile-pictures).
  */
 export async function findPicture(tx: Tx, userId: number, known: 'any' | string[]) {
   const content =
     known === 'any'
       ? sql<null>`null`
-      : sql<Buffer | null>`case when ${userProfilePictures.etag} = any(${textArray(known)}::text[]) then null else ${userProfilePictures.content} end`;
+      : sql<Buffer | null>`case when ${userProfilePictures.etag} = any(${textArray(known)}::text[]) then null else encode(${userProfilePictures.content}, 'base64') end`.mapWith(
+          (v: string | null) => (v === null ? null : Buffer.from(v, 'base64')),
+        );
   const [row] = await tx
     .select({
       mediaType: userProfilePictures.mediaType,
       fileName: userProfilePictures.fileName,
       etag: userProfilePictures.etag,
-      // The driver reads bytea as a Buffer, as the column does.
       content,
     })
     .from(userProfilePictures)
