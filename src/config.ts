@@ -444,10 +444,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     if (value !== undefined && value !== '') data[name] = value;
   }
   // Ajv reads an integer's text as Number() does, "0x10", "3e3" and " 3300" included: an integer variable is decimal digits only.
+  // Of 309 digits or more Number() makes Infinity, which Ajv takes for an integer within any bounds.
   const lines = new Map<string, string>();
   for (const [name, spec] of Object.entries(environmentSchema.properties) as [string, { type?: string; description: string }][]) {
     const value = data[name];
-    if (spec.type === 'integer' && value !== undefined && !/^\d+$/.test(value)) {
+    if (spec.type === 'integer' && value !== undefined && !(/^\d+$/.test(value) && Number.isSafeInteger(Number(value)))) {
       lines.set(name, `${name}: ${JSON.stringify(value)} is not accepted; expected ${spec.description}`);
       delete data[name];
     }

@@ -102,6 +102,10 @@ t.test('each mistake is one line naming the variable and what it accepts', async
     [{ PORT: ' 3300' }, /^PORT: " 3300" is not accepted/],
     [{ PORT: '3300.0' }, /^PORT: "3300.0" is not accepted/],
     [{ PORT: '-0' }, /^PORT: "-0" is not accepted/],
+    // So many digits that Number() reads them as Infinity: no bound would have held.
+    [{ PORT: '9'.repeat(309) }, /^PORT: "9{309}" is not accepted; expected a TCP port, an integer from 0 to 65535$/],
+    [{ SHUTDOWN_TIMEOUT_MS: '1'.repeat(400) }, /^SHUTDOWN_TIMEOUT_MS: "1{400}" is not accepted; expected a number of milliseconds from 100 to 3600000$/],
+    [{ PASSWORD_MIN_LENGTH: '9'.repeat(400) }, /^PASSWORD_MIN_LENGTH: "9{400}" is not accepted/],
     [{ BODY_LIMIT: '2e3' }, /^BODY_LIMIT: "2e3" is not accepted; expected a number of bytes, at least 1024$/],
     [{ HOST: '999.1.1.1' }, /^HOST: "999.1.1.1" is not accepted; expected an IP address or host name to listen on/],
     [{ HOST: 'not_a_host!' }, /^HOST: "not_a_host!" is not accepted/],
@@ -284,6 +288,8 @@ t.test('the server refuses a bad variable before it starts anything: one line, e
     ['PORT', '99999'],
     ['ATRIUM_SECRET_KEY', 'not-a-key'],
     ['PASSWORD_HASH_COST', 'test'],
+    // Read as Infinity, it stopped only at the listen, with status 1 and "127.0.0.1:Infinity".
+    ['PORT', '9'.repeat(400)],
     // Nothing listens on port 1: a process that took this URL would fail to connect, with status 1.
     ['DATABASE_URL', 'postgres://postgres@127.0.0.1:1/atrium?sslmode=bogus'],
   ] as const) {
