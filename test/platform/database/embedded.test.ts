@@ -7,7 +7,7 @@
  */
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import net from 'node:net';
 import os from 'node:os';
@@ -153,4 +153,45 @@ t.test('an owner that exits without stopping its postmaster stops it on the way 
   // The fast shutdown it asked for takes a moment after the owner has gone.
   for (let waited = 0; alive(pid) && waited < 30_000; waited += 50) await new Promise((resolve) => setTimeout(resolve, 50));
   t.notOk(alive(pid), 'the postmaster is gone');
+});
+
+t.test('the superuser password initdb reads is never in the system temp folder, not even after a start killed during initdb', async (t) => {
+  // A temp folder of its own, open to all as /tmp is (initdb, as root the postgres user, reads the file there).
+  const tmp = mkdtempSync(path.join(os.tmpdir(), 'atrium-initdb-tmp-'));
+  chmodSync(tmp, 0o1777);
+  const dataDir = path.join(os.tmpdir(), `atrium-embedded-killed-${process.pid}-${randomBytes(4).toString('hex')}`);
+  t.teardown(() => rm(tmp, { recursive: true, force: true }));
+  t.teardown(() => rm(dataDir, { recursive: true, force: true }));
+  const atrium = startAtriumProcess(t, { config: {} }, { DATA_DIR: dataDir, TMPDIR: tmp, PORT: '0', LOG_LEVEL: 'silent' });
+  // initdb has begun writing the cluster: it has read the password file, which is kept until it ends.
+  const versionFile = path.join(dataDir, 'pgdata', 'PG_VERSION');
+  for (let waited = 0; !existsSync(versionFile) && waited < 60_000; waited += 10) await new Promise((resolve) => setTimeout(resolve, 10));
+  t.ok(existsSync(versionFile), `initdb runs: ${atrium.output()}`);
+  atrium.child.kill('SIGKILL');
+  await atrium.exited;
+  // initdb, orphaned, finishes the cluster by itself.
+  const initdbRuns = () =>
+    readdirSync('/proc')
+      .filter((entry) => /^\d+$/.test(entry))
+      .some((pid) => {
+        try {
+          return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(`--pgdata=${path.join(dataDir, 'pgdata')}`);
+        } catch {
+          return false;
+        }
+      });
+  for (let waited = 0; initdbRuns() && waited < 60_000; waited += 50) await new Promise((resolve) => setTimeout(resolve, 50));
+  const password = readFileSync(path.join(dataDir, 'superuser-password'), 'utf8').trim();
+  const holding = readdirSync(tmp, { withFileTypes: true })
+    .filter((entry) => entry.isFile() && readFileSync(path.join(tmp, entry.name), 'utf8').includes(password))
+    .map((entry) => entry.name);
+  t.strictSame(holding, [], 'no file of the temp folder, where every user may read it, holds the password');
+  // The next start, on the cluster initdb finished, removes what the killed one left in DATA_DIR.
+  const next = await startEmbeddedPostgres(dataDir, { ownSession: true });
+  t.teardown(() => next.stop());
+  t.strictSame(
+    readdirSync(dataDir).filter((name) => name.startsWith('initdb-')),
+    [],
+    'nothing of it is left in DATA_DIR either',
+  );
 });
