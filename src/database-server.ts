@@ -31,9 +31,10 @@ function embeddedPostgresInstalled(): boolean {
 /**
  * `onLost`, when given (the server process, src/main.ts): the embedded server is started
  * again when it exits without being stopped, and `onLost` is called when it cannot be
- * (docs/fault-tolerance.md#the-embedded-postgresql-dies).
+ * (docs/fault-tolerance.md#the-embedded-postgresql-dies). `command` (the command line): an
+ * embedded server that another command holds is refused, not borrowed.
  */
-export async function openDatabaseServer(config: Config, logger: Logger, onLost?: () => void): Promise<DatabaseServer> {
+export async function openDatabaseServer(config: Config, logger: Logger, onLost?: () => void, command = false): Promise<DatabaseServer> {
   if (config.databaseUrl) return { url: config.databaseUrl, stop: async () => {} };
   if (!embeddedPostgresInstalled()) {
     throw new Error('DATABASE_URL is not set and this installation has no embedded PostgreSQL (the container image leaves it out): set DATABASE_URL');
@@ -43,6 +44,7 @@ export async function openDatabaseServer(config: Config, logger: Logger, onLost?
   return startEmbeddedPostgres(config.dataDir, {
     log: (line) => logger.debug({ postgres: line }),
     ownSession: true,
+    command,
     restart: onLost && {
       exited: (pid, how) => logger.error({ postmaster: pid, exit: how }, 'the embedded PostgreSQL exited unexpectedly; starting it again'),
       restarted: () => logger.info('the embedded PostgreSQL accepts connections again'),

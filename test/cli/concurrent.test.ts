@@ -1,0 +1,75 @@
+/**
+ * Two commands at once on the embedded PostgreSQL: the one that started the server stops it
+ * when its work is done, so another command refuses to borrow it, with one line saying so,
+ * rather than fail half-way when it stops (docs/running.md).
+ */
+import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import t, { type Test } from 'tap';
+
+t.setTimeout(300_000);
+
+const root = path.resolve(import.meta.dirname, '../..');
+const dataDir = path.join(os.tmpdir(), `atrium-cli-concurrent-${randomBytes(4).toString('hex')}`);
+t.teardown(() => rm(dataDir, { recursive: true, force: true }));
+
+interface Command {
+  child: ChildProcessWithoutNullStreams;
+  exited: Promise<number | null>;
+  output(): string;
+}
+
+function atrium(t: Test, args: string[]): Command {
+  const env: NodeJS.ProcessEnv = { ...process.env, DATA_DIR: dataDir, LOG_LEVEL: 'debug' };
+  delete env.DATABASE_URL;
+  delete env.ATRIUM_APP_DATABASE_URL;
+  const child = spawn(process.execPath, ['bin/atrium.js', ...args], { cwd: root, env, stdio: ['pipe', 'pipe', 'pipe'] });
+  let output = '';
+  child.stdout.on('data', (chunk) => (output += chunk));
+  child.stderr.on('data', (chunk) => (output += chunk));
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  t.teardown(async () => {
+    if (child.exitCode === null && child.signalCode === null) {
+      child.kill('SIGKILL');
+      await exited;
+    }
+  });
+  return { child, exited, output: () => output };
+}
+
+async function until(command: Command, text: string): Promise<void> {
+  while (!command.output().includes(text)) {
+    if (command.child.exitCode !== null) throw new Error(`the command exited:\n${command.output()}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+t.test('a command started while another runs the embedded PostgreSQL refuses, and changes nothing; the first goes on', async (t) => {
+  const migrate = atrium(t, ['migrate']);
+  t.equal(await migrate.exited, 0, 'the data folder and the demo tenant are there');
+
+  // It waits for the password on standard input once its database is open: a command in progress.
+  const setPassword = ['user:set-password', '--tenant', 'demo', '--username', 'admin'];
+  const first = atrium(t, setPassword);
+  await until(first, 'database system is ready to accept connections');
+  const second = atrium(t, setPassword);
+  second.child.stdin.end('second-new-password\n');
+  t.not(await second.exited, 0, 'the second command fails');
+  const lines = second
+    .output()
+    .split('\n')
+    .filter((line) => line.startsWith('atrium:'));
+  t.match(
+    lines.join('\n'),
+    new RegExp(`another command \\(pid ${first.child.pid}\\) runs the embedded PostgreSQL of .* run one command at a time`),
+    'saying why',
+  );
+  t.notMatch(second.output(), /password of admin in tenant demo set/, 'having set nothing');
+
+  first.child.stdin.end('first-new-password\n');
+  t.equal(await first.exited, 0, 'the first command is done, on the server it started');
+  t.match(first.output(), /password of admin in tenant demo set/);
+});
