@@ -73,10 +73,13 @@ const SECRET_ASSIGNMENT = new RegExp(
 );
 
 /**
- * A filter that names a password (SCIM's `filter=password eq "…"`, `filter[password]=…`):
- * refused, as no password is filterable, but what it compares with is one.
+ * A filter that names a password (SCIM's `filter=password eq "…"`, `filter[password]=…`, and
+ * `[filter]=…`, which the query parser reads as `filter`): refused, as no password is
+ * filterable, but what it compares with is one.
  */
-const PASSWORD_FILTER = /^\s*filter\b[^]*password/i;
+const FILTER_START = /^\s*filter\b/i;
+const namesPasswordFilter = (names: string[], decoded: string) =>
+  /password/i.test(decoded) && (FILTER_START.test(decoded) || names.some((name) => name.trim().toLowerCase() === 'filter'));
 
 /** A percent-encoded `=` (`%3D`, or encoded again: `%253D`) and all that follows it. */
 const ENCODED_EQUALS = /%(?:25)*3d[^]*/i;
@@ -117,7 +120,7 @@ export function redactUrl(target: string, method?: string): string {
       if ([bare, parsed].some((candidate) => SECRET_QUERY_NAMES.has(candidate.trim().toLowerCase()))) {
         return `${name.replace(ENCODED_EQUALS, '')}=[redacted]`;
       }
-      if (PASSWORD_FILTER.test(decodeQueryName(pair))) return `${name.replace(ENCODED_EQUALS, '')}=[redacted]`;
+      if (namesPasswordFilter([bare, parsed], decodeQueryName(pair))) return `${name.replace(ENCODED_EQUALS, '')}=[redacted]`;
       if (!SECRET_ASSIGNMENT.test(decodeQueryName(pair))) return pair;
       // The whole pair goes but its plain start: where the credential starts in it is the parser's guess.
       return `${pair.split(/[;%=+&]/, 1)[0]}=[redacted]`;

@@ -289,6 +289,10 @@ t.test('a filter that names a password is kept out of request logs, other filter
     '/scim/v2/Users?filter%3Dpassword%20eq%20%22SECRET-3%22',
     '/api/users?filter[password]=SECRET-4',
     '/api/users?filter%5Bpassword%5D=SECRET-5',
+    // Names the query parser reads as `filter`.
+    '/scim/v2/Users?[filter]=password%20eq%20%22SECRET-6%22',
+    '/scim/v2/Users?%5Bfilter%5D=password%20eq%20%22SECRET-7%22',
+    '/api/users?[filter][password]=SECRET-8',
   ];
   for (const url of queries) t.ok((await logged.inject({ method: 'GET', url })).statusCode < 500, url);
   await logged.inject({ method: 'GET', url: '/scim/v2/Users?filter=userName%20eq%20%22kept%22' });
