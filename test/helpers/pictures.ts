@@ -16,7 +16,7 @@ export const WEBP_1X1 = Buffer.from('UklGRhoAAABXRUJQVlA4TA0AAAAvAAAAEAcQERGIiP4
 export const SECRET_POSITION = { latitude: 48 + 51 / 60 + 24 / 3600, longitude: 2 + 21 / 60 + 3 / 3600 };
 
 /** A JPEG segment: marker, length (counting itself), payload. */
-function segment(marker: number, payload: Buffer): Buffer {
+export function segment(marker: number, payload: Buffer): Buffer {
   const head = Buffer.alloc(4);
   head.writeUInt16BE(0xff00 | marker, 0);
   head.writeUInt16BE(payload.length + 2, 2);

@@ -105,8 +105,9 @@ const ADOBE_LENGTH = 12;
  * COM (comments) go.
  */
 function keptJpegSegment(marker: number, jpeg: Buffer, at: number, end: number): Buffer | boolean {
-  // The image's own segments (frame, tables, scans) are kept as they are, without a look at their bytes.
-  if (marker < 0xe0 && marker !== 0xfe) return true;
+  // The image's own segments (frame, tables, scans, and JPG0–JPG13 after the APPn, as JPEG-LS's) are kept as they
+  // are, without a look at their bytes.
+  if (marker < 0xe0 || (marker >= 0xf0 && marker !== 0xfe)) return true;
   const payload = at + 4;
   if (marker === 0xe0) {
     // JFIF: identifier, version, units, densities (14 bytes), then a thumbnail's size and pixels, which go.
@@ -163,6 +164,9 @@ export function jpegSizeHeader(jpeg: Buffer): Buffer {
     at = end;
   }
 }
+
+/** What image-size is given of a picture of `mediaType` for its size and orientation: a JPEG's header alone (`jpegSizeHeader`). */
+export const sizeReading = (content: Buffer, mediaType: string): Buffer => (mediaType === 'image/jpeg' ? jpegSizeHeader(content) : content);
 
 /** EXIF (APP1) holding only the orientation tag: a big-endian TIFF header and one IFD of one SHORT entry. */
 function orientationSegment(orientation: number): Buffer {

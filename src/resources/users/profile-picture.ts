@@ -7,7 +7,7 @@ import { createHash } from 'node:crypto';
 import type { Upload } from '../../platform/http/multipart.ts';
 import { ProblemError, coded, invalid } from '../../platform/http/problem.ts';
 import type { Secrets } from '../../platform/secrets/secrets.ts';
-import { UnreadablePicture, gifExtent, jpegSizeHeader, withoutMetadata } from './picture-metadata.ts';
+import { UnreadablePicture, gifExtent, sizeReading, withoutMetadata } from './picture-metadata.ts';
 
 export const PICTURE_MAX_BYTES = 5 * 1024 * 1024;
 /** The largest picture, in pixels: a side, and in all (a 48-megapixel phone photo fits). */
@@ -68,7 +68,7 @@ export async function acceptPicture(upload: Pick<Upload, 'size' | 'content' | 'f
   let size: { width?: number; height?: number; orientation?: number };
   try {
     // A JPEG's header alone: image-size walks every segment before its frame header, each at some cost.
-    size = imageSize(type.mediaType === 'image/jpeg' ? jpegSizeHeader(content) : content);
+    size = imageSize(sizeReading(content, type.mediaType));
   } catch {
     throw notAnImage();
   }

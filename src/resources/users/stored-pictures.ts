@@ -9,7 +9,7 @@ import { SECRET_CHANGED, type AuditSource } from '../../platform/audit/audit.ts'
 import type { Database } from '../../platform/database/database.ts';
 import { lockRecord } from '../../platform/database/locks.ts';
 import { audit, userLabel } from '../audit-events/record.ts';
-import { UnreadablePicture, withoutMetadata } from './picture-metadata.ts';
+import { UnreadablePicture, sizeReading, withoutMetadata } from './picture-metadata.ts';
 import { pictureEtag } from './profile-picture.ts';
 import { findUser } from './queries.ts';
 import { userProfilePictures, users } from './table.ts';
@@ -31,7 +31,8 @@ async function stripped(content: Buffer, mediaType: string): Promise<Buffer | nu
   const { imageSize } = await import('image-size');
   let orientation: number | undefined;
   try {
-    orientation = imageSize(content).orientation;
+    // Read as an upload reads it: a JPEG's header alone.
+    orientation = imageSize(sizeReading(content, mediaType)).orientation;
   } catch {
     return null;
   }

@@ -9,6 +9,7 @@ import {
   ADOBE_SEGMENT,
   ICC_SEGMENT,
   exifSegment,
+  segment,
   SECRET_POSITION,
   WEBP_1X1,
   app14Segment,
@@ -192,4 +193,13 @@ t.test("a JPEG's size and orientation are read from its header alone, however ma
     t.strictSame(imageSize(header), imageSize(sent), `${name}: the size and orientation image-size reads of the whole file`);
   }
   t.throws(() => jpegSizeHeader(jpegWith(tables).subarray(0, 4_000)), { name: 'UnreadablePicture' }, 'no frame header: unreadable');
+});
+
+t.test('segments of JPEG extensions (JPG0 to JPG13: JPEG-LS) are kept as sent; APP1 to APP15 and comments go', async (t) => {
+  for (const marker of [0xf0, 0xf7, 0xf8, 0xfd]) {
+    const sent = jpegWith(segment(marker, Buffer.from('extension', 'latin1')));
+    t.ok(withoutMetadata(sent, 'image/jpeg').equals(sent), `0x${marker.toString(16)}: kept`);
+  }
+  for (const marker of [0xe1, 0xef, 0xfe])
+    t.ok(withoutMetadata(jpegWith(segment(marker, Buffer.from('SECRET', 'latin1'))), 'image/jpeg').equals(plainJpeg()), `0x${marker.toString(16)}: gone`);
 });
