@@ -33,7 +33,7 @@ export async function deliverDispatch(services: Services, dispatch: Dispatch, ba
     await queuePushes(services, found, after, batch.last, turn);
     after = batch.last;
   }
-  await db.tenant(dispatch.tenantId, (tx) => markDispatchDelivered(tx, found.id));
+  await db.tenant(dispatch.tenantId, (tx) => markDispatchDelivered(tx, found));
   if (services.config.smtpUrl) {
     await services.jobs.send(emailNotifications, { tenantId: dispatch.tenantId, dispatchId: dispatch.dispatchId }, { singletonKey: dispatch.dispatchId });
   }
@@ -56,12 +56,14 @@ async function queuePushes(services: Services, dispatch: DispatchRow, after: num
     // Deleted by a reset: nothing of it is left to push.
     if (queued === undefined) return last;
     if (last <= queued) return queued;
+    // Queued at once, before this transaction commits (not `sendCommitted`): should the commit fail, a later run queues
+    // the batch again, within the at-least-once the docs allow (docs/notifications.md).
     await services.jobs.send(
       sendPushJob,
       { tenantId: dispatch.tenantId, dispatchId: dispatch.id, afterUserId: Math.max(after, queued), lastUserId: last, turn },
       pushPriority(turn),
     );
-    await recordPushedThrough(tx, dispatch.id, last);
+    await recordPushedThrough(tx, dispatch, last);
     return last;
   });
   dispatch.pushedThrough = pushedThrough;

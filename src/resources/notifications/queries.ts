@@ -86,6 +86,10 @@ const settingDeclines = sql`(
 
 const idArray = (ids: number[]) => `{${ids.map((id) => Math.trunc(id)).join(',')}}`;
 
+/** The dispatch by its id and its tenant: Citus routes (and locks rows of) only a statement that names the tenant. */
+const dispatchNamed = (dispatch: Pick<DispatchRow, 'tenantId' | 'id'>) =>
+  and(eq(notificationDispatches.tenantId, dispatch.tenantId), eq(notificationDispatches.id, dispatch.id));
+
 /**
  * Stores the next batch of a dispatch's notifications: recipients (direct users ∪
  * department members, each once; group accounts, inactive and deleted users skipped, and
@@ -105,11 +109,7 @@ export async function storeNotificationBatch(
   // The dispatch is held until the batch commits (named by its tenant: Citus locks rows only in a statement that names
   // its shard). A reset deletes the dispatches before the notifications, so one under way waits for the batch and then
   // deletes it too; a dispatch a reset deleted first stores nothing more, and its delivery ends.
-  const [held] = await tx
-    .select({ id: notificationDispatches.id })
-    .from(notificationDispatches)
-    .where(and(eq(notificationDispatches.tenantId, dispatch.tenantId), eq(notificationDispatches.id, dispatch.id)))
-    .for('key share');
+  const [held] = await tx.select({ id: notificationDispatches.id }).from(notificationDispatches).where(dispatchNamed(dispatch)).for('key share');
   if (!held) return { last: null, stored: 0 };
   const [row] = await tx.execute<{ last: string | null; stored: number }>(sql`
     with setting as (
@@ -153,22 +153,22 @@ export async function holdPushedThrough(tx: Tx, dispatch: Pick<DispatchRow, 'ten
   const [row] = await tx
     .select({ pushedThrough: notificationDispatches.pushedThrough })
     .from(notificationDispatches)
-    .where(and(eq(notificationDispatches.tenantId, dispatch.tenantId), eq(notificationDispatches.id, dispatch.id)))
+    .where(dispatchNamed(dispatch))
     .for('no key update');
   return row?.pushedThrough;
 }
 
 /** Remembers that push jobs are queued for the dispatch's recipients up to user id `last`. */
-export async function recordPushedThrough(tx: Tx, dispatchId: string, last: number): Promise<void> {
-  await tx.update(notificationDispatches).set({ pushedThrough: last }).where(eq(notificationDispatches.id, dispatchId));
+export async function recordPushedThrough(tx: Tx, dispatch: Pick<DispatchRow, 'tenantId' | 'id'>, last: number): Promise<void> {
+  await tx.update(notificationDispatches).set({ pushedThrough: last }).where(dispatchNamed(dispatch));
 }
 
 /** Marks a dispatch delivered: every batch is stored. */
-export async function markDispatchDelivered(tx: Tx, dispatchId: string): Promise<void> {
+export async function markDispatchDelivered(tx: Tx, dispatch: Pick<DispatchRow, 'tenantId' | 'id'>): Promise<void> {
   await tx
     .update(notificationDispatches)
     .set({ deliveredAt: sql`now()` })
-    .where(eq(notificationDispatches.id, dispatchId));
+    .where(dispatchNamed(dispatch));
 }
 
 /**
