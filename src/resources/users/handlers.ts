@@ -344,6 +344,9 @@ export const userHandlers = {
     if (!upload) throw invalid({ profile_picture: [coded('file_required', 'must be an image file part')] });
     const picture = await acceptPicture(upload);
     const body = await services.db.tenant(auth.tenantId, async (tx) => {
+      // Another user's picture is a write of another user, judged as `updateUser` judges one: by the caller's
+      // permissions as a demotion under way leaves them (`lockAdministration`, shared, before any row is locked).
+      if (params.user !== auth.userId) await lockAdministration(tx, auth, undefined, 'shared');
       // The user's row first, as a blackout or a delete takes it: the user is then read as they left it (a picture
       // stored behind a blackout would outlive it).
       await lockRecord(tx, users, params.user);

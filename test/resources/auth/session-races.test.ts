@@ -24,6 +24,7 @@ import {
   storeNotification,
 } from '../../helpers/fixtures.ts';
 import { browserSubscription } from '../../helpers/push-service.ts';
+import { PNG_1X1, multipart } from '../../helpers/multipart.ts';
 import { wireClient } from '../../helpers/http-client.ts';
 import { eventually } from '../../helpers/eventually.ts';
 
@@ -300,14 +301,9 @@ t.test('a delegate demoted while its restore with a role is under way: the demot
   const [row] = await api.db.owner.execute<{ roleId: number; deleted: boolean }>(
     sql`select role_id::int as "roleId", deleted_at is not null as deleted from users where tenant_id = ${tenant.tenantId} and id = ${returning.id}`,
   );
-  if (answered[0] === 'demotion') {
-    t.equal(restored.status, 403, 'a restore judged after the demotion is refused');
-    t.ok(row!.deleted, 'the user stays deleted');
-    t.not(row!.roleId, senders.body.id, 'without the role');
-  } else {
-    t.equal(restored.status, 200, 'the restore was judged before the demotion');
-    t.equal(row!.roleId, senders.body.id);
-  }
+  t.strictSame(answered, ['restore', 'demotion'], 'the demotion waited for the restore');
+  t.equal(restored.status, 200, 'the restore was judged before the demotion');
+  t.equal(row!.roleId, senders.body.id);
 });
 
 t.test('a delegate demoted while its password set is under way: the demotion is acknowledged only after that set', async (t) => {
@@ -334,15 +330,39 @@ t.test('a delegate demoted while its password set is under way: the demotion is 
   const [set, demoted] = await Promise.all([reset, demote]);
   t.equal(demoted.status, 200);
   const signIn = (password: string) => api.call(t, 'login', { body: { tenant: 'session-races', username: holder.username, password } });
-  if (answered[0] === 'demotion') {
-    t.equal(set.status, 403, 'a password set judged after the demotion is refused');
-    t.equal((await signIn('a password of my choosing')).status, 401, 'the password was not set');
-    t.equal((await signIn(holder.password)).status, 200, 'the old one still signs in');
-  } else {
-    t.equal(set.status, 200, 'the password set was judged before the demotion');
-  }
+  t.strictSame(answered, ['reset', 'demotion'], 'the demotion waited for the password set');
+  t.equal(set.status, 200, 'the password set was judged before the demotion');
+  t.equal((await signIn('a password of my choosing')).status, 200, 'and made');
   const next = await api.call(t, 'updateUser', { token: delegate.token, params: { user: holder.id }, body: { password: 'another of my choosing' } });
   t.equal(next.status, 403, 'the next password set is refused');
+});
+
+t.test("a delegate demoted while its upload of another user's picture is under way: the demotion waits for it", async (t) => {
+  const pictured = await api.createUser(tenant.tenantId, { username: 'pictured-sender', permissions: ['notifications.send'] });
+  const delegate = await api.createUser(tenant.tenantId, {
+    username: 'demoted-photographer',
+    permissions: ['users.administer', 'users.view', 'notifications.send'],
+  });
+  const employee = await roleNamed(api.db, tenant.tenantId, 'Employee');
+  const answered: string[] = [];
+  // The user's row is held, so the upload, authenticated already, waits in its transaction.
+  const held = await holdRows(api.db, sql`select 1 from users where tenant_id = ${tenant.tenantId} and id = ${pictured.id} for no key update`);
+  const form = await multipart({ profile_picture: { content: PNG_1X1, fileName: 'p.png', type: 'image/png' } });
+  const upload = api
+    .call(t, 'uploadProfilePicture', { token: delegate.token, params: { user: pictured.id }, ...form })
+    .then((res) => (answered.push('upload'), res));
+  t.ok((await lockWaiters(api.db, 'for')) > 0, 'the upload waits');
+  const demote = api
+    .call(t, 'updateUser', { token: admin, params: { user: delegate.id }, body: { role_id: employee.id } })
+    .then((res) => (answered.push('demotion'), res));
+  await Promise.race([demote, sleep(1_000)]);
+  await held.release();
+  const [uploaded, demoted] = await Promise.all([upload, demote]);
+  t.equal(demoted.status, 200);
+  t.strictSame(answered, ['upload', 'demotion'], 'the demotion waited for the upload');
+  t.equal(uploaded.status, 200, 'the upload was judged before the demotion');
+  const next = await api.call(t, 'uploadProfilePicture', { token: delegate.token, params: { user: pictured.id }, ...form });
+  t.equal(next.status, 403, 'the next upload is refused');
 });
 
 t.test("a role given to another user by a session ended before it commits is refused: the session's holder gains nothing", async (t) => {
