@@ -109,15 +109,18 @@ function runningPostmaster(pgdata: string): { pid: number; port: number } | null
 /**
  * Who stops the postmaster of a data dir: the process that started it, or one that took
  * over a postmaster whose starter is gone (killed with SIGKILL, as `tsx watch` does to a
- * process slow to stop). Written as that process's pid beside pgdata, and ` command` when
- * it is a command (`EmbeddedOptions.command`), which stops it when its work is done.
+ * process slow to stop). Written as that process's pid beside pgdata; a command
+ * (`EmbeddedOptions.command`), which stops it when its work is done, writes its pid in a
+ * second file too, which processes of earlier versions do not read.
  */
 const ownerFile = (dataDir: string) => path.join(dataDir, 'postmaster.owner');
+const commandFile = (dataDir: string) => path.join(dataDir, 'postmaster.owner-command');
+
+const pidIn = (file: string) => (existsSync(file) ? Number(readFileSync(file, 'utf8').trim()) : NaN);
 
 function ownerOf(dataDir: string): { pid: number; command: boolean } | null {
-  const [first, kind] = existsSync(ownerFile(dataDir)) ? readFileSync(ownerFile(dataDir), 'utf8').trim().split(' ') : [];
-  const pid = Number(first);
-  return Number.isInteger(pid) && pid > 0 && pid !== process.pid && isAlive(pid) ? { pid, command: kind === 'command' } : null;
+  const pid = pidIn(ownerFile(dataDir));
+  return Number.isInteger(pid) && pid > 0 && pid !== process.pid && isAlive(pid) ? { pid, command: pidIn(commandFile(dataDir)) === pid } : null;
 }
 
 /**
@@ -126,13 +129,16 @@ function ownerOf(dataDir: string): { pid: number; command: boolean } | null {
  * session of its own would otherwise outlive its owner.
  */
 function ownPostmaster(dataDir: string, command: boolean, stopNow: () => void, stopAndWait: () => Promise<void>): () => Promise<void> {
-  writeFileSync(ownerFile(dataDir), command ? `${process.pid} command` : String(process.pid));
+  writeFileSync(ownerFile(dataDir), String(process.pid));
+  if (command) writeFileSync(commandFile(dataDir), String(process.pid));
+  else rmSync(commandFile(dataDir), { force: true });
   process.on('exit', stopNow);
   let stopping: Promise<void> | undefined;
   return () =>
     (stopping ??= stopAndWait().finally(() => {
       process.removeListener('exit', stopNow);
       rmSync(ownerFile(dataDir), { force: true });
+      rmSync(commandFile(dataDir), { force: true });
     }));
 }
 
