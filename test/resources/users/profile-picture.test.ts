@@ -7,6 +7,7 @@ import { GIF_1X1, PNG_1X1, multipart } from '../../helpers/multipart.ts';
 import { ADOBE_SEGMENT, animatedPng, animatedPngWithMetadata, app14Segment, jpegWith, jpegWithMetadata, plainJpeg } from '../../helpers/pictures.ts';
 import { departmentUsers } from '../../../src/resources/departments/table.ts';
 import { signedPictureUrl } from '../../../src/resources/users/profile-picture.ts';
+import { findPicture } from '../../../src/resources/users/queries.ts';
 import { userProfilePictures, users } from '../../../src/resources/users/table.ts';
 
 const api = await startTestApi(t);
@@ -116,6 +117,19 @@ t.test('If-None-Match is read as RFC 9110 writes it: `*`, or entity tags that ma
     t.equal(answer.status, 200, `If-None-Match: ${other}`);
     t.ok(answer.raw.equals(PNG_1X1), 'with the stored bytes');
   }
+});
+
+t.test('a read whose If-None-Match names the picture reads none of its bytes', async (t) => {
+  const form = await multipart({ ...createFields(), profile_picture: { content: PNG_1X1, fileName: 'a.png', type: 'image/png' } });
+  const created = await api.call(t, 'createUser', { token: admin, ...form });
+  const { user } = parseUrl(created.body.profile_picture_url);
+  const read = (known: 'any' | string[]) => api.db.tenant(tenant.tenantId, (tx) => findPicture(tx, user, known));
+  const stored = await read([]);
+  t.ok(stored?.content?.equals(PNG_1X1), 'without tags: the bytes');
+  t.equal((await read([stored!.etag]))?.content, null, 'its tag: no bytes');
+  t.equal((await read(['other', stored!.etag]))?.content, null, 'its tag in a list: no bytes');
+  t.equal((await read('any'))?.content, null, '`*`: no bytes');
+  t.ok((await read(['other']))?.content?.equals(PNG_1X1), 'another tag: the bytes');
 });
 
 t.test('the download name is written as RFC 8187 allows, whatever name the URL asks for', async (t) => {
