@@ -31,8 +31,9 @@ function embeddedPostgresInstalled(): boolean {
 /**
  * `onLost`, when given (the server process, src/main.ts): the embedded server is started
  * again when it exits without being stopped, and `onLost` is called when it cannot be
- * (docs/fault-tolerance.md#the-embedded-postgresql-dies). `command` (the command line): an
- * embedded server that another command holds is refused, not borrowed.
+ * (docs/fault-tolerance.md#the-embedded-postgresql-dies). `command` (the command line): the
+ * embedded server this process starts is stopped when its work is done, so no process
+ * borrows it.
  */
 export async function openDatabaseServer(config: Config, logger: Logger, onLost?: () => void, command = false): Promise<DatabaseServer> {
   if (config.databaseUrl) return { url: config.databaseUrl, stop: async () => {} };

@@ -1,7 +1,7 @@
 /**
  * Two commands at once on the embedded PostgreSQL: the one that started the server stops it
- * when its work is done, so another command refuses to borrow it, with one line saying so,
- * rather than fail half-way when it stops (docs/running.md).
+ * when its work is done, so another command, or a server, refuses to borrow it, with one
+ * line saying so, rather than lose it half-way (docs/running.md).
  */
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -9,6 +9,7 @@ import { rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import t, { type Test } from 'tap';
+import { startAtriumProcess } from '../helpers/processes.ts';
 
 t.setTimeout(300_000);
 
@@ -47,7 +48,7 @@ async function until(command: Command, text: string): Promise<void> {
   }
 }
 
-t.test('a command started while another runs the embedded PostgreSQL refuses, and changes nothing; the first goes on', async (t) => {
+t.test('a command or a server started while a command runs the embedded PostgreSQL refuses, and changes nothing; the first goes on', async (t) => {
   const migrate = atrium(t, ['migrate']);
   t.equal(await migrate.exited, 0, 'the data folder and the demo tenant are there');
 
@@ -55,6 +56,14 @@ t.test('a command started while another runs the embedded PostgreSQL refuses, an
   const setPassword = ['user:set-password', '--tenant', 'demo', '--username', 'admin'];
   const first = atrium(t, setPassword);
   await until(first, 'database system is ready to accept connections');
+  // A server started meanwhile would lose its database when the command ends: it refuses too.
+  const server = startAtriumProcess(t, { config: {} }, { DATA_DIR: dataDir, PORT: '0' });
+  t.not(await server.exited, 0, 'a server does not start on it');
+  t.match(
+    server.output(),
+    new RegExp(`another command \\(pid ${first.child.pid}\\) runs the embedded PostgreSQL of .*: start once it has ended`),
+    'saying why',
+  );
   const second = atrium(t, setPassword);
   second.child.stdin.end('second-new-password\n');
   t.not(await second.exited, 0, 'the second command fails');

@@ -241,7 +241,7 @@ export interface EmbeddedOptions {
   ownSession?: boolean;
   /**
    * This process is a command (`atrium …`): it stops a server it started when its work is
-   * done, so it refuses to borrow one that another command holds, which would stop under it.
+   * done. No process borrows a server that a command holds, which would stop under it.
    */
   command?: boolean;
   /**
@@ -385,9 +385,11 @@ export async function startEmbeddedPostgres(dataDir: string, options: EmbeddedOp
     const runningUrl = running ? urlFor(password, running.port) : null;
     if (running && runningUrl && (await answers(runningUrl))) {
       const owner = ownerOf(dataDir);
-      // A command stops the server when its work is done: another command borrowing it would fail half-way.
-      if (owner?.command && command) {
-        throw new Error(`another command (pid ${owner.pid}) runs the embedded PostgreSQL of ${dataDir} and stops it when it ends: run one command at a time`);
+      // A command stops the server when its work is done: another command, or a server, borrowing it would lose it.
+      if (owner?.command) {
+        throw new Error(
+          `another command (pid ${owner.pid}) runs the embedded PostgreSQL of ${dataDir} and stops it when it ends: ${command ? 'run one command at a time' : 'start once it has ended'}`,
+        );
       }
       if (owner !== null) return { url: runningUrl, appPassword, ownedBy: owner.pid, stop: async () => {} };
       const stop = ownPostmaster(
