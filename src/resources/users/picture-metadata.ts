@@ -135,6 +135,25 @@ const JPEG_END = Buffer.from([0xff, 0xd9]);
 const EMPTY_SEGMENT = Buffer.from([0xff, 0xe0, 0x00, 0x02]);
 
 /**
+ * Where the JPEG marker at or after `at` is: fill bytes (0xFF) before it are passed over, and
+ * so are stray bytes, as decoders pass over them. Both walks of a JPEG (`jpegSizeHeader`,
+ * `jpegWithoutMetadata`) follow its segments so.
+ */
+function jpegMarkerAt(jpeg: Buffer, at: number): number {
+  if (jpeg[at] !== 0xff) at = jpeg.indexOf(0xff, at);
+  while (at !== -1 && jpeg[at] === 0xff && jpeg[at + 1] === 0xff) at++;
+  if (at === -1 || at + 1 >= jpeg.length) throw new UnreadablePicture('no JPEG marker where one belongs');
+  return at;
+}
+
+/** Where the segment whose marker is at `at` (marker, length, payload) ends. */
+function jpegSegmentEnd(jpeg: Buffer, at: number): number {
+  const end = at + 4 <= jpeg.length ? at + 2 + jpeg.readUInt16BE(at + 2) : Infinity;
+  if (end > jpeg.length || end < at + 4) throw new UnreadablePicture('a JPEG segment is cut off');
+  return end;
+}
+
+/**
  * What image-size reads of a JPEG for its size and orientation, and no more: its start,
  * the last EXIF block before its first frame header (or a segment of nothing: image-size
  * looks for the frame header after the first segment), that frame header (SOF0–SOF2, the
@@ -146,15 +165,11 @@ const EMPTY_SEGMENT = Buffer.from([0xff, 0xe0, 0x00, 0x02]);
  */
 export function jpegSizeHeader(jpeg: Buffer): Buffer {
   let exif: Buffer | undefined;
-  let at = 2;
-  for (;;) {
-    if (jpeg[at] !== 0xff) at = jpeg.indexOf(0xff, at);
-    while (at !== -1 && jpeg[at] === 0xff && jpeg[at + 1] === 0xff) at++;
-    if (at === -1 || at + 4 > jpeg.length) throw new UnreadablePicture('no JPEG frame header');
+  for (let at = 2; ;) {
+    at = jpegMarkerAt(jpeg, at);
     const marker = jpeg[at + 1]!;
     if (marker === 0xd9 || marker === 0xda) throw new UnreadablePicture('no JPEG frame header before the image data');
-    const end = at + 2 + jpeg.readUInt16BE(at + 2);
-    if (end > jpeg.length || end < at + 4) throw new UnreadablePicture('a JPEG segment is cut off');
+    const end = jpegSegmentEnd(jpeg, at);
     if (marker >= 0xc0 && marker <= 0xc2) {
       // Precision, height and width: a frame header too short to hold them is none.
       if (end < at + 9) throw new UnreadablePicture('a JPEG frame header is cut off');
@@ -195,12 +210,9 @@ function jpegWithoutMetadata(jpeg: Buffer, orientation: number | undefined): Buf
   kept.range(0, 2);
   // Written before the first segment other than JFIF's, which comes first when present.
   let orientationTag = orientation !== undefined && orientation >= 2 && orientation <= 8 ? orientationSegment(orientation) : undefined;
-  let at = 2;
-  for (;;) {
-    // Fill bytes may precede a marker, and decoders pass over stray bytes before one (they go too).
-    if (jpeg[at] !== 0xff) at = jpeg.indexOf(0xff, at);
-    while (at !== -1 && jpeg[at] === 0xff && jpeg[at + 1] === 0xff) at++;
-    if (at === -1 || at + 1 >= jpeg.length) throw new UnreadablePicture('no JPEG marker where one belongs');
+  for (let at = 2; ;) {
+    // Stray bytes before a marker go too.
+    at = jpegMarkerAt(jpeg, at);
     const marker = jpeg[at + 1]!;
     if (orientationTag && marker !== 0xe0) {
       kept.bytes(orientationTag);
@@ -210,8 +222,7 @@ function jpegWithoutMetadata(jpeg: Buffer, orientation: number | undefined): Buf
       kept.range(at, at + 2);
       return kept.join();
     }
-    const end = at + 4 <= jpeg.length ? at + 2 + jpeg.readUInt16BE(at + 2) : Infinity;
-    if (end > jpeg.length || end < at + 4) throw new UnreadablePicture('a JPEG segment is cut off');
+    const end = jpegSegmentEnd(jpeg, at);
     const segment = keptJpegSegment(marker, jpeg, at, end);
     if (segment === true) kept.range(at, end);
     else if (segment) kept.bytes(segment);
