@@ -3,6 +3,7 @@ import { and, count, eq, isNull, lt, lte, ne, or, sql, type SQL } from 'drizzle-
 import type { Auth } from '../../platform/auth/auth.ts';
 import type { Db, Tx } from '../../platform/database/database.ts';
 import { missingIds } from '../../platform/database/existence.ts';
+import { idArray } from '../../platform/database/id-list.ts';
 import { prepared } from '../../platform/database/prepared.ts';
 import { requiredTenant } from '../../platform/database/tenancy.ts';
 import { departmentNotificationSettings, departments, departmentUsers } from '../departments/table.ts';
@@ -83,8 +84,6 @@ const settingDeclines = sql`(
                     on dns.tenant_id = du.tenant_id and dns.department_id = du.department_id
                   where du.tenant_id = u.tenant_id and du.user_id = u.id
                     and dns.notification_setting_id in (select id from setting)))`;
-
-const idArray = (ids: number[]) => `{${ids.map((id) => Math.trunc(id)).join(',')}}`;
 
 /** The dispatch by its id and its tenant: Citus routes (and locks rows of) only a statement that names the tenant. */
 const dispatchNamed = (dispatch: Pick<DispatchRow, 'tenantId' | 'id'>) =>
