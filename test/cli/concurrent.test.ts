@@ -3,13 +3,12 @@
  * when its work is done, so another command, or a server, refuses to borrow it, with one
  * line saying so, rather than lose it half-way (docs/running.md).
  */
-import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import t, { type Test } from 'tap';
-import { startAtriumProcess } from '../helpers/processes.ts';
+import { startAtriumProcess, startNodeProcess, type AtriumProcess } from '../helpers/processes.ts';
 
 t.setTimeout(300_000);
 
@@ -17,28 +16,14 @@ const root = path.resolve(import.meta.dirname, '../..');
 const dataDir = path.join(os.tmpdir(), `atrium-cli-concurrent-${randomBytes(4).toString('hex')}`);
 t.teardown(() => rm(dataDir, { recursive: true, force: true }));
 
-interface Command {
-  child: ChildProcessWithoutNullStreams;
-  exited: Promise<number | null>;
-  output(): string;
-}
+type Command = AtriumProcess;
 
+/** `atrium args…` on the test's data folder, on the embedded PostgreSQL. */
 function atrium(t: Test, args: string[]): Command {
   const env: NodeJS.ProcessEnv = { ...process.env, DATA_DIR: dataDir, LOG_LEVEL: 'debug' };
   delete env.DATABASE_URL;
   delete env.ATRIUM_APP_DATABASE_URL;
-  const child = spawn(process.execPath, ['bin/atrium.js', ...args], { cwd: root, env, stdio: ['pipe', 'pipe', 'pipe'] });
-  let output = '';
-  child.stdout.on('data', (chunk) => (output += chunk));
-  child.stderr.on('data', (chunk) => (output += chunk));
-  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-  t.teardown(async () => {
-    if (child.exitCode === null && child.signalCode === null) {
-      child.kill('SIGKILL');
-      await exited;
-    }
-  });
-  return { child, exited, output: () => output };
+  return startNodeProcess(t, [path.join(root, 'bin/atrium.js'), ...args], env, { stop: 'SIGKILL', stdin: 'pipe' });
 }
 
 async function until(command: Command, text: string): Promise<void> {
@@ -65,7 +50,7 @@ t.test('a command or a server started while a command runs the embedded PostgreS
     'saying why',
   );
   const second = atrium(t, setPassword);
-  second.child.stdin.end('second-new-password\n');
+  second.child.stdin!.end('second-new-password\n');
   t.not(await second.exited, 0, 'the second command fails');
   const lines = second
     .output()
@@ -78,7 +63,7 @@ t.test('a command or a server started while a command runs the embedded PostgreS
   );
   t.notMatch(second.output(), /password of admin in tenant demo set/, 'having set nothing');
 
-  first.child.stdin.end('first-new-password\n');
+  first.child.stdin!.end('first-new-password\n');
   t.equal(await first.exited, 0, 'the first command is done, on the server it started');
   t.match(first.output(), /password of admin in tenant demo set/);
 });

@@ -23,14 +23,27 @@ export function startAtriumProcess(t: Test, api: { config: { databaseUrl?: strin
   const environment: NodeJS.ProcessEnv = { ...process.env, DATABASE_URL: api.config.databaseUrl, ...env };
   if (api.config.appDatabaseUrl) environment.ATRIUM_APP_DATABASE_URL = api.config.appDatabaseUrl;
   else delete environment.ATRIUM_APP_DATABASE_URL;
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], { env: environment, stdio: ['ignore', 'pipe', 'pipe'] });
+  return startNodeProcess(t, ['--import', 'tsx', 'src/main.ts'], environment, { stop: 'SIGTERM', stdin: 'ignore' });
+}
+
+/**
+ * `node args…` in a process of its own with `env`, its output kept, its standard input a
+ * pipe (`child.stdin`) or none; ended with `stop` when `t` ends, if still running.
+ */
+export function startNodeProcess(
+  t: Test,
+  args: string[],
+  env: NodeJS.ProcessEnv,
+  { stop, stdin }: { stop: NodeJS.Signals; stdin: 'pipe' | 'ignore' },
+): AtriumProcess {
+  const child = spawn(process.execPath, args, { env, stdio: [stdin, 'pipe', 'pipe'] });
   let output = '';
   child.stdout!.on('data', (chunk) => (output += chunk));
   child.stderr!.on('data', (chunk) => (output += chunk));
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
   t.teardown(async () => {
     if (child.exitCode === null && child.signalCode === null) {
-      child.kill('SIGTERM');
+      child.kill(stop);
       await exited;
     }
   });
