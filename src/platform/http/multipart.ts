@@ -10,7 +10,7 @@
  * Field values are text; the spec's types are applied by the coercing validator.
  */
 import type { FileHandle } from 'node:fs/promises';
-import multipart from '@fastify/multipart';
+import multipart, { type Multipart } from '@fastify/multipart';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { anonymousFile } from './anonymous-file.ts';
 import { coded, invalid, ProblemError } from './problem.ts';
@@ -176,6 +176,8 @@ export async function registerMultipart(app: FastifyInstance): Promise<void> {
       const files = new RequestFiles();
       request.uploadFiles = files;
       reply.raw.once('close', () => files.release());
+      const parts = request.parts;
+      request.parts = (options) => namedParts(parts.call(request, options));
     }
     done();
   });
@@ -204,6 +206,18 @@ export async function registerMultipart(app: FastifyInstance): Promise<void> {
   app.addHook('preValidation', (request, _reply, done) => {
     done(request.isMultipart() ? (fileInTextFieldError(request) ?? garbledFieldError(request)) : undefined);
   });
+}
+
+/**
+ * The body's parts as the plugin reads them, refusing a part without a name (every part of
+ * a form has one: RFC 7578), which the plugin would put on the body as a field named
+ * "undefined", to be refused as a field the operation does not know.
+ */
+async function* namedParts(parts: AsyncIterableIterator<Multipart>): AsyncIterableIterator<Multipart> {
+  for await (const part of parts) {
+    if (part.fieldname === undefined) throw new ProblemError(400, 'The multipart body has a part without a name.');
+    yield part;
+  }
 }
 
 type FormSchema = { properties?: Record<string, { format?: string } | undefined> };

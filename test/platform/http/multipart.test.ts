@@ -223,6 +223,46 @@ t.test('a part declared as JSON that is not JSON is a malformed body (400), and 
   t.strictSame([stored.body.first_name, stored.body.last_name], ['Before', user.username], 'nothing changed');
 });
 
+t.test(
+  'a part without a name is a malformed body (400), a text part or a file part, and nothing changes; a part named "undefined" is an unknown field (422)',
+  async (t) => {
+    const user = await api.createUser(tenant.tenantId, { values: { roleId: role.id, firstName: 'Before' } });
+    const update = (parts: string) =>
+      api.call(t, 'updateUser', {
+        token: tenant.adminToken,
+        params: { user: user.id },
+        payload: Buffer.from(`--b\r\nContent-Disposition: form-data; name="last_name"\r\n\r\nAfter\r\n${parts}--b--\r\n`),
+        contentType: 'multipart/form-data; boundary=b',
+      });
+    const text = await update('--b\r\nContent-Disposition: form-data\r\n\r\nAfter\r\n');
+    t.equal(text.status, 400, 'a text part');
+    t.match(text.body, { type: '/problems/bad-request', status: 400, code: 'malformed_request', detail: /part without a name/ });
+    const file = await update('--b\r\nContent-Disposition: form-data; filename="me.png"\r\nContent-Type: image/png\r\n\r\nnot really a picture\r\n');
+    t.equal(file.status, 400, 'a file part');
+    t.match(file.body, { code: 'malformed_request', detail: /part without a name/ });
+    // Over HTTP, with a file part of 4 MiB left unread: answered, not left waiting for the body to be read.
+    const large = await fetch(new URL(`/api/users/${user.id}`, base), {
+      method: 'PUT',
+      headers: { authorization: `Bearer ${tenant.adminToken}`, 'content-type': 'multipart/form-data; boundary=b' },
+      body: Buffer.concat([
+        Buffer.from('--b\r\nContent-Disposition: form-data; filename="me.png"\r\nContent-Type: image/png\r\n\r\n'),
+        Buffer.alloc(4 * 1024 * 1024, 'x'),
+        Buffer.from('\r\n--b--\r\n'),
+      ]),
+    });
+    t.equal(large.status, 400);
+    t.match(await large.json(), { code: 'malformed_request', detail: /part without a name/ });
+    const stored = await api.call(t, 'getUser', { token: tenant.adminToken, params: { user: user.id } });
+    t.strictSame([stored.body.first_name, stored.body.last_name], ['Before', user.username], 'nothing changed');
+    t.equal(await noneOpen(), 0, 'no file left open');
+
+    // What a page's `form.append(undefined, value)` sends: a name, though not one the operation takes.
+    const named = await update('--b\r\nContent-Disposition: form-data; name="undefined"\r\n\r\nAfter\r\n');
+    t.equal(named.status, 422);
+    t.match(named.body.errors, { undefined: ['is not a known key'] });
+  },
+);
+
 t.test('a file part where the operation takes a text field is refused (422), not read as its file name', async (t) => {
   const user = await api.createUser(tenant.tenantId, { values: { roleId: role.id, firstName: 'Before' } });
   // A page that appends a Blob to its form sends a file part, named "blob" unless it says otherwise.
