@@ -22,15 +22,16 @@ const argon2 = () => (argon2Module ??= import('@node-rs/argon2'));
 const hashing = new TenantShares(Math.max(1, Math.min(os.availableParallelism(), Number(process.env.UV_THREADPOOL_SIZE) || 4)));
 
 /**
- * How much work a new hash costs. `standard` is the library's default (m=19 MiB, t=2, p=1:
- * the OWASP baseline). `test` is a hundredth of it, for the test suite, which hashes the
- * passwords of hundreds of users; the configuration refuses it outside `NODE_ENV=test`
- * (`PASSWORD_HASH_COST`). A check reads the cost from the stored hash, whatever this setting.
+ * How much work a new hash costs. `standard` is the library's default, spelled out (m=19 MiB,
+ * t=2, p=1: the OWASP baseline). `test` is a hundredth of it, for the test suite, which
+ * hashes the passwords of hundreds of users; the configuration refuses it outside
+ * `NODE_ENV=test` (`PASSWORD_HASH_COST`). A check reads the cost from the stored hash,
+ * whatever this setting; a sign-in then renews a hash of another cost (`needsRehash`).
  */
 export type PasswordHashCost = 'standard' | 'test';
 
 const COSTS = {
-  standard: {},
+  standard: { memoryCost: 19456, timeCost: 2, parallelism: 1 },
   test: { memoryCost: 256, timeCost: 1, parallelism: 1 },
 } as const;
 
@@ -62,14 +63,39 @@ export async function hashPassword(password: string, tenant: number): Promise<st
 }
 
 /**
- * Whether `password` matches `passwordHash`: its normalized form, or, when that differs,
- * the password as typed, which a hash made before passwords were normalized holds.
+ * Whether `passwordHash` is not as `hashPassword` makes one now: its PHC string
+ * (`$argon2id$v=19$m=…,t=…,p=…$salt$digest`) names another algorithm, version, memory
+ * (m), passes (t) or lanes (p) than Argon2id, version 0x13 and the configured cost
+ * (`setPasswordHashCost`). A string that is no such hash needs it too.
  */
-async function matches(passwordHash: string, password: string, tenant: number): Promise<boolean> {
+export function needsRehash(passwordHash: string): boolean {
+  const { memoryCost, timeCost, parallelism } = COSTS[cost];
+  return !passwordHash.startsWith(`$argon2id$v=19$m=${memoryCost},t=${timeCost},p=${parallelism}$`);
+}
+
+/**
+ * A hash of `password` (its normalized form) as `hashPassword` makes one now, to store in
+ * place of `passwordHash`, which it matched (`checkPassword` answered `outdated`). Its salt
+ * is the first 16 bytes of the SHA-256 of `passwordHash` rather than random: as unique, since
+ * that hash holds a random salt of its own, and two sign-ins that renew the same hash at once
+ * make the same one, so that each finds the user's row holding either hash it knows
+ * (`stillSignsIn`) whichever stores it first.
+ */
+export async function renewedHash(passwordHash: string, password: string, tenant: number): Promise<string> {
+  const { hash, Algorithm } = await argon2();
+  const salt = createHash('sha256').update(passwordHash).digest().subarray(0, 16);
+  return hashing.run(tenant, () => hash(normalizedPassword(password), { algorithm: Algorithm.Argon2id, ...COSTS[cost], salt }));
+}
+
+/**
+ * Which form of `password` matches `passwordHash`: its normalized form, or, when that
+ * differs, the password as typed, which a hash made before passwords were normalized holds.
+ */
+async function matches(passwordHash: string, password: string, tenant: number): Promise<'normalized' | 'typed' | null> {
   const { verify } = await argon2();
   const normalized = normalizedPassword(password);
-  if (await hashing.run(tenant, () => verify(passwordHash, normalized))) return true;
-  return normalized !== password && (await hashing.run(tenant, () => verify(passwordHash, password)));
+  if (await hashing.run(tenant, () => verify(passwordHash, normalized))) return 'normalized';
+  return normalized !== password && (await hashing.run(tenant, () => verify(passwordHash, password))) ? 'typed' : null;
 }
 
 /** How many shares sign-ins are spread over, by the tenant name they give (`signInShare`). */
@@ -90,17 +116,32 @@ export function signInShare(tenantName: string): number {
  * "no such user" and "wrong password" take the same time. */
 let dummyHash: Promise<string> | undefined;
 
-/** Whether `password` matches `passwordHash`, checked in a place of `tenant`'s share (a sign-in's: `signInShare`). */
-export async function verifyPassword(passwordHash: string | null | undefined, password: string, tenant: number): Promise<boolean> {
+/**
+ * What a check of a password found: `wrong`; `current`, a match of a hash as `hashPassword`
+ * makes one now; or `outdated`, a match of one made at another cost (`needsRehash`) or of
+ * the password as typed, which a sign-in replaces (`renewedHash`).
+ */
+export type PasswordCheck = 'wrong' | 'current' | 'outdated';
+
+/** How `password` fares against `passwordHash`, checked in a place of `tenant`'s share (a sign-in's: `signInShare`). */
+export async function checkPassword(passwordHash: string | null | undefined, password: string, tenant: number): Promise<PasswordCheck> {
   if (!passwordHash) {
     // As many checks as a wrong password of a known user costs (two when its normalized form differs).
     dummyHash ??= hashPassword('atrium-timing-equaliser', 0);
-    await matches(await dummyHash, password, tenant).catch(() => false);
-    return false;
+    await matches(await dummyHash, password, tenant).catch(() => null);
+    return 'wrong';
   }
+  let form: Awaited<ReturnType<typeof matches>>;
   try {
-    return await matches(passwordHash, password, tenant);
+    form = await matches(passwordHash, password, tenant);
   } catch {
-    return false;
+    return 'wrong';
   }
+  if (form === null) return 'wrong';
+  return form === 'typed' || needsRehash(passwordHash) ? 'outdated' : 'current';
+}
+
+/** Whether `password` matches `passwordHash` (`checkPassword`), however the hash was made. */
+export async function verifyPassword(passwordHash: string | null | undefined, password: string, tenant: number): Promise<boolean> {
+  return (await checkPassword(passwordHash, password, tenant)) !== 'wrong';
 }

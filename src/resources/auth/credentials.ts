@@ -17,6 +17,9 @@ import { announceSessionsEnded } from '../notifications/channel.ts';
  * sign-in on the account's failure counts — under the current username and under the user
  * id, which a rename does not change — before verifying: beyond the limit it throws 429
  * with `Retry-After` (and sign-in is refused too); a correct password withdraws its count.
+ * An outdated hash is not renewed here, as a sign-in renews it: the password is being
+ * replaced anyway, and only while the hash checked is still the stored one, which a renewal
+ * would make the change refuse.
  */
 export async function verifyOwnPassword(db: Database, config: Config, auth: Auth, password: string): Promise<string | null> {
   const account = await db.tenant(auth.tenantId, async (tx) => {

@@ -1,5 +1,6 @@
 import { requestOrigin } from '../../platform/audit/audit.ts';
-import { signInShare, verifyPassword } from '../../platform/auth/passwords.ts';
+import { checkPassword, renewedHash, signInShare } from '../../platform/auth/passwords.ts';
+import { errorLogFields } from '../../platform/http/error-handler.ts';
 import type { Handlers } from '../../platform/http/handler.ts';
 import { unauthorized } from '../../platform/http/problem.ts';
 import { audit, userLabel } from '../audit-events/record.ts';
@@ -9,6 +10,7 @@ import {
   findSignInUser,
   findTenantId,
   issueAccessToken,
+  renewPasswordHash,
   revokeAccessToken,
   stillSignsIn,
   withdrawLoginAttempt,
@@ -28,15 +30,25 @@ export const authHandlers = {
     const keys = loginLimitKeys(config, body.tenant, body.username, request.ip, tenantId && user ? { tenantId, userId: user.id } : undefined);
     const attempt = await admitLoginAttempt(db, config, keys);
     // Always verify (against a dummy hash when there is no user): same answer, same time.
-    const passwordOk = await verifyPassword(user?.passwordHash, body.password, signInShare(body.tenant));
+    const check = await checkPassword(user?.passwordHash, body.password, signInShare(body.tenant));
     // A failure stays counted on every key.
-    if (!tenantId || !user || !passwordOk || !user.active) throw credentialsInvalid();
+    if (!tenantId || !user || check === 'wrong' || !user.active) throw credentialsInvalid();
     const [byName, byAddress, byUser] = keys;
     await clearLoginFailures(db, [byName!, byUser!]);
     await withdrawLoginAttempt(db, attempt, [byAddress!]);
+    const checked = user.passwordHash!;
+    // A hash made at another cost, or of the password as typed, is replaced (below); one that cannot be made leaves it.
+    const renewed =
+      check === 'outdated'
+        ? await renewedHash(checked, body.password, tenantId).catch((error: unknown) => {
+            request.log.warn(errorLogFields(error), 'password hash not renewed');
+            return null;
+          })
+        : null;
     const answer = await db.tenant(tenantId, async (tx) => {
       // The password checked above may have changed since (`stillSignsIn`).
-      if (!(await stillSignsIn(tx, user.id, user.passwordHash!))) throw credentialsInvalid();
+      if (!(await stillSignsIn(tx, user.id, renewed ? [checked, renewed] : [checked]))) throw credentialsInvalid();
+      if (renewed) await renewPasswordHash(tx, user.id, checked, renewed);
       // A session begun: the user signing in acts. The token's value is a credential and
       // stays out of the trail; a refused sign-in is counted above, not recorded.
       const label = userLabel(user);

@@ -1,7 +1,7 @@
-import { and, eq, isNull, sql } from 'drizzle-orm';
+import { and, eq, inArray, isNull, sql } from 'drizzle-orm';
 import type { Config } from '../../config.ts';
 import { hashToken, newAccessToken } from '../../platform/auth/tokens.ts';
-import { transactionTenant, type Database, type Tx } from '../../platform/database/database.ts';
+import { sendAhead, transactionTenant, type Database, type Tx } from '../../platform/database/database.ts';
 import { currentTenant } from '../../platform/database/tenancy.ts';
 import { ProblemError } from '../../platform/http/problem.ts';
 import { announceSessionsEnded } from '../notifications/channel.ts';
@@ -50,13 +50,15 @@ export async function revokeAccessToken(tx: Tx, tenantId: number, tokenId: numbe
 }
 
 /**
- * Whether the user `userId` still signs in with the password whose hash `passwordHash` was
- * checked, and may sign in (active, not deleted), locking the user's row until the
- * transaction ends. A password change, deactivation or deletion committed since the check
- * refuses the sign-in; one still under way waits until its token is stored, and then ends
- * that session too. Named by its tenant too: Citus locks rows only in a statement that names its shard.
+ * Whether the user `userId` still signs in with the password whose hash was checked (one of
+ * `passwordHashes`: the hash checked, and the one a sign-in renews it to, which another
+ * sign-in may have stored meanwhile: `renewedHash`), and may sign in (active, not deleted),
+ * locking the user's row until the transaction ends. A password change, deactivation or
+ * deletion committed since the check refuses the sign-in; one still under way waits until
+ * its token is stored, and then ends that session too. Named by its tenant too: Citus locks
+ * rows only in a statement that names its shard.
  */
-export async function stillSignsIn(tx: Tx, userId: number, passwordHash: string): Promise<boolean> {
+export async function stillSignsIn(tx: Tx, userId: number, passwordHashes: string[]): Promise<boolean> {
   const [row] = await tx
     .select({ id: users.id })
     .from(users)
@@ -64,13 +66,30 @@ export async function stillSignsIn(tx: Tx, userId: number, passwordHash: string)
       and(
         eq(users.tenantId, transactionTenant(tx)!),
         eq(users.id, userId),
-        eq(users.passwordHash, passwordHash),
+        inArray(users.passwordHash, passwordHashes),
         eq(users.active, true),
         isNull(users.deletedAt),
       ),
     )
     .for('no key update');
   return row !== undefined;
+}
+
+/**
+ * Stores `renewed` as the password hash of the user `userId` in place of `checked`, the hash
+ * their password was just checked against (passwords.ts, `renewedHash`), only while the row
+ * still holds it: a password changed meanwhile is never written over. Sent ahead
+ * (`sendAhead`): nothing waits for its answer. `updated_at` stays: the user's record is
+ * unchanged.
+ */
+export async function renewPasswordHash(tx: Tx, userId: number, checked: string, renewed: string): Promise<void> {
+  await sendAhead(
+    tx,
+    tx
+      .update(users)
+      .set({ passwordHash: renewed })
+      .where(and(eq(users.tenantId, transactionTenant(tx)!), eq(users.id, userId), eq(users.passwordHash, checked))),
+  );
 }
 
 /** Issues an access token for `userId` and stamps `last_login_at` (also used by login tokens). */

@@ -3,8 +3,16 @@
  * hash, so hashes of either cost verify whatever the process's own setting.
  */
 import t from 'tap';
-import { Algorithm, hash } from '@node-rs/argon2';
-import { hashPassword, setPasswordHashCost, signInShare, verifyPassword } from '../../../src/platform/auth/passwords.ts';
+import { Algorithm, Version, hash, verify } from '@node-rs/argon2';
+import {
+  checkPassword,
+  hashPassword,
+  needsRehash,
+  renewedHash,
+  setPasswordHashCost,
+  signInShare,
+  verifyPassword,
+} from '../../../src/platform/auth/passwords.ts';
 
 t.teardown(() => setPasswordHashCost('standard'));
 
@@ -42,6 +50,53 @@ t.test('a hash made of the password as typed, before passwords were normalized, 
   t.ok(await verifyPassword(legacy, typed, 0), 'the same code points');
   t.notOk(await verifyPassword(legacy, 'cafe\u0301 au laid', 0));
   t.notOk(await verifyPassword(null, typed, 0), 'an unknown user, with a password whose normalized form differs');
+});
+
+t.test('a hash needs renewing when its algorithm, version, m, t or p are not those of the configured cost', async (t) => {
+  const test = { memoryCost: 256, timeCost: 1, parallelism: 1 };
+  setPasswordHashCost('test');
+  t.notOk(needsRehash(await hashPassword('correct horse battery', 0)), 'one hashPassword makes now');
+  t.notOk(needsRehash(await hash('x', { algorithm: Algorithm.Argon2id, ...test })), 'the same parameters, made elsewhere');
+  const others: [string, Parameters<typeof hash>[1]][] = [
+    ['Argon2i', { algorithm: Algorithm.Argon2i, ...test }],
+    ['Argon2d', { algorithm: Algorithm.Argon2d, ...test }],
+    ['version 0x10', { algorithm: Algorithm.Argon2id, ...test, version: Version.V0x10 }],
+    ['more memory', { algorithm: Algorithm.Argon2id, ...test, memoryCost: 2048 }],
+    ['less memory', { algorithm: Algorithm.Argon2id, ...test, memoryCost: 128 }],
+    ['more passes', { algorithm: Algorithm.Argon2id, ...test, timeCost: 2 }],
+    ['more lanes', { algorithm: Algorithm.Argon2id, ...test, parallelism: 2 }],
+    ['the standard cost', { algorithm: Algorithm.Argon2id }],
+  ];
+  for (const [name, options] of others) t.ok(needsRehash(await hash('x', options)), name);
+  t.ok(needsRehash('not-a-hash'), 'a string that is no hash');
+  setPasswordHashCost('standard');
+  t.notOk(needsRehash(await hash('x', { algorithm: Algorithm.Argon2id })), "under the standard cost, the library's default is current");
+  t.ok(needsRehash(await hash('x', { algorithm: Algorithm.Argon2id, ...test })), 'and the test cost is not');
+});
+
+t.test('a check tells a current hash from an outdated one, which a renewed hash replaces', async (t) => {
+  setPasswordHashCost('test');
+  const test = { algorithm: Algorithm.Argon2id, memoryCost: 256, timeCost: 1, parallelism: 1 };
+  const typed = 'cafe\u0301 au lait';
+  const current = await hashPassword(typed, 0);
+  t.equal(await checkPassword(current, typed, 0), 'current');
+  t.equal(await checkPassword(current, 'cafe au lait', 0), 'wrong');
+  t.equal(await checkPassword(null, typed, 0), 'wrong', 'no hash');
+  const otherCost = await hash(typed.normalize('NFKC'), { ...test, timeCost: 2 });
+  t.equal(await checkPassword(otherCost, typed, 0), 'outdated', 'made at another cost');
+  t.equal(await checkPassword(otherCost, 'cafe au lait', 0), 'wrong');
+  const asTyped = await hash(typed, test);
+  t.equal(await checkPassword(asTyped, typed, 0), 'outdated', 'of the password as typed');
+
+  const renewed = await renewedHash(asTyped, typed, 0);
+  t.notOk(needsRehash(renewed), 'the renewed hash is current');
+  t.ok(await verify(renewed, typed.normalize('NFKC')), 'of the normalized form');
+  t.equal(await checkPassword(renewed, typed, 0), 'current');
+  t.equal(await renewedHash(asTyped, typed, 0), renewed, 'renewing the same hash again makes the same one');
+  const saltOf = (h: string) => h.split('$')[4];
+  t.not(saltOf(await renewedHash(otherCost, typed, 0)), saltOf(renewed), 'renewing another hash makes another salt');
+  t.not(saltOf(renewed), saltOf(asTyped));
+  setPasswordHashCost('standard');
 });
 
 t.test('an unknown user or a hash that is not one answers false', async (t) => {

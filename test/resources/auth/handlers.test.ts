@@ -1,7 +1,11 @@
 import t from 'tap';
-import { sql } from 'drizzle-orm';
-import { DEMO_PASSWORD, startTestApi } from '../../helpers/atrium.ts';
-import { rowCount } from '../../helpers/fixtures.ts';
+import { and, eq, sql } from 'drizzle-orm';
+import { Algorithm, Version, hash, verify } from '@node-rs/argon2';
+import { needsRehash, verifyPassword } from '../../../src/platform/auth/passwords.ts';
+import { users } from '../../../src/resources/users/table.ts';
+import { DEMO_PASSWORD, ownerUser, startTestApi } from '../../helpers/atrium.ts';
+import { eventually } from '../../helpers/eventually.ts';
+import { holdRows, lockWaiters, rowCount } from '../../helpers/fixtures.ts';
 
 const api = await startTestApi(t, { loginMaxFailures: 3 });
 
@@ -151,4 +155,117 @@ t.test('bad login input is a 4xx problem and changes nothing', async (t) => {
 t.test('a secured route answers 401 before it validates the request', async (t) => {
   const res = await api.call(t, 'listNotificationSettings', { query: { limit: 'not-a-number' } });
   t.equal(res.status, 401);
+});
+
+/** A hash of `password` exactly as given (not normalized), at a cost of its own: cheap, and not the suite's. */
+const hashAsOf = (password: string, options: { memoryCost?: number; timeCost?: number; parallelism?: number; version?: Version } = {}) =>
+  hash(password, { algorithm: Algorithm.Argon2id, memoryCost: 512, timeCost: 2, parallelism: 1, ...options });
+
+t.test('a sign-in renews a hash made with other Argon2id parameters, in place and unreturned', async (t) => {
+  const tenant = await api.createTenant('renew-cost');
+  const password = 'an older password hash';
+  for (const [i, options] of [
+    {},
+    { memoryCost: 256, timeCost: 1, parallelism: 2 },
+    { memoryCost: 256, timeCost: 1, parallelism: 1, version: Version.V0x10 },
+  ].entries()) {
+    const old = await hashAsOf(password, options);
+    t.ok(needsRehash(old), `${old.split('$', 4).join('$')} is not what the suite's cost makes`);
+    const user = await api.createUser(tenant.tenantId, { password, values: { passwordHash: old } });
+    const before = (await ownerUser(api.db, tenant.tenantId, user.id))!;
+    const res = await login(t, { tenant: 'renew-cost', username: user.username, password }, { 'x-forwarded-for': `10.0.2.${i}` });
+    t.equal(res.status, 200);
+    const after = (await ownerUser(api.db, tenant.tenantId, user.id))!;
+    t.not(after.passwordHash, old, 'the stored hash was replaced');
+    t.match(after.passwordHash, /^\$argon2id\$v=19\$m=256,t=1,p=1\$/, "at the suite's cost");
+    t.notOk(needsRehash(after.passwordHash!));
+    t.ok(await verifyPassword(after.passwordHash, password, 0), 'and it verifies the password');
+    t.notOk(res.text.includes(after.passwordHash!.split('$')[5]!), 'the new hash is not in the answer');
+    t.same(after.updatedAt, before.updatedAt, 'the user record is unchanged');
+    t.equal((await api.call(t, 'getCurrentUser', { token: res.body.access_token })).status, 200, 'the token works');
+    t.equal((await login(t, { tenant: 'renew-cost', username: user.username, password })).status, 200, 'and the password signs in again');
+  }
+});
+
+t.test('a sign-in replaces a hash of the password as typed with one of its normalized form', async (t) => {
+  const tenant = await api.createTenant('renew-typed');
+  const typed = 'cafe\u0301 au lait \uff11\uff12';
+  const normalized = 'caf\u00e9 au lait 12';
+  t.equal(typed.normalize('NFKC'), normalized);
+  // At the suite's cost: only the form held makes it outdated.
+  const legacy = await hashAsOf(typed, { memoryCost: 256, timeCost: 1, parallelism: 1 });
+  t.notOk(needsRehash(legacy));
+  const user = await api.createUser(tenant.tenantId, { password: typed, values: { passwordHash: legacy } });
+  t.equal((await login(t, { tenant: 'renew-typed', username: user.username, password: normalized })).status, 401, 'the normalized form does not match it');
+  t.equal((await login(t, { tenant: 'renew-typed', username: user.username, password: typed })).status, 200, 'the form it was set in does');
+  const stored = (await ownerUser(api.db, tenant.tenantId, user.id))!.passwordHash!;
+  t.not(stored, legacy);
+  t.ok(await verify(stored, normalized), 'the new hash holds the normalized form');
+  t.notOk(await verify(stored, typed), 'not the form as typed');
+  t.equal((await login(t, { tenant: 'renew-typed', username: user.username, password: normalized })).status, 200, 'which now signs in');
+  t.equal((await login(t, { tenant: 'renew-typed', username: user.username, password: typed })).status, 200, 'as does the form as typed');
+  t.equal((await ownerUser(api.db, tenant.tenantId, user.id))!.passwordHash, stored, 'without another renewal');
+});
+
+t.test('a wrong password renews nothing, and a current hash is not rewritten', async (t) => {
+  const tenant = await api.createTenant('renew-none');
+  const old = await hashAsOf('the right password');
+  const outdated = await api.createUser(tenant.tenantId, { password: 'the right password', values: { passwordHash: old } });
+  t.equal((await login(t, { tenant: 'renew-none', username: outdated.username, password: 'the wrong password' })).status, 401);
+  t.equal((await ownerUser(api.db, tenant.tenantId, outdated.id))!.passwordHash, old, 'an outdated hash stays when the password is wrong');
+  const current = await api.createUser(tenant.tenantId);
+  const before = (await ownerUser(api.db, tenant.tenantId, current.id))!.passwordHash!;
+  t.notOk(needsRehash(before));
+  t.equal((await login(t, { tenant: 'renew-none', username: current.username, password: current.password })).status, 200);
+  t.equal((await ownerUser(api.db, tenant.tenantId, current.id))!.passwordHash, before, 'a current hash is the same string after a sign-in');
+});
+
+t.test('two sign-ins that renew the same hash at once both succeed', async (t) => {
+  const tenant = await api.createTenant('renew-race');
+  const password = 'signed in twice at once';
+  const user = await api.createUser(tenant.tenantId, { password, values: { passwordHash: await hashAsOf(password) } });
+  // Both check the old hash, then wait for the user's row; the first to get it renews the hash.
+  const held = await holdRows(api.db, sql`select 1 from users where tenant_id = ${tenant.tenantId} and id = ${user.id} for update`);
+  const signIns = [0, 1].map((i) => login(t, { tenant: 'renew-race', username: user.username, password }, { 'x-forwarded-for': `10.0.3.${i}` }));
+  await eventually(
+    () => lockWaiters(api.db, 'for no key update'),
+    (n) => n >= 2,
+  );
+  await held.release();
+  const answers = await Promise.all(signIns);
+  t.same(
+    answers.map((answer) => answer.status),
+    [200, 200],
+  );
+  const stored = (await ownerUser(api.db, tenant.tenantId, user.id))!.passwordHash!;
+  t.notOk(needsRehash(stored), 'renewed');
+  t.ok(await verifyPassword(stored, password, 0));
+});
+
+t.test('a password changed while a sign-in renews the hash is kept, and the sign-in refused', async (t) => {
+  const tenant = await api.createTenant('renew-changed');
+  const password = 'changed under the sign-in';
+  const user = await api.createUser(tenant.tenantId, { password, values: { passwordHash: await hashAsOf(password) } });
+  const changed = await hashAsOf('the new password');
+  let change!: () => void;
+  const changing = new Promise<void>((resolve) => (change = resolve));
+  let locked!: () => void;
+  const holding = new Promise<void>((resolve) => (locked = resolve));
+  // A password change that holds the user's row while the sign-in checks the old password, and commits once the sign-in waits for it.
+  const changer = api.db.owner.transaction(async (tx) => {
+    await tx.execute(sql`select 1 from users where tenant_id = ${tenant.tenantId} and id = ${user.id} for update`);
+    locked();
+    await changing;
+    await tx
+      .update(users)
+      .set({ passwordHash: changed })
+      .where(and(eq(users.tenantId, tenant.tenantId), eq(users.id, user.id)));
+  });
+  await holding;
+  const signIn = login(t, { tenant: 'renew-changed', username: user.username, password });
+  t.ok((await lockWaiters(api.db, 'for no key update')) > 0, 'the sign-in waits for the row');
+  change();
+  await changer;
+  t.equal((await signIn).status, 401);
+  t.equal((await ownerUser(api.db, tenant.tenantId, user.id))!.passwordHash, changed, 'the changed password is kept');
 });
