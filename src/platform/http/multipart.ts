@@ -214,10 +214,15 @@ export async function registerMultipart(app: FastifyInstance): Promise<void> {
  * "undefined", to be refused as a field the operation does not know.
  */
 async function* namedParts(parts: AsyncIterableIterator<Multipart>): AsyncIterableIterator<Multipart> {
+  let nameless = false;
   for await (const part of parts) {
-    if (part.fieldname === undefined) throw new ProblemError(400, 'The multipart body has a part without a name.');
-    yield part;
+    // From there on, the rest of the body is read and dropped, not stored: a connection left
+    // with a body nobody reads would answer no further request.
+    nameless ||= part.fieldname === undefined;
+    if (!nameless) yield part;
+    else if (part.type === 'file') part.file.resume();
   }
+  if (nameless) throw new ProblemError(400, 'The multipart body has a part without a name.');
 }
 
 type FormSchema = { properties?: Record<string, { format?: string } | undefined> };
