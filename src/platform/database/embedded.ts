@@ -1,6 +1,18 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { constants as fsConstants, existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  closeSync,
+  constants as fsConstants,
+  existsSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  utimesSync,
+  writeFileSync,
+  writeSync,
+} from 'node:fs';
 import { chmod, mkdir, mkdtemp, readFile, stat, writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import net from 'node:net';
@@ -234,41 +246,69 @@ function removeInitdbLeftovers(dataDir: string): void {
  * command) would otherwise both run initdb into pgdata, the cluster keeping a superuser
  * password that the file may no longer hold, or both start a server on it. The turn is a
  * file beside pgdata, created with exclusive creation and holding the pid of the process
- * whose turn it is, removed when its start has ended (started or failed). A start that finds
- * it waits, then finds the folder made and the server running. One whose process is gone
- * (killed during initdb) is taken over by a single start: the one that creates a second file,
- * named after the dead pid, and finds the first still holding it.
+ * whose turn it is, marked (its time set) every few seconds while the start goes on, and
+ * removed when it has ended (started or failed). A start that finds it waits, then finds the
+ * folder made and the server running. A turn left over (its process gone, or its mark older
+ * than `START_STALE_MS`: a machine restarted, its pid now another process's) is taken over
+ * by a single start: the one that creates a second file, named after the pid, and finds the
+ * first still holding it. A data dir that takes no file (read-only) takes no turn: a start
+ * there can only use a server already running.
  */
 const startLockFile = (dataDir: string) => path.join(dataDir, 'start.lock');
 
 /** How long a start waits for another's, and how often it looks again. */
 const START_WAIT_MS = 120_000;
 const START_POLL_MS = 200;
+/** How often a start in its turn marks it, and how old a mark shows the turn left over. */
+const START_MARK_MS = 5_000;
+const START_STALE_MS = 30_000;
 
 /** The start locks this process holds (it may find its own pid in one that a process before it, of the same pid, left). */
 const startLocksHeld = new Set<string>();
 
-/** Creates `file` holding `text`, unless it exists (exclusive creation): whether it did. */
+/** Creates `file` holding `text`, unless it exists (exclusive creation): whether it did. A file whose text could not be written is removed. */
 function createExclusive(file: string, text: string): boolean {
+  let fd: number;
   try {
-    writeFileSync(file, text, { flag: 'wx', mode: 0o600 });
-    return true;
+    fd = openSync(file, 'wx', 0o600);
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'EEXIST') return false;
     throw error;
   }
+  try {
+    writeSync(fd, text);
+  } catch (error) {
+    rmSync(file, { force: true });
+    throw error;
+  } finally {
+    closeSync(fd);
+  }
+  return true;
 }
 
-/** Takes the start lock of `dataDir` (`startLockFile`), waiting while another live process holds it; resolves to its release. */
+/** How long ago `file` was last written or marked; 0 when it is gone. */
+function age(file: string): number {
+  try {
+    return Date.now() - statSync(file).mtimeMs;
+  } catch {
+    return 0;
+  }
+}
+
+/** Takes the start lock of `dataDir` (`startLockFile`), waiting while another start holds it; resolves to its release. */
 async function lockStart(dataDir: string, log: (line: string) => void): Promise<() => void> {
   const lock = startLockFile(dataDir);
   const mine = String(process.pid);
-  const gone = (pid: number) => (pid === process.pid ? !startLocksHeld.has(lock) : !isAlive(pid));
-  const takeOver = (dead: number) => {
-    const claim = `${lock}-${dead}`;
-    if (!createExclusive(claim, mine)) return false;
+  // 0: its pid not written yet (or never, by a process killed at that moment); NaN: removed meanwhile.
+  const leftOver = (holder: number) => (holder === process.pid ? !startLocksHeld.has(lock) : holder > 0 && !isAlive(holder)) || age(lock) > START_STALE_MS;
+  const takeOver = (holder: number) => {
+    const claim = `${lock}-${holder}`;
+    if (!createExclusive(claim, mine)) {
+      if (age(claim) > START_STALE_MS) rmSync(claim, { force: true });
+      return false;
+    }
     try {
-      if (pidIn(lock) !== dead) return false;
+      if (pidIn(lock) !== holder) return false;
       writeFileSync(lock, mine);
       return true;
     } finally {
@@ -277,10 +317,15 @@ async function lockStart(dataDir: string, log: (line: string) => void): Promise<
   };
   const deadline = Date.now() + START_WAIT_MS;
   for (let waited = false; ; waited = true) {
-    if (createExclusive(lock, mine)) break;
-    // 0 or NaN: being written, or removed meanwhile.
+    try {
+      if (createExclusive(lock, mine)) break;
+    } catch (error) {
+      if (!['EROFS', 'EACCES', 'EPERM'].includes((error as NodeJS.ErrnoException).code ?? '')) throw error;
+      log(`${dataDir} takes no file (${(error as NodeJS.ErrnoException).code}): starting without a turn`);
+      return () => {};
+    }
     const holder = pidIn(lock);
-    if (holder > 0 && gone(holder) && takeOver(holder)) break;
+    if (!Number.isNaN(holder) && leftOver(holder) && takeOver(holder)) break;
     if (Date.now() >= deadline) {
       throw new Error(
         `another process (pid ${holder || 'unknown'}, named in ${lock}) has been starting the embedded PostgreSQL of ${dataDir} for ${START_WAIT_MS / 1000} s: start again once it has ended`,
@@ -290,9 +335,19 @@ async function lockStart(dataDir: string, log: (line: string) => void): Promise<
     await new Promise((resolve) => setTimeout(resolve, START_POLL_MS));
   }
   startLocksHeld.add(lock);
+  const marking = setInterval(() => {
+    const now = new Date();
+    try {
+      utimesSync(lock, now, now);
+    } catch {
+      // Gone or unwritable: the next mark tries again, and a turn left unmarked is only taken over.
+    }
+  }, START_MARK_MS).unref();
   return () => {
+    clearInterval(marking);
     startLocksHeld.delete(lock);
-    rmSync(lock, { force: true });
+    // Unless a start that found it left over has taken it meanwhile.
+    if (pidIn(lock) === process.pid) rmSync(lock, { force: true });
   };
 }
 

@@ -7,7 +7,7 @@
  */
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import net from 'node:net';
 import os from 'node:os';
@@ -131,6 +131,44 @@ t.test('a postmaster whose owner is gone is taken over and stopped; a living own
   t.notOk(alive(pid), 'and stopped');
   t.notOk(existsSync(path.join(dataDir, 'postmaster.owner')), 'ownership ends with it');
 });
+
+t.test(
+  'a turn left over is taken over: an empty one, or one naming a live process that has not marked it for a minute; a turn in use is waited for',
+  async (t) => {
+    const dataDir = path.join(os.tmpdir(), `atrium-embedded-turn-${process.pid}-${randomBytes(4).toString('hex')}`);
+    t.teardown(() => rm(dataDir, { recursive: true, force: true }));
+    mkdirSync(dataDir, { mode: 0o711 });
+    const lock = path.join(dataDir, 'start.lock');
+    const minuteAgo = () => new Date(Date.now() - 60_000);
+
+    // What a full disk or a power cut at the wrong moment leaves: the file, without its pid.
+    writeFileSync(lock, '');
+    utimesSync(lock, minuteAgo(), minuteAgo());
+    const first = await startEmbeddedPostgres(dataDir, { ownSession: true });
+    t.notOk(existsSync(lock), 'an empty turn is taken over, and the start removes it');
+    await first.stop();
+
+    // A pid that lives on in another process (the machine restarted, the pid given again).
+    const stranger = spawn('sleep', ['60']);
+    t.teardown(() => stranger.kill());
+    writeFileSync(lock, String(stranger.pid));
+    utimesSync(lock, minuteAgo(), minuteAgo());
+    const second = await startEmbeddedPostgres(dataDir, { ownSession: true });
+    t.notOk(existsSync(lock), 'a turn not marked for a minute is taken over though its pid lives');
+    await second.stop();
+
+    // The same process, its turn marked now: the start waits until the turn is given up.
+    writeFileSync(lock, String(stranger.pid));
+    let started = false;
+    const third = startEmbeddedPostgres(dataDir, { ownSession: true }).then((server) => ((started = true), server));
+    await new Promise((resolve) => setTimeout(resolve, 1_500));
+    t.notOk(started, 'not started while the turn is in use');
+    rmSync(lock);
+    const server = await third;
+    t.notOk(existsSync(lock), 'then started, its own turn removed');
+    await server.stop();
+  },
+);
 
 t.test('an owner that exits without stopping its postmaster stops it on the way out', async (t) => {
   const dataDir = path.join(os.tmpdir(), `atrium-embedded-exit-${process.pid}-${randomBytes(4).toString('hex')}`);
