@@ -7,7 +7,7 @@ import type { Auth } from '../../platform/auth/auth.ts';
 import { unauthorized } from '../../platform/http/problem.ts';
 import { accountLimitKey, userLimitKey } from './rules.ts';
 import { admitLoginAttempt, withdrawLoginAttempt } from './queries.ts';
-import { verifyPassword } from '../../platform/auth/passwords.ts';
+import { checkPassword, renewedHash } from '../../platform/auth/passwords.ts';
 import { accessTokens } from './table.ts';
 import { announceSessionsEnded } from '../notifications/channel.ts';
 
@@ -17,11 +17,12 @@ import { announceSessionsEnded } from '../notifications/channel.ts';
  * sign-in on the account's failure counts — under the current username and under the user
  * id, which a rename does not change — before verifying: beyond the limit it throws 429
  * with `Retry-After` (and sign-in is refused too); a correct password withdraws its count.
- * An outdated hash is not renewed here, as a sign-in renews it: the password is being
- * replaced anyway, and only while the hash checked is still the stored one, which a renewal
- * would make the change refuse.
+ * Answers the stored hashes the password is known to match (null: none): the hash checked,
+ * and, when that one is outdated, the hash a sign-in renews it to (`renewedHash`), which a
+ * sign-in of the same user may store meanwhile. This check renews nothing: the password is
+ * being replaced.
  */
-export async function verifyOwnPassword(db: Database, config: Config, auth: Auth, password: string): Promise<string | null> {
+export async function verifyOwnPassword(db: Database, config: Config, auth: Auth, password: string): Promise<string[] | null> {
   const account = await db.tenant(auth.tenantId, async (tx) => {
     const [row] = await tx
       .select({ username: users.username, passwordHash: users.passwordHash, tenant: tenants.slug })
@@ -33,9 +34,15 @@ export async function verifyOwnPassword(db: Database, config: Config, auth: Auth
   if (!account) return null;
   const keys = [accountLimitKey(config, account.tenant, account.username), userLimitKey(config, auth.tenantId, auth.userId)];
   const attempt = await admitLoginAttempt(db, config, keys);
-  const matches = await verifyPassword(account.passwordHash, password, auth.tenantId);
-  if (matches) await withdrawLoginAttempt(db, attempt);
-  return matches ? account.passwordHash : null;
+  const check = await checkPassword(account.passwordHash, password, auth.tenantId);
+  if (check === 'wrong') return null;
+  await withdrawLoginAttempt(db, attempt);
+  const checked = account.passwordHash!;
+  if (check === 'current') return [checked];
+  return renewedHash(checked, password, auth.tenantId).then(
+    (renewed) => [checked, renewed],
+    () => [checked],
+  );
 }
 
 /** The refusal of a write whose session was ended (a logout mark, a password change, a deactivation, a deletion) while it ran. */

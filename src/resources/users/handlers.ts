@@ -248,13 +248,13 @@ export const userHandlers = {
     // only an acceptable one is hashed.
     const errors = passwordErrors(input.password, services.config);
     const needsOldPassword = input.password !== undefined && self && !can(auth, 'users.administer');
-    // The stored hash `old_password` was checked against: the change is made only while it is still the stored one.
-    let verifiedHash: string | null = null;
+    // The stored hashes `old_password` is known to match: the change is made only while one of them is the stored one.
+    let verifiedHashes: string[] | null = null;
     if (needsOldPassword && input.old_password === undefined) errors.old_password = [coded('required', 'is required to change your own password')];
     // Counted on the account's sign-in failure limit before it is checked (429 beyond it).
     else if (needsOldPassword) {
-      verifiedHash = await verifyOwnPassword(services.db, services.config, auth, input.old_password!);
-      if (verifiedHash === null) errors.old_password = [coded('mismatch', 'does not match your current password')];
+      verifiedHashes = await verifyOwnPassword(services.db, services.config, auth, input.old_password!);
+      if (verifiedHashes === null) errors.old_password = [coded('mismatch', 'does not match your current password')];
     }
     const picture = await pictureOf(ctx, input);
     const passwordHash = input.password !== undefined && Object.keys(errors).length === 0 ? await hashPassword(input.password, auth.tenantId) : undefined;
@@ -269,7 +269,8 @@ export const userHandlers = {
       // theirs ends this one (401), and one by this session changed the hash `old_password` was checked against.
       if (self && passwordHash) {
         const stored = await holdSession(tx, auth, presentedTokenHash(ctx.request)!, 'update');
-        if (needsOldPassword && stored !== verifiedHash) throw invalid({ old_password: [coded('mismatch', 'does not match your current password')] });
+        if (needsOldPassword && (stored === null || !verifiedHashes!.includes(stored)))
+          throw invalid({ old_password: [coded('mismatch', 'does not match your current password')] });
       }
       // Two users' rows are taken in key order, as several rows of one table are: the caller's (the session's hold,
       // below) first when it comes first, so that two administrators updating each other wait instead of deadlocking.

@@ -269,3 +269,31 @@ t.test('a password changed while a sign-in renews the hash is kept, and the sign
   t.equal((await signIn).status, 401);
   t.equal((await ownerUser(api.db, tenant.tenantId, user.id))!.passwordHash, changed, 'the changed password is kept');
 });
+
+t.test('a change of one’s own password is made though a sign-in renewed the hash old_password was checked against', async (t) => {
+  const tenant = await api.createTenant('renew-then-change');
+  const password = 'renewed while changed';
+  const user = await api.createUser(tenant.tenantId, { password });
+  const session = await login(t, { tenant: 'renew-then-change', username: user.username, password });
+  t.equal(session.status, 200);
+  await api.db.owner
+    .update(users)
+    .set({ passwordHash: await hashAsOf(password) })
+    .where(and(eq(users.tenantId, tenant.tenantId), eq(users.id, user.id)));
+  // The sign-in waits for the user's row first, then the change (whose old_password was checked against the outdated hash).
+  const held = await holdRows(api.db, sql`select 1 from users where tenant_id = ${tenant.tenantId} and id = ${user.id} for update`);
+  const signIn = login(t, { tenant: 'renew-then-change', username: user.username, password }, { 'x-forwarded-for': '10.0.4.1' });
+  await lockWaiters(api.db, 'for no key update');
+  const change = api.call(t, 'updateUser', {
+    token: session.body.access_token,
+    params: { user: user.id },
+    body: { password: 'the password after the change', old_password: password },
+  });
+  await lockWaiters(api.db, 'for update');
+  await held.release();
+  const [signedIn, changed] = await Promise.all([signIn, change]);
+  t.equal(signedIn.status, 200, 'the sign-in renewed the hash');
+  t.equal(changed.status, 200, 'and the change, checked against the hash before, is made');
+  const stored = (await ownerUser(api.db, tenant.tenantId, user.id))!.passwordHash!;
+  t.ok(await verifyPassword(stored, 'the password after the change', 0), 'the new password is the one stored');
+});
