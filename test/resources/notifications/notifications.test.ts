@@ -1,6 +1,6 @@
 import t, { type Test } from 'tap';
 import { randomUUID } from 'node:crypto';
-import { and, desc, eq, sql } from 'drizzle-orm';
+import { and, desc, eq, sql, type SQL } from 'drizzle-orm';
 import { deliverPendingNotifications } from '../../../src/resources/notifications/deliver-pending.job.ts';
 import { deliverDispatch } from '../../../src/resources/notifications/deliver.job.ts';
 import { findDispatch, storeNotificationBatch } from '../../../src/resources/notifications/queries.ts';
@@ -310,20 +310,19 @@ t.test('a delivery job that cannot be sent after the commit: 202 all the same, a
       end if;
       return new;
     end $$`);
-  await api.db.owner.execute(sql`create trigger refuse_delivery_job before insert on pgboss.job for each row execute function refuse_delivery_job()`);
+  // CREATE and DROP TRIGGER lock the job table's partitions, then the table; a worker's fetch locks them the
+  // other way round, and PostgreSQL ended one of the two (a deadlock, in CI, five times in a row). The table
+  // is locked first, as the worker does, which locks its partitions after it.
+  const onJobTable = (statement: SQL) =>
+    api.db.owner.transaction(async (tx) => {
+      await tx.execute(sql`lock table pgboss.job in access exclusive mode`);
+      await tx.execute(statement);
+    });
+  await onJobTable(sql`create trigger refuse_delivery_job before insert on pgboss.job for each row execute function refuse_delivery_job()`);
   let refused = true;
   const allow = async () => {
     if (!refused) return;
-    // DROP TRIGGER locks the job table's partitions, then the table; a worker's fetch locks them the
-    // other way round, and PostgreSQL ends one of the two (a deadlock, once in CI): sent again then.
-    for (let attempt = 1; ; attempt++) {
-      try {
-        await api.db.owner.execute(sql`drop trigger if exists refuse_delivery_job on pgboss.job`);
-        break;
-      } catch (error) {
-        if (attempt >= 5 || (error as { cause?: { code?: string } }).cause?.code !== '40P01') throw error;
-      }
-    }
+    await onJobTable(sql`drop trigger if exists refuse_delivery_job on pgboss.job`);
     refused = false;
     await api.db.owner.execute(sql`drop function refuse_delivery_job()`);
   };
