@@ -1,18 +1,6 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import {
-  closeSync,
-  constants as fsConstants,
-  existsSync,
-  openSync,
-  readdirSync,
-  readFileSync,
-  rmSync,
-  statSync,
-  utimesSync,
-  writeFileSync,
-  writeSync,
-} from 'node:fs';
+import { closeSync, constants as fsConstants, existsSync, openSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { chmod, mkdir, mkdtemp, readFile, stat, writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import net from 'node:net';
@@ -245,109 +233,47 @@ function removeInitdbLeftovers(dataDir: string): void {
  * connections. Two processes started at the same moment (two `npm start`, a server and a
  * command) would otherwise both run initdb into pgdata, the cluster keeping a superuser
  * password that the file may no longer hold, or both start a server on it. The turn is a
- * file beside pgdata, created with exclusive creation and holding the pid of the process
- * whose turn it is, marked (its time set) every few seconds while the start goes on, and
- * removed when it has ended (started or failed). A start that finds it waits, then finds the
- * folder made and the server running. A turn left over (its process gone, or its mark older
- * than `START_STALE_MS`: a machine restarted, its pid now another process's) is taken over
- * by a single start: the one that creates a second file, named after the pid, and finds the
- * first still holding it. A data dir that takes no file (read-only) takes no turn: a start
- * there can only use a server already running.
+ * lock the kernel keeps on `start.lock` beside pgdata (an open file description lock on
+ * Linux, flock on macOS, through fs-native-extensions): let go when the start ends, or when
+ * its process does, however it ends, so no pid, clock or leftover file is judged. The file
+ * stays (an empty one): removing it would let a start lock a file of the same name that
+ * another, waiting on the old one, no longer sees. A start that finds the lock held waits,
+ * then finds the folder made and the server running. A data dir that takes no file
+ * (read-only) takes no turn: a start there can only use a server already running.
  */
 const startLockFile = (dataDir: string) => path.join(dataDir, 'start.lock');
 
 /** How long a start waits for another's, and how often it looks again. */
 const START_WAIT_MS = 120_000;
 const START_POLL_MS = 200;
-/** How often a start in its turn marks it, and how old a mark shows the turn left over. */
-const START_MARK_MS = 5_000;
-const START_STALE_MS = 30_000;
-
-/** The start locks this process holds (it may find its own pid in one that a process before it, of the same pid, left). */
-const startLocksHeld = new Set<string>();
-
-/** Creates `file` holding `text`, unless it exists (exclusive creation): whether it did. A file whose text could not be written is removed. */
-function createExclusive(file: string, text: string): boolean {
-  let fd: number;
-  try {
-    fd = openSync(file, 'wx', 0o600);
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'EEXIST') return false;
-    throw error;
-  }
-  try {
-    writeSync(fd, text);
-  } catch (error) {
-    rmSync(file, { force: true });
-    throw error;
-  } finally {
-    closeSync(fd);
-  }
-  return true;
-}
-
-/** How long ago `file` was last written or marked; 0 when it is gone. */
-function age(file: string): number {
-  try {
-    return Date.now() - statSync(file).mtimeMs;
-  } catch {
-    return 0;
-  }
-}
 
 /** Takes the start lock of `dataDir` (`startLockFile`), waiting while another start holds it; resolves to its release. */
 async function lockStart(dataDir: string, log: (line: string) => void): Promise<() => void> {
   const lock = startLockFile(dataDir);
-  const mine = String(process.pid);
-  // 0: its pid not written yet (or never, by a process killed at that moment); NaN: removed meanwhile.
-  const leftOver = (holder: number) => (holder === process.pid ? !startLocksHeld.has(lock) : holder > 0 && !isAlive(holder)) || age(lock) > START_STALE_MS;
-  const takeOver = (holder: number) => {
-    const claim = `${lock}-${holder}`;
-    if (!createExclusive(claim, mine)) {
-      if (age(claim) > START_STALE_MS) rmSync(claim, { force: true });
-      return false;
-    }
-    try {
-      if (pidIn(lock) !== holder) return false;
-      writeFileSync(lock, mine);
-      return true;
-    } finally {
-      rmSync(claim, { force: true });
-    }
-  };
-  const deadline = Date.now() + START_WAIT_MS;
-  for (let waited = false; ; waited = true) {
-    try {
-      if (createExclusive(lock, mine)) break;
-    } catch (error) {
-      if (!['EROFS', 'EACCES', 'EPERM'].includes((error as NodeJS.ErrnoException).code ?? '')) throw error;
-      log(`${dataDir} takes no file (${(error as NodeJS.ErrnoException).code}): starting without a turn`);
-      return () => {};
-    }
-    const holder = pidIn(lock);
-    if (!Number.isNaN(holder) && leftOver(holder) && takeOver(holder)) break;
-    if (Date.now() >= deadline) {
+  let fd: number;
+  try {
+    fd = openSync(lock, 'a', 0o600);
+  } catch (error) {
+    const { code } = error as NodeJS.ErrnoException;
+    if (code !== 'EROFS' && code !== 'EACCES' && code !== 'EPERM') throw error;
+    log(`${dataDir} takes no file (${code}): starting without a turn`);
+    return () => {};
+  }
+  const { tryLock, unlock } = await import('fs-native-extensions');
+  const began = performance.now();
+  for (let waited = false; !tryLock(fd); waited = true) {
+    if (performance.now() - began >= START_WAIT_MS) {
+      closeSync(fd);
       throw new Error(
-        `another process (pid ${holder || 'unknown'}, named in ${lock}) has been starting the embedded PostgreSQL of ${dataDir} for ${START_WAIT_MS / 1000} s: start again once it has ended`,
+        `another process has been starting the embedded PostgreSQL of ${dataDir} for ${START_WAIT_MS / 1000} s (it holds ${lock}): start again once it has ended`,
       );
     }
-    if (!waited) log(`another process (pid ${holder || 'unknown'}) is starting the embedded PostgreSQL of ${dataDir}; waiting for it`);
+    if (!waited) log(`another process is starting the embedded PostgreSQL of ${dataDir}; waiting for it`);
     await new Promise((resolve) => setTimeout(resolve, START_POLL_MS));
   }
-  startLocksHeld.add(lock);
-  const marking = setInterval(() => {
-    const now = new Date();
-    try {
-      utimesSync(lock, now, now);
-    } catch {
-      // Gone or unwritable: the next mark tries again, and a turn left unmarked is only taken over.
-    }
-  }, START_MARK_MS).unref();
   return () => {
-    clearInterval(marking);
-    startLocksHeld.delete(lock);
-    // Unless a start that found it left over has taken it meanwhile.
-    if (pidIn(lock) === process.pid) rmSync(lock, { force: true });
+    unlock(fd);
+    closeSync(fd);
   };
 }
 
