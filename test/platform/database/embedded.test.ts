@@ -7,7 +7,7 @@
  */
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, utimesSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import net from 'node:net';
 import os from 'node:os';
@@ -144,8 +144,12 @@ t.test('a start waits while another process holds the start lock, and goes on on
   // What an earlier start left, whatever it holds and however old: nobody holds its lock.
   writeFileSync(lock, '12345');
   utimesSync(lock, new Date(Date.now() - 86_400_000), new Date(Date.now() - 86_400_000));
+  // Run as root (`sudo npx atrium …`) in a data dir another user owns, a start leaves the file to that user, whose starts lock it too.
+  const asRoot = process.getuid?.() === 0;
+  if (asRoot) chownSync(dataDir, 4242, 4242);
   const first = await startEmbeddedPostgres(dataDir, { ownSession: true });
   await first.stop();
+  if (asRoot) t.equal(statSync(lock).uid, 4242, "the file is the data dir owner's");
 
   // Another process holds the lock, as a start in its turn does, and is then killed.
   const holder = spawn(
@@ -159,7 +163,7 @@ t.test('a start waits while another process holds the start lock, and goes on on
   let started = false;
   const next = startEmbeddedPostgres(dataDir, { ownSession: true, log: (line) => lines.push(line) }).then((server) => ((started = true), server));
   const waiting = await eventually(
-    async () => lines.some((line) => line.includes('another process is starting the embedded PostgreSQL')),
+    async () => lines.some((line) => line.includes('another start is starting the embedded PostgreSQL')),
     (seen) => seen,
   );
   t.ok(waiting, 'the start says it waits');
