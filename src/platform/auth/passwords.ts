@@ -88,6 +88,26 @@ export async function renewedHash(passwordHash: string, password: string, tenant
 }
 
 /**
+ * The stored hashes `password` is known to match once a check of `passwordHash` found it
+ * right (`checkPassword`): that hash and, when the check found it `outdated`, the hash it is
+ * renewed to (`renewedHash`), which a sign-in stores and another may have stored meanwhile.
+ * A renewed hash that cannot be made is left out (`failed` is told why).
+ */
+export async function matchedHashes(
+  passwordHash: string,
+  password: string,
+  check: Exclude<PasswordCheck, 'wrong'>,
+  tenant: number,
+  failed: (error: unknown) => void = () => {},
+): Promise<[string] | [string, string]> {
+  if (check === 'current') return [passwordHash];
+  return renewedHash(passwordHash, password, tenant).then(
+    (renewed): [string, string] => [passwordHash, renewed],
+    (error: unknown): [string] => (failed(error), [passwordHash]),
+  );
+}
+
+/**
  * Which form of `password` matches `passwordHash`: its normalized form, or, when that
  * differs, the password as typed, which a hash made before passwords were normalized holds.
  */

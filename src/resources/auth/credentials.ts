@@ -7,7 +7,7 @@ import type { Auth } from '../../platform/auth/auth.ts';
 import { unauthorized } from '../../platform/http/problem.ts';
 import { accountLimitKey, userLimitKey } from './rules.ts';
 import { admitLoginAttempt, withdrawLoginAttempt } from './queries.ts';
-import { checkPassword, renewedHash } from '../../platform/auth/passwords.ts';
+import { checkPassword, matchedHashes } from '../../platform/auth/passwords.ts';
 import { accessTokens } from './table.ts';
 import { announceSessionsEnded } from '../notifications/channel.ts';
 
@@ -18,7 +18,7 @@ import { announceSessionsEnded } from '../notifications/channel.ts';
  * id, which a rename does not change — before verifying: beyond the limit it throws 429
  * with `Retry-After` (and sign-in is refused too); a correct password withdraws its count.
  * Answers the stored hashes the password is known to match (null: none): the hash checked,
- * and, when that one is outdated, the hash a sign-in renews it to (`renewedHash`), which a
+ * and, when that one is outdated, the hash a sign-in renews it to (`matchedHashes`), which a
  * sign-in of the same user may store meanwhile. This check renews nothing: the password is
  * being replaced.
  */
@@ -37,12 +37,7 @@ export async function verifyOwnPassword(db: Database, config: Config, auth: Auth
   const check = await checkPassword(account.passwordHash, password, auth.tenantId);
   if (check === 'wrong') return null;
   await withdrawLoginAttempt(db, attempt);
-  const checked = account.passwordHash!;
-  if (check === 'current') return [checked];
-  return renewedHash(checked, password, auth.tenantId).then(
-    (renewed) => [checked, renewed],
-    () => [checked],
-  );
+  return matchedHashes(account.passwordHash!, password, check, auth.tenantId);
 }
 
 /** The refusal of a write whose session was ended (a logout mark, a password change, a deactivation, a deletion) while it ran. */

@@ -1,5 +1,5 @@
 import { requestOrigin } from '../../platform/audit/audit.ts';
-import { checkPassword, renewedHash, signInShare } from '../../platform/auth/passwords.ts';
+import { checkPassword, matchedHashes, signInShare } from '../../platform/auth/passwords.ts';
 import { errorLogFields } from '../../platform/http/error-handler.ts';
 import type { Handlers } from '../../platform/http/handler.ts';
 import { unauthorized } from '../../platform/http/problem.ts';
@@ -36,19 +36,14 @@ export const authHandlers = {
     const [byName, byAddress, byUser] = keys;
     await clearLoginFailures(db, [byName!, byUser!]);
     await withdrawLoginAttempt(db, attempt, [byAddress!]);
-    const checked = user.passwordHash!;
     // A hash made at another cost, or of the password as typed, is replaced (below); one that cannot be made leaves it.
-    const renewed =
-      check === 'outdated'
-        ? await renewedHash(checked, body.password, tenantId).catch((error: unknown) => {
-            request.log.warn(errorLogFields(error), 'password hash not renewed');
-            return null;
-          })
-        : null;
+    const hashes = await matchedHashes(user.passwordHash!, body.password, check, tenantId, (error) =>
+      request.log.warn(errorLogFields(error), 'password hash not renewed'),
+    );
     const answer = await db.tenant(tenantId, async (tx) => {
       // The password checked above may have changed since (`stillSignsIn`).
-      if (!(await stillSignsIn(tx, user.id, renewed ? [checked, renewed] : [checked]))) throw credentialsInvalid();
-      if (renewed) await renewPasswordHash(tx, user.id, checked, renewed);
+      if (!(await stillSignsIn(tx, user.id, hashes))) throw credentialsInvalid();
+      if (hashes.length === 2) await renewPasswordHash(tx, user.id, ...hashes);
       // A session begun: the user signing in acts. The token's value is a credential and
       // stays out of the trail; a refused sign-in is counted above, not recorded.
       const label = userLabel(user);
