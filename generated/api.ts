@@ -445,6 +445,8 @@ export interface paths {
          *     rules of create (`RoleInput`); a name sent back unchanged is not judged again. An
          *     update that changes nothing (the stored values sent back, or no key) leaves
          *     `updated_at` as it was and records no audit event, as `PUT /api/users/{user}` does.
+         *     Deactivating the role or taking a permission from it revokes the pending one-time
+         *     login tokens its holders created (reactivating it revives none).
          *     An update whose caller's own session ended while it ran (a logout mark, a
          *     deactivation, a deletion) is refused (401) and changes nothing.
          */
@@ -903,7 +905,9 @@ export interface paths {
          *     body is ignored. The answer carries the signed value as `token`, the only time it
          *     is returned. The token stops working if the caller later loses
          *     `login-tokens.administer`, is deactivated or deleted, is marked for logout, or
-         *     changes their password or has it reset (see `POST /api/auth/login-token`).
+         *     changes their password or has it reset (see `POST /api/auth/login-token`). A new
+         *     role for the caller, or their role deactivated or losing a permission, revokes it:
+         *     giving the authority back does not revive it.
          */
         post: operations["createUserLoginToken"];
         delete?: never;
@@ -979,7 +983,8 @@ export interface paths {
          *     (deactivated, deleted, marked for logout, `login-tokens.administer`, one of the
          *     user's permissions or one of their entity rights lost), or if its user is marked
          *     for logout or their password or the creator's is changed or reset, or either gets a
-         *     new role (see `POST /api/auth/login-token`).
+         *     new role (see `POST /api/auth/login-token`). The creator's role deactivated or
+         *     losing a permission revokes it too: giving the authority back does not revive it.
          */
         post: operations["createUserLoginTokenForEmail"];
         delete?: never;

@@ -6,6 +6,7 @@ import { CONFERS_ENTITY_RIGHTS, membershipsConferringRights } from '../entity-pe
 import { listRecords, presentAll, showRecord } from '../../platform/result-controls/listing.ts';
 import { audit } from '../audit-events/record.ts';
 import { holdSession } from '../auth/credentials.ts';
+import { revokeLoginTokensCreatedUnder } from '../users/queries.ts';
 import { insertRole, lockAdministration, lockRole, roleIdOf, updateRoleRow } from './queries.ts';
 import { assertMayAdministerRole, newRoleName, roleChangeErrors } from './rules.ts';
 import { roleListing, roleView } from './view.ts';
@@ -81,6 +82,9 @@ export const roleHandlers = {
       // A write that changes nothing (the role sent back as it was read) leaves updated_at as it was and records no event.
       const changes = changesBetween({ name: role.name, active: role.active, permissions: role.permissions }, next);
       const updated = await updateRoleRow(tx, role.id, next, { changed: Object.keys(changes).length > 0 });
+      // Authority taken from the role's holders ends the login tokens they created (docs/security.md, one-time login tokens).
+      const lost = (role.active && !next.active) || role.permissions.some((permission) => !next.permissions.includes(permission));
+      if (lost) await revokeLoginTokensCreatedUnder(tx, role.id);
       if (Object.keys(changes).length > 0)
         await audit(tx, ctx, { action: 'role.updated', target: { type: 'role', id: role.id, label: updated.name }, changes });
       return updated;

@@ -263,6 +263,24 @@ export async function revokePendingLoginTokens(tx: Tx, userId: number): Promise<
 }
 
 /**
+ * Revokes the pending one-time login tokens that holders of `roleId` created: a role
+ * deactivated or losing a permission takes from its holders the authority their tokens
+ * stand on, and giving it back revives none of them, as a new role revives none.
+ */
+export async function revokeLoginTokensCreatedUnder(tx: Tx, roleId: number): Promise<void> {
+  await tx
+    .update(userLoginTokens)
+    .set({ deletedAt: statementClock })
+    .where(
+      and(
+        isNull(userLoginTokens.deletedAt),
+        isNull(userLoginTokens.usedAt),
+        inArray(userLoginTokens.userId, tx.select({ id: users.id }).from(users).where(eq(users.roleId, roleId))),
+      ),
+    );
+}
+
+/**
  * Ends everything that signs `userId` in: sessions (a logout mark: tokens issued before it
  * stop authenticating) and pending login tokens (theirs, and those they created). A logout
  * mark and a deactivation use it (through `cutOff`), so a later reactivation revives

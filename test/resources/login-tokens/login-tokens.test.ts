@@ -374,6 +374,46 @@ t.test('a new role for the creator or the user revokes the pending tokens: the o
   t.equal((await signIn(t, kept.token)).status, 200, 'the same role sent again changes nothing');
 });
 
+t.test("a creator's role deactivated or losing a permission revokes the tokens its holders created: giving it back revives none", async (t) => {
+  const permissions = ['login-tokens.administer', 'users.view', 'users.view-personal'];
+  const role = await api.call(t, 'createRole', { token: admin, body: { name: 'Suspended issuers', permissions } });
+  t.equal(role.status, 201);
+  const creator = await api.createUser(tenant.tenantId, { values: { roleId: role.body.id } });
+  await api.createUser(tenant.tenantId, { values: { email: 'suspended-issuer@example.com' } });
+  const mint = async () => {
+    const created = await api.call(t, 'createUserLoginTokenForEmail', {
+      token: creator.token,
+      body: { expires_in: 600, email: 'suspended-issuer@example.com' },
+    });
+    t.equal(created.status, 201);
+    return created.body as { token: string; uuid: string };
+  };
+  const updateRole = async (body: { active?: boolean; permissions?: string[]; name?: string }) =>
+    t.equal((await api.call(t, 'updateRole', { token: admin, params: { role: role.body.id }, body })).status, 200);
+
+  const deactivated = await mint();
+  await updateRole({ active: false });
+  await updateRole({ active: true });
+  t.equal((await signIn(t, deactivated.token)).status, 401, 'the role deactivated and reactivated: the token stays dead');
+  const revoked = (await tokenRow(deactivated.uuid))!;
+  t.ok(revoked.deleted_at && revoked.used_at === null, 'listed as deleted, never used');
+
+  for (const lost of permissions) {
+    const token = await mint();
+    await updateRole({ permissions: permissions.filter((permission) => permission !== lost) });
+    await updateRole({ permissions });
+    t.equal((await signIn(t, token.token)).status, 401, `${lost} taken and given back: the token stays dead`);
+  }
+
+  // What takes nothing away revokes nothing: a new name, a permission added, the same permissions in another order.
+  const kept = await mint();
+  await updateRole({ name: 'Suspended issuers, renamed' });
+  await updateRole({ permissions: [...permissions, 'notifications.send'] });
+  await updateRole({ permissions: [...permissions, 'notifications.send'].reverse() });
+  t.equal((await tokenRow(kept.uuid))!.deleted_at, null, 'a change that takes nothing away leaves the token');
+  t.equal((await signIn(t, kept.token)).status, 200, 'and it signs the user in');
+});
+
 t.test('a token dies when its user is marked for logout after it was created', async (t) => {
   const employee = await api.createUser(tenant.tenantId, { values: { email: 'marked@example.com' } });
   const before = await api.call(t, 'createUserLoginTokenForEmail', { token: admin, body: { expires_in: 600, email: 'marked@example.com' } });
