@@ -1783,7 +1783,10 @@ export interface paths {
          *     holding `users.view` (`username`, `first_name`, `last_name`, `full_name`,
          *     `language`, `department_names`) and in addition `users.view-personal` for `email`
          *     and `users.view-administrative` for `staff_number`. Administering the template (and
-         *     assigning its executions) grants no right to read users. For the assignee and
+         *     assigning its executions) grants no right to read users; but a value the assignee
+         *     submits, typed or pre-filled from their own record, is their answer, which a
+         *     `formFieldValue` source shows to the template's administrators like any other
+         *     submitted value. A client shows pre-filled values as editable answers. For the assignee and
          *     for those who can administer the template; for anyone else the execution is
          *     answered 404, exactly like a missing one. Costs a constant number of queries,
          *     whatever the number of fields and sources.
