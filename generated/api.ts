@@ -767,7 +767,12 @@ export interface paths {
          *     `boolean` ← `boolean`; `select` ← `select`), and is neither the target field itself
          *     nor a field whose own default values (directly or through other fields) come from
          *     the target (no cycles). A `systemVariable` source has no source entity and its
-         *     variable must fit the target field's type.
+         *     variable must fit the target field's type. A variable of a personal or
+         *     administrative user field, `email` or `staff_number`, needs the caller to read that
+         *     field of other users (`users.view` and `users.view-personal`, or
+         *     `users.view-administrative`; 422 `permission_missing` on `config` otherwise): what
+         *     the assignee submits pre-filled is readable by the template's administrators, so a
+         *     source pre-fills a hidden field only for a caller who could read it anyway.
          */
         post: operations["createDefaultValueSource"];
         delete?: never;
@@ -788,7 +793,8 @@ export interface paths {
         get?: never;
         /**
          * Update a default value source
-         * @description Same rules as create, checked on the source as it would be after the update. The
+         * @description Same rules as create, checked on the source as it would be after the update (so a
+         *     caller who may not read e-mails can change no `email` source at all). The
          *     caller must be able to administer the template of the current `form_field_id`
          *     (otherwise 404, exactly like a missing source) and of a new one (otherwise 422,
          *     "does not exist", like a missing field). An update that changes nothing (the stored
@@ -1786,7 +1792,9 @@ export interface paths {
          *     assigning its executions) grants no right to read users; but a value the assignee
          *     submits, typed or pre-filled from their own record, is their answer, which a
          *     `formFieldValue` source shows to the template's administrators like any other
-         *     submitted value. A client shows pre-filled values as editable answers. For the assignee and
+         *     submitted value (which is why a source of `email` or `staff_number` needs its maker
+         *     to read that field of other users). A client shows pre-filled values as editable
+         *     answers. For the assignee and
          *     for those who can administer the template; for anyone else the execution is
          *     answered 404, exactly like a missing one. Costs a constant number of queries,
          *     whatever the number of fields and sources.

@@ -13,7 +13,7 @@ import { fullName, userFieldVisible } from '../users/view.ts';
 import { fieldParentAdministrableBy, fieldValueProblem } from '../forms/rules.ts';
 import { formFields, type FieldType } from '../forms/table.ts';
 import type { SourceRow } from './queries.ts';
-import type { SystemVariable } from './rules.ts';
+import { VARIABLE_VISIBILITY, type SystemVariable } from './rules.ts';
 import { defaultValueSources, FORM_FIELD_ALIAS } from './table.ts';
 /** A stored field value (submissions hold only these, see forms/rules.ts). */
 type FieldValue = string | number | boolean | null;
@@ -89,23 +89,9 @@ async function systemVariables(tx: Tx, assigneeId: number): Promise<Record<Syste
 }
 
 /**
- * The system variables that describe the assignee, with the kind of user field each shows.
- * They resolve to null unless the caller may read that field of the assignee as in
- * GET /api/users/{user}: their own record, or `users.view` (any user at all) plus the
- * field's permission for personal and administrative fields. A template administrator is
- * not thereby a reader of users: assigning an execution opens nobody's record.
+ * Nulls the variables that describe the assignee where the viewer may not read that field of
+ * them (`VARIABLE_VISIBILITY`).
  */
-const VARIABLE_VISIBILITY: Partial<Record<SystemVariable, Visibility>> = {
-  username: 'public',
-  first_name: 'public',
-  last_name: 'public',
-  full_name: 'public',
-  language: 'public',
-  department_names: 'public',
-  email: 'personal',
-  staff_number: 'administrative',
-};
-
 function hideInvisibleVariables(variables: Record<SystemVariable, string | null>, viewer: Auth, assigneeId: number) {
   const mayReadUser = viewer.userId === assigneeId || can(viewer, 'users.view');
   for (const [variable, visibility] of Object.entries(VARIABLE_VISIBILITY) as [SystemVariable, Visibility][]) {

@@ -4,10 +4,13 @@
  * template the caller may not administer is answered exactly like a missing one.
  */
 import { and, asc, eq, sql } from 'drizzle-orm';
+import { can } from '../../platform/auth/auth.ts';
+import type { Permission } from '../../platform/auth/permissions.ts';
 import type { Tx } from '../../platform/database/database.ts';
 import { MISSING_REFERENCE } from '../../platform/database/existence.ts';
 import { inIdList } from '../../platform/database/id-list.ts';
 import type { Body } from '../../platform/http/handler.ts';
+import type { Visibility } from '../../platform/result-controls/result-controls.ts';
 import { coded, conflict, invalid, notFound, type FieldErrors, type ProblemError } from '../../platform/http/problem.ts';
 import { administrableBy, administrableField, type Caller } from '../forms/rules.ts';
 import { formFields, type FieldType } from '../forms/table.ts';
@@ -40,6 +43,38 @@ export const SYSTEM_VARIABLES = [
   'tenant_name',
 ] as const;
 export type SystemVariable = (typeof SYSTEM_VARIABLES)[number];
+
+/**
+ * The system variables that describe the assignee, with the kind of user field each shows.
+ * They resolve to null unless the caller may read that field of the assignee as in
+ * GET /api/users/{user}: their own record, or `users.view` (any user at all) plus the
+ * field's permission for personal and administrative fields. A template administrator is
+ * not thereby a reader of users: assigning an execution opens nobody's record.
+ */
+export const VARIABLE_VISIBILITY: Partial<Record<SystemVariable, Visibility>> = {
+  username: 'public',
+  first_name: 'public',
+  last_name: 'public',
+  full_name: 'public',
+  language: 'public',
+  department_names: 'public',
+  email: 'personal',
+  staff_number: 'administrative',
+};
+
+/**
+ * The permissions `caller` lacks to read `variable`, a personal or administrative field, of
+ * other users, which a source of it needs: what the assignee submits pre-filled is readable
+ * by the template's administrators (through a `formFieldValue` source), so a source may
+ * pre-fill a hidden field only for a maker who could read it anyway. None for the public
+ * fields and the variables that describe no user.
+ */
+export function permissionsLackedFor(caller: Caller, variable: SystemVariable): Permission[] {
+  const visibility = VARIABLE_VISIBILITY[variable];
+  if (visibility === undefined || visibility === 'public') return [];
+  const needed: Permission[] = ['users.view', visibility === 'personal' ? 'users.view-personal' : 'users.view-administrative'];
+  return needed.filter((permission) => !can(caller, permission));
+}
 
 /** Target field types a system variable can fill: dates fill date and text fields, the rest text fields. */
 export function variableFits(variable: SystemVariable, target: FieldType): boolean {
@@ -166,6 +201,10 @@ export async function validateSource(tx: Tx, caller: Caller, candidate: SourceCa
     const variable = candidate.config.variable as SystemVariable;
     if (!problem && target && !variableFits(variable, target.fieldType)) {
       errors.config = [coded('mismatch', `the variable ${variable} cannot fill a ${target.fieldType} field`)];
+    }
+    const lacked = problem || !target ? [] : permissionsLackedFor(caller, variable);
+    if (lacked.length > 0) {
+      (errors.config ??= []).push(coded('permission_missing', `the variable ${variable} needs the permission ${lacked.map((p) => `"${p}"`).join(' and ')}`));
     }
   }
   if (Object.keys(errors).length > 0) throw invalid(errors);

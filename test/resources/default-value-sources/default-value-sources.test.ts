@@ -301,6 +301,29 @@ t.test('only those who can administer the target template manage its sources', a
   await api.db.owner.execute(sql`delete from default_value_sources`);
 });
 
+t.test('a template administrator who may not read e-mails or staff numbers cannot have them pre-filled; the refusal changes nothing', async (t) => {
+  // The employee administers the template through its entity permissions and holds no permission.
+  for (const variable of ['email', 'staff_number']) {
+    const refused = await create({ type: 'systemVariable', form_field_id: T.Name, config: { variable } }, employee.token);
+    t.equal(refused.status, 422, variable);
+    t.equal(refused.body.error_codes?.config?.[0], 'permission_missing', `${variable}: the permission is named`, { body: refused.body });
+  }
+  t.equal(await sourceCount(), 0, 'nothing stored');
+  const kept = await create({ type: 'systemVariable', form_field_id: T.Name, config: { variable: 'username' } }, employee.token);
+  t.equal(kept.status, 201, 'a public field needs no permission');
+  const changed = await api.call(t, 'updateDefaultValueSource', {
+    token: employee.token,
+    params: { defaultValueSource: kept.body.id },
+    body: { config: { variable: 'email' } },
+  });
+  t.equal(changed.status, 422, 'nor can a source be changed to one');
+  const [stored] = await api.db.owner.execute<{ config: unknown }>(sql`select config from default_value_sources where id = ${kept.body.id}`);
+  t.strictSame(stored?.config, { variable: 'username' }, 'the source is as it was');
+  const byAdministrator = await create({ type: 'systemVariable', form_field_id: T.Name, config: { variable: 'email' } });
+  t.equal(byAdministrator.status, 201, 'the administrator, who reads them, may');
+  await api.db.owner.execute(sql`delete from default_value_sources`);
+});
+
 t.test('a field, source or execution the caller cannot administer is answered exactly like a missing one: no type, no existence', async (t) => {
   // The outsider administers nothing: not the checklist form (Done: boolean, Comment: text), not the template.
   const same = (label: string, hidden: { status: number; body: unknown }, missing: { status: number; body: unknown }, status: number) => {

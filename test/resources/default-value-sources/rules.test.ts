@@ -190,6 +190,30 @@ t.test('validateSource: every problem at once; a field the caller may not admini
   );
 });
 
+t.test("validateSource: a hidden field pre-filled needs its maker to read it of other users (the assignee's answer shows it)", async (t) => {
+  const refused = (variableName: string, permissions: Permission[]) => validate(caller(manager.id, permissions), variable(target.id, variableName));
+  t.match(await refused('email', []), {
+    status: 422,
+    errors: { config: ['the variable email needs the permission "users.view" and "users.view-personal"'] },
+    error_codes: { config: ['permission_missing'] },
+  });
+  t.match(await refused('email', ['users.view']), { errors: { config: ['the variable email needs the permission "users.view-personal"'] } });
+  t.match(await refused('email', ['users.view-personal']), { errors: { config: ['the variable email needs the permission "users.view"'] } });
+  t.match(await refused('staff_number', ['users.view', 'users.view-personal']), {
+    errors: { config: ['the variable staff_number needs the permission "users.view-administrative"'] },
+  });
+  t.equal(await refused('email', ['users.view', 'users.view-personal']), undefined, 'email with both');
+  t.equal(await refused('staff_number', ['users.view', 'users.view-administrative']), undefined, 'staff_number with both');
+  for (const open of ['username', 'first_name', 'last_name', 'full_name', 'language', 'department_names', 'current_date', 'current_datetime', 'tenant_name']) {
+    t.equal(await refused(open, []), undefined, `${open} needs none`);
+  }
+  t.strictSame(
+    ((await validate(caller(stranger.id), variable(target.id, 'email'))) as { errors: unknown }).errors,
+    { form_field_id: [MISSING] },
+    'a hidden target is still judged no further',
+  );
+});
+
 t.test('validateSource: no field takes its default from itself through other fields', async (t) => {
   const mine = caller(manager.id);
   const [first] = await db.owner
