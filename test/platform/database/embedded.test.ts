@@ -40,7 +40,7 @@ t.test(
   async (t) => {
     // Node's recursive mkdir asks for /proc/atrium-… (ENOENT), then for /proc (EEXIST), then again, for ever.
     const dataDir = `/proc/atrium-${randomBytes(4).toString('hex')}`;
-    const atrium = startAtriumProcess(t, { config: {} }, { DATA_DIR: dataDir, LOG_LEVEL: 'silent' });
+    const atrium = startAtriumProcess(t, { config: {} }, { DATA_DIR: dataDir, PORT: '0', LOG_LEVEL: 'silent' });
     let timer: NodeJS.Timeout | undefined;
     const ended = await Promise.race([atrium.exited, new Promise<'running'>((resolve) => (timer = setTimeout(() => resolve('running'), 60_000)))]);
     clearTimeout(timer);
