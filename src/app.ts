@@ -197,6 +197,9 @@ export async function buildApp(services: Services, options: AppOptions = {}): Pr
     trustProxy: fastifyTrustProxy(services.config.trustProxy),
     // Connections are closed by registerDrain (drain.ts), once their answers are written.
     forceCloseConnections: false,
+    // Fastify gives each close hook, the drain's included, as long as a plugin has to load (10 s by default), then
+    // fails the close: the drain may take half of SHUTDOWN_TIMEOUT_MS, and the whole stop is bounded by it (main.ts).
+    pluginTimeout: Math.max(10_000, services.config.shutdownTimeoutMs),
     // `X-Request-Id` when well-formed, otherwise a new one; logged as `request_id`.
     requestIdHeader: false,
     genReqId: requestId,

@@ -109,3 +109,24 @@ t.test('a client that stops reading does not hold the stop: its connection is cl
   await closed;
   t.pass('the connection was closed');
 });
+
+t.test('a drain longer than Fastify’s 10 s for a plugin ends in a stop, not in its timeout error', async (t) => {
+  // SHUTDOWN_TIMEOUT_MS of 24 s: a drain deadline of 12 s, past the 10 s Fastify allows a close hook by default.
+  const patient = await startTestApi(t, { shutdownTimeoutMs: 24_000 });
+  const patientAddress = await patient.atrium.app!.listen({ port: 0, host: '127.0.0.1' });
+  const socket = net.connect(Number(new URL(patientAddress).port), '127.0.0.1');
+  await new Promise((resolve) => socket.once('connect', resolve));
+  const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+  socket.on('error', () => {});
+  // A body announced but never sent: the request is under way until the deadline closes its connection.
+  socket.write('POST /api/auth/login HTTP/1.1\r\nHost: atrium\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"tenant":');
+  await sleep(300);
+  const began = Date.now();
+  const outcome = await patient.atrium.stop().then(
+    () => 'stopped',
+    (error: unknown) => `failed: ${String(error)}`,
+  );
+  t.equal(outcome, 'stopped', `the stop ends without an error (after ${Date.now() - began} ms)`);
+  t.ok(Date.now() - began >= 11_000, 'having waited for the drain deadline');
+  await closed;
+});
