@@ -12,7 +12,7 @@ import type { Database } from '../platform/database/database.ts';
 import type { DatabaseServer } from '../database-server.ts';
 import { setPasswordHashCost } from '../platform/auth/passwords.ts';
 import { onTerminationSignals, signalExitStatus } from '../platform/process/signals.ts';
-import { readPassword } from './password-input.ts';
+import { Interrupted, readPassword } from './password-input.ts';
 import { displayNameProblems, storedName } from '../resources/roles/names.ts';
 import { SLUG } from '../resources/tenants/slug.ts';
 
@@ -212,6 +212,7 @@ const commands: Record<string, Command> = {
       // Asked for once the database is open: the embedded PostgreSQL's start comes before the prompt, not after the answer.
       const db = await open();
       const password = await readPassword('New password: ', 'Repeat it: ').catch((error: unknown) => {
+        if (error instanceof Interrupted) throw error;
         throw new UsageError(error instanceof Error ? error.message : String(error));
       });
       await checkPasswordLength(password, config, 'the password');
@@ -425,13 +426,14 @@ async function run(argv: string[], { env, write }: CommandIo): Promise<void> {
 /**
  * Runs `atrium <argv>`: the answer through `io.write`, a failure's message through `io.tell`
  * (after a usage mistake, with the usage). Resolves to the exit status: 0 done, 1 failed,
- * 2 a usage mistake.
+ * 2 a usage mistake, 130 interrupted at a prompt (Ctrl-C), as SIGINT would end it.
  */
-export async function runCommand(argv: string[], io: CommandIo): Promise<0 | 1 | 2> {
+export async function runCommand(argv: string[], io: CommandIo): Promise<0 | 1 | 2 | 130> {
   try {
     await run(argv, io);
     return 0;
   } catch (error) {
+    if (error instanceof Interrupted) return 130;
     io.tell(`atrium: ${failureMessage(error)}\n`);
     if (!(error instanceof UsageError)) return 1;
     io.tell(`\n${error.command ? commandHelp(error.command) : overview()}\n`);

@@ -1,5 +1,12 @@
 /** Reading a password for the command line without putting it in the process list or the shell history. */
 
+/** Ctrl-C typed at a prompt: the command ends as an interrupt ends it (exit 130), without a usage text. */
+export class Interrupted extends Error {
+  constructor() {
+    super('interrupted');
+  }
+}
+
 /** Characters read without a line break after which reading stops (the password is then longer than any the API takes). */
 const MAX_LINE = 16 * 1024;
 
@@ -37,7 +44,9 @@ function prompt(question: string): Promise<string> {
     const onData = (chunk: string) => {
       for (const char of chunk) {
         if (char === '\r' || char === '\n') return finish(() => resolve(typed));
-        if (char === '\u0003' || char === '\u0004') return finish(() => reject(new Error('cancelled')));
+        // Ctrl-C, which raw mode delivers as a character: the interrupt it would have been (exit 130).
+        if (char === '\u0003') return finish(() => reject(new Interrupted()));
+        if (char === '\u0004') return finish(() => reject(new Error('cancelled')));
         if (char === '\u007f' || char === '\b') typed = [...typed].slice(0, -1).join('');
         else typed += char;
       }

@@ -1,6 +1,6 @@
 import { execFile, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { eq, sql } from 'drizzle-orm';
 import postgres from 'postgres';
 import t, { type Test } from 'tap';
@@ -381,3 +381,22 @@ t.test('pictures:strip-metadata stores the pictures kept with their metadata wit
   const again = await atrium('pictures:strip-metadata');
   t.equal(again.stdout, '1 profile picture(s) read: 0 stored again without their metadata\n', 'nothing the second time');
 });
+
+t.test(
+  'Ctrl-C at the password prompt is an interrupt: exit 130, no usage text',
+  { skip: !existsSync('/usr/bin/script') && 'no script(1) for a terminal' },
+  async (t) => {
+    // script(1) runs the command on a pseudo-terminal: it prompts with echo off, and reads Ctrl-C as a character.
+    const command = `${process.execPath} bin/atrium.js user:set-password --tenant cli-co --username root`;
+    const child = spawn('/usr/bin/script', ['-qfec', command, '/dev/null'], { env, stdio: ['pipe', 'pipe', 'pipe'] });
+    let output = '';
+    child.stdout.on('data', (chunk) => (output += chunk));
+    child.stderr.on('data', (chunk) => (output += chunk));
+    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+    for (let waited = 0; !output.includes('New password:') && waited < 60_000; waited += 50) await new Promise((resolve) => setTimeout(resolve, 50));
+    t.match(output, /New password:/, 'it asks');
+    child.stdin.write('\u0003');
+    t.equal(await exited, 130, `the interrupt's status: ${output}`);
+    t.notMatch(output, /usage:/, 'no usage text: it was no usage mistake');
+  },
+);
