@@ -87,11 +87,12 @@ export function isRestricted(entityType: string, entityId: AnyColumn): SQL {
  * True when the entity's permissions name `userId` directly, through the user's role while
  * it is active, or through one of the user's departments (`subjectIsUser`). A correlated
  * EXISTS: one set-based query for any number of entities. (The subquery's alias is `p`:
- * outer queries use another one.)
+ * outer queries use another one.) `throughRole: false` leaves the role out, for a judgment
+ * whose answer must not depend on a role the caller may not see.
  */
-export function namesUser(entityType: string | SQL, entityId: AnyColumn | SQL, userId: number | SQL, tenantId?: SQL): SQL {
+export function namesUser(entityType: string | SQL, entityId: AnyColumn | SQL, userId: number | SQL, tenantId?: SQL, { throughRole = true } = {}): SQL {
   return sql`exists (select 1 from entity_permissions p
-    where p.entity_type = ${entityType} and p.entity_id = ${entityId}${sameTenant('p', entityId, tenantId)} and ${subjectIsUser('p', userId)})`;
+    where p.entity_type = ${entityType} and p.entity_id = ${entityId}${sameTenant('p', entityId, tenantId)} and ${subjectIsUser('p', userId, { throughRole })})`;
 }
 
 /**
@@ -99,13 +100,17 @@ export function namesUser(entityType: string | SQL, entityId: AnyColumn | SQL, u
  * `userId` directly, through the user's role, or through one of the user's departments.
  * An inactive role grants nothing, so by default it names no one. `inactiveRoles: true`
  * asks what the user could hold instead: an inactive role can be reactivated at any time
- * (as `grantablePermissions` counts its permission keys).
+ * (as `grantablePermissions` counts its permission keys). `throughRole: false` leaves the
+ * role out altogether.
  */
-export function subjectIsUser(row: 'p' | 'e', userId: number | SQL, { inactiveRoles = false } = {}): SQL {
+export function subjectIsUser(row: 'p' | 'e', userId: number | SQL, { inactiveRoles = false, throughRole = true } = {}): SQL {
   const r = sql.raw(row);
   const active = inactiveRoles ? sql`` : sql` and exists (select 1 from roles ro where ro.tenant_id = u.tenant_id and ro.id = u.role_id and ro.active)`;
-  return sql`((${r}.subject_type = 'user' and ${r}.subject_id = ${userId})
-        or (${r}.subject_type = 'role' and ${r}.subject_id = (select u.role_id from users u where u.tenant_id = ${r}.tenant_id and u.id = ${userId}${active}))
+  const role = throughRole
+    ? sql`
+        or (${r}.subject_type = 'role' and ${r}.subject_id = (select u.role_id from users u where u.tenant_id = ${r}.tenant_id and u.id = ${userId}${active}))`
+    : sql``;
+  return sql`((${r}.subject_type = 'user' and ${r}.subject_id = ${userId})${role}
         or (${r}.subject_type = 'department' and ${r}.subject_id in (
           select du.department_id from department_users du where du.tenant_id = ${r}.tenant_id and du.user_id = ${userId})))`;
 }

@@ -199,3 +199,41 @@ t.test('the CSV rule holds in every batch of a long file: a role or department f
   );
   t.equal(res.body.new_users.length, rows.length - expected.length);
 });
+
+t.test('a delegate who may not see roles is answered alike for users alike but for their role: the role exempts nothing then', async (t) => {
+  const archive = await createDepartment(api.db, tenant.tenantId, 'Archive');
+  const [archivists] = await api.db.owner.insert(roles).values({ tenantId: tenant.tenantId, name: 'Archivists', permissions: [] }).returning();
+  const form = await api.call(t, 'createForm', {
+    token: admin,
+    body: { title: 'Archive review', form_type: 'survey', entity_permissions: { department_ids: [archive.id], role_ids: [archivists!.id] } },
+  });
+  t.equal(form.status, 201);
+  // role_id is administrative: this delegate sees neither user's role.
+  const blind = await api.createUser(tenant.tenantId, { username: 'blind-delegate', permissions: ['users.view', 'users.administer'] });
+  const named = await api.createUser(tenant.tenantId, { username: 'archivist', values: { roleId: archivists!.id } });
+  const other = await api.createUser(tenant.tenantId, { username: 'filer', values: { roleId: employeeRole.id } });
+  t.equal(
+    (await api.call(t, 'getUser', { token: blind.token, params: { user: named.id }, query: { selects: 'role_id' } })).status,
+    422,
+    'the role is hidden from the delegate',
+  );
+
+  const verdicts = async (token: string) => {
+    const csv = `username,department_ids\narchivist,${archive.id}\nfiler,${archive.id}\n`;
+    const preview = await importCsv(t, csv, token);
+    t.equal(preview.status, 200);
+    const refused = new Set((preview.body.invalid_rows as { username?: string; line: number }[]).map((row) => row.line));
+    return { archivist: refused.has(2) ? 'refused' : 'accepted', filer: refused.has(3) ? 'refused' : 'accepted' };
+  };
+  t.strictSame(await verdicts(blind.token), { archivist: 'refused', filer: 'refused' }, 'the preview refuses both rows alike');
+  t.strictSame(await verdicts(delegate.token), { archivist: 'accepted', filer: 'refused' }, 'a delegate who sees roles is spared the false refusal');
+
+  for (const user of [named, other]) {
+    const res = await api.call(t, 'updateUser', { token: blind.token, params: { user: user.id }, body: { department_ids: [archive.id] } });
+    t.equal(res.status, 422, `the update of ${user.id} is refused alike`);
+    t.strictSame(res.body.error_codes?.['department_ids.0'], ['confers_rights']);
+    t.strictSame(await membership(user.id), [], 'and changes nothing');
+  }
+  const seen = await api.call(t, 'updateUser', { token: delegate.token, params: { user: named.id }, body: { department_ids: [archive.id] } });
+  t.equal(seen.status, 200, 'the delegate who sees the role adds it: it confers nothing the role had not');
+});
