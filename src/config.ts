@@ -430,7 +430,17 @@ export function readDotEnv(file = '.env'): Record<string, string | undefined> {
     throw new ConfigError(`${file}: cannot be read (${(error as NodeJS.ErrnoException).code ?? String(error)}); fix its permissions or remove it`);
   }
   // An editor's byte order mark would otherwise become part of the first variable's name.
-  return parseEnv(text.replace(/^\uFEFF/, ''));
+  const parsed = parseEnv(text.replace(/^\uFEFF/, ''));
+  // A line that is no NAME=value (a note without `#`) is passed over, as Node 22 and later do; Node 20 took it for
+  // the start of the next line's name, and that setting was lost.
+  for (const name of Object.keys(parsed)) {
+    if (!name.includes('\n')) continue;
+    const value = parsed[name];
+    delete parsed[name];
+    const setting = name.slice(name.lastIndexOf('\n') + 1).trim();
+    if (setting !== '' && !(setting in parsed)) parsed[setting] = value;
+  }
+  return parsed;
 }
 
 /**
