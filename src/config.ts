@@ -437,7 +437,10 @@ export function readDotEnv(file = '.env'): Record<string, string | undefined> {
     if (!name.includes('\n')) continue;
     const value = parsed[name];
     delete parsed[name];
-    const setting = name.slice(name.lastIndexOf('\n') + 1).trim();
+    const setting = name
+      .slice(name.lastIndexOf('\n') + 1)
+      .replace(/^\s*export\s+/, '')
+      .trim();
     if (setting !== '' && !(setting in parsed)) parsed[setting] = value;
   }
   return parsed;

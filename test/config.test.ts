@@ -361,7 +361,7 @@ t.test('.env in the working folder is read; the environment takes precedence', a
   t.equal(marked.code, 78);
   t.match(marked.stderr, /^atrium: PORT: "abc" is not accepted/);
   // Nor does a line that is no setting hide the one after it: it is passed over, on every Node.
-  await writeFile(path.join(folder, '.env'), 'LOG_LEVEL=warn\nthese are the development settings\nPORT=abc\n');
+  await writeFile(path.join(folder, '.env'), 'LOG_LEVEL=warn\nthese are the development settings\nexport PORT=abc\n');
   const noted = await run([cli, 'migrate'], environment({}), folder);
   t.equal(noted.code, 78);
   t.match(noted.stderr, /^atrium: PORT: "abc" is not accepted/, 'the setting after the note is read');
