@@ -769,8 +769,9 @@ export interface paths {
          *     the target (no cycles). A `systemVariable` source has no source entity and its
          *     variable must fit the target field's type. A variable of a personal or
          *     administrative user field, `email` or `staff_number`, needs the caller to read that
-         *     field of other users (`users.view` and `users.view-personal`, or
-         *     `users.view-administrative`; 422 `permission_missing` on `config` otherwise): what
+         *     field of other users (`users.view` with `users.view-personal` for `email`,
+         *     `users.view` with `users.view-administrative` for `staff_number`; 422
+         *     `permission_missing` on `config` otherwise): what
          *     the assignee submits pre-filled is readable by the template's administrators, so a
          *     source pre-fills a hidden field only for a caller who could read it anyway.
          */

@@ -1,7 +1,7 @@
 /**
  * `atrium` command line (docs/running.md#command-line): the process around the commands of
  * `commands.ts`. Their answer goes to stdout, messages to stderr; the exit status is 0 when
- * done, 1 when the command failed, 2 after a usage mistake.
+ * done, 1 when the command failed, 2 after a usage mistake, 130 after Ctrl-C (at a prompt too).
  */
 import { runCommand } from './commands.ts';
 
