@@ -1,4 +1,4 @@
-import { presentedTokenHash, type Auth } from '../../platform/auth/auth.ts';
+import { presentedTokenHash, requirePermission, type Auth } from '../../platform/auth/auth.ts';
 import { hashToken } from '../../platform/auth/tokens.ts';
 import type { Tx } from '../../platform/database/database.ts';
 import type { Handlers } from '../../platform/http/handler.ts';
@@ -10,7 +10,16 @@ import { audit, type RequestContext } from '../audit-events/record.ts';
 import { holdSession } from '../auth/credentials.ts';
 import { admitLoginAttempt, withdrawLoginAttempt } from '../auth/queries.ts';
 import { clientAddressLimitKey } from '../auth/rules.ts';
-import { consumeLoginToken, heldTokenTarget, insertLoginToken, softDeleteLoginToken, tokenTarget, tokenTargetsWithEmail, type TokenTarget } from './queries.ts';
+import {
+  consumeLoginToken,
+  heldCreatorPermissions,
+  heldTokenTarget,
+  insertLoginToken,
+  softDeleteLoginToken,
+  tokenTarget,
+  tokenTargetsWithEmail,
+  type TokenTarget,
+} from './queries.ts';
 import { refuseUnlessSignInHeld, requireEmailLookup, soleActiveUser, unusableTarget } from './rules.ts';
 import { isSignedLoginTokenValue, newLoginTokenValue } from './token-value.ts';
 import { loginTokenListing, loginTokenView } from './view.ts';
@@ -23,7 +32,11 @@ async function createLoginToken(tx: Tx, ctx: RequestContext & { auth: Auth }, se
   // The user it signs in is judged as held: a new role or a deactivation committed since the look-up is seen.
   const held = await heldTokenTarget(tx, target.id);
   if (!held || !soleActiveUser([held])) throw unusableTarget(field);
-  await refuseUnlessSignInHeld(tx, auth, held, field);
+  // So is the creator's authority: a role update since the request was authenticated (a permission taken) is seen.
+  const creator: Auth = { ...auth, permissions: await heldCreatorPermissions(tx, auth) };
+  requirePermission(creator, 'login-tokens.administer');
+  if (field === 'email') requireEmailLookup(creator);
+  await refuseUnlessSignInHeld(tx, creator, held, field);
   const token = newLoginTokenValue(secrets);
   const row = await insertLoginToken(tx, auth, target.id, hashToken(token), expiresIn);
   // The value is a credential: the trail names the token by its uuid only.

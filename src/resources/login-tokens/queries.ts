@@ -1,4 +1,5 @@
 import { and, eq, isNull, sql, type SQL } from 'drizzle-orm';
+import type { Permission } from '../../platform/auth/permissions.ts';
 import { setTenant, type Database, type Tx } from '../../platform/database/database.ts';
 import { lockRecord } from '../../platform/database/locks.ts';
 import { recordAudit, type AuditOrigin } from '../../platform/audit/audit.ts';
@@ -51,6 +52,23 @@ export async function tokenTarget(tx: Tx, id: number): Promise<TokenTarget | und
 export async function heldTokenTarget(tx: Tx, id: number): Promise<TokenTarget | undefined> {
   await lockRecord(tx, users, id, 'share');
   return tokenTarget(tx, id);
+}
+
+/**
+ * The creator's permissions as their role grants them now (none while it is inactive), the
+ * role's row held (`share`): a role update deactivating it or taking a permission, which
+ * revokes the tokens its holders created, either committed before and is read here, or
+ * waits for this transaction and then revokes the token it made with the others.
+ */
+export async function heldCreatorPermissions(tx: Tx, creator: { tenantId: number; userId: number }): Promise<ReadonlySet<Permission>> {
+  // Naming the tenant: Citus locks rows only in a statement that names its shard.
+  const [role] = await tx
+    .select({ active: roles.active, permissions: roles.permissions })
+    .from(roles)
+    .innerJoin(users, and(eq(users.tenantId, roles.tenantId), eq(users.roleId, roles.id)))
+    .where(and(eq(roles.tenantId, creator.tenantId), eq(users.id, creator.userId)))
+    .for('share', { of: roles });
+  return new Set(role?.active ? (role.permissions as Permission[]) : []);
 }
 
 /** The users whose e-mail address is `email` (compared case-insensitively), as token targets. */

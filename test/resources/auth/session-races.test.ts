@@ -95,6 +95,26 @@ t.test("a login token made while its creator's password is changed by another se
   if (created.status === 201) t.equal((await api.call(t, 'loginWithToken', { body: { token: created.body.token } })).status, 401, 'it signs nobody in');
 });
 
+t.test("a login token made while its creator's role loses login-tokens.administer is refused, and giving it back revives none", PAUSES_WRITES, async (t) => {
+  const creator = await api.createUser(tenant.tenantId, { username: 'token-stripped', permissions: ['login-tokens.administer'] });
+  const role = await roleNamed(api.db, tenant.tenantId, 'role-token-stripped');
+  const setPermissions = (permissions: string[]) => api.call(t, 'updateRole', { token: admin, params: { role: role.id }, body: { permissions } });
+  // Authenticated with the permission, the create reaches the creator's role while the update that takes it holds its commit.
+  const { ending, release } = await holdCommitOf(t, 'role.updated', role.id, () => setPermissions([]));
+  const create = api.call(t, 'createUserLoginToken', { token: creator.token, body: { expires_in: 600 } });
+  await answeredOrWaiting(create, 'for share');
+  await release();
+  const [stripped, created] = await Promise.all([ending, create]);
+  t.equal(stripped.status, 200);
+  t.equal(created.status, 403, 'the create waited for the update, then found the permission gone');
+  t.equal((await setPermissions(['login-tokens.administer'])).status, 200);
+  if (created.status === 201) t.equal((await api.call(t, 'loginWithToken', { body: { token: created.body.token } })).status, 401, 'it signs nobody in');
+  const [pending] = await api.db.owner.execute<{ n: number }>(
+    sql`select count(*)::int as n from user_login_tokens where user_id = ${creator.id} and deleted_at is null and used_at is null`,
+  );
+  t.equal(pending?.n, 0, 'no token of the creator is left to revive');
+});
+
 t.test('a push subscription registered while its user is deactivated is refused, and a reactivation revives none', PAUSES_WRITES, async (t) => {
   const user = await api.createUser(tenant.tenantId, { username: 'push-leaver' });
   const { ending, release } = await holdCommitOf(t, 'user.updated', user.id, () =>
