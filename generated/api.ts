@@ -2019,9 +2019,10 @@ export interface paths {
          *     unless the caller holds `tasks.administer` (forms, task templates) or
          *     `menu-items.administer` (menu items); 422 on `role_id` or `department_ids.<i>`.
          *     Memberships through which the user was already named, and removing memberships,
-         *     are always allowed; named through the user's current role counts so only for a
-         *     caller holding `users.view-administrative`, who may see that role (for any other,
-         *     whether a department is refused must not tell which role the user holds).
+         *     are always allowed; named directly or through the user's current role counts so
+         *     only for a caller holding `users.view-administrative`, who may see both (for any
+         *     other, whether a department is refused must not tell the user's role or the entity
+         *     permissions naming them).
          *
          *     **Credentials that end.** A password change ends sessions and pending login
          *     tokens: changing one's own password revokes every other access token of the user
@@ -2151,9 +2152,9 @@ export interface paths {
          *       and it may not confer entity rights the caller lacks (error on `role_id`).
          *     - New or changed `department_ids` may not confer entity rights the caller lacks
          *       either (error on `department_ids.<i>`); memberships through which the user is
-         *       already named, and removed memberships, are always allowed (named through the
-         *       user's current role counts only for a caller holding `users.view-administrative`,
-         *       who may see that role).
+         *       already named, and removed memberships, are always allowed (named directly or
+         *       through the user's current role counts only for a caller holding
+         *       `users.view-administrative`, who may see both).
          *     - On the caller's own row `role_id`, `active` and `prevent_logout` cannot change.
          *     - A password cell of an existing user sets that user's password, under the rules of
          *       `PUT /api/users/{user}`: at least the minimum length, and refused (error on

@@ -87,12 +87,13 @@ export function isRestricted(entityType: string, entityId: AnyColumn): SQL {
  * True when the entity's permissions name `userId` directly, through the user's role while
  * it is active, or through one of the user's departments (`subjectIsUser`). A correlated
  * EXISTS: one set-based query for any number of entities. (The subquery's alias is `p`:
- * outer queries use another one.) `throughRole: false` leaves the role out, for a judgment
- * whose answer must not depend on a role the caller may not see.
+ * outer queries use another one.) `administrative: false` counts the departments only, for
+ * a judgment whose answer must not depend on what the caller may not see of the user (their
+ * role and the entity permissions naming them are administrative fields).
  */
-export function namesUser(entityType: string | SQL, entityId: AnyColumn | SQL, userId: number | SQL, tenantId?: SQL, { throughRole = true } = {}): SQL {
+export function namesUser(entityType: string | SQL, entityId: AnyColumn | SQL, userId: number | SQL, tenantId?: SQL, { administrative = true } = {}): SQL {
   return sql`exists (select 1 from entity_permissions p
-    where p.entity_type = ${entityType} and p.entity_id = ${entityId}${sameTenant('p', entityId, tenantId)} and ${subjectIsUser('p', userId, { throughRole })})`;
+    where p.entity_type = ${entityType} and p.entity_id = ${entityId}${sameTenant('p', entityId, tenantId)} and ${subjectIsUser('p', userId, { administrative })})`;
 }
 
 /**
@@ -100,17 +101,17 @@ export function namesUser(entityType: string | SQL, entityId: AnyColumn | SQL, u
  * `userId` directly, through the user's role, or through one of the user's departments.
  * An inactive role grants nothing, so by default it names no one. `inactiveRoles: true`
  * asks what the user could hold instead: an inactive role can be reactivated at any time
- * (as `grantablePermissions` counts its permission keys). `throughRole: false` leaves the
- * role out altogether.
+ * (as `grantablePermissions` counts its permission keys). `administrative: false` counts
+ * the departments only, leaving out naming directly and through the role.
  */
-export function subjectIsUser(row: 'p' | 'e', userId: number | SQL, { inactiveRoles = false, throughRole = true } = {}): SQL {
+export function subjectIsUser(row: 'p' | 'e', userId: number | SQL, { inactiveRoles = false, administrative = true } = {}): SQL {
   const r = sql.raw(row);
   const active = inactiveRoles ? sql`` : sql` and exists (select 1 from roles ro where ro.tenant_id = u.tenant_id and ro.id = u.role_id and ro.active)`;
-  const role = throughRole
-    ? sql`
-        or (${r}.subject_type = 'role' and ${r}.subject_id = (select u.role_id from users u where u.tenant_id = ${r}.tenant_id and u.id = ${userId}${active}))`
+  const directlyOrByRole = administrative
+    ? sql`(${r}.subject_type = 'user' and ${r}.subject_id = ${userId})
+        or (${r}.subject_type = 'role' and ${r}.subject_id = (select u.role_id from users u where u.tenant_id = ${r}.tenant_id and u.id = ${userId}${active}))
+        or `
     : sql``;
-  return sql`((${r}.subject_type = 'user' and ${r}.subject_id = ${userId})${role}
-        or (${r}.subject_type = 'department' and ${r}.subject_id in (
+  return sql`(${directlyOrByRole}(${r}.subject_type = 'department' and ${r}.subject_id in (
           select du.department_id from department_users du where du.tenant_id = ${r}.tenant_id and du.user_id = ${userId})))`;
 }

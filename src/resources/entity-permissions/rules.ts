@@ -82,9 +82,10 @@ function coveredEntityTypes(caller: { permissions: ReadonlySet<string> }): strin
  *
  * Only what the change adds counts: an entity that already names the user (directly, or
  * through their current role or departments) confers nothing new, and removing a
- * membership is always allowed. The current role counts so only for a caller holding
- * `users.view-administrative`, who may see it: for any other, whether a change is refused
- * must not tell which role the user holds (docs/security.md, field visibility). Answers, per change (same order), the offending role and
+ * membership is always allowed. Naming through the current role or directly counts so only
+ * for a caller holding `users.view-administrative`, who may see both: for any other, whether
+ * a change is refused must not tell the user's role or the entity permissions naming them
+ * (docs/security.md, field visibility). Answers, per change (same order), the offending role and
  * departments; ONE query for any number of changes, none when `newUsers` knows them all.
  *
  * `newUsers`, when given, keeps the answers for users still to be created (`userId`
@@ -131,9 +132,9 @@ export async function membershipsConferringRights(
     if (change.departmentIds?.length) for (const departmentId of new Set(change.departmentIds)) ask(i, change.userId, null, departmentId);
   });
   if (askedBy.length === 0) return result;
-  // The user's role, an administrative field, exempts only for a caller who may see it: otherwise whether a
-  // membership is refused would tell which role the user holds.
-  const seesRoles = caller.permissions.has('users.view-administrative');
+  // Naming through the user's role or directly (their role and their entity permissions are administrative fields)
+  // exempts only for a caller who may see them: otherwise whether a membership is refused would tell them.
+  const seesAdministrative = caller.permissions.has('users.view-administrative');
   const index = askedBy.map((_, at) => at);
   const rows = await tx.execute<{ i: number; role_id: string | null; department_id: string | null }>(sql`
     select distinct c.i, c.role_id, c.department_id
@@ -144,7 +145,7 @@ export async function membershipsConferringRights(
       or (e.subject_type = 'department' and e.subject_id = c.department_id)
     where not (e.entity_type = any(${coveredEntityTypes(caller)}::text[]))
       and not ${namesUser(sql`e.entity_type`, sql`e.entity_id`, caller.userId, sql`e.tenant_id`)}
-      and (c.user_id is null or not ${namesUser(sql`e.entity_type`, sql`e.entity_id`, sql`c.user_id`, sql`e.tenant_id`, { throughRole: seesRoles })})`);
+      and (c.user_id is null or not ${namesUser(sql`e.entity_type`, sql`e.entity_id`, sql`c.user_id`, sql`e.tenant_id`, { administrative: seesAdministrative })})`);
   const found = new Set<number>();
   for (const row of rows) {
     found.add(Number(row.i));

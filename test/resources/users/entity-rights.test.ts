@@ -200,18 +200,23 @@ t.test('the CSV rule holds in every batch of a long file: a role or department f
   t.equal(res.body.new_users.length, rows.length - expected.length);
 });
 
-t.test('a delegate who may not see roles is answered alike for users alike but for their role: the role exempts nothing then', async (t) => {
+t.test('a delegate who may not see roles is answered alike for users alike but for their role or being named: these exempt nothing then', async (t) => {
   const archive = await createDepartment(api.db, tenant.tenantId, 'Archive');
   const [archivists] = await api.db.owner.insert(roles).values({ tenantId: tenant.tenantId, name: 'Archivists', permissions: [] }).returning();
-  const form = await api.call(t, 'createForm', {
-    token: admin,
-    body: { title: 'Archive review', form_type: 'survey', entity_permissions: { department_ids: [archive.id], role_ids: [archivists!.id] } },
-  });
-  t.equal(form.status, 201);
-  // role_id is administrative: this delegate sees neither user's role.
+  // role_id and the entity permissions naming a user are administrative: this delegate sees neither.
   const blind = await api.createUser(tenant.tenantId, { username: 'blind-delegate', permissions: ['users.view', 'users.administer'] });
   const named = await api.createUser(tenant.tenantId, { username: 'archivist', values: { roleId: archivists!.id } });
   const other = await api.createUser(tenant.tenantId, { username: 'filer', values: { roleId: employeeRole.id } });
+  const curator = await api.createUser(tenant.tenantId, { username: 'curator', values: { roleId: employeeRole.id } });
+  const form = await api.call(t, 'createForm', {
+    token: admin,
+    body: {
+      title: 'Archive review',
+      form_type: 'survey',
+      entity_permissions: { department_ids: [archive.id], role_ids: [archivists!.id], user_ids: [curator.id] },
+    },
+  });
+  t.equal(form.status, 201);
   t.equal(
     (await api.call(t, 'getUser', { token: blind.token, params: { user: named.id }, query: { selects: 'role_id' } })).status,
     422,
@@ -219,16 +224,21 @@ t.test('a delegate who may not see roles is answered alike for users alike but f
   );
 
   const verdicts = async (token: string) => {
-    const csv = `username,department_ids\narchivist,${archive.id}\nfiler,${archive.id}\n`;
+    const csv = `username,department_ids\narchivist,${archive.id}\nfiler,${archive.id}\ncurator,${archive.id}\n`;
     const preview = await importCsv(t, csv, token);
     t.equal(preview.status, 200);
     const refused = new Set((preview.body.invalid_rows as { username?: string; line: number }[]).map((row) => row.line));
-    return { archivist: refused.has(2) ? 'refused' : 'accepted', filer: refused.has(3) ? 'refused' : 'accepted' };
+    const verdict = (line: number) => (refused.has(line) ? 'refused' : 'accepted');
+    return { archivist: verdict(2), filer: verdict(3), curator: verdict(4) };
   };
-  t.strictSame(await verdicts(blind.token), { archivist: 'refused', filer: 'refused' }, 'the preview refuses both rows alike');
-  t.strictSame(await verdicts(delegate.token), { archivist: 'accepted', filer: 'refused' }, 'a delegate who sees roles is spared the false refusal');
+  t.strictSame(await verdicts(blind.token), { archivist: 'refused', filer: 'refused', curator: 'refused' }, 'the preview refuses the rows alike');
+  t.strictSame(
+    await verdicts(delegate.token),
+    { archivist: 'accepted', filer: 'refused', curator: 'accepted' },
+    'a delegate who sees roles and entity permissions is spared the false refusals',
+  );
 
-  for (const user of [named, other]) {
+  for (const user of [named, other, curator]) {
     const res = await api.call(t, 'updateUser', { token: blind.token, params: { user: user.id }, body: { department_ids: [archive.id] } });
     t.equal(res.status, 422, `the update of ${user.id} is refused alike`);
     t.strictSame(res.body.error_codes?.['department_ids.0'], ['confers_rights']);
