@@ -44,7 +44,7 @@ export async function openDatabaseServer(config: Config, logger: Logger, onLost?
   // In a session of its own: a terminal's Ctrl-C reaches Atrium, which stops it last.
   return startEmbeddedPostgres(config.dataDir, {
     log: (line) => logger.debug({ postgres: line }),
-    notice: (level, line) => logger[level]({ dataDir: config.dataDir }, line),
+    notice: (line) => logger.warn({ dataDir: config.dataDir }, line),
     ownSession: true,
     command,
     restart: onLost && {

@@ -159,7 +159,7 @@ t.test('a server and a command started at once on an empty DATA_DIR: the command
   await leftIntact(t, folder);
 });
 
-t.test('a server whose start waits for another start says so at the default log level, then serves once the other is done', async (t) => {
+t.test('a server whose start waits for another start says so in a warning, then serves once the other is done', async (t) => {
   const folder = emptyDataDir(t);
   mkdirSync(folder, { mode: 0o711 });
   // Another process holds the start lock, as a start in its turn does.
@@ -177,8 +177,8 @@ t.test('a server whose start waits for another start says so at the default log 
   await until(server, 'waiting for it');
   t.match(
     server.output(),
-    /"level":30.*another start is starting the embedded PostgreSQL of .*; waiting for it \(up to 120 s\)/,
-    'an info line says why it waits',
+    /"level":40.*another start is starting the embedded PostgreSQL of .*; waiting for it \(up to 120 s\)/,
+    'a warning says why it waits',
   );
   t.notMatch(server.output(), /Server listening/, 'and it does not serve yet');
   holder.kill('SIGKILL');

